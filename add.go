@@ -1,0 +1,109 @@
+package asyncsteps
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+)
+
+// host is what steps are added to: a running step, a Root before execution,
+// or the branches of a Parallel. The add functions below hold the checks
+// common to all three.
+type host interface {
+	AsyncSteps
+	push(s step) AsyncSteps
+	misuse(info string) // report a wrong use as InternalError
+	adding() bool       // whether steps may be added now
+}
+
+func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
+	if !h.adding() {
+		return h
+	}
+	if fn == nil {
+		h.misuse("Add: nil step function")
+		return h
+	}
+	return h.push(step{fn: fn, onerror: firstHandler(onerror)})
+}
+
+func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
+	d := &parallelDef{}
+	if h.adding() {
+		h.push(step{kind: d, onerror: firstHandler(onerror)})
+	}
+	return &parallelBuilder{def: d, owner: h}
+}
+
+func addSuccess(h host, args []any) AsyncSteps {
+	if !h.adding() {
+		return h
+	}
+	return h.push(step{fn: func(as AsyncSteps, _ ...any) { as.Success(args...) }})
+}
+
+// addSync adds a step that hands f to obj with the step's incoming args
+// bound, so that they reach the critical section (spec 1.11.3).
+func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
+	if !h.adding() {
+		return h
+	}
+	if obj == nil || fn == nil {
+		h.misuse("Sync: nil Syncer or step function")
+		return h
+	}
+	return h.push(step{fn: func(as AsyncSteps, args ...any) {
+		obj.Sync(as, func(as AsyncSteps, _ ...any) { fn(as, args...) }, onerror...)
+	}})
+}
+
+func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
+	if !h.adding() {
+		return h
+	}
+	if fn == nil {
+		h.misuse("Await: nil function")
+		return h
+	}
+	return h.push(step{fn: awaitStep(fn), onerror: firstHandler(onerror)})
+}
+
+// awaitStep runs fn on a goroutine of its own (spec 1.13): the step waits,
+// its cancel handler cancels fn's context, and fn's outcome completes it.
+func awaitStep(fn AwaitFunc) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		f := as.(*frame)
+		ctx, cancel := context.WithCancel(context.Background())
+		as.SetCancel(func(AsyncSteps) { cancel() })
+		go func() {
+			defer cancel()
+			v, err := callAwait(ctx, fn)
+			if err == nil {
+				f.Success(v)
+				return
+			}
+			f.complete(awaitError(err), err)
+		}()
+	}
+}
+
+// callAwait runs fn, turning a panic into an error: a panic on a goroutine
+// nobody recovers would end the process.
+func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx)
+}
+
+// awaitError maps fn's error to the step's error: an *Error keeps its code
+// and info, anything else is an InternalError with err.Error() as info.
+func awaitError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Code: e.Code, Info: e.Info, Cause: err}
+	}
+	return &Error{Code: InternalError, Info: err.Error(), Cause: err}
+}

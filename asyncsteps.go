@@ -1,0 +1,117 @@
+package asyncsteps
+
+import (
+	"context"
+	"time"
+)
+
+// StepFunc is a step's body (the spec's execute_callback). args are the
+// success arguments of the previous step at the same level.
+type StepFunc func(as AsyncSteps, args ...any)
+
+// ErrorFunc handles an error raised by its step or the step's sub-steps (the
+// spec's error_callback). The error info is in as.State().ErrorInfo.
+//
+// It completes like a catch block: [AsyncSteps.Success] resumes after the
+// failed step, [AsyncSteps.Error] replaces the error, [AsyncSteps.Add] runs
+// the added steps in place of the failed step, and a plain return lets the
+// error go on to the outer handlers.
+type ErrorFunc func(as AsyncSteps, code string)
+
+// CancelFunc releases what a waiting step holds when the step is cancelled
+// (the spec's cancel_callback).
+type CancelFunc func(as AsyncSteps)
+
+// LoopFunc is the body of [AsyncSteps.Loop].
+type LoopFunc func(as AsyncSteps)
+
+// RepeatFunc is the body of [AsyncSteps.Repeat]; i counts from 0.
+type RepeatFunc func(as AsyncSteps, i int)
+
+// ForEachFunc is the body of [AsyncSteps.ForEach].
+type ForEachFunc func(as AsyncSteps, key, value any)
+
+// AwaitFunc is a blocking Go function run by [AsyncSteps.Await] on its own
+// goroutine. ctx is cancelled as soon as the step is cancelled.
+type AwaitFunc func(ctx context.Context) (any, error)
+
+// AsyncSteps is the interface every callback receives (spec 2.2). The value
+// given to a callback is bound to that one step: once the step has completed,
+// calls on it have no effect and IsValid reports false.
+//
+// [*Root] implements it too, so a helper written as func(as AsyncSteps) works
+// on a root before execution and inside a step alike.
+//
+// Except for Success and Error on a waiting step, the methods may be called
+// only from the callback the value was given to.
+type AsyncSteps interface {
+	// Add queues a sub-step, run after the current callback returns.
+	Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps
+	// Parallel queues a step whose branches run concurrently; each Add (or
+	// Loop, Repeat, ForEach, Sync, Await) on the returned value adds a branch.
+	Parallel(onerror ...ErrorFunc) AsyncSteps
+	// State returns the state shared by every step of the flow.
+	State() *State
+	// CopyFrom queues the steps of model and copies its state variables
+	// that are not set yet.
+	CopyFrom(model *Root) AsyncSteps
+	// Sync queues a step run in the critical section guarded by obj.
+	Sync(obj Syncer, f StepFunc, onerror ...ErrorFunc) AsyncSteps
+	// SuccessStep queues a step that succeeds with args.
+	SuccessStep(args ...any) AsyncSteps
+	// Await queues a step that runs f on its own goroutine and succeeds
+	// with its value.
+	Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps
+	// NewInstance returns a new, empty root on the same tool.
+	NewInstance() *Root
+	// IsValid reports whether calls on this value still act on a step.
+	IsValid() bool
+	// Tool returns the event loop of the flow.
+	Tool() Tool
+
+	// Success completes the step with args for the next step.
+	Success(args ...any)
+	// Error completes the step with an error and aborts the callback.
+	Error(code string, info ...string)
+	// SetTimeout makes the step wait for an external completion and fail
+	// with Timeout after d, covering its sub-steps.
+	SetTimeout(d time.Duration)
+	// SetCancel makes the step wait for an external completion and sets the
+	// function that runs if the step is cancelled.
+	SetCancel(f CancelFunc)
+	// WaitExternal makes the step wait for an external completion.
+	WaitExternal()
+
+	// Loop queues a loop that runs f until Break.
+	Loop(f LoopFunc, label ...string) AsyncSteps
+	// Repeat queues a loop that runs f count times.
+	Repeat(count int, f RepeatFunc, label ...string) AsyncSteps
+	// ForEach queues a loop over a slice, array, map, iter.Seq2 or *State.
+	ForEach(collection any, f ForEachFunc, label ...string) AsyncSteps
+	// Break leaves the innermost loop, or the loop with label.
+	Break(label ...string)
+	// Continue starts the next iteration of the innermost loop, or of the
+	// loop with label.
+	Continue(label ...string)
+}
+
+// Syncer is a synchronization primitive (the spec's ISync): Sync adds to as
+// the steps that run f inside its critical section, with onerror as f's
+// error handler.
+type Syncer interface {
+	Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc)
+}
+
+func firstHandler(h []ErrorFunc) ErrorFunc {
+	if len(h) == 0 {
+		return nil
+	}
+	return h[0]
+}
+
+func firstLabel(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return l[0]
+}

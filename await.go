@@ -1,0 +1,131 @@
+package asyncsteps
+
+import "reflect"
+
+// This file holds typed helpers for Go code that meets a flow: waiting for a
+// channel or for another flow, and reading success arguments. They are built
+// on the public API, so they behave like hand-written steps; they live here
+// rather than as methods because Go methods cannot have type parameters.
+
+// AwaitChan adds a step that waits for one value from ch and succeeds with it
+// as its single argument, like [AsyncSteps.Await] for a channel. As with a
+// receive expression, a closed channel gives the zero value and a nil channel
+// never delivers. onerror is the step's error handler.
+//
+// A value already waiting is taken at once, without a goroutine. Otherwise a
+// goroutine waits on ch and on the step's cancellation (a timeout, a failed
+// parallel sibling, [Root.Cancel], the end of [Root.Run]'s context), so it
+// ends whichever comes first. A value received while the step is being
+// cancelled is dropped: it is not put back into ch.
+//
+// No goroutine can be spared in general: Go has no way to be told that a
+// channel is ready, and the loop must never block on one.
+func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSteps {
+	return as.Add(recvStep(func() <-chan T { return ch }, succeed[T], nil), onerror...)
+}
+
+// AwaitResult adds a step that waits for a [Result] from ch (typically the
+// channel of another flow's [Root.Promise]) and completes like that flow did:
+// it succeeds with Result.Args, or fails as [AsyncSteps.Await] maps an error
+// (an [*Error] keeps its code and info, anything else is an InternalError
+// with err.Error() as info; State().LastException holds Result.Err).
+//
+// Cancelling the step stops the wait but not the flow behind ch: use
+// [AwaitFlow] to own that flow.
+func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSteps {
+	return as.Add(recvStep(func() <-chan Result { return ch }, complete, nil), onerror...)
+}
+
+// AwaitFlow adds a step that runs the flow other as a sub-flow: the step
+// starts other (as [Root.Promise] does) when it runs, and completes like
+// other ends, as [AwaitResult] describes. other may run on another [Tool].
+//
+// Cancelling the step (its timeout, a failed parallel sibling, the
+// cancellation of the flow it is in) cancels other. other stops
+// asynchronously: its cancel handlers may run on its own loop after the step
+// has been cancelled. A nil other, or one that is already running, fails the
+// step with InternalError.
+func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
+	if other == nil {
+		return as.Add(func(as AsyncSteps, _ ...any) {
+			as.Error(InternalError, "AwaitFlow: nil Root")
+		}, onerror...)
+	}
+	return as.Add(recvStep(other.Promise, complete, other.Cancel), onerror...)
+}
+
+// recvStep returns a step that waits for one value from the channel open
+// returns and hands it to deliver. stop, if not nil, runs when the step is
+// cancelled.
+//
+// The fast path runs deliver inside the callback. Otherwise the waiting
+// goroutine calls deliver as an external completion; if the step was
+// cancelled meanwhile, the completion is refused by the step itself (API
+// decision 12), so the goroutine never blocks on the flow and never needs to
+// know whether the step is still alive.
+func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), stop func()) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		ch := open()
+		select {
+		case v := <-ch: // never ready on a nil channel
+			deliver(as, v)
+			return
+		default:
+		}
+		cancelled := make(chan struct{})
+		as.SetCancel(func(AsyncSteps) {
+			close(cancelled) // cancel handlers run at most once
+			if stop != nil {
+				stop()
+			}
+		})
+		if ch == nil {
+			return // only a cancellation ends the step: nothing to wait on
+		}
+		go func() {
+			select {
+			case v := <-ch:
+				deliver(as, v)
+			case <-cancelled:
+			}
+		}()
+	}
+}
+
+func succeed[T any](as AsyncSteps, v T) { as.Success(v) }
+
+// complete completes as like the flow that gave res ended.
+func complete(as AsyncSteps, res Result) {
+	if res.Err == nil {
+		as.Success(res.Args...)
+		return
+	}
+	if f, ok := as.(*frame); ok {
+		// Keep the original error as LastException, as Await does.
+		f.complete(awaitError(res.Err), res.Err)
+		return
+	}
+	e := awaitError(res.Err)
+	as.Error(e.Code, e.Info)
+}
+
+// Arg returns args[i] as a T. ok is false when i is out of range or args[i]
+// is not a T; an untyped nil counts as the nil T when T is an interface,
+// pointer, map, slice, channel or function type. It reads the success
+// arguments a step receives without a chain of type assertions:
+//
+//	name, ok := asyncsteps.Arg[string](args, 0)
+func Arg[T any](args []any, i int) (v T, ok bool) {
+	if i < 0 || i >= len(args) {
+		return v, false
+	}
+	if v, ok = args[i].(T); ok || args[i] != nil {
+		return v, ok
+	}
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Map, reflect.Slice,
+		reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return v, true
+	}
+	return v, false
+}

@@ -1,0 +1,76 @@
+package asyncsteps
+
+import (
+	"context"
+	"fmt"
+)
+
+// FutoIn standard error codes (FTN3), used as the code of [Error] and given
+// to [ErrorFunc] handlers.
+const (
+	ConnectError        = "ConnectError"
+	CommError           = "CommError"
+	UnknownInterface    = "UnknownInterface"
+	NotSupportedVersion = "NotSupportedVersion"
+	NotImplemented      = "NotImplemented"
+	Unauthorized        = "Unauthorized"
+	InternalError       = "InternalError"
+	InvokerError        = "InvokerError"
+	InvalidRequest      = "InvalidRequest"
+	DefenseRejected     = "DefenseRejected"
+	PleaseReauth        = "PleaseReauth"
+	SecurityError       = "SecurityError"
+	Timeout             = "Timeout"
+	LoopBreak           = "LoopBreak" // seen by error handlers between Break and its loop
+	LoopCont            = "LoopCont"  // likewise for Continue
+)
+
+// Error is a FutoIn error: a code from the constants above (or any other
+// string), the error_info that went with it, and the Go error or panic that
+// caused it, if any.
+//
+// Test a code with errors.Is and a template value:
+//
+//	errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Timeout})
+//
+// A Timeout error also matches [context.DeadlineExceeded].
+type Error struct {
+	Code  string
+	Info  string
+	Cause error // the original Go error or panic, if any
+}
+
+// Error returns "Code" or "Code: Info".
+func (e *Error) Error() string {
+	if e.Info == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Info
+}
+
+// Is reports whether target is an *Error with the same Code, or
+// context.DeadlineExceeded for a Timeout.
+func (e *Error) Is(target error) bool {
+	if t, ok := target.(*Error); ok {
+		return t.Code == e.Code
+	}
+	return e.Code == Timeout && target == context.DeadlineExceeded
+}
+
+// Unwrap returns Cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// PanicError is the cause of the InternalError raised when a callback panics:
+// the panic value and the stack of the goroutine at the panic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}

@@ -1,0 +1,368 @@
+package asyncsteps
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"time"
+)
+
+// burst is how many steps a flow runs in a row before it lets the loop look
+// at its timers and other goroutines' posts, even when nothing else is queued.
+const burst = 256
+
+// flow is one execution of a Root. Everything in it is owned by the loop
+// goroutine, but for the frames' handle states.
+type flow struct {
+	root    *Root
+	tool    Tool
+	sched   scheduler // nil when tool is not one of this package's loops
+	state   *State
+	base    *frame
+	done    bool
+	promise chan Result
+}
+
+// run lets a frame be queued on a loop as is: it continues the flow at the
+// frame, or delivers the frame's external completion.
+func (f *frame) run() {
+	fl := f.fl
+	if f.over || fl.done {
+		return
+	}
+	if f.waiting {
+		f.waiting = false
+		fl.drive(fl.completed(f))
+		return
+	}
+	fl.drive(f)
+}
+
+// inject hands f to the loop from any goroutine.
+func (fl *flow) inject(f *frame) {
+	fl.tool.Immediate(f.run)
+}
+
+// requeue puts the continuation at f behind the other queued work.
+func (fl *flow) requeue(f *frame) {
+	if fl.sched != nil {
+		fl.sched.post(f)
+		return
+	}
+	fl.tool.Immediate(f.run)
+}
+
+// drive runs the flow from f for as long as it goes on without waiting,
+// yielding to other queued work after each step (the order of the FutoIn
+// reference implementations) and after a burst.
+func (fl *flow) drive(f *frame) {
+	for n := 0; f != nil; n++ {
+		if n > 0 && (n == burst || fl.sched == nil || fl.sched.busy()) {
+			fl.requeue(f)
+			return
+		}
+		f = fl.proceed(f)
+	}
+}
+
+// proceed runs the next sub-step of f, or completes f when it has none left.
+// It returns where the flow goes on, or nil when it waits.
+func (fl *flow) proceed(f *frame) *frame {
+	if fl.done || f.over {
+		return nil
+	}
+	if len(f.queue) == 0 {
+		if f.ctl != nil && f.ctl.drained(f) {
+			return f
+		}
+		return fl.finish(f, f.args)
+	}
+	s := &f.queue[0]
+	c := newFrame(fl, f, s, modeStep)
+	f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
+	f.active = c
+	args := f.args
+	f.args = nil
+	if c.ctl != nil {
+		c.st.Store(stDone)
+		return c.ctl.begin(c)
+	}
+	c.st.Store(stExec)
+	fl.call(c, c.fn, args)
+	return fl.settle(c)
+}
+
+// call runs a step callback, turning an abort or a panic into c.err.
+func (fl *flow) call(c *frame, fn StepFunc, args []any) {
+	defer fl.recoverInto(c)
+	fn(c, args...)
+}
+
+// callHandler runs an error handler like call runs a step.
+func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
+	defer fl.recoverInto(c)
+	fn(c, code)
+}
+
+func (fl *flow) recoverInto(c *frame) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if _, ok := r.(abortSignal); ok {
+		return
+	}
+	p := &PanicError{Value: r, Stack: debug.Stack()}
+	err := &Error{Code: InternalError, Info: fmt.Sprint(r), Cause: p}
+	c.err, c.resExc = err, p
+	fl.noteError(err, p)
+}
+
+// settle looks at how c's callback ended and returns where the flow goes on.
+func (fl *flow) settle(c *frame) *frame {
+	st := c.st.And(^stExec)
+	switch {
+	case c.err != nil:
+		return fl.fail(c, c.err)
+	case len(c.queue) > 0:
+		c.st.Or(stClaim | stDone)
+		if st&stClaim != 0 {
+			// Success or Error came from another goroutine after Add.
+			return fl.fail(c, fl.misuseError(c, "Success or Error called after Add in the same callback"))
+		}
+		return c
+	case st&stReady != 0:
+		return fl.completed(c)
+	case st&(stClaim|stWait) != 0:
+		c.waiting = true
+		return nil
+	case c.mode == modeHandler:
+		// A handler that returns lets the error go on.
+		c.release()
+		return fl.fail(c.parent, c.handling)
+	default:
+		c.st.Or(stClaim | stDone)
+		return fl.finish(c, nil)
+	}
+}
+
+// completed applies the Success or Error written to c.
+func (fl *flow) completed(c *frame) *frame {
+	c.st.Or(stDone)
+	if c.resErr != nil {
+		fl.noteError(c.resErr, c.resExc)
+		return fl.fail(c, c.resErr)
+	}
+	return fl.finish(c, c.resArgs)
+}
+
+func (fl *flow) misuseError(c *frame, info string) *Error {
+	err := &Error{Code: InternalError, Info: info}
+	fl.noteError(err, err)
+	return err
+}
+
+// noteError records err in the state: spec 1.7 and API decision 5.
+func (fl *flow) noteError(err *Error, exc error) {
+	fl.state.ErrorInfo = err.Info
+	fl.state.LastException = exc
+}
+
+// finish completes f with args and returns where the flow goes on.
+func (fl *flow) finish(f *frame, args []any) *frame {
+	f.release()
+	p := f.parent
+	switch f.mode {
+	case modeBase:
+		fl.end(args, nil)
+		return nil
+	case modeBranch:
+		return p.ctl.(*parallelRun).branchDone(p)
+	}
+	if f.ctl != nil {
+		args = nil // loops and parallels give no args to the next step
+	}
+	p.active = nil
+	p.args = args
+	return p
+}
+
+// release ends f's own resources: its timer and cancel handler.
+func (f *frame) release() {
+	f.over = true
+	f.st.Or(stClaim | stDone)
+	if f.timer != nil {
+		f.timer.Cancel()
+		f.timer = nil
+	}
+	f.onCancel = nil
+}
+
+// fail unwinds the error err from f outward (API decisions 6, 7 and 9):
+// each level runs its cancel handler, then its error handler, until one
+// handles the error or a loop takes its Break or Continue. It returns where
+// the flow goes on.
+func (fl *flow) fail(f *frame, err *Error) *frame {
+	fl.noteStack(f)
+	for {
+		f.queue = nil
+		f.active = nil
+		f.waiting = false
+		if f.ctl != nil {
+			if next, ok := f.ctl.catch(f, err); ok {
+				return next
+			}
+		}
+		if h := f.onCancel; h != nil {
+			f.onCancel = nil
+			f.st.Or(stClaim | stDone)
+			if p := fl.callCancel(f, h); p != nil {
+				err = &Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}
+				fl.noteError(err, p)
+			}
+		}
+		f.release()
+		if f.onerror != nil {
+			return fl.handle(f, err)
+		}
+		switch f.mode {
+		case modeBase:
+			fl.end(nil, fl.rootError(err))
+			return nil
+		case modeBranch:
+			return f.parent.ctl.(*parallelRun).branchFailed(f.parent, err)
+		}
+		f = f.parent
+	}
+}
+
+// handle runs f's error handler in a new frame that takes f's place, so
+// that steps the handler adds run in place of the failed step and a stale
+// handle of the failed step stays dead.
+func (fl *flow) handle(f *frame, err *Error) *frame {
+	h := &frame{fl: fl, parent: f.parent, fn: f.fn, mode: modeHandler, handling: err}
+	f.parent.active = h
+	h.st.Store(stExec)
+	fl.callHandler(h, f.onerror, err.Code)
+	return fl.settle(h)
+}
+
+// callCancel runs a cancel handler; a panic in it is returned, not raised.
+func (fl *flow) callCancel(f *frame, h CancelFunc) (p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(abortSignal); !ok {
+				p = &PanicError{Value: r, Stack: debug.Stack()}
+			}
+		}
+	}()
+	h(f)
+	return nil
+}
+
+// cancelTree cancels f and everything running under it, innermost first,
+// running cancel handlers only (API decisions 7 and 8).
+func (fl *flow) cancelTree(f *frame) {
+	if pr, ok := f.ctl.(*parallelRun); ok {
+		pr.cancelBranches(nil)
+	}
+	if f.active != nil {
+		fl.cancelTree(f.active)
+	}
+	f.queue = nil
+	f.active = nil
+	f.waiting = false
+	if h := f.onCancel; h != nil {
+		f.onCancel = nil
+		f.st.Or(stClaim | stDone)
+		if p := fl.callCancel(f, h); p != nil {
+			fl.noteError(&Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}, p)
+		}
+	}
+	f.release()
+}
+
+// armTimeout (re)arms f's timeout (API decision 8).
+func (fl *flow) armTimeout(f *frame, d time.Duration) {
+	if f.timer != nil {
+		f.timer.Cancel()
+	}
+	f.timer = fl.tool.Deferred(d, func() { fl.timeout(f) })
+}
+
+// timeout fails f with Timeout after cancelling what runs under it.
+func (fl *flow) timeout(f *frame) {
+	if f.over || fl.done {
+		return
+	}
+	f.timer = nil
+	if f.active != nil {
+		fl.cancelTree(f.active)
+	}
+	err := &Error{Code: Timeout}
+	fl.noteError(err, err)
+	fl.drive(fl.fail(f, err))
+}
+
+// cancel stops the whole flow: Root.Cancel, or the end of Run's context.
+func (fl *flow) cancel(cause error) {
+	if fl.done {
+		return
+	}
+	fl.cancelTree(fl.base)
+	fl.end(nil, cause)
+}
+
+// rootError turns a Break or Continue that found no loop into InternalError
+// (API decision 9).
+func (fl *flow) rootError(err *Error) *Error {
+	if err.Code != LoopBreak && err.Code != LoopCont {
+		return err
+	}
+	call := "Break"
+	if err.Code == LoopCont {
+		call = "Continue"
+	}
+	info := call + " outside of a loop"
+	if err.Info != "" {
+		info = fmt.Sprintf("%s(%q) outside of a loop labelled %q", call, err.Info, err.Info)
+	}
+	e := &Error{Code: InternalError, Info: info, Cause: err}
+	fl.noteError(e, e)
+	return e
+}
+
+// end delivers the flow's outcome; nothing of the flow runs afterwards.
+func (fl *flow) end(args []any, err error) {
+	fl.done = true
+	r := fl.root
+	r.fl.CompareAndSwap(fl, nil)
+	if fl.promise != nil {
+		fl.promise <- Result{Args: args, Err: err}
+		return
+	}
+	if e, ok := err.(*Error); ok {
+		r.unhandled(e)
+	}
+}
+
+// noteStack records the step functions from the root to f (spec 1.7).
+func (fl *flow) noteStack(f *frame) {
+	var stack []string
+	for ; f != nil; f = f.parent {
+		if f.fn != nil {
+			stack = append(stack, funcName(f.fn))
+		}
+	}
+	slices.Reverse(stack)
+	fl.state.AsyncStack = stack
+}
+
+func funcName(fn StepFunc) string {
+	if rf := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); rf != nil {
+		return rf.Name()
+	}
+	return "?"
+}

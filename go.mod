@@ -1,0 +1,3 @@
+module github.com/asyncsteps/asyncsteps
+
+go 1.25

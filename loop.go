@@ -1,0 +1,513 @@
+package asyncsteps
+
+import (
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Loop is a real event loop: one goroutine that runs scheduled callbacks one
+// at a time. Immediate callbacks run in the order they were scheduled;
+// deferred ones run when due, earliest first, ties in scheduling order, on
+// the wall clock ([time.Now]). Due timers are checked at least every 256
+// callbacks, so a busy loop delays them but never starves them; a timer that
+// has fallen due may run before immediates scheduled in the meantime.
+//
+// Immediate, Deferred, Now, IsSameThread, Close and the methods of the
+// returned handles are safe for concurrent use. The zero value is not
+// usable: create a Loop with [NewLoop]. A Loop that is never closed keeps
+// its goroutine for the life of the process.
+//
+// A callback that panics does not stop the loop: the panic is recovered and
+// logged with [log/slog], and the loop goes on with the next callback.
+type Loop struct {
+	// Owned by the loop goroutine: no lock.
+	local   fifo[task] // tasks ready to run, in order
+	drained []task     // the previous inbox, swapped out to be reused
+	timer   *time.Timer
+	start   time.Time // origin of the monotonic clock timers are due on
+
+	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
+	pending atomic.Int64 // len(inbox), read without the lock by busy
+	closing atomic.Bool  // set under mu; read per task to stop at once
+
+	mu       sync.Mutex
+	inbox    []task    // tasks from Immediate, in order
+	timers   timerHeap // deferred callbacks, guarded by mu
+	sleeping bool      // the loop waits on wake: producers must signal it
+
+	wake chan struct{} // capacity 1: a pending wake-up is never lost
+	done chan struct{} // closed when the goroutine has exited
+}
+
+// loopBatch bounds how many queued tasks run between two looks at the inbox
+// and the timers, so that a flow that keeps posting work starves neither.
+const loopBatch = 256
+
+// NewLoop starts a new event loop on its own goroutine.
+func NewLoop() *Loop {
+	l := &Loop{
+		start: time.Now(),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	l.timers.mu = &l.mu
+	go l.run()
+	return l
+}
+
+var defaultLoop = sync.OnceValue(NewLoop)
+
+// DefaultTool returns the process-wide [Loop], started on first use. It is
+// safe for concurrent use. It is shared by every caller in the process, so
+// nobody may close it.
+func DefaultTool() Tool { return defaultLoop() }
+
+// Immediate schedules f to run on the loop after every callback already
+// scheduled with Immediate. After Close, it returns an invalid handle and f
+// never runs.
+func (l *Loop) Immediate(f func()) Handle {
+	e := &loopImmediate{f: f}
+	l.mu.Lock()
+	if l.closing.Load() {
+		l.mu.Unlock()
+		return deadHandle{}
+	}
+	l.inbox = append(l.inbox, e)
+	l.pending.Add(1)
+	l.unlockAndWake(true)
+	return e
+}
+
+// Deferred schedules f to run on the loop once d has passed; d <= 0 makes
+// it due at once. After Close, it returns an invalid handle and f never
+// runs.
+func (l *Loop) Deferred(d time.Duration, f func()) Handle {
+	e := &timerEntry{f: f}
+	l.mu.Lock()
+	if l.closing.Load() {
+		l.mu.Unlock()
+		return deadHandle{}
+	}
+	l.timers.push(e, addClamped(l.clock(), d))
+	// Only a new earliest timer shortens the loop's sleep.
+	l.unlockAndWake(e.index == 0)
+	return e
+}
+
+// unlockAndWake releases mu and, if the loop sleeps and need is true, wakes
+// it. The flag is cleared under mu, so a busy loop costs producers no
+// channel operation and a sleeping one gets at most one signal.
+func (l *Loop) unlockAndWake(need bool) {
+	signal := need && l.sleeping
+	if signal {
+		l.sleeping = false
+	}
+	l.mu.Unlock()
+	if signal {
+		l.signal()
+	}
+}
+
+func (l *Loop) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default: // a signal is already pending
+	}
+}
+
+// IsSameThread reports whether it is called on the loop's goroutine.
+func (l *Loop) IsSameThread() bool { return goid() == l.gid.Load() }
+
+// Now returns the current time: the loop runs on the wall clock.
+func (l *Loop) Now() time.Time { return time.Now() }
+
+// Close stops the loop. Callbacks still scheduled are dropped (their handles
+// become invalid) and later ones never run. Close waits until the loop's
+// goroutine has exited, except when called from a callback on that
+// goroutine: then the loop stops as soon as the callback returns. Close is
+// idempotent.
+func (l *Loop) Close() {
+	l.mu.Lock()
+	if !l.closing.Load() {
+		l.closing.Store(true)
+		l.sleeping = false
+		l.signal()
+	}
+	l.mu.Unlock()
+	if l.IsSameThread() {
+		return
+	}
+	<-l.done
+}
+
+// post queues t behind every queued task. Loop goroutine only.
+func (l *Loop) post(t task) { l.local.push(t) }
+
+// busy reports whether another task waits, here or in the inbox.
+func (l *Loop) busy() bool { return l.local.len() > 0 || l.pending.Load() > 0 }
+
+// clock is the loop's monotonic time in nanoseconds, the scale of timer dues.
+func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
+
+func (l *Loop) run() {
+	l.gid.Store(goid())
+	defer l.shutdown()
+	for !l.closing.Load() {
+		l.drainInbox()
+		l.runBatch()
+		l.fireTimers()
+		if l.local.len() == 0 {
+			l.sleep()
+		}
+	}
+}
+
+// drainInbox moves the inbox behind the local queue. The two slices are
+// swapped rather than copied so that a steady flow allocates nothing.
+func (l *Loop) drainInbox() {
+	if l.pending.Load() == 0 {
+		return // anything racing in is seen under mu before sleeping
+	}
+	l.mu.Lock()
+	l.inbox, l.drained = l.drained[:0], l.inbox
+	l.pending.Store(0)
+	l.mu.Unlock()
+	for _, t := range l.drained {
+		l.local.push(t)
+	}
+	clear(l.drained) // let the GC have the tasks
+}
+
+// runBatch runs up to loopBatch queued tasks, including those they queue.
+// A panic ends the batch early; the deferred recover is paid once per batch,
+// not once per task.
+func (l *Loop) runBatch() {
+	defer l.recoverPanic()
+	for range loopBatch {
+		if l.closing.Load() {
+			return
+		}
+		t, ok := l.local.pop()
+		if !ok {
+			return
+		}
+		t.run()
+	}
+}
+
+// fireTimers runs the timers due now. Those that become due while it runs
+// wait for the next pass, so a timer that re-arms itself with d <= 0
+// cannot stall the loop.
+func (l *Loop) fireTimers() {
+	defer l.recoverPanic()
+	now := l.clock()
+	for !l.closing.Load() {
+		l.mu.Lock()
+		e := l.timers.popDue(now)
+		l.mu.Unlock()
+		if e == nil {
+			return
+		}
+		e.fire()
+	}
+}
+
+func (l *Loop) recoverPanic() {
+	if r := recover(); r != nil {
+		slog.Error("asyncsteps: panic in loop callback",
+			"panic", r, "stack", string(debug.Stack()))
+	}
+}
+
+// sleep waits for a producer's signal or the next due timer. It re-checks
+// the inbox under mu, and producers look at sleeping under mu, so no task
+// can slip in unnoticed between the check and the wait.
+func (l *Loop) sleep() {
+	l.mu.Lock()
+	if len(l.inbox) > 0 || l.closing.Load() {
+		l.mu.Unlock()
+		return
+	}
+	due, timed := l.timers.nextDue()
+	wait := due - l.clock()
+	if timed && wait <= 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.sleeping = true
+	l.mu.Unlock()
+	l.wait(timed, time.Duration(wait))
+	l.mu.Lock()
+	l.sleeping = false
+	l.mu.Unlock()
+}
+
+func (l *Loop) wait(timed bool, d time.Duration) {
+	if !timed {
+		<-l.wake
+		return
+	}
+	if l.timer == nil {
+		l.timer = time.NewTimer(d)
+	} else {
+		l.timer.Reset(d) // since Go 1.23, no stale tick survives Reset
+	}
+	select {
+	case <-l.wake:
+		l.timer.Stop()
+	case <-l.timer.C:
+	}
+}
+
+// shutdown drops everything still scheduled so that every handle becomes
+// invalid, stops the timer and lets Close return.
+func (l *Loop) shutdown() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Lock()
+	inbox := l.inbox
+	l.inbox = nil
+	l.pending.Store(0)
+	l.timers.dropAll()
+	l.mu.Unlock()
+	for _, t := range inbox {
+		dropTask(t)
+	}
+	for t, ok := l.local.pop(); ok; t, ok = l.local.pop() {
+		dropTask(t)
+	}
+	close(l.done)
+}
+
+func dropTask(t task) {
+	if e, ok := t.(*loopImmediate); ok {
+		e.state.CompareAndSwap(handleScheduled, handleCancelled)
+	}
+}
+
+// States of a scheduled callback. A handle is valid only while scheduled;
+// the loop moves it to ran before calling it, so a callback that cancels its
+// own handle is harmless.
+const (
+	handleScheduled uint32 = iota
+	handleRan
+	handleCancelled
+)
+
+// immediate is a callback queued by Loop.Immediate, its own handle. It is
+// never removed from the queue: Cancel only flips its state, and the loop
+// skips it.
+type loopImmediate struct {
+	f     func()
+	state atomic.Uint32
+}
+
+func (e *loopImmediate) run() {
+	if e.state.CompareAndSwap(handleScheduled, handleRan) {
+		f := e.f
+		e.f = nil // a kept handle must not keep the closure alive
+		f()
+	}
+}
+
+func (e *loopImmediate) Cancel()       { e.state.CompareAndSwap(handleScheduled, handleCancelled) }
+func (e *loopImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
+
+// deadHandle is returned by a closed Loop: nothing is scheduled.
+type deadHandle struct{}
+
+func (deadHandle) Cancel()       {}
+func (deadHandle) IsValid() bool { return false }
+
+// addClamped returns now+d, saturating instead of overflowing, and treats a
+// negative d as 0.
+func addClamped(now int64, d time.Duration) int64 {
+	if d <= 0 {
+		return now
+	}
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// timerEntry is a deferred callback and its own handle. While scheduled it
+// sits in a timerHeap at index; Cancel removes it at once, so a cancelled
+// timer costs nothing later and no longer counts as an event.
+type timerEntry struct {
+	f     func()
+	due   int64  // on the owner's clock, in nanoseconds
+	seq   uint64 // scheduling order, breaks ties between equal dues
+	index int    // position in h.items, -1 once out; guarded by h.mu
+	h     *timerHeap
+	state atomic.Uint32 // written under h.mu; read without it by IsValid
+}
+
+// Cancel removes the timer from its heap; harmless once it ran.
+func (e *timerEntry) Cancel() {
+	e.h.mu.Lock()
+	if e.index >= 0 {
+		e.h.remove(e.index)
+		e.state.Store(handleCancelled)
+	}
+	e.h.mu.Unlock()
+}
+
+func (e *timerEntry) IsValid() bool { return e.state.Load() == handleScheduled }
+
+func (e *timerEntry) fire() {
+	f := e.f
+	e.f = nil
+	f()
+}
+
+// timerHeap is a binary min-heap of timers by (due, seq) that keeps each
+// entry's index, so that Cancel removes in O(log n). Every method must be
+// called with mu held.
+type timerHeap struct {
+	mu    *sync.Mutex
+	items []*timerEntry
+	seq   uint64
+}
+
+func (h *timerHeap) len() int { return len(h.items) }
+
+func (h *timerHeap) push(e *timerEntry, due int64) {
+	e.h, e.due, e.seq = h, due, h.seq
+	h.seq++
+	e.index = len(h.items)
+	h.items = append(h.items, e)
+	h.up(e.index)
+}
+
+// nextDue returns the due time of the earliest timer, if any.
+func (h *timerHeap) nextDue() (int64, bool) {
+	if len(h.items) == 0 {
+		return 0, false
+	}
+	return h.items[0].due, true
+}
+
+// popDue removes and returns the earliest timer if it is due by limit, its
+// state already moved to ran so that a racing Cancel is a no-op.
+func (h *timerHeap) popDue(limit int64) *timerEntry {
+	if len(h.items) == 0 || h.items[0].due > limit {
+		return nil
+	}
+	e := h.items[0]
+	h.remove(0)
+	e.state.Store(handleRan)
+	return e
+}
+
+func (h *timerHeap) remove(i int) {
+	last := len(h.items) - 1
+	e := h.items[i]
+	if i != last {
+		h.swap(i, last)
+	}
+	h.items[last] = nil
+	h.items = h.items[:last]
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+	e.index = -1
+}
+
+// dropAll cancels every timer, as on Close or ResetEvents.
+func (h *timerHeap) dropAll() {
+	for i, e := range h.items {
+		e.index = -1
+		e.f = nil
+		e.state.Store(handleCancelled)
+		h.items[i] = nil
+	}
+	h.items = h.items[:0]
+}
+
+func (h *timerHeap) less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	return a.due < b.due || (a.due == b.due && a.seq < b.seq)
+}
+
+func (h *timerHeap) swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].index = i
+	h.items[j].index = j
+}
+
+func (h *timerHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *timerHeap) down(i int) {
+	n := len(h.items)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && h.less(c+1, c) {
+			c++
+		}
+		if !h.less(c, i) {
+			return
+		}
+		h.swap(i, c)
+		i = c
+	}
+}
+
+// ring is a FIFO queue on a circular buffer whose size is a power of two. It
+// grows by doubling, so push and pop are O(1) amortized and allocate nothing
+// once the buffer is large enough; it never shifts or reslices its contents.
+// Like a slice, it keeps its high-water capacity: a loop that was once a
+// million tasks behind does not pay to grow again.
+// It is not safe for concurrent use.
+type fifo[T any] struct {
+	buf  []T
+	head int
+	n    int
+}
+
+func (r *fifo[T]) len() int { return r.n }
+
+func (r *fifo[T]) push(v T) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = v
+	r.n++
+}
+
+func (r *fifo[T]) pop() (T, bool) {
+	var zero T
+	if r.n == 0 {
+		return zero, false
+	}
+	v := r.buf[r.head]
+	r.buf[r.head] = zero // let the GC have it
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	return v, true
+}
+
+func (r *fifo[T]) grow() {
+	buf := make([]T, max(16, 2*len(r.buf)))
+	k := copy(buf, r.buf[r.head:])
+	copy(buf[k:], r.buf[:r.head])
+	r.buf, r.head = buf, 0
+}

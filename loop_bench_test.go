@@ -1,0 +1,80 @@
+package asyncsteps
+
+import "testing"
+
+// BenchmarkLoopPost measures one post plus its run on the loop goroutine:
+// the path a flow takes from step to step. b.Loop is called from the loop
+// goroutine, one call at a time, so the benchmark's state is never shared.
+func BenchmarkLoopPost(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	done := make(chan struct{})
+	var step taskFunc
+	step = func() {
+		if b.Loop() {
+			l.post(step)
+		} else {
+			close(done)
+		}
+	}
+	b.ReportAllocs()
+	l.Immediate(func() { l.post(step) })
+	<-done
+}
+
+// BenchmarkLoopImmediateCrossGoroutine measures Immediate throughput from
+// another goroutine while the loop drains concurrently.
+func BenchmarkLoopImmediateCrossGoroutine(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	f := func() {}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Immediate(f)
+	}
+	done := make(chan struct{})
+	l.Immediate(func() { close(done) })
+	<-done
+}
+
+// BenchmarkLoopImmediateParallel measures Immediate throughput from several
+// goroutines at once, the contention case for the inbox lock.
+func BenchmarkLoopImmediateParallel(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	f := func() {}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l.Immediate(f)
+		}
+	})
+	done := make(chan struct{})
+	l.Immediate(func() { close(done) })
+	<-done
+}
+
+// BenchmarkLoopImmediateRoundTrip measures the latency of handing one
+// callback to a sleeping loop and hearing back: a wake-up each time.
+func BenchmarkLoopImmediateRoundTrip(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	ch := make(chan struct{})
+	f := func() { ch <- struct{}{} }
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Immediate(f)
+		<-ch
+	}
+}
+
+// BenchmarkTestToolImmediate measures an Immediate and its run on TestTool.
+func BenchmarkTestToolImmediate(b *testing.B) {
+	tt := NewTestTool()
+	f := func() {}
+	b.ReportAllocs()
+	for b.Loop() {
+		tt.Immediate(f)
+		tt.NextEvent()
+	}
+}

@@ -1,0 +1,449 @@
+package asyncsteps
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+var _ scheduler = (*Loop)(nil)
+
+// guard is how long a test waits for the loop before it calls the loop
+// stuck; it never paces a test.
+const guard = 10 * time.Second
+
+func wait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(guard):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// drain waits until every callback l already has in its inbox has run.
+func drain(t *testing.T, l *Loop) {
+	t.Helper()
+	done := make(chan struct{})
+	l.Immediate(func() { close(done) })
+	wait(t, done, "the loop to drain")
+}
+
+// onLoop runs f on l's goroutine and waits for it.
+func onLoop(t *testing.T, l *Loop, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	l.Immediate(func() { defer close(done); f() })
+	wait(t, done, "a loop callback")
+}
+
+func newTestLoop(t *testing.T) *Loop {
+	l := NewLoop()
+	t.Cleanup(l.Close)
+	return l
+}
+
+func TestLoopImmediatesRunInFIFOOrder(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	for i := range 10 {
+		l.Immediate(func() { tr.add("i%d", i) })
+	}
+	drain(t, l)
+	if got, want := tr.String(), "i0 i1 i2 i3 i4 i5 i6 i7 i8 i9"; got != want {
+		t.Fatalf("trace = %q, want %q", got, want)
+	}
+}
+
+func TestLoopNestedSchedulingFromCallbacks(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	onLoop(t, l, func() {
+		// Both reach the inbox while the loop is busy here.
+		l.Immediate(func() {
+			tr.add("a")
+			l.post(taskFunc(func() { tr.add("c") }))
+			l.Immediate(func() { tr.add("d") })
+		})
+		l.Immediate(func() { tr.add("b") })
+	})
+	drain(t, l)
+	// Posted tasks go straight to the loop's own queue; Immediate goes
+	// through the inbox, which joins it on the next pass.
+	if got, want := tr.String(), "a b c d"; got != want {
+		t.Fatalf("trace = %q, want %q", got, want)
+	}
+}
+
+func TestLoopDeferredRunsByDueTime(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	done := make(chan struct{})
+	start := time.Now()
+	onLoop(t, l, func() {
+		// Scheduled in one callback, microseconds apart: the gaps
+		// between delays dwarf the gaps between the calls.
+		l.Deferred(100*time.Millisecond, func() { tr.add("c"); close(done) })
+		l.Deferred(0, func() { tr.add("a") })
+		l.Deferred(50*time.Millisecond, func() {
+			tr.add("b")
+			if e := time.Since(start); e < 50*time.Millisecond {
+				t.Errorf("a 50ms timer ran after %v", e)
+			}
+		})
+	})
+	wait(t, done, "the timers")
+	if got, want := tr.String(), "a b c"; got != want {
+		t.Fatalf("trace = %q, want %q", got, want)
+	}
+}
+
+func TestLoopDeferredTiesRunInSchedulingOrder(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	done := make(chan struct{})
+	onLoop(t, l, func() {
+		for i := range 5 {
+			l.Deferred(time.Millisecond, func() { tr.add("d%d", i) })
+		}
+		l.Deferred(time.Millisecond, func() { close(done) })
+	})
+	wait(t, done, "the timers")
+	if got, want := tr.String(), "d0 d1 d2 d3 d4"; got != want {
+		t.Fatalf("trace = %q, want %q", got, want)
+	}
+}
+
+func TestLoopCancelBeforeRun(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	var hi, hd Handle
+	onLoop(t, l, func() {
+		// The loop is busy with this callback, so neither can run yet.
+		hi = l.Immediate(func() { tr.add("i") })
+		hd = l.Deferred(0, func() { tr.add("d") })
+		hi.Cancel()
+		hd.Cancel()
+	})
+	if hi.IsValid() || hd.IsValid() {
+		t.Fatal("a cancelled handle is still valid")
+	}
+	far := l.Deferred(time.Hour, func() { tr.add("far") })
+	if !far.IsValid() {
+		t.Fatal("a scheduled timer is not valid")
+	}
+	far.Cancel()
+	drain(t, l)
+	if far.IsValid() {
+		t.Fatal("a cancelled timer is still valid")
+	}
+	onLoop(t, l, func() {
+		if n := l.timers.len(); n != 0 {
+			t.Errorf("%d cancelled timers left in the heap", n)
+		}
+	})
+	if got := tr.String(); got != "" {
+		t.Fatalf("trace = %q, want nothing", got)
+	}
+}
+
+func TestLoopCancelAfterRunIsHarmless(t *testing.T) {
+	l := newTestLoop(t)
+	ran := make(chan struct{})
+	hi := l.Immediate(func() {})
+	hd := l.Deferred(0, func() { close(ran) })
+	wait(t, ran, "the timer")
+	drain(t, l)
+	if hi.IsValid() || hd.IsValid() {
+		t.Fatal("a handle is valid after its callback ran")
+	}
+	hi.Cancel()
+	hd.Cancel()
+	hd.Cancel()
+	drain(t, l)
+}
+
+func TestLoopIsSameThread(t *testing.T) {
+	l := newTestLoop(t)
+	if l.IsSameThread() {
+		t.Fatal("IsSameThread() = true on the test goroutine")
+	}
+	var inside, other bool
+	onLoop(t, l, func() {
+		inside = l.IsSameThread()
+		ch := make(chan bool)
+		go func() { ch <- l.IsSameThread() }()
+		other = <-ch
+	})
+	if !inside || other {
+		t.Fatalf("IsSameThread() = %v inside, %v on another goroutine; want true, false", inside, other)
+	}
+}
+
+func TestLoopAcceptsImmediatesFromManyGoroutines(t *testing.T) {
+	l := newTestLoop(t)
+	const producers, per = 8, 2000
+	last := make([]int, producers) // touched only on the loop
+	for i := range last {
+		last[i] = -1
+	}
+	count := 0
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range per {
+				l.Immediate(func() {
+					if i != last[p]+1 {
+						t.Errorf("producer %d: callback %d ran after %d", p, i, last[p])
+					}
+					last[p] = i
+					count++
+				})
+			}
+		})
+	}
+	wg.Wait()
+	drain(t, l)
+	if count != producers*per {
+		t.Fatalf("%d callbacks ran, want %d", count, producers*per)
+	}
+}
+
+func TestLoopBusy(t *testing.T) {
+	l := newTestLoop(t)
+	var busy []bool
+	onLoop(t, l, func() {
+		busy = append(busy, l.busy())
+		l.post(taskFunc(func() { busy = append(busy, l.busy()) }))
+		busy = append(busy, l.busy())
+	})
+	drain(t, l)
+	if fmt.Sprint(busy) != "[false true false]" {
+		t.Fatalf("busy() = %v, want [false true false]", busy)
+	}
+}
+
+func TestLoopMillionPostsStayLinear(t *testing.T) {
+	l := newTestLoop(t)
+	const n = 1_000_000
+	count := 0
+	done := make(chan struct{})
+	var chain taskFunc
+	chain = func() {
+		// Each of the n queued tasks queues one more: the ring holds a
+		// million tasks and its head wraps around it.
+		if count++; count <= n {
+			l.post(chain)
+		} else if count == 2*n {
+			close(done)
+		}
+	}
+	l.Immediate(func() {
+		for range n {
+			l.post(chain)
+		}
+	})
+	wait(t, done, "a million posts")
+}
+
+func TestLoopPanicDoesNotStopTheLoop(t *testing.T) {
+	var buf syncBuffer
+	old, oldOut, oldFlags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer func() {
+		// SetDefault redirected package log too; put both back.
+		slog.SetDefault(old)
+		log.SetOutput(oldOut)
+		log.SetFlags(oldFlags)
+	}()
+
+	l := newTestLoop(t)
+	var tr trace
+	l.Immediate(func() { tr.add("a") })
+	l.Immediate(func() { panic("boom") })
+	l.Immediate(func() { tr.add("b") })
+	timerDone := make(chan struct{})
+	l.Deferred(0, func() { panic("timer boom") })
+	l.Deferred(0, func() { close(timerDone) })
+	drain(t, l)
+	wait(t, timerDone, "the timer after a panicking one")
+	if got, want := tr.String(), "a b"; got != want {
+		t.Fatalf("trace = %q, want %q", got, want)
+	}
+	out := buf.String()
+	for _, want := range []string{"asyncsteps: panic in loop callback", "boom", "timer boom"} {
+		if !bytes.Contains([]byte(out), []byte(want)) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestLoopCloseDropsPendingWork(t *testing.T) {
+	l := NewLoop()
+	var tr trace
+	var hs []Handle
+	onLoop(t, l, func() {
+		hs = append(hs,
+			l.Immediate(func() { tr.add("immediate") }),
+			l.Deferred(0, func() { tr.add("deferred") }))
+		l.post(taskFunc(func() { tr.add("posted") }))
+		l.Close() // on the loop: only signals
+	})
+	outside := l.Deferred(time.Hour, func() { tr.add("late") })
+	l.Close()
+	hs = append(hs, outside)
+	for i, h := range hs {
+		if h.IsValid() {
+			t.Errorf("handle %d is valid after Close", i)
+		}
+	}
+	if got := tr.String(); got != "" {
+		t.Fatalf("trace = %q, want nothing", got)
+	}
+}
+
+func TestLoopCloseFromOutsideDropsTimers(t *testing.T) {
+	l := NewLoop()
+	h := l.Deferred(time.Hour, func() { t.Error("a dropped timer ran") })
+	drain(t, l) // the loop now sleeps with its timer armed
+	l.Close()
+	if h.IsValid() {
+		t.Fatal("a timer is valid after Close")
+	}
+	if l.timer != nil && l.timer.Stop() {
+		t.Fatal("Close left the loop's timer running")
+	}
+}
+
+func TestLoopCloseIsIdempotentAndFinal(t *testing.T) {
+	l := NewLoop()
+	l.Close()
+	l.Close()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(l.Close)
+	}
+	wg.Wait()
+	hi := l.Immediate(func() { t.Error("Immediate after Close ran") })
+	hd := l.Deferred(0, func() { t.Error("Deferred after Close ran") })
+	if hi.IsValid() || hd.IsValid() {
+		t.Fatal("a handle from a closed loop is valid")
+	}
+	hi.Cancel()
+	hd.Cancel()
+	if l.IsSameThread() {
+		t.Fatal("IsSameThread() = true on a closed loop")
+	}
+}
+
+func TestLoopCloseLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	loops := make([]*Loop, 10)
+	for i := range loops {
+		loops[i] = NewLoop()
+		loops[i].Deferred(time.Hour, func() {})
+		loops[i].Immediate(func() {})
+	}
+	for _, l := range loops {
+		drain(t, l)
+		l.Close()
+	}
+	deadline := time.Now().Add(guard)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestDefaultToolIsOneRunningLoop(t *testing.T) {
+	a, b := DefaultTool(), DefaultTool()
+	if a != b {
+		t.Fatal("DefaultTool returned two loops")
+	}
+	done := make(chan struct{})
+	a.Immediate(func() {
+		if !a.IsSameThread() {
+			t.Error("DefaultTool callback not on its loop")
+		}
+		close(done)
+	})
+	wait(t, done, "the default loop")
+}
+
+func TestFIFOWrapsAndGrows(t *testing.T) {
+	var q fifo[int]
+	next, want := 0, 0
+	for round := range 200 {
+		for range round % 37 {
+			q.push(next)
+			next++
+		}
+		for range round % 23 {
+			v, ok := q.pop()
+			if !ok {
+				break
+			}
+			if v != want {
+				t.Fatalf("pop() = %d, want %d", v, want)
+			}
+			want++
+		}
+	}
+	for v, ok := q.pop(); ok; v, ok = q.pop() {
+		if v != want {
+			t.Fatalf("pop() = %d, want %d", v, want)
+		}
+		want++
+	}
+	if want != next || q.len() != 0 {
+		t.Fatalf("popped %d of %d, len %d", want, next, q.len())
+	}
+}
+
+func TestTimerHeapOrderAndRemove(t *testing.T) {
+	var mu sync.Mutex
+	h := timerHeap{mu: &mu}
+	var tr trace
+	var es []*timerEntry
+	for i, due := range []int64{5, 3, 5, 1, 3, 9, 1} {
+		e := &timerEntry{f: func() { tr.add("%d@%d", i, due) }}
+		h.push(e, due)
+		es = append(es, e)
+	}
+	es[2].Cancel()
+	es[3].Cancel()
+	for e := h.popDue(8); e != nil; e = h.popDue(8) {
+		e.fire()
+	}
+	if got, want := tr.String(), "6@1 1@3 4@3 0@5"; got != want {
+		t.Fatalf("trace = %q, want %q", got, want)
+	}
+	if h.len() != 1 || es[5].index != 0 {
+		t.Fatalf("heap left %d entries, want the one due at 9", h.len())
+	}
+}

@@ -1,0 +1,213 @@
+package asyncsteps
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// loopDef is the definition of a Loop, Repeat or ForEach step. Exactly one
+// of the bodies is set.
+type loopDef struct {
+	label   string
+	count   int // Repeat: iterations; Loop: -1 (until Break)
+	loopFn  LoopFunc
+	repFn   RepeatFunc
+	eachFn  ForEachFunc
+	collect any // ForEach: the collection
+}
+
+func (d *loopDef) newControl() control { return &loopRun{def: d} }
+
+// loopRun is one execution of a loop: its frame runs one iteration at a time
+// as its only queued sub-step, and catches Break and Continue.
+type loopRun struct {
+	def   *loopDef
+	count int // iterations; -1 until Break
+	i     int
+	items iterator
+	iter  step
+}
+
+func (lr *loopRun) begin(f *frame) *frame {
+	lr.count = lr.def.count
+	if lr.def.eachFn != nil {
+		lr.items = iterate(lr.def.collect)
+		lr.count = lr.items.len()
+	}
+	lr.iter = step{fn: lr.iterate}
+	return lr.next(f)
+}
+
+// next queues the next iteration, or completes the loop.
+func (lr *loopRun) next(f *frame) *frame {
+	if lr.count >= 0 && lr.i >= lr.count {
+		return f.fl.finish(f, nil)
+	}
+	f.args = nil // loop bodies get no incoming args
+	f.queue = append(f.queue[:0], lr.iter)
+	return f
+}
+
+func (lr *loopRun) drained(f *frame) bool {
+	lr.i++
+	if lr.count >= 0 && lr.i >= lr.count {
+		return false
+	}
+	lr.next(f)
+	return true
+}
+
+// catch takes a Break or Continue meant for this loop (API decision 9): an
+// unlabelled one is meant for the innermost loop.
+func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
+	if err.Code != LoopBreak && err.Code != LoopCont {
+		return nil, false
+	}
+	if err.Info != "" && err.Info != lr.def.label {
+		return nil, false
+	}
+	if err.Code == LoopBreak {
+		return f.fl.finish(f, nil), true
+	}
+	lr.i++
+	return lr.next(f), true
+}
+
+// iterate runs the body of the current iteration.
+func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {
+	switch d := lr.def; {
+	case d.loopFn != nil:
+		d.loopFn(as)
+	case d.repFn != nil:
+		d.repFn(as, lr.i)
+	default:
+		k, v := lr.items.at(lr.i)
+		d.eachFn(as, k, v)
+	}
+}
+
+func addLoop(h host, fn LoopFunc, label []string) AsyncSteps {
+	return addLoopDef(h, fn == nil, "Loop", &loopDef{label: firstLabel(label), count: -1, loopFn: fn})
+}
+
+func addRepeat(h host, count int, fn RepeatFunc, label []string) AsyncSteps {
+	return addLoopDef(h, fn == nil, "Repeat", &loopDef{label: firstLabel(label), count: max(count, 0), repFn: fn})
+}
+
+func addForEach(h host, collection any, fn ForEachFunc, label []string) AsyncSteps {
+	if h.adding() && !iterable(collection) {
+		h.misuse(fmt.Sprintf("ForEach: cannot iterate over %T", collection))
+		return h
+	}
+	return addLoopDef(h, fn == nil, "ForEach", &loopDef{label: firstLabel(label), eachFn: fn, collect: collection})
+}
+
+func addLoopDef(h host, nilBody bool, call string, d *loopDef) AsyncSteps {
+	if !h.adding() {
+		return h
+	}
+	if nilBody {
+		h.misuse(call + ": nil body function")
+		return h
+	}
+	return h.push(step{kind: d})
+}
+
+// iterator gives ForEach random access to a snapshot of its collection.
+type iterator interface {
+	len() int
+	at(i int) (key, value any)
+}
+
+type pairs []struct{ k, v any }
+
+func (p pairs) len() int                 { return len(p) }
+func (p pairs) at(i int) (any, any)      { return p[i].k, p[i].v }
+func (p *pairs) add(k, v any)            { *p = append(*p, struct{ k, v any }{k, v}) }
+func (s sliceItems) len() int            { return s.v.Len() }
+func (s sliceItems) at(i int) (any, any) { return i, s.v.Index(i).Interface() }
+
+type sliceItems struct{ v reflect.Value }
+
+// iterable reports whether ForEach supports c (see [AsyncSteps.ForEach]).
+func iterable(c any) bool {
+	if _, ok := c.(*State); ok {
+		return c.(*State) != nil
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return true
+	case reflect.Func:
+		return isSeq2(v.Type()) && !v.IsNil()
+	}
+	return false
+}
+
+// isSeq2 reports whether t has the shape of iter.Seq2[K, V].
+func isSeq2(t reflect.Type) bool {
+	if t.NumIn() != 1 || t.NumOut() != 0 {
+		return false
+	}
+	y := t.In(0)
+	return y.Kind() == reflect.Func && y.NumIn() == 2 && y.NumOut() == 1 && y.Out(0).Kind() == reflect.Bool
+}
+
+// iterate snapshots c when the loop starts: slices are read in place, maps in
+// sorted key order, iter.Seq2 and *State are collected in full.
+func iterate(c any) iterator {
+	if s, ok := c.(*State); ok {
+		var p pairs
+		for _, name := range s.names() {
+			p.add(name, s.Get(name))
+		}
+		return p
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array:
+		return sliceItems{v}
+	case reflect.Map:
+		return mapItems(v)
+	default:
+		return seqItems(v)
+	}
+}
+
+func mapItems(v reflect.Value) pairs {
+	keys := v.MapKeys()
+	slices.SortFunc(keys, compareKeys)
+	p := make(pairs, 0, len(keys))
+	for _, k := range keys {
+		p.add(k.Interface(), v.MapIndex(k).Interface())
+	}
+	return p
+}
+
+// compareKeys orders map keys: by value for ordered kinds, by their printed
+// form otherwise, so that runs are reproducible.
+func compareKeys(a, b reflect.Value) int {
+	switch a.Kind() {
+	case reflect.String:
+		return cmp.Compare(a.String(), b.String())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return cmp.Compare(a.Int(), b.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return cmp.Compare(a.Uint(), b.Uint())
+	case reflect.Float32, reflect.Float64:
+		return cmp.Compare(a.Float(), b.Float())
+	}
+	return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface()))
+}
+
+func seqItems(v reflect.Value) pairs {
+	var p pairs
+	yield := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
+		p.add(in[0].Interface(), in[1].Interface())
+		return []reflect.Value{reflect.ValueOf(true)}
+	})
+	v.Call([]reflect.Value{yield})
+	return p
+}

@@ -1,0 +1,281 @@
+package asyncsteps
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Root is a flow: the steps added at level 0 and its [State] (spec 2.2.3).
+// Build it with Add and the other [AsyncSteps] methods, then start it with
+// Execute, Promise or Run. A Root whose flow has ended may be given new steps
+// and executed again.
+//
+// A Root is not safe for concurrent use while it is being built; Cancel and
+// the start methods may be called from any goroutine.
+type Root struct {
+	tool      Tool
+	sched     scheduler
+	unhandled func(err *Error)
+	state     State
+	queue     []step
+	fl        atomic.Pointer[flow] // the running flow, if any
+	misused   string               // a wrong use before Execute, reported by it
+}
+
+// Result is the outcome of a flow, given by [Root.Promise].
+type Result struct {
+	Args []any // the success arguments of the last completed step
+	Err  error // nil, an *Error, or after a cancel an error matching context.Canceled
+}
+
+// Option configures a Root made by [New].
+type Option interface{ apply(r *Root) }
+
+type optionFunc func(r *Root)
+
+func (o optionFunc) apply(r *Root) { o(r) }
+
+// WithTool makes the flow run on t instead of [DefaultTool].
+func WithTool(t Tool) Option {
+	return optionFunc(func(r *Root) { r.tool = t })
+}
+
+// WithUnhandledError sets the function called, on the loop, with an error
+// that ends a flow started by Execute. The default logs it with log/slog.
+func WithUnhandledError(f func(err *Error)) Option {
+	return optionFunc(func(r *Root) { r.unhandled = f })
+}
+
+// New returns an empty Root.
+func New(opts ...Option) *Root {
+	r := &Root{}
+	for _, o := range opts {
+		o.apply(r)
+	}
+	if r.tool == nil {
+		r.tool = DefaultTool()
+	}
+	if r.unhandled == nil {
+		r.unhandled = logUnhandled
+	}
+	r.sched, _ = r.tool.(scheduler)
+	return r
+}
+
+func logUnhandled(err *Error) {
+	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
+}
+
+// Execute starts the flow. It only schedules it on the tool: no callback runs
+// before Execute returns (API decision 1). It panics if the flow is already
+// running.
+func (r *Root) Execute() { r.start(nil) }
+
+// Promise starts the flow like Execute and returns a channel that receives
+// its one Result once the flow has fully stopped. An error that ends the flow
+// goes to the Result only, not to the unhandled-error function.
+func (r *Root) Promise() <-chan Result {
+	ch := make(chan Result, 1)
+	r.start(ch)
+	return ch
+}
+
+func (r *Root) start(promise chan Result) {
+	fl := &flow{root: r, tool: r.tool, sched: r.sched, state: &r.state, promise: promise}
+	if !r.fl.CompareAndSwap(nil, fl) {
+		panic("asyncsteps: Execute called on a running flow")
+	}
+	fl.base = &frame{fl: fl, mode: modeBase, queue: r.queue}
+	fl.base.st.Store(stClaim | stDone)
+	r.queue = nil
+	misused := r.misused
+	r.misused = ""
+	r.tool.Immediate(func() { fl.begin(misused) })
+}
+
+// begin runs the flow's first steps, or fails it at once for a wrong use of
+// the Root before Execute.
+func (fl *flow) begin(misused string) {
+	if misused == "" {
+		fl.drive(fl.base)
+		return
+	}
+	err := &Error{Code: InternalError, Info: misused}
+	fl.noteError(err, err)
+	fl.end(nil, err)
+}
+
+// Cancel stops the running flow, from any goroutine: on the loop, the cancel
+// handlers of the running steps run (innermost first, no error handler),
+// then the flow ends with an error matching context.Canceled. It does
+// nothing when the flow is not running.
+func (r *Root) Cancel() { r.cancel(context.Canceled) }
+
+func (r *Root) cancel(cause error) {
+	if fl := r.fl.Load(); fl != nil {
+		fl.tool.Immediate(func() { fl.cancel(cause) })
+	}
+}
+
+// Run executes the flow and waits for its end. When ctx ends first, the flow
+// is cancelled and Run returns once it has stopped, with an error matching
+// ctx.Err(). On a [TestTool], Run drives the tool itself. Run must not be
+// called from the flow's own loop.
+func (r *Root) Run(ctx context.Context) ([]any, error) {
+	if _, ok := r.tool.(*TestTool); !ok && r.tool.IsSameThread() {
+		return nil, &Error{Code: InternalError, Info: "Run called on the loop of the flow: it would deadlock"}
+	}
+	ch := r.Promise()
+	if tt, ok := r.tool.(*TestTool); ok {
+		return tt.runFlow(ctx, r, ch)
+	}
+	select {
+	case res := <-ch:
+		return res.Args, res.Err
+	case <-ctx.Done():
+		r.cancel(ctx.Err())
+		res := <-ch
+		return res.Args, res.Err
+	}
+}
+
+// runFlow drives t until the flow of r reports on ch, cancelling it when ctx
+// ends. While no event is queued it waits for one from other goroutines.
+func (t *TestTool) runFlow(ctx context.Context, r *Root, ch <-chan Result) ([]any, error) {
+	cancelled := false
+	for {
+		select {
+		case res := <-ch:
+			return res.Args, res.Err
+		default:
+		}
+		if !cancelled && ctx.Err() != nil {
+			cancelled = true
+			r.cancel(ctx.Err())
+		}
+		if !t.NextEvent() {
+			time.Sleep(time.Millisecond) // only while another goroutine owes an event
+		}
+	}
+}
+
+// Clone returns a new Root with a copy of r's steps and state variables, not
+// started: the spec's model flows (1.5).
+func (r *Root) Clone() *Root {
+	c := &Root{tool: r.tool, sched: r.sched, unhandled: r.unhandled}
+	c.queue = slices.Clone(r.queue)
+	c.state.vars = maps.Clone(r.state.vars)
+	return c
+}
+
+// NewInstance returns a new, empty Root on the same tool (API decision 14).
+func (r *Root) NewInstance() *Root {
+	return &Root{tool: r.tool, sched: r.sched, unhandled: r.unhandled}
+}
+
+func (r *Root) push(s step) AsyncSteps {
+	if fl := r.fl.Load(); fl != nil {
+		// Added from a step of the running flow: it runs at level 0.
+		fl.base.queue = append(fl.base.queue, s)
+	} else {
+		r.queue = append(r.queue, s)
+	}
+	return r
+}
+
+func (r *Root) adding() bool { return true }
+
+// misuse records the first wrong use of the Root; the next execution fails
+// with it as an InternalError.
+func (r *Root) misuse(info string) {
+	if r.misused == "" {
+		r.misused = info
+	}
+}
+
+func (r *Root) stepOnly(call string) {
+	r.misuse(call + " called on a Root: it is valid only inside a step")
+}
+
+// Add implements [AsyncSteps].
+func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps { return addStep(r, f, onerror) }
+
+// Parallel implements [AsyncSteps].
+func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(r, onerror) }
+
+// State implements [AsyncSteps].
+func (r *Root) State() *State { return &r.state }
+
+// CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
+// its state variables that r does not have.
+func (r *Root) CopyFrom(model *Root) AsyncSteps {
+	for _, s := range model.queue {
+		r.push(s)
+	}
+	r.state.fillMissing(&model.state)
+	return r
+}
+
+// Sync implements [AsyncSteps].
+func (r *Root) Sync(obj Syncer, f StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	return addSync(r, obj, f, onerror)
+}
+
+// SuccessStep implements [AsyncSteps].
+func (r *Root) SuccessStep(args ...any) AsyncSteps { return addSuccess(r, args) }
+
+// Await implements [AsyncSteps].
+func (r *Root) Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
+	return addAwait(r, f, onerror)
+}
+
+// IsValid implements [AsyncSteps]: a Root is always valid.
+func (r *Root) IsValid() bool { return true }
+
+// Tool implements [AsyncSteps].
+func (r *Root) Tool() Tool { return r.tool }
+
+// Success is valid only inside a step: on a Root it makes the next execution
+// fail with InternalError.
+func (r *Root) Success(...any) { r.stepOnly("Success") }
+
+// Error is valid only inside a step: on a Root it makes the next execution
+// fail with InternalError. It does not panic.
+func (r *Root) Error(code string, _ ...string) { r.stepOnly("Error(" + code + ")") }
+
+// SetTimeout is valid only inside a step: on a Root it makes the next
+// execution fail with InternalError.
+func (r *Root) SetTimeout(time.Duration) { r.stepOnly("SetTimeout") }
+
+// SetCancel is valid only inside a step: on a Root it makes the next
+// execution fail with InternalError.
+func (r *Root) SetCancel(CancelFunc) { r.stepOnly("SetCancel") }
+
+// WaitExternal is valid only inside a step: on a Root it makes the next
+// execution fail with InternalError.
+func (r *Root) WaitExternal() { r.stepOnly("WaitExternal") }
+
+// Loop implements [AsyncSteps].
+func (r *Root) Loop(f LoopFunc, label ...string) AsyncSteps { return addLoop(r, f, label) }
+
+// Repeat implements [AsyncSteps].
+func (r *Root) Repeat(count int, f RepeatFunc, label ...string) AsyncSteps {
+	return addRepeat(r, count, f, label)
+}
+
+// ForEach implements [AsyncSteps].
+func (r *Root) ForEach(collection any, f ForEachFunc, label ...string) AsyncSteps {
+	return addForEach(r, collection, f, label)
+}
+
+// Break is valid only inside a loop: on a Root it makes the next execution
+// fail with InternalError.
+func (r *Root) Break(...string) { r.stepOnly("Break") }
+
+// Continue is valid only inside a loop: on a Root it makes the next
+// execution fail with InternalError.
+func (r *Root) Continue(...string) { r.stepOnly("Continue") }

@@ -1,0 +1,402 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// Compile-time check: *Root is usable as AsyncSteps.
+var _ asyncsteps.AsyncSteps = (*asyncsteps.Root)(nil)
+
+// Decision 1: Execute and Promise only schedule; nothing runs until the
+// test drives the tool.
+func TestExecuteOnlySchedules(t *testing.T) {
+	for _, viaPromise := range []bool{false, true} {
+		name := "Execute"
+		if viaPromise {
+			name = "Promise"
+		}
+		t.Run(name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(tr.step("1"))
+			r.Add(tr.step("2"))
+
+			var ch <-chan asyncsteps.Result
+			if viaPromise {
+				ch = r.Promise()
+				noResult(t, ch)
+			} else {
+				r.Execute()
+			}
+			wantTrace(t, &tr, "")
+			if !tt.HasEvents() {
+				t.Fatal("HasEvents() = false after starting the flow")
+			}
+			drive(t, tt)
+
+			wantTrace(t, &tr, "1,2")
+			if viaPromise {
+				wantSuccess(t, result(t, ch))
+			}
+		})
+	}
+}
+
+// Decision 1: executing a new instance from inside a step runs nothing
+// before the step returns.
+func TestExecuteInsideStepOnlySchedules(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("step")
+		n := as.NewInstance()
+		n.Add(tr.step("instance"))
+		n.Execute()
+		tr.add("executed")
+	})
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "step,executed,instance")
+	wantSuccess(t, res)
+}
+
+// API: Execute panics when the flow is already running, whether it is only
+// scheduled or waiting in a step.
+func TestExecuteOnRunningFlowPanics(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("wait")
+		as.SetCancel(tr.cancel("cancel"))
+	})
+
+	r.Execute()
+	expectPanic(t, "Execute on a scheduled flow", r.Execute)
+	drive(t, tt)
+	expectPanic(t, "Execute on a waiting flow", r.Execute)
+	r.Cancel()
+	drive(t, tt)
+
+	wantTrace(t, &tr, "wait,cancel")
+}
+
+// API: a root whose flow has ended, however it ended, may be given new steps
+// and executed again; only the new steps run.
+func TestRootRunsAgainAfterFlowEnded(t *testing.T) {
+	cases := []struct {
+		name  string
+		first asyncsteps.StepFunc
+		end   func(r *asyncsteps.Root, tt *asyncsteps.TestTool)
+	}{
+		{"success", func(as asyncsteps.AsyncSteps, args ...any) { as.Success("x") },
+			nil},
+		{"error", func(as asyncsteps.AsyncSteps, args ...any) { as.Error("E") },
+			nil},
+		{"cancel", func(as asyncsteps.AsyncSteps, args ...any) { as.WaitExternal() },
+			func(r *asyncsteps.Root, tt *asyncsteps.TestTool) { r.Cancel() }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				tr.add("first")
+				c.first(as, args...)
+			})
+			ch := r.Promise()
+			drive(t, tt)
+			if c.end != nil {
+				c.end(r, tt)
+				drive(t, tt)
+			}
+			result(t, ch)
+
+			r.Add(tr.stepArgs("second"))
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, "first,second[]")
+			wantSuccess(t, res)
+		})
+	}
+}
+
+// Spec 1.5 and 2.2.1: Clone copies the steps (with their handlers and
+// parallels) and the state; the clone is not started, runs on its own
+// state, and the model stays intact.
+func TestCloneCopiesStepsAndStateNotStarted(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.State().Set("v", 1)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.addf("1 v=%v", as.State().Get("v"))
+		as.State().Set("v", as.State().Get("v").(int)+10)
+		as.Error("E")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("1e:%s", code)
+		as.Success("a")
+	})
+	r.Parallel().Add(tr.step("p1")).Add(tr.step("p2"))
+	r.Add(tr.stepArgs("2"))
+
+	c := r.Clone()
+	if tt.HasEvents() {
+		t.Fatal("Clone started something")
+	}
+	wantTrace(t, &tr, "")
+	if c.Tool() != asyncsteps.Tool(tt) {
+		t.Error("the clone runs on another tool")
+	}
+
+	wantSuccess(t, run(t, c, tt))
+	wantTrace(t, &tr, "1 v=1,1e:E,p1,p2,2[]")
+	if got := c.State().Get("v"); got != 11 {
+		t.Errorf("clone state v = %v, want 11", got)
+	}
+	if got := r.State().Get("v"); got != 1 {
+		t.Errorf("model state v = %v after running the clone, want 1", got)
+	}
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "1 v=1,1e:E,p1,p2,2[],1 v=1,1e:E,p1,p2,2[]")
+}
+
+// Spec 2.2.1: CopyFrom copies the model's steps at the point of the call and
+// only the state variables not already present; the model is unchanged.
+func TestCopyFromCopiesStepsAndMissingStateVariables(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	model := asyncsteps.New(asyncsteps.WithTool(tt))
+	model.State().Set("a", "model a")
+	model.State().Set("b", "model b")
+	model.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("m1")
+		as.Error("M")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("m1e:%s", code)
+		as.Success("m")
+	})
+	model.Add(tr.stepArgs("m2"))
+	model.Repeat(2, func(as asyncsteps.AsyncSteps, i int) { tr.addf("m3.%d", i) })
+
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.State().Set("a", "own a")
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("1")
+		as.Add(tr.step("x"))
+		as.CopyFrom(model).Add(tr.stepArgs("y"))
+	})
+	r.Add(tr.step("2"))
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "1,x,m1,m1e:M,m2[m],m3.0,m3.1,y[],2")
+	if a, b := r.State().Get("a"), r.State().Get("b"); a != "own a" || b != "model b" {
+		t.Errorf("state a = %v, b = %v; want own a, model b", a, b)
+	}
+
+	wantSuccess(t, run(t, model, tt))
+	wantTrace(t, &tr, "1,x,m1,m1e:M,m2[m],m3.0,m3.1,y[],2,m1,m1e:M,m2[m],m3.0,m3.1")
+}
+
+// Spec 1.5: CopyFrom on a root adds the model's steps at root level.
+func TestCopyFromOnRoot(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	model := r.NewInstance()
+	model.Add(tr.step("m1")).Add(tr.step("m2"))
+	model.State().Set("k", "model")
+
+	r.Add(tr.step("1"))
+	r.CopyFrom(model).Add(tr.step("2"))
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "1,m1,m2,2")
+	if got := r.State().Get("k"); got != "model" {
+		t.Errorf("state k = %v, want model", got)
+	}
+}
+
+// Decision 14: NewInstance returns a new, empty root on the same tool, from a
+// root and from inside a step.
+func TestNewInstanceIsEmptyOnSameTool(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.State().Set("x", 1)
+	var fromStep *asyncsteps.Root
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("step")
+		fromStep = as.NewInstance()
+	})
+	fromRoot := r.NewInstance()
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "step")
+
+	for name, n := range map[string]*asyncsteps.Root{"from root": fromRoot, "from step": fromStep} {
+		if n == nil {
+			t.Errorf("%s: NewInstance returned nil", name)
+			continue
+		}
+		if n == r {
+			t.Errorf("%s: NewInstance returned the same root", name)
+		}
+		if n.State().Exists("x") {
+			t.Errorf("%s: the new instance has the state of its origin", name)
+		}
+		if n.Tool() != asyncsteps.Tool(tt) {
+			t.Errorf("%s: the new instance runs on another tool", name)
+		}
+		wantSuccess(t, run(t, n, tt))
+		wantTrace(t, &tr, "step")
+	}
+}
+
+// Spec 2.2.1: the get/set/exists/unset accessors of the state.
+func TestStateVariables(t *testing.T) {
+	r, _ := newFlow()
+	st := r.State()
+	if st.Get("k") != nil || st.Exists("k") {
+		t.Fatalf("new state has k: Get = %v, Exists = %v", st.Get("k"), st.Exists("k"))
+	}
+	st.Set("k", 42)
+	if st.Get("k") != 42 || !st.Exists("k") {
+		t.Errorf("after Set: Get = %v, Exists = %v", st.Get("k"), st.Exists("k"))
+	}
+	st.Set("k", "replaced")
+	if st.Get("k") != "replaced" {
+		t.Errorf("after second Set: Get = %v", st.Get("k"))
+	}
+	st.Unset("k")
+	if st.Get("k") != nil || st.Exists("k") {
+		t.Errorf("after Unset: Get = %v, Exists = %v", st.Get("k"), st.Exists("k"))
+	}
+	st.Unset("never set")
+	if st != r.State() {
+		t.Error("State() returns a different State on each call")
+	}
+}
+
+// API: the State a step sees is the root's State.
+func TestStepsShareRootState(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.State().Set("in", "from root")
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.addf("sees %v", as.State().Get("in"))
+		as.State().Set("out", "from step")
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "sees from root")
+	if got := r.State().Get("out"); got != "from step" {
+		t.Errorf("root state out = %v", got)
+	}
+}
+
+func addLogin(as asyncsteps.AsyncSteps, tr *tracer, user string) {
+	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("login " + user)
+		as.Success(user)
+	})
+	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.addf("welcome %v", args...)
+	})
+}
+
+// API: *Root implements AsyncSteps, so a helper works on a root and inside
+// a step alike.
+func TestRootUsableAsAsyncStepsInHelpers(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	addLogin(r, &tr, "root")
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("step")
+		addLogin(as, &tr, "sub")
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "login root,welcome root,step,login sub,welcome sub")
+	if !r.IsValid() {
+		t.Error("IsValid() = false on a root")
+	}
+	if r.Tool() != asyncsteps.Tool(tt) {
+		t.Error("Tool() is not the tool given with WithTool")
+	}
+}
+
+// driveUntil drives tt on the calling goroutine until done is closed.
+func driveUntil(t *testing.T, tt *asyncsteps.TestTool, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if !tt.NextEvent() {
+			runtime.Gosched()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not return")
+		}
+	}
+}
+
+// API: Run executes the flow and returns its result once it has stopped.
+func TestRunReturnsResult(t *testing.T) {
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) { as.Success("done", 1) })
+
+	var args []any
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		args, err = r.Run(context.Background())
+	}()
+	driveUntil(t, tt, done)
+
+	if err != nil {
+		t.Errorf("Run error = %v", err)
+	}
+	wantArgs(t, "Run args", args, "done", 1)
+}
+
+// API: when Run's context ends, the flow is cancelled (cancel handlers run,
+// error handlers do not) and the error matches ctx.Err().
+func TestRunCancelsFlowWhenContextEnds(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	waiting := make(chan struct{})
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("wait")
+		as.SetCancel(tr.cancel("cancel"))
+		close(waiting)
+	}, tr.handler("e"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err = r.Run(ctx)
+	}()
+	go func() {
+		<-waiting
+		cancel()
+	}()
+	driveUntil(t, tt, done)
+
+	wantTrace(t, &tr, "wait,cancel")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run error = %v, want one matching context.Canceled", err)
+	}
+}

@@ -1,0 +1,650 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// Spec 1.3 and decision 8: a step that set a timeout and was not completed in
+// time fails with Timeout and an empty ErrorInfo (even when an earlier error
+// left an info behind), after its own cancel handler ran.
+func TestTimeoutRaisesTimeoutWithEmptyInfo(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	clock := stopwatch(tt)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.Error("Earlier", "earlier info")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		as.Success()
+	})
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("read")
+		as.SetCancel(tr.cancel("cancel read"))
+		as.SetTimeout(30 * time.Second)
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("onerror:%s:%q@%v", code, as.State().ErrorInfo, clock())
+	})
+	r.Add(tr.step("not reached"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, `read,cancel read,onerror:Timeout:""@30s`)
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("Pending() = %d after the flow ended", n)
+	}
+}
+
+// Decision 8: an error handler may recover from a timeout with Success.
+func TestTimeoutCanBeRecoveredByHandler(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.SetTimeout(time.Second)
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("e:%s", code)
+		as.Success("fallback")
+	})
+	r.Add(tr.stepArgs("next"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "e:Timeout,next[fallback]")
+	wantSuccess(t, res)
+}
+
+// Decision 8: the timeout of a step covers its sub-steps; on expiry the
+// running sub-steps are cancelled innermost first (their error handlers do
+// not run), then the step's own cancel handler, then its error handler and
+// the outer ones see Timeout with empty info.
+func TestTimeoutCoversSubStepsAndCancelsThemInnermostFirst(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	clock := stopwatch(tt)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("outer")
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.add("timed")
+			as.SetTimeout(time.Second)
+			as.SetCancel(tr.cancel("c timed"))
+			as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				tr.add("sub")
+				as.SetCancel(tr.cancel("c sub"))
+				as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+					tr.add("subsub")
+					as.SetCancel(tr.cancel("c subsub"))
+				}, tr.handler("e subsub"))
+			}, tr.handler("e sub"))
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("e timed:%s:%q@%v", code, as.State().ErrorInfo, clock())
+		})
+		as.Add(tr.step("not reached"))
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("e outer:%s:%q", code, as.State().ErrorInfo)
+	})
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, `outer,timed,sub,subsub,c subsub,c sub,c timed,e timed:Timeout:""@1s,e outer:Timeout:""`)
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+}
+
+// Decision 8: calling SetTimeout again re-arms the timer; only the last
+// duration counts and the first timer is no longer an event.
+func TestSetTimeoutAgainReArms(t *testing.T) {
+	cases := []struct {
+		name        string
+		first, last time.Duration
+	}{
+		{"longer", time.Second, 3 * time.Second},
+		{"shorter", 5 * time.Second, 2 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			clock := stopwatch(tt)
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				as.SetTimeout(c.first)
+				as.SetTimeout(c.last)
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("e:%s@%v", code, clock())
+			})
+
+			ch := r.Promise()
+			tt.Advance(0)
+			if n := tt.Pending(); n != 1 {
+				t.Errorf("Pending() = %d while waiting, want 1 (one armed timer)", n)
+			}
+			drive(t, tt)
+			res := result(t, ch)
+
+			wantTrace(t, &tr, "e:Timeout@"+c.last.String())
+			wantError(t, res.Err, asyncsteps.Timeout, "")
+		})
+	}
+}
+
+// Decision 8: completing the step disarms its timer, which then no longer
+// counts as an event of the tool (so Run does not move the clock to it).
+func TestCompletionDisarmsTimeout(t *testing.T) {
+	cases := []struct {
+		name     string
+		complete func(as asyncsteps.AsyncSteps)
+		trace    string
+		code     string
+	}{
+		{"Success", func(as asyncsteps.AsyncSteps) { as.Success("ok") }, "step,next[ok]", ""},
+		{"Error", func(as asyncsteps.AsyncSteps) { as.Error("Ext", "ext info") }, "step,c step,e:Ext:ext info", "Ext"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			clock := stopwatch(tt)
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				tr.add("step")
+				as.SetTimeout(time.Second)
+				as.SetCancel(tr.cancel("c step"))
+				as.Tool().Deferred(500*time.Millisecond, func() { c.complete(as) })
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("e:%s:%s", code, as.State().ErrorInfo)
+			})
+			r.Add(tr.stepArgs("next"))
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, c.trace)
+			if c.code == "" {
+				wantSuccess(t, res)
+			} else {
+				wantError(t, res.Err, c.code, "ext info")
+			}
+			if d := clock(); d != 500*time.Millisecond {
+				t.Errorf("clock moved by %v, want 500ms: the disarmed timer still ran", d)
+			}
+			if tt.HasEvents() {
+				t.Errorf("HasEvents() = true (Pending %d) after the flow ended", tt.Pending())
+			}
+		})
+	}
+}
+
+// Decision 8: a timeout set and then completed in the same callback, or
+// covering sub-steps that finish in time, leaves no timer behind.
+func TestTimeoutDisarmedWhenStepFinishesInTime(t *testing.T) {
+	cases := []struct {
+		name string
+		step asyncsteps.StepFunc
+		took time.Duration
+	}{
+		{"same callback", func(as asyncsteps.AsyncSteps, args ...any) {
+			as.SetTimeout(time.Hour)
+			as.Success("done")
+		}, 0},
+		{"sub-steps in time", func(as asyncsteps.AsyncSteps, args ...any) {
+			as.SetTimeout(time.Hour)
+			as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				as.WaitExternal()
+				as.Tool().Deferred(time.Minute, func() { as.Success("done") })
+			})
+		}, time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, tt := newFlow()
+			clock := stopwatch(tt)
+			r.Add(c.step)
+
+			res := run(t, r, tt)
+
+			wantSuccess(t, res, "done")
+			if d := clock(); d != c.took {
+				t.Errorf("clock moved by %v, want %v", d, c.took)
+			}
+			if tt.HasEvents() {
+				t.Errorf("HasEvents() = true (Pending %d) after the flow ended", tt.Pending())
+			}
+		})
+	}
+}
+
+// Decision 7: while an error unwinds, each level's cancel handler runs before
+// that level's error handler, innermost first, the failing step's own too; a
+// level where a handler recovers stops it, and cancel handlers of steps that
+// completed normally never run.
+func TestCancelHandlersRunInnermostFirstDuringUnwinding(t *testing.T) {
+	cases := []struct {
+		name    string
+		recover bool
+		trace   string
+		code    string
+	}{
+		{"unhandled", false, "s0,s1,s2,c2,e2:E,c1,e1:E,c0,e0:E", "E"},
+		{"recovered at level 1", true, "s0,s1,s2,c2,e2:E,c1,e1:E,after s1,after s0", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				tr.add("s0")
+				as.SetCancel(tr.cancel("c0"))
+				as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+					tr.add("s1")
+					as.SetCancel(tr.cancel("c1"))
+					as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+						tr.add("s2")
+						as.SetCancel(tr.cancel("c2"))
+						as.Error("E")
+					}, tr.handler("e2"))
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("e1:%s", code)
+					if c.recover {
+						as.Success()
+					}
+				})
+				as.Add(tr.step("after s1"))
+			}, tr.handler("e0"))
+			r.Add(tr.step("after s0"))
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, c.trace)
+			if c.code == "" {
+				wantSuccess(t, res)
+			} else {
+				wantError(t, res.Err, c.code, "")
+			}
+		})
+	}
+}
+
+// Decisions 7, 8 and 13: Root.Cancel runs the cancel handlers of the running
+// steps, innermost first, and no error handler; the Result error matches
+// context.Canceled, the unhandled-error function is not called and the
+// cancelled timer is no longer an event.
+func TestRootCancelRunsCancelHandlersOnly(t *testing.T) {
+	for _, viaPromise := range []bool{true, false} {
+		name := "Execute"
+		if viaPromise {
+			name = "Promise"
+		}
+		t.Run(name, func(t *testing.T) {
+			var tr tracer
+			unhandled := 0
+			r, tt := newFlow(asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+				unhandled++
+				tr.addf("unhandled:%s", err.Code)
+			}))
+			clock := stopwatch(tt)
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				tr.add("s0")
+				as.SetCancel(tr.cancel("c0"))
+				as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+					tr.add("s1")
+					as.SetCancel(tr.cancel("c1"))
+					as.SetTimeout(time.Hour)
+				}, tr.handler("e1"))
+			}, tr.handler("e0"))
+			r.Add(tr.step("not reached"))
+
+			var ch <-chan asyncsteps.Result
+			if viaPromise {
+				ch = r.Promise()
+			} else {
+				r.Execute()
+			}
+			tt.Advance(time.Second)
+			wantTrace(t, &tr, "s0,s1")
+			r.Cancel()
+			drive(t, tt)
+
+			wantTrace(t, &tr, "s0,s1,c1,c0")
+			if unhandled != 0 {
+				t.Errorf("unhandled-error function called %d times after Cancel", unhandled)
+			}
+			if tt.HasEvents() {
+				t.Errorf("HasEvents() = true (Pending %d) after Cancel", tt.Pending())
+			}
+			if d := clock(); d != time.Second {
+				t.Errorf("clock moved by %v, want 1s: the cancelled timer ran", d)
+			}
+			if viaPromise {
+				res := result(t, ch)
+				if !errors.Is(res.Err, context.Canceled) {
+					t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+				}
+			}
+		})
+	}
+}
+
+// Spec 1.6 and 2.2.2: WaitExternal prevents the implicit success; the step
+// waits, with no event left on the tool, until Success is called, here from
+// the test goroutine while the loop is idle.
+func TestWaitExternalPreventsImplicitSuccess(t *testing.T) {
+	var tr tracer
+	var waiting asyncsteps.AsyncSteps
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("wait")
+		waiting = as
+		as.WaitExternal()
+	})
+	r.Add(tr.stepArgs("next"))
+
+	ch := r.Promise()
+	drive(t, tt)
+	wantTrace(t, &tr, "wait")
+	noResult(t, ch)
+	if tt.HasEvents() {
+		t.Errorf("HasEvents() = true (Pending %d) while only waiting externally", tt.Pending())
+	}
+	if !waiting.IsValid() {
+		t.Error("IsValid() = false on a waiting step")
+	}
+
+	waiting.Success("x")
+	drive(t, tt)
+
+	wantTrace(t, &tr, "wait,next[x]")
+	wantSuccess(t, result(t, ch))
+}
+
+// API: Success and Error may be called from another goroutine while the step
+// waits for an external event (after WaitExternal, SetCancel or SetTimeout);
+// the flow goes on on its own loop.
+func TestExternalCompletionFromAnotherGoroutine(t *testing.T) {
+	waits := []struct {
+		name   string
+		wait   func(as asyncsteps.AsyncSteps, tr *tracer)
+		cancel bool // the wait installs cancel handler "c"
+	}{
+		{"WaitExternal", func(as asyncsteps.AsyncSteps, tr *tracer) { as.WaitExternal() }, false},
+		{"SetCancel", func(as asyncsteps.AsyncSteps, tr *tracer) { as.SetCancel(tr.cancel("c")) }, true},
+		{"SetTimeout", func(as asyncsteps.AsyncSteps, tr *tracer) { as.SetTimeout(time.Hour) }, false},
+	}
+	completions := []struct {
+		name     string
+		complete func(as asyncsteps.AsyncSteps)
+		fail     bool
+	}{
+		{"Success", func(as asyncsteps.AsyncSteps) { as.Success("ext") }, false},
+		{"Error", func(as asyncsteps.AsyncSteps) { as.Error("Ext", "ext info") }, true},
+	}
+	for _, w := range waits {
+		for _, c := range completions {
+			t.Run(c.name+" after "+w.name, func(t *testing.T) {
+				var tr tracer
+				start, done := make(chan struct{}), make(chan struct{})
+				r, tt := newFlow()
+				clock := stopwatch(tt)
+				r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+					tr.add("step")
+					w.wait(as, &tr)
+					go func() {
+						defer close(done)
+						<-start
+						c.complete(as)
+					}()
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("e:%s:%s", code, as.State().ErrorInfo)
+				})
+				r.Add(tr.stepArgs("next"))
+
+				ch := r.Promise()
+				tt.Advance(time.Second)
+				noResult(t, ch)
+				close(start)
+				waitFor(t, done)
+				drive(t, tt)
+				res := result(t, ch)
+
+				switch {
+				case !c.fail:
+					wantTrace(t, &tr, "step,next[ext]")
+					wantSuccess(t, res)
+				case w.cancel:
+					wantTrace(t, &tr, "step,c,e:Ext:ext info")
+					wantError(t, res.Err, "Ext", "ext info")
+				default:
+					wantTrace(t, &tr, "step,e:Ext:ext info")
+					wantError(t, res.Err, "Ext", "ext info")
+				}
+				if d := clock(); d != time.Second {
+					t.Errorf("clock moved by %v, want 1s", d)
+				}
+			})
+		}
+	}
+}
+
+// Decision 12: Success or Error called from another goroutine on a step that
+// already completed has no effect on the flow, which may be waiting in a
+// later step, and does not panic.
+func TestLateExternalCallsHaveNoEffect(t *testing.T) {
+	var tr tracer
+	var as1, as2 asyncsteps.AsyncSteps
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("1")
+		as1 = as
+		as.WaitExternal()
+	}, tr.handler("e1"))
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.addf("2%v", args)
+		as2 = as
+		as.WaitExternal()
+	}, tr.handler("e2"))
+	r.Add(tr.stepArgs("3"))
+
+	inGoroutine := func(f func()) {
+		done := make(chan struct{})
+		go func() { defer close(done); f() }()
+		waitFor(t, done)
+	}
+
+	ch := r.Promise()
+	drive(t, tt)
+	inGoroutine(func() { as1.Success("a") })
+	drive(t, tt)
+	wantTrace(t, &tr, "1,2[a]")
+
+	valid := true
+	inGoroutine(func() {
+		as1.Error("Late", "late info")
+		as1.Success("late")
+		valid = as1.IsValid()
+	})
+	drive(t, tt)
+	wantTrace(t, &tr, "1,2[a]")
+	noResult(t, ch)
+	if valid {
+		t.Error("IsValid() = true on a completed step")
+	}
+
+	inGoroutine(func() { as2.Success("b") })
+	drive(t, tt)
+
+	wantTrace(t, &tr, "1,2[a],3[b]")
+	wantSuccess(t, result(t, ch))
+}
+
+// Decision 12: when a goroutine completes a waiting step twice in a row, the
+// first completion wins and the second has no effect.
+func TestFirstExternalCompletionWins(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	done := make(chan struct{})
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.WaitExternal()
+		go func() {
+			defer close(done)
+			as.Success("first")
+			as.Error("Late", "late info")
+			as.Success("second")
+		}()
+	}, tr.handler("e"))
+	r.Add(tr.stepArgs("next"))
+
+	ch := r.Promise()
+	drive(t, tt)
+	waitFor(t, done)
+	drive(t, tt)
+
+	wantTrace(t, &tr, "next[first]")
+	wantSuccess(t, result(t, ch))
+}
+
+// Decision 7: cancel handlers run once, even when Root.Cancel is called twice;
+// the flow gives exactly one Result.
+func TestRootCancelTwiceRunsCancelHandlersOnce(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("wait")
+		as.SetCancel(tr.cancel("cancel"))
+	}, tr.handler("e"))
+
+	ch := r.Promise()
+	drive(t, tt)
+	r.Cancel()
+	r.Cancel()
+	drive(t, tt)
+
+	wantTrace(t, &tr, "wait,cancel")
+	if res := result(t, ch); !errors.Is(res.Err, context.Canceled) {
+		t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+	}
+}
+
+// Spec 1.9: a repeated SetCancel overrides the earlier one in the scope of
+// the step.
+func TestSetCancelAgainReplacesHandler(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.SetCancel(tr.cancel("first"))
+		as.SetCancel(tr.cancel("second"))
+		as.SetTimeout(time.Second)
+	}, tr.handler("e"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "second,e:Timeout")
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+}
+
+// Decision 8: nested timeouts each cover their own step: the inner one
+// expires first, its handler recovers, and the outer timer is disarmed when
+// the outer step completes.
+func TestNestedTimeoutsEachCoverTheirStep(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	clock := stopwatch(tt)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.SetTimeout(5 * time.Second)
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			as.SetTimeout(time.Second)
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("inner:%s@%v", code, clock())
+			as.Success("recovered")
+		})
+	}, tr.handler("outer"))
+	r.Add(tr.stepArgs("next"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "inner:Timeout@1s,next[recovered]")
+	wantSuccess(t, res)
+	if d := clock(); d != time.Second {
+		t.Errorf("clock moved by %v, want 1s: the outer timer was not disarmed", d)
+	}
+}
+
+// Decisions 8 and 12: once a step timed out, a late Success from the
+// goroutine it was waiting for has no effect.
+func TestLateSuccessAfterTimeoutHasNoEffect(t *testing.T) {
+	var tr tracer
+	var waiting asyncsteps.AsyncSteps
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		waiting = as
+		as.SetTimeout(time.Second)
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("e:%s", code)
+		as.Success("fallback")
+	})
+	r.Add(tr.stepArgs("next"))
+
+	ch := r.Promise()
+	drive(t, tt)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waiting.Success("late")
+	}()
+	waitFor(t, done)
+	drive(t, tt)
+
+	wantTrace(t, &tr, "e:Timeout,next[fallback]")
+	wantSuccess(t, result(t, ch))
+}
+
+// Decision 8: a timeout on a step covers the parallel it added: every branch
+// is cancelled, then the step's handler sees Timeout.
+func TestTimeoutCancelsParallelBranches(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.SetTimeout(time.Second)
+		p := as.Parallel(tr.handler("parallel"))
+		p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.add("1")
+			as.SetCancel(tr.cancel("c1"))
+		}, tr.handler("e1"))
+		p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.add("2")
+			as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				tr.add("2.1")
+				as.SetCancel(tr.cancel("c2.1"))
+			}, tr.handler("e2.1"))
+		}, tr.handler("e2"))
+	}, tr.handler("step"))
+
+	res := run(t, r, tt)
+
+	got := tr.String()
+	if got != "1,2,2.1,c1,c2.1,step:Timeout" && got != "1,2,2.1,c2.1,c1,step:Timeout" {
+		t.Errorf("trace = %s, want 1,2,2.1, then c1 and c2.1 in any order, then step:Timeout", got)
+	}
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+}
+
+// Decision 8: an error from a sub-step disarms the timer of the step that
+// covers it, even when the step's handler recovers.
+func TestErrorInSubStepDisarmsParentTimeout(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	clock := stopwatch(tt)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.SetTimeout(time.Hour)
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) { as.Error("E") })
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("e:%s", code)
+		as.Success("done")
+	})
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "e:E")
+	wantSuccess(t, res, "done")
+	if d := clock(); d != 0 || tt.HasEvents() {
+		t.Errorf("clock moved by %v, HasEvents() = %v: the timer was not disarmed", d, tt.HasEvents())
+	}
+}

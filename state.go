@@ -1,0 +1,54 @@
+package asyncsteps
+
+import "sort"
+
+// State is the state shared by every step of one flow (spec 1.7): the
+// predefined error variables and the user variables set with Set.
+//
+// A State belongs to its flow's loop: use it from the flow's callbacks, or
+// from any goroutine while the flow is not running.
+type State struct {
+	ErrorInfo     string   // info of the last Error call
+	LastException error    // last error or recovered panic, as a Go error
+	AsyncStack    []string // at an error: the step functions on the stack, outermost first
+	vars          map[string]any
+}
+
+// Get returns the user variable name, or nil.
+func (s *State) Get(name string) any { return s.vars[name] }
+
+// Set sets the user variable name.
+func (s *State) Set(name string, value any) {
+	if s.vars == nil {
+		s.vars = make(map[string]any)
+	}
+	s.vars[name] = value
+}
+
+// Exists reports whether the user variable name is set.
+func (s *State) Exists(name string) bool {
+	_, ok := s.vars[name]
+	return ok
+}
+
+// Unset removes the user variable name.
+func (s *State) Unset(name string) { delete(s.vars, name) }
+
+// names returns the user variable names in sorted order.
+func (s *State) names() []string {
+	names := make([]string, 0, len(s.vars))
+	for k := range s.vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// fillMissing copies the user variables of model that s does not have.
+func (s *State) fillMissing(model *State) {
+	for k, v := range model.vars {
+		if !s.Exists(k) {
+			s.Set(k, v)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package asyncsteps_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// syncPause is a step that waits d on the flow's tool: an external event the
+// flow waits for inside its critical section.
+func syncPause(d time.Duration) asyncsteps.StepFunc {
+	return func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		as.Tool().Deferred(d, func() { as.Success() })
+	}
+}
+
+// The spec's example 3.6: a critical section guarded by a Mutex that lets
+// 10 flows in at once. The incoming args reach the section, and its result
+// goes on to the next step as if there were no critical section.
+func ExampleMutex() {
+	tt := asyncsteps.NewTestTool()
+	mutex := asyncsteps.NewMutex(10)
+
+	as := asyncsteps.New(asyncsteps.WithTool(tt))
+	as.SuccessStep("order-42")
+	as.Sync(mutex, func(as asyncsteps.AsyncSteps, args ...any) {
+		// critical section with regular AsyncSteps
+		fmt.Println("processing", args[0])
+		as.Add(syncPause(10 * time.Millisecond))
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("done") })
+	})
+	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		fmt.Println("result:", args[0])
+	})
+
+	as.Execute()
+	tt.Run()
+	// Output:
+	// processing order-42
+	// result: done
+}
+
+// Three flows share a Mutex(1) whose queue holds one flow: the first enters,
+// the second waits for it, the third finds the queue full. Its error
+// handler sees the rejection first.
+func ExampleNewMutex() {
+	tt := asyncsteps.NewTestTool()
+	mutex := asyncsteps.NewMutex(1, 1)
+
+	for _, name := range []string{"A", "B", "C"} {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(mutex, func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Println(syncElapsed(tt), name, "enters")
+			as.Add(syncPause(10 * time.Millisecond))
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				fmt.Println(syncElapsed(tt), name, "leaves")
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			fmt.Println(syncElapsed(tt), name, code, as.State().ErrorInfo)
+			as.Success()
+		})
+		r.Execute()
+	}
+	tt.Run()
+	// Output:
+	// 0s A enters
+	// 0s C DefenseRejected Mutex queue limit
+	// 10ms A leaves
+	// 10ms B enters
+	// 20ms B leaves
+}
+
+// A Throttle lets 2 flows in per 100 ms. The first period starts with the
+// first entry; the flows that come after wait for the next periods. Once a
+// period ends with nobody waiting, no timer is left.
+func ExampleThrottle() {
+	tt := asyncsteps.NewTestTool()
+	throttle := asyncsteps.NewThrottle(2, 100*time.Millisecond)
+
+	for i := 1; i <= 5; i++ {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(throttle, func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Println(syncElapsed(tt), "flow", i, "enters")
+		})
+		r.Execute()
+	}
+	tt.Run()
+	fmt.Println(syncElapsed(tt), "idle, events left:", tt.Pending())
+	// Output:
+	// 0s flow 1 enters
+	// 0s flow 2 enters
+	// 100ms flow 3 enters
+	// 100ms flow 4 enters
+	// 200ms flow 5 enters
+	// 300ms idle, events left: 0
+}
+
+// A Limiter lets 3 flows in at once, 1 per 100 ms, with room for 1 flow
+// waiting for a slot and 1 waiting for the rate. Of 6 flows, 3 take the
+// slots and 1 waits for one; 2 find that queue full. Of the 3 holding a
+// slot, 1 enters, 1 waits for the next period and 1 is rejected: it gives
+// its slot back, to the waiting flow, which the rate rejects in turn.
+func ExampleLimiter() {
+	tt := asyncsteps.NewTestTool()
+	limiter := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+		Concurrent: 3,
+		MaxQueue:   1,
+		Rate:       1,
+		Period:     100 * time.Millisecond,
+		Burst:      1,
+	})
+
+	for i := 1; i <= 6; i++ {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(limiter, func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Println(syncElapsed(tt), "flow", i, "enters")
+			as.Add(syncPause(10 * time.Millisecond))
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			fmt.Println(syncElapsed(tt), "flow", i, code, as.State().ErrorInfo)
+			as.Success()
+		})
+		r.Execute()
+	}
+	tt.Run()
+	// Output:
+	// 0s flow 1 enters
+	// 0s flow 3 DefenseRejected Throttle queue limit
+	// 0s flow 5 DefenseRejected Mutex queue limit
+	// 0s flow 6 DefenseRejected Mutex queue limit
+	// 0s flow 4 DefenseRejected Throttle queue limit
+	// 100ms flow 2 enters
+}

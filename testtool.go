@@ -1,0 +1,221 @@
+package asyncsteps
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TestToolEpoch is the instant the clock of every new [TestTool] starts at,
+// so that times seen by a test are the same on every run.
+var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestTool is a deterministic [Tool] for tests: it runs nothing on its own.
+// Callbacks run only inside [TestTool.NextEvent], [TestTool.Run] and
+// [TestTool.Advance], one at a time, on the goroutine that called them, and
+// its clock is virtual: it starts at [TestToolEpoch] and moves only when a
+// deferred callback runs or Advance says so.
+//
+// Immediate callbacks run first, in scheduling order; deferred ones follow by
+// due time, ties in scheduling order. A cancelled callback no longer counts
+// as an event.
+//
+// All methods are safe for concurrent use, so a goroutine a test starts may
+// schedule or cancel callbacks; driving the tool from two goroutines at once
+// is a test bug, though, since callbacks would no longer run one at a time.
+// The zero value is not usable: create a TestTool with [NewTestTool].
+type TestTool struct {
+	runner atomic.Int64 // goroutine id inside NextEvent, Run or Advance; 0 if none
+
+	mu     sync.Mutex // guards the fields below; never held while a callback runs
+	now    int64      // nanoseconds since TestToolEpoch
+	queue  fifo[task] // immediates and posted tasks, cancelled ones included
+	live   int        // tasks in queue that will still run
+	timers timerHeap  // deferred callbacks; cancelled ones are removed at once
+}
+
+// NewTestTool returns a TestTool with no event and its clock at
+// [TestToolEpoch].
+func NewTestTool() *TestTool {
+	t := &TestTool{}
+	t.timers.mu = &t.mu
+	return t
+}
+
+// Immediate schedules f to run after every immediate already scheduled.
+func (t *TestTool) Immediate(f func()) Handle {
+	e := &testImmediate{f: f, tool: t}
+	t.post(e)
+	return e
+}
+
+// Deferred schedules f to run once the virtual clock has moved by d; d <= 0
+// makes it due at the current virtual time, still after every immediate.
+func (t *TestTool) Deferred(d time.Duration, f func()) Handle {
+	e := &timerEntry{f: f}
+	t.mu.Lock()
+	t.timers.push(e, addClamped(t.now, d))
+	t.mu.Unlock()
+	return e
+}
+
+// IsSameThread reports whether it is called on the goroutine currently
+// driving the tool through NextEvent, Run or Advance.
+func (t *TestTool) IsSameThread() bool {
+	r := t.runner.Load()
+	return r != 0 && r == goid()
+}
+
+// Now returns the virtual clock.
+func (t *TestTool) Now() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return TestToolEpoch.Add(time.Duration(t.now))
+}
+
+// NextEvent runs the first immediate if there is one, else the earliest
+// deferred callback, moving the clock to its due time. It reports false,
+// running nothing, when no event is left.
+func (t *TestTool) NextEvent() bool {
+	defer t.leave(t.enter())
+	return t.step(math.MaxInt64)
+}
+
+// HasEvents reports whether a callback is still scheduled.
+func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
+
+// Pending returns the number of callbacks still scheduled, immediate and
+// deferred; cancelled ones are not counted. A test uses it to check that no
+// timer was left armed.
+func (t *TestTool) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live + t.timers.len()
+}
+
+// Run calls NextEvent until no event is left, so the clock jumps to each
+// deferred callback in turn. A flow that re-arms a timer forever makes Run
+// loop forever: use Advance to bound virtual time.
+func (t *TestTool) Run() {
+	defer t.leave(t.enter())
+	for t.step(math.MaxInt64) {
+	}
+}
+
+// Advance moves the clock by d. On the way it runs every immediate and every
+// deferred callback due by then, including those they schedule, each with the
+// clock at its due time; the clock then ends at exactly d after where it was.
+func (t *TestTool) Advance(d time.Duration) {
+	defer t.leave(t.enter())
+	t.mu.Lock()
+	target := addClamped(t.now, d)
+	t.mu.Unlock()
+	for t.step(target) {
+	}
+	t.mu.Lock()
+	t.now = max(t.now, target)
+	t.mu.Unlock()
+}
+
+// ResetEvents drops every scheduled callback; their handles become invalid.
+// The clock is left as it is.
+func (t *TestTool) ResetEvents() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for e, ok := t.queue.pop(); ok; e, ok = t.queue.pop() {
+		if h, isHandle := e.(*testImmediate); isHandle {
+			h.state.Store(handleCancelled)
+		}
+	}
+	t.live = 0
+	t.timers.dropAll()
+}
+
+// post queues tk behind every immediate, in the same FIFO as Immediate.
+func (t *TestTool) post(tk task) {
+	t.mu.Lock()
+	t.queue.push(tk)
+	t.live++
+	t.mu.Unlock()
+}
+
+// busy reports whether another immediate is waiting.
+func (t *TestTool) busy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live > 0
+}
+
+// enter records the calling goroutine as the one driving the tool and
+// returns the previous one for leave, so that nested calls (NextEvent from
+// inside a callback) keep IsSameThread true until the outer call returns.
+// goid costs about a microsecond: Run and Advance pay it once, not per event.
+func (t *TestTool) enter() int64 { return t.runner.Swap(goid()) }
+
+func (t *TestTool) leave(prev int64) { t.runner.Store(prev) }
+
+// step runs one event: the first live immediate, else the earliest timer due
+// by limit. The event is taken under mu and run without it, because
+// callbacks schedule more events.
+func (t *TestTool) step(limit int64) bool {
+	t.mu.Lock()
+	if tk := t.popImmediate(); tk != nil {
+		t.mu.Unlock()
+		tk.run()
+		return true
+	}
+	e := t.timers.popDue(limit)
+	if e == nil {
+		t.mu.Unlock()
+		return false
+	}
+	t.now = max(t.now, e.due)
+	t.mu.Unlock()
+	e.fire()
+	return true
+}
+
+// popImmediate returns the first task that will still run, claiming it if it
+// is a handle, or nil. Called with mu held.
+func (t *TestTool) popImmediate() task {
+	for t.live > 0 {
+		tk, _ := t.queue.pop()
+		if h, ok := tk.(*testImmediate); ok && !h.state.CompareAndSwap(handleScheduled, handleRan) {
+			continue // cancelled: already uncounted
+		}
+		t.live--
+		return tk
+	}
+	// Only cancelled entries are left: free them now rather than keep them
+	// until the next immediate runs.
+	for t.queue.len() > 0 {
+		t.queue.pop()
+	}
+	return nil
+}
+
+// testImmediate is a callback queued by TestTool.Immediate, its own handle.
+type testImmediate struct {
+	f     func()
+	tool  *TestTool
+	state atomic.Uint32 // written under tool.mu; read without it by IsValid
+}
+
+func (e *testImmediate) run() {
+	f := e.f
+	e.f = nil
+	f()
+}
+
+// Cancel uncounts the callback at once, so HasEvents sees it gone; the
+// queue entry itself is skipped when reached.
+func (e *testImmediate) Cancel() {
+	e.tool.mu.Lock()
+	if e.state.CompareAndSwap(handleScheduled, handleCancelled) {
+		e.tool.live--
+	}
+	e.tool.mu.Unlock()
+}
+
+func (e *testImmediate) IsValid() bool { return e.state.Load() == handleScheduled }

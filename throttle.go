@@ -1,0 +1,145 @@
+package asyncsteps
+
+import (
+	"sync"
+	"time"
+)
+
+// Throttle lets at most max flows enter its critical sections per period
+// (spec 1.11.2 and 2.4). A period starts with the first entry after the
+// Throttle was idle; up to max flows enter during it, and the flows that
+// come after wait in a first-in, first-out queue. When the period ends, a
+// new one starts if flows are waiting, and up to max of them enter at once.
+// A Throttle whose period ends with nobody waiting goes idle: it keeps no
+// timer armed.
+//
+// A Throttle counts entries, not flows: a flow that enters twice counts
+// twice, and no entry is ever given back. A flow cancelled while it waits
+// leaves the queue. With a queue limit, a flow that finds the queue full
+// fails at once with [DefenseRejected] and the info "Throttle queue limit",
+// which the error handler given to Sync sees first.
+//
+// Time is read from the [Tool] of the flows: the timer that ends a period
+// runs on the tool of the flow that started it, so flows sharing one
+// Throttle must use tools with the same clock (a [TestTool] gives virtual
+// time to all the flows on it).
+//
+// A Throttle is safe for concurrent use: flows running on different loops
+// may share one. Create it with [NewThrottle]; the zero value lets 1 flow
+// per second in and queues none, like NewThrottle(1, time.Second, 0). A
+// Throttle must not be copied after first use.
+type Throttle struct {
+	limit    int           // 0 means 1
+	period   time.Duration // 0 means one second
+	maxQueue int           // negative: unlimited
+
+	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
+	entered int        // entries in the current period
+	running bool       // a period runs: its timer is armed
+	queue   waitQueue
+}
+
+// NewThrottle returns a Throttle that lets at most max flows enter per
+// period and queues at most maxQueue more: with no maxQueue, or a negative
+// one, the queue is unlimited. It panics if max is below 1 or period is
+// not positive.
+func NewThrottle(max int, period time.Duration, maxQueue ...int) *Throttle {
+	if max < 1 {
+		panic("asyncsteps: NewThrottle: max must be at least 1")
+	}
+	if period <= 0 {
+		panic("asyncsteps: NewThrottle: period must be positive")
+	}
+	return &Throttle{limit: max, period: period, maxQueue: queueLimit(maxQueue)}
+}
+
+// Sync implements [Syncer]: it adds to as the steps that wait for an entry
+// in the current period, then run f with onerror as its error handler. The
+// success args of f's step are the result of the steps added.
+func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
+	addSection(as, f, firstHandler(onerror), t)
+}
+
+func (t *Throttle) max() int { return max(t.limit, 1) }
+
+func (t *Throttle) periodLen() time.Duration {
+	if t.period <= 0 {
+		return time.Second
+	}
+	return t.period
+}
+
+// enter runs as the step that asks to enter.
+func (t *Throttle) enter(as AsyncSteps, e *entry) {
+	as.WaitExternal()
+	tool := as.Tool()
+	start := false
+	t.mu.Lock()
+	if t.entered < t.max() {
+		t.entered++
+		e.state = entryHeld
+		start = !t.running
+		t.running = true
+	} else if t.maxQueue >= 0 && t.queue.len() >= t.maxQueue {
+		e.err = &Error{Code: DefenseRejected, Info: "Throttle queue limit"}
+	} else {
+		e.state = entryQueued
+		e.as = as
+		e.tool = tool
+		t.queue.push(e)
+	}
+	queued := e.state == entryQueued
+	t.mu.Unlock()
+
+	if start {
+		tool.Deferred(t.periodLen(), t.newPeriod)
+	}
+	if !queued {
+		as.Success()
+	}
+}
+
+// newPeriod ends the current period, on the loop of the tool that armed
+// it: the waiters at the head of the queue enter, and if any did, a new
+// period starts now and its timer is armed on the tool of the first of
+// them; otherwise the Throttle goes idle.
+func (t *Throttle) newPeriod() {
+	var admitted []AsyncSteps
+	var tool Tool
+	t.mu.Lock()
+	t.entered = 0
+	for t.entered < t.max() {
+		w := t.queue.pop()
+		if w == nil {
+			break
+		}
+		if tool == nil {
+			tool = w.tool
+		}
+		t.entered++
+		w.state = entryHeld
+		admitted = append(admitted, w.as)
+		w.as, w.tool = nil, nil
+	}
+	t.running = t.entered > 0
+	t.mu.Unlock()
+
+	if tool != nil {
+		tool.Deferred(t.periodLen(), t.newPeriod)
+	}
+	for _, as := range admitted {
+		as.Success()
+	}
+}
+
+// leave takes a waiting entry out of the queue. An entry that has entered
+// stays counted in its period: there is nothing to give back.
+func (t *Throttle) leave(e *entry) {
+	t.mu.Lock()
+	if e.state == entryQueued {
+		t.queue.remove(e)
+		e.as, e.tool = nil, nil
+	}
+	e.state = entryLeft
+	t.mu.Unlock()
+}

@@ -1,0 +1,37 @@
+package asyncsteps
+
+import "time"
+
+// Tool is the event loop a flow runs on (the spec's AsyncTool). Every callback
+// of a flow runs from a Tool callback, one at a time.
+//
+// The library provides two: [Loop], a real loop on its own goroutine, and
+// [TestTool], a deterministic loop on virtual time driven by a test.
+type Tool interface {
+	Immediate(f func()) Handle
+	Deferred(d time.Duration, f func()) Handle
+	IsSameThread() bool // true when called on the loop's own goroutine
+	Now() time.Time     // the loop's clock (virtual in TestTool)
+}
+
+// Handle refers to a callback scheduled on a [Tool].
+type Handle interface {
+	Cancel()       // no error if it already ran or was cancelled
+	IsValid() bool // still scheduled
+}
+
+// task is a unit of work queued on a loop without an allocation: flows queue
+// their own records.
+type task interface{ run() }
+
+// scheduler is what the engine needs beyond Tool from the loops of this
+// package. Both methods are called only on the loop's goroutine, from inside
+// a callback the loop is running.
+type scheduler interface {
+	Tool
+	// post queues t behind every task already queued, without a lock.
+	post(t task)
+	// busy reports whether another task is queued, i.e. whether a flow that
+	// could go on should yield for fairness.
+	busy() bool
+}
