@@ -73,7 +73,8 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		f := as.(*frame)
-		ctx, cancel := context.WithCancel(context.Background())
+		// fn sees the values of Run's context, but only the step cancels it.
+		ctx, cancel := context.WithCancel(context.WithoutCancel(f.fl.ctx))
 		as.SetCancel(func(AsyncSteps) { cancel() })
 		go func() {
 			defer cancel()

@@ -535,15 +535,23 @@ func TestAwaitFlowCompletesLikeOtherFlow(t *testing.T) {
 func TestAwaitFlowCancelCancelsOtherFlow(t *testing.T) {
 	before := goroutineBaseline()
 	loop := asyncsteps.NewLoop()
+	otherStarted := make(chan struct{})
 	otherCancelled := make(chan struct{})
 	other := asyncsteps.New(asyncsteps.WithTool(loop))
 	other.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.SetCancel(func(asyncsteps.AsyncSteps) { close(otherCancelled) })
+		close(otherStarted)
 	})
 	r, tt := newFlow()
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.SetTimeout(time.Second)
-		asyncsteps.AwaitFlow(as, other)
+		// A sibling fails once the other flow waits, so that the cancel
+		// cannot win the race with the other flow's first step.
+		p := as.Parallel()
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.AwaitFlow(as, other) })
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			asyncsteps.AwaitChan(as, otherStarted)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.Timeout) })
+		})
 	})
 
 	_, err := runCtx(t, r)

@@ -52,16 +52,54 @@
 //
 // # Concurrency
 //
-// All callbacks of a flow (steps, error handlers, cancel handlers) run on
-// its loop's goroutine, one at a time, so a flow's [State] needs no locking.
-// Flows on different loops run in parallel.
+// A flow runs on its [Tool]: every callback of it (steps, error handlers,
+// cancel handlers) runs on the loop's goroutine ([Loop]), or on the goroutine
+// driving a [TestTool], one at a time. A flow's [State] is owned by that
+// goroutine and needs no locking; do not touch it from other goroutines, pass
+// values through Success arguments instead. Flows on one loop interleave at
+// step boundaries and wherever a step waits; flows on different loops run in
+// parallel.
 //
-// From other goroutines, only these are safe: Success and Error on the
-// AsyncSteps of a step that waits for an external event (the completion is
-// handed to the loop; only the first one counts and later ones are ignored),
-// [Root.Cancel], [Root.Execute], [Root.Promise] and [Root.Run] on a root that
-// is not running, [Tool] methods, and the synchronization primitives
-// ([Mutex], [Throttle], [Limiter]), which may be shared by flows on different
-// loops. [AsyncSteps.Await] runs its function on a goroutine of its own and
-// cancels its context when the step is cancelled.
+// Safe from any goroutine:
+//
+//   - [AsyncSteps.Success], [AsyncSteps.Error] and [AsyncSteps.IsValid] on
+//     the AsyncSteps of a step that waits for an external event: it called
+//     [AsyncSteps.WaitExternal], [AsyncSteps.SetTimeout] or
+//     [AsyncSteps.SetCancel] before handing its AsyncSteps to another
+//     goroutine. The completion is handed to the loop and never blocks the
+//     caller; the first Success or Error counts, and every later call, or any
+//     call once the step has completed or was cancelled, has no effect
+//     (IsValid then reports false). Error does not panic there. The
+//     arguments passed to Success are visible to the next step.
+//   - [Root.Cancel], which is asynchronous: the flow stops before its next
+//     step, and the loop runs the cancel handlers of the waiting steps.
+//   - [Root.Execute], [Root.Promise] and [Root.Run] on a root that is not
+//     running; the methods of [Tool], [Loop] and [TestTool]; [Mutex],
+//     [Throttle] and [Limiter], which may be shared by flows on different
+//     loops.
+//
+// Everything else on an AsyncSteps may be called only from the callback it
+// was given to.
+//
+// [Root.Promise] delivers exactly one [Result], and [Root.Run] returns, only
+// once the flow has fully stopped: no callback of it runs afterwards, and
+// everything its callbacks wrote is visible to the receiver. When Run's
+// context ends, the flow is cancelled and Run returns an error matching
+// ctx.Err(); a Cancel that races with the flow's last step may win or lose.
+//
+// [AsyncSteps.Await] bridges to blocking Go code: its function runs on a
+// goroutine of its own with a context that carries the values of Run's
+// context and is cancelled the moment the step is cancelled (its timeout or
+// an enclosing one, a failed parallel sibling, Root.Cancel, the end of Run's
+// context). A result that comes after that is dropped, and the goroutine
+// never blocks on the flow. The flow does not wait for the function to
+// return: it should return promptly once its context is done. [AwaitChan],
+// [AwaitResult] and [AwaitFlow] wait for a channel or another flow in the
+// same way.
+//
+// Close a [Loop] only after its flows have ended: a flow whose loop is closed
+// never reports. On a [TestTool], completions that come from other goroutines
+// (Await, AwaitChan, a goroutine calling Success) arrive while the tool may
+// look idle: drive such flows with [Root.Run], which waits for them, rather
+// than with [TestTool.Run].
 package asyncsteps

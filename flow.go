@@ -1,11 +1,13 @@
 package asyncsteps
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +25,11 @@ type flow struct {
 	base    *frame
 	done    bool
 	promise chan Result
+	ctx     context.Context // Run's context, for its values; never cancels steps by itself
+
+	// stop is the cause of a requested cancel, set from any goroutine and
+	// looked at before each step, so that a cancel takes effect at once.
+	stop atomic.Pointer[error]
 }
 
 // run lets a frame be queued on a loop as is: it continues the flow at the
@@ -59,6 +66,10 @@ func (fl *flow) requeue(f *frame) {
 // reference implementations) and after a burst.
 func (fl *flow) drive(f *frame) {
 	for n := 0; f != nil; n++ {
+		if cause := fl.stop.Load(); cause != nil {
+			fl.cancel(*cause)
+			return
+		}
 		if n > 0 && (n == burst || fl.sched == nil || fl.sched.busy()) {
 			fl.requeue(f)
 			return

@@ -84,8 +84,10 @@ func (r *Root) Promise() <-chan Result {
 	return ch
 }
 
-func (r *Root) start(promise chan Result) {
-	fl := &flow{root: r, tool: r.tool, sched: r.sched, state: &r.state, promise: promise}
+func (r *Root) start(promise chan Result) { r.startIn(context.Background(), promise) }
+
+func (r *Root) startIn(ctx context.Context, promise chan Result) {
+	fl := &flow{root: r, tool: r.tool, sched: r.sched, state: &r.state, promise: promise, ctx: ctx}
 	if !r.fl.CompareAndSwap(nil, fl) {
 		panic("asyncsteps: Execute called on a running flow")
 	}
@@ -100,13 +102,13 @@ func (r *Root) start(promise chan Result) {
 // begin runs the flow's first steps, or fails it at once for a wrong use of
 // the Root before Execute.
 func (fl *flow) begin(misused string) {
-	if misused == "" {
-		fl.drive(fl.base)
+	if misused != "" {
+		err := &Error{Code: InternalError, Info: misused}
+		fl.noteError(err, err)
+		fl.end(nil, err)
 		return
 	}
-	err := &Error{Code: InternalError, Info: misused}
-	fl.noteError(err, err)
-	fl.end(nil, err)
+	fl.drive(fl.base)
 }
 
 // Cancel stops the running flow, from any goroutine: on the loop, the cancel
@@ -116,9 +118,13 @@ func (fl *flow) begin(misused string) {
 func (r *Root) Cancel() { r.cancel(context.Canceled) }
 
 func (r *Root) cancel(cause error) {
-	if fl := r.fl.Load(); fl != nil {
-		fl.tool.Immediate(func() { fl.cancel(cause) })
+	fl := r.fl.Load()
+	if fl == nil || !fl.stop.CompareAndSwap(nil, &cause) {
+		return
 	}
+	// The flow sees stop before its next step; a flow that waits needs the
+	// loop to look.
+	fl.tool.Immediate(func() { fl.cancel(cause) })
 }
 
 // Run executes the flow and waits for its end. When ctx ends first, the flow
@@ -129,7 +135,11 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if _, ok := r.tool.(*TestTool); !ok && r.tool.IsSameThread() {
 		return nil, &Error{Code: InternalError, Info: "Run called on the loop of the flow: it would deadlock"}
 	}
-	ch := r.Promise()
+	if err := ctx.Err(); err != nil {
+		return nil, err // a Go API starts no work under an ended context
+	}
+	ch := make(chan Result, 1)
+	r.startIn(ctx, ch)
 	if tt, ok := r.tool.(*TestTool); ok {
 		return tt.runFlow(ctx, r, ch)
 	}
