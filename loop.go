@@ -150,6 +150,9 @@ func (l *Loop) post(t task) { l.local.push(t) }
 // busy reports whether another task waits, here or in the inbox.
 func (l *Loop) busy() bool { return l.local.len() > 0 || l.pending.Load() > 0 }
 
+// stopped is closed when the loop's goroutine has exited.
+func (l *Loop) stopped() <-chan struct{} { return l.done }
+
 // clock is the loop's monotonic time in nanoseconds, the scale of timer dues.
 func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
 

@@ -217,12 +217,17 @@ func TestLoopAcceptsImmediatesFromManyGoroutines(t *testing.T) {
 func TestLoopBusy(t *testing.T) {
 	l := newTestLoop(t)
 	var busy []bool
-	onLoop(t, l, func() {
+	done := make(chan struct{})
+	l.Immediate(func() {
 		busy = append(busy, l.busy())
-		l.post(taskFunc(func() { busy = append(busy, l.busy()) }))
+		l.post(taskFunc(func() {
+			busy = append(busy, l.busy())
+			close(done)
+		}))
 		busy = append(busy, l.busy())
 	})
-	drain(t, l)
+	// Nothing else is posted until done: drain would make the loop busy.
+	wait(t, done, "the posted task")
 	if fmt.Sprint(busy) != "[false true false]" {
 		t.Fatalf("busy() = %v, want [false true false]", busy)
 	}
@@ -446,4 +451,31 @@ func TestTimerHeapOrderAndRemove(t *testing.T) {
 	if h.len() != 1 || es[5].index != 0 {
 		t.Fatalf("heap left %d entries, want the one due at 9", h.len())
 	}
+}
+
+// TestLoopNeverMissesAWakeUp hands work to a loop that keeps falling asleep,
+// from several goroutines at once: a lost wake-up would hang a round trip.
+func TestLoopNeverMissesAWakeUp(t *testing.T) {
+	l := newTestLoop(t)
+	const producers, trips = 4, 5000
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			reply := make(chan struct{})
+			for i := range trips {
+				if i%2 == 0 {
+					l.Immediate(func() { reply <- struct{}{} })
+				} else {
+					l.Deferred(0, func() { reply <- struct{}{} })
+				}
+				select {
+				case <-reply:
+				case <-time.After(guard):
+					t.Errorf("round trip %d lost", i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -96,7 +96,23 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	r.queue = nil
 	misused := r.misused
 	r.misused = ""
-	r.tool.Immediate(func() { fl.begin(misused) })
+	if h := r.tool.Immediate(func() { fl.begin(misused) }); !h.IsValid() && r.isStopped() {
+		// No callback of the flow can run any more: report at once.
+		fl.end(nil, &Error{Code: InternalError, Info: "the flow's loop is closed"})
+	}
+}
+
+// isStopped reports whether the root's loop has stopped for good.
+func (r *Root) isStopped() bool {
+	if r.sched == nil {
+		return false
+	}
+	select {
+	case <-r.sched.stopped():
+		return true
+	default:
+		return false
+	}
 }
 
 // begin runs the flow's first steps, or fails it at once for a wrong use of
@@ -143,13 +159,34 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if tt, ok := r.tool.(*TestTool); ok {
 		return tt.runFlow(ctx, r, ch)
 	}
+	var stopped <-chan struct{}
+	if r.sched != nil {
+		stopped = r.sched.stopped()
+	}
 	select {
 	case res := <-ch:
 		return res.Args, res.Err
+	case <-stopped:
+		return resultOr(ch, &Error{Code: InternalError, Info: "the flow's loop is closed"})
 	case <-ctx.Done():
 		r.cancel(ctx.Err())
-		res := <-ch
+		select {
+		case res := <-ch:
+			return res.Args, res.Err
+		case <-stopped:
+			return resultOr(ch, ctx.Err())
+		}
+	}
+}
+
+// resultOr returns the Result on ch if the flow delivered one before its
+// loop stopped, else err: a stopped loop runs nothing of the flow any more.
+func resultOr(ch <-chan Result, err error) ([]any, error) {
+	select {
+	case res := <-ch:
 		return res.Args, res.Err
+	default:
+		return nil, err
 	}
 }
 

@@ -1,6 +1,8 @@
 package asyncsteps_test
 
 import (
+	"context"
+	"errors"
 	"iter"
 	"strconv"
 	"testing"
@@ -514,8 +516,8 @@ func TestRootCancelStopsLoop(t *testing.T) {
 	drive(t, tt)
 
 	wantTrace(t, &tr, "body,cancel")
-	if res := result(t, ch); res.Err == nil {
-		t.Error("Result.Err = nil after Cancel")
+	if res := result(t, ch); !errors.Is(res.Err, context.Canceled) {
+		t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
 	}
 }
 

@@ -422,3 +422,51 @@ func TestNestedParallelErrorPropagatesThroughBothLevels(t *testing.T) {
 	wantTrace(t, &tr, "A,B,A1,A2,A2.1,cA1,inner parallel:Inner,A handler:Inner,cB,outer parallel:Inner")
 	wantError(t, res.Err, "Inner", "from A2.1")
 }
+
+// Decision 10: an error that a branch's own handler recovers from is not an
+// error of the parallel: no sibling is cancelled and the flow goes on.
+func TestParallelBranchRecoveredErrorCancelsNothing(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	p := r.Parallel(tr.handler("parallel"))
+	p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("1")
+		as.SetCancel(tr.cancel("c1"))
+		as.Tool().Deferred(time.Second, func() { as.Success() })
+	})
+	p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("2")
+		as.Error("E")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("e2:%s", code)
+		as.Success()
+	})
+	r.Add(tr.step("after"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "1,2,e2:E,after")
+	wantSuccess(t, res)
+}
+
+// Decision 6 with spec 1.4: a parallel added by an error handler runs in
+// place of the failed step, like any added step.
+func TestParallelAddedByErrorHandler(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("step")
+		as.Error("E")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("handler:%s", code)
+		p := as.Parallel()
+		p.Add(tr.step("p1"))
+		p.Add(tr.step("p2"))
+	})
+	r.Add(tr.stepArgs("after"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "step,handler:E,p1,p2,after[]")
+	wantSuccess(t, res)
+}

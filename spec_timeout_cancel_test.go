@@ -648,3 +648,48 @@ func TestErrorInSubStepDisarmsParentTimeout(t *testing.T) {
 		t.Errorf("clock moved by %v, HasEvents() = %v: the timer was not disarmed", d, tt.HasEvents())
 	}
 }
+
+// Decision 8: when an outer and an inner timeout fall due at the same
+// instant, the one armed first (the outer) fires: it cancels the inner step,
+// whose timer is disarmed and whose error handler does not run.
+func TestSimultaneousTimeoutsOuterArmedFirstWins(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		as.SetTimeout(time.Second)
+		as.SetCancel(tr.cancel("c outer"))
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			as.SetTimeout(time.Second)
+			as.SetCancel(tr.cancel("c inner"))
+		}, tr.handler("e inner"))
+	}, tr.handler("e outer"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "c inner,c outer,e outer:Timeout")
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+	if tt.HasEvents() {
+		t.Errorf("HasEvents() = true (Pending %d): the inner timer is left", tt.Pending())
+	}
+}
+
+// API: Root.Cancel is asynchronous: called from inside a step it runs no
+// cancel handler before the step's callback returns.
+func TestRootCancelIsAsynchronous(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		tr.add("step")
+		as.SetCancel(tr.cancel("cancel"))
+		r.Cancel()
+		tr.add("Cancel returned")
+	}, tr.handler("e"))
+	r.Add(tr.step("not reached"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "step,Cancel returned,cancel")
+	if !errors.Is(res.Err, context.Canceled) {
+		t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+	}
+}

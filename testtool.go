@@ -219,3 +219,6 @@ func (e *testImmediate) Cancel() {
 }
 
 func (e *testImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
+
+// stopped is nil: a TestTool never stops.
+func (t *TestTool) stopped() <-chan struct{} { return nil }

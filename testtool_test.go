@@ -294,15 +294,15 @@ func TestTestToolIsSameThread(t *testing.T) {
 func TestTestToolResetEvents(t *testing.T) {
 	tt := NewTestTool()
 	ran := false
-	hi := tt.Immediate(func() { ran = true })
+	tt.Immediate(func() { ran = true })
 	hd := tt.Deferred(time.Second, func() { ran = true })
 	tt.post(taskFunc(func() { ran = true }))
 	tt.Advance(time.Millisecond / 2)
-	if ran != true {
+	if !ran {
 		t.Fatal("Advance did not run the immediates")
 	}
 	ran = false
-	hi = tt.Immediate(func() { ran = true })
+	hi := tt.Immediate(func() { ran = true })
 	tt.ResetEvents()
 	if hi.IsValid() || hd.IsValid() || tt.HasEvents() {
 		t.Fatal("events survived ResetEvents")

@@ -34,4 +34,7 @@ type scheduler interface {
 	// busy reports whether another task is queued, i.e. whether a flow that
 	// could go on should yield for fairness.
 	busy() bool
+	// stopped is closed once the loop has stopped for good and runs nothing
+	// more; nil for a loop that never stops.
+	stopped() <-chan struct{}
 }
