@@ -76,8 +76,12 @@ type AsyncSteps interface {
 	// SetTimeout makes the step wait for an external completion and fail
 	// with Timeout after d, covering its sub-steps.
 	SetTimeout(d time.Duration)
-	// SetCancel makes the step wait for an external completion and sets the
-	// function that runs if the step is cancelled.
+	// SetCancel sets the function that runs, once, if the step is cancelled
+	// before it completes: by a timeout, a failed parallel sibling,
+	// Root.Cancel, or an error unwinding through the step (then before the
+	// step's error handler). A step without sub-steps then waits for an
+	// external completion; with sub-steps, f stays set while they run and
+	// is dropped when the step completes.
 	SetCancel(f CancelFunc)
 	// WaitExternal makes the step wait for an external completion.
 	WaitExternal()

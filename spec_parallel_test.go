@@ -470,3 +470,61 @@ func TestParallelAddedByErrorHandler(t *testing.T) {
 	wantTrace(t, &tr, "step,handler:E,p1,p2,after[]")
 	wantSuccess(t, res)
 }
+
+// Decisions 10, 12 and 13: when two branches fail at the same instant, only
+// the first error counts: the second branch was cancelled, its late Error has
+// no effect, and the unhandled-error function is called once.
+func TestParallelOnlyFirstErrorCounts(t *testing.T) {
+	var tr tracer
+	var unhandled []*asyncsteps.Error
+	r, tt := newFlow(asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		unhandled = append(unhandled, err)
+	}))
+	p := r.Parallel(func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("parallel:%s:%s", code, as.State().ErrorInfo)
+	})
+	for _, name := range []string{"1", "2"} {
+		p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.add(name)
+			as.SetCancel(tr.cancel("c" + name))
+			as.Tool().Deferred(time.Second, func() { as.Error("E"+name, "from "+name) })
+		}, tr.handler("e"+name))
+	}
+
+	r.Execute()
+	drive(t, tt)
+
+	wantTrace(t, &tr, "1,2,c1,e1:E1,c2,parallel:E1:from 1")
+	if len(unhandled) != 1 {
+		t.Fatalf("unhandled-error function called %d times, want 1", len(unhandled))
+	}
+	wantError(t, unhandled[0], "E1", "from 1")
+}
+
+// Decision 10: many branches all run once and the next step runs once, after
+// all of them.
+func TestParallelManyBranches(t *testing.T) {
+	const n = 1000
+	r, tt := newFlow()
+	ran := make([]int, n)
+	p := r.Parallel()
+	for i := range n {
+		p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, args ...any) { ran[i]++ })
+		})
+	}
+	after := 0
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		for i, c := range ran {
+			if c != 1 {
+				t.Errorf("branch %d ran %d times before the next step", i, c)
+			}
+		}
+		after++
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	if after != 1 {
+		t.Errorf("the step after the parallel ran %d times", after)
+	}
+}

@@ -230,7 +230,9 @@ func (f *frame) Tool() Tool { return f.fl.tool }
 
 // Success implements [AsyncSteps].
 func (f *frame) Success(args ...any) {
-	if st := f.st.Load(); f.inCallback(st) && len(f.queue) > 0 {
+	// Only a call that is surely the callback's own may look at the queue;
+	// settle catches the other case.
+	if st := f.st.Load(); st&(stExec|stWait) == stExec && len(f.queue) > 0 {
 		f.misuse("Success called after Add in the same callback")
 	}
 	if f.claim() {
@@ -241,8 +243,7 @@ func (f *frame) Success(args ...any) {
 
 // Error implements [AsyncSteps].
 func (f *frame) Error(code string, info ...string) {
-	st := f.st.Load()
-	if f.inCallback(st) && len(f.queue) > 0 {
+	if st := f.st.Load(); f.inCallback(st) && len(f.queue) > 0 {
 		f.misuse("Error(" + code + ") called after Add in the same callback")
 	}
 	f.raise(code, firstLabel(info), nil)

@@ -60,8 +60,10 @@ func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	addSection(as, f, firstHandler(onerror), t)
 }
 
-func (t *Throttle) max() int { return max(t.limit, 1) }
+// perPeriod is the number of entries per period.
+func (t *Throttle) perPeriod() int { return max(t.limit, 1) }
 
+// periodLen is the length of a period.
 func (t *Throttle) periodLen() time.Duration {
 	if t.period <= 0 {
 		return time.Second
@@ -69,33 +71,49 @@ func (t *Throttle) periodLen() time.Duration {
 	return t.period
 }
 
-// enter runs as the step that asks to enter.
+// enter runs as the step that asks to enter. Like [Mutex.enter], it makes
+// the step wait only when the flow must queue, then tries again.
 func (t *Throttle) enter(as AsyncSteps, e *entry) {
-	as.WaitExternal()
 	tool := as.Tool()
-	start := false
+	if t.admit(e, nil, tool) {
+		return
+	}
+	as.WaitExternal()
+	if t.admit(e, as, tool) {
+		as.Success()
+	}
+}
+
+// admit lets e in, refuses it or, when waiter is not nil, queues it. It
+// reports whether e is settled (in or refused); false means it must wait.
+// The entry that opens a period arms its timer on tool.
+func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool) bool {
 	t.mu.Lock()
-	if t.entered < t.max() {
+	switch {
+	case t.entered < t.perPeriod():
 		t.entered++
 		e.state = entryHeld
-		start = !t.running
+		start := !t.running
 		t.running = true
-	} else if t.maxQueue >= 0 && t.queue.len() >= t.maxQueue {
+		t.mu.Unlock()
+		if start {
+			tool.Deferred(t.periodLen(), t.newPeriod)
+		}
+		return true
+	case t.maxQueue >= 0 && t.queue.len() >= t.maxQueue:
 		e.err = &Error{Code: DefenseRejected, Info: "Throttle queue limit"}
-	} else {
+		t.mu.Unlock()
+		return true
+	case waiter == nil:
+		t.mu.Unlock()
+		return false
+	default:
 		e.state = entryQueued
-		e.as = as
+		e.as = waiter
 		e.tool = tool
 		t.queue.push(e)
-	}
-	queued := e.state == entryQueued
-	t.mu.Unlock()
-
-	if start {
-		tool.Deferred(t.periodLen(), t.newPeriod)
-	}
-	if !queued {
-		as.Success()
+		t.mu.Unlock()
+		return false
 	}
 }
 
@@ -108,7 +126,7 @@ func (t *Throttle) newPeriod() {
 	var tool Tool
 	t.mu.Lock()
 	t.entered = 0
-	for t.entered < t.max() {
+	for t.entered < t.perPeriod() {
 		w := t.queue.pop()
 		if w == nil {
 			break

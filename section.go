@@ -1,0 +1,160 @@
+package asyncsteps
+
+// gate is one admission stage of a critical section: a Mutex or a Throttle.
+type gate interface {
+	// enter runs as the step that asks to enter. It lets the flow in,
+	// refuses it (setting e.err), or queues it: the step then waits until
+	// the gate admits it (calling Success on e.as from any goroutine) or
+	// the section is cancelled.
+	enter(as AsyncSteps, e *entry)
+	// leave gives back what e holds, or takes it out of the queue. It is
+	// called on the flow's loop, at most once per entry that entered.
+	leave(e *entry)
+}
+
+// entry is one flow's passage through one gate.
+type entry struct {
+	// Guarded by the gate's mutex: a waiter is admitted from whatever
+	// goroutine gives a slot back.
+	state entryState
+	as    AsyncSteps // the waiting step, while queued
+	key   any        // the holder: the flow or parallel branch (Mutex)
+	chain []*frame   // the outer flows of a waiting branch (Mutex)
+	tool  Tool       // the loop of a waiting flow (Throttle)
+
+	// Written and read on the flow's own loop only.
+	err *Error // why the gate refused the flow: raised by the section step
+}
+
+type entryState uint8
+
+const (
+	entryNone   entryState = iota // not entered (or refused)
+	entryQueued                   // waiting in the gate's queue
+	entryHeld                     // admitted
+	entryLeft                     // given back or dequeued
+)
+
+// section is one pass of a flow through a critical section guarded by up
+// to two gates (a Limiter's Mutex and Throttle), entered in order. It lives
+// in one allocation; its steps are added by run:
+//
+//	run            cancel handler: leave every gate
+//	├─ enterNext   once per gate; waits while queued
+//	├─ body        runs f, with onerror as its handler; raises a refusal first
+//	└─ end         leaves every gate, then succeeds with f's result
+//
+// An error unwinding from f's step, a timeout or a cancel all pass run's
+// step, whose cancel handler gives the gates back (API decision 7); on
+// success, end does it and re-emits f's result, so the section is
+// transparent to the args (spec 1.11.3). A refusal is raised by body, so
+// that onerror sees it first; f does not run then.
+//
+// All its fields are used on the flow's loop only; what a gate shares with
+// other goroutines is in the entries, under the gate's mutex.
+type section struct {
+	f       StepFunc
+	onerror ErrorFunc
+	gates   [2]gate
+	entries [2]entry
+	n       int // gates in use
+	next    int // the gate the next enterNext step asks
+}
+
+// addSection adds to as the steps of a critical section guarded by gates.
+func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
+	s := &section{f: f, onerror: onerror}
+	if len(gates) > len(s.gates) {
+		panic("asyncsteps: a section has at most two gates")
+	}
+	s.n = copy(s.gates[:], gates)
+	as.Add(s.run)
+}
+
+func (s *section) run(as AsyncSteps, _ ...any) {
+	as.SetCancel(s.cancel)
+	enter := s.enterNext
+	for range s.n {
+		as.Add(enter)
+	}
+	as.Add(s.body, s.onerror)
+	as.Add(s.end)
+}
+
+func (s *section) enterNext(as AsyncSteps, _ ...any) {
+	i := s.next
+	s.next++
+	if s.refusal() == nil {
+		s.gates[i].enter(as, &s.entries[i])
+	}
+}
+
+func (s *section) body(as AsyncSteps, _ ...any) {
+	if err := s.refusal(); err != nil {
+		as.Error(err.Code, err.Info)
+	}
+	s.f(as)
+}
+
+func (s *section) end(as AsyncSteps, args ...any) {
+	s.leave()
+	as.Success(args...)
+}
+
+func (s *section) cancel(AsyncSteps) { s.leave() }
+
+// leave gives back every gate, the last entered first.
+func (s *section) leave() {
+	for i := s.n - 1; i >= 0; i-- {
+		s.gates[i].leave(&s.entries[i])
+	}
+}
+
+// refusal returns the first refusal of a gate, or nil.
+func (s *section) refusal() *Error {
+	for i := range s.n {
+		if err := s.entries[i].err; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitQueue is a first-in, first-out queue of entries. A cancelled waiter
+// is removed from the middle, which is rare and bounded by the queue's
+// length.
+type waitQueue struct {
+	q []*entry
+}
+
+func (wq *waitQueue) len() int { return len(wq.q) }
+
+func (wq *waitQueue) items() []*entry { return wq.q }
+
+func (wq *waitQueue) push(e *entry) { wq.q = append(wq.q, e) }
+
+// pop removes and returns the head, or nil when the queue is empty.
+func (wq *waitQueue) pop() *entry {
+	if len(wq.q) == 0 {
+		return nil
+	}
+	e := wq.q[0]
+	wq.q[0] = nil
+	wq.q = wq.q[1:]
+	if len(wq.q) == 0 {
+		wq.q = nil // let the backing array go once drained
+	}
+	return e
+}
+
+// remove takes e out of the queue, keeping the order of the others.
+func (wq *waitQueue) remove(e *entry) {
+	for i, w := range wq.q {
+		if w == e {
+			copy(wq.q[i:], wq.q[i+1:])
+			wq.q[len(wq.q)-1] = nil
+			wq.q = wq.q[:len(wq.q)-1]
+			return
+		}
+	}
+}
