@@ -72,18 +72,18 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 // its cancel handler cancels fn's context, and fn's outcome completes it.
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
-		f := as.(*frame)
+		h := as.(*handle)
 		// fn sees the values of Run's context, but only the step cancels it.
-		ctx, cancel := context.WithCancel(context.WithoutCancel(f.fl.ctx))
+		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.ctx))
 		as.SetCancel(func(AsyncSteps) { cancel() })
 		go func() {
 			defer cancel()
 			v, err := callAwait(ctx, fn)
 			if err == nil {
-				f.Success(v)
+				h.Success(v)
 				return
 			}
-			f.complete(awaitError(err), err)
+			h.complete(awaitError(err), err)
 		}()
 	}
 }

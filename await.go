@@ -100,9 +100,9 @@ func complete(as AsyncSteps, res Result) {
 		as.Success(res.Args...)
 		return
 	}
-	if f, ok := as.(*frame); ok {
+	if h, ok := as.(*handle); ok {
 		// Keep the original error as LastException, as Await does.
-		f.complete(awaitError(res.Err), res.Err)
+		h.complete(awaitError(res.Err), res.Err)
 		return
 	}
 	e := awaitError(res.Err)

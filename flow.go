@@ -16,27 +16,34 @@ import (
 const burst = 256
 
 // flow is one execution of a Root. Everything in it is owned by the loop
-// goroutine, but for the frames' handle states.
+// goroutine, but for the handles' states and stop.
 type flow struct {
-	root    *Root
-	tool    Tool
-	sched   scheduler // nil when tool is not one of this package's loops
-	state   *State
-	base    *frame
-	done    bool
-	promise chan Result
-	ctx     context.Context // Run's context, for its values; never cancels steps by itself
+	root       *Root
+	tool       Tool
+	sched      scheduler // nil when tool is not one of this package's loops
+	state      *State
+	promise    chan Result
+	ctx        context.Context // Run's context, for its values; never cancels steps by itself
+	done       bool
+	misused    string      // a wrong use of the Root before Execute
+	begun      atomic.Bool // the loop has taken the flow, or the flow ended before
+	base       frame       // level 0; never recycled
+	baseHandle handle
+	free       *frame   // finished step frames, for reuse, linked by parent
+	slab       []handle // handles not yet given out (foreign tools only)
 
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
 	stop atomic.Pointer[error]
 }
 
-// run lets a frame be queued on a loop as is: it continues the flow at the
-// frame, or delivers the frame's external completion.
-func (f *frame) run() {
+// run lets a handle be queued on a loop as is: it continues the flow at the
+// handle's frame, or delivers the step's external completion. A handle whose
+// frame has moved on to another incarnation is stale and does nothing.
+func (h *handle) run() {
+	f := h.f
 	fl := f.fl
-	if f.over || fl.done {
+	if f.h != h || f.over || fl.done {
 		return
 	}
 	if f.waiting {
@@ -47,18 +54,82 @@ func (f *frame) run() {
 	fl.drive(f)
 }
 
-// inject hands f to the loop from any goroutine.
-func (fl *flow) inject(f *frame) {
-	fl.tool.Immediate(f.run)
+// inject hands h to the loop from any goroutine.
+func (fl *flow) inject(h *handle) {
+	if fl.sched != nil {
+		fl.sched.inject(h)
+		return
+	}
+	fl.tool.Immediate(h.run)
 }
 
 // requeue puts the continuation at f behind the other queued work.
 func (fl *flow) requeue(f *frame) {
 	if fl.sched != nil {
-		fl.sched.post(f)
+		fl.sched.post(f.h)
 		return
 	}
-	fl.tool.Immediate(f.run)
+	fl.tool.Immediate(f.h.run)
+}
+
+// newHandle gives f a new incarnation with handle state st.
+func (fl *flow) newHandle(f *frame, st uint32) {
+	var h *handle
+	if fl.sched != nil {
+		h = fl.sched.handles().next()
+	} else {
+		if len(fl.slab) == 0 {
+			fl.slab = make([]handle, 16)
+		}
+		h = &fl.slab[0]
+		fl.slab = fl.slab[1:]
+	}
+	h.f, h.fl = f, fl
+	h.st.Store(st)
+	f.h = h
+}
+
+// handleSlab hands out handles from blocks, so that a step costs no
+// allocation of its own; blocks are garbage once no handle in them is kept.
+// It is owned by one loop goroutine.
+type handleSlab struct{ block []handle }
+
+func (s *handleSlab) next() *handle {
+	if len(s.block) == 0 {
+		s.block = make([]handle, 256)
+	}
+	h := &s.block[0]
+	s.block = s.block[1:]
+	return h
+}
+
+// newFrame returns a frame for s under parent, recycled when possible.
+func (fl *flow) newFrame(parent *frame, s *step) *frame {
+	f := fl.free
+	if f != nil {
+		fl.free = f.parent
+	} else {
+		f = &frame{fl: fl}
+	}
+	f.parent, f.fn, f.onerror, f.mode = parent, s.fn, s.onerror, modeStep
+	if s.kind != nil {
+		f.ctl = s.kind.newControl()
+	}
+	return f
+}
+
+// retire recycles a finished frame unless something may still refer to it:
+// a completion claimed by another goroutine and not taken by the loop. Branch
+// and base frames are keys of synchronization primitives: never recycled.
+func (fl *flow) retire(f *frame) {
+	if f.mode == modeBranch || f.mode == modeBase {
+		return
+	}
+	if f.h.st.Load()&stClaim != 0 && !f.consumed {
+		return
+	}
+	*f = frame{fl: fl, queue: f.queue[:0], parent: fl.free}
+	fl.free = f
 }
 
 // drive runs the flow from f for as long as it goes on without waiting,
@@ -90,17 +161,16 @@ func (fl *flow) proceed(f *frame) *frame {
 		}
 		return fl.finish(f, f.args)
 	}
-	s := &f.queue[0]
-	c := newFrame(fl, f, s, modeStep)
+	c := fl.newFrame(f, &f.queue[0])
 	f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
 	f.active = c
 	args := f.args
 	f.args = nil
 	if c.ctl != nil {
-		c.st.Store(stDone)
+		fl.newHandle(c, stClaim|stDone)
 		return c.ctl.begin(c)
 	}
-	c.st.Store(stExec)
+	fl.newHandle(c, stExec)
 	fl.call(c, c.fn, args)
 	return fl.settle(c)
 }
@@ -108,13 +178,13 @@ func (fl *flow) proceed(f *frame) *frame {
 // call runs a step callback, turning an abort or a panic into c.err.
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 	defer fl.recoverInto(c)
-	fn(c, args...)
+	fn(c.h, args...)
 }
 
 // callHandler runs an error handler like call runs a step.
 func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
 	defer fl.recoverInto(c)
-	fn(c, code)
+	fn(c.h, code)
 }
 
 func (fl *flow) recoverInto(c *frame) {
@@ -133,15 +203,16 @@ func (fl *flow) recoverInto(c *frame) {
 
 // settle looks at how c's callback ended and returns where the flow goes on.
 func (fl *flow) settle(c *frame) *frame {
-	st := c.st.And(^stExec)
+	st := c.h.st.And(^stExec)
 	switch {
 	case c.err != nil:
 		return fl.fail(c, c.err)
 	case len(c.queue) > 0:
-		c.st.Or(stClaim | stDone)
+		c.h.st.Or(stClaim | stDone)
 		if st&stClaim != 0 {
 			// Success or Error came from another goroutine after Add.
-			return fl.fail(c, fl.misuseError(c, "Success or Error called after Add in the same callback"))
+			c.consumed = true
+			return fl.fail(c, fl.misuseError("Success or Error called after Add in the same callback"))
 		}
 		return c
 	case st&stReady != 0:
@@ -151,17 +222,21 @@ func (fl *flow) settle(c *frame) *frame {
 		return nil
 	case c.mode == modeHandler:
 		// A handler that returns lets the error go on.
-		c.release()
-		return fl.fail(c.parent, c.handling)
+		err := c.handling
+		p := c.parent
+		fl.release(c)
+		fl.retire(c)
+		return fl.fail(p, err)
 	default:
-		c.st.Or(stClaim | stDone)
+		c.h.st.Or(stClaim | stDone)
 		return fl.finish(c, nil)
 	}
 }
 
 // completed applies the Success or Error written to c.
 func (fl *flow) completed(c *frame) *frame {
-	c.st.Or(stDone)
+	c.h.st.Or(stDone)
+	c.consumed = true
 	if c.resErr != nil {
 		fl.noteError(c.resErr, c.resExc)
 		return fl.fail(c, c.resErr)
@@ -169,7 +244,7 @@ func (fl *flow) completed(c *frame) *frame {
 	return fl.finish(c, c.resArgs)
 }
 
-func (fl *flow) misuseError(c *frame, info string) *Error {
+func (fl *flow) misuseError(info string) *Error {
 	err := &Error{Code: InternalError, Info: info}
 	fl.noteError(err, err)
 	return err
@@ -183,7 +258,7 @@ func (fl *flow) noteError(err *Error, exc error) {
 
 // finish completes f with args and returns where the flow goes on.
 func (fl *flow) finish(f *frame, args []any) *frame {
-	f.release()
+	fl.release(f)
 	p := f.parent
 	switch f.mode {
 	case modeBase:
@@ -195,15 +270,16 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 	if f.ctl != nil {
 		args = nil // loops and parallels give no args to the next step
 	}
+	fl.retire(f)
 	p.active = nil
 	p.args = args
 	return p
 }
 
 // release ends f's own resources: its timer and cancel handler.
-func (f *frame) release() {
+func (fl *flow) release(f *frame) {
 	f.over = true
-	f.st.Or(stClaim | stDone)
+	f.h.st.Or(stClaim | stDone)
 	if f.timer != nil {
 		f.timer.Cancel()
 		f.timer = nil
@@ -218,7 +294,7 @@ func (f *frame) release() {
 func (fl *flow) fail(f *frame, err *Error) *frame {
 	fl.noteStack(f)
 	for {
-		f.queue = nil
+		f.queue = f.queue[:0]
 		f.active = nil
 		f.waiting = false
 		if f.ctl != nil {
@@ -228,13 +304,13 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 		}
 		if h := f.onCancel; h != nil {
 			f.onCancel = nil
-			f.st.Or(stClaim | stDone)
+			f.h.st.Or(stClaim | stDone)
 			if p := fl.callCancel(f, h); p != nil {
 				err = &Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}
 				fl.noteError(err, p)
 			}
 		}
-		f.release()
+		fl.release(f)
 		if f.onerror != nil {
 			return fl.handle(f, err)
 		}
@@ -245,19 +321,29 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 		case modeBranch:
 			return f.parent.ctl.(*parallelRun).branchFailed(f.parent, err)
 		}
-		f = f.parent
+		p := f.parent
+		fl.retire(f)
+		f = p
 	}
 }
 
-// handle runs f's error handler in a new frame that takes f's place, so
-// that steps the handler adds run in place of the failed step and a stale
-// handle of the failed step stays dead.
+// handle runs f's error handler in a new incarnation of f that takes its
+// place, so that steps the handler adds run in place of the failed step, and
+// the failed step's handle stays dead.
 func (fl *flow) handle(f *frame, err *Error) *frame {
-	h := &frame{fl: fl, parent: f.parent, fn: f.fn, mode: modeHandler, handling: err}
-	f.parent.active = h
-	h.st.Store(stExec)
-	fl.callHandler(h, f.onerror, err.Code)
-	return fl.settle(h)
+	h := f.onerror
+	if f.h.st.Load()&stClaim != 0 && !f.consumed {
+		// Another goroutine may still write to f: take a fresh frame.
+		g := &frame{fl: fl, parent: f.parent, fn: f.fn}
+		f.parent.active = g
+		f = g
+	}
+	parent, fn := f.parent, f.fn
+	q := f.queue[:0]
+	*f = frame{fl: fl, parent: parent, fn: fn, mode: modeHandler, handling: err, queue: q}
+	fl.newHandle(f, stExec)
+	fl.callHandler(f, h, err.Code)
+	return fl.settle(f)
 }
 
 // callCancel runs a cancel handler; a panic in it is returned, not raised.
@@ -269,7 +355,7 @@ func (fl *flow) callCancel(f *frame, h CancelFunc) (p *PanicError) {
 			}
 		}
 	}()
-	h(f)
+	h(f.h)
 	return nil
 }
 
@@ -277,22 +363,23 @@ func (fl *flow) callCancel(f *frame, h CancelFunc) (p *PanicError) {
 // running cancel handlers only (API decisions 7 and 8).
 func (fl *flow) cancelTree(f *frame) {
 	if pr, ok := f.ctl.(*parallelRun); ok {
-		pr.cancelBranches(nil)
+		pr.cancelBranches()
 	}
 	if f.active != nil {
 		fl.cancelTree(f.active)
 	}
-	f.queue = nil
+	f.queue = f.queue[:0]
 	f.active = nil
 	f.waiting = false
 	if h := f.onCancel; h != nil {
 		f.onCancel = nil
-		f.st.Or(stClaim | stDone)
+		f.h.st.Or(stClaim | stDone)
 		if p := fl.callCancel(f, h); p != nil {
 			fl.noteError(&Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}, p)
 		}
 	}
-	f.release()
+	fl.release(f)
+	fl.retire(f)
 }
 
 // armTimeout (re)arms f's timeout (API decision 8).
@@ -300,12 +387,15 @@ func (fl *flow) armTimeout(f *frame, d time.Duration) {
 	if f.timer != nil {
 		f.timer.Cancel()
 	}
-	f.timer = fl.tool.Deferred(d, func() { fl.timeout(f) })
+	h := f.h
+	f.timer = fl.tool.Deferred(d, func() { fl.timeout(h) })
 }
 
-// timeout fails f with Timeout after cancelling what runs under it.
-func (fl *flow) timeout(f *frame) {
-	if f.over || fl.done {
+// timeout fails the step of h with Timeout after cancelling what runs under
+// it.
+func (fl *flow) timeout(h *handle) {
+	f := h.f
+	if f.h != h || f.over || fl.done {
 		return
 	}
 	f.timer = nil
@@ -322,7 +412,7 @@ func (fl *flow) cancel(cause error) {
 	if fl.done {
 		return
 	}
-	fl.cancelTree(fl.base)
+	fl.cancelTree(&fl.base)
 	fl.end(nil, cause)
 }
 
@@ -348,6 +438,7 @@ func (fl *flow) rootError(err *Error) *Error {
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
+	fl.free = nil
 	r := fl.root
 	r.fl.CompareAndSwap(fl, nil)
 	if fl.promise != nil {

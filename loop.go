@@ -29,6 +29,7 @@ type Loop struct {
 	drained []task     // the previous inbox, swapped out to be reused
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
+	slab    handleSlab
 
 	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
 	pending atomic.Int64 // len(inbox), read without the lock by busy
@@ -149,6 +150,22 @@ func (l *Loop) post(t task) { l.local.push(t) }
 
 // busy reports whether another task waits, here or in the inbox.
 func (l *Loop) busy() bool { return l.local.len() > 0 || l.pending.Load() > 0 }
+
+// inject queues t behind every callback already scheduled, from any
+// goroutine, without the allocation of a Handle. A closed loop drops it.
+func (l *Loop) inject(t task) {
+	l.mu.Lock()
+	if l.closing.Load() {
+		l.mu.Unlock()
+		return
+	}
+	l.inbox = append(l.inbox, t)
+	l.pending.Add(1)
+	l.unlockAndWake(true)
+}
+
+// handles is the loop's supply of step handles. Loop goroutine only.
+func (l *Loop) handles() *handleSlab { return &l.slab }
 
 // stopped is closed when the loop's goroutine has exited.
 func (l *Loop) stopped() <-chan struct{} { return l.done }

@@ -14,7 +14,7 @@ func (d *parallelDef) newControl() control { return &parallelRun{def: d} }
 // every step (API decision 10).
 type parallelRun struct {
 	def      *parallelDef
-	branches []*frame
+	branches []*frame // never recycled, unlike step frames
 	pending  int
 }
 
@@ -27,7 +27,7 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	pr.pending = len(pr.branches)
 	for i := range pr.def.branches {
 		b := &frame{fl: fl, parent: p, mode: modeBranch, queue: pr.def.branches[i : i+1 : i+1]}
-		b.st.Store(stClaim | stDone)
+		fl.newHandle(b, stClaim|stDone)
 		pr.branches[i] = b
 	}
 	for _, b := range pr.branches {
@@ -55,11 +55,11 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 	if p.over {
 		return nil
 	}
-	pr.cancelBranches(p.fl)
+	pr.cancelBranches()
 	return p.fl.fail(p, err)
 }
 
-func (pr *parallelRun) cancelBranches(fl *flow) {
+func (pr *parallelRun) cancelBranches() {
 	for _, b := range pr.branches {
 		if !b.over {
 			b.fl.cancelTree(b)

@@ -32,29 +32,31 @@ type Result struct {
 	Err  error // nil, an *Error, or after a cancel an error matching context.Canceled
 }
 
-// Option configures a Root made by [New].
-type Option interface{ apply(r *Root) }
-
-type optionFunc func(r *Root)
-
-func (o optionFunc) apply(r *Root) { o(r) }
+// Option configures a Root made by [New]. Options are plain values, so
+// that a server making a Root per request allocates nothing for them; the
+// zero Option changes nothing.
+type Option struct {
+	tool      Tool
+	unhandled func(err *Error)
+}
 
 // WithTool makes the flow run on t instead of [DefaultTool].
-func WithTool(t Tool) Option {
-	return optionFunc(func(r *Root) { r.tool = t })
-}
+func WithTool(t Tool) Option { return Option{tool: t} }
 
 // WithUnhandledError sets the function called, on the loop, with an error
 // that ends a flow started by Execute. The default logs it with log/slog.
-func WithUnhandledError(f func(err *Error)) Option {
-	return optionFunc(func(r *Root) { r.unhandled = f })
-}
+func WithUnhandledError(f func(err *Error)) Option { return Option{unhandled: f} }
 
 // New returns an empty Root.
 func New(opts ...Option) *Root {
 	r := &Root{}
 	for _, o := range opts {
-		o.apply(r)
+		if o.tool != nil {
+			r.tool = o.tool
+		}
+		if o.unhandled != nil {
+			r.unhandled = o.unhandled
+		}
 	}
 	if r.tool == nil {
 		r.tool = DefaultTool()
@@ -91,12 +93,19 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	if !r.fl.CompareAndSwap(nil, fl) {
 		panic("asyncsteps: Execute called on a running flow")
 	}
-	fl.base = &frame{fl: fl, mode: modeBase, queue: r.queue}
-	fl.base.st.Store(stClaim | stDone)
+	fl.base = frame{fl: fl, mode: modeBase, queue: r.queue}
+	fl.baseHandle = handle{f: &fl.base, fl: fl}
+	fl.baseHandle.st.Store(stClaim | stDone)
+	fl.base.h = &fl.baseHandle
 	r.queue = nil
-	misused := r.misused
+	fl.misused = r.misused
 	r.misused = ""
-	if h := r.tool.Immediate(func() { fl.begin(misused) }); !h.IsValid() && r.isStopped() {
+	if r.sched != nil {
+		r.sched.inject(fl)
+	} else {
+		r.tool.Immediate(fl.run)
+	}
+	if r.isStopped() && fl.begun.CompareAndSwap(false, true) {
 		// No callback of the flow can run any more: report at once.
 		fl.end(nil, &Error{Code: InternalError, Info: "the flow's loop is closed"})
 	}
@@ -115,16 +124,19 @@ func (r *Root) isStopped() bool {
 	}
 }
 
-// begin runs the flow's first steps, or fails it at once for a wrong use of
-// the Root before Execute.
-func (fl *flow) begin(misused string) {
-	if misused != "" {
-		err := &Error{Code: InternalError, Info: misused}
+// run begins the flow: it runs the flow's first steps, or fails it at once
+// for a wrong use of the Root before Execute.
+func (fl *flow) run() {
+	if !fl.begun.CompareAndSwap(false, true) {
+		return // ended already: its loop was closed
+	}
+	if fl.misused != "" {
+		err := &Error{Code: InternalError, Info: fl.misused}
 		fl.noteError(err, err)
 		fl.end(nil, err)
 		return
 	}
-	fl.drive(fl.base)
+	fl.drive(&fl.base)
 }
 
 // Cancel stops the running flow, from any goroutine: on the loop, the cancel
@@ -228,9 +240,12 @@ func (r *Root) push(s step) AsyncSteps {
 	if fl := r.fl.Load(); fl != nil {
 		// Added from a step of the running flow: it runs at level 0.
 		fl.base.queue = append(fl.base.queue, s)
-	} else {
-		r.queue = append(r.queue, s)
+		return r
 	}
+	if r.queue == nil {
+		r.queue = make([]step, 0, 4) // most flows are short: grow once, not thrice
+	}
+	r.queue = append(r.queue, s)
 	return r
 }
 

@@ -32,11 +32,11 @@ type control interface {
 	catch(f *frame, err *Error) (*frame, bool)
 }
 
-// Frame handle states, in frame.st. The loop goroutine owns a frame, but a
-// waiting step may be completed from any goroutine, so the hand-over
-// between the two is this word alone.
+// Handle states, in handle.st. The loop goroutine owns frames, but a waiting
+// step may be completed from any goroutine, so the hand-over between the two
+// is this word alone.
 const (
-	stExec  uint32 = 1 << iota // the frame's callback is running
+	stExec  uint32 = 1 << iota // the step's callback is running
 	stWait                     // the step may be completed from outside
 	stClaim                    // Success or Error has claimed the completion
 	stReady                    // the claimed completion is written
@@ -51,21 +51,35 @@ const (
 	modeBase                 // the root of the flow
 )
 
-// frame is one running step: its callback, then its sub-steps. The value
-// given to the callback as AsyncSteps is the frame itself, so a frame is
-// never reused: a stale handle must stay dead (API decision 12).
+// handle is the AsyncSteps value given to one callback: the identity of one
+// incarnation of a frame. Handles are never reused, so a handle kept after
+// its step has completed stays dead (API decision 12) while the frame behind
+// it is recycled for later steps. A handle is also what the engine queues on
+// the loop to continue a frame, so a queued continuation whose frame has
+// moved on is recognised as stale.
+type handle struct {
+	st atomic.Uint32
+	f  *frame // immutable; the frame's fields belong to the loop
+	fl *flow  // immutable; what other goroutines may reach
+}
+
+// frame is one running step: its callback, then its sub-steps. Frames are
+// owned by the flow's loop goroutine and recycled through the flow's free
+// list; only the current handle's completion fields are written by other
+// goroutines, and only after a successful claim.
 type frame struct {
 	fl     *flow
+	h      *handle // the current incarnation
 	parent *frame
-	st     atomic.Uint32
 
 	fn      StepFunc // for AsyncStack
 	onerror ErrorFunc
 	ctl     control
 	mode    uint8
 
-	over    bool // finished or unwound; loop-owned
-	waiting bool // suspended until an external completion; loop-owned
+	over     bool // finished or unwound
+	waiting  bool // suspended until an external completion
+	consumed bool // the loop has taken the claimed completion
 
 	queue    []step
 	args     []any  // input of the next sub-step, then the frame's result
@@ -77,61 +91,44 @@ type frame struct {
 	// aborted callback (err).
 	resArgs []any
 	resErr  *Error
-	resExc  error // LastException to record with resErr
+	resExc  error // LastException to record with resErr or err
 	err     *Error
 
 	handling *Error // in a handler frame: the error it handles
 }
 
-func newFrame(fl *flow, parent *frame, s *step, mode uint8) *frame {
-	f := &frame{fl: fl, parent: parent, fn: s.fn, onerror: s.onerror, mode: mode}
-	if s.kind != nil {
-		f.ctl = s.kind.newControl()
-	}
-	return f
-}
-
 // inCallback reports whether a call with handle state st comes from the
-// frame's own running callback, i.e. may abort it by panicking. A waiting
+// step's own running callback, i.e. may abort it by panicking. A waiting
 // step may also be completed from another goroutine while its callback still
 // runs; only then is the (slower) goroutine check needed.
-func (f *frame) inCallback(st uint32) bool {
+func (h *handle) inCallback(st uint32) bool {
 	if st&stExec == 0 {
 		return false
 	}
-	return st&stWait == 0 || f.fl.tool.IsSameThread()
+	return st&stWait == 0 || h.fl.tool.IsSameThread()
 }
 
 // claim takes the right to complete the step: only one Success or Error of
 // a step counts.
-func (f *frame) claim() bool {
+func (h *handle) claim() bool {
 	for {
-		st := f.st.Load()
+		st := h.st.Load()
 		if st&(stClaim|stDone) != 0 {
 			return false
 		}
-		if f.st.CompareAndSwap(st, st|stClaim) {
+		if h.st.CompareAndSwap(st, st|stClaim) {
 			return true
 		}
 	}
 }
 
 // publish marks the written completion as ready. If the callback has already
-// returned, nobody on the loop will look at the frame again by itself, so
-// the completion is handed to the loop.
-func (f *frame) publish() {
-	if f.st.Or(stReady)&stExec == 0 {
-		f.fl.inject(f)
+// returned, nobody on the loop will look at the step again by itself, so the
+// completion is handed to the loop.
+func (h *handle) publish() {
+	if h.st.Or(stReady)&stExec == 0 {
+		h.fl.inject(h)
 	}
-}
-
-// abort records err as the outcome of the running callback and unwinds it.
-func (f *frame) abort(err *Error, exc error) {
-	if f.err == nil {
-		f.err = err
-		f.resExc = exc
-	}
-	panic(abortSignal{})
 }
 
 // abortSignal unwinds a callback after Error, Break, Continue or misuse.
@@ -139,32 +136,36 @@ type abortSignal struct{}
 
 // raise fails the step with code: inside its callback by aborting it, from
 // outside as an external completion.
-func (f *frame) raise(code, info string, cause error) {
-	st := f.st.Load()
+func (h *handle) raise(code, info string, cause error) {
+	st := h.st.Load()
 	if st&(stClaim|stDone) != 0 {
 		return // the step has completed: no effect (API decision 12)
 	}
 	err := &Error{Code: code, Info: info, Cause: cause}
-	if f.inCallback(st) {
+	if h.inCallback(st) {
+		f := h.f
 		f.fl.noteError(err, exc(err))
-		f.abort(err, exc(err))
+		if f.err == nil {
+			f.err, f.resExc = err, exc(err)
+		}
+		panic(abortSignal{})
 	}
-	f.complete(err, exc(err))
+	h.complete(err, exc(err))
 }
 
 // complete fails the step from outside its callback, with exc as the
 // LastException to record.
-func (f *frame) complete(err *Error, exc error) {
-	if f.claim() {
-		f.resErr = err
-		f.resExc = exc
-		f.publish()
+func (h *handle) complete(err *Error, exc error) {
+	if h.claim() {
+		h.f.resErr = err
+		h.f.resExc = exc
+		h.publish()
 	}
 }
 
 // misuse reports a wrong use of the API as an InternalError of the step.
-func (f *frame) misuse(info string) {
-	f.raise(InternalError, info, nil)
+func (h *handle) misuse(info string) {
+	h.raise(InternalError, info, nil)
 }
 
 // exc is the LastException of err: err itself unless it has a cause.
@@ -175,137 +176,135 @@ func exc(err *Error) error {
 	return err
 }
 
-// adding reports whether the frame accepts new sub-steps: only from its
-// running callback. A stale handle accepts nothing (API decision 12).
-func (f *frame) adding() bool {
-	return f.st.Load()&(stExec|stClaim|stDone) == stExec
+// adding reports whether the step accepts new sub-steps: only from its
+// running callback, before it completed. A stale handle accepts nothing.
+func (h *handle) adding() bool {
+	return h.st.Load()&(stExec|stClaim|stDone) == stExec
 }
 
-func (f *frame) push(s step) AsyncSteps {
-	f.queue = append(f.queue, s)
-	return f
+func (h *handle) push(s step) AsyncSteps {
+	h.f.queue = append(h.f.queue, s)
+	return h
 }
 
 // Add implements [AsyncSteps].
-func (f *frame) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
-	return addStep(f, fn, onerror)
+func (h *handle) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	return addStep(h, fn, onerror)
 }
 
 // Parallel implements [AsyncSteps].
-func (f *frame) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(f, onerror) }
+func (h *handle) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(h, onerror) }
 
 // State implements [AsyncSteps].
-func (f *frame) State() *State { return f.fl.state }
+func (h *handle) State() *State { return h.fl.state }
 
 // CopyFrom implements [AsyncSteps].
-func (f *frame) CopyFrom(model *Root) AsyncSteps {
-	if f.adding() {
-		f.queue = append(f.queue, model.queue...)
-		f.fl.state.fillMissing(&model.state)
+func (h *handle) CopyFrom(model *Root) AsyncSteps {
+	if h.adding() {
+		h.f.queue = append(h.f.queue, model.queue...)
+		h.fl.state.fillMissing(&model.state)
 	}
-	return f
+	return h
 }
 
 // Sync implements [AsyncSteps].
-func (f *frame) Sync(obj Syncer, fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
-	return addSync(f, obj, fn, onerror)
+func (h *handle) Sync(obj Syncer, fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	return addSync(h, obj, fn, onerror)
 }
 
 // SuccessStep implements [AsyncSteps].
-func (f *frame) SuccessStep(args ...any) AsyncSteps { return addSuccess(f, args) }
+func (h *handle) SuccessStep(args ...any) AsyncSteps { return addSuccess(h, args) }
 
 // Await implements [AsyncSteps].
-func (f *frame) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
-	return addAwait(f, fn, onerror)
+func (h *handle) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
+	return addAwait(h, fn, onerror)
 }
 
 // NewInstance implements [AsyncSteps].
-func (f *frame) NewInstance() *Root { return f.fl.root.NewInstance() }
+func (h *handle) NewInstance() *Root { return h.fl.root.NewInstance() }
 
 // IsValid implements [AsyncSteps].
-func (f *frame) IsValid() bool { return f.st.Load()&(stClaim|stDone) == 0 }
+func (h *handle) IsValid() bool { return h.st.Load()&(stClaim|stDone) == 0 }
 
 // Tool implements [AsyncSteps].
-func (f *frame) Tool() Tool { return f.fl.tool }
+func (h *handle) Tool() Tool { return h.fl.tool }
 
 // Success implements [AsyncSteps].
-func (f *frame) Success(args ...any) {
+func (h *handle) Success(args ...any) {
 	// Only a call that is surely the callback's own may look at the queue;
 	// settle catches the other case.
-	if st := f.st.Load(); st&(stExec|stWait) == stExec && len(f.queue) > 0 {
-		f.misuse("Success called after Add in the same callback")
+	if st := h.st.Load(); st&(stExec|stWait) == stExec && len(h.f.queue) > 0 {
+		h.misuse("Success called after Add in the same callback")
 	}
-	if f.claim() {
-		f.resArgs = args
-		f.publish()
+	if h.claim() {
+		h.f.resArgs = args
+		h.publish()
 	}
 }
 
 // Error implements [AsyncSteps].
-func (f *frame) Error(code string, info ...string) {
-	if st := f.st.Load(); f.inCallback(st) && len(f.queue) > 0 {
-		f.misuse("Error(" + code + ") called after Add in the same callback")
+func (h *handle) Error(code string, info ...string) {
+	if st := h.st.Load(); h.inCallback(st) && len(h.f.queue) > 0 {
+		h.misuse("Error(" + code + ") called after Add in the same callback")
 	}
-	f.raise(code, firstLabel(info), nil)
+	h.raise(code, firstLabel(info), nil)
 }
 
 // SetTimeout implements [AsyncSteps].
-func (f *frame) SetTimeout(d time.Duration) {
-	if f.st.Load()&stExec == 0 {
+func (h *handle) SetTimeout(d time.Duration) {
+	if h.st.Load()&stExec == 0 {
 		return
 	}
-	f.fl.armTimeout(f, d)
-	f.st.Or(stWait)
+	h.fl.armTimeout(h.f, d)
+	h.st.Or(stWait)
 }
 
 // SetCancel implements [AsyncSteps].
-func (f *frame) SetCancel(fn CancelFunc) {
-	if f.st.Load()&stExec == 0 {
+func (h *handle) SetCancel(fn CancelFunc) {
+	if h.st.Load()&stExec == 0 {
 		return
 	}
-	f.onCancel = fn
-	f.st.Or(stWait)
+	h.f.onCancel = fn
+	h.st.Or(stWait)
 }
 
 // WaitExternal implements [AsyncSteps].
-func (f *frame) WaitExternal() {
-	if f.st.Load()&stExec == 0 {
+func (h *handle) WaitExternal() {
+	if h.st.Load()&stExec == 0 {
 		return
 	}
-	f.st.Or(stWait)
+	h.st.Or(stWait)
 }
 
 // Loop implements [AsyncSteps].
-func (f *frame) Loop(fn LoopFunc, label ...string) AsyncSteps { return addLoop(f, fn, label) }
+func (h *handle) Loop(fn LoopFunc, label ...string) AsyncSteps { return addLoop(h, fn, label) }
 
 // Repeat implements [AsyncSteps].
-func (f *frame) Repeat(count int, fn RepeatFunc, label ...string) AsyncSteps {
-	return addRepeat(f, count, fn, label)
+func (h *handle) Repeat(count int, fn RepeatFunc, label ...string) AsyncSteps {
+	return addRepeat(h, count, fn, label)
 }
 
 // ForEach implements [AsyncSteps].
-func (f *frame) ForEach(collection any, fn ForEachFunc, label ...string) AsyncSteps {
-	return addForEach(f, collection, fn, label)
+func (h *handle) ForEach(collection any, fn ForEachFunc, label ...string) AsyncSteps {
+	return addForEach(h, collection, fn, label)
 }
 
 // Break implements [AsyncSteps].
-func (f *frame) Break(label ...string) { f.raise(LoopBreak, firstLabel(label), nil) }
+func (h *handle) Break(label ...string) { h.raise(LoopBreak, firstLabel(label), nil) }
 
 // Continue implements [AsyncSteps].
-func (f *frame) Continue(label ...string) { f.raise(LoopCont, firstLabel(label), nil) }
+func (h *handle) Continue(label ...string) { h.raise(LoopCont, firstLabel(label), nil) }
 
 // owner returns the frame that stands for the flow, or the parallel branch,
 // that as runs in: what synchronization primitives count as one holder
-// (spec 1.11.4). It is nil for a value that is not a running step.
+// (spec 1.11.4). It is nil for a value that is not a running step. Branch
+// and base frames are never recycled, so the key stays unique.
 func owner(as AsyncSteps) *frame {
-	f, ok := as.(*frame)
+	h, ok := as.(*handle)
 	if !ok {
 		return nil
 	}
-	for f.mode != modeBranch && f.mode != modeBase {
-		f = f.parent
-	}
-	return f
+	return ownerOf(h.f)
 }
 
 // outerOwner returns the owner that the parallel branch o was started from,
@@ -314,5 +313,12 @@ func outerOwner(o *frame) *frame {
 	if o.mode != modeBranch {
 		return nil
 	}
-	return owner(o.parent)
+	return ownerOf(o.parent)
+}
+
+func ownerOf(f *frame) *frame {
+	for f.mode != modeBranch && f.mode != modeBase {
+		f = f.parent
+	}
+	return f
 }

@@ -33,6 +33,7 @@ type TestTool struct {
 	queue  fifo[task] // immediates and posted tasks, cancelled ones included
 	live   int        // tasks in queue that will still run
 	timers timerHeap  // deferred callbacks; cancelled ones are removed at once
+	slab   handleSlab // used only by the driving goroutine
 }
 
 // NewTestTool returns a TestTool with no event and its clock at
@@ -222,3 +223,10 @@ func (e *testImmediate) IsValid() bool { return e.state.Load() == handleSchedule
 
 // stopped is nil: a TestTool never stops.
 func (t *TestTool) stopped() <-chan struct{} { return nil }
+
+// inject queues t like post; it is safe from any goroutine.
+func (t *TestTool) inject(x task) { t.post(x) }
+
+// handles is the tool's supply of step handles, used by the driving
+// goroutine only.
+func (t *TestTool) handles() *handleSlab { return &t.slab }

@@ -34,6 +34,10 @@ type scheduler interface {
 	// busy reports whether another task is queued, i.e. whether a flow that
 	// could go on should yield for fairness.
 	busy() bool
+	// inject queues t behind every task already queued, from any goroutine.
+	inject(t task)
+	// handles is the loop's supply of step handles.
+	handles() *handleSlab
 	// stopped is closed once the loop has stopped for good and runs nothing
 	// more; nil for a loop that never stops.
 	stopped() <-chan struct{}
