@@ -83,7 +83,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 				h.Success(v)
 				return
 			}
-			h.complete(awaitError(err), err)
+			h.complete(awaitError(err))
 		}()
 	}
 }

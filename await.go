@@ -102,7 +102,7 @@ func complete(as AsyncSteps, res Result) {
 	}
 	if h, ok := as.(*handle); ok {
 		// Keep the original error as LastException, as Await does.
-		h.complete(awaitError(res.Err), res.Err)
+		h.complete(awaitError(res.Err))
 		return
 	}
 	e := awaitError(res.Err)

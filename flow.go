@@ -29,8 +29,7 @@ type flow struct {
 	begun      atomic.Bool // the loop has taken the flow, or the flow ended before
 	base       frame       // level 0; never recycled
 	baseHandle handle
-	free       *frame   // finished step frames, for reuse, linked by parent
-	slab       []handle // handles not yet given out (foreign tools only)
+	free       *frame // finished step frames, for reuse, linked by parent
 
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
@@ -76,39 +75,69 @@ func (fl *flow) requeue(f *frame) {
 func (fl *flow) newHandle(f *frame, st uint32) {
 	var h *handle
 	if fl.sched != nil {
-		h = fl.sched.handles().next()
+		h = fl.sched.engineState().nextHandle()
 	} else {
-		if len(fl.slab) == 0 {
-			fl.slab = make([]handle, 16)
-		}
-		h = &fl.slab[0]
-		fl.slab = fl.slab[1:]
+		h = new(handle)
 	}
 	h.f, h.fl = f, fl
 	h.st.Store(st)
 	f.h = h
 }
 
-// handleSlab hands out handles from blocks, so that a step costs no
-// allocation of its own; blocks are garbage once no handle in them is kept.
-// It is owned by one loop goroutine.
-type handleSlab struct{ block []handle }
+// loopLocal is what the flows of one loop share without a lock, owned by
+// the loop's goroutine: blocks of handles, so that a step costs no
+// allocation of its own (a block is garbage once no handle in it is kept),
+// and the frames of ended flows, for the next flows.
+type loopLocal struct {
+	handles []handle
+	frames  *frame // linked by parent
+	nframes int
+}
 
-func (s *handleSlab) next() *handle {
-	if len(s.block) == 0 {
-		s.block = make([]handle, 256)
+// maxPooledFrames bounds the frames a loop keeps for later flows.
+const maxPooledFrames = 4096
+
+func (l *loopLocal) nextHandle() *handle {
+	if len(l.handles) == 0 {
+		l.handles = make([]handle, 256)
 	}
-	h := &s.block[0]
-	s.block = s.block[1:]
+	h := &l.handles[0]
+	l.handles = l.handles[1:]
 	return h
+}
+
+// takeFrame returns a pooled frame for fl, or nil.
+func (l *loopLocal) takeFrame(fl *flow) *frame {
+	f := l.frames
+	if f != nil {
+		l.frames = f.parent
+		l.nframes--
+		f.parent, f.fl = nil, fl
+	}
+	return f
+}
+
+// keepFrames pools the free frames of an ended flow.
+func (l *loopLocal) keepFrames(free *frame) {
+	for free != nil && l.nframes < maxPooledFrames {
+		next := free.parent
+		free.parent = l.frames
+		l.frames = free
+		l.nframes++
+		free = next
+	}
 }
 
 // newFrame returns a frame for s under parent, recycled when possible.
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.free
-	if f != nil {
+	switch {
+	case f != nil:
 		fl.free = f.parent
-	} else {
+	case fl.sched != nil:
+		f = fl.sched.engineState().takeFrame(fl)
+	}
+	if f == nil {
 		f = &frame{fl: fl}
 	}
 	f.parent, f.fn, f.onerror, f.mode = parent, s.fn, s.onerror, modeStep
@@ -197,7 +226,7 @@ func (fl *flow) recoverInto(c *frame) {
 	}
 	p := &PanicError{Value: r, Stack: debug.Stack()}
 	err := &Error{Code: InternalError, Info: fmt.Sprint(r), Cause: p}
-	c.err, c.resExc = err, p
+	c.err = err
 	fl.noteError(err, p)
 }
 
@@ -210,8 +239,9 @@ func (fl *flow) settle(c *frame) *frame {
 	case len(c.queue) > 0:
 		c.h.st.Or(stClaim | stDone)
 		if st&stClaim != 0 {
-			// Success or Error came from another goroutine after Add.
-			c.consumed = true
+			// Success or Error came from another goroutine after Add. Until
+			// it is ready, that goroutine may still be writing to c.
+			c.consumed = st&stReady != 0
 			return fl.fail(c, fl.misuseError("Success or Error called after Add in the same callback"))
 		}
 		return c
@@ -238,10 +268,10 @@ func (fl *flow) completed(c *frame) *frame {
 	c.h.st.Or(stDone)
 	c.consumed = true
 	if c.resErr != nil {
-		fl.noteError(c.resErr, c.resExc)
+		fl.noteError(c.resErr, exc(c.resErr))
 		return fl.fail(c, c.resErr)
 	}
-	return fl.finish(c, c.resArgs)
+	return fl.finish(c, c.args)
 }
 
 func (fl *flow) misuseError(info string) *Error {
@@ -438,6 +468,9 @@ func (fl *flow) rootError(err *Error) *Error {
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
+	if fl.free != nil && fl.sched != nil {
+		fl.sched.engineState().keepFrames(fl.free)
+	}
 	fl.free = nil
 	r := fl.root
 	r.fl.CompareAndSwap(fl, nil)

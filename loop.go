@@ -29,7 +29,7 @@ type Loop struct {
 	drained []task     // the previous inbox, swapped out to be reused
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
-	slab    handleSlab
+	engine  loopLocal
 
 	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
 	pending atomic.Int64 // len(inbox), read without the lock by busy
@@ -164,8 +164,8 @@ func (l *Loop) inject(t task) {
 	l.unlockAndWake(true)
 }
 
-// handles is the loop's supply of step handles. Loop goroutine only.
-func (l *Loop) handles() *handleSlab { return &l.slab }
+// engineState is the engine state of the flows on the loop. Loop goroutine only.
+func (l *Loop) engineState() *loopLocal { return &l.engine }
 
 // stopped is closed when the loop's goroutine has exited.
 func (l *Loop) stopped() <-chan struct{} { return l.done }

@@ -87,12 +87,11 @@ type frame struct {
 	onCancel CancelFunc
 	timer    Handle
 
-	// Completion written by Success/Error (stClaim, then stReady) or by an
-	// aborted callback (err).
-	resArgs []any
-	resErr  *Error
-	resExc  error // LastException to record with resErr or err
-	err     *Error
+	// Completion written by Success (into args: a waiting step has no
+	// sub-steps) or Error (stClaim, then stReady), or by an aborted
+	// callback (err).
+	resErr *Error // its LastException is exc(resErr)
+	err    *Error
 
 	handling *Error // in a handler frame: the error it handles
 }
@@ -146,19 +145,18 @@ func (h *handle) raise(code, info string, cause error) {
 		f := h.f
 		f.fl.noteError(err, exc(err))
 		if f.err == nil {
-			f.err, f.resExc = err, exc(err)
+			f.err = err
 		}
 		panic(abortSignal{})
 	}
-	h.complete(err, exc(err))
+	h.complete(err)
 }
 
-// complete fails the step from outside its callback, with exc as the
-// LastException to record.
-func (h *handle) complete(err *Error, exc error) {
+// complete fails the step from outside its callback; err.Cause, if set, is
+// the LastException to record.
+func (h *handle) complete(err *Error) {
 	if h.claim() {
 		h.f.resErr = err
-		h.f.resExc = exc
 		h.publish()
 	}
 }
@@ -237,7 +235,7 @@ func (h *handle) Success(args ...any) {
 		h.misuse("Success called after Add in the same callback")
 	}
 	if h.claim() {
-		h.f.resArgs = args
+		h.f.args = args
 		h.publish()
 	}
 }

@@ -33,7 +33,7 @@ type TestTool struct {
 	queue  fifo[task] // immediates and posted tasks, cancelled ones included
 	live   int        // tasks in queue that will still run
 	timers timerHeap  // deferred callbacks; cancelled ones are removed at once
-	slab   handleSlab // used only by the driving goroutine
+	engine loopLocal  // used only by the driving goroutine
 }
 
 // NewTestTool returns a TestTool with no event and its clock at
@@ -227,6 +227,6 @@ func (t *TestTool) stopped() <-chan struct{} { return nil }
 // inject queues t like post; it is safe from any goroutine.
 func (t *TestTool) inject(x task) { t.post(x) }
 
-// handles is the tool's supply of step handles, used by the driving
+// engineState is the engine state of the flows on the tool, used by the driving
 // goroutine only.
-func (t *TestTool) handles() *handleSlab { return &t.slab }
+func (t *TestTool) engineState() *loopLocal { return &t.engine }

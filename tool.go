@@ -36,8 +36,9 @@ type scheduler interface {
 	busy() bool
 	// inject queues t behind every task already queued, from any goroutine.
 	inject(t task)
-	// handles is the loop's supply of step handles.
-	handles() *handleSlab
+	// engineState is the engine state that the flows on the loop share; only
+	// the loop's goroutine uses it.
+	engineState() *loopLocal
 	// stopped is closed once the loop has stopped for good and runs nothing
 	// more; nil for a loop that never stops.
 	stopped() <-chan struct{}
