@@ -118,12 +118,13 @@ func BenchmarkManyGoroutines(b *testing.B) {
 	for b.Loop() {
 		var wg sync.WaitGroup
 		wg.Add(flows)
-		for range flows {
+		results := make([]int, flows) // each goroutine hands its result on, as a flow does
+		for i := range flows {
 			go func() {
 				defer wg.Done()
 				v := step1()
 				v = step2(v)
-				step2(v)
+				results[i] = step2(v)
 			}()
 		}
 		wg.Wait()
