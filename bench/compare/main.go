@@ -1,0 +1,670 @@
+// Command compare runs the performance workloads of asyncsteps (bench/) and
+// the same workloads on the JavaScript reference implementation (bench/js),
+// alternately for a number of rounds, and prints a Markdown table of the
+// medians against the targets of docs/PERFORMANCE.md.
+//
+// From the repository root:
+//
+//	go run ./bench/compare                 # 5 rounds
+//	go run ./bench/compare -rounds 3 -seq1m-limit 600s
+//
+// It installs the reference with npm in bench/js if needed, builds the Go
+// benchmarks once (go test -c), then in each round runs the Go benchmarks
+// (-benchmem -count=1) and node workloads.js, the two in turns of order
+// (Go first in odd rounds, JavaScript first in even ones) so that a change of
+// load on the machine hits both sides alike. Each run records the 1-minute
+// load average and the CPU that other processes used while it ran.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.rounds, "rounds", 5, "number of rounds; each runs the Go benchmarks and the JavaScript workloads once")
+	flag.StringVar(&cfg.bench, "bench", ".", "regexp of the Go benchmarks to run (go test -bench)")
+	flag.StringVar(&cfg.benchtime, "benchtime", "", "go test -benchtime of each Go benchmark (default: go test's, 1s)")
+	flag.Float64Var(&cfg.jsMinTime, "js-min-time", 1, "seconds each JavaScript workload runs at least")
+	flag.DurationVar(&cfg.seq1mLimit, "seq1m-limit", 60*time.Second, "time limit of the JavaScript seq-1M run (the reference degrades quadratically); past it a lower bound is reported; 0 skips it")
+	flag.IntVar(&cfg.seq1mRounds, "seq1m-rounds", 1, "in how many rounds (the first ones) the JavaScript seq-1M runs")
+	flag.BoolVar(&cfg.noJS, "no-js", false, "run the Go benchmarks only")
+	flag.StringVar(&cfg.raw, "raw", "", "also write every measurement to this file, one JSON object per line")
+	flag.Parse()
+	if flag.NArg() > 0 || cfg.rounds < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := compare(cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	rounds      int
+	bench       string
+	benchtime   string
+	jsMinTime   float64
+	seq1mLimit  time.Duration
+	seq1mRounds int
+	noJS        bool
+	raw         string
+}
+
+// A sample is one measured figure of one run.
+type sample struct {
+	Round      int     `json:"round"`
+	Side       string  `json:"side"` // "go" or "js"
+	Name       string  `json:"name"` // benchmark (without -GOMAXPROCS) or JS workload name
+	Metric     string  `json:"metric"`
+	Value      float64 `json:"value"`
+	LowerBound bool    `json:"lower_bound,omitempty"`
+}
+
+// A runInfo tells the load the machine had during one run.
+type runInfo struct {
+	Round  int           `json:"round"`
+	Side   string        `json:"side"`
+	Wall   time.Duration `json:"wall_ns"`
+	Load1  float64       `json:"load1"`  // 1-minute load average at the start
+	Others float64       `json:"others"` // cores that other processes kept busy during the run
+	Err    string        `json:"error,omitempty"`
+}
+
+type results struct {
+	samples []sample
+	runs    []runInfo
+}
+
+func compare(cfg config, w io.Writer) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	benchDir := filepath.Join(root, "bench")
+	jsDir := filepath.Join(benchDir, "js")
+
+	tmp, err := os.MkdirTemp("", "asyncsteps-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	testBin := filepath.Join(tmp, "bench.test")
+	progress("building the Go benchmarks")
+	if err := command(root, nil, "go", "test", "-c", "-o", testBin, "./bench").Run(); err != nil {
+		return fmt.Errorf("go test -c ./bench: %w", err)
+	}
+	if !cfg.noJS {
+		if err := installJS(jsDir); err != nil {
+			return err
+		}
+	}
+
+	var res results
+	var raw io.Writer = io.Discard
+	if cfg.raw != "" {
+		f, err := os.Create(cfg.raw)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		raw = f
+	}
+	enc := json.NewEncoder(raw)
+
+	started := time.Now()
+	load0 := loadAvg()
+	for round := 1; round <= cfg.rounds; round++ {
+		sides := []string{"go", "js"}
+		if round%2 == 0 {
+			sides = []string{"js", "go"}
+		}
+		for _, side := range sides {
+			var ss []sample
+			var info runInfo
+			switch side {
+			case "go":
+				args := []string{"-test.run", "^$", "-test.bench", cfg.bench, "-test.benchmem", "-test.count", "1"}
+				if cfg.benchtime != "" {
+					args = append(args, "-test.benchtime", cfg.benchtime)
+				}
+				progress("round %d/%d: Go benchmarks", round, cfg.rounds)
+				ss, info = measure(benchDir, nil, testBin, args, parseGo)
+			case "js":
+				if cfg.noJS {
+					continue
+				}
+				env := []string{"NODE_ENV=production"}
+				args := []string{"--expose-gc", "workloads.js", "--min-time=" + strconv.FormatFloat(cfg.jsMinTime, 'f', -1, 64)}
+				progress("round %d/%d: JavaScript workloads", round, cfg.rounds)
+				ss, info = measure(jsDir, env, "node", args, parseJS)
+				if cfg.seq1mLimit > 0 && round <= cfg.seq1mRounds {
+					progress("round %d/%d: JavaScript seq-1M (limit %v)", round, cfg.rounds, cfg.seq1mLimit)
+					args := []string{"--expose-gc", "workloads.js", "--limit=" + strconv.FormatFloat(cfg.seq1mLimit.Seconds(), 'f', -1, 64), "seq-1M"}
+					ss1, info1 := measure(jsDir, env, "node", args, parseJS)
+					info1.Round, info1.Side = round, "js seq-1M"
+					res.runs = append(res.runs, info1)
+					_ = enc.Encode(info1)
+					ss = append(ss, ss1...)
+				}
+			}
+			info.Round, info.Side = round, side
+			res.runs = append(res.runs, info)
+			_ = enc.Encode(info)
+			for i := range ss {
+				ss[i].Round, ss[i].Side = round, side
+				_ = enc.Encode(ss[i])
+			}
+			res.samples = append(res.samples, ss...)
+		}
+	}
+	ended := time.Now()
+
+	printReport(w, cfg, &res, report{
+		started: started, ended: ended, load0: load0, load1: loadAvg(),
+		goVersion: output(root, "go", "version"),
+		node:      output(jsDir, "node", "--version"),
+		reference: referenceVersion(jsDir),
+		engine:    engineVersion(root),
+	})
+	return nil
+}
+
+type report struct {
+	started, ended  time.Time
+	load0, load1    string
+	goVersion, node string
+	reference       string
+	engine          string
+}
+
+// engineVersion names the commit of the work tree the Go benchmarks were
+// built from, and whether it had changes not committed.
+func engineVersion(root string) string {
+	commit := output(root, "git", "rev-parse", "--short", "HEAD")
+	status := output(root, "git", "status", "--porcelain", "--untracked-files=no")
+	if status == "" {
+		return "commit " + commit
+	}
+	return fmt.Sprintf("commit %s with %d changed files not committed", commit, len(strings.Split(status, "\n")))
+}
+
+// measure runs one command and parses its output, recording the machine's
+// load around it.
+func measure(dir string, env []string, name string, args []string, parse func([]byte) ([]sample, error)) ([]sample, runInfo) {
+	var info runInfo
+	info.Load1 = load1()
+	busy0, _ := cpuBusy()
+	start := time.Now()
+	cmd := command(dir, env, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err := cmd.Run()
+	info.Wall = time.Since(start)
+	if busy1, ok := cpuBusy(); ok && cmd.ProcessState != nil {
+		own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		info.Others = math.Max(0, (busy1-busy0-own).Seconds()/info.Wall.Seconds())
+	}
+	ss, perr := parse(out.Bytes())
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		info.Err = err.Error()
+		progress("  %s: %v", name, err)
+	}
+	return ss, info
+}
+
+// benchLine matches a result line of go test -bench.
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
+
+func parseGo(out []byte) ([]sample, error) {
+	var ss []sample
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	failed := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "--- FAIL") {
+			failed = true
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(m[3])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			ss = append(ss, sample{Name: m[1], Metric: f[i+1], Value: v})
+		}
+	}
+	if failed {
+		return ss, errors.New("a Go benchmark failed")
+	}
+	if len(ss) == 0 {
+		return nil, errors.New("no Go benchmark result")
+	}
+	return ss, nil
+}
+
+func parseJS(out []byte) ([]sample, error) {
+	var ss []sample
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			continue
+		}
+		name, _ := line["name"].(string)
+		lb, _ := line["lower_bound"].(bool)
+		for k, v := range line {
+			f, ok := v.(float64)
+			if !ok {
+				continue
+			}
+			metric := k
+			switch k {
+			case "value":
+				metric, _ = line["metric"].(string)
+			case "n", "runs", "done":
+				continue
+			}
+			ss = append(ss, sample{Name: name, Metric: metric, Value: f, LowerBound: lb && k == "value"})
+		}
+	}
+	if len(ss) == 0 {
+		return nil, errors.New("no JavaScript workload result")
+	}
+	return ss, nil
+}
+
+// installJS installs the reference in jsDir unless the pinned version is
+// already there.
+func installJS(jsDir string) error {
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	b, err := os.ReadFile(filepath.Join(jsDir, "package.json"))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		return fmt.Errorf("bench/js/package.json: %w", err)
+	}
+	want := pkg.Dependencies["futoin-asyncsteps"]
+	if got := referenceVersion(jsDir); got != "" && got == want {
+		return nil
+	}
+	progress("installing futoin-asyncsteps %s with npm in bench/js", want)
+	cmd := command(jsDir, nil, "npm", "install", "--no-audit", "--no-fund", "--no-package-lock")
+	cmd.Stdout = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("npm install in bench/js: %w", err)
+	}
+	if got := referenceVersion(jsDir); got != want {
+		return fmt.Errorf("bench/js: futoin-asyncsteps %q installed, package.json pins %q", got, want)
+	}
+	return nil
+}
+
+func referenceVersion(jsDir string) string {
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	b, err := os.ReadFile(filepath.Join(jsDir, "node_modules", "futoin-asyncsteps", "package.json"))
+	if err != nil || json.Unmarshal(b, &pkg) != nil {
+		return ""
+	}
+	return pkg.Version
+}
+
+// moduleRoot finds the directory of the asyncsteps go.mod from the working
+// directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(b, []byte("module github.com/asyncsteps/asyncsteps\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from within the asyncsteps module (no go.mod of github.com/asyncsteps/asyncsteps above the working directory)")
+		}
+		dir = parent
+	}
+}
+
+func command(dir string, env []string, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func output(dir, name string, args ...string) string {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	b, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "compare: "+format+"\n", args...)
+}
+
+// loadAvg returns the three load averages of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func load1() float64 {
+	v, _ := strconv.ParseFloat(strings.Fields(loadAvg() + " x")[0], 64)
+	return v
+}
+
+// cpuBusy returns the CPU time all processors spent busy since boot, from
+// the first line of /proc/stat (in USER_HZ ticks, 1/100 s on Linux).
+func cpuBusy() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for i, s := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		v, _ := strconv.ParseInt(s, 10, 64)
+		busy += v
+	}
+	return time.Duration(busy) * 10 * time.Millisecond, true
+}
+
+// cpuModel returns the model name of the first processor in /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// ---------------------------------------------------------------------------
+// The table.
+
+// A figure names one measured value: side ("go" or "js"), benchmark or
+// workload name, metric. perUnit, if set, divides the value (allocs/op of a
+// benchmark whose op is perUnit units).
+type figure struct {
+	side, name, metric string
+	perUnit            float64
+}
+
+// A row compares a Go figure with a reference figure (JavaScript or a Go
+// baseline) or checks it alone against a bound.
+type row struct {
+	workload string
+	metric   string
+	goF      figure
+	ref      figure // zero: no reference
+	refLabel string
+	higher   bool    // higher values are better (a rate)
+	minRatio float64 // target: Go at least this many times better than ref; 0: none
+	maxGo    float64 // target: Go at most this; NaN: none
+	target   string
+	allocs   figure // Go allocs per unit, shown beside
+}
+
+// Units per op of the Go benchmarks, as in bench_test.go and
+// variants_test.go; used for allocs per unit.
+var units = map[string]float64{
+	"BenchmarkSeq": 1e6, "BenchmarkSeqNoArgs": 1e6, "BenchmarkSeq10k": 1e4, "BenchmarkSeq100k": 1e5,
+	"BenchmarkNested": 1e5, "BenchmarkNested10k": 1e4,
+	"BenchmarkManyFlows": 1e5, "BenchmarkManyGoroutines": 1e5,
+	"BenchmarkParallel": 1e5, "BenchmarkError": 1e5, "BenchmarkError10k": 1e4,
+	"BenchmarkMutex": 1e3, "BenchmarkTimers": 1e4,
+}
+
+func goF(name, metric string) figure { return figure{side: "go", name: name, metric: metric} }
+func jsF(name, metric string) figure { return figure{side: "js", name: name, metric: metric} }
+func allocsOf(name string) figure {
+	return figure{side: "go", name: name, metric: "allocs/op", perUnit: units[name]}
+}
+
+var none = math.NaN()
+
+var rows = []row{
+	{workload: "a seq, 1M steps", metric: "ns/step", goF: goF("BenchmarkSeq", "ns/step"), ref: jsF("seq-1M", "ns/step"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkSeq")},
+	{workload: "a seq, 100k steps", metric: "ns/step", goF: goF("BenchmarkSeq100k", "ns/step"), ref: jsF("seq-100k", "ns/step"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkSeq100k")},
+	{workload: "a seq, 10k steps", metric: "ns/step", goF: goF("BenchmarkSeq10k", "ns/step"), ref: jsF("seq-10k", "ns/step"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkSeq10k")},
+	{workload: "a allocs, Success(i)", metric: "allocs/step", goF: allocsOf("BenchmarkSeq"), maxGo: 2, target: "≤2"},
+	{workload: "a allocs, no-args step", metric: "allocs/step", goF: allocsOf("BenchmarkSeqNoArgs"), maxGo: 0.01, target: "0 (<0.01)"},
+	{workload: "a seq no-args, 1M steps", metric: "ns/step", goF: goF("BenchmarkSeqNoArgs", "ns/step"), maxGo: none, target: "—", allocs: allocsOf("BenchmarkSeqNoArgs")},
+	{workload: "b nested, 100k", metric: "ns/outer", goF: goF("BenchmarkNested", "ns/outer"), ref: jsF("nested-100k", "ns/outer"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkNested")},
+	{workload: "b nested, 10k", metric: "ns/outer", goF: goF("BenchmarkNested10k", "ns/outer"), ref: jsF("nested-10k", "ns/outer"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkNested10k")},
+	{workload: "c many-flows", metric: "flows/s", goF: goF("BenchmarkManyFlows", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkManyFlows")},
+	{workload: "c many-flows", metric: "flows/s", goF: goF("BenchmarkManyFlows", "flows/s"), ref: goF("BenchmarkManyGoroutines", "flows/s"), refLabel: "goroutines", higher: true, minRatio: 1, maxGo: none, target: "≥ goroutines", allocs: allocsOf("BenchmarkManyFlows")},
+	{workload: "d parallel", metric: "ns/branch", goF: goF("BenchmarkParallel", "ns/branch"), ref: jsF("parallel", "ns/branch"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkParallel")},
+	{workload: "e error, 100k", metric: "ns/error", goF: goF("BenchmarkError", "ns/error"), ref: jsF("error-100k", "ns/error"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkError")},
+	{workload: "e error, 10k", metric: "ns/error", goF: goF("BenchmarkError10k", "ns/error"), ref: jsF("error-10k", "ns/error"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkError10k")},
+	{workload: "f mutex", metric: "ns/sync", goF: goF("BenchmarkMutex", "ns/sync"), ref: jsF("mutex", "ns/sync"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkMutex")},
+	{workload: "g timers", metric: "ns/flow", goF: goF("BenchmarkTimers", "ns/flow"), ref: jsF("timers", "ns/flow"), refLabel: "JS", minRatio: 5, maxGo: none, target: "≥5x JS", allocs: allocsOf("BenchmarkTimers")},
+	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: jsF("parked", "B/flow"), refLabel: "JS heapUsed", maxGo: 400, target: "≤400 B"},
+	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: jsF("parked", "rss_per_unit"), refLabel: "JS rss", maxGo: none, target: "—"},
+	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: goF("BenchmarkParkedGoroutines", "B/goroutine"), refLabel: "goroutines", maxGo: none, target: "—"},
+	{workload: "i scale", metric: "flows/s", goF: goF("BenchmarkScale/loops=2", "flows/s"), ref: goF("BenchmarkScale/loops=1", "flows/s"), refLabel: "1 loop", higher: true, minRatio: 1.6, maxGo: none, target: "2 loops ≥1.6x 1 loop"},
+}
+
+// stat is the median of the samples of one figure, with their range.
+type stat struct {
+	n           int
+	med, lo, hi float64
+	lowerBound  bool // some sample is only a lower bound
+}
+
+func (r *results) stat(f figure) stat {
+	var vs []float64
+	var st stat
+	for _, s := range r.samples {
+		if s.Side != f.side || s.Name != f.name || s.Metric != f.metric {
+			continue
+		}
+		v := s.Value
+		if f.perUnit > 0 {
+			v /= f.perUnit
+		}
+		vs = append(vs, v)
+		st.lowerBound = st.lowerBound || s.LowerBound
+	}
+	st.n = len(vs)
+	if st.n == 0 {
+		return st
+	}
+	slices.Sort(vs)
+	st.lo, st.hi = vs[0], vs[len(vs)-1]
+	if len(vs)%2 == 1 {
+		st.med = vs[len(vs)/2]
+	} else {
+		st.med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return st
+}
+
+func (s stat) String() string {
+	if s.n == 0 {
+		return "n/a"
+	}
+	gt := ""
+	if s.lowerBound {
+		gt = "> "
+	}
+	if s.n == 1 || s.lo == s.hi {
+		return gt + num(s.med)
+	}
+	return fmt.Sprintf("%s%s (%s–%s)", gt, num(s.med), num(s.lo), num(s.hi))
+}
+
+// num formats a value with about three significant digits.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a == 0:
+		return "0"
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "M"
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 0.01:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 2, 64)
+	}
+}
+
+func printReport(w io.Writer, cfg config, res *results, rep report) {
+	fmt.Fprintf(w, "machine: %d CPUs (nproc), %s; %s; node %s, futoin-asyncsteps %s\n",
+		runtime.NumCPU(), cpuModel(), rep.goVersion, rep.node, rep.reference)
+	fmt.Fprintf(w, "engine: %s (built at the start)\n", rep.engine)
+	fmt.Fprintf(w, "run: %s to %s, %d rounds, load average %s at start, %s at end\n",
+		rep.started.Format("2006-01-02 15:04"), rep.ended.Format("15:04"), cfg.rounds, rep.load0, rep.load1)
+	fmt.Fprintln(w, loadSummary(res.runs))
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| workload | metric | Go | compared with | reference | Go better by | Go allocs/unit | target | met |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, r := range rows {
+		g := res.stat(r.goF)
+		refLabel, refText, ratioText := "—", "—", "—"
+		var ratio float64
+		ratioKnown, ratioIsBound := false, false
+		if r.ref.side != "" {
+			ref := res.stat(r.ref)
+			refLabel, refText = r.refLabel, ref.String()
+			if g.n > 0 && ref.n > 0 && g.med > 0 && ref.med > 0 {
+				if r.higher {
+					ratio = g.med / ref.med
+				} else {
+					ratio = ref.med / g.med
+				}
+				ratioKnown, ratioIsBound = true, ref.lowerBound && !r.higher
+				ratioText = num(ratio) + "x"
+				if ratioIsBound {
+					ratioText = "> " + ratioText
+				}
+			}
+		}
+		allocs := "—"
+		if r.allocs.side != "" {
+			if a := res.stat(r.allocs); a.n > 0 {
+				allocs = num(a.med)
+			}
+		}
+		met := "—"
+		switch {
+		case g.n == 0:
+			met = "no data"
+		case r.minRatio > 0:
+			switch {
+			case !ratioKnown:
+				met = "no data"
+			case ratio >= r.minRatio:
+				met = "yes"
+			case ratioIsBound:
+				met = "unknown" // the true ratio is higher than this bound
+			default:
+				met = "**no**"
+			}
+		case !math.IsNaN(r.maxGo):
+			met = "yes"
+			if g.med > r.maxGo {
+				met = "**no**"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.workload, r.metric, g, refLabel, refText, ratioText, allocs, r.target, met)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Go and reference: median (min–max) over the rounds; \"> x\": the JS run hit its time limit, x is a lower bound.")
+	fmt.Fprintln(w, "\"Go better by\": reference/Go for times and bytes, Go/reference for rates.")
+}
+
+// loadSummary tells the range of load of the Go and the JavaScript runs.
+func loadSummary(runs []runInfo) string {
+	var b strings.Builder
+	for _, side := range []string{"go", "js", "js seq-1M"} {
+		var loads, others []float64
+		var wall time.Duration
+		for _, r := range runs {
+			if r.Side != side {
+				continue
+			}
+			loads = append(loads, r.Load1)
+			others = append(others, r.Others)
+			wall += r.Wall
+			if r.Err != "" {
+				fmt.Fprintf(&b, "round %d %s failed: %s\n", r.Round, side, r.Err)
+			}
+		}
+		if len(loads) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%s runs: %d, %.0f s in all; 1-min load average at start %s; other processes kept %s of %d cores busy\n",
+			side, len(loads), wall.Seconds(), span(loads), span(others), runtime.NumCPU())
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func span(vs []float64) string {
+	lo, hi := slices.Min(vs), slices.Max(vs)
+	if hi-lo < 0.05 {
+		return strconv.FormatFloat(lo, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(lo, 'f', 1, 64) + "–" + strconv.FormatFloat(hi, 'f', 1, 64)
+}

@@ -1,0 +1,370 @@
+'use strict';
+
+// The performance workloads a to h of asyncsteps (see bench/bench_test.go and
+// docs/PERFORMANCE.md) run on the JavaScript reference implementation,
+// futoin-asyncsteps, on its real event loop (setImmediate/setTimeout).
+//
+//   NODE_ENV=production node --expose-gc workloads.js [options] [name...]
+//
+// Names select workloads (default: all but seq-1M; see WORKLOADS below).
+// Options:
+//   --min-time=S    run each workload for at least S seconds (default 1)
+//   --limit=S       time limit of one run of a workload that may not finish,
+//                   such as seq-1M (default 600); past it the flow is
+//                   canceled and a lower bound is reported
+//
+// Output: one JSON object per line and per workload:
+//   {"workload":"a","name":"seq-1M","n":1000000,"unit":"step",
+//    "metric":"ns/step","value":1234.5,"runs":1,"lower_bound":false,...}
+// A line with "lower_bound":true means the run hit --limit after "done" of
+// "n" units; "value" is then elapsed/n, a lower bound of the real figure.
+
+if ( process.env.NODE_ENV !== 'production' ) {
+    // futoin-asyncsteps reads NODE_ENV when it is loaded: without it, every
+    // add() checks its arguments and every step keeps an execution stack.
+    process.stderr.write( 'workloads.js: set NODE_ENV=production\n' );
+    process.exit( 2 );
+}
+
+const $as = require( 'futoin-asyncsteps' );
+const { performance } = require( 'perf_hooks' );
+
+const callImmediate = $as.AsyncTool.callImmediate;
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+// newCounter returns a function to call once per finished flow and a promise
+// that resolves after the n-th call.
+function newCounter( n ) {
+    let done;
+    const p = new Promise( ( resolve ) => {
+        done = resolve;
+    } );
+    let left = n;
+    const tick = () => {
+        if ( --left === 0 ) {
+            done();
+        }
+    };
+    return { tick, p };
+}
+
+// runFlow executes a flow and resolves when its last step has run. A flow
+// that fails stops silently in the reference: the guard in main() reports it
+// when the event loop runs dry with the workload unfinished.
+function runFlow( asi ) {
+    return new Promise( ( resolve ) => {
+        asi.add( () => resolve() );
+        asi.execute();
+    } );
+}
+
+// ---------------------------------------------------------------------------
+// Workloads: each is an async function of one run that returns nothing (a
+// completed run of n units) or {done} (a run canceled by the time limit after
+// done units).
+
+// a. seq: one flow of n sequential steps, each success(i).
+function seq( n ) {
+    return ( { deadline } ) => new Promise( ( resolve ) => {
+        const asi = $as();
+        let count = 0;
+        const step = ( as ) => {
+            // Check the clock every 4096 steps only: the check costs
+            // nothing next to a step. Past the deadline, the unhandled
+            // error ends the flow and drops the rest of its queue.
+            if ( ( ++count & 4095 ) === 0 && performance.now() > deadline ) {
+                resolve( { done: count } );
+                as.error( 'TimeLimit' );
+            }
+            as.success( 1000 );
+        };
+        for ( let i = 0; i < n; ++i ) {
+            asi.add( step );
+        }
+        asi.add( () => resolve() );
+        asi.execute();
+    } );
+}
+
+// b. nested: every step adds one sub-step.
+function nested( n ) {
+    return async () => {
+        const asi = $as();
+        const inner = ( as ) => as.success();
+        const outer = ( as ) => {
+            as.add( inner );
+        };
+        for ( let i = 0; i < n; ++i ) {
+            asi.add( outer );
+        }
+        await runFlow( asi );
+    };
+}
+
+// c. many-flows: n independent flows of 3 steps each.
+function manyFlows( n ) {
+    const s1 = ( as ) => as.success( 1 );
+    const s2 = ( as, v ) => as.success( v + 1 );
+    return async () => {
+        const { tick, p } = newCounter( n );
+        const last = () => tick();
+        for ( let i = 0; i < n; ++i ) {
+            const asi = $as();
+            asi.add( s1 ).add( s2 ).add( s2 ).add( last );
+            asi.execute();
+        }
+        await p;
+    };
+}
+
+// d. parallel: a parallel of branches one-step branches, times times.
+function parallel( branches, times ) {
+    return async () => {
+        const asi = $as();
+        const branch = ( as ) => as.success();
+        asi.repeat( times, ( as ) => {
+            const p = as.parallel();
+            for ( let i = 0; i < branches; ++i ) {
+                p.add( branch );
+            }
+        } );
+        await runFlow( asi );
+    };
+}
+
+// e. error: n steps that call error('E'), each caught by its own handler
+// that calls success().
+function error( n ) {
+    return async () => {
+        const asi = $as();
+        const fail = ( as ) => as.error( 'E' );
+        const recover = ( as, _err ) => as.success();
+        for ( let i = 0; i < n; ++i ) {
+            asi.add( fail, recover );
+        }
+        await runFlow( asi );
+    };
+}
+
+// f. mutex: n flows through sync on Mutex(10), one-step critical section.
+function mutex( n ) {
+    const section = ( as ) => as.success();
+    return async () => {
+        const mtx = new $as.Mutex( 10 );
+        const { tick, p } = newCounter( n );
+        const last = () => tick();
+        for ( let i = 0; i < n; ++i ) {
+            const asi = $as();
+            asi.sync( mtx, section ).add( last );
+            asi.execute();
+        }
+        await p;
+    };
+}
+
+// g. timers: n flows whose step sets setTimeout(1 s) and is completed by an
+// AsyncTool.callImmediate callback.
+function timers( n ) {
+    const step = ( as ) => {
+        as.setTimeout( 1000 );
+        callImmediate( () => as.success() );
+    };
+    return async () => {
+        const { tick, p } = newCounter( n );
+        const last = () => tick();
+        for ( let i = 0; i < n; ++i ) {
+            const asi = $as();
+            asi.add( step ).add( last );
+            asi.execute();
+        }
+        await p;
+    };
+}
+
+// h. parked: n flows each waiting in waitExternal at once; bytes per flow of
+// heapUsed (and rss) after a full GC, before versus while parked.
+async function parked( n ) {
+    const gc = global.gc;
+    if ( typeof gc !== 'function' ) {
+        throw new Error( 'parked needs node --expose-gc' );
+    }
+    const settle = () => new Promise( ( r ) => setImmediate( r ) );
+    const measure = async () => {
+        await settle();
+        gc();
+        gc();
+        return process.memoryUsage();
+    };
+
+    const { tick, p } = newCounter( n );
+    const last = () => tick();
+    const step = ( as ) => {
+        as.waitExternal();
+        waiting.push( as );
+    };
+    let waiting = [];
+    // Preallocate the harness' own array so it is in "before", as the Go
+    // benchmark counts its own slices alike.
+    waiting.length = n;
+    waiting.length = 0;
+
+    const before = await measure();
+    const roots = new Array( n );
+    for ( let i = 0; i < n; ++i ) {
+        const asi = $as();
+        asi.add( step ).add( last );
+        asi.execute();
+        roots[i] = asi;
+    }
+    if ( waiting.length !== n ) {
+        throw new Error( `parked: ${waiting.length} of ${n} flows waiting` );
+    }
+    const after = await measure();
+    for ( const as of waiting ) {
+        as.success();
+    }
+    await p;
+    waiting = null;
+    return {
+        value: ( after.heapUsed - before.heapUsed ) / n,
+        rss_per_unit: ( after.rss - before.rss ) / n,
+        heap_before: before.heapUsed,
+        heap_after: after.heapUsed,
+        rss_before: before.rss,
+        rss_after: after.rss,
+        roots: roots.length,
+    };
+}
+
+// ---------------------------------------------------------------------------
+// The table of workloads: name, workload letter, units per run, unit, run.
+// "slow" workloads are left out unless named: seq-1M does not finish in
+// minutes (the reference's queue is an array whose shift() copies it).
+
+const WORKLOADS = [
+    { name: 'seq-10k', w: 'a', n: 10000, unit: 'step', run: seq( 10000 ) },
+    { name: 'seq-100k', w: 'a', n: 100000, unit: 'step', run: seq( 100000 ) },
+    { name: 'seq-1M', w: 'a', n: 1000000, unit: 'step', run: seq( 1000000 ), slow: true },
+    { name: 'nested-10k', w: 'b', n: 10000, unit: 'outer', run: nested( 10000 ) },
+    { name: 'nested-100k', w: 'b', n: 100000, unit: 'outer', run: nested( 100000 ) },
+    { name: 'many-flows', w: 'c', n: 100000, unit: 'flow', run: manyFlows( 100000 ), rate: 'flows/s' },
+    { name: 'parallel', w: 'd', n: 100000, unit: 'branch', run: parallel( 1000, 100 ) },
+    { name: 'error-10k', w: 'e', n: 10000, unit: 'error', run: error( 10000 ) },
+    { name: 'error-100k', w: 'e', n: 100000, unit: 'error', run: error( 100000 ) },
+    { name: 'mutex', w: 'f', n: 1000, unit: 'sync', run: mutex( 1000 ) },
+    { name: 'timers', w: 'g', n: 10000, unit: 'flow', run: timers( 10000 ) },
+    { name: 'parked', w: 'h', n: 100000, unit: 'flow', memory: parked },
+];
+
+function parseArgs( argv ) {
+    const opts = { minTime: 1, limit: 600, names: [] };
+    for ( const a of argv ) {
+        let m;
+        if ( ( m = /^--min-time=([0-9.]+)$/.exec( a ) ) ) {
+            opts.minTime = Number( m[1] );
+        } else if ( ( m = /^--limit=([0-9.]+)$/.exec( a ) ) ) {
+            opts.limit = Number( m[1] );
+        } else if ( a === '--list' ) {
+            opts.list = true;
+        } else if ( a.startsWith( '-' ) ) {
+            throw new Error( `unknown option ${a}` );
+        } else {
+            opts.names.push( a );
+        }
+    }
+    return opts;
+}
+
+async function timed( wl, opts ) {
+    const limitMs = opts.limit * 1000;
+    const minMs = opts.minTime * 1000;
+    // One warm-up run for the JIT, unless one run is already long.
+    let total = 0;
+    let runs = 0;
+    let warm = false;
+    for ( ;; ) {
+        const start = performance.now();
+        const res = await wl.run( { deadline: start + limitMs } );
+        const ms = performance.now() - start;
+        if ( res && res.done !== undefined ) {
+            return {
+                value: ms * 1e6 / wl.n,
+                runs: 1,
+                lower_bound: true,
+                done: res.done,
+                elapsed_s: ms / 1000,
+            };
+        }
+        if ( !warm && ms < minMs / 4 ) {
+            warm = true;
+            continue;
+        }
+        total += ms;
+        runs++;
+        if ( total >= minMs ) {
+            break;
+        }
+    }
+    return { value: total * 1e6 / runs / wl.n, runs, lower_bound: false };
+}
+
+async function main() {
+    const opts = parseArgs( process.argv.slice( 2 ) );
+    if ( opts.list ) {
+        for ( const wl of WORKLOADS ) {
+            process.stdout.write( `${wl.name}${wl.slow ? ' (slow)' : ''}\n` );
+        }
+        return;
+    }
+    let selected;
+    if ( opts.names.length ) {
+        selected = opts.names.map( ( name ) => {
+            const wl = WORKLOADS.find( ( w ) => w.name === name );
+            if ( !wl ) {
+                throw new Error( `unknown workload ${name}` );
+            }
+            return wl;
+        } );
+    } else {
+        selected = WORKLOADS.filter( ( w ) => !w.slow );
+    }
+    let current = null;
+    process.on( 'beforeExit', () => {
+        if ( current !== null ) {
+            process.stderr.write( `workloads.js: ${current}: a flow stopped before its end\n` );
+            process.exitCode = 1;
+        }
+    } );
+    for ( const wl of selected ) {
+        current = wl.name;
+        const line = {
+            workload: wl.w,
+            name: wl.name,
+            n: wl.n,
+            unit: wl.unit,
+        };
+        if ( wl.memory ) {
+            Object.assign( line, { metric: `B/${wl.unit}`, runs: 1, lower_bound: false },
+                await wl.memory( wl.n ) );
+        } else {
+            const r = await timed( wl, opts );
+            line.metric = `ns/${wl.unit}`;
+            Object.assign( line, r );
+            if ( wl.rate ) {
+                line[wl.rate] = 1e9 / r.value;
+            }
+        }
+        process.stdout.write( JSON.stringify( line ) + '\n' );
+        current = null;
+        if ( global.gc ) {
+            global.gc();
+        }
+    }
+}
+
+main().catch( ( e ) => {
+    process.stderr.write( `workloads.js: ${e.stack || e}\n` );
+    process.exit( 1 );
+} );

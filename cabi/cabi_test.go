@@ -1,0 +1,452 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// newRoot returns a Go root on a loop of its own and its C pointer.
+func newRoot(t *testing.T) (*asyncsteps.Root, unsafe.Pointer) {
+	t.Helper()
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	return r, cabi.Binary(r)
+}
+
+// newCRoot returns a root owned by C on a loop of its own.
+func newCRoot(t *testing.T) unsafe.Pointer {
+	t.Helper()
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	return cabi.New(loop)
+}
+
+func run(t *testing.T, r *asyncsteps.Root) ([]any, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r.Run(ctx)
+}
+
+// checkTrace compares the C trace with want, line by line.
+func checkTrace(t *testing.T, want ...string) {
+	t.Helper()
+	got := ctest.Lines()
+	if strings.Contains(ctest.Trace(), "VIOLATION") || !reflect.DeepEqual(got, want) {
+		t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+type goThing struct{ name string }
+
+// Decision 1: success copies strings and arrays, resets the caller's args
+// and calls each cleanup once; INT32 stays int32 across Go; a string's
+// length counts code units; a Go value crosses C as itself.
+func TestSuccessTakesValuesOverAndKeepsTypes(t *testing.T) {
+	r, root := newRoot(t)
+	thing := &goThing{"thing"}
+	ctest.Args(root)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		want := []any{int32(42), "h\u00e9llo", []int32{1, 2, 3}, cabi.String16{'h', 0xe9, 'l', 'l', 'o'}}
+		if !reflect.DeepEqual(args, want) {
+			t.Errorf("Go step got %#v, want %#v", args, want)
+		}
+		as.Success(int32(7), "go", []string{"a", "b"}, thing)
+	})
+	ctest.GoValue(root)
+	res, err := run(t, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{thing, uint8(200), 1.5, true}; !reflect.DeepEqual(res, want) || res[0] != thing {
+		t.Errorf("result %#v, want %#v", res, want)
+	}
+	checkTrace(t,
+		"args1 in=1",
+		"args1 reset=1 cleanups=4",
+		"args2 8:7 2:go/2 18:2:a,b 1",
+	)
+}
+
+// Decision 1: a custom object is passed on as is; its cleanup runs once,
+// when the step that receives it completes; passed on again it belongs to
+// the next receiver; dropped by the Go side, the GC cleans it up.
+func TestCustomObjectCleanedUpOnceByItsReceiver(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Custom(root)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		if c, ok := args[0].(*cabi.Custom); !ok || *(*int32)(c.Pointer()) != 5 {
+			t.Errorf("Go step got %#v, want a *cabi.Custom", args)
+		}
+		// Dropped here: no C step receives it.
+	})
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ctest.Cleanups() < 2 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	checkTrace(t,
+		"custom1 reset=1 cleanups=0",
+		"custom2 5 same=1 cleanups=0",
+		"custom3 5 cleanups=0",
+		"custom cleanup 5",
+		"custom4 cleanups=1",
+		"custom1 reset=1 cleanups=1",
+		"custom cleanup 5",
+	)
+}
+
+// Decisions 2 and 5: handle_error copies code and info; error_info and
+// last_exception are state variables; a Go error handler sees them too.
+func TestHandleErrorReachesCAndGoHandlers(t *testing.T) {
+	r, _ := newRoot(t)
+	var got []string
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		ctest.Errors(cabi.Binary(as)) // a C step added to a Go step
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		got = append(got, code, as.State().ErrorInfo)
+		as.Success("recovered")
+	})
+	res, err := run(t, r)
+	if err != nil || !reflect.DeepEqual(res, []any{"recovered"}) {
+		t.Fatalf("Run: %v, %v", res, err)
+	}
+	if want := []string{"MyError", "my info"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Go handler saw %q, want %q", got, want)
+	}
+	checkTrace(t,
+		"err1 last_exception=(null)",
+		"err1 returns",
+		"err1_eh MyError info=my info last_exception=MyError unknown=(nil)",
+	)
+}
+
+// Engine decision 4 through C: success after add is an InternalError and
+// the added step does not run.
+func TestSuccessAfterAddIsInternalError(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Misuse(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t,
+		"misuse1 returns",
+		"misuse_eh InternalError: Success called after Add in the same callback",
+	)
+}
+
+// Decisions 2 and 5: allocate runs once per name, the value is shared by
+// the flow, and its cleanup runs once, when the root is freed.
+func TestStateVariableCleanedUpByFree(t *testing.T) {
+	root := newCRoot(t)
+	ctest.State(root)
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	ctest.Free(root)
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Fatal("no cleanup after free")
+	}
+	checkTrace(t,
+		"alloc counter",
+		"state1 missing=(nil)",
+		"state2 counter=2 same=1",
+		"end",
+		"cleanup counter=2",
+	)
+}
+
+// Decision 6: stack memory is zeroed and aligned; its cleanup runs once
+// when the step completes in any way.
+func TestStackCleanupWhenTheStepCompletes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode int
+		want []string
+	}{
+		{"success", 0, []string{"stack cleanup 0", "stack2"}},
+		{"sub-steps", 1, []string{"stack sub", "stack cleanup 1", "stack2"}},
+		{"error", 2, []string{"stack cleanup 2", "stack eh Fail", "stack2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, root := newRoot(t)
+			ctest.Stack(root, tc.mode)
+			if _, err := run(t, r); err != nil {
+				t.Fatal(err)
+			}
+			checkTrace(t, append([]string{"stack1 zeroed=1 aligned=1", "stack1 returns"}, tc.want...)...)
+		})
+	}
+	t.Run("cancel", func(t *testing.T) {
+		r, root := newRoot(t)
+		ctest.Stack(root, 3)
+		ch := r.Promise()
+		if !ctest.WaitFor("waiting", 5*time.Second) {
+			t.Fatal("the step did not start")
+		}
+		cabiCancel(root)
+		if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("Err %v, want context.Canceled", res.Err)
+		}
+		checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
+	})
+}
+
+func cabiCancel(root unsafe.Pointer) { ctest.Cancel(root) }
+
+// setTimeout from C: the cancel handler runs, then the error handler sees
+// Timeout; the stack is cleaned up on the way.
+func TestSetTimeoutExpires(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Timeout(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, "timeout cancel", "stack cleanup 8", "timeout eh Timeout", "after timeout")
+}
+
+// Decisions 4 and 5: success from another thread, while the callback still
+// runs, completes the step once, on the loop thread; later calls on the
+// stale pointer are ignored, their values still cleaned up once.
+func TestWaitExternalSuccessFromAnotherThread(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Wait(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, "thread: is_same_thread=0", "wait1 returns", "wait2 7 cleanups=2")
+}
+
+// Decision 9 and the loops: labels, NULL == "", continue and break of an
+// outer loop from an inner one; loops give no args to the next step.
+func TestLoopsWithLabels(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Loops(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t,
+		"outer 1", "inner 1.0", "inner 1.1",
+		"outer 2", "inner 2.0", "inner 2.1",
+		"after loops args=0",
+	)
+}
+
+// Decisions 5 and 9: the parallel pointer is the library's; each branch has
+// its own rootId, shared by its sub-steps; the flow's steps share one.
+func TestParallelBranchesHaveTheirOwnRootID(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Parallel(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t,
+		"branch 0 args=0", "branch 1 args=0", "branch 2 args=0",
+		"nested 0 same=1", "nested 1 same=1", "nested 2 same=1",
+		"par2 flow same=1 step same=1 branches distinct=1",
+	)
+}
+
+// Decision 7: sched_is_valid is false once the callback ran or was
+// cancelled; sched_cancel is harmless then; sched_immediate works from
+// another thread and its callback runs on the loop.
+func TestSchedHandles(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Sched(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t,
+		"sched1 valid=111",
+		"sched1 cancelled valid=0",
+		"sched imm imm=0 def=1 cancelled=0",
+		"sched def imm=0 def=0 cancelled=0",
+		"sched from thread",
+	)
+}
+
+// Decision 8: addSync with our Mutex from C: one flow at a time in the
+// critical section, the lock given back also when f fails.
+func TestAddSyncWithOurMutex(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	m := cabi.Sync(asyncsteps.NewMutex(1))
+	defer cabi.FreeSync(m)
+	a, b := cabi.New(loop), cabi.New(loop)
+	ctest.Sync(a, m, "A", true)
+	ctest.Sync(b, m, "B", false)
+	ctest.Execute(a, "a")
+	ctest.Execute(b, "b")
+	if !ctest.WaitDone(2, 5*time.Second) {
+		t.Fatalf("flows did not end:\n%s", ctest.Trace())
+	}
+	ctest.Free(a)
+	ctest.Free(b)
+	checkTrace(t, "A enter", "A leave", "A eh Fail", "end", "B enter", "B leave", "end")
+}
+
+// Decision 8: addSync with a foreign FutoInSync: lock may make the step
+// wait; f runs once it is held; unlock is called once when f's step ends.
+func TestAddSyncWithForeignSync(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		root := newCRoot(t)
+		ctest.Sync(root, ctest.FakeSync(), "F", fail)
+		ctest.Execute(root, "f")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatalf("flow did not end:\n%s", ctest.Trace())
+		}
+		ctest.Free(root)
+		if fail {
+			checkTrace(t, "lock", "locked", "F enter", "F leave", "F eh Fail", "unlock", "end")
+		} else {
+			checkTrace(t, "lock", "locked", "F enter", "F leave", "unlock", "end")
+		}
+	}
+}
+
+// Decision 5: a pointer kept from a completed step is stale: isValid is 0
+// and every call is ignored, on the loop and from another thread.
+func TestStalePointerIsIgnored(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.Stale(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	ctest.StaleCall() // from another thread, after the flow
+	time.Sleep(20 * time.Millisecond)
+	checkTrace(t,
+		"stale1 valid=1",
+		"stale valid=0 reset=1",
+		"stale2 cleanups=1",
+		"stale valid=0 reset=1",
+	)
+	if n := ctest.Cleanups(); n != 2 {
+		t.Errorf("cleanups %d, want 2", n)
+	}
+}
+
+// Decisions 3 and 5: an error that ends the flow calls unhandled_error once,
+// on the loop, with the root and data; free cancels a running flow (its
+// cancel handler runs, unhandled_error does not).
+func TestUnhandledErrorAndFree(t *testing.T) {
+	root := newCRoot(t)
+	ctest.Errors(root)
+	ctest.Execute(root, "data")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("no unhandled error")
+	}
+	time.Sleep(10 * time.Millisecond)
+	checkTrace(t,
+		"err1 last_exception=(null)",
+		"err1 returns",
+		"err1_eh MyError info=my info last_exception=MyError unknown=(nil)",
+		"unhandled MyError data=data root=1",
+	)
+	ctest.Reset()
+	ctest.Stack(root, 3)
+	ctest.Execute(root, "data")
+	if !ctest.WaitFor("waiting", 5*time.Second) {
+		t.Fatal("the step did not start")
+	}
+	ctest.Free(root)
+	if !ctest.WaitFor("stack cleanup", 5*time.Second) {
+		t.Fatal("free did not cancel the flow")
+	}
+	time.Sleep(10 * time.Millisecond)
+	checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
+}
+
+// Wrap gives back the Go value behind one of our pointers.
+func TestWrapOurs(t *testing.T) {
+	r, root := newRoot(t)
+	if got := cabi.Wrap(root); got != asyncsteps.AsyncSteps(r) {
+		t.Errorf("Wrap(Binary(r)) = %v, want r", got)
+	}
+	if cabi.Binary(r) != root {
+		t.Error("Binary(r) changed")
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		p := cabi.Binary(as)
+		if cabi.Wrap(p) != as || cabi.Binary(as) != p {
+			t.Error("Wrap(Binary(step)) is not the step")
+		}
+	})
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	if cabi.Wrap(nil) != nil {
+		t.Error("Wrap(nil) is not nil")
+	}
+}
+
+// Decision 10: towards a foreign table the library passes no NULL
+// callback, never calls success after adding sub-steps, and completes a
+// step that returned without doing anything with an explicit success.
+func TestWrapForeignTable(t *testing.T) {
+	ctest.Reset()
+	root := ctest.FakeRoot()
+	defer ctest.FakeFree(root)
+	as := cabi.Wrap(root)
+	var trace []string
+	log := func(s string) { trace = append(trace, s) }
+	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		log("g1")
+		as.State().Set("k", "v")
+		as.Success(int32(5), "x")
+	})
+	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		if !reflect.DeepEqual(args, []any{int32(5), "x"}) {
+			t.Errorf("g2 args %#v", args)
+		}
+		log("g2")
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { log("g2.1") }) // implicit success
+		as.Repeat(2, func(as asyncsteps.AsyncSteps, i int) { log("repeat") }, "r")
+	}, func(as asyncsteps.AsyncSteps, code string) { log("g2 eh " + code) })
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		log("g3 " + as.State().Get("k").(string))
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { log("VIOLATION: ran") })
+		as.Success() // after Add: an InternalError, not a success
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		log("g3 eh " + code)
+		as.Success()
+	})
+	ctest.FakeRun(root)
+	want := []string{"g1", "g2", "g2.1", "repeat", "repeat", "g3 v", "g3 eh InternalError"}
+	if !reflect.DeepEqual(trace, want) {
+		t.Errorf("Go trace %q, want %q", trace, want)
+	}
+	checkTrace(t,
+		"fake: repeat 2 label=r",
+		"fake: handle_error InternalError: Success called after Add in the same callback",
+		"fake: end failed=0 ",
+	)
+}
+
+// The C program test: build the shared library and testdata/hello.c, run
+// it, compare its output.
+func TestCProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shared library")
+	}
+	runCProgram(t)
+}

@@ -1,0 +1,47 @@
+// Package cabi is the C binary interface of asyncsteps: the FutoIn
+// AsyncSteps structures of FTN12 section 2.7 (FutoInAsyncSteps and its table
+// of 25 functions, FutoInArgs, FutoInSync), implemented on the Go engine.
+//
+// [Binary] gives a Go [asyncsteps.AsyncSteps] to C as a FutoInAsyncSteps*,
+// and [Wrap] adopts a FutoInAsyncSteps* from C: one of ours becomes the Go
+// value it stands for again, a foreign one (another implementation of the
+// table) becomes an AsyncSteps that calls through that table. [New] makes a
+// root owned by C. The header is futoin_asyncsteps.h in this directory; the
+// shared library for C programs is built from ./lib:
+//
+//	go build -buildmode=c-shared -o libfutoin_asyncsteps.so ./cabi/lib
+//
+// # Values
+//
+// A step's success arguments cross the interface as FutoInBinaryValue. On
+// the Go side each keeps its type: FTN_TYPE_INT32 is an int32, STRING a
+// string, STRING16 a [String16], STRING32 a [String32], an array a slice
+// ([]int32, []string, ...), a custom object a [*Custom]. A Go value with no
+// C type reaches C as a custom object that comes back as the same Go value
+// when C passes it on in success. At most 4 values cross; more are dropped.
+//
+// success takes the values over: strings and arrays are copied before it
+// returns and their type's cleanup is called at once; a custom object's
+// cleanup runs once, when the step that receives it completes (or, for a
+// value no C step receives, once the Go side has dropped it).
+//
+// # Concurrency
+//
+// Every C callback runs on the flow's loop. A [asyncsteps.Loop] (the
+// default one included) is locked to its OS thread the first time this
+// package sees it, so that "the loop's thread" is one OS thread and
+// is_same_thread compares OS threads. success, handle_error, cancel,
+// execute, free and the sched_* functions may be called from any thread:
+// they post to the loop and return without blocking. The other functions
+// are for the callback that was given the pointer, on the loop.
+//
+// # Memory
+//
+// No Go pointer is stored in C memory: each FutoInAsyncSteps this package
+// hands out is a small C struct holding the table pointer and an integer id
+// that a Go table maps to the Go object. When the step completes its id is
+// cleared, so later calls on the pointer are ignored; the struct goes to a
+// quarantine and is reused only after many later steps have completed (and,
+// for a step that waited for an external event, a minute later at the
+// earliest), so a stale pointer stays harmless for a long time.
+package cabi

@@ -1,0 +1,392 @@
+//go:build cgo
+
+package cabi
+
+/*
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// The functions of our FutoInAsyncSteps table (bridge.c forwards to them).
+// Each one looks the pointer up, ignores it when stale, and catches the
+// engine's aborts (guard) so that no Go panic unwinds C frames.
+
+func label(l *C.char) []string {
+	if l == nil {
+		return nil // NULL and "" both mean no label (decision 9)
+	}
+	return []string{C.GoString(l)}
+}
+
+// branchRoot returns the rootId for a step added on n: a branch of a
+// parallel has its own (decision 9).
+func (n *node) branchRoot() int64 {
+	if n.kind == kindParallel {
+		return newRootID()
+	}
+	return n.rootID
+}
+
+func (n *node) adds() {
+	if n.kind == kindStep {
+		n.added = true
+	}
+}
+
+//export cabiAdd
+func cabiAdd(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f, eh unsafe.Pointer) {
+	n := nodeOf(bsi)
+	if n == nil || !n.mayAdd() {
+		return
+	}
+	defer guard(n)
+	if f == nil {
+		n.as.Add(nil) // reported by the engine as InternalError
+		return
+	}
+	rid := n.branchRoot()
+	n.adds()
+	n.as.Add(n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data),
+		n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data))
+}
+
+//export cabiParallel
+func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointer) *C.FutoInAsyncSteps {
+	n := nodeOf(bsi)
+	if n == nil || !n.mayAdd() {
+		return nil
+	}
+	defer guard(n)
+	if n.kind == kindParallel {
+		n.as.Parallel() // reported by the engine as InternalError
+		return nil
+	}
+	n.adds()
+	pb := n.as.Parallel(n.flow.errFn(n.rootID, C.FutoInAsyncSteps_error_callback(eh), data))
+	p := newNode(kindParallel, pb, n.flow, n.rootID)
+	// Owned by the library: released with the step (or root) that made it.
+	n.children = append(n.children, p)
+	return p.bsi
+}
+
+//export cabiStateVariable
+func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.char, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
+	n := nodeOf(bsi)
+	if n == nil || name == nil {
+		return nil
+	}
+	defer guard(n)
+	st := n.as.State()
+	res := n.flow.res
+	switch gname := C.GoString(name); gname {
+	case "error_info":
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		return unsafe.Pointer(res.errInfo.get(st.ErrorInfo))
+	case "last_exception":
+		if st.LastException == nil {
+			return nil
+		}
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		return unsafe.Pointer(res.lastExc.get(errorCode(st.LastException)))
+	default:
+		if v, ok := st.Get(gname).(*cVar); ok && !v.done {
+			return v.ptr
+		}
+		if allocate == nil {
+			return nil
+		}
+		v := &cVar{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}
+		v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
+		st.Set(gname, v)
+		n.flow.vars = append(n.flow.vars, v)
+		return v.ptr
+	}
+}
+
+// errorCode is the FutoIn code of a LastException.
+func errorCode(err error) string {
+	var e *asyncsteps.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return asyncsteps.InternalError
+}
+
+//export cabiStack
+func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) unsafe.Pointer {
+	n := nodeOf(bsi)
+	if n == nil {
+		return nil
+	}
+	// calloc: zeroed, and aligned for any fundamental type like max_align_t.
+	p := C.calloc(1, max(size, 1))
+	if p == nil {
+		return nil
+	}
+	n.stacks = append(n.stacks, stackMem{p: p, cleanup: C.cabi_stack_cleanup_fn(cleanup)})
+	return p
+}
+
+//export cabiSuccess
+func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
+	n := nodeOf(bsi)
+	vals := takeArgs(args, n)
+	if n == nil {
+		dropArgs(vals, nil)
+		return
+	}
+	defer guard(n)
+	if n.kind != kindStep {
+		n.as.Success(vals...) // reported by the engine as misuse
+		dropArgs(vals, n.flow)
+		return
+	}
+	if n.inCallback() {
+		n.completed = true
+		n.as.Success(vals...)
+		return
+	}
+	// From outside the callback (decision 4): on the loop.
+	if !n.flow.post(func() {
+		if n.released || !n.as.IsValid() {
+			n.release()
+			dropArgs(vals, nil)
+			return
+		}
+		if n.onSuccess != nil {
+			n.onSuccess()
+		}
+		n.release()
+		n.as.Success(vals...)
+	}) {
+		dropArgs(vals, nil)
+	}
+}
+
+// dropArgs cleans up the custom objects among vals that no step received.
+func dropArgs(vals []any, fc *flowCtx) {
+	for _, v := range vals {
+		if c, ok := v.(*Custom); ok {
+			if fc == nil || !fc.post(c.v.release) {
+				c.v.release()
+			}
+		}
+	}
+}
+
+//export cabiHandleError
+func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
+	n := nodeOf(bsi)
+	if n == nil {
+		return
+	}
+	defer guard(n)
+	gcode, ginfo := asyncsteps.InternalError, "handle_error: NULL code"
+	if code != nil {
+		gcode, ginfo = C.GoString(code), ""
+		if info != nil {
+			ginfo = C.GoString(info)
+		}
+	}
+	if n.kind != kindStep || n.inCallback() {
+		n.completed = n.kind == kindStep
+		n.as.Error(gcode, ginfo)
+		return
+	}
+	n.flow.post(func() {
+		if n.released || !n.as.IsValid() {
+			n.release()
+			return
+		}
+		n.release()
+		n.as.Error(gcode, ginfo)
+	})
+}
+
+//export cabiSetTimeout
+func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
+	n := nodeOf(bsi)
+	if n == nil || !n.inCallback() {
+		return
+	}
+	defer guard(n)
+	n.as.SetTimeout(time.Duration(ms) * time.Millisecond)
+	n.wait()
+}
+
+//export cabiSetCancel
+func cabiSetCancel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, ch unsafe.Pointer) {
+	n := nodeOf(bsi)
+	if n == nil || !n.inCallback() {
+		return
+	}
+	defer guard(n)
+	n.cancelFn, n.cancelData = C.FutoInAsyncSteps_cancel_callback(ch), data
+	n.wait()
+}
+
+//export cabiWaitExternal
+func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
+	n := nodeOf(bsi)
+	if n == nil || !n.inCallback() {
+		return
+	}
+	defer guard(n)
+	n.as.WaitExternal()
+	n.wait()
+}
+
+//export cabiLoop
+func cabiLoop(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f unsafe.Pointer, lbl *C.char) {
+	n := nodeOf(bsi)
+	if n == nil || !n.mayAdd() {
+		return
+	}
+	defer guard(n)
+	if f == nil {
+		n.as.Loop(nil, label(lbl)...)
+		return
+	}
+	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_loop_fn(f)
+	n.adds()
+	n.as.Loop(func(as asyncsteps.AsyncSteps) {
+		fc.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+			C.cabi_call_loop(fn, bsi, data)
+		})
+	}, label(lbl)...)
+}
+
+//export cabiRepeat
+func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f unsafe.Pointer, lbl *C.char) {
+	n := nodeOf(bsi)
+	if n == nil || !n.mayAdd() {
+		return
+	}
+	defer guard(n)
+	if f == nil {
+		n.as.Repeat(0, nil, label(lbl)...)
+		return
+	}
+	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_repeat_fn(f)
+	cnt := int(min(uint64(count), math.MaxInt))
+	n.adds()
+	n.as.Repeat(cnt, func(as asyncsteps.AsyncSteps, i int) {
+		fc.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+			C.cabi_call_repeat(fn, bsi, data, C.size_t(i))
+		})
+	}, label(lbl)...)
+}
+
+//export cabiBreak
+func cabiBreak(bsi *C.FutoInAsyncSteps, lbl *C.char) {
+	n := nodeOf(bsi)
+	if n == nil || !n.inCallback() {
+		return
+	}
+	defer guard(n)
+	n.completed = true
+	n.as.Break(label(lbl)...)
+}
+
+//export cabiContinue
+func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
+	n := nodeOf(bsi)
+	if n == nil || !n.inCallback() {
+		return
+	}
+	defer guard(n)
+	n.completed = true
+	n.as.Continue(label(lbl)...)
+}
+
+//export cabiExecute
+func cabiExecute(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointer) {
+	if n := nodeOf(bsi); n != nil && n.root != nil {
+		n.root.execute(data, C.FutoInAsyncSteps_error_callback(eh))
+	}
+}
+
+//export cabiCancel
+func cabiCancel(bsi *C.FutoInAsyncSteps) {
+	if n := nodeOf(bsi); n != nil && n.root != nil {
+		n.root.root.Cancel()
+	}
+}
+
+//export cabiAddSync
+func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data unsafe.Pointer, f, eh unsafe.Pointer) {
+	n := nodeOf(bsi)
+	if n == nil || !n.mayAdd() {
+		return
+	}
+	defer guard(n)
+	if sync == nil || f == nil {
+		n.as.Sync(nil, nil) // reported by the engine as InternalError
+		return
+	}
+	rid := n.branchRoot()
+	fn := n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data)
+	onerror := n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data)
+	n.adds()
+	if s := syncOf(sync); s != nil {
+		n.as.Sync(s.s, fn, onerror)
+		return
+	}
+	n.flow.addForeignSync(n.as, rid, sync, fn, onerror)
+}
+
+//export cabiRootID
+func cabiRootID(bsi *C.FutoInAsyncSteps) C.int64_t {
+	if n := nodeOf(bsi); n != nil {
+		return C.int64_t(n.rootID)
+	}
+	return 0
+}
+
+//export cabiIsValid
+func cabiIsValid(bsi *C.FutoInAsyncSteps) C.int {
+	n := nodeOf(bsi)
+	if n == nil {
+		return 0
+	}
+	if n.root != nil {
+		return 1 // valid from creation until free (decision 9)
+	}
+	return boolInt(!n.released && n.as.IsValid())
+}
+
+//export cabiNewInstance
+func cabiNewInstance(bsi *C.FutoInAsyncSteps) *C.FutoInAsyncSteps {
+	n := nodeOf(bsi)
+	if n == nil {
+		return nil
+	}
+	return newOwnedRoot(n.flow.tool).node.bsi
+}
+
+//export cabiFree
+func cabiFree(bsi *C.FutoInAsyncSteps) {
+	if n := nodeOf(bsi); n != nil && n.root != nil {
+		n.root.free()
+	}
+}
+
+//export cabiIsSameThread
+func cabiIsSameThread(bsi *C.FutoInAsyncSteps) C.int {
+	n := nodeOf(bsi)
+	if n == nil {
+		return 0
+	}
+	return boolInt(n.flow.onLoop())
+}

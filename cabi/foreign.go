@@ -1,0 +1,670 @@
+//go:build cgo
+
+package cabi
+
+/*
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// foreign is an AsyncSteps that calls through a foreign FutoInAsyncSteps
+// table (decision 10). It never passes a NULL callback, never calls success
+// after adding sub-steps, and completes a Go step that returned without
+// completing, adding steps or waiting with an explicit success.
+type foreign struct {
+	p        *C.FutoInAsyncSteps
+	cb       *fcall // the callback this value was given to, if any
+	parallel bool
+	owner    *foreign // for a parallel: the step that made it
+	local    *asyncsteps.State
+}
+
+// fcall is the state of one Go callback run for a foreign table.
+type fcall struct {
+	thread     C.pthread_t
+	active     atomic.Bool // the callback runs
+	trampoline bool        // run by us: Error may abort it by panicking
+	added      atomic.Bool
+	completed  atomic.Bool
+	waiting    atomic.Bool
+	rec        uint64        // the record of the step, dropped on success
+	cancelRec  atomic.Uint64 // the record of SetCancel's function
+}
+
+// foreignAbort unwinds a Go callback after Error, Break or Continue.
+type foreignAbort struct{}
+
+// Records: the Go functions given to a foreign table, by the id in data.
+type frec struct {
+	step    asyncsteps.StepFunc
+	onerror asyncsteps.ErrorFunc
+	loop    asyncsteps.LoopFunc
+	repeat  asyncsteps.RepeatFunc
+	cancel  asyncsteps.CancelFunc
+	sched   func()
+}
+
+var frecs struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]*frec
+}
+
+func putRec(r *frec) uint64 {
+	frecs.mu.Lock()
+	defer frecs.mu.Unlock()
+	if frecs.m == nil {
+		frecs.m = make(map[uint64]*frec)
+	}
+	frecs.next++
+	frecs.m[frecs.next] = r
+	return frecs.next
+}
+
+func getRec(id uint64) *frec {
+	frecs.mu.Lock()
+	defer frecs.mu.Unlock()
+	return frecs.m[id]
+}
+
+func dropRec(id uint64) {
+	if id == 0 {
+		return
+	}
+	frecs.mu.Lock()
+	delete(frecs.m, id)
+	frecs.mu.Unlock()
+}
+
+func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
+	cb := &fcall{thread: C.pthread_self(), trampoline: true, rec: rec}
+	cb.active.Store(true)
+	return &foreign{p: bsi, cb: cb}
+}
+
+// run runs a Go callback, turning an abort into a return and a panic into
+// an InternalError of the step.
+func (w *foreign) run(f func()) {
+	defer func() {
+		w.cb.active.Store(false)
+		r := recover()
+		if r == nil {
+			return
+		}
+		if _, ok := r.(foreignAbort); ok {
+			return
+		}
+		if !w.cb.completed.Swap(true) {
+			w.handleError(asyncsteps.InternalError, fmt.Sprint(r))
+		}
+	}()
+	f()
+}
+
+// settle completes a step that returned without doing anything.
+func (w *foreign) settle() {
+	cb := w.cb
+	if cb.completed.Load() || cb.waiting.Load() {
+		return
+	}
+	if cb.added.Load() {
+		if cb.rec != 0 {
+			// The record of the step's error handler goes after its sub-steps.
+			rec := cb.rec
+			cb.rec = 0
+			w.addRaw(&frec{step: func(asyncsteps.AsyncSteps, ...any) { dropRec(rec) }}, false)
+		}
+		return
+	}
+	cb.completed.Store(true)
+	dropRec(cb.rec)
+	C.cabi_f_success(w.p, nil)
+}
+
+//export cabiForeignExec
+func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs) {
+	r := getRec(uint64(rec))
+	keep := uint64(0)
+	if r != nil && r.onerror != nil {
+		keep = uint64(rec) // the error handler may still need it
+	} else {
+		dropRec(uint64(rec))
+	}
+	w := newCall(bsi, keep)
+	if r != nil && r.step != nil {
+		vals := borrowArgs(args)
+		w.run(func() { r.step(w, vals...) })
+	} else {
+		w.cb.active.Store(false)
+	}
+	w.settle()
+}
+
+//export cabiForeignError
+func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
+	r := getRec(uint64(rec))
+	dropRec(uint64(rec))
+	if r == nil || r.onerror == nil {
+		return // a plain return: the error goes on
+	}
+	w := newCall(bsi, 0)
+	c := C.GoString(code)
+	w.run(func() { r.onerror(w, c) })
+}
+
+//export cabiForeignCancel
+func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
+	r := getRec(uint64(rec))
+	dropRec(uint64(rec))
+	if r == nil || r.cancel == nil {
+		return
+	}
+	w := newCall(bsi, 0)
+	w.cb.completed.Store(true) // a cancelled step completes nothing
+	w.run(func() { r.cancel(w) })
+}
+
+//export cabiForeignLoop
+func cabiForeignLoop(bsi *C.FutoInAsyncSteps, rec C.uint64_t, i C.uint64_t) {
+	r := getRec(uint64(rec))
+	w := newCall(bsi, 0)
+	switch {
+	case r == nil:
+		w.cb.active.Store(false)
+	case r.repeat != nil:
+		w.run(func() { r.repeat(w, int(i)) })
+	case r.loop != nil:
+		w.run(func() { r.loop(w) })
+	}
+	w.settle()
+}
+
+//export cabiForeignSched
+func cabiForeignSched(rec C.uint64_t) {
+	r := getRec(uint64(rec))
+	dropRec(uint64(rec))
+	if r != nil && r.sched != nil {
+		r.sched()
+	}
+}
+
+// inCallback reports whether the caller is the Go callback w was given to.
+func (w *foreign) inCallback() bool {
+	cb := w.cb
+	return cb != nil && cb.active.Load() && C.pthread_equal(C.pthread_self(), cb.thread) != 0
+}
+
+func (w *foreign) abort() {
+	if w.inCallback() && w.cb.trampoline {
+		panic(foreignAbort{})
+	}
+}
+
+func (w *foreign) markAdded() {
+	if w.cb != nil {
+		w.cb.added.Store(true)
+	}
+}
+
+func (w *foreign) handleError(code, info string) {
+	cc, ci := C.CString(code), C.CString(info)
+	defer C.free(unsafe.Pointer(cc))
+	defer C.free(unsafe.Pointer(ci))
+	C.cabi_f_handle_error(w.p, cc, ci)
+}
+
+// misuse reports a wrong use as an InternalError of the step.
+func (w *foreign) misuse(info string) {
+	if w.parallel {
+		w.owner.misuse(info)
+		return
+	}
+	if w.completeOnce() {
+		w.handleError(asyncsteps.InternalError, info)
+	}
+	w.abort()
+}
+
+func (w *foreign) refuse(call string) bool {
+	if w.parallel {
+		w.owner.misuse(call + " called on the value returned by Parallel")
+		return true
+	}
+	return false
+}
+
+// addRaw adds a step made of rec; false when the table cannot add.
+func (w *foreign) addRaw(r *frec, withEh bool) bool {
+	id := putRec(r)
+	if C.cabi_f_add(w.p, C.uint64_t(id), boolInt(withEh)) == 0 {
+		dropRec(id)
+		return false
+	}
+	w.markAdded()
+	return true
+}
+
+func firstOf[T any](s []T) (zero T) {
+	if len(s) == 0 {
+		return zero
+	}
+	return s[0]
+}
+
+// withLabel passes label as a C string, or NULL.
+func withLabel(label []string, f func(l *C.char)) {
+	l := firstOf(label)
+	if l == "" {
+		f(nil)
+		return
+	}
+	cl := C.CString(l)
+	defer C.free(unsafe.Pointer(cl))
+	f(cl)
+}
+
+// Add implements [asyncsteps.AsyncSteps].
+func (w *foreign) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if f == nil {
+		w.misuse("Add: nil step function")
+		return w
+	}
+	eh := firstOf(onerror)
+	if !w.addRaw(&frec{step: f, onerror: eh}, eh != nil) {
+		w.misuse("Add: the foreign table has no add")
+	}
+	return w
+}
+
+// Parallel implements [asyncsteps.AsyncSteps].
+func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if w.refuse("Parallel") {
+		return w
+	}
+	eh := firstOf(onerror)
+	var id uint64
+	if eh != nil {
+		id = putRec(&frec{onerror: eh})
+	}
+	pp := C.cabi_f_parallel(w.p, C.uint64_t(id), boolInt(eh != nil))
+	if pp == nil {
+		dropRec(id)
+		w.misuse("Parallel: the foreign table gave no parallel")
+		return w
+	}
+	w.markAdded()
+	return &foreign{p: pp, parallel: true, owner: w}
+}
+
+var stateVarName = C.CString("github.com/asyncsteps/asyncsteps/cabi.State")
+
+// State implements [asyncsteps.AsyncSteps]: a Go State kept in a state
+// variable of the foreign flow, so that all its Go callbacks share it.
+func (w *foreign) State() *asyncsteps.State {
+	if w.parallel {
+		return w.owner.State()
+	}
+	if slot := (*uint64)(C.cabi_f_state_variable(w.p, stateVarName, 1)); slot != nil {
+		if *slot == 0 {
+			*slot = putGoValue(&asyncsteps.State{})
+		}
+		if st, ok := getGoValue(*slot).(*asyncsteps.State); ok {
+			return st
+		}
+	}
+	if w.local == nil {
+		w.local = &asyncsteps.State{}
+	}
+	return w.local
+}
+
+// CopyFrom is not supported on a foreign table: it reports an InternalError.
+func (w *foreign) CopyFrom(*asyncsteps.Root) asyncsteps.AsyncSteps {
+	w.misuse("CopyFrom is not supported on a foreign AsyncSteps")
+	return w
+}
+
+// Sync implements [asyncsteps.AsyncSteps] with obj's own Sync on the
+// foreign steps.
+func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if obj == nil || f == nil {
+		w.misuse("Sync: nil Syncer or step function")
+		return w
+	}
+	return w.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		obj.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { f(as, args...) }, onerror...)
+	})
+}
+
+// SuccessStep implements [asyncsteps.AsyncSteps].
+func (w *foreign) SuccessStep(args ...any) asyncsteps.AsyncSteps {
+	if w.refuse("SuccessStep") {
+		return w
+	}
+	return w.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(args...) })
+}
+
+// Await implements [asyncsteps.AsyncSteps].
+func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if f == nil {
+		w.misuse("Await: nil function")
+		return w
+	}
+	return w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		ctx, cancel := context.WithCancel(context.Background())
+		as.SetCancel(func(asyncsteps.AsyncSteps) { cancel() })
+		go func() {
+			defer cancel()
+			v, err := callAwait(ctx, f)
+			if err == nil {
+				as.Success(v)
+				return
+			}
+			var e *asyncsteps.Error
+			if errors.As(err, &e) {
+				as.Error(e.Code, e.Info)
+				return
+			}
+			as.Error(asyncsteps.InternalError, err.Error())
+		}()
+	}, onerror...)
+}
+
+func callAwait(ctx context.Context, f asyncsteps.AwaitFunc) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f(ctx)
+}
+
+// NewInstance implements [asyncsteps.AsyncSteps]: a Go root on [Tool].
+func (w *foreign) NewInstance() *asyncsteps.Root {
+	return asyncsteps.New(asyncsteps.WithTool(w.Tool()))
+}
+
+// IsValid implements [asyncsteps.AsyncSteps].
+func (w *foreign) IsValid() bool { return C.cabi_f_is_valid(w.p) != 0 }
+
+// Tool implements [asyncsteps.AsyncSteps]: the foreign table's sched_*
+// functions, valid while the wrapped pointer is.
+func (w *foreign) Tool() asyncsteps.Tool { return foreignTool{p: w.p} }
+
+func (w *foreign) completeOnce() bool {
+	cb := w.cb
+	if cb == nil {
+		return true
+	}
+	if cb.completed.Swap(true) {
+		return false
+	}
+	dropRec(cb.cancelRec.Swap(0))
+	return true
+}
+
+// Success implements [asyncsteps.AsyncSteps]. After Add in the same
+// callback it reports an InternalError instead: some tables abort the
+// process on such a success.
+func (w *foreign) Success(args ...any) {
+	if w.refuse("Success") {
+		return
+	}
+	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
+		w.misuse("Success called after Add in the same callback")
+		return
+	}
+	if !w.completeOnce() {
+		return
+	}
+	if w.cb != nil {
+		dropRec(w.cb.rec)
+	}
+	a := makeArgs(args, true)
+	C.cabi_f_success(w.p, a.args)
+	a.free()
+}
+
+// Error implements [asyncsteps.AsyncSteps].
+func (w *foreign) Error(code string, info ...string) {
+	if w.refuse("Error") {
+		return
+	}
+	i := firstOf(info)
+	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
+		code, i = asyncsteps.InternalError, "Error("+code+") called after Add in the same callback"
+	}
+	if w.completeOnce() {
+		w.handleError(code, i)
+	}
+	w.abort()
+}
+
+func (w *foreign) waits() {
+	if w.cb != nil {
+		w.cb.waiting.Store(true)
+	}
+}
+
+// SetTimeout implements [asyncsteps.AsyncSteps].
+func (w *foreign) SetTimeout(d time.Duration) {
+	if w.refuse("SetTimeout") {
+		return
+	}
+	ms := uint32(min(max(d.Milliseconds(), 0), math.MaxUint32))
+	if C.cabi_f_set_timeout(w.p, C.uint32_t(ms)) != 0 {
+		w.waits()
+	}
+}
+
+// SetCancel implements [asyncsteps.AsyncSteps].
+func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
+	if w.refuse("SetCancel") {
+		return
+	}
+	if f == nil {
+		w.WaitExternal()
+		return
+	}
+	id := putRec(&frec{cancel: f})
+	if C.cabi_f_set_cancel(w.p, C.uint64_t(id)) == 0 {
+		dropRec(id)
+		return
+	}
+	if w.cb != nil {
+		dropRec(w.cb.cancelRec.Swap(id))
+	}
+	w.waits()
+}
+
+// WaitExternal implements [asyncsteps.AsyncSteps].
+func (w *foreign) WaitExternal() {
+	if w.refuse("WaitExternal") {
+		return
+	}
+	if C.cabi_f_wait_external(w.p) != 0 {
+		w.waits()
+	}
+}
+
+// hostLoop adds a step that runs a loop of the foreign table, so that the
+// loop's record is dropped when the loop is over.
+func (w *foreign) hostLoop(r *frec, start func(h *foreign, rec C.uint64_t) bool) asyncsteps.AsyncSteps {
+	id := putRec(r)
+	host := func(as asyncsteps.AsyncSteps, _ ...any) {
+		h := as.(*foreign)
+		if !start(h, C.uint64_t(id)) {
+			dropRec(id)
+			h.misuse("the foreign table has no loop or repeat")
+			return
+		}
+		h.markAdded()
+		h.Add(func(asyncsteps.AsyncSteps, ...any) { dropRec(id) })
+	}
+	if !w.addRaw(&frec{step: host, onerror: func(asyncsteps.AsyncSteps, string) { dropRec(id) }}, true) {
+		dropRec(id)
+		w.misuse("the foreign table has no add")
+	}
+	return w
+}
+
+// Loop implements [asyncsteps.AsyncSteps].
+func (w *foreign) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncSteps {
+	if f == nil {
+		w.misuse("Loop: nil function")
+		return w
+	}
+	return w.hostLoop(&frec{loop: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
+		withLabel(label, func(l *C.char) { ok = C.cabi_f_loop(h.p, rec, l) != 0 })
+		return ok
+	})
+}
+
+// Repeat implements [asyncsteps.AsyncSteps].
+func (w *foreign) Repeat(count int, f asyncsteps.RepeatFunc, label ...string) asyncsteps.AsyncSteps {
+	if f == nil {
+		w.misuse("Repeat: nil function")
+		return w
+	}
+	n := C.size_t(max(count, 0))
+	return w.hostLoop(&frec{repeat: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
+		withLabel(label, func(l *C.char) { ok = C.cabi_f_repeat(h.p, rec, n, l) != 0 })
+		return ok
+	})
+}
+
+// ForEach implements [asyncsteps.AsyncSteps] with repeat over a snapshot
+// of a slice, array, map (keys sorted when ordered) or iter.Seq2. A *State
+// is not supported on a foreign table.
+func (w *foreign) ForEach(collection any, f asyncsteps.ForEachFunc, label ...string) asyncsteps.AsyncSteps {
+	keys, vals, err := snapshot(collection)
+	if err != "" || f == nil {
+		w.misuse(cmp.Or(err, "ForEach: nil function"))
+		return w
+	}
+	return w.Repeat(len(keys), func(as asyncsteps.AsyncSteps, i int) { f(as, keys[i], vals[i]) }, label...)
+}
+
+func snapshot(c any) (keys, vals []any, err string) {
+	if _, ok := c.(*asyncsteps.State); ok {
+		return nil, nil, "ForEach over a *State is not supported on a foreign AsyncSteps"
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			keys = append(keys, i)
+			vals = append(vals, v.Index(i).Interface())
+		}
+	case reflect.Map:
+		ks := v.MapKeys()
+		slices.SortFunc(ks, compareValues)
+		for _, k := range ks {
+			keys = append(keys, k.Interface())
+			vals = append(vals, v.MapIndex(k).Interface())
+		}
+	case reflect.Func:
+		if !v.Type().CanSeq2() {
+			return nil, nil, fmt.Sprintf("ForEach: cannot iterate over %T", c)
+		}
+		for k, x := range v.Seq2() {
+			keys = append(keys, k.Interface())
+			vals = append(vals, x.Interface())
+		}
+	default:
+		return nil, nil, fmt.Sprintf("ForEach: cannot iterate over %T", c)
+	}
+	return keys, vals, ""
+}
+
+func compareValues(a, b reflect.Value) int {
+	switch {
+	case a.CanInt():
+		return cmp.Compare(a.Int(), b.Int())
+	case a.CanUint():
+		return cmp.Compare(a.Uint(), b.Uint())
+	case a.CanFloat():
+		return cmp.Compare(a.Float(), b.Float())
+	case a.Kind() == reflect.String:
+		return cmp.Compare(a.String(), b.String())
+	}
+	return 0
+}
+
+// Break implements [asyncsteps.AsyncSteps].
+func (w *foreign) Break(label ...string) {
+	if w.refuse("Break") {
+		return
+	}
+	if w.completeOnce() {
+		withLabel(label, func(l *C.char) { C.cabi_f_break(w.p, l) })
+	}
+	w.abort()
+}
+
+// Continue implements [asyncsteps.AsyncSteps].
+func (w *foreign) Continue(label ...string) {
+	if w.refuse("Continue") {
+		return
+	}
+	if w.completeOnce() {
+		withLabel(label, func(l *C.char) { C.cabi_f_continue(w.p, l) })
+	}
+	w.abort()
+}
+
+// foreignTool is the event loop of a foreign table, through its sched_*.
+type foreignTool struct{ p *C.FutoInAsyncSteps }
+
+func (t foreignTool) Immediate(f func()) asyncsteps.Handle { return t.sched(false, 0, f) }
+
+func (t foreignTool) Deferred(d time.Duration, f func()) asyncsteps.Handle {
+	return t.sched(true, uint32(min(max(d.Milliseconds(), 0), math.MaxUint32)), f)
+}
+
+func (t foreignTool) sched(deferred bool, ms uint32, f func()) asyncsteps.Handle {
+	id := putRec(&frec{sched: f})
+	h := &foreignHandle{p: t.p, rec: id}
+	if C.cabi_f_sched(t.p, C.uint32_t(ms), boolInt(deferred), C.uint64_t(id), &h.h) == 0 {
+		dropRec(id)
+		h.rec = 0
+	}
+	return h
+}
+
+func (t foreignTool) IsSameThread() bool { return C.cabi_f_is_same_thread(t.p) == 1 }
+
+func (t foreignTool) Now() time.Time { return time.Now() }
+
+type foreignHandle struct {
+	p   *C.FutoInAsyncSteps
+	h   C.FutoInHandle
+	rec uint64
+}
+
+func (h *foreignHandle) Cancel() {
+	if h.rec != 0 {
+		C.cabi_f_sched_cancel(h.p, &h.h)
+		dropRec(h.rec)
+	}
+}
+
+func (h *foreignHandle) IsValid() bool {
+	return h.rec != 0 && getRec(h.rec) != nil && C.cabi_f_sched_is_valid(h.p, &h.h) != 0
+}

@@ -1,0 +1,1058 @@
+// C steps and a fake foreign table for the tests of package cabi.
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctest.h"
+
+// ---- trace ---------------------------------------------------------------------
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static char trace[1 << 16];
+static size_t trace_len;
+static int done;
+static int cleanups;
+static int have_thread;
+static pthread_t loop_thread;
+
+void ct_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    trace[0] = 0;
+    trace_len = 0;
+    done = 0;
+    cleanups = 0;
+    have_thread = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+static void logf_(const char* fmt, ...)
+{
+    pthread_mutex_lock(&mu);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(trace + trace_len, sizeof(trace) - trace_len - 1, fmt, ap);
+    va_end(ap);
+    if (n > 0 && trace_len + n < sizeof(trace) - 2) {
+        trace_len += n;
+        trace[trace_len++] = '\n';
+        trace[trace_len] = 0;
+    }
+    pthread_mutex_unlock(&mu);
+}
+#define LOG(...) logf_(__VA_ARGS__)
+
+const char* ct_trace(void) { return trace; }
+
+int ct_done(void)
+{
+    pthread_mutex_lock(&mu);
+    int d = done;
+    pthread_mutex_unlock(&mu);
+    return d;
+}
+
+int ct_cleanups(void)
+{
+    pthread_mutex_lock(&mu);
+    int c = cleanups;
+    pthread_mutex_unlock(&mu);
+    return c;
+}
+
+static void mark_done(void)
+{
+    pthread_mutex_lock(&mu);
+    ++done;
+    pthread_mutex_unlock(&mu);
+}
+
+// enter checks that a callback runs on the loop's thread (decision 4).
+static void enter(FutoInAsyncSteps* bsi)
+{
+    pthread_mutex_lock(&mu);
+    int bad = 0;
+    if (!have_thread) {
+        have_thread = 1;
+        loop_thread = pthread_self();
+    } else if (!pthread_equal(loop_thread, pthread_self())) {
+        bad = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    if (bad) {
+        LOG("VIOLATION: callback on another thread");
+    }
+    if (bsi != NULL && bsi->api->is_same_thread(bsi) != 1) {
+        LOG("VIOLATION: is_same_thread is not 1 in a callback");
+    }
+}
+
+static void count_cleanup(FutoInBinaryValue* v)
+{
+    (void)v;
+    pthread_mutex_lock(&mu);
+    ++cleanups;
+    pthread_mutex_unlock(&mu);
+}
+
+static void custom_cleanup(FutoInBinaryValue* v)
+{
+    LOG("custom cleanup %d", *(const int*)v->p);
+    free((void*)v->p);
+    count_cleanup(v);
+}
+
+static const FutoInType t_i32 = {FTN_TYPE_INT32, count_cleanup};
+static const FutoInType t_str = {FTN_TYPE_STRING, count_cleanup};
+static const FutoInType t_str16 = {FTN_TYPE_STRING16, count_cleanup};
+static const FutoInType t_arr_i32 = {FTN_TYPE_ARRAY | FTN_TYPE_INT32, count_cleanup};
+static const FutoInType t_u8 = {FTN_TYPE_UINT8, NULL};
+static const FutoInType t_double = {FTN_TYPE_DOUBLE, NULL};
+static const FutoInType t_bool = {FTN_TYPE_BOOL, NULL};
+static const FutoInType t_custom = {FTN_TYPE_CUSTOM_OBJECT, custom_cleanup};
+
+static void end_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)data;
+    (void)args;
+    enter(bsi);
+    LOG("end");
+    mark_done();
+}
+
+static void unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    enter(bsi);
+    LOG("unhandled %s data=%s root=%d", code, (const char*)data, bsi->api->isValid(bsi));
+    mark_done();
+}
+
+void ct_execute(FutoInAsyncSteps* root, const char* data)
+{
+    root->api->add(root, NULL, end_step, NULL);
+    root->api->execute(root, (void*)data, unhandled);
+}
+
+void ct_cancel(FutoInAsyncSteps* root) { root->api->cancel(root); }
+void ct_free(FutoInAsyncSteps* root) { root->api->free(root); }
+
+// ---- args (decision 1) -------------------------------------------------------------
+
+static void args1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("args1 in=%d", in != NULL && in->arg0.type == NULL);
+    char* s = strdup("h\xc3\xa9llo"); // 6 bytes, 6 code units
+    char16_t s16[] = {'h', 0xe9, 'l', 'l', 'o', 0};
+    int32_t arr[] = {1, 2, 3};
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_i32;
+    out.arg0.i32 = 42;
+    out.arg1.type = &t_str;
+    out.arg1.cstr = s;
+    out.arg1.length = 6;
+    out.arg2.type = &t_arr_i32;
+    out.arg2.p = arr;
+    out.arg2.length = 3;
+    out.arg3.type = &t_str16;
+    out.arg3.cstr16 = s16;
+    out.arg3.length = 5;
+    bsi->api->success(bsi, &out);
+    memset(s, 'x', 6); // copied: the caller may reuse its memory at once
+    free(s);
+    arr[0] = 99;
+    s16[0] = 'X';
+    int reset = out.arg0.type == NULL && out.arg1.type == NULL && out.arg2.type == NULL && out.arg3.type == NULL;
+    LOG("args1 reset=%d cleanups=%d", reset, ct_cleanups());
+}
+
+void ct_args(FutoInAsyncSteps* root) { root->api->add(root, NULL, args1, NULL); }
+
+static void args2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    const FutoInBinaryValue* a = in->args;
+    LOG("args2 %d:%d %d:%.*s/%u %d:%u:%s,%s %d",
+        a[0].type->flags, a[0].i32,
+        a[1].type->flags, (int)a[1].length, a[1].cstr, a[1].length,
+        a[2].type->flags, a[2].length, ((const char* const*)a[2].p)[0], ((const char* const*)a[2].p)[1],
+        a[3].type->flags);
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0 = a[3]; // the Go value comes back as itself
+    out.arg1.type = &t_u8;
+    out.arg1.u8 = 200;
+    out.arg2.type = &t_double;
+    out.arg2.d = 1.5;
+    out.arg3.type = &t_bool;
+    out.arg3.b = true;
+    bsi->api->success(bsi, &out);
+}
+
+void ct_go_value(FutoInAsyncSteps* root) { root->api->add(root, NULL, args2, NULL); }
+
+// ---- custom objects ------------------------------------------------------------------
+
+static void custom1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    int* p = malloc(sizeof(int));
+    *p = 5;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_custom;
+    out.arg0.p = p;
+    out.arg0.custom_data = (void*)&t_custom;
+    bsi->api->success(bsi, &out);
+    LOG("custom1 reset=%d cleanups=%d", out.arg0.type == NULL, ct_cleanups());
+}
+
+static void custom2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("custom2 %d same=%d cleanups=%d", *(const int*)in->arg0.p, in->arg0.type == &t_custom, ct_cleanups());
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0 = in->arg0; // passed on: no cleanup for this step
+    bsi->api->success(bsi, &out);
+}
+
+static void custom3(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("custom3 %d cleanups=%d", *(const int*)in->arg0.p, ct_cleanups());
+}
+
+static void custom4(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("custom4 cleanups=%d", ct_cleanups());
+}
+
+void ct_custom(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, custom1, NULL);
+    root->api->add(root, NULL, custom2, NULL);
+    root->api->add(root, NULL, custom3, NULL);
+    root->api->add(root, NULL, custom4, NULL);
+    root->api->add(root, NULL, custom1, NULL); // dropped by the Go side: cleaned up by the GC
+}
+
+// ---- errors (decisions 2 and 5) ---------------------------------------------------------
+
+static void err1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("err1 last_exception=%s", (const char*)bsi->api->stateVariable(bsi, NULL, "last_exception", NULL, NULL));
+    char code[] = "MyError", info[] = "my info";
+    bsi->api->handle_error(bsi, code, info);
+    strcpy(code, "xxxxxxx"); // copied
+    strcpy(info, "xxxxxxx");
+    LOG("err1 returns");
+}
+
+static void err1_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    LOG("err1_eh %s info=%s last_exception=%s unknown=%p", code,
+        (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL),
+        (const char*)bsi->api->stateVariable(bsi, NULL, "last_exception", NULL, NULL),
+        bsi->api->stateVariable(bsi, NULL, "unknown", NULL, NULL));
+}
+
+void ct_errors(FutoInAsyncSteps* root) { root->api->add(root, NULL, err1, err1_eh); }
+
+static void misuse_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    LOG("VIOLATION: sub-step ran after success after add");
+    (void)bsi;
+}
+
+static void misuse1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    bsi->api->add(bsi, data, misuse_sub, NULL);
+    bsi->api->success(bsi, NULL);
+    LOG("misuse1 returns");
+}
+
+static void misuse_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    LOG("misuse_eh %s: %s", code, (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
+    bsi->api->success(bsi, NULL);
+}
+
+void ct_misuse(FutoInAsyncSteps* root) { root->api->add(root, NULL, misuse1, misuse_eh); }
+
+// ---- state variables (decision 2) -------------------------------------------------------
+
+static void* var_alloc(void* data)
+{
+    LOG("alloc %s", (const char*)data);
+    return calloc(1, sizeof(int));
+}
+
+static void var_cleanup(void* data, void* value)
+{
+    LOG("cleanup %s=%d", (const char*)data, *(int*)value);
+    free(value);
+}
+
+static void state1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    int* v = bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup);
+    *v += 1;
+    LOG("state1 missing=%p", bsi->api->stateVariable(bsi, NULL, "missing", NULL, NULL));
+}
+
+static void state2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    int* v = bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup);
+    *v += 1;
+    int* w = bsi->api->stateVariable(bsi, NULL, "counter", NULL, NULL);
+    LOG("state2 counter=%d same=%d", *v, v == w);
+}
+
+void ct_state(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, state1, NULL);
+    root->api->add(root, NULL, state2, NULL);
+}
+
+// ---- stack (decision 6) ------------------------------------------------------------------
+
+static void stack_cleanup(void* p)
+{
+    LOG("stack cleanup %d", *(int*)p);
+}
+
+static void stack_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("stack sub");
+}
+
+static void stack_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    LOG("stack eh %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+static void stack_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    enter(bsi);
+    LOG("stack cancel");
+}
+
+static void stack1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    int mode = (int)(intptr_t)data;
+    unsigned char* p = bsi->api->stack(bsi, 64, stack_cleanup);
+    int zeroed = 1;
+    for (int i = 0; i < 64; ++i) {
+        zeroed &= p[i] == 0;
+    }
+    void* q = bsi->api->stack(bsi, 3, NULL); // NULL cleanup: only freed
+    LOG("stack1 zeroed=%d aligned=%d", zeroed,
+        (uintptr_t)p % alignof(max_align_t) == 0 && (uintptr_t)q % alignof(max_align_t) == 0);
+    *(int*)p = mode;
+    switch (mode) {
+    case 0:
+        bsi->api->success(bsi, NULL);
+        break;
+    case 1:
+        bsi->api->add(bsi, data, stack_sub, NULL);
+        break;
+    case 2:
+        bsi->api->handle_error(bsi, "Fail", NULL);
+        break;
+    case 3:
+        bsi->api->setCancel(bsi, data, stack_cancel);
+        LOG("waiting");
+        break;
+    }
+    LOG("stack1 returns");
+}
+
+static void stack2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("stack2");
+}
+
+void ct_stack(FutoInAsyncSteps* root, int mode)
+{
+    root->api->add(root, (void*)(intptr_t)mode, stack1, stack_eh);
+    root->api->add(root, NULL, stack2, NULL);
+}
+
+// ---- timeout, setCancel (decisions 7 and 8 of the engine) -----------------------------------
+
+static void to_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    enter(bsi);
+    LOG("timeout cancel");
+}
+
+static void to_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    LOG("timeout eh %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+static void to1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    int* p = bsi->api->stack(bsi, sizeof(int), stack_cleanup);
+    *p = 8;
+    bsi->api->setCancel(bsi, data, to_cancel);
+    bsi->api->setTimeout(bsi, 20);
+}
+
+static void to2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("after timeout");
+}
+
+void ct_timeout(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, to1, to_eh);
+    root->api->add(root, NULL, to2, NULL);
+}
+
+// ---- waitExternal and other threads (decision 4) ------------------------------------------
+
+static FutoInAsyncSteps* stale;
+
+static void* wait_thread(void* arg)
+{
+    FutoInAsyncSteps* bsi = arg;
+    usleep(5000);
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_i32;
+    out.arg0.i32 = 7;
+    LOG("thread: is_same_thread=%d", bsi->api->is_same_thread(bsi));
+    bsi->api->success(bsi, &out);
+    out.arg0.type = &t_i32; // a second completion is ignored, its value still cleaned up
+    out.arg0.i32 = 8;
+    bsi->api->success(bsi, &out);
+    bsi->api->handle_error(bsi, "Late", NULL);
+    return NULL;
+}
+
+static void wait1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    bsi->api->waitExternal(bsi);
+    pthread_t t;
+    pthread_create(&t, NULL, wait_thread, bsi);
+    pthread_detach(t);
+    usleep(10000); // the thread completes the step while this callback still runs
+    LOG("wait1 returns");
+}
+
+static void wait2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("wait2 %d cleanups=%d", in->arg0.i32, ct_cleanups());
+}
+
+void ct_wait(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, wait1, NULL);
+    root->api->add(root, NULL, wait2, NULL);
+}
+
+// ---- loops (decision 9) -------------------------------------------------------------------
+
+static int outer_i;
+
+static void inner_body(FutoInAsyncSteps* bsi, void* data, size_t j)
+{
+    (void)data;
+    enter(bsi);
+    LOG("inner %d.%zu", outer_i, j);
+    if (j == 0) {
+        bsi->api->continueLoop(bsi, ""); // "" == NULL: the innermost loop
+        return; // C has no exceptions: return after raising (spec 2.7.2)
+    }
+    if (outer_i == 1 && j == 1) {
+        bsi->api->continueLoop(bsi, "outer");
+    }
+    if (outer_i == 2 && j == 1) {
+        bsi->api->breakLoop(bsi, "outer");
+    }
+}
+
+static void outer_body(FutoInAsyncSteps* bsi, void* data)
+{
+    enter(bsi);
+    LOG("outer %d", ++outer_i);
+    bsi->api->repeat(bsi, data, 3, inner_body, NULL);
+}
+
+static void loops1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    outer_i = 0;
+    bsi->api->loop(bsi, data, outer_body, "outer");
+}
+
+static void loops2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("after loops args=%d", in->arg0.type != NULL);
+}
+
+void ct_loops(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, loops1, NULL);
+    root->api->add(root, NULL, loops2, NULL);
+}
+
+// ---- parallel and rootId (decisions 5 and 9) ------------------------------------------------
+
+static ptrdiff_t root_id, step_id, branch_ids[3];
+
+static void nested(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    int i = (int)(intptr_t)data;
+    LOG("nested %d same=%d", i, bsi->api->rootId(bsi) == branch_ids[i]);
+}
+
+static void branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    enter(bsi);
+    int i = (int)(intptr_t)data;
+    LOG("branch %d args=%d", i, in->arg0.type != NULL);
+    branch_ids[i] = bsi->api->rootId(bsi);
+    bsi->api->add(bsi, data, nested, NULL);
+}
+
+static void par1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    step_id = bsi->api->rootId(bsi);
+    FutoInAsyncSteps* p = bsi->api->parallel(bsi, NULL, NULL);
+    for (int i = 0; i < 3; ++i) {
+        p->api->add(p, (void*)(intptr_t)i, branch, NULL);
+    }
+}
+
+static void par2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    int distinct = branch_ids[0] != branch_ids[1] && branch_ids[1] != branch_ids[2] && branch_ids[0] != branch_ids[2];
+    for (int i = 0; i < 3; ++i) {
+        distinct &= branch_ids[i] != root_id;
+    }
+    LOG("par2 flow same=%d step same=%d branches distinct=%d", bsi->api->rootId(bsi) == root_id, step_id == root_id, distinct);
+}
+
+void ct_parallel(FutoInAsyncSteps* root)
+{
+    root_id = root->api->rootId(root);
+    root->api->add(root, NULL, par1, NULL);
+    root->api->add(root, NULL, par2, NULL);
+}
+
+// ---- sched_* (decision 7) -------------------------------------------------------------------
+
+static FutoInAsyncSteps* sched_step;
+static FutoInHandle h_imm, h_def, h_cancelled;
+
+static void from_thread_cb(void* data)
+{
+    (void)data;
+    enter(sched_step);
+    LOG("sched from thread");
+    sched_step->api->success(sched_step, NULL);
+}
+
+static void* sched_thread(void* arg)
+{
+    (void)arg;
+    FutoInHandle h = sched_step->api->sched_immediate(sched_step, NULL, from_thread_cb);
+    (void)h;
+    return NULL;
+}
+
+static void sched_cb(void* data)
+{
+    enter(sched_step);
+    FutoInAsyncSteps* b = sched_step;
+    LOG("sched %s imm=%d def=%d cancelled=%d", (const char*)data,
+        b->api->sched_is_valid(b, &h_imm), b->api->sched_is_valid(b, &h_def), b->api->sched_is_valid(b, &h_cancelled));
+    if (strcmp((const char*)data, "def") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, sched_thread, NULL);
+        pthread_detach(t);
+    }
+}
+
+static void cancelled_cb(void* data)
+{
+    (void)data;
+    LOG("VIOLATION: a cancelled callback ran");
+}
+
+static void sched1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    sched_step = bsi;
+    h_def = bsi->api->sched_deferred(bsi, 10, "def", sched_cb);
+    h_imm = bsi->api->sched_immediate(bsi, "imm", sched_cb);
+    h_cancelled = bsi->api->sched_deferred(bsi, 5, NULL, cancelled_cb);
+    LOG("sched1 valid=%d%d%d", bsi->api->sched_is_valid(bsi, &h_imm), bsi->api->sched_is_valid(bsi, &h_def),
+        bsi->api->sched_is_valid(bsi, &h_cancelled));
+    bsi->api->sched_cancel(bsi, &h_cancelled);
+    bsi->api->sched_cancel(bsi, &h_cancelled); // harmless
+    LOG("sched1 cancelled valid=%d", bsi->api->sched_is_valid(bsi, &h_cancelled));
+    bsi->api->waitExternal(bsi);
+}
+
+void ct_sched(FutoInAsyncSteps* root) { root->api->add(root, NULL, sched1, NULL); }
+
+// ---- addSync (decision 8) -------------------------------------------------------------------
+
+typedef struct {
+    FutoInAsyncSteps* bsi;
+    const char* name;
+    int fail;
+} sync_step;
+
+static void sync_leave(void* data)
+{
+    sync_step* s = data;
+    enter(s->bsi);
+    LOG("%s leave", s->name);
+    if (s->fail) {
+        s->bsi->api->handle_error(s->bsi, "Fail", NULL);
+    } else {
+        s->bsi->api->success(s->bsi, NULL);
+    }
+}
+
+static void sync_f(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    sync_step* s = bsi->api->stack(bsi, sizeof(sync_step), NULL);
+    *s = *(sync_step*)data;
+    s->bsi = bsi;
+    LOG("%s enter", s->name);
+    bsi->api->waitExternal(bsi);
+    bsi->api->sched_deferred(bsi, 5, s, sync_leave);
+}
+
+static void sync_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    enter(bsi);
+    LOG("%s eh %s", ((sync_step*)data)->name, code);
+    bsi->api->success(bsi, NULL);
+}
+
+static sync_step sync_steps[8];
+static int nsync;
+
+void ct_sync(FutoInAsyncSteps* root, FutoInSync* sync, const char* name, int fail)
+{
+    sync_step* s = &sync_steps[nsync++ % 8];
+    s->name = name;
+    s->fail = fail;
+    root->api->addSync(root, sync, s, sync_f, sync_eh);
+}
+
+// A foreign FutoInSync: lock waits for a scheduled callback, unlock logs.
+static FutoInAsyncSteps* lock_bsi;
+
+static void fake_locked(void* data)
+{
+    (void)data;
+    enter(lock_bsi);
+    LOG("locked");
+    lock_bsi->api->success(lock_bsi, NULL);
+}
+
+static void fake_lock(FutoInAsyncSteps* bsi, FutoInSync* sync)
+{
+    (void)sync;
+    enter(bsi);
+    LOG("lock");
+    lock_bsi = bsi;
+    bsi->api->waitExternal(bsi);
+    bsi->api->sched_immediate(bsi, NULL, fake_locked);
+}
+
+static void fake_unlock(FutoInAsyncSteps* bsi, FutoInSync* sync)
+{
+    (void)sync;
+    enter(bsi);
+    LOG("unlock");
+}
+
+static const FutoInSyncAPI fake_sync_api = {{{fake_lock, fake_unlock}}};
+
+FutoInSync* ct_fake_sync(void)
+{
+    static struct {
+        const FutoInSyncAPI* api;
+    } s = {&fake_sync_api};
+    return (FutoInSync*)&s;
+}
+
+// ---- stale pointers (decision 5) ------------------------------------------------------------
+
+static void stale_added(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)data;
+    (void)in;
+    LOG("VIOLATION: a step added on a stale pointer ran");
+}
+
+static void stale1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    stale = bsi;
+    LOG("stale1 valid=%d", bsi->api->isValid(bsi));
+}
+
+void ct_stale_call(void)
+{
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_i32;
+    out.arg0.i32 = 1;
+    stale->api->success(stale, &out);
+    stale->api->handle_error(stale, "Stale", NULL);
+    stale->api->add(stale, NULL, stale_added, NULL);
+    stale->api->setTimeout(stale, 1);
+    stale->api->waitExternal(stale);
+    LOG("stale valid=%d reset=%d", stale->api->isValid(stale), out.arg0.type == NULL);
+}
+
+static void stale2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    ct_stale_call();
+    LOG("stale2 cleanups=%d", ct_cleanups());
+}
+
+void ct_stale(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, stale1, NULL);
+    root->api->add(root, NULL, stale2, NULL);
+}
+
+// ---- a fake foreign table (decision 10) -------------------------------------------------------
+
+typedef struct {
+    FutoInAsyncSteps_execute_callback f;
+    FutoInAsyncSteps_error_callback eh;
+    void (*repeat)(FutoInAsyncSteps*, void*, size_t);
+    size_t count;
+    void* data;
+} fk_step;
+
+typedef struct fk fk;
+struct fk {
+    const FutoInAsyncStepsAPI* api;
+    fk* root;
+    fk_step subs[8];
+    int nsubs;
+    int completed, failed, waiting;
+    char code[64];
+    FutoInArgs result;
+    // root only
+    char var_name[128];
+    void* var;
+    void (*var_cleanup)(void*, void*);
+};
+
+static void fk_init(fk* f, const FutoInAsyncStepsAPI* api, fk* root)
+{
+    memset(f, 0, sizeof(*f));
+    f->api = api;
+    f->root = root ? root : f;
+}
+
+static void fk_add(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
+{
+    fk* self = (fk*)bsi;
+    if (f == NULL || eh == NULL) {
+        LOG("VIOLATION: NULL callback given to add");
+    }
+    if (self->completed) {
+        LOG("VIOLATION: add after completion");
+    }
+    fk_step* s = &self->subs[self->nsubs++];
+    memset(s, 0, sizeof(*s));
+    s->f = f;
+    s->eh = eh;
+    s->data = data;
+}
+
+static void fk_repeat(FutoInAsyncSteps* bsi, void* data, size_t count, void (*f)(FutoInAsyncSteps*, void*, size_t), const char* label)
+{
+    fk* self = (fk*)bsi;
+    if (f == NULL) {
+        LOG("VIOLATION: NULL callback given to repeat");
+    }
+    LOG("fake: repeat %zu label=%s", count, label ? label : "NULL");
+    fk_step* s = &self->subs[self->nsubs++];
+    memset(s, 0, sizeof(*s));
+    s->repeat = f;
+    s->count = count;
+    s->data = data;
+}
+
+static void fk_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
+{
+    fk* self = (fk*)bsi;
+    if (self->nsubs > 0) {
+        LOG("VIOLATION: success after add (a real implementation aborts here)");
+    }
+    if (self->completed) {
+        LOG("VIOLATION: completed twice");
+    }
+    self->completed = 1;
+    if (args != NULL) {
+        self->result = *args;
+        memset(args, 0, sizeof(*args));
+    }
+}
+
+static void fk_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    fk* self = (fk*)bsi;
+    LOG("fake: handle_error %s: %s", code, info ? info : "NULL");
+    if (self->completed) {
+        LOG("VIOLATION: completed twice");
+    }
+    self->completed = 1;
+    self->failed = 1;
+    snprintf(self->code, sizeof(self->code), "%s", code);
+}
+
+static void* fk_state_variable(FutoInAsyncSteps* bsi, void* data, const char* name, void* (*allocate)(void*), void (*cleanup)(void*, void*))
+{
+    fk* root = ((fk*)bsi)->root;
+    if (root->var != NULL && strcmp(root->var_name, name) == 0) {
+        return root->var;
+    }
+    if (allocate == NULL) {
+        return NULL;
+    }
+    if (cleanup == NULL) {
+        LOG("VIOLATION: NULL cleanup given to stateVariable");
+    }
+    snprintf(root->var_name, sizeof(root->var_name), "%s", name);
+    root->var = allocate(data);
+    root->var_cleanup = cleanup;
+    return root->var;
+}
+
+static void fk_wait(FutoInAsyncSteps* bsi)
+{
+    ((fk*)bsi)->waiting = 1;
+    LOG("fake: waitExternal");
+}
+
+static ptrdiff_t fk_root_id(FutoInAsyncSteps* bsi) { return (ptrdiff_t)((fk*)bsi)->root; }
+static int fk_is_valid(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    return 1;
+}
+static int fk_same_thread(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    return 1;
+}
+
+static const FutoInAsyncStepsAPI fk_api = {{{
+    .add = fk_add,
+    .stateVariable = fk_state_variable,
+    .success = fk_success,
+    .handle_error = fk_handle_error,
+    .waitExternal = fk_wait,
+    .repeat = fk_repeat,
+    .rootId = fk_root_id,
+    .isValid = fk_is_valid,
+    .is_same_thread = fk_same_thread,
+}}};
+
+static void fk_run(fk* self, FutoInArgs* in);
+
+// fk_settle looks at a finished step: 0 on success (its result in *out), 1 on error.
+static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
+{
+    if (!child->failed && child->nsubs > 0) {
+        fk_run(child, NULL);
+        if (!child->failed) {
+            *out = child->result;
+            return 0;
+        }
+    }
+    if (child->failed) {
+        if (s->eh == NULL) {
+            return 1;
+        }
+        fk h;
+        fk_init(&h, &fk_api, child->root);
+        s->eh((FutoInAsyncSteps*)&h, s->data, child->code);
+        if (h.nsubs > 0) {
+            fk_run(&h, NULL);
+        }
+        if (h.completed && !h.failed) {
+            *out = h.result;
+            return 0;
+        }
+        snprintf(child->code, sizeof(child->code), "%s", h.failed ? h.code : child->code);
+        return 1;
+    }
+    if (child->waiting) {
+        LOG("fake: the step waits: not supported");
+        return 1;
+    }
+    if (!child->completed) {
+        LOG("VIOLATION: a step returned without completing (no implicit success here)");
+        return 1;
+    }
+    *out = child->result;
+    return 0;
+}
+
+static void fk_run(fk* self, FutoInArgs* in)
+{
+    FutoInArgs args;
+    memset(&args, 0, sizeof(args));
+    if (in != NULL) {
+        args = *in;
+    }
+    for (int i = 0; i < self->nsubs; ++i) {
+        fk_step* s = &self->subs[i];
+        FutoInArgs out;
+        memset(&out, 0, sizeof(out));
+        if (s->repeat != NULL) {
+            for (size_t j = 0; j < s->count; ++j) {
+                fk child;
+                fk_init(&child, &fk_api, self->root);
+                s->repeat((FutoInAsyncSteps*)&child, s->data, j);
+                FutoInArgs ignored;
+                if (fk_settle(&child, s, &ignored)) {
+                    self->failed = 1;
+                    snprintf(self->code, sizeof(self->code), "%s", child.code);
+                    return;
+                }
+                for (int k = 0; k < 4; ++k) {
+                    futoin_reset_binval(&ignored.args[k]);
+                }
+            }
+        } else {
+            fk child;
+            fk_init(&child, &fk_api, self->root);
+            s->f((FutoInAsyncSteps*)&child, s->data, &args);
+            int failed = fk_settle(&child, s, &out);
+            for (int k = 0; k < 4; ++k) {
+                futoin_reset_binval(&args.args[k]);
+            }
+            if (failed) {
+                self->failed = 1;
+                snprintf(self->code, sizeof(self->code), "%s", child.code);
+                return;
+            }
+        }
+        args = out;
+    }
+    self->result = args;
+}
+
+FutoInAsyncSteps* ct_fake_root(void)
+{
+    fk* r = malloc(sizeof(fk));
+    fk_init(r, &fk_api, NULL);
+    return (FutoInAsyncSteps*)r;
+}
+
+void ct_fake_run(FutoInAsyncSteps* root)
+{
+    fk* r = (fk*)root;
+    fk_run(r, NULL);
+    LOG("fake: end failed=%d %s", r->failed, r->failed ? r->code : "");
+    for (int k = 0; k < 4; ++k) {
+        futoin_reset_binval(&r->result.args[k]);
+    }
+}
+
+void ct_fake_free(FutoInAsyncSteps* root)
+{
+    fk* r = (fk*)root;
+    if (r->var != NULL && r->var_cleanup != NULL) {
+        r->var_cleanup(NULL, r->var);
+    }
+    free(r);
+}

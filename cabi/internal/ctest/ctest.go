@@ -1,0 +1,95 @@
+// Package ctest holds the C side of the tests of package cabi: C steps
+// driven through the FutoInAsyncSteps table, and a fake foreign table.
+// cgo cannot be used in _test.go files, hence this package.
+package ctest
+
+/*
+#cgo CFLAGS: -std=gnu11 -I${SRCDIR}/../..
+#cgo LDFLAGS: -lpthread
+#include <stdlib.h>
+#include "ctest.h"
+*/
+import "C"
+
+import (
+	"strings"
+	"time"
+	"unsafe"
+)
+
+func bsi(p unsafe.Pointer) *C.FutoInAsyncSteps { return (*C.FutoInAsyncSteps)(p) }
+
+// Reset clears the trace and the counters.
+func Reset() { C.ct_reset() }
+
+// Trace returns the lines logged by the C side.
+func Trace() string { return C.GoString(C.ct_trace()) }
+
+// Lines returns the trace as lines.
+func Lines() []string { return strings.Split(strings.TrimSuffix(Trace(), "\n"), "\n") }
+
+// Cleanups returns how many value cleanups of the C side ran.
+func Cleanups() int { return int(C.ct_cleanups()) }
+
+// WaitDone waits until n flows have ended (their end step or unhandled
+// error ran), and reports whether they did within d.
+func WaitDone(n int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for int(C.ct_done()) < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// WaitFor waits until the trace contains s.
+func WaitFor(s string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !strings.Contains(Trace(), s) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+func Args(root unsafe.Pointer)            { C.ct_args(bsi(root)) }
+func GoValue(root unsafe.Pointer)         { C.ct_go_value(bsi(root)) }
+func Custom(root unsafe.Pointer)          { C.ct_custom(bsi(root)) }
+func Errors(root unsafe.Pointer)          { C.ct_errors(bsi(root)) }
+func Misuse(root unsafe.Pointer)          { C.ct_misuse(bsi(root)) }
+func State(root unsafe.Pointer)           { C.ct_state(bsi(root)) }
+func Stack(root unsafe.Pointer, mode int) { C.ct_stack(bsi(root), C.int(mode)) }
+func Timeout(root unsafe.Pointer)         { C.ct_timeout(bsi(root)) }
+func Wait(root unsafe.Pointer)            { C.ct_wait(bsi(root)) }
+func Loops(root unsafe.Pointer)           { C.ct_loops(bsi(root)) }
+func Parallel(root unsafe.Pointer)        { C.ct_parallel(bsi(root)) }
+func Sched(root unsafe.Pointer)           { C.ct_sched(bsi(root)) }
+func Stale(root unsafe.Pointer)           { C.ct_stale(bsi(root)) }
+func StaleCall()                          { C.ct_stale_call() }
+func Cancel(root unsafe.Pointer)          { C.ct_cancel(bsi(root)) }
+func Free(root unsafe.Pointer)            { C.ct_free(bsi(root)) }
+func FakeSync() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_sync()) }
+func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root()) }
+func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
+func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }
+
+// Execute adds an end step to root and executes it with an unhandled-error
+// function that logs the code and data.
+func Execute(root unsafe.Pointer, data string) {
+	C.ct_execute(bsi(root), C.CString(data)) // kept: the flow may use it until the end
+}
+
+// Sync adds to root a step that enters sync: the critical section logs
+// "name enter", waits 5 ms, logs "name leave" and succeeds, or fails with
+// "Fail"; its error handler logs and recovers.
+func Sync(root, sync unsafe.Pointer, name string, fail bool) {
+	f := 0
+	if fail {
+		f = 1
+	}
+	C.ct_sync(bsi(root), (*C.FutoInSync)(sync), C.CString(name), C.int(f))
+}

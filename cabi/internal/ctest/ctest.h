@@ -1,0 +1,35 @@
+/* C steps and a fake foreign table for the tests of package cabi. */
+#ifndef CTEST_H
+#define CTEST_H
+#include "futoin_asyncsteps.h"
+
+void ct_reset(void);
+const char* ct_trace(void);
+int ct_done(void);
+int ct_cleanups(void);
+
+void ct_args(FutoInAsyncSteps* root);
+void ct_custom(FutoInAsyncSteps* root);
+void ct_errors(FutoInAsyncSteps* root);
+void ct_state(FutoInAsyncSteps* root);
+void ct_stack(FutoInAsyncSteps* root, int mode);
+void ct_timeout(FutoInAsyncSteps* root);
+void ct_wait(FutoInAsyncSteps* root);
+void ct_threads(FutoInAsyncSteps* root);
+void ct_loops(FutoInAsyncSteps* root);
+void ct_parallel(FutoInAsyncSteps* root);
+void ct_sched(FutoInAsyncSteps* root);
+void ct_sync(FutoInAsyncSteps* root, FutoInSync* sync, const char* name, int fail);
+FutoInSync* ct_fake_sync(void);
+void ct_stale(FutoInAsyncSteps* root);
+void ct_stale_call(void);
+void ct_misuse(FutoInAsyncSteps* root);
+void ct_execute(FutoInAsyncSteps* root, const char* data);
+void ct_cancel(FutoInAsyncSteps* root);
+void ct_free(FutoInAsyncSteps* root);
+void ct_go_value(FutoInAsyncSteps* root);
+
+FutoInAsyncSteps* ct_fake_root(void);
+void ct_fake_run(FutoInAsyncSteps* root);
+void ct_fake_free(FutoInAsyncSteps* root);
+#endif

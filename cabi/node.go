@@ -1,0 +1,383 @@
+//go:build cgo
+
+package cabi
+
+/*
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+	"weak"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+type kind uint8
+
+const (
+	kindStep     kind = iota // a running step or error handler: a frame of the engine
+	kindRoot                 // a root
+	kindParallel             // the value returned by parallel
+)
+
+// node is the Go object behind one FutoInAsyncSteps we hand out.
+//
+// id, bsi, kind, as, flow and rootID never change. The rest is owned by the
+// flow's loop: exports called from other threads only post to the loop.
+type node struct {
+	id     uint64
+	bsi    *C.FutoInAsyncSteps
+	kind   kind
+	as     asyncsteps.AsyncSteps
+	flow   *flowCtx
+	rootID int64
+	root   *rootObj // kindRoot
+
+	// While the C callback given bsi runs, on the loop.
+	inCall    bool
+	pending   any // a panic (an abort) caught at an export boundary, raised again after the callback
+	added     bool
+	completed bool
+	waiting   bool
+	waited    bool // ever waited: its struct gets the long quarantine
+
+	cancelFn   C.FutoInAsyncSteps_cancel_callback
+	cancelData unsafe.Pointer
+	onSuccess  func() // addSync: the lock step was completed by success
+
+	stacks   []stackMem
+	inputs   []*Custom // received custom objects, cleaned up when the step completes
+	children []*node   // parallel objects made in the callback
+	external bool      // made by Binary for a Go step: its end is found by sweeping
+	released bool
+}
+
+type stackMem struct {
+	p       unsafe.Pointer
+	cleanup C.cabi_stack_cleanup_fn
+}
+
+func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node {
+	n := &node{kind: k, as: as, flow: fc, rootID: rootID}
+	n.id = register(n)
+	n.bsi = allocBSI(n.id)
+	return n
+}
+
+// release ends the node: its pointer turns stale, the stack memory and the
+// received custom objects are cleaned up, the parallel objects it made are
+// released. Loop only; idempotent.
+func (n *node) release() {
+	if n.released {
+		return
+	}
+	n.released = true
+	unregister(n.id)
+	releaseBSI(n.bsi, n.waited)
+	for _, c := range n.children {
+		c.release()
+	}
+	n.children = nil
+	for i := len(n.stacks) - 1; i >= 0; i-- {
+		s := n.stacks[i]
+		if s.cleanup != nil {
+			C.cabi_call_stack_cleanup(s.cleanup, s.p)
+		}
+		C.free(s.p)
+	}
+	n.stacks = nil
+	for _, c := range n.inputs {
+		c.v.release()
+	}
+	n.inputs = nil
+	n.cancelFn = nil
+	n.onSuccess = nil
+}
+
+// forward finds f among the custom objects the step received: passed on in
+// success, it is the receiver's to clean up, no longer this step's.
+func (n *node) forward(f *C.cabi_flat) *Custom {
+	for i, c := range n.inputs {
+		if c.v.flat._type == f._type && c.v.flat.p == f.p && c.v.flat.custom_data == f.custom_data {
+			n.inputs = append(n.inputs[:i], n.inputs[i+1:]...)
+			return c
+		}
+	}
+	return nil
+}
+
+// cancelHandler is the engine's cancel handler of a C step that waits or
+// has sub-steps: the C cancel handler, then the release.
+func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
+	if fn := n.cancelFn; fn != nil && !n.released {
+		n.cancelFn = nil
+		n.inCall = true
+		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
+		n.inCall = false
+		n.pending = nil // the step is over: an abort has nothing left to abort
+	}
+	n.release()
+}
+
+// wait marks the step as waiting for an external completion.
+func (n *node) wait() {
+	n.waiting = true
+	n.waited = true
+	n.as.SetCancel(n.cancelHandler)
+}
+
+// inCallback reports whether a call on n comes from the C callback n was
+// given, i.e. from the loop while that callback runs.
+// inCall is loop-owned, so the thread is checked first.
+func (n *node) inCallback() bool { return n.flow.onLoop() && n.inCall }
+
+// mayAdd reports whether steps may be added on n now: on a root (before it
+// runs, from any one thread at a time), on a parallel (the engine checks its
+// step), or on a step from its own callback.
+func (n *node) mayAdd() bool { return n.kind != kindStep || n.inCallback() }
+
+// guard catches a panic (an abort by the engine) at an export boundary:
+// Go panics must not unwind C frames. A panic in the C callback's own step
+// is raised again once the callback has returned (runC).
+func guard(n *node) {
+	if r := recover(); r != nil && n != nil && n.inCall && n.pending == nil {
+		n.pending = r
+	}
+}
+
+// flowCtx is what the C side of one flow shares: its loop, its rootId and
+// the C memory handed out by stateVariable.
+type flowCtx struct {
+	tool   asyncsteps.Tool
+	pin    *pinned
+	rootID int64
+	res    *flowRes
+
+	vars     []*cVar // loop-owned
+	external []*node // loop-owned: nodes made by Binary, swept when their step is over
+}
+
+// flowRes is the part of a flowCtx that a GC cleanup frees once the flow's
+// State is gone; it must not reach the State.
+type flowRes struct {
+	key     weak.Pointer[asyncsteps.State]
+	mu      sync.Mutex // the cleanup runs off the loop
+	errInfo cstr
+	lastExc cstr
+}
+
+// cstr is a C copy of a Go string, kept until the string changes.
+type cstr struct {
+	s string
+	p *C.char
+}
+
+func (c *cstr) get(s string) *C.char {
+	if c.p == nil || c.s != s {
+		if c.p != nil {
+			C.free(unsafe.Pointer(c.p))
+		}
+		c.s, c.p = s, C.CString(s)
+	}
+	return c.p
+}
+
+func (c *cstr) free() {
+	if c.p != nil {
+		C.free(unsafe.Pointer(c.p))
+		c.p = nil
+	}
+}
+
+// cVar is a state variable made by stateVariable's allocate.
+type cVar struct {
+	ptr     unsafe.Pointer
+	cleanup C.cabi_var_cleanup_fn
+	data    unsafe.Pointer
+	done    bool
+}
+
+var rootIDs atomic.Int64
+
+func newRootID() int64 { return rootIDs.Add(1) }
+
+// flows maps the State of a flow to its flowCtx, so that Binary finds the
+// context of a Go step inside a C flow. Keys are weak: a flow's entry goes
+// when its State does.
+var flows struct {
+	mu sync.Mutex
+	m  map[weak.Pointer[asyncsteps.State]]*flowCtx
+}
+
+// flowFor returns the flowCtx of the flow whose state is st, made if needed.
+func flowFor(st *asyncsteps.State, tool asyncsteps.Tool) *flowCtx {
+	key := weak.Make(st)
+	flows.mu.Lock()
+	fc := flows.m[key]
+	flows.mu.Unlock()
+	if fc != nil {
+		return fc
+	}
+	pin := pinTool(tool) // may wait for the loop: not under flows.mu
+	flows.mu.Lock()
+	defer flows.mu.Unlock()
+	if fc := flows.m[key]; fc != nil {
+		return fc
+	}
+	if flows.m == nil {
+		flows.m = make(map[weak.Pointer[asyncsteps.State]]*flowCtx)
+	}
+	fc = &flowCtx{tool: tool, pin: pin, rootID: newRootID(), res: &flowRes{key: key}}
+	flows.m[key] = fc
+	runtime.AddCleanup(st, (*flowRes).forget, fc.res)
+	return fc
+}
+
+// forget drops the flow from flows and frees its C strings; the state
+// variables are cleaned up by the root's free.
+func (r *flowRes) forget() {
+	flows.mu.Lock()
+	if fc := flows.m[r.key]; fc != nil && fc.res == r {
+		delete(flows.m, r.key)
+	}
+	flows.mu.Unlock()
+	r.mu.Lock()
+	r.errInfo.free()
+	r.lastExc.free()
+	r.mu.Unlock()
+}
+
+// onLoop reports whether the caller runs on the flow's loop: its OS thread
+// for a pinned loop, else the tool's own answer.
+func (fc *flowCtx) onLoop() bool {
+	if fc.pin != nil {
+		return fc.pin.onThread()
+	}
+	return fc.tool.IsSameThread()
+}
+
+// post runs f on the flow's loop.
+func (fc *flowCtx) post(f func()) bool {
+	return fc.tool.Immediate(f).IsValid()
+}
+
+// cleanVars calls the cleanup of every state variable allocated in the flow.
+func (fc *flowCtx) cleanVars() {
+	for _, v := range fc.vars {
+		if !v.done {
+			v.done = true
+			if v.cleanup != nil {
+				C.cabi_call_var_cleanup(v.cleanup, v.data, v.ptr)
+			}
+		}
+	}
+	fc.vars = nil
+}
+
+// sweep releases the nodes made by Binary whose Go step is over.
+func (fc *flowCtx) sweep() {
+	kept := fc.external[:0]
+	for _, n := range fc.external {
+		if n.released {
+			continue
+		}
+		if !n.as.IsValid() {
+			n.release()
+			continue
+		}
+		kept = append(kept, n)
+	}
+	clear(fc.external[len(kept):])
+	fc.external = kept
+}
+
+// runC runs a C callback for the engine's step as: it makes the node given
+// to C, converts the input args (when in is not nil), calls call, then
+// settles the node (see finish).
+func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup func(*node), call func(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs)) {
+	if len(fc.external) > 0 {
+		fc.sweep()
+	}
+	n := newNode(kindStep, as, fc, rootID)
+	if setup != nil {
+		setup(n)
+	}
+	var a *cArgs
+	if in != nil {
+		a = makeArgs(in, false)
+		for _, v := range in {
+			if c, ok := v.(*Custom); ok && c.v.owned && !c.v.done.Load() {
+				n.inputs = append(n.inputs, c)
+			}
+		}
+	}
+	var args *C.FutoInArgs
+	if a != nil {
+		args = a.args
+	}
+	n.inCall = true
+	call(n.bsi, args)
+	n.inCall = false
+	a.free()
+	n.finish()
+}
+
+// finish settles a node whose callback has returned. A step that completed
+// or failed in its callback, or returned without doing anything (an
+// implicit success, or for an error handler a plain return) is over now. A
+// step with sub-steps is over after them: a last sub-step releases it, and
+// so does its cancel handler if an error or a cancel ends it early. A step
+// that waits is released by the completion, its cancel handler, or the
+// timeout.
+func (n *node) finish() {
+	p := n.pending
+	n.pending = nil
+	switch {
+	case p != nil || n.completed:
+		n.release()
+	case n.added:
+		n.waited = n.waited || n.waiting
+		n.as.SetCancel(n.cancelHandler)
+		n.as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			n.release()
+			as.Success(args...)
+		})
+	case n.waiting:
+	default:
+		n.release()
+	}
+	if p != nil {
+		panic(p)
+	}
+}
+
+// stepFn is the engine's step function of a C execute_callback.
+func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data unsafe.Pointer) asyncsteps.StepFunc {
+	return func(as asyncsteps.AsyncSteps, args ...any) {
+		if args == nil {
+			args = []any{}
+		}
+		fc.runC(as, rootID, args, nil, func(bsi *C.FutoInAsyncSteps, a *C.FutoInArgs) {
+			C.cabi_call_exec(f, bsi, data, a)
+		})
+	}
+}
+
+// errFn is the engine's error handler of a C error_callback; nil for NULL.
+func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) asyncsteps.ErrorFunc {
+	if eh == nil {
+		return nil
+	}
+	return func(as asyncsteps.AsyncSteps, code string) {
+		fc.runC(as, rootID, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+			cs := C.CString(code)
+			defer C.free(unsafe.Pointer(cs))
+			C.cabi_call_error(eh, bsi, data, cs)
+		})
+	}
+}

@@ -1,0 +1,161 @@
+//go:build cgo
+
+package cabi
+
+/*
+#cgo CFLAGS: -std=gnu11
+#cgo LDFLAGS: -lpthread
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// The id table: what each FutoInAsyncSteps and FutoInSync we hand out
+// stands for. C memory holds only the id; the Go object lives here. Ids are
+// never reused, so an id read from a stale pointer finds nothing.
+var registry struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]any
+}
+
+func register(v any) uint64 {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if registry.m == nil {
+		registry.m = make(map[uint64]any)
+	}
+	registry.next++
+	registry.m[registry.next] = v
+	return registry.next
+}
+
+func lookup(id uint64) any {
+	if id == 0 {
+		return nil
+	}
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	return registry.m[id]
+}
+
+func unregister(id uint64) {
+	registry.mu.Lock()
+	delete(registry.m, id)
+	registry.mu.Unlock()
+}
+
+func bsiID(bsi *C.FutoInAsyncSteps) *uint64 {
+	return (*uint64)(unsafe.Pointer(&(*C.cabi_bsi)(unsafe.Pointer(bsi)).id))
+}
+
+func isOurs(bsi *C.FutoInAsyncSteps) bool {
+	return bsi != nil && unsafe.Pointer(bsi.api) == unsafe.Pointer(&C.cabi_api)
+}
+
+// nodeOf returns what one of our pointers stands for, or nil when the
+// pointer is stale or not ours.
+func nodeOf(bsi *C.FutoInAsyncSteps) *node {
+	if !isOurs(bsi) {
+		return nil
+	}
+	n, _ := lookup(atomic.LoadUint64(bsiID(bsi))).(*node)
+	return n
+}
+
+// Quarantine of released structs (see the package doc, Memory). A struct
+// is reused only when more than quarantine others were released after it;
+// one of a step that waited for an external event also only once it has
+// waited longQuarantine.
+const (
+	quarantine     = 1024
+	longQuarantine = time.Minute
+)
+
+type released struct {
+	p  *C.cabi_bsi
+	at time.Time
+}
+
+var pool struct {
+	mu          sync.Mutex
+	short, long []released
+}
+
+// allocBSI returns a struct for id, reused from the quarantine if one has
+// served its time.
+func allocBSI(id uint64) *C.FutoInAsyncSteps {
+	var p *C.cabi_bsi
+	pool.mu.Lock()
+	switch {
+	case len(pool.short) > quarantine:
+		p = pool.short[0].p
+		pool.short = pool.short[1:]
+	case len(pool.long) > quarantine && time.Since(pool.long[0].at) > longQuarantine:
+		p = pool.long[0].p
+		pool.long = pool.long[1:]
+	}
+	pool.mu.Unlock()
+	if p == nil {
+		p = C.cabi_bsi_new()
+		if p == nil {
+			panic("cabi: out of memory")
+		}
+	}
+	b := (*C.FutoInAsyncSteps)(unsafe.Pointer(p))
+	atomic.StoreUint64(bsiID(b), id)
+	return b
+}
+
+// releaseBSI makes b stale and puts it in quarantine.
+func releaseBSI(b *C.FutoInAsyncSteps, waited bool) {
+	atomic.StoreUint64(bsiID(b), 0)
+	r := released{p: (*C.cabi_bsi)(unsafe.Pointer(b)), at: time.Now()}
+	pool.mu.Lock()
+	if waited {
+		pool.long = append(pool.long, r)
+	} else {
+		pool.short = append(pool.short, r)
+	}
+	pool.mu.Unlock()
+}
+
+// goValues holds the Go values that C sees as custom objects of our types
+// (cabi_go_value_type): C holds the id in custom_data.
+var goValues struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]any
+}
+
+func putGoValue(v any) uint64 {
+	goValues.mu.Lock()
+	defer goValues.mu.Unlock()
+	if goValues.m == nil {
+		goValues.m = make(map[uint64]any)
+	}
+	goValues.next++
+	goValues.m[goValues.next] = v
+	return goValues.next
+}
+
+func getGoValue(id uint64) any {
+	goValues.mu.Lock()
+	defer goValues.mu.Unlock()
+	return goValues.m[id]
+}
+
+func dropGoValue(id uint64) {
+	goValues.mu.Lock()
+	delete(goValues.m, id)
+	goValues.mu.Unlock()
+}
+
+//export cabiReleaseGoValue
+func cabiReleaseGoValue(id C.uint64_t) { dropGoValue(uint64(id)) }

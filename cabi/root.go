@@ -1,0 +1,219 @@
+//go:build cgo
+
+package cabi
+
+/*
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// rootObj is a root seen from C.
+//
+// An owned root was made by [New] (futoin_asyncsteps_new) or newInstance:
+// C owns it, its unhandled-error function is the one given to execute, and
+// free cancels its flow. A root given by [Binary] stays Go's: free only
+// releases what C was given.
+type rootObj struct {
+	node  *node
+	root  *asyncsteps.Root
+	owned bool
+
+	mu            sync.Mutex // execute may come from any thread
+	unhandled     C.FutoInAsyncSteps_error_callback
+	unhandledData unsafe.Pointer
+	freed         bool
+}
+
+// goRoots maps the Go roots given to Binary to their rootObj.
+var goRoots struct {
+	mu sync.Mutex
+	m  map[*asyncsteps.Root]*rootObj
+}
+
+// New returns a new, empty root on tool (nil: [asyncsteps.DefaultTool]) as
+// a FutoInAsyncSteps*. C owns it: release it with its table's free, which
+// cancels a running flow first. This is futoin_asyncsteps_new.
+func New(tool asyncsteps.Tool) unsafe.Pointer {
+	if tool == nil {
+		tool = asyncsteps.DefaultTool()
+	}
+	return unsafe.Pointer(newOwnedRoot(tool).node.bsi)
+}
+
+func newOwnedRoot(tool asyncsteps.Tool) *rootObj {
+	ro := &rootObj{owned: true}
+	ro.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(ro.onUnhandled))
+	fc := flowFor(ro.root.State(), tool)
+	ro.node = newNode(kindRoot, ro.root, fc, fc.rootID)
+	ro.node.root = ro
+	return ro
+}
+
+// onUnhandled is the owned root's unhandled-error function: on the loop,
+// once per flow that an error ends (decision 3).
+func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
+	ro.mu.Lock()
+	fn, data, freed := ro.unhandled, ro.unhandledData, ro.freed
+	ro.mu.Unlock()
+	if fn == nil || freed {
+		slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
+		return
+	}
+	code := C.CString(err.Code)
+	defer C.free(unsafe.Pointer(code))
+	C.cabi_call_error(fn, ro.node.bsi, data, code)
+}
+
+// execute starts the flow; it only posts to the loop.
+func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
+	ro.mu.Lock()
+	if ro.freed {
+		ro.mu.Unlock()
+		return
+	}
+	ro.unhandled, ro.unhandledData = fn, data
+	ro.mu.Unlock()
+	defer func() { _ = recover() }() // already running: nothing to do
+	if ro.owned || fn == nil {
+		ro.root.Execute()
+		return
+	}
+	// A Go root keeps its own unhandled-error function: watch the Result.
+	ch := ro.root.Promise()
+	tool := ro.node.flow.tool
+	go func() {
+		res := <-ch
+		var e *asyncsteps.Error
+		if errors.As(res.Err, &e) && !errors.Is(res.Err, context.Canceled) {
+			tool.Immediate(func() { ro.onUnhandled(e) })
+		}
+	}()
+}
+
+// free releases the root: from any thread, it posts to the loop, which
+// cancels a running flow of an owned root, then cleans up the state
+// variables allocated through stateVariable and the stack memory.
+func (ro *rootObj) free() {
+	ro.mu.Lock()
+	if ro.freed {
+		ro.mu.Unlock()
+		return
+	}
+	ro.freed = true
+	ro.mu.Unlock()
+	fc := ro.node.flow
+	if !ro.owned {
+		goRoots.mu.Lock()
+		if goRoots.m[ro.root] == ro {
+			delete(goRoots.m, ro.root)
+		}
+		goRoots.mu.Unlock()
+	}
+	finish := func() {
+		ro.node.release()
+		if ro.owned {
+			fc.cleanVars()
+			fc.res.forget()
+		}
+	}
+	fc.post(func() {
+		if ro.owned {
+			ro.root.Cancel()
+			// Cancel posts the cancel of the flow: clean up behind it.
+			fc.post(finish)
+			return
+		}
+		finish()
+	})
+}
+
+// binaryRoot returns the rootObj of a Go root, made on first use.
+func binaryRoot(r *asyncsteps.Root) *rootObj {
+	goRoots.mu.Lock()
+	ro := goRoots.m[r]
+	goRoots.mu.Unlock()
+	if ro != nil {
+		return ro
+	}
+	fc := flowFor(r.State(), r.Tool())
+	goRoots.mu.Lock()
+	defer goRoots.mu.Unlock()
+	if ro := goRoots.m[r]; ro != nil {
+		return ro
+	}
+	if goRoots.m == nil {
+		goRoots.m = make(map[*asyncsteps.Root]*rootObj)
+	}
+	ro = &rootObj{root: r}
+	ro.node = newNode(kindRoot, r, fc, fc.rootID)
+	ro.node.root = ro
+	goRoots.m[r] = ro
+	return ro
+}
+
+// Binary returns as as a FutoInAsyncSteps* for C:
+//
+//   - a *Root: a root pointer, the same each time until C frees it with
+//     its table's free, which releases only what C was given (the Root
+//     stays Go's and is not cancelled);
+//   - a step given to a Go callback: a step pointer, valid until the step
+//     is over, with the C-side semantics of the package. If a C function
+//     given this pointer raises an error (handle_error, breakLoop,
+//     continueLoop), the Go callback should return at once;
+//   - an AsyncSteps made by [Wrap] from a pointer: that pointer.
+//
+// It returns nil for nil.
+func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
+	switch v := as.(type) {
+	case nil:
+		return nil
+	case *foreign:
+		return unsafe.Pointer(v.p)
+	case *asyncsteps.Root:
+		return unsafe.Pointer(binaryRoot(v).node.bsi)
+	}
+	fc := flowFor(as.State(), as.Tool())
+	if fc.onLoop() {
+		fc.sweep()
+		for _, n := range fc.external {
+			if n.as == as && !n.released {
+				return unsafe.Pointer(n.bsi)
+			}
+		}
+	}
+	n := newNode(kindStep, as, fc, fc.rootID)
+	n.external = true
+	n.inCall = true // C calls on it come from inside the Go callback
+	n.waited = true
+	fc.external = append(fc.external, n)
+	return unsafe.Pointer(n.bsi)
+}
+
+// Wrap adopts a FutoInAsyncSteps* from C. One of ours becomes the Go value
+// it stands for again (a *Root, or the step's AsyncSteps); a foreign one,
+// from another implementation of the table, becomes an AsyncSteps that
+// calls through that table (see the package doc). It returns nil for nil
+// and for a stale pointer of ours.
+func Wrap(p unsafe.Pointer) asyncsteps.AsyncSteps {
+	bsi := (*C.FutoInAsyncSteps)(p)
+	if bsi == nil {
+		return nil
+	}
+	if isOurs(bsi) {
+		if n := nodeOf(bsi); n != nil {
+			return n.as
+		}
+		return nil
+	}
+	return &foreign{p: bsi}
+}

@@ -1,0 +1,191 @@
+//go:build cgo
+
+package cabi
+
+/*
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// syncObj is a Go [asyncsteps.Syncer] seen from C as a FutoInSync.
+type syncObj struct {
+	s  asyncsteps.Syncer
+	cs *C.cabi_sync
+
+	mu      sync.Mutex
+	holders map[int64]*holder // lock/unlock callers, by rootId
+}
+
+// holder is a flow that entered through the lock function: a hidden flow
+// of the library waits inside the critical section on its behalf until
+// unlock.
+type holder struct {
+	count int
+	as    asyncsteps.AsyncSteps // the hidden flow's step inside the section
+	root  *asyncsteps.Root
+}
+
+// Sync returns s as a FutoInSync* for addSync, valid until [FreeSync]. Our
+// own addSync enters s directly, with all its semantics (a Mutex is
+// reentrant per flow and parallel branch). Its lock and unlock functions
+// serve other implementations of the table: a hidden flow enters s on
+// behalf of the caller, reentrant per rootId.
+func Sync(s asyncsteps.Syncer) unsafe.Pointer {
+	o := &syncObj{s: s, holders: make(map[int64]*holder)}
+	id := register(o)
+	o.cs = C.cabi_sync_new(C.uint64_t(id))
+	return unsafe.Pointer(o.cs)
+}
+
+// FreeSync releases a FutoInSync* made by [Sync] once no flow uses it.
+func FreeSync(p unsafe.Pointer) {
+	s := (*C.FutoInSync)(p)
+	if o := syncOf(s); o != nil {
+		unregister(uint64(atomic.SwapUint64(syncID(s), 0)))
+		C.free(p)
+	}
+}
+
+func syncID(s *C.FutoInSync) *uint64 {
+	return (*uint64)(unsafe.Pointer(&(*C.cabi_sync)(unsafe.Pointer(s)).id))
+}
+
+// syncOf returns our syncObj behind s, or nil for a foreign one.
+func syncOf(s *C.FutoInSync) *syncObj {
+	if s == nil || unsafe.Pointer(s.api) != unsafe.Pointer(&C.cabi_sync_api) {
+		return nil
+	}
+	o, _ := lookup(atomic.LoadUint64(syncID(s))).(*syncObj)
+	return o
+}
+
+//export cabiSyncLock
+func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
+	o := syncOf(s)
+	if o == nil || bsi == nil {
+		return
+	}
+	key := int64(C.cabi_f_root_id(bsi))
+	o.mu.Lock()
+	if h := o.holders[key]; h != nil {
+		h.count++ // reentrant
+		o.mu.Unlock()
+		return
+	}
+	h := &holder{count: 1}
+	o.holders[key] = h
+	o.mu.Unlock()
+
+	tool := asyncsteps.DefaultTool()
+	if n := nodeOf(bsi); n != nil {
+		tool = n.flow.tool
+	}
+	h.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
+	forget := func() {
+		o.mu.Lock()
+		if o.holders[key] == h {
+			delete(o.holders, key)
+		}
+		o.mu.Unlock()
+	}
+	cancel := putRec(&frec{cancel: func(asyncsteps.AsyncSteps) {
+		h.root.Cancel()
+		forget()
+	}})
+	C.cabi_f_wait_external(bsi)
+	C.cabi_f_set_cancel(bsi, C.uint64_t(cancel))
+	o.s.Sync(h.root, func(as asyncsteps.AsyncSteps, _ ...any) {
+		dropRec(cancel)
+		o.mu.Lock()
+		h.as = as
+		o.mu.Unlock()
+		as.WaitExternal()
+		C.cabi_f_success(bsi, nil)
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		dropRec(cancel)
+		forget()
+		info := C.CString(as.State().ErrorInfo)
+		ccode := C.CString(code)
+		C.cabi_f_handle_error(bsi, ccode, info)
+		C.free(unsafe.Pointer(ccode))
+		C.free(unsafe.Pointer(info))
+	})
+	h.root.Execute()
+}
+
+//export cabiSyncUnlock
+func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
+	o := syncOf(s)
+	if o == nil || bsi == nil {
+		return
+	}
+	key := int64(C.cabi_f_root_id(bsi))
+	o.mu.Lock()
+	h := o.holders[key]
+	if h == nil {
+		o.mu.Unlock()
+		return
+	}
+	h.count--
+	if h.count > 0 {
+		o.mu.Unlock()
+		return
+	}
+	delete(o.holders, key)
+	as := h.as
+	o.mu.Unlock()
+	if as != nil {
+		as.Success() // the hidden flow leaves the section
+	} else {
+		h.root.Cancel()
+	}
+}
+
+// addForeignSync adds to as the steps of addSync with a foreign FutoInSync
+// (decision 8):
+//
+//	section (cancel handler: unlock if held)
+//	├─ lock      sync->api->lock(bsi, sync); held once it completes by success
+//	├─ f         with the incoming args, eh as its error handler
+//	└─ unlock    then succeeds with f's result
+func (fc *flowCtx) addForeignSync(as asyncsteps.AsyncSteps, rid int64, s *C.FutoInSync, fn asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
+	as.Add(func(sec asyncsteps.AsyncSteps, args ...any) {
+		var held, unlocked bool
+		secNode := newNode(kindStep, sec, fc, rid)
+		unlock := func() {
+			if held && !unlocked {
+				unlocked = true
+				C.cabi_sync_unlock(s, secNode.bsi)
+			}
+			secNode.release()
+		}
+		sec.SetCancel(func(asyncsteps.AsyncSteps) { unlock() })
+		sec.Add(func(l asyncsteps.AsyncSteps, _ ...any) {
+			var ln *node
+			fc.runC(l, rid, nil, func(n *node) {
+				ln = n
+				n.onSuccess = func() { held = true }
+			}, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+				C.cabi_sync_lock(s, bsi)
+				// Returned without making the step wait: held (an error
+				// aborts the step before the next one).
+				if ln.pending == nil && (!ln.waiting || ln.completed) {
+					held = true
+				}
+			})
+		})
+		sec.Add(func(as asyncsteps.AsyncSteps, _ ...any) { fn(as, args...) }, onerror)
+		sec.Add(func(as asyncsteps.AsyncSteps, res ...any) {
+			unlock()
+			as.Success(res...)
+		})
+	})
+}

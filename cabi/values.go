@@ -1,0 +1,471 @@
+//go:build cgo
+
+package cabi
+
+/*
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// String16 is a FTN_TYPE_STRING16 value: UTF-16 code units, without a
+// terminator.
+type String16 []uint16
+
+// String32 is a FTN_TYPE_STRING32 value: UTF-32 code units, without a
+// terminator.
+type String32 []rune
+
+// Custom is a FTN_TYPE_CUSTOM_OBJECT value made by C: its type, pointer,
+// custom_data and length, passed on as they are. The library calls its
+// type's cleanup once: when the C step that receives it completes or, if no
+// C step receives it, some time after the Go side has dropped it (on the
+// loop of the flow that received it). A Custom given to a Go callback of a
+// foreign table belongs to that table: it is valid during the callback only.
+type Custom struct {
+	v *customVal
+}
+
+type customVal struct {
+	flat  C.cabi_flat // C pointers only
+	owned bool
+	done  atomic.Bool
+}
+
+// Type returns the value's const FutoInType*.
+func (c *Custom) Type() unsafe.Pointer { return unsafe.Pointer(c.v.flat._type) }
+
+// Pointer returns the value's p.
+func (c *Custom) Pointer() unsafe.Pointer { return unsafe.Pointer(c.v.flat.p) }
+
+// Data returns the value's custom_data.
+func (c *Custom) Data() unsafe.Pointer { return C.cabi_ptr(c.v.flat.custom_data) }
+
+// Len returns the value's length.
+func (c *Custom) Len() uint32 { return uint32(c.v.flat.length) }
+
+// release calls the type's cleanup, once.
+func (v *customVal) release() {
+	if v.owned && v.done.CompareAndSwap(false, true) {
+		C.cabi_cleanup_flat(&v.flat)
+	}
+}
+
+// newCustom takes over the custom value flat; if nothing releases it
+// first, its cleanup runs on tool once the Custom is unreachable.
+func newCustom(flat *C.cabi_flat, tool asyncsteps.Tool) *Custom {
+	c := &Custom{v: &customVal{flat: *flat, owned: true}}
+	if tool == nil {
+		tool = asyncsteps.DefaultTool()
+	}
+	runtime.AddCleanup(c, func(v *customVal) {
+		if v.done.Load() {
+			return
+		}
+		if h := tool.Immediate(v.release); !h.IsValid() {
+			v.release() // the loop is gone: here is as good as anywhere
+		}
+	}, c.v)
+	return c
+}
+
+// cArgs is a FutoInArgs made from Go values, in C memory.
+type cArgs struct {
+	args  *C.FutoInArgs
+	owned bool             // handed over: payloads are freed by their types' cleanup
+	mem   []unsafe.Pointer // payloads to free afterwards (input args)
+	ids   []uint64         // Go values to forget afterwards (input args)
+}
+
+// makeArgs converts vals for C. Input args (owned false) stay ours and are
+// freed by free; owned args are handed over with types whose cleanup frees
+// them, and only the FutoInArgs itself is freed by free.
+func makeArgs(vals []any, owned bool) *cArgs {
+	a := &cArgs{owned: owned}
+	a.args = (*C.FutoInArgs)(C.calloc(1, C.size_t(unsafe.Sizeof(C.FutoInArgs{}))))
+	slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(a.args))
+	for i, v := range vals {
+		if i == len(slots) {
+			break
+		}
+		flat := a.flat(v)
+		C.cabi_write_value(&slots[i], &flat)
+	}
+	return a
+}
+
+func (a *cArgs) free() {
+	if a == nil {
+		return
+	}
+	for _, p := range a.mem {
+		C.free(p)
+	}
+	for _, id := range a.ids {
+		dropGoValue(id)
+	}
+	C.free(unsafe.Pointer(a.args))
+	a.args = nil
+}
+
+func (a *cArgs) typ(flags C.uint8_t) *C.FutoInType {
+	if a.owned {
+		return C.cabi_owned_type(flags)
+	}
+	return C.cabi_type(flags)
+}
+
+// alloc returns n bytes of C memory, remembered for free when the args are ours.
+func (a *cArgs) alloc(n int) unsafe.Pointer {
+	p := C.calloc(C.size_t(max(n, 1)), 1)
+	if !a.owned {
+		a.mem = append(a.mem, p)
+	}
+	return p
+}
+
+func (a *cArgs) cstring(s string) unsafe.Pointer {
+	p := a.alloc(len(s) + 1)
+	copy(unsafe.Slice((*byte)(p), len(s)), s)
+	return p
+}
+
+// carray copies s into C memory.
+func carray[T any](a *cArgs, s []T) unsafe.Pointer {
+	var zero T
+	p := a.alloc(len(s) * int(unsafe.Sizeof(zero)))
+	copy(unsafe.Slice((*T)(p), len(s)), s)
+	return p
+}
+
+// cstrings copies strings into a C array of NUL-terminated strings.
+func cstrings[T any](a *cArgs, items [][]T) unsafe.Pointer {
+	p := a.alloc(len(items) * int(unsafe.Sizeof(uintptr(0))))
+	ptrs := unsafe.Slice((*unsafe.Pointer)(p), len(items))
+	for i, it := range items {
+		ptrs[i] = carray(a, append(append([]T(nil), it...), *new(T)))
+	}
+	return p
+}
+
+func (a *cArgs) flat(v any) C.cabi_flat {
+	var f C.cabi_flat
+	set := func(flags int) {
+		f.flags = C.uint8_t(flags)
+		f._type = a.typ(f.flags)
+	}
+	arr := func(flags int, p unsafe.Pointer, n int) {
+		set(flags | C.FTN_TYPE_ARRAY)
+		f.p = p
+		f.length = C.uint32_t(n)
+	}
+	switch v := v.(type) {
+	case bool:
+		set(C.FTN_TYPE_BOOL)
+		if v {
+			f.i = 1
+		}
+	case int8:
+		set(C.FTN_TYPE_INT8)
+		f.i = C.int64_t(v)
+	case int16:
+		set(C.FTN_TYPE_INT16)
+		f.i = C.int64_t(v)
+	case int32:
+		set(C.FTN_TYPE_INT32)
+		f.i = C.int64_t(v)
+	case int64:
+		set(C.FTN_TYPE_INT64)
+		f.i = C.int64_t(v)
+	case int:
+		set(C.FTN_TYPE_INT64)
+		f.i = C.int64_t(v)
+	case uint8:
+		set(C.FTN_TYPE_UINT8)
+		f.u = C.uint64_t(v)
+	case uint16:
+		set(C.FTN_TYPE_UINT16)
+		f.u = C.uint64_t(v)
+	case uint32:
+		set(C.FTN_TYPE_UINT32)
+		f.u = C.uint64_t(v)
+	case uint64:
+		set(C.FTN_TYPE_UINT64)
+		f.u = C.uint64_t(v)
+	case uint:
+		set(C.FTN_TYPE_UINT64)
+		f.u = C.uint64_t(v)
+	case float32:
+		set(C.FTN_TYPE_FLOAT)
+		f.d = C.double(v)
+	case float64:
+		set(C.FTN_TYPE_DOUBLE)
+		f.d = C.double(v)
+	case string:
+		set(C.FTN_TYPE_STRING)
+		f.p = a.cstring(v)
+		f.length = C.uint32_t(len(v))
+	case String16:
+		set(C.FTN_TYPE_STRING16)
+		f.p = carray(a, append(append([]uint16(nil), v...), 0))
+		f.length = C.uint32_t(len(v))
+	case String32:
+		set(C.FTN_TYPE_STRING32)
+		f.p = carray(a, append(append([]rune(nil), v...), 0))
+		f.length = C.uint32_t(len(v))
+	case []bool:
+		arr(C.FTN_TYPE_BOOL, carray(a, v), len(v))
+	case []int8:
+		arr(C.FTN_TYPE_INT8, carray(a, v), len(v))
+	case []int16:
+		arr(C.FTN_TYPE_INT16, carray(a, v), len(v))
+	case []int32:
+		arr(C.FTN_TYPE_INT32, carray(a, v), len(v))
+	case []int64:
+		arr(C.FTN_TYPE_INT64, carray(a, v), len(v))
+	case []uint8:
+		arr(C.FTN_TYPE_UINT8, carray(a, v), len(v))
+	case []uint16:
+		arr(C.FTN_TYPE_UINT16, carray(a, v), len(v))
+	case []uint32:
+		arr(C.FTN_TYPE_UINT32, carray(a, v), len(v))
+	case []uint64:
+		arr(C.FTN_TYPE_UINT64, carray(a, v), len(v))
+	case []float32:
+		arr(C.FTN_TYPE_FLOAT, carray(a, v), len(v))
+	case []float64:
+		arr(C.FTN_TYPE_DOUBLE, carray(a, v), len(v))
+	case []string:
+		items := make([][]byte, len(v))
+		for i, s := range v {
+			items[i] = []byte(s)
+		}
+		arr(C.FTN_TYPE_STRING, cstrings(a, items), len(v))
+	case []String16:
+		items := make([][]uint16, len(v))
+		for i, s := range v {
+			items[i] = s
+		}
+		arr(C.FTN_TYPE_STRING16, cstrings(a, items), len(v))
+	case []String32:
+		items := make([][]rune, len(v))
+		for i, s := range v {
+			items[i] = s
+		}
+		arr(C.FTN_TYPE_STRING32, cstrings(a, items), len(v))
+	case *Custom:
+		f = v.v.flat
+		if a.owned {
+			// Handed over: the receiver cleans it up now, not us.
+			v.v.done.Store(true)
+		}
+	default:
+		id := putGoValue(v)
+		if a.owned {
+			f._type = &C.cabi_owned_go_value_type
+		} else {
+			f._type = &C.cabi_go_value_type
+			a.ids = append(a.ids, id)
+		}
+		f.flags = C.FTN_TYPE_CUSTOM_OBJECT
+		f.custom_data = C.uintptr_t(id)
+	}
+	return f
+}
+
+// takeArgs converts the values of a success call to Go and resets args
+// (decision 1): strings and arrays are copied and their cleanup is called
+// now; custom objects are taken over, their cleanup left to the receiving
+// step. A custom object that in is one of the values from, the step's own
+// input, is passed on without a second cleanup.
+func takeArgs(args *C.FutoInArgs, from *node) []any {
+	if args == nil {
+		return nil
+	}
+	slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(args))
+	var vals []any
+	last := -1
+	for i := range slots {
+		var f C.cabi_flat
+		C.cabi_read_value(&slots[i], &f)
+		if f._type == nil {
+			vals = append(vals, nil)
+			continue
+		}
+		last = i
+		v, cleanup := goValue(&f, from, false)
+		vals = append(vals, v)
+		C.cabi_reset_value(&slots[i], boolInt(cleanup))
+	}
+	return vals[:last+1]
+}
+
+// borrowArgs converts args given to a Go callback by a foreign table: they
+// stay the table's, custom objects included.
+func borrowArgs(args *C.FutoInArgs) []any {
+	vals := []any{}
+	if args == nil {
+		return vals
+	}
+	slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(args))
+	last := -1
+	for i := range slots {
+		var f C.cabi_flat
+		C.cabi_read_value(&slots[i], &f)
+		if f._type == nil {
+			vals = append(vals, nil)
+			continue
+		}
+		last = i
+		v, _ := goValue(&f, nil, true)
+		vals = append(vals, v)
+	}
+	return vals[:last+1]
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// goSlice copies n elements of C memory at p.
+func goSlice[T any](p unsafe.Pointer, n C.uint32_t) []T {
+	if p == nil || n == 0 {
+		return []T{}
+	}
+	return append([]T(nil), unsafe.Slice((*T)(p), int(n))...)
+}
+
+// cItems reads a C array of n NUL-terminated strings of T.
+func cItems[T comparable](p unsafe.Pointer, n C.uint32_t) [][]T {
+	out := make([][]T, int(n))
+	if p == nil {
+		return out
+	}
+	var zero T
+	for i, q := range unsafe.Slice((*unsafe.Pointer)(p), int(n)) {
+		if q == nil {
+			continue
+		}
+		k := 0
+		for *(*T)(unsafe.Add(q, uintptr(k)*unsafe.Sizeof(zero))) != zero {
+			k++
+		}
+		out[i] = append([]T(nil), unsafe.Slice((*T)(q), k)...)
+	}
+	return out
+}
+
+// goValue converts one value; cleanup reports whether its type's cleanup
+// is to be called now (a copied value) rather than later (a custom object).
+func goValue(f *C.cabi_flat, from *node, borrow bool) (v any, cleanup bool) {
+	if f._type == &C.cabi_go_value_type || f._type == &C.cabi_owned_go_value_type {
+		return getGoValue(uint64(f.custom_data)), true
+	}
+	base := f.flags & C.FTN_BASE_TYPE_MASK
+	if f.flags&C.FTN_COMPLEX_TYPE_MASK == C.FTN_TYPE_ARRAY {
+		p := unsafe.Pointer(f.p)
+		switch base {
+		case C.FTN_TYPE_STRING:
+			items := cItems[byte](p, f.length)
+			s := make([]string, len(items))
+			for i, it := range items {
+				s[i] = string(it)
+			}
+			return s, true
+		case C.FTN_TYPE_STRING16:
+			items := cItems[uint16](p, f.length)
+			s := make([]String16, len(items))
+			for i, it := range items {
+				s[i] = it
+			}
+			return s, true
+		case C.FTN_TYPE_STRING32:
+			items := cItems[rune](p, f.length)
+			s := make([]String32, len(items))
+			for i, it := range items {
+				s[i] = it
+			}
+			return s, true
+		case C.FTN_TYPE_BOOL:
+			return goSlice[bool](p, f.length), true
+		case C.FTN_TYPE_INT8:
+			return goSlice[int8](p, f.length), true
+		case C.FTN_TYPE_INT16:
+			return goSlice[int16](p, f.length), true
+		case C.FTN_TYPE_INT32:
+			return goSlice[int32](p, f.length), true
+		case C.FTN_TYPE_INT64:
+			return goSlice[int64](p, f.length), true
+		case C.FTN_TYPE_UINT8:
+			return goSlice[uint8](p, f.length), true
+		case C.FTN_TYPE_UINT16:
+			return goSlice[uint16](p, f.length), true
+		case C.FTN_TYPE_UINT32:
+			return goSlice[uint32](p, f.length), true
+		case C.FTN_TYPE_UINT64:
+			return goSlice[uint64](p, f.length), true
+		case C.FTN_TYPE_FLOAT:
+			return goSlice[float32](p, f.length), true
+		case C.FTN_TYPE_DOUBLE:
+			return goSlice[float64](p, f.length), true
+		}
+	} else if f.flags&C.FTN_COMPLEX_TYPE_MASK == 0 {
+		switch base {
+		case C.FTN_TYPE_STRING:
+			if f.p == nil {
+				return "", true
+			}
+			return C.GoStringN((*C.char)(f.p), C.int(f.length)), true
+		case C.FTN_TYPE_STRING16:
+			return String16(goSlice[uint16](unsafe.Pointer(f.p), f.length)), true
+		case C.FTN_TYPE_STRING32:
+			return String32(goSlice[rune](unsafe.Pointer(f.p), f.length)), true
+		case C.FTN_TYPE_BOOL:
+			return f.i != 0, true
+		case C.FTN_TYPE_INT8:
+			return int8(f.i), true
+		case C.FTN_TYPE_INT16:
+			return int16(f.i), true
+		case C.FTN_TYPE_INT32:
+			return int32(f.i), true
+		case C.FTN_TYPE_INT64:
+			return int64(f.i), true
+		case C.FTN_TYPE_UINT8:
+			return uint8(f.u), true
+		case C.FTN_TYPE_UINT16:
+			return uint16(f.u), true
+		case C.FTN_TYPE_UINT32:
+			return uint32(f.u), true
+		case C.FTN_TYPE_UINT64:
+			return uint64(f.u), true
+		case C.FTN_TYPE_FLOAT:
+			return float32(f.d), true
+		case C.FTN_TYPE_DOUBLE:
+			return float64(f.d), true
+		}
+	}
+	// A custom object, or a type we do not know: passed on as it is.
+	if borrow {
+		return &Custom{v: &customVal{flat: *f}}, false
+	}
+	if from != nil {
+		if c := from.forward(f); c != nil {
+			return c, false
+		}
+	}
+	var tool asyncsteps.Tool
+	if from != nil {
+		tool = from.flow.tool
+	}
+	return newCustom(f, tool), false
+}

@@ -1,0 +1,202 @@
+package asyncsteps_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	ff "github.com/asyncsteps/asyncsteps/internal/flowfuzz"
+)
+
+var writeSeeds = flag.Bool("flowfuzz.seeds", false, "write the FuzzFlows seed programs to testdata/fuzz/FuzzFlows")
+
+// Builders for seed programs. IDs and arg values are given by Decode; only
+// the shape and the number of args matter here.
+
+func seedLeaf(end ff.End) *ff.Node { return &ff.Node{Kind: ff.KStep, End: end} }
+
+func seedOk(nargs int) *ff.Node {
+	return &ff.Node{Kind: ff.KStep, End: ff.ESuccess, Args: make([]int, nargs)}
+}
+
+func seedFails(code, info string) *ff.Node {
+	return &ff.Node{Kind: ff.KStep, End: ff.EError, Code: code, Info: info}
+}
+
+func seedExt(at, nargs int) *ff.Node {
+	return &ff.Node{Kind: ff.KStep, End: ff.EExternal, At: at, Args: make([]int, nargs)}
+}
+
+func seedExtErr(at int, code, info string) *ff.Node {
+	return &ff.Node{Kind: ff.KStep, End: ff.EExternalErr, At: at, Code: code, Info: info}
+}
+
+func seedBrk(end ff.End, label string) *ff.Node {
+	return &ff.Node{Kind: ff.KStep, End: end, Label: label}
+}
+
+func seedWith(n *ff.Node, subs ...*ff.Node) *ff.Node { n.Subs = subs; return n }
+
+func seedTimeout(n *ff.Node, ms int) *ff.Node { n.Timeout = ms; return n }
+
+func seedCancellable(n *ff.Node) *ff.Node { n.Cancel = true; return n }
+
+func seedOnerror(n *ff.Node, h *ff.Handler) *ff.Node { n.Handler = h; return n }
+
+func seedRecovers(nargs int) *ff.Handler {
+	return &ff.Handler{Action: ff.HRecover, Args: make([]int, nargs)}
+}
+
+func seedRethrows(code, info string) *ff.Handler {
+	return &ff.Handler{Action: ff.HRethrow, Code: code, Info: info}
+}
+
+func seedReturns() *ff.Handler { return &ff.Handler{Action: ff.HReturn} }
+
+func seedAdds(steps ...*ff.Node) *ff.Handler { return &ff.Handler{Action: ff.HAdd, Steps: steps} }
+
+func seedPar(branches ...*ff.Node) *ff.Node { return &ff.Node{Kind: ff.KParallel, Subs: branches} }
+
+func seedLoop(label string, breakAt int, body ...*ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KLoop, Label: label, Count: breakAt, Subs: body}
+}
+
+func seedRepeat(label string, count int, body ...*ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KRepeat, Label: label, Count: count, Subs: body}
+}
+
+func seedSyncOn(mutex int, body *ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KSync, Mutex: mutex, Body: body}
+}
+
+func seedSuccessStep(nargs int) *ff.Node {
+	return &ff.Node{Kind: ff.KSuccessStep, Args: make([]int, nargs)}
+}
+
+func seedProg(cancelAt int, mutexes [2]int, steps ...*ff.Node) *ff.Program {
+	return &ff.Program{Steps: steps, Mutexes: mutexes[:], CancelAt: cancelAt}
+}
+
+var seedOne = [2]int{1, 1}
+
+// flowSeeds are the hand-written programs of the seed corpus: together they
+// use every operation of the program language.
+func flowSeeds() []*ff.Program {
+	return []*ff.Program{
+		// 1 levels and args: sub-steps' last args become the parent's result.
+		seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedOk(1), seedWith(seedLeaf(ff.EImplicit), seedOk(2))), seedLeaf(ff.EImplicit), seedSuccessStep(2)),
+		// 2 spec 1.2: the inner handler replaces the error, the outer recovers.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFails("E1", "i"), seedRethrows("E2", "x"))), seedRecovers(1)), seedLeaf(ff.EImplicit)),
+		// 3 spec 1.2.1: steps added by a handler fail; it does not run again.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFails("E0", ""), seedAdds(seedOnerror(seedFails("E1", "i"), seedReturns())))), seedReturns())),
+		// 4 a handler that returns lets the error reach the root.
+		seedProg(0, seedOne, seedOnerror(seedFails("E2", "info"), seedReturns()), seedLeaf(ff.EImplicit)),
+		// 5 decision 8: a timeout cancels the sub-steps innermost first.
+		seedProg(0, seedOne, seedOnerror(seedCancellable(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedExt(50, 1))))), 20)), seedRecovers(0)), seedLeaf(ff.EImplicit)),
+		// 6 external success and error at virtual times.
+		seedProg(0, seedOne, seedExt(10, 2), seedOnerror(seedExtErr(20, "E1", "late"), seedRecovers(1)), seedExt(0, 0)),
+		// 7 decision 10: the first error cancels the other branches.
+		seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedExt(30, 0)), seedExtErr(10, "E1", "b"), seedCancellable(seedLeaf(ff.EWait))), seedRecovers(0)), seedLeaf(ff.EImplicit)),
+		// 8 interleaving: two branches that each add a sub-step give 1,2,1.1,2.1.
+		seedProg(0, seedOne, seedPar(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit)), seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit))), seedLeaf(ff.EImplicit)),
+		// 9 labelled Break and Continue from an inner loop.
+		seedProg(0, seedOne, seedLoop("A", 3, seedRepeat("B", 2, seedBrk(ff.EContinue, "A")), seedLeaf(ff.EImplicit)), seedLoop("", 2, seedLoop("B", 3, seedBrk(ff.EBreak, "A"))), seedLeaf(ff.EImplicit)),
+		// 10 handlers between Break and its loop see LoopBreak; one recovers it.
+		seedProg(0, seedOne, seedRepeat("A", 3, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedBrk(ff.EBreak, "")), seedRecovers(0)), seedOnerror(seedBrk(ff.EContinue, "A"), seedReturns())), seedRepeat("", 0, seedLeaf(ff.EImplicit))),
+		// 11 decision 9: Break with no loop of its label ends the flow.
+		seedProg(0, seedOne, seedRepeat("A", 2, seedOnerror(seedBrk(ff.EBreak, "B"), seedReturns()))),
+		// 12 root cancel at a virtual time: cancel handlers only.
+		seedProg(25, seedOne, seedOnerror(seedPar(seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait)))), seedCancellable(seedExt(40, 0))), seedReturns())),
+		// 13 Mutex(1): two branches queue, each waits inside.
+		seedProg(0, seedOne, seedPar(seedSyncOn(0, seedExt(10, 1)), seedSyncOn(0, seedExt(10, 1)), seedSyncOn(1, seedLeaf(ff.EImplicit))), seedLeaf(ff.EImplicit)),
+		// 14 Mutex reentrance within one flow.
+		seedProg(0, seedOne, seedSyncOn(0, seedWith(seedLeaf(ff.EImplicit), seedSyncOn(0, seedOk(1)))), seedLeaf(ff.EImplicit)),
+		// 15 a timeout inside a critical section gives the Mutex back.
+		seedProg(0, seedOne, seedPar(seedSyncOn(0, seedOnerror(seedCancellable(seedTimeout(seedLeaf(ff.EWait), 20)), seedReturns())), seedSyncOn(0, seedExt(0, 0))), seedLeaf(ff.EImplicit)),
+		// 16 decision 4: Success after Add is an InternalError.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedOk(1), seedLeaf(ff.EImplicit)), seedRecovers(0)), seedWith(seedFails("E0", ""), seedLeaf(ff.EImplicit))),
+		// 17 an empty parallel, then an empty root.
+		seedProg(0, seedOne, seedPar(), seedLeaf(ff.EImplicit)),
+		seedProg(0, seedOne),
+		// 18 Mutex(2): three branches, the third waits.
+		seedProg(0, [2]int{2, 1}, seedPar(seedSyncOn(0, seedExt(10, 0)), seedSyncOn(0, seedExt(20, 0)), seedSyncOn(0, seedLeaf(ff.EImplicit)))),
+		// 19 a timeout and an external completion due at the same time.
+		seedProg(0, seedOne, seedOnerror(seedTimeout(seedExt(30, 1), 30), seedRecovers(2)), seedOnerror(seedTimeout(seedCancellable(seedLeaf(ff.EImplicit)), 10), seedRethrows("E1", ""))),
+		// 20 a parallel's handler recovers with args; Continue after Add.
+		seedProg(0, seedOne, seedOnerror(seedPar(seedFails("E1", "")), seedRecovers(1)), seedLeaf(ff.EImplicit), seedRepeat("", 2, seedWith(seedBrk(ff.EContinue, ""), seedLeaf(ff.EImplicit)))),
+		// 21 root cancel while a branch waits for a Mutex.
+		seedProg(15, seedOne, seedPar(seedSyncOn(0, seedCancellable(seedLeaf(ff.EWait))), seedSyncOn(0, seedLeaf(ff.EImplicit)))),
+	}
+}
+
+// TestFlowSeedCorpus checks that every seed program is in the corpus
+// directory (go test -run FlowSeedCorpus -flowfuzz.seeds writes them), and
+// that the corpus uses every operation.
+func TestFlowSeedCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzFlows")
+	for i, p := range flowSeeds() {
+		name := filepath.Join(dir, "seed-"+strconv.Itoa(i+1))
+		content := "go test fuzz v1\n[]byte(" + strconv.Quote(string(ff.Encode(p))) + ")\n"
+		if *writeSeeds {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(name)
+		if err != nil || string(got) != content {
+			t.Errorf("%s is missing or out of date: run go test -run FlowSeedCorpus -flowfuzz.seeds", name)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range flowSeeds() {
+		p = ff.Decode(ff.Encode(p))
+		if p.CancelAt != ff.SafetyCancel {
+			seen["root cancel"] = true
+		}
+		for _, n := range p.Steps {
+			coverage(n, seen)
+		}
+	}
+	want := []string{"root cancel", "step", "parallel", "loop", "repeat", "sync", "successStep",
+		"timeout", "cancel", "label", "implicit", "success", "error", "break", "continue",
+		"external", "externalErr", "wait", "return", "recover", "rethrow", "add"}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("no seed uses %s", w)
+		}
+	}
+}
+
+func coverage(n *ff.Node, seen map[string]bool) {
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep"}[n.Kind]] = true
+	if n.Kind == ff.KStep {
+		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait"}[n.End]] = true
+	}
+	if n.Timeout > 0 {
+		seen["timeout"] = true
+	}
+	if n.Cancel {
+		seen["cancel"] = true
+	}
+	if n.Label != "" {
+		seen["label"] = true
+	}
+	if n.Body != nil {
+		coverage(n.Body, seen)
+	}
+	for _, s := range n.Subs {
+		coverage(s, seen)
+	}
+	if h := n.Handler; h != nil {
+		seen[[...]string{"return", "recover", "rethrow", "add"}[h.Action]] = true
+		for _, s := range h.Steps {
+			coverage(s, seen)
+		}
+	}
+}

@@ -1,0 +1,694 @@
+package flowfuzz
+
+import (
+	"container/heap"
+	"fmt"
+	"iter"
+	"strings"
+)
+
+// The reference model.
+//
+// Model evaluates a program the way the spec reads: a recursive evaluator
+// where running a step returns its outcome (success with args, error, or
+// cancelled), levels run their steps in order, and each level unwinds an
+// error through its own cancel handler, then its error handler (API
+// decisions 2 to 10). Concurrency is explicit: the root and every parallel
+// branch is a "thread", a coroutine (iter.Pull) that runs the evaluator and
+// hands control to a scheduler whenever it waits. The scheduler has what a
+// TestTool has: a FIFO of runnable threads and a virtual clock with timers
+// (timeouts, the external completions, the root cancel), ties broken by
+// scheduling order, timers only when nothing is runnable.
+//
+// Turns. A thread that could go on yields to the back of the FIFO whenever
+// another thread is queued, at these points only: before each step of a
+// level starts, and before a level whose steps have all succeeded completes
+// (a step with sub-steps, a handler that added steps, a loop iteration, a
+// branch, the root). Everything else (a callback, its synchronous success or
+// error, the unwinding through handlers) happens within a turn. A thread
+// resumed from the FIFO, by a timer or by an external completion takes its
+// first turn without yielding. That is the engine's documented fairness
+// ("the flow yields after each step when something else is queued") made
+// precise; a cancelled branch keeps its place in the FIFO, as a no-op.
+//
+// Sync(m, f, h) follows the Mutex's documented layout (mutex.go, addSection):
+// a step whose one sub-step (the section, whose cancel handler gives the
+// Mutex back) has three sub-steps: enter, f with h, and leave.
+
+// Result is what the model predicts for a program.
+type Result struct {
+	Trace []string // callbacks in order; see the event formats in Event
+	End   string   // "ok(args)", "err:Code:Info" ("err:InternalError"), "canceled"
+}
+
+// Format helpers shared by the model and the engine interpreter, so that
+// both write the same events.
+
+// FmtArgs formats step args.
+func FmtArgs(args []any) string {
+	s := make([]string, len(args))
+	for i, a := range args {
+		s[i] = fmt.Sprint(a)
+	}
+	return strings.Join(s, ",")
+}
+
+// Info is how a handler event shows the error info: InternalError infos are
+// the engine's own wording and are not compared.
+func Info(code, info string) string {
+	if code == "InternalError" {
+		return "*"
+	}
+	return info
+}
+
+// AtTime suffixes an event with the virtual time in ms when it is not 0.
+func AtTime(ev string, ms int64) string {
+	if ms == 0 {
+		return ev
+	}
+	return fmt.Sprintf("%s@%d", ev, ms)
+}
+
+// Event formats.
+func StepEvent(id int, args []any) string { return fmt.Sprintf("s%d(%s)", id, FmtArgs(args)) }
+func IterEvent(id, i int) string          { return fmt.Sprintf("L%d#%d", id, i) }
+func CancelEvent(id int) string           { return fmt.Sprintf("c%d", id) }
+func HandlerEvent(id int, code, info string) string {
+	return fmt.Sprintf("h%d:%s:%s", id, code, Info(code, info))
+}
+
+type outKind uint8
+
+const (
+	okK outKind = iota
+	errK
+	cancelK
+)
+
+// outcome is how a step, a level or a thread ended.
+type outcome struct {
+	kind   outKind
+	args   []any
+	code   string
+	info   string
+	target *act // cancelK: the step whose timeout fired, nil for a plain cancel
+}
+
+func ok(args []any) outcome          { return outcome{kind: okK, args: args} }
+func fail(code, info string) outcome { return outcome{kind: errK, code: code, info: info} }
+func cancelled(target *act) outcome  { return outcome{kind: cancelK, target: target} }
+func (o outcome) is(k outKind) bool  { return o.kind == k }
+func (o outcome) loopCode() bool {
+	return o.kind == errK && (o.code == "LoopBreak" || o.code == "LoopCont")
+}
+func intsToArgs(a []int) []any {
+	r := make([]any, len(a))
+	for i, v := range a {
+		r[i] = v
+	}
+	return r
+}
+func (o outcome) String() string { return fmt.Sprintf("%d %v %s %s", o.kind, o.args, o.code, o.info) }
+
+// act is one execution of a step with a callback.
+type act struct {
+	node    *Node
+	th      *thread
+	timer   *timer
+	cancel  bool // cancel handler armed
+	waiting bool // blocked waiting for an external completion
+}
+
+// request is what a thread asks of the scheduler when it hands control back.
+type reqKind uint8
+
+const (
+	reqTurn     reqKind = iota // requeue me at the back of the FIFO
+	reqWait                    // I wait: an external completion, a Mutex, or a timer wakes me
+	reqParallel                // start these branches; I wait for them
+	reqCancel                  // cancel this branch now, then resume me
+	reqDone                    // I ended with out
+)
+
+type request struct {
+	kind     reqKind
+	branches []*Node
+	child    *thread
+	out      outcome
+}
+
+// signal is what a thread is resumed with.
+type sigKind uint8
+
+const (
+	sigRun      sigKind = iota // go on
+	sigComplete                // the external completion (or Mutex admission) in out
+	sigCancel                  // unwind: cancelled, target set for a timeout
+	sigBranches                // every branch succeeded
+	sigFailed                  // a branch failed with out
+)
+
+type signal struct {
+	kind sigKind
+	out  outcome
+}
+
+type thread struct {
+	m        *model
+	parent   *thread
+	next     func() (request, bool)
+	stop     func()
+	sig      signal
+	yield    func(request) bool
+	fresh    bool // resumed from the FIFO: the next turn is taken without yielding
+	started  bool
+	done     bool
+	branches []*thread // of the Parallel it waits for
+	pending  int
+}
+
+// ask hands control to the scheduler and returns the signal it resumes with.
+func (th *thread) ask(r request) signal {
+	th.yield(r)
+	return th.sig
+}
+
+// turn yields to other queued threads (see Turns above); a non-nil result
+// means the thread was cancelled while queued.
+func (th *thread) turn() *outcome {
+	if th.fresh {
+		th.fresh = false
+		return nil
+	}
+	if len(th.m.fifo) == 0 {
+		return nil
+	}
+	s := th.ask(request{kind: reqTurn})
+	th.fresh = false
+	if s.kind == sigCancel {
+		o := s.out
+		return &o
+	}
+	return nil
+}
+
+type timerKind uint8
+
+const (
+	tTimeout timerKind = iota
+	tExternal
+	tRootCancel
+)
+
+type timer struct {
+	due   int64
+	seq   int
+	kind  timerKind
+	act   *act
+	out   outcome
+	dead  bool
+	index int
+}
+
+type timerHeap []*timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *timerHeap) Push(x any)   { t := x.(*timer); t.index = len(*h); *h = append(*h, t) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}
+
+type fifoEntry struct {
+	th  *thread
+	sig signal
+}
+
+// mutex is the model of a Mutex: holders counted per thread (reentrant),
+// waiters first in, first out.
+type mutex struct {
+	max     int
+	holders map[*thread]int
+	queue   []*entry
+}
+
+type entry struct {
+	th    *thread
+	state uint8 // 0 none, 1 queued, 2 held, 3 left
+}
+
+type model struct {
+	now     int64
+	seq     int
+	timers  timerHeap
+	fifo    []fifoEntry
+	trace   []string
+	info    string // the state's ErrorInfo
+	root    *thread
+	end     string
+	ended   bool
+	mutexes []*mutex
+	threads []*thread
+	budget  int
+}
+
+// Model computes the trace and the end a program must produce.
+func Model(p *Program) Result {
+	m := &model{budget: 200000}
+	for _, mx := range p.Mutexes {
+		m.mutexes = append(m.mutexes, &mutex{max: mx, holders: map[*thread]int{}})
+	}
+	defer func() {
+		for _, th := range m.threads {
+			th.stop()
+		}
+	}()
+	// The root cancel is scheduled before the flow starts: first in order.
+	m.arm(int64(p.CancelAt), &timer{kind: tRootCancel})
+	m.root = m.spawn(nil, func(th *thread) outcome { return m.level(th, p.Steps) })
+	m.fifo = append(m.fifo, fifoEntry{th: m.root})
+	for !m.ended {
+		if len(m.fifo) > 0 {
+			e := m.fifo[0]
+			m.fifo = m.fifo[1:]
+			if e.th.done {
+				continue // a cancelled branch's place: a no-op
+			}
+			e.th.fresh = true
+			m.resume(e.th, e.sig)
+			continue
+		}
+		if len(m.timers) == 0 {
+			m.end = "hang"
+			break
+		}
+		t := heap.Pop(&m.timers).(*timer)
+		t.dead = true
+		m.now = t.due
+		switch t.kind {
+		case tRootCancel:
+			m.root.fresh = true
+			m.resume(m.root, signal{kind: sigCancel, out: cancelled(nil)})
+		case tTimeout:
+			t.act.th.fresh = true
+			m.resume(t.act.th, signal{kind: sigCancel, out: cancelled(t.act)})
+		case tExternal:
+			if a := t.act; a.waiting {
+				a.waiting = false
+				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
+			}
+		}
+	}
+	return Result{Trace: m.trace, End: m.end}
+}
+
+func (m *model) spawn(parent *thread, body func(th *thread) outcome) *thread {
+	th := &thread{m: m, parent: parent}
+	th.next, th.stop = iter.Pull(func(yield func(request) bool) {
+		th.yield = yield
+		out := body(th)
+		yield(request{kind: reqDone, out: out})
+	})
+	m.threads = append(m.threads, th)
+	return th
+}
+
+// resume runs th with s until it hands control back, and acts on its
+// request.
+func (m *model) resume(th *thread, s signal) {
+	for {
+		th.sig = s
+		th.started = true
+		r, more := th.next()
+		if !more {
+			panic("flowfuzz: model thread resumed after its end")
+		}
+		switch r.kind {
+		case reqTurn:
+			m.fifo = append(m.fifo, fifoEntry{th: th})
+		case reqWait:
+		case reqParallel:
+			th.branches = th.branches[:0]
+			th.pending = len(r.branches)
+			for _, b := range r.branches {
+				b := b
+				bt := m.spawn(th, func(bt *thread) outcome { return m.level(bt, []*Node{b}) })
+				th.branches = append(th.branches, bt)
+				m.fifo = append(m.fifo, fifoEntry{th: bt})
+			}
+		case reqCancel:
+			if !r.child.started {
+				r.child.done = true // nothing of it ran: nothing to cancel
+			} else if !r.child.done {
+				m.resume(r.child, signal{kind: sigCancel, out: cancelled(nil)})
+			}
+			s = signal{kind: sigRun}
+			continue
+		case reqDone:
+			th.done = true
+			m.ended = m.ended || th == m.root
+			if th == m.root {
+				m.end = endOf(r.out)
+				return
+			}
+			if r.out.is(cancelK) {
+				return // cancelled by its parallel, which goes on
+			}
+			p := th.parent
+			if r.out.is(errK) {
+				p.fresh = false
+				m.resume(p, signal{kind: sigFailed, out: r.out})
+				return
+			}
+			p.pending--
+			if p.pending == 0 {
+				p.fresh = false
+				m.resume(p, signal{kind: sigBranches})
+			}
+		}
+		return
+	}
+}
+
+func endOf(o outcome) string {
+	switch o.kind {
+	case okK:
+		return "ok(" + FmtArgs(o.args) + ")"
+	case errK:
+		code := o.code
+		if o.loopCode() {
+			code = "InternalError" // Break or Continue outside of a loop (decision 9)
+		}
+		if code == "InternalError" {
+			return "err:InternalError"
+		}
+		return "err:" + code + ":" + o.info
+	}
+	return "canceled"
+}
+
+func (m *model) event(ev string) {
+	m.budget--
+	if m.budget < 0 {
+		panic("flowfuzz: model runaway")
+	}
+	m.trace = append(m.trace, AtTime(ev, m.now))
+}
+
+func (m *model) arm(d int64, t *timer) *timer {
+	t.due = m.now + d
+	t.seq = m.seq
+	m.seq++
+	heap.Push(&m.timers, t)
+	return t
+}
+
+func (m *model) disarm(t *timer) {
+	if t != nil && !t.dead {
+		t.dead = true
+		heap.Remove(&m.timers, t.index)
+	}
+}
+
+// raise notes an error in the state (decision 5) and returns it.
+func (m *model) raise(code, info string) outcome {
+	m.info = info
+	return fail(code, info)
+}
+
+// level runs steps in order (decision 2): the first gets no args, each next
+// one the previous one's success args; the level's result is the last one's.
+func (m *model) level(th *thread, steps []*Node) outcome {
+	var args []any
+	for _, n := range steps {
+		if c := th.turn(); c != nil {
+			return *c
+		}
+		o := m.step(th, n, args)
+		if !o.is(okK) {
+			return o
+		}
+		args = o.args // nil after a loop or a parallel (decision 3), unless a handler recovered
+	}
+	if c := th.turn(); c != nil {
+		return *c
+	}
+	return ok(args)
+}
+
+// step runs one node of a level with its incoming args.
+func (m *model) step(th *thread, n *Node, args []any) outcome {
+	switch n.Kind {
+	case KParallel:
+		return m.parallel(th, n)
+	case KLoop, KRepeat:
+		return m.loop(th, n)
+	case KSync:
+		return m.sync(th, n, args)
+	case KSuccessStep:
+		return ok(intsToArgs(n.Args))
+	}
+	return m.call(th, n, args)
+}
+
+// call runs a step's callback, its sub-steps or its wait, then its own
+// cancel and error handlers (decisions 6, 7, 8).
+func (m *model) call(th *thread, n *Node, args []any) outcome {
+	a := &act{node: n, th: th}
+	m.event(StepEvent(n.ID, args))
+	if n.Timeout > 0 {
+		a.timer = m.arm(int64(n.Timeout), &timer{kind: tTimeout, act: a})
+	}
+	a.cancel = n.Cancel
+	var o outcome
+	subs := len(n.Subs) > 0
+	switch {
+	case subs && n.End == ESuccess:
+		o = m.raise("InternalError", "Success called after Add") // decision 4
+	case subs && n.End == EError:
+		o = m.raise("InternalError", "Error called after Add")
+	case n.End == EError:
+		o = m.raise(n.Code, n.Info)
+	case n.End == EBreak:
+		o = m.raise("LoopBreak", n.Label) // decision 9
+	case n.End == EContinue:
+		o = m.raise("LoopCont", n.Label)
+	default:
+		if n.End == EExternal || n.End == EExternalErr {
+			t := &timer{kind: tExternal, act: a, out: ok(intsToArgs(n.Args))}
+			if n.End == EExternalErr {
+				t.out = fail(n.Code, n.Info)
+			}
+			m.arm(int64(n.At), t)
+		}
+		switch {
+		case subs:
+			o = m.level(th, n.Subs) // sub-steps win over waiting
+		case n.End == ESuccess:
+			o = ok(intsToArgs(n.Args))
+		case n.End == EImplicit && n.Timeout == 0 && !n.Cancel:
+			o = ok(nil) // implicit success (spec 1.6)
+		default:
+			o = m.wait(th, a)
+		}
+	}
+	if o.is(cancelK) && o.target == a {
+		o = m.raise("Timeout", "") // decision 8: the timer of this very step
+	}
+	m.disarm(a.timer)
+	if !o.is(okK) && a.cancel {
+		m.event(CancelEvent(n.ID))
+	}
+	if o.is(errK) && n.Handler != nil {
+		return m.handle(th, n.Handler, o)
+	}
+	return o
+}
+
+// wait blocks the thread until an external completion or a cancel.
+func (m *model) wait(th *thread, a *act) outcome {
+	a.waiting = true
+	s := th.ask(request{kind: reqWait})
+	a.waiting = false
+	o := s.out
+	if s.kind == sigComplete && o.is(errK) {
+		m.info = o.info
+	}
+	return o
+}
+
+// handle runs an error handler for the error o (decision 6).
+func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
+	m.event(HandlerEvent(h.ID, o.code, m.info))
+	switch h.Action {
+	case HRecover:
+		return ok(intsToArgs(h.Args))
+	case HRethrow:
+		return m.raise(h.Code, h.Info)
+	case HAdd:
+		return m.level(th, h.Steps) // a failure goes on outward: never this handler again
+	}
+	return o
+}
+
+// parallel starts the branches as threads and waits for them (decision 10).
+func (m *model) parallel(th *thread, n *Node) outcome {
+	var o outcome
+	if len(n.Subs) == 0 {
+		o = ok(nil)
+	} else {
+		s := th.ask(request{kind: reqParallel, branches: n.Subs})
+		switch s.kind {
+		case sigBranches:
+			o = ok(nil)
+		case sigFailed, sigCancel:
+			for _, b := range th.branches {
+				if !b.done {
+					th.ask(request{kind: reqCancel, child: b})
+				}
+			}
+			o = s.out
+		default:
+			panic("flowfuzz: parallel resumed with " + fmt.Sprint(s.kind))
+		}
+	}
+	if o.is(errK) && n.Handler != nil {
+		return m.handle(th, n.Handler, o)
+	}
+	return o
+}
+
+// loop runs iterations; each is a step whose callback traces and adds the
+// body. Break and Continue are caught by the innermost loop, or the one with
+// their label (decision 9).
+func (m *model) loop(th *thread, n *Node) outcome {
+	for i := 0; ; i++ {
+		if n.Kind == KRepeat && i >= n.Count {
+			return ok(nil)
+		}
+		if c := th.turn(); c != nil {
+			return *c
+		}
+		m.event(IterEvent(n.ID, i))
+		var o outcome
+		switch {
+		case n.Kind == KLoop && i >= n.Count:
+			o = m.raise("LoopBreak", "")
+		case len(n.Subs) > 0:
+			o = m.level(th, n.Subs)
+		default:
+			o = ok(nil)
+		}
+		if o.loopCode() && (o.info == "" || o.info == n.Label) {
+			if o.code == "LoopBreak" {
+				return ok(nil)
+			}
+			continue
+		}
+		if !o.is(okK) {
+			return o
+		}
+		if n.Kind == KRepeat && i+1 >= n.Count {
+			// The check that ends the loop takes a turn of its own too.
+			if c := th.turn(); c != nil {
+				return *c
+			}
+			return ok(nil)
+		}
+		if c := th.turn(); c != nil {
+			return *c
+		}
+	}
+}
+
+// sync runs a critical section: a step whose sub-step is the section,
+// whose sub-steps are enter, the body with its handler, and leave.
+func (m *model) sync(th *thread, n *Node, args []any) outcome {
+	if c := th.turn(); c != nil { // the section step starts
+		return *c
+	}
+	mx := m.mutexes[n.Mutex]
+	e := &entry{th: th}
+	o := func() outcome {
+		if c := th.turn(); c != nil { // enter
+			return *c
+		}
+		if o := m.enter(th, mx, e); !o.is(okK) {
+			return o
+		}
+		if c := th.turn(); c != nil { // the body
+			return *c
+		}
+		o := m.call(th, n.Body, args)
+		if !o.is(okK) {
+			return o
+		}
+		if c := th.turn(); c != nil { // leave
+			return *c
+		}
+		m.leave(mx, e)
+		if c := th.turn(); c != nil { // the section completes
+			return *c
+		}
+		return o
+	}()
+	if !o.is(okK) {
+		m.leave(mx, e) // the section's cancel handler
+		return o
+	}
+	if c := th.turn(); c != nil { // the Sync step completes
+		return *c
+	}
+	return o
+}
+
+func (m *model) enter(th *thread, mx *mutex, e *entry) outcome {
+	if mx.holders[th] > 0 || len(mx.holders) < mx.max {
+		mx.holders[th]++
+		e.state = 2
+		return ok(nil)
+	}
+	e.state = 1
+	mx.queue = append(mx.queue, e)
+	s := th.ask(request{kind: reqWait})
+	return s.out
+}
+
+func (m *model) leave(mx *mutex, e *entry) {
+	switch e.state {
+	case 1:
+		for i, w := range mx.queue {
+			if w == e {
+				mx.queue = append(mx.queue[:i:i], mx.queue[i+1:]...)
+				break
+			}
+		}
+		e.state = 3
+		return
+	case 2:
+		e.state = 3
+		if mx.holders[e.th]--; mx.holders[e.th] > 0 {
+			return
+		}
+		delete(mx.holders, e.th)
+	default:
+		return
+	}
+	for len(mx.holders) < mx.max && len(mx.queue) > 0 {
+		w := mx.queue[0]
+		mx.queue = mx.queue[1:]
+		mx.holders[w.th]++
+		w.state = 2
+		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
+	}
+}

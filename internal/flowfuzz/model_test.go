@@ -1,0 +1,109 @@
+package flowfuzz
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestModelSpecExamples pins the model to the spec's own examples and to
+// API.md's decisions, without the engine.
+func TestModelSpecExamples(t *testing.T) {
+	tests := []struct {
+		name string
+		p    *Program
+		want string
+	}{{
+		// Spec 1.1: levels run depth first.
+		name: "levels",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, Subs: []*Node{{ID: 3, Kind: KStep}}},
+				{ID: 4, Kind: KStep},
+			}},
+			{ID: 5, Kind: KStep},
+		}},
+		want: "s1() s2() s3() s4() s5() -> ok()",
+	}, {
+		// Spec 1.2: the inner handler replaces the error, the outer
+		// recovers with args for the next step.
+		name: "error handlers",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EError, Code: "E1", Handler: &Handler{ID: 3, Action: HRethrow, Code: "E2"}},
+			}, Handler: &Handler{ID: 4, Action: HRecover, Args: []int{7}}},
+			{ID: 5, Kind: KStep},
+		}},
+		want: "s1() s2() h3:E1: h4:E2: s5(7) -> ok()",
+	}, {
+		// Spec 1.2.1: a handler's added steps fail; it is not run again.
+		name: "steps in error handler",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EError, Code: "E1", Handler: &Handler{ID: 3, Action: HAdd, Steps: []*Node{
+					{ID: 4, Kind: KStep, End: EError, Code: "E2", Handler: &Handler{ID: 5}},
+				}}},
+			}, Handler: &Handler{ID: 6}},
+		}},
+		want: "s1() s2() h3:E1: s4() h5:E2: h6:E2: -> err:E2:",
+	}, {
+		// Interleaving: two branches that each add a sub-step.
+		name: "parallel interleaving",
+		p: &Program{Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KStep, Subs: []*Node{{ID: 3, Kind: KStep}}},
+			{ID: 4, Kind: KStep, Subs: []*Node{{ID: 5, Kind: KStep}}},
+		}}}},
+		want: "s2() s4() s3() s5() -> ok()",
+	}, {
+		// Decision 8: a timeout cancels the sub-steps innermost first, then
+		// the step's own cancel handler, then its error handler.
+		name: "timeout",
+		p: &Program{Steps: []*Node{{ID: 1, Kind: KStep, Timeout: 20, Cancel: true,
+			Subs: []*Node{{ID: 2, Kind: KStep, Cancel: true, Subs: []*Node{
+				{ID: 3, Kind: KStep, Cancel: true, End: EExternal, At: 50},
+			}}},
+			Handler: &Handler{ID: 4}}}},
+		want: "s1() s2() s3() c3@20 c2@20 c1@20 h4:Timeout:@20 -> err:Timeout:",
+	}, {
+		// Decision 10: the first error cancels the other branches.
+		name: "parallel error",
+		p: &Program{Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KStep, Cancel: true, End: EExternal, At: 30},
+			{ID: 3, Kind: KStep, End: EExternalErr, At: 10, Code: "E1", Info: "x"},
+			{ID: 4, Kind: KStep, Cancel: true, End: EWait},
+		}, Handler: &Handler{ID: 5, Action: HRecover}}, {ID: 6, Kind: KStep}}},
+		want: "s2() s3() s4() c2@10 c4@10 h5:E1:x@10 s6()@10 -> ok()",
+	}, {
+		// Decision 7: root cancel runs cancel handlers only.
+		name: "root cancel",
+		p: &Program{CancelAt: 5, Steps: []*Node{{ID: 1, Kind: KStep, Cancel: true, End: EWait,
+			Handler: &Handler{ID: 2, Action: HRecover}}}},
+		want: "s1() c1@5 -> canceled",
+	}, {
+		// Decision 9: a labelled Continue, then Break outside of any loop.
+		name: "loops",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KRepeat, Label: "A", Count: 2, Subs: []*Node{
+				{ID: 2, Kind: KRepeat, Count: 3, Subs: []*Node{{ID: 3, Kind: KStep, End: EContinue, Label: "A"}}},
+			}},
+			{ID: 4, Kind: KStep, End: EBreak, Handler: &Handler{ID: 5}},
+		}},
+		want: "L1#0 L2#0 s3() L1#1 L2#0 s3() s4() h5:LoopBreak: -> err:InternalError",
+	}, {
+		// Decision 11: a Mutex(1) queues the second branch.
+		name: "mutex",
+		p: &Program{Mutexes: []int{1}, Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KSync, Body: &Node{ID: 3, Kind: KStep, End: EExternal, At: 10}},
+			{ID: 4, Kind: KSync, Body: &Node{ID: 5, Kind: KStep, End: EExternal, At: 10}},
+		}}}},
+		want: "s3() s5()@10 -> ok()",
+	}}
+	for _, tc := range tests {
+		if tc.p.CancelAt == 0 {
+			tc.p.CancelAt = SafetyCancel
+		}
+		r := Model(tc.p)
+		if got := strings.Join(r.Trace, " ") + " -> " + r.End; got != tc.want {
+			t.Errorf("%s:\n got: %s\nwant: %s", tc.name, got, tc.want)
+		}
+	}
+}

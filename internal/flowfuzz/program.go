@@ -1,0 +1,375 @@
+// Package flowfuzz holds the flow programs of the engine's fuzz test: a tree
+// of AsyncSteps operations decoded from fuzz bytes, and a reference model
+// that computes, independently of the engine, the trace such a program must
+// produce.
+//
+// The package does not import the engine: the fuzz test (fuzz_flows_test.go
+// at the module root) runs a [Program] on the engine and compares the trace
+// with [Model]'s.
+package flowfuzz
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Kind is what a node adds to its level.
+type Kind uint8
+
+const (
+	KStep        Kind = iota // Add(step, onerror)
+	KParallel                // Parallel(onerror) with one branch per sub-node
+	KLoop                    // Loop(body, label): the body breaks itself at iteration Count
+	KRepeat                  // Repeat(Count, body, label)
+	KSync                    // Sync(mutex, Body, Body.Handler)
+	KSuccessStep             // SuccessStep(Args...)
+	numKinds
+)
+
+// End is how a step's callback ends, after its SetTimeout, SetCancel and Add
+// calls.
+type End uint8
+
+const (
+	EImplicit    End = iota // return: implicit success (or wait, after SetTimeout/SetCancel)
+	ESuccess                // Success(Args...)
+	EError                  // Error(Code, Info)
+	EBreak                  // Break(Label)
+	EContinue               // Continue(Label)
+	EExternal               // WaitExternal; Success(Args...) from the tool At ms later
+	EExternalErr            // WaitExternal; Error(Code, Info) from the tool At ms later
+	EWait                   // WaitExternal and nothing: only a cancel or timeout ends it
+	numEnds
+)
+
+// Action is what an error handler does.
+type Action uint8
+
+const (
+	HReturn  Action = iota // plain return: unwinding goes on
+	HRecover               // Success(Args...)
+	HRethrow               // Error(Code, Info)
+	HAdd                   // Add(Steps...): they run in place of the failed step
+	numActions
+)
+
+// Node is one operation of a flow program.
+type Node struct {
+	ID   int
+	Kind Kind
+
+	// KStep (and the Body of a KSync).
+	Timeout int  // SetTimeout(Timeout ms) first, if > 0
+	Cancel  bool // then SetCancel(handler tracing "c<ID>")
+	End     End
+	At      int // EExternal, EExternalErr: ms after the callback
+
+	Args  []int  // ESuccess, EExternal, KSuccessStep
+	Code  string // EError, EExternalErr
+	Info  string
+	Label string // EBreak, EContinue; KLoop, KRepeat
+	Count int    // KRepeat: iterations; KLoop: the iteration that breaks
+
+	// Sub-steps added by a KStep callback, branches of a KParallel, the
+	// steps added by each iteration of a KLoop or KRepeat.
+	Subs []*Node
+
+	Body  *Node // KSync: the critical section step
+	Mutex int   // KSync: index into Program.Mutexes
+
+	Handler *Handler // KStep, KParallel, KSync's Body
+}
+
+// Handler is an error handler.
+type Handler struct {
+	ID     int
+	Action Action
+	Args   []int   // HRecover
+	Code   string  // HRethrow
+	Info   string  // HRethrow
+	Steps  []*Node // HAdd
+}
+
+// Program is a flow: the level-0 steps of a root, the Mutexes its Sync
+// nodes share, and the virtual time at which the root is cancelled.
+type Program struct {
+	Steps    []*Node
+	Mutexes  []int // the max of each Mutex
+	CancelAt int   // ms; SafetyCancel if the program has none
+}
+
+// SafetyCancel is when a program without a root cancel of its own is
+// cancelled, so that a program whose steps wait forever still ends.
+const SafetyCancel = 100000
+
+// Limits of decoded programs: they keep every run short and finite.
+const (
+	maxDepth = 4
+	maxNodes = 40
+)
+
+// decoder reads fuzz bytes; past the end it reads zeros, so every input is
+// a valid program.
+type decoder struct {
+	data  []byte
+	nodes int
+	ids   int
+}
+
+func (d *decoder) byte() int {
+	if len(d.data) == 0 {
+		return 0
+	}
+	b := d.data[0]
+	d.data = d.data[1:]
+	return int(b)
+}
+
+func (d *decoder) id() int {
+	d.ids++
+	return d.ids
+}
+
+// scope is what the decoder knows about where a node is: Sync restrictions
+// keep programs free of the deadlocks the Mutex reports (API decision 11),
+// which the model does not implement.
+type scope struct {
+	depth     int
+	held      uint // mutexes the current flow or branch holds
+	forbidden uint // mutexes held by a flow this branch runs inside of
+}
+
+func (s scope) deeper() scope { s.depth++; return s }
+
+// Decode turns fuzz bytes into a program. Every input decodes; programs are
+// finite and bounded (depth, node count, loop iterations).
+func Decode(data []byte) *Program {
+	d := &decoder{data: data}
+	p := &Program{}
+	if c := d.byte(); c != 0 {
+		p.CancelAt = (c % 50) * 5
+	} else {
+		p.CancelAt = SafetyCancel
+	}
+	m := d.byte()
+	p.Mutexes = []int{1 + m&1, 1 + (m>>1)&1}
+	n := d.byte() % 5
+	for range n {
+		p.Steps = append(p.Steps, d.node(scope{}, false))
+	}
+	return p
+}
+
+func labelOf(b int) string { return [...]string{"", "A", "B", ""}[b&3] }
+
+func codeOf(b int) string { return fmt.Sprintf("E%d", b&3%3) }
+
+func (d *decoder) args(id int) []int {
+	n := d.byte() % 3
+	a := make([]int, n)
+	for i := range a {
+		a[i] = id*10 + i
+	}
+	return a
+}
+
+// node decodes one node; inBranch restricts the kinds to what the value
+// returned by Parallel accepts.
+func (d *decoder) node(sc scope, inBranch bool) *Node {
+	d.nodes++
+	n := &Node{ID: d.id()}
+	k := Kind(d.byte() % int(numKinds))
+	if sc.depth >= maxDepth || d.nodes >= maxNodes {
+		k = KStep
+	}
+	if inBranch && (k == KParallel || k == KSuccessStep) {
+		k = KStep
+	}
+	n.Kind = k
+	switch k {
+	case KStep:
+		d.step(n, sc)
+	case KParallel:
+		b := d.byte()
+		branches := b & 3
+		inner := sc.deeper()
+		inner.forbidden |= inner.held
+		inner.held = 0
+		for range branches {
+			n.Subs = append(n.Subs, d.node(inner, true))
+		}
+		if b&4 != 0 {
+			n.Handler = d.handler(sc)
+		}
+	case KLoop, KRepeat:
+		b := d.byte()
+		n.Label = labelOf(b)
+		n.Count = (b >> 2) % 4
+		for range (b >> 4) % 3 {
+			n.Subs = append(n.Subs, d.node(sc.deeper(), false))
+		}
+	case KSync:
+		b := d.byte()
+		m := b & 1
+		if sc.forbidden&(1<<m) != 0 {
+			m = 1 - m
+		}
+		body := &Node{ID: d.id(), Kind: KStep}
+		if sc.forbidden&(1<<m) != 0 {
+			// Both Mutexes are held by an outer flow: a plain step.
+			n.Kind = KStep
+			d.step(n, sc)
+			return n
+		}
+		n.Mutex = m
+		inner := sc.deeper()
+		inner.held |= 1 << m
+		d.step(body, inner)
+		n.Body = body
+	case KSuccessStep:
+		n.Args = d.args(n.ID)
+	}
+	return n
+}
+
+func (d *decoder) step(n *Node, sc scope) {
+	f := d.byte()
+	if f&1 != 0 {
+		n.Timeout = (1 + d.byte()%6) * 10
+	}
+	n.Cancel = f&2 != 0
+	hasHandler := f&4 != 0
+	subs := (f >> 3) % 4
+	n.End = End((f >> 5) % int(numEnds))
+	switch n.End {
+	case ESuccess:
+		n.Args = d.args(n.ID)
+	case EError, EExternalErr:
+		b := d.byte()
+		n.Code = codeOf(b)
+		if b&4 != 0 {
+			n.Info = fmt.Sprintf("i%d", n.ID)
+		}
+		if n.End == EExternalErr {
+			n.At = (b >> 3) % 6 * 10
+		}
+	case EBreak, EContinue:
+		n.Label = labelOf(d.byte())
+	case EExternal:
+		b := d.byte()
+		n.At = (b & 7) % 6 * 10
+		n.Args = make([]int, (b>>3)%3)
+		for i := range n.Args {
+			n.Args[i] = n.ID*10 + i
+		}
+	}
+	if sc.depth < maxDepth {
+		for range subs {
+			if d.nodes >= maxNodes {
+				break
+			}
+			n.Subs = append(n.Subs, d.node(sc.deeper(), false))
+		}
+	}
+	if hasHandler {
+		n.Handler = d.handler(sc)
+	}
+}
+
+func (d *decoder) handler(sc scope) *Handler {
+	b := d.byte()
+	h := &Handler{ID: d.id(), Action: Action(b & 3)}
+	switch h.Action {
+	case HRecover:
+		h.Args = d.args(h.ID)
+	case HRethrow:
+		h.Code = codeOf(b >> 2)
+		if b&16 != 0 {
+			h.Info = fmt.Sprintf("i%d", h.ID)
+		}
+	case HAdd:
+		for range 1 + (b>>2)%2 {
+			h.Steps = append(h.Steps, d.node(sc.deeper(), false))
+		}
+	}
+	return h
+}
+
+// String prints the program as an indented tree, for failure reports.
+func (p *Program) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "program (mutexes %v, root cancel at %dms)\n", p.Mutexes, p.CancelAt)
+	for _, n := range p.Steps {
+		n.write(&b, 1)
+	}
+	return b.String()
+}
+
+func (n *Node) write(b *strings.Builder, depth int) {
+	ind := strings.Repeat("  ", depth)
+	switch n.Kind {
+	case KStep:
+		fmt.Fprintf(b, "%sstep %d%s\n", ind, n.ID, n.describe())
+	case KParallel:
+		fmt.Fprintf(b, "%sparallel %d\n", ind, n.ID)
+	case KLoop:
+		fmt.Fprintf(b, "%sloop %d label=%q breaks at %d\n", ind, n.ID, n.Label, n.Count)
+	case KRepeat:
+		fmt.Fprintf(b, "%srepeat %d label=%q count=%d\n", ind, n.ID, n.Label, n.Count)
+	case KSync:
+		fmt.Fprintf(b, "%ssync %d mutex=%d\n", ind, n.ID, n.Mutex)
+		n.Body.write(b, depth+1)
+	case KSuccessStep:
+		fmt.Fprintf(b, "%ssuccessStep %d %v\n", ind, n.ID, n.Args)
+	}
+	for _, s := range n.Subs {
+		s.write(b, depth+1)
+	}
+	if h := n.Handler; h != nil {
+		fmt.Fprintf(b, "%s  onerror %d: %s\n", ind, h.ID, h.describe())
+		for _, s := range h.Steps {
+			s.write(b, depth+2)
+		}
+	}
+}
+
+func (n *Node) describe() string {
+	var s []string
+	if n.Timeout > 0 {
+		s = append(s, fmt.Sprintf("timeout=%d", n.Timeout))
+	}
+	if n.Cancel {
+		s = append(s, "cancel")
+	}
+	switch n.End {
+	case EImplicit:
+		s = append(s, "implicit")
+	case ESuccess:
+		s = append(s, fmt.Sprintf("success%v", n.Args))
+	case EError:
+		s = append(s, fmt.Sprintf("error(%s,%q)", n.Code, n.Info))
+	case EBreak:
+		s = append(s, fmt.Sprintf("break(%q)", n.Label))
+	case EContinue:
+		s = append(s, fmt.Sprintf("continue(%q)", n.Label))
+	case EExternal:
+		s = append(s, fmt.Sprintf("external success%v at +%d", n.Args, n.At))
+	case EExternalErr:
+		s = append(s, fmt.Sprintf("external error(%s,%q) at +%d", n.Code, n.Info, n.At))
+	case EWait:
+		s = append(s, "wait")
+	}
+	return ": " + strings.Join(s, " ")
+}
+
+func (h *Handler) describe() string {
+	switch h.Action {
+	case HRecover:
+		return fmt.Sprintf("recover%v", h.Args)
+	case HRethrow:
+		return fmt.Sprintf("rethrow(%s,%q)", h.Code, h.Info)
+	case HAdd:
+		return "add steps"
+	}
+	return "return"
+}
