@@ -24,10 +24,10 @@ func waitGoroutines(t *testing.T, n int) {
 	}
 }
 
-// TestLoopCloseLeavesNoGoroutine runs 10,000 flows on a Loop, completes half
+// TestTenThousandFlowsLeaveNoGoroutineAfterClose runs 10,000 flows on a Loop, completes half
 // of them from other goroutines while the other half stay parked, closes the
 // loop and checks that no goroutine is left.
-func TestLoopCloseLeavesNoGoroutine(t *testing.T) {
+func TestTenThousandFlowsLeaveNoGoroutineAfterClose(t *testing.T) {
 	const flows = 10000
 	before := runtime.NumGoroutine()
 	loop := asyncsteps.NewLoop()

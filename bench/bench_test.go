@@ -34,25 +34,17 @@ func newLoop(b *testing.B) *asyncsteps.Loop {
 
 // a. seq: one flow of 1,000,000 sequential steps, each Success(i).
 func BenchmarkSeq(b *testing.B) {
-	const steps = 1_000_000
-	loop := newLoop(b)
-	step := func(as as, _ ...any) { as.Success(1000) }
-	b.ReportAllocs()
-	for b.Loop() {
-		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		for range steps {
-			r.Add(step)
-		}
-		run(b, r)
-	}
-	per(b, steps, "step")
+	seq(b, func(as as, _ ...any) { as.Success(1000) })
 }
 
 // a'. seq with steps that pass no args: the engine's own cost per step.
 func BenchmarkSeqNoArgs(b *testing.B) {
+	seq(b, func(as as, _ ...any) { as.Success() })
+}
+
+func seq(b *testing.B, step asyncsteps.StepFunc) {
 	const steps = 1_000_000
 	loop := newLoop(b)
-	step := func(as as, _ ...any) { as.Success() }
 	b.ReportAllocs()
 	for b.Loop() {
 		r := asyncsteps.New(asyncsteps.WithTool(loop))
