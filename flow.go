@@ -192,6 +192,9 @@ func (fl *flow) proceed(f *frame) *frame {
 	}
 	c := fl.newFrame(f, &f.queue[0])
 	f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
+	if len(f.queue) == 0 && f.mode == modeBase {
+		f.queue = nil // a parked flow keeps no step array alive
+	}
 	f.active = c
 	args := f.args
 	f.args = nil
