@@ -1,6 +1,8 @@
-// Package bench holds the performance workloads of asyncsteps (a to i of the
-// performance plan) as Go benchmarks, and the harness that runs the same
-// workloads with the JavaScript reference implementation.
+// Package bench holds the performance workloads of asyncsteps (a to i of
+// docs/PERFORMANCE.md) as Go benchmarks; bench/js runs the same workloads on
+// the JavaScript reference implementation, and bench/compare runs both in
+// turns and prints the table of docs/PERFORMANCE.md.
 //
 //	go test -run '^$' -bench . -benchmem ./bench
+//	go run ./bench/compare
 package bench

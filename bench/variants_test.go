@@ -89,3 +89,52 @@ func BenchmarkParkedGoroutines(b *testing.B) {
 		done.Wait()
 	}
 }
+
+// c and i with the flows created on their own loop's goroutine (in an
+// Immediate callback, as a request handler on the loop would), so that no
+// producer goroutine competes with the loops for the 2 cores: the figure of
+// the engine alone.
+func BenchmarkManyFlowsOnLoop(b *testing.B) {
+	const flows = 100_000
+	loops := []*asyncsteps.Loop{newLoop(b)}
+	b.ReportAllocs()
+	for b.Loop() {
+		flowsOnLoops(b, flows, loops)
+	}
+	per(b, flows, "flow")
+	b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+}
+
+func BenchmarkScaleOnLoop(b *testing.B) {
+	const flows = 100_000
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "loops=1", 2: "loops=2"}[n], func(b *testing.B) {
+			loops := make([]*asyncsteps.Loop, n)
+			for i := range loops {
+				loops[i] = newLoop(b)
+			}
+			for b.Loop() {
+				flowsOnLoops(b, flows, loops)
+			}
+			b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+		})
+	}
+}
+
+// flowsOnLoops runs workload c's flows, split evenly over loops, each loop
+// creating its share in one callback.
+func flowsOnLoops(b *testing.B, flows int, loops []*asyncsteps.Loop) {
+	var wg sync.WaitGroup
+	wg.Add(flows)
+	for _, l := range loops {
+		l.Immediate(func() {
+			for range flows / len(loops) {
+				r := asyncsteps.New(asyncsteps.WithTool(l), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) }))
+				threeSteps(r)
+				r.Add(func(as as, _ ...any) { wg.Done() })
+				r.Execute()
+			}
+		})
+	}
+	wg.Wait()
+}

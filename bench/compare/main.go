@@ -466,7 +466,7 @@ type row struct {
 var units = map[string]float64{
 	"BenchmarkSeq": 1e6, "BenchmarkSeqNoArgs": 1e6, "BenchmarkSeq10k": 1e4, "BenchmarkSeq100k": 1e5,
 	"BenchmarkNested": 1e5, "BenchmarkNested10k": 1e4,
-	"BenchmarkManyFlows": 1e5, "BenchmarkManyGoroutines": 1e5,
+	"BenchmarkManyFlows": 1e5, "BenchmarkManyGoroutines": 1e5, "BenchmarkManyFlowsOnLoop": 1e5,
 	"BenchmarkParallel": 1e5, "BenchmarkError": 1e5, "BenchmarkError10k": 1e4,
 	"BenchmarkMutex": 1e3, "BenchmarkTimers": 1e4,
 }
@@ -490,6 +490,8 @@ var rows = []row{
 	{workload: "b nested, 10k", metric: "ns/outer", goF: goF("BenchmarkNested10k", "ns/outer"), ref: jsF("nested-10k", "ns/outer"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkNested10k")},
 	{workload: "c many-flows", metric: "flows/s", goF: goF("BenchmarkManyFlows", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkManyFlows")},
 	{workload: "c many-flows", metric: "flows/s", goF: goF("BenchmarkManyFlows", "flows/s"), ref: goF("BenchmarkManyGoroutines", "flows/s"), refLabel: "goroutines", higher: true, minRatio: 1, maxGo: none, target: "≥ goroutines", allocs: allocsOf("BenchmarkManyFlows")},
+	{workload: "c many-flows, made on the loop", metric: "flows/s", goF: goF("BenchmarkManyFlowsOnLoop", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkManyFlowsOnLoop")},
+	{workload: "c many-flows, made on the loop", metric: "flows/s", goF: goF("BenchmarkManyFlowsOnLoop", "flows/s"), ref: goF("BenchmarkManyGoroutines", "flows/s"), refLabel: "goroutines", higher: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkManyFlowsOnLoop")},
 	{workload: "d parallel", metric: "ns/branch", goF: goF("BenchmarkParallel", "ns/branch"), ref: jsF("parallel", "ns/branch"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkParallel")},
 	{workload: "e error, 100k", metric: "ns/error", goF: goF("BenchmarkError", "ns/error"), ref: jsF("error-100k", "ns/error"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkError")},
 	{workload: "e error, 10k", metric: "ns/error", goF: goF("BenchmarkError10k", "ns/error"), ref: jsF("error-10k", "ns/error"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkError10k")},
@@ -499,6 +501,7 @@ var rows = []row{
 	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: jsF("parked", "rss_per_unit"), refLabel: "JS rss", maxGo: none, target: "—"},
 	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: goF("BenchmarkParkedGoroutines", "B/goroutine"), refLabel: "goroutines", maxGo: none, target: "—"},
 	{workload: "i scale", metric: "flows/s", goF: goF("BenchmarkScale/loops=2", "flows/s"), ref: goF("BenchmarkScale/loops=1", "flows/s"), refLabel: "1 loop", higher: true, minRatio: 1.6, maxGo: none, target: "2 loops ≥1.6x 1 loop"},
+	{workload: "i scale, made on the loops", metric: "flows/s", goF: goF("BenchmarkScaleOnLoop/loops=2", "flows/s"), ref: goF("BenchmarkScaleOnLoop/loops=1", "flows/s"), refLabel: "1 loop", higher: true, maxGo: none, target: "—"},
 }
 
 // stat is the median of the samples of one figure, with their range.
@@ -573,7 +576,7 @@ func printReport(w io.Writer, cfg config, res *results, rep report) {
 	fmt.Fprintf(w, "machine: %d CPUs (nproc), %s; %s; node %s, futoin-asyncsteps %s\n",
 		runtime.NumCPU(), cpuModel(), rep.goVersion, rep.node, rep.reference)
 	fmt.Fprintf(w, "engine: %s (built at the start)\n", rep.engine)
-	fmt.Fprintf(w, "run: %s to %s, %d rounds, load average %s at start, %s at end\n",
+	fmt.Fprintf(w, "run: %s to %s, rounds: %d, load average %s at start, %s at end\n",
 		rep.started.Format("2006-01-02 15:04"), rep.ended.Format("15:04"), cfg.rounds, rep.load0, rep.load1)
 	fmt.Fprintln(w, loadSummary(res.runs))
 	fmt.Fprintln(w)
