@@ -80,8 +80,11 @@ func (fl *flow) newHandle(f *frame, st uint32) {
 		h = new(handle)
 	}
 	h.f, h.fl = f, fl
-	h.st.Store(st)
+	if st != 0 { // handles start zeroed, which is a running callback
+		h.st.Store(st)
+	}
 	f.h = h
+	f.consumed = st&stDone != 0 // a dead handle can take no completion
 }
 
 // loopLocal is what the flows of one loop share without a lock, owned by
@@ -154,7 +157,7 @@ func (fl *flow) retire(f *frame) {
 	if f.mode == modeBranch || f.mode == modeBase {
 		return
 	}
-	if f.h.st.Load()&stClaim != 0 && !f.consumed {
+	if !f.consumed {
 		return
 	}
 	*f = frame{fl: fl, queue: f.queue[:0], parent: fl.free}
@@ -199,10 +202,10 @@ func (fl *flow) proceed(f *frame) *frame {
 	args := f.args
 	f.args = nil
 	if c.ctl != nil {
-		fl.newHandle(c, stClaim|stDone)
+		fl.newHandle(c, stIdle|stClaim|stDone)
 		return c.ctl.begin(c)
 	}
-	fl.newHandle(c, stExec)
+	fl.newHandle(c, 0)
 	fl.call(c, c.fn, args)
 	return fl.settle(c)
 }
@@ -235,16 +238,31 @@ func (fl *flow) recoverInto(c *frame) {
 
 // settle looks at how c's callback ended and returns where the flow goes on.
 func (fl *flow) settle(c *frame) *frame {
-	st := c.h.st.And(^stExec)
+	if c.h.st.Load() == 0 {
+		// It never waited: no other goroutine may complete it.
+		c.h.st.Store(stIdle | stClaim | stDone)
+		c.consumed = true
+		switch {
+		case c.err != nil:
+			return fl.fail(c, c.err)
+		case len(c.queue) > 0:
+			return c
+		case c.succeeded:
+			return fl.finish(c, c.args)
+		case c.mode == modeHandler:
+			return fl.handlerReturned(c)
+		default:
+			return fl.finish(c, nil)
+		}
+	}
+	st := c.h.st.Or(stIdle)
 	switch {
 	case c.err != nil:
 		return fl.fail(c, c.err)
 	case len(c.queue) > 0:
-		c.h.st.Or(stClaim | stDone)
+		c.kill()
 		if st&stClaim != 0 {
-			// Success or Error came from another goroutine after Add. Until
-			// it is ready, that goroutine may still be writing to c.
-			c.consumed = st&stReady != 0
+			// Success or Error came from another goroutine after Add.
 			return fl.fail(c, fl.misuseError("Success or Error called after Add in the same callback"))
 		}
 		return c
@@ -254,22 +272,36 @@ func (fl *flow) settle(c *frame) *frame {
 		c.waiting = true
 		return nil
 	case c.mode == modeHandler:
-		// A handler that returns lets the error go on.
-		err := c.handling
-		p := c.parent
-		fl.release(c)
-		fl.retire(c)
-		return fl.fail(p, err)
+		return fl.handlerReturned(c)
 	default:
-		c.h.st.Or(stClaim | stDone)
 		return fl.finish(c, nil)
 	}
 }
 
+// kill makes f's handle dead, noting whether another goroutine may still
+// be writing a completion into f: one that claimed it but has not made it
+// ready. Until then f must not be recycled.
+func (f *frame) kill() {
+	if f.h.st.Load()&stDone != 0 {
+		return
+	}
+	old := f.h.st.Or(stIdle | stClaim | stDone)
+	f.consumed = old&stClaim == 0 || old&stReady != 0
+}
+
+// handlerReturned lets the error that handler frame c took go on: its
+// handler returned without completing.
+func (fl *flow) handlerReturned(c *frame) *frame {
+	err := c.handling
+	p := c.parent
+	fl.release(c)
+	fl.retire(c)
+	return fl.fail(p, err)
+}
+
 // completed applies the Success or Error written to c.
 func (fl *flow) completed(c *frame) *frame {
-	c.h.st.Or(stDone)
-	c.consumed = true
+	c.kill()
 	if c.resErr != nil {
 		fl.noteError(c.resErr, exc(c.resErr))
 		return fl.fail(c, c.resErr)
@@ -312,7 +344,7 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 // release ends f's own resources: its timer and cancel handler.
 func (fl *flow) release(f *frame) {
 	f.over = true
-	f.h.st.Or(stClaim | stDone)
+	f.kill()
 	if f.timer != nil {
 		f.timer.Cancel()
 		f.timer = nil
@@ -337,7 +369,7 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 		}
 		if h := f.onCancel; h != nil {
 			f.onCancel = nil
-			f.h.st.Or(stClaim | stDone)
+			f.kill()
 			if p := fl.callCancel(f, h); p != nil {
 				err = &Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}
 				fl.noteError(err, p)
@@ -365,7 +397,7 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 // the failed step's handle stays dead.
 func (fl *flow) handle(f *frame, err *Error) *frame {
 	h := f.onerror
-	if f.h.st.Load()&stClaim != 0 && !f.consumed {
+	if !f.consumed {
 		// Another goroutine may still write to f: take a fresh frame.
 		g := &frame{fl: fl, parent: f.parent, fn: f.fn}
 		f.parent.active = g
@@ -374,7 +406,7 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 	parent, fn := f.parent, f.fn
 	q := f.queue[:0]
 	*f = frame{fl: fl, parent: parent, fn: fn, mode: modeHandler, handling: err, queue: q}
-	fl.newHandle(f, stExec)
+	fl.newHandle(f, 0)
 	fl.callHandler(f, h, err.Code)
 	return fl.settle(f)
 }
@@ -406,7 +438,7 @@ func (fl *flow) cancelTree(f *frame) {
 	f.waiting = false
 	if h := f.onCancel; h != nil {
 		f.onCancel = nil
-		f.h.st.Or(stClaim | stDone)
+		f.kill()
 		if p := fl.callCancel(f, h); p != nil {
 			fl.noteError(&Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}, p)
 		}

@@ -27,7 +27,7 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	pr.pending = len(pr.branches)
 	for i := range pr.def.branches {
 		b := &frame{fl: fl, parent: p, mode: modeBranch, queue: pr.def.branches[i : i+1 : i+1]}
-		fl.newHandle(b, stClaim|stDone)
+		fl.newHandle(b, stIdle|stClaim|stDone)
 		pr.branches[i] = b
 	}
 	for _, b := range pr.branches {

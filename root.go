@@ -95,7 +95,7 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	}
 	fl.base = frame{fl: fl, mode: modeBase, queue: r.queue}
 	fl.baseHandle = handle{f: &fl.base, fl: fl}
-	fl.baseHandle.st.Store(stClaim | stDone)
+	fl.baseHandle.st.Store(stIdle | stClaim | stDone)
 	fl.base.h = &fl.baseHandle
 	r.queue = nil
 	fl.misused = r.misused

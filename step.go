@@ -35,8 +35,13 @@ type control interface {
 // Handle states, in handle.st. The loop goroutine owns frames, but a waiting
 // step may be completed from any goroutine, so the hand-over between the two
 // is this word alone.
+//
+// The zero state is "callback running": a fresh handle needs no store, and
+// a step that completes from its own callback without having waited (the
+// common case) costs no atomic read-modify-write but the one that kills the
+// handle when the callback returns.
 const (
-	stExec  uint32 = 1 << iota // the step's callback is running
+	stIdle  uint32 = 1 << iota // the step's callback is not running
 	stWait                     // the step may be completed from outside
 	stClaim                    // Success or Error has claimed the completion
 	stReady                    // the claimed completion is written
@@ -79,7 +84,8 @@ type frame struct {
 
 	over     bool // finished or unwound
 	waiting  bool // suspended until an external completion
-	consumed bool // the loop has taken the claimed completion
+	consumed bool // no other goroutine may still write to the frame
+	succeeded bool // Success was called by the callback itself, args in args
 
 	queue    []step
 	args     []any  // input of the next sub-step, then the frame's result
@@ -101,7 +107,7 @@ type frame struct {
 // step may also be completed from another goroutine while its callback still
 // runs; only then is the (slower) goroutine check needed.
 func (h *handle) inCallback(st uint32) bool {
-	if st&stExec == 0 {
+	if st&stIdle != 0 {
 		return false
 	}
 	return st&stWait == 0 || h.fl.tool.IsSameThread()
@@ -125,7 +131,7 @@ func (h *handle) claim() bool {
 // returned, nobody on the loop will look at the step again by itself, so the
 // completion is handed to the loop.
 func (h *handle) publish() {
-	if h.st.Or(stReady)&stExec == 0 {
+	if h.st.Or(stReady)&stIdle != 0 {
 		h.fl.inject(h)
 	}
 }
@@ -137,7 +143,7 @@ type abortSignal struct{}
 // outside as an external completion.
 func (h *handle) raise(code, info string, cause error) {
 	st := h.st.Load()
-	if st&(stClaim|stDone) != 0 {
+	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
 		return // the step has completed: no effect (API decision 12)
 	}
 	err := &Error{Code: code, Info: info, Cause: cause}
@@ -174,10 +180,13 @@ func exc(err *Error) error {
 	return err
 }
 
-// adding reports whether the step accepts new sub-steps: only from its
-// running callback, before it completed. A stale handle accepts nothing.
+// adding reports whether the step accepts new sub-steps, or a way to wait:
+// only from its running callback, before it completed. A stale handle
+// accepts nothing. The frame is read only when the state says that the
+// caller is the callback, on the loop.
 func (h *handle) adding() bool {
-	return h.st.Load()&(stExec|stClaim|stDone) == stExec
+	st := h.st.Load()
+	return st&(stIdle|stClaim|stDone) == 0 && !(st == 0 && h.f.succeeded)
 }
 
 func (h *handle) push(s step) AsyncSteps {
@@ -222,17 +231,28 @@ func (h *handle) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 func (h *handle) NewInstance() *Root { return h.fl.root.NewInstance() }
 
 // IsValid implements [AsyncSteps].
-func (h *handle) IsValid() bool { return h.st.Load()&(stClaim|stDone) == 0 }
+func (h *handle) IsValid() bool {
+	st := h.st.Load()
+	return st&(stClaim|stDone) == 0 && !(st == 0 && h.f.succeeded)
+}
 
 // Tool implements [AsyncSteps].
 func (h *handle) Tool() Tool { return h.fl.tool }
 
 // Success implements [AsyncSteps].
 func (h *handle) Success(args ...any) {
-	// Only a call that is surely the callback's own may look at the queue;
-	// settle catches the other case.
-	if st := h.st.Load(); st&(stExec|stWait) == stExec && len(h.f.queue) > 0 {
-		h.misuse("Success called after Add in the same callback")
+	if h.st.Load() == 0 {
+		// Running and never waited: surely the callback's own call, on the
+		// loop, so the frame can be written without a claim.
+		f := h.f
+		switch {
+		case f.succeeded:
+		case len(f.queue) > 0:
+			h.misuse("Success called after Add in the same callback")
+		default:
+			f.args, f.succeeded = args, true
+		}
+		return
 	}
 	if h.claim() {
 		h.f.args = args
@@ -250,7 +270,7 @@ func (h *handle) Error(code string, info ...string) {
 
 // SetTimeout implements [AsyncSteps].
 func (h *handle) SetTimeout(d time.Duration) {
-	if h.st.Load()&stExec == 0 {
+	if !h.adding() {
 		return
 	}
 	h.fl.armTimeout(h.f, d)
@@ -259,7 +279,7 @@ func (h *handle) SetTimeout(d time.Duration) {
 
 // SetCancel implements [AsyncSteps].
 func (h *handle) SetCancel(fn CancelFunc) {
-	if h.st.Load()&stExec == 0 {
+	if !h.adding() {
 		return
 	}
 	h.f.onCancel = fn
@@ -268,7 +288,7 @@ func (h *handle) SetCancel(fn CancelFunc) {
 
 // WaitExternal implements [AsyncSteps].
 func (h *handle) WaitExternal() {
-	if h.st.Load()&stExec == 0 {
+	if !h.adding() {
 		return
 	}
 	h.st.Or(stWait)
