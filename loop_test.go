@@ -63,16 +63,18 @@ func TestLoopImmediatesRunInFIFOOrder(t *testing.T) {
 func TestLoopNestedSchedulingFromCallbacks(t *testing.T) {
 	l := newTestLoop(t)
 	var tr trace
+	done := make(chan struct{})
 	onLoop(t, l, func() {
 		// Both reach the inbox while the loop is busy here.
 		l.Immediate(func() {
 			tr.add("a")
 			l.post(taskFunc(func() { tr.add("c") }))
-			l.Immediate(func() { tr.add("d") })
+			l.Immediate(func() { tr.add("d"); close(done) })
 		})
 		l.Immediate(func() { tr.add("b") })
 	})
-	drain(t, l)
+	// Not drain: its own callback could run before c and d.
+	wait(t, done, "the last callback")
 	// Posted tasks go straight to the loop's own queue; Immediate goes
 	// through the inbox, which joins it on the next pass.
 	if got, want := tr.String(), "a b c d"; got != want {
