@@ -82,9 +82,9 @@ type frame struct {
 	ctl     control
 	mode    uint8
 
-	over     bool // finished or unwound
-	waiting  bool // suspended until an external completion
-	consumed bool // no other goroutine may still write to the frame
+	over      bool // finished or unwound
+	waiting   bool // suspended until an external completion
+	consumed  bool // no other goroutine may still write to the frame
 	succeeded bool // Success was called by the callback itself, args in args
 
 	queue    []step
