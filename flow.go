@@ -87,50 +87,6 @@ func (fl *flow) newHandle(f *frame, st uint32) {
 	f.consumed = st&stDone != 0 // a dead handle can take no completion
 }
 
-// loopLocal is what the flows of one loop share without a lock, owned by
-// the loop's goroutine: blocks of handles, so that a step costs no
-// allocation of its own (a block is garbage once no handle in it is kept),
-// and the frames of ended flows, for the next flows.
-type loopLocal struct {
-	handles []handle
-	frames  *frame // linked by parent
-	nframes int
-}
-
-// maxPooledFrames bounds the frames a loop keeps for later flows.
-const maxPooledFrames = 4096
-
-func (l *loopLocal) nextHandle() *handle {
-	if len(l.handles) == 0 {
-		l.handles = make([]handle, 256)
-	}
-	h := &l.handles[0]
-	l.handles = l.handles[1:]
-	return h
-}
-
-// takeFrame returns a pooled frame for fl, or nil.
-func (l *loopLocal) takeFrame(fl *flow) *frame {
-	f := l.frames
-	if f != nil {
-		l.frames = f.parent
-		l.nframes--
-		f.parent, f.fl = nil, fl
-	}
-	return f
-}
-
-// keepFrames pools the free frames of an ended flow.
-func (l *loopLocal) keepFrames(free *frame) {
-	for free != nil && l.nframes < maxPooledFrames {
-		next := free.parent
-		free.parent = l.frames
-		l.frames = free
-		l.nframes++
-		free = next
-	}
-}
-
 // newFrame returns a frame for s under parent, recycled when possible.
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.free
