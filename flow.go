@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
-	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -476,19 +476,36 @@ func (fl *flow) end(args []any, err error) {
 
 // noteStack records the step functions from the root to f (spec 1.7).
 func (fl *flow) noteStack(f *frame) {
-	var stack []string
-	for ; f != nil; f = f.parent {
-		if f.fn != nil {
-			stack = append(stack, funcName(f.fn))
+	n := 0
+	for p := f; p != nil; p = p.parent {
+		if p.fn != nil {
+			n++
 		}
 	}
-	slices.Reverse(stack)
+	stack := make([]string, n)
+	for ; f != nil; f = f.parent {
+		if f.fn != nil {
+			n--
+			stack[n] = funcName(f.fn)
+		}
+	}
 	fl.state.AsyncStack = stack
 }
 
+// funcNames caches the names of step functions by entry address: looking a
+// name up in the runtime's tables on every error costs more than the rest
+// of the error path.
+var funcNames sync.Map // uintptr -> string
+
 func funcName(fn StepFunc) string {
-	if rf := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); rf != nil {
-		return rf.Name()
+	pc := reflect.ValueOf(fn).Pointer()
+	if name, ok := funcNames.Load(pc); ok {
+		return name.(string)
 	}
-	return "?"
+	name := "?"
+	if rf := runtime.FuncForPC(pc); rf != nil {
+		name = rf.Name()
+	}
+	funcNames.Store(pc, name)
+	return name
 }
