@@ -33,44 +33,38 @@ func newLoop(b *testing.B) *asyncsteps.Loop {
 }
 
 // a. seq: one flow of 1,000,000 sequential steps, each Success(i).
-func BenchmarkSeq(b *testing.B) {
-	seq(b, func(as as, _ ...any) { as.Success(1000) })
-}
+func BenchmarkSeq(b *testing.B) { steps(b, 1_000_000, "step", succeedWithInt) }
 
 // a'. seq with steps that pass no args: the engine's own cost per step.
-func BenchmarkSeqNoArgs(b *testing.B) {
-	seq(b, func(as as, _ ...any) { as.Success() })
-}
-
-func seq(b *testing.B, step asyncsteps.StepFunc) {
-	const steps = 1_000_000
-	loop := newLoop(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		for range steps {
-			r.Add(step)
-		}
-		run(b, r)
-	}
-	per(b, steps, "step")
-}
+func BenchmarkSeqNoArgs(b *testing.B) { steps(b, 1_000_000, "step", succeed) }
 
 // b. nested: every step adds one sub-step.
-func BenchmarkNested(b *testing.B) {
-	const steps = 100_000
+func BenchmarkNested(b *testing.B) { steps(b, 100_000, "outer", addOne) }
+
+// e. error: steps that call Error("E"), each caught by its own handler that
+// calls Success.
+func BenchmarkError(b *testing.B) { steps(b, 100_000, "error", fail, recoverStep) }
+
+func succeedWithInt(as as, _ ...any) { as.Success(1000) }
+func succeed(as as, _ ...any)        { as.Success() }
+func addOne(as as, _ ...any)         { as.Add(succeed) }
+func fail(as as, _ ...any)           { as.Error("E") }
+func recoverStep(as as, _ string)    { as.Success() }
+
+// steps runs, per b.Loop iteration, one flow of n steps fn (with onerror)
+// on a real Loop, building the flow included, and reports the time per
+// step in ns/unit.
+func steps(b *testing.B, n int, unit string, fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
 	loop := newLoop(b)
-	inner := func(as as, _ ...any) { as.Success() }
-	outer := func(as as, _ ...any) { as.Add(inner) }
 	b.ReportAllocs()
 	for b.Loop() {
 		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		for range steps {
-			r.Add(outer)
+		for range n {
+			r.Add(fn, onerror...)
 		}
 		run(b, r)
 	}
-	per(b, steps, "outer")
+	per(b, n, unit)
 }
 
 // c. many-flows: 100,000 independent flows of 3 steps each.
@@ -148,24 +142,6 @@ func BenchmarkParallel(b *testing.B) {
 		run(b, r)
 	}
 	per(b, branches*times, "branch")
-}
-
-// e. error: steps that call Error("E"), each caught by its own handler that
-// calls Success.
-func BenchmarkError(b *testing.B) {
-	const steps = 100_000
-	loop := newLoop(b)
-	fail := func(as as, _ ...any) { as.Error("E") }
-	recover := func(as as, _ string) { as.Success() }
-	b.ReportAllocs()
-	for b.Loop() {
-		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		for range steps {
-			r.Add(fail, recover)
-		}
-		run(b, r)
-	}
-	per(b, steps, "error")
 }
 
 // f. mutex: 1,000 flows through Sync on NewMutex(10), one-step section.
