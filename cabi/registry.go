@@ -16,40 +16,51 @@ import (
 	"unsafe"
 )
 
-// The id table: what each FutoInAsyncSteps and FutoInSync we hand out
-// stands for. C memory holds only the id; the Go object lives here. Ids are
-// never reused, so an id read from a stale pointer finds nothing.
-var registry struct {
+// idTable maps the ids that C memory holds to the Go values they stand for:
+// no Go pointer is ever stored in C memory. Ids are never reused, so an id
+// read from a stale pointer finds nothing. Safe for concurrent use.
+type idTable struct {
 	mu   sync.Mutex
 	next uint64
 	m    map[uint64]any
 }
 
-func register(v any) uint64 {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if registry.m == nil {
-		registry.m = make(map[uint64]any)
+func (t *idTable) put(v any) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[uint64]any)
 	}
-	registry.next++
-	registry.m[registry.next] = v
-	return registry.next
+	t.next++
+	t.m[t.next] = v
+	return t.next
 }
 
-func lookup(id uint64) any {
+// get returns the value of id, or nil; id 0 is never given out.
+func (t *idTable) get(id uint64) any {
 	if id == 0 {
 		return nil
 	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	return registry.m[id]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id]
 }
 
-func unregister(id uint64) {
-	registry.mu.Lock()
-	delete(registry.m, id)
-	registry.mu.Unlock()
+func (t *idTable) drop(id uint64) {
+	t.mu.Lock()
+	delete(t.m, id)
+	t.mu.Unlock()
 }
+
+// registry holds what each FutoInAsyncSteps and FutoInSync we hand out
+// stands for.
+var registry idTable
+
+func register(v any) uint64 { return registry.put(v) }
+
+func lookup(id uint64) any { return registry.get(id) }
+
+func unregister(id uint64) { registry.drop(id) }
 
 func bsiID(bsi *C.FutoInAsyncSteps) *uint64 {
 	return (*uint64)(unsafe.Pointer(&(*C.cabi_bsi)(unsafe.Pointer(bsi)).id))
@@ -128,34 +139,13 @@ func releaseBSI(b *C.FutoInAsyncSteps, waited bool) {
 
 // goValues holds the Go values that C sees as custom objects of our types
 // (cabi_go_value_type): C holds the id in custom_data.
-var goValues struct {
-	mu   sync.Mutex
-	next uint64
-	m    map[uint64]any
-}
+var goValues idTable
 
-func putGoValue(v any) uint64 {
-	goValues.mu.Lock()
-	defer goValues.mu.Unlock()
-	if goValues.m == nil {
-		goValues.m = make(map[uint64]any)
-	}
-	goValues.next++
-	goValues.m[goValues.next] = v
-	return goValues.next
-}
+func putGoValue(v any) uint64 { return goValues.put(v) }
 
-func getGoValue(id uint64) any {
-	goValues.mu.Lock()
-	defer goValues.mu.Unlock()
-	return goValues.m[id]
-}
+func getGoValue(id uint64) any { return goValues.get(id) }
 
-func dropGoValue(id uint64) {
-	goValues.mu.Lock()
-	delete(goValues.m, id)
-	goValues.mu.Unlock()
-}
+func dropGoValue(id uint64) { goValues.drop(id) }
 
 //export cabiReleaseGoValue
 func cabiReleaseGoValue(id C.uint64_t) { dropGoValue(uint64(id)) }
