@@ -40,6 +40,8 @@ type Loop struct {
 	timers   timerHeap // deferred callbacks, guarded by mu
 	sleeping bool      // the loop waits on wake: producers must signal it
 
+	shared bool // DefaultTool's loop: never closed
+
 	wake chan struct{} // capacity 1: a pending wake-up is never lost
 	done chan struct{} // closed when the goroutine has exited
 }
@@ -60,11 +62,15 @@ func NewLoop() *Loop {
 	return l
 }
 
-var defaultLoop = sync.OnceValue(NewLoop)
+var defaultLoop = sync.OnceValue(func() *Loop {
+	l := NewLoop()
+	l.shared = true
+	return l
+})
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is
 // safe for concurrent use. It is shared by every caller in the process, so
-// nobody may close it.
+// its Close does nothing.
 func DefaultTool() Tool { return defaultLoop() }
 
 // Immediate schedules f to run on the loop after every callback already
@@ -130,8 +136,11 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // become invalid) and later ones never run. Close waits until the loop's
 // goroutine has exited, except when called from a callback on that
 // goroutine: then the loop stops as soon as the callback returns. Close is
-// idempotent.
+// idempotent. On the loop of [DefaultTool] it does nothing.
 func (l *Loop) Close() {
+	if l.shared {
+		return // the process-wide loop of DefaultTool outlives every caller
+	}
 	l.mu.Lock()
 	if !l.closing.Load() {
 		l.closing.Store(true)

@@ -481,3 +481,11 @@ func TestLoopNeverMissesAWakeUp(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestDefaultToolCannotBeClosed(t *testing.T) {
+	l := DefaultTool().(*Loop)
+	l.Close()
+	done := make(chan struct{})
+	l.Immediate(func() { close(done) })
+	wait(t, done, "a callback on the default loop after Close")
+}
