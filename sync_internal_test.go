@@ -87,3 +87,19 @@ func TestWaitQueueKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// A period opened by a flow whose Loop is then closed must not keep the
+// Throttle full for good: a flow on another loop still enters.
+func TestThrottlePeriodOnClosedLoopEnds(t *testing.T) {
+	th := NewThrottle(1, time.Hour)
+	closed := NewLoop()
+	closed.Close()
+	e := &entry{}
+	if !th.admit(e, nil, closed) || e.state != entryHeld {
+		t.Fatal("the first entry did not enter")
+	}
+	e2 := &entry{}
+	if !th.admit(e2, nil, NewTestTool()) || e2.state != entryHeld {
+		t.Fatalf("a second entry is refused after the period's loop closed: state %v", e2.state)
+	}
+}

@@ -97,7 +97,7 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool) bool {
 		t.running = true
 		t.mu.Unlock()
 		if start {
-			tool.Deferred(t.periodLen(), t.newPeriod)
+			t.arm(tool)
 		}
 		return true
 	case t.maxQueue >= 0 && t.queue.len() >= t.maxQueue:
@@ -143,10 +143,18 @@ func (t *Throttle) newPeriod() {
 	t.mu.Unlock()
 
 	if tool != nil {
-		tool.Deferred(t.periodLen(), t.newPeriod)
+		t.arm(tool)
 	}
 	for _, as := range admitted {
 		as.Success()
+	}
+}
+
+// arm times the current period on tool. A closed Loop runs no timer: the
+// period then ends at once rather than keep the Throttle full for good.
+func (t *Throttle) arm(tool Tool) {
+	if _, closed := tool.Deferred(t.periodLen(), t.newPeriod).(deadHandle); closed {
+		t.newPeriod()
 	}
 }
 
