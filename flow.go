@@ -25,7 +25,6 @@ type flow struct {
 	promise    chan Result
 	ctx        context.Context // Run's context, for its values; never cancels steps by itself
 	done       bool
-	misused    string      // a wrong use of the Root before Execute
 	begun      atomic.Bool // the loop has taken the flow, or the flow ended before
 	base       frame       // level 0; never recycled
 	baseHandle handle
@@ -40,8 +39,7 @@ type flow struct {
 // handle's frame, or delivers the step's external completion. A handle whose
 // frame has moved on to another incarnation is stale and does nothing.
 func (h *handle) run() {
-	f := h.f
-	fl := f.fl
+	f, fl := h.f, h.fl
 	if f.h != h || f.over || fl.done {
 		return
 	}
@@ -94,10 +92,10 @@ func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	case f != nil:
 		fl.free = f.parent
 	case fl.sched != nil:
-		f = fl.sched.engineState().takeFrame(fl)
+		f = fl.sched.engineState().takeFrame()
 	}
 	if f == nil {
-		f = &frame{fl: fl}
+		f = &frame{}
 	}
 	f.parent, f.fn, f.onerror, f.mode = parent, s.fn, s.onerror, modeStep
 	if s.kind != nil {
@@ -116,7 +114,7 @@ func (fl *flow) retire(f *frame) {
 	if !f.consumed {
 		return
 	}
-	*f = frame{fl: fl, queue: f.queue[:0], parent: fl.free}
+	*f = frame{queue: f.queue[:0], parent: fl.free}
 	fl.free = f
 }
 
@@ -355,13 +353,13 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 	h := f.onerror
 	if !f.consumed {
 		// Another goroutine may still write to f: take a fresh frame.
-		g := &frame{fl: fl, parent: f.parent, fn: f.fn}
+		g := &frame{parent: f.parent, fn: f.fn}
 		f.parent.active = g
 		f = g
 	}
 	parent, fn := f.parent, f.fn
 	q := f.queue[:0]
-	*f = frame{fl: fl, parent: parent, fn: fn, mode: modeHandler, handling: err, queue: q}
+	*f = frame{parent: parent, fn: fn, mode: modeHandler, handling: err, queue: q}
 	fl.newHandle(f, 0)
 	fl.callHandler(f, h, err.Code)
 	return fl.settle(f)

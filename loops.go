@@ -43,7 +43,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 // next queues the next iteration, or completes the loop.
 func (lr *loopRun) next(f *frame) *frame {
 	if lr.count >= 0 && lr.i >= lr.count {
-		return f.fl.finish(f, nil)
+		return f.h.fl.finish(f, nil)
 	}
 	f.args = nil // loop bodies get no incoming args
 	f.queue = append(f.queue[:0], lr.iter)
@@ -69,7 +69,7 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 		return nil, false
 	}
 	if err.Code == LoopBreak {
-		return f.fl.finish(f, nil), true
+		return f.h.fl.finish(f, nil), true
 	}
 	lr.i++
 	return lr.next(f), true

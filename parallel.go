@@ -19,14 +19,14 @@ type parallelRun struct {
 }
 
 func (pr *parallelRun) begin(p *frame) *frame {
-	fl := p.fl
+	fl := p.h.fl
 	if len(pr.def.branches) == 0 {
 		return fl.finish(p, nil)
 	}
 	pr.branches = make([]*frame, len(pr.def.branches))
 	pr.pending = len(pr.branches)
 	for i := range pr.def.branches {
-		b := &frame{fl: fl, parent: p, mode: modeBranch, queue: pr.def.branches[i : i+1 : i+1]}
+		b := &frame{parent: p, mode: modeBranch, queue: pr.def.branches[i : i+1 : i+1]}
 		fl.newHandle(b, stIdle|stClaim|stDone)
 		pr.branches[i] = b
 	}
@@ -46,7 +46,7 @@ func (pr *parallelRun) branchDone(p *frame) *frame {
 	if pr.pending > 0 || p.over {
 		return nil
 	}
-	return p.fl.finish(p, nil)
+	return p.h.fl.finish(p, nil)
 }
 
 // branchFailed cancels the other branches, then unwinds the error from the
@@ -56,13 +56,13 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 		return nil
 	}
 	pr.cancelBranches()
-	return p.fl.fail(p, err)
+	return p.h.fl.fail(p, err)
 }
 
 func (pr *parallelRun) cancelBranches() {
 	for _, b := range pr.branches {
 		if !b.over {
-			b.fl.cancelTree(b)
+			b.h.fl.cancelTree(b)
 		}
 	}
 }

@@ -22,13 +22,13 @@ func (l *loopLocal) nextHandle() *handle {
 	return h
 }
 
-// takeFrame returns a pooled frame for fl, or nil.
-func (l *loopLocal) takeFrame(fl *flow) *frame {
+// takeFrame returns a pooled frame, or nil.
+func (l *loopLocal) takeFrame() *frame {
 	f := l.frames
 	if f != nil {
 		l.frames = f.parent
 		l.nframes--
-		f.parent, f.fl = nil, fl
+		f.parent = nil
 	}
 	return f
 }

@@ -18,7 +18,6 @@ import (
 // the start methods may be called from any goroutine.
 type Root struct {
 	tool      Tool
-	sched     scheduler
 	unhandled func(err *Error)
 	state     State
 	queue     []step
@@ -64,7 +63,6 @@ func New(opts ...Option) *Root {
 	if r.unhandled == nil {
 		r.unhandled = logUnhandled
 	}
-	r.sched, _ = r.tool.(scheduler)
 	return r
 }
 
@@ -89,19 +87,23 @@ func (r *Root) Promise() <-chan Result {
 func (r *Root) start(promise chan Result) { r.startIn(context.Background(), promise) }
 
 func (r *Root) startIn(ctx context.Context, promise chan Result) {
-	fl := &flow{root: r, tool: r.tool, sched: r.sched, state: &r.state, promise: promise, ctx: ctx}
+	sched, _ := r.tool.(scheduler)
+	fl := &flow{root: r, tool: r.tool, sched: sched, state: &r.state, promise: promise, ctx: ctx}
 	if !r.fl.CompareAndSwap(nil, fl) {
 		panic("asyncsteps: Execute called on a running flow")
 	}
-	fl.base = frame{fl: fl, mode: modeBase, queue: r.queue}
+	fl.base = frame{mode: modeBase, queue: r.queue}
 	fl.baseHandle = handle{f: &fl.base, fl: fl}
 	fl.baseHandle.st.Store(stIdle | stClaim | stDone)
 	fl.base.h = &fl.baseHandle
 	r.queue = nil
-	fl.misused = r.misused
-	r.misused = ""
-	if r.sched != nil {
-		r.sched.inject(fl)
+	if r.misused != "" {
+		// The base frame runs no callback: its err is free to carry this.
+		fl.base.err = &Error{Code: InternalError, Info: r.misused}
+		r.misused = ""
+	}
+	if sched != nil {
+		sched.inject(fl)
 	} else {
 		r.tool.Immediate(fl.run)
 	}
@@ -113,11 +115,12 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 
 // isStopped reports whether the root's loop has stopped for good.
 func (r *Root) isStopped() bool {
-	if r.sched == nil {
+	sched, ok := r.tool.(scheduler)
+	if !ok {
 		return false
 	}
 	select {
-	case <-r.sched.stopped():
+	case <-sched.stopped():
 		return true
 	default:
 		return false
@@ -130,8 +133,7 @@ func (fl *flow) run() {
 	if !fl.begun.CompareAndSwap(false, true) {
 		return // ended already: its loop was closed
 	}
-	if fl.misused != "" {
-		err := &Error{Code: InternalError, Info: fl.misused}
+	if err := fl.base.err; err != nil {
 		fl.noteError(err, err)
 		fl.end(nil, err)
 		return
@@ -172,8 +174,8 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 		return tt.runFlow(ctx, r, ch)
 	}
 	var stopped <-chan struct{}
-	if r.sched != nil {
-		stopped = r.sched.stopped()
+	if sched, ok := r.tool.(scheduler); ok {
+		stopped = sched.stopped()
 	}
 	select {
 	case res := <-ch:
@@ -225,7 +227,7 @@ func (t *TestTool) runFlow(ctx context.Context, r *Root, ch <-chan Result) ([]an
 // Clone returns a new Root with a copy of r's steps and state variables, not
 // started: the spec's model flows (1.5).
 func (r *Root) Clone() *Root {
-	c := &Root{tool: r.tool, sched: r.sched, unhandled: r.unhandled}
+	c := &Root{tool: r.tool, unhandled: r.unhandled}
 	c.queue = slices.Clone(r.queue)
 	c.state.vars = maps.Clone(r.state.vars)
 	return c
@@ -233,7 +235,7 @@ func (r *Root) Clone() *Root {
 
 // NewInstance returns a new, empty Root on the same tool (API decision 14).
 func (r *Root) NewInstance() *Root {
-	return &Root{tool: r.tool, sched: r.sched, unhandled: r.unhandled}
+	return &Root{tool: r.tool, unhandled: r.unhandled}
 }
 
 func (r *Root) push(s step) AsyncSteps {

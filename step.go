@@ -73,8 +73,7 @@ type handle struct {
 // list; only the current handle's completion fields are written by other
 // goroutines, and only after a successful claim.
 type frame struct {
-	fl     *flow
-	h      *handle // the current incarnation
+	h      *handle // the current incarnation; h.fl is the frame's flow
 	parent *frame
 
 	fn      StepFunc // for AsyncStack
@@ -149,7 +148,7 @@ func (h *handle) raise(code, info string, cause error) {
 	err := &Error{Code: code, Info: info, Cause: cause}
 	if h.inCallback(st) {
 		f := h.f
-		f.fl.noteError(err, exc(err))
+		h.fl.noteError(err, exc(err))
 		if f.err == nil {
 			f.err = err
 		}
