@@ -87,6 +87,16 @@ func (fl *flow) newHandle(f *frame, st uint32) {
 
 // newFrame returns a frame for s under parent, recycled when possible.
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
+	f := fl.blankFrame()
+	f.parent, f.fn, f.onerror, f.mode = parent, s.fn, s.onerror, modeStep
+	if s.kind != nil {
+		f.ctl = s.kind.newControl()
+	}
+	return f
+}
+
+// blankFrame returns a recycled frame, or a new one.
+func (fl *flow) blankFrame() *frame {
 	f := fl.free
 	switch {
 	case f != nil:
@@ -97,24 +107,23 @@ func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	if f == nil {
 		f = &frame{}
 	}
-	f.parent, f.fn, f.onerror, f.mode = parent, s.fn, s.onerror, modeStep
-	if s.kind != nil {
-		f.ctl = s.kind.newControl()
-	}
 	return f
 }
 
 // retire recycles a finished frame unless something may still refer to it:
-// a completion claimed by another goroutine and not taken by the loop. Branch
-// and base frames are keys of synchronization primitives: never recycled.
+// a completion claimed by another goroutine and not taken by the loop. The
+// base frame is part of the flow. A finished branch is recycled too: the
+// synchronization primitives that key holders by branch have let it go
+// before it could finish.
 func (fl *flow) retire(f *frame) {
-	if f.mode == modeBranch || f.mode == modeBase {
+	if f.mode == modeBase || !f.consumed {
 		return
 	}
-	if !f.consumed {
-		return
+	q := f.queue[:0]
+	if f.mode == modeBranch {
+		q = nil // a branch's queue is the Parallel's shared definition
 	}
-	*f = frame{queue: f.queue[:0], parent: fl.free}
+	*f = frame{queue: q, parent: fl.free}
 	fl.free = f
 }
 
@@ -284,7 +293,9 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		fl.end(args, nil)
 		return nil
 	case modeBranch:
-		return p.ctl.(*parallelRun).branchDone(p)
+		next := p.ctl.(*parallelRun).branchDone(p)
+		fl.retire(f)
+		return next
 	}
 	if f.ctl != nil {
 		args = nil // loops and parallels give no args to the next step

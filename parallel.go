@@ -14,7 +14,7 @@ func (d *parallelDef) newControl() control { return &parallelRun{def: d} }
 // every step (API decision 10).
 type parallelRun struct {
 	def      *parallelDef
-	branches []*frame // never recycled, unlike step frames
+	branches []*handle // a frame finished early is recycled: compare handles
 	pending  int
 }
 
@@ -23,15 +23,16 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	if len(pr.def.branches) == 0 {
 		return fl.finish(p, nil)
 	}
-	pr.branches = make([]*frame, len(pr.def.branches))
+	pr.branches = make([]*handle, len(pr.def.branches))
 	pr.pending = len(pr.branches)
 	for i := range pr.def.branches {
-		b := &frame{parent: p, mode: modeBranch, queue: pr.def.branches[i : i+1 : i+1]}
+		b := fl.blankFrame()
+		b.parent, b.mode, b.queue = p, modeBranch, pr.def.branches[i:i+1:i+1]
 		fl.newHandle(b, stIdle|stClaim|stDone)
-		pr.branches[i] = b
+		pr.branches[i] = b.h
 	}
-	for _, b := range pr.branches {
-		fl.requeue(b)
+	for _, h := range pr.branches {
+		fl.requeue(h.f)
 	}
 	return nil
 }
@@ -60,9 +61,9 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 }
 
 func (pr *parallelRun) cancelBranches() {
-	for _, b := range pr.branches {
-		if !b.over {
-			b.h.fl.cancelTree(b)
+	for _, h := range pr.branches {
+		if b := h.f; b.h == h && !b.over {
+			h.fl.cancelTree(b)
 		}
 	}
 }
