@@ -59,6 +59,7 @@ type section struct {
 	entries [2]entry
 	n       int // gates in use
 	next    int // the gate the next enterNext step asks
+	phase   int // which of the section's steps step runs next
 }
 
 // addSection adds to as the steps of a critical section guarded by gates.
@@ -68,20 +69,38 @@ func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
 		panic("asyncsteps: a section has at most two gates")
 	}
 	s.n = copy(s.gates[:], gates)
-	as.Add(s.run)
+	as.Add(s.step)
 }
 
-func (s *section) run(as AsyncSteps, _ ...any) {
-	as.SetCancel(s.cancel)
-	enter := s.enterNext
-	for range s.n {
-		as.Add(enter)
+// step is every step of the section in turn (run, enterNext per gate, body,
+// end): they run in that order, each once, so one function value serves
+// them all and a section costs two allocations, not six.
+func (s *section) step(as AsyncSteps, args ...any) {
+	phase := s.phase
+	s.phase++
+	switch {
+	case phase == 0:
+		s.run(as)
+	case phase <= s.n:
+		s.enterNext(as)
+	case phase == s.n+1:
+		s.body(as)
+	default:
+		s.end(as, args...)
 	}
-	as.Add(s.body, s.onerror)
-	as.Add(s.end)
 }
 
-func (s *section) enterNext(as AsyncSteps, _ ...any) {
+func (s *section) run(as AsyncSteps) {
+	as.SetCancel(s.cancel)
+	step := s.step
+	for range s.n {
+		as.Add(step)
+	}
+	as.Add(step, s.onerror)
+	as.Add(step)
+}
+
+func (s *section) enterNext(as AsyncSteps) {
 	i := s.next
 	s.next++
 	if s.refusal() == nil {
@@ -89,7 +108,7 @@ func (s *section) enterNext(as AsyncSteps, _ ...any) {
 	}
 }
 
-func (s *section) body(as AsyncSteps, _ ...any) {
+func (s *section) body(as AsyncSteps) {
 	if err := s.refusal(); err != nil {
 		as.Error(err.Code, err.Info)
 	}
