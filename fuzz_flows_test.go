@@ -19,7 +19,9 @@ import (
 // reference model, plus the invariants no flow may break: exactly one
 // Result; every cancel and error handler at most once; no callback after
 // the flow ended; no event left on the tool once it ended; stale handles
-// dead; Mutexes all given back.
+// dead; Mutexes all given back; the Throttle idle with no timer once its
+// period has run out; a panic's InternalError carrying the panic value as
+// info and a *PanicError as LastException and as the Result's cause.
 //
 // The seed corpus is in testdata/fuzz/FuzzFlows and runs in every go test.
 func FuzzFlows(f *testing.F) {
@@ -73,6 +75,9 @@ type flowRun struct {
 	ch       <-chan asyncsteps.Result
 	mutexes  []*asyncsteps.Mutex
 	maxes    []int
+	queues   []int
+	throttle *asyncsteps.Throttle
+	period   time.Duration
 	trace    []string
 	ended    bool
 	end      string
@@ -94,8 +99,22 @@ const (
 
 func runProgram(p *ff.Program) flowOutcome {
 	x := &flowRun{tt: asyncsteps.NewTestTool(), maxes: p.Mutexes}
-	for _, m := range p.Mutexes {
-		x.mutexes = append(x.mutexes, asyncsteps.NewMutex(m))
+	for i, m := range p.Mutexes {
+		q := p.MutexQueue(i)
+		x.queues = append(x.queues, q)
+		if q < 0 {
+			x.mutexes = append(x.mutexes, asyncsteps.NewMutex(m))
+		} else {
+			x.mutexes = append(x.mutexes, asyncsteps.NewMutex(m, q))
+		}
+	}
+	if t := p.Throttle; t != nil {
+		x.period = ms(t.Period)
+		if t.Queue < 0 {
+			x.throttle = asyncsteps.NewThrottle(t.N, x.period)
+		} else {
+			x.throttle = asyncsteps.NewThrottle(t.N, x.period, t.Queue)
+		}
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(x.tt))
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
@@ -127,7 +146,14 @@ func runProgram(p *ff.Program) flowOutcome {
 		h.Cancel()
 	}
 	x.tt.Advance(0)
-	if n := x.tt.Pending(); n != 0 {
+	n := x.tt.Pending()
+	if x.throttle != nil && n <= 1 {
+		// The Throttle's period may still run: once it has ended, with
+		// nobody waiting, no timer is left (API.md "Synchronization").
+		x.tt.Advance(x.period)
+		n = x.tt.Pending()
+	}
+	if n != 0 {
 		x.violation("%d events left on the tool after the flow ended (a timer left armed?)", n)
 	}
 	// Late calls on every step handle have no effect (decision 12).
@@ -172,6 +198,9 @@ func endString(res asyncsteps.Result) string {
 		return "err:?" + res.Err.Error()
 	}
 	if e.Code == asyncsteps.InternalError {
+		if pe, ok := e.Cause.(*asyncsteps.PanicError); ok && e.Info == fmt.Sprint(pe.Value) {
+			return "err:InternalError:" + ff.PanicInfo(e.Info)
+		}
 		return "err:InternalError"
 	}
 	return "err:" + e.Code + ":" + e.Info
@@ -185,7 +214,11 @@ func (x *flowRun) checkMutexes() {
 		r := asyncsteps.New(asyncsteps.WithTool(tt))
 		entered := 0
 		p := r.Parallel()
-		for range 2 {
+		probes := 2
+		if x.queues[i] == 0 {
+			probes = x.maxes[i] // one more would be rejected, not queued
+		}
+		for range probes {
 			p.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
 				entered++
 				as.WaitExternal()
@@ -250,8 +283,46 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		}, n.Label)
 	case ff.KRepeat:
 		as.Repeat(n.Count, func(as asyncsteps.AsyncSteps, i int) { x.iteration(as, n, i) }, n.Label)
+	case ff.KForEach:
+		var coll any
+		if n.Map {
+			m := map[string]int{}
+			for i := range n.Count {
+				m[ff.MapKey(i)] = ff.ElemValue(n.ID, i)
+			}
+			coll = m
+		} else {
+			s := make([]int, n.Count)
+			for i := range s {
+				s[i] = ff.ElemValue(n.ID, i)
+			}
+			coll = s
+		}
+		i := 0
+		as.ForEach(coll, func(as asyncsteps.AsyncSteps, key, value any) {
+			x.event(ff.ForEachEvent(n.ID, key, value))
+			at := i
+			i++ // Break and Continue abort the callback
+			if at == n.At {
+				switch n.End {
+				case ff.EBreak:
+					as.Break(n.Label)
+				case ff.EContinue:
+					as.Continue(n.Label)
+				}
+			}
+			for _, s := range n.Subs {
+				x.add(as, s)
+			}
+		}, n.Label)
 	case ff.KSync:
-		as.Sync(x.mutexes[n.Mutex], x.stepFunc(n.Body), x.errorFunc(n.Body.Handler))
+		var obj asyncsteps.Syncer
+		if n.Mutex == ff.ThrottleGate {
+			obj = x.throttle
+		} else {
+			obj = x.mutexes[n.Mutex]
+		}
+		as.Sync(obj, x.stepFunc(n.Body), x.errorFunc(n.Body.Handler))
 	case ff.KSuccessStep:
 		as.SuccessStep(intArgs(n.Args)...)
 	}
@@ -273,6 +344,9 @@ func (x *flowRun) stepFunc(n *ff.Node) asyncsteps.StepFunc {
 		x.event(ff.StepEvent(n.ID, args))
 		if n.Timeout > 0 {
 			as.SetTimeout(ms(n.Timeout))
+		}
+		if n.Timeout2 > 0 {
+			as.SetTimeout(ms(n.Timeout2))
 		}
 		if n.Cancel {
 			called := false
@@ -304,6 +378,8 @@ func (x *flowRun) stepFunc(n *ff.Node) asyncsteps.StepFunc {
 			x.handles = append(x.handles, x.tt.Deferred(ms(n.At), func() { as.Error(n.Code, n.Info) }))
 		case ff.EWait:
 			as.WaitExternal()
+		case ff.EPanic:
+			panic(ff.PanicValue(n.ID))
 		}
 	}
 }
@@ -319,8 +395,30 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 		}
 		called = true
 		x.steps = append(x.steps, as)
-		x.event(ff.HandlerEvent(h.ID, code, as.State().ErrorInfo))
+		st := as.State()
+		info := st.ErrorInfo
+		if pe, ok := st.LastException.(*asyncsteps.PanicError); ok && code == asyncsteps.InternalError {
+			if want := fmt.Sprint(pe.Value); info != want {
+				x.violation("handler %d: ErrorInfo %q after a panic of %q", h.ID, info, want)
+			}
+			info = ff.PanicInfo(info)
+		}
+		x.event(ff.HandlerEvent(h.ID, code, info))
 		switch h.Action {
+		case ff.HPanic:
+			panic(ff.PanicValue(h.ID))
+		case ff.HWait:
+			if h.Timeout > 0 {
+				as.SetTimeout(ms(h.Timeout))
+			} else {
+				as.WaitExternal()
+			}
+			switch h.Done {
+			case ff.EExternal:
+				x.handles = append(x.handles, x.tt.Deferred(ms(h.At), func() { as.Success(intArgs(h.Args)...) }))
+			case ff.EExternalErr:
+				x.handles = append(x.handles, x.tt.Deferred(ms(h.At), func() { as.Error(h.Code, h.Info) }))
+			}
 		case ff.HRecover:
 			as.Success(intArgs(h.Args)...)
 		case ff.HRethrow:

@@ -75,6 +75,39 @@ func seedSuccessStep(nargs int) *ff.Node {
 	return &ff.Node{Kind: ff.KSuccessStep, Args: make([]int, nargs)}
 }
 
+func seedPanics() *ff.Node { return &ff.Node{Kind: ff.KStep, End: ff.EPanic} }
+
+func seedRearm(n *ff.Node, first, second int) *ff.Node {
+	n.Timeout, n.Timeout2 = first, second
+	return n
+}
+
+func seedHandlerPanics() *ff.Handler { return &ff.Handler{Action: ff.HPanic} }
+
+// seedHandlerWaits is a handler that waits (timeout > 0: SetTimeout, else
+// WaitExternal) and is completed at +at by done: ff.EExternal (Success
+// with nargs args), ff.EExternalErr (Error(code)) or ff.EWait (nothing).
+func seedHandlerWaits(timeout int, done ff.End, at, nargs int, code string) *ff.Handler {
+	return &ff.Handler{Action: ff.HWait, Timeout: timeout, Done: done, At: at, Args: make([]int, nargs), Code: code}
+}
+
+func seedThrottled(body *ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KSync, Mutex: ff.ThrottleGate, Body: body}
+}
+
+// seedForEach is a ForEach over n elements (a map if isMap) that calls
+// Break or Continue (end) at the iteration at.
+func seedForEach(label string, isMap bool, n int, end ff.End, at int, body ...*ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KForEach, Label: label, Map: isMap, Count: n, End: end, At: at, Subs: body}
+}
+
+func seedQueues(p *ff.Program, q0, q1 int) *ff.Program { p.MutexQueues = []int{q0, q1}; return p }
+
+func seedThrottle(p *ff.Program, n, period, queue int) *ff.Program {
+	p.Throttle = &ff.Throttle{N: n, Period: period, Queue: queue}
+	return p
+}
+
 func seedProg(cancelAt int, mutexes [2]int, steps ...*ff.Node) *ff.Program {
 	return &ff.Program{Steps: steps, Mutexes: mutexes[:], CancelAt: cancelAt}
 }
@@ -128,6 +161,42 @@ func flowSeeds() []*ff.Program {
 		seedProg(0, seedOne, seedOnerror(seedPar(seedFails("E1", "")), seedRecovers(1)), seedLeaf(ff.EImplicit), seedRepeat("", 2, seedWith(seedBrk(ff.EContinue, ""), seedLeaf(ff.EImplicit)))),
 		// 21 root cancel while a branch waits for a Mutex.
 		seedProg(15, seedOne, seedPar(seedSyncOn(0, seedCancellable(seedLeaf(ff.EWait))), seedSyncOn(0, seedLeaf(ff.EImplicit)))),
+		// 23 panics: in a step after Add (its sub-step does not run), in a
+		// handler, in a parallel branch; handlers see InternalError.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedCancellable(seedWith(seedPanics(), seedLeaf(ff.EImplicit))), seedHandlerPanics())), seedRecovers(1)),
+			seedOnerror(seedPar(seedCancellable(seedLeaf(ff.EWait)), seedPanics()), seedReturns())),
+		// 24 waiting handlers: Success at +10 resumes after the failed step;
+		// Error at +20 replaces the error for the outer handler.
+		seedProg(0, seedOne, seedOnerror(seedFails("E1", "i"), seedHandlerWaits(0, ff.EExternal, 10, 2, "")),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFails("E0", ""), seedHandlerWaits(0, ff.EExternalErr, 20, 0, "E2"))), seedRecovers(0)), seedLeaf(ff.EImplicit)),
+		// 25 a waiting handler times out (SetTimeout 20 before its Success at
+		// +30): Timeout goes outward, the handler does not run again.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedCancellable(seedFails("E1", "")), seedHandlerWaits(20, ff.EExternal, 30, 1, ""))), seedRecovers(0)),
+			seedOnerror(seedFails("E2", ""), seedHandlerWaits(10, ff.EWait, 0, 0, "")), seedLeaf(ff.EImplicit)),
+		// 26 SetTimeout re-armed in the same step: only the second counts.
+		seedProg(0, seedOne, seedOnerror(seedRearm(seedCancellable(seedLeaf(ff.EWait)), 50, 10), seedRecovers(0)),
+			seedRearm(seedExt(30, 1), 10, 40), seedOnerror(seedRearm(seedWith(seedLeaf(ff.EImplicit), seedExt(50, 0)), 60, 20), seedReturns())),
+		// 27 Mutex queue limits: Mutex(1, 0) rejects the second branch, whose
+		// Sync onerror sees DefenseRejected first; Mutex(1, 1) queues the
+		// second and rejects the third.
+		seedQueues(seedProg(0, seedOne,
+			seedPar(seedSyncOn(0, seedExt(10, 0)), seedSyncOn(0, seedOnerror(seedOk(1), seedRecovers(1)))),
+			seedOnerror(seedPar(seedSyncOn(1, seedExt(10, 0)), seedSyncOn(1, seedExt(0, 1)), seedSyncOn(1, seedOnerror(seedOk(0), seedReturns()))), seedRecovers(0))), 0, 1),
+		// 28 Throttle(1, 20ms): three branches enter at 0, 20 and 40; then,
+		// after idle, one more enters at once.
+		seedThrottle(seedProg(0, seedOne, seedPar(seedThrottled(seedLeaf(ff.EImplicit)), seedThrottled(seedOk(1)), seedThrottled(seedExt(5, 0))), seedExt(50, 0), seedThrottled(seedLeaf(ff.EImplicit))), 1, 20, -1),
+		// 29 Throttle(1, 20ms, queue 1): the third branch is rejected; the root
+		// cancel at 15 takes the second out of the queue; the Throttle goes idle.
+		seedThrottle(seedProg(15, seedOne, seedPar(seedThrottled(seedCancellable(seedLeaf(ff.EWait))), seedThrottled(seedLeaf(ff.EImplicit)), seedThrottled(seedOnerror(seedLeaf(ff.EImplicit), seedRecovers(0))))), 1, 20, 1),
+		// 30 Throttle(1, 10ms, queue 1): the third branch is rejected and
+		// fails the parallel (the queued second leaves the queue), whose
+		// handler waits and succeeds (at +0, from the tool); the next entry
+		// queues until the period ends at 10.
+		seedThrottle(seedProg(0, seedOne, seedOnerror(seedPar(seedThrottled(seedExt(0, 0)), seedThrottled(seedCancellable(seedLeaf(ff.EWait))), seedThrottled(seedOnerror(seedLeaf(ff.EImplicit), seedReturns()))), seedHandlerWaits(0, ff.EExternal, 0, 1, "")), seedThrottled(seedOk(1))), 1, 10, 1),
+		// 31 ForEach over a slice with Continue at 1, over a map (sorted keys)
+		// with a labelled Break at 1 from an inner step.
+		seedProg(0, seedOne, seedForEach("", false, 3, ff.EContinue, 1, seedLeaf(ff.EImplicit)),
+			seedForEach("A", true, 3, ff.EImplicit, 0, seedRepeat("", 2, seedBrk(ff.EBreak, "A"))), seedForEach("B", true, 3, ff.EBreak, 1, seedOk(1)), seedForEach("", false, 0, ff.EImplicit, 0)),
 	}
 }
 
@@ -159,13 +228,21 @@ func TestFlowSeedCorpus(t *testing.T) {
 		if p.CancelAt != ff.SafetyCancel {
 			seen["root cancel"] = true
 		}
+		if p.MutexQueue(0) >= 0 || p.MutexQueue(1) >= 0 {
+			seen["mutex queue"] = true
+		}
+		if p.Throttle != nil && p.Throttle.Queue >= 0 {
+			seen["throttle queue"] = true
+		}
 		for _, n := range p.Steps {
 			coverage(n, seen)
 		}
 	}
 	want := []string{"root cancel", "step", "parallel", "loop", "repeat", "sync", "successStep",
 		"timeout", "cancel", "label", "implicit", "success", "error", "break", "continue",
-		"external", "externalErr", "wait", "return", "recover", "rethrow", "add"}
+		"external", "externalErr", "wait", "return", "recover", "rethrow", "add",
+		"panic", "handler panic", "handler wait", "handler wait timeout", "rearm",
+		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -174,12 +251,21 @@ func TestFlowSeedCorpus(t *testing.T) {
 }
 
 func coverage(n *ff.Node, seen map[string]bool) {
-	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep"}[n.Kind]] = true
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach"}[n.Kind]] = true
 	if n.Kind == ff.KStep {
-		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait"}[n.End]] = true
+		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait", "panic"}[n.End]] = true
+	}
+	if n.Kind == ff.KForEach && n.Map {
+		seen["forEach map"] = true
+	}
+	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {
+		seen["throttle"] = true
 	}
 	if n.Timeout > 0 {
 		seen["timeout"] = true
+	}
+	if n.Timeout2 > 0 {
+		seen["rearm"] = true
 	}
 	if n.Cancel {
 		seen["cancel"] = true
@@ -194,7 +280,10 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		coverage(s, seen)
 	}
 	if h := n.Handler; h != nil {
-		seen[[...]string{"return", "recover", "rethrow", "add"}[h.Action]] = true
+		seen[[...]string{"return", "recover", "rethrow", "add", "handler panic", "handler wait"}[h.Action]] = true
+		if h.Action == ff.HWait && h.Timeout > 0 {
+			seen["handler wait timeout"] = true
+		}
 		for _, s := range h.Steps {
 			coverage(s, seen)
 		}

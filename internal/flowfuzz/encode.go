@@ -21,7 +21,13 @@ func Encode(p *Program) []byte {
 	if len(p.Mutexes) > 1 && p.Mutexes[1] > 1 {
 		m |= 2
 	}
+	for i := range 2 {
+		if q := p.MutexQueue(i); q >= 0 {
+			m |= min(q+1, 3) << (2 + 2*i)
+		}
+	}
 	e.put(m)
+	e.p = p
 	e.put(len(p.Steps) % 5)
 	for _, n := range p.Steps {
 		e.node(n)
@@ -29,7 +35,11 @@ func Encode(p *Program) []byte {
 	return e.b
 }
 
-type encoder struct{ b []byte }
+type encoder struct {
+	b        []byte
+	p        *Program
+	throttle bool // its parameters are written
+}
 
 func (e *encoder) put(v int) { e.b = append(e.b, byte(v)) }
 
@@ -51,6 +61,26 @@ func errCode(c string) int {
 }
 
 func (e *encoder) node(n *Node) {
+	if n.Kind == KForEach {
+		e.put(int(KRepeat))
+		b := labelCode(n.Label) | n.Count%4<<2 | len(n.Subs)%3<<4 | 0x40
+		if n.Map {
+			b = b&^0x40 | 0x80
+		}
+		e.put(b)
+		c := 0
+		switch n.End {
+		case EBreak:
+			c = 1
+		case EContinue:
+			c = 2
+		}
+		e.put(c | n.At%4<<2)
+		for _, s := range n.Subs {
+			e.node(s)
+		}
+		return
+	}
 	e.put(int(n.Kind))
 	switch n.Kind {
 	case KStep:
@@ -73,7 +103,19 @@ func (e *encoder) node(n *Node) {
 			e.node(s)
 		}
 	case KSync:
-		e.put(n.Mutex & 1)
+		if n.Mutex == ThrottleGate {
+			e.put(2)
+			if !e.throttle {
+				e.throttle = true
+				t := Throttle{N: 1, Period: 10, Queue: -1}
+				if e.p.Throttle != nil {
+					t = *e.p.Throttle
+				}
+				e.put((t.N-1)&1 | max(t.Period/10-1, 0)%4<<1 | min(t.Queue+1, 3)<<3)
+			}
+		} else {
+			e.put(n.Mutex & 1)
+		}
 		e.step(n.Body)
 	case KSuccessStep:
 		e.put(len(n.Args) % 3)
@@ -81,7 +123,11 @@ func (e *encoder) node(n *Node) {
 }
 
 func (e *encoder) step(n *Node) {
-	f := int(n.End)<<5 | len(n.Subs)%4<<3
+	end := n.End
+	if end == EPanic {
+		end = EError
+	}
+	f := int(end)<<5 | len(n.Subs)%4<<3
 	if n.Timeout > 0 {
 		f |= 1
 	}
@@ -93,9 +139,15 @@ func (e *encoder) step(n *Node) {
 	}
 	e.put(f)
 	if n.Timeout > 0 {
-		e.put(max(n.Timeout/10-1, 0) % 6)
+		t := max(n.Timeout/10-1, 0) % 6
+		if n.Timeout2 > 0 {
+			t |= 8 | max(n.Timeout2/10-1, 0)%6<<4
+		}
+		e.put(t)
 	}
 	switch n.End {
+	case EPanic:
+		e.put(8)
 	case ESuccess:
 		e.put(len(n.Args) % 3)
 	case EError, EExternalErr:
@@ -119,6 +171,30 @@ func (e *encoder) step(n *Node) {
 }
 
 func (e *encoder) handler(h *Handler) {
+	switch h.Action {
+	case HPanic:
+		e.put(32)
+		return
+	case HWait:
+		e.put(32 | 64)
+		b := h.At / 10 % 6 << 2
+		switch h.Done {
+		case EExternal:
+			b |= len(h.Args) % 3 << 6
+		case EExternalErr:
+			b |= 1 | errCode(h.Code)<<6
+		default:
+			b |= 2
+		}
+		if h.Timeout > 0 {
+			b |= 32
+		}
+		e.put(b)
+		if h.Timeout > 0 {
+			e.put(max(h.Timeout/10-1, 0) % 6)
+		}
+		return
+	}
 	b := int(h.Action) & 3
 	switch h.Action {
 	case HRethrow:

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 )
 
@@ -31,14 +32,30 @@ import (
 // ("the flow yields after each step when something else is queued") made
 // precise; a cancelled branch keeps its place in the FIFO, as a no-op.
 //
+// A panic (in a step or a handler) is an InternalError whose info is the
+// panic value; handler events and the end show it as PanicInfo, since the
+// state's LastException is then the recovered panic (decision 5). A
+// handler that waits (HWait) is a wait of its own: its completion acts as
+// its Success or Error would (decision 6), its own timeout raises Timeout,
+// which unwinds outward from the handler's step, never into it again.
+// SetTimeout called twice counts only the second (decision 8).
+//
 // Sync(m, f, h) follows the Mutex's documented layout (mutex.go, addSection):
 // a step whose one sub-step (the section, whose cancel handler gives the
-// Mutex back) has three sub-steps: enter, f with h, and leave.
+// Mutex back) has three sub-steps: enter, f with h, and leave. A full queue
+// (API decision 11) makes enter note a refusal, which the step of f raises
+// instead of running f, so that h sees DefenseRejected first.
+//
+// The Throttle (API.md "Synchronization", throttle.go's doc) is a gate of
+// the same layout: a period starts at the first entry after idle and arms
+// a timer; up to N enter per period, the others queue; when the period ends
+// a new one starts if flows wait, and up to N of them enter at once, else
+// the Throttle goes idle with no timer. Entries are never given back.
 
 // Result is what the model predicts for a program.
 type Result struct {
 	Trace []string // callbacks in order; see the event formats in Event
-	End   string   // "ok(args)", "err:Code:Info" ("err:InternalError"), "canceled"
+	End   string   // "ok(args)", "err:Code:Info" ("err:InternalError", "err:InternalError:!<panic value>"), "canceled"
 }
 
 // Format helpers shared by the model and the engine interpreter, so that
@@ -54,13 +71,18 @@ func FmtArgs(args []any) string {
 }
 
 // Info is how a handler event shows the error info: InternalError infos are
-// the engine's own wording and are not compared.
+// the engine's own wording and are not compared, except for panics, whose
+// info (the panic value) is shown as PanicInfo.
 func Info(code, info string) string {
-	if code == "InternalError" {
+	if code == "InternalError" && !strings.HasPrefix(info, "!") {
 		return "*"
 	}
 	return info
 }
+
+// PanicInfo is how a handler event shows the info of an InternalError
+// whose LastException is a recovered panic.
+func PanicInfo(info string) string { return "!" + info }
 
 // AtTime suffixes an event with the virtual time in ms when it is not 0.
 func AtTime(ev string, ms int64) string {
@@ -73,7 +95,10 @@ func AtTime(ev string, ms int64) string {
 // Event formats.
 func StepEvent(id int, args []any) string { return fmt.Sprintf("s%d(%s)", id, FmtArgs(args)) }
 func IterEvent(id, i int) string          { return fmt.Sprintf("L%d#%d", id, i) }
-func CancelEvent(id int) string           { return fmt.Sprintf("c%d", id) }
+func ForEachEvent(id int, key, value any) string {
+	return fmt.Sprintf("F%d#%v=%v", id, key, value)
+}
+func CancelEvent(id int) string { return fmt.Sprintf("c%d", id) }
 func HandlerEvent(id int, code, info string) string {
 	return fmt.Sprintf("h%d:%s:%s", id, code, Info(code, info))
 }
@@ -93,6 +118,7 @@ type outcome struct {
 	code   string
 	info   string
 	target *act // cancelK: the step whose timeout fired, nil for a plain cancel
+	panic  bool // errK: an InternalError from a recovered panic
 }
 
 func ok(args []any) outcome          { return outcome{kind: okK, args: args} }
@@ -199,6 +225,7 @@ const (
 	tTimeout timerKind = iota
 	tExternal
 	tRootCancel
+	tThrottle
 )
 
 type timer struct {
@@ -237,9 +264,19 @@ type fifoEntry struct {
 // mutex is the model of a Mutex: holders counted per thread (reentrant),
 // waiters first in, first out.
 type mutex struct {
-	max     int
-	holders map[*thread]int
-	queue   []*entry
+	max      int
+	maxQueue int // < 0: no limit
+	holders  map[*thread]int
+	queue    []*entry
+}
+
+// throttle is the model of a Throttle.
+type throttle struct {
+	n, queueMax int
+	period      int64
+	entered     int  // in the current period
+	running     bool // a period runs: its timer is armed
+	queue       []*entry
 }
 
 type entry struct {
@@ -254,6 +291,8 @@ type model struct {
 	fifo    []fifoEntry
 	trace   []string
 	info    string // the state's ErrorInfo
+	panic   bool   // the state's LastException is a recovered panic
+	thr     *throttle
 	root    *thread
 	end     string
 	ended   bool
@@ -265,8 +304,11 @@ type model struct {
 // Model computes the trace and the end a program must produce.
 func Model(p *Program) Result {
 	m := &model{budget: 200000}
-	for _, mx := range p.Mutexes {
-		m.mutexes = append(m.mutexes, &mutex{max: mx, holders: map[*thread]int{}})
+	for i, mx := range p.Mutexes {
+		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}})
+	}
+	if t := p.Throttle; t != nil {
+		m.thr = &throttle{n: t.N, queueMax: t.Queue, period: int64(t.Period)}
 	}
 	defer func() {
 		for _, th := range m.threads {
@@ -307,6 +349,8 @@ func Model(p *Program) Result {
 				a.waiting = false
 				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
 			}
+		case tThrottle:
+			m.periodEnd()
 		}
 	}
 	return Result{Trace: m.trace, End: m.end}
@@ -389,6 +433,9 @@ func endOf(o outcome) string {
 		if o.loopCode() {
 			code = "InternalError" // Break or Continue outside of a loop (decision 9)
 		}
+		if o.panic {
+			return "err:InternalError:" + PanicInfo(o.info)
+		}
 		if code == "InternalError" {
 			return "err:InternalError"
 		}
@@ -423,7 +470,17 @@ func (m *model) disarm(t *timer) {
 // raise notes an error in the state (decision 5) and returns it.
 func (m *model) raise(code, info string) outcome {
 	m.info = info
+	m.panic = false
 	return fail(code, info)
+}
+
+// raisePanic notes a recovered panic: an InternalError whose info is the
+// panic value (decision 5, and "A panic in user code...").
+func (m *model) raisePanic(id int) outcome {
+	o := m.raise("InternalError", PanicValue(id))
+	m.panic = true
+	o.panic = true
+	return o
 }
 
 // level runs steps in order (decision 2): the first gets no args, each next
@@ -451,7 +508,7 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 	switch n.Kind {
 	case KParallel:
 		return m.parallel(th, n)
-	case KLoop, KRepeat:
+	case KLoop, KRepeat, KForEach:
 		return m.loop(th, n)
 	case KSync:
 		return m.sync(th, n, args)
@@ -467,12 +524,18 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	a := &act{node: n, th: th}
 	m.event(StepEvent(n.ID, args))
 	if n.Timeout > 0 {
-		a.timer = m.arm(int64(n.Timeout), &timer{kind: tTimeout, act: a})
+		d := n.Timeout
+		if n.Timeout2 > 0 {
+			d = n.Timeout2 // decision 8: calling it again re-arms it
+		}
+		a.timer = m.arm(int64(d), &timer{kind: tTimeout, act: a})
 	}
 	a.cancel = n.Cancel
 	var o outcome
 	subs := len(n.Subs) > 0
 	switch {
+	case n.End == EPanic:
+		o = m.raisePanic(n.ID) // the sub-steps added do not run
 	case subs && n.End == ESuccess:
 		o = m.raise("InternalError", "Success called after Add") // decision 4
 	case subs && n.End == EError:
@@ -523,14 +586,41 @@ func (m *model) wait(th *thread, a *act) outcome {
 	o := s.out
 	if s.kind == sigComplete && o.is(errK) {
 		m.info = o.info
+		m.panic = false
 	}
 	return o
 }
 
 // handle runs an error handler for the error o (decision 6).
 func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
-	m.event(HandlerEvent(h.ID, o.code, m.info))
+	info := m.info
+	if m.panic && o.code == "InternalError" {
+		info = PanicInfo(info)
+	}
+	m.event(HandlerEvent(h.ID, o.code, info))
 	switch h.Action {
+	case HPanic:
+		return m.raisePanic(h.ID)
+	case HWait:
+		// The handler waits like a step; its completion decides as its
+		// synchronous Success or Error would (decision 6), its timeout
+		// raises Timeout, which goes on outward.
+		a := &act{th: th}
+		if h.Timeout > 0 {
+			a.timer = m.arm(int64(h.Timeout), &timer{kind: tTimeout, act: a})
+		}
+		switch h.Done {
+		case EExternal:
+			m.arm(int64(h.At), &timer{kind: tExternal, act: a, out: ok(intsToArgs(h.Args))})
+		case EExternalErr:
+			m.arm(int64(h.At), &timer{kind: tExternal, act: a, out: fail(h.Code, h.Info)})
+		}
+		w := m.wait(th, a)
+		if w.is(cancelK) && w.target == a {
+			w = m.raise("Timeout", "")
+		}
+		m.disarm(a.timer)
+		return w
 	case HRecover:
 		return ok(intsToArgs(h.Args))
 	case HRethrow:
@@ -572,18 +662,49 @@ func (m *model) parallel(th *thread, n *Node) outcome {
 // body. Break and Continue are caught by the innermost loop, or the one with
 // their label (decision 9).
 func (m *model) loop(th *thread, n *Node) outcome {
+	var keys, values []any // KForEach: the collection in iteration order
+	if n.Kind == KForEach {
+		type kv struct {
+			k string
+			v int
+		}
+		var elems []kv
+		for i := range n.Count {
+			elems = append(elems, kv{MapKey(i), ElemValue(n.ID, i)})
+		}
+		if n.Map {
+			slices.SortFunc(elems, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+		}
+		for i, e := range elems {
+			if n.Map {
+				keys = append(keys, e.k)
+			} else {
+				keys = append(keys, i)
+			}
+			values = append(values, e.v)
+		}
+	}
+	counted := n.Kind != KLoop // Repeat and ForEach end after Count iterations
 	for i := 0; ; i++ {
-		if n.Kind == KRepeat && i >= n.Count {
+		if counted && i >= n.Count {
 			return ok(nil)
 		}
 		if c := th.turn(); c != nil {
 			return *c
 		}
-		m.event(IterEvent(n.ID, i))
+		if n.Kind == KForEach {
+			m.event(ForEachEvent(n.ID, keys[i], values[i]))
+		} else {
+			m.event(IterEvent(n.ID, i))
+		}
 		var o outcome
 		switch {
 		case n.Kind == KLoop && i >= n.Count:
 			o = m.raise("LoopBreak", "")
+		case n.Kind == KForEach && i == n.At && n.End == EBreak:
+			o = m.raise("LoopBreak", n.Label)
+		case n.Kind == KForEach && i == n.At && n.End == EContinue:
+			o = m.raise("LoopCont", n.Label)
 		case len(n.Subs) > 0:
 			o = m.level(th, n.Subs)
 		default:
@@ -598,7 +719,7 @@ func (m *model) loop(th *thread, n *Node) outcome {
 		if !o.is(okK) {
 			return o
 		}
-		if n.Kind == KRepeat && i+1 >= n.Count {
+		if counted && i+1 >= n.Count {
 			// The check that ends the loop takes a turn of its own too.
 			if c := th.turn(); c != nil {
 				return *c
@@ -617,33 +738,54 @@ func (m *model) sync(th *thread, n *Node, args []any) outcome {
 	if c := th.turn(); c != nil { // the section step starts
 		return *c
 	}
-	mx := m.mutexes[n.Mutex]
 	e := &entry{th: th}
+	leave := func() {
+		if n.Mutex == ThrottleGate {
+			m.throttleLeave(e)
+		} else {
+			m.leave(m.mutexes[n.Mutex], e)
+		}
+	}
 	o := func() outcome {
 		if c := th.turn(); c != nil { // enter
 			return *c
 		}
-		if o := m.enter(th, mx, e); !o.is(okK) {
+		var o outcome
+		var refusal string
+		if n.Mutex == ThrottleGate {
+			o, refusal = m.throttleEnter(th, e)
+		} else {
+			o, refusal = m.enter(th, m.mutexes[n.Mutex], e)
+		}
+		if !o.is(okK) {
 			return o
 		}
 		if c := th.turn(); c != nil { // the body
 			return *c
 		}
-		o := m.call(th, n.Body, args)
+		if refusal != "" {
+			// The body's step raises the refusal instead of running f.
+			o = m.raise("DefenseRejected", refusal)
+			if h := n.Body.Handler; h != nil {
+				o = m.handle(th, h, o)
+			}
+		} else {
+			o = m.call(th, n.Body, args)
+		}
 		if !o.is(okK) {
 			return o
 		}
 		if c := th.turn(); c != nil { // leave
 			return *c
 		}
-		m.leave(mx, e)
+		leave()
 		if c := th.turn(); c != nil { // the section completes
 			return *c
 		}
 		return o
 	}()
 	if !o.is(okK) {
-		m.leave(mx, e) // the section's cancel handler
+		leave() // the section's cancel handler
 		return o
 	}
 	if c := th.turn(); c != nil { // the Sync step completes
@@ -652,27 +794,27 @@ func (m *model) sync(th *thread, n *Node, args []any) outcome {
 	return o
 }
 
-func (m *model) enter(th *thread, mx *mutex, e *entry) outcome {
+// enter asks the Mutex for a slot: at once when free or held by the same
+// flow; a refusal when the queue is full; else the thread waits in the queue.
+func (m *model) enter(th *thread, mx *mutex, e *entry) (outcome, string) {
 	if mx.holders[th] > 0 || len(mx.holders) < mx.max {
 		mx.holders[th]++
 		e.state = 2
-		return ok(nil)
+		return ok(nil), ""
+	}
+	if mx.maxQueue >= 0 && len(mx.queue) >= mx.maxQueue {
+		return ok(nil), "Mutex queue limit"
 	}
 	e.state = 1
 	mx.queue = append(mx.queue, e)
 	s := th.ask(request{kind: reqWait})
-	return s.out
+	return s.out, ""
 }
 
 func (m *model) leave(mx *mutex, e *entry) {
 	switch e.state {
 	case 1:
-		for i, w := range mx.queue {
-			if w == e {
-				mx.queue = append(mx.queue[:i:i], mx.queue[i+1:]...)
-				break
-			}
-		}
+		mx.queue = removeEntry(mx.queue, e)
 		e.state = 3
 		return
 	case 2:
@@ -688,6 +830,66 @@ func (m *model) leave(mx *mutex, e *entry) {
 		w := mx.queue[0]
 		mx.queue = mx.queue[1:]
 		mx.holders[w.th]++
+		w.state = 2
+		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
+	}
+}
+
+func removeEntry(q []*entry, e *entry) []*entry {
+	for i, w := range q {
+		if w == e {
+			return append(q[:i:i], q[i+1:]...)
+		}
+	}
+	return q
+}
+
+// throttleEnter asks the Throttle for an entry in the current period,
+// starting one if it is idle.
+func (m *model) throttleEnter(th *thread, e *entry) (outcome, string) {
+	t := m.thr
+	if !t.running {
+		t.running = true
+		t.entered = 0
+		m.arm(t.period, &timer{kind: tThrottle})
+	}
+	if t.entered < t.n {
+		t.entered++
+		e.state = 2
+		return ok(nil), ""
+	}
+	if t.queueMax >= 0 && len(t.queue) >= t.queueMax {
+		return ok(nil), "Throttle queue limit"
+	}
+	e.state = 1
+	t.queue = append(t.queue, e)
+	s := th.ask(request{kind: reqWait})
+	return s.out, ""
+}
+
+// throttleLeave takes a waiter out of the queue; an entry is never given
+// back.
+func (m *model) throttleLeave(e *entry) {
+	if e.state == 1 {
+		m.thr.queue = removeEntry(m.thr.queue, e)
+	}
+	e.state = 3
+}
+
+// periodEnd ends the Throttle's period: a new one starts for the flows
+// that wait, else the Throttle goes idle.
+func (m *model) periodEnd() {
+	t := m.thr
+	if len(t.queue) == 0 {
+		t.running = false
+		return
+	}
+	t.entered = 0
+	m.arm(t.period, &timer{kind: tThrottle})
+	for t.entered < t.n && len(t.queue) > 0 {
+		w := t.queue[0]
+		t.queue = t.queue[1:]
+		t.entered++
 		w.state = 2
 		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
 	}

@@ -96,6 +96,73 @@ func TestModelSpecExamples(t *testing.T) {
 			{ID: 4, Kind: KSync, Body: &Node{ID: 5, Kind: KStep, End: EExternal, At: 10}},
 		}}}},
 		want: "s3() s5()@10 -> ok()",
+	}, {
+		// A panic in a step and in its handler: InternalError with the
+		// panic value as info; the sub-step added before the panic does not
+		// run, the step's cancel handler does.
+		name: "panics",
+		p: &Program{Steps: []*Node{{ID: 1, Kind: KStep, End: EPanic, Cancel: true,
+			Subs:    []*Node{{ID: 2, Kind: KStep}},
+			Handler: &Handler{ID: 3, Action: HPanic}}}},
+		want: "s1() c1 h3:InternalError:!p1 -> err:InternalError:!p3",
+	}, {
+		// Decision 6 for a handler that waits: its Success resumes after the
+		// failed step; its Error replaces the error; its timeout raises
+		// Timeout outward, never to the same handler.
+		name: "waiting handlers",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, End: EError, Code: "E1", Handler: &Handler{ID: 2, Action: HWait, Done: EExternal, At: 10, Args: []int{5}}},
+			{ID: 3, Kind: KStep, Subs: []*Node{
+				{ID: 4, Kind: KStep, End: EError, Code: "E0", Handler: &Handler{ID: 5, Action: HWait, Done: EExternalErr, At: 10, Code: "E2", Info: "x"}},
+			}, Handler: &Handler{ID: 6, Action: HRecover}},
+			{ID: 7, Kind: KStep, Subs: []*Node{
+				{ID: 8, Kind: KStep, End: EError, Code: "E1", Handler: &Handler{ID: 9, Action: HWait, Timeout: 20, Done: EExternal, At: 30}},
+			}, Handler: &Handler{ID: 10}},
+		}},
+		want: "s1() h2:E1: s3(5)@10 s4()@10 h5:E0:@10 h6:E2:x@20 s7()@20 s8()@20 h9:E1:@20 h10:Timeout:@40 -> err:Timeout:",
+	}, {
+		// Decision 8: calling SetTimeout again re-arms it.
+		name: "re-armed timeout",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Timeout: 50, Timeout2: 10, End: EWait, Handler: &Handler{ID: 2, Action: HRecover}},
+			{ID: 3, Kind: KStep, Timeout: 10, Timeout2: 40, End: EExternal, At: 30},
+		}},
+		want: "s1() h2:Timeout:@10 s3()@10 -> ok()",
+	}, {
+		// Decision 11: a full Mutex queue rejects at once; the Sync's
+		// onerror sees DefenseRejected first.
+		name: "mutex queue limit",
+		p: &Program{Mutexes: []int{1}, MutexQueues: []int{1}, Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KSync, Body: &Node{ID: 3, Kind: KStep, End: EExternal, At: 10}},
+			{ID: 4, Kind: KSync, Body: &Node{ID: 5, Kind: KStep}},
+			{ID: 6, Kind: KSync, Body: &Node{ID: 7, Kind: KStep, Handler: &Handler{ID: 8, Action: HRecover}}},
+		}}}},
+		want: "s3() h8:DefenseRejected:Mutex queue limit s5()@10 -> ok()",
+	}, {
+		// Throttle(1, 20ms): a period starts at the first entry; queued
+		// flows enter as new periods start; after idle, at once.
+		name: "throttle",
+		p: &Program{Throttle: &Throttle{N: 1, Period: 20, Queue: 1}, Steps: []*Node{
+			{ID: 1, Kind: KParallel, Subs: []*Node{
+				{ID: 2, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 3, Kind: KStep}},
+				{ID: 4, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 5, Kind: KStep}},
+				{ID: 6, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 7, Kind: KStep, Handler: &Handler{ID: 8, Action: HRecover}}},
+			}},
+			{ID: 9, Kind: KStep, End: EExternal, At: 45},
+			{ID: 10, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 11, Kind: KStep}},
+		}},
+		want: "s3() h8:DefenseRejected:Throttle queue limit s5()@20 s9()@20 s11()@65 -> ok()",
+	}, {
+		// ForEach: slice keys are indexes, map keys in sorted order;
+		// Continue and a labelled Break.
+		name: "forEach",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KForEach, Count: 3, End: EContinue, At: 1, Subs: []*Node{{ID: 2, Kind: KStep}}},
+			{ID: 3, Kind: KForEach, Label: "A", Map: true, Count: 3, Subs: []*Node{
+				{ID: 4, Kind: KRepeat, Count: 2, Subs: []*Node{{ID: 5, Kind: KStep, End: EBreak, Label: "A"}}},
+			}},
+		}},
+		want: "F1#0=10 s2() F1#1=11 F1#2=12 s2() F3#b=32 L4#0 s5() -> ok()",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {

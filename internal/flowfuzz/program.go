@@ -24,6 +24,12 @@ const (
 	KSync                    // Sync(mutex, Body, Body.Handler)
 	KSuccessStep             // SuccessStep(Args...)
 	numKinds
+
+	// KForEach is ForEach(collection, body, Label) over Count elements: a
+	// slice of ints, or (Map) a map with string keys. The body traces, then
+	// at the iteration At calls Break(Label) (End EBreak) or Continue(Label)
+	// (End EContinue), else adds Subs. Decode makes it from a KRepeat byte.
+	KForEach Kind = numKinds
 )
 
 // End is how a step's callback ends, after its SetTimeout, SetCancel and Add
@@ -40,6 +46,11 @@ const (
 	EExternalErr            // WaitExternal; Error(Code, Info) from the tool At ms later
 	EWait                   // WaitExternal and nothing: only a cancel or timeout ends it
 	numEnds
+
+	// EPanic is panic(PanicValue(ID)) after the Add calls: an
+	// InternalError whose LastException is a *PanicError. Decode makes it
+	// from an EError byte.
+	EPanic End = numEnds
 )
 
 // Action is what an error handler does.
@@ -50,7 +61,8 @@ const (
 	HRecover               // Success(Args...)
 	HRethrow               // Error(Code, Info)
 	HAdd                   // Add(Steps...): they run in place of the failed step
-	numActions
+	HPanic                 // panic(PanicValue(ID)): an InternalError replaces the error
+	HWait                  // wait (SetTimeout(Timeout) or WaitExternal), completed by Done at At ms
 )
 
 // Node is one operation of a flow program.
@@ -59,10 +71,12 @@ type Node struct {
 	Kind Kind
 
 	// KStep (and the Body of a KSync).
-	Timeout int  // SetTimeout(Timeout ms) first, if > 0
-	Cancel  bool // then SetCancel(handler tracing "c<ID>")
-	End     End
-	At      int // EExternal, EExternalErr: ms after the callback
+	Timeout  int  // SetTimeout(Timeout ms) first, if > 0
+	Timeout2 int  // then SetTimeout(Timeout2 ms) again, if > 0: it replaces the first
+	Cancel   bool // then SetCancel(handler tracing "c<ID>")
+	End      End
+	At       int  // EExternal, EExternalErr: ms after the callback; KForEach: the iteration that breaks or continues
+	Map      bool // KForEach: over a map (keys MapKey(i)) instead of a slice
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
 	Code  string // EError, EExternalErr
@@ -75,7 +89,7 @@ type Node struct {
 	Subs []*Node
 
 	Body  *Node // KSync: the critical section step
-	Mutex int   // KSync: index into Program.Mutexes
+	Mutex int   // KSync: index into Program.Mutexes; ThrottleGate: the Program's Throttle
 
 	Handler *Handler // KStep, KParallel, KSync's Body
 }
@@ -88,14 +102,49 @@ type Handler struct {
 	Code   string  // HRethrow
 	Info   string  // HRethrow
 	Steps  []*Node // HAdd
+
+	// HWait: SetTimeout(Timeout ms) if > 0, else WaitExternal; then, At
+	// ms later, Done: EExternal is Success(Args...), EExternalErr is
+	// Error(Code, Info), EWait is nothing.
+	Timeout int
+	Done    End
+	At      int
 }
+
+// ThrottleGate is the Mutex index of a KSync on the program's Throttle.
+const ThrottleGate = 2
+
+// Throttle is NewThrottle(N, Period ms, Queue): Queue < 0 is no limit.
+type Throttle struct {
+	N, Period, Queue int
+}
+
+// PanicValue is the value a step or handler with the given ID panics with.
+func PanicValue(id int) string { return fmt.Sprintf("p%d", id) }
+
+// MapKey is the key of element i of a KForEach map: the sorted order of the
+// keys is the reverse of i.
+func MapKey(i int) string { return string(rune('d' - i)) }
+
+// ElemValue is the value of element i of a KForEach collection.
+func ElemValue(id, i int) int { return id*10 + i }
 
 // Program is a flow: the level-0 steps of a root, the Mutexes its Sync
 // nodes share, and the virtual time at which the root is cancelled.
 type Program struct {
-	Steps    []*Node
-	Mutexes  []int // the max of each Mutex
-	CancelAt int   // ms; SafetyCancel if the program has none
+	Steps       []*Node
+	Mutexes     []int     // the max of each Mutex
+	MutexQueues []int     // the maxQueue of each Mutex; < 0 (or missing): no limit
+	Throttle    *Throttle // shared by the KSync nodes on ThrottleGate
+	CancelAt    int       // ms; SafetyCancel if the program has none
+}
+
+// MutexQueue is the maxQueue of Mutex i, < 0 for none.
+func (p *Program) MutexQueue(i int) int {
+	if i < len(p.MutexQueues) {
+		return p.MutexQueues[i]
+	}
+	return -1
 }
 
 // SafetyCancel is when a program without a root cancel of its own is
@@ -114,6 +163,7 @@ type decoder struct {
 	data  []byte
 	nodes int
 	ids   int
+	p     *Program
 }
 
 func (d *decoder) byte() int {
@@ -144,8 +194,8 @@ func (s scope) deeper() scope { s.depth++; return s }
 // Decode turns fuzz bytes into a program. Every input decodes; programs are
 // finite and bounded (depth, node count, loop iterations).
 func Decode(data []byte) *Program {
-	d := &decoder{data: data}
 	p := &Program{}
+	d := &decoder{data: data, p: p}
 	if c := d.byte(); c != 0 {
 		p.CancelAt = (c % 50) * 5
 	} else {
@@ -153,6 +203,8 @@ func Decode(data []byte) *Program {
 	}
 	m := d.byte()
 	p.Mutexes = []int{1 + m&1, 1 + (m>>1)&1}
+	// Queue limits: 0 is none, v is v-1.
+	p.MutexQueues = []int{(m>>2)&3 - 1, (m>>4)&3 - 1}
 	n := d.byte() % 5
 	for range n {
 		p.Steps = append(p.Steps, d.node(scope{}, false))
@@ -205,11 +257,30 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		b := d.byte()
 		n.Label = labelOf(b)
 		n.Count = (b >> 2) % 4
-		for range (b >> 4) % 3 {
+		if k == KRepeat && b&0xc0 != 0 {
+			n.Kind = KForEach
+			n.Map = b&0x80 != 0
+			c := d.byte()
+			n.End = [...]End{EImplicit, EBreak, EContinue, EImplicit}[c&3]
+			n.At = (c >> 2) % 4
+		}
+		for range (b >> 4) & 3 % 3 {
 			n.Subs = append(n.Subs, d.node(sc.deeper(), false))
 		}
 	case KSync:
 		b := d.byte()
+		if b&2 != 0 {
+			// The Throttle: never held, no deadlock to avoid.
+			if d.p.Throttle == nil {
+				t := d.byte()
+				d.p.Throttle = &Throttle{N: 1 + t&1, Period: (1 + (t>>1)%4) * 10, Queue: (t>>3)&3 - 1}
+			}
+			n.Mutex = ThrottleGate
+			body := &Node{ID: d.id(), Kind: KStep}
+			d.step(body, sc.deeper())
+			n.Body = body
+			return n
+		}
 		m := b & 1
 		if sc.forbidden&(1<<m) != 0 {
 			m = 1 - m
@@ -235,7 +306,11 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 func (d *decoder) step(n *Node, sc scope) {
 	f := d.byte()
 	if f&1 != 0 {
-		n.Timeout = (1 + d.byte()%6) * 10
+		t := d.byte()
+		n.Timeout = (1 + t&7%6) * 10
+		if t&8 != 0 {
+			n.Timeout2 = (1 + (t>>4)%6) * 10
+		}
 	}
 	n.Cancel = f&2 != 0
 	hasHandler := f&4 != 0
@@ -252,6 +327,8 @@ func (d *decoder) step(n *Node, sc scope) {
 		}
 		if n.End == EExternalErr {
 			n.At = (b >> 3) % 6 * 10
+		} else if b&8 != 0 {
+			n.End, n.Code, n.Info = EPanic, "", ""
 		}
 	case EBreak, EContinue:
 		n.Label = labelOf(d.byte())
@@ -279,6 +356,29 @@ func (d *decoder) step(n *Node, sc scope) {
 func (d *decoder) handler(sc scope) *Handler {
 	b := d.byte()
 	h := &Handler{ID: d.id(), Action: Action(b & 3)}
+	if b&32 != 0 {
+		h.Action = HPanic
+		if b&64 != 0 {
+			h.Action = HWait
+			e := d.byte()
+			h.Done = [...]End{EExternal, EExternalErr, EWait, EExternal}[e&3]
+			h.At = (e >> 2) & 7 % 6 * 10
+			switch h.Done {
+			case EExternal:
+				h.Args = make([]int, (e>>6)%3)
+				for i := range h.Args {
+					h.Args[i] = h.ID*10 + i
+				}
+			case EExternalErr:
+				h.Code = codeOf(e >> 6)
+				h.Info = fmt.Sprintf("i%d", h.ID)
+			}
+			if e&32 != 0 {
+				h.Timeout = (1 + d.byte()%6) * 10
+			}
+		}
+		return h
+	}
 	switch h.Action {
 	case HRecover:
 		h.Args = d.args(h.ID)
@@ -298,7 +398,7 @@ func (d *decoder) handler(sc scope) *Handler {
 // String prints the program as an indented tree, for failure reports.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program (mutexes %v, root cancel at %dms)\n", p.Mutexes, p.CancelAt)
+	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, root cancel at %dms)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.CancelAt)
 	for _, n := range p.Steps {
 		n.write(&b, 1)
 	}
@@ -316,8 +416,10 @@ func (n *Node) write(b *strings.Builder, depth int) {
 		fmt.Fprintf(b, "%sloop %d label=%q breaks at %d\n", ind, n.ID, n.Label, n.Count)
 	case KRepeat:
 		fmt.Fprintf(b, "%srepeat %d label=%q count=%d\n", ind, n.ID, n.Label, n.Count)
+	case KForEach:
+		fmt.Fprintf(b, "%sforEach %d label=%q map=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Count, n.At, n.End)
 	case KSync:
-		fmt.Fprintf(b, "%ssync %d mutex=%d\n", ind, n.ID, n.Mutex)
+		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle)\n", ind, n.ID, n.Mutex)
 		n.Body.write(b, depth+1)
 	case KSuccessStep:
 		fmt.Fprintf(b, "%ssuccessStep %d %v\n", ind, n.ID, n.Args)
@@ -337,6 +439,9 @@ func (n *Node) describe() string {
 	var s []string
 	if n.Timeout > 0 {
 		s = append(s, fmt.Sprintf("timeout=%d", n.Timeout))
+	}
+	if n.Timeout2 > 0 {
+		s = append(s, fmt.Sprintf("rearm=%d", n.Timeout2))
 	}
 	if n.Cancel {
 		s = append(s, "cancel")
@@ -358,6 +463,8 @@ func (n *Node) describe() string {
 		s = append(s, fmt.Sprintf("external error(%s,%q) at +%d", n.Code, n.Info, n.At))
 	case EWait:
 		s = append(s, "wait")
+	case EPanic:
+		s = append(s, "panic")
 	}
 	return ": " + strings.Join(s, " ")
 }
@@ -370,6 +477,17 @@ func (h *Handler) describe() string {
 		return fmt.Sprintf("rethrow(%s,%q)", h.Code, h.Info)
 	case HAdd:
 		return "add steps"
+	case HPanic:
+		return "panic"
+	case HWait:
+		w := fmt.Sprintf("wait external, timeout=%d", h.Timeout)
+		switch h.Done {
+		case EExternal:
+			w += fmt.Sprintf(", success%v at +%d", h.Args, h.At)
+		case EExternalErr:
+			w += fmt.Sprintf(", error(%s,%q) at +%d", h.Code, h.Info, h.At)
+		}
+		return w
 	}
 	return "return"
 }
