@@ -147,7 +147,9 @@ func TestRunReportsOnlyAfterFlowStopped(t *testing.T) {
 	})
 	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { // a timer armed past the end
 		mark()
-		as.SetTimeout(30 * time.Millisecond)
+		// Far past Run's 10 ms, so that even a loaded machine reaches the
+		// context's end first.
+		as.SetTimeout(250 * time.Millisecond)
 		as.SetCancel(func(asyncsteps.AsyncSteps) { mark(); cancels.Add(1) })
 		handles <- as
 	}, func(as asyncsteps.AsyncSteps, code string) { mark() })
@@ -171,7 +173,7 @@ func TestRunReportsOnlyAfterFlowStopped(t *testing.T) {
 		t.Error("the handle of a cancelled step is still valid")
 	}
 	fence(t, loop)
-	time.Sleep(40 * time.Millisecond) // past the timer the step had armed
+	time.Sleep(300 * time.Millisecond) // past the timer the step had armed
 	fence(t, loop)
 	if n := after.Load(); n != 0 {
 		t.Errorf("%d callbacks ran after Run returned", n)
