@@ -70,8 +70,10 @@ type handle struct {
 
 // frame is one running step: its callback, then its sub-steps. Frames are
 // owned by the flow's loop goroutine and recycled through the flow's free
-// list; only the current handle's completion fields are written by other
-// goroutines, and only after a successful claim.
+// list, and the loop's pool once the flow has ended; only the current
+// handle's completion fields (args, resErr) are written by other goroutines,
+// and only after a successful claim. A frame whose claim is still being
+// written is never recycled (consumed is false).
 type frame struct {
 	h      *handle // the current incarnation; h.fl is the frame's flow
 	parent *frame
