@@ -121,20 +121,23 @@ type iterator interface {
 	at(i int) (key, value any)
 }
 
+// pairs is a collected snapshot: a map in key order, an iter.Seq2, a State.
 type pairs []struct{ k, v any }
 
-func (p pairs) len() int                 { return len(p) }
-func (p pairs) at(i int) (any, any)      { return p[i].k, p[i].v }
-func (p *pairs) add(k, v any)            { *p = append(*p, struct{ k, v any }{k, v}) }
+func (p pairs) len() int            { return len(p) }
+func (p pairs) at(i int) (any, any) { return p[i].k, p[i].v }
+func (p *pairs) add(k, v any)       { *p = append(*p, struct{ k, v any }{k, v}) }
+
+// sliceItems reads a slice or array in place, keyed by index.
+type sliceItems struct{ v reflect.Value }
+
 func (s sliceItems) len() int            { return s.v.Len() }
 func (s sliceItems) at(i int) (any, any) { return i, s.v.Index(i).Interface() }
 
-type sliceItems struct{ v reflect.Value }
-
 // iterable reports whether ForEach supports c (see [AsyncSteps.ForEach]).
 func iterable(c any) bool {
-	if _, ok := c.(*State); ok {
-		return c.(*State) != nil
+	if s, ok := c.(*State); ok {
+		return s != nil
 	}
 	v := reflect.ValueOf(c)
 	switch v.Kind() {
