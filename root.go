@@ -204,26 +204,6 @@ func resultOr(ch <-chan Result, err error) ([]any, error) {
 	}
 }
 
-// runFlow drives t until the flow of r reports on ch, cancelling it when ctx
-// ends. While no event is queued it waits for one from other goroutines.
-func (t *TestTool) runFlow(ctx context.Context, r *Root, ch <-chan Result) ([]any, error) {
-	cancelled := false
-	for {
-		select {
-		case res := <-ch:
-			return res.Args, res.Err
-		default:
-		}
-		if !cancelled && ctx.Err() != nil {
-			cancelled = true
-			r.cancel(ctx.Err())
-		}
-		if !t.NextEvent() {
-			time.Sleep(time.Millisecond) // only while another goroutine owes an event
-		}
-	}
-}
-
 // Clone returns a new Root with a copy of r's steps and state variables, not
 // started: the spec's model flows (1.5).
 func (r *Root) Clone() *Root {

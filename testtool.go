@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -230,3 +231,23 @@ func (t *TestTool) inject(x task) { t.post(x) }
 // engineState is the engine state of the flows on the tool, used by the driving
 // goroutine only.
 func (t *TestTool) engineState() *loopLocal { return &t.engine }
+
+// runFlow drives t until the flow of r reports on ch, cancelling it when ctx
+// ends. While no event is queued it waits for one from other goroutines.
+func (t *TestTool) runFlow(ctx context.Context, r *Root, ch <-chan Result) ([]any, error) {
+	cancelled := false
+	for {
+		select {
+		case res := <-ch:
+			return res.Args, res.Err
+		default:
+		}
+		if !cancelled && ctx.Err() != nil {
+			cancelled = true
+			r.cancel(ctx.Err())
+		}
+		if !t.NextEvent() {
+			time.Sleep(time.Millisecond) // only while another goroutine owes an event
+		}
+	}
+}
