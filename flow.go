@@ -21,7 +21,6 @@ type flow struct {
 	root       *Root
 	tool       Tool
 	sched      scheduler // nil when tool is not one of this package's loops
-	state      *State
 	promise    chan Result
 	ctx        context.Context // Run's context, for its values; never cancels steps by itself
 	done       bool
@@ -193,10 +192,16 @@ func (fl *flow) recoverInto(c *frame) {
 	if _, ok := r.(abortSignal); ok {
 		return
 	}
+	c.err = fl.panicked(r)
+}
+
+// panicked turns the recovered value of a callback's panic into the
+// InternalError it raises, and records it.
+func (fl *flow) panicked(r any) *Error {
 	p := &PanicError{Value: r, Stack: debug.Stack()}
 	err := &Error{Code: InternalError, Info: fmt.Sprint(r), Cause: p}
-	c.err = err
 	fl.noteError(err, p)
+	return err
 }
 
 // settle looks at how c's callback ended and returns where the flow goes on.
@@ -280,8 +285,8 @@ func (fl *flow) misuseError(info string) *Error {
 
 // noteError records err in the state: spec 1.7 and API decision 5.
 func (fl *flow) noteError(err *Error, exc error) {
-	fl.state.ErrorInfo = err.Info
-	fl.state.LastException = exc
+	fl.root.state.ErrorInfo = err.Info
+	fl.root.state.LastException = exc
 }
 
 // finish completes f with args and returns where the flow goes on.
@@ -332,13 +337,8 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 				return next
 			}
 		}
-		if h := f.onCancel; h != nil {
-			f.onCancel = nil
-			f.kill()
-			if p := fl.callCancel(f, h); p != nil {
-				err = &Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}
-				fl.noteError(err, p)
-			}
+		if perr := fl.callCancel(f); perr != nil {
+			err = perr
 		}
 		fl.release(f)
 		if f.onerror != nil {
@@ -376,12 +376,19 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 	return fl.settle(f)
 }
 
-// callCancel runs a cancel handler; a panic in it is returned, not raised.
-func (fl *flow) callCancel(f *frame, h CancelFunc) (p *PanicError) {
+// callCancel runs f's cancel handler, if it has one, once, with f's handle
+// dead. A panic in it becomes the InternalError it returns, not raised.
+func (fl *flow) callCancel(f *frame) (err *Error) {
+	h := f.onCancel
+	if h == nil {
+		return nil
+	}
+	f.onCancel = nil
+	f.kill()
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(abortSignal); !ok {
-				p = &PanicError{Value: r, Stack: debug.Stack()}
+				err = fl.panicked(r)
 			}
 		}
 	}()
@@ -401,13 +408,7 @@ func (fl *flow) cancelTree(f *frame) {
 	f.queue = f.queue[:0]
 	f.active = nil
 	f.waiting = false
-	if h := f.onCancel; h != nil {
-		f.onCancel = nil
-		f.kill()
-		if p := fl.callCancel(f, h); p != nil {
-			fl.noteError(&Error{Code: InternalError, Info: fmt.Sprint(p.Value), Cause: p}, p)
-		}
-	}
+	fl.callCancel(f) // a panic in it is recorded; nothing is left to fail
 	fl.release(f)
 	fl.retire(f)
 }
@@ -498,7 +499,7 @@ func (fl *flow) noteStack(f *frame) {
 			stack[n] = funcName(f.fn)
 		}
 	}
-	fl.state.AsyncStack = stack
+	fl.root.state.AsyncStack = stack
 }
 
 // funcNames caches the names of step functions by entry address: looking a

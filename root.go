@@ -88,7 +88,7 @@ func (r *Root) start(promise chan Result) { r.startIn(context.Background(), prom
 
 func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	sched, _ := r.tool.(scheduler)
-	fl := &flow{root: r, tool: r.tool, sched: sched, state: &r.state, promise: promise, ctx: ctx}
+	fl := &flow{root: r, tool: r.tool, sched: sched, promise: promise, ctx: ctx}
 	if !r.fl.CompareAndSwap(nil, fl) {
 		panic("asyncsteps: Execute called on a running flow")
 	}

@@ -693,3 +693,46 @@ func TestRootCancelIsAsynchronous(t *testing.T) {
 		t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
 	}
 }
+
+// A panic in a cancel handler never crashes the process. While an error
+// unwinds, it replaces the error with InternalError (the handlers further
+// out see that); during Root.Cancel there is no error to replace: the flow
+// still ends as cancelled, with the panic recorded in LastException.
+func TestPanicInCancelHandler(t *testing.T) {
+	t.Run("while an error unwinds", func(t *testing.T) {
+		var tr tracer
+		r, tt := newFlow()
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) { panic("in cancel") })
+				as.Error("E1")
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("outer:%s:%s", code, as.State().ErrorInfo)
+		})
+
+		res := run(t, r, tt)
+
+		wantTrace(t, &tr, "outer:InternalError:in cancel")
+		wantError(t, res.Err, asyncsteps.InternalError, "in cancel")
+	})
+	t.Run("during Root.Cancel", func(t *testing.T) {
+		r, tt := newFlow()
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { panic("in cancel") })
+		})
+		ch := r.Promise()
+		tt.Run()
+		r.Cancel()
+		tt.Run()
+
+		res := <-ch
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("Result.Err = %v, want context.Canceled", res.Err)
+		}
+		var p *asyncsteps.PanicError
+		if !errors.As(r.State().LastException, &p) || p.Value != "in cancel" {
+			t.Fatalf("LastException = %v, want the cancel handler's panic", r.State().LastException)
+		}
+	})
+}

@@ -204,13 +204,13 @@ func (h *handle) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
 func (h *handle) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(h, onerror) }
 
 // State implements [AsyncSteps].
-func (h *handle) State() *State { return h.fl.state }
+func (h *handle) State() *State { return &h.fl.root.state }
 
 // CopyFrom implements [AsyncSteps].
 func (h *handle) CopyFrom(model *Root) AsyncSteps {
 	if h.adding() {
 		h.f.queue = append(h.f.queue, model.queue...)
-		h.fl.state.fillMissing(&model.state)
+		h.fl.root.state.fillMissing(&model.state)
 	}
 	return h
 }
