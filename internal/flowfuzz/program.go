@@ -388,6 +388,13 @@ func (d *decoder) handler(sc scope) *Handler {
 			h.Info = fmt.Sprintf("i%d", h.ID)
 		}
 	case HAdd:
+		if sc.depth >= maxDepth || d.nodes >= maxNodes {
+			// Steps added by a handler are nodes like any other: without
+			// this, a chain of handlers adding steps that fail into handlers
+			// adding steps grew with the input, past every bound.
+			h.Action = HReturn
+			break
+		}
 		for range 1 + (b>>2)%2 {
 			h.Steps = append(h.Steps, d.node(sc.deeper(), false))
 		}
