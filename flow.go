@@ -18,20 +18,28 @@ const burst = 256
 // flow is one execution of a Root. Everything in it is owned by the loop
 // goroutine, but for the handles' states and stop.
 type flow struct {
-	root       *Root
-	tool       Tool
-	sched      scheduler // nil when tool is not one of this package's loops
-	promise    chan Result
-	ctx        context.Context // Run's context, for its values; never cancels steps by itself
-	done       bool
-	begun      atomic.Bool // the loop has taken the flow, or the flow ended before
-	base       frame       // level 0; never recycled
-	baseHandle handle
-	free       *frame // finished step frames, for reuse, linked by parent
+	// The fields a step touches come first, together: with many flows
+	// queued on a loop, each step finds its flow cold in the cache.
+	base frame // level 0, whose queue is the Root's; never recycled
 
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
-	stop atomic.Pointer[error]
+	stop    atomic.Pointer[error]
+	sched   scheduler   // nil when the tool is not one of this package's loops
+	done    bool        // the execution has ended; on the loop
+	running atomic.Bool // from Execute to the end
+	begun   atomic.Bool // the loop has taken the flow, or the flow ended before
+	root    *Root
+	free    *frame // finished step frames, for reuse, linked by parent
+
+	// baseHandle is the dead handle of the base frame, which queues the
+	// base frame's continuations, in every execution. A continuation left
+	// queued by an ended execution cannot run in the next one: it was
+	// queued before the next execution's start task, and tools run tasks
+	// in order, so it finds done still set.
+	baseHandle handle
+	promise chan Result
+	ctx     context.Context // Run's context, for its values; never cancels steps by itself
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
@@ -56,7 +64,7 @@ func (fl *flow) inject(h *handle) {
 		fl.sched.inject(h)
 		return
 	}
-	fl.tool.Immediate(h.run)
+	fl.root.tool.Immediate(h.run)
 }
 
 // requeue puts the continuation at f behind the other queued work.
@@ -65,7 +73,7 @@ func (fl *flow) requeue(f *frame) {
 		fl.sched.post(f.h)
 		return
 	}
-	fl.tool.Immediate(f.h.run)
+	fl.root.tool.Immediate(f.h.run)
 }
 
 // newHandle gives f a new incarnation with handle state st.
@@ -419,7 +427,7 @@ func (fl *flow) armTimeout(f *frame, d time.Duration) {
 		f.timer.Cancel()
 	}
 	h := f.h
-	f.timer = fl.tool.Deferred(d, func() { fl.timeout(h) })
+	f.timer = fl.root.tool.Deferred(d, func() { fl.timeout(h) })
 }
 
 // timeout fails the step of h with Timeout after cancelling what runs under
@@ -473,14 +481,17 @@ func (fl *flow) end(args []any, err error) {
 		fl.sched.engineState().keepFrames(fl.free)
 	}
 	fl.free = nil
-	r := fl.root
-	r.fl.CompareAndSwap(fl, nil)
-	if fl.promise != nil {
-		fl.promise <- Result{Args: args, Err: err}
+	// Once running is false the Root may be executed again from another
+	// goroutine, which writes promise and ctx: read them first.
+	promise, unhandled := fl.promise, fl.root.unhandled
+	fl.promise, fl.ctx = nil, nil
+	fl.running.Store(false)
+	if promise != nil {
+		promise <- Result{Args: args, Err: err}
 		return
 	}
 	if e, ok := err.(*Error); ok {
-		r.unhandled(e)
+		unhandled(e)
 	}
 }
 

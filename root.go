@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 )
 
@@ -17,12 +16,15 @@ import (
 // A Root is not safe for concurrent use while it is being built; Cancel and
 // the start methods may be called from any goroutine.
 type Root struct {
+	// fl is the Root's execution. It is part of the Root, so that a flow
+	// costs one allocation, and reused when the Root runs again; a handle
+	// kept from an earlier execution is dead, and a continuation of one is
+	// recognised as stale by its handle.
+	fl flow
+
 	tool      Tool
 	unhandled func(err *Error)
 	state     State
-	queue     []step
-	fl        atomic.Pointer[flow] // the running flow, if any
-	misused   string               // a wrong use before Execute, reported by it
 }
 
 // Result is the outcome of a flow, given by [Root.Promise].
@@ -48,21 +50,30 @@ func WithUnhandledError(f func(err *Error)) Option { return Option{unhandled: f}
 
 // New returns an empty Root.
 func New(opts ...Option) *Root {
-	r := &Root{}
+	var tool Tool
+	var unhandled func(err *Error)
 	for _, o := range opts {
 		if o.tool != nil {
-			r.tool = o.tool
+			tool = o.tool
 		}
 		if o.unhandled != nil {
-			r.unhandled = o.unhandled
+			unhandled = o.unhandled
 		}
 	}
-	if r.tool == nil {
-		r.tool = DefaultTool()
+	if tool == nil {
+		tool = DefaultTool()
 	}
-	if r.unhandled == nil {
-		r.unhandled = logUnhandled
+	if unhandled == nil {
+		unhandled = logUnhandled
 	}
+	return newRoot(tool, unhandled)
+}
+
+func newRoot(tool Tool, unhandled func(err *Error)) *Root {
+	r := &Root{tool: tool, unhandled: unhandled}
+	r.fl.root = r
+	r.fl.sched, _ = tool.(scheduler)
+	r.fl.baseHandle = handle{f: &r.fl.base, fl: &r.fl}
 	return r
 }
 
@@ -86,24 +97,22 @@ func (r *Root) Promise() <-chan Result {
 
 func (r *Root) start(promise chan Result) { r.startIn(context.Background(), promise) }
 
+// startIn starts an execution. It writes only what the loop does not read
+// for an ended execution: a continuation of an earlier one may still be
+// queued on the loop, and run sets up the rest there.
 func (r *Root) startIn(ctx context.Context, promise chan Result) {
-	sched, _ := r.tool.(scheduler)
-	fl := &flow{root: r, tool: r.tool, sched: sched, promise: promise, ctx: ctx}
-	if !r.fl.CompareAndSwap(nil, fl) {
+	fl := &r.fl
+	if fl.running.Load() {
 		panic("asyncsteps: Execute called on a running flow")
 	}
-	fl.base = frame{mode: modeBase, queue: r.queue}
-	fl.baseHandle = handle{f: &fl.base, fl: fl}
-	fl.baseHandle.st.Store(stIdle | stClaim | stDone)
-	fl.base.h = &fl.baseHandle
-	r.queue = nil
-	if r.misused != "" {
-		// The base frame runs no callback: its err is free to carry this.
-		fl.base.err = &Error{Code: InternalError, Info: r.misused}
-		r.misused = ""
+	fl.stop.Store(nil)
+	fl.begun.Store(false)
+	if !fl.running.CompareAndSwap(false, true) {
+		panic("asyncsteps: Execute called on a running flow")
 	}
-	if sched != nil {
-		sched.inject(fl)
+	fl.promise, fl.ctx = promise, ctx
+	if fl.sched != nil {
+		fl.sched.inject(fl)
 	} else {
 		r.tool.Immediate(fl.run)
 	}
@@ -133,7 +142,11 @@ func (fl *flow) run() {
 	if !fl.begun.CompareAndSwap(false, true) {
 		return // ended already: its loop was closed
 	}
+	fl.done = false
+	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseHandle, consumed: true}
+	fl.baseHandle.st.Store(stIdle | stClaim | stDone)
 	if err := fl.base.err; err != nil {
+		fl.base.err = nil
 		fl.noteError(err, err)
 		fl.end(nil, err)
 		return
@@ -148,13 +161,18 @@ func (fl *flow) run() {
 func (r *Root) Cancel() { r.cancel(context.Canceled) }
 
 func (r *Root) cancel(cause error) {
-	fl := r.fl.Load()
-	if fl == nil || !fl.stop.CompareAndSwap(nil, &cause) {
+	fl := &r.fl
+	stop := &cause
+	if !fl.running.Load() || !fl.stop.CompareAndSwap(nil, stop) {
 		return
 	}
 	// The flow sees stop before its next step; a flow that waits needs the
-	// loop to look.
-	fl.tool.Immediate(func() { fl.cancel(cause) })
+	// loop to look. A later execution of the Root has another stop.
+	r.tool.Immediate(func() {
+		if fl.stop.Load() == stop {
+			fl.cancel(cause)
+		}
+	})
 }
 
 // Run executes the flow and waits for its end. When ctx ends first, the flow
@@ -207,27 +225,25 @@ func resultOr(ch <-chan Result, err error) ([]any, error) {
 // Clone returns a new Root with a copy of r's steps and state variables, not
 // started: the spec's model flows (1.5).
 func (r *Root) Clone() *Root {
-	c := &Root{tool: r.tool, unhandled: r.unhandled}
-	c.queue = slices.Clone(r.queue)
+	c := newRoot(r.tool, r.unhandled)
+	c.fl.base.queue = slices.Clone(r.fl.base.queue)
 	c.state.vars = maps.Clone(r.state.vars)
 	return c
 }
 
 // NewInstance returns a new, empty Root on the same tool (API decision 14).
 func (r *Root) NewInstance() *Root {
-	return &Root{tool: r.tool, unhandled: r.unhandled}
+	return newRoot(r.tool, r.unhandled)
 }
 
+// push queues s at level 0: in the running flow, it runs after the steps
+// queued there.
 func (r *Root) push(s step) AsyncSteps {
-	if fl := r.fl.Load(); fl != nil {
-		// Added from a step of the running flow: it runs at level 0.
-		fl.base.queue = append(fl.base.queue, s)
-		return r
+	q := &r.fl.base.queue
+	if *q == nil {
+		*q = make([]step, 0, 4) // most flows are short: grow once, not thrice
 	}
-	if r.queue == nil {
-		r.queue = make([]step, 0, 4) // most flows are short: grow once, not thrice
-	}
-	r.queue = append(r.queue, s)
+	*q = append(*q, s)
 	return r
 }
 
@@ -236,8 +252,9 @@ func (r *Root) adding() bool { return true }
 // misuse records the first wrong use of the Root; the next execution fails
 // with it as an InternalError.
 func (r *Root) misuse(info string) {
-	if r.misused == "" {
-		r.misused = info
+	// The base frame runs no callback: its err is free to carry this.
+	if r.fl.base.err == nil {
+		r.fl.base.err = &Error{Code: InternalError, Info: info}
 	}
 }
 
@@ -257,7 +274,7 @@ func (r *Root) State() *State { return &r.state }
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
 // its state variables that r does not have.
 func (r *Root) CopyFrom(model *Root) AsyncSteps {
-	for _, s := range model.queue {
+	for _, s := range model.fl.base.queue {
 		r.push(s)
 	}
 	r.state.fillMissing(&model.state)

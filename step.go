@@ -75,22 +75,22 @@ type handle struct {
 // and only after a successful claim. A frame whose claim is still being
 // written is never recycled (consumed is false).
 type frame struct {
+	// The fields every step touches come first.
 	h      *handle // the current incarnation; h.fl is the frame's flow
 	parent *frame
-
-	fn      StepFunc // for AsyncStack
-	onerror ErrorFunc
-	ctl     control
-	mode    uint8
+	queue  []step
+	args   []any  // input of the next sub-step, then the frame's result
+	active *frame // the sub-step running now
+	ctl    control
+	mode   uint8
 
 	over      bool // finished or unwound
 	waiting   bool // suspended until an external completion
 	consumed  bool // no other goroutine may still write to the frame
 	succeeded bool // Success was called by the callback itself, args in args
 
-	queue    []step
-	args     []any  // input of the next sub-step, then the frame's result
-	active   *frame // the sub-step running now
+	fn       StepFunc // for AsyncStack
+	onerror  ErrorFunc
 	onCancel CancelFunc
 	timer    Handle
 
@@ -111,7 +111,7 @@ func (h *handle) inCallback(st uint32) bool {
 	if st&stIdle != 0 {
 		return false
 	}
-	return st&stWait == 0 || h.fl.tool.IsSameThread()
+	return st&stWait == 0 || h.fl.root.tool.IsSameThread()
 }
 
 // claim takes the right to complete the step: only one Success or Error of
@@ -209,7 +209,7 @@ func (h *handle) State() *State { return &h.fl.root.state }
 // CopyFrom implements [AsyncSteps].
 func (h *handle) CopyFrom(model *Root) AsyncSteps {
 	if h.adding() {
-		h.f.queue = append(h.f.queue, model.queue...)
+		h.f.queue = append(h.f.queue, model.fl.base.queue...)
 		h.fl.root.state.fillMissing(&model.state)
 	}
 	return h
@@ -238,7 +238,7 @@ func (h *handle) IsValid() bool {
 }
 
 // Tool implements [AsyncSteps].
-func (h *handle) Tool() Tool { return h.fl.tool }
+func (h *handle) Tool() Tool { return h.fl.root.tool }
 
 // Success implements [AsyncSteps].
 func (h *handle) Success(args ...any) {
