@@ -38,8 +38,8 @@ type flow struct {
 	// queued before the next execution's start task, and tools run tasks
 	// in order, so it finds done still set.
 	baseHandle handle
-	promise chan Result
-	ctx     context.Context // Run's context, for its values; never cancels steps by itself
+	promise    chan Result
+	ctx        context.Context // Run's context, for its values; never cancels steps by itself
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
