@@ -52,6 +52,12 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Sync: nil Syncer or step function")
 		return h
 	}
+	if sc, ok := obj.(sectioner); ok {
+		onerr := firstHandler(onerror)
+		return h.push(step{fn: func(as AsyncSteps, args ...any) {
+			sc.enterSection(as, fn, onerr, args)
+		}})
+	}
 	return h.push(step{fn: func(as AsyncSteps, args ...any) {
 		obj.Sync(as, func(as AsyncSteps, _ ...any) { fn(as, args...) }, onerror...)
 	}})

@@ -55,3 +55,8 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 func (l *Limiter) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	addSection(as, f, firstHandler(onerror), &l.mutex, &l.throttle)
 }
+
+// enterSection implements sectioner.
+func (l *Limiter) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
+	enterSection(as, f, onerror, args, &l.mutex, &l.throttle)
+}

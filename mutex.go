@@ -68,6 +68,11 @@ func (m *Mutex) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	addSection(as, f, firstHandler(onerror), m)
 }
 
+// enterSection implements sectioner.
+func (m *Mutex) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
+	enterSection(as, f, onerror, args, m)
+}
+
 // slots is the number of flows let in at once.
 func (m *Mutex) slots() int { return max(m.limit, 1) }
 

@@ -37,16 +37,16 @@ const (
 
 // section is one pass of a flow through a critical section guarded by up
 // to two gates (a Limiter's Mutex and Throttle), entered in order. It lives
-// in one allocation; its steps are added by run:
+// in one allocation, made when the step that enters runs:
 //
-//	run            cancel handler: leave every gate
+//	enter step     cancel handler: leave every gate
 //	├─ enterNext   once per gate; waits while queued
-//	├─ body        runs f, with onerror as its handler; raises a refusal first
+//	├─ body        runs f with the enter step's args, with onerror as its handler; raises a refusal first
 //	└─ end         leaves every gate, then succeeds with f's result
 //
-// An error unwinding from f's step, a timeout or a cancel all pass run's
-// step, whose cancel handler gives the gates back (API decision 7); on
-// success, end does it and re-emits f's result, so the section is
+// An error unwinding from f's step, a timeout or a cancel all pass the
+// enter step, whose cancel handler gives the gates back (API decision 7);
+// on success, end does it and re-emits f's result, so the section is
 // transparent to the args (spec 1.11.3). A refusal is raised by body, so
 // that onerror sees it first; f does not run then.
 //
@@ -55,6 +55,8 @@ const (
 type section struct {
 	f       StepFunc
 	onerror ErrorFunc
+	args    []any    // the enter step's args, for f
+	step    StepFunc // s.advance, made once
 	gates   [2]gate
 	entries [2]entry
 	n       int // gates in use
@@ -62,25 +64,56 @@ type section struct {
 	phase   int // which of the section's steps step runs next
 }
 
-// addSection adds to as the steps of a critical section guarded by gates.
-func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
-	s := &section{f: f, onerror: onerror}
-	if len(gates) > len(s.gates) {
-		panic("asyncsteps: a section has at most two gates")
-	}
-	s.n = copy(s.gates[:], gates)
-	as.Add(s.step)
+// sectioner is implemented by this package's Syncers: AsyncSteps.Sync
+// enters their section from its own step, with that step's args, instead
+// of adding a step that calls Sync.
+type sectioner interface {
+	enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any)
 }
 
-// step is every step of the section in turn (run, enterNext per gate, body,
+// addSection adds to as a step that enters a critical section guarded by
+// gates: the Sync method of a Mutex, Throttle or Limiter called directly.
+func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
+	var pair [2]gate // a copy: the caller's slice may be on its stack
+	n := copy(pair[:], gates)
+	as.Add(func(as AsyncSteps, args ...any) {
+		enterSection(as, f, onerror, args, pair[:n]...)
+	})
+}
+
+// enterSection runs as the step that enters a critical section guarded by
+// gates: it sets the cancel handler that gives the gates back and adds the
+// section's steps.
+func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gates ...gate) {
+	s := &section{f: f, onerror: onerror, args: args}
+	s.n = copy(s.gates[:], gates)
+	s.phase = 1
+	s.step = s.advance
+	as.SetCancel(s.cancel)
+	h, ok := as.(host)
+	if !ok { // not one of ours: a foreign AsyncSteps
+		for range s.n {
+			as.Add(s.step)
+		}
+		as.Add(s.step, onerror)
+		as.Add(s.step)
+		return
+	}
+	// Pushed directly, the steps cost no variadic slice of handlers.
+	for range s.n {
+		h.push(step{fn: s.step})
+	}
+	h.push(step{fn: s.step, onerror: onerror})
+	h.push(step{fn: s.step})
+}
+
+// advance is every step of the section in turn (enterNext per gate, body,
 // end): they run in that order, each once, so one function value serves
-// them all and a section costs two allocations, not six.
-func (s *section) step(as AsyncSteps, args ...any) {
+// them all.
+func (s *section) advance(as AsyncSteps, args ...any) {
 	phase := s.phase
 	s.phase++
 	switch {
-	case phase == 0:
-		s.run(as)
 	case phase <= s.n:
 		s.enterNext(as)
 	case phase == s.n+1:
@@ -88,16 +121,6 @@ func (s *section) step(as AsyncSteps, args ...any) {
 	default:
 		s.end(as, args...)
 	}
-}
-
-func (s *section) run(as AsyncSteps) {
-	as.SetCancel(s.cancel)
-	step := s.step
-	for range s.n {
-		as.Add(step)
-	}
-	as.Add(step, s.onerror)
-	as.Add(step)
 }
 
 func (s *section) enterNext(as AsyncSteps) {
@@ -112,7 +135,7 @@ func (s *section) body(as AsyncSteps) {
 	if err := s.refusal(); err != nil {
 		as.Error(err.Code, err.Info)
 	}
-	s.f(as)
+	s.f(as, s.args...)
 }
 
 func (s *section) end(as AsyncSteps, args ...any) {

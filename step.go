@@ -191,7 +191,11 @@ func (h *handle) adding() bool {
 }
 
 func (h *handle) push(s step) AsyncSteps {
-	h.f.queue = append(h.f.queue, s)
+	f := h.f
+	if f.queue == nil {
+		f.queue = make([]step, 0, 4) // grow once, not thrice, for a few sub-steps
+	}
+	f.queue = append(f.queue, s)
 	return h
 }
 

@@ -60,6 +60,11 @@ func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	addSection(as, f, firstHandler(onerror), t)
 }
 
+// enterSection implements sectioner.
+func (t *Throttle) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
+	enterSection(as, f, onerror, args, t)
+}
+
 // perPeriod is the number of entries per period.
 func (t *Throttle) perPeriod() int { return max(t.limit, 1) }
 
