@@ -426,8 +426,21 @@ func (fl *flow) armTimeout(f *frame, d time.Duration) {
 	if f.timer != nil {
 		f.timer.Cancel()
 	}
+	if fl.sched != nil {
+		f.timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
+		return
+	}
 	h := f.h
 	f.timer = fl.root.tool.Deferred(d, func() { fl.timeout(h) })
+}
+
+// timeoutTask is the timeout of a step as a task: a handle seen through
+// another method set, so that arming a timeout costs no closure.
+type timeoutTask handle
+
+func (t *timeoutTask) run() {
+	h := (*handle)(t)
+	h.fl.timeout(h)
 }
 
 // timeout fails the step of h with Timeout after cancelling what runs under

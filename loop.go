@@ -93,7 +93,11 @@ func (l *Loop) Immediate(f func()) Handle {
 // it due at once. After Close, it returns an invalid handle and f never
 // runs.
 func (l *Loop) Deferred(d time.Duration, f func()) Handle {
-	e := &timerEntry{f: f}
+	return l.deferTask(d, funcTask(f))
+}
+
+func (l *Loop) deferTask(d time.Duration, t task) Handle {
+	e := &timerEntry{t: t}
 	l.mu.Lock()
 	if l.closing.Load() {
 		l.mu.Unlock()
@@ -369,7 +373,7 @@ func addClamped(now int64, d time.Duration) int64 {
 // sits in a timerHeap at index; Cancel removes it at once, so a cancelled
 // timer costs nothing later and no longer counts as an event.
 type timerEntry struct {
-	f     func()
+	t     task
 	due   int64  // on the owner's clock, in nanoseconds
 	seq   uint64 // scheduling order, breaks ties between equal dues
 	index int    // position in h.items, -1 once out; guarded by h.mu
@@ -390,10 +394,15 @@ func (e *timerEntry) Cancel() {
 func (e *timerEntry) IsValid() bool { return e.state.Load() == handleScheduled }
 
 func (e *timerEntry) fire() {
-	f := e.f
-	e.f = nil
-	f()
+	t := e.t
+	e.t = nil // a kept handle must not keep the callback alive
+	t.run()
 }
+
+// funcTask runs a function as a task.
+type funcTask func()
+
+func (f funcTask) run() { f() }
 
 // timerHeap is a binary min-heap of timers by (due, seq) that keeps each
 // entry's index, so that Cancel removes in O(log n). Every method must be
@@ -453,7 +462,7 @@ func (h *timerHeap) remove(i int) {
 func (h *timerHeap) dropAll() {
 	for i, e := range h.items {
 		e.index = -1
-		e.f = nil
+		e.t = nil
 		e.state.Store(handleCancelled)
 		h.items[i] = nil
 	}

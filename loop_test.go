@@ -438,7 +438,7 @@ func TestTimerHeapOrderAndRemove(t *testing.T) {
 	var tr trace
 	var es []*timerEntry
 	for i, due := range []int64{5, 3, 5, 1, 3, 9, 1} {
-		e := &timerEntry{f: func() { tr.add("%d@%d", i, due) }}
+		e := &timerEntry{t: funcTask(func() { tr.add("%d@%d", i, due) })}
 		h.push(e, due)
 		es = append(es, e)
 	}

@@ -55,7 +55,11 @@ func (t *TestTool) Immediate(f func()) Handle {
 // Deferred schedules f to run once the virtual clock has moved by d; d <= 0
 // makes it due at the current virtual time, still after every immediate.
 func (t *TestTool) Deferred(d time.Duration, f func()) Handle {
-	e := &timerEntry{f: f}
+	return t.deferTask(d, funcTask(f))
+}
+
+func (t *TestTool) deferTask(d time.Duration, tk task) Handle {
+	e := &timerEntry{t: tk}
 	t.mu.Lock()
 	t.timers.push(e, addClamped(t.now, d))
 	t.mu.Unlock()

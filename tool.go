@@ -42,4 +42,6 @@ type scheduler interface {
 	// stopped is closed once the loop has stopped for good and runs nothing
 	// more; nil for a loop that never stops.
 	stopped() <-chan struct{}
+	// deferTask is Deferred for a task: the engine's timers need no closure.
+	deferTask(d time.Duration, t task) Handle
 }
