@@ -1,0 +1,78 @@
+package asyncsteps
+
+import (
+	"runtime"
+	"slices"
+	"sync/atomic"
+)
+
+// LoopGroup is a fixed set of event loops that flows are spread over, one
+// loop per core by default, so that a server uses every core without
+// managing loops by hand. A flow stays on the loop it was made on: flows on
+// one loop interleave, flows on different loops run in parallel, so state
+// shared between flows of a group needs the same care as state shared
+// between goroutines ([Mutex], [Throttle] and [Limiter] may be shared).
+//
+// Its methods are safe for concurrent use. The zero value is not usable:
+// create a LoopGroup with [NewLoopGroup].
+type LoopGroup struct {
+	loops []*Loop
+	next  atomic.Uint64 // turns taken by Next
+}
+
+// NewLoopGroup starts n loops; n <= 0 means runtime.GOMAXPROCS(0), one per
+// core the Go scheduler uses.
+func NewLoopGroup(n int) *LoopGroup {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	g := &LoopGroup{loops: make([]*Loop, n)}
+	for i := range g.loops {
+		g.loops[i] = NewLoop()
+	}
+	return g
+}
+
+// Next returns the loop for the next flow: the loops in turn, the first
+// call returning the first of [LoopGroup.Loops]. Round robin spreads flows
+// evenly by number, not by load, and costs one atomic add.
+func (g *LoopGroup) Next() *Loop {
+	i := g.next.Add(1) - 1
+	return g.loops[i%uint64(len(g.loops))]
+}
+
+// New returns a new, empty Root on the group's next loop, like
+// New(append(opts, WithTool(g.Next()))...) but without allocating for the
+// options. An explicit [WithTool] in opts wins: the flow runs on that tool,
+// and the group's turn is not taken, so the spread of the other flows stays
+// even.
+func (g *LoopGroup) New(opts ...Option) *Root {
+	for _, o := range opts {
+		if o.tool != nil {
+			return New(opts...)
+		}
+	}
+	// New keeps no reference to its options, so they fit in a buffer on the
+	// stack; only more than three options would make append allocate.
+	var buf [4]Option
+	return New(append(append(buf[:0], opts...), WithTool(g.Next()))...)
+}
+
+// Loops returns the group's loops in the order Next takes them. The slice
+// is a copy: the caller may keep or change it, e.g. to set up per-loop
+// resources so that the flows of a loop share nothing with the others.
+func (g *LoopGroup) Loops() []*Loop { return slices.Clone(g.loops) }
+
+// Len returns the number of loops.
+func (g *LoopGroup) Len() int { return len(g.loops) }
+
+// Close closes every loop of the group, see [Loop.Close]: close the group
+// only after its flows have ended, because a flow still waiting on a closed
+// loop never reports to [Root.Promise] or [Root.Execute], and a flow started
+// afterwards fails at once. Close is idempotent; called from a callback on
+// one of the loops, it does not wait for that loop's goroutine to exit.
+func (g *LoopGroup) Close() {
+	for _, l := range g.loops {
+		l.Close()
+	}
+}
