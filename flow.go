@@ -293,8 +293,9 @@ func (fl *flow) misuseError(info string) *Error {
 
 // noteError records err in the state: spec 1.7 and API decision 5.
 func (fl *flow) noteError(err *Error, exc error) {
-	fl.root.state.ErrorInfo = err.Info
-	fl.root.state.LastException = exc
+	s := fl.root.State()
+	s.ErrorInfo = err.Info
+	s.LastException = exc
 }
 
 // finish completes f with args and returns where the flow goes on.
@@ -523,7 +524,7 @@ func (fl *flow) noteStack(f *frame) {
 			stack[n] = funcName(f.fn)
 		}
 	}
-	fl.root.state.AsyncStack = stack
+	fl.root.State().AsyncStack = stack
 }
 
 // funcNames caches the names of step functions by entry address: looking a

@@ -272,7 +272,10 @@ func (l *Loop) sleep() {
 		return
 	}
 	l.sleeping = true
+	l.inbox = trimmed(l.inbox)
 	l.mu.Unlock()
+	l.drained = trimmed(l.drained)
+	l.local.trim()
 	l.wait(timed, time.Duration(wait))
 	l.mu.Lock()
 	l.sleeping = false
@@ -509,12 +512,24 @@ func (h *timerHeap) down(i int) {
 	}
 }
 
-// ring is a FIFO queue on a circular buffer whose size is a power of two. It
-// grows by doubling, so push and pop are O(1) amortized and allocate nothing
-// once the buffer is large enough; it never shifts or reslices its contents.
-// Like a slice, it keeps its high-water capacity: a loop that was once a
-// million tasks behind does not pay to grow again.
-// It is not safe for concurrent use.
+// keptQueue is the capacity, in tasks, that a loop's queues keep while the
+// loop is idle. Past it, a queue grown by a burst gives its memory back when
+// the burst is over, rather than holding it for the loop's lifetime.
+const keptQueue = 1024
+
+// trimmed returns q, or nil when q is empty and larger than keptQueue.
+func trimmed(q []task) []task {
+	if len(q) == 0 && cap(q) > keptQueue {
+		return nil
+	}
+	return q
+}
+
+// fifo is a FIFO queue on a circular buffer whose size is a power of two.
+// It grows by doubling, so push and pop are O(1) amortized and allocate
+// nothing once the buffer is large enough; it never shifts or reslices its
+// contents. It keeps its capacity while in use; trim gives back a large
+// buffer once it is empty. It is not safe for concurrent use.
 type fifo[T any] struct {
 	buf  []T
 	head int
@@ -522,6 +537,13 @@ type fifo[T any] struct {
 }
 
 func (r *fifo[T]) len() int { return r.n }
+
+// trim drops the buffer of an empty queue larger than keptQueue.
+func (r *fifo[T]) trim() {
+	if r.n == 0 && len(r.buf) > keptQueue {
+		r.buf, r.head = nil, 0
+	}
+}
 
 func (r *fifo[T]) push(v T) {
 	if r.n == len(r.buf) {

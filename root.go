@@ -24,7 +24,7 @@ type Root struct {
 
 	tool      Tool
 	unhandled func(err *Error)
-	state     State
+	state     *State // made on first use: most flows never use it
 }
 
 // Result is the outcome of a flow, given by [Root.Promise].
@@ -227,7 +227,9 @@ func resultOr(ch <-chan Result, err error) ([]any, error) {
 func (r *Root) Clone() *Root {
 	c := newRoot(r.tool, r.unhandled)
 	c.fl.base.queue = slices.Clone(r.fl.base.queue)
-	c.state.vars = maps.Clone(r.state.vars)
+	if r.state != nil {
+		c.State().vars = maps.Clone(r.state.vars)
+	}
 	return c
 }
 
@@ -269,7 +271,12 @@ func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps { return addStep
 func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(r, onerror) }
 
 // State implements [AsyncSteps].
-func (r *Root) State() *State { return &r.state }
+func (r *Root) State() *State {
+	if r.state == nil {
+		r.state = new(State)
+	}
+	return r.state
+}
 
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
 // its state variables that r does not have.
@@ -277,7 +284,9 @@ func (r *Root) CopyFrom(model *Root) AsyncSteps {
 	for _, s := range model.fl.base.queue {
 		r.push(s)
 	}
-	r.state.fillMissing(&model.state)
+	if model.state != nil {
+		r.State().fillMissing(model.state)
+	}
 	return r
 }
 

@@ -208,13 +208,15 @@ func (h *handle) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
 func (h *handle) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(h, onerror) }
 
 // State implements [AsyncSteps].
-func (h *handle) State() *State { return &h.fl.root.state }
+func (h *handle) State() *State { return h.fl.root.State() }
 
 // CopyFrom implements [AsyncSteps].
 func (h *handle) CopyFrom(model *Root) AsyncSteps {
 	if h.adding() {
 		h.f.queue = append(h.f.queue, model.fl.base.queue...)
-		h.fl.root.state.fillMissing(&model.state)
+		if model.state != nil {
+			h.fl.root.State().fillMissing(model.state)
+		}
 	}
 	return h
 }
