@@ -30,10 +30,16 @@ type Loop struct {
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
 	engine  loopLocal
+	// stepTimers are the engine's step timeouts, armed and cancelled on
+	// the loop only: they cost no lock, and so do not contend with the
+	// goroutines that post to the loop.
+	stepTimers timerHeap
 
 	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
 	pending atomic.Int64 // len(inbox), read without the lock by busy
 	closing atomic.Bool  // set under mu; read per task to stop at once
+
+	timerSeq atomic.Uint64 // orders the timers of both heaps that are due at once
 
 	mu       sync.Mutex
 	inbox    []task    // tasks from Immediate, in order
@@ -58,6 +64,8 @@ func NewLoop() *Loop {
 		done:  make(chan struct{}),
 	}
 	l.timers.mu = &l.mu
+	l.timers.seq = &l.timerSeq
+	l.stepTimers.seq = &l.timerSeq
 	go l.run()
 	return l
 }
@@ -93,10 +101,20 @@ func (l *Loop) Immediate(f func()) Handle {
 // it due at once. After Close, it returns an invalid handle and f never
 // runs.
 func (l *Loop) Deferred(d time.Duration, f func()) Handle {
-	return l.deferTask(d, funcTask(f))
+	return l.deferred(d, funcTask(f))
 }
 
+// deferTask arms a step's timeout. It is called on the loop only.
 func (l *Loop) deferTask(d time.Duration, t task) Handle {
+	if l.closing.Load() {
+		return deadHandle{}
+	}
+	e := &timerEntry{t: t}
+	l.stepTimers.push(e, addClamped(l.clock(), d))
+	return e
+}
+
+func (l *Loop) deferred(d time.Duration, t task) Handle {
 	e := &timerEntry{t: t}
 	l.mu.Lock()
 	if l.closing.Load() {
@@ -240,7 +258,13 @@ func (l *Loop) fireTimers() {
 	now := l.clock()
 	for !l.closing.Load() {
 		l.mu.Lock()
-		e := l.timers.popDue(now)
+		e := l.timers.peekDue(now)
+		if s := l.stepTimers.peekDue(now); s != nil && (e == nil || s.before(e)) {
+			e = s
+		}
+		if e != nil {
+			e.h.popDue(now)
+		}
 		l.mu.Unlock()
 		if e == nil {
 			return
@@ -266,6 +290,9 @@ func (l *Loop) sleep() {
 		return
 	}
 	due, timed := l.timers.nextDue()
+	if sdue, ok := l.stepTimers.nextDue(); ok && (!timed || sdue < due) {
+		due, timed = sdue, true
+	}
 	wait := due - l.clock()
 	if timed && wait <= 0 {
 		l.mu.Unlock()
@@ -311,6 +338,7 @@ func (l *Loop) shutdown() {
 	l.pending.Store(0)
 	l.timers.dropAll()
 	l.mu.Unlock()
+	l.stepTimers.dropAll()
 	for _, t := range inbox {
 		dropTask(t)
 	}
@@ -384,14 +412,22 @@ type timerEntry struct {
 	state atomic.Uint32 // written under h.mu; read without it by IsValid
 }
 
-// Cancel removes the timer from its heap; harmless once it ran.
+// Cancel removes the timer from its heap; harmless once it ran. A heap
+// without a mutex belongs to the loop's goroutine, the only caller then.
 func (e *timerEntry) Cancel() {
-	e.h.mu.Lock()
+	if mu := e.h.mu; mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	if e.index >= 0 {
 		e.h.remove(e.index)
 		e.state.Store(handleCancelled)
 	}
-	e.h.mu.Unlock()
+}
+
+// before reports whether e is due before o, both being due.
+func (e *timerEntry) before(o *timerEntry) bool {
+	return e.due < o.due || e.due == o.due && e.seq < o.seq
 }
 
 func (e *timerEntry) IsValid() bool { return e.state.Load() == handleScheduled }
@@ -409,18 +445,17 @@ func (f funcTask) run() { f() }
 
 // timerHeap is a binary min-heap of timers by (due, seq) that keeps each
 // entry's index, so that Cancel removes in O(log n). Every method must be
-// called with mu held.
+// called with mu held; a heap without mu is used by one goroutine only.
 type timerHeap struct {
 	mu    *sync.Mutex
 	items []*timerEntry
-	seq   uint64
+	seq   *atomic.Uint64 // scheduling order, maybe shared with another heap
 }
 
 func (h *timerHeap) len() int { return len(h.items) }
 
 func (h *timerHeap) push(e *timerEntry, due int64) {
-	e.h, e.due, e.seq = h, due, h.seq
-	h.seq++
+	e.h, e.due, e.seq = h, due, h.seq.Add(1)
 	e.index = len(h.items)
 	h.items = append(h.items, e)
 	h.up(e.index)
@@ -432,6 +467,14 @@ func (h *timerHeap) nextDue() (int64, bool) {
 		return 0, false
 	}
 	return h.items[0].due, true
+}
+
+// peekDue returns the earliest timer if it is due by limit.
+func (h *timerHeap) peekDue(limit int64) *timerEntry {
+	if len(h.items) == 0 || h.items[0].due > limit {
+		return nil
+	}
+	return h.items[0]
 }
 
 // popDue removes and returns the earliest timer if it is due by limit, its

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -434,7 +435,7 @@ func TestFIFOWrapsAndGrows(t *testing.T) {
 
 func TestTimerHeapOrderAndRemove(t *testing.T) {
 	var mu sync.Mutex
-	h := timerHeap{mu: &mu}
+	h := timerHeap{mu: &mu, seq: new(atomic.Uint64)}
 	var tr trace
 	var es []*timerEntry
 	for i, due := range []int64{5, 3, 5, 1, 3, 9, 1} {

@@ -35,6 +35,7 @@ type TestTool struct {
 	live   int        // tasks in queue that will still run
 	timers timerHeap  // deferred callbacks; cancelled ones are removed at once
 	engine loopLocal  // used only by the driving goroutine
+	seq    atomic.Uint64
 }
 
 // NewTestTool returns a TestTool with no event and its clock at
@@ -42,6 +43,7 @@ type TestTool struct {
 func NewTestTool() *TestTool {
 	t := &TestTool{}
 	t.timers.mu = &t.mu
+	t.timers.seq = &t.seq
 	return t
 }
 
