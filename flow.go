@@ -18,19 +18,9 @@ const burst = 256
 // flow is one execution of a Root. Everything in it is owned by the loop
 // goroutine, but for the handles' states and stop.
 type flow struct {
-	// The fields a step touches come first, together: with many flows
-	// queued on a loop, each step finds its flow cold in the cache.
-	base frame // level 0, whose queue is the Root's; never recycled
-
-	// stop is the cause of a requested cancel, set from any goroutine and
-	// looked at before each step, so that a cancel takes effect at once.
-	stop    atomic.Pointer[error]
-	sched   scheduler   // nil when the tool is not one of this package's loops
-	done    bool        // the execution has ended; on the loop
-	running atomic.Bool // from Execute to the end
-	begun   atomic.Bool // the loop has taken the flow, or the flow ended before
-	root    *Root
-	free    *frame // finished step frames, for reuse, linked by parent
+	// The fields a step touches come first, packed into the first three
+	// cache lines of the Root: with many flows queued on a loop, each step
+	// finds its flow cold in the cache, and every line costs a miss.
 
 	// baseHandle is the dead handle of the base frame, which queues the
 	// base frame's continuations, in every execution. A continuation left
@@ -38,8 +28,19 @@ type flow struct {
 	// queued before the next execution's start task, and tools run tasks
 	// in order, so it finds done still set.
 	baseHandle handle
-	promise    chan Result
-	ctx        context.Context // Run's context, for its values; never cancels steps by itself
+	// stop is the cause of a requested cancel, set from any goroutine and
+	// looked at before each step, so that a cancel takes effect at once.
+	stop    atomic.Pointer[error]
+	sched   scheduler   // nil when the tool is not one of this package's loops
+	done    bool        // the execution has ended; on the loop
+	running atomic.Bool // from Execute to the end
+	begun   atomic.Bool // the loop has taken the flow, or the flow ended before
+	base    frame       // level 0, whose queue is the Root's; never recycled
+
+	root    *Root
+	free    *frame // finished step frames, for reuse, linked by parent
+	promise chan Result
+	ctx     context.Context // Run's context, for its values; never cancels steps by itself
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the

@@ -75,19 +75,21 @@ type handle struct {
 // and only after a successful claim. A frame whose claim is still being
 // written is never recycled (consumed is false).
 type frame struct {
-	// The fields every step touches come first.
-	h      *handle // the current incarnation; h.fl is the frame's flow
-	parent *frame
-	queue  []step
-	args   []any  // input of the next sub-step, then the frame's result
+	// The fields every step touches come first: in the base frame, within
+	// one cache line of the Root.
 	active *frame // the sub-step running now
-	ctl    control
 	mode   uint8
 
 	over      bool // finished or unwound
 	waiting   bool // suspended until an external completion
 	consumed  bool // no other goroutine may still write to the frame
 	succeeded bool // Success was called by the callback itself, args in args
+
+	queue  []step
+	args   []any   // input of the next sub-step, then the frame's result
+	h      *handle // the current incarnation; h.fl is the frame's flow
+	parent *frame
+	ctl    control
 
 	fn       StepFunc // for AsyncStack
 	onerror  ErrorFunc
