@@ -158,6 +158,9 @@ func (fl *flow) proceed(f *frame) *frame {
 	if fl.done || f.over {
 		return nil
 	}
+	if f.unstarted {
+		return fl.startBranch(f)
+	}
 	if len(f.queue) == 0 {
 		if f.ctl != nil && f.ctl.drained(f) {
 			return f
@@ -179,6 +182,17 @@ func (fl *flow) proceed(f *frame) *frame {
 	fl.newHandle(c, 0)
 	fl.call(c, c.fn, args)
 	return fl.settle(c)
+}
+
+// startBranch runs the step of a parallel branch frame that runs its step
+// itself. The frame's handle has not been given out yet: it comes to life
+// for the callback, so the parallel still knows the branch by it.
+func (fl *flow) startBranch(b *frame) *frame {
+	b.unstarted = false
+	b.consumed = false
+	b.h.st.Store(0)
+	fl.call(b, b.fn, nil)
+	return fl.settle(b)
 }
 
 // call runs a step callback, turning an abort or a panic into c.err.

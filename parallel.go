@@ -25,9 +25,16 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	}
 	pr.branches = make([]*handle, len(pr.def.branches))
 	pr.pending = len(pr.branches)
-	for i := range pr.def.branches {
+	for i, s := range pr.def.branches {
 		b := fl.blankFrame()
-		b.parent, b.mode, b.queue = p, modeBranch, pr.def.branches[i:i+1:i+1]
+		b.parent, b.mode = p, modeBranch
+		if s.kind == nil && s.onerror == nil {
+			// The branch frame runs the plain step itself: one frame and
+			// one handle per branch, not two.
+			b.fn, b.unstarted = s.fn, true
+		} else {
+			b.queue = pr.def.branches[i : i+1 : i+1]
+		}
 		fl.newHandle(b, stIdle|stClaim|stDone)
 		pr.branches[i] = b.h
 	}

@@ -84,6 +84,7 @@ type frame struct {
 	waiting   bool // suspended until an external completion
 	consumed  bool // no other goroutine may still write to the frame
 	succeeded bool // Success was called by the callback itself, args in args
+	unstarted bool // a parallel branch frame whose own step has not run yet
 
 	queue  []step
 	args   []any   // input of the next sub-step, then the frame's result
