@@ -490,3 +490,49 @@ func TestDefaultToolCannotBeClosed(t *testing.T) {
 	l.Immediate(func() { close(done) })
 	wait(t, done, "a callback on the default loop after Close")
 }
+
+// A burst grows the loop's queues; once the loop is idle again they give
+// their memory back, so a server keeps no high-water mark of its worst
+// burst for ever.
+func TestLoopGivesBackQueuesAfterABurst(t *testing.T) {
+	l := NewLoop()
+	defer l.Close()
+	const burst = 20 * keptQueue
+	done := make(chan struct{})
+	var ran atomic.Int64
+	for range burst {
+		l.Immediate(func() {
+			if ran.Add(1) == burst {
+				close(done)
+			}
+		})
+	}
+	wait(t, done, "the burst")
+	deadline := time.Now().Add(guard)
+	for {
+		l.mu.Lock()
+		idle := l.sleeping
+		inbox := cap(l.inbox)
+		l.mu.Unlock()
+		if idle {
+			// The loop trims before it sleeps: what it owns is stable now.
+			l.Immediate(func() {
+				if n := len(l.local.buf); n > keptQueue {
+					t.Errorf("local queue keeps %d slots, want at most %d", n, keptQueue)
+				}
+				if n := cap(l.drained); n > keptQueue {
+					t.Errorf("drained inbox keeps %d slots, want at most %d", n, keptQueue)
+				}
+			})
+			if inbox > keptQueue {
+				t.Errorf("inbox keeps %d slots, want at most %d", inbox, keptQueue)
+			}
+			drain(t, l)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop never went idle")
+		}
+		runtime.Gosched()
+	}
+}

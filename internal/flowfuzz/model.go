@@ -40,9 +40,9 @@ import (
 // which unwinds outward from the handler's step, never into it again.
 // SetTimeout called twice counts only the second (decision 8).
 //
-// Sync(m, f, h) follows the Mutex's documented layout (mutex.go, addSection):
-// a step whose one sub-step (the section, whose cancel handler gives the
-// Mutex back) has three sub-steps: enter, f with h, and leave. A full queue
+// Sync(m, f, h) follows the Mutex's documented layout (section.go): a step
+// (whose cancel handler gives the Mutex back) with three sub-steps: enter,
+// f with h, and leave. A full queue
 // (API decision 11) makes enter note a refusal, which the step of f raises
 // instead of running f, so that h sees DefenseRejected first.
 //
@@ -732,12 +732,9 @@ func (m *model) loop(th *thread, n *Node) outcome {
 	}
 }
 
-// sync runs a critical section: a step whose sub-step is the section,
-// whose sub-steps are enter, the body with its handler, and leave.
+// sync runs a critical section: a step whose sub-steps are enter, the body
+// with its handler, and leave.
 func (m *model) sync(th *thread, n *Node, args []any) outcome {
-	if c := th.turn(); c != nil { // the section step starts
-		return *c
-	}
 	e := &entry{th: th}
 	leave := func() {
 		if n.Mutex == ThrottleGate {
@@ -779,13 +776,10 @@ func (m *model) sync(th *thread, n *Node, args []any) outcome {
 			return *c
 		}
 		leave()
-		if c := th.turn(); c != nil { // the section completes
-			return *c
-		}
 		return o
 	}()
 	if !o.is(okK) {
-		leave() // the section's cancel handler
+		leave() // the Sync step's cancel handler
 		return o
 	}
 	if c := th.turn(); c != nil { // the Sync step completes
