@@ -315,6 +315,15 @@ func (fl *flow) noteError(err *Error, exc error) {
 
 // finish completes f with args and returns where the flow goes on.
 func (fl *flow) finish(f *frame, args []any) *frame {
+	if f.fast {
+		// The branch's step and the branch itself are two levels, as in
+		// any other branch, and complete a turn apart: the order of the
+		// flows does not depend on how a branch is run.
+		f.fast = false
+		fl.release(f)
+		f.over = false
+		return f
+	}
 	fl.release(f)
 	p := f.parent
 	switch f.mode {

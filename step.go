@@ -85,6 +85,7 @@ type frame struct {
 	consumed  bool // no other goroutine may still write to the frame
 	succeeded bool // Success was called by the callback itself, args in args
 	unstarted bool // a parallel branch frame whose own step has not run yet
+	fast      bool // a parallel branch frame whose own step has not completed
 
 	queue  []step
 	args   []any   // input of the next sub-step, then the frame's result

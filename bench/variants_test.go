@@ -96,3 +96,29 @@ func flowsOnLoops(b *testing.B, flows int, loops []*asyncsteps.Loop) {
 	}
 	wg.Wait()
 }
+
+// i (and c) the way a server spreads flows: one producer making every flow
+// with LoopGroup.New, over a group of one loop and of two.
+func BenchmarkScaleGroup(b *testing.B) {
+	const flows = 100_000
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "loops=1", 2: "loops=2"}[n], func(b *testing.B) {
+			g := asyncsteps.NewLoopGroup(n)
+			b.Cleanup(g.Close)
+			onError := asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) })
+			b.ReportAllocs()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				wg.Add(flows)
+				for range flows {
+					r := g.New(onError)
+					threeSteps(r)
+					r.Add(func(as as, _ ...any) { wg.Done() })
+					r.Execute()
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+		})
+	}
+}
