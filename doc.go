@@ -58,7 +58,8 @@
 // goroutine and needs no locking; do not touch it from other goroutines, pass
 // values through Success arguments instead. Flows on one loop interleave at
 // step boundaries and wherever a step waits; flows on different loops run in
-// parallel.
+// parallel. A server spreads its flows over one loop per core with a
+// [LoopGroup].
 //
 // Safe from any goroutine:
 //
