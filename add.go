@@ -80,7 +80,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := as.(*handle)
 		// fn sees the values of Run's context, but only the step cancels it.
-		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.ctx))
+		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.runContext()))
 		as.SetCancel(func(AsyncSteps) { cancel() })
 		go func() {
 			defer cancel()

@@ -31,14 +31,26 @@ type flow struct {
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
 	stop    atomic.Pointer[error]
-	sched   scheduler   // nil when the tool is not one of this package's loops
+	sched   scheduler   // the Root's tool
 	done    bool        // the execution has ended; on the loop
 	running atomic.Bool // from Execute to the end
 	begun   atomic.Bool // the loop has taken the flow, or the flow ended before
 	base    frame       // level 0, whose queue is the Root's; never recycled
 
-	root    *Root
-	free    *frame // finished step frames, for reuse, linked by parent
+	root *Root
+	wait *waiter // set by Promise and Run
+}
+
+// runContext is Run's context, whose values Await passes on.
+func (fl *flow) runContext() context.Context {
+	if fl.wait != nil && fl.wait.ctx != nil {
+		return fl.wait.ctx
+	}
+	return context.Background()
+}
+
+// waiter is what Promise and Run add to an execution.
+type waiter struct {
 	promise chan Result
 	ctx     context.Context // Run's context, for its values; never cancels steps by itself
 }
@@ -60,28 +72,16 @@ func (h *handle) run() {
 }
 
 // inject hands h to the loop from any goroutine.
-func (fl *flow) inject(h *handle) {
-	if fl.sched != nil {
-		fl.sched.inject(h)
-		return
-	}
-	fl.root.tool.Immediate(h.run)
-}
+func (fl *flow) inject(h *handle) { fl.sched.inject(h) }
 
 // requeue puts the continuation at f behind the other queued work.
-func (fl *flow) requeue(f *frame) {
-	if fl.sched != nil {
-		fl.sched.post(f.h)
-		return
-	}
-	fl.root.tool.Immediate(f.h.run)
-}
+func (fl *flow) requeue(f *frame) { fl.sched.post(f.h) }
 
 // newHandle gives f a new incarnation with handle state st.
 func (fl *flow) newHandle(f *frame, st uint32) {
 	var h *handle
-	if fl.sched != nil {
-		h = fl.sched.engineState().nextHandle()
+	if st := fl.sched.engineState(); st != nil {
+		h = st.nextHandle()
 	} else {
 		h = new(handle)
 	}
@@ -96,26 +96,23 @@ func (fl *flow) newHandle(f *frame, st uint32) {
 // newFrame returns a frame for s under parent, recycled when possible.
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.blankFrame()
-	f.parent, f.fn, f.onerror, f.mode = parent, s.fn, s.onerror, modeStep
+	f.parent, f.onerror, f.mode = parent, s.onerror, modeStep
 	if s.kind != nil {
-		f.ctl = s.kind.newControl()
+		f.impl = s.kind.newControl()
+	} else {
+		f.impl = s.fn
 	}
 	return f
 }
 
 // blankFrame returns a recycled frame, or a new one.
 func (fl *flow) blankFrame() *frame {
-	f := fl.free
-	switch {
-	case f != nil:
-		fl.free = f.parent
-	case fl.sched != nil:
-		f = fl.sched.engineState().takeFrame()
+	if st := fl.sched.engineState(); st != nil {
+		if f := st.takeFrame(); f != nil {
+			return f
+		}
 	}
-	if f == nil {
-		f = &frame{}
-	}
-	return f
+	return &frame{}
 }
 
 // retire recycles a finished frame unless something may still refer to it:
@@ -131,8 +128,10 @@ func (fl *flow) retire(f *frame) {
 	if f.mode == modeBranch {
 		q = nil // a branch's queue is the Parallel's shared definition
 	}
-	*f = frame{queue: q, parent: fl.free}
-	fl.free = f
+	*f = frame{queue: q}
+	if st := fl.sched.engineState(); st != nil {
+		st.keepFrame(f)
+	}
 }
 
 // drive runs the flow from f for as long as it goes on without waiting,
@@ -144,7 +143,7 @@ func (fl *flow) drive(f *frame) {
 			fl.cancel(*cause)
 			return
 		}
-		if n > 0 && (n == burst || fl.sched == nil || fl.sched.busy()) {
+		if n > 0 && (n == burst || fl.sched.busy()) {
 			fl.requeue(f)
 			return
 		}
@@ -162,7 +161,7 @@ func (fl *flow) proceed(f *frame) *frame {
 		return fl.startBranch(f)
 	}
 	if len(f.queue) == 0 {
-		if f.ctl != nil && f.ctl.drained(f) {
+		if ctl := f.ctl(); ctl != nil && ctl.drained(f) {
 			return f
 		}
 		return fl.finish(f, f.args)
@@ -175,12 +174,12 @@ func (fl *flow) proceed(f *frame) *frame {
 	f.active = c
 	args := f.args
 	f.args = nil
-	if c.ctl != nil {
+	if ctl := c.ctl(); ctl != nil {
 		fl.newHandle(c, stIdle|stClaim|stDone)
-		return c.ctl.begin(c)
+		return ctl.begin(c)
 	}
 	fl.newHandle(c, 0)
-	fl.call(c, c.fn, args)
+	fl.call(c, c.fn(), args)
 	return fl.settle(c)
 }
 
@@ -191,7 +190,7 @@ func (fl *flow) startBranch(b *frame) *frame {
 	b.unstarted = false
 	b.consumed = false
 	b.h.st.Store(0)
-	fl.call(b, b.fn, nil)
+	fl.call(b, b.fn(), nil)
 	return fl.settle(b)
 }
 
@@ -215,7 +214,7 @@ func (fl *flow) recoverInto(c *frame) {
 	if _, ok := r.(abortSignal); ok {
 		return
 	}
-	c.err = fl.panicked(r)
+	c.err, c.handling = fl.panicked(r), false
 }
 
 // panicked turns the recovered value of a callback's panic into the
@@ -234,7 +233,7 @@ func (fl *flow) settle(c *frame) *frame {
 		c.h.st.Store(stIdle | stClaim | stDone)
 		c.consumed = true
 		switch {
-		case c.err != nil:
+		case c.err != nil && !c.handling:
 			return fl.fail(c, c.err)
 		case len(c.queue) > 0:
 			return c
@@ -248,7 +247,7 @@ func (fl *flow) settle(c *frame) *frame {
 	}
 	st := c.h.st.Or(stIdle)
 	switch {
-	case c.err != nil:
+	case c.err != nil && !c.handling:
 		return fl.fail(c, c.err)
 	case len(c.queue) > 0:
 		c.kill()
@@ -283,7 +282,7 @@ func (f *frame) kill() {
 // handlerReturned lets the error that handler frame c took go on: its
 // handler returned without completing.
 func (fl *flow) handlerReturned(c *frame) *frame {
-	err := c.handling
+	err := c.err
 	p := c.parent
 	fl.release(c)
 	fl.retire(c)
@@ -292,10 +291,13 @@ func (fl *flow) handlerReturned(c *frame) *frame {
 
 // completed applies the Success or Error written to c.
 func (fl *flow) completed(c *frame) *frame {
+	failed := c.h.st.Load()&stFailed != 0
 	c.kill()
-	if c.resErr != nil {
-		fl.noteError(c.resErr, exc(c.resErr))
-		return fl.fail(c, c.resErr)
+	if failed {
+		err := c.args[0].(*Error)
+		c.args = nil
+		fl.noteError(err, exc(err))
+		return fl.fail(c, err)
 	}
 	return fl.finish(c, c.args)
 }
@@ -331,11 +333,11 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		fl.end(args, nil)
 		return nil
 	case modeBranch:
-		next := p.ctl.(*parallelRun).branchDone(p)
+		next := p.impl.(*parallelRun).branchDone(p)
 		fl.retire(f)
 		return next
 	}
-	if f.ctl != nil {
+	if f.ctl() != nil {
 		args = nil // loops and parallels give no args to the next step
 	}
 	fl.retire(f)
@@ -365,8 +367,8 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 		f.queue = f.queue[:0]
 		f.active = nil
 		f.waiting = false
-		if f.ctl != nil {
-			if next, ok := f.ctl.catch(f, err); ok {
+		if ctl := f.ctl(); ctl != nil {
+			if next, ok := ctl.catch(f, err); ok {
 				return next
 			}
 		}
@@ -382,7 +384,7 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 			fl.end(nil, fl.rootError(err))
 			return nil
 		case modeBranch:
-			return f.parent.ctl.(*parallelRun).branchFailed(f.parent, err)
+			return f.parent.impl.(*parallelRun).branchFailed(f.parent, err)
 		}
 		p := f.parent
 		fl.retire(f)
@@ -397,13 +399,13 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 	h := f.onerror
 	if !f.consumed {
 		// Another goroutine may still write to f: take a fresh frame.
-		g := &frame{parent: f.parent, fn: f.fn}
+		g := &frame{parent: f.parent, impl: f.fn()}
 		f.parent.active = g
 		f = g
 	}
-	parent, fn := f.parent, f.fn
+	parent, fn := f.parent, f.fn()
 	q := f.queue[:0]
-	*f = frame{parent: parent, fn: fn, mode: modeHandler, handling: err, queue: q}
+	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q}
 	fl.newHandle(f, 0)
 	fl.callHandler(f, h, err.Code)
 	return fl.settle(f)
@@ -432,7 +434,7 @@ func (fl *flow) callCancel(f *frame) (err *Error) {
 // cancelTree cancels f and everything running under it, innermost first,
 // running cancel handlers only (API decisions 7 and 8).
 func (fl *flow) cancelTree(f *frame) {
-	if pr, ok := f.ctl.(*parallelRun); ok {
+	if pr, ok := f.impl.(*parallelRun); ok {
 		pr.cancelBranches()
 	}
 	if f.active != nil {
@@ -451,12 +453,7 @@ func (fl *flow) armTimeout(f *frame, d time.Duration) {
 	if f.timer != nil {
 		f.timer.Cancel()
 	}
-	if fl.sched != nil {
-		f.timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
-		return
-	}
-	h := f.h
-	f.timer = fl.root.tool.Deferred(d, func() { fl.timeout(h) })
+	f.timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
 }
 
 // timeoutTask is the timeout of a step as a task: a handle seen through
@@ -515,14 +512,14 @@ func (fl *flow) rootError(err *Error) *Error {
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
-	if fl.free != nil && fl.sched != nil {
-		fl.sched.engineState().keepFrames(fl.free)
-	}
-	fl.free = nil
 	// Once running is false the Root may be executed again from another
-	// goroutine, which writes promise and ctx: read them first.
-	promise, unhandled := fl.promise, fl.root.unhandled
-	fl.promise, fl.ctx = nil, nil
+	// goroutine, which writes wait: read it first.
+	var promise chan Result
+	if fl.wait != nil {
+		promise = fl.wait.promise
+	}
+	unhandled := fl.root.unhandled
+	fl.wait = nil
 	fl.running.Store(false)
 	if promise != nil {
 		promise <- Result{Args: args, Err: err}
@@ -537,15 +534,15 @@ func (fl *flow) end(args []any, err error) {
 func (fl *flow) noteStack(f *frame) {
 	n := 0
 	for p := f; p != nil; p = p.parent {
-		if p.fn != nil {
+		if p.fn() != nil {
 			n++
 		}
 	}
 	stack := make([]string, n)
 	for ; f != nil; f = f.parent {
-		if f.fn != nil {
+		if fn := f.fn(); fn != nil {
 			n--
-			stack[n] = funcName(f.fn)
+			stack[n] = funcName(fn)
 		}
 	}
 	fl.root.State().AsyncStack = stack

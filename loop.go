@@ -105,9 +105,9 @@ func (l *Loop) Deferred(d time.Duration, f func()) Handle {
 }
 
 // deferTask arms a step's timeout. It is called on the loop only.
-func (l *Loop) deferTask(d time.Duration, t task) Handle {
+func (l *Loop) deferTask(d time.Duration, t task) *timerEntry {
 	if l.closing.Load() {
-		return deadHandle{}
+		return nil
 	}
 	e := &timerEntry{t: t}
 	l.stepTimers.push(e, addClamped(l.clock(), d))
@@ -198,6 +198,8 @@ func (l *Loop) inject(t task) {
 // engineState is the engine state of the flows on the loop. Loop goroutine only.
 func (l *Loop) engineState() *loopLocal { return &l.engine }
 
+func (l *Loop) tool() Tool { return l }
+
 // stopped is closed when the loop's goroutine has exited.
 func (l *Loop) stopped() <-chan struct{} { return l.done }
 
@@ -231,6 +233,9 @@ func (l *Loop) drainInbox() {
 		l.local.push(t)
 	}
 	clear(l.drained) // let the GC have the tasks
+	if cap(l.drained) > keptQueue {
+		l.drained = nil // a burst's buffer: do not keep it for the next one
+	}
 }
 
 // runBatch runs up to loopBatch queued tasks, including those they queue.
@@ -415,6 +420,10 @@ type timerEntry struct {
 // Cancel removes the timer from its heap; harmless once it ran. A heap
 // without a mutex belongs to the loop's goroutine, the only caller then.
 func (e *timerEntry) Cancel() {
+	if f, ok := e.t.(foreignTimer); ok {
+		f.Cancel()
+		return
+	}
 	if mu := e.h.mu; mu != nil {
 		mu.Lock()
 		defer mu.Unlock()

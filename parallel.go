@@ -31,7 +31,7 @@ func (pr *parallelRun) begin(p *frame) *frame {
 		if s.kind == nil && s.onerror == nil {
 			// The branch frame runs the plain step itself: one frame and
 			// one handle per branch, not two.
-			b.fn, b.unstarted, b.fast = s.fn, true, true
+			b.impl, b.unstarted, b.fast = s.fn, true, true
 		} else {
 			b.queue = pr.def.branches[i : i+1 : i+1]
 		}

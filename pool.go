@@ -33,13 +33,11 @@ func (l *loopLocal) takeFrame() *frame {
 	return f
 }
 
-// keepFrames pools the free frames of an ended flow.
-func (l *loopLocal) keepFrames(free *frame) {
-	for free != nil && l.nframes < maxPooledFrames {
-		next := free.parent
-		free.parent = l.frames
-		l.frames = free
+// keepFrame pools a finished frame, unless the pool is full.
+func (l *loopLocal) keepFrame(f *frame) {
+	if l.nframes < maxPooledFrames {
+		f.parent = l.frames
+		l.frames = f
 		l.nframes++
-		free = next
 	}
 }

@@ -22,7 +22,6 @@ type Root struct {
 	// recognised as stale by its handle.
 	fl flow
 
-	tool      Tool
 	unhandled func(err *Error)
 	state     *State // made on first use: most flows never use it
 }
@@ -66,13 +65,13 @@ func New(opts ...Option) *Root {
 	if unhandled == nil {
 		unhandled = logUnhandled
 	}
-	return newRoot(tool, unhandled)
+	return newRoot(schedulerOf(tool), unhandled)
 }
 
-func newRoot(tool Tool, unhandled func(err *Error)) *Root {
-	r := &Root{tool: tool, unhandled: unhandled}
+func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
+	r := &Root{unhandled: unhandled}
 	r.fl.root = r
-	r.fl.sched, _ = tool.(scheduler)
+	r.fl.sched = sched
 	r.fl.baseHandle = handle{f: &r.fl.base, fl: &r.fl}
 	return r
 }
@@ -110,12 +109,10 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	if !fl.running.CompareAndSwap(false, true) {
 		panic("asyncsteps: Execute called on a running flow")
 	}
-	fl.promise, fl.ctx = promise, ctx
-	if fl.sched != nil {
-		fl.sched.inject(fl)
-	} else {
-		r.tool.Immediate(fl.run)
+	if promise != nil {
+		fl.wait = &waiter{promise: promise, ctx: ctx}
 	}
+	fl.sched.inject(fl)
 	if r.isStopped() && fl.begun.CompareAndSwap(false, true) {
 		// No callback of the flow can run any more: report at once.
 		fl.end(nil, &Error{Code: InternalError, Info: "the flow's loop is closed"})
@@ -124,12 +121,8 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 
 // isStopped reports whether the root's loop has stopped for good.
 func (r *Root) isStopped() bool {
-	sched, ok := r.tool.(scheduler)
-	if !ok {
-		return false
-	}
 	select {
-	case <-sched.stopped():
+	case <-r.fl.sched.stopped():
 		return true
 	default:
 		return false
@@ -168,7 +161,7 @@ func (r *Root) cancel(cause error) {
 	}
 	// The flow sees stop before its next step; a flow that waits needs the
 	// loop to look. A later execution of the Root has another stop.
-	r.tool.Immediate(func() {
+	r.fl.sched.Immediate(func() {
 		if fl.stop.Load() == stop {
 			fl.cancel(cause)
 		}
@@ -180,7 +173,7 @@ func (r *Root) cancel(cause error) {
 // ctx.Err(). On a [TestTool], Run drives the tool itself. Run must not be
 // called from the flow's own loop.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
-	if _, ok := r.tool.(*TestTool); !ok && r.tool.IsSameThread() {
+	if _, ok := r.fl.sched.(*TestTool); !ok && r.fl.sched.IsSameThread() {
 		return nil, &Error{Code: InternalError, Info: "Run called on the loop of the flow: it would deadlock"}
 	}
 	if err := ctx.Err(); err != nil {
@@ -188,13 +181,10 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 	}
 	ch := make(chan Result, 1)
 	r.startIn(ctx, ch)
-	if tt, ok := r.tool.(*TestTool); ok {
+	if tt, ok := r.fl.sched.(*TestTool); ok {
 		return tt.runFlow(ctx, r, ch)
 	}
-	var stopped <-chan struct{}
-	if sched, ok := r.tool.(scheduler); ok {
-		stopped = sched.stopped()
-	}
+	stopped := r.fl.sched.stopped()
 	select {
 	case res := <-ch:
 		return res.Args, res.Err
@@ -225,7 +215,7 @@ func resultOr(ch <-chan Result, err error) ([]any, error) {
 // Clone returns a new Root with a copy of r's steps and state variables, not
 // started: the spec's model flows (1.5).
 func (r *Root) Clone() *Root {
-	c := newRoot(r.tool, r.unhandled)
+	c := newRoot(r.fl.sched, r.unhandled)
 	c.fl.base.queue = slices.Clone(r.fl.base.queue)
 	if r.state != nil {
 		c.State().vars = maps.Clone(r.state.vars)
@@ -235,7 +225,7 @@ func (r *Root) Clone() *Root {
 
 // NewInstance returns a new, empty Root on the same tool (API decision 14).
 func (r *Root) NewInstance() *Root {
-	return newRoot(r.tool, r.unhandled)
+	return newRoot(r.fl.sched, r.unhandled)
 }
 
 // push queues s at level 0: in the running flow, it runs after the steps
@@ -307,7 +297,7 @@ func (r *Root) Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 func (r *Root) IsValid() bool { return true }
 
 // Tool implements [AsyncSteps].
-func (r *Root) Tool() Tool { return r.tool }
+func (r *Root) Tool() Tool { return r.fl.sched.tool() }
 
 // Success is valid only inside a step: on a Root it makes the next execution
 // fail with InternalError.

@@ -41,11 +41,12 @@ type control interface {
 // common case) costs no atomic read-modify-write but the one that kills the
 // handle when the callback returns.
 const (
-	stIdle  uint32 = 1 << iota // the step's callback is not running
-	stWait                     // the step may be completed from outside
-	stClaim                    // Success or Error has claimed the completion
-	stReady                    // the claimed completion is written
-	stDone                     // the handle is dead: no completion accepted
+	stIdle   uint32 = 1 << iota // the step's callback is not running
+	stWait                      // the step may be completed from outside
+	stClaim                     // Success or Error has claimed the completion
+	stReady                     // the claimed completion is written
+	stDone                      // the handle is dead: no completion accepted
+	stFailed                    // with stReady: the completion is an error, in args[0]
 )
 
 // frame mode
@@ -86,25 +87,44 @@ type frame struct {
 	succeeded bool // Success was called by the callback itself, args in args
 	unstarted bool // a parallel branch frame whose own step has not run yet
 	fast      bool // a parallel branch frame whose own step has not completed
+	handling  bool // err is the error this handler frame handles, not one it raised
 
 	queue  []step
 	args   []any   // input of the next sub-step, then the frame's result
 	h      *handle // the current incarnation; h.fl is the frame's flow
 	parent *frame
-	ctl    control
+	// impl is what the frame runs: its step's StepFunc (kept in a handler
+	// frame for AsyncStack) or the control of a built-in step; see fn and
+	// ctl.
+	impl any
 
-	fn       StepFunc // for AsyncStack
 	onerror  ErrorFunc
 	onCancel CancelFunc
-	timer    Handle
+	timer    *timerEntry
 
-	// Completion written by Success (into args: a waiting step has no
-	// sub-steps) or Error (stClaim, then stReady), or by an aborted
-	// callback (err).
-	resErr *Error // its LastException is exc(resErr)
-	err    *Error
+	// err is the error the callback raised (Error, Break, Continue or a
+	// panic) or, while handling is set, the error this handler frame
+	// handles. A completion from outside the callback is written to args
+	// (stClaim, then stReady, and stFailed for an error: see complete).
+	err *Error
+}
 
-	handling *Error // in a handler frame: the error it handles
+// fn returns the frame's step function, or nil.
+func (f *frame) fn() StepFunc {
+	fn, _ := f.impl.(StepFunc)
+	return fn
+}
+
+// ctl returns the control of a built-in step's frame, or nil. A type switch
+// on the two kinds is cheaper than asserting to the interface.
+func (f *frame) ctl() control {
+	switch c := f.impl.(type) {
+	case *loopRun:
+		return c
+	case *parallelRun:
+		return c
+	}
+	return nil
 }
 
 // inCallback reports whether a call with handle state st comes from the
@@ -115,7 +135,7 @@ func (h *handle) inCallback(st uint32) bool {
 	if st&stIdle != 0 {
 		return false
 	}
-	return st&stWait == 0 || h.fl.root.tool.IsSameThread()
+	return st&stWait == 0 || h.fl.sched.IsSameThread()
 }
 
 // claim takes the right to complete the step: only one Success or Error of
@@ -135,8 +155,8 @@ func (h *handle) claim() bool {
 // publish marks the written completion as ready. If the callback has already
 // returned, nobody on the loop will look at the step again by itself, so the
 // completion is handed to the loop.
-func (h *handle) publish() {
-	if h.st.Or(stReady)&stIdle != 0 {
+func (h *handle) publish(bits uint32) {
+	if h.st.Or(stReady|bits)&stIdle != 0 {
 		h.fl.inject(h)
 	}
 }
@@ -155,8 +175,8 @@ func (h *handle) raise(code, info string, cause error) {
 	if h.inCallback(st) {
 		f := h.f
 		h.fl.noteError(err, exc(err))
-		if f.err == nil {
-			f.err = err
+		if f.err == nil || f.handling {
+			f.err, f.handling = err, false
 		}
 		panic(abortSignal{})
 	}
@@ -167,8 +187,10 @@ func (h *handle) raise(code, info string, cause error) {
 // the LastException to record.
 func (h *handle) complete(err *Error) {
 	if h.claim() {
-		h.f.resErr = err
-		h.publish()
+		// An external error is rare: it travels in args, boxed, so that a
+		// frame needs no field for it.
+		h.f.args = []any{err}
+		h.publish(stFailed)
 	}
 }
 
@@ -248,7 +270,7 @@ func (h *handle) IsValid() bool {
 }
 
 // Tool implements [AsyncSteps].
-func (h *handle) Tool() Tool { return h.fl.root.tool }
+func (h *handle) Tool() Tool { return h.fl.sched.tool() }
 
 // Success implements [AsyncSteps].
 func (h *handle) Success(args ...any) {
@@ -267,7 +289,7 @@ func (h *handle) Success(args ...any) {
 	}
 	if h.claim() {
 		h.f.args = args
-		h.publish()
+		h.publish(0)
 	}
 }
 

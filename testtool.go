@@ -60,7 +60,7 @@ func (t *TestTool) Deferred(d time.Duration, f func()) Handle {
 	return t.deferTask(d, funcTask(f))
 }
 
-func (t *TestTool) deferTask(d time.Duration, tk task) Handle {
+func (t *TestTool) deferTask(d time.Duration, tk task) *timerEntry {
 	e := &timerEntry{t: tk}
 	t.mu.Lock()
 	t.timers.push(e, addClamped(t.now, d))
@@ -237,6 +237,8 @@ func (t *TestTool) inject(x task) { t.post(x) }
 // engineState is the engine state of the flows on the tool, used by the driving
 // goroutine only.
 func (t *TestTool) engineState() *loopLocal { return &t.engine }
+
+func (t *TestTool) tool() Tool { return t }
 
 // runFlow drives t until the flow of r reports on ch, cancelling it when ctx
 // ends. While no event is queued it waits for one from other goroutines.

@@ -42,6 +42,39 @@ type scheduler interface {
 	// stopped is closed once the loop has stopped for good and runs nothing
 	// more; nil for a loop that never stops.
 	stopped() <-chan struct{}
-	// deferTask is Deferred for a task: the engine's timers need no closure.
-	deferTask(d time.Duration, t task) Handle
+	// deferTask arms a step's timeout, on the loop's goroutine: the engine's
+	// timers need no closure. It returns nil on a closed loop.
+	deferTask(d time.Duration, t task) *timerEntry
+	// tool is the Tool the user gave.
+	tool() Tool
+}
+
+// foreignTool makes a Tool that is not one of this package's loops a
+// scheduler: the engine then has one code path. Such a tool gets no pools,
+// and a flow on it yields to the tool after every step.
+type foreignTool struct{ Tool }
+
+func (t foreignTool) post(tk task)             { t.Immediate(tk.run) }
+func (t foreignTool) busy() bool               { return true }
+func (t foreignTool) inject(tk task)           { t.Immediate(tk.run) }
+func (t foreignTool) engineState() *loopLocal  { return nil }
+func (t foreignTool) stopped() <-chan struct{} { return nil }
+func (t foreignTool) tool() Tool               { return t.Tool }
+
+func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
+	return &timerEntry{t: foreignTimer{t.Deferred(d, tk.run)}}
+}
+
+// foreignTimer is the entry of a timeout armed on a foreignTool: Cancel
+// goes to the tool's own handle.
+type foreignTimer struct{ Handle }
+
+func (foreignTimer) run() {}
+
+// schedulerOf returns t as a scheduler.
+func schedulerOf(t Tool) scheduler {
+	if s, ok := t.(scheduler); ok {
+		return s
+	}
+	return foreignTool{t}
 }
