@@ -3,14 +3,14 @@ package asyncsteps
 // loopLocal is what the flows of one loop share without a lock, owned by
 // the loop's goroutine: blocks of handles, so that a step costs no
 // allocation of its own (a block is garbage once no handle in it is kept),
-// and the frames of ended flows, for the next flows.
+// and finished frames, for the next steps of any flow of the loop.
 type loopLocal struct {
 	handles []handle
 	frames  *frame // linked by parent
 	nframes int
 }
 
-// maxPooledFrames bounds the frames a loop keeps for later flows.
+// maxPooledFrames bounds the frames a loop keeps for later steps.
 const maxPooledFrames = 4096
 
 func (l *loopLocal) nextHandle() *handle {

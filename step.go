@@ -70,11 +70,12 @@ type handle struct {
 }
 
 // frame is one running step: its callback, then its sub-steps. Frames are
-// owned by the flow's loop goroutine and recycled through the flow's free
-// list, and the loop's pool once the flow has ended; only the current
-// handle's completion fields (args, resErr) are written by other goroutines,
-// and only after a successful claim. A frame whose claim is still being
-// written is never recycled (consumed is false).
+// owned by the flow's loop goroutine and recycled through the loop's pool,
+// by any flow of the loop; only the current handle's completion (args) is
+// written by other goroutines, and only after a successful claim. A frame
+// whose claim is still being written is never recycled (consumed is false).
+// At 128 bytes it is two cache lines: a parked flow is its Root (224 bytes,
+// with its base frame), the frame of the waiting step and its handle.
 type frame struct {
 	// The fields every step touches come first: in the base frame, within
 	// one cache line of the Root.
