@@ -1,0 +1,31 @@
+package asyncsteps
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// A parked flow is its Root, the frame of its waiting step and that step's
+// handle; docs/PERFORMANCE.md (workload h) holds it to 400 bytes. These are
+// the sizes that keep it there: a field added to frame or Root must be paid
+// for elsewhere.
+func TestParkedFlowFitsItsBudget(t *testing.T) {
+	sizes := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"frame", unsafe.Sizeof(frame{}), 128},
+		{"Root", unsafe.Sizeof(Root{}), 224},
+		{"handle", unsafe.Sizeof(handle{}), 24},
+	}
+	total := uintptr(0)
+	for _, s := range sizes {
+		if s.got > s.want {
+			t.Errorf("%s is %d bytes, want at most %d", s.name, s.got, s.want)
+		}
+		total += s.got
+	}
+	if total > 376 {
+		t.Errorf("a parked flow is %d bytes, want at most 376 (400 with the heap's overhead)", total)
+	}
+}
