@@ -351,8 +351,7 @@ func (fl *flow) release(f *frame) {
 	f.over = true
 	f.kill()
 	if f.timer != nil {
-		f.timer.Cancel()
-		f.timer = nil
+		fl.disarm(f)
 	}
 	f.onCancel = nil
 }
@@ -451,9 +450,24 @@ func (fl *flow) cancelTree(f *frame) {
 // armTimeout (re)arms f's timeout (API decision 8).
 func (fl *flow) armTimeout(f *frame, d time.Duration) {
 	if f.timer != nil {
-		f.timer.Cancel()
+		fl.disarm(f)
 	}
 	f.timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
+}
+
+// disarm cancels f's timer. A Loop's step timer, which nothing else refers
+// to, goes back to the loop's pool: a timeout costs no allocation.
+func (fl *flow) disarm(f *frame) {
+	e := f.timer
+	f.timer = nil
+	e.Cancel()
+	fl.recycleTimer(e)
+}
+
+func (fl *flow) recycleTimer(e *timerEntry) {
+	if st := fl.sched.engineState(); st != nil && e != nil && e.local() {
+		st.keepTimer(e)
+	}
 }
 
 // timeoutTask is the timeout of a step as a task: a handle seen through
@@ -472,6 +486,7 @@ func (fl *flow) timeout(h *handle) {
 	if f.h != h || f.over || fl.done {
 		return
 	}
+	fl.recycleTimer(f.timer) // it has run: fire drops it
 	f.timer = nil
 	if f.active != nil {
 		fl.cancelTree(f.active)

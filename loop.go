@@ -109,7 +109,8 @@ func (l *Loop) deferTask(d time.Duration, t task) *timerEntry {
 	if l.closing.Load() {
 		return nil
 	}
-	e := &timerEntry{t: t}
+	e := l.engine.takeTimer()
+	e.t = t
 	l.stepTimers.push(e, addClamped(l.clock(), d))
 	return e
 }
@@ -415,7 +416,12 @@ type timerEntry struct {
 	index int    // position in h.items, -1 once out; guarded by h.mu
 	h     *timerHeap
 	state atomic.Uint32 // written under h.mu; read without it by IsValid
+	next  *timerEntry   // in a loop's pool of step timers
 }
+
+// local reports whether e is a step timer of a Loop: in a heap without a
+// lock, owned by the loop's goroutine, and never handed to user code.
+func (e *timerEntry) local() bool { return e.h != nil && e.h.mu == nil }
 
 // Cancel removes the timer from its heap; harmless once it ran. A heap
 // without a mutex belongs to the loop's goroutine, the only caller then.
@@ -453,12 +459,20 @@ type funcTask func()
 func (f funcTask) run() { f() }
 
 // timerHeap is a binary min-heap of timers by (due, seq) that keeps each
-// entry's index, so that Cancel removes in O(log n). Every method must be
-// called with mu held; a heap without mu is used by one goroutine only.
+// entry's index, so that Cancel removes in O(log n). The keys are kept in
+// the heap's array, so that sifting compares without reaching the entries.
+// Every method must be called with mu held; a heap without mu is used by
+// one goroutine only.
 type timerHeap struct {
 	mu    *sync.Mutex
-	items []*timerEntry
+	items []timerSlot
 	seq   *atomic.Uint64 // scheduling order, maybe shared with another heap
+}
+
+type timerSlot struct {
+	due int64
+	seq uint64
+	e   *timerEntry
 }
 
 func (h *timerHeap) len() int { return len(h.items) }
@@ -466,7 +480,7 @@ func (h *timerHeap) len() int { return len(h.items) }
 func (h *timerHeap) push(e *timerEntry, due int64) {
 	e.h, e.due, e.seq = h, due, h.seq.Add(1)
 	e.index = len(h.items)
-	h.items = append(h.items, e)
+	h.items = append(h.items, timerSlot{due: due, seq: e.seq, e: e})
 	h.up(e.index)
 }
 
@@ -483,7 +497,7 @@ func (h *timerHeap) peekDue(limit int64) *timerEntry {
 	if len(h.items) == 0 || h.items[0].due > limit {
 		return nil
 	}
-	return h.items[0]
+	return h.items[0].e
 }
 
 // popDue removes and returns the earliest timer if it is due by limit, its
@@ -492,7 +506,7 @@ func (h *timerHeap) popDue(limit int64) *timerEntry {
 	if len(h.items) == 0 || h.items[0].due > limit {
 		return nil
 	}
-	e := h.items[0]
+	e := h.items[0].e
 	h.remove(0)
 	e.state.Store(handleRan)
 	return e
@@ -500,11 +514,11 @@ func (h *timerHeap) popDue(limit int64) *timerEntry {
 
 func (h *timerHeap) remove(i int) {
 	last := len(h.items) - 1
-	e := h.items[i]
+	e := h.items[i].e
 	if i != last {
 		h.swap(i, last)
 	}
-	h.items[last] = nil
+	h.items[last] = timerSlot{}
 	h.items = h.items[:last]
 	if i != last {
 		h.down(i)
@@ -515,24 +529,24 @@ func (h *timerHeap) remove(i int) {
 
 // dropAll cancels every timer, as on Close or ResetEvents.
 func (h *timerHeap) dropAll() {
-	for i, e := range h.items {
-		e.index = -1
-		e.t = nil
-		e.state.Store(handleCancelled)
-		h.items[i] = nil
+	for i, it := range h.items {
+		it.e.index = -1
+		it.e.t = nil
+		it.e.state.Store(handleCancelled)
+		h.items[i] = timerSlot{}
 	}
 	h.items = h.items[:0]
 }
 
 func (h *timerHeap) less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
+	a, b := &h.items[i], &h.items[j]
 	return a.due < b.due || (a.due == b.due && a.seq < b.seq)
 }
 
 func (h *timerHeap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].index = i
-	h.items[j].index = j
+	h.items[i].e.index = i
+	h.items[j].e.index = j
 }
 
 func (h *timerHeap) up(i int) {

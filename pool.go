@@ -8,6 +8,8 @@ type loopLocal struct {
 	handles []handle
 	frames  *frame // linked by parent
 	nframes int
+	timers  *timerEntry // step timers given back, linked by next
+	ntimers int
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.
@@ -31,6 +33,28 @@ func (l *loopLocal) takeFrame() *frame {
 		f.parent = nil
 	}
 	return f
+}
+
+// takeTimer returns a pooled step timer, ready to be pushed, or a new one.
+func (l *loopLocal) takeTimer() *timerEntry {
+	e := l.timers
+	if e == nil {
+		return &timerEntry{}
+	}
+	l.timers, e.next = e.next, nil
+	l.ntimers--
+	e.state.Store(handleScheduled)
+	return e
+}
+
+// keepTimer pools a step timer that has run or been cancelled.
+func (l *loopLocal) keepTimer(e *timerEntry) {
+	if l.ntimers < maxPooledFrames {
+		e.t = nil
+		e.next = l.timers
+		l.timers = e
+		l.ntimers++
+	}
 }
 
 // keepFrame pools a finished frame, unless the pool is full.
