@@ -1,0 +1,78 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// Step timeouts on a real Loop are recycled once disarmed or fired. 3,000
+// flows arm them every way at once: disarmed by a completion, fired, re-armed
+// shorter (the first one recycled while the flow still waits), re-armed
+// longer and disarmed. Each flow must end exactly as its own timers say,
+// whatever entry another flow got back from the pool.
+func TestLoopStepTimeoutsRecycled(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	const flows = 3000
+	kinds := []struct {
+		name    string
+		step    asyncsteps.StepFunc
+		timeout bool
+	}{
+		{"disarmed", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Hour)
+			as.Tool().Immediate(func() { as.Success() })
+		}, false},
+		{"fired", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Millisecond)
+		}, true},
+		{"re-armed shorter", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Hour)
+			as.SetTimeout(2 * time.Millisecond)
+		}, true},
+		{"re-armed longer", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Millisecond)
+			as.SetTimeout(time.Hour)
+			as.Tool().Deferred(5*time.Millisecond, func() { as.Success() })
+		}, false},
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, flows)
+	for i := range flows {
+		k := kinds[i%len(kinds)]
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(k.step)
+		ch := r.Promise()
+		wg.Go(func() {
+			res := <-ch
+			var e *asyncsteps.Error
+			timedOut := errors.As(res.Err, &e) && e.Code == asyncsteps.Timeout
+			if timedOut != k.timeout || (!k.timeout && res.Err != nil) {
+				errs <- fmt.Errorf("flow %d (%s): got %v", i, k.name, res.Err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("flows did not end")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// The loop is still sound: a flow after all that runs as usual.
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("ok") })
+	if args, err := r.Run(context.Background()); err != nil || args[0] != "ok" {
+		t.Fatalf("a later flow: %v, %v", args, err)
+	}
+}
