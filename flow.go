@@ -527,6 +527,7 @@ func (fl *flow) rootError(err *Error) *Error {
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
+	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
 	var promise chan Result

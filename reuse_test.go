@@ -77,3 +77,22 @@ func checkReuseResult(t *testing.T, i int, res asyncsteps.Result) {
 		}
 	}
 }
+
+// A Root misused before Execute fails that execution at once; its steps are
+// dropped with it, and the next execution runs only the steps added since.
+func TestRootRunsOnlyNewStepsAfterMisuse(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("old") })
+	r.Success() // misuse: valid only inside a step
+	ch := r.Promise()
+	drive(t, tt)
+	wantCode(t, (<-ch).Err, asyncsteps.InternalError)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("new") })
+	ch = r.Promise()
+	drive(t, tt)
+	if res := <-ch; res.Err != nil {
+		t.Fatalf("second execution: %v", res.Err)
+	}
+	wantTrace(t, &tr, "new")
+}
