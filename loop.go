@@ -33,7 +33,7 @@ type Loop struct {
 	// stepTimers are the engine's step timeouts, armed and cancelled on
 	// the loop only: they cost no lock, and so do not contend with the
 	// goroutines that post to the loop.
-	stepTimers timerHeap
+	stepTimers stepTimers
 
 	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
 	pending atomic.Int64 // len(inbox), read without the lock by busy
@@ -65,7 +65,7 @@ func NewLoop() *Loop {
 	}
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
-	l.stepTimers.seq = &l.timerSeq
+	l.stepTimers.init(&l.timerSeq)
 	go l.run()
 	return l
 }
@@ -110,8 +110,8 @@ func (l *Loop) deferTask(d time.Duration, t task) *timerEntry {
 		return nil
 	}
 	e := l.engine.takeTimer()
-	e.t = t
-	l.stepTimers.push(e, addClamped(l.clock(), d))
+	e.t, e.step = t, true
+	l.stepTimers.push(e, l.clock(), d)
 	return e
 }
 
@@ -265,11 +265,11 @@ func (l *Loop) fireTimers() {
 	for !l.closing.Load() {
 		l.mu.Lock()
 		e := l.timers.peekDue(now)
-		if s := l.stepTimers.peekDue(now); s != nil && (e == nil || s.before(e)) {
+		if s := l.stepTimers.first(); s != nil && s.due <= now && (e == nil || s.before(e)) {
+			l.stepTimers.take(s)
 			e = s
-		}
-		if e != nil {
-			e.h.popDue(now)
+		} else if e != nil {
+			l.timers.popDue(now)
 		}
 		l.mu.Unlock()
 		if e == nil {
@@ -296,8 +296,8 @@ func (l *Loop) sleep() {
 		return
 	}
 	due, timed := l.timers.nextDue()
-	if sdue, ok := l.stepTimers.nextDue(); ok && (!timed || sdue < due) {
-		due, timed = sdue, true
+	if s := l.stepTimers.first(); s != nil && (!timed || s.due < due) {
+		due, timed = s.due, true
 	}
 	wait := due - l.clock()
 	if timed && wait <= 0 {
@@ -416,12 +416,16 @@ type timerEntry struct {
 	index int    // position in h.items, -1 once out; guarded by h.mu
 	h     *timerHeap
 	state atomic.Uint32 // written under h.mu; read without it by IsValid
-	next  *timerEntry   // in a loop's pool of step timers
+	// A Loop's step timer (step): owned by the loop's goroutine, never
+	// handed to user code, recycled. In its duration's list (list, prev,
+	// next), or in the loop's pool of step timers (next).
+	step       bool
+	list       *timerList
+	prev, next *timerEntry
 }
 
-// local reports whether e is a step timer of a Loop: in a heap without a
-// lock, owned by the loop's goroutine, and never handed to user code.
-func (e *timerEntry) local() bool { return e.h != nil && e.h.mu == nil }
+// local reports whether e is a step timer of a Loop.
+func (e *timerEntry) local() bool { return e.step }
 
 // Cancel removes the timer from its heap; harmless once it ran. A heap
 // without a mutex belongs to the loop's goroutine, the only caller then.
@@ -429,6 +433,14 @@ func (e *timerEntry) Cancel() {
 	if f, ok := e.t.(foreignTimer); ok {
 		f.Cancel()
 		return
+	}
+	if e.list != nil { // a step timer: on the loop's goroutine
+		e.list.unlink(e)
+		e.state.Store(handleCancelled)
+		return
+	}
+	if e.h == nil {
+		return // a step timer that has run
 	}
 	if mu := e.h.mu; mu != nil {
 		mu.Lock()

@@ -1,0 +1,121 @@
+package asyncsteps
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// maxTimerLists bounds how many durations get a list of their own; timeouts
+// of other durations share a heap.
+const maxTimerLists = 8
+
+// stepTimers are a Loop's step timeouts, armed and disarmed on the loop's
+// goroutine only, so without a lock. Timeouts of one duration fall due in
+// the order they were armed, the loop's clock never going back, so each
+// duration keeps a FIFO list: arming appends, disarming unlinks, both O(1)
+// whatever the number of timeouts outstanding, and the next one due is the
+// earliest of the lists' heads and the heap's.
+type stepTimers struct {
+	lists []*timerList
+	heap  timerHeap // mu nil: the loop's goroutine only
+}
+
+// timerList is the timeouts of one duration, in the order they fall due.
+type timerList struct {
+	d          time.Duration
+	head, tail *timerEntry
+}
+
+func (s *stepTimers) init(seq *atomic.Uint64) { s.heap.seq = seq }
+
+// push arms e to fall due d after now.
+func (s *stepTimers) push(e *timerEntry, now int64, d time.Duration) {
+	l := s.list(d)
+	if l == nil {
+		s.heap.push(e, addClamped(now, d))
+		return
+	}
+	e.due, e.seq, e.list = addClamped(now, d), s.heap.seq.Add(1), l
+	e.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+}
+
+// list returns the list for d, making or reusing one if there is room, or
+// nil when d must go to the heap.
+func (s *stepTimers) list(d time.Duration) *timerList {
+	var empty *timerList
+	for _, l := range s.lists {
+		if l.d == d {
+			return l
+		}
+		if l.head == nil && empty == nil {
+			empty = l
+		}
+	}
+	switch {
+	case empty != nil:
+		empty.d = d
+		return empty
+	case len(s.lists) < maxTimerLists:
+		l := &timerList{d: d}
+		s.lists = append(s.lists, l)
+		return l
+	}
+	return nil
+}
+
+// unlink takes e out of its list.
+func (l *timerList) unlink(e *timerEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next, e.list = nil, nil, nil
+}
+
+// first returns the timeout that falls due first, or nil.
+func (s *stepTimers) first() *timerEntry {
+	var first *timerEntry
+	if len(s.heap.items) > 0 {
+		first = s.heap.items[0].e
+	}
+	for _, l := range s.lists {
+		if e := l.head; e != nil && (first == nil || e.before(first)) {
+			first = e
+		}
+	}
+	return first
+}
+
+// take removes e, the first timeout, to fire it.
+func (s *stepTimers) take(e *timerEntry) {
+	if e.list != nil {
+		e.list.unlink(e)
+		e.state.Store(handleRan)
+		return
+	}
+	s.heap.popDue(e.due)
+}
+
+// dropAll cancels every timeout, as on Close.
+func (s *stepTimers) dropAll() {
+	for _, l := range s.lists {
+		for e := l.head; e != nil; e = l.head {
+			l.unlink(e)
+			e.t = nil
+			e.state.Store(handleCancelled)
+		}
+	}
+	s.heap.dropAll()
+}

@@ -1,0 +1,93 @@
+package asyncsteps
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fireAll takes the step timers in the order they fall due and names them.
+func fireAll(s *stepTimers, names map[*timerEntry]string) string {
+	var fired []string
+	for e := s.first(); e != nil; e = s.first() {
+		s.take(e)
+		fired = append(fired, fmt.Sprintf("%s@%d", names[e], e.due))
+	}
+	return strings.Join(fired, ",")
+}
+
+// Timeouts of many durations, armed at different times, some disarmed
+// from the middle of their list, more durations than lists (the rest go to
+// the heap): they fall due by time, then in the order they were armed.
+func TestStepTimersOrder(t *testing.T) {
+	var s stepTimers
+	s.init(new(atomic.Uint64))
+	names := map[*timerEntry]string{}
+	arm := func(name string, now int64, d time.Duration) *timerEntry {
+		e := &timerEntry{step: true}
+		names[e] = name
+		s.push(e, now, d)
+		return e
+	}
+	arm("a", 0, 10)
+	b := arm("b", 1, 10)
+	arm("c", 2, 10)
+	arm("d", 0, 5)
+	arm("e", 3, 8) // due 11, like a: armed later, so after it
+	arm("f", 0, 11)
+	for i := range maxTimerLists + 2 { // durations 100.. beyond the lists
+		arm(fmt.Sprintf("h%d", i), 0, time.Duration(100+i))
+	}
+	arm("g", 4, 7) // due 11 as well, armed last
+	b.Cancel()
+	if b.list != nil || b.state.Load() != handleCancelled {
+		t.Fatal("a cancelled timer is still listed")
+	}
+	got := fireAll(&s, names)
+	want := "d@5,a@10,e@11,f@11,g@11,c@12,h0@100,h1@101,h2@102,h3@103,h4@104,h5@105,h6@106,h7@107,h8@108,h9@109"
+	if got != want {
+		t.Errorf("fired\n got: %s\nwant: %s", got, want)
+	}
+	if len(s.lists) != maxTimerLists || s.heap.len() != 0 {
+		t.Errorf("%d lists, %d in the heap; want %d, 0", len(s.lists), s.heap.len(), maxTimerLists)
+	}
+}
+
+// An emptied list is reused for another duration; disarming the head, the
+// tail and the only entry of a list leaves it consistent.
+func TestStepTimersUnlinkAndReuse(t *testing.T) {
+	var s stepTimers
+	s.init(new(atomic.Uint64))
+	names := map[*timerEntry]string{}
+	arm := func(name string, d time.Duration) *timerEntry {
+		e := &timerEntry{step: true}
+		names[e] = name
+		s.push(e, 0, d)
+		return e
+	}
+	for i := range maxTimerLists {
+		arm(fmt.Sprint("x", i), time.Duration(i+1)).Cancel()
+	}
+	head := arm("head", 50)
+	arm("mid", 50)
+	tail := arm("tail", 50)
+	head.Cancel()
+	tail.Cancel()
+	only := arm("only", 60)
+	if only.list == nil {
+		t.Fatal("an emptied list was not reused: the timer went to the heap")
+	}
+	later := arm("later", 50)
+	if got, want := fireAll(&s, names), "mid@50,later@50,only@60"; got != want {
+		t.Errorf("fired %s, want %s", got, want)
+	}
+	s.dropAll()
+	if e := s.first(); e != nil {
+		t.Errorf("after dropAll, %s is still armed", names[e])
+	}
+	if later.list != nil {
+		t.Error("a fired timer is still listed")
+	}
+}
