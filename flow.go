@@ -546,13 +546,19 @@ func (fl *flow) end(args []any, err error) {
 	}
 }
 
-// noteStack records the step functions from the root to f (spec 1.7).
+// noteStack records the step functions from the root to f (spec 1.7). A
+// stack equal to the one recorded last is kept as it is, so that errors
+// raised again and again at one place allocate no stack.
 func (fl *flow) noteStack(f *frame) {
 	n := 0
 	for p := f; p != nil; p = p.parent {
 		if p.fn() != nil {
 			n++
 		}
+	}
+	st := fl.root.State()
+	if sameStack(st.AsyncStack, f, n) {
+		return
 	}
 	stack := make([]string, n)
 	for ; f != nil; f = f.parent {
@@ -561,7 +567,24 @@ func (fl *flow) noteStack(f *frame) {
 			stack[n] = funcName(fn)
 		}
 	}
-	fl.root.State().AsyncStack = stack
+	st.AsyncStack = stack
+}
+
+// sameStack reports whether stack names the n step functions from the root
+// to f.
+func sameStack(stack []string, f *frame, n int) bool {
+	if len(stack) != n {
+		return false
+	}
+	for ; f != nil; f = f.parent {
+		if fn := f.fn(); fn != nil {
+			n--
+			if stack[n] != funcName(fn) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // funcNames caches the names of step functions by entry address: looking a

@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -656,3 +657,39 @@ func TestSuccessStepInErrorHandlerReplacesFailedStep(t *testing.T) {
 	wantTrace(t, &tr, "step,handler:E,next[default 0]")
 	wantSuccess(t, res)
 }
+
+// Spec 1.7: AsyncStack is the stack of the latest error: raised again at
+// the same place it is the same, raised elsewhere it changes, whether or
+// not the engine reuses the previous record.
+func TestAsyncStackFollowsEachError(t *testing.T) {
+	var stacks [][]string
+	note := func(as asyncsteps.AsyncSteps, code string) {
+		stacks = append(stacks, slices.Clone(as.State().AsyncStack))
+		as.Success()
+	}
+	r, tt := newFlow()
+	r.Add(asyncStackInner, note).
+		Add(asyncStackInner, note).
+		Add(asyncStackOther, note).
+		Add(asyncStackOuterStep, note).
+		Add(asyncStackInner, note)
+	wantSuccess(t, run(t, r, tt))
+	want := [][]string{{"asyncStackInner"}, {"asyncStackInner"}, {"asyncStackOther"}, {"asyncStackOuterStep", "asyncStackInner"}, {"asyncStackInner"}}
+	if len(stacks) != len(want) {
+		t.Fatalf("%d errors handled, want %d", len(stacks), len(want))
+	}
+	for i, s := range stacks {
+		if len(s) != len(want[i]) {
+			t.Fatalf("error %d: AsyncStack = %q, want %q", i, s, want[i])
+		}
+		for j := range s {
+			if !strings.HasSuffix(s[j], "."+want[i][j]) {
+				t.Errorf("error %d: AsyncStack = %q, want %q", i, s, want[i])
+			}
+		}
+	}
+}
+
+func asyncStackOuterStep(as asyncsteps.AsyncSteps, args ...any) { as.Add(asyncStackInner) }
+
+func asyncStackOther(as asyncsteps.AsyncSteps, args ...any) { as.Error("E") }
