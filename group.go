@@ -13,6 +13,12 @@ import (
 // shared between flows of a group needs the same care as state shared
 // between goroutines ([Mutex], [Throttle] and [Limiter] may be shared).
 //
+// Several loops pay off when the flows' own steps take the CPU. Flows that
+// do little, made by goroutines that already keep every core busy, gain
+// nothing from more loops than cores are free: on a 2-core machine, one
+// goroutine making trivial flows for a group of two loops ran them slower
+// than for one loop (docs/PERFORMANCE.md, workload i).
+//
 // Its methods are safe for concurrent use. The zero value is not usable:
 // create a LoopGroup with [NewLoopGroup].
 type LoopGroup struct {
