@@ -71,9 +71,16 @@ type foreignTimer struct{ Handle }
 
 func (foreignTimer) run() {}
 
-// schedulerOf returns t as a scheduler.
+// schedulerOf returns t as a scheduler. The package's own loops are
+// matched by type first: cheaper than asserting to the interface, once per
+// flow.
 func schedulerOf(t Tool) scheduler {
-	if s, ok := t.(scheduler); ok {
+	switch s := t.(type) {
+	case *Loop:
+		return s
+	case *TestTool:
+		return s
+	case scheduler:
 		return s
 	}
 	return foreignTool{t}
