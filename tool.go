@@ -80,8 +80,6 @@ func schedulerOf(t Tool) scheduler {
 		return s
 	case *TestTool:
 		return s
-	case scheduler:
-		return s
 	}
 	return foreignTool{t}
 }

@@ -86,15 +86,27 @@ func threeSteps(r *asyncsteps.Root) {
 }
 
 func manyFlows(b *testing.B, flows int, loop asyncsteps.Tool) {
+	onError := asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) })
+	makeFlows(flows, func() *asyncsteps.Root { return asyncsteps.New(asyncsteps.WithTool(loop), onError) })
+}
+
+// makeFlows makes and executes flows flows of workload c with newRoot, and
+// waits for their end.
+func makeFlows(flows int, newRoot func() *asyncsteps.Root) {
 	var wg sync.WaitGroup
 	wg.Add(flows)
 	for range flows {
-		r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) }))
-		threeSteps(r)
-		r.Add(func(as as, _ ...any) { wg.Done() })
-		r.Execute()
+		executeThreeSteps(newRoot(), &wg)
 	}
 	wg.Wait()
+}
+
+// executeThreeSteps executes r with workload c's steps and a last one that
+// tells wg.
+func executeThreeSteps(r *asyncsteps.Root, wg *sync.WaitGroup) {
+	threeSteps(r)
+	r.Add(func(as as, _ ...any) { wg.Done() })
+	r.Execute()
 }
 
 // c'. the same three calls with plain goroutines and a WaitGroup.

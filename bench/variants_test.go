@@ -82,15 +82,13 @@ func BenchmarkScaleOnLoop(b *testing.B) {
 // flowsOnLoops runs workload c's flows, split evenly over loops, each loop
 // creating its share in one callback.
 func flowsOnLoops(b *testing.B, flows int, loops []*asyncsteps.Loop) {
+	onError := asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) })
 	var wg sync.WaitGroup
 	wg.Add(flows)
 	for _, l := range loops {
 		l.Immediate(func() {
 			for range flows / len(loops) {
-				r := asyncsteps.New(asyncsteps.WithTool(l), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) }))
-				threeSteps(r)
-				r.Add(func(as as, _ ...any) { wg.Done() })
-				r.Execute()
+				executeThreeSteps(asyncsteps.New(asyncsteps.WithTool(l), onError), &wg)
 			}
 		})
 	}
@@ -108,15 +106,7 @@ func BenchmarkScaleGroup(b *testing.B) {
 			onError := asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) })
 			b.ReportAllocs()
 			for b.Loop() {
-				var wg sync.WaitGroup
-				wg.Add(flows)
-				for range flows {
-					r := g.New(onError)
-					threeSteps(r)
-					r.Add(func(as as, _ ...any) { wg.Done() })
-					r.Execute()
-				}
-				wg.Wait()
+				makeFlows(flows, func() *asyncsteps.Root { return g.New(onError) })
 			}
 			b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 		})
