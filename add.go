@@ -24,13 +24,13 @@ func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Add: nil step function")
 		return h
 	}
-	return h.push(step{fn: fn, onerror: firstHandler(onerror)})
+	return h.push(plainStep(fn, firstHandler(onerror)))
 }
 
 func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
 	d := &parallelDef{}
 	if h.adding() {
-		h.push(step{kind: d, onerror: firstHandler(onerror)})
+		h.push(builtinStep(d, firstHandler(onerror)))
 	}
 	return &parallelBuilder{def: d, owner: h}
 }
@@ -39,7 +39,7 @@ func addSuccess(h host, args []any) AsyncSteps {
 	if !h.adding() {
 		return h
 	}
-	return h.push(step{fn: func(as AsyncSteps, _ ...any) { as.Success(args...) }})
+	return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(args...) }, nil))
 }
 
 // addSync adds a step that hands f to obj with the step's incoming args
@@ -54,13 +54,13 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 	}
 	if sc, ok := obj.(sectioner); ok {
 		onerr := firstHandler(onerror)
-		return h.push(step{fn: func(as AsyncSteps, args ...any) {
+		return h.push(plainStep(func(as AsyncSteps, args ...any) {
 			sc.enterSection(as, fn, onerr, args)
-		}})
+		}, nil))
 	}
-	return h.push(step{fn: func(as AsyncSteps, args ...any) {
+	return h.push(plainStep(func(as AsyncSteps, args ...any) {
 		obj.Sync(as, func(as AsyncSteps, _ ...any) { fn(as, args...) }, onerror...)
-	}})
+	}, nil))
 }
 
 func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
@@ -71,7 +71,7 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Await: nil function")
 		return h
 	}
-	return h.push(step{fn: awaitStep(fn), onerror: firstHandler(onerror)})
+	return h.push(plainStep(awaitStep(fn), firstHandler(onerror)))
 }
 
 // awaitStep runs fn on a goroutine of its own (spec 1.13): the step waits,

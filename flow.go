@@ -97,10 +97,10 @@ func (fl *flow) newHandle(f *frame, st uint32) {
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.blankFrame()
 	f.parent, f.onerror, f.mode = parent, s.onerror, modeStep
-	if s.kind != nil {
-		f.impl = s.kind.newControl()
+	if fn, ok := s.impl.(StepFunc); ok {
+		f.impl = fn
 	} else {
-		f.impl = s.fn
+		f.impl = s.impl.(stepKind).newControl()
 	}
 	return f
 }

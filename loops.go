@@ -36,7 +36,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 		lr.items = iterate(lr.def.collect)
 		lr.count = lr.items.len()
 	}
-	lr.iter = step{fn: lr.iterate}
+	lr.iter = plainStep(lr.iterate, nil)
 	return lr.next(f)
 }
 
@@ -112,7 +112,7 @@ func addLoopDef(h host, nilBody bool, call string, d *loopDef) AsyncSteps {
 		h.misuse(call + ": nil body function")
 		return h
 	}
-	return h.push(step{kind: d})
+	return h.push(builtinStep(d, nil))
 }
 
 // iterator gives ForEach random access to a snapshot of its collection.

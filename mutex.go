@@ -35,8 +35,8 @@ type Mutex struct {
 	limit    int // 0 means 1
 	maxQueue int // negative: unlimited
 
-	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
-	holders map[any]int
+	mu      sync.Mutex     // guards the fields below; never held while user code or a Tool runs
+	holders map[*frame]int // by owner: a pointer key hashes faster than an interface
 	queue   waitQueue
 	// branchWaiters counts the queued entries that wait from inside a
 	// parallel branch: only those can take part in a deadlock.
@@ -88,7 +88,7 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 			chain = append(chain, p)
 		}
 	} else {
-		e.key = e // not one of our steps: no reentrance
+		e.key = new(frame) // not one of our steps: a key of its own, no reentrance
 	}
 	if m.admit(e, nil, chain) {
 		return
@@ -107,7 +107,7 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 	switch n := m.holders[e.key]; {
 	case n > 0 || len(m.holders) < m.slots():
 		if m.holders == nil {
-			m.holders = make(map[any]int)
+			m.holders = make(map[*frame]int)
 		}
 		m.holders[e.key] = n + 1
 		e.state = entryHeld
@@ -138,7 +138,7 @@ func (m *Mutex) deadlocked(chain []*frame) bool {
 	if len(chain) == 0 && m.branchWaiters == 0 {
 		return false
 	}
-	stuck := make(map[any]bool, len(m.holders))
+	stuck := make(map[*frame]bool, len(m.holders))
 	mark := func(chain []*frame) {
 		for _, p := range chain {
 			if m.holders[p] > 0 {

@@ -28,10 +28,10 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	for i, s := range pr.def.branches {
 		b := fl.blankFrame()
 		b.parent, b.mode = p, modeBranch
-		if s.kind == nil && s.onerror == nil {
+		if fn := s.plain(); fn != nil && s.onerror == nil {
 			// The branch frame runs the plain step itself: one frame and
 			// one handle per branch, not two.
-			b.impl, b.unstarted, b.fast = s.fn, true, true
+			b.impl, b.unstarted, b.fast = fn, true, true
 		} else {
 			b.queue = pr.def.branches[i : i+1 : i+1]
 		}

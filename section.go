@@ -18,7 +18,7 @@ type entry struct {
 	// goroutine gives a slot back.
 	state entryState
 	as    AsyncSteps // the waiting step, while queued
-	key   any        // the holder: the flow or parallel branch (Mutex)
+	key   *frame     // the holder: the flow or parallel branch (Mutex)
 	chain []*frame   // the outer flows of a waiting branch (Mutex)
 	tool  Tool       // the loop of a waiting flow (Throttle)
 
@@ -55,8 +55,7 @@ const (
 type section struct {
 	f       StepFunc
 	onerror ErrorFunc
-	args    []any    // the enter step's args, for f
-	step    StepFunc // s.advance, made once
+	args    []any // the enter step's args, for f
 	gates   [2]gate
 	entries [2]entry
 	n       int // gates in use
@@ -88,24 +87,41 @@ func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 	s := &section{f: f, onerror: onerror, args: args}
 	s.n = copy(s.gates[:], gates)
 	s.phase = 1
-	s.step = s.advance
-	as.SetCancel(s.cancel)
-	h, ok := as.(host)
-	if !ok { // not one of ours: a foreign AsyncSteps
-		for range s.n {
-			as.Add(s.step)
-		}
-		as.Add(s.step, onerror)
-		as.Add(s.step)
+	if h, ok := as.(*handle); ok {
+		s.enterFrame(h)
 		return
 	}
-	// Pushed directly, the steps cost no variadic slice of handlers.
+	// A foreign AsyncSteps: bound methods.
+	as.SetCancel(s.cancel)
+	step := StepFunc(s.advance)
 	for range s.n {
-		h.push(step{fn: s.step})
+		as.Add(step)
 	}
-	h.push(step{fn: s.step, onerror: onerror})
-	h.push(step{fn: s.step})
+	as.Add(step, onerror)
+	as.Add(step)
 }
+
+// enterFrame adds the section's steps to the frame of the step h runs, with
+// no closure: the frame holds the section in place of its step function,
+// and its sub-steps and cancel handler find it there. Pushed directly, the
+// steps cost no variadic slice of handlers.
+func (s *section) enterFrame(h *handle) {
+	h.f.impl = s
+	h.SetCancel(cancelSection)
+	for range s.n {
+		h.push(plainStep(advanceSection, nil))
+	}
+	h.push(plainStep(advanceSection, s.onerror))
+	h.push(plainStep(advanceSection, nil))
+}
+
+// advanceSection is every step of a section entered by enterFrame.
+func advanceSection(as AsyncSteps, args ...any) {
+	as.(*handle).f.parent.impl.(*section).advance(as, args...)
+}
+
+// cancelSection is the cancel handler of a section entered by enterFrame.
+func cancelSection(as AsyncSteps) { as.(*handle).f.impl.(*section).leave() }
 
 // advance is every step of the section in turn (enterNext per gate, body,
 // end): they run in that order, each once, so one function value serves

@@ -8,9 +8,23 @@ import (
 // step is a queued step definition. It is never modified once queued, so
 // Clone and CopyFrom share step slices' elements freely.
 type step struct {
-	fn      StepFunc
+	// impl is the step's StepFunc, or the stepKind of a built-in step:
+	// one field, so that a step is 24 bytes and a flow's first four steps
+	// fit a 96-byte array.
+	impl    any
 	onerror ErrorFunc
-	kind    stepKind // nil for a plain step
+}
+
+// plainStep and builtinStep make the two kinds of step. They type impl:
+// a function literal stored as is would not be a StepFunc.
+func plainStep(fn StepFunc, onerror ErrorFunc) step { return step{impl: fn, onerror: onerror} }
+
+func builtinStep(k stepKind, onerror ErrorFunc) step { return step{impl: k, onerror: onerror} }
+
+// plain returns the step's StepFunc, or nil for a built-in step.
+func (s *step) plain() StepFunc {
+	fn, _ := s.impl.(StepFunc)
+	return fn
 }
 
 // stepKind gives a step a built-in behaviour (loop, parallel) in place of a
@@ -219,8 +233,10 @@ func (h *handle) adding() bool {
 
 func (h *handle) push(s step) AsyncSteps {
 	f := h.f
-	if f.queue == nil {
-		f.queue = make([]step, 0, 4) // grow once, not thrice, for a few sub-steps
+	if len(f.queue) == 0 && cap(f.queue) < 4 {
+		// Grow once, not thrice, for a few sub-steps. A recycled frame may
+		// bring the tail of an array its earlier steps were popped from.
+		f.queue = make([]step, 0, 4)
 	}
 	f.queue = append(f.queue, s)
 	return h

@@ -638,45 +638,75 @@ func TestLimiterDetectsDeadlock(t *testing.T) {
 
 // Args and rejections.
 
+// foreignSteps is an AsyncSteps that is not the package's own: its steps
+// receive it in place of the engine's handle, as with another
+// implementation of the interface.
+type foreignSteps struct{ asyncsteps.AsyncSteps }
+
+func (w foreignSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(foreignSteps{as}, args...) }, onerror...)
+	return w
+}
+
+// The section's step passes its args to f and f's result on (spec 1.11.3),
+// whether the section is added with AsyncSteps.Sync, with the Syncer's own
+// Sync, or by an AsyncSteps that is not the package's; and the second flow
+// enters only once the first has left.
 func TestSyncPassesArgsThroughTheSection(t *testing.T) {
 	syncers := []struct {
-		name string
-		obj  func() asyncsteps.Syncer
+		name  string
+		obj   func() asyncsteps.Syncer
+		trace string
 	}{
-		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) }},
-		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, time.Second) }},
+		// B enters as soon as A leaves, before A's next step.
+		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) },
+			"A:section[A 1],A:inside,B:section[B 1],B:inside,A:next[A-out 2],B:next[B-out 2]"},
+		// B enters a period after A.
+		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, time.Second) },
+			"A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
 		{"Limiter", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{MaxQueue: 1, Burst: 1})
-		}},
+		}, "A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
+	}
+	adders := []struct {
+		name string
+		sync func(r *asyncsteps.Root, obj asyncsteps.Syncer, f asyncsteps.StepFunc)
+	}{
+		{"AsyncSteps.Sync", func(r *asyncsteps.Root, obj asyncsteps.Syncer, f asyncsteps.StepFunc) { r.Sync(obj, f) }},
+		{"Syncer.Sync", func(r *asyncsteps.Root, obj asyncsteps.Syncer, f asyncsteps.StepFunc) { obj.Sync(r, f) }},
+		{"foreign", func(r *asyncsteps.Root, obj asyncsteps.Syncer, f asyncsteps.StepFunc) { obj.Sync(foreignSteps{r}, f) }},
 	}
 	for _, s := range syncers {
-		t.Run(s.name, func(t *testing.T) {
-			tt := asyncsteps.NewTestTool()
-			obj := s.obj()
-			traces := []*tracer{{}, {}}
-			// Two flows, so that the second one passes through the queue.
-			var results []<-chan asyncsteps.Result
-			for i, name := range []string{"A", "B"} {
-				tr := traces[i]
-				r := asyncsteps.New(asyncsteps.WithTool(tt))
-				r.SuccessStep(name, 1)
-				r.Sync(obj, func(as asyncsteps.AsyncSteps, args ...any) {
-					tr.addf("%s:section%v", name, args)
-					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(name+"-out", 2) })
-				})
-				r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-					tr.addf("%s:next%v", name, args)
-					as.Success(args...)
-				})
-				results = append(results, r.Promise())
-			}
-			drive(t, tt)
-			wantTrace(t, traces[0], "A:section[A 1],A:next[A-out 2]")
-			wantTrace(t, traces[1], "B:section[B 1],B:next[B-out 2]")
-			wantSuccess(t, result(t, results[0]), "A-out", 2)
-			wantSuccess(t, result(t, results[1]), "B-out", 2)
-			syncWantIdle(t, tt)
-		})
+		for _, a := range adders {
+			t.Run(s.name+"/"+a.name, func(t *testing.T) {
+				tt := asyncsteps.NewTestTool()
+				obj := s.obj()
+				tr := &tracer{}
+				// Two flows, so that the second one passes through the queue.
+				var results []<-chan asyncsteps.Result
+				for _, name := range []string{"A", "B"} {
+					r := asyncsteps.New(asyncsteps.WithTool(tt))
+					r.SuccessStep(name, 1)
+					a.sync(r, obj, func(as asyncsteps.AsyncSteps, args ...any) {
+						tr.addf("%s:section%v", name, args)
+						as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+							tr.addf("%s:inside", name)
+							as.Success(name+"-out", 2)
+						})
+					})
+					r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+						tr.addf("%s:next%v", name, args)
+						as.Success(args...)
+					})
+					results = append(results, r.Promise())
+				}
+				drive(t, tt)
+				wantTrace(t, tr, s.trace)
+				wantSuccess(t, result(t, results[0]), "A-out", 2)
+				wantSuccess(t, result(t, results[1]), "B-out", 2)
+				syncWantIdle(t, tt)
+			})
+		}
 	}
 }
 
