@@ -60,7 +60,7 @@ type section struct {
 	entries [2]entry
 	n       int // gates in use
 	next    int // the gate the next enterNext step asks
-	phase   int // which of the section's steps step runs next
+	phase   int // which of the section's steps advance runs next
 }
 
 // sectioner is implemented by this package's Syncers: AsyncSteps.Sync

@@ -109,8 +109,9 @@ type frame struct {
 	h      *handle // the current incarnation; h.fl is the frame's flow
 	parent *frame
 	// impl is what the frame runs: its step's StepFunc (kept in a handler
-	// frame for AsyncStack) or the control of a built-in step; see fn and
-	// ctl.
+	// frame for AsyncStack), the control of a built-in step, or, once the
+	// step has entered a critical section, the *section its sub-steps
+	// share; see fn and ctl.
 	impl any
 
 	onerror  ErrorFunc
