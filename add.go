@@ -11,9 +11,9 @@ import (
 // common to all three.
 type host interface {
 	AsyncSteps
-	push(s step) AsyncSteps
-	misuse(info string) // report a wrong use as InternalError
-	adding() bool       // whether steps may be added now
+	push(s step) AsyncSteps // only once adding has reported true
+	misuse(info string)     // report a wrong use as InternalError
+	adding() bool           // whether steps may be added now
 }
 
 func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {

@@ -83,9 +83,7 @@ type parallelBuilder struct {
 }
 
 func (b *parallelBuilder) push(s step) AsyncSteps {
-	if b.owner.adding() {
-		b.def.branches = append(b.def.branches, s)
-	}
+	b.def.branches = append(b.def.branches, s)
 	return b
 }
 
