@@ -253,7 +253,7 @@ func (fl *flow) settle(c *frame) *frame {
 		c.kill()
 		if st&stClaim != 0 {
 			// Success or Error came from another goroutine after Add.
-			return fl.fail(c, fl.misuseError("Success or Error called after Add in the same callback"))
+			return fl.fail(c, fl.misuseError(completedAfterAdd(c, st)))
 		}
 		return c
 	case st&stReady != 0:
@@ -266,6 +266,20 @@ func (fl *flow) settle(c *frame) *frame {
 	default:
 		return fl.finish(c, nil)
 	}
+}
+
+// completedAfterAdd is the info of API decision 4 for a completion that
+// another goroutine claimed after the callback had added steps (st: the
+// handle's state then). It names the call once the completion is written.
+func completedAfterAdd(c *frame, st uint32) string {
+	const after = " called after Add in the same callback"
+	switch {
+	case st&stReady == 0:
+		return "Success or Error" + after
+	case st&stFailed != 0:
+		return "Error(" + c.args[0].(*Error).Code + ")" + after
+	}
+	return "Success" + after
 }
 
 // kill makes f's handle dead, noting whether another goroutine may still

@@ -1,0 +1,151 @@
+package asyncsteps_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// API: a call that is valid only inside a step, made on a Root, never
+// panics: the next execution fails at once with InternalError and an info
+// that names the call, and none of the Root's steps runs.
+func TestStepOnlyCallOnRootFailsTheExecution(t *testing.T) {
+	const only = " called on a Root: it is valid only inside a step"
+	cases := []struct {
+		name string
+		call func(r *asyncsteps.Root)
+		info string
+	}{
+		{"Success", func(r *asyncsteps.Root) { r.Success(1) }, "Success" + only},
+		{"Error", func(r *asyncsteps.Root) { r.Error("E", "why") }, "Error(E)" + only},
+		{"SetTimeout", func(r *asyncsteps.Root) { r.SetTimeout(time.Second) }, "SetTimeout" + only},
+		{"SetCancel", func(r *asyncsteps.Root) { r.SetCancel(func(asyncsteps.AsyncSteps) {}) }, "SetCancel" + only},
+		{"WaitExternal", func(r *asyncsteps.Root) { r.WaitExternal() }, "WaitExternal" + only},
+		{"Break", func(r *asyncsteps.Root) { r.Break() }, "Break" + only},
+		{"Continue", func(r *asyncsteps.Root) { r.Continue() }, "Continue" + only},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(tr.step("step"))
+			c.call(r)
+			r.Add(tr.step("after"))
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, "")
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
+		})
+	}
+}
+
+// API: the value Parallel returns takes only calls that add a branch; any
+// other call aborts the step that made it with InternalError, whose info
+// names the call, and no branch runs.
+func TestParallelRefusesCallsThatAddNoBranch(t *testing.T) {
+	model := asyncsteps.New()
+	cases := []struct {
+		name string
+		call func(p asyncsteps.AsyncSteps)
+	}{
+		{"Parallel", func(p asyncsteps.AsyncSteps) { p.Parallel() }},
+		{"CopyFrom", func(p asyncsteps.AsyncSteps) { p.CopyFrom(model) }},
+		{"SuccessStep", func(p asyncsteps.AsyncSteps) { p.SuccessStep(1) }},
+		{"Success", func(p asyncsteps.AsyncSteps) { p.Success(1) }},
+		{"Error", func(p asyncsteps.AsyncSteps) { p.Error("E") }},
+		{"SetTimeout", func(p asyncsteps.AsyncSteps) { p.SetTimeout(time.Second) }},
+		{"SetCancel", func(p asyncsteps.AsyncSteps) { p.SetCancel(func(asyncsteps.AsyncSteps) {}) }},
+		{"WaitExternal", func(p asyncsteps.AsyncSteps) { p.WaitExternal() }},
+		{"Break", func(p asyncsteps.AsyncSteps) { p.Break() }},
+		{"Continue", func(p asyncsteps.AsyncSteps) { p.Continue() }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			var info string
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("step")
+				p := as.Parallel()
+				p.Add(tr.step("branch"))
+				c.call(p)
+				tr.add("not aborted")
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("handler:%s", code)
+				info = as.State().ErrorInfo
+			})
+
+			res := run(t, r, tt)
+
+			want := c.name + " called on the value returned by Parallel"
+			wantTrace(t, &tr, "step,handler:InternalError")
+			if info != want {
+				t.Errorf("ErrorInfo = %q, want %q", info, want)
+			}
+			wantError(t, res.Err, asyncsteps.InternalError, want)
+		})
+	}
+}
+
+// The value Parallel returns answers State, Tool, IsValid and NewInstance
+// for the step that made it.
+func TestParallelSharesTheStepsStateAndTool(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		p := as.Parallel()
+		tr.addf("state:%v", p.State() == as.State())
+		tr.addf("tool:%v", p.Tool() == as.Tool())
+		tr.addf("valid:%v", p.IsValid())
+		tr.addf("instance tool:%v", p.NewInstance().Tool() == as.Tool())
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "state:true,tool:true,valid:true,instance tool:true")
+}
+
+// Decision 4 across goroutines: a step that waits for an external event and
+// has added a sub-step is completed by another goroutine before its callback
+// returns. The step fails with InternalError, whose info names the call (and
+// the code of an Error); the sub-step does not run.
+func TestExternalCompletionAfterAddRaisesInternalError(t *testing.T) {
+	for _, name := range []string{"Success", "Error"} {
+		t.Run(name, func(t *testing.T) {
+			var tr tracer
+			var info string
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.WaitExternal()
+				as.Add(tr.step("sub"))
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if name == "Success" {
+						as.Success()
+					} else {
+						as.Error("E")
+					}
+				}()
+				<-done
+				tr.add("callback returns")
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("handler:%s", code)
+				info = as.State().ErrorInfo
+			})
+
+			res := run(t, r, tt)
+
+			want := "Success called after Add in the same callback"
+			if name == "Error" {
+				want = "Error(E) called after Add in the same callback"
+			}
+			wantTrace(t, &tr, "callback returns,handler:InternalError")
+			if info != want {
+				t.Errorf("ErrorInfo = %q, want %q", info, want)
+			}
+			wantError(t, res.Err, asyncsteps.InternalError, want)
+		})
+	}
+}
