@@ -149,3 +149,55 @@ func TestExternalCompletionAfterAddRaisesInternalError(t *testing.T) {
 		})
 	}
 }
+
+// API: a nil step function, loop body or Syncer, or a ForEach over what
+// cannot be iterated, is reported as an InternalError step error whose info
+// says what was wrong: inside a step at once, on a Root by the next
+// execution, which runs none of its steps.
+func TestNilFunctionsAreReportedAsInternalError(t *testing.T) {
+	mu := asyncsteps.NewMutex(1)
+	body := func(as asyncsteps.AsyncSteps, _ ...any) {}
+	cases := []struct {
+		name string
+		call func(as asyncsteps.AsyncSteps)
+		info string
+	}{
+		{"Add", func(as asyncsteps.AsyncSteps) { as.Add(nil) }, "Add: nil step function"},
+		{"Loop", func(as asyncsteps.AsyncSteps) { as.Loop(nil) }, "Loop: nil body function"},
+		{"Repeat", func(as asyncsteps.AsyncSteps) { as.Repeat(3, nil) }, "Repeat: nil body function"},
+		{"ForEach", func(as asyncsteps.AsyncSteps) { as.ForEach([]int{1}, nil) }, "ForEach: nil body function"},
+		{"ForEach int", func(as asyncsteps.AsyncSteps) {
+			as.ForEach(42, func(asyncsteps.AsyncSteps, any, any) {})
+		}, "ForEach: cannot iterate over int"},
+		{"Await", func(as asyncsteps.AsyncSteps) { as.Await(nil) }, "Await: nil function"},
+		{"Sync nil Syncer", func(as asyncsteps.AsyncSteps) { as.Sync(nil, body) }, "Sync: nil Syncer or step function"},
+		{"Sync nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }, "Sync: nil Syncer or step function"},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" in a step", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("step")
+				c.call(as)
+				tr.add("not aborted")
+			}, tr.handler("handler"))
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, "step,handler:InternalError")
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
+		})
+		t.Run(c.name+" on a Root", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(tr.step("step"))
+			c.call(r)
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, "")
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
+		})
+	}
+}

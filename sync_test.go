@@ -896,3 +896,31 @@ func BenchmarkMutexSyncUncontended(b *testing.B) {
 		})
 	}
 }
+
+// A section entered by an AsyncSteps that is not the package's gives its
+// Mutex back when the flow is cancelled inside it.
+func TestForeignSectionLeavesOnCancel(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	mu := asyncsteps.NewMutex(1)
+	var tr tracer
+	a := asyncsteps.New(asyncsteps.WithTool(tt))
+	mu.Sync(foreignSteps{a}, func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("A:inside")
+		as.WaitExternal()
+	})
+	b := asyncsteps.New(asyncsteps.WithTool(tt))
+	b.Sync(mu, func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("B:inside") })
+	resA, resB := a.Promise(), b.Promise()
+	drive(t, tt)
+	wantTrace(t, &tr, "A:inside")
+
+	a.Cancel()
+	drive(t, tt)
+
+	wantTrace(t, &tr, "A:inside,B:inside")
+	if err := result(t, resA).Err; !errors.Is(err, context.Canceled) {
+		t.Errorf("A ended with %v, want a cancel", err)
+	}
+	wantSuccess(t, result(t, resB))
+	syncWantIdle(t, tt)
+}
