@@ -180,12 +180,15 @@ func (h *handle) publish(bits uint32) {
 // abortSignal unwinds a callback after Error, Break, Continue or misuse.
 type abortSignal struct{}
 
-// raise fails the step with code: inside its callback by aborting it, from
-// outside as an external completion.
-func (h *handle) raise(code, info string, cause error) {
+// raise fails the step with code: from outside its callback as an external
+// completion; inside it, it records the error and reports that the caller
+// must abort the callback with panic(abortSignal{}). The callers panic
+// themselves: each frame between the panic and flow.call's recover is
+// walked twice, and the walk is most of what an error costs.
+func (h *handle) raise(code, info string, cause error) (abort bool) {
 	st := h.st.Load()
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
-		return // the step has completed: no effect (API decision 12)
+		return false // the step has completed: no effect (API decision 12)
 	}
 	err := &Error{Code: code, Info: info, Cause: cause}
 	if h.inCallback(st) {
@@ -194,9 +197,10 @@ func (h *handle) raise(code, info string, cause error) {
 		if f.err == nil || f.handling {
 			f.err, f.handling = err, false
 		}
-		panic(abortSignal{})
+		return true
 	}
 	h.complete(err)
+	return false
 }
 
 // complete fails the step from outside its callback; err.Cause, if set, is
@@ -212,7 +216,9 @@ func (h *handle) complete(err *Error) {
 
 // misuse reports a wrong use of the API as an InternalError of the step.
 func (h *handle) misuse(info string) {
-	h.raise(InternalError, info, nil)
+	if h.raise(InternalError, info, nil) {
+		panic(abortSignal{})
+	}
 }
 
 // exc is the LastException of err: err itself unless it has a cause.
@@ -316,7 +322,9 @@ func (h *handle) Error(code string, info ...string) {
 	if st := h.st.Load(); h.inCallback(st) && len(h.f.queue) > 0 {
 		h.misuse("Error(" + code + ") called after Add in the same callback")
 	}
-	h.raise(code, firstLabel(info), nil)
+	if h.raise(code, firstLabel(info), nil) {
+		panic(abortSignal{})
+	}
 }
 
 // SetTimeout implements [AsyncSteps].
@@ -359,10 +367,18 @@ func (h *handle) ForEach(collection any, fn ForEachFunc, label ...string) AsyncS
 }
 
 // Break implements [AsyncSteps].
-func (h *handle) Break(label ...string) { h.raise(LoopBreak, firstLabel(label), nil) }
+func (h *handle) Break(label ...string) {
+	if h.raise(LoopBreak, firstLabel(label), nil) {
+		panic(abortSignal{})
+	}
+}
 
 // Continue implements [AsyncSteps].
-func (h *handle) Continue(label ...string) { h.raise(LoopCont, firstLabel(label), nil) }
+func (h *handle) Continue(label ...string) {
+	if h.raise(LoopCont, firstLabel(label), nil) {
+		panic(abortSignal{})
+	}
+}
 
 // owner returns the frame that stands for the flow, or the parallel branch,
 // that as runs in: what synchronization primitives count as one holder
