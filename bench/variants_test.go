@@ -112,3 +112,66 @@ func BenchmarkScaleGroup(b *testing.B) {
 		})
 	}
 }
+
+// i's ceiling on this machine: what c's flows allocate, and nothing else,
+// made by one goroutine and by two. Per flow: an object the size of a Root
+// and one the size of its step queue, four 16-byte ones (the benchmark's
+// variadic slices and closure) and four handles taken from blocks of 256,
+// all kept until the batch ends, as c's flows are: 480 bytes, as c
+// measures. No engine runs: the ratio is how far the Go runtime itself
+// scales work that allocates like this on 2 cores, with the garbage
+// collector sharing them.
+func BenchmarkScaleAllocOnly(b *testing.B) {
+	const flows = 100_000
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "goroutines=1", 2: "goroutines=2"}[n], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range n {
+					wg.Go(func() { allocLikeFlows(flows / n) })
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+		})
+	}
+}
+
+// flowLike has the size of a Root and points to what a flow points to.
+type flowLike struct {
+	queue   *[4]stepLike
+	small   [4]*[1]any
+	handles []handleLike
+	_       [152]byte
+}
+
+// stepLike has the size of a queued step; handleLike, of a handle.
+type stepLike struct {
+	fn, onerror *int
+	_           [8]byte
+}
+
+type handleLike struct {
+	f, fl *flowLike
+	_     [8]byte
+}
+
+func allocLikeFlows(n int) {
+	kept := make([]*flowLike, n)
+	var block []handleLike
+	for i := range kept {
+		f := &flowLike{queue: new([4]stepLike)}
+		for j := range f.small {
+			f.small[j] = new([1]any)
+		}
+		if len(block) < 4 {
+			block = make([]handleLike, 256)
+		}
+		f.handles, block = block[:4:4], block[4:]
+		for j := range f.handles {
+			f.handles[j].fl = f
+		}
+		kept[i] = f
+	}
+}
