@@ -571,29 +571,34 @@ func (fl *flow) noteStack(f *frame) {
 		}
 	}
 	st := fl.root.State()
-	if sameStack(st.AsyncStack, f, n) {
+	if st.sameStack(f, n) {
 		return
 	}
 	stack := make([]string, n)
+	pcs := make([]uintptr, n)
 	for ; f != nil; f = f.parent {
 		if fn := f.fn(); fn != nil {
 			n--
-			stack[n] = funcName(fn)
+			pcs[n] = funcPC(fn)
+			stack[n] = funcName(pcs[n])
 		}
 	}
-	st.AsyncStack = stack
+	st.AsyncStack, st.stack = stack, recordedStack{pcs: pcs, names: stack}
 }
 
-// sameStack reports whether stack names the n step functions from the root
-// to f.
-func sameStack(stack []string, f *frame, n int) bool {
-	if len(stack) != n {
+// sameStack reports whether AsyncStack is still the stack the engine
+// recorded last, and that stack's functions are the n step functions from
+// the root to f. Entry addresses are compared, not names: looking a name up
+// costs more than the rest of the comparison.
+func (s *State) sameStack(f *frame, n int) bool {
+	pcs := s.stack.pcs
+	if len(pcs) != n || len(s.AsyncStack) != n || n > 0 && &s.AsyncStack[0] != &s.stack.names[0] {
 		return false
 	}
 	for ; f != nil; f = f.parent {
 		if fn := f.fn(); fn != nil {
 			n--
-			if stack[n] != funcName(fn) {
+			if pcs[n] != funcPC(fn) {
 				return false
 			}
 		}
@@ -601,13 +606,15 @@ func sameStack(stack []string, f *frame, n int) bool {
 	return true
 }
 
+// funcPC returns the entry address of fn.
+func funcPC(fn StepFunc) uintptr { return reflect.ValueOf(fn).Pointer() }
+
 // funcNames caches the names of step functions by entry address: looking a
 // name up in the runtime's tables on every error costs more than the rest
 // of the error path.
 var funcNames sync.Map // uintptr -> string
 
-func funcName(fn StepFunc) string {
-	pc := reflect.ValueOf(fn).Pointer()
+func funcName(pc uintptr) string {
 	if name, ok := funcNames.Load(pc); ok {
 		return name.(string)
 	}

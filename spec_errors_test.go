@@ -660,21 +660,27 @@ func TestSuccessStepInErrorHandlerReplacesFailedStep(t *testing.T) {
 
 // Spec 1.7: AsyncStack is the stack of the latest error: raised again at
 // the same place it is the same, raised elsewhere it changes, whether or
-// not the engine reuses the previous record.
+// not the engine reuses the previous record; and a stack the user replaced
+// is written anew.
 func TestAsyncStackFollowsEachError(t *testing.T) {
 	var stacks [][]string
 	note := func(as asyncsteps.AsyncSteps, code string) {
 		stacks = append(stacks, slices.Clone(as.State().AsyncStack))
 		as.Success()
 	}
+	replace := func(as asyncsteps.AsyncSteps, code string) {
+		note(as, code)
+		as.State().AsyncStack = []string{"replaced"}
+	}
 	r, tt := newFlow()
 	r.Add(asyncStackInner, note).
+		Add(asyncStackInner, replace).
 		Add(asyncStackInner, note).
 		Add(asyncStackOther, note).
 		Add(asyncStackOuterStep, note).
 		Add(asyncStackInner, note)
 	wantSuccess(t, run(t, r, tt))
-	want := [][]string{{"asyncStackInner"}, {"asyncStackInner"}, {"asyncStackOther"}, {"asyncStackOuterStep", "asyncStackInner"}, {"asyncStackInner"}}
+	want := [][]string{{"asyncStackInner"}, {"asyncStackInner"}, {"asyncStackInner"}, {"asyncStackOther"}, {"asyncStackOuterStep", "asyncStackInner"}, {"asyncStackInner"}}
 	if len(stacks) != len(want) {
 		t.Fatalf("%d errors handled, want %d", len(stacks), len(want))
 	}

@@ -12,6 +12,14 @@ type State struct {
 	LastException error    // last error or recovered panic, as a Go error
 	AsyncStack    []string // at an error: the step functions on the stack, outermost first
 	vars          map[string]any
+	stack         recordedStack // the AsyncStack the engine wrote last
+}
+
+// recordedStack is an AsyncStack as the engine wrote it, with the entry
+// addresses of the functions it names.
+type recordedStack struct {
+	pcs   []uintptr
+	names []string
 }
 
 // Get returns the user variable name, or nil.
