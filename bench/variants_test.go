@@ -2,6 +2,7 @@ package bench
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -136,6 +137,35 @@ func BenchmarkScaleAllocOnly(b *testing.B) {
 			b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 		})
 	}
+}
+
+// The same split of work that allocates nothing (an FNV-style hash over a
+// counter): how far this machine's two cores scale computation alone.
+func BenchmarkScaleCPUOnly(b *testing.B) {
+	const rounds = 20_000_000
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "goroutines=1", 2: "goroutines=2"}[n], func(b *testing.B) {
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range n {
+					wg.Go(func() { cpuSink.Add(hashRounds(rounds / n)) })
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(rounds)*float64(b.N)/b.Elapsed().Seconds(), "rounds/s")
+		})
+	}
+}
+
+var cpuSink atomic.Uint64
+
+func hashRounds(n int) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range n {
+		h ^= uint64(i)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // flowLike has the size of a Root and points to what a flow points to.
