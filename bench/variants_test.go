@@ -176,15 +176,17 @@ type flowLike struct {
 	_       [152]byte
 }
 
-// stepLike has the size of a queued step; handleLike, of a handle.
+// stepLike has the size and pointers of a queued step; handleLike, of a
+// handle (the blank pointers are scanned by the collector all the same).
 type stepLike struct {
-	fn, onerror *int
-	_           [8]byte
+	_ [2]*int
+	_ [8]byte
 }
 
 type handleLike struct {
-	f, fl *flowLike
-	_     [8]byte
+	_  *flowLike
+	fl *flowLike
+	_  [8]byte
 }
 
 func allocLikeFlows(n int) {
