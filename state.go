@@ -7,6 +7,11 @@ import "sort"
 //
 // A State belongs to its flow's loop: use it from the flow's callbacks, or
 // from any goroutine while the flow is not running.
+//
+// AsyncStack is written by the engine at each error; read it, copy it, but
+// do not change its elements: an error raised again at the same place
+// keeps the same slice. A slice assigned to AsyncStack is replaced at the
+// next error.
 type State struct {
 	ErrorInfo     string   // info of the last Error call
 	LastException error    // last error or recovered panic, as a Go error
