@@ -231,11 +231,7 @@ func (r *Root) NewInstance() *Root {
 // push queues s at level 0: in the running flow, it runs after the steps
 // queued there.
 func (r *Root) push(s step) AsyncSteps {
-	q := &r.fl.base.queue
-	if *q == nil {
-		*q = make([]step, 0, 4) // most flows are short: grow once, not thrice
-	}
-	*q = append(*q, s)
+	r.fl.base.queue = appendStep(r.fl.base.queue, s)
 	return r
 }
 

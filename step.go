@@ -239,14 +239,19 @@ func (h *handle) adding() bool {
 }
 
 func (h *handle) push(s step) AsyncSteps {
-	f := h.f
-	if len(f.queue) == 0 && cap(f.queue) < 4 {
-		// Grow once, not thrice, for a few sub-steps. A recycled frame may
-		// bring the tail of an array its earlier steps were popped from.
-		f.queue = make([]step, 0, 4)
-	}
-	f.queue = append(f.queue, s)
+	h.f.queue = appendStep(h.f.queue, s)
 	return h
+}
+
+// appendStep appends s to the queue q. An empty queue gets room for four
+// steps at once, since most flows and steps have a few: it grows once, not
+// thrice. A recycled frame may bring the tail of an array its earlier steps
+// were popped from, too short to be worth filling.
+func appendStep(q []step, s step) []step {
+	if len(q) == 0 && cap(q) < 4 {
+		q = make([]step, 0, 4)
+	}
+	return append(q, s)
 }
 
 // Add implements [AsyncSteps].
