@@ -156,7 +156,7 @@ func (m *Mutex) deadlocked(chain []*frame) bool {
 // leave gives back the slot e holds, or takes e out of the queue. The slot
 // goes to the waiters at the head of the queue, which are resumed after mu
 // is released.
-func (m *Mutex) leave(e *entry) {
+func (m *Mutex) leave(e *entry, on *flow) {
 	m.mu.Lock()
 	switch e.state {
 	case entryQueued:
@@ -177,7 +177,8 @@ func (m *Mutex) leave(e *entry) {
 		m.mu.Unlock()
 		return
 	}
-	var admitted []AsyncSteps
+	var room [4]AsyncSteps // most leaves admit one waiter: no allocation
+	admitted := room[:0]
 	for len(m.holders) < m.slots() {
 		w := m.queue.pop()
 		if w == nil {
@@ -191,7 +192,7 @@ func (m *Mutex) leave(e *entry) {
 	}
 	m.mu.Unlock()
 	for _, as := range admitted {
-		as.Success()
+		resume(as, on)
 	}
 }
 

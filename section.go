@@ -8,8 +8,9 @@ type gate interface {
 	// the section is cancelled.
 	enter(as AsyncSteps, e *entry)
 	// leave gives back what e holds, or takes it out of the queue. It is
-	// called on the flow's loop, at most once per entry that entered.
-	leave(e *entry)
+	// called on the flow's loop, at most once per entry that entered; on is
+	// that flow when the caller knows it, nil otherwise (see resume).
+	leave(e *entry, on *flow)
 }
 
 // entry is one flow's passage through one gate.
@@ -121,7 +122,10 @@ func advanceSection(as AsyncSteps, args ...any) {
 }
 
 // cancelSection is the cancel handler of a section entered by enterFrame.
-func cancelSection(as AsyncSteps) { as.(*handle).f.impl.(*section).leave() }
+func cancelSection(as AsyncSteps) {
+	h := as.(*handle)
+	h.f.impl.(*section).leave(h.fl)
+}
 
 // advance is every step of the section in turn (enterNext per gate, body,
 // end): they run in that order, each once, so one function value serves
@@ -155,17 +159,39 @@ func (s *section) body(as AsyncSteps) {
 }
 
 func (s *section) end(as AsyncSteps, args ...any) {
-	s.leave()
+	s.leave(flowOf(as))
 	as.Success(args...)
 }
 
-func (s *section) cancel(AsyncSteps) { s.leave() }
+func (s *section) cancel(AsyncSteps) { s.leave(nil) }
 
-// leave gives back every gate, the last entered first.
-func (s *section) leave() {
+// leave gives back every gate, the last entered first. on is the flow whose
+// loop runs the call, if known.
+func (s *section) leave(on *flow) {
 	for i := s.n - 1; i >= 0; i-- {
-		s.gates[i].leave(&s.entries[i])
+		s.gates[i].leave(&s.entries[i], on)
 	}
+}
+
+// flowOf returns the flow of a step of this package, or nil.
+func flowOf(as AsyncSteps) *flow {
+	if h, ok := as.(*handle); ok {
+		return h.fl
+	}
+	return nil
+}
+
+// resume completes the waiting step as, which a gate has just admitted,
+// from a callback of flow on (nil if unknown). A step whose flow runs on
+// the same Loop is resumed through the loop's own queue: the caller is on
+// that loop's goroutine, so the inbox's lock, which contends with every
+// goroutine posting to the loop, is not needed.
+func resume(as AsyncSteps, on *flow) {
+	if h, ok := as.(*handle); ok && on != nil && onOneLoop(h.fl, on) {
+		h.succeedOnLoop()
+		return
+	}
+	as.Success()
 }
 
 // refusal returns the first refusal of a gate, or nil.

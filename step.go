@@ -177,6 +177,26 @@ func (h *handle) publish(bits uint32) {
 	}
 }
 
+// succeedOnLoop is Success with no args for a step that waits, called by a
+// callback running on the loop of h's flow: the continuation is posted to
+// the loop's own queue, without the inbox's lock that inject takes.
+func (h *handle) succeedOnLoop() {
+	if h.claim() {
+		h.f.args = nil
+		if h.st.Or(stReady)&stIdle != 0 {
+			h.fl.sched.post(h)
+		}
+	}
+}
+
+// onOneLoop reports whether the flows a and b run on the same Loop. Only a
+// Loop is matched: for a TestTool, posting and injecting are one queue, and
+// a foreign Tool need not be comparable.
+func onOneLoop(a, b *flow) bool {
+	l, ok := a.sched.(*Loop)
+	return ok && b.sched == scheduler(l)
+}
+
 // abortSignal unwinds a callback after Error, Break, Continue or misuse.
 type abortSignal struct{}
 

@@ -165,7 +165,7 @@ func (t *Throttle) arm(tool Tool) {
 
 // leave takes a waiting entry out of the queue. An entry that has entered
 // stays counted in its period: there is nothing to give back.
-func (t *Throttle) leave(e *entry) {
+func (t *Throttle) leave(e *entry, _ *flow) {
 	t.mu.Lock()
 	if e.state == entryQueued {
 		t.queue.remove(e)

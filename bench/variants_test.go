@@ -4,13 +4,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
 
 // Variants of the workloads at the sizes the JavaScript reference can run in
 // seconds (its queue degrades quadratically past ~16k steps), and the plain
-// goroutine baseline of workload h. bench/compare runs them beside
+// goroutine baselines of workloads f, g and h. bench/compare runs them beside
 // bench_test.go's.
 
 // a at 10k and 100k steps.
@@ -47,6 +48,58 @@ func BenchmarkParkedGoroutines(b *testing.B) {
 		close(release)
 		done.Wait()
 	}
+}
+
+// f's baseline in plain Go: 1,000 goroutines through a semaphore of 10
+// (a buffered channel), one call inside, as a Go team would write workload
+// f without the library.
+func BenchmarkMutexGoroutines(b *testing.B) {
+	const flows = 1000
+	b.ReportAllocs()
+	for b.Loop() {
+		sem := make(chan struct{}, 10)
+		var wg sync.WaitGroup
+		wg.Add(flows)
+		for range flows {
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				step1()
+				<-sem
+			}()
+		}
+		wg.Wait()
+	}
+	per(b, flows, "sync")
+}
+
+// g's baseline in plain Go: 10,000 goroutines that each wait, with a 1 s
+// timeout, for a completion that another goroutine sends, as a Go team
+// would write workload g without the library: the timer is stopped once
+// the completion has come.
+func BenchmarkTimersGoroutines(b *testing.B) {
+	const flows = 10_000
+	b.ReportAllocs()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		wg.Add(flows)
+		for range flows {
+			go func() {
+				defer wg.Done()
+				timeout := time.NewTimer(time.Second)
+				done := make(chan int, 1)
+				go func() { done <- step1() }()
+				select {
+				case <-done:
+					timeout.Stop()
+				case <-timeout.C:
+					b.Error("timed out")
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	per(b, flows, "flow")
 }
 
 // c and i with the flows created on their own loop's goroutine (in an

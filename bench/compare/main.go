@@ -469,6 +469,7 @@ var units = map[string]float64{
 	"BenchmarkManyFlows": 1e5, "BenchmarkManyGoroutines": 1e5, "BenchmarkManyFlowsOnLoop": 1e5,
 	"BenchmarkParallel": 1e5, "BenchmarkError": 1e5, "BenchmarkError10k": 1e4,
 	"BenchmarkMutex": 1e3, "BenchmarkTimers": 1e4,
+	"BenchmarkMutexGoroutines": 1e3, "BenchmarkTimersGoroutines": 1e4,
 }
 
 func goF(name, metric string) figure { return figure{side: "go", name: name, metric: metric} }
@@ -490,13 +491,18 @@ var rows = []row{
 	{workload: "b nested, 10k", metric: "ns/outer", goF: goF("BenchmarkNested10k", "ns/outer"), ref: jsF("nested-10k", "ns/outer"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkNested10k")},
 	{workload: "c many-flows", metric: "flows/s", goF: goF("BenchmarkManyFlows", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkManyFlows")},
 	{workload: "c many-flows", metric: "flows/s", goF: goF("BenchmarkManyFlows", "flows/s"), ref: goF("BenchmarkManyGoroutines", "flows/s"), refLabel: "goroutines", higher: true, minRatio: 1, maxGo: none, target: "≥ goroutines", allocs: allocsOf("BenchmarkManyFlows")},
+	{workload: "c in plain goroutines, no library", metric: "flows/s", goF: goF("BenchmarkManyGoroutines", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkManyGoroutines")},
 	{workload: "c many-flows, made on the loop", metric: "flows/s", goF: goF("BenchmarkManyFlowsOnLoop", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkManyFlowsOnLoop")},
 	{workload: "c many-flows, made on the loop", metric: "flows/s", goF: goF("BenchmarkManyFlowsOnLoop", "flows/s"), ref: goF("BenchmarkManyGoroutines", "flows/s"), refLabel: "goroutines", higher: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkManyFlowsOnLoop")},
 	{workload: "d parallel", metric: "ns/branch", goF: goF("BenchmarkParallel", "ns/branch"), ref: jsF("parallel", "ns/branch"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkParallel")},
 	{workload: "e error, 100k", metric: "ns/error", goF: goF("BenchmarkError", "ns/error"), ref: jsF("error-100k", "ns/error"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkError")},
 	{workload: "e error, 10k", metric: "ns/error", goF: goF("BenchmarkError10k", "ns/error"), ref: jsF("error-10k", "ns/error"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkError10k")},
 	{workload: "f mutex", metric: "ns/sync", goF: goF("BenchmarkMutex", "ns/sync"), ref: jsF("mutex", "ns/sync"), refLabel: "JS", minRatio: 10, maxGo: none, target: "≥10x JS", allocs: allocsOf("BenchmarkMutex")},
+	{workload: "f mutex", metric: "ns/sync", goF: goF("BenchmarkMutex", "ns/sync"), ref: goF("BenchmarkMutexGoroutines", "ns/sync"), refLabel: "goroutines", maxGo: none, target: "—", allocs: allocsOf("BenchmarkMutex")},
+	{workload: "f in plain goroutines, no library", metric: "ns/sync", goF: goF("BenchmarkMutexGoroutines", "ns/sync"), ref: jsF("mutex", "ns/sync"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkMutexGoroutines")},
 	{workload: "g timers", metric: "ns/flow", goF: goF("BenchmarkTimers", "ns/flow"), ref: jsF("timers", "ns/flow"), refLabel: "JS", minRatio: 5, maxGo: none, target: "≥5x JS", allocs: allocsOf("BenchmarkTimers")},
+	{workload: "g timers", metric: "ns/flow", goF: goF("BenchmarkTimers", "ns/flow"), ref: goF("BenchmarkTimersGoroutines", "ns/flow"), refLabel: "goroutines", maxGo: none, target: "—", allocs: allocsOf("BenchmarkTimers")},
+	{workload: "g in plain goroutines, no library", metric: "ns/flow", goF: goF("BenchmarkTimersGoroutines", "ns/flow"), ref: jsF("timers", "ns/flow"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkTimersGoroutines")},
 	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: jsF("parked", "B/flow"), refLabel: "JS heapUsed", maxGo: 400, target: "≤400 B"},
 	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: jsF("parked", "rss_per_unit"), refLabel: "JS rss", maxGo: none, target: "—"},
 	{workload: "h parked", metric: "B/flow", goF: goF("BenchmarkParked", "B/flow"), ref: goF("BenchmarkParkedGoroutines", "B/goroutine"), refLabel: "goroutines", maxGo: none, target: "—"},
