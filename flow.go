@@ -32,13 +32,30 @@ type flow struct {
 	// looked at before each step, so that a cancel takes effect at once.
 	stop    atomic.Pointer[error]
 	sched   scheduler   // the Root's tool
-	done    bool        // the execution has ended; on the loop
+	done    bool        // no execution runs on the loop: not begun, or ended; on the loop
 	running atomic.Bool // from Execute to the end
 	begun   atomic.Bool // the loop has taken the flow, or the flow ended before
 	base    frame       // level 0, whose queue is the Root's; never recycled
 
 	root *Root
 	wait *waiter // set by Promise and Run
+}
+
+// nextStart and setNextStart link a flow that waits in its Loop's queue
+// of flows to start (Loop.start) to the next one. The base frame is not in
+// use then (run sets it up), so its impl field is the link: a Root needs
+// no field of its own for it, and stays within its size class.
+func (fl *flow) nextStart() *flow {
+	next, _ := fl.base.impl.(*flow)
+	return next
+}
+
+func (fl *flow) setNextStart(next *flow) {
+	if next == nil {
+		fl.base.impl = nil
+		return
+	}
+	fl.base.impl = next
 }
 
 // runContext is Run's context, whose values Await passes on.

@@ -16,6 +16,12 @@ import (
 // callbacks, so a busy loop delays them but never starves them; a timer that
 // has fallen due may run before immediates scheduled in the meantime.
 //
+// A flow started on a Loop ([Root.Execute], Promise, Run) takes its first
+// step after every callback scheduled before the start, and flows start in
+// the order they were started; a callback scheduled after the start may
+// run first. Flows are started without the lock that Immediate takes, so
+// that goroutines starting many flows do not slow the loop down.
+//
 // Immediate, Deferred, Now, IsSameThread, Close and the methods of the
 // returned handles are safe for concurrent use. The zero value is not
 // usable: create a Loop with [NewLoop]. A Loop that is never closed keeps
@@ -39,12 +45,22 @@ type Loop struct {
 	pending atomic.Int64 // len(inbox), read without the lock by busy
 	closing atomic.Bool  // set under mu; read per task to stop at once
 
+	// starts holds the flows that startFlow queued, newest first, linked
+	// through their base frames (see flow.nextStart). It takes no lock,
+	// so that goroutines starting flows do not contend with the loop,
+	// which takes mu for its own posts from callbacks (Immediate, step
+	// completions).
+	starts atomic.Pointer[flow]
+	// sleeping is set, under mu, while the loop waits on wake; a producer
+	// that sees it must signal. Atomic for startFlow, which looks at it
+	// without mu (see sleep).
+	sleeping atomic.Bool
+
 	timerSeq atomic.Uint64 // orders the timers of both heaps that are due at once
 
-	mu       sync.Mutex
-	inbox    []task    // tasks from Immediate, in order
-	timers   timerHeap // deferred callbacks, guarded by mu
-	sleeping bool      // the loop waits on wake: producers must signal it
+	mu     sync.Mutex
+	inbox  []task    // tasks from Immediate, in order
+	timers timerHeap // deferred callbacks, guarded by mu
 
 	shared bool // DefaultTool's loop: never closed
 
@@ -132,9 +148,9 @@ func (l *Loop) deferred(d time.Duration, t task) Handle {
 // it. The flag is cleared under mu, so a busy loop costs producers no
 // channel operation and a sleeping one gets at most one signal.
 func (l *Loop) unlockAndWake(need bool) {
-	signal := need && l.sleeping
+	signal := need && l.sleeping.Load()
 	if signal {
-		l.sleeping = false
+		l.sleeping.Store(false)
 	}
 	l.mu.Unlock()
 	if signal {
@@ -167,7 +183,7 @@ func (l *Loop) Close() {
 	l.mu.Lock()
 	if !l.closing.Load() {
 		l.closing.Store(true)
-		l.sleeping = false
+		l.sleeping.Store(false)
 		l.signal()
 	}
 	l.mu.Unlock()
@@ -180,8 +196,11 @@ func (l *Loop) Close() {
 // post queues t behind every queued task. Loop goroutine only.
 func (l *Loop) post(t task) { l.local.push(t) }
 
-// busy reports whether another task waits, here or in the inbox.
-func (l *Loop) busy() bool { return l.local.len() > 0 || l.pending.Load() > 0 }
+// busy reports whether another task waits, here, in the inbox or among
+// the flows to start.
+func (l *Loop) busy() bool {
+	return l.local.len() > 0 || l.pending.Load() > 0 || l.starts.Load() != nil
+}
 
 // inject queues t behind every callback already scheduled, from any
 // goroutine, without the allocation of a Handle. A closed loop drops it.
@@ -194,6 +213,29 @@ func (l *Loop) inject(t task) {
 	l.inbox = append(l.inbox, t)
 	l.pending.Add(1)
 	l.unlockAndWake(true)
+}
+
+// startFlow queues the first task of fl, from any goroutine, behind every
+// task already queued, on a Treiber stack instead of the inbox: a push is
+// one compare-and-swap. A closed loop drops it.
+func (l *Loop) startFlow(fl *flow) {
+	if l.closing.Load() {
+		return
+	}
+	for {
+		head := l.starts.Load()
+		fl.setNextStart(head)
+		if l.starts.CompareAndSwap(head, fl) {
+			break
+		}
+	}
+	// The push and sleep's store of sleeping are both sequentially
+	// consistent: either this sees the loop asleep, or the loop sees the
+	// flow before it sleeps.
+	if l.sleeping.Load() {
+		l.mu.Lock()
+		l.unlockAndWake(true)
+	}
 }
 
 // engineState is the engine state of the flows on the loop. Loop goroutine only.
@@ -220,9 +262,40 @@ func (l *Loop) run() {
 	}
 }
 
-// drainInbox moves the inbox behind the local queue. The two slices are
-// swapped rather than copied so that a steady flow allocates nothing.
+// drainInbox moves the inbox, then the flows to start, behind the local
+// queue. The flows are taken first: a task posted to the inbox before a
+// flow was started is then always in the inbox taken after, and runs
+// first. The two inbox slices are swapped rather than copied so that a
+// steady flow allocates nothing.
 func (l *Loop) drainInbox() {
+	starts := l.takeStarts()
+	l.drainPosts()
+	for fl := starts; fl != nil; {
+		next := fl.nextStart()
+		fl.setNextStart(nil)
+		l.local.push(fl)
+		fl = next
+	}
+}
+
+// takeStarts empties the stack of flows to start and returns them oldest
+// first, linked by nextStart.
+func (l *Loop) takeStarts() *flow {
+	if l.starts.Load() == nil {
+		return nil
+	}
+	var oldest *flow
+	for fl := l.starts.Swap(nil); fl != nil; {
+		next := fl.nextStart()
+		fl.setNextStart(oldest)
+		oldest = fl
+		fl = next
+	}
+	return oldest
+}
+
+// drainPosts moves the inbox behind the local queue.
+func (l *Loop) drainPosts() {
 	if l.pending.Load() == 0 {
 		return // anything racing in is seen under mu before sleeping
 	}
@@ -291,7 +364,7 @@ func (l *Loop) recoverPanic() {
 // can slip in unnoticed between the check and the wait.
 func (l *Loop) sleep() {
 	l.mu.Lock()
-	if len(l.inbox) > 0 || l.closing.Load() {
+	if len(l.inbox) > 0 || l.starts.Load() != nil || l.closing.Load() {
 		l.mu.Unlock()
 		return
 	}
@@ -304,14 +377,19 @@ func (l *Loop) sleep() {
 		l.mu.Unlock()
 		return
 	}
-	l.sleeping = true
+	l.sleeping.Store(true)
+	if l.starts.Load() != nil { // a flow started meanwhile (see startFlow)
+		l.sleeping.Store(false)
+		l.mu.Unlock()
+		return
+	}
 	l.inbox = trimmed(l.inbox)
 	l.mu.Unlock()
 	l.drained = trimmed(l.drained)
 	l.local.trim()
 	l.wait(timed, time.Duration(wait))
 	l.mu.Lock()
-	l.sleeping = false
+	l.sleeping.Store(false)
 	l.mu.Unlock()
 }
 
@@ -344,6 +422,7 @@ func (l *Loop) shutdown() {
 	l.pending.Store(0)
 	l.timers.dropAll()
 	l.mu.Unlock()
+	l.starts.Store(nil) // flows that never start, like the inbox's tasks
 	l.stepTimers.dropAll()
 	for _, t := range inbox {
 		dropTask(t)

@@ -260,16 +260,7 @@ func TestLoopMillionPostsStayLinear(t *testing.T) {
 }
 
 func TestLoopPanicDoesNotStopTheLoop(t *testing.T) {
-	var buf syncBuffer
-	old, oldOut, oldFlags := slog.Default(), log.Writer(), log.Flags()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer func() {
-		// SetDefault redirected package log too; put both back.
-		slog.SetDefault(old)
-		log.SetOutput(oldOut)
-		log.SetFlags(oldFlags)
-	}()
-
+	buf := captureLog(t)
 	l := newTestLoop(t)
 	var tr trace
 	l.Immediate(func() { tr.add("a") })
@@ -289,6 +280,21 @@ func TestLoopPanicDoesNotStopTheLoop(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// captureLog sends the default slog logger's output to the returned
+// buffer until the test ends.
+func captureLog(t *testing.T) *syncBuffer {
+	buf := new(syncBuffer)
+	old, oldOut, oldFlags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(slog.NewTextHandler(buf, nil)))
+	t.Cleanup(func() {
+		// SetDefault redirected package log too; put both back.
+		slog.SetDefault(old)
+		log.SetOutput(oldOut)
+		log.SetFlags(oldFlags)
+	})
+	return buf
 }
 
 type syncBuffer struct {
@@ -511,7 +517,7 @@ func TestLoopGivesBackQueuesAfterABurst(t *testing.T) {
 	deadline := time.Now().Add(guard)
 	for {
 		l.mu.Lock()
-		idle := l.sleeping
+		idle := l.sleeping.Load()
 		inbox := cap(l.inbox)
 		l.mu.Unlock()
 		if idle {

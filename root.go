@@ -71,6 +71,9 @@ func New(opts ...Option) *Root {
 func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
 	r := &Root{unhandled: unhandled}
 	r.fl.root = r
+	// Until its start task runs, the flow is not on the loop: a cancel
+	// that overtakes the start finds it done and leaves the stop to run.
+	r.fl.done = true
 	r.fl.sched = sched
 	r.fl.baseHandle = handle{f: &r.fl.base, fl: &r.fl}
 	return r
@@ -112,7 +115,7 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	if promise != nil {
 		fl.wait = &waiter{promise: promise, ctx: ctx}
 	}
-	fl.sched.inject(fl)
+	fl.sched.startFlow(fl)
 	if r.isStopped() && fl.begun.CompareAndSwap(false, true) {
 		// No callback of the flow can run any more: report at once.
 		fl.end(nil, &Error{Code: InternalError, Info: "the flow's loop is closed"})

@@ -234,6 +234,9 @@ func (t *TestTool) stopped() <-chan struct{} { return nil }
 // inject queues t like post; it is safe from any goroutine.
 func (t *TestTool) inject(x task) { t.post(x) }
 
+// startFlow queues a flow's first task like inject.
+func (t *TestTool) startFlow(fl *flow) { t.post(fl) }
+
 // engineState is the engine state of the flows on the tool, used by the driving
 // goroutine only.
 func (t *TestTool) engineState() *loopLocal { return &t.engine }

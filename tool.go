@@ -36,6 +36,8 @@ type scheduler interface {
 	busy() bool
 	// inject queues t behind every task already queued, from any goroutine.
 	inject(t task)
+	// startFlow queues the first task of a flow like inject.
+	startFlow(fl *flow)
 	// engineState is the engine state that the flows on the loop share; only
 	// the loop's goroutine uses it.
 	engineState() *loopLocal
@@ -57,6 +59,7 @@ type foreignTool struct{ Tool }
 func (t foreignTool) post(tk task)             { t.Immediate(tk.run) }
 func (t foreignTool) busy() bool               { return true }
 func (t foreignTool) inject(tk task)           { t.Immediate(tk.run) }
+func (t foreignTool) startFlow(fl *flow)       { t.inject(fl) }
 func (t foreignTool) engineState() *loopLocal  { return nil }
 func (t foreignTool) stopped() <-chan struct{} { return nil }
 func (t foreignTool) tool() Tool               { return t.Tool }
