@@ -41,8 +41,8 @@ type flow struct {
 	wait *waiter // set by Promise and Run
 }
 
-// nextStart and setNextStart link a flow that waits in its Loop's queue
-// of flows to start (Loop.start) to the next one. The base frame is not in
+// nextStart and setNextStart link a flow that waits in its Loop's stack
+// of flows to start (Loop.startFlow) to the next one. The base frame is not in
 // use then (run sets it up), so its impl field is the link: a Root needs
 // no field of its own for it, and stays within its size class.
 func (fl *flow) nextStart() *flow {

@@ -263,10 +263,9 @@ func (l *Loop) run() {
 }
 
 // drainInbox moves the inbox, then the flows to start, behind the local
-// queue. The flows are taken first: a task posted to the inbox before a
-// flow was started is then always in the inbox taken after, and runs
-// first. The two inbox slices are swapped rather than copied so that a
-// steady flow allocates nothing.
+// queue. The stack of flows is emptied before the inbox is taken, so that
+// a task posted before a flow was started is in the inbox taken, and runs
+// before that flow, as Loop's doc promises.
 func (l *Loop) drainInbox() {
 	starts := l.takeStarts()
 	l.drainPosts()
@@ -294,7 +293,8 @@ func (l *Loop) takeStarts() *flow {
 	return oldest
 }
 
-// drainPosts moves the inbox behind the local queue.
+// drainPosts moves the inbox behind the local queue. The two slices are
+// swapped rather than copied so that a steady flow allocates nothing.
 func (l *Loop) drainPosts() {
 	if l.pending.Load() == 0 {
 		return // anything racing in is seen under mu before sleeping
@@ -361,7 +361,10 @@ func (l *Loop) recoverPanic() {
 
 // sleep waits for a producer's signal or the next due timer. It re-checks
 // the inbox under mu, and producers look at sleeping under mu, so no task
-// can slip in unnoticed between the check and the wait.
+// can slip in unnoticed between the check and the wait. startFlow pushes
+// without mu, so the stack of starts is looked at again after sleeping is
+// set: of two sequentially consistent stores, each then read by the other
+// side, at least one is seen.
 func (l *Loop) sleep() {
 	l.mu.Lock()
 	if len(l.inbox) > 0 || l.starts.Load() != nil || l.closing.Load() {
