@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 )
@@ -125,23 +124,9 @@ func TestCancelThatOvertakesTheStart(t *testing.T) {
 // racing the loop's way to sleep must wake it.
 func TestLoopNeverMissesAStart(t *testing.T) {
 	l := newTestLoop(t)
-	const producers, trips = 4, 5000
-	var wg sync.WaitGroup
-	for range producers {
-		wg.Go(func() {
-			reply := make(chan struct{})
-			for i := range trips {
-				r := New(WithTool(l))
-				r.Add(func(AsyncSteps, ...any) { reply <- struct{}{} })
-				r.Execute()
-				select {
-				case <-reply:
-				case <-time.After(guard):
-					t.Errorf("start %d lost", i)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	roundTrips(t, func(_ int, reply chan<- struct{}) {
+		r := New(WithTool(l))
+		r.Add(func(AsyncSteps, ...any) { reply <- struct{}{} })
+		r.Execute()
+	})
 }

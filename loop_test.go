@@ -466,17 +466,27 @@ func TestTimerHeapOrderAndRemove(t *testing.T) {
 // from several goroutines at once: a lost wake-up would hang a round trip.
 func TestLoopNeverMissesAWakeUp(t *testing.T) {
 	l := newTestLoop(t)
+	roundTrips(t, func(i int, reply chan<- struct{}) {
+		if i%2 == 0 {
+			l.Immediate(func() { reply <- struct{}{} })
+		} else {
+			l.Deferred(0, func() { reply <- struct{}{} })
+		}
+	})
+}
+
+// roundTrips has 4 goroutines make 5,000 round trips each: send schedules
+// something that answers on reply, and the goroutine waits for the answer
+// before the next one, so that the loop sleeps between most of them. A
+// wake-up lost by the loop fails the test.
+func roundTrips(t *testing.T, send func(i int, reply chan<- struct{})) {
 	const producers, trips = 4, 5000
 	var wg sync.WaitGroup
 	for range producers {
 		wg.Go(func() {
 			reply := make(chan struct{})
 			for i := range trips {
-				if i%2 == 0 {
-					l.Immediate(func() { reply <- struct{}{} })
-				} else {
-					l.Deferred(0, func() { reply <- struct{}{} })
-				}
+				send(i, reply)
 				select {
 				case <-reply:
 				case <-time.After(guard):
