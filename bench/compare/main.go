@@ -108,6 +108,7 @@ func compare(cfg config, w io.Writer) error {
 	defer os.RemoveAll(tmp)
 	testBin := filepath.Join(tmp, "bench.test")
 	progress("building the Go benchmarks")
+	engine := engineVersion(root) // what is built, before the tree can change
 	if err := command(root, nil, "go", "test", "-c", "-o", testBin, "./bench").Run(); err != nil {
 		return fmt.Errorf("go test -c ./bench: %w", err)
 	}
@@ -182,7 +183,7 @@ func compare(cfg config, w io.Writer) error {
 		goVersion: output(root, "go", "version"),
 		node:      output(jsDir, "node", "--version"),
 		reference: referenceVersion(jsDir),
-		engine:    engineVersion(root),
+		engine:    engine,
 	})
 	return nil
 }
