@@ -149,6 +149,58 @@ func flowsOnLoops(b *testing.B, flows int, loops []*asyncsteps.Loop) {
 	wg.Wait()
 }
 
+// i with a bounded number of flows in flight, as in a server that serves
+// at most so many requests at once: each loop makes its share of workload
+// c's flows on its own goroutine, 1,000 at first, then one more each time
+// one ends (from its last step), so that flows die young instead of
+// 100,000 living at once.
+func BenchmarkScaleInFlight(b *testing.B) {
+	const flows, inFlight = 100_000, 1000
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "loops=1", 2: "loops=2"}[n], func(b *testing.B) {
+			loops := make([]*asyncsteps.Loop, n)
+			for i := range loops {
+				loops[i] = newLoop(b)
+			}
+			onError := asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) })
+			b.ReportAllocs()
+			for b.Loop() {
+				var all sync.WaitGroup
+				for _, l := range loops {
+					all.Go(func() { flowsInFlight(l, flows/n, inFlight, onError) })
+				}
+				all.Wait()
+			}
+			b.ReportMetric(float64(flows)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+		})
+	}
+}
+
+// flowsInFlight runs flows of workload c on l, made on l's goroutine with
+// at most inFlight running at once, and waits for their end.
+func flowsInFlight(l *asyncsteps.Loop, flows, inFlight int, onError asyncsteps.Option) {
+	var wg sync.WaitGroup // one per loop: a counter shared by loops would be contended
+	wg.Add(flows)
+	made := 0 // on l only
+	var next func()
+	next = func() {
+		if made == flows {
+			return
+		}
+		made++
+		r := asyncsteps.New(asyncsteps.WithTool(l), onError)
+		threeSteps(r)
+		r.Add(func(as as, _ ...any) { wg.Done(); next() })
+		r.Execute()
+	}
+	l.Immediate(func() {
+		for range inFlight {
+			next()
+		}
+	})
+	wg.Wait()
+}
+
 // i (and c) the way a server spreads flows: one producer making every flow
 // with LoopGroup.New, over a group of one loop and of two.
 func BenchmarkScaleGroup(b *testing.B) {

@@ -513,6 +513,8 @@ var rows = []row{
 	{workload: "i ceiling: c's allocations alone", metric: "flows/s", goF: goF("BenchmarkScaleAllocOnly/goroutines=2", "flows/s"), ref: goF("BenchmarkScaleAllocOnly/goroutines=1", "flows/s"), refLabel: "1 goroutine", higher: true, maxGo: none, target: "—"},
 	{workload: "i ceiling: computation alone", metric: "rounds/s", goF: goF("BenchmarkScaleCPUOnly/goroutines=2", "rounds/s"), ref: goF("BenchmarkScaleCPUOnly/goroutines=1", "rounds/s"), refLabel: "1 goroutine", higher: true, maxGo: none, target: "—"},
 	{workload: "i scale, made on the loops", metric: "flows/s", goF: goF("BenchmarkScaleOnLoop/loops=2", "flows/s"), ref: goF("BenchmarkScaleOnLoop/loops=1", "flows/s"), refLabel: "1 loop", higher: true, maxGo: none, target: "—"},
+	{workload: "i scale, 1,000 flows in flight per loop", metric: "flows/s", goF: goF("BenchmarkScaleInFlight/loops=2", "flows/s"), ref: goF("BenchmarkScaleInFlight/loops=1", "flows/s"), refLabel: "1 loop", higher: true, maxGo: none, target: "—"},
+	{workload: "c, 1,000 flows in flight, made on the loop", metric: "flows/s", goF: goF("BenchmarkScaleInFlight/loops=1", "flows/s"), ref: goF("BenchmarkManyGoroutines", "flows/s"), refLabel: "goroutines", higher: true, maxGo: none, target: "—"},
 }
 
 // stat is the median of the samples of one figure, with their range.
