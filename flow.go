@@ -30,15 +30,61 @@ type flow struct {
 	baseHandle handle
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
-	stop    atomic.Pointer[error]
-	sched   scheduler   // the Root's tool
-	done    bool        // no execution runs on the loop: not begun, or ended; on the loop
-	running atomic.Bool // from Execute to the end
-	begun   atomic.Bool // the loop has taken the flow, or the flow ended before
-	base    frame       // level 0, whose queue is the Root's; never recycled
+	stop  atomic.Pointer[error]
+	sched scheduler // the Root's tool
+	// phase holds flowRunning and flowBegun, in one word so that the
+	// Root stays within 208 bytes; set from any goroutine.
+	phase atomic.Uint32
+	done  bool  // no execution runs on the loop: not begun, or ended; on the loop
+	base  frame // level 0, whose queue is the Root's; never recycled
 
-	root *Root
-	wait *waiter // set by Promise and Run
+	wait      *waiter // set by Promise and Run
+	unhandled func(err *Error)
+	state     *State // made on first use: most flows never use it
+}
+
+// Bits of flow.phase.
+const (
+	flowRunning uint32 = 1 << iota // from Execute to the end
+	flowBegun                      // the loop has taken the flow, or the flow ended before
+)
+
+func (fl *flow) isRunning() bool { return fl.phase.Load()&flowRunning != 0 }
+
+// claimStart begins an execution: it sets running and clears begun, unless
+// the flow is running already.
+func (fl *flow) claimStart() bool {
+	for {
+		old := fl.phase.Load()
+		if old&flowRunning != 0 {
+			return false
+		}
+		if fl.phase.CompareAndSwap(old, flowRunning) {
+			return true
+		}
+	}
+}
+
+// claimBegin marks the execution begun, by the loop or by a report that
+// the loop is closed; only the first caller gets true.
+func (fl *flow) claimBegin() bool {
+	for {
+		old := fl.phase.Load()
+		if old&flowBegun != 0 {
+			return false
+		}
+		if fl.phase.CompareAndSwap(old, old|flowBegun) {
+			return true
+		}
+	}
+}
+
+// State returns the flow's State, made on first use.
+func (fl *flow) State() *State {
+	if fl.state == nil {
+		fl.state = new(State)
+	}
+	return fl.state
 }
 
 // nextStart and setNextStart link a flow that waits in its Loop's stack
@@ -341,7 +387,7 @@ func (fl *flow) misuseError(info string) *Error {
 
 // noteError records err in the state: spec 1.7 and API decision 5.
 func (fl *flow) noteError(err *Error, exc error) {
-	s := fl.root.State()
+	s := fl.State()
 	s.ErrorInfo = err.Info
 	s.LastException = exc
 }
@@ -565,9 +611,9 @@ func (fl *flow) end(args []any, err error) {
 	if fl.wait != nil {
 		promise = fl.wait.promise
 	}
-	unhandled := fl.root.unhandled
+	unhandled := fl.unhandled
 	fl.wait = nil
-	fl.running.Store(false)
+	fl.phase.And(^flowRunning)
 	if promise != nil {
 		promise <- Result{Args: args, Err: err}
 		return
@@ -587,7 +633,7 @@ func (fl *flow) noteStack(f *frame) {
 			n++
 		}
 	}
-	st := fl.root.State()
+	st := fl.State()
 	if st.sameStack(f, n) {
 		return
 	}

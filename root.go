@@ -21,9 +21,6 @@ type Root struct {
 	// kept from an earlier execution is dead, and a continuation of one is
 	// recognised as stale by its handle.
 	fl flow
-
-	unhandled func(err *Error)
-	state     *State // made on first use: most flows never use it
 }
 
 // Result is the outcome of a flow, given by [Root.Promise].
@@ -69,8 +66,8 @@ func New(opts ...Option) *Root {
 }
 
 func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
-	r := &Root{unhandled: unhandled}
-	r.fl.root = r
+	r := new(Root)
+	r.fl.unhandled = unhandled
 	// Until its start task runs, the flow is not on the loop: a cancel
 	// that overtakes the start finds it done and leaves the stop to run.
 	r.fl.done = true
@@ -104,19 +101,18 @@ func (r *Root) start(promise chan Result) { r.startIn(context.Background(), prom
 // queued on the loop, and run sets up the rest there.
 func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	fl := &r.fl
-	if fl.running.Load() {
+	if fl.isRunning() {
 		panic("asyncsteps: Execute called on a running flow")
 	}
 	fl.stop.Store(nil)
-	fl.begun.Store(false)
-	if !fl.running.CompareAndSwap(false, true) {
+	if !fl.claimStart() {
 		panic("asyncsteps: Execute called on a running flow")
 	}
 	if promise != nil {
 		fl.wait = &waiter{promise: promise, ctx: ctx}
 	}
 	fl.sched.startFlow(fl)
-	if r.isStopped() && fl.begun.CompareAndSwap(false, true) {
+	if r.isStopped() && fl.claimBegin() {
 		// No callback of the flow can run any more: report at once.
 		fl.end(nil, &Error{Code: InternalError, Info: "the flow's loop is closed"})
 	}
@@ -135,7 +131,7 @@ func (r *Root) isStopped() bool {
 // run begins the flow: it runs the flow's first steps, or fails it at once
 // for a wrong use of the Root before Execute.
 func (fl *flow) run() {
-	if !fl.begun.CompareAndSwap(false, true) {
+	if !fl.claimBegin() {
 		return // ended already: its loop was closed
 	}
 	fl.done = false
@@ -159,7 +155,7 @@ func (r *Root) Cancel() { r.cancel(context.Canceled) }
 func (r *Root) cancel(cause error) {
 	fl := &r.fl
 	stop := &cause
-	if !fl.running.Load() || !fl.stop.CompareAndSwap(nil, stop) {
+	if !fl.isRunning() || !fl.stop.CompareAndSwap(nil, stop) {
 		return
 	}
 	// The flow sees stop before its next step; a flow that waits needs the
@@ -218,18 +214,18 @@ func resultOr(ch <-chan Result, err error) ([]any, error) {
 // Clone returns a new Root with a copy of r's steps and state variables, not
 // started: the spec's model flows (1.5).
 func (r *Root) Clone() *Root {
-	c := newRoot(r.fl.sched, r.unhandled)
+	c := r.NewInstance()
 	c.fl.base.queue = slices.Clone(r.fl.base.queue)
-	if r.state != nil {
-		c.State().vars = maps.Clone(r.state.vars)
+	if s := r.fl.state; s != nil {
+		c.State().vars = maps.Clone(s.vars)
 	}
 	return c
 }
 
 // NewInstance returns a new, empty Root on the same tool (API decision 14).
-func (r *Root) NewInstance() *Root {
-	return newRoot(r.fl.sched, r.unhandled)
-}
+func (r *Root) NewInstance() *Root { return r.fl.newInstance() }
+
+func (fl *flow) newInstance() *Root { return newRoot(fl.sched, fl.unhandled) }
 
 // push queues s at level 0: in the running flow, it runs after the steps
 // queued there.
@@ -260,12 +256,7 @@ func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps { return addStep
 func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(r, onerror) }
 
 // State implements [AsyncSteps].
-func (r *Root) State() *State {
-	if r.state == nil {
-		r.state = new(State)
-	}
-	return r.state
-}
+func (r *Root) State() *State { return r.fl.State() }
 
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
 // its state variables that r does not have.
@@ -273,8 +264,8 @@ func (r *Root) CopyFrom(model *Root) AsyncSteps {
 	for _, s := range model.fl.base.queue {
 		r.push(s)
 	}
-	if model.state != nil {
-		r.State().fillMissing(model.state)
+	if model.fl.state != nil {
+		r.State().fillMissing(model.fl.state)
 	}
 	return r
 }

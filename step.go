@@ -88,7 +88,7 @@ type handle struct {
 // by any flow of the loop; only the current handle's completion (args) is
 // written by other goroutines, and only after a successful claim. A frame
 // whose claim is still being written is never recycled (consumed is false).
-// At 128 bytes it is two cache lines: a parked flow is its Root (224 bytes,
+// At 128 bytes it is two cache lines: a parked flow is its Root (208 bytes,
 // with its base frame), the frame of the waiting step and its handle.
 type frame struct {
 	// The fields every step touches come first: in the base frame, within
@@ -283,14 +283,14 @@ func (h *handle) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
 func (h *handle) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(h, onerror) }
 
 // State implements [AsyncSteps].
-func (h *handle) State() *State { return h.fl.root.State() }
+func (h *handle) State() *State { return h.fl.State() }
 
 // CopyFrom implements [AsyncSteps].
 func (h *handle) CopyFrom(model *Root) AsyncSteps {
 	if h.adding() {
 		h.f.queue = append(h.f.queue, model.fl.base.queue...)
-		if model.state != nil {
-			h.fl.root.State().fillMissing(model.state)
+		if model.fl.state != nil {
+			h.fl.State().fillMissing(model.fl.state)
 		}
 	}
 	return h
@@ -310,7 +310,7 @@ func (h *handle) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 }
 
 // NewInstance implements [AsyncSteps].
-func (h *handle) NewInstance() *Root { return h.fl.root.NewInstance() }
+func (h *handle) NewInstance() *Root { return h.fl.newInstance() }
 
 // IsValid implements [AsyncSteps].
 func (h *handle) IsValid() bool {
