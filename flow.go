@@ -15,8 +15,10 @@ import (
 // at its timers and other goroutines' posts, even when nothing else is queued.
 const burst = 256
 
-// flow is one execution of a Root. Everything in it is owned by the loop
-// goroutine, but for the handles' states and stop.
+// flow is the execution of a Root, reused when the Root runs again, with
+// what the Root keeps across executions (its unhandled-error function and
+// State). While it runs, everything in it is owned by the loop goroutine,
+// but for the handles' states, stop and phase.
 type flow struct {
 	// The fields a step touches come first, packed into the first three
 	// cache lines of the Root: with many flows queued on a loop, each step
