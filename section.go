@@ -188,7 +188,7 @@ func flowOf(as AsyncSteps) *flow {
 // goroutine posting to the loop, is not needed.
 func resume(as AsyncSteps, on *flow) {
 	if h, ok := as.(*handle); ok && on != nil && onOneLoop(h.fl, on) {
-		h.succeedOnLoop()
+		h.succeedOutside(nil, true)
 		return
 	}
 	as.Success()

@@ -170,22 +170,25 @@ func (h *handle) claim() bool {
 
 // publish marks the written completion as ready. If the callback has already
 // returned, nobody on the loop will look at the step again by itself, so the
-// completion is handed to the loop.
-func (h *handle) publish(bits uint32) {
-	if h.st.Or(stReady|bits)&stIdle != 0 {
-		h.fl.inject(h)
+// completion is handed to the loop: posted to its own queue when the caller
+// runs on that loop (onLoop), else injected through the inbox's lock.
+func (h *handle) publish(bits uint32, onLoop bool) {
+	if h.st.Or(stReady|bits)&stIdle == 0 {
+		return
 	}
+	if onLoop {
+		h.fl.sched.post(h)
+		return
+	}
+	h.fl.inject(h)
 }
 
-// succeedOnLoop is Success with no args for a step that waits, called by a
-// callback running on the loop of h's flow: the continuation is posted to
-// the loop's own queue, without the inbox's lock that inject takes.
-func (h *handle) succeedOnLoop() {
+// succeedOutside completes the step with args from outside its running
+// callback; onLoop as for publish. Only the first completion counts.
+func (h *handle) succeedOutside(args []any, onLoop bool) {
 	if h.claim() {
-		h.f.args = nil
-		if h.st.Or(stReady)&stIdle != 0 {
-			h.fl.sched.post(h)
-		}
+		h.f.args = args
+		h.publish(0, onLoop)
 	}
 }
 
@@ -230,7 +233,7 @@ func (h *handle) complete(err *Error) {
 		// An external error is rare: it travels in args, boxed, so that a
 		// frame needs no field for it.
 		h.f.args = []any{err}
-		h.publish(stFailed)
+		h.publish(stFailed, false)
 	}
 }
 
@@ -336,10 +339,7 @@ func (h *handle) Success(args ...any) {
 		}
 		return
 	}
-	if h.claim() {
-		h.f.args = args
-		h.publish(0)
-	}
+	h.succeedOutside(args, false)
 }
 
 // Error implements [AsyncSteps].
