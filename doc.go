@@ -98,9 +98,12 @@
 // [AwaitResult] and [AwaitFlow] wait for a channel or another flow in the
 // same way.
 //
-// Close a [Loop] only after its flows have ended: a flow whose loop is closed
-// never reports. On a [TestTool], completions that come from other goroutines
-// (Await, AwaitChan, a goroutine calling Success) arrive while the tool may
-// look idle: drive such flows with [Root.Run], which waits for them, rather
-// than with [TestTool.Run].
+// Close a [Loop] after its flows have ended. A flow whose loop is closed
+// stops where it is, without its cancel handlers. A [Root.Promise] or
+// [Root.Run] that waits for it receives an InternalError, "the flow's loop
+// is closed", so that no reader is left waiting; so does a flow that had not
+// begun, or else its unhandled-error function. On a [TestTool], completions
+// that come from other goroutines (Await, AwaitChan, a goroutine calling
+// Success) arrive while the tool may look idle: drive such flows with
+// [Root.Run], which waits for them, rather than with [TestTool.Run].
 package asyncsteps

@@ -118,6 +118,7 @@ func (fl *flow) runContext() context.Context {
 type waiter struct {
 	promise chan Result
 	ctx     context.Context // Run's context, for its values; never cancels steps by itself
+	watched *Loop           // the Loop that keeps the flow in awaited, if any
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
@@ -610,8 +611,11 @@ func (fl *flow) end(args []any, err error) {
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
 	var promise chan Result
-	if fl.wait != nil {
-		promise = fl.wait.promise
+	if w := fl.wait; w != nil {
+		promise = w.promise
+		if w.watched != nil {
+			w.watched.unwatch(fl)
+		}
 	}
 	unhandled := fl.unhandled
 	fl.wait = nil

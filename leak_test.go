@@ -26,7 +26,8 @@ func waitGoroutines(t *testing.T, n int) {
 
 // TestTenThousandFlowsLeaveNoGoroutineAfterClose runs 10,000 flows on a Loop, completes half
 // of them from other goroutines while the other half stay parked, closes the
-// loop and checks that no goroutine is left.
+// loop and checks that the parked ones end with an error and that no
+// goroutine is left.
 func TestTenThousandFlowsLeaveNoGoroutineAfterClose(t *testing.T) {
 	const flows = 10000
 	before := runtime.NumGoroutine()
@@ -80,5 +81,10 @@ func TestTenThousandFlowsLeaveNoGoroutineAfterClose(t *testing.T) {
 		}
 	}
 	loop.Close()
+	for i := 1; i < flows; i += 2 {
+		if res := receive(t, results[i], "a parked flow"); res.Err == nil {
+			t.Fatalf("parked flow %d: result %+v after Close, want the closed loop's error", i, res)
+		}
+	}
 	waitGoroutines(t, before)
 }

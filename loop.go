@@ -36,6 +36,10 @@ type Loop struct {
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
 	engine  loopLocal
+	// awaited holds the flows of the loop that a Promise or Run waits for,
+	// from their beginning to their end, so that a Close that abandons them
+	// still gives each waiter its Result.
+	awaited map[*flow]struct{}
 	// stepTimers are the engine's step timeouts, armed and cancelled on
 	// the loop only: they cost no lock, and so do not contend with the
 	// goroutines that post to the loop.
@@ -44,6 +48,7 @@ type Loop struct {
 	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
 	pending atomic.Int64 // len(inbox), read without the lock by busy
 	closing atomic.Bool  // set under mu; read per task to stop at once
+	ended   atomic.Bool  // set by shutdown before it takes the flows to start
 
 	// starts holds the flows that startFlow queued, newest first, linked
 	// through their base frames (see flow.nextStart). It takes no lock,
@@ -171,11 +176,15 @@ func (l *Loop) IsSameThread() bool { return goid() == l.gid.Load() }
 // Now returns the current time: the loop runs on the wall clock.
 func (l *Loop) Now() time.Time { return time.Now() }
 
-// Close stops the loop. Callbacks still scheduled are dropped (their handles
-// become invalid) and later ones never run. Close waits until the loop's
-// goroutine has exited, except when called from a callback on that
-// goroutine: then the loop stops as soon as the callback returns. Close is
-// idempotent. On the loop of [DefaultTool] it does nothing.
+// Close stops the loop. Callbacks still scheduled are dropped (their
+// handles become invalid) and later ones never run. The flows on the loop
+// stop where they are, without their cancel handlers; a flow that
+// [Root.Promise] or [Root.Run] waits for ends with an InternalError, "the
+// flow's loop is closed", and so does a flow that had not begun. Close
+// waits until the loop's goroutine has exited, except when called from a
+// callback on that goroutine: then the loop stops as soon as the callback
+// returns. Close is idempotent. On the loop of [DefaultTool] it does
+// nothing.
 func (l *Loop) Close() {
 	if l.shared {
 		return // the process-wide loop of DefaultTool outlives every caller
@@ -217,11 +226,9 @@ func (l *Loop) inject(t task) {
 
 // startFlow queues the first task of fl, from any goroutine, behind every
 // task already queued, on a Treiber stack instead of the inbox: a push is
-// one compare-and-swap. A closed loop drops it.
+// one compare-and-swap. On a closed loop the flow ends at once (see
+// endStarts).
 func (l *Loop) startFlow(fl *flow) {
-	if l.closing.Load() {
-		return
-	}
 	for {
 		head := l.starts.Load()
 		fl.setNextStart(head)
@@ -229,14 +236,56 @@ func (l *Loop) startFlow(fl *flow) {
 			break
 		}
 	}
-	// The push and sleep's store of sleeping are both sequentially
-	// consistent: either this sees the loop asleep, or the loop sees the
-	// flow before it sleeps.
+	// Both the push and shutdown's store of ended are sequentially
+	// consistent: either shutdown takes the flow, or this sees ended.
+	if l.ended.Load() {
+		l.endStarts()
+		return
+	}
+	// Likewise with sleep's store of sleeping: either this sees the loop
+	// asleep, or the loop sees the flow before it sleeps.
 	if l.sleeping.Load() {
 		l.mu.Lock()
 		l.unlockAndWake(true)
 	}
 }
+
+// errLoopClosed is how a flow that its closed loop will never run ends.
+func errLoopClosed() *Error {
+	return &Error{Code: InternalError, Info: "the flow's loop is closed"}
+}
+
+// endStarts ends the flows waiting to start on a loop that has stopped.
+// It runs on the loop's goroutine in shutdown, and on the goroutine of a
+// start that came after.
+func (l *Loop) endStarts() {
+	for fl := l.takeStarts(); fl != nil; {
+		next := fl.nextStart()
+		fl.setNextStart(nil)
+		l.endUnstarted(fl)
+		fl = next
+	}
+}
+
+// endUnstarted ends fl, which never began, unless it began meanwhile or
+// another goroutine ended it: claimBegin decides.
+func (l *Loop) endUnstarted(fl *flow) {
+	if fl.claimBegin() {
+		defer l.recoverPanic() // the unhandled-error function is the user's
+		fl.end(nil, errLoopClosed())
+	}
+}
+
+// watch and unwatch keep awaited. Loop goroutine only.
+func (l *Loop) watch(fl *flow) {
+	if l.awaited == nil {
+		l.awaited = make(map[*flow]struct{})
+	}
+	l.awaited[fl] = struct{}{}
+	fl.wait.watched = l
+}
+
+func (l *Loop) unwatch(fl *flow) { delete(l.awaited, fl) }
 
 // engineState is the engine state of the flows on the loop. Loop goroutine only.
 func (l *Loop) engineState() *loopLocal { return &l.engine }
@@ -419,21 +468,39 @@ func (l *Loop) shutdown() {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	l.ended.Store(true)
 	l.mu.Lock()
 	inbox := l.inbox
 	l.inbox = nil
 	l.pending.Store(0)
 	l.timers.dropAll()
 	l.mu.Unlock()
-	l.starts.Store(nil) // flows that never start, like the inbox's tasks
 	l.stepTimers.dropAll()
 	for _, t := range inbox {
 		dropTask(t)
 	}
 	for t, ok := l.local.pop(); ok; t, ok = l.local.pop() {
+		if fl, ok := t.(*flow); ok {
+			l.endUnstarted(fl)
+		}
 		dropTask(t)
 	}
+	l.endStarts()
+	l.endAwaited()
 	close(l.done)
+}
+
+// endAwaited gives the waiter of each flow left waiting on the closed loop
+// its Result: the flow will never go on, and a Promise that never receives
+// would hold its reader forever.
+func (l *Loop) endAwaited() {
+	for fl := range l.awaited {
+		func() {
+			defer l.recoverPanic()
+			fl.end(nil, errLoopClosed())
+		}()
+	}
+	l.awaited = nil
 }
 
 func dropTask(t task) {

@@ -87,7 +87,9 @@ func (r *Root) Execute() { r.start(nil) }
 
 // Promise starts the flow like Execute and returns a channel that receives
 // its one Result once the flow has fully stopped. An error that ends the flow
-// goes to the Result only, not to the unhandled-error function.
+// goes to the Result only, not to the unhandled-error function. If the
+// flow's [Loop] is closed before the flow ends, the Result is an
+// InternalError, "the flow's loop is closed".
 func (r *Root) Promise() <-chan Result {
 	ch := make(chan Result, 1)
 	r.start(ch)
@@ -112,20 +114,6 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 		fl.wait = &waiter{promise: promise, ctx: ctx}
 	}
 	fl.sched.startFlow(fl)
-	if r.isStopped() && fl.claimBegin() {
-		// No callback of the flow can run any more: report at once.
-		fl.end(nil, &Error{Code: InternalError, Info: "the flow's loop is closed"})
-	}
-}
-
-// isStopped reports whether the root's loop has stopped for good.
-func (r *Root) isStopped() bool {
-	select {
-	case <-r.fl.sched.stopped():
-		return true
-	default:
-		return false
-	}
 }
 
 // run begins the flow: it runs the flow's first steps, or fails it at once
@@ -133,6 +121,11 @@ func (r *Root) isStopped() bool {
 func (fl *flow) run() {
 	if !fl.claimBegin() {
 		return // ended already: its loop was closed
+	}
+	if fl.wait != nil {
+		if l, ok := fl.sched.(*Loop); ok {
+			l.watch(fl)
+		}
 	}
 	fl.done = false
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseHandle, consumed: true}
@@ -188,7 +181,7 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 	case res := <-ch:
 		return res.Args, res.Err
 	case <-stopped:
-		return resultOr(ch, &Error{Code: InternalError, Info: "the flow's loop is closed"})
+		return resultOr(ch, errLoopClosed())
 	case <-ctx.Done():
 		r.cancel(ctx.Err())
 		select {

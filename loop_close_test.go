@@ -1,0 +1,170 @@
+package asyncsteps_test
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// closedInfo is the info of the InternalError that ends a flow its closed
+// loop will never run.
+const closedInfo = "the flow's loop is closed"
+
+// receive waits for the one Result of a Promise, or fails the test.
+func receive(t *testing.T, ch <-chan asyncsteps.Result, what string) asyncsteps.Result {
+	t.Helper()
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no Result 10s after its loop was closed", what)
+		return asyncsteps.Result{}
+	}
+}
+
+// A flow parked when its loop closes ends for its Promise with an
+// InternalError; its cancel handler does not run (the loop runs nothing
+// more), and the Root can be executed again, ending at once the same way.
+func TestCloseGivesAParkedFlowsPromiseItsResult(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	parked := make(chan struct{})
+	var cancelled atomic.Bool
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetCancel(func(asyncsteps.AsyncSteps) { cancelled.Store(true) })
+		as.SetTimeout(time.Hour)
+		as.WaitExternal()
+		close(parked)
+	})
+	ch := r.Promise()
+	waitFor(t, parked)
+
+	loop.Close()
+
+	res := receive(t, ch, "the parked flow")
+	wantError(t, res.Err, asyncsteps.InternalError, closedInfo)
+	if cancelled.Load() {
+		t.Error("the cancel handler ran on a closed loop")
+	}
+	again := receive(t, r.Promise(), "the flow executed again")
+	wantError(t, again.Err, asyncsteps.InternalError, closedInfo)
+}
+
+// Flows whose start is still queued when their loop closes end with the
+// same InternalError: a Promise receives it, an Execute hands it to the
+// unhandled-error function.
+func TestCloseEndsTheFlowsThatHaveNotBegun(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	blocking, unblock := make(chan struct{}), make(chan struct{})
+	loop.Immediate(func() { close(blocking); <-unblock })
+	waitFor(t, blocking)
+
+	// While the loop is busy: two starts, then a callback that closes the
+	// loop, which the loop will run before the starts (Loop's doc).
+	var ran atomic.Bool
+	step := func(as asyncsteps.AsyncSteps, _ ...any) { ran.Store(true) }
+	promised := asyncsteps.New(asyncsteps.WithTool(loop))
+	promised.Add(step)
+	ch := promised.Promise()
+	unhandled := make(chan *asyncsteps.Error, 1)
+	executed := asyncsteps.New(asyncsteps.WithTool(loop),
+		asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { unhandled <- err }))
+	executed.Add(step)
+	executed.Execute()
+	loop.Immediate(loop.Close)
+	close(unblock)
+
+	wantError(t, receive(t, ch, "the promised flow").Err, asyncsteps.InternalError, closedInfo)
+	select {
+	case err := <-unhandled:
+		wantError(t, err, asyncsteps.InternalError, closedInfo)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the executed flow was not reported to its unhandled-error function")
+	}
+	if ran.Load() {
+		t.Error("a step ran after its loop was closed")
+	}
+}
+
+// Starts racing Close from several goroutines: every Promise receives
+// exactly one Result, its flow's success or the closed loop's error.
+func TestStartsRacingCloseAllGetOneResult(t *testing.T) {
+	const producers, flows = 2, 2000
+	for round := range 5 {
+		loop := asyncsteps.NewLoop()
+		results := make([][]<-chan asyncsteps.Result, producers)
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Go(func() {
+				for i := range flows {
+					r := asyncsteps.New(asyncsteps.WithTool(loop))
+					r.SuccessStep(i)
+					results[p] = append(results[p], r.Promise())
+					if p == 0 && i == flows/2 {
+						loop.Close()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		ok, closed := 0, 0
+		for p := range producers {
+			for i, ch := range results[p] {
+				res := receive(t, ch, fmt.Sprintf("round %d, flow %d of producer %d", round, i, p))
+				switch {
+				case res.Err == nil && len(res.Args) == 1 && res.Args[0] == i:
+					ok++
+				case res.Err != nil:
+					wantError(t, res.Err, asyncsteps.InternalError, closedInfo)
+					closed++
+				default:
+					t.Fatalf("round %d, flow %d: Result %+v", round, i, res)
+				}
+				if len(ch) != 0 {
+					t.Fatalf("round %d, flow %d: a second Result", round, i)
+				}
+			}
+		}
+		if ok+closed != producers*flows || closed < flows/2 {
+			t.Fatalf("round %d: %d successes and %d closed, want %d in all and at least %d closed",
+				round, ok, closed, producers*flows, flows/2)
+		}
+	}
+}
+
+// AwaitFlow on a flow of another loop that is closed while the flow waits:
+// the awaiting step fails with the closed loop's error instead of waiting
+// forever, and the goroutine that waited for the other flow exits.
+func TestAwaitFlowOnAClosedLoopFailsAndLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	here, there := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+	defer here.Close()
+	parked := make(chan struct{})
+	other := asyncsteps.New(asyncsteps.WithTool(there))
+	other.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		close(parked)
+	})
+	var caught string
+	r := asyncsteps.New(asyncsteps.WithTool(here))
+	asyncsteps.AwaitFlow(r, other, func(as asyncsteps.AsyncSteps, code string) {
+		caught = code + ": " + as.State().ErrorInfo
+		as.Success("recovered")
+	})
+	ch := r.Promise()
+	waitFor(t, parked)
+
+	there.Close()
+
+	wantSuccess(t, receive(t, ch, "the awaiting flow"), "recovered")
+	if want := asyncsteps.InternalError + ": " + closedInfo; caught != want {
+		t.Errorf("the handler caught %q, want %q", caught, want)
+	}
+	here.Close()
+	waitGoroutines(t, before)
+}
