@@ -2,9 +2,28 @@ package asyncsteps
 
 import "time"
 
-// parallelDef is the definition of a Parallel step: one step per branch.
+// parallelDef is the definition of a Parallel step: one step per branch,
+// kept in chunks that double up to maxBranchChunk steps, so that adding
+// branches never copies the ones already added.
 type parallelDef struct {
-	branches []step
+	chunks [][]step
+	n      int // branches in all
+}
+
+const maxBranchChunk = 128
+
+func (d *parallelDef) add(s step) {
+	last := len(d.chunks) - 1
+	if last < 0 || len(d.chunks[last]) == cap(d.chunks[last]) {
+		size := 4
+		if last >= 0 {
+			size = min(2*cap(d.chunks[last]), maxBranchChunk)
+		}
+		d.chunks = append(d.chunks, make([]step, 0, size))
+		last++
+	}
+	d.chunks[last] = append(d.chunks[last], s)
+	d.n++
 }
 
 func (d *parallelDef) newControl() control { return &parallelRun{def: d} }
@@ -20,28 +39,37 @@ type parallelRun struct {
 
 func (pr *parallelRun) begin(p *frame) *frame {
 	fl := p.h.fl
-	if len(pr.def.branches) == 0 {
+	if pr.def.n == 0 {
 		return fl.finish(p, nil)
 	}
-	pr.branches = make([]*handle, len(pr.def.branches))
-	pr.pending = len(pr.branches)
-	for i, s := range pr.def.branches {
-		b := fl.blankFrame()
-		b.parent, b.mode = p, modeBranch
-		if fn := s.plain(); fn != nil && s.onerror == nil {
-			// The branch frame runs the plain step itself: one frame and
-			// one handle per branch, not two.
-			b.impl, b.unstarted, b.fast = fn, true, true
-		} else {
-			b.queue = pr.def.branches[i : i+1 : i+1]
+	pr.branches = make([]*handle, 0, pr.def.n)
+	pr.pending = pr.def.n
+	for _, chunk := range pr.def.chunks {
+		for i, s := range chunk {
+			pr.branches = append(pr.branches, pr.newBranch(p, s, chunk[i:i+1:i+1]))
 		}
-		fl.newHandle(b, stIdle|stClaim|stDone)
-		pr.branches[i] = b.h
 	}
 	for _, h := range pr.branches {
 		fl.requeue(h.f)
 	}
 	return nil
+}
+
+// newBranch makes the frame of the branch of step s, whose queue is one,
+// and returns its handle.
+func (pr *parallelRun) newBranch(p *frame, s step, queue []step) *handle {
+	fl := p.h.fl
+	b := fl.blankFrame()
+	b.parent, b.mode = p, modeBranch
+	if fn := s.plain(); fn != nil && s.onerror == nil {
+		// The branch frame runs the plain step itself: one frame and one
+		// handle per branch, not two.
+		b.impl, b.unstarted, b.fast = fn, true, true
+	} else {
+		b.queue = queue
+	}
+	fl.newHandle(b, stIdle|stClaim|stDone)
+	return b.h
 }
 
 func (pr *parallelRun) drained(*frame) bool { return false }
@@ -83,7 +111,7 @@ type parallelBuilder struct {
 }
 
 func (b *parallelBuilder) push(s step) AsyncSteps {
-	b.def.branches = append(b.def.branches, s)
+	b.def.add(s)
 	return b
 }
 
