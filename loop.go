@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Loop is a real event loop: one goroutine that runs scheduled callbacks one
@@ -761,13 +762,19 @@ type fifo[T any] struct {
 	buf  []T
 	head int
 	n    int
+	// spare is the buffer trim gave back, held weakly: the next burst
+	// takes it again unless a collection freed it meanwhile, so that
+	// bursts close together do not grow the queue from nothing each time.
+	spare weak.Pointer[[]T]
 }
 
 func (r *fifo[T]) len() int { return r.n }
 
-// trim drops the buffer of an empty queue larger than keptQueue.
+// trim gives back the buffer of an empty queue larger than keptQueue.
 func (r *fifo[T]) trim() {
 	if r.n == 0 && len(r.buf) > keptQueue {
+		buf := r.buf // all zero: pop clears what it takes
+		r.spare = weak.Make(&buf)
 		r.buf, r.head = nil, 0
 	}
 }
@@ -793,7 +800,13 @@ func (r *fifo[T]) pop() (T, bool) {
 }
 
 func (r *fifo[T]) grow() {
-	buf := make([]T, max(16, 2*len(r.buf)))
+	size := max(16, 2*len(r.buf))
+	var buf []T
+	if spare := r.spare.Value(); spare != nil && len(*spare) >= size {
+		buf, r.spare = *spare, weak.Pointer[[]T]{}
+	} else {
+		buf = make([]T, size)
+	}
 	k := copy(buf, r.buf[r.head:])
 	copy(buf[k:], r.buf[:r.head])
 	r.buf, r.head = buf, 0

@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -508,8 +509,8 @@ func TestDefaultToolCannotBeClosed(t *testing.T) {
 }
 
 // A burst grows the loop's queues; once the loop is idle again they give
-// their memory back, so a server keeps no high-water mark of its worst
-// burst for ever.
+// their memory back (the local queue's at the next collection), so a
+// server keeps no high-water mark of its worst burst for ever.
 func TestLoopGivesBackQueuesAfterABurst(t *testing.T) {
 	l := NewLoop()
 	defer l.Close()
@@ -532,6 +533,8 @@ func TestLoopGivesBackQueuesAfterABurst(t *testing.T) {
 		l.mu.Unlock()
 		if idle {
 			// The loop trims before it sleeps: what it owns is stable now.
+			// The local queue's buffer is held weakly until a collection.
+			runtime.GC()
 			l.Immediate(func() {
 				if n := len(l.local.buf); n > keptQueue {
 					t.Errorf("local queue keeps %d slots, want at most %d", n, keptQueue)
@@ -550,5 +553,37 @@ func TestLoopGivesBackQueuesAfterABurst(t *testing.T) {
 			t.Fatal("the loop never went idle")
 		}
 		runtime.Gosched()
+	}
+}
+
+// A trimmed queue takes its old buffer back at the next push, unless a
+// collection freed it meanwhile.
+func TestFifoTakesBackItsBufferUntilACollection(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection but ours
+	var q fifo[int]
+	for i := range 4 * keptQueue {
+		q.push(i)
+	}
+	for range 4 * keptQueue {
+		q.pop()
+	}
+	old := &q.buf[0]
+	q.trim()
+	if q.buf != nil {
+		t.Fatalf("trim kept %d slots", len(q.buf))
+	}
+	q.push(1)
+	if len(q.buf) != 4*keptQueue || &q.buf[0] != old {
+		t.Errorf("after trim and push: %d slots, same buffer %v; want the %d-slot buffer back",
+			len(q.buf), &q.buf[0] == old, 4*keptQueue)
+	}
+	if v, ok := q.pop(); !ok || v != 1 {
+		t.Errorf("pop = %d, %v; want 1, true", v, ok)
+	}
+	q.trim()
+	runtime.GC()
+	q.push(2)
+	if len(q.buf) != 16 {
+		t.Errorf("after a collection: %d slots, want a new buffer of 16", len(q.buf))
 	}
 }
