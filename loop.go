@@ -261,8 +261,7 @@ func errLoopClosed() *Error {
 // start that came after.
 func (l *Loop) endStarts() {
 	for fl := l.takeStarts(); fl != nil; {
-		next := fl.nextStart()
-		fl.setNextStart(nil)
+		next := unlinkStart(fl)
 		l.endUnstarted(fl)
 		fl = next
 	}
@@ -272,9 +271,14 @@ func (l *Loop) endStarts() {
 // another goroutine ended it: claimBegin decides.
 func (l *Loop) endUnstarted(fl *flow) {
 	if fl.claimBegin() {
-		defer l.recoverPanic() // the unhandled-error function is the user's
-		fl.end(nil, errLoopClosed())
+		l.endClosed(fl)
 	}
+}
+
+// endClosed ends fl, which its closed loop will never run.
+func (l *Loop) endClosed(fl *flow) {
+	defer l.recoverPanic() // the unhandled-error function is the user's
+	fl.end(nil, errLoopClosed())
 }
 
 // watch and unwatch keep awaited. Loop goroutine only.
@@ -292,9 +296,6 @@ func (l *Loop) unwatch(fl *flow) { delete(l.awaited, fl) }
 func (l *Loop) engineState() *loopLocal { return &l.engine }
 
 func (l *Loop) tool() Tool { return l }
-
-// stopped is closed when the loop's goroutine has exited.
-func (l *Loop) stopped() <-chan struct{} { return l.done }
 
 // clock is the loop's monotonic time in nanoseconds, the scale of timer dues.
 func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
@@ -320,11 +321,18 @@ func (l *Loop) drainInbox() {
 	starts := l.takeStarts()
 	l.drainPosts()
 	for fl := starts; fl != nil; {
-		next := fl.nextStart()
-		fl.setNextStart(nil)
+		next := unlinkStart(fl)
 		l.local.push(fl)
 		fl = next
 	}
+}
+
+// unlinkStart takes fl out of the list takeStarts returned, so that its
+// base frame can be set up, and returns the flow after it.
+func unlinkStart(fl *flow) *flow {
+	next := fl.nextStart()
+	fl.setNextStart(nil)
+	return next
 }
 
 // takeStarts empties the stack of flows to start and returns them oldest
@@ -496,10 +504,7 @@ func (l *Loop) shutdown() {
 // would hold its reader forever.
 func (l *Loop) endAwaited() {
 	for fl := range l.awaited {
-		func() {
-			defer l.recoverPanic()
-			fl.end(nil, errLoopClosed())
-		}()
+		l.endClosed(fl)
 	}
 	l.awaited = nil
 }

@@ -176,31 +176,14 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if tt, ok := r.fl.sched.(*TestTool); ok {
 		return tt.runFlow(ctx, r, ch)
 	}
-	stopped := r.fl.sched.stopped()
+	// The flow always delivers: a closed Loop ends the flows it abandons.
 	select {
 	case res := <-ch:
 		return res.Args, res.Err
-	case <-stopped:
-		return resultOr(ch, errLoopClosed())
 	case <-ctx.Done():
 		r.cancel(ctx.Err())
-		select {
-		case res := <-ch:
-			return res.Args, res.Err
-		case <-stopped:
-			return resultOr(ch, ctx.Err())
-		}
-	}
-}
-
-// resultOr returns the Result on ch if the flow delivered one before its
-// loop stopped, else err: a stopped loop runs nothing of the flow any more.
-func resultOr(ch <-chan Result, err error) ([]any, error) {
-	select {
-	case res := <-ch:
+		res := <-ch
 		return res.Args, res.Err
-	default:
-		return nil, err
 	}
 }
 

@@ -229,7 +229,6 @@ func (e *testImmediate) Cancel() {
 func (e *testImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
 
 // stopped is nil: a TestTool never stops.
-func (t *TestTool) stopped() <-chan struct{} { return nil }
 
 // inject queues t like post; it is safe from any goroutine.
 func (t *TestTool) inject(x task) { t.post(x) }

@@ -41,9 +41,6 @@ type scheduler interface {
 	// engineState is the engine state that the flows on the loop share; only
 	// the loop's goroutine uses it.
 	engineState() *loopLocal
-	// stopped is closed once the loop has stopped for good and runs nothing
-	// more; nil for a loop that never stops.
-	stopped() <-chan struct{}
 	// deferTask arms a step's timeout, on the loop's goroutine: the engine's
 	// timers need no closure. It returns nil on a closed loop.
 	deferTask(d time.Duration, t task) *timerEntry
@@ -56,13 +53,12 @@ type scheduler interface {
 // and a flow on it yields to the tool after every step.
 type foreignTool struct{ Tool }
 
-func (t foreignTool) post(tk task)             { t.Immediate(tk.run) }
-func (t foreignTool) busy() bool               { return true }
-func (t foreignTool) inject(tk task)           { t.Immediate(tk.run) }
-func (t foreignTool) startFlow(fl *flow)       { t.inject(fl) }
-func (t foreignTool) engineState() *loopLocal  { return nil }
-func (t foreignTool) stopped() <-chan struct{} { return nil }
-func (t foreignTool) tool() Tool               { return t.Tool }
+func (t foreignTool) post(tk task)            { t.Immediate(tk.run) }
+func (t foreignTool) busy() bool              { return true }
+func (t foreignTool) inject(tk task)          { t.Immediate(tk.run) }
+func (t foreignTool) startFlow(fl *flow)      { t.inject(fl) }
+func (t foreignTool) engineState() *loopLocal { return nil }
+func (t foreignTool) tool() Tool              { return t.Tool }
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
 	return &timerEntry{t: foreignTimer{t.Deferred(d, tk.run)}}
