@@ -162,11 +162,12 @@ func (fl *flow) newHandle(f *frame, st uint32) {
 // newFrame returns a frame for s under parent, recycled when possible.
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.blankFrame()
-	f.parent, f.onerror, f.mode = parent, s.onerror, modeStep
-	if fn, ok := s.impl.(StepFunc); ok {
+	impl, onerror := s.parts()
+	f.parent, f.onerror, f.mode = parent, onerror, modeStep
+	if fn, ok := impl.(StepFunc); ok {
 		f.impl = fn
 	} else {
-		f.impl = s.impl.(stepKind).newControl()
+		f.impl = impl.(stepKind).newControl()
 	}
 	return f
 }

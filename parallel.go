@@ -61,7 +61,7 @@ func (pr *parallelRun) newBranch(p *frame, s step, queue []step) *handle {
 	fl := p.h.fl
 	b := fl.blankFrame()
 	b.parent, b.mode = p, modeBranch
-	if fn := s.plain(); fn != nil && s.onerror == nil {
+	if fn := s.plain(); fn != nil {
 		// The branch frame runs the plain step itself: one frame and one
 		// handle per branch, not two.
 		b.impl, b.unstarted, b.fast = fn, true, true
