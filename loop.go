@@ -133,7 +133,7 @@ func (l *Loop) deferTask(d time.Duration, t task) *timerEntry {
 	}
 	e := l.engine.takeTimer()
 	e.t, e.step = t, true
-	l.stepTimers.push(e, l.clock(), d)
+	l.stepTimers.push(e, d, l.clock)
 	return e
 }
 
@@ -393,6 +393,7 @@ func (l *Loop) runBatch() {
 func (l *Loop) fireTimers() {
 	defer l.recoverPanic()
 	now := l.clock()
+	l.stepTimers.stamp(now)
 	for !l.closing.Load() {
 		l.mu.Lock()
 		e := l.timers.peekDue(now)
@@ -428,6 +429,9 @@ func (l *Loop) sleep() {
 	if len(l.inbox) > 0 || l.starts.Load() != nil || l.closing.Load() {
 		l.mu.Unlock()
 		return
+	}
+	if l.stepTimers.armed > 0 { // by the callbacks of timers that fired
+		l.stepTimers.stamp(l.clock())
 	}
 	due, timed := l.timers.nextDue()
 	if s := l.stepTimers.first(); s != nil && (!timed || s.due < due) {

@@ -22,7 +22,7 @@ func receive(t *testing.T, ch <-chan asyncsteps.Result, what string) asyncsteps.
 	case res := <-ch:
 		return res
 	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: no Result 10s after its loop was closed", what)
+		t.Fatalf("%s: no Result within 10s", what)
 		return asyncsteps.Result{}
 	}
 }

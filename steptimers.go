@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -15,10 +16,22 @@ const maxTimerLists = 8
 // duration keeps a FIFO list: arming appends, disarming unlinks, both O(1)
 // whatever the number of timeouts outstanding, and the next one due is the
 // earliest of the lists' heads and the heap's.
+//
+// A timeout armed in a list gets its due later, from stamp: the loop reads
+// its clock once for all the timeouts its callbacks armed since it last
+// looked at its timers, rather than once per timeout (a read of the clock
+// costs about as much as the rest of arming). The time read then is later
+// than each arming, so a timeout may fall due later than d after it was
+// armed, by the rest of that pass of the loop, never earlier.
 type stepTimers struct {
 	lists []*timerList
 	heap  timerHeap // mu nil: the loop's goroutine only
+	armed int       // timeouts armed in lists since the last stamp, at most
 }
+
+// unstamped is the due of a listed timeout that stamp has not reached yet:
+// never, until then.
+const unstamped = math.MaxInt64
 
 // timerList is the timeouts of one duration, in the order they fall due.
 type timerList struct {
@@ -28,14 +41,16 @@ type timerList struct {
 
 func (s *stepTimers) init(seq *atomic.Uint64) { s.heap.seq = seq }
 
-// push arms e to fall due d after now.
-func (s *stepTimers) push(e *timerEntry, now int64, d time.Duration) {
+// push arms e to fall due d after the next stamp or, for a duration that
+// gets no list, d after now().
+func (s *stepTimers) push(e *timerEntry, d time.Duration, now func() int64) {
 	l := s.list(d)
 	if l == nil {
-		s.heap.push(e, addClamped(now, d))
+		s.heap.push(e, addClamped(now(), d))
 		return
 	}
-	e.due, e.seq, e.list = addClamped(now, d), s.heap.seq.Add(1), l
+	e.due, e.list = unstamped, l
+	s.armed++
 	e.prev = l.tail
 	if l.tail != nil {
 		l.tail.next = e
@@ -43,6 +58,31 @@ func (s *stepTimers) push(e *timerEntry, now int64, d time.Duration) {
 		l.head = e
 	}
 	l.tail = e
+}
+
+// stamp gives the timeouts armed since the last stamp their due, d after
+// now, and their place among timers due at the same time, in the order
+// they were armed.
+func (s *stepTimers) stamp(now int64) {
+	if s.armed == 0 {
+		return
+	}
+	seq := s.heap.seq.Add(uint64(s.armed)) - uint64(s.armed)
+	s.armed = 0
+	for _, l := range s.lists {
+		first := l.tail
+		for first != nil && first.prev != nil && first.prev.due == unstamped {
+			first = first.prev
+		}
+		if first == nil || first.due != unstamped {
+			continue
+		}
+		due := addClamped(now, l.d)
+		for e := first; e != nil; e = e.next {
+			seq++
+			e.due, e.seq = due, seq
+		}
+	}
 }
 
 // list returns the list for d, making or reusing one if there is room, or
@@ -84,14 +124,15 @@ func (l *timerList) unlink(e *timerEntry) {
 	e.prev, e.next, e.list = nil, nil, nil
 }
 
-// first returns the timeout that falls due first, or nil.
+// first returns the timeout that falls due first, or nil; timeouts not
+// stamped yet are left out.
 func (s *stepTimers) first() *timerEntry {
 	var first *timerEntry
 	if len(s.heap.items) > 0 {
 		first = s.heap.items[0].e
 	}
 	for _, l := range s.lists {
-		if e := l.head; e != nil && (first == nil || e.before(first)) {
+		if e := l.head; e != nil && e.due != unstamped && (first == nil || e.before(first)) {
 			first = e
 		}
 	}

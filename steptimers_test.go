@@ -28,7 +28,8 @@ func TestStepTimersOrder(t *testing.T) {
 	arm := func(name string, now int64, d time.Duration) *timerEntry {
 		e := &timerEntry{step: true}
 		names[e] = name
-		s.push(e, now, d)
+		s.push(e, d, func() int64 { return now })
+		s.stamp(now)
 		return e
 	}
 	arm("a", 0, 10)
@@ -64,7 +65,8 @@ func TestStepTimersUnlinkAndReuse(t *testing.T) {
 	arm := func(name string, d time.Duration) *timerEntry {
 		e := &timerEntry{step: true}
 		names[e] = name
-		s.push(e, 0, d)
+		s.push(e, d, func() int64 { return 0 })
+		s.stamp(0)
 		return e
 	}
 	for i := range maxTimerLists {
@@ -89,5 +91,36 @@ func TestStepTimersUnlinkAndReuse(t *testing.T) {
 	}
 	if later.list != nil {
 		t.Error("a fired timer is still listed")
+	}
+}
+
+// A listed timeout gets its due from the next stamp: until then it is not
+// due, whatever the time; a stamp gives the timeouts armed since the last
+// one the time it is given, in the order they were armed, and leaves those
+// stamped before as they were. One disarmed before its stamp is simply
+// gone.
+func TestStepTimersFallDueFromTheirStamp(t *testing.T) {
+	var s stepTimers
+	s.init(new(atomic.Uint64))
+	names := map[*timerEntry]string{}
+	arm := func(name string, d time.Duration) *timerEntry {
+		e := &timerEntry{step: true}
+		names[e] = name
+		s.push(e, d, func() int64 { t.Fatal("a listed timeout read the clock"); return 0 })
+		return e
+	}
+	arm("a", 10)
+	arm("b", 20)
+	if e := s.first(); e != nil {
+		t.Fatalf("%s is due before its stamp", names[e])
+	}
+	s.stamp(5)
+	arm("c", 10)
+	arm("d", 10).Cancel()
+	arm("e", 20)
+	s.stamp(7)
+	s.stamp(1000) // nothing armed since: changes nothing
+	if got, want := fireAll(&s, names), "a@15,c@17,b@25,e@27"; got != want {
+		t.Errorf("fired %s, want %s", got, want)
 	}
 }

@@ -76,3 +76,34 @@ func TestLoopStepTimeoutsRecycled(t *testing.T) {
 		t.Fatalf("a later flow: %v, %v", args, err)
 	}
 }
+
+// A step timeout on a real Loop never falls due before its duration has
+// passed, also when the loop reads its clock only after a pass of callbacks
+// (stepTimers.stamp). A timeout armed by a callback that a timer ran (here
+// the error handler of a step whose timeout fired) is armed when the loop
+// goes to sleep next: the loop must wake for it, or the flow would hang.
+func TestLoopStepTimeoutNeverEarly(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	const d = 20 * time.Millisecond
+	var armed [2]time.Time
+	var elapsed [2]time.Duration
+	wait := func(i int) asyncsteps.StepFunc {
+		return func(as asyncsteps.AsyncSteps, _ ...any) {
+			armed[i] = time.Now()
+			as.SetTimeout(d)
+			as.SetCancel(func(asyncsteps.AsyncSteps) { elapsed[i] = time.Since(armed[i]) })
+		}
+	}
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(wait(0), func(as asyncsteps.AsyncSteps, code string) {
+		as.Add(wait(1))
+	})
+	res := receive(t, r.Promise(), "the flow of two timeouts")
+	wantCode(t, res.Err, asyncsteps.Timeout)
+	for i, e := range elapsed {
+		if e < d {
+			t.Errorf("timeout %d fell due after %v, before its %v", i, e, d)
+		}
+	}
+}
