@@ -15,7 +15,11 @@ import (
 // deferred ones run when due, earliest first, ties in scheduling order, on
 // the wall clock ([time.Now]). Due timers are checked at least every 256
 // callbacks, so a busy loop delays them but never starves them; a timer that
-// has fallen due may run before immediates scheduled in the meantime.
+// has fallen due may run before immediates scheduled in the meantime. A
+// step's timeout ([AsyncSteps.SetTimeout]) counts from the end of the pass
+// over callbacks in which it was set, when the loop next reads its clock:
+// it may fall due later than its duration by the rest of that pass, never
+// earlier.
 //
 // A flow started on a Loop ([Root.Execute], Promise, Run) takes its first
 // step after every callback scheduled before the start, and flows start in
