@@ -351,9 +351,16 @@ func completedAfterAdd(c *frame, st uint32) string {
 
 // kill makes f's handle dead, noting whether another goroutine may still
 // be writing a completion into f: one that claimed it but has not made it
-// ready. Until then f must not be recycled.
+// ready. Until then f must not be recycled. A handle whose completion is
+// claimed and written is dead already (nothing accepts a second one), and
+// costs no atomic write: the steps completed from outside all end so.
 func (f *frame) kill() {
-	if f.h.st.Load()&stDone != 0 {
+	st := f.h.st.Load()
+	if st&stDone != 0 {
+		return
+	}
+	if st&(stClaim|stReady) == stClaim|stReady {
+		f.consumed = true
 		return
 	}
 	old := f.h.st.Or(stIdle | stClaim | stDone)
