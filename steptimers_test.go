@@ -8,12 +8,40 @@ import (
 	"time"
 )
 
-// fireAll takes the step timers in the order they fall due and names them.
-func fireAll(s *stepTimers, names map[*timerEntry]string) string {
+// namedTimers are step timers whose timeouts have names, for the traces.
+type namedTimers struct {
+	stepTimers
+	names map[*timerEntry]string
+}
+
+func newNamedTimers() *namedTimers {
+	n := &namedTimers{names: map[*timerEntry]string{}}
+	n.init(new(atomic.Uint64))
+	return n
+}
+
+// arm arms a timeout of d named name; now is the clock it reads if it goes
+// to the heap.
+func (n *namedTimers) arm(name string, d time.Duration, now func() int64) *timerEntry {
+	e := &timerEntry{step: true}
+	n.names[e] = name
+	n.push(e, d, now)
+	return e
+}
+
+// armAt arms a timeout of d at time now and stamps it at once.
+func (n *namedTimers) armAt(name string, now int64, d time.Duration) *timerEntry {
+	e := n.arm(name, d, func() int64 { return now })
+	n.stamp(now)
+	return e
+}
+
+// fireAll takes the timeouts in the order they fall due and names them.
+func (n *namedTimers) fireAll() string {
 	var fired []string
-	for e := s.first(); e != nil; e = s.first() {
-		s.take(e)
-		fired = append(fired, fmt.Sprintf("%s@%d", names[e], e.due))
+	for e := n.first(); e != nil; e = n.first() {
+		n.take(e)
+		fired = append(fired, fmt.Sprintf("%s@%d", n.names[e], e.due))
 	}
 	return strings.Join(fired, ",")
 }
@@ -22,16 +50,8 @@ func fireAll(s *stepTimers, names map[*timerEntry]string) string {
 // from the middle of their list, more durations than lists (the rest go to
 // the heap): they fall due by time, then in the order they were armed.
 func TestStepTimersOrder(t *testing.T) {
-	var s stepTimers
-	s.init(new(atomic.Uint64))
-	names := map[*timerEntry]string{}
-	arm := func(name string, now int64, d time.Duration) *timerEntry {
-		e := &timerEntry{step: true}
-		names[e] = name
-		s.push(e, d, func() int64 { return now })
-		s.stamp(now)
-		return e
-	}
+	s := newNamedTimers()
+	arm := s.armAt
 	arm("a", 0, 10)
 	b := arm("b", 1, 10)
 	arm("c", 2, 10)
@@ -46,7 +66,7 @@ func TestStepTimersOrder(t *testing.T) {
 	if b.list != nil || b.state.Load() != handleCancelled {
 		t.Fatal("a cancelled timer is still listed")
 	}
-	got := fireAll(&s, names)
+	got := s.fireAll()
 	want := "d@5,a@10,e@11,f@11,g@11,c@12,h0@100,h1@101,h2@102,h3@103,h4@104,h5@105,h6@106,h7@107,h8@108,h9@109"
 	if got != want {
 		t.Errorf("fired\n got: %s\nwant: %s", got, want)
@@ -59,16 +79,8 @@ func TestStepTimersOrder(t *testing.T) {
 // An emptied list is reused for another duration; disarming the head, the
 // tail and the only entry of a list leaves it consistent.
 func TestStepTimersUnlinkAndReuse(t *testing.T) {
-	var s stepTimers
-	s.init(new(atomic.Uint64))
-	names := map[*timerEntry]string{}
-	arm := func(name string, d time.Duration) *timerEntry {
-		e := &timerEntry{step: true}
-		names[e] = name
-		s.push(e, d, func() int64 { return 0 })
-		s.stamp(0)
-		return e
-	}
+	s := newNamedTimers()
+	arm := func(name string, d time.Duration) *timerEntry { return s.armAt(name, 0, d) }
 	for i := range maxTimerLists {
 		arm(fmt.Sprint("x", i), time.Duration(i+1)).Cancel()
 	}
@@ -82,12 +94,12 @@ func TestStepTimersUnlinkAndReuse(t *testing.T) {
 		t.Fatal("an emptied list was not reused: the timer went to the heap")
 	}
 	later := arm("later", 50)
-	if got, want := fireAll(&s, names), "mid@50,later@50,only@60"; got != want {
+	if got, want := s.fireAll(), "mid@50,later@50,only@60"; got != want {
 		t.Errorf("fired %s, want %s", got, want)
 	}
 	s.dropAll()
 	if e := s.first(); e != nil {
-		t.Errorf("after dropAll, %s is still armed", names[e])
+		t.Errorf("after dropAll, %s is still armed", s.names[e])
 	}
 	if later.list != nil {
 		t.Error("a fired timer is still listed")
@@ -100,19 +112,14 @@ func TestStepTimersUnlinkAndReuse(t *testing.T) {
 // stamped before as they were. One disarmed before its stamp is simply
 // gone.
 func TestStepTimersFallDueFromTheirStamp(t *testing.T) {
-	var s stepTimers
-	s.init(new(atomic.Uint64))
-	names := map[*timerEntry]string{}
+	s := newNamedTimers()
 	arm := func(name string, d time.Duration) *timerEntry {
-		e := &timerEntry{step: true}
-		names[e] = name
-		s.push(e, d, func() int64 { t.Fatal("a listed timeout read the clock"); return 0 })
-		return e
+		return s.arm(name, d, func() int64 { t.Fatal("a listed timeout read the clock"); return 0 })
 	}
 	arm("a", 10)
 	arm("b", 20)
 	if e := s.first(); e != nil {
-		t.Fatalf("%s is due before its stamp", names[e])
+		t.Fatalf("%s is due before its stamp", s.names[e])
 	}
 	s.stamp(5)
 	arm("c", 10)
@@ -120,7 +127,7 @@ func TestStepTimersFallDueFromTheirStamp(t *testing.T) {
 	arm("e", 20)
 	s.stamp(7)
 	s.stamp(1000) // nothing armed since: changes nothing
-	if got, want := fireAll(&s, names), "a@15,c@17,b@25,e@27"; got != want {
+	if got, want := s.fireAll(), "a@15,c@17,b@25,e@27"; got != want {
 		t.Errorf("fired %s, want %s", got, want)
 	}
 }
