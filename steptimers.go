@@ -29,9 +29,9 @@ type stepTimers struct {
 	armed int       // timeouts armed in lists since the last stamp, at most
 }
 
-// unstamped is the due of a listed timeout that stamp has not reached yet:
-// never, until then.
-const unstamped = math.MaxInt64
+// A listed timeout that stamp has not reached yet has sequence number 0
+// (numbers start at 1), and is never due until then.
+func (e *timerEntry) stamped() bool { return e.seq != 0 }
 
 // timerList is the timeouts of one duration, in the order they fall due.
 type timerList struct {
@@ -49,7 +49,7 @@ func (s *stepTimers) push(e *timerEntry, d time.Duration, now func() int64) {
 		s.heap.push(e, addClamped(now(), d))
 		return
 	}
-	e.due, e.list = unstamped, l
+	e.due, e.seq, e.list = math.MaxInt64, 0, l
 	s.armed++
 	e.prev = l.tail
 	if l.tail != nil {
@@ -71,10 +71,10 @@ func (s *stepTimers) stamp(now int64) {
 	s.armed = 0
 	for _, l := range s.lists {
 		first := l.tail
-		for first != nil && first.prev != nil && first.prev.due == unstamped {
+		for first != nil && first.prev != nil && !first.prev.stamped() {
 			first = first.prev
 		}
-		if first == nil || first.due != unstamped {
+		if first == nil || first.stamped() {
 			continue
 		}
 		due := addClamped(now, l.d)
@@ -132,7 +132,7 @@ func (s *stepTimers) first() *timerEntry {
 		first = s.heap.items[0].e
 	}
 	for _, l := range s.lists {
-		if e := l.head; e != nil && e.due != unstamped && (first == nil || e.before(first)) {
+		if e := l.head; e != nil && e.stamped() && (first == nil || e.before(first)) {
 			first = e
 		}
 	}

@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,5 +130,19 @@ func TestStepTimersFallDueFromTheirStamp(t *testing.T) {
 	s.stamp(1000) // nothing armed since: changes nothing
 	if got, want := s.fireAll(), "a@15,c@17,b@25,e@27"; got != want {
 		t.Errorf("fired %s, want %s", got, want)
+	}
+
+	// A timeout that is never due once stamped is not stamped again: the
+	// next stamps do not walk the list's never-due timeouts over and over.
+	never := arm("never", math.MaxInt64)
+	s.stamp(2000)
+	seq := never.seq
+	arm("never too", math.MaxInt64)
+	s.stamp(3000)
+	if never.due != math.MaxInt64 || never.seq != seq {
+		t.Errorf("a stamped timeout was stamped again: due %d seq %d, want %d %d", never.due, never.seq, int64(math.MaxInt64), seq)
+	}
+	if e := s.first(); e != never {
+		t.Errorf("first is %s, want never (due at the end of time, armed first)", s.names[e])
 	}
 }
