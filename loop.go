@@ -84,6 +84,14 @@ const loopBatch = 256
 
 // NewLoop starts a new event loop on its own goroutine.
 func NewLoop() *Loop {
+	l := newIdleLoop()
+	go l.run()
+	return l
+}
+
+// newIdleLoop returns a Loop whose goroutine is not started: NewLoop
+// starts it, and tests may run its passes by hand instead.
+func newIdleLoop() *Loop {
 	l := &Loop{
 		start: time.Now(),
 		wake:  make(chan struct{}, 1),
@@ -92,7 +100,6 @@ func NewLoop() *Loop {
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
 	l.stepTimers.init(&l.timerSeq)
-	go l.run()
 	return l
 }
 
@@ -398,6 +405,9 @@ func (l *Loop) fireTimers() {
 	defer l.recoverPanic()
 	now := l.clock()
 	l.stepTimers.stamp(now)
+	// Step timeouts that the timers' callbacks arm count from the end of
+	// this pass, also if a callback panics.
+	defer l.stampTimers()
 	for !l.closing.Load() {
 		l.mu.Lock()
 		e := l.timers.peekDue(now)
@@ -412,6 +422,13 @@ func (l *Loop) fireTimers() {
 			return
 		}
 		e.fire()
+	}
+}
+
+// stampTimers stamps the step timeouts armed since the last stamp, if any.
+func (l *Loop) stampTimers() {
+	if l.stepTimers.armed > 0 {
+		l.stepTimers.stamp(l.clock())
 	}
 }
 
@@ -433,9 +450,6 @@ func (l *Loop) sleep() {
 	if len(l.inbox) > 0 || l.starts.Load() != nil || l.closing.Load() {
 		l.mu.Unlock()
 		return
-	}
-	if l.stepTimers.armed > 0 { // by the callbacks of timers that fired
-		l.stepTimers.stamp(l.clock())
 	}
 	due, timed := l.timers.nextDue()
 	if s := l.stepTimers.first(); s != nil && (!timed || s.due < due) {
@@ -583,6 +597,7 @@ type timerEntry struct {
 	// handed to user code, recycled. In its duration's list (list, prev,
 	// next), or in the loop's pool of step timers (next).
 	step       bool
+	unstamped  bool // a step timer armed in a list and not yet given its due (stepTimers.stamp)
 	list       *timerList
 	prev, next *timerEntry
 }

@@ -29,10 +29,6 @@ type stepTimers struct {
 	armed int       // timeouts armed in lists since the last stamp, at most
 }
 
-// A listed timeout that stamp has not reached yet has sequence number 0
-// (numbers start at 1), and is never due until then.
-func (e *timerEntry) stamped() bool { return e.seq != 0 }
-
 // timerList is the timeouts of one duration, in the order they fall due.
 type timerList struct {
 	d          time.Duration
@@ -49,7 +45,9 @@ func (s *stepTimers) push(e *timerEntry, d time.Duration, now func() int64) {
 		s.heap.push(e, addClamped(now(), d))
 		return
 	}
-	e.due, e.seq, e.list = math.MaxInt64, 0, l
+	// The sequence number is taken now: timeouts due at the same time fall
+	// due in the order they were armed, whatever their lists.
+	e.due, e.seq, e.list, e.unstamped = math.MaxInt64, s.heap.seq.Add(1), l, true
 	s.armed++
 	e.prev = l.tail
 	if l.tail != nil {
@@ -61,26 +59,23 @@ func (s *stepTimers) push(e *timerEntry, d time.Duration, now func() int64) {
 }
 
 // stamp gives the timeouts armed since the last stamp their due, d after
-// now, and their place among timers due at the same time, in the order
-// they were armed.
+// now.
 func (s *stepTimers) stamp(now int64) {
 	if s.armed == 0 {
 		return
 	}
-	seq := s.heap.seq.Add(uint64(s.armed)) - uint64(s.armed)
 	s.armed = 0
 	for _, l := range s.lists {
 		first := l.tail
-		for first != nil && first.prev != nil && !first.prev.stamped() {
+		for first != nil && first.prev != nil && first.prev.unstamped {
 			first = first.prev
 		}
-		if first == nil || first.stamped() {
+		if first == nil || !first.unstamped {
 			continue
 		}
 		due := addClamped(now, l.d)
 		for e := first; e != nil; e = e.next {
-			seq++
-			e.due, e.seq = due, seq
+			e.due, e.unstamped = due, false
 		}
 	}
 }
@@ -132,7 +127,7 @@ func (s *stepTimers) first() *timerEntry {
 		first = s.heap.items[0].e
 	}
 	for _, l := range s.lists {
-		if e := l.head; e != nil && e.stamped() && (first == nil || e.before(first)) {
+		if e := l.head; e != nil && !e.unstamped && (first == nil || e.before(first)) {
 			first = e
 		}
 	}

@@ -132,17 +132,51 @@ func TestStepTimersFallDueFromTheirStamp(t *testing.T) {
 		t.Errorf("fired %s, want %s", got, want)
 	}
 
-	// A timeout that is never due once stamped is not stamped again: the
-	// next stamps do not walk the list's never-due timeouts over and over.
+	// A timeout stamped due never is stamped all the same: it is first
+	// when nothing else is armed, and the next stamps leave it alone.
 	never := arm("never", math.MaxInt64)
 	s.stamp(2000)
-	seq := never.seq
 	arm("never too", math.MaxInt64)
 	s.stamp(3000)
-	if never.due != math.MaxInt64 || never.seq != seq {
-		t.Errorf("a stamped timeout was stamped again: due %d seq %d, want %d %d", never.due, never.seq, int64(math.MaxInt64), seq)
+	if e := s.first(); e != never || never.due != math.MaxInt64 {
+		t.Errorf("first is %s due %d, want never, due %d", s.names[e], e.due, int64(math.MaxInt64))
 	}
-	if e := s.first(); e != never {
-		t.Errorf("first is %s, want never (due at the end of time, armed first)", s.names[e])
+}
+
+// Timeouts stamped due at the same time fall due in the order they were
+// armed, whatever their lists' order: here q is armed after p but in an
+// earlier list, emptied and taken again for q's duration, and both are due
+// at the stamp (a duration <= 0 is due at once).
+func TestStepTimersTiesInArmingOrder(t *testing.T) {
+	s := newNamedTimers()
+	clock := func() int64 { return 0 }
+	x := s.arm("x", 5, clock) // makes the first list
+	s.arm("p", -1, clock)     // the second list
+	x.Cancel()                // empties the first list
+	q := s.arm("q", 0, clock)
+	if q.list != s.lists[0] {
+		t.Fatal("q did not take the first list: the test no longer shows the order")
+	}
+	s.stamp(10)
+	if got, want := s.fireAll(), "p@10,q@10"; got != want {
+		t.Errorf("fired %s, want %s", got, want)
+	}
+}
+
+// A step timeout armed by a callback that a timer runs is stamped before
+// fireTimers returns: it counts from the end of that pass, not from the
+// end of the next batch of callbacks.
+func TestTimeoutsArmedByTimersStampedInTheirPass(t *testing.T) {
+	l := newIdleLoop()
+	var second *timerEntry
+	l.deferTask(0, funcTask(func() {
+		second = l.deferTask(time.Hour, funcTask(func() {}))
+	}))
+	l.fireTimers()
+	switch {
+	case second == nil:
+		t.Fatal("the first timeout, due at once, did not fire")
+	case second.unstamped || l.stepTimers.armed != 0:
+		t.Error("the timeout armed by the first one's callback is left unstamped")
 	}
 }
