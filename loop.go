@@ -50,10 +50,14 @@ type Loop struct {
 	// goroutines that post to the loop.
 	stepTimers stepTimers
 
-	gid     atomic.Int64 // goroutine id of the loop, 0 until it starts
-	pending atomic.Int64 // len(inbox), read without the lock by busy
-	closing atomic.Bool  // set under mu; read per task to stop at once
-	ended   atomic.Bool  // set by shutdown before it takes the flows to start
+	gid atomic.Int64 // goroutine id of the loop, 0 until it starts
+	// posted is whether the inbox holds tasks, read without the lock by
+	// busy and drainPosts; written under mu, only when the inbox goes from
+	// empty to not empty or back, so that a post to an inbox that already
+	// holds tasks costs no atomic write besides the lock's.
+	posted  atomic.Bool
+	closing atomic.Bool // set under mu; read per task to stop at once
+	ended   atomic.Bool // set by shutdown before it takes the flows to start
 
 	// starts holds the flows that startFlow queued, newest first, linked
 	// through their base frames (see flow.nextStart). It takes no lock,
@@ -124,8 +128,7 @@ func (l *Loop) Immediate(f func()) Handle {
 		l.mu.Unlock()
 		return deadHandle{}
 	}
-	l.inbox = append(l.inbox, e)
-	l.pending.Add(1)
+	l.postLocked(e)
 	l.unlockAndWake(true)
 	return e
 }
@@ -220,7 +223,7 @@ func (l *Loop) post(t task) { l.local.push(t) }
 // busy reports whether another task waits, here, in the inbox or among
 // the flows to start.
 func (l *Loop) busy() bool {
-	return l.local.len() > 0 || l.pending.Load() > 0 || l.starts.Load() != nil
+	return l.local.len() > 0 || l.posted.Load() || l.starts.Load() != nil
 }
 
 // inject queues t behind every callback already scheduled, from any
@@ -231,9 +234,16 @@ func (l *Loop) inject(t task) {
 		l.mu.Unlock()
 		return
 	}
-	l.inbox = append(l.inbox, t)
-	l.pending.Add(1)
+	l.postLocked(t)
 	l.unlockAndWake(true)
+}
+
+// postLocked appends t to the inbox; mu must be held.
+func (l *Loop) postLocked(t task) {
+	if len(l.inbox) == 0 {
+		l.posted.Store(true)
+	}
+	l.inbox = append(l.inbox, t)
 }
 
 // startFlow queues the first task of fl, from any goroutine, behind every
@@ -365,12 +375,12 @@ func (l *Loop) takeStarts() *flow {
 // drainPosts moves the inbox behind the local queue. The two slices are
 // swapped rather than copied so that a steady flow allocates nothing.
 func (l *Loop) drainPosts() {
-	if l.pending.Load() == 0 {
+	if !l.posted.Load() {
 		return // anything racing in is seen under mu before sleeping
 	}
 	l.mu.Lock()
 	l.inbox, l.drained = l.drained[:0], l.inbox
-	l.pending.Store(0)
+	l.posted.Store(false)
 	l.mu.Unlock()
 	for _, t := range l.drained {
 		l.local.push(t)
@@ -503,7 +513,7 @@ func (l *Loop) shutdown() {
 	l.mu.Lock()
 	inbox := l.inbox
 	l.inbox = nil
-	l.pending.Store(0)
+	l.posted.Store(false)
 	l.timers.dropAll()
 	l.mu.Unlock()
 	l.stepTimers.dropAll()
