@@ -34,7 +34,7 @@ type flow struct {
 	// looked at before each step, so that a cancel takes effect at once.
 	stop  atomic.Pointer[error]
 	sched scheduler // the Root's tool
-	// phase holds flowRunning and flowBegun, in one word so that the
+	// phase holds flowRunning and flowAbandoned, in one word so that the
 	// Root stays within 208 bytes; set from any goroutine.
 	phase atomic.Uint32
 	done  bool  // no execution runs on the loop: not begun, or ended; on the loop
@@ -47,13 +47,13 @@ type flow struct {
 
 // Bits of flow.phase.
 const (
-	flowRunning uint32 = 1 << iota // from Execute to the end
-	flowBegun                      // the loop has taken the flow, or the flow ended before
+	flowRunning   uint32 = 1 << iota // from Execute to the end
+	flowAbandoned                    // its closed loop ended the flow before it began
 )
 
 func (fl *flow) isRunning() bool { return fl.phase.Load()&flowRunning != 0 }
 
-// claimStart begins an execution: it sets running and clears begun, unless
+// claimStart begins an execution: it sets running and clears abandoned, unless
 // the flow is running already.
 func (fl *flow) claimStart() bool {
 	for {
@@ -67,15 +67,15 @@ func (fl *flow) claimStart() bool {
 	}
 }
 
-// claimBegin marks the execution begun, by the loop or by a report that
-// the loop is closed; only the first caller gets true.
-func (fl *flow) claimBegin() bool {
+// claimAbandon marks an execution that its closed loop ends before it
+// began; only the first caller gets true.
+func (fl *flow) claimAbandon() bool {
 	for {
 		old := fl.phase.Load()
-		if old&flowBegun != 0 {
+		if old&flowAbandoned != 0 {
 			return false
 		}
-		if fl.phase.CompareAndSwap(old, old|flowBegun) {
+		if fl.phase.CompareAndSwap(old, old|flowAbandoned) {
 			return true
 		}
 	}

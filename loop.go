@@ -288,10 +288,11 @@ func (l *Loop) endStarts() {
 	}
 }
 
-// endUnstarted ends fl, which never began, unless it began meanwhile or
-// another goroutine ended it: claimBegin decides.
+// endUnstarted ends fl, which its closed loop took from its queue or its
+// stack of starts and will never run, unless it was ended already:
+// claimAbandon decides.
 func (l *Loop) endUnstarted(fl *flow) {
-	if fl.claimBegin() {
+	if fl.claimAbandon() {
 		l.endClosed(fl)
 	}
 }
@@ -605,7 +606,10 @@ type timerEntry struct {
 	state atomic.Uint32 // written under h.mu; read without it by IsValid
 	// A Loop's step timer (step): owned by the loop's goroutine, never
 	// handed to user code, recycled. In its duration's list (list, prev,
-	// next), or in the loop's pool of step timers (next).
+	// next), or in the loop's pool of step timers (next). Nothing reads
+	// the state of a listed step timer (it has no user to ask IsValid), so
+	// arming, cancelling and firing one write none: each write would be an
+	// atomic exchange.
 	step       bool
 	unstamped  bool // a step timer armed in a list and not yet given its due (stepTimers.stamp)
 	list       *timerList
@@ -624,7 +628,6 @@ func (e *timerEntry) Cancel() {
 	}
 	if e.list != nil { // a step timer: on the loop's goroutine
 		e.list.unlink(e)
-		e.state.Store(handleCancelled)
 		return
 	}
 	if e.h == nil {

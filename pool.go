@@ -43,7 +43,6 @@ func (l *loopLocal) takeTimer() *timerEntry {
 	}
 	l.timers, e.next = e.next, nil
 	l.ntimers--
-	e.state.Store(handleScheduled)
 	return e
 }
 

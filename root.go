@@ -73,6 +73,7 @@ func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
 	r.fl.done = true
 	r.fl.sched = sched
 	r.fl.baseHandle = handle{f: &r.fl.base, fl: &r.fl}
+	r.fl.baseHandle.st.Store(stIdle | stClaim | stDone) // dead in every execution
 	return r
 }
 
@@ -119,7 +120,11 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 // run begins the flow: it runs the flow's first steps, or fails it at once
 // for a wrong use of the Root before Execute.
 func (fl *flow) run() {
-	if !fl.claimBegin() {
+	// Only a closed loop's shutdown, or a start that came after it, ends a
+	// flow before it begins (endUnstarted): on the flows it took from the
+	// queue and the stack, which this loop will never run. So this only
+	// reads the bit, and costs no atomic write.
+	if fl.phase.Load()&flowAbandoned != 0 {
 		return // ended already: its loop was closed
 	}
 	if fl.wait != nil {
@@ -129,7 +134,6 @@ func (fl *flow) run() {
 	}
 	fl.done = false
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseHandle, consumed: true}
-	fl.baseHandle.st.Store(stIdle | stClaim | stDone)
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil
 		fl.noteError(err, err)

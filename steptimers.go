@@ -138,7 +138,6 @@ func (s *stepTimers) first() *timerEntry {
 func (s *stepTimers) take(e *timerEntry) {
 	if e.list != nil {
 		e.list.unlink(e)
-		e.state.Store(handleRan)
 		return
 	}
 	s.heap.popDue(e.due)
@@ -150,7 +149,6 @@ func (s *stepTimers) dropAll() {
 		for e := l.head; e != nil; e = l.head {
 			l.unlink(e)
 			e.t = nil
-			e.state.Store(handleCancelled)
 		}
 	}
 	s.heap.dropAll()
