@@ -1,6 +1,7 @@
 package asyncsteps_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -167,4 +168,82 @@ func TestAwaitFlowOnAClosedLoopFailsAndLeavesNoGoroutine(t *testing.T) {
 	}
 	here.Close()
 	waitGoroutines(t, before)
+}
+
+// Roots re-executed from their own ends while their loop is closed, from a
+// step on the loop or from another goroutine: every execution ends exactly
+// once, and one that ends with the closed loop's error never ran its step.
+func TestReExecutionsRacingCloseEndOnce(t *testing.T) {
+	const producers, roots, executions = 2, 300, 3
+	for round := range 10 {
+		loop := asyncsteps.NewLoop()
+		var ended sync.WaitGroup
+		ended.Add(producers * roots * executions)
+		var producing sync.WaitGroup
+		for p := range producers {
+			producing.Go(func() {
+				for i := range roots {
+					closeHere := i == roots/2 && p == round%2
+					startRoot(t, loop, &ended, executions, closeHere && p == 0, i%2 == 0)
+					if closeHere && p == 1 {
+						loop.Close()
+					}
+				}
+			})
+		}
+		producing.Wait()
+		loop.Close()
+		all := make(chan struct{})
+		go func() { ended.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: executions that never ended", round)
+		}
+	}
+}
+
+// startRoot executes a Root of one failing step on loop, and executes it
+// again from each of its ends, executions times in all, telling ended of
+// each end. closeLoop makes the step close the loop; promise, the Root be
+// started with Promise rather than Execute.
+func startRoot(t *testing.T, loop *asyncsteps.Loop, ended *sync.WaitGroup, executions int, closeLoop, promise bool) {
+	var ran, open atomic.Bool // the step ran in the current execution; it has not ended
+	step := func(as asyncsteps.AsyncSteps, _ ...any) {
+		ran.Store(true)
+		if closeLoop {
+			loop.Close()
+		}
+		as.Error("Boom")
+	}
+	var r *asyncsteps.Root
+	var start func()
+	left := executions
+	onEnd := func(err error) {
+		if !open.CompareAndSwap(true, false) {
+			t.Error("an execution ended twice")
+			return
+		}
+		var e *asyncsteps.Error
+		if errors.As(err, &e) && e.Info == closedInfo && ran.Load() {
+			t.Error("an execution whose step ran ended with the closed loop's error")
+		}
+		ended.Done()
+		if left--; left > 0 {
+			start()
+		}
+	}
+	r = asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { onEnd(err) }))
+	start = func() {
+		ran.Store(false)
+		open.Store(true)
+		r.Add(step)
+		if !promise {
+			r.Execute()
+			return
+		}
+		ch := r.Promise()
+		go func() { onEnd((<-ch).Err) }()
+	}
+	start()
 }
