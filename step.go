@@ -23,18 +23,15 @@ type guarded struct {
 
 // plainStep and builtinStep make the two kinds of step. They type impl:
 // a function literal stored as is would not be a StepFunc.
-func plainStep(fn StepFunc, onerror ErrorFunc) step {
-	if onerror != nil {
-		return step{impl: &guarded{impl: fn, onerror: onerror}}
-	}
-	return step{impl: fn}
-}
+func plainStep(fn StepFunc, onerror ErrorFunc) step { return newStep(fn, onerror) }
 
-func builtinStep(k stepKind, onerror ErrorFunc) step {
+func builtinStep(k stepKind, onerror ErrorFunc) step { return newStep(k, onerror) }
+
+func newStep(impl any, onerror ErrorFunc) step {
 	if onerror != nil {
-		return step{impl: &guarded{impl: k, onerror: onerror}}
+		return step{impl: &guarded{impl: impl, onerror: onerror}}
 	}
-	return step{impl: k}
+	return step{impl: impl}
 }
 
 // parts returns what the step runs, a StepFunc or a stepKind, and its

@@ -47,6 +47,7 @@ func (s *stepTimers) push(e *timerEntry, d time.Duration, now func() int64) {
 	}
 	// The sequence number is taken now: timeouts due at the same time fall
 	// due in the order they were armed, whatever their lists.
+	// Never due until stamped, whatever a pooled entry's old due was.
 	e.due, e.seq, e.list, e.unstamped = math.MaxInt64, s.heap.seq.Add(1), l, true
 	s.armed++
 	e.prev = l.tail
