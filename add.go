@@ -76,13 +76,20 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 
 // awaitStep runs fn on a goroutine of its own (spec 1.13): the step waits,
 // its cancel handler cancels fn's context, and fn's outcome completes it.
+// A closed loop runs no cancel handler, so the loop's end cancels the
+// context too: fn's goroutine is not left waiting for a flow that is gone.
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := as.(*handle)
 		// fn sees the values of Run's context, but only the step cancels it.
 		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.runContext()))
 		as.SetCancel(func(AsyncSteps) { cancel() })
+		stopOnClose := func() bool { return false }
+		if life := h.fl.sched.lifetime(); life != nil {
+			stopOnClose = context.AfterFunc(life, cancel)
+		}
 		go func() {
+			defer stopOnClose()
 			defer cancel()
 			v, err := callAwait(ctx, fn)
 			if err == nil {

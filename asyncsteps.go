@@ -42,8 +42,8 @@ type AwaitFunc func(ctx context.Context) (any, error)
 // [*Root] implements it too, so a helper written as func(as AsyncSteps) works
 // on a root before execution and inside a step alike.
 //
-// Except for Success and Error on a waiting step, the methods may be called
-// only from the callback the value was given to.
+// Except for Success, Error and IsValid on a waiting step, the methods may
+// be called only from the callback the value was given to.
 type AsyncSteps interface {
 	// Add queues a sub-step, run after the current callback returns.
 	Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps

@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "reflect"
+import (
+	"context"
+	"reflect"
+)
 
 // This file holds typed helpers for Go code that meets a flow: waiting for a
 // channel or for another flow, and reading success arguments. They are built
@@ -82,14 +85,28 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), sto
 		if ch == nil {
 			return // only a cancellation ends the step: nothing to wait on
 		}
+		var closed <-chan struct{} // never ready on a tool that never stops
+		if life := lifetimeOf(as); life != nil {
+			closed = life.Done()
+		}
 		go func() {
 			select {
 			case v := <-ch:
 				deliver(as, v)
 			case <-cancelled:
+			case <-closed: // a closed loop runs no cancel handler
 			}
 		}()
 	}
+}
+
+// lifetimeOf returns the lifetime of the tool that runs as (see
+// scheduler.lifetime), or nil.
+func lifetimeOf(as AsyncSteps) context.Context {
+	if fl := flowOf(as); fl != nil {
+		return fl.sched.lifetime()
+	}
+	return nil
 }
 
 func succeed[T any](as AsyncSteps, v T) { as.Success(v) }

@@ -34,8 +34,11 @@
 // [Root.Execute] passes it to the function set by [WithUnhandledError].
 // Errors are [*Error] values with a FutoIn code (such as [Timeout] or
 // [InternalError]) and work with errors.Is and errors.As. A panic in a
-// callback, or a wrong use of the API, becomes an InternalError: the process
-// never crashes because of a flow.
+// callback, or a wrong use of the API inside a flow, becomes an
+// InternalError: the process never crashes because of a flow. Outside a
+// flow, programming errors panic, as documented where they can happen:
+// starting a Root that is already running, or a Mutex, Throttle or Limiter
+// given limits it cannot work with.
 //
 // # The loop
 //
@@ -46,9 +49,11 @@
 // only schedules the flow: no callback runs before it returns.
 //
 // Consecutive steps of a flow run in a row, with no goroutine, channel or
-// queue operation between them, as long as nothing else waits on the loop;
-// otherwise the flow yields after each step, so that flows and parallel
-// branches interleave fairly.
+// queue operation between them, as long as nothing else waits on the loop,
+// and for at most 256 steps; otherwise the flow yields after each step, so
+// that flows and parallel branches interleave fairly, as in the reference
+// implementations. On a [Tool] of another package, a flow yields after
+// every step.
 //
 // # Concurrency
 //
@@ -102,7 +107,9 @@
 // stops where it is, without its cancel handlers. A [Root.Promise] or
 // [Root.Run] that waits for it receives an InternalError, "the flow's loop
 // is closed", so that no reader is left waiting; so does a flow that had not
-// begun, or else its unhandled-error function. On a [TestTool], completions
+// begun, or else its unhandled-error function. The goroutines of its
+// waiting Await, AwaitChan, AwaitResult and AwaitFlow steps are released
+// (an Await function's context is cancelled). On a [TestTool], completions
 // that come from other goroutines (Await, AwaitChan, a goroutine calling
 // Success) arrive while the tool may look idle: drive such flows with
 // [Root.Run], which waits for them, rather than with [TestTool.Run].

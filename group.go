@@ -73,9 +73,10 @@ func (g *LoopGroup) Loops() []*Loop { return slices.Clone(g.loops) }
 func (g *LoopGroup) Len() int { return len(g.loops) }
 
 // Close closes every loop of the group, see [Loop.Close]: close the group
-// only after its flows have ended, because a flow still waiting on a closed
-// loop never reports to [Root.Promise] or [Root.Execute], and a flow started
-// afterwards fails at once. Close is idempotent; called from a callback on
+// only after its flows have ended, because a flow still running on a closed
+// loop stops where it is, without its cancel handlers (its [Root.Promise]
+// or [Root.Run] gets an InternalError, "the flow's loop is closed"), and a
+// flow started afterwards fails at once the same way. Close is idempotent; called from a callback on
 // one of the loops, it does not wait for that loop's goroutine to exit.
 func (g *LoopGroup) Close() {
 	for _, l := range g.loops {

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"runtime/debug"
@@ -16,16 +17,17 @@ import (
 // the wall clock ([time.Now]). Due timers are checked at least every 256
 // callbacks, so a busy loop delays them but never starves them; a timer that
 // has fallen due may run before immediates scheduled in the meantime. A
-// step's timeout ([AsyncSteps.SetTimeout]) counts from the end of the pass
-// over callbacks in which it was set, when the loop next reads its clock:
-// it may fall due later than its duration by the rest of that pass, never
-// earlier.
+// step's timeout ([AsyncSteps.SetTimeout]) counts at the earliest from the
+// SetTimeout call and at the latest from the end of the pass over callbacks
+// in which it was set, when the loop next reads its clock: it may fall due
+// later than its duration by the rest of that pass, never earlier.
 //
 // A flow started on a Loop ([Root.Execute], Promise, Run) takes its first
 // step after every callback scheduled before the start, and flows start in
 // the order they were started; a callback scheduled after the start may
-// run first. Flows are started without the lock that Immediate takes, so
-// that goroutines starting many flows do not slow the loop down.
+// run first. Flows are started without the lock that Immediate takes
+// (except to wake a sleeping loop), so that goroutines starting many flows
+// do not slow the loop down.
 //
 // Immediate, Deferred, Now, IsSameThread, Close and the methods of the
 // returned handles are safe for concurrent use. The zero value is not
@@ -80,6 +82,12 @@ type Loop struct {
 
 	wake chan struct{} // capacity 1: a pending wake-up is never lost
 	done chan struct{} // closed when the goroutine has exited
+
+	// alive is cancelled when the loop stops, to release the goroutines
+	// that wait on behalf of its steps (Await, AwaitChan): a closed loop
+	// runs no cancel handler that would.
+	alive    context.Context
+	endAlive context.CancelFunc
 }
 
 // loopBatch bounds how many queued tasks run between two looks at the inbox
@@ -101,6 +109,7 @@ func newIdleLoop() *Loop {
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
+	l.alive, l.endAlive = context.WithCancel(context.Background())
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
 	l.stepTimers.init(&l.timerSeq)
@@ -195,11 +204,16 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // handles become invalid) and later ones never run. The flows on the loop
 // stop where they are, without their cancel handlers; a flow that
 // [Root.Promise] or [Root.Run] waits for ends with an InternalError, "the
-// flow's loop is closed", and so does a flow that had not begun. Close
-// waits until the loop's goroutine has exited, except when called from a
-// callback on that goroutine: then the loop stops as soon as the callback
-// returns. Close is idempotent. On the loop of [DefaultTool] it does
-// nothing.
+// flow's loop is closed", and so does a flow that had not begun. The
+// goroutines that wait on behalf of its steps are released: the context of
+// an [AsyncSteps.Await] function is cancelled, and [AwaitChan],
+// [AwaitResult] and [AwaitFlow] stop waiting (the flow behind AwaitFlow is
+// not cancelled: it runs on, on its own loop).
+//
+// Close waits until the loop's goroutine has exited, except when called
+// from a callback on that goroutine: then the loop stops as soon as the
+// callback returns, and a step that called it is the last one its flow
+// runs. Close is idempotent. On the loop of [DefaultTool] it does nothing.
 func (l *Loop) Close() {
 	if l.shared {
 		return // the process-wide loop of DefaultTool outlives every caller
@@ -207,6 +221,10 @@ func (l *Loop) Close() {
 	l.mu.Lock()
 	if !l.closing.Load() {
 		l.closing.Store(true)
+		// A flow running on the loop sees a task waiting (busy) and yields
+		// at its next step; the loop, which runs no task once closing,
+		// stops there.
+		l.postLocked(closeMark{})
 		l.sleeping.Store(false)
 		l.signal()
 	}
@@ -216,6 +234,11 @@ func (l *Loop) Close() {
 	}
 	<-l.done
 }
+
+// closeMark is the task Close posts; it never runs.
+type closeMark struct{}
+
+func (closeMark) run() {}
 
 // post queues t behind every queued task. Loop goroutine only.
 func (l *Loop) post(t task) { l.local.push(t) }
@@ -261,7 +284,7 @@ func (l *Loop) startFlow(fl *flow) {
 	// Both the push and shutdown's store of ended are sequentially
 	// consistent: either shutdown takes the flow, or this sees ended.
 	if l.ended.Load() {
-		l.endStarts()
+		l.endLateStarts()
 		return
 	}
 	// Likewise with sleep's store of sleeping: either this sees the loop
@@ -272,14 +295,19 @@ func (l *Loop) startFlow(fl *flow) {
 	}
 }
 
+// endLateStarts ends the flows started after the loop stopped on a
+// goroutine of its own: their unhandled-error functions must not run inside
+// Execute (API decision 1).
+func (l *Loop) endLateStarts() { go l.endStarts() }
+
 // errLoopClosed is how a flow that its closed loop will never run ends.
 func errLoopClosed() *Error {
 	return &Error{Code: InternalError, Info: "the flow's loop is closed"}
 }
 
 // endStarts ends the flows waiting to start on a loop that has stopped.
-// It runs on the loop's goroutine in shutdown, and on the goroutine of a
-// start that came after.
+// It runs on the loop's goroutine in shutdown, and on a goroutine of its
+// own for a start that came after.
 func (l *Loop) endStarts() {
 	for fl := l.takeStarts(); fl != nil; {
 		next := unlinkStart(fl)
@@ -318,6 +346,8 @@ func (l *Loop) unwatch(fl *flow) { delete(l.awaited, fl) }
 func (l *Loop) engineState() *loopLocal { return &l.engine }
 
 func (l *Loop) tool() Tool { return l }
+
+func (l *Loop) lifetime() context.Context { return l.alive }
 
 // clock is the loop's monotonic time in nanoseconds, the scale of timer dues.
 func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
@@ -529,6 +559,7 @@ func (l *Loop) shutdown() {
 	}
 	l.endStarts()
 	l.endAwaited()
+	l.endAlive()
 	close(l.done)
 }
 

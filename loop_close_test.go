@@ -1,9 +1,11 @@
 package asyncsteps_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -246,4 +248,110 @@ func startRoot(t *testing.T, loop *asyncsteps.Loop, ended *sync.WaitGroup, execu
 		go func() { onEnd((<-ch).Err) }()
 	}
 	start()
+}
+
+// Execute on a Loop already closed ends the flow with the closed loop's
+// error, but not inside Execute (API decision 1): the unhandled-error
+// function runs after Execute has returned, and the goroutine that runs it
+// exits.
+func TestExecuteOnAClosedLoopReportsAfterItReturns(t *testing.T) {
+	before := runtime.NumGoroutine()
+	loop := asyncsteps.NewLoop()
+	loop.Close()
+	type report struct {
+		err           *asyncsteps.Error
+		afterReturned bool
+	}
+	var returned atomic.Bool
+	reports := make(chan report, 1)
+	r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		reports <- report{err, returned.Load()}
+	}))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
+	r.Execute()
+	returned.Store(true)
+	select {
+	case got := <-reports:
+		wantError(t, got.err, asyncsteps.InternalError, closedInfo)
+		if !got.afterReturned {
+			t.Error("the unhandled-error function ran inside Execute")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flow was not reported to its unhandled-error function")
+	}
+	wantError(t, receive(t, r.Promise(), "the flow promised").Err, asyncsteps.InternalError, closedInfo)
+	waitGoroutines(t, before)
+}
+
+// Closing a loop runs no cancel handler, yet releases the goroutines that
+// wait for its steps: an Await's context is cancelled, so a function that
+// watches it returns, and an AwaitChan on a channel that never delivers
+// stops waiting. The flows end with the closed loop's error.
+func TestCloseReleasesTheGoroutinesOfWaitingSteps(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	funcErr := make(chan error, 1)
+	awaiting := asyncsteps.New(asyncsteps.WithTool(loop))
+	awaiting.Await(func(ctx context.Context) (any, error) {
+		<-ctx.Done()
+		funcErr <- ctx.Err()
+		return nil, ctx.Err()
+	})
+	receiving := asyncsteps.New(asyncsteps.WithTool(loop))
+	asyncsteps.AwaitChan(receiving, make(chan int))
+	results := []<-chan asyncsteps.Result{awaiting.Promise(), receiving.Promise()}
+	waitStacks(t, true, "asyncsteps.callAwait(", "asyncsteps.AwaitChan[")
+
+	loop.Close()
+
+	for i, ch := range results {
+		wantError(t, receive(t, ch, fmt.Sprint("flow ", i)).Err, asyncsteps.InternalError, closedInfo)
+	}
+	select {
+	case err := <-funcErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the Await function's context ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Await function's context was not cancelled")
+	}
+	waitStacks(t, false, "asyncsteps.callAwait(", "asyncsteps.AwaitChan[")
+}
+
+// waitStacks waits until the stacks of the running goroutines hold each of
+// the function names (present), or none of them, or fails the test.
+func waitStacks(t *testing.T, present bool, funcs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		held := 0
+		for _, f := range funcs {
+			if strings.Contains(stacks, f) {
+				held++
+			}
+		}
+		if present && held == len(funcs) || !present && held == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s, %d of %v in the goroutines' stacks, want present=%v:\n%s", held, funcs, present, stacks)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A step that closes its own loop is the last one the flow runs: the loop
+// stops when the step returns, and the flow's Promise gets the closed
+// loop's error.
+func TestCloseFromAStepRunsNoFurtherStep(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	var second atomic.Bool
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loop.Close() })
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { second.Store(true) })
+	wantError(t, receive(t, r.Promise(), "the flow").Err, asyncsteps.InternalError, closedInfo)
+	if second.Load() {
+		t.Error("the step after the one that closed the loop ran")
+	}
 }

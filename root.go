@@ -42,6 +42,9 @@ func WithTool(t Tool) Option { return Option{tool: t} }
 
 // WithUnhandledError sets the function called, on the loop, with an error
 // that ends a flow started by Execute. The default logs it with log/slog.
+// A flow started on a [Loop] already closed never reaches its loop: it ends
+// with an InternalError, "the flow's loop is closed", passed to f on a
+// goroutine of its own, after Execute has returned.
 func WithUnhandledError(f func(err *Error)) Option { return Option{unhandled: f} }
 
 // New returns an empty Root.
@@ -90,7 +93,8 @@ func (r *Root) Execute() { r.start(nil) }
 // its one Result once the flow has fully stopped. An error that ends the flow
 // goes to the Result only, not to the unhandled-error function. If the
 // flow's [Loop] is closed before the flow ends, the Result is an
-// InternalError, "the flow's loop is closed".
+// InternalError, "the flow's loop is closed". Like Execute, it panics if the
+// flow is already running.
 func (r *Root) Promise() <-chan Result {
 	ch := make(chan Result, 1)
 	r.start(ch)
@@ -167,7 +171,8 @@ func (r *Root) cancel(cause error) {
 // Run executes the flow and waits for its end. When ctx ends first, the flow
 // is cancelled and Run returns once it has stopped, with an error matching
 // ctx.Err(). On a [TestTool], Run drives the tool itself. Run must not be
-// called from the flow's own loop.
+// called from the flow's own loop. Like Execute, it panics if the flow is
+// already running.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if _, ok := r.fl.sched.(*TestTool); !ok && r.fl.sched.IsSameThread() {
 		return nil, &Error{Code: InternalError, Info: "Run called on the loop of the flow: it would deadlock"}

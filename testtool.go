@@ -240,6 +240,10 @@ func (t *TestTool) startFlow(fl *flow) { t.post(fl) }
 // goroutine only.
 func (t *TestTool) engineState() *loopLocal { return &t.engine }
 
+// lifetime is nil: a TestTool never stops for good (ResetEvents drops
+// callbacks, but later ones run).
+func (t *TestTool) lifetime() context.Context { return nil }
+
 func (t *TestTool) tool() Tool { return t }
 
 // runFlow drives t until the flow of r reports on ch, cancelling it when ctx

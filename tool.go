@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Tool is the event loop a flow runs on (the spec's AsyncTool). Every callback
 // of a flow runs from a Tool callback, one at a time.
@@ -46,6 +49,9 @@ type scheduler interface {
 	deferTask(d time.Duration, t task) *timerEntry
 	// tool is the Tool the user gave.
 	tool() Tool
+	// lifetime is cancelled when the tool stops running tasks for good;
+	// nil for a tool that never does.
+	lifetime() context.Context
 }
 
 // foreignTool makes a Tool that is not one of this package's loops a
@@ -59,6 +65,8 @@ func (t foreignTool) inject(tk task)          { t.Immediate(tk.run) }
 func (t foreignTool) startFlow(fl *flow)      { t.inject(fl) }
 func (t foreignTool) engineState() *loopLocal { return nil }
 func (t foreignTool) tool() Tool              { return t.Tool }
+
+func (foreignTool) lifetime() context.Context { return nil }
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
 	return &timerEntry{t: foreignTimer{t.Deferred(d, tk.run)}}

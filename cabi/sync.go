@@ -45,7 +45,9 @@ func Sync(s asyncsteps.Syncer) unsafe.Pointer {
 	return unsafe.Pointer(o.cs)
 }
 
-// FreeSync releases a FutoInSync* made by [Sync] once no flow uses it.
+// FreeSync releases a FutoInSync* made by [Sync], at once: call it only
+// when no flow uses it any more, since a flow that still does reads freed
+// memory.
 func FreeSync(p unsafe.Pointer) {
 	s := (*C.FutoInSync)(p)
 	if o := syncOf(s); o != nil {
