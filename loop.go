@@ -208,7 +208,10 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // goroutines that wait on behalf of its steps are released: the context of
 // an [AsyncSteps.Await] function is cancelled, and [AwaitChan],
 // [AwaitResult] and [AwaitFlow] stop waiting (the flow behind AwaitFlow is
-// not cancelled: it runs on, on its own loop).
+// not cancelled: it runs on, on its own loop). So are the [Mutex],
+// [Throttle] and [Limiter] its flows share with other loops: the slots its
+// flows hold are given back, its flows leave their queues, and a Throttle
+// period timed on the loop ends.
 //
 // Close waits until the loop's goroutine has exited, except when called
 // from a callback on that goroutine: then the loop stops as soon as the
@@ -545,7 +548,7 @@ func (l *Loop) shutdown() {
 	inbox := l.inbox
 	l.inbox = nil
 	l.posted.Store(false)
-	l.timers.dropAll()
+	mustRun := l.timers.dropAll()
 	l.mu.Unlock()
 	l.stepTimers.dropAll()
 	for _, t := range inbox {
@@ -559,6 +562,13 @@ func (l *Loop) shutdown() {
 	}
 	l.endStarts()
 	l.endAwaited()
+	// Mutexes and Throttles may be shared with flows of other loops: give
+	// back what this loop's flows hold before ending the periods it timed,
+	// so that the slots go to flows that can still run.
+	l.engine.leaveSections()
+	for _, t := range mustRun {
+		t.run()
+	}
 	l.endAlive()
 	close(l.done)
 }
@@ -762,14 +772,29 @@ func (h *timerHeap) remove(i int) {
 }
 
 // dropAll cancels every timer, as on Close or ResetEvents.
-func (h *timerHeap) dropAll() {
+// dropAll drops every timer, and returns the tasks of those that must run
+// at once when dropped (see runsWhenDropped), in no particular order.
+func (h *timerHeap) dropAll() (mustRun []task) {
 	for i, it := range h.items {
+		if _, ok := it.e.t.(runsWhenDropped); ok {
+			mustRun = append(mustRun, it.e.t)
+		}
 		it.e.index = -1
 		it.e.t = nil
 		it.e.state.Store(handleCancelled)
 		h.items[i] = timerSlot{}
 	}
 	h.items = h.items[:0]
+	return mustRun
+}
+
+// runsWhenDropped marks a deferred task of this package that runs at once
+// if its timer is dropped before it falls due (its Loop closed, its
+// TestTool reset), because flows on other tools may wait for it: the end
+// of a Throttle's period.
+type runsWhenDropped interface {
+	task
+	runsWhenDropped()
 }
 
 func (h *timerHeap) less(i, j int) bool {

@@ -33,8 +33,12 @@ type loopRun struct {
 func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	if lr.def.eachFn != nil {
-		lr.items = iterate(lr.def.collect)
-		lr.count = lr.items.len()
+		items, err := snapshot(f.h.fl, lr.def.collect)
+		if err != nil {
+			return f.h.fl.fail(f, err)
+		}
+		lr.items = items
+		lr.count = items.len()
 	}
 	lr.iter = plainStep(lr.iterate, nil)
 	return lr.next(f)
@@ -158,6 +162,17 @@ func isSeq2(t reflect.Type) bool {
 	return y.Kind() == reflect.Func && y.NumIn() == 2 && y.NumOut() == 1 && y.Out(0).Kind() == reflect.Bool
 }
 
+// snapshot returns iterate(c), or the InternalError of a panic in it: an
+// iter.Seq2 is user code, run here outside any step's callback.
+func snapshot(fl *flow, c any) (items iterator, err *Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			items, err = nil, fl.panicked(r)
+		}
+	}()
+	return iterate(c), nil
+}
+
 // iterate snapshots c when the loop starts: slices are read in place, maps in
 // sorted key order, iter.Seq2 and *State are collected in full.
 func iterate(c any) iterator {
@@ -179,12 +194,18 @@ func iterate(c any) iterator {
 	}
 }
 
+// mapItems reads the map's entries as they are, rather than looking each
+// key up again, which finds nothing for a NaN key.
 func mapItems(v reflect.Value) pairs {
-	keys := v.MapKeys()
-	slices.SortFunc(keys, compareKeys)
-	p := make(pairs, 0, len(keys))
-	for _, k := range keys {
-		p.add(k.Interface(), v.MapIndex(k).Interface())
+	type entry struct{ k, v reflect.Value }
+	entries := make([]entry, 0, v.Len())
+	for it := v.MapRange(); it.Next(); {
+		entries = append(entries, entry{it.Key(), it.Value()})
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return compareKeys(a.k, b.k) })
+	p := make(pairs, 0, len(entries))
+	for _, e := range entries {
+		p.add(e.k.Interface(), e.v.Interface())
 	}
 	return p
 }

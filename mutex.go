@@ -14,8 +14,10 @@ import "sync"
 // from the flow it was started from (spec 1.11.4).
 //
 // A slot is given back however the critical section ends: success, error,
-// timeout or cancel. A flow cancelled while it waits leaves the queue and
-// never holds a slot. With a queue limit, a flow that finds the queue full
+// timeout or cancel, and also when the flow's [Loop] is closed, which runs
+// no cancel handler but gives back what its flows hold. A flow cancelled
+// while it waits, or whose Loop is closed, leaves the queue and never holds
+// a slot. With a queue limit, a flow that finds the queue full
 // fails at once with [DefenseRejected] and the info "Mutex queue limit",
 // which the error handler given to Sync sees first.
 //

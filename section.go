@@ -54,14 +54,17 @@ const (
 // All its fields are used on the flow's loop only; what a gate shares with
 // other goroutines is in the entries, under the gate's mutex.
 type section struct {
-	f       StepFunc
-	onerror ErrorFunc
-	args    []any // the enter step's args, for f
-	gates   [2]gate
-	entries [2]entry
-	n       int // gates in use
-	next    int // the gate the next enterNext step asks
-	phase   int // which of the section's steps advance runs next
+	f        StepFunc
+	onerror  ErrorFunc
+	args     []any // the enter step's args, for f
+	gates    [2]gate
+	entries  [2]entry
+	n        uint8 // gates in use
+	nextGate uint8 // the gate the next enterNext step asks
+	phase    uint8 // which of the section's steps advance runs next
+	// prev and next link the section into its loop's ring (see
+	// loopLocal.sections) from its entry until it has left its gates.
+	prev, next *section
 }
 
 // sectioner is implemented by this package's Syncers: AsyncSteps.Sync
@@ -86,7 +89,7 @@ func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
 // section's steps.
 func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gates ...gate) {
 	s := &section{f: f, onerror: onerror, args: args}
-	s.n = copy(s.gates[:], gates)
+	s.n = uint8(copy(s.gates[:], gates))
 	s.phase = 1
 	if h, ok := as.(*handle); ok {
 		s.enterFrame(h)
@@ -109,6 +112,9 @@ func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 func (s *section) enterFrame(h *handle) {
 	h.f.impl = s
 	h.SetCancel(cancelSection)
+	if st := h.fl.sched.engineState(); st != nil {
+		st.addSection(s)
+	}
 	for range s.n {
 		h.push(plainStep(advanceSection, nil))
 	}
@@ -144,8 +150,8 @@ func (s *section) advance(as AsyncSteps, args ...any) {
 }
 
 func (s *section) enterNext(as AsyncSteps) {
-	i := s.next
-	s.next++
+	i := s.nextGate
+	s.nextGate++
 	if s.refusal() == nil {
 		s.gates[i].enter(as, &s.entries[i])
 	}
@@ -168,7 +174,11 @@ func (s *section) cancel(AsyncSteps) { s.leave(nil) }
 // leave gives back every gate, the last entered first. on is the flow whose
 // loop runs the call, if known.
 func (s *section) leave(on *flow) {
-	for i := s.n - 1; i >= 0; i-- {
+	if s.next != nil { // out of its loop's ring
+		s.prev.next, s.next.prev = s.next, s.prev
+		s.prev, s.next = nil, nil
+	}
+	for i := int(s.n) - 1; i >= 0; i-- {
 		s.gates[i].leave(&s.entries[i], on)
 	}
 }

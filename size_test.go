@@ -38,3 +38,11 @@ func TestStepFitsItsBudget(t *testing.T) {
 		t.Errorf("step is %d bytes, want at most 16", got)
 	}
 }
+
+// A critical section is one allocation per Sync (workload f); at 256 bytes
+// it fills its size class exactly.
+func TestSectionFitsItsBudget(t *testing.T) {
+	if got := unsafe.Sizeof(section{}); got > 256 {
+		t.Errorf("section is %d bytes, want at most 256", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -585,4 +586,42 @@ func TestBreakFromParallelBranchEndsLoop(t *testing.T) {
 
 	wantTrace(t, &tr, "a0,b0,a1,b1,ca,parallel:LoopBreak,after")
 	wantSuccess(t, res)
+}
+
+// A map with NaN keys (which no lookup finds) is visited entirely, NaN keys
+// first, in the order cmp.Compare gives.
+func TestForEachMapWithNaNKeysVisitsAll(t *testing.T) {
+	r, tt := newFlow()
+	var tr tracer
+	r.ForEach(map[float64]string{math.NaN(): "nan", 2: "two", 1: "one"}, func(as asyncsteps.AsyncSteps, k, v any) {
+		tr.addf("%v=%v", k, v)
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "NaN=nan,1=one,2=two")
+}
+
+// A panic in an iter.Seq2 given to ForEach, which runs when the loop
+// starts, is an InternalError of the ForEach step like a panic in a step:
+// its handler sees it, and the flow goes on.
+func TestForEachSeqPanicBecomesInternalError(t *testing.T) {
+	r, tt := newFlow()
+	var tr tracer
+	var seq iter.Seq2[int, int] = func(yield func(int, int) bool) {
+		yield(0, 10)
+		panic("iterator boom")
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.ForEach(seq, func(as asyncsteps.AsyncSteps, k, v any) { tr.addf("body %v", k) })
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("handler %s: %s", code, as.State().ErrorInfo)
+		var p *asyncsteps.PanicError
+		if !errors.As(as.State().LastException, &p) || p.Value != "iterator boom" {
+			t.Errorf("LastException = %#v, want the *PanicError of the iterator", as.State().LastException)
+		}
+		as.Success("recovered")
+	})
+
+	wantSuccess(t, run(t, r, tt), "recovered")
+	wantTrace(t, &tr, "handler InternalError: iterator boom")
 }

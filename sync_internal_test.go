@@ -1,6 +1,8 @@
 package asyncsteps
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -101,5 +103,122 @@ func TestThrottlePeriodOnClosedLoopEnds(t *testing.T) {
 	e2 := &entry{}
 	if !th.admit(e2, nil, NewTestTool()) || e2.state != entryHeld {
 		t.Fatalf("a second entry is refused after the period's loop closed: state %v", e2.state)
+	}
+}
+
+// A period timed on a Loop that closes before it ends must not keep the
+// Throttle full for good either: the period ends when the loop closes, and
+// a flow of another loop waiting for it enters.
+func TestThrottlePeriodEndsWhenItsLoopCloses(t *testing.T) {
+	th := NewThrottle(1, time.Hour)
+	doomed, live := NewLoop(), NewLoop()
+	defer live.Close()
+	first := New(WithTool(doomed))
+	first.Sync(th, func(as AsyncSteps, _ ...any) {})
+	if res := awaitResult(t, first.Promise()); res.Err != nil {
+		t.Fatalf("the first flow: %v", res.Err)
+	}
+	next := New(WithTool(live))
+	next.Sync(th, func(as AsyncSteps, _ ...any) { as.Success("entered") })
+	nextResult := next.Promise()
+	waitUntil(t, "the next flow queued", func() bool { return queued(&th.mu, &th.queue) == 1 })
+
+	doomed.Close()
+
+	if res := awaitResult(t, nextResult); res.Err != nil || len(res.Args) != 1 || res.Args[0] != "entered" {
+		t.Errorf("the flow of the live loop: %+v, want [entered]", res)
+	}
+}
+
+// ResetEvents drops a Throttle's period timer with the rest: the period
+// ends there, rather than keep the Throttle full for good.
+func TestThrottlePeriodEndsWhenItsTestToolResets(t *testing.T) {
+	tt := NewTestTool()
+	th := NewThrottle(1, time.Second)
+	first := New(WithTool(tt))
+	first.Sync(th, func(as AsyncSteps, _ ...any) {})
+	if _, err := first.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tt.ResetEvents()
+	next := New(WithTool(tt))
+	next.Sync(th, func(as AsyncSteps, _ ...any) { as.Success("entered") })
+	start := tt.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args, err := next.Run(ctx) // the deadline only guards against a hang
+	if err != nil || len(args) != 1 || args[0] != "entered" {
+		t.Errorf("the next flow: %v, %v; want [entered]", args, err)
+	}
+	if waited := tt.Now().Sub(start); waited != 0 {
+		t.Errorf("the next flow waited %v of virtual time, want 0", waited)
+	}
+}
+
+// A Loop that closes gives back the Mutex slots its flows hold and takes
+// its flows out of the Mutex's queue: a closed loop runs no cancel handler,
+// but the Mutex may be shared with flows of other loops, which enter.
+func TestClosedLoopGivesBackItsMutexSlots(t *testing.T) {
+	m := NewMutex(1)
+	doomed, live := NewLoop(), NewLoop()
+	defer live.Close()
+	entered := make(chan struct{})
+	holder := New(WithTool(doomed))
+	holder.Sync(m, func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		close(entered)
+	})
+	results := []<-chan Result{holder.Promise()}
+	<-entered
+	waiter := New(WithTool(doomed))
+	waiter.Sync(m, func(as AsyncSteps, _ ...any) { t.Error("a flow of the closed loop entered") })
+	results = append(results, waiter.Promise())
+	waitUntil(t, "the waiter queued", func() bool { return queued(&m.mu, &m.queue) == 1 })
+	next := New(WithTool(live))
+	next.Sync(m, func(as AsyncSteps, _ ...any) { as.Success("entered") })
+	nextResult := next.Promise()
+	waitUntil(t, "the next flow queued", func() bool { return queued(&m.mu, &m.queue) == 2 })
+
+	doomed.Close()
+
+	for i, ch := range results {
+		if res := awaitResult(t, ch); res.Err == nil || res.Err.(*Error).Info != "the flow's loop is closed" {
+			t.Errorf("flow %d of the closed loop: %+v, want the closed loop's error", i, res)
+		}
+	}
+	if res := awaitResult(t, nextResult); res.Err != nil || len(res.Args) != 1 || res.Args[0] != "entered" {
+		t.Errorf("the flow of the live loop: %+v, want [entered]", res)
+	}
+	syncMutexClean(t, m)
+}
+
+// queued returns the length of q, guarded by mu.
+func queued(mu *sync.Mutex, q *waitQueue) int {
+	mu.Lock()
+	defer mu.Unlock()
+	return q.len()
+}
+
+// waitUntil polls cond until it holds, or fails the test.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// awaitResult waits for the Result of a Promise, or fails the test.
+func awaitResult(t *testing.T, ch <-chan Result) Result {
+	t.Helper()
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Result within 10s")
+		return Result{}
 	}
 }

@@ -127,17 +127,22 @@ func (t *TestTool) Advance(d time.Duration) {
 }
 
 // ResetEvents drops every scheduled callback; their handles become invalid.
-// The clock is left as it is.
+// The clock is left as it is. A [Throttle] whose period was timed here
+// ends that period at once: the flows waiting for it enter, and may start
+// a new period.
 func (t *TestTool) ResetEvents() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for e, ok := t.queue.pop(); ok; e, ok = t.queue.pop() {
 		if h, isHandle := e.(*testImmediate); isHandle {
 			h.state.Store(handleCancelled)
 		}
 	}
 	t.live = 0
-	t.timers.dropAll()
+	mustRun := t.timers.dropAll()
+	t.mu.Unlock()
+	for _, tk := range mustRun {
+		tk.run()
+	}
 }
 
 // post queues tk behind every immediate, in the same FIFO as Immediate.

@@ -22,7 +22,8 @@ import (
 // Time is read from the [Tool] of the flows: the timer that ends a period
 // runs on the tool of the flow that started it, so flows sharing one
 // Throttle must use tools with the same clock (a [TestTool] gives virtual
-// time to all the flows on it).
+// time to all the flows on it). If that tool is a [Loop] that is closed
+// before the period ends, the period ends when it closes.
 //
 // A Throttle is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewThrottle]; the zero value lets 1 flow
@@ -155,13 +156,30 @@ func (t *Throttle) newPeriod() {
 	}
 }
 
-// arm times the current period on tool. A closed Loop runs no timer: the
-// period then ends at once rather than keep the Throttle full for good.
+// arm times the current period on tool. A period whose timer never runs (a
+// Loop closed before or after arming, a TestTool reset) ends at once rather
+// than keep the Throttle full for good: a flow that waits for it may run
+// on another tool.
 func (t *Throttle) arm(tool Tool) {
-	if _, closed := tool.Deferred(t.periodLen(), t.newPeriod).(deadHandle); closed {
+	var h Handle
+	switch tl := tool.(type) {
+	case *Loop:
+		h = tl.deferred(t.periodLen(), periodEnd{t})
+	case *TestTool:
+		h = tl.deferTask(t.periodLen(), periodEnd{t})
+	default:
+		h = tool.Deferred(t.periodLen(), t.newPeriod)
+	}
+	if _, closed := h.(deadHandle); closed {
 		t.newPeriod()
 	}
 }
+
+// periodEnd is the timer task that ends a Throttle's period.
+type periodEnd struct{ t *Throttle }
+
+func (p periodEnd) run()           { p.t.newPeriod() }
+func (periodEnd) runsWhenDropped() {}
 
 // leave takes a waiting entry out of the queue. An entry that has entered
 // stays counted in its period: there is nothing to give back.
