@@ -3,6 +3,8 @@ package asyncsteps
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"runtime/debug"
 )
 
@@ -101,6 +103,16 @@ func awaitStep(fn AwaitFunc) StepFunc {
 	}
 }
 
+// isNilValue reports whether err holds a nil pointer, map, slice, channel
+// or function: an error that is not nil as an interface, but has no value.
+func isNilValue(err error) bool {
+	switch v := reflect.ValueOf(err); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
+}
+
 // callAwait runs fn, turning a panic into an error: a panic on a goroutine
 // nobody recovers would end the process.
 func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
@@ -113,10 +125,21 @@ func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
 }
 
 // awaitError maps fn's error to the step's error: an *Error keeps its code
-// and info, anything else is an InternalError with err.Error() as info.
-func awaitError(err error) *Error {
+// and info, anything else is an InternalError with err.Error() as info. It
+// runs on a goroutine nobody recovers, so an error whose methods panic (a
+// nil pointer given as an error, which errors.As and Error dereference) is
+// an InternalError that says so, without it as Cause.
+func awaitError(err error) (mapped *Error) {
+	if isNilValue(err) {
+		return &Error{Code: InternalError, Info: fmt.Sprintf("a nil %T was given as an error", err)}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			mapped = &Error{Code: InternalError, Info: fmt.Sprintf("reading the %T given as an error panicked: %v", err, r)}
+		}
+	}()
 	var e *Error
-	if errors.As(err, &e) {
+	if errors.As(err, &e) && e != nil {
 		return &Error{Code: e.Code, Info: e.Info, Cause: err}
 	}
 	return &Error{Code: InternalError, Info: err.Error(), Cause: err}

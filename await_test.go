@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"testing"
 	"time"
@@ -622,4 +623,39 @@ func TestArg(t *testing.T) {
 	check("negative", ok, false)
 	_, ok = asyncsteps.Arg[int](nil, 0)
 	check("no args", ok, false)
+}
+
+// A nil pointer given as a non-nil error (a typed nil) by an Await function
+// or through AwaitResult fails the step with an InternalError that says so.
+// Such an error's methods panic, on a goroutine nobody recovers: reading
+// it must not end the process.
+func TestAwaitTypedNilErrorIsInternalError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		info string
+	}{
+		{"*Error", (*asyncsteps.Error)(nil), "a nil *asyncsteps.Error was given as an error"},
+		{"*fs.PathError", (*fs.PathError)(nil), "a nil *fs.PathError was given as an error"},
+		{"wrapping a nil *fs.PathError", fmt.Errorf("open: %w", (*fs.PathError)(nil)),
+			"reading the *fmt.wrapError given as an error panicked: runtime error: invalid memory address or nil pointer dereference"},
+	} {
+		t.Run("Await "+tc.name, func(t *testing.T) {
+			r, _ := newFlow()
+			r.Await(func(ctx context.Context) (any, error) { return nil, tc.err })
+			_, err := runCtx(t, r)
+			wantError(t, err, asyncsteps.InternalError, tc.info)
+		})
+		t.Run("AwaitResult "+tc.name, func(t *testing.T) {
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			ch := make(chan asyncsteps.Result, 1)
+			r := asyncsteps.New(asyncsteps.WithTool(loop))
+			asyncsteps.AwaitResult(r, ch)
+			res := r.Promise()
+			waitStacks(t, true, "asyncsteps.AwaitResult.") // the step waits on a goroutine
+			ch <- asyncsteps.Result{Err: tc.err}
+			wantError(t, receive(t, res, "the flow").Err, asyncsteps.InternalError, tc.info)
+		})
+	}
 }

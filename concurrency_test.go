@@ -434,3 +434,32 @@ func TestConcurrentCompletionsCountOnce(t *testing.T) {
 	settleGoroutines(t, before)
 	t.Logf("wins per contestant: %v", winners)
 }
+
+// The handles of deferred callbacks may be cancelled from any goroutine
+// while the tool fires or drops their timers (Loop and TestTool docs): run
+// with -race, a read of the timer's task outside the heap's lock is
+// reported. A cancelled handle is invalid either way.
+func TestDeferredHandlesCancelRacingTheirTimers(t *testing.T) {
+	const timers = 100
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	tt := asyncsteps.NewTestTool()
+	var wg sync.WaitGroup
+	for i := range timers {
+		for _, h := range []asyncsteps.Handle{loop.Deferred(0, func() {}), tt.Deferred(0, func() {})} {
+			wg.Go(func() {
+				h.Cancel()
+				if h.IsValid() {
+					t.Error("a cancelled handle is still valid")
+				}
+			})
+		}
+		if i%2 == 0 {
+			tt.Run()
+		} else {
+			tt.ResetEvents()
+		}
+	}
+	wg.Wait()
+	fence(t, loop)
+}

@@ -663,16 +663,18 @@ func (e *timerEntry) local() bool { return e.step }
 // Cancel removes the timer from its heap; harmless once it ran. A heap
 // without a mutex belongs to the loop's goroutine, the only caller then.
 func (e *timerEntry) Cancel() {
-	if f, ok := e.t.(foreignTimer); ok {
-		f.Cancel()
-		return
-	}
 	if e.list != nil { // a step timer: on the loop's goroutine
 		e.list.unlink(e)
 		return
 	}
 	if e.h == nil {
-		return // a step timer that has run
+		// A timer of a foreign tool (its t never changes), or a step timer
+		// that has run. Only an entry out of a heap may read t without
+		// the heap's lock: firing and dropping write it.
+		if f, ok := e.t.(foreignTimer); ok {
+			f.Cancel()
+		}
+		return
 	}
 	if mu := e.h.mu; mu != nil {
 		mu.Lock()

@@ -86,13 +86,19 @@ func (pr *parallelRun) branchDone(p *frame) *frame {
 }
 
 // branchFailed cancels the other branches, then unwinds the error from the
-// parallel step itself, so its own handler sees the error first.
+// parallel step itself, so its own handler sees the error first, with its
+// info (API decision 10): a panic in a sibling's cancel handler, recorded
+// in the State meanwhile, does not replace it.
 func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 	if p.over {
 		return nil
 	}
+	fl := p.h.fl
+	st := fl.State()
+	info, exc := st.ErrorInfo, st.LastException
 	pr.cancelBranches()
-	return p.h.fl.fail(p, err)
+	st.ErrorInfo, st.LastException = info, exc
+	return fl.fail(p, err)
 }
 
 func (pr *parallelRun) cancelBranches() {

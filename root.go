@@ -171,10 +171,14 @@ func (r *Root) cancel(cause error) {
 // Run executes the flow and waits for its end. When ctx ends first, the flow
 // is cancelled and Run returns once it has stopped, with an error matching
 // ctx.Err(). On a [TestTool], Run drives the tool itself. Run must not be
-// called from the flow's own loop. Like Execute, it panics if the flow is
-// already running.
+// called from a callback of the flow's own tool: it then returns an
+// InternalError at once. Like Execute, it panics if the flow is already
+// running.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
-	if _, ok := r.fl.sched.(*TestTool); !ok && r.fl.sched.IsSameThread() {
+	if r.fl.sched.IsSameThread() {
+		if _, ok := r.fl.sched.(*TestTool); ok {
+			return nil, &Error{Code: InternalError, Info: "Run called from a callback of the flow's TestTool: it would drive the tool inside itself"}
+		}
 		return nil, &Error{Code: InternalError, Info: "Run called on the loop of the flow: it would deadlock"}
 	}
 	if err := ctx.Err(); err != nil {

@@ -250,22 +250,38 @@ func TestRunAgainAfterFlowEnded(t *testing.T) {
 	wantArgs(t, "third run", args, "third")
 }
 
-// Run called on the flow's own loop would wait for itself forever: it
-// returns an InternalError at once instead.
-func TestRunOnOwnLoopFails(t *testing.T) {
-	loop := asyncsteps.NewLoop()
-	defer loop.Close()
-	var got error
-	outer := asyncsteps.New(asyncsteps.WithTool(loop))
-	outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		inner := asyncsteps.New(asyncsteps.WithTool(loop))
-		inner.SuccessStep()
-		_, got = inner.Run(context.Background())
-	})
-	if _, err := runCtx(t, outer); err != nil {
-		t.Fatal(err)
+// Run called from a callback of the flow's own tool would wait for itself
+// forever (a Loop) or drive the tool inside one of its own callbacks (a
+// TestTool, whose state the outer drive then finds changed under it): it
+// returns an InternalError at once instead, and the outer flow goes on.
+func TestRunOnOwnToolFails(t *testing.T) {
+	infos := map[string]string{
+		"Loop":     "Run called on the loop of the flow: it would deadlock",
+		"TestTool": "Run called from a callback of the flow's TestTool: it would drive the tool inside itself",
 	}
-	wantCode(t, got, asyncsteps.InternalError)
+	for _, tool := range runTools {
+		t.Run(tool.name, func(t *testing.T) {
+			on := tool.make(t)
+			var got error
+			outer := asyncsteps.New(asyncsteps.WithTool(on))
+			outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Second) // a timer the inner drive must not fire
+				inner := asyncsteps.New(asyncsteps.WithTool(on))
+				inner.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					as.Tool().Deferred(2*time.Second, func() { as.Success() })
+				})
+				_, got = inner.Run(context.Background())
+				as.Success("outer done")
+			})
+			args, err := runCtx(t, outer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantArgs(t, "outer result", args, "outer done")
+			wantError(t, got, asyncsteps.InternalError, infos[tool.name])
+		})
+	}
 }
 
 // Go convention (exec.CommandContext, http.Client.Do): work started under a

@@ -528,3 +528,26 @@ func TestParallelManyBranches(t *testing.T) {
 		t.Errorf("the step after the parallel ran %d times", after)
 	}
 }
+
+// Decision 10: the Parallel's handler sees the branch's error with its info
+// and as LastException, also when a sibling's cancel handler panics while
+// the siblings are cancelled (a panic that has nothing left to fail).
+func TestParallelHandlerSeesTheBranchErrorPastASiblingsCancelPanic(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Parallel(func(as asyncsteps.AsyncSteps, code string) {
+		st := as.State()
+		tr.addf("handler %s: %s", code, st.ErrorInfo)
+		var e *asyncsteps.Error
+		if !errors.As(st.LastException, &e) || e.Code != "E" || e.Info != "info1" {
+			t.Errorf("LastException = %v, want the branch's E: info1", st.LastException)
+		}
+	}).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetCancel(func(asyncsteps.AsyncSteps) { panic("boom") })
+	}).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Error("E", "info1")
+	})
+
+	wantError(t, run(t, r, tt).Err, "E", "info1")
+	wantTrace(t, &tr, "handler E: info1")
+}
