@@ -576,6 +576,12 @@ func (fl *flow) timeout(h *handle) {
 	}
 	fl.recycleTimer(f.timer) // it has run: fire drops it
 	f.timer = nil
+	if f.waiting && h.st.Load()&(stClaim|stDone) == stClaim {
+		// A completion from outside came first and is on its way to the
+		// loop, which was too busy to take it before the timer: success
+		// or error disarms the timeout (API decision 8).
+		return
+	}
 	if f.active != nil {
 		fl.cancelTree(f.active)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +106,32 @@ func TestLoopStepTimeoutNeverEarly(t *testing.T) {
 		if e < d {
 			t.Errorf("timeout %d fell due after %v, before its %v", i, e, d)
 		}
+	}
+}
+
+// Decision 8: success disarms the timeout. A Success called, from outside
+// the step's callback, before the timeout falls due wins even when the loop
+// is too busy to deliver it before the timeout would have fired: here the
+// callback that calls it then keeps the loop 50 ms past a 20 ms timeout.
+func TestLoopCompletionClaimedBeforeTimeoutWins(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	var cancelled atomic.Bool
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(20 * time.Millisecond)
+		as.SetCancel(func(asyncsteps.AsyncSteps) { cancelled.Store(true) })
+		as.Tool().Immediate(func() {
+			as.Success("value")
+			time.Sleep(50 * time.Millisecond) // busy past the timeout
+		})
+	})
+
+	res := <-r.Promise()
+	if res.Err != nil || len(res.Args) != 1 || res.Args[0] != "value" {
+		t.Errorf("Result = %+v, want [value]", res)
+	}
+	if cancelled.Load() {
+		t.Error("the cancel handler of a step that succeeded ran")
 	}
 }
