@@ -94,6 +94,24 @@ func TestSuccessTakesValuesOverAndKeepsTypes(t *testing.T) {
 	)
 }
 
+// Decision 1, a value keeps its type: an empty slot (a NULL type) is a Go
+// nil, and a Go nil reaches C as an empty slot, not as a custom object.
+func TestEmptySlotIsNil(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.EmptySlot(root)
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		if want := []any{nil, uint8(5)}; !reflect.DeepEqual(args, want) {
+			t.Errorf("Go step got %#v, want %#v", args, want)
+		}
+		as.Success(nil, uint8(6))
+	})
+	ctest.EmptySlotBack(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, "empty2 arg0=NULL arg1=10:6")
+}
+
 // Decision 1: a custom object is passed on as is; its cleanup runs once,
 // when the step that receives it completes; passed on again it belongs to
 // the next receiver; dropped by the Go side, the GC cleans it up.
@@ -387,6 +405,23 @@ func TestUnhandledErrorAndFree(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
+}
+
+// Decision 3: execute on a running root starts nothing, and the flow keeps
+// the unhandled_error and data it was started with.
+func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
+	root := newCRoot(t)
+	ctest.Held(root)
+	ctest.ExecuteOnly(root, "first", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatal("the step did not start")
+	}
+	ctest.ExecuteOnly(root, "second", 2)
+	ctest.FailHeld()
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("no unhandled error")
+	}
+	checkTrace(t, "held", "unhandled Boom data=first root=1")
 }
 
 // Wrap gives back the Go value behind one of our pointers.

@@ -18,7 +18,8 @@
 // string, STRING16 a [String16], STRING32 a [String32], an array a slice
 // ([]int32, []string, ...), a custom object a [*Custom]. A Go value with no
 // C type reaches C as a custom object that comes back as the same Go value
-// when C passes it on in success. At most 4 values cross; more are dropped.
+// when C passes it on in success. An empty slot (a NULL type) is a Go nil,
+// and a Go nil an empty slot. At most 4 values cross; more are dropped.
 //
 // success takes the values over: strings and arrays are copied before it
 // returns and their type's cleanup is called at once; a custom object's

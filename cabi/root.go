@@ -74,19 +74,34 @@ func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
 	C.cabi_call_error(fn, ro.node.bsi, data, code)
 }
 
-// execute starts the flow; it only posts to the loop.
+// execute starts the flow; it only posts to the loop. On a running flow it
+// does nothing: the flow keeps the unhandled_error and data it was started
+// with (decision 3). mu is held throughout, so that onUnhandled never sees
+// the function of a start that did not happen: Execute and Promise run no
+// callback before they return (API decision 1).
 func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
 	ro.mu.Lock()
+	defer ro.mu.Unlock()
 	if ro.freed {
-		ro.mu.Unlock()
 		return
 	}
+	prevFn, prevData := ro.unhandled, ro.unhandledData
 	ro.unhandled, ro.unhandledData = fn, data
-	ro.mu.Unlock()
-	defer func() { _ = recover() }() // already running: nothing to do
+	if !ro.start(fn) {
+		ro.unhandled, ro.unhandledData = prevFn, prevData
+	}
+}
+
+// start executes the root, and reports false if it was running already.
+func (ro *rootObj) start(fn C.FutoInAsyncSteps_error_callback) (started bool) {
+	defer func() {
+		if recover() != nil { // Execute's panic on a running flow
+			started = false
+		}
+	}()
 	if ro.owned || fn == nil {
 		ro.root.Execute()
-		return
+		return true
 	}
 	// A Go root keeps its own unhandled-error function: watch the Result.
 	ch := ro.root.Promise()
@@ -98,6 +113,7 @@ func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_call
 			tool.Immediate(func() { ro.onUnhandled(e) })
 		}
 	}()
+	return true
 }
 
 // free releases the root: from any thread, it posts to the loop, which

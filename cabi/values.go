@@ -95,6 +95,9 @@ func makeArgs(vals []any, owned bool) *cArgs {
 		if i == len(slots) {
 			break
 		}
+		if v == nil {
+			continue // an empty slot, as C gave it: calloc left its type NULL
+		}
 		flat := a.flat(v)
 		C.cabi_write_value(&slots[i], &flat)
 	}

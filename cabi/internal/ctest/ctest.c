@@ -138,6 +138,36 @@ void ct_execute(FutoInAsyncSteps* root, const char* data)
     root->api->execute(root, (void*)data, unhandled);
 }
 
+static void unhandled_other(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    enter(bsi);
+    LOG("unhandled_other %s data=%s", code, (const char*)data);
+    mark_done();
+}
+
+// ct_execute_only executes root as is, with unhandled (which 1) or
+// unhandled_other.
+void ct_execute_only(FutoInAsyncSteps* root, const char* data, int which)
+{
+    root->api->execute(root, (void*)data, which == 1 ? unhandled : unhandled_other);
+}
+
+static FutoInAsyncSteps* held;
+
+static void held1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    bsi->api->waitExternal(bsi);
+    held = bsi;
+    LOG("held");
+}
+
+// ct_held adds a step that waits until ct_fail_held fails it.
+void ct_held(FutoInAsyncSteps* root) { root->api->add(root, NULL, held1, NULL); }
+void ct_fail_held(void) { held->api->handle_error(held, "Boom", NULL); }
+
 void ct_cancel(FutoInAsyncSteps* root) { root->api->cancel(root); }
 void ct_free(FutoInAsyncSteps* root) { root->api->free(root); }
 
@@ -198,6 +228,30 @@ static void args2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 }
 
 void ct_go_value(FutoInAsyncSteps* root) { root->api->add(root, NULL, args2, NULL); }
+
+// empty1 succeeds with an empty first slot; empty2 logs what it gets.
+static void empty1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg1.type = &t_u8;
+    out.arg1.u8 = 5;
+    bsi->api->success(bsi, &out);
+}
+
+static void empty2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("empty2 arg0=%s arg1=%d:%u", in->arg0.type ? "typed" : "NULL", in->arg1.type->flags, in->arg1.u8);
+    bsi->api->success(bsi, NULL);
+}
+
+void ct_empty_slot(FutoInAsyncSteps* root) { root->api->add(root, NULL, empty1, NULL); }
+void ct_empty_slot_back(FutoInAsyncSteps* root) { root->api->add(root, NULL, empty2, NULL); }
 
 // ---- custom objects ------------------------------------------------------------------
 

@@ -56,8 +56,18 @@ func WaitFor(s string, d time.Duration) bool {
 	return true
 }
 
-func Args(root unsafe.Pointer)            { C.ct_args(bsi(root)) }
-func GoValue(root unsafe.Pointer)         { C.ct_go_value(bsi(root)) }
+func Args(root unsafe.Pointer)      { C.ct_args(bsi(root)) }
+func GoValue(root unsafe.Pointer)   { C.ct_go_value(bsi(root)) }
+func EmptySlot(root unsafe.Pointer) { C.ct_empty_slot(bsi(root)) }
+func Held(root unsafe.Pointer)      { C.ct_held(bsi(root)) }
+func FailHeld()                     { C.ct_fail_held() }
+
+// ExecuteOnly executes root with data and the unhandled_error that logs
+// "unhandled" (which 1) or "unhandled_other".
+func ExecuteOnly(root unsafe.Pointer, data string, which int) {
+	C.ct_execute_only(bsi(root), C.CString(data), C.int(which)) // kept: the flow may use it until the end
+}
+func EmptySlotBack(root unsafe.Pointer)   { C.ct_empty_slot_back(bsi(root)) }
 func Custom(root unsafe.Pointer)          { C.ct_custom(bsi(root)) }
 func Errors(root unsafe.Pointer)          { C.ct_errors(bsi(root)) }
 func Misuse(root unsafe.Pointer)          { C.ct_misuse(bsi(root)) }

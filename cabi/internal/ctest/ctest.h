@@ -28,6 +28,11 @@ void ct_execute(FutoInAsyncSteps* root, const char* data);
 void ct_cancel(FutoInAsyncSteps* root);
 void ct_free(FutoInAsyncSteps* root);
 void ct_go_value(FutoInAsyncSteps* root);
+void ct_empty_slot(FutoInAsyncSteps* root);
+void ct_execute_only(FutoInAsyncSteps* root, const char* data, int which);
+void ct_held(FutoInAsyncSteps* root);
+void ct_fail_held(void);
+void ct_empty_slot_back(FutoInAsyncSteps* root);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
