@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // parallelDef is the definition of a Parallel step: one step per branch,
 // kept in chunks that double up to maxBranchChunk steps, so that adding
@@ -11,6 +14,15 @@ type parallelDef struct {
 }
 
 const maxBranchChunk = 128
+
+// clone returns a copy of d that later adds to d do not reach.
+func (d *parallelDef) clone() *parallelDef {
+	c := &parallelDef{chunks: make([][]step, len(d.chunks)), n: d.n}
+	for i, chunk := range d.chunks {
+		c.chunks[i] = slices.Clip(slices.Clone(chunk))
+	}
+	return c
+}
 
 func (d *parallelDef) add(s step) {
 	last := len(d.chunks) - 1

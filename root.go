@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"slices"
 	"time"
 )
 
@@ -204,7 +203,8 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 // started: the spec's model flows (1.5).
 func (r *Root) Clone() *Root {
 	c := r.NewInstance()
-	c.fl.base.queue = slices.Clone(r.fl.base.queue)
+	c.fl.base.queue = copySteps(nil, r.fl.base.queue)
+	c.fl.base.err = r.fl.base.err // a misuse of the model is the clone's too
 	if s := r.fl.state; s != nil {
 		c.State().vars = maps.Clone(s.vars)
 	}
@@ -250,8 +250,12 @@ func (r *Root) State() *State { return r.fl.State() }
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
 // its state variables that r does not have.
 func (r *Root) CopyFrom(model *Root) AsyncSteps {
+	if model == nil {
+		r.misuse("CopyFrom: nil model")
+		return r
+	}
 	for _, s := range model.fl.base.queue {
-		r.push(s)
+		r.push(s.detached())
 	}
 	if model.fl.state != nil {
 		r.State().fillMissing(model.fl.state)

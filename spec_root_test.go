@@ -400,3 +400,42 @@ func TestRunCancelsFlowWhenContextEnds(t *testing.T) {
 		t.Errorf("Run error = %v, want one matching context.Canceled", err)
 	}
 }
+
+// Spec 1.5: Clone and CopyFrom copy the model's steps as they are at the
+// call: branches added afterwards to a Parallel of the model, through the
+// value Parallel returned, are the model's only.
+func TestCopiesKeepTheirParallelsBranches(t *testing.T) {
+	var tr tracer
+	model, tt := newFlow()
+	p := model.Parallel()
+	p.Add(tr.step("A"))
+	clone := model.Clone()
+	onRoot := model.NewInstance()
+	onRoot.CopyFrom(model)
+	inStep := model.NewInstance()
+	inStep.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.CopyFrom(model) })
+	p.Add(tr.step("B")) // after every copy
+
+	for _, r := range []*asyncsteps.Root{clone, onRoot, inStep} {
+		wantSuccess(t, run(t, r, tt))
+	}
+	wantSuccess(t, run(t, model, tt))
+	wantTrace(t, &tr, "A,A,A,B,A,B") // clone, onRoot; inStep copied when its step ran, after B; model
+}
+
+// CopyFrom with a nil model is a misuse, reported as an InternalError: on a
+// Root when it runs, inside a step at once. A misuse recorded on a model
+// is copied by Clone with its steps.
+func TestCopyFromNilModelIsMisuse(t *testing.T) {
+	r, tt := newFlow()
+	r.CopyFrom(nil)
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "CopyFrom: nil model")
+
+	r, tt = newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.CopyFrom(nil) })
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "CopyFrom: nil model")
+
+	r, tt = newFlow()
+	r.CopyFrom(nil)
+	wantError(t, run(t, r.Clone(), tt).Err, asyncsteps.InternalError, "CopyFrom: nil model")
+}

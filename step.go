@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// step is a queued step definition. It is never modified once queued, so
-// Clone and CopyFrom share step slices' elements freely.
+// step is a queued step definition. It is never modified once queued, but
+// for the branches of a Parallel, which the value Parallel returned adds
+// to: Clone and CopyFrom copy those (detached), and share the rest.
 type step struct {
 	// impl is the step's StepFunc, the stepKind of a built-in step, or,
 	// for a step with an error handler, a *guarded holding either: one
@@ -32,6 +33,25 @@ func newStep(impl any, onerror ErrorFunc) step {
 		return step{impl: &guarded{impl: impl, onerror: onerror}}
 	}
 	return step{impl: impl}
+}
+
+// copySteps appends to dst the steps of src, detached from the model.
+func copySteps(dst, src []step) []step {
+	for _, s := range src {
+		dst = append(dst, s.detached())
+	}
+	return dst
+}
+
+// detached returns s, or a copy of it whose Parallel definition is a copy,
+// so that branches added to the model's afterwards are not in it.
+func (s step) detached() step {
+	impl, onerror := s.parts()
+	d, ok := impl.(*parallelDef)
+	if !ok {
+		return s
+	}
+	return builtinStep(d.clone(), onerror)
 }
 
 // parts returns what the step runs, a StepFunc or a stepKind, and its
@@ -313,8 +333,12 @@ func (h *handle) State() *State { return h.fl.State() }
 
 // CopyFrom implements [AsyncSteps].
 func (h *handle) CopyFrom(model *Root) AsyncSteps {
+	if model == nil {
+		h.misuse("CopyFrom: nil model")
+		return h
+	}
 	if h.adding() {
-		h.f.queue = append(h.f.queue, model.fl.base.queue...)
+		h.f.queue = copySteps(h.f.queue, model.fl.base.queue)
 		if model.fl.state != nil {
 			h.fl.State().fillMissing(model.fl.state)
 		}
