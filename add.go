@@ -126,16 +126,17 @@ func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
 
 // awaitError maps fn's error to the step's error: an *Error keeps its code
 // and info, anything else is an InternalError with err.Error() as info. It
-// runs on a goroutine nobody recovers, so an error whose methods panic (a
-// nil pointer given as an error, which errors.As and Error dereference) is
-// an InternalError that says so, without it as Cause.
+// runs on a goroutine nobody recovers, so an error whose methods panic
+// (typically a nil pointer given as an error, which errors.As and Error
+// dereference) is an InternalError that says so, without it as Cause.
 func awaitError(err error) (mapped *Error) {
-	if isNilValue(err) {
-		return &Error{Code: InternalError, Info: fmt.Sprintf("a nil %T was given as an error", err)}
-	}
 	defer func() {
 		if r := recover(); r != nil {
-			mapped = &Error{Code: InternalError, Info: fmt.Sprintf("reading the %T given as an error panicked: %v", err, r)}
+			info := fmt.Sprintf("reading the %T given as an error panicked: %v", err, r)
+			if isNilValue(err) {
+				info = fmt.Sprintf("a nil %T was given as an error", err)
+			}
+			mapped = &Error{Code: InternalError, Info: info}
 		}
 	}()
 	var e *Error

@@ -659,3 +659,23 @@ func TestAwaitTypedNilErrorIsInternalError(t *testing.T) {
 		})
 	}
 }
+
+// nilSafeError is an error whose nil pointer is a valid error.
+type nilSafeError struct{}
+
+func (*nilSafeError) Error() string { return "nil-safe error" }
+
+// A nil pointer whose Error method works is an error like any other: its
+// text is the info, and it is the LastException (API: Await).
+func TestAwaitNilSafeErrorKeepsItsInfo(t *testing.T) {
+	var nilSafe *nilSafeError
+	r, _ := newFlow()
+	r.Await(func(ctx context.Context) (any, error) { return nil, nilSafe },
+		func(as asyncsteps.AsyncSteps, code string) {
+			if as.State().LastException != error(nilSafe) {
+				t.Errorf("LastException = %#v, want the nil *nilSafeError", as.State().LastException)
+			}
+		})
+	_, err := runCtx(t, r)
+	wantError(t, err, asyncsteps.InternalError, "nil-safe error")
+}

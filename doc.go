@@ -112,5 +112,10 @@
 // (an Await function's context is cancelled). On a [TestTool], completions
 // that come from other goroutines (Await, AwaitChan, a goroutine calling
 // Success) arrive while the tool may look idle: drive such flows with
-// [Root.Run], which waits for them, rather than with [TestTool.Run].
+// [Root.Run], which waits for them, rather than with [TestTool.Run]. Run
+// waits only while no timer is scheduled, though: virtual time does not
+// wait for real goroutines, so with a timeout armed it moves to the
+// timeout at once, and the timeout wins however soon the goroutine would
+// have completed. Test such a race on a [Loop], or hold the goroutine
+// until the test has driven the tool to the point it wants.
 package asyncsteps

@@ -374,7 +374,7 @@ func (fl *flow) handlerReturned(c *frame) *frame {
 	p := c.parent
 	fl.release(c)
 	fl.retire(c)
-	return fl.fail(p, err)
+	return fl.unwind(p, err)
 }
 
 // completed applies the Success or Error written to c.
@@ -450,6 +450,13 @@ func (fl *flow) release(f *frame) {
 // the flow goes on.
 func (fl *flow) fail(f *frame, err *Error) *frame {
 	fl.noteStack(f)
+	return fl.unwind(f, err)
+}
+
+// unwind is fail for an error whose AsyncStack is recorded already: one
+// that goes on from a handler that returned, or from a failed branch to its
+// Parallel.
+func (fl *flow) unwind(f *frame, err *Error) *frame {
 	for {
 		f.queue = f.queue[:0]
 		f.active = nil
@@ -649,7 +656,7 @@ func (fl *flow) end(args []any, err error) {
 func (fl *flow) noteStack(f *frame) {
 	n := 0
 	for p := f; p != nil; p = p.parent {
-		if p.fn() != nil {
+		if p.stackPC() != 0 {
 			n++
 		}
 	}
@@ -660,10 +667,10 @@ func (fl *flow) noteStack(f *frame) {
 	stack := make([]string, n)
 	pcs := make([]uintptr, n)
 	for ; f != nil; f = f.parent {
-		if fn := f.fn(); fn != nil {
+		if pc := f.stackPC(); pc != 0 {
 			n--
-			pcs[n] = funcPC(fn)
-			stack[n] = funcName(pcs[n])
+			pcs[n] = pc
+			stack[n] = funcName(pc)
 		}
 	}
 	st.AsyncStack, st.stack = stack, recordedStack{pcs: pcs, names: stack}
@@ -679,9 +686,9 @@ func (s *State) sameStack(f *frame, n int) bool {
 		return false
 	}
 	for ; f != nil; f = f.parent {
-		if fn := f.fn(); fn != nil {
+		if pc := f.stackPC(); pc != 0 {
 			n--
-			if pcs[n] != funcPC(fn) {
+			if pcs[n] != pc {
 				return false
 			}
 		}
@@ -690,7 +697,26 @@ func (s *State) sameStack(f *frame, n int) bool {
 }
 
 // funcPC returns the entry address of fn.
-func funcPC(fn StepFunc) uintptr { return reflect.ValueOf(fn).Pointer() }
+func funcPC(fn any) uintptr { return reflect.ValueOf(fn).Pointer() }
+
+// stackPC is the entry address of the user's function that f runs, for
+// AsyncStack, or 0 if it runs none: for an iteration of a loop, the loop's
+// body; for a step of a critical section, the function given to Sync (the
+// engine's own steps around it are not the user's); else f's step function.
+func (f *frame) stackPC() uintptr {
+	if p := f.parent; p != nil {
+		switch c := p.impl.(type) {
+		case *loopRun:
+			return funcPC(c.def.body())
+		case *section:
+			return funcPC(c.f)
+		}
+	}
+	if fn := f.fn(); fn != nil {
+		return funcPC(fn)
+	}
+	return 0
+}
 
 // funcNames caches the names of step functions by entry address: looking a
 // name up in the runtime's tables on every error costs more than the rest

@@ -551,6 +551,14 @@ func (l *Loop) shutdown() {
 	mustRun := l.timers.dropAll()
 	l.mu.Unlock()
 	l.stepTimers.dropAll()
+	// Mutexes and Throttles may be shared with flows of other loops: give
+	// back what this loop's flows hold, then end the periods it timed, so
+	// that the slots go to flows that can still run; and before the flows
+	// are reported ended, so that whoever learns it finds them given back.
+	l.engine.leaveSections()
+	for _, t := range mustRun {
+		t.run()
+	}
 	for _, t := range inbox {
 		dropTask(t)
 	}
@@ -562,13 +570,6 @@ func (l *Loop) shutdown() {
 	}
 	l.endStarts()
 	l.endAwaited()
-	// Mutexes and Throttles may be shared with flows of other loops: give
-	// back what this loop's flows hold before ending the periods it timed,
-	// so that the slots go to flows that can still run.
-	l.engine.leaveSections()
-	for _, t := range mustRun {
-		t.run()
-	}
 	l.endAlive()
 	close(l.done)
 }

@@ -79,6 +79,17 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 	return lr.next(f), true
 }
 
+// body returns the function each iteration runs.
+func (d *loopDef) body() any {
+	switch {
+	case d.loopFn != nil:
+		return d.loopFn
+	case d.repFn != nil:
+		return d.repFn
+	}
+	return d.eachFn
+}
+
 // iterate runs the body of the current iteration.
 func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {
 	switch d := lr.def; {

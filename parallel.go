@@ -110,7 +110,7 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 	info, exc := st.ErrorInfo, st.LastException
 	pr.cancelBranches()
 	st.ErrorInfo, st.LastException = info, exc
-	return fl.fail(p, err)
+	return fl.unwind(p, err)
 }
 
 func (pr *parallelRun) cancelBranches() {

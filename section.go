@@ -112,8 +112,10 @@ func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 func (s *section) enterFrame(h *handle) {
 	h.f.impl = s
 	h.SetCancel(cancelSection)
-	if st := h.fl.sched.engineState(); st != nil {
-		st.addSection(s)
+	if l, ok := h.fl.sched.(*Loop); ok && !l.shared {
+		// A Loop that closes gives back what its flows hold. Only one that
+		// can close links its sections: the ring keeps them reachable.
+		l.engine.addSection(s)
 	}
 	for range s.n {
 		h.push(plainStep(advanceSection, nil))
@@ -158,6 +160,9 @@ func (s *section) enterNext(as AsyncSteps) {
 }
 
 func (s *section) body(as AsyncSteps) {
+	if !s.holdsSlots() {
+		s.unlink() // a Throttle's entry has nothing to give back
+	}
 	if err := s.refusal(); err != nil {
 		as.Error(err.Code, err.Info)
 	}
@@ -174,13 +179,29 @@ func (s *section) cancel(AsyncSteps) { s.leave(nil) }
 // leave gives back every gate, the last entered first. on is the flow whose
 // loop runs the call, if known.
 func (s *section) leave(on *flow) {
-	if s.next != nil { // out of its loop's ring
-		s.prev.next, s.next.prev = s.next, s.prev
-		s.prev, s.next = nil, nil
-	}
+	s.unlink()
 	for i := int(s.n) - 1; i >= 0; i-- {
 		s.gates[i].leave(&s.entries[i], on)
 	}
+}
+
+// unlink takes s out of its loop's ring, if it is in it.
+func (s *section) unlink() {
+	if s.next != nil {
+		s.prev.next, s.next.prev = s.next, s.prev
+		s.prev, s.next = nil, nil
+	}
+}
+
+// holdsSlots reports whether s, once in, holds something it must give
+// back: a Mutex's slot.
+func (s *section) holdsSlots() bool {
+	for _, g := range s.gates[:s.n] {
+		if _, ok := g.(*Mutex); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // flowOf returns the flow of a step of this package, or nil.

@@ -699,3 +699,46 @@ func TestAsyncStackFollowsEachError(t *testing.T) {
 func asyncStackOuterStep(as asyncsteps.AsyncSteps, args ...any) { as.Add(asyncStackInner) }
 
 func asyncStackOther(as asyncsteps.AsyncSteps, args ...any) { as.Error("E") }
+
+// The functions of the failing steps below, named for AsyncStack.
+func stackLoopBody(as asyncsteps.AsyncSteps, i int)                 { as.Error("E") }
+func stackEachBody(as asyncsteps.AsyncSteps, k, v any)              { as.Error("E") }
+func stackSection(as asyncsteps.AsyncSteps, _ ...any)               { as.Error("E") }
+func stackBranch(as asyncsteps.AsyncSteps, _ ...any)                { as.Error("E") }
+func stackInner(as asyncsteps.AsyncSteps, _ ...any)                 { as.Error("E") }
+func stackPassOn(as asyncsteps.AsyncSteps, _ string)                {}
+func stackOuterWithInnerHandler(as asyncsteps.AsyncSteps, _ ...any) { as.Add(stackInner, stackPassOn) }
+
+// Spec 1.7: AsyncStack names the user's functions, not the engine's: the
+// body of a loop, the function given to Sync, a Parallel's branch. An
+// error that a handler lets go on keeps the stack of where it was raised.
+func TestAsyncStackNamesTheUsersFunctions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		add  func(as asyncsteps.AsyncSteps)
+		want string
+	}{
+		{"Repeat", func(as asyncsteps.AsyncSteps) { as.Repeat(1, stackLoopBody) }, "stackLoopBody"},
+		{"ForEach", func(as asyncsteps.AsyncSteps) { as.ForEach([]int{1}, stackEachBody) }, "stackEachBody"},
+		{"Sync", func(as asyncsteps.AsyncSteps) { as.Sync(asyncsteps.NewMutex(1), stackSection) }, "stackSection"},
+		{"Parallel", func(as asyncsteps.AsyncSteps) { as.Parallel().Add(stackBranch) }, "stackBranch"},
+		{"handler that returns", func(as asyncsteps.AsyncSteps) { as.Add(stackOuterWithInnerHandler) }, "stackOuterWithInnerHandler,stackInner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stack []string
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tc.add(as) }, func(as asyncsteps.AsyncSteps, _ string) {
+				stack = slices.Clone(as.State().AsyncStack)
+				as.Success()
+			})
+			wantSuccess(t, run(t, r, tt))
+			var names []string
+			for _, s := range stack[1:] { // the first is the test's own step
+				names = append(names, s[strings.LastIndex(s, ".")+1:])
+			}
+			if got := strings.Join(names, ","); got != tc.want {
+				t.Errorf("AsyncStack = %q, want the test's step, then %s", stack, tc.want)
+			}
+		})
+	}
+}

@@ -2,9 +2,11 @@ package asyncsteps
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 )
 
 // syncMutexClean fails the test unless m holds nothing and queues nothing.
@@ -220,5 +222,84 @@ func awaitResult(t *testing.T, ch <-chan Result) Result {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no Result within 10s")
 		return Result{}
+	}
+}
+
+// A flow told its loop has closed finds the Mutex slots its loop's flows
+// held given back already: Close leaves the sections before it reports the
+// flows. Here the report is the unhandled-error function of a flow whose
+// start the closing loop takes, which runs during the close itself.
+func TestClosedLoopGivesSlotsBackBeforeReporting(t *testing.T) {
+	m := NewMutex(1)
+	doomed := NewLoop()
+	entered := make(chan struct{})
+	holder := New(WithTool(doomed))
+	holder.Sync(m, func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		close(entered)
+	})
+	holder.Execute()
+	<-entered
+	held := make(chan int, 1)
+	late := New(WithTool(doomed), WithUnhandledError(func(*Error) {
+		m.mu.Lock()
+		held <- len(m.holders)
+		m.mu.Unlock()
+	}))
+	late.Add(func(AsyncSteps, ...any) { t.Error("a step ran on a closed loop") })
+	doomed.Immediate(func() {
+		late.Execute()
+		doomed.Close()
+	})
+	select {
+	case n := <-held:
+		if n != 0 {
+			t.Errorf("the Mutex had %d holders when the closed loop reported a flow, want 0", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late flow was not reported")
+	}
+	doomed.Close()
+	syncMutexClean(t, m)
+}
+
+// The ring of sections keeps no flow reachable that nothing else does: a
+// flow abandoned inside a Throttle's section (nothing to give back) on a
+// Loop, or inside a Mutex's section on the loop of DefaultTool (which never
+// closes), is collected with its Root.
+func TestAbandonedSectionsAreCollected(t *testing.T) {
+	loop := NewLoop()
+	defer loop.Close()
+	for _, tc := range []struct {
+		name string
+		tool Tool
+		gate func() Syncer
+	}{
+		{"Throttle on a Loop", loop, func() Syncer { return NewThrottle(1, time.Hour) }},
+		{"Mutex on DefaultTool", DefaultTool(), func() Syncer { return NewMutex(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered := make(chan struct{})
+			var root weak.Pointer[Root]
+			func() {
+				r := New(WithTool(tc.tool))
+				r.Sync(tc.gate(), func(as AsyncSteps, _ ...any) {
+					as.WaitExternal() // for ever: nobody keeps this AsyncSteps
+					close(entered)
+				})
+				r.Execute()
+				root = weak.Make(r)
+			}()
+			<-entered
+			for range 1000 { // past the loop's block of handles, which holds the waiting one
+				r := New(WithTool(tc.tool))
+				r.SuccessStep()
+				awaitResult(t, r.Promise())
+			}
+			waitUntil(t, "the abandoned Root collected", func() bool {
+				runtime.GC()
+				return root.Value() == nil
+			})
+		})
 	}
 }

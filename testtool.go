@@ -22,6 +22,10 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // due time, ties in scheduling order. A cancelled callback no longer counts
 // as an event.
 //
+// Virtual time does not wait for other goroutines: when only deferred
+// callbacks are left, the next one runs at once, even if a goroutine is
+// about to complete a step (see the package documentation on Root.Run).
+//
 // All methods are safe for concurrent use, so a goroutine a test starts may
 // schedule or cancel callbacks; driving the tool from two goroutines at once
 // is a test bug, though, since callbacks would no longer run one at a time.

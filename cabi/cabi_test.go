@@ -7,6 +7,7 @@ import (
 	"errors"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -422,6 +423,37 @@ func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
 		t.Fatal("no unhandled error")
 	}
 	checkTrace(t, "held", "unhandled Boom data=first root=1")
+}
+
+// Decision 3: an execution's error goes to the unhandled_error and data of
+// the execute that started it, also when it is reported after a later
+// execute has started the root again (here the report of a Go root's
+// execution waits behind a busy callback on the loop meanwhile).
+func TestUnhandledErrorBelongsToItsExecution(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	root := cabi.Binary(r)
+	blocked, gate := make(chan struct{}), make(chan struct{})
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		loop.Immediate(func() { close(blocked); <-gate })
+		as.Error("First")
+	})
+	ctest.ExecuteOnly(root, "first", 1)
+	<-blocked
+	time.Sleep(50 * time.Millisecond) // lets the first report queue behind the busy callback
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Second") })
+	ctest.ExecuteOnly(root, "second", 2)
+	close(gate)
+	if !ctest.WaitDone(2, 5*time.Second) {
+		t.Fatalf("not two reports: %q", ctest.Trace())
+	}
+	got := ctest.Lines()
+	slices.Sort(got)
+	if want := []string{"unhandled First data=first root=1", "unhandled_other Second data=second"}; !slices.Equal(got, want) {
+		t.Errorf("reports %q, want %q", got, want)
+	}
 }
 
 // Wrap gives back the Go value behind one of our pointers.

@@ -20,18 +20,17 @@ import (
 // rootObj is a root seen from C.
 //
 // An owned root was made by [New] (futoin_asyncsteps_new) or newInstance:
-// C owns it, its unhandled-error function is the one given to execute, and
-// free cancels its flow. A root given by [Binary] stays Go's: free only
-// releases what C was given.
+// C owns it, and free cancels its flow. A root given by [Binary] stays
+// Go's: free only releases what C was given. Either way, an error that ends
+// an execution goes to the unhandled_error given to the execute that
+// started it.
 type rootObj struct {
 	node  *node
 	root  *asyncsteps.Root
 	owned bool
 
-	mu            sync.Mutex // execute may come from any thread
-	unhandled     C.FutoInAsyncSteps_error_callback
-	unhandledData unsafe.Pointer
-	freed         bool
+	mu    sync.Mutex // execute and free may come from any thread
+	freed bool
 }
 
 // goRoots maps the Go roots given to Binary to their rootObj.
@@ -59,14 +58,20 @@ func newOwnedRoot(tool asyncsteps.Tool) *rootObj {
 	return ro
 }
 
-// onUnhandled is the owned root's unhandled-error function: on the loop,
-// once per flow that an error ends (decision 3).
+// onUnhandled is the owned root's unhandled-error function, for the
+// executions given no unhandled_error: the error is logged.
 func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
+	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
+}
+
+// report calls fn, the unhandled_error of the execution that err ended,
+// with its data: on the loop, once (decision 3). A freed root logs instead.
+func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {
 	ro.mu.Lock()
-	fn, data, freed := ro.unhandled, ro.unhandledData, ro.freed
+	freed := ro.freed
 	ro.mu.Unlock()
-	if fn == nil || freed {
-		slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
+	if freed {
+		ro.onUnhandled(err)
 		return
 	}
 	code := C.CString(err.Code)
@@ -75,45 +80,31 @@ func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
 }
 
 // execute starts the flow; it only posts to the loop. On a running flow it
-// does nothing: the flow keeps the unhandled_error and data it was started
-// with (decision 3). mu is held throughout, so that onUnhandled never sees
-// the function of a start that did not happen: Execute and Promise run no
-// callback before they return (API decision 1).
+// does nothing: that flow reports to the unhandled_error it was started
+// with.
 func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
 	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	if ro.freed {
+	freed := ro.freed
+	ro.mu.Unlock()
+	if freed {
 		return
 	}
-	prevFn, prevData := ro.unhandled, ro.unhandledData
-	ro.unhandled, ro.unhandledData = fn, data
-	if !ro.start(fn) {
-		ro.unhandled, ro.unhandledData = prevFn, prevData
+	defer func() { _ = recover() }() // Execute's panic on a running flow: nothing started
+	if fn == nil {
+		ro.root.Execute() // an error goes to the root's own function
+		return
 	}
-}
-
-// start executes the root, and reports false if it was running already.
-func (ro *rootObj) start(fn C.FutoInAsyncSteps_error_callback) (started bool) {
-	defer func() {
-		if recover() != nil { // Execute's panic on a running flow
-			started = false
-		}
-	}()
-	if ro.owned || fn == nil {
-		ro.root.Execute()
-		return true
-	}
-	// A Go root keeps its own unhandled-error function: watch the Result.
+	// The execution's fn and data are kept by its own watcher: a later
+	// execute, once this one has ended, cannot take its error.
 	ch := ro.root.Promise()
 	tool := ro.node.flow.tool
 	go func() {
 		res := <-ch
 		var e *asyncsteps.Error
 		if errors.As(res.Err, &e) && !errors.Is(res.Err, context.Canceled) {
-			tool.Immediate(func() { ro.onUnhandled(e) })
+			tool.Immediate(func() { ro.report(e, fn, data) })
 		}
 	}()
-	return true
 }
 
 // free releases the root: from any thread, it posts to the loop, which
