@@ -995,3 +995,55 @@ func ExampleAsyncSteps_ForEach() {
 	// > forEach: b = 2
 	// > forEach: c = 3
 }
+
+// Spec 1.5, AsyncSteps cloning: a request flow is built once as a model and
+// copied per request; its business logic, another model, is chosen per
+// request through a state variable and copied in with CopyFrom while the
+// request runs.
+func Example_cloning() {
+	tt := asyncsteps.NewTestTool()
+
+	reqRepoCommon := asyncsteps.New(asyncsteps.WithTool(tt))
+	reqRepoCommon.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { fmt.Println("parse request") })
+		as.CopyFrom(as.State().Get("business_logic").(*asyncsteps.Root))
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) { fmt.Println("write response", args) })
+	})
+
+	reqRepoBuslog1 := asyncsteps.New(asyncsteps.WithTool(tt))
+	reqRepoBuslog1.
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) { fmt.Println("business logic 1, step 1") }).
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Println("business logic 1, step 2")
+			as.Success("result")
+		})
+
+	actualExec := reqRepoCommon.Clone()
+	actualExec.State().Set("business_logic", reqRepoBuslog1)
+	actualExec.Execute()
+	tt.Run()
+	// Output:
+	// parse request
+	// business logic 1, step 1
+	// business logic 1, step 2
+	// write response [result]
+}
+
+// Spec 1.12, success step and result injection: a value is returned after
+// the inner steps have run.
+func ExampleAsyncSteps_SuccessStep() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		value := 123
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { fmt.Println("sub-step") })
+		as.SuccessStep(value)
+	}).Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		fmt.Println("next step got", args)
+	})
+	r.Execute()
+	tt.Run()
+	// Output:
+	// sub-step
+	// next step got [123]
+}
