@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -37,6 +38,7 @@ func newStep(impl any, onerror ErrorFunc) step {
 
 // copySteps appends to dst the steps of src, detached from the model.
 func copySteps(dst, src []step) []step {
+	dst = slices.Grow(dst, len(src))
 	for _, s := range src {
 		dst = append(dst, s.detached())
 	}

@@ -5,6 +5,7 @@ package cabi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
 	"slices"
@@ -453,6 +454,46 @@ func TestUnhandledErrorBelongsToItsExecution(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"unhandled First data=first root=1", "unhandled_other Second data=second"}; !slices.Equal(got, want) {
 		t.Errorf("reports %q, want %q", got, want)
+	}
+}
+
+// Decision 3 on an owned root: the error that ends an execution reaches the
+// execute's unhandled_error at once, on the loop, whatever its cause chain
+// holds (a cancel is a plain context error, never an *Error), before a
+// callback queued meanwhile frees the root, and also when the root's loop
+// closes before the flow begins.
+func TestOwnedRootReportsEveryErrorThatEndsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(loop *asyncsteps.Loop, root unsafe.Pointer, as asyncsteps.AsyncSteps)
+		want  string
+	}{
+		{"error caused by a cancel", func(_ *asyncsteps.Loop, _ unsafe.Pointer, as asyncsteps.AsyncSteps) {
+			as.Await(func(ctx context.Context) (any, error) { return nil, fmt.Errorf("fetch: %w", context.Canceled) })
+		}, "unhandled InternalError data=first root=1"},
+		{"freed right after", func(loop *asyncsteps.Loop, root unsafe.Pointer, as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				loop.Immediate(func() { ctest.Free(root) })
+				as.Error("Boom")
+			})
+		}, "unhandled Boom data=first root=1"},
+		{"loop closed before it began", func(loop *asyncsteps.Loop, _ unsafe.Pointer, as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
+			loop.Immediate(loop.Close) // runs before the flow it precedes
+		}, "unhandled InternalError data=first root=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctest.Reset()
+			loop := asyncsteps.NewLoop()
+			t.Cleanup(loop.Close)
+			root := cabi.New(loop)
+			tc.setup(loop, root, cabi.Wrap(root))
+			ctest.ExecuteOnly(root, "first", 1)
+			if !ctest.WaitDone(1, 5*time.Second) {
+				t.Fatalf("unhandled_error not called; trace %q", ctest.Trace())
+			}
+			checkTrace(t, tc.want)
+		})
 	}
 }
 

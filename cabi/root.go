@@ -8,8 +8,6 @@ package cabi
 import "C"
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"unsafe"
@@ -29,8 +27,12 @@ type rootObj struct {
 	root  *asyncsteps.Root
 	owned bool
 
-	mu    sync.Mutex // execute and free may come from any thread
-	freed bool
+	mu sync.Mutex // execute and free may come from any thread
+	// unhandled and unhandledData are given by the execute that started
+	// the owned root's current execution.
+	unhandled     C.FutoInAsyncSteps_error_callback
+	unhandledData unsafe.Pointer
+	freed         bool
 }
 
 // goRoots maps the Go roots given to Binary to their rootObj.
@@ -58,20 +60,23 @@ func newOwnedRoot(tool asyncsteps.Tool) *rootObj {
 	return ro
 }
 
-// onUnhandled is the owned root's unhandled-error function, for the
-// executions given no unhandled_error: the error is logged.
+// onUnhandled is the owned root's unhandled-error function: on the loop,
+// once per execution that an error ends, when it ends (decision 3).
 func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
-	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
+	ro.mu.Lock()
+	fn, data := ro.unhandled, ro.unhandledData
+	ro.mu.Unlock()
+	ro.report(err, fn, data)
 }
 
 // report calls fn, the unhandled_error of the execution that err ended,
-// with its data: on the loop, once (decision 3). A freed root logs instead.
+// with its data; with no fn, or on a freed root, it logs the error.
 func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {
 	ro.mu.Lock()
 	freed := ro.freed
 	ro.mu.Unlock()
-	if freed {
-		ro.onUnhandled(err)
+	if fn == nil || freed {
+		slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
 		return
 	}
 	code := C.CString(err.Code)
@@ -84,27 +89,55 @@ func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_cal
 // with.
 func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
 	ro.mu.Lock()
-	freed := ro.freed
-	ro.mu.Unlock()
-	if freed {
+	defer ro.mu.Unlock()
+	if ro.freed {
 		return
 	}
-	defer func() { _ = recover() }() // Execute's panic on a running flow: nothing started
-	if fn == nil {
-		ro.root.Execute() // an error goes to the root's own function
+	if !ro.owned && fn != nil {
+		ro.watch(fn, data)
 		return
 	}
-	// The execution's fn and data are kept by its own watcher: a later
-	// execute, once this one has ended, cannot take its error.
-	ch := ro.root.Promise()
+	// An owned root reports from its unhandled-error function, when the
+	// execution ends, with the values set here. mu is held until Execute
+	// has returned, so that an execution that ends meanwhile cannot read
+	// the values of a start that did not happen; Execute runs no callback
+	// before it returns (API decision 1), so onUnhandled cannot wait for
+	// mu here.
+	prevFn, prevData := ro.unhandled, ro.unhandledData
+	ro.unhandled, ro.unhandledData = fn, data
+	if !tryStart(ro.root.Execute) {
+		ro.unhandled, ro.unhandledData = prevFn, prevData
+	}
+}
+
+// watch executes a Go root given to C, which keeps its own unhandled-error
+// function: an error that ends this execution goes to fn with data, from
+// the loop, once the Result is in. A later execute does not change them.
+func (ro *rootObj) watch(fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {
+	var ch <-chan asyncsteps.Result
+	if !tryStart(func() { ch = ro.root.Promise() }) {
+		return
+	}
 	tool := ro.node.flow.tool
 	go func() {
-		res := <-ch
-		var e *asyncsteps.Error
-		if errors.As(res.Err, &e) && !errors.Is(res.Err, context.Canceled) {
+		// A cancel ends a flow with a plain context error, never an *Error
+		// at the top: the engine's own test for "not an error" (decision 3).
+		if e, ok := (<-ch).Err.(*asyncsteps.Error); ok {
 			tool.Immediate(func() { ro.report(e, fn, data) })
 		}
 	}()
+}
+
+// tryStart calls start (Execute or Promise) and reports false if it panicked
+// because the flow was running already.
+func tryStart(start func()) (started bool) {
+	defer func() {
+		if recover() != nil {
+			started = false
+		}
+	}()
+	start()
+	return true
 }
 
 // free releases the root: from any thread, it posts to the loop, which
