@@ -114,11 +114,12 @@ func (fl *flow) runContext() context.Context {
 	return context.Background()
 }
 
-// waiter is what Promise and Run add to an execution.
+// waiter is what Promise, Run and ExecuteWith add to an execution.
 type waiter struct {
-	promise chan Result
-	ctx     context.Context // Run's context, for its values; never cancels steps by itself
-	watched *Loop           // the Loop that keeps the flow in awaited, if any
+	promise   chan Result     // Promise and Run: the Result goes here
+	ctx       context.Context // Run's context, for its values; never cancels steps by itself
+	watched   *Loop           // the Loop that keeps the flow in awaited, if any
+	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
@@ -632,13 +633,16 @@ func (fl *flow) end(args []any, err error) {
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
 	var promise chan Result
+	unhandled := fl.unhandled
 	if w := fl.wait; w != nil {
 		promise = w.promise
+		if w.unhandled != nil {
+			unhandled = w.unhandled
+		}
 		if w.watched != nil {
 			w.watched.unwatch(fl)
 		}
 	}
-	unhandled := fl.unhandled
 	fl.wait = nil
 	fl.phase.And(^flowRunning)
 	if promise != nil {

@@ -86,7 +86,23 @@ func logUnhandled(err *Error) {
 // Execute starts the flow. It only schedules it on the tool: no callback runs
 // before Execute returns (API decision 1). It panics if the flow is already
 // running.
-func (r *Root) Execute() { r.start(nil) }
+func (r *Root) Execute() { r.startIn(nil) }
+
+// ExecuteWith starts the flow like Execute, with unhandled in place of the
+// function set by [WithUnhandledError] for this execution only: an error
+// that ends it goes to unhandled, on the loop, when it ends. A caller that
+// starts one Root again and again, each time for someone else, reports each
+// error to the one that started that execution, even when the next
+// execution starts before the error is reported. A nil unhandled is the
+// Root's own function. Like Execute, it panics if the flow is already
+// running.
+func (r *Root) ExecuteWith(unhandled func(err *Error)) {
+	if unhandled == nil {
+		r.startIn(nil)
+		return
+	}
+	r.startIn(&waiter{unhandled: unhandled})
+}
 
 // Promise starts the flow like Execute and returns a channel that receives
 // its one Result once the flow has fully stopped. An error that ends the flow
@@ -96,16 +112,16 @@ func (r *Root) Execute() { r.start(nil) }
 // flow is already running.
 func (r *Root) Promise() <-chan Result {
 	ch := make(chan Result, 1)
-	r.start(ch)
+	r.startIn(&waiter{promise: ch})
 	return ch
 }
 
-func (r *Root) start(promise chan Result) { r.startIn(context.Background(), promise) }
-
-// startIn starts an execution. It writes only what the loop does not read
-// for an ended execution: a continuation of an earlier one may still be
-// queued on the loop, and run sets up the rest there.
-func (r *Root) startIn(ctx context.Context, promise chan Result) {
+// startIn starts an execution, with w as what it reports to beyond the
+// Root's own unhandled-error function (nil: nothing). It writes only what
+// the loop does not read for an ended execution: a continuation of an
+// earlier one may still be queued on the loop, and run sets up the rest
+// there.
+func (r *Root) startIn(w *waiter) {
 	fl := &r.fl
 	if fl.isRunning() {
 		panic("asyncsteps: Execute called on a running flow")
@@ -114,9 +130,7 @@ func (r *Root) startIn(ctx context.Context, promise chan Result) {
 	if !fl.claimStart() {
 		panic("asyncsteps: Execute called on a running flow")
 	}
-	if promise != nil {
-		fl.wait = &waiter{promise: promise, ctx: ctx}
-	}
+	fl.wait = w
 	fl.sched.startFlow(fl)
 }
 
@@ -130,7 +144,7 @@ func (fl *flow) run() {
 	if fl.phase.Load()&flowAbandoned != 0 {
 		return // ended already: its loop was closed
 	}
-	if fl.wait != nil {
+	if fl.wait != nil && fl.wait.promise != nil {
 		if l, ok := fl.sched.(*Loop); ok {
 			l.watch(fl)
 		}
@@ -184,7 +198,7 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 		return nil, err // a Go API starts no work under an ended context
 	}
 	ch := make(chan Result, 1)
-	r.startIn(ctx, ch)
+	r.startIn(&waiter{promise: ch, ctx: ctx})
 	if tt, ok := r.fl.sched.(*TestTool); ok {
 		return tt.runFlow(ctx, r, ch)
 	}

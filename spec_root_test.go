@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -438,4 +439,44 @@ func TestCopyFromNilModelIsMisuse(t *testing.T) {
 	r, tt = newFlow()
 	r.CopyFrom(nil)
 	wantError(t, run(t, r.Clone(), tt).Err, asyncsteps.InternalError, "CopyFrom: nil model")
+}
+
+// ExecuteWith reports the error that ends this execution to its own
+// function, not to the Root's, and only for this execution; a nil function
+// is the Root's own. On a Loop closed before the flow begins, the closed
+// loop's error goes to it too.
+func TestExecuteWithReportsToItsOwnFunction(t *testing.T) {
+	var reports []string
+	r, tt := newFlow(asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		reports = append(reports, "root's "+err.Code)
+	}))
+	failWith := func(code string) {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(code) })
+	}
+	failWith("First")
+	r.ExecuteWith(func(err *asyncsteps.Error) { reports = append(reports, "first's "+err.Code) })
+	tt.Run()
+	failWith("Second")
+	r.Execute()
+	tt.Run()
+	failWith("Third")
+	r.ExecuteWith(nil)
+	tt.Run()
+	if got, want := strings.Join(reports, ", "), "first's First, root's Second, root's Third"; got != want {
+		t.Errorf("reports %q, want %q", got, want)
+	}
+
+	loop := asyncsteps.NewLoop()
+	loop.Close()
+	closed := make(chan *asyncsteps.Error, 1)
+	late := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {
+		t.Error("the Root's own function got the closed loop's error")
+	}))
+	late.ExecuteWith(func(err *asyncsteps.Error) { closed <- err })
+	select {
+	case err := <-closed:
+		wantError(t, err, asyncsteps.InternalError, "the flow's loop is closed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("ExecuteWith's function got no error on a closed loop")
+	}
 }

@@ -497,6 +497,105 @@ func TestOwnedRootReportsEveryErrorThatEndsIt(t *testing.T) {
 	}
 }
 
+// Decision 3 under contention: while another thread keeps calling execute
+// on a root (refused while it runs, and starting empty executions once it
+// has ended), the error of the execution started with "first" is reported
+// with "first": an execution keeps its unhandled_error and data, for
+// owned roots and Go roots alike.
+func TestUnhandledErrorNotTakenByALaterExecute(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	owned := cabi.New(loop)
+	goRoot := asyncsteps.New(asyncsteps.WithTool(loop))
+	for name, root := range map[string]unsafe.Pointer{"owned": owned, "Go": cabi.Binary(goRoot)} {
+		r := cabi.Wrap(root).(*asyncsteps.Root)
+		for i := range 100 {
+			waitIdle(t, r)
+			ctest.Reset()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Boom") })
+			ctest.ExecuteOnly(root, "first", 1)
+			stop := make(chan struct{})
+			spinning := make(chan struct{})
+			go func() {
+				defer close(spinning)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						ctest.ExecuteOnly(root, "second", 2)
+					}
+				}
+			}()
+			if !ctest.WaitFor("Boom", 5*time.Second) {
+				t.Fatalf("%s root, round %d: no report: %q", name, i, ctest.Trace())
+			}
+			close(stop)
+			<-spinning
+			if tr := ctest.Trace(); !strings.HasPrefix(tr, "unhandled Boom data=first") {
+				t.Fatalf("%s root, round %d: trace %q, want the first execution's report", name, i, tr)
+			}
+		}
+	}
+}
+
+// waitIdle waits until r runs no execution.
+func waitIdle(t *testing.T, r *asyncsteps.Root) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		started := func() (ok bool) {
+			defer func() { ok = recover() == nil }()
+			<-r.Promise() // an empty execution: it ends at once
+			return
+		}()
+		if started {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the root never became idle")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// Decisions 2 and 3 with a closed loop: a Go root given to C reports the
+// closed loop's error to the execute's unhandled_error, and free on a
+// closed loop still cleans up the state variables, on the calling thread.
+func TestClosedLoopStillReportsAndCleansUp(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	root := cabi.Binary(r)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
+	loop.Close()
+	ctest.ExecuteOnly(root, "first", 1)
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatalf("no unhandled_error; trace %q", ctest.Trace())
+	}
+	// Called on another thread (cabi's doc), which the C side logs.
+	if !slices.Contains(ctest.Lines(), "unhandled InternalError data=first root=1") {
+		t.Errorf("trace %q, want the closed loop's error for the first execute", ctest.Trace())
+	}
+
+	ctest.Reset()
+	loop = asyncsteps.NewLoop()
+	owned := cabi.New(loop)
+	ctest.State(owned)
+	ctest.Execute(owned, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	loop.Close()
+	ctest.Free(owned)
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Errorf("free on a closed loop cleaned up nothing: %q", ctest.Trace())
+	}
+	if cabi.Wrap(owned) != nil {
+		t.Error("the root is still valid after free")
+	}
+}
+
 // Wrap gives back the Go value behind one of our pointers.
 func TestWrapOurs(t *testing.T) {
 	r, root := newRoot(t)

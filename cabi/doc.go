@@ -36,6 +36,12 @@
 // they post to the loop and return without blocking. The other functions
 // are for the callback that was given the pointer, on the loop.
 //
+// A closed loop runs nothing more, so two things happen on another thread:
+// the unhandled_error of a flow that its closed loop ends before it began
+// (executed after the loop was closed, or while it was closing), which is
+// called rather than lost; and the cleanups of free called on a root
+// whose loop is closed.
+//
 // # Memory
 //
 // No Go pointer is stored in C memory: each FutoInAsyncSteps this package

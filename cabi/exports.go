@@ -158,7 +158,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		return
 	}
 	// From outside the callback (decision 4): on the loop.
-	if !n.flow.post(func() {
+	n.flow.post(func() {
 		if n.released || !n.as.IsValid() {
 			n.release()
 			dropArgs(vals, nil)
@@ -169,17 +169,17 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		}
 		n.release()
 		n.as.Success(vals...)
-	}) {
-		dropArgs(vals, nil)
-	}
+	}, func() { dropArgs(vals, nil) })
 }
 
 // dropArgs cleans up the custom objects among vals that no step received.
 func dropArgs(vals []any, fc *flowCtx) {
 	for _, v := range vals {
 		if c, ok := v.(*Custom); ok {
-			if fc == nil || !fc.post(c.v.release) {
+			if fc == nil {
 				c.v.release()
+			} else {
+				fc.post(c.v.release, c.v.release)
 			}
 		}
 	}
@@ -211,7 +211,8 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 		}
 		n.release()
 		n.as.Error(gcode, ginfo)
-	})
+	}, n.release)
+
 }
 
 //export cabiSetTimeout

@@ -261,9 +261,16 @@ func (fc *flowCtx) onLoop() bool {
 	return fc.tool.IsSameThread()
 }
 
-// post runs f on the flow's loop.
-func (fc *flowCtx) post(f func()) bool {
-	return fc.tool.Immediate(f).IsValid()
+// post runs f on the flow's loop or, if the loop no longer runs
+// callbacks (it is closed), runs dropped here instead: exactly one of the
+// two runs, once. An Immediate's handle is invalid both when the loop
+// refused the callback and once it has started it, so the handle alone
+// cannot tell whether f runs: a once makes sure the two never both run.
+func (fc *flowCtx) post(f, dropped func()) {
+	var once sync.Once
+	if !fc.tool.Immediate(func() { once.Do(f) }).IsValid() {
+		once.Do(dropped)
+	}
 }
 
 // cleanVars calls the cleanup of every state variable allocated in the flow.

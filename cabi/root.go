@@ -27,12 +27,8 @@ type rootObj struct {
 	root  *asyncsteps.Root
 	owned bool
 
-	mu sync.Mutex // execute and free may come from any thread
-	// unhandled and unhandledData are given by the execute that started
-	// the owned root's current execution.
-	unhandled     C.FutoInAsyncSteps_error_callback
-	unhandledData unsafe.Pointer
-	freed         bool
+	mu    sync.Mutex // execute and free may come from any thread
+	freed bool
 }
 
 // goRoots maps the Go roots given to Binary to their rootObj.
@@ -60,23 +56,20 @@ func newOwnedRoot(tool asyncsteps.Tool) *rootObj {
 	return ro
 }
 
-// onUnhandled is the owned root's unhandled-error function: on the loop,
-// once per execution that an error ends, when it ends (decision 3).
+// onUnhandled is the owned root's unhandled-error function, for the
+// executions given no unhandled_error: the error is logged.
 func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
-	ro.mu.Lock()
-	fn, data := ro.unhandled, ro.unhandledData
-	ro.mu.Unlock()
-	ro.report(err, fn, data)
+	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
 }
 
 // report calls fn, the unhandled_error of the execution that err ended,
-// with its data; with no fn, or on a freed root, it logs the error.
+// with its data; on a freed root, it logs the error.
 func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {
 	ro.mu.Lock()
 	freed := ro.freed
 	ro.mu.Unlock()
-	if fn == nil || freed {
-		slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
+	if freed {
+		ro.onUnhandled(err)
 		return
 	}
 	code := C.CString(err.Code)
@@ -84,60 +77,25 @@ func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_cal
 	C.cabi_call_error(fn, ro.node.bsi, data, code)
 }
 
-// execute starts the flow; it only posts to the loop. On a running flow it
-// does nothing: that flow reports to the unhandled_error it was started
-// with.
+// execute starts the flow; it only posts to the loop. An error that ends
+// this execution goes to fn with data, on the loop, when it ends (decision
+// 3): the execution keeps them, so that a later execute cannot take its
+// report. A Go root given to C reports to fn in place of its own
+// function. With no fn, an owned root logs the error and a Go root reports
+// to its own function. On a running flow it does nothing.
 func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
 	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	if ro.freed {
+	freed := ro.freed
+	ro.mu.Unlock()
+	if freed {
 		return
 	}
-	if !ro.owned && fn != nil {
-		ro.watch(fn, data)
+	defer func() { _ = recover() }() // ExecuteWith's panic on a running flow: nothing started
+	if fn == nil {
+		ro.root.Execute()
 		return
 	}
-	// An owned root reports from its unhandled-error function, when the
-	// execution ends, with the values set here. mu is held until Execute
-	// has returned, so that an execution that ends meanwhile cannot read
-	// the values of a start that did not happen; Execute runs no callback
-	// before it returns (API decision 1), so onUnhandled cannot wait for
-	// mu here.
-	prevFn, prevData := ro.unhandled, ro.unhandledData
-	ro.unhandled, ro.unhandledData = fn, data
-	if !tryStart(ro.root.Execute) {
-		ro.unhandled, ro.unhandledData = prevFn, prevData
-	}
-}
-
-// watch executes a Go root given to C, which keeps its own unhandled-error
-// function: an error that ends this execution goes to fn with data, from
-// the loop, once the Result is in. A later execute does not change them.
-func (ro *rootObj) watch(fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {
-	var ch <-chan asyncsteps.Result
-	if !tryStart(func() { ch = ro.root.Promise() }) {
-		return
-	}
-	tool := ro.node.flow.tool
-	go func() {
-		// A cancel ends a flow with a plain context error, never an *Error
-		// at the top: the engine's own test for "not an error" (decision 3).
-		if e, ok := (<-ch).Err.(*asyncsteps.Error); ok {
-			tool.Immediate(func() { ro.report(e, fn, data) })
-		}
-	}()
-}
-
-// tryStart calls start (Execute or Promise) and reports false if it panicked
-// because the flow was running already.
-func tryStart(start func()) (started bool) {
-	defer func() {
-		if recover() != nil {
-			started = false
-		}
-	}()
-	start()
-	return true
+	ro.root.ExecuteWith(func(err *asyncsteps.Error) { ro.report(err, fn, data) })
 }
 
 // free releases the root: from any thread, it posts to the loop, which
@@ -166,15 +124,16 @@ func (ro *rootObj) free() {
 			fc.res.forget()
 		}
 	}
+	// On a closed loop no flow runs any more: clean up here.
 	fc.post(func() {
 		if ro.owned {
 			ro.root.Cancel()
 			// Cancel posts the cancel of the flow: clean up behind it.
-			fc.post(finish)
+			fc.post(finish, finish)
 			return
 		}
 		finish()
-	})
+	}, finish)
 }
 
 // binaryRoot returns the rootObj of a Go root, made on first use.
