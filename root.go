@@ -43,7 +43,8 @@ func WithTool(t Tool) Option { return Option{tool: t} }
 // that ends a flow started by Execute. The default logs it with log/slog.
 // A flow started on a [Loop] already closed never reaches its loop: it ends
 // with an InternalError, "the flow's loop is closed", passed to f on a
-// goroutine of its own, after Execute has returned.
+// goroutine of its own, after Execute has returned. [Root.ExecuteWith]
+// gives one execution a function of its own.
 func WithUnhandledError(f func(err *Error)) Option { return Option{unhandled: f} }
 
 // New returns an empty Root.
@@ -130,7 +131,9 @@ func (r *Root) startIn(w *waiter) {
 	if !fl.claimStart() {
 		panic("asyncsteps: Execute called on a running flow")
 	}
-	fl.wait = w
+	if w != nil {
+		fl.wait = w // nil otherwise: end clears it
+	}
 	fl.sched.startFlow(fl)
 }
 
