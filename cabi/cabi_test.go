@@ -596,6 +596,41 @@ func TestClosedLoopStillReportsAndCleansUp(t *testing.T) {
 	}
 }
 
+// free from another thread while the loop is closing but still runs a step
+// of the flow: the cleanups wait for the loop's goroutine to exit, and then
+// run.
+func TestFreeOnAClosingLoopWaitsForItsLastStep(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	owned := cabi.New(loop)
+	r := cabi.Wrap(owned).(*asyncsteps.Root)
+	ctest.State(owned) // two C steps that allocate the state variable "counter"
+	in, resume := make(chan struct{}), make(chan struct{})
+	var traceInStep string
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		close(in)
+		<-resume
+		traceInStep = ctest.Trace() // a C step would still read *counter here
+	})
+	ctest.ExecuteOnly(owned, "x", 1)
+	<-in
+	closed := make(chan struct{})
+	go func() { loop.Close(); close(closed) }()
+	for loop.Deferred(time.Hour, func() {}).IsValid() { // until the loop refuses callbacks
+		time.Sleep(time.Millisecond)
+	}
+	ctest.Free(owned) // returns at once
+	time.Sleep(50 * time.Millisecond)
+	close(resume)
+	<-closed
+	if strings.Contains(traceInStep, "cleanup") {
+		t.Errorf("state variables cleaned up while a step of the flow ran:\n%s", traceInStep)
+	}
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Errorf("no cleanup after the loop exited: %q", ctest.Trace())
+	}
+}
+
 // Wrap gives back the Go value behind one of our pointers.
 func TestWrapOurs(t *testing.T) {
 	r, root := newRoot(t)

@@ -40,7 +40,10 @@
 // the unhandled_error of a flow that its closed loop ends before it began
 // (executed after the loop was closed, or while it was closing), which is
 // called rather than lost; and the cleanups of free called on a root
-// whose loop is closed.
+// whose loop is closed, once the loop's goroutine has exited. A free (or
+// a success from another thread) that the loop accepted but had not run
+// when it was closed is dropped with the loop's other callbacks: free the
+// roots before closing their loop.
 //
 // # Memory
 //

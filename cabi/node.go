@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 	"weak"
 
@@ -261,16 +262,43 @@ func (fc *flowCtx) onLoop() bool {
 	return fc.tool.IsSameThread()
 }
 
-// post runs f on the flow's loop or, if the loop no longer runs
-// callbacks (it is closed), runs dropped here instead: exactly one of the
-// two runs, once. An Immediate's handle is invalid both when the loop
-// refused the callback and once it has started it, so the handle alone
-// cannot tell whether f runs: a once makes sure the two never both run.
+// post runs f on the flow's loop or, if the loop refuses it because it is
+// closing, runs dropped instead, once the loop's goroutine has exited, so
+// that it never runs beside a callback of the flow. At most one of the two
+// runs, and post never waits for either. An Immediate's handle is invalid
+// both when the loop refused the callback and once it has started it: a
+// claim tells the two apart without waiting, and a probe whether the loop
+// is closing keeps dropped from running on a live loop.
+//
+// A callback the loop accepted and then drops, because it was closed
+// before the callback's turn, runs neither.
 func (fc *flowCtx) post(f, dropped func()) {
-	var once sync.Once
-	if !fc.tool.Immediate(func() { once.Do(f) }).IsValid() {
-		once.Do(dropped)
+	var claimed atomic.Bool
+	claim := func(g func()) {
+		if claimed.CompareAndSwap(false, true) {
+			g()
+		}
 	}
+	if fc.tool.Immediate(func() { claim(f) }).IsValid() || claimed.Load() || !fc.closing() {
+		return // scheduled, or started on a live loop: f runs
+	}
+	l, ok := fc.tool.(*asyncsteps.Loop)
+	if !ok {
+		return
+	}
+	go func() {
+		l.Close() // from this goroutine, it waits for the loop's to exit
+		claim(dropped)
+	}()
+}
+
+// closing reports whether the flow's tool refuses callbacks: a deferred
+// one an hour ahead cannot have run already, so an invalid handle means a
+// refusal.
+func (fc *flowCtx) closing() bool {
+	h := fc.tool.Deferred(time.Hour, func() {})
+	defer h.Cancel()
+	return !h.IsValid()
 }
 
 // cleanVars calls the cleanup of every state variable allocated in the flow.

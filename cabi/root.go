@@ -124,7 +124,7 @@ func (ro *rootObj) free() {
 			fc.res.forget()
 		}
 	}
-	// On a closed loop no flow runs any more: clean up here.
+	// On a closed loop, clean up once its goroutine has exited.
 	fc.post(func() {
 		if ro.owned {
 			ro.root.Cancel()
