@@ -10,30 +10,6 @@ type loopLocal struct {
 	nframes int
 	timers  *timerEntry // step timers given back, linked by next
 	ntimers int
-	// sections is the sentinel of the ring of the critical sections that
-	// the flows here have entered and not left, linked by prev and next:
-	// a Loop that closes leaves them (leaveSections), since it runs no
-	// cancel handler.
-	sections section
-}
-
-// addSection links s into the ring of sections.
-func (l *loopLocal) addSection(s *section) {
-	head := &l.sections
-	if head.next == nil {
-		head.prev, head.next = head, head
-	}
-	s.prev, s.next = head.prev, head
-	head.prev.next = s
-	head.prev = s
-}
-
-// leaveSections leaves every section still in the ring.
-func (l *loopLocal) leaveSections() {
-	head := &l.sections
-	for head.next != nil && head.next != head {
-		head.next.leave(nil) // unlinks it
-	}
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.

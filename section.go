@@ -63,7 +63,7 @@ type section struct {
 	nextGate uint8 // the gate the next enterNext step asks
 	phase    uint8 // which of the section's steps advance runs next
 	// prev and next link the section into its loop's ring (see
-	// loopLocal.sections) from its entry until it has left its gates.
+	// Loop.sections) from its entry until it has left its gates.
 	prev, next *section
 }
 
@@ -115,7 +115,7 @@ func (s *section) enterFrame(h *handle) {
 	if l, ok := h.fl.sched.(*Loop); ok && !l.shared {
 		// A Loop that closes gives back what its flows hold. Only one that
 		// can close links its sections: the ring keeps them reachable.
-		l.engine.addSection(s)
+		l.addSection(s)
 	}
 	for range s.n {
 		h.push(plainStep(advanceSection, nil))

@@ -212,7 +212,6 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 		n.release()
 		n.as.Error(gcode, ginfo)
 	}, n.release)
-
 }
 
 //export cabiSetTimeout
