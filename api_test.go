@@ -7,7 +7,7 @@ import (
 	as "github.com/asyncsteps/asyncsteps"
 )
 
-// The public contract of ../shared/API.md, checked by the compiler: code
+// The public contract (the API every release keeps), checked by the compiler: code
 // outside this repository is written against these exact declarations.
 var (
 	_ as.StepFunc    = func(as.AsyncSteps, ...any) {}
