@@ -93,7 +93,9 @@ func awaitStep(fn AwaitFunc) StepFunc {
 		go func() {
 			defer stopOnClose()
 			defer cancel()
-			v, err := callAwait(ctx, fn)
+			v, err := callAwait(ctx, fn, func() {
+				h.complete(&Error{Code: InternalError, Info: goexitInfo})
+			})
 			if err == nil {
 				h.Success(v)
 				return
@@ -114,14 +116,20 @@ func isNilValue(err error) bool {
 }
 
 // callAwait runs fn, turning a panic into an error: a panic on a goroutine
-// nobody recovers would end the process.
-func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
+// nobody recovers would end the process. A Goexit in fn ends the
+// goroutine whatever is done here: goexit then completes the step.
+func callAwait(ctx context.Context, fn AwaitFunc, goexit func()) (v any, err error) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
+		} else if !returned {
+			goexit()
 		}
 	}()
-	return fn(ctx)
+	v, err = fn(ctx)
+	returned = true
+	return v, err
 }
 
 // awaitError maps fn's error to the step's error: an *Error keeps its code
@@ -132,7 +140,7 @@ func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
 func awaitError(err error) (mapped *Error) {
 	defer func() {
 		if r := recover(); r != nil {
-			info := fmt.Sprintf("reading the %T given as an error panicked: %v", err, r)
+			info := fmt.Sprintf("reading the %T given as an error panicked: %s", err, safeSprint(r))
 			if isNilValue(err) {
 				info = fmt.Sprintf("a nil %T was given as an error", err)
 			}

@@ -1,9 +1,6 @@
 package asyncsteps
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // FutoIn standard error codes (FTN3), used as the code of [Error] and given
 // to [ErrorFunc] handlers.
@@ -67,7 +64,9 @@ type PanicError struct {
 	Stack []byte
 }
 
-func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
+// Error returns "panic: " and the printed value; a value that panics when
+// printed is named by its type instead.
+func (p *PanicError) Error() string { return "panic: " + safeSprint(p.Value) }
 
 // Unwrap returns the panic value when it is an error.
 func (p *PanicError) Unwrap() error {

@@ -37,8 +37,13 @@ type flow struct {
 	// phase holds flowRunning and flowAbandoned, in one word so that the
 	// Root stays within 208 bytes; set from any goroutine.
 	phase atomic.Uint32
-	done  bool  // no execution runs on the loop: not begun, or ended; on the loop
-	base  frame // level 0, whose queue is the Root's; never recycled
+	done  bool // no execution runs on the loop: not begun, or ended; on the loop
+	// inCall is set while a callback of the flow runs, reent when a task
+	// of the flow came while it ran (see deferTask); on the loop.
+	inCall, reent bool
+	// parked: the flow is in its Loop's awaited set (see Loop.park).
+	parked bool
+	base   frame // level 0, whose queue is the Root's; never recycled
 
 	wait      *waiter // set by Promise and Run
 	unhandled func(err *Error)
@@ -130,6 +135,10 @@ func (h *handle) run() {
 	if f.h != h || f.over || fl.done {
 		return
 	}
+	if fl.inCall {
+		fl.deferTask(h)
+		return
+	}
 	if f.waiting {
 		f.waiting = false
 		fl.drive(fl.completed(f))
@@ -191,6 +200,9 @@ func (fl *flow) blankFrame() *frame {
 func (fl *flow) retire(f *frame) {
 	if f.mode == modeBase || !f.consumed {
 		return
+	}
+	if st := fl.state; st != nil && st.stack.at == f {
+		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
 	q := f.queue[:0]
 	if f.mode == modeBranch {
@@ -262,21 +274,39 @@ func (fl *flow) startBranch(b *frame) *frame {
 	return fl.settle(b)
 }
 
-// call runs a step callback, turning an abort or a panic into c.err.
+// call runs a step callback, turning an abort, a panic or a Goexit into
+// c.err.
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
-	defer fl.recoverInto(c)
+	returned := false
+	fl.inCall = true
+	defer fl.recoverInto(c, &returned)
 	fn(c.h, args...)
+	returned = true
 }
 
 // callHandler runs an error handler like call runs a step.
 func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
-	defer fl.recoverInto(c)
+	returned := false
+	fl.inCall = true
+	defer fl.recoverInto(c, &returned)
 	fn(c.h, code)
+	returned = true
 }
 
-func (fl *flow) recoverInto(c *frame) {
+// recoverInto ends the call of c's callback. A callback that neither
+// returned nor panicked called runtime.Goexit: its goroutine ends whatever
+// is done here, so the flow goes on from a task that settles c first.
+func (fl *flow) recoverInto(c *frame, returned *bool) {
+	fl.inCall = false
 	r := recover()
+	if fl.reent {
+		defer fl.afterReentry(c) // the callback's own error comes first
+	}
 	if r == nil {
+		if !*returned {
+			c.err, c.handling = fl.goexitError(), false
+			fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
+		}
 		return
 	}
 	if _, ok := r.(abortSignal); ok {
@@ -286,10 +316,11 @@ func (fl *flow) recoverInto(c *frame) {
 }
 
 // panicked turns the recovered value of a callback's panic into the
-// InternalError it raises, and records it.
+// InternalError it raises, and records it. The value is printed only
+// where printing it cannot crash the process.
 func (fl *flow) panicked(r any) *Error {
 	p := &PanicError{Value: r, Stack: debug.Stack()}
-	err := &Error{Code: InternalError, Info: fmt.Sprint(r), Cause: p}
+	err := &Error{Code: InternalError, Info: safeSprint(r), Cause: p}
 	fl.noteError(err, p)
 	return err
 }
@@ -328,6 +359,9 @@ func (fl *flow) settle(c *frame) *frame {
 		return fl.completed(c)
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
+		if !fl.parked {
+			fl.park()
+		}
 		return nil
 	case c.mode == modeHandler:
 		return fl.handlerReturned(c)
@@ -374,6 +408,7 @@ func (fl *flow) handlerReturned(c *frame) *frame {
 	err := c.err
 	p := c.parent
 	fl.release(c)
+	fl.climb(c)
 	fl.retire(c)
 	return fl.unwind(p, err)
 }
@@ -467,7 +502,7 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 				return next
 			}
 		}
-		if perr := fl.callCancel(f); perr != nil {
+		if perr := fl.callCancel(f, nil); perr != nil {
 			err = perr
 		}
 		fl.release(f)
@@ -479,9 +514,11 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 			fl.end(nil, fl.rootError(err))
 			return nil
 		case modeBranch:
+			fl.climb(f)
 			return f.parent.impl.(*parallelRun).branchFailed(f.parent, err)
 		}
 		p := f.parent
+		fl.climb(f)
 		fl.retire(f)
 		f = p
 	}
@@ -507,40 +544,48 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 }
 
 // callCancel runs f's cancel handler, if it has one, once, with f's handle
-// dead. A panic in it becomes the InternalError it returns, not raised.
-func (fl *flow) callCancel(f *frame) (err *Error) {
+// dead. A panic or a Goexit in it becomes the InternalError it returns,
+// not raised. After a Goexit, job goes on from f on the next goroutine or,
+// with no job (an error unwinding), the unwinding does.
+func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 	h := f.onCancel
 	if h == nil {
 		return nil
 	}
 	f.onCancel = nil
 	f.kill()
+	returned := false
+	fl.inCall = true
 	defer func() {
-		if r := recover(); r != nil {
+		fl.inCall = false
+		r := recover()
+		if fl.reent {
+			fl.afterReentry(&frame{}) // no step to fail: the tasks go on
+		}
+		switch {
+		case r == nil && !returned:
+			err = fl.goexitError()
+			if job != nil {
+				fl.afterGoexit(job)
+			} else {
+				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
+			}
+		case r != nil:
 			if _, ok := r.(abortSignal); !ok {
 				err = fl.panicked(r)
 			}
 		}
 	}()
 	h(f.h)
+	returned = true
 	return nil
 }
 
 // cancelTree cancels f and everything running under it, innermost first,
-// running cancel handlers only (API decisions 7 and 8).
-func (fl *flow) cancelTree(f *frame) {
-	if pr, ok := f.impl.(*parallelRun); ok {
-		pr.cancelBranches()
-	}
-	if f.active != nil {
-		fl.cancelTree(f.active)
-	}
-	f.queue = f.queue[:0]
-	f.active = nil
-	f.waiting = false
-	fl.callCancel(f) // a panic in it is recorded; nothing is left to fail
-	fl.release(f)
-	fl.retire(f)
+// running cancel handlers only (API decisions 7 and 8), then goes on with
+// then (nil: nothing). It returns then's frame.
+func (fl *flow) cancelTree(f *frame, then func() *frame) *frame {
+	return fl.cancelFrames(then, f)
 }
 
 // armTimeout (re)arms f's timeout (API decision 8).
@@ -582,6 +627,10 @@ func (fl *flow) timeout(h *handle) {
 	if f.h != h || f.over || fl.done {
 		return
 	}
+	if fl.inCall {
+		fl.deferTask((*timeoutTask)(h))
+		return
+	}
 	fl.recycleTimer(f.timer) // it has run: fire drops it
 	f.timer = nil
 	if f.waiting && h.st.Load()&(stClaim|stDone) == stClaim {
@@ -590,12 +639,16 @@ func (fl *flow) timeout(h *handle) {
 		// or error disarms the timeout (API decision 8).
 		return
 	}
-	if f.active != nil {
-		fl.cancelTree(f.active)
+	fail := func() *frame {
+		err := &Error{Code: Timeout}
+		fl.noteError(err, err)
+		return fl.fail(f, err)
 	}
-	err := &Error{Code: Timeout}
-	fl.noteError(err, err)
-	fl.drive(fl.fail(f, err))
+	if f.active != nil {
+		fl.drive(fl.cancelTree(f.active, fail))
+		return
+	}
+	fl.drive(fail())
 }
 
 // cancel stops the whole flow: Root.Cancel, or the end of Run's context.
@@ -603,8 +656,10 @@ func (fl *flow) cancel(cause error) {
 	if fl.done {
 		return
 	}
-	fl.cancelTree(&fl.base)
-	fl.end(nil, cause)
+	fl.cancelTree(&fl.base, func() *frame {
+		fl.end(nil, cause)
+		return nil
+	})
 }
 
 // rootError turns a Break or Continue that found no loop into InternalError
@@ -643,6 +698,9 @@ func (fl *flow) end(args []any, err error) {
 			w.watched.unwatch(fl)
 		}
 	}
+	if fl.parked {
+		fl.unpark()
+	}
 	fl.wait = nil
 	fl.phase.And(^flowRunning)
 	if promise != nil {
@@ -658,6 +716,12 @@ func (fl *flow) end(args []any, err error) {
 // stack equal to the one recorded last is kept as it is, so that errors
 // raised again and again at one place allocate no stack.
 func (fl *flow) noteStack(f *frame) {
+	if st := fl.state; st != nil && st.stack.at == f && f != nil {
+		k := st.stack.depth
+		st.stack.pcs, st.stack.names = st.stack.pcs[:k], st.stack.names[:k]
+		st.AsyncStack = st.stack.names
+		return
+	}
 	n := 0
 	for p := f; p != nil; p = p.parent {
 		if p.stackPC() != 0 {
@@ -666,8 +730,10 @@ func (fl *flow) noteStack(f *frame) {
 	}
 	st := fl.State()
 	if st.sameStack(f, n) {
+		st.stack.at, st.stack.depth = f, n
 		return
 	}
+	f0 := f
 	stack := make([]string, n)
 	pcs := make([]uintptr, n)
 	for ; f != nil; f = f.parent {
@@ -677,7 +743,18 @@ func (fl *flow) noteStack(f *frame) {
 			stack[n] = funcName(pc)
 		}
 	}
-	st.AsyncStack, st.stack = stack, recordedStack{pcs: pcs, names: stack}
+	st.AsyncStack, st.stack = stack, recordedStack{pcs: pcs, names: stack, at: f0, depth: len(pcs)}
+}
+
+// climb moves the recorded stack's frame from f up to its parent, as an
+// error unwinds past f.
+func (fl *flow) climb(f *frame) {
+	if st := fl.state; st != nil && st.stack.at == f {
+		st.stack.at = f.parent
+		if f.stackPC() != 0 {
+			st.stack.depth--
+		}
+	}
 }
 
 // sameStack reports whether AsyncStack is still the stack the engine

@@ -238,8 +238,8 @@ func (l *Loop) Close() {
 		l.signal()
 	}
 	l.mu.Unlock()
-	if l.IsSameThread() {
-		return
+	if l.IsSameThread() || onSomeLoop() {
+		return // waiting could deadlock: that loop may be closing this one's
 	}
 	<-l.done
 }
@@ -382,8 +382,9 @@ func (l *Loop) lifetime() context.Context { return l.alive }
 func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
 
 func (l *Loop) run() {
-	l.gid.Store(goid())
-	defer l.shutdown()
+	l.gid.Store(l.enterGoroutine())
+	ended := false
+	defer l.leaveGoroutine(&ended)
 	for !l.closing.Load() {
 		l.drainInbox()
 		l.runBatch()
@@ -392,6 +393,8 @@ func (l *Loop) run() {
 			l.sleep()
 		}
 	}
+	l.shutdown()
+	ended = true
 }
 
 // drainInbox moves the inbox, then the flows to start, behind the local
@@ -505,7 +508,7 @@ func (l *Loop) stampTimers() {
 func (l *Loop) recoverPanic() {
 	if r := recover(); r != nil {
 		slog.Error("asyncsteps: panic in loop callback",
-			"panic", r, "stack", string(debug.Stack()))
+			"panic", safeSprint(r), "stack", string(debug.Stack()))
 	}
 }
 
@@ -586,15 +589,18 @@ func (l *Loop) shutdown() {
 		t.run()
 	}
 	for _, t := range inbox {
+		l.endDropped(t)
 		dropTask(t)
 	}
 	for t, ok := l.local.pop(); ok; t, ok = l.local.pop() {
 		if fl, ok := t.(*flow); ok {
 			l.endUnstarted(fl)
 		}
+		l.endDropped(t)
 		dropTask(t)
 	}
 	l.endStarts()
+	l.endParked()
 	l.endAwaited()
 	l.endAlive()
 	close(l.done)
@@ -605,7 +611,9 @@ func (l *Loop) shutdown() {
 // would hold its reader forever.
 func (l *Loop) endAwaited() {
 	for fl := range l.awaited {
-		l.endClosed(fl)
+		if !fl.done {
+			l.endClosed(fl)
+		}
 	}
 	l.awaited = nil
 }

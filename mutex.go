@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Mutex lets at most max flows at a time (see [NewMutex]) run inside its
 // critical sections (spec 1.11.1 and 2.3). A flow enters with
@@ -43,6 +46,10 @@ type Mutex struct {
 	// branchWaiters counts the queued entries that wait from inside a
 	// parallel branch: only those can take part in a deadlock.
 	branchWaiters int
+	// outerWaits counts, per outer flow, the queued entries whose chain
+	// holds it, so that the deadlock check costs O(holders), not
+	// O(queue): a Parallel of N branches on one Mutex is then linear.
+	outerWaits map[*frame]int
 }
 
 // NewMutex returns a Mutex that lets at most max flows at a time into its
@@ -125,6 +132,12 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 		e.chain = chain
 		if len(chain) > 0 {
 			m.branchWaiters++
+			if m.outerWaits == nil {
+				m.outerWaits = make(map[*frame]int)
+			}
+			for _, p := range chain {
+				m.outerWaits[p]++
+			}
 		}
 		m.queue.push(e)
 		return false
@@ -140,19 +153,12 @@ func (m *Mutex) deadlocked(chain []*frame) bool {
 	if len(chain) == 0 && m.branchWaiters == 0 {
 		return false
 	}
-	stuck := make(map[*frame]bool, len(m.holders))
-	mark := func(chain []*frame) {
-		for _, p := range chain {
-			if m.holders[p] > 0 {
-				stuck[p] = true
-			}
+	for p := range m.holders {
+		if m.outerWaits[p] == 0 && !slices.Contains(chain, p) {
+			return false // p can go on and give its slot back
 		}
 	}
-	mark(chain)
-	for _, w := range m.queue.items() {
-		mark(w.chain)
-	}
-	return len(stuck) == len(m.holders)
+	return true
 }
 
 // leave gives back the slot e holds, or takes e out of the queue. The slot
@@ -203,6 +209,11 @@ func (m *Mutex) leave(e *entry, on *flow) {
 func (m *Mutex) dequeue(e *entry) {
 	if len(e.chain) > 0 {
 		m.branchWaiters--
+		for _, p := range e.chain {
+			if m.outerWaits[p]--; m.outerWaits[p] == 0 {
+				delete(m.outerWaits, p)
+			}
+		}
 		e.chain = nil
 	}
 }

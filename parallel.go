@@ -108,17 +108,21 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 	fl := p.h.fl
 	st := fl.State()
 	info, exc := st.ErrorInfo, st.LastException
-	pr.cancelBranches()
-	st.ErrorInfo, st.LastException = info, exc
-	return fl.unwind(p, err)
+	return fl.cancelFrames(func() *frame {
+		st.ErrorInfo, st.LastException = info, exc
+		return fl.unwind(p, err)
+	}, pr.liveBranches()...)
 }
 
-func (pr *parallelRun) cancelBranches() {
+// liveBranches returns the frames of the branches still running.
+func (pr *parallelRun) liveBranches() []*frame {
+	var live []*frame
 	for _, h := range pr.branches {
 		if b := h.f; b.h == h && !b.over {
-			h.fl.cancelTree(b)
+			live = append(live, b)
 		}
 	}
+	return live
 }
 
 // parallelBuilder is what Parallel returns: each call that adds a step adds

@@ -1,5 +1,7 @@
 package asyncsteps
 
+import "weak"
+
 // loopLocal is what the flows of one loop share without a lock, owned by
 // the loop's goroutine: blocks of handles, so that a step costs no
 // allocation of its own (a block is garbage once no handle in it is kept),
@@ -10,6 +12,7 @@ type loopLocal struct {
 	nframes int
 	timers  *timerEntry // step timers given back, linked by next
 	ntimers int
+	parked  map[weak.Pointer[flow]]struct{} // see flow.park
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.

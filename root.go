@@ -177,11 +177,18 @@ func (r *Root) cancel(cause error) {
 	}
 	// The flow sees stop before its next step; a flow that waits needs the
 	// loop to look. A later execution of the Root has another stop.
-	r.fl.sched.Immediate(func() {
-		if fl.stop.Load() == stop {
-			fl.cancel(cause)
+	var apply func()
+	apply = func() {
+		if fl.stop.Load() != stop {
+			return
 		}
-	})
+		if fl.inCall { // a callback of the flow drives its TestTool
+			fl.deferTask(funcTask(apply))
+			return
+		}
+		fl.cancel(cause)
+	}
+	r.fl.sched.Immediate(apply)
 }
 
 // Run executes the flow and waits for its end. When ctx ends first, the flow

@@ -244,8 +244,6 @@ type waitQueue struct {
 
 func (wq *waitQueue) len() int { return len(wq.q) }
 
-func (wq *waitQueue) items() []*entry { return wq.q }
-
 func (wq *waitQueue) push(e *entry) { wq.q = append(wq.q, e) }
 
 // pop removes and returns the head, or nil when the queue is empty.

@@ -25,6 +25,12 @@ type State struct {
 type recordedStack struct {
 	pcs   []uintptr
 	names []string
+	// at is a live frame whose stack is the first depth entries, or nil:
+	// an error unwinding moves it up level by level, so that a handler
+	// rethrowing at each level finds its stack at once instead of walking
+	// the whole chain again (quadratic in the depth).
+	at    *frame
+	depth int
 }
 
 // Get returns the user variable name, or nil.

@@ -234,6 +234,33 @@ func (h *handle) succeedOutside(args []any, onLoop bool) {
 	if h.claim() {
 		h.f.args = args
 		h.publish(0, onLoop)
+		return
+	}
+	if !onLoop && h.st.Load()&stDone != 0 {
+		h.completedBySubstep("Success")
+	}
+}
+
+// completedBySubstep handles Success or Error (call) on the dead handle h
+// of a step that still waits for its sub-steps, from the callback of one
+// of them: spec section 1 makes that an InternalError, which the step's
+// error handler sees, raised in the callback that made the call. From any
+// other goroutine, or on a step that has completed, the call has no
+// effect, as on any dead handle.
+func (h *handle) completedBySubstep(call string) {
+	if !h.fl.sched.IsSameThread() {
+		return // the frame belongs to the loop's goroutine: not read here
+	}
+	f := h.f
+	if f.h != h || f.over || f.active == nil {
+		return
+	}
+	c := f.active
+	for c.active != nil {
+		c = c.active
+	}
+	if c.h.st.Load()&stIdle == 0 && c.mode != modeBranch {
+		c.h.misuse(call + " called on the AsyncSteps of a step that waits for its sub-steps")
 	}
 }
 
@@ -256,6 +283,9 @@ type abortSignal struct{}
 func (h *handle) raise(code, info string, cause error) (abort bool) {
 	st := h.st.Load()
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
+		if st&stDone != 0 && code != LoopBreak && code != LoopCont {
+			h.completedBySubstep("Error(" + code + ")")
+		}
 		return false // the step has completed: no effect (API decision 12)
 	}
 	err := &Error{Code: code, Info: info, Cause: cause}

@@ -1,0 +1,298 @@
+package asyncsteps
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"weak"
+)
+
+// This file holds what keeps a loop alive under callbacks that misbehave:
+// runtime.Goexit, panic values that panic when printed, a TestTool driven
+// from inside a callback of its own flow.
+
+// goexitInfo is the info of the InternalError a callback raises by calling
+// runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call).
+const goexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
+
+// goexitError records and returns the InternalError of a Goexit.
+func (fl *flow) goexitError() *Error {
+	err := &Error{Code: InternalError, Info: goexitInfo}
+	fl.noteError(err, err)
+	return err
+}
+
+// safeSprint prints v like fmt.Sprint, or, when printing v panics (a String
+// or Error method that panics with a value that panics when printed in
+// turn), names v's type instead: printing a user's value must not crash
+// the process.
+func safeSprint(v any) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = fmt.Sprintf("a %T that panics when printed", v) // %T reads no method
+		}
+	}()
+	return fmt.Sprint(v)
+}
+
+// afterGoexit queues t to run before any other task of the tool: the
+// goroutine that runs the tool's tasks is ending with runtime.Goexit, and t
+// is the rest of what it was doing. A Loop goes on with a new goroutine;
+// a TestTool runs t when it is driven again.
+func (fl *flow) afterGoexit(t task) {
+	if s, ok := fl.sched.(interface{ postFirst(task) }); ok {
+		s.postFirst(t)
+		return
+	}
+	fl.sched.post(t)
+}
+
+// postFirst queues t before every queued task. Loop goroutine only.
+func (l *Loop) postFirst(t task) { l.local.pushFront(t) }
+
+// postFirst queues t before every queued task.
+func (t *TestTool) postFirst(tk task) {
+	t.mu.Lock()
+	t.queue.pushFront(tk)
+	t.live++
+	t.mu.Unlock()
+}
+
+// pushFront queues v before every queued value.
+func (r *fifo[T]) pushFront(v T) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.head = (r.head - 1) & (len(r.buf) - 1)
+	r.buf[r.head] = v
+	r.n++
+}
+
+// Resumptions after a Goexit: what the engine was about to do when the
+// callback ended the goroutine.
+const (
+	resumeSettle uint8 = iota // look at how the callback of f ended
+	resumeUnwind              // go on unwinding err from f, whose cancel handler ended
+)
+
+// goexitResume continues a flow after a callback of it called Goexit.
+type goexitResume struct {
+	h    *handle // f's incarnation when the callback ran
+	err  *Error
+	kind uint8
+}
+
+func (r *goexitResume) run() {
+	f, fl := r.h.f, r.h.fl
+	if f.h != r.h || f.over || fl.done {
+		return // the flow has moved on meanwhile (cancelled)
+	}
+	if fl.inCall {
+		fl.deferTask(r)
+		return
+	}
+	switch r.kind {
+	case resumeSettle:
+		fl.drive(fl.settle(f))
+	case resumeUnwind:
+		fl.drive(fl.unwind(f, r.err))
+	}
+}
+
+// cancelJob runs the cancel handlers of a tree of frames, innermost first,
+// without recursion: a flow nested a million levels deep is cancelled
+// like a shallow one. Once done, it calls then, whose frame is where the
+// flow goes on. A job is a task too: after a Goexit in a cancel handler it
+// goes on from where it was on the next goroutine.
+type cancelJob struct {
+	fl     *flow
+	frames []*frame // in the order their cancel handlers run
+	next   int      // frames[:next] are done
+	then   func() *frame
+}
+
+// cancelOrder appends to dst the frames of the tree under top, top
+// included, in the order the cancel handlers run: for each frame, the
+// branches of its Parallel in order, then its running sub-step, then the
+// frame itself. It walks the tree with a stack of its own, visiting each
+// frame before its children, the last child first; the reverse of that
+// order is the one wanted.
+func cancelOrder(dst []*frame, top *frame) []*frame {
+	start := len(dst)
+	work := []*frame{top}
+	for len(work) > 0 {
+		f := work[len(work)-1]
+		work = work[:len(work)-1]
+		dst = append(dst, f)
+		if pr, ok := f.impl.(*parallelRun); ok {
+			for _, h := range pr.branches {
+				if b := h.f; b.h == h && !b.over {
+					work = append(work, b)
+				}
+			}
+		}
+		if f.active != nil {
+			work = append(work, f.active)
+		}
+	}
+	slices.Reverse(dst[start:])
+	return dst
+}
+
+// finish runs the cancel handlers left and returns then's frame.
+func (j *cancelJob) finish() *frame {
+	fl := j.fl
+	for j.next < len(j.frames) {
+		// A frame whose cancel handler ended with Goexit is done again
+		// from here: its handler is gone, so that costs nothing twice.
+		f := j.frames[j.next]
+		f.queue = f.queue[:0]
+		f.active = nil
+		f.waiting = false
+		fl.callCancel(f, j) // a panic in it is recorded; nothing is left to fail
+		fl.release(f)
+		fl.retire(f)
+		j.next++
+	}
+	j.frames = nil
+	if j.then == nil {
+		return nil
+	}
+	return j.then()
+}
+
+func (j *cancelJob) run() {
+	if j.fl.inCall {
+		j.fl.deferTask(j)
+		return
+	}
+	j.fl.drive(j.finish())
+}
+
+// cancelFrames cancels the trees under tops, in order, then goes on with
+// then (nil: nothing). It returns where the flow goes on.
+func (fl *flow) cancelFrames(then func() *frame, tops ...*frame) *frame {
+	var buf [8]*frame
+	frames := buf[:0]
+	for _, top := range tops {
+		frames = cancelOrder(frames, top)
+	}
+	j := &cancelJob{fl: fl, frames: frames, then: then}
+	return j.finish()
+}
+
+// Re-entrance: a callback that drives its own TestTool (NextEvent, Advance,
+// Run) would run tasks of its own flow inside itself, and the flow would
+// go on under the callback's feet. Such a task waits until the callback
+// returns, and the callback's step fails with an InternalError.
+
+const reentryInfo = "the flow's tool was driven from inside a callback of the flow (TestTool.NextEvent, Advance or Run in a step?): " +
+	"its own events wait until the callback returns"
+
+// reentered holds the tasks of flows that were run from inside a callback
+// of their own flow, by flow. It is used on the misuse path only.
+var reentered sync.Map // *flow -> *[]task
+
+// deferTask keeps t until the running callback of fl returns.
+func (fl *flow) deferTask(t task) {
+	fl.reent = true
+	v, _ := reentered.LoadOrStore(fl, new([]task))
+	p := v.(*[]task)
+	*p = append(*p, t)
+}
+
+// afterReentry fails c, whose callback drove the tool into its own flow,
+// and queues the tasks that waited for the callback to return.
+func (fl *flow) afterReentry(c *frame) {
+	fl.reent = false
+	if c.err == nil || c.handling {
+		err := &Error{Code: InternalError, Info: reentryInfo}
+		fl.noteError(err, err)
+		c.err, c.handling = err, false
+	}
+	if v, ok := reentered.LoadAndDelete(fl); ok {
+		for _, t := range *v.(*[]task) {
+			fl.sched.post(t)
+		}
+	}
+}
+
+// loopGoroutines holds the goroutine ids of the running Loops, so that
+// Close called from a callback of any Loop does not wait: two loops
+// closing each other from their callbacks would wait for each other.
+var loopGoroutines sync.Map // int64 -> *Loop
+
+// onSomeLoop reports whether the caller runs on the goroutine of a Loop.
+func onSomeLoop() bool {
+	_, ok := loopGoroutines.Load(goid())
+	return ok
+}
+
+// enterGoroutine registers the calling goroutine as l's and returns its id.
+func (l *Loop) enterGoroutine() int64 {
+	id := goid()
+	loopGoroutines.Store(id, l)
+	return id
+}
+
+// leaveGoroutine runs when l's goroutine ends. Unless the loop ended, a
+// callback called runtime.Goexit: the loop goes on with a new goroutine
+// (the tasks that were left to run are all in the loop's queues), which
+// is then the loop's own for IsSameThread.
+func (l *Loop) leaveGoroutine(ended *bool) {
+	loopGoroutines.Delete(l.gid.Load())
+	if !*ended {
+		go l.run()
+	}
+}
+
+// park notes fl, whose step waits, in its Loop's set of parked flows, so
+// that a Close ends it: nothing else on the loop refers to a flow that
+// waits for another goroutine. The set holds the flows weakly: a flow that
+// nothing else refers to can never go on, and is collected. A Loop that
+// never closes needs no set.
+func (fl *flow) park() {
+	l, ok := fl.sched.(*Loop)
+	if !ok || l.shared || fl.wait != nil && fl.wait.watched != nil {
+		return // in awaited already, if a Promise waits for it
+	}
+	if l.engine.parked == nil {
+		l.engine.parked = make(map[weak.Pointer[flow]]struct{})
+	}
+	l.engine.parked[weak.Make(fl)] = struct{}{}
+	fl.parked = true
+}
+
+// unpark takes an ending flow out of its Loop's set of parked flows.
+func (fl *flow) unpark() {
+	fl.parked = false
+	delete(fl.sched.(*Loop).engine.parked, weak.Make(fl))
+}
+
+// endParked ends the parked flows of a closing loop that are still alive.
+func (l *Loop) endParked() {
+	for p := range l.engine.parked {
+		if fl := p.Value(); fl != nil && !fl.done {
+			l.endClosed(fl)
+		}
+	}
+	l.engine.parked = nil
+}
+
+// endDropped ends the flow that t, a task the closing loop drops, would
+// have continued: a flow between two steps is referred to by its queued
+// continuation only.
+func (l *Loop) endDropped(t task) {
+	var fl *flow
+	switch t := t.(type) {
+	case *handle:
+		fl = t.fl
+	case *goexitResume:
+		fl = t.h.fl
+	case *cancelJob:
+		fl = t.fl
+	}
+	if fl != nil && !fl.done && fl.sched == scheduler(l) {
+		l.endClosed(fl)
+	}
+}
