@@ -91,6 +91,9 @@ type AsyncSteps interface {
 	// Repeat queues a loop that runs f count times.
 	Repeat(count int, f RepeatFunc, label ...string) AsyncSteps
 	// ForEach queues a loop over a slice, array, map, iter.Seq2 or *State.
+	// An iter.Seq2 is pulled one pair per iteration (iter.Pull2), and
+	// stopped, its deferred cleanup run, when the loop ends for any
+	// reason: Break, an error, a timeout, a cancel, the close of its Loop.
 	ForEach(collection any, f ForEachFunc, label ...string) AsyncSteps
 	// Break leaves the innermost loop, or the loop with label.
 	Break(label ...string)

@@ -2,6 +2,8 @@ package asyncsteps
 
 import (
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"weak"
@@ -295,4 +297,16 @@ func (l *Loop) endDropped(t task) {
 	if fl != nil && !fl.done && fl.sched == scheduler(l) {
 		l.endClosed(fl)
 	}
+}
+
+// runLogged runs f, logging a panic in it rather than letting it out: a
+// TestTool treats the callbacks it runs like a Loop does.
+func runLogged(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("asyncsteps: panic in TestTool callback",
+				"panic", safeSprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	f()
 }

@@ -28,10 +28,17 @@ type loopRun struct {
 	i     int
 	items iterator
 	iter  step
+	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
 }
 
 func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
+	if lr.def.eachFn != nil && isSeq2Value(lr.def.collect) {
+		lr.iter = plainStep(lr.iterate, nil)
+		lr.count = -1
+		lr.seq = pullSeq(f, lr.def.collect)
+		return lr.next(f)
+	}
 	if lr.def.eachFn != nil {
 		items, err := snapshot(f.h.fl, lr.def.collect)
 		if err != nil {
@@ -46,20 +53,24 @@ func (lr *loopRun) begin(f *frame) *frame {
 
 // next queues the next iteration, or completes the loop.
 func (lr *loopRun) next(f *frame) *frame {
-	if lr.count >= 0 && lr.i >= lr.count {
+	if lr.count >= 0 && lr.i >= lr.count || lr.seq != nil && !lr.seq.pull(f) {
 		return f.h.fl.finish(f, nil)
 	}
+	lr.queueIteration(f)
+	return f
+}
+
+func (lr *loopRun) queueIteration(f *frame) {
 	f.args = nil // loop bodies get no incoming args
 	f.queue = append(f.queue[:0], lr.iter)
-	return f
 }
 
 func (lr *loopRun) drained(f *frame) bool {
 	lr.i++
-	if lr.count >= 0 && lr.i >= lr.count {
+	if lr.count >= 0 && lr.i >= lr.count || lr.seq != nil && !lr.seq.pull(f) {
 		return false
 	}
-	lr.next(f)
+	lr.queueIteration(f)
 	return true
 }
 
@@ -73,6 +84,9 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 		return nil, false
 	}
 	if err.Code == LoopBreak {
+		if lr.seq != nil {
+			lr.seq.stop()
+		}
 		return f.h.fl.finish(f, nil), true
 	}
 	lr.i++
@@ -97,6 +111,15 @@ func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {
 		d.loopFn(as)
 	case d.repFn != nil:
 		d.repFn(as, lr.i)
+	case lr.seq != nil:
+		if err := lr.seq.err; err != nil {
+			// Pulling this pair failed: the iteration raises it.
+			lr.seq.err = nil
+			h := as.(*handle)
+			h.f.err, h.f.handling = err, false
+			return
+		}
+		d.eachFn(as, lr.seq.k, lr.seq.v)
 	default:
 		k, v := lr.items.at(lr.i)
 		d.eachFn(as, k, v)
@@ -136,7 +159,7 @@ type iterator interface {
 	at(i int) (key, value any)
 }
 
-// pairs is a collected snapshot: a map in key order, an iter.Seq2, a State.
+// pairs is a collected snapshot: a map in key order, a State.
 type pairs []struct{ k, v any }
 
 func (p pairs) len() int            { return len(p) }
@@ -173,8 +196,9 @@ func isSeq2(t reflect.Type) bool {
 	return y.Kind() == reflect.Func && y.NumIn() == 2 && y.NumOut() == 1 && y.Out(0).Kind() == reflect.Bool
 }
 
-// snapshot returns iterate(c), or the InternalError of a panic in it: an
-// iter.Seq2 is user code, run here outside any step's callback.
+// snapshot returns iterate(c), or the InternalError of a panic in it: the
+// String method of a map's keys is user code, run here outside any step's
+// callback. An iter.Seq2 is not snapshot but pulled (see pulled).
 func snapshot(fl *flow, c any) (items iterator, err *Error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -184,8 +208,8 @@ func snapshot(fl *flow, c any) (items iterator, err *Error) {
 	return iterate(c), nil
 }
 
-// iterate snapshots c when the loop starts: slices are read in place, maps in
-// sorted key order, iter.Seq2 and *State are collected in full.
+// iterate snapshots c when the loop starts: slices are read in place, maps
+// in sorted key order, a *State is collected in full.
 func iterate(c any) iterator {
 	if s, ok := c.(*State); ok {
 		var p pairs
@@ -198,10 +222,8 @@ func iterate(c any) iterator {
 	switch v.Kind() {
 	case reflect.Slice, reflect.Array:
 		return sliceItems{v}
-	case reflect.Map:
-		return mapItems(v)
 	default:
-		return seqItems(v)
+		return mapItems(v)
 	}
 }
 
@@ -235,14 +257,4 @@ func compareKeys(a, b reflect.Value) int {
 		return cmp.Compare(a.Float(), b.Float())
 	}
 	return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface()))
-}
-
-func seqItems(v reflect.Value) pairs {
-	var p pairs
-	yield := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
-		p.add(in[0].Interface(), in[1].Interface())
-		return []reflect.Value{reflect.ValueOf(true)}
-	})
-	v.Call([]reflect.Value{yield})
-	return p
 }

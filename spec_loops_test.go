@@ -601,9 +601,10 @@ func TestForEachMapWithNaNKeysVisitsAll(t *testing.T) {
 	wantTrace(t, &tr, "NaN=nan,1=one,2=two")
 }
 
-// A panic in an iter.Seq2 given to ForEach, which runs when the loop
-// starts, is an InternalError of the ForEach step like a panic in a step:
-// its handler sees it, and the flow goes on.
+// A panic in an iter.Seq2 given to ForEach, which is pulled one pair per
+// iteration, is an InternalError of the ForEach step like a panic in a
+// step, raised where it happened (after the iterations before it): its
+// handler sees it, and the flow goes on.
 func TestForEachSeqPanicBecomesInternalError(t *testing.T) {
 	r, tt := newFlow()
 	var tr tracer
@@ -623,5 +624,5 @@ func TestForEachSeqPanicBecomesInternalError(t *testing.T) {
 	})
 
 	wantSuccess(t, run(t, r, tt), "recovered")
-	wantTrace(t, &tr, "handler InternalError: iterator boom")
+	wantTrace(t, &tr, "body 0,handler InternalError: iterator boom")
 }

@@ -22,6 +22,12 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // due time, ties in scheduling order. A cancelled callback no longer counts
 // as an event.
 //
+// A callback that panics does not stop the tool: as on a [Loop], the panic
+// is recovered and logged with [log/slog]. A callback that calls
+// runtime.Goexit ends the goroutine driving the tool (as it ends any
+// goroutine); a flow's step then fails with InternalError, which the flow
+// handles when the tool is driven again.
+//
 // Virtual time does not wait for other goroutines: when only deferred
 // callbacks are left, the next one runs at once, even if a goroutine is
 // about to complete a step (see the package documentation on Root.Run).
@@ -181,7 +187,7 @@ func (t *TestTool) step(limit int64) bool {
 	t.mu.Lock()
 	if tk := t.popImmediate(); tk != nil {
 		t.mu.Unlock()
-		tk.run()
+		runLogged(tk.run)
 		return true
 	}
 	e := t.timers.popDue(limit)
@@ -191,7 +197,7 @@ func (t *TestTool) step(limit int64) bool {
 	}
 	t.now = max(t.now, e.due)
 	t.mu.Unlock()
-	e.fire()
+	runLogged(e.fire)
 	return true
 }
 

@@ -1,0 +1,108 @@
+package asyncsteps
+
+import (
+	"context"
+	"iter"
+	"reflect"
+)
+
+// pulled is an iter.Seq2 that a ForEach pulls one pair per iteration
+// (iter.Pull2), so that an endless or huge sequence runs in constant
+// memory and a Break, an error, a timeout, a cancel or the close of the
+// loop stops it: its stop function runs, and with it the sequence's
+// deferred cleanup.
+type pulled struct {
+	next     func() (any, any, bool)
+	stopSeq  func()
+	k, v     any    // the pair of the current iteration
+	err      *Error // a panic or Goexit while pulling, raised by the iteration
+	unbind   func() bool
+	finished bool
+}
+
+// isSeq2Value reports whether ForEach pulls c lazily: an iter.Seq2.
+func isSeq2Value(c any) bool {
+	if _, ok := c.(*State); ok {
+		return false
+	}
+	return reflect.ValueOf(c).Kind() == reflect.Func
+}
+
+// pullSeq starts pulling the iter.Seq2 c for the loop frame f. The
+// sequence is stopped when f is cancelled (its cancel handler) or when
+// the loop closes, which runs no cancel handler.
+func pullSeq(f *frame, c any) *pulled {
+	p := &pulled{}
+	p.next, p.stopSeq = iter.Pull2(anySeq(c))
+	f.onCancel = func(AsyncSteps) { p.stop() }
+	if life := f.h.fl.sched.lifetime(); life != nil {
+		// The loop's goroutine runs no more tasks then: the stop runs
+		// alone.
+		p.unbind = context.AfterFunc(life, p.stop)
+	}
+	return p
+}
+
+// anySeq returns c, an iter.Seq2 of any types, as an iter.Seq2[any, any].
+func anySeq(c any) iter.Seq2[any, any] {
+	switch s := c.(type) {
+	case iter.Seq2[any, any]:
+		return s
+	case func(func(any, any) bool):
+		return s
+	}
+	v := reflect.ValueOf(c)
+	return func(yield func(any, any) bool) {
+		y := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
+			return []reflect.Value{reflect.ValueOf(yield(in[0].Interface(), in[1].Interface()))}
+		})
+		v.Call([]reflect.Value{y})
+	}
+}
+
+// pull fetches the pair of the next iteration of the loop frame f. It
+// reports false when the sequence is exhausted (and stopped). A panic in
+// the sequence is kept in err for the iteration to raise; a Goexit in it
+// ends the goroutine: the iteration is queued with the error, and the flow
+// goes on at f on the next goroutine.
+func (p *pulled) pull(f *frame) (more bool) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		fl := f.h.fl
+		if r := recover(); r != nil {
+			p.err = fl.panicked(r)
+			p.finished = true
+			more = true
+			return
+		}
+		p.err = fl.goexitError()
+		p.finished = true
+		f.args = nil
+		f.queue = append(f.queue[:0], f.impl.(*loopRun).iter)
+		fl.afterGoexit(f.h)
+	}()
+	k, v, ok := p.next()
+	if !ok {
+		p.stop() // its cleanup may Goexit too
+	}
+	returned = true
+	if !ok {
+		return false
+	}
+	p.k, p.v = k, v
+	return true
+}
+
+// stop stops the sequence, once; a panic in its cleanup is dropped (it may
+// run on a goroutine nobody recovers).
+func (p *pulled) stop() {
+	if p.unbind != nil {
+		p.unbind()
+		p.unbind = nil
+	}
+	defer func() { _ = recover() }()
+	p.stopSeq()
+}
