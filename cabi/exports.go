@@ -53,10 +53,10 @@ func cabiAdd(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f, eh unsafe.Pointer)
 		n.as.Add(nil) // reported by the engine as InternalError
 		return
 	}
-	rid := n.branchRoot()
+	rid, link := n.branchRoot(), newLink(eh)
 	n.adds()
-	n.as.Add(n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data),
-		n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data))
+	n.as.Add(n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data, link),
+		n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data, link))
 }
 
 //export cabiParallel
@@ -71,7 +71,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointe
 		return nil
 	}
 	n.adds()
-	pb := n.as.Parallel(n.flow.errFn(n.rootID, C.FutoInAsyncSteps_error_callback(eh), data))
+	pb := n.as.Parallel(n.flow.errFn(n.rootID, C.FutoInAsyncSteps_error_callback(eh), data, nil))
 	p := newNode(kindParallel, pb, n.flow, n.rootID)
 	// Owned by the library: released with the step (or root) that made it.
 	n.children = append(n.children, p)
@@ -87,7 +87,14 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.cha
 	defer guard(n)
 	st := n.as.State()
 	res := n.flow.res
-	switch gname := C.GoString(name); gname {
+	gname := C.GoString(name)
+	if allocate != nil {
+		// With allocate every name is an ordinary variable: a table such
+		// as the C++ reference implementation implements its whole state
+		// this way and uses the result as its own object.
+		return n.variable(gname, st, data, allocate, cleanup)
+	}
+	switch gname {
 	case "error_info":
 		res.mu.Lock()
 		defer res.mu.Unlock()
@@ -100,18 +107,24 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.cha
 		defer res.mu.Unlock()
 		return unsafe.Pointer(res.lastExc.get(errorCode(st.LastException)))
 	default:
-		if v, ok := st.Get(gname).(*cVar); ok && !v.done {
-			return v.ptr
-		}
-		if allocate == nil {
-			return nil
-		}
-		v := &cVar{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}
-		v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
-		st.Set(gname, v)
-		n.flow.vars = append(n.flow.vars, v)
+		return n.variable(gname, st, nil, nil, nil)
+	}
+}
+
+// variable returns the state variable name, allocated on first use when
+// allocate is not nil; nil when it does not exist and allocate is nil.
+func (n *node) variable(name string, st *asyncsteps.State, data, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
+	if v, ok := st.Get(name).(*cVar); ok && !v.done {
 		return v.ptr
 	}
+	if allocate == nil {
+		return nil
+	}
+	v := &cVar{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}
+	v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
+	st.Set(name, v)
+	n.flow.vars = append(n.flow.vars, v)
+	return v.ptr
 }
 
 // errorCode is the FutoIn code of a LastException.
@@ -209,7 +222,7 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 			n.release()
 			return
 		}
-		n.release()
+		n.fail()
 		n.as.Error(gcode, ginfo)
 	}, n.release)
 }
@@ -335,9 +348,9 @@ func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data unsafe.Pointe
 		n.as.Sync(nil, nil) // reported by the engine as InternalError
 		return
 	}
-	rid := n.branchRoot()
-	fn := n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data)
-	onerror := n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data)
+	rid, link := n.branchRoot(), newLink(eh)
+	fn := n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data, link)
+	onerror := n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data, link)
 	n.adds()
 	if s := syncOf(sync); s != nil {
 		n.as.Sync(s.s, fn, onerror)
@@ -361,7 +374,9 @@ func cabiIsValid(bsi *C.FutoInAsyncSteps) C.int {
 		return 0
 	}
 	if n.root != nil {
-		return 1 // valid from creation until free (decision 9)
+		// Until free: valid while idle, not while its flow runs, as on the
+		// C++ reference implementation.
+		return boolInt(!n.root.root.Running())
 	}
 	return boolInt(!n.released && n.as.IsValid())
 }
