@@ -811,12 +811,3 @@ func TestReservedNamesWithAllocateAreVariables(t *testing.T) {
 		"cleanup last_exception=42",
 	)
 }
-
-// The C program test: build the shared library and testdata/hello.c, run
-// it, compare its output.
-func TestCProgram(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the shared library")
-	}
-	runCProgram(t)
-}

@@ -527,6 +527,8 @@ void ct_timeout(FutoInAsyncSteps* root)
 
 static FutoInAsyncSteps* stale;
 
+static int wait_succeeded;
+
 static void* wait_thread(void* arg)
 {
     FutoInAsyncSteps* bsi = arg;
@@ -537,6 +539,7 @@ static void* wait_thread(void* arg)
     out.arg0.i32 = 7;
     LOG("thread: is_same_thread=%d", bsi->api->is_same_thread(bsi));
     bsi->api->success(bsi, &out);
+    __atomic_store_n(&wait_succeeded, 1, __ATOMIC_SEQ_CST);
     out.arg0.type = &t_i32; // a second completion is ignored, its value still cleaned up
     out.arg0.i32 = 8;
     bsi->api->success(bsi, &out);
@@ -550,10 +553,14 @@ static void wait1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     (void)in;
     enter(bsi);
     bsi->api->waitExternal(bsi);
+    __atomic_store_n(&wait_succeeded, 0, __ATOMIC_SEQ_CST);
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, bsi);
     pthread_detach(t);
-    usleep(10000); // the thread completes the step while this callback still runs
+    // The thread completes the step while this callback still runs.
+    for (int i = 0; i < 5000 && !__atomic_load_n(&wait_succeeded, __ATOMIC_SEQ_CST); ++i) {
+        usleep(1000);
+    }
     LOG("wait1 returns");
 }
 
