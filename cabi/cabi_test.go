@@ -771,6 +771,18 @@ func TestCStepTakesAValueOver(t *testing.T) {
 	}
 }
 
+// A loop body that calls success and then breakLoop in one callback (the
+// C++ reference implementation's await does so): the break wins, and the
+// success's args reach the step after the loop.
+func TestSuccessThenBreakCarriesArgsPastTheLoop(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.AwaitLike(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, "await body 0", "await body 1", "after await typed 5")
+}
+
 // Decision 9: a root's isValid is false while its flow runs, true while it
 // is idle (as on the C++ reference implementation).
 func TestRunningRootIsNotValid(t *testing.T) {

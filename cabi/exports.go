@@ -167,6 +167,10 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	}
 	if n.inCallback() {
 		n.completed = true
+		if n.body != nil {
+			n.hold(vals)
+			return
+		}
 		n.as.Success(vals...)
 		return
 	}
@@ -214,6 +218,7 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 	}
 	if n.kind != kindStep || n.inCallback() {
 		n.completed = n.kind == kindStep
+		n.overrule(false)
 		n.as.Error(gcode, ginfo)
 		return
 	}
@@ -271,13 +276,30 @@ func cabiLoop(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f unsafe.Pointer, lb
 		n.as.Loop(nil, label(lbl)...)
 		return
 	}
-	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_loop_fn(f)
+	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_loop_fn(f), &loopCarry{}
 	n.adds()
-	n.as.Loop(func(as asyncsteps.AsyncSteps) {
-		fc.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
-			C.cabi_call_loop(fn, bsi, data)
+	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
+		as.Loop(func(as asyncsteps.AsyncSteps) {
+			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+				C.cabi_call_loop(fn, bsi, data)
+			})
+		}, label(lbl)...)
+	})
+}
+
+func (c *loopCarry) setup(n *node) { n.body = c }
+
+// hostLoop adds a step that runs the loop added by add, then succeeds with
+// the args a body's success carried past its breakLoop (none otherwise).
+func hostLoop(as asyncsteps.AsyncSteps, carry *loopCarry, add func(as asyncsteps.AsyncSteps)) {
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		add(as)
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			args := carry.args
+			carry.args = nil
+			as.Success(args...)
 		})
-	}, label(lbl)...)
+	})
 }
 
 //export cabiRepeat
@@ -291,14 +313,16 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f 
 		n.as.Repeat(0, nil, label(lbl)...)
 		return
 	}
-	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_repeat_fn(f)
+	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_repeat_fn(f), &loopCarry{}
 	cnt := int(min(uint64(count), math.MaxInt))
 	n.adds()
-	n.as.Repeat(cnt, func(as asyncsteps.AsyncSteps, i int) {
-		fc.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
-			C.cabi_call_repeat(fn, bsi, data, C.size_t(i))
-		})
-	}, label(lbl)...)
+	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
+		as.Repeat(cnt, func(as asyncsteps.AsyncSteps, i int) {
+			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+				C.cabi_call_repeat(fn, bsi, data, C.size_t(i))
+			})
+		}, label(lbl)...)
+	})
 }
 
 //export cabiBreak
@@ -309,6 +333,7 @@ func cabiBreak(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 	}
 	defer guard(n)
 	n.completed = true
+	n.overrule(true)
 	n.as.Break(label(lbl)...)
 }
 
@@ -320,6 +345,7 @@ func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 	}
 	defer guard(n)
 	n.completed = true
+	n.overrule(false)
 	n.as.Continue(label(lbl)...)
 }
 

@@ -51,6 +51,14 @@ type node struct {
 	cancelData unsafe.Pointer
 	onSuccess  func() // addSync: the lock step was completed by success
 
+	// A loop body's success is held until its callback returns: a
+	// breakLoop after it in the same callback wins and takes its args to
+	// the step after the loop (the C++ reference implementation's await
+	// does so).
+	body     *loopCarry
+	deferred []any
+	held     bool
+
 	stacks   []stackMem
 	link     *stepLink // the step's error handler, if it has one: it outlives the stacks
 	inputs   []*Custom // received custom objects, cleaned up when the step completes
@@ -118,6 +126,29 @@ func freeStacks(stacks []stackMem) {
 		}
 		C.free(s.p)
 	}
+}
+
+// loopCarry holds the args of a loop body's success followed by a
+// breakLoop in the same callback, for the step after the loop.
+type loopCarry struct{ args []any }
+
+// hold keeps the args of a loop body's success until its callback returns.
+func (n *node) hold(vals []any) {
+	n.deferred, n.held = vals, true
+}
+
+// overrule drops a held success that a break, continue or error in the
+// same callback overrides; a break carries its args past the loop.
+func (n *node) overrule(carry bool) {
+	if !n.held {
+		return
+	}
+	if carry {
+		n.body.args = n.deferred
+	} else {
+		dropArgs(n.deferred, n.flow)
+	}
+	n.deferred, n.held = nil, false
 }
 
 // stepLink joins a C step to its C error handler: the stack memory of a
@@ -443,6 +474,15 @@ func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup 
 func (n *node) finish() {
 	p := n.pending
 	n.pending = nil
+	if n.held {
+		n.held = false
+		if p == nil {
+			n.as.Success(n.deferred...)
+		} else {
+			dropArgs(n.deferred, n.flow)
+		}
+		n.deferred = nil
+	}
 	switch {
 	case p != nil:
 		n.fail() // an error, Break or Continue: its error handler is next

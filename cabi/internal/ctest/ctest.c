@@ -930,6 +930,37 @@ void ct_take_over(FutoInAsyncSteps* root, int wait)
 
 void ct_succeed_held(void) { held->api->success(held, NULL); }
 
+// ---- success then breakLoop in one loop callback (the C++ RI's await) -----------------------------
+
+static void await_body(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)data;
+    enter(bsi);
+    LOG("await body %zu", i);
+    if (i == 1) {
+        FutoInArgs out;
+        memset(&out, 0, sizeof(out));
+        out.arg0.type = &t_u8;
+        out.arg0.u8 = 5;
+        bsi->api->success(bsi, &out);
+        bsi->api->breakLoop(bsi, NULL); // wins: the loop ends, with the args
+    }
+}
+
+static void await_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("after await %s %u", in->arg0.type != NULL ? "typed" : "NULL", in->arg0.u8);
+    mark_done();
+}
+
+void ct_await_like(FutoInAsyncSteps* root)
+{
+    root->api->repeat(root, NULL, 5, await_body, NULL);
+    root->api->add(root, NULL, await_after, NULL);
+}
+
 // ---- isValid of a running root (decision 9) -----------------------------------------------------
 
 static void running1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)

@@ -82,6 +82,7 @@ func Held(root unsafe.Pointer)      { C.ct_held(bsi(root)) }
 func FailHeld()                     { C.ct_fail_held() }
 func SucceedHeld()                  { C.ct_succeed_held() }
 func Running(root unsafe.Pointer)   { C.ct_running(bsi(root)) }
+func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }
 func Reserved(root unsafe.Pointer)  { C.ct_reserved(bsi(root)) }
 
 // TakeOver adds three C steps: the first succeeds with a custom object, the

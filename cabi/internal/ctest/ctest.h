@@ -37,6 +37,7 @@ void ct_empty_slot_back(FutoInAsyncSteps* root);
 void ct_take_over(FutoInAsyncSteps* root, int wait);
 void ct_succeed_held(void);
 void ct_running(FutoInAsyncSteps* root);
+void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
 
 FutoInAsyncSteps* ct_fake_root(void);
