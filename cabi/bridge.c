@@ -364,6 +364,12 @@ int cabi_f_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
     if (api == NULL || api->success == NULL) {
         return 0;
     }
+    // Never NULL: some tables dereference args unconditionally.
+    FutoInArgs none;
+    if (args == NULL) {
+        memset(&none, 0, sizeof(none));
+        args = &none;
+    }
     api->success(bsi, args);
     return 1;
 }

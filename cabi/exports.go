@@ -53,10 +53,10 @@ func cabiAdd(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f, eh unsafe.Pointer)
 		n.as.Add(nil) // reported by the engine as InternalError
 		return
 	}
-	rid := n.branchRoot()
+	rid, link := n.branchRoot(), newLink(eh)
 	n.adds()
-	n.as.Add(n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data),
-		n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data))
+	n.as.Add(n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data, link),
+		n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data, link))
 }
 
 //export cabiParallel
@@ -71,7 +71,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointe
 		return nil
 	}
 	n.adds()
-	pb := n.as.Parallel(n.flow.errFn(n.rootID, C.FutoInAsyncSteps_error_callback(eh), data))
+	pb := n.as.Parallel(n.flow.errFn(n.rootID, C.FutoInAsyncSteps_error_callback(eh), data, nil))
 	p := newNode(kindParallel, pb, n.flow, n.rootID)
 	// Owned by the library: released with the step (or root) that made it.
 	n.children = append(n.children, p)
@@ -87,7 +87,14 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.cha
 	defer guard(n)
 	st := n.as.State()
 	res := n.flow.res
-	switch gname := C.GoString(name); gname {
+	gname := C.GoString(name)
+	if allocate != nil {
+		// With allocate every name is an ordinary variable: a table such
+		// as the C++ reference implementation implements its whole state
+		// this way and uses the result as its own object.
+		return n.variable(gname, st, data, allocate, cleanup)
+	}
+	switch gname {
 	case "error_info":
 		res.mu.Lock()
 		defer res.mu.Unlock()
@@ -100,18 +107,24 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.cha
 		defer res.mu.Unlock()
 		return unsafe.Pointer(res.lastExc.get(errorCode(st.LastException)))
 	default:
-		if v, ok := st.Get(gname).(*cVar); ok && !v.done {
-			return v.ptr
-		}
-		if allocate == nil {
-			return nil
-		}
-		v := &cVar{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}
-		v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
-		st.Set(gname, v)
-		n.flow.vars = append(n.flow.vars, v)
+		return n.variable(gname, st, nil, nil, nil)
+	}
+}
+
+// variable returns the state variable name, allocated on first use when
+// allocate is not nil; nil when it does not exist and allocate is nil.
+func (n *node) variable(name string, st *asyncsteps.State, data, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
+	if v, ok := st.Get(name).(*cVar); ok && !v.done {
 		return v.ptr
 	}
+	if allocate == nil {
+		return nil
+	}
+	v := &cVar{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}
+	v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
+	st.Set(name, v)
+	n.flow.vars = append(n.flow.vars, v)
+	return v.ptr
 }
 
 // errorCode is the FutoIn code of a LastException.
@@ -154,6 +167,10 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	}
 	if n.inCallback() {
 		n.completed = true
+		if n.body != nil {
+			n.hold(vals)
+			return
+		}
 		n.as.Success(vals...)
 		return
 	}
@@ -201,6 +218,7 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 	}
 	if n.kind != kindStep || n.inCallback() {
 		n.completed = n.kind == kindStep
+		n.overrule(false)
 		n.as.Error(gcode, ginfo)
 		return
 	}
@@ -209,7 +227,7 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 			n.release()
 			return
 		}
-		n.release()
+		n.fail()
 		n.as.Error(gcode, ginfo)
 	}, n.release)
 }
@@ -258,13 +276,30 @@ func cabiLoop(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f unsafe.Pointer, lb
 		n.as.Loop(nil, label(lbl)...)
 		return
 	}
-	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_loop_fn(f)
+	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_loop_fn(f), &loopCarry{}
 	n.adds()
-	n.as.Loop(func(as asyncsteps.AsyncSteps) {
-		fc.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
-			C.cabi_call_loop(fn, bsi, data)
+	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
+		as.Loop(func(as asyncsteps.AsyncSteps) {
+			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+				C.cabi_call_loop(fn, bsi, data)
+			})
+		}, label(lbl)...)
+	})
+}
+
+func (c *loopCarry) setup(n *node) { n.body = c }
+
+// hostLoop adds a step that runs the loop added by add, then succeeds with
+// the args a body's success carried past its breakLoop (none otherwise).
+func hostLoop(as asyncsteps.AsyncSteps, carry *loopCarry, add func(as asyncsteps.AsyncSteps)) {
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		add(as)
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			args := carry.args
+			carry.args = nil
+			as.Success(args...)
 		})
-	}, label(lbl)...)
+	})
 }
 
 //export cabiRepeat
@@ -278,14 +313,16 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f 
 		n.as.Repeat(0, nil, label(lbl)...)
 		return
 	}
-	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_repeat_fn(f)
+	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_repeat_fn(f), &loopCarry{}
 	cnt := int(min(uint64(count), math.MaxInt))
 	n.adds()
-	n.as.Repeat(cnt, func(as asyncsteps.AsyncSteps, i int) {
-		fc.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
-			C.cabi_call_repeat(fn, bsi, data, C.size_t(i))
-		})
-	}, label(lbl)...)
+	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
+		as.Repeat(cnt, func(as asyncsteps.AsyncSteps, i int) {
+			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+				C.cabi_call_repeat(fn, bsi, data, C.size_t(i))
+			})
+		}, label(lbl)...)
+	})
 }
 
 //export cabiBreak
@@ -296,6 +333,7 @@ func cabiBreak(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 	}
 	defer guard(n)
 	n.completed = true
+	n.overrule(true)
 	n.as.Break(label(lbl)...)
 }
 
@@ -307,6 +345,7 @@ func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 	}
 	defer guard(n)
 	n.completed = true
+	n.overrule(false)
 	n.as.Continue(label(lbl)...)
 }
 
@@ -335,9 +374,9 @@ func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data unsafe.Pointe
 		n.as.Sync(nil, nil) // reported by the engine as InternalError
 		return
 	}
-	rid := n.branchRoot()
-	fn := n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data)
-	onerror := n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data)
+	rid, link := n.branchRoot(), newLink(eh)
+	fn := n.flow.stepFn(rid, C.FutoInAsyncSteps_execute_callback(f), data, link)
+	onerror := n.flow.errFn(rid, C.FutoInAsyncSteps_error_callback(eh), data, link)
 	n.adds()
 	if s := syncOf(sync); s != nil {
 		n.as.Sync(s.s, fn, onerror)
@@ -361,7 +400,9 @@ func cabiIsValid(bsi *C.FutoInAsyncSteps) C.int {
 		return 0
 	}
 	if n.root != nil {
-		return 1 // valid from creation until free (decision 9)
+		// Until free: valid while idle, not while its flow runs, as on the
+		// C++ reference implementation.
+		return boolInt(!n.root.root.Running())
 	}
 	return boolInt(!n.released && n.as.IsValid())
 }

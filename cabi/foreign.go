@@ -147,10 +147,16 @@ func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs
 		dropRec(uint64(rec))
 	}
 	w := newCall(bsi, keep)
+	// The receiver owns what it is given: every value is taken over (and
+	// its slot reset), also when no Go step receives it.
+	vals := takeArgs(args, nil)
+	if vals == nil {
+		vals = []any{}
+	}
 	if r != nil && r.step != nil {
-		vals := borrowArgs(args)
 		w.run(func() { r.step(w, vals...) })
 	} else {
+		dropArgs(vals, nil)
 		w.cb.active.Store(false)
 	}
 	w.settle()
@@ -222,7 +228,16 @@ func (w *foreign) markAdded() {
 	}
 }
 
+// handleError raises code with info on the foreign step. From the step's
+// own callback it also records them in the Go State, so that the Go error
+// handlers of the flow see the info as on our own engine (the foreign
+// table keeps its info to itself).
 func (w *foreign) handleError(code, info string) {
+	if w.inCallback() {
+		st := w.State()
+		st.ErrorInfo = info
+		st.LastException = &asyncsteps.Error{Code: code, Info: info}
+	}
 	cc, ci := C.CString(code), C.CString(info)
 	defer C.free(unsafe.Pointer(cc))
 	defer C.free(unsafe.Pointer(ci))
@@ -267,16 +282,31 @@ func firstOf[T any](s []T) (zero T) {
 	return s[0]
 }
 
-// withLabel passes label as a C string, or NULL.
+// labels holds the C copies of the loop labels given to foreign tables,
+// one per distinct label, for the life of the process: a table may keep a
+// label pointer for as long as its loop runs and compare it at every break
+// and continue (the C++ reference implementation does), and a loop's end
+// is not always seen from here (a cancel). Labels are few and constant in
+// practice.
+var labels sync.Map // string -> *C.char
+
+// withLabel passes label as a C string that stays valid, or NULL.
 func withLabel(label []string, f func(l *C.char)) {
 	l := firstOf(label)
 	if l == "" {
 		f(nil)
 		return
 	}
-	cl := C.CString(l)
-	defer C.free(unsafe.Pointer(cl))
-	f(cl)
+	if cl, ok := labels.Load(l); ok {
+		f(cl.(*C.char))
+		return
+	}
+	mine := C.CString(l)
+	cl, loaded := labels.LoadOrStore(l, mine)
+	if loaded {
+		C.free(unsafe.Pointer(mine)) // another caller's copy is the one kept
+	}
+	f(cl.(*C.char))
 }
 
 // Add implements [asyncsteps.AsyncSteps].

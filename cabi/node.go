@@ -51,7 +51,16 @@ type node struct {
 	cancelData unsafe.Pointer
 	onSuccess  func() // addSync: the lock step was completed by success
 
+	// A loop body's success is held until its callback returns: a
+	// breakLoop after it in the same callback wins and takes its args to
+	// the step after the loop (the C++ reference implementation's await
+	// does so).
+	body     *loopCarry
+	deferred []any
+	held     bool
+
 	stacks   []stackMem
+	link     *stepLink // the step's error handler, if it has one: it outlives the stacks
 	inputs   []*Custom // received custom objects, cleaned up when the step completes
 	children []*node   // parallel objects made in the callback
 	external bool      // made by Binary for a Go step: its end is found by sweeping
@@ -73,7 +82,14 @@ func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node 
 // release ends the node: its pointer turns stale, the stack memory and the
 // received custom objects are cleaned up, the parallel objects it made are
 // released. Loop only; idempotent.
-func (n *node) release() {
+func (n *node) release() { n.end(false) }
+
+// fail is release for a step that an error (or a cancel) ends: its stack
+// memory outlives it until its own error handler has returned, or, when
+// none runs (a cancel), until the loop's next turn.
+func (n *node) fail() { n.end(true) }
+
+func (n *node) end(failed bool) {
 	if n.released {
 		return
 	}
@@ -84,12 +100,12 @@ func (n *node) release() {
 		c.release()
 	}
 	n.children = nil
-	for i := len(n.stacks) - 1; i >= 0; i-- {
-		s := n.stacks[i]
-		if s.cleanup != nil {
-			C.cabi_call_stack_cleanup(s.cleanup, s.p)
-		}
-		C.free(s.p)
+	if failed && n.link != nil && len(n.stacks) > 0 {
+		n.link.keep(n.stacks)
+		l := n.link
+		n.flow.post(l.clean, l.clean)
+	} else {
+		freeStacks(n.stacks)
 	}
 	n.stacks = nil
 	for _, c := range n.inputs {
@@ -98,6 +114,91 @@ func (n *node) release() {
 	n.inputs = nil
 	n.cancelFn = nil
 	n.onSuccess = nil
+}
+
+// freeStacks runs the cleanups of stack memory, last allocated first, and
+// frees it.
+func freeStacks(stacks []stackMem) {
+	for i := len(stacks) - 1; i >= 0; i-- {
+		s := stacks[i]
+		if s.cleanup != nil {
+			C.cabi_call_stack_cleanup(s.cleanup, s.p)
+		}
+		C.free(s.p)
+	}
+}
+
+// loopCarry holds the args of a loop body's success followed by a
+// breakLoop in the same callback, for the step after the loop.
+type loopCarry struct{ args []any }
+
+// hold keeps the args of a loop body's success until its callback returns.
+func (n *node) hold(vals []any) {
+	n.deferred, n.held = vals, true
+}
+
+// overrule drops a held success that a break, continue or error in the
+// same callback overrides; a break carries its args past the loop.
+func (n *node) overrule(carry bool) {
+	if !n.held {
+		return
+	}
+	if carry {
+		n.body.args = n.deferred
+	} else {
+		dropArgs(n.deferred, n.flow)
+	}
+	n.deferred, n.held = nil, false
+}
+
+// stepLink joins a C step to its C error handler: the stack memory of a
+// step that failed waits there until the handler has returned.
+type stepLink struct {
+	mu     sync.Mutex // a Root's clones may run the same step on other loops
+	stacks []stackMem
+}
+
+func (l *stepLink) keep(stacks []stackMem) {
+	l.mu.Lock()
+	l.stacks = append(l.stacks, stacks...)
+	l.mu.Unlock()
+}
+
+// clean frees what keep was given; loop only, idempotent.
+func (l *stepLink) clean() {
+	l.mu.Lock()
+	stacks := l.stacks
+	l.stacks = nil
+	l.mu.Unlock()
+	freeStacks(stacks)
+}
+
+// dropTaken forgets the received custom objects that the C step took over
+// during its callback (its FutoInArgs slot no longer holds them): the
+// receiver owns what it is given, so they are no longer ours to clean up.
+func (n *node) dropTaken(in []any, args *C.FutoInArgs) {
+	if len(n.inputs) == 0 || args == nil {
+		return
+	}
+	slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(args))
+	for i, v := range in[:min(len(in), len(slots))] {
+		c, ok := v.(*Custom)
+		if !ok {
+			continue
+		}
+		var f C.cabi_flat
+		C.cabi_read_value(&slots[i], &f)
+		if f._type == c.v.flat._type && f.p == c.v.flat.p && f.custom_data == c.v.flat.custom_data {
+			continue // still there: ours until the step completes
+		}
+		for j, d := range n.inputs {
+			if d == c {
+				n.inputs = append(n.inputs[:j], n.inputs[j+1:]...)
+				c.v.done.Store(true)
+				break
+			}
+		}
+	}
 }
 
 // forward finds f among the custom objects the step received: passed on in
@@ -122,7 +223,7 @@ func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 		n.inCall = false
 		n.pending = nil // the step is over: an abort has nothing left to abort
 	}
-	n.release()
+	n.fail()
 }
 
 // wait marks the step as waiting for an external completion.
@@ -358,6 +459,7 @@ func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup 
 	n.inCall = true
 	call(n.bsi, args)
 	n.inCall = false
+	n.dropTaken(in, args)
 	a.free()
 	n.finish()
 }
@@ -372,8 +474,19 @@ func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup 
 func (n *node) finish() {
 	p := n.pending
 	n.pending = nil
+	if n.held {
+		n.held = false
+		if p == nil {
+			n.as.Success(n.deferred...)
+		} else {
+			dropArgs(n.deferred, n.flow)
+		}
+		n.deferred = nil
+	}
 	switch {
-	case p != nil || n.completed:
+	case p != nil:
+		n.fail() // an error, Break or Continue: its error handler is next
+	case n.completed:
 		n.release()
 	case n.added:
 		n.waited = n.waited || n.waiting
@@ -391,20 +504,32 @@ func (n *node) finish() {
 	}
 }
 
+// newLink returns the link of a step whose C error handler is eh; nil
+// when it has none.
+func newLink(eh unsafe.Pointer) *stepLink {
+	if eh == nil {
+		return nil
+	}
+	return &stepLink{}
+}
+
 // stepFn is the engine's step function of a C execute_callback.
-func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data unsafe.Pointer) asyncsteps.StepFunc {
+func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data unsafe.Pointer, link *stepLink) asyncsteps.StepFunc {
+	setup := func(n *node) { n.link = link }
 	return func(as asyncsteps.AsyncSteps, args ...any) {
 		if args == nil {
 			args = []any{}
 		}
-		fc.runC(as, rootID, args, nil, func(bsi *C.FutoInAsyncSteps, a *C.FutoInArgs) {
+		fc.runC(as, rootID, args, setup, func(bsi *C.FutoInAsyncSteps, a *C.FutoInArgs) {
 			C.cabi_call_exec(f, bsi, data, a)
 		})
 	}
 }
 
 // errFn is the engine's error handler of a C error_callback; nil for NULL.
-func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) asyncsteps.ErrorFunc {
+// Once the handler has returned, the stack memory of the step it handles
+// for is cleaned up.
+func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, data unsafe.Pointer, link *stepLink) asyncsteps.ErrorFunc {
 	if eh == nil {
 		return nil
 	}
@@ -413,6 +538,9 @@ func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, dat
 			cs := C.CString(code)
 			defer C.free(unsafe.Pointer(cs))
 			C.cabi_call_error(eh, bsi, data, cs)
+			if link != nil {
+				link.clean()
+			}
 		})
 	}
 }

@@ -27,8 +27,10 @@ type String32 []rune
 // custom_data and length, passed on as they are. The library calls its
 // type's cleanup once: when the C step that receives it completes or, if no
 // C step receives it, some time after the Go side has dropped it (on the
-// loop of the flow that received it). A Custom given to a Go callback of a
-// foreign table belongs to that table: it is valid during the callback only.
+// loop of the flow that received it; for one received from a foreign
+// table, on the default loop). A C step that takes a received value over
+// (moves it out of its FutoInArgs and resets the slot) owns it from then
+// on: the library no longer cleans it up.
 type Custom struct {
 	v *customVal
 }
@@ -303,32 +305,9 @@ func takeArgs(args *C.FutoInArgs, from *node) []any {
 			continue
 		}
 		last = i
-		v, cleanup := goValue(&f, from, false)
+		v, cleanup := goValue(&f, from)
 		vals = append(vals, v)
 		C.cabi_reset_value(&slots[i], boolInt(cleanup))
-	}
-	return vals[:last+1]
-}
-
-// borrowArgs converts args given to a Go callback by a foreign table: they
-// stay the table's, custom objects included.
-func borrowArgs(args *C.FutoInArgs) []any {
-	vals := []any{}
-	if args == nil {
-		return vals
-	}
-	slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(args))
-	last := -1
-	for i := range slots {
-		var f C.cabi_flat
-		C.cabi_read_value(&slots[i], &f)
-		if f._type == nil {
-			vals = append(vals, nil)
-			continue
-		}
-		last = i
-		v, _ := goValue(&f, nil, true)
-		vals = append(vals, v)
 	}
 	return vals[:last+1]
 }
@@ -370,7 +349,7 @@ func cItems[T comparable](p unsafe.Pointer, n C.uint32_t) [][]T {
 
 // goValue converts one value; cleanup reports whether its type's cleanup
 // is to be called now (a copied value) rather than later (a custom object).
-func goValue(f *C.cabi_flat, from *node, borrow bool) (v any, cleanup bool) {
+func goValue(f *C.cabi_flat, from *node) (v any, cleanup bool) {
 	if f._type == &C.cabi_go_value_type || f._type == &C.cabi_owned_go_value_type {
 		return getGoValue(uint64(f.custom_data)), true
 	}
@@ -458,9 +437,6 @@ func goValue(f *C.cabi_flat, from *node, borrow bool) (v any, cleanup bool) {
 		}
 	}
 	// A custom object, or a type we do not know: passed on as it is.
-	if borrow {
-		return &Custom{v: &customVal{flat: *f}}, false
-	}
 	if from != nil {
 		if c := from.forward(f); c != nil {
 			return c, false

@@ -169,6 +169,7 @@ void ct_held(FutoInAsyncSteps* root) { root->api->add(root, NULL, held1, NULL); 
 void ct_fail_held(void) { held->api->handle_error(held, "Boom", NULL); }
 
 void ct_cancel(FutoInAsyncSteps* root) { root->api->cancel(root); }
+int ct_is_valid(FutoInAsyncSteps* root) { return root->api->isValid(root); }
 void ct_free(FutoInAsyncSteps* root) { root->api->free(root); }
 
 // ---- args (decision 1) -------------------------------------------------------------
@@ -416,11 +417,13 @@ static void stack_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     LOG("stack sub");
 }
 
+static int* stack_mem; // the failing step's stack memory, read by its handlers
+
 static void stack_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 {
     (void)data;
     enter(bsi);
-    LOG("stack eh %s", code);
+    LOG("stack eh %s mem=%d", code, *stack_mem);
     bsi->api->success(bsi, NULL);
 }
 
@@ -445,6 +448,7 @@ static void stack1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     LOG("stack1 zeroed=%d aligned=%d", zeroed,
         (uintptr_t)p % alignof(max_align_t) == 0 && (uintptr_t)q % alignof(max_align_t) == 0);
     *(int*)p = mode;
+    stack_mem = (int*)p;
     switch (mode) {
     case 0:
         bsi->api->success(bsi, NULL);
@@ -490,7 +494,7 @@ static void to_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 {
     (void)data;
     enter(bsi);
-    LOG("timeout eh %s", code);
+    LOG("timeout eh %s mem=%d", code, *stack_mem);
     bsi->api->success(bsi, NULL);
 }
 
@@ -500,6 +504,7 @@ static void to1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     enter(bsi);
     int* p = bsi->api->stack(bsi, sizeof(int), stack_cleanup);
     *p = 8;
+    stack_mem = p;
     bsi->api->setCancel(bsi, data, to_cancel);
     bsi->api->setTimeout(bsi, 20);
 }
@@ -522,6 +527,8 @@ void ct_timeout(FutoInAsyncSteps* root)
 
 static FutoInAsyncSteps* stale;
 
+static int wait_succeeded;
+
 static void* wait_thread(void* arg)
 {
     FutoInAsyncSteps* bsi = arg;
@@ -532,6 +539,7 @@ static void* wait_thread(void* arg)
     out.arg0.i32 = 7;
     LOG("thread: is_same_thread=%d", bsi->api->is_same_thread(bsi));
     bsi->api->success(bsi, &out);
+    __atomic_store_n(&wait_succeeded, 1, __ATOMIC_SEQ_CST);
     out.arg0.type = &t_i32; // a second completion is ignored, its value still cleaned up
     out.arg0.i32 = 8;
     bsi->api->success(bsi, &out);
@@ -545,10 +553,14 @@ static void wait1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     (void)in;
     enter(bsi);
     bsi->api->waitExternal(bsi);
+    __atomic_store_n(&wait_succeeded, 0, __ATOMIC_SEQ_CST);
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, bsi);
     pthread_detach(t);
-    usleep(10000); // the thread completes the step while this callback still runs
+    // The thread completes the step while this callback still runs.
+    for (int i = 0; i < 5000 && !__atomic_load_n(&wait_succeeded, __ATOMIC_SEQ_CST); ++i) {
+        usleep(1000);
+    }
     LOG("wait1 returns");
 }
 
@@ -861,7 +873,164 @@ void ct_stale(FutoInAsyncSteps* root)
     root->api->add(root, NULL, stale2, NULL);
 }
 
-// ---- a fake foreign table (decision 10) -------------------------------------------------------
+// ---- values taken over by the receiver (decision 1) ---------------------------------------------
+
+static void counted_custom_cleanup(FutoInBinaryValue* v)
+{
+    LOG("taken cleanup %d", *(const int*)v->p);
+    count_cleanup(v);
+}
+static const FutoInType t_counted_custom = {FTN_TYPE_CUSTOM_OBJECT, counted_custom_cleanup};
+static const int taken_value = 9;
+
+static void take1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_counted_custom;
+    out.arg0.p = &taken_value;
+    bsi->api->success(bsi, &out);
+}
+
+// take2 takes the custom object over as the C++ reference implementation
+// does with every value it receives: moved out, then the slot reset (which
+// calls the cleanup: the value is the receiver's).
+static void take2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    enter(bsi);
+    FutoInArgs* args = (FutoInArgs*)in;
+    for (int i = 0; i < 4; ++i) {
+        futoin_reset_binval(&args->args[i]);
+    }
+    LOG("take2 cleanups=%d", ct_cleanups());
+    if (data != NULL) {
+        bsi->api->waitExternal(bsi); // completed later: still nothing to clean up
+        held = bsi;
+    }
+}
+
+static void take3(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("take3 cleanups=%d", ct_cleanups());
+    mark_done();
+}
+
+void ct_take_over(FutoInAsyncSteps* root, int wait)
+{
+    root->api->add(root, NULL, take1, NULL);
+    root->api->add(root, wait ? (void*)1 : NULL, take2, NULL);
+    root->api->add(root, NULL, take3, NULL);
+}
+
+void ct_succeed_held(void) { held->api->success(held, NULL); }
+
+// ---- success then breakLoop in one loop callback (the C++ RI's await) -----------------------------
+
+static void await_body(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)data;
+    enter(bsi);
+    LOG("await body %zu", i);
+    if (i == 1) {
+        FutoInArgs out;
+        memset(&out, 0, sizeof(out));
+        out.arg0.type = &t_u8;
+        out.arg0.u8 = 5;
+        bsi->api->success(bsi, &out);
+        bsi->api->breakLoop(bsi, NULL); // wins: the loop ends, with the args
+    }
+}
+
+static void await_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    LOG("after await %s %u", in->arg0.type != NULL ? "typed" : "NULL", in->arg0.u8);
+    mark_done();
+}
+
+void ct_await_like(FutoInAsyncSteps* root)
+{
+    root->api->repeat(root, NULL, 5, await_body, NULL);
+    root->api->add(root, NULL, await_after, NULL);
+}
+
+// ---- isValid of a running root (decision 9) -----------------------------------------------------
+
+static void running1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    FutoInAsyncSteps* root = data;
+    LOG("running root valid=%d step valid=%d", root->api->isValid(root), bsi->api->isValid(bsi));
+    mark_done();
+}
+
+void ct_running(FutoInAsyncSteps* root) { root->api->add(root, root, running1, NULL); }
+
+// ---- reserved state variable names (decision 2) -------------------------------------------------
+
+static void* reserved_alloc(void* data)
+{
+    LOG("alloc %s", (const char*)data);
+    int* p = calloc(1, sizeof(int));
+    *p = 40;
+    return p;
+}
+
+static void reserved_cleanup(void* data, void* value)
+{
+    LOG("cleanup %s=%d", (const char*)data, *(int*)value);
+    free(value);
+}
+
+static void reserved1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    // With allocate, the reserved names are ordinary variables, used as the
+    // caller's own objects (the C++ reference implementation does so).
+    int* a = bsi->api->stateVariable(bsi, "error_info", "error_info", reserved_alloc, reserved_cleanup);
+    int* b = bsi->api->stateVariable(bsi, "last_exception", "last_exception", reserved_alloc, reserved_cleanup);
+    *a += 1;
+    *b += 2;
+    int* again = bsi->api->stateVariable(bsi, "error_info", "error_info", reserved_alloc, reserved_cleanup);
+    LOG("reserved error_info=%d last_exception=%d same=%d", *a, *b, a == again);
+    bsi->api->handle_error(bsi, "Reserved", "the info");
+}
+
+static void reserved_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    // Without allocate, they are still the error's info and code.
+    LOG("reserved eh %s info=%s last_exception=%s", code,
+        (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL),
+        (const char*)bsi->api->stateVariable(bsi, NULL, "last_exception", NULL, NULL));
+    bsi->api->success(bsi, NULL);
+}
+
+void ct_reserved(FutoInAsyncSteps* root) { root->api->add(root, NULL, reserved1, reserved_eh); }
+
+// ---- a strict foreign table (decision 10) ----------------------------------------------------
+//
+// A small FutoInAsyncSteps implementation of its own, synchronous (no
+// waiting), that behaves as the FutoIn C++ reference implementation does
+// where the spec is silent: it takes over every value it is given in
+// success (moves it out, resets the caller's slots) and dereferences args;
+// it hands every step all four slots, the unused ones filled with
+// placeholder custom objects of its own, and never cleans up what a step
+// leaves in them (the receiver owns what it is given); it keeps loop label
+// pointers for the loop's life and compares them at every iteration, break
+// and continue; it implements state variables only through allocate (no
+// reserved names); a running root is not valid.
 
 typedef struct {
     FutoInAsyncSteps_execute_callback f;
@@ -869,7 +1038,16 @@ typedef struct {
     void (*repeat)(FutoInAsyncSteps*, void*, size_t);
     size_t count;
     void* data;
+    const char* label; // kept as given, read at every iteration
+    char label_copy[64];
 } fk_step;
+
+typedef struct {
+    char name[128];
+    void* value;
+    void* data;
+    void (*cleanup)(void*, void*);
+} fk_var;
 
 typedef struct fk fk;
 struct fk {
@@ -877,14 +1055,17 @@ struct fk {
     fk* root;
     fk_step subs[8];
     int nsubs;
-    int completed, failed, waiting;
+    int completed, failed, waiting, running;
     char code[64];
+    char info[64];
     FutoInArgs result;
     // root only
-    char var_name[128];
-    void* var;
-    void (*var_cleanup)(void*, void*);
+    fk_var vars[8];
+    int nvars;
+    FutoInArgs input;
 };
+
+static int fk_placeholders; // placeholder objects alive
 
 static void fk_init(fk* f, const FutoInAsyncStepsAPI* api, fk* root)
 {
@@ -893,17 +1074,26 @@ static void fk_init(fk* f, const FutoInAsyncStepsAPI* api, fk* root)
     f->root = root ? root : f;
 }
 
-static void fk_add(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
+static fk_step* fk_new_step(fk* self)
 {
-    fk* self = (fk*)bsi;
-    if (f == NULL || eh == NULL) {
-        LOG("VIOLATION: NULL callback given to add");
-    }
     if (self->completed) {
         LOG("VIOLATION: add after completion");
     }
+    if (self->nsubs == 8) {
+        LOG("VIOLATION: too many sub-steps for the fake");
+        self->nsubs = 7;
+    }
     fk_step* s = &self->subs[self->nsubs++];
     memset(s, 0, sizeof(*s));
+    return s;
+}
+
+static void fk_add(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
+{
+    if (f == NULL || eh == NULL) {
+        LOG("VIOLATION: NULL callback given to add");
+    }
+    fk_step* s = fk_new_step((fk*)bsi);
     s->f = f;
     s->eh = eh;
     s->data = data;
@@ -911,21 +1101,25 @@ static void fk_add(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_execute_c
 
 static void fk_repeat(FutoInAsyncSteps* bsi, void* data, size_t count, void (*f)(FutoInAsyncSteps*, void*, size_t), const char* label)
 {
-    fk* self = (fk*)bsi;
     if (f == NULL) {
         LOG("VIOLATION: NULL callback given to repeat");
     }
     LOG("fake: repeat %zu label=%s", count, label ? label : "NULL");
-    fk_step* s = &self->subs[self->nsubs++];
-    memset(s, 0, sizeof(*s));
+    fk_step* s = fk_new_step((fk*)bsi);
     s->repeat = f;
     s->count = count;
     s->data = data;
+    s->label = label;
+    snprintf(s->label_copy, sizeof(s->label_copy), "%s", label ? label : "");
 }
 
 static void fk_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
 {
     fk* self = (fk*)bsi;
+    if (args == NULL) {
+        LOG("VIOLATION: success with NULL args (the C++ reference implementation dereferences it)");
+        return;
+    }
     if (self->nsubs > 0) {
         LOG("VIOLATION: success after add (a real implementation aborts here)");
     }
@@ -933,40 +1127,50 @@ static void fk_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
         LOG("VIOLATION: completed twice");
     }
     self->completed = 1;
-    if (args != NULL) {
-        self->result = *args;
-        memset(args, 0, sizeof(*args));
-    }
+    self->result = *args; // taken over
+    memset(args, 0, sizeof(*args));
 }
 
-static void fk_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+static void fk_fail(fk* self, const char* code, const char* info)
 {
-    fk* self = (fk*)bsi;
-    LOG("fake: handle_error %s: %s", code, info ? info : "NULL");
     if (self->completed) {
         LOG("VIOLATION: completed twice");
     }
     self->completed = 1;
     self->failed = 1;
     snprintf(self->code, sizeof(self->code), "%s", code);
+    snprintf(self->info, sizeof(self->info), "%s", info ? info : "");
 }
+
+static void fk_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    LOG("fake: handle_error %s: %s", code, info ? info : "NULL");
+    fk_fail((fk*)bsi, code, info);
+}
+
+static void fk_break(FutoInAsyncSteps* bsi, const char* label) { fk_fail((fk*)bsi, "LoopBreak", label); }
+static void fk_continue(FutoInAsyncSteps* bsi, const char* label) { fk_fail((fk*)bsi, "LoopCont", label); }
 
 static void* fk_state_variable(FutoInAsyncSteps* bsi, void* data, const char* name, void* (*allocate)(void*), void (*cleanup)(void*, void*))
 {
     fk* root = ((fk*)bsi)->root;
-    if (root->var != NULL && strcmp(root->var_name, name) == 0) {
-        return root->var;
+    for (int i = 0; i < root->nvars; ++i) {
+        if (strcmp(root->vars[i].name, name) == 0) {
+            return root->vars[i].value;
+        }
     }
-    if (allocate == NULL) {
+    if (allocate == NULL || root->nvars == 8) {
         return NULL;
     }
     if (cleanup == NULL) {
         LOG("VIOLATION: NULL cleanup given to stateVariable");
     }
-    snprintf(root->var_name, sizeof(root->var_name), "%s", name);
-    root->var = allocate(data);
-    root->var_cleanup = cleanup;
-    return root->var;
+    fk_var* v = &root->vars[root->nvars++];
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    v->data = data;
+    v->value = allocate(data);
+    v->cleanup = cleanup;
+    return v->value;
 }
 
 static void fk_wait(FutoInAsyncSteps* bsi)
@@ -978,8 +1182,8 @@ static void fk_wait(FutoInAsyncSteps* bsi)
 static ptrdiff_t fk_root_id(FutoInAsyncSteps* bsi) { return (ptrdiff_t)((fk*)bsi)->root; }
 static int fk_is_valid(FutoInAsyncSteps* bsi)
 {
-    (void)bsi;
-    return 1;
+    fk* self = (fk*)bsi;
+    return self == self->root ? !self->running : !self->completed;
 }
 static int fk_same_thread(FutoInAsyncSteps* bsi)
 {
@@ -994,10 +1198,35 @@ static const FutoInAsyncStepsAPI fk_api = {{{
     .handle_error = fk_handle_error,
     .waitExternal = fk_wait,
     .repeat = fk_repeat,
+    .breakLoop = fk_break,
+    .continueLoop = fk_continue,
     .rootId = fk_root_id,
     .isValid = fk_is_valid,
     .is_same_thread = fk_same_thread,
 }}};
+
+static void placeholder_cleanup(FutoInBinaryValue* v)
+{
+    free(v->custom_data);
+    pthread_mutex_lock(&mu);
+    --fk_placeholders;
+    pthread_mutex_unlock(&mu);
+}
+static const FutoInType t_placeholder = {FTN_TYPE_CUSTOM_OBJECT, placeholder_cleanup};
+
+// fk_fill fills the unused slots of args with placeholder objects.
+static void fk_fill(FutoInArgs* args)
+{
+    for (int k = 0; k < 4; ++k) {
+        if (args->args[k].type == NULL) {
+            args->args[k].type = &t_placeholder;
+            args->args[k].custom_data = malloc(16);
+            pthread_mutex_lock(&mu);
+            ++fk_placeholders;
+            pthread_mutex_unlock(&mu);
+        }
+    }
+}
 
 static void fk_run(fk* self, FutoInArgs* in);
 
@@ -1025,7 +1254,10 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
             *out = h.result;
             return 0;
         }
-        snprintf(child->code, sizeof(child->code), "%s", h.failed ? h.code : child->code);
+        if (h.failed) {
+            snprintf(child->code, sizeof(child->code), "%s", h.code);
+            snprintf(child->info, sizeof(child->info), "%s", h.info);
+        }
         return 1;
     }
     if (child->waiting) {
@@ -1038,6 +1270,23 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
     }
     *out = child->result;
     return 0;
+}
+
+// fk_loop_ends reports whether the error of an iteration ends the loop s
+// (0: go on with the next iteration, 1: stop it, 2: the error goes on).
+static int fk_loop_ends(fk_step* s, fk* child)
+{
+    if (strcmp(s->label ? s->label : "", s->label_copy) != 0) {
+        LOG("VIOLATION: the loop's label changed under it");
+    }
+    int brk = strcmp(child->code, "LoopBreak") == 0, cont = strcmp(child->code, "LoopCont") == 0;
+    if (!brk && !cont) {
+        return 2;
+    }
+    if (child->info[0] != 0 && (s->label == NULL || strcmp(child->info, s->label) != 0)) {
+        return 2; // another loop's
+    }
+    return brk ? 1 : 0;
 }
 
 static void fk_run(fk* self, FutoInArgs* in)
@@ -1057,9 +1306,16 @@ static void fk_run(fk* self, FutoInArgs* in)
                 fk_init(&child, &fk_api, self->root);
                 s->repeat((FutoInAsyncSteps*)&child, s->data, j);
                 FutoInArgs ignored;
+                memset(&ignored, 0, sizeof(ignored));
                 if (fk_settle(&child, s, &ignored)) {
-                    self->failed = 1;
-                    snprintf(self->code, sizeof(self->code), "%s", child.code);
+                    int r = fk_loop_ends(s, &child);
+                    if (r == 0) {
+                        continue;
+                    }
+                    if (r == 1) {
+                        break;
+                    }
+                    fk_fail(self, child.code, child.info);
                     return;
                 }
                 for (int k = 0; k < 4; ++k) {
@@ -1069,14 +1325,13 @@ static void fk_run(fk* self, FutoInArgs* in)
         } else {
             fk child;
             fk_init(&child, &fk_api, self->root);
+            fk_fill(&args);
             s->f((FutoInAsyncSteps*)&child, s->data, &args);
+            // What the step left in args is its own: not cleaned up here.
             int failed = fk_settle(&child, s, &out);
-            for (int k = 0; k < 4; ++k) {
-                futoin_reset_binval(&args.args[k]);
-            }
             if (failed) {
-                self->failed = 1;
-                snprintf(self->code, sizeof(self->code), "%s", child.code);
+                self->completed = 0;
+                fk_fail(self, child.code, child.info);
                 return;
             }
         }
@@ -1092,21 +1347,47 @@ FutoInAsyncSteps* ct_fake_root(void)
     return (FutoInAsyncSteps*)r;
 }
 
+static int string_cleanups;
+static void counted_string_cleanup(FutoInBinaryValue* v)
+{
+    free((void*)v->p);
+    pthread_mutex_lock(&mu);
+    ++string_cleanups;
+    pthread_mutex_unlock(&mu);
+}
+static const FutoInType t_fake_string = {FTN_TYPE_STRING, counted_string_cleanup};
+
 void ct_fake_run(FutoInAsyncSteps* root)
 {
     fk* r = (fk*)root;
-    fk_run(r, NULL);
-    LOG("fake: end failed=%d %s", r->failed, r->failed ? r->code : "");
+    FutoInArgs in;
+    memset(&in, 0, sizeof(in));
+    in.arg0.type = &t_fake_string;
+    in.arg0.cstr = strdup("from the fake");
+    in.arg0.length = 13;
+    r->running = 1;
+    LOG("fake: running root valid=%d", fk_is_valid(root));
+    fk_run(r, &in);
+    r->running = 0;
+    LOG("fake: end failed=%d %s string cleanups=%d", r->failed, r->failed ? r->code : "", string_cleanups);
     for (int k = 0; k < 4; ++k) {
         futoin_reset_binval(&r->result.args[k]);
     }
 }
 
+int ct_fake_placeholders(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = fk_placeholders;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 void ct_fake_free(FutoInAsyncSteps* root)
 {
     fk* r = (fk*)root;
-    if (r->var != NULL && r->var_cleanup != NULL) {
-        r->var_cleanup(NULL, r->var);
+    for (int i = 0; i < r->nvars; ++i) {
+        r->vars[i].cleanup(r->vars[i].data, r->vars[i].value);
     }
     free(r);
 }

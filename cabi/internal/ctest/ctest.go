@@ -13,9 +13,28 @@ import "C"
 
 import (
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 )
+
+// cstrings keeps one C copy of each string given to C as data for the
+// life of the process: a flow may read it until it ends, and the tests
+// give the same few strings again and again (LeakSanitizer sees them
+// referenced from here).
+var cstrings sync.Map // string -> *C.char
+
+func cstr(s string) *C.char {
+	if p, ok := cstrings.Load(s); ok {
+		return p.(*C.char)
+	}
+	p := C.CString(s)
+	if q, loaded := cstrings.LoadOrStore(s, p); loaded {
+		C.free(unsafe.Pointer(p))
+		return q.(*C.char)
+	}
+	return p
+}
 
 func bsi(p unsafe.Pointer) *C.FutoInAsyncSteps { return (*C.FutoInAsyncSteps)(p) }
 
@@ -61,11 +80,26 @@ func GoValue(root unsafe.Pointer)   { C.ct_go_value(bsi(root)) }
 func EmptySlot(root unsafe.Pointer) { C.ct_empty_slot(bsi(root)) }
 func Held(root unsafe.Pointer)      { C.ct_held(bsi(root)) }
 func FailHeld()                     { C.ct_fail_held() }
+func SucceedHeld()                  { C.ct_succeed_held() }
+func Running(root unsafe.Pointer)   { C.ct_running(bsi(root)) }
+func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }
+func Reserved(root unsafe.Pointer)  { C.ct_reserved(bsi(root)) }
+
+// TakeOver adds three C steps: the first succeeds with a custom object, the
+// second takes it over (resets its slot) and, with wait, completes only
+// when SucceedHeld is called; the third logs the cleanups and marks done.
+func TakeOver(root unsafe.Pointer, wait bool) {
+	w := 0
+	if wait {
+		w = 1
+	}
+	C.ct_take_over(bsi(root), C.int(w))
+}
 
 // ExecuteOnly executes root with data and the unhandled_error that logs
 // "unhandled" (which 1) or "unhandled_other".
 func ExecuteOnly(root unsafe.Pointer, data string, which int) {
-	C.ct_execute_only(bsi(root), C.CString(data), C.int(which)) // kept: the flow may use it until the end
+	C.ct_execute_only(bsi(root), cstr(data), C.int(which))
 }
 func EmptySlotBack(root unsafe.Pointer)   { C.ct_empty_slot_back(bsi(root)) }
 func Custom(root unsafe.Pointer)          { C.ct_custom(bsi(root)) }
@@ -81,16 +115,21 @@ func Sched(root unsafe.Pointer)           { C.ct_sched(bsi(root)) }
 func Stale(root unsafe.Pointer)           { C.ct_stale(bsi(root)) }
 func StaleCall()                          { C.ct_stale_call() }
 func Cancel(root unsafe.Pointer)          { C.ct_cancel(bsi(root)) }
+func IsValid(root unsafe.Pointer) int     { return int(C.ct_is_valid(bsi(root))) }
 func Free(root unsafe.Pointer)            { C.ct_free(bsi(root)) }
 func FakeSync() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_sync()) }
 func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root()) }
 func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
 func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }
 
+// FakePlaceholders returns how many placeholder objects of the fake table
+// are alive (not yet cleaned up).
+func FakePlaceholders() int { return int(C.ct_fake_placeholders()) }
+
 // Execute adds an end step to root and executes it with an unhandled-error
 // function that logs the code and data.
 func Execute(root unsafe.Pointer, data string) {
-	C.ct_execute(bsi(root), C.CString(data)) // kept: the flow may use it until the end
+	C.ct_execute(bsi(root), cstr(data))
 }
 
 // Sync adds to root a step that enters sync: the critical section logs
@@ -101,5 +140,5 @@ func Sync(root, sync unsafe.Pointer, name string, fail bool) {
 	if fail {
 		f = 1
 	}
-	C.ct_sync(bsi(root), (*C.FutoInSync)(sync), C.CString(name), C.int(f))
+	C.ct_sync(bsi(root), (*C.FutoInSync)(sync), cstr(name), C.int(f))
 }

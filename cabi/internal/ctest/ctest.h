@@ -26,6 +26,7 @@ void ct_stale_call(void);
 void ct_misuse(FutoInAsyncSteps* root);
 void ct_execute(FutoInAsyncSteps* root, const char* data);
 void ct_cancel(FutoInAsyncSteps* root);
+int ct_is_valid(FutoInAsyncSteps* root);
 void ct_free(FutoInAsyncSteps* root);
 void ct_go_value(FutoInAsyncSteps* root);
 void ct_empty_slot(FutoInAsyncSteps* root);
@@ -33,8 +34,14 @@ void ct_execute_only(FutoInAsyncSteps* root, const char* data, int which);
 void ct_held(FutoInAsyncSteps* root);
 void ct_fail_held(void);
 void ct_empty_slot_back(FutoInAsyncSteps* root);
+void ct_take_over(FutoInAsyncSteps* root, int wait);
+void ct_succeed_held(void);
+void ct_running(FutoInAsyncSteps* root);
+void ct_await_like(FutoInAsyncSteps* root);
+void ct_reserved(FutoInAsyncSteps* root);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
 void ct_fake_free(FutoInAsyncSteps* root);
+int ct_fake_placeholders(void);
 #endif
