@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +26,7 @@ type config struct {
 	Limits         limitOptions
 	RetryAfter     time.Duration // what a 503 asks the client to wait
 	Loops          int           // event loops; 0: one per core
+	Debug          bool          // serve /debug/memory, for the load test and the benchmark
 
 	// decode reads an upstream answer; tests replace it (a panicking one
 	// stands for a bug in a step).
@@ -142,8 +146,9 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 	return &asynchttp.Handler{Codes: errorCodes, RetryAfter: cfg.RetryAfter, Logger: logger}
 }
 
-// routes serves /quote with quotes, and /stats and /metrics from st.
-func routes(quotes http.Handler, st *stats) http.Handler {
+// routes serves /quote with quotes, and /stats and /metrics from st;
+// /debug/memory too, if memory is not nil.
+func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
@@ -157,5 +162,49 @@ func routes(quotes http.Handler, st *stats) http.Handler {
 		json.NewEncoder(w).Encode(st.snapshot()) //nolint:errcheck // the client may be gone
 	})
 	mux.Handle("/metrics", st.metricsHandler())
+	if memory != nil {
+		mux.Handle("/debug/memory", memory)
+	}
 	return mux
+}
+
+// memoryReport is the JSON of /debug/memory.
+type memoryReport struct {
+	HeapAlloc  uint64 `json:"heap_alloc"`  // bytes of live heap objects, after a GC
+	StackInuse uint64 `json:"stack_inuse"` // bytes of goroutine stacks
+	Goroutines int    `json:"goroutines"`
+	PeakRSS    uint64 `json:"peak_rss"` // the process's peak resident memory (VmHWM), 0 if unknown
+}
+
+// memoryHandler serves /debug/memory: it drops the idle upstream
+// connections (a cache, which would hide whether goroutines were left
+// behind), collects garbage and reports the memory in use.
+func memoryHandler(closeIdle func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		closeIdle()
+		runtime.GC()
+		runtime.GC() // the first one's finalizers and pools released
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(memoryReport{ //nolint:errcheck // the client may be gone
+			HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, Goroutines: runtime.NumGoroutine(), PeakRSS: peakRSS(),
+		})
+	})
+}
+
+// peakRSS reads VmHWM from /proc/self/status (Linux), in bytes; 0 if it
+// cannot.
+func peakRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }

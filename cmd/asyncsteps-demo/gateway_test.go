@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -589,35 +590,8 @@ func inParent(t *testing.T) bool {
 // The program itself: it serves the embedded upstream's quotes, and on
 // SIGTERM it shuts down and exits 0.
 func TestMainServesAndExitsZeroOnSIGTERM(t *testing.T) {
-	if os.Getenv("ASYNCSTEPS_DEMO_MAIN") == "1" {
-		os.Args = []string{"asyncsteps-demo", "-addr", "127.0.0.1:0", "-upstream-fail", "0", "-upstream-latency", "1ms"}
-		main()
-		os.Exit(0) // main returned normally: skip the test framework's own output
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMainServesAndExitsZeroOnSIGTERM$")
-	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(stderr)
-	addr := ""
-	var logged []string
-	for addr == "" && lines.Scan() {
-		logged = append(logged, lines.Text())
-		if _, rest, ok := strings.Cut(lines.Text(), `msg="gateway serving" addr=`); ok {
-			addr, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	if addr == "" {
-		t.Fatalf("no address logged: %q", logged)
-	}
-	go io.Copy(io.Discard, stderr)
-	resp, err := http.Get("http://" + addr + "/quote?symbols=AAPL,MSFT,GOOG")
+	p := startProgram(t, "-addr", "127.0.0.1:0", "-upstream-fail", "0", "-upstream-latency", "1ms")
+	resp, err := http.Get(p.url + "/quote?symbols=AAPL,MSFT,GOOG")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,10 +600,64 @@ func TestMainServesAndExitsZeroOnSIGTERM(t *testing.T) {
 	if want := quotesBody("AAPL", "MSFT", "GOOG"); resp.StatusCode != 200 || string(body) != want {
 		t.Errorf("got %d %q, want 200 %q", resp.StatusCode, body, want)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	p.stop(t)
+}
+
+// program is the command running in a child process: the test binary
+// itself, which runs main when ASYNCSTEPS_DEMO_ARGS is set (see TestMain).
+type program struct {
+	cmd  *exec.Cmd
+	url  string      // where it serves
+	logs *syncBuffer // its log lines after the first
+}
+
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("ASYNCSTEPS_DEMO_ARGS"); ok {
+		os.Args = append([]string{"asyncsteps-demo"}, strings.Split(args, "\n")...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startProgram runs the command with args and waits until it serves.
+func startProgram(t *testing.T, args ...string) *program {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join(args, "\n"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("after SIGTERM: %v, want exit status 0", err)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	p := &program{cmd: cmd, logs: &syncBuffer{}}
+	for p.url == "" && lines.Scan() {
+		fmt.Fprintln(p.logs, lines.Text())
+		for _, msg := range []string{`msg="gateway serving" addr=`, `msg="serving the upstream price service" addr=`} {
+			if _, rest, ok := strings.Cut(lines.Text(), msg); ok {
+				addr, _, _ := strings.Cut(rest, " ")
+				p.url = "http://" + addr
+			}
+		}
+	}
+	if p.url == "" {
+		t.Fatalf("the program did not start: %s", p.logs)
+	}
+	go io.Copy(p.logs, stderr)
+	return p
+}
+
+// stop sends SIGTERM and checks that the program exits 0.
+func (p *program) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v, want exit status 0; log:\n%s", err, p.logs)
 	}
 }

@@ -60,6 +60,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.Limits.Burst, "burst", o.cfg.Limits.Burst, "limiter: requests waiting for the rate; more are answered 503")
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for")
 	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway; 0: one per core")
+	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -149,7 +150,11 @@ func newGateway(impl string, cfg config, logger *slog.Logger) (*gateway, func())
 		quotes = fg
 		closeFn = func() { fg.Close(); client.CloseIdleConnections() }
 	}
-	return &gateway{handler: routes(quotes, st), stats: st}, closeFn
+	var memory http.Handler
+	if cfg.Debug {
+		memory = memoryHandler(client.CloseIdleConnections)
+	}
+	return &gateway{handler: routes(quotes, st, memory), stats: st}, closeFn
 }
 
 // upstreamClient returns the client both gateways reach the upstream
