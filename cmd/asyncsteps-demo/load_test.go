@@ -26,8 +26,10 @@ var (
 // configured rate, then checks the gateway's counters against vegeta's:
 // every request answered 200, 400, 503 or 504; as many started as sent, each
 // finished with the status vegeta saw (none cancelled); and goroutines and
-// heap back to their idle level. go test -run TestLoad -load 20s runs the
-// long form; its summary is in docs/PERFORMANCE.md.
+// heap back to their idle level. The long form, whose summary is in
+// docs/PERFORMANCE.md:
+//
+//	go test ./cmd/asyncsteps-demo -run TestLoad -v -load 20s -load-capacity 200
 func TestLoad(t *testing.T) {
 	up := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0",
 		"-upstream-latency", "5ms", "-upstream-fail", "0.01", "-seed", "1")
