@@ -603,6 +603,22 @@ func TestMainServesAndExitsZeroOnSIGTERM(t *testing.T) {
 	p.stop(t)
 }
 
+// The README shows the answer of its curl line: it is the answer.
+func TestREADMEShowsTheCurlAnswer(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const curl = "curl 'http://127.0.0.1:8080/quote?symbols=AAPL,MSFT,GOOG'"
+	_, after, found := strings.Cut(string(readme), curl)
+	_, shown, _ := strings.Cut(after, "`{")
+	shown, _, _ = strings.Cut(shown, "`")
+	want := strings.TrimSuffix(quotesBody("AAPL", "MSFT", "GOOG"), "\n")
+	if !found || "{"+shown != want {
+		t.Errorf("README: curl line found %v, answer shown %q, want %q", found, "{"+shown, want)
+	}
+}
+
 // program is the command running in a child process: the test binary
 // itself, which runs main when ASYNCSTEPS_DEMO_ARGS is set (see TestMain).
 type program struct {
