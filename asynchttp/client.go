@@ -1,0 +1,145 @@
+package asynchttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// Client adds steps that make outgoing HTTP requests from a flow.
+//
+// Each request runs through [asyncsteps.AsyncSteps.Await]: on a goroutine
+// of its own, with a context that ends the moment its step is cancelled (a
+// step timeout around it, a failed parallel sibling, the flow cancelled
+// because its client went away), which aborts the request at once, also
+// while its body is read. The step succeeds with a [*Response] whatever the
+// status: the flow decides what a 404 or a 503 means. A request that gets no
+// answer fails the step with an [*asyncsteps.Error]:
+//
+//   - ConnectError when the connection could not be made (the dial or the
+//     name lookup failed);
+//   - CommError for any other transport error: the connection broke, the
+//     answer was malformed or its body longer than MaxBody, the Client's
+//     own http.Client.Timeout expired.
+//
+// Both keep the Go error as Cause. A request cancelled by its step reports
+// nothing: the step has ended already.
+//
+// The zero Client sends with [http.DefaultClient], reads at most 1 MiB of
+// body and has no guard. A Client is safe for concurrent use once set up.
+type Client struct {
+	// HTTP sends the requests; nil means http.DefaultClient.
+	HTTP *http.Client
+
+	// Guard, if not nil, runs each request inside its critical section:
+	// an [asyncsteps.Limiter] bounds the requests in flight to a service
+	// and their rate, across every flow that shares it.
+	Guard asyncsteps.Syncer
+
+	// MaxBody bounds the bytes of body read; 0 means 1 MiB. A longer body
+	// fails the step with CommError.
+	MaxBody int64
+
+	// Done, if not nil, is called on the request's goroutine when a request
+	// ends, with its status (0 when there is no answer) and its error: nil,
+	// the *asyncsteps.Error the step fails with, or, for a request
+	// cancelled by its step, an error matching context.Canceled.
+	Done func(req *http.Request, status int, err error)
+}
+
+// Response is an answer to an outgoing request, its body read in full.
+type Response struct {
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
+// Get adds a step that sends a GET request for url; see [Client.Do].
+func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Error(asyncsteps.InvalidRequest, "asynchttp: "+err.Error())
+		}, onerror...)
+	}
+	return c.Do(as, req, onerror...)
+}
+
+// Do adds a step that sends req, with the context of its step, and
+// succeeds with the [*Response]; onerror is the step's error handler. A
+// request with a body can be sent again (a retry loop calling Do for each
+// attempt) only if req.GetBody is set, as http.NewRequest does for the
+// usual body types.
+func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	send := func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Await(func(ctx context.Context) (any, error) { return c.send(ctx, req) })
+	}
+	if c.Guard == nil {
+		return as.Add(send, onerror...)
+	}
+	return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		c.Guard.Sync(as, send)
+	}, onerror...)
+}
+
+// send sends req with ctx and reads the answer, on the Await goroutine.
+func (c *Client) send(ctx context.Context, req *http.Request) (resp *Response, err error) {
+	status := 0
+	if c.Done != nil {
+		defer func() { c.Done(req, status, err) }()
+	}
+	out := req.Clone(ctx)
+	if req.Body != nil && req.GetBody != nil {
+		if out.Body, err = req.GetBody(); err != nil {
+			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: GetBody: " + err.Error(), Cause: err}
+		}
+	}
+	hr, err := c.httpClient().Do(out)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	defer hr.Body.Close()
+	status = hr.StatusCode
+	body, err := io.ReadAll(io.LimitReader(hr.Body, c.maxBody()+1))
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if int64(len(body)) > c.maxBody() {
+		return nil, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
+	}
+	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, nil
+}
+
+// transportError maps an error of sending or reading to the step's error.
+// The mapping is done here, not left to Await, so that it does not depend
+// on how Await treats Go errors.
+func transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // the step was cancelled: nobody reads this
+	}
+	code := asyncsteps.CommError
+	var op *net.OpError
+	var dns *net.DNSError
+	if (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) {
+		code = asyncsteps.ConnectError
+	}
+	return &asyncsteps.Error{Code: code, Info: err.Error(), Cause: err}
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+func (c *Client) maxBody() int64 {
+	if c.MaxBody > 0 {
+		return c.MaxBody
+	}
+	return 1 << 20
+}

@@ -1,0 +1,35 @@
+// Package asynchttp serves HTTP requests with flows and makes HTTP requests
+// from steps: the net/http integration of package asyncsteps.
+//
+// A [Handler] runs one flow per request, on the tool its Tool function
+// picks (typically the next loop of an [asyncsteps.LoopGroup]). The flow
+// lives as long as the request: when the client goes away, or the server
+// cancels the request's context, the flow is cancelled and its cancel
+// handlers run. The response is written once, after the flow has fully
+// stopped, from the flow's result: the last success argument becomes the
+// body, and an [*asyncsteps.Error] becomes a JSON error answer whose status
+// follows the error code (see [StatusOf]). A panic or a wrong use of the API
+// in a step is an InternalError like any other: a 500 answer, logged with
+// log/slog, never a crashed process or a request left without an answer.
+//
+// A [Client] adds steps that make outgoing HTTP requests. A request runs
+// on a goroutine of its own, through [asyncsteps.AsyncSteps.Await], with a
+// context that is cancelled the moment its step is: by a step timeout, a
+// failed parallel sibling, or the cancellation of the flow (a client gone).
+// Transport errors become the FutoIn codes ConnectError (the connection
+// could not be made) and CommError (anything after that), so that error
+// handlers and retry loops test codes, not Go error types.
+//
+// Any [asyncsteps.Syncer] ([asyncsteps.Mutex], [asyncsteps.Throttle],
+// [asyncsteps.Limiter], or one of another package) can guard a whole
+// handler ([Handler].Guard) or each outgoing request ([Client].Guard).
+// A Limiter that rejects a flow raises DefenseRejected, which the Handler
+// answers with 503 and a Retry-After header.
+//
+// # Concurrency
+//
+// A Handler and a Client are safe for concurrent use once set up; do not
+// change their fields while they serve. The Flow function and the steps it
+// adds run on the flow's loop; the request they are given may be read
+// there but must not be kept after the flow ends.
+package asynchttp

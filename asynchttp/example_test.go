@@ -1,0 +1,91 @@
+package asynchttp_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// A Handler serves each request with a flow on the next loop of a group;
+// the flow's last success argument is the JSON answer, its error the JSON
+// error answer.
+func ExampleHandler() {
+	group := asyncsteps.NewLoopGroup(2)
+	defer group.Close()
+
+	h := &asynchttp.Handler{
+		Tool:    func() asyncsteps.Tool { return group.Next() },
+		Timeout: time.Second,
+		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+			name := req.URL.Query().Get("name")
+			if name == "" {
+				as.Error(asyncsteps.InvalidRequest, "no name")
+			}
+			as.Success(map[string]string{"hello": name})
+		},
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	for _, query := range []string{"?name=gopher", ""} {
+		resp, err := http.Get(srv.URL + query)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Print(resp.StatusCode, " ", string(body))
+	}
+	// Output:
+	// 200 {"hello":"gopher"}
+	// 400 {"error":"InvalidRequest","info":"no name"}
+}
+
+// A Client fetches from a step and succeeds with the answer whatever its
+// status, so the flow decides what to retry: here a labelled loop retries
+// while the service answers 5xx. Transport errors would fail the step with
+// ConnectError or CommError, for an error handler to test.
+func ExampleClient() {
+	attempts := 0
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		attempts++ // one request at a time in this example
+		if attempts < 3 {
+			http.Error(w, "warming up", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "42")
+	}))
+	defer upstream.Close()
+
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	c := &asynchttp.Client{HTTP: upstream.Client()}
+
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Repeat(5, func(as asyncsteps.AsyncSteps, i int) {
+		c.Get(as, upstream.URL)
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
+			fmt.Println("attempt", i, "status", resp.StatusCode)
+			if resp.StatusCode >= 500 {
+				as.Continue("retry")
+			}
+			as.State().Set("answer", string(resp.Body))
+			as.Break("retry")
+		})
+	}, "retry")
+	_, err := r.Run(context.Background())
+	fmt.Println(r.State().Get("answer"), err)
+	// Output:
+	// attempt 0 status 503
+	// attempt 1 status 503
+	// attempt 2 status 200
+	// 42 <nil>
+}

@@ -1,0 +1,257 @@
+package asynchttp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// Handler is an [http.Handler] that serves each request with one flow.
+//
+// For every request it makes a Root on the tool Tool returns and adds one
+// step, which sets the request timeout (Timeout), enters Guard and calls
+// Flow to add the steps that serve the request. It then runs the flow under
+// the request's context and writes the response from the flow's result,
+// once, after the flow has fully stopped:
+//
+//   - success with a [*Reply] as the first argument: that reply;
+//   - success with another first argument: that value as JSON, status 200;
+//   - success with no argument: status 204, no body;
+//   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
+//     with the status Codes or [StatusOf] gives the code; a 503 also carries
+//     a Retry-After header. An InternalError (a panic, a misuse of the API)
+//     is logged, and its info is not shown to the client;
+//   - the request's context ended (the client went away, or the server
+//     cancelled it): the flow is cancelled, and the answer, if anyone still
+//     reads it, is a 503 DefenseRejected "request cancelled".
+//
+// The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
+// (a flow with no steps). Set its fields before serving; a Handler is then
+// safe for concurrent use.
+type Handler struct {
+	// Flow adds to as the steps that serve req. It runs inside the flow's
+	// first step, on the flow's loop. nil adds nothing.
+	Flow func(as asyncsteps.AsyncSteps, req *http.Request)
+
+	// Tool returns the tool of the next request's flow, for example
+	// func() asyncsteps.Tool { return group.Next() } to spread requests over
+	// the loops of an [asyncsteps.LoopGroup]. nil means
+	// [asyncsteps.DefaultTool].
+	Tool func() asyncsteps.Tool
+
+	// Timeout, if positive, bounds each flow, the wait for Guard included:
+	// past it the flow fails with Timeout, answered 504.
+	Timeout time.Duration
+
+	// Guard, if not nil, runs the steps Flow adds inside its critical
+	// section: an [asyncsteps.Limiter], for example, bounds the requests
+	// served at once and per second, and its rejections are answered 503.
+	Guard asyncsteps.Syncer
+
+	// Codes maps error codes to statuses before [StatusOf]: an application's
+	// own codes, or another status for a standard one.
+	Codes map[string]int
+
+	// RetryAfter is the delay a 503 answer asks the client to wait, rounded
+	// up to whole seconds; 0 means one second.
+	RetryAfter time.Duration
+
+	// Logger logs the answers with status 500 and above; nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Done, if not nil, is called once per request, after the response has
+	// been written, with what the flow ended with: for metrics.
+	Done func(req *http.Request, o Outcome)
+}
+
+// Reply is a complete HTTP answer given by a flow as its last success
+// argument. A zero Status means 200.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Outcome is how a request's flow ended, given to [Handler].Done.
+type Outcome struct {
+	Status    int    // the status written
+	Code      string // the error code; "" on success
+	Cancelled bool   // the request's context ended before the flow did
+	Err       error  // the flow's error: nil, an *asyncsteps.Error, or the context's error
+	Start     time.Time
+}
+
+// StatusOf returns the HTTP status that answers an error with the FutoIn
+// code: InvalidRequest 400; Unauthorized and PleaseReauth 401;
+// SecurityError 403; NotImplemented 501; ConnectError and CommError 502;
+// DefenseRejected 503; Timeout 504; anything else 500.
+func StatusOf(code string) int {
+	switch code {
+	case asyncsteps.InvalidRequest:
+		return http.StatusBadRequest
+	case asyncsteps.Unauthorized, asyncsteps.PleaseReauth:
+		return http.StatusUnauthorized
+	case asyncsteps.SecurityError:
+		return http.StatusForbidden
+	case asyncsteps.NotImplemented:
+		return http.StatusNotImplemented
+	case asyncsteps.ConnectError, asyncsteps.CommError:
+		return http.StatusBadGateway
+	case asyncsteps.DefenseRejected:
+		return http.StatusServiceUnavailable
+	case asyncsteps.Timeout:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// ServeHTTP implements [http.Handler].
+func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	o := Outcome{Start: time.Now()}
+	args, err := h.run(req)
+	switch {
+	case err == nil:
+		o.Status = h.writeResult(w, args)
+	case req.Context().Err() != nil && !isFlowError(err):
+		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
+		o.Status = h.WriteError(w, o.Code, "request cancelled")
+	default:
+		e := asFlowError(err)
+		o.Err, o.Code = e, e.Code
+		o.Status = h.status(e.Code)
+		info := e.Info
+		if o.Status >= http.StatusInternalServerError {
+			h.logger().Error("asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
+				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
+		}
+		if e.Code == asyncsteps.InternalError {
+			info = "internal error, see the server log"
+		}
+		h.WriteError(w, e.Code, info)
+	}
+	if h.Done != nil {
+		h.Done(req, o)
+	}
+}
+
+// run runs the request's flow and waits for its end.
+func (h *Handler) run(req *http.Request) ([]any, error) {
+	var tool asyncsteps.Tool
+	if h.Tool != nil {
+		tool = h.Tool()
+	}
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		if h.Timeout > 0 {
+			as.SetTimeout(h.Timeout)
+		}
+		serve := func(as asyncsteps.AsyncSteps, _ ...any) {
+			if h.Flow != nil {
+				h.Flow(as, req)
+			}
+		}
+		if h.Guard != nil {
+			h.Guard.Sync(as, serve)
+			return
+		}
+		as.Add(serve)
+	})
+	return r.Run(req.Context())
+}
+
+// isFlowError reports whether err is an error the flow raised, rather than
+// the end of Run's context.
+func isFlowError(err error) bool {
+	var e *asyncsteps.Error
+	return errors.As(err, &e)
+}
+
+// asFlowError returns err as an *asyncsteps.Error; any other error (none is
+// expected from Run) is an InternalError.
+func asFlowError(err error) *asyncsteps.Error {
+	var e *asyncsteps.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: err.Error(), Cause: err}
+}
+
+// writeResult writes a successful flow's answer and returns its status.
+func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
+	if len(args) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return http.StatusNoContent
+	}
+	if r, ok := args[0].(*Reply); ok && r != nil {
+		for k, v := range r.Header {
+			w.Header()[k] = v
+		}
+		status := r.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		w.WriteHeader(status)
+		w.Write(r.Body) //nolint:errcheck // the client may be gone; nothing to do then
+		return status
+	}
+	body, err := json.Marshal(args[0])
+	if err != nil {
+		h.logger().Error("asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
+		return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+	}
+	writeJSON(w, http.StatusOK, body)
+	return http.StatusOK
+}
+
+// WriteError answers with the JSON error body {"error": code, "info": info}
+// and the status h maps code to, with a Retry-After header on a 503; it
+// returns the status. A handler that does not run flows can answer with it
+// exactly as a Handler does.
+func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
+	status := h.status(code)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.RetryAfter)))
+	}
+	body, _ := json.Marshal(errorBody{Error: code, Info: info}) // strings always encode
+	writeJSON(w, status, body)
+	return status
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Info  string `json:"info"`
+}
+
+func (h *Handler) status(code string) int {
+	if s, ok := h.Codes[code]; ok {
+		return s
+	}
+	return StatusOf(code)
+}
+
+func (h *Handler) logger() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
+}
+
+func retryAfterSeconds(d time.Duration) int {
+	if d <= 0 {
+		return 1
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone; nothing to do then
+}

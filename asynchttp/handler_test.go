@@ -1,0 +1,292 @@
+package asynchttp_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// serve sends one GET / to h through a real server on loopback and returns
+// the status, the Retry-After header and the body.
+func serve(t *testing.T, h http.Handler) (int, string, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+}
+
+func newLoop(t *testing.T) *asyncsteps.Loop {
+	l := asyncsteps.NewLoop()
+	t.Cleanup(l.Close)
+	return l
+}
+
+// outcomes records what Handler.Done reports.
+type outcomes struct {
+	mu   sync.Mutex
+	list []asynchttp.Outcome
+}
+
+func (o *outcomes) done(_ *http.Request, out asynchttp.Outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.list = append(o.list, out)
+}
+
+func (o *outcomes) get() []asynchttp.Outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]asynchttp.Outcome(nil), o.list...)
+}
+
+func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
+	loop := newLoop(t)
+	tests := []struct {
+		name       string
+		flow       func(as asyncsteps.AsyncSteps, req *http.Request)
+		status     int
+		retryAfter string
+		body       string
+		code       string
+	}{
+		{"value as JSON", func(as asyncsteps.AsyncSteps, req *http.Request) {
+			as.Success(map[string]any{"path": req.URL.Path})
+		}, 200, "", `{"path":"/"}` + "\n", ""},
+		{"no argument", func(as asyncsteps.AsyncSteps, _ *http.Request) {}, 204, "", "", ""},
+		{"reply", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success(&asynchttp.Reply{Status: 201, Body: []byte("made")})
+		}, 201, "", "made", ""},
+		{"InvalidRequest", fail(asyncsteps.InvalidRequest, "no symbols"), 400, "", `{"error":"InvalidRequest","info":"no symbols"}` + "\n", "InvalidRequest"},
+		{"Unauthorized", fail(asyncsteps.Unauthorized, "who"), 401, "", `{"error":"Unauthorized","info":"who"}` + "\n", "Unauthorized"},
+		{"PleaseReauth", fail(asyncsteps.PleaseReauth, "again"), 401, "", `{"error":"PleaseReauth","info":"again"}` + "\n", "PleaseReauth"},
+		{"SecurityError", fail(asyncsteps.SecurityError, "no"), 403, "", `{"error":"SecurityError","info":"no"}` + "\n", "SecurityError"},
+		{"NotImplemented", fail(asyncsteps.NotImplemented, "later"), 501, "", `{"error":"NotImplemented","info":"later"}` + "\n", "NotImplemented"},
+		{"ConnectError", fail(asyncsteps.ConnectError, "refused"), 502, "", `{"error":"ConnectError","info":"refused"}` + "\n", "ConnectError"},
+		{"CommError", fail(asyncsteps.CommError, "reset"), 502, "", `{"error":"CommError","info":"reset"}` + "\n", "CommError"},
+		{"DefenseRejected", fail(asyncsteps.DefenseRejected, "busy"), 503, "3", `{"error":"DefenseRejected","info":"busy"}` + "\n", "DefenseRejected"},
+		{"Timeout", fail(asyncsteps.Timeout, ""), 504, "", `{"error":"Timeout","info":""}` + "\n", "Timeout"},
+		{"user code", fail("Teapot", "short"), 418, "", `{"error":"Teapot","info":"short"}` + "\n", "Teapot"},
+		{"unknown code", fail("Odd", "x"), 500, "", `{"error":"Odd","info":"x"}` + "\n", "Odd"},
+		{"step timeout", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }) // never completes
+		}, 504, "", `{"error":"Timeout","info":""}` + "\n", "Timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got outcomes
+			h := &asynchttp.Handler{
+				Flow:       tc.flow,
+				Tool:       func() asyncsteps.Tool { return loop },
+				Codes:      map[string]int{"Teapot": http.StatusTeapot},
+				RetryAfter: 2500 * time.Millisecond,
+				Logger:     slog.New(slog.DiscardHandler),
+				Done:       got.done,
+			}
+			if tc.name == "step timeout" {
+				h.Timeout = 20 * time.Millisecond
+			}
+			status, retryAfter, body := serve(t, h)
+			if status != tc.status || retryAfter != tc.retryAfter || body != tc.body {
+				t.Errorf("got %d, Retry-After %q, body %q; want %d, %q, %q", status, retryAfter, body, tc.status, tc.retryAfter, tc.body)
+			}
+			o := got.get()
+			if len(o) != 1 || o[0].Status != tc.status || o[0].Code != tc.code || o[0].Cancelled {
+				t.Errorf("outcomes %+v, want one with status %d, code %q", o, tc.status, tc.code)
+			}
+		})
+	}
+}
+
+func fail(code, info string) func(as asyncsteps.AsyncSteps, _ *http.Request) {
+	return func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Error(code, info) }
+}
+
+// A panic and a misuse in a step are 500 answers that hide the details from
+// the client, log them, and leave the server serving.
+func TestHandlerPanicAndMisuseAre500AndLogged(t *testing.T) {
+	loop := newLoop(t)
+	tests := []struct {
+		name string
+		flow func(as asyncsteps.AsyncSteps, req *http.Request)
+		log  string
+	}{
+		{"panic", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { panic("boom") })
+		}, `info=boom`},
+		{"misuse", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(asyncsteps.AsyncSteps, ...any) {})
+				as.Success() // Success after Add is a misuse
+			})
+		}, `code=InternalError`},
+		{"unencodable result", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success(make(chan int))
+		}, `type="chan int"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			var mu sync.Mutex
+			h := &asynchttp.Handler{
+				Flow:   tc.flow,
+				Tool:   func() asyncsteps.Tool { return loop },
+				Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)),
+			}
+			status, _, body := serve(t, h)
+			want := `{"error":"InternalError","info":"internal error, see the server log"}` + "\n"
+			if status != 500 || body != want {
+				t.Errorf("got %d %q, want 500 %q", status, body, want)
+			}
+			mu.Lock()
+			logged := logs.String()
+			mu.Unlock()
+			if !strings.Contains(logged, "level=ERROR") || !strings.Contains(logged, tc.log) {
+				t.Errorf("log %q lacks an error with %q", logged, tc.log)
+			}
+			// The loop still serves.
+			h.Flow = func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success("alive") }
+			if status, _, body := serve(t, h); status != 200 || body != "\"alive\"\n" {
+				t.Errorf("after the failure: %d %q", status, body)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// A Guard that is full rejects the next request with 503 and Retry-After;
+// the request inside is not disturbed.
+func TestHandlerGuardRejectsWith503(t *testing.T) {
+	loop := newLoop(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	h := &asynchttp.Handler{
+		Tool:  func() asyncsteps.Tool { return loop },
+		Guard: asyncsteps.NewMutex(1, 0),
+		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+			if req.URL.Query().Get("hold") == "" {
+				as.Success("in")
+				return
+			}
+			entered <- struct{}{}
+			asyncsteps.AwaitChan(as, release)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("held") })
+		},
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	first := make(chan string)
+	go func() {
+		resp, err := srv.Client().Get(srv.URL + "?hold=1")
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		first <- resp.Status + " " + string(b)
+	}()
+	<-entered
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `{"error":"DefenseRejected","info":"Mutex queue limit"}` + "\n"
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || string(b) != want {
+		t.Errorf("second request: %d Retry-After %q %q; want 503, 1, %q", resp.StatusCode, resp.Header.Get("Retry-After"), b, want)
+	}
+	close(release)
+	if got := <-first; got != "200 OK \"held\"\n" {
+		t.Errorf("first request: %q", got)
+	}
+}
+
+// A client that goes away cancels its flow: the waiting step's cancel
+// handler runs, and Done reports the request as cancelled.
+func TestHandlerClientGoneCancelsTheFlow(t *testing.T) {
+	loop := newLoop(t)
+	waiting := make(chan struct{})
+	cancelled := make(chan struct{})
+	var got outcomes
+	doneCalled := make(chan struct{})
+	h := &asynchttp.Handler{
+		Tool: func() asyncsteps.Tool { return loop },
+		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) { close(cancelled) })
+				close(waiting)
+			})
+		},
+		Done: func(req *http.Request, o asynchttp.Outcome) {
+			got.done(req, o)
+			close(doneCalled)
+		},
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-waiting
+	cancel()
+	<-cancelled
+	<-doneCalled
+	if err := <-errc; err == nil {
+		t.Error("the client got an answer after it went away")
+	}
+	o := got.get()
+	if len(o) != 1 || !o[0].Cancelled || o[0].Code != asyncsteps.DefenseRejected || o[0].Status != 503 {
+		t.Errorf("outcomes %+v, want one cancelled 503", o)
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	want := map[string]int{
+		asyncsteps.InvalidRequest: 400, asyncsteps.Unauthorized: 401, asyncsteps.PleaseReauth: 401,
+		asyncsteps.SecurityError: 403, asyncsteps.NotImplemented: 501, asyncsteps.DefenseRejected: 503,
+		asyncsteps.Timeout: 504, asyncsteps.ConnectError: 502, asyncsteps.CommError: 502,
+		asyncsteps.InternalError: 500, asyncsteps.InvokerError: 500, "Custom": 500,
+	}
+	for code, status := range want {
+		if got := asynchttp.StatusOf(code); got != status {
+			t.Errorf("StatusOf(%q) = %d, want %d", code, got, status)
+		}
+	}
+}

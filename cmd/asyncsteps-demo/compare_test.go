@@ -1,0 +1,159 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+var (
+	compareRounds   = flag.Int("compare", 0, "TestCompare: rounds of the side-by-side benchmark, flows against plain (0: skip)")
+	compareDuration = flag.Duration("compare-duration", 3*time.Second, "TestCompare: length of each saturation run")
+	compareWorkers  = flag.Int("compare-workers", 64, "TestCompare: concurrent clients of a saturation run")
+	compareInFlight = flag.Int("compare-inflight", 1000, "TestCompare: requests held in flight to weigh their memory")
+)
+
+// compareRun is what one run of one gateway measured.
+type compareRun struct {
+	rps          float64       // successful requests per second at saturation
+	p99          time.Duration // their 99th percentile latency
+	bytesPerFlow float64       // heap and stack per request in flight
+	goroutines   float64       // goroutines per request in flight
+}
+
+// TestCompare is the side-by-side benchmark of the flows gateway and the
+// plain-Go one (docs/PERFORMANCE.md): in alternating runs, each on a fresh
+// gateway process in front of the embedded upstream, it measures the
+// requests per second at saturation (vegeta with a fixed number of
+// clients, no limits), their p99 latency, and the memory per request in
+// flight (heap and stacks of the gateway holding -compare-inflight requests
+// on a slow upstream, less its idle level); it prints the medians. Run it
+// without -race:
+//
+//	go test ./cmd/asyncsteps-demo -run TestCompare -v -compare 5
+func TestCompare(t *testing.T) {
+	if *compareRounds <= 0 {
+		t.Skip("the benchmark runs with -compare N")
+	}
+	fast := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", "1ms", "-upstream-fail", "0")
+	defer fast.stop(t)
+	slow := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", "20s", "-upstream-fail", "0")
+	defer slow.stop(t)
+
+	runs := map[string][]compareRun{}
+	for round := range *compareRounds {
+		order := []string{"flows", "plain"}
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, impl := range order {
+			r := compareRun{}
+			r.rps, r.p99 = saturate(t, impl, fast.url)
+			r.bytesPerFlow, r.goroutines = inFlightMemory(t, impl, slow.url)
+			t.Logf("round %d %s: %.0f req/s, p99 %v, %.0f bytes and %.2f goroutines per request in flight",
+				round+1, impl, r.rps, r.p99, r.bytesPerFlow, r.goroutines)
+			runs[impl] = append(runs[impl], r)
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "medians of %d alternating runs:\n", *compareRounds)
+	fmt.Fprintf(&out, "| gateway | requests/s at saturation | p99 | bytes per request in flight | goroutines per request in flight |\n| --- | --- | --- | --- | --- |\n")
+	for _, impl := range []string{"flows", "plain"} {
+		rs := runs[impl]
+		fmt.Fprintf(&out, "| %s | %.0f | %v | %.0f | %.2f |\n", impl,
+			median(rs, func(r compareRun) float64 { return r.rps }),
+			time.Duration(median(rs, func(r compareRun) float64 { return float64(r.p99) })).Round(10*time.Microsecond),
+			median(rs, func(r compareRun) float64 { return r.bytesPerFlow }),
+			median(rs, func(r compareRun) float64 { return r.goroutines }))
+	}
+	t.Log("\n" + out.String())
+}
+
+func median(rs []compareRun, f func(compareRun) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// unlimited are the flags that take the limiter and the timeouts out of the
+// way of a benchmark.
+var unlimited = []string{"-concurrent", "1000000", "-queue", "0", "-rate", "0", "-timeout", "60s", "-attempt-timeout", "60s", "-grace", "0s"}
+
+// saturate drives a fresh gateway with a fixed number of clients that send
+// their next request as soon as the last is answered, and returns the
+// successful requests per second and their p99 latency.
+func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration) {
+	gw := startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", upstreamURL}, unlimited...)...)
+	defer gw.stop(t)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *compareWorkers}}
+	defer client.CloseIdleConnections()
+	workers := uint64(*compareWorkers)
+	attacker := vegeta.NewAttacker(vegeta.Client(client), vegeta.Timeout(30*time.Second), vegeta.Workers(workers), vegeta.MaxWorkers(workers))
+	targets := vegeta.NewStaticTargeter(
+		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=AAPL,MSFT,GOOG"},
+		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=IBM"},
+		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=NVDA,TSLA"},
+	)
+	var m vegeta.Metrics
+	for res := range attacker.Attack(targets, vegeta.Rate{}, *compareDuration, impl) {
+		m.Add(res)
+	}
+	m.Close()
+	if m.Success < 0.999 {
+		t.Errorf("%s: success ratio %.4f, status %v, errors %v", impl, m.Success, m.StatusCodes, m.Errors)
+	}
+	return m.Throughput, m.Latencies.P99
+}
+
+// inFlightMemory holds requests in flight on a fresh gateway, against an
+// upstream that answers after seconds, and returns the gateway's heap and
+// stack per request, above its idle level, and its goroutines per request.
+func inFlightMemory(t *testing.T, impl, slowURL string) (float64, float64) {
+	gw := startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", slowURL, "-debug"}, unlimited...)...)
+	idle := readMemory(t, gw.url)
+	n := *compareInFlight
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	defer client.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := client.Get(gw.url + "/quote?symbols=AAPL")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st statsSnapshot
+		getJSON(t, gw.url+"/stats", &st)
+		if st.InFlight == int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d requests in flight, want %d", impl, st.InFlight, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // for every request to reach the upstream
+	held := readMemory(t, gw.url)
+	gw.stop(t) // -grace 0s: the requests held are cancelled
+	wg.Wait()
+	return (float64(held.HeapAlloc+held.StackInuse) - float64(idle.HeapAlloc+idle.StackInuse)) / float64(n),
+		float64(held.Goroutines-idle.Goroutines) / float64(n)
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// config is what both gateways are built from; the flags fill it.
+type config struct {
+	Upstream       string        // base URL of the price service
+	Timeout        time.Duration // bounds a whole request: past it, 504
+	AttemptTimeout time.Duration // bounds one upstream request
+	Retries        int           // upstream requests retried after the first
+	MaxSymbols     int           // symbols per request
+	Limits         limitOptions
+	RetryAfter     time.Duration // what a 503 asks the client to wait
+	Loops          int           // event loops; 0: one per core
+	Debug          bool          // serve /debug/memory, for the load test and the benchmark
+
+	// decode reads an upstream answer; tests replace it (a panicking one
+	// stands for a bug in a step).
+	decode func(body []byte) (quote, error)
+}
+
+func defaultConfig() config {
+	return config{
+		Timeout:        time.Second,
+		AttemptTimeout: 250 * time.Millisecond,
+		Retries:        3,
+		MaxSymbols:     10,
+		Limits:         limitOptions{Concurrent: 64, Queue: 128},
+		RetryAfter:     time.Second,
+	}
+}
+
+func decodeQuote(body []byte) (quote, error) {
+	var q quote
+	err := json.Unmarshal(body, &q)
+	return q, err
+}
+
+// methodNotAllowed is the gateway's own error code, mapped to 405.
+const methodNotAllowed = "MethodNotAllowed"
+
+// errorCodes maps the gateway's own codes to statuses, for both gateways.
+var errorCodes = map[string]int{methodNotAllowed: http.StatusMethodNotAllowed}
+
+// quoteReply is the answer to /quote: one entry per symbol, in the order
+// asked.
+type quoteReply struct {
+	Quotes []quote `json:"quotes"`
+}
+
+// parseQuote checks a /quote request and returns its symbols, without
+// duplicates, or the error that answers it.
+func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error) {
+	if req.Method != http.MethodGet {
+		return nil, &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + req.Method + " not allowed, use GET"}
+	}
+	query, err := url.ParseQuery(req.URL.RawQuery)
+	if err != nil {
+		return nil, invalid("malformed query: %v", err)
+	}
+	list := query.Get("symbols")
+	if list == "" {
+		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
+	}
+	var symbols []string
+	for s := range strings.SplitSeq(list, ",") {
+		if !isSymbol(s) {
+			return nil, invalid("malformed symbol %q: 1 to 5 capital letters", s)
+		}
+		if !contains(symbols, s) {
+			symbols = append(symbols, s)
+		}
+	}
+	if len(symbols) > maxSymbols {
+		return nil, invalid("too many symbols: %d, at most %d", len(symbols), maxSymbols)
+	}
+	return symbols, nil
+}
+
+func invalid(format string, args ...any) *asyncsteps.Error {
+	return &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: fmt.Sprintf(format, args...)}
+}
+
+func isSymbol(s string) bool {
+	if len(s) < 1 || len(s) > 5 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// priceURL is the upstream URL of symbol's price.
+func priceURL(base, symbol string) string {
+	return strings.TrimSuffix(base, "/") + "/price?symbol=" + url.QueryEscape(symbol)
+}
+
+// answerError is how both gateways judge an upstream answer that is not a
+// price: a 5xx is retried, a 404 is an unknown symbol, anything else is a
+// broken upstream.
+func answerError(symbol string, status int) (err *asyncsteps.Error, retry bool) {
+	switch {
+	case status >= 500:
+		return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, true
+	case status == http.StatusNotFound:
+		return invalid("unknown symbol %q", symbol), false
+	}
+	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, false
+}
+
+// retriable reports whether an upstream attempt that failed with code is
+// tried again: a transport error, or its own timeout.
+func retriable(code string) bool {
+	return code == asyncsteps.CommError || code == asyncsteps.ConnectError || code == asyncsteps.Timeout
+}
+
+// errorWriter answers errors for both gateways: the JSON body, the
+// statuses and Retry-After of asynchttp.
+func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
+	return &asynchttp.Handler{Codes: errorCodes, RetryAfter: cfg.RetryAfter, Logger: logger}
+}
+
+// routes serves /quote with quotes, and /stats and /metrics from st;
+// /debug/memory too, if memory is not nil.
+func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+		}
+		st.start()
+		quotes.ServeHTTP(w, req)
+	}))
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(st.snapshot()) //nolint:errcheck // the client may be gone
+	})
+	mux.Handle("/metrics", st.metricsHandler())
+	if memory != nil {
+		mux.Handle("/debug/memory", memory)
+	}
+	return mux
+}
+
+// memoryReport is the JSON of /debug/memory.
+type memoryReport struct {
+	HeapAlloc  uint64 `json:"heap_alloc"`  // bytes of live heap objects, after a GC
+	StackInuse uint64 `json:"stack_inuse"` // bytes of goroutine stacks
+	Goroutines int    `json:"goroutines"`
+	PeakRSS    uint64 `json:"peak_rss"` // the process's peak resident memory (VmHWM), 0 if unknown
+}
+
+// memoryHandler serves /debug/memory: it drops the idle upstream
+// connections (a cache, which would hide whether goroutines were left
+// behind), collects garbage and reports the memory in use.
+func memoryHandler(closeIdle func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		closeIdle()
+		runtime.GC()
+		runtime.GC() // the first one's finalizers and pools released
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(memoryReport{ //nolint:errcheck // the client may be gone
+			HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, Goroutines: runtime.NumGoroutine(), PeakRSS: peakRSS(),
+		})
+	})
+}
+
+// peakRSS reads VmHWM from /proc/self/status (Linux), in bytes; 0 if it
+// cannot.
+func peakRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,224 @@
+// Command asyncsteps-demo is a quote gateway that serves every request as
+// one flow: GET /quote?symbols=A,B,C fetches each symbol's price from an
+// upstream service, all in parallel, each attempt with its own timeout and
+// retried, under a request timeout and a limiter, and answers with JSON.
+// /stats and /metrics (Prometheus) count the requests.
+//
+// With no -upstream, it starts its own upstream price service on a free
+// loopback port, with seeded random latency and failures, so that it works
+// on a machine with nothing else running. -serve-upstream runs only that
+// service, on -addr; -impl=plain serves the same gateway written with
+// goroutines, errgroup and contexts, the baseline of the benchmark.
+//
+// SIGINT or SIGTERM stops it: it stops accepting, lets the requests in
+// flight end within -grace, cancels the rest, closes its loops and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// options are the command's flags.
+type options struct {
+	addr          string
+	impl          string
+	upstreamURL   string
+	serveUpstream bool
+	upstream      upstreamOptions
+	grace         time.Duration
+	cfg           config
+}
+
+func parseFlags(args []string) (options, error) {
+	o := options{cfg: defaultConfig()}
+	fs := flag.NewFlagSet("asyncsteps-demo", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&o.impl, "impl", "flows", "gateway implementation: flows (asyncsteps) or plain (goroutines, errgroup)")
+	fs.StringVar(&o.upstreamURL, "upstream", "", "base URL of the upstream price service; empty: start the embedded one")
+	fs.BoolVar(&o.serveUpstream, "serve-upstream", false, "serve only the embedded upstream price service, on -addr")
+	fs.DurationVar(&o.upstream.Latency, "upstream-latency", 20*time.Millisecond, "embedded upstream: mean latency (uniform in [L/2, 3L/2))")
+	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500")
+	fs.Uint64Var(&o.upstream.Seed, "seed", 1, "embedded upstream: random seed")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, time for the requests in flight to end before they are cancelled")
+	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504")
+	fs.DurationVar(&o.cfg.AttemptTimeout, "attempt-timeout", o.cfg.AttemptTimeout, "timeout of one upstream request")
+	fs.IntVar(&o.cfg.Retries, "retries", o.cfg.Retries, "upstream retries after the first attempt, on CommError, timeout or 5xx")
+	fs.IntVar(&o.cfg.MaxSymbols, "max-symbols", o.cfg.MaxSymbols, "symbols per request")
+	fs.IntVar(&o.cfg.Limits.Concurrent, "concurrent", o.cfg.Limits.Concurrent, "limiter: requests served at once")
+	fs.IntVar(&o.cfg.Limits.Queue, "queue", o.cfg.Limits.Queue, "limiter: requests waiting for a slot; more are answered 503")
+	fs.IntVar(&o.cfg.Limits.Rate, "rate", o.cfg.Limits.Rate, "limiter: requests per second; 0: no rate limit")
+	fs.IntVar(&o.cfg.Limits.Burst, "burst", o.cfg.Limits.Burst, "limiter: requests waiting for the rate; more are answered 503")
+	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for")
+	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway; 0: one per core")
+	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.impl != "flows" && o.impl != "plain":
+		return o, fmt.Errorf("-impl=%q: want flows or plain", o.impl)
+	case o.cfg.Limits.Concurrent < 1 || o.cfg.Limits.Queue < 0 || o.cfg.Limits.Rate < 0 || o.cfg.Limits.Burst < 0:
+		return o, errors.New("-concurrent must be at least 1, -queue, -rate and -burst at least 0")
+	case o.cfg.MaxSymbols < 1 || o.cfg.Retries < 0:
+		return o, errors.New("-max-symbols must be at least 1, -retries at least 0")
+	}
+	return o, nil
+}
+
+func main() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	slog.SetDefault(logger)
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		logger.Error("bad flags", "err", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		logger.Error("listen", "err", err)
+		os.Exit(1)
+	}
+	if err := run(ctx, o, ln, logger); err != nil {
+		logger.Error("stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves on ln until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) error {
+	if o.serveUpstream {
+		logger.Info("serving the upstream price service", "addr", ln.Addr().String(),
+			"latency", o.upstream.Latency, "fail", o.upstream.FailRate, "seed", o.upstream.Seed)
+		return serve(ctx, ln, newUpstream(o.upstream), o.grace, logger)
+	}
+	cfg := o.cfg
+	cfg.Upstream = o.upstreamURL
+	if cfg.Upstream == "" {
+		up, err := startUpstream(o.upstream)
+		if err != nil {
+			return err
+		}
+		defer up.Close()
+		cfg.Upstream = up.URL
+		logger.Info("embedded upstream started", "url", up.URL,
+			"latency", o.upstream.Latency, "fail", o.upstream.FailRate, "seed", o.upstream.Seed)
+	}
+	gw, closeGateway := newGateway(o.impl, cfg, logger)
+	defer closeGateway()
+	logger.Info("gateway serving", "addr", ln.Addr().String(), "impl", o.impl,
+		"try", "curl 'http://"+ln.Addr().String()+"/quote?symbols=AAPL,MSFT,GOOG'")
+	return serve(ctx, ln, gw.handler, o.grace, logger)
+}
+
+// gateway is a gateway with its counters.
+type gateway struct {
+	handler http.Handler // /quote, /stats, /metrics
+	stats   *stats
+}
+
+// newGateway builds the gateway impl names; the function returned closes
+// it once its server has stopped.
+func newGateway(impl string, cfg config, logger *slog.Logger) (*gateway, func()) {
+	if cfg.decode == nil {
+		cfg.decode = decodeQuote
+	}
+	client := upstreamClient()
+	var queueLen func() int64
+	st := newStats(func() int64 { return queueLen() })
+	var quotes http.Handler
+	closeFn := client.CloseIdleConnections
+	if impl == "plain" {
+		quotes, queueLen = newPlainGateway(cfg, st, client, logger)
+	} else {
+		var fg *flowGateway
+		fg, queueLen = newFlowGateway(cfg, st, client, logger)
+		quotes = fg
+		closeFn = func() { fg.Close(); client.CloseIdleConnections() }
+	}
+	var memory http.Handler
+	if cfg.Debug {
+		memory = memoryHandler(client.CloseIdleConnections)
+	}
+	return &gateway{handler: routes(quotes, st, memory), stats: st}, closeFn
+}
+
+// upstreamClient returns the client both gateways reach the upstream
+// with: enough idle connections kept for the load of a benchmark.
+func upstreamClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 1024
+	return &http.Client{Transport: t}
+}
+
+// startUpstream starts the embedded upstream on a free loopback port.
+func startUpstream(o upstreamOptions) (*upstreamServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &upstreamServer{srv: &http.Server{Handler: newUpstream(o), ReadHeaderTimeout: 5 * time.Second}, URL: "http://" + ln.Addr().String()}
+	go s.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Close
+	return s, nil
+}
+
+type upstreamServer struct {
+	srv *http.Server
+	URL string
+}
+
+func (s *upstreamServer) Close() { s.srv.Close() }
+
+// errShutdown is the cause of the requests cancelled at shutdown.
+var errShutdown = errors.New("server shutting down")
+
+// serve serves h on ln until ctx ends; then it stops accepting, waits up
+// to grace for the requests in flight, cancels those left (their flows are
+// cancelled, and they are answered 503) and waits for them to end.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
+	base, cancelAll := context.WithCancelCause(context.Background())
+	defer cancelAll(nil)
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", grace)
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(graceCtx); err == nil {
+		logger.Info("all requests ended")
+		return nil
+	}
+	logger.Warn("grace period over: cancelling the requests left")
+	cancelAll(errShutdown)
+	// The cancelled requests are answered at once: wait for them.
+	if err := srv.Shutdown(context.Background()); err != nil {
+		return err
+	}
+	logger.Info("all requests ended")
+	return nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"golang.org/x/sync/errgroup"
+)
+
+// plainGateway is the same gateway written in plain Go: a goroutine per
+// request (net/http's) and one per symbol (errgroup), contexts for the
+// timeouts and the cancellation, a semaphore and a token bucket for the
+// limits. It answers exactly as the flows gateway does; it is the baseline
+// of the side-by-side benchmark.
+type plainGateway struct {
+	cfg    config
+	st     *stats
+	limit  *plainLimit
+	client *http.Client
+	errs   errorAnswers
+	logger *slog.Logger
+}
+
+// errorAnswers writes error answers; asynchttp.Handler's WriteError.
+type errorAnswers interface {
+	WriteError(w http.ResponseWriter, code, info string) int
+}
+
+func newPlainGateway(cfg config, st *stats, client *http.Client, logger *slog.Logger) (*plainGateway, func() int64) {
+	g := &plainGateway{cfg: cfg, st: st, limit: newPlainLimit(cfg.Limits), client: client,
+		errs: errorWriter(cfg, logger), logger: logger}
+	return g, g.limit.Waiting
+}
+
+func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
+	reply, err := g.quote(req)
+	switch {
+	case err == nil:
+		w.Header().Set("Content-Type", "application/json")
+		body, _ := json.Marshal(reply)
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
+		g.st.finish("", http.StatusOK, time.Since(start))
+	case req.Context().Err() != nil:
+		g.errs.WriteError(w, asyncsteps.DefenseRejected, "request cancelled")
+		g.st.cancel()
+	default:
+		var e *asyncsteps.Error
+		if !errors.As(err, &e) {
+			e = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: err.Error(), Cause: err}
+		}
+		info := e.Info
+		if e.Code == asyncsteps.InternalError {
+			g.logger.Error("plain gateway: request failed", "code", e.Code, "info", e.Info, "cause", e.Cause)
+			info = "internal error, see the server log"
+		}
+		status := g.errs.WriteError(w, e.Code, info)
+		g.st.finish(e.Code, status, time.Since(start))
+	}
+}
+
+// quote serves one /quote request, or returns the error that answers it.
+func (g *plainGateway) quote(req *http.Request) (quoteReply, error) {
+	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
+	if bad != nil {
+		return quoteReply{}, bad
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), g.cfg.Timeout)
+	defer cancel()
+	if err := g.limit.acquire(ctx); err != nil {
+		return quoteReply{}, timeoutOr(ctx, err)
+	}
+	defer g.limit.release()
+	reply := quoteReply{Quotes: make([]quote, len(symbols))}
+	group, gctx := errgroup.WithContext(ctx)
+	for i, symbol := range symbols {
+		group.Go(func() (err error) {
+			defer recoverInto(&err)
+			reply.Quotes[i], err = g.fetch(gctx, symbol)
+			return err
+		})
+	}
+	if err := group.Wait(); err != nil {
+		return quoteReply{}, timeoutOr(ctx, err)
+	}
+	return reply, nil
+}
+
+// timeoutOr returns a Timeout error if the request's own deadline has
+// passed, else err.
+func timeoutOr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &asyncsteps.Error{Code: asyncsteps.Timeout}
+	}
+	return err
+}
+
+// recoverInto turns a panic into an InternalError, as a flow does.
+func recoverInto(err *error) {
+	if r := recover(); r != nil {
+		*err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: fmt.Sprint(r), Cause: fmt.Errorf("panic: %v", r)}
+	}
+}
+
+// fetch gets symbol's price, each attempt bounded by its own timeout and
+// retried at most cfg.Retries times.
+func (g *plainGateway) fetch(ctx context.Context, symbol string) (quote, error) {
+	url := priceURL(g.cfg.Upstream, symbol)
+	for attempt := 0; ; attempt++ {
+		q, err := g.attempt(ctx, url, symbol)
+		if err == nil {
+			return q, nil
+		}
+		if ctx.Err() != nil {
+			return quote{}, ctx.Err()
+		}
+		if !err.retry || attempt == g.cfg.Retries {
+			return quote{}, err.Error
+		}
+	}
+}
+
+// attemptError is an attempt's failure, and whether it is worth another.
+type attemptError struct {
+	*asyncsteps.Error
+	retry bool
+}
+
+// attempt makes one upstream request.
+func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quote, *attemptError) {
+	ctx, cancel := context.WithTimeout(parent, g.cfg.AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return quote{}, &attemptError{Error: invalid("%v", err)}
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return quote{}, g.transportError(parent, ctx, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return quote{}, g.transportError(parent, ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		e, again := answerError(symbol, resp.StatusCode)
+		return quote{}, &attemptError{Error: e, retry: again}
+	}
+	q, err := g.cfg.decode(body)
+	if err != nil {
+		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream answer for " + symbol + ": " + err.Error()}}
+	}
+	return q, nil
+}
+
+// transportError maps a failed request like asynchttp.Client does, and
+// retries it; the attempt's own timeout is a Timeout, retried too. A
+// request cut short by a context counts as cancelled, as in the flows
+// gateway, whatever ended the context.
+func (g *plainGateway) transportError(parent, ctx context.Context, err error) *attemptError {
+	if ctx.Err() != nil {
+		g.st.upstreamCancelled.Add(1)
+		if parent.Err() != nil {
+			return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "cancelled"}}
+		}
+		return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.Timeout}, retry: true}
+	}
+	code := asyncsteps.CommError
+	var op *net.OpError
+	var dns *net.DNSError
+	if (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) {
+		code = asyncsteps.ConnectError
+	}
+	return &attemptError{Error: &asyncsteps.Error{Code: code, Info: err.Error(), Cause: err}, retry: true}
+}
