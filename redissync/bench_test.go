@@ -1,0 +1,157 @@
+package redissync
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// The admission benchmarks: one process, benchConcurrency flows (or
+// goroutines) that each ask for an admission again as soon as they have
+// one, against one local redis-server started for the run, with a rate
+// far above what either side reaches, so that what is measured is the
+// cost of an admission, not the limit. Run both in one run:
+//
+//	go test -run '^$' -bench Admissions -benchtime 200000x ./redissync
+//
+// Each reports admissions/s and the p99 of the time from asking to being
+// admitted (p99-µs).
+
+const benchConcurrency = 1000
+
+var benchServer struct {
+	once sync.Once
+	srv  *redisServer
+	err  error
+}
+
+func benchRedis(b *testing.B) string {
+	benchServer.once.Do(func() {
+		port, err := pickPort()
+		if err != nil {
+			benchServer.err = err
+			return
+		}
+		benchServer.srv, benchServer.err = launchRedis(port, b.TempDir())
+	})
+	if benchServer.err != nil {
+		b.Fatal(benchServer.err)
+	}
+	return benchServer.srv.addr
+}
+
+// latencies collects the admission times of many goroutines.
+type latencies struct {
+	mu  sync.Mutex
+	all []time.Duration
+}
+
+func (l *latencies) add(d []time.Duration) {
+	l.mu.Lock()
+	l.all = append(l.all, d...)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B, admitted int, elapsed time.Duration) {
+	slices.Sort(l.all)
+	p99 := l.all[len(l.all)*99/100]
+	b.ReportMetric(float64(admitted)/elapsed.Seconds(), "admissions/s")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkAdmissionsThrottle: flows on one LoopGroup (one loop per core)
+// through one redissync.Throttle.
+func BenchmarkAdmissionsThrottle(b *testing.B) {
+	addr := benchRedis(b)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	c, err := New(context.Background(), rdb, Options{Prefix: fmt.Sprintf("bench%d", prefixSeq.Add(1))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	th := c.NewThrottle("admit", ThrottleOptions{Rate: 1_000_000_000, MaxQueue: -1})
+	g := asyncsteps.NewLoopGroup(0)
+	defer g.Close()
+
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var lat latencies
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range benchConcurrency {
+		var asked time.Time
+		var mine []time.Duration
+		r := g.New()
+		r.Loop(func(as asyncsteps.AsyncSteps) {
+			if left.Add(-1) < 0 {
+				as.Break()
+			}
+			asked = time.Now()
+			as.Sync(th, func(asyncsteps.AsyncSteps, ...any) {
+				mine = append(mine, time.Since(asked))
+			})
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.Run(context.Background()); err != nil {
+				b.Error(err)
+			}
+			lat.add(mine)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	lat.report(b, b.N, elapsed)
+}
+
+// BenchmarkAdmissionsRedisRate: goroutines through redis_rate's Allow
+// (one round trip per admission) with go-redis's default pool.
+func BenchmarkAdmissionsRedisRate(b *testing.B) {
+	addr := benchRedis(b)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	limiter := redis_rate.NewLimiter(rdb)
+	limit := redis_rate.PerSecond(1_000_000_000)
+	key := fmt.Sprintf("bench%d:admit", prefixSeq.Add(1))
+
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var lat latencies
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range benchConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for left.Add(-1) >= 0 {
+				asked := time.Now()
+				res, err := limiter.Allow(context.Background(), key, limit)
+				if err != nil || res.Allowed != 1 {
+					b.Errorf("Allow: %v %+v", err, res)
+					return
+				}
+				mine = append(mine, time.Since(asked))
+			}
+			lat.add(mine)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	lat.report(b, b.N, elapsed)
+}

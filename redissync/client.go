@@ -1,0 +1,250 @@
+package redissync
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures a [Client]. The zero value of each field is its
+// default.
+type Options struct {
+	// Prefix starts every Redis key and the notification channel of the
+	// Syncers made by the Client: instances that share a Redis and a
+	// Prefix share their limits. "" means "asyncsteps".
+	Prefix string
+	// OpTimeout bounds one round trip to Redis. When Redis is lost, a
+	// waiting flow fails with CommError (or passes a fail-open rate limit)
+	// at most about OpTimeout after its next round trip starts. 0 means
+	// two seconds.
+	OpTimeout time.Duration
+	// Recheck is the interval of the fallback re-check of a Mutex's
+	// waiting flows, which are otherwise woken by a notification. It bounds
+	// how long a lost notification (a dropped connection) can delay a
+	// waiter, and how long a waiter takes to notice that Redis is gone
+	// while nobody else talks to it: about Recheck + OpTimeout. 0 means
+	// five seconds.
+	Recheck time.Duration
+}
+
+// Client makes the Syncers that share one Redis server: [Client.NewMutex],
+// [Client.NewThrottle], [Client.NewLimiter]. It holds one pub/sub
+// connection, which wakes the waiters of all its Mutexes, and one goroutine
+// per Syncer, which makes that Syncer's round trips for every flow of the
+// process.
+//
+// A Client is safe for concurrent use. Create it with [New]; the zero value
+// is not usable. Close it when done: its goroutines end and its leases are
+// given back.
+type Client struct {
+	rdb    redis.UniversalClient
+	opts   Options
+	addr   string // for errors
+	ps     *redis.PubSub
+	notify string        // the notification channel
+	idBase string        // a random prefix of this Client's lease names
+	idSeq  atomic.Uint64 // the counter after it
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the goroutines of the Client and its Syncers
+
+	mu      sync.Mutex
+	mutexes map[string]*Mutex // by name, for notifications
+	gates   []*gateQueue      // every Syncer's, woken when the connection breaks
+}
+
+// New returns a Client on rdb, which it does not own: Close leaves rdb
+// open. It checks that Redis answers and subscribes to the notification
+// channel before it returns; if Redis cannot be reached within
+// opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with code
+// CommError whose info names the address.
+func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "asyncsteps"
+	}
+	if opts.OpTimeout <= 0 {
+		opts.OpTimeout = 2 * time.Second
+	}
+	if opts.Recheck <= 0 {
+		opts.Recheck = 5 * time.Second
+	}
+	c := &Client{
+		rdb:     rdb,
+		opts:    opts,
+		addr:    addrOf(rdb),
+		notify:  opts.Prefix + ":released",
+		idBase:  randomID(),
+		done:    make(chan struct{}),
+		mutexes: make(map[string]*Mutex),
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.OpTimeout)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return nil, c.commError(err)
+	}
+	c.ps = rdb.Subscribe(ctx, c.notify)
+	// The confirmation: no notification sent from now on is missed.
+	if _, err := c.ps.ReceiveTimeout(ctx, opts.OpTimeout); err != nil {
+		_ = c.ps.Close()
+		return nil, c.commError(err)
+	}
+	c.wg.Add(1)
+	go c.listen()
+	return c, nil
+}
+
+// Addr returns the address of the Redis server, as errors name it.
+func (c *Client) Addr() string { return c.addr }
+
+// Close stops the Client's Syncers: flows waiting to enter fail with
+// CommError "redissync: client closed", leases held are given back (one
+// last round trip, bounded by OpTimeout), and the Client's goroutines
+// end before Close returns. Sections running go on to their end. Close is
+// safe to call more than once.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		_ = c.ps.Close() // ends listen's receive
+	})
+	c.wg.Wait()
+	return nil
+}
+
+// listen receives the notifications of released Mutex slots and wakes the
+// local Mutex named in each. A broken connection wakes every Syncer, so
+// that its waiters find out at once whether Redis is still there (and
+// fail if not); go-redis reconnects and subscribes again, and the new
+// subscription wakes every Syncer again, since notifications sent while
+// the connection was down are lost.
+func (c *Client) listen() {
+	defer c.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-c.done; cancel() }()
+	backoff := 10 * time.Millisecond
+	for {
+		msg, err := c.ps.Receive(ctx)
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			c.wake(m.Payload)
+			backoff = 10 * time.Millisecond
+			continue
+		case *redis.Subscription:
+			c.wakeAll()
+			continue
+		}
+		if err == nil {
+			continue // a pong
+		}
+		c.wakeAll()
+		select {
+		case <-c.done:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// wake makes the Mutex name try its waiters again.
+func (c *Client) wake(name string) {
+	c.mu.Lock()
+	m := c.mutexes[name]
+	c.mu.Unlock()
+	if m != nil {
+		m.signal()
+	}
+}
+
+func (c *Client) wakeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range c.gates {
+		q.signal()
+	}
+}
+
+// key returns the Redis key of part of the Syncer name. The name is a
+// hash tag, so that a Syncer's keys live on one node of a cluster.
+func (c *Client) key(name, part string) string {
+	return c.opts.Prefix + ":{" + name + "}:" + part
+}
+
+// call runs one round trip with the Client's timeout.
+func (c *Client) call(s *redis.Script, keys []string, args ...any) ([]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
+	defer cancel()
+	res, err := s.Run(ctx, c.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// commError is the error of a flow that could not reach Redis.
+func (c *Client) commError(err error) *asyncsteps.Error {
+	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "redis " + c.addr + ": " + err.Error(), Cause: err}
+}
+
+// errClosed is the refusal of a flow waiting when its Client closes.
+var errClosed = errors.New("redissync: client closed")
+
+// closedError is the error of a flow that waits when the Client closes.
+func closedError() *asyncsteps.Error {
+	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: errClosed.Error(), Cause: errClosed}
+}
+
+// start registers the queue of a new Syncer and runs its goroutine f.
+func (c *Client) start(q *gateQueue, f func()) {
+	c.mu.Lock()
+	c.gates = append(c.gates, q)
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// addrOf names the server(s) of rdb for errors.
+func addrOf(rdb redis.UniversalClient) string {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(r.Options().Addrs, ",")
+	case *redis.Ring:
+		var addrs []string
+		for _, a := range r.Options().Addrs {
+			addrs = append(addrs, a)
+		}
+		return strings.Join(addrs, ",")
+	}
+	return "(unknown address)"
+}
+
+// randomID is a prefix that makes lease names unique across processes.
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + ":"
+}
+
+// leaseID returns a name for a new lease, unique in the cluster.
+func (c *Client) leaseID() string {
+	return c.idBase + strconv.FormatUint(c.idSeq.Add(1), 10)
+}

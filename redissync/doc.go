@@ -1,0 +1,60 @@
+// Package redissync gives the asyncsteps Syncers — [Mutex], [Throttle] and
+// [Limiter] — limits shared by every process of a cluster through one Redis
+// server (github.com/redis/go-redis/v9), with the behaviour the in-process
+// ones have on one loop: a local queue with a limit whose overflow fails
+// with DefenseRejected, and a slot given back however the critical
+// section ends (success, error, panic, timeout, cancel).
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: "myapp"})
+//	if err != nil { ... } // CommError: "redis 127.0.0.1:6379: ..."
+//	defer c.Close()
+//	db := c.NewMutex("db", redissync.MutexOptions{Max: 4, MaxQueue: 100})
+//	root.Sync(db, func(as asyncsteps.AsyncSteps, _ ...any) {
+//		token, _ := db.Token(as) // the fencing token of the lease
+//		...
+//	})
+//
+// # No loop waits for Redis
+//
+// A flow that syncs makes its step wait (as [asyncsteps.AsyncSteps.Await]
+// does) and hands its request to the Syncer's own goroutine, which makes
+// the round trip and completes the step from there, through the engine's
+// external completion. A Redis call never runs on a loop's goroutine.
+// Every flow of the process that waits for one Syncer is served by the
+// same round trip: requests that come while one is under way go together
+// in the next, one Lua script call each, so the number of round trips
+// depends on time, not on the number of waiting flows.
+//
+// # Faults
+//
+//   - Redis not reachable when the [Client] is made: [New] fails within
+//     Options.OpTimeout with an [*asyncsteps.Error] of code CommError whose
+//     info names the address.
+//   - Redis lost while flows wait: they fail with CommError (fail closed),
+//     or, for a rate limit with FailOpen, enter without a limit; within
+//     about OpTimeout after the next round trip starts, and at worst
+//     Options.Recheck + OpTimeout. Nothing hangs: every round trip is
+//     bounded by OpTimeout.
+//   - Redis lost while flows hold a Mutex: their sections run on; their
+//     leases are not renewed and run out TTL after the last renewal.
+//   - A process killed while it holds a lease: nothing is given back; the
+//     lease runs out after its TTL and its slot is free again, and the
+//     waiters of other processes are woken at that time.
+//   - Redis restarted: go-redis reconnects and the Syncers work again, with
+//     no restart of the service; the scripts are loaded again when Redis
+//     has lost them, and fencing tokens still grow (see [Mutex]).
+//
+// # Keys
+//
+// A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders"
+// and "P:{N}:fence" (Mutex) or "P:{N}:tat" (Throttle), and the channel
+// "P:released". The braces keep a Syncer's keys on one node of a Redis
+// Cluster.
+//
+// # Time
+//
+// Leases, periods and waits are timed on Redis's clock and the process's
+// real clock: a [asyncsteps.TestTool]'s virtual time does not move them.
+// Test flows that use these Syncers on a [asyncsteps.Loop].
+package redissync

@@ -1,0 +1,201 @@
+package redissync
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestUnreachableAtStart: New fails at once with a CommError that names
+// the address when nothing listens there.
+func TestUnreachableAtStart(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t)) // closed again: nothing listens
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	opts := Options{OpTimeout: time.Second}
+	start := time.Now()
+	c, err := New(context.Background(), rdb, opts)
+	took := time.Since(start)
+	if c != nil {
+		c.Close()
+	}
+	var e *asyncsteps.Error
+	if !errors.As(err, &e) || e.Code != asyncsteps.CommError || !strings.HasPrefix(e.Info, "redis "+addr+": ") {
+		t.Fatalf("New: %v, want CommError naming %s", err, addr)
+	}
+	if took > opts.OpTimeout+time.Second {
+		t.Errorf("New took %v, its bound is OpTimeout %v", took, opts.OpTimeout)
+	}
+}
+
+// TestRedisLostWhileWaiting: Redis is killed while flows hold and wait.
+// The waiters of a Mutex and of a fail-closed Throttle fail with a
+// CommError naming the address, within the bound; the waiter of a
+// fail-open Throttle enters; the holder's section runs to its end.
+func TestRedisLostWhileWaiting(t *testing.T) {
+	srv := startRedis(t)
+	opts := Options{OpTimeout: 300 * time.Millisecond, Recheck: 300 * time.Millisecond}
+	c, _ := newClient(t, srv.addr, opts)
+	m := c.NewMutex("m", MutexOptions{Max: 1, MaxQueue: -1, TTL: time.Second})
+	closed := c.NewThrottle("closed", ThrottleOptions{Rate: 1, Period: time.Minute, MaxQueue: -1})
+	open := c.NewThrottle("open", ThrottleOptions{Rate: 1, Period: time.Minute, MaxQueue: -1, FailOpen: true})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	release := make(chan struct{})
+	holder := holdOpen(t, l, m, &tr, "holder", release)
+	for _, th := range []*Throttle{closed, open} {
+		if res := <-enter(l, th, &tr, "first"); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	mw := enter(l, m, &tr, "mutex waiter")
+	cw := enter(l, closed, &tr, "closed waiter")
+	ow := enter(l, open, &tr, "open waiter")
+	waitFor(t, "the waiters to queue", func() bool {
+		return queued(&m.gateQueue) == 1 && queued(&closed.gateQueue) == 1 && queued(&open.gateQueue) == 1
+	})
+
+	lost := time.Now()
+	srv.kill()
+	bound := opts.OpTimeout + opts.Recheck + time.Second
+	for name, p := range map[string]<-chan asyncsteps.Result{"mutex waiter": mw, "closed waiter": cw} {
+		res := <-p
+		var e *asyncsteps.Error
+		if !errors.As(res.Err, &e) || e.Code != asyncsteps.CommError || !strings.HasPrefix(e.Info, "redis "+srv.addr+": ") {
+			t.Fatalf("%s: %v, want CommError naming %s", name, res.Err, srv.addr)
+		}
+	}
+	if res := <-ow; res.Err != nil {
+		t.Fatalf("open waiter: %v", res.Err)
+	}
+	if took := time.Since(lost); took > bound {
+		t.Errorf("the waiters took %v to end, the bound is %v", took, bound)
+	}
+	close(release)
+	if res := <-holder; res.Err != nil {
+		t.Fatalf("holder: %v", res.Err)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	want := map[string]bool{"holder in": true, "first in": true, "open waiter in": true, "holder out": true,
+		"mutex waiter onerror CommError": true, "closed waiter onerror CommError": true}
+	for _, ev := range tr.events {
+		if i := strings.Index(ev, ": redis "); i > 0 {
+			ev = ev[:i]
+		}
+		if !want[ev] {
+			t.Errorf("unexpected event %q in %q", ev, tr.events)
+		}
+	}
+}
+
+// TestRedisRestarted: after Redis restarts empty on the same address, the
+// Syncers work again without a new Client: flows enter, a waiter is woken
+// by a notification (the subscription came back), and fencing tokens go
+// on growing.
+func TestRedisRestarted(t *testing.T) {
+	srv := startRedis(t)
+	// A Recheck far longer than the test: only a notification wakes a waiter.
+	c, _ := newClient(t, srv.addr, Options{OpTimeout: 500 * time.Millisecond, Recheck: time.Hour})
+	m := c.NewMutex("m", MutexOptions{Max: 1, MaxQueue: -1, TTL: time.Minute})
+	th := c.NewThrottle("t", ThrottleOptions{Rate: 1000, MaxQueue: -1})
+	l := newLoops(t, 1)[0]
+
+	tokenOnce := func() (int64, error) {
+		var tok int64
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tok, _ = m.Token(as) })
+		r.Sync(th, func(asyncsteps.AsyncSteps, ...any) {})
+		_, err := r.Run(context.Background())
+		return tok, err
+	}
+	before, err := tokenOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.restart(t)
+	var after int64
+	waitFor(t, "a Sync to work again", func() bool {
+		after, err = tokenOnce()
+		return err == nil
+	})
+	if after <= before {
+		t.Errorf("token %d after the restart, %d before", after, before)
+	}
+
+	var tr tracer
+	release := make(chan struct{})
+	holder := holdOpen(t, l, m, &tr, "holder", release)
+	waiter := enter(l, m, &tr, "waiter")
+	waitFor(t, "the waiter to queue", func() bool { return queued(&m.gateQueue) == 1 })
+	close(release)
+	for _, p := range []<-chan asyncsteps.Result{holder, waiter} {
+		select {
+		case res := <-p:
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiter was not woken after the restart")
+		}
+	}
+	tr.check(t, "holder in", "holder out", "waiter in")
+}
+
+// TestManyWaitersShareRoundTrips: 1,000 flows of one loop that enter a
+// Throttle and a Mutex at once cost a few round trips, not 1,000 each.
+func TestManyWaitersShareRoundTrips(t *testing.T) {
+	srv := startRedis(t)
+	c, rdb := newClient(t, srv.addr, Options{})
+	m := c.NewMutex("m", MutexOptions{Max: 1000, MaxQueue: -1})
+	th := c.NewThrottle("t", ThrottleOptions{Rate: 1_000_000, MaxQueue: -1})
+	l := newLoops(t, 1)[0]
+	const flows = 1000
+	results := make([]<-chan asyncsteps.Result, flows)
+	for i := range results {
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Sync(th, func(asyncsteps.AsyncSteps, ...any) {})
+		r.Sync(m, func(asyncsteps.AsyncSteps, ...any) {})
+		results[i] = r.Promise()
+	}
+	for _, p := range results {
+		if res := <-p; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	calls := scriptCalls(t, rdb)
+	t.Logf("%d flows through a Throttle and a Mutex: %d script calls", flows, calls)
+	if calls > 100 {
+		t.Errorf("%d script calls for %d flows: round trips are not shared", calls, flows)
+	}
+}
+
+// scriptCalls returns the number of EVAL and EVALSHA calls the server has
+// run.
+func scriptCalls(t *testing.T, rdb *redis.Client) int {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			rest := line[strings.Index(line, "calls=")+len("calls="):]
+			n := 0
+			for _, ch := range rest {
+				if ch < '0' || ch > '9' {
+					break
+				}
+				n = n*10 + int(ch-'0')
+			}
+			total += n
+		}
+	}
+	return total
+}

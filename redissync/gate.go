@@ -1,0 +1,147 @@
+package redissync
+
+import (
+	"sync"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// gateQueue is what a Mutex and a Throttle share: the flows of this
+// process that wait for the gate's goroutine, and the signal that wakes
+// it. Flows that ask while a round trip is under way are tried together in
+// the next one, so the number of round trips does not grow with the number
+// of waiting flows.
+type gateQueue struct {
+	c        *Client
+	maxQueue int    // negative: unlimited
+	what     string // "Mutex" or "Throttle", for the refusal's info
+
+	mu    sync.Mutex // guards the fields below and the states of their waiters
+	fresh []*waiter  // asked since the last round trip: first try pending
+	queue waitList   // tried and not admitted: they wait, first in, first out
+
+	wake chan struct{} // buffered 1: a round is due
+}
+
+func newGateQueue(c *Client, maxQueue int, what string) gateQueue {
+	return gateQueue{c: c, maxQueue: maxQueue, what: what, wake: make(chan struct{}, 1)}
+}
+
+// signal makes the gate's goroutine run a round soon. It never blocks.
+func (q *gateQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// request hands w, whose step waits, to the gate's goroutine.
+func (q *gateQueue) request(w *waiter) {
+	q.mu.Lock()
+	w.state = wFresh
+	q.fresh = append(q.fresh, w)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// dequeue takes a waiting w out, if it waits. It reports whether w was
+// held, which the caller must give back. Called with mu held.
+func (q *gateQueue) dequeue(w *waiter) (held bool) {
+	switch w.state {
+	case wQueued:
+		q.queue.live--
+		fallthrough
+	case wFresh:
+		w.state = wLeft
+		w.as = nil
+	case wHeld:
+		w.state = wLeft
+		return true
+	}
+	return false
+}
+
+// take returns the waiters to try in the next round trip, the queued ones
+// first, then the fresh ones, at most max of them (negative: all). Fresh
+// ones beyond max stay fresh. Called with mu held.
+func (q *gateQueue) take(max int) []*waiter {
+	q.queue.compact()
+	batch := make([]*waiter, 0, len(q.queue.items)+len(q.fresh))
+	batch = append(batch, q.queue.items...)
+	n := len(q.fresh)
+	if max >= 0 {
+		n = min(n, max-len(batch))
+	}
+	if n > 0 {
+		batch = append(batch, q.fresh[:n]...)
+		q.fresh = append(q.fresh[:0:0], q.fresh[n:]...)
+	}
+	if max >= 0 && len(batch) > max {
+		batch = batch[:max]
+	}
+	return batch
+}
+
+// settle applies the answer to batch: its first admitted waiters are in,
+// the fresh ones among the others queue, or are refused if the queue is
+// full. It returns the waiters whose steps must now be completed, and
+// those admitted after they left (a Mutex gives their leases back).
+// Called with mu held.
+func (q *gateQueue) settle(batch []*waiter, admitted int, onAdmit func(i int, w *waiter)) (done, orphans []*waiter) {
+	for i, w := range batch {
+		switch {
+		case i < admitted && w.state == wLeft:
+			orphans = append(orphans, w)
+		case i < admitted:
+			if w.state == wQueued {
+				q.queue.live--
+			}
+			w.state = wHeld
+			onAdmit(i, w)
+			done = append(done, w)
+		case w.state != wFresh:
+			// Queued already, or left meanwhile.
+		case q.maxQueue < 0 || q.queue.live < q.maxQueue:
+			w.state = wQueued
+			q.queue.push(w)
+		default:
+			w.state = wLeft
+			w.err = &asyncsteps.Error{Code: asyncsteps.DefenseRejected, Info: q.what + " queue limit"}
+			done = append(done, w)
+		}
+	}
+	return done, orphans
+}
+
+// failAll refuses every waiting flow with err, or, when open, lets them
+// all in. It returns the waiters whose steps must now be completed.
+// Called with mu held.
+func (q *gateQueue) failAll(err *asyncsteps.Error, open bool) []*waiter {
+	var done []*waiter
+	for _, list := range [][]*waiter{q.queue.items, q.fresh} {
+		for _, w := range list {
+			if w.state != wQueued && w.state != wFresh {
+				continue
+			}
+			if open {
+				w.state = wHeld
+			} else {
+				w.state = wLeft
+				w.err = err
+			}
+			done = append(done, w)
+		}
+	}
+	q.queue.items, q.queue.live, q.fresh = nil, 0, nil
+	return done
+}
+
+// complete resumes the waiting steps of done. Called without mu: the
+// step may run at once on another loop.
+func complete(done []*waiter) {
+	for _, w := range done {
+		as := w.as
+		w.as = nil
+		as.Success()
+	}
+}

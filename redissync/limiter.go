@@ -1,0 +1,70 @@
+package redissync
+
+import (
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// LimiterOptions configures a [Limiter]; its first five fields mean what
+// they mean in [asyncsteps.LimiterOptions], for the whole cluster. The
+// zero value lets 1 flow in at a time, at most once per second, and
+// queues none.
+type LimiterOptions struct {
+	Concurrent int           // flows inside at once in the cluster; 0 means 1
+	MaxQueue   int           // flows of this process waiting for concurrency; 0: none; negative: unlimited
+	Rate       int           // entries per Period in the cluster; 0 means 1
+	Period     time.Duration // 0 means one second
+	Burst      int           // flows of this process waiting for rate; 0: none; negative: unlimited
+	TTL        time.Duration // the lease of a concurrency slot, as MutexOptions.TTL
+	FailOpen   bool          // the rate limit lets flows in while Redis is lost (the concurrency limit never does)
+}
+
+// Limiter imposes both a concurrency and a rate limit on its critical
+// sections, for the whole cluster: it is a [Mutex] (Concurrent, MaxQueue,
+// TTL) followed by a [Throttle] (Rate, Period, Burst), whose keys are the
+// Limiter's name followed by "/concurrent" and "/rate". A flow first waits
+// for a slot, then, holding it, for an entry; it gives the slot back
+// however its section ends, also when the rate limit refuses it.
+//
+// A flow refused by either limit fails with [asyncsteps.DefenseRejected]
+// and the info "Mutex queue limit" or "Throttle queue limit", or, when
+// Redis cannot be reached, with [asyncsteps.CommError]; the error handler
+// given to Sync sees it first. The fencing token of the slot is read with
+// [Limiter.Token].
+//
+// A Limiter is safe for concurrent use: flows on any loops may share it.
+// Make it with [Client.NewLimiter].
+type Limiter struct {
+	mutex    *Mutex
+	throttle *Throttle
+}
+
+// NewLimiter returns the Limiter name with the limits of opts. It panics
+// if Concurrent, Rate, Period or TTL is negative. Use one Limiter per
+// name in a process.
+func (c *Client) NewLimiter(name string, opts LimiterOptions) *Limiter {
+	if opts.Concurrent < 0 || opts.Rate < 0 || opts.Period < 0 || opts.TTL < 0 {
+		panic("redissync: NewLimiter: negative option")
+	}
+	return &Limiter{
+		mutex: c.NewMutex(name+"/concurrent", MutexOptions{
+			Max: opts.Concurrent, MaxQueue: opts.MaxQueue, TTL: opts.TTL,
+		}),
+		throttle: c.NewThrottle(name+"/rate", ThrottleOptions{
+			Rate: opts.Rate, Period: opts.Period, MaxQueue: opts.Burst, FailOpen: opts.FailOpen,
+		}),
+	}
+}
+
+// Sync implements [asyncsteps.Syncer]: it adds to as the steps that wait
+// for a slot, then for an entry, run f with onerror as its error handler,
+// then give the slot back. The success args of f's step are the result of
+// the steps added.
+func (l *Limiter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	syncSection(as, f, onerror, l.mutex, l.throttle)
+}
+
+// Token returns the fencing token of the concurrency slot the flow of as
+// holds, as [Mutex.Token].
+func (l *Limiter) Token(as asyncsteps.AsyncSteps) (int64, bool) { return l.mutex.Token(as) }

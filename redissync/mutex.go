@@ -1,0 +1,372 @@
+package redissync
+
+import (
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// MutexOptions configures a [Mutex]. The zero value is a Mutex(1) with no
+// queue and a ten-second lease.
+type MutexOptions struct {
+	// Max is the number of holders in the whole cluster; 0 means 1.
+	Max int
+	// MaxQueue is the number of this process's flows that may wait; more
+	// are refused with DefenseRejected. 0: none wait; negative: unlimited.
+	MaxQueue int
+	// TTL is the lease of a holder: it is renewed every TTL/3 while the
+	// section runs, and runs out TTL after the last renewal when its
+	// process can no longer renew it (killed, or cut off from Redis). 0
+	// means ten seconds.
+	TTL time.Duration
+}
+
+// Mutex lets at most Max flows of the whole cluster (every process whose
+// [Client] uses the same Redis and Prefix) run inside its critical
+// sections at once. It implements [asyncsteps.Syncer]: enter with
+// [asyncsteps.AsyncSteps.Sync].
+//
+// A flow that enters holds a lease in Redis and a fencing token, a number
+// from Redis that grows with every lease given out, read with
+// [Mutex.Token] inside the section: a resource that the section writes to
+// can refuse a writer whose token is older than the last it saw, which
+// tells apart a holder whose lease ran out (a stalled process) from the
+// current one. Tokens grow strictly across the cluster, also after Redis
+// restarts without its data: a counter found missing starts again from
+// Redis's clock in microseconds, above any token given before as long as
+// fewer than a million leases a second were given out.
+//
+// The lease is given back however the section ends: success, error (a
+// panic in f is one), timeout and cancel. While the section runs, its
+// process renews the lease every TTL/3, for all its holders in one round
+// trip. A process killed while it holds a lease gives nothing back: the
+// lease runs out after TTL and its slot is free again. When a renewal
+// fails (Redis lost), the section is not interrupted; its lease runs out
+// TTL after the last renewal, and its token is then out of date.
+//
+// A flow that finds the Mutex full waits in this process's queue, first
+// in, first out; with the queue full (MaxQueue), it fails with
+// [asyncsteps.DefenseRejected] and the info "Mutex queue limit", which the
+// error handler given to Sync sees first. Waiters are woken by a
+// notification (Redis pub/sub) when a lease is given back, and at the
+// time the first lease in Redis runs out; a fallback re-check every
+// Options.Recheck covers a notification lost with a connection. Every
+// flow of the process that waits is tried in one round trip: a thousand
+// waiters cost one round trip per wake-up, not a thousand. Waiters of
+// different processes are not served in a global order.
+//
+// When Redis cannot be reached, the flows that wait fail with
+// [asyncsteps.CommError] (info "redis ADDR: ..."), which their error
+// handler sees first: at most about OpTimeout after a round trip starts,
+// and Options.Recheck + OpTimeout when nothing else happens. A Mutex
+// always fails closed.
+//
+// A flow that holds the Mutex enters it again at once, with the same
+// lease and token, so nested Sync calls do not deadlock. The hold is kept
+// in the flow's [asyncsteps.State], which a flow's parallel branches
+// share: unlike the in-process Mutex, a branch entering a Mutex its flow
+// holds enters at once, and the lease is given back when the last of them
+// leaves. A flow whose Loop is closed stops without its cancel handlers:
+// its lease is not given back and runs out after TTL.
+//
+// A Mutex is safe for concurrent use: flows on any loops may share it.
+// Make it with [Client.NewMutex].
+type Mutex struct {
+	gateQueue
+	name     string
+	limit    int
+	ttl      time.Duration
+	keys     []string // holders (a sorted set: lease → expiry), fence counter
+	stateKey string   // the State variable of a flow's hold
+
+	// Guarded by gateQueue.mu.
+	held     map[*waiter]struct{} // leases to renew
+	releases []string             // leases to give back in the next round trip
+}
+
+// hold is a flow's hold on a Mutex, kept in its State while it is inside:
+// nested sections of the flow share it.
+type hold struct {
+	w     *waiter // the section that took the lease
+	depth int     // sections of the flow inside
+}
+
+// NewMutex returns the Mutex name (the key Redis shares between
+// processes) with the limits of opts. It panics if Max or TTL is
+// negative. Use one Mutex per name in a process: every flow of the
+// process syncs on it.
+func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
+	if opts.Max < 0 || opts.TTL < 0 {
+		panic("redissync: NewMutex: negative option")
+	}
+	m := &Mutex{
+		gateQueue: newGateQueue(c, opts.MaxQueue, "Mutex"),
+		name:      name,
+		limit:     max(opts.Max, 1),
+		ttl:       opts.TTL,
+		keys:      []string{c.key(name, "holders"), c.key(name, "fence")},
+		stateKey:  "redissync.Mutex:" + c.opts.Prefix + ":" + name,
+		held:      make(map[*waiter]struct{}),
+	}
+	if m.ttl == 0 {
+		m.ttl = 10 * time.Second
+	}
+	c.mu.Lock()
+	c.mutexes[name] = m
+	c.mu.Unlock()
+	c.start(&m.gateQueue, m.run)
+	return m
+}
+
+// Sync implements [asyncsteps.Syncer]: it adds to as the steps that wait
+// for a lease, run f with onerror as its error handler, then give the
+// lease back. The success args of f's step are the result of the steps
+// added.
+func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	syncSection(as, f, onerror, m)
+}
+
+// Token returns the fencing token of the lease the flow of as holds on
+// m, and whether it holds one. Call it from a step inside the section.
+func (m *Mutex) Token(as asyncsteps.AsyncSteps) (int64, bool) {
+	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
+		return h.w.token, true
+	}
+	return 0, false
+}
+
+// enter implements gate.
+func (m *Mutex) enter(as asyncsteps.AsyncSteps, w *waiter) {
+	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
+		h.depth++
+		w.hold = h
+		return
+	}
+	w.lease = m.c.leaseID()
+	w.as = as
+	as.WaitExternal()
+	m.request(w)
+}
+
+// inside implements gate: an admitted flow's hold goes to its State.
+func (m *Mutex) inside(as asyncsteps.AsyncSteps, w *waiter) {
+	if w.hold == nil {
+		w.hold = &hold{w: w, depth: 1}
+		as.State().Set(m.stateKey, w.hold)
+	}
+}
+
+// leave implements gate: the last section of a hold gives its lease back.
+func (m *Mutex) leave(as asyncsteps.AsyncSteps, w *waiter) {
+	if h := w.hold; h != nil {
+		w.hold = nil
+		if h.depth--; h.depth > 0 {
+			return
+		}
+		as.State().Unset(m.stateKey)
+		w = h.w
+	}
+	m.mu.Lock()
+	held := m.dequeue(w)
+	if held {
+		delete(m.held, w)
+		m.releases = append(m.releases, w.lease)
+	}
+	m.mu.Unlock()
+	if held {
+		m.signal()
+	}
+}
+
+// run is the Mutex's goroutine: it makes every round trip of the Mutex.
+func (m *Mutex) run() {
+	renew := time.NewTicker(m.ttl / 3)
+	defer renew.Stop()
+	recheck := time.NewTicker(m.c.opts.Recheck)
+	defer recheck.Stop()
+	expiry := time.NewTimer(time.Hour)
+	defer expiry.Stop()
+	for {
+		renewing := false
+		select {
+		case <-m.c.done:
+			m.shutdown()
+			return
+		case <-m.wake:
+		case <-expiry.C:
+		case <-recheck.C:
+		case <-renew.C:
+			renewing = true
+		}
+		if next, ok := m.round(renewing); ok {
+			expiry.Reset(next)
+		}
+	}
+}
+
+// round makes one round trip: it gives back the leases released, renews
+// the leases held (when renewing), and tries the waiters. It returns when
+// the first lease in Redis runs out, if any waiter is left to try then.
+func (m *Mutex) round(renewing bool) (time.Duration, bool) {
+	m.mu.Lock()
+	releases := m.releases
+	m.releases = nil
+	var renewals []*waiter
+	if renewing {
+		for w := range m.held {
+			renewals = append(renewals, w)
+		}
+	}
+	batch := m.take(m.limit)
+	m.mu.Unlock()
+	if len(releases)+len(renewals)+len(batch) == 0 {
+		return 0, false
+	}
+
+	args := make([]any, 0, 6+len(releases)+len(renewals)+len(batch))
+	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases), len(renewals), m.c.notify, m.name)
+	for _, l := range releases {
+		args = append(args, l)
+	}
+	for _, w := range renewals {
+		args = append(args, w.lease)
+	}
+	for _, w := range batch {
+		args = append(args, w.lease)
+	}
+	res, err := m.c.call(mutexScript, m.keys, args...)
+	if err != nil {
+		m.fail(m.c.commError(err))
+		return 0, false
+	}
+	admitted, last, next := toInt(res[0]), toInt(res[1]), toInt(res[2])
+	lost, _ := res[3].([]any)
+
+	m.mu.Lock()
+	for _, j := range lost {
+		delete(m.held, renewals[toInt(j)-1]) // not renewed again
+	}
+	first := last - admitted + 1
+	done, orphans := m.settle(batch, int(admitted), func(i int, w *waiter) {
+		w.token = first + int64(i)
+		m.held[w] = struct{}{}
+	})
+	if int(admitted) < len(batch) && len(m.fresh) > 0 {
+		// Full: the fresh waiters not tried would not have got in either.
+		rest := m.fresh
+		m.fresh = nil
+		refused, _ := m.settle(rest, 0, nil)
+		done = append(done, refused...)
+	}
+	for _, w := range orphans {
+		m.releases = append(m.releases, w.lease)
+	}
+	more := len(m.fresh) > 0 || len(orphans) > 0
+	waiting := m.queue.live > 0
+	m.mu.Unlock()
+	complete(done)
+	if more {
+		m.signal()
+	}
+	if waiting && next >= 0 {
+		return time.Duration(next+1) * time.Millisecond, true
+	}
+	return 0, false
+}
+
+// fail refuses every waiting flow with err (a Mutex fails closed). The
+// leases to give back are dropped: they run out on their own.
+func (m *Mutex) fail(err *asyncsteps.Error) {
+	m.mu.Lock()
+	done := m.failAll(err, false)
+	m.mu.Unlock()
+	complete(done)
+}
+
+// shutdown ends the Mutex with its Client: waiters fail, and every lease
+// held or released is given back in one last round trip.
+func (m *Mutex) shutdown() {
+	m.mu.Lock()
+	done := m.failAll(closedError(), false)
+	releases := m.releases
+	for w := range m.held {
+		releases = append(releases, w.lease)
+	}
+	clear(m.held)
+	m.releases = nil
+	m.mu.Unlock()
+	complete(done)
+	if len(releases) == 0 {
+		return
+	}
+	args := []any{m.limit, m.ttl.Milliseconds(), len(releases), 0, m.c.notify, m.name}
+	for _, l := range releases {
+		args = append(args, l)
+	}
+	_, _ = m.c.call(mutexScript, m.keys, args...)
+}
+
+// mutexScript is a Mutex's round trip. KEYS: the holders (a sorted set of
+// leases by expiry, in ms of Redis's clock) and the fence counter. ARGV:
+// limit, TTL in ms, the number of leases to give back and to renew, the
+// notification channel and the Mutex's name, then the leases to give
+// back, to renew, and to take, in that order. It returns the number of
+// leases taken, the token of the last (the others precede it), the ms
+// until the first lease runs out (-1: none held), and the 1-based
+// positions of the leases to renew that were found gone.
+var mutexScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local nrel, nren = tonumber(ARGV[3]), tonumber(ARGV[4])
+local i = 7
+local freed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+for j = 1, nrel do
+  freed = freed + redis.call('ZREM', KEYS[1], ARGV[i])
+  i = i + 1
+end
+local lost = {}
+for j = 1, nren do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
+  else
+    lost[#lost + 1] = j
+  end
+  i = i + 1
+end
+local n = limit - redis.call('ZCARD', KEYS[1])
+if n > #ARGV - i + 1 then n = #ARGV - i + 1 end
+local last = 0
+if n > 0 then
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('SET', KEYS[2], string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  last = redis.call('INCRBY', KEYS[2], n)
+  for j = 1, n do
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
+    i = i + 1
+  end
+else
+  n = 0
+end
+local held = redis.call('ZCARD', KEYS[1])
+if held > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+end
+if freed > 0 and held < limit then
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
+end
+local next = -1
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #first > 0 then
+  next = tonumber(first[2]) - now
+end
+return {n, last, next, lost}
+`)
+
+// toInt reads an integer of a script's reply.
+func toInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}

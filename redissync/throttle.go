@@ -1,0 +1,189 @@
+package redissync
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// ThrottleOptions configures a [Throttle]. The zero value lets 1 flow in
+// per second and queues none.
+type ThrottleOptions struct {
+	// Rate is the number of entries per Period in the whole cluster; 0
+	// means 1.
+	Rate int
+	// Period is 0 for one second.
+	Period time.Duration
+	// MaxQueue is the number of this process's flows that may wait; more
+	// are refused with DefenseRejected. 0: none wait; negative: unlimited.
+	MaxQueue int
+	// FailOpen lets flows in without a limit while Redis cannot be
+	// reached, instead of failing them with CommError (fail closed, the
+	// default).
+	FailOpen bool
+}
+
+// Throttle lets at most Rate flows of the whole cluster enter its critical
+// sections per Period. It implements [asyncsteps.Syncer]: enter with
+// [asyncsteps.AsyncSteps.Sync].
+//
+// The limit is the generic cell rate algorithm (GCRA), run by one Lua
+// script in Redis on Redis's clock: entries are spaced Period/Rate apart
+// on average, and up to Rate may enter at once after an idle spell, as a
+// new period of the in-process Throttle lets Rate in at once. Over any
+// span of time d, at most Rate + d·Rate/Period flows enter. Like the
+// in-process Throttle it counts entries, not flows, and nothing is given
+// back when a section ends.
+//
+// A flow that cannot enter waits in this process's queue, first in, first
+// out, until the time Redis names for the next entry; with the queue full
+// (MaxQueue), it fails with [asyncsteps.DefenseRejected] and the info
+// "Throttle queue limit", which the error handler given to Sync sees
+// first. Every flow of the process that asks or waits is tried in one
+// round trip, which admits as many as the rate allows: a thousand flows
+// cost one round trip, not a thousand. Waiters of different processes are
+// not served in a global order.
+//
+// When Redis cannot be reached, the flows that wait fail with
+// [asyncsteps.CommError] (info "redis ADDR: ..."), at most about
+// OpTimeout after their round trip starts, or, with FailOpen, enter
+// without a limit. Once Redis answers again (also after a restart that
+// lost its data), the Throttle works again.
+//
+// A Throttle is safe for concurrent use: flows on any loops may share it.
+// Make it with [Client.NewThrottle].
+type Throttle struct {
+	gateQueue
+	key      []string
+	interval string // Period/Rate in µs: the script's emission interval
+	slack    string // Period - interval in µs: how far ahead entries may go
+	failOpen bool
+}
+
+// NewThrottle returns the Throttle name (the key Redis shares between
+// processes) with the limits of opts. It panics if Rate or Period is
+// negative. Use one Throttle per name in a process.
+func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
+	if opts.Rate < 0 || opts.Period < 0 {
+		panic("redissync: NewThrottle: negative option")
+	}
+	rate, period := max(opts.Rate, 1), opts.Period
+	if period == 0 {
+		period = time.Second
+	}
+	interval := float64(period.Microseconds()) / float64(rate)
+	t := &Throttle{
+		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
+		key:       []string{c.key(name, "tat")},
+		interval:  strconv.FormatFloat(interval, 'f', 3, 64),
+		slack:     strconv.FormatFloat(float64(period.Microseconds())-interval, 'f', 3, 64),
+		failOpen:  opts.FailOpen,
+	}
+	c.start(&t.gateQueue, t.run)
+	return t
+}
+
+// Sync implements [asyncsteps.Syncer]: it adds to as the steps that wait
+// for an entry, then run f with onerror as its error handler. The success
+// args of f's step are the result of the steps added.
+func (t *Throttle) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	syncSection(as, f, onerror, t)
+}
+
+// enter implements gate.
+func (t *Throttle) enter(as asyncsteps.AsyncSteps, w *waiter) {
+	w.as = as
+	as.WaitExternal()
+	t.request(w)
+}
+
+// inside implements gate: an entry holds nothing.
+func (t *Throttle) inside(asyncsteps.AsyncSteps, *waiter) {}
+
+// leave implements gate: a waiter leaves the queue; an entry made stays
+// counted.
+func (t *Throttle) leave(_ asyncsteps.AsyncSteps, w *waiter) {
+	t.mu.Lock()
+	t.dequeue(w)
+	t.mu.Unlock()
+}
+
+// run is the Throttle's goroutine: it makes every round trip of the
+// Throttle.
+func (t *Throttle) run() {
+	next := time.NewTimer(time.Hour)
+	defer next.Stop()
+	for {
+		select {
+		case <-t.c.done:
+			t.mu.Lock()
+			done := t.failAll(closedError(), false)
+			t.mu.Unlock()
+			complete(done)
+			return
+		case <-t.wake:
+		case <-next.C:
+		}
+		if d, ok := t.round(); ok {
+			next.Reset(d)
+		}
+	}
+}
+
+// round asks Redis for an entry for every waiter in one round trip. It
+// returns when the next entry is possible, if waiters are left.
+func (t *Throttle) round() (time.Duration, bool) {
+	t.mu.Lock()
+	batch := t.take(-1)
+	t.mu.Unlock()
+	if len(batch) == 0 {
+		return 0, false
+	}
+	res, err := t.c.call(gcraScript, t.key, t.interval, t.slack, len(batch))
+	if err != nil {
+		t.mu.Lock()
+		done := t.failAll(t.c.commError(err), t.failOpen)
+		t.mu.Unlock()
+		complete(done)
+		return 0, false
+	}
+	admitted, wait := toInt(res[0]), toInt(res[1])
+	t.mu.Lock()
+	done, _ := t.settle(batch, int(admitted), func(int, *waiter) {})
+	waiting := t.queue.live > 0
+	more := len(t.fresh) > 0
+	t.mu.Unlock()
+	complete(done)
+	if more {
+		t.signal()
+	}
+	if waiting {
+		return max(time.Duration(wait)*time.Microsecond, 100*time.Microsecond), true
+	}
+	return 0, false
+}
+
+// gcraScript admits up to ARGV[3] entries on the key KEYS[1], the
+// theoretical arrival time (TAT) of the next entry in µs of Redis's clock.
+// An entry may enter while TAT - now <= slack, and moves TAT on by
+// interval. It returns the number admitted and the µs until the next
+// entry may enter.
+var gcraScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval, slack, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local n = math.floor((now + slack - tat) / interval + 1e-6) + 1
+if n > want then n = want end
+if n < 0 then n = 0 end
+if n > 0 then
+  tat = tat + n * interval
+  redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+end
+local wait = tat - slack - now
+if wait < 0 then wait = 0 end
+return {n, math.ceil(wait)}
+`)
