@@ -9,20 +9,9 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// Variants of the workloads at the sizes the JavaScript reference can run in
-// seconds (its queue degrades quadratically past ~16k steps), and the plain
-// goroutine baselines of workloads f, g and h. bench/compare runs them beside
-// bench_test.go's.
-
-// a at 10k and 100k steps.
-func BenchmarkSeq10k(b *testing.B)  { steps(b, 10_000, "step", succeedWithInt) }
-func BenchmarkSeq100k(b *testing.B) { steps(b, 100_000, "step", succeedWithInt) }
-
-// b at 10k outer steps.
-func BenchmarkNested10k(b *testing.B) { steps(b, 10_000, "outer", addOne) }
-
-// e at 10k errors.
-func BenchmarkError10k(b *testing.B) { steps(b, 10_000, "error", fail, recoverStep) }
+// The plain-goroutine baselines of workloads c, f, g and h, and variants of
+// workload i (two loops). bench/compare runs the headline ones beside
+// bench_test.go's; -bench . runs them all.
 
 // h's baseline: 100,000 goroutines blocked on a channel at once, measured
 // as BenchmarkParked measures flows (HeapInuse+StackInuse after GC, with the
@@ -50,11 +39,11 @@ func BenchmarkParkedGoroutines(b *testing.B) {
 	}
 }
 
-// f's baseline in plain Go: 1,000 goroutines through a semaphore of 10
-// (a buffered channel), one call inside, as a Go team would write workload
-// f without the library.
+// f's baseline in plain Go: 1,000 goroutines that each pass 100 times
+// through a semaphore of 10 (a buffered channel), one call inside, as a Go
+// team would write workload f without the library.
 func BenchmarkMutexGoroutines(b *testing.B) {
-	const flows = 1000
+	const flows, syncs = 1000, 100
 	b.ReportAllocs()
 	for b.Loop() {
 		sem := make(chan struct{}, 10)
@@ -63,14 +52,16 @@ func BenchmarkMutexGoroutines(b *testing.B) {
 		for range flows {
 			go func() {
 				defer wg.Done()
-				sem <- struct{}{}
-				step1()
-				<-sem
+				for range syncs {
+					sem <- struct{}{}
+					step1()
+					<-sem
+				}
 			}()
 		}
 		wg.Wait()
 	}
-	per(b, flows, "sync")
+	per(b, flows*syncs, "sync")
 }
 
 // g's baseline in plain Go: 10,000 goroutines that each wait, with a 1 s

@@ -1,20 +1,21 @@
 'use strict';
 
-// The performance workloads a to h of asyncsteps (see bench/bench_test.go and
+// The performance workloads of asyncsteps (see bench/bench_test.go and
 // docs/PERFORMANCE.md) run on the JavaScript reference implementation,
 // futoin-asyncsteps, on its real event loop (setImmediate/setTimeout).
 //
 //   NODE_ENV=production node --expose-gc workloads.js [options] [name...]
 //
-// Names select workloads (default: all but seq-1M; see WORKLOADS below).
+// Names select workloads (default: all but seq-queued-1M; see WORKLOADS
+// below).
 // Options:
 //   --min-time=S    run each workload for at least S seconds (default 1)
 //   --limit=S       time limit of one run of a workload that may not finish,
-//                   such as seq-1M (default 600); past it the flow is
+//                   such as seq-queued-1M (default 600); past it the flow is
 //                   canceled and a lower bound is reported
 //
 // Output: one JSON object per line and per workload:
-//   {"workload":"a","name":"seq-1M","n":1000000,"unit":"step",
+//   {"workload":"a","name":"seq","n":1000000,"unit":"step",
 //    "metric":"ns/step","value":1234.5,"runs":1,"lower_bound":false,...}
 // A line with "lower_bound":true means the run hit --limit after "done" of
 // "n" units; "value" is then elapsed/n, a lower bound of the real figure.
@@ -65,8 +66,41 @@ function runFlow( asi ) {
 // completed run of n units) or {done} (a run canceled by the time limit after
 // done units).
 
-// a. seq: one flow of n sequential steps, each success(i).
+// a. seq: one flow, repeat(n), each iteration success(i).
 function seq( n ) {
+    return async () => {
+        const asi = $as();
+        asi.repeat( n, ( as, i ) => as.success( i ) );
+        await runFlow( asi );
+    };
+}
+
+// a'. seq-flat: flows flows of steps queued steps each, executed at once;
+// the first step calls success(1), each other passes its argument on.
+function seqFlat( flows, steps ) {
+    const first = ( as ) => as.success( 1 );
+    const pass = ( as, v ) => as.success( v );
+    return async () => {
+        const { tick, p } = newCounter( flows );
+        const last = () => tick();
+        for ( let f = 0; f < flows; ++f ) {
+            const asi = $as();
+            asi.add( first );
+            for ( let i = 1; i < steps; ++i ) {
+                asi.add( pass );
+            }
+            asi.add( last );
+            asi.execute();
+        }
+        await p;
+    };
+}
+
+// The shape of the first measurements, for a note only: one flow of n
+// steps queued up front, each success(1000). The reference's queue is an
+// array whose shift() copies it past about 16k entries: its time per step
+// grows with the queue, so this run has a time limit.
+function seqQueued( n ) {
     return ( { deadline } ) => new Promise( ( resolve ) => {
         const asi = $as();
         let count = 0;
@@ -88,17 +122,14 @@ function seq( n ) {
     } );
 }
 
-// b. nested: every step adds one sub-step.
+// b. nested: repeat(n), each iteration adds one sub-step.
 function nested( n ) {
     return async () => {
         const asi = $as();
         const inner = ( as ) => as.success();
-        const outer = ( as ) => {
+        asi.repeat( n, ( as ) => {
             as.add( inner );
-        };
-        for ( let i = 0; i < n; ++i ) {
-            asi.add( outer );
-        }
+        } );
         await runFlow( asi );
     };
 }
@@ -134,22 +165,23 @@ function parallel( branches, times ) {
     };
 }
 
-// e. error: n steps that call error('E'), each caught by its own handler
-// that calls success().
+// e. error: repeat(n), each iteration adds a step that calls error('E'),
+// caught by its own handler that calls success().
 function error( n ) {
     return async () => {
         const asi = $as();
         const fail = ( as ) => as.error( 'E' );
         const recover = ( as, _err ) => as.success();
-        for ( let i = 0; i < n; ++i ) {
-            asi.add( fail, recover );
-        }
+        asi.repeat( n, ( as ) => {
+            as.add( fail, recover );
+        } );
         await runFlow( asi );
     };
 }
 
-// f. mutex: n flows through sync on Mutex(10), one-step critical section.
-function mutex( n ) {
+// f. mutex: n flows of syncs sync steps each on one Mutex(10), one-step
+// critical section, executed at once.
+function mutex( n, syncs ) {
     const section = ( as ) => as.success();
     return async () => {
         const mtx = new $as.Mutex( 10 );
@@ -157,7 +189,10 @@ function mutex( n ) {
         const last = () => tick();
         for ( let i = 0; i < n; ++i ) {
             const asi = $as();
-            asi.sync( mtx, section ).add( last );
+            for ( let j = 0; j < syncs; ++j ) {
+                asi.sync( mtx, section );
+            }
+            asi.add( last );
             asi.execute();
         }
         await p;
@@ -183,8 +218,9 @@ function timers( n ) {
     };
 }
 
-// h. parked: n flows each waiting in waitExternal at once; bytes per flow of
-// heapUsed (and rss) after a full GC, before versus while parked.
+// h. parked: n flows, each started with promise() and waiting in
+// waitExternal at once; bytes per flow of heapUsed (and rss) after a full
+// GC, before versus while parked: the flow, its queue and its Promise.
 async function parked( n ) {
     const gc = global.gc;
     if ( typeof gc !== 'function' ) {
@@ -198,32 +234,36 @@ async function parked( n ) {
         return process.memoryUsage();
     };
 
-    const { tick, p } = newCounter( n );
-    const last = () => tick();
+    let allParked;
+    const allParkedP = new Promise( ( resolve ) => {
+        allParked = resolve;
+    } );
     const step = ( as ) => {
         as.waitExternal();
-        waiting.push( as );
+        waiting[parked++] = as;
+        if ( parked === n ) {
+            allParked();
+        }
     };
-    // The harness' own arrays (waiting, roots: about 16 bytes per flow) are
-    // counted, as the Go benchmark counts its slices and channel (about 40).
-    let waiting = [];
+    // The harness keeps a slot per flow for its waiting step and one for
+    // its promise, allocated before the first measurement, as the Go
+    // benchmark does.
+    let waiting = new Array( n ).fill( null );
+    const promises = new Array( n ).fill( null );
+    let parked = 0;
 
     const before = await measure();
-    const roots = new Array( n );
     for ( let i = 0; i < n; ++i ) {
         const asi = $as();
-        asi.add( step ).add( last );
-        asi.execute();
-        roots[i] = asi;
+        asi.add( step );
+        promises[i] = asi.promise();
     }
-    if ( waiting.length !== n ) {
-        throw new Error( `parked: ${waiting.length} of ${n} flows waiting` );
-    }
+    await allParkedP;
     const after = await measure();
     for ( const as of waiting ) {
         as.success();
     }
-    await p;
+    await Promise.all( promises );
     waiting = null;
     return {
         value: ( after.heapUsed - before.heapUsed ) / n,
@@ -232,26 +272,23 @@ async function parked( n ) {
         heap_after: after.heapUsed,
         rss_before: before.rss,
         rss_after: after.rss,
-        roots: roots.length,
     };
 }
 
 // ---------------------------------------------------------------------------
 // The table of workloads: name, workload letter, units per run, unit, run.
-// "slow" workloads are left out unless named: seq-1M does not finish in
-// minutes (the reference's queue is an array whose shift() copies it).
+// "slow" workloads are left out unless named: seq-queued-1M does not finish
+// in minutes (the reference's queue is an array whose shift() copies it).
 
 const WORKLOADS = [
-    { name: 'seq-10k', w: 'a', n: 10000, unit: 'step', run: seq( 10000 ) },
-    { name: 'seq-100k', w: 'a', n: 100000, unit: 'step', run: seq( 100000 ) },
-    { name: 'seq-1M', w: 'a', n: 1000000, unit: 'step', run: seq( 1000000 ), slow: true },
-    { name: 'nested-10k', w: 'b', n: 10000, unit: 'outer', run: nested( 10000 ) },
-    { name: 'nested-100k', w: 'b', n: 100000, unit: 'outer', run: nested( 100000 ) },
+    { name: 'seq', w: 'a', n: 1000000, unit: 'step', run: seq( 1000000 ) },
+    { name: 'seq-flat', w: 'a', n: 1000000, unit: 'step', run: seqFlat( 100, 10000 ) },
+    { name: 'seq-queued-1M', w: 'a', n: 1000000, unit: 'step', run: seqQueued( 1000000 ), slow: true },
+    { name: 'nested', w: 'b', n: 1000000, unit: 'outer', run: nested( 1000000 ) },
     { name: 'many-flows', w: 'c', n: 100000, unit: 'flow', run: manyFlows( 100000 ), rate: 'flows/s' },
     { name: 'parallel', w: 'd', n: 100000, unit: 'branch', run: parallel( 1000, 100 ) },
-    { name: 'error-10k', w: 'e', n: 10000, unit: 'error', run: error( 10000 ) },
-    { name: 'error-100k', w: 'e', n: 100000, unit: 'error', run: error( 100000 ) },
-    { name: 'mutex', w: 'f', n: 1000, unit: 'sync', run: mutex( 1000 ) },
+    { name: 'error', w: 'e', n: 200000, unit: 'error', run: error( 200000 ) },
+    { name: 'mutex', w: 'f', n: 100000, unit: 'sync', run: mutex( 1000, 100 ) },
     { name: 'timers', w: 'g', n: 10000, unit: 'flow', run: timers( 10000 ) },
     { name: 'parked', w: 'h', n: 100000, unit: 'flow', memory: parked },
 ];
