@@ -30,12 +30,12 @@ import "sync"
 // Mutexes is not detected.
 //
 // A Mutex is safe for concurrent use: flows running on different loops may
-// share one. Create it with [NewMutex]; the zero value is a Mutex(1) with no
-// queue, like NewMutex(1, 0): a flow that finds it held is rejected. A Mutex
-// must not be copied after first use.
+// share one. Create it with [NewMutex]; the zero value is a Mutex(1) with
+// an unlimited queue, like NewMutex(1). A Mutex must not be copied after
+// first use.
 type Mutex struct {
 	limit    int // 0 means 1
-	maxQueue int // negative: unlimited
+	maxQueue queueLimit
 
 	mu      sync.Mutex     // guards the fields below; never held while user code or a Tool runs
 	holders map[*frame]int // by owner: a pointer key hashes faster than an interface
@@ -47,20 +47,13 @@ type Mutex struct {
 
 // NewMutex returns a Mutex that lets at most max flows at a time into its
 // critical sections, and queues at most maxQueue more: with no maxQueue, or
-// a negative one, the queue is unlimited. It panics if max is below 1.
+// a negative one, the queue is unlimited; 0 queues none (see [Unlimited]).
+// It panics if max is below 1.
 func NewMutex(max int, maxQueue ...int) *Mutex {
 	if max < 1 {
 		panic("asyncsteps: NewMutex: max must be at least 1")
 	}
-	return &Mutex{limit: max, maxQueue: queueLimit(maxQueue)}
-}
-
-// queueLimit is the optional maxQueue argument: negative means unlimited.
-func queueLimit(maxQueue []int) int {
-	if len(maxQueue) == 0 || maxQueue[0] < 0 {
-		return -1
-	}
-	return maxQueue[0]
+	return &Mutex{limit: max, maxQueue: optionalQueueLimit(maxQueue)}
 }
 
 // Sync implements [Syncer]: it adds to as the steps that wait for a slot,
@@ -113,7 +106,7 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 		}
 		m.holders[e.key] = n + 1
 		e.state = entryHeld
-	case m.maxQueue >= 0 && m.queue.len() >= m.maxQueue:
+	case m.maxQueue.full(m.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Mutex queue limit"}
 	case m.deadlocked(chain):
 		e.err = &Error{Code: InternalError, Info: "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"}
