@@ -17,9 +17,25 @@ import "sync"
 // timeout or cancel, and also when the flow's [Loop] is closed, which runs
 // no cancel handler but gives back what its flows hold. A flow cancelled
 // while it waits, or whose Loop is closed, leaves the queue and never holds
-// a slot. With a queue limit, a flow that finds the queue full
-// fails at once with [DefenseRejected] and the info "Mutex queue limit",
-// which the error handler given to Sync sees first.
+// a slot. With a queue limit, a flow that finds the queue full fails at
+// once with [DefenseRejected] and the info "Mutex queue limit", which the
+// error handler given to Sync sees first (see [Unlimited] for the queue
+// rule).
+//
+// A Mutex counts the work really running inside it. An
+// [AsyncSteps.Await] function started inside a critical section runs on a
+// goroutine that Go cannot stop: when its step is cancelled (a timeout, a
+// failed parallel sibling, a cancel, a closed loop) its context is
+// cancelled and the flow moves on at once, but the slot stays taken until
+// the function has returned, so a function that ignores its context never
+// lets more than max calls run at once. Meanwhile the slot belongs to the
+// running function, not to the flow: a flow that comes back to the Mutex
+// waits like any other. Closing a Loop does not wait for such functions
+// either; their slots come back when they return. [AwaitChan],
+// [AwaitResult] and [AwaitFlow] only wait on a goroutine that their step's
+// cancel stops at once, so they hold nothing once their step has ended (a
+// flow run by AwaitFlow is a flow of its own: it holds what its own Sync
+// calls enter).
 //
 // Deadlocks through Parallel are detected (spec 1.11.5): a branch that
 // would wait forever, because every slot is held by flows that wait for
