@@ -2,8 +2,6 @@ package asyncsteps
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"reflect"
 	"runtime/debug"
 )
@@ -80,22 +78,30 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 // its cancel handler cancels fn's context, and fn's outcome completes it.
 // A closed loop runs no cancel handler, so the loop's end cancels the
 // context too: fn's goroutine is not left waiting for a flow that is gone.
+// The critical sections around the step count fn until it returns (see
+// holdWork); that hold is given back before the step completes, so that a
+// flow that leaves a section after fn's result finds nothing left to wait
+// for.
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := as.(*handle)
-		// fn sees the values of Run's context, but only the step cancels it.
-		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.runContext()))
+		// fn sees the values and deadline of Run's context, but only the
+		// step cancels it (see awaitContext).
+		ctx, cancel := h.fl.awaitContext(h.f)
 		as.SetCancel(func(AsyncSteps) { cancel() })
 		stopOnClose := func() bool { return false }
 		if life := h.fl.sched.lifetime(); life != nil {
 			stopOnClose = context.AfterFunc(life, cancel)
 		}
+		held := holdWork(h.f)
 		go func() {
 			defer stopOnClose()
 			defer cancel()
 			v, err := callAwait(ctx, fn, func() {
+				held.release()
 				h.complete(&Error{Code: InternalError, Info: goexitInfo})
 			})
+			held.release()
 			if err == nil {
 				h.Success(v)
 				return
@@ -130,26 +136,4 @@ func callAwait(ctx context.Context, fn AwaitFunc, goexit func()) (v any, err err
 	v, err = fn(ctx)
 	returned = true
 	return v, err
-}
-
-// awaitError maps fn's error to the step's error: an *Error keeps its code
-// and info, anything else is an InternalError with err.Error() as info. It
-// runs on a goroutine nobody recovers, so an error whose methods panic
-// (typically a nil pointer given as an error, which errors.As and Error
-// dereference) is an InternalError that says so, without it as Cause.
-func awaitError(err error) (mapped *Error) {
-	defer func() {
-		if r := recover(); r != nil {
-			info := fmt.Sprintf("reading the %T given as an error panicked: %s", err, safeSprint(r))
-			if isNilValue(err) {
-				info = fmt.Sprintf("a nil %T was given as an error", err)
-			}
-			mapped = &Error{Code: InternalError, Info: info}
-		}
-	}()
-	var e *Error
-	if errors.As(err, &e) && e != nil {
-		return &Error{Code: e.Code, Info: e.Info, Cause: err}
-	}
-	return &Error{Code: InternalError, Info: err.Error(), Cause: err}
 }

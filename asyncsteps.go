@@ -32,7 +32,22 @@ type RepeatFunc func(as AsyncSteps, i int)
 type ForEachFunc func(as AsyncSteps, key, value any)
 
 // AwaitFunc is a blocking Go function run by [AsyncSteps.Await] on its own
-// goroutine. ctx is cancelled as soon as the step is cancelled.
+// goroutine.
+//
+// ctx carries the values of [Root.Run]'s context and the nearest deadline:
+// that of the step timeouts armed around the step (the time left on them
+// when the function starts) and that of Run's context. Its Done channel is
+// closed when the step is cancelled (its timeout or an enclosing one, a
+// failed parallel sibling, [Root.Cancel], the end of Run's context, a
+// closed [Loop]), by the flow's loop only, never by a timer of the
+// context's own: the loop decides when a timeout happens, so the function
+// and the flow see one order of events. ctx.Err() is then
+// context.DeadlineExceeded when a deadline caused the cancel, else
+// context.Canceled. On a [TestTool] the time left on a step timeout is
+// virtual time, which the function gets as as much wall-clock time from
+// its start; the Done channel follows the virtual clock.
+//
+// The returned error becomes the step's error as [ErrorFrom] maps it.
 type AwaitFunc func(ctx context.Context) (any, error)
 
 // AsyncSteps is the interface every callback receives (spec 2.2). The value
@@ -60,7 +75,10 @@ type AsyncSteps interface {
 	// SuccessStep queues a step that succeeds with args.
 	SuccessStep(args ...any) AsyncSteps
 	// Await queues a step that runs f on its own goroutine and succeeds
-	// with its value.
+	// with its value; an error fails the step with the code [ErrorFrom]
+	// gives it, and State().LastException holds the original error. The
+	// critical sections ([Mutex], [Limiter]) around the step count f
+	// until it returns, even once the step has been cancelled.
 	Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps
 	// NewInstance returns a new, empty root on the same tool.
 	NewInstance() *Root

@@ -29,9 +29,9 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 
 // AwaitResult adds a step that waits for a [Result] from ch (typically the
 // channel of another flow's [Root.Promise]) and completes like that flow did:
-// it succeeds with Result.Args, or fails as [AsyncSteps.Await] maps an error
-// (an [*Error] keeps its code and info, anything else is an InternalError
-// with err.Error() as info; State().LastException holds Result.Err).
+// it succeeds with Result.Args, or fails with the code [ErrorFrom] gives
+// Result.Err, as [AsyncSteps.Await] does (State().LastException holds
+// Result.Err).
 //
 // Cancelling the step stops the wait but not the flow behind ch: use
 // [AwaitFlow] to own that flow.

@@ -82,8 +82,9 @@ func TestAwaitValueIsSingleSuccessArg(t *testing.T) {
 	}
 }
 
-// API: an error that is (or wraps) *Error raises its code and info; any other
-// error raises InternalError with err.Error() as info. LastException holds the
+// API: an error that is (or wraps) *Error raises its code and info; a
+// deadline raises Timeout; any other plain error raises InternalError with
+// err.Error() as info (errmap_test.go has the other mappings). LastException holds the
 // original error either way, and the flow's error unwraps to it.
 func TestAwaitErrorMapping(t *testing.T) {
 	denied := &asyncsteps.Error{Code: asyncsteps.Unauthorized, Info: "bad token"}
@@ -99,7 +100,7 @@ func TestAwaitErrorMapping(t *testing.T) {
 		{"*Error", denied, asyncsteps.Unauthorized, "bad token", denied},
 		{"wrapped *Error", wrapped, asyncsteps.Unauthorized, "bad token", wrapped},
 		{"plain error", plain, asyncsteps.InternalError, "disk full", plain},
-		{"context error", context.DeadlineExceeded, asyncsteps.InternalError, "context deadline exceeded", context.DeadlineExceeded},
+		{"context deadline", context.DeadlineExceeded, asyncsteps.Timeout, "context deadline exceeded", context.DeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr tracer
@@ -162,6 +163,9 @@ type awaitCancelCase struct {
 	ctx     func() (context.Context, context.CancelFunc)
 	trigger func(r *asyncsteps.Root, cancelRun context.CancelFunc)
 	check   func(t *testing.T, err error)
+	// deadline: a deadline caused the cancel, so the awaited function's
+	// ctx.Err() is context.DeadlineExceeded rather than context.Canceled.
+	deadline bool
 }
 
 func awaitCancelCases(timeout time.Duration) []awaitCancelCase {
@@ -179,7 +183,8 @@ func awaitCancelCases(timeout time.Duration) []awaitCancelCase {
 				as.Await(await)
 			})
 		},
-		ctx: background,
+		ctx:      background,
+		deadline: true,
 		check: func(t *testing.T, err error) {
 			wantError(t, err, asyncsteps.Timeout, "")
 			if !errors.Is(err, context.DeadlineExceeded) {
@@ -226,6 +231,7 @@ func awaitCancelCases(timeout time.Duration) []awaitCancelCase {
 		ctx: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 20*time.Millisecond)
 		},
+		deadline: true,
 		check: func(t *testing.T, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("Run error = %v, want context.DeadlineExceeded", err)
@@ -237,7 +243,8 @@ func awaitCancelCases(timeout time.Duration) []awaitCancelCase {
 // API: the awaited function's context is cancelled as soon as its step is
 // cancelled: by a timeout, a failed parallel sibling, Root.Cancel or the end
 // of Run's context. The function sees it from inside, on a virtual-time
-// TestTool and on a real Loop alike, and no goroutine is left behind.
+// TestTool and on a real Loop alike, with context.DeadlineExceeded when a
+// deadline caused it, and no goroutine is left behind.
 func TestAwaitContextCancelledWithStep(t *testing.T) {
 	before := goroutineBaseline()
 	tools := []struct {
@@ -279,8 +286,12 @@ func TestAwaitContextCancelledWithStep(t *testing.T) {
 				tc.check(t, err)
 				select {
 				case got := <-seen:
-					if got != context.Canceled {
-						t.Errorf("ctx.Err() inside the awaited function = %v, want context.Canceled", got)
+					want := context.Canceled
+					if tc.deadline {
+						want = context.DeadlineExceeded
+					}
+					if got != want {
+						t.Errorf("ctx.Err() inside the awaited function = %v, want %v", got, want)
 					}
 				case <-time.After(5 * time.Second):
 					t.Fatal("the awaited function's context was not cancelled")

@@ -90,16 +90,21 @@
 // [Root.Promise] delivers exactly one [Result], and [Root.Run] returns, only
 // once the flow has fully stopped: no callback of it runs afterwards, and
 // everything its callbacks wrote is visible to the receiver. When Run's
-// context ends, the flow is cancelled and Run returns an error matching
-// ctx.Err(); a Cancel that races with the flow's last step may win or lose.
+// context is cancelled, the flow is cancelled and Run returns an error
+// matching ctx.Err(); when its deadline passes, the flow times out as with
+// SetTimeout, so its error handlers may recover. A Cancel that races with
+// the flow's last step may win or lose.
 //
 // [AsyncSteps.Await] bridges to blocking Go code: its function runs on a
-// goroutine of its own with a context that carries the values of Run's
-// context and is cancelled the moment the step is cancelled (its timeout or
-// an enclosing one, a failed parallel sibling, Root.Cancel, the end of Run's
+// goroutine of its own with a context that carries the values and the
+// nearest deadline of Run's context and the step timeouts around it, and
+// is cancelled the moment the step is cancelled (its timeout or an
+// enclosing one, a failed parallel sibling, Root.Cancel, the end of Run's
 // context). A result that comes after that is dropped, and the goroutine
 // never blocks on the flow. The flow does not wait for the function to
-// return: it should return promptly once its context is done. [AwaitChan],
+// return (it should return promptly once its context is done), but a
+// [Mutex] slot taken around it stays taken until it has. Its error is
+// mapped to a FutoIn code by [ErrorFrom]. [AwaitChan],
 // [AwaitResult] and [AwaitFlow] wait for a channel or another flow in the
 // same way.
 //

@@ -122,9 +122,10 @@ func (fl *flow) runContext() context.Context {
 // waiter is what Promise, Run and ExecuteWith add to an execution.
 type waiter struct {
 	promise   chan Result     // Promise and Run: the Result goes here
-	ctx       context.Context // Run's context, for its values; never cancels steps by itself
+	ctx       context.Context // Run's context, for its values and deadline; never cancels steps by itself
 	watched   *Loop           // the Loop that keeps the flow in awaited, if any
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
+	expired   bool            // Run's deadline has passed: waits time out (on the loop)
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
@@ -361,6 +362,9 @@ func (fl *flow) settle(c *frame) *frame {
 		c.waiting = true
 		if !fl.parked {
 			fl.park()
+		}
+		if w := fl.wait; w != nil && w.expired {
+			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor
 		}
 		return nil
 	case c.mode == modeHandler:

@@ -2,23 +2,89 @@ package asyncsteps
 
 import "time"
 
-// LimiterOptions configures a [Limiter]. The zero value of each field is
-// the spec's default (2.5), so LimiterOptions{} lets 1 flow in at a time,
-// at most once per second, and queues none.
+// Unlimited, given as a queue limit (the maxQueue of [NewMutex] and
+// [NewThrottle], [LimiterOptions.MaxQueue] and [LimiterOptions.Burst]),
+// lets any number of flows wait.
+//
+// The three primitives share one queue rule: a queue limit n lets at most
+// n flows wait, so 0 lets none wait and a flow that finds no room fails at
+// once with [DefenseRejected]; any negative limit is unlimited; and a limit
+// left out is unlimited: NewMutex and NewThrottle without maxQueue, the
+// zero Mutex and the zero Throttle. A LimiterOptions field cannot be left
+// out, so its zero is a limit of 0, as in the FutoIn spec.
+const Unlimited = -1
+
+// queueLimit is the queue limit of a Mutex or Throttle. Its zero value is
+// unlimited, so that the zero Mutex and Throttle queue without limit.
+type queueLimit struct {
+	n       int
+	limited bool
+}
+
+// queueLimitOf returns the limit n: negative is unlimited.
+func queueLimitOf(n int) queueLimit {
+	if n < 0 {
+		return queueLimit{}
+	}
+	return queueLimit{n: n, limited: true}
+}
+
+// optionalQueueLimit is the optional maxQueue argument: none is unlimited.
+func optionalQueueLimit(maxQueue []int) queueLimit {
+	if len(maxQueue) == 0 {
+		return queueLimit{}
+	}
+	return queueLimitOf(maxQueue[0])
+}
+
+// full reports whether a queue of length n has no room left.
+func (q queueLimit) full(n int) bool { return q.limited && n >= q.n }
+
+// LimiterOptions configures a [Limiter]. The zero value of each field means
+// "not limited by this", so LimiterOptions{} lets every flow in at once;
+// set Concurrent for a concurrency limit, Rate for a rate limit, or start
+// from [SpecLimiterOptions] for the FutoIn spec's defaults.
 type LimiterOptions struct {
-	Concurrent int           // flows inside at once; 0 means 1
-	MaxQueue   int           // flows waiting for concurrency; 0: none
-	Rate       int           // entries per Period; 0 means 1
-	Period     time.Duration // 0 means one second
-	Burst      int           // flows waiting for rate; 0: none
+	// Concurrent is how many flows may be inside the Limiter's critical
+	// sections at once; 0 means no concurrency limit (MaxQueue is unused
+	// then).
+	Concurrent int
+	// MaxQueue is how many flows may wait for one of the Concurrent slots;
+	// 0 lets none wait (a flow that finds every slot taken is rejected),
+	// a negative value ([Unlimited]) lets any number wait.
+	MaxQueue int
+	// Rate is how many flows may enter per Period; 0 means no rate limit
+	// (Period and Burst are unused then).
+	Rate int
+	// Period is the length of a rate period; 0 means one second.
+	Period time.Duration
+	// Burst is how many flows may wait for the next period once Rate
+	// flows have entered in this one; 0 lets none wait, a negative value
+	// ([Unlimited]) lets any number wait.
+	Burst int
+}
+
+// SpecLimiterOptions returns the defaults of the FutoIn spec's Limiter
+// (section 2.5): one flow inside at a time, one entry per second, no queue
+// for either. They are not the zero LimiterOptions, whose zero fields mean
+// "no limit"; to keep the spec's defaults and change one limit, start from
+// them:
+//
+//	opts := asyncsteps.SpecLimiterOptions()
+//	opts.Burst = 10
+//	lim := asyncsteps.NewLimiter(opts)
+func SpecLimiterOptions() LimiterOptions {
+	return LimiterOptions{Concurrent: 1, MaxQueue: 0, Rate: 1, Period: time.Second, Burst: 0}
 }
 
 // Limiter imposes both a concurrency and a rate limit on its critical
 // sections (spec 1.11.7 and 2.5): it is a [Mutex] (Concurrent, MaxQueue)
-// followed by a [Throttle] (Rate, Period, Burst). A flow first waits for one
-// of the Concurrent slots, then, holding it, for an entry in the current
-// period; it gives the slot back however its critical section ends, also
-// when the Throttle rejects it.
+// followed by a [Throttle] (Rate, Period, Burst), each present only when
+// its limit is set. A flow first waits for one of the Concurrent slots,
+// then, holding it, for an entry in the current period; it gives the slot
+// back however its critical section ends, also when the Throttle rejects
+// it, and, as with a Mutex, only once every [AsyncSteps.Await] function
+// started inside the section has returned.
 //
 // A flow refused by either limit fails with [DefenseRejected] and the info
 // "Mutex queue limit" or "Throttle queue limit", which the error handler
@@ -27,24 +93,26 @@ type LimiterOptions struct {
 //
 // A Limiter is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewLimiter]; the zero value is the same as
-// NewLimiter(LimiterOptions{}). A Limiter must not be copied after first
-// use.
+// NewLimiter(LimiterOptions{}): it limits nothing. A Limiter must not be
+// copied after first use.
 type Limiter struct {
 	mutex    Mutex
 	throttle Throttle
+	// Which of the two gates are in use: a zero Concurrent or Rate leaves
+	// its gate out.
+	concurrent, rated bool
 }
 
-// NewLimiter returns a Limiter with the limits of opts. It panics if an
-// option is negative.
+// NewLimiter returns a Limiter with the limits of opts. It panics if
+// Concurrent, Rate or Period is negative.
 func NewLimiter(opts LimiterOptions) *Limiter {
-	if opts.Concurrent < 0 || opts.MaxQueue < 0 || opts.Rate < 0 || opts.Period < 0 || opts.Burst < 0 {
-		panic("asyncsteps: NewLimiter: negative option")
+	if opts.Concurrent < 0 || opts.Rate < 0 || opts.Period < 0 {
+		panic("asyncsteps: NewLimiter: negative Concurrent, Rate or Period")
 	}
-	l := &Limiter{}
-	// Zero fields keep the zero values of the Mutex and Throttle, which
-	// are the spec's defaults.
-	l.mutex.limit, l.mutex.maxQueue = opts.Concurrent, opts.MaxQueue
-	l.throttle.limit, l.throttle.period, l.throttle.maxQueue = opts.Rate, opts.Period, opts.Burst
+	l := &Limiter{concurrent: opts.Concurrent > 0, rated: opts.Rate > 0}
+	l.mutex.limit, l.mutex.maxQueue = opts.Concurrent, queueLimitOf(opts.MaxQueue)
+	l.throttle.limit, l.throttle.period = opts.Rate, opts.Period
+	l.throttle.maxQueue = queueLimitOf(opts.Burst)
 	return l
 }
 
@@ -53,10 +121,25 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 // error handler, then give the slot back. The success args of f's step are
 // the result of the steps added.
 func (l *Limiter) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
-	addSection(as, f, firstHandler(onerror), &l.mutex, &l.throttle)
+	gates, n := l.gates()
+	addSection(as, f, firstHandler(onerror), gates[:n]...)
 }
 
 // enterSection implements sectioner.
 func (l *Limiter) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
-	enterSection(as, f, onerror, args, &l.mutex, &l.throttle)
+	gates, n := l.gates()
+	enterSection(as, f, onerror, args, gates[:n]...)
+}
+
+// gates returns the gates in use, in the order a flow passes them.
+func (l *Limiter) gates() (g [2]gate, n int) {
+	if l.concurrent {
+		g[n] = &l.mutex
+		n++
+	}
+	if l.rated {
+		g[n] = &l.throttle
+		n++
+	}
+	return g, n
 }

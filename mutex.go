@@ -20,9 +20,25 @@ import (
 // timeout or cancel, and also when the flow's [Loop] is closed, which runs
 // no cancel handler but gives back what its flows hold. A flow cancelled
 // while it waits, or whose Loop is closed, leaves the queue and never holds
-// a slot. With a queue limit, a flow that finds the queue full
-// fails at once with [DefenseRejected] and the info "Mutex queue limit",
-// which the error handler given to Sync sees first.
+// a slot. With a queue limit, a flow that finds the queue full fails at
+// once with [DefenseRejected] and the info "Mutex queue limit", which the
+// error handler given to Sync sees first (see [Unlimited] for the queue
+// rule).
+//
+// A Mutex counts the work really running inside it. An
+// [AsyncSteps.Await] function started inside a critical section runs on a
+// goroutine that Go cannot stop: when its step is cancelled (a timeout, a
+// failed parallel sibling, a cancel, a closed loop) its context is
+// cancelled and the flow moves on at once, but the slot stays taken until
+// the function has returned, so a function that ignores its context never
+// lets more than max calls run at once. Meanwhile the slot belongs to the
+// running function, not to the flow: a flow that comes back to the Mutex
+// waits like any other. Closing a Loop does not wait for such functions
+// either; their slots come back when they return. [AwaitChan],
+// [AwaitResult] and [AwaitFlow] only wait on a goroutine that their step's
+// cancel stops at once, so they hold nothing once their step has ended (a
+// flow run by AwaitFlow is a flow of its own: it holds what its own Sync
+// calls enter).
 //
 // Deadlocks through Parallel are detected (spec 1.11.5): a branch that
 // would wait forever, because every slot is held by flows that wait for
@@ -33,12 +49,12 @@ import (
 // Mutexes is not detected.
 //
 // A Mutex is safe for concurrent use: flows running on different loops may
-// share one. Create it with [NewMutex]; the zero value is a Mutex(1) with no
-// queue, like NewMutex(1, 0): a flow that finds it held is rejected. A Mutex
-// must not be copied after first use.
+// share one. Create it with [NewMutex]; the zero value is a Mutex(1) with
+// an unlimited queue, like NewMutex(1). A Mutex must not be copied after
+// first use.
 type Mutex struct {
 	limit    int // 0 means 1
-	maxQueue int // negative: unlimited
+	maxQueue queueLimit
 
 	mu      sync.Mutex     // guards the fields below; never held while user code or a Tool runs
 	holders map[*frame]int // by owner: a pointer key hashes faster than an interface
@@ -54,20 +70,13 @@ type Mutex struct {
 
 // NewMutex returns a Mutex that lets at most max flows at a time into its
 // critical sections, and queues at most maxQueue more: with no maxQueue, or
-// a negative one, the queue is unlimited. It panics if max is below 1.
+// a negative one, the queue is unlimited; 0 queues none (see [Unlimited]).
+// It panics if max is below 1.
 func NewMutex(max int, maxQueue ...int) *Mutex {
 	if max < 1 {
 		panic("asyncsteps: NewMutex: max must be at least 1")
 	}
-	return &Mutex{limit: max, maxQueue: queueLimit(maxQueue)}
-}
-
-// queueLimit is the optional maxQueue argument: negative means unlimited.
-func queueLimit(maxQueue []int) int {
-	if len(maxQueue) == 0 || maxQueue[0] < 0 {
-		return -1
-	}
-	return maxQueue[0]
+	return &Mutex{limit: max, maxQueue: optionalQueueLimit(maxQueue)}
 }
 
 // Sync implements [Syncer]: it adds to as the steps that wait for a slot,
@@ -120,7 +129,7 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 		}
 		m.holders[e.key] = n + 1
 		e.state = entryHeld
-	case m.maxQueue >= 0 && m.queue.len() >= m.maxQueue:
+	case m.maxQueue.full(m.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Mutex queue limit"}
 	case m.deadlocked(chain):
 		e.err = &Error{Code: InternalError, Info: "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"}

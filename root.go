@@ -191,12 +191,26 @@ func (r *Root) cancel(cause error) {
 	r.fl.sched.Immediate(apply)
 }
 
-// Run executes the flow and waits for its end. When ctx ends first, the flow
-// is cancelled and Run returns once it has stopped, with an error matching
-// ctx.Err(). On a [TestTool], Run drives the tool itself. Run must not be
-// called from a callback of the flow's own tool: it then returns an
-// InternalError at once. Like Execute, it panics if the flow is already
-// running.
+// Run executes the flow and waits for its end. Run returns only once the
+// flow has fully stopped; no callback of it runs afterwards.
+//
+// When ctx is cancelled first, the flow is cancelled as by [Root.Cancel]
+// (cancel handlers only) and Run returns an error matching ctx.Err().
+// When ctx's deadline passes first, the deadline is a timeout of the whole
+// flow instead: the innermost running step fails with Timeout, as if its
+// own SetTimeout had expired (a Parallel fails as a whole, its branches
+// cancelled), so the error handlers on the way run and may recover, say
+// with a fallback value. From then on every step that waits fails with
+// Timeout at once, so the flow cannot outlive the deadline by waiting;
+// what it does without waiting still runs. If the Timeout ends the flow,
+// the error matches ctx.Err() (context.DeadlineExceeded). The functions
+// given to [AsyncSteps.Await] see ctx's values and deadline.
+//
+// On a [TestTool], Run drives the tool itself; ctx's deadline is on the
+// wall clock, not on the tool's virtual one, and is noticed between the
+// tool's events. Run must not be called from a callback of the flow's own
+// tool: it then returns an InternalError at once. Like Execute, it panics
+// if the flow is already running.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if r.fl.sched.IsSameThread() {
 		if _, ok := r.fl.sched.(*TestTool); ok {
@@ -208,16 +222,17 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 		return nil, err // a Go API starts no work under an ended context
 	}
 	ch := make(chan Result, 1)
-	r.startIn(&waiter{promise: ch, ctx: ctx})
+	w := &waiter{promise: ch, ctx: ctx}
+	r.startIn(w)
 	if tt, ok := r.fl.sched.(*TestTool); ok {
-		return tt.runFlow(ctx, r, ch)
+		return tt.runFlow(ctx, r, w)
 	}
 	// The flow always delivers: a closed Loop ends the flows it abandons.
 	select {
 	case res := <-ch:
 		return res.Args, res.Err
 	case <-ctx.Done():
-		r.cancel(ctx.Err())
+		r.stopFor(ctx, w)
 		res := <-ch
 		return res.Args, res.Err
 	}

@@ -77,9 +77,10 @@ func TestRunReportsArgsAndErrors(t *testing.T) {
 	}
 }
 
-// API: when Run's context ends first, the flow is cancelled (cancel handlers
-// only, already run when Run returns) and the error matches ctx.Err(); it is
-// not a flow error, so the unhandled-error function is not called.
+// API: when Run's context is cancelled first, the flow is cancelled (cancel
+// handlers only, already run when Run returns) and the error matches
+// ctx.Err(); it is not a flow error, so the unhandled-error function is not
+// called.
 func TestRunContextEndCancelsFlow(t *testing.T) {
 	contexts := []struct {
 		name string
@@ -91,9 +92,12 @@ func TestRunContextEndCancelsFlow(t *testing.T) {
 			time.AfterFunc(10*time.Millisecond, cancel)
 			return ctx, cancel
 		}, context.Canceled},
-		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 10*time.Millisecond)
-		}, context.DeadlineExceeded},
+		{"cancel cause", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			time.AfterFunc(10*time.Millisecond, func() { cancel(errors.New("client gone")) })
+			return ctx, func() { cancel(nil) }
+		}, context.Canceled},
+		// A deadline is a timeout, not a cancel: run_deadline_test.go.
 	}
 	for _, tool := range runTools {
 		for _, c := range contexts {

@@ -1,5 +1,7 @@
 package asyncsteps
 
+import "sync/atomic"
+
 // gate is one admission stage of a critical section: a Mutex or a Throttle.
 type gate interface {
 	// enter runs as the step that asks to enter. It lets the flow in,
@@ -62,6 +64,12 @@ type section struct {
 	n        uint8 // gates in use
 	nextGate uint8 // the gate the next enterNext step asks
 	phase    uint8 // which of the section's steps advance runs next
+	left     bool  // leave has run
+	// work counts the Await functions started inside the section that
+	// have not returned yet, plus one for the flow itself once the first
+	// of them starts; see holdWork. Their goroutines touch nothing else.
+	// It fits in the padding after the bytes above.
+	work atomic.Int32
 	// prev and next link the section into its loop's ring (see
 	// Loop.sections) from its entry until it has left its gates.
 	prev, next *section
@@ -177,9 +185,20 @@ func (s *section) end(as AsyncSteps, args ...any) {
 func (s *section) cancel(AsyncSteps) { s.leave(nil) }
 
 // leave gives back every gate, the last entered first. on is the flow whose
-// loop runs the call, if known.
+// loop runs the call, if known. While Await functions started inside still
+// run, a Mutex slot stays held for them (see leaveLater).
 func (s *section) leave(on *flow) {
+	if s.left {
+		return
+	}
+	s.left = true
 	s.unlink()
+	// Only the flow's loop adds work, and the flow is leaving: a count of
+	// one (the flow) or none cannot grow any more.
+	if s.work.Load() > 1 {
+		s.leaveLater()
+		return
+	}
 	for i := int(s.n) - 1; i >= 0; i-- {
 		s.gates[i].leave(&s.entries[i], on)
 	}

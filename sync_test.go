@@ -461,10 +461,10 @@ func TestSyncCancelledWaiterLeavesQueue(t *testing.T) {
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, 100*time.Millisecond, 1) }, false,
 			"A:in,B:cancelled,C:in@100ms"},
 		{"Limiter waiting for concurrency", func() asyncsteps.Syncer {
-			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Rate: 10, MaxQueue: 1})
+			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 10, MaxQueue: 1})
 		}, true, "A:in,B:cancelled,A:out,C:in@10ms"},
 		{"Limiter waiting for rate", func() asyncsteps.Syncer {
-			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 3, Period: 100 * time.Millisecond, Burst: 1})
+			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 3, Rate: 1, Period: 100 * time.Millisecond, Burst: 1})
 		}, false, "A:in,B:cancelled,C:in@100ms"},
 	}
 	for _, tc := range tests {
@@ -627,7 +627,7 @@ func TestMutexDeadlockAcrossFlows(t *testing.T) {
 
 func TestLimiterDetectsDeadlock(t *testing.T) {
 	tt := asyncsteps.NewTestTool()
-	l := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{MaxQueue: 10, Rate: 10})
+	l := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 10, Rate: 10})
 	r := asyncsteps.New(asyncsteps.WithTool(tt))
 	r.Sync(l, func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.Parallel().Sync(l, func(as asyncsteps.AsyncSteps, _ ...any) {})
@@ -665,7 +665,9 @@ func TestSyncPassesArgsThroughTheSection(t *testing.T) {
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, time.Second) },
 			"A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
 		{"Limiter", func() asyncsteps.Syncer {
-			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{MaxQueue: 1, Burst: 1})
+			opts := asyncsteps.SpecLimiterOptions()
+			opts.MaxQueue, opts.Burst = 1, 1
+			return asyncsteps.NewLimiter(opts)
 		}, "A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
 	}
 	adders := []struct {
@@ -718,11 +720,9 @@ func TestSyncOnerrorSeesRejectionFirst(t *testing.T) {
 	}{
 		{"Mutex", asyncsteps.NewMutex(1, 0), "Mutex queue limit"},
 		{"Throttle", asyncsteps.NewThrottle(1, time.Second, 0), "Throttle queue limit"},
-		{"Limiter concurrency", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Rate: 2}), "Mutex queue limit"},
-		{"Limiter rate", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2}), "Throttle queue limit"},
-		{"zero Mutex", &asyncsteps.Mutex{}, "Mutex queue limit"},
-		{"zero Throttle", &asyncsteps.Throttle{}, "Throttle queue limit"},
-		{"zero Limiter", &asyncsteps.Limiter{}, "Mutex queue limit"},
+		{"Limiter concurrency", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 2}), "Mutex queue limit"},
+		{"Limiter rate", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2, Rate: 1}), "Throttle queue limit"},
+		{"spec Limiter", asyncsteps.NewLimiter(asyncsteps.SpecLimiterOptions()), "Mutex queue limit"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -263,19 +263,20 @@ func (t *TestTool) lifetime() context.Context { return nil }
 
 func (t *TestTool) tool() Tool { return t }
 
-// runFlow drives t until the flow of r reports on ch, cancelling it when ctx
-// ends. While no event is queued it waits for one from other goroutines.
-func (t *TestTool) runFlow(ctx context.Context, r *Root, ch <-chan Result) ([]any, error) {
+// runFlow drives t until the flow of r reports to w, stopping it when ctx
+// ends (see Root.stopFor). While no event is queued it waits for one from
+// other goroutines.
+func (t *TestTool) runFlow(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 	cancelled := false
 	for {
 		select {
-		case res := <-ch:
+		case res := <-w.promise:
 			return res.Args, res.Err
 		default:
 		}
 		if !cancelled && ctx.Err() != nil {
 			cancelled = true
-			r.cancel(ctx.Err())
+			r.stopFor(ctx, w)
 		}
 		if !t.NextEvent() {
 			time.Sleep(time.Millisecond) // only while another goroutine owes an event

@@ -14,8 +14,12 @@ import (
 // timer armed.
 //
 // A Throttle counts entries, not flows: a flow that enters twice counts
-// twice, and no entry is ever given back. A flow cancelled while it waits
-// leaves the queue. With a queue limit, a flow that finds the queue full
+// twice, and no entry is ever given back. So a Throttle limits how often
+// work starts, not how much of it runs at once: an entry is spent when the
+// flow enters, whatever runs inside afterwards, an [AsyncSteps.Await]
+// function that outlives its step included (use a [Mutex] or a [Limiter]'s
+// Concurrent to bound that). A flow cancelled while it waits leaves the
+// queue. With a queue limit, a flow that finds the queue full
 // fails at once with [DefenseRejected] and the info "Throttle queue limit",
 // which the error handler given to Sync sees first.
 //
@@ -27,12 +31,12 @@ import (
 //
 // A Throttle is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewThrottle]; the zero value lets 1 flow
-// per second in and queues none, like NewThrottle(1, time.Second, 0). A
-// Throttle must not be copied after first use.
+// per second in and queues without limit, like NewThrottle(1, time.Second).
+// A Throttle must not be copied after first use.
 type Throttle struct {
 	limit    int           // 0 means 1
 	period   time.Duration // 0 means one second
-	maxQueue int           // negative: unlimited
+	maxQueue queueLimit
 
 	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
 	entered int        // entries in the current period
@@ -42,8 +46,8 @@ type Throttle struct {
 
 // NewThrottle returns a Throttle that lets at most max flows enter per
 // period and queues at most maxQueue more: with no maxQueue, or a negative
-// one, the queue is unlimited. It panics if max is below 1 or period is
-// not positive.
+// one, the queue is unlimited; 0 queues none (see [Unlimited]). It panics
+// if max is below 1 or period is not positive.
 func NewThrottle(max int, period time.Duration, maxQueue ...int) *Throttle {
 	if max < 1 {
 		panic("asyncsteps: NewThrottle: max must be at least 1")
@@ -51,7 +55,7 @@ func NewThrottle(max int, period time.Duration, maxQueue ...int) *Throttle {
 	if period <= 0 {
 		panic("asyncsteps: NewThrottle: period must be positive")
 	}
-	return &Throttle{limit: max, period: period, maxQueue: queueLimit(maxQueue)}
+	return &Throttle{limit: max, period: period, maxQueue: optionalQueueLimit(maxQueue)}
 }
 
 // Sync implements [Syncer]: it adds to as the steps that wait for an entry
@@ -106,7 +110,7 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool) bool {
 			t.arm(tool)
 		}
 		return true
-	case t.maxQueue >= 0 && t.queue.len() >= t.maxQueue:
+	case t.maxQueue.full(t.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Throttle queue limit"}
 		t.mu.Unlock()
 		return true

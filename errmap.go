@@ -1,0 +1,102 @@
+package asyncsteps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+)
+
+// FutoInCoder is implemented by Go errors that know which FutoIn error code
+// they stand for, so that a flow's error handlers see that code rather than
+// InternalError. An error type of a client library can implement it without
+// importing this package:
+//
+//	func (e *QuotaError) FutoInCode() string { return "DefenseRejected" }
+//
+// [ErrorFrom] looks for it along the error's chain, with [errors.As].
+type FutoInCoder interface {
+	error
+	FutoInCode() string
+}
+
+// ErrorFrom returns the FutoIn error that the Go error err raises when it
+// enters a flow: the error of an [AsyncSteps.Await] function, or the Err of
+// a Result taken by [AwaitResult] or [AwaitFlow]. The first rule that
+// matches err, or an error it wraps, gives the code:
+//
+//   - an [*Error]: its Code and Info;
+//   - a [FutoInCoder]: its FutoInCode(), unless empty;
+//   - [context.DeadlineExceeded] (which the net package's timeouts match
+//     too): Timeout;
+//   - a connection that could not be made (a *net.OpError of a dial, a
+//     *net.DNSError, syscall.ECONNREFUSED): ConnectError;
+//   - any other network or transport error (a [net.Error], which *url.Error
+//     of net/http is, syscall.ECONNRESET, syscall.EPIPE): CommError;
+//   - anything else: InternalError.
+//
+// Info is err.Error() except for an *Error; Cause is err itself, so
+// State().LastException and the flow's error keep errors.Is and errors.As
+// working on the original. ErrorFrom(nil) is nil.
+//
+// An error whose methods panic (typically a nil pointer given as an error)
+// is an InternalError that says so, without it as Cause: the mapping runs
+// on goroutines nobody recovers.
+func ErrorFrom(err error) (mapped *Error) {
+	if err == nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			info := fmt.Sprintf("reading the %T given as an error panicked: %s", err, safeSprint(r))
+			if isNilValue(err) {
+				info = fmt.Sprintf("a nil %T was given as an error", err)
+			}
+			mapped = &Error{Code: InternalError, Info: info}
+		}
+	}()
+	var e *Error
+	if errors.As(err, &e) && e != nil {
+		return &Error{Code: e.Code, Info: e.Info, Cause: err}
+	}
+	return &Error{Code: goErrorCode(err), Info: err.Error(), Cause: err}
+}
+
+// goErrorCode is the code of a Go error that is not an *Error.
+func goErrorCode(err error) string {
+	var coder FutoInCoder
+	switch {
+	case errors.As(err, &coder) && coder.FutoInCode() != "":
+		return coder.FutoInCode()
+	case errors.Is(err, context.DeadlineExceeded):
+		return Timeout
+	case notConnected(err):
+		return ConnectError
+	case isTransportError(err):
+		return CommError
+	}
+	return InternalError
+}
+
+// notConnected reports whether err says a connection could not be made.
+func notConnected(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// isTransportError reports whether err comes from a network or transport
+// once connected.
+func isTransportError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed)
+}
+
+// awaitError maps an error that enters a flow from Go code: see ErrorFrom.
+func awaitError(err error) *Error { return ErrorFrom(err) }

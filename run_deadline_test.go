@@ -1,0 +1,233 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// runDeadline runs r under a context whose deadline passes after d, inside
+// a synctest bubble's fake time when called from one.
+func runDeadline(r *asyncsteps.Root, d time.Duration) (context.Context, []any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	args, err := r.Run(ctx)
+	return ctx, args, err
+}
+
+// API: a deadline of Run's context is a timeout of the whole flow: the
+// innermost running step fails with Timeout, each level runs its cancel
+// handler then its error handler, and the flow's error matches ctx.Err();
+// it is a flow error given to Run, not to the unhandled-error function.
+func TestRunDeadlineTimesOutFlow(t *testing.T) {
+	for _, tool := range runTools {
+		t.Run(tool.name, func(t *testing.T) {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(tool.make(t)),
+				asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { tr.addf("unhandled:%v", err) }))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(tr.cancel("cancel inner"))
+				}, tr.handler("onerror inner"))
+				as.SetCancel(tr.cancel("cancel outer"))
+			}, tr.handler("onerror outer"))
+
+			ctx, _, err := runDeadline(r, 10*time.Millisecond)
+
+			wantError(t, err, asyncsteps.Timeout, "")
+			if !errors.Is(err, ctx.Err()) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("errors.Is(%v, %v) = false", err, ctx.Err())
+			}
+			wantTrace(t, &tr, "cancel inner,onerror inner:Timeout,cancel outer,onerror outer:Timeout")
+		})
+	}
+}
+
+// An error handler may recover from the deadline with a fallback; the
+// Await function's context, which carries Run's deadline, ends with
+// context.DeadlineExceeded. Once the deadline has passed, a step that
+// waits fails with Timeout at once, so the flow cannot outlive it.
+func TestRunDeadlineHandlersMayRecover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr, call tracer // the call runs beside the flow: a trace of its own
+		start := time.Now()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Await(func(ctx context.Context) (any, error) {
+			d, ok := ctx.Deadline()
+			call.addf("deadline in %v %v", d.Sub(start), ok)
+			<-ctx.Done()
+			call.addf("%v@%v", ctx.Err(), time.Since(start))
+			return nil, ctx.Err()
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("fallback:%s", code)
+			as.Success("cached")
+		})
+		r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.addf("next%v", args)
+			as.WaitExternal() // never completed: only the deadline ends it
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("next:onerror:%s@%v", code, time.Since(start))
+			as.Success("still cached")
+		})
+
+		_, args, err := runDeadline(r, 50*time.Millisecond)
+
+		if err != nil {
+			t.Fatalf("Run error = %v, want the fallback", err)
+		}
+		wantArgs(t, "Run args", args, "still cached")
+		wantTrace(t, &tr, "fallback:Timeout,next[cached],next:onerror:Timeout@50ms")
+		synctest.Wait()
+		wantTrace(t, &call, "deadline in 50ms true,context deadline exceeded@50ms")
+	})
+}
+
+// Inside a Parallel, the Parallel itself times out: its branches are
+// cancelled (no error handler of theirs runs), then its own handler sees
+// Timeout.
+func TestRunDeadlineTimesOutParallelAsAWhole(t *testing.T) {
+	for _, tool := range runTools {
+		t.Run(tool.name, func(t *testing.T) {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(tool.make(t)))
+			p := r.Parallel(tr.handler("parallel:onerror"))
+			for _, name := range []string{"A", "B"} {
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(tr.cancel(name + ":cancel"))
+				}, tr.handler(name+":onerror"))
+			}
+
+			_, _, err := runDeadline(r, 10*time.Millisecond)
+
+			wantError(t, err, asyncsteps.Timeout, "")
+			wantTrace(t, &tr, "A:cancel,B:cancel,parallel:onerror:Timeout")
+		})
+	}
+}
+
+// A plain cancel of Run's context before its deadline stays a cancel.
+func TestRunCancelBeforeDeadlineIsACancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(tr.cancel("cancel"))
+		}, tr.handler("onerror"))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		time.AfterFunc(10*time.Millisecond, cancel)
+
+		_, err := r.Run(ctx)
+
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run error = %v, want context.Canceled", err)
+		}
+		var e *asyncsteps.Error
+		if errors.As(err, &e) {
+			t.Errorf("Run error is an *Error %v, want the context's error", e)
+		}
+		wantTrace(t, &tr, "cancel")
+	})
+}
+
+// The context of an Await function carries the nearest deadline: the step
+// timeouts around its step (the time left on them) and Run's deadline. On
+// a Loop inside a synctest bubble the clock stands still, so the time left
+// is exact.
+func TestAwaitContextCarriesNearestDeadline(t *testing.T) {
+	cases := []struct {
+		name          string
+		outer, inner  time.Duration // SetTimeout of the outer and inner step; 0: none
+		run           time.Duration // Run's deadline; 0: none
+		want          time.Duration
+		wantsDeadline bool
+	}{
+		{"none", 0, 0, 0, 0, false},
+		{"inner step", time.Second, 300 * time.Millisecond, 0, 300 * time.Millisecond, true},
+		{"outer step", 200 * time.Millisecond, time.Second, 0, 200 * time.Millisecond, true},
+		{"Run", time.Second, 0, 150 * time.Millisecond, 150 * time.Millisecond, true},
+		{"step before Run", 0, 100 * time.Millisecond, time.Second, 100 * time.Millisecond, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				type key struct{}
+				var got time.Duration
+				var ok bool
+				var value any
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					if tc.outer > 0 {
+						as.SetTimeout(tc.outer)
+					}
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						if tc.inner > 0 {
+							as.SetTimeout(tc.inner)
+						}
+						as.Await(func(ctx context.Context) (any, error) {
+							var d time.Time
+							d, ok = ctx.Deadline()
+							got, value = time.Until(d), ctx.Value(key{})
+							return nil, nil
+						})
+					})
+				})
+				ctx := context.WithValue(context.Background(), key{}, "caller's value")
+				if tc.run > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.run)
+					defer cancel()
+				}
+				if _, err := r.Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if ok != tc.wantsDeadline || ok && got != tc.want {
+					t.Errorf("Deadline() = %v from now, %v; want %v, %v", got, ok, tc.want, tc.wantsDeadline)
+				}
+				if value != "caller's value" {
+					t.Errorf("ctx.Value = %v, want Run's context's value", value)
+				}
+			})
+		})
+	}
+}
+
+// On a TestTool, a step timeout's time left is virtual: the Await function,
+// which runs on the wall clock, gets it as that much wall time from the
+// moment it starts.
+func TestAwaitContextDeadlineOnTestToolIsTimeLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		var left time.Duration
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.WaitExternal()
+				as.Tool().Deferred(400*time.Millisecond, func() { as.Success() })
+			})
+			as.Await(func(ctx context.Context) (any, error) {
+				d, _ := ctx.Deadline()
+				left = time.Until(d)
+				return nil, nil
+			})
+		})
+		res := r.Promise()
+		tt.Advance(400 * time.Millisecond)
+		synctest.Wait()
+		drive(t, tt)
+		wantSuccess(t, result(t, res), nil)
+		if left != 600*time.Millisecond {
+			t.Errorf("deadline %v from the call's start, want the 600ms left", left)
+		}
+	})
+}

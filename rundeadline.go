@@ -1,0 +1,80 @@
+package asyncsteps
+
+import (
+	"context"
+	"errors"
+)
+
+// This file makes the deadline of Run's context a timeout of the whole
+// flow, while a plain cancel of the context stays a cancel (see Root.Run).
+
+// stopFor stops the execution that Run started with w, because ctx has
+// ended: a cancel cancels it, a deadline times it out.
+func (r *Root) stopFor(ctx context.Context, w *waiter) {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		r.cancel(ctx.Err())
+		return
+	}
+	fl := &r.fl
+	fl.sched.Immediate(func() {
+		if fl.wait == w && !fl.done { // still the execution Run started
+			fl.expire()
+		}
+	})
+}
+
+// expire times out the flow at its innermost running step: Run's deadline
+// has passed. From then on, each step that waits is timed out as soon as
+// it does (see settle), so that a handler that recovers cannot make the
+// flow wait past the deadline.
+func (fl *flow) expire() {
+	fl.wait.expired = true
+	f := &fl.base
+	for f.active != nil && !f.isParallel() {
+		f = f.active
+	}
+	fl.timeOut(f)
+}
+
+// isParallel reports whether f runs a Parallel: its branches are not its
+// active sub-step, so a timeout stops at it.
+func (f *frame) isParallel() bool {
+	_, ok := f.impl.(*parallelRun)
+	return ok
+}
+
+// timeOut fails f with Timeout after cancelling what runs under it, like
+// the expiry of a step timeout armed on f.
+func (fl *flow) timeOut(f *frame) {
+	if f.waiting && f.h.st.Load()&(stClaim|stDone) == stClaim {
+		// A completion from outside is on its way to the loop: it wins,
+		// and the step that waits next times out.
+		return
+	}
+	fail := func() *frame {
+		err := &Error{Code: Timeout}
+		fl.noteError(err, err)
+		return fl.fail(f, err)
+	}
+	var tops []*frame
+	if f.active != nil {
+		tops = append(tops, f.active)
+	}
+	if pr, ok := f.impl.(*parallelRun); ok {
+		tops = append(tops, pr.liveBranches()...)
+	}
+	fl.drive(fl.cancelFrames(fail, tops...))
+}
+
+// expiryTask times out a step that waits after Run's deadline: a handle
+// seen through another method set, so that it costs no closure.
+type expiryTask handle
+
+func (t *expiryTask) run() {
+	h := (*handle)(t)
+	f, fl := h.f, h.fl
+	if f.h != h || f.over || !f.waiting || fl.done {
+		return
+	}
+	fl.timeOut(f)
+}
