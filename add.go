@@ -83,6 +83,10 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := as.(*handle)
+		run := fn
+		if w := h.fl.wait; w != nil && w.hooks != nil {
+			run = w.hooks.observeAwait(fn)
+		}
 		// fn sees the values of Run's context, but only the step cancels it.
 		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.runContext()))
 		as.SetCancel(func(AsyncSteps) { cancel() })
@@ -93,7 +97,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 		go func() {
 			defer stopOnClose()
 			defer cancel()
-			v, err := callAwait(ctx, fn)
+			v, err := callAwait(ctx, run)
 			if err == nil {
 				h.Success(v)
 				return

@@ -120,6 +120,7 @@ type waiter struct {
 	ctx       context.Context // Run's context, for its values; never cancels steps by itself
 	watched   *Loop           // the Loop that keeps the flow in awaited, if any
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
+	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
@@ -402,6 +403,9 @@ func (fl *flow) noteError(err *Error, exc error) {
 	s := fl.State()
 	s.ErrorInfo = err.Info
 	s.LastException = exc
+	if w := fl.wait; w != nil && w.hooks != nil {
+		w.observeError(err)
+	}
 }
 
 // finish completes f with args and returns where the flow goes on.
@@ -641,6 +645,9 @@ func (fl *flow) end(args []any, err error) {
 		}
 		if w.watched != nil {
 			w.watched.unwatch(fl)
+		}
+		if w.hooks != nil {
+			w.observeEnd(err)
 		}
 	}
 	fl.wait = nil

@@ -10,6 +10,7 @@ type loopLocal struct {
 	nframes int
 	timers  *timerEntry // step timers given back, linked by next
 	ntimers int
+	obs     *observer // the tool's hooks (hooks.go), nil when unset
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.
