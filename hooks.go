@@ -13,7 +13,8 @@ import (
 //
 // Set them with [Loop.SetHooks], [LoopGroup.SetHooks] or
 // [TestTool.SetHooks]; a flow is observed by the hooks its tool had when
-// the flow began, from its beginning to its end. Hooks run inline: they
+// the flow began, from its beginning to its end. Hooks must not be changed
+// once set: set new ones instead. Hooks run inline: they
 // must return quickly and must not block, and a panic in one is a panic
 // of the callback that called it. Those called on the loop run one at a
 // time with the flows' callbacks; AwaitStart, AwaitEnd and SyncWait may

@@ -239,3 +239,28 @@ func TestHooksLoopPassAndLag(t *testing.T) {
 		t.Errorf("largest lag seen %v, want at least 20ms", maxLag)
 	}
 }
+
+// LoopGroup.SetHooks sets the hooks on every loop of the group.
+func TestHooksOnEveryLoopOfAGroup(t *testing.T) {
+	g := asyncsteps.NewLoopGroup(2)
+	defer g.Close()
+	var mu sync.Mutex
+	started := map[bool]int{} // by whether the flow ran on the first loop
+	first := g.Loops()[0]
+	g.SetHooks(&asyncsteps.Hooks{FlowStart: func(ctx context.Context) context.Context {
+		mu.Lock()
+		started[first.IsSameThread()]++
+		mu.Unlock()
+		return ctx
+	}})
+	for range 4 {
+		if _, err := g.New().Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if started[true] != 2 || started[false] != 2 {
+		t.Errorf("flows observed on the first loop and on the other: %d and %d, want 2 and 2", started[true], started[false])
+	}
+}

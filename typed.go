@@ -12,6 +12,15 @@ import (
 // they are built on the public API (Go methods cannot have type
 // parameters), so they behave like hand-written steps.
 //
+// The helpers of await.go bring Go values into a flow as untyped success
+// args: [AwaitChan] a channel's value, [AwaitResult] and [AwaitFlow] the
+// result of another flow; [Arg] reads such args back. The helpers here
+// keep the type from end to end instead: [AwaitThen] is [AsyncSteps.Await]
+// for a func returning (T, error), [Then] is a step that reads its input
+// with Arg's rule, [Gather] is [AsyncSteps.Parallel] with its branches'
+// results, and [Run] is [Root.Run] with a typed result. A Then after
+// AwaitChan or AwaitResult gives their values a type too.
+//
 // They share one rule to read a result from success args, the rule of
 // [Arg] for the first one: no args is the zero T (so an error handler may
 // recover with a plain Success()), a first arg that is a T is the value,
