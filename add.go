@@ -85,6 +85,10 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := as.(*handle)
+		run := fn
+		if w := h.fl.wait; w != nil && w.hooks != nil {
+			run = w.hooks.observeAwait(fn)
+		}
 		// fn sees the values and deadline of Run's context, but only the
 		// step cancels it (see awaitContext).
 		ctx, cancel := h.fl.awaitContext(h.f)
@@ -97,7 +101,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 		go func() {
 			defer stopOnClose()
 			defer cancel()
-			v, err := callAwait(ctx, fn, func() {
+			v, err := callAwait(ctx, run, func() {
 				held.release()
 				h.complete(&Error{Code: InternalError, Info: goexitInfo})
 			})

@@ -126,6 +126,7 @@ type waiter struct {
 	watched   *Loop           // the Loop that keeps the flow in awaited, if any
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
+	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
 }
 
 // run lets a handle be queued on a loop as is: it continues the flow at the
@@ -441,6 +442,9 @@ func (fl *flow) noteError(err *Error, exc error) {
 	s := fl.State()
 	s.ErrorInfo = err.Info
 	s.LastException = exc
+	if w := fl.wait; w != nil && w.hooks != nil {
+		w.observeError(err)
+	}
 }
 
 // finish completes f with args and returns where the flow goes on.
@@ -700,6 +704,9 @@ func (fl *flow) end(args []any, err error) {
 		}
 		if w.watched != nil {
 			w.watched.unwatch(fl)
+		}
+		if w.hooks != nil {
+			w.observeEnd(err)
 		}
 	}
 	if fl.parked {

@@ -387,6 +387,9 @@ func (l *Loop) run() {
 	defer l.leaveGoroutine(&ended)
 	for !l.closing.Load() {
 		l.drainInbox()
+		if obs := l.engine.obs; obs != nil {
+			l.observePass(obs)
+		}
 		l.runBatch()
 		l.fireTimers()
 		if l.local.len() == 0 {

@@ -112,7 +112,7 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 		return
 	}
 	as.WaitExternal()
-	if m.admit(e, as, chain) {
+	if m.admit(e, observeWait(as, m), chain) {
 		as.Success()
 	}
 }

@@ -13,6 +13,7 @@ type loopLocal struct {
 	timers  *timerEntry // step timers given back, linked by next
 	ntimers int
 	parked  map[weak.Pointer[flow]]struct{} // see flow.park
+	obs     *observer                       // the tool's hooks (hooks.go), nil when unset
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.

@@ -153,6 +153,9 @@ func (fl *flow) run() {
 		}
 	}
 	fl.done = false
+	if h := fl.sched.engineState().hooks(); h != nil {
+		fl.observeStart(h)
+	}
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseHandle, consumed: true}
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil

@@ -89,7 +89,7 @@ func (t *Throttle) enter(as AsyncSteps, e *entry) {
 		return
 	}
 	as.WaitExternal()
-	if t.admit(e, as, tool) {
+	if t.admit(e, observeWait(as, t), tool) {
 		as.Success()
 	}
 }

@@ -1,0 +1,231 @@
+package asyncsteps
+
+import (
+	"context"
+	"time"
+)
+
+// Hooks are functions that a [Loop] or [TestTool] calls at points of
+// interest of its flows and of itself, so that metrics and tracing can be
+// built on them (package github.com/asyncsteps/asyncsteps/otelsteps traces
+// with OpenTelemetry). Any hook may be nil. A tool without hooks pays
+// nothing for them but a nil check at each of those points.
+//
+// Set them with [Loop.SetHooks], [LoopGroup.SetHooks] or
+// [TestTool.SetHooks]; a flow is observed by the hooks its tool had when
+// the flow began, from its beginning to its end. Hooks must not be changed
+// once set: set new ones instead. Hooks run inline: they
+// must return quickly and must not block, and a panic in one is a panic
+// of the callback that called it. Those called on the loop run one at a
+// time with the flows' callbacks; AwaitStart, AwaitEnd and SyncWait may
+// run on other goroutines, concurrently.
+//
+// The context of a flow is the context given to [Root.Run], or
+// context.Background() for Execute and Promise, as returned by FlowStart:
+// it is what the flow's other hooks receive, and what the functions of its
+// [AsyncSteps.Await] steps see the values of.
+type Hooks struct {
+	// FlowStart is called on the loop as a flow begins, before its first
+	// step. The context it returns, which must be ctx or derived from it,
+	// becomes the flow's context. Nil keeps ctx.
+	FlowStart func(ctx context.Context) context.Context
+	// FlowEnd is called on the loop as a flow ends, before its Result is
+	// delivered: err is nil, an *Error, or, for a flow cancelled by
+	// Root.Cancel or by the end of Run's context, the error the Result
+	// carries (it matches context.Canceled or the context's error). A
+	// flow that its closed Loop ends also ends here, with its
+	// InternalError.
+	FlowEnd func(ctx context.Context, err error)
+	// StepError is called on the loop with each error raised in a flow's
+	// steps, before the handlers see it: an Error call, a panic, a
+	// timeout, a failed Await, a misuse of the API; also the error an
+	// error handler replaces the one it handles with. Break and Continue
+	// are not errors.
+	StepError func(ctx context.Context, err *Error)
+	// AwaitStart is called on the goroutine of an [AsyncSteps.Await]
+	// function before the function, with the context the function would
+	// get; the function gets the returned context instead, which must be
+	// ctx or derived from it. Nil keeps ctx.
+	AwaitStart func(ctx context.Context) context.Context
+	// AwaitEnd is called on the same goroutine once the function has
+	// returned (or panicked), with the context AwaitStart returned and
+	// the error the step fails with, nil on success. The step completes
+	// after AwaitEnd returns.
+	AwaitEnd func(ctx context.Context, err *Error)
+	// SyncWait is called when a flow that had to wait in the queue of a
+	// [Mutex] or [Throttle] is let in, with how long it waited on its
+	// tool's clock, from whatever goroutine let it in (the one giving a
+	// slot back, or the loop ending a period). obj is the Mutex or
+	// Throttle; for a [Limiter], the Mutex or Throttle it is made of. A
+	// flow let in at once, or that leaves the queue without entering
+	// (cancelled, timed out), is not reported.
+	SyncWait func(obj Syncer, waited time.Duration)
+	// LoopPass is called on a Loop's goroutine at each pass over its
+	// queue, with the number of callbacks ready to run: the loop's
+	// queue length.
+	LoopPass func(l *Loop, queued int)
+	// LoopLag is called on a Loop's goroutine with how long a callback
+	// queued at the start of a pass waited before it ran: the delay a
+	// callback or step scheduled now meets. It is measured whenever work
+	// is queued and the previous measure has ended; an idle loop reports
+	// nothing.
+	LoopLag func(l *Loop, lag time.Duration)
+}
+
+// observer is a tool's hooks with what the tool keeps to feed them; it
+// belongs to the tool's goroutine (see loopLocal).
+type observer struct {
+	hooks *Hooks
+	// probeSince is the clock when the pending lag probe was queued; 0
+	// when none is pending.
+	probeSince int64
+}
+
+func newObserver(h *Hooks) *observer {
+	if h == nil {
+		return nil
+	}
+	return &observer{hooks: h}
+}
+
+// SetHooks makes the flows that begin on the loop from now on observed by
+// h; nil removes the hooks. The change is made on the loop's goroutine,
+// ahead of the flows started after SetHooks returns; flows already running
+// keep the hooks they began with. SetHooks is safe for concurrent use. The
+// loop of [DefaultTool] takes hooks too: DefaultTool().(*Loop).SetHooks(h)
+// observes every flow of the process that runs on it.
+func (l *Loop) SetHooks(h *Hooks) {
+	obs := newObserver(h)
+	l.Immediate(func() { l.engine.obs = obs })
+}
+
+// SetHooks sets h on every loop of the group, like [Loop.SetHooks].
+func (g *LoopGroup) SetHooks(h *Hooks) {
+	for _, l := range g.loops {
+		l.SetHooks(h)
+	}
+}
+
+// SetHooks makes the flows that begin on the tool from now on observed by
+// h; nil removes the hooks. Unlike the rest of TestTool, it must not be
+// called while another goroutine drives the tool: call it from the test's
+// own goroutine, between the calls that drive it. A TestTool calls no
+// LoopPass or LoopLag hook.
+func (t *TestTool) SetHooks(h *Hooks) { t.engine.obs = newObserver(h) }
+
+// hooks returns the hooks of the tool's state l, or nil: nil for a tool
+// that is not one of this package's.
+func (l *loopLocal) hooks() *Hooks {
+	if l == nil || l.obs == nil {
+		return nil
+	}
+	return l.obs.hooks
+}
+
+// observeStart sets up the observation of a flow that begins with hooks
+// h: the flow's waiter, made for it if it has none, keeps h and the
+// flow's context until the flow ends. On the loop.
+func (fl *flow) observeStart(h *Hooks) {
+	if fl.wait == nil {
+		fl.wait = &waiter{}
+	}
+	w := fl.wait
+	w.hooks = h
+	ctx := fl.runContext()
+	if h.FlowStart != nil {
+		ctx = h.FlowStart(ctx)
+	}
+	w.ctx = ctx
+}
+
+// observeEnd reports the end of a flow observed by w.hooks.
+func (w *waiter) observeEnd(err error) {
+	if f := w.hooks.FlowEnd; f != nil {
+		f(w.ctx, err)
+	}
+}
+
+// observeError reports an error raised in a flow observed by w.hooks.
+func (w *waiter) observeError(err *Error) {
+	if f := w.hooks.StepError; f != nil && err.Code != LoopBreak && err.Code != LoopCont {
+		f(w.ctx, err)
+	}
+}
+
+// observeAwait returns fn wrapped in the Await hooks of h, or fn when h has
+// none. The wrapper maps fn's error as the step will, for AwaitEnd.
+func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
+	if h.AwaitStart == nil && h.AwaitEnd == nil {
+		return fn
+	}
+	return func(ctx context.Context) (any, error) {
+		if h.AwaitStart != nil {
+			ctx = h.AwaitStart(ctx)
+		}
+		v, err := callAwait(ctx, fn, func() {
+			// fn called Goexit: the goroutine ends, and the step with it.
+			if h.AwaitEnd != nil {
+				h.AwaitEnd(ctx, &Error{Code: InternalError, Info: goexitInfo})
+			}
+		})
+		if h.AwaitEnd != nil {
+			var mapped *Error
+			if err != nil {
+				mapped = awaitError(err)
+			}
+			h.AwaitEnd(ctx, mapped)
+		}
+		return v, err
+	}
+}
+
+// observeWait returns the waiting step as, which is about to queue in the
+// gate obj, wrapped so that its admission reports the wait to the SyncWait
+// hook of its flow; as itself when there is none. On the flow's loop.
+func observeWait(as AsyncSteps, obj Syncer) AsyncSteps {
+	fl := flowOf(as)
+	if fl == nil || fl.wait == nil || fl.wait.hooks == nil || fl.wait.hooks.SyncWait == nil {
+		return as
+	}
+	return &waitingStep{AsyncSteps: as, obj: obj, report: fl.wait.hooks.SyncWait, since: as.Tool().Now()}
+}
+
+// waitingStep is a step waiting in a gate's queue, whose admission (the
+// gate calls Success) reports how long it waited.
+type waitingStep struct {
+	AsyncSteps
+	obj    Syncer
+	report func(obj Syncer, waited time.Duration)
+	since  time.Time
+}
+
+func (w *waitingStep) Success(args ...any) {
+	w.report(w.obj, w.Tool().Now().Sub(w.since))
+	w.AsyncSteps.Success(args...)
+}
+
+// observePass reports a pass of the loop to its hooks h, and queues a lag
+// probe behind the work queued now, if there is work and no probe is
+// pending. On the loop.
+func (l *Loop) observePass(obs *observer) {
+	h := obs.hooks
+	if h.LoopPass != nil {
+		h.LoopPass(l, l.local.len())
+	}
+	if h.LoopLag != nil && obs.probeSince == 0 && l.local.len() > 0 {
+		obs.probeSince = max(l.clock(), 1)
+		l.local.push(lagProbe{l: l, obs: obs})
+	}
+}
+
+// lagProbe is the task whose wait in the queue measures a loop's lag.
+type lagProbe struct {
+	l   *Loop
+	obs *observer
+}
+
+func (p lagProbe) run() {
+	lag := time.Duration(p.l.clock() - p.obs.probeSince)
+	p.obs.probeSince = 0
+	p.obs.hooks.LoopLag(p.l, lag)
+}

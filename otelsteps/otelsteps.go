@@ -1,0 +1,108 @@
+// Package otelsteps traces asyncsteps flows with OpenTelemetry: a span per
+// flow and a span per Await call, a child of its flow's span.
+//
+// Set the hooks it returns on the tools that run the flows:
+//
+//	loop.SetHooks(otelsteps.Hooks(otelsteps.Config{}))
+//
+// A flow's span is a child of the span in the context given to
+// [asyncsteps.Root.Run], if any (the server span of the request being
+// handled, typically), and the context an Await function gets carries the
+// Await's span, so that what the function traces (an outgoing HTTP call)
+// is its child. The error a flow or an Await fails with sets its span's
+// status to Error, with the error as description and its code in the
+// attribute asyncsteps.error.code; each step error, also one that a
+// handler recovers from, is an event of the flow's span. A cancelled flow
+// is not an error: its span has the attribute asyncsteps.canceled.
+package otelsteps
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// ScopeName is the instrumentation scope of the spans.
+const ScopeName = "github.com/asyncsteps/asyncsteps/otelsteps"
+
+// Names of the spans, the event and the attributes this package writes.
+const (
+	FlowSpan       = "asyncsteps.flow"
+	AwaitSpan      = "asyncsteps.await"
+	StepErrorEvent = "asyncsteps.step_error"
+	CodeKey        = attribute.Key("asyncsteps.error.code")
+	InfoKey        = attribute.Key("asyncsteps.error.info")
+	CanceledKey    = attribute.Key("asyncsteps.canceled")
+)
+
+// Config configures [Hooks]. The zero value traces with the global tracer
+// provider.
+type Config struct {
+	// TracerProvider makes the tracer; nil means otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+}
+
+// Hooks returns the hooks that trace flows and Await calls as the package
+// doc says. They may be set on any number of tools at once.
+func Hooks(c Config) *asyncsteps.Hooks {
+	tp := c.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	t := tracer{tp.Tracer(ScopeName)}
+	return &asyncsteps.Hooks{
+		FlowStart:  t.flowStart,
+		FlowEnd:    flowEnd,
+		StepError:  stepError,
+		AwaitStart: t.awaitStart,
+		AwaitEnd:   awaitEnd,
+	}
+}
+
+type tracer struct{ trace.Tracer }
+
+func (t tracer) flowStart(ctx context.Context) context.Context {
+	ctx, _ = t.Start(ctx, FlowSpan)
+	return ctx
+}
+
+func (t tracer) awaitStart(ctx context.Context) context.Context {
+	ctx, _ = t.Start(ctx, AwaitSpan)
+	return ctx
+}
+
+func flowEnd(ctx context.Context, err error) {
+	span := trace.SpanFromContext(ctx)
+	var e *asyncsteps.Error
+	switch {
+	case errors.As(err, &e):
+		fail(span, e)
+	case err != nil: // a cancel: not an error of the flow
+		span.SetAttributes(CanceledKey.Bool(true))
+	}
+	span.End()
+}
+
+func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
+	span := trace.SpanFromContext(ctx)
+	if err != nil {
+		fail(span, err)
+	}
+	span.End()
+}
+
+func stepError(ctx context.Context, err *asyncsteps.Error) {
+	trace.SpanFromContext(ctx).AddEvent(StepErrorEvent,
+		trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
+}
+
+func fail(span trace.Span, err *asyncsteps.Error) {
+	span.SetStatus(codes.Error, err.Error())
+	span.SetAttributes(CodeKey.String(err.Code))
+}

@@ -1,0 +1,169 @@
+package asyncsteps
+
+import (
+	"context"
+	"fmt"
+)
+
+// This file holds the generic helpers that carry typed results through a
+// flow: a typed Await with its continuation ([AwaitThen]), a typed
+// continuation of any step ([Then]), a fan-out that collects its branches'
+// results in order ([Gather]) and a typed [Run]. Like those of await.go,
+// they are built on the public API (Go methods cannot have type
+// parameters), so they behave like hand-written steps.
+//
+// The helpers of await.go bring Go values into a flow as untyped success
+// args: [AwaitChan] a channel's value, [AwaitResult] and [AwaitFlow] the
+// result of another flow; [Arg] reads such args back. The helpers here
+// keep the type from end to end instead: [AwaitThen] is [AsyncSteps.Await]
+// for a func returning (T, error), [Then] is a step that reads its input
+// with Arg's rule, [Gather] is [AsyncSteps.Parallel] with its branches'
+// results, and [Run] is [Root.Run] with a typed result. A Then after
+// AwaitChan or AwaitResult gives their values a type too.
+//
+// They share one rule to read a result from success args, the rule of
+// [Arg] for the first one: no args is the zero T (so an error handler may
+// recover with a plain Success()), a first arg that is a T is the value,
+// and anything else fails the step with InternalError, since a step that
+// gives a value of the wrong type is a bug, not an outcome.
+
+// AwaitThen adds a step that runs fn on its own goroutine, like
+// [AsyncSteps.Await], then calls then, on the loop, with the value fn
+// returned. onerror is the error handler of fn's step: it sees fn's error
+// (mapped to a code as Await maps it), and may recover with
+// as.Success(fallback), a T, whose value then receives in place of fn's.
+//
+// With a nil then, the value is the result of the added step, for the
+// next step at the same level, a [Gather] branch or [Run]: AwaitThen is
+// then a typed Await.
+//
+// The added step holds fn's step followed by then's, so that on the value
+// returned by [AsyncSteps.Parallel] AwaitThen adds one branch. An error in
+// then goes to the handlers around the added step, not to onerror.
+func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), then func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
+	if fn == nil {
+		return as.Add(func(as AsyncSteps, _ ...any) {
+			as.Error(InternalError, "AwaitThen: nil function")
+		})
+	}
+	onerr := firstHandler(onerror)
+	await := func(ctx context.Context) (any, error) { return fn(ctx) }
+	return as.Add(func(as AsyncSteps, _ ...any) {
+		as.Await(await, onerr)
+		as.Add(thenStep("AwaitThen", then))
+	})
+}
+
+// Then adds a step that calls f with the first success arg of the previous
+// step at the same level, as a T: the typed form of a step that reads
+// its args with [Arg]. The arg is read as this file's rule says: no args
+// is the zero T, an arg of another type fails the step with InternalError.
+// onerror is the added step's error handler.
+func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
+	if f == nil {
+		return as.Add(func(as AsyncSteps, _ ...any) {
+			as.Error(InternalError, "Then: nil function")
+		}, onerror...)
+	}
+	return as.Add(thenStep("Then", f), onerror...)
+}
+
+// thenStep returns a step that reads its first arg as a T and calls f with
+// it, or succeeds with it when f is nil. call names the helper for the
+// info of a type mismatch.
+func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
+	return func(as AsyncSteps, args ...any) {
+		v, ok := firstValue[T](args)
+		if !ok {
+			as.Error(InternalError, mismatch[T](call+": the step's result", args[0]))
+		}
+		if f == nil {
+			as.Success(v)
+			return
+		}
+		f(as, v)
+	}
+}
+
+// Gather adds a step that runs branches in parallel, as the branches of
+// [AsyncSteps.Parallel] (each gets an AsyncSteps to add its steps to),
+// then calls then, on the loop, with their results in the order of
+// branches. A branch's result is the first success arg of its last step,
+// read as this file's rule says: typically the value of an [AwaitThen]
+// with a nil then, or what a branch's error handler recovered with.
+//
+// The failure of a branch is the failure of the Parallel: the first error
+// cancels the other branches, their results are dropped, then does not run
+// and the error unwinds from the added step to the handlers around it: to
+// handle it there, call Gather inside a step with an error handler. A
+// result of the wrong type is such an error (InternalError).
+//
+// The results are collected per execution: a Root that runs again, or its
+// Clone, starts from an empty slice. With no branch, then gets an empty
+// slice at once.
+func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
+	if then == nil {
+		return as.Add(func(as AsyncSteps, _ ...any) {
+			as.Error(InternalError, "Gather: nil then")
+		})
+	}
+	return as.Add(func(as AsyncSteps, _ ...any) {
+		results := make([]T, len(branches))
+		p := as.Parallel()
+		for i, b := range branches {
+			p.Add(gatherBranch(b, i, results))
+		}
+		as.Add(func(as AsyncSteps, _ ...any) { then(as, results) })
+	})
+}
+
+// gatherBranch returns the step of branch i of a Gather: b's steps, then a
+// step that stores their result in results[i]. b runs from a step of its
+// own, so that it may add steps, call Success or Error directly, or wait.
+func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		if b == nil {
+			as.Error(InternalError, fmt.Sprintf("Gather: branch %d is nil", i))
+		}
+		as.Add(func(as AsyncSteps, _ ...any) { b(as) })
+		as.Add(func(as AsyncSteps, args ...any) {
+			v, ok := firstValue[T](args)
+			if !ok {
+				as.Error(InternalError, mismatch[T](fmt.Sprintf("Gather: the result of branch %d", i), args[0]))
+			}
+			results[i] = v
+		})
+	}
+}
+
+// Run runs r like [Root.Run] and returns its result as a T: the first
+// success arg of the flow's last step, read as this file's rule says (no
+// args is the zero T). A result of another type is an *Error with code
+// InternalError; the flow has ended then, its result dropped.
+func Run[T any](ctx context.Context, r *Root) (T, error) {
+	var zero T
+	args, err := r.Run(ctx)
+	if err != nil {
+		return zero, err
+	}
+	v, ok := firstValue[T](args)
+	if !ok {
+		return zero, &Error{Code: InternalError, Info: mismatch[T]("Run: the flow's result", args[0])}
+	}
+	return v, nil
+}
+
+// firstValue reads args[0] as a T: no args is the zero T; ok is false when
+// args[0] is not a T.
+func firstValue[T any](args []any) (v T, ok bool) {
+	if len(args) == 0 {
+		return v, true
+	}
+	return Arg[T](args, 0)
+}
+
+// mismatch is the info of a result of the wrong type.
+// The name of T is taken from a *T, which also names an interface type.
+func mismatch[T any](what string, got any) string {
+	return fmt.Sprintf("%s is %T, want %s", what, got, fmt.Sprintf("%T", (*T)(nil))[1:])
+}

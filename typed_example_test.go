@@ -1,0 +1,135 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// A typed Await: fn returns an int, the continuation receives it as an int,
+// and the error handler of fn's step recovers with a fallback int.
+func ExampleAwaitThen() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	parse := func(s string) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { return strconv.Atoi(s) }
+	}
+	show := func(as asyncsteps.AsyncSteps, n int) { fmt.Println("got", n) }
+
+	asyncsteps.AwaitThen(r, parse("42"), show)
+	asyncsteps.AwaitThen(r, parse("forty-one"), show, func(as asyncsteps.AsyncSteps, code string) {
+		fmt.Println(code, as.State().ErrorInfo)
+		as.Success(-1) // the fallback, which show receives
+	})
+
+	_, err := r.Run(context.Background())
+	fmt.Println("err:", err)
+	// Output:
+	// got 42
+	// InternalError strconv.Atoi: parsing "forty-one": invalid syntax
+	// got -1
+	// err: <nil>
+}
+
+// Then reads the result of the previous step as a T: here the result of a
+// critical section, which passes its body's result on.
+func ExampleThen() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	m := asyncsteps.NewMutex(1)
+
+	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("inside") })
+	asyncsteps.Then(r, func(as asyncsteps.AsyncSteps, s string) { fmt.Println("after the section:", s) })
+	r.SuccessStep(3.5)
+	asyncsteps.Then(r, func(as asyncsteps.AsyncSteps, n int) { fmt.Println("not reached") })
+
+	_, err := r.Run(context.Background())
+	fmt.Println("err:", err)
+	// Output:
+	// after the section: inside
+	// err: InternalError: Then: the step's result is float64, want int
+}
+
+// Gather fans out to branches that run in parallel and collects their
+// results in order, whatever order they complete in; a branch's error
+// handler may recover with a fallback result.
+func ExampleGather() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	m := asyncsteps.NewMutex(1)
+
+	asyncsteps.Gather(r, func(as asyncsteps.AsyncSteps, vs []string) {
+		fmt.Printf("%q\n", vs)
+	}, func(as asyncsteps.AsyncSteps) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Error(asyncsteps.CommError, "upstream down")
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			as.Success("fallback after " + code)
+		})
+	}, func(as asyncsteps.AsyncSteps) {
+		as.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+			asyncsteps.AwaitThen(as, func(context.Context) (string, error) { return "awaited", nil }, nil)
+		})
+	}, func(as asyncsteps.AsyncSteps) {
+		as.Success("direct")
+	})
+
+	if _, err := r.Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// ["fallback after CommError" "awaited" "direct"]
+}
+
+// The first failed branch of a Gather cancels the others (their cancel
+// handlers run) and fails the whole step, whose handler sees the error.
+func ExampleGather_failure() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.Gather(as, func(as asyncsteps.AsyncSteps, vs []int) {
+			fmt.Println("not reached", vs)
+		}, func(as asyncsteps.AsyncSteps) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { fmt.Println("branch 0 cancelled") })
+		}, func(as asyncsteps.AsyncSteps) {
+			as.Error(asyncsteps.NotImplemented, "branch 1 failed")
+		})
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		fmt.Println("handler:", code, as.State().ErrorInfo)
+		as.Success(7)
+	})
+
+	n, err := asyncsteps.Run[int](context.Background(), r)
+	fmt.Println(n, err)
+	// Output:
+	// branch 0 cancelled
+	// handler: NotImplemented branch 1 failed
+	// 7 <nil>
+}
+
+// Run returns the flow's result typed; an error is returned as by
+// Root.Run, and a result of another type is an InternalError.
+func ExampleRun() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.SuccessStep("done")
+
+	s, err := asyncsteps.Run[string](context.Background(), r)
+	fmt.Printf("%q %v\n", s, err)
+
+	r.SuccessStep("again") // a Root whose flow has ended runs again with new steps
+	n, err := asyncsteps.Run[int](context.Background(), r)
+	fmt.Println(n, errors.Is(err, &asyncsteps.Error{Code: asyncsteps.InternalError}), err)
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.Unauthorized) })
+	n, err = asyncsteps.Run[int](context.Background(), r)
+	fmt.Println(n, err)
+	// Output:
+	// "done" <nil>
+	// 0 true InternalError: Run: the flow's result is string, want int
+	// 0 Unauthorized
+}

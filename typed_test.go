@@ -1,0 +1,230 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+type steps = asyncsteps.AsyncSteps
+
+// after returns a Gather branch that succeeds with v once d has passed on
+// the flow's tool, noting its completion in trace.
+func after(trace *[]string, d time.Duration, v string) func(as steps) {
+	return func(as steps) {
+		as.SetTimeout(time.Hour)
+		as.Tool().Deferred(d, func() {
+			*trace = append(*trace, "done "+v)
+			as.Success(v)
+		})
+	}
+}
+
+func TestGatherKeepsBranchOrderNotCompletionOrder(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	var trace []string
+	asyncsteps.Gather(r, func(as steps, vs []string) {
+		trace = append(trace, "then "+strings.Join(vs, ","))
+	}, after(&trace, 30*time.Millisecond, "a"), after(&trace, 10*time.Millisecond, "b"), after(&trace, 20*time.Millisecond, "c"))
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := "done b|done c|done a|then a,b,c"
+	if got := strings.Join(trace, "|"); got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+// A Root that runs again, and its Clone, collect into a slice of their own:
+// the results of one execution never show in another.
+func TestGatherCollectsPerExecution(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	model := asyncsteps.New(asyncsteps.WithTool(tt))
+	n := 0
+	var got [][]int
+	asyncsteps.Gather(model, func(as steps, vs []int) { got = append(got, vs) },
+		func(as steps) { n++; as.Success(n) },
+		func(as steps) { n++; as.Success(n) })
+	for range 2 {
+		if _, err := model.Clone().Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(got) != "[[1 2] [3 4]]" {
+		t.Errorf("results %v, want [[1 2] [3 4]]", got)
+	}
+	got[0][0] = 99 // the first execution's slice is not the second's
+	if got[1][0] != 3 {
+		t.Errorf("the executions share one slice: %v", got)
+	}
+}
+
+func TestGatherErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		branches []func(as steps)
+		want     string
+	}{
+		{"wrong type", []func(as steps){func(as steps) { as.Success(1) }, func(as steps) { as.Success("x") }},
+			"InternalError: Gather: the result of branch 1 is string, want int"},
+		{"nil branch", []func(as steps){func(as steps) { as.Success(1) }, nil},
+			"InternalError: Gather: branch 1 is nil"},
+		{"branch error", []func(as steps){func(as steps) { as.Error(asyncsteps.CommError, "down") }},
+			"CommError: down"},
+		{"panic", []func(as steps){func(as steps) { panic("boom") }},
+			"InternalError: boom"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			asyncsteps.Gather(r, func(as steps, vs []int) { t.Errorf("then ran with %v", vs) }, c.branches...)
+			_, err := r.Run(context.Background())
+			if err == nil || err.Error() != c.want {
+				t.Errorf("err %v, want %s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestGatherWithoutBranchesThenGetsEmptySlice(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	asyncsteps.Gather(r, func(as steps, vs []string) { as.Success(fmt.Sprintf("%d %v", len(vs), vs == nil)) })
+	s, err := asyncsteps.Run[string](context.Background(), r)
+	if s != "0 false" || err != nil {
+		t.Errorf("got %q, %v; want \"0 false\", nil", s, err)
+	}
+}
+
+// On the value Parallel returns, AwaitThen adds one branch: fn's step and
+// then's step stay together in it.
+func TestAwaitThenIsOneParallelBranch(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	results := make(chan string, 2)
+	r.Add(func(as steps, _ ...any) {
+		p := as.Parallel()
+		for _, s := range []string{"x", "y"} {
+			asyncsteps.AwaitThen(p, func(context.Context) (string, error) { return s, nil },
+				func(as steps, v string) { results <- v })
+		}
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(results)
+	var got []string
+	for v := range results {
+		got = append(got, v)
+	}
+	if len(got) != 2 || got[0]+got[1] != "xy" && got[0]+got[1] != "yx" {
+		t.Errorf("continuations got %q, want x and y", got)
+	}
+}
+
+// onerror guards fn's step only: an error raised by then goes to the
+// handlers around the added step.
+func TestAwaitThenHandlerDoesNotCatchThen(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	var trace []string
+	r.Add(func(as steps, _ ...any) {
+		asyncsteps.AwaitThen(as, func(context.Context) (int, error) { return 1, nil },
+			func(as steps, v int) { trace = append(trace, fmt.Sprint("then ", v)); as.Error("Bad") },
+			func(as steps, code string) { trace = append(trace, "inner "+code) })
+	}, func(as steps, code string) {
+		trace = append(trace, "outer "+code)
+		as.Success()
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(trace, "|"); got != "then 1|outer Bad" {
+		t.Errorf("trace %q, want %q", got, "then 1|outer Bad")
+	}
+}
+
+// A timeout around the step cancels fn's context; neither onerror nor then
+// runs (the sub-steps of a step that times out are cancelled, not failed).
+func TestAwaitThenTimeoutCancelsFn(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	var trace []string
+	cancelled := make(chan error, 1)
+	r.Add(func(as steps, _ ...any) {
+		as.SetTimeout(time.Second)
+		asyncsteps.AwaitThen(as, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			cancelled <- ctx.Err()
+			return 0, ctx.Err()
+		}, func(as steps, v int) { trace = append(trace, "then") },
+			func(as steps, code string) { trace = append(trace, "onerror "+code) })
+	})
+	_, err := r.Run(context.Background())
+	trace = append(trace, fmt.Sprint(err), fmt.Sprint(<-cancelled))
+	want := "Timeout|context canceled"
+	if got := strings.Join(trace, "|"); got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+// A recovery with a value of another type than fn's is an InternalError.
+func TestAwaitThenFallbackOfWrongType(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	asyncsteps.AwaitThen(r, func(context.Context) (int, error) { return 0, errors.New("no") },
+		func(as steps, v int) { t.Errorf("then ran with %d", v) },
+		func(as steps, code string) { as.Success("not an int") })
+	_, err := r.Run(context.Background())
+	want := "InternalError: AwaitThen: the step's result is string, want int"
+	if err == nil || err.Error() != want {
+		t.Errorf("err %v, want %s", err, want)
+	}
+}
+
+func TestTypedHelpersRejectNilFunctions(t *testing.T) {
+	cases := []struct {
+		name string
+		add  func(r *asyncsteps.Root)
+		want string
+	}{
+		{"AwaitThen", func(r *asyncsteps.Root) { asyncsteps.AwaitThen[int](r, nil, nil) }, "InternalError: AwaitThen: nil function"},
+		{"Then", func(r *asyncsteps.Root) { asyncsteps.Then[int](r, nil) }, "InternalError: Then: nil function"},
+		{"Gather", func(r *asyncsteps.Root) { asyncsteps.Gather[int](r, nil) }, "InternalError: Gather: nil then"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := asyncsteps.New(asyncsteps.WithTool(asyncsteps.NewTestTool()))
+			c.add(r)
+			if _, err := r.Run(context.Background()); err == nil || err.Error() != c.want {
+				t.Errorf("err %v, want %s", err, c.want)
+			}
+		})
+	}
+}
+
+// Run reads an untyped nil as the nil of an interface or pointer type, as
+// Arg does, and a cancel comes back as Root.Run returns it.
+func TestRunTypedNilAndCancel(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.SuccessStep(nil)
+	e, err := asyncsteps.Run[error](context.Background(), r)
+	if e != nil || err != nil {
+		t.Errorf("Run[error] = %v, %v; want nil, nil", e, err)
+	}
+	r.Add(func(as steps, _ ...any) { as.WaitExternal() })
+	ctx, cancel := context.WithCancel(context.Background())
+	tt.Immediate(cancel)
+	n, err := asyncsteps.Run[int](ctx, r)
+	if n != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("Run[int] = %v, %v; want 0, context.Canceled", n, err)
+	}
+}
