@@ -151,8 +151,9 @@ func TestAwaitThenHandlerDoesNotCatchThen(t *testing.T) {
 	}
 }
 
-// A timeout around the step cancels fn's context; neither onerror nor then
-// runs (the sub-steps of a step that times out are cancelled, not failed).
+// A timeout around the step ends fn's context with DeadlineExceeded (the
+// context carries the step's deadline); neither onerror nor then runs (the
+// sub-steps of a step that times out are cancelled, not failed).
 func TestAwaitThenTimeoutCancelsFn(t *testing.T) {
 	tt := asyncsteps.NewTestTool()
 	r := asyncsteps.New(asyncsteps.WithTool(tt))
@@ -169,7 +170,7 @@ func TestAwaitThenTimeoutCancelsFn(t *testing.T) {
 	})
 	_, err := r.Run(context.Background())
 	trace = append(trace, fmt.Sprint(err), fmt.Sprint(<-cancelled))
-	want := "Timeout|context canceled"
+	want := "Timeout|context deadline exceeded"
 	if got := strings.Join(trace, "|"); got != want {
 		t.Errorf("trace %q, want %q", got, want)
 	}
