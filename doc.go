@@ -123,4 +123,47 @@
 // timeout at once, and the timeout wins however soon the goroutine would
 // have completed. Test such a race on a [Loop], or hold the goroutine
 // until the test has driven the tool to the point it wants.
+//
+// # What a callback may do to the loop
+//
+// A loop serves many flows, so the engine does not let one bad callback
+// (step, error handler, cancel handler, loop body, iter.Seq2 of a
+// ForEach, Sync section, Await function, unhandled-error function)
+// stop it:
+//
+//   - A panic becomes an InternalError of the callback's step, with the
+//     printed value as info and a [*PanicError] as cause; the flow's
+//     handlers see it. A value that panics when printed (its String or
+//     Error method panics) is named by its type instead; nothing prints
+//     a user's value unprotected. In a cancel handler the InternalError
+//     replaces the error being unwound, if any; in an unhandled-error
+//     function or a Tool callback the panic is logged with [log/slog].
+//   - runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call) cannot
+//     be stopped: it ends the goroutine it is called on. The callback's
+//     step fails with an InternalError whose info says so, as for a
+//     panic, and the flow goes on from there. A [Loop] goes on with a new
+//     goroutine, which IsSameThread then reports; the rest of the work the
+//     goroutine was doing runs first. On a [TestTool] the goroutine that
+//     drives the tool ends, the caller's: the flow goes on when the tool
+//     is driven again. An Await function that calls Goexit fails its step
+//     likewise.
+//   - A callback that blocks blocks its loop: no other flow or callback
+//     of that loop runs meanwhile (flows on other loops do). The engine
+//     cannot take a goroutine back; use Await for blocking work. An Await
+//     function that blocks does not hold its flow: the step's timeout or
+//     cancel ends the step, and the function's result is dropped.
+//   - Close may be called from any callback: from one of the loop's own it
+//     stops the loop once the callback returns, and from a callback of
+//     another Loop it does not wait either (two loops closing each other
+//     would deadlock). Every flow started on a closed loop ends once, with
+//     "the flow's loop is closed".
+//   - Driving a TestTool (NextEvent, Advance, Run) from inside a callback
+//     does not run events of the callback's own flow: they wait until the
+//     callback returns, and its step fails with an InternalError.
+//   - Success or Error called by a sub-step on the AsyncSteps of its
+//     parent, which waits for it, is an InternalError raised in the
+//     sub-step (spec section 1).
+//
+// Nothing here recurses per level of nesting: a flow nested a million
+// levels deep is cancelled and unwound like a shallow one.
 package asyncsteps

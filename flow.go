@@ -515,7 +515,12 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 		}
 		fl.release(f)
 		if f.onerror != nil {
-			return fl.handle(f, err)
+			c := fl.handle(f, err)
+			if from, e := fl.unwindsOn(c); e != nil {
+				f, err = from, e
+				continue
+			}
+			return fl.settle(c)
 		}
 		switch f.mode {
 		case modeBase:
@@ -548,7 +553,35 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q}
 	fl.newHandle(f, 0)
 	fl.callHandler(f, h, err.Code)
-	return fl.settle(f)
+	return f
+}
+
+// unwindsOn looks at how the error handler of c returned, for the two
+// outcomes that make the error go on: the handler raised an error of its
+// own, or returned plainly. It reports the frame and the error to unwind
+// from, so that unwind goes on in its loop: settling them by recursion
+// would take stack in proportion to the levels the error crosses. A
+// handler that waited is left to settle.
+func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
+	if c.h.st.Load() != 0 {
+		return nil, nil
+	}
+	switch {
+	case c.err != nil && !c.handling:
+		c.h.st.Store(stIdle | stClaim | stDone)
+		c.consumed = true
+		fl.noteStack(c)
+		return c, c.err
+	case len(c.queue) == 0 && !c.succeeded:
+		c.h.st.Store(stIdle | stClaim | stDone)
+		c.consumed = true
+		err, p := c.err, c.parent
+		fl.release(c)
+		fl.climb(c)
+		fl.retire(c)
+		return p, err
+	}
+	return nil, nil
 }
 
 // callCancel runs f's cancel handler, if it has one, once, with f's handle

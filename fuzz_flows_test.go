@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"runtime"
 	"slices"
 	"strings"
@@ -84,6 +85,7 @@ type flowRun struct {
 	handles  []asyncsteps.Handle     // the tool events the program scheduled
 	steps    []asyncsteps.AsyncSteps // every step's handle, for late calls
 	problems []string
+	seqs     int // iter.Seq2 of ForEach nodes started and not stopped
 }
 
 type flowOutcome struct {
@@ -128,7 +130,7 @@ func runProgram(p *ff.Program) flowOutcome {
 			results++
 			break
 		}
-		if !x.tt.NextEvent() {
+		if !nextEvent(x.tt) {
 			break
 		}
 	}
@@ -172,7 +174,30 @@ func runProgram(p *ff.Program) flowOutcome {
 		x.violation("a second Result")
 	}
 	x.checkMutexes()
+	if x.seqs != 0 {
+		x.violation("%d iter.Seq2 of a ForEach never stopped", x.seqs)
+	}
 	return flowOutcome{trace: x.trace, end: x.end, violations: x.problems}
+}
+
+// nextEvent runs tt's next event on a goroutine of its own: a callback
+// that calls runtime.Goexit ends the goroutine driving the tool, which must
+// not be the test's. It reports whether an event ran.
+func nextEvent(tt *asyncsteps.TestTool) bool {
+	ran := make(chan bool, 1)
+	go func() {
+		event := true // a Goexit leaves it so: an event ran
+		defer func() { ran <- event }()
+		event = tt.NextEvent()
+	}()
+	return <-ran
+}
+
+// panicInfo is the info the InternalError of a recovered panic carries:
+// the value as PanicError prints it (which a value that panics when
+// printed does not crash).
+func panicInfo(pe *asyncsteps.PanicError) string {
+	return strings.TrimPrefix(pe.Error(), "panic: ")
 }
 
 func (x *flowRun) takeResult() bool {
@@ -198,7 +223,7 @@ func endString(res asyncsteps.Result) string {
 		return "err:?" + res.Err.Error()
 	}
 	if e.Code == asyncsteps.InternalError {
-		if pe, ok := e.Cause.(*asyncsteps.PanicError); ok && e.Info == fmt.Sprint(pe.Value) {
+		if pe, ok := e.Cause.(*asyncsteps.PanicError); ok && e.Info == panicInfo(pe) {
 			return "err:InternalError:" + ff.PanicInfo(e.Info)
 		}
 		return "err:InternalError"
@@ -269,7 +294,7 @@ func intArgs(a []int) []any {
 func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 	switch n.Kind {
 	case ff.KStep:
-		as.Add(x.stepFunc(n), x.errorFunc(n.Handler))
+		as.Add(x.stepFunc(n, as), x.errorFunc(n.Handler))
 	case ff.KParallel:
 		p := as.Parallel(x.errorFunc(n.Handler))
 		for _, b := range n.Subs {
@@ -297,6 +322,9 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 				s[i] = ff.ElemValue(n.ID, i)
 			}
 			coll = s
+			if n.Seq {
+				coll = x.lazySeq(s)
+			}
 		}
 		i := 0
 		as.ForEach(coll, func(as asyncsteps.AsyncSteps, key, value any) {
@@ -322,9 +350,23 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		} else {
 			obj = x.mutexes[n.Mutex]
 		}
-		as.Sync(obj, x.stepFunc(n.Body), x.errorFunc(n.Body.Handler))
+		as.Sync(obj, x.stepFunc(n.Body, nil), x.errorFunc(n.Body.Handler))
 	case ff.KSuccessStep:
 		as.SuccessStep(intArgs(n.Args)...)
+	}
+}
+
+// lazySeq returns the pairs of s as an iter.Seq2 that counts its runs and
+// cleanups: a ForEach must stop (clean up) every sequence it started.
+func (x *flowRun) lazySeq(s []int) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		x.seqs++
+		defer func() { x.seqs-- }()
+		for i, v := range s {
+			if !yield(i, v) {
+				return
+			}
+		}
 	}
 }
 
@@ -338,7 +380,8 @@ func (x *flowRun) iteration(as asyncsteps.AsyncSteps, n *ff.Node, i int) {
 	}
 }
 
-func (x *flowRun) stepFunc(n *ff.Node) asyncsteps.StepFunc {
+// stepFunc returns the callback of step n, which parent adds.
+func (x *flowRun) stepFunc(n *ff.Node, parent asyncsteps.AsyncSteps) asyncsteps.StepFunc {
 	return func(as asyncsteps.AsyncSteps, args ...any) {
 		x.steps = append(x.steps, as)
 		x.event(ff.StepEvent(n.ID, args))
@@ -380,6 +423,12 @@ func (x *flowRun) stepFunc(n *ff.Node) asyncsteps.StepFunc {
 			as.WaitExternal()
 		case ff.EPanic:
 			panic(ff.PanicValue(n.ID))
+		case ff.EPanicEvil:
+			panic(ff.Evil{})
+		case ff.EGoexit:
+			runtime.Goexit()
+		case ff.EParent:
+			parent.Success(n.ID)
 		}
 	}
 }
@@ -398,7 +447,7 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 		st := as.State()
 		info := st.ErrorInfo
 		if pe, ok := st.LastException.(*asyncsteps.PanicError); ok && code == asyncsteps.InternalError {
-			if want := fmt.Sprint(pe.Value); info != want {
+			if want := panicInfo(pe); info != want {
 				x.violation("handler %d: ErrorInfo %q after a panic of %q", h.ID, info, want)
 			}
 			info = ff.PanicInfo(info)
@@ -407,6 +456,8 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 		switch h.Action {
 		case ff.HPanic:
 			panic(ff.PanicValue(h.ID))
+		case ff.HGoexit:
+			runtime.Goexit()
 		case ff.HWait:
 			if h.Timeout > 0 {
 				as.SetTimeout(ms(h.Timeout))

@@ -197,7 +197,24 @@ func flowSeeds() []*ff.Program {
 		// with a labelled Break at 1 from an inner step.
 		seedProg(0, seedOne, seedForEach("", false, 3, ff.EContinue, 1, seedLeaf(ff.EImplicit)),
 			seedForEach("A", true, 3, ff.EImplicit, 0, seedRepeat("", 2, seedBrk(ff.EBreak, "A"))), seedForEach("B", true, 3, ff.EBreak, 1, seedOk(1)), seedForEach("", false, 0, ff.EImplicit, 0)),
+		// 32 hostile callbacks: a Goexit in a step and in a handler, a panic
+		// with a value that panics when printed, a sub-step that completes
+		// its waiting parent, a ForEach pulling an iter.Seq2 lazily that
+		// Breaks at 1 (the sequence is stopped).
+		seedProg(0, seedOne, seedOnerror(seedLeaf(ff.EGoexit), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFails("E1", ""), &ff.Handler{Action: ff.HGoexit})), seedRecovers(2)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EPanicEvil)), seedRecovers(1))),
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EParent), seedLeaf(ff.EImplicit)), seedReturns())),
+		seedProg(0, seedOne, seedSeqForEach(3, ff.EBreak, 1, seedLeaf(ff.EImplicit)), seedSeqForEach(2, ff.EImplicit, 0)),
 	}
+}
+
+// seedSeqForEach is a ForEach over an iter.Seq2 of n pairs that calls
+// Break or Continue (end) at the iteration at.
+func seedSeqForEach(n int, end ff.End, at int, body ...*ff.Node) *ff.Node {
+	f := seedForEach("", false, n, end, at, body...)
+	f.Seq = true
+	return f
 }
 
 // TestFlowSeedCorpus checks that every seed program is in the corpus
@@ -242,7 +259,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"timeout", "cancel", "label", "implicit", "success", "error", "break", "continue",
 		"external", "externalErr", "wait", "return", "recover", "rethrow", "add",
 		"panic", "handler panic", "handler wait", "handler wait timeout", "rearm",
-		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map"}
+		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map",
+		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -253,10 +271,14 @@ func TestFlowSeedCorpus(t *testing.T) {
 func coverage(n *ff.Node, seen map[string]bool) {
 	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach"}[n.Kind]] = true
 	if n.Kind == ff.KStep {
-		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait", "panic"}[n.End]] = true
+		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait", "panic",
+			"goexit", "unprintable panic", "success on the parent"}[n.End]] = true
 	}
 	if n.Kind == ff.KForEach && n.Map {
 		seen["forEach map"] = true
+	}
+	if n.Kind == ff.KForEach && n.Seq {
+		seen["forEach seq"] = true
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {
 		seen["throttle"] = true
@@ -280,7 +302,7 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		coverage(s, seen)
 	}
 	if h := n.Handler; h != nil {
-		seen[[...]string{"return", "recover", "rethrow", "add", "handler panic", "handler wait"}[h.Action]] = true
+		seen[[...]string{"return", "recover", "rethrow", "add", "handler panic", "handler wait", "handler goexit"}[h.Action]] = true
 		if h.Action == ff.HWait && h.Timeout > 0 {
 			seen["handler wait timeout"] = true
 		}

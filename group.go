@@ -77,7 +77,7 @@ func (g *LoopGroup) Len() int { return len(g.loops) }
 // loop stops where it is, without its cancel handlers (its [Root.Promise]
 // or [Root.Run] gets an InternalError, "the flow's loop is closed"), and a
 // flow started afterwards fails at once the same way. Close is idempotent; called from a callback on
-// one of the loops, it does not wait for that loop's goroutine to exit.
+// any Loop, it does not wait for the loops' goroutines to exit.
 func (g *LoopGroup) Close() {
 	for _, l := range g.loops {
 		l.Close()

@@ -44,6 +44,11 @@ func inChild(t *testing.T, body func(t *testing.T)) {
 	case !strings.Contains(out, "--- PASS: "+t.Name()+" "):
 		t.Fatalf("the child did not pass %s; its output:\n%s", t.Name(), out)
 	}
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "units in") { // a measurement (see measure)
+			t.Log(strings.TrimSpace(line))
+		}
+	}
 }
 
 // runChild runs the test named name in a child process. After timeout it

@@ -35,7 +35,9 @@ import (
 // its goroutine for the life of the process.
 //
 // A callback that panics does not stop the loop: the panic is recovered and
-// logged with [log/slog], and the loop goes on with the next callback.
+// logged with [log/slog], and the loop goes on with the next callback. One
+// that calls runtime.Goexit ends the loop's goroutine, and the loop goes on
+// with a new one (see the package documentation).
 type Loop struct {
 	// Owned by the loop goroutine: no lock.
 	local   fifo[task] // tasks ready to run, in order
@@ -222,7 +224,9 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // Close waits until the loop's goroutine has exited, except when called
 // from a callback on that goroutine: then the loop stops as soon as the
 // callback returns, and a step that called it is the last one its flow
-// runs. Close is idempotent. On the loop of [DefaultTool] it does nothing.
+// runs. Called from a callback of another Loop, it does not wait either,
+// since that loop may be the one this loop's callbacks are closing. Close
+// is idempotent. On the loop of [DefaultTool] it does nothing.
 func (l *Loop) Close() {
 	if l.shared {
 		return // the process-wide loop of DefaultTool outlives every caller

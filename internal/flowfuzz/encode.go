@@ -75,6 +75,9 @@ func (e *encoder) node(n *Node) {
 		case EContinue:
 			c = 2
 		}
+		if n.Seq && !n.Map {
+			c |= 16
+		}
 		e.put(c | n.At%4<<2)
 		for _, s := range n.Subs {
 			e.node(s)
@@ -124,8 +127,11 @@ func (e *encoder) node(n *Node) {
 
 func (e *encoder) step(n *Node) {
 	end := n.End
-	if end == EPanic {
+	switch end {
+	case EPanic, EGoexit, EPanicEvil:
 		end = EError
+	case EParent:
+		end = EBreak
 	}
 	f := int(end)<<5 | len(n.Subs)%4<<3
 	if n.Timeout > 0 {
@@ -148,6 +154,12 @@ func (e *encoder) step(n *Node) {
 	switch n.End {
 	case EPanic:
 		e.put(8)
+	case EGoexit:
+		e.put(8 | 16)
+	case EPanicEvil:
+		e.put(8 | 32)
+	case EParent:
+		e.put(4)
 	case ESuccess:
 		e.put(len(n.Args) % 3)
 	case EError, EExternalErr:
@@ -174,6 +186,9 @@ func (e *encoder) handler(h *Handler) {
 	switch h.Action {
 	case HPanic:
 		e.put(32)
+		return
+	case HGoexit:
+		e.put(32 | 128)
 		return
 	case HWait:
 		e.put(32 | 64)

@@ -80,6 +80,10 @@ func Info(code, info string) string {
 	return info
 }
 
+// GoexitInfo is the info of the InternalError of a runtime.Goexit in a
+// callback.
+const GoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
+
 // PanicInfo is how a handler event shows the info of an InternalError
 // whose LastException is a recovered panic.
 func PanicInfo(info string) string { return "!" + info }
@@ -536,6 +540,13 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	switch {
 	case n.End == EPanic:
 		o = m.raisePanic(n.ID) // the sub-steps added do not run
+	case n.End == EPanicEvil:
+		o = m.raise("InternalError", EvilInfo)
+		m.panic, o.panic = true, true
+	case n.End == EGoexit:
+		o = m.raise("InternalError", GoexitInfo) // like a panic, without a PanicError
+	case n.End == EParent:
+		o = m.raise("InternalError", "Success called on the AsyncSteps of a step that waits for its sub-steps")
 	case subs && n.End == ESuccess:
 		o = m.raise("InternalError", "Success called after Add") // decision 4
 	case subs && n.End == EError:
@@ -601,6 +612,8 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 	switch h.Action {
 	case HPanic:
 		return m.raisePanic(h.ID)
+	case HGoexit:
+		return m.raise("InternalError", GoexitInfo)
 	case HWait:
 		// The handler waits like a step; its completion decides as its
 		// synchronous Success or Error would (decision 6), its timeout

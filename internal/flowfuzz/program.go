@@ -51,7 +51,27 @@ const (
 	// InternalError whose LastException is a *PanicError. Decode makes it
 	// from an EError byte.
 	EPanic End = numEnds
+	// EGoexit is runtime.Goexit after the Add calls: an InternalError, as
+	// a panic, but with no *PanicError. Decode makes it from an EError byte.
+	EGoexit End = numEnds + 1
+	// EPanicEvil is a panic with a value that panics when printed (its
+	// String method panics with the value itself): an InternalError whose
+	// info is EvilInfo. Decode makes it from an EError byte.
+	EPanicEvil End = numEnds + 2
+	// EParent is Success on the AsyncSteps of the step that added this
+	// one, which waits for its sub-steps (spec section 1): an
+	// InternalError raised in this step. Decode makes it from an EBreak
+	// byte, for a sub-step of a plain step only.
+	EParent End = numEnds + 3
 )
+
+// EvilInfo is the info of the InternalError of EPanicEvil.
+const EvilInfo = "a flowfuzz.Evil that panics when printed"
+
+// Evil is the panic value of EPanicEvil: printing it panics with it.
+type Evil struct{}
+
+func (e Evil) String() string { panic(e) }
 
 // Action is what an error handler does.
 type Action uint8
@@ -63,6 +83,7 @@ const (
 	HAdd                   // Add(Steps...): they run in place of the failed step
 	HPanic                 // panic(PanicValue(ID)): an InternalError replaces the error
 	HWait                  // wait (SetTimeout(Timeout) or WaitExternal), completed by Done at At ms
+	HGoexit                // runtime.Goexit: an InternalError replaces the error
 )
 
 // Node is one operation of a flow program.
@@ -77,6 +98,7 @@ type Node struct {
 	End      End
 	At       int  // EExternal, EExternalErr: ms after the callback; KForEach: the iteration that breaks or continues
 	Map      bool // KForEach: over a map (keys MapKey(i)) instead of a slice
+	Seq      bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
 	Code  string // EError, EExternalErr
@@ -185,11 +207,12 @@ func (d *decoder) id() int {
 // which the model does not implement.
 type scope struct {
 	depth     int
+	underStep bool // the node is a sub-step added by a plain step's callback
 	held      uint // mutexes the current flow or branch holds
 	forbidden uint // mutexes held by a flow this branch runs inside of
 }
 
-func (s scope) deeper() scope { s.depth++; return s }
+func (s scope) deeper() scope { s.depth++; s.underStep = false; return s }
 
 // Decode turns fuzz bytes into a program. Every input decodes; programs are
 // finite and bounded (depth, node count, loop iterations).
@@ -263,6 +286,7 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 			c := d.byte()
 			n.End = [...]End{EImplicit, EBreak, EContinue, EImplicit}[c&3]
 			n.At = (c >> 2) % 4
+			n.Seq = !n.Map && c&16 != 0
 		}
 		for range (b >> 4) & 3 % 3 {
 			n.Subs = append(n.Subs, d.node(sc.deeper(), false))
@@ -329,9 +353,19 @@ func (d *decoder) step(n *Node, sc scope) {
 			n.At = (b >> 3) % 6 * 10
 		} else if b&8 != 0 {
 			n.End, n.Code, n.Info = EPanic, "", ""
+			switch {
+			case b&16 != 0:
+				n.End = EGoexit
+			case b&32 != 0:
+				n.End = EPanicEvil
+			}
 		}
 	case EBreak, EContinue:
-		n.Label = labelOf(d.byte())
+		b := d.byte()
+		n.Label = labelOf(b)
+		if n.End == EBreak && b&4 != 0 && sc.underStep {
+			n.End, n.Label = EParent, ""
+		}
 	case EExternal:
 		b := d.byte()
 		n.At = (b & 7) % 6 * 10
@@ -341,11 +375,13 @@ func (d *decoder) step(n *Node, sc scope) {
 		}
 	}
 	if sc.depth < maxDepth {
+		inner := sc.deeper()
+		inner.underStep = true
 		for range subs {
 			if d.nodes >= maxNodes {
 				break
 			}
-			n.Subs = append(n.Subs, d.node(sc.deeper(), false))
+			n.Subs = append(n.Subs, d.node(inner, false))
 		}
 	}
 	if hasHandler {
@@ -358,6 +394,9 @@ func (d *decoder) handler(sc scope) *Handler {
 	h := &Handler{ID: d.id(), Action: Action(b & 3)}
 	if b&32 != 0 {
 		h.Action = HPanic
+		if b&64 == 0 && b&128 != 0 {
+			h.Action = HGoexit
+		}
 		if b&64 != 0 {
 			h.Action = HWait
 			e := d.byte()
@@ -424,7 +463,7 @@ func (n *Node) write(b *strings.Builder, depth int) {
 	case KRepeat:
 		fmt.Fprintf(b, "%srepeat %d label=%q count=%d\n", ind, n.ID, n.Label, n.Count)
 	case KForEach:
-		fmt.Fprintf(b, "%sforEach %d label=%q map=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Count, n.At, n.End)
+		fmt.Fprintf(b, "%sforEach %d label=%q map=%v seq=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Seq, n.Count, n.At, n.End)
 	case KSync:
 		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle)\n", ind, n.ID, n.Mutex)
 		n.Body.write(b, depth+1)
@@ -472,6 +511,12 @@ func (n *Node) describe() string {
 		s = append(s, "wait")
 	case EPanic:
 		s = append(s, "panic")
+	case EGoexit:
+		s = append(s, "goexit")
+	case EPanicEvil:
+		s = append(s, "panic(unprintable)")
+	case EParent:
+		s = append(s, "success on the parent")
 	}
 	return ": " + strings.Join(s, " ")
 }
@@ -486,6 +531,8 @@ func (h *Handler) describe() string {
 		return "add steps"
 	case HPanic:
 		return "panic"
+	case HGoexit:
+		return "goexit"
 	case HWait:
 		w := fmt.Sprintf("wait external, timeout=%d", h.Timeout)
 		switch h.Done {
