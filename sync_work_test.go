@@ -310,3 +310,44 @@ func TestMutexCapsAwaitCallsOutlivingTheirTimeout(t *testing.T) {
 		t.Errorf("%d flows fell back on a timeout and %d got the fresh value, want %d in all, most on a timeout", f, n, flows)
 	}
 }
+
+// An Await function started in a parallel branch inside the section counts
+// too: a failed sibling cancels the branch and the flow recovers and ends,
+// but the slot waits for the call.
+func TestSectionHoldsForCallOfCancelledBranch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		elapsed := stopwatch(tt)
+		m := asyncsteps.NewMutex(1)
+		tr := &tracer{}
+		release := make(chan struct{})
+		a := asyncsteps.New(asyncsteps.WithTool(tt))
+		a.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+			p := as.Parallel()
+			p.Await(slowCall(tr, "A", release))
+			p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.WaitExternal()
+				as.Tool().Deferred(20*time.Millisecond, func() { as.Error("Boom") })
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("A:onerror:%s@%v", code, elapsed())
+			as.Success()
+		})
+		b := asyncsteps.New(asyncsteps.WithTool(tt))
+		b.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tr.addf("B:in@%v", elapsed()) })
+		aRes, bRes := a.Promise(), b.Promise()
+
+		tt.Advance(0)
+		synctest.Wait()
+		tt.Advance(time.Second)
+		wantSuccess(t, result(t, aRes))
+		wantTrace(t, tr, "A:call,A:onerror:Boom@20ms")
+
+		close(release)
+		synctest.Wait()
+		drive(t, tt)
+		wantTrace(t, tr, "A:call,A:onerror:Boom@20ms,A:return,B:in@1s")
+		wantSuccess(t, result(t, bRes))
+		syncWantIdle(t, tt)
+	})
+}
