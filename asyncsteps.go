@@ -36,7 +36,8 @@ type ForEachFunc func(as AsyncSteps, key, value any)
 //
 // ctx carries the values of [Root.Run]'s context and the nearest deadline:
 // that of the step timeouts armed around the step (the time left on them
-// when the function starts) and that of Run's context. Its Done channel is
+// when the function starts; on a Tool of the caller's own, whose timers
+// cannot be read, none) and that of Run's context. Its Done channel is
 // closed when the step is cancelled (its timeout or an enclosing one, a
 // failed parallel sibling, [Root.Cancel], the end of Run's context, a
 // closed [Loop]), by the flow's loop only, never by a timer of the

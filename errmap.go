@@ -31,9 +31,11 @@ type FutoInCoder interface {
 //   - [context.DeadlineExceeded] (which the net package's timeouts match
 //     too): Timeout;
 //   - a connection that could not be made (a *net.OpError of a dial, a
-//     *net.DNSError, syscall.ECONNREFUSED): ConnectError;
-//   - any other network or transport error (a [net.Error], which *url.Error
-//     of net/http is, syscall.ECONNRESET, syscall.EPIPE): CommError;
+//     *net.DNSError, syscall.ECONNREFUSED, EHOSTUNREACH or ENETUNREACH):
+//     ConnectError;
+//   - any other network or transport error (a [net.Error], which net/http's
+//     *url.Error is too, [net.ErrClosed], syscall.ECONNRESET, ECONNABORTED
+//     or EPIPE): CommError;
 //   - anything else: InternalError.
 //
 // Info is err.Error() except for an *Error; Cause is err itself, so
@@ -86,7 +88,8 @@ func notConnected(err error) bool {
 		return true
 	}
 	var dns *net.DNSError
-	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // isTransportError reports whether err comes from a network or transport
@@ -94,8 +97,8 @@ func notConnected(err error) bool {
 func isTransportError(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, net.ErrClosed)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
 // awaitError maps an error that enters a flow from Go code: see ErrorFrom.

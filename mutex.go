@@ -34,7 +34,8 @@ import (
 // lets more than max calls run at once. Meanwhile the slot belongs to the
 // running function, not to the flow: a flow that comes back to the Mutex
 // waits like any other. Closing a Loop does not wait for such functions
-// either; their slots come back when they return. [AwaitChan],
+// either; their slots come back when they return, from the function's own
+// goroutine (on a [TestTool], like any completion from another goroutine). [AwaitChan],
 // [AwaitResult] and [AwaitFlow] only wait on a goroutine that their step's
 // cancel stops at once, so they hold nothing once their step has ended (a
 // flow run by AwaitFlow is a flow of its own: it holds what its own Sync
