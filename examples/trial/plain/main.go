@@ -22,7 +22,7 @@ type service struct {
 
 func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	item := r.URL.Query().Get("item")
-	ctx, cancel := context.WithTimeout(r.Context(), demo.Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), demo.Timeout())
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
 	var price, stock string

@@ -28,7 +28,7 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	root := asyncsteps.New()
 	root.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.SetTimeout(demo.Timeout)
+		as.SetTimeout(demo.Timeout())
 		asyncsteps.Gather(as, func(as asyncsteps.AsyncSteps, v []string) {
 			as.Success(demo.Reply(item, v[0], v[1]))
 		}, func(as asyncsteps.AsyncSteps) {

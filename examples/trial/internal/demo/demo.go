@@ -17,8 +17,19 @@ import (
 	"time"
 )
 
-// Timeout is the per-request timeout of both handlers.
-const Timeout = 500 * time.Millisecond
+// timeout is the per-request timeout of both handlers, in nanoseconds.
+// Drive sets it: long enough for every call but the one that must time
+// out, so that the output does not depend on how loaded the machine is.
+var timeout atomic.Int64
+
+// Timeout returns the per-request timeout of both handlers.
+func Timeout() time.Duration { return time.Duration(timeout.Load()) }
+
+// Timeouts Drive uses: for the case that must time out, and for the rest.
+const (
+	shortTimeout = 100 * time.Millisecond
+	longTimeout  = time.Minute
+)
 
 // StockLimit is how many calls to the stock upstream each service lets run
 // at once.
@@ -132,11 +143,12 @@ stock upstream: no call left running
 // Drive serves handler on 127.0.0.1 and sends it a load of requests from
 // several goroutines at once, then one request per case, and prints to out
 // the answers and what the stock upstream saw. The load comes first and
-// is light enough to meet no timeout, so that every stock call it makes
-// is one its caller still waits for.
+// meets no timeout, so that every stock call it makes is one its caller
+// still waits for.
 func Drive(out io.Writer, u *Upstreams, handler http.Handler) error {
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
+	timeout.Store(int64(longTimeout))
 	const requests, concurrent = 200, 10
 	ok, err := load(srv.URL+"/?item=tea", requests, concurrent)
 	if err != nil {
@@ -145,6 +157,9 @@ func Drive(out io.Writer, u *Upstreams, handler http.Handler) error {
 	fmt.Fprintf(out, "load: %d requests, %d at once: %d answered 200\n", requests, concurrent, ok)
 	fmt.Fprintf(out, "stock upstream: %s\n", u.peakText())
 	for _, item := range []string{"tea", "broken", "unknown", "slow"} {
+		if item == "slow" {
+			timeout.Store(int64(shortTimeout))
+		}
 		code, body, err := get(srv.URL + "/?item=" + item)
 		if err != nil {
 			return err
@@ -165,7 +180,7 @@ func (u *Upstreams) peakText() string {
 // leftText waits a little for the stock calls given up by their callers
 // to return, and says whether any is left running.
 func (u *Upstreams) leftText() string {
-	for range 100 {
+	for range 1000 { // up to 10 s, for a loaded machine
 		if u.running.Load() == 0 {
 			return "no call left running"
 		}
