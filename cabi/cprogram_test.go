@@ -116,3 +116,28 @@ func TestCProgramsUnderASan(t *testing.T) {
 		"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "LSAN_OPTIONS=suppressions="+supp+":print_suppressions=0")
 	runCProgram(t, buildCProgram(t, "hello", asan...), "hello.out", "ASAN_OPTIONS=detect_leaks=0")
 }
+
+// The header compiles without a warning under -pedantic as C99 and as
+// C++14 (the spec's anonymous structs and unions included).
+func TestHeaderIsPedanticClean(t *testing.T) {
+	dir := t.TempDir()
+	src := "#include \"futoin_asyncsteps.h\"\nint main(void) { FutoInArgs a; a.arg0.i32 = 1; return a.args[0].i32 - 1; }\n"
+	for _, tc := range []struct{ compiler, file, std string }{
+		{"gcc", "h.c", "-std=c99"},
+		{"g++", "h.cpp", "-std=c++14"},
+	} {
+		cc, err := exec.LookPath(tc.compiler)
+		if err != nil {
+			t.Logf("no %s", tc.compiler)
+			continue
+		}
+		file := filepath.Join(dir, tc.file)
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(cc, tc.std, "-pedantic", "-Wall", "-Wextra", "-Werror", "-I.", "-fsyntax-only", file).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s %s -pedantic: %v\n%s", tc.compiler, tc.std, err, out)
+		}
+	}
+}

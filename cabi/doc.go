@@ -11,20 +11,46 @@
 //
 //	go build -buildmode=c-shared -o libfutoin_asyncsteps.so ./cabi/lib
 //
-// # Values
+// # Values and ownership
 //
-// A step's success arguments cross the interface as FutoInBinaryValue. On
-// the Go side each keeps its type: FTN_TYPE_INT32 is an int32, STRING a
-// string, STRING16 a [String16], STRING32 a [String32], an array a slice
-// ([]int32, []string, ...), a custom object a [*Custom]. A Go value with no
-// C type reaches C as a custom object that comes back as the same Go value
-// when C passes it on in success. An empty slot (a NULL type) is a Go nil,
-// and a Go nil an empty slot. At most 4 values cross; more are dropped.
+// The receiver owns what it is given. A step's success arguments cross the
+// interface as FutoInBinaryValue. On the Go side each keeps its type:
+// FTN_TYPE_INT32 is an int32, STRING a string, STRING16 a [String16],
+// STRING32 a [String32], an array a slice ([]int32, []string, ...), a
+// custom object a [*Custom]. A Go value with no C type reaches C as a
+// custom object that comes back as the same Go value when C passes it on in
+// success. An empty slot (a NULL type) is a Go nil, and a Go nil an empty
+// slot. At most 4 values cross; more are dropped.
 //
-// success takes the values over: strings and arrays are copied before it
-// returns and their type's cleanup is called at once; a custom object's
-// cleanup runs once, when the step that receives it completes (or, for a
-// value no C step receives, once the Go side has dropped it).
+//   - success takes the values over: strings and arrays are copied before it
+//     returns and their type's cleanup is called at once; the caller's slots
+//     are reset; a custom object is passed on as is. args may be NULL.
+//   - The FutoInArgs a C step receives is valid during its callback. The
+//     step may take any value over (move it out and futoin_reset_binval the
+//     slot, as the C++ reference implementation does with every value); the
+//     library cleans up, when the step completes, only what is still in the
+//     slots, so each cleanup runs exactly once. A custom object no C step
+//     receives is cleaned up some time after the Go side has dropped it.
+//   - handle_error copies code and info; labels, state variable names and
+//     every other string given to a function are copied too.
+//   - stateVariable with allocate: an ordinary variable of the flow, made
+//     once, its cleanup run when the root is freed. With a NULL allocate,
+//     "error_info" returns the last error's info and "last_exception" its
+//     code, as const char* valid until the next error or the end of the
+//     flow.
+//   - stack memory lives until its step completes; when the step fails,
+//     until its own error handler has returned.
+//   - A loop body that calls success and then breakLoop in one callback
+//     (the C++ reference implementation's await does) ends the loop, and the
+//     step after it receives those args; loops give no args otherwise.
+//
+// Towards a foreign table ([Wrap]) the library keeps the same rules from
+// the other side: it never passes a NULL callback or NULL args, never calls
+// success after adding sub-steps, keeps every string it passes (loop labels
+// for the life of the process, one copy per label) alive as long as the
+// table may read it, takes over the values the table gives a Go step, uses
+// stateVariable only with allocate, and records a Go step's Error(code,
+// info) in the flow's Go State for the Go error handlers.
 //
 // # Concurrency
 //
@@ -34,7 +60,14 @@
 // is_same_thread compares OS threads. success, handle_error, cancel,
 // execute, free and the sched_* functions may be called from any thread:
 // they post to the loop and return without blocking. The other functions
-// are for the callback that was given the pointer, on the loop.
+// are for the callback that was given the pointer, on the loop (or, for a
+// root, while it is idle). handle_error, breakLoop and continueLoop return
+// to the C caller, which must return from its callback at once.
+//
+// A pointer given to a callback stays valid until its step completes, also
+// while it waits for an external event; calls on a stale one are ignored.
+// A root's isValid is 1 while it is idle, 0 while its flow runs (as on the
+// C++ reference implementation).
 //
 // A closed loop runs nothing more, so two things happen on another thread:
 // the unhandled_error of a flow that its closed loop ends before it began

@@ -6,10 +6,42 @@
  * functions at the end of this file: futoin_asyncsteps_new and the
  * constructors of its synchronization primitives.
  *
- * Valid C11 and C++11.
+ * Valid C99 and later (with <uchar.h>) and C++11 and later, clean under
+ * -pedantic: the spec's anonymous structs and unions are marked
+ * FUTOIN_EXTENSION (GCC and Clang's __extension__), so that members read
+ * as in the spec: v->i32, args->arg0, bsi->api->add.
+ *
+ * Include this header, not the libfutoin_asyncsteps.h that cgo writes beside
+ * the shared library: that one only lists the exported functions.
+ *
+ * The rules of this implementation where the spec is silent are given with
+ * each function below; in short:
+ *   - The receiver owns what it is given. success() takes the values of the
+ *     FutoInArgs over (copies strings and arrays at once, resets the slots);
+ *     a step may take over any value it receives (move it out and
+ *     futoin_reset_binval() the slot); what is still in the slots when the
+ *     step completes is cleaned up by the library, exactly once.
+ *   - A FutoInAsyncSteps* given to a callback is valid until that step
+ *     completes, also while it waits for an external event; calls on a stale
+ *     pointer are ignored. A root is valid until free().
+ *   - Every callback runs on the loop's thread. success, handle_error,
+ *     cancel, execute, free and the sched_* functions may be called from any
+ *     thread (they post to the loop and return without blocking); the other
+ *     functions only from the callback that was given the pointer (or, for a
+ *     root, before it is executed or while it is idle).
+ *   - Strings given to the library (codes, infos, labels, names) are copied:
+ *     the caller may free them when the call returns.
+ *
+ * Published spec: https://specs.futoin.org/final/preview/ftn12_async_api.html
  */
 #ifndef FUTOIN_ASYNCSTEPS_H
 #define FUTOIN_ASYNCSTEPS_H
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FUTOIN_EXTENSION __extension__
+#else
+#define FUTOIN_EXTENSION
+#endif
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,7 +92,7 @@ struct FutoInType_
 struct FutoInBinaryValue_
 {
     const FutoInType* type;
-    union
+    FUTOIN_EXTENSION union
     {
         const void* p;
         const char* cstr;
@@ -82,7 +114,12 @@ struct FutoInBinaryValue_
     uint32_t length;
 };
 
-/* The spec writes this with C++ `auto`; this is the same in plain C. */
+/*
+ * futoin_reset_binval calls the value's type cleanup (if any) and empties
+ * the slot. A step that takes a received value over calls it once it no
+ * longer needs the value (or moves the value out and zeroes the slot).
+ * The spec writes this with C++ `auto`; this is the same in plain C.
+ */
 static inline void futoin_reset_binval(FutoInBinaryValue* v)
 {
     const FutoInType* tp = v->type;
@@ -108,11 +145,11 @@ typedef struct FutoInSync_ FutoInSync;
 typedef struct FutoInArgs_ FutoInArgs;
 typedef struct FutoInHandle_ FutoInHandle;
 
-struct FutoInArgs_
+FUTOIN_EXTENSION struct FutoInArgs_
 {
-    union
+    FUTOIN_EXTENSION union
     {
-        struct
+        FUTOIN_EXTENSION struct
         {
             FutoInBinaryValue arg0;
             FutoInBinaryValue arg1;
@@ -137,102 +174,175 @@ typedef void (*FutoInAsyncSteps_error_callback)(
 typedef void (*FutoInAsyncSteps_cancel_callback)(
         FutoInAsyncSteps* bsi, void* data);
 
-struct FutoInAsyncStepsAPI_
+FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
 {
-    union
+    FUTOIN_EXTENSION union
     {
-        struct
+        FUTOIN_EXTENSION struct
         {
-            // Index 0
+            /* Index 0. add: adds a step running f(bsi, data, args) and, if eh is
+             * not NULL, its error handler eh(bsi, data, code). From the step's
+             * own callback (sub-steps), or on an idle root. data is passed as
+             * is: the caller keeps it alive until the step and its handler are
+             * done. args is valid during f only (see success for ownership). */
             void (*add)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     FutoInAsyncSteps_execute_callback f,
                     FutoInAsyncSteps_error_callback eh);
-            // Index 1
+            /* Index 1. parallel: adds a step whose branches run concurrently;
+             * each add (loop, repeat, addSync) on the returned pointer adds a
+             * branch. The pointer is owned by the library (never freed by the
+             * caller) and valid until the step that made it completes. Each
+             * branch has its own rootId. eh as for add. */
             FutoInAsyncSteps* (*parallel)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     FutoInAsyncSteps_error_callback eh);
-            // Index 2
+            /* Index 2. stateVariable: the flow's variable name (copied). With
+             * allocate, every name is an ordinary variable: allocate(data) makes
+             * it on first use, cleanup(data, value) runs once when the root is
+             * freed. With allocate NULL: an existing variable, or NULL; and two
+             * names are reserved: "error_info" returns the info of the last
+             * error as const char* (valid until the next error or the end of
+             * the flow), "last_exception" the code of the last error. This is
+             * how an error handler reads the info:
+             *     (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL)
+             * From a callback of the flow. */
             void* (*stateVariable)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     const char* name,
                     void* (*allocate)(void* data),
                     void (*cleanup)(void* data, void* value));
-            // Index 3
+            /* Index 3. stack: data_size bytes of zeroed memory aligned like
+             * max_align_t, for the life of the current step. cleanup(value)
+             * (may be NULL) runs when the step completes in any way; when the
+             * step fails, after its own error handler has returned. The memory
+             * is freed by the library. From the step's own callback. */
             void* (*stack)(
                     FutoInAsyncSteps* bsi,
                     size_t data_size,
                     void (*cleanup)(void* value));
-            // Index 4
+            /* Index 4. success: completes the step with args (may be NULL: no
+             * args). The values are taken over: strings and arrays of built-in
+             * types are copied before it returns, each value's type cleanup is
+             * called exactly once by the library, the caller's slots are reset;
+             * a FTN_TYPE_CUSTOM_OBJECT is passed on as is to the next step.
+             * Not after adding sub-steps in the same callback (InternalError).
+             * From any thread: from another one it posts to the loop. */
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);
-            // Index 5
+            /* Index 5. handle_error: fails the step with code and info (both
+             * copied; info may be NULL). It RETURNS to the caller, which must
+             * return from its callback at once, without further calls on bsi
+             * (C has no exceptions). The step's error handler, then the outer
+             * ones, see code; they read info through stateVariable
+             * "error_info". From any thread. */
             void (*handle_error)(
                     FutoInAsyncSteps* bsi, const char* code, const char* info);
-            // Index 6
+            /* Index 6. setTimeout: the step (with its sub-steps) fails with
+             * Timeout unless it completes within timeout_ms; calling it again
+             * re-arms it. The step waits for an external completion. From the
+             * step's own callback. */
             void (*setTimeout)(FutoInAsyncSteps* bsi, uint32_t timeout_ms);
-            // Index 7
+            /* Index 7. setCancel: ch(bsi, data) runs once, on the loop, if the
+             * step is cancelled (a timeout, an error of a parallel branch, a
+             * cancel of the root); the step waits for an external completion.
+             * From the step's own callback. */
             void (*setCancel)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     FutoInAsyncSteps_cancel_callback ch);
-            // Index 8
+            /* Index 8. waitExternal: the step does not complete when its
+             * callback returns; success or handle_error (from any thread)
+             * completes it later. From the step's own callback. */
             void (*waitExternal)(FutoInAsyncSteps* bsi);
-            // Index 9
+            /* Index 9. loop: adds a step that runs f(bsi, data) until
+             * breakLoop. label may be NULL ("" is the same); it is copied. A
+             * body that calls success and then breakLoop in one callback ends
+             * the loop with those args for the next step; otherwise loops give
+             * the next step no args. From a callback or an idle root. */
             void (*loop)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     void (*f)(FutoInAsyncSteps* bsi, void* data),
                     const char* label);
-            // Index 10
+            /* Index 10. repeat: as loop, f(bsi, data, i) for i from 0 to
+             * count-1. */
             void (*repeat)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     size_t count,
                     void (*f)(FutoInAsyncSteps* bsi, void* data, size_t i),
                     const char* label);
-            // Index 11
+            /* Index 11. breakLoop: leaves the innermost loop, or the one with
+             * label (NULL or "": innermost). Unwinds as the error LoopBreak:
+             * like handle_error it returns, and the caller must return at once.
+             * From a callback inside the loop. */
             void (*breakLoop)(FutoInAsyncSteps* bsi, const char* label);
-            // Index 12
+            /* Index 12. continueLoop: as breakLoop, to the next iteration
+             * (LoopCont). */
             void (*continueLoop)(FutoInAsyncSteps* bsi, const char* label);
-            // Index 13
+            /* Index 13. execute: starts the root's flow; it only posts to the
+             * loop, no callback runs before it returns. unhandled_error(root,
+             * data, code) (may be NULL: the error is logged) is called once, on
+             * the loop, when an error ends this execution; never for cancel.
+             * Nothing happens on a running root. From any thread. */
             void (*execute)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     FutoInAsyncSteps_error_callback unhandled_error);
-            // Index 14
+            /* Index 14. cancel: cancels the root's running flow: the cancel
+             * handlers of its running steps run on the loop, innermost first; no
+             * error handler runs. From any thread. */
             void (*cancel)(FutoInAsyncSteps* bsi);
-            // Index 15
+            /* Index 15. addSync: adds a step that enters sync (ours from
+             * futoin_mutex_new and the like, or another implementation's): it
+             * calls sync->api->lock(step, sync); once the lock is held (lock
+             * returned without making the step wait, or the step was completed
+             * by success) f runs with the incoming args, and unlock is called
+             * once when f's step ends in any way. eh and data as for add. */
             void (*addSync)(
                     FutoInAsyncSteps* bsi,
                     FutoInSync* sync,
                     void* data,
                     FutoInAsyncSteps_execute_callback f,
                     FutoInAsyncSteps_error_callback eh);
-            // Index 16
+            /* Index 16. rootId: the same for every step of a flow; each
+             * parallel branch has its own. */
             ptrdiff_t (*rootId)(FutoInAsyncSteps* bsi);
-            // Index 17
+            /* Index 17. isValid: 1 for a step until it completes; for a root,
+             * 1 while it is idle and 0 while its flow runs; 0 for a stale
+             * pointer. */
             int (*isValid)(FutoInAsyncSteps* bsi);
-            // Index 18
+            /* Index 18. newInstance: a new, empty root on the same loop, owned
+             * by the caller (release it with free). */
             FutoInAsyncSteps* (*newInstance)(FutoInAsyncSteps* bsi);
-            // Index 19
+            /* Index 19. free: releases a root from futoin_asyncsteps_new or
+             * newInstance: cancels its running flow, then cleans up its state
+             * variables and stack memory, on the loop. The pointer is invalid
+             * once free returns. From any thread; free roots before their loop
+             * ends (the process exits). */
             void (*free)(FutoInAsyncSteps* bsi);
-            // Index 20
+            /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
+             * any thread. */
             FutoInHandle (*sched_immediate)(
                     FutoInAsyncSteps* bsi, void* data, void (*cb)(void* data));
-            // Index 21
+            /* Index 21. sched_deferred: runs cb(data) on the loop after
+             * delay_ms. From any thread. */
             FutoInHandle (*sched_deferred)(
                     FutoInAsyncSteps* bsi,
                     uint32_t delay_ms,
                     void* data,
                     void (*cb)(void* data));
-            // Index 22
+            /* Index 22. sched_cancel: cancels handle's callback; harmless once
+             * it ran or was cancelled. From any thread. */
             void (*sched_cancel)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
-            // Index 23
+            /* Index 23. sched_is_valid: 1 while handle's callback is still to
+             * run; 0 once it ran or was cancelled. From any thread. */
             int (*sched_is_valid)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
-            // Index 24
+            /* Index 24. is_same_thread: 1 when called on the loop's OS thread
+             * (in every callback), 0 elsewhere. From any thread. */
             int (*is_same_thread)(FutoInAsyncSteps* bsi);
         };
         void* funcs[25];
@@ -250,15 +360,19 @@ struct FutoInAsyncSteps_
 
 /* 2.7.3. Binary synchronization primitive's interface */
 
-struct FutoInSyncAPI_
+FUTOIN_EXTENSION struct FutoInSyncAPI_
 {
-    union
+    FUTOIN_EXTENSION union
     {
-        struct
+        FUTOIN_EXTENSION struct
         {
-            // Index 0
+            /* Index 0. lock: called by addSync's step with that step's bsi.
+             * It either returns with the lock held, or makes the step wait
+             * (waitExternal) and completes it with success once held, or fails
+             * it with handle_error (e.g. DefenseRejected for a full queue). */
             void (*lock)(FutoInAsyncSteps* bsi, FutoInSync* sync);
-            // Index 1
+            /* Index 1. unlock: called once when the critical section ends in
+             * any way, with a bsi of the same rootId as lock's. */
             void (*unlock)(FutoInAsyncSteps* bsi, FutoInSync* sync);
         };
         void* funcs[2];
@@ -276,24 +390,38 @@ struct FutoInSync_
 
 /*
  * The library: libfutoin_asyncsteps (github.com/asyncsteps/asyncsteps/cabi/lib).
- *
- * futoin_asyncsteps_new returns a new, empty root on the library's default
- * event loop, valid until bsi->api->free(bsi).
- *
- * futoin_mutex_new, futoin_throttle_new and futoin_limiter_new return the
- * library's Mutex, Throttle and Limiter as synchronization objects for
- * addSync, valid until futoin_sync_free. A negative max_queue means an
- * unlimited queue. They return NULL for invalid limits.
  */
+
+/* futoin_asyncsteps_new returns a new, empty root on the library's default
+ * event loop, owned by the caller: valid until bsi->api->free(bsi). From any
+ * thread. */
 FutoInAsyncSteps* futoin_asyncsteps_new(void);
+
+/* futoin_mutex_new returns the library's Mutex: at most max flows inside at
+ * once, reentrant within a flow (each parallel branch is a flow of its own);
+ * at most max_queue flows wait (a negative max_queue: no limit), more fail
+ * with DefenseRejected. NULL when max is 0. Valid until futoin_sync_free. */
 FutoInSync* futoin_mutex_new(uint32_t max, int32_t max_queue);
+
+/* futoin_throttle_new returns the library's Throttle: at most max entries
+ * per period_ms; max_queue as for futoin_mutex_new. NULL when max or
+ * period_ms is 0. Valid until futoin_sync_free. */
 FutoInSync* futoin_throttle_new(uint32_t max, uint32_t period_ms, int32_t max_queue);
+
+/* futoin_limiter_new returns the library's Limiter: a Mutex of concurrent
+ * flows with max_queue waiting (a negative max_queue: no limit), followed by
+ * a Throttle of rate entries per period_ms with burst waiting. A zero
+ * concurrent or rate is no limit of that kind. Valid until
+ * futoin_sync_free. */
 FutoInSync* futoin_limiter_new(
         uint32_t concurrent,
-        uint32_t max_queue,
+        int32_t max_queue,
         uint32_t rate,
         uint32_t period_ms,
         uint32_t burst);
+
+/* futoin_sync_free releases a synchronization object of the library, at
+ * once: call it only when no flow uses it any more. */
 void futoin_sync_free(FutoInSync* sync);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@ package main
 import "C"
 
 import (
+	"math"
 	"time"
 	"unsafe"
 
@@ -55,10 +56,14 @@ func futoin_throttle_new(limit, periodMS C.uint32_t, maxQueue C.int32_t) *C.Futo
 }
 
 //export futoin_limiter_new
-func futoin_limiter_new(concurrent, maxQueue, rate, periodMS, burst C.uint32_t) *C.FutoInSync {
+func futoin_limiter_new(concurrent C.uint32_t, maxQueue C.int32_t, rate, periodMS, burst C.uint32_t) *C.FutoInSync {
+	limit := int(maxQueue)
+	if maxQueue < 0 {
+		limit = math.MaxInt32 // no limit, as for futoin_mutex_new
+	}
 	return (*C.FutoInSync)(cabi.Sync(asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
 		Concurrent: int(concurrent),
-		MaxQueue:   int(maxQueue),
+		MaxQueue:   limit,
 		Rate:       int(rate),
 		Period:     time.Duration(periodMS) * time.Millisecond,
 		Burst:      int(burst),
