@@ -93,20 +93,18 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 
 // add adds the step that sends the request made by build.
 func (c *Client) add(as asyncsteps.AsyncSteps, build func(ctx context.Context) (*http.Request, error), onerror []asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	send := func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.Await(func(ctx context.Context) (any, error) {
-			req, err := build(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return c.send(ctx, req)
-		})
+	send := func(ctx context.Context) (any, error) {
+		req, err := build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c.send(ctx, req)
 	}
 	if c.Guard == nil {
-		return as.Add(send, onerror...)
+		return as.Await(send, onerror...) // one step, not a step and its Await
 	}
 	return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		c.Guard.Sync(as, send)
+		c.Guard.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(send) })
 	}, onerror...)
 }
 

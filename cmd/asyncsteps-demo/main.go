@@ -60,7 +60,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.Limits.Burst, "burst", o.cfg.Limits.Burst, "limiter: requests waiting for the rate; more are answered 503")
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for")
 	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway; 0: one per core")
-	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use)")
+	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
