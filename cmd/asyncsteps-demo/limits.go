@@ -21,20 +21,18 @@ type limitOptions struct {
 	Burst      int
 }
 
-// newLimit returns the flows gateway's limit: a Limiter, or a Mutex when
-// there is no rate limit, counted by a queueCounter. The gateway knows it
-// only as an asyncsteps.Syncer, so a limit shared by a cluster is this one
-// constructor call away.
-func newLimit(o limitOptions) *queueCounter {
-	var s asyncsteps.Syncer
+// limitSyncer returns the Syncer that enforces o in the flows gateway: a
+// Limiter, or a Mutex when there is no rate limit (every field given, so
+// that what a zero option means does not matter). The gateway knows it only
+// as an asyncsteps.Syncer: a limit shared by a cluster replaces this one
+// constructor call.
+func limitSyncer(o limitOptions) asyncsteps.Syncer {
 	if o.Rate > 0 {
-		s = asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+		return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
 			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: time.Second, Burst: o.Burst,
 		})
-	} else {
-		s = asyncsteps.NewMutex(o.Concurrent, o.Queue)
 	}
-	return &queueCounter{syncer: s}
+	return asyncsteps.NewMutex(o.Concurrent, o.Queue)
 }
 
 // queueCounter is a Syncer that counts the flows waiting to enter the one
@@ -74,7 +72,7 @@ func (q *queueCounter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, one
 func (q *queueCounter) Waiting() int64 { return q.waiting.Load() }
 
 // plainLimit is the plain gateway's limit, with the same rules as
-// newLimit's: a semaphore of Concurrent slots with at most Queue waiters,
+// limitSyncer's: a semaphore of Concurrent slots with at most Queue waiters,
 // then, holding a slot, a window of Rate entries a second with at most
 // Burst waiters (the rules of asyncsteps.Throttle, see windowLimit). It is
 // safe for concurrent use.
