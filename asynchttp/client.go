@@ -24,7 +24,8 @@ import (
 //     name lookup failed);
 //   - CommError for any other transport error: the connection broke, the
 //     answer was malformed or its body longer than MaxBody, the Client's
-//     own http.Client.Timeout expired.
+//     own http.Client.Timeout expired;
+//   - Timeout when a deadline the step's context carries has passed.
 //
 // Both keep the Go error as Cause. A request cancelled by its step reports
 // nothing: the step has ended already.
