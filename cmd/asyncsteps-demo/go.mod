@@ -7,7 +7,6 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/tsenart/vegeta/v12 v12.13.0
 	golang.org/x/sync v0.17.0
-	golang.org/x/time v0.13.0
 )
 
 require (

@@ -60,7 +60,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.Limits.Burst, "burst", o.cfg.Limits.Burst, "limiter: requests waiting for the rate; more are answered 503")
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for")
 	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway; 0: one per core")
-	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use)")
+	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -88,6 +88,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal stops the process at once, grace or not
+	}()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		logger.Error("listen", "err", err)
