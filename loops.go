@@ -28,6 +28,10 @@ type loopRun struct {
 	i     int
 	items iterator
 	iter  step
+	// queue holds the one queued iteration: the frame's queue is set to it
+	// for each iteration, so that an iteration allocates no queue (popping
+	// a step leaves a slice without capacity behind it).
+	queue [1]step
 }
 
 func (lr *loopRun) begin(f *frame) *frame {
@@ -50,7 +54,8 @@ func (lr *loopRun) next(f *frame) *frame {
 		return f.h.fl.finish(f, nil)
 	}
 	f.args = nil // loop bodies get no incoming args
-	f.queue = append(f.queue[:0], lr.iter)
+	lr.queue[0] = lr.iter
+	f.queue = lr.queue[:]
 	return f
 }
 
