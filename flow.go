@@ -249,9 +249,17 @@ func (fl *flow) proceed(f *frame) *frame {
 		return fl.finish(f, f.args)
 	}
 	c := fl.newFrame(f, &f.queue[0])
-	f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
-	if len(f.queue) == 0 && f.mode == modeBase {
-		f.queue = nil // a parked flow keeps no step array alive
+	switch {
+	case len(f.queue) == 1 && (f.mode == modeStep || f.mode == modeHandler):
+		// The frame's own array, its last step taken: the next Add (of
+		// this frame, or of a step that recycles it) fills it from that
+		// step's place on, instead of allocating an array.
+		f.queue = f.queue[:0]
+	default:
+		f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
+		if len(f.queue) == 0 && f.mode == modeBase {
+			f.queue = nil // a parked flow keeps no step array alive
+		}
 	}
 	f.active = c
 	args := f.args

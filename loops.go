@@ -29,6 +29,10 @@ type loopRun struct {
 	items iterator
 	iter  step
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
+	// queue holds the one queued iteration: the frame's queue is set to it
+	// for each iteration, so that an iteration allocates no queue (popping
+	// a step leaves a slice without capacity behind it).
+	queue [1]step
 }
 
 func (lr *loopRun) begin(f *frame) *frame {
@@ -62,7 +66,8 @@ func (lr *loopRun) next(f *frame) *frame {
 
 func (lr *loopRun) queueIteration(f *frame) {
 	f.args = nil // loop bodies get no incoming args
-	f.queue = append(f.queue[:0], lr.iter)
+	lr.queue[0] = lr.iter
+	f.queue = lr.queue[:]
 }
 
 func (lr *loopRun) drained(f *frame) bool {
