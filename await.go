@@ -2,7 +2,10 @@ package asyncsteps
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
+	"runtime/debug"
 )
 
 // This file holds typed helpers for Go code that meets a flow: waiting for a
@@ -145,4 +148,74 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 		return v, true
 	}
 	return v, false
+}
+
+// awaitStep runs fn on a goroutine of its own (spec 1.13): the step waits,
+// its cancel handler cancels fn's context, and fn's outcome completes it.
+// A closed loop runs no cancel handler, so the loop's end cancels the
+// context too: fn's goroutine is not left waiting for a flow that is gone.
+func awaitStep(fn AwaitFunc) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		h := as.(*handle)
+		// fn sees the values of Run's context, but only the step cancels it.
+		ctx, cancel := context.WithCancel(context.WithoutCancel(h.fl.runContext()))
+		as.SetCancel(func(AsyncSteps) { cancel() })
+		stopOnClose := func() bool { return false }
+		if life := h.fl.sched.lifetime(); life != nil {
+			stopOnClose = context.AfterFunc(life, cancel)
+		}
+		go func() {
+			defer stopOnClose()
+			defer cancel()
+			v, err := callAwait(ctx, fn)
+			if err == nil {
+				h.Success(v)
+				return
+			}
+			h.complete(awaitError(err))
+		}()
+	}
+}
+
+// isNilValue reports whether err holds a nil pointer, map, slice, channel
+// or function: an error that is not nil as an interface, but has no value.
+func isNilValue(err error) bool {
+	switch v := reflect.ValueOf(err); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
+}
+
+// callAwait runs fn, turning a panic into an error: a panic on a goroutine
+// nobody recovers would end the process.
+func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx)
+}
+
+// awaitError maps fn's error to the step's error: an *Error keeps its code
+// and info, anything else is an InternalError with err.Error() as info. It
+// runs on a goroutine nobody recovers, so an error whose methods panic
+// (typically a nil pointer given as an error, which errors.As and Error
+// dereference) is an InternalError that says so, without it as Cause.
+func awaitError(err error) (mapped *Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			info := fmt.Sprintf("reading the %T given as an error panicked: %v", err, r)
+			if isNilValue(err) {
+				info = fmt.Sprintf("a nil %T was given as an error", err)
+			}
+			mapped = &Error{Code: InternalError, Info: info}
+		}
+	}()
+	var e *Error
+	if errors.As(err, &e) && e != nil {
+		return &Error{Code: e.Code, Info: e.Info, Cause: err}
+	}
+	return &Error{Code: InternalError, Info: err.Error(), Cause: err}
 }

@@ -207,5 +207,5 @@ func (m *Mutex) dequeue(e *entry) {
 	}
 }
 
-// The critical section machinery below is shared by Mutex, Throttle and
-// Limiter.
+// The critical section that Mutex, Throttle and Limiter share, and the queue
+// of their waiters, are in section.go.
