@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"reflect"
+	"runtime/debug"
 )
 
 // This file holds typed helpers for Go code that meets a flow: waiting for a
@@ -145,4 +146,72 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 		return v, true
 	}
 	return v, false
+}
+
+// awaitStep runs fn on a goroutine of its own (spec 1.13): the step waits,
+// its cancel handler cancels fn's context, and fn's outcome completes it.
+// A closed loop runs no cancel handler, so the loop's end cancels the
+// context too: fn's goroutine is not left waiting for a flow that is gone.
+// The critical sections around the step count fn until it returns (see
+// holdWork); that hold is given back before the step completes, so that a
+// flow that leaves a section after fn's result finds nothing left to wait
+// for.
+func awaitStep(fn AwaitFunc) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		h := as.(*handle)
+		run := fn
+		if w := h.fl.wait; w != nil && w.hooks != nil {
+			run = w.hooks.observeAwait(fn)
+		}
+		// fn sees the values and deadline of Run's context, but only the
+		// step cancels it (see awaitContext).
+		ctx, cancel := h.fl.awaitContext(h.f)
+		as.SetCancel(func(AsyncSteps) { cancel() })
+		stopOnClose := func() bool { return false }
+		if life := h.fl.sched.lifetime(); life != nil {
+			stopOnClose = context.AfterFunc(life, cancel)
+		}
+		held := holdWork(h.f)
+		go func() {
+			defer stopOnClose()
+			defer cancel()
+			v, err := callAwait(ctx, run, func() {
+				held.release()
+				h.complete(&Error{Code: InternalError, Info: goexitInfo})
+			})
+			held.release()
+			if err == nil {
+				h.Success(v)
+				return
+			}
+			h.complete(awaitError(err))
+		}()
+	}
+}
+
+// isNilValue reports whether err holds a nil pointer, map, slice, channel
+// or function: an error that is not nil as an interface, but has no value.
+func isNilValue(err error) bool {
+	switch v := reflect.ValueOf(err); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
+}
+
+// callAwait runs fn, turning a panic into an error: a panic on a goroutine
+// nobody recovers would end the process. A Goexit in fn ends the
+// goroutine whatever is done here: goexit then completes the step.
+func callAwait(ctx context.Context, fn AwaitFunc, goexit func()) (v any, err error) {
+	returned := false
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		} else if !returned {
+			goexit()
+		}
+	}()
+	v, err = fn(ctx)
+	returned = true
+	return v, err
 }

@@ -3,12 +3,10 @@ package asyncsteps
 import (
 	"context"
 	"log/slog"
-	"math"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 )
 
 // Loop is a real event loop: one goroutine that runs scheduled callbacks one
@@ -248,25 +246,6 @@ func (l *Loop) Close() {
 	<-l.done
 }
 
-// addSection links s into the ring of sections. Loop goroutine only.
-func (l *Loop) addSection(s *section) {
-	head := &l.sections
-	if head.next == nil {
-		head.prev, head.next = head, head
-	}
-	s.prev, s.next = head.prev, head
-	head.prev.next = s
-	head.prev = s
-}
-
-// leaveSections leaves every section still in the ring.
-func (l *Loop) leaveSections() {
-	head := &l.sections
-	for head.next != nil && head.next != head {
-		head.next.leave(nil) // unlinks it
-	}
-}
-
 // closeMark is the task Close posts; it never runs.
 type closeMark struct{}
 
@@ -301,52 +280,9 @@ func (l *Loop) postLocked(t task) {
 	l.inbox = append(l.inbox, t)
 }
 
-// startFlow queues the first task of fl, from any goroutine, behind every
-// task already queued, on a Treiber stack instead of the inbox: a push is
-// one compare-and-swap. On a closed loop the flow ends at once (see
-// endStarts).
-func (l *Loop) startFlow(fl *flow) {
-	for {
-		head := l.starts.Load()
-		fl.setNextStart(head)
-		if l.starts.CompareAndSwap(head, fl) {
-			break
-		}
-	}
-	// Both the push and shutdown's store of ended are sequentially
-	// consistent: either shutdown takes the flow, or this sees ended.
-	if l.ended.Load() {
-		l.endLateStarts()
-		return
-	}
-	// Likewise with sleep's store of sleeping: either this sees the loop
-	// asleep, or the loop sees the flow before it sleeps.
-	if l.sleeping.Load() {
-		l.mu.Lock()
-		l.unlockAndWake(true)
-	}
-}
-
-// endLateStarts ends the flows started after the loop stopped on a
-// goroutine of its own: their unhandled-error functions must not run inside
-// Execute (API decision 1). It is a function of its own because the go
-// statement inside startFlow made every start slower (3% on workload c).
-func (l *Loop) endLateStarts() { go l.endStarts() }
-
 // errLoopClosed is how a flow that its closed loop will never run ends.
 func errLoopClosed() *Error {
 	return &Error{Code: InternalError, Info: "the flow's loop is closed"}
-}
-
-// endStarts ends the flows waiting to start on a loop that has stopped.
-// It runs on the loop's goroutine in shutdown, and on a goroutine of its
-// own for a start that came after.
-func (l *Loop) endStarts() {
-	for fl := l.takeStarts(); fl != nil; {
-		next := unlinkStart(fl)
-		l.endUnstarted(fl)
-		fl = next
-	}
 }
 
 // endUnstarted ends fl, which its closed loop took from its queue or its
@@ -380,10 +316,20 @@ func (l *Loop) engineState() *loopLocal { return &l.engine }
 
 func (l *Loop) tool() Tool { return l }
 
+func (l *Loop) selfRunInfo() string { return runOnLoopInfo }
+
+func (l *Loop) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error) {
+	return waitResult(ctx, r, w)
+}
+
 func (l *Loop) lifetime() context.Context { return l.alive }
 
 // clock is the loop's monotonic time in nanoseconds, the scale of timer dues.
 func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
+
+// lockFreePost is true: post appends to the loop's own queue, inject to
+// the inbox under mu.
+func (l *Loop) lockFreePost() bool { return true }
 
 func (l *Loop) run() {
 	l.gid.Store(l.enterGoroutine())
@@ -416,30 +362,6 @@ func (l *Loop) drainInbox() {
 		l.local.push(fl)
 		fl = next
 	}
-}
-
-// unlinkStart takes fl out of the list takeStarts returned, so that its
-// base frame can be set up, and returns the flow after it.
-func unlinkStart(fl *flow) *flow {
-	next := fl.nextStart()
-	fl.setNextStart(nil)
-	return next
-}
-
-// takeStarts empties the stack of flows to start and returns them oldest
-// first, linked by nextStart.
-func (l *Loop) takeStarts() *flow {
-	if l.starts.Load() == nil {
-		return nil
-	}
-	var oldest *flow
-	for fl := l.starts.Swap(nil); fl != nil; {
-		next := fl.nextStart()
-		fl.setNextStart(oldest)
-		oldest = fl
-		fl = next
-	}
-	return oldest
 }
 
 // drainPosts moves the inbox behind the local queue. The two slices are
@@ -629,326 +551,4 @@ func dropTask(t task) {
 	if e, ok := t.(*loopImmediate); ok {
 		e.state.CompareAndSwap(handleScheduled, handleCancelled)
 	}
-}
-
-// States of a scheduled callback. A handle is valid only while scheduled;
-// the loop moves it to ran before calling it, so a callback that cancels its
-// own handle is harmless.
-const (
-	handleScheduled uint32 = iota
-	handleRan
-	handleCancelled
-)
-
-// immediate is a callback queued by Loop.Immediate, its own handle. It is
-// never removed from the queue: Cancel only flips its state, and the loop
-// skips it.
-type loopImmediate struct {
-	f     func()
-	state atomic.Uint32
-}
-
-func (e *loopImmediate) run() {
-	if e.state.CompareAndSwap(handleScheduled, handleRan) {
-		f := e.f
-		e.f = nil // a kept handle must not keep the closure alive
-		f()
-	}
-}
-
-func (e *loopImmediate) Cancel()       { e.state.CompareAndSwap(handleScheduled, handleCancelled) }
-func (e *loopImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
-
-// deadHandle is returned by a closed Loop: nothing is scheduled.
-type deadHandle struct{}
-
-func (deadHandle) Cancel()       {}
-func (deadHandle) IsValid() bool { return false }
-
-// addClamped returns now+d, saturating instead of overflowing, and treats a
-// negative d as 0.
-func addClamped(now int64, d time.Duration) int64 {
-	if d <= 0 {
-		return now
-	}
-	if int64(d) > math.MaxInt64-now {
-		return math.MaxInt64
-	}
-	return now + int64(d)
-}
-
-// timerEntry is a deferred callback and its own handle. While scheduled it
-// sits in a timerHeap at index; Cancel removes it at once, so a cancelled
-// timer costs nothing later and no longer counts as an event.
-type timerEntry struct {
-	t     task
-	due   int64  // on the owner's clock, in nanoseconds
-	seq   uint64 // scheduling order, breaks ties between equal dues
-	index int    // position in h.items, -1 once out; guarded by h.mu
-	h     *timerHeap
-	state atomic.Uint32 // written under h.mu; read without it by IsValid
-	// A Loop's step timer (step): owned by the loop's goroutine, never
-	// handed to user code, recycled. In its duration's list (list, prev,
-	// next), or in the loop's pool of step timers (next). Nothing reads
-	// the state of a listed step timer (it has no user to ask IsValid), so
-	// arming, cancelling and firing one write none: each write would be an
-	// atomic exchange.
-	step       bool
-	unstamped  bool // a step timer armed in a list and not yet given its due (stepTimers.stamp)
-	list       *timerList
-	prev, next *timerEntry
-}
-
-// local reports whether e is a step timer of a Loop.
-func (e *timerEntry) local() bool { return e.step }
-
-// Cancel removes the timer from its heap; harmless once it ran. A heap
-// without a mutex belongs to the loop's goroutine, the only caller then.
-func (e *timerEntry) Cancel() {
-	if e.list != nil { // a step timer: on the loop's goroutine
-		e.list.unlink(e)
-		return
-	}
-	if e.h == nil {
-		// A timer of a foreign tool (its t never changes), or a step timer
-		// that has run. Only an entry out of a heap may read t without
-		// the heap's lock: firing and dropping write it.
-		if f, ok := e.t.(foreignTimer); ok {
-			f.Cancel()
-		}
-		return
-	}
-	if mu := e.h.mu; mu != nil {
-		mu.Lock()
-		defer mu.Unlock()
-	}
-	if e.index >= 0 {
-		e.h.remove(e.index)
-		e.state.Store(handleCancelled)
-	}
-}
-
-// before reports whether e is due before o, both being due.
-func (e *timerEntry) before(o *timerEntry) bool {
-	return e.due < o.due || e.due == o.due && e.seq < o.seq
-}
-
-func (e *timerEntry) IsValid() bool { return e.state.Load() == handleScheduled }
-
-func (e *timerEntry) fire() {
-	t := e.t
-	e.t = nil // a kept handle must not keep the callback alive
-	t.run()
-}
-
-// funcTask runs a function as a task.
-type funcTask func()
-
-func (f funcTask) run() { f() }
-
-// timerHeap is a binary min-heap of timers by (due, seq) that keeps each
-// entry's index, so that Cancel removes in O(log n). The keys are kept in
-// the heap's array, so that sifting compares without reaching the entries.
-// Every method must be called with mu held; a heap without mu is used by
-// one goroutine only.
-type timerHeap struct {
-	mu    *sync.Mutex
-	items []timerSlot
-	seq   *atomic.Uint64 // scheduling order, maybe shared with another heap
-}
-
-type timerSlot struct {
-	due int64
-	seq uint64
-	e   *timerEntry
-}
-
-func (h *timerHeap) len() int { return len(h.items) }
-
-func (h *timerHeap) push(e *timerEntry, due int64) {
-	e.h, e.due, e.seq = h, due, h.seq.Add(1)
-	e.index = len(h.items)
-	h.items = append(h.items, timerSlot{due: due, seq: e.seq, e: e})
-	h.up(e.index)
-}
-
-// nextDue returns the due time of the earliest timer, if any.
-func (h *timerHeap) nextDue() (int64, bool) {
-	if len(h.items) == 0 {
-		return 0, false
-	}
-	return h.items[0].due, true
-}
-
-// peekDue returns the earliest timer if it is due by limit.
-func (h *timerHeap) peekDue(limit int64) *timerEntry {
-	if len(h.items) == 0 || h.items[0].due > limit {
-		return nil
-	}
-	return h.items[0].e
-}
-
-// popDue removes and returns the earliest timer if it is due by limit, its
-// state already moved to ran so that a racing Cancel is a no-op.
-func (h *timerHeap) popDue(limit int64) *timerEntry {
-	if len(h.items) == 0 || h.items[0].due > limit {
-		return nil
-	}
-	e := h.items[0].e
-	h.remove(0)
-	e.state.Store(handleRan)
-	return e
-}
-
-func (h *timerHeap) remove(i int) {
-	last := len(h.items) - 1
-	e := h.items[i].e
-	if i != last {
-		h.swap(i, last)
-	}
-	h.items[last] = timerSlot{}
-	h.items = h.items[:last]
-	if i != last {
-		h.down(i)
-		h.up(i)
-	}
-	e.index = -1
-}
-
-// dropAll drops every timer, as on Close or ResetEvents, and returns the
-// tasks of those that must run at once when dropped (see runsWhenDropped),
-// in no particular order.
-func (h *timerHeap) dropAll() (mustRun []task) {
-	for i, it := range h.items {
-		if _, ok := it.e.t.(runsWhenDropped); ok {
-			mustRun = append(mustRun, it.e.t)
-		}
-		it.e.index = -1
-		it.e.t = nil
-		it.e.state.Store(handleCancelled)
-		h.items[i] = timerSlot{}
-	}
-	h.items = h.items[:0]
-	return mustRun
-}
-
-// runsWhenDropped marks a deferred task of this package that runs at once
-// if its timer is dropped before it falls due (its Loop closed, its
-// TestTool reset), because flows on other tools may wait for it: the end
-// of a Throttle's period.
-type runsWhenDropped interface {
-	task
-	runsWhenDropped()
-}
-
-func (h *timerHeap) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	return a.due < b.due || (a.due == b.due && a.seq < b.seq)
-}
-
-func (h *timerHeap) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].e.index = i
-	h.items[j].e.index = j
-}
-
-func (h *timerHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h *timerHeap) down(i int) {
-	n := len(h.items)
-	for {
-		c := 2*i + 1
-		if c >= n {
-			return
-		}
-		if c+1 < n && h.less(c+1, c) {
-			c++
-		}
-		if !h.less(c, i) {
-			return
-		}
-		h.swap(i, c)
-		i = c
-	}
-}
-
-// keptQueue is the capacity, in tasks, that a loop's queues keep while the
-// loop is idle. Past it, a queue grown by a burst gives its memory back when
-// the burst is over, rather than holding it for the loop's lifetime.
-const keptQueue = 1024
-
-// trimmed returns q, or nil when q is empty and larger than keptQueue.
-func trimmed(q []task) []task {
-	if len(q) == 0 && cap(q) > keptQueue {
-		return nil
-	}
-	return q
-}
-
-// fifo is a FIFO queue on a circular buffer whose size is a power of two.
-// It grows by doubling, so push and pop are O(1) amortized and allocate
-// nothing once the buffer is large enough; it never shifts or reslices its
-// contents. It keeps its capacity while in use; trim gives back a large
-// buffer once it is empty. It is not safe for concurrent use.
-type fifo[T any] struct {
-	buf  []T
-	head int
-	n    int
-	// spare is the buffer trim gave back, held weakly: the next burst
-	// takes it again unless a collection freed it meanwhile, so that
-	// bursts close together do not grow the queue from nothing each time.
-	spare weak.Pointer[[]T]
-}
-
-func (r *fifo[T]) len() int { return r.n }
-
-// trim gives back the buffer of an empty queue larger than keptQueue.
-func (r *fifo[T]) trim() {
-	if r.n == 0 && len(r.buf) > keptQueue {
-		buf := r.buf // all zero: pop clears what it takes
-		r.spare = weak.Make(&buf)
-		r.buf, r.head = nil, 0
-	}
-}
-
-func (r *fifo[T]) push(v T) {
-	if r.n == len(r.buf) {
-		r.grow()
-	}
-	r.buf[(r.head+r.n)&(len(r.buf)-1)] = v
-	r.n++
-}
-
-func (r *fifo[T]) pop() (T, bool) {
-	var zero T
-	if r.n == 0 {
-		return zero, false
-	}
-	v := r.buf[r.head]
-	r.buf[r.head] = zero // let the GC have it
-	r.head = (r.head + 1) & (len(r.buf) - 1)
-	r.n--
-	return v, true
-}
-
-func (r *fifo[T]) grow() {
-	size := max(16, 2*len(r.buf))
-	var buf []T
-	if spare := r.spare.Value(); spare != nil && len(*spare) >= size {
-		buf, r.spare = *spare, weak.Pointer[[]T]{}
-	} else {
-		buf = make([]T, size)
-	}
-	k := copy(buf, r.buf[r.head:])
-	copy(buf[k:], r.buf[:r.head])
-	r.buf, r.head = buf, 0
 }

@@ -227,6 +227,3 @@ func (m *Mutex) dequeue(e *entry) {
 		e.chain = nil
 	}
 }
-
-// The critical section machinery below is shared by Mutex, Throttle and
-// Limiter.

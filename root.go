@@ -137,35 +137,6 @@ func (r *Root) startIn(w *waiter) {
 	fl.sched.startFlow(fl)
 }
 
-// run begins the flow: it runs the flow's first steps, or fails it at once
-// for a wrong use of the Root before Execute.
-func (fl *flow) run() {
-	// Only a closed loop's shutdown, or a start that came after it, ends a
-	// flow before it begins (endUnstarted): on the flows it took from the
-	// queue and the stack, which this loop will never run. So this only
-	// reads the bit, and costs no atomic write.
-	if fl.phase.Load()&flowAbandoned != 0 {
-		return // ended already: its loop was closed
-	}
-	if fl.wait != nil && fl.wait.promise != nil {
-		if l, ok := fl.sched.(*Loop); ok {
-			l.watch(fl)
-		}
-	}
-	fl.done = false
-	if h := fl.sched.engineState().hooks(); h != nil {
-		fl.observeStart(h)
-	}
-	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseHandle, consumed: true}
-	if err := fl.base.err; err != nil {
-		fl.base.err = nil
-		fl.noteError(err, err)
-		fl.end(nil, err)
-		return
-	}
-	fl.drive(&fl.base)
-}
-
 // Cancel stops the running flow, from any goroutine: on the loop, the cancel
 // handlers of the running steps run (innermost first, no error handler),
 // then the flow ends with an error matching context.Canceled. It does
@@ -216,27 +187,26 @@ func (r *Root) cancel(cause error) {
 // if the flow is already running.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if r.fl.sched.IsSameThread() {
-		if _, ok := r.fl.sched.(*TestTool); ok {
-			return nil, &Error{Code: InternalError, Info: "Run called from a callback of the flow's TestTool: it would drive the tool inside itself"}
-		}
-		return nil, &Error{Code: InternalError, Info: "Run called on the loop of the flow: it would deadlock"}
+		return nil, &Error{Code: InternalError, Info: r.fl.sched.selfRunInfo()}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // a Go API starts no work under an ended context
 	}
-	ch := make(chan Result, 1)
-	w := &waiter{promise: ch, ctx: ctx}
+	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
 	r.startIn(w)
-	if tt, ok := r.fl.sched.(*TestTool); ok {
-		return tt.runFlow(ctx, r, w)
-	}
+	return r.fl.sched.waitRun(ctx, r, w)
+}
+
+// waitResult is how Run waits on a Loop or a foreign tool, which run the
+// flow on their own: for its Result, cancelling the flow when ctx ends.
+func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 	// The flow always delivers: a closed Loop ends the flows it abandons.
 	select {
-	case res := <-ch:
+	case res := <-w.promise:
 		return res.Args, res.Err
 	case <-ctx.Done():
 		r.stopFor(ctx, w)
-		res := <-ch
+		res := <-w.promise
 		return res.Args, res.Err
 	}
 }
@@ -255,8 +225,6 @@ func (r *Root) Clone() *Root {
 
 // NewInstance returns a new, empty Root on the same tool (API decision 14).
 func (r *Root) NewInstance() *Root { return r.fl.newInstance() }
-
-func (fl *flow) newInstance() *Root { return newRoot(fl.sched, fl.unhandled) }
 
 // push queues s at level 0: in the running flow, it runs after the steps
 // queued there.

@@ -120,11 +120,9 @@ func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 func (s *section) enterFrame(h *handle) {
 	h.f.impl = s
 	h.SetCancel(cancelSection)
-	if l, ok := h.fl.sched.(*Loop); ok && !l.shared {
-		// A Loop that closes gives back what its flows hold. Only one that
-		// can close links its sections: the ring keeps them reachable.
-		l.addSection(s)
-	}
+	// A Loop that closes gives back what its flows hold: it links the
+	// section into its ring (other tools do nothing).
+	h.fl.sched.linkSection(s)
 	for range s.n {
 		h.push(plainStep(advanceSection, nil))
 	}

@@ -71,3 +71,23 @@ func (s *State) fillMissing(model *State) {
 		}
 	}
 }
+
+// sameStack reports whether AsyncStack is still the stack the engine
+// recorded last, and that stack's functions are the n step functions from
+// the root to f. Entry addresses are compared, not names: looking a name up
+// costs more than the rest of the comparison.
+func (s *State) sameStack(f *frame, n int) bool {
+	pcs := s.stack.pcs
+	if len(pcs) != n || len(s.AsyncStack) != n || n > 0 && &s.AsyncStack[0] != &s.stack.names[0] {
+		return false
+	}
+	for ; f != nil; f = f.parent {
+		if pc := f.stackPC(); pc != 0 {
+			n--
+			if pcs[n] != pc {
+				return false
+			}
+		}
+	}
+	return true
+}

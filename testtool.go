@@ -220,33 +220,6 @@ func (t *TestTool) popImmediate() task {
 	return nil
 }
 
-// testImmediate is a callback queued by TestTool.Immediate, its own handle.
-type testImmediate struct {
-	f     func()
-	tool  *TestTool
-	state atomic.Uint32 // written under tool.mu; read without it by IsValid
-}
-
-func (e *testImmediate) run() {
-	f := e.f
-	e.f = nil
-	f()
-}
-
-// Cancel uncounts the callback at once, so HasEvents sees it gone; the
-// queue entry itself is skipped when reached.
-func (e *testImmediate) Cancel() {
-	e.tool.mu.Lock()
-	if e.state.CompareAndSwap(handleScheduled, handleCancelled) {
-		e.tool.live--
-	}
-	e.tool.mu.Unlock()
-}
-
-func (e *testImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
-
-// stopped is nil: a TestTool never stops.
-
 // inject queues t like post; it is safe from any goroutine.
 func (t *TestTool) inject(x task) { t.post(x) }
 
@@ -262,6 +235,26 @@ func (t *TestTool) engineState() *loopLocal { return &t.engine }
 func (t *TestTool) lifetime() context.Context { return nil }
 
 func (t *TestTool) tool() Tool { return t }
+
+// watch does nothing: a TestTool never abandons a flow.
+func (t *TestTool) watch(*flow) {}
+
+// linkSection does nothing: a TestTool never closes.
+func (t *TestTool) linkSection(*section) {}
+
+// lockFreePost is false: post and inject share one queue and lock.
+func (t *TestTool) lockFreePost() bool { return false }
+
+func (t *TestTool) deferred(d time.Duration, tk task) Handle { return t.deferTask(d, tk) }
+
+func (t *TestTool) selfRunInfo() string {
+	return "Run called from a callback of the flow's TestTool: it would drive the tool inside itself"
+}
+
+// waitRun drives the tool itself (see runFlow).
+func (t *TestTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error) {
+	return t.runFlow(ctx, r, w)
+}
 
 // runFlow drives t until the flow of r reports to w, stopping it when ctx
 // ends (see Root.stopFor). While no event is queued it waits for one from

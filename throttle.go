@@ -165,15 +165,7 @@ func (t *Throttle) newPeriod() {
 // than keep the Throttle full for good: a flow that waits for it may run
 // on another tool.
 func (t *Throttle) arm(tool Tool) {
-	var h Handle
-	switch tl := tool.(type) {
-	case *Loop:
-		h = tl.deferred(t.periodLen(), periodEnd{t})
-	case *TestTool:
-		h = tl.deferTask(t.periodLen(), periodEnd{t})
-	default:
-		h = tool.Deferred(t.periodLen(), t.newPeriod)
-	}
+	h := schedulerOf(tool).deferred(t.periodLen(), periodEnd{t})
 	if _, closed := h.(deadHandle); closed {
 		t.newPeriod()
 	}

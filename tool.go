@@ -28,8 +28,10 @@ type Handle interface {
 type task interface{ run() }
 
 // scheduler is what the engine needs beyond Tool from the loops of this
-// package. Both methods are called only on the loop's goroutine, from inside
-// a callback the loop is running.
+// package: the engine reaches [Loop] and [TestTool] only through it, and a
+// Tool of another package through foreignTool. Unless a method says it is
+// safe from any goroutine, it is called only on the loop's goroutine, from
+// inside a callback the loop is running.
 type scheduler interface {
 	Tool
 	// post queues t behind every task already queued, without a lock.
@@ -52,6 +54,25 @@ type scheduler interface {
 	// lifetime is cancelled when the tool stops running tasks for good;
 	// nil for a tool that never does.
 	lifetime() context.Context
+	// deferred schedules t like Deferred, from any goroutine, without a
+	// closure; a closed Loop returns deadHandle{}.
+	deferred(d time.Duration, t task) Handle
+	// watch keeps a flow that a Promise or Run waits for, so that a Close
+	// that abandons it still gives the waiter its Result (a Loop only).
+	watch(fl *flow)
+	// linkSection links a critical section that a flow entered, so that a
+	// Close gives back what it holds (a Loop that can close only).
+	linkSection(s *section)
+	// lockFreePost reports whether post, on the loop's goroutine, skips the
+	// lock that inject takes (a Loop only): a gate then resumes a waiter of
+	// the same loop through post.
+	lockFreePost() bool
+	// selfRunInfo is the info of the InternalError of Root.Run called from
+	// a callback of the tool itself.
+	selfRunInfo() string
+	// waitRun waits, for Root.Run, for the Result of r's execution w,
+	// cancelling it when ctx ends; from any goroutine but the tool's.
+	waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error)
 }
 
 // foreignTool makes a Tool that is not one of this package's loops a
@@ -67,6 +88,21 @@ func (t foreignTool) engineState() *loopLocal { return nil }
 func (t foreignTool) tool() Tool              { return t.Tool }
 
 func (foreignTool) lifetime() context.Context { return nil }
+func (foreignTool) watch(*flow)               { /* a foreign tool never abandons a flow */ }
+func (foreignTool) linkSection(*section)      {}
+func (foreignTool) lockFreePost() bool        { return false }
+
+func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
+
+func (foreignTool) selfRunInfo() string { return runOnLoopInfo }
+
+func (foreignTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error) {
+	return waitResult(ctx, r, w)
+}
+
+// runOnLoopInfo is the info of Root.Run called from a callback of a tool
+// that runs on its own goroutine.
+const runOnLoopInfo = "Run called on the loop of the flow: it would deadlock"
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
 	return &timerEntry{t: foreignTimer{t.Deferred(d, tk.run)}}
@@ -78,14 +114,18 @@ type foreignTimer struct{ Handle }
 
 func (foreignTimer) run() {}
 
-// schedulerOf returns t as a scheduler. The package's own loops are
-// matched by type first: cheaper than asserting to the interface, once per
-// flow.
+// The package's tools implement scheduler: schedulerOf would otherwise
+// treat them as foreign tools.
+var (
+	_ scheduler = (*Loop)(nil)
+	_ scheduler = (*TestTool)(nil)
+	_ scheduler = foreignTool{}
+)
+
+// schedulerOf returns t as a scheduler: only this package's tools can
+// implement its unexported methods.
 func schedulerOf(t Tool) scheduler {
-	switch s := t.(type) {
-	case *Loop:
-		return s
-	case *TestTool:
+	if s, ok := t.(scheduler); ok {
 		return s
 	}
 	return foreignTool{t}

@@ -1,0 +1,158 @@
+package asyncsteps
+
+// This file holds frame, one running step of a flow, and its state
+// machine (see the frame type and docs/DESIGN.md#frame-states).
+
+// frame mode
+const (
+	modeStep    uint8 = iota // a step's callback and its sub-steps
+	modeHandler              // an error handler that took over a failed step
+	modeBranch               // the root of one parallel branch
+	modeBase                 // the root of the flow
+)
+
+// frame is one running step: its callback, then its sub-steps. Frames are
+// owned by the flow's loop goroutine and recycled through the loop's pool,
+// by any flow of the loop; only the current handle's completion (args) is
+// written by other goroutines, and only after a successful claim. A frame
+// whose claim is still being written is never recycled (consumed is false).
+// At 128 bytes it is two cache lines: a parked flow is its Root (208 bytes,
+// with its base frame), the frame of the waiting step and its handle.
+//
+// A frame's state is spread over its booleans (packed, so that the frame
+// stays two cache lines), its queue and active sub-step, and its handle's
+// state word (handle.st). Its states, one incarnation after the other
+// (docs/DESIGN.md#frame-states has the full table):
+//
+//	state          flags                         entered by         left by
+//	blank          all false, empty queue        blankFrame         proceed, newBranch
+//	unstarted      unstarted, fast (branch)      newBranch          startBranch: calling
+//	calling        handle state 0 (running)      proceed, handle    settle
+//	succeeded      succeeded (with calling)      Success            settle: finish
+//	raised         err set, handling false       raise, recoverInto settle: fail
+//	waiting        waiting                       settle             handle.run, timeout, unwind, cancelTree
+//	parent         queue or active set           settle (added)     proceed, finish
+//	handling       mode handler, handling        flow.handle        settle (like calling)
+//	over           over                          release            retire: blank; finish of a fast branch: parent
+//
+// consumed is orthogonal: it says that no other goroutine may still write
+// a completion into the frame, so that retire may recycle it.
+type frame struct {
+	// The fields every step touches come first: in the base frame, within
+	// one cache line of the Root.
+	active *frame // the sub-step running now
+	mode   uint8
+
+	over      bool // finished or unwound
+	waiting   bool // suspended until an external completion
+	consumed  bool // no other goroutine may still write to the frame
+	succeeded bool // Success was called by the callback itself, args in args
+	unstarted bool // a parallel branch frame whose own step has not run yet
+	fast      bool // a parallel branch frame whose own step has not completed
+	handling  bool // err is the error this handler frame handles, not one it raised
+
+	queue  []step
+	args   []any   // input of the next sub-step, then the frame's result
+	h      *handle // the current incarnation; h.fl is the frame's flow
+	parent *frame
+	// impl is what the frame runs: its step's StepFunc (kept in a handler
+	// frame for AsyncStack), the control of a built-in step, or, once the
+	// step has entered a critical section, the *section its sub-steps
+	// share; see fn and ctl.
+	impl any
+
+	onerror  ErrorFunc
+	onCancel CancelFunc
+	timer    *timerEntry
+
+	// err is the error the callback raised (Error, Break, Continue or a
+	// panic) or, while handling is set, the error this handler frame
+	// handles. A completion from outside the callback is written to args
+	// (stClaim, then stReady, and stFailed for an error: see complete).
+	err *Error
+}
+
+// fn returns the frame's step function, or nil.
+func (f *frame) fn() StepFunc {
+	fn, _ := f.impl.(StepFunc)
+	return fn
+}
+
+// ctl returns the control of a built-in step's frame, or nil. A type switch
+// on the two kinds is cheaper than asserting to the interface.
+func (f *frame) ctl() control {
+	switch c := f.impl.(type) {
+	case *loopRun:
+		return c
+	case *parallelRun:
+		return c
+	}
+	return nil
+}
+
+// owner returns the frame that stands for the flow, or the parallel branch,
+// that as runs in: what synchronization primitives count as one holder
+// (spec 1.11.4). It is nil for a value that is not a running step. The
+// base frame is never recycled, and a branch frame only once the branch has
+// finished, after the primitives have let go of it (see flow.retire), so
+// the key is unique while it is held.
+func owner(as AsyncSteps) *frame {
+	h, ok := as.(*handle)
+	if !ok {
+		return nil
+	}
+	return ownerOf(h.f)
+}
+
+// outerOwner returns the owner that the parallel branch o was started from,
+// or nil when o is the whole flow.
+func outerOwner(o *frame) *frame {
+	if o.mode != modeBranch {
+		return nil
+	}
+	return ownerOf(o.parent)
+}
+
+func ownerOf(f *frame) *frame {
+	for f.mode != modeBranch && f.mode != modeBase {
+		f = f.parent
+	}
+	return f
+}
+
+// kill makes f's handle dead, noting whether another goroutine may still
+// be writing a completion into f: one that claimed it but has not made it
+// ready. Until then f must not be recycled. A handle whose completion is
+// claimed and written is dead already (nothing accepts a second one), and
+// costs no atomic write: the steps completed from outside all end so.
+func (f *frame) kill() {
+	st := f.h.st.Load()
+	if st&stDone != 0 {
+		return
+	}
+	if st&(stClaim|stReady) == stClaim|stReady {
+		f.consumed = true
+		return
+	}
+	old := f.h.st.Or(stIdle | stClaim | stDone)
+	f.consumed = old&stClaim == 0 || old&stReady != 0
+}
+
+// stackPC is the entry address of the user's function that f runs, for
+// AsyncStack, or 0 if it runs none: for an iteration of a loop, the loop's
+// body; for a step of a critical section, the function given to Sync (the
+// engine's own steps around it are not the user's); else f's step function.
+func (f *frame) stackPC() uintptr {
+	if p := f.parent; p != nil {
+		switch c := p.impl.(type) {
+		case *loopRun:
+			return funcPC(c.def.body())
+		case *section:
+			return funcPC(c.f)
+		}
+	}
+	if fn := f.fn(); fn != nil {
+		return funcPC(fn)
+	}
+	return 0
+}

@@ -1,0 +1,68 @@
+package asyncsteps
+
+// This file holds the Handle implementations of the immediates of Loop and
+// TestTool, and the dead handle of a closed Loop; a deferred callback's
+// Handle is its timerEntry (timerheap.go).
+
+import "sync/atomic"
+
+// States of a scheduled callback. A handle is valid only while scheduled;
+// the loop moves it to ran before calling it, so a callback that cancels its
+// own handle is harmless.
+const (
+	handleScheduled uint32 = iota
+	handleRan
+	handleCancelled
+)
+
+// immediate is a callback queued by Loop.Immediate, its own handle. It is
+// never removed from the queue: Cancel only flips its state, and the loop
+// skips it.
+type loopImmediate struct {
+	f     func()
+	state atomic.Uint32
+}
+
+func (e *loopImmediate) run() {
+	if e.state.CompareAndSwap(handleScheduled, handleRan) {
+		f := e.f
+		e.f = nil // a kept handle must not keep the closure alive
+		f()
+	}
+}
+
+func (e *loopImmediate) Cancel() { e.state.CompareAndSwap(handleScheduled, handleCancelled) }
+
+func (e *loopImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
+
+// deadHandle is returned by a closed Loop: nothing is scheduled.
+type deadHandle struct{}
+
+func (deadHandle) Cancel() {}
+
+func (deadHandle) IsValid() bool { return false }
+
+// testImmediate is a callback queued by TestTool.Immediate, its own handle.
+type testImmediate struct {
+	f     func()
+	tool  *TestTool
+	state atomic.Uint32 // written under tool.mu; read without it by IsValid
+}
+
+func (e *testImmediate) run() {
+	f := e.f
+	e.f = nil
+	f()
+}
+
+// Cancel uncounts the callback at once, so HasEvents sees it gone; the
+// queue entry itself is skipped when reached.
+func (e *testImmediate) Cancel() {
+	e.tool.mu.Lock()
+	if e.state.CompareAndSwap(handleScheduled, handleCancelled) {
+		e.tool.live--
+	}
+	e.tool.mu.Unlock()
+}
+
+func (e *testImmediate) IsValid() bool { return e.state.Load() == handleScheduled }

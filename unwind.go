@@ -1,0 +1,312 @@
+package asyncsteps
+
+// This file holds how a flow fails and stops: error unwinding, error and
+// cancel handlers, step timeouts, the whole flow's cancel, and the
+// AsyncStack recorded at an error.
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// fail unwinds the error err from f outward (API decisions 6, 7 and 9):
+// each level runs its cancel handler, then its error handler, until one
+// handles the error or a loop takes its Break or Continue. It returns where
+// the flow goes on.
+func (fl *flow) fail(f *frame, err *Error) *frame {
+	fl.noteStack(f)
+	return fl.unwind(f, err)
+}
+
+// unwind is fail for an error whose AsyncStack is recorded already: one
+// that goes on from a handler that returned, or from a failed branch to its
+// Parallel.
+func (fl *flow) unwind(f *frame, err *Error) *frame {
+	for {
+		f.queue = f.queue[:0]
+		f.active = nil
+		f.waiting = false
+		if ctl := f.ctl(); ctl != nil {
+			if next, ok := ctl.catch(f, err); ok {
+				return next
+			}
+		}
+		if perr := fl.callCancel(f, nil); perr != nil {
+			err = perr
+		}
+		fl.release(f)
+		if f.onerror != nil {
+			c := fl.handle(f, err)
+			if from, e := fl.unwindsOn(c); e != nil {
+				f, err = from, e
+				continue
+			}
+			return fl.settle(c)
+		}
+		switch f.mode {
+		case modeBase:
+			fl.end(nil, fl.rootError(err))
+			return nil
+		case modeBranch:
+			fl.climb(f)
+			return f.parent.impl.(*parallelRun).branchFailed(f.parent, err)
+		}
+		p := f.parent
+		fl.climb(f)
+		fl.retire(f)
+		f = p
+	}
+}
+
+// handle runs f's error handler in a new incarnation of f that takes its
+// place, so that steps the handler adds run in place of the failed step, and
+// the failed step's handle stays dead.
+func (fl *flow) handle(f *frame, err *Error) *frame {
+	h := f.onerror
+	if !f.consumed {
+		// Another goroutine may still write to f: take a fresh frame.
+		g := &frame{parent: f.parent, impl: f.fn()}
+		f.parent.active = g
+		f = g
+	}
+	parent, fn := f.parent, f.fn()
+	q := f.queue[:0]
+	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q}
+	fl.newHandle(f, 0)
+	fl.callHandler(f, h, err.Code)
+	return f
+}
+
+// unwindsOn looks at how the error handler of c returned, for the two
+// outcomes that make the error go on: the handler raised an error of its
+// own, or returned plainly. It reports the frame and the error to unwind
+// from, so that unwind goes on in its loop: settling them by recursion
+// would take stack in proportion to the levels the error crosses. A
+// handler that waited is left to settle.
+func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
+	if c.h.st.Load() != 0 {
+		return nil, nil
+	}
+	switch {
+	case c.err != nil && !c.handling:
+		c.h.st.Store(stIdle | stClaim | stDone)
+		c.consumed = true
+		fl.noteStack(c)
+		return c, c.err
+	case len(c.queue) == 0 && !c.succeeded:
+		c.h.st.Store(stIdle | stClaim | stDone)
+		c.consumed = true
+		err, p := c.err, c.parent
+		fl.release(c)
+		fl.climb(c)
+		fl.retire(c)
+		return p, err
+	}
+	return nil, nil
+}
+
+// callCancel runs f's cancel handler, if it has one, once, with f's handle
+// dead. A panic or a Goexit in it becomes the InternalError it returns,
+// not raised. After a Goexit, job goes on from f on the next goroutine or,
+// with no job (an error unwinding), the unwinding does.
+func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
+	h := f.onCancel
+	if h == nil {
+		return nil
+	}
+	f.onCancel = nil
+	f.kill()
+	returned := false
+	fl.inCall = true
+	defer func() {
+		fl.inCall = false
+		r := recover()
+		if fl.reent {
+			fl.afterReentry(&frame{}) // no step to fail: the tasks go on
+		}
+		switch {
+		case r == nil && !returned:
+			err = fl.goexitError()
+			if job != nil {
+				fl.afterGoexit(job)
+			} else {
+				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
+			}
+		case r != nil:
+			if _, ok := r.(abortSignal); !ok {
+				err = fl.panicked(r)
+			}
+		}
+	}()
+	h(f.h)
+	returned = true
+	return nil
+}
+
+// cancelTree cancels f and everything running under it, innermost first,
+// running cancel handlers only (API decisions 7 and 8), then goes on with
+// then (nil: nothing). It returns then's frame.
+func (fl *flow) cancelTree(f *frame, then func() *frame) *frame {
+	return fl.cancelFrames(then, f)
+}
+
+// armTimeout (re)arms f's timeout (API decision 8).
+func (fl *flow) armTimeout(f *frame, d time.Duration) {
+	if f.timer != nil {
+		fl.disarm(f)
+	}
+	f.timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
+}
+
+// disarm cancels f's timer. A Loop's step timer, which nothing else refers
+// to, goes back to the loop's pool: a timeout costs no allocation.
+func (fl *flow) disarm(f *frame) {
+	e := f.timer
+	f.timer = nil
+	e.Cancel()
+	fl.recycleTimer(e)
+}
+
+func (fl *flow) recycleTimer(e *timerEntry) {
+	if st := fl.sched.engineState(); st != nil && e != nil && e.local() {
+		st.keepTimer(e)
+	}
+}
+
+// timeoutTask is the timeout of a step as a task: a handle seen through
+// another method set, so that arming a timeout costs no closure.
+type timeoutTask handle
+
+func (t *timeoutTask) run() {
+	h := (*handle)(t)
+	h.fl.timeout(h)
+}
+
+// timeout fails the step of h with Timeout after cancelling what runs under
+// it.
+func (fl *flow) timeout(h *handle) {
+	f := h.f
+	if f.h != h || f.over || fl.done {
+		return
+	}
+	if fl.inCall {
+		fl.deferTask((*timeoutTask)(h))
+		return
+	}
+	fl.recycleTimer(f.timer) // it has run: fire drops it
+	f.timer = nil
+	if f.waiting && h.st.Load()&(stClaim|stDone) == stClaim {
+		// A completion from outside came first and is on its way to the
+		// loop, which was too busy to take it before the timer: success
+		// or error disarms the timeout (API decision 8).
+		return
+	}
+	fail := func() *frame {
+		err := &Error{Code: Timeout}
+		fl.noteError(err, err)
+		return fl.fail(f, err)
+	}
+	if f.active != nil {
+		fl.drive(fl.cancelTree(f.active, fail))
+		return
+	}
+	fl.drive(fail())
+}
+
+// cancel stops the whole flow: Root.Cancel, or the end of Run's context.
+func (fl *flow) cancel(cause error) {
+	if fl.done {
+		return
+	}
+	fl.cancelTree(&fl.base, func() *frame {
+		fl.end(nil, cause)
+		return nil
+	})
+}
+
+// rootError turns a Break or Continue that found no loop into InternalError
+// (API decision 9).
+func (fl *flow) rootError(err *Error) *Error {
+	if err.Code != LoopBreak && err.Code != LoopCont {
+		return err
+	}
+	call := "Break"
+	if err.Code == LoopCont {
+		call = "Continue"
+	}
+	info := call + " outside of a loop"
+	if err.Info != "" {
+		info = fmt.Sprintf("%s(%q) outside of a loop labelled %q", call, err.Info, err.Info)
+	}
+	e := &Error{Code: InternalError, Info: info, Cause: err}
+	fl.noteError(e, e)
+	return e
+}
+
+// noteStack records the step functions from the root to f (spec 1.7). A
+// stack equal to the one recorded last is kept as it is, so that errors
+// raised again and again at one place allocate no stack.
+func (fl *flow) noteStack(f *frame) {
+	if st := fl.state; st != nil && st.stack.at == f && f != nil {
+		k := st.stack.depth
+		st.stack.pcs, st.stack.names = st.stack.pcs[:k], st.stack.names[:k]
+		st.AsyncStack = st.stack.names
+		return
+	}
+	n := 0
+	for p := f; p != nil; p = p.parent {
+		if p.stackPC() != 0 {
+			n++
+		}
+	}
+	st := fl.State()
+	if st.sameStack(f, n) {
+		st.stack.at, st.stack.depth = f, n
+		return
+	}
+	f0 := f
+	stack := make([]string, n)
+	pcs := make([]uintptr, n)
+	for ; f != nil; f = f.parent {
+		if pc := f.stackPC(); pc != 0 {
+			n--
+			pcs[n] = pc
+			stack[n] = funcName(pc)
+		}
+	}
+	st.AsyncStack, st.stack = stack, recordedStack{pcs: pcs, names: stack, at: f0, depth: len(pcs)}
+}
+
+// climb moves the recorded stack's frame from f up to its parent, as an
+// error unwinds past f.
+func (fl *flow) climb(f *frame) {
+	if st := fl.state; st != nil && st.stack.at == f {
+		st.stack.at = f.parent
+		if f.stackPC() != 0 {
+			st.stack.depth--
+		}
+	}
+}
+
+// funcPC returns the entry address of fn.
+func funcPC(fn any) uintptr { return reflect.ValueOf(fn).Pointer() }
+
+// funcNames caches the names of step functions by entry address: looking a
+// name up in the runtime's tables on every error costs more than the rest
+// of the error path.
+var funcNames sync.Map // uintptr -> string
+
+func funcName(pc uintptr) string {
+	if name, ok := funcNames.Load(pc); ok {
+		return name.(string)
+	}
+	name := "?"
+	if rf := runtime.FuncForPC(pc); rf != nil {
+		name = rf.Name()
+	}
+	funcNames.Store(pc, name)
+	return name
+}
