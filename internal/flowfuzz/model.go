@@ -1,5 +1,8 @@
 package flowfuzz
 
+// This file is long on purpose: the reference model is one interpreter, kept
+// whole so that it can be read against docs/DESIGN.md in one sitting.
+
 import (
 	"container/heap"
 	"fmt"
