@@ -7,8 +7,8 @@ import (
 	"github.com/asyncsteps/asyncsteps/cabi"
 )
 
-// The public contract of ../shared/API.md for package cabi, checked by the
-// compiler.
+// The public API of package cabi, which C and Go code outside this
+// repository is written against, checked by the compiler.
 var (
 	_ func(asyncsteps.AsyncSteps) unsafe.Pointer = cabi.Binary
 	_ func(unsafe.Pointer) asyncsteps.AsyncSteps = cabi.Wrap
