@@ -66,7 +66,8 @@ var (
 		as.DefenseRejected, as.PleaseReauth, as.SecurityError, as.Timeout, as.LoopBreak, as.LoopCont}
 )
 
-// The AsyncSteps and Tool interfaces hold exactly the methods of API.md.
+// The AsyncSteps and Tool interfaces hold exactly the methods of the public
+// API, which code outside this repository is written against.
 type (
 	apiAsyncSteps interface {
 		Add(f as.StepFunc, onerror ...as.ErrorFunc) as.AsyncSteps

@@ -1,5 +1,8 @@
 package asyncsteps_test
 
+// This file is long on purpose: Await and its typed helpers share one bridge
+// to goroutines, whose every way of ending is tested here.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,9 @@
 package asyncsteps_test
 
+// This file is long on purpose: one Example per example of the spec and of
+// the JavaScript reference's README, in the spec's order, so that a reader
+// finds each one in one place.
+
 import (
 	"context"
 	"errors"

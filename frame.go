@@ -24,16 +24,16 @@ const (
 // state word (handle.st). Its states, one incarnation after the other
 // (docs/DESIGN.md#frame-states has the full table):
 //
-//	state          flags                         entered by         left by
-//	blank          all false, empty queue        blankFrame         proceed, newBranch
-//	unstarted      unstarted, fast (branch)      newBranch          startBranch: calling
-//	calling        handle state 0 (running)      proceed, handle    settle
-//	succeeded      succeeded (with calling)      Success            settle: finish
-//	raised         err set, handling false       raise, recoverInto settle: fail
-//	waiting        waiting                       settle             handle.run, timeout, unwind, cancelTree
-//	parent         queue or active set           settle (added)     proceed, finish
-//	handling       mode handler, handling        flow.handle        settle (like calling)
-//	over           over                          release            retire: blank; finish of a fast branch: parent
+//	state      what holds                  entered when               left when
+//	blank      all false, empty queue      taken from the pool        its step starts; it becomes a branch
+//	unstarted  unstarted, fast (a branch)  a Parallel starts          the branch's step is called
+//	calling    state word 0 (running)      a callback is called       the callback returns (settle)
+//	succeeded  succeeded, while calling    the callback's Success     settle: it finishes
+//	raised     err set, handling false     Error, Break, a panic      settle: it unwinds
+//	waiting    waiting                     settle sees it wait        its completion, timeout or cancel
+//	parent     queue or active set         settle sees added steps    its last sub-step finishes
+//	handling   mode handler, handling      an error handler starts    settle, as for calling
+//	over       over                        release                    retire: blank; a fast branch: parent
 //
 // consumed is orthogonal: it says that no other goroutine may still write
 // a completion into the frame, so that retire may recycle it.

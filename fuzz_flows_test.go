@@ -151,7 +151,7 @@ func runProgram(p *ff.Program) flowOutcome {
 	n := x.tt.Pending()
 	if x.throttle != nil && n <= 1 {
 		// The Throttle's period may still run: once it has ended, with
-		// nobody waiting, no timer is left (API.md "Synchronization").
+		// nobody waiting, no timer is left (docs/DESIGN.md#locks-and-limits).
 		x.tt.Advance(x.period)
 		n = x.tt.Pending()
 	}

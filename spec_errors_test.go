@@ -1,5 +1,8 @@
 package asyncsteps_test
 
+// This file is long on purpose: one test per rule of error unwinding (spec
+// 1.2, 1.7, 2.1), in the order docs/DESIGN.md states them.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package asyncsteps_test
 
+// This file is long on purpose: one test per rule of Loop, Repeat, ForEach,
+// Break and Continue (spec 1.8 to 1.10).
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package asyncsteps_test
 
+// This file is long on purpose: one test per rule of timeouts and
+// cancellation (spec 1.3), in the order docs/DESIGN.md states them.
+
 import (
 	"context"
 	"errors"

@@ -1,8 +1,8 @@
 package asyncsteps
 
-// This file holds handle, the AsyncSteps a step's callbacks receive: the
-// identity of one incarnation of a frame, its state word shared with other
-// goroutines, and its AsyncSteps methods.
+// This file holds the step API, the AsyncSteps a step's callbacks receive:
+// the identity of one incarnation of a frame, its state word shared with
+// other goroutines, and its AsyncSteps methods.
 
 import (
 	"sync/atomic"

@@ -1,5 +1,8 @@
 package asyncsteps_test
 
+// This file is long on purpose: the rules of Mutex, Throttle and Limiter,
+// which share one critical section, are tested side by side.
+
 import (
 	"context"
 	"errors"

@@ -10,6 +10,12 @@ import (
 //
 // The library provides two: [Loop], a real loop on its own goroutine, and
 // [TestTool], a deterministic loop on virtual time driven by a test.
+//
+// The engine calls Immediate, Deferred, IsSameThread and the methods of the
+// returned Handles from any goroutine (a step completed from another
+// goroutine, [Root.Cancel], a shared [Mutex] admitting a waiter), so an
+// implementation must make them safe for concurrent use; the callbacks it
+// runs must run one at a time.
 type Tool interface {
 	Immediate(f func()) Handle
 	Deferred(d time.Duration, f func()) Handle

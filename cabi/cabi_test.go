@@ -2,6 +2,9 @@
 
 package cabi_test
 
+// This file is long on purpose: one test per rule of the C interface
+// (docs/DESIGN.md), driven through the C test program.
+
 import (
 	"context"
 	"errors"

@@ -2,6 +2,10 @@
 
 package cabi
 
+// This file is long on purpose: the adapter of a foreign FutoInAsyncStepsAPI
+// table implements every method of AsyncSteps; splitting it would scatter
+// one type's methods.
+
 /*
 #include "bridge.h"
 */

@@ -19,6 +19,9 @@
 // load average and the CPU that other processes used while it ran.
 package main
 
+// This file is long on purpose: the command is one script (build, run,
+// parse, compare, print), read from top to bottom.
+
 import (
 	"bufio"
 	"bytes"

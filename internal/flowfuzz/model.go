@@ -1,5 +1,8 @@
 package flowfuzz
 
+// This file is long on purpose: the reference model is one interpreter, kept
+// whole so that it can be read against docs/DESIGN.md in one sitting.
+
 import (
 	"container/heap"
 	"fmt"
@@ -46,7 +49,7 @@ import (
 // (API decision 11) makes enter note a refusal, which the step of f raises
 // instead of running f, so that h sees DefenseRejected first.
 //
-// The Throttle (API.md "Synchronization", throttle.go's doc) is a gate of
+// The Throttle (docs/DESIGN.md#locks-and-limits, throttle.go's doc) is a gate of
 // the same layout: a period starts at the first entry after idle and arms
 // a timer; up to N enter per period, the others queue; when the period ends
 // a new one starts if flows wait, and up to N of them enter at once, else

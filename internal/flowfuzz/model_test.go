@@ -6,7 +6,7 @@ import (
 )
 
 // TestModelSpecExamples pins the model to the spec's own examples and to
-// API.md's decisions, without the engine.
+// rules of docs/DESIGN.md, without the engine.
 func TestModelSpecExamples(t *testing.T) {
 	tests := []struct {
 		name string

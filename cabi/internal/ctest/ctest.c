@@ -1,4 +1,6 @@
 // C steps and a fake foreign table for the tests of package cabi.
+// This file is long on purpose: one C test program, one section per rule
+// of the C interface, so that cabi_test.go calls into a single unit.
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <stdalign.h>
