@@ -70,7 +70,7 @@ func checkTrace(t *testing.T, want ...string) {
 
 type goThing struct{ name string }
 
-// Decision 1: success copies strings and arrays, resets the caller's args
+// success copies strings and arrays, resets the caller's args
 // and calls each cleanup once; INT32 stays int32 across Go; a string's
 // length counts code units; a Go value crosses C as itself.
 func TestSuccessTakesValuesOverAndKeepsTypes(t *testing.T) {
@@ -99,7 +99,7 @@ func TestSuccessTakesValuesOverAndKeepsTypes(t *testing.T) {
 	)
 }
 
-// Decision 1, a value keeps its type: an empty slot (a NULL type) is a Go
+// A value keeps its type: an empty slot (a NULL type) is a Go
 // nil, and a Go nil reaches C as an empty slot, not as a custom object.
 func TestEmptySlotIsNil(t *testing.T) {
 	r, root := newRoot(t)
@@ -117,7 +117,7 @@ func TestEmptySlotIsNil(t *testing.T) {
 	checkTrace(t, "empty2 arg0=NULL arg1=10:6")
 }
 
-// Decision 1: a custom object is passed on as is; its cleanup runs once,
+// A custom object is passed on as is; its cleanup runs once,
 // when the step that receives it completes; passed on again it belongs to
 // the next receiver; dropped by the Go side, the GC cleans it up.
 func TestCustomObjectCleanedUpOnceByItsReceiver(t *testing.T) {
@@ -148,7 +148,7 @@ func TestCustomObjectCleanedUpOnceByItsReceiver(t *testing.T) {
 	)
 }
 
-// Decisions 2 and 5: handle_error copies code and info; error_info and
+// handle_error copies code and info; error_info and
 // last_exception are state variables; a Go error handler sees them too.
 func TestHandleErrorReachesCAndGoHandlers(t *testing.T) {
 	r, _ := newRoot(t)
@@ -173,7 +173,7 @@ func TestHandleErrorReachesCAndGoHandlers(t *testing.T) {
 	)
 }
 
-// Engine decision 4 through C: success after add is an InternalError and
+// success after add is an InternalError and
 // the added step does not run.
 func TestSuccessAfterAddIsInternalError(t *testing.T) {
 	r, root := newRoot(t)
@@ -187,7 +187,7 @@ func TestSuccessAfterAddIsInternalError(t *testing.T) {
 	)
 }
 
-// Decisions 2 and 5: allocate runs once per name, the value is shared by
+// Allocate runs once per name, the value is shared by
 // the flow, and its cleanup runs once, when the root is freed.
 func TestStateVariableCleanedUpByFree(t *testing.T) {
 	root := newCRoot(t)
@@ -209,7 +209,7 @@ func TestStateVariableCleanedUpByFree(t *testing.T) {
 	)
 }
 
-// Decision 6: stack memory is zeroed and aligned; its cleanup runs once
+// Stack memory is zeroed and aligned; its cleanup runs once
 // when the step completes in any way, after the step's own error handler
 // has returned.
 func TestStackCleanupWhenTheStepCompletes(t *testing.T) {
@@ -262,7 +262,7 @@ func TestSetTimeoutExpires(t *testing.T) {
 	checkTrace(t, "timeout cancel", "timeout eh Timeout mem=8", "stack cleanup 8", "after timeout")
 }
 
-// Decisions 4 and 5: success from another thread, while the callback still
+// success from another thread, while the callback still
 // runs, completes the step once, on the loop thread; later calls on the
 // stale pointer are ignored, their values still cleaned up once.
 func TestWaitExternalSuccessFromAnotherThread(t *testing.T) {
@@ -274,7 +274,7 @@ func TestWaitExternalSuccessFromAnotherThread(t *testing.T) {
 	checkTrace(t, "thread: is_same_thread=0", "wait1 returns", "wait2 7 cleanups=2")
 }
 
-// Decision 9 and the loops: labels, NULL == "", continue and break of an
+// Loops: labels, NULL == "", continue and break of an
 // outer loop from an inner one; loops give no args to the next step.
 func TestLoopsWithLabels(t *testing.T) {
 	r, root := newRoot(t)
@@ -289,7 +289,7 @@ func TestLoopsWithLabels(t *testing.T) {
 	)
 }
 
-// Decisions 5 and 9: the parallel pointer is the library's; each branch has
+// The parallel pointer is the library's; each branch has
 // its own rootId, shared by its sub-steps; the flow's steps share one.
 func TestParallelBranchesHaveTheirOwnRootID(t *testing.T) {
 	r, root := newRoot(t)
@@ -304,7 +304,7 @@ func TestParallelBranchesHaveTheirOwnRootID(t *testing.T) {
 	)
 }
 
-// Decision 7: sched_is_valid is false once the callback ran or was
+// sched_is_valid is false once the callback ran or was
 // cancelled; sched_cancel is harmless then; sched_immediate works from
 // another thread and its callback runs on the loop.
 func TestSchedHandles(t *testing.T) {
@@ -322,7 +322,7 @@ func TestSchedHandles(t *testing.T) {
 	)
 }
 
-// Decision 8: addSync with our Mutex from C: one flow at a time in the
+// addSync with our Mutex from C: one flow at a time in the
 // critical section, the lock given back also when f fails.
 func TestAddSyncWithOurMutex(t *testing.T) {
 	ctest.Reset()
@@ -345,7 +345,7 @@ func TestAddSyncWithOurMutex(t *testing.T) {
 	checkTrace(t, "A enter", "A leave", "A eh Fail", "B enter", "end", "B leave", "end")
 }
 
-// Decision 8: addSync with a foreign FutoInSync: lock may make the step
+// addSync with a foreign FutoInSync: lock may make the step
 // wait; f runs once it is held; unlock is called once when f's step ends.
 func TestAddSyncWithForeignSync(t *testing.T) {
 	for _, fail := range []bool{false, true} {
@@ -364,7 +364,7 @@ func TestAddSyncWithForeignSync(t *testing.T) {
 	}
 }
 
-// Decision 5: a pointer kept from a completed step is stale: isValid is 0
+// A pointer kept from a completed step is stale: isValid is 0
 // and every call is ignored, on the loop and from another thread.
 func TestStalePointerIsIgnored(t *testing.T) {
 	r, root := newRoot(t)
@@ -385,7 +385,7 @@ func TestStalePointerIsIgnored(t *testing.T) {
 	}
 }
 
-// Decisions 3 and 5: an error that ends the flow calls unhandled_error once,
+// An error that ends the flow calls unhandled_error once,
 // on the loop, with the root and data; free cancels a running flow (its
 // cancel handler runs, unhandled_error does not).
 func TestUnhandledErrorAndFree(t *testing.T) {
@@ -416,7 +416,7 @@ func TestUnhandledErrorAndFree(t *testing.T) {
 	checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
 }
 
-// Decision 3: execute on a running root starts nothing, and the flow keeps
+// Execute on a running root starts nothing, and the flow keeps
 // the unhandled_error and data it was started with.
 func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
 	root := newCRoot(t)
@@ -433,7 +433,7 @@ func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
 	checkTrace(t, "held", "unhandled Boom data=first root=1")
 }
 
-// Decision 3: an execution's error goes to the unhandled_error and data of
+// An execution's error goes to the unhandled_error and data of
 // the execute that started it, also when it is reported after a later
 // execute has started the root again (here the report of a Go root's
 // execution waits behind a busy callback on the loop meanwhile).
@@ -464,7 +464,7 @@ func TestUnhandledErrorBelongsToItsExecution(t *testing.T) {
 	}
 }
 
-// Decision 3 on an owned root: the error that ends an execution reaches the
+// On an owned root, the error that ends an execution reaches the
 // execute's unhandled_error at once, on the loop, whatever its cause chain
 // holds (a cancel is a plain context error, never an *Error), before a
 // callback queued meanwhile frees the root, and also when the root's loop
@@ -504,7 +504,7 @@ func TestOwnedRootReportsEveryErrorThatEndsIt(t *testing.T) {
 	}
 }
 
-// Decision 3 under contention: while another thread keeps calling execute
+// Under contention: while another thread keeps calling execute
 // on a root (refused while it runs, and starting empty executions once it
 // has ended), the error of the execution started with "first" is reported
 // with "first": an execution keeps its unhandled_error and data, for
@@ -566,7 +566,7 @@ func waitIdle(t *testing.T, r *asyncsteps.Root) {
 	}
 }
 
-// Decisions 2 and 3 with a closed loop: a Go root given to C reports the
+// With a closed loop, a Go root given to C reports the
 // closed loop's error to the execute's unhandled_error, and free on a
 // closed loop still cleans up the state variables, on the calling thread.
 func TestClosedLoopStillReportsAndCleansUp(t *testing.T) {
@@ -670,7 +670,7 @@ func kinds(vals []any) string {
 	return strings.Join(ks, ",")
 }
 
-// Decision 10, against a strict foreign table that behaves as the C++
+// Against a strict foreign table that behaves as the C++
 // reference implementation: the library passes no NULL callback and no
 // NULL args (an implicit success passes an empty FutoInArgs), never calls
 // success after adding sub-steps, takes over and cleans up every value the
@@ -744,7 +744,7 @@ func TestWrapForeignTable(t *testing.T) {
 	}
 }
 
-// Decision 1, the receiver owns what it is given: a C step that takes a
+// The receiver owns what it is given: a C step that takes a
 // custom object over (moves it out and resets its slot, calling its
 // cleanup, as the C++ reference implementation does with every value) has
 // its cleanup called once, by itself; the library does not call it again
@@ -786,7 +786,7 @@ func TestSuccessThenBreakCarriesArgsPastTheLoop(t *testing.T) {
 	checkTrace(t, "await body 0", "await body 1", "after await typed 5")
 }
 
-// Decision 9: a root's isValid is false while its flow runs, true while it
+// A root's isValid is false while its flow runs, true while it
 // is idle (as on the C++ reference implementation).
 func TestRunningRootIsNotValid(t *testing.T) {
 	r, root := newRoot(t)
@@ -803,7 +803,7 @@ func TestRunningRootIsNotValid(t *testing.T) {
 	}
 }
 
-// Decision 2: "error_info" and "last_exception" are reserved only without
+// "error_info" and "last_exception" are reserved only without
 // allocate; with one they are ordinary variables, cleaned up by free.
 func TestReservedNamesWithAllocateAreVariables(t *testing.T) {
 	root := newCRoot(t)

@@ -22,13 +22,13 @@ import (
 
 func label(l *C.char) []string {
 	if l == nil {
-		return nil // NULL and "" both mean no label (decision 9)
+		return nil // NULL and "" both mean no label
 	}
 	return []string{C.GoString(l)}
 }
 
 // branchRoot returns the rootId for a step added on n: a branch of a
-// parallel has its own (decision 9).
+// parallel has its own.
 func (n *node) branchRoot() int64 {
 	if n.kind == kindParallel {
 		return newRootID()
@@ -174,7 +174,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		n.as.Success(vals...)
 		return
 	}
-	// From outside the callback (decision 4): on the loop.
+	// From outside the callback: on the loop.
 	n.flow.post(func() {
 		if n.released || !n.as.IsValid() {
 			n.release()

@@ -28,7 +28,7 @@ import (
 )
 
 // foreign is an AsyncSteps that calls through a foreign FutoInAsyncSteps
-// table (decision 10). It never passes a NULL callback, never calls success
+// table. It never passes a NULL callback, never calls success
 // after adding sub-steps, and completes a Go step that returned without
 // completing, adding steps or waiting with an explicit success.
 type foreign struct {

@@ -17,7 +17,7 @@ import (
 
 // scheds maps the id in a FutoInHandle (data3) to the loop's handle. An
 // entry goes when its callback runs or is cancelled, so an unknown id is a
-// handle that is no longer valid (decision 7).
+// handle that is no longer valid.
 var scheds struct {
 	mu   sync.Mutex
 	next int64

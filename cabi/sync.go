@@ -151,8 +151,7 @@ func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	}
 }
 
-// addForeignSync adds to as the steps of addSync with a foreign FutoInSync
-// (decision 8):
+// addForeignSync adds to as the steps of addSync with a foreign FutoInSync:
 //
 //	section (cancel handler: unlock if held)
 //	├─ lock      sync->api->lock(bsi, sync); held once it completes by success

@@ -285,8 +285,8 @@ func (a *cArgs) flat(v any) C.cabi_flat {
 	return f
 }
 
-// takeArgs converts the values of a success call to Go and resets args
-// (decision 1): strings and arrays are copied and their cleanup is called
+// takeArgs converts the values of a success call to Go and resets args:
+// strings and arrays are copied and their cleanup is called
 // now; custom objects are taken over, their cleanup left to the receiving
 // step. A custom object that in is one of the values from, the step's own
 // input, is passed on without a second cleanup.

@@ -150,7 +150,7 @@ mapfile -t bs_cases < <(awk '
 	/^BOOST_AUTO_TEST_CASE\(/ { p = ""; for (i = 1; i <= n; i++) p = p stack[i] "/"; print p name($0) }
 ' "$work/bs/binarysteps.test.cpp")
 for c in "${bs_cases[@]}"; do
-	record "$c" "$(result "$work/bin/bs_ours" --run_test="$c" --log_level=error)" \
+	record "${c#binarysteps/}" "$(result "$work/bin/bs_ours" --run_test="$c" --log_level=error)" \
 		"$(result "$work/bin/bs_ri" --run_test="$c" --log_level=error)"
 done
 summary 1

@@ -253,6 +253,30 @@ const std::vector<Case>& cases()
                  });
              },
              "enter 0|leave 0|enter 1|leave 1|"},
+            {"mutex_two_roots",
+             [](Step& as, Trace& log) {
+                 // Two roots (separate states) on one Mutex: B waits for A.
+                 static ri::Mutex mtx;
+                 static std::shared_ptr<IAsyncSteps> other; // kept until exit
+                 as.add([&log](Step& as) {
+                     other.reset(as.newInstance().release());
+                     other->sync(mtx, [&log](Step& as) {
+                         log("enter B");
+                         as.add([&log](Step&) { log("leave B"); });
+                     });
+                     as.sync(mtx, [&log](Step& as) {
+                         log("enter A");
+                         other->execute();
+                         as.waitExternal();
+                         std::thread([&as, &log]() {
+                             std::this_thread::sleep_for(std::chrono::milliseconds{20});
+                             log("leave A");
+                             as.success();
+                         }).detach();
+                     });
+                 });
+             },
+             "enter A|leave A|enter B|leave B|"},
             {"new_instance",
              [](Step& as, Trace& log) {
                  as.add([&log](Step& as) {

@@ -74,7 +74,7 @@ static void mark_done(void)
     pthread_mutex_unlock(&mu);
 }
 
-// enter checks that a callback runs on the loop's thread (decision 4).
+// enter checks that a callback runs on the loop's thread.
 static void enter(FutoInAsyncSteps* bsi)
 {
     pthread_mutex_lock(&mu);
@@ -174,7 +174,7 @@ void ct_cancel(FutoInAsyncSteps* root) { root->api->cancel(root); }
 int ct_is_valid(FutoInAsyncSteps* root) { return root->api->isValid(root); }
 void ct_free(FutoInAsyncSteps* root) { root->api->free(root); }
 
-// ---- args (decision 1) -------------------------------------------------------------
+// ---- args -------------------------------------------------------------
 
 static void args1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
@@ -309,7 +309,7 @@ void ct_custom(FutoInAsyncSteps* root)
     root->api->add(root, NULL, custom1, NULL); // dropped by the Go side: cleaned up by the GC
 }
 
-// ---- errors (decisions 2 and 5) ---------------------------------------------------------
+// ---- errors ---------------------------------------------------------
 
 static void err1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
@@ -363,7 +363,7 @@ static void misuse_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 
 void ct_misuse(FutoInAsyncSteps* root) { root->api->add(root, NULL, misuse1, misuse_eh); }
 
-// ---- state variables (decision 2) -------------------------------------------------------
+// ---- state variables -------------------------------------------------------
 
 static void* var_alloc(void* data)
 {
@@ -404,7 +404,7 @@ void ct_state(FutoInAsyncSteps* root)
     root->api->add(root, NULL, state2, NULL);
 }
 
-// ---- stack (decision 6) ------------------------------------------------------------------
+// ---- stack ------------------------------------------------------------------
 
 static void stack_cleanup(void* p)
 {
@@ -483,7 +483,7 @@ void ct_stack(FutoInAsyncSteps* root, int mode)
     root->api->add(root, NULL, stack2, NULL);
 }
 
-// ---- timeout, setCancel (decisions 7 and 8 of the engine) -----------------------------------
+// ---- timeout, setCancel -----------------------------------
 
 static void to_cancel(FutoInAsyncSteps* bsi, void* data)
 {
@@ -525,7 +525,7 @@ void ct_timeout(FutoInAsyncSteps* root)
     root->api->add(root, NULL, to2, NULL);
 }
 
-// ---- waitExternal and other threads (decision 4) ------------------------------------------
+// ---- waitExternal and other threads ------------------------------------------
 
 static FutoInAsyncSteps* stale;
 
@@ -579,7 +579,7 @@ void ct_wait(FutoInAsyncSteps* root)
     root->api->add(root, NULL, wait2, NULL);
 }
 
-// ---- loops (decision 9) -------------------------------------------------------------------
+// ---- loops -------------------------------------------------------------------
 
 static int outer_i;
 
@@ -628,7 +628,7 @@ void ct_loops(FutoInAsyncSteps* root)
     root->api->add(root, NULL, loops2, NULL);
 }
 
-// ---- parallel and rootId (decisions 5 and 9) ------------------------------------------------
+// ---- parallel and rootId ------------------------------------------------
 
 static ptrdiff_t root_id, step_id, branch_ids[3];
 
@@ -680,7 +680,7 @@ void ct_parallel(FutoInAsyncSteps* root)
     root->api->add(root, NULL, par2, NULL);
 }
 
-// ---- sched_* (decision 7) -------------------------------------------------------------------
+// ---- sched_* -------------------------------------------------------------------
 
 static FutoInAsyncSteps* sched_step;
 static FutoInHandle h_imm, h_def, h_cancelled;
@@ -739,7 +739,7 @@ static void sched1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_sched(FutoInAsyncSteps* root) { root->api->add(root, NULL, sched1, NULL); }
 
-// ---- addSync (decision 8) -------------------------------------------------------------------
+// ---- addSync -------------------------------------------------------------------
 
 typedef struct {
     FutoInAsyncSteps* bsi;
@@ -827,7 +827,7 @@ FutoInSync* ct_fake_sync(void)
     return (FutoInSync*)&s;
 }
 
-// ---- stale pointers (decision 5) ------------------------------------------------------------
+// ---- stale pointers ------------------------------------------------------------
 
 static void stale_added(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
@@ -875,7 +875,7 @@ void ct_stale(FutoInAsyncSteps* root)
     root->api->add(root, NULL, stale2, NULL);
 }
 
-// ---- values taken over by the receiver (decision 1) ---------------------------------------------
+// ---- values taken over by the receiver ---------------------------------------------
 
 static void counted_custom_cleanup(FutoInBinaryValue* v)
 {
@@ -963,7 +963,7 @@ void ct_await_like(FutoInAsyncSteps* root)
     root->api->add(root, NULL, await_after, NULL);
 }
 
-// ---- isValid of a running root (decision 9) -----------------------------------------------------
+// ---- isValid of a running root -----------------------------------------------------
 
 static void running1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
@@ -976,7 +976,7 @@ static void running1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_running(FutoInAsyncSteps* root) { root->api->add(root, root, running1, NULL); }
 
-// ---- reserved state variable names (decision 2) -------------------------------------------------
+// ---- reserved state variable names -------------------------------------------------
 
 static void* reserved_alloc(void* data)
 {
@@ -1021,7 +1021,7 @@ static void reserved_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 
 void ct_reserved(FutoInAsyncSteps* root) { root->api->add(root, NULL, reserved1, reserved_eh); }
 
-// ---- a strict foreign table (decision 10) ----------------------------------------------------
+// ---- a strict foreign table ----------------------------------------------------
 //
 // A small FutoInAsyncSteps implementation of its own, synchronous (no
 // waiting), that behaves as the FutoIn C++ reference implementation does
