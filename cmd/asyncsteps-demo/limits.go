@@ -12,13 +12,21 @@ import (
 
 // limitOptions are the gateway's limits on the requests it serves: at most
 // Concurrent at once with Queue more waiting for a slot, and, if Rate is
-// positive, at most Rate entries a second with Burst more waiting for one.
+// positive, at most Rate entries a Period with Burst more waiting for one.
 // A request beyond that is answered 503.
 type limitOptions struct {
 	Concurrent int
 	Queue      int
 	Rate       int
 	Burst      int
+	Period     time.Duration // of Rate; 0 means one second (tests use longer)
+}
+
+func (o limitOptions) period() time.Duration {
+	if o.Period > 0 {
+		return o.Period
+	}
+	return time.Second
 }
 
 // limitSyncer returns the Syncer that enforces o in the flows gateway: a
@@ -29,7 +37,7 @@ type limitOptions struct {
 func limitSyncer(o limitOptions) asyncsteps.Syncer {
 	if o.Rate > 0 {
 		return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
-			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: time.Second, Burst: o.Burst,
+			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst,
 		})
 	}
 	return asyncsteps.NewMutex(o.Concurrent, o.Queue)
@@ -73,7 +81,7 @@ func (q *queueCounter) Waiting() int64 { return q.waiting.Load() }
 
 // plainLimit is the plain gateway's limit, with the same rules as
 // limitSyncer's: a semaphore of Concurrent slots with at most Queue waiters,
-// then, holding a slot, a window of Rate entries a second with at most
+// then, holding a slot, a window of Rate entries a Period with at most
 // Burst waiters (the rules of asyncsteps.Throttle, see windowLimit). It is
 // safe for concurrent use.
 type plainLimit struct {
@@ -86,7 +94,7 @@ type plainLimit struct {
 func newPlainLimit(o limitOptions) *plainLimit {
 	l := &plainLimit{opts: o, slots: make(chan struct{}, max(o.Concurrent, 1))}
 	if o.Rate > 0 {
-		l.rate = &windowLimit{limit: o.Rate, maxQueue: o.Burst, period: time.Second}
+		l.rate = &windowLimit{limit: o.Rate, maxQueue: o.Burst, period: o.period()}
 	}
 	return l
 }
