@@ -103,6 +103,10 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 	return c, nil
 }
 
+// ID returns the random name of this Client, unique in the cluster: the
+// names of the leases its Mutexes take in Redis start with ID() + ":".
+func (c *Client) ID() string { return strings.TrimSuffix(c.idBase, ":") }
+
 // Addr returns the address of the Redis server, as errors name it.
 func (c *Client) Addr() string { return c.addr }
 

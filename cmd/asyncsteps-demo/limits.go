@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/redissync"
 	"golang.org/x/time/rate"
 )
 
@@ -18,6 +19,11 @@ type limitOptions struct {
 	Queue      int
 	Rate       int
 	Burst      int
+
+	// Cluster, when set (-redis), shares the limits with the other
+	// instances through Redis; TTL is then the lease of a slot.
+	Cluster *redissync.Client
+	TTL     time.Duration
 }
 
 // newLimit returns the flows gateway's limit: a Limiter, or a Mutex when
@@ -26,11 +32,14 @@ type limitOptions struct {
 // constructor call away.
 func newLimit(o limitOptions) *queueCounter {
 	var s asyncsteps.Syncer
-	if o.Rate > 0 {
+	switch {
+	case o.Cluster != nil:
+		s = clusterLimit(o.Cluster, o)
+	case o.Rate > 0:
 		s = asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
 			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: time.Second, Burst: o.Burst,
 		})
-	} else {
+	default:
 		s = asyncsteps.NewMutex(o.Concurrent, o.Queue)
 	}
 	return &queueCounter{syncer: s}
