@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,7 +187,10 @@ func (a *fleetAttack) stop() {
 // code under the race detector.
 func buildProgram(t *testing.T) string {
 	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not found on PATH, to build the program: %v", err)
+	}
 	bin := filepath.Join(t.TempDir(), "asyncsteps-demo")
 	cmd := exec.Command(gobin, "build", "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
