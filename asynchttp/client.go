@@ -58,15 +58,18 @@ type Response struct {
 	Body       []byte
 }
 
-// Get adds a step that sends a GET request for url; see [Client.Do].
+// Get adds a step that sends a GET request for url; see [Client.Do]. A
+// url that does not parse fails the step with InvalidRequest.
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.Error(asyncsteps.InvalidRequest, "asynchttp: "+err.Error())
-		}, onerror...)
-	}
-	return c.Do(as, req, onerror...)
+	// The request is made on the Await goroutine with the step's context:
+	// one request per attempt, not one more to clone.
+	return c.add(as, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: " + err.Error(), Cause: err}
+		}
+		return req, nil
+	}, onerror)
 }
 
 // Do adds a step that sends req, with the context of its step, and
@@ -75,30 +78,44 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 // attempt) only if req.GetBody is set, as http.NewRequest does for the
 // usual body types.
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	send := func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.Await(func(ctx context.Context) (any, error) { return c.send(ctx, req) })
+	return c.add(as, func(ctx context.Context) (*http.Request, error) {
+		out := req.Clone(ctx)
+		if req.Body != nil && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: GetBody: " + err.Error(), Cause: err}
+			}
+			out.Body = body
+		}
+		return out, nil
+	}, onerror)
+}
+
+// add adds the step that sends the request made by build.
+func (c *Client) add(as asyncsteps.AsyncSteps, build func(ctx context.Context) (*http.Request, error), onerror []asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	send := func(ctx context.Context) (any, error) {
+		req, err := build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c.send(ctx, req)
 	}
 	if c.Guard == nil {
-		return as.Add(send, onerror...)
+		return as.Await(send, onerror...) // one step, not a step and its Await
 	}
 	return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		c.Guard.Sync(as, send)
+		c.Guard.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(send) })
 	}, onerror...)
 }
 
-// send sends req with ctx and reads the answer, on the Await goroutine.
+// send sends req, made with ctx, and reads the answer, on the Await
+// goroutine.
 func (c *Client) send(ctx context.Context, req *http.Request) (resp *Response, err error) {
 	status := 0
 	if c.Done != nil {
 		defer func() { c.Done(req, status, err) }()
 	}
-	out := req.Clone(ctx)
-	if req.Body != nil && req.GetBody != nil {
-		if out.Body, err = req.GetBody(); err != nil {
-			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: GetBody: " + err.Error(), Cause: err}
-		}
-	}
-	hr, err := c.httpClient().Do(out)
+	hr, err := c.httpClient().Do(req)
 	if err != nil {
 		return nil, transportError(ctx, err)
 	}

@@ -161,6 +161,9 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 			h.Guard.Sync(as, serve)
 			return
 		}
+		// A sub-step, not a call in this step: a Flow that returns without
+		// adding steps completes its step, while this one, with a timeout
+		// set, would wait for an external completion.
 		as.Add(serve)
 	})
 	return r.Run(req.Context())

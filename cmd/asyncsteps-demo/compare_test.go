@@ -26,6 +26,7 @@ type compareRun struct {
 	rps          float64       // successful requests per second at saturation
 	p99          time.Duration // their 99th percentile latency
 	bytesPerFlow float64       // heap and stack per request in flight
+	heapPerFlow  float64       // of which heap
 	goroutines   float64       // goroutines per request in flight
 }
 
@@ -57,21 +58,22 @@ func TestCompare(t *testing.T) {
 		for _, impl := range order {
 			r := compareRun{}
 			r.rps, r.p99 = saturate(t, impl, fast.url)
-			r.bytesPerFlow, r.goroutines = inFlightMemory(t, impl, slow.url)
-			t.Logf("round %d %s: %.0f req/s, p99 %v, %.0f bytes and %.2f goroutines per request in flight",
-				round+1, impl, r.rps, r.p99, r.bytesPerFlow, r.goroutines)
+			r.bytesPerFlow, r.heapPerFlow, r.goroutines = inFlightMemory(t, impl, slow.url)
+			t.Logf("round %d %s: %.0f req/s, p99 %v, %.0f bytes (%.0f of heap) and %.2f goroutines per request in flight",
+				round+1, impl, r.rps, r.p99, r.bytesPerFlow, r.heapPerFlow, r.goroutines)
 			runs[impl] = append(runs[impl], r)
 		}
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "medians of %d alternating runs:\n", *compareRounds)
-	fmt.Fprintf(&out, "| gateway | requests/s at saturation | p99 | bytes per request in flight | goroutines per request in flight |\n| --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&out, "| gateway | requests/s at saturation | p99 | bytes per request in flight | of which heap | goroutines per request in flight |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, impl := range []string{"flows", "plain"} {
 		rs := runs[impl]
-		fmt.Fprintf(&out, "| %s | %.0f | %v | %.0f | %.2f |\n", impl,
+		fmt.Fprintf(&out, "| %s | %.0f | %v | %.0f | %.0f | %.2f |\n", impl,
 			median(rs, func(r compareRun) float64 { return r.rps }),
 			time.Duration(median(rs, func(r compareRun) float64 { return float64(r.p99) })).Round(10*time.Microsecond),
 			median(rs, func(r compareRun) float64 { return r.bytesPerFlow }),
+			median(rs, func(r compareRun) float64 { return r.heapPerFlow }),
 			median(rs, func(r compareRun) float64 { return r.goroutines }))
 	}
 	t.Log("\n" + out.String())
@@ -121,8 +123,9 @@ func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration) {
 
 // inFlightMemory holds requests in flight on a fresh gateway, against an
 // upstream that answers after seconds, and returns the gateway's heap and
-// stack per request, above its idle level, and its goroutines per request.
-func inFlightMemory(t *testing.T, impl, slowURL string) (float64, float64) {
+// stack per request, above its idle level, the heap alone, and its
+// goroutines per request.
+func inFlightMemory(t *testing.T, impl, slowURL string) (float64, float64, float64) {
 	gw := startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", slowURL, "-debug"}, unlimited...)...)
 	idle := readMemory(t, gw.url)
 	n := *compareInFlight
@@ -154,6 +157,7 @@ func inFlightMemory(t *testing.T, impl, slowURL string) (float64, float64) {
 	held := readMemory(t, gw.url)
 	gw.stop(t) // -grace 0s: the requests held are cancelled
 	wg.Wait()
-	return (float64(held.HeapAlloc+held.StackInuse) - float64(idle.HeapAlloc+idle.StackInuse)) / float64(n),
-		float64(held.Goroutines-idle.Goroutines) / float64(n)
+	per := func(held, idle uint64) float64 { return (float64(held) - float64(idle)) / float64(n) }
+	return per(held.HeapAlloc+held.StackInuse, idle.HeapAlloc+idle.StackInuse), per(held.HeapAlloc, idle.HeapAlloc),
+		per(uint64(held.Goroutines), uint64(idle.Goroutines))
 }

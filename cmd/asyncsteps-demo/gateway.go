@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"runtime"
@@ -147,7 +148,7 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 }
 
 // routes serves /quote with quotes, and /stats and /metrics from st;
-// /debug/memory too, if memory is not nil.
+// /debug/memory and the profiles of /debug/pprof too, if memory is not nil.
 func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -164,6 +165,7 @@ func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
 	mux.Handle("/metrics", st.metricsHandler())
 	if memory != nil {
 		mux.Handle("/debug/memory", memory)
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, ... profiles
 	}
 	return mux
 }

@@ -9,7 +9,6 @@ require (
 	github.com/redis/go-redis/v9 v9.18.0
 	github.com/tsenart/vegeta/v12 v12.13.0
 	golang.org/x/sync v0.17.0
-	golang.org/x/time v0.13.0
 )
 
 require (

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/redissync"
-	"golang.org/x/time/rate"
 )
 
 // limitOptions are the gateway's limits on the requests it serves: at most
@@ -83,34 +84,36 @@ func (q *queueCounter) Waiting() int64 { return q.waiting.Load() }
 
 // plainLimit is the plain gateway's limit, with the same rules as
 // newLimit's: a semaphore of Concurrent slots with at most Queue waiters,
-// then a token bucket of Rate a second with at most Burst waiters. It is
+// then, holding a slot, a window of Rate entries a second with at most
+// Burst waiters (the rules of asyncsteps.Throttle, see windowLimit). It is
 // safe for concurrent use.
 type plainLimit struct {
 	opts        limitOptions
 	slots       chan struct{}
-	rate        *rate.Limiter // nil: no rate limit
+	rate        *windowLimit // nil: no rate limit
 	slotWaiting atomic.Int64
-	rateWaiting atomic.Int64
 }
 
 func newPlainLimit(o limitOptions) *plainLimit {
 	l := &plainLimit{opts: o, slots: make(chan struct{}, max(o.Concurrent, 1))}
 	if o.Rate > 0 {
-		l.rate = rate.NewLimiter(rate.Limit(o.Rate), o.Rate)
+		l.rate = &windowLimit{limit: o.Rate, maxQueue: o.Burst, period: time.Second}
 	}
 	return l
 }
 
-// acquire takes a slot and a rate token, or fails with DefenseRejected (a
-// queue is full) or ctx's error; after a nil error, release gives the
-// slot back.
+// acquire takes a slot and an entry of the rate, or fails with
+// DefenseRejected (a queue is full) or ctx's error; after a nil error,
+// release gives the slot back.
 func (l *plainLimit) acquire(ctx context.Context) error {
 	if err := l.takeSlot(ctx); err != nil {
 		return err
 	}
-	if err := l.takeToken(ctx); err != nil {
-		l.release()
-		return err
+	if l.rate != nil {
+		if err := l.rate.enter(ctx); err != nil {
+			l.release()
+			return err
+		}
 	}
 	return nil
 }
@@ -134,33 +137,87 @@ func (l *plainLimit) takeSlot(ctx context.Context) error {
 	}
 }
 
-func (l *plainLimit) takeToken(ctx context.Context) error {
-	if l.rate == nil {
+func (l *plainLimit) release() { <-l.slots }
+
+// Waiting returns the number of requests waiting for a slot or an entry.
+func (l *plainLimit) Waiting() int64 {
+	n := l.slotWaiting.Load()
+	if l.rate != nil {
+		n += l.rate.waiting()
+	}
+	return n
+}
+
+// windowLimit lets at most limit requests enter per period, with the
+// rules of asyncsteps.Throttle: a period starts at the first entry after
+// idle; the requests beyond limit wait, first in first out, at most
+// maxQueue of them, for the next period, which lets up to limit of them in
+// at once; a period that ends with nobody waiting leaves it idle, with no
+// timer armed. (A token bucket such as x/time/rate spreads entries
+// evenly instead: not the same limit.) It is safe for concurrent use.
+type windowLimit struct {
+	limit, maxQueue int
+	period          time.Duration
+
+	mu      sync.Mutex // guards the fields below
+	running bool       // a period runs: its timer is armed
+	entered int        // entries in the current period
+	queue   []chan struct{}
+}
+
+// enter waits for an entry, or fails with DefenseRejected or ctx's error.
+func (w *windowLimit) enter(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.running {
+		w.running, w.entered = true, 0
+		time.AfterFunc(w.period, w.nextPeriod)
+	}
+	if w.entered < w.limit {
+		w.entered++
+		w.mu.Unlock()
 		return nil
 	}
-	r := l.rate.Reserve()
-	delay := r.Delay()
-	if delay == 0 {
-		return nil
-	}
-	if l.rateWaiting.Add(1) > int64(l.opts.Burst) {
-		l.rateWaiting.Add(-1)
-		r.Cancel()
+	if len(w.queue) >= w.maxQueue {
+		w.mu.Unlock()
 		return &asyncsteps.Error{Code: asyncsteps.DefenseRejected, Info: "Throttle queue limit"}
 	}
-	defer l.rateWaiting.Add(-1)
-	t := time.NewTimer(delay)
-	defer t.Stop()
+	ch := make(chan struct{})
+	w.queue = append(w.queue, ch)
+	w.mu.Unlock()
 	select {
-	case <-t.C:
+	case <-ch:
 		return nil
 	case <-ctx.Done():
-		r.Cancel()
-		return ctx.Err()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if i := slices.Index(w.queue, ch); i >= 0 {
+			w.queue = slices.Delete(w.queue, i, i+1)
+			return ctx.Err()
+		}
+		return nil // let in meanwhile: the entry is used, the caller sees ctx end next
 	}
 }
 
-func (l *plainLimit) release() { <-l.slots }
+// nextPeriod ends a period: the waiting requests enter, up to limit, in a
+// new one; with nobody waiting the limit goes idle.
+func (w *windowLimit) nextPeriod() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := min(w.limit, len(w.queue))
+	w.entered = n
+	if n == 0 {
+		w.running = false
+		return
+	}
+	for _, ch := range w.queue[:n] {
+		close(ch)
+	}
+	w.queue = slices.Delete(w.queue, 0, n)
+	time.AfterFunc(w.period, w.nextPeriod)
+}
 
-// Waiting returns the number of requests waiting for a slot or a token.
-func (l *plainLimit) Waiting() int64 { return l.slotWaiting.Load() + l.rateWaiting.Load() }
+func (w *windowLimit) waiting() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return int64(len(w.queue))
+}

@@ -17,7 +17,7 @@ import (
 
 // plainGateway is the same gateway written in plain Go: a goroutine per
 // request (net/http's) and one per symbol (errgroup), contexts for the
-// timeouts and the cancellation, a semaphore and a token bucket for the
+// timeouts and the cancellation, a semaphore and a fixed window (limits.go) for the
 // limits. It answers exactly as the flows gateway does; it is the baseline
 // of the side-by-side benchmark.
 type plainGateway struct {
