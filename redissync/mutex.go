@@ -331,7 +331,7 @@ func (m *Mutex) fail(err *asyncsteps.Error) {
 // held or released is given back in one last round trip.
 func (m *Mutex) shutdown() {
 	m.mu.Lock()
-	done := m.failAll(closedError(), false)
+	done := m.shut()
 	releases := m.releases
 	for w := range m.held {
 		releases = append(releases, w.lease)

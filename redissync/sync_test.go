@@ -371,7 +371,10 @@ func TestClientCloseGivesBack(t *testing.T) {
 	if res := <-a; res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	tr.check(t, "A in", "B onerror CommError: redissync: client closed", "A out")
+	// A flow that asks after Close is refused at once.
+	wantError(t, (<-enter(l, m, &tr, "C")).Err, asyncsteps.CommError, "redissync: client closed")
+	tr.check(t, "A in", "B onerror CommError: redissync: client closed", "A out",
+		"C onerror CommError: redissync: client closed")
 }
 
 // TestMutexWaiterCancelled: a waiter cancelled while queued leaves the
