@@ -133,6 +133,12 @@ func TestFleet(t *testing.T) {
 		if afterBack == 0 {
 			t.Errorf("instance %d answered no request with 200 once the killed instance's slots were back", i)
 		}
+		// Nothing lost: the instance counted every request as answered.
+		st := idleStats(t, gw.url)
+		if st.Started != int64(len(attacks[i].results)) || st.Cancelled != 0 || st.LimiterQueue != 0 {
+			t.Errorf("instance %d: sent %d; started %d, cancelled %d, in flight %d, queued %d",
+				i, len(attacks[i].results), st.Started, st.Cancelled, st.InFlight, st.LimiterQueue)
+		}
 		gw.stop(t)
 	}
 }
@@ -154,6 +160,21 @@ func burstSpent(t *testing.T, base string) countsAt {
 			t.Fatalf("the upstream still sees %.1f requests/s after 15s", rate)
 		}
 		prev = now
+	}
+}
+
+// idleStats returns an instance's /stats once it has no request in
+// flight (an answer may reach the client just before it is counted).
+func idleStats(t *testing.T, base string) statsSnapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var st statsSnapshot
+		getJSON(t, base+"/stats", &st)
+		if st.InFlight == 0 || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
