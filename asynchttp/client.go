@@ -24,7 +24,8 @@ import (
 //     name lookup failed);
 //   - CommError for any other transport error: the connection broke, the
 //     answer was malformed or its body longer than MaxBody, the Client's
-//     own http.Client.Timeout expired.
+//     own http.Client.Timeout expired;
+//   - Timeout when a deadline the step's context carries has passed.
 //
 // Both keep the Go error as Cause. A request cancelled by its step reports
 // nothing: the step has ended already.
@@ -46,8 +47,10 @@ type Client struct {
 
 	// Done, if not nil, is called on the request's goroutine when a request
 	// ends, with its status (0 when there is no answer) and its error: nil,
-	// the *asyncsteps.Error the step fails with, or, for a request
-	// cancelled by its step, an error matching context.Canceled.
+	// the *asyncsteps.Error the step fails with, or, for a request cut short
+	// by its step's context, that context's error (context.Canceled, or
+	// context.DeadlineExceeded if the context carries a deadline that
+	// passed).
 	Done func(req *http.Request, status int, err error)
 }
 
@@ -110,33 +113,47 @@ func (c *Client) add(as asyncsteps.AsyncSteps, build func(ctx context.Context) (
 
 // send sends req, made with ctx, and reads the answer, on the Await
 // goroutine.
-func (c *Client) send(ctx context.Context, req *http.Request) (resp *Response, err error) {
-	status := 0
+func (c *Client) send(ctx context.Context, req *http.Request) (*Response, error) {
+	resp, status, err := c.roundTrip(ctx, req)
 	if c.Done != nil {
-		defer func() { c.Done(req, status, err) }()
+		reported := err
+		if err != nil && ctx.Err() != nil {
+			reported = ctx.Err()
+		}
+		c.Done(req, status, reported)
 	}
+	return resp, err
+}
+
+// roundTrip sends req and reads the answer, whose status it also returns
+// when the body could not be read.
+func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, int, error) {
 	hr, err := c.httpClient().Do(req)
 	if err != nil {
-		return nil, transportError(ctx, err)
+		return nil, 0, transportError(ctx, err)
 	}
 	defer hr.Body.Close()
-	status = hr.StatusCode
 	body, err := io.ReadAll(io.LimitReader(hr.Body, c.maxBody()+1))
 	if err != nil {
-		return nil, transportError(ctx, err)
+		return nil, hr.StatusCode, transportError(ctx, err)
 	}
 	if int64(len(body)) > c.maxBody() {
-		return nil, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
+		return nil, hr.StatusCode, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
 	}
-	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, nil
+	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, hr.StatusCode, nil
 }
 
 // transportError maps an error of sending or reading to the step's error.
 // The mapping is done here, not left to Await, so that it does not depend
-// on how Await treats Go errors.
+// on how Await treats Go errors: a deadline of the step's context that
+// passed is a Timeout; a cancelled step reads no result.
 func transportError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err() // the step was cancelled: nobody reads this
+	switch ctx.Err() {
+	case nil:
+	case context.DeadlineExceeded:
+		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: err}
+	default:
+		return ctx.Err()
 	}
 	code := asyncsteps.CommError
 	var op *net.OpError

@@ -81,11 +81,11 @@ type Reply struct {
 
 // Outcome is how a request's flow ended, given to [Handler].Done.
 type Outcome struct {
-	Status    int    // the status written
-	Code      string // the error code; "" on success
-	Cancelled bool   // the request's context ended before the flow did
-	Err       error  // the flow's error: nil, an *asyncsteps.Error, or the context's error
-	Start     time.Time
+	Status    int       // the status written
+	Code      string    // the error code; "" on success
+	Cancelled bool      // the request's context ended before the flow did
+	Err       error     // the flow's error: nil, an *asyncsteps.Error, or the context's error
+	Start     time.Time // when ServeHTTP began
 }
 
 // StatusOf returns the HTTP status that answers an error with the FutoIn

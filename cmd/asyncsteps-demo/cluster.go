@@ -36,7 +36,7 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 func clusterLimit(c *redissync.Client, o limitOptions) asyncsteps.Syncer {
 	if o.Rate > 0 {
 		return c.NewLimiter("quote", redissync.LimiterOptions{
-			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: time.Second, Burst: o.Burst, TTL: o.TTL,
+			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst, TTL: o.TTL,
 		})
 	}
 	return c.NewMutex("quote", redissync.MutexOptions{Max: o.Concurrent, MaxQueue: o.Queue, TTL: o.TTL})

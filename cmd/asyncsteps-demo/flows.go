@@ -24,10 +24,10 @@ type flowGateway struct {
 // newFlowGateway returns the flows gateway and the count of requests
 // waiting for its limit. Close it after its server has stopped.
 func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog.Logger) (*flowGateway, func() int64) {
-	limit := newLimit(cfg.Limits)
+	limit := &queueCounter{syncer: limitSyncer(cfg.Limits)}
 	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limit}
 	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, _ int, err error) {
-		if errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)
 		}
 	}}

@@ -340,7 +340,9 @@ func TestQuoteRateLimitRejectsWith503(t *testing.T) {
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
 			cfg := testConfig()
-			cfg.Limits = limitOptions{Concurrent: 10, Rate: 1}
+			// A period far longer than the test: the second request comes
+			// within the first period however slow the machine is.
+			cfg.Limits = limitOptions{Concurrent: 10, Rate: 1, Period: time.Hour}
 			g := startGateway(t, impl, cfg)
 			wantAnswer(t, g.get("?symbols=AAPL"), 200, "", quotesBody("AAPL"))
 			wantAnswer(t, g.get("?symbols=AAPL"), 503, "1", errBody("DefenseRejected", "Throttle queue limit"))

@@ -13,13 +13,14 @@ import (
 
 // limitOptions are the gateway's limits on the requests it serves: at most
 // Concurrent at once with Queue more waiting for a slot, and, if Rate is
-// positive, at most Rate entries a second with Burst more waiting for one.
+// positive, at most Rate entries a Period with Burst more waiting for one.
 // A request beyond that is answered 503.
 type limitOptions struct {
 	Concurrent int
 	Queue      int
 	Rate       int
 	Burst      int
+	Period     time.Duration // of Rate; 0 means one second (tests use longer)
 
 	// Cluster, when set (-redis), shares the limits with the other
 	// instances through Redis; TTL is then the lease of a slot.
@@ -27,23 +28,28 @@ type limitOptions struct {
 	TTL     time.Duration
 }
 
-// newLimit returns the flows gateway's limit: a Limiter, or a Mutex when
-// there is no rate limit, counted by a queueCounter. The gateway knows it
-// only as an asyncsteps.Syncer, so a limit shared by a cluster is this one
-// constructor call away.
-func newLimit(o limitOptions) *queueCounter {
-	var s asyncsteps.Syncer
-	switch {
-	case o.Cluster != nil:
-		s = clusterLimit(o.Cluster, o)
-	case o.Rate > 0:
-		s = asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
-			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: time.Second, Burst: o.Burst,
-		})
-	default:
-		s = asyncsteps.NewMutex(o.Concurrent, o.Queue)
+func (o limitOptions) period() time.Duration {
+	if o.Period > 0 {
+		return o.Period
 	}
-	return &queueCounter{syncer: s}
+	return time.Second
+}
+
+// limitSyncer returns the Syncer that enforces o in the flows gateway: a
+// Limiter, or a Mutex when there is no rate limit (every field given, so
+// that what a zero option means does not matter). The gateway knows it only
+// as an asyncsteps.Syncer: a limit shared by a cluster replaces this one
+// constructor call.
+func limitSyncer(o limitOptions) asyncsteps.Syncer {
+	if o.Cluster != nil {
+		return clusterLimit(o.Cluster, o)
+	}
+	if o.Rate > 0 {
+		return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst,
+		})
+	}
+	return asyncsteps.NewMutex(o.Concurrent, o.Queue)
 }
 
 // queueCounter is a Syncer that counts the flows waiting to enter the one
@@ -83,8 +89,8 @@ func (q *queueCounter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, one
 func (q *queueCounter) Waiting() int64 { return q.waiting.Load() }
 
 // plainLimit is the plain gateway's limit, with the same rules as
-// newLimit's: a semaphore of Concurrent slots with at most Queue waiters,
-// then, holding a slot, a window of Rate entries a second with at most
+// limitSyncer's: a semaphore of Concurrent slots with at most Queue waiters,
+// then, holding a slot, a window of Rate entries a Period with at most
 // Burst waiters (the rules of asyncsteps.Throttle, see windowLimit). It is
 // safe for concurrent use.
 type plainLimit struct {
@@ -97,7 +103,7 @@ type plainLimit struct {
 func newPlainLimit(o limitOptions) *plainLimit {
 	l := &plainLimit{opts: o, slots: make(chan struct{}, max(o.Concurrent, 1))}
 	if o.Rate > 0 {
-		l.rate = &windowLimit{limit: o.Rate, maxQueue: o.Burst, period: time.Second}
+		l.rate = &windowLimit{limit: o.Rate, maxQueue: o.Burst, period: o.period()}
 	}
 	return l
 }

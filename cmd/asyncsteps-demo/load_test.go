@@ -60,7 +60,7 @@ func loadOne(t *testing.T, impl, upstreamURL string) {
 	var st statsSnapshot
 	getJSON(t, gw.url+"/stats", &st)
 	client.CloseIdleConnections()
-	after := waitIdle(t, gw.url, idle)
+	after := waitIdle(t, gw.url, idle, m.Requests)
 
 	t.Logf("%s: %d requests in %v at %.0f/s (capacity %d/s); status %v; latency p50 %v p99 %v max %v; "+
 		"gateway: finished %v, cancelled %d, p50 %.1fms p99 %.1fms; peak RSS %.1f MiB, peak heap %.1f MiB; "+
@@ -169,10 +169,11 @@ func watchMemory(t *testing.T, base string) func() memoryReport {
 
 // waitIdle waits until the gateway's goroutines and heap are back to
 // about idle: a few goroutines more (the runtime's, the connection asking)
-// and at most 4 MiB more heap, for what warmed up (pools, maps, buffers).
-func waitIdle(t *testing.T, base string, idle memoryReport) memoryReport {
+// and at most 4 MiB more heap, for what warmed up (pools, maps, buffers),
+// plus 256 bytes per request, far less than a request left behind holds.
+func waitIdle(t *testing.T, base string, idle memoryReport, requests uint64) memoryReport {
 	t.Helper()
-	heapLimit := idle.HeapAlloc + 4<<20
+	heapLimit := idle.HeapAlloc + 4<<20 + 256*requests
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		m := readMemory(t, base)

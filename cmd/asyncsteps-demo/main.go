@@ -96,6 +96,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal stops the process at once, grace or not
+	}()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		logger.Error("listen", "err", err)

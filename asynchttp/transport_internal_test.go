@@ -1,0 +1,47 @@
+package asynchttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// transportError maps by itself, whatever Await does with Go errors: a
+// passed deadline of the step's context is a Timeout, a cancelled step
+// gets the context's error (nobody reads it), a failed dial is a
+// ConnectError, anything else a CommError.
+func TestTransportErrorMapping(t *testing.T) {
+	live := context.Background()
+	cancelled, cancel := context.WithCancel(live)
+	cancel()
+	expired, stop := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer stop()
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	tests := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		code string // "" for a plain context error
+	}{
+		{"deadline passed", expired, context.DeadlineExceeded, asyncsteps.Timeout},
+		{"cancelled", cancelled, context.Canceled, ""},
+		{"dial", live, dial, asyncsteps.ConnectError},
+		{"lookup", live, &net.DNSError{Err: "no such host", Name: "x.invalid"}, asyncsteps.ConnectError},
+		{"broken", live, io.ErrUnexpectedEOF, asyncsteps.CommError},
+	}
+	for _, tc := range tests {
+		got := transportError(tc.ctx, tc.err)
+		var e *asyncsteps.Error
+		switch {
+		case tc.code == "" && got != context.Canceled:
+			t.Errorf("%s: %v, want context.Canceled", tc.name, got)
+		case tc.code != "" && (!errors.As(got, &e) || e.Code != tc.code || !errors.Is(got, tc.err)):
+			t.Errorf("%s: %v, want %s wrapping %v", tc.name, got, tc.code, tc.err)
+		}
+	}
+}
