@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -315,4 +317,30 @@ func startRedisServer(t *testing.T) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return addr
+}
+
+// TestRedisUnreachableAtStart: with -redis naming an address where nothing
+// listens, the gateway does not start: it exits 1 at once with a
+// CommError that names the address.
+func TestRedisUnreachableAtStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join([]string{"-addr", "127.0.0.1:0", "-redis", addr}, "\n"))
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1; output:\n%s", err, out)
+	}
+	if want := "CommError: redis " + addr + ": "; !strings.Contains(string(out), want) {
+		t.Errorf("output does not say %q:\n%s", want, out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %v to fail", took)
+	}
 }
