@@ -1,6 +1,7 @@
 package asynchttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case err == nil:
 		o.Status = h.writeResult(w, args)
-	case req.Context().Err() != nil && !isFlowError(err):
+	case cancelledBy(req.Context(), err):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
 	default:
@@ -169,11 +170,15 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 	return r.Run(req.Context())
 }
 
-// isFlowError reports whether err is an error the flow raised, rather than
-// the end of Run's context.
-func isFlowError(err error) bool {
+// cancelledBy reports whether err ended the flow because ctx ended: Run
+// then returns an error matching ctx.Err(); an error the flow raised is an
+// *asyncsteps.Error of its own.
+func cancelledBy(ctx context.Context, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
 	var e *asyncsteps.Error
-	return errors.As(err, &e)
+	return errors.Is(err, ctx.Err()) || !errors.As(err, &e)
 }
 
 // asFlowError returns err as an *asyncsteps.Error; any other error (none is
