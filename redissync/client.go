@@ -103,13 +103,17 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 	return c, nil
 }
 
+// ID returns the random name of this Client, unique in the cluster: the
+// names of the leases its Mutexes take in Redis start with ID() + ":".
+func (c *Client) ID() string { return strings.TrimSuffix(c.idBase, ":") }
+
 // Addr returns the address of the Redis server, as errors name it.
 func (c *Client) Addr() string { return c.addr }
 
-// Close stops the Client's Syncers: flows waiting to enter fail with
-// CommError "redissync: client closed", leases held are given back (one
-// last round trip, bounded by OpTimeout), and the Client's goroutines
-// end before Close returns. Sections running go on to their end. Close is
+// Close stops the Client's Syncers: flows waiting to enter, and those that
+// ask later, fail with CommError "redissync: client closed", leases held
+// are given back (one last round trip, bounded by OpTimeout), and the
+// Client's goroutines end before Close returns. Sections running go on to their end. Close is
 // safe to call more than once.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {

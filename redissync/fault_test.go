@@ -29,7 +29,7 @@ func TestUnreachableAtStart(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != asyncsteps.CommError || !strings.HasPrefix(e.Info, "redis "+addr+": ") {
 		t.Fatalf("New: %v, want CommError naming %s", err, addr)
 	}
-	if took > opts.OpTimeout+time.Second {
+	if took > opts.OpTimeout+2*time.Second {
 		t.Errorf("New took %v, its bound is OpTimeout %v", took, opts.OpTimeout)
 	}
 }
@@ -63,7 +63,7 @@ func TestRedisLostWhileWaiting(t *testing.T) {
 
 	lost := time.Now()
 	srv.kill()
-	bound := opts.OpTimeout + opts.Recheck + time.Second
+	bound := opts.OpTimeout + opts.Recheck + 2*time.Second // slack for a loaded machine
 	for name, p := range map[string]<-chan asyncsteps.Result{"mutex waiter": mw, "closed waiter": cw} {
 		res := <-p
 		var e *asyncsteps.Error

@@ -16,9 +16,10 @@ type gateQueue struct {
 	maxQueue int    // negative: unlimited
 	what     string // "Mutex" or "Throttle", for the refusal's info
 
-	mu    sync.Mutex // guards the fields below and the states of their waiters
-	fresh []*waiter  // asked since the last round trip: first try pending
-	queue waitList   // tried and not admitted: they wait, first in, first out
+	mu     sync.Mutex // guards the fields below and the states of their waiters
+	fresh  []*waiter  // asked since the last round trip: first try pending
+	queue  waitList   // tried and not admitted: they wait, first in, first out
+	closed bool       // the Client closed: no round trip will be made
 
 	wake chan struct{} // buffered 1: a round is due
 }
@@ -35,9 +36,16 @@ func (q *gateQueue) signal() {
 	}
 }
 
-// request hands w, whose step waits, to the gate's goroutine.
+// request hands w, whose step waits, to the gate's goroutine; after the
+// Client closed, it refuses w at once.
 func (q *gateQueue) request(w *waiter) {
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		w.err = closedError()
+		complete([]*waiter{w})
+		return
+	}
 	w.state = wFresh
 	q.fresh = append(q.fresh, w)
 	q.mu.Unlock()
@@ -111,6 +119,14 @@ func (q *gateQueue) settle(batch []*waiter, admitted int, onAdmit func(i int, w 
 		}
 	}
 	return done, orphans
+}
+
+// shut ends the queue with its Client: every waiting flow is refused, and
+// so is every later one. It returns the waiters whose steps must now be
+// completed. Called with mu held.
+func (q *gateQueue) shut() []*waiter {
+	q.closed = true
+	return q.failAll(closedError(), false)
 }
 
 // failAll refuses every waiting flow with err, or, when open, lets them

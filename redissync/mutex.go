@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"slices"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -62,13 +63,17 @@ type MutexOptions struct {
 // and Options.Recheck + OpTimeout when nothing else happens. A Mutex
 // always fails closed.
 //
+// A flow whose Loop is closed while it holds the Mutex stops without its
+// cancel handlers: its lease is given back at the next renewal or
+// re-check (every TTL/3, and every Options.Recheck), which find that the
+// loop is closed.
+//
 // A flow that holds the Mutex enters it again at once, with the same
 // lease and token, so nested Sync calls do not deadlock. The hold is kept
 // in the flow's [asyncsteps.State], which a flow's parallel branches
 // share: unlike the in-process Mutex, a branch entering a Mutex its flow
 // holds enters at once, and the lease is given back when the last of them
-// leaves. A flow whose Loop is closed stops without its cancel handlers:
-// its lease is not given back and runs out after TTL.
+// leaves.
 //
 // A Mutex is safe for concurrent use: flows on any loops may share it.
 // Make it with [Client.NewMutex].
@@ -144,6 +149,7 @@ func (m *Mutex) enter(as asyncsteps.AsyncSteps, w *waiter) {
 		return
 	}
 	w.lease = m.c.leaseID()
+	w.tool = as.Tool()
 	w.as = as
 	as.WaitExternal()
 	m.request(w)
@@ -196,7 +202,9 @@ func (m *Mutex) run() {
 		case <-m.wake:
 		case <-expiry.C:
 		case <-recheck.C:
+			m.dropClosed()
 		case <-renew.C:
+			m.dropClosed()
 			renewing = true
 		}
 		if next, ok := m.round(renewing); ok {
@@ -275,6 +283,41 @@ func (m *Mutex) round(renewing bool) (time.Duration, bool) {
 	return 0, false
 }
 
+// dropClosed gives back the leases of holders whose loop was closed: such
+// a flow stops without its cancel handlers, so it never leaves. A closed
+// loop accepts no timer: the Handle it returns is not valid.
+func (m *Mutex) dropClosed() {
+	m.mu.Lock()
+	tools := make(map[asyncsteps.Tool]bool)
+	for w := range m.held {
+		tools[w.tool] = true
+	}
+	m.mu.Unlock()
+	var closed []asyncsteps.Tool
+	for tool := range tools {
+		if tool == nil {
+			continue
+		}
+		h := tool.Deferred(time.Hour, func() {})
+		if !h.IsValid() {
+			closed = append(closed, tool)
+		}
+		h.Cancel()
+	}
+	if len(closed) == 0 {
+		return
+	}
+	m.mu.Lock()
+	for w := range m.held {
+		if slices.Contains(closed, w.tool) {
+			delete(m.held, w)
+			w.state = wLeft
+			m.releases = append(m.releases, w.lease)
+		}
+	}
+	m.mu.Unlock()
+}
+
 // fail refuses every waiting flow with err (a Mutex fails closed). The
 // leases to give back are dropped: they run out on their own.
 func (m *Mutex) fail(err *asyncsteps.Error) {
@@ -288,7 +331,7 @@ func (m *Mutex) fail(err *asyncsteps.Error) {
 // held or released is given back in one last round trip.
 func (m *Mutex) shutdown() {
 	m.mu.Lock()
-	done := m.failAll(closedError(), false)
+	done := m.shut()
 	releases := m.releases
 	for w := range m.held {
 		releases = append(releases, w.lease)

@@ -37,7 +37,8 @@ type waiter struct {
 	lease string            // Mutex: the lease's name
 	token int64             // Mutex: the fencing token
 
-	hold *hold // Mutex: the hold this section shares, set inside
+	hold *hold           // Mutex: the hold this section shares, set inside
+	tool asyncsteps.Tool // Mutex: the flow's loop, to find a holder whose loop was closed
 }
 
 // section is one pass of a flow through a critical section guarded by one

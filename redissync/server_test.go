@@ -55,6 +55,7 @@ func launchRedis(port int, dir string) (*redisServer, error) {
 	s := &redisServer{port: port, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
 	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
+	dieWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -142,6 +143,9 @@ func TestMain(m *testing.M) {
 	if shared.srv != nil {
 		shared.srv.kill()
 		_ = os.RemoveAll(shared.srv.dir)
+	}
+	if benchServer.srv != nil {
+		benchServer.srv.kill()
 	}
 	os.Exit(code)
 }

@@ -371,5 +371,116 @@ func TestClientCloseGivesBack(t *testing.T) {
 	if res := <-a; res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	tr.check(t, "A in", "B onerror CommError: redissync: client closed", "A out")
+	// A flow that asks after Close is refused at once.
+	wantError(t, (<-enter(l, m, &tr, "C")).Err, asyncsteps.CommError, "redissync: client closed")
+	tr.check(t, "A in", "B onerror CommError: redissync: client closed", "A out",
+		"C onerror CommError: redissync: client closed")
+}
+
+// TestMutexWaiterCancelled: a waiter cancelled while queued leaves the
+// queue and never holds the Mutex.
+func TestMutexWaiterCancelled(t *testing.T) {
+	c, rdb := newClient(t, sharedRedis(t), Options{})
+	m := c.NewMutex("wc", MutexOptions{Max: 1, MaxQueue: -1, TTL: time.Minute})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	release := make(chan struct{})
+	a := holdOpen(t, l, m, &tr, "A", release)
+	rb := asyncsteps.New(asyncsteps.WithTool(l))
+	rb.Sync(m, func(asyncsteps.AsyncSteps, ...any) { tr.add("B in") })
+	b := rb.Promise()
+	waitFor(t, "B to queue", func() bool { return queued(&m.gateQueue) == 1 })
+	rb.Cancel()
+	if res := <-b; !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("B ended with %v, want a cancel", res.Err)
+	}
+	if n := queued(&m.gateQueue); n != 0 {
+		t.Fatalf("%d queued after B was cancelled", n)
+	}
+	close(release)
+	<-a
+	if res := <-enter(l, m, &tr, "C"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	tr.check(t, "A in", "A out", "C in")
+	waitFor(t, "no holder in Redis", func() bool {
+		return rdb.ZCard(context.Background(), m.keys[0]).Val() == 0
+	})
+}
+
+// TestMutexCancelsAtEveryStage: flows time out at every stage of a
+// section (asking, queued, admitted in flight, inside); afterwards no
+// lease is left in Redis, none is held or queued here, and the Mutex
+// still works.
+func TestMutexCancelsAtEveryStage(t *testing.T) {
+	c, rdb := newClient(t, sharedRedis(t), Options{})
+	m := c.NewMutex("every", MutexOptions{Max: 2, MaxQueue: -1, TTL: time.Minute})
+	loops := newLoops(t, 2)
+	var wg sync.WaitGroup
+	var timeouts, inside atomic.Int64
+	for i := range 200 {
+		r := asyncsteps.New(asyncsteps.WithTool(loops[i%2]))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			if i%4 != 0 { // the others get through
+				as.SetTimeout(time.Duration(i%10) * 3 * time.Millisecond)
+			}
+			as.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Await(func(ctx context.Context) (any, error) {
+					time.Sleep(time.Millisecond)
+					return nil, nil
+				})
+				as.Add(func(asyncsteps.AsyncSteps, ...any) { inside.Add(1) })
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			if code == asyncsteps.Timeout {
+				timeouts.Add(1)
+				as.Success()
+			}
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.Run(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d of 200 flows timed out, %d ran their section to its end", timeouts.Load(), inside.Load())
+	if timeouts.Load() == 0 || inside.Load() == 0 {
+		t.Error("no flow timed out, or none got through: the test does not test cancels at every stage")
+	}
+	waitFor(t, "no lease left", func() bool {
+		m.mu.Lock()
+		local := len(m.held) + m.queue.live + len(m.fresh)
+		m.mu.Unlock()
+		return local == 0 && rdb.ZCard(context.Background(), m.keys[0]).Val() == 0
+	})
+	if res := <-enter(loops[0], m, &tracer{}, "after"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+}
+
+// TestMutexLoopClosedGivesBack: a flow whose loop is closed while it holds
+// the Mutex runs no cancel handler; its lease is given back at the next
+// re-check, long before its TTL.
+func TestMutexLoopClosedGivesBack(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{Recheck: 100 * time.Millisecond})
+	m := c.NewMutex("closed", MutexOptions{Max: 1, MaxQueue: -1, TTL: time.Minute})
+	doomed := asyncsteps.NewLoop()
+	var tr tracer
+	holdOpen(t, doomed, m, &tr, "A", make(chan struct{}))
+	l := newLoops(t, 1)[0]
+	b := enter(l, m, &tr, "B")
+	waitFor(t, "B to queue", func() bool { return queued(&m.gateQueue) == 1 })
+	doomed.Close()
+	select {
+	case res := <-b:
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease of a flow whose loop was closed was not given back")
+	}
+	tr.check(t, "A in", "B in")
 }

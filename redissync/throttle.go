@@ -119,7 +119,7 @@ func (t *Throttle) run() {
 		select {
 		case <-t.c.done:
 			t.mu.Lock()
-			done := t.failAll(closedError(), false)
+			done := t.shut()
 			t.mu.Unlock()
 			complete(done)
 			return

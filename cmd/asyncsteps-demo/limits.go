@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/redissync"
 )
 
 // limitOptions are the gateway's limits on the requests it serves: at most
@@ -20,6 +21,11 @@ type limitOptions struct {
 	Rate       int
 	Burst      int
 	Period     time.Duration // of Rate; 0 means one second (tests use longer)
+
+	// Cluster, when set (-redis), shares the limits with the other
+	// instances through Redis; TTL is then the lease of a slot.
+	Cluster *redissync.Client
+	TTL     time.Duration
 }
 
 func (o limitOptions) period() time.Duration {
@@ -35,6 +41,9 @@ func (o limitOptions) period() time.Duration {
 // as an asyncsteps.Syncer: a limit shared by a cluster replaces this one
 // constructor call.
 func limitSyncer(o limitOptions) asyncsteps.Syncer {
+	if o.Cluster != nil {
+		return clusterLimit(o.Cluster, o)
+	}
 	if o.Rate > 0 {
 		return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
 			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst,

@@ -37,6 +37,7 @@ type options struct {
 	upstream      upstreamOptions
 	grace         time.Duration
 	cfg           config
+	cluster       clusterOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -61,6 +62,9 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for")
 	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway; 0: one per core")
 	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
+	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis address (host:port): share -concurrent and -rate with every instance using it and -redis-prefix; empty: this instance alone")
+	fs.StringVar(&o.cluster.Prefix, "redis-prefix", "asyncsteps-demo", "with -redis: the prefix of the Redis keys; instances with the same prefix share their limits")
+	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -71,6 +75,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-concurrent must be at least 1, -queue, -rate and -burst at least 0")
 	case o.cfg.MaxSymbols < 1 || o.cfg.Retries < 0:
 		return o, errors.New("-max-symbols must be at least 1, -retries at least 0")
+	case o.cluster.Addr != "" && o.impl != "flows":
+		return o, errors.New("-redis works with -impl=flows only")
+	case o.cluster.TTL <= 0:
+		return o, errors.New("-redis-ttl must be positive")
 	}
 	return o, nil
 }
@@ -121,6 +129,15 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		cfg.Upstream = up.URL
 		logger.Info("embedded upstream started", "url", up.URL,
 			"latency", o.upstream.Latency, "fail", o.upstream.FailRate, "seed", o.upstream.Seed)
+	}
+	if o.cluster.Addr != "" {
+		c, closeCluster, err := connectCluster(ctx, o.cluster)
+		if err != nil {
+			return err
+		}
+		defer closeCluster()
+		cfg.Limits.Cluster, cfg.Limits.TTL = c, o.cluster.TTL
+		logger.Info("limits shared through Redis", "redis", o.cluster.Addr, "prefix", o.cluster.Prefix, "ttl", o.cluster.TTL, "id", c.ID())
 	}
 	gw, closeGateway := newGateway(o.impl, cfg, logger)
 	defer closeGateway()

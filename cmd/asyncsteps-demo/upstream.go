@@ -56,6 +56,35 @@ type upstream struct {
 
 	requests  atomic.Int64 // requests received
 	cancelled atomic.Int64 // requests whose client went away before the answer
+
+	// The fleet test reads these on /counters: /price requests received,
+	// being served, and the most served at once.
+	prices, inFlight, peakInFlight atomic.Int64
+}
+
+// upstreamCounters is the JSON of the embedded upstream's /counters.
+type upstreamCounters struct {
+	Prices       int64 `json:"prices"`
+	InFlight     int64 `json:"in_flight"`
+	PeakInFlight int64 `json:"peak_in_flight"`
+}
+
+// serveCounters answers /counters.
+func (u *upstream) serveCounters(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(upstreamCounters{ //nolint:errcheck // the client may be gone
+		Prices: u.prices.Load(), InFlight: u.inFlight.Load(), PeakInFlight: u.peakInFlight.Load(),
+	})
+}
+
+// enter counts a /price request being served; the function returned
+// counts its end.
+func (u *upstream) enter() func() {
+	u.prices.Add(1)
+	n := u.inFlight.Add(1)
+	for peak := u.peakInFlight.Load(); n > peak && !u.peakInFlight.CompareAndSwap(peak, n); peak = u.peakInFlight.Load() {
+	}
+	return func() { u.inFlight.Add(-1) }
 }
 
 func newUpstream(opts upstreamOptions) *upstream {
@@ -74,11 +103,16 @@ func (u *upstream) draw() (time.Duration, bool) {
 }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/counters" {
+		u.serveCounters(w)
+		return
+	}
 	u.requests.Add(1)
 	if req.URL.Path != "/price" {
 		http.NotFound(w, req)
 		return
 	}
+	defer u.enter()()
 	symbol := req.URL.Query().Get("symbol")
 	latency, fail := u.draw()
 	if latency > 0 {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/redissync"
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterOptions are the flags that share the gateway's limits with the
+// other instances of a fleet through one Redis server (-redis): the
+// configured concurrency and rate then hold for the whole fleet, not per
+// instance.
+type clusterOptions struct {
+	Addr   string        // Redis address; "": the instance runs alone
+	Prefix string        // the key prefix: instances with the same one share their limits
+	TTL    time.Duration // the lease of a concurrency slot: a killed instance's slots come back after it
+}
+
+// connectCluster connects to the Redis of o. It fails with a CommError
+// naming the address when Redis does not answer.
+func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, func(), error) {
+	rdb := redis.NewClient(&redis.Options{Addr: o.Addr})
+	c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: o.Prefix})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); rdb.Close() }, nil
+}
+
+// clusterLimit is newLimit's limit shared through Redis: a Limiter, or a
+// Mutex when there is no rate limit, under the name "quote".
+func clusterLimit(c *redissync.Client, o limitOptions) asyncsteps.Syncer {
+	if o.Rate > 0 {
+		return c.NewLimiter("quote", redissync.LimiterOptions{
+			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst, TTL: o.TTL,
+		})
+	}
+	return c.NewMutex("quote", redissync.MutexOptions{Max: o.Concurrent, MaxQueue: o.Queue, TTL: o.TTL})
+}

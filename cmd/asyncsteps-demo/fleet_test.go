@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+var fleetDuration = flag.Duration("fleet", 0, "TestFleet: how long the load runs before the kill, and again after the slots came back (0: a short run for CI; a longer form: -fleet 30s)")
+
+// The fleet's limits, shared through Redis by its three instances.
+const (
+	fleetConcurrent = 6
+	fleetRate       = 100 // a second
+	fleetTTL        = time.Second
+)
+
+// TestFleet runs three gateway instances (programs of their own) that
+// share their limits through one real redis-server (-redis), in front of
+// one embedded upstream, driven by vegeta at twice the fleet's rate. Once
+// the rate was measured, one instance is killed with SIGKILL. The
+// upstream's own counters show that the fleet never had more than
+// -concurrent requests upstream at once, and that the rate the upstream
+// saw, once the start's burst was spent, is within 5% of -rate; the two
+// other instances answer every request with 200, 503 or 504, and go on
+// answering 200 after the kill; the killed instance's leases are gone
+// after their TTL. Without -redis, three instances would let three times
+// the limits through.
+//
+// The phases are timed by what happened, not by a fixed schedule, so that
+// a slow machine stretches the run rather than failing it.
+//
+//	go test ./cmd/asyncsteps-demo -run TestFleet -v -fleet 30s
+func TestFleet(t *testing.T) {
+	measure := max(*fleetDuration, 1500*time.Millisecond)
+	redisAddr := startRedisServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	const prefix = "fleet"
+	holders := prefix + ":{quote/concurrent}:holders"
+
+	bin := buildProgram(t)
+	up := startBuilt(t, bin, "-serve-upstream", "-addr", "127.0.0.1:0",
+		"-upstream-latency", "20ms", "-upstream-fail", "0", "-seed", "1")
+	defer up.stop(t)
+	gws := make([]*program, 3)
+	for i := range gws {
+		gws[i] = startBuilt(t, bin, "-addr", "127.0.0.1:0", "-upstream", up.url, "-loops", "1",
+			"-redis", redisAddr, "-redis-prefix", prefix, "-redis-ttl", fleetTTL.String(),
+			"-concurrent", strconv.Itoa(fleetConcurrent), "-queue", "32",
+			"-rate", strconv.Itoa(fleetRate), "-burst", "32",
+			"-timeout", "1s", "-retries", "0")
+	}
+	survivors, victim := gws[:2], gws[2]
+	victimID := clientID(t, victim)
+
+	start := time.Now()
+	attacks := make([]*fleetAttack, len(gws))
+	for i, gw := range gws {
+		attacks[i] = startAttack(gw.url, 2*fleetRate/len(gws))
+	}
+
+	// The start's burst (up to -rate at once) is spent after about a
+	// second at twice the rate: the rate is measured after it, up to the
+	// kill.
+	first := burstSpent(t, up.url)
+	time.Sleep(measure)
+	last := upstreamCounts(t, up.url)
+
+	killed := time.Now()
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	attacks[2].stop() // its requests fail now: they are not counted
+	// The victim's leases run out after the TTL.
+	time.Sleep(fleetTTL + 500*time.Millisecond)
+	leases, err := rdb.ZRange(context.Background(), holders, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lease := range leases {
+		if strings.HasPrefix(lease, victimID+":") {
+			t.Errorf("the killed instance's lease %s is still held %v after the kill (TTL %v)", lease, time.Since(killed), fleetTTL)
+		}
+	}
+	// The survivors go on with every slot.
+	back := time.Now()
+	time.Sleep(max(*fleetDuration, 500*time.Millisecond))
+	for _, a := range attacks {
+		a.stop()
+	}
+
+	window := last.at.Sub(first.at)
+	rate := float64(last.Prices-first.Prices) / window.Seconds()
+	peak := upstreamCounts(t, up.url).PeakInFlight
+	t.Logf("upstream: %.1f requests/s over %v (limit %d/s), at most %d at once (limit %d); killed at %v",
+		rate, window.Round(time.Millisecond), fleetRate, peak, fleetConcurrent, killed.Sub(start).Round(time.Millisecond))
+	if peak > fleetConcurrent {
+		t.Errorf("the upstream served %d requests at once: the fleet's limit is %d", peak, fleetConcurrent)
+	}
+	if rate < 0.95*fleetRate || rate > 1.05*fleetRate {
+		t.Errorf("the upstream saw %.1f requests/s: not within 5%% of the fleet's rate %d/s", rate, fleetRate)
+	}
+	for i, gw := range survivors {
+		bad := 0
+		codes := map[uint16]int{}
+		var afterBack int
+		for _, r := range attacks[i].results {
+			codes[r.Code]++
+			if r.Code == http.StatusOK && r.Timestamp.After(back) {
+				afterBack++
+			}
+			if r.Code != http.StatusOK && r.Code != http.StatusServiceUnavailable && r.Code != http.StatusGatewayTimeout {
+				if bad++; bad <= 5 {
+					t.Errorf("instance %d answered %d (%s)", i, r.Code, r.Error)
+				}
+			}
+		}
+		t.Logf("instance %d: %d requests, by status %v, %d answered 200 once the slots were back", i, len(attacks[i].results), codes, afterBack)
+		if afterBack == 0 {
+			t.Errorf("instance %d answered no request with 200 once the killed instance's slots were back", i)
+		}
+		// Nothing lost: the instance counted every request as answered.
+		st := idleStats(t, gw.url)
+		if st.Started != int64(len(attacks[i].results)) || st.Cancelled != 0 || st.LimiterQueue != 0 {
+			t.Errorf("instance %d: sent %d; started %d, cancelled %d, in flight %d, queued %d",
+				i, len(attacks[i].results), st.Started, st.Cancelled, st.InFlight, st.LimiterQueue)
+		}
+		gw.stop(t)
+	}
+}
+
+// burstSpent waits until the upstream sees the fleet's rate, no more:
+// the Throttle's credit for a burst at the start is spent.
+func burstSpent(t *testing.T, base string) countsAt {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	prev := upstreamCounts(t, base)
+	for {
+		time.Sleep(500 * time.Millisecond)
+		now := upstreamCounts(t, base)
+		rate := float64(now.Prices-prev.Prices) / now.at.Sub(prev.at).Seconds()
+		if rate <= 1.05*fleetRate {
+			return now
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream still sees %.1f requests/s after 15s", rate)
+		}
+		prev = now
+	}
+}
+
+// idleStats returns an instance's /stats once it has no request in
+// flight (an answer may reach the client just before it is counted).
+func idleStats(t *testing.T, base string) statsSnapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var st statsSnapshot
+		getJSON(t, base+"/stats", &st)
+		if st.InFlight == 0 || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// clientID reads the redissync Client's ID from a gateway's log.
+func clientID(t *testing.T, p *program) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(p.logs.String(), `msg="limits shared through Redis"`)
+	_, rest, ok2 := strings.Cut(rest, " id=")
+	id, _, _ := strings.Cut(rest, "\n")
+	if !ok || !ok2 || id == "" {
+		t.Fatalf("no redissync client id in the log: %s", p.logs)
+	}
+	return id
+}
+
+// fleetAttack is vegeta driving one instance until stopped.
+type fleetAttack struct {
+	attacker *vegeta.Attacker
+	done     chan struct{}
+	results  []*vegeta.Result // complete once done is closed
+}
+
+func (a *fleetAttack) stop() {
+	a.attacker.Stop()
+	<-a.done
+}
+
+// buildProgram builds the command without the race detector, once per
+// test: four programs of a test binary built with -race do not keep up
+// with the load on a busy 2-core machine. The other tests run the same
+// code under the race detector.
+func buildProgram(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not found on PATH, to build the program: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "asyncsteps-demo")
+	cmd := exec.Command(gobin, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startBuilt runs the command built at bin with args, as startProgram
+// runs the test binary.
+func startBuilt(t *testing.T, bin string, args ...string) *program {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	p := &program{cmd: cmd, logs: &syncBuffer{}}
+	for p.url == "" && lines.Scan() {
+		fmt.Fprintln(p.logs, lines.Text())
+		for _, msg := range []string{`msg="gateway serving" addr=`, `msg="serving the upstream price service" addr=`} {
+			if _, rest, ok := strings.Cut(lines.Text(), msg); ok {
+				addr, _, _ := strings.Cut(rest, " ")
+				p.url = "http://" + addr
+			}
+		}
+	}
+	if p.url == "" {
+		t.Fatalf("the program did not start: %s", p.logs)
+	}
+	go io.Copy(p.logs, stderr)
+	return p
+}
+
+// startAttack drives base with vegeta at perSecond, one-symbol quotes
+// (one upstream request each), until stopped.
+func startAttack(base string, perSecond int) *fleetAttack {
+	var targets []vegeta.Target
+	for _, s := range knownSymbols {
+		targets = append(targets, vegeta.Target{Method: http.MethodGet, URL: base + "/quote?symbols=" + s})
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
+	a := &fleetAttack{attacker: vegeta.NewAttacker(vegeta.Client(client), vegeta.Timeout(10*time.Second)), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		defer client.CloseIdleConnections()
+		for r := range a.attacker.Attack(vegeta.NewStaticTargeter(targets...), vegeta.Rate{Freq: perSecond, Per: time.Second}, 0, base) {
+			a.results = append(a.results, r)
+		}
+	}()
+	return a
+}
+
+// countsAt are the upstream's counters and when they were read.
+type countsAt struct {
+	upstreamCounters
+	at time.Time
+}
+
+func upstreamCounts(t *testing.T, base string) countsAt {
+	t.Helper()
+	var c countsAt
+	getJSON(t, base+"/counters", &c.upstreamCounters)
+	c.at = time.Now()
+	return c
+}
+
+// startRedisServer starts a real redis-server without persistence on a
+// free loopback port, stopped at the end of the test.
+func startRedisServer(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server not found (Debian package redis-server; scripts/test.sh installs it): %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s does not answer", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return addr
+}
+
+// TestRedisUnreachableAtStart: with -redis naming an address where nothing
+// listens, the gateway does not start: it exits 1 at once with a
+// CommError that names the address.
+func TestRedisUnreachableAtStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join([]string{"-addr", "127.0.0.1:0", "-redis", addr}, "\n"))
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1; output:\n%s", err, out)
+	}
+	if want := "CommError: redis " + addr + ": "; !strings.Contains(string(out), want) {
+		t.Errorf("output does not say %q:\n%s", want, out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %v to fail", took)
+	}
+}
