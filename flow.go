@@ -193,14 +193,15 @@ func (fl *flow) retire(f *frame) {
 
 // drive runs the flow from f for as long as it goes on without waiting,
 // yielding to other queued work after each step (the order of the FutoIn
-// reference implementations) and after a burst.
+// reference implementations; see Loop.SetBursts for the opt-out) and after
+// a burst.
 func (fl *flow) drive(f *frame) {
 	for n := 0; f != nil; n++ {
 		if cause := fl.stop.Load(); cause != nil {
 			fl.cancel(*cause)
 			return
 		}
-		if n > 0 && (n == burst || fl.sched.busy()) {
+		if n > 0 && (n == burst || fl.sched.busy() && !fl.bursting(f)) {
 			fl.requeue(f)
 			return
 		}

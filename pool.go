@@ -1,12 +1,16 @@
 package asyncsteps
 
-import "weak"
+import (
+	"sync/atomic"
+	"weak"
+)
 
 // loopLocal is what the flows of one loop share without a lock, owned by
 // the loop's goroutine: blocks of handles, so that a step costs no
 // allocation of its own (a block is garbage once no handle in it is kept),
 // and finished frames, for the next steps of any flow of the loop.
 type loopLocal struct {
+	bursts  atomic.Bool // set from any goroutine: see Loop.SetBursts
 	handles []handle
 	frames  *frame // linked by parent
 	nframes int

@@ -107,9 +107,10 @@ func repeatOnce(b *testing.B, n int, unit string, body asyncsteps.RepeatFunc) {
 // a”. seq-flat: 100 flows of 10,000 queued steps each, executed at once on
 // one loop; the first step of a flow calls Success(1), each other passes
 // its argument on with Success(args[0]). ns per step.
-func BenchmarkSeqFlat(b *testing.B) {
+func BenchmarkSeqFlat(b *testing.B) { seqFlat(b, newLoop(b)) }
+
+func seqFlat(b *testing.B, loop *asyncsteps.Loop) {
 	const flows, steps = 100, 10_000
-	loop := newLoop(b)
 	first := func(as as, _ ...any) { as.Success(1) }
 	b.ReportAllocs()
 	for b.Loop() {
@@ -150,9 +151,10 @@ func BenchmarkSeqQueued(b *testing.B) {
 }
 
 // c. many-flows: 100,000 independent flows of 3 steps each, on one loop.
-func BenchmarkManyFlows(b *testing.B) {
+func BenchmarkManyFlows(b *testing.B) { manyFlowsOn(b, newLoop(b)) }
+
+func manyFlowsOn(b *testing.B, loop *asyncsteps.Loop) {
 	const flows = 100_000
-	loop := newLoop(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		manyFlows(b, flows, loop)
@@ -240,9 +242,10 @@ func BenchmarkParallel(b *testing.B) {
 
 // f. mutex: 1,000 flows of 100 Sync steps each on one NewMutex(10), with a
 // one-step critical section, executed at once on one loop. ns per Sync.
-func BenchmarkMutex(b *testing.B) {
+func BenchmarkMutex(b *testing.B) { mutexFlows(b, newLoop(b)) }
+
+func mutexFlows(b *testing.B, loop *asyncsteps.Loop) {
 	const flows, syncs = 1000, 100
-	loop := newLoop(b)
 	section := func(as as, _ ...any) { as.Success() }
 	b.ReportAllocs()
 	for b.Loop() {
@@ -264,9 +267,10 @@ func BenchmarkMutex(b *testing.B) {
 
 // g. timers: 10,000 flows whose step sets SetTimeout(time.Second) and is
 // completed by a Tool().Immediate callback.
-func BenchmarkTimers(b *testing.B) {
+func BenchmarkTimers(b *testing.B) { timerFlows(b, newLoop(b)) }
+
+func timerFlows(b *testing.B, loop *asyncsteps.Loop) {
 	const flows = 10_000
-	loop := newLoop(b)
 	step := func(as as, _ ...any) {
 		as.SetTimeout(time.Second)
 		as.Tool().Immediate(func() { as.Success() })

@@ -9,9 +9,23 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// The plain-goroutine baselines of workloads c, f, g and h, and variants of
-// workload i (two loops). bench/compare runs the headline ones beside
+// The plain-goroutine baselines of workloads c, f, g and h, the workloads
+// whose flows are independent on a Loop with SetBursts(true), and variants
+// of workload i (two loops). bench/compare runs the headline ones beside
 // bench_test.go's; -bench . runs them all.
+
+// seq-flat, many-flows, mutex and timers on a Loop whose flows run their
+// steps back to back (Loop.SetBursts), not one step per turn.
+func BenchmarkSeqFlatBursts(b *testing.B)   { seqFlat(b, burstLoop(b)) }
+func BenchmarkManyFlowsBursts(b *testing.B) { manyFlowsOn(b, burstLoop(b)) }
+func BenchmarkMutexBursts(b *testing.B)     { mutexFlows(b, burstLoop(b)) }
+func BenchmarkTimersBursts(b *testing.B)    { timerFlows(b, burstLoop(b)) }
+
+func burstLoop(b *testing.B) *asyncsteps.Loop {
+	l := newLoop(b)
+	l.SetBursts(true)
+	return l
+}
 
 // h's baseline: 100,000 goroutines blocked on a channel at once, measured
 // as BenchmarkParked measures flows (HeapInuse+StackInuse after GC, with the

@@ -473,7 +473,7 @@ type row struct {
 
 // headline is the default -bench of the Go side: the workloads of the
 // table, their floor and their plain-goroutine baselines.
-const headline = "^Benchmark(Floor|FloorNoArgs|Seq|SeqNoArgs|SeqFlat|SeqQueued|Nested|ManyFlows|Parallel|Error|Mutex|Timers|Parked|Scale|ManyGoroutines|MutexGoroutines|TimersGoroutines|ParkedGoroutines)$"
+const headline = "^Benchmark(Floor|FloorNoArgs|Seq|SeqNoArgs|SeqFlat|SeqQueued|Nested|ManyFlows|Parallel|Error|Mutex|Timers|Parked|Scale|ManyGoroutines|MutexGoroutines|TimersGoroutines|ParkedGoroutines|SeqFlatBursts|ManyFlowsBursts|MutexBursts|TimersBursts)$"
 
 // Units per op of the Go benchmarks, as in bench_test.go and
 // variants_test.go; used for allocs per unit.
@@ -485,6 +485,7 @@ var units = map[string]float64{
 	"BenchmarkParallel": 1e5, "BenchmarkError": 2e5,
 	"BenchmarkMutex": 1e5, "BenchmarkTimers": 1e4,
 	"BenchmarkMutexGoroutines": 1e5, "BenchmarkTimersGoroutines": 1e4,
+	"BenchmarkSeqFlatBursts": 1e6, "BenchmarkManyFlowsBursts": 1e5, "BenchmarkMutexBursts": 1e5, "BenchmarkTimersBursts": 1e4,
 }
 
 func goF(name, metric string) figure { return figure{side: "go", name: name, metric: metric} }
@@ -516,6 +517,10 @@ var rows = []row{
 	{workload: "seq: Repeat(1M), Success()", metric: "ns/step", goF: goF("BenchmarkSeqNoArgs", "ns/step"), ref: goF("BenchmarkFloorNoArgs", "ns/step"), refLabel: "floor, Success()", overRef: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkSeqNoArgs")},
 	{workload: "floor: body alone, Success(i)", metric: "ns/step", goF: goF("BenchmarkFloor", "ns/step"), ref: jsF("seq", "ns/step"), refLabel: "JS seq", maxGo: none, target: "—", allocs: allocsOf("BenchmarkFloor")},
 	{workload: "floor: body alone, Success()", metric: "ns/step", goF: goF("BenchmarkFloorNoArgs", "ns/step"), maxGo: none, target: "—", allocs: allocsOf("BenchmarkFloorNoArgs")},
+	{workload: "seq-flat, Loop.SetBursts(true)", metric: "ns/step", goF: goF("BenchmarkSeqFlatBursts", "ns/step"), ref: jsF("seq-flat", "ns/step"), refLabel: "JS", maxGo: none, target: "(opt-in)", allocs: allocsOf("BenchmarkSeqFlatBursts")},
+	{workload: "many-flows, Loop.SetBursts(true)", metric: "flows/s", goF: goF("BenchmarkManyFlowsBursts", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, maxGo: none, target: "(opt-in)", allocs: allocsOf("BenchmarkManyFlowsBursts")},
+	{workload: "mutex, Loop.SetBursts(true)", metric: "ns/sync", goF: goF("BenchmarkMutexBursts", "ns/sync"), ref: jsF("mutex", "ns/sync"), refLabel: "JS", maxGo: none, target: "(opt-in)", allocs: allocsOf("BenchmarkMutexBursts")},
+	{workload: "timers, Loop.SetBursts(true)", metric: "ns/flow", goF: goF("BenchmarkTimersBursts", "ns/flow"), ref: jsF("timers", "ns/flow"), refLabel: "JS", maxGo: none, target: "(opt-in)", allocs: allocsOf("BenchmarkTimersBursts")},
 	{workload: "many-flows in plain goroutines", metric: "flows/s", goF: goF("BenchmarkManyGoroutines", "flows/s"), ref: jsF("many-flows", "flows/s"), refLabel: "JS", higher: true, maxGo: none, target: "—", allocs: allocsOf("BenchmarkManyGoroutines")},
 	{workload: "mutex in plain goroutines (semaphore)", metric: "ns/sync", goF: goF("BenchmarkMutexGoroutines", "ns/sync"), ref: jsF("mutex", "ns/sync"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkMutexGoroutines")},
 	{workload: "timers in plain goroutines", metric: "ns/flow", goF: goF("BenchmarkTimersGoroutines", "ns/flow"), ref: jsF("timers", "ns/flow"), refLabel: "JS", maxGo: none, target: "—", allocs: allocsOf("BenchmarkTimersGoroutines")},
