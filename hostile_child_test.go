@@ -27,6 +27,13 @@ const childTimeout = 60 * time.Second
 // inChild runs body in a child process, or, in the child, runs it.
 func inChild(t *testing.T, body func(t *testing.T)) {
 	t.Helper()
+	inChildFor(t, childTimeout, body)
+}
+
+// inChildFor is inChild with the time after which the child counts as
+// hung.
+func inChildFor(t *testing.T, timeout time.Duration, body func(t *testing.T)) {
+	t.Helper()
 	if os.Getenv(childEnv) == t.Name() {
 		body(t)
 		return
@@ -35,10 +42,10 @@ func inChild(t *testing.T, body func(t *testing.T)) {
 		t.Skip("another test's child")
 	}
 	t.Parallel()
-	out, err, hung := runChild(t.Name(), childTimeout)
+	out, err, hung := runChild(t.Name(), timeout)
 	switch {
 	case hung:
-		t.Fatalf("the child hung for %v; its output, with its goroutines:\n%s", childTimeout, out)
+		t.Fatalf("the child hung for %v; its output, with its goroutines:\n%s", timeout, out)
 	case err != nil:
 		t.Fatalf("the child failed (%v); its output:\n%s", err, out)
 	case !strings.Contains(out, "--- PASS: "+t.Name()+" "):
@@ -55,7 +62,11 @@ func inChild(t *testing.T, body func(t *testing.T)) {
 // sends SIGQUIT, which makes the Go runtime print every goroutine and exit,
 // and kills the child if it is still there 5 seconds later.
 func runChild(name string, timeout time.Duration) (out string, err error, hung bool) {
-	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(name), "-test.v", "-test.count=1", "-test.timeout=0")
+	args := []string{"-test.run=" + runPattern(name), "-test.v", "-test.count=1", "-test.timeout=0"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), childEnv+"="+name, "GOTRACEBACK=all")
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf

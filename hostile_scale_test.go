@@ -15,13 +15,17 @@ import (
 // A very heavy user: a million levels, branches or steps. Each case runs
 // in a child process; it logs its time and memory per unit (go test -v).
 // Under the race detector, which makes each step some ten times slower,
-// the cases run at a tenth of the size.
+// the cases run at a fiftieth of the size.
 
-// scale is the size of the scale cases: 10^6, or 10^5 under -race or
-// with -short.
+// scaleTimeout is how long a scale case may run in its child: at 10^6, on
+// a loaded machine, a minute is not enough.
+const scaleTimeout = 5 * time.Minute
+
+// scale is the size of the scale cases: 10^6, or 2*10^4 under -race or
+// with -short, so that the suite stays within seconds there.
 func scale() int {
 	if raceEnabled || testing.Short() {
-		return 100_000
+		return 20_000
 	}
 	return 1_000_000
 }
@@ -82,7 +86,7 @@ func nested(r *asyncsteps.Root, depth int, cancelled *int) {
 // or by a timeout, runs every cancel handler without overflowing the
 // stack.
 func TestHostileScaleDepth(t *testing.T) {
-	inChild(t, func(t *testing.T) {
+	inChildFor(t, scaleTimeout, func(t *testing.T) {
 		n := scale()
 		t.Run("Root.Cancel", func(t *testing.T) {
 			r, tt := newFlow()
@@ -145,7 +149,7 @@ func TestHostileScaleDepth(t *testing.T) {
 
 // Width: a Parallel of a million branches, each in a shared Mutex.
 func TestHostileScaleWidth(t *testing.T) {
-	inChild(t, func(t *testing.T) {
+	inChildFor(t, scaleTimeout, func(t *testing.T) {
 		n := scale()
 		r, tt := newFlow()
 		m := asyncsteps.NewMutex(10)
@@ -160,13 +164,33 @@ func TestHostileScaleWidth(t *testing.T) {
 		if ran != n {
 			t.Errorf("%d branches ran, want %d", ran, n)
 		}
+		// Cancelled while all but one wait in the Mutex's queue: each
+		// leaves the queue in O(1).
+		r, tt = newFlow()
+		m = asyncsteps.NewMutex(1)
+		p = r.Parallel()
+		for range n {
+			p.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+		}
+		measure(t, "parallel branches queued in a Mutex(1), cancelled", n, func() {
+			ch := r.Promise()
+			tt.Run()
+			r.Cancel()
+			tt.Run()
+			if res := result(t, ch); !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result = %+v, want Canceled", res)
+			}
+		})
+		free := asyncsteps.New(asyncsteps.WithTool(tt))
+		free.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("in") })
+		wantSuccess(t, runAll(t, free, tt), "in")
 	})
 }
 
 // Length: a million steps in a row, and a ForEach over three million
 // pairs of an iter.Seq2 in constant memory (point 8).
 func TestHostileScaleLength(t *testing.T) {
-	inChild(t, func(t *testing.T) {
+	inChildFor(t, scaleTimeout, func(t *testing.T) {
 		n := scale()
 		t.Run("Repeat", func(t *testing.T) {
 			r, tt := newFlow()

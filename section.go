@@ -253,38 +253,50 @@ func (s *section) refusal() *Error {
 }
 
 // waitQueue is a first-in, first-out queue of entries. A cancelled waiter
-// is removed from the middle, which is rare and bounded by the queue's
-// length.
+// is removed from the middle lazily: it stays in q, marked left, until pop
+// reaches it or the removed entries are half of q, so that cancelling N
+// waiters (a failed Parallel of N branches on one Mutex) costs O(N), not
+// O(N^2). Every method is called with the gate's mutex held.
 type waitQueue struct {
-	q []*entry
+	q    []*entry
+	gone int // removed entries still in q
 }
 
-func (wq *waitQueue) len() int { return len(wq.q) }
+func (wq *waitQueue) len() int { return len(wq.q) - wq.gone }
 
 func (wq *waitQueue) push(e *entry) { wq.q = append(wq.q, e) }
 
 // pop removes and returns the head, or nil when the queue is empty.
 func (wq *waitQueue) pop() *entry {
-	if len(wq.q) == 0 {
-		return nil
+	for len(wq.q) > 0 {
+		e := wq.q[0]
+		wq.q[0] = nil
+		wq.q = wq.q[1:]
+		if len(wq.q) == 0 {
+			wq.q = nil // let the backing array go once drained
+		}
+		if e.state != entryQueued {
+			wq.gone-- // removed
+			continue
+		}
+		return e
 	}
-	e := wq.q[0]
-	wq.q[0] = nil
-	wq.q = wq.q[1:]
-	if len(wq.q) == 0 {
-		wq.q = nil // let the backing array go once drained
-	}
-	return e
+	return nil
 }
 
-// remove takes e out of the queue, keeping the order of the others.
+// remove takes the queued e out of the queue, keeping the order of the
+// others: it marks e left, which its caller does too.
 func (wq *waitQueue) remove(e *entry) {
-	for i, w := range wq.q {
-		if w == e {
-			copy(wq.q[i:], wq.q[i+1:])
-			wq.q[len(wq.q)-1] = nil
-			wq.q = wq.q[:len(wq.q)-1]
-			return
+	e.state = entryLeft
+	wq.gone++
+	if wq.gone > len(wq.q)/2 {
+		live := wq.q[:0]
+		for _, w := range wq.q {
+			if w.state == entryQueued {
+				live = append(live, w)
+			}
 		}
+		clear(wq.q[len(live):])
+		wq.q, wq.gone = live, 0
 	}
 }
