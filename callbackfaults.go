@@ -41,13 +41,7 @@ func safeSprint(v any) (s string) {
 // goroutine that runs the tool's tasks is ending with runtime.Goexit, and t
 // is the rest of what it was doing. A Loop goes on with a new goroutine;
 // a TestTool runs t when it is driven again.
-func (fl *flow) afterGoexit(t task) {
-	if s, ok := fl.sched.(interface{ postFirst(task) }); ok {
-		s.postFirst(t)
-		return
-	}
-	fl.sched.post(t)
-}
+func (fl *flow) afterGoexit(t task) { fl.sched.postFirst(t) }
 
 // postFirst queues t before every queued task. Loop goroutine only.
 func (l *Loop) postFirst(t task) { l.local.pushFront(t) }
@@ -252,24 +246,30 @@ func (l *Loop) leaveGoroutine(ended *bool) {
 // that a Close ends it: nothing else on the loop refers to a flow that
 // waits for another goroutine. The set holds the flows weakly: a flow that
 // nothing else refers to can never go on, and is collected. A Loop that
-// never closes needs no set.
-func (fl *flow) park() {
-	l, ok := fl.sched.(*Loop)
-	if !ok || l.shared || fl.wait != nil && fl.wait.watched != nil {
-		return // in awaited already, if a Promise waits for it
+// never closes needs no set, nor does a flow a Promise waits for (the
+// Loop's awaited set has it).
+func (fl *flow) park() { fl.parked = fl.sched.park(fl) }
+
+// unpark takes an ending flow out of its Loop's set of parked flows.
+func (fl *flow) unpark() {
+	fl.parked = false
+	fl.sched.unpark(fl)
+}
+
+// park adds fl to l's set of parked flows, if l can close and fl is not in
+// its awaited set; it reports whether it did.
+func (l *Loop) park(fl *flow) bool {
+	if l.shared || fl.wait != nil && fl.wait.watched != nil {
+		return false
 	}
 	if l.engine.parked == nil {
 		l.engine.parked = make(map[weak.Pointer[flow]]struct{})
 	}
 	l.engine.parked[weak.Make(fl)] = struct{}{}
-	fl.parked = true
+	return true
 }
 
-// unpark takes an ending flow out of its Loop's set of parked flows.
-func (fl *flow) unpark() {
-	fl.parked = false
-	delete(fl.sched.(*Loop).engine.parked, weak.Make(fl))
-}
+func (l *Loop) unpark(fl *flow) { delete(l.engine.parked, weak.Make(fl)) }
 
 // endParked ends the parked flows of a closing loop that are still alive.
 func (l *Loop) endParked() {

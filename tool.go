@@ -79,6 +79,14 @@ type scheduler interface {
 	// waitRun waits, for Root.Run, for the Result of r's execution w,
 	// cancelling it when ctx ends; from any goroutine but the tool's.
 	waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error)
+	// postFirst queues t before every queued task: the rest of the work of
+	// a goroutine that a callback ended with runtime.Goexit.
+	postFirst(t task)
+	// park keeps a flow whose step waits for another goroutine, so that a
+	// Close ends it, and reports whether it did (a Loop that can close
+	// only); unpark forgets it when it ends.
+	park(fl *flow) bool
+	unpark(fl *flow)
 }
 
 // foreignTool makes a Tool that is not one of this package's loops a
@@ -97,6 +105,9 @@ func (foreignTool) lifetime() context.Context { return nil }
 func (foreignTool) watch(*flow)               { /* a foreign tool never abandons a flow */ }
 func (foreignTool) linkSection(*section)      {}
 func (foreignTool) lockFreePost() bool        { return false }
+func (t foreignTool) postFirst(tk task)       { t.post(tk) }
+func (foreignTool) park(*flow) bool           { return false }
+func (foreignTool) unpark(*flow)              {}
 
 func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
 
