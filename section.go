@@ -19,11 +19,12 @@ type gate interface {
 type entry struct {
 	// Guarded by the gate's mutex: a waiter is admitted from whatever
 	// goroutine gives a slot back.
-	state entryState
-	as    AsyncSteps // the waiting step, while queued
-	key   *frame     // the holder: the flow or parallel branch (Mutex)
-	chain []*frame   // the outer flows of a waiting branch (Mutex)
-	tool  Tool       // the loop of a waiting flow (Throttle)
+	state  entryState
+	inWait bool       // in its gate's waitQueue (removed entries are not)
+	as     AsyncSteps // the waiting step, while queued
+	key    *frame     // the holder: the flow or parallel branch (Mutex)
+	chain  []*frame   // the outer flows of a waiting branch (Mutex)
+	tool   Tool       // the loop of a waiting flow (Throttle)
 
 	// Written and read on the flow's own loop only.
 	err *Error // why the gate refused the flow: raised by the section step
@@ -253,7 +254,7 @@ func (s *section) refusal() *Error {
 }
 
 // waitQueue is a first-in, first-out queue of entries. A cancelled waiter
-// is removed from the middle lazily: it stays in q, marked left, until pop
+// is removed from the middle lazily: it stays in q, unmarked, until pop
 // reaches it or the removed entries are half of q, so that cancelling N
 // waiters (a failed Parallel of N branches on one Mutex) costs O(N), not
 // O(N^2). Every method is called with the gate's mutex held.
@@ -264,7 +265,10 @@ type waitQueue struct {
 
 func (wq *waitQueue) len() int { return len(wq.q) - wq.gone }
 
-func (wq *waitQueue) push(e *entry) { wq.q = append(wq.q, e) }
+func (wq *waitQueue) push(e *entry) {
+	e.inWait = true
+	wq.q = append(wq.q, e)
+}
 
 // pop removes and returns the head, or nil when the queue is empty.
 func (wq *waitQueue) pop() *entry {
@@ -275,24 +279,28 @@ func (wq *waitQueue) pop() *entry {
 		if len(wq.q) == 0 {
 			wq.q = nil // let the backing array go once drained
 		}
-		if e.state != entryQueued {
+		if !e.inWait {
 			wq.gone-- // removed
 			continue
 		}
+		e.inWait = false
 		return e
 	}
 	return nil
 }
 
-// remove takes the queued e out of the queue, keeping the order of the
-// others: it marks e left, which its caller does too.
+// remove takes e out of the queue, keeping the order of the others; an
+// entry not in the queue is left alone.
 func (wq *waitQueue) remove(e *entry) {
-	e.state = entryLeft
+	if !e.inWait {
+		return
+	}
+	e.inWait = false
 	wq.gone++
 	if wq.gone > len(wq.q)/2 {
 		live := wq.q[:0]
 		for _, w := range wq.q {
-			if w.state == entryQueued {
+			if w.inWait {
 				live = append(live, w)
 			}
 		}
