@@ -64,8 +64,9 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 //
 // The fast path runs deliver inside the callback. Otherwise the waiting
 // goroutine calls deliver as an external completion; if the step was
-// cancelled meanwhile, the completion is refused by the step itself (API
-// decision 12), so the goroutine never blocks on the flow and never needs to
+// cancelled meanwhile, the completion is refused by the step itself
+// (docs/DESIGN.md#stale-steps), so the goroutine never blocks on the flow and
+// never needs to
 // know whether the step is still alive.
 func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), stop func()) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
@@ -118,7 +119,7 @@ func complete(as AsyncSteps, res Result) {
 		as.Success(res.Args...)
 		return
 	}
-	if h, ok := as.(*handle); ok {
+	if h, ok := as.(*stepAPI); ok {
 		// Keep the original error as LastException, as Await does.
 		h.complete(awaitError(res.Err))
 		return
@@ -158,7 +159,7 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 // for.
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
-		h := as.(*handle)
+		h := as.(*stepAPI)
 		run := fn
 		if w := h.fl.wait; w != nil && w.hooks != nil {
 			run = w.hooks.observeAwait(fn)

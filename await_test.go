@@ -306,7 +306,7 @@ func TestAwaitContextCancelledWithStep(t *testing.T) {
 	t.Logf("goroutines: %d before, %d after", before, n)
 }
 
-// API and decision 12: a result that the awaited function returns after its
+// API and docs/DESIGN.md#stale-steps: a result that the awaited function returns after its
 // step was cancelled is dropped: no step runs for it, nothing is scheduled
 // on the tool, and the flow's one Result stands. The awaited goroutine does
 // not block on the flow: it exits.

@@ -21,6 +21,6 @@ func (l *Loop) SetBursts(on bool) { l.engine.bursts.Store(on) }
 // may run its next step before other queued work: bursts are on, and f is
 // not inside a parallel branch.
 func (fl *flow) bursting(f *frame) bool {
-	st := fl.sched.engineState() // only a Loop's can have bursts on
+	st := fl.sched.pools() // only a Loop's can have bursts on
 	return st != nil && st.bursts.Load() && ownerOf(f).mode != modeBranch
 }

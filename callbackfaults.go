@@ -73,7 +73,7 @@ const (
 
 // goexitResume continues a flow after a callback of it called Goexit.
 type goexitResume struct {
-	h    *handle // f's incarnation when the callback ran
+	h    *stepAPI // f's incarnation when the callback ran
 	err  *Error
 	kind uint8
 }
@@ -287,7 +287,7 @@ func (l *Loop) endParked() {
 func (l *Loop) endDropped(t task) {
 	var fl *flow
 	switch t := t.(type) {
-	case *handle:
+	case *stepAPI:
 		fl = t.fl
 	case *goexitResume:
 		fl = t.h.fl

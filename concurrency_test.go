@@ -187,7 +187,7 @@ func (fl *stressFlow) check(res asyncsteps.Result) (string, error) {
 		if !errors.As(res.Err, &e) || e.Code != code || e.Info != info || res.Args != nil {
 			return fmt.Errorf("Result = %v %v, want error %s: %s", res.Args, res.Err, code, info)
 		}
-		// Decision 7: the failing step's own cancel handler runs as the
+		// docs/DESIGN.md#cancel-handlers: the failing step's own cancel handler runs as the
 		// error unwinds.
 		if step2 != 0 || cancels != 1 {
 			return fmt.Errorf("step 2 ran %d times, cancel handler %d times; want 0 and 1", step2, cancels)
@@ -353,7 +353,7 @@ func TestStressExternalCompletionFromManyGoroutines(t *testing.T) {
 		flows, reported.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond), before, after)
 }
 
-// Decision 12, under contention: when four goroutines call Success or Error
+// docs/DESIGN.md#stale-steps, under contention: when four goroutines call Success or Error
 // on one waiting step at the same instant, exactly one call counts, the
 // others have no effect, and the flow goes on once.
 func TestConcurrentCompletionsCountOnce(t *testing.T) {

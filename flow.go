@@ -13,18 +13,18 @@ const burst = 256
 // flow is the execution of a Root, reused when the Root runs again, with
 // what the Root keeps across executions (its unhandled-error function and
 // State). While it runs, everything in it is owned by the loop goroutine,
-// but for the handles' states, stop and phase.
+// but for the step APIs' states, stop and phase.
 type flow struct {
 	// The fields a step touches come first, packed into the first three
 	// cache lines of the Root: with many flows queued on a loop, each step
 	// finds its flow cold in the cache, and every line costs a miss.
 
-	// baseHandle is the dead handle of the base frame, which queues the
+	// baseAPI is the dead step API of the base frame, which queues the
 	// base frame's continuations, in every execution. A continuation left
 	// queued by an ended execution cannot run in the next one: it was
 	// queued before the next execution's start task, and tools run tasks
 	// in order, so it finds done still set.
-	baseHandle handle
+	baseAPI stepAPI
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
 	stop  atomic.Pointer[error]
@@ -125,25 +125,25 @@ type waiter struct {
 }
 
 // inject hands h to the loop from any goroutine.
-func (fl *flow) inject(h *handle) { fl.sched.inject(h) }
+func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 
 // requeue puts the continuation at f behind the other queued work.
 func (fl *flow) requeue(f *frame) { fl.sched.post(f.h) }
 
-// newHandle gives f a new incarnation with handle state st.
-func (fl *flow) newHandle(f *frame, st uint32) {
-	var h *handle
-	if st := fl.sched.engineState(); st != nil {
-		h = st.nextHandle()
+// newStepAPI gives f a new incarnation with step API state st.
+func (fl *flow) newStepAPI(f *frame, st uint32) {
+	var h *stepAPI
+	if st := fl.sched.pools(); st != nil {
+		h = st.nextStepAPI()
 	} else {
-		h = new(handle)
+		h = new(stepAPI)
 	}
 	h.f, h.fl = f, fl
-	if st != 0 { // handles start zeroed, which is a running callback
+	if st != 0 { // step APIs start zeroed, which is a running callback
 		h.st.Store(st)
 	}
 	f.h = h
-	f.consumed = st&stDone != 0 // a dead handle can take no completion
+	f.consumed = st&stDone != 0 // a dead step API can take no completion
 }
 
 // newFrame returns a frame for s under parent, recycled when possible.
@@ -161,7 +161,7 @@ func (fl *flow) newFrame(parent *frame, s *step) *frame {
 
 // blankFrame returns a recycled frame, or a new one.
 func (fl *flow) blankFrame() *frame {
-	if st := fl.sched.engineState(); st != nil {
+	if st := fl.sched.pools(); st != nil {
 		if f := st.takeFrame(); f != nil {
 			return f
 		}
@@ -186,7 +186,7 @@ func (fl *flow) retire(f *frame) {
 		q = nil // a branch's queue is the Parallel's shared definition
 	}
 	*f = frame{queue: q}
-	if st := fl.sched.engineState(); st != nil {
+	if st := fl.sched.pools(); st != nil {
 		st.keepFrame(f)
 	}
 }
@@ -241,16 +241,16 @@ func (fl *flow) proceed(f *frame) *frame {
 	args := f.args
 	f.args = nil
 	if ctl := c.ctl(); ctl != nil {
-		fl.newHandle(c, stIdle|stClaim|stDone)
+		fl.newStepAPI(c, stIdle|stClaim|stDone)
 		return ctl.begin(c)
 	}
-	fl.newHandle(c, 0)
+	fl.newStepAPI(c, 0)
 	fl.call(c, c.fn(), args)
 	return fl.settle(c)
 }
 
 // startBranch runs the step of a parallel branch frame that runs its step
-// itself. The frame's handle has not been given out yet: it comes to life
+// itself. The frame's step API has not been given out yet: it comes to life
 // for the callback, so the parallel still knows the branch by it.
 func (fl *flow) startBranch(b *frame) *frame {
 	b.unstarted = false
@@ -359,9 +359,9 @@ func (fl *flow) settle(c *frame) *frame {
 	}
 }
 
-// completedAfterAdd is the info of API decision 4 for a completion that
+// completedAfterAdd is the info of docs/DESIGN.md#completing-after-add for a completion that
 // another goroutine claimed after the callback had added steps (st: the
-// handle's state then). It names the call once the completion is written.
+// step API's state then). It names the call once the completion is written.
 func completedAfterAdd(c *frame, st uint32) string {
 	const after = " called after Add in the same callback"
 	switch {
@@ -403,7 +403,7 @@ func (fl *flow) misuseError(info string) *Error {
 	return err
 }
 
-// noteError records err in the state: spec 1.7 and API decision 5.
+// noteError records err in the state: spec 1.7 and docs/DESIGN.md#error-info-and-last-exception.
 func (fl *flow) noteError(err *Error, exc error) {
 	s := fl.State()
 	s.ErrorInfo = err.Info
@@ -502,10 +502,10 @@ func (fl *flow) run() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
-	if h := fl.sched.engineState().hooks(); h != nil {
+	if h := fl.sched.pools().hooks(); h != nil {
 		fl.observeStart(h)
 	}
-	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseHandle, consumed: true}
+	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseAPI, consumed: true}
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil
 		fl.noteError(err, err)

@@ -13,15 +13,15 @@ const (
 
 // frame is one running step: its callback, then its sub-steps. Frames are
 // owned by the flow's loop goroutine and recycled through the loop's pool,
-// by any flow of the loop; only the current handle's completion (args) is
+// by any flow of the loop; only the current step API's completion (args) is
 // written by other goroutines, and only after a successful claim. A frame
 // whose claim is still being written is never recycled (consumed is false).
 // At 128 bytes it is two cache lines: a parked flow is its Root (208 bytes,
-// with its base frame), the frame of the waiting step and its handle.
+// with its base frame), the frame of the waiting step and its step API.
 //
 // A frame's state is spread over its booleans (packed, so that the frame
-// stays two cache lines), its queue and active sub-step, and its handle's
-// state word (handle.st). Its states, one incarnation after the other
+// stays two cache lines), its queue and active sub-step, and its step API's
+// state word (stepAPI.st). Its states, one incarnation after the other
 // (docs/DESIGN.md#frame-states has the full table):
 //
 //	state      what holds                  entered when               left when
@@ -52,8 +52,8 @@ type frame struct {
 	handling  bool // err is the error this handler frame handles, not one it raised
 
 	queue  []step
-	args   []any   // input of the next sub-step, then the frame's result
-	h      *handle // the current incarnation; h.fl is the frame's flow
+	args   []any    // input of the next sub-step, then the frame's result
+	h      *stepAPI // the current incarnation; h.fl is the frame's flow
 	parent *frame
 	// impl is what the frame runs: its step's StepFunc (kept in a handler
 	// frame for AsyncStack), the control of a built-in step, or, once the
@@ -97,7 +97,7 @@ func (f *frame) ctl() control {
 // finished, after the primitives have let go of it (see flow.retire), so
 // the key is unique while it is held.
 func owner(as AsyncSteps) *frame {
-	h, ok := as.(*handle)
+	h, ok := as.(*stepAPI)
 	if !ok {
 		return nil
 	}
@@ -120,9 +120,9 @@ func ownerOf(f *frame) *frame {
 	return f
 }
 
-// kill makes f's handle dead, noting whether another goroutine may still
+// kill makes f's step API dead, noting whether another goroutine may still
 // be writing a completion into f: one that claimed it but has not made it
-// ready. Until then f must not be recycled. A handle whose completion is
+// ready. Until then f must not be recycled. A step API whose completion is
 // claimed and written is dead already (nothing accepts a second one), and
 // costs no atomic write: the steps completed from outside all end so.
 func (f *frame) kill() {

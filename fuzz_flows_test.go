@@ -158,7 +158,7 @@ func runProgram(p *ff.Program) flowOutcome {
 	if n != 0 {
 		x.violation("%d events left on the tool after the flow ended (a timer left armed?)", n)
 	}
-	// Late calls on every step handle have no effect (decision 12).
+	// Late calls on every step handle have no effect (docs/DESIGN.md#stale-steps).
 	for _, as := range x.steps {
 		if as.IsValid() {
 			x.violation("a step handle is still valid after the flow ended")

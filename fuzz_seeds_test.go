@@ -126,11 +126,11 @@ func flowSeeds() []*ff.Program {
 		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFails("E0", ""), seedAdds(seedOnerror(seedFails("E1", "i"), seedReturns())))), seedReturns())),
 		// 4 a handler that returns lets the error reach the root.
 		seedProg(0, seedOne, seedOnerror(seedFails("E2", "info"), seedReturns()), seedLeaf(ff.EImplicit)),
-		// 5 decision 8: a timeout cancels the sub-steps innermost first.
+		// 5 docs/DESIGN.md#timeouts: a timeout cancels the sub-steps innermost first.
 		seedProg(0, seedOne, seedOnerror(seedCancellable(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedExt(50, 1))))), 20)), seedRecovers(0)), seedLeaf(ff.EImplicit)),
 		// 6 external success and error at virtual times.
 		seedProg(0, seedOne, seedExt(10, 2), seedOnerror(seedExtErr(20, "E1", "late"), seedRecovers(1)), seedExt(0, 0)),
-		// 7 decision 10: the first error cancels the other branches.
+		// 7 docs/DESIGN.md#parallel-branches: the first error cancels the other branches.
 		seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedExt(30, 0)), seedExtErr(10, "E1", "b"), seedCancellable(seedLeaf(ff.EWait))), seedRecovers(0)), seedLeaf(ff.EImplicit)),
 		// 8 interleaving: two branches that each add a sub-step give 1,2,1.1,2.1.
 		seedProg(0, seedOne, seedPar(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit)), seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit))), seedLeaf(ff.EImplicit)),
@@ -138,7 +138,7 @@ func flowSeeds() []*ff.Program {
 		seedProg(0, seedOne, seedLoop("A", 3, seedRepeat("B", 2, seedBrk(ff.EContinue, "A")), seedLeaf(ff.EImplicit)), seedLoop("", 2, seedLoop("B", 3, seedBrk(ff.EBreak, "A"))), seedLeaf(ff.EImplicit)),
 		// 10 handlers between Break and its loop see LoopBreak; one recovers it.
 		seedProg(0, seedOne, seedRepeat("A", 3, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedBrk(ff.EBreak, "")), seedRecovers(0)), seedOnerror(seedBrk(ff.EContinue, "A"), seedReturns())), seedRepeat("", 0, seedLeaf(ff.EImplicit))),
-		// 11 decision 9: Break with no loop of its label ends the flow.
+		// 11 docs/DESIGN.md#break-and-continue: Break with no loop of its label ends the flow.
 		seedProg(0, seedOne, seedRepeat("A", 2, seedOnerror(seedBrk(ff.EBreak, "B"), seedReturns()))),
 		// 12 root cancel at a virtual time: cancel handlers only.
 		seedProg(25, seedOne, seedOnerror(seedPar(seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait)))), seedCancellable(seedExt(40, 0))), seedReturns())),
@@ -148,7 +148,7 @@ func flowSeeds() []*ff.Program {
 		seedProg(0, seedOne, seedSyncOn(0, seedWith(seedLeaf(ff.EImplicit), seedSyncOn(0, seedOk(1)))), seedLeaf(ff.EImplicit)),
 		// 15 a timeout inside a critical section gives the Mutex back.
 		seedProg(0, seedOne, seedPar(seedSyncOn(0, seedOnerror(seedCancellable(seedTimeout(seedLeaf(ff.EWait), 20)), seedReturns())), seedSyncOn(0, seedExt(0, 0))), seedLeaf(ff.EImplicit)),
-		// 16 decision 4: Success after Add is an InternalError.
+		// 16 docs/DESIGN.md#completing-after-add: Success after Add is an InternalError.
 		seedProg(0, seedOne, seedOnerror(seedWith(seedOk(1), seedLeaf(ff.EImplicit)), seedRecovers(0)), seedWith(seedFails("E0", ""), seedLeaf(ff.EImplicit))),
 		// 17 an empty parallel, then an empty root.
 		seedProg(0, seedOne, seedPar(), seedLeaf(ff.EImplicit)),

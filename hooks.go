@@ -73,7 +73,7 @@ type Hooks struct {
 }
 
 // observer is a tool's hooks with what the tool keeps to feed them; it
-// belongs to the tool's goroutine (see loopLocal).
+// belongs to the tool's goroutine (see enginePools).
 type observer struct {
 	hooks *Hooks
 	// probeSince is the clock when the pending lag probe was queued; 0
@@ -115,7 +115,7 @@ func (t *TestTool) SetHooks(h *Hooks) { t.engine.obs = newObserver(h) }
 
 // hooks returns the hooks of the tool's state l, or nil: nil for a tool
 // that is not one of this package's.
-func (l *loopLocal) hooks() *Hooks {
+func (l *enginePools) hooks() *Hooks {
 	if l == nil || l.obs == nil {
 		return nil
 	}

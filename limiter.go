@@ -128,7 +128,7 @@ func (l *Limiter) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 // enterSection implements sectioner.
 func (l *Limiter) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
 	gates, n := l.gates()
-	enterSection(as, f, onerror, args, gates[:n]...)
+	beginSection(as, f, onerror, args, gates[:n]...)
 }
 
 // gates returns the gates in use, in the order a flow passes them.

@@ -42,7 +42,7 @@ type Loop struct {
 	drained []task     // the previous inbox, swapped out to be reused
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
-	engine  loopLocal
+	engine  enginePools
 	// awaited holds the flows of the loop that a Promise or Run waits for,
 	// from their beginning to their end, so that a Close that abandons them
 	// still gives each waiter its Result.
@@ -311,8 +311,8 @@ func (l *Loop) watch(fl *flow) {
 
 func (l *Loop) unwatch(fl *flow) { delete(l.awaited, fl) }
 
-// engineState is the engine state of the flows on the loop. Loop goroutine only.
-func (l *Loop) engineState() *loopLocal { return &l.engine }
+// pools is the engine state of the flows on the loop. Loop goroutine only.
+func (l *Loop) pools() *enginePools { return &l.engine }
 
 func (l *Loop) tool() Tool { return l }
 

@@ -251,7 +251,7 @@ func startRoot(t *testing.T, loop *asyncsteps.Loop, ended *sync.WaitGroup, execu
 }
 
 // Execute on a Loop already closed ends the flow with the closed loop's
-// error, but not inside Execute (API decision 1): the unhandled-error
+// error, but not inside Execute (docs/DESIGN.md#execute-only-schedules): the unhandled-error
 // function runs after Execute has returned, and the goroutine that runs it
 // exits.
 func TestExecuteOnAClosedLoopReportsAfterItReturns(t *testing.T) {

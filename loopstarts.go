@@ -32,7 +32,7 @@ func (l *Loop) startFlow(fl *flow) {
 
 // endLateStarts ends the flows started after the loop stopped on a
 // goroutine of its own: their unhandled-error functions must not run inside
-// Execute (API decision 1). It is a function of its own because the go
+// Execute (docs/DESIGN.md#execute-only-schedules). It is a function of its own because the go
 // statement inside startFlow made every start slower (3% on workload c).
 func (l *Loop) endLateStarts() { go l.endStarts() }
 

@@ -106,7 +106,8 @@ func TestParallelSharesTheStepsStateAndTool(t *testing.T) {
 	wantTrace(t, &tr, "state:true,tool:true,valid:true,instance tool:true")
 }
 
-// Decision 4 across goroutines: a step that waits for an external event and
+// docs/DESIGN.md#completing-after-add across goroutines: a step that waits for
+// an external event and
 // has added a sub-step is completed by another goroutine before its callback
 // returns. The step fails with InternalError, whose info names the call (and
 // the code of an Error); the sub-step does not run.

@@ -89,7 +89,7 @@ func (m *Mutex) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 
 // enterSection implements sectioner.
 func (m *Mutex) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
-	enterSection(as, f, onerror, args, m)
+	beginSection(as, f, onerror, args, m)
 }
 
 // slots is the number of flows let in at once.

@@ -42,10 +42,10 @@ func (d *parallelDef) newControl() control { return &parallelRun{def: d} }
 
 // parallelRun runs the branches of one Parallel step, each from a frame of
 // its own (modeBranch) queued on the loop, so that branches interleave at
-// every step (API decision 10).
+// every step (docs/DESIGN.md#parallel-branches).
 type parallelRun struct {
 	def      *parallelDef
-	branches []*handle // a frame finished early is recycled: compare handles
+	branches []*stepAPI // a frame finished early is recycled: compare step APIs
 	pending  int
 }
 
@@ -54,7 +54,7 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	if pr.def.n == 0 {
 		return fl.finish(p, nil)
 	}
-	pr.branches = make([]*handle, 0, pr.def.n)
+	pr.branches = make([]*stepAPI, 0, pr.def.n)
 	pr.pending = pr.def.n
 	for _, chunk := range pr.def.chunks {
 		for i, s := range chunk {
@@ -68,19 +68,19 @@ func (pr *parallelRun) begin(p *frame) *frame {
 }
 
 // newBranch makes the frame of the branch of step s, whose queue is one,
-// and returns its handle.
-func (pr *parallelRun) newBranch(p *frame, s step, queue []step) *handle {
+// and returns its step API.
+func (pr *parallelRun) newBranch(p *frame, s step, queue []step) *stepAPI {
 	fl := p.h.fl
 	b := fl.blankFrame()
 	b.parent, b.mode = p, modeBranch
 	if fn := s.plain(); fn != nil {
 		// The branch frame runs the plain step itself: one frame and one
-		// handle per branch, not two.
+		// step API per branch, not two.
 		b.impl, b.unstarted, b.fast = fn, true, true
 	} else {
 		b.queue = queue
 	}
-	fl.newHandle(b, stIdle|stClaim|stDone)
+	fl.newStepAPI(b, stIdle|stClaim|stDone)
 	return b.h
 }
 
@@ -99,7 +99,7 @@ func (pr *parallelRun) branchDone(p *frame) *frame {
 
 // branchFailed cancels the other branches, then unwinds the error from the
 // parallel step itself, so its own handler sees the error first, with its
-// info (API decision 10): a panic in a sibling's cancel handler, recorded
+// info (docs/DESIGN.md#parallel-branches): a panic in a sibling's cancel handler, recorded
 // in the State meanwhile, does not replace it.
 func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 	if p.over {

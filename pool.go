@@ -5,35 +5,35 @@ import (
 	"weak"
 )
 
-// loopLocal is what the flows of one loop share without a lock, owned by
-// the loop's goroutine: blocks of handles, so that a step costs no
-// allocation of its own (a block is garbage once no handle in it is kept),
+// enginePools is what the flows of one loop share without a lock, owned by
+// the loop's goroutine: blocks of step APIs, so that a step costs no
+// allocation of its own (a block is garbage once no step API in it is kept),
 // and finished frames, for the next steps of any flow of the loop.
-type loopLocal struct {
-	bursts  atomic.Bool // set from any goroutine: see Loop.SetBursts
-	handles []handle
-	frames  *frame // linked by parent
-	nframes int
-	timers  *timerEntry // step timers given back, linked by next
-	ntimers int
-	parked  map[weak.Pointer[flow]]struct{} // see flow.park
-	obs     *observer                       // the tool's hooks (hooks.go), nil when unset
+type enginePools struct {
+	bursts   atomic.Bool // set from any goroutine: see Loop.SetBursts
+	stepAPIs []stepAPI
+	frames   *frame // linked by parent
+	nframes  int
+	timers   *timerEntry // step timers given back, linked by next
+	ntimers  int
+	parked   map[weak.Pointer[flow]]struct{} // see flow.park
+	obs      *observer                       // the tool's hooks (hooks.go), nil when unset
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.
 const maxPooledFrames = 4096
 
-func (l *loopLocal) nextHandle() *handle {
-	if len(l.handles) == 0 {
-		l.handles = make([]handle, 256)
+func (l *enginePools) nextStepAPI() *stepAPI {
+	if len(l.stepAPIs) == 0 {
+		l.stepAPIs = make([]stepAPI, 256)
 	}
-	h := &l.handles[0]
-	l.handles = l.handles[1:]
+	h := &l.stepAPIs[0]
+	l.stepAPIs = l.stepAPIs[1:]
 	return h
 }
 
 // takeFrame returns a pooled frame, or nil.
-func (l *loopLocal) takeFrame() *frame {
+func (l *enginePools) takeFrame() *frame {
 	f := l.frames
 	if f != nil {
 		l.frames = f.parent
@@ -44,7 +44,7 @@ func (l *loopLocal) takeFrame() *frame {
 }
 
 // takeTimer returns a pooled step timer, ready to be pushed, or a new one.
-func (l *loopLocal) takeTimer() *timerEntry {
+func (l *enginePools) takeTimer() *timerEntry {
 	e := l.timers
 	if e == nil {
 		return &timerEntry{}
@@ -55,7 +55,7 @@ func (l *loopLocal) takeTimer() *timerEntry {
 }
 
 // keepTimer pools a step timer that has run or been cancelled.
-func (l *loopLocal) keepTimer(e *timerEntry) {
+func (l *enginePools) keepTimer(e *timerEntry) {
 	if l.ntimers < maxPooledFrames {
 		e.t = nil
 		e.next = l.timers
@@ -65,7 +65,7 @@ func (l *loopLocal) keepTimer(e *timerEntry) {
 }
 
 // keepFrame pools a finished frame, unless the pool is full.
-func (l *loopLocal) keepFrame(f *frame) {
+func (l *enginePools) keepFrame(f *frame) {
 	if l.nframes < maxPooledFrames {
 		f.parent = l.frames
 		l.frames = f

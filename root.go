@@ -16,9 +16,9 @@ import (
 // the start methods may be called from any goroutine.
 type Root struct {
 	// fl is the Root's execution. It is part of the Root, so that a flow
-	// costs one allocation, and reused when the Root runs again; a handle
+	// costs one allocation, and reused when the Root runs again; a step API
 	// kept from an earlier execution is dead, and a continuation of one is
-	// recognised as stale by its handle.
+	// recognised as stale by its step API.
 	fl flow
 }
 
@@ -75,8 +75,8 @@ func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
 	// that overtakes the start finds it done and leaves the stop to run.
 	r.fl.done = true
 	r.fl.sched = sched
-	r.fl.baseHandle = handle{f: &r.fl.base, fl: &r.fl}
-	r.fl.baseHandle.st.Store(stIdle | stClaim | stDone) // dead in every execution
+	r.fl.baseAPI = stepAPI{f: &r.fl.base, fl: &r.fl}
+	r.fl.baseAPI.st.Store(stIdle | stClaim | stDone) // dead in every execution
 	return r
 }
 
@@ -85,7 +85,7 @@ func logUnhandled(err *Error) {
 }
 
 // Execute starts the flow. It only schedules it on the tool: no callback runs
-// before Execute returns (API decision 1). It panics if the flow is already
+// before Execute returns (docs/DESIGN.md#execute-only-schedules). It panics if the flow is already
 // running.
 func (r *Root) Execute() { r.startIn(nil) }
 
@@ -223,7 +223,7 @@ func (r *Root) Clone() *Root {
 	return c
 }
 
-// NewInstance returns a new, empty Root on the same tool (API decision 14).
+// NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
 func (r *Root) NewInstance() *Root { return r.fl.newInstance() }
 
 // push queues s at level 0: in the running flow, it runs after the steps

@@ -66,12 +66,12 @@ func (fl *flow) timeOut(f *frame) {
 	fl.drive(fl.cancelFrames(fail, tops...))
 }
 
-// expiryTask times out a step that waits after Run's deadline: a handle
+// expiryTask times out a step that waits after Run's deadline: a step API
 // seen through another method set, so that it costs no closure.
-type expiryTask handle
+type expiryTask stepAPI
 
 func (t *expiryTask) run() {
-	h := (*handle)(t)
+	h := (*stepAPI)(t)
 	f, fl := h.f, h.fl
 	if f.h != h || f.over || !f.waiting || fl.done {
 		return

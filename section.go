@@ -49,7 +49,7 @@ const (
 //	└─ end         leaves every gate, then succeeds with f's result
 //
 // An error unwinding from f's step, a timeout or a cancel all pass the
-// enter step, whose cancel handler gives the gates back (API decision 7);
+// enter step, whose cancel handler gives the gates back (docs/DESIGN.md#cancel-handlers);
 // on success, end does it and re-emits f's result, so the section is
 // transparent to the args (spec 1.11.3). A refusal is raised by body, so
 // that onerror sees it first; f does not run then.
@@ -89,18 +89,18 @@ func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
 	var pair [2]gate // a copy: the caller's slice may be on its stack
 	n := copy(pair[:], gates)
 	as.Add(func(as AsyncSteps, args ...any) {
-		enterSection(as, f, onerror, args, pair[:n]...)
+		beginSection(as, f, onerror, args, pair[:n]...)
 	})
 }
 
-// enterSection runs as the step that enters a critical section guarded by
+// beginSection runs as the step that enters a critical section guarded by
 // gates: it sets the cancel handler that gives the gates back and adds the
 // section's steps.
-func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gates ...gate) {
+func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gates ...gate) {
 	s := &section{f: f, onerror: onerror, args: args}
 	s.n = uint8(copy(s.gates[:], gates))
 	s.phase = 1
-	if h, ok := as.(*handle); ok {
+	if h, ok := as.(*stepAPI); ok {
 		s.enterFrame(h)
 		return
 	}
@@ -118,7 +118,7 @@ func enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 // no closure: the frame holds the section in place of its step function,
 // and its sub-steps and cancel handler find it there. Pushed directly, the
 // steps cost no variadic slice of handlers.
-func (s *section) enterFrame(h *handle) {
+func (s *section) enterFrame(h *stepAPI) {
 	h.f.impl = s
 	h.SetCancel(cancelSection)
 	// A Loop that closes gives back what its flows hold: it links the
@@ -133,12 +133,12 @@ func (s *section) enterFrame(h *handle) {
 
 // advanceSection is every step of a section entered by enterFrame.
 func advanceSection(as AsyncSteps, args ...any) {
-	as.(*handle).f.parent.impl.(*section).advance(as, args...)
+	as.(*stepAPI).f.parent.impl.(*section).advance(as, args...)
 }
 
 // cancelSection is the cancel handler of a section entered by enterFrame.
 func cancelSection(as AsyncSteps) {
-	h := as.(*handle)
+	h := as.(*stepAPI)
 	h.f.impl.(*section).leave(h.fl)
 }
 
@@ -224,7 +224,7 @@ func (s *section) holdsSlots() bool {
 
 // flowOf returns the flow of a step of this package, or nil.
 func flowOf(as AsyncSteps) *flow {
-	if h, ok := as.(*handle); ok {
+	if h, ok := as.(*stepAPI); ok {
 		return h.fl
 	}
 	return nil
@@ -236,7 +236,7 @@ func flowOf(as AsyncSteps) *flow {
 // that loop's goroutine, so the inbox's lock, which contends with every
 // goroutine posting to the loop, is not needed.
 func resume(as AsyncSteps, on *flow) {
-	if h, ok := as.(*handle); ok && on != nil && onOneLoop(h.fl, on) {
+	if h, ok := as.(*stepAPI); ok && on != nil && onOneLoop(h.fl, on) {
 		h.succeedOutside(nil, true)
 		return
 	}

@@ -16,7 +16,7 @@ func TestParkedFlowFitsItsBudget(t *testing.T) {
 	}{
 		{"frame", unsafe.Sizeof(frame{}), 128},
 		{"Root", unsafe.Sizeof(Root{}), 208},
-		{"handle", unsafe.Sizeof(handle{}), 24},
+		{"handle", unsafe.Sizeof(stepAPI{}), 24},
 	}
 	total := uintptr(0)
 	for _, s := range sizes {

@@ -44,7 +44,7 @@ func TestErrorUnwindsToLowerLevelHandlersSpec12(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Spec 1.2.1 and decision 6: steps added by an error handler stay on the
+// Spec 1.2.1 and docs/DESIGN.md#error-handlers: steps added by an error handler stay on the
 // level of the failed step; when they fail, unwinding goes on outward and
 // the handler that added them does not run a second time.
 func TestStepsAddedInErrorHandlerSpec121(t *testing.T) {
@@ -74,7 +74,7 @@ func TestStepsAddedInErrorHandlerSpec121(t *testing.T) {
 	wantError(t, res.Err, "second", "")
 }
 
-// Decision 6: how each way of completing an error handler goes on.
+// docs/DESIGN.md#error-handlers: how each way of completing an error handler goes on.
 func TestErrorHandlerCompletionPerDecision6(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -150,7 +150,7 @@ func TestErrorHandlerCompletionPerDecision6(t *testing.T) {
 	}
 }
 
-// Decision 6: an error handler that adds steps is consulted once only, even
+// docs/DESIGN.md#error-handlers: an error handler that adds steps is consulted once only, even
 // when the steps it added fail (its own handler then sees the new error).
 func TestErrorHandlerNeverRunsTwice(t *testing.T) {
 	var tr tracer
@@ -190,7 +190,8 @@ func TestNilErrorFuncMeansNoHandler(t *testing.T) {
 	wantError(t, res.Err, "E", "")
 }
 
-// Decision 5: ErrorInfo holds the info of the latest Error call, empty when
+// docs/DESIGN.md#error-info-and-last-exception: ErrorInfo holds the info of the
+// latest Error call, empty when
 // it had none; recovering does not clear it.
 func TestErrorInfoHoldsInfoOfLatestError(t *testing.T) {
 	var tr tracer
@@ -223,7 +224,8 @@ func TestErrorInfoHoldsInfoOfLatestError(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 5: LastException is an *Error carrying the code and info of an
+// docs/DESIGN.md#error-info-and-last-exception: LastException is an *Error
+// carrying the code and info of an
 // Error call.
 func TestLastExceptionIsErrorOfErrorCall(t *testing.T) {
 	var last error
@@ -239,7 +241,8 @@ func TestLastExceptionIsErrorOfErrorCall(t *testing.T) {
 	wantError(t, last, asyncsteps.InvalidRequest, "bad input")
 }
 
-// Decision 5: after a timeout LastException is an *Error with code Timeout.
+// docs/DESIGN.md#error-info-and-last-exception: after a timeout LastException
+// is an *Error with code Timeout.
 func TestLastExceptionIsErrorOfTimeout(t *testing.T) {
 	var last error
 	r, tt := newFlow()
@@ -355,7 +358,8 @@ func (addSyncer) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror .
 	as.Add(f, onerror...)
 }
 
-// Spec 1 and decision 4: Success or Error after adding sub-steps in the same
+// Spec 1 and docs/DESIGN.md#completing-after-add: Success or Error after adding
+// sub-steps in the same
 // callback raises InternalError whose info names the call (and for Error the
 // original code); the sub-steps added do not run.
 func TestCompletionAfterAddRaisesInternalError(t *testing.T) {
@@ -442,7 +446,8 @@ func TestNilStepFunctionRaisesInternalError(t *testing.T) {
 	}
 }
 
-// Decision 9: Break or Continue with no enclosing loop unwinds as LoopBreak or
+// docs/DESIGN.md#break-and-continue: Break or Continue with no enclosing loop
+// unwinds as LoopBreak or
 // LoopCont through the handlers, then ends the flow with InternalError.
 func TestBreakOutsideLoopEndsFlowWithInternalError(t *testing.T) {
 	cases := []struct {
@@ -474,7 +479,7 @@ func TestBreakOutsideLoopEndsFlowWithInternalError(t *testing.T) {
 	}
 }
 
-// Decision 12: a call on the AsyncSteps of a completed step has no effect on
+// docs/DESIGN.md#stale-steps: a call on the AsyncSteps of a completed step has no effect on
 // any flow and does not panic; IsValid reports false on it.
 func TestCallsOnCompletedStepHaveNoEffect(t *testing.T) {
 	var tr tracer
@@ -508,7 +513,7 @@ func TestCallsOnCompletedStepHaveNoEffect(t *testing.T) {
 	}
 }
 
-// Decision 12: once a callback completed its step, a second Success or a
+// docs/DESIGN.md#stale-steps: once a callback completed its step, a second Success or a
 // late Error in that callback has no effect and does not abort it.
 func TestSecondCompletionInCallbackHasNoEffect(t *testing.T) {
 	cases := []struct {
@@ -538,7 +543,7 @@ func TestSecondCompletionInCallbackHasNoEffect(t *testing.T) {
 	}
 }
 
-// Decision 13: an error that reaches the root ends the flow: the unhandled-
+// docs/DESIGN.md#unhandled-errors: an error that reaches the root ends the flow: the unhandled-
 // error function of a plain Execute gets it once, as *Error.
 func TestUnhandledErrorEndsFlowAndIsReported(t *testing.T) {
 	var tr tracer
@@ -567,7 +572,7 @@ func TestUnhandledErrorEndsFlowAndIsReported(t *testing.T) {
 	wantError(t, got[0], asyncsteps.NotImplemented, "not yet")
 }
 
-// Decision 13: with Promise the Result carries the unhandled error as *Error.
+// docs/DESIGN.md#unhandled-errors: with Promise the Result carries the unhandled error as *Error.
 func TestUnhandledErrorIsResultErr(t *testing.T) {
 	r, tt := newFlow()
 	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
@@ -618,7 +623,7 @@ func TestErrorsIsMatchesCodeAndDeadline(t *testing.T) {
 	})
 }
 
-// Spec 2.1 and decision 4: an error handler that adds steps and then calls
+// Spec 2.1 and docs/DESIGN.md#completing-after-add: an error handler that adds steps and then calls
 // Success violates the rules like a step does: InternalError goes outward
 // and the added steps do not run.
 func TestSuccessAfterAddInErrorHandlerRaisesInternalError(t *testing.T) {
@@ -641,7 +646,7 @@ func TestSuccessAfterAddInErrorHandlerRaisesInternalError(t *testing.T) {
 	wantCode(t, res.Err, asyncsteps.InternalError)
 }
 
-// Decision 6: SuccessStep in an error handler is an added step: it runs in
+// docs/DESIGN.md#error-handlers: SuccessStep in an error handler is an added step: it runs in
 // place of the failed step and its args go to the next step.
 func TestSuccessStepInErrorHandlerReplacesFailedStep(t *testing.T) {
 	var tr tracer

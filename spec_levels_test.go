@@ -72,7 +72,7 @@ func TestSuccessArgsBecomeInputOfNextStep(t *testing.T) {
 	wantSuccess(t, res, 2.5, nil)
 }
 
-// Decision 2: a parent step's input args are not passed to its first
+// docs/DESIGN.md#arguments-between-levels: a parent step's input args are not passed to its first
 // sub-step; the last sub-step's success args become the parent's result.
 func TestSubStepArgsFlowPerDecision2(t *testing.T) {
 	var tr tracer
@@ -99,7 +99,8 @@ func TestSubStepArgsFlowPerDecision2(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 2: the result of a step whose sub-steps nest several levels deep
+// docs/DESIGN.md#arguments-between-levels: the result of a step whose sub-steps
+// nest several levels deep
 // is the result of the innermost last sub-step.
 func TestNestedSubStepResultBubblesUp(t *testing.T) {
 	var tr tracer
@@ -119,7 +120,8 @@ func TestNestedSubStepResultBubblesUp(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 2 and spec 1.6: a step that adds no sub-step, sets no timeout or
+// docs/DESIGN.md#arguments-between-levels and spec 1.6: a step that adds no
+// sub-step, sets no timeout or
 // cancel handler and does not wait succeeds implicitly, with no args, even
 // when it received some.
 func TestImplicitSuccessPassesNoArgs(t *testing.T) {
@@ -175,7 +177,8 @@ func TestEmptyFlowSucceedsWithNoArgs(t *testing.T) {
 	wantSuccess(t, run(t, r, tt))
 }
 
-// Spec 1.12 and decision 2: SuccessStep(args...) adds a step that succeeds
+// Spec 1.12 and docs/DESIGN.md#arguments-between-levels: SuccessStep(args...)
+// adds a step that succeeds
 // with args; the next step receives them, and with no step after it they
 // become the result.
 func TestSuccessStepInjectsResult(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// Spec 1.8: Loop runs its body until Break; decision 3: the step after the
+// Spec 1.8: Loop runs its body until Break;
+// docs/DESIGN.md#loop-and-branch-arguments: the step after the
 // loop gets no args.
 func TestLoopRunsUntilBreak(t *testing.T) {
 	var tr tracer
@@ -37,7 +38,8 @@ func TestLoopRunsUntilBreak(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decisions 2 and 3: the sub-steps of a loop body run within their
+// docs/DESIGN.md#arguments-between-levels and #loop-and-branch-arguments: the
+// sub-steps of a loop body run within their
 // iteration; the body gets no incoming args, nor does the step after the
 // loop, whatever the body's last sub-step succeeded with.
 func TestLoopBodySubStepsRunWithinIteration(t *testing.T) {
@@ -58,7 +60,7 @@ func TestLoopBodySubStepsRunWithinIteration(t *testing.T) {
 }
 
 // Spec 1.8 and 2.2.4: Repeat calls its body count times with i from 0;
-// decision 9: a count of 0 or less runs no iteration.
+// docs/DESIGN.md#break-and-continue: a count of 0 or less runs no iteration.
 func TestRepeatRunsCountIterations(t *testing.T) {
 	cases := []struct {
 		count int
@@ -334,7 +336,7 @@ func TestInnerLoopContinuesOuterByLabelSpec18(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 9: error handlers between Break/Continue and its loop see
+// docs/DESIGN.md#break-and-continue: error handlers between Break/Continue and its loop see
 // LoopBreak/LoopCont with the label (if any) in ErrorInfo; handlers outside
 // the loop see nothing.
 func TestHandlersBetweenBreakAndLoopSeeLoopCodes(t *testing.T) {
@@ -377,7 +379,7 @@ func TestHandlersBetweenBreakAndLoopSeeLoopCodes(t *testing.T) {
 	}
 }
 
-// Decision 9: a handler that calls Success swallows Break/Continue: the
+// docs/DESIGN.md#break-and-continue: a handler that calls Success swallows Break/Continue: the
 // loop body goes on after the handler's step.
 func TestHandlerSuccessSwallowsBreakAndContinue(t *testing.T) {
 	cases := []struct {
@@ -413,7 +415,7 @@ func TestHandlerSuccessSwallowsBreakAndContinue(t *testing.T) {
 	}
 }
 
-// Decision 9: with no enclosing loop of that label, the handlers on the way
+// docs/DESIGN.md#break-and-continue: with no enclosing loop of that label, the handlers on the way
 // (inside and outside the loops passed) see LoopBreak/LoopCont, then the flow
 // ends with InternalError.
 func TestBreakWithUnknownLabelEndsFlowWithInternalError(t *testing.T) {
@@ -503,7 +505,7 @@ func TestForEachBreakStopsIteration(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 7: Root.Cancel stops a loop whose body waits; nothing after it
+// docs/DESIGN.md#cancel-handlers: Root.Cancel stops a loop whose body waits; nothing after it
 // runs.
 func TestRootCancelStopsLoop(t *testing.T) {
 	var tr tracer
@@ -525,7 +527,7 @@ func TestRootCancelStopsLoop(t *testing.T) {
 	}
 }
 
-// Decision 9: Break called in an error handler inside a loop body replaces
+// docs/DESIGN.md#break-and-continue: Break called in an error handler inside a loop body replaces
 // the error with LoopBreak and ends the loop normally.
 func TestBreakInErrorHandlerEndsLoop(t *testing.T) {
 	var tr tracer
@@ -563,7 +565,8 @@ func TestForEachMapWithUnorderedKeysVisitsAll(t *testing.T) {
 	}
 }
 
-// Decision 9 with decision 10: Break in a parallel branch unwinds through the
+// docs/DESIGN.md#break-and-continue with docs/DESIGN.md#parallel-branches:
+// Break in a parallel branch unwinds through the
 // parallel (cancelling the sibling) and ends the enclosing loop.
 func TestBreakFromParallelBranchEndsLoop(t *testing.T) {
 	var tr tracer

@@ -11,7 +11,7 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// Decision 10: branches start in the order they were added and interleave
+// docs/DESIGN.md#parallel-branches: branches start in the order they were added and interleave
 // at every sub-step boundary; the step after the parallel runs when all are
 // done.
 func TestParallelBranchesStartInOrderAndInterleave(t *testing.T) {
@@ -78,7 +78,7 @@ func TestParallelBranchesStartInOrderAndInterleave(t *testing.T) {
 	}
 }
 
-// Spec 1.4 and decision 10: the first error cancels the other branches
+// Spec 1.4 and docs/DESIGN.md#parallel-branches: the first error cancels the other branches
 // (their cancel handlers run, their error handlers do not), then the
 // parallel's own error handler and the outer ones see that error and its
 // info; nothing after the parallel runs.
@@ -116,7 +116,7 @@ func TestParallelFirstErrorCancelsSiblings(t *testing.T) {
 	}
 }
 
-// Decision 10: a timeout in one branch is its first error: the sibling is
+// docs/DESIGN.md#parallel-branches: a timeout in one branch is its first error: the sibling is
 // cancelled and the parallel's handler sees Timeout.
 func TestParallelBranchTimeoutCancelsSiblings(t *testing.T) {
 	var tr tracer
@@ -144,7 +144,7 @@ func TestParallelBranchTimeoutCancelsSiblings(t *testing.T) {
 	}
 }
 
-// Decision 10: an error raised synchronously by a branch, as its first act,
+// docs/DESIGN.md#parallel-branches: an error raised synchronously by a branch, as its first act,
 // is never lost, whatever the position of the branch.
 func TestParallelSynchronousBranchErrorIsNeverLost(t *testing.T) {
 	fail := func(tr *tracer, name string) asyncsteps.StepFunc {
@@ -203,7 +203,7 @@ func TestParallelSynchronousBranchErrorIsNeverLost(t *testing.T) {
 	}
 }
 
-// Decision 10: the parallel's error handler may recover with Success; the
+// docs/DESIGN.md#parallel-branches: the parallel's error handler may recover with Success; the
 // flow goes on after the parallel.
 func TestParallelErrorHandlerCanRecover(t *testing.T) {
 	var tr tracer
@@ -221,7 +221,7 @@ func TestParallelErrorHandlerCanRecover(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 10: an empty Parallel succeeds at once, without calling its
+// docs/DESIGN.md#parallel-branches: an empty Parallel succeeds at once, without calling its
 // error handler.
 func TestEmptyParallelSucceeds(t *testing.T) {
 	var tr tracer
@@ -236,7 +236,8 @@ func TestEmptyParallelSucceeds(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 3: branches get no incoming args, their success args are ignored
+// docs/DESIGN.md#loop-and-branch-arguments: branches get no incoming args,
+// their success args are ignored
 // and the step after the parallel gets no args.
 func TestParallelPassesNoArgs(t *testing.T) {
 	var tr tracer
@@ -267,7 +268,8 @@ func TestParallelAsLastStepGivesNoResultArgs(t *testing.T) {
 	wantSuccess(t, run(t, r, tt))
 }
 
-// Decision 3 and spec 1.4: all branches share one State with the flow.
+// docs/DESIGN.md#loop-and-branch-arguments and spec 1.4: all branches share one
+// State with the flow.
 func TestParallelBranchesShareState(t *testing.T) {
 	var tr tracer
 	r, tt := newFlow()
@@ -325,7 +327,7 @@ func TestParallelAcceptsEveryKindOfBranch(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 7 with spec 1.4: Root.Cancel cancels every running branch and
+// docs/DESIGN.md#cancel-handlers with spec 1.4: Root.Cancel cancels every running branch and
 // calls no error handler.
 func TestRootCancelCancelsAllBranches(t *testing.T) {
 	var tr tracer
@@ -358,7 +360,8 @@ func TestRootCancelCancelsAllBranches(t *testing.T) {
 	}
 }
 
-// Decision 10 with decision 7: a cancelled branch runs the cancel handlers
+// docs/DESIGN.md#parallel-branches with docs/DESIGN.md#cancel-handlers: a
+// cancelled branch runs the cancel handlers
 // of its running steps innermost first.
 func TestParallelCancelledBranchRunsCancelHandlersInnermostFirst(t *testing.T) {
 	var tr tracer
@@ -389,7 +392,7 @@ func TestParallelCancelledBranchRunsCancelHandlersInnermostFirst(t *testing.T) {
 	wantError(t, res.Err, "E", "deep")
 }
 
-// Decision 10: an error in a nested parallel cancels the inner siblings,
+// docs/DESIGN.md#parallel-branches: an error in a nested parallel cancels the inner siblings,
 // reaches the inner parallel's handler and the enclosing branch's handler,
 // then cancels the outer siblings before the outer parallel's handler.
 func TestNestedParallelErrorPropagatesThroughBothLevels(t *testing.T) {
@@ -423,7 +426,7 @@ func TestNestedParallelErrorPropagatesThroughBothLevels(t *testing.T) {
 	wantError(t, res.Err, "Inner", "from A2.1")
 }
 
-// Decision 10: an error that a branch's own handler recovers from is not an
+// docs/DESIGN.md#parallel-branches: an error that a branch's own handler recovers from is not an
 // error of the parallel: no sibling is cancelled and the flow goes on.
 func TestParallelBranchRecoveredErrorCancelsNothing(t *testing.T) {
 	var tr tracer
@@ -449,7 +452,7 @@ func TestParallelBranchRecoveredErrorCancelsNothing(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 6 with spec 1.4: a parallel added by an error handler runs in
+// docs/DESIGN.md#error-handlers with spec 1.4: a parallel added by an error handler runs in
 // place of the failed step, like any added step.
 func TestParallelAddedByErrorHandler(t *testing.T) {
 	var tr tracer
@@ -471,7 +474,8 @@ func TestParallelAddedByErrorHandler(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decisions 10, 12 and 13: when two branches fail at the same instant, only
+// docs/DESIGN.md#parallel-branches, #stale-steps and #unhandled-errors: when
+// two branches fail at the same instant, only
 // the first error counts: the second branch was cancelled, its late Error has
 // no effect, and the unhandled-error function is called once.
 func TestParallelOnlyFirstErrorCounts(t *testing.T) {
@@ -501,7 +505,7 @@ func TestParallelOnlyFirstErrorCounts(t *testing.T) {
 	wantError(t, unhandled[0], "E1", "from 1")
 }
 
-// Decision 10: many branches all run once and the next step runs once, after
+// docs/DESIGN.md#parallel-branches: many branches all run once and the next step runs once, after
 // all of them.
 func TestParallelManyBranches(t *testing.T) {
 	const n = 1000
@@ -529,7 +533,7 @@ func TestParallelManyBranches(t *testing.T) {
 	}
 }
 
-// Decision 10: the Parallel's handler sees the branch's error with its info
+// docs/DESIGN.md#parallel-branches: the Parallel's handler sees the branch's error with its info
 // and as LastException, also when a sibling's cancel handler panics while
 // the siblings are cancelled (a panic that has nothing left to fail).
 func TestParallelHandlerSeesTheBranchErrorPastASiblingsCancelPanic(t *testing.T) {

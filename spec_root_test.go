@@ -14,7 +14,7 @@ import (
 // Compile-time check: *Root is usable as AsyncSteps.
 var _ asyncsteps.AsyncSteps = (*asyncsteps.Root)(nil)
 
-// Decision 1: Execute and Promise only schedule; nothing runs until the
+// docs/DESIGN.md#execute-only-schedules: Execute and Promise only schedule; nothing runs until the
 // test drives the tool.
 func TestExecuteOnlySchedules(t *testing.T) {
 	for _, viaPromise := range []bool{false, true} {
@@ -49,7 +49,7 @@ func TestExecuteOnlySchedules(t *testing.T) {
 	}
 }
 
-// Decision 1: executing a new instance from inside a step runs nothing
+// docs/DESIGN.md#execute-only-schedules: executing a new instance from inside a step runs nothing
 // before the step returns.
 func TestExecuteInsideStepOnlySchedules(t *testing.T) {
 	var tr tracer
@@ -223,7 +223,7 @@ func TestCopyFromOnRoot(t *testing.T) {
 	}
 }
 
-// Decision 14: NewInstance returns a new, empty root on the same tool, from a
+// docs/DESIGN.md#new-instances: NewInstance returns a new, empty root on the same tool, from a
 // root and from inside a step.
 func TestNewInstanceIsEmptyOnSameTool(t *testing.T) {
 	var tr tracer

@@ -12,7 +12,7 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// Spec 1.3 and decision 8: a step that set a timeout and was not completed in
+// Spec 1.3 and docs/DESIGN.md#timeouts: a step that set a timeout and was not completed in
 // time fails with Timeout and an empty ErrorInfo (even when an earlier error
 // left an info behind), after its own cancel handler ran.
 func TestTimeoutRaisesTimeoutWithEmptyInfo(t *testing.T) {
@@ -42,7 +42,7 @@ func TestTimeoutRaisesTimeoutWithEmptyInfo(t *testing.T) {
 	}
 }
 
-// Decision 8: an error handler may recover from a timeout with Success.
+// docs/DESIGN.md#timeouts: an error handler may recover from a timeout with Success.
 func TestTimeoutCanBeRecoveredByHandler(t *testing.T) {
 	var tr tracer
 	r, tt := newFlow()
@@ -60,7 +60,7 @@ func TestTimeoutCanBeRecoveredByHandler(t *testing.T) {
 	wantSuccess(t, res)
 }
 
-// Decision 8: the timeout of a step covers its sub-steps; on expiry the
+// docs/DESIGN.md#timeouts: the timeout of a step covers its sub-steps; on expiry the
 // running sub-steps are cancelled innermost first (their error handlers do
 // not run), then the step's own cancel handler, then its error handler and
 // the outer ones see Timeout with empty info.
@@ -96,7 +96,7 @@ func TestTimeoutCoversSubStepsAndCancelsThemInnermostFirst(t *testing.T) {
 	wantError(t, res.Err, asyncsteps.Timeout, "")
 }
 
-// Decision 8: calling SetTimeout again re-arms the timer; only the last
+// docs/DESIGN.md#timeouts: calling SetTimeout again re-arms the timer; only the last
 // duration counts and the first timer is no longer an event.
 func TestSetTimeoutAgainReArms(t *testing.T) {
 	cases := []struct {
@@ -132,7 +132,7 @@ func TestSetTimeoutAgainReArms(t *testing.T) {
 	}
 }
 
-// Decision 8: completing the step disarms its timer, which then no longer
+// docs/DESIGN.md#timeouts: completing the step disarms its timer, which then no longer
 // counts as an event of the tool (so Run does not move the clock to it).
 func TestCompletionDisarmsTimeout(t *testing.T) {
 	cases := []struct {
@@ -177,7 +177,7 @@ func TestCompletionDisarmsTimeout(t *testing.T) {
 	}
 }
 
-// Decision 8: a timeout set and then completed in the same callback, or
+// docs/DESIGN.md#timeouts: a timeout set and then completed in the same callback, or
 // covering sub-steps that finish in time, leaves no timer behind.
 func TestTimeoutDisarmedWhenStepFinishesInTime(t *testing.T) {
 	cases := []struct {
@@ -216,7 +216,7 @@ func TestTimeoutDisarmedWhenStepFinishesInTime(t *testing.T) {
 	}
 }
 
-// Decision 7: while an error unwinds, each level's cancel handler runs before
+// docs/DESIGN.md#cancel-handlers: while an error unwinds, each level's cancel handler runs before
 // that level's error handler, innermost first, the failing step's own too; a
 // level where a handler recovers stops it, and cancel handlers of steps that
 // completed normally never run.
@@ -267,7 +267,8 @@ func TestCancelHandlersRunInnermostFirstDuringUnwinding(t *testing.T) {
 	}
 }
 
-// Decisions 7, 8 and 13: Root.Cancel runs the cancel handlers of the running
+// docs/DESIGN.md#cancel-handlers, #timeouts and #unhandled-errors: Root.Cancel
+// runs the cancel handlers of the running
 // steps, innermost first, and no error handler; the Result error matches
 // context.Canceled, the unhandled-error function is not called and the
 // cancelled timer is no longer an event.
@@ -427,7 +428,7 @@ func TestExternalCompletionFromAnotherGoroutine(t *testing.T) {
 	}
 }
 
-// Decision 12: Success or Error called from another goroutine on a step that
+// docs/DESIGN.md#stale-steps: Success or Error called from another goroutine on a step that
 // already completed has no effect on the flow, which may be waiting in a
 // later step, and does not panic.
 func TestLateExternalCallsHaveNoEffect(t *testing.T) {
@@ -478,7 +479,7 @@ func TestLateExternalCallsHaveNoEffect(t *testing.T) {
 	wantSuccess(t, result(t, ch))
 }
 
-// Decision 12: when a goroutine completes a waiting step twice in a row, the
+// docs/DESIGN.md#stale-steps: when a goroutine completes a waiting step twice in a row, the
 // first completion wins and the second has no effect.
 func TestFirstExternalCompletionWins(t *testing.T) {
 	var tr tracer
@@ -504,7 +505,7 @@ func TestFirstExternalCompletionWins(t *testing.T) {
 	wantSuccess(t, result(t, ch))
 }
 
-// Decision 7: cancel handlers run once, even when Root.Cancel is called twice;
+// docs/DESIGN.md#cancel-handlers: cancel handlers run once, even when Root.Cancel is called twice;
 // the flow gives exactly one Result.
 func TestRootCancelTwiceRunsCancelHandlersOnce(t *testing.T) {
 	var tr tracer
@@ -543,7 +544,7 @@ func TestSetCancelAgainReplacesHandler(t *testing.T) {
 	wantError(t, res.Err, asyncsteps.Timeout, "")
 }
 
-// Decision 8: nested timeouts each cover their own step: the inner one
+// docs/DESIGN.md#timeouts: nested timeouts each cover their own step: the inner one
 // expires first, its handler recovers, and the outer timer is disarmed when
 // the outer step completes.
 func TestNestedTimeoutsEachCoverTheirStep(t *testing.T) {
@@ -570,7 +571,7 @@ func TestNestedTimeoutsEachCoverTheirStep(t *testing.T) {
 	}
 }
 
-// Decisions 8 and 12: once a step timed out, a late Success from the
+// docs/DESIGN.md#timeouts and #stale-steps: once a step timed out, a late Success from the
 // goroutine it was waiting for has no effect.
 func TestLateSuccessAfterTimeoutHasNoEffect(t *testing.T) {
 	var tr tracer
@@ -599,7 +600,7 @@ func TestLateSuccessAfterTimeoutHasNoEffect(t *testing.T) {
 	wantSuccess(t, result(t, ch))
 }
 
-// Decision 8: a timeout on a step covers the parallel it added: every branch
+// docs/DESIGN.md#timeouts: a timeout on a step covers the parallel it added: every branch
 // is cancelled, then the step's handler sees Timeout.
 func TestTimeoutCancelsParallelBranches(t *testing.T) {
 	var tr tracer
@@ -629,7 +630,7 @@ func TestTimeoutCancelsParallelBranches(t *testing.T) {
 	wantError(t, res.Err, asyncsteps.Timeout, "")
 }
 
-// Decision 8: an error from a sub-step disarms the timer of the step that
+// docs/DESIGN.md#timeouts: an error from a sub-step disarms the timer of the step that
 // covers it, even when the step's handler recovers.
 func TestErrorInSubStepDisarmsParentTimeout(t *testing.T) {
 	var tr tracer
@@ -652,7 +653,7 @@ func TestErrorInSubStepDisarmsParentTimeout(t *testing.T) {
 	}
 }
 
-// Decision 8: when an outer and an inner timeout fall due at the same
+// docs/DESIGN.md#timeouts: when an outer and an inner timeout fall due at the same
 // instant, the one armed first (the outer) fires: it cancels the inner step,
 // whose timer is disarmed and whose error handler does not run.
 func TestSimultaneousTimeoutsOuterArmedFirstWins(t *testing.T) {

@@ -9,40 +9,40 @@ import (
 	"time"
 )
 
-// Handle states, in handle.st. The loop goroutine owns frames, but a waiting
+// Step API states, in stepAPI.st. The loop goroutine owns frames, but a waiting
 // step may be completed from any goroutine, so the hand-over between the two
 // is this word alone.
 //
-// The zero state is "callback running": a fresh handle needs no store, and
+// The zero state is "callback running": a fresh step API needs no store, and
 // a step that completes from its own callback without having waited (the
 // common case) costs no atomic read-modify-write but the one that kills the
-// handle when the callback returns.
+// step API when the callback returns.
 const (
 	stIdle   uint32 = 1 << iota // the step's callback is not running
 	stWait                      // the step may be completed from outside
 	stClaim                     // Success or Error has claimed the completion
 	stReady                     // the claimed completion is written
-	stDone                      // the handle is dead: no completion accepted
+	stDone                      // the step API is dead: no completion accepted
 	stFailed                    // with stReady: the completion is an error, in args[0]
 )
 
-// handle is the AsyncSteps value given to one callback: the identity of one
-// incarnation of a frame. Handles are never reused, so a handle kept after
-// its step has completed stays dead (API decision 12) while the frame behind
-// it is recycled for later steps. A handle is also what the engine queues on
+// stepAPI is the AsyncSteps value given to one callback: the identity of one
+// incarnation of a frame. Step APIs are never reused, so a step API kept after
+// its step has completed stays dead (docs/DESIGN.md#stale-steps) while the frame behind
+// it is recycled for later steps. A step API is also what the engine queues on
 // the loop to continue a frame, so a queued continuation whose frame has
 // moved on is recognised as stale.
-type handle struct {
+type stepAPI struct {
 	st atomic.Uint32
 	f  *frame // immutable; the frame's fields belong to the loop
 	fl *flow  // immutable; what other goroutines may reach
 }
 
-// inCallback reports whether a call with handle state st comes from the
+// inCallback reports whether a call with step API state st comes from the
 // step's own running callback, i.e. may abort it by panicking. A waiting
 // step may also be completed from another goroutine while its callback still
 // runs; only then is the (slower) goroutine check needed.
-func (h *handle) inCallback(st uint32) bool {
+func (h *stepAPI) inCallback(st uint32) bool {
 	if st&stIdle != 0 {
 		return false
 	}
@@ -51,7 +51,7 @@ func (h *handle) inCallback(st uint32) bool {
 
 // claim takes the right to complete the step: only one Success or Error of
 // a step counts.
-func (h *handle) claim() bool {
+func (h *stepAPI) claim() bool {
 	for {
 		st := h.st.Load()
 		if st&(stClaim|stDone) != 0 {
@@ -67,7 +67,7 @@ func (h *handle) claim() bool {
 // returned, nobody on the loop will look at the step again by itself, so the
 // completion is handed to the loop: posted to its own queue when the caller
 // runs on that loop (onLoop), else injected through the inbox's lock.
-func (h *handle) publish(bits uint32, onLoop bool) {
+func (h *stepAPI) publish(bits uint32, onLoop bool) {
 	if h.st.Or(stReady|bits)&stIdle == 0 {
 		return
 	}
@@ -80,7 +80,7 @@ func (h *handle) publish(bits uint32, onLoop bool) {
 
 // succeedOutside completes the step with args from outside its running
 // callback; onLoop as for publish. Only the first completion counts.
-func (h *handle) succeedOutside(args []any, onLoop bool) {
+func (h *stepAPI) succeedOutside(args []any, onLoop bool) {
 	if h.claim() {
 		h.f.args = args
 		h.publish(0, onLoop)
@@ -91,13 +91,13 @@ func (h *handle) succeedOutside(args []any, onLoop bool) {
 	}
 }
 
-// completedBySubstep handles Success or Error (call) on the dead handle h
+// completedBySubstep handles Success or Error (call) on the dead step API h
 // of a step that still waits for its sub-steps, from the callback of one
 // of them: spec section 1 makes that an InternalError, which the step's
 // error handler sees, raised in the callback that made the call. From any
 // other goroutine, or on a step that has completed, the call has no
-// effect, as on any dead handle.
-func (h *handle) completedBySubstep(call string) {
+// effect, as on any dead step API.
+func (h *stepAPI) completedBySubstep(call string) {
 	if !h.fl.sched.IsSameThread() {
 		return // the frame belongs to the loop's goroutine: not read here
 	}
@@ -122,13 +122,13 @@ type abortSignal struct{}
 // must abort the callback with panic(abortSignal{}). The callers panic
 // themselves: each frame between the panic and flow.call's recover is
 // walked twice, and the walk is most of what an error costs.
-func (h *handle) raise(code, info string, cause error) (abort bool) {
+func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 	st := h.st.Load()
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
 		if st&stDone != 0 && code != LoopBreak && code != LoopCont {
 			h.completedBySubstep("Error(" + code + ")")
 		}
-		return false // the step has completed: no effect (API decision 12)
+		return false // the step has completed: no effect (docs/DESIGN.md#stale-steps)
 	}
 	err := &Error{Code: code, Info: info, Cause: cause}
 	if h.inCallback(st) {
@@ -145,7 +145,7 @@ func (h *handle) raise(code, info string, cause error) (abort bool) {
 
 // complete fails the step from outside its callback; err.Cause, if set, is
 // the LastException to record.
-func (h *handle) complete(err *Error) {
+func (h *stepAPI) complete(err *Error) {
 	if h.claim() {
 		// An external error is rare: it travels in args, boxed, so that a
 		// frame needs no field for it.
@@ -155,7 +155,7 @@ func (h *handle) complete(err *Error) {
 }
 
 // misuse reports a wrong use of the API as an InternalError of the step.
-func (h *handle) misuse(info string) {
+func (h *stepAPI) misuse(info string) {
 	if h.raise(InternalError, info, nil) {
 		panic(abortSignal{})
 	}
@@ -170,32 +170,32 @@ func exc(err *Error) error {
 }
 
 // adding reports whether the step accepts new sub-steps, or a way to wait:
-// only from its running callback, before it completed. A stale handle
+// only from its running callback, before it completed. A stale step API
 // accepts nothing. The frame is read only when the state says that the
 // caller is the callback, on the loop.
-func (h *handle) adding() bool {
+func (h *stepAPI) adding() bool {
 	st := h.st.Load()
 	return st&(stIdle|stClaim|stDone) == 0 && !(st == 0 && h.f.succeeded)
 }
 
-func (h *handle) push(s step) AsyncSteps {
+func (h *stepAPI) push(s step) AsyncSteps {
 	h.f.queue = appendStep(h.f.queue, s)
 	return h
 }
 
 // Add implements [AsyncSteps].
-func (h *handle) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
+func (h *stepAPI) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
 	return addStep(h, fn, onerror)
 }
 
 // Parallel implements [AsyncSteps].
-func (h *handle) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(h, onerror) }
+func (h *stepAPI) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(h, onerror) }
 
 // State implements [AsyncSteps].
-func (h *handle) State() *State { return h.fl.State() }
+func (h *stepAPI) State() *State { return h.fl.State() }
 
 // CopyFrom implements [AsyncSteps].
-func (h *handle) CopyFrom(model *Root) AsyncSteps {
+func (h *stepAPI) CopyFrom(model *Root) AsyncSteps {
 	if model == nil {
 		h.misuse("CopyFrom: nil model")
 		return h
@@ -210,32 +210,32 @@ func (h *handle) CopyFrom(model *Root) AsyncSteps {
 }
 
 // Sync implements [AsyncSteps].
-func (h *handle) Sync(obj Syncer, fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
+func (h *stepAPI) Sync(obj Syncer, fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
 	return addSync(h, obj, fn, onerror)
 }
 
 // SuccessStep implements [AsyncSteps].
-func (h *handle) SuccessStep(args ...any) AsyncSteps { return addSuccess(h, args) }
+func (h *stepAPI) SuccessStep(args ...any) AsyncSteps { return addSuccess(h, args) }
 
 // Await implements [AsyncSteps].
-func (h *handle) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
+func (h *stepAPI) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 	return addAwait(h, fn, onerror)
 }
 
 // NewInstance implements [AsyncSteps].
-func (h *handle) NewInstance() *Root { return h.fl.newInstance() }
+func (h *stepAPI) NewInstance() *Root { return h.fl.newInstance() }
 
 // IsValid implements [AsyncSteps].
-func (h *handle) IsValid() bool {
+func (h *stepAPI) IsValid() bool {
 	st := h.st.Load()
 	return st&(stClaim|stDone) == 0 && !(st == 0 && h.f.succeeded)
 }
 
 // Tool implements [AsyncSteps].
-func (h *handle) Tool() Tool { return h.fl.sched.tool() }
+func (h *stepAPI) Tool() Tool { return h.fl.sched.tool() }
 
 // Success implements [AsyncSteps].
-func (h *handle) Success(args ...any) {
+func (h *stepAPI) Success(args ...any) {
 	if h.st.Load() == 0 {
 		// Running and never waited: surely the callback's own call, on the
 		// loop, so the frame can be written without a claim.
@@ -253,7 +253,7 @@ func (h *handle) Success(args ...any) {
 }
 
 // Error implements [AsyncSteps].
-func (h *handle) Error(code string, info ...string) {
+func (h *stepAPI) Error(code string, info ...string) {
 	if st := h.st.Load(); h.inCallback(st) && len(h.f.queue) > 0 {
 		h.misuse("Error(" + code + ") called after Add in the same callback")
 	}
@@ -263,7 +263,7 @@ func (h *handle) Error(code string, info ...string) {
 }
 
 // SetTimeout implements [AsyncSteps].
-func (h *handle) SetTimeout(d time.Duration) {
+func (h *stepAPI) SetTimeout(d time.Duration) {
 	if !h.adding() {
 		return
 	}
@@ -272,7 +272,7 @@ func (h *handle) SetTimeout(d time.Duration) {
 }
 
 // SetCancel implements [AsyncSteps].
-func (h *handle) SetCancel(fn CancelFunc) {
+func (h *stepAPI) SetCancel(fn CancelFunc) {
 	if !h.adding() {
 		return
 	}
@@ -281,7 +281,7 @@ func (h *handle) SetCancel(fn CancelFunc) {
 }
 
 // WaitExternal implements [AsyncSteps].
-func (h *handle) WaitExternal() {
+func (h *stepAPI) WaitExternal() {
 	if !h.adding() {
 		return
 	}
@@ -289,36 +289,36 @@ func (h *handle) WaitExternal() {
 }
 
 // Loop implements [AsyncSteps].
-func (h *handle) Loop(fn LoopFunc, label ...string) AsyncSteps { return addLoop(h, fn, label) }
+func (h *stepAPI) Loop(fn LoopFunc, label ...string) AsyncSteps { return addLoop(h, fn, label) }
 
 // Repeat implements [AsyncSteps].
-func (h *handle) Repeat(count int, fn RepeatFunc, label ...string) AsyncSteps {
+func (h *stepAPI) Repeat(count int, fn RepeatFunc, label ...string) AsyncSteps {
 	return addRepeat(h, count, fn, label)
 }
 
 // ForEach implements [AsyncSteps].
-func (h *handle) ForEach(collection any, fn ForEachFunc, label ...string) AsyncSteps {
+func (h *stepAPI) ForEach(collection any, fn ForEachFunc, label ...string) AsyncSteps {
 	return addForEach(h, collection, fn, label)
 }
 
 // Break implements [AsyncSteps].
-func (h *handle) Break(label ...string) {
+func (h *stepAPI) Break(label ...string) {
 	if h.raise(LoopBreak, firstLabel(label), nil) {
 		panic(abortSignal{})
 	}
 }
 
 // Continue implements [AsyncSteps].
-func (h *handle) Continue(label ...string) {
+func (h *stepAPI) Continue(label ...string) {
 	if h.raise(LoopCont, firstLabel(label), nil) {
 		panic(abortSignal{})
 	}
 }
 
-// run lets a handle be queued on a loop as is: it continues the flow at the
-// handle's frame, or delivers the step's external completion. A handle whose
+// run lets a step API be queued on a loop as is: it continues the flow at the
+// step API's frame, or delivers the step's external completion. A step API whose
 // frame has moved on to another incarnation is stale and does nothing.
-func (h *handle) run() {
+func (h *stepAPI) run() {
 	f, fl := h.f, h.fl
 	if f.h != h || f.over || fl.done {
 		return

@@ -39,12 +39,12 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 type TestTool struct {
 	runner atomic.Int64 // goroutine id inside NextEvent, Run or Advance; 0 if none
 
-	mu     sync.Mutex // guards the fields below; never held while a callback runs
-	now    int64      // nanoseconds since TestToolEpoch
-	queue  fifo[task] // immediates and posted tasks, cancelled ones included
-	live   int        // tasks in queue that will still run
-	timers timerHeap  // deferred callbacks; cancelled ones are removed at once
-	engine loopLocal  // used only by the driving goroutine
+	mu     sync.Mutex  // guards the fields below; never held while a callback runs
+	now    int64       // nanoseconds since TestToolEpoch
+	queue  fifo[task]  // immediates and posted tasks, cancelled ones included
+	live   int         // tasks in queue that will still run
+	timers timerHeap   // deferred callbacks; cancelled ones are removed at once
+	engine enginePools // used only by the driving goroutine
 	seq    atomic.Uint64
 }
 
@@ -226,9 +226,9 @@ func (t *TestTool) inject(x task) { t.post(x) }
 // startFlow queues a flow's first task like inject.
 func (t *TestTool) startFlow(fl *flow) { t.post(fl) }
 
-// engineState is the engine state of the flows on the tool, used by the driving
+// pools is the engine state of the flows on the tool, used by the driving
 // goroutine only.
-func (t *TestTool) engineState() *loopLocal { return &t.engine }
+func (t *TestTool) pools() *enginePools { return &t.engine }
 
 // lifetime is nil: a TestTool never stops for good (ResetEvents drops
 // callbacks, but later ones run).

@@ -67,7 +67,7 @@ func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 
 // enterSection implements sectioner.
 func (t *Throttle) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
-	enterSection(as, f, onerror, args, t)
+	beginSection(as, f, onerror, args, t)
 }
 
 // perPeriod is the number of entries per period.

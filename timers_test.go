@@ -109,7 +109,7 @@ func TestLoopStepTimeoutNeverEarly(t *testing.T) {
 	}
 }
 
-// Decision 8: success disarms the timeout. A Success called, from outside
+// docs/DESIGN.md#timeouts: success disarms the timeout. A Success called, from outside
 // the step's callback, before the timeout falls due wins even when the loop
 // is too busy to deliver it before the timeout would have fired: here the
 // callback that calls it then keeps the loop 50 ms past a 20 ms timeout.

@@ -49,9 +49,9 @@ type scheduler interface {
 	inject(t task)
 	// startFlow queues the first task of a flow like inject.
 	startFlow(fl *flow)
-	// engineState is the engine state that the flows on the loop share; only
+	// pools is the engine state that the flows on the loop share; only
 	// the loop's goroutine uses it.
-	engineState() *loopLocal
+	pools() *enginePools
 	// deferTask arms a step's timeout, on the loop's goroutine: the engine's
 	// timers need no closure. It returns nil on a closed loop.
 	deferTask(d time.Duration, t task) *timerEntry
@@ -94,12 +94,12 @@ type scheduler interface {
 // and a flow on it yields to the tool after every step.
 type foreignTool struct{ Tool }
 
-func (t foreignTool) post(tk task)            { t.Immediate(tk.run) }
-func (t foreignTool) busy() bool              { return true }
-func (t foreignTool) inject(tk task)          { t.Immediate(tk.run) }
-func (t foreignTool) startFlow(fl *flow)      { t.inject(fl) }
-func (t foreignTool) engineState() *loopLocal { return nil }
-func (t foreignTool) tool() Tool              { return t.Tool }
+func (t foreignTool) post(tk task)        { t.Immediate(tk.run) }
+func (t foreignTool) busy() bool          { return true }
+func (t foreignTool) inject(tk task)      { t.Immediate(tk.run) }
+func (t foreignTool) startFlow(fl *flow)  { t.inject(fl) }
+func (t foreignTool) pools() *enginePools { return nil }
+func (t foreignTool) tool() Tool          { return t.Tool }
 
 func (foreignTool) lifetime() context.Context { return nil }
 func (foreignTool) watch(*flow)               { /* a foreign tool never abandons a flow */ }

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// fail unwinds the error err from f outward (API decisions 6, 7 and 9):
+// fail unwinds the error err from f outward (docs/DESIGN.md#error-handlers,
+// #cancel-handlers and #break-and-continue):
 // each level runs its cancel handler, then its error handler, until one
 // handles the error or a loop takes its Break or Continue. It returns where
 // the flow goes on.
@@ -39,7 +40,7 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 		}
 		fl.release(f)
 		if f.onerror != nil {
-			c := fl.handle(f, err)
+			c := fl.runErrorHandler(f, err)
 			if from, e := fl.unwindsOn(c); e != nil {
 				f, err = from, e
 				continue
@@ -61,10 +62,10 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 	}
 }
 
-// handle runs f's error handler in a new incarnation of f that takes its
+// runErrorHandler runs f's error handler in a new incarnation of f that takes its
 // place, so that steps the handler adds run in place of the failed step, and
-// the failed step's handle stays dead.
-func (fl *flow) handle(f *frame, err *Error) *frame {
+// the failed step's runErrorHandler stays dead.
+func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	h := f.onerror
 	if !f.consumed {
 		// Another goroutine may still write to f: take a fresh frame.
@@ -75,7 +76,7 @@ func (fl *flow) handle(f *frame, err *Error) *frame {
 	parent, fn := f.parent, f.fn()
 	q := f.queue[:0]
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q}
-	fl.newHandle(f, 0)
+	fl.newStepAPI(f, 0)
 	fl.callHandler(f, h, err.Code)
 	return f
 }
@@ -108,7 +109,7 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 	return nil, nil
 }
 
-// callCancel runs f's cancel handler, if it has one, once, with f's handle
+// callCancel runs f's cancel handler, if it has one, once, with f's step API
 // dead. A panic or a Goexit in it becomes the InternalError it returns,
 // not raised. After a Goexit, job goes on from f on the next goroutine or,
 // with no job (an error unwinding), the unwinding does.
@@ -147,13 +148,13 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 }
 
 // cancelTree cancels f and everything running under it, innermost first,
-// running cancel handlers only (API decisions 7 and 8), then goes on with
+// running cancel handlers only (docs/DESIGN.md#cancel-handlers and #timeouts), then goes on with
 // then (nil: nothing). It returns then's frame.
 func (fl *flow) cancelTree(f *frame, then func() *frame) *frame {
 	return fl.cancelFrames(then, f)
 }
 
-// armTimeout (re)arms f's timeout (API decision 8).
+// armTimeout (re)arms f's timeout (docs/DESIGN.md#timeouts).
 func (fl *flow) armTimeout(f *frame, d time.Duration) {
 	if f.timer != nil {
 		fl.disarm(f)
@@ -171,23 +172,23 @@ func (fl *flow) disarm(f *frame) {
 }
 
 func (fl *flow) recycleTimer(e *timerEntry) {
-	if st := fl.sched.engineState(); st != nil && e != nil && e.local() {
+	if st := fl.sched.pools(); st != nil && e != nil && e.local() {
 		st.keepTimer(e)
 	}
 }
 
-// timeoutTask is the timeout of a step as a task: a handle seen through
+// timeoutTask is the timeout of a step as a task: a step API seen through
 // another method set, so that arming a timeout costs no closure.
-type timeoutTask handle
+type timeoutTask stepAPI
 
 func (t *timeoutTask) run() {
-	h := (*handle)(t)
+	h := (*stepAPI)(t)
 	h.fl.timeout(h)
 }
 
 // timeout fails the step of h with Timeout after cancelling what runs under
 // it.
-func (fl *flow) timeout(h *handle) {
+func (fl *flow) timeout(h *stepAPI) {
 	f := h.f
 	if f.h != h || f.over || fl.done {
 		return
@@ -201,7 +202,7 @@ func (fl *flow) timeout(h *handle) {
 	if f.waiting && h.st.Load()&(stClaim|stDone) == stClaim {
 		// A completion from outside came first and is on its way to the
 		// loop, which was too busy to take it before the timer: success
-		// or error disarms the timeout (API decision 8).
+		// or error disarms the timeout (docs/DESIGN.md#timeouts).
 		return
 	}
 	fail := func() *frame {
@@ -228,7 +229,7 @@ func (fl *flow) cancel(cause error) {
 }
 
 // rootError turns a Break or Continue that found no loop into InternalError
-// (API decision 9).
+// (docs/DESIGN.md#break-and-continue).
 func (fl *flow) rootError(err *Error) *Error {
 	if err.Code != LoopBreak && err.Code != LoopCont {
 		return err

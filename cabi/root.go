@@ -78,8 +78,9 @@ func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_cal
 }
 
 // execute starts the flow; it only posts to the loop. An error that ends
-// this execution goes to fn with data, on the loop, when it ends (decision
-// 3): the execution keeps them, so that a later execute cannot take its
+// this execution goes to fn with data, on the loop, when it ends
+// (docs/DESIGN.md#c-execute): the execution keeps them, so that a later execute
+// cannot take its
 // report. A Go root given to C reports to fn in place of its own
 // function. With no fn, an owned root logs the error and a Go root reports
 // to its own function. On a running flow it does nothing.

@@ -16,8 +16,9 @@ import (
 // Model evaluates a program the way the spec reads: a recursive evaluator
 // where running a step returns its outcome (success with args, error, or
 // cancelled), levels run their steps in order, and each level unwinds an
-// error through its own cancel handler, then its error handler (API
-// decisions 2 to 10). Concurrency is explicit: the root and every parallel
+// error through its own cancel handler, then its error handler
+// (docs/DESIGN.md#arguments-between-levels to #parallel-branches). Concurrency
+// is explicit: the root and every parallel
 // branch is a "thread", a coroutine (iter.Pull) that runs the evaluator and
 // hands control to a scheduler whenever it waits. The scheduler has what a
 // TestTool has: a FIFO of runnable threads and a virtual clock with timers
@@ -37,16 +38,17 @@ import (
 //
 // A panic (in a step or a handler) is an InternalError whose info is the
 // panic value; handler events and the end show it as PanicInfo, since the
-// state's LastException is then the recovered panic (decision 5). A
+// state's LastException is then the recovered panic
+// (docs/DESIGN.md#error-info-and-last-exception). A
 // handler that waits (HWait) is a wait of its own: its completion acts as
-// its Success or Error would (decision 6), its own timeout raises Timeout,
+// its Success or Error would (docs/DESIGN.md#error-handlers), its own timeout raises Timeout,
 // which unwinds outward from the handler's step, never into it again.
-// SetTimeout called twice counts only the second (decision 8).
+// SetTimeout called twice counts only the second (docs/DESIGN.md#timeouts).
 //
 // Sync(m, f, h) follows the Mutex's documented layout (section.go): a step
 // (whose cancel handler gives the Mutex back) with three sub-steps: enter,
 // f with h, and leave. A full queue
-// (API decision 11) makes enter note a refusal, which the step of f raises
+// (docs/DESIGN.md#locks-and-limits) makes enter note a refusal, which the step of f raises
 // instead of running f, so that h sees DefenseRejected first.
 //
 // The Throttle (docs/DESIGN.md#locks-and-limits, throttle.go's doc) is a gate of
@@ -438,7 +440,7 @@ func endOf(o outcome) string {
 	case errK:
 		code := o.code
 		if o.loopCode() {
-			code = "InternalError" // Break or Continue outside of a loop (decision 9)
+			code = "InternalError" // Break or Continue outside of a loop (docs/DESIGN.md#break-and-continue)
 		}
 		if o.panic {
 			return "err:InternalError:" + PanicInfo(o.info)
@@ -474,7 +476,7 @@ func (m *model) disarm(t *timer) {
 	}
 }
 
-// raise notes an error in the state (decision 5) and returns it.
+// raise notes an error in the state (docs/DESIGN.md#error-info-and-last-exception) and returns it.
 func (m *model) raise(code, info string) outcome {
 	m.info = info
 	m.panic = false
@@ -482,7 +484,7 @@ func (m *model) raise(code, info string) outcome {
 }
 
 // raisePanic notes a recovered panic: an InternalError whose info is the
-// panic value (decision 5, and "A panic in user code...").
+// panic value (docs/DESIGN.md#error-info-and-last-exception, and "A panic in user code...").
 func (m *model) raisePanic(id int) outcome {
 	o := m.raise("InternalError", PanicValue(id))
 	m.panic = true
@@ -490,7 +492,8 @@ func (m *model) raisePanic(id int) outcome {
 	return o
 }
 
-// level runs steps in order (decision 2): the first gets no args, each next
+// level runs steps in order (docs/DESIGN.md#arguments-between-levels): the
+// first gets no args, each next
 // one the previous one's success args; the level's result is the last one's.
 func (m *model) level(th *thread, steps []*Node) outcome {
 	var args []any
@@ -502,7 +505,7 @@ func (m *model) level(th *thread, steps []*Node) outcome {
 		if !o.is(okK) {
 			return o
 		}
-		args = o.args // nil after a loop or a parallel (decision 3), unless a handler recovered
+		args = o.args // nil after a loop or a parallel (docs/DESIGN.md#loop-and-branch-arguments), unless a handler recovered
 	}
 	if c := th.turn(); c != nil {
 		return *c
@@ -526,14 +529,14 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 }
 
 // call runs a step's callback, its sub-steps or its wait, then its own
-// cancel and error handlers (decisions 6, 7, 8).
+// cancel and error handlers (docs/DESIGN.md#error-handlers, #cancel-handlers, #timeouts).
 func (m *model) call(th *thread, n *Node, args []any) outcome {
 	a := &act{node: n, th: th}
 	m.event(StepEvent(n.ID, args))
 	if n.Timeout > 0 {
 		d := n.Timeout
 		if n.Timeout2 > 0 {
-			d = n.Timeout2 // decision 8: calling it again re-arms it
+			d = n.Timeout2 // docs/DESIGN.md#timeouts: calling it again re-arms it
 		}
 		a.timer = m.arm(int64(d), &timer{kind: tTimeout, act: a})
 	}
@@ -551,13 +554,13 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	case n.End == EParent:
 		o = m.raise("InternalError", "Success called on the AsyncSteps of a step that waits for its sub-steps")
 	case subs && n.End == ESuccess:
-		o = m.raise("InternalError", "Success called after Add") // decision 4
+		o = m.raise("InternalError", "Success called after Add") // docs/DESIGN.md#completing-after-add
 	case subs && n.End == EError:
 		o = m.raise("InternalError", "Error called after Add")
 	case n.End == EError:
 		o = m.raise(n.Code, n.Info)
 	case n.End == EBreak:
-		o = m.raise("LoopBreak", n.Label) // decision 9
+		o = m.raise("LoopBreak", n.Label) // docs/DESIGN.md#break-and-continue
 	case n.End == EContinue:
 		o = m.raise("LoopCont", n.Label)
 	default:
@@ -580,7 +583,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		}
 	}
 	if o.is(cancelK) && o.target == a {
-		o = m.raise("Timeout", "") // decision 8: the timer of this very step
+		o = m.raise("Timeout", "") // docs/DESIGN.md#timeouts: the timer of this very step
 	}
 	m.disarm(a.timer)
 	if !o.is(okK) && a.cancel {
@@ -605,7 +608,7 @@ func (m *model) wait(th *thread, a *act) outcome {
 	return o
 }
 
-// handle runs an error handler for the error o (decision 6).
+// handle runs an error handler for the error o (docs/DESIGN.md#error-handlers).
 func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 	info := m.info
 	if m.panic && o.code == "InternalError" {
@@ -619,7 +622,7 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		return m.raise("InternalError", GoexitInfo)
 	case HWait:
 		// The handler waits like a step; its completion decides as its
-		// synchronous Success or Error would (decision 6), its timeout
+		// synchronous Success or Error would (docs/DESIGN.md#error-handlers), its timeout
 		// raises Timeout, which goes on outward.
 		a := &act{th: th}
 		if h.Timeout > 0 {
@@ -647,7 +650,7 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 	return o
 }
 
-// parallel starts the branches as threads and waits for them (decision 10).
+// parallel starts the branches as threads and waits for them (docs/DESIGN.md#parallel-branches).
 func (m *model) parallel(th *thread, n *Node) outcome {
 	var o outcome
 	if len(n.Subs) == 0 {
@@ -676,7 +679,7 @@ func (m *model) parallel(th *thread, n *Node) outcome {
 
 // loop runs iterations; each is a step whose callback traces and adds the
 // body. Break and Continue are caught by the innermost loop, or the one with
-// their label (decision 9).
+// their label (docs/DESIGN.md#break-and-continue).
 func (m *model) loop(th *thread, n *Node) outcome {
 	var keys, values []any // KForEach: the collection in iteration order
 	if n.Kind == KForEach {

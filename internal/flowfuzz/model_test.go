@@ -54,7 +54,7 @@ func TestModelSpecExamples(t *testing.T) {
 		}}}},
 		want: "s2() s4() s3() s5() -> ok()",
 	}, {
-		// Decision 8: a timeout cancels the sub-steps innermost first, then
+		// docs/DESIGN.md#timeouts: a timeout cancels the sub-steps innermost first, then
 		// the step's own cancel handler, then its error handler.
 		name: "timeout",
 		p: &Program{Steps: []*Node{{ID: 1, Kind: KStep, Timeout: 20, Cancel: true,
@@ -64,7 +64,7 @@ func TestModelSpecExamples(t *testing.T) {
 			Handler: &Handler{ID: 4}}}},
 		want: "s1() s2() s3() c3@20 c2@20 c1@20 h4:Timeout:@20 -> err:Timeout:",
 	}, {
-		// Decision 10: the first error cancels the other branches.
+		// docs/DESIGN.md#parallel-branches: the first error cancels the other branches.
 		name: "parallel error",
 		p: &Program{Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
 			{ID: 2, Kind: KStep, Cancel: true, End: EExternal, At: 30},
@@ -73,13 +73,13 @@ func TestModelSpecExamples(t *testing.T) {
 		}, Handler: &Handler{ID: 5, Action: HRecover}}, {ID: 6, Kind: KStep}}},
 		want: "s2() s3() s4() c2@10 c4@10 h5:E1:x@10 s6()@10 -> ok()",
 	}, {
-		// Decision 7: root cancel runs cancel handlers only.
+		// docs/DESIGN.md#cancel-handlers: root cancel runs cancel handlers only.
 		name: "root cancel",
 		p: &Program{CancelAt: 5, Steps: []*Node{{ID: 1, Kind: KStep, Cancel: true, End: EWait,
 			Handler: &Handler{ID: 2, Action: HRecover}}}},
 		want: "s1() c1@5 -> canceled",
 	}, {
-		// Decision 9: a labelled Continue, then Break outside of any loop.
+		// docs/DESIGN.md#break-and-continue: a labelled Continue, then Break outside of any loop.
 		name: "loops",
 		p: &Program{Steps: []*Node{
 			{ID: 1, Kind: KRepeat, Label: "A", Count: 2, Subs: []*Node{
@@ -89,7 +89,7 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want: "L1#0 L2#0 s3() L1#1 L2#0 s3() s4() h5:LoopBreak: -> err:InternalError",
 	}, {
-		// Decision 11: a Mutex(1) queues the second branch.
+		// docs/DESIGN.md#locks-and-limits: a Mutex(1) queues the second branch.
 		name: "mutex",
 		p: &Program{Mutexes: []int{1}, Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
 			{ID: 2, Kind: KSync, Body: &Node{ID: 3, Kind: KStep, End: EExternal, At: 10}},
@@ -106,7 +106,7 @@ func TestModelSpecExamples(t *testing.T) {
 			Handler: &Handler{ID: 3, Action: HPanic}}}},
 		want: "s1() c1 h3:InternalError:!p1 -> err:InternalError:!p3",
 	}, {
-		// Decision 6 for a handler that waits: its Success resumes after the
+		// docs/DESIGN.md#error-handlers for a handler that waits: its Success resumes after the
 		// failed step; its Error replaces the error; its timeout raises
 		// Timeout outward, never to the same handler.
 		name: "waiting handlers",
@@ -121,7 +121,7 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want: "s1() h2:E1: s3(5)@10 s4()@10 h5:E0:@10 h6:E2:x@20 s7()@20 s8()@20 h9:E1:@20 h10:Timeout:@40 -> err:Timeout:",
 	}, {
-		// Decision 8: calling SetTimeout again re-arms it.
+		// docs/DESIGN.md#timeouts: calling SetTimeout again re-arms it.
 		name: "re-armed timeout",
 		p: &Program{Steps: []*Node{
 			{ID: 1, Kind: KStep, Timeout: 50, Timeout2: 10, End: EWait, Handler: &Handler{ID: 2, Action: HRecover}},
@@ -129,7 +129,7 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want: "s1() h2:Timeout:@10 s3()@10 -> ok()",
 	}, {
-		// Decision 11: a full Mutex queue rejects at once; the Sync's
+		// docs/DESIGN.md#locks-and-limits: a full Mutex queue rejects at once; the Sync's
 		// onerror sees DefenseRejected first.
 		name: "mutex queue limit",
 		p: &Program{Mutexes: []int{1}, MutexQueues: []int{1}, Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{

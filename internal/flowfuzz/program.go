@@ -203,7 +203,7 @@ func (d *decoder) id() int {
 }
 
 // scope is what the decoder knows about where a node is: Sync restrictions
-// keep programs free of the deadlocks the Mutex reports (API decision 11),
+// keep programs free of the deadlocks the Mutex reports (docs/DESIGN.md#locks-and-limits),
 // which the model does not implement.
 type scope struct {
 	depth     int

@@ -79,7 +79,7 @@ func (lr *loopRun) drained(f *frame) bool {
 	return true
 }
 
-// catch takes a Break or Continue meant for this loop (API decision 9): an
+// catch takes a Break or Continue meant for this loop (docs/DESIGN.md#break-and-continue): an
 // unlabelled one is meant for the innermost loop.
 func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 	if err.Code != LoopBreak && err.Code != LoopCont {
@@ -120,7 +120,7 @@ func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {
 		if err := lr.seq.err; err != nil {
 			// Pulling this pair failed: the iteration raises it.
 			lr.seq.err = nil
-			h := as.(*handle)
+			h := as.(*stepAPI)
 			h.f.err, h.f.handling = err, false
 			return
 		}
