@@ -1,5 +1,10 @@
 package asyncsteps_test
 
+// This file is long on purpose: it holds the hostile-user suite, every
+// kind of callback crossed with every misdeed (panic, Goexit, unprintable
+// panic values, blocking, closing its own loop) on every Tool, in one
+// table so that a missing case shows.
+
 import (
 	"context"
 	"errors"

@@ -1,3 +1,6 @@
+// This file is long on purpose: the runner, its table of targets and its
+// report are one program with no dependency, read from top to bottom.
+
 // Command compare runs the performance workloads of asyncsteps (bench/) and
 // the same workloads on the JavaScript reference implementation (bench/js),
 // alternately for a number of rounds, and prints a Markdown table of the

@@ -1,5 +1,9 @@
 package main
 
+// This file is long on purpose: every behaviour of the gateway (each
+// status, the counters, cancel, shutdown) is tested here side by side
+// against both implementations, flows and plain.
+
 import (
 	"bufio"
 	"bytes"
