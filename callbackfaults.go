@@ -89,10 +89,22 @@ func (r *goexitResume) run() {
 	}
 	switch r.kind {
 	case resumeSettle:
-		fl.drive(fl.settle(f))
+		fl.driveOn(fl.settle(f))
 	case resumeUnwind:
-		fl.drive(fl.unwind(f, r.err))
+		fl.driveOn(fl.unwind(f, r.err))
 	}
+}
+
+// driveOn drives the flow on from f after a callback that ran outside of
+// drive: its goroutine ended in it. As after any step, the flow lets other
+// queued work run first, so that a Goexit does not change the order in
+// which flows and parallel branches take turns.
+func (fl *flow) driveOn(f *frame) {
+	if f != nil && fl.sched.busy() && !fl.bursting(f) {
+		fl.requeue(f)
+		return
+	}
+	fl.drive(f)
 }
 
 // cancelJob runs the cancel handlers of a tree of frames, innermost first,
