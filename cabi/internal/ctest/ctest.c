@@ -214,7 +214,6 @@ typedef struct {
     FutoInAsyncSteps_error_callback eh;
     void* data;
     int* stack; // the step's stack canary, read by its error handler
-    int no_stack_check;
 } ct_wrapped;
 
 static ct_wrapped wrapped[4096]; // a ring: a test adds far fewer steps
@@ -225,7 +224,7 @@ static ct_wrapped* wrap(void* data, FutoInAsyncSteps_execute_callback f, FutoInA
     pthread_mutex_lock(&mu);
     ct_wrapped* w = &wrapped[nwrapped++ % 4096];
     pthread_mutex_unlock(&mu);
-    *w = (ct_wrapped){f, eh, data, NULL, 0};
+    *w = (ct_wrapped){f, eh, data, NULL};
     return w;
 }
 
@@ -260,7 +259,7 @@ static void strict_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 static void strict_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 {
     ct_wrapped* w = data;
-    if (w->stack != NULL && !w->no_stack_check && *w->stack != LIVE) {
+    if (w->stack != NULL && *w->stack != LIVE) {
         LOG("VIOLATION: the step's stack memory is gone in its error handler");
     }
     w->eh(bsi, w->data, code);
@@ -282,12 +281,7 @@ static void ct_add_sync(FutoInAsyncSteps* bsi, FutoInSync* sync, void* data, Fut
         bsi->api->addSync(bsi, sync, data, f, eh);
         return;
     }
-    // The stack memory of a step of addSync with the library's Mutex is
-    // still freed before the step's error handler runs (a known defect,
-    // reported): its handler does not read it.
-    ct_wrapped* w = wrap(data, f, eh);
-    w->no_stack_check = 1;
-    bsi->api->addSync(bsi, sync, w, strict_step, eh ? strict_eh : NULL);
+    bsi->api->addSync(bsi, sync, wrap(data, f, eh), strict_step, eh ? strict_eh : NULL);
 }
 
 // ct_passed_on marks slot k of a step's args as moved into its success (RI
