@@ -134,8 +134,10 @@ static const FutoInType t_custom = {FTN_TYPE_CUSTOM_OBJECT, custom_cleanup};
 //     (stricter than the RI, which keeps them for the loop's life);
 //   - each step takes stack memory that its error handler reads (the RI keeps
 //     it until the step's handler has returned).
-// State variables are made only through allocate in both modes; the reads
-// of "error_info" without allocate are this library's extension.
+// State variables are made only through allocate in both modes, and in RI
+// mode every access of an existing one passes allocate too, as the RI does;
+// reads without allocate of absent names, "error_info" and
+// "last_exception" are this library's extension and stay in both modes.
 // A broken rule is logged as a VIOLATION (or, freed memory, caught by ASan).
 
 static int strict;
@@ -610,7 +612,10 @@ static void state2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     enter(bsi);
     int* v = bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup);
     *v += 1;
-    int* w = bsi->api->stateVariable(bsi, NULL, "counter", NULL, NULL);
+    // The RI passes allocate on every access: an existing variable is
+    // returned as is, allocate not called again.
+    int* w = is_strict() ? bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup)
+                         : bsi->api->stateVariable(bsi, NULL, "counter", NULL, NULL);
     LOG("state2 counter=%d same=%d", *v, v == w);
 }
 
