@@ -82,6 +82,7 @@ func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node 
 // release ends the node: its pointer turns stale, the stack memory and the
 // received custom objects are cleaned up, the parallel objects it made are
 // released. Loop only; idempotent.
+func (n *node) release() { n.end(false, false) }
 
 // fail is release for a step that an error ends: its stack memory outlives
 // it until its own error handler has returned, however many turns of the
@@ -95,8 +96,6 @@ func (n *node) fail() { n.end(true, true) }
 // outlives it until the loop's next turn, for an error handler that
 // follows in this one.
 func (n *node) cancelled() { n.end(true, false) }
-
-func (n *node) release() { n.end(false, false) }
 
 func (n *node) end(failed, byError bool) {
 	if n.released {
