@@ -74,176 +74,201 @@ type goThing struct{ name string }
 // and calls each cleanup once; INT32 stays int32 across Go; a string's
 // length counts code units; a Go value crosses C as itself.
 func TestSuccessTakesValuesOverAndKeepsTypes(t *testing.T) {
-	r, root := newRoot(t)
-	thing := &goThing{"thing"}
-	ctest.Args(root)
-	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-		want := []any{int32(42), "h\u00e9llo", []int32{1, 2, 3}, cabi.String16{'h', 0xe9, 'l', 'l', 'o'}}
-		if !reflect.DeepEqual(args, want) {
-			t.Errorf("Go step got %#v, want %#v", args, want)
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		thing := &goThing{"thing"}
+		ctest.Args(root)
+		r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			want := []any{int32(42), "h\u00e9llo", []int32{1, 2, 3}, cabi.String16{'h', 0xe9, 'l', 'l', 'o'}}
+			if !reflect.DeepEqual(args, want) {
+				t.Errorf("Go step got %#v, want %#v", args, want)
+			}
+			as.Success(int32(7), "go", []string{"a", "b"}, thing)
+		})
+		ctest.GoValue(root)
+		res, err := run(t, r)
+		if err != nil {
+			t.Fatal(err)
 		}
-		as.Success(int32(7), "go", []string{"a", "b"}, thing)
+		if want := []any{thing, uint8(200), 1.5, true}; !reflect.DeepEqual(res, want) || res[0] != thing {
+			t.Errorf("result %#v, want %#v", res, want)
+		}
+		checkTrace(t,
+			"args1 in=1",
+			"args1 reset=1 cleanups=4",
+			"args2 8:7 2:go/2 18:2:a,b 1",
+		)
 	})
-	ctest.GoValue(root)
-	res, err := run(t, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []any{thing, uint8(200), 1.5, true}; !reflect.DeepEqual(res, want) || res[0] != thing {
-		t.Errorf("result %#v, want %#v", res, want)
-	}
-	checkTrace(t,
-		"args1 in=1",
-		"args1 reset=1 cleanups=4",
-		"args2 8:7 2:go/2 18:2:a,b 1",
-	)
 }
 
 // A value keeps its type: an empty slot (a NULL type) is a Go
 // nil, and a Go nil reaches C as an empty slot, not as a custom object.
 func TestEmptySlotIsNil(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.EmptySlot(root)
-	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-		if want := []any{nil, uint8(5)}; !reflect.DeepEqual(args, want) {
-			t.Errorf("Go step got %#v, want %#v", args, want)
+	eachCaller(t, func(t *testing.T, ri bool) {
+		r, root := newRoot(t)
+		ctest.EmptySlot(root)
+		r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			want := []any{nil, uint8(5)}
+			if ri { // the caller's placeholders in the unused slots
+				want = []any{nil, uint8(5), nil, nil}
+				for _, k := range []int{0, 2, 3} {
+					if c, ok := args[k].(*cabi.Custom); ok && c != nil {
+						args[k] = nil
+					}
+				}
+			}
+			if !reflect.DeepEqual(args, want) {
+				t.Errorf("Go step got %#v, want %#v", args, want)
+			}
+			as.Success(nil, uint8(6))
+		})
+		ctest.EmptySlotBack(root)
+		dropLastResult(r, ri)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
 		}
-		as.Success(nil, uint8(6))
+		checkTrace(t, "empty2 arg0=NULL arg1=10:6")
 	})
-	ctest.EmptySlotBack(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t, "empty2 arg0=NULL arg1=10:6")
 }
 
 // A custom object is passed on as is; its cleanup runs once,
 // when the step that receives it completes; passed on again it belongs to
 // the next receiver; dropped by the Go side, the GC cleans it up.
 func TestCustomObjectCleanedUpOnceByItsReceiver(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Custom(root)
-	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-		if c, ok := args[0].(*cabi.Custom); !ok || *(*int32)(c.Pointer()) != 5 {
-			t.Errorf("Go step got %#v, want a *cabi.Custom", args)
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.Custom(root)
+		r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			if c, ok := args[0].(*cabi.Custom); !ok || *(*int32)(c.Pointer()) != 5 {
+				t.Errorf("Go step got %#v, want a *cabi.Custom", args)
+			}
+			// Dropped here: no C step receives it.
+		})
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
 		}
-		// Dropped here: no C step receives it.
+		deadline := time.Now().Add(5 * time.Second)
+		for ctest.Cleanups() < 2 && time.Now().Before(deadline) {
+			runtime.GC()
+			time.Sleep(5 * time.Millisecond)
+		}
+		checkTrace(t,
+			"custom1 reset=1 cleanups=0",
+			"custom2 5 same=1 cleanups=0",
+			"custom3 5 cleanups=0",
+			"custom cleanup 5",
+			"custom4 cleanups=1",
+			"custom1 reset=1 cleanups=1",
+			"custom cleanup 5",
+		)
 	})
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for ctest.Cleanups() < 2 && time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
-	checkTrace(t,
-		"custom1 reset=1 cleanups=0",
-		"custom2 5 same=1 cleanups=0",
-		"custom3 5 cleanups=0",
-		"custom cleanup 5",
-		"custom4 cleanups=1",
-		"custom1 reset=1 cleanups=1",
-		"custom cleanup 5",
-	)
 }
 
 // handle_error copies code and info; error_info and
 // last_exception are state variables; a Go error handler sees them too.
 func TestHandleErrorReachesCAndGoHandlers(t *testing.T) {
-	r, _ := newRoot(t)
-	var got []string
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		ctest.Errors(cabi.Binary(as)) // a C step added to a Go step
-	}, func(as asyncsteps.AsyncSteps, code string) {
-		got = append(got, code, as.State().ErrorInfo)
-		as.Success("recovered")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, _ := newRoot(t)
+		var got []string
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			ctest.Errors(cabi.Binary(as)) // a C step added to a Go step
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			got = append(got, code, as.State().ErrorInfo)
+			as.Success("recovered")
+		})
+		res, err := run(t, r)
+		if err != nil || !reflect.DeepEqual(res, []any{"recovered"}) {
+			t.Fatalf("Run: %v, %v", res, err)
+		}
+		if want := []string{"MyError", "my info"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Go handler saw %q, want %q", got, want)
+		}
+		checkTrace(t,
+			"err1 last_exception=(null)",
+			"err1 returns",
+			"err1_eh MyError info=my info last_exception=MyError unknown=(nil)",
+		)
 	})
-	res, err := run(t, r)
-	if err != nil || !reflect.DeepEqual(res, []any{"recovered"}) {
-		t.Fatalf("Run: %v, %v", res, err)
-	}
-	if want := []string{"MyError", "my info"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Go handler saw %q, want %q", got, want)
-	}
-	checkTrace(t,
-		"err1 last_exception=(null)",
-		"err1 returns",
-		"err1_eh MyError info=my info last_exception=MyError unknown=(nil)",
-	)
 }
 
 // success after add is an InternalError and
 // the added step does not run.
 func TestSuccessAfterAddIsInternalError(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Misuse(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t,
-		"misuse1 returns",
-		"misuse_eh InternalError: Success called after Add in the same callback",
-	)
+	eachCaller(t, func(t *testing.T, ri bool) {
+		r, root := newRoot(t)
+		ctest.Misuse(root)
+		dropLastResult(r, ri)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t,
+			"misuse1 returns",
+			"misuse_eh InternalError: Success called after Add in the same callback",
+		)
+	})
 }
 
 // Allocate runs once per name, the value is shared by
 // the flow, and its cleanup runs once, when the root is freed.
 func TestStateVariableCleanedUpByFree(t *testing.T) {
-	root := newCRoot(t)
-	ctest.State(root)
-	ctest.Execute(root, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("the flow did not end")
-	}
-	ctest.Free(root)
-	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Fatal("no cleanup after free")
-	}
-	checkTrace(t,
-		"alloc counter",
-		"state1 missing=(nil)",
-		"state2 counter=2 same=1",
-		"end",
-		"cleanup counter=2",
-	)
+	eachCaller(t, func(t *testing.T, _ bool) {
+		root := newCRoot(t)
+		ctest.State(root)
+		ctest.Execute(root, "x")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatal("the flow did not end")
+		}
+		ctest.Free(root)
+		if !ctest.WaitFor("cleanup", 5*time.Second) {
+			t.Fatal("no cleanup after free")
+		}
+		checkTrace(t,
+			"alloc counter",
+			"state1 missing=(nil)",
+			"state2 counter=2 same=1",
+			"end",
+			"cleanup counter=2",
+		)
+	})
 }
 
 // Stack memory is zeroed and aligned; its cleanup runs once
 // when the step completes in any way, after the step's own error handler
 // has returned.
 func TestStackCleanupWhenTheStepCompletes(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mode int
-		want []string
-	}{
-		{"success", 0, []string{"stack cleanup 0", "stack2"}},
-		{"sub-steps", 1, []string{"stack sub", "stack cleanup 1", "stack2"}},
-		// The failing step's own error handler still reads its stack memory.
-		{"error", 2, []string{"stack eh Fail mem=2", "stack cleanup 2", "stack2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		for _, tc := range []struct {
+			name string
+			mode int
+			want []string
+		}{
+			{"success", 0, []string{"stack cleanup 0", "stack2"}},
+			{"sub-steps", 1, []string{"stack sub", "stack cleanup 1", "stack2"}},
+			// The failing step's own error handler still reads its stack memory.
+			{"error", 2, []string{"stack eh Fail mem=2", "stack cleanup 2", "stack2"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r, root := newRoot(t)
+				ctest.Stack(root, tc.mode)
+				if _, err := run(t, r); err != nil {
+					t.Fatal(err)
+				}
+				checkTrace(t, append([]string{"stack1 zeroed=1 aligned=1", "stack1 returns"}, tc.want...)...)
+			})
+		}
+		t.Run("cancel", func(t *testing.T) {
 			r, root := newRoot(t)
-			ctest.Stack(root, tc.mode)
-			if _, err := run(t, r); err != nil {
-				t.Fatal(err)
+			ctest.Stack(root, 3)
+			ch := r.Promise()
+			if !ctest.WaitFor("waiting", 5*time.Second) {
+				t.Fatal("the step did not start")
 			}
-			checkTrace(t, append([]string{"stack1 zeroed=1 aligned=1", "stack1 returns"}, tc.want...)...)
+			cabiCancel(root)
+			if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+				t.Fatalf("Err %v, want context.Canceled", res.Err)
+			}
+			checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
 		})
-	}
-	t.Run("cancel", func(t *testing.T) {
-		r, root := newRoot(t)
-		ctest.Stack(root, 3)
-		ch := r.Promise()
-		if !ctest.WaitFor("waiting", 5*time.Second) {
-			t.Fatal("the step did not start")
-		}
-		cabiCancel(root)
-		if res := <-ch; !errors.Is(res.Err, context.Canceled) {
-			t.Fatalf("Err %v, want context.Canceled", res.Err)
-		}
-		checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
 	})
 }
 
@@ -254,183 +279,204 @@ func cabiIsValid(root unsafe.Pointer) int { return ctest.IsValid(root) }
 // setTimeout from C: the cancel handler runs, then the error handler sees
 // Timeout and still reads the step's stack memory, cleaned up after it.
 func TestSetTimeoutExpires(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Timeout(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t, "timeout cancel", "timeout eh Timeout mem=8", "stack cleanup 8", "after timeout")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.Timeout(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "timeout cancel", "timeout eh Timeout mem=8", "stack cleanup 8", "after timeout")
+	})
 }
 
 // success from another thread, while the callback still
 // runs, completes the step once, on the loop thread; later calls on the
 // stale pointer are ignored, their values still cleaned up once.
 func TestWaitExternalSuccessFromAnotherThread(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Wait(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t, "thread: is_same_thread=0", "wait1 returns", "wait2 7 cleanups=2")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.Wait(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "thread: is_same_thread=0", "wait1 returns", "wait2 7 cleanups=2")
+	})
 }
 
 // Loops: labels, NULL == "", continue and break of an
 // outer loop from an inner one; loops give no args to the next step.
 func TestLoopsWithLabels(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Loops(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t,
-		"outer 1", "inner 1.0", "inner 1.1",
-		"outer 2", "inner 2.0", "inner 2.1",
-		"after loops args=0",
-	)
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.Loops(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t,
+			"outer 1", "inner 1.0", "inner 1.1",
+			"outer 2", "inner 2.0", "inner 2.1",
+			"after loops args=0",
+		)
+	})
 }
 
 // The parallel pointer is the library's; each branch has
 // its own rootId, shared by its sub-steps; the flow's steps share one.
 func TestParallelBranchesHaveTheirOwnRootID(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Parallel(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t,
-		"branch 0 args=0", "branch 1 args=0", "branch 2 args=0",
-		"nested 0 same=1", "nested 1 same=1", "nested 2 same=1",
-		"par2 flow same=1 step same=1 branches distinct=1",
-	)
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.Parallel(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t,
+			"branch 0 args=0", "branch 1 args=0", "branch 2 args=0",
+			"nested 0 same=1", "nested 1 same=1", "nested 2 same=1",
+			"par2 flow same=1 step same=1 branches distinct=1",
+		)
+	})
 }
 
 // sched_is_valid is false once the callback ran or was
 // cancelled; sched_cancel is harmless then; sched_immediate works from
 // another thread and its callback runs on the loop.
 func TestSchedHandles(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Sched(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t,
-		"sched1 valid=111",
-		"sched1 cancelled valid=0",
-		"sched imm imm=0 def=1 cancelled=0",
-		"sched def imm=0 def=0 cancelled=0",
-		"sched from thread",
-	)
+	eachCaller(t, func(t *testing.T, ri bool) {
+		r, root := newRoot(t)
+		ctest.Sched(root)
+		dropLastResult(r, ri)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t,
+			"sched1 valid=111",
+			"sched1 cancelled valid=0",
+			"sched imm imm=0 def=1 cancelled=0",
+			"sched def imm=0 def=0 cancelled=0",
+			"sched from thread",
+		)
+	})
 }
 
 // addSync with our Mutex from C: one flow at a time in the
 // critical section, the lock given back also when f fails.
 func TestAddSyncWithOurMutex(t *testing.T) {
-	ctest.Reset()
-	loop := asyncsteps.NewLoop()
-	t.Cleanup(loop.Close)
-	m := cabi.Sync(asyncsteps.NewMutex(1))
-	defer cabi.FreeSync(m)
-	a, b := cabi.New(loop), cabi.New(loop)
-	ctest.Sync(a, m, "A", true)
-	ctest.Sync(b, m, "B", false)
-	ctest.Execute(a, "a")
-	ctest.Execute(b, "b")
-	if !ctest.WaitDone(2, 5*time.Second) {
-		t.Fatalf("flows did not end:\n%s", ctest.Trace())
-	}
-	ctest.Free(a)
-	ctest.Free(b)
-	// A's failing section gives the lock back to B, which waits on the same
-	// loop: B resumes before A's next step ("end"), as on a TestTool.
-	checkTrace(t, "A enter", "A leave", "A eh Fail", "B enter", "end", "B leave", "end")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		t.Cleanup(loop.Close)
+		m := cabi.Sync(asyncsteps.NewMutex(1))
+		defer cabi.FreeSync(m)
+		a, b := cabi.New(loop), cabi.New(loop)
+		ctest.Sync(a, m, "A", true)
+		ctest.Sync(b, m, "B", false)
+		ctest.Execute(a, "a")
+		ctest.Execute(b, "b")
+		if !ctest.WaitDone(2, 5*time.Second) {
+			t.Fatalf("flows did not end:\n%s", ctest.Trace())
+		}
+		ctest.Free(a)
+		ctest.Free(b)
+		// A's failing section gives the lock back to B, which waits on the same
+		// loop: B resumes before A's next step ("end"), as on a TestTool.
+		checkTrace(t, "A enter", "A leave", "A eh Fail", "B enter", "end", "B leave", "end")
+	})
 }
 
 // addSync with a foreign FutoInSync: lock may make the step
 // wait; f runs once it is held; unlock is called once when f's step ends.
 func TestAddSyncWithForeignSync(t *testing.T) {
-	for _, fail := range []bool{false, true} {
-		root := newCRoot(t)
-		ctest.Sync(root, ctest.FakeSync(), "F", fail)
-		ctest.Execute(root, "f")
-		if !ctest.WaitDone(1, 5*time.Second) {
-			t.Fatalf("flow did not end:\n%s", ctest.Trace())
+	eachCaller(t, func(t *testing.T, _ bool) {
+		for _, fail := range []bool{false, true} {
+			root := newCRoot(t)
+			ctest.Sync(root, ctest.FakeSync(), "F", fail)
+			ctest.Execute(root, "f")
+			if !ctest.WaitDone(1, 5*time.Second) {
+				t.Fatalf("flow did not end:\n%s", ctest.Trace())
+			}
+			ctest.Free(root)
+			if fail {
+				checkTrace(t, "lock", "locked", "F enter", "F leave", "F eh Fail", "unlock", "end")
+			} else {
+				checkTrace(t, "lock", "locked", "F enter", "F leave", "unlock", "end")
+			}
 		}
-		ctest.Free(root)
-		if fail {
-			checkTrace(t, "lock", "locked", "F enter", "F leave", "F eh Fail", "unlock", "end")
-		} else {
-			checkTrace(t, "lock", "locked", "F enter", "F leave", "unlock", "end")
-		}
-	}
+	})
 }
 
 // A pointer kept from a completed step is stale: isValid is 0
 // and every call is ignored, on the loop and from another thread.
 func TestStalePointerIsIgnored(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.Stale(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	ctest.StaleCall() // from another thread, after the flow
-	time.Sleep(20 * time.Millisecond)
-	checkTrace(t,
-		"stale1 valid=1",
-		"stale valid=0 reset=1",
-		"stale2 cleanups=1",
-		"stale valid=0 reset=1",
-	)
-	if n := ctest.Cleanups(); n != 2 {
-		t.Errorf("cleanups %d, want 2", n)
-	}
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.Stale(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		ctest.StaleCall() // from another thread, after the flow
+		time.Sleep(20 * time.Millisecond)
+		checkTrace(t,
+			"stale1 valid=1",
+			"stale valid=0 reset=1",
+			"stale2 cleanups=1",
+			"stale valid=0 reset=1",
+		)
+		if n := ctest.Cleanups(); n != 2 {
+			t.Errorf("cleanups %d, want 2", n)
+		}
+	})
 }
 
 // An error that ends the flow calls unhandled_error once,
 // on the loop, with the root and data; free cancels a running flow (its
 // cancel handler runs, unhandled_error does not).
 func TestUnhandledErrorAndFree(t *testing.T) {
-	root := newCRoot(t)
-	ctest.Errors(root)
-	ctest.Execute(root, "data")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("no unhandled error")
-	}
-	time.Sleep(10 * time.Millisecond)
-	checkTrace(t,
-		"err1 last_exception=(null)",
-		"err1 returns",
-		"err1_eh MyError info=my info last_exception=MyError unknown=(nil)",
-		"unhandled MyError data=data root=1",
-	)
-	ctest.Reset()
-	ctest.Stack(root, 3)
-	ctest.Execute(root, "data")
-	if !ctest.WaitFor("waiting", 5*time.Second) {
-		t.Fatal("the step did not start")
-	}
-	ctest.Free(root)
-	if !ctest.WaitFor("stack cleanup", 5*time.Second) {
-		t.Fatal("free did not cancel the flow")
-	}
-	time.Sleep(10 * time.Millisecond)
-	checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		root := newCRoot(t)
+		ctest.Errors(root)
+		ctest.Execute(root, "data")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatal("no unhandled error")
+		}
+		time.Sleep(10 * time.Millisecond)
+		checkTrace(t,
+			"err1 last_exception=(null)",
+			"err1 returns",
+			"err1_eh MyError info=my info last_exception=MyError unknown=(nil)",
+			"unhandled MyError data=data root=1",
+		)
+		ctest.Reset()
+		ctest.Stack(root, 3)
+		ctest.Execute(root, "data")
+		if !ctest.WaitFor("waiting", 5*time.Second) {
+			t.Fatal("the step did not start")
+		}
+		ctest.Free(root)
+		if !ctest.WaitFor("stack cleanup", 5*time.Second) {
+			t.Fatal("free did not cancel the flow")
+		}
+		time.Sleep(10 * time.Millisecond)
+		checkTrace(t, "stack1 zeroed=1 aligned=1", "waiting", "stack1 returns", "stack cancel", "stack cleanup 3")
+	})
 }
 
 // Execute on a running root starts nothing, and the flow keeps
 // the unhandled_error and data it was started with.
 func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
-	root := newCRoot(t)
-	ctest.Held(root)
-	ctest.ExecuteOnly(root, "first", 1)
-	if !ctest.WaitFor("held", 5*time.Second) {
-		t.Fatal("the step did not start")
-	}
-	ctest.ExecuteOnly(root, "second", 2)
-	ctest.FailHeld()
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("no unhandled error")
-	}
-	checkTrace(t, "held", "unhandled Boom data=first root=1")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		root := newCRoot(t)
+		ctest.Held(root)
+		ctest.ExecuteOnly(root, "first", 1)
+		if !ctest.WaitFor("held", 5*time.Second) {
+			t.Fatal("the step did not start")
+		}
+		ctest.ExecuteOnly(root, "second", 2)
+		ctest.FailHeld()
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatal("no unhandled error")
+		}
+		checkTrace(t, "held", "unhandled Boom data=first root=1")
+	})
 }
 
 // An execution's error goes to the unhandled_error and data of
@@ -570,72 +616,76 @@ func waitIdle(t *testing.T, r *asyncsteps.Root) {
 // closed loop's error to the execute's unhandled_error, and free on a
 // closed loop still cleans up the state variables, on the calling thread.
 func TestClosedLoopStillReportsAndCleansUp(t *testing.T) {
-	ctest.Reset()
-	loop := asyncsteps.NewLoop()
-	r := asyncsteps.New(asyncsteps.WithTool(loop))
-	root := cabi.Binary(r)
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
-	loop.Close()
-	ctest.ExecuteOnly(root, "first", 1)
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatalf("no unhandled_error; trace %q", ctest.Trace())
-	}
-	// Called on another thread (cabi's doc), which the C side logs.
-	if !slices.Contains(ctest.Lines(), "unhandled InternalError data=first root=1") {
-		t.Errorf("trace %q, want the closed loop's error for the first execute", ctest.Trace())
-	}
+	eachCaller(t, func(t *testing.T, _ bool) {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		root := cabi.Binary(r)
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
+		loop.Close()
+		ctest.ExecuteOnly(root, "first", 1)
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatalf("no unhandled_error; trace %q", ctest.Trace())
+		}
+		// Called on another thread (cabi's doc), which the C side logs.
+		if !slices.Contains(ctest.Lines(), "unhandled InternalError data=first root=1") {
+			t.Errorf("trace %q, want the closed loop's error for the first execute", ctest.Trace())
+		}
 
-	ctest.Reset()
-	loop = asyncsteps.NewLoop()
-	owned := cabi.New(loop)
-	ctest.State(owned)
-	ctest.Execute(owned, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("the flow did not end")
-	}
-	loop.Close()
-	ctest.Free(owned)
-	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Errorf("free on a closed loop cleaned up nothing: %q", ctest.Trace())
-	}
-	if cabi.Wrap(owned) != nil {
-		t.Error("the root is still valid after free")
-	}
+		ctest.Reset()
+		loop = asyncsteps.NewLoop()
+		owned := cabi.New(loop)
+		ctest.State(owned)
+		ctest.Execute(owned, "x")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatal("the flow did not end")
+		}
+		loop.Close()
+		ctest.Free(owned)
+		if !ctest.WaitFor("cleanup", 5*time.Second) {
+			t.Errorf("free on a closed loop cleaned up nothing: %q", ctest.Trace())
+		}
+		if cabi.Wrap(owned) != nil {
+			t.Error("the root is still valid after free")
+		}
+	})
 }
 
 // free from another thread while the loop is closing but still runs a step
 // of the flow: the cleanups wait for the loop's goroutine to exit, and then
 // run.
 func TestFreeOnAClosingLoopWaitsForItsLastStep(t *testing.T) {
-	ctest.Reset()
-	loop := asyncsteps.NewLoop()
-	owned := cabi.New(loop)
-	r := cabi.Wrap(owned).(*asyncsteps.Root)
-	ctest.State(owned) // two C steps that allocate the state variable "counter"
-	in, resume := make(chan struct{}), make(chan struct{})
-	var traceInStep string
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		close(in)
-		<-resume
-		traceInStep = ctest.Trace() // a C step would still read *counter here
+	eachCaller(t, func(t *testing.T, _ bool) {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		owned := cabi.New(loop)
+		r := cabi.Wrap(owned).(*asyncsteps.Root)
+		ctest.State(owned) // two C steps that allocate the state variable "counter"
+		in, resume := make(chan struct{}), make(chan struct{})
+		var traceInStep string
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			close(in)
+			<-resume
+			traceInStep = ctest.Trace() // a C step would still read *counter here
+		})
+		ctest.ExecuteOnly(owned, "x", 1)
+		<-in
+		closed := make(chan struct{})
+		go func() { loop.Close(); close(closed) }()
+		for loop.Deferred(time.Hour, func() {}).IsValid() { // until the loop refuses callbacks
+			time.Sleep(time.Millisecond)
+		}
+		ctest.Free(owned) // returns at once
+		time.Sleep(50 * time.Millisecond)
+		close(resume)
+		<-closed
+		if strings.Contains(traceInStep, "cleanup") {
+			t.Errorf("state variables cleaned up while a step of the flow ran:\n%s", traceInStep)
+		}
+		if !ctest.WaitFor("cleanup", 5*time.Second) {
+			t.Errorf("no cleanup after the loop exited: %q", ctest.Trace())
+		}
 	})
-	ctest.ExecuteOnly(owned, "x", 1)
-	<-in
-	closed := make(chan struct{})
-	go func() { loop.Close(); close(closed) }()
-	for loop.Deferred(time.Hour, func() {}).IsValid() { // until the loop refuses callbacks
-		time.Sleep(time.Millisecond)
-	}
-	ctest.Free(owned) // returns at once
-	time.Sleep(50 * time.Millisecond)
-	close(resume)
-	<-closed
-	if strings.Contains(traceInStep, "cleanup") {
-		t.Errorf("state variables cleaned up while a step of the flow ran:\n%s", traceInStep)
-	}
-	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Errorf("no cleanup after the loop exited: %q", ctest.Trace())
-	}
 }
 
 // Wrap gives back the Go value behind one of our pointers.
@@ -750,79 +800,133 @@ func TestWrapForeignTable(t *testing.T) {
 // its cleanup called once, by itself; the library does not call it again
 // when the step completes, at once or after waiting.
 func TestCStepTakesAValueOver(t *testing.T) {
-	for _, wait := range []bool{false, true} {
-		t.Run(fmt.Sprint("wait=", wait), func(t *testing.T) {
-			r, root := newRoot(t)
-			ctest.TakeOver(root, wait)
-			ch := r.Promise()
-			if wait {
-				if !ctest.WaitFor("take2", 5*time.Second) {
-					t.Fatal("the step did not start")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		for _, wait := range []bool{false, true} {
+			t.Run(fmt.Sprint("wait=", wait), func(t *testing.T) {
+				r, root := newRoot(t)
+				ctest.TakeOver(root, wait)
+				ch := r.Promise()
+				if wait {
+					if !ctest.WaitFor("take2", 5*time.Second) {
+						t.Fatal("the step did not start")
+					}
+					ctest.SucceedHeld()
 				}
-				ctest.SucceedHeld()
-			}
-			if res := <-ch; res.Err != nil {
-				t.Fatal(res.Err)
-			}
-			checkTrace(t, "taken cleanup 9", "take2 cleanups=1", "take3 cleanups=1")
-			runtime.GC()
-			time.Sleep(20 * time.Millisecond)
-			if n := ctest.Cleanups(); n != 1 {
-				t.Errorf("cleanups %d, want 1", n)
-			}
-		})
-	}
+				if res := <-ch; res.Err != nil {
+					t.Fatal(res.Err)
+				}
+				checkTrace(t, "taken cleanup 9", "take2 cleanups=1", "take3 cleanups=1")
+				runtime.GC()
+				time.Sleep(20 * time.Millisecond)
+				if n := ctest.Cleanups(); n != 1 {
+					t.Errorf("cleanups %d, want 1", n)
+				}
+			})
+		}
+	})
 }
 
 // A loop body that calls success and then breakLoop in one callback (the
 // C++ reference implementation's await does so): the break wins, and the
 // success's args reach the step after the loop.
 func TestSuccessThenBreakCarriesArgsPastTheLoop(t *testing.T) {
-	r, root := newRoot(t)
-	ctest.AwaitLike(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t, "await body 0", "await body 1", "after await typed 5")
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		ctest.AwaitLike(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "await body 0", "await body 1", "after await typed 5")
+	})
 }
 
 // A root's isValid is false while its flow runs, true while it
 // is idle (as on the C++ reference implementation).
 func TestRunningRootIsNotValid(t *testing.T) {
-	r, root := newRoot(t)
-	if v := cabiIsValid(root); v != 1 {
-		t.Errorf("idle root isValid %d, want 1", v)
-	}
-	ctest.Running(root)
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t, "running root valid=0 step valid=1")
-	if v := cabiIsValid(root); v != 1 {
-		t.Errorf("ended root isValid %d, want 1", v)
-	}
+	eachCaller(t, func(t *testing.T, _ bool) {
+		r, root := newRoot(t)
+		if v := cabiIsValid(root); v != 1 {
+			t.Errorf("idle root isValid %d, want 1", v)
+		}
+		ctest.Running(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "running root valid=0 step valid=1")
+		if v := cabiIsValid(root); v != 1 {
+			t.Errorf("ended root isValid %d, want 1", v)
+		}
+	})
 }
 
 // "error_info" and "last_exception" are reserved only without
 // allocate; with one they are ordinary variables, cleaned up by free.
 func TestReservedNamesWithAllocateAreVariables(t *testing.T) {
-	root := newCRoot(t)
-	ctest.Reserved(root)
-	ctest.Execute(root, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatalf("the flow did not end: %q", ctest.Trace())
+	eachCaller(t, func(t *testing.T, _ bool) {
+		root := newCRoot(t)
+		ctest.Reserved(root)
+		ctest.Execute(root, "x")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatalf("the flow did not end: %q", ctest.Trace())
+		}
+		ctest.Free(root)
+		if !ctest.WaitFor("cleanup last_exception", 5*time.Second) {
+			t.Fatalf("no cleanup after free: %q", ctest.Trace())
+		}
+		checkTrace(t,
+			"alloc error_info",
+			"alloc last_exception",
+			"reserved error_info=41 last_exception=42 same=1",
+			"reserved eh Reserved info=the info last_exception=Reserved",
+			"end",
+			"cleanup error_info=41",
+			"cleanup last_exception=42",
+		)
+	})
+}
+
+// eachCaller runs body twice: with C steps that call the library as its
+// documentation allows ("doc"), and with C steps that call it as the C++
+// reference implementation does ("ri", ri true: every received value taken
+// over and its slot reset, args always dereferenced, no NULL args to
+// success and placeholder custom objects in its unused slots, labels freed
+// right after each call, stack memory read by the step's error handler).
+// In "ri", every placeholder and stack memory must then be cleaned up
+// exactly once.
+func eachCaller(t *testing.T, body func(t *testing.T, ri bool)) {
+	t.Helper()
+	for _, ri := range []bool{false, true} {
+		name := "doc"
+		if ri {
+			name = "ri"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctest.SetStrict(ri)
+			defer ctest.SetStrict(false)
+			before := ctest.StrictAlive() // what an earlier failure left
+			body(t, ri)
+			if !ri || t.Failed() {
+				return
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for ctest.StrictAlive() > before && time.Now().Before(deadline) {
+				runtime.GC() // placeholders given to Go steps are the GC's
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n := ctest.StrictAlive() - before; n != 0 {
+				t.Errorf("%d placeholders or stack memories of the caller cleaned up %s", n,
+					map[bool]string{true: "never", false: "twice (negative)"}[n > 0])
+			}
+		})
 	}
-	ctest.Free(root)
-	if !ctest.WaitFor("cleanup last_exception", 5*time.Second) {
-		t.Fatalf("no cleanup after free: %q", ctest.Trace())
+}
+
+// dropLastResult adds to r, for the "ri" caller, a last Go step that
+// drops the args of the C step before it: a Root keeps its flow's result
+// until its next execution, and the placeholders of that result would
+// otherwise outlive the test.
+func dropLastResult(r *asyncsteps.Root, ri bool) {
+	if ri {
+		r.Add(func(asyncsteps.AsyncSteps, ...any) {})
 	}
-	checkTrace(t,
-		"alloc error_info",
-		"alloc last_exception",
-		"reserved error_info=41 last_exception=42 same=1",
-		"reserved eh Reserved info=the info last_exception=Reserved",
-		"end",
-		"cleanup error_info=41",
-		"cleanup last_exception=42",
-	)
 }

@@ -277,13 +277,14 @@ func cabiLoop(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f unsafe.Pointer, lb
 		return
 	}
 	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_loop_fn(f), &loopCarry{}
+	lbls := label(lbl) // now: the caller may free it when this returns
 	n.adds()
 	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
 		as.Loop(func(as asyncsteps.AsyncSteps) {
 			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 				C.cabi_call_loop(fn, bsi, data)
 			})
-		}, label(lbl)...)
+		}, lbls...)
 	})
 }
 
@@ -314,6 +315,7 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f 
 		return
 	}
 	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_repeat_fn(f), &loopCarry{}
+	lbls := label(lbl) // now: the caller may free it when this returns
 	cnt := int(min(uint64(count), math.MaxInt))
 	n.adds()
 	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
@@ -321,7 +323,7 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f 
 			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 				C.cabi_call_repeat(fn, bsi, data, C.size_t(i))
 			})
-		}, label(lbl)...)
+		}, lbls...)
 	})
 }
 

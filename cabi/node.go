@@ -82,14 +82,22 @@ func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node 
 // release ends the node: its pointer turns stale, the stack memory and the
 // received custom objects are cleaned up, the parallel objects it made are
 // released. Loop only; idempotent.
-func (n *node) release() { n.end(false) }
+func (n *node) release() { n.end(false, false) }
 
-// fail is release for a step that an error (or a cancel) ends: its stack
-// memory outlives it until its own error handler has returned, or, when
-// none runs (a cancel), until the loop's next turn.
-func (n *node) fail() { n.end(true) }
+// fail is release for a step that an error ends: its stack memory outlives
+// it until its own error handler has returned, however many turns of the
+// loop the error takes to reach it (through addSync's unlock, for one); if
+// the handler never runs (a cancel meanwhile), until the flow's next C
+// callback or free.
+func (n *node) fail() { n.end(true, true) }
 
-func (n *node) end(failed bool) {
+// cancelled is release for a step whose cancel handler the engine runs (a
+// cancel, a timeout, an error unwinding through it): its stack memory
+// outlives it until the loop's next turn, for an error handler that
+// follows in this one.
+func (n *node) cancelled() { n.end(true, false) }
+
+func (n *node) end(failed, byError bool) {
 	if n.released {
 		return
 	}
@@ -103,7 +111,11 @@ func (n *node) end(failed bool) {
 	if failed && n.link != nil && len(n.stacks) > 0 {
 		n.link.keep(n.stacks)
 		l := n.link
-		n.flow.post(l.clean, l.clean)
+		if byError {
+			n.flow.failed = append(n.flow.failed, l)
+		} else {
+			n.flow.post(l.clean, l.clean)
+		}
 	} else {
 		freeStacks(n.stacks)
 	}
@@ -223,7 +235,7 @@ func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 		n.inCall = false
 		n.pending = nil // the step is over: an abort has nothing left to abort
 	}
-	n.fail()
+	n.cancelled()
 }
 
 // wait marks the step as waiting for an external completion.
@@ -262,6 +274,11 @@ type flowCtx struct {
 
 	vars     []*cVar // loop-owned
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over
+	// loop-owned: the links of steps that failed with an error, whose stack
+	// memory waits for their error handler (handling: the one now running);
+	// the flow's next other C callback, or free, cleans up what is left.
+	failed   []*stepLink
+	handling *stepLink
 }
 
 // flowRes is the part of a flowCtx that a GC cleanup frees once the flow's
@@ -413,6 +430,23 @@ func (fc *flowCtx) cleanVars() {
 		}
 	}
 	fc.vars = nil
+	fc.handling = nil
+	fc.cleanFailed()
+}
+
+// cleanFailed cleans up the stack memory of failed steps, but that of the
+// step whose error handler is about to run.
+func (fc *flowCtx) cleanFailed() {
+	kept := fc.failed[:0]
+	for _, l := range fc.failed {
+		if l == fc.handling {
+			kept = append(kept, l) // cleaned when its handler returns
+			continue
+		}
+		l.clean()
+	}
+	clear(fc.failed[len(kept):])
+	fc.failed = kept
 }
 
 // sweep releases the nodes made by Binary whose Go step is over.
@@ -439,6 +473,10 @@ func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup 
 	if len(fc.external) > 0 {
 		fc.sweep()
 	}
+	if len(fc.failed) > 0 {
+		fc.cleanFailed()
+	}
+	fc.handling = nil
 	n := newNode(kindStep, as, fc, rootID)
 	if setup != nil {
 		setup(n)
@@ -534,6 +572,7 @@ func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, dat
 		return nil
 	}
 	return func(as asyncsteps.AsyncSteps, code string) {
+		fc.handling = link
 		fc.runC(as, rootID, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 			cs := C.CString(code)
 			defer C.free(unsafe.Pointer(cs))

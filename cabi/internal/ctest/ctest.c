@@ -118,6 +118,222 @@ static const FutoInType t_double = {FTN_TYPE_DOUBLE, NULL};
 static const FutoInType t_bool = {FTN_TYPE_BOOL, NULL};
 static const FutoInType t_custom = {FTN_TYPE_CUSTOM_OBJECT, custom_cleanup};
 
+// ---- the caller's conventions: the library's own, or the C++ RI's ------------------
+//
+// Every C step below is added, and every success, loop and break is called,
+// through the ct_* functions of this section. With ct_set_strict(1) they call
+// the library as the FutoIn C++ reference implementation does as a caller,
+// where our documentation allows more:
+//   - each step callback dereferences its args and takes over every value it
+//     receives: moved out, the slot reset, cleaned up by the test when the
+//     callback returns (unless the callback passed it on), exactly once;
+//   - success never gets NULL args, and every unused slot is filled with a
+//     placeholder custom object, whose cleanup must run exactly once;
+//   - labels given to loop, repeat, breakLoop and continueLoop are the test's
+//     own heap strings, overwritten and freed as soon as the call returns
+//     (stricter than the RI, which keeps them for the loop's life);
+//   - each step takes stack memory that its error handler reads (the RI keeps
+//     it until the step's handler has returned).
+// State variables are made only through allocate in both modes, and in RI
+// mode every access of an existing one passes allocate too, as the RI does;
+// reads without allocate of absent names, "error_info" and
+// "last_exception" are this library's extension and stay in both modes.
+// A broken rule is logged as a VIOLATION (or, freed memory, caught by ASan).
+
+static int strict;
+static int strict_alive; // placeholders and stack canaries not yet cleaned up
+
+void ct_set_strict(int on) { __atomic_store_n(&strict, on, __ATOMIC_SEQ_CST); }
+static int is_strict(void) { return __atomic_load_n(&strict, __ATOMIC_SEQ_CST); }
+
+int ct_strict_alive(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = strict_alive;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+static void alive_add(int d)
+{
+    pthread_mutex_lock(&mu);
+    strict_alive += d;
+    pthread_mutex_unlock(&mu);
+}
+
+enum { LIVE = 0x11fe, DEAD = 0xdead };
+
+// checked_free checks that p is alive, marks it dead and frees it.
+static void checked_free(int* p, const char* what)
+{
+    if (*p != LIVE) {
+        LOG("VIOLATION: %s cleaned up twice", what);
+        return;
+    }
+    *p = DEAD;
+    free(p);
+    alive_add(-1);
+}
+
+static int* checked_new(void)
+{
+    int* p = malloc(sizeof(int));
+    *p = LIVE;
+    alive_add(1);
+    return p;
+}
+
+static void placeholder_of_caller_cleanup(FutoInBinaryValue* v) { checked_free((int*)v->p, "a placeholder"); }
+static const FutoInType t_caller_placeholder = {FTN_TYPE_CUSTOM_OBJECT, placeholder_of_caller_cleanup};
+
+static void ct_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
+{
+    if (!is_strict()) {
+        bsi->api->success(bsi, args);
+        return;
+    }
+    FutoInArgs none;
+    if (args == NULL) {
+        memset(&none, 0, sizeof(none));
+        args = &none;
+    }
+    for (int k = 0; k < 4; ++k) {
+        if (args->args[k].type == NULL) {
+            args->args[k].type = &t_caller_placeholder;
+            args->args[k].p = checked_new();
+        }
+    }
+    bsi->api->success(bsi, args);
+    for (int k = 0; k < 4; ++k) {
+        if (args->args[k].type != NULL) {
+            LOG("VIOLATION: success left slot %d to its caller", k);
+        }
+    }
+}
+
+typedef struct {
+    FutoInAsyncSteps_execute_callback f;
+    FutoInAsyncSteps_error_callback eh;
+    void* data;
+    int* stack; // the step's stack canary, read by its error handler
+} ct_wrapped;
+
+static ct_wrapped wrapped[4096]; // a ring: a test adds far fewer steps
+static unsigned nwrapped;
+
+static ct_wrapped* wrap(void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
+{
+    pthread_mutex_lock(&mu);
+    ct_wrapped* w = &wrapped[nwrapped++ % 4096];
+    pthread_mutex_unlock(&mu);
+    *w = (ct_wrapped){f, eh, data, NULL};
+    return w;
+}
+
+// stack_canary_cleanup checks the step's stack memory is cleaned up once;
+// the library frees it.
+static void stack_canary_cleanup(void* p)
+{
+    int* c = p;
+    if (*c != LIVE) {
+        LOG("VIOLATION: stack memory cleaned up twice");
+        return;
+    }
+    *c = DEAD;
+    alive_add(-1);
+}
+
+static void strict_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    ct_wrapped* w = data;
+    FutoInArgs* slots = (FutoInArgs*)in;
+    FutoInArgs mine = *slots; // dereferenced, as the RI does
+    memset(slots, 0, sizeof(*slots)); // taken over: the slots are reset
+    w->stack = bsi->api->stack(bsi, sizeof(int), stack_canary_cleanup);
+    *w->stack = LIVE;
+    alive_add(1);
+    w->f(bsi, w->data, &mine);
+    for (int k = 0; k < 4; ++k) {
+        futoin_reset_binval(&mine.args[k]); // cleaned up once, by the receiver
+    }
+}
+
+static void strict_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    ct_wrapped* w = data;
+    if (w->stack != NULL && *w->stack != LIVE) {
+        LOG("VIOLATION: the step's stack memory is gone in its error handler");
+    }
+    w->eh(bsi, w->data, code);
+}
+
+static void ct_add(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
+{
+    if (!is_strict()) {
+        bsi->api->add(bsi, data, f, eh);
+        return;
+    }
+    bsi->api->add(bsi, wrap(data, f, eh), strict_step, eh ? strict_eh : NULL);
+}
+
+static void ct_add_sync(FutoInAsyncSteps* bsi, FutoInSync* sync, void* data, FutoInAsyncSteps_execute_callback f,
+                        FutoInAsyncSteps_error_callback eh)
+{
+    if (!is_strict()) {
+        bsi->api->addSync(bsi, sync, data, f, eh);
+        return;
+    }
+    bsi->api->addSync(bsi, sync, wrap(data, f, eh), strict_step, eh ? strict_eh : NULL);
+}
+
+// ct_passed_on marks slot k of a step's args as moved into its success (RI
+// mode: the caller's copy must not be cleaned up as well).
+static void ct_passed_on(const FutoInArgs* in, int k)
+{
+    if (is_strict()) {
+        memset(&((FutoInArgs*)in)->args[k], 0, sizeof(FutoInBinaryValue));
+    }
+}
+
+// label_copy returns label as a heap string of the test's in RI mode.
+static const char* label_copy(const char* label) { return is_strict() && label != NULL ? strdup(label) : label; }
+
+static void label_drop(const char* given, const char* label)
+{
+    if (given != label) {
+        memset((char*)given, 'x', strlen(given));
+        free((char*)given);
+    }
+}
+
+static void ct_loop(FutoInAsyncSteps* bsi, void* data, void (*f)(FutoInAsyncSteps*, void*), const char* label)
+{
+    const char* l = label_copy(label);
+    bsi->api->loop(bsi, data, f, l);
+    label_drop(l, label);
+}
+
+static void ct_repeat(FutoInAsyncSteps* bsi, void* data, size_t count, void (*f)(FutoInAsyncSteps*, void*, size_t), const char* label)
+{
+    const char* l = label_copy(label);
+    bsi->api->repeat(bsi, data, count, f, l);
+    label_drop(l, label);
+}
+
+static void ct_break(FutoInAsyncSteps* bsi, const char* label)
+{
+    const char* l = label_copy(label);
+    bsi->api->breakLoop(bsi, l);
+    label_drop(l, label);
+}
+
+static void ct_continue(FutoInAsyncSteps* bsi, const char* label)
+{
+    const char* l = label_copy(label);
+    bsi->api->continueLoop(bsi, l);
+    label_drop(l, label);
+}
+
 static void end_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
 {
     (void)data;
@@ -136,7 +352,7 @@ static void unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
 
 void ct_execute(FutoInAsyncSteps* root, const char* data)
 {
-    root->api->add(root, NULL, end_step, NULL);
+    ct_add(root, NULL, end_step, NULL);
     root->api->execute(root, (void*)data, unhandled);
 }
 
@@ -167,7 +383,7 @@ static void held1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 }
 
 // ct_held adds a step that waits until ct_fail_held fails it.
-void ct_held(FutoInAsyncSteps* root) { root->api->add(root, NULL, held1, NULL); }
+void ct_held(FutoInAsyncSteps* root) { ct_add(root, NULL, held1, NULL); }
 void ct_fail_held(void) { held->api->handle_error(held, "Boom", NULL); }
 
 void ct_cancel(FutoInAsyncSteps* root) { root->api->cancel(root); }
@@ -197,7 +413,7 @@ static void args1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     out.arg3.type = &t_str16;
     out.arg3.cstr16 = s16;
     out.arg3.length = 5;
-    bsi->api->success(bsi, &out);
+    ct_success(bsi, &out);
     memset(s, 'x', 6); // copied: the caller may reuse its memory at once
     free(s);
     arr[0] = 99;
@@ -206,7 +422,7 @@ static void args1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     LOG("args1 reset=%d cleanups=%d", reset, ct_cleanups());
 }
 
-void ct_args(FutoInAsyncSteps* root) { root->api->add(root, NULL, args1, NULL); }
+void ct_args(FutoInAsyncSteps* root) { ct_add(root, NULL, args1, NULL); }
 
 static void args2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
@@ -221,16 +437,17 @@ static void args2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     FutoInArgs out;
     memset(&out, 0, sizeof(out));
     out.arg0 = a[3]; // the Go value comes back as itself
+    ct_passed_on(in, 3);
     out.arg1.type = &t_u8;
     out.arg1.u8 = 200;
     out.arg2.type = &t_double;
     out.arg2.d = 1.5;
     out.arg3.type = &t_bool;
     out.arg3.b = true;
-    bsi->api->success(bsi, &out);
+    ct_success(bsi, &out);
 }
 
-void ct_go_value(FutoInAsyncSteps* root) { root->api->add(root, NULL, args2, NULL); }
+void ct_go_value(FutoInAsyncSteps* root) { ct_add(root, NULL, args2, NULL); }
 
 // empty1 succeeds with an empty first slot; empty2 logs what it gets.
 static void empty1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -242,7 +459,7 @@ static void empty1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     memset(&out, 0, sizeof(out));
     out.arg1.type = &t_u8;
     out.arg1.u8 = 5;
-    bsi->api->success(bsi, &out);
+    ct_success(bsi, &out);
 }
 
 static void empty2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -250,11 +467,11 @@ static void empty2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     (void)data;
     enter(bsi);
     LOG("empty2 arg0=%s arg1=%d:%u", in->arg0.type ? "typed" : "NULL", in->arg1.type->flags, in->arg1.u8);
-    bsi->api->success(bsi, NULL);
+    ct_success(bsi, NULL);
 }
 
-void ct_empty_slot(FutoInAsyncSteps* root) { root->api->add(root, NULL, empty1, NULL); }
-void ct_empty_slot_back(FutoInAsyncSteps* root) { root->api->add(root, NULL, empty2, NULL); }
+void ct_empty_slot(FutoInAsyncSteps* root) { ct_add(root, NULL, empty1, NULL); }
+void ct_empty_slot_back(FutoInAsyncSteps* root) { ct_add(root, NULL, empty2, NULL); }
 
 // ---- custom objects ------------------------------------------------------------------
 
@@ -270,7 +487,7 @@ static void custom1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     out.arg0.type = &t_custom;
     out.arg0.p = p;
     out.arg0.custom_data = (void*)&t_custom;
-    bsi->api->success(bsi, &out);
+    ct_success(bsi, &out);
     LOG("custom1 reset=%d cleanups=%d", out.arg0.type == NULL, ct_cleanups());
 }
 
@@ -282,7 +499,8 @@ static void custom2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     FutoInArgs out;
     memset(&out, 0, sizeof(out));
     out.arg0 = in->arg0; // passed on: no cleanup for this step
-    bsi->api->success(bsi, &out);
+    ct_passed_on(in, 0);
+    ct_success(bsi, &out);
 }
 
 static void custom3(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -302,11 +520,11 @@ static void custom4(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_custom(FutoInAsyncSteps* root)
 {
-    root->api->add(root, NULL, custom1, NULL);
-    root->api->add(root, NULL, custom2, NULL);
-    root->api->add(root, NULL, custom3, NULL);
-    root->api->add(root, NULL, custom4, NULL);
-    root->api->add(root, NULL, custom1, NULL); // dropped by the Go side: cleaned up by the GC
+    ct_add(root, NULL, custom1, NULL);
+    ct_add(root, NULL, custom2, NULL);
+    ct_add(root, NULL, custom3, NULL);
+    ct_add(root, NULL, custom4, NULL);
+    ct_add(root, NULL, custom1, NULL); // dropped by the Go side: cleaned up by the GC
 }
 
 // ---- errors ---------------------------------------------------------
@@ -334,7 +552,7 @@ static void err1_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
         bsi->api->stateVariable(bsi, NULL, "unknown", NULL, NULL));
 }
 
-void ct_errors(FutoInAsyncSteps* root) { root->api->add(root, NULL, err1, err1_eh); }
+void ct_errors(FutoInAsyncSteps* root) { ct_add(root, NULL, err1, err1_eh); }
 
 static void misuse_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
@@ -348,8 +566,8 @@ static void misuse1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
     (void)in;
     enter(bsi);
-    bsi->api->add(bsi, data, misuse_sub, NULL);
-    bsi->api->success(bsi, NULL);
+    ct_add(bsi, data, misuse_sub, NULL);
+    ct_success(bsi, NULL);
     LOG("misuse1 returns");
 }
 
@@ -358,10 +576,10 @@ static void misuse_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
     (void)data;
     enter(bsi);
     LOG("misuse_eh %s: %s", code, (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
-    bsi->api->success(bsi, NULL);
+    ct_success(bsi, NULL);
 }
 
-void ct_misuse(FutoInAsyncSteps* root) { root->api->add(root, NULL, misuse1, misuse_eh); }
+void ct_misuse(FutoInAsyncSteps* root) { ct_add(root, NULL, misuse1, misuse_eh); }
 
 // ---- state variables -------------------------------------------------------
 
@@ -394,14 +612,17 @@ static void state2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     enter(bsi);
     int* v = bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup);
     *v += 1;
-    int* w = bsi->api->stateVariable(bsi, NULL, "counter", NULL, NULL);
+    // The RI passes allocate on every access: an existing variable is
+    // returned as is, allocate not called again.
+    int* w = is_strict() ? bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup)
+                         : bsi->api->stateVariable(bsi, NULL, "counter", NULL, NULL);
     LOG("state2 counter=%d same=%d", *v, v == w);
 }
 
 void ct_state(FutoInAsyncSteps* root)
 {
-    root->api->add(root, NULL, state1, NULL);
-    root->api->add(root, NULL, state2, NULL);
+    ct_add(root, NULL, state1, NULL);
+    ct_add(root, NULL, state2, NULL);
 }
 
 // ---- stack ------------------------------------------------------------------
@@ -426,7 +647,7 @@ static void stack_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
     (void)data;
     enter(bsi);
     LOG("stack eh %s mem=%d", code, *stack_mem);
-    bsi->api->success(bsi, NULL);
+    ct_success(bsi, NULL);
 }
 
 static void stack_cancel(FutoInAsyncSteps* bsi, void* data)
@@ -453,10 +674,10 @@ static void stack1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     stack_mem = (int*)p;
     switch (mode) {
     case 0:
-        bsi->api->success(bsi, NULL);
+        ct_success(bsi, NULL);
         break;
     case 1:
-        bsi->api->add(bsi, data, stack_sub, NULL);
+        ct_add(bsi, data, stack_sub, NULL);
         break;
     case 2:
         bsi->api->handle_error(bsi, "Fail", NULL);
@@ -479,8 +700,8 @@ static void stack2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_stack(FutoInAsyncSteps* root, int mode)
 {
-    root->api->add(root, (void*)(intptr_t)mode, stack1, stack_eh);
-    root->api->add(root, NULL, stack2, NULL);
+    ct_add(root, (void*)(intptr_t)mode, stack1, stack_eh);
+    ct_add(root, NULL, stack2, NULL);
 }
 
 // ---- timeout, setCancel -----------------------------------
@@ -497,7 +718,7 @@ static void to_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
     (void)data;
     enter(bsi);
     LOG("timeout eh %s mem=%d", code, *stack_mem);
-    bsi->api->success(bsi, NULL);
+    ct_success(bsi, NULL);
 }
 
 static void to1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -521,31 +742,36 @@ static void to2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_timeout(FutoInAsyncSteps* root)
 {
-    root->api->add(root, NULL, to1, to_eh);
-    root->api->add(root, NULL, to2, NULL);
+    ct_add(root, NULL, to1, to_eh);
+    ct_add(root, NULL, to2, NULL);
 }
 
 // ---- waitExternal and other threads ------------------------------------------
 
 static FutoInAsyncSteps* stale;
 
+// wait1 blocks until its thread has completed the step, so the completion
+// always comes while the callback still runs (no sleeps).
+static pthread_cond_t wait_cond = PTHREAD_COND_INITIALIZER;
 static int wait_succeeded;
 
 static void* wait_thread(void* arg)
 {
     FutoInAsyncSteps* bsi = arg;
-    usleep(5000);
     FutoInArgs out;
     memset(&out, 0, sizeof(out));
     out.arg0.type = &t_i32;
     out.arg0.i32 = 7;
     LOG("thread: is_same_thread=%d", bsi->api->is_same_thread(bsi));
-    bsi->api->success(bsi, &out);
-    __atomic_store_n(&wait_succeeded, 1, __ATOMIC_SEQ_CST);
+    ct_success(bsi, &out);
     out.arg0.type = &t_i32; // a second completion is ignored, its value still cleaned up
     out.arg0.i32 = 8;
-    bsi->api->success(bsi, &out);
+    ct_success(bsi, &out);
     bsi->api->handle_error(bsi, "Late", NULL);
+    pthread_mutex_lock(&mu);
+    wait_succeeded = 1;
+    pthread_cond_signal(&wait_cond);
+    pthread_mutex_unlock(&mu);
     return NULL;
 }
 
@@ -555,14 +781,17 @@ static void wait1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     (void)in;
     enter(bsi);
     bsi->api->waitExternal(bsi);
-    __atomic_store_n(&wait_succeeded, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&mu);
+    wait_succeeded = 0;
+    pthread_mutex_unlock(&mu);
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, bsi);
-    pthread_detach(t);
-    // The thread completes the step while this callback still runs.
-    for (int i = 0; i < 5000 && !__atomic_load_n(&wait_succeeded, __ATOMIC_SEQ_CST); ++i) {
-        usleep(1000);
+    pthread_mutex_lock(&mu);
+    while (!wait_succeeded) {
+        pthread_cond_wait(&wait_cond, &mu);
     }
+    pthread_mutex_unlock(&mu);
+    pthread_join(t, NULL);
     LOG("wait1 returns");
 }
 
@@ -575,8 +804,8 @@ static void wait2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_wait(FutoInAsyncSteps* root)
 {
-    root->api->add(root, NULL, wait1, NULL);
-    root->api->add(root, NULL, wait2, NULL);
+    ct_add(root, NULL, wait1, NULL);
+    ct_add(root, NULL, wait2, NULL);
 }
 
 // ---- loops -------------------------------------------------------------------
@@ -589,14 +818,14 @@ static void inner_body(FutoInAsyncSteps* bsi, void* data, size_t j)
     enter(bsi);
     LOG("inner %d.%zu", outer_i, j);
     if (j == 0) {
-        bsi->api->continueLoop(bsi, ""); // "" == NULL: the innermost loop
+        ct_continue(bsi, ""); // "" == NULL: the innermost loop
         return; // C has no exceptions: return after raising (spec 2.7.2)
     }
     if (outer_i == 1 && j == 1) {
-        bsi->api->continueLoop(bsi, "outer");
+        ct_continue(bsi, "outer");
     }
     if (outer_i == 2 && j == 1) {
-        bsi->api->breakLoop(bsi, "outer");
+        ct_break(bsi, "outer");
     }
 }
 
@@ -604,7 +833,7 @@ static void outer_body(FutoInAsyncSteps* bsi, void* data)
 {
     enter(bsi);
     LOG("outer %d", ++outer_i);
-    bsi->api->repeat(bsi, data, 3, inner_body, NULL);
+    ct_repeat(bsi, data, 3, inner_body, NULL);
 }
 
 static void loops1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -612,7 +841,7 @@ static void loops1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     (void)in;
     enter(bsi);
     outer_i = 0;
-    bsi->api->loop(bsi, data, outer_body, "outer");
+    ct_loop(bsi, data, outer_body, "outer");
 }
 
 static void loops2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -624,8 +853,8 @@ static void loops2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_loops(FutoInAsyncSteps* root)
 {
-    root->api->add(root, NULL, loops1, NULL);
-    root->api->add(root, NULL, loops2, NULL);
+    ct_add(root, NULL, loops1, NULL);
+    ct_add(root, NULL, loops2, NULL);
 }
 
 // ---- parallel and rootId ------------------------------------------------
@@ -646,7 +875,7 @@ static void branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     int i = (int)(intptr_t)data;
     LOG("branch %d args=%d", i, in->arg0.type != NULL);
     branch_ids[i] = bsi->api->rootId(bsi);
-    bsi->api->add(bsi, data, nested, NULL);
+    ct_add(bsi, data, nested, NULL);
 }
 
 static void par1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -657,7 +886,7 @@ static void par1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     step_id = bsi->api->rootId(bsi);
     FutoInAsyncSteps* p = bsi->api->parallel(bsi, NULL, NULL);
     for (int i = 0; i < 3; ++i) {
-        p->api->add(p, (void*)(intptr_t)i, branch, NULL);
+        ct_add(p, (void*)(intptr_t)i, branch, NULL);
     }
 }
 
@@ -676,8 +905,8 @@ static void par2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 void ct_parallel(FutoInAsyncSteps* root)
 {
     root_id = root->api->rootId(root);
-    root->api->add(root, NULL, par1, NULL);
-    root->api->add(root, NULL, par2, NULL);
+    ct_add(root, NULL, par1, NULL);
+    ct_add(root, NULL, par2, NULL);
 }
 
 // ---- sched_* -------------------------------------------------------------------
@@ -690,7 +919,7 @@ static void from_thread_cb(void* data)
     (void)data;
     enter(sched_step);
     LOG("sched from thread");
-    sched_step->api->success(sched_step, NULL);
+    ct_success(sched_step, NULL);
 }
 
 static void* sched_thread(void* arg)
@@ -737,7 +966,7 @@ static void sched1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     bsi->api->waitExternal(bsi);
 }
 
-void ct_sched(FutoInAsyncSteps* root) { root->api->add(root, NULL, sched1, NULL); }
+void ct_sched(FutoInAsyncSteps* root) { ct_add(root, NULL, sched1, NULL); }
 
 // ---- addSync -------------------------------------------------------------------
 
@@ -755,7 +984,7 @@ static void sync_leave(void* data)
     if (s->fail) {
         s->bsi->api->handle_error(s->bsi, "Fail", NULL);
     } else {
-        s->bsi->api->success(s->bsi, NULL);
+        ct_success(s->bsi, NULL);
     }
 }
 
@@ -775,7 +1004,7 @@ static void sync_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 {
     enter(bsi);
     LOG("%s eh %s", ((sync_step*)data)->name, code);
-    bsi->api->success(bsi, NULL);
+    ct_success(bsi, NULL);
 }
 
 static sync_step sync_steps[8];
@@ -786,7 +1015,7 @@ void ct_sync(FutoInAsyncSteps* root, FutoInSync* sync, const char* name, int fai
     sync_step* s = &sync_steps[nsync++ % 8];
     s->name = name;
     s->fail = fail;
-    root->api->addSync(root, sync, s, sync_f, sync_eh);
+    ct_add_sync(root, sync, s, sync_f, sync_eh);
 }
 
 // A foreign FutoInSync: lock waits for a scheduled callback, unlock logs.
@@ -797,7 +1026,7 @@ static void fake_locked(void* data)
     (void)data;
     enter(lock_bsi);
     LOG("locked");
-    lock_bsi->api->success(lock_bsi, NULL);
+    ct_success(lock_bsi, NULL);
 }
 
 static void fake_lock(FutoInAsyncSteps* bsi, FutoInSync* sync)
@@ -852,9 +1081,9 @@ void ct_stale_call(void)
     memset(&out, 0, sizeof(out));
     out.arg0.type = &t_i32;
     out.arg0.i32 = 1;
-    stale->api->success(stale, &out);
+    ct_success(stale, &out);
     stale->api->handle_error(stale, "Stale", NULL);
-    stale->api->add(stale, NULL, stale_added, NULL);
+    ct_add(stale, NULL, stale_added, NULL);
     stale->api->setTimeout(stale, 1);
     stale->api->waitExternal(stale);
     LOG("stale valid=%d reset=%d", stale->api->isValid(stale), out.arg0.type == NULL);
@@ -871,8 +1100,8 @@ static void stale2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_stale(FutoInAsyncSteps* root)
 {
-    root->api->add(root, NULL, stale1, NULL);
-    root->api->add(root, NULL, stale2, NULL);
+    ct_add(root, NULL, stale1, NULL);
+    ct_add(root, NULL, stale2, NULL);
 }
 
 // ---- values taken over by the receiver ---------------------------------------------
@@ -894,7 +1123,7 @@ static void take1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     memset(&out, 0, sizeof(out));
     out.arg0.type = &t_counted_custom;
     out.arg0.p = &taken_value;
-    bsi->api->success(bsi, &out);
+    ct_success(bsi, &out);
 }
 
 // take2 takes the custom object over as the C++ reference implementation
@@ -925,12 +1154,12 @@ static void take3(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_take_over(FutoInAsyncSteps* root, int wait)
 {
-    root->api->add(root, NULL, take1, NULL);
-    root->api->add(root, wait ? (void*)1 : NULL, take2, NULL);
-    root->api->add(root, NULL, take3, NULL);
+    ct_add(root, NULL, take1, NULL);
+    ct_add(root, wait ? (void*)1 : NULL, take2, NULL);
+    ct_add(root, NULL, take3, NULL);
 }
 
-void ct_succeed_held(void) { held->api->success(held, NULL); }
+void ct_succeed_held(void) { ct_success(held, NULL); }
 
 // ---- success then breakLoop in one loop callback (the C++ RI's await) -----------------------------
 
@@ -944,8 +1173,8 @@ static void await_body(FutoInAsyncSteps* bsi, void* data, size_t i)
         memset(&out, 0, sizeof(out));
         out.arg0.type = &t_u8;
         out.arg0.u8 = 5;
-        bsi->api->success(bsi, &out);
-        bsi->api->breakLoop(bsi, NULL); // wins: the loop ends, with the args
+        ct_success(bsi, &out);
+        ct_break(bsi, NULL); // wins: the loop ends, with the args
     }
 }
 
@@ -959,8 +1188,8 @@ static void await_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 void ct_await_like(FutoInAsyncSteps* root)
 {
-    root->api->repeat(root, NULL, 5, await_body, NULL);
-    root->api->add(root, NULL, await_after, NULL);
+    ct_repeat(root, NULL, 5, await_body, NULL);
+    ct_add(root, NULL, await_after, NULL);
 }
 
 // ---- isValid of a running root -----------------------------------------------------
@@ -974,7 +1203,7 @@ static void running1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     mark_done();
 }
 
-void ct_running(FutoInAsyncSteps* root) { root->api->add(root, root, running1, NULL); }
+void ct_running(FutoInAsyncSteps* root) { ct_add(root, root, running1, NULL); }
 
 // ---- reserved state variable names -------------------------------------------------
 
@@ -1016,10 +1245,10 @@ static void reserved_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
     LOG("reserved eh %s info=%s last_exception=%s", code,
         (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL),
         (const char*)bsi->api->stateVariable(bsi, NULL, "last_exception", NULL, NULL));
-    bsi->api->success(bsi, NULL);
+    ct_success(bsi, NULL);
 }
 
-void ct_reserved(FutoInAsyncSteps* root) { root->api->add(root, NULL, reserved1, reserved_eh); }
+void ct_reserved(FutoInAsyncSteps* root) { ct_add(root, NULL, reserved1, reserved_eh); }
 
 // ---- a strict foreign table ----------------------------------------------------
 //
@@ -1362,6 +1591,9 @@ static const FutoInType t_fake_string = {FTN_TYPE_STRING, counted_string_cleanup
 void ct_fake_run(FutoInAsyncSteps* root)
 {
     fk* r = (fk*)root;
+    pthread_mutex_lock(&mu);
+    string_cleanups = 0; // this run's (go test -count=N runs it again)
+    pthread_mutex_unlock(&mu);
     FutoInArgs in;
     memset(&in, 0, sizeof(in));
     in.arg0.type = &t_fake_string;

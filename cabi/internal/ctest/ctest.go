@@ -50,6 +50,21 @@ func Lines() []string { return strings.Split(strings.TrimSuffix(Trace(), "\n"), 
 // Cleanups returns how many value cleanups of the C side ran.
 func Cleanups() int { return int(C.ct_cleanups()) }
 
+// SetStrict makes the C steps added from now on, and their calls, follow
+// the C++ reference implementation's conventions as a caller (on), or only
+// what the library documents (off); see ctest.c.
+func SetStrict(on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	C.ct_set_strict(C.int(v))
+}
+
+// StrictAlive returns how many placeholders given to success and stack
+// canaries of the strict mode are not yet cleaned up (negative: some twice).
+func StrictAlive() int { return int(C.ct_strict_alive()) }
+
 // WaitDone waits until n flows have ended (their end step or unhandled
 // error ran), and reports whether they did within d.
 func WaitDone(n int, d time.Duration) bool {

@@ -7,6 +7,8 @@ void ct_reset(void);
 const char* ct_trace(void);
 int ct_done(void);
 int ct_cleanups(void);
+void ct_set_strict(int on);
+int ct_strict_alive(void);
 
 void ct_args(FutoInAsyncSteps* root);
 void ct_custom(FutoInAsyncSteps* root);
