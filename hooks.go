@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"context"
+	"runtime/debug"
 	"time"
 )
 
@@ -199,9 +200,28 @@ type waitingStep struct {
 	since  time.Time
 }
 
+// Success reports the wait to the hook, then lets the step go on. The step
+// is completed even when the hook panics: the gate has let the flow in, so
+// a step left waiting would hold its slot forever, and the caller may be a
+// goroutine nobody recovers (an Await function's, giving a slot back). The
+// panic fails the step instead, as a panicking Await function fails its.
 func (w *waitingStep) Success(args ...any) {
-	w.report(w.obj, w.Tool().Now().Sub(w.since))
+	if p := w.reportSafely(); p != nil {
+		w.AsyncSteps.(*stepAPI).complete(awaitError(p))
+		return
+	}
 	w.AsyncSteps.Success(args...)
+}
+
+// reportSafely calls the hook and returns its panic, if any.
+func (w *waitingStep) reportSafely() (p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	w.report(w.obj, w.Tool().Now().Sub(w.since))
+	return nil
 }
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag
