@@ -201,27 +201,26 @@ type waitingStep struct {
 }
 
 // Success reports the wait to the hook, then lets the step go on. The step
-// is completed even when the hook panics: the gate has let the flow in, so
-// a step left waiting would hold its slot forever, and the caller may be a
-// goroutine nobody recovers (an Await function's, giving a slot back). The
-// panic fails the step instead, as a panicking Await function fails its.
+// is completed even when the hook panics or calls runtime.Goexit: the gate
+// has let the flow in, so a step left waiting would hold its slot forever,
+// and the caller may be a goroutine nobody recovers (an Await function's,
+// giving a slot back). The step fails instead, as an Await function that
+// does the same fails its.
 func (w *waitingStep) Success(args ...any) {
-	if p := w.reportSafely(); p != nil {
-		w.AsyncSteps.(*stepAPI).complete(awaitError(p))
-		return
-	}
-	w.AsyncSteps.Success(args...)
-}
-
-// reportSafely calls the hook and returns its panic, if any.
-func (w *waitingStep) reportSafely() (p *PanicError) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			p = &PanicError{Value: r, Stack: debug.Stack()}
+		if returned {
+			return
 		}
+		err := &Error{Code: InternalError, Info: goexitInfo}
+		if r := recover(); r != nil {
+			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
+		}
+		w.AsyncSteps.(*stepAPI).complete(err)
 	}()
 	w.report(w.obj, w.Tool().Now().Sub(w.since))
-	return nil
+	returned = true
+	w.AsyncSteps.Success(args...)
 }
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag

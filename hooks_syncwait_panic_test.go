@@ -2,32 +2,43 @@ package asyncsteps_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// A SyncWait hook that panics while a waiter is let into a Mutex must
+// A SyncWait hook that panics (or calls runtime.Goexit) while a waiter is let into a Mutex must
 // neither crash the process (the slot may be given back from the goroutine
 // of an Await function) nor leave the waiter, which then holds the slot,
 // waiting forever: its step fails with the panic, and the slot comes back.
 func TestReviewSyncWaitPanicAdmitsOrFailsTheWaiter(t *testing.T) {
-	for _, viaAwait := range []bool{false, true} {
-		name := "slot given back on the loop"
-		if viaAwait {
-			name = "slot given back by a returning Await function"
+	hooks := []struct {
+		name string
+		do   func()
+		info string
+	}{
+		{"panic", func() { panic("hook") }, "panic: hook"}, // as a panicking Await function fails its step
+		{"Goexit", runtime.Goexit, goexitInfo},
+	}
+	for _, hook := range hooks {
+		for _, viaAwait := range []bool{false, true} {
+			name := hook.name + "/slot given back on the loop"
+			if viaAwait {
+				name = hook.name + "/slot given back by a returning Await function"
+			}
+			t.Run(name, func(t *testing.T) {
+				inChild(t, func(t *testing.T) { syncWaitPanic(t, hook.do, hook.info, viaAwait) })
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			inChild(t, func(t *testing.T) { syncWaitPanic(t, viaAwait) })
-		})
 	}
 }
 
-func syncWaitPanic(t *testing.T, viaAwait bool) {
+func syncWaitPanic(t *testing.T, hook func(), info string, viaAwait bool) {
 	l := asyncsteps.NewLoop()
 	defer l.Close()
-	l.SetHooks(&asyncsteps.Hooks{SyncWait: func(asyncsteps.Syncer, time.Duration) { panic("hook") }})
+	l.SetHooks(&asyncsteps.Hooks{SyncWait: func(asyncsteps.Syncer, time.Duration) { hook() }})
 	m := asyncsteps.NewMutex(1)
 
 	gate, started := make(chan struct{}), make(chan struct{})
@@ -61,7 +72,7 @@ func syncWaitPanic(t *testing.T, viaAwait bool) {
 	close(gate)
 	select {
 	case res := <-resB:
-		wantError(t, res.Err, asyncsteps.InternalError, "panic: hook") // as a panicking Await function fails its step
+		wantError(t, res.Err, asyncsteps.InternalError, info)
 	case <-time.After(10 * time.Second):
 		t.Fatal("B, let in by a panicking SyncWait hook, never goes on")
 	}
