@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"context"
+	"runtime/debug"
 	"time"
 )
 
@@ -199,8 +200,26 @@ type waitingStep struct {
 	since  time.Time
 }
 
+// Success reports the wait to the hook, then lets the step go on. The step
+// is completed even when the hook panics or calls runtime.Goexit: the gate
+// has let the flow in, so a step left waiting would hold its slot forever,
+// and the caller may be a goroutine nobody recovers (an Await function's,
+// giving a slot back). The step fails instead, as an Await function that
+// does the same fails its.
 func (w *waitingStep) Success(args ...any) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		err := &Error{Code: InternalError, Info: goexitInfo}
+		if r := recover(); r != nil {
+			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
+		}
+		w.AsyncSteps.(*stepAPI).complete(err)
+	}()
 	w.report(w.obj, w.Tool().Now().Sub(w.since))
+	returned = true
 	w.AsyncSteps.Success(args...)
 }
 

@@ -156,11 +156,32 @@ func (m *Mutex) enter(as asyncsteps.AsyncSteps, w *waiter) {
 }
 
 // inside implements gate: an admitted flow's hold goes to its State.
+// Parallel branches that queued before either was in each got a lease;
+// the later one then shares the hold its sibling put in the State, as a
+// branch entering a Mutex its flow holds does, and gives its own lease
+// back. Replacing the sibling's hold would give the sibling this
+// branch's token, and the sibling's leave would remove this one's hold.
 func (m *Mutex) inside(as asyncsteps.AsyncSteps, w *waiter) {
-	if w.hold == nil {
-		w.hold = &hold{w: w, depth: 1}
-		as.State().Set(m.stateKey, w.hold)
+	if w.hold != nil {
+		return
 	}
+	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
+		h.depth++
+		w.hold = h
+		m.mu.Lock()
+		held := m.dequeue(w)
+		if held {
+			delete(m.held, w)
+			m.releases = append(m.releases, w.lease)
+		}
+		m.mu.Unlock()
+		if held {
+			m.signal()
+		}
+		return
+	}
+	w.hold = &hold{w: w, depth: 1}
+	as.State().Set(m.stateKey, w.hold)
 }
 
 // leave implements gate: the last section of a hold gives its lease back.
