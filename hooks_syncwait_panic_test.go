@@ -13,7 +13,7 @@ import (
 // neither crash the process (the slot may be given back from the goroutine
 // of an Await function) nor leave the waiter, which then holds the slot,
 // waiting forever: its step fails with the panic, and the slot comes back.
-func TestReviewSyncWaitPanicAdmitsOrFailsTheWaiter(t *testing.T) {
+func TestSyncWaitHookPanicFailsTheAdmittedStep(t *testing.T) {
 	hooks := []struct {
 		name string
 		do   func()

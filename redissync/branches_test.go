@@ -13,7 +13,7 @@ import (
 // it is inside (before, the second replaced the first's hold: the first
 // then read the second's token, and the second lost its hold when the
 // first left).
-func TestReviewParallelBranchesKeepTheirTokens(t *testing.T) {
+func TestParallelBranchesShareTheirFlowsHold(t *testing.T) {
 	c, rdb := newClient(t, sharedRedis(t), Options{})
 	m := c.NewMutex("branches", MutexOptions{Max: 2, MaxQueue: -1})
 	l := newLoops(t, 1)[0]
