@@ -168,16 +168,7 @@ func (m *Mutex) inside(as asyncsteps.AsyncSteps, w *waiter) {
 	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
 		h.depth++
 		w.hold = h
-		m.mu.Lock()
-		held := m.dequeue(w)
-		if held {
-			delete(m.held, w)
-			m.releases = append(m.releases, w.lease)
-		}
-		m.mu.Unlock()
-		if held {
-			m.signal()
-		}
+		m.giveBack(w)
 		return
 	}
 	w.hold = &hold{w: w, depth: 1}
@@ -194,6 +185,12 @@ func (m *Mutex) leave(as asyncsteps.AsyncSteps, w *waiter) {
 		as.State().Unset(m.stateKey)
 		w = h.w
 	}
+	m.giveBack(w)
+}
+
+// giveBack takes w out of the queue or the holders; the lease it held, if
+// any, goes back to Redis with the next round trip.
+func (m *Mutex) giveBack(w *waiter) {
 	m.mu.Lock()
 	held := m.dequeue(w)
 	if held {

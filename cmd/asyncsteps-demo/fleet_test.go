@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -226,31 +224,7 @@ func buildProgram(t *testing.T) string {
 // runs the test binary.
 func startBuilt(t *testing.T, bin string, args ...string) *program {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewScanner(stderr)
-	p := &program{cmd: cmd, logs: &syncBuffer{}}
-	for p.url == "" && lines.Scan() {
-		fmt.Fprintln(p.logs, lines.Text())
-		for _, msg := range []string{`msg="gateway serving" addr=`, `msg="serving the upstream price service" addr=`} {
-			if _, rest, ok := strings.Cut(lines.Text(), msg); ok {
-				addr, _, _ := strings.Cut(rest, " ")
-				p.url = "http://" + addr
-			}
-		}
-	}
-	if p.url == "" {
-		t.Fatalf("the program did not start: %s", p.logs)
-	}
-	go io.Copy(p.logs, stderr)
-	return p
+	return startCommand(t, exec.Command(bin, args...))
 }
 
 // startAttack drives base with vegeta at perSecond, one-symbol quotes

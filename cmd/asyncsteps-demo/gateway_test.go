@@ -647,6 +647,13 @@ func startProgram(t *testing.T, args ...string) *program {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join(args, "\n"))
+	return startCommand(t, cmd)
+}
+
+// startCommand starts cmd, a gateway or an upstream, and waits until its
+// log says where it serves.
+func startCommand(t *testing.T, cmd *exec.Cmd) *program {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
