@@ -28,8 +28,23 @@ func run(b *testing.B, r *asyncsteps.Root) {
 
 func newLoop(b *testing.B) *asyncsteps.Loop {
 	loop := asyncsteps.NewLoop()
-	b.Cleanup(loop.Close)
+	b.Cleanup(func() { closeAfterFlows(loop) })
 	return loop
+}
+
+// closeAfterFlows closes l once its flows have ended. The workloads wait
+// for a flow's last callback, and the flow ends a turn of the loop later:
+// a Loop closed in between ends it with "the flow's loop is closed", which
+// the workloads' unhandled-error functions report as a failure. A
+// callback scheduled after the last callback has returned runs after that
+// turn; the second round trip covers a flow that yielded once more.
+func closeAfterFlows(l *asyncsteps.Loop) {
+	for range 2 {
+		done := make(chan struct{})
+		l.Immediate(func() { close(done) })
+		<-done
+	}
+	l.Close()
 }
 
 // The floor: what a step body costs by itself, called through the

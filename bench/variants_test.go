@@ -213,7 +213,12 @@ func BenchmarkScaleGroup(b *testing.B) {
 	for _, n := range []int{1, 2} {
 		b.Run(map[int]string{1: "loops=1", 2: "loops=2"}[n], func(b *testing.B) {
 			g := asyncsteps.NewLoopGroup(n)
-			b.Cleanup(g.Close)
+			b.Cleanup(func() {
+				for _, l := range g.Loops() {
+					closeAfterFlows(l)
+				}
+				g.Close()
+			})
 			onError := asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) { b.Error(err) })
 			b.ReportAllocs()
 			for b.Loop() {
