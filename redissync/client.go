@@ -61,6 +61,9 @@ type Client struct {
 	mu      sync.Mutex
 	mutexes map[string]*Mutex // by name, for notifications
 	gates   []*gateQueue      // every Syncer's, woken when the connection breaks
+	// closed is set by Close before it waits for wg: a Syncer made after
+	// that starts no goroutine, since wg.Add must not race wg.Wait.
+	closed bool
 }
 
 // New returns a Client on rdb, which it does not own: Close leaves rdb
@@ -117,6 +120,9 @@ func (c *Client) Addr() string { return c.addr }
 // safe to call more than once.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
 		close(c.done)
 		_ = c.ps.Close() // ends listen's receive
 	})
@@ -212,11 +218,20 @@ func closedError() *asyncsteps.Error {
 	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: errClosed.Error(), Cause: errClosed}
 }
 
-// start registers the queue of a new Syncer and runs its goroutine f.
+// start registers the queue of a new Syncer and runs its goroutine f. On
+// a closed Client, the queue refuses every flow at once and no goroutine
+// starts. The goroutine is counted under mu, so that the count never goes
+// up while Close waits for it to reach zero.
 func (c *Client) start(q *gateQueue, f func()) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		q.mu.Lock()
+		q.closed = true
+		q.mu.Unlock()
+		return
+	}
 	c.gates = append(c.gates, q)
-	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

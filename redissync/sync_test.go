@@ -377,6 +377,40 @@ func TestClientCloseGivesBack(t *testing.T) {
 		"C onerror CommError: redissync: client closed")
 }
 
+// TestSyncersMadeWhileClosing: Syncers made while the Client closes, or
+// after, start no goroutine that Close would not wait for (the race
+// detector checks the WaitGroup), and refuse their flows once it has
+// closed.
+func TestSyncersMadeWhileClosing(t *testing.T) {
+	l := newLoops(t, 1)[0]
+	for round := range 20 {
+		c, _ := newClient(t, sharedRedis(t), Options{})
+		made := make(chan threeSyncers, 1)
+		go func() {
+			name := fmt.Sprintf("closing-%d", round)
+			made <- threeSyncers{
+				c.NewMutex(name, MutexOptions{Max: 1}),
+				c.NewThrottle(name, ThrottleOptions{Rate: 10, Period: time.Second}),
+				c.NewLimiter(name, LimiterOptions{Concurrent: 1}),
+			}
+		}()
+		c.Close()
+		var tr tracer
+		for i, s := range <-made {
+			wantError(t, (<-enter(l, s, &tr, fmt.Sprint(i))).Err, asyncsteps.CommError, "redissync: client closed")
+		}
+		// Close waits for every goroutine it counted; made after it, a
+		// Syncer starts none.
+		c.Close()
+		tr.check(t, "0 onerror CommError: redissync: client closed",
+			"1 onerror CommError: redissync: client closed",
+			"2 onerror CommError: redissync: client closed")
+	}
+}
+
+// threeSyncers are a Mutex, a Throttle and a Limiter.
+type threeSyncers [3]asyncsteps.Syncer
+
 // TestMutexWaiterCancelled: a waiter cancelled while queued leaves the
 // queue and never holds the Mutex.
 func TestMutexWaiterCancelled(t *testing.T) {
