@@ -14,10 +14,10 @@ import "C"
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -405,28 +405,40 @@ func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc)
 		as.SetCancel(func(asyncsteps.AsyncSteps) { cancel() })
 		go func() {
 			defer cancel()
-			v, err := callAwait(ctx, f)
+			v, err := callAwait(ctx, f, func() {
+				as.Error(asyncsteps.InternalError, awaitGoexitInfo)
+			})
 			if err == nil {
 				as.Success(v)
 				return
 			}
-			var e *asyncsteps.Error
-			if errors.As(err, &e) {
-				as.Error(e.Code, e.Info)
-				return
-			}
-			as.Error(asyncsteps.InternalError, err.Error())
+			// As on a Go flow: an *Error keeps its code, a FutoInCoder
+			// gives its own, and a transport error is a CommError.
+			e := asyncsteps.ErrorFrom(err)
+			as.Error(e.Code, e.Info)
 		}()
 	}, onerror...)
 }
 
-func callAwait(ctx context.Context, f asyncsteps.AwaitFunc) (v any, err error) {
+// awaitGoexitInfo is the info of a step whose Await function called
+// runtime.Goexit, as the core package words it.
+const awaitGoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
+
+// callAwait runs f on the Await's own goroutine. A panic there would end
+// the process, so it becomes a *PanicError; a runtime.Goexit ends the
+// goroutine whatever is done here, so goexit completes the step instead.
+func callAwait(ctx context.Context, f asyncsteps.AwaitFunc, goexit func()) (v any, err error) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
+			err = &asyncsteps.PanicError{Value: r, Stack: debug.Stack()}
+		} else if !returned {
+			goexit()
 		}
 	}()
-	return f(ctx)
+	v, err = f(ctx)
+	returned = true
+	return v, err
 }
 
 // NewInstance implements [asyncsteps.AsyncSteps]: a Go root on [Tool].
