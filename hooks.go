@@ -18,8 +18,8 @@ import (
 // once set: set new ones instead. Hooks run inline: they
 // must return quickly and must not block, and a panic in one is a panic
 // of the callback that called it. Those called on the loop run one at a
-// time with the flows' callbacks; AwaitStart, AwaitEnd and SyncWait may
-// run on other goroutines, concurrently.
+// time with the flows' callbacks; AwaitStart and AwaitEnd may run on other
+// goroutines, concurrently.
 //
 // The context of a flow is the context given to [Root.Run], or
 // context.Background() for Execute and Promise, as returned by FlowStart:
@@ -53,13 +53,15 @@ type Hooks struct {
 	// the error the step fails with, nil on success. The step completes
 	// after AwaitEnd returns.
 	AwaitEnd func(ctx context.Context, err *Error)
-	// SyncWait is called when a flow that had to wait in the queue of a
-	// [Mutex] or [Throttle] is let in, with how long it waited on its
-	// tool's clock, from whatever goroutine let it in (the one giving a
-	// slot back, or the loop ending a period). obj is the Mutex or
-	// Throttle; for a [Limiter], the Mutex or Throttle it is made of. A
-	// flow let in at once, or that leaves the queue without entering
-	// (cancelled, timed out), is not reported.
+	// SyncWait is called on the flow's loop when a flow that had to wait
+	// in the queue of a [Mutex] or [Throttle] has been let in, before the
+	// flow goes on, with how long it waited on its tool's clock until it
+	// was let in. A panic or runtime.Goexit in it fails the flow's waiting
+	// step with an InternalError (the slot it was given comes back as the
+	// flow unwinds). obj is the Mutex or Throttle; for a [Limiter], the
+	// Mutex or Throttle it is made of. A flow let in at once, or that
+	// leaves the queue without entering (cancelled, timed out), is not
+	// reported.
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
@@ -198,15 +200,27 @@ type waitingStep struct {
 	obj    Syncer
 	report func(obj Syncer, waited time.Duration)
 	since  time.Time
+	waited time.Duration
+	args   []any
 }
 
-// Success reports the wait to the hook, then lets the step go on. The step
-// is completed even when the hook panics or calls runtime.Goexit: the gate
-// has let the flow in, so a step left waiting would hold its slot forever,
-// and the caller may be a goroutine nobody recovers (an Await function's,
-// giving a slot back). The step fails instead, as an Await function that
-// does the same fails its.
+// Success lets the step go on once the hook has seen the wait. The gate
+// calls it from whatever goroutine gives a slot back or ends a period, in
+// the middle of its own work, perhaps about to let other waiters in: the
+// hook runs in a task of its own on the flow's loop instead, so that a
+// hook that panics or calls runtime.Goexit cannot cut that work short.
 func (w *waitingStep) Success(args ...any) {
+	w.waited = w.Tool().Now().Sub(w.since)
+	w.args = args
+	w.AsyncSteps.(*stepAPI).fl.sched.inject(w)
+}
+
+// run reports the wait, then completes the step, on the flow's loop. The
+// step is completed even when the hook panics or calls runtime.Goexit: the
+// gate has let the flow in, so a step left waiting would hold its slot
+// forever. The step fails instead, as an Await function that does the same
+// fails its.
+func (w *waitingStep) run() {
 	returned := false
 	defer func() {
 		if returned {
@@ -218,9 +232,9 @@ func (w *waitingStep) Success(args ...any) {
 		}
 		w.AsyncSteps.(*stepAPI).complete(err)
 	}()
-	w.report(w.obj, w.Tool().Now().Sub(w.since))
+	w.report(w.obj, w.waited)
 	returned = true
-	w.AsyncSteps.Success(args...)
+	w.AsyncSteps.Success(w.args...)
 }
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag

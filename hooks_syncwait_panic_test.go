@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,5 +89,61 @@ func syncWaitPanic(t *testing.T, hook func(), info string, viaAwait bool) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the slot was never given back")
+	}
+}
+
+// A Throttle's period end lets several waiters in at once, on the loop. A
+// SyncWait hook that panics or calls runtime.Goexit for the first of them
+// must not cut that short: every waiter let in goes on (the first fails
+// with the hook's error), and the loop keeps serving.
+func TestSyncWaitHookFaultLetsTheOtherWaitersIn(t *testing.T) {
+	for _, hook := range []struct {
+		name string
+		do   func()
+		info string
+	}{
+		{"panic", func() { panic("hook") }, "panic: hook"},
+		{"Goexit", runtime.Goexit, goexitInfo},
+	} {
+		t.Run(hook.name, func(t *testing.T) {
+			inChild(t, func(t *testing.T) { syncWaitFaultInPeriodEnd(t, hook.do, hook.info) })
+		})
+	}
+}
+
+func syncWaitFaultInPeriodEnd(t *testing.T, hook func(), info string) {
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	var calls atomic.Int32
+	l.SetHooks(&asyncsteps.Hooks{SyncWait: func(asyncsteps.Syncer, time.Duration) {
+		if calls.Add(1) == 1 {
+			hook()
+		}
+	}})
+	th := asyncsteps.NewThrottle(3, 50*time.Millisecond)
+	var results []<-chan asyncsteps.Result
+	for i := range 6 { // three enter at once, three wait for the next period
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			th.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(i) })
+		})
+		results = append(results, r.Promise())
+	}
+	failed := 0
+	for i, ch := range results {
+		select {
+		case res := <-ch:
+			if res.Err != nil {
+				wantError(t, res.Err, asyncsteps.InternalError, info)
+				failed++
+			} else if len(res.Args) != 1 || res.Args[0] != i {
+				t.Errorf("flow %d = %v, want [%d]", i, res.Args, i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("flow %d, let in at a period's end, never goes on", i)
+		}
+	}
+	if failed != 1 || calls.Load() != 3 {
+		t.Errorf("%d flows failed and the hook was called %d times, want 1 and 3", failed, calls.Load())
 	}
 }
