@@ -503,7 +503,13 @@ func (l *Loop) shutdown() {
 	}
 	l.ended.Store(true)
 	l.mu.Lock()
-	inbox := l.inbox
+	// The inbox joins the local queue rather than a local variable: the
+	// flows ended below run user code (unhandled-error functions, hooks),
+	// and one that calls runtime.Goexit ends this goroutine; the next one
+	// goes on from the loop's fields.
+	for _, t := range l.inbox {
+		l.local.push(t)
+	}
 	l.inbox = nil
 	l.posted.Store(false)
 	mustRun := l.timers.dropAll()
@@ -516,10 +522,6 @@ func (l *Loop) shutdown() {
 	l.leaveSections()
 	for _, t := range mustRun {
 		t.run()
-	}
-	for _, t := range inbox {
-		l.endDropped(t)
-		dropTask(t)
 	}
 	for t, ok := l.local.pop(); ok; t, ok = l.local.pop() {
 		if fl, ok := t.(*flow); ok {

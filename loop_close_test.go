@@ -355,3 +355,39 @@ func TestCloseFromAStepRunsNoFurtherStep(t *testing.T) {
 		t.Error("the step after the one that closed the loop ran")
 	}
 }
+
+// A Close that ends flows runs their unhandled-error functions on the
+// loop's goroutine. One that calls runtime.Goexit ends that goroutine
+// in the middle of the shutdown: the shutdown goes on with the next
+// goroutine, and the callbacks still scheduled behind it are dropped all
+// the same (their handles invalid).
+func TestGoexitInAnUnhandledErrorDuringCloseDropsTheRest(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		waiting := make(chan asyncsteps.AsyncSteps, 1)
+		r := asyncsteps.New(asyncsteps.WithTool(l), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {
+			runtime.Goexit()
+		}))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			waiting <- as
+		})
+		r.Execute()
+		as := <-waiting
+		gate, blocked := make(chan struct{}), make(chan struct{})
+		l.Immediate(func() { close(blocked); <-gate })
+		<-blocked
+		as.Success() // queued behind the blocked callback
+		h := l.Immediate(func() { t.Error("a callback ran after Close") })
+		closed := make(chan struct{})
+		go func() { l.Close(); close(closed) }()
+		for l.Immediate(func() {}).IsValid() { // until Close has begun
+			runtime.Gosched()
+		}
+		close(gate)
+		<-closed
+		if h.IsValid() {
+			t.Error("a callback scheduled before Close is still valid after it")
+		}
+	})
+}
