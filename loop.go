@@ -53,6 +53,11 @@ type Loop struct {
 	stepTimers stepTimers
 
 	gid atomic.Int64 // goroutine id of the loop, 0 until it starts
+	// waiting is true only while the loop's goroutine is blocked in wait,
+	// where it runs no callback: IsSameThread is then false for every
+	// caller, and answers without reading the caller's goroutine id,
+	// which costs a traceback of the caller's whole stack.
+	waiting atomic.Bool
 	// posted is whether the inbox holds tasks, read without the lock by
 	// busy and drainPosts; written under mu, only when the inbox goes from
 	// empty to not empty or back, so that a post to an inbox that already
@@ -201,7 +206,12 @@ func (l *Loop) signal() {
 }
 
 // IsSameThread reports whether it is called on the loop's goroutine.
-func (l *Loop) IsSameThread() bool { return goid() == l.gid.Load() }
+func (l *Loop) IsSameThread() bool {
+	if l.waiting.Load() {
+		return false // the loop's goroutine is blocked in wait, not here
+	}
+	return goid() == l.gid.Load()
+}
 
 // Now returns the current time: the loop runs on the wall clock.
 func (l *Loop) Now() time.Time { return time.Now() }
@@ -479,6 +489,8 @@ func (l *Loop) sleep() {
 }
 
 func (l *Loop) wait(timed bool, d time.Duration) {
+	l.waiting.Store(true)
+	defer l.waiting.Store(false)
 	if !timed {
 		<-l.wake
 		return
