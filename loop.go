@@ -30,7 +30,8 @@ import (
 // Immediate, Deferred, Now, IsSameThread, Close and the methods of the
 // returned handles are safe for concurrent use. The zero value is not
 // usable: create a Loop with [NewLoop]. A Loop that is never closed keeps
-// its goroutine for the life of the process.
+// its goroutine for the life of the process, and the goroutines it keeps
+// for [AsyncSteps.Await] functions (docs/DESIGN.md#await).
 //
 // A callback that panics does not stop the loop: the panic is recovered and
 // logged with [log/slog], and the loop goes on with the next callback. One
@@ -99,6 +100,10 @@ type Loop struct {
 	// loop goroutine only. A Loop that closes leaves them (leaveSections),
 	// since it runs no cancel handler.
 	sections section
+
+	// awaitWorkers are the goroutines kept for the Await functions of the
+	// loop's flows; shutdown ends them.
+	awaitWorkers awaitWorkers
 }
 
 // loopBatch bounds how many queued tasks run between two looks at the inbox
@@ -121,6 +126,7 @@ func newIdleLoop() *Loop {
 		done:  make(chan struct{}),
 	}
 	l.alive, l.endAlive = context.WithCancel(context.Background())
+	l.awaitWorkers.idleFor = awaitWorkerIdle
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
 	l.stepTimers.init(&l.timerSeq)
@@ -544,6 +550,7 @@ func (l *Loop) shutdown() {
 	l.endParked()
 	l.endAwaited()
 	l.endAlive()
+	l.awaitWorkers.close()
 	close(l.done)
 }
 
