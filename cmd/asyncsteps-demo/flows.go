@@ -68,9 +68,10 @@ func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 		reply := &quoteReply{Quotes: make([]quote, len(symbols))}
 		p := as.Parallel()
 		for i, symbol := range symbols {
-			p.Add(newFetch(g, symbol, &reply.Quotes[i]).steps)
+			f := newFetch(g, symbol, &reply.Quotes[i])
+			p.Add(f.sendFn, f.retryFn)
 		}
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(reply) })
+		as.SuccessStep(reply)
 	})
 }
 
@@ -95,9 +96,6 @@ func newFetch(g *flowGateway, symbol string, into *quote) *fetch {
 	f.sendFn, f.retryFn, f.readFn = f.send, f.retry, f.read
 	return f
 }
-
-// steps adds the first attempt.
-func (f *fetch) steps(as asyncsteps.AsyncSteps, _ ...any) { as.Add(f.sendFn, f.retryFn) }
 
 // send is one attempt: the upstream request, then its answer read.
 func (f *fetch) send(as asyncsteps.AsyncSteps, _ ...any) {
