@@ -60,11 +60,14 @@ func (p *awaitWorkers) run(job func()) {
 // work runs job, then the jobs handed to it, until it is not kept or has
 // waited idleFor for one.
 func (p *awaitWorkers) work(job func()) {
-	ch := make(chan func(), 1)
+	var ch chan func() // made once kept: a goroutine never kept needs none
 	var idle *time.Timer
 	for job != nil {
 		job()
 		job = nil // let the collector have what it held while waiting
+		if ch == nil {
+			ch = make(chan func(), 1)
+		}
 		if !p.keep(ch) {
 			return
 		}
