@@ -149,8 +149,9 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 	return v, false
 }
 
-// awaitStep runs fn on a goroutine of its own (spec 1.13): the step waits,
-// its cancel handler cancels fn's context, and fn's outcome completes it.
+// awaitStep runs fn on a goroutine of its own (spec 1.13, goAwait): the
+// step waits, its cancel handler cancels fn's context, and fn's outcome
+// completes it.
 // A closed loop runs no cancel handler, so the loop's end cancels the
 // context too: fn's goroutine is not left waiting for a flow that is gone.
 // The critical sections around the step count fn until it returns (see
@@ -173,7 +174,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 			stopOnClose = context.AfterFunc(life, cancel)
 		}
 		held := holdWork(h.f)
-		go func() {
+		goAwait(h.fl.sched, func() {
 			defer stopOnClose()
 			defer cancel()
 			v, err := callAwait(ctx, run, func() {
@@ -186,8 +187,20 @@ func awaitStep(fn AwaitFunc) StepFunc {
 				return
 			}
 			h.complete(awaitError(err))
-		}()
+		})
 	}
+}
+
+// goAwait runs job, an Await function and the completion of its step, on a
+// goroutine of its own: one that a Loop keeps for them (see awaitWorkers),
+// or a new one on the process-wide Loop, which is never closed and so could
+// not give its goroutines back, and on any other Tool.
+func goAwait(sched scheduler, job func()) {
+	if l, ok := sched.(*Loop); ok && !l.shared {
+		l.awaitWorkers.run(job)
+		return
+	}
+	go job()
 }
 
 // isNilValue reports whether err holds a nil pointer, map, slice, channel

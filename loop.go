@@ -30,7 +30,8 @@ import (
 // Immediate, Deferred, Now, IsSameThread, Close and the methods of the
 // returned handles are safe for concurrent use. The zero value is not
 // usable: create a Loop with [NewLoop]. A Loop that is never closed keeps
-// its goroutine for the life of the process.
+// its goroutine for the life of the process, and the goroutines it keeps
+// for [AsyncSteps.Await] functions (docs/DESIGN.md#await).
 //
 // A callback that panics does not stop the loop: the panic is recovered and
 // logged with [log/slog], and the loop goes on with the next callback. One
@@ -53,6 +54,11 @@ type Loop struct {
 	stepTimers stepTimers
 
 	gid atomic.Int64 // goroutine id of the loop, 0 until it starts
+	// waiting is true only while the loop's goroutine is blocked in wait,
+	// where it runs no callback: IsSameThread is then false for every
+	// caller, and answers without reading the caller's goroutine id,
+	// which costs a traceback of the caller's whole stack.
+	waiting atomic.Bool
 	// posted is whether the inbox holds tasks, read without the lock by
 	// busy and drainPosts; written under mu, only when the inbox goes from
 	// empty to not empty or back, so that a post to an inbox that already
@@ -94,6 +100,10 @@ type Loop struct {
 	// loop goroutine only. A Loop that closes leaves them (leaveSections),
 	// since it runs no cancel handler.
 	sections section
+
+	// awaitWorkers are the goroutines kept for the Await functions of the
+	// loop's flows; shutdown ends them.
+	awaitWorkers awaitWorkers
 }
 
 // loopBatch bounds how many queued tasks run between two looks at the inbox
@@ -116,6 +126,7 @@ func newIdleLoop() *Loop {
 		done:  make(chan struct{}),
 	}
 	l.alive, l.endAlive = context.WithCancel(context.Background())
+	l.awaitWorkers.idleFor = awaitWorkerIdle
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
 	l.stepTimers.init(&l.timerSeq)
@@ -201,7 +212,12 @@ func (l *Loop) signal() {
 }
 
 // IsSameThread reports whether it is called on the loop's goroutine.
-func (l *Loop) IsSameThread() bool { return goid() == l.gid.Load() }
+func (l *Loop) IsSameThread() bool {
+	if l.waiting.Load() {
+		return false // the loop's goroutine is blocked in wait, not here
+	}
+	return goid() == l.gid.Load()
+}
 
 // Now returns the current time: the loop runs on the wall clock.
 func (l *Loop) Now() time.Time { return time.Now() }
@@ -479,6 +495,8 @@ func (l *Loop) sleep() {
 }
 
 func (l *Loop) wait(timed bool, d time.Duration) {
+	l.waiting.Store(true)
+	defer l.waiting.Store(false)
 	if !timed {
 		<-l.wake
 		return
@@ -534,6 +552,7 @@ func (l *Loop) shutdown() {
 	l.endParked()
 	l.endAwaited()
 	l.endAlive()
+	l.awaitWorkers.close()
 	close(l.done)
 }
 

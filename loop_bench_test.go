@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // BenchmarkLoopPost measures one post plus its run on the loop goroutine:
 // the path a flow takes from step to step. b.Loop is called from the loop
@@ -76,5 +79,30 @@ func BenchmarkTestToolImmediate(b *testing.B) {
 	for b.Loop() {
 		tt.Immediate(f)
 		tt.NextEvent()
+	}
+}
+
+// BenchmarkLoopIsSameThreadIdle asks an idle loop, from a goroutine 64
+// calls deep (a handler under net/http is about as deep), whether it is the
+// loop's goroutine: what Root.Run pays before every flow it waits for.
+func BenchmarkLoopIsSameThreadIdle(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	for !l.waiting.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	var deep func(n int) bool
+	deep = func(n int) bool {
+		if n > 0 {
+			return deep(n - 1)
+		}
+		same := false
+		for b.Loop() {
+			same = same || l.IsSameThread()
+		}
+		return same
+	}
+	if deep(64) {
+		b.Fatal("IsSameThread() = true off the loop")
 	}
 }

@@ -189,6 +189,30 @@ func TestLoopIsSameThread(t *testing.T) {
 	}
 }
 
+// TestLoopIsSameThreadAcrossSleeps checks the shortcut IsSameThread takes
+// while the loop's goroutine is blocked waiting for work: false from any
+// other goroutine, and true again in the callbacks that wake the loop.
+func TestLoopIsSameThreadAcrossSleeps(t *testing.T) {
+	l := newTestLoop(t)
+	for round := range 3 {
+		deadline := time.Now().Add(guard)
+		for !l.waiting.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the idle loop is not waiting", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if l.IsSameThread() {
+			t.Fatalf("round %d: IsSameThread() = true on the test goroutine while the loop waits", round)
+		}
+		var inside, waiting bool
+		onLoop(t, l, func() { inside, waiting = l.IsSameThread(), l.waiting.Load() })
+		if !inside || waiting {
+			t.Fatalf("round %d: in a callback, IsSameThread() = %v and waiting = %v; want true, false", round, inside, waiting)
+		}
+	}
+}
+
 func TestLoopAcceptsImmediatesFromManyGoroutines(t *testing.T) {
 	l := newTestLoop(t)
 	const producers, per = 8, 2000

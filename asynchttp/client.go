@@ -66,12 +66,12 @@ type Response struct {
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	// The request is made on the Await goroutine with the step's context:
 	// one request per attempt, not one more to clone.
-	return c.add(as, func(ctx context.Context) (*http.Request, error) {
+	return c.add(as, func(ctx context.Context) (any, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return nil, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: " + err.Error(), Cause: err}
 		}
-		return req, nil
+		return c.send(ctx, req)
 	}, onerror)
 }
 
@@ -81,7 +81,7 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 // attempt) only if req.GetBody is set, as http.NewRequest does for the
 // usual body types.
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	return c.add(as, func(ctx context.Context) (*http.Request, error) {
+	return c.add(as, func(ctx context.Context) (any, error) {
 		out := req.Clone(ctx)
 		if req.Body != nil && req.GetBody != nil {
 			body, err := req.GetBody()
@@ -90,19 +90,13 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 			}
 			out.Body = body
 		}
-		return out, nil
+		return c.send(ctx, out)
 	}, onerror)
 }
 
-// add adds the step that sends the request made by build.
-func (c *Client) add(as asyncsteps.AsyncSteps, build func(ctx context.Context) (*http.Request, error), onerror []asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	send := func(ctx context.Context) (any, error) {
-		req, err := build(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return c.send(ctx, req)
-	}
+// add adds the step that runs send, which makes the request and sends it:
+// one closure per request, built by Get or Do.
+func (c *Client) add(as asyncsteps.AsyncSteps, send asyncsteps.AwaitFunc, onerror []asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	if c.Guard == nil {
 		return as.Await(send, onerror...) // one step, not a step and its Await
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ var (
 type compareRun struct {
 	rps          float64       // successful requests per second at saturation
 	p99          time.Duration // their 99th percentile latency
+	cpuPerReq    time.Duration // the gateway process's CPU time per request at saturation
 	bytesPerFlow float64       // heap and stack per request in flight
 	heapPerFlow  float64       // of which heap
 	goroutines   float64       // goroutines per request in flight
@@ -57,21 +60,22 @@ func TestCompare(t *testing.T) {
 		}
 		for _, impl := range order {
 			r := compareRun{}
-			r.rps, r.p99 = saturate(t, impl, fast.url)
+			r.rps, r.p99, r.cpuPerReq = saturate(t, impl, fast.url)
 			r.bytesPerFlow, r.heapPerFlow, r.goroutines = inFlightMemory(t, impl, slow.url)
-			t.Logf("round %d %s: %.0f req/s, p99 %v, %.0f bytes (%.0f of heap) and %.2f goroutines per request in flight",
-				round+1, impl, r.rps, r.p99, r.bytesPerFlow, r.heapPerFlow, r.goroutines)
+			t.Logf("round %d %s: %.0f req/s, p99 %v, CPU %v per request, %.0f bytes (%.0f of heap) and %.2f goroutines per request in flight",
+				round+1, impl, r.rps, r.p99, r.cpuPerReq, r.bytesPerFlow, r.heapPerFlow, r.goroutines)
 			runs[impl] = append(runs[impl], r)
 		}
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "medians of %d alternating runs:\n", *compareRounds)
-	fmt.Fprintf(&out, "| gateway | requests/s at saturation | p99 | bytes per request in flight | of which heap | goroutines per request in flight |\n| --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&out, "| gateway | requests/s at saturation | p99 | CPU per request | bytes per request in flight | of which heap | goroutines per request in flight |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, impl := range []string{"flows", "plain"} {
 		rs := runs[impl]
-		fmt.Fprintf(&out, "| %s | %.0f | %v | %.0f | %.0f | %.2f |\n", impl,
+		fmt.Fprintf(&out, "| %s | %.0f | %v | %v | %.0f | %.0f | %.2f |\n", impl,
 			median(rs, func(r compareRun) float64 { return r.rps }),
 			time.Duration(median(rs, func(r compareRun) float64 { return float64(r.p99) })).Round(10*time.Microsecond),
+			time.Duration(median(rs, func(r compareRun) float64 { return float64(r.cpuPerReq) })).Round(time.Microsecond),
 			median(rs, func(r compareRun) float64 { return r.bytesPerFlow }),
 			median(rs, func(r compareRun) float64 { return r.heapPerFlow }),
 			median(rs, func(r compareRun) float64 { return r.goroutines }))
@@ -97,8 +101,11 @@ var unlimited = []string{"-concurrent", "1000000", "-queue", "0", "-rate", "0", 
 
 // saturate drives a fresh gateway with a fixed number of clients that send
 // their next request as soon as the last is answered, and returns the
-// successful requests per second and their p99 latency.
-func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration) {
+// successful requests per second, their p99 latency, and the gateway
+// process's CPU time per request (0 where /proc cannot tell): on a busy
+// machine a steadier figure than the rate, which the other processes'
+// load moves.
+func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration, time.Duration) {
 	gw := startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", upstreamURL}, unlimited...)...)
 	defer gw.stop(t)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *compareWorkers}}
@@ -111,14 +118,44 @@ func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration) {
 		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=NVDA,TSLA"},
 	)
 	var m vegeta.Metrics
+	cpu0 := processCPU(gw.cmd.Process.Pid)
 	for res := range attacker.Attack(targets, vegeta.Rate{}, *compareDuration, impl) {
 		m.Add(res)
 	}
+	cpu := processCPU(gw.cmd.Process.Pid) - cpu0
 	m.Close()
 	if m.Success < 0.999 {
 		t.Errorf("%s: success ratio %.4f, status %v, errors %v", impl, m.Success, m.StatusCodes, m.Errors)
 	}
-	return m.Throughput, m.Latencies.P99
+	var perRequest time.Duration
+	if m.Requests > 0 && cpu0 > 0 {
+		perRequest = cpu / time.Duration(m.Requests)
+	}
+	return m.Throughput, m.Latencies.P99, perRequest
+}
+
+// processCPU returns the user and system CPU time process pid has used,
+// from /proc/pid/stat (Linux); 0 if it cannot be read.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold any character: state is the first, utime and stime the 12th and
+	// 13th.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticksPerSecond = 100 // USER_HZ, 100 on every Linux port Go supports
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
 // inFlightMemory holds requests in flight on a fresh gateway, against an

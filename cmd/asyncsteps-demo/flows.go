@@ -57,63 +57,76 @@ func (g *flowGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (g *flowGateway) Close() { g.loops.Close() }
 
 // quote adds the steps of one /quote request: check it, enter the limit,
-// fetch every symbol in parallel, answer with the quotes gathered in State.
+// fetch every symbol in parallel, answer with the quotes gathered.
 func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
 	if bad != nil {
 		as.Error(bad.Code, bad.Info)
 	}
 	g.limit.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
+		// Each branch writes its own entry, on the flow's loop: no lock.
+		reply := &quoteReply{Quotes: make([]quote, len(symbols))}
 		p := as.Parallel()
-		for _, symbol := range symbols {
-			p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { g.fetch(as, symbol) })
+		for i, symbol := range symbols {
+			f := newFetch(g, symbol, &reply.Quotes[i])
+			p.Add(f.sendFn, f.retryFn)
 		}
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			reply := quoteReply{Quotes: make([]quote, len(symbols))}
-			for i, symbol := range symbols {
-				reply.Quotes[i], _ = as.State().Get("quote:" + symbol).(quote)
-			}
-			as.Success(reply)
-		})
+		as.SuccessStep(reply)
 	})
 }
 
-// fetch adds the steps that get symbol's price into State, each attempt
-// bounded by its own timeout and retried, at most cfg.Retries times, in the
-// loop labelled "retry".
-func (g *flowGateway) fetch(as asyncsteps.AsyncSteps, symbol string) {
-	url := priceURL(g.cfg.Upstream, symbol)
-	retries := 0
-	retry := func(as asyncsteps.AsyncSteps) {
-		if retries < g.cfg.Retries {
-			retries++
-			as.Continue("retry")
-		}
+// fetch gets one symbol's price into a quote: an attempt, bounded by its
+// own timeout, and on a failure worth it another, at most cfg.Retries
+// more. The step functions are bound once per symbol, not per attempt.
+type fetch struct {
+	g       *flowGateway
+	symbol  string
+	url     string
+	into    *quote
+	retries int  // attempts made after the first
+	final   bool // the last attempt failed for good: an answer not worth another
+	// send, retry and read bound once.
+	sendFn  asyncsteps.StepFunc
+	retryFn asyncsteps.ErrorFunc
+	readFn  asyncsteps.StepFunc
+}
+
+func newFetch(g *flowGateway, symbol string, into *quote) *fetch {
+	f := &fetch{g: g, symbol: symbol, url: priceURL(g.cfg.Upstream, symbol), into: into}
+	f.sendFn, f.retryFn, f.readFn = f.send, f.retry, f.read
+	return f
+}
+
+// send is one attempt: the upstream request, then its answer read.
+func (f *fetch) send(as asyncsteps.AsyncSteps, _ ...any) {
+	as.SetTimeout(f.g.cfg.AttemptTimeout)
+	f.g.client.Get(as, f.url)
+	as.Add(f.readFn)
+}
+
+// retry is the error handler of an attempt: a transport error, the
+// attempt's timeout or a 5xx answer gets another attempt in its place
+// while retries are left; anything else goes on unwinding.
+func (f *fetch) retry(as asyncsteps.AsyncSteps, code string) {
+	if f.final || !retriable(code) || f.retries >= f.g.cfg.Retries {
+		return
 	}
-	as.Loop(func(as asyncsteps.AsyncSteps) {
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.SetTimeout(g.cfg.AttemptTimeout)
-			g.client.Get(as, url)
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			if retriable(code) {
-				retry(as)
-			}
-		})
-		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-			resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
-			if resp.StatusCode != http.StatusOK {
-				err, again := answerError(symbol, resp.StatusCode)
-				if again {
-					retry(as)
-				}
-				as.Error(err.Code, err.Info)
-			}
-			q, err := g.cfg.decode(resp.Body)
-			if err != nil {
-				as.Error(asyncsteps.CommError, "upstream answer for "+symbol+": "+err.Error())
-			}
-			as.State().Set("quote:"+symbol, q)
-			as.Break("retry")
-		})
-	}, "retry")
+	f.retries++
+	as.Add(f.sendFn, f.retryFn)
+}
+
+// read checks the upstream answer and keeps the price.
+func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
+	resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
+	if resp.StatusCode != http.StatusOK {
+		err, again := answerError(f.symbol, resp.StatusCode)
+		f.final = !again
+		as.Error(err.Code, err.Info)
+	}
+	q, err := f.g.cfg.decode(resp.Body)
+	if err != nil {
+		f.final = true
+		as.Error(asyncsteps.CommError, "upstream answer for "+f.symbol+": "+err.Error())
+	}
+	*f.into = q
 }

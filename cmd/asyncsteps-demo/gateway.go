@@ -166,6 +166,7 @@ func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
 	if memory != nil {
 		mux.Handle("/debug/memory", memory)
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, ... profiles
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
 	return mux
 }

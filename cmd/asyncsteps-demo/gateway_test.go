@@ -278,6 +278,25 @@ func TestQuoteRetriesUpstreamFailures(t *testing.T) {
 	}
 }
 
+// An answer that is no price and no 5xx is final: a 404 is an unknown
+// symbol, any other status a broken upstream (502); neither is asked again.
+func TestQuoteAnswersNotWorthRetryingAreNot(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			g.up.answer("AAPL", http.StatusTeapot)
+			wantAnswer(t, g.get("?symbols=AAPL"), 502, "", errBody("CommError", "upstream answered 418 for AAPL"))
+			g.up.answer("IBM", http.StatusNotFound)
+			wantAnswer(t, g.get("?symbols=IBM"), 400, "", errBody("InvalidRequest", `unknown symbol "IBM"`))
+			for _, symbol := range []string{"AAPL", "IBM"} {
+				if n := g.up.count(symbol); n != 1 {
+					t.Errorf("%s asked %d times, want once", symbol, n)
+				}
+			}
+		})
+	}
+}
+
 func TestQuoteBadInputIs400Or405(t *testing.T) {
 	tests := []struct {
 		name, method, query string
