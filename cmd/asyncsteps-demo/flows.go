@@ -57,76 +57,99 @@ func (g *flowGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (g *flowGateway) Close() { g.loops.Close() }
 
 // quote adds the steps of one /quote request: check it, enter the limit,
-// fetch every symbol in parallel, answer with the quotes gathered.
+// fetch every symbol in parallel, answer with the quotes gathered in State.
 func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
 	if bad != nil {
 		as.Error(bad.Code, bad.Info)
 	}
 	g.limit.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
-		// Each branch writes its own entry, on the flow's loop: no lock.
-		reply := &quoteReply{Quotes: make([]quote, len(symbols))}
+		fetches := make([]*fetch, len(symbols))
 		p := as.Parallel()
 		for i, symbol := range symbols {
-			f := newFetch(g, symbol, &reply.Quotes[i])
-			p.Add(f.sendFn, f.retryFn)
+			fetches[i] = newFetch(g, symbol)
+			p.Add(fetches[i].stepsFn)
 		}
-		as.SuccessStep(reply)
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			reply := quoteReply{Quotes: make([]quote, len(fetches))}
+			for i, f := range fetches {
+				reply.Quotes[i], _ = as.State().Get(f.key).(quote)
+			}
+			as.Success(reply)
+		})
 	})
 }
 
-// fetch gets one symbol's price into a quote: an attempt, bounded by its
-// own timeout, and on a failure worth it another, at most cfg.Retries
-// more. The step functions are bound once per symbol, not per attempt.
+// fetch gets one symbol's price into State: attempts in the loop labelled
+// "retry", each bounded by its own timeout; an attempt that fails in a way
+// worth it goes on with the next iteration, at most cfg.Retries times. Its
+// step functions are bound once per symbol, not made per attempt.
 type fetch struct {
 	g       *flowGateway
 	symbol  string
 	url     string
-	into    *quote
-	retries int  // attempts made after the first
-	final   bool // the last attempt failed for good: an answer not worth another
-	// send, retry and read bound once.
-	sendFn  asyncsteps.StepFunc
-	retryFn asyncsteps.ErrorFunc
-	readFn  asyncsteps.StepFunc
+	key     string // the State entry of the price
+	retries int    // attempts made after the first
+
+	stepsFn   asyncsteps.StepFunc
+	attemptFn asyncsteps.LoopFunc
+	sendFn    asyncsteps.StepFunc
+	onSendErr asyncsteps.ErrorFunc
+	readFn    asyncsteps.StepFunc
 }
 
-func newFetch(g *flowGateway, symbol string, into *quote) *fetch {
-	f := &fetch{g: g, symbol: symbol, url: priceURL(g.cfg.Upstream, symbol), into: into}
-	f.sendFn, f.retryFn, f.readFn = f.send, f.retry, f.read
+func newFetch(g *flowGateway, symbol string) *fetch {
+	f := &fetch{g: g, symbol: symbol, url: priceURL(g.cfg.Upstream, symbol), key: "quote:" + symbol}
+	f.stepsFn, f.attemptFn = f.steps, f.attempt
+	f.sendFn, f.onSendErr, f.readFn = f.send, f.sendFailed, f.read
 	return f
 }
 
-// send is one attempt: the upstream request, then its answer read.
-func (f *fetch) send(as asyncsteps.AsyncSteps, _ ...any) {
-	as.SetTimeout(f.g.cfg.AttemptTimeout)
-	f.g.client.Get(as, f.url)
+// steps is the parallel branch of the symbol: the loop of attempts.
+func (f *fetch) steps(as asyncsteps.AsyncSteps, _ ...any) { as.Loop(f.attemptFn, "retry") }
+
+// attempt is one iteration: the upstream request, then its answer read.
+func (f *fetch) attempt(as asyncsteps.AsyncSteps) {
+	as.Add(f.sendFn, f.onSendErr)
 	as.Add(f.readFn)
 }
 
-// retry is the error handler of an attempt: a transport error, the
-// attempt's timeout or a 5xx answer gets another attempt in its place
-// while retries are left; anything else goes on unwinding.
-func (f *fetch) retry(as asyncsteps.AsyncSteps, code string) {
-	if f.final || !retriable(code) || f.retries >= f.g.cfg.Retries {
-		return
-	}
-	f.retries++
-	as.Add(f.sendFn, f.retryFn)
+func (f *fetch) send(as asyncsteps.AsyncSteps, _ ...any) {
+	as.SetTimeout(f.g.cfg.AttemptTimeout)
+	f.g.client.Get(as, f.url)
 }
 
-// read checks the upstream answer and keeps the price.
+// sendFailed retries a transport error or the attempt's own timeout;
+// anything else goes on unwinding.
+func (f *fetch) sendFailed(as asyncsteps.AsyncSteps, code string) {
+	if retriable(code) {
+		f.retry(as)
+	}
+}
+
+// retry goes on with the next attempt, if retries are left.
+func (f *fetch) retry(as asyncsteps.AsyncSteps) {
+	if f.retries < f.g.cfg.Retries {
+		f.retries++
+		as.Continue("retry")
+	}
+}
+
+// read checks the upstream answer, keeps the price in State and leaves
+// the loop; a 5xx answer is retried.
 func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 	resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
 	if resp.StatusCode != http.StatusOK {
 		err, again := answerError(f.symbol, resp.StatusCode)
-		f.final = !again
+		if again {
+			f.retry(as)
+		}
 		as.Error(err.Code, err.Info)
 	}
 	q, err := f.g.cfg.decode(resp.Body)
 	if err != nil {
-		f.final = true
 		as.Error(asyncsteps.CommError, "upstream answer for "+f.symbol+": "+err.Error())
 	}
-	*f.into = q
+	as.State().Set(f.key, q)
+	as.Break("retry")
 }
