@@ -508,7 +508,7 @@ func (l *Loop) shutdown() {
 	l.posted.Store(false)
 	mustRun := l.timers.dropAll()
 	l.mu.Unlock()
-	l.stepTimers.dropAll()
+	timed := l.stepTimers.dropAll()
 	// Mutexes and Throttles may be shared with flows of other loops: give
 	// back what this loop's flows hold, then end the periods it timed, so
 	// that the slots go to flows that can still run; and before the flows
@@ -530,6 +530,7 @@ func (l *Loop) shutdown() {
 	}
 	l.endStarts()
 	l.endParked()
+	l.endTimed(timed)
 	l.endAwaited()
 	l.endAlive()
 	close(l.done)
