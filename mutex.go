@@ -57,8 +57,8 @@ type Mutex struct {
 	limit    int // 0 means 1
 	maxQueue queueLimit
 
-	mu      sync.Mutex     // guards the fields below; never held while user code or a Tool runs
-	holders map[*frame]int // by owner: a pointer key hashes faster than an interface
+	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
+	holders holderSet  // by owner
 	queue   waitQueue
 	// branchWaiters counts the queued entries that wait from inside a
 	// parallel branch: only those can take part in a deadlock.
@@ -123,12 +123,10 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch n := m.holders[e.key]; {
-	case n > 0 || len(m.holders) < m.slots():
-		if m.holders == nil {
-			m.holders = make(map[*frame]int)
-		}
-		m.holders[e.key] = n + 1
+	switch n := m.holders.count(e.key); {
+	case n > 0 || m.holders.len() < m.slots():
+		m.holders.use(m.slots())
+		m.holders.add(e.key)
 		e.state = entryHeld
 	case m.maxQueue.full(m.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Mutex queue limit"}
@@ -163,12 +161,13 @@ func (m *Mutex) deadlocked(chain []*frame) bool {
 	if len(chain) == 0 && m.branchWaiters == 0 {
 		return false
 	}
-	for p := range m.holders {
-		if m.outerWaits[p] == 0 && !slices.Contains(chain, p) {
-			return false // p can go on and give its slot back
-		}
-	}
-	return true
+	stuck := true
+	m.holders.all(func(p *frame) bool {
+		// p can go on and give its slot back unless it waits
+		stuck = m.outerWaits[p] > 0 || slices.Contains(chain, p)
+		return stuck
+	})
+	return stuck
 }
 
 // leave gives back the slot e holds, or takes e out of the queue. The slot
@@ -185,25 +184,23 @@ func (m *Mutex) leave(e *entry, on *flow) {
 		return
 	case entryHeld:
 		e.state = entryLeft
-		if n := m.holders[e.key] - 1; n > 0 {
-			m.holders[e.key] = n
+		if m.holders.drop(e.key) > 0 {
 			m.mu.Unlock()
 			return
 		}
-		delete(m.holders, e.key)
 	default:
 		m.mu.Unlock()
 		return
 	}
 	var room [4]AsyncSteps // most leaves admit one waiter: no allocation
 	admitted := room[:0]
-	for len(m.holders) < m.slots() {
+	for m.holders.len() < m.slots() {
 		w := m.queue.pop()
 		if w == nil {
 			break
 		}
 		m.dequeue(w)
-		m.holders[w.key]++
+		m.holders.add(w.key)
 		w.state = entryHeld
 		admitted = append(admitted, w.as)
 		w.as = nil

@@ -1,0 +1,108 @@
+package asyncsteps
+
+// smallHolders is the largest number of slots for which a Mutex keeps its
+// holders in a list: scanning that many keys costs less than hashing one.
+const smallHolders = 16
+
+// holderSet counts, per holder (a flow or parallel branch, see owner), the
+// entries a Mutex has admitted and not taken back. A Mutex of at most
+// smallHolders slots keeps them in a list, a larger one in a map; the
+// zero value is an empty list. Guarded by the Mutex's mu.
+type holderSet struct {
+	list  []holderCount
+	byKey map[*frame]int
+}
+
+type holderCount struct {
+	key *frame
+	n   int
+}
+
+// use makes the set a map for a Mutex of more than smallHolders slots.
+func (h *holderSet) use(slots int) {
+	if slots > smallHolders && h.byKey == nil {
+		h.byKey = make(map[*frame]int)
+	}
+}
+
+// len is the number of holders.
+func (h *holderSet) len() int {
+	if h.byKey != nil {
+		return len(h.byKey)
+	}
+	return len(h.list)
+}
+
+// count returns the entries key holds.
+func (h *holderSet) count(key *frame) int {
+	if h.byKey != nil {
+		return h.byKey[key]
+	}
+	for _, c := range h.list {
+		if c.key == key {
+			return c.n
+		}
+	}
+	return 0
+}
+
+// add counts one more entry of key.
+func (h *holderSet) add(key *frame) {
+	if h.byKey != nil {
+		h.byKey[key]++
+		return
+	}
+	for i := range h.list {
+		if h.list[i].key == key {
+			h.list[i].n++
+			return
+		}
+	}
+	h.list = append(h.list, holderCount{key: key, n: 1})
+}
+
+// drop takes one entry of key back and returns how many it still holds;
+// a holder left with none is no longer one.
+func (h *holderSet) drop(key *frame) int {
+	if h.byKey != nil {
+		n := h.byKey[key] - 1
+		if n > 0 {
+			h.byKey[key] = n
+		} else {
+			delete(h.byKey, key)
+		}
+		return n
+	}
+	for i := range h.list {
+		if h.list[i].key != key {
+			continue
+		}
+		h.list[i].n--
+		n := h.list[i].n
+		if n == 0 {
+			last := len(h.list) - 1
+			h.list[i] = h.list[last]
+			h.list[last] = holderCount{} // let the frame go
+			h.list = h.list[:last]
+		}
+		return n
+	}
+	return 0
+}
+
+// all calls f with each holder until it returns false.
+func (h *holderSet) all(f func(key *frame) bool) {
+	if h.byKey != nil {
+		for key := range h.byKey {
+			if !f(key) {
+				return
+			}
+		}
+		return
+	}
+	for _, c := range h.list {
+		if !f(c.key) {
+			return
+		}
+	}
+}
