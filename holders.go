@@ -18,19 +18,39 @@ type holderCount struct {
 	n   int
 }
 
-// use makes the set a map for a Mutex of more than smallHolders slots.
-func (h *holderSet) use(slots int) {
-	if slots > smallHolders && h.byKey == nil {
-		h.byKey = make(map[*frame]int)
-	}
-}
-
 // len is the number of holders.
 func (h *holderSet) len() int {
 	if h.byKey != nil {
 		return len(h.byKey)
 	}
 	return len(h.list)
+}
+
+// enter counts one more entry of key if key holds the Mutex already (it
+// enters again) or fewer than slots holders do; it reports whether it did.
+func (h *holderSet) enter(key *frame, slots int) bool {
+	if h.byKey == nil && slots > smallHolders {
+		h.byKey = make(map[*frame]int)
+	}
+	if h.byKey != nil {
+		n := h.byKey[key]
+		if n == 0 && len(h.byKey) >= slots {
+			return false
+		}
+		h.byKey[key] = n + 1
+		return true
+	}
+	for i := range h.list {
+		if h.list[i].key == key {
+			h.list[i].n++
+			return true
+		}
+	}
+	if len(h.list) >= slots {
+		return false
+	}
+	h.list = append(h.list, holderCount{key: key, n: 1})
+	return true
 }
 
 // count returns the entries key holds.

@@ -97,7 +97,10 @@ func (m *Mutex) slots() int { return max(m.limit, 1) }
 
 // enter runs as the step that asks for a slot. The first try does not
 // make the step wait, so that a free Mutex costs no external completion;
-// only when the flow must queue does the step wait, and then it tries again,
+// only when the flow must queue does the step wait. A step of this package
+// is made to wait under mu as it queues, in one try. Any other, or one
+// whose wait a hook observes (observeWait reads the Tool's clock, which
+// may be user code), is made to wait outside mu, and then tries again,
 // since a slot may have been given back in between.
 func (m *Mutex) enter(as AsyncSteps, e *entry) {
 	var chain []*frame
@@ -108,6 +111,10 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 		}
 	} else {
 		e.key = new(frame) // not one of our steps: a key of its own, no reentrance
+	}
+	if h, ok := as.(*stepAPI); ok && !waitObserved(h.fl) {
+		m.admit(e, h, chain) // h waits if it queues
+		return
 	}
 	if m.admit(e, nil, chain) {
 		return
@@ -120,13 +127,12 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 
 // admit lets e in, refuses it or, when waiter is not nil, queues it. It
 // reports whether e is settled (in or refused); false means it must wait.
+// A waiter of this package's own is made to wait before it is queued.
 func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch n := m.holders.count(e.key); {
-	case n > 0 || m.holders.len() < m.slots():
-		m.holders.use(m.slots())
-		m.holders.add(e.key)
+	switch {
+	case m.holders.enter(e.key, m.slots()):
 		e.state = entryHeld
 	case m.maxQueue.full(m.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Mutex queue limit"}
@@ -135,6 +141,9 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 	case waiter == nil:
 		return false
 	default:
+		if h, ok := waiter.(*stepAPI); ok {
+			h.WaitExternal() // no user code: a store to the step's state
+		}
 		e.state = entryQueued
 		e.as = waiter
 		e.chain = chain
