@@ -53,6 +53,18 @@ func (h *holderSet) enter(key *frame, slots int) bool {
 	return true
 }
 
+// addNew counts the first entry of key, which holds nothing, without a
+// scan: a waiter that the Mutex admits from its queue (its flow or branch
+// is stopped at the step that waits, and did not hold the Mutex when it
+// queued, or it would have entered again at once), or a key just made.
+func (h *holderSet) addNew(key *frame) {
+	if h.byKey != nil {
+		h.byKey[key] = 1
+		return
+	}
+	h.list = append(h.list, holderCount{key: key, n: 1})
+}
+
 // count returns the entries key holds.
 func (h *holderSet) count(key *frame) int {
 	if h.byKey != nil {
@@ -64,21 +76,6 @@ func (h *holderSet) count(key *frame) int {
 		}
 	}
 	return 0
-}
-
-// add counts one more entry of key.
-func (h *holderSet) add(key *frame) {
-	if h.byKey != nil {
-		h.byKey[key]++
-		return
-	}
-	for i := range h.list {
-		if h.list[i].key == key {
-			h.list[i].n++
-			return
-		}
-	}
-	h.list = append(h.list, holderCount{key: key, n: 1})
 }
 
 // drop takes one entry of key back and returns how many it still holds;

@@ -209,7 +209,7 @@ func (m *Mutex) leave(e *entry, on *flow) {
 			break
 		}
 		m.dequeue(w)
-		m.holders.add(w.key)
+		m.holders.addNew(w.key)
 		w.state = entryHeld
 		admitted = append(admitted, w.as)
 		w.as = nil

@@ -98,6 +98,6 @@ func (m *Mutex) detach(e *entry) bool {
 		return true
 	}
 	e.key = new(frame)
-	m.holders.add(e.key)
+	m.holders.addNew(e.key)
 	return true
 }
