@@ -80,12 +80,13 @@ func (l *enginePools) keepFrame(f *frame) {
 // soon: the pool holds those in between, not every section in use.
 const maxPooledSections = 256
 
-// takeSection returns a pooled section, blank, or a new one.
+// takeSection returns a pooled section, blank, or a new one. A Tool of
+// another package has no pools (nil): its sections are all new.
 func (l *enginePools) takeSection() *section {
-	s := l.sections
-	if s == nil {
+	if l == nil || l.sections == nil {
 		return new(section)
 	}
+	s := l.sections
 	l.sections = s.next
 	l.nsections--
 	s.next = nil
@@ -93,9 +94,9 @@ func (l *enginePools) takeSection() *section {
 }
 
 // keepSection pools s, which its flow has left, blank, unless the pool is
-// full.
+// full or there is none.
 func (l *enginePools) keepSection(s *section) {
-	if l.nsections < maxPooledSections {
+	if l != nil && l.nsections < maxPooledSections {
 		*s = section{next: l.sections}
 		l.sections = s
 		l.nsections++

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -45,5 +46,39 @@ func TestLoopReusesSectionsSafely(t *testing.T) {
 		if got := strings.Join(traces[i], " "); got != strings.Join(want, " ") {
 			t.Errorf("flow %d ran %q, want %q", i, got, strings.Join(want, " "))
 		}
+	}
+}
+
+// A flow on a Tool of another package enters critical sections too: its
+// sections are not pooled (such a Tool has no pools), and a Mutex(1)
+// shared by three such flows lets them in one at a time, in order.
+func TestSyncOnAForeignTool(t *testing.T) {
+	tool := &manualTool{}
+	m := asyncsteps.NewMutex(1)
+	var trace []string
+	results := make([]<-chan asyncsteps.Result, 3)
+	for i := range results {
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		for n := range 2 {
+			r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+				trace = append(trace, fmt.Sprintf("in%d.%d", i, n))
+				as.WaitExternal()
+				tool.Deferred(time.Millisecond, func() {
+					trace = append(trace, fmt.Sprintf("out%d.%d", i, n))
+					as.Success()
+				})
+			})
+		}
+		results[i] = r.Promise()
+	}
+	tool.run()
+	for i, ch := range results {
+		if res := receive(t, ch, fmt.Sprint("flow ", i)); res.Err != nil {
+			t.Fatalf("flow %d: %v", i, res.Err)
+		}
+	}
+	want := "in0.0 out0.0 in1.0 out1.0 in2.0 out2.0 in0.1 out0.1 in1.1 out1.1 in2.1 out2.1"
+	if got := strings.Join(trace, " "); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
 	}
 }
