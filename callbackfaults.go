@@ -254,13 +254,20 @@ func (l *Loop) leaveGoroutine(ended *bool) {
 	}
 }
 
-// park notes fl, whose step waits, in its Loop's set of parked flows, so
-// that a Close ends it: nothing else on the loop refers to a flow that
+// park notes fl, whose step c waits, in its Loop's set of parked flows,
+// so that a Close ends it: nothing else on the loop refers to a flow that
 // waits for another goroutine. The set holds the flows weakly: a flow that
 // nothing else refers to can never go on, and is collected. A Loop that
 // never closes needs no set, nor does a flow a Promise waits for (the
-// Loop's awaited set has it).
-func (fl *flow) park() { fl.parked = fl.sched.park(fl) }
+// Loop's awaited set has it), nor a step with a timeout of its own: the
+// loop's step timers hold the flow until the step ends, and a Close ends
+// the flows they hold (endTimed). That spares the common wait with a
+// timeout the weak pointer, which costs a quarter of such a flow.
+func (fl *flow) park(c *frame) {
+	if c.timer == nil {
+		fl.parked = fl.sched.park(fl)
+	}
+}
 
 // unpark takes an ending flow out of its Loop's set of parked flows.
 func (fl *flow) unpark() {
@@ -291,6 +298,16 @@ func (l *Loop) endParked() {
 		}
 	}
 	l.engine.parked = nil
+}
+
+// endTimed ends the flows that the closing loop's step timers held,
+// which may wait without being parked (see flow.park).
+func (l *Loop) endTimed(timed []*flow) {
+	for _, fl := range timed {
+		if !fl.done {
+			l.endClosed(fl)
+		}
+	}
 }
 
 // endDropped ends the flow that t, a task the closing loop drops, would

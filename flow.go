@@ -346,7 +346,7 @@ func (fl *flow) settle(c *frame) *frame {
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
 		if !fl.parked {
-			fl.park()
+			fl.park(c)
 		}
 		if w := fl.wait; w != nil && w.expired {
 			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor

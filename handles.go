@@ -15,18 +15,18 @@ const (
 	handleCancelled
 )
 
-// immediate is a callback queued by Loop.Immediate, its own handle. It is
-// never removed from the queue: Cancel only flips its state, and the loop
-// skips it.
+// loopImmediate is a callback queued by Loop.Immediate, its own handle,
+// taken from a block of them (Loop.newImmediate). It is never removed from
+// the queue: Cancel only flips its state, and the loop skips it.
 type loopImmediate struct {
 	f     func()
 	state atomic.Uint32
 }
 
 func (e *loopImmediate) run() {
+	f := e.f
+	e.f = nil // a kept handle must not keep the closure alive
 	if e.state.CompareAndSwap(handleScheduled, handleRan) {
-		f := e.f
-		e.f = nil // a kept handle must not keep the closure alive
 		f()
 	}
 }

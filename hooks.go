@@ -187,10 +187,15 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 // hook of its flow; as itself when there is none. On the flow's loop.
 func observeWait(as AsyncSteps, obj Syncer) AsyncSteps {
 	fl := flowOf(as)
-	if fl == nil || fl.wait == nil || fl.wait.hooks == nil || fl.wait.hooks.SyncWait == nil {
+	if !waitObserved(fl) {
 		return as
 	}
 	return &waitingStep{AsyncSteps: as, obj: obj, report: fl.wait.hooks.SyncWait, since: as.Tool().Now()}
+}
+
+// waitObserved reports whether fl, if a flow, has a SyncWait hook.
+func waitObserved(fl *flow) bool {
+	return fl != nil && fl.wait != nil && fl.wait.hooks != nil && fl.wait.hooks.SyncWait != nil
 }
 
 // waitingStep is a step waiting in a gate's queue, whose admission (the

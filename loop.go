@@ -83,6 +83,9 @@ type Loop struct {
 	mu     sync.Mutex
 	inbox  []task    // tasks from Immediate, in order
 	timers timerHeap // deferred callbacks, guarded by mu
+	// immediates is the rest of the block that Immediate takes its
+	// handles from, guarded by mu: one allocation per block, not per call.
+	immediates []loopImmediate
 
 	shared bool // DefaultTool's loop: never closed
 
@@ -148,16 +151,33 @@ func DefaultTool() Tool { return defaultLoop() }
 // scheduled with Immediate. After Close, it returns an invalid handle and f
 // never runs.
 func (l *Loop) Immediate(f func()) Handle {
-	e := &loopImmediate{f: f}
 	l.mu.Lock()
 	if l.closing.Load() {
 		l.mu.Unlock()
 		return deadHandle{}
 	}
+	e := l.newImmediate()
+	e.f = f
 	l.postLocked(e)
 	l.unlockAndWake(true)
 	return e
 }
+
+// newImmediate takes a handle from the block; mu must be held. A block
+// is garbage once none of its handles is kept: a handle drops its callback
+// once it has run or been skipped, so a kept handle keeps no closure of
+// its block alive.
+func (l *Loop) newImmediate() *loopImmediate {
+	if len(l.immediates) == 0 {
+		l.immediates = make([]loopImmediate, immediateBlock)
+	}
+	e := &l.immediates[0]
+	l.immediates = l.immediates[1:]
+	return e
+}
+
+// immediateBlock is how many handles of Immediate one allocation makes.
+const immediateBlock = 32
 
 // Deferred schedules f to run on the loop once d has passed; d <= 0 makes
 // it due at once. After Close, it returns an invalid handle and f never
@@ -532,7 +552,7 @@ func (l *Loop) shutdown() {
 	l.posted.Store(false)
 	mustRun := l.timers.dropAll()
 	l.mu.Unlock()
-	l.stepTimers.dropAll()
+	timed := l.stepTimers.dropAll()
 	// Mutexes and Throttles may be shared with flows of other loops: give
 	// back what this loop's flows hold, then end the periods it timed, so
 	// that the slots go to flows that can still run; and before the flows
@@ -550,6 +570,7 @@ func (l *Loop) shutdown() {
 	}
 	l.endStarts()
 	l.endParked()
+	l.endTimed(timed)
 	l.endAwaited()
 	l.endAlive()
 	l.awaitWorkers.close()
@@ -570,6 +591,7 @@ func (l *Loop) endAwaited() {
 
 func dropTask(t task) {
 	if e, ok := t.(*loopImmediate); ok {
+		e.f = nil
 		e.state.CompareAndSwap(handleScheduled, handleCancelled)
 	}
 }

@@ -57,8 +57,8 @@ type Mutex struct {
 	limit    int // 0 means 1
 	maxQueue queueLimit
 
-	mu      sync.Mutex     // guards the fields below; never held while user code or a Tool runs
-	holders map[*frame]int // by owner: a pointer key hashes faster than an interface
+	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
+	holders holderSet  // by owner
 	queue   waitQueue
 	// branchWaiters counts the queued entries that wait from inside a
 	// parallel branch: only those can take part in a deadlock.
@@ -97,7 +97,10 @@ func (m *Mutex) slots() int { return max(m.limit, 1) }
 
 // enter runs as the step that asks for a slot. The first try does not
 // make the step wait, so that a free Mutex costs no external completion;
-// only when the flow must queue does the step wait, and then it tries again,
+// only when the flow must queue does the step wait. A step of this package
+// is made to wait under mu as it queues, in one try. Any other, or one
+// whose wait a hook observes (observeWait reads the Tool's clock, which
+// may be user code), is made to wait outside mu, and then tries again,
 // since a slot may have been given back in between.
 func (m *Mutex) enter(as AsyncSteps, e *entry) {
 	var chain []*frame
@@ -108,6 +111,10 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 		}
 	} else {
 		e.key = new(frame) // not one of our steps: a key of its own, no reentrance
+	}
+	if h, ok := as.(*stepAPI); ok && !waitObserved(h.fl) {
+		m.admit(e, h, chain) // h waits if it queues
+		return
 	}
 	if m.admit(e, nil, chain) {
 		return
@@ -120,15 +127,12 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 
 // admit lets e in, refuses it or, when waiter is not nil, queues it. It
 // reports whether e is settled (in or refused); false means it must wait.
+// A waiter of this package's own is made to wait before it is queued.
 func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch n := m.holders[e.key]; {
-	case n > 0 || len(m.holders) < m.slots():
-		if m.holders == nil {
-			m.holders = make(map[*frame]int)
-		}
-		m.holders[e.key] = n + 1
+	switch {
+	case m.holders.enter(e.key, m.slots()):
 		e.state = entryHeld
 	case m.maxQueue.full(m.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Mutex queue limit"}
@@ -137,6 +141,9 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 	case waiter == nil:
 		return false
 	default:
+		if h, ok := waiter.(*stepAPI); ok {
+			h.WaitExternal() // no user code: a store to the step's state
+		}
 		e.state = entryQueued
 		e.as = waiter
 		e.chain = chain
@@ -163,12 +170,13 @@ func (m *Mutex) deadlocked(chain []*frame) bool {
 	if len(chain) == 0 && m.branchWaiters == 0 {
 		return false
 	}
-	for p := range m.holders {
-		if m.outerWaits[p] == 0 && !slices.Contains(chain, p) {
-			return false // p can go on and give its slot back
-		}
-	}
-	return true
+	stuck := true
+	m.holders.all(func(p *frame) bool {
+		// p can go on and give its slot back unless it waits
+		stuck = m.outerWaits[p] > 0 || slices.Contains(chain, p)
+		return stuck
+	})
+	return stuck
 }
 
 // leave gives back the slot e holds, or takes e out of the queue. The slot
@@ -185,25 +193,23 @@ func (m *Mutex) leave(e *entry, on *flow) {
 		return
 	case entryHeld:
 		e.state = entryLeft
-		if n := m.holders[e.key] - 1; n > 0 {
-			m.holders[e.key] = n
+		if m.holders.drop(e.key) > 0 {
 			m.mu.Unlock()
 			return
 		}
-		delete(m.holders, e.key)
 	default:
 		m.mu.Unlock()
 		return
 	}
 	var room [4]AsyncSteps // most leaves admit one waiter: no allocation
 	admitted := room[:0]
-	for len(m.holders) < m.slots() {
+	for m.holders.len() < m.slots() {
 		w := m.queue.pop()
 		if w == nil {
 			break
 		}
 		m.dequeue(w)
-		m.holders[w.key]++
+		m.holders.addNew(w.key)
 		w.state = entryHeld
 		admitted = append(admitted, w.as)
 		w.as = nil
@@ -225,5 +231,129 @@ func (m *Mutex) dequeue(e *entry) {
 			}
 		}
 		e.chain = nil
+	}
+}
+
+// smallHolders is the largest number of slots for which a Mutex keeps its
+// holders in a list: scanning that many keys costs less than hashing one.
+const smallHolders = 16
+
+// holderSet counts, per holder (a flow or parallel branch, see owner), the
+// entries a Mutex has admitted and not taken back. A Mutex of at most
+// smallHolders slots keeps them in a list, a larger one in a map; the
+// zero value is an empty list. Guarded by the Mutex's mu.
+type holderSet struct {
+	list  []holderCount
+	byKey map[*frame]int
+}
+
+type holderCount struct {
+	key *frame
+	n   int
+}
+
+// len is the number of holders.
+func (h *holderSet) len() int {
+	if h.byKey != nil {
+		return len(h.byKey)
+	}
+	return len(h.list)
+}
+
+// enter counts one more entry of key if key holds the Mutex already (it
+// enters again) or fewer than slots holders do; it reports whether it did.
+func (h *holderSet) enter(key *frame, slots int) bool {
+	if h.byKey == nil && slots > smallHolders {
+		h.byKey = make(map[*frame]int)
+	}
+	if h.byKey != nil {
+		n := h.byKey[key]
+		if n == 0 && len(h.byKey) >= slots {
+			return false
+		}
+		h.byKey[key] = n + 1
+		return true
+	}
+	for i := range h.list {
+		if h.list[i].key == key {
+			h.list[i].n++
+			return true
+		}
+	}
+	if len(h.list) >= slots {
+		return false
+	}
+	h.list = append(h.list, holderCount{key: key, n: 1})
+	return true
+}
+
+// addNew counts the first entry of key, which holds nothing, without a
+// scan: a waiter that the Mutex admits from its queue (its flow or branch
+// is stopped at the step that waits, and did not hold the Mutex when it
+// queued, or it would have entered again at once), or a key just made.
+func (h *holderSet) addNew(key *frame) {
+	if h.byKey != nil {
+		h.byKey[key] = 1
+		return
+	}
+	h.list = append(h.list, holderCount{key: key, n: 1})
+}
+
+// count returns the entries key holds.
+func (h *holderSet) count(key *frame) int {
+	if h.byKey != nil {
+		return h.byKey[key]
+	}
+	for _, c := range h.list {
+		if c.key == key {
+			return c.n
+		}
+	}
+	return 0
+}
+
+// drop takes one entry of key back and returns how many it still holds;
+// a holder left with none is no longer one.
+func (h *holderSet) drop(key *frame) int {
+	if h.byKey != nil {
+		n := h.byKey[key] - 1
+		if n > 0 {
+			h.byKey[key] = n
+		} else {
+			delete(h.byKey, key)
+		}
+		return n
+	}
+	for i := range h.list {
+		if h.list[i].key != key {
+			continue
+		}
+		h.list[i].n--
+		n := h.list[i].n
+		if n == 0 {
+			last := len(h.list) - 1
+			h.list[i] = h.list[last]
+			h.list[last] = holderCount{} // let the frame go
+			h.list = h.list[:last]
+		}
+		return n
+	}
+	return 0
+}
+
+// all calls f with each holder until it returns false.
+func (h *holderSet) all(f func(key *frame) bool) {
+	if h.byKey != nil {
+		for key := range h.byKey {
+			if !f(key) {
+				return
+			}
+		}
+		return
+	}
+	for _, c := range h.list {
+		if !f(c.key) {
+			return
+		}
 	}
 }

@@ -10,14 +10,16 @@ import (
 // allocation of its own (a block is garbage once no step API in it is kept),
 // and finished frames, for the next steps of any flow of the loop.
 type enginePools struct {
-	bursts   atomic.Bool // set from any goroutine: see Loop.SetBursts
-	stepAPIs []stepAPI
-	frames   *frame // linked by parent
-	nframes  int
-	timers   *timerEntry // step timers given back, linked by next
-	ntimers  int
-	parked   map[weak.Pointer[flow]]struct{} // see flow.park
-	obs      *observer                       // the tool's hooks (hooks.go), nil when unset
+	bursts    atomic.Bool // set from any goroutine: see Loop.SetBursts
+	stepAPIs  []stepAPI
+	frames    *frame // linked by parent
+	nframes   int
+	timers    *timerEntry // step timers given back, linked by next
+	ntimers   int
+	parked    map[weak.Pointer[flow]]struct{} // see flow.park
+	sections  *section                        // sections ended on success, linked by next
+	nsections int
+	obs       *observer // the tool's hooks (hooks.go), nil when unset
 }
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.
@@ -70,5 +72,33 @@ func (l *enginePools) keepFrame(f *frame) {
 		f.parent = l.frames
 		l.frames = f
 		l.nframes++
+	}
+}
+
+// maxPooledSections bounds the critical sections a loop keeps for later
+// Sync steps. A flow that leaves a section mostly enters the next one
+// soon: the pool holds those in between, not every section in use.
+const maxPooledSections = 256
+
+// takeSection returns a pooled section, blank, or a new one. A Tool of
+// another package has no pools (nil): its sections are all new.
+func (l *enginePools) takeSection() *section {
+	if l == nil || l.sections == nil {
+		return new(section)
+	}
+	s := l.sections
+	l.sections = s.next
+	l.nsections--
+	s.next = nil
+	return s
+}
+
+// keepSection pools s, which its flow has left, blank, unless the pool is
+// full or there is none.
+func (l *enginePools) keepSection(s *section) {
+	if l != nil && l.nsections < maxPooledSections {
+		*s = section{next: l.sections}
+		l.sections = s
+		l.nsections++
 	}
 }

@@ -72,8 +72,12 @@ type section struct {
 	// It fits in the padding after the bytes above.
 	work atomic.Int32
 	// prev and next link the section into its loop's ring (see
-	// Loop.sections) from its entry until it has left its gates.
+	// Loop.sections) from its entry until it has left its gates; next
+	// links it in its loop's pool of sections once it has ended.
 	prev, next *section
+	// steps is the array of the section's steps, which the frame that
+	// enters queues instead of allocating one (see enterFrame).
+	steps [4]step
 }
 
 // sectioner is implemented by this package's Syncers: AsyncSteps.Sync
@@ -97,10 +101,17 @@ func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
 // gates: it sets the cancel handler that gives the gates back and adds the
 // section's steps.
 func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gates ...gate) {
-	s := &section{f: f, onerror: onerror, args: args}
+	h, ok := as.(*stepAPI)
+	var s *section
+	if ok {
+		s = h.fl.sched.pools().takeSection()
+	} else {
+		s = new(section)
+	}
+	s.f, s.onerror, s.args = f, onerror, args
 	s.n = uint8(copy(s.gates[:], gates))
 	s.phase = 1
-	if h, ok := as.(*stepAPI); ok {
+	if ok {
 		s.enterFrame(h)
 		return
 	}
@@ -124,6 +135,9 @@ func (s *section) enterFrame(h *stepAPI) {
 	// A Loop that closes gives back what its flows hold: it links the
 	// section into its ring (other tools do nothing).
 	h.fl.sched.linkSection(s)
+	if len(h.f.queue) == 0 {
+		h.f.queue = s.steps[:0] // end lets go of it (see reusable)
+	}
 	for range s.n {
 		h.push(plainStep(advanceSection, nil))
 	}
@@ -178,7 +192,32 @@ func (s *section) body(as AsyncSteps) {
 
 func (s *section) end(as AsyncSteps, args ...any) {
 	s.leave(flowOf(as))
+	if h, ok := as.(*stepAPI); ok && s.reusable() {
+		// The frame that entered lets go of the section first: nothing
+		// of the section runs in it any more, and its queue, empty now,
+		// must not keep the section's array for later appends.
+		enter := h.f.parent
+		enter.impl, enter.onCancel, enter.queue = nil, nil, nil
+		h.fl.sched.pools().keepSection(s)
+	}
 	as.Success(args...)
+}
+
+// reusable reports whether s, which its flow has left on success, can go
+// back to its loop's pool: nothing but the flow may refer to it. A Mutex's
+// entry that was admitted is out of its queue (a waiter that left the
+// queue may still be in it: see waitQueue.remove); a Throttle may still
+// refer to its entry, and an Await goroutine to the section (holdWork).
+func (s *section) reusable() bool {
+	if s.work.Load() != 0 {
+		return false
+	}
+	for _, g := range s.gates[:s.n] {
+		if _, ok := g.(*Mutex); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *section) cancel(AsyncSteps) { s.leave(nil) }

@@ -93,13 +93,11 @@ func (m *Mutex) detach(e *entry) bool {
 	if e.state != entryHeld {
 		return false
 	}
-	if n := m.holders[e.key]; n > 1 {
-		m.holders[e.key] = n - 1
+	if m.holders.drop(e.key) > 0 {
 		e.state = entryLeft
 		return true
 	}
-	delete(m.holders, e.key)
 	e.key = new(frame)
-	m.holders[e.key] = 1
+	m.holders.addNew(e.key)
 	return true
 }

@@ -39,10 +39,12 @@ func TestStepFitsItsBudget(t *testing.T) {
 	}
 }
 
-// A critical section is one allocation per Sync (workload f); at 256 bytes
-// it fills its size class exactly.
+// A critical section holds the array of its steps, which its frame would
+// otherwise allocate (64 bytes): at 320 bytes, section and array fill the
+// 320-byte size class exactly, which is what a flow inside a section, or
+// waiting to enter, costs (workload f reuses the sections of its loop).
 func TestSectionFitsItsBudget(t *testing.T) {
-	if got := unsafe.Sizeof(section{}); got > 256 {
-		t.Errorf("section is %d bytes, want at most 256", got)
+	if got := unsafe.Sizeof(section{}); got > 320 {
+		t.Errorf("section is %d bytes, want at most 320", got)
 	}
 }

@@ -144,13 +144,27 @@ func (s *stepTimers) take(e *timerEntry) {
 	s.heap.popDue(e.due)
 }
 
-// dropAll cancels every timeout, as on Close.
-func (s *stepTimers) dropAll() {
+// dropAll cancels every timeout, as on Close, and returns the flows whose
+// steps they timed, for the closing loop to end.
+func (s *stepTimers) dropAll() (timed []*flow) {
 	for _, l := range s.lists {
 		for e := l.head; e != nil; e = l.head {
 			l.unlink(e)
+			timed = appendTimed(timed, e.t)
 			e.t = nil
 		}
 	}
+	for _, it := range s.heap.items {
+		timed = appendTimed(timed, it.e.t)
+	}
 	s.heap.dropAll()
+	return timed
+}
+
+// appendTimed appends to timed the flow of t, a step's timeout.
+func appendTimed(timed []*flow, t task) []*flow {
+	if t, ok := t.(*timeoutTask); ok {
+		timed = append(timed, t.fl)
+	}
+	return timed
 }

@@ -14,9 +14,9 @@ func syncMutexClean(t *testing.T, m *Mutex) {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.holders) != 0 || m.queue.len() != 0 || m.branchWaiters != 0 {
+	if m.holders.len() != 0 || m.queue.len() != 0 || m.branchWaiters != 0 {
 		t.Errorf("Mutex left with %d holders, %d queued, %d branch waiters",
-			len(m.holders), m.queue.len(), m.branchWaiters)
+			m.holders.len(), m.queue.len(), m.branchWaiters)
 	}
 }
 
@@ -243,7 +243,7 @@ func TestClosedLoopGivesSlotsBackBeforeReporting(t *testing.T) {
 	held := make(chan int, 1)
 	late := New(WithTool(doomed), WithUnhandledError(func(*Error) {
 		m.mu.Lock()
-		held <- len(m.holders)
+		held <- m.holders.len()
 		m.mu.Unlock()
 	}))
 	late.Add(func(AsyncSteps, ...any) { t.Error("a step ran on a closed loop") })

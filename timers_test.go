@@ -135,3 +135,53 @@ func TestLoopCompletionClaimedBeforeTimeoutWins(t *testing.T) {
 		t.Error("the cancel handler of a step that succeeded ran")
 	}
 }
+
+// A flow whose waiting step has a timeout of its own is ended by Close like
+// any other waiting flow: with the closed loop's error, reported once, its
+// cancel handler not run. Twelve durations, so that some timeouts go to the
+// heap rather than to a list of their own; the steps wait for nothing but
+// their timeouts, and a sub-step waits under a step that has one too.
+func TestCloseEndsFlowsWaitingWithTimeouts(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	const flows = 12
+	var mu sync.Mutex
+	reports := map[int][]string{}
+	var waiting sync.WaitGroup
+	waiting.Add(flows + 1)
+	for i := range flows {
+		r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+			mu.Lock()
+			reports[i] = append(reports[i], err.Code+": "+err.Info)
+			mu.Unlock()
+		}))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { t.Errorf("flow %d: cancel handler ran", i) })
+			as.SetTimeout(time.Hour + time.Duration(i)*time.Minute)
+			waiting.Done()
+		})
+		r.Execute()
+	}
+	nested := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		mu.Lock()
+		reports[flows] = append(reports[flows], err.Code+": "+err.Info)
+		mu.Unlock()
+	}))
+	nested.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Hour)
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(2 * time.Hour)
+			waiting.Done()
+		})
+	})
+	nested.Execute()
+	waiting.Wait()
+
+	loop.Close()
+
+	want := []string{asyncsteps.InternalError + ": " + closedInfo}
+	for i := range flows + 1 {
+		if got := reports[i]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("flow %d reported %q, want %q", i, got, want)
+		}
+	}
+}
