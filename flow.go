@@ -261,38 +261,55 @@ func (fl *flow) startBranch(b *frame) *frame {
 }
 
 // call runs a step callback, turning an abort, a panic or a Goexit into
-// c.err.
+// c.err. A callback that returns costs no recover: the deferred function
+// looks for a panic or a Goexit only when the callback did not return.
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 	returned := false
 	fl.inCall = true
-	defer fl.recoverInto(c, &returned)
+	defer func() {
+		if !returned {
+			fl.recoverInto(c, recover())
+		}
+	}()
 	fn(c.h, args...)
 	returned = true
+	fl.returned(c)
 }
 
 // callHandler runs an error handler like call runs a step.
 func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
 	returned := false
 	fl.inCall = true
-	defer fl.recoverInto(c, &returned)
+	defer func() {
+		if !returned {
+			fl.recoverInto(c, recover())
+		}
+	}()
 	fn(c.h, code)
 	returned = true
+	fl.returned(c)
 }
 
-// recoverInto ends the call of c's callback. A callback that neither
-// returned nor panicked called runtime.Goexit: its goroutine ends whatever
-// is done here, so the flow goes on from a task that settles c first.
-func (fl *flow) recoverInto(c *frame, returned *bool) {
+// returned ends the call of c's callback that returned.
+func (fl *flow) returned(c *frame) {
 	fl.inCall = false
-	r := recover()
+	if fl.reent {
+		fl.afterReentry(c)
+	}
+}
+
+// recoverInto ends the call of c's callback that did not return: it
+// panicked with r, or, with r nil, called runtime.Goexit, whose goroutine
+// ends whatever is done here, so the flow goes on from a task that settles
+// c first.
+func (fl *flow) recoverInto(c *frame, r any) {
+	fl.inCall = false
 	if fl.reent {
 		defer fl.afterReentry(c) // the callback's own error comes first
 	}
 	if r == nil {
-		if !*returned {
-			c.err, c.handling = fl.goexitError(), false
-			fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
-		}
+		c.err, c.handling = fl.goexitError(), false
+		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
 		return
 	}
 	if _, ok := r.(abortSignal); ok {
