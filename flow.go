@@ -178,14 +178,19 @@ func (fl *flow) retire(f *frame) {
 	if f.mode == modeBase || !f.consumed {
 		return
 	}
+	if f.mode == modeBranch {
+		f.queue = nil // a branch's queue is the Parallel's shared definition
+	}
+	fl.recycle(f)
+}
+
+// recycle blanks the finished frame f, which nothing refers to any more,
+// and pools it.
+func (fl *flow) recycle(f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
-	q := f.queue[:0]
-	if f.mode == modeBranch {
-		q = nil // a branch's queue is the Parallel's shared definition
-	}
-	*f = frame{queue: q}
+	*f = frame{queue: f.queue[:0]}
 	if st := fl.sched.pools(); st != nil {
 		st.keepFrame(f)
 	}
@@ -224,7 +229,16 @@ func (fl *flow) proceed(f *frame) *frame {
 		}
 		return fl.finish(f, f.args)
 	}
-	c := fl.newFrame(f, &f.queue[0])
+	s := &f.queue[0]
+	var c *frame
+	fn := s.plain()
+	if fn != nil {
+		// The common step: a StepFunc without an error handler.
+		c = fl.blankFrame()
+		c.parent, c.impl = f, s.impl
+	} else {
+		c = fl.newFrame(f, s)
+	}
 	switch {
 	case len(f.queue) == 1 && (f.mode == modeStep || f.mode == modeHandler):
 		// The frame's own array, its last step taken: the next Add (of
@@ -240,12 +254,15 @@ func (fl *flow) proceed(f *frame) *frame {
 	f.active = c
 	args := f.args
 	f.args = nil
-	if ctl := c.ctl(); ctl != nil {
-		fl.newStepAPI(c, stIdle|stClaim|stDone)
-		return ctl.begin(c)
+	if fn == nil {
+		if ctl := c.ctl(); ctl != nil {
+			fl.newStepAPI(c, stIdle|stClaim|stDone)
+			return ctl.begin(c)
+		}
+		fn = c.fn()
 	}
 	fl.newStepAPI(c, 0)
-	fl.call(c, c.fn(), args)
+	fl.call(c, fn, args)
 	return fl.settle(c)
 }
 
@@ -339,6 +356,8 @@ func (fl *flow) settle(c *frame) *frame {
 			return fl.fail(c, c.err)
 		case len(c.queue) > 0:
 			return c
+		case c.succeeded && c.mode == modeStep:
+			return fl.stepDone(c, c.args)
 		case c.succeeded:
 			return fl.finish(c, c.args)
 		case c.mode == modeHandler:
@@ -456,6 +475,18 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		args = nil // loops and parallels give no args to the next step
 	}
 	fl.retire(f)
+	p.active = nil
+	p.args = args
+	return p
+}
+
+// stepDone is finish for a step frame c whose callback completed it
+// without having waited: nothing of c is left to release (a timer or a
+// cancel handler makes a step wait), no other goroutine may write to it,
+// and it runs no built-in step.
+func (fl *flow) stepDone(c *frame, args []any) *frame {
+	p := c.parent
+	fl.recycle(c)
 	p.active = nil
 	p.args = args
 	return p
