@@ -356,7 +356,7 @@ func (fl *flow) settle(c *frame) *frame {
 			return fl.fail(c, c.err)
 		case len(c.queue) > 0:
 			return c
-		case c.succeeded && c.mode == modeStep:
+		case c.succeeded && (c.mode == modeStep || c.mode == modeHandler):
 			return fl.stepDone(c, c.args)
 		case c.succeeded:
 			return fl.finish(c, c.args)
@@ -480,9 +480,10 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 	return p
 }
 
-// stepDone is finish for a step frame c whose callback completed it
-// without having waited: nothing of c is left to release (a timer or a
-// cancel handler makes a step wait), no other goroutine may write to it,
+// stepDone is finish for a step or handler frame c whose callback
+// completed it without having waited: nothing of c is left to release (a
+// timer or a cancel handler makes a step wait; the failed step's were
+// released before its handler ran), no other goroutine may write to it,
 // and it runs no built-in step.
 func (fl *flow) stepDone(c *frame, args []any) *frame {
 	p := c.parent
