@@ -39,6 +39,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	if lr.def.eachFn != nil && isSeq2Value(lr.def.collect) {
 		lr.iter = plainStep(lr.iterate, nil)
+		lr.queue[0] = lr.iter
 		lr.count = -1
 		lr.seq = pullSeq(f, lr.def.collect)
 		return lr.next(f)
@@ -51,7 +52,15 @@ func (lr *loopRun) begin(f *frame) *frame {
 		lr.items = items
 		lr.count = items.len()
 	}
-	lr.iter = plainStep(lr.iterate, nil)
+	switch d := lr.def; {
+	case d.repFn != nil:
+		lr.iter = plainStep(lr.repeatIteration, nil)
+	case d.loopFn != nil:
+		lr.iter = plainStep(lr.loopIteration, nil)
+	default:
+		lr.iter = plainStep(lr.iterate, nil)
+	}
+	lr.queue[0] = lr.iter
 	return lr.next(f)
 }
 
@@ -65,9 +74,8 @@ func (lr *loopRun) next(f *frame) *frame {
 }
 
 func (lr *loopRun) queueIteration(f *frame) {
-	f.args = nil // loop bodies get no incoming args
-	lr.queue[0] = lr.iter
-	f.queue = lr.queue[:]
+	f.args = nil          // loop bodies get no incoming args
+	f.queue = lr.queue[:] // begin put the iteration step there
 }
 
 func (lr *loopRun) drained(f *frame) bool {
@@ -108,6 +116,13 @@ func (d *loopDef) body() any {
 	}
 	return d.eachFn
 }
+
+// repeatIteration and loopIteration run the body of the current iteration
+// of a Repeat and of a Loop: what iterate does for them, without its
+// switch.
+func (lr *loopRun) repeatIteration(as AsyncSteps, _ ...any) { lr.def.repFn(as, lr.i) }
+
+func (lr *loopRun) loopIteration(as AsyncSteps, _ ...any) { lr.def.loopFn(as) }
 
 // iterate runs the body of the current iteration.
 func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {
