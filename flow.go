@@ -224,8 +224,12 @@ func (fl *flow) proceed(f *frame) *frame {
 		return fl.startBranch(f)
 	}
 	if len(f.queue) == 0 {
-		if ctl := f.ctl(); ctl != nil && ctl.drained(f) {
+		ctl := f.ctl()
+		switch {
+		case ctl != nil && ctl.drained(f):
 			return f
+		case ctl == nil && f.settled():
+			return fl.stepDone(f, f.args)
 		}
 		return fl.finish(f, f.args)
 	}
@@ -480,17 +484,24 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 	return p
 }
 
-// stepDone is finish for a step or handler frame c whose callback
-// completed it without having waited: nothing of c is left to release (a
-// timer or a cancel handler makes a step wait; the failed step's were
-// released before its handler ran), no other goroutine may write to it,
-// and it runs no built-in step.
+// stepDone is finish for a step or handler frame c that runs no built-in
+// step and has nothing left to release: its callback completed it without
+// having waited (a timer or a cancel handler makes a step wait; the failed
+// step's were released before its handler ran), or its sub-steps are done
+// and it is settled.
 func (fl *flow) stepDone(c *frame, args []any) *frame {
 	p := c.parent
 	fl.recycle(c)
 	p.active = nil
 	p.args = args
 	return p
+}
+
+// settled reports whether the step or handler frame f, whose sub-steps
+// are done, can finish through stepDone: no other goroutine may write to
+// it, and it holds no timer and no cancel handler.
+func (f *frame) settled() bool {
+	return f.consumed && f.timer == nil && f.onCancel == nil && (f.mode == modeStep || f.mode == modeHandler)
 }
 
 // release ends f's own resources: its timer and cancel handler.
