@@ -35,8 +35,10 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 				return next
 			}
 		}
-		if perr := fl.callCancel(f, nil); perr != nil {
-			err = perr
+		if f.onCancel != nil {
+			if perr := fl.callCancel(f, nil); perr != nil {
+				err = perr
+			}
 		}
 		fl.release(f)
 		if f.onerror != nil {
