@@ -29,6 +29,7 @@ type loopRun struct {
 	items iterator
 	iter  step
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
+	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
 	// queue holds the one queued iteration: the frame's queue is set to it
 	// for each iteration, so that an iteration allocates no queue (popping
 	// a step leaves a slice without capacity behind it).
@@ -104,6 +105,15 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 	}
 	lr.i++
 	return lr.next(f), true
+}
+
+// bodyPC returns the entry address of the loop's body, looked up once:
+// an error in each iteration would look it up again.
+func (lr *loopRun) bodyPC() uintptr {
+	if lr.pc == 0 {
+		lr.pc = funcPC(lr.def.body())
+	}
+	return lr.pc
 }
 
 // body returns the function each iteration runs.
