@@ -131,10 +131,13 @@ func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 func (fl *flow) requeue(f *frame) { fl.sched.post(f.h) }
 
 // newStepAPI gives f a new incarnation with step API state st.
-func (fl *flow) newStepAPI(f *frame, st uint32) {
+func (fl *flow) newStepAPI(f *frame, st uint32) { fl.newStepAPIFrom(fl.sched.pools(), f, st) }
+
+// newStepAPIFrom is newStepAPI with the tool's pools (nil: none) given.
+func (fl *flow) newStepAPIFrom(pools *enginePools, f *frame, st uint32) {
 	var h *stepAPI
-	if st := fl.sched.pools(); st != nil {
-		h = st.nextStepAPI()
+	if pools != nil {
+		h = pools.nextStepAPI()
 	} else {
 		h = new(stepAPI)
 	}
@@ -160,9 +163,12 @@ func (fl *flow) newFrame(parent *frame, s *step) *frame {
 }
 
 // blankFrame returns a recycled frame, or a new one.
-func (fl *flow) blankFrame() *frame {
-	if st := fl.sched.pools(); st != nil {
-		if f := st.takeFrame(); f != nil {
+func (fl *flow) blankFrame() *frame { return fl.sched.pools().blankFrame() }
+
+// blankFrame returns a frame from p (nil: no pools), or a new one.
+func (p *enginePools) blankFrame() *frame {
+	if p != nil {
+		if f := p.takeFrame(); f != nil {
 			return f
 		}
 	}
@@ -235,10 +241,11 @@ func (fl *flow) proceed(f *frame) *frame {
 	}
 	s := &f.queue[0]
 	var c *frame
+	pools := fl.sched.pools()
 	fn := s.plain()
 	if fn != nil {
 		// The common step: a StepFunc without an error handler.
-		c = fl.blankFrame()
+		c = pools.blankFrame()
 		c.parent, c.impl = f, s.impl
 	} else {
 		c = fl.newFrame(f, s)
@@ -265,7 +272,7 @@ func (fl *flow) proceed(f *frame) *frame {
 		}
 		fn = c.fn()
 	}
-	fl.newStepAPI(c, 0)
+	fl.newStepAPIFrom(pools, c, 0)
 	fl.call(c, fn, args)
 	return fl.settle(c)
 }
