@@ -192,13 +192,16 @@ func (fl *flow) retire(f *frame) {
 
 // recycle blanks the finished frame f, which nothing refers to any more,
 // and pools it.
-func (fl *flow) recycle(f *frame) {
+func (fl *flow) recycle(f *frame) { fl.recycleTo(fl.sched.pools(), f) }
+
+// recycleTo is recycle with the tool's pools (nil: none) given.
+func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
 	*f = frame{queue: f.queue[:0]}
-	if st := fl.sched.pools(); st != nil {
-		st.keepFrame(f)
+	if pools != nil {
+		pools.keepFrame(f)
 	}
 }
 
@@ -274,6 +277,13 @@ func (fl *flow) proceed(f *frame) *frame {
 	}
 	fl.newStepAPIFrom(pools, c, 0)
 	fl.call(c, fn, args)
+	if c.succeeded && c.err == nil && c.h.st.Load() == 0 {
+		// settle's commonest case, stepDone, with the pools at hand.
+		c.h.st.Store(stIdle | stClaim | stDone)
+		f.active, f.args = nil, c.args
+		fl.recycleTo(pools, c)
+		return f
+	}
 	return fl.settle(c)
 }
 
