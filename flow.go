@@ -131,10 +131,13 @@ func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 func (fl *flow) requeue(f *frame) { fl.sched.post(f.h) }
 
 // newStepAPI gives f a new incarnation with step API state st.
-func (fl *flow) newStepAPI(f *frame, st uint32) {
+func (fl *flow) newStepAPI(f *frame, st uint32) { fl.newStepAPIFrom(fl.sched.pools(), f, st) }
+
+// newStepAPIFrom is newStepAPI with the tool's pools (nil: none) given.
+func (fl *flow) newStepAPIFrom(pools *enginePools, f *frame, st uint32) {
 	var h *stepAPI
-	if st := fl.sched.pools(); st != nil {
-		h = st.nextStepAPI()
+	if pools != nil {
+		h = pools.nextStepAPI()
 	} else {
 		h = new(stepAPI)
 	}
@@ -160,9 +163,12 @@ func (fl *flow) newFrame(parent *frame, s *step) *frame {
 }
 
 // blankFrame returns a recycled frame, or a new one.
-func (fl *flow) blankFrame() *frame {
-	if st := fl.sched.pools(); st != nil {
-		if f := st.takeFrame(); f != nil {
+func (fl *flow) blankFrame() *frame { return fl.sched.pools().blankFrame() }
+
+// blankFrame returns a frame from p (nil: no pools), or a new one.
+func (p *enginePools) blankFrame() *frame {
+	if p != nil {
+		if f := p.takeFrame(); f != nil {
 			return f
 		}
 	}
@@ -178,16 +184,24 @@ func (fl *flow) retire(f *frame) {
 	if f.mode == modeBase || !f.consumed {
 		return
 	}
+	if f.mode == modeBranch {
+		f.queue = nil // a branch's queue is the Parallel's shared definition
+	}
+	fl.recycle(f)
+}
+
+// recycle blanks the finished frame f, which nothing refers to any more,
+// and pools it.
+func (fl *flow) recycle(f *frame) { fl.recycleTo(fl.sched.pools(), f) }
+
+// recycleTo is recycle with the tool's pools (nil: none) given.
+func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
-	q := f.queue[:0]
-	if f.mode == modeBranch {
-		q = nil // a branch's queue is the Parallel's shared definition
-	}
-	*f = frame{queue: q}
-	if st := fl.sched.pools(); st != nil {
-		st.keepFrame(f)
+	*f = frame{queue: f.queue[:0]}
+	if pools != nil {
+		pools.keepFrame(f)
 	}
 }
 
@@ -219,12 +233,26 @@ func (fl *flow) proceed(f *frame) *frame {
 		return fl.startBranch(f)
 	}
 	if len(f.queue) == 0 {
-		if ctl := f.ctl(); ctl != nil && ctl.drained(f) {
+		ctl := f.ctl()
+		switch {
+		case ctl != nil && ctl.drained(f):
 			return f
+		case ctl == nil && f.settled():
+			return fl.stepDone(f, f.args)
 		}
 		return fl.finish(f, f.args)
 	}
-	c := fl.newFrame(f, &f.queue[0])
+	s := &f.queue[0]
+	var c *frame
+	pools := fl.sched.pools()
+	fn := s.plain()
+	if fn != nil {
+		// The common step: a StepFunc without an error handler.
+		c = pools.blankFrame()
+		c.parent, c.impl = f, s.impl
+	} else {
+		c = fl.newFrame(f, s)
+	}
 	switch {
 	case len(f.queue) == 1 && (f.mode == modeStep || f.mode == modeHandler):
 		// The frame's own array, its last step taken: the next Add (of
@@ -240,12 +268,22 @@ func (fl *flow) proceed(f *frame) *frame {
 	f.active = c
 	args := f.args
 	f.args = nil
-	if ctl := c.ctl(); ctl != nil {
-		fl.newStepAPI(c, stIdle|stClaim|stDone)
-		return ctl.begin(c)
+	if fn == nil {
+		if ctl := c.ctl(); ctl != nil {
+			fl.newStepAPI(c, stIdle|stClaim|stDone)
+			return ctl.begin(c)
+		}
+		fn = c.fn()
 	}
-	fl.newStepAPI(c, 0)
-	fl.call(c, c.fn(), args)
+	fl.newStepAPIFrom(pools, c, 0)
+	fl.call(c, fn, args)
+	if c.succeeded && c.err == nil && c.h.st.Load() == 0 {
+		// settle's commonest case, stepDone, with the pools at hand.
+		c.h.st.Store(stIdle | stClaim | stDone)
+		f.active, f.args = nil, c.args
+		fl.recycleTo(pools, c)
+		return f
+	}
 	return fl.settle(c)
 }
 
@@ -261,38 +299,55 @@ func (fl *flow) startBranch(b *frame) *frame {
 }
 
 // call runs a step callback, turning an abort, a panic or a Goexit into
-// c.err.
+// c.err. A callback that returns costs no recover: the deferred function
+// looks for a panic or a Goexit only when the callback did not return.
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 	returned := false
 	fl.inCall = true
-	defer fl.recoverInto(c, &returned)
+	defer func() {
+		if !returned {
+			fl.recoverInto(c, recover())
+		}
+	}()
 	fn(c.h, args...)
 	returned = true
+	fl.returned(c)
 }
 
 // callHandler runs an error handler like call runs a step.
 func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
 	returned := false
 	fl.inCall = true
-	defer fl.recoverInto(c, &returned)
+	defer func() {
+		if !returned {
+			fl.recoverInto(c, recover())
+		}
+	}()
 	fn(c.h, code)
 	returned = true
+	fl.returned(c)
 }
 
-// recoverInto ends the call of c's callback. A callback that neither
-// returned nor panicked called runtime.Goexit: its goroutine ends whatever
-// is done here, so the flow goes on from a task that settles c first.
-func (fl *flow) recoverInto(c *frame, returned *bool) {
+// returned ends the call of c's callback that returned.
+func (fl *flow) returned(c *frame) {
 	fl.inCall = false
-	r := recover()
+	if fl.reent {
+		fl.afterReentry(c)
+	}
+}
+
+// recoverInto ends the call of c's callback that did not return: it
+// panicked with r, or, with r nil, called runtime.Goexit, whose goroutine
+// ends whatever is done here, so the flow goes on from a task that settles
+// c first.
+func (fl *flow) recoverInto(c *frame, r any) {
+	fl.inCall = false
 	if fl.reent {
 		defer fl.afterReentry(c) // the callback's own error comes first
 	}
 	if r == nil {
-		if !*returned {
-			c.err, c.handling = fl.goexitError(), false
-			fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
-		}
+		c.err, c.handling = fl.goexitError(), false
+		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
 		return
 	}
 	if _, ok := r.(abortSignal); ok {
@@ -322,6 +377,8 @@ func (fl *flow) settle(c *frame) *frame {
 			return fl.fail(c, c.err)
 		case len(c.queue) > 0:
 			return c
+		case c.succeeded && (c.mode == modeStep || c.mode == modeHandler):
+			return fl.stepDone(c, c.args)
 		case c.succeeded:
 			return fl.finish(c, c.args)
 		case c.mode == modeHandler:
@@ -442,6 +499,26 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 	p.active = nil
 	p.args = args
 	return p
+}
+
+// stepDone is finish for a step or handler frame c that runs no built-in
+// step and has nothing left to release: its callback completed it without
+// having waited (a timer or a cancel handler makes a step wait; the failed
+// step's were released before its handler ran), or its sub-steps are done
+// and it is settled.
+func (fl *flow) stepDone(c *frame, args []any) *frame {
+	p := c.parent
+	fl.recycle(c)
+	p.active = nil
+	p.args = args
+	return p
+}
+
+// settled reports whether the step or handler frame f, whose sub-steps
+// are done, can finish through stepDone: no other goroutine may write to
+// it, and it holds no timer and no cancel handler.
+func (f *frame) settled() bool {
+	return f.consumed && f.timer == nil && f.onCancel == nil && (f.mode == modeStep || f.mode == modeHandler)
 }
 
 // release ends f's own resources: its timer and cancel handler.

@@ -146,7 +146,7 @@ func (f *frame) stackPC() uintptr {
 	if p := f.parent; p != nil {
 		switch c := p.impl.(type) {
 		case *loopRun:
-			return funcPC(c.def.body())
+			return c.bodyPC()
 		case *section:
 			return funcPC(c.f)
 		}

@@ -29,6 +29,7 @@ type loopRun struct {
 	items iterator
 	iter  step
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
+	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
 	// queue holds the one queued iteration: the frame's queue is set to it
 	// for each iteration, so that an iteration allocates no queue (popping
 	// a step leaves a slice without capacity behind it).
@@ -39,6 +40,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	if lr.def.eachFn != nil && isSeq2Value(lr.def.collect) {
 		lr.iter = plainStep(lr.iterate, nil)
+		lr.queue[0] = lr.iter
 		lr.count = -1
 		lr.seq = pullSeq(f, lr.def.collect)
 		return lr.next(f)
@@ -51,7 +53,15 @@ func (lr *loopRun) begin(f *frame) *frame {
 		lr.items = items
 		lr.count = items.len()
 	}
-	lr.iter = plainStep(lr.iterate, nil)
+	switch d := lr.def; {
+	case d.repFn != nil:
+		lr.iter = plainStep(lr.repeatIteration, nil)
+	case d.loopFn != nil:
+		lr.iter = plainStep(lr.loopIteration, nil)
+	default:
+		lr.iter = plainStep(lr.iterate, nil)
+	}
+	lr.queue[0] = lr.iter
 	return lr.next(f)
 }
 
@@ -65,9 +75,8 @@ func (lr *loopRun) next(f *frame) *frame {
 }
 
 func (lr *loopRun) queueIteration(f *frame) {
-	f.args = nil // loop bodies get no incoming args
-	lr.queue[0] = lr.iter
-	f.queue = lr.queue[:]
+	f.args = nil          // loop bodies get no incoming args
+	f.queue = lr.queue[:] // begin put the iteration step there
 }
 
 func (lr *loopRun) drained(f *frame) bool {
@@ -98,6 +107,15 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 	return lr.next(f), true
 }
 
+// bodyPC returns the entry address of the loop's body, looked up once:
+// an error in each iteration would look it up again.
+func (lr *loopRun) bodyPC() uintptr {
+	if lr.pc == 0 {
+		lr.pc = funcPC(lr.def.body())
+	}
+	return lr.pc
+}
+
 // body returns the function each iteration runs.
 func (d *loopDef) body() any {
 	switch {
@@ -108,6 +126,13 @@ func (d *loopDef) body() any {
 	}
 	return d.eachFn
 }
+
+// repeatIteration and loopIteration run the body of the current iteration
+// of a Repeat and of a Loop: what iterate does for them, without its
+// switch.
+func (lr *loopRun) repeatIteration(as AsyncSteps, _ ...any) { lr.def.repFn(as, lr.i) }
+
+func (lr *loopRun) loopIteration(as AsyncSteps, _ ...any) { lr.def.loopFn(as) }
 
 // iterate runs the body of the current iteration.
 func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {

@@ -10,9 +10,10 @@ import (
 // allocation of its own (a block is garbage once no step API in it is kept),
 // and finished frames, for the next steps of any flow of the loop.
 type enginePools struct {
-	bursts    atomic.Bool // set from any goroutine: see Loop.SetBursts
-	stepAPIs  []stepAPI
-	frames    *frame // linked by parent
+	bursts    atomic.Bool   // set from any goroutine: see Loop.SetBursts
+	stepAPIs  *[256]stepAPI // the block step APIs are taken from, in order
+	nextAPI   uint8         // the next one to take; 0: take a new block
+	frames    *frame        // linked by parent
 	nframes   int
 	timers    *timerEntry // step timers given back, linked by next
 	ntimers   int
@@ -26,11 +27,13 @@ type enginePools struct {
 const maxPooledFrames = 4096
 
 func (l *enginePools) nextStepAPI() *stepAPI {
-	if len(l.stepAPIs) == 0 {
-		l.stepAPIs = make([]stepAPI, 256)
+	// An index that wraps, rather than a slice moved on: taking one costs
+	// no bounds check and no write of a pointer.
+	if l.nextAPI == 0 {
+		l.stepAPIs = new([256]stepAPI)
 	}
-	h := &l.stepAPIs[0]
-	l.stepAPIs = l.stepAPIs[1:]
+	h := &l.stepAPIs[l.nextAPI]
+	l.nextAPI++
 	return h
 }
 

@@ -249,7 +249,12 @@ func (r *Root) stepOnly(call string) {
 }
 
 // Add implements [AsyncSteps].
-func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps { return addStep(r, f, onerror) }
+func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	if f != nil { // addStep's valid case, without its calls through host
+		return r.push(plainStep(f, firstHandler(onerror)))
+	}
+	return addStep(r, f, onerror)
+}
 
 // Parallel implements [AsyncSteps].
 func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(r, onerror) }

@@ -704,6 +704,55 @@ func TestAsyncStackFollowsEachError(t *testing.T) {
 	}
 }
 
+// Spec 1.7: AsyncStack lists every level of a flow deeper than the 16
+// levels the engine walks without allocating, outermost first, and an
+// error at the same depth in another function is recorded anew.
+func TestAsyncStackOfADeepFlow(t *testing.T) {
+	const depth = 20
+	var stacks [][]string
+	note := func(as asyncsteps.AsyncSteps, code string) {
+		stacks = append(stacks, slices.Clone(as.State().AsyncStack))
+		as.Success()
+	}
+	r, tt := newFlow()
+	r.State().Set("left", depth-1)
+	r.State().Set("leaf", asyncsteps.StepFunc(asyncStackInner))
+	r.Add(deepStep, note).
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.State().Set("left", depth-1)
+			as.State().Set("leaf", asyncsteps.StepFunc(asyncStackOther))
+			as.Success()
+		}).
+		Add(deepStep, note)
+	wantSuccess(t, run(t, r, tt))
+	if len(stacks) != 2 {
+		t.Fatalf("%d errors handled, want 2", len(stacks))
+	}
+	for i, leaf := range []string{"asyncStackInner", "asyncStackOther"} {
+		var names []string
+		for _, s := range stacks[i] {
+			names = append(names, s[strings.LastIndex(s, ".")+1:])
+		}
+		want := strings.Repeat("deepStep,", depth) + leaf
+		if got := strings.Join(names, ","); got != want {
+			t.Errorf("error %d: AsyncStack = %s, want %s", i, got, want)
+		}
+	}
+}
+
+// deepStep adds itself as its sub-step until the State's "left" runs out,
+// then the State's "leaf".
+func deepStep(as asyncsteps.AsyncSteps, _ ...any) {
+	st := as.State()
+	left := st.Get("left").(int)
+	if left == 0 {
+		as.Add(st.Get("leaf").(asyncsteps.StepFunc))
+		return
+	}
+	st.Set("left", left-1)
+	as.Add(deepStep)
+}
+
 func asyncStackOuterStep(as asyncsteps.AsyncSteps, args ...any) { as.Add(asyncStackInner) }
 
 func asyncStackOther(as asyncsteps.AsyncSteps, args ...any) { as.Error("E") }

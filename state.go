@@ -73,20 +73,17 @@ func (s *State) fillMissing(model *State) {
 }
 
 // sameStack reports whether AsyncStack is still the stack the engine
-// recorded last, and that stack's functions are the n step functions from
-// the root to f. Entry addresses are compared, not names: looking a name up
-// costs more than the rest of the comparison.
-func (s *State) sameStack(f *frame, n int) bool {
-	pcs := s.stack.pcs
+// recorded last, and that stack's functions are those of inner, innermost
+// first. Entry addresses are compared, not names: looking a name up costs
+// more than the rest of the comparison.
+func (s *State) sameStack(inner []uintptr) bool {
+	pcs, n := s.stack.pcs, len(inner)
 	if len(pcs) != n || len(s.AsyncStack) != n || n > 0 && &s.AsyncStack[0] != &s.stack.names[0] {
 		return false
 	}
-	for ; f != nil; f = f.parent {
-		if pc := f.stackPC(); pc != 0 {
-			n--
-			if pcs[n] != pc {
-				return false
-			}
+	for i, pc := range inner {
+		if pcs[n-1-i] != pc {
+			return false
 		}
 	}
 	return true

@@ -185,6 +185,11 @@ func (h *stepAPI) push(s step) AsyncSteps {
 
 // Add implements [AsyncSteps].
 func (h *stepAPI) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	if fn != nil && h.adding() {
+		// addStep's case of a valid call, without its calls through host.
+		h.f.queue = appendStep(h.f.queue, plainStep(fn, firstHandler(onerror)))
+		return h
+	}
 	return addStep(h, fn, onerror)
 }
 

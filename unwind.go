@@ -35,8 +35,10 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 				return next
 			}
 		}
-		if perr := fl.callCancel(f, nil); perr != nil {
-			err = perr
+		if f.onCancel != nil {
+			if perr := fl.callCancel(f, nil); perr != nil {
+				err = perr
+			}
 		}
 		fl.release(f)
 		if f.onerror != nil {
@@ -257,28 +259,33 @@ func (fl *flow) noteStack(f *frame) {
 		st.AsyncStack = st.stack.names
 		return
 	}
-	n := 0
-	for p := f; p != nil; p = p.parent {
-		if p.stackPC() != 0 {
-			n++
-		}
-	}
+	var buf [16]uintptr
+	pcs := appendStackPCs(buf[:0], f)
 	st := fl.State()
-	if st.sameStack(f, n) {
-		st.stack.at, st.stack.depth = f, n
+	if st.sameStack(pcs) {
+		st.stack.at, st.stack.depth = f, len(pcs)
 		return
 	}
-	f0 := f
+	n := len(pcs)
 	stack := make([]string, n)
-	pcs := make([]uintptr, n)
+	recorded := make([]uintptr, n)
+	for i, pc := range pcs {
+		recorded[n-1-i] = pc
+		stack[n-1-i] = funcName(pc)
+	}
+	st.AsyncStack, st.stack = stack, recordedStack{pcs: recorded, names: stack, at: f, depth: n}
+}
+
+// appendStackPCs appends to dst the entry addresses of the step functions
+// from f up to the root, innermost first: one walk, whose result is both
+// compared with the recorded stack and, when it differs, recorded.
+func appendStackPCs(dst []uintptr, f *frame) []uintptr {
 	for ; f != nil; f = f.parent {
 		if pc := f.stackPC(); pc != 0 {
-			n--
-			pcs[n] = pc
-			stack[n] = funcName(pc)
+			dst = append(dst, pc)
 		}
 	}
-	st.AsyncStack, st.stack = stack, recordedStack{pcs: pcs, names: stack, at: f0, depth: len(pcs)}
+	return dst
 }
 
 // climb moves the recorded stack's frame from f up to its parent, as an
