@@ -19,12 +19,6 @@ type flow struct {
 	// cache lines of the Root: with many flows queued on a loop, each step
 	// finds its flow cold in the cache, and every line costs a miss.
 
-	// baseAPI is the dead step API of the base frame, which queues the
-	// base frame's continuations, in every execution. A continuation left
-	// queued by an ended execution cannot run in the next one: it was
-	// queued before the next execution's start task, and tools run tasks
-	// in order, so it finds done still set.
-	baseAPI stepAPI
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
 	stop  atomic.Pointer[error]
@@ -36,13 +30,21 @@ type flow struct {
 	// inCall is set while a callback of the flow runs, reent when a task
 	// of the flow came while it ran (see deferTask); on the loop.
 	inCall, reent bool
-	// parked: the flow is in its Loop's awaited set (see Loop.park).
+	// parked: the flow is in its Loop's set of parked flows (see Loop.park).
 	parked bool
 	base   frame // level 0, whose queue is the Root's; never recycled
 
-	wait      *waiter // set by Promise and Run
+	wait      *waiter // set by Run and ExecuteWith, and for hooks
 	unhandled func(err *Error)
 	state     *State // made on first use: most flows never use it
+	// promise receives the Result of an execution started by Promise or
+	// Run. It is a field of its own, not in wait, so that a flow started
+	// by Promise costs no allocation besides the channel.
+	promise chan Result
+	// awaitPrev and awaitNext link the flow in its Loop's list of awaited
+	// flows (Loop.watch): a list through the flows costs no allocation
+	// per flow, where a set would cost an entry.
+	awaitPrev, awaitNext *flow
 }
 
 // Bits of flow.phase.
@@ -114,11 +116,11 @@ func (fl *flow) runContext() context.Context {
 	return context.Background()
 }
 
-// waiter is what Promise, Run and ExecuteWith add to an execution.
+// waiter is what Run and ExecuteWith add to an execution, and what the
+// hooks observing it need.
 type waiter struct {
-	promise   chan Result     // Promise and Run: the Result goes here
+	promise   chan Result     // Run: the flow's promise, which Run waits on
 	ctx       context.Context // Run's context, for its values and deadline; never cancels steps by itself
-	watched   *Loop           // the Loop that keeps the flow in awaited, if any
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
@@ -128,7 +130,40 @@ type waiter struct {
 func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 
 // requeue puts the continuation at f behind the other queued work.
-func (fl *flow) requeue(f *frame) { fl.sched.post(f.h) }
+func (fl *flow) requeue(f *frame) {
+	if f.mode == modeBase {
+		fl.sched.post((*baseResume)(fl))
+		return
+	}
+	fl.sched.post(f.h)
+}
+
+// baseResume continues a flow at its base frame: the flow seen through
+// another method set, so that it costs no allocation. A continuation left
+// queued by an ended execution cannot run in the next one: it was queued
+// before the next execution's start task, and tools run tasks in order,
+// so it finds done still set.
+type baseResume flow
+
+func (t *baseResume) run() {
+	fl := (*flow)(t)
+	if fl.done || fl.base.over {
+		return
+	}
+	if fl.inCall {
+		fl.deferTask(t)
+		return
+	}
+	fl.drive(&fl.base)
+}
+
+// deadBaseAPI is the step API of every base frame: dead, never given out,
+// and never queued (see requeue), so that a Root needs none of its own.
+var deadBaseAPI = func() *stepAPI {
+	h := new(stepAPI)
+	h.st.Store(stIdle | stClaim | stDone)
+	return h
+}()
 
 // newStepAPI gives f a new incarnation with step API state st.
 func (fl *flow) newStepAPI(f *frame, st uint32) {
@@ -460,24 +495,23 @@ func (fl *flow) end(args []any, err error) {
 	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
-	var promise chan Result
+	promise := fl.promise
 	unhandled := fl.unhandled
 	if w := fl.wait; w != nil {
-		promise = w.promise
 		if w.unhandled != nil {
 			unhandled = w.unhandled
-		}
-		if w.watched != nil {
-			w.watched.unwatch(fl)
 		}
 		if w.hooks != nil {
 			w.observeEnd(err)
 		}
 	}
+	if promise != nil {
+		fl.sched.unwatch(fl)
+	}
 	if fl.parked {
 		fl.unpark()
 	}
-	fl.wait = nil
+	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)
 	if promise != nil {
 		promise <- Result{Args: args, Err: err}
@@ -498,14 +532,14 @@ func (fl *flow) run() {
 	if fl.phase.Load()&flowAbandoned != 0 {
 		return // ended already: its loop was closed
 	}
-	if fl.wait != nil && fl.wait.promise != nil {
+	if fl.promise != nil {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
 	if h := fl.sched.pools().hooks(); h != nil {
 		fl.observeStart(h)
 	}
-	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseAPI, consumed: true}
+	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil
 		fl.noteError(err, err)

@@ -43,10 +43,10 @@ type Loop struct {
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
 	engine  enginePools
-	// awaited holds the flows of the loop that a Promise or Run waits for,
-	// from their beginning to their end, so that a Close that abandons them
-	// still gives each waiter its Result.
-	awaited map[*flow]struct{}
+	// awaited is the first of the flows of the loop that a Promise or Run
+	// waits for, linked by flow.awaitNext, from their beginning to their
+	// end, so that a Close that abandons them still gives each its Result.
+	awaited *flow
 	// stepTimers are the engine's step timeouts, armed and cancelled on
 	// the loop only: they cost no lock, and so do not contend with the
 	// goroutines that post to the loop.
@@ -300,16 +300,35 @@ func (l *Loop) endClosed(fl *flow) {
 	fl.end(nil, errLoopClosed())
 }
 
-// watch and unwatch keep awaited. Loop goroutine only.
+// watch and unwatch keep the list of awaited flows. The loop of DefaultTool
+// keeps none: it never closes. Loop goroutine only.
 func (l *Loop) watch(fl *flow) {
-	if l.awaited == nil {
-		l.awaited = make(map[*flow]struct{})
+	if l.shared {
+		return
 	}
-	l.awaited[fl] = struct{}{}
-	fl.wait.watched = l
+	if head := l.awaited; head != nil {
+		head.awaitPrev = fl
+		fl.awaitNext = head
+	}
+	l.awaited = fl
 }
 
-func (l *Loop) unwatch(fl *flow) { delete(l.awaited, fl) }
+// unwatch takes fl out of the list, if it is in it.
+func (l *Loop) unwatch(fl *flow) {
+	prev, next := fl.awaitPrev, fl.awaitNext
+	switch {
+	case prev != nil:
+		prev.awaitNext = next
+	case l.awaited == fl:
+		l.awaited = next
+	default:
+		return // not in the list: ended before it began
+	}
+	if next != nil {
+		next.awaitPrev = prev
+	}
+	fl.awaitPrev, fl.awaitNext = nil, nil
+}
 
 // pools is the engine state of the flows on the loop. Loop goroutine only.
 func (l *Loop) pools() *enginePools { return &l.engine }
@@ -539,12 +558,12 @@ func (l *Loop) shutdown() {
 // its Result: the flow will never go on, and a Promise that never receives
 // would hold its reader forever.
 func (l *Loop) endAwaited() {
-	for fl := range l.awaited {
+	for fl := l.awaited; fl != nil; fl = l.awaited {
+		l.unwatch(fl)
 		if !fl.done {
 			l.endClosed(fl)
 		}
 	}
-	l.awaited = nil
 }
 
 func dropTask(t task) {

@@ -239,6 +239,8 @@ func (t *TestTool) tool() Tool { return t }
 // watch does nothing: a TestTool never abandons a flow.
 func (t *TestTool) watch(*flow) {}
 
+func (t *TestTool) unwatch(*flow) {}
+
 // linkSection does nothing: a TestTool never closes.
 func (t *TestTool) linkSection(*section) {}
 

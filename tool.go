@@ -64,8 +64,10 @@ type scheduler interface {
 	// closure; a closed Loop returns deadHandle{}.
 	deferred(d time.Duration, t task) Handle
 	// watch keeps a flow that a Promise or Run waits for, so that a Close
-	// that abandons it still gives the waiter its Result (a Loop only).
+	// that abandons it still gives the waiter its Result (a Loop only);
+	// unwatch forgets it when it ends.
 	watch(fl *flow)
+	unwatch(fl *flow)
 	// linkSection links a critical section that a flow entered, so that a
 	// Close gives back what it holds (a Loop that can close only).
 	linkSection(s *section)
@@ -103,6 +105,7 @@ func (t foreignTool) tool() Tool          { return t.Tool }
 
 func (foreignTool) lifetime() context.Context { return nil }
 func (foreignTool) watch(*flow)               { /* a foreign tool never abandons a flow */ }
+func (foreignTool) unwatch(*flow)             {}
 func (foreignTool) linkSection(*section)      {}
 func (foreignTool) lockFreePost() bool        { return false }
 func (t foreignTool) postFirst(tk task)       { t.post(tk) }
