@@ -131,11 +131,11 @@ func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 
 // requeue puts the continuation at f behind the other queued work.
 func (fl *flow) requeue(f *frame) {
-	if f.mode == modeBase {
-		fl.sched.post((*baseResume)(fl))
-		return
+	var t task = f.h
+	if f == &fl.base {
+		t = (*baseResume)(fl)
 	}
-	fl.sched.post(f.h)
+	fl.sched.post(t)
 }
 
 // baseResume continues a flow at its base frame: the flow seen through
