@@ -185,7 +185,10 @@ func (fl *flow) newStepAPI(f *frame, st uint32) {
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.blankFrame()
 	impl, onerror := s.parts()
-	f.parent, f.onerror, f.mode = parent, onerror, modeStep
+	f.parent, f.mode = parent, modeStep
+	if onerror != nil {
+		f.rareFields().onerror = onerror
+	}
 	if fn, ok := impl.(StepFunc); ok {
 		f.impl = fn
 	} else {
@@ -220,7 +223,7 @@ func (fl *flow) retire(f *frame) {
 	if f.mode == modeBranch {
 		q = nil // a branch's queue is the Parallel's shared definition
 	}
-	*f = frame{queue: q}
+	*f = frame{queue: q, rare: f.clearedRare()}
 	if st := fl.sched.pools(); st != nil {
 		st.keepFrame(f)
 	}
@@ -483,10 +486,12 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 func (fl *flow) release(f *frame) {
 	f.over = true
 	f.kill()
-	if f.timer != nil {
-		fl.disarm(f)
+	if r := f.rare; r != nil {
+		if r.timer != nil {
+			fl.disarm(f)
+		}
+		r.onCancel = nil
 	}
-	f.onCancel = nil
 }
 
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
