@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,59 @@ func TestCloseGivesAParkedFlowsPromiseItsResult(t *testing.T) {
 	}
 	again := receive(t, r.Promise(), "the flow executed again")
 	wantError(t, again.Err, asyncsteps.InternalError, closedInfo)
+}
+
+// The flows a Promise waits for that have ended leave the loop's list of
+// awaited flows wherever they were in it (first, last, in the middle, next
+// to each other); a Close then ends each flow left waiting, and only those,
+// with one Result each.
+func TestCloseEndsTheAwaitedFlowsLeftAfterOthersEnded(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	const flows = 6
+	parked := make(chan asyncsteps.AsyncSteps, flows)
+	promises := make([]<-chan asyncsteps.Result, flows)
+	for i := range flows {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			parked <- as
+		})
+		promises[i] = r.Promise()
+	}
+	steps := make([]asyncsteps.AsyncSteps, flows)
+	for i := range flows {
+		steps[i] = <-parked // the flows park in the order they started
+	}
+	ended := []int{0, 2, 3, 5}
+	for _, i := range ended {
+		steps[i].Success(i)
+		res := receive(t, promises[i], fmt.Sprintf("flow %d", i))
+		if res.Err != nil || len(res.Args) != 1 || res.Args[0] != i {
+			t.Fatalf("flow %d: Result %v, %v; want [%d], nil", i, res.Args, res.Err, i)
+		}
+	}
+
+	loop.Close()
+
+	for i, p := range promises {
+		select {
+		case res := <-p:
+			if slices.Contains(ended, i) {
+				t.Errorf("flow %d, ended before Close: a second Result %v, %v", i, res.Args, res.Err)
+				continue
+			}
+			wantError(t, res.Err, asyncsteps.InternalError, closedInfo)
+		default:
+			if !slices.Contains(ended, i) {
+				t.Errorf("flow %d: no Result once Close has returned", i)
+			}
+		}
+		select {
+		case res := <-p:
+			t.Errorf("flow %d: a second Result %v, %v", i, res.Args, res.Err)
+		default:
+		}
+	}
 }
 
 // Flows whose start is still queued when their loop closes end with the
