@@ -24,7 +24,7 @@ type flow struct {
 	stop  atomic.Pointer[error]
 	sched scheduler // the Root's tool
 	// phase holds flowRunning and flowAbandoned, in one word so that the
-	// Root stays within 208 bytes; set from any goroutine.
+	// Root stays within 192 bytes; set from any goroutine.
 	phase atomic.Uint32
 	done  bool // no execution runs on the loop: not begun, or ended; on the loop
 	// inCall is set while a callback of the flow runs, reent when a task
