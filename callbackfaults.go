@@ -259,7 +259,7 @@ func (l *Loop) leaveGoroutine(ended *bool) {
 // waits for another goroutine. The set holds the flows weakly: a flow that
 // nothing else refers to can never go on, and is collected. A Loop that
 // never closes needs no set, nor does a flow a Promise waits for (the
-// Loop's list of awaited flows has it).
+// Loop's awaited flows hold it).
 func (fl *flow) park() { fl.parked = fl.sched.park(fl) }
 
 // unpark takes an ending flow out of its Loop's set of parked flows.
@@ -269,7 +269,7 @@ func (fl *flow) unpark() {
 }
 
 // park adds fl to l's set of parked flows, if l can close and fl is not in
-// its list of awaited flows; it reports whether it did.
+// its awaited flows; it reports whether it did.
 func (l *Loop) park(fl *flow) bool {
 	if l.shared || fl.promise != nil { // awaited: see run and watch
 		return false

@@ -23,8 +23,9 @@ type flow struct {
 	// looked at before each step, so that a cancel takes effect at once.
 	stop  atomic.Pointer[error]
 	sched scheduler // the Root's tool
-	// phase holds flowRunning and flowAbandoned, in one word so that the
-	// Root stays within 192 bytes; set from any goroutine.
+	// phase holds flowRunning, flowAbandoned and the flow's place among
+	// its Loop's awaited flows, in one word so that the Root stays within
+	// 176 bytes; set from any goroutine.
 	phase atomic.Uint32
 	done  bool // no execution runs on the loop: not begun, or ended; on the loop
 	// inCall is set while a callback of the flow runs, reent when a task
@@ -41,10 +42,6 @@ type flow struct {
 	// Run. It is a field of its own, not in wait, so that a flow started
 	// by Promise costs no allocation besides the channel.
 	promise chan Result
-	// awaitPrev and awaitNext link the flow in its Loop's list of awaited
-	// flows (Loop.watch): a list through the flows costs no allocation
-	// per flow, where a set would cost an entry.
-	awaitPrev, awaitNext *flow
 }
 
 // Bits of flow.phase.
@@ -52,6 +49,28 @@ const (
 	flowRunning   uint32 = 1 << iota // from Execute to the end
 	flowAbandoned                    // its closed loop ended the flow before it began
 )
+
+// The bits of flow.phase above awaitShift hold the flow's index in its
+// Loop's awaited flows plus one, 0 when it is not among them: written on
+// the loop, by watch and unwatch only, and read there, or by end off the
+// loop for a flow that never began (0). The running bit outlives them:
+// end takes the flow out before it clears running, and claimStart clears
+// them all.
+const (
+	awaitShift = 2
+	maxAwaited = 1<<(32-awaitShift) - 2 // the largest index that fits
+)
+
+// awaitIndex returns the flow's index in its Loop's awaited flows, or -1.
+func (fl *flow) awaitIndex() int { return int(fl.phase.Load()>>awaitShift) - 1 }
+
+// setAwaitIndex records i as the flow's index, or that it has none (-1).
+func (fl *flow) setAwaitIndex(i int) {
+	fl.phase.And(1<<awaitShift - 1)
+	if i >= 0 {
+		fl.phase.Or(uint32(i+1) << awaitShift)
+	}
+}
 
 func (fl *flow) isRunning() bool { return fl.phase.Load()&flowRunning != 0 }
 

@@ -17,7 +17,7 @@ const (
 // written by other goroutines, and only after a successful claim. A frame
 // whose claim is still being written is never recycled (consumed is false).
 // At 112 bytes it is within two cache lines: a parked flow is its Root
-// (192 bytes, with its base frame), the frame of the waiting step and its
+// (176 bytes, with its base frame), the frame of the waiting step and its
 // step API.
 //
 // A frame's state is spread over its booleans (packed, so that the frame
@@ -65,7 +65,7 @@ type frame struct {
 	// rare holds what few steps have: an error handler, a cancel handler,
 	// a timeout. Made on first use, and kept, cleared, when the frame is
 	// recycled, so that the frame fits 112 bytes and the Root, with its
-	// base frame, 192.
+	// base frame, 176.
 	rare *frameRare
 
 	// err is the error the callback raised (Error, Break, Continue or a

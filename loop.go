@@ -43,10 +43,12 @@ type Loop struct {
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
 	engine  enginePools
-	// awaited is the first of the flows of the loop that a Promise or Run
-	// waits for, linked by flow.awaitNext, from their beginning to their
-	// end, so that a Close that abandons them still gives each its Result.
-	awaited *flow
+	// awaited holds the flows of the loop that a Promise or Run waits for,
+	// from their beginning to their end, so that a Close that abandons them
+	// still gives each its Result. Each flow knows its index in it
+	// (flow.awaitIndex): a slot costs 8 bytes a flow, where a set's entry
+	// cost 24, and links in the flow would cost every Root 16.
+	awaited []*flow
 	// stepTimers are the engine's step timeouts, armed and cancelled on
 	// the loop only: they cost no lock, and so do not contend with the
 	// goroutines that post to the loop.
@@ -300,34 +302,37 @@ func (l *Loop) endClosed(fl *flow) {
 	fl.end(nil, errLoopClosed())
 }
 
-// watch and unwatch keep the list of awaited flows. The loop of DefaultTool
-// keeps none: it never closes. Loop goroutine only.
+// watch and unwatch keep the awaited flows. The loop of DefaultTool keeps
+// none: it never closes; nor could a loop keep more than maxAwaited, which
+// would take hundreds of gigabytes. Loop goroutine only.
 func (l *Loop) watch(fl *flow) {
-	if l.shared {
+	if l.shared || len(l.awaited) > maxAwaited {
 		return
 	}
-	if head := l.awaited; head != nil {
-		head.awaitPrev = fl
-		fl.awaitNext = head
-	}
-	l.awaited = fl
+	fl.setAwaitIndex(len(l.awaited))
+	l.awaited = append(l.awaited, fl)
 }
 
-// unwatch takes fl out of the list, if it is in it.
+// unwatch takes fl out of the awaited flows, if it is among them, moving
+// the last one into its place. A flow that never began is not: it may be
+// ended off the loop, and then touches nothing of the loop's.
 func (l *Loop) unwatch(fl *flow) {
-	prev, next := fl.awaitPrev, fl.awaitNext
-	switch {
-	case prev != nil:
-		prev.awaitNext = next
-	case l.awaited == fl:
-		l.awaited = next
-	default:
-		return // not in the list: ended before it began
+	i := fl.awaitIndex()
+	if i < 0 {
+		return
 	}
-	if next != nil {
-		next.awaitPrev = prev
+	last := len(l.awaited) - 1
+	if i != last {
+		moved := l.awaited[last]
+		l.awaited[i] = moved
+		moved.setAwaitIndex(i)
 	}
-	fl.awaitPrev, fl.awaitNext = nil, nil
+	l.awaited[last] = nil
+	l.awaited = l.awaited[:last]
+	fl.setAwaitIndex(-1)
+	if last == 0 && cap(l.awaited) > keptQueue {
+		l.awaited = nil // a burst's: do not keep it while idle
+	}
 }
 
 // pools is the engine state of the flows on the loop. Loop goroutine only.
@@ -558,7 +563,8 @@ func (l *Loop) shutdown() {
 // its Result: the flow will never go on, and a Promise that never receives
 // would hold its reader forever.
 func (l *Loop) endAwaited() {
-	for fl := l.awaited; fl != nil; fl = l.awaited {
+	for len(l.awaited) > 0 {
+		fl := l.awaited[len(l.awaited)-1]
 		l.unwatch(fl)
 		if !fl.done {
 			l.endClosed(fl)

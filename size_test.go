@@ -15,7 +15,7 @@ func TestParkedFlowFitsItsBudget(t *testing.T) {
 		got, want uintptr
 	}{
 		{"frame", unsafe.Sizeof(frame{}), 112},
-		{"Root", unsafe.Sizeof(Root{}), 192},
+		{"Root", unsafe.Sizeof(Root{}), 176},
 		{"handle", unsafe.Sizeof(stepAPI{}), 24},
 	}
 	total := uintptr(0)
@@ -25,8 +25,8 @@ func TestParkedFlowFitsItsBudget(t *testing.T) {
 		}
 		total += s.got
 	}
-	if total > 328 {
-		t.Errorf("a parked flow is %d bytes, want at most 328", total)
+	if total > 312 {
+		t.Errorf("a parked flow is %d bytes, want at most 312", total)
 	}
 }
 
@@ -49,10 +49,10 @@ func TestSectionFitsItsBudget(t *testing.T) {
 
 // A flow started by Promise that waits once allocates its Root, its step
 // array and its channel (two objects: the buffer of a channel of pointers
-// is apart), and nothing else: the Promise needs no record of its own, and
-// the Loop keeps its awaited flows in a list through them. Allocations of
+// is apart), and nothing else: the Promise needs no record of its own, nor
+// a set's entry in the Loop. Allocations of
 // the loop's that do not come with every flow (a block of step APIs, a
-// queue that grows) average out over the runs.
+// queue or the slice of awaited flows that grows) average out over the runs.
 func TestPromiseFlowAllocates4Objects(t *testing.T) {
 	loop := NewLoop()
 	defer loop.Close()
