@@ -59,10 +59,10 @@ func TestCloseGivesAParkedFlowsPromiseItsResult(t *testing.T) {
 	wantError(t, again.Err, asyncsteps.InternalError, closedInfo)
 }
 
-// The flows a Promise waits for that have ended leave the loop's list of
-// awaited flows wherever they were in it (first, last, in the middle, next
-// to each other); a Close then ends each flow left waiting, and only those,
-// with one Result each.
+// The flows a Promise waits for that have ended leave the loop's awaited
+// flows from wherever they were among them (first, last, in the middle,
+// next to each other); a Close then ends each flow left waiting, and only
+// those, with one Result each.
 func TestCloseEndsTheAwaitedFlowsLeftAfterOthersEnded(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	const flows = 6
@@ -89,7 +89,12 @@ func TestCloseEndsTheAwaitedFlowsLeftAfterOthersEnded(t *testing.T) {
 		}
 	}
 
-	loop.Close()
+	closed := make(chan struct{})
+	go func() {
+		loop.Close()
+		close(closed)
+	}()
+	waitFor(t, closed) // a Close that loses track of a flow may never end
 
 	for i, p := range promises {
 		select {
