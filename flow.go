@@ -31,9 +31,7 @@ type flow struct {
 	// inCall is set while a callback of the flow runs, reent when a task
 	// of the flow came while it ran (see deferTask); on the loop.
 	inCall, reent bool
-	// parked: the flow is in its Loop's set of parked flows (see Loop.park).
-	parked bool
-	base   frame // level 0, whose queue is the Root's; never recycled
+	base          frame // level 0, whose queue is the Root's; never recycled
 
 	wait      *waiter // set by Run and ExecuteWith, and for hooks
 	unhandled func(err *Error)
@@ -188,7 +186,13 @@ var deadBaseAPI = func() *stepAPI {
 func (fl *flow) newStepAPI(f *frame, st uint32) {
 	var h *stepAPI
 	if st := fl.sched.pools(); st != nil {
-		h = st.nextStepAPI()
+		// The next step API of the loop's block, written out here: with
+		// the call to newBlock, a method would not be inlined.
+		if len(st.stepAPIs) == 0 {
+			st.stepAPIs = st.newBlock()
+		}
+		h = &st.stepAPIs[0]
+		st.stepAPIs = st.stepAPIs[1:]
 	} else {
 		h = new(stepAPI)
 	}
@@ -402,9 +406,6 @@ func (fl *flow) settle(c *frame) *frame {
 		return fl.completed(c)
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
-		if !fl.parked {
-			fl.park()
-		}
 		if w := fl.wait; w != nil && w.expired {
 			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor
 		}
@@ -531,9 +532,6 @@ func (fl *flow) end(args []any, err error) {
 	}
 	if promise != nil {
 		fl.sched.unwatch(fl)
-	}
-	if fl.parked {
-		fl.unpark()
 	}
 	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)

@@ -118,6 +118,7 @@ func newIdleLoop() *Loop {
 		done:  make(chan struct{}),
 	}
 	l.alive, l.endAlive = context.WithCancel(context.Background())
+	l.engine.track = true // see endParked
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
 	l.stepTimers.init(&l.timerSeq)

@@ -117,6 +117,72 @@ func TestCloseEndsTheAwaitedFlowsLeftAfterOthersEnded(t *testing.T) {
 	}
 }
 
+// Flows started by Execute that wait when their loop closes end once each,
+// through their unhandled-error functions, wherever they wait: a step, a
+// step two levels down, two branches of a Parallel, a queue of a Mutex,
+// and a step whose block of step APIs the loop has long stopped giving out
+// from (a thousand flows ran after it). The test keeps their step APIs, as
+// whoever would complete them does: a flow that nothing refers to is
+// collected instead.
+func TestCloseEndsEachWaitingExecuteFlowOnce(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	var mu sync.Mutex
+	ended := map[string][]string{}
+	waiting := make(chan asyncsteps.AsyncSteps, 8)
+	wait := func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	}
+	start := func(name string, build func(r *asyncsteps.Root)) {
+		r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+			mu.Lock()
+			ended[name] = append(ended[name], err.Code+": "+err.Info)
+			mu.Unlock()
+		}))
+		build(r)
+		r.Execute()
+	}
+	start("old", func(r *asyncsteps.Root) { r.Add(wait) })
+	held := []asyncsteps.AsyncSteps{<-waiting}
+	for range 1000 {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.SuccessStep()
+		receive(t, r.Promise(), "a flow that does not wait")
+	}
+	start("step", func(r *asyncsteps.Root) { r.Add(wait) })
+	start("nested", func(r *asyncsteps.Root) {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Add(wait) })
+	})
+	start("parallel", func(r *asyncsteps.Root) {
+		r.Parallel().Add(wait).Add(wait)
+	})
+	m := asyncsteps.NewMutex(1)
+	start("holder", func(r *asyncsteps.Root) { r.Sync(m, wait) })
+	start("queued", func(r *asyncsteps.Root) { r.Sync(m, wait) })
+	for range 5 { // step, nested, two branches, holder; queued waits for m
+		held = append(held, <-waiting)
+	}
+	runtime.GC() // what is kept is what nothing but the test refers to
+
+	closed := make(chan struct{})
+	go func() {
+		loop.Close()
+		close(closed)
+	}()
+	waitFor(t, closed)
+
+	want := []string{asyncsteps.InternalError + ": " + closedInfo}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"old", "step", "nested", "parallel", "holder", "queued"} {
+		if got := ended[name]; !slices.Equal(got, want) {
+			t.Errorf("flow %s ended with %q, want %q", name, got, want)
+		}
+	}
+	runtime.KeepAlive(held)
+	runtime.KeepAlive(m) // its queue refers to the queued flow's step API
+}
+
 // Flows whose start is still queued when their loop closes end with the
 // same InternalError: a Promise receives it, an Execute hands it to the
 // unhandled-error function.

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"slices"
 	"sync/atomic"
 	"weak"
 )
@@ -16,20 +17,35 @@ type enginePools struct {
 	nframes  int
 	timers   *timerEntry // step timers given back, linked by next
 	ntimers  int
-	parked   map[weak.Pointer[flow]]struct{} // see flow.park
-	obs      *observer                       // the tool's hooks (hooks.go), nil when unset
+	obs      *observer // the tool's hooks (hooks.go), nil when unset
+	// blocks holds weakly the blocks of step APIs given out, when track
+	// is set (a Loop's: see Loop.endParked); live counts those alive at
+	// the last sweep of the dead ones.
+	blocks []weak.Pointer[stepAPIBlock]
+	live   int
+	track  bool
 }
+
+// stepAPIBlock is how many step APIs are allocated at once.
+type stepAPIBlock [256]stepAPI
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.
 const maxPooledFrames = 4096
 
-func (l *enginePools) nextStepAPI() *stepAPI {
-	if len(l.stepAPIs) == 0 {
-		l.stepAPIs = make([]stepAPI, 256)
+// newBlock allocates the next block of step APIs (see flow.newStepAPI)
+// and, if tracked, notes it, dropping the notes of the blocks collected meanwhile each time the
+// notes have doubled.
+func (l *enginePools) newBlock() []stepAPI {
+	b := new(stepAPIBlock)
+	if !l.track {
+		return b[:]
 	}
-	h := &l.stepAPIs[0]
-	l.stepAPIs = l.stepAPIs[1:]
-	return h
+	if len(l.blocks) >= 2*max(l.live, 32) {
+		l.blocks = slices.DeleteFunc(l.blocks, func(p weak.Pointer[stepAPIBlock]) bool { return p.Value() == nil })
+		l.live = len(l.blocks)
+	}
+	l.blocks = append(l.blocks, weak.Make(b))
+	return b[:]
 }
 
 // takeFrame returns a pooled frame, or nil.

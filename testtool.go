@@ -244,11 +244,6 @@ func (t *TestTool) unwatch(*flow) {}
 // linkSection does nothing: a TestTool never closes.
 func (t *TestTool) linkSection(*section) {}
 
-// park keeps no flow: a TestTool never closes.
-func (t *TestTool) park(*flow) bool { return false }
-
-func (t *TestTool) unpark(*flow) {}
-
 // lockFreePost is false: post and inject share one queue and lock.
 func (t *TestTool) lockFreePost() bool { return false }
 

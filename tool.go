@@ -84,11 +84,6 @@ type scheduler interface {
 	// postFirst queues t before every queued task: the rest of the work of
 	// a goroutine that a callback ended with runtime.Goexit.
 	postFirst(t task)
-	// park keeps a flow whose step waits for another goroutine, so that a
-	// Close ends it, and reports whether it did (a Loop that can close
-	// only); unpark forgets it when it ends.
-	park(fl *flow) bool
-	unpark(fl *flow)
 }
 
 // foreignTool makes a Tool that is not one of this package's loops a
@@ -109,8 +104,6 @@ func (foreignTool) unwatch(*flow)             {}
 func (foreignTool) linkSection(*section)      {}
 func (foreignTool) lockFreePost() bool        { return false }
 func (t foreignTool) postFirst(tk task)       { t.post(tk) }
-func (foreignTool) park(*flow) bool           { return false }
-func (foreignTool) unpark(*flow)              {}
 
 func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
 
