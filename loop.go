@@ -126,8 +126,10 @@ func newIdleLoop() *Loop {
 }
 
 var defaultLoop = sync.OnceValue(func() *Loop {
-	l := NewLoop()
+	l := newIdleLoop()
 	l.shared = true
+	l.engine.track = false // it never closes: see endParked
+	go l.run()
 	return l
 })
 
