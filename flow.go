@@ -149,7 +149,7 @@ func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 // requeue puts the continuation at f behind the other queued work.
 func (fl *flow) requeue(f *frame) {
 	var t task = f.h
-	if f == &fl.base {
+	if f.mode == modeBase {
 		t = (*baseResume)(fl)
 	}
 	fl.sched.post(t)
