@@ -75,10 +75,11 @@ func (fl *flow) awaitContext(f *frame) (context.Context, func()) {
 // none is armed or the tool's timers cannot be read (a Tool of the user's).
 func (fl *flow) stepTimeLeft(f *frame) (left time.Duration, ok bool) {
 	for ; f != nil; f = f.parent {
-		if f.timer == nil {
+		e := f.timer()
+		if e == nil {
 			continue
 		}
-		d, known := fl.timerLeft(f.timer)
+		d, known := fl.timerLeft(e)
 		if known && d < farFuture && (!ok || d < left) {
 			left, ok = max(d, 0), true
 		}

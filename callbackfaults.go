@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
-	"weak"
 )
 
 // This file holds what keeps a loop alive under callbacks that misbehave:
@@ -254,54 +253,33 @@ func (l *Loop) leaveGoroutine(ended *bool) {
 	}
 }
 
-// park notes fl, whose step c waits, in its Loop's set of parked flows,
-// so that a Close ends it: nothing else on the loop refers to a flow that
-// waits for another goroutine. The set holds the flows weakly: a flow that
-// nothing else refers to can never go on, and is collected. A Loop that
-// never closes needs no set, nor does a flow a Promise waits for (the
-// Loop's awaited set has it), nor a step with a timeout of its own: the
-// loop's step timers hold the flow until the step ends, and a Close ends
-// the flows they hold (endTimed). That spares the common wait with a
-// timeout the weak pointer, which costs a quarter of such a flow.
-func (fl *flow) park(c *frame) {
-	if c.timer == nil {
-		fl.parked = fl.sched.park(fl)
-	}
-}
-
-// unpark takes an ending flow out of its Loop's set of parked flows.
-func (fl *flow) unpark() {
-	fl.parked = false
-	fl.sched.unpark(fl)
-}
-
-// park adds fl to l's set of parked flows, if l can close and fl is not in
-// its awaited set; it reports whether it did.
-func (l *Loop) park(fl *flow) bool {
-	if l.shared || fl.wait != nil && fl.wait.watched != nil {
-		return false
-	}
-	if l.engine.parked == nil {
-		l.engine.parked = make(map[weak.Pointer[flow]]struct{})
-	}
-	l.engine.parked[weak.Make(fl)] = struct{}{}
-	return true
-}
-
-func (l *Loop) unpark(fl *flow) { delete(l.engine.parked, weak.Make(fl)) }
-
-// endParked ends the parked flows of a closing loop that are still alive.
+// endParked ends the flows of a closing loop that wait for another
+// goroutine: nothing else on the loop refers to them. They are found by
+// their waiting step APIs, in the blocks of step APIs the loop has given
+// out that are still alive: the loop holds the blocks weakly, so that a
+// flow that waits and that nothing else refers to is collected, and so is
+// its block once no step API in it is referred to. One weak pointer per
+// block, not one per flow, keeps a wait free of any bookkeeping.
 func (l *Loop) endParked() {
-	for p := range l.engine.parked {
-		if fl := p.Value(); fl != nil && !fl.done {
-			l.endClosed(fl)
+	for _, p := range l.engine.blocks {
+		b := p.Value()
+		if b == nil {
+			continue
+		}
+		for i := range b {
+			h := &b[i]
+			if f := h.f; f != nil && f.h == h && f.waiting && !h.fl.done {
+				l.endClosed(h.fl)
+			}
 		}
 	}
-	l.engine.parked = nil
+	l.engine.blocks = nil
 }
 
-// endTimed ends the flows that the closing loop's step timers held,
-// which may wait without being parked (see flow.park).
+// endTimed ends the flows that the closing loop's step timers held. The
+// blocks of step APIs are held weakly (see endParked): a flow that only
+// its timer referred to could be collected before endParked looks, and
+// would never be reported ended, though its timeout would have ended it.
 func (l *Loop) endTimed(timed []*flow) {
 	for _, fl := range timed {
 		if !fl.done {
@@ -318,6 +296,8 @@ func (l *Loop) endDropped(t task) {
 	switch t := t.(type) {
 	case *stepAPI:
 		fl = t.fl
+	case *baseResume:
+		fl = (*flow)(t)
 	case *goexitResume:
 		fl = t.h.fl
 	case *cancelJob:

@@ -19,30 +19,27 @@ type flow struct {
 	// cache lines of the Root: with many flows queued on a loop, each step
 	// finds its flow cold in the cache, and every line costs a miss.
 
-	// baseAPI is the dead step API of the base frame, which queues the
-	// base frame's continuations, in every execution. A continuation left
-	// queued by an ended execution cannot run in the next one: it was
-	// queued before the next execution's start task, and tools run tasks
-	// in order, so it finds done still set.
-	baseAPI stepAPI
 	// stop is the cause of a requested cancel, set from any goroutine and
 	// looked at before each step, so that a cancel takes effect at once.
 	stop  atomic.Pointer[error]
 	sched scheduler // the Root's tool
-	// phase holds flowRunning and flowAbandoned, in one word so that the
-	// Root stays within 208 bytes; set from any goroutine.
+	// phase holds flowRunning, flowAbandoned and the flow's place among
+	// its Loop's awaited flows, in one word so that the Root stays within
+	// 176 bytes; set from any goroutine.
 	phase atomic.Uint32
 	done  bool // no execution runs on the loop: not begun, or ended; on the loop
 	// inCall is set while a callback of the flow runs, reent when a task
 	// of the flow came while it ran (see deferTask); on the loop.
 	inCall, reent bool
-	// parked: the flow is in its Loop's awaited set (see Loop.park).
-	parked bool
-	base   frame // level 0, whose queue is the Root's; never recycled
+	base          frame // level 0, whose queue is the Root's; never recycled
 
-	wait      *waiter // set by Promise and Run
+	wait      *waiter // set by Run and ExecuteWith, and for hooks
 	unhandled func(err *Error)
 	state     *State // made on first use: most flows never use it
+	// promise receives the Result of an execution started by Promise or
+	// Run. It is a field of its own, not in wait, so that a flow started
+	// by Promise costs no allocation besides the channel.
+	promise chan Result
 }
 
 // Bits of flow.phase.
@@ -50,6 +47,28 @@ const (
 	flowRunning   uint32 = 1 << iota // from Execute to the end
 	flowAbandoned                    // its closed loop ended the flow before it began
 )
+
+// The bits of flow.phase above awaitShift hold the flow's index in its
+// Loop's awaited flows plus one, 0 when it is not among them: written on
+// the loop, by watch and unwatch only, and read there, or by end off the
+// loop for a flow that never began (0). The running bit outlives them:
+// end takes the flow out before it clears running, and claimStart clears
+// them all.
+const (
+	awaitShift = 2
+	maxAwaited = 1<<(32-awaitShift) - 2 // the largest index that fits
+)
+
+// awaitIndex returns the flow's index in its Loop's awaited flows, or -1.
+func (fl *flow) awaitIndex() int { return int(fl.phase.Load()>>awaitShift) - 1 }
+
+// setAwaitIndex records i as the flow's index, or that it has none (-1).
+func (fl *flow) setAwaitIndex(i int) {
+	fl.phase.And(1<<awaitShift - 1)
+	if i >= 0 {
+		fl.phase.Or(uint32(i+1) << awaitShift)
+	}
+}
 
 func (fl *flow) isRunning() bool { return fl.phase.Load()&flowRunning != 0 }
 
@@ -114,11 +133,11 @@ func (fl *flow) runContext() context.Context {
 	return context.Background()
 }
 
-// waiter is what Promise, Run and ExecuteWith add to an execution.
+// waiter is what Run and ExecuteWith add to an execution, and what the
+// hooks observing it need.
 type waiter struct {
-	promise   chan Result     // Promise and Run: the Result goes here
+	promise   chan Result     // Run: the flow's promise, which Run waits on
 	ctx       context.Context // Run's context, for its values and deadline; never cancels steps by itself
-	watched   *Loop           // the Loop that keeps the flow in awaited, if any
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
@@ -128,7 +147,40 @@ type waiter struct {
 func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 
 // requeue puts the continuation at f behind the other queued work.
-func (fl *flow) requeue(f *frame) { fl.sched.post(f.h) }
+func (fl *flow) requeue(f *frame) {
+	var t task = f.h
+	if f.mode == modeBase {
+		t = (*baseResume)(fl)
+	}
+	fl.sched.post(t)
+}
+
+// baseResume continues a flow at its base frame: the flow seen through
+// another method set, so that it costs no allocation. A continuation left
+// queued by an ended execution cannot run in the next one: it was queued
+// before the next execution's start task, and tools run tasks in order,
+// so it finds done still set.
+type baseResume flow
+
+func (t *baseResume) run() {
+	fl := (*flow)(t)
+	if fl.done || fl.base.over {
+		return
+	}
+	if fl.inCall {
+		fl.deferTask(t)
+		return
+	}
+	fl.drive(&fl.base)
+}
+
+// deadBaseAPI is the step API of every base frame: dead, never given out,
+// and never queued (see requeue), so that a Root needs none of its own.
+var deadBaseAPI = func() *stepAPI {
+	h := new(stepAPI)
+	h.st.Store(stIdle | stClaim | stDone)
+	return h
+}()
 
 // newStepAPI gives f a new incarnation with step API state st.
 func (fl *flow) newStepAPI(f *frame, st uint32) { fl.newStepAPIFrom(fl.sched.pools(), f, st) }
@@ -137,7 +189,15 @@ func (fl *flow) newStepAPI(f *frame, st uint32) { fl.newStepAPIFrom(fl.sched.poo
 func (fl *flow) newStepAPIFrom(pools *enginePools, f *frame, st uint32) {
 	var h *stepAPI
 	if pools != nil {
-		h = pools.nextStepAPI()
+		// The next step API of the loop's block, taken here: with the call
+		// to newBlock, a method would not be inlined. An index that wraps,
+		// rather than a slice moved on, costs no bounds check and no write
+		// of a pointer.
+		if pools.nextAPI == 0 {
+			pools.stepAPIs = pools.newBlock()
+		}
+		h = &pools.stepAPIs[pools.nextAPI]
+		pools.nextAPI++
 	} else {
 		h = new(stepAPI)
 	}
@@ -153,7 +213,10 @@ func (fl *flow) newStepAPIFrom(pools *enginePools, f *frame, st uint32) {
 func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	f := fl.blankFrame()
 	impl, onerror := s.parts()
-	f.parent, f.onerror, f.mode = parent, onerror, modeStep
+	f.parent, f.mode = parent, modeStep
+	if onerror != nil {
+		f.rareFields().onerror = onerror
+	}
 	if fn, ok := impl.(StepFunc); ok {
 		f.impl = fn
 	} else {
@@ -199,7 +262,7 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
-	*f = frame{queue: f.queue[:0]}
+	*f = frame{queue: f.queue[:0], rare: f.clearedRare()}
 	if pools != nil {
 		pools.keepFrame(f)
 	}
@@ -402,9 +465,6 @@ func (fl *flow) settle(c *frame) *frame {
 		return fl.completed(c)
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
-		if !fl.parked {
-			fl.park(c)
-		}
 		if w := fl.wait; w != nil && w.expired {
 			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor
 		}
@@ -518,17 +578,20 @@ func (fl *flow) stepDone(c *frame, args []any) *frame {
 // are done, can finish through stepDone: no other goroutine may write to
 // it, and it holds no timer and no cancel handler.
 func (f *frame) settled() bool {
-	return f.consumed && f.timer == nil && f.onCancel == nil && (f.mode == modeStep || f.mode == modeHandler)
+	r := f.rare
+	return f.consumed && (r == nil || r.timer == nil && r.onCancel == nil) && (f.mode == modeStep || f.mode == modeHandler)
 }
 
 // release ends f's own resources: its timer and cancel handler.
 func (fl *flow) release(f *frame) {
 	f.over = true
 	f.kill()
-	if f.timer != nil {
-		fl.disarm(f)
+	if r := f.rare; r != nil {
+		if r.timer != nil {
+			fl.disarm(f)
+		}
+		r.onCancel = nil
 	}
-	f.onCancel = nil
 }
 
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
@@ -537,24 +600,20 @@ func (fl *flow) end(args []any, err error) {
 	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
-	var promise chan Result
+	promise := fl.promise
 	unhandled := fl.unhandled
 	if w := fl.wait; w != nil {
-		promise = w.promise
 		if w.unhandled != nil {
 			unhandled = w.unhandled
-		}
-		if w.watched != nil {
-			w.watched.unwatch(fl)
 		}
 		if w.hooks != nil {
 			w.observeEnd(err)
 		}
 	}
-	if fl.parked {
-		fl.unpark()
+	if promise != nil {
+		fl.sched.unwatch(fl)
 	}
-	fl.wait = nil
+	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)
 	if promise != nil {
 		promise <- Result{Args: args, Err: err}
@@ -575,14 +634,14 @@ func (fl *flow) run() {
 	if fl.phase.Load()&flowAbandoned != 0 {
 		return // ended already: its loop was closed
 	}
-	if fl.wait != nil && fl.wait.promise != nil {
+	if fl.promise != nil {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
 	if h := fl.sched.pools().hooks(); h != nil {
 		fl.observeStart(h)
 	}
-	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: &fl.baseAPI, consumed: true}
+	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil
 		fl.noteError(err, err)

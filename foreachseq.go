@@ -34,7 +34,7 @@ func isSeq2Value(c any) bool {
 func pullSeq(f *frame, c any) *pulled {
 	p := &pulled{}
 	p.next, p.stopSeq = iter.Pull2(anySeq(c))
-	f.onCancel = func(AsyncSteps) { p.stop() }
+	f.rareFields().onCancel = func(AsyncSteps) { p.stop() }
 	if life := f.h.fl.sched.lifetime(); life != nil {
 		// The loop's goroutine runs no more tasks then: the stop runs
 		// alone.

@@ -16,8 +16,9 @@ const (
 // by any flow of the loop; only the current step API's completion (args) is
 // written by other goroutines, and only after a successful claim. A frame
 // whose claim is still being written is never recycled (consumed is false).
-// At 128 bytes it is two cache lines: a parked flow is its Root (208 bytes,
-// with its base frame), the frame of the waiting step and its step API.
+// At 112 bytes it is within two cache lines: a parked flow is its Root
+// (176 bytes, with its base frame), the frame of the waiting step and its
+// step API.
 //
 // A frame's state is spread over its booleans (packed, so that the frame
 // stays two cache lines), its queue and active sub-step, and its step API's
@@ -61,15 +62,57 @@ type frame struct {
 	// share; see fn and ctl.
 	impl any
 
-	onerror  ErrorFunc
-	onCancel CancelFunc
-	timer    *timerEntry
+	// rare holds what few steps have: an error handler, a cancel handler,
+	// a timeout. Made on first use, and kept, cleared, when the frame is
+	// recycled, so that the frame fits 112 bytes and the Root, with its
+	// base frame, 176.
+	rare *frameRare
 
 	// err is the error the callback raised (Error, Break, Continue or a
 	// panic) or, while handling is set, the error this handler frame
 	// handles. A completion from outside the callback is written to args
 	// (stClaim, then stReady, and stFailed for an error: see complete).
 	err *Error
+}
+
+// frameRare is the part of a frame that few steps use.
+type frameRare struct {
+	onerror  ErrorFunc
+	onCancel CancelFunc
+	timer    *timerEntry
+}
+
+// rareFields returns f's rare part, made on first use.
+func (f *frame) rareFields() *frameRare {
+	if f.rare == nil {
+		f.rare = new(frameRare)
+	}
+	return f.rare
+}
+
+// onerror returns f's error handler, or nil.
+func (f *frame) onerror() ErrorFunc {
+	if r := f.rare; r != nil {
+		return r.onerror
+	}
+	return nil
+}
+
+// timer returns f's armed timeout, or nil.
+func (f *frame) timer() *timerEntry {
+	if r := f.rare; r != nil {
+		return r.timer
+	}
+	return nil
+}
+
+// clearedRare returns f's rare part cleared for the frame's next use, or nil.
+func (f *frame) clearedRare() *frameRare {
+	r := f.rare
+	if r != nil {
+		*r = frameRare{}
+	}
+	return r
 }
 
 // fn returns the frame's step function, or nil.

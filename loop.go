@@ -46,8 +46,10 @@ type Loop struct {
 	engine  enginePools
 	// awaited holds the flows of the loop that a Promise or Run waits for,
 	// from their beginning to their end, so that a Close that abandons them
-	// still gives each waiter its Result.
-	awaited map[*flow]struct{}
+	// still gives each its Result. Each flow knows its index in it
+	// (flow.awaitIndex): a slot costs 8 bytes a flow, where a set's entry
+	// cost 24, and links in the flow would cost every Root 16.
+	awaited []*flow
 	// stepTimers are the engine's step timeouts, armed and cancelled on
 	// the loop only: they cost no lock, and so do not contend with the
 	// goroutines that post to the loop.
@@ -130,6 +132,7 @@ func newIdleLoop() *Loop {
 	}
 	l.alive, l.endAlive = context.WithCancel(context.Background())
 	l.awaitWorkers.idleFor = awaitWorkerIdle
+	l.engine.track = true // see endParked
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
 	l.stepTimers.init(&l.timerSeq)
@@ -137,8 +140,10 @@ func newIdleLoop() *Loop {
 }
 
 var defaultLoop = sync.OnceValue(func() *Loop {
-	l := NewLoop()
+	l := newIdleLoop()
 	l.shared = true
+	l.engine.track = false // it never closes: see endParked
+	go l.run()
 	return l
 })
 
@@ -336,16 +341,38 @@ func (l *Loop) endClosed(fl *flow) {
 	fl.end(nil, errLoopClosed())
 }
 
-// watch and unwatch keep awaited. Loop goroutine only.
+// watch and unwatch keep the awaited flows. The loop of DefaultTool keeps
+// none: it never closes; nor could a loop keep more than maxAwaited, which
+// would take hundreds of gigabytes. Loop goroutine only.
 func (l *Loop) watch(fl *flow) {
-	if l.awaited == nil {
-		l.awaited = make(map[*flow]struct{})
+	if l.shared || len(l.awaited) > maxAwaited {
+		return
 	}
-	l.awaited[fl] = struct{}{}
-	fl.wait.watched = l
+	fl.setAwaitIndex(len(l.awaited))
+	l.awaited = append(l.awaited, fl)
 }
 
-func (l *Loop) unwatch(fl *flow) { delete(l.awaited, fl) }
+// unwatch takes fl out of the awaited flows, if it is among them, moving
+// the last one into its place. A flow that never began is not: it may be
+// ended off the loop, and then touches nothing of the loop's.
+func (l *Loop) unwatch(fl *flow) {
+	i := fl.awaitIndex()
+	if i < 0 {
+		return
+	}
+	last := len(l.awaited) - 1
+	if i != last {
+		moved := l.awaited[last]
+		l.awaited[i] = moved
+		moved.setAwaitIndex(i)
+	}
+	l.awaited[last] = nil
+	l.awaited = l.awaited[:last]
+	fl.setAwaitIndex(-1)
+	if last == 0 && cap(l.awaited) > keptQueue {
+		l.awaited = nil // a burst's: do not keep it while idle
+	}
+}
 
 // pools is the engine state of the flows on the loop. Loop goroutine only.
 func (l *Loop) pools() *enginePools { return &l.engine }
@@ -581,12 +608,13 @@ func (l *Loop) shutdown() {
 // its Result: the flow will never go on, and a Promise that never receives
 // would hold its reader forever.
 func (l *Loop) endAwaited() {
-	for fl := range l.awaited {
+	for len(l.awaited) > 0 {
+		fl := l.awaited[len(l.awaited)-1]
+		l.unwatch(fl)
 		if !fl.done {
 			l.endClosed(fl)
 		}
 	}
-	l.awaited = nil
 }
 
 func dropTask(t task) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,130 @@ func TestCloseGivesAParkedFlowsPromiseItsResult(t *testing.T) {
 	}
 	again := receive(t, r.Promise(), "the flow executed again")
 	wantError(t, again.Err, asyncsteps.InternalError, closedInfo)
+}
+
+// The flows a Promise waits for that have ended leave the loop's awaited
+// flows from wherever they were among them (first, last, in the middle,
+// next to each other); a Close then ends each flow left waiting, and only
+// those, with one Result each.
+func TestCloseEndsTheAwaitedFlowsLeftAfterOthersEnded(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	const flows = 6
+	parked := make(chan asyncsteps.AsyncSteps, flows)
+	promises := make([]<-chan asyncsteps.Result, flows)
+	for i := range flows {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			parked <- as
+		})
+		promises[i] = r.Promise()
+	}
+	steps := make([]asyncsteps.AsyncSteps, flows)
+	for i := range flows {
+		steps[i] = <-parked // the flows park in the order they started
+	}
+	ended := []int{0, 2, 3, 5}
+	for _, i := range ended {
+		steps[i].Success(i)
+		res := receive(t, promises[i], fmt.Sprintf("flow %d", i))
+		if res.Err != nil || len(res.Args) != 1 || res.Args[0] != i {
+			t.Fatalf("flow %d: Result %v, %v; want [%d], nil", i, res.Args, res.Err, i)
+		}
+	}
+
+	closed := make(chan struct{})
+	go func() {
+		loop.Close()
+		close(closed)
+	}()
+	waitFor(t, closed) // a Close that loses track of a flow may never end
+
+	for i, p := range promises {
+		select {
+		case res := <-p:
+			if slices.Contains(ended, i) {
+				t.Errorf("flow %d, ended before Close: a second Result %v, %v", i, res.Args, res.Err)
+				continue
+			}
+			wantError(t, res.Err, asyncsteps.InternalError, closedInfo)
+		default:
+			if !slices.Contains(ended, i) {
+				t.Errorf("flow %d: no Result once Close has returned", i)
+			}
+		}
+		select {
+		case res := <-p:
+			t.Errorf("flow %d: a second Result %v, %v", i, res.Args, res.Err)
+		default:
+		}
+	}
+}
+
+// Flows started by Execute that wait when their loop closes end once each,
+// through their unhandled-error functions, wherever they wait: a step, a
+// step two levels down, two branches of a Parallel, a queue of a Mutex,
+// and a step whose block of step APIs the loop has long stopped giving out
+// from (a thousand flows ran after it). The test keeps their step APIs, as
+// whoever would complete them does: a flow that nothing refers to is
+// collected instead.
+func TestCloseEndsEachWaitingExecuteFlowOnce(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	var mu sync.Mutex
+	ended := map[string][]string{}
+	waiting := make(chan asyncsteps.AsyncSteps, 8)
+	wait := func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	}
+	start := func(name string, build func(r *asyncsteps.Root)) {
+		r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+			mu.Lock()
+			ended[name] = append(ended[name], err.Code+": "+err.Info)
+			mu.Unlock()
+		}))
+		build(r)
+		r.Execute()
+	}
+	start("old", func(r *asyncsteps.Root) { r.Add(wait) })
+	held := []asyncsteps.AsyncSteps{<-waiting}
+	for range 1000 {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.SuccessStep()
+		receive(t, r.Promise(), "a flow that does not wait")
+	}
+	start("step", func(r *asyncsteps.Root) { r.Add(wait) })
+	start("nested", func(r *asyncsteps.Root) {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Add(wait) })
+	})
+	start("parallel", func(r *asyncsteps.Root) {
+		r.Parallel().Add(wait).Add(wait)
+	})
+	m := asyncsteps.NewMutex(1)
+	start("holder", func(r *asyncsteps.Root) { r.Sync(m, wait) })
+	start("queued", func(r *asyncsteps.Root) { r.Sync(m, wait) })
+	for range 5 { // step, nested, two branches, holder; queued waits for m
+		held = append(held, <-waiting)
+	}
+	runtime.GC() // what is kept is what nothing but the test refers to
+
+	closed := make(chan struct{})
+	go func() {
+		loop.Close()
+		close(closed)
+	}()
+	waitFor(t, closed)
+
+	want := []string{asyncsteps.InternalError + ": " + closedInfo}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"old", "step", "nested", "parallel", "holder", "queued"} {
+		if got := ended[name]; !slices.Equal(got, want) {
+			t.Errorf("flow %s ended with %q, want %q", name, got, want)
+		}
+	}
+	runtime.KeepAlive(held)
+	runtime.KeepAlive(m) // its queue refers to the queued flow's step API
 }
 
 // Flows whose start is still queued when their loop closes end with the

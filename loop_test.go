@@ -611,3 +611,22 @@ func TestFifoTakesBackItsBufferUntilACollection(t *testing.T) {
 		t.Errorf("after a collection: %d slots, want a new buffer of 16", len(q.buf))
 	}
 }
+
+// The loop of DefaultTool never closes, so it notes none of the blocks of
+// step APIs it gives out: a Loop notes them only to end its waiting flows
+// on Close.
+func TestDefaultToolNotesNoBlocksOfStepAPIs(t *testing.T) {
+	l := DefaultTool().(*Loop)
+	for range 300 { // more step APIs than a block holds
+		r := New()
+		r.SuccessStep()
+		if res := <-r.Promise(); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	got := make(chan int)
+	l.Immediate(func() { got <- len(l.engine.blocks) })
+	if n := <-got; n != 0 {
+		t.Errorf("the loop of DefaultTool notes %d blocks of step APIs, want 0", n)
+	}
+}

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"slices"
 	"sync/atomic"
 	"weak"
 )
@@ -11,30 +12,43 @@ import (
 // and finished frames, for the next steps of any flow of the loop.
 type enginePools struct {
 	bursts    atomic.Bool   // set from any goroutine: see Loop.SetBursts
-	stepAPIs  *[256]stepAPI // the block step APIs are taken from, in order
+	stepAPIs  *stepAPIBlock // the block step APIs are taken from, in order
 	nextAPI   uint8         // the next one to take; 0: take a new block
 	frames    *frame        // linked by parent
 	nframes   int
 	timers    *timerEntry // step timers given back, linked by next
 	ntimers   int
-	parked    map[weak.Pointer[flow]]struct{} // see flow.park
-	sections  *section                        // sections ended on success, linked by next
+	sections  *section // sections ended on success, linked by next
 	nsections int
 	obs       *observer // the tool's hooks (hooks.go), nil when unset
+	// blocks holds weakly the blocks of step APIs given out, when track
+	// is set (a Loop's: see Loop.endParked); live counts those alive at
+	// the last sweep of the dead ones.
+	blocks []weak.Pointer[stepAPIBlock]
+	live   int
+	track  bool
 }
+
+// stepAPIBlock is how many step APIs are allocated at once.
+type stepAPIBlock [256]stepAPI
 
 // maxPooledFrames bounds the frames a loop keeps for later steps.
 const maxPooledFrames = 4096
 
-func (l *enginePools) nextStepAPI() *stepAPI {
-	// An index that wraps, rather than a slice moved on: taking one costs
-	// no bounds check and no write of a pointer.
-	if l.nextAPI == 0 {
-		l.stepAPIs = new([256]stepAPI)
+// newBlock allocates the next block of step APIs and, if tracked, notes
+// it, dropping the notes of the blocks collected meanwhile each time the
+// notes have doubled.
+func (l *enginePools) newBlock() *stepAPIBlock {
+	b := new(stepAPIBlock)
+	if !l.track {
+		return b
 	}
-	h := &l.stepAPIs[l.nextAPI]
-	l.nextAPI++
-	return h
+	if len(l.blocks) >= 2*max(l.live, 32) {
+		l.blocks = slices.DeleteFunc(l.blocks, func(p weak.Pointer[stepAPIBlock]) bool { return p.Value() == nil })
+		l.live = len(l.blocks)
+	}
+	l.blocks = append(l.blocks, weak.Make(b))
+	return b
 }
 
 // takeFrame returns a pooled frame, or nil.

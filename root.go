@@ -75,8 +75,7 @@ func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
 	// that overtakes the start finds it done and leaves the stop to run.
 	r.fl.done = true
 	r.fl.sched = sched
-	r.fl.baseAPI = stepAPI{f: &r.fl.base, fl: &r.fl}
-	r.fl.baseAPI.st.Store(stIdle | stClaim | stDone) // dead in every execution
+	r.fl.base.h = deadBaseAPI
 	return r
 }
 
@@ -87,7 +86,7 @@ func logUnhandled(err *Error) {
 // Execute starts the flow. It only schedules it on the tool: no callback runs
 // before Execute returns (docs/DESIGN.md#execute-only-schedules). It panics if the flow is already
 // running.
-func (r *Root) Execute() { r.startIn(nil) }
+func (r *Root) Execute() { r.startIn(nil, nil) }
 
 // ExecuteWith starts the flow like Execute, with unhandled in place of the
 // function set by [WithUnhandledError] for this execution only: an error
@@ -99,10 +98,10 @@ func (r *Root) Execute() { r.startIn(nil) }
 // running.
 func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 	if unhandled == nil {
-		r.startIn(nil)
+		r.startIn(nil, nil)
 		return
 	}
-	r.startIn(&waiter{unhandled: unhandled})
+	r.startIn(&waiter{unhandled: unhandled}, nil)
 }
 
 // Promise starts the flow like Execute and returns a channel that receives
@@ -113,16 +112,17 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 // flow is already running.
 func (r *Root) Promise() <-chan Result {
 	ch := make(chan Result, 1)
-	r.startIn(&waiter{promise: ch})
+	r.startIn(nil, ch)
 	return ch
 }
 
 // startIn starts an execution, with w as what it reports to beyond the
-// Root's own unhandled-error function (nil: nothing). It writes only what
+// Root's own unhandled-error function (nil: nothing), and promise as where
+// its Result goes (nil: to the unhandled-error function). It writes only what
 // the loop does not read for an ended execution: a continuation of an
 // earlier one may still be queued on the loop, and run sets up the rest
 // there.
-func (r *Root) startIn(w *waiter) {
+func (r *Root) startIn(w *waiter, promise chan Result) {
 	fl := &r.fl
 	if fl.isRunning() {
 		panic("asyncsteps: Execute called on a running flow")
@@ -133,6 +133,9 @@ func (r *Root) startIn(w *waiter) {
 	}
 	if w != nil {
 		fl.wait = w // nil otherwise: end clears it
+	}
+	if promise != nil {
+		fl.promise = promise // likewise
 	}
 	fl.sched.startFlow(fl)
 }
@@ -193,7 +196,7 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 		return nil, err // a Go API starts no work under an ended context
 	}
 	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
-	r.startIn(w)
+	r.startIn(w, w.promise)
 	return r.fl.sched.waitRun(ctx, r, w)
 }
 

@@ -197,7 +197,10 @@ func (s *section) end(as AsyncSteps, args ...any) {
 		// of the section runs in it any more, and its queue, empty now,
 		// must not keep the section's array for later appends.
 		enter := h.f.parent
-		enter.impl, enter.onCancel, enter.queue = nil, nil, nil
+		enter.impl, enter.queue = nil, nil
+		if r := enter.rare; r != nil {
+			r.onCancel = nil
+		}
 		h.fl.sched.pools().keepSection(s)
 	}
 	as.Success(args...)

@@ -281,7 +281,7 @@ func (h *stepAPI) SetCancel(fn CancelFunc) {
 	if !h.adding() {
 		return
 	}
-	h.f.onCancel = fn
+	h.f.rareFields().onCancel = fn
 	h.st.Or(stWait)
 }
 

@@ -239,13 +239,10 @@ func (t *TestTool) tool() Tool { return t }
 // watch does nothing: a TestTool never abandons a flow.
 func (t *TestTool) watch(*flow) {}
 
+func (t *TestTool) unwatch(*flow) {}
+
 // linkSection does nothing: a TestTool never closes.
 func (t *TestTool) linkSection(*section) {}
-
-// park keeps no flow: a TestTool never closes.
-func (t *TestTool) park(*flow) bool { return false }
-
-func (t *TestTool) unpark(*flow) {}
 
 // lockFreePost is false: post and inject share one queue and lock.
 func (t *TestTool) lockFreePost() bool { return false }

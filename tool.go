@@ -64,8 +64,10 @@ type scheduler interface {
 	// closure; a closed Loop returns deadHandle{}.
 	deferred(d time.Duration, t task) Handle
 	// watch keeps a flow that a Promise or Run waits for, so that a Close
-	// that abandons it still gives the waiter its Result (a Loop only).
+	// that abandons it still gives the waiter its Result (a Loop only);
+	// unwatch forgets it when it ends.
 	watch(fl *flow)
+	unwatch(fl *flow)
 	// linkSection links a critical section that a flow entered, so that a
 	// Close gives back what it holds (a Loop that can close only).
 	linkSection(s *section)
@@ -82,11 +84,6 @@ type scheduler interface {
 	// postFirst queues t before every queued task: the rest of the work of
 	// a goroutine that a callback ended with runtime.Goexit.
 	postFirst(t task)
-	// park keeps a flow whose step waits for another goroutine, so that a
-	// Close ends it, and reports whether it did (a Loop that can close
-	// only); unpark forgets it when it ends.
-	park(fl *flow) bool
-	unpark(fl *flow)
 }
 
 // foreignTool makes a Tool that is not one of this package's loops a
@@ -103,11 +100,10 @@ func (t foreignTool) tool() Tool          { return t.Tool }
 
 func (foreignTool) lifetime() context.Context { return nil }
 func (foreignTool) watch(*flow)               { /* a foreign tool never abandons a flow */ }
+func (foreignTool) unwatch(*flow)             {}
 func (foreignTool) linkSection(*section)      {}
 func (foreignTool) lockFreePost() bool        { return false }
 func (t foreignTool) postFirst(tk task)       { t.post(tk) }
-func (foreignTool) park(*flow) bool           { return false }
-func (foreignTool) unpark(*flow)              {}
 
 func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
 

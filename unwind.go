@@ -35,13 +35,13 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 				return next
 			}
 		}
-		if f.onCancel != nil {
+		if r := f.rare; r != nil && r.onCancel != nil {
 			if perr := fl.callCancel(f, nil); perr != nil {
 				err = perr
 			}
 		}
 		fl.release(f)
-		if f.onerror != nil {
+		if f.onerror() != nil {
 			c := fl.runErrorHandler(f, err)
 			if from, e := fl.unwindsOn(c); e != nil {
 				f, err = from, e
@@ -68,7 +68,7 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 // place, so that steps the handler adds run in place of the failed step, and
 // the failed step's runErrorHandler stays dead.
 func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
-	h := f.onerror
+	h := f.onerror()
 	if !f.consumed {
 		// Another goroutine may still write to f: take a fresh frame.
 		g := &frame{parent: f.parent, impl: f.fn()}
@@ -77,7 +77,7 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	}
 	parent, fn := f.parent, f.fn()
 	q := f.queue[:0]
-	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q}
+	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q, rare: f.clearedRare()}
 	fl.newStepAPI(f, 0)
 	fl.callHandler(f, h, err.Code)
 	return f
@@ -116,11 +116,12 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // not raised. After a Goexit, job goes on from f on the next goroutine or,
 // with no job (an error unwinding), the unwinding does.
 func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
-	h := f.onCancel
-	if h == nil {
+	r := f.rare
+	if r == nil || r.onCancel == nil {
 		return nil
 	}
-	f.onCancel = nil
+	h := r.onCancel
+	r.onCancel = nil
 	f.kill()
 	returned := false
 	fl.inCall = true
@@ -158,17 +159,17 @@ func (fl *flow) cancelTree(f *frame, then func() *frame) *frame {
 
 // armTimeout (re)arms f's timeout (docs/DESIGN.md#timeouts).
 func (fl *flow) armTimeout(f *frame, d time.Duration) {
-	if f.timer != nil {
+	if f.timer() != nil {
 		fl.disarm(f)
 	}
-	f.timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
+	f.rareFields().timer = fl.sched.deferTask(d, (*timeoutTask)(f.h))
 }
 
 // disarm cancels f's timer. A Loop's step timer, which nothing else refers
 // to, goes back to the loop's pool: a timeout costs no allocation.
 func (fl *flow) disarm(f *frame) {
-	e := f.timer
-	f.timer = nil
+	e := f.rare.timer
+	f.rare.timer = nil
 	e.Cancel()
 	fl.recycleTimer(e)
 }
@@ -199,8 +200,10 @@ func (fl *flow) timeout(h *stepAPI) {
 		fl.deferTask((*timeoutTask)(h))
 		return
 	}
-	fl.recycleTimer(f.timer) // it has run: fire drops it
-	f.timer = nil
+	if r := f.rare; r != nil {
+		fl.recycleTimer(r.timer) // it has run: fire drops it
+		r.timer = nil
+	}
 	if f.waiting && h.st.Load()&(stClaim|stDone) == stClaim {
 		// A completion from outside came first and is on its way to the
 		// loop, which was too busy to take it before the timer: success
