@@ -73,8 +73,12 @@ type Loop struct {
 	// through their base frames (see flow.nextStart). It takes no lock,
 	// so that goroutines starting flows do not contend with the loop,
 	// which takes mu for its own posts from callbacks (Immediate, step
-	// completions).
+	// completions). It has a cache line of its own: the producers write it
+	// once per flow, and the loop reads closing, posted and the rest once
+	// per task, which would miss after every push if they shared its line.
+	_      [cacheLine]byte
 	starts atomic.Pointer[flow]
+	_      [cacheLine - 8]byte
 	// sleeping is set, under mu, while the loop waits on wake; a producer
 	// that sees it must signal. Atomic for startFlow, which looks at it
 	// without mu (see sleep).
@@ -110,6 +114,11 @@ type Loop struct {
 	// loop's flows; shutdown ends them.
 	awaitWorkers awaitWorkers
 }
+
+// cacheLine is the size of a cache line on the machines Go runs on most
+// (amd64, arm64 mostly 64 bytes); a wrong guess costs speed, not
+// correctness.
+const cacheLine = 64
 
 // loopBatch bounds how many queued tasks run between two looks at the inbox
 // and the timers, so that a flow that keeps posting work starves neither.
