@@ -44,6 +44,9 @@ func TestAwaitWorkersReuseTheirGoroutines(t *testing.T) {
 	if err := runAwaits(t, l, onGoroutine(&first)); err != nil {
 		t.Fatal(err)
 	}
+	// The step completes before its goroutine is back among the waiting
+	// ones: the next Await may start a goroutine until then.
+	waitIdleAwaitWorkers(t, l, 1)
 	if err := runAwaits(t, l, onGoroutine(&second)); err != nil {
 		t.Fatal(err)
 	}
@@ -161,5 +164,24 @@ func waitGoroutineCount(t *testing.T, n int) {
 			t.Fatalf("%d goroutines, want at most %d", runtime.NumGoroutine(), n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitIdleAwaitWorkers waits until n goroutines of l wait for Await
+// functions.
+func waitIdleAwaitWorkers(t *testing.T, l *Loop, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.awaitWorkers.mu.Lock()
+		idle := len(l.awaitWorkers.idle)
+		l.awaitWorkers.mu.Unlock()
+		if idle == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines wait for Await functions, want %d", idle, n)
+		}
+		runtime.Gosched()
 	}
 }
