@@ -520,6 +520,11 @@ func (l *Loop) recoverPanic() {
 // set: of two sequentially consistent stores, each then read by the other
 // side, at least one is seen.
 func (l *Loop) sleep() {
+	// The loop's own queues are empty: give back what a burst grew them
+	// to. Done before sleeping is set, so that whoever sees the loop
+	// asleep finds them trimmed.
+	l.drained = trimmed(l.drained)
+	l.local.trim()
 	l.mu.Lock()
 	if len(l.inbox) > 0 || l.starts.Load() != nil || l.closing.Load() {
 		l.mu.Unlock()
@@ -542,8 +547,6 @@ func (l *Loop) sleep() {
 	}
 	l.inbox = trimmed(l.inbox)
 	l.mu.Unlock()
-	l.drained = trimmed(l.drained)
-	l.local.trim()
 	l.wait(timed, time.Duration(wait))
 	l.mu.Lock()
 	l.sleeping.Store(false)
