@@ -229,7 +229,12 @@ func TestHooksLoopPassAndLag(t *testing.T) {
 	l.Immediate(func() { close(done) })
 	close(release)
 	<-done
-	l.Close() // the probe queued behind them has run or been dropped
+	// The lag probe was queued behind the two callbacks, so after done:
+	// a callback scheduled now runs after it.
+	after := make(chan struct{})
+	l.Immediate(func() { close(after) })
+	<-after
+	l.Close()
 	mu.Lock()
 	defer mu.Unlock()
 	if maxQueued < 2 {
