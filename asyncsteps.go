@@ -79,7 +79,10 @@ type AsyncSteps interface {
 	// with its value; an error fails the step with the code [ErrorFrom]
 	// gives it, and State().LastException holds the original error. The
 	// critical sections ([Mutex], [Limiter]) around the step count f
-	// until it returns, even once the step has been cancelled.
+	// until it returns, even once the step has been cancelled. On a
+	// [Loop], f's goroutine is one the Loop keeps for later Await
+	// functions once f has returned, so what f changes about its own
+	// goroutine (pprof labels, a locked OS thread) stays for the next.
 	Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps
 	// NewInstance returns a new, empty root on the same tool.
 	NewInstance() *Root
