@@ -21,7 +21,9 @@ import (
 // idleFor: one more, or one that waited that long, ends. A closed Loop ends
 // the waiting ones at once, and the busy ones when their function returns,
 // so that no goroutine outlives the Loop. A function that calls
-// runtime.Goexit ends its goroutine, as it would a new one. It is safe for
+// runtime.Goexit ends its goroutine, as it would a new one; a locked OS
+// thread or profiler labels that a function leaves set are not undone, and
+// Go offers no way to see the lock (docs/DESIGN.md#await). It is safe for
 // concurrent use; its zero value keeps no goroutine waiting.
 type awaitWorkers struct {
 	idleFor time.Duration // set before the first run

@@ -191,8 +191,13 @@ func (s *section) body(as AsyncSteps) {
 }
 
 func (s *section) end(as AsyncSteps, args ...any) {
+	// Asked before leave: once leave has counted the flow out, the last
+	// Await function may bring the work to zero from its own goroutine and
+	// give the slots back through s (giveBack) while this goroutine reads
+	// zero too and would blank s for the pool under it.
+	reuse := s.reusable()
 	s.leave(flowOf(as))
-	if h, ok := as.(*stepAPI); ok && s.reusable() {
+	if h, ok := as.(*stepAPI); ok && reuse {
 		// The frame that entered lets go of the section first: nothing
 		// of the section runs in it any more, and its queue, empty now,
 		// must not keep the section's array for later appends.
@@ -206,7 +211,7 @@ func (s *section) end(as AsyncSteps, args ...any) {
 	as.Success(args...)
 }
 
-// reusable reports whether s, which its flow has left on success, can go
+// reusable reports whether s, which its flow leaves on success, can go
 // back to its loop's pool: nothing but the flow may refer to it. A Mutex's
 // entry that was admitted is out of its queue (a waiter that left the
 // queue may still be in it: see waitQueue.remove); a Throttle may still
