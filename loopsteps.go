@@ -38,28 +38,22 @@ type loopRun struct {
 
 func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
-	if lr.def.eachFn != nil && isSeq2Value(lr.def.collect) {
-		lr.iter = plainStep(lr.iterate, nil)
-		lr.queue[0] = lr.iter
-		lr.count = -1
-		lr.seq = pullSeq(f, lr.def.collect)
-		return lr.next(f)
-	}
-	if lr.def.eachFn != nil {
-		items, err := snapshot(f.h.fl, lr.def.collect)
-		if err != nil {
-			return f.h.fl.fail(f, err)
-		}
-		lr.items = items
-		lr.count = items.len()
-	}
 	switch d := lr.def; {
 	case d.repFn != nil:
 		lr.iter = plainStep(lr.repeatIteration, nil)
 	case d.loopFn != nil:
 		lr.iter = plainStep(lr.loopIteration, nil)
+	case isSeq2Value(d.collect):
+		lr.iter = plainStep(lr.eachIteration, nil)
+		lr.count = -1
+		lr.seq = pullSeq(f, d.collect)
 	default:
-		lr.iter = plainStep(lr.iterate, nil)
+		items, err := snapshot(f.h.fl, d.collect)
+		if err != nil {
+			return f.h.fl.fail(f, err)
+		}
+		lr.items, lr.count = items, items.len()
+		lr.iter = plainStep(lr.eachIteration, nil)
 	}
 	lr.queue[0] = lr.iter
 	return lr.next(f)
@@ -127,33 +121,26 @@ func (d *loopDef) body() any {
 	return d.eachFn
 }
 
-// repeatIteration and loopIteration run the body of the current iteration
-// of a Repeat and of a Loop: what iterate does for them, without its
-// switch.
+// repeatIteration, loopIteration and eachIteration run the body of the
+// current iteration of a Repeat, a Loop and a ForEach.
 func (lr *loopRun) repeatIteration(as AsyncSteps, _ ...any) { lr.def.repFn(as, lr.i) }
 
 func (lr *loopRun) loopIteration(as AsyncSteps, _ ...any) { lr.def.loopFn(as) }
 
-// iterate runs the body of the current iteration.
-func (lr *loopRun) iterate(as AsyncSteps, _ ...any) {
-	switch d := lr.def; {
-	case d.loopFn != nil:
-		d.loopFn(as)
-	case d.repFn != nil:
-		d.repFn(as, lr.i)
-	case lr.seq != nil:
-		if err := lr.seq.err; err != nil {
-			// Pulling this pair failed: the iteration raises it.
-			lr.seq.err = nil
-			h := as.(*stepAPI)
-			h.f.err, h.f.handling = err, false
-			return
-		}
-		d.eachFn(as, lr.seq.k, lr.seq.v)
-	default:
+func (lr *loopRun) eachIteration(as AsyncSteps, _ ...any) {
+	if lr.seq == nil {
 		k, v := lr.items.at(lr.i)
-		d.eachFn(as, k, v)
+		lr.def.eachFn(as, k, v)
+		return
 	}
+	if err := lr.seq.err; err != nil {
+		// Pulling this pair failed: the iteration raises it.
+		lr.seq.err = nil
+		h := as.(*stepAPI)
+		h.f.err, h.f.handling = err, false
+		return
+	}
+	lr.def.eachFn(as, lr.seq.k, lr.seq.v)
 }
 
 func addLoop(h host, fn LoopFunc, label []string) AsyncSteps {

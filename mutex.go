@@ -299,19 +299,6 @@ func (h *holderSet) addNew(key *frame) {
 	h.list = append(h.list, holderCount{key: key, n: 1})
 }
 
-// count returns the entries key holds.
-func (h *holderSet) count(key *frame) int {
-	if h.byKey != nil {
-		return h.byKey[key]
-	}
-	for _, c := range h.list {
-		if c.key == key {
-			return c.n
-		}
-	}
-	return 0
-}
-
 // drop takes one entry of key back and returns how many it still holds;
 // a holder left with none is no longer one.
 func (h *holderSet) drop(key *frame) int {

@@ -54,3 +54,16 @@ func TestMutexHolderSetListAndMap(t *testing.T) {
 		})
 	}
 }
+
+// count returns the entries key holds.
+func (h *holderSet) count(key *frame) int {
+	if h.byKey != nil {
+		return h.byKey[key]
+	}
+	for _, c := range h.list {
+		if c.key == key {
+			return c.n
+		}
+	}
+	return 0
+}

@@ -35,10 +35,8 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 				return next
 			}
 		}
-		if r := f.rare; r != nil && r.onCancel != nil {
-			if perr := fl.callCancel(f, nil); perr != nil {
-				err = perr
-			}
+		if perr := fl.callCancel(f, nil); perr != nil {
+			err = perr
 		}
 		fl.release(f)
 		if f.onerror() != nil {
