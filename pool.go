@@ -21,6 +21,7 @@ type enginePools struct {
 	sections  *section // sections ended on success, linked by next
 	nsections int
 	obs       *observer // the tool's hooks (hooks.go), nil when unset
+	stacks    stackCache
 	// blocks holds weakly the blocks of step APIs given out, when track
 	// is set (a Loop's: see Loop.endParked); live counts those alive at
 	// the last sweep of the dead ones.

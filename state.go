@@ -10,14 +10,31 @@ import "sort"
 //
 // AsyncStack is written by the engine at each error; read it, copy it, but
 // do not change its elements: an error raised again at the same place
-// keeps the same slice. A slice assigned to AsyncStack is replaced at the
-// next error.
+// keeps the same slice, which flows of the same loop failing at that place
+// share. A slice assigned to AsyncStack is replaced at the next error.
 type State struct {
 	ErrorInfo     string   // info of the last Error call
 	LastException error    // last error or recovered panic, as a Go error
 	AsyncStack    []string // at an error: the step functions on the stack, outermost first
 	vars          map[string]any
 	stack         recordedStack // the AsyncStack the engine wrote last
+	signal        Error         // the error of the flow's Break or Continue: see signalError
+}
+
+// signalError returns the error of a Break or Continue (code) with the label
+// info. The first one of a flow, and every one equal to it, is the State's
+// own, so that a flow that leaves or continues its loops allocates no error
+// for it; the engine never changes an Error once made, so the ones that
+// hold it (LastException, an error handler's frame) see no difference.
+func (s *State) signalError(code, info string) *Error {
+	e := &s.signal
+	if e.Code == "" {
+		e.Code, e.Info = code, info
+	}
+	if e.Code == code && e.Info == info && e.Cause == nil {
+		return e
+	}
+	return &Error{Code: code, Info: info}
 }
 
 // recordedStack is an AsyncStack as the engine wrote it, with the entry

@@ -130,16 +130,21 @@ func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 		}
 		return false // the step has completed: no effect (docs/DESIGN.md#stale-steps)
 	}
-	err := &Error{Code: code, Info: info, Cause: cause}
 	if h.inCallback(st) {
 		f := h.f
+		var err *Error
+		if code == LoopBreak || code == LoopCont {
+			err = h.fl.State().signalError(code, info)
+		} else {
+			err = &Error{Code: code, Info: info, Cause: cause}
+		}
 		h.fl.noteError(err, exc(err))
 		if f.err == nil || f.handling {
 			f.err, f.handling = err, false
 		}
 		return true
 	}
-	h.complete(err)
+	h.complete(&Error{Code: code, Info: info, Cause: cause})
 	return false
 }
 

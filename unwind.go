@@ -256,7 +256,9 @@ func (fl *flow) rootError(err *Error) *Error {
 func (fl *flow) noteStack(f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f && f != nil {
 		k := st.stack.depth
-		st.stack.pcs, st.stack.names = st.stack.pcs[:k], st.stack.names[:k]
+		// Without room beyond k: an append to AsyncStack must not write
+		// into the stack, which other flows of the loop may share.
+		st.stack.pcs, st.stack.names = st.stack.pcs[:k:k], st.stack.names[:k:k]
 		st.AsyncStack = st.stack.names
 		return
 	}
@@ -267,14 +269,67 @@ func (fl *flow) noteStack(f *frame) {
 		st.stack.at, st.stack.depth = f, len(pcs)
 		return
 	}
+	var recorded []uintptr
+	var stack []string
+	if pools := fl.sched.pools(); pools != nil {
+		recorded, stack = pools.stacks.find(pcs)
+		if stack == nil {
+			recorded, stack = newStack(pcs)
+			pools.stacks.keep(recorded, stack)
+		}
+	} else {
+		recorded, stack = newStack(pcs)
+	}
+	st.AsyncStack, st.stack = stack, recordedStack{pcs: recorded, names: stack, at: f, depth: len(pcs)}
+}
+
+// newStack makes the AsyncStack of the step functions pcs, innermost
+// first, and its entry addresses, both outermost first.
+func newStack(pcs []uintptr) (recorded []uintptr, names []string) {
 	n := len(pcs)
-	stack := make([]string, n)
-	recorded := make([]uintptr, n)
+	names = make([]string, n)
+	recorded = make([]uintptr, n)
 	for i, pc := range pcs {
 		recorded[n-1-i] = pc
-		stack[n-1-i] = funcName(pc)
+		names[n-1-i] = funcName(pc)
 	}
-	st.AsyncStack, st.stack = stack, recordedStack{pcs: recorded, names: stack, at: f, depth: n}
+	return recorded, names
+}
+
+// stackCache holds the AsyncStacks recorded last on one loop, so that the
+// flows of the loop that fail at the same place, each with a State of its
+// own, share one stack instead of allocating it each: a new flow per
+// request whose loop ends with Break records its stack without an
+// allocation. The stacks are read-only: State's doc asks the same of users.
+type stackCache struct {
+	pcs   [4][]uintptr // entry addresses, outermost first
+	names [4][]string  // the stacks, outermost first; nil: no entry
+	next  int          // the entry to replace next
+}
+
+// find returns the stack of the step functions inner, innermost first,
+// and its entry addresses, or nils.
+func (c *stackCache) find(inner []uintptr) ([]uintptr, []string) {
+	n := len(inner)
+next:
+	for k, pcs := range c.pcs {
+		if len(pcs) != n || c.names[k] == nil {
+			continue
+		}
+		for i, pc := range inner {
+			if pcs[n-1-i] != pc {
+				continue next
+			}
+		}
+		return pcs, c.names[k]
+	}
+	return nil, nil
+}
+
+// keep adds a stack, in place of the oldest one.
+func (c *stackCache) keep(pcs []uintptr, names []string) {
+	c.pcs[c.next], c.names[c.next] = pcs, names
+	c.next = (c.next + 1) % len(c.pcs)
 }
 
 // appendStackPCs appends to dst the entry addresses of the step functions
