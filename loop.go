@@ -44,6 +44,10 @@ type Loop struct {
 	timer   *time.Timer
 	start   time.Time // origin of the monotonic clock timers are due on
 	engine  enginePools
+
+	// timerDue is when timer signals wake, on the loop's clock: wait
+	// leaves it armed across wake-ups.
+	timerDue int64
 	// awaited holds the flows of the loop that a Promise or Run waits for,
 	// from their beginning to their end, so that a Close that abandons them
 	// still gives each its Result. Each flow knows its index in it
@@ -547,29 +551,38 @@ func (l *Loop) sleep() {
 	}
 	l.inbox = trimmed(l.inbox)
 	l.mu.Unlock()
-	l.wait(timed, time.Duration(wait))
-	l.mu.Lock()
-	l.sleeping.Store(false)
-	l.mu.Unlock()
+	l.wait(timed, due, wait)
+	// A producer that woke the loop has cleared sleeping. After a timer,
+	// it is cleared without mu: a producer that still sees it set only
+	// signals once more, and one that sees it clear posted under mu
+	// before the next sleep looks at the inbox under mu.
+	if l.sleeping.Load() {
+		l.sleeping.Store(false)
+	}
 }
 
-func (l *Loop) wait(timed bool, d time.Duration) {
+// wait blocks until a producer's signal or, if timed, until due, wait
+// from now. The timer signals wake as a producer does, so that a timed
+// sleep costs a receive, not a select over two channels; and it stays
+// armed when a producer's signal comes first: the loop, idle most of the
+// time in a server, is woken by nearly every post while a step timeout is
+// armed, and rearming the timer each time costs more than the rare early
+// wake-up of a timer armed for a due time that has gone, after which the
+// loop just sleeps again. A signal of the timer that comes while the
+// loop runs likewise makes its next sleep return at once.
+func (l *Loop) wait(timed bool, due, wait int64) {
 	l.waiting.Store(true)
 	defer l.waiting.Store(false)
-	if !timed {
-		<-l.wake
-		return
+	if timed && (due < l.timerDue || l.timerDue <= due-wait) {
+		// Armed too late, or fired already (or about to): rearm it.
+		if l.timer == nil {
+			l.timer = time.AfterFunc(time.Duration(wait), l.signal)
+		} else {
+			l.timer.Reset(time.Duration(wait))
+		}
+		l.timerDue = due
 	}
-	if l.timer == nil {
-		l.timer = time.NewTimer(d)
-	} else {
-		l.timer.Reset(d) // since Go 1.23, no stale tick survives Reset
-	}
-	select {
-	case <-l.wake:
-		l.timer.Stop()
-	case <-l.timer.C:
-	}
+	<-l.wake
 }
 
 // shutdown drops everything still scheduled so that every handle becomes
