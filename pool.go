@@ -22,6 +22,7 @@ type enginePools struct {
 	nsections int
 	obs       *observer // the tool's hooks (hooks.go), nil when unset
 	stacks    stackCache
+	signals   signalCache
 	// blocks holds weakly the blocks of step APIs given out, when track
 	// is set (a Loop's: see Loop.endParked); live counts those alive at
 	// the last sweep of the dead ones.

@@ -72,6 +72,34 @@ func TestFlowsOfALoopShareTheirAsyncStack(t *testing.T) {
 	if &got[0].stack[0] != &got[1].stack[0] {
 		t.Errorf("the flows recorded two AsyncStacks %q and %q, want one shared", got[0].stack, got[1].stack)
 	}
+	if got[0].exc != got[1].exc {
+		t.Errorf("the flows' Breaks made two errors, want one shared")
+	}
+}
+
+// A shared error of a Break that a user changed is not given to the next
+// flow: that one gets an error of its own Break.
+func TestChangedSignalErrorIsNotShared(t *testing.T) {
+	tt := NewTestTool()
+	var excs []Error
+	leave := func(as AsyncSteps, _ ...any) { as.Break("retry") }
+	body := func(as AsyncSteps) { as.Add(leave) }
+	after := func(as AsyncSteps, _ ...any) {
+		e := as.State().LastException.(*Error)
+		excs = append(excs, *e)
+		e.Info = "changed"
+	}
+	for range 2 {
+		r := New(WithTool(tt))
+		r.Loop(body, "retry")
+		r.Add(after)
+		r.Execute()
+		tt.Run()
+	}
+	want := []Error{{Code: LoopBreak, Info: "retry"}, {Code: LoopBreak, Info: "retry"}}
+	if !slices.Equal(excs, want) {
+		t.Errorf("LastException after each flow's loop = %+v, want %+v", excs, want)
+	}
 }
 
 // An AsyncStack that an error handler's rethrow shortened leaves no room

@@ -12,42 +12,27 @@ import "sort"
 // do not change its elements: an error raised again at the same place
 // keeps the same slice, which flows of the same loop failing at that place
 // share. A slice assigned to AsyncStack is replaced at the next error.
+// Likewise the *Error of a Break or Continue in LastException may be
+// shared by the flows of a loop: do not change it.
 type State struct {
 	ErrorInfo     string   // info of the last Error call
 	LastException error    // last error or recovered panic, as a Go error
 	AsyncStack    []string // at an error: the step functions on the stack, outermost first
 	vars          map[string]any
 	stack         recordedStack // the AsyncStack the engine wrote last
-	signal        Error         // the error of the flow's Break or Continue: see signalError
 }
 
-// signalError returns the error of a Break or Continue (code) with the label
-// info. The first one of a flow, and every one equal to it, is the State's
-// own, so that a flow that leaves or continues its loops allocates no error
-// for it; the engine never changes an Error once made, so the ones that
-// hold it (LastException, an error handler's frame) see no difference.
-func (s *State) signalError(code, info string) *Error {
-	e := &s.signal
-	if e.Code == "" {
-		e.Code, e.Info = code, info
-	}
-	if e.Code == code && e.Info == info && e.Cause == nil {
-		return e
-	}
-	return &Error{Code: code, Info: info}
-}
-
-// recordedStack is an AsyncStack as the engine wrote it, with the entry
-// addresses of the functions it names.
+// recordedStack is the AsyncStack as the engine wrote it last, with the
+// entry addresses of the functions it names.
 type recordedStack struct {
-	pcs   []uintptr
-	names []string
-	// at is a live frame whose stack is the first depth entries, or nil:
-	// an error unwinding moves it up level by level, so that a handler
-	// rethrowing at each level finds its stack at once instead of walking
-	// the whole chain again (quadratic in the depth).
+	rec *stackRecord // nil: none
+	// at is a live frame whose stack is the first depth entries of rec,
+	// or nil: an error unwinding moves it up level by level, so that a
+	// handler rethrowing at each level finds its stack at once instead of
+	// walking the whole chain again (quadratic in the depth).
 	at    *frame
-	depth int
+	depth int32
+	n     int32 // AsyncStack is the first n entries of rec
 }
 
 // Get returns the user variable name, or nil.
@@ -94,12 +79,12 @@ func (s *State) fillMissing(model *State) {
 // first. Entry addresses are compared, not names: looking a name up costs
 // more than the rest of the comparison.
 func (s *State) sameStack(inner []uintptr) bool {
-	pcs, n := s.stack.pcs, len(inner)
-	if len(pcs) != n || len(s.AsyncStack) != n || n > 0 && &s.AsyncStack[0] != &s.stack.names[0] {
+	r, n := s.stack.rec, len(inner)
+	if r == nil || int(s.stack.n) != n || len(s.AsyncStack) != n || n > 0 && &s.AsyncStack[0] != &r.names[0] {
 		return false
 	}
 	for i, pc := range inner {
-		if pcs[n-1-i] != pc {
+		if r.pcs[n-1-i] != pc {
 			return false
 		}
 	}

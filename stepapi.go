@@ -133,8 +133,8 @@ func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 	if h.inCallback(st) {
 		f := h.f
 		var err *Error
-		if code == LoopBreak || code == LoopCont {
-			err = h.fl.State().signalError(code, info)
+		if pools := h.fl.sched.pools(); pools != nil && (code == LoopBreak || code == LoopCont) {
+			err = pools.signals.signalError(code, info)
 		} else {
 			err = &Error{Code: code, Info: info, Cause: cause}
 		}

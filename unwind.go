@@ -258,78 +258,101 @@ func (fl *flow) noteStack(f *frame) {
 		k := st.stack.depth
 		// Without room beyond k: an append to AsyncStack must not write
 		// into the stack, which other flows of the loop may share.
-		st.stack.pcs, st.stack.names = st.stack.pcs[:k:k], st.stack.names[:k:k]
-		st.AsyncStack = st.stack.names
+		st.stack.n = k
+		st.AsyncStack = st.stack.rec.names[:k:k]
 		return
 	}
 	var buf [16]uintptr
 	pcs := appendStackPCs(buf[:0], f)
 	st := fl.State()
+	n := int32(len(pcs))
 	if st.sameStack(pcs) {
-		st.stack.at, st.stack.depth = f, len(pcs)
+		st.stack.at, st.stack.depth = f, n
 		return
 	}
-	var recorded []uintptr
-	var stack []string
+	var r *stackRecord
 	if pools := fl.sched.pools(); pools != nil {
-		recorded, stack = pools.stacks.find(pcs)
-		if stack == nil {
-			recorded, stack = newStack(pcs)
-			pools.stacks.keep(recorded, stack)
-		}
+		r = pools.stacks.find(pcs)
 	} else {
-		recorded, stack = newStack(pcs)
+		r = newStackRecord(pcs)
 	}
-	st.AsyncStack, st.stack = stack, recordedStack{pcs: recorded, names: stack, at: f, depth: len(pcs)}
+	st.AsyncStack, st.stack = r.names, recordedStack{rec: r, at: f, depth: n, n: n}
 }
 
-// newStack makes the AsyncStack of the step functions pcs, innermost
-// first, and its entry addresses, both outermost first.
-func newStack(pcs []uintptr) (recorded []uintptr, names []string) {
+// stackRecord is an AsyncStack and the entry addresses of the functions
+// it names, both outermost first. Flows of one loop share them: neither
+// is ever changed (State's doc asks the same of users).
+type stackRecord struct {
+	pcs   []uintptr
+	names []string
+}
+
+// newStackRecord records the step functions pcs, innermost first.
+func newStackRecord(pcs []uintptr) *stackRecord {
 	n := len(pcs)
-	names = make([]string, n)
-	recorded = make([]uintptr, n)
+	r := &stackRecord{pcs: make([]uintptr, n), names: make([]string, n)}
 	for i, pc := range pcs {
-		recorded[n-1-i] = pc
-		names[n-1-i] = funcName(pc)
+		r.pcs[n-1-i] = pc
+		r.names[n-1-i] = funcName(pc)
 	}
-	return recorded, names
+	return r
 }
 
 // stackCache holds the AsyncStacks recorded last on one loop, so that the
 // flows of the loop that fail at the same place, each with a State of its
 // own, share one stack instead of allocating it each: a new flow per
 // request whose loop ends with Break records its stack without an
-// allocation. The stacks are read-only: State's doc asks the same of users.
+// allocation.
 type stackCache struct {
-	pcs   [4][]uintptr // entry addresses, outermost first
-	names [4][]string  // the stacks, outermost first; nil: no entry
-	next  int          // the entry to replace next
+	recs [4]*stackRecord
+	next int // the entry to replace next
 }
 
-// find returns the stack of the step functions inner, innermost first,
-// and its entry addresses, or nils.
-func (c *stackCache) find(inner []uintptr) ([]uintptr, []string) {
+// find returns the record of the step functions inner, innermost first:
+// a kept one, or a new one kept in place of the oldest.
+func (c *stackCache) find(inner []uintptr) *stackRecord {
 	n := len(inner)
 next:
-	for k, pcs := range c.pcs {
-		if len(pcs) != n || c.names[k] == nil {
+	for _, r := range c.recs {
+		if r == nil || len(r.pcs) != n {
 			continue
 		}
 		for i, pc := range inner {
-			if pcs[n-1-i] != pc {
+			if r.pcs[n-1-i] != pc {
 				continue next
 			}
 		}
-		return pcs, c.names[k]
+		return r
 	}
-	return nil, nil
+	r := newStackRecord(inner)
+	c.recs[c.next] = r
+	c.next = (c.next + 1) % len(c.recs)
+	return r
 }
 
-// keep adds a stack, in place of the oldest one.
-func (c *stackCache) keep(pcs []uintptr, names []string) {
-	c.pcs[c.next], c.names[c.next] = pcs, names
-	c.next = (c.next + 1) % len(c.pcs)
+// signalCache holds the errors of the Breaks and Continues raised last on
+// one loop, shared by its flows like their AsyncStacks: a flow that leaves
+// its loop with Break allocates no error. The engine never changes an
+// Error once made, so whoever holds one (LastException, an error
+// handler's frame) sees no difference; one that a user changed no longer
+// matches and is replaced.
+type signalCache struct {
+	errs [4]*Error
+	next int // the entry to replace next
+}
+
+// signalError returns an error of code (LoopBreak or LoopCont) with the
+// label info: a kept one, or a new one kept in place of the oldest.
+func (c *signalCache) signalError(code, info string) *Error {
+	for _, e := range c.errs {
+		if e != nil && e.Code == code && e.Info == info && e.Cause == nil {
+			return e
+		}
+	}
+	e := &Error{Code: code, Info: info}
+	c.errs[c.next] = e
+	c.next = (c.next + 1) % len(c.errs)
+	return e
 }
 
 // appendStackPCs appends to dst the entry addresses of the step functions
