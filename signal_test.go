@@ -7,8 +7,8 @@ import (
 )
 
 // A Break that its loop catches costs the flow no allocation of its own:
-// its error is the State's, and its AsyncStack the one the loop recorded
-// for the flows before. The flow allocates what the same flow ending its
+// its error and its AsyncStack are the ones the loop recorded for the
+// flows before. The flow allocates what the same flow ending its
 // loop by the count allocates, plus the label's variadic slice that the
 // call Break("retry") makes through the interface.
 func TestCaughtBreakAllocatesNoErrorNorStack(t *testing.T) {
