@@ -62,46 +62,44 @@ func (g *flowGateway) Close() { g.loops.Close() }
 
 // quote adds the steps of one /quote request: check it, enter the limit,
 // fetch every symbol in parallel, answer with the quotes gathered in State.
-// The request's job goes into State too, where the steps below find it.
 func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
 	if bad != nil {
 		as.Error(bad.Code, bad.Info)
 	}
 	job := g.newJob(symbols)
-	as.State().Set(jobKey, job)
 	// Counted as waiting from now, when the section's step, added next, is
-	// the flow's next step, until it is inside, rejected or cancelled: the
-	// cancel handler of this step covers a flow cancelled or timed out in
-	// the queue.
+	// the flow's next step, until it is inside, rejected or cancelled. The
+	// cancel handler of this step runs both when the flow is cancelled
+	// (its client left, or the request timed out) and when an error, such
+	// as the rejection of a full queue, unwinds through it
+	// (docs/DESIGN.md#cancel-handlers).
 	job.waiting = true
 	g.queue.waiting.Add(1)
-	as.SetCancel(leftQueue)
-	g.limit.Sync(as, fetchAll, limitFailed)
+	as.SetCancel(job.leaveQueueFn)
+	g.limit.Sync(as, job.fetchAllFn)
 }
 
-// quoteJob is the flow of one /quote request. Its flow keeps it in State
-// under jobKey, so that the steps common to the whole request are package
-// functions that find it there: no closure is made for them per request.
+// quoteJob is the flow of one /quote request: its fetches, and the step
+// functions common to the request, bound once.
 type quoteJob struct {
 	g       *flowGateway
 	fetches []fetch
 	waiting bool // counted in g.queue; read and written on the flow's loop only
 	reply   quoteReply
 	result  [1]any // the flow's success arguments: &reply, with no slice made per request
+
+	leaveQueueFn asyncsteps.CancelFunc
+	fetchAllFn   asyncsteps.StepFunc
+	answerFn     asyncsteps.StepFunc
 }
-
-// jobKey is the State entry of a request's quoteJob; the prices are under
-// their symbols, which are capital letters, never this.
-const jobKey = "job"
-
-func jobOf(as asyncsteps.AsyncSteps) *quoteJob { return as.State().Get(jobKey).(*quoteJob) }
 
 // newJob makes the job of a request for symbols and its fetches: one
 // block for the fetches, one string for all their URLs.
 func (g *flowGateway) newJob(symbols []string) *quoteJob {
 	job := &quoteJob{g: g, fetches: make([]fetch, len(symbols))}
 	job.result[0] = &job.reply
+	job.leaveQueueFn, job.fetchAllFn, job.answerFn = job.leftQueue, job.fetchAll, job.answer
 	var urls strings.Builder
 	urls.Grow(len(symbols) * (len(g.pricePrefix) + 5))
 	for _, symbol := range symbols {
@@ -130,27 +128,21 @@ func (job *quoteJob) leaveQueue() {
 }
 
 // leftQueue is the cancel handler of the step that asks for the limit.
-func leftQueue(as asyncsteps.AsyncSteps) { jobOf(as).leaveQueue() }
-
-// limitFailed is the error handler of the limit's section: a full queue's
-// DefenseRejected, or an error of the steps inside, which goes on unwinding.
-func limitFailed(as asyncsteps.AsyncSteps, _ string) { jobOf(as).leaveQueue() }
+func (job *quoteJob) leftQueue(asyncsteps.AsyncSteps) { job.leaveQueue() }
 
 // fetchAll runs inside the limit: one parallel branch per symbol, each the
 // loop of its attempts, then the answer.
-func fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
-	job := jobOf(as)
+func (job *quoteJob) fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
 	job.leaveQueue()
 	p := as.Parallel()
 	for i := range job.fetches {
 		p.Loop(job.fetches[i].attemptFn, retryLabel...)
 	}
-	as.Add(answerQuotes)
+	as.Add(job.answerFn)
 }
 
-// answerQuotes gathers the prices from State, in the order asked.
-func answerQuotes(as asyncsteps.AsyncSteps, _ ...any) {
-	job := jobOf(as)
+// answer gathers the prices from State, in the order asked.
+func (job *quoteJob) answer(as asyncsteps.AsyncSteps, _ ...any) {
 	job.reply.Quotes = make([]quote, len(job.fetches))
 	for i, f := range job.fetches {
 		if q, ok := as.State().Get(f.symbol).(*quote); ok {

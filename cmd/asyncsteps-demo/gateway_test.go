@@ -389,6 +389,24 @@ func TestQuoteQueuedRequestCancelledLeavesTheQueue(t *testing.T) {
 	}
 }
 
+// A request that times out while it waits for the rate limit is answered
+// 504 and leaves the queue.
+func TestQuoteQueuedRequestTimedOutLeavesTheQueue(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Timeout = 200 * time.Millisecond
+			// A period far longer than the test: the second request waits
+			// for the next one until it times out.
+			cfg.Limits = limitOptions{Concurrent: 10, Rate: 1, Period: time.Hour, Burst: 1}
+			g := startGateway(t, impl, cfg)
+			wantAnswer(t, g.get("?symbols=AAPL"), 200, "", quotesBody("AAPL"))
+			wantAnswer(t, g.get("?symbols=MSFT"), 504, "", errBody("Timeout", ""))
+			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"OK": 1, "Timeout": 1}})
+		})
+	}
+}
+
 // A request rate above -rate, with no -burst, is answered 503 too.
 func TestQuoteRateLimitRejectsWith503(t *testing.T) {
 	for _, impl := range impls {
