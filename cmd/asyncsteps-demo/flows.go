@@ -38,7 +38,6 @@ func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog
 	g.handler = &asynchttp.Handler{
 		Flow:       g.quote,
 		Tool:       func() asyncsteps.Tool { return g.loops.Next() },
-		Timeout:    cfg.Timeout,
 		Codes:      errorCodes,
 		RetryAfter: cfg.RetryAfter,
 		Logger:     logger,
@@ -62,7 +61,13 @@ func (g *flowGateway) Close() { g.loops.Close() }
 
 // quote adds the steps of one /quote request: check it, enter the limit,
 // fetch every symbol in parallel, answer with the quotes gathered in State.
+// It runs as the flow's first step, which also bounds the request (504):
+// the timeout is set here rather than by the Handler, which would wrap
+// this step in one more.
 func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
+	if g.cfg.Timeout > 0 {
+		as.SetTimeout(g.cfg.Timeout)
+	}
 	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
 	if bad != nil {
 		as.Error(bad.Code, bad.Info)
