@@ -81,7 +81,7 @@ func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 	// (docs/DESIGN.md#cancel-handlers).
 	job.waiting = true
 	g.queue.waiting.Add(1)
-	as.SetCancel(job.leaveQueueFn)
+	as.SetCancel(job.leftQueueFn)
 	g.limit.Sync(as, job.fetchAllFn)
 }
 
@@ -94,9 +94,9 @@ type quoteJob struct {
 	reply   quoteReply
 	result  [1]any // the flow's success arguments: &reply, with no slice made per request
 
-	leaveQueueFn asyncsteps.CancelFunc
-	fetchAllFn   asyncsteps.StepFunc
-	answerFn     asyncsteps.StepFunc
+	leftQueueFn asyncsteps.CancelFunc
+	fetchAllFn  asyncsteps.StepFunc
+	answerFn    asyncsteps.StepFunc
 }
 
 // newJob makes the job of a request for symbols and its fetches: one
@@ -104,7 +104,7 @@ type quoteJob struct {
 func (g *flowGateway) newJob(symbols []string) *quoteJob {
 	job := &quoteJob{g: g, fetches: make([]fetch, len(symbols))}
 	job.result[0] = &job.reply
-	job.leaveQueueFn, job.fetchAllFn, job.answerFn = job.leftQueue, job.fetchAll, job.answer
+	job.leftQueueFn, job.fetchAllFn, job.answerFn = job.leftQueue, job.fetchAll, job.answer
 	var urls strings.Builder
 	urls.Grow(len(symbols) * (len(g.pricePrefix) + 5))
 	for _, symbol := range symbols {
