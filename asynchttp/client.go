@@ -127,7 +127,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 		return nil, 0, transportError(ctx, err)
 	}
 	defer hr.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(hr.Body, c.maxBody()+1))
+	body, err := readBody(hr, c.maxBody())
 	if err != nil {
 		return nil, hr.StatusCode, transportError(ctx, err)
 	}
@@ -135,6 +135,24 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 		return nil, hr.StatusCode, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
 	}
 	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, hr.StatusCode, nil
+}
+
+// readBody reads the body of hr, up to limit bytes and one more, which
+// tells a longer body. A body of known length is read into a buffer of
+// exactly its size: io.ReadAll starts at 512 bytes and grows, most of it
+// wasted on the short answers of an API. (The transport ends a body at its
+// Content-Length; one cut shorter fails the read.)
+func readBody(hr *http.Response, limit int64) ([]byte, error) {
+	switch n := hr.ContentLength; {
+	case hr.Body == http.NoBody:
+		// An answer to HEAD keeps the Content-Length of the body it has not.
+		return []byte{}, nil
+	case n >= 0 && n <= limit:
+		body := make([]byte, n)
+		_, err := io.ReadFull(hr.Body, body)
+		return body, err
+	}
+	return io.ReadAll(io.LimitReader(hr.Body, limit+1))
 }
 
 // transportError maps an error of sending or reading to the step's error.

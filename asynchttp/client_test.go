@@ -70,6 +70,53 @@ func TestClientGetSucceedsWithTheResponse(t *testing.T) {
 	}
 }
 
+// A body is read whole, up to MaxBody included, whether its length is known
+// in advance or not; one of known length into a buffer of exactly its size.
+// An answer to HEAD has no body, whatever its Content-Length says.
+func TestClientReadsBodiesUpToMaxBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n := len(req.URL.Path) - 1 // /xxxx: a body of 4 bytes
+		if req.URL.Query().Has("chunked") {
+			fmt.Fprint(w, strings.Repeat("y", n/2))
+			w.(http.Flusher).Flush()
+			fmt.Fprint(w, strings.Repeat("y", n-n/2))
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(n))
+		fmt.Fprint(w, strings.Repeat("y", n))
+	}))
+	defer srv.Close()
+	c := &asynchttp.Client{HTTP: srv.Client(), MaxBody: 10}
+	loop := newLoop(t)
+	tests := []struct {
+		name, method, path string
+		body               string
+		exactCap           bool
+	}{
+		{"known length", http.MethodGet, "/xxxx", "yyyy", true},
+		{"known length, MaxBody", http.MethodGet, "/xxxxxxxxxx", "yyyyyyyyyy", true},
+		{"empty", http.MethodGet, "/", "", true},
+		{"chunked", http.MethodGet, "/xxxxxxxxxx?chunked", "yyyyyyyyyy", false},
+		{"HEAD", http.MethodHead, "/xxxx", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args, err := runFlow(loop, func(as asyncsteps.AsyncSteps) { c.Do(as, req) })
+			resp, ok := asyncsteps.Arg[*asynchttp.Response](args, 0)
+			if err != nil || !ok || resp.StatusCode != 200 || string(resp.Body) != tc.body || resp.Body == nil {
+				t.Fatalf("got %v %v, want 200 with body %q", args, err, tc.body)
+			}
+			if tc.exactCap && cap(resp.Body) != len(resp.Body) {
+				t.Errorf("body of %d bytes in a buffer of %d", len(resp.Body), cap(resp.Body))
+			}
+		})
+	}
+}
+
 // A failing parallel sibling cancels the request at once: the server sees
 // its request's context end, and Done reports the cancel.
 func TestClientRequestIsCancelledWithItsStep(t *testing.T) {
@@ -135,6 +182,23 @@ func TestClientTransportErrorsHaveFutoInCodes(t *testing.T) {
 		fmt.Fprint(w, strings.Repeat("x", 11))
 	}))
 	defer long.Close()
+	// The same body chunked, of no length known in advance.
+	longChunked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fmt.Fprint(w, strings.Repeat("x", 6))
+		w.(http.Flusher).Flush()
+		fmt.Fprint(w, strings.Repeat("x", 5))
+	}))
+	defer longChunked.Close()
+	// A body shorter than its Content-Length: the connection breaks.
+	cutShort := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+			buf.Flush()
+			conn.Close()
+		}
+	}))
+	defer cutShort.Close()
 
 	tests := []struct {
 		name, url, code string
@@ -142,6 +206,8 @@ func TestClientTransportErrorsHaveFutoInCodes(t *testing.T) {
 		{"refused", refused, asyncsteps.ConnectError},
 		{"dropped", dropping.URL, asyncsteps.CommError},
 		{"body too long", long.URL, asyncsteps.CommError},
+		{"chunked body too long", longChunked.URL, asyncsteps.CommError},
+		{"body cut short", cutShort.URL, asyncsteps.CommError},
 		{"bad url", "http://[::1", asyncsteps.InvalidRequest},
 	}
 	loop := newLoop(t)

@@ -150,6 +150,14 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		if h.Timeout <= 0 && h.Guard == nil {
+			// Nothing to set around Flow: its steps can be this step's
+			// own, a closure and a level fewer per request.
+			if h.Flow != nil {
+				h.Flow(as, req)
+			}
+			return
+		}
 		if h.Timeout > 0 {
 			as.SetTimeout(h.Timeout)
 		}

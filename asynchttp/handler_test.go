@@ -3,6 +3,7 @@ package asynchttp_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,31 +92,36 @@ func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
 		}, 504, "", `{"error":"Timeout","info":""}` + "\n", "Timeout"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var got outcomes
-			h := &asynchttp.Handler{
-				Flow:       tc.flow,
-				Tool:       func() asyncsteps.Tool { return loop },
-				Codes:      map[string]int{"Teapot": http.StatusTeapot},
-				RetryAfter: 2500 * time.Millisecond,
-				Logger:     slog.New(slog.DiscardHandler),
-				Done:       got.done,
-			}
-			// A timeout on every case: a flow that adds nothing still ends
-			// at once.
-			h.Timeout = time.Minute
+		// Each case with a timeout (a flow that adds nothing still ends at
+		// once) and without (Flow runs in the flow's first step itself).
+		for _, timeout := range []time.Duration{time.Minute, 0} {
 			if tc.name == "step timeout" {
-				h.Timeout = 20 * time.Millisecond
+				if timeout == 0 {
+					continue
+				}
+				timeout = 20 * time.Millisecond
 			}
-			status, retryAfter, body := serve(t, h)
-			if status != tc.status || retryAfter != tc.retryAfter || body != tc.body {
-				t.Errorf("got %d, Retry-After %q, body %q; want %d, %q, %q", status, retryAfter, body, tc.status, tc.retryAfter, tc.body)
-			}
-			o := got.get()
-			if len(o) != 1 || o[0].Status != tc.status || o[0].Code != tc.code || o[0].Cancelled {
-				t.Errorf("outcomes %+v, want one with status %d, code %q", o, tc.status, tc.code)
-			}
-		})
+			t.Run(fmt.Sprintf("%s/timeout %v", tc.name, timeout), func(t *testing.T) {
+				var got outcomes
+				h := &asynchttp.Handler{
+					Flow:       tc.flow,
+					Tool:       func() asyncsteps.Tool { return loop },
+					Timeout:    timeout,
+					Codes:      map[string]int{"Teapot": http.StatusTeapot},
+					RetryAfter: 2500 * time.Millisecond,
+					Logger:     slog.New(slog.DiscardHandler),
+					Done:       got.done,
+				}
+				status, retryAfter, body := serve(t, h)
+				if status != tc.status || retryAfter != tc.retryAfter || body != tc.body {
+					t.Errorf("got %d, Retry-After %q, body %q; want %d, %q, %q", status, retryAfter, body, tc.status, tc.retryAfter, tc.body)
+				}
+				o := got.get()
+				if len(o) != 1 || o[0].Status != tc.status || o[0].Code != tc.code || o[0].Cancelled {
+					t.Errorf("outcomes %+v, want one with status %d, code %q", o, tc.status, tc.code)
+				}
+			})
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -14,18 +16,20 @@ import (
 // flowGateway serves /quote with one flow per request, spread over the
 // loops of a LoopGroup: the gateway this program demonstrates.
 type flowGateway struct {
-	cfg     config
-	loops   *asyncsteps.LoopGroup
-	limit   asyncsteps.Syncer
-	client  *asynchttp.Client
-	handler *asynchttp.Handler
+	cfg         config
+	loops       *asyncsteps.LoopGroup
+	limit       asyncsteps.Syncer
+	queue       queueCounter // the flows waiting to enter limit
+	pricePrefix string       // an upstream price URL without its symbol
+	client      *asynchttp.Client
+	handler     *asynchttp.Handler
 }
 
 // newFlowGateway returns the flows gateway and the count of requests
 // waiting for its limit. Close it after its server has stopped.
 func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog.Logger) (*flowGateway, func() int64) {
-	limit := &queueCounter{syncer: limitSyncer(cfg.Limits)}
-	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limit}
+	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits),
+		pricePrefix: priceURL(cfg.Upstream, "")}
 	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, _ int, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)
@@ -34,7 +38,6 @@ func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog
 	g.handler = &asynchttp.Handler{
 		Flow:       g.quote,
 		Tool:       func() asyncsteps.Tool { return g.loops.Next() },
-		Timeout:    cfg.Timeout,
 		Codes:      errorCodes,
 		RetryAfter: cfg.RetryAfter,
 		Logger:     logger,
@@ -46,7 +49,7 @@ func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog
 			st.finish(o.Code, o.Status, time.Since(o.Start))
 		},
 	}
-	return g, limit.Waiting
+	return g, g.queue.Waiting
 }
 
 func (g *flowGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -58,65 +61,135 @@ func (g *flowGateway) Close() { g.loops.Close() }
 
 // quote adds the steps of one /quote request: check it, enter the limit,
 // fetch every symbol in parallel, answer with the quotes gathered in State.
+// It runs as the flow's first step, which also bounds the request (504):
+// the timeout is set here rather than by the Handler, which would wrap
+// this step in one more.
 func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
+	if g.cfg.Timeout > 0 {
+		as.SetTimeout(g.cfg.Timeout)
+	}
 	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
 	if bad != nil {
 		as.Error(bad.Code, bad.Info)
 	}
-	g.limit.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
-		fetches := make([]*fetch, len(symbols))
-		p := as.Parallel()
-		for i, symbol := range symbols {
-			fetches[i] = newFetch(g, symbol)
-			p.Add(fetches[i].stepsFn)
-		}
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			reply := quoteReply{Quotes: make([]quote, len(fetches))}
-			for i, f := range fetches {
-				reply.Quotes[i], _ = as.State().Get(f.key).(quote)
-			}
-			as.Success(reply)
-		})
-	})
+	job := g.newJob(symbols)
+	// Counted as waiting from now, when the section's step, added next, is
+	// the flow's next step, until it is inside, rejected or cancelled. The
+	// cancel handler of this step runs both when the flow is cancelled
+	// (its client left, or the request timed out) and when an error, such
+	// as the rejection of a full queue, unwinds through it
+	// (docs/DESIGN.md#cancel-handlers).
+	job.waiting = true
+	g.queue.waiting.Add(1)
+	as.SetCancel(job.leftQueueFn)
+	g.limit.Sync(as, job.fetchAllFn)
 }
+
+// quoteJob is the flow of one /quote request: its fetches, and the step
+// functions common to the request, bound once.
+type quoteJob struct {
+	g       *flowGateway
+	fetches []fetch
+	waiting bool // counted in g.queue; read and written on the flow's loop only
+	reply   quoteReply
+	result  [1]any // the flow's success arguments: &reply, with no slice made per request
+
+	leftQueueFn asyncsteps.CancelFunc
+	fetchAllFn  asyncsteps.StepFunc
+	answerFn    asyncsteps.StepFunc
+}
+
+// newJob makes the job of a request for symbols and its fetches: one
+// block for the fetches, one string for all their URLs.
+func (g *flowGateway) newJob(symbols []string) *quoteJob {
+	job := &quoteJob{g: g, fetches: make([]fetch, len(symbols))}
+	job.result[0] = &job.reply
+	job.leftQueueFn, job.fetchAllFn, job.answerFn = job.leftQueue, job.fetchAll, job.answer
+	var urls strings.Builder
+	urls.Grow(len(symbols) * (len(g.pricePrefix) + 5))
+	for _, symbol := range symbols {
+		urls.WriteString(g.pricePrefix)
+		urls.WriteString(url.QueryEscape(symbol))
+	}
+	all, start := urls.String(), 0
+	for i, symbol := range symbols {
+		f := &job.fetches[i]
+		end := start + len(g.pricePrefix) + len(url.QueryEscape(symbol))
+		f.job, f.symbol, f.url = job, symbol, all[start:end]
+		f.attemptFn, f.sendFn, f.readFn, f.onSendErr[0] = f.attempt, f.send, f.read, f.sendFailed
+		start = end
+	}
+	return job
+}
+
+// leaveQueue stops counting the job's flow as waiting for the limit; it is
+// called when the flow enters, is rejected or is cancelled, whichever comes
+// first.
+func (job *quoteJob) leaveQueue() {
+	if job.waiting {
+		job.waiting = false
+		job.g.queue.waiting.Add(-1)
+	}
+}
+
+// leftQueue is the cancel handler of the step that asks for the limit.
+func (job *quoteJob) leftQueue(asyncsteps.AsyncSteps) { job.leaveQueue() }
+
+// fetchAll runs inside the limit: one parallel branch per symbol, each the
+// loop of its attempts, then the answer.
+func (job *quoteJob) fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
+	job.leaveQueue()
+	p := as.Parallel()
+	for i := range job.fetches {
+		p.Loop(job.fetches[i].attemptFn, retryLabel...)
+	}
+	as.Add(job.answerFn)
+}
+
+// answer gathers the prices from State, in the order asked.
+func (job *quoteJob) answer(as asyncsteps.AsyncSteps, _ ...any) {
+	job.reply.Quotes = make([]quote, len(job.fetches))
+	for i, f := range job.fetches {
+		if q, ok := as.State().Get(f.symbol).(*quote); ok {
+			job.reply.Quotes[i] = *q
+		}
+	}
+	as.Success(job.result[:]...)
+}
+
+// retry labels the loop of a symbol's attempts. retryLabel is the argument
+// of Loop, Break and Continue: passed as a variadic argument through the
+// AsyncSteps interface, a literal "retry" would cost a slice per call.
+const retry = "retry"
+
+var retryLabel = []string{retry}
 
 // fetch gets one symbol's price into State: attempts in the loop labelled
 // "retry", each bounded by its own timeout; an attempt that fails in a way
 // worth it goes on with the next iteration, at most cfg.Retries times. Its
 // step functions are bound once per symbol, not made per attempt.
 type fetch struct {
-	g       *flowGateway
+	job     *quoteJob
 	symbol  string
 	url     string
-	key     string // the State entry of the price
-	retries int    // attempts made after the first
+	retries int   // attempts made after the first
+	price   quote // the answer, in State under the symbol
 
-	stepsFn   asyncsteps.StepFunc
 	attemptFn asyncsteps.LoopFunc
 	sendFn    asyncsteps.StepFunc
-	onSendErr asyncsteps.ErrorFunc
 	readFn    asyncsteps.StepFunc
+	onSendErr [1]asyncsteps.ErrorFunc // the variadic argument of Add, with no slice made per call
 }
-
-func newFetch(g *flowGateway, symbol string) *fetch {
-	f := &fetch{g: g, symbol: symbol, url: priceURL(g.cfg.Upstream, symbol), key: "quote:" + symbol}
-	f.stepsFn, f.attemptFn = f.steps, f.attempt
-	f.sendFn, f.onSendErr, f.readFn = f.send, f.sendFailed, f.read
-	return f
-}
-
-// steps is the parallel branch of the symbol: the loop of attempts.
-func (f *fetch) steps(as asyncsteps.AsyncSteps, _ ...any) { as.Loop(f.attemptFn, "retry") }
 
 // attempt is one iteration: the upstream request, then its answer read.
 func (f *fetch) attempt(as asyncsteps.AsyncSteps) {
-	as.Add(f.sendFn, f.onSendErr)
+	as.Add(f.sendFn, f.onSendErr[:]...)
 	as.Add(f.readFn)
 }
 
 func (f *fetch) send(as asyncsteps.AsyncSteps, _ ...any) {
-	as.SetTimeout(f.g.cfg.AttemptTimeout)
-	f.g.client.Get(as, f.url)
+	as.SetTimeout(f.job.g.cfg.AttemptTimeout)
+	f.job.g.client.Get(as, f.url)
 }
 
 // sendFailed retries a transport error or the attempt's own timeout;
@@ -129,9 +202,9 @@ func (f *fetch) sendFailed(as asyncsteps.AsyncSteps, code string) {
 
 // retry goes on with the next attempt, if retries are left.
 func (f *fetch) retry(as asyncsteps.AsyncSteps) {
-	if f.retries < f.g.cfg.Retries {
+	if f.retries < f.job.g.cfg.Retries {
 		f.retries++
-		as.Continue("retry")
+		as.Continue(retryLabel...)
 	}
 }
 
@@ -146,10 +219,11 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 		}
 		as.Error(err.Code, err.Info)
 	}
-	q, err := f.g.cfg.decode(resp.Body)
+	q, err := f.job.g.cfg.decode(resp.Body)
 	if err != nil {
 		as.Error(asyncsteps.CommError, "upstream answer for "+f.symbol+": "+err.Error())
 	}
-	as.State().Set(f.key, q)
-	as.Break("retry")
+	f.price = q
+	as.State().Set(f.symbol, &f.price)
+	as.Break(retryLabel...)
 }

@@ -358,6 +358,55 @@ func TestQuoteLimiterRejectsWith503(t *testing.T) {
 	}
 }
 
+// A request whose client goes away while it waits for the limit leaves
+// the queue: the count /stats reports goes back to zero at once, not when
+// the request ahead of it ends.
+func TestQuoteQueuedRequestCancelledLeavesTheQueue(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Limits = limitOptions{Concurrent: 1, Queue: 1}
+			g := startGateway(t, impl, cfg)
+			release := g.up.holdSymbol("AAPL")
+			first := g.goGet("?symbols=AAPL")
+			<-g.up.arrived
+			ctx, cancel := context.WithCancel(context.Background())
+			second := make(chan answer, 1)
+			go func() { second <- g.do(ctx, http.MethodGet, "?symbols=MSFT") }()
+			waitStats(t, g.gw.stats, func(s statsSnapshot) bool { return s.LimiterQueue == 1 })
+			cancel()
+			waitStats(t, g.gw.stats, func(s statsSnapshot) bool { return s.LimiterQueue == 0 && s.Cancelled == 1 })
+			if a := <-second; a.status != 0 {
+				t.Errorf("the client that left got %+v", a)
+			}
+			close(release)
+			wantAnswer(t, <-first, 200, "", quotesBody("AAPL"))
+			checkCounters(t, g.gw.stats, counters{started: 2, cancelled: 1, finished: map[string]int64{"OK": 1}})
+			if n := g.up.count("MSFT"); n != 0 {
+				t.Errorf("upstream asked for MSFT %d times, want 0", n)
+			}
+		})
+	}
+}
+
+// A request that times out while it waits for the rate limit is answered
+// 504 and leaves the queue.
+func TestQuoteQueuedRequestTimedOutLeavesTheQueue(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Timeout = 200 * time.Millisecond
+			// A period far longer than the test: the second request waits
+			// for the next one until it times out.
+			cfg.Limits = limitOptions{Concurrent: 10, Rate: 1, Period: time.Hour, Burst: 1}
+			g := startGateway(t, impl, cfg)
+			wantAnswer(t, g.get("?symbols=AAPL"), 200, "", quotesBody("AAPL"))
+			wantAnswer(t, g.get("?symbols=MSFT"), 504, "", errBody("Timeout", ""))
+			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"OK": 1, "Timeout": 1}})
+		})
+	}
+}
+
 // A request rate above -rate, with no -burst, is answered 503 too.
 func TestQuoteRateLimitRejectsWith503(t *testing.T) {
 	for _, impl := range impls {

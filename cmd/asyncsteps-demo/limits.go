@@ -52,38 +52,12 @@ func limitSyncer(o limitOptions) asyncsteps.Syncer {
 	return asyncsteps.NewMutex(o.Concurrent, o.Queue)
 }
 
-// queueCounter is a Syncer that counts the flows waiting to enter the one
-// it wraps: the limiter's queue length, for /stats. It is safe for
-// concurrent use.
-type queueCounter struct {
-	syncer  asyncsteps.Syncer
-	waiting atomic.Int64
-}
-
-// Sync implements asyncsteps.Syncer. A flow counts as waiting from the
-// moment it asks to enter until it is inside, rejected or cancelled.
-func (q *queueCounter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
-	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-		q.waiting.Add(1)
-		waiting := true // read and written on the flow's loop only
-		leave := func() {
-			if waiting {
-				waiting = false
-				q.waiting.Add(-1)
-			}
-		}
-		as.SetCancel(func(asyncsteps.AsyncSteps) { leave() })
-		q.syncer.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
-			leave()
-			f(as, args...)
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			leave()
-			if len(onerror) > 0 && onerror[0] != nil {
-				onerror[0](as, code)
-			}
-		})
-	})
-}
+// queueCounter counts the flows waiting to enter the flows gateway's
+// limit, the queue length /stats reports, which a Syncer does not tell:
+// the gateway adds a flow when it asks to enter and takes it off when it
+// is inside, rejected or cancelled (see quoteJob.leaveQueue). It is safe
+// for concurrent use.
+type queueCounter struct{ waiting atomic.Int64 }
 
 // Waiting returns the number of flows waiting to enter.
 func (q *queueCounter) Waiting() int64 { return q.waiting.Load() }
