@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -16,20 +14,18 @@ import (
 // flowGateway serves /quote with one flow per request, spread over the
 // loops of a LoopGroup: the gateway this program demonstrates.
 type flowGateway struct {
-	cfg         config
-	loops       *asyncsteps.LoopGroup
-	limit       asyncsteps.Syncer
-	queue       queueCounter // the flows waiting to enter limit
-	pricePrefix string       // an upstream price URL without its symbol
-	client      *asynchttp.Client
-	handler     *asynchttp.Handler
+	cfg     config
+	loops   *asyncsteps.LoopGroup
+	limit   asyncsteps.Syncer
+	queue   queueCounter // the flows waiting to enter limit
+	client  *asynchttp.Client
+	handler *asynchttp.Handler
 }
 
 // newFlowGateway returns the flows gateway and the count of requests
 // waiting for its limit. Close it after its server has stopped.
 func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog.Logger) (*flowGateway, func() int64) {
-	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits),
-		pricePrefix: priceURL(cfg.Upstream, "")}
+	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits)}
 	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, _ int, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)
@@ -92,32 +88,21 @@ type quoteJob struct {
 	fetches []fetch
 	waiting bool // counted in g.queue; read and written on the flow's loop only
 	reply   quoteReply
-	result  [1]any // the flow's success arguments: &reply, with no slice made per request
 
 	leftQueueFn asyncsteps.CancelFunc
 	fetchAllFn  asyncsteps.StepFunc
 	answerFn    asyncsteps.StepFunc
 }
 
-// newJob makes the job of a request for symbols and its fetches: one
-// block for the fetches, one string for all their URLs.
+// newJob makes the job of a request for symbols, with its fetches in one
+// block.
 func (g *flowGateway) newJob(symbols []string) *quoteJob {
 	job := &quoteJob{g: g, fetches: make([]fetch, len(symbols))}
-	job.result[0] = &job.reply
 	job.leftQueueFn, job.fetchAllFn, job.answerFn = job.leftQueue, job.fetchAll, job.answer
-	var urls strings.Builder
-	urls.Grow(len(symbols) * (len(g.pricePrefix) + 5))
-	for _, symbol := range symbols {
-		urls.WriteString(g.pricePrefix)
-		urls.WriteString(url.QueryEscape(symbol))
-	}
-	all, start := urls.String(), 0
 	for i, symbol := range symbols {
 		f := &job.fetches[i]
-		end := start + len(g.pricePrefix) + len(url.QueryEscape(symbol))
-		f.job, f.symbol, f.url = job, symbol, all[start:end]
-		f.attemptFn, f.sendFn, f.readFn, f.onSendErr[0] = f.attempt, f.send, f.read, f.sendFailed
-		start = end
+		f.job, f.symbol, f.url = job, symbol, priceURL(g.cfg.Upstream, symbol)
+		f.attemptFn, f.sendFn, f.readFn, f.onSendErr = f.attempt, f.send, f.read, f.sendFailed
 	}
 	return job
 }
@@ -141,7 +126,7 @@ func (job *quoteJob) fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
 	job.leaveQueue()
 	p := as.Parallel()
 	for i := range job.fetches {
-		p.Loop(job.fetches[i].attemptFn, retryLabel...)
+		p.Loop(job.fetches[i].attemptFn, retry)
 	}
 	as.Add(job.answerFn)
 }
@@ -154,15 +139,11 @@ func (job *quoteJob) answer(as asyncsteps.AsyncSteps, _ ...any) {
 			job.reply.Quotes[i] = *q
 		}
 	}
-	as.Success(job.result[:]...)
+	as.Success(&job.reply)
 }
 
-// retry labels the loop of a symbol's attempts. retryLabel is the argument
-// of Loop, Break and Continue: passed as a variadic argument through the
-// AsyncSteps interface, a literal "retry" would cost a slice per call.
+// retry labels the loop of a symbol's attempts.
 const retry = "retry"
-
-var retryLabel = []string{retry}
 
 // fetch gets one symbol's price into State: attempts in the loop labelled
 // "retry", each bounded by its own timeout; an attempt that fails in a way
@@ -178,12 +159,12 @@ type fetch struct {
 	attemptFn asyncsteps.LoopFunc
 	sendFn    asyncsteps.StepFunc
 	readFn    asyncsteps.StepFunc
-	onSendErr [1]asyncsteps.ErrorFunc // the variadic argument of Add, with no slice made per call
+	onSendErr asyncsteps.ErrorFunc
 }
 
 // attempt is one iteration: the upstream request, then its answer read.
 func (f *fetch) attempt(as asyncsteps.AsyncSteps) {
-	as.Add(f.sendFn, f.onSendErr[:]...)
+	as.Add(f.sendFn, f.onSendErr)
 	as.Add(f.readFn)
 }
 
@@ -204,7 +185,7 @@ func (f *fetch) sendFailed(as asyncsteps.AsyncSteps, code string) {
 func (f *fetch) retry(as asyncsteps.AsyncSteps) {
 	if f.retries < f.job.g.cfg.Retries {
 		f.retries++
-		as.Continue(retryLabel...)
+		as.Continue(retry)
 	}
 }
 
@@ -225,5 +206,5 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 	}
 	f.price = q
 	as.State().Set(f.symbol, &f.price)
-	as.Break(retryLabel...)
+	as.Break(retry)
 }
