@@ -215,14 +215,20 @@ func cancelAwaitStep(as AsyncSteps) {
 
 // awaitBase returns the context whose values the Await functions of the
 // execution see: Run's context without its cancellation (the step alone
-// cancels a call), made once per execution. Loop goroutine only.
+// cancels a call), made once per execution. A context that is never
+// cancelled (Background, and values on it) serves as it is. Loop
+// goroutine only.
 func (fl *flow) awaitBase() context.Context {
 	w := fl.wait
-	if w == nil || w.ctx == nil || w.ctx == context.Background() {
+	if w == nil || w.ctx == nil {
 		return context.Background()
 	}
 	if w.awaitBase == nil {
-		w.awaitBase = context.WithoutCancel(w.ctx)
+		if w.ctx.Done() == nil {
+			w.awaitBase = w.ctx
+		} else {
+			w.awaitBase = context.WithoutCancel(w.ctx)
+		}
 	}
 	return w.awaitBase
 }

@@ -35,16 +35,18 @@ type awaitWorkers struct {
 	// longest waiting first: a goroutine is handed work from the end, and
 	// the timer ends them from the start.
 	idle   []idleWorker
+	epoch  time.Time   // the origin of idleWorker.since, set on first use
 	timer  *time.Timer // ends the goroutines that waited idleFor; made on first use
 	armed  bool        // the timer will run, or runs
 	closed bool
 }
 
 // idleWorker is a goroutine that waits on ch for its next function (nil,
-// or ch closed: it ends), since when.
+// or ch closed: it ends), since when (after the pool's epoch: reading the
+// monotonic clock alone costs less than time.Now).
 type idleWorker struct {
 	ch    chan func()
-	since time.Time
+	since time.Duration
 }
 
 // awaitWorkerIdle is how long a kept goroutine waits for its next Await
@@ -99,7 +101,10 @@ func (p *awaitWorkers) keep(ch chan func()) bool {
 	if p.closed || p.idleFor <= 0 || len(p.idle) >= maxIdleAwaitWorkers {
 		return false
 	}
-	p.idle = append(p.idle, idleWorker{ch: ch, since: time.Now()})
+	if p.epoch.IsZero() {
+		p.epoch = time.Now()
+	}
+	p.idle = append(p.idle, idleWorker{ch: ch, since: time.Since(p.epoch)})
 	if !p.armed {
 		p.armed = true
 		p.arm(p.idleFor)
@@ -124,9 +129,9 @@ func (p *awaitWorkers) expire() {
 	if p.closed || !p.armed {
 		return
 	}
-	now := time.Now()
+	now := time.Since(p.epoch)
 	n := 0
-	for n < len(p.idle) && now.Sub(p.idle[n].since) >= p.idleFor {
+	for n < len(p.idle) && now-p.idle[n].since >= p.idleFor {
 		close(p.idle[n].ch)
 		n++
 	}
@@ -135,7 +140,7 @@ func (p *awaitWorkers) expire() {
 		p.armed = false
 		return
 	}
-	p.arm(p.idleFor - now.Sub(p.idle[0].since))
+	p.arm(p.idleFor - (now - p.idle[0].since))
 }
 
 // close ends the waiting goroutines; the busy ones end after their job.
