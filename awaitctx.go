@@ -45,6 +45,7 @@ type awaitCall struct {
 	stepDue     int64     // the nearest step timeout on the tool's timer clock, if stepTimed
 
 	err  atomic.Pointer[error] // errCanceled or errDeadline once cancelled
+	used atomic.Bool           // Done or AfterFunc was called: cancel must lock
 	mu   sync.Mutex            // guards done, after, more and nAfter
 	done chan struct{}         // made by the first Done, or closedChan
 	// after and more are the functions given to AfterFunc, in order, nil
@@ -88,7 +89,12 @@ func (c *awaitCall) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
-		c.done = make(chan struct{})
+		c.used.Store(true) // before err is read: see cancel
+		if c.err.Load() != nil {
+			c.done = closedChan
+		} else {
+			c.done = make(chan struct{})
+		}
 	}
 	return c.done
 }
@@ -112,6 +118,7 @@ func (c *awaitCall) String() string { return "asyncsteps.Await context" }
 // [context.AfterFunc], which runs its function on a goroutine of its own.
 func (c *awaitCall) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
+	c.used.Store(true) // before err is read: see cancel
 	if c.err.Load() != nil {
 		c.mu.Unlock()
 		go f()
@@ -153,17 +160,20 @@ func (c *awaitCall) stopAfter(i int) bool {
 // and the functions given to AfterFunc run (on this goroutine: those of
 // the context package only cancel the derived contexts). From any
 // goroutine.
+//
+// A call whose function never asked for Done nor derived a context, the
+// common case at its end, is cancelled without the lock: Done and
+// AfterFunc set used before they read err, and cancel sets err before it
+// reads used, so (the atomics being sequentially consistent) either cancel
+// sees used and locks, or they see err and need no cancel.
 func (c *awaitCall) cancel() {
-	if c.err.Load() != nil {
+	if c.err.Load() != nil || !c.err.CompareAndSwap(nil, c.cause()) {
 		return
 	}
-	cause := c.cause() // read the clocks outside the lock
+	if !c.used.Load() {
+		return
+	}
 	c.mu.Lock()
-	if c.err.Load() != nil {
-		c.mu.Unlock()
-		return
-	}
-	c.err.Store(cause)
 	d := c.done
 	if d == nil {
 		c.done = closedChan
