@@ -174,7 +174,10 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 	fl.setDeadlines(c, h.f)
 	h.SetCancel(cancelAwaitStep)
 	h.f.rareFields().await = c
-	c.held = holdWork(h.f, c.heldIn[:0])
+	if held := holdWork(h.f, c.heldIn[:0]); len(held) > 1 {
+		more := held // on the heap only in this rare case
+		c.heldMore = &more
+	}
 	if l, ok := fl.sched.(*Loop); ok && !l.shared {
 		c.calls = &l.awaitCalls
 		c.calls.add(c)
@@ -207,7 +210,11 @@ func (c *awaitCall) goexited() {
 // the sections around it, cancels its context (what the function started
 // with it stops too) and leaves the loop's calls in flight.
 func (c *awaitCall) end() {
-	c.held.release()
+	if c.heldMore != nil {
+		c.heldMore.release()
+	} else if c.heldIn[0] != nil {
+		workHold(c.heldIn[:]).release()
+	}
 	c.cancel()
 	if c.calls != nil {
 		c.calls.remove(c)

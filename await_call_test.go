@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 )
 
 // propagators counts the goroutines that the context package starts to
@@ -237,4 +238,13 @@ func TestAwaitWorkersEndAfterTheirIdleTime(t *testing.T) {
 		idleAfter(half-1, 1)
 		idleAfter(1, 0)
 	})
+}
+
+// An Await call in flight is one object of 192 bytes (a size class of its
+// own): what a request held on a slow upstream keeps for its call. A new
+// field must find room, or be worth the next class.
+func TestAwaitCallSize(t *testing.T) {
+	if got := unsafe.Sizeof(awaitCall{}); got > 192 {
+		t.Errorf("awaitCall is %d bytes, want at most 192", got)
+	}
 }

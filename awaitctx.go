@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,27 +34,27 @@ type awaitCall struct {
 	// for Value; Deadline, Done and Err are the call's own.
 	context.Context
 
-	h    *stepAPI
-	fn   AwaitFunc
-	held workHold // the sections the call counts in (see holdWork)
-	// heldIn is held's array when the call is in one section, the common
-	// case: the call then costs no allocation for it.
-	heldIn [1]*section
+	h  *stepAPI
+	fn AwaitFunc
+	// The sections the call counts in (see holdWork): heldIn when it is in
+	// one at most, the common case, which costs no allocation; heldMore
+	// when it is in more.
+	heldIn   [1]*section
+	heldMore *workHold
 
 	deadline    time.Time // the nearest deadline, wall clock; zero: none
 	runDeadline time.Time // Run's context's; zero: none
-	stepDue     int64     // the nearest step timeout on the tool's timer clock, if stepTimed
+	stepDue     int64     // the nearest step timeout on the tool's timer clock, or noStepDue
 
 	err  atomic.Pointer[error] // errCanceled or errDeadline once cancelled
-	used atomic.Bool           // Done or AfterFunc was called: cancel must lock
 	mu   sync.Mutex            // guards done, after, more and nAfter
 	done chan struct{}         // made by the first Done, or closedChan
 	// after and more are the functions given to AfterFunc, in order, nil
 	// once stopped or run; nAfter counts them, to index them for stop.
-	after     func()
-	more      *[]func() // rare: a pointer, to keep the call small
-	nAfter    int32
-	stepTimed bool
+	after  func()
+	more   *[]func() // rare: a pointer, to keep the call small
+	nAfter int32
+	used   atomic.Bool // Done or AfterFunc was called: cancel must lock
 
 	result [1]any // the success argument's slice: it costs no allocation
 
@@ -63,6 +64,10 @@ type awaitCall struct {
 	calls      *awaitCalls
 	prev, next *awaitCall
 }
+
+// noStepDue is awaitCall.stepDue when no step timeout is armed around the
+// call.
+const noStepDue = math.MaxInt64
 
 // What an awaitCall's Err returns, as variables so that a call stores a
 // pointer to one, without allocating.
@@ -207,7 +212,7 @@ func runAfter(f func()) {
 
 // cause is what Err reports once the call is cancelled now.
 func (c *awaitCall) cause() *error {
-	if c.stepTimed && c.h.fl.timerClock() >= c.stepDue ||
+	if c.stepDue != noStepDue && c.h.fl.timerClock() >= c.stepDue ||
 		!c.runDeadline.IsZero() && !time.Now().Before(c.runDeadline) {
 		return &errDeadline
 	}
@@ -252,9 +257,10 @@ func (fl *flow) setDeadlines(c *awaitCall, f *frame) {
 	c.deadline = c.runDeadline
 	left, stepDue := fl.stepTimeLeft(f)
 	if !stepDue {
+		c.stepDue = noStepDue
 		return
 	}
-	c.stepDue, c.stepTimed = fl.timerClock()+int64(left), true
+	c.stepDue = fl.timerClock() + int64(left)
 	if wall := time.Now().Add(left); c.deadline.IsZero() || wall.Before(c.deadline) {
 		c.deadline = wall
 	}
