@@ -151,43 +151,73 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 
 // awaitStep runs fn on a goroutine of its own (spec 1.13, goAwait): the
 // step waits, its cancel handler cancels fn's context, and fn's outcome
-// completes it.
-// A closed loop runs no cancel handler, so the loop's end cancels the
-// context too: fn's goroutine is not left waiting for a flow that is gone.
+// completes it. One awaitCall holds what the call needs, and is fn's
+// context.
+// A closed loop runs no cancel handler: the loop knows its calls in flight
+// and cancels them as it closes (awaitCalls), so that fn's goroutine is not
+// left waiting for a flow that is gone.
 // The critical sections around the step count fn until it returns (see
 // holdWork); that hold is given back before the step completes, so that a
 // flow that leaves a section after fn's result finds nothing left to wait
 // for.
 func awaitStep(fn AwaitFunc) StepFunc {
-	return func(as AsyncSteps, _ ...any) {
-		h := as.(*stepAPI)
-		run := fn
-		if w := h.fl.wait; w != nil && w.hooks != nil {
-			run = w.hooks.observeAwait(fn)
-		}
-		// fn sees the values and deadline of Run's context, but only the
-		// step cancels it (see awaitContext).
-		ctx, cancel := h.fl.awaitContext(h.f)
-		as.SetCancel(func(AsyncSteps) { cancel() })
-		stopOnClose := func() bool { return false }
-		if life := h.fl.sched.lifetime(); life != nil {
-			stopOnClose = context.AfterFunc(life, cancel)
-		}
-		held := holdWork(h.f)
-		goAwait(h.fl.sched, func() {
-			defer stopOnClose()
-			defer cancel()
-			v, err := callAwait(ctx, run, func() {
-				held.release()
-				h.complete(&Error{Code: InternalError, Info: goexitInfo})
-			})
-			held.release()
-			if err == nil {
-				h.Success(v)
-				return
-			}
-			h.complete(awaitError(err))
-		})
+	return func(as AsyncSteps, _ ...any) { startAwait(as.(*stepAPI), fn) }
+}
+
+// startAwait starts the call of fn by the step of h. Loop goroutine only.
+func startAwait(h *stepAPI, fn AwaitFunc) {
+	fl := h.fl
+	if w := fl.wait; w != nil && w.hooks != nil {
+		fn = w.hooks.observeAwait(fn)
+	}
+	c := &awaitCall{Context: fl.awaitBase(), h: h, fn: fn}
+	fl.setDeadlines(c, h.f)
+	h.SetCancel(cancelAwaitStep)
+	h.f.rareFields().await = c
+	if held := holdWork(h.f, c.heldIn[:0]); len(held) > 1 {
+		more := held // on the heap only in this rare case
+		c.heldMore = &more
+	}
+	if l, ok := fl.sched.(*Loop); ok && !l.shared {
+		c.calls = &l.awaitCalls
+		c.calls.add(c)
+	}
+	goAwait(fl.sched, c.run)
+}
+
+// run calls the function and completes the step with its outcome, on the
+// call's own goroutine.
+func (c *awaitCall) run() {
+	v, err := callAwait(c, c.fn, c.goexited)
+	c.end()
+	if err == nil {
+		// The success argument's slice is the call's: no allocation.
+		c.result[0] = v
+		c.h.succeedOutside(c.result[:], false)
+		return
+	}
+	c.h.complete(awaitError(err))
+}
+
+// goexited completes the step of a function that called runtime.Goexit,
+// which ends the goroutine.
+func (c *awaitCall) goexited() {
+	c.end()
+	c.h.complete(&Error{Code: InternalError, Info: goexitInfo})
+}
+
+// end ends the call whose function has returned: it gives back its hold on
+// the sections around it, cancels its context (what the function started
+// with it stops too) and leaves the loop's calls in flight.
+func (c *awaitCall) end() {
+	if c.heldMore != nil {
+		c.heldMore.release()
+	} else if c.heldIn[0] != nil {
+		workHold(c.heldIn[:]).release()
+	}
+	c.cancel()
+	if c.calls != nil {
+		c.calls.remove(c)
 	}
 }
 

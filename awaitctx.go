@@ -2,73 +2,274 @@ package asyncsteps
 
 import (
 	"context"
+	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// This file builds the context given to an Await function. It carries the
-// values of Run's context and the nearest deadline around the step: the
-// step timeouts of the steps it runs in (SetTimeout) and the deadline of
-// Run's context. Its Done channel is closed by the engine only, when the
-// step is cancelled, never by a timer of its own: the flow's loop decides
-// when a timeout happens, so the function and its error handlers see one
-// order of events, not a race between two clocks. Err then says
-// context.DeadlineExceeded when a deadline caused the cancel, else
+// This file holds the state of one call of an Await function, which is
+// also the context given to the function (docs/DESIGN.md#await).
+//
+// The context carries the values of Run's context and the nearest deadline
+// around the step: the step timeouts of the steps it runs in (SetTimeout)
+// and the deadline of Run's context. Its Done channel is closed by the
+// engine only, when the step is cancelled, the loop is closed or the
+// function has returned, never by a timer of its own: the flow's loop
+// decides when a timeout happens, so the function and its error handlers
+// see one order of events, not a race between two clocks. Err then says
+// context.DeadlineExceeded when a deadline had passed, else
 // context.Canceled.
 
-// deadlineContext is a cancellable context that reports a deadline it does
-// not enforce itself.
-type deadlineContext struct {
+// awaitCall is one call of an Await function: its step, its function, what
+// it holds, and its cancellation. Everything a call needs is in this one
+// object, made when the step starts; it is the function's context too.
+//
+// The contexts that the function derives from it with the context package
+// (net/http derives one per request) do not need a goroutine each: it
+// implements AfterFunc, which the context package uses to be told of the
+// cancel. It is safe for concurrent use, as a context must be.
+type awaitCall struct {
+	// Context is Run's context without its cancellation (flow.awaitBase),
+	// for Value; Deadline, Done and Err are the call's own.
 	context.Context
-	deadline time.Time
+
+	h  *stepAPI
+	fn AwaitFunc
+	// The sections the call counts in (see holdWork): heldIn when it is in
+	// one at most, the common case, which costs no allocation; heldMore
+	// when it is in more.
+	heldIn   [1]*section
+	heldMore *workHold
+
+	deadline    time.Time // the nearest deadline, wall clock; zero: none
+	runDeadline time.Time // Run's context's; zero: none
+	stepDue     int64     // the nearest step timeout on the tool's timer clock, or noStepDue
+
+	err  atomic.Pointer[error] // errCanceled or errDeadline once cancelled
+	mu   sync.Mutex            // guards done, after, more and nAfter
+	done chan struct{}         // made by the first Done, or closedChan
+	// after and more are the functions given to AfterFunc, in order, nil
+	// once stopped or run; nAfter counts them, to index them for stop.
+	after  func()
+	more   *[]func() // rare: a pointer, to keep the call small
+	nAfter int32
+	used   atomic.Bool // Done or AfterFunc was called: cancel must lock
+
+	result [1]any // the success argument's slice: it costs no allocation
+
+	// calls is the Loop's calls in flight that the call was added to (set
+	// before the function starts); prev and next are its place in them,
+	// under their lock.
+	calls      *awaitCalls
+	prev, next *awaitCall
 }
 
-func (c *deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+// noStepDue is awaitCall.stepDue when no step timeout is armed around the
+// call.
+const noStepDue = math.MaxInt64
 
-// Err is context.DeadlineExceeded when the engine cancelled the context
-// because a deadline had passed.
-func (c *deadlineContext) Err() error {
-	err := c.Context.Err()
-	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
-		return context.DeadlineExceeded
+// What an awaitCall's Err returns, as variables so that a call stores a
+// pointer to one, without allocating.
+var (
+	errCanceled error = context.Canceled
+	errDeadline error = context.DeadlineExceeded
+)
+
+// closedChan is the Done channel of a call cancelled before anyone asked
+// for one.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// Deadline implements [context.Context]: the nearest deadline around the
+// step, which the engine enforces.
+func (c *awaitCall) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+// Done implements [context.Context]. The channel is made on first use:
+// many functions never ask for it.
+func (c *awaitCall) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.used.Store(true) // before err is read: see cancel
+		if c.err.Load() != nil {
+			c.done = closedChan
+		} else {
+			c.done = make(chan struct{})
+		}
 	}
-	return err
+	return c.done
+}
+
+// Err implements [context.Context].
+func (c *awaitCall) Err() error {
+	if p := c.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// String names the context, as those of the context package do.
+func (c *awaitCall) String() string { return "asyncsteps.Await context" }
+
+// AfterFunc arranges for f to run once the call is cancelled; stop
+// prevents it and reports whether it did. The context package calls it for
+// each context derived from the call's, in place of starting a goroutine
+// to watch Done, with a function that cancels that context: f runs on the
+// goroutine that cancels the call, so it must not block. Use
+// [context.AfterFunc], which runs its function on a goroutine of its own.
+func (c *awaitCall) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	c.used.Store(true) // before err is read: see cancel
+	if c.err.Load() != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	i := int(c.nAfter)
+	c.nAfter++
+	switch {
+	case i == 0:
+		c.after = f
+	case c.more == nil:
+		c.more = &[]func(){f}
+	default:
+		*c.more = append(*c.more, f)
+	}
+	c.mu.Unlock()
+	return func() bool { return c.stopAfter(i) }
+}
+
+// stopAfter forgets the i-th function given to AfterFunc, unless it has
+// run or been stopped: then it reports false.
+func (c *awaitCall) stopAfter(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err.Load() != nil {
+		return false
+	}
+	f := &c.after
+	if i > 0 {
+		f = &(*c.more)[i-1]
+	}
+	stopped := *f != nil
+	*f = nil
+	return stopped
+}
+
+// cancel cancels the call's context, once: Err reports context.Canceled,
+// or context.DeadlineExceeded if a deadline had passed; Done is closed,
+// and the functions given to AfterFunc run (on this goroutine: those of
+// the context package only cancel the derived contexts). From any
+// goroutine.
+//
+// A call whose function never asked for Done nor derived a context, the
+// common case at its end, is cancelled without the lock: Done and
+// AfterFunc set used before they read err, and cancel sets err before it
+// reads used, so (the atomics being sequentially consistent) either cancel
+// sees used and locks, or they see err and need no cancel.
+func (c *awaitCall) cancel() {
+	if c.err.Load() != nil || !c.err.CompareAndSwap(nil, c.cause()) {
+		return
+	}
+	if !c.used.Load() {
+		return
+	}
+	c.mu.Lock()
+	d := c.done
+	if d == nil {
+		c.done = closedChan
+	}
+	after, more := c.after, c.more
+	c.after, c.more = nil, nil
+	c.mu.Unlock()
+	if d != nil {
+		close(d)
+	}
+	if after != nil {
+		runAfter(after)
+	}
+	if more != nil {
+		for _, f := range *more {
+			if f != nil {
+				runAfter(f)
+			}
+		}
+	}
+}
+
+// runAfter runs f, given to AfterFunc. The context package's functions
+// never panic; one given by other code must not take down the goroutine
+// that cancels (the loop's, or one that must still complete the step), and
+// has no step left to fail: its panic is dropped.
+func runAfter(f func()) {
+	defer func() { _ = recover() }()
+	f()
+}
+
+// cause is what Err reports once the call is cancelled now.
+func (c *awaitCall) cause() *error {
+	if c.stepDue != noStepDue && c.h.fl.timerClock() >= c.stepDue ||
+		!c.runDeadline.IsZero() && !time.Now().Before(c.runDeadline) {
+		return &errDeadline
+	}
+	return &errCanceled
+}
+
+// cancelAwaitStep is the cancel handler of an Await step: it cancels the
+// call that the step's frame holds. A function of its own rather than a
+// closure, so that a call costs no allocation for it.
+func cancelAwaitStep(as AsyncSteps) {
+	if r := as.(*stepAPI).f.rare; r != nil && r.await != nil {
+		r.await.cancel()
+	}
+}
+
+// awaitBase returns the context whose values the Await functions of the
+// execution see: Run's context without its cancellation (the step alone
+// cancels a call), made once per execution. A context that is never
+// cancelled (Background, and values on it) serves as it is. Loop
+// goroutine only.
+func (fl *flow) awaitBase() context.Context {
+	w := fl.wait
+	if w == nil || w.ctx == nil {
+		return context.Background()
+	}
+	if w.awaitBase == nil {
+		if w.ctx.Done() == nil {
+			w.awaitBase = w.ctx
+		} else {
+			w.awaitBase = context.WithoutCancel(w.ctx)
+		}
+	}
+	return w.awaitBase
+}
+
+// setDeadlines sets the deadlines of c, started by the step of frame f.
+// Loop goroutine only.
+func (fl *flow) setDeadlines(c *awaitCall, f *frame) {
+	if w := fl.wait; w != nil && w.ctx != nil {
+		c.runDeadline, _ = w.ctx.Deadline()
+	}
+	c.deadline = c.runDeadline
+	left, stepDue := fl.stepTimeLeft(f)
+	if !stepDue {
+		c.stepDue = noStepDue
+		return
+	}
+	c.stepDue = fl.timerClock() + int64(left)
+	if wall := time.Now().Add(left); c.deadline.IsZero() || wall.Before(c.deadline) {
+		c.deadline = wall
+	}
 }
 
 // farFuture bounds the step timeouts that give a deadline: a longer one
 // (typically math.MaxInt64, "never") gives none, rather than a time that
 // overflows.
 const farFuture = 100 * 365 * 24 * time.Hour
-
-// awaitContext returns the context of an Await function started by the
-// step of frame f, and the function that cancels it, to be called from the
-// step's cancel handler or when the function has returned. Loop goroutine
-// only.
-func (fl *flow) awaitContext(f *frame) (context.Context, func()) {
-	run := fl.runContext()
-	base := context.WithoutCancel(run)
-	left, stepDue := fl.stepTimeLeft(f)
-	runDeadline, runDue := run.Deadline()
-	if !stepDue && !runDue {
-		return context.WithCancel(base)
-	}
-	deadline := runDeadline
-	var toolDeadline time.Time // on the tool's clock, for a step timeout
-	if stepDue {
-		toolDeadline = fl.sched.Now().Add(left)
-		if wall := time.Now().Add(left); !runDue || wall.Before(deadline) {
-			deadline = wall
-		}
-	}
-	ctx, cancelCause := context.WithCancelCause(base)
-	cancel := func() {
-		cause := context.Canceled
-		if stepDue && !fl.sched.Now().Before(toolDeadline) || runDue && !time.Now().Before(runDeadline) {
-			cause = context.DeadlineExceeded
-		}
-		cancelCause(cause)
-	}
-	return &deadlineContext{Context: ctx, deadline: deadline}, cancel
-}
 
 // stepTimeLeft returns the time left before the nearest step timeout armed
 // on f or a step around it falls due, on the tool's clock, and false when
@@ -87,6 +288,20 @@ func (fl *flow) stepTimeLeft(f *frame) (left time.Duration, ok bool) {
 	return left, ok
 }
 
+// timerClock is the time on the clock of the tool's step timers, the scale
+// of their dues; only a Loop's and a TestTool's are known.
+func (fl *flow) timerClock() int64 {
+	switch s := fl.sched.(type) {
+	case *Loop:
+		return s.clock()
+	case *TestTool:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.now
+	}
+	return 0
+}
+
 // timerLeft returns the time left on the step timer e.
 func (fl *flow) timerLeft(e *timerEntry) (time.Duration, bool) {
 	switch s := fl.sched.(type) {
@@ -103,4 +318,67 @@ func (fl *flow) timerLeft(e *timerEntry) (time.Duration, bool) {
 		return time.Duration(e.due - s.now), true
 	}
 	return 0, false
+}
+
+// awaitCalls is a Loop's Await calls in flight, so that closing the loop
+// cancels them: a closed loop runs no cancel handler, and a function must
+// not be left waiting for a flow that is gone. A list through the calls
+// themselves, under a lock of its own, since calls end on their own
+// goroutines. Its zero value is an open, empty list; it is safe for
+// concurrent use.
+type awaitCalls struct {
+	mu     sync.Mutex
+	head   *awaitCall
+	closed bool
+}
+
+// add puts c in the list, or cancels it if the loop is closed.
+func (s *awaitCalls) add(c *awaitCall) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.cancel()
+		return
+	}
+	c.next = s.head
+	if s.head != nil {
+		s.head.prev = c
+	}
+	s.head = c
+	s.mu.Unlock()
+}
+
+// remove takes c, whose function has returned, out of the list.
+func (s *awaitCalls) remove(c *awaitCall) {
+	s.mu.Lock()
+	if c.prev != nil || s.head == c { // not taken by close
+		if c.prev != nil {
+			c.prev.next = c.next
+		} else {
+			s.head = c.next
+		}
+		if c.next != nil {
+			c.next.prev = c.prev
+		}
+		c.prev, c.next = nil, nil
+	}
+	s.mu.Unlock()
+}
+
+// close cancels the calls in flight, and any added later.
+func (s *awaitCalls) close() {
+	s.mu.Lock()
+	s.closed = true
+	var calls []*awaitCall
+	for c := s.head; c != nil; {
+		next := c.next
+		c.prev, c.next = nil, nil
+		calls = append(calls, c)
+		c = next
+	}
+	s.head = nil
+	s.mu.Unlock()
+	for _, c := range calls {
+		c.cancel()
+	}
 }

@@ -17,20 +17,36 @@ import (
 // already, and costs a channel hand-off instead of a goroutine start.
 //
 // Each function still runs alone on its goroutine, as Await promises. At
-// most maxIdleAwaitWorkers goroutines wait for work, each for at most
-// idleFor: one more, or one that waited that long, ends. A closed Loop ends
-// the waiting ones at once, and the busy ones when their function returns,
-// so that no goroutine outlives the Loop. A function that calls
-// runtime.Goexit ends its goroutine, as it would a new one; a locked OS
-// thread or profiler labels that a function leaves set are not undone, and
-// Go offers no way to see the lock (docs/DESIGN.md#await). It is safe for
-// concurrent use; its zero value keeps no goroutine waiting.
+// most maxIdleAwaitWorkers goroutines wait for work; one more ends. One
+// timer for the pool, armed while any goroutine waits, ends those that have
+// waited idleFor: each ends after between idleFor and idleFor plus the
+// timer's latency, without a timer of its own to reset and stop for each
+// function. A closed Loop ends the waiting ones at once, and the busy ones
+// when their function returns, so that no goroutine outlives the Loop. A
+// function that calls runtime.Goexit ends its goroutine, as it would a new
+// one; a locked OS thread or profiler labels that a function leaves set are
+// not undone, and Go offers no way to see the lock (docs/DESIGN.md#await).
+// It is safe for concurrent use; its zero value keeps no goroutine waiting.
 type awaitWorkers struct {
 	idleFor time.Duration // set before the first run
 
-	mu     sync.Mutex
-	idle   []chan func() // the waiting goroutines, most recently used last
+	mu sync.Mutex
+	// idle are the waiting goroutines, most recently used last, so the
+	// longest waiting first: a goroutine is handed work from the end, and
+	// the timer ends them from the start.
+	idle   []idleWorker
+	epoch  time.Time   // the origin of idleWorker.since, set on first use
+	timer  *time.Timer // ends the goroutines that waited idleFor; made on first use
+	armed  bool        // the timer will run, or runs
 	closed bool
+}
+
+// idleWorker is a goroutine that waits on ch for its next function (nil,
+// or ch closed: it ends), since when (after the pool's epoch: reading the
+// monotonic clock alone costs less than time.Now).
+type idleWorker struct {
+	ch    chan func()
+	since time.Duration
 }
 
 // awaitWorkerIdle is how long a kept goroutine waits for its next Await
@@ -48,8 +64,8 @@ const maxIdleAwaitWorkers = 128
 func (p *awaitWorkers) run(job func()) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
-		ch := p.idle[n-1]
-		p.idle[n-1] = nil
+		ch := p.idle[n-1].ch
+		p.idle[n-1] = idleWorker{}
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
 		ch <- job // buffered, and its goroutine waits for nothing else
@@ -59,11 +75,10 @@ func (p *awaitWorkers) run(job func()) {
 	go p.work(job)
 }
 
-// work runs job, then the jobs handed to it, until it is not kept or has
-// waited idleFor for one.
+// work runs job, then the jobs handed to it, until it is not kept or is
+// ended (its channel closed).
 func (p *awaitWorkers) work(job func()) {
 	var ch chan func() // made once kept: a goroutine never kept needs none
-	var idle *time.Timer
 	for job != nil {
 		job()
 		job = nil // let the collector have what it held while waiting
@@ -73,45 +88,59 @@ func (p *awaitWorkers) work(job func()) {
 		if !p.keep(ch) {
 			return
 		}
-		if idle == nil {
-			idle = time.NewTimer(p.idleFor)
-		} else {
-			idle.Reset(p.idleFor)
-		}
-		select {
-		case job = <-ch: // nil once the Loop is closed
-			idle.Stop()
-		case <-idle.C:
-			if !p.drop(ch) {
-				job = <-ch // handed a job meanwhile, or closed
-			}
-		}
+		job = <-ch // nil once ended
 	}
 }
 
 // keep adds ch, a goroutine that has finished its job, to the waiting
-// ones, unless the Loop is closed or enough wait already.
+// ones, unless the Loop is closed or enough wait already, and arms the
+// timer if it is not.
 func (p *awaitWorkers) keep(ch chan func()) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.idleFor <= 0 || len(p.idle) >= maxIdleAwaitWorkers {
 		return false
 	}
-	p.idle = append(p.idle, ch)
+	if p.epoch.IsZero() {
+		p.epoch = time.Now()
+	}
+	p.idle = append(p.idle, idleWorker{ch: ch, since: time.Since(p.epoch)})
+	if !p.armed {
+		p.armed = true
+		p.arm(p.idleFor)
+	}
 	return true
 }
 
-// drop takes ch, a goroutine that waited idleFor, from the waiting ones;
-// false if run or close took it first.
-func (p *awaitWorkers) drop(ch chan func()) bool {
+// arm sets the timer to run expire after d. Under mu.
+func (p *awaitWorkers) arm(d time.Duration) {
+	if p.timer == nil {
+		p.timer = time.AfterFunc(d, p.expire)
+		return
+	}
+	p.timer.Reset(d)
+}
+
+// expire ends the goroutines that have waited idleFor or more, and arms
+// the timer for the longest waiting of the others.
+func (p *awaitWorkers) expire() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i := slices.Index(p.idle, ch)
-	if i < 0 {
-		return false
+	if p.closed || !p.armed {
+		return
 	}
-	p.idle = slices.Delete(p.idle, i, i+1)
-	return true
+	now := time.Since(p.epoch)
+	n := 0
+	for n < len(p.idle) && now-p.idle[n].since >= p.idleFor {
+		close(p.idle[n].ch)
+		n++
+	}
+	p.idle = slices.Delete(p.idle, 0, n)
+	if len(p.idle) == 0 {
+		p.armed = false
+		return
+	}
+	p.arm(p.idleFor - (now - p.idle[0].since))
 }
 
 // close ends the waiting goroutines; the busy ones end after their job.
@@ -119,8 +148,11 @@ func (p *awaitWorkers) close() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle, p.closed = nil, true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 	p.mu.Unlock()
-	for _, ch := range idle {
-		close(ch)
+	for _, w := range idle {
+		close(w.ch)
 	}
 }

@@ -80,6 +80,7 @@ type frameRare struct {
 	onerror  ErrorFunc
 	onCancel CancelFunc
 	timer    *timerEntry
+	await    *awaitCall // an Await step's call, which onCancel cancels
 }
 
 // rareFields returns f's rare part, made on first use.

@@ -117,6 +117,9 @@ type Loop struct {
 	// awaitWorkers are the goroutines kept for the Await functions of the
 	// loop's flows; shutdown ends them.
 	awaitWorkers awaitWorkers
+	// awaitCalls are the Await calls in flight of the loop's flows, which
+	// Close cancels.
+	awaitCalls awaitCalls
 }
 
 // cacheLine is the size of a cache line on the machines Go runs on most
@@ -625,6 +628,7 @@ func (l *Loop) shutdown() {
 	l.endTimed(timed)
 	l.endAwaited()
 	l.endAlive()
+	l.awaitCalls.close()
 	l.awaitWorkers.close()
 	close(l.done)
 }

@@ -21,10 +21,10 @@ type workHold []*section
 
 // holdWork counts an Await function that starts in the step of frame f in
 // every section around it that holds a slot, and returns what to give back
-// when the function returns (nil, without allocating, outside of sections).
+// when the function returns: held with those sections appended (held's
+// array is the caller's, so that the common case allocates nothing).
 // Loop goroutine only.
-func holdWork(f *frame) workHold {
-	var held workHold
+func holdWork(f *frame, held workHold) workHold {
 	for p := f.parent; p != nil; p = p.parent {
 		s, ok := p.impl.(*section)
 		if !ok || s.left || !s.holdsSlots() {
