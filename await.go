@@ -174,7 +174,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 			stopOnClose = context.AfterFunc(life, cancel)
 		}
 		held := holdWork(h.f)
-		goAwait(h.fl.sched, func() {
+		goAwait(h.fl, func() {
 			defer stopOnClose()
 			defer cancel()
 			v, err := callAwait(ctx, run, func() {
@@ -192,11 +192,15 @@ func awaitStep(fn AwaitFunc) StepFunc {
 }
 
 // goAwait runs job, an Await function and the completion of its step, on a
-// goroutine of its own: one that a Loop keeps for them (see awaitWorkers),
-// or a new one on the process-wide Loop, which is never closed and so could
-// not give its goroutines back, and on any other Tool.
-func goAwait(sched scheduler, job func()) {
-	if l, ok := sched.(*Loop); ok && !l.shared {
+// goroutine of its own: the one waiting in [Root.RunHelping] for the flow,
+// if it waits idle (see helpAwait); else one that a Loop keeps for them
+// (see awaitWorkers), or a new one on the process-wide Loop, which is never
+// closed and so could not give its goroutines back, and on any other Tool.
+func goAwait(fl *flow, job func()) {
+	if w := fl.wait; w != nil && w.helpAwait(job) {
+		return
+	}
+	if l, ok := fl.sched.(*Loop); ok && !l.shared {
 		l.awaitWorkers.run(job)
 		return
 	}

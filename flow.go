@@ -140,6 +140,7 @@ type waiter struct {
 	ctx       context.Context // Run's context, for its values and deadline; never cancels steps by itself
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
+	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
 }
 
