@@ -174,7 +174,8 @@ func awaitStep(fn AwaitFunc) StepFunc {
 			stopOnClose = context.AfterFunc(life, cancel)
 		}
 		held := holdWork(h.f)
-		goAwait(h.fl, func() {
+		lender := h.fl.lender() // nil: fn goes to a goroutine of the tool's
+		goAwait(h.fl, lender, func() {
 			defer stopOnClose()
 			defer cancel()
 			v, err := callAwait(ctx, run, func() {
@@ -182,6 +183,7 @@ func awaitStep(fn AwaitFunc) StepFunc {
 				h.complete(&Error{Code: InternalError, Info: goexitInfo})
 			})
 			held.release()
+			lender.free() // before the flow goes on: its next fn may come here
 			if err == nil {
 				h.Success(v)
 				return
@@ -192,12 +194,14 @@ func awaitStep(fn AwaitFunc) StepFunc {
 }
 
 // goAwait runs job, an Await function and the completion of its step, on a
-// goroutine of its own: the one waiting in [Root.RunHelping] for the flow,
-// if it waits idle (see helpAwait); else one that a Loop keeps for them
-// (see awaitWorkers), or a new one on the process-wide Loop, which is never
-// closed and so could not give its goroutines back, and on any other Tool.
-func goAwait(fl *flow, job func()) {
-	if w := fl.wait; w != nil && w.helpAwait(job) {
+// goroutine of its own: lender's, the one waiting in [Root.RunHelping] for
+// the flow, when it took the function (see flow.lender); else one that a
+// Loop keeps for them (see awaitWorkers), or a new one on the process-wide
+// Loop, which is never closed and so could not give its goroutines back,
+// and on any other Tool.
+func goAwait(fl *flow, lender *waiter, job func()) {
+	if lender != nil {
+		lender.lend(job)
 		return
 	}
 	if l, ok := fl.sched.(*Loop); ok && !l.shared {

@@ -71,8 +71,10 @@ func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 // RunHelping. Its zero value is a waiter that runs no Await function.
 type helper struct {
 	// idle is set while the goroutine can take an Await function: it
-	// waits for the flow and runs none. Only the loop clears it, when it
-	// hands one over; only the goroutine sets it, when it has run one.
+	// waits for the flow, or the function it ran has returned. Only the
+	// loop clears it, when it hands one over; only the goroutine sets it,
+	// in the function's job (see free). So at most one function waits in
+	// the channel for the goroutine.
 	idle atomic.Bool
 	// mu makes a stop for the end of ctx, which a callback of ctx's may
 	// make, happen before RunHelping returns, never on a later execution.
@@ -90,15 +92,29 @@ type awaitJob func()
 
 func (awaitJob) Error() string { return "asyncsteps: an Await function for RunHelping" }
 
-// helpAwait hands job to the goroutine waiting in RunHelping, and reports
-// whether it took it: false when no such goroutine waits, or when it is
-// busy. On the loop.
-func (w *waiter) helpAwait(job func()) bool {
-	if !w.idle.CompareAndSwap(true, false) {
-		return false
+// lender returns the waiter of the goroutine in RunHelping if it is idle,
+// and takes it for an Await function of the flow; else nil. On the loop.
+func (fl *flow) lender() *waiter {
+	if w := fl.wait; w != nil && w.idle.CompareAndSwap(true, false) {
+		return w
 	}
+	return nil
+}
+
+// lend hands job to the goroutine in RunHelping, which lender took for it.
+func (w *waiter) lend(job func()) {
 	w.promise <- Result{Err: awaitJob(job)} // RunHelping left room for it
-	return true
+}
+
+// free makes the goroutine in RunHelping idle again once the Await function
+// it ran has returned, before the function's step completes: the flow's
+// next function, which the completion may start at once, can then come to
+// it too. The rest of the job, short, runs before the goroutine looks for
+// that function. A nil w, a function on another goroutine, does nothing.
+func (w *waiter) free() {
+	if w != nil {
+		w.idle.Store(true)
+	}
 }
 
 // help waits for the Result of r's execution w, running the Await
@@ -128,8 +144,7 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 				unwatch = context.AfterFunc(ctx, func() { w.stopUnlessFinished(ctx, r) })
 				done = nil
 			}
-			job()
-			w.idle.Store(true)
+			job() // it frees the goroutine (see free), unless it ends it
 		case <-done:
 			done = nil // stop once: a second timeout would fail an outer step
 			r.stopFor(ctx, w)

@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -58,12 +59,25 @@ func TestRunHelpingRunsAwaitOnTheCaller(t *testing.T) {
 	r.Await(awaitOn(&tr, "a1", &caller))
 	r.Add(func(as AsyncSteps, args ...any) { tr.add("s2%v", args) })
 	r.Await(awaitOn(&tr, "a2", &caller))
+	// The next function may start the moment the last one's step
+	// completes: the caller takes it all the same.
+	onCaller := 0
+	r.Repeat(50, func(as AsyncSteps, _ int) {
+		as.Await(func(context.Context) (any, error) {
+			if goid() == caller {
+				onCaller++
+			}
+			return nil, nil
+		})
+	})
+	r.Add(func(as AsyncSteps, _ ...any) { tr.add("%d of 50 on the caller", onCaller) })
+	r.Await(awaitOn(&tr, "a3", &caller))
 	args, err := runHelpingOn(context.Background(), r, &caller)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr.add("end%v", args)
-	if got, want := tr.String(), "s1@other a1@caller s2[a1] a2@caller end[a2]"; got != want {
+	if got, want := tr.String(), "s1@other a1@caller s2[a1] a2@caller 50 of 50 on the caller a3@caller end[a3]"; got != want {
 		t.Errorf("trace %q, want %q", got, want)
 	}
 	if n := idleAwaitWorkers(l); n != 0 {
@@ -241,6 +255,28 @@ func TestRunHelpingCtxEndsDuringAwait(t *testing.T) {
 	}
 }
 
+// Root.Cancel while the caller runs an Await function cancels the
+// function's context; RunHelping returns once it has returned.
+func TestRunHelpingCancelDuringAwait(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	var caller int64
+	r := New(WithTool(l))
+	r.Await(func(ctx context.Context) (any, error) {
+		tr.add("a@%s", whose(caller))
+		r.Cancel()
+		waitOrNote(&tr, ctx.Done(), "a not cancelled")
+		tr.add("a returns: %v", ctx.Err())
+		return "late", nil
+	}, func(as AsyncSteps, code string) { tr.add("handler %s", code) })
+	args, err := runHelpingOn(context.Background(), r, &caller)
+	tr.add("returned %v %v", args, err)
+	want := "a@caller a returns: context canceled returned [] context canceled"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
 // The deadline of ctx passing while the caller runs an Await function
 // times the step out, as with Run: its error handler may recover.
 func TestRunHelpingDeadlineDuringAwait(t *testing.T) {
@@ -334,5 +370,38 @@ func TestRunHelpingAllocatesNoMoreThanRun(t *testing.T) {
 	runs, helps := measure((*Root).Run), measure((*Root).RunHelping)
 	if helps > runs {
 		t.Errorf("a flow of two Awaits allocates %.1f objects with RunHelping, %.1f with Run", helps, runs)
+	}
+}
+
+// BenchmarkRunHelping runs a flow of one Await with Run and with
+// RunHelping, under a context that never ends and under one that can: the
+// allocations per op show what lending the goroutine costs.
+func BenchmarkRunHelping(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	l.awaitWorkers.idleFor = time.Minute
+	fn := func(context.Context) (any, error) { return nil, nil }
+	ways := []struct {
+		name string
+		run  func(*Root, context.Context) ([]any, error)
+	}{{"Run", (*Root).Run}, {"RunHelping", (*Root).RunHelping}}
+	for _, way := range ways {
+		for _, cancellable := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/cancellable=%v", way.name, cancellable), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					ctx, cancel := context.Background(), func() {}
+					if cancellable {
+						ctx, cancel = context.WithCancel(ctx)
+					}
+					r := New(WithTool(l))
+					r.Await(fn)
+					if _, err := way.run(r, ctx); err != nil {
+						b.Fatal(err)
+					}
+					cancel()
+				}
+			})
+		}
 	}
 }
