@@ -36,12 +36,12 @@ import (
 // [asyncsteps.AsyncSteps.Await] functions itself meanwhile (see
 // [asyncsteps.Root.RunHelping]): a [Client]'s request, for example, one
 // at a time; one that starts while another runs goes to a goroutine of
-// the loop's. A request in flight thus holds no goroutine besides its own
-// and its loop's. The response is written once such a function has
-// returned, which a Client's request does as soon as its step is
-// cancelled. A function that calls runtime.Goexit ends the request's
-// goroutine, as it would in any handler: net/http gives that client no
-// answer, while the flow goes on to its end without it.
+// the loop's. The flow of a request in flight thus needs no goroutine
+// besides the request's own. The response is written once such a
+// function has returned, which a Client's request does as soon as its
+// step is cancelled. A function that calls runtime.Goexit ends the
+// request's goroutine, as it would in any handler: net/http gives that
+// client no answer, while the flow goes on to its end without it.
 //
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
