@@ -24,7 +24,10 @@ import (
 // that runs one flow per request on the request's goroutine (as
 // asynchttp.Handler does) holds one goroutine, and one stack, less per
 // request in flight. Handing a function to the caller costs the loop one
-// channel send, no allocation.
+// channel send, no allocation. Under a context that can end, the first
+// function the caller runs sets up a watch of the context, kept until
+// RunHelping returns (a context.AfterFunc: a few small allocations per
+// call of RunHelping).
 //
 // What differs from Run follows from the function running on the caller's
 // goroutine:
@@ -42,8 +45,9 @@ import (
 //   - A function that calls runtime.Goexit ends the caller's goroutine, as
 //     if the caller had called it: RunHelping never returns, and the
 //     caller's deferred calls run. The flow does not stop: the step fails
-//     with InternalError, the flow unwinds from there (its error handlers
-//     run) and ends, and ctx still cancels it meanwhile; the loop goes on.
+//     with InternalError and the flow goes on from there as after any
+//     error (its error handlers run) to its end, which ctx still hastens;
+//     the loop goes on.
 //   - What the function leaves set on its goroutine (pprof labels, a
 //     locked OS thread) stays set on the caller's.
 //
