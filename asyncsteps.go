@@ -82,7 +82,8 @@ type AsyncSteps interface {
 	// until it returns, even once the step has been cancelled. On a
 	// [Loop], f's goroutine is one the Loop keeps for later Await
 	// functions once f has returned, so what f changes about its own
-	// goroutine (pprof labels, a locked OS thread) stays for the next.
+	// goroutine (pprof labels, a locked OS thread) stays for the next;
+	// under [Root.RunHelping], f may run on RunHelping's caller.
 	Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps
 	// NewInstance returns a new, empty root on the same tool.
 	NewInstance() *Root

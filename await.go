@@ -182,7 +182,8 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 		c.calls = &l.awaitCalls
 		c.calls.add(c)
 	}
-	goAwait(fl.sched, c.run)
+	c.lender = fl.lender() // nil: fn goes to a goroutine of the tool's
+	goAwait(fl, c.lender, c.run)
 }
 
 // run calls the function and completes the step with its outcome, on the
@@ -190,6 +191,7 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 func (c *awaitCall) run() {
 	v, err := callAwait(c, c.fn, c.goexited)
 	c.end()
+	c.lender.free() // before the flow goes on: its next fn may come here
 	if err == nil {
 		// The success argument's slice is the call's: no allocation.
 		c.result[0] = v
@@ -222,11 +224,17 @@ func (c *awaitCall) end() {
 }
 
 // goAwait runs job, an Await function and the completion of its step, on a
-// goroutine of its own: one that a Loop keeps for them (see awaitWorkers),
-// or a new one on the process-wide Loop, which is never closed and so could
-// not give its goroutines back, and on any other Tool.
-func goAwait(sched scheduler, job func()) {
-	if l, ok := sched.(*Loop); ok && !l.shared {
+// goroutine of its own: lender's, the one waiting in [Root.RunHelping] for
+// the flow, when it took the function (see flow.lender); else one that a
+// Loop keeps for them (see awaitWorkers), or a new one on the process-wide
+// Loop, which is never closed and so could not give its goroutines back,
+// and on any other Tool.
+func goAwait(fl *flow, lender *waiter, job func()) {
+	if lender != nil {
+		lender.lend(job)
+		return
+	}
+	if l, ok := fl.sched.(*Loop); ok && !l.shared {
 		l.awaitWorkers.run(job)
 		return
 	}

@@ -36,6 +36,9 @@ type awaitCall struct {
 
 	h  *stepAPI
 	fn AwaitFunc
+	// lender is the goroutine waiting in RunHelping that runs fn, or nil
+	// when a goroutine of the tool's does.
+	lender *waiter
 	// The sections the call counts in (see holdWork): heldIn when it is in
 	// one at most, the common case, which costs no allocation; heldMore
 	// when it is in more.

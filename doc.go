@@ -106,7 +106,12 @@
 // [Mutex] slot taken around it stays taken until it has. Its error is
 // mapped to a FutoIn code by [ErrorFrom]. [AwaitChan],
 // [AwaitResult] and [AwaitFlow] wait for a channel or another flow in the
-// same way.
+// same way. [Root.RunHelping] waits like Run, and runs the flow's Await
+// functions on its caller's goroutine meanwhile, one at a time, so that a
+// server that runs a flow per request on the request's goroutine holds no
+// other goroutine for it; it returns only once the function it runs has
+// returned, and a function that calls runtime.Goexit ends the caller's
+// goroutine.
 //
 // Close a [Loop] after its flows have ended. A flow whose loop is closed
 // stops where it is, without its cancel handlers. A [Root.Promise] or

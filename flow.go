@@ -141,6 +141,7 @@ type waiter struct {
 	awaitBase context.Context // ctx without its cancellation, for Await (flow.awaitBase)
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
+	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
 }
 

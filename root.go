@@ -189,15 +189,20 @@ func (r *Root) cancel(cause error) {
 // tool: it then returns an InternalError at once. Like Execute, it panics
 // if the flow is already running.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
-	if r.fl.sched.IsSameThread() {
-		return nil, &Error{Code: InternalError, Info: r.fl.sched.selfRunInfo()}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // a Go API starts no work under an ended context
+	if err := r.runnable(ctx); err != nil {
+		return nil, err
 	}
 	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
 	r.startIn(w, w.promise)
 	return r.fl.sched.waitRun(ctx, r, w)
+}
+
+// runnable returns why Run may not start the flow under ctx, or nil.
+func (r *Root) runnable(ctx context.Context) error {
+	if r.fl.sched.IsSameThread() {
+		return &Error{Code: InternalError, Info: r.fl.sched.selfRunInfo()}
+	}
+	return ctx.Err() // a Go API starts no work under an ended context
 }
 
 // waitResult is how Run waits on a Loop or a foreign tool, which run the

@@ -32,6 +32,17 @@ import (
 //     cancelled it): the flow is cancelled, and the answer, if anyone still
 //     reads it, is a 503 DefenseRejected "request cancelled".
 //
+// The request's goroutine, which waits for the flow, runs the flow's
+// [asyncsteps.AsyncSteps.Await] functions itself meanwhile (see
+// [asyncsteps.Root.RunHelping]): a [Client]'s request, for example, one
+// at a time; one that starts while another runs goes to a goroutine of
+// the loop's. The flow of a request in flight thus needs no goroutine
+// besides the request's own. The response is written once such a
+// function has returned, which a Client's request does as soon as its
+// step is cancelled. A function that calls runtime.Goexit ends the
+// request's goroutine, as it would in any handler: net/http gives that
+// client no answer, while the flow goes on to its end without it.
+//
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
 // safe for concurrent use.
@@ -175,7 +186,7 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 		// set, would wait for an external completion.
 		as.Add(serve)
 	})
-	return r.Run(req.Context())
+	return r.RunHelping(req.Context())
 }
 
 // cancelledBy reports whether err ended the flow because ctx ended: Run

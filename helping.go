@@ -1,0 +1,192 @@
+package asyncsteps
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// This file lets the goroutine that waits in RunHelping run the Await
+// functions of the flow it waits for (docs/DESIGN.md#await): a server that
+// calls Run on each request's goroutine would otherwise keep that goroutine
+// idle while another one runs the request's blocking call.
+
+// RunHelping runs the flow like [Root.Run], and while it waits, the calling
+// goroutine runs the flow's [AsyncSteps.Await] functions itself, one at a
+// time, in place of a goroutine of the loop's. An Await function that
+// starts while the caller runs another one (a second branch of a Parallel)
+// goes to a goroutine of the loop's, as with Run. Only the flow's own
+// functions come to the caller, never those of another flow. On a tool
+// that is not a [Loop] ([TestTool], a Tool of the caller's), RunHelping is
+// Run.
+//
+// It costs the flow no goroutine while the caller waits anyway: a server
+// that runs one flow per request on the request's goroutine (as
+// asynchttp.Handler does) holds one goroutine, and one stack, less per
+// request in flight. Handing a function to the caller costs the loop one
+// channel send, no allocation. Under a context that can end, the first
+// function the caller runs sets up a watch of the context, kept until
+// RunHelping returns (a context.AfterFunc: a few small allocations per
+// call of RunHelping).
+//
+// What differs from Run follows from the function running on the caller's
+// goroutine:
+//
+//   - Run's results, the cancel on ctx's end and the timeout on its
+//     deadline are as with Run, also while the caller runs a function.
+//   - RunHelping returns only once the function it runs has returned,
+//     even when the flow has ended before (a timeout, a cancel, the end of
+//     ctx, a closed Loop: each cancels the function's context as with
+//     Run). A function that ignores its context delays RunHelping, where
+//     Run would have returned at the end of the flow; one that waits for
+//     something the caller holds never gets it.
+//   - A panic in the function fails its step with InternalError, as with
+//     Run.
+//   - A function that calls runtime.Goexit ends the caller's goroutine, as
+//     if the caller had called it: RunHelping never returns, and the
+//     caller's deferred calls run. The flow does not stop: the step fails
+//     with InternalError and the flow goes on from there as after any
+//     error (its error handlers run) to its end, which ctx still hastens;
+//     the loop goes on.
+//   - What the function leaves set on its goroutine (pprof labels, a
+//     locked OS thread) stays set on the caller's.
+//
+// RunHelping is a method of its own, not an option of the Root, because
+// those differences are the caller's to accept, for its own goroutine, at
+// the place where it waits. Like Run, it must not be called from a
+// callback of the flow's own tool, and it panics if the flow is already
+// running.
+func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
+	if _, ok := r.fl.sched.(*Loop); !ok {
+		return r.Run(ctx)
+	}
+	if err := r.runnable(ctx); err != nil {
+		return nil, err
+	}
+	// Room for the flow's Result and the one Await function handed over
+	// at a time: the loop never blocks on sending either.
+	w := &waiter{promise: make(chan Result, 2), ctx: ctx}
+	w.idle.Store(true)
+	r.startIn(w, w.promise)
+	return w.help(ctx, r)
+}
+
+// helper is the state, in a waiter, of the goroutine waiting in
+// RunHelping. Its zero value is a waiter that runs no Await function.
+type helper struct {
+	// idle is set while the goroutine can take an Await function: it
+	// waits for the flow, or the function it ran has returned. Only the
+	// loop clears it, when it hands one over; only the goroutine sets it,
+	// in the function's job (see free). So at most one function waits in
+	// the channel for the goroutine.
+	idle atomic.Bool
+	// mu makes a stop for the end of ctx, which a callback of ctx's may
+	// make, happen before RunHelping returns, never on a later execution.
+	mu       sync.Mutex
+	finished bool // the Result is taken: a stop comes too late; under mu
+}
+
+// awaitJob is an Await function, with the completion of its step, handed to
+// the goroutine in RunHelping as the Err of a Result on the flow's promise
+// channel. A func value is a pointer, so it becomes an error without an
+// allocation; and one channel delivers the functions and the flow's end in
+// the order the loop sent them, so a function handed over before the end
+// runs before RunHelping returns.
+type awaitJob func()
+
+func (awaitJob) Error() string { return "asyncsteps: an Await function for RunHelping" }
+
+// lender returns the waiter of the goroutine in RunHelping if it is idle,
+// and takes it for an Await function of the flow; else nil. On the loop.
+func (fl *flow) lender() *waiter {
+	if w := fl.wait; w != nil && w.idle.CompareAndSwap(true, false) {
+		return w
+	}
+	return nil
+}
+
+// lend hands job to the goroutine in RunHelping, which lender took for it.
+func (w *waiter) lend(job func()) {
+	w.promise <- Result{Err: awaitJob(job)} // RunHelping left room for it
+}
+
+// free makes the goroutine in RunHelping idle again once the Await function
+// it ran has returned, before the function's step completes: the flow's
+// next function, which the completion may start at once, can then come to
+// it too. The rest of the job, short, runs before the goroutine looks for
+// that function. A nil w, a function on another goroutine, does nothing.
+func (w *waiter) free() {
+	if w != nil {
+		w.idle.Store(true)
+	}
+}
+
+// help waits for the Result of r's execution w, running the Await
+// functions the loop hands it meanwhile, and stops the execution when ctx
+// ends first.
+func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
+	done := ctx.Done()
+	var unwatch func() bool // ends the watch of ctx set up for a function
+	returned := false
+	defer func() {
+		if !returned { // a function called runtime.Goexit
+			w.leave(unwatch)
+		}
+	}()
+	for {
+		select {
+		case res := <-w.promise:
+			job, ok := res.Err.(awaitJob)
+			if !ok {
+				w.finish(unwatch)
+				returned = true
+				return res.Args, res.Err
+			}
+			if done != nil {
+				// While the function runs, nothing here sees ctx end: a
+				// callback of ctx's stops the flow instead, from now on.
+				unwatch = context.AfterFunc(ctx, func() { w.stopUnlessFinished(ctx, r) })
+				done = nil
+			}
+			job() // it frees the goroutine (see free), unless it ends it
+		case <-done:
+			done = nil // stop once: a second timeout would fail an outer step
+			r.stopFor(ctx, w)
+		}
+	}
+}
+
+// stopUnlessFinished stops r's execution w because ctx has ended, unless
+// RunHelping has taken its Result already (the Root may run again then).
+func (w *waiter) stopUnlessFinished(ctx context.Context, r *Root) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.finished {
+		r.stopFor(ctx, w)
+	}
+}
+
+// finish ends the watch of ctx once the Result is taken; if its callback
+// has started, it waits for the callback's stop to be made.
+func (w *waiter) finish(unwatch func() bool) {
+	if unwatch == nil || unwatch() {
+		return
+	}
+	w.mu.Lock()
+	w.finished = true
+	w.mu.Unlock()
+}
+
+// leave lets the flow go on without the goroutine of RunHelping, which an
+// Await function ended with runtime.Goexit: the watch of ctx, if any,
+// stays until the flow ends. idle stays clear, so no function is handed
+// over any more, and the Result is the next value on the channel.
+func (w *waiter) leave(unwatch func() bool) {
+	if unwatch == nil {
+		return // nothing watches ctx: nothing to end
+	}
+	go func() {
+		<-w.promise
+		w.finish(unwatch)
+	}()
+}
