@@ -39,7 +39,8 @@ type compareRun struct {
 // requests per second at saturation (vegeta with a fixed number of
 // clients, no limits), their p99 latency, and the memory per request in
 // flight (heap and stacks of the gateway holding -compare-inflight requests
-// on a slow upstream, less its idle level); it prints the medians. Run it
+// on a slow upstream, less its idle level); it prints the medians, and the
+// median of the ratios of the two runs of each round. Run it
 // without -race:
 //
 //	go test ./cmd/asyncsteps-demo -run TestCompare -v -compare 5
@@ -80,6 +81,19 @@ func TestCompare(t *testing.T) {
 			median(rs, func(r compareRun) float64 { return r.heapPerFlow }),
 			median(rs, func(r compareRun) float64 { return r.goroutines }))
 	}
+	// The machine's speed drifts between rounds; the two runs of a round
+	// are next to each other, so their ratio drifts less than the medians.
+	ratio := func(f func(compareRun) float64) float64 {
+		flows, plain := runs["flows"], runs["plain"]
+		v := make([]float64, len(flows))
+		for i := range v {
+			v[i] = f(flows[i]) / f(plain[i])
+		}
+		return medianOf(v)
+	}
+	fmt.Fprintf(&out, "median of the rounds' ratios, flows / plain: requests/s %.2f, p99 %.2f, CPU per request %.2f, bytes per request in flight %.2f\n",
+		ratio(func(r compareRun) float64 { return r.rps }), ratio(func(r compareRun) float64 { return float64(r.p99) }),
+		ratio(func(r compareRun) float64 { return float64(r.cpuPerReq) }), ratio(func(r compareRun) float64 { return r.bytesPerFlow }))
 	t.Log("\n" + out.String())
 }
 
@@ -88,6 +102,11 @@ func median(rs []compareRun, f func(compareRun) float64) float64 {
 	for i, r := range rs {
 		v[i] = f(r)
 	}
+	return medianOf(v)
+}
+
+// medianOf returns the median of v, which it sorts.
+func medianOf(v []float64) float64 {
 	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]
