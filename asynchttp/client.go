@@ -12,11 +12,12 @@ import (
 
 // Client adds steps that make outgoing HTTP requests from a flow.
 //
-// Each request runs through [asyncsteps.AsyncSteps.Await]: on a goroutine
-// of its own, with a context that ends the moment its step is cancelled (a
-// step timeout around it, a failed parallel sibling, the flow cancelled
-// because its client went away), which aborts the request at once, also
-// while its body is read. The step succeeds with a [*Response] whatever the
+// Each request runs through [asyncsteps.AsyncSteps.Await]: off the flow's
+// loop (on the served request's goroutine, when a [Handler] waits for the
+// flow and that goroutine is free), with a context that ends the moment
+// its step is cancelled (a step timeout around it, a failed parallel
+// sibling, the flow cancelled because its client went away), which
+// aborts the request at once, also while its body is read. The step succeeds with a [*Response] whatever the
 // status: the flow decides what a 404 or a 503 means. A request that gets no
 // answer fails the step with an [*asyncsteps.Error]:
 //
