@@ -248,3 +248,49 @@ func TestAwaitCallSize(t *testing.T) {
 		t.Errorf("awaitCall is %d bytes, want at most 208", got)
 	}
 }
+
+// A function that derives contexts one after another, ending each (a
+// request per item of a long job), keeps no record of those ended: the
+// call holds the AfterFunc entries of the contexts alive only, as a
+// cancelCtx drops its ended children; and a stop once run stops nothing
+// more, whatever was registered since.
+func TestAwaitCallForgetsStoppedAfterFuncs(t *testing.T) {
+	l := newTestLoop(t)
+	const derived = 1000
+	ran := 0
+	r := New(WithTool(l))
+	r.Await(func(ctx context.Context) (any, error) {
+		c := ctx.(*awaitCall)
+		_, cancelFirst := context.WithCancel(ctx) // alive till the end
+		defer cancelFirst()
+		for range derived {
+			_, cancel := context.WithCancel(ctx)
+			cancel()
+		}
+		c.mu.Lock()
+		kept := 0
+		if c.more != nil {
+			kept = len(*c.more)
+		}
+		c.mu.Unlock()
+		if kept != 0 {
+			t.Errorf("%d AfterFunc entries kept for %d ended contexts, want 0", kept, derived)
+		}
+		// One stop, run twice, forgets its own function only.
+		stopA := c.AfterFunc(func() { ran++ })
+		if !stopA() || stopA() {
+			t.Error("stop: want true, then false")
+		}
+		c.AfterFunc(func() { ran += 10 })
+		if stopA() {
+			t.Error("a stop run again stopped another function")
+		}
+		return nil, nil
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ran != 10 {
+		t.Errorf("the functions run at the end add up to %d, want 10", ran)
+	}
+}

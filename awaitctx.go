@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,10 +53,13 @@ type awaitCall struct {
 	err  atomic.Pointer[error] // errCanceled or errDeadline once cancelled
 	mu   sync.Mutex            // guards done, after, more and nAfter
 	done chan struct{}         // made by the first Done, or closedChan
-	// after and more are the functions given to AfterFunc, in order, nil
-	// once stopped or run; nAfter counts them, to index them for stop.
+	// after is the first function given to AfterFunc, nil once stopped or
+	// run; more are the later ones not yet stopped, in order, each with
+	// its number (nAfter counts them), which its stop looks for: stopped
+	// ones are dropped, so a function that derives context after context
+	// keeps only those alive.
 	after  func()
-	more   *[]func() // rare: a pointer, to keep the call small
+	more   *[]afterEntry // rare: a pointer, to keep the call small
 	nAfter int32
 	used   atomic.Bool // Done or AfterFunc was called: cancel must lock
 
@@ -66,6 +70,13 @@ type awaitCall struct {
 	// under their lock.
 	calls      *awaitCalls
 	prev, next *awaitCall
+}
+
+// afterEntry is a function given to awaitCall.AfterFunc after the first,
+// numbered for its stop.
+type afterEntry struct {
+	n int32
+	f func()
 }
 
 // noStepDue is awaitCall.stepDue when no step timeout is armed around the
@@ -132,35 +143,41 @@ func (c *awaitCall) AfterFunc(f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	i := int(c.nAfter)
+	n := c.nAfter
 	c.nAfter++
 	switch {
-	case i == 0:
+	case n == 0:
 		c.after = f
 	case c.more == nil:
-		c.more = &[]func(){f}
+		c.more = &[]afterEntry{{n, f}}
 	default:
-		*c.more = append(*c.more, f)
+		*c.more = append(*c.more, afterEntry{n, f})
 	}
 	c.mu.Unlock()
-	return func() bool { return c.stopAfter(i) }
+	return func() bool { return c.stopAfter(n) }
 }
 
-// stopAfter forgets the i-th function given to AfterFunc, unless it has
+// stopAfter forgets the n-th function given to AfterFunc, unless it has
 // run or been stopped: then it reports false.
-func (c *awaitCall) stopAfter(i int) bool {
+func (c *awaitCall) stopAfter(n int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err.Load() != nil {
 		return false
 	}
-	f := &c.after
-	if i > 0 {
-		f = &(*c.more)[i-1]
+	if n == 0 {
+		stopped := c.after != nil
+		c.after = nil
+		return stopped
 	}
-	stopped := *f != nil
-	*f = nil
-	return stopped
+	more := *c.more
+	for i := range more {
+		if more[i].n == n {
+			*c.more = slices.Delete(more, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 // cancel cancels the call's context, once: Err reports context.Canceled,
@@ -196,10 +213,8 @@ func (c *awaitCall) cancel() {
 		runAfter(after)
 	}
 	if more != nil {
-		for _, f := range *more {
-			if f != nil {
-				runAfter(f)
-			}
+		for _, e := range *more {
+			runAfter(e.f)
 		}
 	}
 }

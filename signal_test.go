@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -172,5 +173,31 @@ func TestSignalErrorsKeepTheirValues(t *testing.T) {
 		if e, ok := exc.(*Error); !ok || *e != want[i] {
 			t.Errorf("LastException %d = %#v, want %+v", i, exc, want[i])
 		}
+	}
+}
+
+// A Break that finds no loop leaves the loop in the error Run returns, as
+// its Cause: each caller gets a Cause of its own, not the Error the loop
+// keeps for the Breaks of its flows, which a caller that changes its error
+// (on its own goroutine) would change under the loop's feet.
+func TestBreakOutsideALoopGivesRunAnErrorOfItsOwn(t *testing.T) {
+	l := newTestLoop(t)
+	var causes []*Error
+	for range 2 {
+		r := New(WithTool(l))
+		r.Add(func(as AsyncSteps, _ ...any) { as.Break("x") })
+		_, err := r.Run(context.Background())
+		e, ok := err.(*Error)
+		if !ok || e.Code != InternalError {
+			t.Fatalf("Run: %v, want InternalError", err)
+		}
+		cause, ok := e.Cause.(*Error)
+		if !ok || cause.Code != LoopBreak || cause.Info != "x" {
+			t.Fatalf("Cause %#v, want LoopBreak x", e.Cause)
+		}
+		causes = append(causes, cause)
+	}
+	if causes[0] == causes[1] {
+		t.Error("two Runs got the same *Error as Cause")
 	}
 }

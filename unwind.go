@@ -245,7 +245,10 @@ func (fl *flow) rootError(err *Error) *Error {
 	if err.Info != "" {
 		info = fmt.Sprintf("%s(%q) outside of a loop labelled %q", call, err.Info, err.Info)
 	}
-	e := &Error{Code: InternalError, Info: info, Cause: err}
+	// A copy: err may be the one the loop keeps for its flows' Breaks
+	// (signalCache), and the Cause leaves the loop with Run's error.
+	cause := *err
+	e := &Error{Code: InternalError, Info: info, Cause: &cause}
 	fl.noteError(e, e)
 	return e
 }

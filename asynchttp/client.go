@@ -12,11 +12,12 @@ import (
 
 // Client adds steps that make outgoing HTTP requests from a flow.
 //
-// Each request runs through [asyncsteps.AsyncSteps.Await]: on a goroutine
-// of its own, with a context that ends the moment its step is cancelled (a
-// step timeout around it, a failed parallel sibling, the flow cancelled
-// because its client went away), which aborts the request at once, also
-// while its body is read. The step succeeds with a [*Response] whatever the
+// Each request runs through [asyncsteps.AsyncSteps.Await]: off the flow's
+// loop (on the served request's goroutine, when a [Handler] waits for the
+// flow and that goroutine is free), with a context that ends the moment
+// its step is cancelled (a step timeout around it, a failed parallel
+// sibling, the flow cancelled because its client went away), which
+// aborts the request at once, also while its body is read. The step succeeds with a [*Response] whatever the
 // status: the flow decides what a 404 or a 503 means. A request that gets no
 // answer fails the step with an [*asyncsteps.Error]:
 //
@@ -138,22 +139,29 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 }
 
 // readBody reads the body of hr, up to limit bytes and one more, which
-// tells a longer body. A body of known length is read into a buffer of
-// exactly its size: io.ReadAll starts at 512 bytes and grows, most of it
+// tells a longer body. A short body of known length is read into a buffer
+// of exactly its size: io.ReadAll starts at 512 bytes and grows, most of it
 // wasted on the short answers of an API. (The transport ends a body at its
-// Content-Length; one cut shorter fails the read.)
+// Content-Length; one cut shorter fails the read.) A longer one grows as
+// its bytes come: a Content-Length is only what the server claims, and a
+// buffer made for it would let a server that lies make the Client allocate
+// up to MaxBody per request for nothing.
 func readBody(hr *http.Response, limit int64) ([]byte, error) {
 	switch n := hr.ContentLength; {
 	case hr.Body == http.NoBody:
 		// An answer to HEAD keeps the Content-Length of the body it has not.
 		return []byte{}, nil
-	case n >= 0 && n <= limit:
+	case n >= 0 && n <= min(limit, maxExactBody):
 		body := make([]byte, n)
 		_, err := io.ReadFull(hr.Body, body)
 		return body, err
 	}
 	return io.ReadAll(io.LimitReader(hr.Body, limit+1))
 }
+
+// maxExactBody bounds the bodies read into a buffer made for their
+// Content-Length before their bytes arrive (see readBody).
+const maxExactBody = 64 << 10
 
 // transportError maps an error of sending or reading to the step's error.
 // The mapping is done here, not left to Await, so that it does not depend

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +115,38 @@ func TestClientReadsBodiesUpToMaxBody(t *testing.T) {
 				t.Errorf("body of %d bytes in a buffer of %d", len(resp.Body), cap(resp.Body))
 			}
 		})
+	}
+}
+
+// A Content-Length is the server's word, not bytes received: a body that
+// claims MaxBody's 64 MiB and sends 3 bytes fails with CommError without
+// the Client allocating the 64 MiB it announced.
+func TestClientAllocatesNoMoreThanABodySends(t *testing.T) {
+	const claimed = 64 << 20
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\nabc", claimed)
+			buf.Flush()
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	c := &asynchttp.Client{HTTP: srv.Client(), MaxBody: claimed}
+	loop := newLoop(t)
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = runFlow(loop, func(as asyncsteps.AsyncSteps) { c.Do(as, req) })
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, &asyncsteps.Error{Code: asyncsteps.CommError}) {
+		t.Errorf("got %v, want CommError", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n >= claimed/4 {
+		t.Errorf("%d bytes allocated for a body of 3 bytes", n)
 	}
 }
 
