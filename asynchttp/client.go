@@ -17,9 +17,10 @@ import (
 // flow and that goroutine is free), with a context that ends the moment
 // its step is cancelled (a step timeout around it, a failed parallel
 // sibling, the flow cancelled because its client went away), which
-// aborts the request at once, also while its body is read. The step succeeds with a [*Response] whatever the
-// status: the flow decides what a 404 or a 503 means. A request that gets no
-// answer fails the step with an [*asyncsteps.Error]:
+// aborts the request at once, also while its body is read. The step
+// succeeds with a [*Response] whatever the status: the flow decides what a
+// 404 or a 503 means. A request that gets no answer fails the step with an
+// [*asyncsteps.Error]:
 //
 //   - ConnectError when the connection could not be made (the dial or the
 //     name lookup failed);

@@ -15,8 +15,9 @@
 // A [Client] adds steps that make outgoing HTTP requests. A request runs
 // through [asyncsteps.AsyncSteps.Await], off the flow's loop (in a
 // Handler's flow, on the goroutine of the request being served when that
-// one is free: see [asyncsteps.Root.RunHelping]), with a context that is cancelled the moment its step is: by a step timeout, a
-// failed parallel sibling, or the cancellation of the flow (a client gone).
+// one is free: see [asyncsteps.Root.RunHelping]), with a context that is
+// cancelled the moment its step is: by a step timeout, a failed parallel
+// sibling, or the cancellation of the flow (a client gone).
 // Transport errors become the FutoIn codes ConnectError (the connection
 // could not be made) and CommError (anything after that), so that error
 // handlers and retry loops test codes, not Go error types.
