@@ -202,19 +202,6 @@ func TestAwaitWorkersEndAfterTheirIdleTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLoop()
 		defer l.Close()
-		together := func(n int) []AwaitFunc {
-			var started sync.WaitGroup
-			started.Add(n)
-			fns := make([]AwaitFunc, n)
-			for i := range fns {
-				fns[i] = func(context.Context) (any, error) {
-					started.Done()
-					started.Wait()
-					return nil, nil
-				}
-			}
-			return fns
-		}
 		idleAfter := func(d time.Duration, want int) {
 			t.Helper()
 			time.Sleep(d)
@@ -223,14 +210,14 @@ func TestAwaitWorkersEndAfterTheirIdleTime(t *testing.T) {
 				t.Fatalf("%d goroutines kept, want %d", got, want)
 			}
 		}
-		if err := runAwaits(t, l, together(3)...); err != nil {
+		if err := runAwaits(t, l, awaitsTogether(3)...); err != nil {
 			t.Fatal(err)
 		}
 		idleAfter(0, 3)
 		half := awaitWorkerIdle / 2
 		idleAfter(half, 3)
 		// One of the three runs another function: it waits from now on.
-		if err := runAwaits(t, l, together(1)...); err != nil {
+		if err := runAwaits(t, l, awaitsTogether(1)...); err != nil {
 			t.Fatal(err)
 		}
 		idleAfter(half-1, 3)

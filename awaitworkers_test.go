@@ -83,17 +83,7 @@ func TestAwaitWorkersAreBoundedAndEndWithTheLoop(t *testing.T) {
 	l := NewLoop()
 	l.awaitWorkers.idleFor = guard
 	const n = maxIdleAwaitWorkers + 40
-	var started sync.WaitGroup
-	started.Add(n)
-	fns := make([]AwaitFunc, n)
-	for i := range fns {
-		fns[i] = func(context.Context) (any, error) {
-			started.Done()
-			started.Wait() // n goroutines at once
-			return nil, nil
-		}
-	}
-	if err := runAwaits(t, l, fns...); err != nil {
+	if err := runAwaits(t, l, awaitsTogether(n)...); err != nil {
 		t.Fatal(err)
 	}
 	// A goroutine is kept, or ends, a moment after its step completed.
@@ -188,4 +178,20 @@ func waitIdleAwaitWorkers(t *testing.T, l *Loop, n int) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// awaitsTogether returns n Await functions that each return only once all
+// n have started: n goroutines busy at once.
+func awaitsTogether(n int) []AwaitFunc {
+	var started sync.WaitGroup
+	started.Add(n)
+	fns := make([]AwaitFunc, n)
+	for i := range fns {
+		fns[i] = func(context.Context) (any, error) {
+			started.Done()
+			started.Wait()
+			return nil, nil
+		}
+	}
+	return fns
 }

@@ -16,14 +16,7 @@ func TestLoopStepTimeoutIsOnTimeAfterWakeUps(t *testing.T) {
 		defer loop.Close()
 		var tr tracer
 		start := time.Now()
-		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.SetTimeout(100 * time.Millisecond)
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			tr.addf("%s@%v", code, time.Since(start))
-			as.Success()
-		})
-		r.Execute()
+		timingOut(loop, 100*time.Millisecond, &tr, "", start).Execute()
 		for range 9 {
 			time.Sleep(10 * time.Millisecond)
 			loop.Immediate(func() { tr.addf("woken@%v", time.Since(start)) })
@@ -50,13 +43,7 @@ func TestLoopSleepsAgainAfterAGoneTimeout(t *testing.T) {
 			waiting <- as
 		})
 		short.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.addf("short done@%v", time.Since(start)) })
-		long := asyncsteps.New(asyncsteps.WithTool(loop))
-		long.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.SetTimeout(50 * time.Millisecond)
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			tr.addf("long %s@%v", code, time.Since(start))
-			as.Success()
-		})
+		long := timingOut(loop, 50*time.Millisecond, &tr, "long ", start)
 		short.Execute()
 		long.Execute()
 		as := <-waiting
@@ -76,18 +63,24 @@ func TestLoopSleepShortensForAnEarlierTimer(t *testing.T) {
 		defer loop.Close()
 		var tr tracer
 		start := time.Now()
-		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.SetTimeout(100 * time.Millisecond)
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			tr.addf("%s@%v", code, time.Since(start))
-			as.Success()
-		})
-		r.Execute()
+		timingOut(loop, 100*time.Millisecond, &tr, "", start).Execute()
 		time.Sleep(5 * time.Millisecond)
 		loop.Deferred(15*time.Millisecond, func() { tr.addf("deferred@%v", time.Since(start)) })
 		time.Sleep(time.Second)
 		synctest.Wait()
 		wantTrace(t, &tr, "deferred@20ms,Timeout@100ms")
 	})
+}
+
+// timingOut returns a flow on loop whose step times out after d; its
+// error handler traces prefix, the code and the time since start.
+func timingOut(loop *asyncsteps.Loop, d time.Duration, tr *tracer, prefix string, start time.Time) *asyncsteps.Root {
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(d)
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("%s%s@%v", prefix, code, time.Since(start))
+		as.Success()
+	})
+	return r
 }
