@@ -132,10 +132,8 @@ func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 	}
 	if h.inCallback(st) {
 		f := h.f
-		var err *Error
-		if pools := h.fl.sched.pools(); pools != nil && (code == LoopBreak || code == LoopCont) {
-			err = pools.signals.signalError(code, info)
-		} else {
+		err := h.signalError(code, info)
+		if err == nil {
 			err = &Error{Code: code, Info: info, Cause: cause}
 		}
 		h.fl.noteError(err, exc(err))
@@ -146,6 +144,19 @@ func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 	}
 	h.complete(&Error{Code: code, Info: info, Cause: cause})
 	return false
+}
+
+// signalError returns the loop's shared error for a Break or Continue
+// (see signalCache), or nil for any other code or on a tool without pools.
+// The code is looked at first: an Error is not worth a call for the pools.
+func (h *stepAPI) signalError(code, info string) *Error {
+	if code != LoopBreak && code != LoopCont {
+		return nil
+	}
+	if pools := h.fl.sched.pools(); pools != nil {
+		return pools.signals.signalError(code, info)
+	}
+	return nil
 }
 
 // complete fails the step from outside its callback; err.Cause, if set, is
