@@ -45,19 +45,10 @@ func TestFlowsOfALoopShareTheirAsyncStack(t *testing.T) {
 		exc   error
 	}
 	var got []seen
-	leave := func(as AsyncSteps, _ ...any) { as.Break("retry") }
-	body := func(as AsyncSteps) { as.Add(leave) }
-	after := func(as AsyncSteps, _ ...any) {
+	breakingFlows(tt, 2, func(as AsyncSteps, _ ...any) {
 		st := as.State()
 		got = append(got, seen{st.AsyncStack, st.ErrorInfo, st.LastException})
-	}
-	for range 2 {
-		r := New(WithTool(tt))
-		r.Loop(body, "retry")
-		r.Add(after)
-		r.Execute()
-		tt.Run()
-	}
+	})
 	if len(got) != 2 {
 		t.Fatalf("%d flows went on after their loop, want 2", len(got))
 	}
@@ -66,7 +57,7 @@ func TestFlowsOfALoopShareTheirAsyncStack(t *testing.T) {
 		if !ok || *e != (Error{Code: LoopBreak, Info: "retry"}) || s.info != "retry" {
 			t.Errorf("flow %d: LastException %#v, ErrorInfo %q; want the Break(\"retry\")", i, s.exc, s.info)
 		}
-		if len(s.stack) != 2 || !strings.Contains(s.stack[0], "TestFlowsOfALoopShareTheirAsyncStack") || cap(s.stack) != len(s.stack) {
+		if len(s.stack) != 2 || !strings.Contains(s.stack[0], "breakingFlows") || cap(s.stack) != len(s.stack) {
 			t.Errorf("flow %d: AsyncStack %q (cap %d), want the loop's body and its step, full", i, s.stack, cap(s.stack))
 		}
 	}
@@ -83,20 +74,11 @@ func TestFlowsOfALoopShareTheirAsyncStack(t *testing.T) {
 func TestChangedSignalErrorIsNotShared(t *testing.T) {
 	tt := NewTestTool()
 	var excs []Error
-	leave := func(as AsyncSteps, _ ...any) { as.Break("retry") }
-	body := func(as AsyncSteps) { as.Add(leave) }
-	after := func(as AsyncSteps, _ ...any) {
+	breakingFlows(tt, 2, func(as AsyncSteps, _ ...any) {
 		e := as.State().LastException.(*Error)
 		excs = append(excs, *e)
 		e.Info = "changed"
-	}
-	for range 2 {
-		r := New(WithTool(tt))
-		r.Loop(body, "retry")
-		r.Add(after)
-		r.Execute()
-		tt.Run()
-	}
+	})
 	want := []Error{{Code: LoopBreak, Info: "retry"}, {Code: LoopBreak, Info: "retry"}}
 	if !slices.Equal(excs, want) {
 		t.Errorf("LastException after each flow's loop = %+v, want %+v", excs, want)
@@ -199,5 +181,19 @@ func TestBreakOutsideALoopGivesRunAnErrorOfItsOwn(t *testing.T) {
 	}
 	if causes[0] == causes[1] {
 		t.Error("two Runs got the same *Error as Cause")
+	}
+}
+
+// breakingFlows runs n flows on tt, one after the other, each a loop
+// labelled "retry" whose step calls Break("retry"), then after.
+func breakingFlows(tt *TestTool, n int, after StepFunc) {
+	leave := func(as AsyncSteps, _ ...any) { as.Break("retry") }
+	body := func(as AsyncSteps) { as.Add(leave) }
+	for range n {
+		r := New(WithTool(tt))
+		r.Loop(body, "retry")
+		r.Add(after)
+		r.Execute()
+		tt.Run()
 	}
 }
