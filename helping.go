@@ -98,8 +98,10 @@ func (awaitJob) Error() string { return "asyncsteps: an Await function for RunHe
 
 // lender returns the waiter of the goroutine in RunHelping if it is idle,
 // and takes it for an Await function of the flow; else nil. On the loop.
+// The flag is read before the compare-and-swap: under Run it is never set,
+// and a plain load costs no locked instruction.
 func (fl *flow) lender() *waiter {
-	if w := fl.wait; w != nil && w.idle.CompareAndSwap(true, false) {
+	if w := fl.wait; w != nil && w.idle.Load() && w.idle.CompareAndSwap(true, false) {
 		return w
 	}
 	return nil
