@@ -170,7 +170,7 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 	if w := fl.wait; w != nil && w.hooks != nil {
 		fn = w.hooks.observeAwait(fn)
 	}
-	c := &awaitCall{Context: fl.awaitBase(), h: h, fn: fn}
+	c := &awaitCall{Context: fl.runContext(), h: h, fn: fn}
 	fl.setDeadlines(c, h.f)
 	h.SetCancel(cancelAwaitStep)
 	h.f.rareFields().await = c

@@ -281,3 +281,43 @@ func TestAwaitCallForgetsStoppedAfterFuncs(t *testing.T) {
 		t.Errorf("the functions run at the end add up to %d, want 10", ran)
 	}
 }
+
+// An Await function's context has the values of Run's context but not its
+// cancellation: when Run's context is cancelled with a cause, the call is
+// cancelled by its step, and context.Cause of its context, and of one
+// derived from it, is the call's own Err, not the cause of Run's context.
+func TestAwaitContextHasRunValuesNotItsCancel(t *testing.T) {
+	type key struct{}
+	l := newTestLoop(t)
+	runCtx, cancelRun := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+	defer cancelRun(nil)
+	type seen struct {
+		value, causeBefore       any
+		err, cause, derivedCause error
+	}
+	out := make(chan seen, 1)
+	started := make(chan struct{})
+	r := New(WithTool(l))
+	r.Await(func(ctx context.Context) (any, error) {
+		derived, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s := seen{value: ctx.Value(key{}), causeBefore: context.Cause(ctx)}
+		close(started)
+		<-derived.Done()
+		s.err, s.cause, s.derivedCause = ctx.Err(), context.Cause(ctx), context.Cause(derived)
+		out <- s
+		return nil, nil
+	})
+	go func() {
+		<-started
+		cancelRun(errors.New("the caller's own cause"))
+	}()
+	if _, err := r.Run(runCtx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	want := seen{value: "v", err: context.Canceled, cause: context.Canceled, derivedCause: context.Canceled}
+	if s := <-out; s != want {
+		t.Errorf("the Await function saw value %v, Cause %v, then Err %v, Cause %v, derived Cause %v; want %v, %v, then %v, %v, %v",
+			s.value, s.causeBefore, s.err, s.cause, s.derivedCause, want.value, want.causeBefore, want.err, want.cause, want.derivedCause)
+	}
+}

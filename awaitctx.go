@@ -31,8 +31,8 @@ import (
 // implements AfterFunc, which the context package uses to be told of the
 // cancel. It is safe for concurrent use, as a context must be.
 type awaitCall struct {
-	// Context is Run's context without its cancellation (flow.awaitBase),
-	// for Value; Deadline, Done and Err are the call's own.
+	// Context is Run's context, for Value (see awaitCall.Value);
+	// Deadline, Done and Err are the call's own.
 	context.Context
 
 	h  *stepAPI
@@ -116,6 +116,19 @@ func (c *awaitCall) Done() <-chan struct{} {
 		}
 	}
 	return c.done
+}
+
+// Value implements [context.Context]: the values of Run's context, without
+// its cancellation, which the context package keeps in a context under a
+// key of type *int (the cancel of a context derived from the call's is
+// the step's alone, see AfterFunc). Only a key of that type is looked up
+// through [context.WithoutCancel], which hides it: a lookup there costs
+// an allocation, and net/http makes several per request.
+func (c *awaitCall) Value(key any) any {
+	if _, ok := key.(*int); ok {
+		return context.WithoutCancel(c.Context).Value(key)
+	}
+	return c.Context.Value(key)
 }
 
 // Err implements [context.Context].
@@ -244,26 +257,6 @@ func cancelAwaitStep(as AsyncSteps) {
 	if r := as.(*stepAPI).f.rare; r != nil && r.await != nil {
 		r.await.cancel()
 	}
-}
-
-// awaitBase returns the context whose values the Await functions of the
-// execution see: Run's context without its cancellation (the step alone
-// cancels a call), made once per execution. A context that is never
-// cancelled (Background, and values on it) serves as it is. Loop
-// goroutine only.
-func (fl *flow) awaitBase() context.Context {
-	w := fl.wait
-	if w == nil || w.ctx == nil {
-		return context.Background()
-	}
-	if w.awaitBase == nil {
-		if w.ctx.Done() == nil {
-			w.awaitBase = w.ctx
-		} else {
-			w.awaitBase = context.WithoutCancel(w.ctx)
-		}
-	}
-	return w.awaitBase
 }
 
 // setDeadlines sets the deadlines of c, started by the step of frame f.

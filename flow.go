@@ -138,7 +138,6 @@ func (fl *flow) runContext() context.Context {
 type waiter struct {
 	promise   chan Result     // Run: the flow's promise, which Run waits on
 	ctx       context.Context // Run's context, for its values and deadline; never cancels steps by itself
-	awaitBase context.Context // ctx without its cancellation, for Await (flow.awaitBase)
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
 	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)
