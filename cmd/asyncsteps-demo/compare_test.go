@@ -21,6 +21,7 @@ var (
 	compareDuration = flag.Duration("compare-duration", 3*time.Second, "TestCompare: length of each saturation run")
 	compareWorkers  = flag.Int("compare-workers", 64, "TestCompare: concurrent clients of a saturation run")
 	compareInFlight = flag.Int("compare-inflight", 1000, "TestCompare: requests held in flight to weigh their memory")
+	togetherRounds  = flag.Int("compare-together", 0, "TestCompareTogether: rounds in which both gateways are driven at once (0: skip)")
 )
 
 // compareRun is what one run of one gateway measured.
@@ -127,10 +128,19 @@ var unlimited = []string{"-concurrent", "1000000", "-queue", "0", "-rate", "0", 
 func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration, time.Duration) {
 	gw := startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", upstreamURL}, unlimited...)...)
 	defer gw.stop(t)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *compareWorkers}}
+	r := drive(t, impl, gw, *compareWorkers)
+	return r.rps, r.p99, r.cpuPerReq
+}
+
+// drive sends requests to gw from workers clients, each sending its next
+// request as soon as the last is answered, for -compare-duration, and
+// returns the successful requests per second, their p99 latency and the
+// gateway process's CPU time per request.
+func drive(t *testing.T, impl string, gw *program, workers int) compareRun {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	defer client.CloseIdleConnections()
-	workers := uint64(*compareWorkers)
-	attacker := vegeta.NewAttacker(vegeta.Client(client), vegeta.Timeout(30*time.Second), vegeta.Workers(workers), vegeta.MaxWorkers(workers))
+	n := uint64(workers)
+	attacker := vegeta.NewAttacker(vegeta.Client(client), vegeta.Timeout(30*time.Second), vegeta.Workers(n), vegeta.MaxWorkers(n))
 	targets := vegeta.NewStaticTargeter(
 		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=AAPL,MSFT,GOOG"},
 		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=IBM"},
@@ -146,11 +156,87 @@ func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration, t
 	if m.Success < 0.999 {
 		t.Errorf("%s: success ratio %.4f, status %v, errors %v", impl, m.Success, m.StatusCodes, m.Errors)
 	}
-	var perRequest time.Duration
+	r := compareRun{rps: m.Throughput, p99: m.Latencies.P99}
 	if m.Requests > 0 && cpu0 > 0 {
-		perRequest = cpu / time.Duration(m.Requests)
+		r.cpuPerReq = cpu / time.Duration(m.Requests)
 	}
-	return m.Throughput, m.Latencies.P99, perRequest
+	return r
+}
+
+// TestCompareTogether measures the two gateways as TestCompare does their
+// requests per second, p99 and CPU per request, but drives both at once,
+// each from half the clients: the machine's drift, which moves
+// TestCompare's rounds by more than the gateways differ, then moves both
+// alike, and each round's ratio is steadier (one gateway driven this way
+// against a copy of itself gave ratios of 0.98 to 1.01). The two gateways
+// share the machine as two processes under the same load, so the ratio of
+// their requests per second is that of their efficiency, not of what
+// either does with the whole machine.
+//
+//	go test ./cmd/asyncsteps-demo -run TestCompareTogether -v -compare-together 5
+func TestCompareTogether(t *testing.T) {
+	if *togetherRounds <= 0 {
+		t.Skip("the benchmark runs with -compare-together N")
+	}
+	fast := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", "1ms", "-upstream-fail", "0")
+	defer fast.stop(t)
+	var ratios [3][]float64 // requests/s, p99, CPU per request: flows over plain
+	for round := range *togetherRounds {
+		runs := driveTogether(t, fast.url, round%2 == 1)
+		flows, plain := runs["flows"], runs["plain"]
+		t.Logf("round %d: flows %.0f req/s, p99 %v, CPU %v per request; plain %.0f req/s, p99 %v, CPU %v per request",
+			round+1, flows.rps, flows.p99, flows.cpuPerReq, plain.rps, plain.p99, plain.cpuPerReq)
+		ratios[0] = append(ratios[0], flows.rps/plain.rps)
+		ratios[1] = append(ratios[1], float64(flows.p99)/float64(plain.p99))
+		ratios[2] = append(ratios[2], float64(flows.cpuPerReq)/float64(plain.cpuPerReq))
+	}
+	t.Logf("median of %d rounds' ratios, flows / plain, both gateways driven at once: requests/s %.3f (rounds %s), p99 %.2f, CPU per request %.3f",
+		*togetherRounds, medianOf(slices.Clone(ratios[0])), formatRatios(ratios[0]), medianOf(ratios[1]), medianOf(ratios[2]))
+}
+
+// driveTogether starts both gateways, warms them up, then drives both at
+// once, each from half of -compare-workers clients; plainFirst says which
+// starts first.
+func driveTogether(t *testing.T, upstreamURL string, plainFirst bool) map[string]compareRun {
+	impls := []string{"flows", "plain"}
+	if plainFirst {
+		slices.Reverse(impls)
+	}
+	gws := map[string]*program{}
+	for _, impl := range impls {
+		gws[impl] = startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", upstreamURL}, unlimited...)...)
+		defer gws[impl].stop(t)
+	}
+	for _, impl := range impls { // the connections and the gateways' pools made
+		resp, err := http.Get(gws[impl].url + "/quote?symbols=AAPL,MSFT,GOOG")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	runs := map[string]compareRun{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, impl := range impls {
+		wg.Go(func() {
+			r := drive(t, impl, gws[impl], max(*compareWorkers/2, 1))
+			mu.Lock()
+			runs[impl] = r
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return runs
+}
+
+// formatRatios lists ratios with two decimals, in the order measured.
+func formatRatios(v []float64) string {
+	s := make([]string, len(v))
+	for i, r := range v {
+		s[i] = strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
 }
 
 // processCPU returns the user and system CPU time process pid has used,
