@@ -23,6 +23,28 @@
 // The next step of a level runs only when every step of the levels below it
 // has completed, so a flow reads top to bottom like synchronous code.
 //
+// # Running a flow
+//
+// [New] makes an empty [Root]; its flow runs on [DefaultTool] unless
+// [WithTool] names another loop. [Root.Run] starts the flow and waits until
+// it has stopped: it returns the success arguments of the last step, or the
+// error that ended the flow. [Root.Promise] starts it and returns a channel
+// for its [Result]; [Root.Execute] only starts it.
+//
+// A server makes one [LoopGroup] (one [Loop] per core) when it starts, and
+// for each request a flow on the group's next loop:
+//
+//	g := asyncsteps.NewLoopGroup(0) // runtime.GOMAXPROCS(0) loops
+//	defer g.Close()
+//	// in the http.Handler:
+//	r := g.New()
+//	r.Add(handle) // handle is a StepFunc
+//	args, err := r.Run(req.Context()) // a client gone cancels the flow
+//
+// [Root.RunHelping] waits the same way and runs the flow's Await functions
+// on the waiting goroutine; package asynchttp of this module does all this
+// for net/http. ExampleLoopGroup is a server in miniature.
+//
 // # Errors unwind like exceptions
 //
 // A step's [ErrorFunc] catches errors raised by the step and its sub-steps.
@@ -39,6 +61,20 @@
 // flow, programming errors panic, as documented where they can happen:
 // starting a Root that is already running, or a Mutex, Throttle or Limiter
 // given limits it cannot work with.
+//
+// # Timeouts and cancellation
+//
+// [AsyncSteps.SetTimeout] bounds a step and its sub-steps: past it, the
+// step fails with [Timeout], an error like any other that its error handler
+// may recover from. A flow is cancelled by [Root.Cancel] or the end of
+// [Root.Run]'s context (a deadline of that context is a timeout of the whole
+// flow instead). Cancelling stops the steps still running, innermost
+// first, and runs the function each set with [AsyncSteps.SetCancel], once,
+// to release what it holds; no error handler runs, and the flow ends with
+// an error matching context.Canceled. A timeout, an error unwinding, and
+// the first failed branch of [AsyncSteps.Parallel] cancel the steps they
+// abandon the same way. ExampleAsyncSteps_SetTimeout and ExampleRoot_Cancel
+// show both.
 //
 // # The loop
 //

@@ -12,6 +12,11 @@ import (
 // Execute, Promise or Run. A Root whose flow has ended may be given new steps
 // and executed again.
 //
+// A wrong use of a Root while it is built (Add(nil), a ForEach collection
+// that cannot be iterated, Success or Break on the Root itself) does not
+// panic: the next execution fails with that InternalError at once, before
+// any of its steps runs.
+//
 // A Root is not safe for concurrent use while it is being built; Cancel and
 // the start methods may be called from any goroutine.
 type Root struct {

@@ -75,7 +75,7 @@ func TestStepsAddedInErrorHandlerSpec121(t *testing.T) {
 }
 
 // docs/DESIGN.md#error-handlers: how each way of completing an error handler goes on.
-func TestErrorHandlerCompletionPerDecision6(t *testing.T) {
+func TestErrorHandlerCompletion(t *testing.T) {
 	cases := []struct {
 		name    string
 		handler asyncsteps.ErrorFunc

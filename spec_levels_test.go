@@ -74,7 +74,7 @@ func TestSuccessArgsBecomeInputOfNextStep(t *testing.T) {
 
 // docs/DESIGN.md#arguments-between-levels: a parent step's input args are not passed to its first
 // sub-step; the last sub-step's success args become the parent's result.
-func TestSubStepArgsFlowPerDecision2(t *testing.T) {
+func TestSubStepArgsFlow(t *testing.T) {
 	var tr tracer
 	r, tt := newFlow()
 	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {

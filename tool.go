@@ -17,7 +17,11 @@ import (
 // implementation must make them safe for concurrent use; the callbacks it
 // runs must run one at a time.
 type Tool interface {
+	// Immediate schedules f to run on the loop soon, after the callbacks
+	// already scheduled with Immediate (first in, first out).
 	Immediate(f func()) Handle
+	// Deferred schedules f to run on the loop once d has passed on the
+	// loop's clock (Now); d <= 0 makes it due at once.
 	Deferred(d time.Duration, f func()) Handle
 	IsSameThread() bool // true when called on the loop's own goroutine
 	Now() time.Time     // the loop's clock (virtual in TestTool)

@@ -107,6 +107,15 @@ var shared struct {
 // tests; each test uses a Prefix of its own.
 func sharedRedis(t testing.TB) string {
 	t.Helper()
+	addr, err := startSharedRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// startSharedRedis starts the shared server on first use.
+func startSharedRedis() (string, error) {
 	shared.once.Do(func() {
 		dir, err := os.MkdirTemp("", "redissync")
 		if err != nil {
@@ -121,9 +130,9 @@ func sharedRedis(t testing.TB) string {
 		shared.srv, shared.err = launchRedis(port, dir)
 	})
 	if shared.err != nil {
-		t.Fatal(shared.err)
+		return "", shared.err
 	}
-	return shared.srv.addr
+	return shared.srv.addr, nil
 }
 
 func pickPort() (int, error) {

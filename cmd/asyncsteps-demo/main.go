@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -48,7 +49,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.upstreamURL, "upstream", "", "base URL of the upstream price service; empty: start the embedded one")
 	fs.BoolVar(&o.serveUpstream, "serve-upstream", false, "serve only the embedded upstream price service, on -addr")
 	fs.DurationVar(&o.upstream.Latency, "upstream-latency", 20*time.Millisecond, "embedded upstream: mean latency (uniform in [L/2, 3L/2))")
-	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500")
+	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500, from 0 to 1")
 	fs.Uint64Var(&o.upstream.Seed, "seed", 1, "embedded upstream: random seed")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, time for the requests in flight to end before they are cancelled")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504")
@@ -68,19 +69,46 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	return o, o.validate()
+}
+
+// validate rejects the flag values the command cannot work with, so that
+// a typo is an error at start rather than a gateway that misbehaves.
+func (o *options) validate() error {
 	switch {
 	case o.impl != "flows" && o.impl != "plain":
-		return o, fmt.Errorf("-impl=%q: want flows or plain", o.impl)
+		return fmt.Errorf("-impl=%q: want flows or plain", o.impl)
 	case o.cfg.Limits.Concurrent < 1 || o.cfg.Limits.Queue < 0 || o.cfg.Limits.Rate < 0 || o.cfg.Limits.Burst < 0:
-		return o, errors.New("-concurrent must be at least 1, -queue, -rate and -burst at least 0")
+		return errors.New("-concurrent must be at least 1, -queue, -rate and -burst at least 0")
 	case o.cfg.MaxSymbols < 1 || o.cfg.Retries < 0:
-		return o, errors.New("-max-symbols must be at least 1, -retries at least 0")
+		return errors.New("-max-symbols must be at least 1, -retries at least 0")
+	case o.cfg.Loops < 0:
+		return errors.New("-loops must be at least 0 (0: one per core)")
+	case o.cfg.Timeout <= 0 || o.cfg.AttemptTimeout <= 0:
+		return errors.New("-timeout and -attempt-timeout must be positive")
+	case o.grace < 0 || o.cfg.RetryAfter < 0 || o.upstream.Latency < 0:
+		return errors.New("-grace, -retry-after and -upstream-latency must be at least 0")
+	case !(o.upstream.FailRate >= 0 && o.upstream.FailRate <= 1): // NaN too
+		return fmt.Errorf("-upstream-fail=%v: want a share from 0 to 1", o.upstream.FailRate)
 	case o.cluster.Addr != "" && o.impl != "flows":
-		return o, errors.New("-redis works with -impl=flows only")
+		return errors.New("-redis works with -impl=flows only")
 	case o.cluster.TTL <= 0:
-		return o, errors.New("-redis-ttl must be positive")
+		return errors.New("-redis-ttl must be positive")
 	}
-	return o, nil
+	return validateUpstreamURL(o.upstreamURL)
+}
+
+// validateUpstreamURL accepts an empty -upstream (the embedded one) or an
+// absolute http or https URL.
+func validateUpstreamURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("-upstream=%q: want an http:// or https:// URL with a host", s)
+	}
+	return nil
 }
 
 func main() {

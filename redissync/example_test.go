@@ -1,0 +1,72 @@
+package redissync_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/redissync"
+	"github.com/redis/go-redis/v9"
+)
+
+// Two instances of a service, each with its own Client and loop (two
+// processes, in a real cluster), share one Mutex(1) through Redis: while a
+// flow of the first holds it, a flow of the second waits for it.
+func ExampleClient_NewMutex() {
+	ctx := context.Background()
+	addr := redissync.RedisForExamples() // in a service: "127.0.0.1:6379"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+
+	// instance makes what one process of the service makes at start.
+	instance := func() (*redissync.Mutex, *asyncsteps.Loop, func()) {
+		c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: "example"})
+		if err != nil {
+			panic(err) // a CommError naming the address when Redis is not there
+		}
+		loop := asyncsteps.NewLoop()
+		db := c.NewMutex("db", redissync.MutexOptions{Max: 1, MaxQueue: 100})
+		return db, loop, func() { loop.Close(); c.Close() }
+	}
+	dbA, loopA, closeA := instance()
+	defer closeA()
+	dbB, loopB, closeB := instance()
+	defer closeB()
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	a := asyncsteps.New(asyncsteps.WithTool(loopA))
+	a.Sync(dbA, func(as asyncsteps.AsyncSteps, _ ...any) {
+		_, ok := dbA.Token(as) // the fencing token of the lease
+		fmt.Println("A holds the lock, token:", ok)
+		close(entered)
+		as.Await(func(context.Context) (any, error) {
+			<-release // A's work
+			return nil, nil
+		})
+	})
+	doneA := a.Promise()
+	<-entered
+
+	enteredB := make(chan struct{})
+	b := asyncsteps.New(asyncsteps.WithTool(loopB))
+	b.Sync(dbB, func(as asyncsteps.AsyncSteps, _ ...any) {
+		fmt.Println("B holds the lock")
+		close(enteredB)
+	})
+	doneB := b.Promise()
+	select {
+	case <-enteredB:
+		fmt.Println("B did not wait")
+	case <-time.After(100 * time.Millisecond):
+		fmt.Println("B waits while A holds the lock")
+	}
+	close(release)
+	resA, resB := <-doneA, <-doneB
+	fmt.Println("A:", resA.Err, "B:", resB.Err)
+	// Output:
+	// A holds the lock, token: true
+	// B waits while A holds the lock
+	// B holds the lock
+	// A: <nil> B: <nil>
+}
