@@ -65,7 +65,8 @@ type Hooks struct {
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
-	// queue length.
+	// queue length. A panic in it is logged like a callback's, and the
+	// pass goes on.
 	LoopPass func(l *Loop, queued int)
 	// LoopLag is called on a Loop's goroutine with how long a callback
 	// queued at the start of a pass waited before it ran: the delay a
@@ -244,8 +245,11 @@ func (w *waitingStep) run() {
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag
 // probe behind the work queued now, if there is work and no probe is
-// pending. On the loop.
+// pending. On the loop, outside of any callback: a panic in LoopPass is
+// recovered and logged here, as the loop does for its callbacks, or it
+// would end the process.
 func (l *Loop) observePass(obs *observer) {
+	defer l.recoverPanic()
 	h := obs.hooks
 	if h.LoopPass != nil {
 		h.LoopPass(l, l.local.len())
