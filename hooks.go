@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"context"
+	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -35,7 +36,9 @@ type Hooks struct {
 	// Root.Cancel or by the end of Run's context, the error the Result
 	// carries (it matches context.Canceled or the context's error). A
 	// flow that its closed Loop ends also ends here, with its
-	// InternalError.
+	// InternalError. The flow has nothing left to fail: a panic in it is
+	// logged, and the Result is delivered however it ends (runtime.Goexit
+	// included).
 	FlowEnd func(ctx context.Context, err error)
 	// StepError is called on the loop with each error raised in a flow's
 	// steps, before the handlers see it: an Error call, a panic, a
@@ -142,10 +145,22 @@ func (fl *flow) observeStart(h *Hooks) {
 	w.ctx = ctx
 }
 
-// observeEnd reports the end of a flow observed by w.hooks.
+// observeEnd reports the end of a flow observed by w.hooks. The flow has
+// nothing left to fail: a panic in the hook is logged.
 func (w *waiter) observeEnd(err error) {
 	if f := w.hooks.FlowEnd; f != nil {
+		defer recoverHook("FlowEnd")
 		f(w.ctx, err)
+	}
+}
+
+// recoverHook, deferred around the call of the hook named name, recovers a
+// panic in it and logs it, as a loop does for a callback's: the hooks that
+// have nothing of a flow to fail must not cut the engine's work short.
+func recoverHook(name string) {
+	if r := recover(); r != nil {
+		slog.Error("asyncsteps: panic in hook", "hook", name,
+			"panic", safeSprint(r), "stack", string(debug.Stack()))
 	}
 }
 

@@ -2,6 +2,8 @@ package asyncsteps_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -36,4 +38,61 @@ func TestLoopPassHookPanicKeepsTheLoopRunning(t *testing.T) {
 			t.Fatal("the LoopPass hook never ran")
 		}
 	})
+}
+
+// A FlowEnd hook runs before the Result is delivered: one that panics, or
+// calls runtime.Goexit (t.FailNow in a test's hook), must not keep the
+// Result from its waiter nor leave the Root running for good.
+func TestFlowEndHookFaultStillDeliversTheResult(t *testing.T) {
+	for name, fault := range map[string]func(){"panic": func() { panic("FlowEnd") }, "Goexit": runtime.Goexit} {
+		t.Run(name, func(t *testing.T) {
+			inChild(t, func(t *testing.T) { flowEndFault(t, fault) })
+		})
+	}
+}
+
+func flowEndFault(t *testing.T, fault func()) {
+	tt := asyncsteps.NewTestTool()
+	var ends []string
+	tt.SetHooks(&asyncsteps.Hooks{FlowEnd: func(_ context.Context, err error) {
+		ends = append(ends, fmt.Sprint(err))
+		fault()
+	}})
+	var unhandled []string
+	r := asyncsteps.New(asyncsteps.WithTool(tt), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		unhandled = append(unhandled, err.Code)
+	}))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("A") })
+	ch := r.Promise()
+	driveDying(t, tt)
+	select {
+	case res := <-ch:
+		wantSuccess(t, res, "A")
+	default:
+		t.Fatal("no Result after a FlowEnd hook that faulted")
+	}
+	if r.Running() {
+		t.Fatal("the Root is still running")
+	}
+	// Executed again, its error still reaches the unhandled-error function.
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InvalidRequest) })
+	r.Execute()
+	driveDying(t, tt)
+	if got, want := fmt.Sprint(ends, unhandled), "[<nil> InvalidRequest] [InvalidRequest]"; got != want {
+		t.Fatalf("FlowEnd saw, then unhandled got %s, want %s", got, want)
+	}
+}
+
+// driveDying runs tt on a goroutine of its own, which a hook may end with
+// runtime.Goexit, until no event is left.
+func driveDying(t *testing.T, tt *asyncsteps.TestTool) {
+	t.Helper()
+	for tt.HasEvents() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tt.Run()
+		}()
+		<-done
+	}
 }
