@@ -302,6 +302,8 @@ func (l *Loop) endDropped(t task) {
 		fl = t.h.fl
 	case *cancelJob:
 		fl = t.fl
+	case *startFailure:
+		fl = t.fl
 	}
 	if fl != nil && !fl.done && fl.sched == scheduler(l) {
 		l.endClosed(fl)

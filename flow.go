@@ -648,10 +648,13 @@ func (fl *flow) run() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
-	if h := fl.sched.pools().hooks(); h != nil {
-		fl.observeStart(h)
-	}
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}
+	if h := fl.sched.pools().hooks(); h != nil {
+		if err := fl.observeStart(h); err != nil {
+			fl.failStart(err)
+			return
+		}
+	}
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil
 		fl.noteError(err, err)

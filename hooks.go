@@ -29,7 +29,9 @@ import (
 type Hooks struct {
 	// FlowStart is called on the loop as a flow begins, before its first
 	// step. The context it returns, which must be ctx or derived from it,
-	// becomes the flow's context. Nil keeps ctx.
+	// becomes the flow's context. Nil keeps ctx. A panic or runtime.Goexit
+	// in it fails the flow with an InternalError before its first step,
+	// as one in a step fails the step; FlowEnd still sees the flow end.
 	FlowStart func(ctx context.Context) context.Context
 	// FlowEnd is called on the loop as a flow ends, before its Result is
 	// delivered: err is nil, an *Error, or, for a flow cancelled by
@@ -131,18 +133,53 @@ func (l *enginePools) hooks() *Hooks {
 
 // observeStart sets up the observation of a flow that begins with hooks
 // h: the flow's waiter, made for it if it has none, keeps h and the
-// flow's context until the flow ends. On the loop.
-func (fl *flow) observeStart(h *Hooks) {
+// flow's context until the flow ends. On the loop. A panic in FlowStart
+// is the InternalError it returns, which fails the flow before its first
+// step; after a runtime.Goexit, the flow fails so on the next goroutine.
+func (fl *flow) observeStart(h *Hooks) (err *Error) {
 	if fl.wait == nil {
 		fl.wait = &waiter{}
 	}
 	w := fl.wait
 	w.hooks = h
-	ctx := fl.runContext()
-	if h.FlowStart != nil {
-		ctx = h.FlowStart(ctx)
+	w.ctx = fl.runContext()
+	if h.FlowStart == nil {
+		return nil
 	}
-	w.ctx = ctx
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			err = fl.panicked(r)
+			return
+		}
+		fl.afterGoexit(&startFailure{fl: fl, err: fl.goexitError()})
+	}()
+	w.ctx = h.FlowStart(w.ctx)
+	returned = true
+	return nil
+}
+
+// startFailure ends a flow whose FlowStart hook called runtime.Goexit.
+type startFailure struct {
+	fl  *flow
+	err *Error
+}
+
+func (t *startFailure) run() {
+	if !t.fl.done { // a cancel may have ended it meanwhile
+		t.fl.failStart(t.err)
+	}
+}
+
+// failStart ends the flow, which its FlowStart hook failed with err, before
+// its first step; a misuse of the Root recorded for this execution goes
+// with the steps it dropped.
+func (fl *flow) failStart(err *Error) {
+	fl.base.err = nil
+	fl.end(nil, err)
 }
 
 // observeEnd reports the end of a flow observed by w.hooks. The flow has

@@ -96,3 +96,66 @@ func driveDying(t *testing.T, tt *asyncsteps.TestTool) {
 		<-done
 	}
 }
+
+// A FlowStart hook that panics or calls runtime.Goexit fails the flow
+// before its first step, with an InternalError, as a step that does so
+// fails its step; the flow must not be left begun and never ended.
+func TestFlowStartHookFaultFailsTheFlow(t *testing.T) {
+	faults := []struct {
+		name  string
+		fault func()
+		info  string
+	}{
+		{"panic", func() { panic("FlowStart") }, "FlowStart"},
+		{"Goexit", runtime.Goexit, goexitInfo},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			inChild(t, func(t *testing.T) { flowStartFault(t, f.fault, f.info) })
+		})
+		t.Run(f.name+" on a Loop", func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				l := asyncsteps.NewLoop()
+				defer l.Close()
+				l.SetHooks(&asyncsteps.Hooks{FlowStart: func(ctx context.Context) context.Context {
+					f.fault()
+					return ctx
+				}})
+				r := asyncsteps.New(asyncsteps.WithTool(l))
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("the step ran") })
+				_, err := r.Run(context.Background())
+				wantError(t, err, asyncsteps.InternalError, f.info)
+			})
+		})
+	}
+}
+
+func flowStartFault(t *testing.T, fault func(), info string) {
+	tt := asyncsteps.NewTestTool()
+	var tr tracer
+	tt.SetHooks(&asyncsteps.Hooks{
+		FlowStart: func(ctx context.Context) context.Context {
+			tr.add("start")
+			fault()
+			return ctx
+		},
+		FlowEnd: func(_ context.Context, err error) { tr.addf("end(%v)", err) },
+	})
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(tr.step("A"))
+	ch := r.Promise()
+	driveDying(t, tt)
+	select {
+	case res := <-ch:
+		wantError(t, res.Err, asyncsteps.InternalError, info)
+	default:
+		t.Fatal("no Result after a FlowStart hook that faulted")
+	}
+	if st := r.State(); st.ErrorInfo != info {
+		t.Errorf("ErrorInfo = %q, want %q", st.ErrorInfo, info)
+	}
+	wantTrace(t, &tr, "start,end(InternalError: "+info+")")
+	if r.Running() {
+		t.Fatal("the Root is still running")
+	}
+}
