@@ -17,10 +17,16 @@ import (
 // [TestTool.SetHooks]; a flow is observed by the hooks its tool had when
 // the flow began, from its beginning to its end. Hooks must not be changed
 // once set: set new ones instead. Hooks run inline: they
-// must return quickly and must not block, and a panic in one is a panic
-// of the callback that called it. Those called on the loop run one at a
-// time with the flows' callbacks; AwaitStart and AwaitEnd may run on other
-// goroutines, concurrently.
+// must return quickly and must not block. A panic in FlowStart,
+// AwaitStart, AwaitEnd or SyncWait fails the flow or the step it starts
+// or ends with an InternalError, as a panic in a step does (see each);
+// FlowEnd, StepError, LoopPass and LoopLag have nothing to fail, so a
+// panic in them is logged with [log/slog] and the engine goes on as if
+// the hook had returned. StepError runs in the middle of the engine's
+// work and must not call runtime.Goexit (t.FailNow): the flow would stop
+// where it is. Those called on the loop run one at a time with the
+// flows' callbacks; AwaitStart and AwaitEnd may run on other goroutines,
+// concurrently.
 //
 // The context of a flow is the context given to [Root.Run], or
 // context.Background() for Execute and Promise, as returned by FlowStart:
@@ -201,9 +207,13 @@ func recoverHook(name string) {
 	}
 }
 
-// observeError reports an error raised in a flow observed by w.hooks.
+// observeError reports an error raised in a flow observed by w.hooks. It
+// is called in the middle of the engine's work, which a panic would cut
+// short: a panic in the hook is logged, and the error goes on as it would
+// without the hook.
 func (w *waiter) observeError(err *Error) {
 	if f := w.hooks.StepError; f != nil && err.Code != LoopBreak && err.Code != LoopCont {
+		defer recoverHook("StepError")
 		f(w.ctx, err)
 	}
 }

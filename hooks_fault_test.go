@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -158,4 +159,39 @@ func flowStartFault(t *testing.T, fault func(), info string) {
 	if r.Running() {
 		t.Fatal("the Root is still running")
 	}
+}
+
+// A StepError hook that panics must change nothing of the flow: the error
+// it was told of goes to the handlers as it would without the hook, for
+// an error raised in a callback (Error, a panic) and one the engine
+// raises between callbacks (a timeout).
+func TestStepErrorHookPanicLeavesTheFlowAsItIs(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		var tr tracer
+		tt.SetHooks(&asyncsteps.Hooks{StepError: func(_ context.Context, err *asyncsteps.Error) {
+			tr.add("hook:" + err.Code)
+			panic("StepError")
+		}})
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		recoverAs := func(name string) asyncsteps.ErrorFunc {
+			return func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("%s:%s:%s", name, code, as.State().ErrorInfo)
+				as.Success()
+			}
+		}
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InvalidRequest, "bad") }, recoverAs("A"))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { panic("B") }, recoverAs("B"))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.SetTimeout(time.Second) }, recoverAs("C"))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("D") })
+		ch := r.Promise()
+		tt.Run()
+		select {
+		case res := <-ch:
+			wantSuccess(t, res, "D")
+		default:
+			t.Fatal("no Result after a StepError hook that panicked")
+		}
+		wantTrace(t, &tr, "hook:InvalidRequest,A:InvalidRequest:bad,hook:InternalError,B:InternalError:B,hook:Timeout,C:Timeout:")
+	})
 }
