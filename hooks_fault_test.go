@@ -195,3 +195,31 @@ func TestStepErrorHookPanicLeavesTheFlowAsItIs(t *testing.T) {
 		wantTrace(t, &tr, "hook:InvalidRequest,A:InvalidRequest:bad,hook:InternalError,B:InternalError:B,hook:Timeout,C:Timeout:")
 	})
 }
+
+// A panic in AwaitStart or AwaitEnd is a panic of the Await function that
+// they wrap: the step fails with InternalError, and the flow goes on.
+func TestAwaitHookPanicFailsTheStep(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		for _, which := range []string{"AwaitStart", "AwaitEnd"} {
+			l := asyncsteps.NewLoop()
+			hooks := &asyncsteps.Hooks{}
+			if which == "AwaitStart" {
+				hooks.AwaitStart = func(context.Context) context.Context { panic(which) }
+			} else {
+				hooks.AwaitEnd = func(context.Context, *asyncsteps.Error) { panic(which) }
+			}
+			l.SetHooks(hooks)
+			r := asyncsteps.New(asyncsteps.WithTool(l))
+			var got string
+			r.Await(func(context.Context) (any, error) { return "value", nil }, func(as asyncsteps.AsyncSteps, code string) {
+				got = code + ": " + as.State().ErrorInfo
+				as.Success("caught")
+			})
+			args, err := r.Run(context.Background())
+			if err != nil || fmt.Sprint(args) != "[caught]" || got != "InternalError: panic: "+which {
+				t.Errorf("%s: flow %v %v, handler saw %q; want [caught] <nil> and %q", which, args, err, got, "InternalError: panic: "+which)
+			}
+			l.Close()
+		}
+	})
+}
