@@ -62,7 +62,8 @@ type Hooks struct {
 	// AwaitEnd is called on the same goroutine once the function has
 	// returned (or panicked), with the context AwaitStart returned and
 	// the error the step fails with, nil on success. The step completes
-	// after AwaitEnd returns.
+	// after AwaitEnd returns. After a function that called
+	// runtime.Goexit, whose step fails anyway, a panic in it is logged.
 	AwaitEnd func(ctx context.Context, err *Error)
 	// SyncWait is called on the flow's loop when a flow that had to wait
 	// in the queue of a [Mutex] or [Throttle] has been let in, before the
@@ -230,7 +231,11 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 		}
 		v, err := callAwait(ctx, fn, func() {
 			// fn called Goexit: the goroutine ends, and the step with it.
+			// A panic of the hook now would be taken for fn's, and the
+			// Goexit, which goes on, would leave the step waiting: it is
+			// logged instead.
 			if h.AwaitEnd != nil {
+				defer recoverHook("AwaitEnd")
 				h.AwaitEnd(ctx, &Error{Code: InternalError, Info: goexitInfo})
 			}
 		})

@@ -223,3 +223,31 @@ func TestAwaitHookPanicFailsTheStep(t *testing.T) {
 		}
 	})
 }
+
+// An AwaitEnd hook that panics while it reports an Await function that
+// called runtime.Goexit must not keep the step from failing: the goroutine
+// is ending, and the step fails with the Goexit's InternalError.
+func TestAwaitEndHookPanicAfterAGoexit(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var ended atomic.Int32
+		l.SetHooks(&asyncsteps.Hooks{AwaitEnd: func(context.Context, *asyncsteps.Error) {
+			ended.Add(1)
+			panic("AwaitEnd")
+		}})
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(10 * time.Second) // a guard against a hang; the step fails at once
+			as.Await(func(context.Context) (any, error) {
+				runtime.Goexit()
+				return nil, nil
+			})
+		})
+		_, err := r.Run(context.Background())
+		wantError(t, err, asyncsteps.InternalError, goexitInfo)
+		if n := ended.Load(); n != 1 {
+			t.Errorf("AwaitEnd ran %d times, want 1", n)
+		}
+	})
+}
