@@ -419,6 +419,9 @@ func (fl *flow) recoverInto(c *frame, r any) {
 		return
 	}
 	c.err, c.handling = fl.panicked(r), false
+	if goexitPending(c.err) {
+		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
+	}
 }
 
 // panicked turns the recovered value of a callback's panic into the
