@@ -160,6 +160,9 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 		}
 		if r := recover(); r != nil {
 			err = fl.panicked(r)
+			if goexitPending(err) { // the goroutine ends all the same
+				fl.afterGoexit(&startFailure{fl: fl, err: err})
+			}
 			return
 		}
 		fl.afterGoexit(&startFailure{fl: fl, err: fl.goexitError()})

@@ -109,6 +109,10 @@ func TestFlowStartHookFaultFailsTheFlow(t *testing.T) {
 	}{
 		{"panic", func() { panic("FlowStart") }, "FlowStart"},
 		{"Goexit", runtime.Goexit, goexitInfo},
+		{"Goexit with a panicking defer", func() {
+			defer func() { panic("deferred") }()
+			runtime.Goexit()
+		}, "deferred"},
 	}
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
