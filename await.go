@@ -189,7 +189,18 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 // run calls the function and completes the step with its outcome, on the
 // call's own goroutine.
 func (c *awaitCall) run() {
-	v, err := callAwait(c, c.fn, c.goexited)
+	returned := false
+	defer func() {
+		if !returned {
+			// fn called runtime.Goexit: the goroutine ends, also when a
+			// deferred call of fn panicked on the way and callAwait
+			// recovered that panic. Completing the step from here, not
+			// from callAwait, sees both.
+			c.goexited()
+		}
+	}()
+	v, err := callAwait(c, c.fn, nil)
+	returned = true
 	c.end()
 	c.lender.free() // before the flow goes on: its next fn may come here
 	if err == nil {
@@ -253,13 +264,15 @@ func isNilValue(err error) bool {
 
 // callAwait runs fn, turning a panic into an error: a panic on a goroutine
 // nobody recovers would end the process. A Goexit in fn ends the
-// goroutine whatever is done here: goexit then completes the step.
+// goroutine whatever is done here: goexit, if not nil, runs then (a
+// Goexit during which a deferred call of fn panicked is seen as that
+// panic here, and callAwait does not return either).
 func callAwait(ctx context.Context, fn AwaitFunc, goexit func()) (v any, err error) {
 	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
-		} else if !returned {
+		} else if !returned && goexit != nil {
 			goexit()
 		}
 	}()

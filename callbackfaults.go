@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -21,6 +22,18 @@ func (fl *flow) goexitError() *Error {
 	err := &Error{Code: InternalError, Info: goexitInfo}
 	fl.noteError(err, err)
 	return err
+}
+
+// goexitPending reports whether err, the InternalError of a recovered
+// panic, was raised by a deferred call that runtime.Goexit was running: Go
+// resumes the Goexit once the panic is recovered, so the goroutine ends
+// all the same, and the flow must go on from the next one as after a
+// plain Goexit. Nothing else tells a recovered panic from one raised
+// during a Goexit; the stack recorded with the panic does: Goexit runs
+// the deferred calls from its own frame, which tracebacks show.
+func goexitPending(err *Error) bool {
+	p, ok := err.Cause.(*PanicError)
+	return ok && bytes.Contains(p.Stack, []byte("\nruntime.Goexit("))
 }
 
 // safeSprint prints v like fmt.Sprint, or, when printing v panics (a String
@@ -162,10 +175,14 @@ func (j *cancelJob) finish() *frame {
 		j.next++
 	}
 	j.frames = nil
-	if j.then == nil {
+	then := j.then
+	if then == nil {
 		return nil
 	}
-	return j.then()
+	// Once only: a job queued to go on after a Goexit may also have been
+	// finished by the goroutine it was queued from (see goexitPending).
+	j.then = nil
+	return then()
 }
 
 func (j *cancelJob) run() {
@@ -301,6 +318,8 @@ func (l *Loop) endDropped(t task) {
 	case *goexitResume:
 		fl = t.h.fl
 	case *cancelJob:
+		fl = t.fl
+	case *startFailure:
 		fl = t.fl
 	}
 	if fl != nil && !fl.done && fl.sched == scheduler(l) {

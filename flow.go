@@ -418,6 +418,9 @@ func (fl *flow) recoverInto(c *frame, r any) {
 		return
 	}
 	c.err, c.handling = fl.panicked(r), false
+	if goexitPending(c.err) {
+		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
+	}
 }
 
 // panicked turns the recovered value of a callback's panic into the
@@ -599,17 +602,25 @@ func (fl *flow) release(f *frame) {
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
 	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
+	if w := fl.wait; w != nil && w.hooks != nil && w.hooks.FlowEnd != nil {
+		// The hook is the user's: the outcome is delivered however it
+		// ends, also when it calls runtime.Goexit.
+		defer fl.deliver(args, err)
+		w.observeEnd(err)
+		return
+	}
+	fl.deliver(args, err)
+}
+
+// deliver hands the ended flow's outcome to its Promise or Run, or its
+// error to the unhandled-error function, and lets the Root run again.
+func (fl *flow) deliver(args []any, err error) {
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
 	promise := fl.promise
 	unhandled := fl.unhandled
-	if w := fl.wait; w != nil {
-		if w.unhandled != nil {
-			unhandled = w.unhandled
-		}
-		if w.hooks != nil {
-			w.observeEnd(err)
-		}
+	if w := fl.wait; w != nil && w.unhandled != nil {
+		unhandled = w.unhandled
 	}
 	if promise != nil {
 		fl.sched.unwatch(fl)
@@ -639,10 +650,13 @@ func (fl *flow) run() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
-	if h := fl.sched.pools().hooks(); h != nil {
-		fl.observeStart(h)
-	}
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}
+	if h := fl.sched.pools().hooks(); h != nil {
+		if err := fl.observeStart(h); err != nil {
+			fl.failStart(err)
+			return
+		}
+	}
 	if err := fl.base.err; err != nil {
 		fl.base.err = nil
 		fl.noteError(err, err)

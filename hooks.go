@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"context"
+	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -16,10 +17,16 @@ import (
 // [TestTool.SetHooks]; a flow is observed by the hooks its tool had when
 // the flow began, from its beginning to its end. Hooks must not be changed
 // once set: set new ones instead. Hooks run inline: they
-// must return quickly and must not block, and a panic in one is a panic
-// of the callback that called it. Those called on the loop run one at a
-// time with the flows' callbacks; AwaitStart and AwaitEnd may run on other
-// goroutines, concurrently.
+// must return quickly and must not block. A panic in FlowStart,
+// AwaitStart, AwaitEnd or SyncWait fails the flow or the step it starts
+// or ends with an InternalError, as a panic in a step does (see each);
+// FlowEnd, StepError, LoopPass and LoopLag have nothing to fail, so a
+// panic in them is logged with [log/slog] and the engine goes on as if
+// the hook had returned. StepError runs in the middle of the engine's
+// work and must not call runtime.Goexit (t.FailNow): the flow would stop
+// where it is. Those called on the loop run one at a time with the
+// flows' callbacks; AwaitStart and AwaitEnd may run on other goroutines,
+// concurrently.
 //
 // The context of a flow is the context given to [Root.Run], or
 // context.Background() for Execute and Promise, as returned by FlowStart:
@@ -28,14 +35,18 @@ import (
 type Hooks struct {
 	// FlowStart is called on the loop as a flow begins, before its first
 	// step. The context it returns, which must be ctx or derived from it,
-	// becomes the flow's context. Nil keeps ctx.
+	// becomes the flow's context. Nil keeps ctx. A panic or runtime.Goexit
+	// in it fails the flow with an InternalError before its first step,
+	// as one in a step fails the step; FlowEnd still sees the flow end.
 	FlowStart func(ctx context.Context) context.Context
 	// FlowEnd is called on the loop as a flow ends, before its Result is
 	// delivered: err is nil, an *Error, or, for a flow cancelled by
 	// Root.Cancel or by the end of Run's context, the error the Result
 	// carries (it matches context.Canceled or the context's error). A
 	// flow that its closed Loop ends also ends here, with its
-	// InternalError.
+	// InternalError. The flow has nothing left to fail: a panic in it is
+	// logged, and the Result is delivered however it ends (runtime.Goexit
+	// included).
 	FlowEnd func(ctx context.Context, err error)
 	// StepError is called on the loop with each error raised in a flow's
 	// steps, before the handlers see it: an Error call, a panic, a
@@ -51,7 +62,8 @@ type Hooks struct {
 	// AwaitEnd is called on the same goroutine once the function has
 	// returned (or panicked), with the context AwaitStart returned and
 	// the error the step fails with, nil on success. The step completes
-	// after AwaitEnd returns.
+	// after AwaitEnd returns. After a function that called
+	// runtime.Goexit, whose step fails anyway, a panic in it is logged.
 	AwaitEnd func(ctx context.Context, err *Error)
 	// SyncWait is called on the flow's loop when a flow that had to wait
 	// in the queue of a [Mutex] or [Throttle] has been let in, before the
@@ -65,7 +77,8 @@ type Hooks struct {
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
-	// queue length.
+	// queue length. A panic in it is logged like a callback's, and the
+	// pass goes on.
 	LoopPass func(l *Loop, queued int)
 	// LoopLag is called on a Loop's goroutine with how long a callback
 	// queued at the start of a pass waited before it ran: the delay a
@@ -127,30 +140,84 @@ func (l *enginePools) hooks() *Hooks {
 
 // observeStart sets up the observation of a flow that begins with hooks
 // h: the flow's waiter, made for it if it has none, keeps h and the
-// flow's context until the flow ends. On the loop.
-func (fl *flow) observeStart(h *Hooks) {
+// flow's context until the flow ends. On the loop. A panic in FlowStart
+// is the InternalError it returns, which fails the flow before its first
+// step; after a runtime.Goexit, the flow fails so on the next goroutine.
+func (fl *flow) observeStart(h *Hooks) (err *Error) {
 	if fl.wait == nil {
 		fl.wait = &waiter{}
 	}
 	w := fl.wait
 	w.hooks = h
-	ctx := fl.runContext()
-	if h.FlowStart != nil {
-		ctx = h.FlowStart(ctx)
+	w.ctx = fl.runContext()
+	if h.FlowStart == nil {
+		return nil
 	}
-	w.ctx = ctx
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			err = fl.panicked(r)
+			if goexitPending(err) { // the goroutine ends all the same
+				fl.afterGoexit(&startFailure{fl: fl, err: err})
+			}
+			return
+		}
+		fl.afterGoexit(&startFailure{fl: fl, err: fl.goexitError()})
+	}()
+	w.ctx = h.FlowStart(w.ctx)
+	returned = true
+	return nil
 }
 
-// observeEnd reports the end of a flow observed by w.hooks.
+// startFailure ends a flow whose FlowStart hook called runtime.Goexit.
+type startFailure struct {
+	fl  *flow
+	err *Error
+}
+
+func (t *startFailure) run() {
+	if !t.fl.done { // a cancel may have ended it meanwhile
+		t.fl.failStart(t.err)
+	}
+}
+
+// failStart ends the flow, which its FlowStart hook failed with err, before
+// its first step; a misuse of the Root recorded for this execution goes
+// with the steps it dropped.
+func (fl *flow) failStart(err *Error) {
+	fl.base.err = nil
+	fl.end(nil, err)
+}
+
+// observeEnd reports the end of a flow observed by w.hooks. The flow has
+// nothing left to fail: a panic in the hook is logged.
 func (w *waiter) observeEnd(err error) {
 	if f := w.hooks.FlowEnd; f != nil {
+		defer recoverHook("FlowEnd")
 		f(w.ctx, err)
 	}
 }
 
-// observeError reports an error raised in a flow observed by w.hooks.
+// recoverHook, deferred around the call of the hook named name, recovers a
+// panic in it and logs it, as a loop does for a callback's: the hooks that
+// have nothing of a flow to fail must not cut the engine's work short.
+func recoverHook(name string) {
+	if r := recover(); r != nil {
+		slog.Error("asyncsteps: panic in hook", "hook", name,
+			"panic", safeSprint(r), "stack", string(debug.Stack()))
+	}
+}
+
+// observeError reports an error raised in a flow observed by w.hooks. It
+// is called in the middle of the engine's work, which a panic would cut
+// short: a panic in the hook is logged, and the error goes on as it would
+// without the hook.
 func (w *waiter) observeError(err *Error) {
 	if f := w.hooks.StepError; f != nil && err.Code != LoopBreak && err.Code != LoopCont {
+		defer recoverHook("StepError")
 		f(w.ctx, err)
 	}
 }
@@ -167,7 +234,11 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 		}
 		v, err := callAwait(ctx, fn, func() {
 			// fn called Goexit: the goroutine ends, and the step with it.
+			// A panic of the hook now would be taken for fn's, and the
+			// Goexit, which goes on, would leave the step waiting: it is
+			// logged instead.
 			if h.AwaitEnd != nil {
+				defer recoverHook("AwaitEnd")
 				h.AwaitEnd(ctx, &Error{Code: InternalError, Info: goexitInfo})
 			}
 		})
@@ -244,8 +315,11 @@ func (w *waitingStep) run() {
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag
 // probe behind the work queued now, if there is work and no probe is
-// pending. On the loop.
+// pending. On the loop, outside of any callback: a panic in LoopPass is
+// recovered and logged here, as the loop does for its callbacks, or it
+// would end the process.
 func (l *Loop) observePass(obs *observer) {
+	defer l.recoverPanic()
 	h := obs.hooks
 	if h.LoopPass != nil {
 		h.LoopPass(l, l.local.len())

@@ -48,7 +48,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 		lr.count = -1
 		lr.seq = pullSeq(f, d.collect)
 	default:
-		items, err := snapshot(f.h.fl, d.collect)
+		items, err := snapshot(f, d.collect)
 		if err != nil {
 			return f.h.fl.fail(f, err)
 		}
@@ -214,15 +214,27 @@ func isSeq2(t reflect.Type) bool {
 }
 
 // snapshot returns iterate(c), or the InternalError of a panic in it: the
-// String method of a map's keys is user code, run here outside any step's
-// callback. An iter.Seq2 is not snapshot but pulled (see pulled).
-func snapshot(fl *flow, c any) (items iterator, err *Error) {
+// String method of a map's keys is user code, run here, for the loop frame
+// f, outside any step's callback. One that calls runtime.Goexit ends the
+// goroutine here: f then fails with the InternalError on the next one. An
+// iter.Seq2 is not snapshot but pulled (see pulled).
+func snapshot(f *frame, c any) (items iterator, err *Error) {
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
+		fl := f.h.fl
 		if r := recover(); r != nil {
 			items, err = nil, fl.panicked(r)
+			return
 		}
+		f.err, f.handling = fl.goexitError(), false
+		fl.afterGoexit(&goexitResume{h: f.h, kind: resumeSettle})
 	}()
-	return iterate(c), nil
+	items = iterate(c)
+	returned = true
+	return items, nil
 }
 
 // iterate snapshots c when the loop starts: slices are read in place, maps

@@ -16,11 +16,18 @@ func (r *Root) stopFor(ctx context.Context, w *waiter) {
 		return
 	}
 	fl := &r.fl
-	fl.sched.Immediate(func() {
-		if fl.wait == w && !fl.done { // still the execution Run started
-			fl.expire()
+	var expire func()
+	expire = func() {
+		if fl.wait != w || fl.done {
+			return // not the execution Run started any more
 		}
-	})
+		if fl.inCall { // a callback of the flow drives its TestTool
+			fl.deferTask(funcTask(expire))
+			return
+		}
+		fl.expire()
+	}
+	fl.sched.Immediate(expire)
 }
 
 // expire times out the flow at its innermost running step: Run's deadline
@@ -74,6 +81,10 @@ func (t *expiryTask) run() {
 	h := (*stepAPI)(t)
 	f, fl := h.f, h.fl
 	if f.h != h || f.over || !f.waiting || fl.done {
+		return
+	}
+	if fl.inCall { // a callback of the flow drives its TestTool
+		fl.deferTask(t)
 		return
 	}
 	fl.timeOut(f)

@@ -138,8 +138,17 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
 			}
 		case r != nil:
-			if _, ok := r.(abortSignal); !ok {
-				err = fl.panicked(r)
+			if _, ok := r.(abortSignal); ok {
+				break
+			}
+			err = fl.panicked(r)
+			if !goexitPending(err) {
+				break
+			}
+			if job != nil {
+				fl.afterGoexit(job)
+			} else {
+				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
 			}
 		}
 	}()
