@@ -14,34 +14,53 @@ import (
 
 // The goroutine of a foreign step's Await: a panic in the function becomes
 // a *PanicError, and a runtime.Goexit still completes the step (through
-// goexit) before the goroutine ends, so the flow never waits forever.
+// goexit) before the goroutine ends, also when a deferred call of the
+// function panics on the way, so the flow never waits forever.
 func TestForeignAwaitFunctionPanicsOrExits(t *testing.T) {
-	noGoexit := func() { t.Error("goexit called for a function that returned") }
-	_, err := callAwait(context.Background(), func(context.Context) (any, error) { panic("fetch") }, noGoexit)
-	var p *asyncsteps.PanicError
-	if !errors.As(err, &p) || p.Value != "fetch" {
-		t.Errorf("panic: err %v, want a *PanicError of \"fetch\"", err)
+	type outcome struct {
+		v      any
+		err    error
+		exited bool
+		ended  bool // runAwait returned: it must not after a Goexit
 	}
-	if e := asyncsteps.ErrorFrom(err); e.Code != asyncsteps.InternalError || e.Info != "panic: fetch" {
+	run := func(f asyncsteps.AwaitFunc) outcome {
+		out := make(chan outcome, 2)
+		go func() {
+			runAwait(context.Background(), f,
+				func(v any, err error) { out <- outcome{v: v, err: err} },
+				func() { out <- outcome{exited: true} })
+		}()
+		select {
+		case o := <-out:
+			return o
+		case <-time.After(10 * time.Second):
+			t.Fatal("the step was not completed")
+			return outcome{}
+		}
+	}
+
+	o := run(func(context.Context) (any, error) { panic("fetch") })
+	var p *asyncsteps.PanicError
+	if !errors.As(o.err, &p) || p.Value != "fetch" {
+		t.Errorf("panic: err %v, want a *PanicError of \"fetch\"", o.err)
+	}
+	if e := asyncsteps.ErrorFrom(o.err); e.Code != asyncsteps.InternalError || e.Info != "panic: fetch" {
 		t.Errorf("panic maps to %s %q, want InternalError \"panic: fetch\"", e.Code, e.Info)
 	}
-
-	exited := make(chan bool)
-	go func() {
-		_, _ = callAwait(context.Background(), func(context.Context) (any, error) {
-			runtime.Goexit()
-			return nil, nil
-		}, func() { exited <- true })
-		t.Error("callAwait returned after a Goexit")
-	}()
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("goexit not called after a Goexit in the function")
+	if o := run(func(context.Context) (any, error) {
+		runtime.Goexit()
+		return nil, nil
+	}); !o.exited {
+		t.Errorf("Goexit: %+v, want goexit called", o)
 	}
-
-	v, err := callAwait(context.Background(), func(context.Context) (any, error) { return 7, nil }, noGoexit)
-	if v != 7 || err != nil {
-		t.Errorf("got %v, %v; want 7, nil", v, err)
+	if o := run(func(context.Context) (any, error) {
+		defer func() { panic("in a deferred call") }()
+		runtime.Goexit()
+		return nil, nil
+	}); !o.exited {
+		t.Errorf("Goexit with a panicking deferred call: %+v, want goexit called", o)
+	}
+	if o := run(func(context.Context) (any, error) { return 7, nil }); o.v != 7 || o.err != nil || o.exited {
+		t.Errorf("got %+v; want 7, nil", o)
 	}
 }

@@ -405,17 +405,17 @@ func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc)
 		as.SetCancel(func(asyncsteps.AsyncSteps) { cancel() })
 		go func() {
 			defer cancel()
-			v, err := callAwait(ctx, f, func() {
-				as.Error(asyncsteps.InternalError, awaitGoexitInfo)
-			})
-			if err == nil {
-				as.Success(v)
-				return
-			}
-			// As on a Go flow: an *Error keeps its code, a FutoInCoder
-			// gives its own, and a transport error is a CommError.
-			e := asyncsteps.ErrorFrom(err)
-			as.Error(e.Code, e.Info)
+			runAwait(ctx, f, func(v any, err error) {
+				if err == nil {
+					as.Success(v)
+					return
+				}
+				// As on a Go flow: an *Error keeps its code, a
+				// FutoInCoder gives its own, and a transport error is
+				// a CommError.
+				e := asyncsteps.ErrorFrom(err)
+				as.Error(e.Code, e.Info)
+			}, func() { as.Error(asyncsteps.InternalError, awaitGoexitInfo) })
 		}()
 	}, onerror...)
 }
@@ -424,21 +424,33 @@ func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc)
 // runtime.Goexit, as the core package words it.
 const awaitGoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
 
-// callAwait runs f on the Await's own goroutine. A panic there would end
-// the process, so it becomes a *PanicError; a runtime.Goexit ends the
-// goroutine whatever is done here, so goexit completes the step instead.
-func callAwait(ctx context.Context, f asyncsteps.AwaitFunc, goexit func()) (v any, err error) {
+// runAwait is the goroutine of a foreign step's Await: it calls f and
+// passes its outcome to done or, if f called runtime.Goexit, calls goexit
+// instead, as the goroutine ends. A Goexit ends it whatever is done, also
+// when a deferred call of f panicked on the way and callAwait recovered
+// that panic, which does not stop the Goexit: so the check is here, after
+// callAwait, not in its recover.
+func runAwait(ctx context.Context, f asyncsteps.AwaitFunc, done func(any, error), goexit func()) {
 	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			err = &asyncsteps.PanicError{Value: r, Stack: debug.Stack()}
-		} else if !returned {
+		if !returned {
 			goexit()
 		}
 	}()
-	v, err = f(ctx)
+	v, err := callAwait(ctx, f)
 	returned = true
-	return v, err
+	done(v, err)
+}
+
+// callAwait runs f on the Await's own goroutine. A panic there would end
+// the process, so it becomes a *PanicError.
+func callAwait(ctx context.Context, f asyncsteps.AwaitFunc) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &asyncsteps.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return f(ctx)
 }
 
 // NewInstance implements [asyncsteps.AsyncSteps]: a Go root on [Tool].
