@@ -28,9 +28,12 @@ import (
 //     with the status Codes or [StatusOf] gives the code; a 503 also carries
 //     a Retry-After header. An InternalError (a panic, a misuse of the API)
 //     is logged, and its info is not shown to the client;
-//   - the request's context ended (the client went away, or the server
-//     cancelled it): the flow is cancelled, and the answer, if anyone still
-//     reads it, is a 503 DefenseRejected "request cancelled".
+//   - the request's context was cancelled (the client went away, or the
+//     server cancelled it): the flow is cancelled, and the answer, if
+//     anyone still reads it, is a 503 DefenseRejected "request cancelled".
+//     A deadline of the request's context is not a cancel but a timeout
+//     of the whole flow (see [asyncsteps.Root.Run]): a Timeout error,
+//     which the flow's error handlers see, and a 504 unless they recover.
 //
 // The request's goroutine, which waits for the flow, runs the flow's
 // [asyncsteps.AsyncSteps.Await] functions itself meanwhile (see
@@ -95,7 +98,7 @@ type Reply struct {
 type Outcome struct {
 	Status    int       // the status written
 	Code      string    // the error code; "" on success
-	Cancelled bool      // the request's context ended before the flow did
+	Cancelled bool      // the request's context was cancelled before the flow ended (its deadline is a Timeout)
 	Err       error     // the flow's error: nil, an *asyncsteps.Error, or the context's error
 	Start     time.Time // when ServeHTTP began
 }
@@ -189,15 +192,21 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 	return r.RunHelping(req.Context())
 }
 
-// cancelledBy reports whether err ended the flow because ctx ended: Run
-// then returns an error matching ctx.Err(); an error the flow raised is an
-// *asyncsteps.Error of its own.
+// cancelledBy reports whether err ended the flow because ctx was
+// cancelled: Run then returns an error matching ctx.Err(); an error the
+// flow raised is an *asyncsteps.Error of its own. A deadline of ctx that
+// passed while the flow ran is not a cancel but a Timeout of the flow,
+// which its error handlers saw (also matching ctx.Err()): a 504 like any
+// other Timeout.
 func cancelledBy(ctx context.Context, err error) bool {
 	if ctx.Err() == nil {
 		return false
 	}
 	var e *asyncsteps.Error
-	return errors.Is(err, ctx.Err()) || !errors.As(err, &e)
+	if errors.As(err, &e) && e.Code == asyncsteps.Timeout {
+		return false
+	}
+	return errors.Is(err, ctx.Err()) || e == nil
 }
 
 // asFlowError returns err as an *asyncsteps.Error; any other error (none is
