@@ -21,7 +21,6 @@ func TestForeignAwaitFunctionPanicsOrExits(t *testing.T) {
 		v      any
 		err    error
 		exited bool
-		ended  bool // runAwait returned: it must not after a Goexit
 	}
 	run := func(f asyncsteps.AwaitFunc) outcome {
 		out := make(chan outcome, 2)
