@@ -236,16 +236,21 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 		if h.AwaitStart != nil {
 			ctx = h.AwaitStart(ctx)
 		}
-		v, err := callAwait(ctx, fn, func() {
-			// fn called Goexit: the goroutine ends, and the step with it.
-			// A panic of the hook now would be taken for fn's, and the
-			// Goexit, which goes on, would leave the step waiting: it is
-			// logged instead.
-			if h.AwaitEnd != nil {
+		returned := false
+		defer func() {
+			if !returned && h.AwaitEnd != nil {
+				// fn called Goexit (also when a deferred call of fn
+				// panicked on the way, which callAwait recovered): the
+				// goroutine ends, and the step with it. A panic of the
+				// hook now would be taken for fn's, and the Goexit,
+				// which goes on, would leave the step waiting: it is
+				// logged instead.
 				defer recoverHook("AwaitEnd")
 				h.AwaitEnd(ctx, &Error{Code: InternalError, Info: goexitInfo})
 			}
-		})
+		}()
+		v, err := callAwait(ctx, fn)
+		returned = true
 		if h.AwaitEnd != nil {
 			var mapped *Error
 			if err != nil {
