@@ -171,7 +171,9 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 		}
 		fl.afterGoexit(&startFailure{fl: fl, err: fl.goexitError()})
 	}()
-	w.ctx = h.FlowStart(w.ctx)
+	if ctx := h.FlowStart(w.ctx); ctx != nil { // nil keeps ctx
+		w.ctx = ctx
+	}
 	returned = true
 	return nil
 }
@@ -234,7 +236,9 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 	}
 	return func(ctx context.Context) (any, error) {
 		if h.AwaitStart != nil {
-			ctx = h.AwaitStart(ctx)
+			if started := h.AwaitStart(ctx); started != nil { // nil keeps ctx
+				ctx = started
+			}
 		}
 		returned := false
 		defer func() {
