@@ -199,7 +199,7 @@ func (c *awaitCall) run() {
 			c.goexited()
 		}
 	}()
-	v, err := callAwait(c, c.fn, nil)
+	v, err := callAwait(c, c.fn)
 	returned = true
 	c.end()
 	c.lender.free() // before the flow goes on: its next fn may come here
@@ -264,19 +264,15 @@ func isNilValue(err error) bool {
 
 // callAwait runs fn, turning a panic into an error: a panic on a goroutine
 // nobody recovers would end the process. A Goexit in fn ends the
-// goroutine whatever is done here: goexit, if not nil, runs then (a
-// Goexit during which a deferred call of fn panicked is seen as that
-// panic here, and callAwait does not return either).
-func callAwait(ctx context.Context, fn AwaitFunc, goexit func()) (v any, err error) {
-	returned := false
+// goroutine whatever is done here, and callAwait does not return (nor
+// when a deferred call of fn panicked during the Goexit: the panic is
+// recovered here, and the Goexit goes on): its callers see that it did
+// not return.
+func callAwait(ctx context.Context, fn AwaitFunc) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
-		} else if !returned && goexit != nil {
-			goexit()
 		}
 	}()
-	v, err = fn(ctx)
-	returned = true
-	return v, err
+	return fn(ctx)
 }

@@ -33,8 +33,12 @@ func (fl *flow) goexitError() *Error {
 // the deferred calls from its own frame, which tracebacks show.
 func goexitPending(err *Error) bool {
 	p, ok := err.Cause.(*PanicError)
-	return ok && bytes.Contains(p.Stack, []byte("\nruntime.Goexit("))
+	return ok && inGoexit(p.Stack)
 }
+
+// inGoexit reports whether stack, the traceback of a recovered panic,
+// shows runtime.Goexit running the deferred call that panicked.
+func inGoexit(stack []byte) bool { return bytes.Contains(stack, []byte("\nruntime.Goexit(")) }
 
 // safeSprint prints v like fmt.Sprint, or, when printing v panics (a String
 // or Error method that panics with a value that panics when printed in

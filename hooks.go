@@ -78,7 +78,8 @@ type Hooks struct {
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
 	// queue length. A panic in it is logged like a callback's, and the
-	// pass goes on.
+	// pass goes on. After one that calls runtime.Goexit, the loop goes on
+	// with a new goroutine, whose first pass runs without the hook.
 	LoopPass func(l *Loop, queued int)
 	// LoopLag is called on a Loop's goroutine with how long a callback
 	// queued at the start of a pass waited before it ran: the delay a
@@ -95,6 +96,9 @@ type observer struct {
 	// probeSince is the clock when the pending lag probe was queued; 0
 	// when none is pending.
 	probeSince int64
+	// passExited: the last call of LoopPass called runtime.Goexit (see
+	// Loop.callLoopPass).
+	passExited bool
 }
 
 func newObserver(h *Hooks) *observer {
@@ -167,7 +171,9 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 		}
 		fl.afterGoexit(&startFailure{fl: fl, err: fl.goexitError()})
 	}()
-	w.ctx = h.FlowStart(w.ctx)
+	if ctx := h.FlowStart(w.ctx); ctx != nil { // nil keeps ctx
+		w.ctx = ctx
+	}
 	returned = true
 	return nil
 }
@@ -230,18 +236,25 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 	}
 	return func(ctx context.Context) (any, error) {
 		if h.AwaitStart != nil {
-			ctx = h.AwaitStart(ctx)
+			if started := h.AwaitStart(ctx); started != nil { // nil keeps ctx
+				ctx = started
+			}
 		}
-		v, err := callAwait(ctx, fn, func() {
-			// fn called Goexit: the goroutine ends, and the step with it.
-			// A panic of the hook now would be taken for fn's, and the
-			// Goexit, which goes on, would leave the step waiting: it is
-			// logged instead.
-			if h.AwaitEnd != nil {
+		returned := false
+		defer func() {
+			if !returned && h.AwaitEnd != nil {
+				// fn called Goexit (also when a deferred call of fn
+				// panicked on the way, which callAwait recovered): the
+				// goroutine ends, and the step with it. A panic of the
+				// hook now would be taken for fn's, and the Goexit,
+				// which goes on, would leave the step waiting: it is
+				// logged instead.
 				defer recoverHook("AwaitEnd")
 				h.AwaitEnd(ctx, &Error{Code: InternalError, Info: goexitInfo})
 			}
-		})
+		}()
+		v, err := callAwait(ctx, fn)
+		returned = true
 		if h.AwaitEnd != nil {
 			var mapped *Error
 			if err != nil {
@@ -322,12 +335,38 @@ func (l *Loop) observePass(obs *observer) {
 	defer l.recoverPanic()
 	h := obs.hooks
 	if h.LoopPass != nil {
-		h.LoopPass(l, l.local.len())
+		l.callLoopPass(obs, h.LoopPass)
 	}
 	if h.LoopLag != nil && obs.probeSince == 0 && l.local.len() > 0 {
 		obs.probeSince = max(l.clock(), 1)
 		l.local.push(lagProbe{l: l, obs: obs})
 	}
+}
+
+// callLoopPass calls the LoopPass hook, unless its previous call ended the
+// loop's goroutine with runtime.Goexit: the pass of the new goroutine then
+// goes without it, or a hook that exits at every pass would keep the loop
+// from ever running its queue, a new goroutine a pass. A panic raised
+// during such a Goexit, which observePass's recover takes, counts as the
+// Goexit it is (no goroutine of a Loop runs inside an outer Goexit).
+func (l *Loop) callLoopPass(obs *observer, hook func(*Loop, int)) {
+	if obs.passExited {
+		obs.passExited = false
+		return
+	}
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		r := recover()
+		obs.passExited = r == nil || inGoexit(debug.Stack())
+		if r != nil {
+			panic(r) // logged by observePass, as before
+		}
+	}()
+	hook(l, l.local.len())
+	returned = true
 }
 
 // lagProbe is the task whose wait in the queue measures a loop's lag.

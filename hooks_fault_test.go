@@ -18,27 +18,52 @@ import (
 
 // A LoopPass hook runs on the loop's goroutine outside of any callback: its
 // panic must not end the process, and the loop must go on running flows.
-func TestLoopPassHookPanicKeepsTheLoopRunning(t *testing.T) {
-	inChild(t, func(t *testing.T) {
-		l := asyncsteps.NewLoop()
-		defer l.Close()
-		var passes atomic.Int32
-		l.SetHooks(&asyncsteps.Hooks{LoopPass: func(*asyncsteps.Loop, int) {
-			passes.Add(1)
-			panic("LoopPass")
-		}})
-		for i := range 3 {
-			r := asyncsteps.New(asyncsteps.WithTool(l))
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(i) })
-			args, err := r.Run(context.Background())
-			if err != nil || len(args) != 1 || args[0] != i {
-				t.Fatalf("flow %d = %v %v, want [%d] <nil>", i, args, err, i)
-			}
+// One that calls runtime.Goexit (t.FailNow in a test's hook) ends the
+// loop's goroutine before the pass has run anything; the loop goes on with
+// a new goroutine, which must not be stopped the same way before it runs
+// its queue, or a hook that exits at every pass would keep the loop from
+// running any flow, a new goroutine a pass. The same holds for a Goexit
+// during which a deferred call of the hook panics: the loop's recover
+// takes the panic, and Go resumes the Goexit.
+func TestLoopPassHookFaultKeepsTheLoopRunning(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault func()
+	}{
+		{"panic", func() { panic("LoopPass") }},
+		{"Goexit", runtime.Goexit},
+		{"Goexit with a panicking defer", func() {
+			defer panic("deferred")
+			runtime.Goexit()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inChildFor(t, 10*time.Second, func(t *testing.T) { loopPassFault(t, c.fault) })
+		})
+	}
+}
+
+// loopPassFault runs flows on a Loop whose LoopPass hook calls fault at
+// every pass.
+func loopPassFault(t *testing.T, fault func()) {
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	var passes atomic.Int32
+	l.SetHooks(&asyncsteps.Hooks{LoopPass: func(*asyncsteps.Loop, int) {
+		passes.Add(1)
+		fault()
+	}})
+	for i := range 3 {
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(i) })
+		args, err := r.Run(context.Background())
+		if err != nil || len(args) != 1 || args[0] != i {
+			t.Fatalf("flow %d = %v %v, want [%d] <nil>", i, args, err, i)
 		}
-		if passes.Load() == 0 {
-			t.Fatal("the LoopPass hook never ran")
-		}
-	})
+	}
+	if passes.Load() == 0 {
+		t.Fatal("the LoopPass hook never ran")
+	}
 }
 
 // A FlowEnd hook runs before the Result is delivered: one that panics, or

@@ -43,8 +43,6 @@ func TestHostileGoexitWithAPanickingDefer(t *testing.T) {
 // the flow once, not twice.
 func TestHostileTestToolDrivenDuringAGoexit(t *testing.T) {
 	inChild(t, func(t *testing.T) {
-		var logs bytes.Buffer // the child's own: a panic in the engine is logged
-		slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 		r, tt := newFlow()
 		var tr tracer
 		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -57,18 +55,91 @@ func TestHostileTestToolDrivenDuringAGoexit(t *testing.T) {
 			})
 		}, tr.handler("outer"))
 		ch := r.Promise()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			defer tt.Run()
-			runtime.Goexit()
-		}()
-		<-done
-		tt.Run() // what the Goexit queued, if anything
+		logged := driveDuringAGoexit(tt)
 		wantError(t, result(t, ch).Err, asyncsteps.Timeout, "")
 		wantTrace(t, &tr, "cancel,outer:Timeout")
-		if logs.Len() > 0 {
-			t.Errorf("the engine logged:\n%s", logs.String())
+		if logged != "" {
+			t.Errorf("the engine logged:\n%s", logged)
+		}
+	})
+}
+
+// driveDuringAGoexit runs tt from a deferred call of a goroutine that
+// runtime.Goexit ends, then once more for what that queued, if anything.
+// It returns what the engine logged meanwhile (with slog's default
+// logger, which it sets: run it in a child process).
+func driveDuringAGoexit(tt *asyncsteps.TestTool) (logged string) {
+	var logs bytes.Buffer
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer tt.Run()
+		runtime.Goexit()
+	}()
+	<-done
+	tt.Run()
+	return logs.String()
+}
+
+// A TestTool driven from a deferred call of a goroutine that
+// runtime.Goexit is ending (a test's clean-up after t.FailNow): every
+// panic of a callback then looks, by its stack, like one raised during a
+// Goexit of the callback's own, and the engine queues the task that would
+// go on after that Goexit, while the flow goes on at once as after any
+// panic. The flow, which goes on past each of those frames (an error
+// handler in the failed step's place that waits, an error unwound through
+// a cancel handler that panics), must run as it would anywhere else, once,
+// and the queued tasks must do nothing.
+func TestHostileTestToolDrivenDuringAGoexitStepsPanic(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		r, tt := newFlow()
+		var tr tracer
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("A")
+			panic("A")
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("hA:%s", code)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("B")
+				as.SetTimeout(10 * time.Millisecond) // waits on the tool's clock
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("hB:%s", code)
+				as.Success("fallback")
+			})
+		})
+		r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.addf("C%v", args)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) {
+					tr.add("cancelD")
+					panic("cancel D")
+				})
+				as.Error("Boom")
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("hC:%s", code)
+			as.Success()
+		})
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("E")
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(10 * time.Millisecond)
+				as.SetCancel(tr.cancel("cancelF"))
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("hF:%s", code)
+				as.Success("end")
+			})
+		})
+		ch := r.Promise()
+		logged := driveDuringAGoexit(tt)
+		res := result(t, ch)
+		if res.Err != nil || len(res.Args) != 1 || res.Args[0] != "end" {
+			t.Errorf("Result %v %v, want [end] <nil>", res.Args, res.Err)
+		}
+		wantTrace(t, &tr, "A,hA:InternalError,B,hB:Timeout,C[fallback],cancelD,hC:InternalError,E,cancelF,hF:Timeout")
+		if logged != "" {
+			t.Errorf("the engine logged:\n%s", logged)
 		}
 	})
 }

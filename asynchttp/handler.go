@@ -33,7 +33,8 @@ import (
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled".
 //     A deadline of the request's context is not a cancel but a timeout
 //     of the whole flow (see [asyncsteps.Root.Run]): a Timeout error,
-//     which the flow's error handlers see, and a 504 unless they recover.
+//     which the flow's error handlers see, and a 504 unless they recover
+//     (a 504 too when it has passed before the flow could start).
 //
 // The request's goroutine, which waits for the flow, runs the flow's
 // [asyncsteps.AsyncSteps.Await] functions itself meanwhile (see
@@ -194,27 +195,30 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 
 // cancelledBy reports whether err ended the flow because ctx was
 // cancelled: Run then returns an error matching ctx.Err(); an error the
-// flow raised is an *asyncsteps.Error of its own. A deadline of ctx that
-// passed while the flow ran is not a cancel but a Timeout of the flow,
-// which its error handlers saw (also matching ctx.Err()): a 504 like any
-// other Timeout.
+// flow raised is an *asyncsteps.Error of its own. A deadline of ctx is not
+// a cancel but a Timeout of the flow, which its error handlers saw (also
+// matching ctx.Err()), or, when it had passed before the flow started,
+// ctx.Err() itself (see asFlowError): a 504 like any other Timeout.
 func cancelledBy(ctx context.Context, err error) bool {
-	if ctx.Err() == nil {
+	cause := ctx.Err()
+	if cause == nil || errors.Is(cause, context.DeadlineExceeded) {
 		return false
 	}
 	var e *asyncsteps.Error
-	if errors.As(err, &e) && e.Code == asyncsteps.Timeout {
-		return false
-	}
-	return errors.Is(err, ctx.Err()) || e == nil
+	return errors.Is(err, cause) || !errors.As(err, &e)
 }
 
-// asFlowError returns err as an *asyncsteps.Error; any other error (none is
+// asFlowError returns err as an *asyncsteps.Error. Run under a context
+// whose deadline has passed starts nothing and returns the context's
+// error: a Timeout of the flow all the same. Any other error (none is
 // expected from Run) is an InternalError.
 func asFlowError(err error) *asyncsteps.Error {
 	var e *asyncsteps.Error
-	if errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
 		return e
+	case errors.Is(err, context.DeadlineExceeded):
+		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: err}
 	}
 	return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: err.Error(), Cause: err}
 }

@@ -303,30 +303,42 @@ func TestStatusOf(t *testing.T) {
 // A deadline of the request's context (set by a middleware, say) is a
 // timeout of the whole flow, as with Run: its waiting step fails with
 // Timeout, and the answer is a 504, counted as a finished request, not as
-// a cancelled one.
+// a cancelled one. So is a deadline that has passed before the flow
+// starts (a middleware before the Handler used the time up): Run starts
+// nothing under an ended context and returns context.DeadlineExceeded.
 func TestHandlerRequestDeadlineIs504(t *testing.T) {
-	loop := newLoop(t)
-	var got outcomes
-	h := &asynchttp.Handler{
-		Tool: func() asyncsteps.Tool { return loop },
-		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
-			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				as.SetCancel(func(asyncsteps.AsyncSteps) {}) // waits for the deadline
+	for _, c := range []struct {
+		name     string
+		deadline time.Duration // from when the middleware runs
+	}{
+		{"passes while the flow waits", 10 * time.Millisecond},
+		{"passed before the flow starts", -time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			loop := newLoop(t)
+			var got outcomes
+			h := &asynchttp.Handler{
+				Tool: func() asyncsteps.Tool { return loop },
+				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.SetCancel(func(asyncsteps.AsyncSteps) {}) // waits for the deadline
+					})
+				},
+				Done: got.done,
+			}
+			withDeadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				ctx, cancel := context.WithTimeout(req.Context(), c.deadline)
+				defer cancel()
+				h.ServeHTTP(w, req.WithContext(ctx))
 			})
-		},
-		Done: got.done,
-	}
-	withDeadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Millisecond)
-		defer cancel()
-		h.ServeHTTP(w, req.WithContext(ctx))
-	})
-	status, retry, body := serve(t, withDeadline)
-	if status != http.StatusGatewayTimeout || retry != "" || body != `{"error":"Timeout","info":""}`+"\n" {
-		t.Errorf("answer %d, Retry-After %q, body %q; want 504, none, the Timeout error", status, retry, body)
-	}
-	o := got.get()
-	if len(o) != 1 || o[0].Cancelled || o[0].Code != asyncsteps.Timeout || o[0].Status != http.StatusGatewayTimeout {
-		t.Errorf("outcomes %+v, want one finished 504 Timeout", o)
+			status, retry, body := serve(t, withDeadline)
+			if status != http.StatusGatewayTimeout || retry != "" || body != `{"error":"Timeout","info":""}`+"\n" {
+				t.Errorf("answer %d, Retry-After %q, body %q; want 504, none, the Timeout error", status, retry, body)
+			}
+			o := got.get()
+			if len(o) != 1 || o[0].Cancelled || o[0].Code != asyncsteps.Timeout || o[0].Status != http.StatusGatewayTimeout {
+				t.Errorf("outcomes %+v, want one finished 504 Timeout", o)
+			}
+		})
 	}
 }
