@@ -263,7 +263,7 @@ func (m *Mutex) round(renewing bool) (time.Duration, bool) {
 	}
 	res, err := m.c.call(mutexScript, m.keys, args...)
 	if err != nil {
-		m.fail(m.c.commError(err))
+		m.fail(m.c.commError(err), batch)
 		return 0, false
 	}
 	admitted, last, next := toInt(res[0]), toInt(res[1]), toInt(res[2])
@@ -336,11 +336,12 @@ func (m *Mutex) dropClosed() {
 	m.mu.Unlock()
 }
 
-// fail refuses every waiting flow with err (a Mutex fails closed). The
-// leases to give back are dropped: they run out on their own.
-func (m *Mutex) fail(err *asyncsteps.Error) {
+// fail refuses every waiting flow with err (a Mutex fails closed), with
+// those of batch, the round trip that failed. The leases to give back are
+// dropped: they run out on their own.
+func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter) {
 	m.mu.Lock()
-	done := m.failAll(err, false)
+	done := m.failAll(err, false, batch)
 	m.mu.Unlock()
 	complete(done)
 }

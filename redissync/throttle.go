@@ -144,7 +144,7 @@ func (t *Throttle) round() (time.Duration, bool) {
 	res, err := t.c.call(gcraScript, t.key, t.interval, t.slack, len(batch))
 	if err != nil {
 		t.mu.Lock()
-		done := t.failAll(t.c.commError(err), t.failOpen)
+		done := t.failAll(t.c.commError(err), t.failOpen, batch)
 		t.mu.Unlock()
 		complete(done)
 		return 0, false
