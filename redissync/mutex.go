@@ -19,7 +19,8 @@ type MutexOptions struct {
 	// TTL is the lease of a holder: it is renewed every TTL/3 while the
 	// section runs, and runs out TTL after the last renewal when its
 	// process can no longer renew it (killed, or cut off from Redis). 0
-	// means ten seconds.
+	// means ten seconds; it is rounded up to whole milliseconds, the unit
+	// of Redis's clock.
 	TTL time.Duration
 }
 
@@ -117,6 +118,9 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	if m.ttl == 0 {
 		m.ttl = 10 * time.Second
 	}
+	// A lease of 0 ms would run out as it is taken, and a TTL under 3ns
+	// would make a renewal ticker of 0, which panics on run's goroutine.
+	m.ttl = (m.ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	c.mu.Lock()
 	c.mutexes[name] = m
 	c.mu.Unlock()

@@ -1,0 +1,45 @@
+package redissync
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// tinyTTLEnv names the Redis address for the child process of
+// TestMutexTinyTTL.
+const tinyTTLEnv = "REDISSYNC_TINY_TTL_ADDR"
+
+// TestMutexTinyTTL: a Mutex whose TTL is under a millisecond works, with a
+// lease of one millisecond (Redis's unit), and does not crash the process:
+// a TTL under 3ns made a renewal ticker of 0, whose panic on the Mutex's
+// goroutine no one could recover. It runs in a child process, which such
+// a panic kills.
+func TestMutexTinyTTL(t *testing.T) {
+	if addr := os.Getenv(tinyTTLEnv); addr != "" {
+		tinyTTLChild(t, addr)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMutexTinyTTL$", "-test.count=1")
+	cmd.Env = append(os.Environ(), tinyTTLEnv+"="+sharedRedis(t))
+	dieWithTest(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the child process: %v\n%s", err, out)
+	}
+}
+
+func tinyTTLChild(t *testing.T, addr string) {
+	c, _ := newClient(t, addr, Options{})
+	for _, ttl := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, 1500 * time.Microsecond} {
+		m := c.NewMutex("tiny"+ttl.String(), MutexOptions{TTL: ttl})
+		if m.ttl != (ttl + time.Millisecond - 1).Truncate(time.Millisecond) {
+			t.Errorf("TTL %v: lease of %v, want it rounded up to whole milliseconds", ttl, m.ttl)
+		}
+		var tr tracer
+		if res := <-enter(newLoops(t, 1)[0], m, &tr, "A"); res.Err != nil {
+			t.Fatalf("TTL %v: %v", ttl, res.Err)
+		}
+		tr.check(t, "A in")
+	}
+}
