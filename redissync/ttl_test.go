@@ -31,10 +31,12 @@ func TestMutexTinyTTL(t *testing.T) {
 
 func tinyTTLChild(t *testing.T, addr string) {
 	c, _ := newClient(t, addr, Options{})
-	for _, ttl := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, 1500 * time.Microsecond} {
+	for ttl, want := range map[time.Duration]time.Duration{
+		time.Nanosecond: time.Millisecond, 500 * time.Microsecond: time.Millisecond,
+		1500 * time.Microsecond: 2 * time.Millisecond} {
 		m := c.NewMutex("tiny"+ttl.String(), MutexOptions{TTL: ttl})
-		if m.ttl != (ttl + time.Millisecond - 1).Truncate(time.Millisecond) {
-			t.Errorf("TTL %v: lease of %v, want it rounded up to whole milliseconds", ttl, m.ttl)
+		if m.ttl != want {
+			t.Errorf("TTL %v: lease of %v, want %v", ttl, m.ttl, want)
 		}
 		var tr tracer
 		if res := <-enter(newLoops(t, 1)[0], m, &tr, "A"); res.Err != nil {
