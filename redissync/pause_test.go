@@ -1,0 +1,43 @@
+package redissync
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// TestRedisPausedMidway: Redis stops answering (paused, its connections
+// open) with the go-redis client's default options. A flow that asks a
+// Mutex or a Throttle fails with a CommError naming the address within
+// about OpTimeout, as the package promises: the round trip's deadline
+// bounds the socket reads, not go-redis's ReadTimeout (3s by default,
+// then retried).
+func TestRedisPausedMidway(t *testing.T) {
+	srv := startRedis(t)
+	opts := Options{OpTimeout: 300 * time.Millisecond, Recheck: time.Hour}
+	c, _ := newClient(t, srv.addr, opts)
+	m := c.NewMutex("m", MutexOptions{})
+	th := c.NewThrottle("t", ThrottleOptions{})
+	l := newLoops(t, 1)[0]
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	var tr tracer
+	for name, s := range map[string]asyncsteps.Syncer{"mutex": m, "throttle": th} {
+		start := time.Now()
+		res := <-enter(l, s, &tr, name)
+		took := time.Since(start)
+		var e *asyncsteps.Error
+		if !errors.As(res.Err, &e) || e.Code != asyncsteps.CommError || !strings.HasPrefix(e.Info, "redis "+srv.addr+": ") {
+			t.Errorf("%s: %v, want CommError naming %s", name, res.Err, srv.addr)
+		}
+		if bound := opts.OpTimeout + 1500*time.Millisecond; took > bound {
+			t.Errorf("%s: failed after %v, the bound is about OpTimeout %v", name, took, opts.OpTimeout)
+		}
+	}
+}
