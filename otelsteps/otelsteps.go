@@ -13,7 +13,10 @@
 // status to Error, with the error as description and its code in the
 // attribute asyncsteps.error.code; each step error, also one that a
 // handler recovers from, is an event of the flow's span. A cancelled flow
-// is not an error: its span has the attribute asyncsteps.canceled.
+// is not an error: its span has the attribute asyncsteps.canceled, and so
+// has the span of an Await cancelled with its step (its flow cancelled,
+// its loop closed, a sibling branch failed), whatever its function
+// returned then.
 package otelsteps
 
 import (
@@ -91,7 +94,13 @@ func flowEnd(ctx context.Context, err error) {
 
 func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	span := trace.SpanFromContext(ctx)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The step was cancelled before its function returned: err
+		// (often ctx.Err() as an InternalError) fails no step.
+		span.SetAttributes(CanceledKey.Bool(true))
+	default:
 		fail(span, err)
 	}
 	span.End()
