@@ -156,6 +156,13 @@ func timedClient(rdb redis.UniversalClient) redis.UniversalClient {
 	case *redis.Client:
 		if o := *r.Options(); !o.ContextTimeoutEnabled {
 			o.ContextTimeoutEnabled = true
+			// NewClient stored rdb's processor in its options: the copy
+			// must make its own, or registering its handlers fails.
+			o.PushNotificationProcessor = nil
+			if m := o.MaintNotificationsConfig; m != nil {
+				mc := *m // as NewClusterClient does for its nodes
+				o.MaintNotificationsConfig = &mc
+			}
 			return redis.NewClient(&o)
 		}
 	case *redis.ClusterClient:

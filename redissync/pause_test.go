@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRedisPausedMidway: Redis stops answering (paused, its connections
@@ -39,5 +40,25 @@ func TestRedisPausedMidway(t *testing.T) {
 		if bound := opts.OpTimeout + 1500*time.Millisecond; took > bound {
 			t.Errorf("%s: failed after %v, the bound is about OpTimeout %v", name, took, opts.OpTimeout)
 		}
+	}
+}
+
+// TestOwnClientMakesItsOwnProcessor: the client New makes for its round
+// trips, a copy of the user's options, sets up go-redis's notification
+// handlers of its own. It shared the processor that NewClient had stored
+// in the user's options, so go-redis logged "failed to initialize
+// maintnotifications: ... cannot overwrite existing handler" (and would
+// panic in New for a client that requires maintenance notifications).
+func TestOwnClientMakesItsOwnProcessor(t *testing.T) {
+	c, rdb := newClient(t, sharedRedis(t), Options{})
+	own, ok := c.rdb.(*redis.Client)
+	if !ok || own == rdb {
+		t.Fatal("New uses the user's client, which ignores context deadlines")
+	}
+	if own.Options().PushNotificationProcessor == rdb.Options().PushNotificationProcessor {
+		t.Error("the Client's own go-redis client shares the user's notification processor")
+	}
+	if own.Options().MaintNotificationsConfig == rdb.Options().MaintNotificationsConfig {
+		t.Error("the Client's own go-redis client shares the user's MaintNotificationsConfig")
 	}
 }
