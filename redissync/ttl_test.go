@@ -45,3 +45,28 @@ func tinyTTLChild(t *testing.T, addr string) {
 		tr.check(t, "A in")
 	}
 }
+
+// TestThrottleTinyPeriod: a Throttle whose Period is under a microsecond
+// lets flows in. Its Period, truncated to whole microseconds, made an
+// emission interval of 0, by which the script divided: 0/0 admitted
+// nobody, and the Throttle asked Redis again every 100µs for ever.
+func TestThrottleTinyPeriod(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	th := c.NewThrottle("tiny", ThrottleOptions{Period: 500 * time.Nanosecond, MaxQueue: -1})
+	if th.interval != "0.500" || th.slack != "0.000" {
+		t.Errorf("interval %s µs, slack %s µs, want 0.500 and 0.000", th.interval, th.slack)
+	}
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	for _, name := range []string{"A", "B", "C"} {
+		select {
+		case res := <-enter(l, th, &tr, name):
+			if res.Err != nil {
+				t.Fatalf("%s: %v", name, res.Err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still waits to enter a Throttle of 1 per 500ns", name)
+		}
+	}
+	tr.check(t, "A in", "B in", "C in")
+}
