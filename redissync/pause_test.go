@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"syscall"
@@ -61,4 +62,24 @@ func TestOwnClientMakesItsOwnProcessor(t *testing.T) {
 	if own.Options().MaintNotificationsConfig == rdb.Options().MaintNotificationsConfig {
 		t.Error("the Client's own go-redis client shares the user's MaintNotificationsConfig")
 	}
+}
+
+// TestNewOnRing: on a *redis.Ring without ContextTimeoutEnabled, the
+// Syncers' round trips go through a Ring of the Client's own, and work.
+func TestNewOnRing(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": sharedRedis(t)}})
+	defer ring.Close()
+	c, err := New(context.Background(), ring, Options{Prefix: "ring"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if own, ok := c.rdb.(*redis.Ring); !ok || own == ring || !own.Options().ContextTimeoutEnabled {
+		t.Fatalf("round trips on %T %p, want a Ring of the Client's own with ContextTimeoutEnabled", c.rdb, c.rdb)
+	}
+	var tr tracer
+	if res := <-enter(newLoops(t, 1)[0], c.NewMutex("m", MutexOptions{}), &tr, "A"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	tr.check(t, "A in")
 }
