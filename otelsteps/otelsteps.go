@@ -16,7 +16,8 @@
 // is not an error: its span has the attribute asyncsteps.canceled, and so
 // has the span of an Await cancelled with its step (its flow cancelled,
 // its loop closed, a sibling branch failed), whatever its function
-// returned then.
+// returned then; the span of an Await whose step timed out is a Timeout,
+// also when its function, ignoring its context, succeeded later.
 package otelsteps
 
 import (
@@ -94,13 +95,15 @@ func flowEnd(ctx context.Context, err error) {
 
 func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	span := trace.SpanFromContext(ctx)
-	switch {
-	case err == nil:
-	case errors.Is(ctx.Err(), context.Canceled):
-		// The step was cancelled before its function returned: err
-		// (often ctx.Err() as an InternalError) fails no step.
+	// A context ended before the function returned: the step was
+	// cancelled or timed out, whatever the function returned then (often
+	// ctx.Err(), which would read as an InternalError).
+	switch cause := ctx.Err(); {
+	case errors.Is(cause, context.Canceled):
 		span.SetAttributes(CanceledKey.Bool(true))
-	default:
+	case cause != nil:
+		fail(span, asyncsteps.ErrorFrom(cause))
+	case err != nil:
 		fail(span, err)
 	}
 	span.End()

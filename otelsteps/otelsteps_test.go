@@ -152,7 +152,8 @@ func TestAwaitSpansBelongToTheirFlow(t *testing.T) {
 // An Await cancelled with its flow is not an error of its span, as the
 // flow's is not: its function returned ctx.Err(), which the step never
 // fails with. Its span was marked Error "InternalError: context canceled".
-// An Await whose step times out is still an error.
+// An Await whose step times out is an error, also when its function
+// ignores its context and then succeeds: its span said Unset.
 func TestCancelledAwaitIsNoError(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -176,13 +177,26 @@ func TestCancelledAwaitIsNoError(t *testing.T) {
 	})
 	<-timedOut.Promise()
 
+	// A function that ignores its context and succeeds after its step
+	// timed out: the step failed all the same.
+	late := make(chan struct{})
+	ignoring := asyncsteps.New(asyncsteps.WithTool(l))
+	ignoring.Add(func(as steps, _ ...any) {
+		as.SetTimeout(time.Millisecond)
+		as.Await(func(context.Context) (any, error) { <-late; return "late", nil })
+	})
+	<-ignoring.Promise()
+	close(late)
+
 	// The spans of Awaits end on their goroutines, after the flows' ends.
-	for deadline := time.Now().Add(10 * time.Second); len(rec.Ended()) < 4 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); len(rec.Ended()) < 6 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	want := strings.Join([]string{
 		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
+		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 		`asyncsteps.flow <- -: Unset "" asyncsteps.canceled=true`,
 	}, "\n")
