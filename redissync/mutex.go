@@ -267,7 +267,7 @@ func (m *Mutex) round(renewing bool) (time.Duration, bool) {
 	}
 	res, err := m.c.call(mutexScript, m.keys, args...)
 	if err != nil {
-		m.fail(m.c.commError(err), batch)
+		m.fail(m.c.commError(err), batch, releases)
 		return 0, false
 	}
 	admitted, last, next := toInt(res[0]), toInt(res[1]), toInt(res[2])
@@ -341,10 +341,17 @@ func (m *Mutex) dropClosed() {
 }
 
 // fail refuses every waiting flow with err (a Mutex fails closed), with
-// those of batch, the round trip that failed. The leases to give back are
-// dropped: they run out on their own.
-func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter) {
+// those of batch, the round trip that failed. That round trip may have
+// run in Redis all the same (a timeout): the leases it gave back
+// (releases), and those it may have given to batch, go back with the
+// next round trip. Dropped, each would hold its slot until its TTL ran
+// out, also after a single round trip that timed out.
+func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, releases []string) {
 	m.mu.Lock()
+	for _, w := range batch {
+		releases = append(releases, w.lease)
+	}
+	m.releases = append(releases, m.releases...)
 	done := m.failAll(err, false, batch)
 	m.mu.Unlock()
 	complete(done)

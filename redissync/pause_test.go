@@ -83,3 +83,42 @@ func TestNewOnRing(t *testing.T) {
 	}
 	tr.check(t, "A in")
 }
+
+// TestReleaseRetriedAfterFailedRoundTrip: a lease given back while Redis
+// does not answer is given back once it answers again, not left to run
+// out after its TTL. The round trip that failed dropped it, so one
+// transient failure kept the Mutex full for a whole TTL.
+func TestReleaseRetriedAfterFailedRoundTrip(t *testing.T) {
+	srv := startRedis(t)
+	opts := Options{OpTimeout: 200 * time.Millisecond, Recheck: 300 * time.Millisecond}
+	c, _ := newClient(t, srv.addr, opts)
+	m := c.NewMutex("m", MutexOptions{MaxQueue: -1, TTL: time.Minute})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	release := make(chan struct{})
+	a := holdOpen(t, l, m, &tr, "A", release)
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	close(release)
+	<-a
+	// B's round trip, after the one that gives A's lease back or with it,
+	// fails: Redis was asked while paused.
+	var b tracer
+	if res := <-enter(l, m, &b, "B"); res.Err == nil {
+		t.Fatal("B entered while Redis was paused")
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-enter(l, m, &tr, "C"):
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("C still waits: A's lease was not given back after Redis answered again")
+	}
+	tr.check(t, "A in", "A out", "C in")
+}
