@@ -13,7 +13,11 @@
 // status to Error, with the error as description and its code in the
 // attribute asyncsteps.error.code; each step error, also one that a
 // handler recovers from, is an event of the flow's span. A cancelled flow
-// is not an error: its span has the attribute asyncsteps.canceled.
+// is not an error: its span has the attribute asyncsteps.canceled, and so
+// has the span of an Await cancelled with its step (its flow cancelled,
+// its loop closed, a sibling branch failed), whatever its function
+// returned then; the span of an Await whose step timed out is a Timeout,
+// also when its function, ignoring its context, succeeded later.
 package otelsteps
 
 import (
@@ -91,7 +95,15 @@ func flowEnd(ctx context.Context, err error) {
 
 func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	span := trace.SpanFromContext(ctx)
-	if err != nil {
+	// A context ended before the function returned: the step was
+	// cancelled or timed out, whatever the function returned then (often
+	// ctx.Err(), which would read as an InternalError).
+	switch cause := ctx.Err(); {
+	case errors.Is(cause, context.Canceled):
+		span.SetAttributes(CanceledKey.Bool(true))
+	case cause != nil:
+		fail(span, asyncsteps.ErrorFrom(cause))
+	case err != nil:
 		fail(span, err)
 	}
 	span.End()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -145,5 +146,61 @@ func TestAwaitSpansBelongToTheirFlow(t *testing.T) {
 		if !flows[p] || n != 2 {
 			t.Errorf("%d Await spans under %v (a flow span: %v), want 2 under each flow", n, p, flows[p])
 		}
+	}
+}
+
+// An Await cancelled with its flow is not an error of its span, as the
+// flow's is not: its function returned ctx.Err(), which the step never
+// fails with. Its span was marked Error "InternalError: context canceled".
+// An Await whose step times out is an error, also when its function
+// ignores its context and then succeeds: its span said Unset.
+func TestCancelledAwaitIsNoError(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	l.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}))
+	untilDone := func(ctx context.Context) (any, error) { <-ctx.Done(); return nil, ctx.Err() }
+
+	started := make(chan struct{})
+	cancelled := asyncsteps.New(asyncsteps.WithTool(l))
+	cancelled.Await(func(ctx context.Context) (any, error) { close(started); return untilDone(ctx) })
+	p := cancelled.Promise()
+	<-started
+	cancelled.Cancel()
+	<-p
+
+	timedOut := asyncsteps.New(asyncsteps.WithTool(l))
+	timedOut.Add(func(as steps, _ ...any) {
+		as.SetTimeout(time.Millisecond)
+		as.Await(untilDone)
+	})
+	<-timedOut.Promise()
+
+	// A function that ignores its context and succeeds after its step
+	// timed out: the step failed all the same.
+	late := make(chan struct{})
+	ignoring := asyncsteps.New(asyncsteps.WithTool(l))
+	ignoring.Add(func(as steps, _ ...any) {
+		as.SetTimeout(time.Millisecond)
+		as.Await(func(context.Context) (any, error) { <-late; return "late", nil })
+	})
+	<-ignoring.Promise()
+	close(late)
+
+	// The spans of Awaits end on their goroutines, after the flows' ends.
+	for deadline := time.Now().Add(10 * time.Second); len(rec.Ended()) < 6 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	want := strings.Join([]string{
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
+		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- -: Unset "" asyncsteps.canceled=true`,
+	}, "\n")
+	if got := describe(rec.Ended()); got != want {
+		t.Errorf("spans:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -46,7 +46,8 @@ type Options struct {
 // is not usable. Close it when done: its goroutines end and its leases are
 // given back.
 type Client struct {
-	rdb    redis.UniversalClient
+	rdb    redis.UniversalClient // the round trips', bounded by OpTimeout
+	owned  bool                  // rdb is a copy of the user's client: Close closes it
 	opts   Options
 	addr   string // for errors
 	ps     *redis.PubSub
@@ -67,7 +68,13 @@ type Client struct {
 }
 
 // New returns a Client on rdb, which it does not own: Close leaves rdb
-// open. It checks that Redis answers and subscribes to the notification
+// open. A round trip is bounded by OpTimeout only if the client honours
+// the deadline of its context; when rdb is a *redis.Client,
+// *redis.ClusterClient or *redis.Ring without ContextTimeoutEnabled, the
+// Syncers' round trips go through a client of the Client's own, made with
+// rdb's options and ContextTimeoutEnabled set (hooks added to rdb do not
+// see them); otherwise rdb's ReadTimeout (3s by default, or none) would
+// bound them instead. It checks that Redis answers and subscribes to the notification
 // channel before it returns; if Redis cannot be reached within
 // opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with code
 // CommError whose info names the address.
@@ -82,7 +89,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 		opts.Recheck = 5 * time.Second
 	}
 	c := &Client{
-		rdb:     rdb,
+		rdb:     timedClient(rdb),
 		opts:    opts,
 		addr:    addrOf(rdb),
 		notify:  opts.Prefix + ":released",
@@ -90,15 +97,18 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 		done:    make(chan struct{}),
 		mutexes: make(map[string]*Mutex),
 	}
+	c.owned = c.rdb != rdb
 	ctx, cancel := context.WithTimeout(ctx, opts.OpTimeout)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		c.closeOwned()
 		return nil, c.commError(err)
 	}
 	c.ps = rdb.Subscribe(ctx, c.notify)
 	// The confirmation: no notification sent from now on is missed.
 	if _, err := c.ps.ReceiveTimeout(ctx, opts.OpTimeout); err != nil {
 		_ = c.ps.Close()
+		c.closeOwned()
 		return nil, c.commError(err)
 	}
 	c.wg.Add(1)
@@ -127,7 +137,46 @@ func (c *Client) Close() error {
 		_ = c.ps.Close() // ends listen's receive
 	})
 	c.wg.Wait()
+	c.closeOwned() // after the last round trips of the Syncers' shutdown
 	return nil
+}
+
+// closeOwned closes the round trips' client if it is the Client's own.
+func (c *Client) closeOwned() {
+	if c.owned {
+		_ = c.rdb.Close()
+	}
+}
+
+// timedClient returns a client that bounds each call by the deadline of
+// its context: rdb, or a client made with rdb's options and
+// ContextTimeoutEnabled when rdb would ignore the deadline.
+func timedClient(rdb redis.UniversalClient) redis.UniversalClient {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		if o := *r.Options(); !o.ContextTimeoutEnabled {
+			o.ContextTimeoutEnabled = true
+			// NewClient stored rdb's processor in its options: the copy
+			// must make its own, or registering its handlers fails.
+			o.PushNotificationProcessor = nil
+			if m := o.MaintNotificationsConfig; m != nil {
+				mc := *m // as NewClusterClient does for its nodes
+				o.MaintNotificationsConfig = &mc
+			}
+			return redis.NewClient(&o)
+		}
+	case *redis.ClusterClient:
+		if o := *r.Options(); !o.ContextTimeoutEnabled {
+			o.ContextTimeoutEnabled = true
+			return redis.NewClusterClient(&o)
+		}
+	case *redis.Ring:
+		if o := *r.Options(); !o.ContextTimeoutEnabled {
+			o.ContextTimeoutEnabled = true
+			return redis.NewRing(&o)
+		}
+	}
+	return rdb
 }
 
 // listen receives the notifications of released Mutex slots and wakes the

@@ -33,9 +33,10 @@
 //     info names the address.
 //   - Redis lost while flows wait: they fail with CommError (fail closed),
 //     or, for a rate limit with FailOpen, enter without a limit; within
-//     about OpTimeout after the next round trip starts, and at worst
-//     Options.Recheck + OpTimeout. Nothing hangs: every round trip is
-//     bounded by OpTimeout.
+//     about OpTimeout after the next round trip starts: at once when the
+//     connection breaks, else, for a Mutex, at worst Options.Recheck +
+//     OpTimeout, and for a Throttle at the time Redis named for its next
+//     entry. Nothing hangs: every round trip is bounded by OpTimeout.
 //   - Redis lost while flows hold a Mutex: their sections run on; their
 //     leases are not renewed and run out TTL after the last renewal.
 //   - A process killed while it holds a lease: nothing is given back; the

@@ -199,3 +199,39 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int {
 	}
 	return total
 }
+
+// TestRedisGoneBeforeAsking: flows that first ask after Redis was lost
+// (their first round trip fails) are not forgotten: those of a Mutex and
+// of a fail-closed Throttle fail with a CommError naming the address,
+// that of a fail-open Throttle enters. The round trip had taken them out
+// of the fresh list, where the failure did not look for them, and they
+// waited forever.
+func TestRedisGoneBeforeAsking(t *testing.T) {
+	srv := startRedis(t)
+	opts := Options{OpTimeout: 300 * time.Millisecond, Recheck: time.Hour}
+	c, _ := newClient(t, srv.addr, opts)
+	m := c.NewMutex("m", MutexOptions{MaxQueue: -1})
+	closed := c.NewThrottle("closed", ThrottleOptions{MaxQueue: -1})
+	open := c.NewThrottle("open", ThrottleOptions{MaxQueue: -1, FailOpen: true})
+	l := newLoops(t, 1)[0]
+	srv.kill()
+	var tr tracer
+	results := map[string]<-chan asyncsteps.Result{
+		"mutex": enter(l, m, &tr, "mutex"), "closed": enter(l, closed, &tr, "closed"),
+		"open": enter(l, open, &tr, "open")}
+	for _, name := range []string{"mutex", "closed", "open"} {
+		select {
+		case res := <-results[name]:
+			var e *asyncsteps.Error
+			if name == "open" {
+				if res.Err != nil {
+					t.Errorf("open: %v, want entered", res.Err)
+				}
+			} else if !errors.As(res.Err, &e) || e.Code != asyncsteps.CommError || !strings.HasPrefix(e.Info, "redis "+srv.addr+": ") {
+				t.Errorf("%s: %v, want CommError naming %s", name, res.Err, srv.addr)
+			}
+		case <-time.After(opts.OpTimeout + 5*time.Second):
+			t.Fatalf("%s: the flow still waits after Redis failed", name)
+		}
+	}
+}

@@ -126,15 +126,17 @@ func (q *gateQueue) settle(batch []*waiter, admitted int, onAdmit func(i int, w 
 // completed. Called with mu held.
 func (q *gateQueue) shut() []*waiter {
 	q.closed = true
-	return q.failAll(closedError(), false)
+	return q.failAll(closedError(), false, nil)
 }
 
 // failAll refuses every waiting flow with err, or, when open, lets them
-// all in. It returns the waiters whose steps must now be completed.
-// Called with mu held.
-func (q *gateQueue) failAll(err *asyncsteps.Error, open bool) []*waiter {
+// all in: those of the queue, the fresh ones, and those of batch, the
+// round trip that failed (take moved its fresh waiters out of q.fresh).
+// It returns the waiters whose steps must now be completed. Called with
+// mu held.
+func (q *gateQueue) failAll(err *asyncsteps.Error, open bool, batch []*waiter) []*waiter {
 	var done []*waiter
-	for _, list := range [][]*waiter{q.queue.items, q.fresh} {
+	for _, list := range [][]*waiter{q.queue.items, q.fresh, batch} {
 		for _, w := range list {
 			if w.state != wQueued && w.state != wFresh {
 				continue

@@ -19,7 +19,8 @@ type MutexOptions struct {
 	// TTL is the lease of a holder: it is renewed every TTL/3 while the
 	// section runs, and runs out TTL after the last renewal when its
 	// process can no longer renew it (killed, or cut off from Redis). 0
-	// means ten seconds.
+	// means ten seconds; it is rounded up to whole milliseconds, the unit
+	// of Redis's clock.
 	TTL time.Duration
 }
 
@@ -117,6 +118,9 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	if m.ttl == 0 {
 		m.ttl = 10 * time.Second
 	}
+	// A lease of 0 ms would run out as it is taken, and a TTL under 3ns
+	// would make a renewal ticker of 0, which panics on run's goroutine.
+	m.ttl = (m.ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	c.mu.Lock()
 	c.mutexes[name] = m
 	c.mu.Unlock()
@@ -263,7 +267,7 @@ func (m *Mutex) round(renewing bool) (time.Duration, bool) {
 	}
 	res, err := m.c.call(mutexScript, m.keys, args...)
 	if err != nil {
-		m.fail(m.c.commError(err))
+		m.fail(m.c.commError(err), batch, releases)
 		return 0, false
 	}
 	admitted, last, next := toInt(res[0]), toInt(res[1]), toInt(res[2])
@@ -336,11 +340,19 @@ func (m *Mutex) dropClosed() {
 	m.mu.Unlock()
 }
 
-// fail refuses every waiting flow with err (a Mutex fails closed). The
-// leases to give back are dropped: they run out on their own.
-func (m *Mutex) fail(err *asyncsteps.Error) {
+// fail refuses every waiting flow with err (a Mutex fails closed), with
+// those of batch, the round trip that failed. That round trip may have
+// run in Redis all the same (a timeout): the leases it gave back
+// (releases), and those it may have given to batch, go back with the
+// next round trip. Dropped, each would hold its slot until its TTL ran
+// out, also after a single round trip that timed out.
+func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, releases []string) {
 	m.mu.Lock()
-	done := m.failAll(err, false)
+	for _, w := range batch {
+		releases = append(releases, w.lease)
+	}
+	m.releases = append(releases, m.releases...)
+	done := m.failAll(err, false, batch)
 	m.mu.Unlock()
 	complete(done)
 }

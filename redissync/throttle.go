@@ -73,12 +73,15 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 	if period == 0 {
 		period = time.Second
 	}
-	interval := float64(period.Microseconds()) / float64(rate)
+	// In µs, to the ns: a Period under 1µs, truncated to whole µs, made an
+	// interval of 0, which the script divided by, admitting nobody.
+	micros := float64(period.Nanoseconds()) / 1e3
+	interval := max(micros/float64(rate), 0.001)
 	t := &Throttle{
 		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
 		key:       []string{c.key(name, "tat")},
 		interval:  strconv.FormatFloat(interval, 'f', 3, 64),
-		slack:     strconv.FormatFloat(float64(period.Microseconds())-interval, 'f', 3, 64),
+		slack:     strconv.FormatFloat(max(micros-interval, 0), 'f', 3, 64),
 		failOpen:  opts.FailOpen,
 	}
 	c.start(&t.gateQueue, t.run)
@@ -144,7 +147,7 @@ func (t *Throttle) round() (time.Duration, bool) {
 	res, err := t.c.call(gcraScript, t.key, t.interval, t.slack, len(batch))
 	if err != nil {
 		t.mu.Lock()
-		done := t.failAll(t.c.commError(err), t.failOpen)
+		done := t.failAll(t.c.commError(err), t.failOpen, batch)
 		t.mu.Unlock()
 		complete(done)
 		return 0, false

@@ -1,0 +1,72 @@
+package redissync
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// tinyTTLEnv names the Redis address for the child process of
+// TestMutexTinyTTL.
+const tinyTTLEnv = "REDISSYNC_TINY_TTL_ADDR"
+
+// TestMutexTinyTTL: a Mutex whose TTL is under a millisecond works, with a
+// lease of one millisecond (Redis's unit), and does not crash the process:
+// a TTL under 3ns made a renewal ticker of 0, whose panic on the Mutex's
+// goroutine no one could recover. It runs in a child process, which such
+// a panic kills.
+func TestMutexTinyTTL(t *testing.T) {
+	if addr := os.Getenv(tinyTTLEnv); addr != "" {
+		tinyTTLChild(t, addr)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMutexTinyTTL$", "-test.count=1")
+	cmd.Env = append(os.Environ(), tinyTTLEnv+"="+sharedRedis(t))
+	dieWithTest(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the child process: %v\n%s", err, out)
+	}
+}
+
+func tinyTTLChild(t *testing.T, addr string) {
+	c, _ := newClient(t, addr, Options{})
+	for ttl, want := range map[time.Duration]time.Duration{
+		time.Nanosecond: time.Millisecond, 500 * time.Microsecond: time.Millisecond,
+		1500 * time.Microsecond: 2 * time.Millisecond} {
+		m := c.NewMutex("tiny"+ttl.String(), MutexOptions{TTL: ttl})
+		if m.ttl != want {
+			t.Errorf("TTL %v: lease of %v, want %v", ttl, m.ttl, want)
+		}
+		var tr tracer
+		if res := <-enter(newLoops(t, 1)[0], m, &tr, "A"); res.Err != nil {
+			t.Fatalf("TTL %v: %v", ttl, res.Err)
+		}
+		tr.check(t, "A in")
+	}
+}
+
+// TestThrottleTinyPeriod: a Throttle whose Period is under a microsecond
+// lets flows in. Its Period, truncated to whole microseconds, made an
+// emission interval of 0, by which the script divided: 0/0 admitted
+// nobody, and the Throttle asked Redis again every 100µs for ever.
+func TestThrottleTinyPeriod(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	th := c.NewThrottle("tiny", ThrottleOptions{Period: 500 * time.Nanosecond, MaxQueue: -1})
+	if th.interval != "0.500" || th.slack != "0.000" {
+		t.Errorf("interval %s µs, slack %s µs, want 0.500 and 0.000", th.interval, th.slack)
+	}
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	for _, name := range []string{"A", "B", "C"} {
+		select {
+		case res := <-enter(l, th, &tr, name):
+			if res.Err != nil {
+				t.Fatalf("%s: %v", name, res.Err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still waits to enter a Throttle of 1 per 500ns", name)
+		}
+	}
+	tr.check(t, "A in", "B in", "C in")
+}
