@@ -1422,6 +1422,31 @@ static int fk_same_thread(FutoInAsyncSteps* bsi)
     return 1;
 }
 
+// The fake's event loop: one pending callback, run by ct_fake_run_sched.
+static void (*fk_sched_cb)(void*);
+static void* fk_sched_data;
+
+static FutoInHandle fk_sched_immediate(FutoInAsyncSteps* bsi, void* data, void (*cb)(void* data))
+{
+    (void)bsi;
+    fk_sched_cb = cb;
+    fk_sched_data = data;
+    FutoInHandle h = {NULL, NULL, 1};
+    return h;
+}
+
+int ct_fake_run_sched(void)
+{
+    void (*cb)(void*) = fk_sched_cb;
+    fk_sched_cb = NULL;
+    if (cb == NULL) {
+        return 0;
+    }
+    cb(fk_sched_data);
+    LOG("fake: sched callback returned");
+    return 1;
+}
+
 static const FutoInAsyncStepsAPI fk_api = {{{
     .add = fk_add,
     .stateVariable = fk_state_variable,
@@ -1434,6 +1459,7 @@ static const FutoInAsyncStepsAPI fk_api = {{{
     .rootId = fk_root_id,
     .isValid = fk_is_valid,
     .is_same_thread = fk_same_thread,
+    .sched_immediate = fk_sched_immediate,
 }}};
 
 static void placeholder_cleanup(FutoInBinaryValue* v)

@@ -137,6 +137,10 @@ func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root
 func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
 func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }
 
+// FakeRunSched runs the fake table's pending sched_immediate callback on
+// the calling thread; false when none is pending.
+func FakeRunSched() bool { return C.ct_fake_run_sched() != 0 }
+
 // FakePlaceholders returns how many placeholder objects of the fake table
 // are alive (not yet cleaned up).
 func FakePlaceholders() int { return int(C.ct_fake_placeholders()) }

@@ -45,5 +45,6 @@ void ct_reserved(FutoInAsyncSteps* root);
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
 void ct_fake_free(FutoInAsyncSteps* root);
+int ct_fake_run_sched(void);
 int ct_fake_placeholders(void);
 #endif
