@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
@@ -59,5 +60,31 @@ func TestForeignToolCallbackPanicIsLogged(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("child output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// badPrint is a panic value whose Error method panics with a value that
+// panics when printed in turn: fmt gives up on it.
+type badPrint struct{ depth int }
+
+func (b badPrint) Error() string { panic(badPrint{b.depth + 1}) }
+
+// A Go step on a foreign table that panics with a value that cannot be
+// printed still fails with InternalError, naming the value's type; the
+// panic never unwinds the table's C frames.
+func TestForeignStepPanicWithUnprintableValue(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		as := cabi.Wrap(root)
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { panic(badPrint{}) })
+		ctest.FakeRun(root)
+		fmt.Printf("trace=%q\n", ctest.Trace())
+	})
+	want := `trace="fake: running root valid=0\nfake: handle_error InternalError: a cabi_test.badPrint that panics when printed\n` +
+		`fake: end failed=1 InternalError string cleanups=1\n"`
+	if !strings.Contains(out, want) {
+		t.Errorf("child output lacks %s:\n%s", want, out)
 	}
 }

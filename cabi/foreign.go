@@ -116,7 +116,7 @@ func (w *foreign) run(f func()) {
 			return
 		}
 		if !w.cb.completed.Swap(true) {
-			w.handleError(asyncsteps.InternalError, fmt.Sprint(r))
+			w.handleError(asyncsteps.InternalError, printable(r))
 		}
 	}()
 	f()
