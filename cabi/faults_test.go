@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -87,4 +88,23 @@ func TestForeignStepPanicWithUnprintableValue(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("child output lacks %s:\n%s", want, out)
 	}
+}
+
+// stack and stateVariable touch what the loop owns (the step's memory
+// list, the flow's State): called on a step from a thread other than the
+// loop's, they do nothing and return NULL rather than race with the loop.
+func TestStackAndStateVariableOffTheLoopReturnNull(t *testing.T) {
+	root := newCRoot(t)
+	defer ctest.Free(root)
+	ctest.Held(root)
+	ctest.ExecuteOnly(root, "first", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatal("the step did not start")
+	}
+	ctest.HeldOffLoop()
+	ctest.FailHeld()
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("no unhandled error")
+	}
+	checkTrace(t, "held", "off loop: stack=NULL var=NULL", "unhandled Boom data=first root=1")
 }

@@ -137,6 +137,10 @@ func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root
 func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
 func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }
 
+// HeldOffLoop calls stack and stateVariable on the step of Held from the
+// calling goroutine's thread (not the loop's) and logs what they return.
+func HeldOffLoop() { C.ct_held_off_loop() }
+
 // FakeRunSched runs the fake table's pending sched_immediate callback on
 // the calling thread; false when none is pending.
 func FakeRunSched() bool { return C.ct_fake_run_sched() != 0 }
