@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +22,14 @@ const childEnv = "CABI_FAULT_CHILD"
 // inChild runs body in a child process (the test binary run again for
 // this test only), for a fault that may crash the process, and returns the
 // child's combined output; the test fails if the child does not exit 0.
-// In the child, inChild runs body and exits.
+// In the child, inChild runs body and exits, with 1 if the test failed.
 func inChild(t *testing.T, body func()) string {
 	t.Helper()
 	if os.Getenv(childEnv) == t.Name() {
 		body()
+		if t.Failed() {
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count", "1")
@@ -107,4 +111,22 @@ func TestStackAndStateVariableOffTheLoopReturnNull(t *testing.T) {
 		t.Fatal("no unhandled error")
 	}
 	checkTrace(t, "held", "off loop: stack=NULL var=NULL", "unhandled Boom data=first root=1")
+}
+
+// A Go callback that calls runtime.Goexit ends the loop's goroutine, and
+// the loop goes on with a new one, on another OS thread: the C interface
+// follows it there. Its C callbacks still see is_same_thread 1 and their
+// calls (here setTimeout and stack) still take effect.
+// (In a child process: a C step that finds its calls ignored may crash.)
+func TestLoopThreadAfterGoexit(t *testing.T) {
+	inChild(t, func() {
+		r, root := newRoot(t)
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { runtime.Goexit() },
+			func(as asyncsteps.AsyncSteps, code string) { as.Success() })
+		ctest.Timeout(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "timeout cancel", "timeout eh Timeout mem=8", "stack cleanup 8", "after timeout")
+	})
 }
