@@ -22,13 +22,13 @@ const childEnv = "CABI_FAULT_CHILD"
 // inChild runs body in a child process (the test binary run again for
 // this test only), for a fault that may crash the process, and returns the
 // child's combined output; the test fails if the child does not exit 0.
-// In the child, inChild runs body and exits, with 1 if the test failed.
+// In the child, inChild runs body and exits.
 func inChild(t *testing.T, body func()) string {
 	t.Helper()
 	if os.Getenv(childEnv) == t.Name() {
 		body()
 		if t.Failed() {
-			os.Exit(1)
+			t.FailNow() // ends the child's test as failed, with its output
 		}
 		os.Exit(0)
 	}
@@ -128,5 +128,30 @@ func TestLoopThreadAfterGoexit(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkTrace(t, "timeout cancel", "timeout eh Timeout mem=8", "stack cleanup 8", "after timeout")
+	})
+}
+
+// A C step owns what it takes over: a string it moves out of its slot
+// stays valid after its callback returns, until it resets its copy (which
+// frees it). (In a child process: reading freed memory may crash, and does
+// under -asan.)
+func TestTakenStringOutlivesTheCallback(t *testing.T) {
+	inChild(t, func() {
+		r, root := newRoot(t)
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("a string the next step takes over") })
+		ctest.TakeString(root)
+		done := make(chan error, 1)
+		go func() {
+			_, err := run(t, r)
+			done <- err
+		}()
+		if !ctest.WaitFor("taken", 5*time.Second) {
+			t.Fatal("the step did not take the string")
+		}
+		ctest.FinishTaken()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "taken", "later: a string the next step takes over")
 	})
 }

@@ -595,6 +595,33 @@ static void var_cleanup(void* data, void* value)
     free(value);
 }
 
+// A step that takes a received string over: it moves the value out of its
+// slot (zeroing the slot), waits, and uses the string later, from
+// ct_finish_taken on the caller's thread, then resets its copy.
+static FutoInAsyncSteps* taker;
+static FutoInBinaryValue taken;
+
+static void take_string1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    FutoInBinaryValue* slot = (FutoInBinaryValue*)&in->arg0;
+    taken = *slot;
+    memset(slot, 0, sizeof(*slot)); /* moved out */
+    bsi->api->waitExternal(bsi);
+    taker = bsi;
+    LOG("taken");
+}
+
+void ct_take_string(FutoInAsyncSteps* root) { ct_add(root, NULL, take_string1, NULL); }
+
+void ct_finish_taken(void)
+{
+    LOG("later: %.*s", (int)taken.length, taken.cstr);
+    futoin_reset_binval(&taken);
+    taker->api->success(taker, NULL);
+}
+
 // ct_held_off_loop calls stack and stateVariable on the held step from
 // the calling thread, which is not the loop's, and logs what they return.
 void ct_held_off_loop(void)
