@@ -57,12 +57,15 @@
 // Every C callback runs on the flow's loop. A [asyncsteps.Loop] (the
 // default one included) is locked to its OS thread the first time this
 // package sees it, so that "the loop's thread" is one OS thread and
-// is_same_thread compares OS threads. success, handle_error, cancel,
-// execute, free and the sched_* functions may be called from any thread:
-// they post to the loop and return without blocking. The other functions
-// are for the callback that was given the pointer, on the loop (or, for a
-// root, while it is idle). handle_error, breakLoop and continueLoop return
-// to the C caller, which must return from its callback at once.
+// is_same_thread compares OS threads. A Go callback that calls
+// runtime.Goexit ends the loop's goroutine; the loop's next one is locked
+// to its own thread, which becomes the loop's thread. success,
+// handle_error, cancel, execute, free and the sched_* functions may be
+// called from any thread: they post to the loop and return without
+// blocking. The other functions are for the callback that was given the
+// pointer, on the loop (or, for a root, while it is idle). handle_error,
+// breakLoop and continueLoop return to the C caller, which must return from
+// its callback at once.
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.

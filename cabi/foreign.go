@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"reflect"
 	"runtime/debug"
@@ -115,7 +116,7 @@ func (w *foreign) run(f func()) {
 			return
 		}
 		if !w.cb.completed.Swap(true) {
-			w.handleError(asyncsteps.InternalError, fmt.Sprint(r))
+			w.handleError(asyncsteps.InternalError, printable(r))
 		}
 	}()
 	f()
@@ -210,8 +211,32 @@ func cabiForeignSched(rec C.uint64_t) {
 	r := getRec(uint64(rec))
 	dropRec(uint64(rec))
 	if r != nil && r.sched != nil {
-		r.sched()
+		runSched(r.sched)
 	}
+}
+
+// runSched runs a callback of a foreign table's event loop. A panic must
+// not unwind the table's C frames: it is logged, as a Loop logs one of its
+// callbacks, and the table's loop goes on.
+func runSched(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("asyncsteps: panic in loop callback",
+				"panic", printable(r), "stack", string(debug.Stack()))
+		}
+	}()
+	f()
+}
+
+// printable prints a panic value, also one whose String or Error method
+// panics in turn.
+func printable(v any) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = fmt.Sprintf("a %T that panics when printed", v)
+		}
+	}()
+	return fmt.Sprint(v)
 }
 
 // inCallback reports whether the caller is the Go callback w was given to.

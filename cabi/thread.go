@@ -10,6 +10,7 @@ import "C"
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -19,12 +20,37 @@ import (
 // [asyncsteps.Loop] calls runtime.LockOSThread from one of its callbacks and
 // never unlocks, so every later callback, and every C function it calls,
 // runs on thread.
+//
+// A Go callback that calls runtime.Goexit ends the loop's goroutine (and
+// with it the locked thread), and the loop goes on with a new goroutine on
+// another thread: onThread finds it there, locks it and pins its thread.
 type pinned struct {
-	thread C.pthread_t
+	loop   *asyncsteps.Loop
+	thread atomic.Pointer[C.pthread_t]
 }
 
-// onThread reports whether the caller runs on the pinned thread.
-func (p *pinned) onThread() bool { return C.pthread_equal(C.pthread_self(), p.thread) != 0 }
+func newPinned(l *asyncsteps.Loop) *pinned {
+	runtime.LockOSThread() // for good: the loop's goroutine stays on this thread
+	p := &pinned{loop: l}
+	t := C.pthread_self()
+	p.thread.Store(&t)
+	return p
+}
+
+// onThread reports whether the caller runs on the pinned thread, or is the
+// loop's goroutine on a thread of its own after a Goexit (pinned now).
+func (p *pinned) onThread() bool {
+	if C.pthread_equal(C.pthread_self(), *p.thread.Load()) != 0 {
+		return true
+	}
+	if !p.loop.IsSameThread() {
+		return false
+	}
+	runtime.LockOSThread()
+	t := C.pthread_self()
+	p.thread.Store(&t)
+	return true
+}
 
 type pinEntry struct {
 	once sync.Once
@@ -45,10 +71,7 @@ func pinTool(t asyncsteps.Tool) *pinned {
 	v, _ := pins.LoadOrStore(l, &pinEntry{})
 	e := v.(*pinEntry)
 	e.once.Do(func() {
-		pin := func() *pinned {
-			runtime.LockOSThread() // for good: the loop's goroutine stays on this thread
-			return &pinned{thread: C.pthread_self()}
-		}
+		pin := func() *pinned { return newPinned(l) }
 		if l.IsSameThread() {
 			e.pin = pin()
 			return

@@ -81,14 +81,18 @@ func newCustom(flat *C.cabi_flat, tool asyncsteps.Tool) *Custom {
 // cArgs is a FutoInArgs made from Go values, in C memory.
 type cArgs struct {
 	args  *C.FutoInArgs
-	owned bool             // handed over: payloads are freed by their types' cleanup
-	mem   []unsafe.Pointer // payloads to free afterwards (input args)
-	ids   []uint64         // Go values to forget afterwards (input args)
+	owned bool     // handed over: the receiver resets every slot
+	ids   []uint64 // Go values to forget afterwards (input args)
+	// Input args: the built-in values written, by slot, reset by free
+	// unless the C step took them over (moved them out of their slot).
+	builtin [4]*C.FutoInType
+	payload [4]unsafe.Pointer
 }
 
-// makeArgs converts vals for C. Input args (owned false) stay ours and are
-// freed by free; owned args are handed over with types whose cleanup frees
-// them, and only the FutoInArgs itself is freed by free.
+// makeArgs converts vals for C. Strings and arrays always have types whose
+// cleanup frees them: owned args are handed over; of input args (owned
+// false), free resets the slots that still hold what makeArgs wrote, and a
+// value the C step moved out is the step's to reset.
 func makeArgs(vals []any, owned bool) *cArgs {
 	a := &cArgs{owned: owned}
 	a.args = (*C.FutoInArgs)(C.calloc(1, C.size_t(unsafe.Sizeof(C.FutoInArgs{}))))
@@ -102,6 +106,9 @@ func makeArgs(vals []any, owned bool) *cArgs {
 		}
 		flat := a.flat(v)
 		C.cabi_write_value(&slots[i], &flat)
+		if flat._type == a.typ(flat.flags) {
+			a.builtin[i], a.payload[i] = flat._type, flat.p
+		}
 	}
 	return a
 }
@@ -110,8 +117,18 @@ func (a *cArgs) free() {
 	if a == nil {
 		return
 	}
-	for _, p := range a.mem {
-		C.free(p)
+	if !a.owned {
+		slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(a.args))
+		for i, tp := range a.builtin {
+			if tp == nil {
+				continue
+			}
+			var f C.cabi_flat
+			C.cabi_read_value(&slots[i], &f)
+			if f._type == tp && f.p == a.payload[i] {
+				C.cabi_reset_value(&slots[i], 1) // still ours: frees the payload
+			}
+		}
 	}
 	for _, id := range a.ids {
 		dropGoValue(id)
@@ -120,21 +137,11 @@ func (a *cArgs) free() {
 	a.args = nil
 }
 
-func (a *cArgs) typ(flags C.uint8_t) *C.FutoInType {
-	if a.owned {
-		return C.cabi_owned_type(flags)
-	}
-	return C.cabi_type(flags)
-}
+// typ is the type of a built-in value: its cleanup frees its payload.
+func (a *cArgs) typ(flags C.uint8_t) *C.FutoInType { return C.cabi_owned_type(flags) }
 
-// alloc returns n bytes of C memory, remembered for free when the args are ours.
-func (a *cArgs) alloc(n int) unsafe.Pointer {
-	p := C.calloc(C.size_t(max(n, 1)), 1)
-	if !a.owned {
-		a.mem = append(a.mem, p)
-	}
-	return p
-}
+// alloc returns n bytes of C memory, freed by the value's type cleanup.
+func (a *cArgs) alloc(n int) unsafe.Pointer { return C.calloc(C.size_t(max(n, 1)), 1) }
 
 func (a *cArgs) cstring(s string) unsafe.Pointer {
 	p := a.alloc(len(s) + 1)

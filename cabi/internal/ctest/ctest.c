@@ -595,6 +595,42 @@ static void var_cleanup(void* data, void* value)
     free(value);
 }
 
+// A step that takes a received string over: it moves the value out of its
+// slot (zeroing the slot), waits, and uses the string later, from
+// ct_finish_taken on the caller's thread, then resets its copy.
+static FutoInAsyncSteps* taker;
+static FutoInBinaryValue taken;
+
+static void take_string1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    enter(bsi);
+    FutoInBinaryValue* slot = (FutoInBinaryValue*)&in->arg0;
+    taken = *slot;
+    memset(slot, 0, sizeof(*slot)); /* moved out */
+    bsi->api->waitExternal(bsi);
+    taker = bsi;
+    LOG("taken");
+}
+
+void ct_take_string(FutoInAsyncSteps* root) { ct_add(root, NULL, take_string1, NULL); }
+
+void ct_finish_taken(void)
+{
+    LOG("later: %.*s", (int)taken.length, taken.cstr);
+    futoin_reset_binval(&taken);
+    taker->api->success(taker, NULL);
+}
+
+// ct_held_off_loop calls stack and stateVariable on the held step from
+// the calling thread, which is not the loop's, and logs what they return.
+void ct_held_off_loop(void)
+{
+    void* mem = held->api->stack(held, 16, NULL);
+    void* var = held->api->stateVariable(held, (void*)"off", "off_loop", var_alloc, var_cleanup);
+    LOG("off loop: stack=%s var=%s", mem ? "memory" : "NULL", var ? "memory" : "NULL");
+}
+
 static void state1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
     (void)data;
@@ -1422,6 +1458,31 @@ static int fk_same_thread(FutoInAsyncSteps* bsi)
     return 1;
 }
 
+// The fake's event loop: one pending callback, run by ct_fake_run_sched.
+static void (*fk_sched_cb)(void*);
+static void* fk_sched_data;
+
+static FutoInHandle fk_sched_immediate(FutoInAsyncSteps* bsi, void* data, void (*cb)(void* data))
+{
+    (void)bsi;
+    fk_sched_cb = cb;
+    fk_sched_data = data;
+    FutoInHandle h = {NULL, NULL, 1};
+    return h;
+}
+
+int ct_fake_run_sched(void)
+{
+    void (*cb)(void*) = fk_sched_cb;
+    fk_sched_cb = NULL;
+    if (cb == NULL) {
+        return 0;
+    }
+    cb(fk_sched_data);
+    LOG("fake: sched callback returned");
+    return 1;
+}
+
 static const FutoInAsyncStepsAPI fk_api = {{{
     .add = fk_add,
     .stateVariable = fk_state_variable,
@@ -1434,6 +1495,7 @@ static const FutoInAsyncStepsAPI fk_api = {{{
     .rootId = fk_root_id,
     .isValid = fk_is_valid,
     .is_same_thread = fk_same_thread,
+    .sched_immediate = fk_sched_immediate,
 }}};
 
 static void placeholder_cleanup(FutoInBinaryValue* v)

@@ -1,0 +1,157 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// childEnv names the test that a re-executed test binary runs as a child.
+const childEnv = "CABI_FAULT_CHILD"
+
+// inChild runs body in a child process (the test binary run again for
+// this test only), for a fault that may crash the process, and returns the
+// child's combined output; the test fails if the child does not exit 0.
+// In the child, inChild runs body and exits.
+func inChild(t *testing.T, body func()) string {
+	t.Helper()
+	if os.Getenv(childEnv) == t.Name() {
+		body()
+		if t.Failed() {
+			t.FailNow() // ends the child's test as failed, with its output
+		}
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), childEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child process: %v; output:\n%s", err, out)
+	}
+	return string(out)
+}
+
+// A Go callback that a foreign table's Tool runs (sched_immediate) and that
+// panics is logged, as on a Loop; the panic never unwinds the foreign
+// table's C frames, and the table's loop goes on.
+func TestForeignToolCallbackPanicIsLogged(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		tool := cabi.Wrap(root).Tool()
+		tool.Immediate(func() { panic("boom in sched") })
+		ran := ctest.FakeRunSched()
+		tool.Immediate(func() { fmt.Println("second callback ran") })
+		ctest.FakeRunSched()
+		fmt.Printf("ran=%v trace=%q\n", ran, ctest.Trace())
+	})
+	for _, want := range []string{
+		"asyncsteps: panic in loop callback",
+		"boom in sched",
+		"second callback ran\n",
+		`ran=true trace="fake: sched callback returned\nfake: sched callback returned\n"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("child output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// badPrint is a panic value whose Error method panics with a value that
+// panics when printed in turn: fmt gives up on it.
+type badPrint struct{ depth int }
+
+func (b badPrint) Error() string { panic(badPrint{b.depth + 1}) }
+
+// A Go step on a foreign table that panics with a value that cannot be
+// printed still fails with InternalError, naming the value's type; the
+// panic never unwinds the table's C frames.
+func TestForeignStepPanicWithUnprintableValue(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		as := cabi.Wrap(root)
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { panic(badPrint{}) })
+		ctest.FakeRun(root)
+		fmt.Printf("trace=%q\n", ctest.Trace())
+	})
+	want := `trace="fake: running root valid=0\nfake: handle_error InternalError: a cabi_test.badPrint that panics when printed\n` +
+		`fake: end failed=1 InternalError string cleanups=1\n"`
+	if !strings.Contains(out, want) {
+		t.Errorf("child output lacks %s:\n%s", want, out)
+	}
+}
+
+// stack and stateVariable touch what the loop owns (the step's memory
+// list, the flow's State): called on a step from a thread other than the
+// loop's, they do nothing and return NULL rather than race with the loop.
+func TestStackAndStateVariableOffTheLoopReturnNull(t *testing.T) {
+	root := newCRoot(t)
+	defer ctest.Free(root)
+	ctest.Held(root)
+	ctest.ExecuteOnly(root, "first", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatal("the step did not start")
+	}
+	ctest.HeldOffLoop()
+	ctest.FailHeld()
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("no unhandled error")
+	}
+	checkTrace(t, "held", "off loop: stack=NULL var=NULL", "unhandled Boom data=first root=1")
+}
+
+// A Go callback that calls runtime.Goexit ends the loop's goroutine, and
+// the loop goes on with a new one, on another OS thread: the C interface
+// follows it there. Its C callbacks still see is_same_thread 1 and their
+// calls (here setTimeout and stack) still take effect.
+// (In a child process: a C step that finds its calls ignored may crash.)
+func TestLoopThreadAfterGoexit(t *testing.T) {
+	inChild(t, func() {
+		r, root := newRoot(t)
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { runtime.Goexit() },
+			func(as asyncsteps.AsyncSteps, code string) { as.Success() })
+		ctest.Timeout(root)
+		if _, err := run(t, r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "timeout cancel", "timeout eh Timeout mem=8", "stack cleanup 8", "after timeout")
+	})
+}
+
+// A C step owns what it takes over: a string it moves out of its slot
+// stays valid after its callback returns, until it resets its copy (which
+// frees it). (In a child process: reading freed memory may crash, and does
+// under -asan.)
+func TestTakenStringOutlivesTheCallback(t *testing.T) {
+	inChild(t, func() {
+		r, root := newRoot(t)
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("a string the next step takes over") })
+		ctest.TakeString(root)
+		done := make(chan error, 1)
+		go func() {
+			_, err := run(t, r)
+			done <- err
+		}()
+		if !ctest.WaitFor("taken", 5*time.Second) {
+			t.Fatal("the step did not take the string")
+		}
+		ctest.FinishTaken()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "taken", "later: a string the next step takes over")
+	})
+}
