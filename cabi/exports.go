@@ -81,7 +81,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointe
 //export cabiStateVariable
 func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.char, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
 	n := nodeOf(bsi)
-	if n == nil || name == nil || !n.loopOwned() {
+	if n == nil || name == nil {
 		return nil
 	}
 	defer guard(n)
@@ -136,16 +136,10 @@ func errorCode(err error) string {
 	return asyncsteps.InternalError
 }
 
-// loopOwned reports whether a call that touches what the loop owns (the
-// step's memory list, the flow's State) may go on: on a step or a
-// parallel only from the loop's thread, where it cannot race with the
-// loop; on a root from the one thread that uses it while it is idle.
-func (n *node) loopOwned() bool { return n.kind == kindRoot || n.flow.onLoop() }
-
 //export cabiStack
 func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) unsafe.Pointer {
 	n := nodeOf(bsi)
-	if n == nil || !n.loopOwned() {
+	if n == nil {
 		return nil
 	}
 	// calloc: zeroed, and aligned for any fundamental type like max_align_t.

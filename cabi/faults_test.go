@@ -94,25 +94,6 @@ func TestForeignStepPanicWithUnprintableValue(t *testing.T) {
 	}
 }
 
-// stack and stateVariable touch what the loop owns (the step's memory
-// list, the flow's State): called on a step from a thread other than the
-// loop's, they do nothing and return NULL rather than race with the loop.
-func TestStackAndStateVariableOffTheLoopReturnNull(t *testing.T) {
-	root := newCRoot(t)
-	defer ctest.Free(root)
-	ctest.Held(root)
-	ctest.ExecuteOnly(root, "first", 1)
-	if !ctest.WaitFor("held", 5*time.Second) {
-		t.Fatal("the step did not start")
-	}
-	ctest.HeldOffLoop()
-	ctest.FailHeld()
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("no unhandled error")
-	}
-	checkTrace(t, "held", "off loop: stack=NULL var=NULL", "unhandled Boom data=first root=1")
-}
-
 // A Go callback that calls runtime.Goexit ends the loop's goroutine, and
 // the loop goes on with a new one, on another OS thread: the C interface
 // follows it there. Its C callbacks still see is_same_thread 1 and their

@@ -622,14 +622,6 @@ void ct_finish_taken(void)
     taker->api->success(taker, NULL);
 }
 
-// ct_held_off_loop calls stack and stateVariable on the held step from
-// the calling thread, which is not the loop's, and logs what they return.
-void ct_held_off_loop(void)
-{
-    void* mem = held->api->stack(held, 16, NULL);
-    void* var = held->api->stateVariable(held, (void*)"off", "off_loop", var_alloc, var_cleanup);
-    LOG("off loop: stack=%s var=%s", mem ? "memory" : "NULL", var ? "memory" : "NULL");
-}
 
 static void state1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {

@@ -137,10 +137,6 @@ func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root
 func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
 func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }
 
-// HeldOffLoop calls stack and stateVariable on the step of Held from the
-// calling goroutine's thread (not the loop's) and logs what they return.
-func HeldOffLoop() { C.ct_held_off_loop() }
-
 // TakeString adds a C step that moves its string argument out of its slot
 // and waits; FinishTaken logs the string from the calling thread, resets
 // the step's copy and completes the step.

@@ -46,7 +46,6 @@ FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
 void ct_fake_free(FutoInAsyncSteps* root);
 int ct_fake_run_sched(void);
-void ct_held_off_loop(void);
 void ct_take_string(FutoInAsyncSteps* root);
 void ct_finish_taken(void);
 int ct_fake_placeholders(void);
