@@ -219,7 +219,9 @@ func (c *awaitCall) cancel() {
 	after, more := c.after, c.more
 	c.after, c.more = nil, nil
 	c.mu.Unlock()
-	if d != nil {
+	// A Done that came between the compare-and-swap above and the lock saw
+	// err set and handed out closedChan, closed already.
+	if d != nil && d != closedChan {
 		close(d)
 	}
 	if after != nil {
