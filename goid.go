@@ -1,6 +1,8 @@
 package asyncsteps
 
-import "runtime"
+import (
+	"runtime"
+)
 
 // goid returns the id of the calling goroutine.
 //
@@ -31,3 +33,35 @@ func goid() int64 {
 	}
 	return id
 }
+
+// loopRunName is the function every goroutine of a Loop runs its
+// callbacks under.
+var loopRunName = runtime.FuncForPC(funcPC((*Loop).run)).Name()
+
+// mayBeLoopGoroutine reports false when the calling goroutine is surely
+// not the goroutine of any Loop: none of the outermost frames of its stack
+// is (*Loop).run, where each of them starts (NewLoop, and the goroutine
+// that goes on after a Goexit). It reads the stack's return addresses
+// only, which costs about a twentieth of goid's traceback at the depth of
+// a net/http handler: a server that calls Run on each request's goroutine
+// asks a busy Loop this before every flow. A stack deeper than it reads
+// may be a loop's: goid decides.
+func mayBeLoopGoroutine() bool {
+	var pcs [64]uintptr
+	n := runtime.Callers(2, pcs[:])
+	if n == len(pcs) {
+		return true
+	}
+	for _, pc := range pcs[max(0, n-outerFrames):n] {
+		// The innermost function at pc: (*Loop).run also when inlined.
+		if f := runtime.FuncForPC(pc - 1); f != nil && f.Name() == loopRunName {
+			return true
+		}
+	}
+	return false
+}
+
+// outerFrames is how many of a goroutine's outermost frames
+// mayBeLoopGoroutine looks at: runtime.goexit, the wrapper the go
+// statement makes, (*Loop).run, and one to spare.
+const outerFrames = 4

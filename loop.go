@@ -257,6 +257,9 @@ func (l *Loop) IsSameThread() bool {
 	if l.waiting.Load() {
 		return false // the loop's goroutine is blocked in wait, not here
 	}
+	if !mayBeLoopGoroutine() {
+		return false // the usual caller: a server's goroutine about to Run
+	}
 	return goid() == l.gid.Load()
 }
 

@@ -106,3 +106,32 @@ func BenchmarkLoopIsSameThreadIdle(b *testing.B) {
 		b.Fatal("IsSameThread() = true off the loop")
 	}
 }
+
+// BenchmarkLoopIsSameThreadBusy is BenchmarkLoopIsSameThreadIdle while the
+// loop runs a callback, as a busy server's loops mostly do: the loop's
+// goroutine is not waiting, so the answer takes the stack check.
+func BenchmarkLoopIsSameThreadBusy(b *testing.B) {
+	l := NewLoop()
+	defer l.Close()
+	running, stop := make(chan struct{}), make(chan struct{})
+	l.Immediate(func() {
+		close(running)
+		<-stop
+	})
+	<-running
+	defer close(stop)
+	var deep func(n int) bool
+	deep = func(n int) bool {
+		if n > 0 {
+			return deep(n - 1)
+		}
+		same := false
+		for b.Loop() {
+			same = same || l.IsSameThread()
+		}
+		return same
+	}
+	if deep(20) {
+		b.Fatal("IsSameThread() = true off the loop")
+	}
+}

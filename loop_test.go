@@ -189,6 +189,37 @@ func TestLoopIsSameThread(t *testing.T) {
 	}
 }
 
+// TestLoopIsSameThreadAtAnyDepth checks IsSameThread where the stack
+// check in front of goid answers, and where it leaves the answer to goid:
+// in a callback of the loop at depths below and beyond the frames that
+// check reads, and on another goroutine, shallow and deep, while the loop
+// runs a callback (not waiting, so the check is reached).
+func TestLoopIsSameThreadAtAnyDepth(t *testing.T) {
+	if want := "github.com/asyncsteps/asyncsteps.(*Loop).run"; loopRunName != want {
+		t.Fatalf("loopRunName = %q, want %q", loopRunName, want)
+	}
+	l := newTestLoop(t)
+	var deep func(n int, f func() bool) bool
+	deep = func(n int, f func() bool) bool {
+		if n > 0 {
+			return deep(n-1, f)
+		}
+		return f()
+	}
+	for _, depth := range []int{0, 10, 63, 64, 200} {
+		var inside, other bool
+		onLoop(t, l, func() {
+			inside = deep(depth, l.IsSameThread)
+			ch := make(chan bool)
+			go func() { ch <- deep(depth, l.IsSameThread) }()
+			other = <-ch
+		})
+		if !inside || other {
+			t.Errorf("%d calls deep: IsSameThread() = %v inside, %v on another goroutine; want true, false", depth, inside, other)
+		}
+	}
+}
+
 // TestLoopIsSameThreadAcrossSleeps checks the shortcut IsSameThread takes
 // while the loop's goroutine is blocked waiting for work: false from any
 // other goroutine, and true again in the callbacks that wake the loop.

@@ -183,10 +183,14 @@ type gateway struct {
 // newGateway builds the gateway impl names; the function returned closes
 // it once its server has stopped.
 func newGateway(impl string, cfg config, logger *slog.Logger) (*gateway, func()) {
+	return newGatewayWith(impl, cfg, logger, upstreamClient())
+}
+
+// newGatewayWith is newGateway reaching the upstream with client.
+func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.Client) (*gateway, func()) {
 	if cfg.decode == nil {
 		cfg.decode = decodeQuote
 	}
-	client := upstreamClient()
 	var queueLen func() int64
 	st := newStats(func() int64 { return queueLen() })
 	var quotes http.Handler
