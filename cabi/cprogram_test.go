@@ -89,13 +89,16 @@ func runCProgram(t *testing.T, bin, want string, env ...string) {
 	}
 }
 
-// The C program test: build the shared library and testdata/hello.c, run
-// it, compare its output.
+// The C program tests: build the shared library and the programs in
+// testdata (hello.c: steps, errors, loops, threads; sync.c: the
+// constructors of the synchronization objects and a Limiter's
+// rejection), run them, compare their output.
 func TestCProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shared library")
 	}
 	runCProgram(t, buildCProgram(t, "hello"), "hello.out")
+	runCProgram(t, buildCProgram(t, "sync"), "sync.out")
 }
 
 // The C programs under AddressSanitizer (Debian's gcc has it): the

@@ -411,7 +411,8 @@ FutoInSync* futoin_throttle_new(uint32_t max, uint32_t period_ms, int32_t max_qu
 /* futoin_limiter_new returns the library's Limiter: a Mutex of concurrent
  * flows with max_queue waiting (a negative max_queue: no limit), followed by
  * a Throttle of rate entries per period_ms with burst waiting. A zero
- * concurrent or rate is no limit of that kind. Valid until
+ * concurrent or rate is no limit of that kind; a zero period_ms with a
+ * rate is a period of one second, as for the Go Limiter. Valid until
  * futoin_sync_free. */
 FutoInSync* futoin_limiter_new(
         uint32_t concurrent,
