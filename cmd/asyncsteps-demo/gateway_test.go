@@ -441,6 +441,31 @@ func TestQuoteRequestTimeoutIs504(t *testing.T) {
 	}
 }
 
+// A deadline that the request's context carries (set by a middleware in
+// front of the gateway) is a timeout of the request like the gateway's
+// own: 504, counted under Timeout, not a client that went away.
+func TestQuoteRequestContextDeadlineIs504(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			withDeadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				ctx, cancel := context.WithTimeout(req.Context(), 50*time.Millisecond)
+				defer cancel()
+				g.gw.handler.ServeHTTP(w, req.WithContext(ctx))
+			})
+			srv := httptest.NewServer(withDeadline)
+			t.Cleanup(srv.Close)
+			g.url = srv.URL
+			g.up.holdSymbol("AAPL") // never released
+			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", ""))
+			if got := <-g.up.cancelled; got != "AAPL" {
+				t.Errorf("upstream saw %s cancelled", got)
+			}
+			checkCounters(t, g.gw.stats, counters{started: 1, upstreamCancelled: 1, finished: map[string]int64{"Timeout": 1}})
+		})
+	}
+}
+
 // A panic in a step is a 500, logged; the gateway goes on serving. The
 // test runs in a child process: a panic that escaped would end it.
 func TestQuotePanicIs500AndTheServerLives(t *testing.T) {

@@ -50,7 +50,7 @@ func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
 		g.st.finish("", http.StatusOK, time.Since(start))
-	case req.Context().Err() != nil:
+	case cancelled(req.Context()):
 		g.errs.WriteError(w, asyncsteps.DefenseRejected, "request cancelled")
 		g.st.cancel()
 	default:
@@ -93,6 +93,14 @@ func (g *plainGateway) quote(req *http.Request) (quoteReply, error) {
 		return quoteReply{}, timeoutOr(ctx, err)
 	}
 	return reply, nil
+}
+
+// cancelled reports whether ctx was cancelled: its client went away. A
+// deadline it carries is a timeout of the request, as asynchttp.Handler
+// takes it.
+func cancelled(ctx context.Context) bool {
+	err := ctx.Err()
+	return err != nil && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // timeoutOr returns a Timeout error if the request's own deadline has
