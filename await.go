@@ -183,7 +183,7 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 		c.calls.add(c)
 	}
 	c.lender = fl.lender() // nil: fn goes to a goroutine of the tool's
-	goAwait(fl, c.lender, c.run)
+	goAwait(fl, c)
 }
 
 // run calls the function and completes the step with its outcome, on the
@@ -234,22 +234,22 @@ func (c *awaitCall) end() {
 	}
 }
 
-// goAwait runs job, an Await function and the completion of its step, on a
-// goroutine of its own: lender's, the one waiting in [Root.RunHelping] for
+// goAwait runs the call c, its function and the completion of its step, on
+// a goroutine of its own: c.lender's, the one waiting in [Root.RunHelping] for
 // the flow, when it took the function (see flow.lender); else one that a
 // Loop keeps for them (see awaitWorkers), or a new one on the process-wide
 // Loop, which is never closed and so could not give its goroutines back,
 // and on any other Tool.
-func goAwait(fl *flow, lender *waiter, job func()) {
-	if lender != nil {
-		lender.lend(job)
+func goAwait(fl *flow, c *awaitCall) {
+	if c.lender != nil {
+		c.lender.lend(c)
 		return
 	}
 	if l, ok := fl.sched.(*Loop); ok && !l.shared {
-		l.awaitWorkers.run(job)
+		l.awaitWorkers.run(c)
 		return
 	}
-	go job()
+	go c.run()
 }
 
 // isNilValue reports whether err holds a nil pointer, map, slice, channel
