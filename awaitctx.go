@@ -119,16 +119,49 @@ func (c *awaitCall) Done() <-chan struct{} {
 }
 
 // Value implements [context.Context]: the values of Run's context, without
-// its cancellation, which the context package keeps in a context under a
-// key of type *int (the cancel of a context derived from the call's is
-// the step's alone, see AfterFunc). Only a key of that type is looked up
-// through [context.WithoutCancel], which hides it: a lookup there costs
-// an allocation, and net/http makes several per request.
+// its cancellation, which the context package keeps in a context under its
+// own key (the cancel of a context derived from the call's is the step's
+// alone, see AfterFunc): that key finds nothing here, as it finds nothing
+// through [context.WithoutCancel]. Other keys are looked up in Run's
+// context itself. Should the key not be known (see cancelCtxKey), keys of
+// its type go through WithoutCancel, at an allocation per lookup.
 func (c *awaitCall) Value(key any) any {
 	if _, ok := key.(*int); ok {
-		return context.WithoutCancel(c.Context).Value(key)
+		if key == cancelCtxKey {
+			return nil
+		}
+		if cancelCtxKey == nil {
+			return context.WithoutCancel(c.Context).Value(key)
+		}
 	}
 	return c.Context.Value(key)
+}
+
+// cancelCtxKey is the key, of type *int, under which the context package
+// looks up the cancel of a context: what [context.Cause] asks a cancelled
+// context's Value for, learnt once from a context that records it. net/http
+// derives a context from the call's per request, and each derivation asks
+// for it; nil if Cause ever asks for no such key.
+var cancelCtxKey = func() any {
+	p := keyProbe{Context: context.Background()}
+	_ = context.Cause(&p)
+	return p.key
+}()
+
+// keyProbe is a cancelled context that records the first key of type *int
+// its Value is asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Err() error { return context.Canceled }
+
+func (p *keyProbe) Value(key any) any {
+	if _, ok := key.(*int); ok && p.key == nil {
+		p.key = key
+	}
+	return nil
 }
 
 // Err implements [context.Context].
