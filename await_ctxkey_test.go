@@ -27,3 +27,14 @@ func TestAwaitContextCancelKeyCostsNoAllocation(t *testing.T) {
 		t.Errorf("Value(cancel key) = %v with %v allocations, want <nil> with 0", got, allocs)
 	}
 }
+
+// An Await step added by a running step is its own call on its first run,
+// and makes a new call on any other: a call is never given out twice.
+func TestAwaitStepClaimsItsCallOnce(t *testing.T) {
+	step := &awaitCall{fn: func(context.Context) (any, error) { return nil, nil }}
+	fl := &New().fl
+	first, second := step.claim(fl), step.claim(fl)
+	if first != step || second == step || second.fn == nil {
+		t.Errorf("claims gave %p then %p (fn set: %v), want the step %p then a new call", first, second, second.fn != nil, step)
+	}
+}

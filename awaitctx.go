@@ -24,7 +24,8 @@ import (
 
 // awaitCall is one call of an Await function: its step, its function, what
 // it holds, and its cancellation. Everything a call needs is in this one
-// object, made when the step starts; it is the function's context too.
+// object, made with the step when a running step adds it (see claim), else
+// when the step starts; it is the function's context too.
 //
 // The contexts that the function derives from it with the context package
 // (net/http derives one per request) do not need a goroutine each: it
@@ -62,6 +63,8 @@ type awaitCall struct {
 	more   *[]afterEntry // rare: a pointer, to keep the call small
 	nAfter int32
 	used   atomic.Bool // Done or AfterFunc was called: cancel must lock
+	// claimed is set once a run of the step uses the call (see claim).
+	claimed atomic.Bool
 
 	result [1]any // the success argument's slice: it costs no allocation
 
