@@ -203,8 +203,14 @@ func (c *awaitCall) AfterFunc(f func()) (stop func() bool) {
 		*c.more = append(*c.more, afterEntry{n, f})
 	}
 	c.mu.Unlock()
+	if n == 0 {
+		return c.stopFirst // a closure of the call alone: 16 bytes, not 24
+	}
 	return func() bool { return c.stopAfter(n) }
 }
+
+// stopFirst forgets the first function given to AfterFunc, as stopAfter.
+func (c *awaitCall) stopFirst() bool { return c.stopAfter(0) }
 
 // stopAfter forgets the n-th function given to AfterFunc, unless it has
 // run or been stopped: then it reports false.
