@@ -65,5 +65,12 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Await: nil function")
 		return h
 	}
+	if _, running := h.(*stepAPI); running {
+		// A step added by a running step runs once: its call is made with
+		// it, one allocation for both (see awaitCall.claim).
+		return h.push(newStep(&awaitCall{fn: fn}, firstHandler(onerror)))
+	}
+	// A model's step may run in each of its clones: each run makes its
+	// call, and the model keeps none of them.
 	return h.push(plainStep(awaitStep(fn), firstHandler(onerror)))
 }

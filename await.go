@@ -160,17 +160,53 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 // holdWork); that hold is given back before the step completes, so that a
 // flow that leaves a section after fn's result finds nothing left to wait
 // for.
+// awaitStep is the step of a model (a Root before it runs, a Parallel's
+// branch), which may run more than once; a running step's Await step is
+// its call itself (see runAwaitStep).
 func awaitStep(fn AwaitFunc) StepFunc {
-	return func(as AsyncSteps, _ ...any) { startAwait(as.(*stepAPI), fn) }
+	return func(as AsyncSteps, _ ...any) {
+		h := as.(*stepAPI)
+		startAwait(h, h.fl.newAwaitCall(fn))
+	}
 }
 
-// startAwait starts the call of fn by the step of h. Loop goroutine only.
-func startAwait(h *stepAPI, fn AwaitFunc) {
-	fl := h.fl
+// runAwaitStep is the step function of an Await step whose step is its
+// call (see addAwait), which the step's frame holds (see newFrame).
+func runAwaitStep(as AsyncSteps, _ ...any) {
+	h := as.(*stepAPI)
+	startAwait(h, h.f.rare.await.claim(h.fl))
+}
+
+// claim returns the call for a run of the Await step that step is, made
+// with it: step itself on its first run, the common case, which costs no
+// allocation; a new call should the step ever run again (a step is never
+// run twice but by a model's clones, which awaitStep serves), or when
+// hooks observe the function. Loop goroutine only; the flag is atomic so
+// that even a step shared by flows on two loops never gives one call
+// twice.
+func (step *awaitCall) claim(fl *flow) *awaitCall {
+	if w := fl.wait; w == nil || w.hooks == nil || !w.hooks.observesAwait() {
+		if step.claimed.CompareAndSwap(false, true) {
+			return step
+		}
+	}
+	return fl.newAwaitCall(step.fn)
+}
+
+// newAwaitCall returns a new call of fn, wrapped in the flow's Await hooks
+// if it has any.
+func (fl *flow) newAwaitCall(fn AwaitFunc) *awaitCall {
 	if w := fl.wait; w != nil && w.hooks != nil {
 		fn = w.hooks.observeAwait(fn)
 	}
-	c := &awaitCall{Context: fl.runContext(), h: h, fn: fn}
+	return &awaitCall{fn: fn}
+}
+
+// startAwait starts the call c, whose function is set, by the step of h.
+// Loop goroutine only.
+func startAwait(h *stepAPI, c *awaitCall) {
+	fl := h.fl
+	c.Context, c.h = fl.runContext(), h
 	fl.setDeadlines(c, h.f)
 	h.SetCancel(cancelAwaitStep)
 	h.f.rareFields().await = c
@@ -183,7 +219,7 @@ func startAwait(h *stepAPI, fn AwaitFunc) {
 		c.calls.add(c)
 	}
 	c.lender = fl.lender() // nil: fn goes to a goroutine of the tool's
-	goAwait(fl, c.lender, c.run)
+	goAwait(fl, c)
 }
 
 // run calls the function and completes the step with its outcome, on the
@@ -234,22 +270,22 @@ func (c *awaitCall) end() {
 	}
 }
 
-// goAwait runs job, an Await function and the completion of its step, on a
-// goroutine of its own: lender's, the one waiting in [Root.RunHelping] for
+// goAwait runs the call c, its function and the completion of its step, on
+// a goroutine of its own: c.lender's, the one waiting in [Root.RunHelping] for
 // the flow, when it took the function (see flow.lender); else one that a
 // Loop keeps for them (see awaitWorkers), or a new one on the process-wide
 // Loop, which is never closed and so could not give its goroutines back,
 // and on any other Tool.
-func goAwait(fl *flow, lender *waiter, job func()) {
-	if lender != nil {
-		lender.lend(job)
+func goAwait(fl *flow, c *awaitCall) {
+	if c.lender != nil {
+		c.lender.lend(c)
 		return
 	}
 	if l, ok := fl.sched.(*Loop); ok && !l.shared {
-		l.awaitWorkers.run(job)
+		l.awaitWorkers.run(c)
 		return
 	}
-	go job()
+	go c.run()
 }
 
 // isNilValue reports whether err holds a nil pointer, map, slice, channel

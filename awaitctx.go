@@ -24,7 +24,8 @@ import (
 
 // awaitCall is one call of an Await function: its step, its function, what
 // it holds, and its cancellation. Everything a call needs is in this one
-// object, made when the step starts; it is the function's context too.
+// object, made with the step when a running step adds it (see claim), else
+// when the step starts; it is the function's context too.
 //
 // The contexts that the function derives from it with the context package
 // (net/http derives one per request) do not need a goroutine each: it
@@ -62,6 +63,8 @@ type awaitCall struct {
 	more   *[]afterEntry // rare: a pointer, to keep the call small
 	nAfter int32
 	used   atomic.Bool // Done or AfterFunc was called: cancel must lock
+	// claimed is set once a run of the step uses the call (see claim).
+	claimed atomic.Bool
 
 	result [1]any // the success argument's slice: it costs no allocation
 
@@ -119,16 +122,49 @@ func (c *awaitCall) Done() <-chan struct{} {
 }
 
 // Value implements [context.Context]: the values of Run's context, without
-// its cancellation, which the context package keeps in a context under a
-// key of type *int (the cancel of a context derived from the call's is
-// the step's alone, see AfterFunc). Only a key of that type is looked up
-// through [context.WithoutCancel], which hides it: a lookup there costs
-// an allocation, and net/http makes several per request.
+// its cancellation, which the context package keeps in a context under its
+// own key (the cancel of a context derived from the call's is the step's
+// alone, see AfterFunc): that key finds nothing here, as it finds nothing
+// through [context.WithoutCancel]. Other keys are looked up in Run's
+// context itself. Should the key not be known (see cancelCtxKey), keys of
+// its type go through WithoutCancel, at an allocation per lookup.
 func (c *awaitCall) Value(key any) any {
 	if _, ok := key.(*int); ok {
-		return context.WithoutCancel(c.Context).Value(key)
+		if key == cancelCtxKey {
+			return nil
+		}
+		if cancelCtxKey == nil {
+			return context.WithoutCancel(c.Context).Value(key)
+		}
 	}
 	return c.Context.Value(key)
+}
+
+// cancelCtxKey is the key, of type *int, under which the context package
+// looks up the cancel of a context: what [context.Cause] asks a cancelled
+// context's Value for, learnt once from a context that records it. net/http
+// derives a context from the call's per request, and each derivation asks
+// for it; nil if Cause ever asks for no such key.
+var cancelCtxKey = func() any {
+	p := keyProbe{Context: context.Background()}
+	_ = context.Cause(&p)
+	return p.key
+}()
+
+// keyProbe is a cancelled context that records the first key of type *int
+// its Value is asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Err() error { return context.Canceled }
+
+func (p *keyProbe) Value(key any) any {
+	if _, ok := key.(*int); ok && p.key == nil {
+		p.key = key
+	}
+	return nil
 }
 
 // Err implements [context.Context].
@@ -167,8 +203,14 @@ func (c *awaitCall) AfterFunc(f func()) (stop func() bool) {
 		*c.more = append(*c.more, afterEntry{n, f})
 	}
 	c.mu.Unlock()
+	if n == 0 {
+		return c.stopFirst // a closure of the call alone: 16 bytes, not 24
+	}
 	return func() bool { return c.stopAfter(n) }
 }
+
+// stopFirst forgets the first function given to AfterFunc, as stopAfter.
+func (c *awaitCall) stopFirst() bool { return c.stopAfter(0) }
 
 // stopAfter forgets the n-th function given to AfterFunc, unless it has
 // run or been stopped: then it reports false.

@@ -45,7 +45,7 @@ type awaitWorkers struct {
 // or ch closed: it ends), since when (after the pool's epoch: reading the
 // monotonic clock alone costs less than time.Now).
 type idleWorker struct {
-	ch    chan func()
+	ch    chan *awaitCall
 	since time.Duration
 }
 
@@ -60,30 +60,31 @@ const awaitWorkerIdle = time.Second
 // wait) cost little.
 const maxIdleAwaitWorkers = 128
 
-// run runs job on a waiting goroutine, or on a new one.
-func (p *awaitWorkers) run(job func()) {
+// run runs the call c on a waiting goroutine, or on a new one. A call, not
+// a func value, is handed over: a method value would cost an allocation.
+func (p *awaitWorkers) run(c *awaitCall) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		ch := p.idle[n-1].ch
 		p.idle[n-1] = idleWorker{}
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		ch <- job // buffered, and its goroutine waits for nothing else
+		ch <- c // buffered, and its goroutine waits for nothing else
 		return
 	}
 	p.mu.Unlock()
-	go p.work(job)
+	go p.work(c)
 }
 
-// work runs job, then the jobs handed to it, until it is not kept or is
+// work runs the call job, then the calls handed to it, until it is not kept or is
 // ended (its channel closed).
-func (p *awaitWorkers) work(job func()) {
-	var ch chan func() // made once kept: a goroutine never kept needs none
+func (p *awaitWorkers) work(job *awaitCall) {
+	var ch chan *awaitCall // made once kept: a goroutine never kept needs none
 	for job != nil {
-		job()
+		job.run()
 		job = nil // let the collector have what it held while waiting
 		if ch == nil {
-			ch = make(chan func(), 1)
+			ch = make(chan *awaitCall, 1)
 		}
 		if !p.keep(ch) {
 			return
@@ -95,7 +96,7 @@ func (p *awaitWorkers) work(job func()) {
 // keep adds ch, a goroutine that has finished its job, to the waiting
 // ones, unless the Loop is closed or enough wait already, and arms the
 // timer if it is not.
-func (p *awaitWorkers) keep(ch chan func()) bool {
+func (p *awaitWorkers) keep(ch chan *awaitCall) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.idleFor <= 0 || len(p.idle) >= maxIdleAwaitWorkers {

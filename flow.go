@@ -218,9 +218,16 @@ func (fl *flow) newFrame(parent *frame, s *step) *frame {
 	if onerror != nil {
 		f.rareFields().onerror = onerror
 	}
-	if fn, ok := impl.(StepFunc); ok {
-		f.impl = fn
-	} else {
+	switch impl := impl.(type) {
+	case StepFunc:
+		f.impl = impl
+	case *awaitCall:
+		f.impl = StepFunc(runAwaitStep)
+		f.rareFields().await = impl // the step's, until runAwaitStep claims it
+		// The queue's array, the frame's own, is kept after the step is
+		// taken: it must not keep the call, and what it holds, alive.
+		*s = step{}
+	default:
 		f.impl = impl.(stepKind).newControl()
 	}
 	return f

@@ -86,15 +86,15 @@ type helper struct {
 	finished bool // the Result is taken: a stop comes too late; under mu
 }
 
-// awaitJob is an Await function, with the completion of its step, handed to
-// the goroutine in RunHelping as the Err of a Result on the flow's promise
-// channel. A func value is a pointer, so it becomes an error without an
+// awaitJob is an Await call, which runs its function and completes its
+// step, handed to the goroutine in RunHelping as the Err of a Result on the
+// flow's promise channel. A pointer becomes an error without an
 // allocation; and one channel delivers the functions and the flow's end in
 // the order the loop sent them, so a function handed over before the end
 // runs before RunHelping returns.
-type awaitJob func()
+type awaitJob awaitCall
 
-func (awaitJob) Error() string { return "asyncsteps: an Await function for RunHelping" }
+func (*awaitJob) Error() string { return "asyncsteps: an Await function for RunHelping" }
 
 // lender returns the waiter of the goroutine in RunHelping if it is idle,
 // and takes it for an Await function of the flow; else nil. On the loop.
@@ -107,9 +107,10 @@ func (fl *flow) lender() *waiter {
 	return nil
 }
 
-// lend hands job to the goroutine in RunHelping, which lender took for it.
-func (w *waiter) lend(job func()) {
-	w.promise <- Result{Err: awaitJob(job)} // RunHelping left room for it
+// lend hands the call c to the goroutine in RunHelping, which lender took
+// for it.
+func (w *waiter) lend(c *awaitCall) {
+	w.promise <- Result{Err: (*awaitJob)(c)} // RunHelping left room for it
 }
 
 // free makes the goroutine in RunHelping idle again once the Await function
@@ -138,7 +139,7 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 	for {
 		select {
 		case res := <-w.promise:
-			job, ok := res.Err.(awaitJob)
+			job, ok := res.Err.(*awaitJob)
 			if !ok {
 				w.finish(unwatch)
 				returned = true
@@ -150,7 +151,7 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 				unwatch = context.AfterFunc(ctx, func() { w.stopUnlessFinished(ctx, r) })
 				done = nil
 			}
-			job() // it frees the goroutine (see free), unless it ends it
+			(*awaitCall)(job).run() // it frees the goroutine (see free), unless it ends it
 		case <-done:
 			done = nil // stop once: a second timeout would fail an outer step
 			r.stopFor(ctx, w)

@@ -228,10 +228,13 @@ func (w *waiter) observeError(err *Error) {
 	}
 }
 
+// observesAwait reports whether h has Await hooks.
+func (h *Hooks) observesAwait() bool { return h.AwaitStart != nil || h.AwaitEnd != nil }
+
 // observeAwait returns fn wrapped in the Await hooks of h, or fn when h has
 // none. The wrapper maps fn's error as the step will, for AwaitEnd.
 func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
-	if h.AwaitStart == nil && h.AwaitEnd == nil {
+	if !h.observesAwait() {
 		return fn
 	}
 	return func(ctx context.Context) (any, error) {

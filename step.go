@@ -8,8 +8,9 @@ import (
 // for the branches of a Parallel, which the value Parallel returned adds
 // to: Clone and CopyFrom copy those (detached), and share the rest.
 type step struct {
-	// impl is the step's StepFunc, the stepKind of a built-in step, or,
-	// for a step with an error handler, a *guarded holding either: one
+	// impl is the step's StepFunc, the stepKind of a built-in step, the
+	// *awaitCall of an Await step added by a running step, or, for a step
+	// with an error handler, a *guarded holding one of those: one
 	// field, so that a step is 16 bytes and a flow's first four steps fit
 	// a 64-byte array. Most steps have no handler of their own.
 	impl any
@@ -17,7 +18,7 @@ type step struct {
 
 // guarded is a step with its error handler.
 type guarded struct {
-	impl    any // StepFunc or stepKind
+	impl    any // StepFunc, stepKind or *awaitCall
 	onerror ErrorFunc
 }
 
@@ -54,8 +55,8 @@ func (s step) detached() step {
 	return builtinStep(d.clone(), onerror)
 }
 
-// parts returns what the step runs, a StepFunc or a stepKind, and its
-// error handler.
+// parts returns what the step runs, a StepFunc, a stepKind or an
+// *awaitCall, and its error handler.
 func (s *step) parts() (impl any, onerror ErrorFunc) {
 	if g, ok := s.impl.(*guarded); ok {
 		return g.impl, g.onerror
