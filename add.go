@@ -22,11 +22,11 @@ func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 }
 
 func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
-	d := &parallelDef{}
+	d, b := newParallelDef(h)
 	if h.adding() {
 		h.push(builtinStep(d, firstHandler(onerror)))
 	}
-	return &parallelBuilder{def: d, owner: h}
+	return b
 }
 
 func addSuccess(h host, args []any) AsyncSteps {

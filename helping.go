@@ -63,13 +63,24 @@ func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	if err := r.runnable(ctx); err != nil {
 		return nil, err
 	}
-	// Room for the flow's Result and the one Await function handed over
-	// at a time: the loop never blocks on sending either.
-	w := &waiter{promise: make(chan Result, 2), ctx: ctx}
+	w := &waiter{promise: takePromise(), ctx: ctx}
 	w.idle.Store(true)
 	r.startIn(w, w.promise)
 	return w.help(ctx, r)
 }
+
+// helpPromises holds the empty promise channels of the calls of RunHelping
+// that have returned: a channel of Results costs two allocations, which a
+// server that calls RunHelping per request would otherwise pay each time.
+// A channel comes back only once its Result is taken, and nothing is sent
+// on it after that Result (see deliver and lend), so it is empty.
+var helpPromises = sync.Pool{New: func() any {
+	// Room for the flow's Result and the one Await function handed over
+	// at a time: the loop never blocks on sending either.
+	return make(chan Result, 2)
+}}
+
+func takePromise() chan Result { return helpPromises.Get().(chan Result) }
 
 // helper is the state, in a waiter, of the goroutine waiting in
 // RunHelping. Its zero value is a waiter that runs no Await function.
@@ -143,6 +154,7 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 			if !ok {
 				w.finish(unwatch)
 				returned = true
+				helpPromises.Put(w.promise)
 				return res.Args, res.Err
 			}
 			if done != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 )
 
 // loopDef is the definition of a Loop, Repeat or ForEach step. Exactly one
@@ -16,9 +17,24 @@ type loopDef struct {
 	repFn   RepeatFunc
 	eachFn  ForEachFunc
 	collect any // ForEach: the collection
+
+	// first is the control of the definition's first execution, made with
+	// it: most loops are added by the step that runs them, and run once,
+	// so a loop costs one allocation, not two. A definition that runs
+	// again (a step of a model Root, copied into its clones) makes one for
+	// each later execution; clones may run on other loops at once, so the
+	// first is claimed atomically.
+	first      loopRun
+	firstTaken atomic.Bool
 }
 
-func (d *loopDef) newControl() control { return &loopRun{def: d} }
+func (d *loopDef) newControl() control {
+	if !d.firstTaken.Load() && d.firstTaken.CompareAndSwap(false, true) {
+		d.first.def = d
+		return &d.first
+	}
+	return &loopRun{def: d}
+}
 
 // loopRun is one execution of a loop: its frame runs one iteration at a time
 // as its only queued sub-step, and catches Break and Continue.
@@ -40,11 +56,11 @@ func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	switch d := lr.def; {
 	case d.repFn != nil:
-		lr.iter = plainStep(lr.repeatIteration, nil)
+		lr.iter = plainStep(repeatIteration, nil)
 	case d.loopFn != nil:
-		lr.iter = plainStep(lr.loopIteration, nil)
+		lr.iter = plainStep(loopIteration, nil)
 	case isSeq2Value(d.collect):
-		lr.iter = plainStep(lr.eachIteration, nil)
+		lr.iter = plainStep(eachIteration, nil)
 		lr.count = -1
 		lr.seq = pullSeq(f, d.collect)
 	default:
@@ -53,7 +69,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 			return f.h.fl.fail(f, err)
 		}
 		lr.items, lr.count = items, items.len()
-		lr.iter = plainStep(lr.eachIteration, nil)
+		lr.iter = plainStep(eachIteration, nil)
 	}
 	lr.queue[0] = lr.iter
 	return lr.next(f)
@@ -122,12 +138,22 @@ func (d *loopDef) body() any {
 }
 
 // repeatIteration, loopIteration and eachIteration run the body of the
-// current iteration of a Repeat, a Loop and a ForEach.
-func (lr *loopRun) repeatIteration(as AsyncSteps, _ ...any) { lr.def.repFn(as, lr.i) }
+// current iteration of a Repeat, a Loop and a ForEach. They are plain
+// functions, not method values of the loopRun: a method value would cost
+// each loop an allocation. The iteration's frame is a sub-step of the
+// loop's frame, whose control is the loopRun (see iterationOf).
+func repeatIteration(as AsyncSteps, _ ...any) {
+	lr := iterationOf(as)
+	lr.def.repFn(as, lr.i)
+}
 
-func (lr *loopRun) loopIteration(as AsyncSteps, _ ...any) { lr.def.loopFn(as) }
+func loopIteration(as AsyncSteps, _ ...any) { iterationOf(as).def.loopFn(as) }
 
-func (lr *loopRun) eachIteration(as AsyncSteps, _ ...any) {
+// iterationOf returns the loopRun whose iteration as runs.
+func iterationOf(as AsyncSteps) *loopRun { return as.(*stepAPI).f.parent.impl.(*loopRun) }
+
+func eachIteration(as AsyncSteps, _ ...any) {
+	lr := iterationOf(as)
 	if lr.seq == nil {
 		k, v := lr.items.at(lr.i)
 		lr.def.eachFn(as, k, v)

@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,7 +11,27 @@ import (
 // branches never copies the ones already added.
 type parallelDef struct {
 	chunks [][]step
-	n      int // branches in all
+	n      int32 // branches in all; 32 bits, with firstTaken beside, keep the definition within 192 bytes
+	// firstTaken is set once the control first is taken (see below).
+	firstTaken atomic.Bool
+
+	// What most Parallels need comes with the definition, so that one
+	// costs one allocation, not five: the room of the first chunk, the
+	// value Parallel returns, and the control of the first execution (a
+	// definition copied into a model Root's clones may run again, maybe
+	// on another loop at once: it is claimed atomically, and later
+	// executions make their own).
+	firstChunk [4]step
+	builder    parallelBuilder
+	first      parallelRun
+}
+
+// newParallelDef returns an empty definition and the value that adds its
+// branches for owner.
+func newParallelDef(owner host) (*parallelDef, *parallelBuilder) {
+	d := &parallelDef{}
+	d.builder = parallelBuilder{def: d, owner: owner}
+	return d, &d.builder
 }
 
 const maxBranchChunk = 128
@@ -27,18 +48,24 @@ func (d *parallelDef) clone() *parallelDef {
 func (d *parallelDef) add(s step) {
 	last := len(d.chunks) - 1
 	if last < 0 || len(d.chunks[last]) == cap(d.chunks[last]) {
-		size := 4
+		chunk := d.firstChunk[:0]
 		if last >= 0 {
-			size = min(2*cap(d.chunks[last]), maxBranchChunk)
+			chunk = make([]step, 0, min(2*cap(d.chunks[last]), maxBranchChunk))
 		}
-		d.chunks = append(d.chunks, make([]step, 0, size))
+		d.chunks = append(d.chunks, chunk)
 		last++
 	}
 	d.chunks[last] = append(d.chunks[last], s)
 	d.n++
 }
 
-func (d *parallelDef) newControl() control { return &parallelRun{def: d} }
+func (d *parallelDef) newControl() control {
+	if !d.firstTaken.Load() && d.firstTaken.CompareAndSwap(false, true) {
+		d.first.def = d
+		return &d.first
+	}
+	return &parallelRun{def: d}
+}
 
 // parallelRun runs the branches of one Parallel step, each from a frame of
 // its own (modeBranch) queued on the loop, so that branches interleave at
@@ -47,6 +74,7 @@ type parallelRun struct {
 	def      *parallelDef
 	branches []*stepAPI // a frame finished early is recycled: compare step APIs
 	pending  int
+	few      [4]*stepAPI // the room of branches for a few
 }
 
 func (pr *parallelRun) begin(p *frame) *frame {
@@ -54,8 +82,11 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	if pr.def.n == 0 {
 		return fl.finish(p, nil)
 	}
-	pr.branches = make([]*stepAPI, 0, pr.def.n)
-	pr.pending = pr.def.n
+	pr.branches = pr.few[:0]
+	if n := int(pr.def.n); n > len(pr.few) {
+		pr.branches = make([]*stepAPI, 0, n)
+	}
+	pr.pending = int(pr.def.n)
 	for _, chunk := range pr.def.chunks {
 		for i, s := range chunk {
 			pr.branches = append(pr.branches, pr.newBranch(p, s, chunk[i:i+1:i+1]))

@@ -3,7 +3,6 @@ package asyncsteps
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"time"
 )
 
@@ -231,7 +230,7 @@ func (r *Root) Clone() *Root {
 	c.fl.base.queue = copySteps(nil, r.fl.base.queue)
 	c.fl.base.err = r.fl.base.err // a misuse of the model is the clone's too
 	if s := r.fl.state; s != nil {
-		c.State().vars = maps.Clone(s.vars)
+		c.State().copyVars(s)
 	}
 	return c
 }

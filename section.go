@@ -90,9 +90,19 @@ type sectioner interface {
 // addSection adds to as a step that enters a critical section guarded by
 // gates: the Sync method of a Mutex, Throttle or Limiter called directly.
 func addSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, gates ...gate) {
-	var pair [2]gate // a copy: the caller's slice may be on its stack
-	n := copy(pair[:], gates)
+	// The gates are copied, as the caller's slice may be on its stack,
+	// into values the step captures as they are: an array it sliced would
+	// be captured by reference, an allocation of its own.
+	var g0, g1 gate
+	n := min(len(gates), 2) // a section has at most two gates
+	if n > 0 {
+		g0 = gates[0]
+	}
+	if n > 1 {
+		g1 = gates[1]
+	}
 	as.Add(func(as AsyncSteps, args ...any) {
+		pair := [2]gate{g0, g1}
 		beginSection(as, f, onerror, args, pair[:n]...)
 	})
 }

@@ -1,0 +1,25 @@
+package asyncsteps
+
+import "testing"
+
+// A Parallel of a few branches costs the flow one allocation, its
+// definition: the room of its branches, the value Parallel returns and the
+// control of its first execution come with it. The flows compared run the
+// same steps, as branches and one after the other.
+func TestAParallelCostsOneAllocation(t *testing.T) {
+	tt := NewTestTool()
+	noop := func(AsyncSteps, ...any) {}
+	run := func(add func(as AsyncSteps)) float64 {
+		return testing.AllocsPerRun(100, func() {
+			r := New(WithTool(tt))
+			r.Add(func(as AsyncSteps, _ ...any) { add(as) })
+			r.Execute()
+			tt.Run()
+		})
+	}
+	seq := run(func(as AsyncSteps) { as.Add(noop).Add(noop).Add(noop) })
+	par := run(func(as AsyncSteps) { as.Parallel().Add(noop).Add(noop).Add(noop) })
+	if par != seq+1 {
+		t.Errorf("a flow allocates %v objects with a Parallel of three steps, %v with the steps in sequence: want one more", par, seq)
+	}
+}
