@@ -310,13 +310,13 @@ func (fl *flow) setDeadlines(c *awaitCall, f *frame) {
 		c.runDeadline, _ = w.ctx.Deadline()
 	}
 	c.deadline = c.runDeadline
-	left, stepDue := fl.stepTimeLeft(f)
+	left, now, stepDue := fl.stepTimeLeft(f)
 	if !stepDue {
 		c.stepDue = noStepDue
 		return
 	}
-	c.stepDue = fl.timerClock() + int64(left)
-	if wall := time.Now().Add(left); c.deadline.IsZero() || wall.Before(c.deadline) {
+	c.stepDue = now.clock + int64(left)
+	if wall := now.wall.Add(left); c.deadline.IsZero() || wall.Before(c.deadline) {
 		c.deadline = wall
 	}
 }
@@ -326,29 +326,47 @@ func (fl *flow) setDeadlines(c *awaitCall, f *frame) {
 // overflows.
 const farFuture = 100 * 365 * 24 * time.Hour
 
+// instant is one reading of the time: the wall clock, and the same instant
+// on the clock of the tool's step timers (see timerClockAt).
+type instant struct {
+	wall  time.Time
+	clock int64
+}
+
 // stepTimeLeft returns the time left before the nearest step timeout armed
 // on f or a step around it falls due, on the tool's clock, and false when
 // none is armed or the tool's timers cannot be read (a Tool of the user's).
-func (fl *flow) stepTimeLeft(f *frame) (left time.Duration, ok bool) {
+// It reads the time once, when it meets the first timeout, and returns
+// that reading: the time is not free to read.
+func (fl *flow) stepTimeLeft(f *frame) (left time.Duration, now instant, ok bool) {
+	read := false
 	for ; f != nil; f = f.parent {
 		e := f.timer()
 		if e == nil {
 			continue
 		}
-		d, known := fl.timerLeft(e)
+		if !read {
+			now.wall = time.Now()
+			now.clock, read = fl.timerClockAt(now.wall), true
+		}
+		d, known := fl.timerLeft(e, now.clock)
 		if known && d < farFuture && (!ok || d < left) {
 			left, ok = max(d, 0), true
 		}
 	}
-	return left, ok
+	return left, now, ok
 }
 
 // timerClock is the time on the clock of the tool's step timers, the scale
 // of their dues; only a Loop's and a TestTool's are known.
-func (fl *flow) timerClock() int64 {
+func (fl *flow) timerClock() int64 { return fl.timerClockAt(time.Now()) }
+
+// timerClockAt is timerClock at the instant t, on the wall clock; a
+// TestTool's clock is its own, whatever t.
+func (fl *flow) timerClockAt(t time.Time) int64 {
 	switch s := fl.sched.(type) {
 	case *Loop:
-		return s.clock()
+		return int64(t.Sub(s.start)) // as Loop.clock, from one reading
 	case *TestTool:
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -357,20 +375,19 @@ func (fl *flow) timerClock() int64 {
 	return 0
 }
 
-// timerLeft returns the time left on the step timer e.
-func (fl *flow) timerLeft(e *timerEntry) (time.Duration, bool) {
-	switch s := fl.sched.(type) {
+// timerLeft returns the time left on the step timer e, now being the time
+// on the tool's timer clock.
+func (fl *flow) timerLeft(e *timerEntry, now int64) (time.Duration, bool) {
+	switch fl.sched.(type) {
 	case *Loop:
 		if e.unstamped {
 			// Armed in this pass of the loop: due d after the pass ends,
 			// so at least d from now.
 			return e.list.d, true
 		}
-		return time.Duration(e.due - s.clock()), true
+		return time.Duration(e.due - now), true
 	case *TestTool:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return time.Duration(e.due - s.now), true
+		return time.Duration(e.due - now), true
 	}
 	return 0, false
 }
