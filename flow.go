@@ -270,7 +270,13 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
-	*f = frame{queue: f.queue[:0], rare: f.clearedRare()}
+	q := f.queue[:0]
+	if cap(q) < 4 {
+		// appendStep would not fill it: a slice of a loop's or a
+		// Parallel's definition would only keep that alive.
+		q = nil
+	}
+	*f = frame{queue: q, rare: f.clearedRare()}
 	if pools != nil {
 		pools.keepFrame(f)
 	}

@@ -81,7 +81,7 @@ func (p *pulled) pull(f *frame) (more bool) {
 		p.err = fl.goexitError()
 		p.finished = true
 		f.args = nil
-		f.queue = append(f.queue[:0], f.impl.(*loopRun).iter)
+		f.impl.(*loopRun).queueIteration(f)
 		fl.afterGoexit(f.h)
 	}()
 	k, v, ok := p.next()

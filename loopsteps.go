@@ -43,12 +43,12 @@ type loopRun struct {
 	count int // iterations; -1 until Break
 	i     int
 	items iterator
-	iter  step
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
 	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
-	// queue holds the one queued iteration: the frame's queue is set to it
-	// for each iteration, so that an iteration allocates no queue (popping
-	// a step leaves a slice without capacity behind it).
+	// queue holds the one queued iteration, the step of the loop's kind
+	// that begin sets: the frame's queue is set to it for each iteration,
+	// so that an iteration allocates no queue (popping a step leaves a
+	// slice without capacity behind it, and the step in place).
 	queue [1]step
 }
 
@@ -56,11 +56,11 @@ func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	switch d := lr.def; {
 	case d.repFn != nil:
-		lr.iter = plainStep(repeatIteration, nil)
+		lr.queue[0] = plainStep(repeatIteration, nil)
 	case d.loopFn != nil:
-		lr.iter = plainStep(loopIteration, nil)
+		lr.queue[0] = plainStep(loopIteration, nil)
 	case isSeq2Value(d.collect):
-		lr.iter = plainStep(eachIteration, nil)
+		lr.queue[0] = plainStep(eachIteration, nil)
 		lr.count = -1
 		lr.seq = pullSeq(f, d.collect)
 	default:
@@ -69,9 +69,8 @@ func (lr *loopRun) begin(f *frame) *frame {
 			return f.h.fl.fail(f, err)
 		}
 		lr.items, lr.count = items, items.len()
-		lr.iter = plainStep(eachIteration, nil)
+		lr.queue[0] = plainStep(eachIteration, nil)
 	}
-	lr.queue[0] = lr.iter
 	return lr.next(f)
 }
 

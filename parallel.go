@@ -7,16 +7,17 @@ import (
 )
 
 // parallelDef is the definition of a Parallel step: one step per branch,
-// kept in chunks that double up to maxBranchChunk steps, so that adding
-// branches never copies the ones already added.
+// the first few in firstChunk, the rest in chunks that double up to
+// maxBranchChunk steps, so that adding branches never copies the ones
+// already added.
 type parallelDef struct {
-	chunks [][]step
-	n      int32 // branches in all; 32 bits, with firstTaken beside, keep the definition within 192 bytes
+	more [][]step // the chunks after firstChunk
+	n    int32    // branches in all; 32 bits, with firstTaken beside, keep the definition within 192 bytes
 	// firstTaken is set once the control first is taken (see below).
 	firstTaken atomic.Bool
 
 	// What most Parallels need comes with the definition, so that one
-	// costs one allocation, not five: the room of the first chunk, the
+	// costs one allocation, not six: the room of the first branches, the
 	// value Parallel returns, and the control of the first execution (a
 	// definition copied into a model Root's clones may run again, maybe
 	// on another loop at once: it is claimed atomically, and later
@@ -38,25 +39,35 @@ const maxBranchChunk = 128
 
 // clone returns a copy of d that later adds to d do not reach.
 func (d *parallelDef) clone() *parallelDef {
-	c := &parallelDef{chunks: make([][]step, len(d.chunks)), n: d.n}
-	for i, chunk := range d.chunks {
-		c.chunks[i] = slices.Clip(slices.Clone(chunk))
+	c := &parallelDef{more: make([][]step, len(d.more)), n: d.n, firstChunk: d.firstChunk}
+	for i, chunk := range d.more {
+		c.more[i] = slices.Clip(slices.Clone(chunk))
 	}
 	return c
 }
 
 func (d *parallelDef) add(s step) {
-	last := len(d.chunks) - 1
-	if last < 0 || len(d.chunks[last]) == cap(d.chunks[last]) {
-		chunk := d.firstChunk[:0]
+	if int(d.n) < len(d.firstChunk) {
+		d.firstChunk[d.n] = s
+		d.n++
+		return
+	}
+	last := len(d.more) - 1
+	if last < 0 || len(d.more[last]) == cap(d.more[last]) {
+		size := 2 * len(d.firstChunk)
 		if last >= 0 {
-			chunk = make([]step, 0, min(2*cap(d.chunks[last]), maxBranchChunk))
+			size = min(2*cap(d.more[last]), maxBranchChunk)
 		}
-		d.chunks = append(d.chunks, chunk)
+		d.more = append(d.more, make([]step, 0, size))
 		last++
 	}
-	d.chunks[last] = append(d.chunks[last], s)
+	d.more[last] = append(d.more[last], s)
 	d.n++
+}
+
+// firstBranches returns the steps of the branches in firstChunk.
+func (d *parallelDef) firstBranches() []step {
+	return d.firstChunk[:min(int(d.n), len(d.firstChunk))]
 }
 
 func (d *parallelDef) newControl() control {
@@ -87,15 +98,21 @@ func (pr *parallelRun) begin(p *frame) *frame {
 		pr.branches = make([]*stepAPI, 0, n)
 	}
 	pr.pending = int(pr.def.n)
-	for _, chunk := range pr.def.chunks {
-		for i, s := range chunk {
-			pr.branches = append(pr.branches, pr.newBranch(p, s, chunk[i:i+1:i+1]))
-		}
+	pr.addBranches(p, pr.def.firstBranches())
+	for _, chunk := range pr.def.more {
+		pr.addBranches(p, chunk)
 	}
 	for _, h := range pr.branches {
 		fl.requeue(h.f)
 	}
 	return nil
+}
+
+// addBranches makes the branches of the steps of chunk.
+func (pr *parallelRun) addBranches(p *frame, chunk []step) {
+	for i, s := range chunk {
+		pr.branches = append(pr.branches, pr.newBranch(p, s, chunk[i:i+1:i+1]))
+	}
 }
 
 // newBranch makes the frame of the branch of step s, whose queue is one,
