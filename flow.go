@@ -263,10 +263,34 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
-	*f = frame{queue: f.queue[:0], rare: f.clearedRare()}
+	q := f.queue
+	switch f.impl.(type) {
+	case StepFunc, nil:
+	default:
+		q = nil // a loop's or a section's array: its owner must not stay alive
+	}
+	*f = frame{queue: pooledQueue(q), rare: f.clearedRare()}
 	if pools != nil {
 		pools.keepFrame(f)
 	}
+}
+
+// maxPooledQueue bounds the step array a pooled frame keeps for its next
+// steps: a larger one, left by a step that added many, is dropped rather
+// than cleared at every recycle.
+const maxPooledQueue = 16
+
+// pooledQueue returns the step array of a finished frame for its next
+// use, empty and cleared: a pooled frame must not keep the functions of
+// finished steps, and what they reach, alive. The steps before q's start
+// were cleared as they were taken (see proceed).
+func pooledQueue(q []step) []step {
+	if cap(q) > maxPooledQueue {
+		return nil
+	}
+	q = q[:0]
+	clear(q[:cap(q)])
+	return q
 }
 
 // drive runs the flow from f for as long as it goes on without waiting,
@@ -323,6 +347,13 @@ func (fl *flow) proceed(f *frame) *frame {
 		// this frame, or of a step that recycles it) fills it from that
 		// step's place on, instead of allocating an array.
 		f.queue = f.queue[:0]
+	case f.mode == modeStep || f.mode == modeHandler:
+		// The frame's own array, or a section's, whose steps run once:
+		// the step taken is cleared, so that the array, kept by the frame
+		// in the pool, keeps no step's function alive (recycleTo clears
+		// the rest).
+		f.queue[0] = step{}
+		f.queue = f.queue[1:]
 	default:
 		f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
 		if len(f.queue) == 0 && f.mode == modeBase {

@@ -75,6 +75,9 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	}
 	parent, fn := f.parent, f.fn()
 	q := f.queue[:0]
+	if fn == nil {
+		q = nil // a loop's or a section's array: not for the handler's steps
+	}
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q, rare: f.clearedRare()}
 	fl.newStepAPI(f, 0)
 	fl.callHandler(f, h, err.Code)
