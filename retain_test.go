@@ -9,10 +9,7 @@ import (
 // retained is what the steps of TestPooledFramesKeepNoSteps capture: large
 // enough to be an object of its own, so that a weak pointer to it reports
 // exactly whether something still refers to it.
-type retained struct {
-	n   int
-	pad [7]*int
-}
+type retained struct{ n [8]int }
 
 // TestPooledFramesKeepNoSteps checks that the frames a Loop pools for later
 // steps keep nothing of the steps that ran in them: not the functions of
@@ -25,7 +22,7 @@ func TestPooledFramesKeepNoSteps(t *testing.T) {
 	defer l.Close()
 	var kept []weak.Pointer[retained]
 	capture := func() *retained {
-		v := &retained{n: len(kept)}
+		v := &retained{n: [8]int{len(kept)}}
 		kept = append(kept, weak.Make(v))
 		return v
 	}
@@ -34,17 +31,17 @@ func TestPooledFramesKeepNoSteps(t *testing.T) {
 		a, b, c, d, e := capture(), capture(), capture(), capture(), capture()
 		r := New(WithTool(l))
 		r.Add(func(as AsyncSteps, _ ...any) {
-			as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, a.n) })
-			as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, b.n) })
-			as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, c.n) })
+			as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, a.n[0]) })
+			as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, b.n[0]) })
+			as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, c.n[0]) })
 		})
 		r.Add(func(as AsyncSteps, _ ...any) {
-			as.Repeat(2, func(as AsyncSteps, i int) { trace = append(trace, d.n+10*i) })
+			as.Repeat(2, func(as AsyncSteps, i int) { trace = append(trace, d.n[0]+10*i) })
 		})
 		r.Add(func(as AsyncSteps, _ ...any) {
 			as.Add(func(as AsyncSteps, _ ...any) { as.Error("Fail") },
 				func(as AsyncSteps, code string) {
-					as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, e.n) })
+					as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, e.n[0]) })
 					as.Add(func(as AsyncSteps, _ ...any) { as.Success() })
 				})
 		})
