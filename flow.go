@@ -263,34 +263,28 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
-	q := f.queue
-	switch f.impl.(type) {
-	case StepFunc, nil:
-	default:
-		q = nil // a loop's or a section's array: its owner must not stay alive
-	}
-	*f = frame{queue: pooledQueue(q), rare: f.clearedRare()}
+	*f = frame{queue: f.queue[:0], rare: f.clearedRare()}
 	if pools != nil {
 		pools.keepFrame(f)
 	}
 }
 
-// maxPooledQueue bounds the step array a pooled frame keeps for its next
-// steps: a larger one, left by a step that added many, is dropped rather
-// than cleared at every recycle.
-const maxPooledQueue = 16
-
-// pooledQueue returns the step array of a finished frame for its next
-// use, empty and cleared: a pooled frame must not keep the functions of
-// finished steps, and what they reach, alive. The steps before q's start
-// were cleared as they were taken (see proceed).
-func pooledQueue(q []step) []step {
-	if cap(q) > maxPooledQueue {
-		return nil
+// dropQueue empties the queue of a frame that an error or a cancel
+// unwinds. The steps it skips are cleared from the frame's own array, so
+// that the frame, once pooled, keeps none of their functions alive; a
+// loop's or a section's array is let go, so that it keeps its owner alive
+// neither. A branch's or the base frame's may be a shared definition: it
+// is only emptied.
+func (f *frame) dropQueue() {
+	switch {
+	case f.mode != modeStep && f.mode != modeHandler:
+		f.queue = f.queue[:0]
+	case f.fn() != nil:
+		clear(f.queue)
+		f.queue = f.queue[:0]
+	default:
+		f.queue = nil
 	}
-	q = q[:0]
-	clear(q[:cap(q)])
-	return q
 }
 
 // drive runs the flow from f for as long as it goes on without waiting,
@@ -345,13 +339,17 @@ func (fl *flow) proceed(f *frame) *frame {
 	case len(f.queue) == 1 && (f.mode == modeStep || f.mode == modeHandler):
 		// The frame's own array, its last step taken: the next Add (of
 		// this frame, or of a step that recycles it) fills it from that
-		// step's place on, instead of allocating an array.
+		// step's place on, instead of allocating an array. The step
+		// taken is cleared, so that the array, kept by the frame in the
+		// pool, keeps no step's function alive; but a loop's, which
+		// queues the same iteration step again.
+		if _, loop := f.impl.(*loopRun); !loop {
+			f.queue[0] = step{}
+		}
 		f.queue = f.queue[:0]
 	case f.mode == modeStep || f.mode == modeHandler:
 		// The frame's own array, or a section's, whose steps run once:
-		// the step taken is cleared, so that the array, kept by the frame
-		// in the pool, keeps no step's function alive (recycleTo clears
-		// the rest).
+		// the step taken is cleared, as above.
 		f.queue[0] = step{}
 		f.queue = f.queue[1:]
 	default:
@@ -588,7 +586,8 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		return next
 	}
 	if f.ctl() != nil {
-		args = nil // loops and parallels give no args to the next step
+		args = nil    // loops and parallels give no args to the next step
+		f.queue = nil // a loop's array, in its loopRun: not for later steps
 	}
 	fl.retire(f)
 	p.active = nil

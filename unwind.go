@@ -27,7 +27,7 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 // Parallel.
 func (fl *flow) unwind(f *frame, err *Error) *frame {
 	for {
-		f.queue = f.queue[:0]
+		f.dropQueue()
 		f.active = nil
 		f.waiting = false
 		if ctl := f.ctl(); ctl != nil {
