@@ -170,7 +170,7 @@ func (j *cancelJob) finish() *frame {
 		// A frame whose cancel handler ended with Goexit is done again
 		// from here: its handler is gone, so that costs nothing twice.
 		f := j.frames[j.next]
-		f.queue = f.queue[:0]
+		f.dropQueue()
 		f.active = nil
 		f.waiting = false
 		fl.callCancel(f, j) // a panic in it is recorded; nothing is left to fail

@@ -282,6 +282,24 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	}
 }
 
+// dropQueue empties the queue of a frame that an error or a cancel
+// unwinds. The steps it skips are cleared from the frame's own array, so
+// that the frame, once pooled, keeps none of their functions alive; a
+// loop's or a section's array is let go, so that it keeps its owner alive
+// neither. A branch's or the base frame's may be a shared definition: it
+// is only emptied.
+func (f *frame) dropQueue() {
+	switch {
+	case f.mode != modeStep && f.mode != modeHandler:
+		f.queue = f.queue[:0]
+	case f.fn() != nil:
+		clear(f.queue)
+		f.queue = f.queue[:0]
+	default:
+		f.queue = nil
+	}
+}
+
 // drive runs the flow from f for as long as it goes on without waiting,
 // yielding to other queued work after each step (the order of the FutoIn
 // reference implementations; see Loop.SetBursts for the opt-out) and after
@@ -334,8 +352,19 @@ func (fl *flow) proceed(f *frame) *frame {
 	case len(f.queue) == 1 && (f.mode == modeStep || f.mode == modeHandler):
 		// The frame's own array, its last step taken: the next Add (of
 		// this frame, or of a step that recycles it) fills it from that
-		// step's place on, instead of allocating an array.
+		// step's place on, instead of allocating an array. The step
+		// taken is cleared, so that the array, kept by the frame in the
+		// pool, keeps no step's function alive; but a loop's, which
+		// queues the same iteration step again.
+		if _, loop := f.impl.(*loopRun); !loop {
+			f.queue[0] = step{}
+		}
 		f.queue = f.queue[:0]
+	case f.mode == modeStep || f.mode == modeHandler:
+		// The frame's own array, or a section's, whose steps run once:
+		// the step taken is cleared, as above.
+		f.queue[0] = step{}
+		f.queue = f.queue[1:]
 	default:
 		f.queue = f.queue[1:] // no clearing: the slice may be a shared definition
 		if len(f.queue) == 0 && f.mode == modeBase {
@@ -570,7 +599,8 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		return next
 	}
 	if f.ctl() != nil {
-		args = nil // loops and parallels give no args to the next step
+		args = nil    // loops and parallels give no args to the next step
+		f.queue = nil // a loop's array, in its loopRun: not for later steps
 	}
 	fl.retire(f)
 	p.active = nil

@@ -217,6 +217,12 @@ func (s *section) end(as AsyncSteps, args ...any) {
 			r.onCancel = nil
 		}
 		h.fl.sched.pools().keepSection(s)
+	} else if ok {
+		// Its steps are done: the frame, once pooled, must not keep s
+		// alive through its array.
+		if enter := h.f.parent; cap(enter.queue) > 0 && &enter.queue[:cap(enter.queue)][cap(enter.queue)-1] == &s.steps[len(s.steps)-1] {
+			enter.queue = nil
+		}
 	}
 	as.Success(args...)
 }

@@ -27,7 +27,7 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 // Parallel.
 func (fl *flow) unwind(f *frame, err *Error) *frame {
 	for {
-		f.queue = f.queue[:0]
+		f.dropQueue()
 		f.active = nil
 		f.waiting = false
 		if ctl := f.ctl(); ctl != nil {
@@ -75,6 +75,9 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	}
 	parent, fn := f.parent, f.fn()
 	q := f.queue[:0]
+	if fn == nil {
+		q = nil // a loop's or a section's array: not for the handler's steps
+	}
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q, rare: f.clearedRare()}
 	fl.newStepAPI(f, 0)
 	fl.callHandler(f, h, err.Code)
