@@ -185,7 +185,9 @@ func (f *frame) kill() {
 // stackPC is the entry address of the user's function that f runs, for
 // AsyncStack, or 0 if it runs none: for an iteration of a loop, the loop's
 // body; for a step of a critical section, the function given to Sync (the
-// engine's own steps around it are not the user's); else f's step function.
+// engine's own steps around it are not the user's); for an Await step, its
+// function (the engine's step runs it, whichever way it was added: see
+// addAwait); else f's step function.
 func (f *frame) stackPC() uintptr {
 	if p := f.parent; p != nil {
 		switch c := p.impl.(type) {
@@ -194,6 +196,9 @@ func (f *frame) stackPC() uintptr {
 		case *section:
 			return funcPC(c.f)
 		}
+	}
+	if r := f.rare; r != nil && r.await != nil {
+		return funcPC(r.await.fn)
 	}
 	if fn := f.fn(); fn != nil {
 		return funcPC(fn)

@@ -11,17 +11,21 @@ import "testing"
 func TestALoopCostsOneAllocation(t *testing.T) {
 	tt := NewTestTool()
 	noop := func(AsyncSteps, ...any) {}
-	run := func(add func(as AsyncSteps)) float64 {
-		return testing.AllocsPerRun(100, func() {
-			r := New(WithTool(tt))
-			r.Add(func(as AsyncSteps, _ ...any) { add(as) })
-			r.Execute()
-			tt.Run()
-		})
-	}
+	run := func(add func(as AsyncSteps)) float64 { return flowAllocs(tt, add) }
 	plain := run(func(as AsyncSteps) { as.Add(func(as AsyncSteps, _ ...any) { as.Add(noop) }) })
 	repeat := run(func(as AsyncSteps) { as.Repeat(1, func(as AsyncSteps, _ int) { as.Add(noop) }) })
 	if repeat != plain+1 {
 		t.Errorf("a flow allocates %v objects with a Repeat, %v without: want one more", repeat, plain)
 	}
+}
+
+// flowAllocs returns the allocations of a flow on tt whose one step calls
+// add, from its start to its end.
+func flowAllocs(tt *TestTool, add func(as AsyncSteps)) float64 {
+	return testing.AllocsPerRun(100, func() {
+		r := New(WithTool(tt))
+		r.Add(func(as AsyncSteps, _ ...any) { add(as) })
+		r.Execute()
+		tt.Run()
+	})
 }

@@ -91,20 +91,7 @@ func BenchmarkLoopIsSameThreadIdle(b *testing.B) {
 	for !l.waiting.Load() {
 		time.Sleep(time.Millisecond)
 	}
-	var deep func(n int) bool
-	deep = func(n int) bool {
-		if n > 0 {
-			return deep(n - 1)
-		}
-		same := false
-		for b.Loop() {
-			same = same || l.IsSameThread()
-		}
-		return same
-	}
-	if deep(64) {
-		b.Fatal("IsSameThread() = true off the loop")
-	}
+	askIsSameThread(b, l, 64)
 }
 
 // BenchmarkLoopIsSameThreadBusy is BenchmarkLoopIsSameThreadIdle while the
@@ -120,6 +107,12 @@ func BenchmarkLoopIsSameThreadBusy(b *testing.B) {
 	})
 	<-running
 	defer close(stop)
+	askIsSameThread(b, l, 20)
+}
+
+// askIsSameThread times l.IsSameThread from depth calls deep on the
+// benchmark's goroutine, which is not the loop's.
+func askIsSameThread(b *testing.B, l *Loop, depth int) {
 	var deep func(n int) bool
 	deep = func(n int) bool {
 		if n > 0 {
@@ -131,7 +124,7 @@ func BenchmarkLoopIsSameThreadBusy(b *testing.B) {
 		}
 		return same
 	}
-	if deep(20) {
+	if deep(depth) {
 		b.Fatal("IsSameThread() = true off the loop")
 	}
 }

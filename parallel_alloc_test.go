@@ -10,14 +10,7 @@ import "testing"
 func TestAParallelCostsOneAllocation(t *testing.T) {
 	tt := NewTestTool()
 	noop := func(AsyncSteps, ...any) {}
-	run := func(add func(as AsyncSteps)) float64 {
-		return testing.AllocsPerRun(100, func() {
-			r := New(WithTool(tt))
-			r.Add(func(as AsyncSteps, _ ...any) { add(as) })
-			r.Execute()
-			tt.Run()
-		})
-	}
+	run := func(add func(as AsyncSteps)) float64 { return flowAllocs(tt, add) }
 	seq := run(func(as AsyncSteps) { as.Add(noop).Add(noop).Add(noop) })
 	par := run(func(as AsyncSteps) { as.Parallel().Add(noop).Add(noop).Add(noop) })
 	if par != seq {

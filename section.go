@@ -220,11 +220,18 @@ func (s *section) end(as AsyncSteps, args ...any) {
 	} else if ok {
 		// Its steps are done: the frame, once pooled, must not keep s
 		// alive through its array.
-		if enter := h.f.parent; cap(enter.queue) > 0 && &enter.queue[:cap(enter.queue)][cap(enter.queue)-1] == &s.steps[len(s.steps)-1] {
+		if enter := h.f.parent; s.holdsQueue(enter.queue) {
 			enter.queue = nil
 		}
 	}
 	as.Success(args...)
+}
+
+// holdsQueue reports whether q is a slice of s.steps, which enterFrame
+// lent the frame that entered: a slice of an array reaches its last
+// element, whatever its start.
+func (s *section) holdsQueue(q []step) bool {
+	return cap(q) > 0 && &q[:cap(q)][cap(q)-1] == &s.steps[len(s.steps)-1]
 }
 
 // reusable reports whether s, which its flow leaves on success, can go
