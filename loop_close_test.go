@@ -387,14 +387,22 @@ func TestExecuteOnAClosedLoopReportsAfterItReturns(t *testing.T) {
 		err           *asyncsteps.Error
 		afterReturned bool
 	}
-	var returned atomic.Bool
+	// The report waits for Execute to return: on another goroutine it
+	// sees it return; inside Execute it would wait forever, so it gives
+	// up after a while and says so.
+	returned := make(chan struct{})
 	reports := make(chan report, 1)
 	r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
-		reports <- report{err, returned.Load()}
+		select {
+		case <-returned:
+			reports <- report{err, true}
+		case <-time.After(2 * time.Second):
+			reports <- report{err, false}
+		}
 	}))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
 	r.Execute()
-	returned.Store(true)
+	close(returned)
 	select {
 	case got := <-reports:
 		wantError(t, got.err, asyncsteps.InternalError, closedInfo)
