@@ -25,8 +25,9 @@ var scheds struct {
 }
 
 type schedEntry struct {
-	h    asyncsteps.Handle
-	done bool
+	h         asyncsteps.Handle
+	done      bool // the entry has left the map
+	cancelled bool // by sched_cancel: the callback must not run
 }
 
 func schedAdd() (int64, *schedEntry) {
@@ -41,15 +42,18 @@ func schedAdd() (int64, *schedEntry) {
 	return scheds.next, e
 }
 
-func schedTake(id int64) *schedEntry {
+// schedRun takes the entry e of id for its callback, which the loop is
+// about to run, and reports whether the callback may run: unless it was
+// cancelled. The entry may have left the map already: cabiSched removes
+// it when its handle is no longer valid, which is also the case of a
+// callback the loop has taken to run, from another thread, before
+// cabiSched looked.
+func schedRun(id int64, e *schedEntry) bool {
 	scheds.mu.Lock()
 	defer scheds.mu.Unlock()
-	e := scheds.m[id]
 	delete(scheds.m, id)
-	if e != nil {
-		e.done = true
-	}
-	return e
+	e.done = true
+	return !e.cancelled
 }
 
 //export cabiSched
@@ -61,7 +65,7 @@ func cabiSched(bsi *C.FutoInAsyncSteps, deferred C.int, ms C.uint32_t, data, cb 
 	fn := C.cabi_sched_fn(cb)
 	id, e := schedAdd()
 	run := func() {
-		if schedTake(id) != nil {
+		if schedRun(id, e) {
 			C.cabi_call_sched(fn, data)
 		}
 	}
@@ -74,7 +78,9 @@ func cabiSched(bsi *C.FutoInAsyncSteps, deferred C.int, ms C.uint32_t, data, cb 
 	scheds.mu.Lock()
 	e.h = h
 	if !e.done && !h.IsValid() {
-		delete(scheds.m, id) // a closed loop: never runs
+		// A closed loop, which never runs it, or the loop already running
+		// it (scheduled from another thread), which schedRun allows.
+		delete(scheds.m, id)
 		e.done = true
 	}
 	scheds.mu.Unlock()
@@ -93,7 +99,7 @@ func cabiSchedCancel(_ *C.FutoInAsyncSteps, id C.int64_t) {
 		h = e.h
 		if h != nil {
 			delete(scheds.m, int64(id))
-			e.done = true
+			e.done, e.cancelled = true, true
 		}
 	}
 	scheds.mu.Unlock()
