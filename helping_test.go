@@ -354,20 +354,7 @@ func TestRunHelpingOnATestToolIsRun(t *testing.T) {
 // Handing an Await function to the caller costs no allocation that
 // handing it to a goroutine of the loop's does not.
 func TestRunHelpingAllocatesNoMoreThanRun(t *testing.T) {
-	l := newTestLoop(t)
-	l.awaitWorkers.idleFor = guard
-	fn := func(context.Context) (any, error) { return nil, nil }
-	measure := func(run func(*Root, context.Context) ([]any, error)) float64 {
-		return testing.AllocsPerRun(200, func() {
-			r := New(WithTool(l))
-			r.Await(fn)
-			r.Await(fn)
-			if _, err := run(r, context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	runs, helps := measure((*Root).Run), measure((*Root).RunHelping)
+	runs, helps := awaitFlowAllocs(t, 2, (*Root).Run), awaitFlowAllocs(t, 2, (*Root).RunHelping)
 	if helps > runs {
 		t.Errorf("a flow of two Awaits allocates %.1f objects with RunHelping, %.1f with Run", helps, runs)
 	}
@@ -413,20 +400,27 @@ func TestRunHelpingReusesItsChannel(t *testing.T) {
 	if racing {
 		t.Skip("the race detector's sync.Pool drops channels at random")
 	}
-	l := newTestLoop(t)
-	l.awaitWorkers.idleFor = guard
-	fn := func(context.Context) (any, error) { return nil, nil }
-	measure := func(run func(*Root, context.Context) ([]any, error)) float64 {
-		return testing.AllocsPerRun(200, func() {
-			r := New(WithTool(l))
-			r.Await(fn)
-			if _, err := run(r, context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	runs, helps := measure((*Root).Run), measure((*Root).RunHelping)
+	runs, helps := awaitFlowAllocs(t, 1, (*Root).Run), awaitFlowAllocs(t, 1, (*Root).RunHelping)
 	if helps != runs-2 {
 		t.Errorf("a flow of one Await allocates %.1f objects with RunHelping, %.1f with Run: want two fewer", helps, runs)
 	}
+}
+
+// awaitFlowAllocs returns the objects a flow of n Awaits of a function
+// that returns at once allocates, run by run on a loop of its own whose
+// Await goroutines stay for the whole measure.
+func awaitFlowAllocs(t *testing.T, n int, run func(*Root, context.Context) ([]any, error)) float64 {
+	t.Helper()
+	l := newTestLoop(t)
+	l.awaitWorkers.idleFor = guard
+	fn := func(context.Context) (any, error) { return nil, nil }
+	return testing.AllocsPerRun(200, func() {
+		r := New(WithTool(l))
+		for range n {
+			r.Await(fn)
+		}
+		if _, err := run(r, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
