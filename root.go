@@ -190,8 +190,8 @@ func (r *Root) cancel(cause error) {
 // On a [TestTool], Run drives the tool itself; ctx's deadline is on the
 // wall clock, not on the tool's virtual one, and is noticed between the
 // tool's events. Run must not be called from a callback of the flow's own
-// tool: it then returns an InternalError at once. Like Execute, it panics
-// if the flow is already running.
+// tool: it then returns an InternalError at once, as it does for a nil
+// ctx. Like Execute, it panics if the flow is already running.
 func (r *Root) Run(ctx context.Context) ([]any, error) {
 	if err := r.runnable(ctx); err != nil {
 		return nil, err
@@ -203,6 +203,11 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 
 // runnable returns why Run may not start the flow under ctx, or nil.
 func (r *Root) runnable(ctx context.Context) error {
+	if ctx == nil {
+		// A misuse like the others here: an InternalError that says so,
+		// not a nil dereference on the caller's goroutine.
+		return &Error{Code: InternalError, Info: "Run called with a nil context: pass context.Background() or the request's context"}
+	}
 	if r.fl.sched.IsSameThread() {
 		return &Error{Code: InternalError, Info: r.fl.sched.selfRunInfo()}
 	}

@@ -311,6 +311,38 @@ func TestRunWithDoneContextRunsNoStep(t *testing.T) {
 	}
 }
 
+// Run and RunHelping with a nil context run no step and return an
+// InternalError that says what was wrong, on every tool; the flow can run
+// afterwards with a real context.
+func TestRunWithNilContextIsMisuse(t *testing.T) {
+	runs := map[string]func(*asyncsteps.Root, context.Context) ([]any, error){
+		"Run":        (*asyncsteps.Root).Run,
+		"RunHelping": (*asyncsteps.Root).RunHelping,
+	}
+	for _, tool := range runTools {
+		for name, run := range runs {
+			t.Run(tool.name+"/"+name, func(t *testing.T) {
+				var tr tracer
+				r := asyncsteps.New(asyncsteps.WithTool(tool.make(t)))
+				r.Add(tr.step("first"))
+
+				_, err := run(r, nil)
+
+				var e *asyncsteps.Error
+				if !errors.As(err, &e) || e.Code != asyncsteps.InternalError ||
+					e.Info != "Run called with a nil context: pass context.Background() or the request's context" {
+					t.Fatalf("error = %#v, want the InternalError for a nil context", err)
+				}
+				wantTrace(t, &tr, "")
+				if _, err := run(r, context.Background()); err != nil {
+					t.Fatalf("run with a context: %v", err)
+				}
+				wantTrace(t, &tr, "first")
+			})
+		}
+	}
+}
+
 // Run returns as soon as the flow's Loop is closed under it (then no
 // callback of the flow can run any more), before its context ends, with an
 // InternalError that says so.
