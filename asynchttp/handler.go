@@ -71,7 +71,9 @@ type Handler struct {
 	Guard asyncsteps.Syncer
 
 	// Codes maps error codes to statuses before [StatusOf]: an application's
-	// own codes, or another status for a standard one.
+	// own codes, or another status for a standard one. A status that is not
+	// a final HTTP status (200 to 599) is a mistake of the set-up: such an
+	// answer is a 500, logged.
 	Codes map[string]int
 
 	// RetryAfter is the delay a 503 answer asks the client to wait, rounded
@@ -79,16 +81,18 @@ type Handler struct {
 	RetryAfter time.Duration
 
 	// Logger logs the answers with status 500 and above; nil means
-	// slog.Default().
+	// slog.Default(). A Logger that panics loses that line, not the answer.
 	Logger *slog.Logger
 
 	// Done, if not nil, is called once per request, after the response has
-	// been written, with what the flow ended with: for metrics.
+	// been written, with what the flow ended with: for metrics. A panic in
+	// Done is recovered and logged; the answer has been written already.
 	Done func(req *http.Request, o Outcome)
 }
 
 // Reply is a complete HTTP answer given by a flow as its last success
-// argument. A zero Status means 200.
+// argument. A zero Status means 200; any other Status that is not a final
+// HTTP status (200 to 599) is answered with a 500 InternalError, logged.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -141,16 +145,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		e := asFlowError(err)
 		o.Err, o.Code = e, e.Code
-		o.Status = h.status(e.Code)
 		info := e.Info
+		if e.Code == asyncsteps.InternalError {
+			info = "internal error, see the server log"
+		}
+		o.Status = h.WriteError(w, e.Code, info)
 		if o.Status >= http.StatusInternalServerError {
 			h.logger().Error("asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
 				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
 		}
-		if e.Code == asyncsteps.InternalError {
-			info = "internal error, see the server log"
-		}
-		h.WriteError(w, e.Code, info)
 	}
 	if h.Done != nil {
 		h.Done(req, o)
@@ -237,6 +240,12 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 		if status == 0 {
 			status = http.StatusOK
 		}
+		if !finalStatus(status) {
+			// net/http panics on such a status, which would leave the
+			// client without an answer.
+			h.logger().Error("asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
+			return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		}
 		w.WriteHeader(status)
 		w.Write(r.Body) //nolint:errcheck // the client may be gone; nothing to do then
 		return status
@@ -270,11 +279,20 @@ type errorBody struct {
 }
 
 func (h *Handler) status(code string) int {
-	if s, ok := h.Codes[code]; ok {
-		return s
+	s, ok := h.Codes[code]
+	switch {
+	case !ok:
+		return StatusOf(code)
+	case !finalStatus(s):
+		h.logger().Error("asynchttp: Handler.Codes maps a code to no final HTTP status", "code", code, "status", s)
+		return http.StatusInternalServerError
 	}
-	return StatusOf(code)
+	return s
 }
+
+// finalStatus reports whether status can end an answer: 1xx statuses are
+// informational, and net/http panics on one outside 100 to 999.
+func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 
 func (h *Handler) logger() *slog.Logger {
 	if h.Logger != nil {

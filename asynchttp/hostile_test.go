@@ -1,0 +1,84 @@
+package asynchttp_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// internalAnswer is the body of every 500 a Handler writes.
+const internalAnswer = `{"error":"InternalError","info":"internal error, see the server log"}` + "\n"
+
+// logged returns a logger that writes text lines to a buffer, and a function
+// that reads them.
+func logged() (*slog.Logger, func() string) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	read := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)), read
+}
+
+// A status that net/http refuses, or that is not final, in a Reply or in
+// Codes is answered with a logged 500 instead of a panic in net/http that
+// left the client without an answer.
+func TestHandlerAnswersABadStatusWith500(t *testing.T) {
+	loop := newLoop(t)
+	for _, status := range []int{-1, 1, 103, 600, 1000} {
+		t.Run("Reply "+itoa(status), func(t *testing.T) {
+			var outs outcomes
+			logger, logs := logged()
+			h := &asynchttp.Handler{
+				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+					as.Success(&asynchttp.Reply{Status: status, Body: []byte("body")})
+				},
+				Tool:   func() asyncsteps.Tool { return loop },
+				Logger: logger,
+				Done:   outs.done,
+			}
+			got, _, body := serve(t, h)
+			if got != 500 || body != internalAnswer {
+				t.Errorf("got %d %q, want 500 %q", got, body, internalAnswer)
+			}
+			want := `msg="asynchttp: Reply.Status is not a final HTTP status" status=` + itoa(status)
+			if !strings.Contains(logs(), want) {
+				t.Errorf("log %q lacks %q", logs(), want)
+			}
+			if o := outs.get(); len(o) != 1 || o[0].Status != 500 {
+				t.Errorf("outcomes %+v, want one with status 500", o)
+			}
+		})
+	}
+	for _, status := range []int{0, 42, 103, 1000} {
+		t.Run("Codes "+itoa(status), func(t *testing.T) {
+			logger, logs := logged()
+			h := &asynchttp.Handler{
+				Flow:   fail("Mine", "why"),
+				Tool:   func() asyncsteps.Tool { return loop },
+				Codes:  map[string]int{"Mine": status},
+				Logger: logger,
+			}
+			got, _, body := serve(t, h)
+			wantBody := `{"error":"Mine","info":"why"}` + "\n"
+			if got != 500 || body != wantBody {
+				t.Errorf("got %d %q, want 500 %q", got, body, wantBody)
+			}
+			want := `msg="asynchttp: Handler.Codes maps a code to no final HTTP status" code=Mine status=` + itoa(status)
+			if !strings.Contains(logs(), want) {
+				t.Errorf("log %q lacks %q", logs(), want)
+			}
+		})
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
