@@ -2,6 +2,7 @@ package asynchttp_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -82,3 +83,55 @@ func TestHandlerAnswersABadStatusWith500(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+type panickyJSON struct{}
+
+func (panickyJSON) MarshalJSON() ([]byte, error) { panic("marshal boom") }
+
+// panickyLog is a slog handler whose every line panics.
+type panickyLog struct{ slog.Handler }
+
+func (panickyLog) Enabled(context.Context, slog.Level) bool  { return true }
+func (panickyLog) Handle(context.Context, slog.Record) error { panic("log boom") }
+
+// A panic in a function the Handler calls besides the flow's steps (Tool,
+// Done, the Logger's handler, a result's MarshalJSON) still gives the
+// client its answer: net/http, which the panic reached before, closed the
+// connection without one.
+func TestHandlerAnswersWhenItsOwnCallbacksPanic(t *testing.T) {
+	loop := newLoop(t)
+	tool := func() asyncsteps.Tool { return loop }
+	ok := func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success("ok") }
+	tests := []struct {
+		name   string
+		h      asynchttp.Handler
+		status int
+		body   string
+		log    string
+	}{
+		{"Tool", asynchttp.Handler{Flow: ok, Tool: func() asyncsteps.Tool { panic("tool boom") }},
+			500, internalAnswer, `info="asynchttp: Handler.Tool panicked: tool boom"`},
+		{"Done", asynchttp.Handler{Flow: ok, Tool: tool, Done: func(*http.Request, asynchttp.Outcome) { panic("done boom") }},
+			200, "\"ok\"\n", `msg="asynchttp: Handler.Done panicked" panic="done boom"`},
+		{"MarshalJSON", asynchttp.Handler{Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success(panickyJSON{}) }, Tool: tool},
+			500, internalAnswer, `err="json: MarshalJSON panicked: marshal boom"`},
+		{"Logger", asynchttp.Handler{Flow: fail(asyncsteps.InternalError, "x"), Tool: tool, Logger: slog.New(panickyLog{})},
+			500, internalAnswer, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.h
+			logs := func() string { return "" }
+			if h.Logger == nil {
+				h.Logger, logs = logged()
+			}
+			status, _, body := serve(t, &h)
+			if status != tc.status || body != tc.body {
+				t.Errorf("got %d %q, want %d %q", status, body, tc.status, tc.body)
+			}
+			if !strings.Contains(logs(), tc.log) {
+				t.Errorf("log %q lacks %q", logs(), tc.log)
+			}
+		})
+	}
+}
