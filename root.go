@@ -18,6 +18,9 @@ import (
 //
 // A Root is not safe for concurrent use while it is being built; Cancel and
 // the start methods may be called from any goroutine.
+//
+// The zero Root (declared, or embedded in a struct) is what New() returns:
+// an empty Root on [DefaultTool] whose unhandled errors are logged.
 type Root struct {
 	// fl is the Root's execution. It is part of the Root, so that a flow
 	// costs one allocation, and reused when the Root runs again; a step API
@@ -74,13 +77,28 @@ func New(opts ...Option) *Root {
 
 func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
 	r := new(Root)
+	r.setUp(sched, unhandled)
+	return r
+}
+
+func (r *Root) setUp(sched scheduler, unhandled func(err *Error)) {
 	r.fl.unhandled = unhandled
 	// Until its start task runs, the flow is not on the loop: a cancel
 	// that overtakes the start finds it done and leaves the stop to run.
 	r.fl.done = true
 	r.fl.sched = sched
 	r.fl.base.h = deadBaseAPI
-	return r
+}
+
+// ready sets up a zero Root, one not made by New, as New() would, before it
+// starts. A Root is started by one goroutine at a time, and Cancel reads the
+// tool only once the start has marked the flow running, so this needs no
+// lock; the methods that only read a Root (Tool, NewInstance, Clone) leave
+// a zero Root as it is, so that goroutines may share it as a model.
+func (r *Root) ready() {
+	if r.fl.sched == nil {
+		r.setUp(schedulerOf(DefaultTool()), logUnhandled)
+	}
 }
 
 func logUnhandled(err *Error) {
@@ -127,6 +145,7 @@ func (r *Root) Promise() <-chan Result {
 // earlier one may still be queued on the loop, and run sets up the rest
 // there.
 func (r *Root) startIn(w *waiter, promise chan Result) {
+	r.ready()
 	fl := &r.fl
 	if fl.isRunning() {
 		panic("asyncsteps: Execute called on a running flow")
@@ -203,6 +222,7 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 
 // runnable returns why Run may not start the flow under ctx, or nil.
 func (r *Root) runnable(ctx context.Context) error {
+	r.ready()
 	if r.fl.sched.IsSameThread() {
 		return &Error{Code: InternalError, Info: r.fl.sched.selfRunInfo()}
 	}
@@ -236,7 +256,12 @@ func (r *Root) Clone() *Root {
 }
 
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
-func (r *Root) NewInstance() *Root { return r.fl.newInstance() }
+func (r *Root) NewInstance() *Root {
+	if r.fl.sched == nil { // a zero Root: read-only, as for a set-up one
+		return New()
+	}
+	return r.fl.newInstance()
+}
 
 // push queues s at level 0: in the running flow, it runs after the steps
 // queued there.
@@ -307,7 +332,12 @@ func (r *Root) Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 func (r *Root) IsValid() bool { return true }
 
 // Tool implements [AsyncSteps].
-func (r *Root) Tool() Tool { return r.fl.sched.tool() }
+func (r *Root) Tool() Tool {
+	if r.fl.sched == nil { // a zero Root
+		return DefaultTool()
+	}
+	return r.fl.sched.tool()
+}
 
 // Success is valid only inside a step: on a Root it makes the next execution
 // fail with InternalError.

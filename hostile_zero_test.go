@@ -1,0 +1,92 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// job embeds a Root by value, as a Go user may do instead of calling New.
+type job struct {
+	asyncsteps.Root
+	name string
+}
+
+// The zero Root, declared or embedded, is what New() returns: an empty Root
+// on DefaultTool. Every start method runs it, and Tool and NewInstance
+// answer for it (they dereferenced a nil tool before).
+func TestHostileZeroRootRunsOnTheDefaultTool(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		starts := []struct {
+			name  string
+			start func(r *asyncsteps.Root) ([]any, error)
+		}{
+			{"Run", func(r *asyncsteps.Root) ([]any, error) { return r.Run(context.Background()) }},
+			{"RunHelping", func(r *asyncsteps.Root) ([]any, error) { return r.RunHelping(context.Background()) }},
+			{"Promise", func(r *asyncsteps.Root) ([]any, error) { res := <-r.Promise(); return res.Args, res.Err }},
+			{"AwaitFlow", func(r *asyncsteps.Root) ([]any, error) {
+				outer := asyncsteps.New()
+				outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.AwaitFlow(as, r) })
+				return outer.Run(context.Background())
+			}},
+		}
+		for _, s := range starts {
+			t.Run(s.name, func(t *testing.T) {
+				var tr tracer
+				j := &job{name: "j"}
+				j.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.addf("step on default loop:%v", as.Tool() == asyncsteps.DefaultTool())
+					as.Success(j.name)
+				})
+				args, err := s.start(&j.Root)
+				if err != nil || len(args) != 1 || args[0] != "j" {
+					t.Errorf("got %v, %v; want [j], nil", args, err)
+				}
+				wantTrace(t, &tr, "step on default loop:true")
+			})
+		}
+		var r asyncsteps.Root
+		if r.Tool() != asyncsteps.DefaultTool() {
+			t.Errorf("Tool() = %v, want DefaultTool()", r.Tool())
+		}
+		var z asyncsteps.Root
+		if z.NewInstance().Tool() != asyncsteps.DefaultTool() {
+			t.Error("NewInstance of a zero Root is not on DefaultTool")
+		}
+		var c asyncsteps.Root
+		c.Cancel() // not running: nothing to do
+		errs := make(chan *asyncsteps.Error, 1)
+		c.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Mine", "from a zero Root") })
+		c.ExecuteWith(func(err *asyncsteps.Error) { errs <- err })
+		if err := <-errs; err.Code != "Mine" || err.Info != "from a zero Root" {
+			t.Errorf("unhandled error %+v, want Mine: from a zero Root", err)
+		}
+	})
+}
+
+// Goroutines that share an idle Root as a model clone it at once, each
+// running its own copy: Clone only reads the model, a zero one too.
+func TestHostileConcurrentClonesOfAnIdleModel(t *testing.T) {
+	models := map[string]*asyncsteps.Root{"New": asyncsteps.New(), "zero": new(asyncsteps.Root)}
+	for name, model := range models {
+		t.Run(name, func(t *testing.T) {
+			model.State().Set("n", 1)
+			model.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.State().Set("n", as.State().Get("n").(int)+1)
+				as.Success(as.State().Get("n"))
+			})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					args, err := model.Clone().Run(context.Background())
+					if err != nil || len(args) != 1 || args[0] != 2 {
+						t.Errorf("got %v, %v; want [2], nil", args, err)
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
