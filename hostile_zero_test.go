@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -89,4 +90,57 @@ func TestHostileConcurrentClonesOfAnIdleModel(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// Clone of a running flow from another goroutine read the steps and the
+// state that the flow changes (a fatal "concurrent map clone and map
+// write" at worst): it copies nothing, and the clone fails at once. From
+// the flow's own step, Clone copies as usual.
+func TestHostileCloneOfARunningFlowOutsideItsLoop(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.State().Set("n", 1)
+	waiting := make(chan asyncsteps.AsyncSteps)
+	var inside *asyncsteps.Root
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		inside = r.Clone()
+		as.WaitExternal()
+		waiting <- as
+	})
+	done := r.Promise()
+	as := <-waiting
+	outside := r.Clone()
+	as.Success()
+	if res := <-done; res.Err != nil {
+		t.Fatalf("the flow failed: %v", res.Err)
+	}
+	var tr tracer
+	outside.Add(tr.step("outside's own step"))
+	_, err := outside.Run(context.Background())
+	wantError(t, err, asyncsteps.InternalError,
+		"Clone called on a running flow outside its loop: it would race with the flow's steps")
+	wantTrace(t, &tr, "")
+	if !inside.State().Exists("n") {
+		t.Error("the clone made by the flow's own step lacks the state")
+	}
+}
+
+// A TestTool runs a flow only while a goroutine drives it: between its
+// events, the test may clone the running flow.
+func TestHostileCloneOfARunningFlowBetweenTestToolEvents(t *testing.T) {
+	r, tt := newFlow()
+	r.State().Set("n", 1)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.SetTimeout(time.Second) },
+		func(as asyncsteps.AsyncSteps, code string) { as.Success() })
+	done := r.Promise()
+	tt.NextEvent() // the step runs and waits
+	c := r.Clone()
+	tt.Run()
+	if res := <-done; res.Err != nil {
+		t.Fatalf("the flow failed: %v", res.Err)
+	}
+	c.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(as.State().Get("n")) })
+	res := run(t, c, tt)
+	wantSuccess(t, res, 1)
 }

@@ -244,9 +244,18 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 }
 
 // Clone returns a new Root with a copy of r's steps and state variables, not
-// started: the spec's model flows (1.5).
+// started: the spec's model flows (1.5). Clone only reads r: goroutines may
+// clone one idle model at once. While r's flow runs, its loop changes its
+// steps and state, so Clone may then be called only from the flow's own
+// callbacks (or, on a [TestTool], while no goroutine drives it): called on
+// another goroutine, it copies nothing, and the clone's execution fails at
+// once with an InternalError that says so.
 func (r *Root) Clone() *Root {
 	c := r.NewInstance()
+	if r.fl.isRunning() && !r.fl.sched.IsSameThread() && !idleTestTool(r.fl.sched) {
+		c.misuse(cloneRunningInfo)
+		return c
+	}
 	c.fl.base.queue = copySteps(nil, r.fl.base.queue)
 	c.fl.base.err = r.fl.base.err // a misuse of the model is the clone's too
 	if s := r.fl.state; s != nil {
@@ -254,6 +263,15 @@ func (r *Root) Clone() *Root {
 	}
 	return c
 }
+
+// idleTestTool reports whether s is a TestTool that no goroutine drives:
+// its flows change nothing until one does.
+func idleTestTool(s scheduler) bool {
+	t, ok := s.(*TestTool)
+	return ok && t.runner.Load() == 0
+}
+
+const cloneRunningInfo = "Clone called on a running flow outside its loop: it would race with the flow's steps"
 
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
 func (r *Root) NewInstance() *Root {
