@@ -144,3 +144,63 @@ func TestHostileCloneOfARunningFlowBetweenTestToolEvents(t *testing.T) {
 	res := run(t, c, tt)
 	wantSuccess(t, res, 1)
 }
+
+const unmadeLoopInfo = "the flow's Loop was not made by NewLoop"
+
+// A zero Loop, or the zero LoopGroup's, acts as a closed Loop that never
+// ran: nothing it is given runs, Close returns, and a flow on it ends at
+// once with an InternalError that names the mistake. (Run on it hung,
+// Deferred dereferenced a nil lock, Close waited forever, and the zero
+// LoopGroup's Next divided by zero.)
+func TestHostileZeroLoopActsClosed(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var l asyncsteps.Loop
+		ran := make(chan string, 2)
+		for name, h := range map[string]asyncsteps.Handle{
+			"Immediate": l.Immediate(func() { ran <- "Immediate" }),
+			"Deferred":  l.Deferred(0, func() { ran <- "Deferred" }),
+		} {
+			if h.IsValid() {
+				t.Errorf("%s on a zero Loop returned a valid handle", name)
+			}
+			h.Cancel()
+		}
+		l.Close()
+
+		var g asyncsteps.LoopGroup
+		g.Close()
+		if g.Len() != 0 {
+			t.Errorf("zero LoopGroup Len() = %d, want 0", g.Len())
+		}
+		roots := map[string]func() *asyncsteps.Root{
+			"Loop":      func() *asyncsteps.Root { return asyncsteps.New(asyncsteps.WithTool(&l)) },
+			"LoopGroup": func() *asyncsteps.Root { return g.New() },
+		}
+		for name, newRoot := range roots {
+			var tr tracer
+			r := newRoot()
+			r.Add(tr.step("step"))
+			_, err := r.Run(context.Background())
+			wantError(t, err, asyncsteps.InternalError, unmadeLoopInfo)
+
+			r = newRoot()
+			r.Add(tr.step("step"))
+			res := <-r.Promise()
+			wantError(t, res.Err, asyncsteps.InternalError, unmadeLoopInfo)
+
+			errs := make(chan *asyncsteps.Error, 1)
+			r = newRoot()
+			r.Add(tr.step("step"))
+			r.ExecuteWith(func(err *asyncsteps.Error) { errs <- err })
+			if err := <-errs; err.Code != asyncsteps.InternalError || err.Info != unmadeLoopInfo {
+				t.Errorf("%s: unhandled error %+v", name, err)
+			}
+			wantTrace(t, &tr, "")
+		}
+		select {
+		case name := <-ran:
+			t.Errorf("%s ran on a zero Loop", name)
+		default:
+		}
+	})
+}

@@ -29,7 +29,10 @@ import (
 //
 // Immediate, Deferred, Now, IsSameThread, Close and the methods of the
 // returned handles are safe for concurrent use. The zero value is not
-// usable: create a Loop with [NewLoop]. A Loop that is never closed keeps
+// usable: create a Loop with [NewLoop]. It acts as a closed Loop that never
+// ran: Immediate and Deferred return invalid handles and drop their
+// function, Close returns at once, and a flow given it ends at once with an
+// InternalError, "the flow's Loop was not made by NewLoop". A Loop that is never closed keeps
 // its goroutine for the life of the process, and the goroutines it keeps
 // for [AsyncSteps.Await] functions (docs/DESIGN.md#await).
 //
@@ -173,7 +176,7 @@ func DefaultTool() Tool { return defaultLoop() }
 // never runs.
 func (l *Loop) Immediate(f func()) Handle {
 	l.mu.Lock()
-	if l.closing.Load() {
+	if l.closing.Load() || l.unmade() {
 		l.mu.Unlock()
 		return deadHandle{}
 	}
@@ -221,7 +224,7 @@ func (l *Loop) deferTask(d time.Duration, t task) *timerEntry {
 func (l *Loop) deferred(d time.Duration, t task) Handle {
 	e := &timerEntry{t: t}
 	l.mu.Lock()
-	if l.closing.Load() {
+	if l.closing.Load() || l.unmade() {
 		l.mu.Unlock()
 		return deadHandle{}
 	}
@@ -286,8 +289,10 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // since that loop may be the one this loop's callbacks are closing. Close
 // is idempotent. On the loop of [DefaultTool] it does nothing.
 func (l *Loop) Close() {
-	if l.shared {
-		return // the process-wide loop of DefaultTool outlives every caller
+	if l.shared || l.unmade() {
+		// The process-wide loop of DefaultTool outlives every caller; a
+		// zero Loop has no goroutine to wait for.
+		return
 	}
 	l.mu.Lock()
 	if !l.closing.Load() {
@@ -304,6 +309,18 @@ func (l *Loop) Close() {
 		return // waiting could deadlock: that loop may be closing this one's
 	}
 	<-l.done
+}
+
+// unmade reports whether l is a zero Loop, not made by NewLoop: it has no
+// goroutine, and nothing it is given runs.
+func (l *Loop) unmade() bool { return l.done == nil }
+
+// unmadeStarted marks a zero Loop given to a Root as stopped, before the
+// Root can start: its flows then end as on a closed loop
+// (docs/DESIGN.md#closing-a-loop), with an info of their own.
+func (l *Loop) unmadeStarted() {
+	l.closing.Store(true)
+	l.ended.Store(true)
 }
 
 // closeMark is the task Close posts; it never runs.
@@ -357,6 +374,10 @@ func (l *Loop) endUnstarted(fl *flow) {
 // endClosed ends fl, which its closed loop will never run.
 func (l *Loop) endClosed(fl *flow) {
 	defer l.recoverPanic() // the unhandled-error function is the user's
+	if l.unmade() {
+		fl.end(nil, &Error{Code: InternalError, Info: "the flow's Loop was not made by NewLoop"})
+		return
+	}
 	fl.end(nil, errLoopClosed())
 }
 

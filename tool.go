@@ -142,6 +142,12 @@ var (
 // schedulerOf returns t as a scheduler: only this package's tools can
 // implement its unexported methods.
 func schedulerOf(t Tool) scheduler {
+	if l, ok := t.(*Loop); ok {
+		if l.unmade() {
+			l.unmadeStarted()
+		}
+		return l
+	}
 	if s, ok := t.(scheduler); ok {
 		return s
 	}
