@@ -81,9 +81,16 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 // succeeds with the [*Response]; onerror is the step's error handler. A
 // request with a body can be sent again (a retry loop calling Do for each
 // attempt) only if req.GetBody is set, as http.NewRequest does for the
-// usual body types.
+// usual body types. A nil req fails the step with InternalError, and one
+// without a URL with InvalidRequest; neither is sent nor given to Done.
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	return c.add(as, func(ctx context.Context) (any, error) {
+		switch {
+		case req == nil:
+			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Do: nil request"}
+		case req.URL == nil:
+			return nil, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: Do: request without a URL"}
+		}
 		out := req.Clone(ctx)
 		if req.Body != nil && req.GetBody != nil {
 			body, err := req.GetBody()

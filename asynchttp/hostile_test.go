@@ -3,6 +3,7 @@ package asynchttp_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -133,5 +134,41 @@ func TestHandlerAnswersWhenItsOwnCallbacksPanic(t *testing.T) {
 				t.Errorf("log %q lacks %q", logs(), tc.log)
 			}
 		})
+	}
+}
+
+// Do with a nil request, or one without a URL, fails its step with a code
+// and an info that say so (a nil dereference, and a CommError, before),
+// and sends nothing.
+func TestClientDoRefusesARequestItCannotSend(t *testing.T) {
+	var e ends
+	c := &asynchttp.Client{Done: e.done}
+	cases := []struct {
+		name       string
+		req        *http.Request
+		code, info string
+	}{
+		{"nil", nil, asyncsteps.InternalError, "asynchttp: Do: nil request"},
+		{"no URL", &http.Request{Method: http.MethodGet}, asyncsteps.InvalidRequest, "asynchttp: Do: request without a URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen string
+			_, err := runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) {
+				c.Do(as, tc.req, func(as asyncsteps.AsyncSteps, code string) {
+					seen = code + ": " + as.State().ErrorInfo
+				})
+			})
+			var fe *asyncsteps.Error
+			if !errors.As(err, &fe) || fe.Code != tc.code || fe.Info != tc.info {
+				t.Errorf("flow error %#v, want %s: %s", err, tc.code, tc.info)
+			}
+			if want := tc.code + ": " + tc.info; seen != want {
+				t.Errorf("the handler saw %q, want %q", seen, want)
+			}
+		})
+	}
+	if got := e.get(); got != "" {
+		t.Errorf("Done was called: %s", got)
 	}
 }
