@@ -173,8 +173,11 @@ func DefaultTool() Tool { return defaultLoop() }
 
 // Immediate schedules f to run on the loop after every callback already
 // scheduled with Immediate. After Close, it returns an invalid handle and f
-// never runs.
+// never runs; so does a nil f, which has nothing to run.
 func (l *Loop) Immediate(f func()) Handle {
+	if f == nil {
+		return deadHandle{}
+	}
 	l.mu.Lock()
 	if l.closing.Load() || l.unmade() {
 		l.mu.Unlock()
@@ -205,8 +208,11 @@ const immediateBlock = 32
 
 // Deferred schedules f to run on the loop once d has passed; d <= 0 makes
 // it due at once. After Close, it returns an invalid handle and f never
-// runs.
+// runs; so does a nil f.
 func (l *Loop) Deferred(d time.Duration, f func()) Handle {
+	if f == nil {
+		return deadHandle{}
+	}
 	return l.deferred(d, funcTask(f))
 }
 
