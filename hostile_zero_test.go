@@ -204,3 +204,29 @@ func TestHostileZeroLoopActsClosed(t *testing.T) {
 		}
 	})
 }
+
+// A nil *Loop or *TestTool given to WithTool is a tool that runs nothing,
+// like a zero Loop: the Root's executions fail at once with an
+// InternalError that names it (New dereferenced the nil pointer).
+func TestHostileNilToolPointers(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var loop *asyncsteps.Loop
+		var tt *asyncsteps.TestTool
+		for _, c := range []struct {
+			tool asyncsteps.Tool
+			info string
+		}{
+			{loop, "the flow's tool is a nil *Loop"},
+			{tt, "the flow's tool is a nil *TestTool"},
+		} {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
+			r.Add(tr.step("step"))
+			_, err := r.Run(context.Background())
+			wantError(t, err, asyncsteps.InternalError, c.info)
+			res := <-r.Promise()
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
+			wantTrace(t, &tr, "")
+		}
+	})
+}

@@ -102,6 +102,10 @@ type Loop struct {
 
 	shared bool // DefaultTool's loop: never closed
 
+	// nilTool names the nil pointer a zero Loop stands in for (see
+	// schedulerOf), for the error of its flows; "" for a zero Loop itself.
+	nilTool string
+
 	wake chan struct{} // capacity 1: a pending wake-up is never lost
 	done chan struct{} // closed when the goroutine has exited
 
@@ -381,7 +385,11 @@ func (l *Loop) endUnstarted(fl *flow) {
 func (l *Loop) endClosed(fl *flow) {
 	defer l.recoverPanic() // the unhandled-error function is the user's
 	if l.unmade() {
-		fl.end(nil, &Error{Code: InternalError, Info: "the flow's Loop was not made by NewLoop"})
+		info := "the flow's Loop was not made by NewLoop"
+		if l.nilTool != "" {
+			info = "the flow's tool is a nil " + l.nilTool
+		}
+		fl.end(nil, &Error{Code: InternalError, Info: info})
 		return
 	}
 	fl.end(nil, errLoopClosed())

@@ -43,7 +43,9 @@ type Option struct {
 	unhandled func(err *Error)
 }
 
-// WithTool makes the flow run on t instead of [DefaultTool].
+// WithTool makes the flow run on t instead of [DefaultTool]. A nil t keeps
+// DefaultTool; a zero [Loop], or a nil *Loop or *TestTool, makes every
+// execution of the Root fail at once with an InternalError that says so.
 func WithTool(t Tool) Option { return Option{tool: t} }
 
 // WithUnhandledError sets the function called, on the loop, with an error
@@ -97,9 +99,15 @@ func (r *Root) setUp(sched scheduler, unhandled func(err *Error)) {
 // a zero Root as it is, so that goroutines may share it as a model.
 func (r *Root) ready() {
 	if r.fl.sched == nil {
-		r.setUp(schedulerOf(DefaultTool()), logUnhandled)
+		r.setUpZero()
 	}
 }
+
+// setUpZero is ready's rare case, kept out of line so that ready inlines
+// into the start methods.
+//
+//go:noinline
+func (r *Root) setUpZero() { r.setUp(schedulerOf(DefaultTool()), logUnhandled) }
 
 func logUnhandled(err *Error) {
 	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
