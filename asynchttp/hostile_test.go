@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,5 +171,38 @@ func TestClientDoRefusesARequestItCannotSend(t *testing.T) {
 	}
 	if got := e.get(); got != "" {
 		t.Errorf("Done was called: %s", got)
+	}
+}
+
+// A nil *Client acts as the zero Client (its Get and Do dereferenced it
+// inside the step that sent the request).
+func TestNilClientActsAsTheZeroOne(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Write([]byte(req.Method + " " + req.URL.Path)) //nolint:errcheck // a test server
+	}))
+	defer srv.Close()
+	var c *asynchttp.Client
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/do", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	_, err = runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) {
+		for _, send := range []func(as asyncsteps.AsyncSteps){
+			func(as asyncsteps.AsyncSteps) { c.Get(as, srv.URL+"/get") },
+			func(as asyncsteps.AsyncSteps) { c.Do(as, req) },
+		} {
+			send(as)
+			as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
+				got = append(got, string(resp.Body))
+			})
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(got, ", "); s != "GET /get, POST /do" {
+		t.Errorf("answers %q, want %q", s, "GET /get, POST /do")
 	}
 }
