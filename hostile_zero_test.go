@@ -230,3 +230,33 @@ func TestHostileNilToolPointers(t *testing.T) {
 		}
 	})
 }
+
+// A nil *Root is idle for Cancel and Running, and its start methods panic
+// with a message that says what was wrong, not a nil dereference.
+func TestHostileNilRoot(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var r *asyncsteps.Root
+		r.Cancel()
+		if r.Running() {
+			t.Error("a nil Root is running")
+		}
+		const want = "asyncsteps: a nil *Root was started"
+		for name, start := range map[string]func(){
+			"Execute":     r.Execute,
+			"ExecuteWith": func() { r.ExecuteWith(func(*asyncsteps.Error) {}) },
+			"Promise":     func() { r.Promise() },
+			"Run":         func() { r.Run(context.Background()) },                  //nolint:errcheck // it panics
+			"RunHelping":  func() { r.RunHelping(context.Background()) },           //nolint:errcheck // it panics
+			"Run[T]":      func() { asyncsteps.Run[int](context.Background(), r) }, //nolint:errcheck // it panics
+		} {
+			func() {
+				defer func() {
+					if p := recover(); p != want {
+						t.Errorf("%s panicked with %v, want %q", name, p, want)
+					}
+				}()
+				start()
+			}()
+		}
+	})
+}

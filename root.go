@@ -20,7 +20,9 @@ import (
 // the start methods may be called from any goroutine.
 //
 // The zero Root (declared, or embedded in a struct) is what New() returns:
-// an empty Root on [DefaultTool] whose unhandled errors are logged.
+// an empty Root on [DefaultTool] whose unhandled errors are logged. A nil
+// *Root is no flow: Cancel does nothing on it, Running reports false, and
+// its start methods panic with "asyncsteps: a nil *Root was started".
 type Root struct {
 	// fl is the Root's execution. It is part of the Root, so that a flow
 	// costs one allocation, and reused when the Root runs again; a step API
@@ -98,7 +100,7 @@ func (r *Root) setUp(sched scheduler, unhandled func(err *Error)) {
 // lock; the methods that only read a Root (Tool, NewInstance, Clone) leave
 // a zero Root as it is, so that goroutines may share it as a model.
 func (r *Root) ready() {
-	if r.fl.sched == nil {
+	if r == nil || r.fl.sched == nil {
 		r.setUpZero()
 	}
 }
@@ -107,7 +109,12 @@ func (r *Root) ready() {
 // into the start methods.
 //
 //go:noinline
-func (r *Root) setUpZero() { r.setUp(schedulerOf(DefaultTool()), logUnhandled) }
+func (r *Root) setUpZero() {
+	if r == nil {
+		panic("asyncsteps: a nil *Root was started")
+	}
+	r.setUp(schedulerOf(DefaultTool()), logUnhandled)
+}
 
 func logUnhandled(err *Error) {
 	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
@@ -175,7 +182,11 @@ func (r *Root) startIn(w *waiter, promise chan Result) {
 // handlers of the running steps run (innermost first, no error handler),
 // then the flow ends with an error matching context.Canceled. It does
 // nothing when the flow is not running.
-func (r *Root) Cancel() { r.cancel(context.Canceled) }
+func (r *Root) Cancel() {
+	if r != nil { // a nil Root runs nothing: nothing to cancel
+		r.cancel(context.Canceled)
+	}
+}
 
 func (r *Root) cancel(cause error) {
 	fl := &r.fl
@@ -411,4 +422,4 @@ func (r *Root) Continue(...string) { r.stepOnly("Continue") }
 // for concurrent use; the answer may be stale by the time it is read. The
 // C interface uses it for a root's isValid, which is false while its flow
 // runs, as on the FutoIn C++ reference implementation.
-func (r *Root) Running() bool { return r.fl.isRunning() }
+func (r *Root) Running() bool { return r != nil && r.fl.isRunning() }
