@@ -72,4 +72,9 @@ func (l *Limiter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror 
 
 // Token returns the fencing token of the concurrency slot the flow of as
 // holds, as [Mutex.Token].
-func (l *Limiter) Token(as asyncsteps.AsyncSteps) (int64, bool) { return l.mutex.Token(as) }
+func (l *Limiter) Token(as asyncsteps.AsyncSteps) (int64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.mutex.Token(as)
+}

@@ -147,6 +147,9 @@ func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ..
 // Token returns the fencing token of the lease the flow of as holds on
 // m, and whether it holds one. Call it from a step inside the section.
 func (m *Mutex) Token(as asyncsteps.AsyncSteps) (int64, bool) {
+	if m == nil {
+		return 0, false
+	}
 	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
 		return h.w.token, true
 	}

@@ -67,6 +67,23 @@ func TestUnmadeSyncersFailTheirFlows(t *testing.T) {
 		}
 		tr.check(t, "InternalError: "+info)
 	}
+	// Token reads the State of a flow inside the section: none is, here.
+	r := asyncsteps.New()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		for name, token := range map[string]func(asyncsteps.AsyncSteps) (int64, bool){
+			"zero Mutex":   new(Mutex).Token,
+			"nil Mutex":    (*Mutex)(nil).Token,
+			"zero Limiter": new(Limiter).Token,
+			"nil Limiter":  (*Limiter)(nil).Token,
+		} {
+			if n, ok := token(as); n != 0 || ok {
+				t.Errorf("%s: Token = %d, %v; want 0, false", name, n, ok)
+			}
+		}
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Errorf("the flow reading the tokens: %v", err)
+	}
 	if err := zero.Close(); err != nil {
 		t.Errorf("zero Client's Close: %v", err)
 	}
