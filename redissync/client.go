@@ -83,6 +83,9 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 	if nilClient(rdb) {
 		return nil, errors.New("redissync: New: nil redis client")
 	}
+	if ctx == nil {
+		return nil, errors.New("redissync: New: nil context")
+	}
 	if opts.Prefix == "" {
 		opts.Prefix = "asyncsteps"
 	}

@@ -87,6 +87,12 @@ func TestUnmadeSyncersFailTheirFlows(t *testing.T) {
 	if err := zero.Close(); err != nil {
 		t.Errorf("zero Client's Close: %v", err)
 	}
+	var noContext context.Context
+	unused := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer unused.Close()
+	if c, err := New(noContext, unused, Options{}); c != nil || err == nil || err.Error() != "redissync: New: nil context" {
+		t.Errorf("New with a nil context: %v, %v", c, err)
+	}
 	for name, rdb := range map[string]redis.UniversalClient{"nil": nil, "nil *redis.Client": nilRedis} {
 		c, err := New(context.Background(), rdb, Options{})
 		if c != nil || err == nil || err.Error() != "redissync: New: nil redis client" {
