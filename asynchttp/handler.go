@@ -261,18 +261,18 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 		return http.StatusNoContent
 	}
 	if r, ok := args[0].(*Reply); ok && r != nil {
-		for k, v := range r.Header {
-			w.Header()[k] = v
-		}
 		status := r.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
 		if !finalStatus(status) {
 			// net/http panics on such a status, which would leave the
-			// client without an answer.
+			// client without an answer; the reply's headers are not sent.
 			h.logError("asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
 			return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		}
+		for k, v := range r.Header {
+			w.Header()[k] = v
 		}
 		w.WriteHeader(status)
 		w.Write(r.Body) //nolint:errcheck // the client may be gone; nothing to do then

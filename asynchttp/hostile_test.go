@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -43,15 +44,15 @@ func TestHandlerAnswersABadStatusWith500(t *testing.T) {
 			logger, logs := logged()
 			h := &asynchttp.Handler{
 				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
-					as.Success(&asynchttp.Reply{Status: status, Body: []byte("body")})
+					as.Success(&asynchttp.Reply{Status: status, Header: http.Header{"X-Reply": {"1"}}, Body: []byte("body")})
 				},
 				Tool:   func() asyncsteps.Tool { return loop },
 				Logger: logger,
 				Done:   outs.done,
 			}
-			got, _, body := serve(t, h)
-			if got != 500 || body != internalAnswer {
-				t.Errorf("got %d %q, want 500 %q", got, body, internalAnswer)
+			got, header, body := serveWithHeader(t, h, "X-Reply")
+			if got != 500 || body != internalAnswer || header != "" {
+				t.Errorf("got %d %q with X-Reply %q, want 500 %q without it", got, body, header, internalAnswer)
 			}
 			want := `msg="asynchttp: Reply.Status is not a final HTTP status" status=` + itoa(status)
 			if !strings.Contains(logs(), want) {
@@ -85,6 +86,24 @@ func TestHandlerAnswersABadStatusWith500(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// serveWithHeader sends one GET / to h through a real server on loopback
+// and returns the status, the header named name and the body.
+func serveWithHeader(t *testing.T, h http.Handler, name string) (int, string, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get(name), string(body)
+}
 
 type panickyJSON struct{}
 
