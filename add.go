@@ -42,8 +42,8 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 	if !h.adding() {
 		return h
 	}
-	if obj == nil || fn == nil {
-		h.misuse("Sync: nil Syncer or step function")
+	if obj == nil || fn == nil || nilSyncer(obj) {
+		h.misuse(nilSyncInfo)
 		return h
 	}
 	if sc, ok := obj.(sectioner); ok {
@@ -55,6 +55,32 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 	return h.push(plainStep(func(as AsyncSteps, args ...any) {
 		obj.Sync(as, func(as AsyncSteps, _ ...any) { fn(as, args...) }, onerror...)
 	}, nil))
+}
+
+const nilSyncInfo = "Sync: nil Syncer or step function"
+
+// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter: a
+// Syncer that is not nil as an interface, but cannot admit anyone.
+func nilSyncer(obj Syncer) bool {
+	switch s := obj.(type) {
+	case *Mutex:
+		return s == nil
+	case *Throttle:
+		return s == nil
+	case *Limiter:
+		return s == nil
+	}
+	return false
+}
+
+// refuseSync reports a Sync method called on a nil receiver, or with a nil
+// step function, as a misuse of as.
+func refuseSync(as AsyncSteps) {
+	if h, ok := as.(host); ok {
+		h.misuse(nilSyncInfo)
+		return
+	}
+	as.Add(func(as AsyncSteps, _ ...any) { as.Error(InternalError, nilSyncInfo) }) // a foreign AsyncSteps
 }
 
 func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {

@@ -97,7 +97,8 @@ type AsyncSteps interface {
 	// Error completes the step with an error and aborts the callback.
 	Error(code string, info ...string)
 	// SetTimeout makes the step wait for an external completion and fail
-	// with Timeout after d, covering its sub-steps.
+	// with Timeout after d, covering its sub-steps. A d of 0 or less
+	// expires as soon as the callback returns without completing the step.
 	SetTimeout(d time.Duration)
 	// SetCancel sets the function that runs, once, if the step is cancelled
 	// before it completes: by a timeout, a failed parallel sibling,

@@ -35,7 +35,8 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 // Result.Err).
 //
 // Cancelling the step stops the wait but not the flow behind ch: use
-// [AwaitFlow] to own that flow.
+// [AwaitFlow] to own that flow. As with [AwaitChan], a nil ch never
+// delivers: the step ends only by its timeout or a cancel.
 func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSteps {
 	return as.Add(recvStep(func() <-chan Result { return ch }, complete, nil), onerror...)
 }

@@ -59,7 +59,10 @@ func ErrorFrom(err error) (mapped *Error) {
 		}
 	}()
 	var e *Error
-	if errors.As(err, &e) && e != nil {
+	if errors.As(err, &e) {
+		if e == nil { // reads "<nil>": name the mistake instead
+			return &Error{Code: InternalError, Info: fmt.Sprintf("a nil %T was given as an error", e)}
+		}
 		return &Error{Code: e.Code, Info: e.Info, Cause: err}
 	}
 	return &Error{Code: goErrorCode(err), Info: err.Error(), Cause: err}

@@ -37,8 +37,13 @@ type Error struct {
 	Cause error // the original Go error or panic, if any
 }
 
-// Error returns "Code" or "Code: Info".
+// Error returns "Code" or "Code: Info". The methods of Error accept a nil
+// receiver (the typed nil a function may return as its error): it reads
+// "<nil>", matches nothing and unwraps to nil.
 func (e *Error) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	if e.Info == "" {
 		return e.Code
 	}
@@ -48,14 +53,22 @@ func (e *Error) Error() string {
 // Is reports whether target is an *Error with the same Code, or
 // context.DeadlineExceeded for a Timeout.
 func (e *Error) Is(target error) bool {
+	if e == nil {
+		return false
+	}
 	if t, ok := target.(*Error); ok {
-		return t.Code == e.Code
+		return t != nil && t.Code == e.Code
 	}
 	return e.Code == Timeout && target == context.DeadlineExceeded
 }
 
 // Unwrap returns Cause.
-func (e *Error) Unwrap() error { return e.Cause }
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Cause
+}
 
 // PanicError is the cause of the InternalError raised when a callback panics:
 // the panic value and the stack of the goroutine at the panic.
@@ -65,11 +78,19 @@ type PanicError struct {
 }
 
 // Error returns "panic: " and the printed value; a value that panics when
-// printed is named by its type instead.
-func (p *PanicError) Error() string { return "panic: " + safeSprint(p.Value) }
+// printed is named by its type instead. A nil *PanicError reads "<nil>".
+func (p *PanicError) Error() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return "panic: " + safeSprint(p.Value)
+}
 
 // Unwrap returns the panic value when it is an error.
 func (p *PanicError) Unwrap() error {
+	if p == nil {
+		return nil
+	}
 	err, _ := p.Value.(error)
 	return err
 }

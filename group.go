@@ -24,7 +24,8 @@ import (
 // their steps (docs/PERFORMANCE.md#tuning-the-collector).
 //
 // Its methods are safe for concurrent use. The zero value is not usable:
-// create a LoopGroup with [NewLoopGroup].
+// create a LoopGroup with [NewLoopGroup]. It has no loops: Next returns a
+// zero [Loop], on which flows end at once with an InternalError.
 type LoopGroup struct {
 	loops []*Loop
 	next  atomic.Uint64 // turns taken by Next
@@ -47,6 +48,9 @@ func NewLoopGroup(n int) *LoopGroup {
 // call returning the first of [LoopGroup.Loops]. Round robin spreads flows
 // evenly by number, not by load, and costs one atomic add.
 func (g *LoopGroup) Next() *Loop {
+	if len(g.loops) == 0 {
+		return new(Loop) // a zero LoopGroup's: see LoopGroup
+	}
 	i := g.next.Add(1) - 1
 	return g.loops[i%uint64(len(g.loops))]
 }

@@ -57,6 +57,7 @@ import (
 // callback of the flow's own tool, and it panics if the flow is already
 // running.
 func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
+	r.ready()
 	if _, ok := r.fl.sched.(*Loop); !ok {
 		return r.Run(ctx)
 	}

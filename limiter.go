@@ -120,7 +120,13 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 // the Mutex, then for an entry of the Throttle, run f with onerror as its
 // error handler, then give the slot back. The success args of f's step are
 // the result of the steps added.
+// On a nil receiver, or with a nil f, it adds nothing: the step fails
+// with InternalError, "Sync: nil Syncer or step function".
 func (l *Limiter) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
+	if l == nil || f == nil {
+		refuseSync(as)
+		return
+	}
 	gates, n := l.gates()
 	addSection(as, f, firstHandler(onerror), gates[:n]...)
 }

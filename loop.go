@@ -29,7 +29,10 @@ import (
 //
 // Immediate, Deferred, Now, IsSameThread, Close and the methods of the
 // returned handles are safe for concurrent use. The zero value is not
-// usable: create a Loop with [NewLoop]. A Loop that is never closed keeps
+// usable: create a Loop with [NewLoop]. It acts as a closed Loop that never
+// ran: Immediate and Deferred return invalid handles and drop their
+// function, Close returns at once, and a flow given it ends at once with an
+// InternalError, "the flow's Loop was not made by NewLoop". A Loop that is never closed keeps
 // its goroutine for the life of the process, and the goroutines it keeps
 // for [AsyncSteps.Await] functions (docs/DESIGN.md#await).
 //
@@ -98,6 +101,10 @@ type Loop struct {
 	immediates []loopImmediate
 
 	shared bool // DefaultTool's loop: never closed
+
+	// nilTool names the nil pointer a zero Loop stands in for (see
+	// schedulerOf), for the error of its flows; "" for a zero Loop itself.
+	nilTool string
 
 	wake chan struct{} // capacity 1: a pending wake-up is never lost
 	done chan struct{} // closed when the goroutine has exited
@@ -170,10 +177,13 @@ func DefaultTool() Tool { return defaultLoop() }
 
 // Immediate schedules f to run on the loop after every callback already
 // scheduled with Immediate. After Close, it returns an invalid handle and f
-// never runs.
+// never runs; so does a nil f, which has nothing to run.
 func (l *Loop) Immediate(f func()) Handle {
+	if f == nil {
+		return deadHandle{}
+	}
 	l.mu.Lock()
-	if l.closing.Load() {
+	if l.closing.Load() || l.unmade() {
 		l.mu.Unlock()
 		return deadHandle{}
 	}
@@ -202,8 +212,11 @@ const immediateBlock = 32
 
 // Deferred schedules f to run on the loop once d has passed; d <= 0 makes
 // it due at once. After Close, it returns an invalid handle and f never
-// runs.
+// runs; so does a nil f.
 func (l *Loop) Deferred(d time.Duration, f func()) Handle {
+	if f == nil {
+		return deadHandle{}
+	}
 	return l.deferred(d, funcTask(f))
 }
 
@@ -221,7 +234,7 @@ func (l *Loop) deferTask(d time.Duration, t task) *timerEntry {
 func (l *Loop) deferred(d time.Duration, t task) Handle {
 	e := &timerEntry{t: t}
 	l.mu.Lock()
-	if l.closing.Load() {
+	if l.closing.Load() || l.unmade() {
 		l.mu.Unlock()
 		return deadHandle{}
 	}
@@ -286,8 +299,10 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // since that loop may be the one this loop's callbacks are closing. Close
 // is idempotent. On the loop of [DefaultTool] it does nothing.
 func (l *Loop) Close() {
-	if l.shared {
-		return // the process-wide loop of DefaultTool outlives every caller
+	if l.shared || l.unmade() {
+		// The process-wide loop of DefaultTool outlives every caller; a
+		// zero Loop has no goroutine to wait for.
+		return
 	}
 	l.mu.Lock()
 	if !l.closing.Load() {
@@ -304,6 +319,18 @@ func (l *Loop) Close() {
 		return // waiting could deadlock: that loop may be closing this one's
 	}
 	<-l.done
+}
+
+// unmade reports whether l is a zero Loop, not made by NewLoop: it has no
+// goroutine, and nothing it is given runs.
+func (l *Loop) unmade() bool { return l.done == nil }
+
+// unmadeStarted marks a zero Loop given to a Root as stopped, before the
+// Root can start: its flows then end as on a closed loop
+// (docs/DESIGN.md#closing-a-loop), with an info of their own.
+func (l *Loop) unmadeStarted() {
+	l.closing.Store(true)
+	l.ended.Store(true)
 }
 
 // closeMark is the task Close posts; it never runs.
@@ -357,6 +384,14 @@ func (l *Loop) endUnstarted(fl *flow) {
 // endClosed ends fl, which its closed loop will never run.
 func (l *Loop) endClosed(fl *flow) {
 	defer l.recoverPanic() // the unhandled-error function is the user's
+	if l.unmade() {
+		info := "the flow's Loop was not made by NewLoop"
+		if l.nilTool != "" {
+			info = "the flow's tool is a nil " + l.nilTool
+		}
+		fl.end(nil, &Error{Code: InternalError, Info: info})
+		return
+	}
 	fl.end(nil, errLoopClosed())
 }
 

@@ -18,6 +18,11 @@ import (
 //
 // A Root is not safe for concurrent use while it is being built; Cancel and
 // the start methods may be called from any goroutine.
+//
+// The zero Root (declared, or embedded in a struct) is what New() returns:
+// an empty Root on [DefaultTool] whose unhandled errors are logged. A nil
+// *Root is no flow: Cancel does nothing on it, Running reports false, and
+// its start methods panic with "asyncsteps: a nil *Root was started".
 type Root struct {
 	// fl is the Root's execution. It is part of the Root, so that a flow
 	// costs one allocation, and reused when the Root runs again; a step API
@@ -40,7 +45,9 @@ type Option struct {
 	unhandled func(err *Error)
 }
 
-// WithTool makes the flow run on t instead of [DefaultTool].
+// WithTool makes the flow run on t instead of [DefaultTool]. A nil t keeps
+// DefaultTool; a zero [Loop], or a nil *Loop or *TestTool, makes every
+// execution of the Root fail at once with an InternalError that says so.
 func WithTool(t Tool) Option { return Option{tool: t} }
 
 // WithUnhandledError sets the function called, on the loop, with an error
@@ -74,13 +81,39 @@ func New(opts ...Option) *Root {
 
 func newRoot(sched scheduler, unhandled func(err *Error)) *Root {
 	r := new(Root)
+	r.setUp(sched, unhandled)
+	return r
+}
+
+func (r *Root) setUp(sched scheduler, unhandled func(err *Error)) {
 	r.fl.unhandled = unhandled
 	// Until its start task runs, the flow is not on the loop: a cancel
 	// that overtakes the start finds it done and leaves the stop to run.
 	r.fl.done = true
 	r.fl.sched = sched
 	r.fl.base.h = deadBaseAPI
-	return r
+}
+
+// ready sets up a zero Root, one not made by New, as New() would, before it
+// starts. A Root is started by one goroutine at a time, and Cancel reads the
+// tool only once the start has marked the flow running, so this needs no
+// lock; the methods that only read a Root (Tool, NewInstance, Clone) leave
+// a zero Root as it is, so that goroutines may share it as a model.
+func (r *Root) ready() {
+	if r == nil || r.fl.sched == nil {
+		r.setUpZero()
+	}
+}
+
+// setUpZero is ready's rare case, kept out of line so that ready inlines
+// into the start methods.
+//
+//go:noinline
+func (r *Root) setUpZero() {
+	if r == nil {
+		panic("asyncsteps: a nil *Root was started")
+	}
+	r.setUp(schedulerOf(DefaultTool()), logUnhandled)
 }
 
 func logUnhandled(err *Error) {
@@ -127,6 +160,7 @@ func (r *Root) Promise() <-chan Result {
 // earlier one may still be queued on the loop, and run sets up the rest
 // there.
 func (r *Root) startIn(w *waiter, promise chan Result) {
+	r.ready()
 	fl := &r.fl
 	if fl.isRunning() {
 		panic("asyncsteps: Execute called on a running flow")
@@ -148,7 +182,11 @@ func (r *Root) startIn(w *waiter, promise chan Result) {
 // handlers of the running steps run (innermost first, no error handler),
 // then the flow ends with an error matching context.Canceled. It does
 // nothing when the flow is not running.
-func (r *Root) Cancel() { r.cancel(context.Canceled) }
+func (r *Root) Cancel() {
+	if r != nil { // a nil Root runs nothing: nothing to cancel
+		r.cancel(context.Canceled)
+	}
+}
 
 func (r *Root) cancel(cause error) {
 	fl := &r.fl
@@ -203,6 +241,7 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 
 // runnable returns why Run may not start the flow under ctx, or nil.
 func (r *Root) runnable(ctx context.Context) error {
+	r.ready()
 	if ctx == nil {
 		// A misuse like the others here: an InternalError that says so,
 		// not a nil dereference on the caller's goroutine.
@@ -229,9 +268,18 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 }
 
 // Clone returns a new Root with a copy of r's steps and state variables, not
-// started: the spec's model flows (1.5).
+// started: the spec's model flows (1.5). Clone only reads r: goroutines may
+// clone one idle model at once. While r's flow runs, its loop changes its
+// steps and state, so Clone may then be called only from the flow's own
+// callbacks (or, on a [TestTool], while no goroutine drives it): called on
+// another goroutine, it copies nothing, and the clone's execution fails at
+// once with an InternalError that says so.
 func (r *Root) Clone() *Root {
 	c := r.NewInstance()
+	if r.fl.isRunning() && !r.fl.sched.IsSameThread() && !idleTestTool(r.fl.sched) {
+		c.misuse(cloneRunningInfo)
+		return c
+	}
 	c.fl.base.queue = copySteps(nil, r.fl.base.queue)
 	c.fl.base.err = r.fl.base.err // a misuse of the model is the clone's too
 	if s := r.fl.state; s != nil {
@@ -240,8 +288,22 @@ func (r *Root) Clone() *Root {
 	return c
 }
 
+// idleTestTool reports whether s is a TestTool that no goroutine drives:
+// its flows change nothing until one does.
+func idleTestTool(s scheduler) bool {
+	t, ok := s.(*TestTool)
+	return ok && t.runner.Load() == 0
+}
+
+const cloneRunningInfo = "Clone called on a running flow outside its loop: it would race with the flow's steps"
+
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
-func (r *Root) NewInstance() *Root { return r.fl.newInstance() }
+func (r *Root) NewInstance() *Root {
+	if r.fl.sched == nil { // a zero Root: read-only, as for a set-up one
+		return New()
+	}
+	return r.fl.newInstance()
+}
 
 // push queues s at level 0: in the running flow, it runs after the steps
 // queued there.
@@ -312,7 +374,12 @@ func (r *Root) Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 func (r *Root) IsValid() bool { return true }
 
 // Tool implements [AsyncSteps].
-func (r *Root) Tool() Tool { return r.fl.sched.tool() }
+func (r *Root) Tool() Tool {
+	if r.fl.sched == nil { // a zero Root
+		return DefaultTool()
+	}
+	return r.fl.sched.tool()
+}
 
 // Success is valid only inside a step: on a Root it makes the next execution
 // fail with InternalError.
@@ -360,4 +427,4 @@ func (r *Root) Continue(...string) { r.stepOnly("Continue") }
 // for concurrent use; the answer may be stale by the time it is read. The
 // C interface uses it for a root's isValid, which is false while its flow
 // runs, as on the FutoIn C++ reference implementation.
-func (r *Root) Running() bool { return r.fl.isRunning() }
+func (r *Root) Running() bool { return r != nil && r.fl.isRunning() }

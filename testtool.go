@@ -57,8 +57,12 @@ func NewTestTool() *TestTool {
 	return t
 }
 
-// Immediate schedules f to run after every immediate already scheduled.
+// Immediate schedules f to run after every immediate already scheduled. A
+// nil f schedules nothing: the handle is invalid.
 func (t *TestTool) Immediate(f func()) Handle {
+	if f == nil {
+		return deadHandle{}
+	}
 	e := &testImmediate{f: f, tool: t}
 	t.post(e)
 	return e
@@ -66,7 +70,11 @@ func (t *TestTool) Immediate(f func()) Handle {
 
 // Deferred schedules f to run once the virtual clock has moved by d; d <= 0
 // makes it due at the current virtual time, still after every immediate.
+// A nil f schedules nothing: the handle is invalid.
 func (t *TestTool) Deferred(d time.Duration, f func()) Handle {
+	if f == nil {
+		return deadHandle{}
+	}
 	return t.deferTask(d, funcTask(f))
 }
 

@@ -142,8 +142,38 @@ var (
 // schedulerOf returns t as a scheduler: only this package's tools can
 // implement its unexported methods.
 func schedulerOf(t Tool) scheduler {
-	if s, ok := t.(scheduler); ok {
+	// A Loop made by NewLoop, the usual tool, is told apart without the
+	// cost of asserting an interface type, in a function small enough to
+	// inline into New.
+	if l, _ := t.(*Loop); l != nil && l.done != nil {
+		return l
+	}
+	return otherScheduler(t)
+}
+
+// otherScheduler is schedulerOf for every tool but a Loop made by NewLoop.
+func otherScheduler(t Tool) scheduler {
+	switch s := t.(type) {
+	case *Loop:
+		return unmadeLoop(s, "*Loop")
+	case *TestTool:
+		if s == nil {
+			return unmadeLoop(nil, "*TestTool")
+		}
+		return s
+	case scheduler:
 		return s
 	}
 	return foreignTool{t}
+}
+
+// unmadeLoop marks the zero Loop l stopped, so that its flows end at once
+// with an InternalError (see Loop.endClosed); for a nil l, it returns such a
+// Loop standing in for the nil pointer of type nilTool.
+func unmadeLoop(l *Loop, nilTool string) *Loop {
+	if l == nil {
+		l = &Loop{nilTool: nilTool}
+	}
+	l.unmadeStarted()
+	return l
 }

@@ -33,7 +33,8 @@ import (
 // nothing: the step has ended already.
 //
 // The zero Client sends with [http.DefaultClient], reads at most 1 MiB of
-// body and has no guard. A Client is safe for concurrent use once set up.
+// body and has no guard; a nil *Client acts as the zero one. A Client is
+// safe for concurrent use once set up.
 type Client struct {
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
@@ -66,6 +67,7 @@ type Response struct {
 // Get adds a step that sends a GET request for url; see [Client.Do]. A
 // url that does not parse fails the step with InvalidRequest.
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	c = c.orZero()
 	// The request is made on the Await goroutine with the step's context:
 	// one request per attempt, not one more to clone.
 	return c.add(as, func(ctx context.Context) (any, error) {
@@ -81,9 +83,17 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 // succeeds with the [*Response]; onerror is the step's error handler. A
 // request with a body can be sent again (a retry loop calling Do for each
 // attempt) only if req.GetBody is set, as http.NewRequest does for the
-// usual body types.
+// usual body types. A nil req fails the step with InternalError, and one
+// without a URL with InvalidRequest; neither is sent nor given to Done.
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	c = c.orZero()
 	return c.add(as, func(ctx context.Context) (any, error) {
+		switch {
+		case req == nil:
+			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Do: nil request"}
+		case req.URL == nil:
+			return nil, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: Do: request without a URL"}
+		}
 		out := req.Clone(ctx)
 		if req.Body != nil && req.GetBody != nil {
 			body, err := req.GetBody()
@@ -183,6 +193,17 @@ func transportError(ctx context.Context, err error) error {
 		code = asyncsteps.ConnectError
 	}
 	return &asyncsteps.Error{Code: code, Info: err.Error(), Cause: err}
+}
+
+// zeroClient is what a nil *Client acts as.
+var zeroClient Client
+
+// orZero returns c, or the zero Client for a nil c.
+func (c *Client) orZero() *Client {
+	if c == nil {
+		return &zeroClient
+	}
+	return c
 }
 
 func (c *Client) httpClient() *http.Client {

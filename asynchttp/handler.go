@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -58,7 +59,8 @@ type Handler struct {
 	// Tool returns the tool of the next request's flow, for example
 	// func() asyncsteps.Tool { return group.Next() } to spread requests over
 	// the loops of an [asyncsteps.LoopGroup]. nil means
-	// [asyncsteps.DefaultTool].
+	// [asyncsteps.DefaultTool]. A panic in Tool fails the request with
+	// InternalError, as a panic in a step does.
 	Tool func() asyncsteps.Tool
 
 	// Timeout, if positive, bounds each flow, the wait for Guard included:
@@ -71,7 +73,9 @@ type Handler struct {
 	Guard asyncsteps.Syncer
 
 	// Codes maps error codes to statuses before [StatusOf]: an application's
-	// own codes, or another status for a standard one.
+	// own codes, or another status for a standard one. A status that is not
+	// a final HTTP status (200 to 599) is a mistake of the set-up: such an
+	// answer is a 500, logged.
 	Codes map[string]int
 
 	// RetryAfter is the delay a 503 answer asks the client to wait, rounded
@@ -79,16 +83,18 @@ type Handler struct {
 	RetryAfter time.Duration
 
 	// Logger logs the answers with status 500 and above; nil means
-	// slog.Default().
+	// slog.Default(). A Logger that panics loses that line, not the answer.
 	Logger *slog.Logger
 
 	// Done, if not nil, is called once per request, after the response has
-	// been written, with what the flow ended with: for metrics.
+	// been written, with what the flow ended with: for metrics. A panic in
+	// Done is recovered and logged; the answer has been written already.
 	Done func(req *http.Request, o Outcome)
 }
 
 // Reply is a complete HTTP answer given by a flow as its last success
-// argument. A zero Status means 200.
+// argument. A zero Status means 200; any other Status that is not a final
+// HTTP status (200 to 599) is answered with a 500 InternalError, logged.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -141,27 +147,52 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		e := asFlowError(err)
 		o.Err, o.Code = e, e.Code
-		o.Status = h.status(e.Code)
 		info := e.Info
-		if o.Status >= http.StatusInternalServerError {
-			h.logger().Error("asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
-				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
-		}
 		if e.Code == asyncsteps.InternalError {
 			info = "internal error, see the server log"
 		}
-		h.WriteError(w, e.Code, info)
+		o.Status = h.WriteError(w, e.Code, info)
+		if o.Status >= http.StatusInternalServerError {
+			h.logError("asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
+				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
+		}
 	}
 	if h.Done != nil {
-		h.Done(req, o)
+		h.done(req, o)
 	}
+}
+
+// done calls h.Done. Its panic is logged, not left to net/http: that would
+// close the connection before the answer written is sent.
+func (h *Handler) done(req *http.Request, o Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.logError("asynchttp: Handler.Done panicked", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	h.Done(req, o)
+}
+
+// tool returns the tool of a request's flow; a panic in h.Tool fails the
+// request with InternalError, as a panic in Flow does.
+func (h *Handler) tool() (tool asyncsteps.Tool, err error) {
+	if h.Tool == nil {
+		return nil, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: fmt.Sprintf("asynchttp: Handler.Tool panicked: %v", v),
+				Cause: &asyncsteps.PanicError{Value: v, Stack: debug.Stack()}}
+		}
+	}()
+	return h.Tool(), nil
 }
 
 // run runs the request's flow and waits for its end.
 func (h *Handler) run(req *http.Request) ([]any, error) {
-	var tool asyncsteps.Tool
-	if h.Tool != nil {
-		tool = h.Tool()
+	tool, err := h.tool()
+	if err != nil {
+		return nil, err
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -230,20 +261,26 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 		return http.StatusNoContent
 	}
 	if r, ok := args[0].(*Reply); ok && r != nil {
-		for k, v := range r.Header {
-			w.Header()[k] = v
-		}
 		status := r.Status
 		if status == 0 {
 			status = http.StatusOK
+		}
+		if !finalStatus(status) {
+			// net/http panics on such a status, which would leave the
+			// client without an answer; the reply's headers are not sent.
+			h.logError("asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
+			return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		}
+		for k, v := range r.Header {
+			w.Header()[k] = v
 		}
 		w.WriteHeader(status)
 		w.Write(r.Body) //nolint:errcheck // the client may be gone; nothing to do then
 		return status
 	}
-	body, err := json.Marshal(args[0])
+	body, err := marshal(args[0])
 	if err != nil {
-		h.logger().Error("asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
+		h.logError("asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
 		return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -270,17 +307,41 @@ type errorBody struct {
 }
 
 func (h *Handler) status(code string) int {
-	if s, ok := h.Codes[code]; ok {
-		return s
+	s, ok := h.Codes[code]
+	switch {
+	case !ok:
+		return StatusOf(code)
+	case !finalStatus(s):
+		h.logError("asynchttp: Handler.Codes maps a code to no final HTTP status", "code", code, "status", s)
+		return http.StatusInternalServerError
 	}
-	return StatusOf(code)
+	return s
 }
 
-func (h *Handler) logger() *slog.Logger {
-	if h.Logger != nil {
-		return h.Logger
+// finalStatus reports whether status can end an answer: 1xx statuses are
+// informational, and net/http panics on one outside 100 to 999.
+func finalStatus(status int) bool { return status >= 200 && status <= 599 }
+
+// logError logs an error line. A logger that panics loses the line: the
+// panic must not reach net/http, which would drop the answer.
+func (h *Handler) logError(msg string, args ...any) {
+	defer func() { _ = recover() }()
+	logger := h.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
-	return slog.Default()
+	logger.Error(msg, args...)
+}
+
+// marshal is json.Marshal, with a panic in a MarshalJSON method returned
+// as an error.
+func marshal(v any) (body []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("json: MarshalJSON panicked: %v", p)
+		}
+	}()
+	return json.Marshal(v)
 }
 
 func retryAfterSeconds(d time.Duration) int {

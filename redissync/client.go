@@ -43,8 +43,9 @@ type Options struct {
 // process.
 //
 // A Client is safe for concurrent use. Create it with [New]; the zero value
-// is not usable. Close it when done: its goroutines end and its leases are
-// given back.
+// (and a nil *Client) is not usable: the Syncers it makes fail every flow
+// with InternalError, and its Close does nothing. Close it when done: its
+// goroutines end and its leases are given back.
 type Client struct {
 	rdb    redis.UniversalClient // the round trips', bounded by OpTimeout
 	owned  bool                  // rdb is a copy of the user's client: Close closes it
@@ -79,6 +80,12 @@ type Client struct {
 // opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with code
 // CommError whose info names the address.
 func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client, error) {
+	if nilClient(rdb) {
+		return nil, errors.New("redissync: New: nil redis client")
+	}
+	if ctx == nil {
+		return nil, errors.New("redissync: New: nil context")
+	}
 	if opts.Prefix == "" {
 		opts.Prefix = "asyncsteps"
 	}
@@ -129,6 +136,9 @@ func (c *Client) Addr() string { return c.addr }
 // Client's goroutines end before Close returns. Sections running go on to their end. Close is
 // safe to call more than once.
 func (c *Client) Close() error {
+	if c.unmade() {
+		return nil
+	}
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
@@ -289,6 +299,32 @@ func (c *Client) start(q *gateQueue, f func()) {
 }
 
 // addrOf names the server(s) of rdb for errors.
+// nilClient reports whether rdb is nil, also as a nil pointer of one of
+// go-redis's clients.
+func nilClient(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return r == nil
+	case *redis.ClusterClient:
+		return r == nil
+	case *redis.Ring:
+		return r == nil
+	}
+	return false
+}
+
+// unmade reports whether c was not made by New: nil or the zero Client.
+func (c *Client) unmade() bool { return c == nil || c.done == nil }
+
+// refuseUnmade adds to as a step that fails, with onerror as its error
+// handler, because a Syncer named what was not made by a Client from New.
+func refuseUnmade(as asyncsteps.AsyncSteps, what string, onerror []asyncsteps.ErrorFunc) {
+	info := "redissync: the " + what + " was not made by a Client from New"
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InternalError, info) }, onerror...)
+}
+
 func addrOf(rdb redis.UniversalClient) string {
 	switch r := rdb.(type) {
 	case *redis.Client:

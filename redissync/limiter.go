@@ -34,7 +34,8 @@ type LimiterOptions struct {
 // [Limiter.Token].
 //
 // A Limiter is safe for concurrent use: flows on any loops may share it.
-// Make it with [Client.NewLimiter].
+// Make it with [Client.NewLimiter]; a nil or zero Limiter, or one made by a
+// zero Client, fails every flow that enters it with InternalError.
 type Limiter struct {
 	mutex    *Mutex
 	throttle *Throttle
@@ -62,9 +63,18 @@ func (c *Client) NewLimiter(name string, opts LimiterOptions) *Limiter {
 // then give the slot back. The success args of f's step are the result of
 // the steps added.
 func (l *Limiter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	if l == nil || l.mutex == nil || l.mutex.c.unmade() {
+		refuseUnmade(as, "Limiter", onerror)
+		return
+	}
 	syncSection(as, f, onerror, l.mutex, l.throttle)
 }
 
 // Token returns the fencing token of the concurrency slot the flow of as
 // holds, as [Mutex.Token].
-func (l *Limiter) Token(as asyncsteps.AsyncSteps) (int64, bool) { return l.mutex.Token(as) }
+func (l *Limiter) Token(as asyncsteps.AsyncSteps) (int64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.mutex.Token(as)
+}

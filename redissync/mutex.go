@@ -77,7 +77,8 @@ type MutexOptions struct {
 // leaves.
 //
 // A Mutex is safe for concurrent use: flows on any loops may share it.
-// Make it with [Client.NewMutex].
+// Make it with [Client.NewMutex]; a nil or zero Mutex, or one made by a
+// zero Client, fails every flow that enters it with InternalError.
 type Mutex struct {
 	gateQueue
 	name     string
@@ -106,6 +107,9 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	if opts.Max < 0 || opts.TTL < 0 {
 		panic("redissync: NewMutex: negative option")
 	}
+	if c.unmade() {
+		return new(Mutex) // its Sync fails every flow: see Client
+	}
 	m := &Mutex{
 		gateQueue: newGateQueue(c, opts.MaxQueue, "Mutex"),
 		name:      name,
@@ -133,12 +137,19 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 // lease back. The success args of f's step are the result of the steps
 // added.
 func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	if m == nil || m.c.unmade() {
+		refuseUnmade(as, "Mutex", onerror)
+		return
+	}
 	syncSection(as, f, onerror, m)
 }
 
 // Token returns the fencing token of the lease the flow of as holds on
 // m, and whether it holds one. Call it from a step inside the section.
 func (m *Mutex) Token(as asyncsteps.AsyncSteps) (int64, bool) {
+	if m == nil {
+		return 0, false
+	}
 	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
 		return h.w.token, true
 	}

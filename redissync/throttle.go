@@ -53,7 +53,8 @@ type ThrottleOptions struct {
 // lost its data), the Throttle works again.
 //
 // A Throttle is safe for concurrent use: flows on any loops may share it.
-// Make it with [Client.NewThrottle].
+// Make it with [Client.NewThrottle]; a nil or zero Throttle, or one made by a
+// zero Client, fails every flow that enters it with InternalError.
 type Throttle struct {
 	gateQueue
 	key      []string
@@ -77,6 +78,9 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 	// interval of 0, which the script divided by, admitting nobody.
 	micros := float64(period.Nanoseconds()) / 1e3
 	interval := max(micros/float64(rate), 0.001)
+	if c.unmade() {
+		return new(Throttle) // its Sync fails every flow: see Client
+	}
 	t := &Throttle{
 		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
 		key:       []string{c.key(name, "tat")},
@@ -92,6 +96,10 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 // for an entry, then run f with onerror as its error handler. The success
 // args of f's step are the result of the steps added.
 func (t *Throttle) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	if t == nil || t.c.unmade() {
+		refuseUnmade(as, "Throttle", onerror)
+		return
+	}
 	syncSection(as, f, onerror, t)
 }
 

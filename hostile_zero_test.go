@@ -1,0 +1,262 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// job embeds a Root by value, as a Go user may do instead of calling New.
+type job struct {
+	asyncsteps.Root
+	name string
+}
+
+// The zero Root, declared or embedded, is what New() returns: an empty Root
+// on DefaultTool. Every start method runs it, and Tool and NewInstance
+// answer for it (they dereferenced a nil tool before).
+func TestHostileZeroRootRunsOnTheDefaultTool(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		starts := []struct {
+			name  string
+			start func(r *asyncsteps.Root) ([]any, error)
+		}{
+			{"Run", func(r *asyncsteps.Root) ([]any, error) { return r.Run(context.Background()) }},
+			{"RunHelping", func(r *asyncsteps.Root) ([]any, error) { return r.RunHelping(context.Background()) }},
+			{"Promise", func(r *asyncsteps.Root) ([]any, error) { res := <-r.Promise(); return res.Args, res.Err }},
+			{"AwaitFlow", func(r *asyncsteps.Root) ([]any, error) {
+				outer := asyncsteps.New()
+				outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.AwaitFlow(as, r) })
+				return outer.Run(context.Background())
+			}},
+		}
+		for _, s := range starts {
+			t.Run(s.name, func(t *testing.T) {
+				var tr tracer
+				j := &job{name: "j"}
+				j.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.addf("step on default loop:%v", as.Tool() == asyncsteps.DefaultTool())
+					as.Success(j.name)
+				})
+				args, err := s.start(&j.Root)
+				if err != nil || len(args) != 1 || args[0] != "j" {
+					t.Errorf("got %v, %v; want [j], nil", args, err)
+				}
+				wantTrace(t, &tr, "step on default loop:true")
+			})
+		}
+		var r asyncsteps.Root
+		if r.Tool() != asyncsteps.DefaultTool() {
+			t.Errorf("Tool() = %v, want DefaultTool()", r.Tool())
+		}
+		var z asyncsteps.Root
+		if z.NewInstance().Tool() != asyncsteps.DefaultTool() {
+			t.Error("NewInstance of a zero Root is not on DefaultTool")
+		}
+		var c asyncsteps.Root
+		c.Cancel() // not running: nothing to do
+		errs := make(chan *asyncsteps.Error, 1)
+		c.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Mine", "from a zero Root") })
+		c.ExecuteWith(func(err *asyncsteps.Error) { errs <- err })
+		if err := <-errs; err.Code != "Mine" || err.Info != "from a zero Root" {
+			t.Errorf("unhandled error %+v, want Mine: from a zero Root", err)
+		}
+	})
+}
+
+// Goroutines that share an idle Root as a model clone it at once, each
+// running its own copy: Clone only reads the model, a zero one too.
+func TestHostileConcurrentClonesOfAnIdleModel(t *testing.T) {
+	models := map[string]*asyncsteps.Root{"New": asyncsteps.New(), "zero": new(asyncsteps.Root)}
+	for name, model := range models {
+		t.Run(name, func(t *testing.T) {
+			model.State().Set("n", 1)
+			model.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.State().Set("n", as.State().Get("n").(int)+1)
+				as.Success(as.State().Get("n"))
+			})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					args, err := model.Clone().Run(context.Background())
+					if err != nil || len(args) != 1 || args[0] != 2 {
+						t.Errorf("got %v, %v; want [2], nil", args, err)
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// Clone of a running flow from another goroutine read the steps and the
+// state that the flow changes (a fatal "concurrent map clone and map
+// write" at worst): it copies nothing, and the clone fails at once. From
+// the flow's own step, Clone copies as usual.
+func TestHostileCloneOfARunningFlowOutsideItsLoop(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.State().Set("n", 1)
+	waiting := make(chan asyncsteps.AsyncSteps)
+	var inside *asyncsteps.Root
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		inside = r.Clone()
+		as.WaitExternal()
+		waiting <- as
+	})
+	done := r.Promise()
+	as := <-waiting
+	outside := r.Clone()
+	as.Success()
+	if res := <-done; res.Err != nil {
+		t.Fatalf("the flow failed: %v", res.Err)
+	}
+	var tr tracer
+	outside.Add(tr.step("outside's own step"))
+	_, err := outside.Run(context.Background())
+	wantError(t, err, asyncsteps.InternalError,
+		"Clone called on a running flow outside its loop: it would race with the flow's steps")
+	wantTrace(t, &tr, "")
+	if !inside.State().Exists("n") {
+		t.Error("the clone made by the flow's own step lacks the state")
+	}
+}
+
+// A TestTool runs a flow only while a goroutine drives it: between its
+// events, the test may clone the running flow.
+func TestHostileCloneOfARunningFlowBetweenTestToolEvents(t *testing.T) {
+	r, tt := newFlow()
+	r.State().Set("n", 1)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.SetTimeout(time.Second) },
+		func(as asyncsteps.AsyncSteps, code string) { as.Success() })
+	done := r.Promise()
+	tt.NextEvent() // the step runs and waits
+	c := r.Clone()
+	tt.Run()
+	if res := <-done; res.Err != nil {
+		t.Fatalf("the flow failed: %v", res.Err)
+	}
+	c.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(as.State().Get("n")) })
+	res := run(t, c, tt)
+	wantSuccess(t, res, 1)
+}
+
+const unmadeLoopInfo = "the flow's Loop was not made by NewLoop"
+
+// A zero Loop, or the zero LoopGroup's, acts as a closed Loop that never
+// ran: nothing it is given runs, Close returns, and a flow on it ends at
+// once with an InternalError that names the mistake. (Run on it hung,
+// Deferred dereferenced a nil lock, Close waited forever, and the zero
+// LoopGroup's Next divided by zero.)
+func TestHostileZeroLoopActsClosed(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var l asyncsteps.Loop
+		ran := make(chan string, 2)
+		for name, h := range map[string]asyncsteps.Handle{
+			"Immediate": l.Immediate(func() { ran <- "Immediate" }),
+			"Deferred":  l.Deferred(0, func() { ran <- "Deferred" }),
+		} {
+			if h.IsValid() {
+				t.Errorf("%s on a zero Loop returned a valid handle", name)
+			}
+			h.Cancel()
+		}
+		l.Close()
+
+		var g asyncsteps.LoopGroup
+		g.Close()
+		if g.Len() != 0 {
+			t.Errorf("zero LoopGroup Len() = %d, want 0", g.Len())
+		}
+		roots := map[string]func() *asyncsteps.Root{
+			"Loop":      func() *asyncsteps.Root { return asyncsteps.New(asyncsteps.WithTool(&l)) },
+			"LoopGroup": func() *asyncsteps.Root { return g.New() },
+		}
+		for name, newRoot := range roots {
+			var tr tracer
+			r := newRoot()
+			r.Add(tr.step("step"))
+			_, err := r.Run(context.Background())
+			wantError(t, err, asyncsteps.InternalError, unmadeLoopInfo)
+
+			r = newRoot()
+			r.Add(tr.step("step"))
+			res := <-r.Promise()
+			wantError(t, res.Err, asyncsteps.InternalError, unmadeLoopInfo)
+
+			errs := make(chan *asyncsteps.Error, 1)
+			r = newRoot()
+			r.Add(tr.step("step"))
+			r.ExecuteWith(func(err *asyncsteps.Error) { errs <- err })
+			if err := <-errs; err.Code != asyncsteps.InternalError || err.Info != unmadeLoopInfo {
+				t.Errorf("%s: unhandled error %+v", name, err)
+			}
+			wantTrace(t, &tr, "")
+		}
+		select {
+		case name := <-ran:
+			t.Errorf("%s ran on a zero Loop", name)
+		default:
+		}
+	})
+}
+
+// A nil *Loop or *TestTool given to WithTool is a tool that runs nothing,
+// like a zero Loop: the Root's executions fail at once with an
+// InternalError that names it (New dereferenced the nil pointer).
+func TestHostileNilToolPointers(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var loop *asyncsteps.Loop
+		var tt *asyncsteps.TestTool
+		for _, c := range []struct {
+			tool asyncsteps.Tool
+			info string
+		}{
+			{loop, "the flow's tool is a nil *Loop"},
+			{tt, "the flow's tool is a nil *TestTool"},
+		} {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
+			r.Add(tr.step("step"))
+			_, err := r.Run(context.Background())
+			wantError(t, err, asyncsteps.InternalError, c.info)
+			res := <-r.Promise()
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
+			wantTrace(t, &tr, "")
+		}
+	})
+}
+
+// A nil *Root is idle for Cancel and Running, and its start methods panic
+// with a message that says what was wrong, not a nil dereference.
+func TestHostileNilRoot(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var r *asyncsteps.Root
+		r.Cancel()
+		if r.Running() {
+			t.Error("a nil Root is running")
+		}
+		const want = "asyncsteps: a nil *Root was started"
+		for name, start := range map[string]func(){
+			"Execute":     r.Execute,
+			"ExecuteWith": func() { r.ExecuteWith(func(*asyncsteps.Error) {}) },
+			"Promise":     func() { r.Promise() },
+			"Run":         func() { r.Run(context.Background()) },                  //nolint:errcheck // it panics
+			"RunHelping":  func() { r.RunHelping(context.Background()) },           //nolint:errcheck // it panics
+			"Run[T]":      func() { asyncsteps.Run[int](context.Background(), r) }, //nolint:errcheck // it panics
+		} {
+			func() {
+				defer func() {
+					if p := recover(); p != want {
+						t.Errorf("%s panicked with %v, want %q", name, p, want)
+					}
+				}()
+				start()
+			}()
+		}
+	})
+}
