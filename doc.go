@@ -121,7 +121,9 @@
 //     loops.
 //
 // Everything else on an AsyncSteps may be called only from the callback it
-// was given to.
+// was given to. Error, Break or Continue called from another goroutine while
+// the callback of a step that does not wait still runs returns there, and
+// fails the step with an InternalError that names the call.
 //
 // [Root.Promise] delivers exactly one [Result], and [Root.Run] returns, only
 // once the flow has fully stopped: no callback of it runs afterwards, and

@@ -123,6 +123,15 @@ type abortSignal struct{}
 // themselves: each frame between the panic and flow.call's recover is
 // walked twice, and the walk is most of what an error costs.
 func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
+	if h.st.Load() == 0 && !onCallbackGoroutine() {
+		return h.failFromElsewhere(code, info)
+	}
+	return h.raiseOwn(code, info, cause)
+}
+
+// raiseOwn is raise for a caller that is not another goroutine on a step
+// that does not wait: the state word alone tells where it comes from.
+func (h *stepAPI) raiseOwn(code, info string, cause error) (abort bool) {
 	st := h.st.Load()
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
 		if st&stDone != 0 && code != LoopBreak && code != LoopCont {
@@ -275,10 +284,17 @@ func (h *stepAPI) Success(args ...any) {
 
 // Error implements [AsyncSteps].
 func (h *stepAPI) Error(code string, info ...string) {
-	if st := h.st.Load(); h.inCallback(st) && len(h.f.queue) > 0 {
+	st := h.st.Load()
+	if st == 0 && !onCallbackGoroutine() {
+		if h.failFromElsewhere(code, firstLabel(info)) {
+			panic(abortSignal{})
+		}
+		return
+	}
+	if h.inCallback(st) && len(h.f.queue) > 0 {
 		h.misuse("Error(" + code + ") called after Add in the same callback")
 	}
-	if h.raise(code, firstLabel(info), nil) {
+	if h.raiseOwn(code, firstLabel(info), nil) {
 		panic(abortSignal{})
 	}
 }
