@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func runOn(t *testing.T, r *asyncsteps.Root, l *asyncsteps.Loop, tt *asyncsteps.
 
 // openTool returns the tool named name and a function that releases it.
 func openTool(name string) (asyncsteps.Tool, *asyncsteps.Loop, *asyncsteps.TestTool, func()) {
-	if name == "Loop" {
+	if name == "Loop" || name == "LoopUnmarked" {
 		l := asyncsteps.NewLoop()
 		return l, l, nil, l.Close
 	}
@@ -161,8 +162,12 @@ func callDeep(depth int, f func()) {
 // Error, Break and Continue called by the callback itself through deep
 // helpers abort it as when it calls them directly: the abort panics
 // through the helpers to the engine, whatever the depth.
+//
+// LoopUnmarked is a Loop whose goroutine a callback has cleared of its
+// panic-on-fault setting, which marks it as a goroutine that runs
+// callbacks: the stack is searched then, as on a TestTool.
 func TestOwnCallThroughDeepHelpers(t *testing.T) {
-	for _, toolName := range foreignTools {
+	for _, toolName := range append(foreignTools, "LoopUnmarked") {
 		for _, depth := range []int{0, 10, 100, 300} {
 			t.Run(fmt.Sprintf("%s/depth %d", toolName, depth), func(t *testing.T) {
 				inChild(t, func(t *testing.T) { ownDeepCase(t, toolName, depth) })
@@ -177,6 +182,9 @@ func ownDeepCase(t *testing.T, toolName string, depth int) {
 	tr := &tracer{}
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		if toolName == "LoopUnmarked" {
+			debug.SetPanicOnFault(false)
+		}
 		as.Repeat(3, func(as asyncsteps.AsyncSteps, i int) {
 			tr.addf("iteration %d", i)
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {

@@ -39,10 +39,11 @@ func invokerReturn() uintptr {
 
 // The return addresses invokerOnStack reads at first, and then at a time
 // when its caller is deeper than that: a callback that calls Break itself
-// is found in the first read (raise, Break, the callback, the invoker),
-// one that calls it through helpers in the next ones.
+// is found in the first read (onCallbackGoroutine, raise, Break, the
+// callback, the invoker), one that calls it through helpers in the next
+// ones.
 const (
-	nearFrames = 6
+	nearFrames = 8
 	farFrames  = 128
 	maxFrames  = 16 * farFrames // deeper than this: taken as the callback's own
 )
@@ -50,7 +51,7 @@ const (
 // onCallbackGoroutine reports whether its caller may be the running
 // callback of a step: it is on a goroutine that runs callbacks. A Loop's
 // goroutine says so itself (markLoopGoroutine), which costs a Break on a
-// Loop two stores; on any other goroutine (a TestTool's driver, a Tool of
+// Loop about 20 instructions; on any other goroutine (a TestTool's driver, a Tool of
 // the user's, or a goroutine of the user's) the stack is searched for an
 // engine invoker (invokerOnStack), which costs thousands of instructions.
 //
