@@ -506,6 +506,13 @@ func (fl *flow) settle(c *frame) *frame {
 	switch {
 	case c.err != nil && !c.handling:
 		return fl.fail(c, c.err)
+	case len(c.queue) > 0 && st&(stClaim|stWait) == stClaim:
+		// Failed from another goroutine though it never waited
+		// (failFromElsewhere): that error, delivered by the loop, names
+		// the call. The sub-steps do not run.
+		c.dropQueue()
+		c.waiting = true
+		return nil
 	case len(c.queue) > 0:
 		c.kill()
 		if st&stClaim != 0 {

@@ -209,3 +209,30 @@ func ownDeepCase(t *testing.T, toolName string, depth int) {
 	wantSuccess(t, runOn(t, r, l, tt), "handled")
 	wantTrace(t, tr, "iteration 0,iteration 1,after the loop,handler:Boom:deep")
 }
+
+// A callback that added a sub-step before the call from another goroutine
+// fails with the same InternalError, and the sub-step does not run.
+func TestForeignErrorAfterAdd(t *testing.T) {
+	for _, toolName := range foreignTools {
+		t.Run(toolName, func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				tool, l, tt, release := openTool(toolName)
+				defer release()
+				tr := &tracer{}
+				r := asyncsteps.New(asyncsteps.WithTool(tool))
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.add("step")
+					as.Add(tr.step("sub-step"))
+					done := make(chan struct{})
+					go func() { defer close(done); as.Error("Boom") }()
+					<-done
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.add("handler:" + code + ":" + as.State().ErrorInfo)
+				})
+				res := runOn(t, r, l, tt)
+				wantError(t, res.Err, asyncsteps.InternalError, foreignInfo("Error(Boom)"))
+				wantTrace(t, tr, "step,handler:InternalError:"+foreignInfo("Error(Boom)"))
+			})
+		})
+	}
+}
