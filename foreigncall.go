@@ -133,7 +133,7 @@ func holdsInvoker(pcs []uintptr) bool {
 // as for any call from outside.
 func (h *stepAPI) failFromElsewhere(code, info string) (abort bool) {
 	if !h.st.CompareAndSwap(0, stClaim) {
-		return h.raiseOwn(code, info, nil)
+		return h.raise(code, info, false)
 	}
 	msg := foreignCallName(code, info) + " called from another goroutine on a step that does not wait:" +
 		" call WaitExternal, SetTimeout or SetCancel first"
