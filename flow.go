@@ -407,7 +407,7 @@ func (fl *flow) startBranch(b *frame) *frame {
 // call runs a step callback, turning an abort, a panic or a Goexit into
 // c.err. A callback that returns costs no recover: the deferred function
 // looks for a panic or a Goexit only when the callback did not return.
-// Never inlined: onCallbackGoroutine finds it by its return address.
+// Never inlined: invokerOnStack finds it by its return address.
 //
 //go:noinline
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
@@ -424,7 +424,7 @@ func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 }
 
 // callHandler runs an error handler like call runs a step.
-// Never inlined: onCallbackGoroutine finds it by its return address.
+// Never inlined: invokerOnStack finds it by its return address.
 //
 //go:noinline
 func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {

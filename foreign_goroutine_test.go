@@ -236,3 +236,25 @@ func TestForeignErrorAfterAdd(t *testing.T) {
 		})
 	}
 }
+
+// A Loop closed by the callback after the call from another goroutine
+// ends the flow once, as a closed loop does, though the error of that
+// call was never delivered.
+func TestForeignErrorThenLoopClosed(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		tr := &tracer{}
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("step")
+			done := make(chan struct{})
+			go func() { defer close(done); as.Error("Boom") }()
+			<-done
+			l.Close()
+		}, func(as asyncsteps.AsyncSteps, code string) { tr.add("handler:" + code) })
+		res := runOn(t, r, l, nil)
+		wantError(t, res.Err, asyncsteps.InternalError, "the flow's loop is closed")
+		wantTrace(t, tr, "step")
+	})
+}
