@@ -258,3 +258,26 @@ func TestForeignErrorThenLoopClosed(t *testing.T) {
 		wantTrace(t, tr, "step")
 	})
 }
+
+// The stack search reads a few return addresses, then chunks of them:
+// a callback's Break is found wherever the invoker falls, on either side
+// of a chunk's end. A TestTool's goroutine carries no mark, so every
+// Break here is searched for.
+func TestOwnBreakAtEveryDepthAroundTheReads(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	for depth := range 300 {
+		tr := &tracer{}
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Loop(func(as asyncsteps.AsyncSteps) {
+				tr.add("body")
+				callDeep(depth, func() { as.Break() })
+				tr.add("not aborted")
+			})
+		})
+		wantSuccess(t, run(t, r, tt))
+		if got := tr.String(); got != "body" {
+			t.Fatalf("depth %d: trace %s, want body", depth, got)
+		}
+	}
+}
