@@ -181,6 +181,9 @@
 //     a user's value unprotected. In a cancel handler the InternalError
 //     replaces the error being unwound, if any; in an unhandled-error
 //     function or a Tool callback the panic is logged with [log/slog].
+//     A [Loop]'s goroutine runs with [runtime/debug.SetPanicOnFault] set,
+//     so a fault at an unexpected address (unsafe code, a memory-mapped
+//     file) in its callbacks is such a panic too.
 //   - runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call) cannot
 //     be stopped: it ends the goroutine it is called on. The callback's
 //     step fails with an InternalError whose info says so, as for a
