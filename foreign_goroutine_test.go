@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -280,4 +281,36 @@ func TestOwnBreakAtEveryDepthAroundTheReads(t *testing.T) {
 			t.Fatalf("depth %d: trace %s, want body", depth, got)
 		}
 	}
+}
+
+// panicOnFault reports the calling goroutine's panic-on-fault setting.
+func panicOnFault() bool {
+	old := debug.SetPanicOnFault(true)
+	debug.SetPanicOnFault(old)
+	return old
+}
+
+// A Loop's goroutine is marked (panic-on-fault set), also the one that
+// goes on after a callback called runtime.Goexit; a goroutine that a
+// callback starts is not.
+func TestLoopGoroutineIsMarked(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		tr := &tracer{}
+		check := func(as asyncsteps.AsyncSteps, _ ...any) {
+			child := make(chan bool)
+			go func() { child <- panicOnFault() }()
+			tr.addf("loop %v, started %v", panicOnFault(), <-child)
+		}
+		first := asyncsteps.New(asyncsteps.WithTool(l))
+		first.Add(check)
+		first.Add(func(asyncsteps.AsyncSteps, ...any) { runtime.Goexit() })
+		res := runOn(t, first, l, nil)
+		wantCode(t, res.Err, asyncsteps.InternalError)
+		next := asyncsteps.New(asyncsteps.WithTool(l))
+		next.Add(check)
+		wantSuccess(t, runOn(t, next, l, nil))
+		wantTrace(t, tr, "loop true, started false,loop true, started false")
+	})
 }
