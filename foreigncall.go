@@ -14,16 +14,20 @@ import (
 // and error handler with a live step API runs under one of them (loop
 // bodies, Sync's function, parallel branches and cabi's callbacks are
 // steps too). A goroutine whose stack holds one of them is running a
-// callback; any other goroutine is not.
-var invokerReturns = probeInvokers()
+// callback; any other goroutine is not. invokerEntries are the entry
+// addresses of the two functions.
+var invokerReturns, invokerEntries = probeInvokers()
 
 // probeInvokers runs a callback under each invoker once, on a flow of its
 // own that touches no tool, and records where each returns to.
-func probeInvokers() (r [2]uintptr) {
+func probeInvokers() (returns, entries [2]uintptr) {
 	fl := new(flow)
-	fl.call(new(frame), func(AsyncSteps, ...any) { r[0] = invokerReturn() }, nil)
-	fl.callHandler(new(frame), func(AsyncSteps, string) { r[1] = invokerReturn() }, "")
-	return r
+	fl.call(new(frame), func(AsyncSteps, ...any) { returns[0] = invokerReturn() }, nil)
+	fl.callHandler(new(frame), func(AsyncSteps, string) { returns[1] = invokerReturn() }, "")
+	for i, pc := range returns {
+		entries[i] = runtime.FuncForPC(pc - 1).Entry()
+	}
+	return returns, entries
 }
 
 // invokerReturn returns the return address of the frame that called the
@@ -77,36 +81,33 @@ func onCallbackGoroutine() bool {
 func markLoopGoroutine() { debug.SetPanicOnFault(true) }
 
 // invokerOnStack reports whether its caller runs under an engine invoker
-// of a callback. It reads return addresses only (no symbol lookup). A
+// of a callback. It compares return addresses only (no symbol lookup). A
 // stack too deep to read to its end counts as a callback's: a false "no"
 // would break a legitimate deep callback, a false "yes" only keeps the
-// crash this check exists to prevent.
+// crash this check exists to prevent. For the same reason a "no" is
+// confirmed by function, which costs a symbol lookup per frame: a build
+// with profile-guided optimization may call a hot callback from a second
+// place in an invoker, whose return address the probe did not see.
 //
 //go:noinline
 func invokerOnStack() bool {
-	var pcs [nearFrames]uintptr
-	n := runtime.Callers(2, pcs[:])
-	if holdsInvoker(pcs[:n]) {
-		return true
-	}
-	if n < len(pcs) {
-		return false
-	}
-	return invokerDeeper(2 + n)
+	return searchStack(isInvokerReturn, nearFrames) || searchStack(isInvokerCode, farFrames)
 }
 
-// invokerDeeper is invokerOnStack's walk below its first read, skip
-// frames down from its caller's caller.
+// searchStack reports whether match holds for a return address of the
+// stack of its caller's caller, read first frames at first, then
+// farFrames at a time (see invokerOnStack for a stack too deep to read).
 //
 //go:noinline
-func invokerDeeper(skip int) bool {
+func searchStack(match func(pc uintptr) bool, first int) bool {
 	var pcs [farFrames]uintptr
-	for skip < maxFrames {
-		n := runtime.Callers(skip+1, pcs[:]) // +1: invokerDeeper itself
-		if holdsInvoker(pcs[:n]) {
+	skip := 3 // runtime.Callers, searchStack and its caller
+	for read := first; skip < maxFrames; read = farFrames {
+		n := runtime.Callers(skip, pcs[:read])
+		if holdsInvoker(pcs[:n], match) {
 			return true
 		}
-		if n < len(pcs) {
+		if n < read {
 			return false
 		}
 		skip += n
@@ -114,13 +115,28 @@ func invokerDeeper(skip int) bool {
 	return true
 }
 
-func holdsInvoker(pcs []uintptr) bool {
+func holdsInvoker(pcs []uintptr, match func(pc uintptr) bool) bool {
 	for _, pc := range pcs {
-		if pc == invokerReturns[0] || pc == invokerReturns[1] {
+		if match(pc) {
 			return true
 		}
 	}
 	return false
+}
+
+// isInvokerReturn reports whether pc is where an invoker's call of a
+// callback returns to.
+func isInvokerReturn(pc uintptr) bool { return pc == invokerReturns[0] || pc == invokerReturns[1] }
+
+// isInvokerCode reports whether the return address pc is in an invoker's
+// code, also where a callback was inlined into it.
+func isInvokerCode(pc uintptr) bool {
+	f := runtime.FuncForPC(pc - 1)
+	if f == nil {
+		return false
+	}
+	entry := f.Entry() // the outermost function's, under inlining
+	return entry == invokerEntries[0] || entry == invokerEntries[1]
 }
 
 // failFromElsewhere fails, with an InternalError, the running step that
