@@ -321,6 +321,8 @@ func (l *Loop) endDropped(t task) {
 		fl = (*flow)(t)
 	case *goexitResume:
 		fl = t.h.fl
+	case *foreignFailure:
+		fl = t.h.fl
 	case *cancelJob:
 		fl = t.fl
 	case *startFailure:

@@ -121,7 +121,9 @@
 //     loops.
 //
 // Everything else on an AsyncSteps may be called only from the callback it
-// was given to.
+// was given to. Error, Break or Continue called from another goroutine while
+// the callback of a step that does not wait still runs returns there, and
+// fails the step with an InternalError that names the call.
 //
 // [Root.Promise] delivers exactly one [Result], and [Root.Run] returns, only
 // once the flow has fully stopped: no callback of it runs afterwards, and
@@ -179,6 +181,9 @@
 //     a user's value unprotected. In a cancel handler the InternalError
 //     replaces the error being unwound, if any; in an unhandled-error
 //     function or a Tool callback the panic is logged with [log/slog].
+//     A [Loop]'s goroutine runs with [runtime/debug.SetPanicOnFault] set,
+//     so a fault at an unexpected address (unsafe code, a memory-mapped
+//     file) in its callbacks is such a panic too.
 //   - runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call) cannot
 //     be stopped: it ends the goroutine it is called on. The callback's
 //     step fails with an InternalError whose info says so, as for a

@@ -407,6 +407,9 @@ func (fl *flow) startBranch(b *frame) *frame {
 // call runs a step callback, turning an abort, a panic or a Goexit into
 // c.err. A callback that returns costs no recover: the deferred function
 // looks for a panic or a Goexit only when the callback did not return.
+// Never inlined: invokerOnStack finds it by its return address.
+//
+//go:noinline
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 	returned := false
 	fl.inCall = true
@@ -421,6 +424,9 @@ func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 }
 
 // callHandler runs an error handler like call runs a step.
+// Never inlined: invokerOnStack finds it by its return address.
+//
+//go:noinline
 func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
 	returned := false
 	fl.inCall = true
@@ -500,6 +506,13 @@ func (fl *flow) settle(c *frame) *frame {
 	switch {
 	case c.err != nil && !c.handling:
 		return fl.fail(c, c.err)
+	case len(c.queue) > 0 && st&(stClaim|stWait) == stClaim:
+		// Failed from another goroutine though it never waited
+		// (failFromElsewhere): that error, delivered by the loop, names
+		// the call. The sub-steps do not run.
+		c.dropQueue()
+		c.waiting = true
+		return nil
 	case len(c.queue) > 0:
 		c.kill()
 		if st&stClaim != 0 {

@@ -449,6 +449,7 @@ func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
 func (l *Loop) lockFreePost() bool { return true }
 
 func (l *Loop) run() {
+	markLoopGoroutine()
 	l.gid.Store(l.enterGoroutine())
 	ended := false
 	defer l.leaveGoroutine(&ended)

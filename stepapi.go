@@ -121,9 +121,19 @@ type abortSignal struct{}
 // completion; inside it, it records the error and reports that the caller
 // must abort the callback with panic(abortSignal{}). The callers panic
 // themselves: each frame between the panic and flow.call's recover is
-// walked twice, and the walk is most of what an error costs.
-func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
+// walked twice, and the walk is most of what an error costs. A call on a
+// step that has not waited comes from its callback unless another
+// goroutine makes it (docs/DESIGN.md#step-api-states). An Error (isError)
+// after Add in the same callback is a misuse.
+func (h *stepAPI) raise(code, info string, isError bool) (abort bool) {
 	st := h.st.Load()
+	if st == 0 && !onCallbackGoroutine() {
+		return h.failFromElsewhere(code, info)
+	}
+	if isError && h.inCallback(st) && len(h.f.queue) > 0 {
+		h.misuse("Error(" + code + ") called after Add in the same callback")
+		st = h.st.Load()
+	}
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
 		if st&stDone != 0 && code != LoopBreak && code != LoopCont {
 			h.completedBySubstep("Error(" + code + ")")
@@ -134,7 +144,7 @@ func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 		f := h.f
 		err := h.signalError(code, info)
 		if err == nil {
-			err = &Error{Code: code, Info: info, Cause: cause}
+			err = &Error{Code: code, Info: info}
 		}
 		h.fl.noteError(err, exc(err))
 		if f.err == nil || f.handling {
@@ -142,7 +152,7 @@ func (h *stepAPI) raise(code, info string, cause error) (abort bool) {
 		}
 		return true
 	}
-	h.complete(&Error{Code: code, Info: info, Cause: cause})
+	h.complete(&Error{Code: code, Info: info})
 	return false
 }
 
@@ -172,7 +182,7 @@ func (h *stepAPI) complete(err *Error) {
 
 // misuse reports a wrong use of the API as an InternalError of the step.
 func (h *stepAPI) misuse(info string) {
-	if h.raise(InternalError, info, nil) {
+	if h.raise(InternalError, info, false) {
 		panic(abortSignal{})
 	}
 }
@@ -275,10 +285,7 @@ func (h *stepAPI) Success(args ...any) {
 
 // Error implements [AsyncSteps].
 func (h *stepAPI) Error(code string, info ...string) {
-	if st := h.st.Load(); h.inCallback(st) && len(h.f.queue) > 0 {
-		h.misuse("Error(" + code + ") called after Add in the same callback")
-	}
-	if h.raise(code, firstLabel(info), nil) {
+	if h.raise(code, firstLabel(info), true) {
 		panic(abortSignal{})
 	}
 }
@@ -324,14 +331,14 @@ func (h *stepAPI) ForEach(collection any, fn ForEachFunc, label ...string) Async
 
 // Break implements [AsyncSteps].
 func (h *stepAPI) Break(label ...string) {
-	if h.raise(LoopBreak, firstLabel(label), nil) {
+	if h.raise(LoopBreak, firstLabel(label), false) {
 		panic(abortSignal{})
 	}
 }
 
 // Continue implements [AsyncSteps].
 func (h *stepAPI) Continue(label ...string) {
-	if h.raise(LoopCont, firstLabel(label), nil) {
+	if h.raise(LoopCont, firstLabel(label), false) {
 		panic(abortSignal{})
 	}
 }
