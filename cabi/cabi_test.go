@@ -516,24 +516,34 @@ func TestUnhandledErrorBelongsToItsExecution(t *testing.T) {
 // callback queued meanwhile frees the root, and also when the root's loop
 // closes before the flow begins.
 func TestOwnedRootReportsEveryErrorThatEndsIt(t *testing.T) {
+	closeGate := make(chan struct{})
 	for _, tc := range []struct {
-		name  string
-		setup func(loop *asyncsteps.Loop, root unsafe.Pointer, as asyncsteps.AsyncSteps)
-		want  string
+		name    string
+		setup   func(loop *asyncsteps.Loop, root unsafe.Pointer, as asyncsteps.AsyncSteps)
+		want    string
+		started func() // if set, called once execute has returned
 	}{
 		{"error caused by a cancel", func(_ *asyncsteps.Loop, _ unsafe.Pointer, as asyncsteps.AsyncSteps) {
 			as.Await(func(ctx context.Context) (any, error) { return nil, fmt.Errorf("fetch: %w", context.Canceled) })
-		}, "unhandled InternalError data=first root=1"},
+		}, "unhandled InternalError data=first root=1", nil},
 		{"freed right after", func(loop *asyncsteps.Loop, root unsafe.Pointer, as asyncsteps.AsyncSteps) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 				loop.Immediate(func() { ctest.Free(root) })
 				as.Error("Boom")
 			})
-		}, "unhandled Boom data=first root=1"},
+		}, "unhandled Boom data=first root=1", nil},
 		{"loop closed before it began", func(loop *asyncsteps.Loop, _ unsafe.Pointer, as asyncsteps.AsyncSteps) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.Error("a step ran on a closed loop") })
-			loop.Immediate(loop.Close) // runs before the flow it precedes
-		}, "unhandled InternalError data=first root=1"},
+			// The loop is held in a callback until execute has returned, so
+			// that Close and the flow are taken in one pass: Close, queued
+			// first, runs first and ends the flow on the loop. A loop left
+			// free could close before execute, which then ends the flow on
+			// the caller's thread, where is_same_thread is rightly 0.
+			held := make(chan struct{})
+			loop.Immediate(func() { close(held); <-closeGate })
+			<-held
+			loop.Immediate(loop.Close)
+		}, "unhandled InternalError data=first root=1", func() { close(closeGate) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctest.Reset()
@@ -542,6 +552,9 @@ func TestOwnedRootReportsEveryErrorThatEndsIt(t *testing.T) {
 			root := cabi.New(loop)
 			tc.setup(loop, root, cabi.Wrap(root))
 			ctest.ExecuteOnly(root, "first", 1)
+			if tc.started != nil {
+				tc.started()
+			}
 			if !ctest.WaitDone(1, 5*time.Second) {
 				t.Fatalf("unhandled_error not called; trace %q", ctest.Trace())
 			}
