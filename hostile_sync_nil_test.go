@@ -31,30 +31,6 @@ func TestNilSyncerPointersAreMisuse(t *testing.T) {
 		{"Limiter.Sync nil function", func(as asyncsteps.AsyncSteps) { asyncsteps.NewLimiter(asyncsteps.LimiterOptions{}).Sync(as, nil) }},
 	}
 	for _, c := range cases {
-		t.Run(c.name+" in a step", func(t *testing.T) {
-			var tr tracer
-			r, tt := newFlow()
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				tr.add("step")
-				c.call(as)
-				tr.add("not aborted")
-			}, tr.handler("handler"))
-
-			res := run(t, r, tt)
-
-			wantTrace(t, &tr, "step,handler:InternalError")
-			wantError(t, res.Err, asyncsteps.InternalError, info)
-		})
-		t.Run(c.name+" on a Root", func(t *testing.T) {
-			var tr tracer
-			r, tt := newFlow()
-			r.Add(tr.step("step"))
-			c.call(r)
-
-			res := run(t, r, tt)
-
-			wantTrace(t, &tr, "")
-			wantError(t, res.Err, asyncsteps.InternalError, info)
-		})
+		checkMisuse(t, c.name, c.call, info)
 	}
 }

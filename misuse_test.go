@@ -175,30 +175,38 @@ func TestNilFunctionsAreReportedAsInternalError(t *testing.T) {
 		{"Sync nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }, "Sync: nil Syncer or step function"},
 	}
 	for _, c := range cases {
-		t.Run(c.name+" in a step", func(t *testing.T) {
-			var tr tracer
-			r, tt := newFlow()
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				tr.add("step")
-				c.call(as)
-				tr.add("not aborted")
-			}, tr.handler("handler"))
-
-			res := run(t, r, tt)
-
-			wantTrace(t, &tr, "step,handler:InternalError")
-			wantError(t, res.Err, asyncsteps.InternalError, c.info)
-		})
-		t.Run(c.name+" on a Root", func(t *testing.T) {
-			var tr tracer
-			r, tt := newFlow()
-			r.Add(tr.step("step"))
-			c.call(r)
-
-			res := run(t, r, tt)
-
-			wantTrace(t, &tr, "")
-			wantError(t, res.Err, asyncsteps.InternalError, c.info)
-		})
+		checkMisuse(t, c.name, c.call, c.info)
 	}
+}
+
+// checkMisuse checks that call, a misuse whose InternalError has info,
+// fails a step at once (its error handler runs, the callback does not go
+// on), and fails a Root at its next execution, which runs none of its
+// steps.
+func checkMisuse(t *testing.T, name string, call func(as asyncsteps.AsyncSteps), info string) {
+	t.Run(name+" in a step", func(t *testing.T) {
+		var tr tracer
+		r, tt := newFlow()
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("step")
+			call(as)
+			tr.add("not aborted")
+		}, tr.handler("handler"))
+
+		res := run(t, r, tt)
+
+		wantTrace(t, &tr, "step,handler:InternalError")
+		wantError(t, res.Err, asyncsteps.InternalError, info)
+	})
+	t.Run(name+" on a Root", func(t *testing.T) {
+		var tr tracer
+		r, tt := newFlow()
+		r.Add(tr.step("step"))
+		call(r)
+
+		res := run(t, r, tt)
+
+		wantTrace(t, &tr, "")
+		wantError(t, res.Err, asyncsteps.InternalError, info)
+	})
 }
