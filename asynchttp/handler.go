@@ -22,7 +22,9 @@ import (
 // the request's context and writes the response from the flow's result,
 // once, after the flow has fully stopped:
 //
-//   - success with a [*Reply] as the first argument: that reply;
+//   - success with a [*Reply] as the first argument: that reply (a nil
+//     *Reply, or one whose Status is not a final HTTP status, is a logged
+//     500);
 //   - success with another first argument: that value as JSON, status 200;
 //   - success with no argument: status 204, no body;
 //   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
@@ -260,7 +262,13 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 		w.WriteHeader(http.StatusNoContent)
 		return http.StatusNoContent
 	}
-	if r, ok := args[0].(*Reply); ok && r != nil {
+	if r, ok := args[0].(*Reply); ok {
+		if r == nil {
+			// A flow that meant to reply and lost its Reply: "null" with a
+			// 200 would hide the bug from the client and the server alike.
+			h.logError("asynchttp: the flow's result is a nil *Reply")
+			return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		}
 		status := r.Status
 		if status == 0 {
 			status = http.StatusOK

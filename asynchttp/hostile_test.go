@@ -63,6 +63,28 @@ func TestHandlerAnswersABadStatusWith500(t *testing.T) {
 			}
 		})
 	}
+	t.Run("nil Reply", func(t *testing.T) {
+		var outs outcomes
+		logger, logs := logged()
+		h := &asynchttp.Handler{
+			Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+				as.Success((*asynchttp.Reply)(nil))
+			},
+			Tool:   func() asyncsteps.Tool { return loop },
+			Logger: logger,
+			Done:   outs.done,
+		}
+		got, _, body := serve(t, h)
+		if got != 500 || body != internalAnswer {
+			t.Errorf("got %d %q, want 500 %q", got, body, internalAnswer)
+		}
+		if want := `msg="asynchttp: the flow's result is a nil *Reply"`; !strings.Contains(logs(), want) {
+			t.Errorf("log %q lacks %q", logs(), want)
+		}
+		if o := outs.get(); len(o) != 1 || o[0].Status != 500 {
+			t.Errorf("outcomes %+v, want one with status 500", o)
+		}
+	})
 	for _, status := range []int{0, 42, 103, 1000} {
 		t.Run("Codes "+itoa(status), func(t *testing.T) {
 			logger, logs := logged()
