@@ -60,7 +60,9 @@ const (
 // engine invoker (invokerOnStack), which costs thousands of instructions.
 //
 // A goroutine that runs a callback of another flow also passes: it is
-// taken as the callback's own, as it was before this check.
+// taken as the callback's own, as it was before this check. So does any
+// Loop's goroutine, also in a function given to Immediate or Deferred: the
+// mark says "a Loop", not "this flow's Loop".
 func onCallbackGoroutine() bool {
 	if debug.SetPanicOnFault(true) {
 		return true // a Loop's goroutine, left as it was

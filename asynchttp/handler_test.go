@@ -21,18 +21,7 @@ import (
 // the status, the Retry-After header and the body.
 func serve(t *testing.T, h http.Handler) (int, string, string) {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+	return serveWithHeader(t, h, "Retry-After")
 }
 
 func newLoop(t *testing.T) *asyncsteps.Loop {
