@@ -167,6 +167,7 @@ func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
 		mux.Handle("/debug/memory", memory)
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, ... profiles
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
 }

@@ -783,3 +783,28 @@ func (p *program) stop(t *testing.T) {
 		t.Errorf("after SIGTERM: %v, want exit status 0; log:\n%s", err, p.logs)
 	}
 }
+
+// TestDebugServesMemoryAndProfiles checks the routes -debug adds: the
+// memory report, the profile index, and each profile the index links to
+// that the benchmarks read (a CPU profile and an execution trace).
+func TestDebugServesMemoryAndProfiles(t *testing.T) {
+	cfg := testConfig()
+	cfg.Debug = true
+	g := startGateway(t, "flows", cfg)
+	for _, c := range []struct{ path, prefix string }{
+		{"/debug/memory", "{"},
+		{"/debug/pprof/", "<html>"},
+		{"/debug/pprof/goroutine?debug=1", "goroutine profile: total "},
+		{"/debug/pprof/trace?seconds=1", "go 1."},
+	} {
+		resp, err := http.Get(g.url + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), c.prefix) {
+			t.Errorf("GET %s: %d, %.40q; want 200 and a body starting %q", c.path, resp.StatusCode, body, c.prefix)
+		}
+	}
+}
