@@ -1,0 +1,120 @@
+package asyncsteps_test
+
+// Tests of rules of docs/DESIGN.md and of the package documentation that no
+// other test pinned down: each names the rule it checks.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// docs/DESIGN.md#new-instances: a new instance keeps the unhandled-error
+// function of the root it came from, whether made from the Root or from a
+// running step.
+func TestNewInstanceKeepsTheUnhandledErrorFunction(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow(asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		tr.addf("unhandled:%s:%s", err.Code, err.Info)
+	}))
+	var fromStep *asyncsteps.Root
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { fromStep = as.NewInstance() })
+	fromRoot := r.NewInstance()
+	r.Execute()
+	drive(t, tt)
+
+	for name, n := range map[string]*asyncsteps.Root{"root": fromRoot, "step": fromStep} {
+		n.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Failed", name) })
+		n.Execute()
+		drive(t, tt)
+	}
+	wantTrace(t, &tr, "unhandled:Failed:root,unhandled:Failed:step")
+}
+
+// docs/DESIGN.md#virtual-time: the clock never goes back; Advance with a
+// negative duration is Advance(0): it runs the immediates and the deferred
+// callbacks already due, and nothing later.
+func TestTestToolNegativeAdvanceIsAdvanceZero(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	tt.Advance(time.Second)
+	tt.Deferred(time.Nanosecond, func() { tr.add("later") })
+	tt.Deferred(0, func() { tr.add("due") })
+	tt.Immediate(func() { tr.add("immediate") })
+
+	tt.Advance(-time.Minute)
+
+	wantTrace(t, &tr, "immediate,due")
+	if got := tt.Now().Sub(asyncsteps.TestToolEpoch); got != time.Second {
+		t.Errorf("clock at %v after a negative Advance, want 1s", got)
+	}
+	if n := tt.Pending(); n != 1 {
+		t.Errorf("%d events pending, want the later callback", n)
+	}
+}
+
+// docs/DESIGN.md#locks-and-limits: a Throttle reads time from the tool of
+// the flow that enters it. A period opened by a flow on one tool ends on
+// that tool's clock only, however far another tool's clock moves; the flow
+// of the other tool that the period's end lets in opens the next period on
+// its own tool.
+func TestThrottlePeriodIsTimedOnTheToolOfTheFlowThatOpensIt(t *testing.T) {
+	var tr tracer
+	th := asyncsteps.NewThrottle(1, 100*time.Millisecond)
+	one, two := asyncsteps.NewTestTool(), asyncsteps.NewTestTool()
+	enter := func(tt *asyncsteps.TestTool, name string) {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(th, func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.addf("%s@%v", name, tt.Now().Sub(asyncsteps.TestToolEpoch))
+		})
+		r.Execute()
+	}
+	enter(one, "a")
+	one.Advance(0) // a opens a period timed on one
+	enter(two, "b")
+	enter(two, "c")
+	two.Advance(time.Second) // two's clock does not end one's period
+	wantTrace(t, &tr, "a@0s")
+
+	one.Advance(100 * time.Millisecond) // the period ends: b enters
+	two.Advance(0)
+	wantTrace(t, &tr, "a@0s,b@1s")
+	if n := one.Pending(); n != 0 {
+		t.Errorf("%d events left on the first tool: the next period is timed there", n)
+	}
+	two.Advance(99 * time.Millisecond)
+	wantTrace(t, &tr, "a@0s,b@1s")
+	two.Advance(time.Millisecond) // b's period, timed on two, ends: c enters
+	wantTrace(t, &tr, "a@0s,b@1s,c@1.1s")
+	two.Advance(time.Second)
+	syncWantIdle(t, one)
+	syncWantIdle(t, two)
+}
+
+// docs/DESIGN.md#loop-order: a flow runs at most 256 steps in a row, so that
+// the loop counts it as a callback every 256 steps and looks at its due
+// timers after at most 256 callbacks: a timer due at once, armed by a flow
+// that never waits, runs after 256 × 256 of its steps, not after its end.
+func TestTimerDueDuringALongFlowRunsAfter256TimesItsBurst(t *testing.T) {
+	const burst, batch = 256, 256
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	steps, firedAt, seen := 0, -1, -1
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		loop.Deferred(0, func() { firedAt = steps })
+	})
+	for range 2 * burst * batch {
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { steps++ })
+	}
+	r.Add(func(asyncsteps.AsyncSteps, ...any) { seen = firedAt }) // -1 if not yet
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The step that arms the timer is the first of the 256 × 256.
+	if want := burst*batch - 1; seen != want {
+		t.Errorf("the timer ran after %d steps, want %d", seen, want)
+	}
+}
