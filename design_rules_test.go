@@ -5,6 +5,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -116,5 +117,87 @@ func TestTimerDueDuringALongFlowRunsAfter256TimesItsBurst(t *testing.T) {
 	// The step that arms the timer is the first of the 256 × 256.
 	if want := burst*batch - 1; seen != want {
 		t.Errorf("the timer ran after %d steps, want %d", seen, want)
+	}
+}
+
+// docs/DESIGN.md#cancel-handlers: a panic in a cancel handler does not stop
+// the cancelling of the other levels: under Root.Cancel, every level's
+// cancel handler runs once, innermost first, the flow ends cancelled and
+// the panic is in LastException.
+func TestPanicInACancelHandlerCancelsTheOtherLevels(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetCancel(tr.cancel("c0"))
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { tr.add("c1"); panic("in c1") })
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("c2"))
+			}, tr.handler("e2"))
+		}, tr.handler("e1"))
+	}, tr.handler("e0"))
+	ch := r.Promise()
+	drive(t, tt)
+	r.Cancel()
+	drive(t, tt)
+
+	res := result(t, ch)
+	wantTrace(t, &tr, "c2,c1,c0")
+	if !errors.Is(res.Err, context.Canceled) {
+		t.Errorf("Result.Err = %v, want context.Canceled", res.Err)
+	}
+	var p *asyncsteps.PanicError
+	if !errors.As(r.State().LastException, &p) || p.Value != "in c1" {
+		t.Errorf("LastException = %v, want the panic of c1", r.State().LastException)
+	}
+}
+
+// docs/DESIGN.md#cancel-handlers and #timeouts: when a timeout cancels the
+// sub-steps, a panic in one of their cancel handlers does not stop the
+// others, nor replace the Timeout, which the step's error handler sees
+// (with the Timeout in LastException); a panic in the step's own cancel
+// handler, which the Timeout unwinds through, replaces it (with the panic
+// in LastException).
+func TestPanicInACancelHandlerUnderATimeout(t *testing.T) {
+	for _, c := range []struct {
+		panics, trace, code, info, last string
+	}{
+		{"c1", "c2,c1,c0,e0:Timeout:", asyncsteps.Timeout, "", "Timeout"},
+		{"c0", "c2,c1,c0,e0:InternalError:in c0", asyncsteps.InternalError, "in c0", "panic: in c0"},
+	} {
+		t.Run("panic in "+c.panics, func(t *testing.T) {
+			var tr tracer
+			cancel := func(name string) asyncsteps.CancelFunc {
+				return func(asyncsteps.AsyncSteps) {
+					tr.add(name)
+					if name == c.panics {
+						panic("in " + name)
+					}
+				}
+			}
+			var last error
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Second)
+				as.SetCancel(cancel("c0"))
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(cancel("c1"))
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.SetCancel(cancel("c2"))
+					}, tr.handler("e2"))
+				}, tr.handler("e1"))
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("e0:%s:%s", code, as.State().ErrorInfo)
+				last = as.State().LastException
+			})
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, c.trace)
+			wantError(t, res.Err, c.code, c.info)
+			if last == nil || last.Error() != c.last {
+				t.Errorf("LastException = %v, want %s", last, c.last)
+			}
+		})
 	}
 }
