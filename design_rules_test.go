@@ -201,3 +201,55 @@ func TestPanicInACancelHandlerUnderATimeout(t *testing.T) {
 		})
 	}
 }
+
+// docs/DESIGN.md#stale-steps: while its callback runs, a step has not
+// completed, even after its own Success: an Error that another goroutine
+// makes then, on a step that does not wait, fails the step with the
+// InternalError of a call from another goroutine, and the Success is lost.
+func TestForeignErrorAfterTheCallbacksOwnSuccess(t *testing.T) {
+	for _, toolName := range foreignTools {
+		t.Run(toolName, func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				tool, l, tt, release := openTool(toolName)
+				defer release()
+				tr := &tracer{}
+				r := asyncsteps.New(asyncsteps.WithTool(tool))
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Success("mine")
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						as.Error("Boom", "from another goroutine")
+						tr.add("call returned")
+					}()
+					<-done
+					tr.add("callback returns")
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.add("handler:" + code)
+				})
+				r.Add(tr.stepArgs("next"))
+				res := runOn(t, r, l, tt)
+				wantError(t, res.Err, asyncsteps.InternalError, foreignInfo("Error(Boom)"))
+				wantTrace(t, tr, "call returned,callback returns,handler:InternalError")
+			})
+		})
+	}
+}
+
+// docs/DESIGN.md#foreach-collections: the keys of a map whose key type is
+// not ordered are visited in the order of their printed form, so that runs
+// are reproducible.
+func TestForEachVisitsUnorderedKeysByTheirPrintedForm(t *testing.T) {
+	type point struct{ X, Y int }
+	var tr tracer
+	r, tt := newFlow()
+	r.ForEach(map[point]int{{5, 5}: 1, {10, 0}: 2, {1, 2}: 3, {0, 0}: 4}, func(as asyncsteps.AsyncSteps, k, v any) {
+		tr.addf("%v=%v", k, v)
+	})
+	r.ForEach(map[any]int{"b": 1, 10: 2, 9: 3, "a": 4}, func(as asyncsteps.AsyncSteps, k, v any) {
+		tr.addf("%v=%v", k, v)
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "{0 0}=4,{1 2}=3,{10 0}=2,{5 5}=1,10=2,9=3,a=4,b=1")
+}
