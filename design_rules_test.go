@@ -253,3 +253,75 @@ func TestForEachVisitsUnorderedKeysByTheirPrintedForm(t *testing.T) {
 	wantSuccess(t, run(t, r, tt))
 	wantTrace(t, &tr, "{0 0}=4,{1 2}=3,{10 0}=2,{5 5}=1,10=2,9=3,a=4,b=1")
 }
+
+// docs/DESIGN.md#virtual-time: virtual time does not wait for other
+// goroutines. Root.Run on a TestTool waits for a completion from another
+// goroutine while no timer is scheduled; with a timeout armed, the clock
+// moves to it at once and the timeout wins, however soon the goroutine
+// would have completed the step.
+func TestVirtualTimeDoesNotWaitForGoroutines(t *testing.T) {
+	completeFrom := func(as asyncsteps.AsyncSteps, release <-chan struct{}) {
+		go func() {
+			<-release
+			as.Success("from the goroutine")
+		}()
+	}
+	t.Run("no timer", func(t *testing.T) {
+		r, tt := newFlow()
+		release := make(chan struct{})
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			completeFrom(as, release)
+			close(release) // the callback still runs: the tool is idle after it
+		})
+		args, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantArgs(t, "Run", args, "from the goroutine")
+		if moved := tt.Now().Sub(asyncsteps.TestToolEpoch); moved != 0 {
+			t.Errorf("the clock moved by %v", moved)
+		}
+	})
+	t.Run("a timeout armed", func(t *testing.T) {
+		r, tt := newFlow()
+		release := make(chan struct{})
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Hour)
+			completeFrom(as, release)
+		})
+		_, err := r.Run(context.Background())
+		close(release) // too late: the flow has ended
+		wantError(t, err, asyncsteps.Timeout, "")
+		if moved := tt.Now().Sub(asyncsteps.TestToolEpoch); moved != time.Hour {
+			t.Errorf("the clock moved by %v, want the timeout's hour", moved)
+		}
+	})
+}
+
+// docs/DESIGN.md#foreach-collections: a slice is read in place, keyed by
+// index over the length it had when the loop started: a body that changes
+// a later element is seen by the later iteration, one that appends is not.
+// A map is collected in full when the loop starts: changes made by a body
+// are not seen.
+func TestForEachReadsASliceInPlaceAndAMapAtTheStart(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	s := []string{"a", "b", "c"}
+	r.ForEach(s, func(as asyncsteps.AsyncSteps, k, v any) {
+		tr.addf("%v=%v", k, v)
+		if k == 0 {
+			s[1] = "changed"
+			s = append(s, "appended")
+		}
+	})
+	m := map[string]int{"a": 1, "b": 2}
+	r.ForEach(m, func(as asyncsteps.AsyncSteps, k, v any) {
+		tr.addf("%v=%v", k, v)
+		delete(m, "b")
+		m["c"] = 3
+	})
+
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "0=a,1=changed,2=c,a=1,b=2")
+}
