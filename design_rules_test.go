@@ -6,6 +6,7 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -324,4 +325,56 @@ func TestForEachReadsASliceInPlaceAndAMapAtTheStart(t *testing.T) {
 
 	wantSuccess(t, run(t, r, tt))
 	wantTrace(t, &tr, "0=a,1=changed,2=c,a=1,b=2")
+}
+
+// The zero values of Mutex and Throttle are, as their documentation says,
+// NewMutex(1) and NewThrottle(1, time.Second), each with an unlimited
+// queue: one flow at a time inside, one entry per second.
+func TestZeroMutexAndThrottleAreTheirDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		obj     asyncsteps.Syncer
+		entered string
+		most    int
+	}{
+		{"Mutex", &asyncsteps.Mutex{}, "[0s 10ms 20ms 30ms]", 1},
+		{"Throttle", &asyncsteps.Throttle{}, "[0s 1s 2s 3s]", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tt := asyncsteps.NewTestTool()
+			crowd := newSyncCrowd(tt, c.obj)
+			crowd.start(4, syncHoldFor(10*time.Millisecond))
+			drive(t, tt)
+			crowd.wantCounts(t, "the end", 4, 0)
+			if got := fmt.Sprint(crowd.entered); got != c.entered {
+				t.Errorf("entered at %s, want %s", got, c.entered)
+			}
+			if crowd.maxInside != c.most {
+				t.Errorf("%d flows inside at once, want %d", crowd.maxInside, c.most)
+			}
+			syncWantIdle(t, tt)
+		})
+	}
+}
+
+// The zero Option changes nothing: alone it leaves New's defaults, and
+// after other options it undoes none of them.
+func TestZeroOptionChangesNothing(t *testing.T) {
+	if asyncsteps.New(asyncsteps.Option{}).Tool() != asyncsteps.DefaultTool() {
+		t.Error("the zero Option changed the tool")
+	}
+	var reported []string
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		reported = append(reported, err.Code)
+	}), asyncsteps.Option{})
+	if r.Tool() != asyncsteps.Tool(tt) {
+		t.Error("the zero Option undid WithTool")
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Failed") })
+	r.Execute()
+	drive(t, tt)
+	if fmt.Sprint(reported) != "[Failed]" {
+		t.Errorf("reported %v, want [Failed]: the zero Option undid WithUnhandledError", reported)
+	}
 }
