@@ -378,3 +378,27 @@ func TestZeroOptionChangesNothing(t *testing.T) {
 		t.Errorf("reported %v, want [Failed]: the zero Option undid WithUnhandledError", reported)
 	}
 }
+
+// Then and Run[T] read no args as the zero T, so that an error handler may
+// recover with a plain Success(); Run[T] fails a result of another type
+// with InternalError, naming both types.
+func TestTypedHelpersReadNoArgsAsTheZeroValue(t *testing.T) {
+	var tr tracer
+	r, _ := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Failed") },
+		func(as asyncsteps.AsyncSteps, _ string) { as.Success() })
+	asyncsteps.Then(r, func(as asyncsteps.AsyncSteps, n int) { tr.addf("then:%d", n) })
+	s, err := asyncsteps.Run[string](context.Background(), r)
+	if err != nil || s != "" {
+		t.Errorf("Run[string] = %q, %v; want \"\", nil", s, err)
+	}
+	wantTrace(t, &tr, "then:0")
+
+	r, _ = newFlow()
+	r.SuccessStep(3.5)
+	n, err := asyncsteps.Run[int](context.Background(), r)
+	if n != 0 {
+		t.Errorf("Run[int] gave %d with its error", n)
+	}
+	wantError(t, err, asyncsteps.InternalError, "Run: the flow's result is float64, want int")
+}
