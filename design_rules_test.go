@@ -402,3 +402,56 @@ func TestTypedHelpersReadNoArgsAsTheZeroValue(t *testing.T) {
 	}
 	wantError(t, err, asyncsteps.InternalError, "Run: the flow's result is float64, want int")
 }
+
+// docs/DESIGN.md#execute-only-schedules, for the start methods that
+// TestExecuteOnlySchedules leaves out: ExecuteWith runs nothing until the
+// tool is driven, and Run on a Loop runs the flow's steps on the loop's
+// goroutine, never on its caller's.
+func TestExecuteWithAndRunOnlySchedule(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(tr.step("1"))
+	r.ExecuteWith(func(*asyncsteps.Error) { t.Error("the flow failed") })
+	wantTrace(t, &tr, "")
+	drive(t, tt)
+	wantTrace(t, &tr, "1")
+
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	onLoop := asyncsteps.New(asyncsteps.WithTool(loop))
+	onLoop.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(loop.IsSameThread()) })
+	args, err := onLoop.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArgs(t, "Run", args, true)
+}
+
+// docs/DESIGN.md#loop-order: on a Tool of another package a flow yields
+// after every step, even with nothing else to run: each step is a callback
+// of the tool of its own.
+func TestFlowOnAForeignToolYieldsAfterEveryStep(t *testing.T) {
+	tool := &manualTool{}
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	for range 3 {
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { tr.addf("queued:%d", len(tool.queue)) })
+	}
+	r.Add(func(asyncsteps.AsyncSteps, ...any) {
+		tool.Immediate(func() { tr.add("callback") })
+	})
+	r.Add(tr.step("last"))
+	r.Execute()
+	for n := 0; len(tool.queue) > 0; n++ {
+		if n > 100 {
+			t.Fatal("the flow never ends")
+		}
+		c := tool.queue[0]
+		tool.queue = tool.queue[1:]
+		tr.add("|")
+		c.fire()
+	}
+	// Each step runs in a callback of its own ("|"), with nothing else
+	// queued; the callback queued by the fourth step runs before the last.
+	wantTrace(t, &tr, "|,queued:0,|,queued:0,|,queued:0,|,|,callback,|,last,|")
+}
