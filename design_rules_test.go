@@ -455,3 +455,23 @@ func TestFlowOnAForeignToolYieldsAfterEveryStep(t *testing.T) {
 	// queued; the callback queued by the fourth step runs before the last.
 	wantTrace(t, &tr, "|,queued:0,|,queued:0,|,queued:0,|,|,callback,|,last,|")
 }
+
+// docs/DESIGN.md#panics-and-misuse: Success on a Root, called from a step
+// of that Root's running flow, does not affect that execution: it is
+// recorded, and the next execution fails with it before any step runs.
+func TestRootSuccessFromItsOwnFlowFailsTheNextExecution(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		r.Success(1)
+		tr.add("s1 goes on")
+	}, tr.handler("h1"))
+	r.Add(tr.step("s2"))
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "s1 goes on,s2")
+
+	r.Add(tr.step("s3"))
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError,
+		"Success called on a Root: it is valid only inside a step")
+	wantTrace(t, &tr, "s1 goes on,s2")
+}
