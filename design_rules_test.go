@@ -475,3 +475,23 @@ func TestRootSuccessFromItsOwnFlowFailsTheNextExecution(t *testing.T) {
 		"Success called on a Root: it is valid only inside a step")
 	wantTrace(t, &tr, "s1 goes on,s2")
 }
+
+// docs/DESIGN.md#error-info-and-last-exception: a panic in a step is an
+// InternalError whose info, in ErrorInfo, is the printed panic value, and
+// whose LastException is a *PanicError holding the value.
+func TestPanicInfoIsThePrintedValue(t *testing.T) {
+	for _, value := range []any{"boom", 42, errors.New("failed")} {
+		var info string
+		var last error
+		r, tt := newFlow()
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { panic(value) },
+			func(as asyncsteps.AsyncSteps, code string) {
+				info, last = as.State().ErrorInfo, as.State().LastException
+			})
+		wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, fmt.Sprint(value))
+		var p *asyncsteps.PanicError
+		if info != fmt.Sprint(value) || !errors.As(last, &p) || p.Value != value {
+			t.Errorf("panic(%v): ErrorInfo %q, LastException %#v", value, info, last)
+		}
+	}
+}
