@@ -495,3 +495,29 @@ func TestPanicInfoIsThePrintedValue(t *testing.T) {
 		}
 	}
 }
+
+// LoopGroup.Close, called from a callback on one of the group's loops,
+// does not wait for the loops' goroutines to exit (it would wait for its
+// own): it returns, the step that called it is the last its flow runs, and
+// every loop of the group is closed. In a child process: a Close that
+// waited would hang.
+func TestLoopGroupCloseFromItsOwnLoop(t *testing.T) {
+	inChildFor(t, 20*time.Second, func(t *testing.T) {
+		g := asyncsteps.NewLoopGroup(2)
+		returned := make(chan struct{})
+		r := g.New()
+		r.Add(func(asyncsteps.AsyncSteps, ...any) {
+			g.Close()
+			close(returned)
+		})
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { t.Error("a step ran after Close") })
+		res := r.Promise()
+		<-returned
+		wantError(t, (<-res).Err, asyncsteps.InternalError, "the flow's loop is closed")
+		for i, l := range g.Loops() {
+			if h := l.Immediate(func() {}); h.IsValid() {
+				t.Errorf("loop %d still accepts callbacks", i)
+			}
+		}
+	})
+}
