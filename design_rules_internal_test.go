@@ -39,3 +39,39 @@ func TestClosingLoopFreesItsMutexBeforeReportingTheFlows(t *testing.T) {
 	}
 	<-closed
 }
+
+// docs/DESIGN.md#await: only the flow's own Await functions come to the
+// goroutine waiting in RunHelping: one of another flow of the same loop,
+// started while that goroutine waits idle, runs on a goroutine of the
+// loop's.
+func TestRunHelpingTakesNoOtherFlowsAwait(t *testing.T) {
+	l := newTestLoop(t)
+	var tr trace
+	var caller int64
+	parked := make(chan AsyncSteps, 1)
+	helped := New(WithTool(l))
+	helped.Add(func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		parked <- as
+	})
+	helped.Await(awaitOn(&tr, "own", &caller))
+	done := make(chan error, 1)
+	go func() {
+		_, err := runHelpingOn(ctxFor(t), helped, &caller)
+		done <- err
+	}()
+	waiting := <-parked // the caller now waits idle for its flow
+
+	other := New(WithTool(l))
+	other.Await(awaitOn(&tr, "other flow's", &caller))
+	if _, err := other.Run(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	waiting.Success()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tr.String(), "other flow's@other own@caller"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
