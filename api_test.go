@@ -2,6 +2,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	as "github.com/asyncsteps/asyncsteps"
@@ -57,10 +58,14 @@ var (
 	_ func(int, time.Duration, ...int) *as.Throttle = as.NewThrottle
 	_ func(as.LimiterOptions) *as.Limiter           = as.NewLimiter
 
-	_ = as.Result{Args: nil, Err: nil}
-	_ = as.State{ErrorInfo: "", LastException: nil, AsyncStack: nil}
-	_ = as.Error{Code: "", Info: "", Cause: nil}
-	_ = as.LimiterOptions{Concurrent: 0, MaxQueue: 0, Rate: 0, Period: 0, Burst: 0}
+	// The fields, with their exact types: a return needs the field to be
+	// assignable to the type written here.
+	_ = func(r as.Result) ([]any, error) { return r.Args, r.Err }
+	_ = func(s *as.State) (string, []string, error) { return s.ErrorInfo, s.AsyncStack, s.LastException }
+	_ = func(e *as.Error) (string, string, error) { return e.Code, e.Info, e.Cause }
+	_ = func(o as.LimiterOptions) (int, int, int, time.Duration, int) {
+		return o.Concurrent, o.MaxQueue, o.Rate, o.Period, o.Burst
+	}
 	_ = []string{as.ConnectError, as.CommError, as.UnknownInterface, as.NotSupportedVersion,
 		as.NotImplemented, as.Unauthorized, as.InternalError, as.InvokerError, as.InvalidRequest,
 		as.DefenseRejected, as.PleaseReauth, as.SecurityError, as.Timeout, as.LoopBreak, as.LoopCont}
@@ -116,3 +121,24 @@ var (
 	_ apiSyncer     = as.Syncer(nil)
 	_ as.Syncer     = apiSyncer(nil)
 )
+
+// The error codes are untyped string constants whose values are their
+// names, as the FutoIn standard spells them.
+func TestErrorCodesAreTheirNames(t *testing.T) {
+	codes := map[string]string{
+		"ConnectError": as.ConnectError, "CommError": as.CommError,
+		"UnknownInterface": as.UnknownInterface, "NotSupportedVersion": as.NotSupportedVersion,
+		"NotImplemented": as.NotImplemented, "Unauthorized": as.Unauthorized,
+		"InternalError": as.InternalError, "InvokerError": as.InvokerError,
+		"InvalidRequest": as.InvalidRequest, "DefenseRejected": as.DefenseRejected,
+		"PleaseReauth": as.PleaseReauth, "SecurityError": as.SecurityError,
+		"Timeout": as.Timeout, "LoopBreak": as.LoopBreak, "LoopCont": as.LoopCont,
+	}
+	for name, value := range codes {
+		if value != name {
+			t.Errorf("%s = %q, want %q", name, value, name)
+		}
+	}
+	type code string
+	var _ code = as.Timeout // an untyped constant converts to any string type
+}

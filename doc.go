@@ -88,8 +88,8 @@
 // queue operation between them, as long as nothing else waits on the loop,
 // and for at most 256 steps; otherwise the flow yields after each step, so
 // that flows and parallel branches interleave fairly, as in the reference
-// implementations. On a [Tool] of another package, a flow yields after
-// every step.
+// implementations ([Loop.SetBursts] trades that order for speed). On a
+// [Tool] of another package, a flow yields after every step.
 //
 // # Concurrency
 //
@@ -178,9 +178,12 @@
 //     printed value as info and a [*PanicError] as cause; the flow's
 //     handlers see it. A value that panics when printed (its String or
 //     Error method panics) is named by its type instead; nothing prints
-//     a user's value unprotected. In a cancel handler the InternalError
-//     replaces the error being unwound, if any; in an unhandled-error
-//     function or a Tool callback the panic is logged with [log/slog].
+//     a user's value unprotected. In the cancel handler of a step that an
+//     error unwinds through, the InternalError replaces that error; in
+//     one of a step that is only cancelled (Root.Cancel, the sub-steps of
+//     a timed-out step, the siblings of a failed branch) it replaces
+//     nothing. In an unhandled-error function or a Tool callback the
+//     panic is logged with [log/slog].
 //     A [Loop]'s goroutine runs with [runtime/debug.SetPanicOnFault] set,
 //     so a fault at an unexpected address (unsafe code, a memory-mapped
 //     file) in its callbacks is such a panic too.

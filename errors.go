@@ -30,7 +30,8 @@ const (
 //
 //	errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Timeout})
 //
-// A Timeout error also matches [context.DeadlineExceeded].
+// A Timeout error also matches [context.DeadlineExceeded]. The zero value
+// is an error of the empty code, which reads "".
 type Error struct {
 	Code  string
 	Info  string

@@ -22,22 +22,10 @@ const (
 //
 // A frame's state is spread over its booleans (packed, so that the frame
 // stays two cache lines), its queue and active sub-step, and its step API's
-// state word (stepAPI.st). Its states, one incarnation after the other
-// (docs/DESIGN.md#frame-states has the full table):
-//
-//	state      what holds                  entered when               left when
-//	blank      all false, empty queue      taken from the pool        its step starts; it becomes a branch
-//	unstarted  unstarted, fast (a branch)  a Parallel starts          the branch's step is called
-//	calling    state word 0 (running)      a callback is called       the callback returns (settle)
-//	succeeded  succeeded, while calling    the callback's Success     settle: it finishes
-//	raised     err set, handling false     Error, Break, a panic      settle: it unwinds
-//	waiting    waiting                     settle sees it wait        its completion, timeout or cancel
-//	parent     queue or active set         settle sees added steps    its last sub-step finishes
-//	handling   mode handler, handling      an error handler starts    settle, as for calling
-//	over       over                        release                    retire: blank; a fast branch: parent
-//
-// consumed is orthogonal: it says that no other goroutine may still write
-// a completion into the frame, so that retire may recycle it.
+// state word (stepAPI.st): docs/DESIGN.md#frame-states is the state machine
+// they encode, one incarnation after the other. consumed is orthogonal to
+// it: no other goroutine may still write a completion into the frame, so
+// that retire may recycle it.
 type frame struct {
 	// The fields every step touches come first: in the base frame, within
 	// one cache line of the Root.

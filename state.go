@@ -9,7 +9,8 @@ import (
 // predefined error variables and the user variables set with Set.
 //
 // A State belongs to its flow's loop: use it from the flow's callbacks, or
-// from any goroutine while the flow is not running.
+// from any goroutine while the flow is not running. The zero value is an
+// empty State, ready to use.
 //
 // AsyncStack is written by the engine at each error; read it, copy it, but
 // do not change its elements: an error raised again at the same place

@@ -132,7 +132,7 @@ func (t *TestTool) Run() {
 // Advance moves the clock by d. On the way it runs every immediate and every
 // deferred callback due by then, including those they schedule, each with the
 // clock at its due time; the clock then ends at exactly d after where it was.
-// The clock never goes back: a negative d runs the immediates only. It
+// The clock never goes back: a negative d counts as 0 (what is due now runs). It
 // stops at the largest time it can hold, where later timers then fall due.
 func (t *TestTool) Advance(d time.Duration) {
 	defer t.leave(t.enter())

@@ -87,7 +87,7 @@ func (t *Throttle) periodLen() time.Duration {
 	return t.period
 }
 
-// enter runs as the step that asks to enter. Like [Mutex.enter], it makes
+// enter runs as the step that asks to enter. Like Mutex.enter, it makes
 // the step wait only when the flow must queue, then tries again.
 func (t *Throttle) enter(as AsyncSteps, e *entry) {
 	tool := as.Tool()

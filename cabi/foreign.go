@@ -478,7 +478,7 @@ func callAwait(ctx context.Context, f asyncsteps.AwaitFunc) (v any, err error) {
 	return f(ctx)
 }
 
-// NewInstance implements [asyncsteps.AsyncSteps]: a Go root on [Tool].
+// NewInstance implements [asyncsteps.AsyncSteps]: a Go root on w.Tool().
 func (w *foreign) NewInstance() *asyncsteps.Root {
 	return asyncsteps.New(asyncsteps.WithTool(w.Tool()))
 }

@@ -287,7 +287,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * loop, no callback runs before it returns. unhandled_error(root,
              * data, code) (may be NULL: the error is logged) is called once, on
              * the loop, when an error ends this execution; never for cancel.
-             * Nothing happens on a running root. From any thread. */
+             * (A loop closed before the flow began runs nothing: then it is
+             * called on another thread.) Nothing happens on a running root.
+             * From any thread. */
             void (*execute)(
                     FutoInAsyncSteps* bsi,
                     void* data,
