@@ -56,8 +56,9 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 
 // Then adds a step that calls f with the first success arg of the previous
 // step at the same level, as a T: the typed form of a step that reads
-// its args with [Arg]. The arg is read as this file's rule says: no args
-// is the zero T, an arg of another type fails the step with InternalError.
+// its args with [Arg]. No args is the zero T (so an error handler may
+// recover with a plain Success()); an arg of another type fails the step
+// with InternalError.
 // onerror is the added step's error handler.
 func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
 	if f == nil {
@@ -88,9 +89,9 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // Gather adds a step that runs branches in parallel, as the branches of
 // [AsyncSteps.Parallel] (each gets an AsyncSteps to add its steps to),
 // then calls then, on the loop, with their results in the order of
-// branches. A branch's result is the first success arg of its last step,
-// read as this file's rule says: typically the value of an [AwaitThen]
-// with a nil then, or what a branch's error handler recovered with.
+// branches. A branch's result is the first success arg of its last step
+// (no args is the zero T): typically the value of an [AwaitThen] with a
+// nil then, or what a branch's error handler recovered with.
 //
 // The failure of a branch is the failure of the Parallel: the first error
 // cancels the other branches, their results are dropped, then does not run
@@ -137,8 +138,7 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 }
 
 // Run runs r like [Root.Run] and returns its result as a T: the first
-// success arg of the flow's last step, read as this file's rule says (no
-// args is the zero T). A result of another type is an *Error with code
+// success arg of the flow's last step (no args is the zero T). A result of another type is an *Error with code
 // InternalError; the flow has ended then, its result dropped.
 func Run[T any](ctx context.Context, r *Root) (T, error) {
 	var zero T
