@@ -23,9 +23,11 @@ func TestCallsAfterOwnSuccessHaveNoEffect(t *testing.T) {
 		"Repeat": func(as asyncsteps.AsyncSteps) {
 			as.Repeat(1, func(as asyncsteps.AsyncSteps, _ int) { mark("Repeat")(as) })
 		},
-		"Sync":  func(as asyncsteps.AsyncSteps) { as.Sync(asyncsteps.NewMutex(1), mark("Sync")) },
-		"Await": func(as asyncsteps.AsyncSteps) { as.Await(func(context.Context) (any, error) { return "Await", nil }) },
-		"Error": func(as asyncsteps.AsyncSteps) { as.Error(asyncsteps.InvalidRequest) },
+		"Sync":     func(as asyncsteps.AsyncSteps) { as.Sync(asyncsteps.NewMutex(1), mark("Sync")) },
+		"Await":    func(as asyncsteps.AsyncSteps) { as.Await(func(context.Context) (any, error) { return "Await", nil }) },
+		"Error":    func(as asyncsteps.AsyncSteps) { as.Error(asyncsteps.InvalidRequest) },
+		"Break":    func(as asyncsteps.AsyncSteps) { as.Break() },    // outside a loop: a misuse if it acted
+		"Continue": func(as asyncsteps.AsyncSteps) { as.Continue() }, // likewise
 	}
 	for name, call := range late {
 		trace = nil
