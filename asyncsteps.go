@@ -92,7 +92,10 @@ type AsyncSteps interface {
 	// Tool returns the event loop of the flow.
 	Tool() Tool
 
-	// Success completes the step with args for the next step.
+	// Success completes the step with args for the next step. Unlike
+	// Error it does not abort the callback, but the step has completed:
+	// a later Add, Parallel, loop, Sync, Await, Error, Break or Continue
+	// in the same callback has no effect, so return right after Success.
 	Success(args ...any)
 	// Error completes the step with an error and aborts the callback.
 	Error(code string, info ...string)
@@ -119,7 +122,10 @@ type AsyncSteps interface {
 	// stopped, its deferred cleanup run, when the loop ends for any
 	// reason: Break, an error, a timeout, a cancel, the close of its Loop.
 	ForEach(collection any, f ForEachFunc, label ...string) AsyncSteps
-	// Break leaves the innermost loop, or the loop with label.
+	// Break leaves the innermost loop, or the loop with label. It carries
+	// no value: the step after a loop gets no args, whatever its last
+	// iteration succeeded with, so keep a loop's result in a variable or
+	// the State.
 	Break(label ...string)
 	// Continue starts the next iteration of the innermost loop, or of the
 	// loop with label.

@@ -74,7 +74,7 @@
 // an error matching context.Canceled. A timeout, an error unwinding, and
 // the first failed branch of [AsyncSteps.Parallel] cancel the steps they
 // abandon the same way. ExampleAsyncSteps_SetTimeout and ExampleRoot_Cancel
-// show both.
+// show both; Example_retry retries a call with a timeout per attempt.
 //
 // # The loop
 //

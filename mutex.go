@@ -11,6 +11,13 @@ import (
 // wait in a first-in, first-out queue, and each slot given back goes to the
 // flow at its head.
 //
+// A Mutex is for a section that spans steps that wait: a cache's lookup,
+// the fetch on a miss and the store, run as one section. Memory read or
+// written within a single callback needs none: a [sync.Mutex] locked and
+// unlocked in that callback guards it, also against flows on other loops,
+// since nothing else of the flow runs until the callback returns (see
+// ExampleMutex_cache).
+//
 // A Mutex counts flows, not entries: a flow that already holds it enters
 // again at once, so nested Sync calls on one Mutex do not deadlock. Each
 // branch of a Parallel counts as a flow of its own and inherits no lock

@@ -31,6 +31,10 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // Virtual time does not wait for other goroutines: when only deferred
 // callbacks are left, the next one runs at once, even if a goroutine is
 // about to complete a step (see the package documentation on Root.Run).
+// To test such a flow (Await, AwaitChan, AwaitFlow) on
+// virtual time, run it instead on a [Loop] made, and closed, inside the
+// function given to testing/synctest.Test: the bubble's clock moves only
+// once every goroutine in it, the Await functions' included, is blocked.
 //
 // All methods are safe for concurrent use, so a goroutine a test starts may
 // schedule or cancel callbacks; driving the tool from two goroutines at once
