@@ -49,8 +49,9 @@ import (
 // step is cancelled. A function that calls runtime.Goexit ends the
 // request's goroutine, as it would in any handler, while the flow goes on
 // to its end without it; the client is answered with a 500 InternalError
-// all the same, logged, as it is when Tool calls Goexit. When Done calls
-// Goexit, the answer already written is sent, and the Goexit is logged.
+// all the same, logged, as it is when Tool calls Goexit. When Done or
+// Logger calls Goexit, the answer already written is sent, and the Goexit
+// is logged.
 //
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
@@ -184,9 +185,10 @@ func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, answered bo
 	if !answered {
 		status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
 	}
+	// Flushed before logging: the Goexit may come from the Logger itself.
+	_ = http.NewResponseController(w).Flush() // the client may be gone
 	h.logError("asynchttp: the request's goroutine ended (runtime.Goexit) in a callback",
 		"method", req.Method, "path", req.URL.Path, "status", status, "answered", answered)
-	_ = http.NewResponseController(w).Flush() // the client may be gone
 }
 
 // done calls h.Done. Its panic is logged, not left to net/http: that would
