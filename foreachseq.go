@@ -118,6 +118,22 @@ func (p *pulled) pull(f *frame) (more bool) {
 	return true
 }
 
+// stopAtBreak stops the sequence as its loop frame f takes a Break. A
+// Goexit in the sequence's cleanup ends the goroutine there, outside of
+// any callback: the flow goes on, on the next goroutine, unwinding an
+// InternalError from f, as after a Goexit in a cancel handler.
+func (p *pulled) stopAtBreak(f *frame) {
+	returned := false
+	defer func() {
+		if !returned {
+			fl := f.h.fl
+			fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
+		}
+	}()
+	p.stop()
+	returned = true
+}
+
 // stop stops the sequence, once; a panic in its cleanup is dropped (it may
 // run on a goroutine nobody recovers).
 func (p *pulled) stop() {

@@ -2,7 +2,10 @@ package asyncsteps_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +63,46 @@ func TestHostileForEachSeqIgnoringBreak(t *testing.T) {
 					t.Errorf("yield returned false %d times, want 1", falses)
 				}
 			})
+		}
+	})
+}
+
+// A Goexit in the cleanup of a sequence that a Break stops ended the
+// loop's goroutine in the middle of the unwinding, outside of any
+// callback: nothing went on with the flow, which hung (here until Run's
+// deadline). It now fails at the loop with InternalError, as a Goexit in
+// a cancel handler does, and the loop serves the next flow.
+func TestHostileForEachSeqGoexitsWhenStoppedByBreak(t *testing.T) {
+	inChildFor(t, 20*time.Second, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.ForEach(func(yield func(int, int) bool) {
+				defer runtime.Goexit()
+				for i := 0; yield(i, i); i++ {
+				}
+			}, func(as asyncsteps.AsyncSteps, k, _ any) {
+				tr.addf("k%v", k)
+				if k == 1 {
+					as.Break()
+				}
+			})
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+		}, func(as asyncsteps.AsyncSteps, code string) { tr.add("handler " + code) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := r.Run(ctx)
+		var e *asyncsteps.Error
+		if !errors.As(err, &e) || e.Code != asyncsteps.InternalError || !strings.HasPrefix(e.Info, "runtime.Goexit called in a callback") {
+			t.Errorf("Run error %v, want the InternalError of a Goexit", err)
+		}
+		wantTrace(t, &tr, "k0,k1,handler InternalError")
+		next := asyncsteps.New(asyncsteps.WithTool(l))
+		next.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(7) })
+		if args, err := next.Run(ctx); err != nil || fmt.Sprint(args) != "[7]" {
+			t.Errorf("next flow: %v, %v; want [7], nil", args, err)
 		}
 	})
 }
