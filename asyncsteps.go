@@ -121,6 +121,8 @@ type AsyncSteps interface {
 	// An iter.Seq2 is pulled one pair per iteration (iter.Pull2), and
 	// stopped, its deferred cleanup run, when the loop ends for any
 	// reason: Break, an error, a timeout, a cancel, the close of its Loop.
+	// A sequence that yields again after its yield returned false panics
+	// there, as in a range over it; that panic is dropped.
 	ForEach(collection any, f ForEachFunc, label ...string) AsyncSteps
 	// Break leaves the innermost loop, or the loop with label. It carries
 	// no value: the step after a loop gets no args, whatever its last

@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"reflect"
 )
@@ -43,22 +44,43 @@ func pullSeq(f *frame, c any) *pulled {
 	return p
 }
 
-// anySeq returns c, an iter.Seq2 of any types, as an iter.Seq2[any, any].
+// anySeq returns c, an iter.Seq2 of any types, as an iter.Seq2[any, any]
+// whose yield panics when called again after it returned false. A
+// sequence that ignores that false and goes on yielding would otherwise
+// make the stop of a Break spin forever on the loop's goroutine, as
+// iter.Pull2's yield keeps returning false; a range over the sequence
+// panics the same way.
 func anySeq(c any) iter.Seq2[any, any] {
+	var seq iter.Seq2[any, any]
 	switch s := c.(type) {
 	case iter.Seq2[any, any]:
-		return s
+		seq = s
 	case func(func(any, any) bool):
-		return s
+		seq = s
+	default:
+		v := reflect.ValueOf(c)
+		seq = func(yield func(any, any) bool) {
+			y := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
+				return []reflect.Value{reflect.ValueOf(yield(in[0].Interface(), in[1].Interface()))}
+			})
+			v.Call([]reflect.Value{y})
+		}
 	}
-	v := reflect.ValueOf(c)
 	return func(yield func(any, any) bool) {
-		y := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
-			return []reflect.Value{reflect.ValueOf(yield(in[0].Interface(), in[1].Interface()))}
+		stopped := false
+		seq(func(k, v any) bool {
+			if stopped {
+				panic(errSeqContinued)
+			}
+			stopped = !yield(k, v)
+			return !stopped
 		})
-		v.Call([]reflect.Value{y})
 	}
 }
+
+// errSeqContinued is the panic of a sequence that yields after its yield
+// returned false.
+var errSeqContinued = errors.New("asyncsteps: ForEach: the iter.Seq2 yielded again after yield returned false")
 
 // pull fetches the pair of the next iteration of the loop frame f. It
 // reports false when the sequence is exhausted (and stopped). A panic in
@@ -94,6 +116,22 @@ func (p *pulled) pull(f *frame) (more bool) {
 	}
 	p.k, p.v = k, v
 	return true
+}
+
+// stopAtBreak stops the sequence as its loop frame f takes a Break. A
+// Goexit in the sequence's cleanup ends the goroutine there, outside of
+// any callback: the flow goes on, on the next goroutine, unwinding an
+// InternalError from f, as after a Goexit in a cancel handler.
+func (p *pulled) stopAtBreak(f *frame) {
+	returned := false
+	defer func() {
+		if !returned {
+			fl := f.h.fl
+			fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
+		}
+	}()
+	p.stop()
+	returned = true
 }
 
 // stop stops the sequence, once; a panic in its cleanup is dropped (it may

@@ -592,6 +592,8 @@ func (l *Loop) sleep() {
 		return
 	}
 	l.inbox = trimmed(l.inbox)
+	l.timers.trim()
+	l.stepTimers.heap.trim()
 	l.mu.Unlock()
 	l.wait(timed, due, wait)
 	// A producer that woke the loop has cleared sleeping. After a timer,

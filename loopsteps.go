@@ -108,7 +108,7 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 	}
 	if err.Code == LoopBreak {
 		if lr.seq != nil {
-			lr.seq.stop()
+			lr.seq.stopAtBreak(f)
 		}
 		return f.h.fl.finish(f, nil), true
 	}

@@ -204,6 +204,7 @@ func (t *TestTool) step(limit int64) bool {
 	}
 	e := t.timers.popDue(limit)
 	if e == nil {
+		t.timers.trim() // Run or Advance is ending: the tool idles
 		t.mu.Unlock()
 		return false
 	}

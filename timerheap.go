@@ -161,6 +161,17 @@ func (h *timerHeap) remove(i int) {
 	e.index = -1
 }
 
+// trim gives back the memory of a heap that a burst of timers grew and
+// that has mostly emptied since, as the loop's queues do (see keptQueue):
+// cancelled timers leave at once, but the array they filled stayed. It is
+// called where the owner idles, not per timer.
+func (h *timerHeap) trim() {
+	if cap(h.items) <= keptQueue || len(h.items) > cap(h.items)/4 {
+		return
+	}
+	h.items = append(make([]timerSlot, 0, 2*len(h.items)), h.items...)
+}
+
 // dropAll drops every timer, as on Close or ResetEvents, and returns the
 // tasks of those that must run at once when dropped (see runsWhenDropped),
 // in no particular order.

@@ -47,8 +47,11 @@ import (
 // besides the request's own. The response is written once such a
 // function has returned, which a Client's request does as soon as its
 // step is cancelled. A function that calls runtime.Goexit ends the
-// request's goroutine, as it would in any handler: net/http gives that
-// client no answer, while the flow goes on to its end without it.
+// request's goroutine, as it would in any handler, while the flow goes on
+// to its end without it; the client is answered with a 500 InternalError
+// all the same, logged, as it is when Tool calls Goexit. When Done or
+// Logger calls Goexit, the answer already written is sent, and the Goexit
+// is logged.
 //
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
@@ -139,6 +142,12 @@ func StatusOf(code string) int {
 // ServeHTTP implements [http.Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	o := Outcome{Start: time.Now()}
+	ended := false
+	defer func() {
+		if !ended {
+			h.goexited(w, req, o.Status != 0)
+		}
+	}()
 	args, err := h.run(req)
 	switch {
 	case err == nil:
@@ -162,6 +171,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if h.Done != nil {
 		h.done(req, o)
 	}
+	ended = true
+}
+
+// goexited answers a request whose goroutine ends before ServeHTTP
+// returns: a callback run on it (Tool, Done, an Await function run while
+// the flow is waited for) called runtime.Goexit. net/http would close the
+// connection without sending what is buffered: the answer (a 500 if none
+// was written yet) is flushed now, complete since it carries its
+// Content-Length.
+func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, answered bool) {
+	status := 0
+	if !answered {
+		status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+	}
+	// Flushed before logging: the Goexit may come from the Logger itself.
+	_ = http.NewResponseController(w).Flush() // the client may be gone
+	h.logError("asynchttp: the request's goroutine ended (runtime.Goexit) in a callback",
+		"method", req.Method, "path", req.URL.Path, "status", status, "answered", answered)
 }
 
 // done calls h.Done. Its panic is logged, not left to net/http: that would
@@ -282,6 +309,10 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 		for k, v := range r.Header {
 			w.Header()[k] = v
 		}
+		if w.Header().Get("Content-Length") == "" && w.Header().Get("Transfer-Encoding") == "" {
+			// Complete even if flushed early (see goexited).
+			w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
+		}
 		w.WriteHeader(status)
 		w.Write(r.Body) //nolint:errcheck // the client may be gone; nothing to do then
 		return status
@@ -361,6 +392,7 @@ func retryAfterSeconds(d time.Duration) int {
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1)) // complete even if flushed early (see goexited)
 	w.WriteHeader(status)
 	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone; nothing to do then
 }

@@ -1,0 +1,108 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// stubbornSeq is an endless iter.Seq2 that ignores yield's false, and
+// records how often its yield returned false.
+func stubbornSeq(falses *int) func(yield func(int, int) bool) {
+	return func(yield func(int, int) bool) {
+		for i := 0; ; i++ {
+			if !yield(i, i) {
+				*falses++
+			}
+		}
+	}
+}
+
+// A sequence that goes on yielding after its yield returned false made
+// the stop that follows a Break spin forever on the goroutine that drives
+// the flow: the flow and its loop hung. Its next yield now panics (as a
+// range over it does), which ends it; the Break goes on as usual.
+func TestHostileForEachSeqIgnoringBreak(t *testing.T) {
+	inChildFor(t, 20*time.Second, func(t *testing.T) {
+		for _, tool := range []string{"TestTool", "Loop"} {
+			t.Run(tool, func(t *testing.T) {
+				var tr tracer
+				falses := 0
+				var r *asyncsteps.Root
+				if tool == "Loop" {
+					l := asyncsteps.NewLoop()
+					defer l.Close()
+					r = asyncsteps.New(asyncsteps.WithTool(l))
+				} else {
+					r = asyncsteps.New(asyncsteps.WithTool(asyncsteps.NewTestTool()))
+				}
+				r.ForEach(stubbornSeq(&falses), func(as asyncsteps.AsyncSteps, k, _ any) {
+					tr.addf("k%v", k)
+					if k == 2 {
+						as.Break()
+					}
+				})
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.add("after")
+					as.Success("done")
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				args, err := r.Run(ctx)
+				if err != nil || fmt.Sprint(args) != "[done]" {
+					t.Errorf("Run = %v, %v; want [done], nil", args, err)
+				}
+				wantTrace(t, &tr, "k0,k1,k2,after")
+				if falses != 1 {
+					t.Errorf("yield returned false %d times, want 1", falses)
+				}
+			})
+		}
+	})
+}
+
+// A Goexit in the cleanup of a sequence that a Break stops ended the
+// loop's goroutine in the middle of the unwinding, outside of any
+// callback: nothing went on with the flow, which hung (here until Run's
+// deadline). It now fails at the loop with InternalError, as a Goexit in
+// a cancel handler does, and the loop serves the next flow.
+func TestHostileForEachSeqGoexitsWhenStoppedByBreak(t *testing.T) {
+	inChildFor(t, 20*time.Second, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.ForEach(func(yield func(int, int) bool) {
+				defer runtime.Goexit()
+				for i := 0; yield(i, i); i++ {
+				}
+			}, func(as asyncsteps.AsyncSteps, k, _ any) {
+				tr.addf("k%v", k)
+				if k == 1 {
+					as.Break()
+				}
+			})
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+		}, func(as asyncsteps.AsyncSteps, code string) { tr.add("handler " + code) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := r.Run(ctx)
+		var e *asyncsteps.Error
+		if !errors.As(err, &e) || e.Code != asyncsteps.InternalError || !strings.HasPrefix(e.Info, "runtime.Goexit called in a callback") {
+			t.Errorf("Run error %v, want the InternalError of a Goexit", err)
+		}
+		wantTrace(t, &tr, "k0,k1,handler InternalError")
+		next := asyncsteps.New(asyncsteps.WithTool(l))
+		next.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(7) })
+		if args, err := next.Run(ctx); err != nil || fmt.Sprint(args) != "[7]" {
+			t.Errorf("next flow: %v, %v; want [7], nil", args, err)
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package asyncsteps
+
+import (
+	"testing"
+	"time"
+)
+
+// burstTimers arms n timers through deferred, then cancels them all.
+func burstTimers(n int, deferred func(time.Duration, func()) Handle) {
+	hs := make([]Handle, n)
+	for i := range hs {
+		hs[i] = deferred(time.Hour+time.Duration(i), func() {})
+	}
+	for _, h := range hs {
+		h.Cancel()
+	}
+}
+
+// Cancelled timers leave their heap at once, but the array a burst of them
+// grew stayed for the life of the Loop or TestTool: 24 MB after a million.
+// An idle owner now gives it back, keeping one timer's slot here.
+func TestTimerHeapShrinksAfterABurst(t *testing.T) {
+	const n = 100 * keptQueue
+	t.Run("Loop", func(t *testing.T) {
+		l := NewLoop()
+		defer l.Close()
+		done := make(chan struct{})
+		l.Immediate(func() {
+			burstTimers(n, l.Deferred)
+			l.Deferred(time.Hour, func() {}) // one left armed
+			close(done)
+		})
+		<-done
+		deadline := time.Now().Add(10 * time.Second)
+		for !l.sleeping.Load() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		l.mu.Lock()
+		size, capacity := len(l.timers.items), cap(l.timers.items)
+		l.mu.Unlock()
+		if size != 1 || capacity != 2 {
+			t.Errorf("asleep with %d timers in an array of %d, want 1 in 2", size, capacity)
+		}
+	})
+	t.Run("TestTool", func(t *testing.T) {
+		tt := NewTestTool()
+		burstTimers(n, tt.Deferred)
+		tt.Deferred(time.Hour, func() {})
+		tt.Advance(time.Minute)
+		tt.mu.Lock()
+		size, capacity := len(tt.timers.items), cap(tt.timers.items)
+		tt.mu.Unlock()
+		if size != 1 || capacity != 2 {
+			t.Errorf("idle with %d timers in an array of %d, want 1 in 2", size, capacity)
+		}
+	})
+}
