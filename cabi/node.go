@@ -230,6 +230,7 @@ func (n *node) forward(f *C.cabi_flat) *Custom {
 func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 	if fn := n.cancelFn; fn != nil && !n.released {
 		n.cancelFn = nil
+		n.flow.repin()
 		n.inCall = true
 		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
 		n.inCall = false
@@ -371,6 +372,17 @@ func (r *flowRes) forget() {
 	r.mu.Unlock()
 }
 
+// repin makes sure, before a C callback runs on the loop, that the loop's
+// goroutine is locked to the loop's thread. After a Goexit the loop's new
+// goroutine is locked the first time something asks (onLoop); a C callback
+// that asks nothing would otherwise run on whichever thread the goroutine
+// is on, and the next one on another.
+func (fc *flowCtx) repin() {
+	if fc.pin != nil {
+		fc.pin.onThread()
+	}
+}
+
 // onLoop reports whether the caller runs on the flow's loop: its OS thread
 // for a pinned loop, else the tool's own answer.
 func (fc *flowCtx) onLoop() bool {
@@ -470,6 +482,7 @@ func (fc *flowCtx) sweep() {
 // to C, converts the input args (when in is not nil), calls call, then
 // settles the node (see finish).
 func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup func(*node), call func(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs)) {
+	fc.repin()
 	if len(fc.external) > 0 {
 		fc.sweep()
 	}

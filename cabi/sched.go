@@ -66,6 +66,7 @@ func cabiSched(bsi *C.FutoInAsyncSteps, deferred C.int, ms C.uint32_t, data, cb 
 	id, e := schedAdd()
 	run := func() {
 		if schedRun(id, e) {
+			n.flow.repin()
 			C.cabi_call_sched(fn, data)
 		}
 	}

@@ -3,7 +3,15 @@
 package cabi
 
 /*
-#include <pthread.h>
+#include <stdint.h>
+
+// pinned_loop is, on the OS thread of a pinned loop, the id of its pin; 0
+// on every other thread. Being thread-local, it dies with its thread: a
+// thread made later starts at 0, even where it gets the same pthread_t.
+static __thread uintptr_t pinned_loop;
+
+static uintptr_t cabi_thread_pin(void) { return pinned_loop; }
+static void cabi_set_thread_pin(uintptr_t id) { pinned_loop = id; }
 */
 import "C"
 
@@ -24,31 +32,42 @@ import (
 // A Go callback that calls runtime.Goexit ends the loop's goroutine (and
 // with it the locked thread), and the loop goes on with a new goroutine on
 // another thread: onThread finds it there, locks it and pins its thread.
+// The pinned thread is told by a thread-local mark, not by its pthread_t:
+// a thread made after the locked one ended may get the same pthread_t,
+// and taking it for the pinned one would leave the loop's new goroutine
+// unlocked, free to move between OS threads from one C callback to the
+// next.
 type pinned struct {
-	loop   *asyncsteps.Loop
-	thread atomic.Pointer[C.pthread_t]
+	loop *asyncsteps.Loop
+	id   uintptr // the thread-local mark of the pinned thread; never 0
 }
 
+// pinIDs numbers the pins.
+var pinIDs atomic.Uintptr
+
 func newPinned(l *asyncsteps.Loop) *pinned {
-	runtime.LockOSThread() // for good: the loop's goroutine stays on this thread
-	p := &pinned{loop: l}
-	t := C.pthread_self()
-	p.thread.Store(&t)
+	p := &pinned{loop: l, id: pinIDs.Add(1)}
+	p.lock()
 	return p
+}
+
+// lock locks the calling goroutine, the loop's, to its OS thread for good
+// and marks the thread as the loop's.
+func (p *pinned) lock() {
+	runtime.LockOSThread()
+	C.cabi_set_thread_pin(C.uintptr_t(p.id))
 }
 
 // onThread reports whether the caller runs on the pinned thread, or is the
 // loop's goroutine on a thread of its own after a Goexit (pinned now).
 func (p *pinned) onThread() bool {
-	if C.pthread_equal(C.pthread_self(), *p.thread.Load()) != 0 {
+	if uintptr(C.cabi_thread_pin()) == p.id {
 		return true
 	}
 	if !p.loop.IsSameThread() {
 		return false
 	}
-	runtime.LockOSThread()
-	t := C.pthread_self()
-	p.thread.Store(&t)
+	p.lock()
 	return true
 }
 
