@@ -275,6 +275,10 @@ void* cabi_call_alloc(cabi_alloc_fn f, void* data) { return f(data); }
 void cabi_call_var_cleanup(cabi_var_cleanup_fn f, void* data, void* value) { f(data, value); }
 void cabi_call_stack_cleanup(cabi_stack_cleanup_fn f, void* value) { f(value); }
 
+int cabi_sync_usable(const FutoInSync* s)
+{
+    return s->api != NULL && s->api->lock != NULL && s->api->unlock != NULL;
+}
 void cabi_sync_lock(FutoInSync* s, FutoInAsyncSteps* bsi)
 {
     if (s->api != NULL && s->api->lock != NULL) {

@@ -82,6 +82,7 @@ void* cabi_call_alloc(cabi_alloc_fn f, void* data);
 void cabi_call_var_cleanup(cabi_var_cleanup_fn f, void* data, void* value);
 void cabi_call_stack_cleanup(cabi_stack_cleanup_fn f, void* value);
 /* Calls on a synchronization object's table; a NULL entry is skipped. */
+int cabi_sync_usable(const FutoInSync* s);
 void cabi_sync_lock(FutoInSync* s, FutoInAsyncSteps* bsi);
 void cabi_sync_unlock(FutoInSync* s, FutoInAsyncSteps* bsi);
 

@@ -404,6 +404,33 @@ func TestAddSyncWithForeignSync(t *testing.T) {
 	})
 }
 
+// A foreign FutoInSync without a table, a lock or an unlock fails the
+// addSync step with an InternalError its error handler sees; the section
+// does not run. It ran unguarded (lock NULL: as if held at once).
+func TestAddSyncWithBrokenForeignSync(t *testing.T) {
+	for which := range 3 {
+		root := newCRoot(t)
+		ctest.Sync(root, ctest.BrokenSync(which), "B", false)
+		ctest.Execute(root, "b")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatalf("sync %d: flow did not end:\n%s", which, ctest.Trace())
+		}
+		ctest.Free(root)
+		checkTrace(t, "B eh InternalError", "end")
+	}
+}
+
+// Once free returns, the root is invalid: isValid is 0 and add is
+// ignored, also before the loop has released it. isValid said 1 and add
+// queued a step on the freed root until the loop ran the release.
+func TestFreedRootIsInvalidAtOnce(t *testing.T) {
+	root := newCRoot(t)
+	ctest.Free(root)
+	if v := ctest.IsValid(root); v != 0 {
+		t.Fatalf("isValid after free %d, want 0", v)
+	}
+}
+
 // A pointer kept from a completed step is stale: isValid is 0
 // and every call is ignored, on the loop and from another thread.
 func TestStalePointerIsIgnored(t *testing.T) {

@@ -384,6 +384,14 @@ func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data unsafe.Pointe
 		n.as.Sync(s.s, fn, onerror)
 		return
 	}
+	if C.cabi_sync_usable(sync) == 0 {
+		// Without lock the section would run unguarded; without unlock
+		// the lock would never be given back.
+		n.as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Error(asyncsteps.InternalError, "addSync: FutoInSync without api, lock or unlock")
+		}, onerror)
+		return
+	}
 	n.flow.addForeignSync(n.as, rid, sync, fn, onerror)
 }
 
@@ -404,7 +412,7 @@ func cabiIsValid(bsi *C.FutoInAsyncSteps) C.int {
 	if n.root != nil {
 		// Until free: valid while idle, not while its flow runs, as on the
 		// C++ reference implementation.
-		return boolInt(!n.root.root.Running())
+		return boolInt(!n.root.isFreed() && !n.root.root.Running())
 	}
 	return boolInt(!n.released && n.as.IsValid())
 }

@@ -23,7 +23,10 @@
  *     step completes is cleaned up by the library, exactly once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
- *     pointer are ignored. A root is valid until free().
+ *     pointer are ignored. A root is valid until free(). The struct behind a
+ *     stale or freed pointer is reused only after 1024 later steps have ended
+ *     (a minute at least for one that waited): a pointer kept longer may
+ *     name another step, which C gives no way to detect.
  *   - Every callback runs on the loop's thread. success, handle_error,
  *     cancel, execute, free and the sched_* functions may be called from any
  *     thread (they post to the loop and return without blocking); the other
@@ -303,7 +306,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * calls sync->api->lock(step, sync); once the lock is held (lock
              * returned without making the step wait, or the step was completed
              * by success) f runs with the incoming args, and unlock is called
-             * once when f's step ends in any way. eh and data as for add. */
+             * once when f's step ends in any way. eh and data as for add. A
+             * sync whose api, lock or unlock is NULL fails the step with
+             * InternalError (eh sees it); f does not run. */
             void (*addSync)(
                     FutoInAsyncSteps* bsi,
                     FutoInSync* sync,

@@ -254,7 +254,12 @@ func (n *node) inCallback() bool { return n.flow.onLoop() && n.inCall }
 // mayAdd reports whether steps may be added on n now: on a root (before it
 // runs, from any one thread at a time), on a parallel (the engine checks its
 // step), or on a step from its own callback.
-func (n *node) mayAdd() bool { return n.kind != kindStep || n.inCallback() }
+func (n *node) mayAdd() bool {
+	if n.root != nil && n.root.isFreed() {
+		return false // free has returned: the pointer is invalid
+	}
+	return n.kind != kindStep || n.inCallback()
+}
 
 // guard catches a panic (an abort by the engine) at an export boundary:
 // Go panics must not unwind C frames. A panic in the C callback's own step

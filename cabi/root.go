@@ -62,6 +62,14 @@ func (ro *rootObj) onUnhandled(err *asyncsteps.Error) {
 	slog.Error("asyncsteps: unhandled error", "code", err.Code, "info", err.Info)
 }
 
+// isFreed reports whether free was called: the pointer is invalid from
+// then on, also before the loop has released it.
+func (ro *rootObj) isFreed() bool {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	return ro.freed
+}
+
 // report calls fn, the unhandled_error of the execution that err ended,
 // with its data; on a freed root, it logs the error.
 func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {

@@ -23,11 +23,13 @@ package otelsteps
 import (
 	"context"
 	"errors"
+	"reflect"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -48,7 +50,9 @@ const (
 // Config configures [Hooks]. The zero value traces with the global tracer
 // provider.
 type Config struct {
-	// TracerProvider makes the tracer; nil means otel.GetTracerProvider().
+	// TracerProvider makes the tracer; nil, also a typed nil such as a
+	// *sdktrace.TracerProvider never set, means otel.GetTracerProvider().
+	// A provider whose Tracer returns nil traces nothing.
 	TracerProvider trace.TracerProvider
 }
 
@@ -56,10 +60,13 @@ type Config struct {
 // doc says. They may be set on any number of tools at once.
 func Hooks(c Config) *asyncsteps.Hooks {
 	tp := c.TracerProvider
-	if tp == nil {
+	if isNil(tp) {
 		tp = otel.GetTracerProvider()
 	}
 	t := tracer{tp.Tracer(ScopeName)}
+	if isNil(t.Tracer) {
+		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName)
+	}
 	return &asyncsteps.Hooks{
 		FlowStart:  t.flowStart,
 		FlowEnd:    flowEnd,
@@ -67,6 +74,19 @@ func Hooks(c Config) *asyncsteps.Hooks {
 		AwaitStart: t.awaitStart,
 		AwaitEnd:   awaitEnd,
 	}
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer,
+// map, func or channel: calling a method on it would likely dereference nil.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 type tracer struct{ trace.Tracer }

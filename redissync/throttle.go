@@ -1,7 +1,9 @@
 package redissync
 
 import (
+	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -21,7 +23,11 @@ type ThrottleOptions struct {
 	MaxQueue int
 	// FailOpen lets flows in without a limit while Redis cannot be
 	// reached, instead of failing them with CommError (fail closed, the
-	// default).
+	// default). A Redis that answers with an error of the data or the
+	// script (WRONGTYPE, or the script failing: a key of the Throttle
+	// holding a foreign value) fails its flows closed all the same: that
+	// is no outage, and failing open would lift the limit until someone
+	// repairs the key.
 	FailOpen bool
 }
 
@@ -155,7 +161,7 @@ func (t *Throttle) round() (time.Duration, bool) {
 	res, err := t.c.call(gcraScript, t.key, t.interval, t.slack, len(batch))
 	if err != nil {
 		t.mu.Lock()
-		done := t.failAll(t.c.commError(err), t.failOpen, batch)
+		done := t.failAll(t.c.commError(err), t.failOpen && !refusedByRedis(err), batch)
 		t.mu.Unlock()
 		complete(done)
 		return 0, false
@@ -174,6 +180,20 @@ func (t *Throttle) round() (time.Duration, bool) {
 		return max(time.Duration(wait)*time.Microsecond, 100*time.Microsecond), true
 	}
 	return 0, false
+}
+
+// refusedByRedis reports whether err is an error reply that says the
+// Throttle's key or script is wrong, not that Redis is unavailable: it
+// lasts until someone repairs the key, so failing open would lift the
+// limit for good.
+func refusedByRedis(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE") ||
+		strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "script")
 }
 
 // gcraScript admits up to ARGV[3] entries on the key KEYS[1], the

@@ -1679,3 +1679,16 @@ void ct_fake_free(FutoInAsyncSteps* root)
     }
     free(r);
 }
+
+// Foreign FutoInSyncs that cannot lock: without a table (which 0), with a
+// table whose lock is NULL (1), or whose unlock is NULL (2).
+static const FutoInSyncAPI no_lock_api = {{{NULL, fake_unlock}}};
+static const FutoInSyncAPI no_unlock_api = {{{fake_lock, NULL}}};
+
+FutoInSync* ct_broken_sync(int which)
+{
+    static struct {
+        const FutoInSyncAPI* api;
+    } s[3] = {{NULL}, {&no_lock_api}, {&no_unlock_api}};
+    return (FutoInSync*)&s[which];
+}

@@ -133,6 +133,10 @@ func Cancel(root unsafe.Pointer)          { C.ct_cancel(bsi(root)) }
 func IsValid(root unsafe.Pointer) int     { return int(C.ct_is_valid(bsi(root))) }
 func Free(root unsafe.Pointer)            { C.ct_free(bsi(root)) }
 func FakeSync() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_sync()) }
+
+// BrokenSync returns a foreign FutoInSync without a table (0), without
+// lock (1) or without unlock (2).
+func BrokenSync(which int) unsafe.Pointer { return unsafe.Pointer(C.ct_broken_sync(C.int(which))) }
 func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root()) }
 func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
 func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }

@@ -23,6 +23,7 @@ void ct_parallel(FutoInAsyncSteps* root);
 void ct_sched(FutoInAsyncSteps* root);
 void ct_sync(FutoInAsyncSteps* root, FutoInSync* sync, const char* name, int fail);
 FutoInSync* ct_fake_sync(void);
+FutoInSync* ct_broken_sync(int which);
 void ct_stale(FutoInAsyncSteps* root);
 void ct_stale_call(void);
 void ct_misuse(FutoInAsyncSteps* root);
