@@ -51,7 +51,8 @@ import (
 // to its end without it; the client is answered with a 500 InternalError
 // all the same, logged, as it is when Tool calls Goexit. When Done or
 // Logger calls Goexit, the answer already written is sent, and the Goexit
-// is logged.
+// is logged. Over HTTP/2, net/http then resets the stream: the client gets
+// the status and the body, and an error where the body should end.
 //
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
