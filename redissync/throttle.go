@@ -193,7 +193,24 @@ func refusedByRedis(err error) bool {
 	}
 	msg := reply.Error()
 	return strings.HasPrefix(msg, "WRONGTYPE") ||
-		strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "script")
+		strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "script") && !wrapsUnavailable(msg)
+}
+
+// unavailableCodes are the error codes by which Redis says it cannot serve
+// now (a failover, a load, a full memory), not that a key is wrong.
+var unavailableCodes = []string{"READONLY", "MASTERDOWN", "LOADING", "BUSY", "OOM", "CLUSTERDOWN", "TRYAGAIN"}
+
+// wrapsUnavailable reports whether msg, an "ERR" reply to a script, wraps
+// one of unavailableCodes: before Redis 7 an error of a command the script
+// called comes as "ERR Error running script ... -READONLY ...", and a
+// FailOpen Throttle must still fail open on it.
+func wrapsUnavailable(msg string) bool {
+	for _, code := range unavailableCodes {
+		if strings.Contains(msg, "-"+code+" ") || strings.Contains(msg, ": "+code+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // gcraScript admits up to ARGV[3] entries on the key KEYS[1], the
