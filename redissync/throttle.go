@@ -27,7 +27,9 @@ type ThrottleOptions struct {
 	// script (WRONGTYPE, or the script failing: a key of the Throttle
 	// holding a foreign value) fails its flows closed all the same: that
 	// is no outage, and failing open would lift the limit until someone
-	// repairs the key.
+	// repairs the key. A script error that wraps a reply of Redis not
+	// serving now (READONLY, OOM, LOADING and the like, as Redis before 7
+	// reports them) counts as Redis lost.
 	FailOpen bool
 }
 
