@@ -208,33 +208,24 @@ func TestPanicInACancelHandlerUnderATimeout(t *testing.T) {
 // makes then, on a step that does not wait, fails the step with the
 // InternalError of a call from another goroutine, and the Success is lost.
 func TestForeignErrorAfterTheCallbacksOwnSuccess(t *testing.T) {
-	for _, toolName := range foreignTools {
-		t.Run(toolName, func(t *testing.T) {
-			inChild(t, func(t *testing.T) {
-				tool, l, tt, release := openTool(toolName)
-				defer release()
-				tr := &tracer{}
-				r := asyncsteps.New(asyncsteps.WithTool(tool))
-				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					as.Success("mine")
-					done := make(chan struct{})
-					go func() {
-						defer close(done)
-						as.Error("Boom", "from another goroutine")
-						tr.add("call returned")
-					}()
-					<-done
-					tr.add("callback returns")
-				}, func(as asyncsteps.AsyncSteps, code string) {
-					tr.add("handler:" + code)
-				})
-				r.Add(tr.stepArgs("next"))
-				res := runOn(t, r, l, tt)
-				wantError(t, res.Err, asyncsteps.InternalError, foreignInfo("Error(Boom)"))
-				wantTrace(t, tr, "call returned,callback returns,handler:InternalError")
-			})
+	onForeignTools(t, func(t *testing.T, r *asyncsteps.Root, tr *tracer, run func() asyncsteps.Result) {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Success("mine")
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				as.Error("Boom", "from another goroutine")
+				tr.add("call returned")
+			}()
+			<-done
+			tr.add("callback returns")
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.add("handler:" + code)
 		})
-	}
+		r.Add(tr.stepArgs("next"))
+		wantError(t, run().Err, asyncsteps.InternalError, foreignInfo("Error(Boom)"))
+		wantTrace(t, tr, "call returned,callback returns,handler:InternalError")
+	})
 }
 
 // docs/DESIGN.md#foreach-collections: the keys of a map whose key type is

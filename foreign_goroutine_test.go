@@ -66,6 +66,22 @@ func openTool(name string) (asyncsteps.Tool, *asyncsteps.Loop, *asyncsteps.TestT
 	return tt, nil, tt, func() {}
 }
 
+// onForeignTools runs body in a child process once per tool of
+// foreignTools, each with a new flow on that tool and a tracer; body ends
+// with run, which runs the flow to its end.
+func onForeignTools(t *testing.T, body func(t *testing.T, r *asyncsteps.Root, tr *tracer, run func() asyncsteps.Result)) {
+	for _, toolName := range foreignTools {
+		t.Run(toolName, func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				tool, l, tt, release := openTool(toolName)
+				defer release()
+				r := asyncsteps.New(asyncsteps.WithTool(tool))
+				body(t, r, &tracer{}, func() asyncsteps.Result { return runOn(t, r, l, tt) })
+			})
+		})
+	}
+}
+
 func TestForeignCallOnStepThatDoesNotWait(t *testing.T) {
 	for _, toolName := range foreignTools {
 		for _, fc := range foreignCalls {
@@ -119,33 +135,24 @@ func foreignCallCase(t *testing.T, toolName string, fc foreignCall) {
 // The same call from another goroutine in a running error handler fails
 // the handler's step with the InternalError.
 func TestForeignErrorInErrorHandler(t *testing.T) {
-	for _, toolName := range foreignTools {
-		t.Run(toolName, func(t *testing.T) {
-			inChild(t, func(t *testing.T) {
-				tool, l, tt, release := openTool(toolName)
-				defer release()
-				tr := &tracer{}
-				r := asyncsteps.New(asyncsteps.WithTool(tool))
-				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-						tr.add("step")
-						as.Error("First")
-					}, func(as asyncsteps.AsyncSteps, code string) {
-						tr.add("inner:" + code)
-						done := make(chan struct{})
-						go func() { defer close(done); as.Error("Second") }()
-						<-done
-						tr.add("handler goes on")
-					})
-				}, func(as asyncsteps.AsyncSteps, code string) {
-					tr.add("outer:" + code + ":" + as.State().ErrorInfo)
-				})
-				res := runOn(t, r, l, tt)
-				wantError(t, res.Err, asyncsteps.InternalError, foreignInfo("Error(Second)"))
-				wantTrace(t, tr, "step,inner:First,handler goes on,outer:InternalError:"+foreignInfo("Error(Second)"))
+	onForeignTools(t, func(t *testing.T, r *asyncsteps.Root, tr *tracer, run func() asyncsteps.Result) {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("step")
+				as.Error("First")
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.add("inner:" + code)
+				done := make(chan struct{})
+				go func() { defer close(done); as.Error("Second") }()
+				<-done
+				tr.add("handler goes on")
 			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.add("outer:" + code + ":" + as.State().ErrorInfo)
 		})
-	}
+		wantError(t, run().Err, asyncsteps.InternalError, foreignInfo("Error(Second)"))
+		wantTrace(t, tr, "step,inner:First,handler goes on,outer:InternalError:"+foreignInfo("Error(Second)"))
+	})
 }
 
 // callDeep calls f through depth functions of its own, so that the call
@@ -214,28 +221,19 @@ func ownDeepCase(t *testing.T, toolName string, depth int) {
 // A callback that added a sub-step before the call from another goroutine
 // fails with the same InternalError, and the sub-step does not run.
 func TestForeignErrorAfterAdd(t *testing.T) {
-	for _, toolName := range foreignTools {
-		t.Run(toolName, func(t *testing.T) {
-			inChild(t, func(t *testing.T) {
-				tool, l, tt, release := openTool(toolName)
-				defer release()
-				tr := &tracer{}
-				r := asyncsteps.New(asyncsteps.WithTool(tool))
-				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					tr.add("step")
-					as.Add(tr.step("sub-step"))
-					done := make(chan struct{})
-					go func() { defer close(done); as.Error("Boom") }()
-					<-done
-				}, func(as asyncsteps.AsyncSteps, code string) {
-					tr.add("handler:" + code + ":" + as.State().ErrorInfo)
-				})
-				res := runOn(t, r, l, tt)
-				wantError(t, res.Err, asyncsteps.InternalError, foreignInfo("Error(Boom)"))
-				wantTrace(t, tr, "step,handler:InternalError:"+foreignInfo("Error(Boom)"))
-			})
+	onForeignTools(t, func(t *testing.T, r *asyncsteps.Root, tr *tracer, run func() asyncsteps.Result) {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("step")
+			as.Add(tr.step("sub-step"))
+			done := make(chan struct{})
+			go func() { defer close(done); as.Error("Boom") }()
+			<-done
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.add("handler:" + code + ":" + as.State().ErrorInfo)
 		})
-	}
+		wantError(t, run().Err, asyncsteps.InternalError, foreignInfo("Error(Boom)"))
+		wantTrace(t, tr, "step,handler:InternalError:"+foreignInfo("Error(Boom)"))
+	})
 }
 
 // A Loop closed by the callback after the call from another goroutine
