@@ -26,6 +26,7 @@ var (
 
 // compareRun is what one run of one gateway measured.
 type compareRun struct {
+	requests     uint64        // requests sent in the saturation run
 	rps          float64       // successful requests per second at saturation
 	p99          time.Duration // their 99th percentile latency
 	cpuPerReq    time.Duration // the gateway process's CPU time per request at saturation
@@ -128,15 +129,15 @@ var unlimited = []string{"-concurrent", "1000000", "-queue", "0", "-rate", "0", 
 func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration, time.Duration) {
 	gw := startProgram(t, append([]string{"-impl", impl, "-addr", "127.0.0.1:0", "-upstream", upstreamURL}, unlimited...)...)
 	defer gw.stop(t)
-	r := drive(t, impl, gw, *compareWorkers)
+	r := drive(t, impl, gw, *compareWorkers, *compareDuration)
 	return r.rps, r.p99, r.cpuPerReq
 }
 
 // drive sends requests to gw from workers clients, each sending its next
-// request as soon as the last is answered, for -compare-duration, and
-// returns the successful requests per second, their p99 latency and the
+// request as soon as the last is answered, for d, and returns the
+// requests sent, the successful ones per second, their p99 latency and the
 // gateway process's CPU time per request.
-func drive(t *testing.T, impl string, gw *program, workers int) compareRun {
+func drive(t *testing.T, impl string, gw *program, workers int, d time.Duration) compareRun {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	defer client.CloseIdleConnections()
 	n := uint64(workers)
@@ -148,7 +149,7 @@ func drive(t *testing.T, impl string, gw *program, workers int) compareRun {
 	)
 	var m vegeta.Metrics
 	cpu0 := processCPU(gw.cmd.Process.Pid)
-	for res := range attacker.Attack(targets, vegeta.Rate{}, *compareDuration, impl) {
+	for res := range attacker.Attack(targets, vegeta.Rate{}, d, impl) {
 		m.Add(res)
 	}
 	cpu := processCPU(gw.cmd.Process.Pid) - cpu0
@@ -156,7 +157,7 @@ func drive(t *testing.T, impl string, gw *program, workers int) compareRun {
 	if m.Success < 0.999 {
 		t.Errorf("%s: success ratio %.4f, status %v, errors %v", impl, m.Success, m.StatusCodes, m.Errors)
 	}
-	r := compareRun{rps: m.Throughput, p99: m.Latencies.P99}
+	r := compareRun{requests: m.Requests, rps: m.Throughput, p99: m.Latencies.P99}
 	if m.Requests > 0 && cpu0 > 0 {
 		r.cpuPerReq = cpu / time.Duration(m.Requests)
 	}
@@ -220,7 +221,7 @@ func driveTogether(t *testing.T, upstreamURL string, plainFirst bool) map[string
 	var wg sync.WaitGroup
 	for _, impl := range impls {
 		wg.Go(func() {
-			r := drive(t, impl, gws[impl], max(*compareWorkers/2, 1))
+			r := drive(t, impl, gws[impl], max(*compareWorkers/2, 1), *compareDuration)
 			mu.Lock()
 			runs[impl] = r
 			mu.Unlock()
