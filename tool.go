@@ -15,7 +15,9 @@ import (
 // returned Handles from any goroutine (a step completed from another
 // goroutine, [Root.Cancel], a shared [Mutex] admitting a waiter), so an
 // implementation must make them safe for concurrent use; the callbacks it
-// runs must run one at a time.
+// runs must run one at a time, each once. A nil Handle is a callback that
+// cannot be cancelled: a step timeout armed with it still runs when due,
+// and finds its step gone.
 type Tool interface {
 	// Immediate schedules f to run on the loop soon, after the callbacks
 	// already scheduled with Immediate (first in, first out).
@@ -122,11 +124,18 @@ func (foreignTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, erro
 const runOnLoopInfo = "Run called on the loop of the flow: it would deadlock"
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
-	return &timerEntry{t: foreignTimer{t.Deferred(d, tk.run)}}
+	h := t.Deferred(d, tk.run)
+	if h == nil {
+		// A Tool that gives no handle gives no way to cancel: the timer
+		// then runs when due and finds its step gone, like one whose
+		// Cancel came too late.
+		h = deadHandle{}
+	}
+	return &timerEntry{t: foreignTimer{h}}
 }
 
 // foreignTimer is the entry of a timeout armed on a foreignTool: Cancel
-// goes to the tool's own handle.
+// goes to the tool's own handle, never nil.
 type foreignTimer struct{ Handle }
 
 func (foreignTimer) run() {}
