@@ -1,7 +1,9 @@
 package asyncsteps_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -46,5 +48,79 @@ func TestForeignToolNilHandleIsATimerThatCannotBeCancelled(t *testing.T) {
 		tool.run()
 		wantSuccess(t, result(t, ch), "recovered")
 		wantTrace(t, &tr, "got done at 0s,handler Timeout at 1m0s")
+	})
+}
+
+// stoppedTool is a foreign Tool whose Immediate panics once stopped, as a
+// Tool built on a channel does with a send on the closed channel.
+type stoppedTool struct {
+	*manualTool
+	stopped bool
+}
+
+func (t *stoppedTool) Immediate(f func()) asyncsteps.Handle {
+	if t.stopped {
+		panic("send on closed channel")
+	}
+	return t.manualTool.Immediate(f)
+}
+
+// slogRecords makes slog's default logger send each message to the
+// returned channel (run it in a child process).
+func slogRecords() <-chan string {
+	ch := make(chan string, 16)
+	slog.SetDefault(slog.New(chanHandler(ch)))
+	return ch
+}
+
+type chanHandler chan string
+
+func (chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h chanHandler) WithGroup(string) slog.Handler          { return h }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "panic" {
+			msg += " panic=" + a.Value.String()
+		}
+		return true
+	})
+	h <- msg
+	return nil
+}
+
+// The result of an Await function reaches a foreign Tool through its
+// Immediate, called on the function's goroutine, which the engine started:
+// a Tool stopped meanwhile that panics there must not end the process.
+// The panic is logged and the result lost: the flow, on a tool that runs
+// nothing any more, waits for good.
+func TestForeignToolPanickingImmediateOffItsLoopIsLogged(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		logs := slogRecords()
+		tool := &stoppedTool{manualTool: &manualTool{}}
+		release := make(chan struct{})
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Await(func(context.Context) (any, error) {
+			<-release
+			return 1, nil
+		})
+		ch := r.Promise()
+		tool.run() // starts the function, which waits for release
+		tool.stopped = true
+		close(release)
+		select {
+		case msg := <-logs:
+			want := "asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost panic=send on closed channel"
+			if msg != want {
+				t.Errorf("logged %q, want %q", msg, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing logged")
+		}
+		noResult(t, ch)
+		if !r.Running() {
+			t.Error("the flow has ended; want it waiting for the lost completion")
+		}
 	})
 }

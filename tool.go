@@ -2,6 +2,8 @@ package asyncsteps
 
 import (
 	"context"
+	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
@@ -17,7 +19,12 @@ import (
 // implementation must make them safe for concurrent use; the callbacks it
 // runs must run one at a time, each once. A nil Handle is a callback that
 // cannot be cancelled: a step timeout armed with it still runs when due,
-// and finds its step gone.
+// and finds its step gone. A panic of Immediate called to hand the tool a
+// completion from another goroutine (an Await function's result, a
+// Success from outside, a Mutex slot given back on another loop) is
+// logged with [log/slog] and the completion is lost, so that a stopped
+// tool does not end the process: its flows wait for good. Execute, Run,
+// Promise and Root.Cancel let such a panic reach their caller.
 type Tool interface {
 	// Immediate schedules f to run on the loop soon, after the callbacks
 	// already scheduled with Immediate (first in, first out).
@@ -99,8 +106,7 @@ type foreignTool struct{ Tool }
 
 func (t foreignTool) post(tk task)        { t.Immediate(tk.run) }
 func (t foreignTool) busy() bool          { return true }
-func (t foreignTool) inject(tk task)      { t.Immediate(tk.run) }
-func (t foreignTool) startFlow(fl *flow)  { t.inject(fl) }
+func (t foreignTool) startFlow(fl *flow)  { t.Immediate(fl.run) }
 func (t foreignTool) pools() *enginePools { return nil }
 func (t foreignTool) tool() Tool          { return t.Tool }
 
@@ -110,6 +116,21 @@ func (foreignTool) unwatch(*flow)             {}
 func (foreignTool) linkSection(*section)      {}
 func (foreignTool) lockFreePost() bool        { return false }
 func (t foreignTool) postFirst(tk task)       { t.post(tk) }
+
+// inject hands tk to the tool from any goroutine: often one of the
+// engine's own (an Await function's, a Mutex admitting a waiter from
+// another loop), where a panic of the tool's Immediate, say a send on the
+// closed channel of a stopped tool, would end the process. It is logged
+// instead, and tk is lost: the tool cannot run it.
+func (t foreignTool) inject(tk task) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost",
+				"panic", safeSprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	t.Immediate(tk.run)
+}
 
 func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
 
