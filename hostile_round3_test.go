@@ -159,3 +159,44 @@ func TestClonesShareTheValuesOfTheModelsVariables(t *testing.T) {
 		t.Errorf("the model's map counts %d runs, want 3", counts["runs"])
 	}
 }
+
+// failingDeferredTool is a foreign Tool whose Deferred panics, as a
+// stopped Tool's may.
+type failingDeferredTool struct{ *manualTool }
+
+func (failingDeferredTool) Deferred(time.Duration, func()) asyncsteps.Handle {
+	panic("timers stopped")
+}
+
+// A Throttle times its period with Deferred on the tool of the flow that
+// opens it. A Tool whose Deferred panics left the Throttle's period open
+// for good: the flow that opened it failed, and every later one waited
+// forever. The panic is logged and the period ends at once, as on a
+// closed Loop.
+func TestThrottlePeriodOnAToolWhoseDeferredPanics(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		logs := slogRecords()
+		tool := &manualTool{}
+		th := asyncsteps.NewThrottle(1, time.Second)
+		r := asyncsteps.New(asyncsteps.WithTool(failingDeferredTool{tool}))
+		var tr tracer
+		for _, name := range []string{"a", "b"} {
+			r.Sync(th, func(as asyncsteps.AsyncSteps, _ ...any) { tr.add(name) })
+		}
+		ch := r.Promise()
+		tool.run()
+		wantSuccess(t, result(t, ch))
+		wantTrace(t, &tr, "a,b")
+		want := "asyncsteps: Tool.Deferred panicked: the timer is not armed panic=timers stopped"
+		for i := range 2 { // logged as the flow ran: no wait
+			select {
+			case msg := <-logs:
+				if msg != want {
+					t.Errorf("logged %q, want %q", msg, want)
+				}
+			default:
+				t.Fatalf("%d messages logged, want 2", i)
+			}
+		}
+	})
+}

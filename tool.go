@@ -24,7 +24,9 @@ import (
 // Success from outside, a Mutex slot given back on another loop) is
 // logged with [log/slog] and the completion is lost, so that a stopped
 // tool does not end the process: its flows wait for good. Execute, Run,
-// Promise and Root.Cancel let such a panic reach their caller.
+// Promise and Root.Cancel let such a panic reach their caller. Likewise a
+// panic of Deferred timing a [Throttle]'s period is logged, and the period
+// ends at once; one arming a step's timeout fails that step.
 type Tool interface {
 	// Immediate schedules f to run on the loop soon, after the callbacks
 	// already scheduled with Immediate (first in, first out).
@@ -132,7 +134,20 @@ func (t foreignTool) inject(tk task) {
 	t.Immediate(tk.run)
 }
 
-func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
+// deferred times what is not a step's timeout (a Throttle's period), from
+// whatever goroutine needs it: a panic of the tool's Deferred is logged,
+// like inject's, and reported as a closed loop's deadHandle, which the
+// caller knows will never run its task.
+func (t foreignTool) deferred(d time.Duration, tk task) (h Handle) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("asyncsteps: Tool.Deferred panicked: the timer is not armed",
+				"panic", safeSprint(r), "stack", string(debug.Stack()))
+			h = deadHandle{}
+		}
+	}()
+	return t.Deferred(d, tk.run)
+}
 
 func (foreignTool) selfRunInfo() string { return runOnLoopInfo }
 
