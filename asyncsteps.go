@@ -49,6 +49,11 @@ type ForEachFunc func(as AsyncSteps, key, value any)
 // its start; the Done channel follows the virtual clock.
 //
 // The returned error becomes the step's error as [ErrorFrom] maps it.
+//
+// The flow runs while the function does, so the function must not use the
+// flow's [State], nor an [AsyncSteps] of the flow other than to complete a
+// step that waits: that is a data race. Give it what it needs in its
+// closure, and let it return what it produced, for the next step to store.
 type AwaitFunc func(ctx context.Context) (any, error)
 
 // AsyncSteps is the interface every callback receives (spec 2.2). The value

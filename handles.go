@@ -35,7 +35,9 @@ func (e *loopImmediate) Cancel() { e.state.CompareAndSwap(handleScheduled, handl
 
 func (e *loopImmediate) IsValid() bool { return e.state.Load() == handleScheduled }
 
-// deadHandle is returned by a closed Loop: nothing is scheduled.
+// deadHandle is returned by a closed Loop: nothing is scheduled. It also
+// stands in for the nil Handle a foreign Tool may return (see
+// foreignTool.deferTask).
 type deadHandle struct{}
 
 func (deadHandle) Cancel() {}

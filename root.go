@@ -268,7 +268,11 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 }
 
 // Clone returns a new Root with a copy of r's steps and state variables, not
-// started: the spec's model flows (1.5). Clone only reads r: goroutines may
+// started: the spec's model flows (1.5). The copy is shallow: the steps'
+// functions, with what their closures captured, and the variables' values
+// (a map, a slice, a pointer) are shared by r and its clones; a flow that
+// changes such a value in place changes it for all of them, which is a
+// data race between clones running on different loops. Clone only reads r: goroutines may
 // clone one idle model at once. While r's flow runs, its loop changes its
 // steps and state, so Clone may then be called only from the flow's own
 // callbacks (or, on a [TestTool], while no goroutine drives it): called on
@@ -342,7 +346,7 @@ func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(r,
 func (r *Root) State() *State { return r.fl.State() }
 
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
-// its state variables that r does not have.
+// its state variables that r does not have, shallowly as [Root.Clone] does.
 func (r *Root) CopyFrom(model *Root) AsyncSteps {
 	if model == nil {
 		r.misuse("CopyFrom: nil model")

@@ -9,8 +9,14 @@ import (
 // predefined error variables and the user variables set with Set.
 //
 // A State belongs to its flow's loop: use it from the flow's callbacks, or
-// from any goroutine while the flow is not running. The zero value is an
-// empty State, ready to use.
+// from any goroutine while the flow is not running. An [AsyncSteps.Await]
+// function runs while its flow does: it must not touch the State. The zero
+// value is an empty State, ready to use.
+//
+// The user variables are apart from the fields: Set("ErrorInfo", v) sets
+// a variable of that name, which Get returns, and leaves the field
+// ErrorInfo alone. Any string is a name, the empty one included, and a nil
+// value is a value: Exists tells it from an unset variable.
 //
 // AsyncStack is written by the engine at each error; read it, copy it, but
 // do not change its elements: an error raised again at the same place

@@ -2,6 +2,8 @@ package asyncsteps
 
 import (
 	"context"
+	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
@@ -15,7 +17,16 @@ import (
 // returned Handles from any goroutine (a step completed from another
 // goroutine, [Root.Cancel], a shared [Mutex] admitting a waiter), so an
 // implementation must make them safe for concurrent use; the callbacks it
-// runs must run one at a time.
+// runs must run one at a time, each once. A nil Handle is a callback that
+// cannot be cancelled: a step timeout armed with it still runs when due,
+// and finds its step gone. A panic of Immediate called to hand the tool a
+// completion from another goroutine (an Await function's result, a
+// Success from outside, a Mutex slot given back on another loop) is
+// logged with [log/slog] and the completion is lost, so that a stopped
+// tool does not end the process: its flows wait for good. Execute, Run,
+// Promise and Root.Cancel let such a panic reach their caller. Likewise a
+// panic of Deferred timing a [Throttle]'s period is logged, and the period
+// ends at once; one arming a step's timeout fails that step.
 type Tool interface {
 	// Immediate schedules f to run on the loop soon, after the callbacks
 	// already scheduled with Immediate (first in, first out).
@@ -97,8 +108,7 @@ type foreignTool struct{ Tool }
 
 func (t foreignTool) post(tk task)        { t.Immediate(tk.run) }
 func (t foreignTool) busy() bool          { return true }
-func (t foreignTool) inject(tk task)      { t.Immediate(tk.run) }
-func (t foreignTool) startFlow(fl *flow)  { t.inject(fl) }
+func (t foreignTool) startFlow(fl *flow)  { t.Immediate(fl.run) }
 func (t foreignTool) pools() *enginePools { return nil }
 func (t foreignTool) tool() Tool          { return t.Tool }
 
@@ -109,7 +119,35 @@ func (foreignTool) linkSection(*section)      {}
 func (foreignTool) lockFreePost() bool        { return false }
 func (t foreignTool) postFirst(tk task)       { t.post(tk) }
 
-func (t foreignTool) deferred(d time.Duration, tk task) Handle { return t.Deferred(d, tk.run) }
+// inject hands tk to the tool from any goroutine: often one of the
+// engine's own (an Await function's, a Mutex admitting a waiter from
+// another loop), where a panic of the tool's Immediate, say a send on the
+// closed channel of a stopped tool, would end the process. It is logged
+// instead, and tk is lost: the tool cannot run it.
+func (t foreignTool) inject(tk task) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost",
+				"panic", safeSprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	t.Immediate(tk.run)
+}
+
+// deferred times what is not a step's timeout (a Throttle's period), from
+// whatever goroutine needs it: a panic of the tool's Deferred is logged,
+// like inject's, and reported as a closed loop's deadHandle, which the
+// caller knows will never run its task.
+func (t foreignTool) deferred(d time.Duration, tk task) (h Handle) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("asyncsteps: Tool.Deferred panicked: the timer is not armed",
+				"panic", safeSprint(r), "stack", string(debug.Stack()))
+			h = deadHandle{}
+		}
+	}()
+	return t.Deferred(d, tk.run)
+}
 
 func (foreignTool) selfRunInfo() string { return runOnLoopInfo }
 
@@ -122,11 +160,18 @@ func (foreignTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, erro
 const runOnLoopInfo = "Run called on the loop of the flow: it would deadlock"
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
-	return &timerEntry{t: foreignTimer{t.Deferred(d, tk.run)}}
+	h := t.Deferred(d, tk.run)
+	if h == nil {
+		// A Tool that gives no handle gives no way to cancel: the timer
+		// then runs when due and finds its step gone, like one whose
+		// Cancel came too late.
+		h = deadHandle{}
+	}
+	return &timerEntry{t: foreignTimer{h}}
 }
 
 // foreignTimer is the entry of a timeout armed on a foreignTool: Cancel
-// goes to the tool's own handle.
+// goes to the tool's own handle, never nil.
 type foreignTimer struct{ Handle }
 
 func (foreignTimer) run() {}

@@ -1,0 +1,202 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// nilHandleTool is a foreign Tool whose Immediate and Deferred schedule
+// their callbacks but return no Handle.
+type nilHandleTool struct{ *manualTool }
+
+func (t nilHandleTool) Immediate(f func()) asyncsteps.Handle {
+	t.manualTool.Immediate(f)
+	return nil
+}
+
+func (t nilHandleTool) Deferred(d time.Duration, f func()) asyncsteps.Handle {
+	t.manualTool.Deferred(d, f)
+	return nil
+}
+
+// A Tool may return a nil Handle: the engine cannot cancel that timer, so
+// a step timeout whose step completed first still runs when due, and finds
+// nothing to time out. Before, disarming it dereferenced the nil Handle.
+func TestForeignToolNilHandleIsATimerThatCannotBeCancelled(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		tool := &manualTool{}
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(nilHandleTool{tool}))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second) // disarmed by the completion: cancels nothing
+			as.WaitExternal()
+			tool.Immediate(func() { as.Success("done") })
+		}).Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.add(fmt.Sprint("got ", args[0], " at ", tool.now))
+			as.SetTimeout(time.Minute) // fires
+			as.WaitExternal()
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.add(fmt.Sprint("handler ", code, " at ", tool.now))
+			as.Success("recovered")
+		})
+		ch := r.Promise()
+		tool.run()
+		wantSuccess(t, result(t, ch), "recovered")
+		wantTrace(t, &tr, "got done at 0s,handler Timeout at 1m0s")
+	})
+}
+
+// stoppedTool is a foreign Tool whose Immediate panics once stopped, as a
+// Tool built on a channel does with a send on the closed channel.
+type stoppedTool struct {
+	*manualTool
+	stopped bool
+}
+
+func (t *stoppedTool) Immediate(f func()) asyncsteps.Handle {
+	if t.stopped {
+		panic("send on closed channel")
+	}
+	return t.manualTool.Immediate(f)
+}
+
+// slogRecords makes slog's default logger send each message to the
+// returned channel (run it in a child process).
+func slogRecords() <-chan string {
+	ch := make(chan string, 16)
+	slog.SetDefault(slog.New(chanHandler(ch)))
+	return ch
+}
+
+type chanHandler chan string
+
+func (chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h chanHandler) WithGroup(string) slog.Handler          { return h }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "panic" {
+			msg += " panic=" + a.Value.String()
+		}
+		return true
+	})
+	h <- msg
+	return nil
+}
+
+// The result of an Await function reaches a foreign Tool through its
+// Immediate, called on the function's goroutine, which the engine started:
+// a Tool stopped meanwhile that panics there must not end the process.
+// The panic is logged and the result lost: the flow, on a tool that runs
+// nothing any more, waits for good.
+func TestForeignToolPanickingImmediateOffItsLoopIsLogged(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		logs := slogRecords()
+		tool := &stoppedTool{manualTool: &manualTool{}}
+		release := make(chan struct{})
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Await(func(context.Context) (any, error) {
+			<-release
+			return 1, nil
+		})
+		ch := r.Promise()
+		tool.run() // starts the function, which waits for release
+		tool.stopped = true
+		close(release)
+		select {
+		case msg := <-logs:
+			want := "asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost panic=send on closed channel"
+			if msg != want {
+				t.Errorf("logged %q, want %q", msg, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing logged")
+		}
+		noResult(t, ch)
+		if !r.Running() {
+			t.Error("the flow has ended; want it waiting for the lost completion")
+		}
+	})
+}
+
+// User variables are apart from the State's fields: a variable named like
+// a field is a variable, the empty name is a name, and nil is a value.
+func TestStateVariablesNamedLikeItsFields(t *testing.T) {
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		s := as.State()
+		s.Set("ErrorInfo", "variable")
+		s.Set("LastException", 1)
+		s.Set("", nil)
+		as.Error("E", "field")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		s := as.State()
+		as.Success(s.Get("ErrorInfo"), s.Get("LastException"), s.Exists(""), s.Get(""), s.ErrorInfo, code)
+	})
+	wantSuccess(t, run(t, r, tt), "variable", 1, true, nil, "field", "E")
+}
+
+// Clone copies the model's variables shallowly: a map in the model's State
+// is the map each clone, and a clone of a clone, sees and changes.
+func TestClonesShareTheValuesOfTheModelsVariables(t *testing.T) {
+	model, tt := newFlow()
+	counts := map[string]int{}
+	model.State().Set("counts", counts)
+	model.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.State().Get("counts").(map[string]int)["runs"]++
+	})
+	c1 := model.Clone()
+	for _, c := range []*asyncsteps.Root{c1, model.Clone(), c1.Clone()} {
+		wantSuccess(t, run(t, c, tt))
+	}
+	if counts["runs"] != 3 {
+		t.Errorf("the model's map counts %d runs, want 3", counts["runs"])
+	}
+}
+
+// failingDeferredTool is a foreign Tool whose Deferred panics, as a
+// stopped Tool's may.
+type failingDeferredTool struct{ *manualTool }
+
+func (failingDeferredTool) Deferred(time.Duration, func()) asyncsteps.Handle {
+	panic("timers stopped")
+}
+
+// A Throttle times its period with Deferred on the tool of the flow that
+// opens it. A Tool whose Deferred panics left the Throttle's period open
+// for good: the flow that opened it failed, and every later one waited
+// forever. The panic is logged and the period ends at once, as on a
+// closed Loop.
+func TestThrottlePeriodOnAToolWhoseDeferredPanics(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		logs := slogRecords()
+		tool := &manualTool{}
+		th := asyncsteps.NewThrottle(1, time.Second)
+		r := asyncsteps.New(asyncsteps.WithTool(failingDeferredTool{tool}))
+		var tr tracer
+		for _, name := range []string{"a", "b"} {
+			r.Sync(th, func(as asyncsteps.AsyncSteps, _ ...any) { tr.add(name) })
+		}
+		ch := r.Promise()
+		tool.run()
+		wantSuccess(t, result(t, ch))
+		wantTrace(t, &tr, "a,b")
+		want := "asyncsteps: Tool.Deferred panicked: the timer is not armed panic=timers stopped"
+		for i := range 2 { // logged as the flow ran: no wait
+			select {
+			case msg := <-logs:
+				if msg != want {
+					t.Errorf("logged %q, want %q", msg, want)
+				}
+			default:
+				t.Fatalf("%d messages logged, want 2", i)
+			}
+		}
+	})
+}
