@@ -27,9 +27,12 @@ func TestNewInstanceKeepsTheUnhandledErrorFunction(t *testing.T) {
 	r.Execute()
 	drive(t, tt)
 
-	for name, n := range map[string]*asyncsteps.Root{"root": fromRoot, "step": fromStep} {
-		n.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Failed", name) })
-		n.Execute()
+	for _, c := range []struct {
+		name string
+		n    *asyncsteps.Root
+	}{{"root", fromRoot}, {"step", fromStep}} {
+		c.n.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Failed", c.name) })
+		c.n.Execute()
 		drive(t, tt)
 	}
 	wantTrace(t, &tr, "unhandled:Failed:root,unhandled:Failed:step")
