@@ -102,7 +102,9 @@ type AsyncSteps interface {
 	// a later Add, Parallel, loop, Sync, Await, Error, Break or Continue
 	// in the same callback has no effect, so return right after Success.
 	Success(args ...any)
-	// Error completes the step with an error and aborts the callback.
+	// Error completes the step with an error and aborts the callback. An
+	// empty code is a misuse: the step fails with InternalError, whose
+	// info says so and keeps info.
 	Error(code string, info ...string)
 	// SetTimeout makes the step wait for an external completion and fail
 	// with Timeout after d, covering its sub-steps. A d of 0 or less

@@ -93,6 +93,7 @@ func TestAwaitErrorMapping(t *testing.T) {
 	denied := &asyncsteps.Error{Code: asyncsteps.Unauthorized, Info: "bad token"}
 	wrapped := fmt.Errorf("login: %w", denied)
 	plain := errors.New("disk full")
+	noCode := &asyncsteps.Error{Info: "half made"}
 	for _, tc := range []struct {
 		name      string
 		err       error
@@ -104,6 +105,7 @@ func TestAwaitErrorMapping(t *testing.T) {
 		{"wrapped *Error", wrapped, asyncsteps.Unauthorized, "bad token", wrapped},
 		{"plain error", plain, asyncsteps.InternalError, "disk full", plain},
 		{"context deadline", context.DeadlineExceeded, asyncsteps.Timeout, "context deadline exceeded", context.DeadlineExceeded},
+		{"*Error without a code", noCode, asyncsteps.InternalError, "*Error: empty error code; info: half made", noCode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr tracer

@@ -26,7 +26,8 @@ type FutoInCoder interface {
 // a Result taken by [AwaitResult] or [AwaitFlow]. The first rule that
 // matches err, or an error it wraps, gives the code:
 //
-//   - an [*Error]: its Code and Info;
+//   - an [*Error]: its Code and Info (with an empty Code, an
+//     InternalError whose info says so and keeps the Info);
 //   - a [FutoInCoder]: its FutoInCode(), unless empty;
 //   - [context.DeadlineExceeded] (which the net package's timeouts match
 //     too): Timeout;
@@ -62,6 +63,9 @@ func ErrorFrom(err error) (mapped *Error) {
 	if errors.As(err, &e) {
 		if e == nil { // reads "<nil>": name the mistake instead
 			return &Error{Code: InternalError, Info: fmt.Sprintf("a nil %T was given as an error", e)}
+		}
+		if e.Code == "" {
+			return &Error{Code: InternalError, Info: emptyCodeInfo("*Error", e.Info), Cause: err}
 		}
 		return &Error{Code: e.Code, Info: e.Info, Cause: err}
 	}
@@ -102,6 +106,18 @@ func isTransportError(err error) bool {
 	return errors.As(err, &ne) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+// emptyCodeInfo is the info of the InternalError that stands for an error
+// raised with an empty code by what (Error, or an *Error value), keeping
+// info: a flow's error handlers, and the caller of its root, tell errors
+// apart by their codes, and an empty one names none.
+func emptyCodeInfo(what, info string) string {
+	s := what + ": empty error code"
+	if info != "" {
+		s += "; info: " + info
+	}
+	return s
 }
 
 // awaitError maps an error that enters a flow from Go code: see ErrorFrom.

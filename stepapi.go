@@ -285,7 +285,11 @@ func (h *stepAPI) Success(args ...any) {
 
 // Error implements [AsyncSteps].
 func (h *stepAPI) Error(code string, info ...string) {
-	if h.raise(code, firstLabel(info), true) {
+	i := firstLabel(info)
+	if code == "" {
+		code, i = InternalError, emptyCodeInfo("Error", i)
+	}
+	if h.raise(code, i, true) {
 		panic(abortSignal{})
 	}
 }
