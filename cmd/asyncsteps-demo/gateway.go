@@ -64,7 +64,11 @@ type quoteReply struct {
 }
 
 // parseQuote checks a /quote request and returns its symbols, without
-// duplicates, or the error that answers it.
+// duplicates, or the error that answers it. Repeated symbols parameters
+// are one list (symbols=A&symbols=B is symbols=A,B). The list is read up
+// to the first symbol past maxSymbols only: a URL of a megabyte lists
+// thousands of distinct symbols, whose duplicate check, quadratic, would
+// cost seconds of CPU per request.
 func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error) {
 	if req.Method != http.MethodGet {
 		return nil, &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + req.Method + " not allowed, use GET"}
@@ -73,21 +77,24 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 	if err != nil {
 		return nil, invalid("malformed query: %v", err)
 	}
-	list := query.Get("symbols")
-	if list == "" {
+	lists := query["symbols"]
+	if len(lists) == 0 || (len(lists) == 1 && lists[0] == "") {
 		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
 	}
 	var symbols []string
-	for s := range strings.SplitSeq(list, ",") {
-		if !isSymbol(s) {
-			return nil, invalid("malformed symbol %q: 1 to 5 capital letters", s)
-		}
-		if !contains(symbols, s) {
+	for _, list := range lists {
+		for s := range strings.SplitSeq(list, ",") {
+			if !isSymbol(s) {
+				return nil, invalid("malformed symbol %q: 1 to 5 capital letters", s)
+			}
+			if contains(symbols, s) {
+				continue
+			}
+			if len(symbols) == maxSymbols {
+				return nil, invalid("too many symbols: more than %d", maxSymbols)
+			}
 			symbols = append(symbols, s)
 		}
-	}
-	if len(symbols) > maxSymbols {
-		return nil, invalid("too many symbols: %d, at most %d", len(symbols), maxSymbols)
 	}
 	return symbols, nil
 }
