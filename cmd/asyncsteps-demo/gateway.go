@@ -142,6 +142,18 @@ func answerError(symbol string, status int) (err *asyncsteps.Error, retry bool) 
 	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, false
 }
 
+// checkQuote returns the error of an upstream answer that parsed but is
+// no price of symbol: another symbol's (it would be shown as symbol's) or
+// a price that is not positive, missing ones included. A broken upstream,
+// not retried, as an answer that does not parse.
+func checkQuote(symbol string, q quote) *asyncsteps.Error {
+	if q.Symbol == symbol && q.Price > 0 {
+		return nil
+	}
+	return &asyncsteps.Error{Code: asyncsteps.CommError,
+		Info: fmt.Sprintf("upstream answer for %s: symbol %q, price %v", symbol, q.Symbol, q.Price)}
+}
+
 // retriable reports whether an upstream attempt that failed with code is
 // tried again: a transport error, or its own timeout.
 func retriable(code string) bool {

@@ -168,6 +168,9 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	if err != nil {
 		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream answer for " + symbol + ": " + err.Error()}}
 	}
+	if bad := checkQuote(symbol, q); bad != nil {
+		return quote{}, &attemptError{Error: bad}
+	}
 	return q, nil
 }
 
