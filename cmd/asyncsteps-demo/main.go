@@ -263,7 +263,8 @@ var errShutdown = errors.New("server shutting down")
 
 // serve serves h on ln until ctx ends; then it stops accepting, waits up
 // to grace for the requests in flight, cancels those left (their flows are
-// cancelled, and they are answered 503) and waits for them to end.
+// cancelled, and they are answered 503) and waits for them to end, at most
+// closeDelay more before it closes their connections.
 func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
@@ -289,10 +290,22 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	logger.Warn("grace period over: cancelling the requests left")
 	cancelAll(errShutdown)
-	// The cancelled requests are answered at once: wait for them.
-	if err := srv.Shutdown(context.Background()); err != nil {
-		return err
+	// The cancelled requests are answered at once. A connection still
+	// busy after closeDelay is one whose client does not read what it is
+	// sent (a blocked write ignores the request's context): waiting for
+	// it would never end, so it is closed.
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), closeDelay)
+	defer cancelClose()
+	if err := srv.Shutdown(closeCtx); err != nil {
+		logger.Warn("closing the connections whose clients do not read their answers", "after", closeDelay)
+		srv.Close() //nolint:errcheck // the listener is closed already
+		return nil
 	}
 	logger.Info("all requests ended")
 	return nil
 }
+
+// closeDelay is how long serve waits, once it has cancelled the requests
+// left at the end of the grace period, before it closes the connections
+// still busy.
+const closeDelay = time.Second
