@@ -44,7 +44,9 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-upstream", "127.0.0.1:9090"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-upstream", "http://"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-impl", "threads"}, `-impl=\"threads\": want flows or plain`},
-		{[]string{"-redis-ttl", "0s"}, "-redis-ttl must be positive"},
+		{[]string{"-redis-ttl", "0s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
+		{[]string{"-redis-ttl", "1ns"}, "-redis-ttl must be from 100ms to 24h0m0s"},
+		{[]string{"-redis-ttl", "2562047h47m16s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 	}
 	for _, c := range cases {

@@ -66,7 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
 	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis address (host:port): share -concurrent and -rate with every instance using it and -redis-prefix; empty: this instance alone")
 	fs.StringVar(&o.cluster.Prefix, "redis-prefix", "asyncsteps-demo", "with -redis: the prefix of the Redis keys; instances with the same prefix share their limits")
-	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it")
+	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -97,8 +97,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("-upstream-fail=%v: want a share from 0 to 1", o.upstream.FailRate)
 	case o.cluster.Addr != "" && o.impl != "flows":
 		return errors.New("-redis works with -impl=flows only")
-	case o.cluster.TTL <= 0:
-		return errors.New("-redis-ttl must be positive")
+	case o.cluster.TTL < minRedisTTL || o.cluster.TTL > maxRedisTTL:
+		return fmt.Errorf("-redis-ttl must be from %v to %v", minRedisTTL, maxRedisTTL)
 	}
 	return validateUpstreamURL(o.upstreamURL)
 }
@@ -112,6 +112,16 @@ const (
 	maxLoops           = 1024
 	maxRetryAfter      = 24 * time.Hour
 	maxUpstreamLatency = time.Hour
+)
+
+// The bounds of -redis-ttl. A lease is renewed every third of it: a lease
+// of a millisecond would be renewed hundreds of times a second, and run
+// out at the first slow round trip to Redis, letting more requests in than
+// -concurrent; a killed instance's slots come back only after it, so a
+// lease of years would keep them.
+const (
+	minRedisTTL = 100 * time.Millisecond
+	maxRedisTTL = 24 * time.Hour
 )
 
 // validateUpstreamURL accepts an empty -upstream (the embedded one) or an
