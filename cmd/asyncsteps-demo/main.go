@@ -278,12 +278,7 @@ var errShutdown = errors.New("server shutting down")
 func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(h, base, logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -313,6 +308,22 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	logger.Info("all requests ended")
 	return nil
+}
+
+// newServer returns the server of serve: requests get base as their
+// context. A client has ReadHeaderTimeout to send its request's headers,
+// and a keep-alive connection left idle is closed after IdleTimeout:
+// without it, clients that leave connections open would hold a file
+// descriptor each until the process runs out of them. (No ReadTimeout:
+// net/http would cancel a request still served when it passed.)
+func newServer(h http.Handler, base context.Context, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // closeDelay is how long serve waits, once it has cancelled the requests

@@ -59,3 +59,14 @@ func TestShutdownClosesConnectionsNotRead(t *testing.T) {
 		t.Errorf("log:\n%s", logs)
 	}
 }
+
+// The server closes idle keep-alive connections and bounds the wait for
+// a request's headers; it does not bound a request's reading (net/http
+// would cancel requests served longer than that).
+func TestServerBoundsIdleConnections(t *testing.T) {
+	srv := newServer(http.NotFoundHandler(), context.Background(), slog.New(slog.DiscardHandler))
+	if srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {
+		t.Errorf("IdleTimeout %v, ReadHeaderTimeout %v, ReadTimeout %v, WriteTimeout %v; want 2m, 5s, 0, 0",
+			srv.IdleTimeout, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout)
+	}
+}
