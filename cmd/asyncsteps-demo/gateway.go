@@ -85,7 +85,7 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 	for _, list := range lists {
 		for s := range strings.SplitSeq(list, ",") {
 			if !isSymbol(s) {
-				return nil, invalid("malformed symbol %q: 1 to 5 capital letters", s)
+				return nil, invalid("malformed symbol %q: 1 to 5 capital letters", clip(s))
 			}
 			if contains(symbols, s) {
 				continue
@@ -97,6 +97,16 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 		}
 	}
 	return symbols, nil
+}
+
+// clip returns s, or its first bytes and "..." when it is longer than a
+// symbol can be by far: a 400 does not echo a megabyte of query back.
+func clip(s string) string {
+	const keep = 16
+	if len(s) <= keep {
+		return s
+	}
+	return s[:keep] + "..."
 }
 
 func invalid(format string, args ...any) *asyncsteps.Error {

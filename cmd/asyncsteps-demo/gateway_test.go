@@ -312,6 +312,7 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 		// is never seen.
 		{"too many, then more", "GET", "?symbols=A,B,C,D,E,F,G,H,I,J,J,A,K,x", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
 		{"too many over two lists", "GET", "?symbols=A,B,C,D,E&symbols=F,G,H,I,J,K", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
+		{"long malformed symbol", "GET", "?symbols=AAPL," + strings.Repeat("a", 70000), 400, errBody("InvalidRequest", `malformed symbol "aaaaaaaaaaaaaaaa...": 1 to 5 capital letters`)},
 		{"empty second list", "GET", "?symbols=AAPL&symbols=", 400, errBody("InvalidRequest", `malformed symbol "": 1 to 5 capital letters`)},
 		{"malformed symbol", "GET", "?symbols=AAPL,msft", 400, errBody("InvalidRequest", `malformed symbol "msft": 1 to 5 capital letters`)},
 		{"empty symbol", "GET", "?symbols=AAPL,,MSFT", 400, errBody("InvalidRequest", `malformed symbol "": 1 to 5 capital letters`)},
@@ -337,7 +338,7 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 			if allow := resp.Header.Get("Allow"); allow != "GET" {
 				t.Errorf("405 with Allow %q, want GET", allow)
 			}
-			checkCounters(t, g.gw.stats, counters{started: 12, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 10, "MethodNotAllowed": 2}})
+			checkCounters(t, g.gw.stats, counters{started: 13, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 11, "MethodNotAllowed": 2}})
 		})
 	}
 }
