@@ -242,12 +242,15 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 }
 
 // upstreamClient returns the client both gateways reach the upstream
-// with: enough idle connections kept for the load of a benchmark.
+// with: enough idle connections kept for the load of a benchmark. It does
+// not follow redirects: the upstream contract has none, and following
+// them would send the gateway wherever the upstream points (a redirect
+// loop cost ten requests per attempt); a 3xx is a broken upstream, 502.
 func upstreamClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 1024
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // startUpstream starts the embedded upstream on a free loopback port.

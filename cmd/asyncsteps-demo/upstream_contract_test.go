@@ -62,3 +62,41 @@ func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
 		})
 	}
 }
+
+// A redirect is not followed: the upstream contract has none, so it is a
+// broken upstream, 502, asked once. A body longer than 1 MiB is a
+// CommError retried, in both gateways alike.
+func TestQuoteUpstreamRedirectAndHugeBody(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			var mu sync.Mutex
+			asked := map[string]int{}
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				symbol := req.URL.Query().Get("symbol")
+				mu.Lock()
+				asked[symbol]++
+				mu.Unlock()
+				if symbol == "LOOP" {
+					http.Redirect(w, req, req.URL.String(), http.StatusFound)
+					return
+				}
+				w.Write(make([]byte, 1<<20+1))
+			}))
+			t.Cleanup(up.Close)
+			cfg := testConfig()
+			cfg.Upstream = up.URL
+			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+			srv := httptest.NewServer(gw.handler)
+			t.Cleanup(func() { srv.Close(); closeGateway() })
+			g := &testGateway{t: t, url: srv.URL, gw: gw}
+			wantAnswer(t, g.get("?symbols=LOOP"), 502, "", errBody("CommError", "upstream answered 302 for LOOP"))
+			wantAnswer(t, g.get("?symbols=BIG"), 502, "", errBody("CommError", "asynchttp: response body longer than MaxBody"))
+			mu.Lock()
+			if asked["LOOP"] != 1 || asked["BIG"] != 4 {
+				t.Errorf("asked %v, want LOOP once and BIG 4 times", asked)
+			}
+			mu.Unlock()
+			checkCounters(t, gw.stats, counters{started: 2, finished: map[string]int64{"CommError": 2}})
+		})
+	}
+}
