@@ -549,6 +549,8 @@ func TestStatsAndMetricsAgree(t *testing.T) {
 		"gateway_requests_started_total 2",
 		`gateway_requests_finished_total{code="OK"} 1`,
 		`gateway_requests_finished_total{code="InvalidRequest"} 1`,
+		`gateway_requests_answered_total{status="200"} 1`,
+		`gateway_requests_answered_total{status="400"} 1`,
 		"gateway_requests_cancelled_total 0",
 		"gateway_requests_in_flight 0",
 		"gateway_limiter_queue_length 0",
