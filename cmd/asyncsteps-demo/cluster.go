@@ -35,9 +35,36 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 // Mutex when there is no rate limit, under the name "quote".
 func clusterLimit(c *redissync.Client, o limitOptions) asyncsteps.Syncer {
 	if o.Rate > 0 {
-		return c.NewLimiter("quote", redissync.LimiterOptions{
+		return redisLostIs503{c.NewLimiter("quote", redissync.LimiterOptions{
 			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst, TTL: o.TTL,
-		})
+		})}
 	}
-	return c.NewMutex("quote", redissync.MutexOptions{Max: o.Concurrent, MaxQueue: o.Queue, TTL: o.TTL})
+	return redisLostIs503{c.NewMutex("quote", redissync.MutexOptions{Max: o.Concurrent, MaxQueue: o.Queue, TTL: o.TTL})}
+}
+
+// redisLostIs503 is a limit shared through Redis whose failure to let a
+// request in, Redis lost, is a DefenseRejected (503 with Retry-After):
+// the gateway cannot keep its limits for now, and the client may come
+// back. Left as it is, it would be a CommError naming the Redis address,
+// a 502 that tells clients about the gateway's insides and reads as the
+// upstream failing. An error after the request entered (the upstream's)
+// passes as it is. One closure more per request, in fleet mode only.
+type redisLostIs503 struct{ asyncsteps.Syncer }
+
+// redisLostInfo is the info of the 503 that answers a request the shared
+// limits could not let in.
+const redisLostInfo = "the shared limits are unavailable"
+
+func (l redisLostIs503) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	entered := false
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		l.Syncer.Sync(as, func(as asyncsteps.AsyncSteps, args ...any) {
+			entered = true
+			f(as, args...)
+		}, onerror...)
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		if !entered && code == asyncsteps.CommError {
+			as.Error(asyncsteps.DefenseRejected, redisLostInfo)
+		}
+	})
 }

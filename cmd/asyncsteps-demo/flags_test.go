@@ -19,7 +19,16 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		args []string
 		want string // in the error logged
 	}{
-		{[]string{"-loops", "-1"}, "-loops must be at least 0"},
+		{[]string{"-loops", "-1"}, "-loops must be from 0 (one per core) to 1024"},
+		{[]string{"-loops", "100000000"}, "-loops must be from 0 (one per core) to 1024"},
+		{[]string{"-retry-after", "2562047h"}, "-retry-after must be at most 24h0m0s, -upstream-latency at most 1h0m0s"},
+		{[]string{"-upstream-latency", "2562047h"}, "-retry-after must be at most 24h0m0s, -upstream-latency at most 1h0m0s"},
+		{[]string{"-burst", "5"}, "-burst needs -rate"},
+		{[]string{"-upstream", "http://127.0.0.1:9090/?key=1"}, "want a base URL with no query or fragment"},
+		{[]string{"-upstream", "http://127.0.0.1:9090/api#x"}, "want a base URL with no query or fragment"},
+		{[]string{"-upstream", "http://127.0.0.1:9090/api?"}, "want a base URL with no query or fragment"},
+		{[]string{"-upstream", "unix:///tmp/upstream.sock"}, `want an http:// or https:// URL with a host`},
+		{[]string{"-rate", "1e18"}, `invalid value "1e18" for flag -rate`},
 		{[]string{"-concurrent", "0"}, "-concurrent must be at least 1"},
 		{[]string{"-queue", "-1"}, "-queue, -rate and -burst at least 0"},
 		{[]string{"-retries", "-1"}, "-retries at least 0"},
@@ -35,7 +44,9 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-upstream", "127.0.0.1:9090"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-upstream", "http://"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-impl", "threads"}, `-impl=\"threads\": want flows or plain`},
-		{[]string{"-redis-ttl", "0s"}, "-redis-ttl must be positive"},
+		{[]string{"-redis-ttl", "0s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
+		{[]string{"-redis-ttl", "1ns"}, "-redis-ttl must be from 100ms to 24h0m0s"},
+		{[]string{"-redis-ttl", "2562047h47m16s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 	}
 	for _, c := range cases {

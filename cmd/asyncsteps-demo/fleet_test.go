@@ -264,16 +264,26 @@ func upstreamCounts(t *testing.T, base string) countsAt {
 // free loopback port, stopped at the end of the test.
 func startRedisServer(t *testing.T) string {
 	t.Helper()
+	addr, _ := startRedisServerOn(t, 0)
+	return addr
+}
+
+// startRedisServerOn starts a redis-server on port, 0 for a free one, and
+// returns its address and its process.
+func startRedisServerOn(t *testing.T, port int) (string, *exec.Cmd) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found (Debian package redis-server; scripts/test.sh installs it): %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if port == 0 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
 	if err := cmd.Start(); err != nil {
@@ -290,7 +300,7 @@ func startRedisServer(t *testing.T) string {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return addr
+	return addr, cmd
 }
 
 // TestRedisUnreachableAtStart: with -redis naming an address where nothing

@@ -204,6 +204,9 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 	if err != nil {
 		as.Error(asyncsteps.CommError, "upstream answer for "+f.symbol+": "+err.Error())
 	}
+	if bad := checkQuote(f.symbol, q); bad != nil {
+		as.Error(bad.Code, bad.Info)
+	}
 	f.price = q
 	as.State().Set(f.symbol, &f.price)
 	as.Break(retry)

@@ -64,7 +64,11 @@ type quoteReply struct {
 }
 
 // parseQuote checks a /quote request and returns its symbols, without
-// duplicates, or the error that answers it.
+// duplicates, or the error that answers it. Repeated symbols parameters
+// are one list (symbols=A&symbols=B is symbols=A,B). The list is read up
+// to the first symbol past maxSymbols only: a URL of a megabyte lists
+// thousands of distinct symbols, whose duplicate check, quadratic, would
+// cost seconds of CPU per request.
 func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error) {
 	if req.Method != http.MethodGet {
 		return nil, &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + req.Method + " not allowed, use GET"}
@@ -73,23 +77,36 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 	if err != nil {
 		return nil, invalid("malformed query: %v", err)
 	}
-	list := query.Get("symbols")
-	if list == "" {
+	lists := query["symbols"]
+	if len(lists) == 0 || (len(lists) == 1 && lists[0] == "") {
 		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
 	}
 	var symbols []string
-	for s := range strings.SplitSeq(list, ",") {
-		if !isSymbol(s) {
-			return nil, invalid("malformed symbol %q: 1 to 5 capital letters", s)
-		}
-		if !contains(symbols, s) {
+	for _, list := range lists {
+		for s := range strings.SplitSeq(list, ",") {
+			if !isSymbol(s) {
+				return nil, invalid("malformed symbol %q: 1 to 5 capital letters", clip(s))
+			}
+			if contains(symbols, s) {
+				continue
+			}
+			if len(symbols) == maxSymbols {
+				return nil, invalid("too many symbols: more than %d", maxSymbols)
+			}
 			symbols = append(symbols, s)
 		}
 	}
-	if len(symbols) > maxSymbols {
-		return nil, invalid("too many symbols: %d, at most %d", len(symbols), maxSymbols)
-	}
 	return symbols, nil
+}
+
+// clip returns s, or its first bytes and "..." when it is longer than a
+// symbol can be by far: a 400 does not echo a megabyte of query back.
+func clip(s string) string {
+	const keep = 16
+	if len(s) <= keep {
+		return s
+	}
+	return s[:keep] + "..."
 }
 
 func invalid(format string, args ...any) *asyncsteps.Error {
@@ -133,6 +150,18 @@ func answerError(symbol string, status int) (err *asyncsteps.Error, retry bool) 
 		return invalid("unknown symbol %q", symbol), false
 	}
 	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, false
+}
+
+// checkQuote returns the error of an upstream answer that parsed but is
+// no price of symbol: another symbol's (it would be shown as symbol's) or
+// a price that is not positive, missing ones included. A broken upstream,
+// not retried, as an answer that does not parse.
+func checkQuote(symbol string, q quote) *asyncsteps.Error {
+	if q.Symbol == symbol && q.Price > 0 {
+		return nil
+	}
+	return &asyncsteps.Error{Code: asyncsteps.CommError,
+		Info: fmt.Sprintf("upstream answer for %s: symbol %q, price %v", symbol, q.Symbol, q.Price)}
 }
 
 // retriable reports whether an upstream attempt that failed with code is

@@ -252,7 +252,9 @@ func TestQuoteAnswersEverySymbolInOrder(t *testing.T) {
 			if n := g.up.count("MSFT"); n != 1 {
 				t.Errorf("MSFT asked %d times upstream, want once", n)
 			}
-			checkCounters(t, g.gw.stats, counters{started: 1, finished: map[string]int64{"OK": 1}})
+			// Repeated parameters are one list, not the first one alone.
+			wantAnswer(t, g.get("?symbols=IBM,AAPL&symbols=AAPL,CRM"), 200, "", quotesBody("IBM", "AAPL", "CRM"))
+			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"OK": 2}})
 		})
 	}
 }
@@ -305,7 +307,13 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 	}{
 		{"no symbols", "GET", "", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
 		{"empty symbols", "GET", "?symbols=", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
-		{"too many", "GET", "?symbols=A,B,C,D,E,F,G,H,I,J,K", 400, errBody("InvalidRequest", "too many symbols: 11, at most 10")},
+		{"too many", "GET", "?symbols=A,B,C,D,E,F,G,H,I,J,K", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
+		// Read no further than the eleventh: the malformed one after it
+		// is never seen.
+		{"too many, then more", "GET", "?symbols=A,B,C,D,E,F,G,H,I,J,J,A,K,x", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
+		{"too many over two lists", "GET", "?symbols=A,B,C,D,E&symbols=F,G,H,I,J,K", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
+		{"long malformed symbol", "GET", "?symbols=AAPL," + strings.Repeat("a", 70000), 400, errBody("InvalidRequest", `malformed symbol "aaaaaaaaaaaaaaaa...": 1 to 5 capital letters`)},
+		{"empty second list", "GET", "?symbols=AAPL&symbols=", 400, errBody("InvalidRequest", `malformed symbol "": 1 to 5 capital letters`)},
 		{"malformed symbol", "GET", "?symbols=AAPL,msft", 400, errBody("InvalidRequest", `malformed symbol "msft": 1 to 5 capital letters`)},
 		{"empty symbol", "GET", "?symbols=AAPL,,MSFT", 400, errBody("InvalidRequest", `malformed symbol "": 1 to 5 capital letters`)},
 		{"malformed query", "GET", "?symbols=%zz", 400, errBody("InvalidRequest", `malformed query: invalid URL escape "%zz"`)},
@@ -330,7 +338,7 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 			if allow := resp.Header.Get("Allow"); allow != "GET" {
 				t.Errorf("405 with Allow %q, want GET", allow)
 			}
-			checkCounters(t, g.gw.stats, counters{started: 9, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 7, "MethodNotAllowed": 2}})
+			checkCounters(t, g.gw.stats, counters{started: 13, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 11, "MethodNotAllowed": 2}})
 		})
 	}
 }
@@ -541,6 +549,8 @@ func TestStatsAndMetricsAgree(t *testing.T) {
 		"gateway_requests_started_total 2",
 		`gateway_requests_finished_total{code="OK"} 1`,
 		`gateway_requests_finished_total{code="InvalidRequest"} 1`,
+		`gateway_requests_answered_total{status="200"} 1`,
+		`gateway_requests_answered_total{status="400"} 1`,
 		"gateway_requests_cancelled_total 0",
 		"gateway_requests_in_flight 0",
 		"gateway_limiter_queue_length 0",

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -48,7 +49,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.impl, "impl", "flows", "gateway implementation: flows (asyncsteps) or plain (goroutines, errgroup)")
 	fs.StringVar(&o.upstreamURL, "upstream", "", "base URL of the upstream price service; empty: start the embedded one")
 	fs.BoolVar(&o.serveUpstream, "serve-upstream", false, "serve only the embedded upstream price service, on -addr")
-	fs.DurationVar(&o.upstream.Latency, "upstream-latency", 20*time.Millisecond, "embedded upstream: mean latency (uniform in [L/2, 3L/2))")
+	fs.DurationVar(&o.upstream.Latency, "upstream-latency", 20*time.Millisecond, "embedded upstream: mean latency (uniform in [L/2, 3L/2)), at most 1h")
 	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500, from 0 to 1")
 	fs.Uint64Var(&o.upstream.Seed, "seed", 1, "embedded upstream: random seed")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, time for the requests in flight to end before they are cancelled")
@@ -59,13 +60,13 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.Limits.Concurrent, "concurrent", o.cfg.Limits.Concurrent, "limiter: requests served at once")
 	fs.IntVar(&o.cfg.Limits.Queue, "queue", o.cfg.Limits.Queue, "limiter: requests waiting for a slot; more are answered 503")
 	fs.IntVar(&o.cfg.Limits.Rate, "rate", o.cfg.Limits.Rate, "limiter: requests per second; 0: no rate limit")
-	fs.IntVar(&o.cfg.Limits.Burst, "burst", o.cfg.Limits.Burst, "limiter: requests waiting for the rate; more are answered 503")
-	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for")
-	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway; 0: one per core")
+	fs.IntVar(&o.cfg.Limits.Burst, "burst", o.cfg.Limits.Burst, "limiter: requests waiting for the rate; more are answered 503; needs -rate")
+	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for, at most 24h; 0: 1s")
+	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway, at most 1024; 0: one per core")
 	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
 	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis address (host:port): share -concurrent and -rate with every instance using it and -redis-prefix; empty: this instance alone")
 	fs.StringVar(&o.cluster.Prefix, "redis-prefix", "asyncsteps-demo", "with -redis: the prefix of the Redis keys; instances with the same prefix share their limits")
-	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it")
+	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -82,24 +83,51 @@ func (o *options) validate() error {
 		return errors.New("-concurrent must be at least 1, -queue, -rate and -burst at least 0")
 	case o.cfg.MaxSymbols < 1 || o.cfg.Retries < 0:
 		return errors.New("-max-symbols must be at least 1, -retries at least 0")
-	case o.cfg.Loops < 0:
-		return errors.New("-loops must be at least 0 (0: one per core)")
+	case o.cfg.Loops < 0 || o.cfg.Loops > maxLoops:
+		return fmt.Errorf("-loops must be from 0 (one per core) to %d", maxLoops)
 	case o.cfg.Timeout <= 0 || o.cfg.AttemptTimeout <= 0:
 		return errors.New("-timeout and -attempt-timeout must be positive")
 	case o.grace < 0 || o.cfg.RetryAfter < 0 || o.upstream.Latency < 0:
 		return errors.New("-grace, -retry-after and -upstream-latency must be at least 0")
+	case o.cfg.RetryAfter > maxRetryAfter || o.upstream.Latency > maxUpstreamLatency:
+		return fmt.Errorf("-retry-after must be at most %v, -upstream-latency at most %v", maxRetryAfter, maxUpstreamLatency)
+	case o.cfg.Limits.Burst > 0 && o.cfg.Limits.Rate == 0:
+		return errors.New("-burst needs -rate: with no rate limit nothing waits for one")
 	case !(o.upstream.FailRate >= 0 && o.upstream.FailRate <= 1): // NaN too
 		return fmt.Errorf("-upstream-fail=%v: want a share from 0 to 1", o.upstream.FailRate)
 	case o.cluster.Addr != "" && o.impl != "flows":
 		return errors.New("-redis works with -impl=flows only")
-	case o.cluster.TTL <= 0:
-		return errors.New("-redis-ttl must be positive")
+	case o.cluster.TTL < minRedisTTL || o.cluster.TTL > maxRedisTTL:
+		return fmt.Errorf("-redis-ttl must be from %v to %v", minRedisTTL, maxRedisTTL)
 	}
 	return validateUpstreamURL(o.upstreamURL)
 }
 
+// The bounds of the flags whose huge values would not be refused by the
+// code that uses them, but would misbehave: a loop costs memory when it is
+// made (a -loops of millions takes all the machine's before the program
+// could listen), a Retry-After of centuries overflows, and so does the
+// embedded upstream's random latency.
+const (
+	maxLoops           = 1024
+	maxRetryAfter      = 24 * time.Hour
+	maxUpstreamLatency = time.Hour
+)
+
+// The bounds of -redis-ttl. A lease is renewed every third of it: a lease
+// of a millisecond would be renewed hundreds of times a second, and run
+// out at the first slow round trip to Redis, letting more requests in than
+// -concurrent; a killed instance's slots come back only after it, so a
+// lease of years would keep them.
+const (
+	minRedisTTL = 100 * time.Millisecond
+	maxRedisTTL = 24 * time.Hour
+)
+
 // validateUpstreamURL accepts an empty -upstream (the embedded one) or an
-// absolute http or https URL.
+// absolute http or https URL with no query or fragment: the gateway
+// appends /price?symbol=SYM to it, which a query or a fragment would
+// swallow.
 func validateUpstreamURL(s string) error {
 	if s == "" {
 		return nil
@@ -107,6 +135,9 @@ func validateUpstreamURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("-upstream=%q: want an http:// or https:// URL with a host", s)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#") {
+		return fmt.Errorf("-upstream=%q: want a base URL with no query or fragment", s)
 	}
 	return nil
 }
@@ -211,12 +242,15 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 }
 
 // upstreamClient returns the client both gateways reach the upstream
-// with: enough idle connections kept for the load of a benchmark.
+// with: enough idle connections kept for the load of a benchmark. It does
+// not follow redirects: the upstream contract has none, and following
+// them would send the gateway wherever the upstream points (a redirect
+// loop cost ten requests per attempt); a 3xx is a broken upstream, 502.
 func upstreamClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 1024
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // startUpstream starts the embedded upstream on a free loopback port.
@@ -242,16 +276,12 @@ var errShutdown = errors.New("server shutting down")
 
 // serve serves h on ln until ctx ends; then it stops accepting, waits up
 // to grace for the requests in flight, cancels those left (their flows are
-// cancelled, and they are answered 503) and waits for them to end.
+// cancelled, and they are answered 503) and waits for them to end, at most
+// closeDelay more before it closes their connections.
 func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(h, base, logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -268,10 +298,38 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	logger.Warn("grace period over: cancelling the requests left")
 	cancelAll(errShutdown)
-	// The cancelled requests are answered at once: wait for them.
-	if err := srv.Shutdown(context.Background()); err != nil {
-		return err
+	// The cancelled requests are answered at once. A connection still
+	// busy after closeDelay is one whose client does not read what it is
+	// sent (a blocked write ignores the request's context): waiting for
+	// it would never end, so it is closed.
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), closeDelay)
+	defer cancelClose()
+	if err := srv.Shutdown(closeCtx); err != nil {
+		logger.Warn("closing the connections whose clients do not read their answers", "after", closeDelay)
+		srv.Close() //nolint:errcheck // the listener is closed already
+		return nil
 	}
 	logger.Info("all requests ended")
 	return nil
 }
+
+// newServer returns the server of serve: requests get base as their
+// context. A client has ReadHeaderTimeout to send its request's headers,
+// and a keep-alive connection left idle is closed after IdleTimeout:
+// without it, clients that leave connections open would hold a file
+// descriptor each until the process runs out of them. (No ReadTimeout:
+// net/http would cancel a request still served when it passed.)
+func newServer(h http.Handler, base context.Context, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// closeDelay is how long serve waits, once it has cancelled the requests
+// left at the end of the grace period, before it closes the connections
+// still busy.
+const closeDelay = time.Second

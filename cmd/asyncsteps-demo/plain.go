@@ -137,6 +137,10 @@ func (g *plainGateway) fetch(ctx context.Context, symbol string) (quote, error) 
 	}
 }
 
+// maxUpstreamBody is the longest upstream body read, asynchttp.Client's
+// default MaxBody.
+const maxUpstreamBody = 1 << 20
+
 // attemptError is an attempt's failure, and whether it is worth another.
 type attemptError struct {
 	*asyncsteps.Error
@@ -156,9 +160,14 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		return quote{}, g.transportError(parent, ctx, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	if err != nil {
 		return quote{}, g.transportError(parent, ctx, err)
+	}
+	if len(body) > maxUpstreamBody {
+		// As asynchttp.Client fails it in the flows gateway: a CommError,
+		// retried.
+		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}, retry: true}
 	}
 	if resp.StatusCode != http.StatusOK {
 		e, again := answerError(symbol, resp.StatusCode)
@@ -167,6 +176,9 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	q, err := g.cfg.decode(body)
 	if err != nil {
 		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream answer for " + symbol + ": " + err.Error()}}
+	}
+	if bad := checkQuote(symbol, q); bad != nil {
+		return quote{}, &attemptError{Error: bad}
 	}
 	return q, nil
 }

@@ -104,6 +104,7 @@ func (s *stats) metricsHandler() http.Handler {
 var (
 	descStarted   = prometheus.NewDesc("gateway_requests_started_total", "Quote requests started, each one flow.", nil, nil)
 	descFinished  = prometheus.NewDesc("gateway_requests_finished_total", "Quote requests answered, by outcome code.", []string{"code"}, nil)
+	descAnswered  = prometheus.NewDesc("gateway_requests_answered_total", "Quote requests answered, by HTTP status.", []string{"status"}, nil)
 	descCancelled = prometheus.NewDesc("gateway_requests_cancelled_total", "Quote requests cancelled before their end.", nil, nil)
 	descInFlight  = prometheus.NewDesc("gateway_requests_in_flight", "Quote requests started and not yet ended.", nil, nil)
 	descQueue     = prometheus.NewDesc("gateway_limiter_queue_length", "Requests waiting to enter the limiter.", nil, nil)
@@ -116,7 +117,7 @@ var (
 type statsCollector struct{ s *stats }
 
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStarted, descFinished, descCancelled, descInFlight, descQueue, descUpstream, descLatency} {
+	for _, d := range []*prometheus.Desc{descStarted, descFinished, descAnswered, descCancelled, descInFlight, descQueue, descUpstream, descLatency} {
 		ch <- d
 	}
 }
@@ -126,6 +127,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStarted, prometheus.CounterValue, float64(snap.Started))
 	for code, n := range snap.Finished {
 		ch <- prometheus.MustNewConstMetric(descFinished, prometheus.CounterValue, float64(n), code)
+	}
+	for status, n := range snap.ByStatus {
+		ch <- prometheus.MustNewConstMetric(descAnswered, prometheus.CounterValue, float64(n), status)
 	}
 	ch <- prometheus.MustNewConstMetric(descCancelled, prometheus.CounterValue, float64(snap.Cancelled))
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(snap.InFlight))

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+)
+
+// An upstream that breaks its contract with a 200 is answered 502
+// CommError, and not asked again: a body that is not JSON, or empty, or
+// JSON that is no price of the symbol asked (another symbol's, a missing,
+// zero or negative price), which the gateway would otherwise show as the
+// symbol's price.
+func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
+	bodies := map[string]string{
+		"AAPL": `{"symbol":"MSFT","price":12.5}`,
+		"IBM":  `{"symbol":"IBM","price":-3}`,
+		"CRM":  `{"symbol":"CRM"}`,
+		"AMD":  `{"price":7}`,
+		"INTC": `{"symbol":"INTC","price":"7"}`,
+		"META": `not json`,
+		"CSCO": ``,
+	}
+	want := map[string]string{
+		"AAPL": `upstream answer for AAPL: symbol "MSFT", price 12.5`,
+		"IBM":  `upstream answer for IBM: symbol "IBM", price -3`,
+		"CRM":  `upstream answer for CRM: symbol "CRM", price 0`,
+		"AMD":  `upstream answer for AMD: symbol "", price 7`,
+		"INTC": `upstream answer for INTC: json: cannot unmarshal string into Go struct field quote.price of type float64`,
+		"META": `upstream answer for META: invalid character 'o' in literal null (expecting 'u')`,
+		"CSCO": `upstream answer for CSCO: unexpected end of JSON input`,
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			var mu sync.Mutex
+			asked := map[string]int{}
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				symbol := req.URL.Query().Get("symbol")
+				mu.Lock()
+				asked[symbol]++
+				mu.Unlock()
+				w.Write([]byte(bodies[symbol]))
+			}))
+			t.Cleanup(up.Close)
+			cfg := testConfig()
+			cfg.Upstream = up.URL
+			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+			srv := httptest.NewServer(gw.handler)
+			t.Cleanup(func() { srv.Close(); closeGateway() })
+			g := &testGateway{t: t, url: srv.URL, gw: gw}
+			for symbol, info := range want {
+				wantAnswer(t, g.get("?symbols="+symbol), 502, "", errBody("CommError", info))
+				mu.Lock()
+				if asked[symbol] != 1 {
+					t.Errorf("%s asked %d times, want once", symbol, asked[symbol])
+				}
+				mu.Unlock()
+			}
+			checkCounters(t, gw.stats, counters{started: int64(len(want)), finished: map[string]int64{"CommError": int64(len(want))}})
+		})
+	}
+}
+
+// A redirect is not followed: the upstream contract has none, so it is a
+// broken upstream, 502, asked once. A body longer than 1 MiB is a
+// CommError retried, in both gateways alike.
+func TestQuoteUpstreamRedirectAndHugeBody(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			var mu sync.Mutex
+			asked := map[string]int{}
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				symbol := req.URL.Query().Get("symbol")
+				mu.Lock()
+				asked[symbol]++
+				mu.Unlock()
+				if symbol == "LOOP" {
+					http.Redirect(w, req, req.URL.String(), http.StatusFound)
+					return
+				}
+				w.Write(make([]byte, 1<<20+1))
+			}))
+			t.Cleanup(up.Close)
+			cfg := testConfig()
+			cfg.Upstream = up.URL
+			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+			srv := httptest.NewServer(gw.handler)
+			t.Cleanup(func() { srv.Close(); closeGateway() })
+			g := &testGateway{t: t, url: srv.URL, gw: gw}
+			wantAnswer(t, g.get("?symbols=LOOP"), 502, "", errBody("CommError", "upstream answered 302 for LOOP"))
+			wantAnswer(t, g.get("?symbols=BIG"), 502, "", errBody("CommError", "asynchttp: response body longer than MaxBody"))
+			mu.Lock()
+			if asked["LOOP"] != 1 || asked["BIG"] != 4 {
+				t.Errorf("asked %v, want LOOP once and BIG 4 times", asked)
+			}
+			mu.Unlock()
+			checkCounters(t, gw.stats, counters{started: 2, finished: map[string]int64{"CommError": 2}})
+		})
+	}
+}
