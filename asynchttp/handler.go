@@ -88,8 +88,13 @@ type Handler struct {
 	// up to whole seconds; 0 means one second.
 	RetryAfter time.Duration
 
-	// Logger logs the answers with status 500 and above; nil means
-	// slog.Default(). A Logger that panics loses that line, not the answer.
+	// Logger logs each answer with status 500 and above, at a level that
+	// says whether someone should look: a 500 (an InternalError, a panic
+	// or a misuse in a step, an unmapped code) at Error; a 503 (a limit's
+	// rejection, load shed as designed, which Done can count) at Debug,
+	// so that an overload does not flood the log; any other (an
+	// upstream's failure, a timeout) at Warn. nil means slog.Default(). A
+	// Logger that panics loses that line, not the answer.
 	Logger *slog.Logger
 
 	// Done, if not nil, is called once per request, after the response has
@@ -165,7 +170,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		o.Status = h.WriteError(w, e.Code, info)
 		if o.Status >= http.StatusInternalServerError {
-			h.logError("asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
+			h.log(failureLevel(o.Status), "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
 				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
 		}
 	}
@@ -362,15 +367,30 @@ func (h *Handler) status(code string) int {
 // informational, and net/http panics on one outside 100 to 999.
 func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 
-// logError logs an error line. A logger that panics loses the line: the
+// failureLevel is the level at which an answer with status, 500 or
+// above, is logged (see Handler.Logger).
+func failureLevel(status int) slog.Level {
+	switch status {
+	case http.StatusInternalServerError:
+		return slog.LevelError
+	case http.StatusServiceUnavailable:
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
+// logError logs an error line.
+func (h *Handler) logError(msg string, args ...any) { h.log(slog.LevelError, msg, args...) }
+
+// log logs a line at level. A logger that panics loses the line: the
 // panic must not reach net/http, which would drop the answer.
-func (h *Handler) logError(msg string, args ...any) {
+func (h *Handler) log(level slog.Level, msg string, args ...any) {
 	defer func() { _ = recover() }()
 	logger := h.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger.Error(msg, args...)
+	logger.Log(context.Background(), level, msg, args...)
 }
 
 // marshal is json.Marshal, with a panic in a MarshalJSON method returned

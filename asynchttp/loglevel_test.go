@@ -1,0 +1,59 @@
+package asynchttp_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// The Logger's level for a failed answer says whether someone should
+// look: Error for a 500, Debug for a 503 (load shed as designed, which
+// must not flood the log under overload), Warn for the other 5xx. Answers
+// under 500 are not logged.
+func TestFailedAnswersAreLoggedAtTheirLevel(t *testing.T) {
+	loop := newLoop(t)
+	for _, c := range []struct {
+		code   string
+		status int
+		level  string // "" for no line
+	}{
+		{asyncsteps.InternalError, http.StatusInternalServerError, "ERROR"},
+		{"UnmappedCode", http.StatusInternalServerError, "ERROR"},
+		{asyncsteps.DefenseRejected, http.StatusServiceUnavailable, "DEBUG"},
+		{asyncsteps.CommError, http.StatusBadGateway, "WARN"},
+		{asyncsteps.Timeout, http.StatusGatewayTimeout, "WARN"},
+		{asyncsteps.NotImplemented, http.StatusNotImplemented, "WARN"},
+		{asyncsteps.InvalidRequest, http.StatusBadRequest, ""},
+	} {
+		t.Run(c.code, func(t *testing.T) {
+			var mu sync.Mutex
+			var buf bytes.Buffer
+			h := &asynchttp.Handler{
+				Tool:   func() asyncsteps.Tool { return loop },
+				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Error(c.code, "why") },
+				Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			}
+			status, _, _ := serve(t, h)
+			mu.Lock()
+			logs := buf.String()
+			mu.Unlock()
+			if status != c.status {
+				t.Errorf("status %d, want %d", status, c.status)
+			}
+			want := ""
+			if c.level != "" {
+				want = "level=" + c.level + ` msg="asynchttp: request failed" method=GET path=/ status=` + itoa(c.status) + " code=" + c.code
+			}
+			lines := strings.Count(logs, "\n")
+			if want == "" && lines != 0 || want != "" && (lines != 1 || !strings.Contains(logs, want)) {
+				t.Errorf("log %q, want %q (one line, or none if empty)", logs, want)
+			}
+		})
+	}
+}
