@@ -408,7 +408,11 @@ func retryAfterSeconds(d time.Duration) int {
 	if d <= 0 {
 		return 1
 	}
-	return int((d + time.Second - 1) / time.Second)
+	secs := d / time.Second
+	if d%time.Second != 0 {
+		secs++ // rounded up without adding first, which overflows near the largest Duration
+	}
+	return int(secs)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

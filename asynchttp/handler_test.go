@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -329,5 +330,28 @@ func TestHandlerRequestDeadlineIs504(t *testing.T) {
 				t.Errorf("outcomes %+v, want one finished 504 Timeout", o)
 			}
 		})
+	}
+}
+
+// Retry-After is RetryAfter rounded up to whole seconds, 1 at least, up to
+// the largest Duration without overflow.
+func TestRetryAfterRoundsUpToSeconds(t *testing.T) {
+	loop := newLoop(t)
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "1"}, {-time.Second, "1"}, {time.Nanosecond, "1"}, {time.Second, "1"},
+		{1500 * time.Millisecond, "2"}, {math.MaxInt64, "9223372037"},
+	} {
+		h := &asynchttp.Handler{
+			Flow:       fail(asyncsteps.DefenseRejected, "full"),
+			Tool:       func() asyncsteps.Tool { return loop },
+			RetryAfter: c.d,
+			Logger:     slog.New(slog.DiscardHandler),
+		}
+		if status, retryAfter, _ := serve(t, h); status != http.StatusServiceUnavailable || retryAfter != c.want {
+			t.Errorf("RetryAfter %v: %d, Retry-After %q; want 503, %q", c.d, status, retryAfter, c.want)
+		}
 	}
 }
