@@ -4,6 +4,11 @@ import "context"
 
 // FutoIn standard error codes (FTN3), used as the code of [Error] and given
 // to [ErrorFunc] handlers.
+//
+// LoopBreak and LoopCont are how Break and Continue unwind to their loop,
+// the label in ErrorInfo: raised any other way (Error(LoopBreak, label),
+// an Await function's *Error with that code), they act as that Break or
+// Continue, so do not use them for errors of your own.
 const (
 	ConnectError        = "ConnectError"
 	CommError           = "CommError"
