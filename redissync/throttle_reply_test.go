@@ -3,6 +3,7 @@ package redissync
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -29,10 +30,21 @@ func TestFailOpenThrottleRefusedByRedis(t *testing.T) {
 		}
 		tr.add("%s end %s", name, e.Code)
 	}
+	// Redis's own words after the reply's first one (a Lua error's text, the
+	// script's line) differ between versions: the reply's kind is what the
+	// rule is about.
 	addr := "redis " + c.addr + ": "
+	tr.mu.Lock()
+	for i, ev := range tr.events {
+		if before, reply, ok := strings.Cut(ev, addr); ok {
+			kind, _, _ := strings.Cut(reply, " ")
+			tr.events[i] = before + addr + kind
+		}
+	}
+	tr.mu.Unlock()
 	tr.check(t,
-		"str onerror CommError: "+addr+"ERR user_script:6: attempt to compare nil with number script: "+gcraScript.Hash()+", on @user_script:6.",
+		"str onerror CommError: "+addr+"ERR",
 		"str end CommError",
-		"hash onerror CommError: "+addr+"WRONGTYPE Operation against a key holding the wrong kind of value script: "+gcraScript.Hash()+", on @user_script:5.",
+		"hash onerror CommError: "+addr+"WRONGTYPE",
 		"hash end CommError")
 }
