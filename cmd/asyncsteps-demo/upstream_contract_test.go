@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -34,31 +35,16 @@ func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
 	}
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
-			var mu sync.Mutex
-			asked := map[string]int{}
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				symbol := req.URL.Query().Get("symbol")
-				mu.Lock()
-				asked[symbol]++
-				mu.Unlock()
+			g, asked := gatewayBeforeUpstream(t, impl, func(w http.ResponseWriter, _ *http.Request, symbol string) {
 				w.Write([]byte(bodies[symbol]))
-			}))
-			t.Cleanup(up.Close)
-			cfg := testConfig()
-			cfg.Upstream = up.URL
-			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
-			srv := httptest.NewServer(gw.handler)
-			t.Cleanup(func() { srv.Close(); closeGateway() })
-			g := &testGateway{t: t, url: srv.URL, gw: gw}
+			})
 			for symbol, info := range want {
 				wantAnswer(t, g.get("?symbols="+symbol), 502, "", errBody("CommError", info))
-				mu.Lock()
-				if asked[symbol] != 1 {
-					t.Errorf("%s asked %d times, want once", symbol, asked[symbol])
+				if n := asked()[symbol]; n != 1 {
+					t.Errorf("%s asked %d times, want once", symbol, n)
 				}
-				mu.Unlock()
 			}
-			checkCounters(t, gw.stats, counters{started: int64(len(want)), finished: map[string]int64{"CommError": int64(len(want))}})
+			checkCounters(t, g.gw.stats, counters{started: int64(len(want)), finished: map[string]int64{"CommError": int64(len(want))}})
 		})
 	}
 }
@@ -69,34 +55,45 @@ func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
 func TestQuoteUpstreamRedirectAndHugeBody(t *testing.T) {
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
-			var mu sync.Mutex
-			asked := map[string]int{}
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				symbol := req.URL.Query().Get("symbol")
-				mu.Lock()
-				asked[symbol]++
-				mu.Unlock()
+			g, asked := gatewayBeforeUpstream(t, impl, func(w http.ResponseWriter, req *http.Request, symbol string) {
 				if symbol == "LOOP" {
 					http.Redirect(w, req, req.URL.String(), http.StatusFound)
 					return
 				}
 				w.Write(make([]byte, 1<<20+1))
-			}))
-			t.Cleanup(up.Close)
-			cfg := testConfig()
-			cfg.Upstream = up.URL
-			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
-			srv := httptest.NewServer(gw.handler)
-			t.Cleanup(func() { srv.Close(); closeGateway() })
-			g := &testGateway{t: t, url: srv.URL, gw: gw}
+			})
 			wantAnswer(t, g.get("?symbols=LOOP"), 502, "", errBody("CommError", "upstream answered 302 for LOOP"))
 			wantAnswer(t, g.get("?symbols=BIG"), 502, "", errBody("CommError", "asynchttp: response body longer than MaxBody"))
-			mu.Lock()
-			if asked["LOOP"] != 1 || asked["BIG"] != 4 {
-				t.Errorf("asked %v, want LOOP once and BIG 4 times", asked)
+			if n := asked(); n["LOOP"] != 1 || n["BIG"] != 4 {
+				t.Errorf("asked %v, want LOOP once and BIG 4 times", n)
 			}
-			mu.Unlock()
-			checkCounters(t, gw.stats, counters{started: 2, finished: map[string]int64{"CommError": 2}})
+			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"CommError": 2}})
 		})
+	}
+}
+
+// gatewayBeforeUpstream starts impl's gateway in front of an upstream on
+// loopback whose answers answer writes, and returns it with a function
+// that says how many times each symbol has been asked of the upstream.
+func gatewayBeforeUpstream(t *testing.T, impl string, answer func(w http.ResponseWriter, req *http.Request, symbol string)) (*testGateway, func() map[string]int) {
+	var mu sync.Mutex
+	asked := map[string]int{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		symbol := req.URL.Query().Get("symbol")
+		mu.Lock()
+		asked[symbol]++
+		mu.Unlock()
+		answer(w, req, symbol)
+	}))
+	t.Cleanup(up.Close)
+	cfg := testConfig()
+	cfg.Upstream = up.URL
+	gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(gw.handler)
+	t.Cleanup(func() { srv.Close(); closeGateway() })
+	return &testGateway{t: t, url: srv.URL, gw: gw}, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(asked)
 	}
 }
