@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -35,23 +36,25 @@ func TestTimerHeapShrinksAfterABurst(t *testing.T) {
 		for !l.sleeping.Load() && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		l.mu.Lock()
-		size, capacity := len(l.timers.items), cap(l.timers.items)
-		l.mu.Unlock()
-		if size != 1 || capacity != 2 {
-			t.Errorf("asleep with %d timers in an array of %d, want 1 in 2", size, capacity)
-		}
+		wantOneTimerKept(t, &l.mu, &l.timers, "asleep")
 	})
 	t.Run("TestTool", func(t *testing.T) {
 		tt := NewTestTool()
 		burstTimers(n, tt.Deferred)
 		tt.Deferred(time.Hour, func() {})
 		tt.Advance(time.Minute)
-		tt.mu.Lock()
-		size, capacity := len(tt.timers.items), cap(tt.timers.items)
-		tt.mu.Unlock()
-		if size != 1 || capacity != 2 {
-			t.Errorf("idle with %d timers in an array of %d, want 1 in 2", size, capacity)
-		}
+		wantOneTimerKept(t, &tt.mu, &tt.timers, "idle")
 	})
+}
+
+// wantOneTimerKept checks, under mu, that h holds one timer in an array
+// of two: what trim keeps of a heap with one timer left.
+func wantOneTimerKept(t *testing.T, mu *sync.Mutex, h *timerHeap, when string) {
+	t.Helper()
+	mu.Lock()
+	size, capacity := len(h.items), cap(h.items)
+	mu.Unlock()
+	if size != 1 || capacity != 2 {
+		t.Errorf("%s with %d timers in an array of %d, want 1 in 2", when, size, capacity)
+	}
 }

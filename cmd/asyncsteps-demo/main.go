@@ -136,7 +136,7 @@ func validateUpstreamURL(s string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("-upstream=%q: want an http:// or https:// URL with a host", s)
 	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#") {
+	if u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") { // "#" also for an empty fragment
 		return fmt.Errorf("-upstream=%q: want a base URL with no query or fragment", s)
 	}
 	return nil
