@@ -74,7 +74,9 @@
 // an error matching context.Canceled. A timeout, an error unwinding, and
 // the first failed branch of [AsyncSteps.Parallel] cancel the steps they
 // abandon the same way. ExampleAsyncSteps_SetTimeout and ExampleRoot_Cancel
-// show both; Example_retry retries a call with a timeout per attempt.
+// show both. [Retry] makes a call again while it fails with a retryable
+// code, each attempt within its own timeout, with a backoff between
+// attempts; Example_retry shows it.
 //
 // # The loop
 //

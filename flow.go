@@ -611,8 +611,10 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		fl.retire(f)
 		return next
 	}
-	if f.ctl() != nil {
-		args = nil    // loops and parallels give no args to the next step
+	if ctl := f.ctl(); ctl != nil {
+		if !passesArgs(ctl) {
+			args = nil // loops and parallels give no args to the next step
+		}
 		f.queue = nil // a loop's array, in its loopRun: not for later steps
 	}
 	fl.retire(f)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
+	"time"
 )
 
 // loopDef is the definition of a Loop, Repeat or ForEach step. Exactly one
@@ -16,7 +17,8 @@ type loopDef struct {
 	loopFn  LoopFunc
 	repFn   RepeatFunc
 	eachFn  ForEachFunc
-	collect any // ForEach: the collection
+	collect any       // ForEach: the collection
+	retry   *retryDef // Retry: the definition that holds this one; its body is repFn
 
 	// first is the control of the definition's first execution, made with
 	// it: most loops are added by the step that runs them, and run once,
@@ -45,6 +47,10 @@ type loopRun struct {
 	items iterator
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
 	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
+	// Retry only: the current attempt failed and is to be made again
+	// once its handler has completed, after a wait of wait.
+	retrying bool
+	wait     time.Duration
 	// queue holds the one queued iteration, the step of the loop's kind
 	// that begin sets: the frame's queue is set to it for each iteration,
 	// so that an iteration allocates no queue (popping a step leaves a
@@ -55,6 +61,8 @@ type loopRun struct {
 func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	switch d := lr.def; {
+	case d.retry != nil:
+		lr.queue[0] = retryStep
 	case d.repFn != nil:
 		lr.queue[0] = plainStep(repeatIteration, nil)
 	case d.loopFn != nil:
@@ -89,6 +97,12 @@ func (lr *loopRun) queueIteration(f *frame) {
 }
 
 func (lr *loopRun) drained(f *frame) bool {
+	if lr.def.retry != nil {
+		if !lr.retrying {
+			return false // the attempt succeeded: the Retry ends with its args
+		}
+		lr.retrying = false
+	}
 	lr.i++
 	if lr.count >= 0 && lr.i >= lr.count || lr.seq != nil && !lr.seq.pull(f) {
 		return false

@@ -41,12 +41,8 @@ func TestLoopInSynctestRetriesAwaitOnVirtualTime(t *testing.T) {
 		start := time.Now()
 		var log []string
 		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			i := 0
-			retryFetch(as, 3, 200*time.Millisecond, func(as asyncsteps.AsyncSteps) {
-				as.Await(slowThenFast(start, &log, i))
-				i++
-			})
+		asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 3, Timeout: 200 * time.Millisecond}, func(as asyncsteps.AsyncSteps, i int) {
+			as.Await(slowThenFast(start, &log, i))
 		})
 		body, err := asyncsteps.Run[string](context.Background(), r)
 		got := fmt.Sprint(body, " ", err, " at ", time.Since(start), " attempts ", strings.Join(log, ","))

@@ -1,0 +1,125 @@
+package asyncsteps
+
+import (
+	"fmt"
+	"time"
+)
+
+// RetryOptions configures [Retry]. The zero value makes one attempt, without
+// a timeout: set Attempts to retry.
+type RetryOptions struct {
+	// Attempts is how many attempts are made at most, the first included;
+	// less than 1 counts as 1.
+	Attempts int
+	// Timeout bounds each attempt, its sub-steps included, as SetTimeout
+	// in the attempt would; 0 or less sets none.
+	Timeout time.Duration
+	// Backoff returns the wait before retry n (1 before the second
+	// attempt); nil, or a wait of 0 or less, retries at once. The wait is
+	// on the flow's Tool, so on a TestTool it is virtual time.
+	Backoff func(n int) time.Duration
+	// Retryable reports whether an attempt that failed with code is made
+	// again, if attempts are left. Nil retries Timeout, CommError and
+	// ConnectError. It runs as part of the attempt's error handler, with
+	// State().ErrorInfo and LastException set to the failure.
+	Retryable func(code string) bool
+	// Label names the loop of the attempts for Break and Continue.
+	Label string
+}
+
+// Retry adds a step that runs attempt, and runs it again while it fails
+// with a retryable code and attempts are left (see [RetryOptions]). The
+// step succeeds with the success arguments of the first attempt that
+// succeeds; it fails with the error of the last attempt made, or of the
+// first one whose error is not retryable. attempt gets the attempt's
+// number, 0 for the first, and no incoming arguments, like a [Repeat]
+// body. Retry returns as, to chain further steps.
+//
+// The attempts are a loop labelled o.Label: in an attempt, Break(label)
+// ends the step with no arguments, and Continue(label) starts the next
+// attempt, or ends the step like Break when none is left. An error
+// handler of the attempt's own steps sees each failure first, as usual; a
+// timeout or a cancel of an outer step cancels the attempt in progress and
+// is not retried (docs/DESIGN.md#retry).
+//
+// Unlike a Repeat whose last step calls Break, a successful attempt ends
+// the step without raising LoopBreak: it leaves ErrorInfo, LastException
+// and AsyncStack as they were, and costs no panic.
+func Retry(as AsyncSteps, o RetryOptions, attempt RepeatFunc) AsyncSteps {
+	h, ok := as.(host)
+	if !ok {
+		// Not this package's AsyncSteps: it cannot hold the loop.
+		as.Error(InternalError, fmt.Sprintf("Retry: %T is not an AsyncSteps of this package", as))
+		return as
+	}
+	d := &retryDef{opts: o}
+	d.loopDef = loopDef{label: o.Label, count: max(o.Attempts, 1), repFn: attempt}
+	d.retry = d
+	return addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
+}
+
+// retryDef is the definition of a Retry step: a Repeat whose iteration is
+// one attempt, guarded by retryFailed, in one allocation.
+type retryDef struct {
+	loopDef
+	opts RetryOptions
+}
+
+// retryable reports whether a failure with code is worth another attempt.
+func (d *retryDef) retryable(code string) bool {
+	if d.opts.Retryable != nil {
+		return d.opts.Retryable(code)
+	}
+	return code == Timeout || code == CommError || code == ConnectError
+}
+
+// retryStep is the iteration of every Retry: the attempt, with the error
+// handler that decides whether to retry. Both are plain functions, so one
+// step value serves every Retry.
+var retryStep = plainStep(retryAttempt, retryFailed)
+
+// retryAttempt runs the attempt of the current iteration, within its
+// timeout.
+func retryAttempt(as AsyncSteps, _ ...any) {
+	lr := iterationOf(as)
+	if t := lr.def.retry.opts.Timeout; t > 0 {
+		as.SetTimeout(t)
+	}
+	lr.def.repFn(as, lr.i)
+}
+
+// retryFailed is the error handler of an attempt: if the failure is
+// retryable and attempts are left, it swallows the error, after the
+// backoff's wait if any, and marks the iteration as one to go on from
+// (see loopRun.drained); otherwise the error goes on unwinding.
+func retryFailed(as AsyncSteps, code string) {
+	lr := iterationOf(as)
+	d := lr.def.retry
+	if lr.i+1 >= lr.count || !d.retryable(code) {
+		return
+	}
+	lr.retrying = true
+	if d.opts.Backoff != nil {
+		if w := d.opts.Backoff(lr.i + 1); w > 0 {
+			lr.wait = w
+			as.Add(retryWait)
+			return
+		}
+	}
+	as.Success()
+}
+
+// retryWait waits the backoff before the next attempt, on the flow's Tool;
+// a cancel of the flow stops the timer.
+func retryWait(as AsyncSteps, _ ...any) {
+	lr := as.(*stepAPI).f.parent.parent.impl.(*loopRun) // the handler's step, then the loop's frame
+	timer := as.Tool().Deferred(lr.wait, func() { as.Success() })
+	as.SetCancel(func(AsyncSteps) { timer.Cancel() })
+}
+
+// passesArgs reports whether the built-in step ctl drives gives its result
+// to the next step: a Retry does, the other loops and Parallel do not.
+func passesArgs(ctl control) bool {
+	lr, ok := ctl.(*loopRun)
+	return ok && lr.def.retry != nil
+}
