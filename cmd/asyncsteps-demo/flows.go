@@ -102,7 +102,7 @@ func (g *flowGateway) newJob(symbols []string) *quoteJob {
 	for i, symbol := range symbols {
 		f := &job.fetches[i]
 		f.job, f.symbol, f.url = job, symbol, priceURL(g.cfg.Upstream, symbol)
-		f.attemptFn, f.sendFn, f.readFn, f.onSendErr = f.attempt, f.send, f.read, f.sendFailed
+		f.attemptFn, f.readFn, f.retryableFn = f.attempt, f.read, f.retryable
 	}
 	return job
 }
@@ -121,12 +121,16 @@ func (job *quoteJob) leaveQueue() {
 func (job *quoteJob) leftQueue(asyncsteps.AsyncSteps) { job.leaveQueue() }
 
 // fetchAll runs inside the limit: one parallel branch per symbol, each the
-// loop of its attempts, then the answer.
+// Retry of its attempts, then the answer.
 func (job *quoteJob) fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
 	job.leaveQueue()
 	p := as.Parallel()
+	cfg := &job.g.cfg
 	for i := range job.fetches {
-		p.Loop(job.fetches[i].attemptFn, retry)
+		f := &job.fetches[i]
+		asyncsteps.Retry(p, asyncsteps.RetryOptions{
+			Attempts: 1 + cfg.Retries, Timeout: cfg.AttemptTimeout, Retryable: f.retryableFn, Label: retry,
+		}, f.attemptFn)
 	}
 	as.Add(job.answerFn)
 }
@@ -145,61 +149,43 @@ func (job *quoteJob) answer(as asyncsteps.AsyncSteps, _ ...any) {
 // retry labels the loop of a symbol's attempts.
 const retry = "retry"
 
-// fetch gets one symbol's price into State: attempts in the loop labelled
+// fetch gets one symbol's price into State: attempts in the Retry labelled
 // "retry", each bounded by its own timeout; an attempt that fails in a way
-// worth it goes on with the next iteration, at most cfg.Retries times. Its
-// step functions are bound once per symbol, not made per attempt.
+// worth it is made again, at most cfg.Retries times. Its functions are
+// bound once per symbol, not made per attempt.
 type fetch struct {
-	job     *quoteJob
-	symbol  string
-	url     string
-	retries int   // attempts made after the first
-	price   quote // the answer, in State under the symbol
+	job    *quoteJob
+	symbol string
+	url    string
+	final  bool  // the last attempt failed in a way not worth a retry
+	price  quote // the answer, in State under the symbol
 
-	attemptFn asyncsteps.LoopFunc
-	sendFn    asyncsteps.StepFunc
-	readFn    asyncsteps.StepFunc
-	onSendErr asyncsteps.ErrorFunc
+	attemptFn   asyncsteps.RepeatFunc
+	readFn      asyncsteps.StepFunc
+	retryableFn func(code string) bool
 }
 
-// attempt is one iteration: the upstream request, then its answer read.
-func (f *fetch) attempt(as asyncsteps.AsyncSteps) {
-	as.Add(f.sendFn, f.onSendErr)
+// attempt is one attempt: the upstream request, then its answer read.
+func (f *fetch) attempt(as asyncsteps.AsyncSteps, _ int) {
+	f.job.g.client.Get(as, f.url)
 	as.Add(f.readFn)
 }
 
-func (f *fetch) send(as asyncsteps.AsyncSteps, _ ...any) {
-	as.SetTimeout(f.job.g.cfg.AttemptTimeout)
-	f.job.g.client.Get(as, f.url)
-}
+// retryable reports whether the attempt that failed with code is made
+// again: a transport error, its own timeout or a 5xx answer, not an
+// answer that is broken.
+func (f *fetch) retryable(code string) bool { return !f.final && retriable(code) }
 
-// sendFailed retries a transport error or the attempt's own timeout;
-// anything else goes on unwinding.
-func (f *fetch) sendFailed(as asyncsteps.AsyncSteps, code string) {
-	if retriable(code) {
-		f.retry(as)
-	}
-}
-
-// retry goes on with the next attempt, if retries are left.
-func (f *fetch) retry(as asyncsteps.AsyncSteps) {
-	if f.retries < f.job.g.cfg.Retries {
-		f.retries++
-		as.Continue(retry)
-	}
-}
-
-// read checks the upstream answer, keeps the price in State and leaves
-// the loop; a 5xx answer is retried.
+// read checks the upstream answer and keeps the price in State, which ends
+// the Retry; a 5xx answer is retried.
 func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 	resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
 	if resp.StatusCode != http.StatusOK {
 		err, again := answerError(f.symbol, resp.StatusCode)
-		if again {
-			f.retry(as)
-		}
+		f.final = !again
 		as.Error(err.Code, err.Info)
 	}
+	f.final = true // whatever fails from here on is the upstream's answer
 	q, err := f.job.g.cfg.decode(resp.Body)
 	if err != nil {
 		as.Error(asyncsteps.CommError, "upstream answer for "+f.symbol+": "+err.Error())
@@ -209,5 +195,4 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 	}
 	f.price = q
 	as.State().Set(f.symbol, &f.price)
-	as.Break(retry)
 }
