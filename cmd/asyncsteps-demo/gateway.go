@@ -64,11 +64,14 @@ type quoteReply struct {
 }
 
 // parseQuote checks a /quote request and returns its symbols, without
-// duplicates, or the error that answers it. Repeated symbols parameters
-// are one list (symbols=A&symbols=B is symbols=A,B). The list is read up
-// to the first symbol past maxSymbols only: a URL of a megabyte lists
-// thousands of distinct symbols, whose duplicate check, quadratic, would
-// cost seconds of CPU per request.
+// duplicates, or the error that answers it. The symbols are the
+// comma-separated entries of every symbols parameter, in order (symbols=A&
+// symbols=B is symbols=A,B); an empty entry is skipped as a repeated one
+// is, wherever it is (symbols=, symbols=A,,B, symbols=A&symbols=), and a
+// request left with none has no symbols. The list is read up to the first
+// symbol past maxSymbols only: a URL of a megabyte lists thousands of
+// distinct symbols, whose duplicate check, quadratic, would cost seconds
+// of CPU per request.
 func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error) {
 	if req.Method != http.MethodGet {
 		return nil, &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + req.Method + " not allowed, use GET"}
@@ -77,13 +80,12 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 	if err != nil {
 		return nil, invalid("malformed query: %v", err)
 	}
-	lists := query["symbols"]
-	if len(lists) == 0 || (len(lists) == 1 && lists[0] == "") {
-		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
-	}
 	var symbols []string
-	for _, list := range lists {
+	for _, list := range query["symbols"] {
 		for s := range strings.SplitSeq(list, ",") {
+			if s == "" {
+				continue
+			}
 			if !isSymbol(s) {
 				return nil, invalid("malformed symbol %q: 1 to 5 capital letters", clip(s))
 			}
@@ -95,6 +97,9 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 			}
 			symbols = append(symbols, s)
 		}
+	}
+	if len(symbols) == 0 {
+		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
 	}
 	return symbols, nil
 }
