@@ -318,7 +318,7 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 		{"commas only", "GET", "?symbols=,,", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
 		{"malformed query", "GET", "?symbols=%zz", 400, errBody("InvalidRequest", `malformed query: invalid URL escape "%zz"`)},
 		{"unknown symbol", "GET", "?symbols=AAPL,ZZZZ", 400, errBody("InvalidRequest", `unknown symbol "ZZZZ"`)},
-		{"wrong method", "POST", "?symbols=AAPL", 405, errBody("MethodNotAllowed", "method POST not allowed, use GET")},
+		{"wrong method", "POST", "?symbols=AAPL", 405, errBody("MethodNotAllowed", "method POST not allowed, use GET or HEAD")},
 	}
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
@@ -335,8 +335,8 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if allow := resp.Header.Get("Allow"); allow != "GET" {
-				t.Errorf("405 with Allow %q, want GET", allow)
+			if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
+				t.Errorf("405 with Allow %q, want GET, HEAD", allow)
 			}
 			checkCounters(t, g.gw.stats, counters{started: 13, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 11, "MethodNotAllowed": 2}})
 		})

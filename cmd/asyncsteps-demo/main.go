@@ -238,7 +238,7 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 	if cfg.Debug {
 		memory = memoryHandler(client.CloseIdleConnections)
 	}
-	return &gateway{handler: routes(quotes, st, memory), stats: st}, closeFn
+	return &gateway{handler: routes(quotes, st, memory, errorWriter(cfg, logger)), stats: st}, closeFn
 }
 
 // upstreamClient returns the client both gateways reach the upstream

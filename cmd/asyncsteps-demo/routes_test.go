@@ -99,3 +99,66 @@ func TestQuoteEmptySymbolEntriesAreSkipped(t *testing.T) {
 		})
 	}
 }
+
+// HEAD is answered as GET is, without the body: the same status and
+// headers. Any other method is a 405 whose Allow lists exactly GET and
+// HEAD, on every route; only those of /quote are counted as requests.
+func TestRoutesServeGetAndHeadOnly(t *testing.T) {
+	notAllowed := func(method string) reply {
+		return jsonReply(405, errBody("MethodNotAllowed", "method "+method+" not allowed, use GET or HEAD")).with("Allow", "GET, HEAD")
+	}
+	tests := []struct {
+		method, path string
+		want         reply
+	}{
+		{"HEAD", "/quote?symbols=AAPL,MSFT", jsonReply(200, quotesBody("AAPL", "MSFT")).headOnly()},
+		{"HEAD", "/quote?symbols=zz", jsonReply(400, errBody("InvalidRequest", `malformed symbol "zz": 1 to 5 capital letters`)).headOnly()},
+		{"POST", "/quote?symbols=AAPL", notAllowed("POST")},
+		{"OPTIONS", "/quote", notAllowed("OPTIONS")},
+		{"POST", "/stats", notAllowed("POST")},
+		{"DELETE", "/metrics", notAllowed("DELETE")},
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			for _, tc := range tests {
+				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
+			}
+			for _, path := range []string{"/stats", "/metrics"} {
+				if got := g.exchange(http.MethodHead, path); got.status != 200 || got.body != "" {
+					t.Errorf("HEAD %s: %d %q, want 200 and no body", path, got.status, got.body)
+				}
+			}
+			checkCounters(t, g.gw.stats, counters{started: 4, finished: map[string]int64{"OK": 1, "InvalidRequest": 1, "MethodNotAllowed": 2}})
+		})
+	}
+}
+
+// A path the gateway does not serve is a 404 with its JSON error body,
+// whatever the method; it is not counted as a /quote request.
+func TestUnknownPathIs404WithTheErrorBody(t *testing.T) {
+	notFound := func(path string) reply {
+		return jsonReply(404, errBody("NotFound", "no such path "+strconv.Quote(path)+": the gateway serves /quote, /stats and /metrics"))
+	}
+	tests := []struct {
+		method, path string
+		want         reply
+	}{
+		{"GET", "/", notFound("/")},
+		{"GET", "/quotes?symbols=AAPL", notFound("/quotes")},
+		{"GET", "/quote/AAPL", notFound("/quote/AAPL")},
+		{"POST", "/nowhere", notFound("/nowhere")},
+		{"HEAD", "/nowhere", notFound("/nowhere").headOnly()},
+		{"GET", "/debug/memory", notFound("/debug/memory")}, // served with -debug only
+		{"GET", "/a-path-longer-than-sixteen-bytes", notFound("/a-path-longer-t...")},
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			for _, tc := range tests {
+				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
+			}
+			checkCounters(t, g.gw.stats, counters{})
+		})
+	}
+}
