@@ -409,7 +409,7 @@ func TestQuoteQueuedRequestTimedOutLeavesTheQueue(t *testing.T) {
 			cfg.Limits = limitOptions{Concurrent: 10, Rate: 1, Period: time.Hour, Burst: 1}
 			g := startGateway(t, impl, cfg)
 			wantAnswer(t, g.get("?symbols=AAPL"), 200, "", quotesBody("AAPL"))
-			wantAnswer(t, g.get("?symbols=MSFT"), 504, "", errBody("Timeout", ""))
+			wantAnswer(t, g.get("?symbols=MSFT"), 504, "", errBody("Timeout", "request timed out"))
 			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"OK": 1, "Timeout": 1}})
 		})
 	}
@@ -440,7 +440,7 @@ func TestQuoteRequestTimeoutIs504(t *testing.T) {
 			cfg.Timeout = 50 * time.Millisecond
 			g := startGateway(t, impl, cfg)
 			g.up.holdSymbol("AAPL") // never released
-			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", ""))
+			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", "request timed out"))
 			if got := <-g.up.cancelled; got != "AAPL" {
 				t.Errorf("upstream saw %s cancelled", got)
 			}
@@ -465,7 +465,7 @@ func TestQuoteRequestContextDeadlineIs504(t *testing.T) {
 			t.Cleanup(srv.Close)
 			g.url = srv.URL
 			g.up.holdSymbol("AAPL") // never released
-			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", ""))
+			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", "request timed out"))
 			if got := <-g.up.cancelled; got != "AAPL" {
 				t.Errorf("upstream saw %s cancelled", got)
 			}
