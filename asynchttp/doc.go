@@ -8,9 +8,17 @@
 // handlers run. The response is written once, after the flow has fully
 // stopped, from the flow's result: the last success argument becomes the
 // body, and an [*asyncsteps.Error] becomes a JSON error answer whose status
-// follows the error code (see [StatusOf]). A panic or a wrong use of the API
-// in a step is an InternalError like any other: a 500 answer, logged with
-// log/slog, never a crashed process or a request left without an answer.
+// follows the error code (see [StatusOf]). A panic or a wrong use of the
+// API in a step is an InternalError like any other: a 500 answer, logged
+// with log/slog, never a crashed process or a request left without an
+// answer.
+//
+// The info of an error answer is the error's, with two exceptions: an
+// InternalError's is logged, not shown to the client; and a Timeout's,
+// which a step's timeout leaves empty (the engine's contract), is
+// [TimeoutInfo], so that the client is told what ended its request
+// whichever time limit passed. Any other empty info is answered empty:
+// the flow that raised its code without one chose to.
 //
 // A [Client] adds steps that make outgoing HTTP requests. A request runs
 // through [asyncsteps.AsyncSteps.Await], off the flow's loop (in a

@@ -30,7 +30,8 @@ import (
 //   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
 //     with the status Codes or [StatusOf] gives the code; a 503 also carries
 //     a Retry-After header. An InternalError (a panic, a misuse of the API)
-//     is logged, and its info is not shown to the client;
+//     is logged, and its info is not shown to the client; a Timeout with
+//     an empty info, as a step's timeout raises it, says [TimeoutInfo];
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled".
@@ -332,11 +333,21 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 	return http.StatusOK
 }
 
+// TimeoutInfo is the info of the answer to a Timeout whose info is empty:
+// the one a step's timeout raises (the engine leaves its info empty), and
+// the one of a request context's deadline.
+const TimeoutInfo = "request timed out"
+
 // WriteError answers with the JSON error body {"error": code, "info": info}
 // and the status h maps code to, with a Retry-After header on a 503; it
-// returns the status. A handler that does not run flows can answer with it
-// exactly as a Handler does.
+// returns the status. An empty info of Timeout is answered as
+// [TimeoutInfo]; that of any other code stays empty, as the flow raised
+// it. A handler that does not run flows can answer with it exactly as a
+// Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
+	if info == "" && code == asyncsteps.Timeout {
+		info = TimeoutInfo
+	}
 	status := h.status(code)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.RetryAfter)))

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -74,12 +76,14 @@ func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
 		{"ConnectError", fail(asyncsteps.ConnectError, "refused"), 502, "", `{"error":"ConnectError","info":"refused"}` + "\n", "ConnectError"},
 		{"CommError", fail(asyncsteps.CommError, "reset"), 502, "", `{"error":"CommError","info":"reset"}` + "\n", "CommError"},
 		{"DefenseRejected", fail(asyncsteps.DefenseRejected, "busy"), 503, "3", `{"error":"DefenseRejected","info":"busy"}` + "\n", "DefenseRejected"},
-		{"Timeout", fail(asyncsteps.Timeout, ""), 504, "", `{"error":"Timeout","info":""}` + "\n", "Timeout"},
+		{"Timeout", fail(asyncsteps.Timeout, ""), 504, "", `{"error":"Timeout","info":"request timed out"}` + "\n", "Timeout"},
+		{"Timeout with info", fail(asyncsteps.Timeout, "slow upstream"), 504, "", `{"error":"Timeout","info":"slow upstream"}` + "\n", "Timeout"},
+		{"no info", fail(asyncsteps.CommError, ""), 502, "", `{"error":"CommError","info":""}` + "\n", "CommError"},
 		{"user code", fail("Teapot", "short"), 418, "", `{"error":"Teapot","info":"short"}` + "\n", "Teapot"},
 		{"unknown code", fail("Odd", "x"), 500, "", `{"error":"Odd","info":"x"}` + "\n", "Odd"},
 		{"step timeout", func(as asyncsteps.AsyncSteps, _ *http.Request) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }) // never completes
-		}, 504, "", `{"error":"Timeout","info":""}` + "\n", "Timeout"},
+		}, 504, "", `{"error":"Timeout","info":"request timed out"}` + "\n", "Timeout"},
 	}
 	for _, tc := range tests {
 		// Each case with a timeout (a flow that adds nothing still ends at
@@ -322,7 +326,7 @@ func TestHandlerRequestDeadlineIs504(t *testing.T) {
 				h.ServeHTTP(w, req.WithContext(ctx))
 			})
 			status, retry, body := serve(t, withDeadline)
-			if status != http.StatusGatewayTimeout || retry != "" || body != `{"error":"Timeout","info":""}`+"\n" {
+			if status != http.StatusGatewayTimeout || retry != "" || body != `{"error":"Timeout","info":"request timed out"}`+"\n" {
 				t.Errorf("answer %d, Retry-After %q, body %q; want 504, none, the Timeout error", status, retry, body)
 			}
 			o := got.get()
@@ -352,6 +356,32 @@ func TestRetryAfterRoundsUpToSeconds(t *testing.T) {
 		}
 		if status, retryAfter, _ := serve(t, h); status != http.StatusServiceUnavailable || retryAfter != c.want {
 			t.Errorf("RetryAfter %v: %d, Retry-After %q; want 503, %q", c.d, status, retryAfter, c.want)
+		}
+	}
+}
+
+// WriteError answers an empty info of Timeout, the one a step's timeout
+// leaves, as TimeoutInfo; any other info as given, empty or not, whatever
+// status its code maps to.
+func TestWriteErrorFillsTheEmptyInfoOfTimeoutOnly(t *testing.T) {
+	h := &asynchttp.Handler{Codes: map[string]int{"Slow": http.StatusGatewayTimeout}}
+	for _, c := range []struct {
+		code, info string
+		status     int
+		body       string
+	}{
+		{asyncsteps.Timeout, "", 504, `{"error":"Timeout","info":"request timed out"}`},
+		{asyncsteps.Timeout, "attempt 4", 504, `{"error":"Timeout","info":"attempt 4"}`},
+		{"Slow", "", 504, `{"error":"Slow","info":""}`},
+		{asyncsteps.CommError, "", 502, `{"error":"CommError","info":""}`},
+		{asyncsteps.InvalidRequest, "", 400, `{"error":"InvalidRequest","info":""}`},
+	} {
+		w := httptest.NewRecorder()
+		status := h.WriteError(w, c.code, c.info)
+		header := map[string]string{"Content-Type": w.Header().Get("Content-Type"), "Content-Length": w.Header().Get("Content-Length")}
+		want := map[string]string{"Content-Type": "application/json", "Content-Length": strconv.Itoa(len(c.body) + 1)}
+		if status != c.status || w.Code != c.status || !maps.Equal(header, want) || w.Body.String() != c.body+"\n" {
+			t.Errorf("WriteError(%q, %q): %d (written %d) %v %q; want %d %v %q", c.code, c.info, status, w.Code, header, w.Body, c.status, want, c.body+"\n")
 		}
 	}
 }

@@ -51,11 +51,26 @@ func decodeQuote(body []byte) (quote, error) {
 	return q, err
 }
 
-// methodNotAllowed is the gateway's own error code, mapped to 405.
-const methodNotAllowed = "MethodNotAllowed"
+// The gateway's own error codes.
+const (
+	methodNotAllowed = "MethodNotAllowed" // 405, with allowedMethods in Allow
+	notFound         = "NotFound"         // 404: a path the gateway does not serve
+)
 
 // errorCodes maps the gateway's own codes to statuses, for both gateways.
-var errorCodes = map[string]int{methodNotAllowed: http.StatusMethodNotAllowed}
+var errorCodes = map[string]int{methodNotAllowed: http.StatusMethodNotAllowed, notFound: http.StatusNotFound}
+
+// allowedMethods are the methods of every route of the gateway (the Allow
+// header of its 405s): GET, and HEAD, which RFC 9110 expects wherever GET
+// is served, answered as GET is without the body.
+const allowedMethods = "GET, HEAD"
+
+func allowed(method string) bool { return method == http.MethodGet || method == http.MethodHead }
+
+// notAllowed is the error that answers a request with method.
+func notAllowed(method string) *asyncsteps.Error {
+	return &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + method + " not allowed, use GET or HEAD"}
+}
 
 // quoteReply is the answer to /quote: one entry per symbol, in the order
 // asked.
@@ -64,26 +79,28 @@ type quoteReply struct {
 }
 
 // parseQuote checks a /quote request and returns its symbols, without
-// duplicates, or the error that answers it. Repeated symbols parameters
-// are one list (symbols=A&symbols=B is symbols=A,B). The list is read up
-// to the first symbol past maxSymbols only: a URL of a megabyte lists
-// thousands of distinct symbols, whose duplicate check, quadratic, would
-// cost seconds of CPU per request.
+// duplicates, or the error that answers it. The symbols are the
+// comma-separated entries of every symbols parameter, in order (symbols=A&
+// symbols=B is symbols=A,B); an empty entry is skipped as a repeated one
+// is, wherever it is (symbols=, symbols=A,,B, symbols=A&symbols=), and a
+// request left with none has no symbols. The list is read up to the first
+// symbol past maxSymbols only: a URL of a megabyte lists thousands of
+// distinct symbols, whose duplicate check, quadratic, would cost seconds
+// of CPU per request.
 func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error) {
-	if req.Method != http.MethodGet {
-		return nil, &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + req.Method + " not allowed, use GET"}
+	if !allowed(req.Method) {
+		return nil, notAllowed(req.Method)
 	}
 	query, err := url.ParseQuery(req.URL.RawQuery)
 	if err != nil {
 		return nil, invalid("malformed query: %v", err)
 	}
-	lists := query["symbols"]
-	if len(lists) == 0 || (len(lists) == 1 && lists[0] == "") {
-		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
-	}
 	var symbols []string
-	for _, list := range lists {
+	for _, list := range query["symbols"] {
 		for s := range strings.SplitSeq(list, ",") {
+			if s == "" {
+				continue
+			}
 			if !isSymbol(s) {
 				return nil, invalid("malformed symbol %q: 1 to 5 capital letters", clip(s))
 			}
@@ -95,6 +112,9 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 			}
 			symbols = append(symbols, s)
 		}
+	}
+	if len(symbols) == 0 {
+		return nil, invalid("no symbols: use /quote?symbols=AAPL,MSFT")
 	}
 	return symbols, nil
 }
@@ -178,20 +198,26 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 
 // routes serves /quote with quotes, and /stats and /metrics from st;
 // /debug/memory and the profiles of /debug/pprof too, if memory is not nil.
-func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
+// Any other path is answered 404 with errs' JSON error body, and any
+// method but GET and HEAD 405 (the 405 of /quote by quotes, which counts
+// it).
+func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswers) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
+		if !allowed(req.Method) {
+			w.Header().Set("Allow", allowedMethods)
 		}
 		st.start()
 		quotes.ServeHTTP(w, req)
 	}))
-	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("/stats", readOnly(errs, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(st.snapshot()) //nolint:errcheck // the client may be gone
+	})))
+	mux.Handle("/metrics", readOnly(errs, st.metricsHandler()))
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		errs.WriteError(w, notFound, fmt.Sprintf("no such path %q: the gateway serves /quote, /stats and /metrics", clip(req.URL.Path)))
 	})
-	mux.Handle("/metrics", st.metricsHandler())
 	if memory != nil {
 		mux.Handle("/debug/memory", memory)
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, ... profiles
@@ -199,6 +225,19 @@ func routes(quotes http.Handler, st *stats, memory http.Handler) http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// readOnly serves h to GET and HEAD, and answers any other method 405.
+func readOnly(errs errorAnswers, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !allowed(req.Method) {
+			w.Header().Set("Allow", allowedMethods)
+			bad := notAllowed(req.Method)
+			errs.WriteError(w, bad.Code, bad.Info)
+			return
+		}
+		h.ServeHTTP(w, req)
+	})
 }
 
 // memoryReport is the JSON of /debug/memory.

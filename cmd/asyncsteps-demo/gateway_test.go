@@ -313,12 +313,12 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 		{"too many, then more", "GET", "?symbols=A,B,C,D,E,F,G,H,I,J,J,A,K,x", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
 		{"too many over two lists", "GET", "?symbols=A,B,C,D,E&symbols=F,G,H,I,J,K", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
 		{"long malformed symbol", "GET", "?symbols=AAPL," + strings.Repeat("a", 70000), 400, errBody("InvalidRequest", `malformed symbol "aaaaaaaaaaaaaaaa...": 1 to 5 capital letters`)},
-		{"empty second list", "GET", "?symbols=AAPL&symbols=", 400, errBody("InvalidRequest", `malformed symbol "": 1 to 5 capital letters`)},
+		{"empty lists", "GET", "?symbols=&symbols=", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
 		{"malformed symbol", "GET", "?symbols=AAPL,msft", 400, errBody("InvalidRequest", `malformed symbol "msft": 1 to 5 capital letters`)},
-		{"empty symbol", "GET", "?symbols=AAPL,,MSFT", 400, errBody("InvalidRequest", `malformed symbol "": 1 to 5 capital letters`)},
+		{"commas only", "GET", "?symbols=,,", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
 		{"malformed query", "GET", "?symbols=%zz", 400, errBody("InvalidRequest", `malformed query: invalid URL escape "%zz"`)},
 		{"unknown symbol", "GET", "?symbols=AAPL,ZZZZ", 400, errBody("InvalidRequest", `unknown symbol "ZZZZ"`)},
-		{"wrong method", "POST", "?symbols=AAPL", 405, errBody("MethodNotAllowed", "method POST not allowed, use GET")},
+		{"wrong method", "POST", "?symbols=AAPL", 405, errBody("MethodNotAllowed", "method POST not allowed, use GET or HEAD")},
 	}
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
@@ -335,8 +335,8 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if allow := resp.Header.Get("Allow"); allow != "GET" {
-				t.Errorf("405 with Allow %q, want GET", allow)
+			if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
+				t.Errorf("405 with Allow %q, want GET, HEAD", allow)
 			}
 			checkCounters(t, g.gw.stats, counters{started: 13, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 11, "MethodNotAllowed": 2}})
 		})
@@ -409,7 +409,7 @@ func TestQuoteQueuedRequestTimedOutLeavesTheQueue(t *testing.T) {
 			cfg.Limits = limitOptions{Concurrent: 10, Rate: 1, Period: time.Hour, Burst: 1}
 			g := startGateway(t, impl, cfg)
 			wantAnswer(t, g.get("?symbols=AAPL"), 200, "", quotesBody("AAPL"))
-			wantAnswer(t, g.get("?symbols=MSFT"), 504, "", errBody("Timeout", ""))
+			wantAnswer(t, g.get("?symbols=MSFT"), 504, "", errBody("Timeout", "request timed out"))
 			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"OK": 1, "Timeout": 1}})
 		})
 	}
@@ -440,7 +440,7 @@ func TestQuoteRequestTimeoutIs504(t *testing.T) {
 			cfg.Timeout = 50 * time.Millisecond
 			g := startGateway(t, impl, cfg)
 			g.up.holdSymbol("AAPL") // never released
-			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", ""))
+			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", "request timed out"))
 			if got := <-g.up.cancelled; got != "AAPL" {
 				t.Errorf("upstream saw %s cancelled", got)
 			}
@@ -465,7 +465,7 @@ func TestQuoteRequestContextDeadlineIs504(t *testing.T) {
 			t.Cleanup(srv.Close)
 			g.url = srv.URL
 			g.up.holdSymbol("AAPL") // never released
-			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", ""))
+			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", "request timed out"))
 			if got := <-g.up.cancelled; got != "AAPL" {
 				t.Errorf("upstream saw %s cancelled", got)
 			}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -198,7 +199,11 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		cfg.Limits.Cluster, cfg.Limits.TTL = c, o.cluster.TTL
 		logger.Info("limits shared through Redis", "redis", o.cluster.Addr, "prefix", o.cluster.Prefix, "ttl", o.cluster.TTL, "id", c.ID())
 	}
-	gw, closeGateway := newGateway(o.impl, cfg, logger)
+	client := upstreamClient()
+	if o.upstreamURL != "" {
+		probeUpstream(ctx, client, cfg.Upstream, min(cfg.AttemptTimeout, maxProbeTimeout), logger)
+	}
+	gw, closeGateway := newGatewayWith(o.impl, cfg, logger, client)
 	defer closeGateway()
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "impl", o.impl,
 		"try", "curl 'http://"+ln.Addr().String()+"/quote?symbols=AAPL,MSFT,GOOG'")
@@ -238,7 +243,7 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 	if cfg.Debug {
 		memory = memoryHandler(client.CloseIdleConnections)
 	}
-	return &gateway{handler: routes(quotes, st, memory), stats: st}, closeFn
+	return &gateway{handler: routes(quotes, st, memory, errorWriter(cfg, logger)), stats: st}, closeFn
 }
 
 // upstreamClient returns the client both gateways reach the upstream
@@ -251,6 +256,43 @@ func upstreamClient() *http.Client {
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 1024
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// maxProbeTimeout bounds the wait of probeUpstream, whatever
+// -attempt-timeout: an upstream that drops connections silently delays the
+// start by no more.
+const maxProbeTimeout = time.Second
+
+// probeUpstream asks the upstream at base for a known symbol's price once,
+// within timeout, as a request's attempt would, and logs a warning naming
+// it if that fails: no answer, or a status that is neither a price nor an
+// unknown symbol. The gateway serves anyway (the upstream may come up
+// later), but says at start why its quotes fail, rather than leave it to
+// the first request's 502 after its retries.
+func probeUpstream(ctx context.Context, client *http.Client, base string, timeout time.Duration, logger *slog.Logger) {
+	probeCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := probe(probeCtx, client, priceURL(base, knownSymbols[0])); err != nil && ctx.Err() == nil {
+		logger.Warn("upstream probe failed, serving anyway", "upstream", base, "err", err)
+	}
+}
+
+// probe makes the request of probeUpstream.
+func probe(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxUpstreamBody)) //nolint:errcheck // read to reuse the connection
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+	}
+	return nil
 }
 
 // startUpstream starts the embedded upstream on a free loopback port.

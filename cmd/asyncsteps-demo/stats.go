@@ -65,9 +65,19 @@ type statsSnapshot struct {
 	LatencyMs         latencySummary   `json:"latency_ms"`
 }
 
+// latencySummary gives the quantiles in milliseconds, and keeps them in
+// whole microseconds, as recorded, for /metrics to give them in seconds:
+// each unit is then one division of the integer, exact to the last digit
+// shown (dividing milliseconds by 1000 again showed 0.26214299999999996).
 type latencySummary struct {
 	P50 float64 `json:"p50"`
 	P99 float64 `json:"p99"`
+
+	p50Us, p99Us uint64
+}
+
+func newLatencySummary(p50Us, p99Us uint64) latencySummary {
+	return latencySummary{P50: float64(p50Us) / 1e3, P99: float64(p99Us) / 1e3, p50Us: p50Us, p99Us: p99Us}
 }
 
 func (s *stats) snapshot() statsSnapshot {
@@ -89,7 +99,7 @@ func (s *stats) snapshot() statsSnapshot {
 	snap.InFlight = snap.Started - finished - snap.Cancelled
 	snap.LimiterQueue = s.queueLen()
 	snap.UpstreamCancelled = s.upstreamCancelled.Load()
-	snap.LatencyMs = latencySummary{P50: s.latency.quantile(0.50), P99: s.latency.quantile(0.99)}
+	snap.LatencyMs = newLatencySummary(s.latency.quantile(0.50), s.latency.quantile(0.99))
 	return snap
 }
 
@@ -135,9 +145,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(snap.InFlight))
 	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(snap.LimiterQueue))
 	ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(snap.UpstreamCancelled))
-	count, sum := c.s.latency.totals()
-	ch <- prometheus.MustNewConstSummary(descLatency, count, sum.Seconds(), map[float64]float64{
-		0.5: snap.LatencyMs.P50 / 1000, 0.99: snap.LatencyMs.P99 / 1000,
+	count, sumUs := c.s.latency.totals()
+	ch <- prometheus.MustNewConstSummary(descLatency, count, seconds(sumUs), map[float64]float64{
+		0.5: seconds(snap.LatencyMs.p50Us), 0.99: seconds(snap.LatencyMs.p99Us),
 	})
 }
 
@@ -178,9 +188,13 @@ func bucketTop(i int) uint64 {
 	return (lead+1)<<shift - 1
 }
 
-// quantile returns the q quantile in milliseconds (the top of its bucket),
+// seconds returns us microseconds in seconds, the float nearest to them
+// (one division of exact values).
+func seconds(us uint64) float64 { return float64(us) / 1e6 }
+
+// quantile returns the q quantile in microseconds (the top of its bucket),
 // 0 with no sample.
-func (h *latencyHistogram) quantile(q float64) float64 {
+func (h *latencyHistogram) quantile(q float64) uint64 {
 	n := h.count.Load()
 	if n == 0 {
 		return 0
@@ -191,12 +205,14 @@ func (h *latencyHistogram) quantile(q float64) float64 {
 	for i := range h.buckets {
 		seen += h.buckets[i].Load()
 		if seen >= rank {
-			return float64(bucketTop(i)) / 1000
+			return bucketTop(i)
 		}
 	}
-	return float64(bucketTop(len(h.buckets)-1)) / 1000
+	return bucketTop(len(h.buckets) - 1)
 }
 
-func (h *latencyHistogram) totals() (uint64, time.Duration) {
-	return h.count.Load(), time.Duration(h.sumUs.Load()) * time.Microsecond
+// totals returns the count of durations recorded and their sum in
+// microseconds.
+func (h *latencyHistogram) totals() (count, sumUs uint64) {
+	return h.count.Load(), h.sumUs.Load()
 }

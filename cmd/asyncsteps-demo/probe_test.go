@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runLogged runs the command's run with args on a loopback port until the
+// test ends, and returns its URL and its log lines so far once it serves,
+// with no time attribute.
+func runLogged(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	o, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- run(ctx, o, ln, logger) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `msg="gateway serving"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving: %s", logs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return "http://" + ln.Addr().String(), logs
+}
+
+// closedPort returns a loopback address that nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// An -upstream that nothing listens on is named by a warning at start; the
+// gateway serves all the same, answering 502 ConnectError after the
+// retries.
+func TestUnreachableUpstreamIsLoggedAtStart(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			addr := closedPort(t)
+			url, logs := runLogged(t, "-impl", impl, "-upstream", "http://"+addr)
+			refused := `Get "http://` + addr + `/price?symbol=AAPL": dial tcp ` + addr + `: connect: connection refused`
+			wantLines := []string{
+				`level=WARN msg="upstream probe failed, serving anyway" upstream=http://` + addr + ` err="` + strings.ReplaceAll(refused, `"`, `\"`) + `"`,
+				`level=INFO msg="gateway serving" addr=` + strings.TrimPrefix(url, "http://") + ` impl=` + impl +
+					` try="curl 'http://` + strings.TrimPrefix(url, "http://") + `/quote?symbols=AAPL,MSFT,GOOG'"`,
+			}
+			if got := strings.Split(strings.TrimSuffix(logs.String(), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
+				t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
+			}
+			g := &testGateway{t: t, url: url}
+			wantReply(t, "GET /quote", g.exchange(http.MethodGet, "/quote?symbols=AAPL"), jsonReply(502, errBody("ConnectError", refused)))
+		})
+	}
+}
+
+// An upstream that answers the probe with a price or an unknown symbol is
+// not warned about; one that answers with another status is.
+func TestUpstreamProbeJudgesTheAnswer(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		warn   string
+	}{
+		{http.StatusOK, ""},
+		{http.StatusNotFound, ""},
+		{http.StatusServiceUnavailable, `err="GET %s/price?symbol=AAPL: status 503"`},
+	} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			w.WriteHeader(c.status)
+		}))
+		_, logs := runLogged(t, "-upstream", up.URL)
+		warn := ""
+		if c.warn != "" {
+			warn = `level=WARN msg="upstream probe failed, serving anyway" upstream=` + up.URL + " " + strings.ReplaceAll(c.warn, "%s", up.URL) + "\n"
+		}
+		if first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`); first != warn {
+			t.Errorf("upstream answering %d: log before serving %q, want %q", c.status, first, warn)
+		}
+		up.Close()
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+// The answers of the routes themselves, in both gateways: the headers as
+// well as the bodies.
+
+import (
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"testing"
+)
+
+// reply is a whole answer: its status, the headers that matter to a
+// client (Date and the like left out), and its body.
+type reply struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// answerHeaders are the headers a reply keeps.
+var answerHeaders = []string{"Allow", "Content-Length", "Content-Type", "Retry-After"}
+
+// exchange sends method path (a path and query) to the gateway.
+func (g *testGateway) exchange(method, path string) reply {
+	g.t.Helper()
+	req, err := http.NewRequest(method, g.url+path, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: map[string]string{}, body: string(body)}
+	for _, k := range answerHeaders {
+		if v, ok := resp.Header[k]; ok {
+			r.header[k] = v[0]
+		}
+	}
+	return r
+}
+
+// jsonReply is the reply of a JSON body with status.
+func jsonReply(status int, body string) reply {
+	return reply{status: status, body: body,
+		header: map[string]string{"Content-Type": "application/json", "Content-Length": strconv.Itoa(len(body))}}
+}
+
+// with returns r with the header k set to v.
+func (r reply) with(k, v string) reply {
+	h := map[string]string{k: v}
+	for k, v := range r.header {
+		h[k] = v
+	}
+	r.header = h
+	return r
+}
+
+// headOnly returns r as the answer to HEAD: the same headers, no body.
+func (r reply) headOnly() reply {
+	r.body = ""
+	return r
+}
+
+func wantReply(t *testing.T, what string, got, want reply) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\ngot  %d %v %q\nwant %d %v %q", what, got.status, got.header, got.body, want.status, want.header, want.body)
+	}
+}
+
+// An empty entry of symbols is skipped wherever it is, as a repeated one
+// is; a request left with no symbol is answered "no symbols".
+func TestQuoteEmptySymbolEntriesAreSkipped(t *testing.T) {
+	noSymbols := jsonReply(400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT"))
+	tests := []struct {
+		query string
+		want  reply
+	}{
+		{"?symbols=", noSymbols},
+		{"?symbols=&symbols=", noSymbols},
+		{"?symbols=,", noSymbols},
+		{"?symbols=,,&symbols=,", noSymbols},
+		{"?symbols=AAPL,,MSFT", jsonReply(200, quotesBody("AAPL", "MSFT"))},
+		{"?symbols=AAPL&symbols=", jsonReply(200, quotesBody("AAPL"))},
+		{"?symbols=,IBM,&symbols=,AAPL", jsonReply(200, quotesBody("IBM", "AAPL"))},
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			for _, tc := range tests {
+				wantReply(t, "GET "+tc.query, g.exchange(http.MethodGet, "/quote"+tc.query), tc.want)
+			}
+			checkCounters(t, g.gw.stats, counters{started: 7, finished: map[string]int64{"OK": 3, "InvalidRequest": 4}})
+		})
+	}
+}
+
+// HEAD is answered as GET is, without the body: the same status and
+// headers. Any other method is a 405 whose Allow lists exactly GET and
+// HEAD, on every route; only those of /quote are counted as requests.
+func TestRoutesServeGetAndHeadOnly(t *testing.T) {
+	notAllowed := func(method string) reply {
+		return jsonReply(405, errBody("MethodNotAllowed", "method "+method+" not allowed, use GET or HEAD")).with("Allow", "GET, HEAD")
+	}
+	tests := []struct {
+		method, path string
+		want         reply
+	}{
+		{"HEAD", "/quote?symbols=AAPL,MSFT", jsonReply(200, quotesBody("AAPL", "MSFT")).headOnly()},
+		{"HEAD", "/quote?symbols=zz", jsonReply(400, errBody("InvalidRequest", `malformed symbol "zz": 1 to 5 capital letters`)).headOnly()},
+		{"POST", "/quote?symbols=AAPL", notAllowed("POST")},
+		{"OPTIONS", "/quote", notAllowed("OPTIONS")},
+		{"POST", "/stats", notAllowed("POST")},
+		{"DELETE", "/metrics", notAllowed("DELETE")},
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			for _, tc := range tests {
+				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
+			}
+			for _, path := range []string{"/stats", "/metrics"} {
+				if got := g.exchange(http.MethodHead, path); got.status != 200 || got.body != "" {
+					t.Errorf("HEAD %s: %d %q, want 200 and no body", path, got.status, got.body)
+				}
+			}
+			checkCounters(t, g.gw.stats, counters{started: 4, finished: map[string]int64{"OK": 1, "InvalidRequest": 1, "MethodNotAllowed": 2}})
+		})
+	}
+}
+
+// A path the gateway does not serve is a 404 with its JSON error body,
+// whatever the method; it is not counted as a /quote request.
+func TestUnknownPathIs404WithTheErrorBody(t *testing.T) {
+	notFound := func(path string) reply {
+		return jsonReply(404, errBody("NotFound", "no such path "+strconv.Quote(path)+": the gateway serves /quote, /stats and /metrics"))
+	}
+	tests := []struct {
+		method, path string
+		want         reply
+	}{
+		{"GET", "/", notFound("/")},
+		{"GET", "/quotes?symbols=AAPL", notFound("/quotes")},
+		{"GET", "/quote/AAPL", notFound("/quote/AAPL")},
+		{"POST", "/nowhere", notFound("/nowhere")},
+		{"HEAD", "/nowhere", notFound("/nowhere").headOnly()},
+		{"GET", "/debug/memory", notFound("/debug/memory")}, // served with -debug only
+		{"GET", "/a-path-longer-than-sixteen-bytes", notFound("/a-path-longer-t...")},
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			for _, tc := range tests {
+				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
+			}
+			checkCounters(t, g.gw.stats, counters{})
+		})
+	}
+}
