@@ -21,7 +21,9 @@ type RetryOptions struct {
 	// Retryable reports whether an attempt that failed with code is made
 	// again, if attempts are left. Nil retries Timeout, CommError and
 	// ConnectError. It runs as part of the attempt's error handler, with
-	// State().ErrorInfo and LastException set to the failure.
+	// State().ErrorInfo and LastException set to the failure. It is not
+	// asked about Break and Continue, which are not failures: they go on
+	// to their loop.
 	Retryable func(code string) bool
 	// Label names the loop of the attempts for Break and Continue.
 	Label string
@@ -95,6 +97,9 @@ func retryAttempt(as AsyncSteps, _ ...any) {
 func retryFailed(as AsyncSteps, code string) {
 	lr := iterationOf(as)
 	d := lr.def.retry
+	if code == LoopBreak || code == LoopCont {
+		return // no failure: the loop it names takes it, as in a Repeat
+	}
 	if lr.i+1 >= lr.count || !d.retryable(code) {
 		return
 	}

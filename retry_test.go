@@ -281,3 +281,47 @@ func TestRetryInClonedModels(t *testing.T) {
 	}
 	wantTrace(t, tr, "a0,a1,a0,a1")
 }
+
+// A Retryable that retries every code is not asked about Break and
+// Continue: they are no failure of the attempt, and go on to their loop,
+// the Retry's own or an outer one, as in a Repeat.
+func TestRetryBreakAndContinueAreNeverRetried(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	var asked []string
+	everything := func(code string) bool { asked = append(asked, code); return true }
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Repeat(2, func(as asyncsteps.AsyncSteps, j int) {
+			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Retryable: everything}, func(as asyncsteps.AsyncSteps, i int) {
+				tr.addf("a%d.%d", j, i)
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					if j == 0 {
+						as.Continue("outer")
+					}
+					as.Break("outer")
+				})
+			})
+			as.Add(tr.step("not reached"))
+		}, "outer")
+		as.Add(tr.stepArgs("after outer"))
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Retryable: everything}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("b%d", i)
+			if i == 0 {
+				as.Error(asyncsteps.InvalidRequest, "retried")
+			}
+			as.Break()
+		})
+		as.Add(tr.stepArgs("after break"))
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Retryable: everything}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("c%d", i)
+			if i == 0 {
+				as.Continue()
+			}
+			as.Success(i)
+		})
+		as.Add(tr.stepArgs("after continue"))
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, tr, "a0.0,a1.0,after outer[],b0,b1,after break[],c0,c1,after continue[1]")
+	wantArgs(t, "Retryable calls", []any{asked}, []string{asyncsteps.InvalidRequest})
+}
