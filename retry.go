@@ -115,11 +115,16 @@ func retryFailed(as AsyncSteps, code string) {
 }
 
 // retryWait waits the backoff before the next attempt, on the flow's Tool;
-// a cancel of the flow stops the timer.
+// a cancel of the flow stops the timer. A Tool may return a nil Handle, a
+// timer that cannot be cancelled (see Tool): it then finds its step gone.
 func retryWait(as AsyncSteps, _ ...any) {
 	lr := as.(*stepAPI).f.parent.parent.impl.(*loopRun) // the handler's step, then the loop's frame
 	timer := as.Tool().Deferred(lr.wait, func() { as.Success() })
-	as.SetCancel(func(AsyncSteps) { timer.Cancel() })
+	as.SetCancel(func(AsyncSteps) {
+		if timer != nil {
+			timer.Cancel()
+		}
+	})
 }
 
 // passesArgs reports whether the built-in step ctl drives gives its result

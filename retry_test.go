@@ -325,3 +325,34 @@ func TestRetryBreakAndContinueAreNeverRetried(t *testing.T) {
 	wantTrace(t, tr, "a0.0,a1.0,after outer[],b0,b1,after break[],c0,c1,after continue[1]")
 	wantArgs(t, "Retryable calls", []any{asked}, []string{asyncsteps.InvalidRequest})
 }
+
+// A Tool may return a nil Handle for Deferred: the backoff's timer then
+// cannot be cancelled, and a cancel during the backoff must not make the
+// engine's own cancel handler panic, which would leave that panic in
+// ErrorInfo and LastException in place of the attempt's failure.
+func TestRetryCancelledDuringTheBackoffOnANilHandleTool(t *testing.T) {
+	tool := &manualTool{}
+	r := asyncsteps.New(asyncsteps.WithTool(nilHandleTool{tool}))
+	n := 0
+	asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 2, Backoff: func(int) time.Duration { return time.Hour }}, func(as asyncsteps.AsyncSteps, _ int) {
+		n++
+		as.Error(asyncsteps.CommError, "down")
+	})
+	ch := r.Promise()
+	for len(tool.queue) > 0 { // the first attempt fails: the backoff waits
+		c := tool.queue[0]
+		tool.queue = tool.queue[1:]
+		c.fire()
+	}
+	r.Cancel()
+	tool.run() // the backoff's timer, which could not be cancelled, fires
+	res := result(t, ch)
+	if !errors.Is(res.Err, context.Canceled) || n != 1 {
+		t.Errorf("Result.Err = %v after %d attempts, want one matching context.Canceled after 1", res.Err, n)
+	}
+	st := r.State()
+	var e *asyncsteps.Error
+	if !errors.As(st.LastException, &e) || e.Code != asyncsteps.CommError || e.Info != "down" || st.ErrorInfo != "down" {
+		t.Errorf("ErrorInfo %q, LastException %v; want the attempt's failure, CommError %q", st.ErrorInfo, st.LastException, "down")
+	}
+}
