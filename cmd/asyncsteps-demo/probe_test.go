@@ -99,7 +99,10 @@ func TestUpstreamProbeJudgesTheAnswer(t *testing.T) {
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			w.WriteHeader(c.status)
 		}))
-		_, logs := runLogged(t, "-upstream", up.URL)
+		// The probe waits min(-attempt-timeout, 1s): the default 250ms is
+		// short for a loaded machine, where a late answer would be warned
+		// about as a failure.
+		_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s")
 		warn := ""
 		if c.warn != "" {
 			warn = `level=WARN msg="upstream probe failed, serving anyway" upstream=` + up.URL + " " + strings.ReplaceAll(c.warn, "%s", up.URL) + "\n"
