@@ -6,7 +6,9 @@ import (
 )
 
 // RetryOptions configures [Retry]. The zero value makes one attempt, without
-// a timeout: set Attempts to retry.
+// a timeout: set Attempts to retry. Retry keeps a copy. Backoff and
+// Retryable run on the flow's loop; the clones of a model Root that holds
+// the Retry may call them from several loops at once.
 type RetryOptions struct {
 	// Attempts is how many attempts are made at most, the first included;
 	// less than 1 counts as 1.
@@ -34,12 +36,13 @@ type RetryOptions struct {
 // step succeeds with the success arguments of the first attempt that
 // succeeds; it fails with the error of the last attempt made, or of the
 // first one whose error is not retryable. attempt gets the attempt's
-// number, 0 for the first, and no incoming arguments, like a [Repeat]
-// body. Retry returns as, to chain further steps.
+// number, 0 for the first, and no incoming arguments, like an
+// [AsyncSteps.Repeat] body. Retry returns as, to chain further steps.
 //
 // The attempts are a loop labelled o.Label: in an attempt, Break(label)
 // ends the step with no arguments, and Continue(label) starts the next
-// attempt, or ends the step like Break when none is left. An error
+// attempt at once, without the backoff, or ends the step like Break when
+// none is left. An error
 // handler of the attempt's own steps sees each failure first, as usual; a
 // timeout or a cancel of an outer step cancels the attempt in progress and
 // is not retried (docs/DESIGN.md#retry).

@@ -356,3 +356,24 @@ func TestRetryCancelledDuringTheBackoffOnANilHandleTool(t *testing.T) {
 		t.Errorf("ErrorInfo %q, LastException %v; want the attempt's failure, CommError %q", st.ErrorInfo, st.LastException, "down")
 	}
 }
+
+// Continue starts the next attempt at once: the backoff is between a
+// failed attempt and the next, and Continue is no failure.
+func TestRetryContinueSkipsTheBackoff(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	since := stopwatch(tt)
+	o := asyncsteps.RetryOptions{Attempts: 3, Backoff: func(int) time.Duration { return time.Minute }}
+	asyncsteps.Retry(r, o, func(as asyncsteps.AsyncSteps, i int) {
+		tr.addf("a%d@%v", i, since())
+		switch i {
+		case 0:
+			as.Continue()
+		case 1:
+			as.Error(asyncsteps.CommError, "down")
+		}
+		as.Success(i)
+	})
+	wantSuccess(t, run(t, r, tt), 2)
+	wantTrace(t, tr, "a0@0s,a1@0s,a2@1m0s")
+}
