@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
-	"time"
 )
 
 // loopDef is the definition of a Loop, Repeat or ForEach step. Exactly one
@@ -48,9 +47,8 @@ type loopRun struct {
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
 	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
 	// Retry only: the current attempt failed and is to be made again
-	// once its handler has completed, after a wait of wait.
+	// once its handler, and the backoff it added, have completed.
 	retrying bool
-	wait     time.Duration
 	// queue holds the one queued iteration, the step of the loop's kind
 	// that begin sets: the frame's queue is set to it for each iteration,
 	// so that an iteration allocates no queue (popping a step leaves a

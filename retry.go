@@ -109,25 +109,28 @@ func retryFailed(as AsyncSteps, code string) {
 	lr.retrying = true
 	if d.opts.Backoff != nil {
 		if w := d.opts.Backoff(lr.i + 1); w > 0 {
-			lr.wait = w
-			as.Add(retryWait)
+			as.Add(backoffStep(w))
 			return
 		}
 	}
 	as.Success()
 }
 
-// retryWait waits the backoff before the next attempt, on the flow's Tool;
-// a cancel of the flow stops the timer. A Tool may return a nil Handle, a
-// timer that cannot be cancelled (see Tool): it then finds its step gone.
-func retryWait(as AsyncSteps, _ ...any) {
-	lr := as.(*stepAPI).f.parent.parent.impl.(*loopRun) // the handler's step, then the loop's frame
-	timer := as.Tool().Deferred(lr.wait, func() { as.Success() })
-	as.SetCancel(func(AsyncSteps) {
-		if timer != nil {
-			timer.Cancel()
-		}
-	})
+// backoffStep returns the step that waits w before the next attempt, on
+// the flow's Tool; a cancel of the flow stops the timer. A Tool may return
+// a nil Handle, a timer that cannot be cancelled (see Tool): it then finds
+// its step gone. The wait is the closure's, not a field of the loopRun,
+// which every Loop, Repeat and ForEach allocates: a backoff, which arms a
+// timer anyway, costs the allocation instead.
+func backoffStep(w time.Duration) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		timer := as.Tool().Deferred(w, func() { as.Success() })
+		as.SetCancel(func(AsyncSteps) {
+			if timer != nil {
+				timer.Cancel()
+			}
+		})
+	}
 }
 
 // passesArgs reports whether the built-in step ctl drives gives its result
