@@ -8,16 +8,18 @@ import (
 	"sync/atomic"
 )
 
-// loopDef is the definition of a Loop, Repeat or ForEach step. Exactly one
-// of the bodies is set.
+// loopDef is the definition of a Loop, Repeat, ForEach or Retry step.
+// Exactly one of the bodies is set.
 type loopDef struct {
-	label   string
-	count   int // Repeat: iterations; Loop: -1 (until Break)
-	loopFn  LoopFunc
-	repFn   RepeatFunc
-	eachFn  ForEachFunc
-	collect any       // ForEach: the collection
-	retry   *retryDef // Retry: the definition that holds this one; its body is repFn
+	label  string
+	count  int // Repeat: iterations; Loop: -1 (until Break)
+	loopFn LoopFunc
+	repFn  RepeatFunc
+	eachFn ForEachFunc
+	// collect is a ForEach's collection or, in a Retry's loopDef, the
+	// retryDef that holds it (see retryOf): a field of its own would
+	// make every loop's definition a larger block.
+	collect any
 
 	// first is the control of the definition's first execution, made with
 	// it: most loops are added by the step that runs them, and run once,
@@ -46,9 +48,6 @@ type loopRun struct {
 	items iterator
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
 	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
-	// Retry only: the current attempt failed and is to be made again
-	// once its handler, and the backoff it added, have completed.
-	retrying bool
 	// queue holds the one queued iteration, the step of the loop's kind
 	// that begin sets: the frame's queue is set to it for each iteration,
 	// so that an iteration allocates no queue (popping a step leaves a
@@ -59,7 +58,7 @@ type loopRun struct {
 func (lr *loopRun) begin(f *frame) *frame {
 	lr.count = lr.def.count
 	switch d := lr.def; {
-	case d.retry != nil:
+	case d.retryOf() != nil:
 		lr.queue[0] = retryStep
 	case d.repFn != nil:
 		lr.queue[0] = plainStep(repeatIteration, nil)
@@ -95,11 +94,10 @@ func (lr *loopRun) queueIteration(f *frame) {
 }
 
 func (lr *loopRun) drained(f *frame) bool {
-	if lr.def.retry != nil {
-		if !lr.retrying {
-			return false // the attempt succeeded: the Retry ends with its args
-		}
-		lr.retrying = false
+	if lr.def.retryOf() != nil {
+		// The attempt succeeded: the Retry ends with its args. A failed
+		// one that is retried queues the next itself (retryFailed).
+		return false
 	}
 	lr.i++
 	if lr.count >= 0 && lr.i >= lr.count || lr.seq != nil && !lr.seq.pull(f) {

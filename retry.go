@@ -58,8 +58,7 @@ func Retry(as AsyncSteps, o RetryOptions, attempt RepeatFunc) AsyncSteps {
 		return as
 	}
 	d := &retryDef{opts: o}
-	d.loopDef = loopDef{label: o.Label, count: max(o.Attempts, 1), repFn: attempt}
-	d.retry = d
+	d.loopDef = loopDef{label: o.Label, count: max(o.Attempts, 1), repFn: attempt, collect: d}
 	return addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
 }
 
@@ -68,6 +67,12 @@ func Retry(as AsyncSteps, o RetryOptions, attempt RepeatFunc) AsyncSteps {
 type retryDef struct {
 	loopDef
 	opts RetryOptions
+}
+
+// retryOf returns the retryDef that holds d, or nil if d is not a Retry's.
+func (d *loopDef) retryOf() *retryDef {
+	r, _ := d.collect.(*retryDef)
+	return r
 }
 
 // retryable reports whether a failure with code is worth another attempt.
@@ -87,28 +92,32 @@ var retryStep = plainStep(retryAttempt, retryFailed)
 // timeout.
 func retryAttempt(as AsyncSteps, _ ...any) {
 	lr := iterationOf(as)
-	if t := lr.def.retry.opts.Timeout; t > 0 {
+	if t := lr.def.retryOf().opts.Timeout; t > 0 {
 		as.SetTimeout(t)
 	}
 	lr.def.repFn(as, lr.i)
 }
 
 // retryFailed is the error handler of an attempt: if the failure is
-// retryable and attempts are left, it swallows the error, after the
-// backoff's wait if any, and marks the iteration as one to go on from
-// (see loopRun.drained); otherwise the error goes on unwinding.
+// retryable and attempts are left, it queues the next attempt in the
+// loop's frame, to run once this handler, and the backoff's wait it adds
+// if any, have completed, and swallows the error; otherwise the error goes
+// on unwinding. An error or a cancel that ends the handler first drops
+// that queue, as any other.
 func retryFailed(as AsyncSteps, code string) {
-	lr := iterationOf(as)
-	d := lr.def.retry
+	loop := as.(*stepAPI).f.parent
+	lr := loop.impl.(*loopRun)
+	d := lr.def.retryOf()
 	if code == LoopBreak || code == LoopCont {
 		return // no failure: the loop it names takes it, as in a Repeat
 	}
 	if lr.i+1 >= lr.count || !d.retryable(code) {
 		return
 	}
-	lr.retrying = true
+	lr.i++ // the next attempt's number, and the retry's (Backoff's n)
+	lr.queueIteration(loop)
 	if d.opts.Backoff != nil {
-		if w := d.opts.Backoff(lr.i + 1); w > 0 {
+		if w := d.opts.Backoff(lr.i); w > 0 {
 			as.Add(backoffStep(w))
 			return
 		}
@@ -137,5 +146,5 @@ func backoffStep(w time.Duration) StepFunc {
 // to the next step: a Retry does, the other loops and Parallel do not.
 func passesArgs(ctl control) bool {
 	lr, ok := ctl.(*loopRun)
-	return ok && lr.def.retry != nil
+	return ok && lr.def.retryOf() != nil
 }
