@@ -1,0 +1,166 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// Corners of Retry found by review: nesting, the backoff under an outer
+// timeout and a failed sibling, AsyncStack, and a model's clones on two
+// loops at once.
+
+// An unlabelled Continue is the innermost Retry's; a failure that
+// leaves the inner Retry is the outer attempt's, and retried by it;
+// labels reach the outer Retry from a handler of the inner one's steps.
+func TestRetryNested(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("o%d", i)
+			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2}, func(as asyncsteps.AsyncSteps, j int) {
+				tr.addf("i%d.%d", i, j)
+				if i == 0 {
+					as.Error(asyncsteps.CommError, "inner")
+				}
+				as.Continue() // the inner Retry's: its last attempt ends it
+			})
+			as.Add(tr.stepArgs("after inner"))
+		})
+		as.Add(tr.stepArgs("next"))
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Label: "o"}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("O%d", i)
+			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Label: "i"}, func(as asyncsteps.AsyncSteps, j int) {
+				tr.addf("I%d.%d", i, j)
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Error("X")
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("h:%s", code)
+					if i == 0 {
+						as.Continue("o")
+					}
+					as.Break("o")
+				})
+			})
+			as.Add(tr.step("not reached"))
+		})
+		as.Add(tr.stepArgs("last"))
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, tr, "o0,i0.0,i0.1,o1,i1.0,i1.1,after inner[],next[],O0,I0.0,h:X,O1,I1.0,h:X,last[]")
+}
+
+// An outer step's timeout during the backoff stops its timer: the flow
+// ends at the timeout, with nothing left on the clock, and no attempt is
+// made after it.
+func TestRetryOuterTimeoutDuringTheBackoff(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	since := stopwatch(tt)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(50 * time.Millisecond)
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Backoff: func(int) time.Duration { return time.Hour }},
+			func(as asyncsteps.AsyncSteps, i int) {
+				tr.addf("a%d@%v", i, since())
+				as.Error(asyncsteps.CommError, "down")
+			})
+	}, tr.handler("outer"))
+	ch := r.Promise()
+	drive(t, tt)
+	wantError(t, result(t, ch).Err, asyncsteps.Timeout, "")
+	wantTrace(t, tr, "a0@0s,outer:Timeout")
+	if got := since(); got != 50*time.Millisecond {
+		t.Errorf("virtual time %v, want 50ms: the backoff's timer was not cancelled", got)
+	}
+}
+
+// A failed sibling branch cancels a Retry in its backoff: the Parallel
+// fails with the sibling's error at once.
+func TestRetryInABranchCancelledDuringTheBackoff(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	since := stopwatch(tt)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		p := as.Parallel()
+		asyncsteps.Retry(p, asyncsteps.RetryOptions{Attempts: 3, Backoff: func(int) time.Duration { return time.Hour }},
+			func(as asyncsteps.AsyncSteps, i int) {
+				tr.addf("a%d@%v", i, since())
+				as.Error(asyncsteps.CommError, "down")
+			})
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			h := as.Tool().Deferred(10*time.Millisecond, func() { as.Error("Sibling", "failed") })
+			as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() })
+		})
+	}, tr.handler("outer"))
+	wantError(t, run(t, r, tt).Err, "Sibling", "failed")
+	wantTrace(t, tr, "a0@0s,outer:Sibling")
+	if got := since(); got != 10*time.Millisecond {
+		t.Errorf("virtual time %v, want 10ms: the backoff's timer was not cancelled", got)
+	}
+}
+
+// AsyncStack names the user's attempt, not the engine's step that runs
+// it, as a Repeat's names its body; a panic in the attempt is an
+// InternalError, not retried by default.
+func TestRetryAsyncStackNamesTheAttempt(t *testing.T) {
+	r, tt := newFlow()
+	cornerAttempts = 0
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, retryCornerAttempt)
+	})
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "no")
+	if cornerAttempts != 1 {
+		t.Errorf("%d attempts, want 1", cornerAttempts)
+	}
+	got := strings.Join(r.State().AsyncStack, " > ")
+	want := "github.com/asyncsteps/asyncsteps_test.TestRetryAsyncStackNamesTheAttempt.func1" +
+		" > github.com/asyncsteps/asyncsteps_test.retryCornerAttempt" +
+		" > github.com/asyncsteps/asyncsteps_test.retryCornerPanic"
+	if got != want {
+		t.Errorf("AsyncStack\n got: %s\nwant: %s", got, want)
+	}
+}
+
+var cornerAttempts int // attempts of retryCornerAttempt, on the TestTool's goroutine
+
+func retryCornerAttempt(as asyncsteps.AsyncSteps, _ int) {
+	cornerAttempts++
+	as.Add(retryCornerPanic)
+}
+
+func retryCornerPanic(asyncsteps.AsyncSteps, ...any) { panic("no") }
+
+// The clones of a model holding a Retry run on two loops at once, each
+// with attempts and a backoff of its own (run under -race).
+func TestRetryClonesOnTwoLoopsAtOnce(t *testing.T) {
+	model := asyncsteps.New()
+	asyncsteps.Retry(model, asyncsteps.RetryOptions{Attempts: 3, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Microsecond }},
+		func(as asyncsteps.AsyncSteps, i int) {
+			if i < 2 {
+				as.Error(asyncsteps.CommError, "down")
+			}
+			as.Success(i)
+		})
+	g := asyncsteps.NewLoopGroup(2)
+	defer g.Close()
+	const flows = 50
+	done := make(chan string, flows)
+	for k := range flows {
+		go func() {
+			r := asyncsteps.New(asyncsteps.WithTool(g.Loops()[k%2]))
+			r.CopyFrom(model)
+			v, err := asyncsteps.Run[int](context.Background(), r)
+			done <- fmt.Sprint(v, " ", err)
+		}()
+	}
+	for range flows {
+		if got := <-done; got != "2 <nil>" {
+			t.Errorf("a clone ended with %s, want 2 <nil>", got)
+		}
+	}
+}
