@@ -42,8 +42,12 @@ func (d *loopDef) newControl() control {
 // loopRun is one execution of a loop: its frame runs one iteration at a time
 // as its only queued sub-step, and catches Break and Continue.
 type loopRun struct {
-	def   *loopDef
-	count int // iterations; -1 until Break
+	def *loopDef
+	// count is the number of iterations, -1 until Break; in a Retry,
+	// the current attempt's number plus one, so that an attempt that
+	// succeeds ends it as a last iteration would, at no cost to the other
+	// loops: retryFailed and Continue raise it while attempts are left.
+	count int
 	i     int
 	items iterator
 	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
@@ -60,6 +64,7 @@ func (lr *loopRun) begin(f *frame) *frame {
 	switch d := lr.def; {
 	case d.retryOf() != nil:
 		lr.queue[0] = retryStep
+		lr.count = 1
 	case d.repFn != nil:
 		lr.queue[0] = plainStep(repeatIteration, nil)
 	case d.loopFn != nil:
@@ -94,11 +99,6 @@ func (lr *loopRun) queueIteration(f *frame) {
 }
 
 func (lr *loopRun) drained(f *frame) bool {
-	if lr.def.retryOf() != nil {
-		// The attempt succeeded: the Retry ends with its args. A failed
-		// one that is retried queues the next itself (retryFailed).
-		return false
-	}
 	lr.i++
 	if lr.count >= 0 && lr.i >= lr.count || lr.seq != nil && !lr.seq.pull(f) {
 		return false
@@ -121,6 +121,9 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 			lr.seq.stopAtBreak(f)
 		}
 		return f.h.fl.finish(f, nil), true
+	}
+	if lr.def.retryOf() != nil {
+		lr.count = min(lr.i+2, lr.def.count) // the next attempt, if one is left
 	}
 	lr.i++
 	return lr.next(f), true

@@ -111,10 +111,11 @@ func retryFailed(as AsyncSteps, code string) {
 	if code == LoopBreak || code == LoopCont {
 		return // no failure: the loop it names takes it, as in a Repeat
 	}
-	if lr.i+1 >= lr.count || !d.retryable(code) {
+	if lr.i+1 >= lr.def.count || !d.retryable(code) {
 		return
 	}
 	lr.i++ // the next attempt's number, and the retry's (Backoff's n)
+	lr.count = lr.i + 1
 	lr.queueIteration(loop)
 	if d.opts.Backoff != nil {
 		if w := d.opts.Backoff(lr.i); w > 0 {

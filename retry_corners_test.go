@@ -164,3 +164,39 @@ func TestRetryClonesOnTwoLoopsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// However an attempt was reached, by a retry or by Continue, the first
+// one that succeeds ends the Retry with its args, and Continue on the
+// last one ends it with none.
+func TestRetryEndsAtTheFirstSuccessAfterContinueOrRetry(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 4}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("a%d", i)
+			if i == 0 {
+				as.Continue()
+			}
+			as.Success("a", i)
+		})
+		as.Add(tr.stepArgs("after continue"))
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 4}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("b%d", i)
+			if i == 0 {
+				as.Error(asyncsteps.CommError, "down")
+			}
+			as.Success("b", i)
+		})
+		as.Add(tr.stepArgs("after retry"))
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2}, func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("c%d", i)
+			if i == 0 {
+				as.Error(asyncsteps.CommError, "down")
+			}
+			as.Continue()
+		})
+		as.Add(tr.stepArgs("after last"))
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, tr, "a0,a1,after continue[a 1],b0,b1,after retry[b 1],c0,c1,after last[]")
+}
