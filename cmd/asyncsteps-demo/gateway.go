@@ -199,8 +199,9 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 // routes serves /quote with quotes, and /stats and /metrics from st;
 // /debug/memory and the profiles of /debug/pprof too, if memory is not nil.
 // Any other path is answered 404 with errs' JSON error body, and any
-// method but GET and HEAD 405 (the 405 of /quote by quotes, which counts
-// it).
+// method but GET and HEAD to /quote, /stats or /metrics 405 (the 405 of
+// /quote by quotes, which counts it); the /debug routes are net/http's
+// own, as they come.
 func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswers) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
