@@ -42,10 +42,9 @@ type RetryOptions struct {
 // The attempts are a loop labelled o.Label: in an attempt, Break(label)
 // ends the step with no arguments, and Continue(label) starts the next
 // attempt at once, without the backoff, or ends the step like Break when
-// none is left. An error
-// handler of the attempt's own steps sees each failure first, as usual; a
-// timeout or a cancel of an outer step cancels the attempt in progress and
-// is not retried (docs/DESIGN.md#retry).
+// none is left. An error handler of the attempt's own steps sees each
+// failure first, as usual; a timeout or a cancel of an outer step cancels
+// the attempt in progress and is not retried (docs/DESIGN.md#retry).
 //
 // Unlike a Repeat whose last step calls Break, a successful attempt ends
 // the step without raising LoopBreak: it leaves ErrorInfo, LastException
