@@ -62,10 +62,22 @@
 // to its own thread, which becomes the loop's thread. success,
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
-// blocking. The other functions are for the callback that was given the
-// pointer, on the loop (or, for a root, while it is idle). handle_error,
-// breakLoop and continueLoop return to the C caller, which must return from
-// its callback at once.
+// blocking, except free as below. The other functions are for the
+// callback that was given the pointer, on the loop (or, for a root, while
+// it is idle). handle_error, breakLoop and continueLoop return to the C
+// caller, which must return from its callback at once.
+//
+// free called on a thread that runs no loop (a C++ destructor on the
+// program's main thread) returns once the loop has cancelled the root's
+// flow and run the cleanups of its state variables and stack memory, as
+// the C++ reference implementation's destructor does: the caller may then
+// destroy what those cleanups use, or exit the process. On a loop's thread
+// it returns at once, the cleanups running after the current callback:
+// waiting there could deadlock, the loop being the one to run them, or
+// another loop that waits for this one. It also returns at once when the
+// root's loop is closing. A C step that blocks its loop until the thread
+// calling free does something deadlocks, as on the reference
+// implementation.
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.

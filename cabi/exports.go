@@ -124,6 +124,7 @@ func (n *node) variable(name string, st *asyncsteps.State, data, allocate, clean
 	v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
 	st.Set(name, v)
 	n.flow.vars = append(n.flow.vars, v)
+	n.flow.cleanups.Store(true)
 	return v.ptr
 }
 

@@ -329,7 +329,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * newInstance: cancels its running flow, then cleans up its state
              * variables and stack memory, on the loop. The pointer is invalid
              * once free returns. From any thread; free roots before their loop
-             * ends (the process exits). */
+             * ends (the process exits). On a thread that runs no loop, free
+             * returns once those cleanups have run; on a loop's thread (in a
+             * callback), or while the loop is closing, it returns at once and
+             * they run later on the loop. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */

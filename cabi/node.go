@@ -278,7 +278,11 @@ type flowCtx struct {
 	rootID int64
 	res    *flowRes
 
-	vars     []*cVar // loop-owned
+	vars []*cVar // loop-owned
+	// cleanups is set once the flow may hold something whose cleanup is a
+	// C callback: it was executed, or a state variable was allocated.
+	// free waits for the loop only then (see rootObj.free).
+	cleanups atomic.Bool
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over
 	// loop-owned: the links of steps that failed with an error, whose stack
 	// memory waits for their error handler (handling: the one now running);

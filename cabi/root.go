@@ -10,6 +10,7 @@ import "C"
 import (
 	"log/slog"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -99,6 +100,7 @@ func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_call
 	if freed {
 		return
 	}
+	ro.node.flow.cleanups.Store(true)
 	defer func() { _ = recover() }() // ExecuteWith's panic on a running flow: nothing started
 	if fn == nil {
 		ro.root.Execute()
@@ -107,9 +109,18 @@ func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_call
 	ro.root.ExecuteWith(func(err *asyncsteps.Error) { ro.report(err, fn, data) })
 }
 
-// free releases the root: from any thread, it posts to the loop, which
-// cancels a running flow of an owned root, then cleans up the state
-// variables allocated through stateVariable and the stack memory.
+// free releases the root: it posts to the loop, which cancels a running
+// flow of an owned root, then cleans up the state variables allocated
+// through stateVariable and the stack memory. Called from a thread that
+// runs no loop (the usual caller: a C++ destructor on the program's main
+// thread), it returns only once those cleanups have run, as the C++
+// reference implementation's destructor does: the caller may destroy what
+// they use, or exit the process, as soon as free returns. A root never
+// executed and with no state variable has none: free does not wait then,
+// so that making and freeing roots stays cheap. It does not wait either on
+// a loop's thread, where waiting could deadlock (the loop may be the one
+// that has to run them, or wait for this one), nor while the loop is
+// closing (docs/DESIGN.md#c-threads).
 func (ro *rootObj) free() {
 	ro.mu.Lock()
 	if ro.freed {
@@ -126,7 +137,9 @@ func (ro *rootObj) free() {
 		}
 		goRoots.mu.Unlock()
 	}
+	released := make(chan struct{})
 	finish := func() {
+		defer close(released)
 		ro.node.release()
 		if ro.owned {
 			fc.cleanVars()
@@ -143,6 +156,44 @@ func (ro *rootObj) free() {
 		}
 		finish()
 	}, finish)
+	if ro.waitsForRelease() {
+		waitReleased(released, fc)
+	}
+}
+
+// waitsForRelease reports whether free, called now, waits for the loop to
+// release the root.
+func (ro *rootObj) waitsForRelease() bool {
+	fc := ro.node.flow
+	if _, ok := fc.tool.(*asyncsteps.Loop); !ok {
+		return false // a TestTool, or a tool of the caller's: the caller may be what drives it
+	}
+	if !fc.cleanups.Load() && !ro.root.Running() {
+		return false // no C callback to wait for
+	}
+	return !onAnyLoopThread() && !fc.onLoop()
+}
+
+// waitReleased waits until released is closed, or until the loop of fc
+// is closing: a closing loop runs the release after its goroutine has
+// exited, or never if it had accepted it (see flowCtx.post), and its last
+// step may itself wait for the caller.
+func waitReleased(released <-chan struct{}, fc *flowCtx) {
+	if fc.closing() {
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-released:
+			return
+		case <-tick.C:
+			if fc.closing() {
+				return
+			}
+		}
+	}
 }
 
 // binaryRoot returns the rootObj of a Go root, made on first use.

@@ -71,6 +71,10 @@ func (p *pinned) onThread() bool {
 	return true
 }
 
+// onAnyLoopThread reports whether the caller runs on the pinned thread of
+// a loop, any loop: in one of its callbacks.
+func onAnyLoopThread() bool { return C.cabi_thread_pin() != 0 }
+
 type pinEntry struct {
 	once sync.Once
 	pin  *pinned

@@ -51,8 +51,7 @@ int main(void)
     while (!done) {
         usleep(1000);
     }
-    root->api->free(root);
-    usleep(100000); /* the free runs on the loop */
+    root->api->free(root); /* returns once the cleanups have run */
     puts("done");
     return 0;
 }

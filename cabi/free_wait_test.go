@@ -1,0 +1,90 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// free from a thread that runs no loop returns once the cleanups have run
+// on the loop, as the C++ reference implementation's destructor does: the
+// caller may destroy what the cleanups use, or exit, at once. The loop is
+// busy with another callback when free is called, so a free that only
+// posted would return before them.
+func TestFreeOffTheLoopWaitsForTheCleanups(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		root := newCRoot(t)
+		ctest.State(root)
+		ctest.Execute(root, "x")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatal("the flow did not end")
+		}
+		loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
+		busy := make(chan struct{})
+		loop.Immediate(func() { <-busy })
+		time.AfterFunc(20*time.Millisecond, func() { close(busy) })
+		ctest.Free(root)
+		// Read once: checkTrace would wait for a late cleanup.
+		want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nend\ncleanup counter=2\n"
+		if got := ctest.Trace(); got != want {
+			t.Errorf("trace when free returned:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
+// free called in a callback on one loop, of a root on another loop that
+// waits for the first one's callback to end, returns at once: waiting for
+// the other loop there would deadlock both.
+func TestFreeOnALoopThreadDoesNotWait(t *testing.T) {
+	root := newCRoot(t)
+	ctest.State(root)
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	other := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
+	here := asyncsteps.NewLoop()
+	defer here.Close()
+	cabi.Wrap(cabi.New(here)) // cabi pins the loop's thread
+	inCallback, freed := make(chan struct{}), make(chan struct{})
+	other.Immediate(func() { <-inCallback }) // the other loop waits for ours
+	here.Immediate(func() {
+		defer close(freed)
+		ctest.Free(root)
+		close(inCallback)
+	})
+	select {
+	case <-freed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("free on a loop's thread waited for a loop that waits for it")
+	}
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Errorf("no cleanup after free: %q", ctest.Trace())
+	}
+}
+
+// free of a root that was never executed and has no state variable has no
+// C callback to wait for: it returns at once, even while the loop is busy,
+// so that making and freeing roots stays cheap.
+func TestFreeOfAnUnusedRootDoesNotWait(t *testing.T) {
+	root := newCRoot(t)
+	loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
+	busy := make(chan struct{})
+	defer close(busy) // before the loop's Close, a cleanup of newCRoot's
+	loop.Immediate(func() { <-busy })
+	freed := make(chan struct{})
+	go func() {
+		ctest.Free(root)
+		close(freed)
+	}()
+	select {
+	case <-freed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("free of an unused root waited for its busy loop")
+	}
+}
