@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime/metrics"
 	"strconv"
 	"testing"
 )
@@ -53,7 +54,10 @@ func BenchmarkGatewayQuote(b *testing.B) {
 // what differs between the two: the flows and the Await functions against
 // errgroup's goroutines and contexts, and the allocations of each. Its
 // ns/op is wall time with every core busy, so CPU time per request is
-// about ns/op times the cores.
+// about ns/op times the cores. It also reports the collector's CPU time
+// per request (gc-ns/op, the runtime's estimate) and the heap the last
+// collection during the run found live (live-KB): a heap in use that is
+// larger, and denser in pointers, costs every cycle more marking.
 func BenchmarkGatewayInMemory(b *testing.B) {
 	for _, impl := range impls {
 		b.Run(impl, func(b *testing.B) {
@@ -65,6 +69,7 @@ func BenchmarkGatewayInMemory(b *testing.B) {
 			defer closeGateway()
 			b.ReportAllocs()
 			b.SetParallelism(16)
+			gcBefore := readGCMetrics()
 			b.RunParallel(func(pb *testing.PB) {
 				req := httptest.NewRequest(http.MethodGet, "/quote?symbols=AAPL,MSFT,GOOG", nil)
 				for pb.Next() {
@@ -76,6 +81,9 @@ func BenchmarkGatewayInMemory(b *testing.B) {
 					}
 				}
 			})
+			gcAfter := readGCMetrics()
+			b.ReportMetric((gcAfter.cpu-gcBefore.cpu)*1e9/float64(b.N), "gc-ns/op")
+			b.ReportMetric(float64(gcAfter.live)/1024, "live-KB")
 		})
 	}
 }
@@ -94,4 +102,17 @@ func (inMemoryUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}, nil
+}
+
+// gcMetrics are the runtime's figures of its collector that
+// BenchmarkGatewayInMemory reports.
+type gcMetrics struct {
+	cpu  float64 // seconds of CPU spent collecting, estimated, since the start
+	live uint64  // bytes of heap the last collection found live
+}
+
+func readGCMetrics() gcMetrics {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return gcMetrics{cpu: s[0].Value.Float64(), live: s[1].Value.Uint64()}
 }
