@@ -51,8 +51,13 @@ func TestFreeOnALoopThreadDoesNotWait(t *testing.T) {
 	here := asyncsteps.NewLoop()
 	defer here.Close()
 	cabi.Wrap(cabi.New(here)) // cabi pins the loop's thread
-	inCallback, freed := make(chan struct{}), make(chan struct{})
-	other.Immediate(func() { <-inCallback }) // the other loop waits for ours
+	inCallback, freed, rescue := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	other.Immediate(func() { // the other loop waits for ours
+		select {
+		case <-inCallback:
+		case <-rescue: // the test failed: end the deadlock, or Close hangs
+		}
+	})
 	here.Immediate(func() {
 		defer close(freed)
 		ctest.Free(root)
@@ -61,6 +66,8 @@ func TestFreeOnALoopThreadDoesNotWait(t *testing.T) {
 	select {
 	case <-freed:
 	case <-time.After(10 * time.Second):
+		close(rescue)
+		<-freed
 		t.Fatal("free on a loop's thread waited for a loop that waits for it")
 	}
 	if !ctest.WaitFor("cleanup", 5*time.Second) {
