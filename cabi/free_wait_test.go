@@ -95,3 +95,19 @@ func TestFreeOfAnUnusedRootDoesNotWait(t *testing.T) {
 		t.Fatal("free of an unused root waited for its busy loop")
 	}
 }
+
+// A state variable allocated through the idle root, before any execute,
+// has a cleanup to wait for: free off the loop returns once it has run,
+// also while the loop is busy with another callback.
+func TestFreeOfAnIdleRootWaitsForItsStateVariable(t *testing.T) {
+	root := newCRoot(t)
+	ctest.StateIdle(root)
+	loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
+	busy := make(chan struct{})
+	loop.Immediate(func() { <-busy })
+	time.AfterFunc(20*time.Millisecond, func() { close(busy) })
+	ctest.Free(root)
+	if got, want := ctest.Trace(), "alloc counter\ncleanup counter=5\n"; got != want {
+		t.Errorf("trace when free returned: %q, want %q", got, want)
+	}
+}

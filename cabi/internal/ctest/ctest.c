@@ -653,6 +653,14 @@ void ct_state(FutoInAsyncSteps* root)
     ct_add(root, NULL, state2, NULL);
 }
 
+// ct_state_idle allocates the state variable "counter" through the idle
+// root itself, before any execute.
+void ct_state_idle(FutoInAsyncSteps* root)
+{
+    int* v = root->api->stateVariable(root, "counter", "counter", var_alloc, var_cleanup);
+    *v = 5;
+}
+
 // ---- stack ------------------------------------------------------------------
 
 static void stack_cleanup(void* p)

@@ -173,3 +173,7 @@ func Sync(root, sync unsafe.Pointer, name string, fail bool) {
 	}
 	C.ct_sync(bsi(root), (*C.FutoInSync)(sync), cstr(name), C.int(f))
 }
+
+// StateIdle allocates the state variable "counter" (5) through the idle
+// root itself, before any execute.
+func StateIdle(root unsafe.Pointer) { C.ct_state_idle(bsi(root)) }

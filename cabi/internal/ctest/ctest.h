@@ -15,6 +15,7 @@ void ct_custom(FutoInAsyncSteps* root);
 void ct_errors(FutoInAsyncSteps* root);
 void ct_state(FutoInAsyncSteps* root);
 void ct_stack(FutoInAsyncSteps* root, int mode);
+void ct_state_idle(FutoInAsyncSteps* root);
 void ct_timeout(FutoInAsyncSteps* root);
 void ct_wait(FutoInAsyncSteps* root);
 void ct_threads(FutoInAsyncSteps* root);
