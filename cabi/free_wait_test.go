@@ -96,6 +96,44 @@ func TestFreeOfAnUnusedRootDoesNotWait(t *testing.T) {
 	}
 }
 
+// free called in a Go callback on a loop that cabi has never seen (so it
+// has not pinned its thread), of a root on another loop that waits for
+// that callback to end, returns at once: the callback calls C, which calls
+// free, and waiting there would deadlock both loops.
+func TestFreeOnAnUnseenLoopDoesNotWait(t *testing.T) {
+	root := newCRoot(t)
+	ctest.State(root)
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	other := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
+	unseen := asyncsteps.NewLoop()
+	defer unseen.Close()
+	inCallback, freed, rescue := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	other.Immediate(func() { // the other loop waits for the unseen one
+		select {
+		case <-inCallback:
+		case <-rescue: // the test failed: end the deadlock, or Close hangs
+		}
+	})
+	unseen.Immediate(func() {
+		defer close(freed)
+		ctest.Free(root)
+		close(inCallback)
+	})
+	select {
+	case <-freed:
+	case <-time.After(5 * time.Second):
+		close(rescue)
+		<-freed
+		t.Fatal("free in a callback of an unseen loop waited for a loop that waits for it")
+	}
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Errorf("no cleanup after free: %q", ctest.Trace())
+	}
+}
+
 // A state variable allocated through the idle root, before any execute,
 // has a cleanup to wait for: free off the loop returns once it has run,
 // also while the loop is busy with another callback.

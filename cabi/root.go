@@ -171,7 +171,7 @@ func (ro *rootObj) waitsForRelease() bool {
 	if !fc.cleanups.Load() && !ro.root.Running() {
 		return false // no C callback to wait for
 	}
-	return !onAnyLoopThread() && !fc.onLoop()
+	return !onAnyLoopThread() && !fc.onLoop() && !onLoopGoroutine()
 }
 
 // waitReleased waits until released is closed, or until the loop of fc

@@ -75,6 +75,34 @@ func (p *pinned) onThread() bool {
 // a loop, any loop: in one of its callbacks.
 func onAnyLoopThread() bool { return C.cabi_thread_pin() != 0 }
 
+// loopRun is the function every goroutine of an [asyncsteps.Loop] starts
+// in (TestFreeOnAnUnseenLoopDoesNotWait fails if it is renamed).
+const loopRun = "github.com/asyncsteps/asyncsteps.(*Loop).run"
+
+// onLoopGoroutine reports whether the caller runs on the goroutine of a
+// Loop, also one that cabi has never seen and so has not pinned: a Go
+// callback that calls a C function that calls back into cabi. The
+// traceback goes through the cgo frames to the goroutine's first one. A
+// stack too deep to see whole counts as a loop's: the answer decides
+// whether to wait for a loop, and not waiting cannot deadlock.
+func onLoopGoroutine() bool {
+	var pcs [128]uintptr
+	n := runtime.Callers(2, pcs[:])
+	if n == len(pcs) {
+		return true
+	}
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if f.Function == loopRun {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
 type pinEntry struct {
 	once sync.Once
 	pin  *pinned
