@@ -331,8 +331,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * once free returns. From any thread; free roots before their loop
              * ends (the process exits). On a thread that runs no loop, free
              * returns once those cleanups have run; on a loop's thread (in a
-             * callback), or while the loop is closing, it returns at once and
-             * they run later on the loop. */
+             * callback) it returns at once and they run later on the loop.
+             * While the loop is closing it returns at once: they run once the
+             * loop has stopped, or never if it stopped before their turn. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */
