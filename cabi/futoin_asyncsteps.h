@@ -29,7 +29,8 @@
  *     name another step, which C gives no way to detect.
  *   - Every callback runs on the loop's thread. success, handle_error,
  *     cancel, execute, free and the sched_* functions may be called from any
- *     thread (they post to the loop and return without blocking); the other
+ *     thread (they post to the loop and return without blocking, but free
+ *     on a thread that runs no loop waits for it: see free); the other
  *     functions only from the callback that was given the pointer (or, for a
  *     root, before it is executed or while it is idle).
  *   - Strings given to the library (codes, infos, labels, names) are copied:
