@@ -3,6 +3,7 @@
 package cabi_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -147,5 +148,31 @@ func TestFreeOfAnIdleRootWaitsForItsStateVariable(t *testing.T) {
 	ctest.Free(root)
 	if got, want := ctest.Trace(), "alloc counter\ncleanup counter=5\n"; got != want {
 		t.Errorf("trace when free returned: %q, want %q", got, want)
+	}
+}
+
+// free called by an Await function of the root's own flow, on a goroutine
+// that waits for nothing of the loop's, waits for the cleanups without
+// deadlocking: the loop cancels the flow, and the Await step with it,
+// without waiting for the function to return.
+func TestFreeFromTheFlowsOwnAwaitFunction(t *testing.T) {
+	root := newCRoot(t)
+	ctest.State(root)
+	r := cabi.Wrap(root).(*asyncsteps.Root)
+	freed := make(chan string, 1)
+	r.Await(func(context.Context) (any, error) {
+		ctest.Free(root)
+		freed <- ctest.Trace()
+		return nil, nil
+	})
+	r.ExecuteWith(func(*asyncsteps.Error) {})
+	select {
+	case got := <-freed:
+		want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\ncleanup counter=2\n"
+		if got != want {
+			t.Errorf("trace when free returned:\n%s\nwant:\n%s", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("free in the flow's own Await function did not return")
 	}
 }
