@@ -79,6 +79,11 @@ func onAnyLoopThread() bool { return C.cabi_thread_pin() != 0 }
 // in (TestFreeOnAnUnseenLoopDoesNotWait fails if it is renamed).
 const loopRun = "github.com/asyncsteps/asyncsteps.(*Loop).run"
 
+// outerFrames is how many of a goroutine's outermost frames
+// onLoopGoroutine looks at for loopRun: runtime.goexit, the go
+// statement's wrapper, loopRun, and room for more wrappers.
+const outerFrames = 6
+
 // onLoopGoroutine reports whether the caller runs on the goroutine of a
 // Loop, also one that cabi has never seen and so has not pinned: a Go
 // callback that calls a C function that calls back into cabi. The
@@ -91,16 +96,13 @@ func onLoopGoroutine() bool {
 	if n == len(pcs) {
 		return true
 	}
-	frames := runtime.CallersFrames(pcs[:n])
-	for {
-		f, more := frames.Next()
-		if f.Function == loopRun {
+	for _, pc := range pcs[max(0, n-outerFrames):n] {
+		// The innermost function at pc: loopRun also when inlined.
+		if f := runtime.FuncForPC(pc - 1); f != nil && f.Name() == loopRun {
 			return true
 		}
-		if !more {
-			return false
-		}
 	}
+	return false
 }
 
 type pinEntry struct {
