@@ -78,9 +78,9 @@
 // root's loop is closing: the cleanups run once the loop has stopped, or
 // never if it stopped before their turn. On a tool that is not an
 // [asyncsteps.Loop] (a TestTool) it never waits: the caller may be the
-// one that drives the tool. A C step that blocks its loop until the
-// thread calling free does something deadlocks, as on the reference
-// implementation.
+// one that drives the tool. A step, C or Go, that blocks its loop until
+// the thread calling free does something (releases a lock it holds, say)
+// deadlocks, as on the reference implementation.
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
