@@ -75,12 +75,13 @@
 // it returns at once, the cleanups running after the current callback:
 // waiting there could deadlock, the loop being the one to run them, or
 // another loop that waits for this one. It also returns at once when the
-// root's loop is closing: the cleanups run once the loop has stopped, or
-// never if it stopped before their turn. On a tool that is not an
-// [asyncsteps.Loop] (a TestTool) it never waits: the caller may be the
-// one that drives the tool. A step, C or Go, that blocks its loop until
-// the thread calling free does something (releases a lock it holds, say)
-// deadlocks, as on the reference implementation.
+// root's loop is closing: the cleanups run once the loop has stopped
+// (never, if free was called in a callback and the loop stopped before
+// their turn). On a tool that is not an [asyncsteps.Loop] (a TestTool)
+// it never waits: the caller may be the one that drives the tool. A step,
+// C or Go, that blocks its loop until the thread calling free does
+// something (releases a lock it holds, say) deadlocks, as on the reference
+// implementation.
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.

@@ -176,3 +176,42 @@ func TestFreeFromTheFlowsOwnAwaitFunction(t *testing.T) {
 		t.Fatal("free in the flow's own Await function did not return")
 	}
 }
+
+// free off the loop that is waiting when the loop closes, before the loop
+// has run the release it took, returns, and the cleanups still run, once
+// the loop has stopped: a closing loop drops the callbacks it took, so
+// nothing else would run them.
+func TestFreeWaitingAsTheLoopClosesCleansUpOnceItHasStopped(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	root := cabi.New(loop)
+	ctest.State(root)
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	release := make(chan struct{})
+	loop.Immediate(func() {
+		<-release
+		loop.Close() // the loop stops when this callback returns
+	})
+	freed := make(chan struct{})
+	go func() {
+		ctest.Free(root) // its release waits behind the callback
+		close(freed)
+	}()
+	for ctest.IsValid(root) != 0 { // free has begun
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // and posted its release (else the test cannot fail)
+	close(release)
+	select {
+	case <-freed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("free did not return once the loop closed")
+	}
+	if !ctest.WaitFor("cleanup counter=2", 5*time.Second) {
+		t.Errorf("no cleanup once the loop stopped: %q", ctest.Trace())
+	}
+}

@@ -334,7 +334,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * returns once those cleanups have run; on a loop's thread (in a
              * callback) it returns at once and they run later on the loop.
              * While the loop is closing it returns at once: they run once the
-             * loop has stopped, or never if it stopped before their turn. */
+             * loop has stopped (never, if free was called in a callback and
+             * the loop stopped before their turn). */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */

@@ -138,13 +138,16 @@ func (ro *rootObj) free() {
 		goRoots.mu.Unlock()
 	}
 	released := make(chan struct{})
+	var once sync.Once // finish may be called by the loop, or after it stopped
 	finish := func() {
-		defer close(released)
-		ro.node.release()
-		if ro.owned {
-			fc.cleanVars()
-			fc.res.forget()
-		}
+		once.Do(func() {
+			defer close(released)
+			ro.node.release()
+			if ro.owned {
+				fc.cleanVars()
+				fc.res.forget()
+			}
+		})
 	}
 	// On a closed loop, clean up once its goroutine has exited.
 	fc.post(func() {
@@ -156,8 +159,13 @@ func (ro *rootObj) free() {
 		}
 		finish()
 	}, finish)
-	if ro.waitsForRelease() {
-		waitReleased(released, fc)
+	if ro.waitsForRelease() && !waitReleased(released, fc) {
+		// A closing loop drops the callbacks it took and had not run:
+		// release once it has stopped (Close waits for that here).
+		go func() {
+			fc.tool.(*asyncsteps.Loop).Close()
+			finish()
+		}()
 	}
 }
 
@@ -174,23 +182,23 @@ func (ro *rootObj) waitsForRelease() bool {
 	return !onAnyLoopThread() && !fc.onLoop() && !onLoopGoroutine()
 }
 
-// waitReleased waits until released is closed, or until the loop of fc
-// is closing: a closing loop runs the release after its goroutine has
-// exited, or never if it had accepted it (see flowCtx.post), and its last
-// step may itself wait for the caller.
-func waitReleased(released <-chan struct{}, fc *flowCtx) {
+// waitReleased waits until released is closed, and reports true, or
+// until the loop of fc is closing, and reports false: a closing loop runs
+// the release after its goroutine has exited, or never if it had accepted
+// it (see flowCtx.post), and its last step may itself wait for the caller.
+func waitReleased(released <-chan struct{}, fc *flowCtx) bool {
 	if fc.closing() {
-		return
+		return false
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-released:
-			return
+			return true
 		case <-tick.C:
 			if fc.closing() {
-				return
+				return false
 			}
 		}
 	}
