@@ -104,8 +104,9 @@ func TestCProgram(t *testing.T) {
 // The C programs under AddressSanitizer (Debian's gcc has it): the
 // ten-line program of a step that takes a custom object over (its cleanup
 // ran twice, a double free, before the receiver owned what it is given)
-// and hello.c, both with LeakSanitizer: each exits right after free, which
-// returns once the root's cleanups have run.
+// and hello.c, both with LeakSanitizer: each exits right after
+// futoin_asyncsteps_free_wait, which returns once the root's cleanups have
+// run.
 func TestCProgramsUnderASan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shared library")

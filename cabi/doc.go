@@ -62,25 +62,22 @@
 // to its own thread, which becomes the loop's thread. success,
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
-// blocking, except free as below. The other functions are for the
-// callback that was given the pointer, on the loop (or, for a root, while
-// it is idle). handle_error, breakLoop and continueLoop return to the C
-// caller, which must return from its callback at once.
+// blocking. The other functions are for the callback that was given the
+// pointer, on the loop (or, for a root, while it is idle). handle_error,
+// breakLoop and continueLoop return to the C caller, which must return
+// from its callback at once.
 //
-// free called on a thread that runs no loop (a C++ destructor on the
-// program's main thread) returns once the loop has cancelled the root's
-// flow and run the cleanups of its state variables and stack memory, as
-// the C++ reference implementation's destructor does: the caller may then
-// destroy what those cleanups use, or exit the process. On a loop's thread
-// it returns at once, the cleanups running after the current callback:
-// waiting there could deadlock, the loop being the one to run them, or
-// another loop that waits for this one. It also returns at once when the
-// root's loop is closing: the cleanups run once the loop has stopped
-// (never, if free was called in a callback and the loop stopped before
-// their turn). On a tool that is not an [asyncsteps.Loop] (a TestTool)
-// it never waits: the caller may be the one that drives the tool. A step,
-// C or Go, that blocks its loop until the thread calling free does
-// something (releases a lock it holds, say) deadlocks, as on the reference
+// So free returns before the loop has cancelled the root's flow and run
+// the cleanups of its state variables and stack memory. A program that
+// destroys what those cleanups use, or exits, right after freeing a root
+// (a C++ destructor on the main thread) calls futoin_asyncsteps_free_wait
+// ([FreeWait]) instead, which returns once they have run, as the C++
+// reference implementation's destructor does. It does not wait where
+// waiting could deadlock: on a loop's thread (the loop may be the one to
+// run them, or wait for this one), or on a tool that is not an
+// [asyncsteps.Loop] (the caller may be the one driving it). A step, C or
+// Go, that blocks its loop until the waiting thread does something
+// (releases a lock it holds, say) deadlocks, as on the reference
 // implementation.
 //
 // A pointer given to a callback stays valid until its step completes, also

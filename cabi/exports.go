@@ -430,7 +430,25 @@ func cabiNewInstance(bsi *C.FutoInAsyncSteps) *C.FutoInAsyncSteps {
 //export cabiFree
 func cabiFree(bsi *C.FutoInAsyncSteps) {
 	if n := nodeOf(bsi); n != nil && n.root != nil {
-		n.root.free()
+		n.root.free(false)
+	}
+}
+
+// FreeWait releases root, a root pointer from [New], newInstance or
+// [Binary], like its table's free, and returns once the loop has cancelled
+// its flow and run the cleanups of its state variables and stack memory,
+// so that the caller may then destroy what those cleanups use, or exit the
+// process. It is futoin_asyncsteps_free_wait. It returns at once, the
+// cleanups to come on the loop, where waiting could deadlock: called on a
+// loop's thread (in a callback of any loop), and on a tool that is not an
+// [asyncsteps.Loop]; and so it does when the root was never executed and
+// has no state variable (nothing to wait for). While it waits, a step that
+// blocks its loop until the caller does something deadlocks. If the loop
+// closes meanwhile, FreeWait returns and the cleanups run once the loop's
+// goroutine has exited. A pointer that is not a root is ignored.
+func FreeWait(root unsafe.Pointer) {
+	if n := nodeOf((*C.FutoInAsyncSteps)(root)); n != nil && n.root != nil {
+		n.root.free(true)
 	}
 }
 

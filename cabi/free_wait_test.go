@@ -12,12 +12,47 @@ import (
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
 
-// free from a thread that runs no loop returns once the cleanups have run
+// The table's free posts the release and returns without blocking, as the
+// C interface's rules want of every function callable from any thread:
+// with the loop busy, the cleanups have not run when it returns, and run
+// once the loop is free.
+func TestFreeReturnsBeforeTheCleanups(t *testing.T) {
+	root := newCRoot(t)
+	ctest.State(root)
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
+	busy, freed := make(chan struct{}), make(chan string)
+	loop.Immediate(func() { <-busy })
+	go func() {
+		ctest.Free(root)
+		freed <- ctest.Trace()
+	}()
+	var got string
+	select {
+	case got = <-freed:
+		close(busy)
+	case <-time.After(5 * time.Second):
+		close(busy)
+		<-freed
+		t.Fatal("free waited for its busy loop")
+	}
+	if want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nend\n"; got != want {
+		t.Errorf("trace when free returned:\n%s\nwant:\n%s", got, want)
+	}
+	if !ctest.WaitFor("cleanup counter=2", 5*time.Second) {
+		t.Errorf("no cleanup after free: %q", ctest.Trace())
+	}
+}
+
+// FreeWait from a thread that runs no loop returns once the cleanups have run
 // on the loop, as the C++ reference implementation's destructor does: the
 // caller may destroy what the cleanups use, or exit, at once. The loop is
-// busy with another callback when free is called, so a free that only
+// busy with another callback when FreeWait is called, so one that only
 // posted would return before them.
-func TestFreeOffTheLoopWaitsForTheCleanups(t *testing.T) {
+func TestFreeWaitOffTheLoopWaitsForTheCleanups(t *testing.T) {
 	eachCaller(t, func(t *testing.T, _ bool) {
 		root := newCRoot(t)
 		ctest.State(root)
@@ -29,19 +64,19 @@ func TestFreeOffTheLoopWaitsForTheCleanups(t *testing.T) {
 		busy := make(chan struct{})
 		loop.Immediate(func() { <-busy })
 		time.AfterFunc(20*time.Millisecond, func() { close(busy) })
-		ctest.Free(root)
+		cabi.FreeWait(root)
 		// Read once: checkTrace would wait for a late cleanup.
 		want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nend\ncleanup counter=2\n"
 		if got := ctest.Trace(); got != want {
-			t.Errorf("trace when free returned:\n%s\nwant:\n%s", got, want)
+			t.Errorf("trace when FreeWait returned:\n%s\nwant:\n%s", got, want)
 		}
 	})
 }
 
-// free called in a callback on one loop, of a root on another loop that
+// FreeWait called in a callback on one loop, of a root on another loop that
 // waits for the first one's callback to end, returns at once: waiting for
 // the other loop there would deadlock both.
-func TestFreeOnALoopThreadDoesNotWait(t *testing.T) {
+func TestFreeWaitOnALoopThreadDoesNotWait(t *testing.T) {
 	root := newCRoot(t)
 	ctest.State(root)
 	ctest.Execute(root, "x")
@@ -61,7 +96,7 @@ func TestFreeOnALoopThreadDoesNotWait(t *testing.T) {
 	})
 	here.Immediate(func() {
 		defer close(freed)
-		ctest.Free(root)
+		cabi.FreeWait(root)
 		close(inCallback)
 	})
 	select {
@@ -69,17 +104,17 @@ func TestFreeOnALoopThreadDoesNotWait(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		close(rescue)
 		<-freed
-		t.Fatal("free on a loop's thread waited for a loop that waits for it")
+		t.Fatal("FreeWait on a loop's thread waited for a loop that waits for it")
 	}
 	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Errorf("no cleanup after free: %q", ctest.Trace())
+		t.Errorf("no cleanup after FreeWait: %q", ctest.Trace())
 	}
 }
 
-// free of a root that was never executed and has no state variable has no
+// FreeWait of a root that was never executed and has no state variable has no
 // C callback to wait for: it returns at once, even while the loop is busy,
 // so that making and freeing roots stays cheap.
-func TestFreeOfAnUnusedRootDoesNotWait(t *testing.T) {
+func TestFreeWaitOfAnUnusedRootDoesNotWait(t *testing.T) {
 	root := newCRoot(t)
 	loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 	busy := make(chan struct{})
@@ -87,21 +122,21 @@ func TestFreeOfAnUnusedRootDoesNotWait(t *testing.T) {
 	loop.Immediate(func() { <-busy })
 	freed := make(chan struct{})
 	go func() {
-		ctest.Free(root)
+		cabi.FreeWait(root)
 		close(freed)
 	}()
 	select {
 	case <-freed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("free of an unused root waited for its busy loop")
+		t.Fatal("FreeWait of an unused root waited for its busy loop")
 	}
 }
 
-// free called in a Go callback on a loop that cabi has never seen (so it
+// FreeWait called in a Go callback on a loop that cabi has never seen (so it
 // has not pinned its thread), of a root on another loop that waits for
-// that callback to end, returns at once: the callback calls C, which calls
-// free, and waiting there would deadlock both loops.
-func TestFreeOnAnUnseenLoopDoesNotWait(t *testing.T) {
+// that callback to end, returns at once: the callback may call C, which
+// calls futoin_asyncsteps_free_wait, and waiting there would deadlock both loops.
+func TestFreeWaitOnAnUnseenLoopDoesNotWait(t *testing.T) {
 	root := newCRoot(t)
 	ctest.State(root)
 	ctest.Execute(root, "x")
@@ -120,7 +155,7 @@ func TestFreeOnAnUnseenLoopDoesNotWait(t *testing.T) {
 	})
 	unseen.Immediate(func() {
 		defer close(freed)
-		ctest.Free(root)
+		cabi.FreeWait(root)
 		close(inCallback)
 	})
 	select {
@@ -128,40 +163,40 @@ func TestFreeOnAnUnseenLoopDoesNotWait(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		close(rescue)
 		<-freed
-		t.Fatal("free in a callback of an unseen loop waited for a loop that waits for it")
+		t.Fatal("FreeWait in a callback of an unseen loop waited for a loop that waits for it")
 	}
 	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Errorf("no cleanup after free: %q", ctest.Trace())
+		t.Errorf("no cleanup after FreeWait: %q", ctest.Trace())
 	}
 }
 
 // A state variable allocated through the idle root, before any execute,
-// has a cleanup to wait for: free off the loop returns once it has run,
+// has a cleanup to wait for: FreeWait off the loop returns once it has run,
 // also while the loop is busy with another callback.
-func TestFreeOfAnIdleRootWaitsForItsStateVariable(t *testing.T) {
+func TestFreeWaitOfAnIdleRootWaitsForItsStateVariable(t *testing.T) {
 	root := newCRoot(t)
 	ctest.StateIdle(root)
 	loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 	busy := make(chan struct{})
 	loop.Immediate(func() { <-busy })
 	time.AfterFunc(20*time.Millisecond, func() { close(busy) })
-	ctest.Free(root)
+	cabi.FreeWait(root)
 	if got, want := ctest.Trace(), "alloc counter\ncleanup counter=5\n"; got != want {
-		t.Errorf("trace when free returned: %q, want %q", got, want)
+		t.Errorf("trace when FreeWait returned: %q, want %q", got, want)
 	}
 }
 
-// free called by an Await function of the root's own flow, on a goroutine
+// FreeWait called by an Await function of the root's own flow, on a goroutine
 // that waits for nothing of the loop's, waits for the cleanups without
 // deadlocking: the loop cancels the flow, and the Await step with it,
 // without waiting for the function to return.
-func TestFreeFromTheFlowsOwnAwaitFunction(t *testing.T) {
+func TestFreeWaitFromTheFlowsOwnAwaitFunction(t *testing.T) {
 	root := newCRoot(t)
 	ctest.State(root)
 	r := cabi.Wrap(root).(*asyncsteps.Root)
 	freed := make(chan string, 1)
 	r.Await(func(context.Context) (any, error) {
-		ctest.Free(root)
+		cabi.FreeWait(root)
 		freed <- ctest.Trace()
 		return nil, nil
 	})
@@ -170,18 +205,18 @@ func TestFreeFromTheFlowsOwnAwaitFunction(t *testing.T) {
 	case got := <-freed:
 		want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\ncleanup counter=2\n"
 		if got != want {
-			t.Errorf("trace when free returned:\n%s\nwant:\n%s", got, want)
+			t.Errorf("trace when FreeWait returned:\n%s\nwant:\n%s", got, want)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("free in the flow's own Await function did not return")
+		t.Fatal("FreeWait in the flow's own Await function did not return")
 	}
 }
 
-// free off the loop that is waiting when the loop closes, before the loop
+// FreeWait off the loop that is waiting when the loop closes, before the loop
 // has run the release it took, returns, and the cleanups still run, once
 // the loop has stopped: a closing loop drops the callbacks it took, so
 // nothing else would run them.
-func TestFreeWaitingAsTheLoopClosesCleansUpOnceItHasStopped(t *testing.T) {
+func TestFreeWaitAsTheLoopClosesCleansUpOnceItHasStopped(t *testing.T) {
 	ctest.Reset()
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
@@ -198,10 +233,10 @@ func TestFreeWaitingAsTheLoopClosesCleansUpOnceItHasStopped(t *testing.T) {
 	})
 	freed := make(chan struct{})
 	go func() {
-		ctest.Free(root) // its release waits behind the callback
+		cabi.FreeWait(root) // its release waits behind the callback
 		close(freed)
 	}()
-	for ctest.IsValid(root) != 0 { // free has begun
+	for ctest.IsValid(root) != 0 { // FreeWait has begun
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond) // and posted its release (else the test cannot fail)
@@ -209,7 +244,7 @@ func TestFreeWaitingAsTheLoopClosesCleansUpOnceItHasStopped(t *testing.T) {
 	select {
 	case <-freed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("free did not return once the loop closed")
+		t.Fatal("FreeWait did not return once the loop closed")
 	}
 	if !ctest.WaitFor("cleanup counter=2", 5*time.Second) {
 		t.Errorf("no cleanup once the loop stopped: %q", ctest.Trace())

@@ -29,8 +29,8 @@
  *     name another step, which C gives no way to detect.
  *   - Every callback runs on the loop's thread. success, handle_error,
  *     cancel, execute, free and the sched_* functions may be called from any
- *     thread (they post to the loop and return without blocking, but free
- *     on a thread that runs no loop waits for it: see free); the other
+ *     thread (they post to the loop and return without blocking; to wait
+ *     for what free posts, see futoin_asyncsteps_free_wait); the other
  *     functions only from the callback that was given the pointer (or, for a
  *     root, before it is executed or while it is idle).
  *   - Strings given to the library (codes, infos, labels, names) are copied:
@@ -330,12 +330,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * newInstance: cancels its running flow, then cleans up its state
              * variables and stack memory, on the loop. The pointer is invalid
              * once free returns. From any thread; free roots before their loop
-             * ends (the process exits). On a thread that runs no loop, free
-             * returns once those cleanups have run; on a loop's thread (in a
-             * callback) it returns at once and they run later on the loop.
-             * While the loop is closing it returns at once: they run once the
-             * loop has stopped (never, if free was called in a callback and
-             * the loop stopped before their turn). */
+             * ends (the process exits). It returns at once; the cleanups run
+             * later on the loop (futoin_asyncsteps_free_wait waits for them). */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */
@@ -409,6 +405,18 @@ struct FutoInSync_
  * event loop, owned by the caller: valid until bsi->api->free(bsi). From any
  * thread. */
 FutoInAsyncSteps* futoin_asyncsteps_new(void);
+
+/* futoin_asyncsteps_free_wait releases a root as bsi->api->free(bsi) does,
+ * and returns once the loop has cancelled its flow and run the cleanups of
+ * its state variables and stack memory, as the C++ reference
+ * implementation's destructor does: the caller may then destroy what those
+ * cleanups use, or exit. Where waiting could deadlock (in a callback of
+ * any loop) it returns at once, as free does; and so it does for a root
+ * never executed and with no state variable. A step that blocks its loop
+ * until the caller does something deadlocks while it waits. If the loop
+ * closes meanwhile, it returns and the cleanups run once the loop has
+ * stopped. */
+void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
 
 /* futoin_mutex_new returns the library's Mutex: at most max flows inside at
  * once, reentrant within a flow (each parallel branch is a flow of its own);

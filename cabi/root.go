@@ -111,17 +111,12 @@ func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_call
 
 // free releases the root: it posts to the loop, which cancels a running
 // flow of an owned root, then cleans up the state variables allocated
-// through stateVariable and the stack memory. Called from a thread that
-// runs no loop (the usual caller: a C++ destructor on the program's main
-// thread), it returns only once those cleanups have run, as the C++
-// reference implementation's destructor does: the caller may destroy what
-// they use, or exit the process, as soon as free returns. A root never
-// executed and with no state variable has none: free does not wait then,
-// so that making and freeing roots stays cheap. It does not wait either on
-// a loop's thread, where waiting could deadlock (the loop may be the one
-// that has to run them, or wait for this one), nor while the loop is
-// closing (docs/DESIGN.md#c-threads).
-func (ro *rootObj) free() {
+// through stateVariable and the stack memory. The table's free returns at
+// once (wait false), as the C interface's rules want of it. With wait,
+// the call of FreeWait, it returns only once the loop has run those
+// cleanups, as the C++ reference implementation's destructor does, when
+// waiting is safe (see waitsForRelease; docs/DESIGN.md#c-threads).
+func (ro *rootObj) free(wait bool) {
 	ro.mu.Lock()
 	if ro.freed {
 		ro.mu.Unlock()
@@ -159,7 +154,7 @@ func (ro *rootObj) free() {
 		}
 		finish()
 	}, finish)
-	if ro.waitsForRelease() && !waitReleased(released, fc) {
+	if wait && ro.waitsForRelease() && !waitReleased(released, fc) {
 		// A closing loop drops the callbacks it took and had not run:
 		// release once it has stopped (Close waits for that here).
 		go func() {
@@ -169,8 +164,12 @@ func (ro *rootObj) free() {
 	}
 }
 
-// waitsForRelease reports whether free, called now, waits for the loop to
-// release the root.
+// waitsForRelease reports whether FreeWait, called now, waits for the loop
+// to release the root: not for a root never executed and with no state
+// variable, which has no C callback to wait for (making and freeing roots
+// stays cheap), nor on a tool that is not a Loop, nor where waiting could
+// deadlock: on a loop's thread, where the loop may be the one that has to
+// run them, or wait for this one.
 func (ro *rootObj) waitsForRelease() bool {
 	fc := ro.node.flow
 	if _, ok := fc.tool.(*asyncsteps.Loop); !ok {

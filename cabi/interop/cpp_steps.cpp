@@ -24,6 +24,7 @@
 #include <futoin/ri/mutex.hpp>
 
 extern "C" FutoInAsyncSteps* futoin_asyncsteps_new(void);
+extern "C" void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
 
 using namespace futoin;
 
@@ -320,8 +321,9 @@ struct Root
     {
         wrapped_.reset();
         if (ours_ != nullptr) {
-            ours_->api->free(ours_);
-            std::this_thread::sleep_for(std::chrono::milliseconds{50}); // free runs on the loop
+            // Returns once the loop has run the cleanups, as the RI's
+            // destructor does: the RI's objects they use go next.
+            futoin_asyncsteps_free_wait(ours_);
         }
     }
     IAsyncSteps& steps() { return *wrapped_; }

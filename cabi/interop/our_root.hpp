@@ -13,6 +13,7 @@
 #include <futoin/ri/binaryapi.hpp>
 
 extern "C" FutoInAsyncSteps* futoin_asyncsteps_new(void);
+extern "C" void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
 
 namespace interop {
     class Root
@@ -26,7 +27,9 @@ namespace interop {
         ~Root()
         {
             w_.reset();
-            p_->api->free(p_);
+            // As the RI's destructor: the cleanups have run when it returns,
+            // so the test may destroy what they use, or exit.
+            futoin_asyncsteps_free_wait(p_);
         }
 
         FutoInAsyncSteps& binary() noexcept { return *p_; }

@@ -30,6 +30,11 @@ func futoin_asyncsteps_new() *C.FutoInAsyncSteps {
 	return (*C.FutoInAsyncSteps)(cabi.New(nil))
 }
 
+//export futoin_asyncsteps_free_wait
+func futoin_asyncsteps_free_wait(bsi *C.FutoInAsyncSteps) {
+	cabi.FreeWait(unsafe.Pointer(bsi))
+}
+
 // queue converts a C max_queue: negative means unlimited.
 func queue(q C.int32_t) []int {
 	if q < 0 {

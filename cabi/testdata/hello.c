@@ -158,7 +158,8 @@ int main(void)
     wait_done(2);
 
     api->free(other);
-    api->free(root);
+    /* Returns once the root's cleanups have run: the program exits next. */
+    futoin_asyncsteps_free_wait(root);
     printf("cleanups: %d\n", cleanups);
     return 0;
 }

@@ -51,7 +51,7 @@ int main(void)
     while (!done) {
         usleep(1000);
     }
-    root->api->free(root); /* returns once the cleanups have run */
+    futoin_asyncsteps_free_wait(root); /* returns once the cleanups have run */
     puts("done");
     return 0;
 }

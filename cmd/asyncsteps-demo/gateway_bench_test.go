@@ -55,7 +55,8 @@ func BenchmarkGatewayQuote(b *testing.B) {
 // errgroup's goroutines and contexts, and the allocations of each. Its
 // ns/op is wall time with every core busy, so CPU time per request is
 // about ns/op times the cores. It also reports the collector's CPU time
-// per request (gc-ns/op, the runtime's estimate) and the heap the last
+// per request (gc-ns/op, the runtime's estimate, which counts marking on
+// otherwise idle CPU too) and the heap the last
 // collection during the run found live (live-KB): a heap in use that is
 // larger, and denser in pointers, costs every cycle more marking.
 func BenchmarkGatewayInMemory(b *testing.B) {
