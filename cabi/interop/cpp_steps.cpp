@@ -258,9 +258,12 @@ const std::vector<Case>& cases()
              [](Step& as, Trace& log) {
                  // Two roots (separate states) on one Mutex: B waits for A.
                  static ri::Mutex mtx;
-                 static std::shared_ptr<IAsyncSteps> other; // kept until exit
+                 // Never destroyed: B's flow may still run when the case
+                 // ends, and a free among the static destructors at exit
+                 // would race the loop that runs its cleanups.
+                 static IAsyncSteps* other = nullptr;
                  as.add([&log](Step& as) {
-                     other.reset(as.newInstance().release());
+                     other = as.newInstance().release();
                      other->sync(mtx, [&log](Step& as) {
                          log("enter B");
                          as.add([&log](Step&) { log("leave B"); });
