@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -17,12 +18,7 @@ import (
 // with the loop busy, the cleanups have not run when it returns, and run
 // once the loop is free.
 func TestFreeReturnsBeforeTheCleanups(t *testing.T) {
-	root := newCRoot(t)
-	ctest.State(root)
-	ctest.Execute(root, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("the flow did not end")
-	}
+	root := executedStateRoot(t)
 	loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 	busy, freed := make(chan struct{}), make(chan string)
 	loop.Immediate(func() { <-busy })
@@ -54,12 +50,7 @@ func TestFreeReturnsBeforeTheCleanups(t *testing.T) {
 // posted would return before them.
 func TestFreeWaitOffTheLoopWaitsForTheCleanups(t *testing.T) {
 	eachCaller(t, func(t *testing.T, _ bool) {
-		root := newCRoot(t)
-		ctest.State(root)
-		ctest.Execute(root, "x")
-		if !ctest.WaitDone(1, 5*time.Second) {
-			t.Fatal("the flow did not end")
-		}
+		root := executedStateRoot(t)
 		loop := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 		busy := make(chan struct{})
 		loop.Immediate(func() { <-busy })
@@ -77,38 +68,10 @@ func TestFreeWaitOffTheLoopWaitsForTheCleanups(t *testing.T) {
 // waits for the first one's callback to end, returns at once: waiting for
 // the other loop there would deadlock both.
 func TestFreeWaitOnALoopThreadDoesNotWait(t *testing.T) {
-	root := newCRoot(t)
-	ctest.State(root)
-	ctest.Execute(root, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("the flow did not end")
-	}
-	other := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 	here := asyncsteps.NewLoop()
 	defer here.Close()
 	cabi.Wrap(cabi.New(here)) // cabi pins the loop's thread
-	inCallback, freed, rescue := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	other.Immediate(func() { // the other loop waits for ours
-		select {
-		case <-inCallback:
-		case <-rescue: // the test failed: end the deadlock, or Close hangs
-		}
-	})
-	here.Immediate(func() {
-		defer close(freed)
-		cabi.FreeWait(root)
-		close(inCallback)
-	})
-	select {
-	case <-freed:
-	case <-time.After(10 * time.Second):
-		close(rescue)
-		<-freed
-		t.Fatal("FreeWait on a loop's thread waited for a loop that waits for it")
-	}
-	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Errorf("no cleanup after FreeWait: %q", ctest.Trace())
-	}
+	checkFreeWaitInCallback(t, here)
 }
 
 // FreeWait of a root that was never executed and has no state variable has no
@@ -137,37 +100,53 @@ func TestFreeWaitOfAnUnusedRootDoesNotWait(t *testing.T) {
 // that callback to end, returns at once: the callback may call C, which
 // calls futoin_asyncsteps_free_wait, and waiting there would deadlock both loops.
 func TestFreeWaitOnAnUnseenLoopDoesNotWait(t *testing.T) {
-	root := newCRoot(t)
-	ctest.State(root)
-	ctest.Execute(root, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("the flow did not end")
-	}
-	other := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 	unseen := asyncsteps.NewLoop()
 	defer unseen.Close()
+	checkFreeWaitInCallback(t, unseen)
+}
+
+// checkFreeWaitInCallback calls FreeWait in a callback of here, for a root
+// on another loop that waits for that callback to end, and fails unless
+// FreeWait returns at once and the cleanups run after.
+func checkFreeWaitInCallback(t *testing.T, here *asyncsteps.Loop) {
+	t.Helper()
+	root := executedStateRoot(t)
+	other := cabi.Wrap(root).(*asyncsteps.Root).Tool().(*asyncsteps.Loop)
 	inCallback, freed, rescue := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	other.Immediate(func() { // the other loop waits for the unseen one
+	other.Immediate(func() { // the other loop waits for here
 		select {
 		case <-inCallback:
 		case <-rescue: // the test failed: end the deadlock, or Close hangs
 		}
 	})
-	unseen.Immediate(func() {
+	here.Immediate(func() {
 		defer close(freed)
 		cabi.FreeWait(root)
 		close(inCallback)
 	})
 	select {
 	case <-freed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		close(rescue)
 		<-freed
-		t.Fatal("FreeWait in a callback of an unseen loop waited for a loop that waits for it")
+		t.Fatal("FreeWait in a loop's callback waited for a loop that waits for it")
 	}
 	if !ctest.WaitFor("cleanup", 5*time.Second) {
 		t.Errorf("no cleanup after FreeWait: %q", ctest.Trace())
 	}
+}
+
+// executedStateRoot returns a root whose flow allocated the state
+// variable "counter" and has ended: its free has a cleanup to run.
+func executedStateRoot(t *testing.T) unsafe.Pointer {
+	t.Helper()
+	root := newCRoot(t)
+	ctest.State(root)
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	return root
 }
 
 // A state variable allocated through the idle root, before any execute,
