@@ -132,11 +132,16 @@ func (ro *rootObj) free(wait bool) {
 		}
 		goRoots.mu.Unlock()
 	}
-	released := make(chan struct{})
+	var released chan struct{} // closed once finish has run, for FreeWait only
+	if wait {
+		released = make(chan struct{})
+	}
 	var once sync.Once // finish may be called by the loop, or after it stopped
 	finish := func() {
 		once.Do(func() {
-			defer close(released)
+			if released != nil {
+				defer close(released)
+			}
 			ro.node.release()
 			if ro.owned {
 				fc.cleanVars()
@@ -178,7 +183,9 @@ func (ro *rootObj) waitsForRelease() bool {
 	if !fc.cleanups.Load() && !ro.root.Running() {
 		return false // no C callback to wait for
 	}
-	return !onAnyLoopThread() && !fc.onLoop() && !onLoopGoroutine()
+	// fc.onLoop too: the flow's own loop stays known to a callback that
+	// cleared its goroutine's mark.
+	return !onLoopGoroutine() && !fc.onLoop()
 }
 
 // waitReleased waits until released is closed, and reports true, or

@@ -17,6 +17,7 @@ import "C"
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,38 +72,17 @@ func (p *pinned) onThread() bool {
 	return true
 }
 
-// onAnyLoopThread reports whether the caller runs on the pinned thread of
-// a loop, any loop: in one of its callbacks.
-func onAnyLoopThread() bool { return C.cabi_thread_pin() != 0 }
-
-// loopRun is the function every goroutine of an [asyncsteps.Loop] starts
-// in (TestFreeOnAnUnseenLoopDoesNotWait fails if it is renamed).
-const loopRun = "github.com/asyncsteps/asyncsteps.(*Loop).run"
-
-// outerFrames is how many of a goroutine's outermost frames
-// onLoopGoroutine looks at for loopRun: runtime.goexit, the go
-// statement's wrapper, loopRun, and room for more wrappers.
-const outerFrames = 6
-
 // onLoopGoroutine reports whether the caller runs on the goroutine of a
-// Loop, also one that cabi has never seen and so has not pinned: a Go
-// callback that calls a C function that calls back into cabi. The
-// traceback goes through the cgo frames to the goroutine's first one. A
-// stack too deep to see whole counts as a loop's: the answer decides
-// whether to wait for a loop, and not waiting cannot deadlock.
+// Loop, any Loop, also one that cabi has never seen: in a callback of its,
+// or in C called from one that calls back into cabi (on the same
+// goroutine). A Loop's goroutine runs with debug.SetPanicOnFault set, as
+// package asyncsteps documents, and no other goroutine inherits it. A
+// goroutine of the user's that sets it counts as a loop's: FreeWait then
+// does not wait, which cannot deadlock.
 func onLoopGoroutine() bool {
-	var pcs [128]uintptr
-	n := runtime.Callers(2, pcs[:])
-	if n == len(pcs) {
-		return true
-	}
-	for _, pc := range pcs[max(0, n-outerFrames):n] {
-		// The innermost function at pc: loopRun also when inlined.
-		if f := runtime.FuncForPC(pc - 1); f != nil && f.Name() == loopRun {
-			return true
-		}
-	}
-	return false
+	marked := debug.SetPanicOnFault(true)
+	debug.SetPanicOnFault(marked)
+	return marked
 }
 
 type pinEntry struct {
