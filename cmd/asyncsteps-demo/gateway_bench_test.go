@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -9,16 +10,20 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
 )
 
 // BenchmarkGatewayQuote serves /quote requests one after another through
 // each gateway's handler, called directly, against the embedded upstream
 // (no latency, no failures) on loopback: the three requests of TestCompare
-// in turn, one op each. Its allocations per op are exact, and its
+// in turn, one op each (and plainInAwait, see BenchmarkGatewayInMemory).
+// Its allocations per op are exact, and its
 // instructions per op under callgrind (docs/PERFORMANCE.md) do not depend
 // on the machine's load, unlike TestCompare's timings.
 func BenchmarkGatewayQuote(b *testing.B) {
-	for _, impl := range impls {
+	for _, impl := range append(impls, plainInAwait) {
 		b.Run(impl, func(b *testing.B) {
 			up := httptest.NewServer(newUpstream(upstreamOptions{}))
 			defer up.Close()
@@ -26,7 +31,7 @@ func BenchmarkGatewayQuote(b *testing.B) {
 			cfg.Upstream = up.URL
 			cfg.Limits.Concurrent = 1 << 20
 			cfg.Loops = 1
-			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+			gw, closeGateway := newBenchGateway(impl, cfg, upstreamClient())
 			defer closeGateway()
 			reqs := []*http.Request{
 				httptest.NewRequest(http.MethodGet, "/quote?symbols=AAPL,MSFT,GOOG", nil),
@@ -59,14 +64,21 @@ func BenchmarkGatewayQuote(b *testing.B) {
 // otherwise idle CPU too) and the heap the last
 // collection during the run found live (live-KB): a heap in use that is
 // larger, and denser in pointers, costs every cycle more marking.
+//
+// A third case, plain-in-await, splits the difference: the plain
+// gateway's own code, errgroup and all, run as the single Await function
+// of one flow per request, through asynchttp.Handler on a LoopGroup as
+// the flows gateway is. It costs what entering a flow and coming back
+// costs (the Handler, the Root, RunHelping, one Await), with none of the
+// flows gateway's steps.
 func BenchmarkGatewayInMemory(b *testing.B) {
-	for _, impl := range impls {
+	for _, impl := range append(impls, plainInAwait) {
 		b.Run(impl, func(b *testing.B) {
 			cfg := defaultConfig()
 			cfg.Upstream = "http://upstream.invalid"
 			cfg.Limits.Concurrent = 1 << 20
 			client := &http.Client{Transport: inMemoryUpstream{}}
-			gw, closeGateway := newGatewayWith(impl, cfg, slog.New(slog.DiscardHandler), client)
+			gw, closeGateway := newBenchGateway(impl, cfg, client)
 			defer closeGateway()
 			b.ReportAllocs()
 			b.SetParallelism(16)
@@ -86,6 +98,39 @@ func BenchmarkGatewayInMemory(b *testing.B) {
 			b.ReportMetric((gcAfter.cpu-gcBefore.cpu)*1e9/float64(b.N), "gc-ns/op")
 			b.ReportMetric(float64(gcAfter.live)/1024, "live-KB")
 		})
+	}
+}
+
+// plainInAwait names the case of BenchmarkGatewayInMemory that runs the
+// plain gateway inside one Await of a flow.
+const plainInAwait = "plain-in-await"
+
+// newBenchGateway is newGatewayWith, and also builds plainInAwait.
+func newBenchGateway(impl string, cfg config, client *http.Client) (*gateway, func()) {
+	logger := slog.New(slog.DiscardHandler)
+	if impl != plainInAwait {
+		return newGatewayWith(impl, cfg, logger, client)
+	}
+	cfg.decode = decodeQuote
+	st := newStats(func() int64 { return 0 })
+	plain, _ := newPlainGateway(cfg, st, client, logger)
+	loops := asyncsteps.NewLoopGroup(cfg.Loops)
+	h := &asynchttp.Handler{
+		Tool:   func() asyncsteps.Tool { return loops.Next() },
+		Logger: logger,
+		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+			as.Await(func(ctx context.Context) (any, error) {
+				reply, err := plain.quote(req.WithContext(ctx))
+				if err != nil {
+					return nil, err
+				}
+				return &reply, nil
+			})
+		},
+	}
+	return &gateway{handler: routes(h, st, nil, errorWriter(cfg, logger)), stats: st}, func() {
+		loops.Close()
+		client.CloseIdleConnections()
 	}
 }
 
