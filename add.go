@@ -43,7 +43,7 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		return h
 	}
 	if obj == nil || fn == nil || nilSyncer(obj) {
-		h.misuse(nilSyncInfo)
+		h.misuse(nilSyncInfo(obj == nil || nilSyncer(obj)))
 		return h
 	}
 	if sc, ok := obj.(sectioner); ok {
@@ -57,7 +57,15 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 	}, nil))
 }
 
-const nilSyncInfo = "Sync: nil Syncer or step function"
+// nilSyncInfo is the misuse info of a Sync given a nil Syncer
+// (syncerNil) or a nil step function: it names the argument, so that the
+// user knows which one to fix. When both are nil, it names the Syncer.
+func nilSyncInfo(syncerNil bool) string {
+	if syncerNil {
+		return "Sync: nil Syncer"
+	}
+	return "Sync: nil step function"
+}
 
 // nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter: a
 // Syncer that is not nil as an interface, but cannot admit anyone.
@@ -73,14 +81,15 @@ func nilSyncer(obj Syncer) bool {
 	return false
 }
 
-// refuseSync reports a Sync method called on a nil receiver, or with a nil
-// step function, as a misuse of as.
-func refuseSync(as AsyncSteps) {
+// refuseSync reports a Sync method called on a nil receiver (nilReceiver),
+// or with a nil step function, as a misuse of as.
+func refuseSync(as AsyncSteps, nilReceiver bool) {
+	info := nilSyncInfo(nilReceiver)
 	if h, ok := as.(host); ok {
-		h.misuse(nilSyncInfo)
+		h.misuse(info)
 		return
 	}
-	as.Add(func(as AsyncSteps, _ ...any) { as.Error(InternalError, nilSyncInfo) }) // a foreign AsyncSteps
+	as.Add(func(as AsyncSteps, _ ...any) { as.Error(InternalError, info) }) // a foreign AsyncSteps
 }
 
 func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {

@@ -6,31 +6,67 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
+// The infos of a Sync given a nil argument: they name the argument, the
+// Syncer when both are nil.
+const (
+	nilSyncerInfo   = "Sync: nil Syncer"
+	nilSyncFuncInfo = "Sync: nil step function"
+)
+
 // A nil *Mutex, *Throttle or *Limiter is a Syncer that is not nil as an
 // interface: given to Sync, or its Sync method called directly (as an
 // asynchttp Client's Guard does), it is the same misuse as a nil Syncer,
-// not a nil dereference inside the section's step.
+// not a nil dereference inside the section's step. Their Sync with a nil
+// function is a nil step function. The info says which, also when the
+// Sync method is called with an AsyncSteps that is not the package's own.
 func TestNilSyncerPointersAreMisuse(t *testing.T) {
-	const info = "Sync: nil Syncer or step function"
-	var mu *asyncsteps.Mutex
-	var th *asyncsteps.Throttle
-	var li *asyncsteps.Limiter
 	body := func(as asyncsteps.AsyncSteps, _ ...any) {}
-	cases := []struct {
-		name string
-		call func(as asyncsteps.AsyncSteps)
+	syncers := []struct {
+		name   string
+		nilPtr asyncsteps.Syncer
+		made   asyncsteps.Syncer
 	}{
-		{"Sync nil *Mutex", func(as asyncsteps.AsyncSteps) { as.Sync(mu, body) }},
-		{"Sync nil *Throttle", func(as asyncsteps.AsyncSteps) { as.Sync(th, body) }},
-		{"Sync nil *Limiter", func(as asyncsteps.AsyncSteps) { as.Sync(li, body) }},
-		{"nil *Mutex.Sync", func(as asyncsteps.AsyncSteps) { mu.Sync(as, body) }},
-		{"nil *Throttle.Sync", func(as asyncsteps.AsyncSteps) { th.Sync(as, body) }},
-		{"nil *Limiter.Sync", func(as asyncsteps.AsyncSteps) { li.Sync(as, body) }},
-		{"Mutex.Sync nil function", func(as asyncsteps.AsyncSteps) { asyncsteps.NewMutex(1).Sync(as, nil) }},
-		{"Throttle.Sync nil function", func(as asyncsteps.AsyncSteps) { asyncsteps.NewThrottle(1, 1).Sync(as, nil) }},
-		{"Limiter.Sync nil function", func(as asyncsteps.AsyncSteps) { asyncsteps.NewLimiter(asyncsteps.LimiterOptions{}).Sync(as, nil) }},
+		{"Mutex", (*asyncsteps.Mutex)(nil), asyncsteps.NewMutex(1)},
+		{"Throttle", (*asyncsteps.Throttle)(nil), asyncsteps.NewThrottle(1, 1)},
+		{"Limiter", (*asyncsteps.Limiter)(nil), asyncsteps.NewLimiter(asyncsteps.LimiterOptions{})},
 	}
-	for _, c := range cases {
-		checkMisuse(t, c.name, c.call, info)
+	for _, s := range syncers {
+		nilPtr, made := s.nilPtr, s.made
+		cases := []struct {
+			name string
+			call func(as asyncsteps.AsyncSteps)
+			info string
+		}{
+			{"Sync nil *" + s.name, func(as asyncsteps.AsyncSteps) { as.Sync(nilPtr, body) }, nilSyncerInfo},
+			{"Sync nil *" + s.name + " and nil function", func(as asyncsteps.AsyncSteps) { as.Sync(nilPtr, nil) }, nilSyncerInfo},
+			{"nil *" + s.name + ".Sync", func(as asyncsteps.AsyncSteps) { nilPtr.Sync(as, body) }, nilSyncerInfo},
+			{"nil *" + s.name + ".Sync nil function", func(as asyncsteps.AsyncSteps) { nilPtr.Sync(as, nil) }, nilSyncerInfo},
+			{s.name + ".Sync nil function", func(as asyncsteps.AsyncSteps) { made.Sync(as, nil) }, nilSyncFuncInfo},
+		}
+		for _, c := range cases {
+			checkMisuse(t, c.name, c.call, c.info)
+		}
+		foreign := []struct {
+			name string
+			call func(as asyncsteps.AsyncSteps)
+			info string
+		}{
+			{"nil *" + s.name + ".Sync", func(as asyncsteps.AsyncSteps) { nilPtr.Sync(as, body) }, nilSyncerInfo},
+			{"nil *" + s.name + ".Sync nil function", func(as asyncsteps.AsyncSteps) { nilPtr.Sync(as, nil) }, nilSyncerInfo},
+			{s.name + ".Sync nil function", func(as asyncsteps.AsyncSteps) { made.Sync(as, nil) }, nilSyncFuncInfo},
+		}
+		for _, c := range foreign {
+			t.Run(c.name+" on a foreign AsyncSteps", func(t *testing.T) {
+				var tr tracer
+				r, tt := newFlow()
+				c.call(foreignSteps{r})
+				r.Add(tr.step("after"))
+
+				res := run(t, r, tt)
+
+				wantTrace(t, &tr, "")
+				wantError(t, res.Err, asyncsteps.InternalError, c.info)
+			})
+		}
 	}
 }

@@ -120,11 +120,11 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 // the Mutex, then for an entry of the Throttle, run f with onerror as its
 // error handler, then give the slot back. The success args of f's step are
 // the result of the steps added.
-// On a nil receiver, or with a nil f, it adds nothing: the step fails
-// with InternalError, "Sync: nil Syncer or step function".
+// On a nil receiver it adds nothing and the step fails with InternalError,
+// "Sync: nil Syncer"; with a nil f, likewise, "Sync: nil step function".
 func (l *Limiter) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	if l == nil || f == nil {
-		refuseSync(as)
+		refuseSync(as, l == nil)
 		return
 	}
 	gates, n := l.gates()

@@ -171,8 +171,9 @@ func TestNilFunctionsAreReportedAsInternalError(t *testing.T) {
 			as.ForEach(42, func(asyncsteps.AsyncSteps, any, any) {})
 		}, "ForEach: cannot iterate over int"},
 		{"Await", func(as asyncsteps.AsyncSteps) { as.Await(nil) }, "Await: nil function"},
-		{"Sync nil Syncer", func(as asyncsteps.AsyncSteps) { as.Sync(nil, body) }, "Sync: nil Syncer or step function"},
-		{"Sync nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }, "Sync: nil Syncer or step function"},
+		{"Sync nil Syncer", func(as asyncsteps.AsyncSteps) { as.Sync(nil, body) }, "Sync: nil Syncer"},
+		{"Sync nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }, "Sync: nil step function"},
+		{"Sync nil Syncer and nil function", func(as asyncsteps.AsyncSteps) { as.Sync(nil, nil) }, "Sync: nil Syncer"},
 	}
 	for _, c := range cases {
 		checkMisuse(t, c.name, c.call, c.info)

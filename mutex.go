@@ -90,11 +90,11 @@ func NewMutex(max int, maxQueue ...int) *Mutex {
 // Sync implements [Syncer]: it adds to as the steps that wait for a slot,
 // run f with onerror as its error handler, then give the slot back. The
 // success args of f's step are the result of the steps added.
-// On a nil receiver, or with a nil f, it adds nothing: the step fails
-// with InternalError, "Sync: nil Syncer or step function".
+// On a nil receiver it adds nothing and the step fails with InternalError,
+// "Sync: nil Syncer"; with a nil f, likewise, "Sync: nil step function".
 func (m *Mutex) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	if m == nil || f == nil {
-		refuseSync(as)
+		refuseSync(as, m == nil)
 		return
 	}
 	addSection(as, f, firstHandler(onerror), m)

@@ -61,11 +61,11 @@ func NewThrottle(max int, period time.Duration, maxQueue ...int) *Throttle {
 // Sync implements [Syncer]: it adds to as the steps that wait for an entry
 // in the current period, then run f with onerror as its error handler. The
 // success args of f's step are the result of the steps added.
-// On a nil receiver, or with a nil f, it adds nothing: the step fails
-// with InternalError, "Sync: nil Syncer or step function".
+// On a nil receiver it adds nothing and the step fails with InternalError,
+// "Sync: nil Syncer"; with a nil f, likewise, "Sync: nil step function".
 func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	if t == nil || f == nil {
-		refuseSync(as)
+		refuseSync(as, t == nil)
 		return
 	}
 	addSection(as, f, firstHandler(onerror), t)

@@ -402,8 +402,12 @@ func (w *foreign) CopyFrom(*asyncsteps.Root) asyncsteps.AsyncSteps {
 // Sync implements [asyncsteps.AsyncSteps] with obj's own Sync on the
 // foreign steps.
 func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	if obj == nil || f == nil {
-		w.misuse("Sync: nil Syncer or step function")
+	if obj == nil {
+		w.misuse("Sync: nil Syncer")
+		return w
+	}
+	if f == nil {
+		w.misuse("Sync: nil step function")
 		return w
 	}
 	return w.Add(func(as asyncsteps.AsyncSteps, args ...any) {
