@@ -402,7 +402,7 @@ func (w *foreign) CopyFrom(*asyncsteps.Root) asyncsteps.AsyncSteps {
 // Sync implements [asyncsteps.AsyncSteps] with obj's own Sync on the
 // foreign steps.
 func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	if obj == nil {
+	if obj == nil || nilSyncer(obj) {
 		w.misuse("Sync: nil Syncer")
 		return w
 	}
@@ -413,6 +413,21 @@ func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...
 	return w.Add(func(as asyncsteps.AsyncSteps, args ...any) {
 		obj.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { f(as, args...) }, onerror...)
 	})
+}
+
+// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter, so
+// that a Sync given one and a nil f names the Syncer, as the package's own
+// AsyncSteps does.
+func nilSyncer(obj asyncsteps.Syncer) bool {
+	switch s := obj.(type) {
+	case *asyncsteps.Mutex:
+		return s == nil
+	case *asyncsteps.Throttle:
+		return s == nil
+	case *asyncsteps.Limiter:
+		return s == nil
+	}
+	return false
 }
 
 // SuccessStep implements [asyncsteps.AsyncSteps].

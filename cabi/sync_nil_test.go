@@ -29,6 +29,7 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		{"nil Syncer", func(as asyncsteps.AsyncSteps) { as.Sync(nil, body) }},
 		{"nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }},
 		{"both nil", func(as asyncsteps.AsyncSteps) { as.Sync(nil, nil) }},
+		{"nil *Mutex, nil function", func(as asyncsteps.AsyncSteps) { as.Sync((*asyncsteps.Mutex)(nil), nil) }},
 	} {
 		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 			c.call(as)
@@ -43,6 +44,7 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		"nil Syncer: InternalError Sync: nil Syncer",
 		"nil function: InternalError Sync: nil step function",
 		"both nil: InternalError Sync: nil Syncer",
+		"nil *Mutex, nil function: InternalError Sync: nil Syncer",
 	}
 	if !reflect.DeepEqual(trace, want) {
 		t.Errorf("Go trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
@@ -51,6 +53,7 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		"fake: running root valid=0",
 		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil step function",
+		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: end failed=0  string cleanups=1",
 	)
