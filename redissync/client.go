@@ -321,7 +321,12 @@ func (c *Client) unmade() bool { return c == nil || c.done == nil }
 // refuseUnmade adds to as a step that fails, with onerror as its error
 // handler, because a Syncer named what was not made by a Client from New.
 func refuseUnmade(as asyncsteps.AsyncSteps, what string, onerror []asyncsteps.ErrorFunc) {
-	info := "redissync: the " + what + " was not made by a Client from New"
+	refuse(as, "redissync: the "+what+" was not made by a Client from New", onerror)
+}
+
+// refuse adds to as a step that fails with InternalError, info, with
+// onerror as its error handler.
+func refuse(as asyncsteps.AsyncSteps, info string, onerror []asyncsteps.ErrorFunc) {
 	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InternalError, info) }, onerror...)
 }
 

@@ -62,6 +62,8 @@ func (c *Client) NewLimiter(name string, opts LimiterOptions) *Limiter {
 // for a slot, then for an entry, run f with onerror as its error handler,
 // then give the slot back. The success args of f's step are the result of
 // the steps added.
+// With a nil f, the step it adds fails with InternalError, "Sync: nil step
+// function", and asks Redis for nothing.
 func (l *Limiter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
 	if l == nil || l.mutex == nil || l.mutex.c.unmade() {
 		refuseUnmade(as, "Limiter", onerror)

@@ -136,6 +136,8 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 // for a lease, run f with onerror as its error handler, then give the
 // lease back. The success args of f's step are the result of the steps
 // added.
+// With a nil f, the step it adds fails with InternalError, "Sync: nil step
+// function", and asks Redis for nothing.
 func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
 	if m == nil || m.c.unmade() {
 		refuseUnmade(as, "Mutex", onerror)

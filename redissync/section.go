@@ -67,8 +67,15 @@ type section struct {
 }
 
 // syncSection adds to as the step that runs f in a critical section
-// guarded by gates.
+// guarded by gates. A nil f is refused before any gate is asked, with the
+// info the Syncers of asyncsteps give it, so that the user learns which
+// argument was nil rather than meeting a nil dereference inside the
+// section.
 func syncSection(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror []asyncsteps.ErrorFunc, gates ...gate) {
+	if f == nil {
+		refuse(as, "Sync: nil step function", onerror)
+		return
+	}
 	var g [2]gate
 	n := copy(g[:], gates)
 	var handler asyncsteps.ErrorFunc

@@ -103,6 +103,8 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 // Sync implements [asyncsteps.Syncer]: it adds to as the steps that wait
 // for an entry, then run f with onerror as its error handler. The success
 // args of f's step are the result of the steps added.
+// With a nil f, the step it adds fails with InternalError, "Sync: nil step
+// function", and asks Redis for nothing.
 func (t *Throttle) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
 	if t == nil || t.c.unmade() {
 		refuseUnmade(as, "Throttle", onerror)

@@ -1,0 +1,45 @@
+package redissync
+
+import (
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// A Syncer's own Sync given a nil step function fails the flow with the
+// InternalError "Sync: nil step function", which its error handler sees,
+// as the Syncers of asyncsteps do. Before, it took the lease or the entry
+// and then failed with a nil dereference inside the section, an info that
+// did not say what was wrong.
+func TestSyncWithNilStepFunction(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	const info = "Sync: nil step function"
+	syncers := []struct {
+		name string
+		s    asyncsteps.Syncer
+	}{
+		{"Mutex", c.NewMutex("m", MutexOptions{})},
+		{"Throttle", c.NewThrottle("t", ThrottleOptions{Rate: 10})},
+		{"Limiter", c.NewLimiter("l", LimiterOptions{Concurrent: 1, Rate: 10})},
+	}
+	for _, s := range syncers {
+		t.Run(s.name, func(t *testing.T) {
+			var tr tracer
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			s.s.Sync(r, nil, func(as asyncsteps.AsyncSteps, code string) {
+				tr.add("%s: %s", code, as.State().ErrorInfo)
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+			res := r.Promise()
+			tt.Run()
+			select {
+			case res := <-res:
+				wantError(t, res.Err, asyncsteps.InternalError, info)
+			default:
+				t.Fatal("the flow did not end")
+			}
+			tr.check(t, "InternalError: "+info)
+		})
+	}
+}
