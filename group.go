@@ -17,11 +17,12 @@ import (
 // do little, made by goroutines that already keep every core busy, gain
 // nothing from more loops than cores are free: on a 2-core machine, one
 // goroutine making trivial flows for a group of two loops ran them slower
-// than for one loop (docs/PERFORMANCE.md, workload i). The garbage
-// collector is much of the reason: while a core is idle, the collector
-// marks and sweeps there, and keeps its write barrier on only briefly; with
-// a busy loop on every core, the loops do that work themselves, between
-// their steps (docs/PERFORMANCE.md#tuning-the-collector).
+// than for one loop (docs/PERFORMANCE.md: the "two loops" workload and
+// BenchmarkScaleGroup). The garbage collector is much of the reason: while
+// a core is idle, the collector marks and sweeps there, and keeps its write
+// barrier on only briefly; with a busy loop on every core, the loops do
+// that work themselves, between their steps
+// (docs/PERFORMANCE.md#tuning-the-collector).
 //
 // Its methods are safe for concurrent use. The zero value is not usable:
 // create a LoopGroup with [NewLoopGroup]. It has no loops: Next returns a

@@ -6,10 +6,11 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// LimiterOptions configures a [Limiter]; its first five fields mean what
-// they mean in [asyncsteps.LimiterOptions], for the whole cluster. The
-// zero value lets 1 flow in at a time, at most once per second, and
-// queues none.
+// LimiterOptions configures a [Limiter]; its first five fields are those
+// of [asyncsteps.LimiterOptions], for the whole cluster, except that a
+// zero Concurrent or Rate means 1 (the FutoIn spec's default), not "no
+// limit". The zero value lets 1 flow in at a time, at most once per
+// second, and queues none.
 type LimiterOptions struct {
 	Concurrent int           // flows inside at once in the cluster; 0 means 1
 	MaxQueue   int           // flows of this process waiting for concurrency; 0: none; negative: unlimited
