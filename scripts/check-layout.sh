@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the README's "Layout" table names every non-test Go file of the
 # root package and every top-level directory, so that the table stays true to
-# `ls`. Prints each one missing and fails if any is.
+# `ls`, and that every relative link and cited anchor of the docs resolves.
+# Prints each one missing and fails if any is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,4 +27,62 @@ done
 for d in */; do
 	check "\`$d" "$d" # the directory or a path inside it
 done
+
+# Links: every relative link of the Markdown files, and every anchor of a
+# Markdown file of docs/ cited anywhere (code comments cite the rules of
+# docs/DESIGN.md by their anchors), leads to a file that exists and, with
+# an anchor, to one of its headings, as GitHub makes their anchors: lower
+# case, punctuation dropped, spaces as hyphens, "-1" and so on after a
+# repeat.
+declare -A anchors=()
+anchors_of() { # $1: a Markdown file; sets anchors[$1] to " a1 a2 ... "
+	[[ -v anchors[$1] ]] && return
+	anchors[$1]=" $(awk '/^```/ { fence = !fence; next }
+		!fence && /^#+ / {
+			h = $0; sub(/^#+ +/, "", h); sub(/ +#* *$/, "", h)
+			gsub(/\]\([^)]*\)/, "", h); h = tolower(h)
+			gsub(/[^a-z0-9 _-]/, "", h); gsub(/ /, "-", h)
+			a = h; if (seen[h]++) a = h "-" (seen[h] - 1)
+			printf "%s ", a
+		}' "$1")"
+}
+link() { # $1: where the link is, $2: the file it names, $3: its anchor or ""
+	if [ ! -e "$2" ]; then
+		echo "$1: links to $2, which does not exist"
+		missing=1
+	elif [ -n "$3" ]; then
+		anchors_of "$2"
+		if [[ ${anchors[$2]} != *" $3 "* ]]; then
+			echo "$1: links to $2#$3, which is no heading of it"
+			missing=1
+		fi
+	fi
+}
+mapfile -t mdfiles < <(find . -name '*.md' -not -path './.git/*' -not -path '*/node_modules/*' | sed 's|^\./||')
+while IFS=$'\t' read -r where file target; do
+	path=${target%%#*} frag=
+	[[ $target == *"#"* ]] && frag=${target#*#}
+	if [ -z "$path" ]; then path=$file; elif [[ $file == */* ]]; then path=${file%/*}/$path; fi
+	parts=() # the path from the root, without . and ..
+	IFS=/ read -ra segs <<<"$path"
+	for s in "${segs[@]}"; do
+		case $s in
+		. | "") ;;
+		..) [ ${#parts[@]} -gt 0 ] && unset 'parts[-1]' ;;
+		*) parts+=("$s") ;;
+		esac
+	done
+	printf -v path '%s/' "${parts[@]}"
+	path=${path%/}
+	link "$where" "$path" "$frag"
+done < <(awk 'FNR == 1 { fence = 0 } /^```/ { fence = !fence; next }
+	!fence { line = $0
+		while (match(line, /\]\([^) ]+\)/)) {
+			t = substr(line, RSTART + 2, RLENGTH - 3); line = substr(line, RSTART + RLENGTH)
+			if (t !~ /^[a-z]+:/) printf "%s:%d\t%s\t%s\n", FILENAME, FNR, FILENAME, t
+		}
+	}' "${mdfiles[@]}")
+while IFS=: read -r file line cited; do
+	link "$file:$line" "${cited%%#*}" "${cited#*#}"
+done < <(grep -rnoE --exclude-dir=.git --exclude-dir=node_modules 'docs/[A-Za-z_]+\.md#[A-Za-z0-9_-]+' . | sed 's|^\./||')
 exit "$missing"
