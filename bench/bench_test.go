@@ -109,7 +109,11 @@ func passOn(as as, args ...any)   { as.Success(args[0]) }
 // on a real Loop, building the flow included, and reports the time per
 // iteration in ns/unit.
 func repeatOnce(b *testing.B, n int, unit string, body asyncsteps.RepeatFunc) {
-	loop := newLoop(b)
+	repeatOnceOn(b, newLoop(b), n, unit, body)
+}
+
+// repeatOnceOn is repeatOnce on loop.
+func repeatOnceOn(b *testing.B, loop *asyncsteps.Loop, n int, unit string, body asyncsteps.RepeatFunc) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r := asyncsteps.New(asyncsteps.WithTool(loop))

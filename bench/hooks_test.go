@@ -7,9 +7,8 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// What hooks cost when set: workloads c (on the loop) and e with hooks
-// that do nothing, to compare with BenchmarkManyFlowsOnLoop and
-// BenchmarkError10k, which run without hooks.
+// What hooks cost when set: BenchmarkManyFlowsOnLoop and BenchmarkError
+// again, on a loop with hooks that do nothing.
 var noopHooks = &asyncsteps.Hooks{
 	FlowStart: func(ctx context.Context) context.Context { return ctx },
 	FlowEnd:   func(context.Context, error) {},
@@ -28,16 +27,8 @@ func BenchmarkManyFlowsOnLoopHooked(b *testing.B) {
 	per(b, flows, "flow")
 }
 
-func BenchmarkError10kHooked(b *testing.B) {
+func BenchmarkErrorHooked(b *testing.B) {
 	l := newLoop(b)
 	l.SetHooks(noopHooks)
-	b.ReportAllocs()
-	for b.Loop() {
-		r := asyncsteps.New(asyncsteps.WithTool(l))
-		for range 10_000 {
-			r.Add(fail, recoverStep)
-		}
-		run(b, r)
-	}
-	per(b, 10_000, "error")
+	repeatOnceOn(b, l, 200_000, "error", repeatAddFailing)
 }
