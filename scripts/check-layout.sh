@@ -33,12 +33,18 @@ done
 # docs/DESIGN.md by their anchors), leads to a file that exists and, with
 # an anchor, to one of its headings, as GitHub makes their anchors: lower
 # case, punctuation dropped, spaces as hyphens, "-1" and so on after a
-# repeat.
+# repeat. Code is no link: fenced blocks (``` or ~~~, indented too, as in a
+# list item) and inline code spans are skipped.
 declare -A anchors=()
+# fences: the awk rule that keeps in fence the marker of the fenced block a
+# line is in ("" outside one) and skips the marker lines.
+fences='match($0, /^ *(```|~~~)/) { m = substr($0, RSTART + RLENGTH - 3, 3)
+	if (fence == "") fence = m; else if (m == fence) fence = ""
+	next }'
 anchors_of() { # $1: a Markdown file; sets anchors[$1] to " a1 a2 ... "
 	[[ -v anchors[$1] ]] && return
-	anchors[$1]=" $(awk '/^```/ { fence = !fence; next }
-		!fence && /^#+ / {
+	anchors[$1]=" $(awk "$fences"'
+		fence == "" && /^#+ / {
 			h = $0; sub(/^#+ +/, "", h); sub(/ +#* *$/, "", h)
 			gsub(/\]\([^)]*\)/, "", h); h = tolower(h)
 			gsub(/[^a-z0-9 _-]/, "", h); gsub(/ /, "-", h)
@@ -75,8 +81,8 @@ while IFS=$'\t' read -r where file target; do
 	printf -v path '%s/' "${parts[@]}"
 	path=${path%/}
 	link "$where" "$path" "$frag"
-done < <(awk 'FNR == 1 { fence = 0 } /^```/ { fence = !fence; next }
-	!fence { line = $0
+done < <(awk 'FNR == 1 { fence = "" } '"$fences"'
+	fence == "" { line = $0; gsub(/`[^`]*`/, "", line)
 		while (match(line, /\]\([^) ]+\)/)) {
 			t = substr(line, RSTART + 2, RLENGTH - 3); line = substr(line, RSTART + RLENGTH)
 			if (t !~ /^[a-z]+:/) printf "%s:%d\t%s\t%s\n", FILENAME, FNR, FILENAME, t
