@@ -80,7 +80,7 @@ while IFS=$'\t' read -r where file target; do
 	done
 	printf -v path '%s/' "${parts[@]}"
 	path=${path%/}
-	link "$where" "$path" "$frag"
+	link "$where" "${path:-.}" "$frag" # "": the root, as in [README](..)
 done < <(awk 'FNR == 1 { fence = "" } '"$fences"'
 	fence == "" { line = $0; gsub(/`[^`]*`/, "", line)
 		while (match(line, /\]\([^) ]+\)/)) {
