@@ -33,7 +33,8 @@ done
 # docs/DESIGN.md by their anchors), leads to a file that exists and, with
 # an anchor, to one of its headings, as GitHub makes their anchors: lower
 # case, punctuation dropped, spaces as hyphens, "-1" and so on after a
-# repeat. Code is no link: fenced blocks (``` or ~~~, indented too, as in a
+# repeat. Letters beyond ASCII (µ, é) stay, as on GitHub; the punctuation
+# and symbols beyond ASCII that the docs may use (dashes, quotes, ×, ≤) go. Code is no link: fenced blocks (``` or ~~~, indented too, as in a
 # list item) and inline code spans are skipped.
 declare -A anchors=()
 # fences: the awk rule that keeps in fence the marker of the fenced block a
@@ -47,7 +48,8 @@ anchors_of() { # $1: a Markdown file; sets anchors[$1] to " a1 a2 ... "
 		fence == "" && /^#+ / {
 			h = $0; sub(/^#+ +/, "", h); sub(/ +#* *$/, "", h)
 			gsub(/\]\([^)]*\)/, "", h); h = tolower(h)
-			gsub(/[^a-z0-9 _-]/, "", h); gsub(/ /, "-", h)
+			gsub(/[^a-z0-9 _\200-\377-]/, "", h)
+			gsub(/—|–|…|‘|’|“|”|×|≤|≥|→|←|·|±|°/, "", h); gsub(/ /, "-", h)
 			a = h; if (seen[h]++) a = h "-" (seen[h] - 1)
 			printf "%s ", a
 		}' "$1")"
