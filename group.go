@@ -17,8 +17,9 @@ import (
 // do little, made by goroutines that already keep every core busy, gain
 // nothing from more loops than cores are free: on a 2-core machine, one
 // goroutine making trivial flows for a group of two loops ran them slower
-// than for one loop (docs/PERFORMANCE.md: the "two loops" workload and
-// BenchmarkScaleGroup). The garbage collector is much of the reason: while
+// than for one loop (BenchmarkScaleGroup, in bench/; the "two loops"
+// workload of docs/PERFORMANCE.md feeds each loop from a goroutine of its
+// own). The garbage collector is much of the reason: while
 // a core is idle, the collector marks and sweeps there, and keeps its write
 // barrier on only briefly; with a busy loop on every core, the loops do
 // that work themselves, between their steps
