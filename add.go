@@ -43,7 +43,11 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		return h
 	}
 	if obj == nil || fn == nil || nilSyncer(obj) {
-		h.misuse(nilSyncInfo(obj == nil || nilSyncer(obj)))
+		// Any nil Syncer is named, also one of another package: a nil
+		// pointer is refused here only with a nil fn, since its own Sync
+		// may still answer (a nil *redissync.Mutex says it was not made
+		// by a Client).
+		h.misuse(nilSyncInfo(obj == nil || isNilValue(obj)))
 		return h
 	}
 	if sc, ok := obj.(sectioner); ok {

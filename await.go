@@ -289,10 +289,11 @@ func goAwait(fl *flow, c *awaitCall) {
 	go c.run()
 }
 
-// isNilValue reports whether err holds a nil pointer, map, slice, channel
-// or function: an error that is not nil as an interface, but has no value.
-func isNilValue(err error) bool {
-	switch v := reflect.ValueOf(err); v.Kind() {
+// isNilValue reports whether x holds a nil pointer, map, slice, channel
+// or function: an interface value (an error, a Syncer) that is not nil,
+// but has no value.
+func isNilValue(x any) bool {
+	switch v := reflect.ValueOf(x); v.Kind() {
 	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return v.IsNil()
 	}

@@ -174,10 +174,20 @@ func TestNilFunctionsAreReportedAsInternalError(t *testing.T) {
 		{"Sync nil Syncer", func(as asyncsteps.AsyncSteps) { as.Sync(nil, body) }, "Sync: nil Syncer"},
 		{"Sync nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }, "Sync: nil step function"},
 		{"Sync nil Syncer and nil function", func(as asyncsteps.AsyncSteps) { as.Sync(nil, nil) }, "Sync: nil Syncer"},
+		{"Sync nil Syncer of another package and nil function", func(as asyncsteps.AsyncSteps) {
+			as.Sync((*otherSyncer)(nil), nil)
+		}, "Sync: nil Syncer"},
 	}
 	for _, c := range cases {
 		checkMisuse(t, c.name, c.call, c.info)
 	}
+}
+
+// otherSyncer is a Syncer of another package than asyncsteps.
+type otherSyncer struct{}
+
+func (*otherSyncer) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	as.Add(f, onerror...)
 }
 
 // checkMisuse checks that call, a misuse whose InternalError has info,

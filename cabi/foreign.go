@@ -402,11 +402,11 @@ func (w *foreign) CopyFrom(*asyncsteps.Root) asyncsteps.AsyncSteps {
 // Sync implements [asyncsteps.AsyncSteps] with obj's own Sync on the
 // foreign steps.
 func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	if obj == nil || nilSyncer(obj) {
+	switch {
+	case obj == nil || nilSyncer(obj) || f == nil && nilValue(obj):
 		w.misuse("Sync: nil Syncer")
 		return w
-	}
-	if f == nil {
+	case f == nil:
 		w.misuse("Sync: nil step function")
 		return w
 	}
@@ -415,9 +415,10 @@ func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...
 	})
 }
 
-// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter, so
-// that a Sync given one and a nil f names the Syncer, as the package's own
-// AsyncSteps does.
+// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter,
+// which cannot admit anyone: Sync refuses one as the package's own
+// AsyncSteps does. A nil Syncer of another type is refused only with a
+// nil f (nilValue), since its own Sync may still answer.
 func nilSyncer(obj asyncsteps.Syncer) bool {
 	switch s := obj.(type) {
 	case *asyncsteps.Mutex:
@@ -426,6 +427,16 @@ func nilSyncer(obj asyncsteps.Syncer) bool {
 		return s == nil
 	case *asyncsteps.Limiter:
 		return s == nil
+	}
+	return false
+}
+
+// nilValue reports whether obj holds a nil pointer, map, slice, channel or
+// function.
+func nilValue(obj asyncsteps.Syncer) bool {
+	switch v := reflect.ValueOf(obj); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func:
+		return v.IsNil()
 	}
 	return false
 }

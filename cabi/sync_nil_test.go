@@ -30,6 +30,7 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		{"nil function", func(as asyncsteps.AsyncSteps) { as.Sync(mu, nil) }},
 		{"both nil", func(as asyncsteps.AsyncSteps) { as.Sync(nil, nil) }},
 		{"nil *Mutex, nil function", func(as asyncsteps.AsyncSteps) { as.Sync((*asyncsteps.Mutex)(nil), nil) }},
+		{"nil Syncer of another package, nil function", func(as asyncsteps.AsyncSteps) { as.Sync((*otherSyncer)(nil), nil) }},
 	} {
 		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 			c.call(as)
@@ -45,6 +46,7 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		"nil function: InternalError Sync: nil step function",
 		"both nil: InternalError Sync: nil Syncer",
 		"nil *Mutex, nil function: InternalError Sync: nil Syncer",
+		"nil Syncer of another package, nil function: InternalError Sync: nil Syncer",
 	}
 	if !reflect.DeepEqual(trace, want) {
 		t.Errorf("Go trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
@@ -55,6 +57,14 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		"fake: handle_error InternalError: Sync: nil step function",
 		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil Syncer",
+		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: end failed=0  string cleanups=1",
 	)
+}
+
+// otherSyncer is a Syncer of another package than asyncsteps.
+type otherSyncer struct{}
+
+func (*otherSyncer) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
+	as.Add(f, onerror...)
 }
