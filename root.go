@@ -211,7 +211,10 @@ func (r *Root) cancel(cause error) {
 }
 
 // Run executes the flow and waits for its end. Run returns only once the
-// flow has fully stopped; no callback of it runs afterwards.
+// flow has fully stopped; no callback of it runs afterwards. So on a Tool
+// of the caller's, Run waits for the tool to run the flow's callbacks, the
+// cancel of an ended ctx included: a tool that has stopped running them
+// keeps Run waiting. (A closed [Loop] ends its flows itself.)
 //
 // When ctx is cancelled first, the flow is cancelled as by [Root.Cancel]
 // (cancel handlers only) and Run returns an error matching ctx.Err().
