@@ -120,7 +120,7 @@ func newBenchGateway(impl string, cfg config, client *http.Client) (*gateway, fu
 		Logger: logger,
 		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
 			as.Await(func(ctx context.Context) (any, error) {
-				reply, err := plain.quote(req.WithContext(ctx))
+				reply, err := plain.quote(ctx, req)
 				if err != nil {
 					return nil, err
 				}

@@ -42,7 +42,7 @@ func newPlainGateway(cfg config, st *stats, client *http.Client, logger *slog.Lo
 
 func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
-	reply, err := g.quote(req)
+	reply, err := g.quote(req.Context(), req)
 	switch {
 	case err == nil:
 		w.Header().Set("Content-Type", "application/json")
@@ -68,13 +68,14 @@ func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// quote serves one /quote request, or returns the error that answers it.
-func (g *plainGateway) quote(req *http.Request) (quoteReply, error) {
+// quote serves one /quote request under parent (the request's context), or
+// returns the error that answers it.
+func (g *plainGateway) quote(parent context.Context, req *http.Request) (quoteReply, error) {
 	symbols, bad := parseQuote(req, g.cfg.MaxSymbols)
 	if bad != nil {
 		return quoteReply{}, bad
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), g.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
 	defer cancel()
 	if err := g.limit.acquire(ctx); err != nil {
 		return quoteReply{}, timeoutOr(ctx, err)
