@@ -22,6 +22,8 @@ var (
 	compareWorkers  = flag.Int("compare-workers", 64, "TestCompare: concurrent clients of a saturation run")
 	compareInFlight = flag.Int("compare-inflight", 1000, "TestCompare: requests held in flight to weigh their memory")
 	togetherRounds  = flag.Int("compare-together", 0, "TestCompareTogether: rounds in which both gateways are driven at once (0: skip)")
+	compareLatency  = flag.String("compare-latency", "1ms", "TestCompare, TestCompareTogether: the upstream's mean latency in the saturation runs")
+	compareFail     = flag.String("compare-fail", "0", "TestCompare, TestCompareTogether: the share of upstream requests it answers 500 in the saturation runs")
 )
 
 // compareRun is what one run of one gateway measured.
@@ -50,7 +52,7 @@ func TestCompare(t *testing.T) {
 	if *compareRounds <= 0 {
 		t.Skip("the benchmark runs with -compare N")
 	}
-	fast := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", "1ms", "-upstream-fail", "0")
+	fast := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", *compareLatency, "-upstream-fail", *compareFail)
 	defer fast.stop(t)
 	slow := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", "20s", "-upstream-fail", "0")
 	defer slow.stop(t)
@@ -179,7 +181,7 @@ func TestCompareTogether(t *testing.T) {
 	if *togetherRounds <= 0 {
 		t.Skip("the benchmark runs with -compare-together N")
 	}
-	fast := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", "1ms", "-upstream-fail", "0")
+	fast := startProgram(t, "-serve-upstream", "-addr", "127.0.0.1:0", "-upstream-latency", *compareLatency, "-upstream-fail", *compareFail)
 	defer fast.stop(t)
 	var ratios [3][]float64 // requests/s, p99, CPU per request: flows over plain
 	for round := range *togetherRounds {
