@@ -82,7 +82,8 @@ type Handler struct {
 	// Codes maps error codes to statuses before [StatusOf]: an application's
 	// own codes, or another status for a standard one. A status that is not
 	// a final HTTP status (200 to 599) is a mistake of the set-up: such an
-	// answer is a 500, logged.
+	// answer is a 500, logged. A 204 or a 304 is answered without the JSON
+	// body, as a [Reply] with that status is.
 	Codes map[string]int
 
 	// RetryAfter is the delay a 503 answer asks the client to wait, rounded
@@ -107,6 +108,8 @@ type Handler struct {
 // Reply is a complete HTTP answer given by a flow as its last success
 // argument. A zero Status means 200; any other Status that is not a final
 // HTTP status (200 to 599) is answered with a 500 InternalError, logged.
+// A 204 or a 304 has no body: Body is not sent, nor a Content-Length or
+// Transfer-Encoding of Header, over HTTP/1 and HTTP/2 alike.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -293,7 +296,7 @@ func asFlowError(err error) *asyncsteps.Error {
 // writeResult writes a successful flow's answer and returns its status.
 func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 	if len(args) == 0 {
-		w.WriteHeader(http.StatusNoContent)
+		writeBody(w, http.StatusNoContent, nil)
 		return http.StatusNoContent
 	}
 	if r, ok := args[0].(*Reply); ok {
@@ -320,8 +323,7 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 			// Complete even if flushed early (see goexited).
 			w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
 		}
-		w.WriteHeader(status)
-		w.Write(r.Body) //nolint:errcheck // the client may be gone; nothing to do then
+		writeBody(w, status, r.Body)
 		return status
 	}
 	body, err := marshal(args[0])
@@ -339,8 +341,8 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 const TimeoutInfo = "request timed out"
 
 // WriteError answers with the JSON error body {"error": code, "info": info}
-// and the status h maps code to, with a Retry-After header on a 503; it
-// returns the status. An empty info of Timeout is answered as
+// (none if code maps to 204 or 304) and the status h maps code to, with a
+// Retry-After header on a 503; it returns the status. An empty info of Timeout is answered as
 // [TimeoutInfo]; that of any other code stays empty, as the flow raised
 // it. A handler that does not run flows can answer with it exactly as a
 // Handler does.
@@ -429,6 +431,20 @@ func retryAfterSeconds(d time.Duration) int {
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1)) // complete even if flushed early (see goexited)
+	writeBody(w, status, append(body, '\n'))
+}
+
+// writeBody writes status and body. A 204 or a 304 has no body, and no
+// header that announces one: net/http's HTTP/1 server drops them, but its
+// HTTP/2 server sends the Content-Length, and the client then waits for a
+// body the stream never has (Go's fails with unexpected EOF).
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	if status == http.StatusNoContent || status == http.StatusNotModified {
+		w.Header().Del("Content-Length")
+		w.Header().Del("Transfer-Encoding")
+		w.WriteHeader(status)
+		return
+	}
 	w.WriteHeader(status)
-	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone; nothing to do then
+	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do then
 }

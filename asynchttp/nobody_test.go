@@ -1,0 +1,67 @@
+package asynchttp_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// A 204 or a 304 has no body: it is answered without one and without the
+// headers that announce one, over HTTP/1 and HTTP/2 alike, whatever the
+// Reply or the error answer carried. net/http's HTTP/2 server sent the
+// Content-Length the Handler set, and a client then waited for a body the
+// stream never had: Go's client failed with unexpected EOF.
+func TestHandlerAnswersNoBodyStatusesWithoutALength(t *testing.T) {
+	loop := newLoop(t)
+	reply := func(r *asynchttp.Reply) func(as asyncsteps.AsyncSteps, _ *http.Request) {
+		return func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success(r) }
+	}
+	cases := []struct {
+		name   string
+		flow   func(as asyncsteps.AsyncSteps, _ *http.Request)
+		status int
+	}{
+		{"no argument", func(asyncsteps.AsyncSteps, *http.Request) {}, 204},
+		{"Reply 204", reply(&asynchttp.Reply{Status: 204}), 204},
+		{"Reply 204 with a body", reply(&asynchttp.Reply{Status: 204, Body: []byte("lost")}), 204},
+		{"Reply 304 with a body", reply(&asynchttp.Reply{Status: 304, Body: []byte("lost")}), 304},
+		{"Reply 304 with a length", reply(&asynchttp.Reply{Status: 304, Header: http.Header{"Content-Length": {"4"}}}), 304},
+		{"error mapped to 204", fail("Gone", "lost"), 204},
+		{"error mapped to 304", fail("Unchanged", "lost"), 304},
+	}
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		for _, c := range cases {
+			t.Run(proto+"/"+c.name, func(t *testing.T) {
+				h := &asynchttp.Handler{
+					Flow:  c.flow,
+					Tool:  func() asyncsteps.Tool { return loop },
+					Codes: map[string]int{"Gone": 204, "Unchanged": 304},
+				}
+				srv := httptest.NewUnstartedServer(h)
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+				defer srv.Close()
+				client := srv.Client()
+				if proto == "HTTP/1.1" {
+					client.Transport.(*http.Transport).ForceAttemptHTTP2 = false
+					client.Transport.(*http.Transport).TLSClientConfig.NextProtos = []string{"http/1.1"}
+				}
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				length, hasLength := resp.Header["Content-Length"]
+				if resp.Proto != proto || resp.StatusCode != c.status || err != nil || len(body) != 0 || hasLength {
+					t.Errorf("%s %d, body %q (%v), Content-Length %q; want %s %d, no body, no Content-Length",
+						resp.Proto, resp.StatusCode, body, err, length, proto, c.status)
+				}
+			})
+		}
+	}
+}
