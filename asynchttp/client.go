@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 
@@ -44,8 +45,9 @@ type Client struct {
 	// and their rate, across every flow that shares it.
 	Guard asyncsteps.Syncer
 
-	// MaxBody bounds the bytes of body read; 0 means 1 MiB. A longer body
-	// fails the step with CommError.
+	// MaxBody bounds the bytes of body read; 0 or less means 1 MiB, and
+	// math.MaxInt64 sets no bound. A longer body fails the step with
+	// CommError.
 	MaxBody int64
 
 	// Done, if not nil, is called on the request's goroutine when a request
@@ -167,7 +169,9 @@ func readBody(hr *http.Response, limit int64) ([]byte, error) {
 		_, err := io.ReadFull(hr.Body, body)
 		return body, err
 	}
-	return io.ReadAll(io.LimitReader(hr.Body, limit+1))
+	// One byte more than limit tells a longer body; no byte more than the
+	// largest int64, which would wrap to a limit that reads nothing.
+	return io.ReadAll(io.LimitReader(hr.Body, min(limit, math.MaxInt64-1)+1))
 }
 
 // maxExactBody bounds the bodies read into a buffer made for their

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -115,6 +116,36 @@ func TestClientReadsBodiesUpToMaxBody(t *testing.T) {
 				t.Errorf("body of %d bytes in a buffer of %d", len(resp.Body), cap(resp.Body))
 			}
 		})
+	}
+}
+
+// A MaxBody of the largest int64, "no limit", reads bodies whole: the one
+// more byte that tells a longer body overflowed the limit, and every body
+// not read into a buffer of its length (chunked, or over 64 KiB) was
+// answered empty.
+func TestClientMaxBodyOfTheLargestInt64ReadsBodiesWhole(t *testing.T) {
+	big := strings.Repeat("z", 100<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/big" {
+			fmt.Fprint(w, big)
+			return
+		}
+		fmt.Fprint(w, "abc")
+		w.(http.Flusher).Flush()
+		fmt.Fprint(w, "def")
+	}))
+	defer srv.Close()
+	c := &asynchttp.Client{HTTP: srv.Client(), MaxBody: math.MaxInt64}
+	loop := newLoop(t)
+	for _, tc := range []struct{ path, body string }{{"/chunked", "abcdef"}, {"/big", big}} {
+		args, err := runFlow(loop, func(as asyncsteps.AsyncSteps) { c.Get(as, srv.URL+tc.path) })
+		var body []byte
+		if resp, ok := asyncsteps.Arg[*asynchttp.Response](args, 0); ok && resp != nil {
+			body = resp.Body
+		}
+		if err != nil || string(body) != tc.body {
+			t.Errorf("%s: %v, %d bytes of body; want <nil>, %d bytes", tc.path, err, len(body), len(tc.body))
+		}
 	}
 }
 
