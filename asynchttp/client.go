@@ -82,11 +82,17 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 }
 
 // Do adds a step that sends req, with the context of its step, and
-// succeeds with the [*Response]; onerror is the step's error handler. A
-// request with a body can be sent again (a retry loop calling Do for each
-// attempt) only if req.GetBody is set, as http.NewRequest does for the
-// usual body types. A nil req fails the step with InternalError, and one
-// without a URL with InvalidRequest; neither is sent nor given to Done.
+// succeeds with the [*Response]; onerror is the step's error handler. The
+// context of req itself is not used: its values, its cancel and its
+// deadline give way to the step's (whose values are those of the flow's
+// Run context). A request with a body can be sent again (a retry loop
+// calling Do for each attempt) only if req.GetBody is set, as
+// http.NewRequest does for the usual body types: without it, as with
+// net/http, a later attempt sends what the first left of the body, which
+// is nothing: a CommError when req.ContentLength announced the body, an
+// empty body the server accepts when it did not. A nil req fails the step
+// with InternalError, and one without a URL with InvalidRequest; neither
+// is sent nor given to Done.
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	c = c.orZero()
 	return c.add(as, func(ctx context.Context) (any, error) {
