@@ -95,8 +95,9 @@ type Handler struct {
 	// or a misuse in a step, an unmapped code) at Error; a 503 (a limit's
 	// rejection, load shed as designed, which Done can count) at Debug,
 	// so that an overload does not flood the log; any other (an
-	// upstream's failure, a timeout) at Warn. nil means slog.Default(). A
-	// Logger that panics loses that line, not the answer.
+	// upstream's failure, a timeout) at Warn. An InternalError is logged
+	// at Error whatever status Codes maps it to. nil means slog.Default().
+	// A Logger that panics loses that line, not the answer.
 	Logger *slog.Logger
 
 	// Done, if not nil, is called once per request, after the response has
@@ -173,8 +174,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			info = "internal error, see the server log"
 		}
 		o.Status = h.WriteError(w, e.Code, info)
-		if o.Status >= http.StatusInternalServerError {
-			h.log(failureLevel(o.Status), "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
+		if level, ok := failureLevel(e.Code, o.Status); ok {
+			h.log(level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
 				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
 		}
 	}
@@ -380,16 +381,18 @@ func (h *Handler) status(code string) int {
 // informational, and net/http panics on one outside 100 to 999.
 func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 
-// failureLevel is the level at which an answer with status, 500 or
-// above, is logged (see Handler.Logger).
-func failureLevel(status int) slog.Level {
-	switch status {
-	case http.StatusInternalServerError:
-		return slog.LevelError
-	case http.StatusServiceUnavailable:
-		return slog.LevelDebug
+// failureLevel is the level at which the error answer with code and
+// status is logged, and whether it is (see Handler.Logger). An
+// InternalError is always, at Error: its answer sends the client to the
+// log, whatever status Codes gives it.
+func failureLevel(code string, status int) (slog.Level, bool) {
+	switch {
+	case code == asyncsteps.InternalError || status == http.StatusInternalServerError:
+		return slog.LevelError, true
+	case status == http.StatusServiceUnavailable:
+		return slog.LevelDebug, true
 	}
-	return slog.LevelWarn
+	return slog.LevelWarn, status > http.StatusInternalServerError
 }
 
 // logError logs an error line.

@@ -57,3 +57,31 @@ func TestFailedAnswersAreLoggedAtTheirLevel(t *testing.T) {
 		})
 	}
 }
+
+// An InternalError is logged at Error whatever status Codes maps it to:
+// its answer tells the client to see the server log, and a panic mapped
+// to a 4xx was logged nowhere, one mapped to 503 only at Debug.
+func TestInternalErrorIsLoggedWhateverItsStatus(t *testing.T) {
+	loop := newLoop(t)
+	for _, status := range []int{http.StatusBadRequest, http.StatusServiceUnavailable} {
+		t.Run(itoa(status), func(t *testing.T) {
+			logger, logs := logged()
+			h := &asynchttp.Handler{
+				Tool:  func() asyncsteps.Tool { return loop },
+				Codes: map[string]int{asyncsteps.InternalError: status},
+				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+					as.Add(func(asyncsteps.AsyncSteps, ...any) { panic("boom") })
+				},
+				Logger: logger,
+			}
+			got, _, body := serve(t, h)
+			if got != status || body != internalAnswer {
+				t.Errorf("got %d %q, want %d %q", got, body, status, internalAnswer)
+			}
+			want := `level=ERROR msg="asynchttp: request failed" method=GET path=/ status=` + itoa(status) + " code=InternalError info=boom"
+			if lines := strings.Count(logs(), "\n"); lines != 1 || !strings.Contains(logs(), want) {
+				t.Errorf("log %q, want one line with %q", logs(), want)
+			}
+		})
+	}
+}
