@@ -2,11 +2,13 @@ package asynchttp_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/asynchttp"
@@ -91,3 +93,61 @@ func (goexitLog) Enabled(context.Context, slog.Level) bool  { return true }
 func (goexitLog) Handle(context.Context, slog.Record) error { runtime.Goexit(); return nil }
 func (l goexitLog) WithAttrs([]slog.Attr) slog.Handler      { return l }
 func (l goexitLog) WithGroup(string) slog.Handler           { return l }
+
+// Done is called once per request, also when a callback on the request's
+// goroutine calls runtime.Goexit: with the 500 answered for it, or with
+// the answer already written when the Logger called it. It was not called
+// at all, and such requests were missing from the metrics it keeps.
+func TestHandlerDoneSeesARequestWhoseGoroutineGoexits(t *testing.T) {
+	loop := newLoop(t)
+	onLoop := func() asyncsteps.Tool { return loop }
+	goexitInfo := "asynchttp: the request's goroutine ended (runtime.Goexit) in a callback"
+	cases := []struct {
+		name       string
+		h          asynchttp.Handler
+		status     int
+		code, info string
+	}{
+		{"Tool", asynchttp.Handler{Tool: func() asyncsteps.Tool { runtime.Goexit(); return nil }},
+			500, asyncsteps.InternalError, goexitInfo},
+		{"Await on the request's goroutine", asynchttp.Handler{
+			Tool: onLoop,
+			Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+				as.Await(func(context.Context) (any, error) { runtime.Goexit(); return nil, nil })
+			},
+		}, 500, asyncsteps.InternalError, goexitInfo},
+		{"Logger", asynchttp.Handler{
+			Tool:   onLoop,
+			Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Error(asyncsteps.CommError, "upstream") },
+			Logger: slog.New(goexitLog{}),
+		}, 502, asyncsteps.CommError, "upstream"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var outs outcomes
+			called := make(chan struct{}, 1)
+			h := c.h
+			h.Done = func(req *http.Request, o asynchttp.Outcome) {
+				outs.done(req, o)
+				called <- struct{}{}
+			}
+			if h.Logger == nil {
+				h.Logger = slog.New(slog.DiscardHandler)
+			}
+			if status, _, _ := serve(t, &h); status != c.status {
+				t.Errorf("status %d, want %d", status, c.status)
+			}
+			// The answer is flushed before Done runs.
+			select {
+			case <-called:
+			case <-time.After(10 * time.Second):
+			}
+			o := outs.get()
+			var e *asyncsteps.Error
+			if len(o) != 1 || o[0].Status != c.status || o[0].Code != c.code || o[0].Cancelled ||
+				!errors.As(o[0].Err, &e) || e.Code != c.code || e.Info != c.info || o[0].Start.IsZero() {
+				t.Fatalf("outcomes %+v, want one with status %d, code %s, info %q", o, c.status, c.code, c.info)
+			}
+		})
+	}
+}

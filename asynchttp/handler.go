@@ -50,10 +50,11 @@ import (
 // step is cancelled. A function that calls runtime.Goexit ends the
 // request's goroutine, as it would in any handler, while the flow goes on
 // to its end without it; the client is answered with a 500 InternalError
-// all the same, logged, as it is when Tool calls Goexit. When Done or
-// Logger calls Goexit, the answer already written is sent, and the Goexit
-// is logged. Over HTTP/2, net/http then resets the stream: the client gets
-// the status and the body, and an error where the body should end.
+// all the same, logged and given to Done, as it is when Tool calls
+// Goexit. When Done or Logger calls Goexit, the answer already written is
+// sent, Done is called unless it was the one, and the Goexit is logged.
+// Over HTTP/2, net/http then resets the stream: the client gets the status
+// and the body, and an error where the body should end.
 //
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
@@ -101,8 +102,10 @@ type Handler struct {
 	Logger *slog.Logger
 
 	// Done, if not nil, is called once per request, after the response has
-	// been written, with what the flow ended with: for metrics. A panic in
-	// Done is recovered and logged; the answer has been written already.
+	// been written, with what the flow ended with: for metrics. A request
+	// whose goroutine a callback ended with runtime.Goexit counts too. A
+	// panic in Done is recovered and logged; the answer has been written
+	// already.
 	Done func(req *http.Request, o Outcome)
 }
 
@@ -153,10 +156,10 @@ func StatusOf(code string) int {
 // ServeHTTP implements [http.Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	o := Outcome{Start: time.Now()}
-	ended := false
+	ended, doneCalled := false, false
 	defer func() {
 		if !ended {
-			h.goexited(w, req, o.Status != 0)
+			h.goexited(w, req, &o, doneCalled)
 		}
 	}()
 	args, err := h.run(req)
@@ -180,26 +183,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	if h.Done != nil {
+		doneCalled = true
 		h.done(req, o)
 	}
 	ended = true
 }
 
+// goexitInfo says what ended a request whose goroutine called Goexit.
+const goexitInfo = "asynchttp: the request's goroutine ended (runtime.Goexit) in a callback"
+
 // goexited answers a request whose goroutine ends before ServeHTTP
-// returns: a callback run on it (Tool, Done, an Await function run while
-// the flow is waited for) called runtime.Goexit. net/http would close the
-// connection without sending what is buffered: the answer (a 500 if none
-// was written yet) is flushed now, complete since it carries its
-// Content-Length.
-func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, answered bool) {
-	status := 0
+// returns: a callback run on it (Tool, Done, the Logger, an Await function
+// run while the flow is waited for) called runtime.Goexit. net/http would
+// close the connection without sending what is buffered: the answer (a
+// 500 if none was written yet) is flushed now, complete since it carries
+// its Content-Length. Done, unless it is what called Goexit, then sees the
+// request as it sees any other.
+func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, o *Outcome, doneCalled bool) {
+	answered, status := o.Status != 0, 0
 	if !answered {
+		o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: goexitInfo}
 		status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		o.Status = status
 	}
-	// Flushed before logging: the Goexit may come from the Logger itself.
+	// Flushed, and Done called, before logging: the Goexit may come from
+	// the Logger itself.
 	_ = http.NewResponseController(w).Flush() // the client may be gone
-	h.logError("asynchttp: the request's goroutine ended (runtime.Goexit) in a callback",
-		"method", req.Method, "path", req.URL.Path, "status", status, "answered", answered)
+	if h.Done != nil && !doneCalled {
+		h.done(req, *o)
+	}
+	h.logError(goexitInfo, "method", req.Method, "path", req.URL.Path, "status", status, "answered", answered)
 }
 
 // done calls h.Done. Its panic is logged, not left to net/http: that would
