@@ -6,9 +6,9 @@
 // lives as long as the request: when the client goes away, or the server
 // cancels the request's context, the flow is cancelled and its cancel
 // handlers run. The response is written once, after the flow has fully
-// stopped, from the flow's result: the last success argument becomes the
-// body, and an [*asyncsteps.Error] becomes a JSON error answer whose status
-// follows the error code (see [StatusOf]). A panic or a wrong use of the
+// stopped, from the flow's result: the first argument of its last success
+// becomes the body, and an [*asyncsteps.Error] becomes a JSON error answer
+// whose status follows the error code (see [StatusOf]). A panic or a wrong use of the
 // API in a step is an InternalError like any other: a 500 answer, logged
 // with log/slog, never a crashed process or a request left without an
 // answer.

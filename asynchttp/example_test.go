@@ -13,8 +13,8 @@ import (
 )
 
 // A Handler serves each request with a flow on the next loop of a group;
-// the flow's last success argument is the JSON answer, its error the JSON
-// error answer.
+// the first argument of the flow's last success is the JSON answer, its
+// error the JSON error answer.
 func ExampleHandler() {
 	group := asyncsteps.NewLoopGroup(2)
 	defer group.Close()

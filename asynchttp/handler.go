@@ -25,7 +25,8 @@ import (
 //   - success with a [*Reply] as the first argument: that reply (a nil
 //     *Reply, or one whose Status is not a final HTTP status, is a logged
 //     500);
-//   - success with another first argument: that value as JSON, status 200;
+//   - success with another first argument: that value as JSON, status 200
+//     (the arguments after the first are not answered);
 //   - success with no argument: status 204, no body;
 //   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
 //     with the status Codes or [StatusOf] gives the code; a 503 also carries
@@ -109,9 +110,10 @@ type Handler struct {
 	Done func(req *http.Request, o Outcome)
 }
 
-// Reply is a complete HTTP answer given by a flow as its last success
-// argument. A zero Status means 200; any other Status that is not a final
-// HTTP status (200 to 599) is answered with a 500 InternalError, logged.
+// Reply is a complete HTTP answer given by a flow as the first argument
+// of its last success. A zero Status means 200; any other Status that is
+// not a final HTTP status (200 to 599) is answered with a 500
+// InternalError, logged.
 // A 204 or a 304 has no body: Body is not sent, nor a Content-Length or
 // Transfer-Encoding of Header, over HTTP/1 and HTTP/2 alike.
 type Reply struct {

@@ -65,6 +65,9 @@ func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
 			as.Success(map[string]any{"path": req.URL.Path})
 		}, 200, "", `{"path":"/"}` + "\n", ""},
 		{"no argument", func(as asyncsteps.AsyncSteps, _ *http.Request) {}, 204, "", "", ""},
+		{"several arguments", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success("first", "second")
+		}, 200, "", "\"first\"\n", ""},
 		{"reply", func(as asyncsteps.AsyncSteps, _ *http.Request) {
 			as.Success(&asynchttp.Reply{Status: 201, Body: []byte("made")})
 		}, 201, "", "made", ""},
