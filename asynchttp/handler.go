@@ -24,9 +24,10 @@ import (
 //
 //   - success with a [*Reply] as the first argument: that reply (a nil
 //     *Reply, or one whose Status is not a final HTTP status, is a logged
-//     500);
+//     500 InternalError, which Done sees as such);
 //   - success with another first argument: that value as JSON, status 200
-//     (the arguments after the first are not answered);
+//     (the arguments after the first are not answered; a value JSON cannot
+//     encode is a 500 InternalError like a nil *Reply);
 //   - success with no argument: status 204, no body;
 //   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
 //     with the status Codes or [StatusOf] gives the code; a 503 also carries
@@ -125,9 +126,9 @@ type Reply struct {
 // Outcome is how a request's flow ended, given to [Handler].Done.
 type Outcome struct {
 	Status    int       // the status written
-	Code      string    // the error code; "" on success
+	Code      string    // the error code answered; "" on success
 	Cancelled bool      // the request's context was cancelled before the flow ended (its deadline is a Timeout)
-	Err       error     // the flow's error: nil, an *asyncsteps.Error, or the context's error
+	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer), or the context's error
 	Start     time.Time // when ServeHTTP began
 }
 
@@ -167,7 +168,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	args, err := h.run(req)
 	switch {
 	case err == nil:
-		o.Status = h.writeResult(w, args)
+		h.writeResult(w, args, &o)
 	case cancelledBy(req.Context(), err):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
@@ -309,18 +310,20 @@ func asFlowError(err error) *asyncsteps.Error {
 	return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: err.Error(), Cause: err}
 }
 
-// writeResult writes a successful flow's answer and returns its status.
-func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
+// writeResult writes a successful flow's answer, and sets the status of
+// o, and its code and error too when the result cannot be answered.
+func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
 	if len(args) == 0 {
 		writeBody(w, http.StatusNoContent, nil)
-		return http.StatusNoContent
+		o.Status = http.StatusNoContent
+		return
 	}
 	if r, ok := args[0].(*Reply); ok {
 		if r == nil {
 			// A flow that meant to reply and lost its Reply: "null" with a
 			// 200 would hide the bug from the client and the server alike.
-			h.logError("asynchttp: the flow's result is a nil *Reply")
-			return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+			h.writeBadResult(w, o, nil, "asynchttp: the flow's result is a nil *Reply")
+			return
 		}
 		status := r.Status
 		if status == 0 {
@@ -329,8 +332,8 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 		if !finalStatus(status) {
 			// net/http panics on such a status, which would leave the
 			// client without an answer; the reply's headers are not sent.
-			h.logError("asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
-			return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+			h.writeBadResult(w, o, nil, "asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
+			return
 		}
 		for k, v := range r.Header {
 			w.Header()[k] = v
@@ -340,15 +343,25 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any) int {
 			w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
 		}
 		writeBody(w, status, r.Body)
-		return status
+		o.Status = status
+		return
 	}
 	body, err := marshal(args[0])
 	if err != nil {
-		h.logError("asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
-		return h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		h.writeBadResult(w, o, err, "asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
+		return
 	}
 	writeJSON(w, http.StatusOK, body)
-	return http.StatusOK
+	o.Status = http.StatusOK
+}
+
+// writeBadResult answers a flow's result that cannot be answered as it
+// is: a 500 InternalError, logged with msg and args, and the outcome's
+// code and error, so that Done counts it as the error it is.
+func (h *Handler) writeBadResult(w http.ResponseWriter, o *Outcome, cause error, msg string, args ...any) {
+	o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: msg, Cause: cause}
+	h.logError(msg, args...)
+	o.Status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
 }
 
 // TimeoutInfo is the info of the answer to a Timeout whose info is empty:
@@ -358,9 +371,9 @@ const TimeoutInfo = "request timed out"
 
 // WriteError answers with the JSON error body {"error": code, "info": info}
 // (none if code maps to 204 or 304) and the status h maps code to, with a
-// Retry-After header on a 503; it returns the status. An empty info of Timeout is answered as
-// [TimeoutInfo]; that of any other code stays empty, as the flow raised
-// it. A handler that does not run flows can answer with it exactly as a
+// Retry-After header on a 503; it returns the status. An empty info of
+// Timeout is answered as [TimeoutInfo]; that of any other code stays
+// empty, as the flow raised it. A handler that does not run flows can answer with it exactly as a
 // Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
 	if info == "" && code == asyncsteps.Timeout {

@@ -247,3 +247,39 @@ func TestNilClientActsAsTheZeroOne(t *testing.T) {
 		t.Errorf("answers %q, want %q", s, "GET /get, POST /do")
 	}
 }
+
+// A result the Handler cannot answer as it is (a nil *Reply, a Reply
+// status net/http refuses, a value JSON cannot encode) is answered as an
+// InternalError, and Done is told so: the code and the error said
+// success before, while the client got a 500 InternalError.
+func TestHandlerOutcomeOfAnUnanswerableResultIsInternalError(t *testing.T) {
+	loop := newLoop(t)
+	for _, c := range []struct {
+		name   string
+		result any
+		info   string
+	}{
+		{"nil Reply", (*asynchttp.Reply)(nil), "asynchttp: the flow's result is a nil *Reply"},
+		{"Reply status", &asynchttp.Reply{Status: 1000}, "asynchttp: Reply.Status is not a final HTTP status"},
+		{"not JSON", make(chan int), "asynchttp: result not encodable as JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var outs outcomes
+			h := &asynchttp.Handler{
+				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success(c.result) },
+				Tool:   func() asyncsteps.Tool { return loop },
+				Logger: slog.New(slog.DiscardHandler),
+				Done:   outs.done,
+			}
+			if status, _, body := serve(t, h); status != 500 || body != internalAnswer {
+				t.Errorf("got %d %q, want 500 %q", status, body, internalAnswer)
+			}
+			o := outs.get()
+			var e *asyncsteps.Error
+			if len(o) != 1 || o[0].Status != 500 || o[0].Code != asyncsteps.InternalError ||
+				!errors.As(o[0].Err, &e) || e.Code != asyncsteps.InternalError || e.Info != c.info {
+				t.Errorf("outcomes %+v, want one 500 InternalError %q", o, c.info)
+			}
+		})
+	}
+}
