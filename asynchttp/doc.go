@@ -41,5 +41,10 @@
 // A Handler and a Client are safe for concurrent use once set up; do not
 // change their fields while they serve. The Flow function and the steps it
 // adds run on the flow's loop; the request they are given may be read
-// there but must not be kept after the flow ends.
+// there but must not be kept after the flow ends. Its Body is the
+// exception: reading it waits for the client, and a step that did would
+// hold up every flow of its loop until the client had sent it all. Read
+// it in an [asyncsteps.AsyncSteps.Await] function, which a Handler runs
+// on the request's goroutine when that one is free, with its size bounded
+// (by [http.MaxBytesReader] in a middleware around the Handler, say).
 package asynchttp
