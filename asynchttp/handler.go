@@ -116,7 +116,9 @@ type Handler struct {
 // not a final HTTP status (200 to 599) is answered with a 500
 // InternalError, logged.
 // A 204 or a 304 has no body: Body is not sent, nor a Content-Length or
-// Transfer-Encoding of Header, over HTTP/1 and HTTP/2 alike.
+// Transfer-Encoding of Header, over HTTP/1 and HTTP/2 alike. The keys of
+// Header are sent in their canonical form, as [http.Header.Set] stores
+// them; each replaces the values the response's header had for it.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -336,7 +338,10 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
 			return
 		}
 		for k, v := range r.Header {
-			w.Header()[k] = v
+			// Canonical, as Header.Set stores it: a key a map literal wrote
+			// in lower case would go beside the Content-Length set below
+			// and the Content-Type net/http sniffs, each then sent twice.
+			w.Header()[http.CanonicalHeaderKey(k)] = v
 		}
 		if w.Header().Get("Content-Length") == "" && w.Header().Get("Transfer-Encoding") == "" {
 			// Complete even if flushed early (see goexited).

@@ -1,6 +1,7 @@
 package asynchttp_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -63,5 +64,38 @@ func TestHandlerAnswersNoBodyStatusesWithoutALength(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A Reply's header keys are sent in their canonical form, as Header.Set
+// would store them: a key written in lower case in a map literal was sent
+// beside the Content-Length the Handler sets and the Content-Type net/http
+// sniffs, each field then twice over in the answer.
+func TestHandlerCanonicalizesTheKeysOfAReply(t *testing.T) {
+	loop := newLoop(t)
+	h := &asynchttp.Handler{
+		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success(&asynchttp.Reply{
+				Header: http.Header{"content-type": {"text/csv"}, "content-length": {"4"}, "x-id": {"7"}},
+				Body:   []byte("a,b\n"),
+			})
+		},
+		Tool: func() asyncsteps.Tool { return loop },
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	got := map[string][]string{}
+	for _, k := range []string{"Content-Type", "Content-Length", "X-Id"} {
+		got[k] = resp.Header[k]
+	}
+	want := map[string][]string{"Content-Type": {"text/csv"}, "Content-Length": {"4"}, "X-Id": {"7"}}
+	if err != nil || string(body) != "a,b\n" || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("body %q (%v), header %v; want %q, %v", body, err, got, "a,b\n", want)
 	}
 }
