@@ -67,7 +67,8 @@ type Response struct {
 }
 
 // Get adds a step that sends a GET request for url; see [Client.Do]. A
-// url that does not parse fails the step with InvalidRequest.
+// url that does not parse fails the step with InvalidRequest, and is
+// neither sent nor given to Done.
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	c = c.orZero()
 	// The request is made on the Await goroutine with the step's context:
