@@ -55,7 +55,8 @@ type Client struct {
 	// the *asyncsteps.Error the step fails with, or, for a request cut short
 	// by its step's context, that context's error (context.Canceled, or
 	// context.DeadlineExceeded if the context carries a deadline that
-	// passed).
+	// passed). A panic in Done fails the step with InternalError, answer
+	// or not, as a panic in an Await function does.
 	Done func(req *http.Request, status int, err error)
 }
 
