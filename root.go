@@ -283,8 +283,8 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 // once with an InternalError that says so.
 func (r *Root) Clone() *Root {
 	c := r.NewInstance()
-	if r.fl.isRunning() && !r.fl.sched.IsSameThread() && !idleTestTool(r.fl.sched) {
-		c.misuse(cloneRunningInfo)
+	if !r.readableHere() {
+		c.misuse(runningCopyInfo("Clone"))
 		return c
 	}
 	c.fl.base.queue = copySteps(nil, r.fl.base.queue)
@@ -302,7 +302,19 @@ func idleTestTool(s scheduler) bool {
 	return ok && t.runner.Load() == 0
 }
 
-const cloneRunningInfo = "Clone called on a running flow outside its loop: it would race with the flow's steps"
+// readableHere reports whether the steps and state of r may be read by the
+// caller: r's flow does not run, or runs on the caller's goroutine, or on
+// a TestTool that no goroutine drives. Otherwise its loop changes them
+// meanwhile, and a copy (Clone, CopyFrom) would race with its steps.
+func (r *Root) readableHere() bool {
+	return !r.fl.isRunning() || r.fl.sched.IsSameThread() || idleTestTool(r.fl.sched)
+}
+
+// runningCopyInfo is the info of a copy (call is Clone or CopyFrom) of a
+// flow that runs on another goroutine.
+func runningCopyInfo(call string) string {
+	return call + " called on a running flow outside its loop: it would race with the flow's steps"
+}
 
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
 func (r *Root) NewInstance() *Root {
@@ -350,9 +362,20 @@ func (r *Root) State() *State { return r.fl.State() }
 
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
 // its state variables that r does not have, shallowly as [Root.Clone] does.
+// As with Clone, a wrong use recorded on model (see [Root]) is r's too, and
+// a model whose flow runs on another goroutine is not read: either way
+// CopyFrom copies nothing, and r's next execution fails at once with that
+// InternalError.
 func (r *Root) CopyFrom(model *Root) AsyncSteps {
-	if model == nil {
+	switch {
+	case model == nil:
 		r.misuse("CopyFrom: nil model")
+		return r
+	case !model.readableHere():
+		r.misuse(runningCopyInfo("CopyFrom"))
+		return r
+	case model.fl.base.err != nil:
+		r.misuse(model.fl.base.err.Info)
 		return r
 	}
 	for _, s := range model.fl.base.queue {
