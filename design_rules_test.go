@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -247,6 +248,30 @@ func TestForEachVisitsUnorderedKeysByTheirPrintedForm(t *testing.T) {
 
 	wantSuccess(t, run(t, r, tt))
 	wantTrace(t, &tr, "{0 0}=4,{1 2}=3,{10 0}=2,{5 5}=1,10=2,9=3,a=4,b=1")
+}
+
+// docs/DESIGN.md#foreach-collections: distinct keys that order alike,
+// NaN keys or keys of an interface type that print alike, are visited in
+// one order on every run (by their type, their Go syntax, then their
+// values'), not in the order the map happened to give them. Each map is
+// made afresh, so that its random iteration order has many chances to
+// show.
+func TestForEachVisitsKeysThatOrderAlikeInOneOrder(t *testing.T) {
+	for n := range 50 {
+		nan := map[float64]string{1: "one"}
+		for _, v := range []string{"c", "a", "d", "b"} {
+			nan[math.NaN()] = v
+		}
+		mixed := map[any]string{1: "int", "1": "string", 1.0: "float", int8(1): "int8"}
+		var tr tracer
+		r, tt := newFlow()
+		each := func(as asyncsteps.AsyncSteps, k, v any) { tr.addf("%v", v) }
+		r.ForEach(nan, each).ForEach(mixed, each)
+		wantSuccess(t, run(t, r, tt))
+		if got, want := tr.String(), "a,b,c,d,one,float,int,int8,string"; got != want {
+			t.Fatalf("run %d: visited %s, want %s", n, got, want)
+		}
+	}
 }
 
 // docs/DESIGN.md#virtual-time: virtual time does not wait for other

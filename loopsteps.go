@@ -302,7 +302,12 @@ func mapItems(v reflect.Value) pairs {
 	for it := v.MapRange(); it.Next(); {
 		entries = append(entries, entry{it.Key(), it.Value()})
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return compareKeys(a.k, b.k) })
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := compareKeys(a.k, b.k); c != 0 {
+			return c
+		}
+		return compareTied(a.k, a.v, b.k, b.v)
+	})
 	p := make(pairs, 0, len(entries))
 	for _, e := range entries {
 		p.add(e.k.Interface(), e.v.Interface())
@@ -324,4 +329,20 @@ func compareKeys(a, b reflect.Value) int {
 		return cmp.Compare(a.Float(), b.Float())
 	}
 	return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface()))
+}
+
+// compareTied orders two entries whose keys compareKeys finds equal, which
+// distinct keys of a map can be: NaN keys, or keys of an interface type
+// that print alike (1 and "1" in a map[any]V). By the keys' types, then
+// their Go syntax, then the values', so that the order the map happened
+// to give them does not show in the loop.
+func compareTied(ak, av, bk, bv reflect.Value) int {
+	a, b := ak.Interface(), bk.Interface()
+	if c := cmp.Compare(fmt.Sprintf("%T", a), fmt.Sprintf("%T", b)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)); c != 0 {
+		return c
+	}
+	return cmp.Compare(fmt.Sprintf("%#v", av.Interface()), fmt.Sprintf("%#v", bv.Interface()))
 }
