@@ -44,7 +44,9 @@ type RetryOptions struct {
 // attempt at once, without the backoff, or ends the step like Break when
 // none is left. An error handler of the attempt's own steps sees each
 // failure first, as usual; a timeout or a cancel of an outer step cancels
-// the attempt in progress and is not retried (docs/DESIGN.md#retry).
+// the attempt in progress and is not retried, and once the deadline of
+// [Root.Run]'s context has passed (a timeout of the whole flow) no failure
+// is retried (docs/DESIGN.md#retry).
 //
 // Unlike a Repeat whose last step calls Break, a successful attempt ends
 // the step without raising LoopBreak: it leaves ErrorInfo, LastException
@@ -104,13 +106,14 @@ func retryAttempt(as AsyncSteps, _ ...any) {
 // on unwinding. An error or a cancel that ends the handler first drops
 // that queue, as any other.
 func retryFailed(as AsyncSteps, code string) {
-	loop := as.(*stepAPI).f.parent
+	h := as.(*stepAPI)
+	loop := h.f.parent
 	lr := loop.impl.(*loopRun)
 	d := lr.def.retryOf()
 	if code == LoopBreak || code == LoopCont {
 		return // no failure: the loop it names takes it, as in a Repeat
 	}
-	if lr.i+1 >= lr.def.count || !d.retryable(code) {
+	if lr.i+1 >= lr.def.count || pastRunDeadline(h.fl) || !d.retryable(code) {
 		return
 	}
 	lr.i++ // the next attempt's number, and the retry's (Backoff's n)
@@ -124,6 +127,12 @@ func retryFailed(as AsyncSteps, code string) {
 	}
 	as.Success()
 }
+
+// pastRunDeadline reports whether the deadline of Run's context has
+// passed for fl: a timeout of the whole flow, outer to every Retry, after
+// which each step that waits fails at once, so another attempt could only
+// fail the same way (docs/DESIGN.md#retry).
+func pastRunDeadline(fl *flow) bool { return fl.wait != nil && fl.wait.expired }
 
 // backoffStep returns the step that waits w before the next attempt, on
 // the flow's Tool; a cancel of the flow stops the timer. A Tool may return

@@ -2,9 +2,11 @@ package asyncsteps_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -199,4 +201,49 @@ func TestRetryEndsAtTheFirstSuccessAfterContinueOrRetry(t *testing.T) {
 	})
 	wantSuccess(t, run(t, r, tt))
 	wantTrace(t, tr, "a0,a1,after continue[a 1],b0,b1,after retry[b 1],c0,c1,after last[]")
+}
+
+// The deadline of Run's context is a timeout of the whole flow, outer to
+// every Retry: it fails the attempt in progress with Timeout, and no
+// attempt is made after it, with or without a backoff. (Without one, the
+// attempts left used to run at the deadline, each failing at once as its
+// step waited; with one, the backoff's wait failed at once instead.)
+func TestRetryMakesNoAttemptAfterRunsDeadline(t *testing.T) {
+	for _, backoff := range []time.Duration{0, 10 * time.Millisecond} {
+		t.Run(fmt.Sprint("backoff ", backoff), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				start := time.Now()
+				var log []string
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				retryable := 0
+				opts := asyncsteps.RetryOptions{
+					Attempts:  4,
+					Backoff:   func(int) time.Duration { return backoff },
+					Retryable: func(string) bool { retryable++; return true },
+				}
+				asyncsteps.Retry(r, opts, func(as asyncsteps.AsyncSteps, i int) {
+					log = append(log, fmt.Sprintf("attempt %d at %v", i, time.Since(start)))
+					as.Await(func(ctx context.Context) (any, error) {
+						<-ctx.Done()
+						return nil, ctx.Err()
+					})
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_, err := r.Run(ctx)
+				wantError(t, err, asyncsteps.Timeout, "")
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("error %v does not match context.DeadlineExceeded", err)
+				}
+				if got, want := strings.Join(log, ", "), "attempt 0 at 0s"; got != want {
+					t.Errorf("attempts: %s; want %s", got, want)
+				}
+				if retryable != 0 {
+					t.Errorf("Retryable asked %d times after the deadline, want 0", retryable)
+				}
+			})
+		})
+	}
 }
