@@ -8,8 +8,10 @@ import (
 
 // Root is a flow: the steps added at level 0 and its [State] (spec 2.2.3).
 // Build it with Add and the other [AsyncSteps] methods, then start it with
-// Execute, Promise or Run. A Root whose flow has ended may be given new steps
-// and executed again.
+// Execute, Promise or Run. An execution takes the steps queued at level 0
+// as it starts them, and drops those left when it ends early (an error, a
+// cancel, a wrong use): a Root whose flow has ended has no steps left, and
+// may be given new ones and executed again.
 //
 // A wrong use of a Root while it is built (Add(nil), a ForEach collection
 // that cannot be iterated, Success or Break on the Root itself) does not
@@ -277,7 +279,8 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 // changes such a value in place changes it for all of them, which is a
 // data race between clones running on different loops. Clone only reads r: goroutines may
 // clone one idle model at once. While r's flow runs, its loop changes its
-// steps and state, so Clone may then be called only from the flow's own
+// steps (a clone gets the level-0 steps not started yet) and state, so
+// Clone may then be called only from the flow's own
 // callbacks (or, on a [TestTool], while no goroutine drives it): called on
 // another goroutine, it copies nothing, and the clone's execution fails at
 // once with an InternalError that says so.

@@ -480,3 +480,28 @@ func TestExecuteWithReportsToItsOwnFunction(t *testing.T) {
 		t.Fatal("ExecuteWith's function got no error on a closed loop")
 	}
 }
+
+// An execution takes the steps queued at level 0 as it starts them, and
+// drops those left when it ends early: run again, the Root runs only the
+// steps added since, and a clone made from the flow's own callback gets
+// the steps not started yet.
+func TestAnExecutionTakesTheRootsSteps(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	var clone *asyncsteps.Root
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("A")
+		clone = r.Clone()
+	})
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("B")
+		as.Error("X")
+	})
+	r.Add(tr.step("C"))
+	wantError(t, run(t, r, tt).Err, "X", "")
+	r.Add(tr.step("D"))
+	wantSuccess(t, run(t, r, tt))
+	wantError(t, run(t, clone, tt).Err, "X", "")
+	wantSuccess(t, run(t, r.Clone(), tt))
+	wantTrace(t, &tr, "A,B,D,B")
+}
