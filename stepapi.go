@@ -225,10 +225,20 @@ func (h *stepAPI) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel
 // State implements [AsyncSteps].
 func (h *stepAPI) State() *State { return h.fl.State() }
 
-// CopyFrom implements [AsyncSteps].
+// CopyFrom implements [AsyncSteps]. As [Root.CopyFrom] and [Root.Clone]
+// do, it fails the step with the wrong use recorded on model, or when
+// model's flow runs on another goroutine, and copies nothing then.
 func (h *stepAPI) CopyFrom(model *Root) AsyncSteps {
 	if model == nil {
 		h.misuse("CopyFrom: nil model")
+		return h
+	}
+	if !model.readableHere() {
+		h.misuse(runningCopyInfo("CopyFrom"))
+		return h
+	}
+	if err := model.fl.base.err; err != nil {
+		h.misuse(err.Info) // a misuse of the model is its copies' too
 		return h
 	}
 	if h.adding() {
