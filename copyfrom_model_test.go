@@ -8,10 +8,10 @@ import (
 )
 
 // A wrong use recorded on a model (here a ForEach over a channel, which
-// adds no step) is the copies' too: Clone carries it, and so does CopyFrom
-// on a Root, instead of running the model's other steps as if nothing had
-// been wrong.
-func TestCopyFromOnARootCarriesAMisuseOfTheModel(t *testing.T) {
+// adds no step) is the copies' too: Clone carries it, and so does CopyFrom,
+// on a Root and in a step, instead of running the model's other steps as
+// if nothing had been wrong.
+func TestCopyFromCarriesAMisuseOfTheModel(t *testing.T) {
 	var tr tracer
 	model, tt := newFlow()
 	model.Add(tr.step("m1"))
@@ -24,17 +24,20 @@ func TestCopyFromOnARootCarriesAMisuseOfTheModel(t *testing.T) {
 	onRoot.Add(tr.step("before"))
 	onRoot.CopyFrom(model)
 	wantError(t, run(t, onRoot, tt).Err, asyncsteps.InternalError, info)
+	inStep := model.NewInstance()
+	inStep.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.CopyFrom(model) })
+	wantError(t, run(t, inStep, tt).Err, asyncsteps.InternalError, info)
 	wantTrace(t, &tr, "")
 }
 
-// CopyFrom on a Root reads the model as Clone does: not while the model's
-// flow runs on another goroutine, whose loop pops the steps CopyFrom
-// would read (a data race). The Root's execution fails instead, as a
-// clone's does.
-func TestCopyFromOnARootOfAFlowRunningElsewhere(t *testing.T) {
+// runningModel returns a model whose flow runs on a loop of its own,
+// waiting in its first step until release is called; release also waits
+// for the flow's end.
+func runningModel(t *testing.T) (model *asyncsteps.Root, release func()) {
+	t.Helper()
 	loop := asyncsteps.NewLoop()
-	defer loop.Close()
-	model := asyncsteps.New(asyncsteps.WithTool(loop))
+	t.Cleanup(loop.Close)
+	model = asyncsteps.New(asyncsteps.WithTool(loop))
 	waiting := make(chan asyncsteps.AsyncSteps, 1)
 	model.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.WaitExternal()
@@ -43,15 +46,39 @@ func TestCopyFromOnARootOfAFlowRunningElsewhere(t *testing.T) {
 	model.Add(func(as asyncsteps.AsyncSteps, _ ...any) {})
 	done := model.Promise()
 	step := <-waiting // the model's flow runs, on loop's goroutine
+	return model, func() {
+		step.Success()
+		<-done
+	}
+}
 
+const runningCopyInfo = " called on a running flow outside its loop: it would race with the flow's steps"
+
+// CopyFrom on a Root reads the model as Clone does: not while the model's
+// flow runs on another goroutine, whose loop pops the steps CopyFrom
+// would read (a data race). The Root's execution fails instead, as a
+// clone's does.
+func TestCopyFromOnARootOfAFlowRunningElsewhere(t *testing.T) {
+	model, release := runningModel(t)
 	into, tt := newFlow()
 	into.CopyFrom(model)
 	clone := model.Clone()
-	step.Success()
-	<-done
+	release()
 
-	const info = " called on a running flow outside its loop: it would race with the flow's steps"
-	wantError(t, run(t, into, tt).Err, asyncsteps.InternalError, "CopyFrom"+info)
-	_, err := clone.Run(context.Background()) // on loop, as the model
-	wantError(t, err, asyncsteps.InternalError, "Clone"+info)
+	wantError(t, run(t, into, tt).Err, asyncsteps.InternalError, "CopyFrom"+runningCopyInfo)
+	_, err := clone.Run(context.Background()) // on the model's loop
+	wantError(t, err, asyncsteps.InternalError, "Clone"+runningCopyInfo)
+}
+
+// In a step, CopyFrom of a model whose flow runs on another loop fails
+// the step instead of reading the steps that loop pops.
+func TestCopyFromInAStepOfAFlowRunningElsewhere(t *testing.T) {
+	model, release := runningModel(t)
+	other := asyncsteps.NewLoop()
+	defer other.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(other))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.CopyFrom(model) })
+	_, err := r.Run(context.Background())
+	release()
+	wantError(t, err, asyncsteps.InternalError, "CopyFrom"+runningCopyInfo)
 }
