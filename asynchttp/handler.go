@@ -22,9 +22,9 @@ import (
 // the request's context and writes the response from the flow's result,
 // once, after the flow has fully stopped:
 //
-//   - success with a [*Reply] as the first argument: that reply (a nil
-//     *Reply, or one whose Status is not a final HTTP status, is a logged
-//     500 InternalError, which Done sees as such);
+//   - success with a [Reply] or a [*Reply] as the first argument: that
+//     reply (a nil *Reply, or one whose Status is not a final HTTP status,
+//     is a logged 500 InternalError, which Done sees as such);
 //   - success with another first argument: that value as JSON, status 200
 //     (the arguments after the first are not answered; a value JSON cannot
 //     encode is a 500 InternalError like a nil *Reply);
@@ -112,9 +112,9 @@ type Handler struct {
 }
 
 // Reply is a complete HTTP answer given by a flow as the first argument
-// of its last success. A zero Status means 200; any other Status that is
-// not a final HTTP status (200 to 599) is answered with a 500
-// InternalError, logged.
+// of its last success, by value or by pointer alike. A zero Status means
+// 200; any other Status that is not a final HTTP status (200 to 599) is
+// answered with a 500 InternalError, logged.
 // A 204 or a 304 has no body: Body is not sent, nor a Content-Length or
 // Transfer-Encoding of Header, over HTTP/1 and HTTP/2 alike. The keys of
 // Header are sent in their canonical form, as [http.Header.Set] stores
@@ -320,35 +320,19 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
 		o.Status = http.StatusNoContent
 		return
 	}
-	if r, ok := args[0].(*Reply); ok {
+	switch r := args[0].(type) {
+	case *Reply:
 		if r == nil {
 			// A flow that meant to reply and lost its Reply: "null" with a
 			// 200 would hide the bug from the client and the server alike.
 			h.writeBadResult(w, o, nil, "asynchttp: the flow's result is a nil *Reply")
 			return
 		}
-		status := r.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		if !finalStatus(status) {
-			// net/http panics on such a status, which would leave the
-			// client without an answer; the reply's headers are not sent.
-			h.writeBadResult(w, o, nil, "asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
-			return
-		}
-		for k, v := range r.Header {
-			// Canonical, as Header.Set stores it: a key a map literal wrote
-			// in lower case would go beside the Content-Length set below
-			// and the Content-Type net/http sniffs, each then sent twice.
-			w.Header()[http.CanonicalHeaderKey(k)] = v
-		}
-		if w.Header().Get("Content-Length") == "" && w.Header().Get("Transfer-Encoding") == "" {
-			// Complete even if flushed early (see goexited).
-			w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
-		}
-		writeBody(w, status, r.Body)
-		o.Status = status
+		h.writeReply(w, r, o)
+		return
+	case Reply:
+		// Never meant as JSON: a flow gives a Reply to set the status.
+		h.writeReply(w, &r, o)
 		return
 	}
 	body, err := marshal(args[0])
@@ -358,6 +342,33 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
 	}
 	writeJSON(w, http.StatusOK, body)
 	o.Status = http.StatusOK
+}
+
+// writeReply writes a flow's Reply, and sets the status of o, and its
+// code and error too when the status cannot be answered.
+func (h *Handler) writeReply(w http.ResponseWriter, r *Reply, o *Outcome) {
+	status := r.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if !finalStatus(status) {
+		// net/http panics on such a status, which would leave the client
+		// without an answer; the reply's headers are not sent.
+		h.writeBadResult(w, o, nil, "asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
+		return
+	}
+	for k, v := range r.Header {
+		// Canonical, as Header.Set stores it: a key a map literal wrote in
+		// lower case would go beside the Content-Length set below and the
+		// Content-Type net/http sniffs, each then sent twice.
+		w.Header()[http.CanonicalHeaderKey(k)] = v
+	}
+	if w.Header().Get("Content-Length") == "" && w.Header().Get("Transfer-Encoding") == "" {
+		// Complete even if flushed early (see goexited).
+		w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
+	}
+	writeBody(w, status, r.Body)
+	o.Status = status
 }
 
 // writeBadResult answers a flow's result that cannot be answered as it

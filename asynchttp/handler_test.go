@@ -388,3 +388,59 @@ func TestWriteErrorFillsTheEmptyInfoOfTimeoutOnly(t *testing.T) {
 		}
 	}
 }
+
+// A Reply given by value is answered as the *Reply would be: its status,
+// header and body, a zero status as 200, a status that is not final as a
+// logged 500. It was encoded as JSON, a struct with a 200 status.
+func TestHandlerAnswersAReplyValueAsItsPointer(t *testing.T) {
+	loop := newLoop(t)
+	cases := []struct {
+		name        string
+		reply       asynchttp.Reply
+		status      int
+		xID, length string
+		body, code  string
+		log         string // a line the Logger must have, "" for none at all
+	}{
+		{"status, header, body", asynchttp.Reply{Status: 201, Header: http.Header{"x-id": {"7"}}, Body: []byte("made")},
+			201, "7", "4", "made", "", ""},
+		{"zero status", asynchttp.Reply{Body: []byte("ok")}, 200, "", "2", "ok", "", ""},
+		{"no body status", asynchttp.Reply{Status: 204, Body: []byte("lost")}, 204, "", "", "", "", ""},
+		{"not a final status", asynchttp.Reply{Status: 1000, Header: http.Header{"X-Id": {"7"}}},
+			500, "", strconv.Itoa(len(internalAnswer)), internalAnswer, asyncsteps.InternalError,
+			`msg="asynchttp: Reply.Status is not a final HTTP status" status=1000`},
+	}
+	for _, c := range cases {
+		for _, result := range []any{c.reply, &c.reply} {
+			t.Run(fmt.Sprintf("%s/%T", c.name, result), func(t *testing.T) {
+				var outs outcomes
+				logger, logs := logged()
+				h := &asynchttp.Handler{
+					Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success(result) },
+					Tool:   func() asyncsteps.Tool { return loop },
+					Logger: logger,
+					Done:   outs.done,
+				}
+				srv := httptest.NewServer(h)
+				defer srv.Close()
+				resp, err := srv.Client().Get(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				xID, length := resp.Header.Get("X-Id"), resp.Header.Get("Content-Length")
+				if err != nil || resp.StatusCode != c.status || xID != c.xID || length != c.length || string(body) != c.body {
+					t.Errorf("got %d, X-Id %q, Content-Length %q, body %q (%v); want %d, %q, %q, %q",
+						resp.StatusCode, xID, length, body, err, c.status, c.xID, c.length, c.body)
+				}
+				if o := outs.get(); len(o) != 1 || o[0].Status != c.status || o[0].Code != c.code {
+					t.Errorf("outcomes %+v, want one with status %d, code %q", o, c.status, c.code)
+				}
+				if c.log == "" && logs() != "" || !strings.Contains(logs(), c.log) {
+					t.Errorf("log %q, want %q (none if empty)", logs(), c.log)
+				}
+			})
+		}
+	}
+}
