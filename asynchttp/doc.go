@@ -34,7 +34,8 @@
 // [asyncsteps.Limiter], or one of another package) can guard a whole
 // handler ([Handler].Guard) or each outgoing request ([Client].Guard).
 // A Limiter that rejects a flow raises DefenseRejected, which the Handler
-// answers with 503 and a Retry-After header.
+// answers with 503 (or 429, if [Handler].Codes says so) and a Retry-After
+// header.
 //
 // # Concurrency
 //

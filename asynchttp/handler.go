@@ -30,10 +30,11 @@ import (
 //     encode is a 500 InternalError like a nil *Reply);
 //   - success with no argument: status 204, no body;
 //   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
-//     with the status Codes or [StatusOf] gives the code; a 503 also carries
-//     a Retry-After header. An InternalError (a panic, a misuse of the API)
-//     is logged, and its info is not shown to the client; a Timeout with
-//     an empty info, as a step's timeout raises it, says [TimeoutInfo];
+//     with the status Codes or [StatusOf] gives the code; a 503 or a 429
+//     also carries a Retry-After header. An InternalError (a panic, a
+//     misuse of the API) is logged, and its info is not shown to the
+//     client; a Timeout with an empty info, as a step's timeout raises it,
+//     says [TimeoutInfo];
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled".
@@ -86,11 +87,13 @@ type Handler struct {
 	// own codes, or another status for a standard one. A status that is not
 	// a final HTTP status (200 to 599) is a mistake of the set-up: such an
 	// answer is a 500, logged. A 204 or a 304 is answered without the JSON
-	// body, as a [Reply] with that status is.
+	// body, as a [Reply] with that status is. A 429 (Too Many Requests)
+	// carries the Retry-After header of a 503 (see RetryAfter).
 	Codes map[string]int
 
-	// RetryAfter is the delay a 503 answer asks the client to wait, rounded
-	// up to whole seconds; 0 means one second.
+	// RetryAfter is the delay a 503 or a 429 answer asks the client to
+	// wait, in its Retry-After header, rounded up to whole seconds; 0 means
+	// one second.
 	RetryAfter time.Duration
 
 	// Logger logs each answer with status 500 and above, at a level that
@@ -387,16 +390,18 @@ const TimeoutInfo = "request timed out"
 
 // WriteError answers with the JSON error body {"error": code, "info": info}
 // (none if code maps to 204 or 304) and the status h maps code to, with a
-// Retry-After header on a 503; it returns the status. An empty info of
-// Timeout is answered as [TimeoutInfo]; that of any other code stays
-// empty, as the flow raised it. A handler that does not run flows can answer with it exactly as a
-// Handler does.
+// Retry-After header on a 503 and on a 429; it returns the status. An
+// empty info of Timeout is answered as [TimeoutInfo]; that of any other
+// code stays empty, as the flow raised it. A handler that does not run
+// flows can answer with it exactly as a Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
 	if info == "" && code == asyncsteps.Timeout {
 		info = TimeoutInfo
 	}
 	status := h.status(code)
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		// The answers that ask the client to come back later: RFC 9110
+		// gives a 503 the header, RFC 6585 a 429, and clients look for it.
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.RetryAfter)))
 	}
 	body, _ := json.Marshal(errorBody{Error: code, Info: info}) // strings always encode

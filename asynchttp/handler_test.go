@@ -83,6 +83,7 @@ func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
 		{"Timeout with info", fail(asyncsteps.Timeout, "slow upstream"), 504, "", `{"error":"Timeout","info":"slow upstream"}` + "\n", "Timeout"},
 		{"no info", fail(asyncsteps.CommError, ""), 502, "", `{"error":"CommError","info":""}` + "\n", "CommError"},
 		{"user code", fail("Teapot", "short"), 418, "", `{"error":"Teapot","info":"short"}` + "\n", "Teapot"},
+		{"code mapped to 429", fail("SlowDown", "quota"), 429, "3", `{"error":"SlowDown","info":"quota"}` + "\n", "SlowDown"},
 		{"unknown code", fail("Odd", "x"), 500, "", `{"error":"Odd","info":"x"}` + "\n", "Odd"},
 		{"step timeout", func(as asyncsteps.AsyncSteps, _ *http.Request) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }) // never completes
@@ -104,7 +105,7 @@ func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
 					Flow:       tc.flow,
 					Tool:       func() asyncsteps.Tool { return loop },
 					Timeout:    timeout,
-					Codes:      map[string]int{"Teapot": http.StatusTeapot},
+					Codes:      map[string]int{"Teapot": http.StatusTeapot, "SlowDown": http.StatusTooManyRequests},
 					RetryAfter: 2500 * time.Millisecond,
 					Logger:     slog.New(slog.DiscardHandler),
 					Done:       got.done,
@@ -341,7 +342,9 @@ func TestHandlerRequestDeadlineIs504(t *testing.T) {
 }
 
 // Retry-After is RetryAfter rounded up to whole seconds, 1 at least, up to
-// the largest Duration without overflow.
+// the largest Duration without overflow, on a 503 and a 429 alike: a code
+// Codes maps to 429 (DefenseRejected or one of the application's) had
+// none, though a client that is told to slow down looks for it there.
 func TestRetryAfterRoundsUpToSeconds(t *testing.T) {
 	loop := newLoop(t)
 	for _, c := range []struct {
@@ -351,14 +354,29 @@ func TestRetryAfterRoundsUpToSeconds(t *testing.T) {
 		{0, "1"}, {-time.Second, "1"}, {time.Nanosecond, "1"}, {time.Second, "1"},
 		{1500 * time.Millisecond, "2"}, {math.MaxInt64, "9223372037"},
 	} {
-		h := &asynchttp.Handler{
-			Flow:       fail(asyncsteps.DefenseRejected, "full"),
-			Tool:       func() asyncsteps.Tool { return loop },
-			RetryAfter: c.d,
-			Logger:     slog.New(slog.DiscardHandler),
-		}
-		if status, retryAfter, _ := serve(t, h); status != http.StatusServiceUnavailable || retryAfter != c.want {
-			t.Errorf("RetryAfter %v: %d, Retry-After %q; want 503, %q", c.d, status, retryAfter, c.want)
+		for _, answer := range []struct {
+			code   string
+			codes  map[string]int
+			status int
+		}{
+			{asyncsteps.DefenseRejected, nil, http.StatusServiceUnavailable},
+			{asyncsteps.DefenseRejected, map[string]int{asyncsteps.DefenseRejected: http.StatusTooManyRequests}, http.StatusTooManyRequests},
+			{"Quota", map[string]int{"Quota": http.StatusTooManyRequests}, http.StatusTooManyRequests},
+		} {
+			h := &asynchttp.Handler{
+				Flow:       fail(answer.code, "full"),
+				Tool:       func() asyncsteps.Tool { return loop },
+				Codes:      answer.codes,
+				RetryAfter: c.d,
+				Logger:     slog.New(slog.DiscardHandler),
+			}
+			if status, retryAfter, _ := serve(t, h); status != answer.status || retryAfter != c.want {
+				t.Errorf("%s with RetryAfter %v: %d, Retry-After %q; want %d, %q", answer.code, c.d, status, retryAfter, answer.status, c.want)
+			}
+			w := httptest.NewRecorder()
+			if status := h.WriteError(w, answer.code, "full"); status != answer.status || w.Header().Get("Retry-After") != c.want {
+				t.Errorf("WriteError(%s) with RetryAfter %v: %d, Retry-After %q; want %d, %q", answer.code, c.d, status, w.Header().Get("Retry-After"), answer.status, c.want)
+			}
 		}
 	}
 }
