@@ -11,7 +11,8 @@
 // whose status follows the error code (see [StatusOf]). A panic or a wrong use of the
 // API in a step is an InternalError like any other: a 500 answer, logged
 // with log/slog, never a crashed process or a request left without an
-// answer.
+// answer. The exception is net/http's own: a panic with
+// [http.ErrAbortHandler] aborts the response, as in any handler.
 //
 // The info of an error answer is the error's, with two exceptions: an
 // InternalError's is logged, not shown to the client; and a Timeout's,

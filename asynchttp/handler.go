@@ -59,6 +59,17 @@ import (
 // Over HTTP/2, net/http then resets the stream: the client gets the status
 // and the body, and an error where the body should end.
 //
+// A step, Flow, an Await function or Tool that panics with
+// [http.ErrAbortHandler] aborts the response, as a handler that panics
+// with it does. When the InternalError that panic raises ends the flow
+// (no error handler recovered it), nothing is answered nor logged, Done
+// is called with an Outcome of Code InternalError, Err that error and
+// Status 0, and ServeHTTP then panics with http.ErrAbortHandler, on which
+// net/http closes the connection (HTTP/1) or resets the stream (HTTP/2).
+// A middleware around the Handler that recovers panics should let that
+// one through, as around any handler. Only the value itself aborts: a
+// panic with an error that wraps it, as any other panic, is a 500.
+//
 // The zero Handler answers every request with 204 on [asyncsteps.DefaultTool]
 // (a flow with no steps). Set its fields before serving; a Handler is then
 // safe for concurrent use.
@@ -108,7 +119,9 @@ type Handler struct {
 
 	// Done, if not nil, is called once per request, after the response has
 	// been written, with what the flow ended with: for metrics. A request
-	// whose goroutine a callback ended with runtime.Goexit counts too. A
+	// whose goroutine a callback ended with runtime.Goexit counts too, and
+	// so does one whose response a panic with http.ErrAbortHandler aborts
+	// (Done is called before the Handler passes the panic on). A
 	// panic in Done is recovered and logged; the answer has been written
 	// already.
 	Done func(req *http.Request, o Outcome)
@@ -130,7 +143,7 @@ type Reply struct {
 
 // Outcome is how a request's flow ended, given to [Handler].Done.
 type Outcome struct {
-	Status    int       // the status written
+	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
 	Code      string    // the error code answered; "" on success
 	Cancelled bool      // the request's context was cancelled before the flow ended (its deadline is a Timeout)
 	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer), or the context's error
@@ -174,6 +187,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case err == nil:
 		h.writeResult(w, args, &o)
+	case abortedBy(err):
+		// Nothing to answer, nor to flush should Done call Goexit: the
+		// response is aborted either way (see abort).
+		ended = true
+		h.abort(req, o, err)
 	case cancelledBy(req.Context(), err):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
@@ -195,6 +213,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.done(req, o)
 	}
 	ended = true
+}
+
+// abort ends a request whose flow panicked with http.ErrAbortHandler as
+// net/http ends a handler that panics with it: with no answer and no log
+// line, the connection closed (HTTP/1) or the stream reset (HTTP/2) by
+// net/http on the same panic, which ServeHTTP passes on once Done has
+// counted the request.
+//
+// A Goexit in Done ends the request's goroutine, which aborts the response
+// all the same; it is logged, as a Goexit in Done always is.
+func (h *Handler) abort(req *http.Request, o Outcome, err error) {
+	o.Err, o.Code = asFlowError(err), asyncsteps.InternalError
+	if h.Done != nil {
+		returned := false
+		defer func() {
+			if !returned {
+				h.logError(goexitInfo, "method", req.Method, "path", req.URL.Path, "status", 0, "answered", false)
+			}
+		}()
+		h.done(req, o)
+		returned = true
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// abortedBy reports whether err ended the flow because one of its
+// callbacks panicked with http.ErrAbortHandler: the engine, and Tool's
+// recover, make the panic an InternalError caused by an
+// *asyncsteps.PanicError of the value. The value itself is compared, as
+// net/http compares it: a panic with an error that wraps it is a panic
+// like any other, and so is an error returned, not panicked. An error in
+// the chain whose methods panic is no abort: the answer is then the 500
+// of an InternalError.
+func abortedBy(err error) (aborted bool) {
+	defer func() { _ = recover() }()
+	var p *asyncsteps.PanicError
+	return errors.As(err, &p) && p.Value == http.ErrAbortHandler
 }
 
 // goexitInfo says what ended a request whose goroutine called Goexit.
