@@ -245,8 +245,13 @@ func (h *Handler) abort(req *http.Request, o Outcome, err error) {
 // net/http compares it: a panic with an error that wraps it is a panic
 // like any other, and so is an error returned, not panicked. An error in
 // the chain whose methods panic is no abort: the answer is then the 500
-// of an InternalError.
+// of an InternalError. Only the flow's InternalError can be an abort, and
+// that is told first: every error answer asks (a 503 of each request an
+// overload sheds), and a look down the chain costs an allocation.
 func abortedBy(err error) (aborted bool) {
+	if e, ok := err.(*asyncsteps.Error); !ok || e.Code != asyncsteps.InternalError {
+		return false
+	}
 	defer func() { _ = recover() }()
 	var p *asyncsteps.PanicError
 	return errors.As(err, &p) && p.Value == http.ErrAbortHandler
