@@ -96,9 +96,9 @@ func TestHandlerAbortsTheResponseOnErrAbortHandler(t *testing.T) {
 					!errors.As(o[0].Err, &p) || p.Value != http.ErrAbortHandler || o[0].Start.IsZero() {
 					t.Errorf("outcomes %+v, want one InternalError caused by the panic, with no status", o)
 				}
-				status, body := get(t, client, srv.URL)
-				if status != 200 || body != "\"alive\"\n" || len(outs.get()) != 2 {
-					t.Errorf("next request: %d %q, %d outcomes; want 200 %q, 2", status, body, len(outs.get()), "\"alive\"\n")
+				next, body, err := getAll(t, client, srv.URL)
+				if err != nil || next.StatusCode != 200 || body != "\"alive\"\n" || len(outs.get()) != 2 {
+					t.Errorf("next request: %d %q (%v), %d outcomes; want 200 %q, 2", next.StatusCode, body, err, len(outs.get()), "\"alive\"\n")
 				}
 				if logs() != "" || serverLog() != "" {
 					t.Errorf("logged %q, server logged %q; want nothing", logs(), serverLog())
@@ -173,8 +173,9 @@ func serveProto(t *testing.T, h http.Handler, proto string) (*httptest.Server, *
 	}
 }
 
-// get sends GET url with client and returns the status and the body.
-func get(t *testing.T, client *http.Client, url string) (int, string) {
+// getAll sends GET url with client and returns the response with its
+// body, read whole and closed, and the error that ended the read, if any.
+func getAll(t *testing.T, client *http.Client, url string) (*http.Response, string, error) {
 	t.Helper()
 	resp, err := client.Get(url)
 	if err != nil {
@@ -182,10 +183,7 @@ func get(t *testing.T, client *http.Client, url string) (int, string) {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	return resp, string(body), err
 }
 
 // A Done that calls runtime.Goexit while the Handler aborts a response

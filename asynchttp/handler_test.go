@@ -441,14 +441,9 @@ func TestHandlerAnswersAReplyValueAsItsPointer(t *testing.T) {
 				}
 				srv := httptest.NewServer(h)
 				defer srv.Close()
-				resp, err := srv.Client().Get(srv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				body, err := io.ReadAll(resp.Body)
+				resp, body, err := getAll(t, srv.Client(), srv.URL)
 				xID, length := resp.Header.Get("X-Id"), resp.Header.Get("Content-Length")
-				if err != nil || resp.StatusCode != c.status || xID != c.xID || length != c.length || string(body) != c.body {
+				if err != nil || resp.StatusCode != c.status || xID != c.xID || length != c.length || body != c.body {
 					t.Errorf("got %d, X-Id %q, Content-Length %q, body %q (%v); want %d, %q, %q, %q",
 						resp.StatusCode, xID, length, body, err, c.status, c.xID, c.length, c.body)
 				}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -115,16 +114,11 @@ func serveWithHeader(t *testing.T, h http.Handler, name string) (int, string, st
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
+	resp, body, err := getAll(t, srv.Client(), srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header.Get(name), string(body)
+	return resp.StatusCode, resp.Header.Get(name), body
 }
 
 type panickyJSON struct{}

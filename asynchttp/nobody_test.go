@@ -2,7 +2,6 @@ package asynchttp_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -42,21 +41,8 @@ func TestHandlerAnswersNoBodyStatusesWithoutALength(t *testing.T) {
 					Tool:  func() asyncsteps.Tool { return loop },
 					Codes: map[string]int{"Gone": 204, "Unchanged": 304},
 				}
-				srv := httptest.NewUnstartedServer(h)
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-				defer srv.Close()
-				client := srv.Client()
-				if proto == "HTTP/1.1" {
-					client.Transport.(*http.Transport).ForceAttemptHTTP2 = false
-					client.Transport.(*http.Transport).TLSClientConfig.NextProtos = []string{"http/1.1"}
-				}
-				resp, err := client.Get(srv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				body, err := io.ReadAll(resp.Body)
+				srv, client, _ := serveProto(t, h, proto)
+				resp, body, err := getAll(t, client, srv.URL)
 				length, hasLength := resp.Header["Content-Length"]
 				if resp.Proto != proto || resp.StatusCode != c.status || err != nil || len(body) != 0 || hasLength {
 					t.Errorf("%s %d, body %q (%v), Content-Length %q; want %s %d, no body, no Content-Length",
@@ -84,18 +70,13 @@ func TestHandlerCanonicalizesTheKeysOfAReply(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	resp, body, err := getAll(t, srv.Client(), srv.URL)
 	got := map[string][]string{}
 	for _, k := range []string{"Content-Type", "Content-Length", "X-Id"} {
 		got[k] = resp.Header[k]
 	}
 	want := map[string][]string{"Content-Type": {"text/csv"}, "Content-Length": {"4"}, "X-Id": {"7"}}
-	if err != nil || string(body) != "a,b\n" || fmt.Sprint(got) != fmt.Sprint(want) {
+	if err != nil || body != "a,b\n" || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("body %q (%v), header %v; want %q, %v", body, err, got, "a,b\n", want)
 	}
 }
