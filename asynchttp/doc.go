@@ -8,10 +8,10 @@
 // handlers run. The response is written once, after the flow has fully
 // stopped, from the flow's result: the first argument of its last success
 // becomes the body, and an [*asyncsteps.Error] becomes a JSON error answer
-// whose status follows the error code (see [StatusOf]). A panic or a wrong use of the
-// API in a step is an InternalError like any other: a 500 answer, logged
-// with log/slog, never a crashed process or a request left without an
-// answer. The exception is net/http's own: a panic with
+// whose status follows the error code (see [StatusOf]). A panic or a wrong
+// use of the API in a step is an InternalError like any other: a 500
+// answer, logged with log/slog, never a crashed process or a request left
+// without an answer. The exception is net/http's own: a panic with
 // [http.ErrAbortHandler] aborts the response, as in any handler.
 //
 // The info of an error answer is the error's, with two exceptions: an

@@ -144,9 +144,9 @@ type Reply struct {
 // Outcome is how a request's flow ended, given to [Handler].Done.
 type Outcome struct {
 	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
-	Code      string    // the error code answered; "" on success
+	Code      string    // the error code answered (InternalError for an aborted response); "" on success
 	Cancelled bool      // the request's context was cancelled before the flow ended (its deadline is a Timeout)
-	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer), or the context's error
+	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer, or a Goexit), or the context's error
 	Start     time.Time // when ServeHTTP began
 }
 
