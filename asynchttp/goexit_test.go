@@ -121,6 +121,11 @@ func TestHandlerDoneSeesARequestWhoseGoroutineGoexits(t *testing.T) {
 			Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Error(asyncsteps.CommError, "upstream") },
 			Logger: slog.New(goexitLog{}),
 		}, 502, asyncsteps.CommError, "upstream"},
+		{"Logger of a result that cannot be answered", asynchttp.Handler{
+			Tool:   onLoop,
+			Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success((*asynchttp.Reply)(nil)) },
+			Logger: slog.New(goexitLog{}),
+		}, 500, asyncsteps.InternalError, "asynchttp: the flow's result is a nil *Reply"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

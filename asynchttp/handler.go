@@ -439,8 +439,10 @@ func (h *Handler) writeReply(w http.ResponseWriter, r *Reply, o *Outcome) {
 // code and error, so that Done counts it as the error it is.
 func (h *Handler) writeBadResult(w http.ResponseWriter, o *Outcome, cause error, msg string, args ...any) {
 	o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: msg, Cause: cause}
-	h.logError(msg, args...)
 	o.Status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+	// Logged once answered, as any failure: a Logger that calls Goexit
+	// then leaves this answer, and this outcome, to goexited.
+	h.logError(msg, args...)
 }
 
 // TimeoutInfo is the info of the answer to a Timeout whose info is empty:
