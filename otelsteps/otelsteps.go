@@ -18,6 +18,11 @@
 // its loop closed, a sibling branch failed), whatever its function
 // returned then; the span of an Await whose step timed out is a Timeout,
 // also when its function, ignoring its context, succeeded later.
+//
+// A flow whose span the tracer does not give back (its sampler or a span
+// processor panics as the span starts) fails with an InternalError, as
+// for any panic of a hook that starts a flow, and has no span: the span
+// in its context, its caller's, is left alone.
 package otelsteps
 
 import (
@@ -91,9 +96,27 @@ func isNil(v any) bool {
 
 type tracer struct{ trace.Tracer }
 
+// flowSpanKey keys the span of a flow in the flow's context.
+type flowSpanKey struct{}
+
 func (t tracer) flowStart(ctx context.Context) context.Context {
-	ctx, _ = t.Start(ctx, FlowSpan)
-	return ctx
+	ctx, span := t.Start(ctx, FlowSpan)
+	return context.WithValue(ctx, flowSpanKey{}, span)
+}
+
+// flowSpan returns the span of the flow whose context is ctx. ok is false
+// when flowStart did not return (the tracer panicked, or a span processor
+// called runtime.Goexit): the flow then has the context it began with,
+// whose span is its caller's, or an outer flow's (an Await's function ran
+// the flow), and neither is this flow's to fail or end.
+func flowSpan(ctx context.Context) (span trace.Span, ok bool) {
+	span = trace.SpanFromContext(ctx)
+	own, _ := ctx.Value(flowSpanKey{}).(trace.Span)
+	if own == nil {
+		return nil, false
+	}
+	a, b := own.SpanContext(), span.SpanContext()
+	return span, a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()
 }
 
 func (t tracer) awaitStart(ctx context.Context) context.Context {
@@ -102,7 +125,10 @@ func (t tracer) awaitStart(ctx context.Context) context.Context {
 }
 
 func flowEnd(ctx context.Context, err error) {
-	span := trace.SpanFromContext(ctx)
+	span, ok := flowSpan(ctx)
+	if !ok {
+		return
+	}
 	var e *asyncsteps.Error
 	switch {
 	case errors.As(err, &e):
@@ -130,8 +156,10 @@ func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 }
 
 func stepError(ctx context.Context, err *asyncsteps.Error) {
-	trace.SpanFromContext(ctx).AddEvent(StepErrorEvent,
-		trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
+	if span, ok := flowSpan(ctx); ok {
+		span.AddEvent(StepErrorEvent,
+			trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
+	}
 }
 
 func fail(span trace.Span, err *asyncsteps.Error) {
