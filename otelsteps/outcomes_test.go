@@ -349,3 +349,35 @@ func checkSameTrace(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 		}
 	}
 }
+
+// A flow run under a context that carries a remote span context (one a
+// propagator extracted from a request's headers) is a child of it, in
+// its trace, and so are the flow's Awaits, under the flow.
+func TestFlowContinuesARemoteTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}))
+	remote := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3},
+		SpanID:     trace.SpanID{4, 5, 6},
+		TraceFlags: trace.FlagsSampled,
+		Remote:     true,
+	})
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Await(func(context.Context) (any, error) { return nil, nil })
+	if _, err := r.Run(trace.ContextWithRemoteSpanContext(context.Background(), remote)); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 || spans[0].Name() != otelsteps.AwaitSpan || spans[1].Name() != otelsteps.FlowSpan {
+		t.Fatalf("spans:\n%s\nwant an Await's, then a flow's", describe(spans))
+	}
+	await, flow := spans[0], spans[1]
+	if !flow.Parent().Equal(remote) || flow.SpanContext().TraceID() != remote.TraceID() {
+		t.Errorf("flow span %v under %v, want under %v", flow.SpanContext(), flow.Parent(), remote)
+	}
+	if await.Parent().SpanID() != flow.SpanContext().SpanID() || await.SpanContext().TraceID() != remote.TraceID() {
+		t.Errorf("Await span %v under %v, want under the flow's %v", await.SpanContext(), await.Parent(), flow.SpanContext())
+	}
+}
