@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -45,10 +46,15 @@ func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	reply, err := g.quote(req.Context(), req)
 	switch {
 	case err == nil:
-		w.Header().Set("Content-Type", "application/json")
 		body, _ := json.Marshal(reply)
+		body = append(body, '\n')
+		// Its length set, as asynchttp.Handler sets it: left to net/http,
+		// an answer past 2 KiB (-max-symbols 100) went chunked, and its
+		// HEAD with no length at all.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
-		w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
+		w.Write(body) //nolint:errcheck // the client may be gone
 		g.st.finish("", http.StatusOK, time.Since(start))
 	case cancelled(req.Context()):
 		g.errs.WriteError(w, asyncsteps.DefenseRejected, "request cancelled")

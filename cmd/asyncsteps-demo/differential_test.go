@@ -1,0 +1,478 @@
+package main
+
+// The differential test: the same requests to both gateways, over real
+// loopback connections, and their answers compared byte for byte (all of
+// the status line, the headers but Date, the body), with the upstream
+// requests each one caused and the counters of /stats after each.
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scriptedUpstream is an upstream whose answer depends on the symbol
+// asked: a few symbols name a failure, any other gets its price. Both
+// gateways are sent to the same one, a request at a time, so that the
+// infos that quote its URL are the same; reset clears what it counts.
+type scriptedUpstream struct {
+	mu      sync.Mutex
+	asked   map[string]int
+	release chan struct{} // GATE waits for it
+	held    chan struct{} // closed when HOLD is asked
+	arrived chan string
+}
+
+// The symbols the scripted upstream fails on.
+const (
+	symbol500   = "EFIVE" // 500, always
+	symbol502   = "BADGW" // 502, always
+	symbol503   = "UNAVL" // 503, always
+	symbolFlaky = "FLAKY" // 503 twice, then its price
+	symbol404   = "NOPE"  // 404: unknown
+	symbolLate  = "LATE"  // 404 once HOLD is asked
+	symbolJunk  = "JUNK"  // 200 with a body that is not JSON
+	symbolOther = "OTHER" // 200 with AAPL's price
+	symbolHuge  = "HUGE"  // 200 with a body of 1 MiB and a byte
+	symbolSlow  = "SLOW"  // 200 with half a body, the rest never sent
+	symbolHold  = "HOLD"  // no answer until its request is cancelled
+	symbolGate  = "GATE"  // its price once release is closed
+)
+
+func newScriptedUpstream() *scriptedUpstream {
+	u := &scriptedUpstream{}
+	u.reset()
+	return u
+}
+
+// reset forgets the requests counted and arms GATE again.
+func (u *scriptedUpstream) reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.asked, u.release, u.held, u.arrived = map[string]int{}, make(chan struct{}), make(chan struct{}), make(chan string, 100)
+}
+
+// counts returns the requests received per symbol since reset.
+func (u *scriptedUpstream) counts() map[string]int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return maps.Clone(u.asked)
+}
+
+func (u *scriptedUpstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	symbol := req.URL.Query().Get("symbol")
+	u.mu.Lock()
+	u.asked[symbol]++
+	n, release, held, arrived := u.asked[symbol], u.release, u.held, u.arrived
+	if symbol == symbolHold && n == 1 {
+		close(held)
+	}
+	u.mu.Unlock()
+	arrived <- symbol
+	price := fmt.Sprintf(`{"symbol":%q,"price":%v}`, symbol, priceOf(symbol))
+	switch symbol {
+	case symbol500:
+		w.WriteHeader(http.StatusInternalServerError)
+	case symbol502:
+		w.WriteHeader(http.StatusBadGateway)
+	case symbol503:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case symbolFlaky:
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, price)
+	case symbol404:
+		http.NotFound(w, req)
+	case symbolLate:
+		select {
+		case <-held:
+			http.NotFound(w, req)
+		case <-req.Context().Done():
+		}
+	case symbolJunk:
+		io.WriteString(w, "not json")
+	case symbolOther:
+		fmt.Fprintf(w, `{"symbol":"AAPL","price":%v}`, priceOf("AAPL"))
+	case symbolHuge:
+		w.Write(make([]byte, maxUpstreamBody+1))
+	case symbolSlow:
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, `{"symbol":`)
+		w.(http.Flusher).Flush()
+		<-req.Context().Done()
+	case symbolHold:
+		<-req.Context().Done()
+	case symbolGate:
+		select {
+		case <-release:
+			io.WriteString(w, price)
+		case <-req.Context().Done():
+		}
+	default:
+		io.WriteString(w, price)
+	}
+}
+
+// gatewayPair is both gateways, built from one config, in front of one
+// scripted upstream.
+type gatewayPair struct {
+	up   *scriptedUpstream
+	urls map[string]string // of each gateway, by impl
+	gws  map[string]*gateway
+}
+
+// newGatewayPair starts both gateways with cfg; an empty cfg.Upstream
+// puts them in front of a new scripted upstream.
+func newGatewayPair(t *testing.T, cfg config) *gatewayPair {
+	t.Helper()
+	p := &gatewayPair{up: newScriptedUpstream(), urls: map[string]string{}, gws: map[string]*gateway{}}
+	if cfg.Upstream == "" {
+		upSrv := httptest.NewServer(p.up)
+		t.Cleanup(upSrv.Close)
+		cfg.Upstream = upSrv.URL
+	}
+	for _, impl := range impls {
+		gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+		srv := httptest.NewServer(gw.handler)
+		t.Cleanup(func() { srv.Close(); closeGateway() })
+		p.urls[impl], p.gws[impl] = srv.URL, gw
+	}
+	return p
+}
+
+// dateHeader is the one header line that differs from one answer to the
+// next.
+var dateHeader = regexp.MustCompile(`(?m)^Date: [^\r]*\r\n`)
+
+// rawExchange sends method target (a path and query) on a connection of
+// its own and returns the whole answer as it came, its Date line left
+// out.
+func rawExchange(t *testing.T, url, method, target string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n", method, target); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Errorf("%s %s: %v after %q", method, target, err, b)
+	}
+	return dateHeader.ReplaceAllString(string(b), "")
+}
+
+// settledStats waits until gw has nothing in flight nor queued and
+// returns its /stats, latencies left out: the only counts that depend on
+// the machine's speed.
+func settledStats(t *testing.T, url string) statsSnapshot {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var snap statsSnapshot
+		getJSON(t, url+"/stats", &snap)
+		if snap.InFlight == 0 && snap.LimiterQueue == 0 {
+			snap.LatencyMs = latencySummary{}
+			return snap
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still busy: %+v", url, snap)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// differentialCase is a request sent to each gateway in turn, or, when
+// run is set, what run does with each.
+type differentialCase struct {
+	name           string
+	method, target string
+	run            func(t *testing.T, p *gatewayPair, url string) string
+}
+
+// exchange runs c on the gateway at url and returns what it answered.
+func (c differentialCase) exchange(t *testing.T, p *gatewayPair, url string) string {
+	if c.run != nil {
+		return c.run(t, p, url)
+	}
+	return rawExchange(t, url, c.method, c.target)
+}
+
+// outcome is what one gateway did with a case.
+type outcome struct {
+	answer string
+	asked  map[string]int
+}
+
+// minus returns what s counts that before did not: the counters a case
+// added. The gauges (in flight, queue) are those of s.
+func (s statsSnapshot) minus(before statsSnapshot) statsSnapshot {
+	delta := func(after, before map[string]int64) map[string]int64 {
+		d := map[string]int64{}
+		for k, n := range after {
+			if n != before[k] {
+				d[k] = n - before[k]
+			}
+		}
+		return d
+	}
+	s.Started -= before.Started
+	s.Cancelled -= before.Cancelled
+	s.UpstreamCancelled -= before.UpstreamCancelled
+	s.Finished, s.ByStatus = delta(s.Finished, before.Finished), delta(s.ByStatus, before.ByStatus)
+	return s
+}
+
+// compareGateways runs each case on the flows gateway, then on the plain
+// one, and reports every difference in the answers, in the upstream
+// requests made and in what the case added to the counters.
+func compareGateways(t *testing.T, p *gatewayPair, cases []differentialCase) {
+	t.Helper()
+	before := map[string]statsSnapshot{}
+	for _, impl := range impls {
+		before[impl] = settledStats(t, p.urls[impl])
+	}
+	for _, c := range cases {
+		got := map[string]outcome{}
+		for _, impl := range impls {
+			p.up.reset()
+			answer := c.exchange(t, p, p.urls[impl])
+			settledStats(t, p.urls[impl])
+			got[impl] = outcome{answer: answer, asked: p.up.counts()}
+		}
+		flows, plain := got["flows"], got["plain"]
+		if flows.answer != plain.answer {
+			t.Errorf("%s: the answers differ:\nflows %s\nplain %s", c.name, clipAnswer(flows.answer), clipAnswer(plain.answer))
+		}
+		if !reflect.DeepEqual(flows.asked, plain.asked) {
+			t.Errorf("%s: the upstream was asked differently: flows %v, plain %v", c.name, flows.asked, plain.asked)
+		}
+		counts := countersMoved(t, c.name, p, before)
+		if testing.Verbose() {
+			t.Logf("%s: %s, upstream asked %v, counters %+v", c.name, clipAnswer(flows.answer), flows.asked, counts)
+		}
+	}
+}
+
+// countersMoved waits until both gateways' counters have moved alike since
+// before, which it then moves on, and returns what they added; it reports
+// a difference still there after a few seconds. Waited for: the flows
+// gateway may count an upstream request cancelled just after its answer
+// (one run by a goroutine of the loop's, which asynchttp.Handler does not
+// wait for), where errgroup waits for every fetch of the plain one.
+func countersMoved(t *testing.T, name string, p *gatewayPair, before map[string]statsSnapshot) statsSnapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after := map[string]statsSnapshot{}
+		for _, impl := range impls {
+			after[impl] = settledStats(t, p.urls[impl])
+		}
+		flows, plain := after["flows"].minus(before["flows"]), after["plain"].minus(before["plain"])
+		if reflect.DeepEqual(flows, plain) || time.Now().After(deadline) {
+			if !reflect.DeepEqual(flows, plain) {
+				t.Errorf("%s: the counters moved differently:\nflows %+v\nplain %+v", name, flows, plain)
+			}
+			maps.Copy(before, after)
+			return flows
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// clipAnswer quotes an answer, up to its first 600 bytes.
+func clipAnswer(s string) string {
+	if len(s) > 600 {
+		return fmt.Sprintf("%q... (%d bytes)", s[:600], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// get and head are the cases of a plain request.
+func get(name, target string) differentialCase {
+	return differentialCase{name: "GET " + name, method: http.MethodGet, target: target}
+}
+
+func head(name, target string) differentialCase {
+	return differentialCase{name: "HEAD " + name, method: http.MethodHead, target: target}
+}
+
+// distinctSymbols returns n symbols of two letters the scripted upstream
+// quotes: AA, AB, ...
+func distinctSymbols(n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = string([]byte{'A' + byte(i/26), 'A' + byte(i%26)})
+	}
+	return s
+}
+
+// Every answer of the request's own making: the 400s of a bad request,
+// the 404 and 405 of the routes, HEAD, and what the upstream answers,
+// each retried or not as the README says.
+func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
+	p := newGatewayPair(t, testConfig())
+	eleven := strings.Join(distinctSymbols(11), ",")
+	cases := []differentialCase{
+		get("quotes", "/quote?symbols=AAPL,MSFT,GOOG"),
+		head("quotes", "/quote?symbols=AAPL,MSFT,GOOG"),
+		get("duplicates", "/quote?symbols=MSFT,AAPL,MSFT,GOOG,AAPL"),
+		get("repeated parameters", "/quote?symbols=IBM,AAPL&symbols=AAPL,CRM"),
+		get("empty entries", "/quote?symbols=,IBM,,&symbols=&symbols=,AAPL"),
+		get("other parameters", "/quote?x=1&symbols=IBM&y"),
+		get("no query", "/quote"),
+		get("no symbols parameter", "/quote?symbol=AAPL"),
+		get("empty symbols", "/quote?symbols="),
+		get("only empty entries", "/quote?symbols=,,&symbols=,"),
+		get("too many", "/quote?symbols="+eleven),
+		get("too many over two lists", "/quote?symbols=AA,AB,AC,AD,AE&symbols=AF,AG,AH,AI,AJ,AK"),
+		get("ten with duplicates", "/quote?symbols="+eleven+","+eleven[:2]+"&symbols=AA"),
+		get("malformed symbol", "/quote?symbols=AAPL,msft"),
+		get("too long a symbol", "/quote?symbols=ABCDEF"),
+		get("long malformed symbol", "/quote?symbols=AAPL,"+strings.Repeat("a", 70000)),
+		get("escaped malformed symbol", "/quote?symbols=A%00B"),
+		get("malformed query", "/quote?symbols=%zz"),
+		get("semicolon", "/quote?symbols=AAPL;MSFT"),
+		head("malformed symbol", "/quote?symbols=zz"),
+		get("unknown symbol", "/quote?symbols="+symbol404),
+		get("unknown symbol and a held one", "/quote?symbols="+symbolHold+","+symbolLate),
+		get("upstream 500", "/quote?symbols="+symbol500),
+		get("upstream 502", "/quote?symbols="+symbol502),
+		get("upstream 503", "/quote?symbols=AAPL,"+symbol503),
+		get("upstream 503 twice, then a price", "/quote?symbols="+symbolFlaky),
+		get("upstream bad JSON", "/quote?symbols="+symbolJunk),
+		get("upstream wrong symbol", "/quote?symbols="+symbolOther),
+		get("upstream huge body", "/quote?symbols="+symbolHuge),
+		head("upstream 502", "/quote?symbols="+symbol502),
+		{name: "POST /quote", method: http.MethodPost, target: "/quote?symbols=AAPL"},
+		{name: "PUT /quote", method: http.MethodPut, target: "/quote"},
+		{name: "DELETE /stats", method: http.MethodDelete, target: "/stats"},
+		{name: "PATCH /metrics", method: http.MethodPatch, target: "/metrics"},
+		get("unknown path", "/quotes?symbols=AAPL"),
+		get("long unknown path", "/a-path-longer-than-sixteen-bytes"),
+		head("unknown path", "/nowhere"),
+		{name: "POST unknown path", method: http.MethodPost, target: "/nowhere"},
+	}
+	compareGateways(t, p, cases)
+}
+
+// An answer too long for net/http to count before it sends it: with
+// -max-symbols 100, a hundred quotes.
+func TestGatewaysAnswerAlikeWithManySymbols(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxSymbols = 100
+	p := newGatewayPair(t, cfg)
+	hundred := "/quote?symbols=" + strings.Join(distinctSymbols(100), ",")
+	compareGateways(t, p, []differentialCase{get("a hundred symbols", hundred), head("a hundred symbols", hundred)})
+}
+
+// The answers of the gateway's own limits: the request timeout (504),
+// an upstream that refuses connections (502 after the retries), and a
+// full limit, of concurrency or of rate (503 with Retry-After).
+func TestGatewaysAnswerAlikeAtTheirLimits(t *testing.T) {
+	t.Run("request timeout", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Timeout = 300 * time.Millisecond // long enough for HOLD to be asked
+		p := newGatewayPair(t, cfg)
+		compareGateways(t, p, []differentialCase{
+			get("held", "/quote?symbols=AAPL,"+symbolHold),
+			head("held", "/quote?symbols="+symbolHold),
+		})
+	})
+	t.Run("attempt timeout", func(t *testing.T) {
+		cfg := testConfig()
+		// Each attempt at SLOW's body: the default, long enough for each to
+		// reach the upstream.
+		cfg.AttemptTimeout = defaultConfig().AttemptTimeout
+		p := newGatewayPair(t, cfg)
+		compareGateways(t, p, []differentialCase{get("upstream slow body", "/quote?symbols="+symbolSlow)})
+	})
+	t.Run("connection refused", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Upstream = "http://" + closedPort(t)
+		p := newGatewayPair(t, cfg)
+		compareGateways(t, p, []differentialCase{get("refused", "/quote?symbols=AAPL")})
+	})
+	t.Run("queue full", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Limits = limitOptions{Concurrent: 1, Queue: 0}
+		cfg.RetryAfter = 1500 * time.Millisecond
+		p := newGatewayPair(t, cfg)
+		compareGateways(t, p, []differentialCase{{name: "queue full", run: whileGateHeld("/quote?symbols=AAPL")}})
+	})
+	t.Run("rate spent", func(t *testing.T) {
+		cfg := testConfig()
+		// A period far longer than the test: the second request comes
+		// within the first period however slow the machine is; each
+		// gateway has a limit of its own.
+		cfg.Limits = limitOptions{Concurrent: 10, Rate: 1, Period: time.Hour}
+		p := newGatewayPair(t, cfg)
+		compareGateways(t, p, []differentialCase{
+			get("first", "/quote?symbols=AAPL"),
+			get("over the rate", "/quote?symbols=AAPL"),
+			head("over the rate", "/quote?symbols=AAPL"),
+		})
+	})
+}
+
+// whileGateHeld returns the run of a case that sends target while a
+// request for GATE holds the gateway's only slot, then lets GATE's
+// answer go; the answers are both, in order.
+func whileGateHeld(target string) func(t *testing.T, p *gatewayPair, url string) string {
+	return func(t *testing.T, p *gatewayPair, url string) string {
+		first := make(chan string, 1)
+		go func() { first <- rawExchange(t, url, http.MethodGet, "/quote?symbols="+symbolGate) }()
+		p.up.mu.Lock()
+		arrived, release := p.up.arrived, p.up.release
+		p.up.mu.Unlock()
+		if s := <-arrived; s != symbolGate {
+			t.Fatalf("the upstream got %s first", s)
+		}
+		rejected := rawExchange(t, url, http.MethodGet, target)
+		close(release)
+		return <-first + "\n" + rejected
+	}
+}
+
+// The /metrics of both, once both have served the same requests: the
+// same names, help and values, but for the latencies and the Go
+// runtime's own.
+func TestGatewaysCountAlikeInMetrics(t *testing.T) {
+	cfg := testConfig()
+	p := newGatewayPair(t, cfg)
+	metrics := map[string]string{}
+	for _, impl := range impls {
+		for _, target := range []string{"/quote?symbols=AAPL", "/quote?symbols=zz", "/quote?symbols=" + symbol502, "/quote?symbols=" + symbol404} {
+			rawExchange(t, p.urls[impl], http.MethodGet, target)
+		}
+		settledStats(t, p.urls[impl])
+		body := rawExchange(t, p.urls[impl], http.MethodGet, "/metrics")
+		var kept []string
+		for line := range strings.Lines(body) {
+			if strings.Contains(line, "gateway_") && !strings.HasPrefix(line, "gateway_request_duration_seconds") {
+				kept = append(kept, line)
+			}
+		}
+		slices.Sort(kept)
+		metrics[impl] = strings.Join(kept, "")
+	}
+	if metrics["flows"] != metrics["plain"] {
+		t.Errorf("/metrics differ:\nflows\n%s\nplain\n%s", metrics["flows"], metrics["plain"])
+	}
+}
