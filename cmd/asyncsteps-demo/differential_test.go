@@ -3,7 +3,8 @@ package main
 // The differential test: the same requests to both gateways, over real
 // loopback connections, and their answers compared byte for byte (all of
 // the status line, the headers but Date, the body), with the upstream
-// requests each one caused and the counters of /stats after each.
+// requests each one caused, what each added to the counters of /stats
+// and the lines each logged.
 
 import (
 	"fmt"
@@ -132,26 +133,35 @@ type gatewayPair struct {
 	up   *scriptedUpstream
 	urls map[string]string // of each gateway, by impl
 	gws  map[string]*gateway
+	logs map[string]*syncBuffer
 }
 
 // newGatewayPair starts both gateways with cfg; an empty cfg.Upstream
 // puts them in front of a new scripted upstream.
 func newGatewayPair(t *testing.T, cfg config) *gatewayPair {
 	t.Helper()
-	p := &gatewayPair{up: newScriptedUpstream(), urls: map[string]string{}, gws: map[string]*gateway{}}
+	p := &gatewayPair{up: newScriptedUpstream(), urls: map[string]string{}, gws: map[string]*gateway{}, logs: map[string]*syncBuffer{}}
 	if cfg.Upstream == "" {
 		upSrv := httptest.NewServer(p.up)
 		t.Cleanup(upSrv.Close)
 		cfg.Upstream = upSrv.URL
 	}
 	for _, impl := range impls {
-		gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+		logs := &syncBuffer{}
+		gw, closeGateway := newGateway(impl, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		srv := httptest.NewServer(gw.handler)
 		t.Cleanup(func() { srv.Close(); closeGateway() })
-		p.urls[impl], p.gws[impl] = srv.URL, gw
+		p.urls[impl], p.gws[impl], p.logs[impl] = srv.URL, gw, logs
 	}
 	return p
 }
+
+// logNoise is what a log line of one gateway may hold that the other's
+// does not: its time, and the cause of an error, which in the flows
+// gateway is the error a step failed with, wrapped by the engine (the
+// Client's ConnectError, where the plain gateway has the net/http error
+// it holds).
+var logNoise = regexp.MustCompile(`(?m)^time=\S+ | cause=.*$`)
 
 // dateHeader is the one header line that differs from one answer to the
 // next.
@@ -218,6 +228,7 @@ func (c differentialCase) exchange(t *testing.T, p *gatewayPair, url string) str
 type outcome struct {
 	answer string
 	asked  map[string]int
+	logged string // the lines logged, their times left out
 }
 
 // minus returns what s counts that before did not: the counters a case
@@ -252,9 +263,11 @@ func compareGateways(t *testing.T, p *gatewayPair, cases []differentialCase) {
 		got := map[string]outcome{}
 		for _, impl := range impls {
 			p.up.reset()
+			logged := len(p.logs[impl].String())
 			answer := c.exchange(t, p, p.urls[impl])
 			settledStats(t, p.urls[impl])
-			got[impl] = outcome{answer: answer, asked: p.up.counts()}
+			lines := logNoise.ReplaceAllString(p.logs[impl].String()[logged:], "")
+			got[impl] = outcome{answer: answer, asked: p.up.counts(), logged: lines}
 		}
 		flows, plain := got["flows"], got["plain"]
 		if flows.answer != plain.answer {
@@ -262,6 +275,9 @@ func compareGateways(t *testing.T, p *gatewayPair, cases []differentialCase) {
 		}
 		if !reflect.DeepEqual(flows.asked, plain.asked) {
 			t.Errorf("%s: the upstream was asked differently: flows %v, plain %v", c.name, flows.asked, plain.asked)
+		}
+		if flows.logged != plain.logged {
+			t.Errorf("%s: the log lines differ:\nflows %q\nplain %q", c.name, flows.logged, plain.logged)
 		}
 		counts := countersMoved(t, c.name, p, before)
 		if testing.Verbose() {

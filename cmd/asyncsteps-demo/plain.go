@@ -66,12 +66,31 @@ func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		info := e.Info
 		if e.Code == asyncsteps.InternalError {
-			g.logger.Error("plain gateway: request failed", "code", e.Code, "info", e.Info, "cause", e.Cause)
 			info = "internal error, see the server log"
 		}
 		status := g.errs.WriteError(w, e.Code, info)
+		g.logFailure(req, e, status)
 		g.st.finish(e.Code, status, time.Since(start))
 	}
+}
+
+// logFailure logs a request answered with an error as asynchttp.Handler
+// logs the flows gateway's (see its Logger): the same line, a 500 or an
+// InternalError at Error, a 503 at Debug, any other 5xx at Warn, a 4xx
+// not at all. With -impl=plain an operator sees the same upstream
+// failures and timeouts.
+func (g *plainGateway) logFailure(req *http.Request, e *asyncsteps.Error, status int) {
+	level := slog.LevelWarn
+	switch {
+	case e.Code == asyncsteps.InternalError || status == http.StatusInternalServerError:
+		level = slog.LevelError
+	case status == http.StatusServiceUnavailable:
+		level = slog.LevelDebug
+	case status < http.StatusInternalServerError:
+		return
+	}
+	g.logger.Log(context.Background(), level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
+		"status", status, "code", e.Code, "info", e.Info, "cause", e.Cause)
 }
 
 // quote serves one /quote request under parent (the request's context), or
