@@ -46,3 +46,41 @@ func TestMetricsLatencyHasNoFloatNoise(t *testing.T) {
 		t.Errorf("/stats latency_ms %s, want %s", stats, want)
 	}
 }
+
+// /metrics names each counter of the gateway, with the help an operator
+// reads, true of both gateways: not every request is a flow, and an
+// upstream request is cut short by its own timeout as well as by its
+// request's end.
+func TestMetricsNamesAndHelp(t *testing.T) {
+	srv := httptest.NewServer(newStats(func() int64 { return 0 }).metricsHandler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got []string
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, "# HELP gateway_") || strings.HasPrefix(line, "# TYPE gateway_") {
+			got = append(got, line)
+		}
+	}
+	want := []string{
+		"# HELP gateway_limiter_queue_length Requests waiting to enter the limiter.\n",
+		"# TYPE gateway_limiter_queue_length gauge\n",
+		"# HELP gateway_request_duration_seconds Latency of the answered quote requests.\n",
+		"# TYPE gateway_request_duration_seconds summary\n",
+		"# HELP gateway_requests_cancelled_total Quote requests cancelled before their end.\n",
+		"# TYPE gateway_requests_cancelled_total counter\n",
+		"# HELP gateway_requests_in_flight Quote requests started and not yet ended.\n",
+		"# TYPE gateway_requests_in_flight gauge\n",
+		"# HELP gateway_requests_started_total Quote requests started.\n",
+		"# TYPE gateway_requests_started_total counter\n",
+		"# HELP gateway_upstream_cancelled_total Upstream requests cut short: by their attempt's timeout, or by the end of their quote request.\n",
+		"# TYPE gateway_upstream_cancelled_total counter\n",
+	}
+	if strings.Join(got, "") != strings.Join(want, "") {
+		t.Errorf("/metrics:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))
+	}
+}

@@ -20,7 +20,7 @@ import (
 type stats struct {
 	started           atomic.Int64
 	cancelled         atomic.Int64
-	upstreamCancelled atomic.Int64 // upstream requests cancelled by their flow
+	upstreamCancelled atomic.Int64 // upstream requests cut short: attempt timed out, or request ended
 	queueLen          func() int64 // the limiter's waiting requests
 
 	mu       sync.Mutex // guards the maps
@@ -112,13 +112,13 @@ func (s *stats) metricsHandler() http.Handler {
 }
 
 var (
-	descStarted   = prometheus.NewDesc("gateway_requests_started_total", "Quote requests started, each one flow.", nil, nil)
+	descStarted   = prometheus.NewDesc("gateway_requests_started_total", "Quote requests started.", nil, nil)
 	descFinished  = prometheus.NewDesc("gateway_requests_finished_total", "Quote requests answered, by outcome code.", []string{"code"}, nil)
 	descAnswered  = prometheus.NewDesc("gateway_requests_answered_total", "Quote requests answered, by HTTP status.", []string{"status"}, nil)
 	descCancelled = prometheus.NewDesc("gateway_requests_cancelled_total", "Quote requests cancelled before their end.", nil, nil)
 	descInFlight  = prometheus.NewDesc("gateway_requests_in_flight", "Quote requests started and not yet ended.", nil, nil)
 	descQueue     = prometheus.NewDesc("gateway_limiter_queue_length", "Requests waiting to enter the limiter.", nil, nil)
-	descUpstream  = prometheus.NewDesc("gateway_upstream_cancelled_total", "Upstream requests cancelled by their request.", nil, nil)
+	descUpstream  = prometheus.NewDesc("gateway_upstream_cancelled_total", "Upstream requests cut short: by their attempt's timeout, or by the end of their quote request.", nil, nil)
 	descLatency   = prometheus.NewDesc("gateway_request_duration_seconds", "Latency of the answered quote requests.", nil, nil)
 )
 
