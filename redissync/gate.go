@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -71,9 +72,13 @@ func (q *gateQueue) dequeue(w *waiter) (held bool) {
 
 // take returns the waiters to try in the next round trip, the queued ones
 // first, then the fresh ones, at most max of them (negative: all). Fresh
-// ones beyond max stay fresh. Called with mu held.
+// ones beyond max stay fresh. Those that left before their first try are
+// dropped: asked for, they would use up an entry of a Throttle, or a lease
+// and a fencing token of a Mutex, for a flow that is gone. Called with mu
+// held.
 func (q *gateQueue) take(max int) []*waiter {
 	q.queue.compact()
+	q.fresh = slices.DeleteFunc(q.fresh, func(w *waiter) bool { return w.state != wFresh })
 	batch := make([]*waiter, 0, len(q.queue.items)+len(q.fresh))
 	batch = append(batch, q.queue.items...)
 	n := len(q.fresh)
