@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -20,7 +21,7 @@ type MutexOptions struct {
 	// section runs, and runs out TTL after the last renewal when its
 	// process can no longer renew it (killed, or cut off from Redis). 0
 	// means ten seconds; it is rounded up to whole milliseconds, the unit
-	// of Redis's clock.
+	// of Redis's clock (down within a millisecond of the largest Duration).
 	TTL time.Duration
 }
 
@@ -122,14 +123,24 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	if m.ttl == 0 {
 		m.ttl = 10 * time.Second
 	}
-	// A lease of 0 ms would run out as it is taken, and a TTL under 3ns
-	// would make a renewal ticker of 0, which panics on run's goroutine.
-	m.ttl = (m.ttl + time.Millisecond - 1).Truncate(time.Millisecond)
+	m.ttl = wholeMillis(m.ttl)
 	c.mu.Lock()
 	c.mutexes[name] = m
 	c.mu.Unlock()
 	c.start(&m.gateQueue, m.run)
 	return m
+}
+
+// wholeMillis rounds a lease's TTL up to whole milliseconds, Redis's
+// unit: a lease of 0 ms would run out as it is taken, and a TTL under 3ns
+// would make a renewal ticker of 0, which panics on run's goroutine. Within
+// a millisecond of the largest Duration, it rounds down: rounding up would
+// overflow into a negative TTL, and the same panic.
+func wholeMillis(ttl time.Duration) time.Duration {
+	if ttl > math.MaxInt64-time.Millisecond {
+		return ttl.Truncate(time.Millisecond)
+	}
+	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // Sync implements [asyncsteps.Syncer]: it adds to as the steps that wait

@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"testing"
@@ -14,8 +15,10 @@ const tinyTTLEnv = "REDISSYNC_TINY_TTL_ADDR"
 // TestMutexTinyTTL: a Mutex whose TTL is under a millisecond works, with a
 // lease of one millisecond (Redis's unit), and does not crash the process:
 // a TTL under 3ns made a renewal ticker of 0, whose panic on the Mutex's
-// goroutine no one could recover. It runs in a child process, which such
-// a panic kills.
+// goroutine no one could recover. So does one within a millisecond of the
+// largest Duration ("for ever"), rounded down: rounded up, it overflowed
+// into a negative lease, and the same panic. It runs in a child process,
+// which such a panic kills.
 func TestMutexTinyTTL(t *testing.T) {
 	if addr := os.Getenv(tinyTTLEnv); addr != "" {
 		tinyTTLChild(t, addr)
@@ -33,7 +36,8 @@ func tinyTTLChild(t *testing.T, addr string) {
 	c, _ := newClient(t, addr, Options{})
 	for ttl, want := range map[time.Duration]time.Duration{
 		time.Nanosecond: time.Millisecond, 500 * time.Microsecond: time.Millisecond,
-		1500 * time.Microsecond: 2 * time.Millisecond} {
+		1500 * time.Microsecond: 2 * time.Millisecond,
+		math.MaxInt64:           time.Duration(math.MaxInt64).Truncate(time.Millisecond)} {
 		m := c.NewMutex("tiny"+ttl.String(), MutexOptions{TTL: ttl})
 		if m.ttl != want {
 			t.Errorf("TTL %v: lease of %v, want %v", ttl, m.ttl, want)
