@@ -56,7 +56,8 @@ type Client struct {
 	idBase string        // a random prefix of this Client's lease names
 	idSeq  atomic.Uint64 // the counter after it
 
-	done      chan struct{} // closed by Close
+	done      chan struct{}      // closed by Close
+	stop      context.CancelFunc // called by Close: ends listen's context
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the goroutines of the Client and its Syncers
 
@@ -118,8 +119,12 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 		c.closeOwned()
 		return nil, c.commError(err)
 	}
+	// listen's context is the Client's, cancelled by Close itself: a
+	// goroutine that waited to cancel it would outlive Close.
+	lctx, stop := context.WithCancel(context.Background())
+	c.stop = stop
 	c.wg.Add(1)
-	go c.listen()
+	go c.listen(lctx)
 	return c, nil
 }
 
@@ -144,6 +149,7 @@ func (c *Client) Close() error {
 		c.closed = true
 		c.mu.Unlock()
 		close(c.done)
+		c.stop()
 		_ = c.ps.Close() // ends listen's receive
 	})
 	c.wg.Wait()
@@ -195,10 +201,8 @@ func timedClient(rdb redis.UniversalClient) redis.UniversalClient {
 // fail if not); go-redis reconnects and subscribes again, and the new
 // subscription wakes every Syncer again, since notifications sent while
 // the connection was down are lost.
-func (c *Client) listen() {
+func (c *Client) listen(ctx context.Context) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-c.done; cancel() }()
 	backoff := 10 * time.Millisecond
 	for {
 		msg, err := c.ps.Receive(ctx)
