@@ -412,6 +412,13 @@ func (m *Mutex) shutdown() {
 // leases taken, the token of the last (the others precede it), the ms
 // until the first lease runs out (-1: none held), and the 1-based
 // positions of the leases to renew that were found gone.
+//
+// A lease to take that is found held was taken by this very call, run
+// again: go-redis sends a call again when its connection breaks before
+// the reply, which may have been lost after Redis ran it. Such leases (the
+// first ones, as the first run took them) are taken again, with new
+// tokens, since nobody saw the first run's; counted as held by others,
+// they made their own waiters queue behind them until they ran out.
 var mutexScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -432,8 +439,14 @@ for j = 1, nren do
   end
   i = i + 1
 end
-local n = limit - redis.call('ZCARD', KEYS[1])
-if n > #ARGV - i + 1 then n = #ARGV - i + 1 end
+local want = #ARGV - i + 1
+local again = 0
+for j = i, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[j]) then again = again + 1 end
+end
+local n = limit - redis.call('ZCARD', KEYS[1]) + again
+if n < again then n = again end
+if n > want then n = want end
 local last = 0
 if n > 0 then
   if redis.call('EXISTS', KEYS[2]) == 0 then
