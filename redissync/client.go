@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,20 +258,29 @@ func (c *Client) key(name, part string) string {
 	return c.opts.Prefix + ":{" + name + "}:" + part
 }
 
-// call runs one round trip with the Client's timeout.
-func (c *Client) call(s *redis.Script, keys []string, args ...any) ([]any, error) {
+// call runs one round trip with the Client's timeout. A panic in it, of
+// a hook of the user's redis client, is returned as an
+// [*asyncsteps.PanicError]: on a Syncer's goroutine, nobody else could
+// recover it, and it would end the process.
+func (c *Client) call(s *redis.Script, keys []string, args ...any) (res []any, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
 	defer cancel()
-	res, err := s.Run(ctx, c.rdb, keys, args...).Slice()
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, &asyncsteps.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return s.Run(ctx, c.rdb, keys, args...).Slice()
 }
 
-// commError is the error of a flow that could not reach Redis.
+// commError is the error of a flow whose round trip failed: CommError,
+// or InternalError when the round trip panicked, as for a callback.
 func (c *Client) commError(err error) *asyncsteps.Error {
-	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "redis " + c.addr + ": " + err.Error(), Cause: err}
+	code := asyncsteps.CommError
+	if _, ok := err.(*asyncsteps.PanicError); ok {
+		code = asyncsteps.InternalError
+	}
+	return &asyncsteps.Error{Code: code, Info: "redis " + c.addr + ": " + err.Error(), Cause: err}
 }
 
 // errClosed is the refusal of a flow waiting when its Client closes.

@@ -42,6 +42,10 @@
 //   - A process killed while it holds a lease: nothing is given back; the
 //     lease runs out after its TTL and its slot is free again, and the
 //     waiters of other processes are woken at that time.
+//   - A round trip that panics (a hook of the redis client given to
+//     [New] that panics): its flows fail with InternalError, info
+//     "redis ADDR: panic: ...", also those of a FailOpen rate limit; the
+//     process goes on.
 //   - Redis restarted: go-redis reconnects and the Syncers work again, with
 //     no restart of the service; the scripts are loaded again when Redis
 //     has lost them, and fencing tokens still grow (see [Mutex]).

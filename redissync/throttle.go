@@ -164,8 +164,11 @@ func (t *Throttle) round() (time.Duration, bool) {
 	}
 	res, err := t.c.call(gcraScript, t.key, t.interval, t.slack, len(batch))
 	if err != nil {
+		// A panic (InternalError) is a bug, no outage: it fails closed.
+		e := t.c.commError(err)
+		open := t.failOpen && e.Code == asyncsteps.CommError && !refusedByRedis(err)
 		t.mu.Lock()
-		done := t.failAll(t.c.commError(err), t.failOpen && !refusedByRedis(err), batch)
+		done := t.failAll(e, open, batch)
 		t.mu.Unlock()
 		complete(done)
 		return 0, false

@@ -1,0 +1,84 @@
+package redissync
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// hookPanicEnv names the Redis address for the child process of
+// TestRedisClientHookPanics.
+const hookPanicEnv = "REDISSYNC_HOOK_PANIC_ADDR"
+
+// panicHook is a go-redis hook, the user's, that panics on script calls.
+type panicHook struct{}
+
+func (panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmd.Name(), "eval") {
+			panic("boom")
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestRedisClientHookPanics: a hook of the user's redis client that
+// panics in a round trip fails the flows of the round trip with an
+// InternalError naming the panic, as a panic in a callback does, and a
+// FailOpen Throttle does not let them in: that is a bug, not Redis lost.
+// The panic ended the process: it came on a Syncer's goroutine, where
+// nobody could recover it. (With ContextTimeoutEnabled, the round trips
+// go through the user's client and its hooks.) It runs in a child
+// process, which such a panic kills.
+func TestRedisClientHookPanics(t *testing.T) {
+	if addr := os.Getenv(hookPanicEnv); addr != "" {
+		hookPanicChild(t, addr)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRedisClientHookPanics$", "-test.count=1")
+	cmd.Env = append(os.Environ(), hookPanicEnv+"="+sharedRedis(t))
+	dieWithTest(cmd)
+	timer := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the child process: %v\n%s", err, out)
+	}
+}
+
+func hookPanicChild(t *testing.T, addr string) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	rdb.AddHook(panicHook{})
+	c, err := New(context.Background(), rdb, Options{Prefix: "hook-panic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := newLoops(t, 1)[0]
+	syncers := map[string]asyncsteps.Syncer{
+		"Mutex":    c.NewMutex("m", MutexOptions{}),
+		"Throttle": c.NewThrottle("t", ThrottleOptions{FailOpen: true}),
+	}
+	for name, s := range syncers {
+		var tr tracer
+		res := <-enter(l, s, &tr, name)
+		var e *asyncsteps.Error
+		if !errors.As(res.Err, &e) || e.Code != asyncsteps.InternalError || e.Info != "redis "+addr+": panic: boom" {
+			t.Errorf("%s: %v, want InternalError \"redis %s: panic: boom\"", name, res.Err, addr)
+		}
+		tr.check(t, name+" onerror InternalError: redis "+addr+": panic: boom")
+	}
+}
