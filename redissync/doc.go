@@ -3,7 +3,11 @@
 // server (github.com/redis/go-redis/v9), with the behaviour the in-process
 // ones have on one loop: a local queue with a limit whose overflow fails
 // with DefenseRejected, and a slot given back however the critical
-// section ends (success, error, panic, timeout, cancel).
+// section ends (success, error, panic, timeout, cancel). One difference:
+// a section that ends by a timeout or a cancel gives its slot back at
+// once, even while an [asyncsteps.AsyncSteps.Await] function started in
+// it still runs; the in-process Syncers keep the slot until such a
+// function returns, which the engine counts for them alone.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: "myapp"})
@@ -48,14 +52,21 @@
 //     process goes on.
 //   - Redis restarted: go-redis reconnects and the Syncers work again, with
 //     no restart of the service; the scripts are loaded again when Redis
-//     has lost them, and fencing tokens still grow (see [Mutex]).
+//     has lost them, and fencing tokens still grow (see [Mutex]). A
+//     restart that loses Redis's data loses the leases held too: until
+//     their sections end, other flows may enter beside them, up to the
+//     limit again (a renewal does not put a lost lease back). Where that
+//     matters, run Redis with persistence, or check the fencing token
+//     where the section writes.
 //
 // # Keys
 //
 // A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders"
 // and "P:{N}:fence" (Mutex) or "P:{N}:tat" (Throttle), and the channel
 // "P:released". The braces keep a Syncer's keys on one node of a Redis
-// Cluster.
+// Cluster; there, N must not be empty, since Redis Cluster does not take
+// an empty "{}" for a hash tag, and the two keys of a Mutex could then
+// land on different nodes.
 //
 // # Time
 //
