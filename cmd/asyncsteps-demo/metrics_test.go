@@ -18,20 +18,9 @@ func TestMetricsLatencyHasNoFloatNoise(t *testing.T) {
 	for _, us := range []time.Duration{262143, 262143, 524287} { // tops of their buckets
 		st.finish("", http.StatusOK, us*time.Microsecond)
 	}
-	srv := httptest.NewServer(st.metricsHandler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var got []string
-	for line := range strings.Lines(string(body)) {
-		if strings.HasPrefix(line, "gateway_request_duration_seconds") {
-			got = append(got, line)
-		}
-	}
+	got := metricsLines(t, st, func(line string) bool {
+		return strings.HasPrefix(line, "gateway_request_duration_seconds")
+	})
 	want := []string{
 		"gateway_request_duration_seconds{quantile=\"0.5\"} 0.262143\n",
 		"gateway_request_duration_seconds{quantile=\"0.99\"} 0.524287\n",
@@ -52,20 +41,9 @@ func TestMetricsLatencyHasNoFloatNoise(t *testing.T) {
 // upstream request is cut short by its own timeout as well as by its
 // request's end.
 func TestMetricsNamesAndHelp(t *testing.T) {
-	srv := httptest.NewServer(newStats(func() int64 { return 0 }).metricsHandler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var got []string
-	for line := range strings.Lines(string(body)) {
-		if strings.HasPrefix(line, "# HELP gateway_") || strings.HasPrefix(line, "# TYPE gateway_") {
-			got = append(got, line)
-		}
-	}
+	got := metricsLines(t, newStats(func() int64 { return 0 }), func(line string) bool {
+		return strings.HasPrefix(line, "# HELP gateway_") || strings.HasPrefix(line, "# TYPE gateway_")
+	})
 	want := []string{
 		"# HELP gateway_limiter_queue_length Requests waiting to enter the limiter.\n",
 		"# TYPE gateway_limiter_queue_length gauge\n",
@@ -83,4 +61,28 @@ func TestMetricsNamesAndHelp(t *testing.T) {
 	if strings.Join(got, "") != strings.Join(want, "") {
 		t.Errorf("/metrics:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))
 	}
+}
+
+// metricsLines serves st's /metrics over loopback and returns the lines of
+// the answer that keep accepts, each with its newline.
+func metricsLines(t *testing.T, st *stats, keep func(line string) bool) []string {
+	t.Helper()
+	srv := httptest.NewServer(st.metricsHandler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for line := range strings.Lines(string(body)) {
+		if keep(line) {
+			got = append(got, line)
+		}
+	}
+	return got
 }
