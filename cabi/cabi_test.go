@@ -506,6 +506,28 @@ func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
 	})
 }
 
+// stack and stateVariable are for the step's own callback: called on a
+// waiting step from another thread they give nothing, as the other
+// callback-only functions ignore such calls, rather than touch the step's
+// memory list and the flow's state beside the loop.
+func TestStackAndStateVariableFromAnotherThreadGiveNothing(t *testing.T) {
+	root := newCRoot(t)
+	ctest.Held(root)
+	ctest.ExecuteOnly(root, "held", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatal("the step did not start")
+	}
+	stack, state := ctest.StackHeld(), ctest.StateHeld()
+	ctest.FailHeld()
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("no unhandled error")
+	}
+	if stack || state {
+		t.Errorf("from another thread: stack gave memory %v, stateVariable %v; want neither", stack, state)
+	}
+	checkTrace(t, "held", "unhandled Boom data=held root=1")
+}
+
 // An execution's error goes to the unhandled_error and data of
 // the execute that started it, also when it is reported after a later
 // execute has started the root again (here the report of a Go root's

@@ -81,7 +81,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointe
 //export cabiStateVariable
 func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.char, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
 	n := nodeOf(bsi)
-	if n == nil || name == nil {
+	if n == nil || name == nil || !n.onFlow() {
 		return nil
 	}
 	defer guard(n)
@@ -140,7 +140,7 @@ func errorCode(err error) string {
 //export cabiStack
 func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) unsafe.Pointer {
 	n := nodeOf(bsi)
-	if n == nil {
+	if n == nil || !n.onFlow() {
 		return nil
 	}
 	// calloc: zeroed, and aligned for any fundamental type like max_align_t.
@@ -150,6 +150,13 @@ func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) u
 	}
 	n.stacks = append(n.stacks, stackMem{p: p, cleanup: C.cabi_stack_cleanup_fn(cleanup)})
 	return p
+}
+
+// onFlow reports whether the flow's state and memory lists may be touched
+// now: on the loop, or through an idle root, beside which nothing runs.
+// From another thread, stack and stateVariable would race with the loop.
+func (n *node) onFlow() bool {
+	return n.flow.onLoop() || (n.root != nil && !n.root.root.Running())
 }
 
 //export cabiSuccess

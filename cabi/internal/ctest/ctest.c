@@ -386,6 +386,23 @@ static void held1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 void ct_held(FutoInAsyncSteps* root) { ct_add(root, NULL, held1, NULL); }
 void ct_fail_held(void) { held->api->handle_error(held, "Boom", NULL); }
 
+static void* held_alloc(void* data)
+{
+    (void)data;
+    return calloc(1, 1);
+}
+static void held_free(void* data, void* value)
+{
+    (void)data;
+    free(value);
+}
+
+// ct_stack_held and ct_state_held call stack and stateVariable on the held
+// step from the calling thread (misuse: both are for the step's callback)
+// and report whether they gave memory.
+int ct_stack_held(void) { return held->api->stack(held, 16, NULL) != NULL; }
+int ct_state_held(void) { return held->api->stateVariable(held, NULL, "held", held_alloc, held_free) != NULL; }
+
 void ct_cancel(FutoInAsyncSteps* root) { root->api->cancel(root); }
 int ct_is_valid(FutoInAsyncSteps* root) { return root->api->isValid(root); }
 void ct_free(FutoInAsyncSteps* root) { root->api->free(root); }

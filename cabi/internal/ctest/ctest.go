@@ -95,6 +95,11 @@ func GoValue(root unsafe.Pointer)   { C.ct_go_value(bsi(root)) }
 func EmptySlot(root unsafe.Pointer) { C.ct_empty_slot(bsi(root)) }
 func Held(root unsafe.Pointer)      { C.ct_held(bsi(root)) }
 func FailHeld()                     { C.ct_fail_held() }
+
+// StackHeld and StateHeld call stack and stateVariable on the step of
+// Held from the calling thread, and report whether they gave memory.
+func StackHeld() bool               { return C.ct_stack_held() != 0 }
+func StateHeld() bool               { return C.ct_state_held() != 0 }
 func SucceedHeld()                  { C.ct_succeed_held() }
 func Running(root unsafe.Pointer)   { C.ct_running(bsi(root)) }
 func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }

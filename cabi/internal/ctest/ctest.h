@@ -37,6 +37,8 @@ void ct_empty_slot(FutoInAsyncSteps* root);
 void ct_execute_only(FutoInAsyncSteps* root, const char* data, int which);
 void ct_held(FutoInAsyncSteps* root);
 void ct_fail_held(void);
+int ct_stack_held(void);
+int ct_state_held(void);
 void ct_empty_slot_back(FutoInAsyncSteps* root);
 void ct_take_over(FutoInAsyncSteps* root, int wait);
 void ct_succeed_held(void);
