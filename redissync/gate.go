@@ -1,8 +1,10 @@
 package redissync
 
 import (
+	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -68,6 +70,40 @@ func (q *gateQueue) dequeue(w *waiter) (held bool) {
 		return true
 	}
 	return false
+}
+
+// waitingLoops adds to loops the loop of every waiting flow, when some
+// flow waits in the queue: only then is a round trip a retry, which a
+// flow whose loop was closed meanwhile could be in. A flow on its first
+// try ran its step on its loop a moment ago; probing its loop too would
+// cost every uncontended entry. Called with mu held.
+func (q *gateQueue) waitingLoops(loops loopSet) loopSet {
+	if q.queue.live == 0 {
+		return loops
+	}
+	for _, list := range [][]*waiter{q.queue.items, q.fresh} {
+		for _, w := range list {
+			if w.state == wQueued || w.state == wFresh {
+				loops = loops.add(w.tool)
+			}
+		}
+	}
+	return loops
+}
+
+// dropClosed takes out of the queue the waiters whose loop closed finds
+// closed: such a flow stops without its cancel handlers, so it never
+// leaves, and admitted it would spend a slot of the whole cluster on a
+// flow that is gone. Their steps are not completed: their loop runs
+// nothing more. Called with mu held.
+func (q *gateQueue) dropClosed(closed loopSet) {
+	for _, list := range [][]*waiter{q.queue.items, q.fresh} {
+		for _, w := range list {
+			if (w.state == wQueued || w.state == wFresh) && closed[w.tool] {
+				q.dequeue(w)
+			}
+		}
+	}
 }
 
 // take returns the waiters to try in the next round trip, the queued ones
@@ -157,6 +193,64 @@ func (q *gateQueue) failAll(err *asyncsteps.Error, open bool, batch []*waiter) [
 	}
 	q.queue.items, q.queue.live, q.fresh = nil, 0, nil
 	return done
+}
+
+// loopSet holds the loops of flows to probe, each once, and whether each
+// was found closed.
+type loopSet map[asyncsteps.Tool]bool
+
+// add adds tool to s, made on first use. A nil tool (a flow whose loop
+// cannot be probed) is left out.
+func (s loopSet) add(tool asyncsteps.Tool) loopSet {
+	if tool == nil {
+		return s
+	}
+	if s == nil {
+		s = make(loopSet)
+	}
+	s[tool] = false
+	return s
+}
+
+// probe marks the loops of s that are closed, and reports whether any
+// is. Called without the gate's mutex: a loop takes its own lock.
+func (s loopSet) probe() (any bool) {
+	for tool := range s {
+		if loopClosed(tool) {
+			s[tool] = true
+			any = true
+		}
+	}
+	return any
+}
+
+// loopClosed reports whether the loop of tool is closed: a closed loop
+// accepts no timer, so the Handle it returns is not valid. The core has no
+// other way to tell, and needs none. A Tool that panics or returns no
+// Handle counts as open: the gate's goroutine must not stop for it.
+func loopClosed(tool asyncsteps.Tool) (closed bool) {
+	defer func() {
+		if recover() != nil {
+			closed = false
+		}
+	}()
+	h := tool.Deferred(time.Hour, func() {})
+	if h == nil {
+		return false
+	}
+	closed = !h.IsValid()
+	h.Cancel()
+	return closed
+}
+
+// probeable returns tool if its loop can be probed: a loopSet keys on
+// it, and a key whose type cannot be compared panics. Such a Tool's
+// flows are never found closed.
+func probeable(tool asyncsteps.Tool) asyncsteps.Tool {
+	if tool == nil || !reflect.TypeOf(tool).Comparable() {
+		return nil
+	}
+	return tool
 }
 
 // complete resumes the waiting steps of done. Called without mu: the

@@ -34,6 +34,11 @@ type LimiterOptions struct {
 // given to Sync sees it first. The fencing token of the slot is read with
 // [Limiter.Token].
 //
+// A flow whose Loop is closed stops without its cancel handlers: while it
+// waits for a slot or an entry, it leaves that queue at the next round
+// trip and is never admitted; a slot it holds is given back at the next
+// renewal or re-check, as a [Mutex]'s lease.
+//
 // A Limiter is safe for concurrent use: flows on any loops may share it.
 // Make it with [Client.NewLimiter]; a nil or zero Limiter, or one made by a
 // zero Client, fails every flow that enters it with InternalError.

@@ -2,7 +2,6 @@ package redissync
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -65,10 +64,16 @@ type MutexOptions struct {
 // and Options.Recheck + OpTimeout when nothing else happens. A Mutex
 // always fails closed.
 //
-// A flow whose Loop is closed while it holds the Mutex stops without its
-// cancel handlers: its lease is given back at the next renewal or
+// A flow whose Loop is closed stops without its cancel handlers. If it
+// holds the Mutex, its lease is given back at the next renewal or
 // re-check (every TTL/3, and every Options.Recheck), which find that the
-// loop is closed.
+// loop is closed. If it waits, it leaves the queue at the next round trip
+// (another flow asking, a lease given back, a re-check), before that
+// round trip could admit it: it is never admitted, and no longer counts
+// against MaxQueue once a later flow asks. (A flow's first try is not
+// checked while the queue is empty, to keep uncontended entries cheap: a
+// flow whose loop closes as it first asks may get the lease, then given
+// back as a holder's.)
 //
 // A flow that holds the Mutex enters it again at once, with the same
 // lease and token, so nested Sync calls do not deadlock. The hold is kept
@@ -177,7 +182,7 @@ func (m *Mutex) enter(as asyncsteps.AsyncSteps, w *waiter) {
 		return
 	}
 	w.lease = m.c.leaseID()
-	w.tool = as.Tool()
+	w.tool = probeable(as.Tool())
 	w.as = as
 	as.WaitExternal()
 	m.request(w)
@@ -240,7 +245,7 @@ func (m *Mutex) run() {
 	expiry := time.NewTimer(time.Hour)
 	defer expiry.Stop()
 	for {
-		renewing := false
+		renewing, holders := false, false
 		select {
 		case <-m.c.done:
 			m.shutdown()
@@ -248,12 +253,11 @@ func (m *Mutex) run() {
 		case <-m.wake:
 		case <-expiry.C:
 		case <-recheck.C:
-			m.dropClosed()
+			holders = true
 		case <-renew.C:
-			m.dropClosed()
-			renewing = true
+			holders, renewing = true, true
 		}
-		if next, ok := m.round(renewing); ok {
+		if next, ok := m.round(renewing, holders); ok {
 			expiry.Reset(next)
 		}
 	}
@@ -262,8 +266,11 @@ func (m *Mutex) run() {
 // round makes one round trip: it gives back the leases released, renews
 // the leases held (when renewing), and tries the waiters. It returns when
 // the first lease in Redis runs out, if any waiter is left to try then.
-func (m *Mutex) round(renewing bool) (time.Duration, bool) {
+// Before, it drops the waiters whose loop was closed, and, with holders
+// (at a renewal or re-check), the holders too.
+func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	m.mu.Lock()
+	m.dropClosedFlows(holders)
 	releases := m.releases
 	m.releases = nil
 	var renewals []*waiter
@@ -329,39 +336,36 @@ func (m *Mutex) round(renewing bool) (time.Duration, bool) {
 	return 0, false
 }
 
-// dropClosed gives back the leases of holders whose loop was closed: such
-// a flow stops without its cancel handlers, so it never leaves. A closed
-// loop accepts no timer: the Handle it returns is not valid.
-func (m *Mutex) dropClosed() {
-	m.mu.Lock()
-	tools := make(map[asyncsteps.Tool]bool)
-	for w := range m.held {
-		tools[w.tool] = true
-	}
-	m.mu.Unlock()
-	var closed []asyncsteps.Tool
-	for tool := range tools {
-		if tool == nil {
-			continue
+// dropClosedFlows takes out the waiters, and with holders the holders,
+// whose loop was closed: such a flow stops without its cancel handlers,
+// so it never leaves. A holder's lease goes back with the round trip to
+// come. Each loop is probed once, without mu, which is held on entry and
+// on return; none is when no flow waits in the queue and holders is
+// false, the common case.
+func (m *Mutex) dropClosedFlows(holders bool) {
+	loops := m.waitingLoops(nil)
+	if holders {
+		for w := range m.held {
+			loops = loops.add(w.tool)
 		}
-		h := tool.Deferred(time.Hour, func() {})
-		if !h.IsValid() {
-			closed = append(closed, tool)
-		}
-		h.Cancel()
 	}
-	if len(closed) == 0 {
+	if loops == nil {
 		return
 	}
+	m.mu.Unlock()
+	closed := loops.probe()
 	m.mu.Lock()
+	if !closed {
+		return
+	}
+	m.dropClosed(loops)
 	for w := range m.held {
-		if slices.Contains(closed, w.tool) {
+		if loops[w.tool] {
 			delete(m.held, w)
 			w.state = wLeft
 			m.releases = append(m.releases, w.lease)
 		}
 	}
-	m.mu.Unlock()
 }
 
 // fail refuses every waiting flow with err (a Mutex fails closed), with

@@ -38,7 +38,7 @@ type waiter struct {
 	token int64             // Mutex: the fencing token
 
 	hold *hold           // Mutex: the hold this section shares, set inside
-	tool asyncsteps.Tool // Mutex: the flow's loop, to find a holder whose loop was closed
+	tool asyncsteps.Tool // the flow's loop, to find a waiter or holder whose loop was closed
 }
 
 // section is one pass of a flow through a critical section guarded by one

@@ -60,6 +60,14 @@ type ThrottleOptions struct {
 // without a limit. Once Redis answers again (also after a restart that
 // lost its data), the Throttle works again.
 //
+// A flow whose Loop is closed while it waits stops without its cancel
+// handlers; it leaves the queue at the next round trip (another flow
+// asking, the time of the next entry), before that round trip could admit
+// it: it is never given an entry, and no longer counts against MaxQueue
+// once a later flow asks. (A flow's first try is not checked while the
+// queue is empty, to keep uncontended entries cheap: a flow whose loop
+// closes as it first asks may use up an entry.)
+//
 // A Throttle is safe for concurrent use: flows on any loops may share it.
 // Make it with [Client.NewThrottle]; a nil or zero Throttle, or one made by a
 // zero Client, fails every flow that enters it with InternalError.
@@ -115,6 +123,7 @@ func (t *Throttle) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror
 
 // enter implements gate.
 func (t *Throttle) enter(as asyncsteps.AsyncSteps, w *waiter) {
+	w.tool = probeable(as.Tool())
 	w.as = as
 	as.WaitExternal()
 	t.request(w)
@@ -154,9 +163,12 @@ func (t *Throttle) run() {
 }
 
 // round asks Redis for an entry for every waiter in one round trip. It
-// returns when the next entry is possible, if waiters are left.
+// returns when the next entry is possible, if waiters are left. Before,
+// it drops the waiters whose loop was closed: an entry given to one would
+// be spent on a flow that is gone.
 func (t *Throttle) round() (time.Duration, bool) {
 	t.mu.Lock()
+	t.dropClosedWaiters()
 	batch := t.take(-1)
 	t.mu.Unlock()
 	if len(batch) == 0 {
@@ -187,6 +199,22 @@ func (t *Throttle) round() (time.Duration, bool) {
 		return max(time.Duration(wait)*time.Microsecond, 100*time.Microsecond), true
 	}
 	return 0, false
+}
+
+// dropClosedWaiters takes out the waiters whose loop was closed, each loop
+// probed once, without mu, which is held on entry and on return. No loop
+// is probed when no flow waits in the queue, the common case.
+func (t *Throttle) dropClosedWaiters() {
+	loops := t.waitingLoops(nil)
+	if loops == nil {
+		return
+	}
+	t.mu.Unlock()
+	closed := loops.probe()
+	t.mu.Lock()
+	if closed {
+		t.dropClosed(loops)
+	}
 }
 
 // refusedByRedis reports whether err is an error reply that says the
