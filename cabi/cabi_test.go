@@ -992,3 +992,48 @@ func dropLastResult(r *asyncsteps.Root, ri bool) {
 		r.Add(func(asyncsteps.AsyncSteps, ...any) {})
 	}
 }
+
+// A second handle_error in the callback that failed its step, or one after
+// its success, has no effect: the flow goes on with the first outcome, and
+// error_info is still the first error's (as a Go step's Error after its
+// Success).
+func TestHandleErrorAfterTheStepCompletedHasNoEffect(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		t.Run("after handle_error", func(t *testing.T) {
+			r, root := newRoot(t)
+			ctest.ErrorTwice(root, 0)
+			_, err := run(t, r)
+			var e *asyncsteps.Error
+			if !errors.As(err, &e) || e.Code != "First" || e.Info != "first info" {
+				t.Fatalf("Run: %v, want First: first info", err)
+			}
+			checkTrace(t,
+				"err_twice returns",
+				"err_twice_eh First info=first info last_exception=First",
+			)
+		})
+		t.Run("after success", func(t *testing.T) {
+			r, root := newRoot(t)
+			ctest.ErrorTwice(root, 1)
+			if _, err := run(t, r); err != nil {
+				t.Fatalf("Run: %v, want success", err)
+			}
+			checkTrace(t,
+				"err_twice returns",
+				"err_twice_next info=",
+			)
+		})
+		t.Run("after success in a loop body", func(t *testing.T) {
+			r, root := newRoot(t)
+			ctest.ErrorTwice(root, 2)
+			if _, err := run(t, r); err != nil {
+				t.Fatalf("Run: %v, want success", err)
+			}
+			checkTrace(t,
+				"err_twice_body 0 returns",
+				"err_twice_body 1 returns",
+				"err_twice_next info=",
+			)
+		})
+	})
+}

@@ -32,7 +32,10 @@
 //     slots, so each cleanup runs exactly once. A custom object no C step
 //     receives is cleaned up some time after the Go side has dropped it.
 //   - handle_error copies code and info; labels, state variable names and
-//     every other string given to a function are copied too.
+//     every other string given to a function are copied too. In a callback
+//     whose step already failed or completed (a second handle_error, one
+//     after success, breakLoop or continueLoop) it has no effect: the first
+//     error keeps its code and info.
 //   - stateVariable with allocate: an ordinary variable of the flow, made
 //     once, its cleanup run when the root is freed. With a NULL allocate,
 //     "error_info" returns the last error's info and "last_exception" its

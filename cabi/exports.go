@@ -224,6 +224,12 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 			ginfo = C.GoString(info)
 		}
 	}
+	if n.kind == kindStep && n.inCallback() && n.completed {
+		// The step already failed or succeeded in this callback: as a Go
+		// step's Error after its Error or Success, no effect, and the
+		// first error keeps its code and info (error_info).
+		return
+	}
 	if n.kind != kindStep || n.inCallback() {
 		n.completed = n.kind == kindStep
 		n.overrule(false)

@@ -243,7 +243,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * return from its callback at once, without further calls on bsi
              * (C has no exceptions). The step's error handler, then the outer
              * ones, see code; they read info through stateVariable
-             * "error_info". From any thread. */
+             * "error_info". In a callback whose step already failed or
+             * completed (a second handle_error, one after success, breakLoop
+             * or continueLoop) it has no effect: the first code and info
+             * stay. From any thread. */
             void (*handle_error)(
                     FutoInAsyncSteps* bsi, const char* code, const char* info);
             /* Index 6. setTimeout: the step (with its sub-steps) fails with

@@ -571,6 +571,67 @@ static void err1_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 
 void ct_errors(FutoInAsyncSteps* root) { ct_add(root, NULL, err1, err1_eh); }
 
+// err_twice fails its step, then calls handle_error again (mode 0), or
+// completes it with success and then calls handle_error (mode 1).
+static void err_twice(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    if (*(const char*)data == '0') {
+        bsi->api->handle_error(bsi, "First", "first info");
+    } else {
+        ct_success(bsi, NULL);
+    }
+    bsi->api->handle_error(bsi, "Second", "second info");
+    LOG("err_twice returns");
+}
+
+static void err_twice_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    LOG("err_twice_eh %s info=%s last_exception=%s", code,
+        (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL),
+        (const char*)bsi->api->stateVariable(bsi, NULL, "last_exception", NULL, NULL));
+}
+
+static void err_twice_next(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("err_twice_next info=%s",
+        (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
+}
+
+// err_twice_body succeeds, then calls handle_error, in a loop's body.
+static void err_twice_body(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)data;
+    enter(bsi);
+    ct_success(bsi, NULL);
+    bsi->api->handle_error(bsi, "Second", "second info");
+    LOG("err_twice_body %zu returns", i);
+}
+
+static void err_twice_loop(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    ct_repeat(bsi, NULL, 2, err_twice_body, NULL);
+}
+
+void ct_error_twice(FutoInAsyncSteps* root, int mode)
+{
+    if (mode == 2) {
+        ct_add(root, NULL, err_twice_loop, err_twice_eh);
+    } else {
+        ct_add(root, (void*)(mode == 0 ? "0" : "1"), err_twice, err_twice_eh);
+    }
+    ct_add(root, NULL, err_twice_next, NULL);
+}
+
 static void misuse_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
     (void)data;

@@ -182,3 +182,8 @@ func Sync(root, sync unsafe.Pointer, name string, fail bool) {
 // StateIdle allocates the state variable "counter" (5) through the idle
 // root itself, before any execute.
 func StateIdle(root unsafe.Pointer) { C.ct_state_idle(bsi(root)) }
+
+// ErrorTwice adds a step that calls handle_error after handle_error
+// (mode 0), after success (mode 1) or after success in each of the two
+// runs of a repeat's body (mode 2), then a step that logs error_info.
+func ErrorTwice(root unsafe.Pointer, mode int) { C.ct_error_twice(bsi(root), C.int(mode)) }

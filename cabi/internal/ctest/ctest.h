@@ -13,6 +13,7 @@ int ct_strict_alive(void);
 void ct_args(FutoInAsyncSteps* root);
 void ct_custom(FutoInAsyncSteps* root);
 void ct_errors(FutoInAsyncSteps* root);
+void ct_error_twice(FutoInAsyncSteps* root, int mode);
 void ct_state(FutoInAsyncSteps* root);
 void ct_stack(FutoInAsyncSteps* root, int mode);
 void ct_state_idle(FutoInAsyncSteps* root);
