@@ -24,7 +24,11 @@
 //
 //   - success takes the values over: strings and arrays are copied before it
 //     returns and their type's cleanup is called at once; the caller's slots
-//     are reset; a custom object is passed on as is. args may be NULL.
+//     are reset; a custom object is passed on as is. args may be NULL. A
+//     string or array longer than a Go int holds (an int of 32 bits) fails
+//     the step with InternalError; a Go value longer than the uint32_t
+//     length holds fails, before it runs, the C step that would receive it
+//     (or the Go step whose Success gives it to a foreign table).
 //   - The FutoInArgs a C step receives is valid during its callback. The
 //     step may take any value over (move it out and futoin_reset_binval the
 //     slot, as the C++ reference implementation does with every value); the

@@ -162,9 +162,14 @@ func (n *node) onFlow() bool {
 //export cabiSuccess
 func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	n := nodeOf(bsi)
-	vals := takeArgs(args, n)
+	vals, tooLong := takeArgs(args, n)
 	if n == nil {
 		dropArgs(vals, nil)
+		return
+	}
+	if tooLong != "" {
+		dropArgs(vals, n.flow)
+		n.handleError(asyncsteps.InternalError, "success: "+tooLong)
 		return
 	}
 	defer guard(n)
@@ -216,7 +221,6 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 	if n == nil {
 		return
 	}
-	defer guard(n)
 	gcode, ginfo := asyncsteps.InternalError, "handle_error: NULL code"
 	if code != nil {
 		gcode, ginfo = C.GoString(code), ""
@@ -224,6 +228,12 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 			ginfo = C.GoString(info)
 		}
 	}
+	n.handleError(gcode, ginfo)
+}
+
+// handleError fails n's step with code and info, as handle_error does.
+func (n *node) handleError(code, info string) {
+	defer guard(n)
 	if n.kind == kindStep && n.inCallback() && n.completed {
 		// The step already failed or succeeded in this callback: as a Go
 		// step's Error after its Error or Success, no effect, and the
@@ -233,7 +243,7 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 	if n.kind != kindStep || n.inCallback() {
 		n.completed = n.kind == kindStep
 		n.overrule(false)
-		n.as.Error(gcode, ginfo)
+		n.as.Error(code, info)
 		return
 	}
 	n.flow.post(func() {
@@ -242,7 +252,7 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 			return
 		}
 		n.fail()
-		n.as.Error(gcode, ginfo)
+		n.as.Error(code, info)
 	}, n.release)
 }
 

@@ -154,12 +154,19 @@ func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs
 	w := newCall(bsi, keep)
 	// The receiver owns what it is given: every value is taken over (and
 	// its slot reset), also when no Go step receives it.
-	vals := takeArgs(args, nil)
+	vals, tooLong := takeArgs(args, nil)
 	if vals == nil {
 		vals = []any{}
 	}
 	if r != nil && r.step != nil {
-		w.run(func() { r.step(w, vals...) })
+		w.run(func() {
+			if tooLong != "" {
+				dropArgs(vals, nil)
+				w.misuse("args of a Go step: " + tooLong)
+				return
+			}
+			r.step(w, vals...)
+		})
 	} else {
 		dropArgs(vals, nil)
 		w.cb.active.Store(false)
@@ -541,6 +548,10 @@ func (w *foreign) Success(args ...any) {
 	}
 	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
 		w.misuse("Success called after Add in the same callback")
+		return
+	}
+	if info := tooLongForC(args); info != "" {
+		w.misuse("Success: " + info)
 		return
 	}
 	if !w.completeOnce() {

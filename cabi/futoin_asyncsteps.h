@@ -235,6 +235,12 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * types are copied before it returns, each value's type cleanup is
              * called exactly once by the library, the caller's slots are reset;
              * a FTN_TYPE_CUSTOM_OBJECT is passed on as is to the next step.
+             * A string or array whose length a Go int cannot hold (past
+             * INT32_MAX where int has 32 bits) fails the step with
+             * InternalError naming it; every value is still cleaned up.
+             * The other way, a Go value longer than length (uint32_t)
+             * holds fails the C step that would receive it, before it
+             * runs, with InternalError naming it.
              * Not after adding sub-steps in the same callback (InternalError).
              * From any thread: from another one it posts to the loop. */
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);

@@ -577,6 +577,10 @@ func newLink(eh unsafe.Pointer) *stepLink {
 func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data unsafe.Pointer, link *stepLink) asyncsteps.StepFunc {
 	setup := func(n *node) { n.link = link }
 	return func(as asyncsteps.AsyncSteps, args ...any) {
+		if info := tooLongForC(args); info != "" {
+			as.Error(asyncsteps.InternalError, "args of a C step: "+info)
+			return
+		}
 		if args == nil {
 			args = []any{}
 		}

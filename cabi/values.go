@@ -8,6 +8,9 @@ package cabi
 import "C"
 
 import (
+	"fmt"
+	"math"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -292,17 +295,62 @@ func (a *cArgs) flat(v any) C.cabi_flat {
 	return f
 }
 
+// The lengths a value may have: a FutoInBinaryValue's uint32_t going to C,
+// a Go int coming from C (C.int, which C.GoStringN takes, would turn one
+// past math.MaxInt32 negative). Variables so that tests can lower them.
+var (
+	maxCLen  uint64 = math.MaxUint32
+	maxGoLen uint64 = math.MaxInt
+)
+
+// lengthOf returns the length a FutoInBinaryValue gives v: the code units
+// of a string, the items of an array; ok is false for other values.
+func lengthOf(v any) (n int, ok bool) {
+	switch v.(type) {
+	case string, String16, String32, []bool, []int8, []int16, []int32,
+		[]int64, []uint8, []uint16, []uint32, []uint64, []float32, []float64,
+		[]string, []String16, []String32:
+		return reflect.ValueOf(v).Len(), true
+	}
+	return 0, false
+}
+
+// tooLongForC names the first of the values makeArgs converts whose length
+// a FutoInBinaryValue cannot hold; "" when every one fits. It reads no
+// value's contents.
+func tooLongForC(vals []any) string {
+	for i, v := range vals[:min(len(vals), 4)] {
+		if n, ok := lengthOf(v); ok && uint64(n) > maxCLen {
+			return fmt.Sprintf("arg%d: %T of length %d is longer than a FutoInBinaryValue holds (%d)", i, v, n, maxCLen)
+		}
+	}
+	return ""
+}
+
+// goLen is a C value's length as a Go int; ok is false when an int cannot
+// hold it.
+func goLen(n uint64) (int, bool) {
+	if n > maxGoLen {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// tooLongForGo is what goValue returns for a value whose length goLen
+// refuses: the info of the InternalError.
+type tooLongForGo string
+
 // takeArgs converts the values of a success call to Go and resets args:
 // strings and arrays are copied and their cleanup is called
 // now; custom objects are taken over, their cleanup left to the receiving
 // step. A custom object that in is one of the values from, the step's own
-// input, is passed on without a second cleanup.
-func takeArgs(args *C.FutoInArgs, from *node) []any {
+// input, is passed on without a second cleanup. A value too long for Go
+// is dropped (cleaned up) and named by tooLong.
+func takeArgs(args *C.FutoInArgs, from *node) (vals []any, tooLong string) {
 	if args == nil {
-		return nil
+		return nil, ""
 	}
 	slots := (*[4]C.FutoInBinaryValue)(unsafe.Pointer(args))
-	var vals []any
 	last := -1
 	for i := range slots {
 		var f C.cabi_flat
@@ -313,10 +361,16 @@ func takeArgs(args *C.FutoInArgs, from *node) []any {
 		}
 		last = i
 		v, cleanup := goValue(&f, from)
+		if info, ok := v.(tooLongForGo); ok {
+			if tooLong == "" {
+				tooLong = fmt.Sprintf("arg%d: %s", i, info)
+			}
+			v = nil
+		}
 		vals = append(vals, v)
 		C.cabi_reset_value(&slots[i], boolInt(cleanup))
 	}
-	return vals[:last+1]
+	return vals[:last+1], tooLong
 }
 
 func boolInt(b bool) C.int {
@@ -327,21 +381,21 @@ func boolInt(b bool) C.int {
 }
 
 // goSlice copies n elements of C memory at p.
-func goSlice[T any](p unsafe.Pointer, n C.uint32_t) []T {
+func goSlice[T any](p unsafe.Pointer, n int) []T {
 	if p == nil || n == 0 {
 		return []T{}
 	}
-	return append([]T(nil), unsafe.Slice((*T)(p), int(n))...)
+	return append([]T(nil), unsafe.Slice((*T)(p), n)...)
 }
 
 // cItems reads a C array of n NUL-terminated strings of T.
-func cItems[T comparable](p unsafe.Pointer, n C.uint32_t) [][]T {
-	out := make([][]T, int(n))
+func cItems[T comparable](p unsafe.Pointer, n int) [][]T {
+	out := make([][]T, n)
 	if p == nil {
 		return out
 	}
 	var zero T
-	for i, q := range unsafe.Slice((*unsafe.Pointer)(p), int(n)) {
+	for i, q := range unsafe.Slice((*unsafe.Pointer)(p), n) {
 		if q == nil {
 			continue
 		}
@@ -361,52 +415,62 @@ func goValue(f *C.cabi_flat, from *node) (v any, cleanup bool) {
 		return getGoValue(uint64(f.custom_data)), true
 	}
 	base := f.flags & C.FTN_BASE_TYPE_MASK
-	if f.flags&C.FTN_COMPLEX_TYPE_MASK == C.FTN_TYPE_ARRAY {
+	array := f.flags&C.FTN_COMPLEX_TYPE_MASK == C.FTN_TYPE_ARRAY
+	str := f.flags&C.FTN_COMPLEX_TYPE_MASK == 0 && base >= C.FTN_TYPE_STRING && base <= C.FTN_TYPE_STRING32
+	n, fits := goLen(uint64(f.length))
+	if !fits && (array || str) {
+		kind := "string"
+		if array {
+			kind = "array"
+		}
+		return tooLongForGo(fmt.Sprintf("%s of length %d is longer than a Go value holds (%d)", kind, uint64(f.length), maxGoLen)), true
+	}
+	if array {
 		p := unsafe.Pointer(f.p)
 		switch base {
 		case C.FTN_TYPE_STRING:
-			items := cItems[byte](p, f.length)
+			items := cItems[byte](p, n)
 			s := make([]string, len(items))
 			for i, it := range items {
 				s[i] = string(it)
 			}
 			return s, true
 		case C.FTN_TYPE_STRING16:
-			items := cItems[uint16](p, f.length)
+			items := cItems[uint16](p, n)
 			s := make([]String16, len(items))
 			for i, it := range items {
 				s[i] = it
 			}
 			return s, true
 		case C.FTN_TYPE_STRING32:
-			items := cItems[rune](p, f.length)
+			items := cItems[rune](p, n)
 			s := make([]String32, len(items))
 			for i, it := range items {
 				s[i] = it
 			}
 			return s, true
 		case C.FTN_TYPE_BOOL:
-			return goSlice[bool](p, f.length), true
+			return goSlice[bool](p, n), true
 		case C.FTN_TYPE_INT8:
-			return goSlice[int8](p, f.length), true
+			return goSlice[int8](p, n), true
 		case C.FTN_TYPE_INT16:
-			return goSlice[int16](p, f.length), true
+			return goSlice[int16](p, n), true
 		case C.FTN_TYPE_INT32:
-			return goSlice[int32](p, f.length), true
+			return goSlice[int32](p, n), true
 		case C.FTN_TYPE_INT64:
-			return goSlice[int64](p, f.length), true
+			return goSlice[int64](p, n), true
 		case C.FTN_TYPE_UINT8:
-			return goSlice[uint8](p, f.length), true
+			return goSlice[uint8](p, n), true
 		case C.FTN_TYPE_UINT16:
-			return goSlice[uint16](p, f.length), true
+			return goSlice[uint16](p, n), true
 		case C.FTN_TYPE_UINT32:
-			return goSlice[uint32](p, f.length), true
+			return goSlice[uint32](p, n), true
 		case C.FTN_TYPE_UINT64:
-			return goSlice[uint64](p, f.length), true
+			return goSlice[uint64](p, n), true
 		case C.FTN_TYPE_FLOAT:
-			return goSlice[float32](p, f.length), true
+			return goSlice[float32](p, n), true
 		case C.FTN_TYPE_DOUBLE:
-			return goSlice[float64](p, f.length), true
+			return goSlice[float64](p, n), true
 		}
 	} else if f.flags&C.FTN_COMPLEX_TYPE_MASK == 0 {
 		switch base {
@@ -414,11 +478,11 @@ func goValue(f *C.cabi_flat, from *node) (v any, cleanup bool) {
 			if f.p == nil {
 				return "", true
 			}
-			return C.GoStringN((*C.char)(f.p), C.int(f.length)), true
+			return string(unsafe.Slice((*byte)(f.p), n)), true
 		case C.FTN_TYPE_STRING16:
-			return String16(goSlice[uint16](unsafe.Pointer(f.p), f.length)), true
+			return String16(goSlice[uint16](unsafe.Pointer(f.p), n)), true
 		case C.FTN_TYPE_STRING32:
-			return String32(goSlice[rune](unsafe.Pointer(f.p), f.length)), true
+			return String32(goSlice[rune](unsafe.Pointer(f.p), n)), true
 		case C.FTN_TYPE_BOOL:
 			return f.i != 0, true
 		case C.FTN_TYPE_INT8:

@@ -1,0 +1,157 @@
+//go:build cgo
+
+package cabi
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// goLen keeps every length a FutoInBinaryValue holds (a uint32_t): C.int,
+// which the string conversion used, made those past math.MaxInt32
+// negative.
+func TestGoLenKeepsEveryUint32(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("an int of 32 bits: such lengths are refused, see TestLengthTooLongForGo")
+	}
+	for _, n := range []uint64{0, math.MaxInt32, math.MaxInt32 + 1, math.MaxUint32} {
+		if got, ok := goLen(n); !ok || uint64(got) != n {
+			t.Errorf("goLen(%d) = %d, %v; want %d, true", n, got, ok, n)
+		}
+	}
+	if got, ok := goLen(math.MaxInt + 1); ok {
+		t.Errorf("goLen(MaxInt+1) = %d, true; want false", got)
+	}
+}
+
+// tooLongForC names the first of the 4 values that cross whose length a
+// FutoInBinaryValue cannot hold, and reads no other value.
+func TestTooLongForC(t *testing.T) {
+	lowerLimit(t, &maxCLen, 3)
+	for _, tc := range []struct {
+		vals []any
+		want string
+	}{
+		{[]any{"abc", []int32{1, 2, 3}, String16{1, 2, 3}, struct{ s string }{"long"}}, ""},
+		{[]any{"abc", []int32{1, 2, 3, 4}, "abcd"}, "arg1: []int32 of length 4 is longer than a FutoInBinaryValue holds (3)"},
+		{[]any{nil, String32{1, 2, 3, 4}}, "arg1: cabi.String32 of length 4 is longer than a FutoInBinaryValue holds (3)"},
+		{[]any{[]string{"a", "b", "c", "d"}}, "arg0: []string of length 4 is longer than a FutoInBinaryValue holds (3)"},
+		{[]any{1, 2, 3, 4, "abcd"}, ""}, // a fifth value is dropped, not converted
+	} {
+		if got := tooLongForC(tc.vals); got != tc.want {
+			t.Errorf("tooLongForC(%v) = %q, want %q", tc.vals, got, tc.want)
+		}
+	}
+}
+
+// A Go value too long for a FutoInBinaryValue fails the C step that would
+// receive it, and a Go step's success to a foreign table, with an
+// InternalError saying which value; the C step does not run.
+func TestLengthTooLongForC(t *testing.T) {
+	lowerLimit(t, &maxCLen, 3)
+	t.Run("C step", func(t *testing.T) {
+		r, root := newTestRoot(t)
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("abcd") })
+		ctest.Errors(root) // its step fails at once, its handler logs
+		wantRunError(t, r, "args of a C step: arg0: string of length 4 is longer than a FutoInBinaryValue holds (3)")
+		wantLines(t, "err1_eh InternalError info=args of a C step: arg0: string of length 4 is longer than a FutoInBinaryValue holds (3) last_exception=InternalError unknown=(nil)")
+	})
+	t.Run("foreign table", func(t *testing.T) {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		as := Wrap(root)
+		var got []string
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Success([]uint8{1, 2, 3, 4})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			got = append(got, code, as.State().ErrorInfo)
+			as.Success()
+		})
+		ctest.FakeRun(root)
+		want := []string{asyncsteps.InternalError, "Success: arg0: []uint8 of length 4 is longer than a FutoInBinaryValue holds (3)"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("error handler saw %q, want %q", got, want)
+		}
+	})
+}
+
+// A C value too long for a Go int fails the step that gives it (success)
+// or the Go step that would receive it (a foreign table's args) with an
+// InternalError saying which value; every value is still cleaned up once.
+// Only an int of 32 bits meets such a length; the limit is lowered here.
+func TestLengthTooLongForGo(t *testing.T) {
+	lowerLimit(t, &maxGoLen, 5)
+	t.Run("success", func(t *testing.T) {
+		r, root := newTestRoot(t)
+		ctest.Args(root) // success(42, "h\u00e9llo" of 6 bytes, {1,2,3}, a STRING16 of 5)
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { t.Error("the next step ran") })
+		wantRunError(t, r, "success: arg1: string of length 6 is longer than a Go value holds (5)")
+		wantLines(t, "args1 in=1", "args1 reset=1 cleanups=4")
+	})
+	t.Run("foreign table", func(t *testing.T) {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		as := Wrap(root)
+		var got []string
+		as.Add(func(asyncsteps.AsyncSteps, ...any) {
+			t.Error("the step ran") // the fake gives it "from the fake"
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			got = append(got, code, as.State().ErrorInfo)
+			as.Success()
+		})
+		ctest.FakeRun(root)
+		want := []string{asyncsteps.InternalError, "args of a Go step: arg0: string of length 13 is longer than a Go value holds (5)"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("error handler saw %q, want %q", got, want)
+		}
+	})
+}
+
+// lowerLimit sets *limit to n for the test; the loops of the test are
+// closed before it is restored (cleanups run last registered first).
+func lowerLimit(t *testing.T, limit *uint64, n uint64) {
+	old := *limit
+	*limit = n
+	t.Cleanup(func() { *limit = old })
+}
+
+// newTestRoot returns a Go root on a loop of its own and its C pointer.
+func newTestRoot(t *testing.T) (*asyncsteps.Root, unsafe.Pointer) {
+	t.Helper()
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	return r, Binary(r)
+}
+
+// wantRunError runs r and checks that it fails with InternalError and info.
+func wantRunError(t *testing.T, r *asyncsteps.Root, info string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := r.Run(ctx)
+	var e *asyncsteps.Error
+	if !errors.As(err, &e) || e.Code != asyncsteps.InternalError || e.Info != info {
+		t.Errorf("Run: %v, want %s: %s", err, asyncsteps.InternalError, info)
+	}
+}
+
+// wantLines checks the C trace, complete once the flow has ended.
+func wantLines(t *testing.T, want ...string) {
+	t.Helper()
+	if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+		t.Errorf("C trace %q, want %q", got, want)
+	}
+}
