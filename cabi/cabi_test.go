@@ -232,6 +232,30 @@ func TestStateVariableCleanedUpByFree(t *testing.T) {
 	})
 }
 
+// An allocate that returns NULL makes a variable holding NULL: later calls
+// return NULL without calling allocate again, and free still calls its
+// cleanup, with NULL.
+func TestStateVariableAllocateReturnsNull(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		root := newCRoot(t)
+		ctest.StateNull(root)
+		ctest.Execute(root, "x")
+		if !ctest.WaitDone(1, 5*time.Second) {
+			t.Fatal("the flow did not end")
+		}
+		ctest.Free(root)
+		if !ctest.WaitFor("cleanup", 5*time.Second) {
+			t.Fatal("no cleanup after free")
+		}
+		checkTrace(t,
+			"null1 value=(nil) allocs=1 existing=(nil)",
+			"null2 value=(nil) allocs=1 existing=(nil)",
+			"end",
+			"cleanup none value=(nil)",
+		)
+	})
+}
+
 // Stack memory is zeroed and aligned; its cleanup runs once
 // when the step completes in any way, after the step's own error handler
 // has returned.

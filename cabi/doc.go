@@ -41,7 +41,9 @@
 //     after success, breakLoop or continueLoop) it has no effect: the first
 //     error keeps its code and info.
 //   - stateVariable with allocate: an ordinary variable of the flow, made
-//     once, its cleanup run when the root is freed. With a NULL allocate,
+//     once, its cleanup run when the root is freed. An allocate that
+//     returns NULL makes a variable holding NULL: it is not called again,
+//     and the cleanup runs with NULL. With a NULL allocate,
 //     "error_info" returns the last error's info and "last_exception" its
 //     code, as const char* valid until the next error or the end of the
 //     flow.

@@ -206,7 +206,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             /* Index 2. stateVariable: the flow's variable name (copied). With
              * allocate, every name is an ordinary variable: allocate(data) makes
              * it on first use, cleanup(data, value) runs once when the root is
-             * freed. With allocate NULL: an existing variable, or NULL; and two
+             * freed. An allocate that returns NULL makes a variable holding
+             * NULL: later calls return NULL without calling allocate again,
+             * and cleanup(data, NULL) still runs when the root is freed.
+             * With allocate NULL: an existing variable, or NULL; and two
              * names are reserved: "error_info" returns the info of the last
              * error as const char* (valid until the next error or the end of
              * the flow), "last_exception" the code of the last error. This is

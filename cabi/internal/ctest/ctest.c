@@ -731,6 +731,39 @@ void ct_state(FutoInAsyncSteps* root)
     ct_add(root, NULL, state2, NULL);
 }
 
+// A state variable whose allocate returns NULL.
+static int null_allocs;
+
+static void* null_alloc(void* data)
+{
+    (void)data;
+    ++null_allocs;
+    return NULL;
+}
+
+static void null_cleanup(void* data, void* value)
+{
+    LOG("cleanup %s value=%p", (const char*)data, value);
+}
+
+static void state_null(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    void* v = bsi->api->stateVariable(bsi, "none", "none", null_alloc, null_cleanup);
+    LOG("%s value=%p allocs=%d existing=%p", (const char*)data, v, null_allocs,
+        bsi->api->stateVariable(bsi, NULL, "none", NULL, NULL));
+}
+
+// ct_state_null adds two steps that ask for the state variable "none",
+// whose allocate returns NULL.
+void ct_state_null(FutoInAsyncSteps* root)
+{
+    null_allocs = 0;
+    ct_add(root, "null1", state_null, NULL);
+    ct_add(root, "null2", state_null, NULL);
+}
+
 // ct_state_idle allocates the state variable "counter" through the idle
 // root itself, before any execute.
 void ct_state_idle(FutoInAsyncSteps* root)

@@ -187,3 +187,7 @@ func StateIdle(root unsafe.Pointer) { C.ct_state_idle(bsi(root)) }
 // (mode 0), after success (mode 1) or after success in each of the two
 // runs of a repeat's body (mode 2), then a step that logs error_info.
 func ErrorTwice(root unsafe.Pointer, mode int) { C.ct_error_twice(bsi(root), C.int(mode)) }
+
+// StateNull adds two steps that ask for the state variable "none", whose
+// allocate returns NULL, and log what they get.
+func StateNull(root unsafe.Pointer) { C.ct_state_null(bsi(root)) }

@@ -17,6 +17,7 @@ void ct_error_twice(FutoInAsyncSteps* root, int mode);
 void ct_state(FutoInAsyncSteps* root);
 void ct_stack(FutoInAsyncSteps* root, int mode);
 void ct_state_idle(FutoInAsyncSteps* root);
+void ct_state_null(FutoInAsyncSteps* root);
 void ct_timeout(FutoInAsyncSteps* root);
 void ct_wait(FutoInAsyncSteps* root);
 void ct_threads(FutoInAsyncSteps* root);
