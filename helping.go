@@ -58,30 +58,64 @@ import (
 // running.
 func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	r.ready()
-	if _, ok := r.fl.sched.(*Loop); !ok {
+	loop, ok := r.fl.sched.(*Loop)
+	if !ok {
 		return r.Run(ctx)
 	}
 	if err := r.runnable(ctx); err != nil {
 		return nil, err
 	}
-	w := &waiter{promise: takePromise(), ctx: ctx}
+	w := &waiter{promise: loop.helpPromises.take(), ctx: ctx}
 	w.idle.Store(true)
 	r.startIn(w, w.promise)
 	return w.help(ctx, r)
 }
 
-// helpPromises holds the empty promise channels of the calls of RunHelping
-// that have returned: a channel of Results costs two allocations, which a
-// server that calls RunHelping per request would otherwise pay each time.
-// A channel comes back only once its Result is taken, and nothing is sent
-// on it after that Result (see deliver and lend), so it is empty.
-var helpPromises = sync.Pool{New: func() any {
+// promisePool holds the empty promise channels of the calls of RunHelping
+// on one Loop's flows that have returned: a channel of Results costs two
+// allocations, which a server that calls RunHelping per request would
+// otherwise pay each time. A channel comes back only once its Result is
+// taken, and nothing is sent on it after that Result (see deliver and
+// lend), so it is empty.
+//
+// The pool is the Loop's, not the process's: a channel made inside a
+// testing/synctest bubble belongs to that bubble, and a receive on it from
+// another bubble, or from outside any, is a fatal error of the runtime,
+// which no recover stops. A Loop made in a bubble is used from that bubble
+// only, so its callers' channels never leave it.
+type promisePool struct {
+	mu   sync.Mutex
+	free []chan Result
+}
+
+// maxPooledPromises bounds the channels a Loop keeps: those of the
+// RunHelping calls in flight at its busiest, up to this many.
+const maxPooledPromises = 256
+
+// take returns a kept channel, or a new one.
+func (p *promisePool) take() chan Result {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		ch := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return ch
+	}
+	p.mu.Unlock()
 	// Room for the flow's Result and the one Await function handed over
 	// at a time: the loop never blocks on sending either.
 	return make(chan Result, 2)
-}}
+}
 
-func takePromise() chan Result { return helpPromises.Get().(chan Result) }
+// keep keeps ch, empty, unless the pool is full.
+func (p *promisePool) keep(ch chan Result) {
+	p.mu.Lock()
+	if len(p.free) < maxPooledPromises {
+		p.free = append(p.free, ch)
+	}
+	p.mu.Unlock()
+}
 
 // helper is the state, in a waiter, of the goroutine waiting in
 // RunHelping. Its zero value is a waiter that runs no Await function.
@@ -155,7 +189,7 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 			if !ok {
 				w.finish(unwatch)
 				returned = true
-				helpPromises.Put(w.promise)
+				r.fl.sched.(*Loop).helpPromises.keep(w.promise)
 				return res.Args, res.Err
 			}
 			if done != nil {

@@ -124,6 +124,9 @@ type Loop struct {
 	// awaitWorkers are the goroutines kept for the Await functions of the
 	// loop's flows; shutdown ends them.
 	awaitWorkers awaitWorkers
+	// helpPromises are the channels RunHelping waits on, kept between its
+	// calls on this loop's flows.
+	helpPromises promisePool
 	// awaitCalls are the Await calls in flight of the loop's flows, which
 	// Close cancels.
 	awaitCalls awaitCalls
