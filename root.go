@@ -313,6 +313,22 @@ func (r *Root) readableHere() bool {
 	return !r.fl.isRunning() || r.fl.sched.IsSameThread() || idleTestTool(r.fl.sched)
 }
 
+// copyRefusal returns the info of the InternalError that a CopyFrom of
+// model raises instead of copying it, or "" when it may copy: model is
+// nil, runs on another goroutine, or has a wrong use recorded, which is
+// its copies' too.
+func copyRefusal(model *Root) string {
+	switch {
+	case model == nil:
+		return "CopyFrom: nil model"
+	case !model.readableHere():
+		return runningCopyInfo("CopyFrom")
+	case model.fl.base.err != nil:
+		return model.fl.base.err.Info
+	}
+	return ""
+}
+
 // runningCopyInfo is the info of a copy (call is Clone or CopyFrom) of a
 // flow that runs on another goroutine.
 func runningCopyInfo(call string) string {
@@ -370,15 +386,8 @@ func (r *Root) State() *State { return r.fl.State() }
 // CopyFrom copies nothing, and r's next execution fails at once with that
 // InternalError.
 func (r *Root) CopyFrom(model *Root) AsyncSteps {
-	switch {
-	case model == nil:
-		r.misuse("CopyFrom: nil model")
-		return r
-	case !model.readableHere():
-		r.misuse(runningCopyInfo("CopyFrom"))
-		return r
-	case model.fl.base.err != nil:
-		r.misuse(model.fl.base.err.Info)
+	if info := copyRefusal(model); info != "" {
+		r.misuse(info)
 		return r
 	}
 	for _, s := range model.fl.base.queue {

@@ -229,16 +229,8 @@ func (h *stepAPI) State() *State { return h.fl.State() }
 // do, it fails the step with the wrong use recorded on model, or when
 // model's flow runs on another goroutine, and copies nothing then.
 func (h *stepAPI) CopyFrom(model *Root) AsyncSteps {
-	if model == nil {
-		h.misuse("CopyFrom: nil model")
-		return h
-	}
-	if !model.readableHere() {
-		h.misuse(runningCopyInfo("CopyFrom"))
-		return h
-	}
-	if err := model.fl.base.err; err != nil {
-		h.misuse(err.Info) // a misuse of the model is its copies' too
+	if info := copyRefusal(model); info != "" {
+		h.misuse(info)
 		return h
 	}
 	if h.adding() {
