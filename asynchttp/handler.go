@@ -203,10 +203,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			info = "internal error, see the server log"
 		}
 		o.Status = h.WriteError(w, e.Code, info)
-		if level, ok := failureLevel(e.Code, o.Status); ok {
-			h.log(level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
-				"status", o.Status, "code", e.Code, "info", e.Info, "cause", e.Cause)
-		}
+		h.LogFailure(req, e, o.Status)
 	}
 	if h.Done != nil {
 		doneCalled = true
@@ -491,6 +488,18 @@ func (h *Handler) status(code string) int {
 // finalStatus reports whether status can end an answer: 1xx statuses are
 // informational, and net/http panics on one outside 100 to 999.
 func finalStatus(status int) bool { return status >= 200 && status <= 599 }
+
+// LogFailure logs req, answered with status for the error e, as h logs
+// the error answers of its flows (see Logger): an InternalError or a 500
+// at Error, a 503 at Debug, any other 5xx at Warn, a 4xx not at all. A
+// handler that does not run flows can log its failures with it exactly as
+// a Handler does.
+func (h *Handler) LogFailure(req *http.Request, e *asyncsteps.Error, status int) {
+	if level, ok := failureLevel(e.Code, status); ok {
+		h.log(level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
+			"status", status, "code", e.Code, "info", e.Info, "cause", e.Cause)
+	}
+}
 
 // failureLevel is the level at which the error answer with code and
 // status is logged, and whether it is (see Handler.Logger). An

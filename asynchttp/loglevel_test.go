@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,18 @@ func TestFailedAnswersAreLoggedAtTheirLevel(t *testing.T) {
 			lines := strings.Count(logs, "\n")
 			if want == "" && lines != 0 || want != "" && (lines != 1 || !strings.Contains(logs, want)) {
 				t.Errorf("log %q, want %q (one line, or none if empty)", logs, want)
+			}
+			// A handler that runs no flow logs the same line through
+			// LogFailure.
+			mu.Lock()
+			buf.Reset()
+			mu.Unlock()
+			h.LogFailure(httptest.NewRequest(http.MethodGet, "/", nil), &asyncsteps.Error{Code: c.code, Info: "why"}, c.status)
+			mu.Lock()
+			direct := buf.String()
+			mu.Unlock()
+			if want == "" && direct != "" || want != "" && (strings.Count(direct, "\n") != 1 || !strings.Contains(direct, want)) {
+				t.Errorf("LogFailure logged %q, want %q (one line, or none if empty)", direct, want)
 			}
 		})
 	}

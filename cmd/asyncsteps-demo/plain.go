@@ -27,17 +27,18 @@ type plainGateway struct {
 	limit  *plainLimit
 	client *http.Client
 	errs   errorAnswers
-	logger *slog.Logger
 }
 
-// errorAnswers writes error answers; asynchttp.Handler's WriteError.
+// errorAnswers writes and logs error answers: asynchttp.Handler's
+// WriteError and LogFailure, so that both gateways answer and log alike.
 type errorAnswers interface {
 	WriteError(w http.ResponseWriter, code, info string) int
+	LogFailure(req *http.Request, e *asyncsteps.Error, status int)
 }
 
 func newPlainGateway(cfg config, st *stats, client *http.Client, logger *slog.Logger) (*plainGateway, func() int64) {
 	g := &plainGateway{cfg: cfg, st: st, limit: newPlainLimit(cfg.Limits), client: client,
-		errs: errorWriter(cfg, logger), logger: logger}
+		errs: errorWriter(cfg, logger)}
 	return g, g.limit.Waiting
 }
 
@@ -69,28 +70,9 @@ func (g *plainGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			info = "internal error, see the server log"
 		}
 		status := g.errs.WriteError(w, e.Code, info)
-		g.logFailure(req, e, status)
+		g.errs.LogFailure(req, e, status) // as the flows gateway's Handler logs its own
 		g.st.finish(e.Code, status, time.Since(start))
 	}
-}
-
-// logFailure logs a request answered with an error as asynchttp.Handler
-// logs the flows gateway's (see its Logger): the same line, a 500 or an
-// InternalError at Error, a 503 at Debug, any other 5xx at Warn, a 4xx
-// not at all. With -impl=plain an operator sees the same upstream
-// failures and timeouts.
-func (g *plainGateway) logFailure(req *http.Request, e *asyncsteps.Error, status int) {
-	level := slog.LevelWarn
-	switch {
-	case e.Code == asyncsteps.InternalError || status == http.StatusInternalServerError:
-		level = slog.LevelError
-	case status == http.StatusServiceUnavailable:
-		level = slog.LevelDebug
-	case status < http.StatusInternalServerError:
-		return
-	}
-	g.logger.Log(context.Background(), level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
-		"status", status, "code", e.Code, "info", e.Info, "cause", e.Cause)
 }
 
 // quote serves one /quote request under parent (the request's context), or
