@@ -106,6 +106,26 @@ func (q *gateQueue) dropClosed(closed loopSet) {
 	}
 }
 
+// dropClosedFlows probes the loops of the waiting flows and those of
+// others (the holders of a Mutex), each once, without mu, which is held on
+// entry and on return, and takes out the waiters whose loop it finds
+// closed. It returns the loops probed, each marked closed or not, and
+// whether any was. No loop is probed when no flow waits in the queue and
+// others is empty, the common case.
+func (q *gateQueue) dropClosedFlows(others loopSet) (loopSet, bool) {
+	loops := q.waitingLoops(others)
+	if loops == nil {
+		return nil, false
+	}
+	q.mu.Unlock()
+	closed := loops.probe()
+	q.mu.Lock()
+	if closed {
+		q.dropClosed(loops)
+	}
+	return loops, closed
+}
+
 // take returns the waiters to try in the next round trip, the queued ones
 // first, then the fresh ones, at most max of them (negative: all). Fresh
 // ones beyond max stay fresh. Those that left before their first try are

@@ -270,7 +270,7 @@ func (m *Mutex) run() {
 // (at a renewal or re-check), the holders too.
 func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	m.mu.Lock()
-	m.dropClosedFlows(holders)
+	m.dropClosedLoops(holders)
 	releases := m.releases
 	m.releases = nil
 	var renewals []*waiter
@@ -336,29 +336,22 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	return 0, false
 }
 
-// dropClosedFlows takes out the waiters, and with holders the holders,
-// whose loop was closed: such a flow stops without its cancel handlers,
-// so it never leaves. A holder's lease goes back with the round trip to
-// come. Each loop is probed once, without mu, which is held on entry and
-// on return; none is when no flow waits in the queue and holders is
-// false, the common case.
-func (m *Mutex) dropClosedFlows(holders bool) {
-	loops := m.waitingLoops(nil)
+// dropClosedLoops takes out the flows whose loop was closed: the waiters,
+// and with holders the holders too. Such a flow stops without its cancel
+// handlers, so it never leaves. A holder's lease goes back with the
+// round trip to come. See gateQueue.dropClosedFlows for how the loops are
+// probed.
+func (m *Mutex) dropClosedLoops(holders bool) {
+	var held loopSet
 	if holders {
 		for w := range m.held {
-			loops = loops.add(w.tool)
+			held = held.add(w.tool)
 		}
 	}
-	if loops == nil {
-		return
-	}
-	m.mu.Unlock()
-	closed := loops.probe()
-	m.mu.Lock()
+	loops, closed := m.dropClosedFlows(held)
 	if !closed {
 		return
 	}
-	m.dropClosed(loops)
 	for w := range m.held {
 		if loops[w.tool] {
 			delete(m.held, w)

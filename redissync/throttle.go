@@ -168,7 +168,7 @@ func (t *Throttle) run() {
 // be spent on a flow that is gone.
 func (t *Throttle) round() (time.Duration, bool) {
 	t.mu.Lock()
-	t.dropClosedWaiters()
+	t.dropClosedFlows(nil)
 	batch := t.take(-1)
 	t.mu.Unlock()
 	if len(batch) == 0 {
@@ -199,22 +199,6 @@ func (t *Throttle) round() (time.Duration, bool) {
 		return max(time.Duration(wait)*time.Microsecond, 100*time.Microsecond), true
 	}
 	return 0, false
-}
-
-// dropClosedWaiters takes out the waiters whose loop was closed, each loop
-// probed once, without mu, which is held on entry and on return. No loop
-// is probed when no flow waits in the queue, the common case.
-func (t *Throttle) dropClosedWaiters() {
-	loops := t.waitingLoops(nil)
-	if loops == nil {
-		return
-	}
-	t.mu.Unlock()
-	closed := loops.probe()
-	t.mu.Lock()
-	if closed {
-		t.dropClosed(loops)
-	}
 }
 
 // refusedByRedis reports whether err is an error reply that says the
