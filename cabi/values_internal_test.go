@@ -66,22 +66,9 @@ func TestLengthTooLongForC(t *testing.T) {
 		wantLines(t, "err1_eh InternalError info=args of a C step: arg0: string of length 4 is longer than a FutoInBinaryValue holds (3) last_exception=InternalError unknown=(nil)")
 	})
 	t.Run("foreign table", func(t *testing.T) {
-		ctest.Reset()
-		root := ctest.FakeRoot()
-		defer ctest.FakeFree(root)
-		as := Wrap(root)
-		var got []string
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		wantForeignError(t, func(as asyncsteps.AsyncSteps, _ ...any) {
 			as.Success([]uint8{1, 2, 3, 4})
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			got = append(got, code, as.State().ErrorInfo)
-			as.Success()
-		})
-		ctest.FakeRun(root)
-		want := []string{asyncsteps.InternalError, "Success: arg0: []uint8 of length 4 is longer than a FutoInBinaryValue holds (3)"}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("error handler saw %q, want %q", got, want)
-		}
+		}, "Success: arg0: []uint8 of length 4 is longer than a FutoInBinaryValue holds (3)")
 	})
 }
 
@@ -99,23 +86,28 @@ func TestLengthTooLongForGo(t *testing.T) {
 		wantLines(t, "args1 in=1", "args1 reset=1 cleanups=4")
 	})
 	t.Run("foreign table", func(t *testing.T) {
-		ctest.Reset()
-		root := ctest.FakeRoot()
-		defer ctest.FakeFree(root)
-		as := Wrap(root)
-		var got []string
-		as.Add(func(asyncsteps.AsyncSteps, ...any) {
+		wantForeignError(t, func(asyncsteps.AsyncSteps, ...any) {
 			t.Error("the step ran") // the fake gives it "from the fake"
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			got = append(got, code, as.State().ErrorInfo)
-			as.Success()
-		})
-		ctest.FakeRun(root)
-		want := []string{asyncsteps.InternalError, "args of a Go step: arg0: string of length 13 is longer than a Go value holds (5)"}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("error handler saw %q, want %q", got, want)
-		}
+		}, "args of a Go step: arg0: string of length 13 is longer than a Go value holds (5)")
 	})
+}
+
+// wantForeignError runs step, with an error handler, on the fake foreign
+// table of ctest, and checks that the handler saw InternalError and info.
+func wantForeignError(t *testing.T, step asyncsteps.StepFunc, info string) {
+	t.Helper()
+	ctest.Reset()
+	root := ctest.FakeRoot()
+	defer ctest.FakeFree(root)
+	var got []string
+	Wrap(root).Add(step, func(as asyncsteps.AsyncSteps, code string) {
+		got = append(got, code, as.State().ErrorInfo)
+		as.Success()
+	})
+	ctest.FakeRun(root)
+	if want := []string{asyncsteps.InternalError, info}; !reflect.DeepEqual(got, want) {
+		t.Errorf("error handler saw %q, want %q", got, want)
+	}
 }
 
 // lowerLimit sets *limit to n for the test; the loops of the test are
