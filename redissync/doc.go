@@ -46,6 +46,10 @@
 //   - A process killed while it holds a lease: nothing is given back; the
 //     lease runs out after its TTL and its slot is free again, and the
 //     waiters of other processes are woken at that time.
+//   - A reply lost with its connection after Redis ran the call: go-redis
+//     sends the call again, and its script knows it for the same call run
+//     again. A Mutex's leases are taken once and given back once, and a
+//     Throttle's entries count once.
 //   - A round trip that panics (a hook of the redis client given to
 //     [New] that panics): its flows fail with InternalError, info
 //     "redis ADDR: panic: ...", also those of a FailOpen rate limit; the
@@ -62,11 +66,14 @@
 // # Keys
 //
 // A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders"
-// and "P:{N}:fence" (Mutex) or "P:{N}:tat" (Throttle), and the channel
-// "P:released". The braces keep a Syncer's keys on one node of a Redis
-// Cluster; there, N must not be empty, since Redis Cluster does not take
-// an empty "{}" for a hash tag, and the two keys of a Mutex could then
-// land on different nodes.
+// and "P:{N}:fence" (Mutex) or "P:{N}:tat" and "P:{N}:call:ID:K"
+// (Throttle; the latter records the last call of one Throttle of one
+// process: ID is its Client's [Client.ID], K a number the Client gives
+// the Throttle), and the channel "P:released". A [Limiter] named N is a
+// Mutex named "N/concurrent" and a Throttle named "N/rate". The braces
+// keep a Syncer's keys on one node of a Redis Cluster; there, N must not
+// be empty, since Redis Cluster does not take an empty "{}" for a hash
+// tag, and the keys of a Syncer could then land on different nodes.
 //
 // # Time
 //

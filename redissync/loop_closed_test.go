@@ -205,7 +205,7 @@ func TestLimiterQueuedLoopClosedLeaves(t *testing.T) {
 // wakes th's goroutine for a round trip.
 func admitNext(t *testing.T, rdb *redis.Client, th *Throttle) {
 	t.Helper()
-	if err := rdb.Del(context.Background(), th.key[0]).Err(); err != nil {
+	if err := rdb.Del(context.Background(), th.keys[0]).Err(); err != nil {
 		t.Fatal(err)
 	}
 	th.signal()
@@ -216,7 +216,7 @@ func admitNext(t *testing.T, rdb *redis.Client, th *Throttle) {
 // minute after it for each.
 func wantEntries(t *testing.T, rdb *redis.Client, th *Throttle, want int) {
 	t.Helper()
-	ttl := rdb.PTTL(context.Background(), th.key[0]).Val()
+	ttl := rdb.PTTL(context.Background(), th.keys[0]).Val()
 	got := int((ttl + 30*time.Second) / time.Minute)
 	if got != want {
 		t.Errorf("%d entries (the next in %v), want %d", got, ttl, want)

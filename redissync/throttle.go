@@ -73,10 +73,13 @@ type ThrottleOptions struct {
 // zero Client, fails every flow that enters it with InternalError.
 type Throttle struct {
 	gateQueue
-	key      []string
-	interval string // Period/Rate in µs: the script's emission interval
-	slack    string // Period - interval in µs: how far ahead entries may go
+	keys     []string // the next entry's time, the record of this Throttle's last call
+	interval string   // Period/Rate in µs: the script's emission interval
+	slack    string   // Period - interval in µs: how far ahead entries may go
+	keep     string   // how long Redis keeps the record of a call, in ms
 	failOpen bool
+
+	calls uint64 // the round trips made; used by run's goroutine only
 }
 
 // NewThrottle returns the Throttle name (the key Redis shares between
@@ -99,9 +102,10 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 	}
 	t := &Throttle{
 		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
-		key:       []string{c.key(name, "tat")},
+		keys:      []string{c.key(name, "tat"), c.key(name, "call:"+c.leaseID())},
 		interval:  strconv.FormatFloat(interval, 'f', 3, 64),
 		slack:     strconv.FormatFloat(max(micros-interval, 0), 'f', 3, 64),
+		keep:      strconv.FormatInt(2*c.opts.OpTimeout.Milliseconds()+1, 10),
 		failOpen:  opts.FailOpen,
 	}
 	c.start(&t.gateQueue, t.run)
@@ -174,7 +178,8 @@ func (t *Throttle) round() (time.Duration, bool) {
 	if len(batch) == 0 {
 		return 0, false
 	}
-	res, err := t.c.call(gcraScript, t.key, t.interval, t.slack, len(batch))
+	t.calls++
+	res, err := t.c.call(gcraScript, t.keys, t.interval, t.slack, len(batch), t.calls, t.keep)
 	if err != nil {
 		// A panic (InternalError) is a bug, no outage: it fails closed.
 		e := t.c.commError(err)
@@ -237,18 +242,37 @@ func wrapsUnavailable(msg string) bool {
 // An entry may enter while TAT - now <= slack, and moves TAT on by
 // interval. It returns the number admitted and the µs until the next
 // entry may enter.
+//
+// ARGV[4] numbers the call among those of one Throttle, whose record
+// KEYS[2] keeps the number of the last call and the entries it admitted,
+// for ARGV[5] ms. A call whose number is not above the record's is this
+// very call, run again: go-redis sends a call again when its connection
+// breaks before the reply, which may have been lost after Redis ran it.
+// It admits what the first run admitted, without counting it again;
+// counted twice, an entry of a Rate of 2 per Period was used up for
+// nobody. A call below the record's reaches Redis after its Throttle gave
+// it up (a timeout) and made the next: it admits nothing.
 var gcraScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval, slack, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local call = tonumber(ARGV[4])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
-local n = math.floor((now + slack - tat) / interval + 1e-6) + 1
-if n > want then n = want end
-if n < 0 then n = 0 end
-if n > 0 then
-  tat = tat + n * interval
-  redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+local last, admitted = string.match(redis.call('GET', KEYS[2]) or '', '^(%d+) (%d+)$')
+local n
+if last and tonumber(last) >= call then
+  n = 0
+  if tonumber(last) == call then n = tonumber(admitted) end
+else
+  n = math.floor((now + slack - tat) / interval + 1e-6) + 1
+  if n > want then n = want end
+  if n < 0 then n = 0 end
+  if n > 0 then
+    tat = tat + n * interval
+    redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+  end
+  redis.call('SET', KEYS[2], ARGV[4] .. ' ' .. n, 'PX', ARGV[5])
 end
 local wait = tat - slack - now
 if wait < 0 then wait = 0 end
