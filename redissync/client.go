@@ -25,8 +25,10 @@ type Options struct {
 	Prefix string
 	// OpTimeout bounds one round trip to Redis. When Redis is lost, a
 	// waiting flow fails with CommError (or passes a fail-open rate limit)
-	// at most about OpTimeout after its next round trip starts. 0 means
-	// two seconds.
+	// at most about OpTimeout after its next round trip starts. Redis
+	// keeps the record of a Throttle's last call (see Keys in the package
+	// documentation) for 2×OpTimeout: a call sent again within its round
+	// trip is known for the same call. 0 means two seconds.
 	OpTimeout time.Duration
 	// Recheck is the interval of the fallback re-check of a Mutex's
 	// waiting flows, which are otherwise woken by a notification. It bounds
@@ -77,10 +79,10 @@ type Client struct {
 // Syncers' round trips go through a client of the Client's own, made with
 // rdb's options and ContextTimeoutEnabled set (hooks added to rdb do not
 // see them); otherwise rdb's ReadTimeout (3s by default, or none) would
-// bound them instead. It checks that Redis answers and subscribes to the notification
-// channel before it returns; if Redis cannot be reached within
-// opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with code
-// CommError whose info names the address.
+// bound them instead. It checks that Redis answers and subscribes to the
+// notification channel before it returns; if Redis cannot be reached
+// within opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with
+// code CommError whose info names the address.
 func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if nilClient(rdb) {
 		return nil, errors.New("redissync: New: nil redis client")
@@ -141,8 +143,8 @@ func (c *Client) Addr() string { return c.addr }
 // Close stops the Client's Syncers: flows waiting to enter, and those that
 // ask later, fail with CommError "redissync: client closed", leases held
 // are given back (one last round trip, bounded by OpTimeout), and the
-// Client's goroutines end before Close returns. Sections running go on to their end. Close is
-// safe to call more than once.
+// Client's goroutines end before Close returns. Sections running go on to
+// their end. Close is safe to call more than once.
 func (c *Client) Close() error {
 	if c.unmade() {
 		return nil
@@ -314,7 +316,6 @@ func (c *Client) start(q *gateQueue, f func()) {
 	}()
 }
 
-// addrOf names the server(s) of rdb for errors.
 // nilClient reports whether rdb is nil, also as a nil pointer of one of
 // go-redis's clients.
 func nilClient(rdb redis.UniversalClient) bool {
@@ -346,6 +347,7 @@ func refuse(as asyncsteps.AsyncSteps, info string, onerror []asyncsteps.ErrorFun
 	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InternalError, info) }, onerror...)
 }
 
+// addrOf names the server(s) of rdb for errors.
 func addrOf(rdb redis.UniversalClient) string {
 	switch r := rdb.(type) {
 	case *redis.Client:

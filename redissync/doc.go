@@ -51,9 +51,9 @@
 //     again. A Mutex's leases are taken once and given back once, and a
 //     Throttle's entries count once.
 //   - A round trip that panics (a hook of the redis client given to
-//     [New] that panics): its flows fail with InternalError, info
-//     "redis ADDR: panic: ...", also those of a FailOpen rate limit; the
-//     process goes on.
+//     [New], when the round trips go through that client: see New): its
+//     flows fail with InternalError, info "redis ADDR: panic: ...", also
+//     those of a FailOpen rate limit; the process goes on.
 //   - Redis restarted: go-redis reconnects and the Syncers work again, with
 //     no restart of the service; the scripts are loaded again when Redis
 //     has lost them, and fencing tokens still grow (see [Mutex]). A
@@ -74,6 +74,12 @@
 // keep a Syncer's keys on one node of a Redis Cluster; there, N must not
 // be empty, since Redis Cluster does not take an empty "{}" for a hash
 // tag, and the keys of a Syncer could then land on different nodes.
+//
+// A Throttle's keys expire by themselves: "tat" once the time it holds
+// has passed, a call record 2×OpTimeout after its call. A Mutex's
+// "holders" goes when its last lease is given back, or expires TTL + 1s
+// after the last round trip that found a lease held; its "fence" counter
+// is kept, so that tokens keep growing.
 //
 // # Time
 //
