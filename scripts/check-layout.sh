@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the README's "Layout" table names every non-test Go file of the
 # root package and every top-level directory, so that the table stays true to
-# `ls`, and that every relative link and cited anchor of the docs resolves.
+# `ls`, that every relative link and cited anchor of the docs resolves, and
+# that git tracks no build output.
 # Prints each one missing and fails if any is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,4 +94,14 @@ done < <(awk 'FNR == 1 { fence = "" } '"$fences"'
 while IFS=: read -r file line cited; do
 	link "$file:$line" "${cited%%#*}" "${cited#*#}"
 done < <(grep -rnoE --exclude-dir=.git --exclude-dir=node_modules 'docs/[A-Za-z_]+\.md#[A-Za-z0-9_-]+' . | sed 's|^\./||')
+
+# Build output is no source: no file the repository tracks weighs over 1 MiB
+# (the largest source is some 50 KB; a built gateway, 26 MB, was once
+# committed by mistake).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	while read -r size file; do
+		echo "$file: $size bytes, tracked by git: a build output? (.gitignore it)"
+		missing=1
+	done < <(git ls-files -z | xargs -0 stat -c '%s %n' 2>/dev/null | awk '$1 > 1048576')
+fi
 exit "$missing"
