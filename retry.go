@@ -14,7 +14,10 @@ type RetryOptions struct {
 	// less than 1 counts as 1.
 	Attempts int
 	// Timeout bounds each attempt, its sub-steps included, as SetTimeout
-	// in the attempt would; 0 or less sets none.
+	// in the attempt would; 0 or less sets none. As after SetTimeout, the
+	// attempt's step then waits to be completed: an attempt that returns
+	// without calling Success or Error or adding a step does not succeed
+	// implicitly, it times out (and is retried).
 	Timeout time.Duration
 	// Backoff returns the wait before retry n (1 before the second
 	// attempt); nil, or a wait of 0 or less, retries at once. The wait is
