@@ -63,7 +63,7 @@
 //
 // # Concurrency
 //
-// Every C callback runs on the flow's loop. A [asyncsteps.Loop] (the
+// Every C callback runs on the flow's loop. An [asyncsteps.Loop] (the
 // default one included) is locked to its OS thread the first time this
 // package sees it, so that "the loop's thread" is one OS thread and
 // is_same_thread compares OS threads. A Go callback that calls

@@ -84,6 +84,6 @@
 // # Time
 //
 // Leases, periods and waits are timed on Redis's clock and the process's
-// real clock: a [asyncsteps.TestTool]'s virtual time does not move them.
-// Test flows that use these Syncers on a [asyncsteps.Loop].
+// real clock: an [asyncsteps.TestTool]'s virtual time does not move them.
+// Test flows that use these Syncers on an [asyncsteps.Loop].
 package redissync
