@@ -45,6 +45,21 @@
 // on the waiting goroutine; package asynchttp of this module does all this
 // for net/http. ExampleLoopGroup is a server in miniature.
 //
+// Which to call:
+//
+//   - [Root.Run] where a goroutine waits for the result anyway (a handler,
+//     main, a test): its context's end cancels the flow, its deadline
+//     times the flow out.
+//   - [Root.RunHelping] in its place when the flow makes Await calls and
+//     the caller accepts that they run on its goroutine (see its doc).
+//   - [Root.Promise] to wait in a select, or for several flows at once.
+//   - [Root.Execute] for a flow nobody waits for: an error that ends it
+//     goes to [WithUnhandledError]'s function.
+//
+// A step never waits for a flow this way (Run and RunHelping called on the
+// flow's own loop return an InternalError at once): a step that must block
+// calls [AsyncSteps.Await], and one that waits for another flow [AwaitFlow].
+//
 // # Errors unwind like exceptions
 //
 // A step's [ErrorFunc] catches errors raised by the step and its sub-steps.
