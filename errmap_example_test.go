@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -48,4 +49,42 @@ func ExampleErrorFrom() {
 	// Timeout "context deadline exceeded"
 	// Unauthorized "bad token"
 	// InternalError "disk full"
+}
+
+// The caller of a flow tells its errors apart by their FutoIn code: errors.Is
+// with a template *Error, or errors.As for the code and the info. A Timeout
+// also matches context.DeadlineExceeded; a cancelled flow ends with no
+// *Error, but with an error that matches context.Canceled.
+func ExampleError() {
+	tt := asyncsteps.NewTestTool()
+	refused := asyncsteps.New(asyncsteps.WithTool(tt))
+	refused.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.Unauthorized, "bad token") })
+	timedOut := asyncsteps.New(asyncsteps.WithTool(tt))
+	timedOut.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.SetTimeout(time.Second) }) // nothing completes it
+	cancelled := asyncsteps.New(asyncsteps.WithTool(tt))
+	cancelled.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		as.Tool().Immediate(cancelled.Cancel) // as any goroutine may
+	})
+
+	for _, r := range []*asyncsteps.Root{refused, timedOut, cancelled} {
+		_, err := r.Run(context.Background())
+		var e *asyncsteps.Error
+		if errors.As(err, &e) {
+			fmt.Printf("%q: code %s, info %q\n", err, e.Code, e.Info)
+		} else {
+			fmt.Printf("%q: no *Error\n", err)
+		}
+		fmt.Println("  Unauthorized:", errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Unauthorized}),
+			"Timeout:", errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Timeout}),
+			"DeadlineExceeded:", errors.Is(err, context.DeadlineExceeded),
+			"Canceled:", errors.Is(err, context.Canceled))
+	}
+	// Output:
+	// "Unauthorized: bad token": code Unauthorized, info "bad token"
+	//   Unauthorized: true Timeout: false DeadlineExceeded: false Canceled: false
+	// "Timeout": code Timeout, info ""
+	//   Unauthorized: false Timeout: true DeadlineExceeded: true Canceled: false
+	// "context canceled": no *Error
+	//   Unauthorized: false Timeout: false DeadlineExceeded: false Canceled: true
 }

@@ -34,6 +34,29 @@ func ExampleNew() {
 	// Hello, World!
 }
 
+// A flow that nobody waits for is started with Execute: an error that ends
+// it goes to the function set by WithUnhandledError (by default, a log
+// line). When Run or Promise waits for the flow, its error goes to them
+// instead.
+func ExampleWithUnhandledError() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		fmt.Println("unhandled:", err)
+	}))
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.CommError, "mail server down") })
+	r.Execute()
+	tt.Run()
+
+	// The flow has ended: the Root takes new steps and runs again.
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.CommError, "still down") })
+	_, err := r.Run(context.Background())
+	fmt.Println("Run:", err)
+	// Output:
+	// unhandled: CommError: mail server down
+	// Run: CommError: still down
+}
+
 func ExampleRoot_Promise() {
 	tt := asyncsteps.NewTestTool()
 

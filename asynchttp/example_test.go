@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -88,4 +89,40 @@ func ExampleClient() {
 	// attempt 1 status 503
 	// attempt 2 status 200
 	// 42 <nil>
+}
+
+// How a flow's error becomes an answer: the status follows the code
+// (StatusOf), Codes adds the application's own codes, a 503 asks the client
+// to come back later, a step's timeout says so, and an InternalError (here a
+// panic) is logged, its info kept from the client.
+func ExampleStatusOf() {
+	h := &asynchttp.Handler{
+		Codes:  map[string]int{"NotFound": http.StatusNotFound},
+		Logger: slog.New(slog.DiscardHandler), // a 500 would be logged at Error
+		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+			switch req.URL.Query().Get("fail") {
+			case "input":
+				as.Error(asyncsteps.InvalidRequest, "no name")
+			case "user":
+				as.Error("NotFound", "no user 7")
+			case "busy":
+				as.Error(asyncsteps.DefenseRejected, "too many requests")
+			case "slow":
+				as.SetTimeout(time.Millisecond) // and nothing completes the step
+			case "bug":
+				panic("nil map")
+			}
+		},
+	}
+	for _, fail := range []string{"input", "user", "busy", "slow", "bug"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/?fail="+fail, nil))
+		fmt.Printf("%d Retry-After=%q %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+	// Output:
+	// 400 Retry-After="" {"error":"InvalidRequest","info":"no name"}
+	// 404 Retry-After="" {"error":"NotFound","info":"no user 7"}
+	// 503 Retry-After="1" {"error":"DefenseRejected","info":"too many requests"}
+	// 504 Retry-After="" {"error":"Timeout","info":"request timed out"}
+	// 500 Retry-After="" {"error":"InternalError","info":"internal error, see the server log"}
 }
