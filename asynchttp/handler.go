@@ -33,8 +33,9 @@ import (
 //     with the status Codes or [StatusOf] gives the code; a 503 or a 429
 //     also carries a Retry-After header. An InternalError (a panic, a
 //     misuse of the API) is logged, and its info is not shown to the
-//     client; a Timeout with an empty info, as a step's timeout raises it,
-//     says [TimeoutInfo];
+//     client, who reads "internal error, see the server log"; a Timeout
+//     with an empty info, as a step's timeout raises it, says
+//     [TimeoutInfo] (ExampleStatusOf shows each);
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled".
