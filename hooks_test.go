@@ -269,3 +269,28 @@ func TestHooksOnEveryLoopOfAGroup(t *testing.T) {
 		t.Errorf("flows observed on the first loop and on the other: %d and %d, want 2 and 2", started[true], started[false])
 	}
 }
+
+// A flow that never begins, started under an ended context or on a closed
+// Loop, meets no hook: not even FlowEnd, though its Result is an error.
+func TestHooksDoNotSeeAFlowThatNeverBegins(t *testing.T) {
+	rec := &recorder{}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	l.SetHooks(rec.hooks())
+	r := asyncsteps.New(asyncsteps.WithTool(l))
+	r.Add(func(as steps, _ ...any) {})
+	if _, err := r.Run(ended); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run under an ended context: %v", err)
+	}
+	l.Close()
+	r = asyncsteps.New(asyncsteps.WithTool(l))
+	r.Add(func(as steps, _ ...any) {})
+	if res := <-r.Promise(); res.Err == nil {
+		t.Errorf("a flow on a closed Loop succeeded")
+	}
+	if got := rec.String(); got != "" {
+		t.Errorf("trace:\n%s\nwant none", got)
+	}
+}
