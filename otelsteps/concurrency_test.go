@@ -3,7 +3,8 @@ package otelsteps_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"regexp"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,17 +20,16 @@ import (
 // Many flows on two loops at once, sharing a Mutex and a Throttle, with
 // parallel Awaits, failures, cancels, and the loops closed under the
 // ones still waiting: every span started is ended, with the status its
-// flow's Result calls for, and no goroutine is left (the bubble ends).
+// flow's Result calls for, each flow is counted once by its outcome, and
+// no goroutine is left (the bubble ends).
 func TestManyFlowsOnTwoLoops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const flows = 300
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 		g := asyncsteps.NewLoopGroup(2)
-		h := otelsteps.Hooks(otelsteps.Config{TracerProvider: tp})
-		var waits atomic.Int64
-		h.SyncWait = func(asyncsteps.Syncer, time.Duration) { waits.Add(1) }
-		g.SetHooks(h)
+		mp := newMetered()
+		g.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, MeterProvider: mp}))
 		m := asyncsteps.NewMutex(2)
 		th := asyncsteps.NewThrottle(5, time.Second)
 		results := make([]<-chan asyncsteps.Result, flows)
@@ -98,7 +98,36 @@ func TestManyFlowsOnTwoLoops(t *testing.T) {
 		if got := fmt.Sprint(flowSpans); got != want {
 			t.Errorf("flow spans %s\nwant %s", got, want)
 		}
-		if waits.Load() == 0 {
+		// The durations, and which flows had to wait in the gates, depend
+		// on how the loops' goroutines interleave: only their counts are
+		// exact, and the flows are counted as their spans are.
+		sum := regexp.MustCompile(` sum=\S+`)
+		var measured, waits []string
+		for _, line := range strings.Split(mp.read(t), "\n") {
+			line = sum.ReplaceAllString(line, "")
+			if strings.HasPrefix(line, otelsteps.SyncWaitMetric) {
+				waits = append(waits, line)
+			} else {
+				measured = append(measured, line)
+			}
+		}
+		got = strings.Join(measured, "\n")
+		want = describeLines([]string{
+			fmt.Sprintf(`asyncsteps.flow.duration{} count=%d`, flows/3),
+			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.canceled=true} count=%d`, flows/6),
+			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.error.code=CommError} count=%d`, flows/3),
+			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.error.code=InternalError} count=%d`, flows/3-flows/6),
+			fmt.Sprintf(`asyncsteps.flow.ended{} %d`, flows/3),
+			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.canceled=true} %d`, flows/6),
+			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.error.code=CommError} %d`, flows/3),
+			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} %d`, flows/3-flows/6),
+			fmt.Sprintf(`asyncsteps.flow.started{} %d`, flows),
+			fmt.Sprintf(`asyncsteps.step.failed{asyncsteps.error.code=CommError} %d`, flows/3),
+		})
+		if got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+		if len(waits) == 0 {
 			t.Errorf("no flow waited in the Mutex or the Throttle")
 		}
 	})

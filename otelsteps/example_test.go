@@ -3,7 +3,11 @@ package otelsteps_test
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -34,4 +38,57 @@ func ExampleHooks() {
 	// asyncsteps.await Error "CommError: upstream down"
 	// asyncsteps.await Unset ""
 	// asyncsteps.flow Unset ""
+}
+
+// Metrics for a server's operator: flows begun and ended by outcome, how
+// long they ran, the errors raised in steps, the waits in named gates.
+func ExampleHooks_metrics() {
+	reader := sdkmetric.NewManualReader() // or a PeriodicReader with an exporter
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	db := asyncsteps.NewMutex(1)
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+		MeterProvider: mp,
+		SyncerName: func(obj asyncsteps.Syncer) string {
+			if obj == db {
+				return "db"
+			}
+			return ""
+		},
+	}))
+
+	// Two branches need the db: the second waits a second for the first.
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		p := as.Parallel()
+		p.Sync(db, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			as.Tool().Deferred(time.Second, func() { as.Success() })
+		})
+		p.Sync(db, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Error(asyncsteps.NotImplemented, "later")
+		})
+	})
+	r.Run(context.Background())
+
+	var rm metricdata.ResourceMetrics
+	reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			for _, p := range d.DataPoints {
+				fmt.Println(m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value)
+			}
+		case metricdata.Histogram[float64]:
+			for _, p := range d.DataPoints {
+				fmt.Println(m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), "count", p.Count)
+			}
+		}
+	}
+	// Output:
+	// asyncsteps.flow.started  1
+	// asyncsteps.flow.ended asyncsteps.error.code=NotImplemented 1
+	// asyncsteps.step.failed asyncsteps.error.code=NotImplemented 1
+	// asyncsteps.flow.duration asyncsteps.error.code=NotImplemented count 1
+	// asyncsteps.sync.wait.duration asyncsteps.sync.kind=mutex,asyncsteps.sync.name=db count 1
 }

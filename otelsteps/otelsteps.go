@@ -1,9 +1,14 @@
 // Package otelsteps traces asyncsteps flows with OpenTelemetry: a span per
-// flow and a span per Await call, a child of its flow's span.
+// flow and a span per Await call, a child of its flow's span; and, if
+// asked to, measures them.
 //
 // Set the hooks it returns on the tools that run the flows:
 //
 //	loop.SetHooks(otelsteps.Hooks(otelsteps.Config{}))
+//
+// They are [asyncsteps.Hooks]: what each one receives, when it runs, and
+// what becomes of a hook that panics are in the repository's
+// docs/DESIGN.md#hooks.
 //
 // A flow's span is a child of the span in the context given to
 // [asyncsteps.Root.Run], if any (the server span of the request being
@@ -23,6 +28,34 @@
 // processor panics as the span starts) fails with an InternalError, as
 // for any panic of a hook that starts a flow, and has no span: the span
 // in its context, its caller's, is left alone.
+//
+// # Metrics
+//
+// With a MeterProvider in the [Config], the hooks also record, in the
+// same instrumentation scope, what the operator of a server wants of its
+// flows:
+//
+//   - asyncsteps.flow.started: the flows begun.
+//   - asyncsteps.flow.ended: the flows ended; a failed one with its
+//     error's code in asyncsteps.error.code, a cancelled one with
+//     asyncsteps.canceled, as its span; neither for a success.
+//   - asyncsteps.flow.duration: the seconds from a flow's begin to its
+//     end, with the same attributes, on the wall clock (the hooks do not
+//     see a TestTool's virtual clock). A flow whose start failed (see
+//     above) has none: its start was lost with its context.
+//   - asyncsteps.step.failed: the errors raised in steps, as their spans'
+//     events, also those a handler recovers from, by asyncsteps.error.code.
+//   - asyncsteps.sync.wait.duration: the seconds a flow waited in the queue
+//     of a Mutex or Throttle (a Limiter's included) before it was let in,
+//     on its tool's clock, by asyncsteps.sync.kind, "mutex" or "throttle",
+//     and by asyncsteps.sync.name if [Config.SyncerName] names the gate. A
+//     flow let in at once, or that left the queue without entering, waited
+//     for nothing and is not measured.
+//
+// So that an application cannot grow the number of series, the code of
+// an error is one of FTN12's standard codes ([asyncsteps.CommError] and
+// the others), or [OtherCode]. Without a MeterProvider the hooks are the
+// tracing hooks alone, and cost nothing more.
 package otelsteps
 
 import (
@@ -33,13 +66,14 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// ScopeName is the instrumentation scope of the spans.
+// ScopeName is the instrumentation scope of the spans and the metrics.
 const ScopeName = "github.com/asyncsteps/asyncsteps/otelsteps"
 
 // Names of the spans, the event and the attributes this package writes.
@@ -53,16 +87,31 @@ const (
 )
 
 // Config configures [Hooks]. The zero value traces with the global tracer
-// provider.
+// provider, and records no metrics.
 type Config struct {
 	// TracerProvider makes the tracer; nil, also a typed nil such as a
 	// *sdktrace.TracerProvider never set, means otel.GetTracerProvider().
 	// A provider whose Tracer returns nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// MeterProvider makes the meter of the metrics. Unlike TracerProvider,
+	// nil (also a typed nil) means no metrics, and hooks that cost nothing
+	// for them; pass otel.GetMeterProvider() for the global provider. A
+	// provider whose Meter returns nil records nothing.
+	MeterProvider metric.MeterProvider
+	// SyncerName, if set, names the Mutex or Throttle a flow waited for,
+	// in the attribute asyncsteps.sync.name of the wait metric; "" leaves
+	// the name out. Each name is a series of its own: name a few shared
+	// gates, not one made per request. It runs on the flow's loop, at
+	// each wait; a panic in it fails the waiting step with an
+	// InternalError, as one in any SyncWait hook. The obj of a Limiter's
+	// wait is its Mutex or Throttle, which SyncerName cannot tell from
+	// another's: a Limiter's waits go without a name.
+	SyncerName func(obj asyncsteps.Syncer) string
 }
 
-// Hooks returns the hooks that trace flows and Await calls as the package
-// doc says. They may be set on any number of tools at once.
+// Hooks returns the hooks that trace flows and Await calls, and record
+// metrics if c has a MeterProvider, as the package doc says. They may be
+// set on any number of tools at once.
 func Hooks(c Config) *asyncsteps.Hooks {
 	tp := c.TracerProvider
 	if isNil(tp) {
@@ -72,13 +121,17 @@ func Hooks(c Config) *asyncsteps.Hooks {
 	if isNil(t.Tracer) {
 		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName)
 	}
-	return &asyncsteps.Hooks{
+	h := &asyncsteps.Hooks{
 		FlowStart:  t.flowStart,
 		FlowEnd:    flowEnd,
 		StepError:  stepError,
 		AwaitStart: t.awaitStart,
 		AwaitEnd:   awaitEnd,
 	}
+	if m := newMeters(c); m != nil {
+		m.observe(h)
+	}
+	return h
 }
 
 // isNil reports whether v is nil or an interface holding a nil pointer,

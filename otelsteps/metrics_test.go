@@ -1,0 +1,387 @@
+package otelsteps_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/otelsteps"
+)
+
+// metered is a meter provider whose metrics a test reads with read.
+type metered struct {
+	*sdkmetric.MeterProvider
+	reader *sdkmetric.ManualReader
+}
+
+func newMetered() metered {
+	r := sdkmetric.NewManualReader()
+	return metered{sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)), r}
+}
+
+// read writes one line per data point, sorted: the metric's name, its
+// attributes, and its value, or a histogram's count and sum.
+func (m metered) read(t *testing.T) string {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := m.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			switch d := mt.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					lines = append(lines, fmt.Sprintf("%s{%s} %d", mt.Name, attrs(p.Attributes.ToSlice()), p.Value))
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					lines = append(lines, fmt.Sprintf("%s{%s} count=%d sum=%g", mt.Name, attrs(p.Attributes.ToSlice()), p.Count, p.Sum))
+				}
+			default:
+				lines = append(lines, fmt.Sprintf("%s: unexpected %T", mt.Name, d))
+			}
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// attrs writes kvs as key=value, space-separated.
+func attrs(kvs []attribute.KeyValue) string {
+	var b strings.Builder
+	for i, kv := range kvs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", kv.Key, kv.Value.String())
+	}
+	return b.String()
+}
+
+// Each outcome of a flow is counted once, by code, with its duration on
+// the clock of the bubble: a success, a failure, a code of the
+// application's (counted as "other"), a handler that recovers, a cancel,
+// a timeout; each step error is counted as it is raised; the waits in a
+// named Mutex, an unnamed Throttle and a Limiter are timed by kind.
+func TestMetricsOfFlows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := newMetered()
+		db := asyncsteps.NewMutex(1)
+		th := asyncsteps.NewThrottle(1, time.Second)
+		lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1})
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		loop.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			TracerProvider: sdktrace.NewTracerProvider(),
+			MeterProvider:  mp,
+			SyncerName: func(obj asyncsteps.Syncer) string {
+				if obj == db {
+					return "db"
+				}
+				return "" // th and lim go without a name
+			},
+		}))
+		sleep := func(d time.Duration) asyncsteps.AwaitFunc {
+			return func(context.Context) (any, error) { time.Sleep(d); return nil, nil }
+		}
+		run := func(build func(r *asyncsteps.Root), want string) {
+			t.Helper()
+			r := asyncsteps.New(asyncsteps.WithTool(loop))
+			build(r)
+			if _, err := r.Run(context.Background()); errText(err) != want {
+				t.Errorf("Run: %v, want %q", err, want)
+			}
+		}
+		run(func(r *asyncsteps.Root) { r.Await(sleep(2 * time.Second)) }, "")
+		run(func(r *asyncsteps.Root) {
+			r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.NotImplemented, "nope") })
+		}, "NotImplemented: nope")
+		run(func(r *asyncsteps.Root) {
+			r.Add(func(as steps, _ ...any) { as.Error("NotFound", "mine") },
+				func(as steps, code string) { as.Error(asyncsteps.CommError, "wrapped "+code) })
+		}, "CommError: wrapped NotFound")
+		run(func(r *asyncsteps.Root) {
+			r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.InvalidRequest, "") },
+				func(as steps, _ string) { as.Success() })
+		}, "")
+		run(func(r *asyncsteps.Root) {
+			r.Add(func(as steps, _ ...any) { as.SetTimeout(3 * time.Second); as.WaitExternal() })
+		}, "Timeout")
+		cancelled := asyncsteps.New(asyncsteps.WithTool(loop))
+		cancelled.Add(func(as steps, _ ...any) { as.WaitExternal() })
+		p := cancelled.Promise()
+		time.Sleep(time.Second)
+		cancelled.Cancel()
+		if err := (<-p).Err; errText(err) != "context canceled" {
+			t.Errorf("cancelled: %v", err)
+		}
+		// Two flows in each gate: the second waits for the first.
+		var waiting []<-chan asyncsteps.Result
+		for range 2 {
+			r := asyncsteps.New(asyncsteps.WithTool(loop))
+			r.Add(func(as steps, _ ...any) {
+				p := as.Parallel()
+				p.Sync(db, func(as steps, _ ...any) { as.Await(sleep(5 * time.Second)) })
+				p.Sync(th, func(as steps, _ ...any) {})
+				p.Sync(lim, func(as steps, _ ...any) { as.Await(sleep(7 * time.Second)) })
+			})
+			waiting = append(waiting, r.Promise())
+		}
+		for _, p := range waiting {
+			if err := (<-p).Err; err != nil {
+				t.Errorf("a flow in the gates: %v", err)
+			}
+		}
+
+		want := describeLines([]string{
+			`asyncsteps.flow.duration{} count=4 sum=23`, // 2 + 0 + 7 + 14
+			`asyncsteps.flow.duration{asyncsteps.canceled=true} count=1 sum=1`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=CommError} count=1 sum=0`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=NotImplemented} count=1 sum=0`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=Timeout} count=1 sum=3`,
+			`asyncsteps.flow.ended{} 4`,
+			`asyncsteps.flow.ended{asyncsteps.canceled=true} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=CommError} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=NotImplemented} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=Timeout} 1`,
+			`asyncsteps.flow.started{} 8`,
+			`asyncsteps.step.failed{asyncsteps.error.code=CommError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InvalidRequest} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=NotImplemented} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=Timeout} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=other} 1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex asyncsteps.sync.name=db} count=1 sum=5`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex} count=1 sum=7`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=throttle} count=1 sum=1`,
+		})
+		if got := mp.read(t); got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
+// A flow whose FlowStart hook the tracer cuts short is counted as begun
+// and as ended with its InternalError, and its step error is counted;
+// it has no duration, its start being lost with the context FlowStart did
+// not return. A flow run by an Await function does not take its outer
+// flow's start for its own: only the outer flow has a duration.
+func TestMetricsWhenFlowStartFails(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		fault  func()
+		nested bool
+		want   []string
+	}{
+		{"panic", func() { panic("exporter bug") }, false, []string{
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.started{} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+		}},
+		{"Goexit", runtime.Goexit, false, []string{
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.started{} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+		}},
+		{"panic in a flow run by an Await", func() { panic("exporter bug") }, true, []string{
+			`asyncsteps.flow.duration{asyncsteps.error.code=InternalError} count=1 sum=3`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 2`,
+			`asyncsteps.flow.started{} 2`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 2`,
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				faultAt := int32(1)
+				if c.nested {
+					faultAt = 2
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(
+					faultyProcessor{tracetest.NewSpanRecorder(), otelsteps.FlowSpan, c.fault, faultAt, new(atomic.Int32)}))
+				mp := newMetered()
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				loop.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, MeterProvider: mp}))
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				if c.nested {
+					r.Await(func(ctx context.Context) (any, error) {
+						time.Sleep(3 * time.Second) // the outer flow's duration
+						inner := asyncsteps.New(asyncsteps.WithTool(loop))
+						inner.Add(func(as steps, _ ...any) { as.Success() })
+						return inner.Run(ctx)
+					})
+				} else {
+					r.Add(func(as steps, _ ...any) { as.Success() })
+				}
+				if _, err := r.Run(context.Background()); err == nil {
+					t.Errorf("Run succeeded, want an InternalError")
+				}
+				if got, want := mp.read(t), describeLines(c.want); got != want {
+					t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+				}
+			})
+		})
+	}
+}
+
+// panickyMeters makes the counters of the metrics named in panics panic
+// as they count (an exporter's bug), and the rest as its provider does.
+type panickyMeters struct {
+	metric.MeterProvider
+	panics []string
+}
+
+func (p panickyMeters) Meter(name string, opts ...metric.MeterOption) metric.Meter {
+	return panickyMeter{p.MeterProvider.Meter(name, opts...), p.panics}
+}
+
+type panickyMeter struct {
+	metric.Meter
+	panics []string
+}
+
+func (m panickyMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	c, err := m.Meter.Int64Counter(name, opts...)
+	if slices.Contains(m.panics, name) {
+		c = panickyCounter{c}
+	}
+	return c, err
+}
+
+type panickyCounter struct{ metric.Int64Counter }
+
+func (panickyCounter) Add(context.Context, int64, ...metric.AddOption) { panic("meter bug") }
+
+// A meter that panics as the end of a flow or a step error is counted
+// costs the flow nothing: the panic is logged, the span still gets its
+// event and ends with the flow's error, and the flow's Result is its own.
+// A meter that panics as a flow begins fails the flow, as any FlowStart
+// hook that panics does: its span is not started, and its end is counted.
+func TestPanickingMeter(t *testing.T) {
+	var logs strings.Builder
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == "time" || a.Key == "stack" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})))
+	defer slog.SetDefault(old)
+	for _, c := range []struct {
+		name   string
+		panics []string
+		err    string
+		spans  []string
+		logs   string
+		counts []string
+	}{{
+		name:   "ended and failed",
+		panics: []string{otelsteps.FlowEndedMetric, otelsteps.StepFailedMetric},
+		err:    "CommError: down",
+		spans:  []string{`asyncsteps.flow <- -: Error "CommError: down" asyncsteps.error.code=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`},
+		logs: `level=ERROR msg="asyncsteps: panic in hook" hook=StepError panic="meter bug"
+level=ERROR msg="asyncsteps: panic in hook" hook=FlowEnd panic="meter bug"
+`,
+		counts: []string{`asyncsteps.flow.started{} 1`},
+	}, {
+		name:   "started",
+		panics: []string{otelsteps.FlowStartedMetric},
+		err:    "InternalError: meter bug",
+		counts: []string{
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			logs.Reset()
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			mp := newMetered()
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+				TracerProvider: tp,
+				MeterProvider:  panickyMeters{mp, c.panics},
+			}))
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.CommError, "down") })
+			if _, err := r.Run(context.Background()); errText(err) != c.err {
+				t.Errorf("Run: %v, want %s", err, c.err)
+			}
+			if got, want := describe(rec.Ended()), describeLines(c.spans); got != want {
+				t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+			}
+			if got := logs.String(); got != c.logs {
+				t.Errorf("logs:\n%s\nwant:\n%s", got, c.logs)
+			}
+			if got, want := mp.read(t), describeLines(c.counts); got != want {
+				t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// A SyncerName that panics fails the step that waited, as a SyncWait hook
+// that panics does: the flow ends with an InternalError, its slot given
+// back, and the wait is not recorded.
+func TestPanickingSyncerName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := newMetered()
+		m := asyncsteps.NewMutex(1)
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		loop.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			TracerProvider: sdktrace.NewTracerProvider(),
+			MeterProvider:  mp,
+			SyncerName:     func(asyncsteps.Syncer) string { panic("name bug") },
+		}))
+		var results []<-chan asyncsteps.Result
+		for range 2 {
+			r := asyncsteps.New(asyncsteps.WithTool(loop))
+			r.Sync(m, func(as steps, _ ...any) {
+				as.Await(func(context.Context) (any, error) { time.Sleep(time.Second); return nil, nil })
+			})
+			results = append(results, r.Promise())
+		}
+		var errs []string
+		for _, p := range results {
+			errs = append(errs, errText((<-p).Err))
+		}
+		if got, want := strings.Join(errs, "; "), "; InternalError: panic: name bug"; got != want {
+			t.Errorf("results %q, want %q", got, want)
+		}
+		third := asyncsteps.New(asyncsteps.WithTool(loop))
+		third.Sync(m, func(as steps, _ ...any) {})
+		if _, err := third.Run(context.Background()); err != nil {
+			t.Errorf("the slot was not given back: %v", err)
+		}
+		want := describeLines([]string{
+			`asyncsteps.flow.duration{} count=2 sum=1`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=InternalError} count=1 sum=1`,
+			`asyncsteps.flow.ended{} 2`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.started{} 3`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+		})
+		if got := mp.read(t); got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
