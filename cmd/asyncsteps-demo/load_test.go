@@ -57,6 +57,8 @@ func loadOne(t *testing.T, impl, upstreamURL string) {
 	m.Close()
 	peakMem := peak()
 
+	// Its quantiles are of the last 60 s: of the whole run when -load is
+	// shorter.
 	var st statsSnapshot
 	getJSON(t, gw.url+"/stats", &st)
 	client.CloseIdleConnections()

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -47,7 +49,7 @@ func TestMetricsNamesAndHelp(t *testing.T) {
 	want := []string{
 		"# HELP gateway_limiter_queue_length Requests waiting to enter the limiter.\n",
 		"# TYPE gateway_limiter_queue_length gauge\n",
-		"# HELP gateway_request_duration_seconds Latency of the answered quote requests.\n",
+		"# HELP gateway_request_duration_seconds Latency of the answered quote requests; the quantiles are of the last 60 s.\n",
 		"# TYPE gateway_request_duration_seconds summary\n",
 		"# HELP gateway_requests_cancelled_total Quote requests cancelled before their end.\n",
 		"# TYPE gateway_requests_cancelled_total counter\n",
@@ -85,4 +87,70 @@ func metricsLines(t *testing.T, st *stats, keep func(line string) bool) []string
 		}
 	}
 	return got
+}
+
+// The latency quantiles of /stats and /metrics are those of the requests
+// answered in the last 60 seconds: a slow minute is forgotten a minute
+// later. The count and the sum of /metrics are of every request.
+func TestLatencyQuantilesCoverTheLastMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStats(func() int64 { return 0 })
+		check := func(when string, p50, p99 float64) {
+			t.Helper()
+			if got := st.snapshot().LatencyMs; got.P50 != p50 || got.P99 != p99 {
+				t.Errorf("%s: p50 %v, p99 %v; want %v, %v", when, got.P50, got.P99, p50, p99)
+			}
+		}
+		record := func(n int, us time.Duration) {
+			for range n {
+				st.finish("", http.StatusOK, us*time.Microsecond)
+			}
+		}
+		check("no request", 0, 0)
+		record(10, 524287) // slow: 524.287 ms, the top of its bucket
+		time.Sleep(30 * time.Second)
+		record(30, 1023) // fast: 1.023 ms
+		check("at 30 s", 1.023, 524.287)
+		time.Sleep(29*time.Second + 999*time.Millisecond)
+		check("at 59.999 s", 1.023, 524.287)
+		time.Sleep(time.Millisecond)
+		check("at 60 s, the slow ones gone", 1.023, 1.023)
+		time.Sleep(30 * time.Second)
+		check("at 90 s, all gone", 0, 0)
+		record(1, 15)
+		check("at 90 s, a new one", 0.015, 0.015)
+		if count, sumUs := st.latency.totals(); count != 41 || sumUs != 10*524287+30*1023+15 {
+			t.Errorf("count %d, sum %d us; want every request: 41, %d", count, sumUs, 10*524287+30*1023+15)
+		}
+	})
+}
+
+// A histogram of the ring is cleared for its new second once, by the first
+// request of that second, while others record in it: none is lost.
+func TestLatencyWindowRecordsConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newLatencyWindow(time.Now())
+		time.Sleep(59 * time.Second)
+		w.record(time.Now(), time.Millisecond) // in the histogram reused at 119 s
+		time.Sleep(60 * time.Second)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 100 {
+					w.record(time.Now(), 2*time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		if p50, p99 := w.quantiles(time.Now(), 0.5, 0.99); p50 != 2047 || p99 != 2047 {
+			t.Errorf("p50 %d us, p99 %d us; want 2047, 2047 (the 1 ms of 59 s gone)", p50, p99)
+		}
+		var n uint64
+		for i := range w.ring[119%windowSeconds].buckets {
+			n += w.ring[119%windowSeconds].buckets[i].Load()
+		}
+		if n != 800 {
+			t.Errorf("%d requests counted in second 119, want 800", n)
+		}
+	})
 }

@@ -27,14 +27,14 @@ type stats struct {
 	byCode   map[string]int64
 	byStatus map[int]int64
 
-	latency latencyHistogram // of finished requests
+	latency *latencyWindow // of finished requests
 }
 
 // okCode is the outcome code of a request answered without an error.
 const okCode = "OK"
 
 func newStats(queueLen func() int64) *stats {
-	return &stats{queueLen: queueLen, byCode: map[string]int64{}, byStatus: map[int]int64{}}
+	return &stats{queueLen: queueLen, byCode: map[string]int64{}, byStatus: map[int]int64{}, latency: newLatencyWindow(time.Now())}
 }
 
 func (s *stats) start() { s.started.Add(1) }
@@ -48,7 +48,7 @@ func (s *stats) finish(code string, status int, took time.Duration) {
 	s.byCode[code]++
 	s.byStatus[status]++
 	s.mu.Unlock()
-	s.latency.record(took)
+	s.latency.record(time.Now(), took)
 }
 
 func (s *stats) cancel() { s.cancelled.Add(1) }
@@ -99,7 +99,8 @@ func (s *stats) snapshot() statsSnapshot {
 	snap.InFlight = snap.Started - finished - snap.Cancelled
 	snap.LimiterQueue = s.queueLen()
 	snap.UpstreamCancelled = s.upstreamCancelled.Load()
-	snap.LatencyMs = newLatencySummary(s.latency.quantile(0.50), s.latency.quantile(0.99))
+	p50, p99 := s.latency.quantiles(time.Now(), 0.50, 0.99)
+	snap.LatencyMs = newLatencySummary(p50, p99)
 	return snap
 }
 
@@ -119,7 +120,7 @@ var (
 	descInFlight  = prometheus.NewDesc("gateway_requests_in_flight", "Quote requests started and not yet ended.", nil, nil)
 	descQueue     = prometheus.NewDesc("gateway_limiter_queue_length", "Requests waiting to enter the limiter.", nil, nil)
 	descUpstream  = prometheus.NewDesc("gateway_upstream_cancelled_total", "Upstream requests cut short: by their attempt's timeout, or by the end of their quote request.", nil, nil)
-	descLatency   = prometheus.NewDesc("gateway_request_duration_seconds", "Latency of the answered quote requests.", nil, nil)
+	descLatency   = prometheus.NewDesc("gateway_request_duration_seconds", "Latency of the answered quote requests; the quantiles are of the last 60 s.", nil, nil)
 )
 
 // statsCollector exposes a stats to Prometheus: the values are read when
@@ -151,20 +152,67 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-// latencyHistogram counts durations in buckets of 1/8 of a power of two
-// of microseconds, so a quantile is known within 12.5% at any scale, with
-// no lock and no allocation per record.
-type latencyHistogram struct {
-	buckets [8 * 40]atomic.Uint64
-	count   atomic.Uint64
-	sumUs   atomic.Uint64
+// latencyWindow keeps the latencies of the requests answered in the last
+// windowSeconds seconds, for their quantiles, and the count and sum of
+// all of them, for the Prometheus summary: a quantile of the whole
+// lifetime would never forget a slow hour. It is a ring of histograms,
+// one per second since start (monotonic, so a step of the wall clock does
+// not blank the window), each reused windowSeconds later; recording takes
+// no lock but to clear a histogram for its new second, once a second.
+type latencyWindow struct {
+	start time.Time
+	mu    sync.Mutex // clears a histogram for reuse
+	ring  [windowSeconds]secondHistogram
+	count atomic.Uint64
+	sumUs atomic.Uint64
 }
 
-func (h *latencyHistogram) record(d time.Duration) {
+// windowSeconds is the span of the latency quantiles, in seconds.
+const windowSeconds = 60
+
+// secondHistogram counts the durations recorded during one second, in
+// buckets of 1/8 of a power of two of microseconds, so a quantile is
+// known within 12.5% at any scale.
+type secondHistogram struct {
+	second  atomic.Int64 // since the window's start; a new histogram's is 0
+	buckets [histogramBuckets]atomic.Uint64
+}
+
+const histogramBuckets = 8 * 40
+
+func newLatencyWindow(start time.Time) *latencyWindow { return &latencyWindow{start: start} }
+
+// secondOf returns the second since the window's start that now falls in.
+func (w *latencyWindow) secondOf(now time.Time) int64 {
+	return int64(max(now.Sub(w.start), 0) / time.Second)
+}
+
+// record records a request answered at now that took d.
+func (w *latencyWindow) record(now time.Time, d time.Duration) {
 	us := uint64(max(d.Microseconds(), 0))
-	h.buckets[min(bucketOf(us), len(h.buckets)-1)].Add(1)
-	h.count.Add(1)
-	h.sumUs.Add(us)
+	sec := w.secondOf(now)
+	h := &w.ring[sec%windowSeconds]
+	if h.second.Load() != sec {
+		w.reuse(h, sec)
+	}
+	h.buckets[min(bucketOf(us), histogramBuckets-1)].Add(1)
+	w.count.Add(1)
+	w.sumUs.Add(us)
+}
+
+// reuse clears h, last used windowSeconds ago or more, for the second
+// sec. Its new second is set once it is clear, so that a concurrent
+// record that sees it counts in a clear histogram.
+func (w *latencyWindow) reuse(h *secondHistogram, sec int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.second.Load() >= sec {
+		return // reused already by a concurrent record (or now was late)
+	}
+	for i := range h.buckets {
+		h.buckets[i].Store(0)
+	}
+	h.second.Store(sec)
 }
 
 // bucketOf returns the bucket of us: us itself below 16, else 8 per
@@ -192,27 +240,45 @@ func bucketTop(i int) uint64 {
 // (one division of exact values).
 func seconds(us uint64) float64 { return float64(us) / 1e6 }
 
-// quantile returns the q quantile in microseconds (the top of its bucket),
-// 0 with no sample.
-func (h *latencyHistogram) quantile(q float64) uint64 {
-	n := h.count.Load()
+// quantiles returns the qa and qb quantiles, in microseconds (the top of
+// their bucket), of the durations recorded in the windowSeconds seconds up
+// to now; 0 with no sample.
+func (w *latencyWindow) quantiles(now time.Time, qa, qb float64) (a, b uint64) {
+	var merged [histogramBuckets]uint64
+	var n uint64
+	sec := w.secondOf(now)
+	for i := range w.ring {
+		h := &w.ring[i]
+		if s := h.second.Load(); s > sec-windowSeconds && s <= sec {
+			for j := range h.buckets {
+				c := h.buckets[j].Load()
+				merged[j] += c
+				n += c
+			}
+		}
+	}
+	return quantile(&merged, n, qa), quantile(&merged, n, qb)
+}
+
+// quantile returns the q quantile of the n durations counts holds, in
+// microseconds (the top of its bucket); 0 with no sample.
+func quantile(counts *[histogramBuckets]uint64, n uint64, q float64) uint64 {
 	if n == 0 {
 		return 0
 	}
-	rank := uint64(q*float64(n) + 0.5)
-	rank = max(rank, 1)
+	rank := max(uint64(q*float64(n)+0.5), 1)
 	var seen uint64
-	for i := range h.buckets {
-		seen += h.buckets[i].Load()
+	for i, c := range counts {
+		seen += c
 		if seen >= rank {
 			return bucketTop(i)
 		}
 	}
-	return bucketTop(len(h.buckets) - 1)
+	return bucketTop(histogramBuckets - 1)
 }
 
-// totals returns the count of durations recorded and their sum in
+// totals returns the count of durations ever recorded and their sum in
 // microseconds.
-func (h *latencyHistogram) totals() (count, sumUs uint64) {
-	return h.count.Load(), h.sumUs.Load()
+func (w *latencyWindow) totals() (count, sumUs uint64) {
+	return w.count.Load(), w.sumUs.Load()
 }
