@@ -50,6 +50,25 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-redis-ttl", "1ns"}, "-redis-ttl must be from 100ms to 24h0m0s"},
 		{[]string{"-redis-ttl", "2562047h47m16s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		// Arguments, and the flags after them, would be ignored.
+		{[]string{"-debug", "false"}, `unexpected argument \"false\": the command takes flags only, and a boolean flag its value as -debug=false`},
+		{[]string{"-impl", "plain", "quotes", "-loops", "4"}, `unexpected argument \"quotes\"`},
+		// Flags that the others would make ignored.
+		{[]string{"-impl", "plain", "-loops", "4"}, "-loops would have no effect: the plain gateway has no event loops"},
+		{[]string{"-upstream", "http://127.0.0.1:9090", "-impl", "plain", "-loops", "2"}, "-loops would have no effect: the plain gateway has no event loops"},
+		{[]string{"-upstream", "http://127.0.0.1:9090", "-upstream-latency", "5ms", "-seed", "7"},
+			"-seed, -upstream-latency would have no effect: they set the embedded upstream, which -upstream replaces"},
+		{[]string{"-upstream", "http://127.0.0.1:9090", "-upstream-fail", "0"},
+			"-upstream-fail would have no effect: they set the embedded upstream, which -upstream replaces"},
+		{[]string{"-serve-upstream", "-impl", "flows", "-timeout", "2s", "-seed", "3"},
+			"-impl, -timeout would have no effect: -serve-upstream serves the embedded upstream alone, not the gateway"},
+		{[]string{"-serve-upstream", "-upstream", "http://127.0.0.1:9090"},
+			"-upstream would have no effect: -serve-upstream serves the embedded upstream alone, not the gateway"},
+		{[]string{"-serve-upstream", "-redis", "127.0.0.1:6379", "-debug", "-loops", "1"},
+			"-debug, -loops, -redis would have no effect: -serve-upstream serves the embedded upstream alone, not the gateway"},
+		{[]string{"-redis-prefix", "shop"}, "-redis-prefix would have no effect: they set the limits shared through -redis, which is not given"},
+		{[]string{"-redis-ttl", "5s", "-redis-prefix", "shop"},
+			"-redis-prefix, -redis-ttl would have no effect: they set the limits shared through -redis, which is not given"},
 	}
 	for _, c := range cases {
 		// An address that cannot be listened on: a value let through
@@ -62,6 +81,23 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 ||
 			!strings.Contains(string(out), `msg="bad flags"`) || !strings.Contains(string(out), c.want) {
 			t.Errorf("%q: %v, want exit status 2 and %q logged; output:\n%s", c.args, err, c.want, out)
+		}
+	}
+}
+
+// The flags each mode uses are accepted together, and so is a flag given
+// its default value where it has an effect.
+func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
+	for _, args := range [][]string{
+		{"-serve-upstream", "-addr", "127.0.0.1:9090", "-grace", "1s", "-upstream-latency", "1ms", "-upstream-fail", "0", "-seed", "3"},
+		{"-upstream", "http://127.0.0.1:9090", "-impl", "plain", "-timeout", "2s", "-debug"},
+		{"-upstream", "http://127.0.0.1:9090", "-loops", "2"},
+		{"-impl", "flows", "-loops", "2", "-upstream-latency", "1ms", "-seed", "2"},
+		{"-impl", "plain", "-upstream-fail", "0"},
+		{"-redis", "127.0.0.1:6379", "-redis-prefix", "shop", "-redis-ttl", "5s"},
+	} {
+		if _, err := parseFlags(args); err != nil {
+			t.Errorf("%q: %v", args, err)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,14 +49,14 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("asyncsteps-demo", flag.ContinueOnError)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&o.impl, "impl", "flows", "gateway implementation: flows (asyncsteps) or plain (goroutines, errgroup)")
-	fs.StringVar(&o.upstreamURL, "upstream", "", "base URL of the upstream price service; empty: start the embedded one")
-	fs.BoolVar(&o.serveUpstream, "serve-upstream", false, "serve only the embedded upstream price service, on -addr")
+	fs.StringVar(&o.upstreamURL, "upstream", "", "base URL of the upstream price service; empty: start the embedded one (-upstream-latency, -upstream-fail, -seed)")
+	fs.BoolVar(&o.serveUpstream, "serve-upstream", false, "serve only the embedded upstream price service, on -addr, with -grace and its own flags; no gateway flag is accepted with it")
 	fs.DurationVar(&o.upstream.Latency, "upstream-latency", 20*time.Millisecond, "embedded upstream: mean latency (uniform in [L/2, 3L/2)), at most 1h")
 	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500, from 0 to 1")
 	fs.Uint64Var(&o.upstream.Seed, "seed", 1, "embedded upstream: random seed")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, time for the requests in flight to end before they are cancelled")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504")
-	fs.DurationVar(&o.cfg.AttemptTimeout, "attempt-timeout", o.cfg.AttemptTimeout, "timeout of one upstream request")
+	fs.DurationVar(&o.cfg.AttemptTimeout, "attempt-timeout", o.cfg.AttemptTimeout, "timeout of one upstream request (the request's -timeout bounds it too)")
 	fs.IntVar(&o.cfg.Retries, "retries", o.cfg.Retries, "upstream retries after the first attempt, on CommError, timeout or 5xx, at most 100")
 	fs.IntVar(&o.cfg.MaxSymbols, "max-symbols", o.cfg.MaxSymbols, "symbols per request, at most 100")
 	fs.IntVar(&o.cfg.Limits.Concurrent, "concurrent", o.cfg.Limits.Concurrent, "limiter: requests served at once")
@@ -71,7 +72,69 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	return o, o.validate()
+	if fs.NArg() > 0 {
+		// Parsing stops at the first one, leaving the flags after it
+		// unset; "-debug false" sets -debug and leaves "false".
+		return o, fmt.Errorf("unexpected argument %q: the command takes flags only, and a boolean flag its value as -debug=false", fs.Arg(0))
+	}
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return o, o.refuseIgnored(given)
+}
+
+// upstreamFlags set the embedded upstream; serveUpstreamFlags are those
+// that -serve-upstream uses.
+var (
+	upstreamFlags      = []string{"seed", "upstream-fail", "upstream-latency"}
+	serveUpstreamFlags = append([]string{"addr", "grace", "serve-upstream"}, upstreamFlags...)
+)
+
+// refuseIgnored rejects the flags given that would have no effect with
+// the others, given naming the flags set on the command line: a user who
+// passes one believes it took effect.
+func (o *options) refuseIgnored(given map[string]bool) error {
+	if o.serveUpstream {
+		var gateway []string
+		for name := range given {
+			if !slices.Contains(serveUpstreamFlags, name) {
+				gateway = append(gateway, name)
+			}
+		}
+		return ignoredError(given, gateway, "-serve-upstream serves the embedded upstream alone, not the gateway")
+	}
+	if o.upstreamURL != "" {
+		if err := ignoredError(given, upstreamFlags, "they set the embedded upstream, which -upstream replaces"); err != nil {
+			return err
+		}
+	}
+	if o.impl == "plain" {
+		if err := ignoredError(given, []string{"loops"}, "the plain gateway has no event loops"); err != nil {
+			return err
+		}
+	}
+	if o.cluster.Addr == "" {
+		return ignoredError(given, []string{"redis-prefix", "redis-ttl"}, "they set the limits shared through -redis, which is not given")
+	}
+	return nil
+}
+
+// ignoredError returns the error that names the flags of names given,
+// which would have no effect, and why; nil if none was given.
+func ignoredError(given map[string]bool, names []string, why string) error {
+	var ignored []string
+	for _, name := range names {
+		if given[name] {
+			ignored = append(ignored, "-"+name)
+		}
+	}
+	if len(ignored) == 0 {
+		return nil
+	}
+	slices.Sort(ignored)
+	return fmt.Errorf("%s would have no effect: %s", strings.Join(ignored, ", "), why)
 }
 
 // validate rejects the flag values the command cannot work with, so that
