@@ -224,12 +224,7 @@ func main() {
 		logger.Error("bad flags", "err", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal stops the process at once, grace or not
-	}()
+	ctx := stopOnSignal()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		logger.Error("listen", "err", err)
@@ -239,6 +234,24 @@ func main() {
 		logger.Error("stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// stopOnSignal returns a context that SIGINT or SIGTERM ends. The first
+// signal also gives both back their default action, before the context
+// ends and so before the shutdown begins: a second one ends the process
+// at once, grace or not. (Restored after the context ended, a second
+// signal sent as soon as the shutdown is logged could come first, and be
+// lost.)
+func stopOnSignal() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		cancel()
+	}()
+	return ctx
 }
 
 // run serves on ln until ctx ends, then shuts down gracefully.
@@ -263,7 +276,7 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	if o.cluster.Addr != "" {
 		c, closeCluster, err := connectCluster(ctx, o.cluster)
 		if err != nil {
-			return err
+			return stoppedOr(ctx, err, logger)
 		}
 		defer closeCluster()
 		cfg.Limits.Cluster, cfg.Limits.TTL = c, o.cluster.TTL
@@ -278,6 +291,17 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "impl", o.impl,
 		"try", "curl 'http://"+ln.Addr().String()+"/quote?symbols=AAPL,MSFT,GOOG'")
 	return serve(ctx, ln, gw.handler, o.grace, logger)
+}
+
+// stoppedOr returns err, a failure to start, unless ctx has ended: a
+// signal asked the command to stop while it was starting (connecting to
+// Redis, say), which is no failure: it exits 0, as once serving.
+func stoppedOr(ctx context.Context, err error, logger *slog.Logger) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	logger.Info("stopped before serving", "err", err)
+	return nil
 }
 
 // gateway is a gateway with its counters.

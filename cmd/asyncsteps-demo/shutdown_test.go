@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -68,5 +72,103 @@ func TestServerBoundsIdleConnections(t *testing.T) {
 	if srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {
 		t.Errorf("IdleTimeout %v, ReadHeaderTimeout %v, ReadTimeout %v, WriteTimeout %v; want 2m, 5s, 0, 0",
 			srv.IdleTimeout, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout)
+	}
+}
+
+// -serve-upstream: a price request still waiting for its latency when the
+// grace period ends is answered 503, which the gateway retries, not the
+// empty 200 that net/http sends for a handler that writes nothing, which
+// the gateway would take for a broken upstream (502, not retried).
+func TestServeUpstreamAnswers503AfterGrace(t *testing.T) {
+	o, err := parseFlags([]string{"-serve-upstream", "-upstream-latency", "1h", "-upstream-fail", "0", "-grace", "10ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- run(ctx, o, ln, slog.New(slog.DiscardHandler)) }()
+	got := getAsync(url + "/price?symbol=AAPL")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var c upstreamCounters
+		getJSON(t, url+"/counters", &c)
+		if c.InFlight == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the price request never arrived: %+v", c)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	wantAnswer(t, <-got, http.StatusServiceUnavailable, "", "shutting down\n")
+	if err := <-ran; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+// A signal while the command starts, before it serves, stops it as one
+// while it serves does: run returns nil (exit status 0), not the failure
+// of the step it stopped, here the connection to Redis.
+func TestRunStoppedWhileStartingIsNoFailure(t *testing.T) {
+	o, err := parseFlags([]string{"-redis", closedPort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	stop() // the signal came before Redis answered
+	logs := &syncBuffer{}
+	if err := run(ctx, o, ln, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+		t.Errorf("run: %v, want nil", err)
+	}
+	if !strings.Contains(logs.String(), `level=INFO msg="stopped before serving"`) {
+		t.Errorf("log:\n%s", logs)
+	}
+}
+
+// A second signal during the grace period ends the process at once, by
+// that signal, the request in flight left unanswered.
+func TestMainSecondSignalEndsAtOnce(t *testing.T) {
+	arrived := make(chan struct{}, 2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		arrived <- struct{}{}
+		<-req.Context().Done()
+	}))
+	defer up.Close()
+	p := startProgram(t, "-addr", "127.0.0.1:0", "-upstream", up.URL, "-grace", "1h", "-timeout", "1h", "-attempt-timeout", "1h")
+	got := getAsync(p.url + "/quote?symbols=AAPL")
+	<-arrived // the probe's
+	<-arrived // the request's
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.logs.String(), `msg="shutting down" grace=1h0m0s`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shutdown logged:\n%s", p.logs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := p.cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("after a second SIGTERM: %v, want the process ended by it; log:\n%s", err, p.logs)
+	}
+	if a := <-got; !strings.HasPrefix(a.body, "error: ") {
+		t.Errorf("the request in flight got %+v, want no answer", a)
 	}
 }

@@ -55,7 +55,7 @@ type upstream struct {
 	rnd *rand.Rand
 
 	requests  atomic.Int64 // requests received
-	cancelled atomic.Int64 // requests whose client went away before the answer
+	cancelled atomic.Int64 // requests cancelled before the answer: their client went away, or the server shut down
 
 	// The fleet test reads these on /counters: /price requests received,
 	// being served, and the most served at once.
@@ -122,6 +122,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 			t.Stop()
 			u.cancelled.Add(1)
+			// Cancelled by a shutdown whose grace is over (a client gone
+			// reads nothing): a 5xx, which the gateway retries. A handler
+			// that writes nothing is answered 200 with no body by
+			// net/http, which the gateway takes for a broken answer, not
+			// retried (502).
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
 	}
