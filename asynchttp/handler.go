@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -135,7 +136,12 @@ type Handler struct {
 // A 204 or a 304 has no body: Body is not sent, nor a Content-Length or
 // Transfer-Encoding of Header, over HTTP/1 and HTTP/2 alike. The keys of
 // Header are sent in their canonical form, as [http.Header.Set] stores
-// them; each replaces the values the response's header had for it.
+// them; each replaces the values the response's header had for it. A key
+// given in several spellings (content-type and Content-Type) is sent with
+// the values of one, whatever the order of the map: the canonical
+// spelling's, or if it is not there the spelling first in byte order
+// (CONTENT-TYPE before content-type). The values of the others are
+// dropped, not merged: most fields may be sent only once.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -422,7 +428,11 @@ func (h *Handler) writeReply(w http.ResponseWriter, r *Reply, o *Outcome) {
 		// Canonical, as Header.Set stores it: a key a map literal wrote in
 		// lower case would go beside the Content-Length set below and the
 		// Content-Type net/http sniffs, each then sent twice.
-		w.Header()[http.CanonicalHeaderKey(k)] = v
+		ck := http.CanonicalHeaderKey(k)
+		if k != ck && shadowed(r.Header, k, ck) {
+			continue
+		}
+		w.Header()[ck] = v
 	}
 	if w.Header().Get("Content-Length") == "" && w.Header().Get("Transfer-Encoding") == "" {
 		// Complete even if flushed early (see goexited).
@@ -430,6 +440,23 @@ func (h *Handler) writeReply(w http.ResponseWriter, r *Reply, o *Outcome) {
 	}
 	writeBody(w, status, r.Body)
 	o.Status = status
+}
+
+// shadowed reports whether the key k of h, not canonical, gives way to
+// another spelling of it, ck being their canonical form: to ck itself, or
+// to a spelling before k in byte order. Which one is sent must not depend
+// on the order a map is ranged in. The spellings are compared without an
+// allocation first: a header rarely has two.
+func shadowed(h http.Header, k, ck string) bool {
+	if _, ok := h[ck]; ok {
+		return true
+	}
+	for other := range h {
+		if other < k && strings.EqualFold(other, k) && http.CanonicalHeaderKey(other) == ck {
+			return true
+		}
+	}
+	return false
 }
 
 // writeBadResult answers a flow's result that cannot be answered as it

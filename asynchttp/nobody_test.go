@@ -80,3 +80,31 @@ func TestHandlerCanonicalizesTheKeysOfAReply(t *testing.T) {
 		t.Errorf("body %q (%v), header %v; want %q, %v", body, err, got, "a,b\n", want)
 	}
 }
+
+// A key given in several spellings is sent with the values of one, the
+// same on every answer: the canonical spelling's, or else the one first
+// in byte order. The map's order picked one at random.
+func TestHandlerPicksOneSpellingOfAReplyKey(t *testing.T) {
+	loop := newLoop(t)
+	h := &asynchttp.Handler{
+		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success(&asynchttp.Reply{
+				Header: http.Header{
+					"content-type": {"text/csv"}, "Content-Type": {"text/plain"}, "CONTENT-TYPE": {"text/html"},
+					"x-id": {"lower"}, "X-ID": {"upper"}, "x-Id": {"mixed"},
+				},
+				Body: []byte("a,b\n"),
+			})
+		},
+		Tool: func() asyncsteps.Tool { return loop },
+	}
+	want := "map[Content-Type:[text/plain] X-Id:[upper]]"
+	for i := range 64 { // each of two spellings first in a map's order, 2^-64 to miss it
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		got := fmt.Sprint(map[string][]string{"Content-Type": rec.Header()["Content-Type"], "X-Id": rec.Header()["X-Id"]})
+		if got != want {
+			t.Fatalf("answer %d: header %s, want %s", i, got, want)
+		}
+	}
+}
