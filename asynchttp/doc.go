@@ -48,5 +48,7 @@
 // hold up every flow of its loop until the client had sent it all. Read
 // it in an [asyncsteps.AsyncSteps.Await] function, which a Handler runs
 // on the request's goroutine when that one is free, with its size bounded
-// (by [http.MaxBytesReader] in a middleware around the Handler, say).
+// (by [http.MaxBytesReader] in a middleware around the Handler, say): a
+// body over the limit, its *http.MaxBytesError returned by the function,
+// is answered 413 (see [Handler]).
 package asynchttp

@@ -37,6 +37,16 @@ import (
 //     client, who reads "internal error, see the server log"; a Timeout
 //     with an empty info, as a step's timeout raises it, says
 //     [TimeoutInfo] (ExampleStatusOf shows each);
+//   - an InternalError caused by an [*http.MaxBytesError] (a step read the
+//     request's body through [http.MaxBytesReader], and the body went over
+//     its limit, an error the step returned as it came): a 413 Request
+//     Entity Too Large with the code InvalidRequest and the info "request
+//     body larger than N bytes", not logged, or the status Codes maps
+//     InvalidRequest to, if it does. The body is the client's mistake,
+//     not the server's, and InvalidRequest is the FutoIn code of a
+//     request refused as it is: the same code whatever the status, for a
+//     client that reads the code. An error with another code is answered
+//     as that code, whatever its cause;
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled".
@@ -153,14 +163,16 @@ type Outcome struct {
 	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
 	Code      string    // the error code answered (InternalError for an aborted response); "" on success
 	Cancelled bool      // the request's context was cancelled before the flow ended (its deadline is a Timeout)
-	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer, or a Goexit), or the context's error
+	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer, a Goexit or a body over its limit), or the context's error
 	Start     time.Time // when ServeHTTP began
 }
 
 // StatusOf returns the HTTP status that answers an error with the FutoIn
 // code: InvalidRequest 400; Unauthorized and PleaseReauth 401;
 // SecurityError 403; NotImplemented 501; ConnectError and CommError 502;
-// DefenseRejected 503; Timeout 504; anything else 500.
+// DefenseRejected 503; Timeout 504; anything else 500. A [Handler]
+// answers an InternalError caused by an [*http.MaxBytesError] as an
+// InvalidRequest with 413 instead (see Handler).
 func StatusOf(code string) int {
 	switch code {
 	case asyncsteps.InvalidRequest:
@@ -203,13 +215,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
 	default:
-		e := asFlowError(err)
+		e, status := h.failure(asFlowError(err))
 		o.Err, o.Code = e, e.Code
 		info := e.Info
 		if e.Code == asyncsteps.InternalError {
 			info = "internal error, see the server log"
 		}
-		o.Status = h.WriteError(w, e.Code, info)
+		o.Status = h.writeError(w, e.Code, info, status)
 		h.LogFailure(req, e, o.Status)
 	}
 	if h.Done != nil {
@@ -217,6 +229,63 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.done(req, o)
 	}
 	ended = true
+}
+
+// failure returns the error that answers the flow's error e, and its
+// status: e itself, but for a request body over its limit (see
+// requestTooLarge).
+func (h *Handler) failure(e *asyncsteps.Error) (*asyncsteps.Error, int) {
+	if tooLarge := requestTooLarge(e); tooLarge != nil {
+		return tooLarge, h.statusOr(asyncsteps.InvalidRequest, http.StatusRequestEntityTooLarge)
+	}
+	return e, h.status(e.Code)
+}
+
+// requestTooLarge returns the InvalidRequest that answers a flow's error
+// caused by an [*http.MaxBytesError], the body of the request read through
+// [http.MaxBytesReader] having gone over its limit; nil for any other
+// error. Only an InternalError is looked into: the code the engine gives a
+// Go error that has none (see [asyncsteps.ErrorFrom]). A code the flow
+// chose is answered as chosen. The Cause stays the Go error, so that
+// errors.As still finds the *http.MaxBytesError.
+func requestTooLarge(e *asyncsteps.Error) *asyncsteps.Error {
+	if e.Code != asyncsteps.InternalError {
+		return nil
+	}
+	m := maxBytesError(e.Cause)
+	if m == nil {
+		return nil
+	}
+	return &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: fmt.Sprintf("request body larger than %d bytes", m.Limit), Cause: e.Cause}
+}
+
+// maxBytesError returns the *http.MaxBytesError in the chain of err, or
+// nil. It walks the chain itself, as errors.As does, but without the
+// allocation of errors.As's target; an error whose Unwrap panics ends the
+// walk.
+func maxBytesError(err error) (found *http.MaxBytesError) {
+	defer func() {
+		if recover() != nil {
+			found = nil
+		}
+	}()
+	for {
+		switch e := err.(type) {
+		case *http.MaxBytesError:
+			return e
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, each := range e.Unwrap() {
+				if m := maxBytesError(each); m != nil {
+					return m
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
 }
 
 // abort ends a request whose flow panicked with http.ErrAbortHandler as
@@ -482,10 +551,14 @@ const TimeoutInfo = "request timed out"
 // code stays empty, as the flow raised it. A handler that does not run
 // flows can answer with it exactly as a Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
+	return h.writeError(w, code, info, h.status(code))
+}
+
+// writeError is WriteError with the status given.
+func (h *Handler) writeError(w http.ResponseWriter, code, info string, status int) int {
 	if info == "" && code == asyncsteps.Timeout {
 		info = TimeoutInfo
 	}
-	status := h.status(code)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		// The answers that ask the client to come back later: RFC 9110
 		// gives a 503 the header, RFC 6585 a 429, and clients look for it.
@@ -501,11 +574,17 @@ type errorBody struct {
 	Info  string `json:"info"`
 }
 
-func (h *Handler) status(code string) int {
+// status returns the status that answers code: that of Codes, or of
+// StatusOf.
+func (h *Handler) status(code string) int { return h.statusOr(code, StatusOf(code)) }
+
+// statusOr returns the status that Codes maps code to, or status if it
+// does not map it.
+func (h *Handler) statusOr(code string, status int) int {
 	s, ok := h.Codes[code]
 	switch {
 	case !ok:
-		return StatusOf(code)
+		return status
 	case !finalStatus(s):
 		h.logError("asynchttp: Handler.Codes maps a code to no final HTTP status", "code", code, "status", s)
 		return http.StatusInternalServerError
