@@ -3,10 +3,13 @@ package asynchttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -23,6 +26,16 @@ import (
 // 404 or a 503 means. A request that gets no answer fails the step with an
 // [*asyncsteps.Error]:
 //
+//   - InvalidRequest when net/http will not send the request as it is: its
+//     URL has a scheme other than http and https, or none ("example.com/x"),
+//     or no host; its method or a header field cannot be written; it is a
+//     server's request (RequestURI set). The mistake is the caller's, and
+//     another attempt would fail the same: [asyncsteps.Retry] does not
+//     retry it unless told to. The info names the problem and the URL.
+//     (A redirect to such a URL is the server's doing: a CommError.) A
+//     [Handler] answers it 400 if the flow lets it through: a flow whose
+//     URLs come from its configuration, not from its client, should check
+//     them at start, or raise an error of its own;
 //   - ConnectError when the connection could not be made (the dial or the
 //     name lookup failed);
 //   - CommError for any other transport error: the connection broke, the
@@ -30,7 +43,7 @@ import (
 //     own http.Client.Timeout expired;
 //   - Timeout when a deadline the step's context carries has passed.
 //
-// Both keep the Go error as Cause. A request cancelled by its step reports
+// Each keeps the Go error as Cause. A request cancelled by its step reports
 // nothing: the step has ended already.
 //
 // The zero Client sends with [http.DefaultClient], reads at most 1 MiB of
@@ -69,7 +82,10 @@ type Response struct {
 
 // Get adds a step that sends a GET request for url; see [Client.Do]. A
 // url that does not parse fails the step with InvalidRequest, and is
-// neither sent nor given to Done.
+// neither sent nor given to Done; one that parses but that net/http will
+// not send (ftp://host/x, a url without a scheme or a host) fails it with
+// InvalidRequest too, given to Done with status 0, as a request with no
+// answer is.
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	c = c.orZero()
 	// The request is made on the Await goroutine with the step's context:
@@ -146,6 +162,10 @@ func (c *Client) send(ctx context.Context, req *http.Request) (*Response, error)
 func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, int, error) {
 	hr, err := c.httpClient().Do(req)
 	if err != nil {
+		if problem := refusal(req, err); problem != "" && ctx.Err() == nil {
+			// Not a CommError, which the default of Retry retries in vain.
+			return nil, 0, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: " + problem, Cause: err}
+		}
 		return nil, 0, transportError(ctx, err)
 	}
 	defer hr.Body.Close()
@@ -185,6 +205,40 @@ func readBody(hr *http.Response, limit int64) ([]byte, error) {
 // maxExactBody bounds the bodies read into a buffer made for their
 // Content-Length before their bytes arrive (see readBody).
 const maxExactBody = 64 << 10
+
+// refusal says what is wrong with req when err, the error of sending it,
+// is net/http's refusal to send it at all: a URL whose scheme it does not
+// speak or without a host, a method or a header field it cannot write, a
+// request made for a server (RequestURI set); "" for any other error.
+// Such a request is the caller's mistake, which no retry mends: an
+// InvalidRequest, not a CommError. net/http tells these errors only by
+// their text; the URL of req is checked as well, so that the same refusal
+// of a redirect's URL, chosen by the server, stays a CommError. A
+// RoundTripper registered for another scheme answers for itself.
+func refusal(req *http.Request, err error) string {
+	ue, ok := err.(*url.Error)
+	if !ok || ue.Err == nil {
+		return ""
+	}
+	msg, scheme := ue.Err.Error(), req.URL.Scheme
+	problem := ""
+	switch {
+	case strings.HasPrefix(msg, "unsupported protocol scheme") && scheme == "":
+		problem = "URL without a scheme (http or https)"
+	case strings.HasPrefix(msg, "unsupported protocol scheme") && scheme != "http" && scheme != "https":
+		problem = fmt.Sprintf("URL scheme %q not supported (http or https)", scheme)
+	case msg == "http: no Host in request URL" && req.URL.Host == "":
+		problem = "URL without a host"
+	case strings.HasPrefix(msg, "net/http: invalid method"),
+		strings.HasPrefix(msg, "net/http: invalid header"),
+		strings.HasPrefix(msg, "net/http: invalid trailer"),
+		msg == "http: Request.RequestURI can't be set in client requests":
+		problem = msg
+	default:
+		return ""
+	}
+	return fmt.Sprintf("%s %q: %s", ue.Op, ue.URL, problem)
+}
 
 // transportError maps an error of sending or reading to the step's error.
 // The mapping is done here, not left to Await, so that it does not depend

@@ -1,0 +1,117 @@
+package asynchttp_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// A request net/http will not send as it is (a URL of another scheme or
+// none, without a host, a header it cannot write, a server's request) is
+// the caller's mistake: InvalidRequest, which Retry does not retry, with
+// an info naming the problem and the URL. It was a CommError, attempted
+// again by every retry loop. Done sees it, as any request with no answer.
+func TestClientRefusedRequestIsInvalidRequest(t *testing.T) {
+	get := func(url string) func(c *asynchttp.Client, as asyncsteps.AsyncSteps) {
+		return func(c *asynchttp.Client, as asyncsteps.AsyncSteps) { c.Get(as, url) }
+	}
+	do := func(req *http.Request) func(c *asynchttp.Client, as asyncsteps.AsyncSteps) {
+		return func(c *asynchttp.Client, as asyncsteps.AsyncSteps) { c.Do(as, req) }
+	}
+	badHeader, err := http.NewRequest(http.MethodGet, "http://example.invalid/h", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badHeader.Header.Set("X-Bad", "a\nb")
+	badMethod := &http.Request{Method: "BAD METHOD", URL: badHeader.URL, Header: http.Header{}}
+	tests := []struct {
+		name string
+		send func(c *asynchttp.Client, as asyncsteps.AsyncSteps)
+		info string
+	}{
+		{"ftp", get("ftp://example.invalid/f"), `Get "ftp://example.invalid/f": URL scheme "ftp" not supported (http or https)`},
+		{"no scheme", get("example.invalid/n"), `Get "example.invalid/n": URL without a scheme (http or https)`},
+		{"empty", get(""), `Get "": URL without a scheme (http or https)`},
+		{"no host", get("http:///h"), `Get "http:///h": URL without a host`},
+		{"password hidden", get("ftp://u:secret@example.invalid/p"), `Get "ftp://u:***@example.invalid/p": URL scheme "ftp" not supported (http or https)`},
+		{"header", do(badHeader), `Get "http://example.invalid/h": net/http: invalid header field value for "X-Bad"`},
+		{"method", do(badMethod), `Bad method "http://example.invalid/h": net/http: invalid method "BAD METHOD"`},
+		{"server's request", do(httptest.NewRequest(http.MethodGet, "http://example.invalid/s", nil)),
+			`Get "http://example.invalid/s": http: Request.RequestURI can't be set in client requests`},
+	}
+	loop := newLoop(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e ends
+			c := &asynchttp.Client{Done: e.done}
+			_, err := runFlow(loop, func(as asyncsteps.AsyncSteps) {
+				asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, func(as asyncsteps.AsyncSteps, _ int) { tc.send(c, as) })
+			})
+			var fe *asyncsteps.Error
+			if want := "asynchttp: " + tc.info; !errors.As(err, &fe) || fe.Code != asyncsteps.InvalidRequest || fe.Info != want {
+				t.Errorf("flow error %v, want InvalidRequest: %s", err, want)
+			}
+			if got := e.get(); strings.Count(got, ";") != 0 || !strings.HasSuffix(got, " 0 InvalidRequest") {
+				t.Errorf("Done: %q, want one request, status 0, InvalidRequest", got)
+			}
+		})
+	}
+}
+
+// The same refusal of a redirect's URL is the server's doing, not the
+// caller's: a CommError, as any broken answer.
+func TestClientRefusedRedirectIsCommError(t *testing.T) {
+	for _, location := range []string{"ftp://example.invalid/f", "http:///h"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			http.Redirect(w, req, location, http.StatusFound)
+		}))
+		var e ends
+		c := &asynchttp.Client{HTTP: srv.Client(), Done: e.done}
+		_, err := runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) { c.Get(as, srv.URL+"/r") })
+		srv.Close()
+		if !errors.Is(err, &asyncsteps.Error{Code: asyncsteps.CommError}) || e.get() != "/r 0 CommError" {
+			t.Errorf("redirect to %s: %v, Done %q; want CommError", location, err, e.get())
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// A scheme the HTTP client's transport was taught is sent as any other:
+// only net/http's own refusal is the caller's mistake.
+func TestClientSendsASchemeItsTransportSpeaks(t *testing.T) {
+	tr := &http.Transport{}
+	tr.RegisterProtocol("ftp", roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path == "/down" {
+			return nil, errors.New("ftp: connection lost")
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}))
+	c := &asynchttp.Client{HTTP: &http.Client{Transport: tr}}
+	var got []string
+	_, err := runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) {
+		for _, path := range []string{"/up", "/down"} {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				c.Get(as, "ftp://example.invalid"+path, func(as asyncsteps.AsyncSteps, code string) {
+					got = append(got, path+" "+code)
+					as.Success(nil)
+				})
+				as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+					if r, ok := asyncsteps.Arg[*asynchttp.Response](args, 0); ok && r != nil {
+						got = append(got, path+" "+http.StatusText(r.StatusCode))
+					}
+				})
+			})
+		}
+	})
+	if s := strings.Join(got, "; "); err != nil || s != "/up OK; /down CommError" {
+		t.Errorf("got %q, %v; want %q", s, err, "/up OK; /down CommError")
+	}
+}
