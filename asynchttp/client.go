@@ -60,7 +60,9 @@ type Client struct {
 
 	// MaxBody bounds the bytes of body read; 0 or less means 1 MiB, and
 	// math.MaxInt64 sets no bound. A longer body fails the step with
-	// CommError.
+	// CommError, at once if its Content-Length says so. The header is
+	// bounded by the transport of HTTP (its MaxResponseHeaderBytes, which
+	// net/http's DefaultTransport leaves at 10 MB), not by MaxBody.
 	MaxBody int64
 
 	// Done, if not nil, is called on the request's goroutine when a request
@@ -169,14 +171,26 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 		return nil, 0, transportError(ctx, err)
 	}
 	defer hr.Body.Close()
-	body, err := readBody(hr, c.maxBody())
+	limit := c.maxBody()
+	if hr.ContentLength > limit && hr.Body != http.NoBody {
+		// Announced longer: failed at once, not once limit bytes have come,
+		// which a server sending them slowly makes last until the step's
+		// timeout.
+		return nil, hr.StatusCode, bodyTooLong()
+	}
+	body, err := readBody(hr, limit)
 	if err != nil {
 		return nil, hr.StatusCode, transportError(ctx, err)
 	}
-	if int64(len(body)) > c.maxBody() {
-		return nil, hr.StatusCode, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
+	if int64(len(body)) > limit {
+		return nil, hr.StatusCode, bodyTooLong()
 	}
 	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, hr.StatusCode, nil
+}
+
+// bodyTooLong is the error of a response body longer than MaxBody.
+func bodyTooLong() error {
+	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
 }
 
 // readBody reads the body of hr, up to limit bytes and one more, which

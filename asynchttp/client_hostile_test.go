@@ -329,3 +329,28 @@ func TestClientRedirects(t *testing.T) {
 		t.Errorf("Done: %q", d)
 	}
 }
+
+// A body whose Content-Length is over MaxBody fails the step at once: the
+// Client read MaxBody bytes and one more first, for as long as the server
+// took to send them (here, until the step's timeout).
+func TestClientBodyAnnouncedLongerThanMaxBody(t *testing.T) {
+	before := runtime.NumGoroutine()
+	srv := newHostileServer(t, stall) // 10 bytes announced, 3 sent
+	loop := asyncsteps.NewLoop()
+	var e ends
+	c := &asynchttp.Client{HTTP: srv.Client(), MaxBody: 9, Done: e.done}
+	_, err := runFlow(loop, func(as asyncsteps.AsyncSteps) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(2 * time.Second)
+			c.Get(as, srv.URL+"/x")
+		})
+	})
+	if got, want := flowError(err), "CommError: asynchttp: response body longer than MaxBody"; got != want {
+		t.Errorf("flow error %q, want %q", got, want)
+	}
+	if d := e.get(); d != "/x 200 CommError" {
+		t.Errorf("Done: %q", d)
+	}
+	srv.waitEnded(t, srv.Client(), 1)
+	noGoroutineLeft(t, before, loop, srv, srv.Client())
+}
