@@ -41,7 +41,11 @@ import (
 //   - CommError for any other transport error: the connection broke, the
 //     answer was malformed or its body longer than MaxBody, the Client's
 //     own http.Client.Timeout expired;
-//   - Timeout when a deadline the step's context carries has passed.
+//   - Timeout when a deadline the step's context carries has passed;
+//   - the code of an [*asyncsteps.Error] or an [asyncsteps.FutoInCoder]
+//     that the HTTP client's own code returned (its RoundTripper, its
+//     CheckRedirect, the reader of a request's body), as [asyncsteps.ErrorFrom]
+//     gives it.
 //
 // Each keeps the Go error as Cause. A request cancelled by its step reports
 // nothing: the step has ended already.
@@ -257,7 +261,8 @@ func refusal(req *http.Request, err error) string {
 // transportError maps an error of sending or reading to the step's error.
 // The mapping is done here, not left to Await, so that it does not depend
 // on how Await treats Go errors: a deadline of the step's context that
-// passed is a Timeout; a cancelled step reads no result.
+// passed is a Timeout; a cancelled step reads no result; an
+// *asyncsteps.Error or a FutoInCoder in err's chain gives its code.
 func transportError(ctx context.Context, err error) error {
 	switch ctx.Err() {
 	case nil:
@@ -265,6 +270,15 @@ func transportError(ctx context.Context, err error) error {
 		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: err}
 	default:
 		return ctx.Err()
+	}
+	var coded *asyncsteps.Error
+	var coder asyncsteps.FutoInCoder
+	if errors.As(err, &coded) || errors.As(err, &coder) {
+		// A code the caller's own code chose (its RoundTripper, its
+		// CheckRedirect, the reader of its request's body) stays its code,
+		// as Await keeps it: not a CommError that a retry loop would
+		// attempt again.
+		return asyncsteps.ErrorFrom(err)
 	}
 	code := asyncsteps.CommError
 	var op *net.OpError

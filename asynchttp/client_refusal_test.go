@@ -2,6 +2,7 @@ package asynchttp_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,5 +114,47 @@ func TestClientSendsASchemeItsTransportSpeaks(t *testing.T) {
 	})
 	if s := strings.Join(got, "; "); err != nil || s != "/up OK; /down CommError" {
 		t.Errorf("got %q, %v; want %q", s, err, "/up OK; /down CommError")
+	}
+}
+
+// quotaError is a client library's error that knows its FutoIn code.
+type quotaError struct{}
+
+func (quotaError) Error() string      { return "quota exhausted" }
+func (quotaError) FutoInCode() string { return asyncsteps.DefenseRejected }
+
+// A code that the HTTP client's own code gives its error (a RoundTripper
+// that sheds load, a CheckRedirect that refuses a redirect) stays the
+// step's code, as Await keeps it: it was a CommError, which Retry
+// attempted again.
+func TestClientKeepsTheCodeOfItsHTTPClientsErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	refuse := func(*http.Request, []*http.Request) error {
+		return &asyncsteps.Error{Code: asyncsteps.SecurityError, Info: "no redirect"}
+	}
+	shed := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, quotaError{} })
+	for _, tc := range []struct {
+		name, want string
+		http       *http.Client
+	}{
+		{"CheckRedirect", "SecurityError: no redirect", &http.Client{Transport: srv.Client().Transport, CheckRedirect: refuse}},
+		{"RoundTripper", fmt.Sprintf("DefenseRejected: Get %q: quota exhausted", srv.URL+"/x"), &http.Client{Transport: shed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e ends
+			c := &asynchttp.Client{HTTP: tc.http, Done: e.done}
+			_, err := runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) {
+				asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, func(as asyncsteps.AsyncSteps, _ int) { c.Get(as, srv.URL+"/x") })
+			})
+			if got := flowError(err); got != tc.want {
+				t.Errorf("flow error %q, want %q", got, tc.want)
+			}
+			if got, want := e.get(), "/x 0 "+tc.want[:strings.IndexByte(tc.want, ':')]; got != want {
+				t.Errorf("Done: %q, want %q", got, want)
+			}
+		})
 	}
 }
