@@ -2,6 +2,8 @@ package asynchttp_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -350,6 +352,42 @@ func TestClientBodyAnnouncedLongerThanMaxBody(t *testing.T) {
 	}
 	if d := e.get(); d != "/x 200 CommError" {
 		t.Errorf("Done: %q", d)
+	}
+	srv.waitEnded(t, srv.Client(), 1)
+	noGoroutineLeft(t, before, loop, srv, srv.Client())
+}
+
+// A body that the transport decompresses (it asked for gzip) is bounded
+// by MaxBody once decompressed: a small answer that inflates to 16 MiB
+// fails with CommError, and the Client allocates about MaxBody for it,
+// not what it inflates to.
+func TestClientBoundsADecompressedBody(t *testing.T) {
+	var bomb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&bomb, gzip.BestCompression)
+	zeros := make([]byte, 1<<20)
+	for range 16 {
+		zw.Write(zeros) //nolint:errcheck // into memory
+	}
+	zw.Close()
+	before := runtime.NumGoroutine()
+	srv := newHostileServer(t, func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Accept-Encoding") != "gzip" {
+			t.Errorf("Accept-Encoding %q, want gzip", req.Header.Get("Accept-Encoding"))
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(bomb.Bytes()) //nolint:errcheck // the client may stop reading
+	})
+	loop := asyncsteps.NewLoop()
+	c := &asynchttp.Client{HTTP: srv.Client(), MaxBody: 1 << 20}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	_, err := runFlow(loop, func(as asyncsteps.AsyncSteps) { c.Get(as, srv.URL) })
+	runtime.ReadMemStats(&m1)
+	if got, want := flowError(err), "CommError: asynchttp: response body longer than MaxBody"; got != want {
+		t.Errorf("flow error %q, want %q", got, want)
+	}
+	if n := m1.TotalAlloc - m0.TotalAlloc; n > 8<<20 {
+		t.Errorf("%d bytes allocated for a body bounded to 1 MiB", n)
 	}
 	srv.waitEnded(t, srv.Client(), 1)
 	noGoroutineLeft(t, before, loop, srv, srv.Client())
