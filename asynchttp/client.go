@@ -42,10 +42,10 @@ import (
 //     answer was malformed or its body longer than MaxBody, the Client's
 //     own http.Client.Timeout expired;
 //   - Timeout when a deadline the step's context carries has passed;
-//   - the code of an [*asyncsteps.Error] or an [asyncsteps.FutoInCoder]
-//     that the HTTP client's own code returned (its RoundTripper, its
-//     CheckRedirect, the reader of a request's body), as [asyncsteps.ErrorFrom]
-//     gives it.
+//   - instead of ConnectError or CommError, the code of an
+//     [*asyncsteps.Error] or an [asyncsteps.FutoInCoder] that the HTTP
+//     client's own code returned (its RoundTripper, its CheckRedirect,
+//     the reader of a request's body), as [asyncsteps.ErrorFrom] gives it.
 //
 // Each keeps the Go error as Cause. A request cancelled by its step reports
 // nothing: the step has ended already.
@@ -65,8 +65,8 @@ type Client struct {
 	// MaxBody bounds the bytes of body read; 0 or less means 1 MiB, and
 	// math.MaxInt64 sets no bound. A longer body fails the step with
 	// CommError, at once if its Content-Length says so. The header is
-	// bounded by the transport of HTTP (its MaxResponseHeaderBytes, which
-	// net/http's DefaultTransport leaves at 10 MB), not by MaxBody.
+	// bounded by HTTP's transport (its MaxResponseHeaderBytes: 10 MB in
+	// net/http's DefaultTransport), not by MaxBody.
 	MaxBody int64
 
 	// Done, if not nil, is called on the request's goroutine when a request
