@@ -130,6 +130,13 @@ func (h *stepAPI) raise(code, info string, isError bool) (abort bool) {
 	if st == 0 && !onCallbackGoroutine() {
 		return h.failFromElsewhere(code, info)
 	}
+	if st == 0 && h.f.err != nil && !h.f.handling {
+		// The callback recovered the abort of its own error and raises
+		// again: its step has failed already, and the first error stands
+		// whole, its code with its info (docs/DESIGN.md#stale-steps). The
+		// callback is aborted again, as a raise promises.
+		return true
+	}
 	if isError && h.inCallback(st) && len(h.f.queue) > 0 {
 		h.misuse("Error(" + code + ") called after Add in the same callback")
 		st = h.st.Load()

@@ -1811,3 +1811,10 @@ FutoInSync* ct_broken_sync(int which)
     } s[3] = {{NULL}, {&no_lock_api}, {&no_unlock_api}};
     return (FutoInSync*)&s[which];
 }
+
+// ct_handle_error calls handle_error on bsi, as a C library handed a Go
+// step does.
+void ct_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    bsi->api->handle_error(bsi, code, info);
+}

@@ -191,3 +191,9 @@ func ErrorTwice(root unsafe.Pointer, mode int) { C.ct_error_twice(bsi(root), C.i
 // StateNull adds two steps that ask for the state variable "none", whose
 // allocate returns NULL, and log what they get.
 func StateNull(root unsafe.Pointer) { C.ct_state_null(bsi(root)) }
+
+// HandleError calls handle_error with code and info on the step bsi, as
+// a C library given a Go step by cabi.Binary does.
+func HandleError(step unsafe.Pointer, code, info string) {
+	C.ct_handle_error(bsi(step), cstr(code), cstr(info))
+}

@@ -18,6 +18,7 @@ void ct_state(FutoInAsyncSteps* root);
 void ct_stack(FutoInAsyncSteps* root, int mode);
 void ct_state_idle(FutoInAsyncSteps* root);
 void ct_state_null(FutoInAsyncSteps* root);
+void ct_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info);
 void ct_timeout(FutoInAsyncSteps* root);
 void ct_wait(FutoInAsyncSteps* root);
 void ct_threads(FutoInAsyncSteps* root);
