@@ -35,16 +35,15 @@ import (
 //
 // With a nil then, the value is the result of the added step, for the
 // next step at the same level, a [Gather] branch or [Run]: AwaitThen is
-// then a typed Await.
+// then a typed Await. A nil fn is a misuse, as a nil function given to
+// Await: "AwaitThen: nil function".
 //
 // The added step holds fn's step followed by then's, so that on the value
 // returned by [AsyncSteps.Parallel] AwaitThen adds one branch. An error in
 // then goes to the handlers around the added step, not to onerror.
 func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), then func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
 	if fn == nil {
-		return as.Add(func(as AsyncSteps, _ ...any) {
-			as.Error(InternalError, "AwaitThen: nil function")
-		})
+		return refuseNil(as, "AwaitThen: nil function")
 	}
 	onerr := firstHandler(onerror)
 	await := func(ctx context.Context) (any, error) { return fn(ctx) }
@@ -59,12 +58,11 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 // its args with [Arg]. The arg is read as Arg reads it, except that no
 // args is the zero T (so that an error handler may recover with a plain
 // Success()); an arg of another type fails the step with InternalError.
-// onerror is the added step's error handler.
+// onerror is the added step's error handler. A nil f is a misuse, as a
+// nil function given to Await: "Then: nil function".
 func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
 	if f == nil {
-		return as.Add(func(as AsyncSteps, _ ...any) {
-			as.Error(InternalError, "Then: nil function")
-		}, onerror...)
+		return refuseNil(as, "Then: nil function")
 	}
 	return as.Add(thenStep("Then", f), onerror...)
 }
@@ -101,12 +99,16 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 //
 // The results are collected per execution: a Root that runs again, or its
 // Clone, starts from an empty slice. With no branch, then gets an empty
-// slice at once.
+// slice at once. A nil then or branch is a misuse, as a nil function given
+// to Await: "Gather: nil then", "Gather: nil branch 1" (counting from 0).
 func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if then == nil {
-		return as.Add(func(as AsyncSteps, _ ...any) {
-			as.Error(InternalError, "Gather: nil then")
-		})
+		return refuseNil(as, "Gather: nil then")
+	}
+	for i, b := range branches {
+		if b == nil {
+			return refuseNil(as, fmt.Sprintf("Gather: nil branch %d", i))
+		}
 	}
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		results := make([]T, len(branches))
@@ -123,9 +125,6 @@ func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...
 // own, so that it may add steps, call Success or Error directly, or wait.
 func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
-		if b == nil {
-			as.Error(InternalError, fmt.Sprintf("Gather: branch %d is nil", i))
-		}
 		as.Add(func(as AsyncSteps, _ ...any) { b(as) })
 		as.Add(func(as AsyncSteps, args ...any) {
 			v, ok := firstValue[T](args)
@@ -135,6 +134,24 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 			results[i] = v
 		})
 	}
+}
+
+// refuseNil reports the nil function that a helper was given, info naming
+// the helper and the argument, as a misuse of as, up front, as
+// [AsyncSteps.Await] and [Retry] do: in a step, the callback is aborted and
+// the step fails with InternalError; on a Root, its next execution fails
+// before any step runs. An AsyncSteps of another package has no misuse of
+// its own: its Error stands for it, as in Retry.
+func refuseNil(as AsyncSteps, info string) AsyncSteps {
+	h, ok := as.(host)
+	if !ok {
+		as.Error(InternalError, info)
+		return as
+	}
+	if h.adding() {
+		h.misuse(info)
+	}
+	return h
 }
 
 // Run runs r like [Root.Run] and returns its result as a T: the first

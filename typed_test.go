@@ -74,7 +74,7 @@ func TestGatherErrors(t *testing.T) {
 		{"wrong type", []func(as steps){func(as steps) { as.Success(1) }, func(as steps) { as.Success("x") }},
 			"InternalError: Gather: the result of branch 1 is string, want int"},
 		{"nil branch", []func(as steps){func(as steps) { as.Success(1) }, nil},
-			"InternalError: Gather: branch 1 is nil"},
+			"InternalError: Gather: nil branch 1"},
 		{"branch error", []func(as steps){func(as steps) { as.Error(asyncsteps.CommError, "down") }},
 			"CommError: down"},
 		{"panic", []func(as steps){func(as steps) { panic("boom") }},
@@ -190,24 +190,26 @@ func TestAwaitThenFallbackOfWrongType(t *testing.T) {
 	}
 }
 
+// A nil function given to AwaitThen, Then or Gather is a misuse recorded
+// up front, as one given to Await or Retry: in a step, the callback is
+// aborted and its step fails at once; on a Root, the next execution fails
+// before any step runs. The info names the helper and the argument.
 func TestTypedHelpersRejectNilFunctions(t *testing.T) {
+	gatherThen := func(steps, []int) {}
 	cases := []struct {
 		name string
-		add  func(r *asyncsteps.Root)
-		want string
+		call func(as steps)
+		info string
 	}{
-		{"AwaitThen", func(r *asyncsteps.Root) { asyncsteps.AwaitThen[int](r, nil, nil) }, "InternalError: AwaitThen: nil function"},
-		{"Then", func(r *asyncsteps.Root) { asyncsteps.Then[int](r, nil) }, "InternalError: Then: nil function"},
-		{"Gather", func(r *asyncsteps.Root) { asyncsteps.Gather[int](r, nil) }, "InternalError: Gather: nil then"},
+		{"AwaitThen", func(as steps) { asyncsteps.AwaitThen[int](as, nil, nil) }, "AwaitThen: nil function"},
+		{"Then", func(as steps) { asyncsteps.Then[int](as, nil) }, "Then: nil function"},
+		{"Gather then", func(as steps) { asyncsteps.Gather[int](as, nil) }, "Gather: nil then"},
+		{"Gather branch", func(as steps) {
+			asyncsteps.Gather(as, gatherThen, func(steps) {}, nil)
+		}, "Gather: nil branch 1"},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := asyncsteps.New(asyncsteps.WithTool(asyncsteps.NewTestTool()))
-			c.add(r)
-			if _, err := r.Run(context.Background()); err == nil || err.Error() != c.want {
-				t.Errorf("err %v, want %s", err, c.want)
-			}
-		})
+		checkMisuse(t, c.name, c.call, c.info)
 	}
 }
 
