@@ -177,6 +177,9 @@ func (j *cancelJob) finish() *frame {
 		fl.release(f)
 		fl.retire(f)
 		j.next++
+		if fl.hasUnreported() {
+			fl.reportErrors(resumePoint{job: j})
+		}
 	}
 	j.frames = nil
 	then := j.then
@@ -321,6 +324,8 @@ func (l *Loop) endDropped(t task) {
 		fl = (*flow)(t)
 	case *goexitResume:
 		fl = t.h.fl
+	case *unwindResume:
+		fl = t.fl
 	case *foreignFailure:
 		fl = t.h.fl
 	case *cancelJob:

@@ -142,6 +142,10 @@ type waiter struct {
 	expired   bool            // Run's deadline has passed: waits time out (on the loop)
 	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
+	// unreported are the errors raised for the StepError hook, reported
+	// up to reported (see reportErrors). On the loop.
+	unreported []*Error
+	reported   int
 }
 
 // inject hands h to the loop from any goroutine.
@@ -585,7 +589,7 @@ func (fl *flow) noteError(err *Error, exc error) {
 	s.ErrorInfo = err.Info
 	s.LastException = exc
 	if w := fl.wait; w != nil && w.hooks != nil {
-		w.observeError(err)
+		w.noteUnreported(err)
 	}
 }
 
@@ -660,11 +664,13 @@ func (fl *flow) release(f *frame) {
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
 	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
-	if w := fl.wait; w != nil && w.hooks != nil && w.hooks.FlowEnd != nil {
-		// The hook is the user's: the outcome is delivered however it
-		// ends, also when it calls runtime.Goexit.
+	if w := fl.wait; w != nil && w.hooks != nil && (w.hooks.FlowEnd != nil || fl.hasUnreported()) {
+		// The hooks are the user's: the outcome is delivered however
+		// they end, also when one calls runtime.Goexit, and FlowEnd sees
+		// the flow end after StepError has seen its errors.
 		defer fl.deliver(args, err)
-		w.observeEnd(err)
+		defer w.observeEnd(err)
+		fl.reportErrors(resumePoint{})
 		return
 	}
 	fl.deliver(args, err)

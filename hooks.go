@@ -22,11 +22,10 @@ import (
 // or ends with an InternalError, as a panic in a step does (see each);
 // FlowEnd, StepError, LoopPass and LoopLag have nothing to fail, so a
 // panic in them is logged with [log/slog] and the engine goes on as if
-// the hook had returned. StepError runs in the middle of the engine's
-// work and must not call runtime.Goexit (t.FailNow): the flow would stop
-// where it is. Those called on the loop run one at a time with the
-// flows' callbacks; AwaitStart and AwaitEnd may run on other goroutines,
-// concurrently.
+// the hook had returned; after a runtime.Goexit (t.FailNow) in them, which
+// ends the goroutine that called them, it goes on likewise (see each).
+// Those called on the loop run one at a time with the flows' callbacks;
+// AwaitStart and AwaitEnd may run on other goroutines, concurrently.
 //
 // The context of a flow is the context given to [Root.Run], or
 // context.Background() for Execute and Promise, as returned by FlowStart:
@@ -51,10 +50,16 @@ type Hooks struct {
 	// included).
 	FlowEnd func(ctx context.Context, err error)
 	// StepError is called on the loop with each error raised in a flow's
-	// steps, before the handlers see it: an Error call, a panic, a
-	// timeout, a failed Await, a misuse of the API; also the error an
-	// error handler replaces the one it handles with. Break and Continue
-	// are not errors.
+	// steps, in order, before the handlers see it: an Error call, a panic,
+	// a timeout, a failed Await, a misuse of the API; also the error an
+	// error handler replaces the one it handles with, and a panic in a
+	// cancel handler. It is called once the callback that raised the
+	// error has returned, before the cancel and error handlers the error
+	// passes run (or, for a flow that ends, before FlowEnd). Break and
+	// Continue are not errors. A panic or runtime.Goexit in it is a fault
+	// of the hook alone: the flow goes on as if it had returned, with the
+	// error it was told of, and the errors left are reported all the same;
+	// a panic is logged.
 	StepError func(ctx context.Context, err *Error)
 	// AwaitStart is called on the goroutine of an [AsyncSteps.Await]
 	// function before the function, with the context the function would
@@ -200,8 +205,9 @@ func (fl *flow) failStart(err *Error) {
 	fl.end(nil, err)
 }
 
-// observeEnd reports the end of a flow observed by w.hooks. The flow has
-// nothing left to fail: a panic in the hook is logged.
+// observeEnd reports the end of a flow observed by w.hooks, after the
+// errors left for StepError. The flow has nothing left to fail: a panic in
+// a hook is logged.
 func (w *waiter) observeEnd(err error) {
 	if f := w.hooks.FlowEnd; f != nil {
 		defer recoverHook("FlowEnd")
@@ -214,20 +220,117 @@ func (w *waiter) observeEnd(err error) {
 // have nothing of a flow to fail must not cut the engine's work short.
 func recoverHook(name string) {
 	if r := recover(); r != nil {
-		slog.Error("asyncsteps: panic in hook", "hook", name,
-			"panic", safeSprint(r), "stack", string(debug.Stack()))
+		logHookPanic(name, r, debug.Stack())
 	}
 }
 
-// observeError reports an error raised in a flow observed by w.hooks. It
-// is called in the middle of the engine's work, which a panic would cut
-// short: a panic in the hook is logged, and the error goes on as it would
-// without the hook.
-func (w *waiter) observeError(err *Error) {
-	if f := w.hooks.StepError; f != nil && err.Code != LoopBreak && err.Code != LoopCont {
-		defer recoverHook("StepError")
-		f(w.ctx, err)
+// logHookPanic logs the panic r, with its stack, of the hook named name.
+func logHookPanic(name string, r any, stack []byte) {
+	slog.Error("asyncsteps: panic in hook", "hook", name,
+		"panic", safeSprint(r), "stack", string(stack))
+}
+
+// noteUnreported keeps err, raised in a flow observed by w.hooks, for the
+// StepError hook, which reportErrors calls at the next point where the
+// engine can go on after a hook that calls runtime.Goexit: where err is
+// raised (in a callback's Error, in a deferred call during a Goexit) the
+// engine could not. Break and Continue are not errors.
+func (w *waiter) noteUnreported(err *Error) {
+	if w.hooks.StepError != nil && err.Code != LoopBreak && err.Code != LoopCont {
+		w.unreported = append(w.unreported, err)
 	}
+}
+
+// hasUnreported reports whether errors wait for the StepError hook.
+func (fl *flow) hasUnreported() bool {
+	w := fl.wait
+	return w != nil && w.reported < len(w.unreported)
+}
+
+// resumePoint is where the engine goes on if a StepError hook that
+// reportErrors calls ends the goroutine with runtime.Goexit: the cancel
+// job, if any, else the unwinding of err from f, if f is set; the zero
+// value goes on with nothing (the caller defers what must run).
+type resumePoint struct {
+	job *cancelJob
+	f   *frame
+	err *Error
+}
+
+// reportErrors calls the StepError hook with each error waiting for it, in
+// the order they were raised. The hooks are the user's and run in the
+// middle of the engine's work: a panic in one is logged, and the engine
+// goes on as if it had returned; so it does after a runtime.Goexit, which
+// ends the goroutine: the errors left are reported from the deferred call
+// that sees it, and the engine goes on from at on the next goroutine.
+func (fl *flow) reportErrors(at resumePoint) {
+	w := fl.wait
+	for w.reported < len(w.unreported) {
+		err := w.unreported[w.reported]
+		w.reported++
+		fl.reportError(err, at)
+	}
+	clear(w.unreported)
+	w.unreported, w.reported = w.unreported[:0], 0
+}
+
+// reportError calls the StepError hook with err (see reportErrors).
+func (fl *flow) reportError(err *Error, at resumePoint) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			logHookPanic("StepError", r, stack)
+			if !inGoexit(stack) {
+				return // a plain panic: the caller goes on
+			}
+			// A deferred call of the hook panicked during its Goexit,
+			// which goes on once this returns.
+		}
+		// Queued first, so that a Goexit of a later report, which
+		// abandons this call, does not lose it.
+		fl.resumeAfterGoexit(at)
+		fl.reportErrors(resumePoint{})
+	}()
+	w := fl.wait
+	w.hooks.StepError(w.ctx, err)
+	returned = true
+}
+
+// resumeAfterGoexit queues what the engine goes on with at at, before any
+// other task, on the goroutine that follows one a hook ended.
+func (fl *flow) resumeAfterGoexit(at resumePoint) {
+	switch {
+	case at.job != nil:
+		fl.afterGoexit(at.job)
+	case at.f != nil:
+		fl.afterGoexit(&unwindResume{fl: fl, f: at.f, h: at.f.h, err: at.err})
+	}
+}
+
+// unwindResume goes on unwinding err from f after a StepError hook called
+// runtime.Goexit there. It holds the flow and the frame themselves: f may
+// be a base frame, whose step API is shared by all flows.
+type unwindResume struct {
+	fl  *flow
+	f   *frame
+	h   *stepAPI // f's incarnation when the hook ran
+	err *Error
+}
+
+func (r *unwindResume) run() {
+	f, fl := r.f, r.fl
+	if f.h != r.h || f.over || fl.done {
+		return // the flow has moved on meanwhile (cancelled)
+	}
+	if fl.inCall {
+		fl.deferTask(r)
+		return
+	}
+	fl.driveOn(fl.unwind(f, r.err))
 }
 
 // observesAwait reports whether h has Await hooks.

@@ -27,6 +27,11 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 // Parallel.
 func (fl *flow) unwind(f *frame, err *Error) *frame {
 	for {
+		if fl.hasUnreported() {
+			// Before the handlers on the way: the errors raised until
+			// now, err among them (see reportErrors).
+			fl.reportErrors(resumePoint{f: f, err: err})
+		}
 		f.dropQueue()
 		f.active = nil
 		f.waiting = false
@@ -37,6 +42,9 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 		}
 		if perr := fl.callCancel(f, nil); perr != nil {
 			err = perr
+			if fl.hasUnreported() {
+				fl.reportErrors(resumePoint{f: f, err: err})
+			}
 		}
 		fl.release(f)
 		if f.onerror() != nil {
