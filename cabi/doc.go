@@ -100,7 +100,9 @@
 // called rather than lost; and the cleanups of free called on a root
 // whose loop is closed, once the loop's goroutine has exited. A free (or
 // a success from another thread) that the loop accepted but had not run
-// when it was closed is dropped with the loop's other callbacks: free the
+// when it was closed is dropped with the loop's other callbacks (the
+// Mutex, Throttle and Limiter slots its flows hold come back all the same,
+// as for any flow of a closed loop; the cleanups do not run): free the
 // roots before closing their loop.
 //
 // # Memory
