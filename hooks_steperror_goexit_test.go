@@ -58,12 +58,15 @@ func TestStepErrorHookFaultLeavesTheFlowAsItIs(t *testing.T) {
 				res := <-r.Promise()
 				wantError(t, res.Err, asyncsteps.SecurityError, "last")
 
+				// The context is cancelled from the step, once its cancel
+				// handler is set: cancelled before Run, the flow would never
+				// begin, and the loop may run an Immediate before Run does.
+				ctx, cancel := context.WithCancel(context.Background())
 				cancelled := asyncsteps.New(asyncsteps.WithTool(loop))
 				cancelled.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 					as.SetCancel(func(asyncsteps.AsyncSteps) { tr.add("cancelF"); panic("F") })
+					cancel()
 				})
-				ctx, cancel := context.WithCancel(context.Background())
-				loop.Immediate(cancel)
 				if _, err := cancelled.Run(ctx); err != context.Canceled {
 					t.Errorf("cancelled flow: %v, want context.Canceled", err)
 				}

@@ -144,7 +144,20 @@ func TestClientRequestPastItsStepTimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			srv := newHostileServerOf(t, tc.proto, tc.answer)
+			srv := newHostileServerOf(t, tc.proto, func(w http.ResponseWriter, req *http.Request) {
+				if req.URL.Path != "/warm" {
+					tc.answer(w, req)
+				}
+			})
+			// The connection is made first, so that the step's timeout
+			// cannot expire in a slow TLS handshake, before the server
+			// has the request.
+			resp, err := srv.Client().Get(srv.URL + "/warm")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			<-srv.ended
 			loop := asyncsteps.NewLoop()
 			var e ends
 			// The answer is handed over once the step's deadline has passed,
@@ -158,9 +171,9 @@ func TestClientRequestPastItsStepTimeout(t *testing.T) {
 				return resp, err
 			})}
 			c := &asynchttp.Client{HTTP: late, Done: e.done}
-			_, err := runFlow(loop, func(as asyncsteps.AsyncSteps) {
+			_, err = runFlow(loop, func(as asyncsteps.AsyncSteps) {
 				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					as.SetTimeout(50 * time.Millisecond)
+					as.SetTimeout(500 * time.Millisecond)
 					c.Get(as, srv.URL+"/x")
 				})
 			})
