@@ -552,6 +552,35 @@ func TestStackAndStateVariableFromAnotherThreadGiveNothing(t *testing.T) {
 	checkTrace(t, "held", "unhandled Boom data=held root=1")
 }
 
+// A parallel made on an idle root serves any one thread as the root does:
+// a C++ wrapper (the reference implementation's) builds a root's branches
+// with stack and stateVariable on the parallel before execute. Once the
+// root runs, the parallel gives another thread nothing, as the root does.
+func TestParallelOfAnIdleRootGivesMemoryUntilItRuns(t *testing.T) {
+	root := newCRoot(t)
+	ctest.ParallelIdle(root)
+	ctest.Held(root)
+	ctest.ExecuteOnly(root, "held", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatal("the step did not start")
+	}
+	stack, state := ctest.StackIdlePar(), ctest.StateIdlePar()
+	ctest.FailHeld()
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("no unhandled error")
+	}
+	if stack || state {
+		t.Errorf("running, from another thread: stack gave memory %v, stateVariable %v; want neither", stack, state)
+	}
+	checkTrace(t,
+		"alloc counter",
+		"idle parallel stack=1 state=1",
+		"branch counter=7",
+		"held",
+		"unhandled Boom data=held root=1",
+	)
+}
+
 // An execution's error goes to the unhandled_error and data of
 // the execute that started it, also when it is reported after a later
 // execute has started the root again (here the report of a Go root's

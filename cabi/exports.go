@@ -73,6 +73,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointe
 	n.adds()
 	pb := n.as.Parallel(n.flow.errFn(n.rootID, C.FutoInAsyncSteps_error_callback(eh), data, nil))
 	p := newNode(kindParallel, pb, n.flow, n.rootID)
+	p.owner = n.root
 	// Owned by the library: released with the step (or root) that made it.
 	n.children = append(n.children, p)
 	return p.bsi
@@ -153,10 +154,19 @@ func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) u
 }
 
 // onFlow reports whether the flow's state and memory lists may be touched
-// now: on the loop, or through an idle root, beside which nothing runs.
-// From another thread, stack and stateVariable would race with the loop.
+// now: on the loop, or through an idle root or a parallel made on it,
+// beside which nothing runs (a C++ wrapper such as the reference
+// implementation's builds a root's parallel branches with stack and
+// stateVariable). From another thread, they would race with the loop.
 func (n *node) onFlow() bool {
-	return n.flow.onLoop() || (n.root != nil && !n.root.root.Running())
+	if n.flow.onLoop() {
+		return true
+	}
+	ro := n.root
+	if ro == nil {
+		ro = n.owner
+	}
+	return ro != nil && !ro.isFreed() && !ro.root.Running()
 }
 
 //export cabiSuccess

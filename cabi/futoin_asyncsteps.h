@@ -215,8 +215,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * the flow), "last_exception" the code of the last error. This is
              * how an error handler reads the info:
              *     (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL)
-             * From a callback of the flow, or on an idle root; from another
-             * thread it returns NULL. */
+             * From a callback of the flow, or on an idle root or a parallel
+             * made on it; from another thread while the flow runs it returns
+             * NULL. */
             void* (*stateVariable)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -227,8 +228,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * max_align_t, for the life of the current step. cleanup(value)
              * (may be NULL) runs when the step completes in any way; when the
              * step fails, after its own error handler has returned. The memory
-             * is freed by the library. From the step's own callback; from
-             * another thread it returns NULL. */
+             * is freed by the library. From the step's own callback, or on an
+             * idle root or a parallel made on it (the memory then lasts until
+             * the root is freed); from another thread while the flow runs it
+             * returns NULL. */
             void* (*stack)(
                     FutoInAsyncSteps* bsi,
                     size_t data_size,

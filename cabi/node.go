@@ -38,6 +38,9 @@ type node struct {
 	flow   *flowCtx
 	rootID int64
 	root   *rootObj // kindRoot
+	// kindParallel made on a root rather than in a step: that root, whose
+	// being idle lets any one thread use the parallel as it uses the root.
+	owner *rootObj
 
 	// While the C callback given bsi runs, on the loop.
 	inCall    bool

@@ -1056,6 +1056,42 @@ void ct_parallel(FutoInAsyncSteps* root)
     ct_add(root, NULL, par2, NULL);
 }
 
+// ---- a parallel made on an idle root --------------------------------------
+
+static FutoInAsyncSteps* idle_par;
+
+static void idle_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    int* v = bsi->api->stateVariable(bsi, NULL, "counter", NULL, NULL);
+    LOG("branch counter=%d", v != NULL ? *v : -1);
+}
+
+// ct_parallel_idle makes a parallel on the idle root from the calling
+// thread, as a C++ wrapper builds a flow before executing it: its add keeps
+// each step's functor in the parallel's stack memory and reads the state
+// through the parallel. The branch it adds logs the state variable
+// "counter", set to 7 here.
+void ct_parallel_idle(FutoInAsyncSteps* root)
+{
+    idle_par = root->api->parallel(root, NULL, NULL);
+    void* mem = idle_par->api->stack(idle_par, 16, NULL);
+    int* v = idle_par->api->stateVariable(idle_par, "counter", "counter", var_alloc, var_cleanup);
+    if (v != NULL) {
+        *v = 7;
+    }
+    LOG("idle parallel stack=%d state=%d", mem != NULL, v != NULL);
+    ct_add(idle_par, NULL, idle_branch, NULL);
+}
+
+// ct_stack_idle_par and ct_state_idle_par call stack and stateVariable on
+// the parallel of ct_parallel_idle from the calling thread and report
+// whether they gave memory.
+int ct_stack_idle_par(void) { return idle_par->api->stack(idle_par, 16, NULL) != NULL; }
+int ct_state_idle_par(void) { return idle_par->api->stateVariable(idle_par, NULL, "counter", NULL, NULL) != NULL; }
+
 // ---- sched_* -------------------------------------------------------------------
 
 static FutoInAsyncSteps* sched_step;

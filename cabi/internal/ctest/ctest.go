@@ -188,6 +188,18 @@ func StateIdle(root unsafe.Pointer) { C.ct_state_idle(bsi(root)) }
 // runs of a repeat's body (mode 2), then a step that logs error_info.
 func ErrorTwice(root unsafe.Pointer, mode int) { C.ct_error_twice(bsi(root), C.int(mode)) }
 
+// ParallelIdle makes a parallel on the idle root from the calling thread,
+// logs whether its stack and stateVariable gave memory, sets the state
+// variable "counter" to 7 through it, and adds a branch that logs the
+// counter.
+func ParallelIdle(root unsafe.Pointer) { C.ct_parallel_idle(bsi(root)) }
+
+// StackIdlePar and StateIdlePar call stack and stateVariable on the
+// parallel of ParallelIdle from the calling thread, and report whether
+// they gave memory.
+func StackIdlePar() bool { return C.ct_stack_idle_par() != 0 }
+func StateIdlePar() bool { return C.ct_state_idle_par() != 0 }
+
 // StateNull adds two steps that ask for the state variable "none", whose
 // allocate returns NULL, and log what they get.
 func StateNull(root unsafe.Pointer) { C.ct_state_null(bsi(root)) }
