@@ -19,7 +19,9 @@
 #                the RI's root;
 #   binarysteps  the RI's own tests/binarysteps.test.cpp on our root (a
 #                copy in which ri::AsyncSteps is replaced by interop::Root,
-#                cabi/interop/our_root.hpp), and unchanged on the RI's root.
+#                cabi/interop/our_root.hpp, and each wait for the "done"
+#                promise is followed by interop::settle(), a wait until the
+#                flow has ended), and unchanged on the RI's root.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -70,8 +72,13 @@ mkdir -p "$work/bin" "$work/bs"
 "${cxx[@]}" -o "$work/bin/go_in_cpp" "$interop/go_in_cpp.cpp" "${rilibs[@]}" \
 	-L"$work/golib" -linterop_go -Wl,-rpath,"$work/golib" >>"$log" 2>&1 || fail_build
 cp "$tests/binarysteps.test.cpp" "$tests/main.test.cpp" "$work/bs/"
-# The one type substitution: the tests' roots become ours.
-sed 's/\bri::AsyncSteps\b/interop::Root/g' "$work/bs/binarysteps.test.cpp" >"$work/bs/binarysteps_ours.test.cpp"
+# The tests' roots become ours. The tests set "done" in a flow's last step
+# and then read its state from their own thread; our stateVariable gives
+# NULL to another thread while the flow runs, so they first wait for the
+# flow to end (see settle in our_root.hpp).
+sed -e 's/\bri::AsyncSteps\b/interop::Root/g' \
+	-e 's/\bdone\.get_future()\.wait();/& interop::settle();/' \
+	"$work/bs/binarysteps.test.cpp" >"$work/bs/binarysteps_ours.test.cpp"
 "${cxx[@]}" -o "$work/bin/bs_ri" "$work/bs/main.test.cpp" "$work/bs/binarysteps.test.cpp" \
 	"${rilibs[@]}" "${boost[@]}" >>"$log" 2>&1 || fail_build
 "${cxx[@]}" -include "$interop/our_root.hpp" -o "$work/bin/bs_ours" "$work/bs/main.test.cpp" \
