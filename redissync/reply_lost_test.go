@@ -237,10 +237,12 @@ func TestLimiterReleaseReplyLost(t *testing.T) {
 // costs no round trip and little memory: each entry is one script call,
 // and Redis holds two keys per Throttle of a process, whatever the number
 // of entries, both of which expire: the next entry's time, once it has
-// passed, and the record of the last call, 2×OpTimeout after it.
+// passed, and the record of the last call, 2×OpTimeout after it. The
+// OpTimeout is long, so that the record is still there to be read on a
+// machine that stalls the test for seconds.
 func TestThrottleCallRecord(t *testing.T) {
 	srv := startRedis(t)
-	c, rdb := newClient(t, srv.addr, Options{OpTimeout: time.Second})
+	c, rdb := newClient(t, srv.addr, Options{OpTimeout: 10 * time.Second})
 	loadScripts(t, rdb)
 	th := c.NewThrottle("th", ThrottleOptions{Rate: 3, Period: time.Minute})
 	l := newLoops(t, 1)[0]
@@ -262,7 +264,7 @@ func TestThrottleCallRecord(t *testing.T) {
 	if got := rdb.Get(ctx, th.keys[1]).Val(); got != "3 1" {
 		t.Errorf("record %q, want %q: the third call, one entry", got, "3 1")
 	}
-	for key, most := range map[string]time.Duration{th.keys[0]: time.Minute + time.Millisecond, th.keys[1]: 2001 * time.Millisecond} {
+	for key, most := range map[string]time.Duration{th.keys[0]: time.Minute + time.Millisecond, th.keys[1]: 20001 * time.Millisecond} {
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > most {
 			t.Errorf("%s expires in %v, want in (0, %v]", key, ttl, most)
 		}
