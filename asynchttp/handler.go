@@ -260,9 +260,10 @@ func requestTooLarge(e *asyncsteps.Error) *asyncsteps.Error {
 }
 
 // maxBytesError returns the *http.MaxBytesError in the chain of err, or
-// nil. It walks the chain itself, as errors.As does, but without the
-// allocation of errors.As's target; an error whose Unwrap panics ends the
-// walk.
+// nil. It walks the chain of Unwrap methods itself, as errors.As does,
+// without the allocation of errors.As's target; unlike errors.As, it asks
+// no As method, which would need that target. An error whose Unwrap
+// panics ends the walk of its branch.
 func maxBytesError(err error) (found *http.MaxBytesError) {
 	defer func() {
 		if recover() != nil {
