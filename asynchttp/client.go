@@ -273,11 +273,13 @@ func transportError(ctx context.Context, err error) error {
 	}
 	var coded *asyncsteps.Error
 	var coder asyncsteps.FutoInCoder
-	if errors.As(err, &coded) || errors.As(err, &coder) {
+	if errors.As(err, &coded) || errors.As(err, &coder) && givesCode(coder) {
 		// A code the caller's own code chose (its RoundTripper, its
 		// CheckRedirect, the reader of its request's body) stays its code,
 		// as Await keeps it: not a CommError that a retry loop would
-		// attempt again.
+		// attempt again. A FutoInCoder that gives none chose nothing, as
+		// ErrorFrom reads it: its error is mapped as any other here, not
+		// by ErrorFrom's rules for Go errors.
 		return asyncsteps.ErrorFrom(err)
 	}
 	code := asyncsteps.CommError
@@ -287,6 +289,18 @@ func transportError(ctx context.Context, err error) error {
 		code = asyncsteps.ConnectError
 	}
 	return &asyncsteps.Error{Code: code, Info: err.Error(), Cause: err}
+}
+
+// givesCode reports whether c gives a code. One whose FutoInCode panics
+// (a nil pointer in the chain) is said to, so that ErrorFrom names the
+// fault: the panic must not end the request's goroutine before Done.
+func givesCode(c asyncsteps.FutoInCoder) (gives bool) {
+	defer func() {
+		if recover() != nil {
+			gives = true
+		}
+	}()
+	return c.FutoInCode() != ""
 }
 
 // zeroClient is what a nil *Client acts as.

@@ -1,6 +1,7 @@
 package asynchttp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -156,5 +157,50 @@ func TestClientKeepsTheCodeOfItsHTTPClientsErrors(t *testing.T) {
 				t.Errorf("Done: %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// noCode is an error whose FutoInCode gives no code.
+type noCode struct{}
+
+func (noCode) Error() string      { return "no code" }
+func (noCode) FutoInCode() string { return "" }
+
+// A FutoInCoder of the HTTP client's own code that gives no code leaves
+// the error to the transport's mapping, as ErrorFrom leaves it to its
+// other rules: a CommError, also when the error wraps a deadline of the
+// RoundTripper's own (the step's context has none).
+func TestClientMapsAnErrorWithoutACodeAsATransportError(t *testing.T) {
+	shed := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, fmt.Errorf("%w: %w", noCode{}, context.DeadlineExceeded)
+	})
+	c := &asynchttp.Client{HTTP: &http.Client{Transport: shed}}
+	_, err := runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) { c.Get(as, "http://example.invalid/x") })
+	want := `CommError: Get "http://example.invalid/x": no code: context deadline exceeded`
+	if got := flowError(err); got != want {
+		t.Errorf("flow error %q, want %q", got, want)
+	}
+}
+
+// brokenCoder's FutoInCode panics on a nil pointer.
+type brokenCoder struct{ code string }
+
+func (b *brokenCoder) Error() string      { return "broken" }
+func (b *brokenCoder) FutoInCode() string { return b.code }
+
+// A FutoInCoder whose FutoInCode panics (a nil pointer returned as an
+// error) is an InternalError that ErrorFrom names, and the request still
+// ends with Done.
+func TestClientErrorWhoseCodePanics(t *testing.T) {
+	broken := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, (*brokenCoder)(nil) })
+	var e ends
+	c := &asynchttp.Client{HTTP: &http.Client{Transport: broken}, Done: e.done}
+	_, err := runFlow(newLoop(t), func(as asyncsteps.AsyncSteps) { c.Get(as, "http://example.invalid/x") })
+	want := "InternalError: reading the *url.Error given as an error panicked: runtime error: invalid memory address or nil pointer dereference"
+	if got := flowError(err); got != want {
+		t.Errorf("flow error %q, want %q", got, want)
+	}
+	if got := e.get(); got != "/x 0 InternalError" {
+		t.Errorf("Done: %q, want %q", got, "/x 0 InternalError")
 	}
 }
