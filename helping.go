@@ -60,9 +60,9 @@ func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	r.ready()
 	loop, ok := r.fl.sched.(*Loop)
 	if !ok {
-		return r.Run(ctx)
+		return r.run(ctx, "RunHelping")
 	}
-	if err := r.runnable(ctx); err != nil {
+	if err := r.runnable(ctx, "RunHelping"); err != nil {
 		return nil, err
 	}
 	w := &waiter{promise: loop.helpPromises.take(), ctx: ctx}

@@ -235,8 +235,12 @@ func (r *Root) cancel(cause error) {
 // tool's events. Run must not be called from a callback of the flow's own
 // tool: it then returns an InternalError at once, as it does for a nil
 // ctx. Like Execute, it panics if the flow is already running.
-func (r *Root) Run(ctx context.Context) ([]any, error) {
-	if err := r.runnable(ctx); err != nil {
+func (r *Root) Run(ctx context.Context) ([]any, error) { return r.run(ctx, "Run") }
+
+// run is Run, called as the method named method: the name its misuse
+// errors give.
+func (r *Root) run(ctx context.Context, method string) ([]any, error) {
+	if err := r.runnable(ctx, method); err != nil {
 		return nil, err
 	}
 	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
@@ -244,16 +248,17 @@ func (r *Root) Run(ctx context.Context) ([]any, error) {
 	return r.fl.sched.waitRun(ctx, r, w)
 }
 
-// runnable returns why Run may not start the flow under ctx, or nil.
-func (r *Root) runnable(ctx context.Context) error {
+// runnable returns why Run or RunHelping, the method named method, may not
+// start the flow under ctx, or nil.
+func (r *Root) runnable(ctx context.Context, method string) error {
 	r.ready()
 	if ctx == nil {
 		// A misuse like the others here: an InternalError that says so,
 		// not a nil dereference on the caller's goroutine.
-		return &Error{Code: InternalError, Info: "Run called with a nil context: pass context.Background() or the request's context"}
+		return &Error{Code: InternalError, Info: method + " called with a nil context: pass context.Background() or the request's context"}
 	}
 	if r.fl.sched.IsSameThread() {
-		return &Error{Code: InternalError, Info: r.fl.sched.selfRunInfo()}
+		return &Error{Code: InternalError, Info: method + r.fl.sched.selfRunInfo()}
 	}
 	return ctx.Err() // a Go API starts no work under an ended context
 }

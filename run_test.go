@@ -258,33 +258,40 @@ func TestRunAgainAfterFlowEnded(t *testing.T) {
 // forever (a Loop) or drive the tool inside one of its own callbacks (a
 // TestTool, whose state the outer drive then finds changed under it): it
 // returns an InternalError at once instead, and the outer flow goes on.
+// RunHelping does the same, and its info names it, not Run.
 func TestRunOnOwnToolFails(t *testing.T) {
 	infos := map[string]string{
-		"Loop":     "Run called on the loop of the flow: it would deadlock",
-		"TestTool": "Run called from a callback of the flow's TestTool: it would drive the tool inside itself",
+		"Loop":     " called on the loop of the flow: it would deadlock",
+		"TestTool": " called from a callback of the flow's TestTool: it would drive the tool inside itself",
 	}
 	for _, tool := range runTools {
-		t.Run(tool.name, func(t *testing.T) {
-			on := tool.make(t)
-			var got error
-			outer := asyncsteps.New(asyncsteps.WithTool(on))
-			outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				as.SetTimeout(time.Second) // a timer the inner drive must not fire
-				inner := asyncsteps.New(asyncsteps.WithTool(on))
-				inner.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					as.WaitExternal()
-					as.Tool().Deferred(2*time.Second, func() { as.Success() })
+		for _, method := range []string{"Run", "RunHelping"} {
+			t.Run(tool.name+"/"+method, func(t *testing.T) {
+				on := tool.make(t)
+				var got error
+				outer := asyncsteps.New(asyncsteps.WithTool(on))
+				outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetTimeout(time.Second) // a timer the inner drive must not fire
+					inner := asyncsteps.New(asyncsteps.WithTool(on))
+					inner.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.WaitExternal()
+						as.Tool().Deferred(2*time.Second, func() { as.Success() })
+					})
+					if method == "Run" {
+						_, got = inner.Run(context.Background())
+					} else {
+						_, got = inner.RunHelping(context.Background())
+					}
+					as.Success("outer done")
 				})
-				_, got = inner.Run(context.Background())
-				as.Success("outer done")
+				args, err := runCtx(t, outer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantArgs(t, "outer result", args, "outer done")
+				wantError(t, got, asyncsteps.InternalError, method+infos[tool.name])
 			})
-			args, err := runCtx(t, outer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantArgs(t, "outer result", args, "outer done")
-			wantError(t, got, asyncsteps.InternalError, infos[tool.name])
-		})
+		}
 	}
 }
 
@@ -312,8 +319,8 @@ func TestRunWithDoneContextRunsNoStep(t *testing.T) {
 }
 
 // Run and RunHelping with a nil context run no step and return an
-// InternalError that says what was wrong, on every tool; the flow can run
-// afterwards with a real context.
+// InternalError that says what was wrong, naming the method called, on
+// every tool; the flow can run afterwards with a real context.
 func TestRunWithNilContextIsMisuse(t *testing.T) {
 	runs := map[string]func(*asyncsteps.Root, context.Context) ([]any, error){
 		"Run":        (*asyncsteps.Root).Run,
@@ -330,7 +337,7 @@ func TestRunWithNilContextIsMisuse(t *testing.T) {
 
 				var e *asyncsteps.Error
 				if !errors.As(err, &e) || e.Code != asyncsteps.InternalError ||
-					e.Info != "Run called with a nil context: pass context.Background() or the request's context" {
+					e.Info != name+" called with a nil context: pass context.Background() or the request's context" {
 					t.Fatalf("error = %#v, want the InternalError for a nil context", err)
 				}
 				wantTrace(t, &tr, "")

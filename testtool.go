@@ -263,7 +263,7 @@ func (t *TestTool) lockFreePost() bool { return false }
 func (t *TestTool) deferred(d time.Duration, tk task) Handle { return t.deferTask(d, tk) }
 
 func (t *TestTool) selfRunInfo() string {
-	return "Run called from a callback of the flow's TestTool: it would drive the tool inside itself"
+	return " called from a callback of the flow's TestTool: it would drive the tool inside itself"
 }
 
 // waitRun drives the tool itself (see runFlow).

@@ -90,8 +90,9 @@ type scheduler interface {
 	// lock that inject takes (a Loop only): a gate then resumes a waiter of
 	// the same loop through post.
 	lockFreePost() bool
-	// selfRunInfo is the info of the InternalError of Root.Run called from
-	// a callback of the tool itself.
+	// selfRunInfo is the info of the InternalError of Root.Run (or
+	// RunHelping) called from a callback of the tool itself, after the
+	// name of the method.
 	selfRunInfo() string
 	// waitRun waits, for Root.Run, for the Result of r's execution w,
 	// cancelling it when ctx ends; from any goroutine but the tool's.
@@ -156,8 +157,8 @@ func (foreignTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, erro
 }
 
 // runOnLoopInfo is the info of Root.Run called from a callback of a tool
-// that runs on its own goroutine.
-const runOnLoopInfo = "Run called on the loop of the flow: it would deadlock"
+// that runs on its own goroutine, after the name of the method.
+const runOnLoopInfo = " called on the loop of the flow: it would deadlock"
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
 	h := t.Deferred(d, tk.run)
