@@ -26,6 +26,10 @@ import (
 // ends the goroutine that called them, it goes on likewise (see each).
 // Those called on the loop run one at a time with the flows' callbacks;
 // AwaitStart and AwaitEnd may run on other goroutines, concurrently.
+// In a flow, FlowStart comes first and the other hooks follow in the order
+// of what they report, but an AwaitEnd may come after FlowEnd: a flow that
+// ends (cancelled, timed out, its Loop closed) while an Await function
+// still runs does not wait for the function's goroutine.
 //
 // The context of a flow is the context given to [Root.Run], or
 // context.Background() for Execute and Promise, as returned by FlowStart:
@@ -69,7 +73,9 @@ type Hooks struct {
 	// AwaitEnd is called on the same goroutine once the function has
 	// returned (or panicked), with the context AwaitStart returned and
 	// the error the step fails with, nil on success. The step completes
-	// after AwaitEnd returns. After a function that called
+	// after AwaitEnd returns; if the step has ended meanwhile (the flow
+	// moved on, or ended and FlowEnd ran), AwaitEnd still reports the
+	// function's own outcome. After a function that called
 	// runtime.Goexit, whose step fails anyway, a panic in it is logged.
 	AwaitEnd func(ctx context.Context, err *Error)
 	// SyncWait is called on the flow's loop when a flow that had to wait
