@@ -79,14 +79,16 @@ type Hooks struct {
 	// runtime.Goexit, whose step fails anyway, a panic in it is logged.
 	AwaitEnd func(ctx context.Context, err *Error)
 	// SyncWait is called on the flow's loop when a flow that had to wait
-	// in the queue of a [Mutex] or [Throttle] has been let in, before the
-	// flow goes on, with how long it waited on its tool's clock until it
-	// was let in. A panic or runtime.Goexit in it fails the flow's waiting
-	// step with an InternalError (the slot it was given comes back as the
-	// flow unwinds). obj is the Mutex or Throttle; for a [Limiter], the
-	// Mutex or Throttle it is made of. A flow let in at once, or that
-	// leaves the queue without entering (cancelled, timed out), is not
-	// reported.
+	// in the queue of a [Mutex], [Throttle] or [Limiter] has been let in,
+	// before the flow goes on, with how long it waited on its tool's clock
+	// until it was let in. A panic or runtime.Goexit in it fails the
+	// flow's waiting step with an InternalError (the slot it was given
+	// comes back as the flow unwinds). obj is the Syncer that Sync was
+	// called on: the Mutex, the Throttle or the Limiter. A flow that waits
+	// for both of a Limiter's limits, a slot and then an entry in the next
+	// period, is reported twice, once per wait. A flow let in at once, or
+	// that leaves the queue without entering (cancelled, timed out), is
+	// not reported.
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's

@@ -10,15 +10,18 @@ import (
 )
 
 // SyncWait for a Limiter reports each wait in the Mutex or the Throttle it
-// is made of, with the gate as obj; a flow that leaves a queue without
-// entering (its step timed out) is not reported.
+// is made of, with the Limiter itself as obj, the Syncer that Sync was
+// called on, so that a hook can tell one Limiter's waits from another's; a
+// flow that leaves a queue without entering (its step timed out) is not
+// reported.
 func TestHooksSyncWaitOfALimiter(t *testing.T) {
 	tt := asyncsteps.NewTestTool()
 	var waits []string
+	var lim *asyncsteps.Limiter
 	tt.SetHooks(&asyncsteps.Hooks{SyncWait: func(obj asyncsteps.Syncer, d time.Duration) {
-		waits = append(waits, fmt.Sprintf("%T %v", obj, d))
+		waits = append(waits, fmt.Sprintf("%T %v %v", obj, obj == asyncsteps.Syncer(lim), d))
 	}})
-	lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 5, Rate: 1, Period: 100 * time.Millisecond, Burst: 5})
+	lim = asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 5, Rate: 1, Period: 100 * time.Millisecond, Burst: 5})
 	hold := func(as steps, _ ...any) {
 		as.SetTimeout(time.Hour)
 		as.Tool().Deferred(30*time.Millisecond, func() { as.Success() })
@@ -43,7 +46,9 @@ func TestHooksSyncWaitOfALimiter(t *testing.T) {
 	if want := ",,,Timeout"; strings.Join(got, ",") != want {
 		t.Errorf("results %q, want %q", strings.Join(got, ","), want)
 	}
-	want := "*asyncsteps.Mutex 30ms\n*asyncsteps.Throttle 70ms\n*asyncsteps.Mutex 130ms\n*asyncsteps.Throttle 70ms"
+	// Flow 2 waits 30ms for the slot, then 70ms for the next period;
+	// flow 3 waits 130ms for the slot, then 70ms more.
+	want := "*asyncsteps.Limiter true 30ms\n*asyncsteps.Limiter true 70ms\n*asyncsteps.Limiter true 130ms\n*asyncsteps.Limiter true 70ms"
 	if got := strings.Join(waits, "\n"); got != want {
 		t.Errorf("waits:\n%s\nwant:\n%s", got, want)
 	}

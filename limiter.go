@@ -140,12 +140,32 @@ func (l *Limiter) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, arg
 // gates returns the gates in use, in the order a flow passes them.
 func (l *Limiter) gates() (g [2]gate, n int) {
 	if l.concurrent {
-		g[n] = &l.mutex
+		g[n] = (*limiterMutex)(l)
 		n++
 	}
 	if l.rated {
-		g[n] = &l.throttle
+		g[n] = (*limiterThrottle)(l)
 		n++
 	}
 	return g, n
 }
+
+// limiterMutex and limiterThrottle are the gates of a Limiter: its Mutex
+// and its Throttle, which tell a SyncWait hook of the Limiter, the Syncer
+// that Sync was called on, not of themselves. Each is the Limiter under
+// another type: as a gate it is one pointer, like &l.mutex, and the
+// section keeps no more for it.
+type (
+	limiterMutex    Limiter
+	limiterThrottle Limiter
+)
+
+func (g *limiterMutex) enter(as AsyncSteps, e *entry) { g.mutex.enterFor(as, e, (*Limiter)(g)) }
+func (g *limiterMutex) leave(e *entry, on *flow)      { g.mutex.leave(e, on) }
+func (g *limiterMutex) holds() *Mutex                 { return &g.mutex }
+
+func (g *limiterThrottle) enter(as AsyncSteps, e *entry) {
+	g.throttle.enterFor(as, e, (*Limiter)(g))
+}
+func (g *limiterThrottle) leave(e *entry, on *flow) { g.throttle.leave(e, on) }
+func (*limiterThrottle) holds() *Mutex              { return nil }

@@ -108,14 +108,22 @@ func (m *Mutex) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args 
 // slots is the number of flows let in at once.
 func (m *Mutex) slots() int { return max(m.limit, 1) }
 
-// enter runs as the step that asks for a slot. The first try does not
+// enter implements gate.
+func (m *Mutex) enter(as AsyncSteps, e *entry) { m.enterFor(as, e, m) }
+
+// holds implements gate.
+func (m *Mutex) holds() *Mutex { return m }
+
+// enterFor runs as the step that asks for a slot of a Sync called on obj:
+// m, or the Limiter m is part of, which a SyncWait hook is told of. The
+// first try does not
 // make the step wait, so that a free Mutex costs no external completion;
 // only when the flow must queue does the step wait. A step of this package
 // is made to wait under mu as it queues, in one try. Any other, or one
 // whose wait a hook observes (observeWait reads the Tool's clock, which
 // may be user code), is made to wait outside mu, and then tries again,
 // since a slot may have been given back in between.
-func (m *Mutex) enter(as AsyncSteps, e *entry) {
+func (m *Mutex) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	var chain []*frame
 	if o := owner(as); o != nil {
 		e.key = o
@@ -133,7 +141,7 @@ func (m *Mutex) enter(as AsyncSteps, e *entry) {
 		return
 	}
 	as.WaitExternal()
-	if m.admit(e, observeWait(as, m), chain) {
+	if m.admit(e, observeWait(as, obj), chain) {
 		as.Success()
 	}
 }

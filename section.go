@@ -13,6 +13,9 @@ type gate interface {
 	// called on the flow's loop, at most once per entry that entered; on is
 	// that flow when the caller knows it, nil otherwise (see resume).
 	leave(e *entry, on *flow)
+	// holds returns the Mutex whose slot an entry of the gate holds, or nil
+	// for a gate that gives nothing back (a Throttle).
+	holds() *Mutex
 }
 
 // entry is one flow's passage through one gate.
@@ -244,7 +247,7 @@ func (s *section) reusable() bool {
 		return false
 	}
 	for _, g := range s.gates[:s.n] {
-		if _, ok := g.(*Mutex); !ok {
+		if g.holds() == nil {
 			return false
 		}
 	}
@@ -285,7 +288,7 @@ func (s *section) unlink() {
 // back: a Mutex's slot.
 func (s *section) holdsSlots() bool {
 	for _, g := range s.gates[:s.n] {
-		if _, ok := g.(*Mutex); ok {
+		if g.holds() != nil {
 			return true
 		}
 	}

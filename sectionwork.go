@@ -57,7 +57,7 @@ func (held workHold) release() {
 // the functions have returned meanwhile. Loop goroutine only.
 func (s *section) leaveLater() {
 	for i := int(s.n) - 1; i >= 0; i-- {
-		if m, ok := s.gates[i].(*Mutex); ok && m.detach(&s.entries[i]) {
+		if m := s.gates[i].holds(); m != nil && m.detach(&s.entries[i]) {
 			continue
 		}
 		s.gates[i].leave(&s.entries[i], nil)
@@ -71,7 +71,7 @@ func (s *section) leaveLater() {
 // goroutine: the waiters it admits are resumed from outside their loops.
 func (s *section) giveBack() {
 	for i := int(s.n) - 1; i >= 0; i-- {
-		if m, ok := s.gates[i].(*Mutex); ok {
+		if m := s.gates[i].holds(); m != nil {
 			m.leave(&s.entries[i], nil)
 		}
 	}

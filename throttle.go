@@ -87,15 +87,22 @@ func (t *Throttle) periodLen() time.Duration {
 	return t.period
 }
 
-// enter runs as the step that asks to enter. Like Mutex.enter, it makes
-// the step wait only when the flow must queue, then tries again.
-func (t *Throttle) enter(as AsyncSteps, e *entry) {
+// enter implements gate.
+func (t *Throttle) enter(as AsyncSteps, e *entry) { t.enterFor(as, e, t) }
+
+// holds implements gate: an entry holds no slot.
+func (*Throttle) holds() *Mutex { return nil }
+
+// enterFor runs as the step that asks to enter, for a Sync called on obj
+// (see Mutex.enterFor). Like Mutex.enterFor, it makes the step wait only
+// when the flow must queue, then tries again.
+func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	tool := as.Tool()
 	if t.admit(e, nil, tool) {
 		return
 	}
 	as.WaitExternal()
-	if t.admit(e, observeWait(as, t), tool) {
+	if t.admit(e, observeWait(as, obj), tool) {
 		as.Success()
 	}
 }

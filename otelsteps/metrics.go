@@ -65,7 +65,8 @@ type meters struct {
 
 	success, canceled, other measures            // success: no attributes
 	byCode                   map[string]measures // the standard codes
-	mutex, throttle, syncer  measures            // the kinds of gate, without a name
+	mutex, throttle, limiter measures            // the kinds of gate, without a name
+	syncer                   measures            // a Syncer of another kind
 }
 
 // newMeters returns the meters of c, or nil when c asks for no metrics.
@@ -84,6 +85,7 @@ func newMeters(c Config) *meters {
 		byCode:     make(map[string]measures, len(standardCodes)),
 		mutex:      measuresOf(SyncKindKey.String("mutex")),
 		throttle:   measuresOf(SyncKindKey.String("throttle")),
+		limiter:    measuresOf(SyncKindKey.String("limiter")),
 		syncer:     measuresOf(SyncKindKey.String("other")),
 	}
 	for _, code := range standardCodes {
@@ -97,7 +99,7 @@ func newMeters(c Config) *meters {
 	m.duration = histogram(meter, FlowDurationMetric,
 		"How long flows ran, from begin to end, by outcome as "+FlowEndedMetric+".")
 	m.syncWait = histogram(meter, SyncWaitMetric,
-		"How long flows waited in the queue of a Mutex or Throttle before they were let in.")
+		"How long flows waited in the queue of a Mutex, Throttle or Limiter before they were let in.")
 	return m
 }
 
@@ -197,6 +199,8 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 		o, kind = m.mutex, "mutex"
 	case *asyncsteps.Throttle:
 		o, kind = m.throttle, "throttle"
+	case *asyncsteps.Limiter:
+		o, kind = m.limiter, "limiter"
 	}
 	if m.syncerName != nil {
 		if name := m.syncerName(obj); name != "" {

@@ -79,7 +79,9 @@ func attrs(kvs []attribute.KeyValue) string {
 // the clock of the bubble: a success, a failure, a code of the
 // application's (counted as "other"), a handler that recovers, a cancel,
 // a timeout; each step error is counted as it is raised; the waits in a
-// named Mutex, an unnamed Throttle and a Limiter are timed by kind.
+// named Mutex, an unnamed Throttle and a named Limiter are timed by kind:
+// a Limiter's as "limiter", which SyncerName recognises as the Limiter
+// itself, not the Mutex it is made of.
 func TestMetricsOfFlows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp := newMetered()
@@ -92,10 +94,13 @@ func TestMetricsOfFlows(t *testing.T) {
 			TracerProvider: sdktrace.NewTracerProvider(),
 			MeterProvider:  mp,
 			SyncerName: func(obj asyncsteps.Syncer) string {
-				if obj == db {
+				switch obj {
+				case db:
 					return "db"
+				case lim:
+					return "api"
 				}
-				return "" // th and lim go without a name
+				return "" // th goes without a name
 			},
 		}))
 		sleep := func(d time.Duration) asyncsteps.AwaitFunc {
@@ -168,7 +173,7 @@ func TestMetricsOfFlows(t *testing.T) {
 			`asyncsteps.step.failed{asyncsteps.error.code=Timeout} 1`,
 			`asyncsteps.step.failed{asyncsteps.error.code=other} 1`,
 			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex asyncsteps.sync.name=db} count=1 sum=5`,
-			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex} count=1 sum=7`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=limiter asyncsteps.sync.name=api} count=1 sum=7`,
 			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=throttle} count=1 sum=1`,
 		})
 		if got := mp.read(t); got != want {

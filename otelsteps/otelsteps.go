@@ -46,11 +46,13 @@
 //   - asyncsteps.step.failed: the errors raised in steps, as their spans'
 //     events, also those a handler recovers from, by asyncsteps.error.code.
 //   - asyncsteps.sync.wait.duration: the seconds a flow waited in the queue
-//     of a Mutex or Throttle (a Limiter's included) before it was let in,
-//     on its tool's clock, by asyncsteps.sync.kind, "mutex" or "throttle",
+//     of a Mutex, Throttle or Limiter before it was let in, on its tool's
+//     clock, by asyncsteps.sync.kind, "mutex", "throttle" or "limiter",
 //     and by asyncsteps.sync.name if [Config.SyncerName] names the gate. A
-//     flow let in at once, or that left the queue without entering, waited
-//     for nothing and is not measured.
+//     flow that waits for both of a Limiter's limits, a slot and then the
+//     next period, is measured twice, once per wait. A flow let in at
+//     once, or that left the queue without entering, waited for nothing
+//     and is not measured.
 //
 // So that an application cannot grow the number of series, the code of
 // an error is one of FTN12's standard codes ([asyncsteps.CommError] and
@@ -98,14 +100,13 @@ type Config struct {
 	// for them; pass otel.GetMeterProvider() for the global provider. A
 	// provider whose Meter returns nil records nothing.
 	MeterProvider metric.MeterProvider
-	// SyncerName, if set, names the Mutex or Throttle a flow waited for,
-	// in the attribute asyncsteps.sync.name of the wait metric; "" leaves
-	// the name out. Each name is a series of its own: name a few shared
-	// gates, not one made per request. It runs on the flow's loop, at
-	// each wait; a panic in it fails the waiting step with an
-	// InternalError, as one in any SyncWait hook. The obj of a Limiter's
-	// wait is its Mutex or Throttle, which SyncerName cannot tell from
-	// another's: a Limiter's waits go without a name.
+	// SyncerName, if set, names the Mutex, Throttle or Limiter a flow
+	// waited for (the Syncer its Sync was called on), in the attribute
+	// asyncsteps.sync.name of the wait metric; "" leaves the name out.
+	// Each name is a series of its own: name a few shared gates, not one
+	// made per request. It runs on the flow's loop, at each wait; a panic
+	// in it fails the waiting step with an InternalError, as one in any
+	// SyncWait hook.
 	SyncerName func(obj asyncsteps.Syncer) string
 }
 
