@@ -82,9 +82,10 @@ func SpecLimiterOptions() LimiterOptions {
 // followed by a [Throttle] (Rate, Period, Burst), each present only when
 // its limit is set. A flow first waits for one of the Concurrent slots,
 // then, holding it, for an entry in the current period; it gives the slot
-// back however its critical section ends, also when the Throttle rejects
-// it, and, as with a Mutex, only once every [AsyncSteps.Await] function
-// started inside the section has returned.
+// back however its critical section ends, and, as with a Mutex, only once
+// every [AsyncSteps.Await] function started inside the section has
+// returned. A flow that the Throttle rejects gives the slot back at once,
+// before the error handler given to Sync sees the rejection.
 //
 // A flow refused by either limit fails with [DefenseRejected] and the info
 // "Mutex queue limit" or "Throttle queue limit", which the error handler

@@ -55,7 +55,8 @@ const (
 // enter step, whose cancel handler gives the gates back (docs/DESIGN.md#cancel-handlers);
 // on success, end does it and re-emits f's result, so the section is
 // transparent to the args (spec 1.11.3). A refusal is raised by body, so
-// that onerror sees it first; f does not run then.
+// that onerror sees it first; f does not run then, and the gates entered
+// before the one that refused were left at once.
 //
 // All its fields are used on the flow's loop only; what a gate shares with
 // other goroutines is in the entries, under the gate's mutex.
@@ -188,8 +189,15 @@ func (s *section) advance(as AsyncSteps, args ...any) {
 func (s *section) enterNext(as AsyncSteps) {
 	i := s.nextGate
 	s.nextGate++
-	if s.refusal() == nil {
-		s.gates[i].enter(as, &s.entries[i])
+	if s.refusal() != nil {
+		return
+	}
+	s.gates[i].enter(as, &s.entries[i])
+	if s.entries[i].err != nil && i > 0 {
+		// A refused flow is not inside: the slot of the gate before (a
+		// Limiter's Mutex) goes back now, not once the refusal has
+		// unwound past onerror, which may recover by waiting.
+		s.leave(flowOf(as))
 	}
 }
 

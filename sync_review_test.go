@@ -1,0 +1,265 @@
+package asyncsteps_test
+
+// Hostile uses of Mutex, Throttle and Limiter, with exact traces: a Sync
+// from an error handler, timeouts and cancels around and inside sections,
+// a Limiter that its Throttle refuses or cancels after its Mutex admitted,
+// Throttle periods on exact boundaries of virtual time, Sync on a closed
+// Loop.
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// at returns the virtual time of tt, in milliseconds since its epoch.
+func at(tt *asyncsteps.TestTool) int64 { return tt.Now().Sub(asyncsteps.TestToolEpoch).Milliseconds() }
+
+// holdStep returns a critical section that records name with the time and
+// stays inside for d.
+func holdStep(tr *tracer, tt *asyncsteps.TestTool, name string, d time.Duration) asyncsteps.StepFunc {
+	return func(as steps, _ ...any) {
+		tr.addf("%s@%d", name, at(tt))
+		as.WaitExternal()
+		tt.Deferred(d, func() { as.Success() })
+	}
+}
+
+// The onerror given to Sync runs while the flow still holds the slot, so
+// a Sync from it enters again at once, ahead of the flows queued; an error
+// handler around a Sync runs once the section's slot is back (the section's
+// cancel handler ran first), so a Sync from it queues behind the flow that
+// the slot went to.
+func TestSyncFromAnErrorHandler(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	m := asyncsteps.NewMutex(1)
+	fail := func(name string, after time.Duration) asyncsteps.StepFunc {
+		return func(as steps, _ ...any) {
+			tr.addf("%s@%d", name, at(tt))
+			as.WaitExternal()
+			tt.Deferred(after, func() { as.Error(asyncsteps.CommError, name) })
+		}
+	}
+	var results []<-chan asyncsteps.Result
+	startAt := func(d time.Duration, r *asyncsteps.Root) {
+		tt.Deferred(d, func() { results = append(results, r.Promise()) })
+	}
+
+	a := asyncsteps.New(asyncsteps.WithTool(tt))
+	a.Sync(m, fail("a", 10*time.Millisecond), func(as steps, code string) {
+		tr.addf("a.onerror:%s@%d", code, at(tt))
+		as.Sync(m, holdStep(&tr, tt, "a.nested", 5*time.Millisecond))
+	})
+	x := asyncsteps.New(asyncsteps.WithTool(tt))
+	x.Add(func(as steps, _ ...any) {
+		as.Sync(m, fail("x", 0))
+	}, func(as steps, code string) {
+		tr.addf("x.handler:%s@%d", code, at(tt))
+		as.Sync(m, holdStep(&tr, tt, "x.again", time.Millisecond))
+	})
+	b := asyncsteps.New(asyncsteps.WithTool(tt))
+	b.Sync(m, holdStep(&tr, tt, "b", 10*time.Millisecond))
+	startAt(0, a)
+	startAt(time.Millisecond, x)
+	startAt(2*time.Millisecond, b)
+	drive(t, tt)
+
+	wantTrace(t, &tr, "a@0,a.onerror:CommError@10,a.nested@10,x@15,x.handler:CommError@15,b@15,x.again@25")
+	for _, p := range results {
+		wantSuccess(t, result(t, p))
+	}
+	wantMutexFree(t, m)
+}
+
+// wantMutexFree fails the test unless a new flow enters m at once.
+func wantMutexFree(t *testing.T, m asyncsteps.Syncer) {
+	t.Helper()
+	tt := asyncsteps.NewTestTool()
+	entered := false
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Sync(m, func(steps, ...any) { entered = true })
+	r.Promise()
+	tt.Advance(0)
+	if !entered {
+		t.Error("the Syncer is still held")
+	}
+}
+
+// A timeout set inside a section fails the section's step: the onerror
+// given to Sync sees Timeout while the flow still holds the slot, and the
+// slot goes to the next flow once the error has left the section. A
+// timeout around a Sync that waits takes the flow out of the queue, which
+// has room again at once.
+func TestSyncTimeouts(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	m := asyncsteps.NewMutex(1, 1)
+	var results []<-chan asyncsteps.Result
+	startAt := func(d time.Duration, build func(r *asyncsteps.Root)) {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		build(r)
+		tt.Deferred(d, func() { results = append(results, r.Promise()) })
+	}
+	startAt(0, func(r *asyncsteps.Root) {
+		r.Sync(m, func(as steps, _ ...any) {
+			tr.addf("a@%d", at(tt))
+			as.SetTimeout(20 * time.Millisecond)
+			as.WaitExternal()
+		}, func(as steps, code string) { tr.addf("a.onerror:%s@%d", code, at(tt)) })
+	})
+	startAt(time.Millisecond, func(r *asyncsteps.Root) {
+		r.Add(func(as steps, _ ...any) {
+			as.SetTimeout(5 * time.Millisecond)
+			as.Sync(m, holdStep(&tr, tt, "impatient", time.Millisecond))
+		}, func(as steps, code string) { tr.addf("impatient.handler:%s@%d", code, at(tt)) })
+	})
+	startAt(2*time.Millisecond, func(r *asyncsteps.Root) { // the queue holds impatient
+		r.Sync(m, holdStep(&tr, tt, "full", time.Millisecond), func(as steps, code string) {
+			tr.addf("full.onerror:%s:%s@%d", code, as.State().ErrorInfo, at(tt))
+		})
+	})
+	startAt(7*time.Millisecond, func(r *asyncsteps.Root) { // room again
+		r.Sync(m, holdStep(&tr, tt, "c", time.Millisecond))
+	})
+	drive(t, tt)
+
+	wantTrace(t, &tr, "a@0,full.onerror:DefenseRejected:Mutex queue limit@2,"+
+		"impatient.handler:Timeout@6,a.onerror:Timeout@20,c@20")
+	var got []string
+	for _, p := range results {
+		got = append(got, errText(result(t, p).Err))
+	}
+	if want := "Timeout,Timeout,DefenseRejected: Mutex queue limit,"; strings.Join(got, ",") != want {
+		t.Errorf("results %q, want %q", strings.Join(got, ","), want)
+	}
+	wantMutexFree(t, m)
+	syncWantIdle(t, tt)
+}
+
+// A Limiter whose Throttle refuses a flow that its Mutex admitted gives
+// the slot back at once, before the error handler given to Sync runs: a
+// refused flow is not inside, also while the handler recovers by waiting.
+// So c, which comes while b's handler waits, finds b's slot free and is
+// refused by the Throttle, as b was, not by the Mutex's full queue.
+func TestLimiterThrottleRefusalGivesTheSlotBack(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+		Concurrent: 2, MaxQueue: 0, Rate: 1, Period: 100 * time.Millisecond, Burst: 0})
+	for i, name := range []string{"a", "b", "c"} {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(lim, holdStep(&tr, tt, name, 50*time.Millisecond), func(as steps, code string) {
+			tr.addf("%s:%s:%s@%d", name, code, as.State().ErrorInfo, at(tt))
+			as.Add(func(as steps, _ ...any) { // recovers after a while
+				as.WaitExternal()
+				tt.Deferred(20*time.Millisecond, func() { as.Success() })
+			})
+		})
+		tt.Deferred(time.Duration(i)*5*time.Millisecond, func() { r.Execute() })
+	}
+	drive(t, tt)
+	wantTrace(t, &tr, "a@0,b:DefenseRejected:Throttle queue limit@5,c:DefenseRejected:Throttle queue limit@10")
+	syncWantIdle(t, tt)
+}
+
+// A flow cancelled while it holds a Limiter's slot and waits for its
+// Throttle's next period leaves the Throttle's queue and gives the slot
+// back: the flow queued for the slot behind it takes it, and the next
+// period lets it in.
+func TestLimiterCancelWhileHoldingAndQueued(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+		Concurrent: 1, MaxQueue: 1, Rate: 1, Period: 100 * time.Millisecond, Burst: 1})
+	start := func(name string, after time.Duration) *asyncsteps.Root {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) {
+			as.SetCancel(func(steps) { tr.addf("%s.cancel@%d", name, at(tt)) })
+			as.Sync(lim, holdStep(&tr, tt, name, 10*time.Millisecond))
+		})
+		tt.Deferred(after, func() { r.Execute() })
+		return r
+	}
+	start("a", 0)
+	b := start("b", 5*time.Millisecond) // slot at 10, then waits for the period
+	start("c", 20*time.Millisecond)     // waits for the slot b holds
+	tt.Deferred(50*time.Millisecond, b.Cancel)
+	drive(t, tt)
+	wantTrace(t, &tr, "a@0,b.cancel@50,c@100")
+	syncWantIdle(t, tt)
+	wantMutexFree(t, lim)
+}
+
+// A Throttle's period ends exactly when a flow arrives: whichever of the
+// two runs first, the flow enters at that instant and opens the next
+// period, and the flows after it wait for their own periods; no period
+// lets in more than its limit.
+func TestThrottlePeriodBoundaries(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	th := asyncsteps.NewThrottle(1, 100*time.Millisecond)
+	for _, f := range []struct {
+		name string
+		at   time.Duration
+	}{{"a", 0}, {"b", 100}, {"c", 150}, {"d", 200}, {"e", 400}, {"f", 500}} {
+		tt.Deferred(f.at*time.Millisecond, func() {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", f.name, at(tt)) })
+			r.Execute()
+		})
+	}
+	drive(t, tt)
+	// b at 100 opens [100, 200); c waits for 200, d for 300; the
+	// Throttle is idle from 400, so e enters at once and f at 500.
+	wantTrace(t, &tr, "a@0,b@100,c@200,d@300,e@400,f@500")
+	syncWantIdle(t, tt)
+}
+
+// Sync on a flow of a closed Loop runs nothing and holds nothing: the flow
+// ends with the closed loop's InternalError, and the Syncers stay free.
+func TestSyncOnAClosedLoop(t *testing.T) {
+	l := asyncsteps.NewLoop()
+	l.Close()
+	m := asyncsteps.NewMutex(1)
+	th := asyncsteps.NewThrottle(1, time.Hour)
+	lim := asyncsteps.NewLimiter(asyncsteps.SpecLimiterOptions())
+	for _, obj := range []asyncsteps.Syncer{m, th, lim} {
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Sync(obj, tr.step("inside"), tr.handler("onerror"))
+		_, err := r.Run(t.Context())
+		wantError(t, err, asyncsteps.InternalError, "the flow's loop is closed")
+		wantTrace(t, &tr, "")
+		wantMutexFree(t, obj)
+	}
+}
+
+// Parallel branches of one flow are flows of their own: in a Mutex(2)
+// that the flow holds, one branch takes the second slot, another waits
+// for it, and each enters its own nested Sync again at once.
+func TestMutexBranchesOfAHolder(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	m := asyncsteps.NewMutex(2)
+	branch := func(name string) asyncsteps.StepFunc {
+		return func(as steps, _ ...any) {
+			as.Sync(m, func(as steps, _ ...any) {
+				tr.addf("%s@%d", name, at(tt))
+				as.Sync(m, holdStep(&tr, tt, name+".nested", 10*time.Millisecond))
+			})
+		}
+	}
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Sync(m, func(as steps, _ ...any) {
+		tr.addf("flow@%d", at(tt))
+		p := as.Parallel()
+		p.Add(branch("b1"))
+		p.Add(branch("b2"))
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "flow@0,b1@0,b1.nested@0,b2@10,b2.nested@10")
+	wantMutexFree(t, m)
+}
