@@ -7,8 +7,12 @@ package asyncsteps_test
 // Loop.
 
 import (
+	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -262,4 +266,126 @@ func TestMutexBranchesOfAHolder(t *testing.T) {
 	wantSuccess(t, run(t, r, tt))
 	wantTrace(t, &tr, "flow@0,b1@0,b1.nested@0,b2@10,b2.nested@10")
 	wantMutexFree(t, m)
+}
+
+// One Limiter shared by flows on several Loops, whose Throttle rejects
+// some of them after its Mutex admitted them, with a SyncWait hook on
+// every loop: never more than Concurrent flows inside, every rejection is
+// the Throttle's (the Mutex queue is unlimited), every wait is reported
+// with the Limiter as obj, and once the flows have ended the Limiter is
+// free. Run under -race, it checks that the slot given back from the gate
+// step and the hook's Limiter are safe across loops.
+func TestLimiterSharedAcrossLoopsWithRejections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const loops, flowsPerLoop = 3, 30
+		lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+			Concurrent: 2, MaxQueue: asyncsteps.Unlimited, Rate: 3, Period: 10 * time.Millisecond, Burst: 1})
+		var inside, maxInside, entered, waits, foreign atomic.Int32
+		var mu sync.Mutex
+		rejections := map[string]int{}
+		hooks := &asyncsteps.Hooks{SyncWait: func(obj asyncsteps.Syncer, _ time.Duration) {
+			waits.Add(1)
+			if obj != asyncsteps.Syncer(lim) {
+				foreign.Add(1)
+			}
+		}}
+		var results []<-chan asyncsteps.Result
+		for range loops {
+			l := asyncsteps.NewLoop()
+			defer l.Close()
+			l.SetHooks(hooks)
+			for range flowsPerLoop {
+				r := asyncsteps.New(asyncsteps.WithTool(l))
+				r.Sync(lim, func(as steps, _ ...any) {
+					entered.Add(1)
+					n := inside.Add(1)
+					for old := maxInside.Load(); n > old && !maxInside.CompareAndSwap(old, n); old = maxInside.Load() {
+					}
+					as.Await(func(context.Context) (any, error) {
+						time.Sleep(time.Millisecond)
+						inside.Add(-1)
+						return nil, nil
+					})
+				}, func(as steps, code string) {
+					mu.Lock()
+					rejections[code+": "+as.State().ErrorInfo]++
+					mu.Unlock()
+					as.Success()
+				})
+				results = append(results, r.Promise())
+			}
+		}
+		for _, p := range results {
+			if err := (<-p).Err; err != nil {
+				t.Errorf("a flow failed: %v", err)
+			}
+		}
+		n := 0
+		for info, k := range rejections {
+			if info != "DefenseRejected: Throttle queue limit" {
+				t.Errorf("%d flows rejected with %q", k, info)
+			}
+			n += k
+		}
+		if got := int(entered.Load()) + n; got != loops*flowsPerLoop || n == 0 || entered.Load() == 0 {
+			t.Errorf("%d entered and %d rejected, want %d in all, some of each", entered.Load(), n, loops*flowsPerLoop)
+		}
+		if m := maxInside.Load(); m > 2 {
+			t.Errorf("%d flows inside at once, want at most 2", m)
+		}
+		if f := foreign.Load(); f != 0 {
+			t.Errorf("%d of %d waits reported with another obj than the Limiter", f, waits.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // the last period ends
+		probe := asyncsteps.NewTestTool()
+		in := false
+		r := asyncsteps.New(asyncsteps.WithTool(probe))
+		r.Sync(lim, func(steps, ...any) { in = true })
+		r.Promise()
+		probe.Advance(0)
+		if !in {
+			t.Error("the Limiter is not free once every flow has ended")
+		}
+	})
+}
+
+// A nested Sync on a Limiter that the flow holds enters its Mutex again
+// at once, but counts for the rate: with no Burst the Throttle rejects
+// it, and the flow, which recovers, still holds the slot from the outer
+// Sync until it breaks out of its loop from inside the section, which
+// gives the slot back: the flow queued for it gets it then, and is
+// rejected by the Throttle in its turn.
+func TestLimiterNestedRejectionKeepsTheOuterSlot(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+		Concurrent: 1, MaxQueue: asyncsteps.Unlimited, Rate: 1, Period: 100 * time.Millisecond, Burst: 0})
+	a := asyncsteps.New(asyncsteps.WithTool(tt))
+	a.Repeat(3, func(as steps, i int) {
+		as.Sync(lim, func(as steps, _ ...any) {
+			tr.addf("a%d@%d", i, at(tt))
+			as.Sync(lim, tr.step("nested"), func(as steps, code string) {
+				tr.addf("nested:%s:%s", code, as.State().ErrorInfo)
+				as.Success()
+			})
+			as.Add(func(as steps, _ ...any) {
+				as.WaitExternal()
+				tt.Deferred(10*time.Millisecond, func() { as.Success() })
+			})
+			as.Add(func(as steps, _ ...any) { as.Break() })
+		}, func(as steps, code string) { tr.addf("a.onerror:%s@%d", code, at(tt)) })
+	})
+	b := asyncsteps.New(asyncsteps.WithTool(tt))
+	b.Sync(lim, tr.step("b"), func(as steps, code string) {
+		tr.addf("b:%s:%s@%d", code, as.State().ErrorInfo, at(tt))
+	})
+	ra := a.Promise()
+	var rb <-chan asyncsteps.Result
+	tt.Deferred(time.Millisecond, func() { rb = b.Promise() })
+	drive(t, tt)
+	wantTrace(t, &tr, "a0@0,nested:DefenseRejected:Throttle queue limit,a.onerror:LoopBreak@10,"+
+		"b:DefenseRejected:Throttle queue limit@10")
+	wantSuccess(t, result(t, ra))
+	wantCode(t, result(t, rb).Err, asyncsteps.DefenseRejected)
+	syncWantIdle(t, tt)
 }
