@@ -658,7 +658,7 @@ func (l *Loop) shutdown() {
 	// are reported ended, so that whoever learns it finds them given back.
 	l.leaveSections()
 	for _, t := range mustRun {
-		t.run()
+		t.dropped()
 	}
 	for t, ok := l.local.pop(); ok; t, ok = l.local.pop() {
 		if fl, ok := t.(*flow); ok {

@@ -99,11 +99,11 @@ func TestThrottlePeriodOnClosedLoopEnds(t *testing.T) {
 	closed := NewLoop()
 	closed.Close()
 	e := &entry{}
-	if !th.admit(e, nil, closed) || e.state != entryHeld {
+	if !th.admit(e, nil, closed, time.Time{}) || e.state != entryHeld {
 		t.Fatal("the first entry did not enter")
 	}
 	e2 := &entry{}
-	if !th.admit(e2, nil, NewTestTool()) || e2.state != entryHeld {
+	if !th.admit(e2, nil, NewTestTool(), time.Time{}) || e2.state != entryHeld {
 		t.Fatalf("a second entry is refused after the period's loop closed: state %v", e2.state)
 	}
 }

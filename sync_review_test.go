@@ -389,3 +389,41 @@ func TestLimiterNestedRejectionKeepsTheOuterSlot(t *testing.T) {
 	wantCode(t, result(t, rb).Err, asyncsteps.DefenseRejected)
 	syncWantIdle(t, tt)
 }
+
+// A period ends at its end on the clock, whichever comes first at that
+// instant: its timer, or a flow that arrives. With no queue, a flow that
+// arrives exactly as the period ends enters, whether its event runs
+// before the timer's or after it; it was refused when it ran first, as it
+// still would be a nanosecond earlier. So is a flow whose loop runs the
+// timer late: the period is over by the clock all the same.
+func TestThrottleFlowAtThePeriodsEndEntersWithNoQueue(t *testing.T) {
+	for _, arrivalFirst := range []bool{true, false} {
+		var tr tracer
+		tt := asyncsteps.NewTestTool()
+		th := asyncsteps.NewThrottle(1, 100*time.Millisecond, 0)
+		enter := func(name string) {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, at(tt)) },
+				func(as steps, code string) { tr.addf("%s:%s@%d", name, code, at(tt)); as.Success() })
+			r.Execute()
+		}
+		if arrivalFirst { // b's event is queued before the period's timer
+			tt.Deferred(100*time.Millisecond, func() { enter("b") })
+			tt.Deferred(100*time.Millisecond-time.Nanosecond, func() { enter("early") })
+			enter("a")
+		} else {
+			enter("a")
+			tt.Advance(0)
+			tt.Deferred(100*time.Millisecond, func() { enter("b") })
+			tt.Deferred(100*time.Millisecond-time.Nanosecond, func() { enter("early") })
+		}
+		tt.Deferred(150*time.Millisecond, func() { enter("c") }) // b's period runs until 200
+		tt.Deferred(200*time.Millisecond, func() { enter("d") })
+		drive(t, tt)
+		want := "a@0,early:DefenseRejected@99,b@100,c:DefenseRejected@150,d@200"
+		if got := tr.String(); got != want {
+			t.Errorf("arrival first %v:\n got: %s\nwant: %s", arrivalFirst, got, want)
+		}
+		syncWantIdle(t, tt)
+	}
+}

@@ -165,7 +165,7 @@ func (t *TestTool) ResetEvents() {
 	mustRun := t.timers.dropAll()
 	t.mu.Unlock()
 	for _, tk := range mustRun {
-		tk.run()
+		tk.dropped()
 	}
 }
 

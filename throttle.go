@@ -11,7 +11,10 @@ import (
 // come after wait in a first-in, first-out queue. When the period ends, a
 // new one starts if flows are waiting, and up to max of them enter at once.
 // A Throttle whose period ends with nobody waiting goes idle: it keeps no
-// timer armed.
+// timer armed. A period ends at its end on the clock: a flow that comes
+// then, before the timer that ends it has run (both due at one instant of
+// a [TestTool], or a busy loop that runs the timer late), ends it itself,
+// and is not refused for a period that is over.
 //
 // A Throttle counts entries, not flows: a flow that enters twice counts
 // twice, and no entry is ever given back. So a Throttle limits how often
@@ -41,7 +44,15 @@ type Throttle struct {
 	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
 	entered int        // entries in the current period
 	running bool       // a period runs: its timer is armed
-	queue   waitQueue
+	// ends is when the current period ends on the clock of timedOn, the
+	// tool of its timer; zero while unknown (the timer is being armed).
+	ends    time.Time
+	timedOn Tool
+	// outrun is set when a flow that came as the period ended ended it
+	// before its timer ran (see admit): the timer, when it runs, then
+	// times the period that flow began instead of ending it.
+	outrun bool
+	queue  waitQueue
 }
 
 // NewThrottle returns a Throttle that lets at most max flows enter per
@@ -95,67 +106,77 @@ func (*Throttle) holds() *Mutex { return nil }
 
 // enterFor runs as the step that asks to enter, for a Sync called on obj
 // (see Mutex.enterFor). Like Mutex.enterFor, it makes the step wait only
-// when the flow must queue, then tries again.
+// when the flow must queue, then tries again; the second try reads the
+// clock, which may show the period over.
 func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	tool := as.Tool()
-	if t.admit(e, nil, tool) {
+	if t.admit(e, nil, tool, time.Time{}) {
 		return
 	}
+	now := clockOf(tool)
 	as.WaitExternal()
-	if t.admit(e, observeWait(as, obj), tool) {
+	if t.admit(e, observeWait(as, obj), tool, now) {
 		as.Success()
 	}
 }
 
-// admit lets e in, refuses it or, when waiter is not nil, queues it. It
-// reports whether e is settled (in or refused); false means it must wait.
-// The entry that opens a period arms its timer on tool.
-func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool) bool {
+// admit lets e in, or, when waiter is nil (a first try), reports that it
+// cannot yet; else it refuses e or queues it. It reports whether e is
+// settled (in or refused); false means it must wait. A full Throttle whose
+// period is over at now, its timer not run yet, ends the period first (see
+// outrun), so that a flow's fate at the period's end does not hang on the
+// order of two events due at one instant, nor on a loop that runs the
+// timer late. The entry that opens a period arms its timer on tool.
+func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) bool {
+	var admitted []AsyncSteps
 	t.mu.Lock()
+	if waiter != nil && t.entered >= t.perPeriod() && t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends) {
+		admitted = t.nextPeriod(nil)
+		// The timer still armed times the period begun now.
+		t.ends, t.outrun, t.running = now.Add(t.periodLen()), true, true
+	}
+	settled, start := true, false
 	switch {
 	case t.entered < t.perPeriod():
 		t.entered++
 		e.state = entryHeld
-		start := !t.running
+		start = !t.running
 		t.running = true
-		t.mu.Unlock()
-		if start {
-			t.arm(tool)
-		}
-		return true
+	case waiter == nil:
+		settled = false
 	case t.maxQueue.full(t.queue.len()):
 		e.err = &Error{Code: DefenseRejected, Info: "Throttle queue limit"}
-		t.mu.Unlock()
-		return true
-	case waiter == nil:
-		t.mu.Unlock()
-		return false
 	default:
 		e.state = entryQueued
 		e.as = waiter
 		e.tool = tool
 		t.queue.push(e)
-		t.mu.Unlock()
-		return false
+		settled = false
 	}
+	t.mu.Unlock()
+	if start {
+		t.arm(tool)
+	}
+	for _, as := range admitted {
+		as.Success()
+	}
+	return settled
 }
 
-// newPeriod ends the current period, on the loop of the tool that armed
-// it: the waiters at the head of the queue enter, and if any did, a new
-// period starts now and its timer is armed on the tool of the first of
-// them; otherwise the Throttle goes idle.
-func (t *Throttle) newPeriod() {
+// nextPeriod starts the next period, with mu held: the waiters at the head
+// of the queue enter, and are returned to be resumed once mu is released;
+// the Throttle goes idle if none did. The tool of the first of them, when
+// tool is not nil, is set in *tool.
+func (t *Throttle) nextPeriod(tool *Tool) []AsyncSteps {
 	var admitted []AsyncSteps
-	var tool Tool
-	t.mu.Lock()
 	t.entered = 0
 	for t.entered < t.perPeriod() {
 		w := t.queue.pop()
 		if w == nil {
 			break
 		}
-		if tool == nil {
-			tool = w.tool
+		if tool != nil && *tool == nil {
+			*tool = w.tool
 		}
 		t.entered++
 		w.state = entryHeld
@@ -163,32 +184,83 @@ func (t *Throttle) newPeriod() {
 		w.as, w.tool = nil, nil
 	}
 	t.running = t.entered > 0
+	return admitted
+}
+
+// periodOver runs as the current period's timer ends it, on the loop of
+// the tool that armed it, or at once when that timer will never run
+// (dropped): the next period starts now, timed on the tool of the first
+// waiter it lets in, or the Throttle goes idle. A timer that a flow
+// outran (see admit) times the period that flow began instead, unless
+// dropped.
+func (t *Throttle) periodOver(dropped bool) {
+	t.mu.Lock()
+	if t.outrun && !dropped {
+		t.outrun = false
+		tool, ends := t.timedOn, t.ends
+		t.mu.Unlock()
+		t.armUntil(tool, ends)
+		return
+	}
+	t.outrun = false
+	var next Tool
+	admitted := t.nextPeriod(&next)
+	t.ends, t.timedOn = time.Time{}, nil // unknown until next's timer is armed
 	t.mu.Unlock()
 
-	if tool != nil {
-		t.arm(tool)
+	if next != nil {
+		t.arm(next)
 	}
 	for _, as := range admitted {
 		as.Success()
 	}
 }
 
-// arm times the current period on tool. A period whose timer never runs (a
-// Loop closed before or after arming, a TestTool reset) ends at once rather
-// than keep the Throttle full for good: a flow that waits for it may run
-// on another tool.
-func (t *Throttle) arm(tool Tool) {
-	h := schedulerOf(tool).deferred(t.periodLen(), periodEnd{t})
-	if _, closed := h.(deadHandle); closed {
-		t.newPeriod()
+// arm times a period that starts now on tool.
+func (t *Throttle) arm(tool Tool) { t.armUntil(tool, time.Time{}) }
+
+// armUntil times the current period on tool until ends on its clock, or,
+// when ends is zero, for a whole period from now, which it records as the
+// period's end. A period whose timer never runs (a Loop closed before or
+// after arming, a TestTool reset) ends at once rather than keep the
+// Throttle full for good: a flow that waits for it may run on another
+// tool.
+func (t *Throttle) armUntil(tool Tool, ends time.Time) {
+	d := t.periodLen()
+	now := clockOf(tool)
+	if ends.IsZero() {
+		t.mu.Lock()
+		if !now.IsZero() {
+			t.ends = now.Add(d)
+		}
+		t.timedOn = tool
+		t.mu.Unlock()
+	} else if !now.IsZero() {
+		d = ends.Sub(now)
 	}
+	h := schedulerOf(tool).deferred(d, periodEnd{t})
+	if _, closed := h.(deadHandle); closed {
+		t.periodOver(true)
+	}
+}
+
+// clockOf reads tool's clock. A tool of another package whose Now panics
+// gives the zero time, which leaves a period's end unknown: the period
+// then ends with its timer only.
+func clockOf(tool Tool) (now time.Time) {
+	defer func() {
+		if recover() != nil {
+			now = time.Time{}
+		}
+	}()
+	return tool.Now()
 }
 
 // periodEnd is the timer task that ends a Throttle's period.
 type periodEnd struct{ t *Throttle }
 
-func (p periodEnd) run()           { p.t.newPeriod() }
-func (periodEnd) runsWhenDropped() {}
+func (p periodEnd) run()     { p.t.periodOver(false) }
+func (p periodEnd) dropped() { p.t.periodOver(true) }
 
 // leave takes a waiting entry out of the queue. An entry that has entered
 // stays counted in its period: there is nothing to give back.

@@ -175,10 +175,10 @@ func (h *timerHeap) trim() {
 // dropAll drops every timer, as on Close or ResetEvents, and returns the
 // tasks of those that must run at once when dropped (see runsWhenDropped),
 // in no particular order.
-func (h *timerHeap) dropAll() (mustRun []task) {
+func (h *timerHeap) dropAll() (mustRun []runsWhenDropped) {
 	for i, it := range h.items {
-		if _, ok := it.e.t.(runsWhenDropped); ok {
-			mustRun = append(mustRun, it.e.t)
+		if t, ok := it.e.t.(runsWhenDropped); ok {
+			mustRun = append(mustRun, t)
 		}
 		it.e.index = -1
 		it.e.t = nil
@@ -189,13 +189,13 @@ func (h *timerHeap) dropAll() (mustRun []task) {
 	return mustRun
 }
 
-// runsWhenDropped marks a deferred task of this package that runs at once
-// if its timer is dropped before it falls due (its Loop closed, its
-// TestTool reset), because flows on other tools may wait for it: the end
-// of a Throttle's period.
+// runsWhenDropped is a deferred task of this package that runs at once, as
+// dropped, if its timer is dropped before it falls due (its Loop closed,
+// its TestTool reset), because flows on other tools may wait for it: the
+// end of a Throttle's period.
 type runsWhenDropped interface {
 	task
-	runsWhenDropped()
+	dropped()
 }
 
 func (h *timerHeap) less(i, j int) bool {
