@@ -55,7 +55,9 @@ import (
 // the same layout: a period starts at the first entry after idle and arms
 // a timer; up to N enter per period, the others queue; when the period ends
 // a new one starts if flows wait, and up to N of them enter at once, else
-// the Throttle goes idle with no timer. Entries are never given back.
+// the Throttle goes idle with no timer. A flow that finds it full once the
+// period's end has come, before its timer ran, ends the period itself,
+// and the timer then times the one begun. Entries are never given back.
 
 // Result is what the model predicts for a program.
 type Result struct {
@@ -283,8 +285,10 @@ type mutex struct {
 type throttle struct {
 	n, queueMax int
 	period      int64
-	entered     int  // in the current period
-	running     bool // a period runs: its timer is armed
+	entered     int   // in the current period
+	running     bool  // a period runs: its timer is armed
+	ends        int64 // when the current period ends
+	outrun      bool  // a flow ended the period before its timer ran: the timer times the next
 	queue       []*entry
 }
 
@@ -864,7 +868,15 @@ func (m *model) throttleEnter(th *thread, e *entry) (outcome, string) {
 	if !t.running {
 		t.running = true
 		t.entered = 0
+		t.ends = m.now + t.period
 		m.arm(t.period, &timer{kind: tThrottle})
+	}
+	if t.entered >= t.n && m.now >= t.ends {
+		// The period is over, its timer not run yet: the flow ends it,
+		// the waiters first, and the timer times the period begun now.
+		t.outrun = true
+		t.ends = m.now + t.period
+		m.admitWaiters()
 	}
 	if t.entered < t.n {
 		t.entered++
@@ -893,12 +905,25 @@ func (m *model) throttleLeave(e *entry) {
 // that wait, else the Throttle goes idle.
 func (m *model) periodEnd() {
 	t := m.thr
+	if t.outrun {
+		t.outrun = false
+		m.arm(t.ends-m.now, &timer{kind: tThrottle})
+		return
+	}
 	if len(t.queue) == 0 {
 		t.running = false
 		return
 	}
-	t.entered = 0
+	t.ends = m.now + t.period
 	m.arm(t.period, &timer{kind: tThrottle})
+	m.admitWaiters()
+}
+
+// admitWaiters starts a period: the waiters at the head of the queue
+// enter, up to the limit.
+func (m *model) admitWaiters() {
+	t := m.thr
+	t.entered = 0
 	for t.entered < t.n && len(t.queue) > 0 {
 		w := t.queue[0]
 		t.queue = t.queue[1:]
