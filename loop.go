@@ -324,6 +324,19 @@ func (l *Loop) Close() {
 	<-l.done
 }
 
+// Done returns a channel that is closed once the loop has stopped: after
+// [Loop.Close], when the loop's goroutine has run its last callback and
+// exited (Close returns then). No callback of the loop runs after that;
+// those it had accepted and not run never will. For a zero Loop, which
+// never runs anything, the channel is closed already; for the loop of
+// [DefaultTool], which is never closed, it never is.
+func (l *Loop) Done() <-chan struct{} {
+	if l.unmade() {
+		return closedChan
+	}
+	return l.done
+}
+
 // unmade reports whether l is a zero Loop, not made by NewLoop: it has no
 // goroutine, and nothing it is given runs.
 func (l *Loop) unmade() bool { return l.done == nil }

@@ -524,3 +524,49 @@ func TestGoexitInAnUnhandledErrorDuringCloseDropsTheRest(t *testing.T) {
 		}
 	})
 }
+
+// Done is closed once the loop has stopped, not before: not while a
+// callback that called Close still runs, and never on a live loop. A
+// callback the loop accepted and dropped has not run by then, and never
+// runs. A zero Loop's is closed already.
+func TestLoopDoneClosesOnceTheLoopHasStopped(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	in, resume := make(chan struct{}), make(chan struct{})
+	var doneInCallback bool
+	loop.Immediate(func() {
+		close(in)
+		<-resume
+		loop.Close() // the loop stops when this callback returns
+		select {
+		case <-loop.Done():
+			doneInCallback = true
+		default:
+		}
+	})
+	<-in
+	var dropped atomic.Bool
+	h := loop.Immediate(func() { dropped.Store(true) }) // accepted: the loop is not closing yet
+	if !h.IsValid() {
+		t.Fatal("a live loop refused a callback")
+	}
+	select {
+	case <-loop.Done():
+		t.Fatal("Done is closed on a live loop")
+	default:
+	}
+	close(resume)
+	<-loop.Done()
+	if doneInCallback {
+		t.Error("Done was closed while a callback of the loop still ran")
+	}
+	if dropped.Load() || h.IsValid() {
+		t.Errorf("after Done: dropped callback ran %v, handle valid %v; want false, false", dropped.Load(), h.IsValid())
+	}
+	loop.Close() // returns at once: the loop has stopped
+
+	select {
+	case <-new(asyncsteps.Loop).Done():
+	default:
+		t.Error("the Done of a zero Loop is not closed")
+	}
+}
