@@ -97,13 +97,19 @@
 // A closed loop runs nothing more, so two things happen on another thread:
 // the unhandled_error of a flow that its closed loop ends before it began
 // (executed after the loop was closed, or while it was closing), which is
-// called rather than lost; and the cleanups of free called on a root
-// whose loop is closed, once the loop's goroutine has exited. A free (or
-// a success from another thread) that the loop accepted but had not run
-// when it was closed is dropped with the loop's other callbacks (the
-// Mutex, Throttle and Limiter slots its flows hold come back all the same,
-// as for any flow of a closed loop; the cleanups do not run): free the
-// roots before closing their loop.
+// called rather than lost; and what the loop does not run of a free, or of
+// a success or handle_error from another thread, because it was closing
+// or was closed before their turn: once the loop has stopped
+// ([asyncsteps.Loop.Done]), never beside one of its callbacks, and one at
+// a time. For free, the steps of the root's flow that the loop left
+// waiting are released, innermost first: the cancel handler given to
+// setCancel of each is called (as a free on a running loop calls it
+// through the flow's cancel), then the cleanups of its stack memory run;
+// then those of the root's state variables. A success or handle_error the
+// loop did not run releases its step without its cancel handler and
+// cleans up its custom objects. The Mutex, Throttle and Limiter slots the
+// flow holds come back with the loop's close, as for any flow of a closed
+// loop.
 //
 // # Memory
 //

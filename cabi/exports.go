@@ -209,7 +209,10 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		}
 		n.release()
 		n.as.Success(vals...)
-	}, func() { dropArgs(vals, nil) })
+	}, func() {
+		n.release()
+		dropArgs(vals, nil)
+	})
 }
 
 // dropArgs cleans up the custom objects among vals that no step received.
@@ -477,8 +480,8 @@ func cabiFree(bsi *C.FutoInAsyncSteps) {
 // [asyncsteps.Loop]; and so it does when the root was never executed and
 // has no state variable (nothing to wait for). While it waits, a step that
 // blocks its loop until the caller does something deadlocks. If the loop
-// closes meanwhile, FreeWait returns and the cleanups run once the loop's
-// goroutine has exited. A pointer that is not a root is ignored.
+// closes meanwhile, FreeWait returns and the cleanups run once the loop
+// has stopped. A pointer that is not a root is ignored.
 func FreeWait(root unsafe.Pointer) {
 	if n := nodeOf((*C.FutoInAsyncSteps)(root)); n != nil && n.root != nil {
 		n.root.free(true)

@@ -269,7 +269,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             /* Index 7. setCancel: ch(bsi, data) runs once, on the loop, if the
              * step is cancelled (a timeout, an error of a parallel branch, a
              * cancel of the root); the step waits for an external completion.
-             * From the step's own callback. */
+             * (A root freed when its loop was closed before it cancelled the
+             * flow: then it runs on another thread, see free.) From the step's
+             * own callback. */
             void (*setCancel)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -348,7 +350,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * variables and stack memory, on the loop. The pointer is invalid
              * once free returns. From any thread; free roots before their loop
              * ends (the process exits). It returns at once; the cleanups run
-             * later on the loop (futoin_asyncsteps_free_wait waits for them). */
+             * later on the loop (futoin_asyncsteps_free_wait waits for them).
+             * If the loop is closed before it runs them, they run on another
+             * thread once it has stopped: first the cancel handlers and stack
+             * memory cleanups of the steps it left waiting, innermost first. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */

@@ -8,7 +8,9 @@ package cabi
 import "C"
 
 import (
+	"cmp"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,10 @@ type node struct {
 	flow   *flowCtx
 	rootID int64
 	root   *rootObj // kindRoot
+	// kindStep: the State of the flow the step runs in, which tells the
+	// steps of a freed root's flow that its stopped loop left (flowCtx
+	// does not: a clone runs its model's C steps).
+	st *asyncsteps.State
 	// kindParallel made on a root rather than in a step: that root, whose
 	// being idle lets any one thread use the parallel as it uses the root.
 	owner *rootObj
@@ -77,6 +83,9 @@ type stackMem struct {
 
 func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node {
 	n := &node{kind: k, as: as, flow: fc, rootID: rootID}
+	if k == kindStep {
+		n.st = as.State()
+	}
 	n.id = register(n)
 	n.bsi = allocBSI(n.id)
 	return n
@@ -129,6 +138,34 @@ func (n *node) end(failed, byError bool) {
 	n.inputs = nil
 	n.cancelFn = nil
 	n.onSuccess = nil
+}
+
+// releaseLeft releases the steps of the flow whose state is st that its
+// loop left unfinished when it stopped (waiting for an external event, or
+// for their sub-steps): innermost first, the C cancel handler of each, as
+// a free on a running loop runs them through the flow's cancel, then its
+// release. Only for a freed root's flow, once its loop has stopped: the
+// nodes are the loop's until then, and their steps will never go on.
+func releaseLeft(st *asyncsteps.State) {
+	var left []*node
+	registry.mu.Lock()
+	for _, v := range registry.m {
+		if n, ok := v.(*node); ok && n.st == st {
+			left = append(left, n)
+		}
+	}
+	registry.mu.Unlock()
+	slices.SortFunc(left, func(a, b *node) int { return cmp.Compare(b.id, a.id) }) // a sub-step is newer
+	for _, n := range left {
+		if fn := n.cancelFn; fn != nil && !n.released {
+			n.cancelFn = nil
+			n.inCall = true
+			C.cabi_call_cancel(fn, n.bsi, n.cancelData)
+			n.inCall = false
+			n.pending = nil
+		}
+		n.release() // no error handler will run: the stack memory goes now
+	}
 }
 
 // freeStacks runs the cleanups of stack memory, last allocated first, and
@@ -278,6 +315,7 @@ func guard(n *node) {
 type flowCtx struct {
 	tool   asyncsteps.Tool
 	pin    *pinned
+	posts  *loopPosts // nil for a tool that is not a Loop
 	rootID int64
 	res    *flowRes
 
@@ -365,6 +403,9 @@ func flowFor(st *asyncsteps.State, tool asyncsteps.Tool) *flowCtx {
 		flows.m = make(map[weak.Pointer[asyncsteps.State]]*flowCtx)
 	}
 	fc = &flowCtx{tool: tool, pin: pin, rootID: newRootID(), res: &flowRes{key: key}}
+	if l, ok := tool.(*asyncsteps.Loop); ok {
+		fc.posts = postsFor(l)
+	}
 	flows.m[key] = fc
 	runtime.AddCleanup(st, (*flowRes).forget, fc.res)
 	return fc
@@ -404,34 +445,18 @@ func (fc *flowCtx) onLoop() bool {
 	return fc.tool.IsSameThread()
 }
 
-// post runs f on the flow's loop or, if the loop refuses it because it is
-// closing, runs dropped instead, once the loop's goroutine has exited, so
-// that it never runs beside a callback of the flow. At most one of the two
-// runs, and post never waits for either. An Immediate's handle is invalid
-// both when the loop refused the callback and once it has started it: a
-// claim tells the two apart without waiting, and a probe whether the loop
-// is closing keeps dropped from running on a live loop.
-//
-// A callback the loop accepted and then drops, because it was closed
-// before the callback's turn, runs neither.
+// post runs f on the flow's loop or, if the loop does not run it (it
+// refused f because it was closing, or accepted f and was closed before
+// f's turn), runs dropped instead, once the loop has stopped, so that it
+// never runs beside a callback of the flow. At most one of the two runs,
+// and post never waits for either. On a tool that is not a Loop, f is
+// only scheduled: such a tool has no end to wait for.
 func (fc *flowCtx) post(f, dropped func()) {
-	var claimed atomic.Bool
-	claim := func(g func()) {
-		if claimed.CompareAndSwap(false, true) {
-			g()
-		}
-	}
-	if fc.tool.Immediate(func() { claim(f) }).IsValid() || claimed.Load() || !fc.closing() {
-		return // scheduled, or started on a live loop: f runs
-	}
-	l, ok := fc.tool.(*asyncsteps.Loop)
-	if !ok {
+	if fc.posts == nil {
+		fc.tool.Immediate(f)
 		return
 	}
-	go func() {
-		l.Close() // from this goroutine, it waits for the loop's to exit
-		claim(dropped)
-	}()
+	fc.posts.post(f, dropped)
 }
 
 // closing reports whether the flow's tool refuses callbacks: a deferred

@@ -149,23 +149,26 @@ func (ro *rootObj) free(wait bool) {
 			}
 		})
 	}
-	// On a closed loop, clean up once its goroutine has exited.
+	// A loop that does not run the release (it is closing, or was closed
+	// before the release's turn) cleans up once it has stopped, also
+	// after the steps it left: it ran no cancel handler of theirs.
+	stopped := func() {
+		if ro.owned {
+			releaseLeft(ro.root.State())
+		}
+		finish()
+	}
 	fc.post(func() {
 		if ro.owned {
 			ro.root.Cancel()
 			// Cancel posts the cancel of the flow: clean up behind it.
-			fc.post(finish, finish)
+			fc.post(finish, stopped)
 			return
 		}
 		finish()
-	}, finish)
-	if wait && ro.waitsForRelease() && !waitReleased(released, fc) {
-		// A closing loop drops the callbacks it took and had not run:
-		// release once it has stopped (Close waits for that here).
-		go func() {
-			fc.tool.(*asyncsteps.Loop).Close()
-			finish()
-		}()
+	}, stopped)
+	if wait && ro.waitsForRelease() {
+		waitReleased(released, fc)
 	}
 }
 
@@ -188,23 +191,22 @@ func (ro *rootObj) waitsForRelease() bool {
 	return !onLoopGoroutine() && !fc.onLoop()
 }
 
-// waitReleased waits until released is closed, and reports true, or
-// until the loop of fc is closing, and reports false: a closing loop runs
-// the release after its goroutine has exited, or never if it had accepted
-// it (see flowCtx.post), and its last step may itself wait for the caller.
-func waitReleased(released <-chan struct{}, fc *flowCtx) bool {
+// waitReleased waits until released is closed, or until the loop of fc
+// is closing: a closing loop runs the release only once it has stopped
+// (see flowCtx.post), and its last step may itself wait for the caller.
+func waitReleased(released <-chan struct{}, fc *flowCtx) {
 	if fc.closing() {
-		return false
+		return
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-released:
-			return true
+			return
 		case <-tick.C:
 			if fc.closing() {
-				return false
+				return
 			}
 		}
 	}

@@ -386,6 +386,23 @@ static void held1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 void ct_held(FutoInAsyncSteps* root) { ct_add(root, NULL, held1, NULL); }
 void ct_fail_held(void) { held->api->handle_error(held, "Boom", NULL); }
 
+static void held_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    (void)data;
+    LOG("held cancel");
+}
+
+static void held_with_cancel(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    held1(bsi, data, in);
+    bsi->api->setCancel(bsi, NULL, held_cancel);
+}
+
+// ct_held_with_cancel adds a held step (see ct_held) with a cancel handler
+// that logs "held cancel".
+void ct_held_with_cancel(FutoInAsyncSteps* root) { ct_add(root, NULL, held_with_cancel, NULL); }
+
 static void* held_alloc(void* data)
 {
     (void)data;

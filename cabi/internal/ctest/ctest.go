@@ -96,6 +96,10 @@ func EmptySlot(root unsafe.Pointer) { C.ct_empty_slot(bsi(root)) }
 func Held(root unsafe.Pointer)      { C.ct_held(bsi(root)) }
 func FailHeld()                     { C.ct_fail_held() }
 
+// HeldWithCancel adds a step as Held does, with a cancel handler that logs
+// "held cancel".
+func HeldWithCancel(root unsafe.Pointer) { C.ct_held_with_cancel(bsi(root)) }
+
 // StackHeld and StateHeld call stack and stateVariable on the step of
 // Held from the calling thread, and report whether they gave memory.
 func StackHeld() bool               { return C.ct_stack_held() != 0 }

@@ -42,6 +42,7 @@ void ct_go_value(FutoInAsyncSteps* root);
 void ct_empty_slot(FutoInAsyncSteps* root);
 void ct_execute_only(FutoInAsyncSteps* root, const char* data, int which);
 void ct_held(FutoInAsyncSteps* root);
+void ct_held_with_cancel(FutoInAsyncSteps* root);
 void ct_fail_held(void);
 int ct_stack_held(void);
 int ct_state_held(void);

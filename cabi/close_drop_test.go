@@ -1,0 +1,115 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// A free that the loop accepted (it was busy with a step of the flow) and
+// then dropped, because it was closed before the free's turn, still cleans
+// up: once the loop has stopped, the state variable's cleanup runs,
+// exactly once, and not while the step runs. Before, it never ran.
+func TestFreeAcceptedThenDroppedByAClosedLoopCleansUp(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		owned := cabi.New(loop)
+		r := cabi.Wrap(owned).(*asyncsteps.Root)
+		ctest.State(owned) // two C steps that allocate the state variable "counter"
+		in, resume := make(chan struct{}), make(chan struct{})
+		var traceInStep string
+		r.Add(func(asyncsteps.AsyncSteps, ...any) {
+			close(in)
+			<-resume
+			loop.Close() // the loop stops when this step returns, dropping the free
+			// A cleanup that ran as soon as the loop was closing would run
+			// beside this step, which still uses the flow: give it time to.
+			time.Sleep(20 * time.Millisecond)
+			traceInStep = ctest.Trace()
+		})
+		ctest.ExecuteOnly(owned, "x", 1)
+		<-in
+		ctest.Free(owned) // the loop is not closing: it takes the free
+		close(resume)
+		loop.Close() // waits until the loop has stopped
+		if strings.Contains(traceInStep, "cleanup") {
+			t.Errorf("state variable cleaned up while a step of the flow ran:\n%s", traceInStep)
+		}
+		if !ctest.WaitFor("cleanup", 5*time.Second) {
+			t.Fatalf("no cleanup once the loop stopped: %q", ctest.Trace())
+		}
+		want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\ncleanup counter=2\n"
+		if got := ctest.Trace(); got != want {
+			t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+		}
+		if cabi.Wrap(owned) != nil {
+			t.Error("the root is still valid after free")
+		}
+	})
+}
+
+// A waiting C step, freed with its root while a busy loop that is closed
+// before their turn holds the free (and, in one case, a success given to
+// the step from another thread): once the loop has stopped, the step is
+// released, after its cancel handler unless it was completed (its stack
+// memory, in the reference implementation's mode, cleaned up once), and
+// the state variable is cleaned up once; the step after it never runs.
+func TestWaitingStepDroppedByAClosedLoopIsReleasedByFree(t *testing.T) {
+	for _, succeed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "free", true: "success+free"}[succeed], func(t *testing.T) {
+			eachCaller(t, func(t *testing.T, _ bool) { checkWaitingStepDropped(t, succeed) })
+		})
+	}
+}
+
+func checkWaitingStepDropped(t *testing.T, succeed bool) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	owned := cabi.New(loop)
+	r := cabi.Wrap(owned).(*asyncsteps.Root)
+	ctest.State(owned)
+	ctest.HeldWithCancel(owned) // waits until SucceedHeld
+	r.Add(func(asyncsteps.AsyncSteps, ...any) { t.Error("the step after the held one ran") })
+	ctest.ExecuteOnly(owned, "x", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatalf("the held step did not run: %q", ctest.Trace())
+	}
+	in, resume := make(chan struct{}), make(chan struct{})
+	var traceInCallback string
+	loop.Immediate(func() {
+		close(in)
+		<-resume
+		loop.Close()
+		time.Sleep(20 * time.Millisecond) // see TestFreeAcceptedThenDroppedByAClosedLoopCleansUp
+		traceInCallback = ctest.Trace()
+	})
+	<-in
+	if succeed {
+		ctest.SucceedHeld() // accepted, as the free
+	}
+	ctest.Free(owned)
+	close(resume)
+	loop.Close()
+	if strings.Contains(traceInCallback, "cleanup") {
+		t.Errorf("state variable cleaned up while a callback of the loop ran:\n%s", traceInCallback)
+	}
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Fatalf("no cleanup once the loop stopped: %q", ctest.Trace())
+	}
+	want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nheld\nheld cancel\ncleanup counter=2\n"
+	if succeed { // the step completed: nothing to cancel
+		want = "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nheld\ncleanup counter=2\n"
+	}
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+}
