@@ -49,7 +49,16 @@ static void logf_(const char* fmt, ...)
 }
 #define LOG(...) logf_(__VA_ARGS__)
 
-const char* ct_trace(void) { return trace; }
+// ct_trace returns a copy of the trace, taken under the lock (free it):
+// read in place, a line being logged could be seen half written over the
+// stale bytes of an earlier test's trace.
+char* ct_trace(void)
+{
+    pthread_mutex_lock(&mu);
+    char* t = strdup(trace);
+    pthread_mutex_unlock(&mu);
+    return t;
+}
 
 int ct_done(void)
 {

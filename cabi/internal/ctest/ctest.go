@@ -42,7 +42,11 @@ func bsi(p unsafe.Pointer) *C.FutoInAsyncSteps { return (*C.FutoInAsyncSteps)(p)
 func Reset() { C.ct_reset() }
 
 // Trace returns the lines logged by the C side.
-func Trace() string { return C.GoString(C.ct_trace()) }
+func Trace() string {
+	t := C.ct_trace()
+	defer C.free(unsafe.Pointer(t))
+	return C.GoString(t)
+}
 
 // Lines returns the trace as lines.
 func Lines() []string { return strings.Split(strings.TrimSuffix(Trace(), "\n"), "\n") }

@@ -4,7 +4,7 @@
 #include "futoin_asyncsteps.h"
 
 void ct_reset(void);
-const char* ct_trace(void);
+char* ct_trace(void);
 int ct_done(void);
 int ct_cleanups(void);
 void ct_set_strict(int on);
