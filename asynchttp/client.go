@@ -26,16 +26,18 @@ import (
 // 404 or a 503 means. A request that gets no answer fails the step with an
 // [*asyncsteps.Error]:
 //
-//   - InvalidRequest when net/http will not send the request as it is: its
-//     URL has a scheme other than http and https, or none ("example.com/x"),
-//     or no host; its method or a header field cannot be written; it is a
-//     server's request (RequestURI set). The mistake is the caller's, and
-//     another attempt would fail the same: [asyncsteps.Retry] does not
-//     retry it unless told to. The info names the problem and the URL.
-//     (A redirect to such a URL is the server's doing: a CommError.) A
-//     [Handler] answers it 400 if the flow lets it through: a flow whose
-//     URLs come from its configuration, not from its client, should check
-//     them at start, or raise an error of its own;
+//   - InternalError when the request cannot be sent as it is: Get's url
+//     does not parse, or net/http will not send the request, whose URL has
+//     a scheme other than http and https, or none ("example.com/x"), or no
+//     host, whose method or a header field cannot be written, or which is
+//     a server's request (RequestURI set). The info names the problem and
+//     the URL. The URL a step gives a Client is the program's (a
+//     configured upstream), and so is the mistake: a [Handler] answers it
+//     500 and logs it at Error, and [asyncsteps.Retry] does not retry it
+//     unless told to, since every attempt would fail the same. A flow that
+//     builds a URL from its client's input checks it itself and raises
+//     InvalidRequest. A redirect to such a URL is the server's doing: a
+//     CommError;
 //   - ConnectError when the connection could not be made (the dial or the
 //     name lookup failed);
 //   - CommError for any other transport error: the connection broke, the
@@ -87,11 +89,11 @@ type Response struct {
 }
 
 // Get adds a step that sends a GET request for url; see [Client.Do]. A
-// url that does not parse fails the step with InvalidRequest, and is
+// url that does not parse fails the step with InternalError, and is
 // neither sent nor given to Done; one that parses but that net/http will
 // not send (ftp://host/x, a url without a scheme or a host) fails it with
-// InvalidRequest too, given to Done with status 0, as a request with no
-// answer is.
+// InternalError too, given to Done with status 0, as a request with no
+// answer is. Both are the program's mistake (see [Client]).
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	c = c.orZero()
 	// The request is made on the Await goroutine with the step's context:
@@ -99,7 +101,7 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 	return c.add(as, func(ctx context.Context) (any, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return nil, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: " + err.Error(), Cause: err}
+			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: " + err.Error(), Cause: err}
 		}
 		return c.send(ctx, req)
 	}, onerror)
@@ -114,9 +116,10 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 // http.NewRequest does for the usual body types: without it, as with
 // net/http, a later attempt sends what the first left of the body, which
 // is nothing: a CommError when req.ContentLength announced the body, an
-// empty body the server accepts when it did not. A nil req fails the step
-// with InternalError, and one without a URL with InvalidRequest; neither
-// is sent nor given to Done.
+// empty body the server accepts when it did not. A nil req, or one
+// without a URL, fails the step with InternalError, and is neither sent
+// nor given to Done; one that net/http will not send fails it with
+// InternalError too, given to Done (see [Client]).
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	c = c.orZero()
 	return c.add(as, func(ctx context.Context) (any, error) {
@@ -124,7 +127,7 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 		case req == nil:
 			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Do: nil request"}
 		case req.URL == nil:
-			return nil, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: Do: request without a URL"}
+			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Do: request without a URL"}
 		}
 		out := req.Clone(ctx)
 		if req.Body != nil && req.GetBody != nil {
@@ -169,8 +172,10 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 	hr, err := c.httpClient().Do(req)
 	if err != nil {
 		if problem := refusal(req, err); problem != "" && ctx.Err() == nil {
-			// Not a CommError, which the default of Retry retries in vain.
-			return nil, 0, &asyncsteps.Error{Code: asyncsteps.InvalidRequest, Info: "asynchttp: " + problem, Cause: err}
+			// Not a CommError, which the default of Retry retries in vain,
+			// nor an InvalidRequest, which a Handler answers 400 unlogged:
+			// the URL is the program's, and so is the mistake.
+			return nil, 0, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: " + problem, Cause: err}
 		}
 		return nil, 0, transportError(ctx, err)
 	}
@@ -228,8 +233,8 @@ const maxExactBody = 64 << 10
 // is net/http's refusal to send it at all: a URL whose scheme it does not
 // speak or without a host, a method or a header field it cannot write, a
 // request made for a server (RequestURI set); "" for any other error.
-// Such a request is the caller's mistake, which no retry mends: an
-// InvalidRequest, not a CommError. net/http tells these errors only by
+// Such a request is the program's mistake, which no retry mends: an
+// InternalError, not a CommError. net/http tells these errors only by
 // their text; the URL of req is checked as well, so that the same refusal
 // of a redirect's URL, chosen by the server, stays a CommError. A
 // RoundTripper registered for another scheme answers for itself.

@@ -1,24 +1,31 @@
 package asynchttp_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/asynchttp"
 )
 
-// A request net/http will not send as it is (a URL of another scheme or
-// none, without a host, a header it cannot write, a server's request) is
-// the caller's mistake: InvalidRequest, which Retry does not retry, with
-// an info naming the problem and the URL. It was a CommError, attempted
-// again by every retry loop. Done sees it, as any request with no answer.
-func TestClientRefusedRequestIsInvalidRequest(t *testing.T) {
+// A URL that does not parse, or a request net/http will not send as it
+// is (a URL of another scheme or none, without a host, a header it cannot
+// write, a server's request), is the program's mistake: InternalError,
+// which Retry does not retry, with an info naming the problem and the URL
+// and the Go error as Cause. The refusal was a CommError, attempted again
+// by every retry loop, then an InvalidRequest, as the unparsed URL was,
+// which a Handler answers 400 without a log line. Done sees a refused
+// request, as any request with no answer, and no URL that did not parse.
+func TestClientRequestItCannotSendIsInternalError(t *testing.T) {
 	get := func(url string) func(c *asynchttp.Client, as asyncsteps.AsyncSteps) {
 		return func(c *asynchttp.Client, as asyncsteps.AsyncSteps) { c.Get(as, url) }
 	}
@@ -35,34 +42,102 @@ func TestClientRefusedRequestIsInvalidRequest(t *testing.T) {
 		name string
 		send func(c *asynchttp.Client, as asyncsteps.AsyncSteps)
 		info string
+		done string // what Done saw
 	}{
-		{"ftp", get("ftp://example.invalid/f"), `Get "ftp://example.invalid/f": URL scheme "ftp" not supported (http or https)`},
-		{"no scheme", get("example.invalid/n"), `Get "example.invalid/n": URL without a scheme (http or https)`},
-		{"empty", get(""), `Get "": URL without a scheme (http or https)`},
-		{"no host", get("http:///h"), `Get "http:///h": URL without a host`},
-		{"password hidden", get("ftp://u:secret@example.invalid/p"), `Get "ftp://u:***@example.invalid/p": URL scheme "ftp" not supported (http or https)`},
-		{"header", do(badHeader), `Get "http://example.invalid/h": net/http: invalid header field value for "X-Bad"`},
-		{"method", do(badMethod), `Bad method "http://example.invalid/h": net/http: invalid method "BAD METHOD"`},
+		{"unparsed", get("http://[::1/p"), `parse "http://[::1/p": missing ']' in host`, ""},
+		{"unparsed control byte", get("http://example.invalid/\x7f"), `parse "http://example.invalid/\x7f": net/url: invalid control character in URL`, ""},
+		{"ftp", get("ftp://example.invalid/f"), `Get "ftp://example.invalid/f": URL scheme "ftp" not supported (http or https)`, "/f 0 InternalError"},
+		{"no scheme", get("example.invalid/n"), `Get "example.invalid/n": URL without a scheme (http or https)`, "example.invalid/n 0 InternalError"},
+		{"empty", get(""), `Get "": URL without a scheme (http or https)`, " 0 InternalError"},
+		{"no host", get("http:///h"), `Get "http:///h": URL without a host`, "/h 0 InternalError"},
+		{"password hidden", get("ftp://u:secret@example.invalid/p"), `Get "ftp://u:***@example.invalid/p": URL scheme "ftp" not supported (http or https)`, "/p 0 InternalError"},
+		{"header", do(badHeader), `Get "http://example.invalid/h": net/http: invalid header field value for "X-Bad"`, "/h 0 InternalError"},
+		{"method", do(badMethod), `Bad method "http://example.invalid/h": net/http: invalid method "BAD METHOD"`, "/h 0 InternalError"},
 		{"server's request", do(httptest.NewRequest(http.MethodGet, "http://example.invalid/s", nil)),
-			`Get "http://example.invalid/s": http: Request.RequestURI can't be set in client requests`},
+			`Get "http://example.invalid/s": http: Request.RequestURI can't be set in client requests`, "/s 0 InternalError"},
 	}
 	loop := newLoop(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var e ends
 			c := &asynchttp.Client{Done: e.done}
+			attempts := 0
 			_, err := runFlow(loop, func(as asyncsteps.AsyncSteps) {
-				asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, func(as asyncsteps.AsyncSteps, _ int) { tc.send(c, as) })
+				asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, func(as asyncsteps.AsyncSteps, _ int) {
+					attempts++
+					tc.send(c, as)
+				})
 			})
-			var fe *asyncsteps.Error
-			if want := "asynchttp: " + tc.info; !errors.As(err, &fe) || fe.Code != asyncsteps.InvalidRequest || fe.Info != want {
-				t.Errorf("flow error %v, want InvalidRequest: %s", err, want)
+			if got, want := flowError(err), "InternalError: asynchttp: "+tc.info; got != want {
+				t.Errorf("flow error %q, want %q", got, want)
 			}
-			if got := e.get(); strings.Count(got, ";") != 0 || !strings.HasSuffix(got, " 0 InvalidRequest") {
-				t.Errorf("Done: %q, want one request, status 0, InvalidRequest", got)
+			var cause *url.Error
+			if !errors.As(err, &cause) {
+				t.Errorf("flow error %#v, want one caused by a *url.Error", err)
+			}
+			if attempts != 1 {
+				t.Errorf("%d attempts, want 1", attempts)
+			}
+			if got := e.get(); got != tc.done {
+				t.Errorf("Done: %q, want %q", got, tc.done)
 			}
 		})
 	}
+}
+
+// A flow whose Client is given a URL it cannot send fails with the
+// program's mistake: the Handler answers 500 "see the server log" and
+// logs the URL's problem at Error for the operator, instead of a 400
+// that blamed the client and logged nothing.
+func TestHandlerAnswersAClientsBadURLWith500(t *testing.T) {
+	loop := newLoop(t)
+	for _, tc := range []struct{ name, url, log string }{
+		{"unparsed", "http://[::1/price",
+			`level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
+				`info="asynchttp: parse \"http://[::1/price\": missing ']' in host" ` +
+				`cause="InternalError: asynchttp: parse \"http://[::1/price\": missing ']' in host"` + "\n"},
+		{"refused", "ftp://example.invalid/price",
+			`level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
+				`info="asynchttp: Get \"ftp://example.invalid/price\": URL scheme \"ftp\" not supported (http or https)" ` +
+				`cause="InternalError: asynchttp: Get \"ftp://example.invalid/price\": URL scheme \"ftp\" not supported (http or https)"` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, logs := loggedWithoutTime()
+			var c asynchttp.Client
+			h := &asynchttp.Handler{
+				Tool:   func() asyncsteps.Tool { return loop },
+				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, tc.url) },
+				Logger: logger,
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote", nil))
+			if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
+				t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
+			}
+			if got := logs(); got != tc.log {
+				t.Errorf("log\n%s\nwant\n%s", got, tc.log)
+			}
+		})
+	}
+}
+
+// loggedWithoutTime is logged with no time in the lines, which a test
+// can then compare whole.
+func loggedWithoutTime() (*slog.Logger, func() string) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	read := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+	noTime := func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{ReplaceAttr: noTime})), read
 }
 
 // The same refusal of a redirect's URL is the server's doing, not the

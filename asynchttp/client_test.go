@@ -272,7 +272,7 @@ func TestClientTransportErrorsHaveFutoInCodes(t *testing.T) {
 		{"body too long", long.URL, asyncsteps.CommError},
 		{"chunked body too long", longChunked.URL, asyncsteps.CommError},
 		{"body cut short", cutShort.URL, asyncsteps.CommError},
-		{"bad url", "http://[::1", asyncsteps.InvalidRequest},
+		{"bad url", "http://[::1", asyncsteps.InternalError},
 	}
 	loop := newLoop(t)
 	for _, tc := range tests {

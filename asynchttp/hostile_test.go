@@ -185,7 +185,7 @@ func TestClientDoRefusesARequestItCannotSend(t *testing.T) {
 		code, info string
 	}{
 		{"nil", nil, asyncsteps.InternalError, "asynchttp: Do: nil request"},
-		{"no URL", &http.Request{Method: http.MethodGet}, asyncsteps.InvalidRequest, "asynchttp: Do: request without a URL"},
+		{"no URL", &http.Request{Method: http.MethodGet}, asyncsteps.InternalError, "asynchttp: Do: request without a URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
