@@ -1,7 +1,6 @@
 package asynchttp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -124,20 +122,13 @@ func TestHandlerAnswersAClientsBadURLWith500(t *testing.T) {
 // loggedWithoutTime is logged with no time in the lines, which a test
 // can then compare whole.
 func loggedWithoutTime() (*slog.Logger, func() string) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	read := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
 	noTime := func(groups []string, a slog.Attr) slog.Attr {
 		if len(groups) == 0 && a.Key == slog.TimeKey {
 			return slog.Attr{}
 		}
 		return a
 	}
-	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{ReplaceAttr: noTime})), read
+	return loggedWith(&slog.HandlerOptions{ReplaceAttr: noTime})
 }
 
 // The same refusal of a redirect's URL is the server's doing, not the

@@ -21,7 +21,10 @@ const internalAnswer = `{"error":"InternalError","info":"internal error, see the
 
 // logged returns a logger that writes text lines to a buffer, and a function
 // that reads them.
-func logged() (*slog.Logger, func() string) {
+func logged() (*slog.Logger, func() string) { return loggedWith(nil) }
+
+// loggedWith is logged with the handler options opts.
+func loggedWith(opts *slog.HandlerOptions) (*slog.Logger, func() string) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	read := func() string {
@@ -29,7 +32,7 @@ func logged() (*slog.Logger, func() string) {
 		defer mu.Unlock()
 		return buf.String()
 	}
-	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)), read
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, opts)), read
 }
 
 // A status that net/http refuses, or that is not final, in a Reply or in
