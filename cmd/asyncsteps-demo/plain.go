@@ -155,6 +155,13 @@ type attemptError struct {
 	retry bool
 }
 
+// bodyTooLong is the failure of an upstream body longer than
+// maxUpstreamBody: as asynchttp.Client fails it in the flows gateway, a
+// CommError, retried.
+func bodyTooLong() *attemptError {
+	return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}, retry: true}
+}
+
 // attempt makes one upstream request.
 func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quote, *attemptError) {
 	ctx, cancel := context.WithTimeout(parent, g.cfg.AttemptTimeout)
@@ -168,14 +175,17 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		return quote{}, g.transportError(parent, ctx, err)
 	}
 	defer resp.Body.Close()
+	if resp.ContentLength > maxUpstreamBody {
+		// Announced too long: failed before its bytes come, as
+		// asynchttp.Client fails it in the flows gateway.
+		return quote{}, bodyTooLong()
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	if err != nil {
 		return quote{}, g.transportError(parent, ctx, err)
 	}
 	if len(body) > maxUpstreamBody {
-		// As asynchttp.Client fails it in the flows gateway: a CommError,
-		// retried.
-		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}, retry: true}
+		return quote{}, bodyTooLong()
 	}
 	if resp.StatusCode != http.StatusOK {
 		e, again := answerError(symbol, resp.StatusCode)

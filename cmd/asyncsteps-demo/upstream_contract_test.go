@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -51,23 +52,31 @@ func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
 
 // A redirect is not followed: the upstream contract has none, so it is a
 // broken upstream, 502, asked once. A body longer than 1 MiB is a
-// CommError retried, in both gateways alike.
+// CommError retried, in both gateways alike; one announced so fails
+// before its bytes come, even if they never do.
 func TestQuoteUpstreamRedirectAndHugeBody(t *testing.T) {
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
 			g, asked := gatewayBeforeUpstream(t, impl, func(w http.ResponseWriter, req *http.Request, symbol string) {
-				if symbol == "LOOP" {
+				switch symbol {
+				case "LOOP":
 					http.Redirect(w, req, req.URL.String(), http.StatusFound)
-					return
+				case "HELD":
+					w.Header().Set("Content-Length", strconv.Itoa(1<<20+1))
+					w.WriteHeader(http.StatusOK)
+					w.(http.Flusher).Flush()
+					<-req.Context().Done()
+				default:
+					w.Write(make([]byte, 1<<20+1))
 				}
-				w.Write(make([]byte, 1<<20+1))
 			})
 			wantAnswer(t, g.get("?symbols=LOOP"), 502, "", errBody("CommError", "upstream answered 302 for LOOP"))
 			wantAnswer(t, g.get("?symbols=BIG"), 502, "", errBody("CommError", "asynchttp: response body longer than MaxBody"))
-			if n := asked(); n["LOOP"] != 1 || n["BIG"] != 4 {
-				t.Errorf("asked %v, want LOOP once and BIG 4 times", n)
+			wantAnswer(t, g.get("?symbols=HELD"), 502, "", errBody("CommError", "asynchttp: response body longer than MaxBody"))
+			if n := asked(); n["LOOP"] != 1 || n["BIG"] != 4 || n["HELD"] != 4 {
+				t.Errorf("asked %v, want LOOP once, BIG and HELD 4 times", n)
 			}
-			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"CommError": 2}})
+			checkCounters(t, g.gw.stats, counters{started: 3, finished: map[string]int64{"CommError": 3}})
 		})
 	}
 }
