@@ -2,7 +2,6 @@ package otelsteps
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -131,20 +130,19 @@ func histogram(meter metric.Meter, name, desc string) metric.Float64Histogram {
 	return h
 }
 
-// flowStartKey keys, in a flow's context, the time.Time its FlowStart hook
-// read; nil in the context of an Await function, so that a flow that the
-// function runs does not take its outer flow's start for its own.
-type flowStartKey struct{}
-
-// observe adds the metrics to the hooks h that trace, and a SyncWait hook.
-// A flow is counted before its span starts, and its end before its span
-// ends: a span's end is deferred, so that a meter that panics does not
-// leave it open. The hooks must be h's own, as Hooks made them.
-func (m *meters) observe(h *asyncsteps.Hooks) {
-	flowStart, flowEnd, stepError, awaitStart := h.FlowStart, h.FlowEnd, h.StepError, h.AwaitStart
+// observe adds the metrics to the hooks h that trace with t, and a
+// SyncWait hook. A flow is counted before its span starts, and its end
+// before its span ends: a span's end is deferred, so that a meter that
+// panics does not leave it open. The hooks must be h's own, as Hooks made
+// them. The start of a flow is kept in its flowContext, and masked in the
+// context of an Await function, so that a flow that the function runs,
+// whose FlowStart hook fails, does not take its outer flow's start for its
+// own.
+func (m *meters) observe(h *asyncsteps.Hooks, t tracer) {
+	flowEnd, stepError, awaitStart := h.FlowEnd, h.StepError, h.AwaitStart
 	h.FlowStart = func(ctx context.Context) context.Context {
 		m.started.Add(ctx, 1)
-		return flowStart(context.WithValue(ctx, flowStartKey{}, time.Now()))
+		return t.startFlow(ctx, time.Now())
 	}
 	h.FlowEnd = func(ctx context.Context, err error) {
 		defer flowEnd(ctx, err)
@@ -155,7 +153,7 @@ func (m *meters) observe(h *asyncsteps.Hooks) {
 		m.stepFailed.Add(ctx, 1, m.ofCode(err.Code).add...)
 	}
 	h.AwaitStart = func(ctx context.Context) context.Context {
-		return context.WithValue(awaitStart(ctx), flowStartKey{}, nil)
+		return context.WithValue(awaitStart(ctx), flowKey{}, (*flowContext)(nil))
 	}
 	h.SyncWait = m.syncWaited
 }
@@ -165,18 +163,17 @@ func (m *meters) observe(h *asyncsteps.Hooks) {
 // which left it the context it began with.
 func (m *meters) flowEnded(ctx context.Context, err error) {
 	var o measures
-	var e *asyncsteps.Error
-	switch {
+	switch e := errorOf(err); {
 	case err == nil:
 		o = m.success
-	case errors.As(err, &e):
+	case e != nil:
 		o = m.ofCode(e.Code)
 	default: // a cancel, as the spans say
 		o = m.canceled
 	}
 	m.ended.Add(ctx, 1, o.add...)
-	if start, ok := ctx.Value(flowStartKey{}).(time.Time); ok {
-		m.duration.Record(ctx, time.Since(start).Seconds(), o.record...)
+	if f := ownFlow(ctx); f != nil && !f.start.IsZero() {
+		m.duration.Record(ctx, time.Since(f.start).Seconds(), o.record...)
 	}
 }
 

@@ -57,13 +57,17 @@
 // So that an application cannot grow the number of series, the code of
 // an error is one of FTN12's standard codes ([asyncsteps.CommError] and
 // the others), or [OtherCode]. Without a MeterProvider the hooks are the
-// tracing hooks alone, and cost nothing more.
+// tracing hooks alone, and cost nothing more. With one, a flow allocates
+// what its tracing does, and one object more for each Await (with the
+// SDK's meter, once a series has its first measure).
 package otelsteps
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -130,7 +134,7 @@ func Hooks(c Config) *asyncsteps.Hooks {
 		AwaitEnd:   awaitEnd,
 	}
 	if m := newMeters(c); m != nil {
-		m.observe(h)
+		m.observe(h, t)
 	}
 	return h
 }
@@ -150,12 +154,48 @@ func isNil(v any) bool {
 
 type tracer struct{ trace.Tracer }
 
-// flowSpanKey keys the span of a flow in the flow's context.
-type flowSpanKey struct{}
+// flowKey keys the flowContext of a flow in the flow's context.
+type flowKey struct{}
+
+// flowContext is a flow's context: the one FlowStart got, with the flow's
+// span and, with metrics, the time the flow began. It is one allocation
+// where context.WithValue of the span and of a boxed time.Time would be
+// three. A nil *flowContext under flowKey masks an outer flow's.
+type flowContext struct {
+	context.Context
+	span  trace.Span
+	start time.Time // zero without metrics
+}
+
+func (c *flowContext) Value(key any) any {
+	if key == (flowKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context as the context package names its own, not as
+// the one it embeds.
+func (c *flowContext) String() string {
+	return fmt.Sprint(c.Context) + ".WithValue(otelsteps.flowKey, flow)"
+}
 
 func (t tracer) flowStart(ctx context.Context) context.Context {
+	return t.startFlow(ctx, time.Time{})
+}
+
+// startFlow starts the span of a flow that began at start (zero when not
+// measured), a child of ctx's.
+func (t tracer) startFlow(ctx context.Context, start time.Time) context.Context {
 	ctx, span := t.Start(ctx, FlowSpan)
-	return context.WithValue(ctx, flowSpanKey{}, span)
+	return &flowContext{Context: ctx, span: span, start: start}
+}
+
+// ownFlow returns the flowContext of the flow whose context is ctx,
+// if ctx holds one.
+func ownFlow(ctx context.Context) *flowContext {
+	c, _ := ctx.Value(flowKey{}).(*flowContext)
+	return c
 }
 
 // flowSpan returns the span of the flow whose context is ctx. ok is false
@@ -165,11 +205,11 @@ func (t tracer) flowStart(ctx context.Context) context.Context {
 // the flow), and neither is this flow's to fail or end.
 func flowSpan(ctx context.Context) (span trace.Span, ok bool) {
 	span = trace.SpanFromContext(ctx)
-	own, _ := ctx.Value(flowSpanKey{}).(trace.Span)
+	own := ownFlow(ctx)
 	if own == nil {
 		return nil, false
 	}
-	a, b := own.SpanContext(), span.SpanContext()
+	a, b := own.span.SpanContext(), span.SpanContext()
 	return span, a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()
 }
 
@@ -183,9 +223,8 @@ func flowEnd(ctx context.Context, err error) {
 	if !ok {
 		return
 	}
-	var e *asyncsteps.Error
-	switch {
-	case errors.As(err, &e):
+	switch e := errorOf(err); {
+	case e != nil:
 		fail(span, e)
 	case err != nil: // a cancel: not an error of the flow
 		span.SetAttributes(CanceledKey.Bool(true))
@@ -214,6 +253,18 @@ func stepError(ctx context.Context, err *asyncsteps.Error) {
 		span.AddEvent(StepErrorEvent,
 			trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
 	}
+}
+
+// errorOf returns the *asyncsteps.Error err is or wraps, nil if none.
+// The core passes it unwrapped, and the type assertion spares the heap
+// allocation of errors.As's target.
+func errorOf(err error) *asyncsteps.Error {
+	if e, ok := err.(*asyncsteps.Error); ok || err == nil {
+		return e
+	}
+	var e *asyncsteps.Error
+	errors.As(err, &e)
+	return e
 }
 
 func fail(span trace.Span, err *asyncsteps.Error) {
