@@ -9,20 +9,25 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// loopPosts keeps, for one Loop, the callbacks posted to it (see
-// flowCtx.post) from their post until the loop runs them. A closing Loop
-// drops the callbacks it accepted and had not run, and refuses later ones:
-// once it has stopped, a single goroutine per loop runs the fallback of
-// each callback still kept, so that the cleanups of a free, say, run all
-// the same, after the loop's last callback and never beside it.
+// loopCtx is what cabi keeps of one Loop, from the first flow made on it
+// until it has stopped: the pin of its thread (see pinLoop) and the
+// callbacks posted to it (see flowCtx.post) from their post until the loop
+// runs them. A closing Loop drops the callbacks it accepted and had not
+// run, and refuses later ones: once it has stopped, a single goroutine per
+// loop forgets it and runs the fallback of each callback still kept, so
+// that the cleanups of a free, say, run all the same, after the loop's
+// last callback and never beside it.
 //
 // A post whose callback runs costs a lock to link it and one to unlink it:
 // no goroutine, no channel.
-type loopPosts struct {
+type loopCtx struct {
 	loop       *asyncsteps.Loop
+	pinOnce    sync.Once
+	pin        *pinned
 	mu         sync.Mutex
 	head, tail *posted // in the order posted
 	stopped    bool    // the loop has stopped: its watcher took the list
+	forgotten  bool    // under flows.mu: the watcher dropped the loop's flows
 }
 
 // posted is one callback posted to a loop, with its fallback. Whichever
@@ -31,13 +36,14 @@ type posted struct {
 	claimed    atomic.Bool
 	f, dropped func()
 	prev, next *posted
-	in         *loopPosts
+	in         *loopCtx
 }
 
 var (
-	// postsOf holds the loopPosts of each Loop that cabi posts to, from
-	// its first post until it has stopped.
-	postsOf sync.Map // *asyncsteps.Loop -> *loopPosts
+	// loops holds the loopCtx of each Loop that a C flow runs on, until
+	// the loop has stopped: then its watcher forgets it, so that a
+	// program that makes and closes loops does not keep every closed one.
+	loops sync.Map // *asyncsteps.Loop -> *loopCtx
 
 	// afterStop makes the fallbacks run one at a time, also those of posts
 	// to loops that had stopped already: they touch the state of a flow
@@ -45,28 +51,32 @@ var (
 	afterStop sync.Mutex
 )
 
-// postsFor returns the loopPosts of l, made and watched on first use.
-func postsFor(l *asyncsteps.Loop) *loopPosts {
-	if v, ok := postsOf.Load(l); ok {
-		return v.(*loopPosts)
+// loopFor returns the loopCtx of l, made and watched on first use. On a
+// loop that has stopped it is made all the same, and forgotten at once.
+func loopFor(l *asyncsteps.Loop) *loopCtx {
+	if v, ok := loops.Load(l); ok {
+		return v.(*loopCtx)
 	}
-	v, loaded := postsOf.LoadOrStore(l, &loopPosts{loop: l})
-	p := v.(*loopPosts)
+	v, loaded := loops.LoadOrStore(l, &loopCtx{loop: l})
+	p := v.(*loopCtx)
 	if !loaded {
 		go p.watch()
 	}
 	return p
 }
 
-// watch waits until the loop has stopped, then runs the fallback of every
-// callback the loop did not run.
-func (lp *loopPosts) watch() {
+// watch waits until the loop has stopped, forgets it, then runs the
+// fallback of every callback the loop did not run.
+func (lp *loopCtx) watch() {
 	<-lp.loop.Done()
 	lp.mu.Lock()
 	left := lp.head
 	lp.head, lp.tail, lp.stopped = nil, nil, true
 	lp.mu.Unlock()
-	postsOf.CompareAndDelete(lp.loop, lp) // a post from now on finds lp stopped, through its flow
+	// A flow made from now on gets a loopCtx of its own, watched again; one
+	// made before posts through lp, and finds it stopped.
+	loops.CompareAndDelete(lp.loop, lp)
+	lp.forgetFlows()
 	for p := left; p != nil; {
 		next := p.next
 		p.prev, p.next = nil, nil
@@ -75,10 +85,27 @@ func (lp *loopPosts) watch() {
 	}
 }
 
+// forgetFlows drops the loop's flows from flows once it has stopped. An
+// entry keeps its Loop, and a Loop may still reach the State of a flow
+// that ran on it (its engine's pools keep objects of the last steps),
+// whose going the entry waits for: neither would ever go. A flow made on
+// the loop from now on is not kept in flows (see flowFor): nothing will
+// run it.
+func (lp *loopCtx) forgetFlows() {
+	flows.mu.Lock()
+	defer flows.mu.Unlock()
+	lp.forgotten = true
+	for key, fc := range flows.m {
+		if fc.loop == lp {
+			delete(flows.m, key)
+		}
+	}
+}
+
 // post schedules f on the loop, and keeps dropped in case the loop drops
 // or refuses f; on a loop that has stopped, dropped runs at once, on a
 // goroutine of its own.
-func (lp *loopPosts) post(f, dropped func()) {
+func (lp *loopCtx) post(f, dropped func()) {
 	p := &posted{f: f, dropped: dropped, in: lp}
 	if !lp.link(p) {
 		go p.drop()
@@ -89,7 +116,7 @@ func (lp *loopPosts) post(f, dropped func()) {
 }
 
 // link appends p to the list; false once the loop has stopped.
-func (lp *loopPosts) link(p *posted) bool {
+func (lp *loopCtx) link(p *posted) bool {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if lp.stopped {
@@ -106,7 +133,7 @@ func (lp *loopPosts) link(p *posted) bool {
 }
 
 // unlink takes p out of the list, unless watch has taken the list.
-func (lp *loopPosts) unlink(p *posted) {
+func (lp *loopCtx) unlink(p *posted) {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if lp.stopped {

@@ -315,7 +315,7 @@ func guard(n *node) {
 type flowCtx struct {
 	tool   asyncsteps.Tool
 	pin    *pinned
-	posts  *loopPosts // nil for a tool that is not a Loop
+	loop   *loopCtx // nil for a tool that is not a Loop
 	rootID int64
 	res    *flowRes
 
@@ -378,7 +378,7 @@ func newRootID() int64 { return rootIDs.Add(1) }
 
 // flows maps the State of a flow to its flowCtx, so that Binary finds the
 // context of a Go step inside a C flow. Keys are weak: a flow's entry goes
-// when its State does.
+// when its State does, or when its Loop has stopped.
 var flows struct {
 	mu sync.Mutex
 	m  map[weak.Pointer[asyncsteps.State]]*flowCtx
@@ -393,7 +393,12 @@ func flowFor(st *asyncsteps.State, tool asyncsteps.Tool) *flowCtx {
 	if fc != nil {
 		return fc
 	}
-	pin := pinTool(tool) // may wait for the loop: not under flows.mu
+	var lp *loopCtx // nil for a tool that is not a Loop: a TestTool runs on whoever drives it
+	var pin *pinned
+	if l, ok := tool.(*asyncsteps.Loop); ok {
+		lp = loopFor(l)
+		pin = lp.pinLoop() // may wait for the loop: not under flows.mu
+	}
 	flows.mu.Lock()
 	defer flows.mu.Unlock()
 	if fc := flows.m[key]; fc != nil {
@@ -402,11 +407,10 @@ func flowFor(st *asyncsteps.State, tool asyncsteps.Tool) *flowCtx {
 	if flows.m == nil {
 		flows.m = make(map[weak.Pointer[asyncsteps.State]]*flowCtx)
 	}
-	fc = &flowCtx{tool: tool, pin: pin, rootID: newRootID(), res: &flowRes{key: key}}
-	if l, ok := tool.(*asyncsteps.Loop); ok {
-		fc.posts = postsFor(l)
+	fc = &flowCtx{tool: tool, pin: pin, loop: lp, rootID: newRootID(), res: &flowRes{key: key}}
+	if lp == nil || !lp.forgotten {
+		flows.m[key] = fc // else its loop has stopped (see loopCtx.forgetFlows)
 	}
-	flows.m[key] = fc
 	runtime.AddCleanup(st, (*flowRes).forget, fc.res)
 	return fc
 }
@@ -452,11 +456,11 @@ func (fc *flowCtx) onLoop() bool {
 // and post never waits for either. On a tool that is not a Loop, f is
 // only scheduled: such a tool has no end to wait for.
 func (fc *flowCtx) post(f, dropped func()) {
-	if fc.posts == nil {
+	if fc.loop == nil {
 		fc.tool.Immediate(f)
 		return
 	}
-	fc.posts.post(f, dropped)
+	fc.loop.post(f, dropped)
 }
 
 // closing reports whether the flow's tool refuses callbacks: a deferred

@@ -18,7 +18,6 @@ import "C"
 import (
 	"runtime"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,28 +84,20 @@ func onLoopGoroutine() bool {
 	return marked
 }
 
-type pinEntry struct {
-	once sync.Once
-	pin  *pinned
-}
-
-var pins sync.Map // *asyncsteps.Loop -> *pinEntry
-
-// pinTool locks the goroutine of t to its OS thread, once per loop, and
-// returns the thread. It returns nil for a tool that is not an
-// [asyncsteps.Loop] (a TestTool runs on whoever drives it) and for a closed
-// loop. Off the loop it waits until the loop has run the pinning callback.
-func pinTool(t asyncsteps.Tool) *pinned {
-	l, ok := t.(*asyncsteps.Loop)
-	if !ok {
-		return nil
-	}
-	v, _ := pins.LoadOrStore(l, &pinEntry{})
-	e := v.(*pinEntry)
-	e.once.Do(func() {
+// pinLoop locks the goroutine of the loop to its OS thread, once per
+// loop, and returns the thread; nil for a closed loop. Off the loop it
+// waits until the loop has run the pinning callback.
+func (lp *loopCtx) pinLoop() *pinned {
+	lp.pinOnce.Do(func() {
+		l := lp.loop
+		select {
+		case <-l.Done():
+			return // stopped: nothing to pin, and no callback to wait for
+		default:
+		}
 		pin := func() *pinned { return newPinned(l) }
 		if l.IsSameThread() {
-			e.pin = pin()
+			lp.pin = pin()
 			return
 		}
 		done := make(chan *pinned, 1)
@@ -114,7 +105,7 @@ func pinTool(t asyncsteps.Tool) *pinned {
 		for {
 			select {
 			case p := <-done:
-				e.pin = p
+				lp.pin = p
 				return
 			case <-time.After(10 * time.Millisecond):
 				if h.IsValid() {
@@ -122,12 +113,13 @@ func pinTool(t asyncsteps.Tool) *pinned {
 				}
 				// Running now, or dropped by a closed loop.
 				select {
-				case e.pin = <-done:
+				case lp.pin = <-done:
+				case <-l.Done():
 				case <-time.After(time.Second):
 				}
 				return
 			}
 		}
 	})
-	return e.pin
+	return lp.pin
 }
