@@ -113,3 +113,41 @@ func checkWaitingStepDropped(t *testing.T, succeed bool) {
 		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// The same for a Go root given to C: its free, taken by the loop and
+// dropped, still releases the waiting C step once the loop has stopped,
+// after its cancel handler. Before, only the root pointer was released.
+func TestWaitingStepOfAGoRootDroppedByAClosedLoopIsReleasedByFree(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		given := cabi.Binary(r)
+		ctest.HeldWithCancel(given) // waits until SucceedHeld
+		r.Add(func(asyncsteps.AsyncSteps, ...any) { t.Error("the step after the held one ran") })
+		ctest.ExecuteOnly(given, "x", 1)
+		if !ctest.WaitFor("held", 5*time.Second) {
+			t.Fatalf("the held step did not run: %q", ctest.Trace())
+		}
+		in, resume := make(chan struct{}), make(chan struct{})
+		loop.Immediate(func() {
+			close(in)
+			<-resume
+			loop.Close()
+		})
+		<-in
+		ctest.Free(given)
+		close(resume)
+		loop.Close()
+		if !ctest.WaitFor("held cancel", 5*time.Second) {
+			t.Fatalf("the held step was not cancelled once the loop stopped: %q", ctest.Trace())
+		}
+		if got, want := ctest.Trace(), "held\nheld cancel\n"; got != want {
+			t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+		}
+		if cabi.Wrap(given) != nil {
+			t.Error("the root pointer is still valid after free")
+		}
+	})
+}

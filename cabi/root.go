@@ -151,11 +151,10 @@ func (ro *rootObj) free(wait bool) {
 	}
 	// A loop that does not run the release (it is closing, or was closed
 	// before the release's turn) cleans up once it has stopped, also
-	// after the steps it left: it ran no cancel handler of theirs.
+	// after the C steps it left, of a Go root's flow too: it ran no cancel
+	// handler of theirs, and never will run the flow again.
 	stopped := func() {
-		if ro.owned {
-			releaseLeft(ro.root.State())
-		}
+		releaseLeft(ro.root.State())
 		finish()
 	}
 	fc.post(func() {
