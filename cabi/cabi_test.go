@@ -536,20 +536,30 @@ func TestExecuteOnARunningRootKeepsItsUnhandledError(t *testing.T) {
 // memory list and the flow's state beside the loop.
 func TestStackAndStateVariableFromAnotherThreadGiveNothing(t *testing.T) {
 	root := newCRoot(t)
+	checkNothingWhileHeld(t, root, "from another thread", ctest.StackHeld, ctest.StateHeld)
+	checkTrace(t, "held", "unhandled Boom data=held root=1")
+}
+
+// checkNothingWhileHeld adds a held step to root and runs it; while the
+// step waits, it calls stack and state, which call stack and stateVariable
+// from the test's thread and report whether they gave memory, and checks
+// that neither did (when says how they were called); then it fails the
+// step and waits for the root's unhandled error.
+func checkNothingWhileHeld(t *testing.T, root unsafe.Pointer, when string, stack, state func() bool) {
+	t.Helper()
 	ctest.Held(root)
 	ctest.ExecuteOnly(root, "held", 1)
 	if !ctest.WaitFor("held", 5*time.Second) {
 		t.Fatal("the step did not start")
 	}
-	stack, state := ctest.StackHeld(), ctest.StateHeld()
+	gotStack, gotState := stack(), state()
 	ctest.FailHeld()
 	if !ctest.WaitDone(1, 5*time.Second) {
 		t.Fatal("no unhandled error")
 	}
-	if stack || state {
-		t.Errorf("from another thread: stack gave memory %v, stateVariable %v; want neither", stack, state)
+	if gotStack || gotState {
+		t.Errorf("%s: stack gave memory %v, stateVariable %v; want neither", when, gotStack, gotState)
 	}
-	checkTrace(t, "held", "unhandled Boom data=held root=1")
 }
 
 // A parallel made on an idle root serves any one thread as the root does:
@@ -559,19 +569,7 @@ func TestStackAndStateVariableFromAnotherThreadGiveNothing(t *testing.T) {
 func TestParallelOfAnIdleRootGivesMemoryUntilItRuns(t *testing.T) {
 	root := newCRoot(t)
 	ctest.ParallelIdle(root)
-	ctest.Held(root)
-	ctest.ExecuteOnly(root, "held", 1)
-	if !ctest.WaitFor("held", 5*time.Second) {
-		t.Fatal("the step did not start")
-	}
-	stack, state := ctest.StackIdlePar(), ctest.StateIdlePar()
-	ctest.FailHeld()
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("no unhandled error")
-	}
-	if stack || state {
-		t.Errorf("running, from another thread: stack gave memory %v, stateVariable %v; want neither", stack, state)
-	}
+	checkNothingWhileHeld(t, root, "running, from another thread", ctest.StackIdlePar, ctest.StateIdlePar)
 	checkTrace(t,
 		"alloc counter",
 		"idle parallel stack=1 state=1",
