@@ -26,7 +26,9 @@ type LimiterOptions struct {
 // TTL) followed by a [Throttle] (Rate, Period, Burst), whose keys are the
 // Limiter's name followed by "/concurrent" and "/rate". A flow first waits
 // for a slot, then, holding it, for an entry; it gives the slot back
-// however its section ends, also when the rate limit refuses it.
+// however its section ends. A flow that the rate limit refuses gives the
+// slot back at once, before the error handler given to Sync sees the
+// refusal.
 //
 // A flow refused by either limit fails with [asyncsteps.DefenseRejected]
 // and the info "Mutex queue limit" or "Throttle queue limit", or, when

@@ -53,7 +53,7 @@ type waiter struct {
 // all pass the enter step, whose cancel handler gives the gates back; on
 // success, end does it and passes f's result on, so the section is
 // transparent to the args. A refusal is raised by body so that onerror
-// sees it first; f does not run then.
+// sees it first; f does not run then, and the gates were left just before.
 //
 // Its fields are used on the flow's loop only.
 type section struct {
@@ -107,6 +107,11 @@ func (s *section) enterNext(as asyncsteps.AsyncSteps, _ ...any) {
 
 func (s *section) body(as asyncsteps.AsyncSteps, _ ...any) {
 	if err := s.refusal(); err != nil {
+		// A refused flow is not inside: what the gates before the one
+		// that refused gave it (a Limiter's slot) goes back now, not once
+		// the refusal has unwound past onerror, which may recover by
+		// waiting.
+		s.leave(as)
 		as.Error(err.Code, err.Info)
 	}
 	for i := range s.n {

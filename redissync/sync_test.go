@@ -351,6 +351,41 @@ func TestLimiterRefusals(t *testing.T) {
 	})
 }
 
+// TestLimiterRateRefusalGivesTheSlotBackAtOnce: a flow that the rate
+// limit refuses after the concurrency limit let it in is not inside: its
+// slot goes back before the error handler given to Sync sees the
+// refusal, and stays back while that handler recovers by waiting.
+func TestLimiterRateRefusalGivesTheSlotBackAtOnce(t *testing.T) {
+	c, rdb := newClient(t, sharedRedis(t), Options{})
+	lim := c.NewLimiter("refback", LimiterOptions{Concurrent: 1, Rate: 1, Period: time.Minute})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	release := make(chan struct{})
+	close(release)
+	if res := <-holdOpen(t, l, lim, &tr, "A", release); res.Err != nil { // spends the period's entry
+		t.Fatal(res.Err)
+	}
+	inHandler, recovered := make(chan struct{}), make(chan struct{})
+	r := asyncsteps.New(asyncsteps.WithTool(l))
+	r.Sync(lim, func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("B in")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.add("B onerror %s: %s", code, as.State().ErrorInfo)
+		close(inHandler)
+		asyncsteps.AwaitChan(as, recovered) // recovers by waiting
+	})
+	b := r.Promise()
+	<-inHandler
+	waitFor(t, "B's slot back in Redis while its handler waits", func() bool {
+		return rdb.ZCard(context.Background(), lim.mutex.keys[0]).Val() == 0
+	})
+	close(recovered)
+	if res := <-b; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	tr.check(t, "A in", "A out", "B onerror DefenseRejected: Throttle queue limit")
+}
+
 // TestClientCloseGivesBack: closing the Client fails its waiters and gives
 // back the leases its flows hold.
 func TestClientCloseGivesBack(t *testing.T) {
