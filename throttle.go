@@ -27,10 +27,13 @@ import (
 // which the error handler given to Sync sees first.
 //
 // Time is read from the [Tool] of the flows: the timer that ends a period
-// runs on the tool of the flow that started it, so flows sharing one
-// Throttle must use tools with the same clock (a [TestTool] gives virtual
-// time to all the flows on it). If that tool is a [Loop] that is closed
-// before the period ends, the period ends when it closes.
+// runs on the tool of the flow that started it (for a period begun by a flow
+// that found the one before over, ahead of its timer, on the tool of that
+// timer), so flows sharing one Throttle must use tools with the same clock
+// (a [TestTool] gives virtual time to all the flows on it): a flow whose
+// clock is ahead finds every full period over, and ends it. If that tool is
+// a [Loop] that is closed before the period ends, the period ends when it
+// closes.
 //
 // A Throttle is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewThrottle]; the zero value lets 1 flow
