@@ -1,0 +1,53 @@
+package asyncsteps_test
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// A period ends at its end on the clock even when the loop that times it
+// is busy then: a flow of another loop that finds the Throttle full after
+// that end enters at once, and the late timer, once it runs, times the
+// period that flow began, to its end, not a whole period from when it ran.
+// Before, the flow waited for the busy loop, and so did the flow queued
+// in the next period.
+func TestThrottlePeriodOfABusyLoopEndsOnTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var tr tracer
+		busy, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer busy.Close()
+		defer other.Close()
+		th := asyncsteps.NewThrottle(1, 100*time.Millisecond)
+		var mu sync.Mutex // enter runs on the test's goroutine and on other's
+		var results []<-chan asyncsteps.Result
+		enter := func(l *asyncsteps.Loop, name string) {
+			r := asyncsteps.New(asyncsteps.WithTool(l))
+			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, time.Since(start).Milliseconds()) })
+			mu.Lock()
+			results = append(results, r.Promise())
+			mu.Unlock()
+		}
+		enter(busy, "a") // the period runs until 100, timed on busy
+		synctest.Wait()
+		busy.Deferred(50*time.Millisecond, func() { time.Sleep(100 * time.Millisecond) }) // busy from 50 to 150
+		other.Deferred(120*time.Millisecond, func() { enter(other, "b") })                // the period is over
+		other.Deferred(200*time.Millisecond, func() { enter(other, "c") })                // b's runs until 220
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range results {
+			if err := (<-p).Err; err != nil {
+				t.Errorf("a flow failed: %v", err)
+			}
+		}
+		if got, want := tr.String(), "a@0,b@120,c@220"; got != want {
+			t.Errorf("entries: %s, want %s", got, want)
+		}
+	})
+}
