@@ -67,7 +67,7 @@ func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	}
 	w := &waiter{promise: loop.helpPromises.take(), ctx: ctx}
 	w.idle.Store(true)
-	r.startIn(w, w.promise)
+	r.startIn(w, w.promise, "RunHelping")
 	return w.help(ctx, r)
 }
 

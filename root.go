@@ -125,7 +125,7 @@ func logUnhandled(err *Error) {
 // Execute starts the flow. It only schedules it on the tool: no callback runs
 // before Execute returns (docs/DESIGN.md#execute-only-schedules). It panics if the flow is already
 // running.
-func (r *Root) Execute() { r.startIn(nil, nil) }
+func (r *Root) Execute() { r.startIn(nil, nil, "Execute") }
 
 // ExecuteWith starts the flow like Execute, with unhandled in place of the
 // function set by [WithUnhandledError] for this execution only: an error
@@ -137,10 +137,10 @@ func (r *Root) Execute() { r.startIn(nil, nil) }
 // running.
 func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 	if unhandled == nil {
-		r.startIn(nil, nil)
+		r.startIn(nil, nil, "ExecuteWith")
 		return
 	}
-	r.startIn(&waiter{unhandled: unhandled}, nil)
+	r.startIn(&waiter{unhandled: unhandled}, nil, "ExecuteWith")
 }
 
 // Promise starts the flow like Execute and returns a channel that receives
@@ -151,25 +151,25 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 // flow is already running.
 func (r *Root) Promise() <-chan Result {
 	ch := make(chan Result, 1)
-	r.startIn(nil, ch)
+	r.startIn(nil, ch, "Promise")
 	return ch
 }
 
 // startIn starts an execution, with w as what it reports to beyond the
 // Root's own unhandled-error function (nil: nothing), and promise as where
-// its Result goes (nil: to the unhandled-error function). It writes only what
-// the loop does not read for an ended execution: a continuation of an
-// earlier one may still be queued on the loop, and run sets up the rest
-// there.
-func (r *Root) startIn(w *waiter, promise chan Result) {
+// its Result goes (nil: to the unhandled-error function); method names
+// the caller in its panic. It writes only what the loop does not read for
+// an ended execution: a continuation of an earlier one may still be queued
+// on the loop, and run sets up the rest there.
+func (r *Root) startIn(w *waiter, promise chan Result, method string) {
 	r.ready()
 	fl := &r.fl
 	if fl.isRunning() {
-		panic("asyncsteps: Execute called on a running flow")
+		panic("asyncsteps: " + method + " called on a running flow")
 	}
 	fl.stop.Store(nil)
 	if !fl.claimStart() {
-		panic("asyncsteps: Execute called on a running flow")
+		panic("asyncsteps: " + method + " called on a running flow")
 	}
 	if w != nil {
 		fl.wait = w // nil otherwise: end clears it
@@ -244,7 +244,7 @@ func (r *Root) run(ctx context.Context, method string) ([]any, error) {
 		return nil, err
 	}
 	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
-	r.startIn(w, w.promise)
+	r.startIn(w, w.promise, method)
 	return r.fl.sched.waitRun(ctx, r, w)
 }
 
