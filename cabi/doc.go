@@ -41,12 +41,17 @@
 //     after success, breakLoop or continueLoop) it has no effect: the first
 //     error keeps its code and info.
 //   - stateVariable with allocate: an ordinary variable of the flow, made
-//     once, its cleanup run when the root is freed. An allocate that
-//     returns NULL makes a variable holding NULL: it is not called again,
-//     and the cleanup runs with NULL. With a NULL allocate,
-//     "error_info" returns the last error's info and "last_exception" its
-//     code, as const char* valid until the next error or the end of the
-//     flow.
+//     once, a value of the flow's Go State. Its cleanup runs once: for a
+//     root owned by C, when the root is freed; in the flow of a Go Root
+//     given by [Binary], which stays Go's and may give its State to C steps
+//     again after the free, once the State no longer holds the variable
+//     (the Root collected, or the variable replaced or unset by Go), as a
+//     Go runtime cleanup: only after a garbage collection, on a goroutine
+//     of the runtime, on no loop and any thread. An allocate that returns
+//     NULL makes a variable holding NULL: it is not called again, and the
+//     cleanup runs with NULL. With a NULL allocate, "error_info" returns
+//     the last error's info and "last_exception" its code, as const char*
+//     valid until the next error or the end of the flow.
 //   - stack memory lives until its step completes; when the step fails,
 //     until its own error handler has returned.
 //   - A loop body that calls success and then breakLoop in one callback

@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"math"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -121,10 +122,15 @@ func (n *node) variable(name string, st *asyncsteps.State, data, allocate, clean
 	if allocate == nil {
 		return nil
 	}
-	v := &cVar{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}
+	v := &cVar{varCleanup: varCleanup{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}}
 	v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
+	v.gc = runtime.AddCleanup(v, varCleanup.run, v.varCleanup)
 	st.Set(name, v)
-	n.flow.vars = append(n.flow.vars, v)
+	if n.flow.owned {
+		// Kept for the root's free. A Go root's variable is held by its
+		// State alone, so that replacing or removing it there ends it too.
+		n.flow.vars = append(n.flow.vars, v)
+	}
 	n.flow.cleanups.Store(true)
 	return v.ptr
 }

@@ -205,10 +205,17 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_error_callback eh);
             /* Index 2. stateVariable: the flow's variable name (copied). With
              * allocate, every name is an ordinary variable: allocate(data) makes
-             * it on first use, cleanup(data, value) runs once when the root is
-             * freed. An allocate that returns NULL makes a variable holding
-             * NULL: later calls return NULL without calling allocate again,
-             * and cleanup(data, NULL) still runs when the root is freed.
+             * it on first use, cleanup(data, value) runs once: when the root is
+             * freed, for a root made by futoin_asyncsteps_new or newInstance.
+             * In the flow of a Go root given to C (cabi.Binary), which stays
+             * Go's and may run C steps again after its free, cleanup runs once
+             * the Go state no longer holds the variable (the root collected,
+             * or the variable replaced or unset by Go): only after a Go
+             * garbage collection, on a Go runtime thread, on no loop and
+             * possibly beside callbacks of the flow's loop. An allocate that
+             * returns NULL makes a variable holding NULL: later calls return
+             * NULL without calling allocate again, and cleanup(data, NULL)
+             * still runs.
              * With allocate NULL: an existing variable, or NULL; and two
              * names are reserved: "error_info" returns the info of the last
              * error as const char* (valid until the next error or the end of

@@ -319,7 +319,10 @@ type flowCtx struct {
 	rootID int64
 	res    *flowRes
 
-	vars []*cVar // loop-owned
+	// owned: the flow is that of a root owned by C, whose free cleans up
+	// its state variables (cleanVars). Set before C is given the root.
+	owned bool
+	vars  []*cVar // loop-owned; of an owned flow only (see node.variable)
 	// cleanups is set once the flow may hold something whose cleanup is a
 	// C callback: it was executed, or a state variable was allocated.
 	// free waits for the loop only then (see rootObj.free).
@@ -364,12 +367,34 @@ func (c *cstr) free() {
 	}
 }
 
-// cVar is a state variable made by stateVariable's allocate.
+// cVar is a state variable made by stateVariable's allocate, the value
+// the flow's State holds under its name.
+//
+// Its C cleanup runs exactly once: by the free of the root for a flow owned
+// by C (cleanVars, which stops gc), else by gc once the cVar is unreachable.
+// A Go root outlives the C pointer Binary gave: it may run C steps again,
+// which find their variables in its State. So such a variable ends only
+// when the State lets go of it: the State collected, or the entry replaced
+// or removed.
 type cVar struct {
+	varCleanup
+	gc   runtime.Cleanup
+	done bool // loop-owned: cleaned up by cleanVars
+}
+
+// varCleanup is what the cleanup of a cVar needs; it must not reach the
+// cVar, or the cVar would never be unreachable.
+type varCleanup struct {
 	ptr     unsafe.Pointer
 	cleanup C.cabi_var_cleanup_fn
 	data    unsafe.Pointer
-	done    bool
+}
+
+// run calls the C cleanup, if any, with the variable's value.
+func (c varCleanup) run() {
+	if c.cleanup != nil {
+		C.cabi_call_var_cleanup(c.cleanup, c.data, c.ptr)
+	}
 }
 
 var rootIDs atomic.Int64
@@ -416,7 +441,8 @@ func flowFor(st *asyncsteps.State, tool asyncsteps.Tool) *flowCtx {
 }
 
 // forget drops the flow from flows and frees its C strings; the state
-// variables are cleaned up by the root's free.
+// variables are cleaned up by the free of a root owned by C, else once the
+// State lets them go (see cVar).
 func (r *flowRes) forget() {
 	flows.mu.Lock()
 	if fc := flows.m[r.key]; fc != nil && fc.res == r {
@@ -477,9 +503,8 @@ func (fc *flowCtx) cleanVars() {
 	for _, v := range fc.vars {
 		if !v.done {
 			v.done = true
-			if v.cleanup != nil {
-				C.cabi_call_var_cleanup(v.cleanup, v.data, v.ptr)
-			}
+			v.gc.Stop() // reachable through fc.vars: its cleanup has not started
+			v.run()
 		}
 	}
 	fc.vars = nil

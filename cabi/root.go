@@ -52,6 +52,7 @@ func newOwnedRoot(tool asyncsteps.Tool) *rootObj {
 	ro := &rootObj{owned: true}
 	ro.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(ro.onUnhandled))
 	fc := flowFor(ro.root.State(), tool)
+	fc.owned = true // a new State: no one else has its flowCtx yet
 	ro.node = newNode(kindRoot, ro.root, fc, fc.rootID)
 	ro.node.root = ro
 	return ro
