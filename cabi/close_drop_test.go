@@ -157,3 +157,34 @@ func TestWaitingStepOfAGoRootDroppedByAClosedLoopIsReleasedByFree(t *testing.T) 
 		}
 	})
 }
+
+// On a loop that has stopped already, a success given to a waiting step
+// from another thread and then the free of its root run their fallbacks in
+// the order they were called: the step completed, so the free does not
+// call its cancel handler. Before, each fallback ran on a goroutine of its
+// own, the free's often first.
+func TestSuccessThenFreeOnAStoppedLoopKeepTheirOrder(t *testing.T) {
+	for range 20 {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		owned := cabi.New(loop)
+		ctest.State(owned)
+		ctest.HeldWithCancel(owned) // waits until SucceedHeld
+		ctest.ExecuteOnly(owned, "x", 1)
+		if !ctest.WaitFor("held", 5*time.Second) {
+			t.Fatalf("the held step did not run: %q", ctest.Trace())
+		}
+		loop.Close()
+		ctest.SucceedHeld()
+		ctest.Free(owned)
+		if !ctest.WaitFor("cleanup", 5*time.Second) {
+			t.Fatalf("no cleanup once the loop stopped: %q", ctest.Trace())
+		}
+		// The closed loop ended the flow, which reported it unhandled.
+		want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nheld\n" +
+			"unhandled InternalError data=x root=1\ncleanup counter=2\n"
+		if got := ctest.Trace(); got != want {
+			t.Fatalf("trace:\n%s\nwant:\n%s", got, want)
+		}
+	}
+}

@@ -105,17 +105,17 @@
 // called rather than lost; and what the loop does not run of a free, or of
 // a success or handle_error from another thread, because it was closing
 // or was closed before their turn: once the loop has stopped
-// ([asyncsteps.Loop.Done]), never beside one of its callbacks, and one at
-// a time. For free, the steps of the root's flow that the loop left
-// waiting are released, innermost first: the cancel handler given to
-// setCancel of each is called (as a free on a running loop calls it
-// through the flow's cancel), then the cleanups of its stack memory run;
-// then those of the root's state variables (of a root made by C: a Go
-// root's free, given by [Binary], releases its steps only). A success or
-// handle_error the loop did not run releases its step without its cancel
-// handler and cleans up its custom objects. The Mutex, Throttle and
-// Limiter slots the flow holds come back with the loop's close, as for any
-// flow of a closed loop.
+// ([asyncsteps.Loop.Done]), never beside one of its callbacks, one at a
+// time and in the order they were called. For free, the steps of the
+// root's flow that the loop left waiting are released, innermost first:
+// the cancel handler given to setCancel of each is called (as a free on a
+// running loop calls it through the flow's cancel), then the cleanups of
+// its stack memory run; then those of the root's state variables (of a
+// root made by C: a Go root's free, given by [Binary], releases its steps
+// only). A success or handle_error the loop did not run releases its step
+// without its cancel handler and cleans up its custom objects. The Mutex,
+// Throttle and Limiter slots the flow holds come back with the loop's
+// close, as for any flow of a closed loop.
 //
 // # Memory
 //

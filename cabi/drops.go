@@ -14,9 +14,9 @@ import (
 // callbacks posted to it (see flowCtx.post) from their post until the loop
 // runs them. A closing Loop drops the callbacks it accepted and had not
 // run, and refuses later ones: once it has stopped, a single goroutine per
-// loop forgets it and runs the fallback of each callback still kept, so
-// that the cleanups of a free, say, run all the same, after the loop's
-// last callback and never beside it.
+// loop forgets it and queues the fallback of each callback still kept (see
+// afterStop), so that the cleanups of a free, say, run all the same, after
+// the loop's last callback and never beside it.
 //
 // A post whose callback runs costs a lock to link it and one to unlink it:
 // no goroutine, no channel.
@@ -45,10 +45,16 @@ var (
 	// program that makes and closes loops does not keep every closed one.
 	loops sync.Map // *asyncsteps.Loop -> *loopCtx
 
-	// afterStop makes the fallbacks run one at a time, also those of posts
-	// to loops that had stopped already: they touch the state of a flow
-	// (its nodes, its state variables) that the loop no longer owns.
-	afterStop sync.Mutex
+	// afterStop runs the fallbacks one at a time, in the order they come,
+	// also those of posts to loops that had stopped already: they touch the
+	// state of a flow (its nodes, its state variables) that the loop no
+	// longer owns, and a later call must find an earlier one done (a free
+	// after a success given to a step must not cancel that step).
+	afterStop struct {
+		mu      sync.Mutex
+		queue   []*posted
+		running bool // a goroutine runs the queue (see runDropped)
+	}
 )
 
 // loopFor returns the loopCtx of l, made and watched on first use. On a
@@ -65,24 +71,27 @@ func loopFor(l *asyncsteps.Loop) *loopCtx {
 	return p
 }
 
-// watch waits until the loop has stopped, forgets it, then runs the
+// watch waits until the loop has stopped, forgets it, then queues the
 // fallback of every callback the loop did not run.
 func (lp *loopCtx) watch() {
 	<-lp.loop.Done()
-	lp.mu.Lock()
-	left := lp.head
-	lp.head, lp.tail, lp.stopped = nil, nil, true
-	lp.mu.Unlock()
 	// A flow made from now on gets a loopCtx of its own, watched again; one
-	// made before posts through lp, and finds it stopped.
+	// made before posts through lp, into the list or, once it is stopped,
+	// straight to afterStop.
 	loops.CompareAndDelete(lp.loop, lp)
 	lp.forgetFlows()
-	for p := left; p != nil; {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	var left []*posted
+	for p := lp.head; p != nil; {
 		next := p.next
 		p.prev, p.next = nil, nil
-		p.drop()
+		left = append(left, p)
 		p = next
 	}
+	lp.head, lp.tail, lp.stopped = nil, nil, true
+	// Under lp.mu: ahead of every post that finds lp stopped.
+	dropLater(left...)
 }
 
 // forgetFlows drops the loop's flows from flows once it has stopped. An
@@ -103,12 +112,11 @@ func (lp *loopCtx) forgetFlows() {
 }
 
 // post schedules f on the loop, and keeps dropped in case the loop drops
-// or refuses f; on a loop that has stopped, dropped runs at once, on a
-// goroutine of its own.
+// or refuses f; on a loop that has stopped, dropped is queued at once.
 func (lp *loopCtx) post(f, dropped func()) {
 	p := &posted{f: f, dropped: dropped, in: lp}
 	if !lp.link(p) {
-		go p.drop()
+		dropLater(p)
 		return
 	}
 	// Refused (the loop is closing): p stays linked for watch.
@@ -160,11 +168,44 @@ func (p *posted) run() {
 	}
 }
 
-// drop runs the fallback, once the loop has stopped.
+// drop runs the fallback, once the loop has stopped, on afterStop's
+// goroutine.
 func (p *posted) drop() {
 	if p.claimed.CompareAndSwap(false, true) {
-		afterStop.Lock()
-		defer afterStop.Unlock()
 		p.dropped()
+	}
+}
+
+// dropLater queues the fallbacks of ps, in order, and starts the goroutine
+// that runs the queue unless it runs already. It never waits for a
+// fallback: a fallback may post (a cancel handler that calls success).
+func dropLater(ps ...*posted) {
+	if len(ps) == 0 {
+		return
+	}
+	afterStop.mu.Lock()
+	defer afterStop.mu.Unlock()
+	afterStop.queue = append(afterStop.queue, ps...)
+	if !afterStop.running {
+		afterStop.running = true
+		go runDropped()
+	}
+}
+
+// runDropped runs the queued fallbacks until the queue is empty; then its
+// goroutine ends.
+func runDropped() {
+	for {
+		afterStop.mu.Lock()
+		if len(afterStop.queue) == 0 {
+			afterStop.running = false
+			afterStop.mu.Unlock()
+			return
+		}
+		p := afterStop.queue[0]
+		afterStop.queue[0] = nil
+		afterStop.queue = afterStop.queue[1:]
+		afterStop.mu.Unlock()
+		p.drop()
 	}
 }
