@@ -208,20 +208,27 @@ func TestSuccessAfterAddIsInternalError(t *testing.T) {
 	})
 }
 
+// runAndFree executes the C root, waits for its flow to end, frees it and
+// waits for a cleanup to run.
+func runAndFree(t *testing.T, root unsafe.Pointer) {
+	t.Helper()
+	ctest.Execute(root, "x")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatal("the flow did not end")
+	}
+	ctest.Free(root)
+	if !ctest.WaitFor("cleanup", 5*time.Second) {
+		t.Fatal("no cleanup after free")
+	}
+}
+
 // Allocate runs once per name, the value is shared by
 // the flow, and its cleanup runs once, when the root is freed.
 func TestStateVariableCleanedUpByFree(t *testing.T) {
 	eachCaller(t, func(t *testing.T, _ bool) {
 		root := newCRoot(t)
 		ctest.State(root)
-		ctest.Execute(root, "x")
-		if !ctest.WaitDone(1, 5*time.Second) {
-			t.Fatal("the flow did not end")
-		}
-		ctest.Free(root)
-		if !ctest.WaitFor("cleanup", 5*time.Second) {
-			t.Fatal("no cleanup after free")
-		}
+		runAndFree(t, root)
 		checkTrace(t,
 			"alloc counter",
 			"state1 missing=(nil)",
@@ -239,14 +246,7 @@ func TestStateVariableAllocateReturnsNull(t *testing.T) {
 	eachCaller(t, func(t *testing.T, _ bool) {
 		root := newCRoot(t)
 		ctest.StateNull(root)
-		ctest.Execute(root, "x")
-		if !ctest.WaitDone(1, 5*time.Second) {
-			t.Fatal("the flow did not end")
-		}
-		ctest.Free(root)
-		if !ctest.WaitFor("cleanup", 5*time.Second) {
-			t.Fatal("no cleanup after free")
-		}
+		runAndFree(t, root)
 		checkTrace(t,
 			"null1 value=(nil) allocs=1 existing=(nil)",
 			"null2 value=(nil) allocs=1 existing=(nil)",

@@ -105,14 +105,7 @@ func runCRootWithStateVariable(t *testing.T) {
 	defer loop.Close()
 	root := cabi.New(loop)
 	ctest.State(root)
-	ctest.Execute(root, "x")
-	if !ctest.WaitDone(1, 5*time.Second) {
-		t.Fatal("the flow did not end")
-	}
-	ctest.Free(root)
-	if !ctest.WaitFor("cleanup", 5*time.Second) {
-		t.Fatal("no cleanup after free")
-	}
+	runAndFree(t, root)
 }
 
 // gcUntil collects garbage until cond holds, for up to d.
