@@ -1,14 +1,10 @@
 package asyncsteps_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log"
-	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -59,7 +55,7 @@ func TestEveryHookFaultOnALoop(t *testing.T) {
 		for _, kind := range []string{"panic", "Goexit"} {
 			name := hook + " " + kind
 			t.Run(name, func(t *testing.T) {
-				logs := hookLogs(t)
+				logs := asyncsteps.CaptureLog(t)
 				fault := func() { panic("hook fault") }
 				if kind == "Goexit" {
 					fault = runtime.Goexit
@@ -110,35 +106,4 @@ func runFaultFlow(loop *asyncsteps.Loop) string {
 		return strings.TrimSpace(res.Err.Error())
 	}
 	return fmt.Sprint(res.Args)
-}
-
-// hookLogs sends the default slog logger's output to the returned
-// buffer until the test ends.
-func hookLogs(t *testing.T) *lockedBuffer {
-	buf := new(lockedBuffer)
-	old, oldOut, oldFlags := slog.Default(), log.Writer(), log.Flags()
-	slog.SetDefault(slog.New(slog.NewTextHandler(buf, nil)))
-	t.Cleanup(func() {
-		slog.SetDefault(old) // which redirected package log too
-		log.SetOutput(oldOut)
-		log.SetFlags(oldFlags)
-	})
-	return buf
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -24,7 +24,7 @@ func TestStepErrorHookFaultLeavesTheFlowAsItIs(t *testing.T) {
 	}
 	for name, fault := range faults {
 		t.Run(name, func(t *testing.T) {
-			hookLogs(t)
+			asyncsteps.CaptureLog(t)
 			synctest.Test(t, func(t *testing.T) {
 				loop := asyncsteps.NewLoop()
 				defer loop.Close()
