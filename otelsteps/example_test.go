@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/otelsteps"
@@ -38,6 +39,63 @@ func ExampleHooks() {
 	// asyncsteps.await Error "CommError: upstream down"
 	// asyncsteps.await Unset ""
 	// asyncsteps.flow Unset ""
+}
+
+// Hooks of the application's that wrap those of otelsteps: each flow gets
+// a span of the handler's, a child of the flow's, which the flow's Awaits
+// are children of. The flow's span ends last, with the flow's outcome and
+// its step errors as events.
+func ExampleHooks_wrapped() {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tracer := tp.Tracer("checkout")
+	type handlerSpan struct{} // the key of the handler's span
+
+	h := otelsteps.Hooks(otelsteps.Config{TracerProvider: tp})
+	flowStart, flowEnd, awaitStart := h.FlowStart, h.FlowEnd, h.AwaitStart
+	h.FlowStart = func(ctx context.Context) context.Context {
+		ctx = flowStart(ctx) // first: the flow's span is in what it returns
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("handler", "checkout"))
+		ctx, span := tracer.Start(ctx, "checkout")
+		return context.WithValue(ctx, handlerSpan{}, span)
+	}
+	h.FlowEnd = func(ctx context.Context, err error) {
+		if span, ok := ctx.Value(handlerSpan{}).(trace.Span); ok {
+			span.End()
+		}
+		flowEnd(ctx, err) // the context as given: it ends the flow's span
+	}
+	h.AwaitStart = func(ctx context.Context) context.Context {
+		// A flow the function runs, should its FlowStart fail, ends with
+		// this context: it must not find this flow's span under the key.
+		return context.WithValue(awaitStart(ctx), handlerSpan{}, nil)
+	}
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	loop.SetHooks(h)
+
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Await(func(context.Context) (any, error) { return "reserved", nil })
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.NotImplemented, "no payment") })
+	r.Run(context.Background())
+
+	names := map[trace.SpanID]string{}
+	for _, s := range rec.Ended() {
+		names[s.SpanContext().SpanID()] = s.Name()
+	}
+	for _, s := range rec.Ended() {
+		parent, ok := names[s.Parent().SpanID()]
+		if !ok {
+			parent = "-"
+		}
+		attrs := attribute.NewSet(s.Attributes()...)
+		fmt.Printf("%s <- %s: %s %q [%s] %d events\n", s.Name(), parent, s.Status().Code,
+			s.Status().Description, attrs.Encoded(attribute.DefaultEncoder()), len(s.Events()))
+	}
+	// Output:
+	// asyncsteps.await <- checkout: Unset "" [] 0 events
+	// checkout <- asyncsteps.flow: Unset "" [] 0 events
+	// asyncsteps.flow <- -: Error "NotImplemented: no payment" [asyncsteps.error.code=NotImplemented,handler=checkout] 1 events
 }
 
 // Metrics for a server's operator: flows begun and ended by outcome, how

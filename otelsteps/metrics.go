@@ -134,12 +134,12 @@ func histogram(meter metric.Meter, name, desc string) metric.Float64Histogram {
 // SyncWait hook. A flow is counted before its span starts, and its end
 // before its span ends: a span's end is deferred, so that a meter that
 // panics does not leave it open. The hooks must be h's own, as Hooks made
-// them. The start of a flow is kept in its flowContext, and masked in the
-// context of an Await function, so that a flow that the function runs,
-// whose FlowStart hook fails, does not take its outer flow's start for its
-// own.
+// them. The start of a flow is kept in its flowContext, which the
+// context of an Await function masks (see awaitStart), so that a flow that
+// the function runs, whose FlowStart hook fails, does not take its outer
+// flow's start for its own.
 func (m *meters) observe(h *asyncsteps.Hooks, t tracer) {
-	flowEnd, stepError, awaitStart := h.FlowEnd, h.StepError, h.AwaitStart
+	flowEnd, stepError := h.FlowEnd, h.StepError
 	h.FlowStart = func(ctx context.Context) context.Context {
 		m.started.Add(ctx, 1)
 		return t.startFlow(ctx, time.Now())
@@ -151,9 +151,6 @@ func (m *meters) observe(h *asyncsteps.Hooks, t tracer) {
 	h.StepError = func(ctx context.Context, err *asyncsteps.Error) {
 		defer stepError(ctx, err)
 		m.stepFailed.Add(ctx, 1, m.ofCode(err.Code).add...)
-	}
-	h.AwaitStart = func(ctx context.Context) context.Context {
-		return context.WithValue(awaitStart(ctx), flowKey{}, (*flowContext)(nil))
 	}
 	h.SyncWait = m.syncWaited
 }

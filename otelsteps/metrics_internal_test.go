@@ -57,8 +57,9 @@ func TestNoMetricsCostNothing(t *testing.T) {
 
 // A flow with one Await, traced with a no-op tracer, allocates 3 objects
 // with tracing alone: its span's context, its flowContext, and the Await
-// span's context. Metrics add 1, the mask of the flow's start in the
-// Await's context, with a no-op meter as with the SDK's: the start rides
+// span's context. Metrics add 1, the mask of the flowContext in the
+// Await's context (which a recording span's Awaits have with tracing
+// alone), with a no-op meter as with the SDK's: the start rides
 // in the flowContext, the options are built once, and the SDK adds to a
 // series it has without allocating. A flow that fails with a step error
 // allocates 6 either way: 2 as it starts, 3 for the span's event, 1 for

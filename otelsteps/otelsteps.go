@@ -27,7 +27,24 @@
 // A flow whose span the tracer does not give back (its sampler or a span
 // processor panics as the span starts) fails with an InternalError, as
 // for any panic of a hook that starts a flow, and has no span: the span
-// in its context, its caller's, is left alone.
+// in its context, its caller's, is left alone, and so is an outer flow's
+// when an Await function runs the flow.
+//
+// # Composing hooks
+//
+// An application with hooks of its own wraps those [Hooks] returns: its
+// FlowStart calls theirs first and derives the flow's context from the
+// one returned, to add attributes to the flow's span (the span in that
+// context) or to put a span of its own on top, a child of the flow's,
+// which the flow's Await spans are then children of; its other hooks
+// call theirs, each once, with the context they were given. The flow's
+// span then ends once, at the flow's end, with the flow's outcome, and
+// has the step errors as events, whatever the context holds on top of
+// it (see the example). A hook of the application's that keeps something
+// of its own in the flow's context must look for it as these do: when a
+// FlowStart fails, FlowEnd gets the context the flow began with, which,
+// for a flow run by an Await function, holds what the outer flow's
+// context holds (docs/DESIGN.md#hooks).
 //
 // # Metrics
 //
@@ -58,8 +75,11 @@
 // an error is one of FTN12's standard codes ([asyncsteps.CommError] and
 // the others), or [OtherCode]. Without a MeterProvider the hooks are the
 // tracing hooks alone, and cost nothing more. With one, a flow allocates
-// what its tracing does, and one object more for each Await (with the
-// SDK's meter, once a series has its first measure).
+// what its tracing does (with the SDK's meter, once a series has its
+// first measure), and, if its span does not record, one object more for
+// each Await, which the Awaits of a recording span allocate anyway: the
+// mask that keeps a flow run by the Await's function, if its FlowStart
+// fails, from taking the outer flow's span or start for its own.
 package otelsteps
 
 import (
@@ -165,6 +185,9 @@ type flowContext struct {
 	context.Context
 	span  trace.Span
 	start time.Time // zero without metrics
+	// masked: the contexts of the flow's Await functions hide it (see
+	// awaitStart).
+	masked bool
 }
 
 func (c *flowContext) Value(key any) any {
@@ -188,41 +211,46 @@ func (t tracer) flowStart(ctx context.Context) context.Context {
 // measured), a child of ctx's.
 func (t tracer) startFlow(ctx context.Context, start time.Time) context.Context {
 	ctx, span := t.Start(ctx, FlowSpan)
-	return &flowContext{Context: ctx, span: span, start: start}
+	// A span that records nothing, failed or ended by another flow, would
+	// be none the worse: only a start or a recording span needs the mask.
+	masked := !start.IsZero() || span.IsRecording()
+	return &flowContext{Context: ctx, span: span, start: start, masked: masked}
 }
 
-// ownFlow returns the flowContext of the flow whose context is ctx,
-// if ctx holds one.
+// ownFlow returns the flowContext of the flow whose context is ctx, if ctx
+// holds one. It is found through whatever the hooks that wrap these put
+// on top of it (a span of their own), and it is the flow's own: a flow
+// whose FlowStart did not return (the tracer panicked, or a span
+// processor called runtime.Goexit) has the context it began with, which
+// holds the flowContext of no flow but, for a flow run by an Await
+// function, its outer flow's, masked there (see awaitStart). A context
+// given to Run holds none either, unless taken from a hook.
 func ownFlow(ctx context.Context) *flowContext {
 	c, _ := ctx.Value(flowKey{}).(*flowContext)
 	return c
 }
 
-// flowSpan returns the span of the flow whose context is ctx. ok is false
-// when flowStart did not return (the tracer panicked, or a span processor
-// called runtime.Goexit): the flow then has the context it began with,
-// whose span is its caller's, or an outer flow's (an Await's function ran
-// the flow), and neither is this flow's to fail or end.
-func flowSpan(ctx context.Context) (span trace.Span, ok bool) {
-	span = trace.SpanFromContext(ctx)
-	own := ownFlow(ctx)
-	if own == nil {
-		return nil, false
-	}
-	a, b := own.span.SpanContext(), span.SpanContext()
-	return span, a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()
-}
-
+// awaitStart starts the span of an Await, a child of the span in ctx, and
+// masks the flow's flowContext in the function's context, so that a flow
+// the function runs, whose FlowStart fails, does not take its outer
+// flow's span or start for its own. The mask costs an allocation: a flow
+// whose span records nothing and that is not measured goes without, as
+// failing and ending its span (all the other flow could do to it) does
+// nothing.
 func (t tracer) awaitStart(ctx context.Context) context.Context {
+	if f := ownFlow(ctx); f != nil && f.masked {
+		ctx = context.WithValue(ctx, flowKey{}, (*flowContext)(nil))
+	}
 	ctx, _ = t.Start(ctx, AwaitSpan)
 	return ctx
 }
 
 func flowEnd(ctx context.Context, err error) {
-	span, ok := flowSpan(ctx)
-	if !ok {
+	f := ownFlow(ctx)
+	if f == nil {
 		return
 	}
+	span := f.span
 	switch e := errorOf(err); {
 	case e != nil:
 		fail(span, e)
@@ -249,8 +277,8 @@ func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 }
 
 func stepError(ctx context.Context, err *asyncsteps.Error) {
-	if span, ok := flowSpan(ctx); ok {
-		span.AddEvent(StepErrorEvent,
+	if f := ownFlow(ctx); f != nil {
+		f.span.AddEvent(StepErrorEvent,
 			trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
 	}
 }

@@ -1,0 +1,170 @@
+package otelsteps_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/otelsteps"
+)
+
+// userSpanKey keys the span that withUserSpan's hooks start in a flow.
+type userSpanKey struct{}
+
+// withUserSpan wraps h as an application adding its own span to each
+// flow would: its FlowStart calls h's, then starts a span named name on
+// the context h's returned, a child of the flow's; its FlowEnd ends that
+// span and calls h's.
+func withUserSpan(h *asyncsteps.Hooks, tracer trace.Tracer, name string) *asyncsteps.Hooks {
+	w := *h
+	w.FlowStart = func(ctx context.Context) context.Context {
+		ctx, span := tracer.Start(h.FlowStart(ctx), name)
+		return context.WithValue(ctx, userSpanKey{}, span)
+	}
+	w.FlowEnd = func(ctx context.Context, err error) {
+		if span, ok := ctx.Value(userSpanKey{}).(trace.Span); ok {
+			span.End()
+		}
+		h.FlowEnd(ctx, err)
+	}
+	return &w
+}
+
+// Hooks that wrap otelsteps' and put a span of their own on top of the
+// flow's: the flow's span still ends once, at the flow's end, with the
+// flow's error as its status and its step errors as events; the Awaits
+// are children of the span on top, the one in the flow's context. The
+// flow's span was left unended: FlowEnd took it for another flow's, as
+// the span in its context was not the flow's; before that, it ended the
+// user's span in its place.
+func TestHooksWrappedWithASpanOnTop(t *testing.T) {
+	for _, metered := range []bool{false, true} {
+		name := "tracing alone"
+		if metered {
+			name = "with metrics"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+				c := otelsteps.Config{TracerProvider: tp}
+				m := newMetered()
+				if metered {
+					c.MeterProvider = m
+				}
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				loop.SetHooks(withUserSpan(otelsteps.Hooks(c), tp.Tracer("test"), "handler"))
+				ctx, request := tp.Tracer("test").Start(context.Background(), "request")
+
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				r.Await(func(context.Context) (any, error) {
+					return nil, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "down"}
+				}, func(as steps, _ string) { as.Success() })
+				r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.NotImplemented, "nope") })
+				if _, err := r.Run(ctx); errText(err) != "NotImplemented: nope" {
+					t.Errorf("Run: %v, want NotImplemented: nope", err)
+				}
+				request.End()
+				synctest.Wait()
+				want := describeLines([]string{
+					`request <- -: Unset ""`,
+					`asyncsteps.flow <- request: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented` +
+						` event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down` +
+						` event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=nope`,
+					`handler <- asyncsteps.flow: Unset ""`,
+					`asyncsteps.await <- handler: Error "CommError: down" asyncsteps.error.code=CommError`,
+				})
+				if got := describe(rec.Ended()); got != want {
+					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+				}
+				if s, e := len(rec.Started()), len(rec.Ended()); s != e {
+					t.Errorf("%d spans started, %d ended", s, e)
+				}
+				if !metered {
+					return
+				}
+				got := m.read(t)
+				for _, line := range []string{
+					`asyncsteps.flow.duration{asyncsteps.error.code=NotImplemented} count=1 sum=0`,
+					`asyncsteps.flow.ended{asyncsteps.error.code=NotImplemented} 1`,
+				} {
+					if !strings.Contains(got, line) {
+						t.Errorf("metrics:\n%s\nwant a line %s", got, line)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A flow run by an Await function, whose FlowStart the tracer cuts
+// short, leaves the outer flow's span alone, with hooks as Hooks made
+// them as with hooks that wrap them: what its FlowEnd and StepError find
+// in the Await's context is not its own flow's, which has no span. The
+// outer flow, whose function shrugs the inner one's error off, succeeds.
+func TestFailedStartInAnAwaitLeavesTheOuterFlow(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		metered bool
+		wrap    bool
+	}{
+		{"tracing alone", false, false},
+		{"tracing alone, wrapped", false, true},
+		{"with metrics", true, false},
+		{"with metrics, wrapped", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { failStartInAnAwait(t, c.metered, c.wrap) })
+		})
+	}
+}
+
+func failStartInAnAwait(t *testing.T, metered, wrap bool) {
+	rec := tracetest.NewSpanRecorder()
+	fault := faultyProcessor{rec, otelsteps.FlowSpan, func() { panic("exporter bug") }, 2, new(atomic.Int32)}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(fault))
+	c := otelsteps.Config{TracerProvider: tp}
+	if metered {
+		c.MeterProvider = newMetered()
+	}
+	h := otelsteps.Hooks(c)
+	parent := otelsteps.FlowSpan
+	if wrap {
+		h, parent = withUserSpan(h, tp.Tracer("test"), "handler"), "handler"
+	}
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	loop.SetHooks(h)
+
+	outer := asyncsteps.New(asyncsteps.WithTool(loop))
+	outer.Await(func(ctx context.Context) (any, error) {
+		inner := asyncsteps.New(asyncsteps.WithTool(loop))
+		inner.Add(func(as steps, _ ...any) { as.Success() })
+		if _, err := inner.Run(ctx); errText(err) != "InternalError: exporter bug" {
+			t.Errorf("inner Run: %v, want InternalError: exporter bug", err)
+		}
+		return "fallback", nil
+	})
+	if _, err := outer.Run(context.Background()); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	synctest.Wait()
+	want := []string{
+		`asyncsteps.flow <- -: Unset ""`,
+		`asyncsteps.await <- ` + parent + `: Unset ""`,
+	}
+	if wrap {
+		want = append(want, `handler <- asyncsteps.flow: Unset ""`)
+	}
+	if got, want := describe(rec.Ended()), describeLines(want); got != want {
+		t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+	}
+}
