@@ -21,7 +21,9 @@
 // is not an error: its span has the attribute asyncsteps.canceled, and so
 // has the span of an Await cancelled with its step (its flow cancelled,
 // its loop closed, a sibling branch failed), whatever its function
-// returned then; the span of an Await whose step timed out is a Timeout,
+// returned then; the span of an Await whose step timed out (its
+// SetTimeout, or Run's deadline) is a Timeout as its flow's span is,
+// described "Timeout" with no info, the error the step's handlers see,
 // also when its function, ignoring its context, succeeded later.
 //
 // A flow whose span the tracer does not give back (its sampler or a span
@@ -269,7 +271,7 @@ func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	case errors.Is(cause, context.Canceled):
 		span.SetAttributes(CanceledKey.Bool(true))
 	case cause != nil:
-		fail(span, asyncsteps.ErrorFrom(cause))
+		fail(span, timedOut)
 	case err != nil:
 		fail(span, err)
 	}
@@ -282,6 +284,12 @@ func stepError(ctx context.Context, err *asyncsteps.Error) {
 			trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
 	}
 }
+
+// timedOut is the error of a step whose timeout, or Run's deadline, ends
+// it: Timeout with no info, as the step's error handlers and the flow's
+// span see it. Its Error is "Timeout", where asyncsteps.ErrorFrom of the
+// context's error would say "Timeout: context deadline exceeded".
+var timedOut = &asyncsteps.Error{Code: asyncsteps.Timeout}
 
 // errorOf returns the *asyncsteps.Error err is or wraps, nil if none.
 // The core passes it unwrapped, and the type assertion spares the heap

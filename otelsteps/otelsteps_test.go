@@ -193,8 +193,8 @@ func TestCancelledAwaitIsNoError(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	want := strings.Join([]string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
 		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,

@@ -90,13 +90,16 @@ var outcomes = []outcome{{
 		`asyncsteps.flow <- request: Unset "" asyncsteps.canceled=true`,
 	},
 }, {
+	// The Await's span describes the step's Timeout as the flow's does,
+	// "Timeout" with no info: it said "Timeout: context deadline
+	// exceeded", the text of its context's error.
 	name: "step timeout",
 	build: func(_ *traced, r *asyncsteps.Root) {
 		r.Add(func(as steps, _ ...any) { as.SetTimeout(time.Second); as.Await(untilDone) })
 	},
 	err: "Timeout",
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
 		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
 }, {
@@ -110,6 +113,20 @@ var outcomes = []outcome{{
 	},
 	err:   "Timeout",
 	spans: []string{`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`},
+}, {
+	name:  "Run's deadline during an Await",
+	build: func(_ *traced, r *asyncsteps.Root) { r.Await(untilDone) },
+	run: func(tr *traced, ctx context.Context, r *asyncsteps.Root) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := r.Run(ctx)
+		return err
+	},
+	err: "Timeout",
+	spans: []string{
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
+		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+	},
 }, {
 	name:  "panic in a step",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(func(as steps, _ ...any) { panic(errors.New("boom")) }) },
@@ -186,7 +203,7 @@ var outcomes = []outcome{{
 		})
 	},
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout: context deadline exceeded" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
 		`asyncsteps.await <- asyncsteps.flow: Unset ""`,
 		`asyncsteps.flow <- request: Unset "" event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=try event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
