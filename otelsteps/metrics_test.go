@@ -390,3 +390,45 @@ func TestPanickingSyncerName(t *testing.T) {
 		}
 	})
 }
+
+// A flow's duration is on the wall clock, which a TestTool's virtual time
+// does not move: FlowStart and FlowEnd are given nothing that reads the
+// tool's clock. In a testing/synctest bubble, whose wall clock stands
+// still while nothing sleeps, a flow that a TestTool timed out after 3s
+// of its clock lasts 0s; a Sync wait, which the core measures on the
+// tool's clock, lasts the 3s it waited.
+func TestFlowDurationIsOnTheWallClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := newMetered()
+		tt := asyncsteps.NewTestTool()
+		tt.SetHooks(otelsteps.Hooks(otelsteps.Config{MeterProvider: mp}))
+		db := asyncsteps.NewMutex(1)
+		begun, wall := tt.Now(), time.Now()
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) {
+			p := as.Parallel()
+			p.Sync(db, func(as steps, _ ...any) { as.SetTimeout(3 * time.Second); as.WaitExternal() },
+				func(as steps, _ string) { as.Success() })
+			p.Sync(db, func(as steps, _ ...any) {})
+		})
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if d := tt.Now().Sub(begun); d != 3*time.Second {
+			t.Errorf("the tool's clock moved %v, want 3s", d)
+		}
+		if d := time.Since(wall); d != 0 {
+			t.Errorf("the bubble's clock moved %v, want 0", d)
+		}
+		want := describeLines([]string{
+			`asyncsteps.flow.duration{} count=1 sum=0`,
+			`asyncsteps.flow.ended{} 1`,
+			`asyncsteps.flow.started{} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=Timeout} 1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex} count=1 sum=3`,
+		})
+		if got := mp.read(t); got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}

@@ -59,9 +59,17 @@
 //     error's code in asyncsteps.error.code, a cancelled one with
 //     asyncsteps.canceled, as its span; neither for a success.
 //   - asyncsteps.flow.duration: the seconds from a flow's begin to its
-//     end, with the same attributes, on the wall clock (the hooks do not
-//     see a TestTool's virtual clock). A flow whose start failed (see
-//     above) has none: its start was lost with its context.
+//     end, with the same attributes, on the wall clock (time.Now), not on
+//     its tool's: FlowStart and FlowEnd get the flow's context, Run's or
+//     context.Background(), and nothing that names the tool or reads its
+//     clock. On a Loop the two agree. On a TestTool the
+//     duration is the real time taken to drive the flow, not the time
+//     the tool's clock moved: a flow that a 3s SetTimeout ended as
+//     TestTool.Run jumped the clock lasts about 0s, exactly 0 in a
+//     testing/synctest bubble, whose wall clock moves only as its
+//     goroutines sleep; a Loop in a bubble has exact durations. A flow
+//     whose start failed (see above) has none: its start was lost with
+//     its context.
 //   - asyncsteps.step.failed: the errors raised in steps, as their spans'
 //     events, also those a handler recovers from, by asyncsteps.error.code.
 //   - asyncsteps.sync.wait.duration: the seconds a flow waited in the queue
