@@ -1,7 +1,10 @@
 package asynchttp
 
 import (
+	"compress/flate"
+	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -49,8 +53,13 @@ import (
 //     client's own code returned (its RoundTripper, its CheckRedirect,
 //     the reader of a request's body), as [asyncsteps.ErrorFrom] gives it.
 //
-// Each keeps the Go error as Cause. A request cancelled by its step reports
-// nothing: the step has ended already.
+// The info of a ConnectError or a CommError names the kind of failure in
+// fixed words, "asynchttp: GET: connection refused" say (the list is
+// [RequestError]'s), never the URL, host or address that the Go error's
+// text names: a [Handler] answers that info to its client, who must not
+// learn where the server connects. Each error keeps the Go error as
+// Cause, which a Handler logs with every detail. A request cancelled by
+// its step reports nothing: the step has ended already.
 //
 // The zero Client sends with [http.DefaultClient], reads at most 1 MiB of
 // body and has no guard; a nil *Client acts as the zero one. A Client is
@@ -171,13 +180,7 @@ func (c *Client) send(ctx context.Context, req *http.Request) (*Response, error)
 func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, int, error) {
 	hr, err := c.httpClient().Do(req)
 	if err != nil {
-		if problem := refusal(req, err); problem != "" && ctx.Err() == nil {
-			// Not a CommError, which the default of Retry retries in vain,
-			// nor an InvalidRequest, which a Handler answers 400 unlogged:
-			// the URL is the program's, and so is the mistake.
-			return nil, 0, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: " + problem, Cause: err}
-		}
-		return nil, 0, transportError(ctx, err)
+		return nil, 0, transportError(ctx, req, err)
 	}
 	defer hr.Body.Close()
 	limit := c.maxBody()
@@ -189,7 +192,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 	}
 	body, err := readBody(hr, limit)
 	if err != nil {
-		return nil, hr.StatusCode, transportError(ctx, err)
+		return nil, hr.StatusCode, transportError(ctx, req, err)
 	}
 	if int64(len(body)) > limit {
 		return nil, hr.StatusCode, bodyTooLong()
@@ -240,7 +243,7 @@ const maxExactBody = 64 << 10
 // RoundTripper registered for another scheme answers for itself.
 func refusal(req *http.Request, err error) string {
 	ue, ok := err.(*url.Error)
-	if !ok || ue.Err == nil {
+	if !ok || ue.Err == nil || req == nil || req.URL == nil {
 		return ""
 	}
 	msg, scheme := ue.Err.Error(), req.URL.Scheme
@@ -263,18 +266,76 @@ func refusal(req *http.Request, err error) string {
 	return fmt.Sprintf("%s %q: %s", ue.Op, ue.URL, problem)
 }
 
-// transportError maps an error of sending or reading to the step's error.
-// The mapping is done here, not left to Await, so that it does not depend
-// on how Await treats Go errors: a deadline of the step's context that
-// passed is a Timeout; a cancelled step reads no result; an
-// *asyncsteps.Error or a FutoInCoder in err's chain gives its code.
-func transportError(ctx context.Context, err error) error {
+// transportError maps an error of sending req or reading its answer, with
+// ctx, to the step's error. The mapping is done here, not left to Await,
+// so that it does not depend on how Await treats Go errors: a deadline of
+// the step's context that passed is a Timeout; a cancelled step reads no
+// result; any other error is mapped by RequestError.
+func transportError(ctx context.Context, req *http.Request, err error) error {
 	switch ctx.Err() {
 	case nil:
 	case context.DeadlineExceeded:
 		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: err}
 	default:
 		return ctx.Err()
+	}
+	return RequestError(req, err)
+}
+
+// RequestError returns the error that a [Client] fails its step with when
+// req, sent with net/http, got no answer, or its answer's body could not
+// be read: err is what [http.Client.Do] returned, or the read of the body.
+// The first rule that matches gives it:
+//
+//   - the code of an [*asyncsteps.Error] or an [asyncsteps.FutoInCoder]
+//     in err's chain, as [asyncsteps.ErrorFrom] gives it: the HTTP
+//     client's own code (its RoundTripper, its CheckRedirect, the reader
+//     of req's body) chose it. The info is that of the error net/http's
+//     *url.Error wraps, without the URL it adds;
+//   - InternalError when net/http refused to send req as it is (see
+//     [Client]), its info naming the problem and the URL;
+//   - ConnectError when the connection could not be made (the dial or the
+//     name lookup failed), CommError for any other failure.
+//
+// The info of a ConnectError or a CommError is "asynchttp: METHOD: " and
+// the kind of failure, in words that name no URL, host or address:
+// "connection refused", "name lookup failed", "host unreachable", "timed
+// out" (a timeout of the HTTP client's, such as its Timeout), "connection
+// reset", "TLS handshake failed", "connection closed before the answer",
+// "answer cut short" (the connection ended in the body), "answer
+// malformed", "answer header too long", "too many redirects", or else
+// "could not connect" (ConnectError) or "request failed" (CommError). The
+// text of the Go error names the upstream's host, port, path and query:
+// it is no part of an answer a [Handler] sends to its client, who must
+// not learn where and how the server connects. Cause is err, which a
+// Handler logs, and errors.Is and errors.As find in the step's error.
+//
+// RequestError does not look at req's context: a Client fails the step
+// with Timeout when the deadline of the step's context has passed, and
+// reports nothing when its step was cancelled. A nil err gives nil; one
+// whose methods panic, an InternalError that says so. A handler that does
+// not run flows can map the failures of its own requests with it exactly
+// as a Client does.
+func RequestError(req *http.Request, err error) (mapped *asyncsteps.Error) {
+	if err == nil {
+		return nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			// An error whose methods panic (a nil pointer given as an
+			// error by the HTTP client's own code): a mistake of the
+			// program's, named, instead of a panic that ends the request's
+			// goroutine before Done. Not kept as Cause, whose text would
+			// panic again.
+			mapped = &asyncsteps.Error{Code: asyncsteps.InternalError,
+				Info: fmt.Sprintf("asynchttp: reading the %T given as an error panicked: %v", unwrapURL(err), v)}
+		}
+	}()
+	if problem := refusal(req, err); problem != "" {
+		// Not a CommError, which the default of Retry retries in vain,
+		// nor an InvalidRequest, which a Handler answers 400 unlogged:
+		// the URL is the program's, and so is the mistake.
+		return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: " + problem, Cause: err}
 	}
 	var coded *asyncsteps.Error
 	var coder asyncsteps.FutoInCoder
@@ -284,8 +345,13 @@ func transportError(ctx context.Context, err error) error {
 		// as Await keeps it: not a CommError that a retry loop would
 		// attempt again. A FutoInCoder that gives none chose nothing, as
 		// ErrorFrom reads it: its error is mapped as any other here, not
-		// by ErrorFrom's rules for Go errors.
-		return asyncsteps.ErrorFrom(err)
+		// by ErrorFrom's rules for Go errors. The *url.Error around it is
+		// net/http's, which names the URL: the info is the code's own.
+		e := asyncsteps.ErrorFrom(unwrapURL(err))
+		if e.Cause != nil { // none for an error whose methods panic
+			e.Cause = err
+		}
+		return e
 	}
 	code := asyncsteps.CommError
 	var op *net.OpError
@@ -293,7 +359,110 @@ func transportError(ctx context.Context, err error) error {
 	if (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) {
 		code = asyncsteps.ConnectError
 	}
-	return &asyncsteps.Error{Code: code, Info: err.Error(), Cause: err}
+	return &asyncsteps.Error{Code: code, Info: "asynchttp: " + methodOf(req) + ": " + failure(err, code), Cause: err}
+}
+
+// unwrapURL returns the error that the *url.Error err wraps, or err if it
+// is no *url.Error (or one that wraps nothing).
+func unwrapURL(err error) error {
+	if ue, ok := err.(*url.Error); ok && ue.Err != nil {
+		return ue.Err
+	}
+	return err
+}
+
+// methodOf returns the method req is sent with.
+func methodOf(req *http.Request) string {
+	if req == nil || req.Method == "" {
+		return http.MethodGet
+	}
+	return req.Method
+}
+
+// failure names the kind of failure err is, in fixed words (see
+// RequestError); code is the one it is mapped to. The Go error's types
+// tell most kinds; net/http's own errors about an answer it could not
+// read have no type of their own, and are told by their text, never
+// shown. Any error of http.Client.Do is a *url.Error; one of reading the
+// body is not.
+func failure(err error, code string) string {
+	_, sending := err.(*url.Error)
+	inner := unwrapURL(err)
+	var dns *net.DNSError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &dns):
+		return "name lookup failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case errors.As(inner, &timeout) && timeout.Timeout():
+		return "timed out"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED):
+		return "connection reset"
+	case tlsFailure(inner):
+		return "TLS handshake failed"
+	case closed(inner):
+		if sending {
+			return "connection closed before the answer"
+		}
+		return "answer cut short"
+	case malformed(inner):
+		return "answer malformed"
+	}
+	text := inner.Error()
+	switch {
+	case strings.Contains(text, "response headers exceeded"):
+		return "answer header too long"
+	case strings.HasPrefix(text, "stopped after ") && strings.HasSuffix(text, " redirects"):
+		return "too many redirects"
+	case code == asyncsteps.ConnectError:
+		return "could not connect"
+	}
+	return "request failed"
+}
+
+// tlsFailure reports whether err says the TLS handshake failed: the
+// server's certificate was refused, or the server refused the client's
+// (an alert it sent), or it spoke no TLS at all.
+func tlsFailure(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	var alert tls.AlertError
+	var op *net.OpError
+	if errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
+		errors.As(err, &op) && op.Op == "remote error" {
+		return true
+	}
+	text := err.Error()
+	return strings.HasPrefix(text, "tls: ") || text == "http: server gave HTTP response to HTTPS client"
+}
+
+// closed reports whether err says the server closed the connection: an
+// end of input where the answer, or the rest of its body, was due; a
+// write to a connection it had closed; the server's closing of a
+// connection the request was sent on, which net/http tells only in its
+// text (HTTP/1 and HTTP/2).
+func closed(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	text := err.Error()
+	return strings.Contains(text, "server closed idle connection") || strings.Contains(text, "client connection lost")
+}
+
+// malformed reports whether err says the answer could not be read as
+// HTTP: its status line, its header, its chunked body or its gzip
+// encoding (which the transport decodes when it asked for it).
+func malformed(err error) bool {
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) {
+		return true
+	}
+	text := err.Error()
+	return strings.Contains(text, "malformed") || strings.Contains(text, "chunk length") ||
+		strings.Contains(text, "chunked encoding")
 }
 
 // givesCode reports whether c gives a code. One whose FutoInCode panics

@@ -29,12 +29,16 @@
 // sibling, or the cancellation of the flow (a client gone).
 // Transport errors become the FutoIn codes ConnectError (the connection
 // could not be made) and CommError (anything after that), so that error
-// handlers and retry loops test codes, not Go error types. A URL that
-// does not parse, or a request net/http refuses to send (a URL of another
-// scheme than http and https, or without a host), is the program's
-// mistake: an InternalError, which a Handler answers 500 and logs. A flow
-// that builds a URL from its client's input checks it itself and raises
-// InvalidRequest.
+// handlers and retry loops test codes, not Go error types. Their info
+// names the kind of failure in fixed words ("asynchttp: GET: connection
+// refused"), not the URL, host or address that the Go error's text
+// names: a Handler answers that info to its client, and logs the Go
+// error, kept as the Cause, for the operator (see [RequestError]). A
+// URL that does not parse, or a request net/http refuses to send (a URL
+// of another scheme than http and https, or without a host), is the
+// program's mistake: an InternalError, which a Handler answers 500 and
+// logs. A flow that builds a URL from its client's input checks it
+// itself and raises InvalidRequest.
 //
 // Any [asyncsteps.Syncer] ([asyncsteps.Mutex], [asyncsteps.Throttle],
 // [asyncsteps.Limiter], or one of another package) can guard a whole

@@ -599,15 +599,42 @@ func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 
 // LogFailure logs req, answered with status for the error e, as h logs
 // the error answers of its flows (see Logger): an InternalError or a 500
-// at Error, a 503 at Debug, any other 5xx at Warn, a 4xx not at all. A
-// handler that does not run flows can log its failures with it exactly as
-// a Handler does.
+// at Error, a 503 at Debug, any other 5xx at Warn, a 4xx not at all. The
+// line has e's code and info, and its cause: the Go error that e wraps,
+// with every detail the answer leaves out (for a [Client]'s ConnectError
+// or CommError, net/http's error, which names the upstream's URL and
+// address). A handler that does not run flows can log its failures with
+// it exactly as a Handler does.
 func (h *Handler) LogFailure(req *http.Request, e *asyncsteps.Error, status int) {
 	if level, ok := failureLevel(e.Code, status); ok {
 		h.log(level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
-			"status", status, "code", e.Code, "info", e.Info, "cause", e.Cause)
+			"status", status, "code", e.Code, "info", e.Info, "cause", logCause(e))
 	}
 }
+
+// logCause returns the cause of e that LogFailure logs: e.Cause, or what
+// is under the copies of e that wrap each other there. The engine gives
+// the error a step failed with (a Client's, whose Cause is net/http's
+// error) to the flow as an *asyncsteps.Error of its own with the same
+// code and info, which a retry loop may wrap again: the text of such a
+// copy is the line's code and info once more, and would hide the Go
+// error under it. An *asyncsteps.Error of another code or info is logged
+// as it is. The walk is bounded: a chain that loops must not hang the
+// request.
+func logCause(e *asyncsteps.Error) error {
+	err := e.Cause
+	for range maxCauseDepth {
+		next, ok := err.(*asyncsteps.Error)
+		if !ok || next == nil || next.Code != e.Code || next.Info != e.Info {
+			break
+		}
+		err = next.Cause
+	}
+	return err
+}
+
+// maxCauseDepth bounds the *asyncsteps.Error causes logCause walks down.
+const maxCauseDepth = 16
 
 // failureLevel is the level at which the error answer with code and
 // status is logged, and whether it is (see Handler.Logger). An

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,7 +16,8 @@ import (
 // transportError maps by itself, whatever Await does with Go errors: a
 // passed deadline of the step's context is a Timeout, a cancelled step
 // gets the context's error (nobody reads it), a failed dial is a
-// ConnectError, anything else a CommError.
+// ConnectError, anything else a CommError; the info names the kind of
+// failure, not the Go error's text.
 func TestTransportErrorMapping(t *testing.T) {
 	live := context.Background()
 	cancelled, cancel := context.WithCancel(live)
@@ -27,21 +30,24 @@ func TestTransportErrorMapping(t *testing.T) {
 		ctx  context.Context
 		err  error
 		code string // "" for a plain context error
+		info string
 	}{
-		{"deadline passed", expired, context.DeadlineExceeded, asyncsteps.Timeout},
-		{"cancelled", cancelled, context.Canceled, ""},
-		{"dial", live, dial, asyncsteps.ConnectError},
-		{"lookup", live, &net.DNSError{Err: "no such host", Name: "x.invalid"}, asyncsteps.ConnectError},
-		{"broken", live, io.ErrUnexpectedEOF, asyncsteps.CommError},
+		{"deadline passed", expired, context.DeadlineExceeded, asyncsteps.Timeout, ""},
+		{"cancelled", cancelled, context.Canceled, "", ""},
+		{"dial", live, dial, asyncsteps.ConnectError, "asynchttp: POST: could not connect"},
+		{"lookup", live, &net.DNSError{Err: "no such host", Name: "x.invalid"}, asyncsteps.ConnectError, "asynchttp: POST: name lookup failed"},
+		{"broken", live, io.ErrUnexpectedEOF, asyncsteps.CommError, "asynchttp: POST: answer cut short"},
 	}
+	req := httptest.NewRequest(http.MethodPost, "http://upstream.internal:9000/x?secret=1", nil)
+	req.RequestURI = ""
 	for _, tc := range tests {
-		got := transportError(tc.ctx, tc.err)
+		got := transportError(tc.ctx, req, tc.err)
 		var e *asyncsteps.Error
 		switch {
 		case tc.code == "" && got != context.Canceled:
 			t.Errorf("%s: %v, want context.Canceled", tc.name, got)
-		case tc.code != "" && (!errors.As(got, &e) || e.Code != tc.code || !errors.Is(got, tc.err)):
-			t.Errorf("%s: %v, want %s wrapping %v", tc.name, got, tc.code, tc.err)
+		case tc.code != "" && (!errors.As(got, &e) || e.Code != tc.code || e.Info != tc.info || !errors.Is(got, tc.err)):
+			t.Errorf("%s: %v, want %s %q wrapping %v", tc.name, got, tc.code, tc.info, tc.err)
 		}
 	}
 }

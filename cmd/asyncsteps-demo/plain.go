@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -168,11 +168,14 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return quote{}, &attemptError{Error: invalid("%v", err)}
+		// The program's mistake (main validates -upstream), as
+		// asynchttp.Client.Get makes it: an InternalError, whose info,
+		// which names the URL, the client does not read.
+		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: " + err.Error(), Cause: err}}
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return quote{}, g.transportError(parent, ctx, err)
+		return quote{}, g.transportError(parent, ctx, req, err)
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength > maxUpstreamBody {
@@ -182,7 +185,7 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	if err != nil {
-		return quote{}, g.transportError(parent, ctx, err)
+		return quote{}, g.transportError(parent, ctx, req, err)
 	}
 	if len(body) > maxUpstreamBody {
 		return quote{}, bodyTooLong()
@@ -201,11 +204,15 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	return q, nil
 }
 
-// transportError maps a failed request like asynchttp.Client does, and
-// retries it; the attempt's own timeout is a Timeout, retried too. A
-// request cut short by a context counts as cancelled, as in the flows
-// gateway, whatever ended the context.
-func (g *plainGateway) transportError(parent, ctx context.Context, err error) *attemptError {
+// transportError maps the failure of req with asynchttp.RequestError, as
+// asynchttp.Client does: its info names the kind of failure, not the
+// upstream's URL or address, which the Go error's text names and the
+// client must not read; the Go error is its Cause, logged. A transport
+// error is retried, as the flows gateway's Retry does; the attempt's own
+// timeout is a Timeout, retried too. A request cut short by a context
+// counts as cancelled, as in the flows gateway, whatever ended the
+// context.
+func (g *plainGateway) transportError(parent, ctx context.Context, req *http.Request, err error) *attemptError {
 	if ctx.Err() != nil {
 		g.st.upstreamCancelled.Add(1)
 		if parent.Err() != nil {
@@ -213,11 +220,6 @@ func (g *plainGateway) transportError(parent, ctx context.Context, err error) *a
 		}
 		return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.Timeout}, retry: true}
 	}
-	code := asyncsteps.CommError
-	var op *net.OpError
-	var dns *net.DNSError
-	if (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) {
-		code = asyncsteps.ConnectError
-	}
-	return &attemptError{Error: &asyncsteps.Error{Code: code, Info: err.Error(), Cause: err}, retry: true}
+	e := asynchttp.RequestError(req, err)
+	return &attemptError{Error: e, retry: retriable(e.Code)}
 }
