@@ -46,7 +46,12 @@ import (
 //     not the server's, and InvalidRequest is the FutoIn code of a
 //     request refused as it is: the same code whatever the status, for a
 //     client that reads the code. An error with another code is answered
-//     as that code, whatever its cause;
+//     as that code, whatever its cause. net/http meant MaxBytesReader
+//     for request bodies, and so does the Handler: a flow that bounds
+//     another body (an upstream's) bounds it with a [Client]'s MaxBody or
+//     an [io.LimitReader], or gives its own code to the error, since an
+//     InternalError caused by a MaxBytesError is answered 413 whichever
+//     reader raised it;
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled".
