@@ -144,8 +144,41 @@ type AsyncSteps interface {
 // Syncer is a synchronization primitive (the spec's ISync): Sync adds to as
 // the steps that run f inside its critical section, with onerror as f's
 // error handler.
+//
+// as may be a decorator of the AsyncSteps a step received (see
+// [Unwrapper]): this package's Syncers tell the flow it runs in through
+// Unwrap. One that does not unwrap still gets its critical section, but
+// each of its Sync calls counts as a flow of its own, so a [Mutex] that
+// its flow already holds does not let it in again: a nested Sync then
+// waits for the section around it until a timeout or a cancel ends the
+// wait, and a deadlock through [AsyncSteps.Parallel] is not detected.
 type Syncer interface {
 	Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc)
+}
+
+// Unwrapper is implemented by a decorator of an AsyncSteps: a value of
+// another type that wraps the AsyncSteps a step received, to log or trace
+// the step's calls, say, and passes it on. Unwrap returns the AsyncSteps it
+// wraps, which may be a decorator too, as errors.Unwrap does for an error.
+//
+// This package looks through Unwrap where it must know the flow behind an
+// AsyncSteps: a [Mutex] (or a [Limiter]'s concurrency limit) lets a flow
+// that holds it in again and detects deadlocks through
+// [AsyncSteps.Parallel] only for a flow it can tell (see [Syncer]), counts
+// the [AsyncSteps.Await] functions started inside a critical section, and
+// gives a section's slot back when the flow's [Loop] is closed; [Retry]
+// adds its loop to the AsyncSteps unwrapped; [AwaitChan], [AwaitResult]
+// and [AwaitFlow] stop their goroutine when the Loop is closed; a SyncWait
+// hook (see [Hooks]) sees the waits. The decorator's own methods are still
+// the ones called to add the section's steps and to complete them, and
+// Sync's f receives what the decorator gives its steps.
+//
+// Unwrap must return the AsyncSteps the decorator was made with for its
+// step, never one kept from another step: the package uses the step it
+// finds only while that step's callback runs, and ignores one that has
+// completed. A panic in Unwrap fails the step, as in any callback.
+type Unwrapper interface {
+	Unwrap() AsyncSteps
 }
 
 func firstHandler(h []ErrorFunc) ErrorFunc {

@@ -131,9 +131,38 @@ func (f *frame) ctl() control {
 func owner(as AsyncSteps) *frame {
 	h, ok := as.(*stepAPI)
 	if !ok {
-		return nil
+		if h = unwrapStep(as); h == nil {
+			return nil
+		}
 	}
 	return ownerOf(h.f)
+}
+
+// maxUnwrap bounds the chain of decorators unwrapStep follows, so that
+// one whose Unwrap never ends (a cycle) cannot hang the loop.
+const maxUnwrap = 64
+
+// unwrapStep returns the step API that the decorator as wraps (see
+// Unwrapper), directly or through other decorators, if that step's
+// callback is running: the one that called the decorator, whose frame
+// the loop's goroutine owns. It returns nil when as does not unwrap to a
+// step API, or to one whose step has completed or waits outside its
+// callback: nothing of its frame may be read then.
+func unwrapStep(as AsyncSteps) *stepAPI {
+	for range maxUnwrap {
+		u, ok := as.(Unwrapper)
+		if !ok {
+			return nil
+		}
+		as = u.Unwrap()
+		if h, ok := as.(*stepAPI); ok {
+			if h == nil || h.st.Load()&(stIdle|stDone) != 0 {
+				return nil
+			}
+			return h
+		}
+	}
+	return nil
 }
 
 // outerOwner returns the owner that the parallel branch o was started from,

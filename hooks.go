@@ -385,12 +385,17 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 // observeWait returns the waiting step as, which is about to queue in the
 // gate obj, wrapped so that its admission reports the wait to the SyncWait
 // hook of its flow; as itself when there is none. On the flow's loop.
+// as may be a decorator of the step (see Unwrapper): its Success still
+// admits the step.
 func observeWait(as AsyncSteps, obj Syncer) AsyncSteps {
-	fl := flowOf(as)
-	if !waitObserved(fl) {
+	h, ok := as.(*stepAPI)
+	if !ok {
+		h = unwrapStep(as)
+	}
+	if h == nil || !waitObserved(h.fl) {
 		return as
 	}
-	return &waitingStep{AsyncSteps: as, obj: obj, report: fl.wait.hooks.SyncWait, since: as.Tool().Now()}
+	return &waitingStep{AsyncSteps: as, h: h, obj: obj, report: h.fl.wait.hooks.SyncWait, since: as.Tool().Now()}
 }
 
 // waitObserved reports whether fl, if a flow, has a SyncWait hook.
@@ -401,12 +406,13 @@ func waitObserved(fl *flow) bool {
 // waitingStep is a step waiting in a gate's queue, whose admission (the
 // gate calls Success) reports how long it waited.
 type waitingStep struct {
-	AsyncSteps
-	obj    Syncer
-	report func(obj Syncer, waited time.Duration)
-	since  time.Time
-	waited time.Duration
-	args   []any
+	AsyncSteps          // the step, or a decorator of it
+	h          *stepAPI // the step
+	obj        Syncer
+	report     func(obj Syncer, waited time.Duration)
+	since      time.Time
+	waited     time.Duration
+	args       []any
 }
 
 // Success lets the step go on once the hook has seen the wait. The gate
@@ -417,7 +423,7 @@ type waitingStep struct {
 func (w *waitingStep) Success(args ...any) {
 	w.waited = w.Tool().Now().Sub(w.since)
 	w.args = args
-	w.AsyncSteps.(*stepAPI).fl.sched.inject(w)
+	w.h.fl.sched.inject(w)
 }
 
 // run reports the wait, then completes the step, on the flow's loop. The
@@ -435,7 +441,7 @@ func (w *waitingStep) run() {
 		if r := recover(); r != nil {
 			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
 		}
-		w.AsyncSteps.(*stepAPI).complete(err)
+		w.h.complete(err)
 	}()
 	w.report(w.obj, w.waited)
 	returned = true

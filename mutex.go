@@ -21,7 +21,9 @@ import (
 // A Mutex counts flows, not entries: a flow that already holds it enters
 // again at once, so nested Sync calls on one Mutex do not deadlock. Each
 // branch of a Parallel counts as a flow of its own and inherits no lock
-// from the flow it was started from (spec 1.11.4).
+// from the flow it was started from (spec 1.11.4). Sync given a decorator
+// of the flow's AsyncSteps tells the flow only through [Unwrapper] (see
+// [Syncer]).
 //
 // A slot is given back however the critical section ends: success, error,
 // timeout or cancel, and also when the flow's [Loop] is closed, which runs

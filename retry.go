@@ -51,19 +51,29 @@ type RetryOptions struct {
 // [Root.Run]'s context has passed (a timeout of the whole flow) no failure
 // is retried (docs/DESIGN.md#retry).
 //
+// On a decorator of a step's AsyncSteps (see [Unwrapper]), the loop is
+// added to the AsyncSteps it wraps: attempt receives that one, which it
+// may decorate again.
+//
 // Unlike a Repeat whose last step calls Break, a successful attempt ends
 // the step without raising LoopBreak: it leaves ErrorInfo, LastException
 // and AsyncStack as they were, and costs no panic.
 func Retry(as AsyncSteps, o RetryOptions, attempt RepeatFunc) AsyncSteps {
-	h, ok := as.(host)
-	if !ok {
-		// Not this package's AsyncSteps: it cannot hold the loop.
-		as.Error(InternalError, fmt.Sprintf("Retry: %T is not an AsyncSteps of this package", as))
-		return as
-	}
 	d := &retryDef{opts: o}
 	d.loopDef = loopDef{label: o.Label, count: max(o.Attempts, 1), repFn: attempt, collect: d}
-	return addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
+	if h, ok := as.(host); ok {
+		return addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
+	}
+	if h := unwrapStep(as); h != nil {
+		// A decorator of a running step: the loop is the step's, queued
+		// after the steps the decorator has added to it. The decorator
+		// is returned, to chain further steps.
+		addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
+		return as
+	}
+	// Not this package's AsyncSteps: it cannot hold the loop.
+	as.Error(InternalError, fmt.Sprintf("Retry: %T is not an AsyncSteps of this package", as))
+	return as
 }
 
 // retryDef is the definition of a Retry step: a Repeat whose iteration is

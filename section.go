@@ -130,6 +130,7 @@ func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 		return
 	}
 	// A foreign AsyncSteps: bound methods.
+	h = unwrapStep(as)
 	as.SetCancel(s.cancel)
 	step := StepFunc(s.advance)
 	for range s.n {
@@ -137,6 +138,16 @@ func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 	}
 	as.Add(step, onerror)
 	as.Add(step)
+	if h != nil {
+		// A decorator of a step of this package, whose Add has added
+		// the section's steps under the step's frame: the frame holds
+		// the section, as in enterFrame, so that the Await functions
+		// started inside count (holdWork), and a Loop that closes gives
+		// back what the section holds. Linked only now that the cancel
+		// handler that unlinks it is set.
+		h.f.impl = s
+		h.fl.sched.linkSection(s)
+	}
 }
 
 // enterFrame adds the section's steps to the frame of the step h runs, with
@@ -303,9 +314,13 @@ func (s *section) holdsSlots() bool {
 	return false
 }
 
-// flowOf returns the flow of a step of this package, or nil.
+// flowOf returns the flow of a step of this package, or of the step a
+// decorator wraps (see unwrapStep), or nil.
 func flowOf(as AsyncSteps) *flow {
 	if h, ok := as.(*stepAPI); ok {
+		return h.fl
+	}
+	if h := unwrapStep(as); h != nil {
 		return h.fl
 	}
 	return nil

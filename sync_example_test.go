@@ -132,3 +132,47 @@ func ExampleLimiter() {
 	// 0s flow 4 DefenseRejected Throttle queue limit
 	// 100ms flow 2 enters
 }
+
+// tracedSteps is a decorator that tags what its steps log with a name:
+// they receive a tracedSteps of the engine's AsyncSteps. Unwrap gives that
+// one back, so that a Mutex tells the flow behind the decorator.
+type tracedSteps struct {
+	asyncsteps.AsyncSteps
+	name string
+}
+
+func (t tracedSteps) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	t.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		f(tracedSteps{as, t.name}, args...)
+	}, onerror...)
+	return t
+}
+
+func (t tracedSteps) Unwrap() asyncsteps.AsyncSteps { return t.AsyncSteps }
+
+func (t tracedSteps) log(msg string) { fmt.Println(t.name+":", msg) }
+
+// A flow that holds a Mutex(1) enters it again through a decorator of its
+// AsyncSteps, as it does through the engine's own; without Unwrap, the
+// nested Sync would wait for the section around it, for ever here.
+func ExampleUnwrapper() {
+	tt := asyncsteps.NewTestTool()
+	mutex := asyncsteps.NewMutex(1)
+
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		mutex.Sync(tracedSteps{as, "orders"}, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.(tracedSteps).log("outer section")
+			mutex.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.(tracedSteps).log("inner section")
+			})
+		})
+	})
+	done := r.Promise()
+	tt.Run()
+	fmt.Println("error:", (<-done).Err)
+	// Output:
+	// orders: outer section
+	// orders: inner section
+	// error: <nil>
+}

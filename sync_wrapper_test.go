@@ -1,0 +1,305 @@
+package asyncsteps_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// wrappedSteps is a decorator as a user writes one, to log what a step
+// does, say: each step it adds receives a wrappedSteps of the engine's
+// AsyncSteps, and Unwrap gives the wrapped one back.
+type wrappedSteps struct{ asyncsteps.AsyncSteps }
+
+func (w wrappedSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(wrappedSteps{as}, args...) }, onerror...)
+	return w
+}
+
+func (w wrappedSteps) Unwrap() asyncsteps.AsyncSteps { return w.AsyncSteps }
+
+// A Mutex lets a flow that holds it enter again also when Sync is given a
+// decorator of the flow's AsyncSteps: the Syncer's own Sync on the
+// decorator, and AsyncSteps.Sync, which the decorator passes on to the
+// engine's AsyncSteps, count as the same flow. Another flow, which asks
+// while the first is inside, waits until it has left every level.
+func TestMutexReentersThroughAWrapper(t *testing.T) {
+	syncers := []struct {
+		name string
+		obj  asyncsteps.Syncer
+	}{
+		{"Mutex", asyncsteps.NewMutex(1)},
+		{"Limiter", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1})},
+	}
+	for _, s := range syncers {
+		t.Run(s.name, func(t *testing.T) {
+			tt := asyncsteps.NewTestTool()
+			tr := &tracer{}
+			a := asyncsteps.New(asyncsteps.WithTool(tt))
+			a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Second) // ends a deadlock
+				s.obj.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.add("A:level 1")
+					s.obj.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
+						tr.add("A:level 2")
+						as.Sync(s.obj, func(as asyncsteps.AsyncSteps, _ ...any) {
+							tr.add("A:level 3")
+							syncSleep(as, 10*time.Millisecond)
+						})
+					})
+					as.Add(tr.step("A:back at level 1"))
+				})
+			}, tr.handler("A:onerror"))
+			b := asyncsteps.New(asyncsteps.WithTool(tt))
+			b.Add(func(as asyncsteps.AsyncSteps, _ ...any) { syncSleep(as, time.Millisecond) })
+			b.Sync(s.obj, func(as asyncsteps.AsyncSteps, _ ...any) { tr.addf("B:in@%v", syncElapsed(tt)) })
+			aRes, bRes := a.Promise(), b.Promise()
+			drive(t, tt)
+			wantTrace(t, tr, "A:level 1,A:level 2,A:level 3,A:back at level 1,B:in@10ms")
+			wantSuccess(t, result(t, aRes))
+			wantSuccess(t, result(t, bRes))
+			syncWantIdle(t, tt)
+		})
+	}
+}
+
+// syncSleep makes the step of as wait d on its Tool.
+func syncSleep(as asyncsteps.AsyncSteps, d time.Duration) {
+	as.WaitExternal()
+	as.Tool().Deferred(d, func() { as.Success() })
+}
+
+// A deadlock through Parallel is detected for a wrapper's flow too: the
+// flow holds the Mutex, and its branch, which the wrapper adds, waits for
+// it.
+func TestMutexDeadlockThroughAWrapper(t *testing.T) {
+	const info = "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"
+	r, tt := newFlow()
+	m := asyncsteps.NewMutex(1)
+	tr := &tracer{}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Second) // ends a deadlock that goes undetected
+		m.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("flow:in")
+			m.Sync(wrappedSteps{as.Parallel()}, tr.step("branch:in"), func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("branch:onerror:%s:%s", code, as.State().ErrorInfo)
+			})
+		})
+	}, tr.handler("flow:onerror"))
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, info)
+	wantTrace(t, tr, "flow:in,branch:onerror:InternalError:"+info+",flow:onerror:InternalError")
+	syncWantIdle(t, tt)
+}
+
+// A wrapper that does not give back what it wraps cannot be told from
+// another flow: a Sync nested in its critical section waits for that
+// section, here until the step's timeout. So does one whose Unwrap gives
+// nothing, itself, or a step that has completed; none of them hangs the
+// loop or panics.
+func TestMutexCannotReenterWithoutUnwrap(t *testing.T) {
+	wrappers := []struct {
+		name string
+		wrap func(as, kept asyncsteps.AsyncSteps) asyncsteps.AsyncSteps
+	}{
+		{"no Unwrap", func(as, _ asyncsteps.AsyncSteps) asyncsteps.AsyncSteps { return foreignSteps{as} }},
+		{"nil", func(as, _ asyncsteps.AsyncSteps) asyncsteps.AsyncSteps {
+			return oddSteps{as, func(oddSteps) asyncsteps.AsyncSteps { return nil }}
+		}},
+		{"itself", func(as, _ asyncsteps.AsyncSteps) asyncsteps.AsyncSteps {
+			return oddSteps{as, func(w oddSteps) asyncsteps.AsyncSteps { return w }}
+		}},
+		{"a completed step", func(as, kept asyncsteps.AsyncSteps) asyncsteps.AsyncSteps {
+			return oddSteps{as, func(oddSteps) asyncsteps.AsyncSteps { return kept }}
+		}},
+	}
+	for _, w := range wrappers {
+		t.Run(w.name, func(t *testing.T) {
+			r, tt := newFlow()
+			m := asyncsteps.NewMutex(1)
+			tr := &tracer{}
+			var kept asyncsteps.AsyncSteps
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { kept = as })
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Second)
+				m.Sync(w.wrap(as, kept), func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.addf("level 1@%v", syncElapsed(tt))
+					m.Sync(as, tr.step("level 2"))
+				})
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("onerror:%s@%v", code, syncElapsed(tt))
+			})
+			wantCode(t, run(t, r, tt).Err, asyncsteps.Timeout)
+			wantTrace(t, tr, "level 1@0s,onerror:Timeout@1s")
+			syncWantIdle(t, tt)
+		})
+	}
+}
+
+// oddSteps is a wrapper whose Unwrap is unwrap.
+type oddSteps struct {
+	asyncsteps.AsyncSteps
+	unwrap func(w oddSteps) asyncsteps.AsyncSteps
+}
+
+func (w oddSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(oddSteps{as, w.unwrap}, args...) }, onerror...)
+	return w
+}
+
+func (w oddSteps) Unwrap() asyncsteps.AsyncSteps { return w.unwrap(w) }
+
+// Two flows whose wrappers unwrap to one step that has completed are not
+// taken for one flow: the second waits for the first to leave.
+func TestMutexIgnoresACompletedStepUnwrapped(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	m := asyncsteps.NewMutex(1)
+	tr := &tracer{}
+	var kept asyncsteps.AsyncSteps
+	stale := func(as asyncsteps.AsyncSteps) asyncsteps.AsyncSteps {
+		return oddSteps{as, func(oddSteps) asyncsteps.AsyncSteps { return kept }}
+	}
+	a := asyncsteps.New(asyncsteps.WithTool(tt))
+	a.Add(func(as asyncsteps.AsyncSteps, _ ...any) { kept = as })
+	a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		m.Sync(stale(as), func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("A:in")
+			syncSleep(as, 10*time.Millisecond)
+		})
+	})
+	b := asyncsteps.New(asyncsteps.WithTool(tt))
+	b.Add(func(as asyncsteps.AsyncSteps, _ ...any) { syncSleep(as, time.Millisecond) })
+	b.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		m.Sync(stale(as), func(as asyncsteps.AsyncSteps, _ ...any) { tr.addf("B:in@%v", syncElapsed(tt)) })
+	})
+	aRes, bRes := a.Promise(), b.Promise()
+	drive(t, tt)
+	wantTrace(t, tr, "A:in,B:in@10ms")
+	wantSuccess(t, result(t, aRes))
+	wantSuccess(t, result(t, bRes))
+	syncWantIdle(t, tt)
+}
+
+// An Unwrap that panics fails the step that called it, as any user code in
+// a callback does, and leaves the Mutex free.
+func TestMutexUnwrapPanicFailsTheStep(t *testing.T) {
+	r, tt := newFlow()
+	m := asyncsteps.NewMutex(1)
+	tr := &tracer{}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		m.Sync(oddSteps{as, func(oddSteps) asyncsteps.AsyncSteps { panic("no unwrap") }}, tr.step("in"))
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("onerror:%s:%s", code, as.State().ErrorInfo)
+	})
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "no unwrap")
+	wantTrace(t, tr, "onerror:InternalError:no unwrap")
+	r2 := asyncsteps.New(asyncsteps.WithTool(tt))
+	r2.Sync(m, tr.step("free"))
+	wantSuccess(t, run(t, r2, tt))
+	syncWantIdle(t, tt)
+}
+
+// What the engine does for the flow inside a critical section it does for
+// a wrapper's flow too: a SyncWait hook sees its wait, and an Await
+// function started inside keeps the slot until it returns, after the
+// step's timeout has let the flow go on.
+func TestWrapperSectionIsObservedAndCountsItsWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		elapsed := stopwatch(tt)
+		tr := &tracer{}
+		tt.SetHooks(&asyncsteps.Hooks{SyncWait: func(_ asyncsteps.Syncer, d time.Duration) {
+			tr.addf("SyncWait %v", d)
+		}})
+		m := asyncsteps.NewMutex(1)
+		release := make(chan struct{})
+
+		holder := asyncsteps.New(asyncsteps.WithTool(tt))
+		holder.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { syncSleep(as, 10*time.Millisecond) })
+		a := asyncsteps.New(asyncsteps.WithTool(tt))
+		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			m.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.addf("A:in@%v", elapsed())
+				as.SetTimeout(20 * time.Millisecond)
+				as.Await(slowCall(tr, "A", release))
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("A:onerror:%s@%v", code, elapsed())
+				as.Success()
+			})
+		})
+		b := asyncsteps.New(asyncsteps.WithTool(tt))
+		b.Add(func(as asyncsteps.AsyncSteps, _ ...any) { syncSleep(as, 15*time.Millisecond) })
+		b.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tr.addf("B:in@%v", elapsed()) })
+		results := []<-chan asyncsteps.Result{holder.Promise(), a.Promise(), b.Promise()}
+
+		tt.Advance(10 * time.Millisecond)
+		synctest.Wait() // A's call has started and blocks
+		tt.Advance(time.Second)
+		wantTrace(t, tr, "SyncWait 10ms,A:in@10ms,A:call,A:onerror:Timeout@30ms")
+
+		close(release)
+		synctest.Wait() // the call has returned
+		drive(t, tt)
+		wantTrace(t, tr, "SyncWait 10ms,A:in@10ms,A:call,A:onerror:Timeout@30ms,A:return,SyncWait 995ms,B:in@1.01s")
+		for _, res := range results {
+			wantSuccess(t, result(t, res))
+		}
+		syncWantIdle(t, tt)
+	})
+}
+
+// A Loop that closes gives back the Mutex slot of a wrapper's flow inside
+// a critical section, as it does for the engine's own, and stops the
+// goroutine of an AwaitChan that the wrapper added.
+func TestClosedLoopReleasesWhatAWrapperHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		closing, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer other.Close()
+		m := asyncsteps.NewMutex(1)
+		tr := &tracer{}
+
+		a := asyncsteps.New(asyncsteps.WithTool(closing))
+		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			m.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("A:in")
+				asyncsteps.AwaitChan(as, make(chan int)) // never delivers
+			})
+		})
+		aRes := a.Promise()
+		synctest.Wait()
+		b := asyncsteps.New(asyncsteps.WithTool(other))
+		b.Sync(m, tr.step("B:in"))
+		bRes := b.Promise()
+		synctest.Wait()
+		wantTrace(t, tr, "A:in")
+
+		closing.Close()
+		synctest.Wait()
+		wantError(t, result(t, aRes).Err, asyncsteps.InternalError, "the flow's loop is closed")
+		wantSuccess(t, result(t, bRes))
+		wantTrace(t, tr, "A:in,B:in")
+	})
+}
+
+// Retry on a wrapper adds its loop to the step the wrapper wraps, after
+// what the wrapper added: each attempt receives the engine's AsyncSteps.
+func TestRetryThroughAWrapper(t *testing.T) {
+	r, tt := newFlow()
+	tr := &tracer{}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		w := wrappedSteps{as}
+		w.Add(tr.step("before"))
+		next := asyncsteps.Retry(w, asyncsteps.RetryOptions{Attempts: 3}, func(as asyncsteps.AsyncSteps, i int) {
+			_, wrapped := as.(wrappedSteps)
+			tr.addf("attempt %d wrapped=%v", i, wrapped)
+			if i < 2 {
+				as.Error(asyncsteps.CommError, "down")
+			}
+			as.Success("up")
+		})
+		next.Add(tr.stepArgs("after"))
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, tr, "before,attempt 0 wrapped=false,attempt 1 wrapped=false,attempt 2 wrapped=false,after[up]")
+}
