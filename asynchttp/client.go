@@ -380,11 +380,13 @@ func methodOf(req *http.Request) string {
 }
 
 // failure names the kind of failure err is, in fixed words (see
-// RequestError); code is the one it is mapped to. The Go error's types
-// tell most kinds; net/http's own errors about an answer it could not
-// read have no type of their own, and are told by their text, never
-// shown. Any error of http.Client.Do is a *url.Error; one of reading the
-// body is not.
+// RequestError); code is the one it is mapped to. It is the one
+// classifier of transport failures: for a Client's infos, and for the Go
+// errors whose text a Handler does not answer (see goErrorInfo). The Go
+// error's types tell most kinds; net/http's own errors about an answer
+// it could not read have no type of their own, and are told by their
+// text, never shown. Any error of http.Client.Do is a *url.Error; one of
+// reading the body is not.
 func failure(err error, code string) string {
 	_, sending := err.(*url.Error)
 	inner := unwrapURL(err)
@@ -417,8 +419,17 @@ func failure(err error, code string) string {
 		return "answer header too long"
 	case strings.HasPrefix(text, "stopped after ") && strings.HasSuffix(text, " redirects"):
 		return "too many redirects"
-	case code == asyncsteps.ConnectError:
+	}
+	return unnamedFailure(code)
+}
+
+// unnamedFailure names a failure of code that nothing else tells.
+func unnamedFailure(code string) string {
+	switch code {
+	case asyncsteps.ConnectError:
 		return "could not connect"
+	case asyncsteps.Timeout:
+		return "timed out"
 	}
 	return "request failed"
 }

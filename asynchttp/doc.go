@@ -14,12 +14,17 @@
 // without an answer. The exception is net/http's own: a panic with
 // [http.ErrAbortHandler] aborts the response, as in any handler.
 //
-// The info of an error answer is the error's, with two exceptions: an
-// InternalError's is logged, not shown to the client; and a Timeout's,
-// which a step's timeout leaves empty (the engine's contract), is
+// The info of an error answer is the error's, with three exceptions: an
+// InternalError's is logged, not shown to the client; a Timeout's, which
+// a step's timeout leaves empty (the engine's contract), is
 // [TimeoutInfo], so that the client is told what ended its request
-// whichever time limit passed. Any other empty info is answered empty:
-// the flow that raised its code without one chose to.
+// whichever time limit passed; and the text of a Go error, which
+// [asyncsteps.ErrorFrom] makes the info of the ConnectError, CommError
+// or Timeout that a network error returned by an Await function raises
+// ("dial tcp 10.0.0.7:9000: connect: connection refused"), is logged and
+// answered in fixed words ("connection refused"), since it names where
+// the server connects (see [Handler]). Any other empty info is answered
+// empty: the flow that raised its code without one chose to.
 //
 // A [Client] adds steps that make outgoing HTTP requests. A request runs
 // through [asyncsteps.AsyncSteps.Await], off the flow's loop (in a

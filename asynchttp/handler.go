@@ -36,7 +36,22 @@ import (
 //     misuse of the API) is logged, and its info is not shown to the
 //     client, who reads "internal error, see the server log"; a Timeout
 //     with an empty info, as a step's timeout raises it, says
-//     [TimeoutInfo] (ExampleStatusOf shows each);
+//     [TimeoutInfo] (ExampleStatusOf shows each). A ConnectError,
+//     CommError or Timeout whose info is the text of a Go error in its
+//     Cause chain (what [asyncsteps.ErrorFrom] makes of the network error
+//     an Await function returns: a *net.OpError, the *url.Error of the
+//     flow's own http.Client) is answered instead with the words for the
+//     kind of failure that a [Client]'s info ends with ("connection
+//     refused", "timed out": see [RequestError]), since that text names
+//     the address or the URL the server connects to; the log line has
+//     both. Any other info is answered as it is: one the flow sets
+//     (as.Error(CommError, "upstream answered 502 for IBM")), even of a
+//     Go error's text ("fetch: "+err.Error()), a Client's, the text of an
+//     [asyncsteps.FutoInCoder] (the program's own type chose its code),
+//     and "context deadline exceeded", which names nothing. An error
+//     handler that raises the error again (as.Error(code,
+//     as.State().ErrorInfo)) drops its cause, and the info is then the
+//     flow's: one that passes the error on returns without raising it;
 //   - an InternalError caused by an [*http.MaxBytesError] (a step read the
 //     request's body through [http.MaxBytesReader], and the body went over
 //     its limit, an error the step returned as it came): a 413 Request
@@ -222,11 +237,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		e, status := h.failure(asFlowError(err))
 		o.Err, o.Code = e, e.Code
-		info := e.Info
-		if e.Code == asyncsteps.InternalError {
-			info = "internal error, see the server log"
-		}
-		o.Status = h.writeError(w, e.Code, info, status)
+		o.Status = h.writeError(w, e.Code, answeredInfo(e), status)
 		h.LogFailure(req, e, o.Status)
 	}
 	if h.Done != nil {
@@ -350,7 +361,7 @@ func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, o *Outcome,
 	answered, status := o.Status != 0, 0
 	if !answered {
 		o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: goexitInfo}
-		status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+		status = h.WriteError(w, asyncsteps.InternalError, internalInfo)
 		o.Status = status
 	}
 	// Flushed, and Done called, before logging: the Goexit may come from
@@ -539,7 +550,7 @@ func shadowed(h http.Header, k, ck string) bool {
 // code and error, so that Done counts it as the error it is.
 func (h *Handler) writeBadResult(w http.ResponseWriter, o *Outcome, cause error, msg string, args ...any) {
 	o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: msg, Cause: cause}
-	o.Status = h.WriteError(w, asyncsteps.InternalError, "internal error, see the server log")
+	o.Status = h.WriteError(w, asyncsteps.InternalError, internalInfo)
 	// Logged once answered, as any failure: a Logger that calls Goexit
 	// then leaves this answer, and this outcome, to goexited.
 	h.logError(msg, args...)
