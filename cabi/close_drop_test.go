@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -148,14 +149,21 @@ func TestWaitingStepOfAGoRootDroppedByAClosedLoopIsReleasedByFree(t *testing.T) 
 		}
 		// The fallback releases the root's node after the steps it left, so
 		// after the line above: wait for it.
-		deadline := time.Now().Add(5 * time.Second)
-		for cabi.Wrap(given) != nil {
-			if time.Now().After(deadline) {
-				t.Fatal("the root pointer is still valid after free")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitFreed(t, given)
 	})
+}
+
+// waitFreed waits until the fallback of a free, which releases the root's
+// node last, has made the root pointer stale.
+func waitFreed(t *testing.T, root unsafe.Pointer) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for cabi.Wrap(root) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the root pointer is still valid after free")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // On a loop that has stopped already, a success given to a waiting step
@@ -187,4 +195,90 @@ func TestSuccessThenFreeOnAStoppedLoopKeepTheirOrder(t *testing.T) {
 			t.Fatalf("trace:\n%s\nwant:\n%s", got, want)
 		}
 	}
+}
+
+// A C step inside the section of a foreign FutoInSync that C flows share,
+// left waiting by a loop that was closed: the free of its root, once the
+// loop has stopped, calls the cancel handler of the step (unless a success
+// completed it), then the sync's unlock, once, on the thread of the
+// fallbacks (is_same_thread 0), so that a flow of another loop enters the
+// sync next. Before, unlock was never called and the sync stayed locked.
+func TestForeignSyncLeftByAClosedLoopIsUnlockedByFree(t *testing.T) {
+	for _, succeed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "free", true: "success+free"}[succeed], func(t *testing.T) {
+			eachCaller(t, func(t *testing.T, _ bool) { checkForeignSyncLeft(t, succeed) })
+		})
+	}
+}
+
+func checkForeignSyncLeft(t *testing.T, succeed bool) {
+	ctest.Reset()
+	shared := ctest.SharedSync(false)
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	owned := cabi.New(loop)
+	ctest.SyncHeld(owned, shared) // waits inside the section until SucceedHeld
+	ctest.ExecuteOnly(owned, "x", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatalf("the held step did not run: %q", ctest.Trace())
+	}
+	loop.Close()
+	if succeed {
+		ctest.SucceedHeld() // the loop has stopped: a fallback releases the step
+	}
+	ctest.Free(owned)
+	if !ctest.WaitFor("shared unlock", 5*time.Second) {
+		t.Fatalf("the shared sync was not unlocked once the loop stopped: %q", ctest.Trace())
+	}
+	want := "shared lock\nheld\nunhandled InternalError data=x root=1\nheld cancel\n" +
+		"shared unlock held=1 same_thread=0\n"
+	if succeed { // the step completed: nothing to cancel
+		want = "shared lock\nheld\nunhandled InternalError data=x root=1\n" +
+			"shared unlock held=1 same_thread=0\n"
+	}
+	waitFreed(t, owned) // the fallback has ended: a second unlock would show
+	if got := ctest.Trace(); got != want {
+		t.Fatalf("trace:\n%s\nwant:\n%s", got, want)
+	}
+
+	// A flow of another loop enters the sync now.
+	ctest.Reset()
+	other := asyncsteps.NewLoop()
+	defer other.Close()
+	next := cabi.New(other)
+	ctest.Sync(next, shared, "next", false)
+	ctest.Execute(next, "y")
+	if !ctest.WaitDone(1, 5*time.Second) {
+		t.Fatalf("the flow of the other loop did not end: %q", ctest.Trace())
+	}
+	ctest.Free(next)
+	checkTrace(t, "shared lock", "next enter", "next leave", "shared unlock held=1 same_thread=1", "end")
+}
+
+// The same for a lock that a foreign FutoInSync grants, by a success from
+// another thread, once the loop has stopped: the fallback of that success
+// counts the section as held, and the free of the root unlocks it. Before,
+// the sync stayed locked.
+func TestForeignSyncGrantedAfterTheLoopStoppedIsUnlockedByFree(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		ctest.Reset()
+		shared := ctest.SharedSync(true)
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		owned := cabi.New(loop)
+		ctest.SyncHeld(owned, shared)
+		ctest.ExecuteOnly(owned, "x", 1)
+		if !ctest.WaitFor("shared lock wait", 5*time.Second) {
+			t.Fatalf("the lock step did not run: %q", ctest.Trace())
+		}
+		loop.Close()
+		ctest.SharedGrant()
+		ctest.Free(owned)
+		waitFreed(t, owned)
+		want := "shared lock wait\nunhandled InternalError data=x root=1\nshared grant\n" +
+			"shared unlock held=1 same_thread=0\n"
+		if got := ctest.Trace(); got != want {
+			t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+		}
+	})
 }

@@ -110,12 +110,16 @@
 // root's flow that the loop left waiting are released, innermost first:
 // the cancel handler given to setCancel of each is called (as a free on a
 // running loop calls it through the flow's cancel), then the cleanups of
-// its stack memory run; then those of the root's state variables (of a
-// root made by C: a Go root's free, given by [Binary], releases its steps
-// only). A success or handle_error the loop did not run releases its step
-// without its cancel handler and cleans up its custom objects. The Mutex,
-// Throttle and Limiter slots the flow holds come back with the loop's
-// close, as for any flow of a closed loop.
+// its stack memory run, and the unlock of a foreign FutoInSync (another
+// implementation's, given to addSync) whose section the step is in, once,
+// with a bsi of the section (is_same_thread 0 there); then the cleanups
+// of the root's state variables (of a root made by C: a Go root's free,
+// given by [Binary], releases its steps only). A success or handle_error
+// the loop did not run releases its step without its cancel handler and
+// cleans up its custom objects; a success that completes the lock step of
+// a foreign FutoInSync counts its section as held, for free to unlock.
+// The Mutex, Throttle and Limiter slots the flow holds come back with the
+// loop's close, as for any flow of a closed loop.
 //
 // # Memory
 //

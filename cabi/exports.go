@@ -216,6 +216,11 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		n.release()
 		n.as.Success(vals...)
 	}, func() {
+		if n.onSuccess != nil && !n.released {
+			// A foreign sync granted the lock: its section is held, and
+			// the free of the root unlocks it (see releaseLeft).
+			n.onSuccess()
+		}
 		n.release()
 		dropArgs(vals, nil)
 	})

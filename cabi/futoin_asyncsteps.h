@@ -333,9 +333,13 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * calls sync->api->lock(step, sync); once the lock is held (lock
              * returned without making the step wait, or the step was completed
              * by success) f runs with the incoming args, and unlock is called
-             * once when f's step ends in any way. eh and data as for add. A
-             * sync whose api, lock or unlock is NULL fails the step with
-             * InternalError (eh sees it); f does not run. */
+             * once when f's step ends in any way: on the loop or, for a root
+             * freed when its loop had been closed with the section held, on
+             * the other thread where free releases the steps the loop left
+             * (see free), after the cancel handlers of the steps inside.
+             * eh and data as for add. A sync whose api, lock or unlock is
+             * NULL fails the step with InternalError (eh sees it); f does
+             * not run. */
             void (*addSync)(
                     FutoInAsyncSteps* bsi,
                     FutoInSync* sync,
@@ -360,7 +364,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * later on the loop (futoin_asyncsteps_free_wait waits for them).
              * If the loop is closed before it runs them, they run on another
              * thread once it has stopped: first the cancel handlers and stack
-             * memory cleanups of the steps it left waiting, innermost first. */
+             * memory cleanups of the steps it left waiting, innermost first,
+             * with the unlock of each foreign FutoInSync whose section they
+             * are in (see addSync). */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */
@@ -410,7 +416,9 @@ FUTOIN_EXTENSION struct FutoInSyncAPI_
              * it with handle_error (e.g. DefenseRejected for a full queue). */
             void (*lock)(FutoInAsyncSteps* bsi, FutoInSync* sync);
             /* Index 1. unlock: called once when the critical section ends in
-             * any way, with a bsi of the same rootId as lock's. */
+             * any way, with a bsi of the same rootId as lock's: on the loop,
+             * or, for the section of a root freed after its loop was closed,
+             * on another thread once the loop has stopped (see free). */
             void (*unlock)(FutoInAsyncSteps* bsi, FutoInSync* sync);
         };
         void* funcs[2];

@@ -59,6 +59,9 @@ type node struct {
 	cancelFn   C.FutoInAsyncSteps_cancel_callback
 	cancelData unsafe.Pointer
 	onSuccess  func() // addSync: the lock step was completed by success
+	// The section of a foreign FutoInSync (see addForeignSync): its unlock,
+	// for releaseLeft, which no cancel handler of the engine runs before.
+	onLeft func()
 
 	// A loop body's success is held until its callback returns: a
 	// breakLoop after it in the same callback wins and takes its args to
@@ -138,14 +141,17 @@ func (n *node) end(failed, byError bool) {
 	n.inputs = nil
 	n.cancelFn = nil
 	n.onSuccess = nil
+	n.onLeft = nil
 }
 
 // releaseLeft releases the steps of the flow whose state is st that its
 // loop left unfinished when it stopped (waiting for an external event, or
 // for their sub-steps): innermost first, the C cancel handler of each, as
-// a free on a running loop runs them through the flow's cancel, then its
-// release. Only for a freed root's flow, once its loop has stopped: the
-// nodes are the loop's until then, and their steps will never go on.
+// a free on a running loop runs them through the flow's cancel, and the
+// unlock of a foreign FutoInSync whose section the flow holds, as the
+// section's cancel handler does; then its release. Only for a freed root's
+// flow, once its loop has stopped: the nodes are the loop's until then,
+// and their steps will never go on.
 func releaseLeft(st *asyncsteps.State) {
 	var left []*node
 	registry.mu.Lock()
@@ -163,6 +169,10 @@ func releaseLeft(st *asyncsteps.State) {
 			C.cabi_call_cancel(fn, n.bsi, n.cancelData)
 			n.inCall = false
 			n.pending = nil
+		}
+		if left := n.onLeft; left != nil && !n.released {
+			n.onLeft = nil
+			left() // a C sync shared with other flows must not stay locked
 		}
 		n.release() // no error handler will run: the stack memory goes now
 	}

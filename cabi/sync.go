@@ -169,6 +169,9 @@ func (fc *flowCtx) addForeignSync(as asyncsteps.AsyncSteps, rid int64, s *C.Futo
 			secNode.release()
 		}
 		sec.SetCancel(func(asyncsteps.AsyncSteps) { unlock() })
+		// A stopped loop runs no cancel handler: the free of the root
+		// unlocks, on the thread of the fallbacks (see releaseLeft).
+		secNode.onLeft = unlock
 		sec.Add(func(l asyncsteps.AsyncSteps, _ ...any) {
 			var ln *node
 			fc.runC(l, rid, nil, func(n *node) {

@@ -1265,6 +1265,78 @@ FutoInSync* ct_fake_sync(void)
     return (FutoInSync*)&s;
 }
 
+// A foreign FutoInSync that C flows of several roots and loops share: lock
+// returns with the lock held if it is free, else fails the step with
+// DefenseRejected; unlock frees it. Neither checks its thread: the free of
+// a root whose loop has stopped unlocks on another one.
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static int shared_locked;
+static int shared_wait;                // lock waits for ct_shared_grant
+static FutoInAsyncSteps* shared_waiter; // the step that waits
+
+static void shared_lock(FutoInAsyncSteps* bsi, FutoInSync* sync)
+{
+    (void)sync;
+    if (shared_wait) {
+        shared_waiter = bsi;
+        bsi->api->waitExternal(bsi);
+        LOG("shared lock wait");
+        return;
+    }
+    pthread_mutex_lock(&shared_mu);
+    int busy = shared_locked;
+    shared_locked = 1;
+    pthread_mutex_unlock(&shared_mu);
+    if (busy) {
+        LOG("shared lock busy");
+        bsi->api->handle_error(bsi, "DefenseRejected", "the shared lock is held");
+        return;
+    }
+    LOG("shared lock");
+}
+
+static void shared_unlock(FutoInAsyncSteps* bsi, FutoInSync* sync)
+{
+    (void)sync;
+    pthread_mutex_lock(&shared_mu);
+    int was = shared_locked;
+    shared_locked = 0;
+    pthread_mutex_unlock(&shared_mu);
+    LOG("shared unlock held=%d same_thread=%d", was, bsi->api->is_same_thread(bsi));
+}
+
+static const FutoInSyncAPI shared_sync_api = {{{shared_lock, shared_unlock}}};
+
+FutoInSync* ct_shared_sync(int wait)
+{
+    static struct {
+        const FutoInSyncAPI* api;
+    } s = {&shared_sync_api};
+    pthread_mutex_lock(&shared_mu);
+    shared_locked = 0;
+    pthread_mutex_unlock(&shared_mu);
+    shared_wait = wait;
+    return (FutoInSync*)&s;
+}
+
+// ct_shared_grant gives the lock to the step that waits for it, by
+// success from the calling thread.
+void ct_shared_grant(void)
+{
+    pthread_mutex_lock(&shared_mu);
+    shared_locked = 1;
+    pthread_mutex_unlock(&shared_mu);
+    LOG("shared grant");
+    ct_success(shared_waiter, NULL);
+}
+
+// ct_sync_held adds a step that enters sync and, inside, waits as the
+// step of ct_held_with_cancel does.
+void ct_sync_held(FutoInAsyncSteps* root, FutoInSync* sync)
+{
+    ct_add_sync(root, sync, NULL, held_with_cancel, NULL);
+}
+
 // ---- stale pointers ------------------------------------------------------------
 
 static void stale_added(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)

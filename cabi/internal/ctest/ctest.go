@@ -147,6 +147,28 @@ func IsValid(root unsafe.Pointer) int     { return int(C.ct_is_valid(bsi(root)))
 func Free(root unsafe.Pointer)            { C.ct_free(bsi(root)) }
 func FakeSync() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_sync()) }
 
+// SharedSync returns a foreign FutoInSync, unlocked, that lock enters
+// at once if it is free ("shared lock") and fails with DefenseRejected if
+// it is held ("shared lock busy"); with wait, lock makes the step wait
+// instead ("shared lock wait") until SharedGrant. unlock logs "shared
+// unlock held=H same_thread=S" (H: 1 if it was held, S: is_same_thread of
+// its bsi).
+func SharedSync(wait bool) unsafe.Pointer {
+	w := 0
+	if wait {
+		w = 1
+	}
+	return unsafe.Pointer(C.ct_shared_sync(C.int(w)))
+}
+
+// SharedGrant gives the lock of SharedSync to the step that waits for it,
+// by success from the calling thread ("shared grant").
+func SharedGrant() { C.ct_shared_grant() }
+
+// SyncHeld adds to root a step that enters sync and, inside it, a step
+// that waits as HeldWithCancel's does.
+func SyncHeld(root, sync unsafe.Pointer) { C.ct_sync_held(bsi(root), (*C.FutoInSync)(sync)) }
+
 // BrokenSync returns a foreign FutoInSync without a table (0), without
 // lock (1) or without unlock (2).
 func BrokenSync(which int) unsafe.Pointer { return unsafe.Pointer(C.ct_broken_sync(C.int(which))) }
