@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // Loop is a real event loop: one goroutine that runs scheduled callbacks one
@@ -172,6 +174,13 @@ var defaultLoop = sync.OnceValue(func() *Loop {
 	go l.run()
 	return l
 })
+
+func init() {
+	toolinfo.NeverCloses = func(tool any) bool {
+		l, ok := tool.(*Loop)
+		return ok && l.shared
+	}
+}
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is
 // safe for concurrent use. It is shared by every caller in the process, so

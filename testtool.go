@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // TestToolEpoch is the instant the clock of every new [TestTool] starts at,
@@ -153,19 +155,42 @@ func (t *TestTool) Advance(d time.Duration) {
 // ResetEvents drops every scheduled callback; their handles become invalid.
 // The clock is left as it is. A [Throttle] whose period was timed here
 // ends that period at once: the flows waiting for it enter, and may start
-// a new period.
+// a new period. What package cabi queued to release C memory releases it
+// before ResetEvents returns, on its caller's goroutine.
 func (t *TestTool) ResetEvents() {
+	var mustRun []runsWhenDropped
 	t.mu.Lock()
 	for e, ok := t.queue.pop(); ok; e, ok = t.queue.pop() {
-		if h, isHandle := e.(*testImmediate); isHandle {
-			h.state.Store(handleCancelled)
+		switch e := e.(type) {
+		case *testImmediate:
+			e.state.Store(handleCancelled)
+		case runsWhenDropped:
+			mustRun = append(mustRun, e)
 		}
 	}
 	t.live = 0
-	mustRun := t.timers.dropAll()
+	mustRun = append(mustRun, t.timers.dropAll()...)
 	t.mu.Unlock()
 	for _, tk := range mustRun {
 		tk.dropped()
+	}
+}
+
+// droppable is a callback of another package of this module (see
+// toolinfo.PostOrDrop) whose fallback runs if ResetEvents drops it: the
+// release of C memory, in package cabi, that would otherwise be lost.
+type droppable struct{ f, fallback func() }
+
+func (d droppable) run()     { d.f() }
+func (d droppable) dropped() { d.fallback() }
+
+func init() {
+	toolinfo.PostOrDrop = func(tool any, run, dropped func()) bool {
+		t, ok := tool.(*TestTool)
+		if ok {
+			t.post(droppable{run, dropped})
+		}
+		return ok
 	}
 }
 

@@ -3,6 +3,7 @@
 package cabi_test
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +282,49 @@ func TestForeignSyncGrantedAfterTheLoopStoppedIsUnlockedByFree(t *testing.T) {
 			t.Errorf("trace:\n%s\nwant:\n%s", got, want)
 		}
 	})
+}
+
+// On a TestTool, a free (and, in one case, a success given to the waiting
+// step before it) that ResetEvents drops still releases what C was given:
+// its fallback runs inside ResetEvents, as a stopped Loop's runs once the
+// loop has stopped. The waiting step is released after its cancel handler
+// unless the success completed it, and the state variable is cleaned up
+// once. Before, the release was lost with the dropped callback.
+func TestReleaseDroppedByResetEventsRunsItsFallback(t *testing.T) {
+	for _, succeed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "free", true: "success+free"}[succeed], func(t *testing.T) {
+			eachCaller(t, func(t *testing.T, _ bool) { checkResetEventsDrop(t, succeed) })
+		})
+	}
+}
+
+func checkResetEventsDrop(t *testing.T, succeed bool) {
+	runtime.LockOSThread() // the C steps check that they run on one thread
+	defer runtime.UnlockOSThread()
+	ctest.Reset()
+	tt := asyncsteps.NewTestTool()
+	owned := cabi.New(tt)
+	ctest.State(owned)
+	ctest.HeldWithCancel(owned) // waits until SucceedHeld
+	ctest.ExecuteOnly(owned, "x", 1)
+	tt.Run()
+	if succeed {
+		ctest.SucceedHeld()
+		tt.ResetEvents() // drops the success: the step is released
+	}
+	ctest.Free(owned)
+	tt.ResetEvents() // drops the free: the root is released now
+	want := "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nheld\nheld cancel\ncleanup counter=2\n"
+	if succeed { // the step completed: nothing to cancel
+		want = "alloc counter\nstate1 missing=(nil)\nstate2 counter=2 same=1\nheld\ncleanup counter=2\n"
+	}
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+	if cabi.Wrap(owned) != nil {
+		t.Error("the root is still valid after its free was dropped")
+	}
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("%d callbacks scheduled after ResetEvents", n)
+	}
 }

@@ -106,7 +106,9 @@
 // a success or handle_error from another thread, because it was closing
 // or was closed before their turn: once the loop has stopped
 // ([asyncsteps.Loop.Done]), never beside one of its callbacks, one at a
-// time and in the order they were called. For free, the steps of the
+// time and in the order they were called (the loop of
+// [asyncsteps.DefaultTool] never closes: cabi keeps nothing of this for
+// it). For free, the steps of the
 // root's flow that the loop left waiting are released, innermost first:
 // the cancel handler given to setCancel of each is called (as a free on a
 // running loop calls it through the flow's cancel), then the cleanups of
@@ -120,6 +122,13 @@
 // a foreign FutoInSync counts its section as held, for free to unlock.
 // The Mutex, Throttle and Limiter slots the flow holds come back with the
 // loop's close, as for any flow of a closed loop.
+//
+// On an [asyncsteps.TestTool], which runs its callbacks on the goroutine
+// that drives it, what ResetEvents drops of these runs the same way before
+// ResetEvents returns, on its caller's goroutine, in the order called:
+// call ResetEvents from the goroutine that drives the tool, or while none
+// does. On a Tool of another package, cabi cannot learn that a callback
+// was dropped: what it would have released is not.
 //
 // # Memory
 //

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // loopCtx is what cabi keeps of one Loop, from the first flow made on it
@@ -19,15 +20,19 @@ import (
 // the loop's last callback and never beside it.
 //
 // A post whose callback runs costs a lock to link it and one to unlink it:
-// no goroutine, no channel.
+// no goroutine, no channel. The loop of DefaultTool, which never closes
+// (toolinfo.NeverCloses), has no watcher, and its posts are not kept.
 type loopCtx struct {
-	loop       *asyncsteps.Loop
-	pinOnce    sync.Once
-	pin        *pinned
-	mu         sync.Mutex
-	head, tail *posted // in the order posted
-	stopped    bool    // the loop has stopped: its watcher took the list
-	forgotten  bool    // under flows.mu: the watcher dropped the loop's flows
+	loop *asyncsteps.Loop
+	// neverCloses: the loop of DefaultTool, which drops nothing it
+	// accepts and refuses nothing: no watcher, and posts are not kept.
+	neverCloses bool
+	pinOnce     sync.Once
+	pin         *pinned
+	mu          sync.Mutex
+	head, tail  *posted // in the order posted
+	stopped     bool    // the loop has stopped: its watcher took the list
+	forgotten   bool    // under flows.mu: the watcher dropped the loop's flows
 }
 
 // posted is one callback posted to a loop, with its fallback. Whichever
@@ -57,15 +62,16 @@ var (
 	}
 )
 
-// loopFor returns the loopCtx of l, made and watched on first use. On a
-// loop that has stopped it is made all the same, and forgotten at once.
+// loopFor returns the loopCtx of l, made and watched on first use (but
+// for the loop of DefaultTool, which never stops). On a loop that has
+// stopped it is made all the same, and forgotten at once.
 func loopFor(l *asyncsteps.Loop) *loopCtx {
 	if v, ok := loops.Load(l); ok {
 		return v.(*loopCtx)
 	}
-	v, loaded := loops.LoadOrStore(l, &loopCtx{loop: l})
+	v, loaded := loops.LoadOrStore(l, &loopCtx{loop: l, neverCloses: toolinfo.NeverCloses(l)})
 	p := v.(*loopCtx)
-	if !loaded {
+	if !loaded && !p.neverCloses {
 		go p.watch()
 	}
 	return p
@@ -114,6 +120,10 @@ func (lp *loopCtx) forgetFlows() {
 // post schedules f on the loop, and keeps dropped in case the loop drops
 // or refuses f; on a loop that has stopped, dropped is queued at once.
 func (lp *loopCtx) post(f, dropped func()) {
+	if lp.neverCloses {
+		lp.loop.Immediate(f) // it runs f: no fallback to keep
+		return
+	}
 	p := &posted{f: f, dropped: dropped, in: lp}
 	if !lp.link(p) {
 		dropLater(p)

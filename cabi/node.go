@@ -18,6 +18,7 @@ import (
 	"weak"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 type kind uint8
@@ -489,14 +490,17 @@ func (fc *flowCtx) onLoop() bool {
 // refused f because it was closing, or accepted f and was closed before
 // f's turn), runs dropped instead, once the loop has stopped, so that it
 // never runs beside a callback of the flow. At most one of the two runs,
-// and post never waits for either. On a tool that is not a Loop, f is
-// only scheduled: such a tool has no end to wait for.
+// and post never waits for either. On a TestTool, dropped runs if
+// ResetEvents drops f, inside ResetEvents (see toolinfo.PostOrDrop). On
+// a tool of another package, f is only scheduled: a callback such a tool
+// drops is lost, as cabi cannot learn of it.
 func (fc *flowCtx) post(f, dropped func()) {
-	if fc.loop == nil {
+	switch {
+	case fc.loop != nil:
+		fc.loop.post(f, dropped)
+	case !toolinfo.PostOrDrop(fc.tool, f, dropped):
 		fc.tool.Immediate(f)
-		return
 	}
-	fc.loop.post(f, dropped)
 }
 
 // closing reports whether the flow's tool refuses callbacks: a deferred

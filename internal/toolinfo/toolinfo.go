@@ -1,0 +1,17 @@
+// Package toolinfo gives the other packages of this module what package
+// asyncsteps knows of its own tools and keeps unexported, without adding
+// to its API. Package asyncsteps sets the functions when it is
+// initialized, so a package that imports it finds them set.
+package toolinfo
+
+// NeverCloses reports whether tool is a Loop that is never closed: the
+// loop of DefaultTool, whose Done channel never is. It does not start
+// that loop.
+var NeverCloses func(tool any) bool
+
+// PostOrDrop queues run on tool, if tool is a TestTool, as its Immediate
+// does, and reports true; if ResetEvents drops run, it calls dropped in
+// its place, on the goroutine that called ResetEvents, once the reset is
+// done, in the order the callbacks were queued. For any other tool it
+// queues nothing and reports false.
+var PostOrDrop func(tool any, run, dropped func()) bool
