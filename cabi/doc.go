@@ -49,7 +49,11 @@
 //     Go runtime cleanup: only after a garbage collection, on a goroutine
 //     of the runtime, on no loop and any thread. An allocate that returns
 //     NULL makes a variable holding NULL: it is not called again, and the
-//     cleanup runs with NULL. With a NULL allocate, "error_info" returns
+//     cleanup runs with NULL. A variable belongs to the flow that
+//     allocated it: the C steps of a copy of its Root (Clone, CopyFrom),
+//     whose State holds the variable too, find it missing and allocate
+//     their own (C gives no way to copy one, and the model's free or
+//     collection ends the model's). With a NULL allocate, "error_info" returns
 //     the last error's info and "last_exception" its code, as const char*
 //     valid until the next error or the end of the flow.
 //   - stack memory lives until its step completes; when the step fails,

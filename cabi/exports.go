@@ -116,13 +116,16 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.cha
 // variable returns the state variable name, allocated on first use when
 // allocate is not nil; nil when it does not exist and allocate is nil.
 func (n *node) variable(name string, st *asyncsteps.State, data, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
-	if v, ok := st.Get(name).(*cVar); ok && !v.done {
+	if v, ok := st.Get(name).(*cVar); ok && v.owner == n.flow.res && !v.done {
 		return v.ptr
 	}
+	// Missing, cleaned up, or copied from the State of another Root (Clone,
+	// CopyFrom): C has no way to copy a variable, and the other flow's loop
+	// and free own that one.
 	if allocate == nil {
 		return nil
 	}
-	v := &cVar{varCleanup: varCleanup{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}}
+	v := &cVar{varCleanup: varCleanup{cleanup: C.cabi_var_cleanup_fn(cleanup), data: data}, owner: n.flow.res}
 	v.ptr = C.cabi_call_alloc(C.cabi_alloc_fn(allocate), data)
 	v.gc = runtime.AddCleanup(v, varCleanup.run, v.varCleanup)
 	st.Set(name, v)

@@ -215,7 +215,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * possibly beside callbacks of the flow's loop. An allocate that
              * returns NULL makes a variable holding NULL: later calls return
              * NULL without calling allocate again, and cleanup(data, NULL)
-             * still runs.
+             * still runs. A variable is the flow's that allocated it: in a
+             * Go copy of the root (Root.Clone, CopyFrom), the same steps
+             * find it missing and allocate one of the copy's own.
              * With allocate NULL: an existing variable, or NULL; and two
              * names are reserved: "error_info" returns the info of the last
              * error as const char* (valid until the next error or the end of

@@ -391,6 +391,10 @@ type cVar struct {
 	varCleanup
 	gc   runtime.Cleanup
 	done bool // loop-owned: cleaned up by cleanVars
+	// owner is the flow that allocated the variable: the State of a copy
+	// of its Root (Clone, CopyFrom) holds it too, but the copy's C steps
+	// get a variable of their own (see node.variable).
+	owner *flowRes
 }
 
 // varCleanup is what the cleanup of a cVar needs; it must not reach the
@@ -558,10 +562,28 @@ func (fc *flowCtx) sweep() {
 	fc.external = kept
 }
 
-// runC runs a C callback for the engine's step as: it makes the node given
-// to C, converts the input args (when in is not nil), calls call, then
-// settles the node (see finish).
+// of returns the flowCtx of the flow that as runs in, and rootID there.
+// A step added in one flow runs in another when a Root is copied with it
+// (Clone, CopyFrom): its C side is then that flow's own (its state
+// variables, its loop, its rootId), not the model's, whose free must not
+// clean up what the copy holds.
+func (fc *flowCtx) of(as asyncsteps.AsyncSteps, rootID int64) (*flowCtx, int64) {
+	st := as.State()
+	if fc.res.key.Value() == st {
+		return fc, rootID
+	}
+	own := flowFor(st, as.Tool())
+	if rootID == fc.rootID {
+		rootID = own.rootID // a branch of a parallel keeps the id it was given
+	}
+	return own, rootID
+}
+
+// runC runs a C callback for the engine's step as, in the flow as runs in
+// (see of): it makes the node given to C, converts the input args (when in
+// is not nil), calls call, then settles the node (see finish).
 func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup func(*node), call func(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs)) {
+	fc, rootID = fc.of(as, rootID)
 	fc.repin()
 	if len(fc.external) > 0 {
 		fc.sweep()
@@ -669,8 +691,9 @@ func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, dat
 		return nil
 	}
 	return func(as asyncsteps.AsyncSteps, code string) {
-		fc.handling = link
-		fc.runC(as, rootID, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+		own, _ := fc.of(as, rootID)
+		own.handling = link
+		own.runC(as, rootID, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 			cs := C.CString(code)
 			defer C.free(unsafe.Pointer(cs))
 			C.cabi_call_error(eh, bsi, data, cs)

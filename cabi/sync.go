@@ -160,6 +160,7 @@ func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 func (fc *flowCtx) addForeignSync(as asyncsteps.AsyncSteps, rid int64, s *C.FutoInSync, fn asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
 	as.Add(func(sec asyncsteps.AsyncSteps, args ...any) {
 		var held, unlocked bool
+		fc, rid := fc.of(sec, rid) // the flow's own, also in a copy of the Root
 		secNode := newNode(kindStep, sec, fc, rid)
 		unlock := func() {
 			if held && !unlocked {

@@ -757,6 +757,34 @@ void ct_state(FutoInAsyncSteps* root)
     ct_add(root, NULL, state2, NULL);
 }
 
+// A step that keeps its state variable while it waits, as a step may for
+// the life of its flow, and a step after it that reads it through the
+// pointer kept.
+static int* kept_var;
+
+static void kept1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    int* v = bsi->api->stateVariable(bsi, "counter", "counter", var_alloc, var_cleanup);
+    *v += 1;
+    kept_var = v;
+    held1(bsi, data, in); // waits until ct_succeed_held
+    LOG("kept counter=%d", *v);
+}
+
+static void kept2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("kept later counter=%d", *kept_var);
+}
+
+void ct_state_kept(FutoInAsyncSteps* root)
+{
+    ct_add(root, NULL, kept1, NULL);
+    ct_add(root, NULL, kept2, NULL);
+}
+
 // A state variable whose allocate returns NULL.
 static int null_allocs;
 
@@ -1485,6 +1513,17 @@ static void running1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 }
 
 void ct_running(FutoInAsyncSteps* root) { ct_add(root, root, running1, NULL); }
+
+static void same_root1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    FutoInAsyncSteps* root = data;
+    LOG("same rootId as the root=%d", bsi->api->rootId(bsi) == root->api->rootId(root));
+}
+
+// ct_same_root adds a step that logs whether its rootId is root's.
+void ct_same_root(FutoInAsyncSteps* root) { ct_add(root, root, same_root1, NULL); }
 
 // ---- reserved state variable names -------------------------------------------------
 

@@ -106,10 +106,13 @@ func HeldWithCancel(root unsafe.Pointer) { C.ct_held_with_cancel(bsi(root)) }
 
 // StackHeld and StateHeld call stack and stateVariable on the step of
 // Held from the calling thread, and report whether they gave memory.
-func StackHeld() bool               { return C.ct_stack_held() != 0 }
-func StateHeld() bool               { return C.ct_state_held() != 0 }
-func SucceedHeld()                  { C.ct_succeed_held() }
-func Running(root unsafe.Pointer)   { C.ct_running(bsi(root)) }
+func StackHeld() bool             { return C.ct_stack_held() != 0 }
+func StateHeld() bool             { return C.ct_state_held() != 0 }
+func SucceedHeld()                { C.ct_succeed_held() }
+func Running(root unsafe.Pointer) { C.ct_running(bsi(root)) }
+
+// SameRoot adds a step that logs whether its rootId is root's.
+func SameRoot(root unsafe.Pointer)  { C.ct_same_root(bsi(root)) }
 func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }
 func Reserved(root unsafe.Pointer)  { C.ct_reserved(bsi(root)) }
 
@@ -208,6 +211,12 @@ func Sync(root, sync unsafe.Pointer, name string, fail bool) {
 	}
 	C.ct_sync(bsi(root), (*C.FutoInSync)(sync), cstr(name), C.int(f))
 }
+
+// StateKept adds two C steps: the first allocates the state variable
+// "counter", adds 1, keeps the pointer, logs "held" and waits until
+// SucceedHeld, then logs "kept counter=N"; the second logs "kept later
+// counter=N" through the pointer kept.
+func StateKept(root unsafe.Pointer) { C.ct_state_kept(bsi(root)) }
 
 // StateIdle allocates the state variable "counter" (5) through the idle
 // root itself, before any execute.

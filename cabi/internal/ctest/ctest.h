@@ -15,6 +15,7 @@ void ct_custom(FutoInAsyncSteps* root);
 void ct_errors(FutoInAsyncSteps* root);
 void ct_error_twice(FutoInAsyncSteps* root, int mode);
 void ct_state(FutoInAsyncSteps* root);
+void ct_state_kept(FutoInAsyncSteps* root);
 void ct_stack(FutoInAsyncSteps* root, int mode);
 void ct_state_idle(FutoInAsyncSteps* root);
 void ct_state_null(FutoInAsyncSteps* root);
@@ -53,6 +54,7 @@ void ct_empty_slot_back(FutoInAsyncSteps* root);
 void ct_take_over(FutoInAsyncSteps* root, int wait);
 void ct_succeed_held(void);
 void ct_running(FutoInAsyncSteps* root);
+void ct_same_root(FutoInAsyncSteps* root);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
 
