@@ -121,5 +121,9 @@ func TestCopyOfACRootOnAnotherLoopRunsItsCStepsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	cabi.FreeWait(model)
-	checkTrace(t, "running root valid=1 step valid=1", "same rootId as the root=0")
+	checkTrace(t,
+		"running root valid=1 step valid=1",
+		"same rootId as the root=0",
+		"Boom handler: same rootId as the root=0",
+	)
 }

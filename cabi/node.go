@@ -691,9 +691,9 @@ func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, dat
 		return nil
 	}
 	return func(as asyncsteps.AsyncSteps, code string) {
-		own, _ := fc.of(as, rootID)
+		own, rid := fc.of(as, rootID)
 		own.handling = link
-		own.runC(as, rootID, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
+		own.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 			cs := C.CString(code)
 			defer C.free(unsafe.Pointer(cs))
 			C.cabi_call_error(eh, bsi, data, cs)

@@ -1522,8 +1522,30 @@ static void same_root1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     LOG("same rootId as the root=%d", bsi->api->rootId(bsi) == root->api->rootId(root));
 }
 
-// ct_same_root adds a step that logs whether its rootId is root's.
-void ct_same_root(FutoInAsyncSteps* root) { ct_add(root, root, same_root1, NULL); }
+static void same_root2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    bsi->api->handle_error(bsi, "Boom", NULL);
+}
+
+static void same_root2_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    enter(bsi);
+    FutoInAsyncSteps* root = data;
+    LOG("%s handler: same rootId as the root=%d", code, bsi->api->rootId(bsi) == root->api->rootId(root));
+    ct_success(bsi, NULL);
+}
+
+// ct_same_root adds a step that logs whether its rootId is root's, and a
+// step that fails with Boom, whose error handler logs the same and
+// recovers.
+void ct_same_root(FutoInAsyncSteps* root)
+{
+    ct_add(root, root, same_root1, NULL);
+    ct_add(root, root, same_root2, same_root2_eh);
+}
 
 // ---- reserved state variable names -------------------------------------------------
 

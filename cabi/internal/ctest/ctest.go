@@ -111,7 +111,10 @@ func StateHeld() bool             { return C.ct_state_held() != 0 }
 func SucceedHeld()                { C.ct_succeed_held() }
 func Running(root unsafe.Pointer) { C.ct_running(bsi(root)) }
 
-// SameRoot adds a step that logs whether its rootId is root's.
+// SameRoot adds a step that logs whether its rootId is root's ("same
+// rootId as the root=1"), and one that fails with Boom, whose error
+// handler logs the same ("Boom handler: same rootId as the root=1") and
+// recovers.
 func SameRoot(root unsafe.Pointer)  { C.ct_same_root(bsi(root)) }
 func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }
 func Reserved(root unsafe.Pointer)  { C.ct_reserved(bsi(root)) }
