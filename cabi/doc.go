@@ -53,9 +53,9 @@
 //     allocated it: the C steps of a copy of its Root (Clone, CopyFrom),
 //     whose State holds the variable too, find it missing and allocate
 //     their own (C gives no way to copy one, and the model's free or
-//     collection ends the model's). With a NULL allocate, "error_info" returns
-//     the last error's info and "last_exception" its code, as const char*
-//     valid until the next error or the end of the flow.
+//     collection ends the model's). With a NULL allocate, "error_info"
+//     returns the last error's info and "last_exception" its code, as
+//     const char* valid until the next error or the end of the flow.
 //   - stack memory lives until its step completes; when the step fails,
 //     until its own error handler has returned.
 //   - A loop body that calls success and then breakLoop in one callback
@@ -112,14 +112,13 @@
 // ([asyncsteps.Loop.Done]), never beside one of its callbacks, one at a
 // time and in the order they were called (the loop of
 // [asyncsteps.DefaultTool] never closes: cabi keeps nothing of this for
-// it). For free, the steps of the
-// root's flow that the loop left waiting are released, innermost first:
-// the cancel handler given to setCancel of each is called (as a free on a
-// running loop calls it through the flow's cancel), then the cleanups of
-// its stack memory run, and the unlock of a foreign FutoInSync (another
-// implementation's, given to addSync) whose section the step is in, once,
-// with a bsi of the section (is_same_thread 0 there); then the cleanups
-// of the root's state variables (of a root made by C: a Go root's free,
+// it). For free, the steps of the root's flow that the loop left waiting
+// are released, innermost first: the cancel handler given to setCancel of
+// each is called (as a free on a running loop calls it through the flow's
+// cancel), then the cleanups of its stack memory run, and the unlock of a
+// foreign FutoInSync (another implementation's, given to addSync) whose
+// section the step is in, once, with a bsi of the section (is_same_thread
+// 0 there); then the cleanups of the root's state variables (of a root made by C: a Go root's free,
 // given by [Binary], releases its steps only). A success or handle_error
 // the loop did not run releases its step without its cancel handler and
 // cleans up its custom objects; a success that completes the lock step of
