@@ -95,12 +95,33 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), sto
 		go func() {
 			select {
 			case v := <-ch:
-				deliver(as, v)
+				deliverOutside(as, v, deliver)
 			case <-cancelled:
 			case <-closed: // a closed loop runs no cancel handler
 			}
 		}()
 	}
+}
+
+// deliverOutside hands v to deliver on the goroutine that received it for
+// the step of as. Mapping a Result's error to a code runs the error's
+// methods, user code: one that calls runtime.Goexit ends the goroutine,
+// and the step fails then as after a Goexit in an Await function, instead
+// of waiting for a completion that never comes.
+func deliverOutside[T any](as AsyncSteps, v T, deliver func(as AsyncSteps, v T)) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if h, ok := as.(*stepAPI); ok {
+			h.complete(&Error{Code: InternalError, Info: goexitInfo})
+			return
+		}
+		as.Error(InternalError, goexitInfo) // from outside a callback: no panic
+	}()
+	deliver(as, v)
+	returned = true
 }
 
 // lifetimeOf returns the lifetime of the tool that runs as (see
@@ -237,6 +258,12 @@ func (c *awaitCall) run() {
 		}
 	}()
 	v, err := callAwait(c, c.fn)
+	var mapped *Error
+	if err != nil {
+		// The error's methods are user code too: one that calls
+		// runtime.Goexit ends the goroutine here, as fn would have.
+		mapped = awaitError(err)
+	}
 	returned = true
 	c.end()
 	c.lender.free() // before the flow goes on: its next fn may come here
@@ -246,7 +273,7 @@ func (c *awaitCall) run() {
 		c.h.succeedOutside(c.result[:], false)
 		return
 	}
-	c.h.complete(awaitError(err))
+	c.h.complete(mapped)
 }
 
 // goexited completes the step of a function that called runtime.Goexit,
