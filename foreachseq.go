@@ -30,12 +30,13 @@ func isSeq2Value(c any) bool {
 }
 
 // pullSeq starts pulling the iter.Seq2 c for the loop frame f. The
-// sequence is stopped when f is cancelled (its cancel handler) or when
-// the loop closes, which runs no cancel handler.
+// sequence is stopped when f is cancelled (its cancel handler, which a
+// panic in the sequence's cleanup ends as it would any cancel handler) or
+// when the loop closes, which runs no cancel handler.
 func pullSeq(f *frame, c any) *pulled {
 	p := &pulled{}
 	p.next, p.stopSeq = iter.Pull2(anySeq(c))
-	f.rareFields().onCancel = func(AsyncSteps) { p.stop() }
+	f.rareFields().onCancel = func(AsyncSteps) { p.stopOnLoop() }
 	if life := f.h.fl.sched.lifetime(); life != nil {
 		// The loop's goroutine runs no more tasks then: the stop runs
 		// alone.
@@ -118,29 +119,58 @@ func (p *pulled) pull(f *frame) (more bool) {
 	return true
 }
 
-// stopAtBreak stops the sequence as its loop frame f takes a Break. A
-// Goexit in the sequence's cleanup ends the goroutine there, outside of
-// any callback: the flow goes on, on the next goroutine, unwinding an
+// stopAtBreak stops the sequence as its loop frame f takes a Break. It
+// returns the InternalError of a panic in the sequence's cleanup, for f
+// to fail with, as a panic in the sequence fails it when it runs out. A
+// Goexit in the cleanup ends the goroutine there, outside of any
+// callback: the flow goes on, on the next goroutine, unwinding an
 // InternalError from f, as after a Goexit in a cancel handler.
-func (p *pulled) stopAtBreak(f *frame) {
+func (p *pulled) stopAtBreak(f *frame) (err *Error) {
 	returned := false
 	defer func() {
-		if !returned {
-			fl := f.h.fl
-			fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
+		if returned {
+			return
 		}
+		fl := f.h.fl
+		if r := recover(); r != nil {
+			err = fl.panicked(r)
+			return
+		}
+		fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
 	}()
-	p.stop()
+	p.stopOnLoop()
 	returned = true
+	return nil
 }
 
-// stop stops the sequence, once; a panic in its cleanup is dropped (it may
-// run on a goroutine nobody recovers).
+// stopOnLoop stops the sequence, once, on its flow's loop: a panic in its
+// cleanup goes on to the caller, the engine, which reports it. The panic
+// of a sequence that yields again after its yield returned false
+// (errSeqContinued) is not one: the stop provoked it to end the sequence,
+// which it did.
+func (p *pulled) stopOnLoop() {
+	p.unbindLoop()
+	defer func() {
+		if r := recover(); r != nil && r != errSeqContinued {
+			panic(r)
+		}
+	}()
+	p.stopSeq()
+}
+
+// stop stops the sequence, once; a panic in its cleanup is dropped: it
+// runs where nobody would see it (the loop has closed) or after the
+// sequence has run out.
 func (p *pulled) stop() {
+	p.unbindLoop()
+	defer func() { _ = recover() }()
+	p.stopSeq()
+}
+
+// unbindLoop ends the watch of the loop's close, once.
+func (p *pulled) unbindLoop() {
 	if p.unbind != nil {
 		p.unbind()
 		p.unbind = nil
 	}
-	defer func() { _ = recover() }()
-	p.stopSeq()
 }

@@ -118,7 +118,9 @@ func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {
 	}
 	if err.Code == LoopBreak {
 		if lr.seq != nil {
-			lr.seq.stopAtBreak(f)
+			if perr := lr.seq.stopAtBreak(f); perr != nil {
+				return f.h.fl.fail(f, perr), true
+			}
 		}
 		return f.h.fl.finish(f, nil), true
 	}

@@ -632,3 +632,73 @@ func TestForEachSeqPanicBecomesInternalError(t *testing.T) {
 	wantSuccess(t, run(t, r, tt), "recovered")
 	wantTrace(t, &tr, "body 0,handler InternalError: iterator boom")
 }
+
+// A panic in the deferred cleanup of an iter.Seq2 that ForEach stops is
+// not lost: at a Break it fails the ForEach step with InternalError, as a
+// panic in the sequence does when it runs out; when an error or a cancel
+// stops the loop, it acts as a panic in the loop's cancel handler
+// (docs/DESIGN.md#cancel-handlers): it replaces the error, and a cancelled
+// flow ends cancelled with it in LastException.
+func TestForEachSeqCleanupPanicIsNotLost(t *testing.T) {
+	cases := []struct {
+		name, trace string
+		cancelled   bool
+	}{
+		{"Break", "body 0,body 1,cleanup,handler InternalError: close failed", false},
+		{"Error", "body 0,body 1,cleanup,handler InternalError: close failed", false},
+		{"Cancel", "body 0,body 1,cleanup", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, tt := newFlow()
+			var tr tracer
+			var seq iter.Seq2[int, int] = func(yield func(int, int) bool) {
+				defer func() {
+					tr.add("cleanup")
+					panic("close failed")
+				}()
+				for i := 0; yield(i, i); i++ {
+				}
+			}
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.ForEach(seq, func(as asyncsteps.AsyncSteps, k, _ any) {
+					tr.addf("body %v", k)
+					if k != 1 {
+						return
+					}
+					switch c.name {
+					case "Break":
+						as.Break()
+					case "Error":
+						as.Error("Failed")
+					case "Cancel":
+						as.WaitExternal()
+					}
+				})
+				as.Add(tr.step("after"))
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("handler %s: %s", code, as.State().ErrorInfo)
+				as.Success("recovered")
+			})
+			ch := r.Promise()
+			drive(t, tt)
+			if c.cancelled {
+				r.Cancel()
+				drive(t, tt)
+			}
+			res := result(t, ch)
+			wantTrace(t, &tr, c.trace)
+			if c.cancelled {
+				if !errors.Is(res.Err, context.Canceled) {
+					t.Errorf("Result.Err = %v, want a cancel", res.Err)
+				}
+			} else {
+				wantSuccess(t, res, "recovered")
+			}
+			var p *asyncsteps.PanicError
+			if ex := r.State().LastException; !errors.As(ex, &p) || p.Value != "close failed" {
+				t.Errorf("LastException = %#v, want the *PanicError of the cleanup", ex)
+			}
+		})
+	}
+}
