@@ -231,3 +231,56 @@ func TestAwaitContextDeadlineOnTestToolIsTimeLeft(t *testing.T) {
 		}
 	})
 }
+
+// The deadline of Run's context passes while a completion from another
+// goroutine is on its way to the waiting step (claimed, not yet run on the
+// loop): the completion wins, then the flow times out where it has got
+// to, also when it waits for nothing more. The timeout was dropped: a flow
+// that went on without waiting again, here a loop of synchronous steps,
+// outlived the deadline.
+func TestRunDeadlineOutlastsACompletionOnItsWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var held asyncsteps.AsyncSteps
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			held = as
+			as.WaitExternal()
+		})
+		const most = 10000 // iterations: far more than run between two yields
+		n := 0
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Loop(func(as asyncsteps.AsyncSteps) {
+				if n++; n == most {
+					as.Break()
+				}
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) { tr.add("loop:" + code) })
+		errc := make(chan error, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		go func() {
+			_, err := r.Run(ctx)
+			errc <- err
+		}()
+		synctest.Wait() // the first step waits
+		gate := make(chan struct{})
+		loop.Immediate(func() { <-gate })
+		time.Sleep(50 * time.Millisecond) // fake time: the deadline passes
+		synctest.Wait()                   // Run has queued the timeout, behind the gate
+		held.Success()                    // claimed now, its completion queued behind the timeout
+		close(gate)
+
+		err := <-errc
+
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run error = %v, want the Timeout of its deadline", err)
+		}
+		wantTrace(t, &tr, "loop:Timeout")
+		if n >= most {
+			t.Errorf("the loop ran all its %d iterations past the deadline", n)
+		}
+	})
+}

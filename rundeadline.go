@@ -15,7 +15,12 @@ func (r *Root) stopFor(ctx context.Context, w *waiter) {
 		r.cancel(ctx.Err())
 		return
 	}
-	fl := &r.fl
+	r.fl.expireSoon(w)
+}
+
+// expireSoon times out the execution w of fl, in a task of its own on the
+// flow's loop, unless fl runs another execution by then.
+func (fl *flow) expireSoon(w *waiter) {
 	var expire func()
 	expire = func() {
 		if fl.wait != w || fl.done {
@@ -55,7 +60,10 @@ func (f *frame) isParallel() bool {
 func (fl *flow) timeOut(f *frame) {
 	if f.waiting && f.h.st.Load()&(stClaim|stDone) == stClaim {
 		// A completion from outside is on its way to the loop: it wins,
-		// and the step that waits next times out.
+		// and the flow times out where it has got to once it has come
+		// (queued behind it, or soon after if it is being queued). The
+		// step that waits next would, but the flow may wait no more.
+		fl.expireSoon(fl.wait)
 		return
 	}
 	fail := func() *frame {
