@@ -211,8 +211,8 @@
 //     goroutine, which IsSameThread then reports; the rest of the work the
 //     goroutine was doing runs first. On a [TestTool] the goroutine that
 //     drives the tool ends, the caller's: the flow goes on when the tool
-//     is driven again. An Await function that calls Goexit fails its step
-//     likewise.
+//     is driven again. An Await function that calls Goexit, or returns
+//     an error whose methods do, fails its step likewise.
 //   - A callback that blocks blocks its loop: no other flow or callback
 //     of that loop runs meanwhile (flows on other loops do). The engine
 //     cannot take a goroutine back; use Await for blocking work. An Await
