@@ -27,7 +27,8 @@ import (
 //
 // Its methods are safe for concurrent use. The zero value is not usable:
 // create a LoopGroup with [NewLoopGroup]. It has no loops: Next returns a
-// zero [Loop], on which flows end at once with an InternalError.
+// zero [Loop], on which flows end at once with an InternalError. A nil
+// *LoopGroup acts the same, its flows' error naming it.
 type LoopGroup struct {
 	loops []*Loop
 	next  atomic.Uint64 // turns taken by Next
@@ -50,6 +51,9 @@ func NewLoopGroup(n int) *LoopGroup {
 // call returning the first of [LoopGroup.Loops]. Round robin spreads flows
 // evenly by number, not by load, and costs one atomic add.
 func (g *LoopGroup) Next() *Loop {
+	if g == nil {
+		return &Loop{nilTool: "*LoopGroup"} // see LoopGroup
+	}
 	if len(g.loops) == 0 {
 		return new(Loop) // a zero LoopGroup's: see LoopGroup
 	}
@@ -77,10 +81,20 @@ func (g *LoopGroup) New(opts ...Option) *Root {
 // Loops returns the group's loops in the order Next takes them. The slice
 // is a copy: the caller may keep or change it, e.g. to set up per-loop
 // resources so that the flows of a loop share nothing with the others.
-func (g *LoopGroup) Loops() []*Loop { return slices.Clone(g.loops) }
+func (g *LoopGroup) Loops() []*Loop {
+	if g == nil {
+		return nil
+	}
+	return slices.Clone(g.loops)
+}
 
 // Len returns the number of loops.
-func (g *LoopGroup) Len() int { return len(g.loops) }
+func (g *LoopGroup) Len() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.loops)
+}
 
 // Close closes every loop of the group, see [Loop.Close]: close the group
 // only after its flows have ended, because a flow still running on a closed
@@ -89,6 +103,9 @@ func (g *LoopGroup) Len() int { return len(g.loops) }
 // flow started afterwards fails at once the same way. Close is idempotent; called from a callback on
 // any Loop, it does not wait for the loops' goroutines to exit.
 func (g *LoopGroup) Close() {
+	if g == nil {
+		return
+	}
 	for _, l := range g.loops {
 		l.Close()
 	}

@@ -231,6 +231,37 @@ func TestHostileNilToolPointers(t *testing.T) {
 	})
 }
 
+// A nil *LoopGroup acts as the zero LoopGroup: no loops, a Close that
+// does nothing, and flows from New, or on the Loop from Next, that fail at
+// once with an InternalError naming it. (Each method dereferenced the nil
+// pointer.)
+func TestHostileNilLoopGroup(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var g *asyncsteps.LoopGroup
+		g.Close()
+		if n, loops := g.Len(), g.Loops(); n != 0 || len(loops) != 0 {
+			t.Errorf("nil LoopGroup: Len() = %d, Loops() = %v; want 0 and none", n, loops)
+		}
+		const info = "the flow's tool is a nil *LoopGroup"
+		for name, newRoot := range map[string]func() *asyncsteps.Root{
+			"New":  func() *asyncsteps.Root { return g.New() },
+			"Next": func() *asyncsteps.Root { return asyncsteps.New(asyncsteps.WithTool(g.Next())) },
+		} {
+			var tr tracer
+			r := newRoot()
+			r.Add(tr.step("step"))
+			_, err := r.Run(context.Background())
+			wantError(t, err, asyncsteps.InternalError, info)
+			res := <-r.Promise()
+			wantError(t, res.Err, asyncsteps.InternalError, info)
+			wantTrace(t, &tr, "")
+			if t.Failed() {
+				t.Logf("with the Root from %s", name)
+			}
+		}
+	})
+}
+
 // A nil *Root is idle for Cancel and Running, and its start methods panic
 // with a message that says what was wrong, not a nil dereference.
 func TestHostileNilRoot(t *testing.T) {
