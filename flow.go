@@ -139,7 +139,7 @@ type waiter struct {
 	promise   chan Result     // Run: the flow's promise, which Run waits on
 	ctx       context.Context // Run's context, for its values and deadline; never cancels steps by itself
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
-	expired   bool            // Run's deadline has passed: waits time out (on the loop)
+	late      *lateRun        // set once Run's deadline has passed: waits time out (on the loop)
 	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
 	// unreported are the errors raised for the StepError hook, reported
@@ -528,7 +528,7 @@ func (fl *flow) settle(c *frame) *frame {
 		return fl.completed(c)
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
-		if w := fl.wait; w != nil && w.expired {
+		if w := fl.wait; w != nil && w.late != nil {
 			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor
 		}
 		return nil

@@ -158,26 +158,38 @@ func (d *loopDef) body() any {
 // loop's frame, whose control is the loopRun (see iterationOf).
 func repeatIteration(as AsyncSteps, _ ...any) {
 	lr := iterationOf(as)
+	if lateIteration(as.(*stepAPI), lr) {
+		return
+	}
 	lr.def.repFn(as, lr.i)
 }
 
-func loopIteration(as AsyncSteps, _ ...any) { iterationOf(as).def.loopFn(as) }
+func loopIteration(as AsyncSteps, _ ...any) {
+	lr := iterationOf(as)
+	if lateIteration(as.(*stepAPI), lr) {
+		return
+	}
+	lr.def.loopFn(as)
+}
 
 // iterationOf returns the loopRun whose iteration as runs.
 func iterationOf(as AsyncSteps) *loopRun { return as.(*stepAPI).f.parent.impl.(*loopRun) }
 
 func eachIteration(as AsyncSteps, _ ...any) {
 	lr := iterationOf(as)
+	h := as.(*stepAPI)
+	if lr.seq != nil && lr.seq.err != nil {
+		// Pulling this pair failed: the iteration raises it.
+		h.f.err, h.f.handling = lr.seq.err, false
+		lr.seq.err = nil
+		return
+	}
+	if lateIteration(h, lr) {
+		return
+	}
 	if lr.seq == nil {
 		k, v := lr.items.at(lr.i)
 		lr.def.eachFn(as, k, v)
-		return
-	}
-	if err := lr.seq.err; err != nil {
-		// Pulling this pair failed: the iteration raises it.
-		lr.seq.err = nil
-		h := as.(*stepAPI)
-		h.f.err, h.f.handling = err, false
 		return
 	}
 	lr.def.eachFn(as, lr.seq.k, lr.seq.v)

@@ -106,6 +106,9 @@ var retryStep = plainStep(retryAttempt, retryFailed)
 // timeout.
 func retryAttempt(as AsyncSteps, _ ...any) {
 	lr := iterationOf(as)
+	if lateIteration(as.(*stepAPI), lr) {
+		return
+	}
 	if t := lr.def.retryOf().opts.Timeout; t > 0 {
 		as.SetTimeout(t)
 	}
@@ -145,7 +148,7 @@ func retryFailed(as AsyncSteps, code string) {
 // passed for fl: a timeout of the whole flow, outer to every Retry, after
 // which each step that waits fails at once, so another attempt could only
 // fail the same way (docs/DESIGN.md#retry).
-func pastRunDeadline(fl *flow) bool { return fl.wait != nil && fl.wait.expired }
+func pastRunDeadline(fl *flow) bool { return fl.wait != nil && fl.wait.late != nil }
 
 // backoffStep returns the step that waits w before the next attempt, on
 // the flow's Tool; a cancel of the flow stops the timer. A Tool may return

@@ -284,3 +284,102 @@ func TestRunDeadlineOutlastsACompletionOnItsWay(t *testing.T) {
 		}
 	})
 }
+
+// Past the deadline of Run's context every step that waits fails at once:
+// a loop whose iterations wait, with an error handler in each that
+// recovers, would spin on the loop's goroutine for ever and Run never
+// return. A loop through whose iteration a timeout of the deadline went
+// begins no further iteration: the next one fails with Timeout, which
+// goes on through the loops around it likewise. A loop begun after the
+// deadline, a fallback's, runs as usual.
+func TestRunDeadlineEndsLoopsItTimedOut(t *testing.T) {
+	const most = 1000 // iterations before a loop breaks by itself
+	waitRecovering := func(tr *tracer, name string) asyncsteps.StepFunc {
+		return func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() },
+				func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("%s:%s", name, code)
+					as.Success()
+				})
+		}
+	}
+	cases := []struct {
+		name  string
+		build func(r *asyncsteps.Root, tr *tracer)
+		trace string
+	}{
+		{"Loop", func(r *asyncsteps.Root, tr *tracer) {
+			n := 0
+			r.Loop(func(as asyncsteps.AsyncSteps) {
+				if n++; n > most {
+					as.Break()
+				}
+				as.Add(waitRecovering(tr, "wait"))
+			})
+		}, "wait:Timeout"},
+		{"ForEach", func(r *asyncsteps.Root, tr *tracer) {
+			r.ForEach(make([]int, most), func(as asyncsteps.AsyncSteps, _, _ any) {
+				as.Add(waitRecovering(tr, "wait"))
+			})
+		}, "wait:Timeout"},
+		{"nested", func(r *asyncsteps.Root, tr *tracer) {
+			n := 0
+			r.Loop(func(as asyncsteps.AsyncSteps) {
+				if n++; n > most {
+					as.Break()
+				}
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Repeat(most, func(as asyncsteps.AsyncSteps, _ int) {
+						as.Add(waitRecovering(tr, "inner"))
+					})
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.add("outer:" + code)
+					as.Success()
+				})
+			})
+		}, "inner:Timeout,outer:Timeout"},
+		{"Parallel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Repeat(most, func(as asyncsteps.AsyncSteps, _ int) {
+				p := as.Parallel(func(as asyncsteps.AsyncSteps, code string) {
+					tr.add("parallel:" + code)
+					as.Success()
+				})
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+			})
+		}, "parallel:Timeout"},
+		{"fallback loop", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() },
+				func(as asyncsteps.AsyncSteps, code string) {
+					tr.add("fallback:" + code)
+					as.Repeat(3, func(as asyncsteps.AsyncSteps, i int) { tr.addf("cached %d", i) })
+				})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("served") })
+		}, "fallback:Timeout,cached 0,cached 1,cached 2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				var tr tracer
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				c.build(r, &tr)
+				start := time.Now()
+
+				_, args, err := runDeadline(r, 50*time.Millisecond)
+
+				if c.name == "fallback loop" {
+					if err != nil || len(args) != 1 || args[0] != "served" {
+						t.Errorf("Run = %v, %v; want [served], nil", args, err)
+					}
+				} else if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Run error = %v, want the Timeout of its deadline", err)
+				}
+				wantTrace(t, &tr, c.trace)
+				if d := time.Since(start); d != 50*time.Millisecond {
+					t.Errorf("Run returned after %v, want 50ms", d)
+				}
+			})
+		})
+	}
+}

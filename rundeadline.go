@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // This file makes the deadline of Run's context a timeout of the whole
@@ -40,7 +41,9 @@ func (fl *flow) expireSoon(w *waiter) {
 // it does (see settle), so that a handler that recovers cannot make the
 // flow wait past the deadline.
 func (fl *flow) expire() {
-	fl.wait.expired = true
+	if fl.wait.late == nil {
+		fl.wait.late = &lateRun{}
+	}
 	f := &fl.base
 	for f.active != nil && !f.isParallel() {
 		f = f.active
@@ -66,6 +69,7 @@ func (fl *flow) timeOut(f *frame) {
 		fl.expireSoon(fl.wait)
 		return
 	}
+	fl.wait.late.timedOut(f)
 	fail := func() *frame {
 		err := &Error{Code: Timeout}
 		fl.noteError(err, err)
@@ -96,4 +100,46 @@ func (t *expiryTask) run() {
 		return
 	}
 	fl.timeOut(f)
+}
+
+// lateRun is what an execution keeps once the deadline of Run's context
+// has passed.
+type lateRun struct {
+	// hit are the loops through whose running iteration a timeout of the
+	// deadline went, until they begin the next one (see lateIteration).
+	hit []*loopRun
+}
+
+// timedOut notes that the deadline times out f: it goes through the
+// running iteration of every loop around f.
+func (l *lateRun) timedOut(f *frame) {
+	for p := f.parent; p != nil; p = p.parent {
+		if lr, ok := p.impl.(*loopRun); ok && !slices.Contains(l.hit, lr) {
+			l.hit = append(l.hit, lr)
+		}
+	}
+}
+
+// lateIteration fails the iteration of lr that h runs with Timeout if a
+// timeout of Run's deadline went through an earlier iteration of lr, and
+// reports whether it did. Past the deadline every step that waits fails at
+// once: a loop whose iterations wait, each with an error handler that
+// recovers, would otherwise spin on the loop's goroutine for ever, as no
+// Retry retries past the deadline. The failure is the deadline's too: it
+// ends the loops around lr likewise.
+func lateIteration(h *stepAPI, lr *loopRun) bool {
+	w := h.fl.wait
+	if w == nil || w.late == nil {
+		return false
+	}
+	i := slices.Index(w.late.hit, lr)
+	if i < 0 {
+		return false
+	}
+	w.late.hit = slices.Delete(w.late.hit, i, i+1)
+	w.late.timedOut(h.f.parent)
+	err := &Error{Code: Timeout}
+	h.fl.noteError(err, err)
+	h.f.err, h.f.handling = err, false
+	return true
 }
