@@ -226,7 +226,10 @@ func (r *Root) cancel(cause error) {
 // cancelled), so the error handlers on the way run and may recover, say
 // with a fallback value. From then on every step that waits fails with
 // Timeout at once, so the flow cannot outlive the deadline by waiting;
-// what it does without waiting still runs. If the Timeout ends the flow,
+// what it does without waiting still runs, but a loop through whose
+// iteration such a Timeout went begins no further iteration (the next
+// fails with Timeout), so that a loop whose iterations each wait and
+// recover cannot spin for ever. If the Timeout ends the flow,
 // the error matches ctx.Err() (context.DeadlineExceeded). The functions
 // given to [AsyncSteps.Await] see ctx's values and deadline.
 //
