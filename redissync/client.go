@@ -53,7 +53,7 @@ type Client struct {
 	rdb    redis.UniversalClient // the round trips', bounded by OpTimeout
 	owned  bool                  // rdb is a copy of the user's client: Close closes it
 	opts   Options
-	addr   string // for errors
+	addr   string // for the causes of errors
 	ps     *redis.PubSub
 	notify string        // the notification channel
 	idBase string        // a random prefix of this Client's lease names
@@ -82,7 +82,9 @@ type Client struct {
 // bound them instead. It checks that Redis answers and subscribes to the
 // notification channel before it returns; if Redis cannot be reached
 // within opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with
-// code CommError whose info names the address.
+// code CommError whose info names the kind of failure, as a flow's does
+// (see Faults in the package documentation): not the address, which its
+// Cause names.
 func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if nilClient(rdb) {
 		return nil, errors.New("redissync: New: nil redis client")
@@ -137,7 +139,8 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 // Keys in the package documentation).
 func (c *Client) ID() string { return strings.TrimSuffix(c.idBase, ":") }
 
-// Addr returns the address of the Redis server, as errors name it.
+// Addr returns the address of the Redis server, as the causes of the
+// Client's errors name it.
 func (c *Client) Addr() string { return c.addr }
 
 // Close stops the Client's Syncers: flows waiting to enter, and those that
@@ -275,16 +278,6 @@ func (c *Client) call(s *redis.Script, keys []string, args ...any) (res []any, e
 		}
 	}()
 	return s.Run(ctx, c.rdb, keys, args...).Slice()
-}
-
-// commError is the error of a flow whose round trip failed: CommError,
-// or InternalError when the round trip panicked, as for a callback.
-func (c *Client) commError(err error) *asyncsteps.Error {
-	code := asyncsteps.CommError
-	if _, ok := err.(*asyncsteps.PanicError); ok {
-		code = asyncsteps.InternalError
-	}
-	return &asyncsteps.Error{Code: code, Info: "redis " + c.addr + ": " + err.Error(), Cause: err}
 }
 
 // errClosed is the refusal of a flow waiting when its Client closes.

@@ -11,7 +11,7 @@
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: "myapp"})
-//	if err != nil { ... } // CommError: "redis 127.0.0.1:6379: ..."
+//	if err != nil { ... } // CommError: "redis: timed out"; errors.Unwrap(err) names the address
 //	defer c.Close()
 //	db := c.NewMutex("db", redissync.MutexOptions{Max: 4, MaxQueue: 100})
 //	root.Sync(db, func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -33,8 +33,8 @@
 // # Faults
 //
 //   - Redis not reachable when the [Client] is made: [New] fails within
-//     Options.OpTimeout with an [*asyncsteps.Error] of code CommError whose
-//     info names the address.
+//     Options.OpTimeout with an [*asyncsteps.Error] of code CommError, its
+//     info as below.
 //   - Redis lost while flows wait: they fail with CommError (fail closed),
 //     or, for a rate limit with FailOpen, enter without a limit; within
 //     about OpTimeout after the next round trip starts: at once when the
@@ -52,7 +52,7 @@
 //     Throttle's entries count once.
 //   - A round trip that panics (a hook of the redis client given to
 //     [New], when the round trips go through that client: see New): its
-//     flows fail with InternalError, info "redis ADDR: panic: ...", also
+//     flows fail with InternalError, info "redis: panic: ...", also
 //     those of a FailOpen rate limit; the process goes on.
 //   - Redis restarted: go-redis reconnects and the Syncers work again, with
 //     no restart of the service; the scripts are loaded again when Redis
@@ -62,6 +62,23 @@
 //     limit again (a renewal does not put a lost lease back). Where that
 //     matters, run Redis with persistence, or check the fencing token
 //     where the section writes.
+//
+// The info of such a CommError, New's included, is "redis: " and the kind
+// of failure in fixed words, told by the type of go-redis's error: "timed
+// out" (the usual one when Redis is gone: go-redis's own retries of a
+// refused dial outlast OpTimeout), "connection refused", "connection
+// reset", "connection closed", "host unreachable", "name lookup failed",
+// "TLS handshake failed", "client closed" (the go-redis client was
+// closed), "connection pool timed out", "connection pool exhausted",
+// "cancelled" (New's context), "error reply" and the error code of the
+// reply Redis refused the call with ("error reply WRONGTYPE"), or else
+// "request failed". It never names the server's address, which the text
+// of go-redis's error does: an asynchttp.Handler guarded by a Syncer
+// answers the info to its client, in a 502, and that client must not
+// learn where the server's Redis is. The error's Cause has it, for the
+// log (the Handler logs it): its text is "redis ADDR: " and go-redis's
+// error, which it unwraps to, so that errors.Is and errors.As find that
+// error (syscall.ECONNREFUSED, a *net.OpError) in the flow's error.
 //
 // # Keys
 //

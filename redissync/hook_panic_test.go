@@ -76,9 +76,13 @@ func hookPanicChild(t *testing.T, addr string) {
 		var tr tracer
 		res := <-enter(l, s, &tr, name)
 		var e *asyncsteps.Error
-		if !errors.As(res.Err, &e) || e.Code != asyncsteps.InternalError || e.Info != "redis "+addr+": panic: boom" {
-			t.Errorf("%s: %v, want InternalError \"redis %s: panic: boom\"", name, res.Err, addr)
+		if !errors.As(res.Err, &e) || e.Code != asyncsteps.InternalError || e.Info != "redis: panic: boom" {
+			t.Errorf("%s: %v, want InternalError \"redis: panic: boom\"", name, res.Err)
 		}
-		tr.check(t, name+" onerror InternalError: redis "+addr+": panic: boom")
+		tr.check(t, name+" onerror InternalError: redis: panic: boom")
+		var p *asyncsteps.PanicError
+		if cause := goCause(res.Err); !errors.As(res.Err, &p) || cause.Error() != "redis "+addr+": panic: boom" {
+			t.Errorf("%s: cause %v, want a PanicError under \"redis %s: panic: boom\"", name, cause, addr)
+		}
 	}
 }

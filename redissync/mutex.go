@@ -59,7 +59,8 @@ type MutexOptions struct {
 // different processes are not served in a global order.
 //
 // When Redis cannot be reached, the flows that wait fail with
-// [asyncsteps.CommError] (info "redis ADDR: ..."), which their error
+// [asyncsteps.CommError] (info "redis: timed out", say: see Faults in the
+// package documentation), which their error
 // handler sees first: at most about OpTimeout after a round trip starts,
 // and Options.Recheck + OpTimeout when nothing else happens. A Mutex
 // always fails closed.

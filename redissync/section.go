@@ -112,7 +112,8 @@ func (s *section) body(as asyncsteps.AsyncSteps, _ ...any) {
 		// the refusal has unwound past onerror, which may recover by
 		// waiting.
 		s.leave(as)
-		as.Error(err.Code, err.Info)
+		raise(as, err)
+		return
 	}
 	for i := range s.n {
 		s.gates[i].inside(as, &s.waiters[i])
@@ -136,6 +137,22 @@ func (s *section) leave(as asyncsteps.AsyncSteps) {
 	for i := s.n - 1; i >= 0; i-- {
 		s.gates[i].leave(as, &s.waiters[i])
 	}
+}
+
+// raise fails the step of as with err. One with a cause (the Go error of
+// a failed round trip, which names the Redis server) is raised as
+// [asyncsteps.AwaitResult] raises a flow's error, so that the cause stays
+// under the flow's error for the logs: Error takes only the code and the
+// info, which do not name the server. The Result waits in the channel
+// already: the step takes it at once, without a goroutine.
+func raise(as asyncsteps.AsyncSteps, err *asyncsteps.Error) {
+	if err.Cause == nil {
+		as.Error(err.Code, err.Info)
+		return
+	}
+	ready := make(chan asyncsteps.Result, 1)
+	ready <- asyncsteps.Result{Err: err}
+	asyncsteps.AwaitResult(as, ready)
 }
 
 // refusal returns the first refusal of a gate, or nil.

@@ -55,7 +55,8 @@ type ThrottleOptions struct {
 // not served in a global order.
 //
 // When Redis cannot be reached, the flows that wait fail with
-// [asyncsteps.CommError] (info "redis ADDR: ..."), at most about
+// [asyncsteps.CommError] (info "redis: timed out", say: see Faults in the
+// package documentation), at most about
 // OpTimeout after their round trip starts, or, with FailOpen, enter
 // without a limit. Once Redis answers again (also after a restart that
 // lost its data), the Throttle works again.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -19,14 +20,16 @@ type clusterOptions struct {
 	TTL    time.Duration // the lease of a concurrency slot: a killed instance's slots come back after it
 }
 
-// connectCluster connects to the Redis of o. It fails with a CommError
-// naming the address when Redis does not answer.
+// connectCluster connects to the Redis of o. It fails with redissync's
+// CommError when Redis does not answer, prefixed with the address, which
+// the error's info does not name: the operator who reads why the gateway
+// did not start must learn which Redis it could not reach.
 func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, func(), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: o.Addr})
 	c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: o.Prefix})
 	if err != nil {
 		rdb.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w", o.Addr, err)
 	}
 	return c, func() { c.Close(); rdb.Close() }, nil
 }
@@ -45,8 +48,8 @@ func clusterLimit(c *redissync.Client, o limitOptions) asyncsteps.Syncer {
 // redisLostIs503 is a limit shared through Redis whose failure to let a
 // request in, Redis lost, is a DefenseRejected (503 with Retry-After):
 // the gateway cannot keep its limits for now, and the client may come
-// back. Left as it is, it would be a CommError naming the Redis address,
-// a 502 that tells clients about the gateway's insides and reads as the
+// back. Left as it is, it would be a CommError ("redis: timed out"), a
+// 502 that tells clients about the gateway's insides and reads as the
 // upstream failing. An error after the request entered (the upstream's)
 // passes as it is. One closure more per request, in fleet mode only.
 type redisLostIs503 struct{ asyncsteps.Syncer }

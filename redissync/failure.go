@@ -1,0 +1,132 @@
+package redissync
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// commError is the error of a flow whose round trip failed, and of New
+// when Redis cannot be reached: CommError, or InternalError when the round
+// trip panicked, as for a callback. Its info is "redis: " and the kind of
+// failure in fixed words (see failure), never the server's address nor
+// go-redis's text, which names it ("dial tcp 10.0.0.5:6379: connect:
+// connection refused"): an asynchttp.Handler guarded by a Syncer answers
+// the info to its client, who must not learn where the server's Redis
+// is. Cause is an error whose text has both, for the logs, and which
+// unwraps to err, so that errors.Is and errors.As find err's chain.
+func (c *Client) commError(err error) (e *asyncsteps.Error) {
+	defer func() {
+		if v := recover(); v != nil {
+			// An error whose methods panic (a nil pointer returned as an
+			// error by a hook of the user's redis client): the process
+			// must go on. Its text would panic again: the cause holds the
+			// panic instead.
+			p := &asyncsteps.PanicError{Value: v, Stack: debug.Stack()}
+			e = &asyncsteps.Error{Code: asyncsteps.InternalError,
+				Info: "redis: reading the error of a round trip: " + p.Error(), Cause: c.withAddr(p)}
+		}
+	}()
+	cause := c.withAddr(err) // reads err's text here, where a panic is recovered
+	if p, ok := err.(*asyncsteps.PanicError); ok {
+		return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "redis: " + p.Error(), Cause: cause}
+	}
+	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "redis: " + failure(err), Cause: cause}
+}
+
+// addrError is the cause of a commError: the error of go-redis (or the
+// panic of a round trip) with the address of the server, which the info
+// leaves out.
+type addrError struct {
+	text string // "redis ADDR: " and err's text
+	err  error
+}
+
+// withAddr returns err as the cause of a commError. It reads err's text
+// at once: a method of err that panics must do so in commError, which
+// recovers, not in whatever logs the cause later.
+func (c *Client) withAddr(err error) *addrError {
+	return &addrError{text: "redis " + c.addr + ": " + err.Error(), err: err}
+}
+
+func (e *addrError) Error() string { return e.text }
+
+func (e *addrError) Unwrap() error { return e.err }
+
+// failure names the kind of failure of err in fixed words, told by the
+// types in err's chain: "error reply" and the reply's error code (Redis
+// refused the call: "error reply WRONGTYPE"), "client closed" (the go-redis
+// client was closed), "connection pool timed out", "connection pool
+// exhausted", "name lookup failed", "connection refused", "host
+// unreachable", "timed out", "cancelled" (New's context), "connection
+// reset", "connection closed", "TLS handshake failed", or else "request
+// failed".
+func failure(err error) string {
+	var reply redis.Error
+	var dns *net.DNSError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &reply):
+		return replyFailure(reply)
+	case errors.Is(err, redis.ErrClosed):
+		return "client closed"
+	case errors.Is(err, redis.ErrPoolTimeout):
+		return "connection pool timed out"
+	case errors.Is(err, redis.ErrPoolExhausted):
+		return "connection pool exhausted"
+	case errors.As(err, &dns):
+		return "name lookup failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return "connection reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return "connection closed"
+	case tlsFailure(err):
+		return "TLS handshake failed"
+	}
+	return "request failed"
+}
+
+// replyFailure names an error reply of Redis by its error code, the first
+// word of its text ("WRONGTYPE Operation against a key holding the wrong
+// kind of value"): a word of Redis's own set, in capitals. The rest is
+// left out: it can name a key, a line of the script, or, for MOVED and
+// ASK, the address of another node.
+func replyFailure(reply redis.Error) string {
+	code, _, _ := strings.Cut(reply.Error(), " ")
+	if code == "" || len(code) > maxReplyCode || strings.TrimLeft(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		return "error reply"
+	}
+	return "error reply " + code
+}
+
+// maxReplyCode bounds the error code replyFailure names: Redis's are
+// short words (CLUSTERDOWN, NOREPLICAS).
+const maxReplyCode = 16
+
+// tlsFailure reports whether err is a failure of the TLS handshake with
+// the server: a certificate it could not verify, an alert it sent, an
+// answer that is no TLS.
+func tlsFailure(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	var alert tls.AlertError
+	var op *net.OpError
+	return errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
+		errors.As(err, &op) && op.Op == "remote error"
+}
