@@ -76,10 +76,11 @@ type Client struct {
 // open. A round trip is bounded by OpTimeout only if the client honours
 // the deadline of its context; when rdb is a *redis.Client,
 // *redis.ClusterClient or *redis.Ring without ContextTimeoutEnabled, the
-// Syncers' round trips go through a client of the Client's own, made with
-// rdb's options and ContextTimeoutEnabled set (hooks added to rdb do not
-// see them); otherwise rdb's ReadTimeout (3s by default, or none) would
-// bound them instead. It checks that Redis answers and subscribes to the
+// Syncers' round trips go through a client of the Client's own, with
+// rdb's settings (a "none" such as MaxRetries -1 included) and
+// ContextTimeoutEnabled set (hooks added to rdb do not see them);
+// otherwise rdb's ReadTimeout (3s by default, or none) would bound them
+// instead. It checks that Redis answers and subscribes to the
 // notification channel before it returns; if Redis cannot be reached
 // within opts.OpTimeout (or ctx), it returns an [*asyncsteps.Error] with
 // code CommError whose info names the kind of failure, as a flow's does
@@ -170,37 +171,6 @@ func (c *Client) closeOwned() {
 	if c.owned {
 		_ = c.rdb.Close()
 	}
-}
-
-// timedClient returns a client that bounds each call by the deadline of
-// its context: rdb, or a client made with rdb's options and
-// ContextTimeoutEnabled when rdb would ignore the deadline.
-func timedClient(rdb redis.UniversalClient) redis.UniversalClient {
-	switch r := rdb.(type) {
-	case *redis.Client:
-		if o := *r.Options(); !o.ContextTimeoutEnabled {
-			o.ContextTimeoutEnabled = true
-			// NewClient stored rdb's processor in its options: the copy
-			// must make its own, or registering its handlers fails.
-			o.PushNotificationProcessor = nil
-			if m := o.MaintNotificationsConfig; m != nil {
-				mc := *m // as NewClusterClient does for its nodes
-				o.MaintNotificationsConfig = &mc
-			}
-			return redis.NewClient(&o)
-		}
-	case *redis.ClusterClient:
-		if o := *r.Options(); !o.ContextTimeoutEnabled {
-			o.ContextTimeoutEnabled = true
-			return redis.NewClusterClient(&o)
-		}
-	case *redis.Ring:
-		if o := *r.Options(); !o.ContextTimeoutEnabled {
-			o.ContextTimeoutEnabled = true
-			return redis.NewRing(&o)
-		}
-	}
-	return rdb
 }
 
 // listen receives the notifications of released Mutex slots and wakes the
