@@ -4,9 +4,11 @@ package cabi_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -126,4 +128,101 @@ func TestCopyOfACRootOnAnotherLoopRunsItsCStepsThere(t *testing.T) {
 		"same rootId as the root=0",
 		"Boom handler: same rootId as the root=0",
 	)
+}
+
+// modelAndCopy returns a Go root on a loop of its own, its C pointer, and
+// a root on another loop that add's steps are copied into (CopyFrom), made
+// while the model is idle so that both may then run at once.
+func modelAndCopy(t *testing.T, add func(model unsafe.Pointer)) (model *asyncsteps.Root, ptr unsafe.Pointer, cp *asyncsteps.Root) {
+	t.Helper()
+	model, ptr = newRoot(t)
+	other := asyncsteps.NewLoop()
+	t.Cleanup(other.Close)
+	add(ptr)
+	cp = asyncsteps.New(asyncsteps.WithTool(other))
+	cp.CopyFrom(model)
+	return model, ptr, cp
+}
+
+// runModelUntil runs model on a goroutine until the C trace has mark, and
+// returns what waits for its end.
+func runModelUntil(t *testing.T, model *asyncsteps.Root, mark string) (wait func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(t, model)
+		done <- err
+	}()
+	if !ctest.WaitFor(mark, 5*time.Second) {
+		t.Fatalf("no %q: %q", mark, ctest.Trace())
+	}
+	return func() error { return <-done }
+}
+
+// A model and its copy on another loop, running at once, each carry their
+// own args past a C loop's breakLoop: here the copy's loop ends while the
+// model's body has broken with its args and not yet returned. Before, the
+// two flows shared the args carried (a data race), and the model's step
+// after the loop got none: the copy's had taken them.
+func TestModelAndCopyCarryTheirOwnArgsPastALoop(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		model, _, cp := modelAndCopy(t, ctest.CopyCarry)
+		wait := runModelUntil(t, model, "model broke")
+		if _, err := run(t, cp); err != nil {
+			t.Fatal(err)
+		}
+		ctest.ReleaseModel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "model broke", "copy after the loop: typed 2", "model after the loop: typed 1")
+	})
+}
+
+// The steps of a parallel branch in a copy of a root have a rootId of
+// their own: one of our syncs, entered through its lock function, keeps
+// the copy out of the section that the model's branch holds (a Mutex of
+// one slot with no queue rejects it). Before, the copy's branch had the
+// rootId of the model's, and entered the section as a reentrant lock of
+// its holder.
+func TestCopysParallelBranchDoesNotShareTheModelsSection(t *testing.T) {
+	eachCaller(t, func(t *testing.T, _ bool) {
+		m := cabi.Sync(asyncsteps.NewMutex(1, 0))
+		defer cabi.FreeSync(m)
+		model, _, cp := modelAndCopy(t, func(root unsafe.Pointer) { ctest.CopySync(root, m) })
+		wait := runModelUntil(t, model, "model inside")
+		_, err := run(t, cp)
+		var e *asyncsteps.Error
+		if !errors.As(err, &e) || e.Code != asyncsteps.DefenseRejected {
+			t.Errorf("the copy ended with %v, want DefenseRejected", err)
+		}
+		ctest.ReleaseModel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		checkTrace(t, "model locks", "model inside", "copy locks", "copy lock: DefenseRejected", "model left")
+	})
+}
+
+// A flow of another implementation of the table enters one of our syncs
+// through its lock function apart from our flow of the same rootId: a
+// rootId tells flows apart only within its table. Before, the other
+// table's step entered the section that our flow holds as a reentrant
+// lock of its holder.
+func TestOtherTablesFlowDoesNotShareTheSectionOfOurs(t *testing.T) {
+	m := cabi.Sync(asyncsteps.NewMutex(1, 0))
+	defer cabi.FreeSync(m)
+	model, ptr := newRoot(t)
+	ctest.CopySync(ptr, m)
+	wait := runModelUntil(t, model, "model inside")
+	ctest.OtherLock(m)
+	if !ctest.WaitFor("other table lock:", 5*time.Second) {
+		t.Errorf("the other table's step was not rejected: %q", ctest.Trace())
+	}
+	ctest.ReleaseModel()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, "model locks", "model inside", "other table locks", "other table waits",
+		"other table lock: DefenseRejected", "model left")
 }

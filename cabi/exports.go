@@ -327,10 +327,10 @@ func cabiLoop(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f unsafe.Pointer, lb
 		n.as.Loop(nil, label(lbl)...)
 		return
 	}
-	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_loop_fn(f), &loopCarry{}
+	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_loop_fn(f)
 	lbls := label(lbl) // now: the caller may free it when this returns
 	n.adds()
-	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
+	hostLoop(n.as, func(as asyncsteps.AsyncSteps, carry *loopCarry) {
 		as.Loop(func(as asyncsteps.AsyncSteps) {
 			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 				C.cabi_call_loop(fn, bsi, data)
@@ -343,14 +343,13 @@ func (c *loopCarry) setup(n *node) { n.body = c }
 
 // hostLoop adds a step that runs the loop added by add, then succeeds with
 // the args a body's success carried past its breakLoop (none otherwise).
-func hostLoop(as asyncsteps.AsyncSteps, carry *loopCarry, add func(as asyncsteps.AsyncSteps)) {
+// Each run of the step has a carry of its own: a step added on a root runs
+// again in its copies (Clone, CopyFrom), maybe on another loop at once.
+func hostLoop(as asyncsteps.AsyncSteps, add func(as asyncsteps.AsyncSteps, carry *loopCarry)) {
 	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		add(as)
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			args := carry.args
-			carry.args = nil
-			as.Success(args...)
-		})
+		carry := &loopCarry{}
+		add(as, carry)
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(carry.args...) })
 	})
 }
 
@@ -365,11 +364,11 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f 
 		n.as.Repeat(0, nil, label(lbl)...)
 		return
 	}
-	fc, rid, fn, carry := n.flow, n.branchRoot(), C.cabi_repeat_fn(f), &loopCarry{}
+	fc, rid, fn := n.flow, n.branchRoot(), C.cabi_repeat_fn(f)
 	lbls := label(lbl) // now: the caller may free it when this returns
 	cnt := int(min(uint64(count), math.MaxInt))
 	n.adds()
-	hostLoop(n.as, carry, func(as asyncsteps.AsyncSteps) {
+	hostLoop(n.as, func(as asyncsteps.AsyncSteps, carry *loopCarry) {
 		as.Repeat(cnt, func(as asyncsteps.AsyncSteps, i int) {
 			fc.runC(as, rid, nil, carry.setup, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 				C.cabi_call_repeat(fn, bsi, data, C.size_t(i))

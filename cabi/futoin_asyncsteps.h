@@ -349,7 +349,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_execute_callback f,
                     FutoInAsyncSteps_error_callback eh);
             /* Index 16. rootId: the same for every step of a flow; each
-             * parallel branch has its own. */
+             * parallel branch has its own. A Go copy of a root (Root.Clone,
+             * CopyFrom) has ids of its own, its branches' included. */
             ptrdiff_t (*rootId)(FutoInAsyncSteps* bsi);
             /* Index 17. isValid: 1 for a step until it completes; for a root,
              * 1 while it is idle and 0 while its flow runs; 0 for a stale

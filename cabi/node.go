@@ -344,6 +344,9 @@ type flowCtx struct {
 	// the flow's next other C callback, or free, cleans up what is left.
 	failed   []*stepLink
 	handling *stepLink
+	// loop-owned: in a copy of a Root (see of), the rootId of each branch
+	// of the model's parallels, by the model's id, made on first use.
+	branchIDs map[int64]int64
 }
 
 // flowRes is the part of a flowCtx that a GC cleanup frees once the flow's
@@ -566,17 +569,34 @@ func (fc *flowCtx) sweep() {
 // A step added in one flow runs in another when a Root is copied with it
 // (Clone, CopyFrom): its C side is then that flow's own (its state
 // variables, its loop, its rootId), not the model's, whose free must not
-// clean up what the copy holds.
+// clean up what the copy holds. Loop only.
 func (fc *flowCtx) of(as asyncsteps.AsyncSteps, rootID int64) (*flowCtx, int64) {
 	st := as.State()
 	if fc.res.key.Value() == st {
 		return fc, rootID
 	}
 	own := flowFor(st, as.Tool())
-	if rootID == fc.rootID {
-		rootID = own.rootID // a branch of a parallel keeps the id it was given
+	return own, own.copiedID(fc, rootID)
+}
+
+// copiedID returns the rootId in fc, a copy of model's Root, of the steps
+// whose rootId is id in model: fc's own for the model's, and one of fc's
+// for each branch of the model's parallels. The copy and the model may
+// run at once, and a rootId tells their flows apart (a sync entered
+// through its lock function is reentrant per rootId).
+func (fc *flowCtx) copiedID(model *flowCtx, id int64) int64 {
+	if id == model.rootID {
+		return fc.rootID
 	}
-	return own, rootID
+	if own, ok := fc.branchIDs[id]; ok {
+		return own
+	}
+	if fc.branchIDs == nil {
+		fc.branchIDs = make(map[int64]int64)
+	}
+	own := newRootID()
+	fc.branchIDs[id] = own
+	return own
 }
 
 // runC runs a C callback for the engine's step as, in the flow as runs in

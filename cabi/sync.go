@@ -21,7 +21,19 @@ type syncObj struct {
 	cs *C.cabi_sync
 
 	mu      sync.Mutex
-	holders map[int64]*holder // lock/unlock callers, by rootId
+	holders map[holderKey]*holder // lock/unlock callers
+}
+
+// holderKey is the flow of a lock/unlock caller: its rootId, which tells
+// flows apart only within one implementation of the table (two may both
+// count from 1), and that table.
+type holderKey struct {
+	api    uintptr
+	rootID int64
+}
+
+func holderOf(bsi *C.FutoInAsyncSteps) holderKey {
+	return holderKey{api: uintptr(unsafe.Pointer(bsi.api)), rootID: int64(C.cabi_f_root_id(bsi))}
 }
 
 // holder is a flow that entered through the lock function: a hidden flow
@@ -37,9 +49,9 @@ type holder struct {
 // own addSync enters s directly, with all its semantics (a Mutex is
 // reentrant per flow and parallel branch). Its lock and unlock functions
 // serve other implementations of the table: a hidden flow enters s on
-// behalf of the caller, reentrant per rootId.
+// behalf of the caller, reentrant per rootId of the caller's table.
 func Sync(s asyncsteps.Syncer) unsafe.Pointer {
-	o := &syncObj{s: s, holders: make(map[int64]*holder)}
+	o := &syncObj{s: s, holders: make(map[holderKey]*holder)}
 	id := register(o)
 	o.cs = C.cabi_sync_new(C.uint64_t(id))
 	return unsafe.Pointer(o.cs)
@@ -75,7 +87,7 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	if o == nil || bsi == nil {
 		return
 	}
-	key := int64(C.cabi_f_root_id(bsi))
+	key := holderOf(bsi)
 	o.mu.Lock()
 	if h := o.holders[key]; h != nil {
 		h.count++ // reentrant
@@ -129,7 +141,7 @@ func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	if o == nil || bsi == nil {
 		return
 	}
-	key := int64(C.cabi_f_root_id(bsi))
+	key := holderOf(bsi)
 	o.mu.Lock()
 	h := o.holders[key]
 	if h == nil {

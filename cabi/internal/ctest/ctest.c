@@ -1547,6 +1547,202 @@ void ct_same_root(FutoInAsyncSteps* root)
     ct_add(root, root, same_root2, same_root2_eh);
 }
 
+// ---- a model root and its copy on another loop at once ------------------------------
+//
+// The steps below run in a root and in a Go copy of it (CopyFrom) on another
+// loop at the same time. They tell the two apart by thread, not by rootId
+// (which the tests check): the first loop thread to run one is the model's.
+// They do not call enter, which expects a single loop thread.
+
+static int have_model_thread;
+static pthread_t model_thread;
+static pthread_cond_t model_cv = PTHREAD_COND_INITIALIZER;
+static int model_released;
+static FutoInAsyncSteps* model_inside;
+static FutoInSync* copy_sync;
+static ptrdiff_t model_branch_id; // the rootId of the model's branch in ct_copy_sync
+
+static void copy_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    have_model_thread = 0;
+    model_released = 0;
+    model_inside = NULL;
+    pthread_mutex_unlock(&mu);
+}
+
+// in_model reports whether the caller runs on the model's loop thread.
+static int in_model(void)
+{
+    pthread_mutex_lock(&mu);
+    if (!have_model_thread) {
+        have_model_thread = 1;
+        model_thread = pthread_self();
+    }
+    int model = pthread_equal(model_thread, pthread_self());
+    pthread_mutex_unlock(&mu);
+    return model;
+}
+
+static const char* who(int model) { return model ? "model" : "copy"; }
+
+// ct_release_model lets the model go on: its loop body blocked after
+// breakLoop (ct_copy_carry), or its step inside the section (ct_copy_sync).
+void ct_release_model(void)
+{
+    pthread_mutex_lock(&mu);
+    model_released = 1;
+    pthread_cond_broadcast(&model_cv);
+    FutoInAsyncSteps* inside = model_inside;
+    model_inside = NULL;
+    pthread_mutex_unlock(&mu);
+    if (inside != NULL) {
+        ct_success(inside, NULL);
+    }
+}
+
+static void carry_body(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    int model = in_model();
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_u8;
+    out.arg0.u8 = model ? 1 : 2;
+    ct_success(bsi, &out);
+    ct_break(bsi, NULL); // wins: the args go past the loop
+    if (!model) {
+        return;
+    }
+    LOG("model broke");
+    pthread_mutex_lock(&mu);
+    while (!model_released) {
+        pthread_cond_wait(&model_cv, &mu);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static void carry_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)data;
+    LOG("%s after the loop: %s %u", who(in_model()), in->arg0.type != NULL ? "typed" : "NULL", in->arg0.u8);
+}
+
+void ct_copy_carry(FutoInAsyncSteps* root)
+{
+    copy_reset();
+    ct_loop(root, NULL, carry_body, NULL);
+    ct_add(root, NULL, carry_after, NULL);
+}
+
+static void sync_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    LOG("%s locks", who(in_model()));
+    copy_sync->api->lock(bsi, copy_sync);
+}
+
+static void sync_lock_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    (void)data;
+    LOG("%s lock: %s", who(in_model()), code);
+}
+
+static void sync_inside(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    int model = in_model();
+    if (model) {
+        pthread_mutex_lock(&mu);
+        model_inside = bsi;
+        model_branch_id = bsi->api->rootId(bsi);
+        pthread_mutex_unlock(&mu);
+        bsi->api->waitExternal(bsi);
+    }
+    LOG("%s inside", who(model));
+}
+
+static void sync_unlock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    copy_sync->api->unlock(bsi, copy_sync);
+    LOG("%s left", who(in_model()));
+}
+
+static void sync_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    ct_add(bsi, NULL, sync_lock, sync_lock_eh);
+    ct_add(bsi, NULL, sync_inside, NULL);
+    ct_add(bsi, NULL, sync_unlock, NULL);
+}
+
+void ct_copy_sync(FutoInAsyncSteps* root, FutoInSync* sync)
+{
+    copy_reset();
+    copy_sync = sync;
+    FutoInAsyncSteps* p = root->api->parallel(root, NULL, NULL);
+    ct_add(p, NULL, sync_branch, NULL);
+}
+
+// A step of another implementation of the table whose flow has the rootId
+// of the model's branch in ct_copy_sync: it has only what the lock function
+// of our syncs calls.
+typedef struct {
+    const FutoInAsyncStepsAPI* api;
+    ptrdiff_t id;
+} other_step;
+
+static ptrdiff_t other_root_id(FutoInAsyncSteps* bsi) { return ((other_step*)bsi)->id; }
+static void other_wait(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    LOG("other table waits");
+}
+static void other_set_cancel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_cancel_callback ch)
+{
+    (void)bsi;
+    (void)data;
+    (void)ch;
+}
+static void other_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
+{
+    (void)bsi;
+    (void)args;
+    LOG("other table locked");
+}
+static void other_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    (void)bsi;
+    (void)info;
+    LOG("other table lock: %s", code);
+}
+static const FutoInAsyncStepsAPI other_api = {{{
+    .rootId = other_root_id,
+    .waitExternal = other_wait,
+    .setCancel = other_set_cancel,
+    .success = other_success,
+    .handle_error = other_error,
+}}};
+static other_step other = {&other_api, 0};
+
+// ct_other_lock calls the lock function of sync for a step of another
+// table with the rootId of the model's branch in ct_copy_sync.
+void ct_other_lock(FutoInSync* sync)
+{
+    pthread_mutex_lock(&mu);
+    other.id = model_branch_id;
+    pthread_mutex_unlock(&mu);
+    LOG("other table locks");
+    sync->api->lock((FutoInAsyncSteps*)&other, sync);
+}
+
 // ---- reserved state variable names -------------------------------------------------
 
 static void* reserved_alloc(void* data)

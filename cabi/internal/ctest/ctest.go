@@ -117,7 +117,30 @@ func Running(root unsafe.Pointer) { C.ct_running(bsi(root)) }
 // recovers.
 func SameRoot(root unsafe.Pointer)  { C.ct_same_root(bsi(root)) }
 func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }
-func Reserved(root unsafe.Pointer)  { C.ct_reserved(bsi(root)) }
+
+// CopyCarry adds a loop whose body succeeds with 1 in the model's flow and
+// 2 in a copy's (told apart by the loop thread: the first to run one is
+// the model's), then breaks; in the model it then logs "model broke" and
+// blocks until ReleaseModel. The step after the loop logs what it got:
+// "model after the loop: typed 1".
+func CopyCarry(root unsafe.Pointer) { C.ct_copy_carry(bsi(root)) }
+
+// CopySync adds to root a parallel whose branch locks sync through its
+// lock function ("model locks"; an error: "copy lock: CODE"), then logs
+// "model inside", waiting there in the model until ReleaseModel, then
+// unlocks it through its unlock function ("model left").
+func CopySync(root, sync unsafe.Pointer) { C.ct_copy_sync(bsi(root), (*C.FutoInSync)(sync)) }
+
+// ReleaseModel lets the model of CopyCarry or CopySync go on.
+func ReleaseModel() { C.ct_release_model() }
+
+// OtherLock calls the lock function of sync ("other table locks") for a
+// step of another implementation of the table, whose rootId is that of
+// the model's branch in CopySync; the step logs "other table waits",
+// "other table locked", or "other table lock: CODE".
+func OtherLock(sync unsafe.Pointer) { C.ct_other_lock((*C.FutoInSync)(sync)) }
+
+func Reserved(root unsafe.Pointer) { C.ct_reserved(bsi(root)) }
 
 // TakeOver adds three C steps: the first succeeds with a custom object, the
 // second takes it over (resets its slot) and, with wait, completes only

@@ -55,6 +55,10 @@ void ct_take_over(FutoInAsyncSteps* root, int wait);
 void ct_succeed_held(void);
 void ct_running(FutoInAsyncSteps* root);
 void ct_same_root(FutoInAsyncSteps* root);
+void ct_copy_carry(FutoInAsyncSteps* root);
+void ct_copy_sync(FutoInAsyncSteps* root, FutoInSync* sync);
+void ct_release_model(void);
+void ct_other_lock(FutoInSync* sync);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
 
