@@ -226,3 +226,22 @@ func TestOtherTablesFlowDoesNotShareTheSectionOfOurs(t *testing.T) {
 	checkTrace(t, "model locks", "model inside", "other table locks", "other table waits",
 		"other table lock: DefenseRejected", "model left")
 }
+
+// A model and its copy that fail in the same C step at once each keep
+// their step's stack memory until their own error handler has returned.
+// Before, the step's link to its handler was shared: the copy's handler,
+// returning, cleaned up the model's stack memory too, while the model's
+// handler was still to read it (AddressSanitizer: heap-use-after-free).
+func TestModelAndCopyKeepTheirOwnStackForTheirErrorHandler(t *testing.T) {
+	model, _, cp := modelAndCopy(t, ctest.CopyLink)
+	wait := runModelUntil(t, model, "model eh waits")
+	if _, err := run(t, cp); err != nil {
+		t.Fatal(err)
+	}
+	ctest.ReleaseModel()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, "model eh waits", "copy eh", "stack of copy cleaned up",
+		"model eh: stack of model", "stack of model cleaned up")
+}

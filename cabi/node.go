@@ -217,7 +217,7 @@ func (n *node) overrule(carry bool) {
 // stepLink joins a C step to its C error handler: the stack memory of a
 // step that failed waits there until the handler has returned.
 type stepLink struct {
-	mu     sync.Mutex // a Root's clones may run the same step on other loops
+	mu     sync.Mutex // a stopped loop's fallbacks clean up on another goroutine
 	stacks []stackMem
 }
 
@@ -347,6 +347,9 @@ type flowCtx struct {
 	// loop-owned: in a copy of a Root (see of), the rootId of each branch
 	// of the model's parallels, by the model's id, made on first use.
 	branchIDs map[int64]int64
+	// loop-owned: in a copy of a Root, the copy's link of each of the
+	// model's steps that has a C error handler (see linkIn).
+	links map[*stepLink]*stepLink
 }
 
 // flowRes is the part of a flowCtx that a GC cleanup frees once the flow's
@@ -599,6 +602,26 @@ func (fc *flowCtx) copiedID(model *flowCtx, id int64) int64 {
 	return own
 }
 
+// linkIn returns the link, in fc, of the step of model that link joins to
+// its error handler: link itself in model's own flow, and one of fc's in
+// a copy of model's Root. The model and the copy may fail in the step at
+// once, and each handler cleans up the stack memory of its own flow's step
+// only. Loop only.
+func (fc *flowCtx) linkIn(model *flowCtx, link *stepLink) *stepLink {
+	if link == nil || fc == model {
+		return link
+	}
+	if own, ok := fc.links[link]; ok {
+		return own
+	}
+	if fc.links == nil {
+		fc.links = make(map[*stepLink]*stepLink)
+	}
+	own := &stepLink{}
+	fc.links[link] = own
+	return own
+}
+
 // runC runs a C callback for the engine's step as, in the flow as runs in
 // (see of): it makes the node given to C, converts the input args (when in
 // is not nil), calls call, then settles the node (see finish).
@@ -688,7 +711,7 @@ func newLink(eh unsafe.Pointer) *stepLink {
 
 // stepFn is the engine's step function of a C execute_callback.
 func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data unsafe.Pointer, link *stepLink) asyncsteps.StepFunc {
-	setup := func(n *node) { n.link = link }
+	setup := func(n *node) { n.link = n.flow.linkIn(fc, link) }
 	return func(as asyncsteps.AsyncSteps, args ...any) {
 		if info := tooLongForC(args); info != "" {
 			as.Error(asyncsteps.InternalError, "args of a C step: "+info)
@@ -712,13 +735,14 @@ func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, dat
 	}
 	return func(as asyncsteps.AsyncSteps, code string) {
 		own, rid := fc.of(as, rootID)
-		own.handling = link
+		l := own.linkIn(fc, link)
+		own.handling = l
 		own.runC(as, rid, nil, nil, func(bsi *C.FutoInAsyncSteps, _ *C.FutoInArgs) {
 			cs := C.CString(code)
 			defer C.free(unsafe.Pointer(cs))
 			C.cabi_call_error(eh, bsi, data, cs)
-			if link != nil {
-				link.clean()
+			if l != nil {
+				l.clean()
 			}
 		})
 	}

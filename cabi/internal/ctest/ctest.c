@@ -1691,6 +1691,48 @@ void ct_copy_sync(FutoInAsyncSteps* root, FutoInSync* sync)
     ct_add(p, NULL, sync_branch, NULL);
 }
 
+static int* model_stack; // the stack memory of the model's step in ct_copy_link
+
+static void link_cleanup(void* p) { LOG("stack of %s cleaned up", who(*(int*)p)); }
+
+static void link_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    int model = in_model();
+    int* m = bsi->api->stack(bsi, sizeof(int), link_cleanup);
+    *m = model;
+    if (model) {
+        model_stack = m;
+    }
+    bsi->api->handle_error(bsi, "Fail", NULL);
+}
+
+static void link_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    (void)code;
+    if (!in_model()) {
+        LOG("copy eh");
+        ct_success(bsi, NULL);
+        return;
+    }
+    LOG("model eh waits");
+    pthread_mutex_lock(&mu);
+    while (!model_released) {
+        pthread_cond_wait(&model_cv, &mu);
+    }
+    pthread_mutex_unlock(&mu);
+    LOG("model eh: stack of %s", who(*model_stack));
+    ct_success(bsi, NULL);
+}
+
+void ct_copy_link(FutoInAsyncSteps* root)
+{
+    copy_reset();
+    ct_add(root, NULL, link_step, link_eh);
+}
+
 // A step of another implementation of the table whose flow has the rootId
 // of the model's branch in ct_copy_sync: it has only what the lock function
 // of our syncs calls.

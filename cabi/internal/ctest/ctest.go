@@ -131,7 +131,14 @@ func CopyCarry(root unsafe.Pointer) { C.ct_copy_carry(bsi(root)) }
 // unlocks it through its unlock function ("model left").
 func CopySync(root, sync unsafe.Pointer) { C.ct_copy_sync(bsi(root), (*C.FutoInSync)(sync)) }
 
-// ReleaseModel lets the model of CopyCarry or CopySync go on.
+// CopyLink adds a step that takes stack memory, whose cleanup logs "stack
+// of model cleaned up" (or copy), and fails; its error handler logs "copy
+// eh" in a copy, and in the model "model eh waits", waits until
+// ReleaseModel, then logs "model eh: stack of model" read from the step's
+// stack memory. Both handlers recover.
+func CopyLink(root unsafe.Pointer) { C.ct_copy_link(bsi(root)) }
+
+// ReleaseModel lets the model of CopyCarry, CopySync or CopyLink go on.
 func ReleaseModel() { C.ct_release_model() }
 
 // OtherLock calls the lock function of sync ("other table locks") for a

@@ -58,6 +58,7 @@ void ct_same_root(FutoInAsyncSteps* root);
 void ct_copy_carry(FutoInAsyncSteps* root);
 void ct_copy_sync(FutoInAsyncSteps* root, FutoInSync* sync);
 void ct_release_model(void);
+void ct_copy_link(FutoInAsyncSteps* root);
 void ct_other_lock(FutoInSync* sync);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
