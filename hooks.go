@@ -360,7 +360,8 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 		defer func() {
 			if !returned && h.AwaitEnd != nil {
 				// fn called Goexit (also when a deferred call of fn
-				// panicked on the way, which callAwait recovered): the
+				// panicked on the way, which callAwait recovered), or
+				// a method of its error did as it was mapped: the
 				// goroutine ends, and the step with it. A panic of the
 				// hook now would be taken for fn's, and the Goexit,
 				// which goes on, would leave the step waiting: it is
@@ -370,12 +371,12 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 			}
 		}()
 		v, err := callAwait(ctx, fn)
+		var mapped *Error
+		if err != nil && h.AwaitEnd != nil {
+			mapped = awaitError(err) // user code: it may Goexit too
+		}
 		returned = true
 		if h.AwaitEnd != nil {
-			var mapped *Error
-			if err != nil {
-				mapped = awaitError(err)
-			}
 			h.AwaitEnd(ctx, mapped)
 		}
 		return v, err
