@@ -48,7 +48,8 @@ func answeredInfo(e *asyncsteps.Error) string {
 // error the flow ends with, under the copies it and a retry loop make.
 // The chain is walked as errors.Is walks it, joined errors included, up
 // to maxInfoSources errors. An error in it whose methods panic hides the
-// info: the fixed words of the code answer.
+// info, and so does one whose own tree does not end within as many
+// errors (a chain that loops): the fixed words of the code answer.
 func goErrorInfo(e *asyncsteps.Error) (info string, hidden bool) {
 	if e.Info == "" || e.Cause == nil || e.Info == context.DeadlineExceeded.Error() {
 		return "", false
@@ -63,6 +64,10 @@ func goErrorInfo(e *asyncsteps.Error) (info string, hidden bool) {
 	switch {
 	case source == nil:
 		return "", false
+	case !ends(source):
+		// The words are told by errors.Is and errors.As, which walk
+		// the whole tree of source: one that loops is hidden unread.
+		return unnamedFailure(e.Code), true
 	case codedBy(source):
 		if _, ok := source.(*url.Error); ok {
 			// The text of the error that an http.Client's own code (its
@@ -83,9 +88,29 @@ const maxInfoSources = 32
 // info, among the *budget errors it looks at; nil if none is. An
 // *asyncsteps.Error is not compared: its text is its code and its info.
 func infoSource(err error, info string, budget *int) error {
-	for err != nil && *budget > 0 {
-		*budget--
-		if _, coded := err.(*asyncsteps.Error); !coded && err.Error() == info {
+	return walkTree(err, budget, func(err error) bool {
+		_, coded := err.(*asyncsteps.Error)
+		return !coded && err.Error() == info
+	})
+}
+
+// ends reports whether the tree of err, joined errors included, ends
+// within maxInfoSources errors, as errors.Is and errors.As walk it.
+func ends(err error) bool {
+	budget := maxInfoSources
+	walkTree(err, &budget, func(error) bool { return false })
+	return budget >= 0
+}
+
+// walkTree returns the first error of the tree of err, walked as errors.Is
+// walks it, that found accepts, among at most *budget errors; nil if none
+// is. *budget is below 0 after the walk if the tree goes on past it.
+func walkTree(err error, budget *int, found func(error) bool) error {
+	for err != nil {
+		if *budget--; *budget < 0 {
+			return nil
+		}
+		if found(err) {
 			return err
 		}
 		switch e := err.(type) {
@@ -93,7 +118,7 @@ func infoSource(err error, info string, budget *int) error {
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, each := range e.Unwrap() {
-				if source := infoSource(each, info, budget); source != nil {
+				if source := walkTree(each, budget, found); source != nil || *budget < 0 {
 					return source
 				}
 			}

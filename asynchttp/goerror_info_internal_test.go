@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -68,5 +69,24 @@ func TestAnsweredInfoOfNoGoErrorAllocatesNothing(t *testing.T) {
 		if allocs := testing.AllocsPerRun(100, func() { answeredInfo(e) }); allocs != 0 {
 			t.Errorf("%v: %v allocations, want 0", e, allocs)
 		}
+	}
+}
+
+// A chain that loops through the error whose text is the info: the words
+// are told by errors.Is and errors.As, which walk the chain to its end,
+// so they must not be asked. The info is hidden, as for an error whose
+// methods panic, and the answer comes.
+func TestAnsweredInfoOfALoopingSource(t *testing.T) {
+	answered := make(chan string, 1)
+	go func() {
+		answered <- answeredInfo(&asyncsteps.Error{Code: asyncsteps.CommError, Info: "looping", Cause: &loopingError{}})
+	}()
+	select {
+	case got := <-answered:
+		if want := "request failed"; got != want {
+			t.Errorf("%q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second): // it never comes on the old code
+		t.Fatal("answeredInfo hangs on a chain that loops through its source")
 	}
 }
