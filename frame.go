@@ -69,6 +69,10 @@ type frameRare struct {
 	onCancel CancelFunc
 	timer    *timerEntry
 	await    *awaitCall // an Await step's call, which onCancel cancels
+	// branchID is what package cabi keeps for a parallel branch frame
+	// (see toolinfo.BranchID), cleared with the frame's rare part when
+	// the branch is over and the frame is recycled.
+	branchID int64
 }
 
 // rareFields returns f's rare part, made on first use.
@@ -172,6 +176,31 @@ func outerOwner(o *frame) *frame {
 		return nil
 	}
 	return ownerOf(o.parent)
+}
+
+// branchID is toolinfo.BranchID: the id kept in the branch frame that as
+// runs in, set to id if it had none.
+func branchID(as any, id int64) int64 {
+	a, ok := as.(AsyncSteps)
+	if !ok {
+		return 0
+	}
+	h, ok := a.(*stepAPI)
+	if !ok {
+		h = unwrapStep(a)
+	}
+	if h == nil || h.st.Load()&(stIdle|stDone) != 0 {
+		return 0 // not a running step: its frame may be another's now
+	}
+	o := ownerOf(h.f)
+	if o.mode != modeBranch {
+		return 0
+	}
+	r := o.rareFields()
+	if r.branchID == 0 {
+		r.branchID = id
+	}
+	return r.branchID
 }
 
 func ownerOf(f *frame) *frame {

@@ -180,6 +180,7 @@ func init() {
 		l, ok := tool.(*Loop)
 		return ok && l.shared
 	}
+	toolinfo.BranchID = branchID
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is

@@ -350,7 +350,11 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_error_callback eh);
             /* Index 16. rootId: the same for every step of a flow; each
              * parallel branch has its own. A Go copy of a root (Root.Clone,
-             * CopyFrom) has ids of its own, its branches' included. */
+             * CopyFrom) has ids of its own, its branches' included. A Go
+             * step given to C (cabi.Binary) and the steps added on it have
+             * the rootId of the flow or branch the Go step runs in, also in a
+             * branch made by Go. Never 0 (0 is the answer of a stale
+             * pointer). */
             ptrdiff_t (*rootId)(FutoInAsyncSteps* bsi);
             /* Index 17. isValid: 1 for a step until it completes; for a root,
              * 1 while it is idle and 0 while its flow runs; 0 for a stale
@@ -457,6 +461,18 @@ FutoInAsyncSteps* futoin_asyncsteps_new(void);
  * closes meanwhile, it returns and the cleanups run once the loop has
  * stopped. */
 void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
+
+/* The lock and unlock functions of the library's syncs (below), for
+ * steps of other implementations of the table and for C that calls them,
+ * enter the sync on behalf of the caller's flow, which they tell by its
+ * table and rootId: a flow that holds the sync enters again at once
+ * (reentrant), and unlock gives back what that flow's lock took. A rootId
+ * of 0 (a table without the rootId function) tells no flow from another,
+ * so each lock with it enters as a flow of its own, never as a reentrant
+ * one: two such flows exclude each other, and a nested lock of one such
+ * flow waits for its outer lock (or fails, DefenseRejected, on a full
+ * queue) as a Go decorator without Unwrap does. Its unlock gives back the
+ * first entry with rootId 0 of the table that is inside the section. */
 
 /* futoin_mutex_new returns the library's Mutex: at most max flows inside at
  * once, reentrant within a flow (each parallel branch is a flow of its own);

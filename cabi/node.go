@@ -602,6 +602,16 @@ func (fc *flowCtx) copiedID(model *flowCtx, id int64) int64 {
 	return own
 }
 
+// branchRootID returns the rootId for as, a Go step whose callback runs
+// on the loop: that of the parallel branch it runs in, which the branch's
+// C steps have too, or the flow's.
+func (fc *flowCtx) branchRootID(as asyncsteps.AsyncSteps) int64 {
+	if id := toolinfo.BranchID(as, newRootID()); id != 0 {
+		return id
+	}
+	return fc.rootID
+}
+
 // linkIn returns the link, in fc, of the step of model that link joins to
 // its error handler: link itself in model's own flow, and one of fc's in
 // a copy of model's Root. The model and the copy may fail in the step at
@@ -627,6 +637,11 @@ func (fc *flowCtx) linkIn(model *flowCtx, link *stepLink) *stepLink {
 // is not nil), calls call, then settles the node (see finish).
 func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup func(*node), call func(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs)) {
 	fc, rootID = fc.of(as, rootID)
+	if rootID != fc.rootID {
+		// A step of a branch: a Go step of the branch given to C later
+		// (Binary) gets the branch's rootId, not a new one.
+		toolinfo.BranchID(as, rootID)
+	}
 	fc.repin()
 	if len(fc.external) > 0 {
 		fc.sweep()

@@ -242,7 +242,8 @@ func binaryRoot(r *asyncsteps.Root) *rootObj {
 //     its table's free, which releases only what C was given (the Root
 //     stays Go's and is not cancelled);
 //   - a step given to a Go callback: a step pointer, valid until the step
-//     is over, with the C-side semantics of the package. If a C function
+//     is over, with the C-side semantics of the package and the rootId of
+//     the flow or parallel branch the step runs in. If a C function
 //     given this pointer raises an error (handle_error, breakLoop,
 //     continueLoop), the Go callback should return at once;
 //   - an AsyncSteps made by [Wrap] from a pointer: that pointer.
@@ -258,6 +259,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 		return unsafe.Pointer(binaryRoot(v).node.bsi)
 	}
 	fc := flowFor(as.State(), as.Tool())
+	rootID := fc.rootID // off the loop, the step's frame is not ours to read
 	if fc.onLoop() {
 		fc.sweep()
 		for _, n := range fc.external {
@@ -265,8 +267,9 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 				return unsafe.Pointer(n.bsi)
 			}
 		}
+		rootID = fc.branchRootID(as)
 	}
-	n := newNode(kindStep, as, fc, fc.rootID)
+	n := newNode(kindStep, as, fc, rootID)
 	n.external = true
 	n.inCall = true // C calls on it come from inside the Go callback
 	n.waited = true

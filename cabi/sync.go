@@ -8,6 +8,7 @@ package cabi
 import "C"
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -20,13 +21,20 @@ type syncObj struct {
 	s  asyncsteps.Syncer
 	cs *C.cabi_sync
 
-	mu      sync.Mutex
-	holders map[holderKey]*holder // lock/unlock callers
+	mu sync.Mutex
+	// The lock/unlock callers: by flow, those whose rootId is known;
+	// in the order they entered, those whose rootId is 0 (see holderKey).
+	holders   map[holderKey]*holder
+	anonymous []*holder
 }
 
 // holderKey is the flow of a lock/unlock caller: its rootId, which tells
 // flows apart only within one implementation of the table (two may both
-// count from 1), and that table.
+// count from 1), and that table. A rootId of 0 tells nothing: the table
+// has no rootId function. Such a caller is never taken for a flow that
+// holds the sync already, as that flow could be another one: each of its
+// locks is a holder of its own (a nested lock waits for the outer one, as
+// a Go decorator without Unwrap does in a Mutex). Safety over liveness.
 type holderKey struct {
 	api    uintptr
 	rootID int64
@@ -36,20 +44,63 @@ func holderOf(bsi *C.FutoInAsyncSteps) holderKey {
 	return holderKey{api: uintptr(unsafe.Pointer(bsi.api)), rootID: int64(C.cabi_f_root_id(bsi))}
 }
 
+func (k holderKey) known() bool { return k.rootID != 0 }
+
 // holder is a flow that entered through the lock function: a hidden flow
 // of the library waits inside the critical section on its behalf until
 // unlock.
 type holder struct {
+	key   holderKey
 	count int
 	as    asyncsteps.AsyncSteps // the hidden flow's step inside the section
 	root  *asyncsteps.Root
+}
+
+// add records h, a new holder. o.mu held.
+func (o *syncObj) add(h *holder) {
+	if h.key.known() {
+		o.holders[h.key] = h
+		return
+	}
+	o.anonymous = append(o.anonymous, h)
+}
+
+// remove forgets h, if it is still recorded. o.mu held.
+func (o *syncObj) remove(h *holder) {
+	if h.key.known() {
+		if o.holders[h.key] == h {
+			delete(o.holders, h.key)
+		}
+		return
+	}
+	if i := slices.Index(o.anonymous, h); i >= 0 {
+		o.anonymous = slices.Delete(o.anonymous, i, i+1)
+	}
+}
+
+// unlocked returns the holder that an unlock with key releases: the
+// flow's; for a rootId of 0, the first of its table to have entered that
+// is inside the section (one still waiting may be another flow's, whose
+// lock step would never complete). nil if none. o.mu held.
+func (o *syncObj) unlocked(key holderKey) *holder {
+	if key.known() {
+		return o.holders[key]
+	}
+	for _, h := range o.anonymous {
+		if h.key == key && h.as != nil {
+			return h
+		}
+	}
+	return nil
 }
 
 // Sync returns s as a FutoInSync* for addSync, valid until [FreeSync]. Our
 // own addSync enters s directly, with all its semantics (a Mutex is
 // reentrant per flow and parallel branch). Its lock and unlock functions
 // serve other implementations of the table: a hidden flow enters s on
-// behalf of the caller, reentrant per rootId of the caller's table.
+// behalf of the caller, reentrant per rootId of the caller's table (a
+// caller whose table has no rootId function is never taken for a
+// reentrant one: see holderKey).
 func Sync(s asyncsteps.Syncer) unsafe.Pointer {
 	o := &syncObj{s: s, holders: make(map[holderKey]*holder)}
 	id := register(o)
@@ -84,18 +135,18 @@ func syncOf(s *C.FutoInSync) *syncObj {
 //export cabiSyncLock
 func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	o := syncOf(s)
-	if o == nil || bsi == nil {
-		return
+	if o == nil || bsi == nil || isOurs(bsi) && nodeOf(bsi) == nil {
+		return // a stale pointer of ours is ignored, as by every function
 	}
 	key := holderOf(bsi)
 	o.mu.Lock()
-	if h := o.holders[key]; h != nil {
+	if h := o.holders[key]; key.known() && h != nil {
 		h.count++ // reentrant
 		o.mu.Unlock()
 		return
 	}
-	h := &holder{count: 1}
-	o.holders[key] = h
+	h := &holder{key: key, count: 1}
+	o.add(h)
 	o.mu.Unlock()
 
 	tool := asyncsteps.DefaultTool()
@@ -105,9 +156,7 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	h.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
 	forget := func() {
 		o.mu.Lock()
-		if o.holders[key] == h {
-			delete(o.holders, key)
-		}
+		o.remove(h)
 		o.mu.Unlock()
 	}
 	cancel := putRec(&frec{cancel: func(asyncsteps.AsyncSteps) {
@@ -138,12 +187,12 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 //export cabiSyncUnlock
 func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	o := syncOf(s)
-	if o == nil || bsi == nil {
+	if o == nil || bsi == nil || isOurs(bsi) && nodeOf(bsi) == nil {
 		return
 	}
 	key := holderOf(bsi)
 	o.mu.Lock()
-	h := o.holders[key]
+	h := o.unlocked(key)
 	if h == nil {
 		o.mu.Unlock()
 		return
@@ -153,7 +202,7 @@ func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 		o.mu.Unlock()
 		return
 	}
-	delete(o.holders, key)
+	o.remove(h)
 	as := h.as
 	o.mu.Unlock()
 	if as != nil {

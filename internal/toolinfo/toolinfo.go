@@ -15,3 +15,13 @@ var NeverCloses func(tool any) bool
 // done, in the order the callbacks were queued. For any other tool it
 // queues nothing and reports false.
 var PostOrDrop func(tool any, run, dropped func()) bool
+
+// BranchID returns the id kept for the parallel branch that as runs in,
+// keeping id for it first if it has none: package cabi gives each branch
+// of a flow a rootId of its own, and a Go step of the branch given to C
+// must have the rootId of the branch's C steps. as is a step whose
+// callback runs now, on its loop. It returns 0, keeping nothing, when as
+// runs in no parallel branch (in the flow itself) or is not such a step.
+// A branch keeps its id until it ends: a later branch, also one that
+// reuses its memory, has none.
+var BranchID func(as any, id int64) int64

@@ -2251,3 +2251,157 @@ void ct_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
 {
     bsi->api->handle_error(bsi, code, info);
 }
+
+// ---- a sync's lock function from Go steps of parallel branches ----------------------
+//
+// Branch i's Go step is given to C (cabi.Binary); ct_branch_lock adds on it
+// C steps that lock a sync through its lock function, wait inside (the
+// first branch in: until a second one is in, or it is cancelled) and
+// unlock it.
+
+typedef struct {
+    const char* name;
+    ptrdiff_t go_id; // the rootId of the Go step given to C
+} branch_lock;
+
+static branch_lock branch_locks[2] = {{"A", 0}, {"B", 0}};
+static FutoInSync* branch_sync;
+static FutoInAsyncSteps* branch_inside; // the first branch in, waiting there
+
+static void bl_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    branch_lock* b = data;
+    enter(bsi);
+    LOG("%s locks, same rootId as its Go step=%d", b->name, bsi->api->rootId(bsi) == b->go_id);
+    branch_sync->api->lock(bsi, branch_sync);
+}
+
+static void bl_lock_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    LOG("%s lock: %s", ((branch_lock*)data)->name, code);
+}
+
+static void bl_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    LOG("%s cancelled", ((branch_lock*)data)->name);
+    branch_inside = NULL;
+    branch_sync->api->unlock(bsi, branch_sync);
+}
+
+static void bl_inside(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    branch_lock* b = data;
+    enter(bsi);
+    LOG("%s inside", b->name);
+    FutoInAsyncSteps* first = branch_inside;
+    if (first == NULL) {
+        branch_inside = bsi;
+        bsi->api->setCancel(bsi, data, bl_cancel);
+        bsi->api->waitExternal(bsi);
+        return;
+    }
+    branch_inside = NULL;
+    first->api->success(first, NULL);
+}
+
+static void bl_unlock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    branch_sync->api->unlock(bsi, branch_sync);
+    LOG("%s left", ((branch_lock*)data)->name);
+}
+
+void ct_branch_lock(FutoInAsyncSteps* bsi, FutoInSync* sync, int i)
+{
+    branch_lock* b = &branch_locks[i];
+    b->go_id = bsi->api->rootId(bsi);
+    branch_sync = sync;
+    if (i == 0) {
+        branch_inside = NULL;
+    }
+    ct_add(bsi, b, bl_lock, bl_lock_eh);
+    ct_add(bsi, b, bl_inside, NULL);
+    ct_add(bsi, b, bl_unlock, NULL);
+}
+
+ptrdiff_t ct_root_id(FutoInAsyncSteps* bsi) { return bsi->api->rootId(bsi); }
+
+// ---- a sync's lock function for a table without rootId ------------------------------
+//
+// Each anon_step is a step of a flow of its own, of a table that has no
+// rootId function: the lock function of our syncs cannot tell its flows
+// apart.
+
+typedef struct {
+    const FutoInAsyncStepsAPI* api;
+    int n;
+} anon_step;
+
+static void anon_wait(FutoInAsyncSteps* bsi) { LOG("anon %d waits", ((anon_step*)bsi)->n); }
+static void anon_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
+{
+    (void)args;
+    LOG("anon %d locked", ((anon_step*)bsi)->n);
+}
+static void anon_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    (void)info;
+    LOG("anon %d lock: %s", ((anon_step*)bsi)->n, code);
+}
+static const FutoInAsyncStepsAPI anon_api = {{{
+    .waitExternal = anon_wait,
+    .setCancel = other_set_cancel,
+    .success = anon_success,
+    .handle_error = anon_error,
+}}};
+static anon_step anon_steps[3] = {{&anon_api, 1}, {&anon_api, 2}, {&anon_api, 3}};
+
+// ct_anon_lock calls the lock function of sync for step n (1 to 3) of
+// such a table ("anon N locks").
+void ct_anon_lock(FutoInSync* sync, int n)
+{
+    LOG("anon %d locks", n);
+    sync->api->lock((FutoInAsyncSteps*)&anon_steps[n - 1], sync);
+}
+
+// ct_anon_unlock calls the unlock function of sync for step n.
+void ct_anon_unlock(FutoInSync* sync, int n)
+{
+    LOG("anon %d unlocks", n);
+    sync->api->unlock((FutoInAsyncSteps*)&anon_steps[n - 1], sync);
+}
+
+// ---- a Go step in the branch of a C parallel ----------------------------------------
+
+extern void ctGoInBranch(FutoInAsyncSteps* bsi);
+
+static ptrdiff_t c_branch_id; // the rootId of the C branch's step
+
+static void c_branch_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    pthread_mutex_lock(&mu);
+    c_branch_id = bsi->api->rootId(bsi);
+    pthread_mutex_unlock(&mu);
+    ctGoInBranch(bsi);
+}
+
+void ct_c_branch_go(FutoInAsyncSteps* root)
+{
+    FutoInAsyncSteps* p = root->api->parallel(root, NULL, NULL);
+    ct_add(p, NULL, c_branch_step, NULL);
+}
+
+ptrdiff_t ct_c_branch_id(void)
+{
+    pthread_mutex_lock(&mu);
+    ptrdiff_t id = c_branch_id;
+    pthread_mutex_unlock(&mu);
+    return id;
+}

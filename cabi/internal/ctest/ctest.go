@@ -147,6 +147,42 @@ func ReleaseModel() { C.ct_release_model() }
 // "other table locked", or "other table lock: CODE".
 func OtherLock(sync unsafe.Pointer) { C.ct_other_lock((*C.FutoInSync)(sync)) }
 
+// BranchLock adds to step, a Go step of parallel branch i (0 "A", 1 "B")
+// given to C, C steps that lock sync through its lock function ("A locks,
+// same rootId as its Go step=1"; an error: "A lock: CODE"), log "A inside"
+// and, for the first branch in, wait there until the other one is in (or
+// a cancel: "A cancelled", which unlocks), then unlock it ("A left").
+func BranchLock(step, sync unsafe.Pointer, i int) {
+	C.ct_branch_lock(bsi(step), (*C.FutoInSync)(sync), C.int(i))
+}
+
+// RootID returns the rootId of p.
+func RootID(p unsafe.Pointer) int64 { return int64(C.ct_root_id(bsi(p))) }
+
+// AnonLock calls the lock function of sync ("anon N locks") for step n (1
+// to 3) of another implementation of the table that has no rootId
+// function, each step of a flow of its own; the step logs "anon N waits",
+// "anon N locked" or "anon N lock: CODE". AnonUnlock calls the unlock
+// function ("anon N unlocks").
+func AnonLock(sync unsafe.Pointer, n int)   { C.ct_anon_lock((*C.FutoInSync)(sync), C.int(n)) }
+func AnonUnlock(sync unsafe.Pointer, n int) { C.ct_anon_unlock((*C.FutoInSync)(sync), C.int(n)) }
+
+// inCBranch is what the C branch of CBranchGo calls.
+var inCBranch func(step unsafe.Pointer)
+
+//export ctGoInBranch
+func ctGoInBranch(step *C.FutoInAsyncSteps) { inCBranch(unsafe.Pointer(step)) }
+
+// CBranchGo adds to root a parallel with one C branch, whose step calls
+// fn with its pointer, in its callback, on the loop.
+func CBranchGo(root unsafe.Pointer, fn func(step unsafe.Pointer)) {
+	inCBranch = fn
+	C.ct_c_branch_go(bsi(root))
+}
+
+// CBranchID returns the rootId of the step of CBranchGo's branch.
+func CBranchID() int64 { return int64(C.ct_c_branch_id()) }
+
 func Reserved(root unsafe.Pointer) { C.ct_reserved(bsi(root)) }
 
 // TakeOver adds three C steps: the first succeeds with a custom object, the

@@ -60,6 +60,12 @@ void ct_copy_sync(FutoInAsyncSteps* root, FutoInSync* sync);
 void ct_release_model(void);
 void ct_copy_link(FutoInAsyncSteps* root);
 void ct_other_lock(FutoInSync* sync);
+void ct_branch_lock(FutoInAsyncSteps* bsi, FutoInSync* sync, int i);
+ptrdiff_t ct_root_id(FutoInAsyncSteps* bsi);
+void ct_anon_lock(FutoInSync* sync, int n);
+void ct_anon_unlock(FutoInSync* sync, int n);
+void ct_c_branch_go(FutoInAsyncSteps* root);
+ptrdiff_t ct_c_branch_id(void);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
 
