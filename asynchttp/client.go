@@ -4,7 +4,6 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +12,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/netfail"
 )
 
 // Client adds steps that make outgoing HTTP requests from a flow.
@@ -381,35 +380,28 @@ func methodOf(req *http.Request) string {
 
 // failure names the kind of failure err is, in fixed words (see
 // RequestError); code is the one it is mapped to. It is the one
-// classifier of transport failures: for a Client's infos, and for the Go
-// errors whose text a Handler does not answer (see goErrorInfo). The Go
-// error's types tell most kinds; net/http's own errors about an answer
-// it could not read have no type of their own, and are told by their
-// text, never shown. Any error of http.Client.Do is a *url.Error; one of
-// reading the body is not.
+// classifier of HTTP failures: for a Client's infos, and for the Go
+// errors whose text a Handler does not answer (see goErrorInfo). The
+// network's kinds are netfail's, told by the Go error's types; an end of
+// the connection is told apart by where it came, before the answer or in
+// its body. net/http's own errors about an answer it could not read have
+// no type of their own, and are told by their text, never shown. Any
+// error of http.Client.Do is a *url.Error; one of reading the body is
+// not.
 func failure(err error, code string) string {
 	_, sending := err.(*url.Error)
 	inner := unwrapURL(err)
-	var dns *net.DNSError
-	var timeout interface{ Timeout() bool }
+	kind := netfail.Kind(inner)
 	switch {
-	case errors.As(err, &dns):
-		return "name lookup failed"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "host unreachable"
-	case errors.As(inner, &timeout) && timeout.Timeout():
-		return "timed out"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED):
-		return "connection reset"
-	case tlsFailure(inner):
-		return "TLS handshake failed"
-	case closed(inner):
+	case kind == netfail.Closed, kind == "" && closedByServer(inner):
 		if sending {
 			return "connection closed before the answer"
 		}
 		return "answer cut short"
+	case kind != "":
+		return kind
+	case inner.Error() == "http: server gave HTTP response to HTTPS client":
+		return netfail.TLSHandshake
 	case malformed(inner):
 		return "answer malformed"
 	}
@@ -429,36 +421,15 @@ func unnamedFailure(code string) string {
 	case asyncsteps.ConnectError:
 		return "could not connect"
 	case asyncsteps.Timeout:
-		return "timed out"
+		return netfail.TimedOut
 	}
-	return "request failed"
+	return netfail.Unnamed
 }
 
-// tlsFailure reports whether err says the TLS handshake failed: the
-// server's certificate was refused, or the server refused the client's
-// (an alert it sent), or it spoke no TLS at all.
-func tlsFailure(err error) bool {
-	var verify *tls.CertificateVerificationError
-	var header tls.RecordHeaderError
-	var alert tls.AlertError
-	var op *net.OpError
-	if errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
-		errors.As(err, &op) && op.Op == "remote error" {
-		return true
-	}
-	text := err.Error()
-	return strings.HasPrefix(text, "tls: ") || text == "http: server gave HTTP response to HTTPS client"
-}
-
-// closed reports whether err says the server closed the connection: an
-// end of input where the answer, or the rest of its body, was due; a
-// write to a connection it had closed; the server's closing of a
-// connection the request was sent on, which net/http tells only in its
-// text (HTTP/1 and HTTP/2).
-func closed(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
+// closedByServer reports whether err says the server closed a connection
+// the request was sent on, which net/http tells only in its text (HTTP/1
+// and HTTP/2).
+func closedByServer(err error) bool {
 	text := err.Error()
 	return strings.Contains(text, "server closed idle connection") || strings.Contains(text, "client connection lost")
 }

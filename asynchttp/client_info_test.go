@@ -166,6 +166,41 @@ func TestRequestErrorMapsAsAClientDoes(t *testing.T) {
 	}
 }
 
+// RequestError names the end of a connection in the words redissync uses
+// for it too: a write that fails with EPIPE (the server's reset had come)
+// is "connection reset", as ECONNRESET is; a connection closed under the
+// request is closed, before the answer or in its body. EPIPE was
+// "connection closed before the answer" here and "connection reset" in
+// redissync; net.ErrClosed was "request failed".
+func TestRequestErrorNamesTheConnectionsEnd(t *testing.T) {
+	req, err := http.NewRequest(http.MethodPost, "http://10.0.0.7:9000/orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sending := func(err error) error { return &url.Error{Op: "Post", URL: req.URL.String(), Err: err} }
+	op := func(op string, err error) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: &os.SyscallError{Syscall: op, Err: err}}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		info string
+	}{
+		{"EPIPE sending", sending(op("write", syscall.EPIPE)), "connection reset"},
+		{"ECONNRESET sending", sending(op("read", syscall.ECONNRESET)), "connection reset"},
+		{"EPIPE in the body", op("write", syscall.EPIPE), "connection reset"},
+		{"closed sending", sending(&net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}), "connection closed before the answer"},
+		{"closed in the body", &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}, "answer cut short"},
+		{"EOF sending", sending(io.EOF), "connection closed before the answer"},
+		{"untyped TLS failure", sending(errors.New("tls: server selected unsupported protocol version 300")), "TLS handshake failed"},
+	} {
+		e := asynchttp.RequestError(req, tc.err)
+		if want := "asynchttp: POST: " + tc.info; e.Code != asyncsteps.CommError || e.Info != want {
+			t.Errorf("%s: %s: %q, want CommError: %q", tc.name, e.Code, e.Info, want)
+		}
+	}
+}
+
 // A Handler whose flow's upstream request fails answers its client with
 // the code and the Client's info, and nothing of where the upstream is;
 // the log line has it all, the Go error as cause.

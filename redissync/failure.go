@@ -2,15 +2,12 @@ package redissync
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"io"
-	"net"
 	"runtime/debug"
 	"strings"
-	"syscall"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/netfail"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -65,14 +62,11 @@ func (e *addrError) Unwrap() error { return e.err }
 // types in err's chain: "error reply" and the reply's error code (Redis
 // refused the call: "error reply WRONGTYPE"), "client closed" (the go-redis
 // client was closed), "connection pool timed out", "connection pool
-// exhausted", "name lookup failed", "connection refused", "host
-// unreachable", "timed out", "cancelled" (New's context), "connection
-// reset", "connection closed", "TLS handshake failed", or else "request
-// failed".
+// exhausted", "cancelled" (New's context), else the network's kind of
+// failure as netfail names it ("connection refused", "timed out", ...), or
+// else "request failed".
 func failure(err error) string {
 	var reply redis.Error
-	var dns *net.DNSError
-	var timeout interface{ Timeout() bool }
 	switch {
 	case errors.As(err, &reply):
 		return replyFailure(reply)
@@ -82,24 +76,13 @@ func failure(err error) string {
 		return "connection pool timed out"
 	case errors.Is(err, redis.ErrPoolExhausted):
 		return "connection pool exhausted"
-	case errors.As(err, &dns):
-		return "name lookup failed"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "host unreachable"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
-		return "timed out"
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
-		return "connection reset"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return "connection closed"
-	case tlsFailure(err):
-		return "TLS handshake failed"
 	}
-	return "request failed"
+	if kind := netfail.Kind(err); kind != "" {
+		return kind
+	}
+	return netfail.Unnamed
 }
 
 // replyFailure names an error reply of Redis by its error code, the first
@@ -118,15 +101,3 @@ func replyFailure(reply redis.Error) string {
 // maxReplyCode bounds the error code replyFailure names: Redis's are
 // short words (CLUSTERDOWN, NOREPLICAS).
 const maxReplyCode = 16
-
-// tlsFailure reports whether err is a failure of the TLS handshake with
-// the server: a certificate it could not verify, an alert it sent, an
-// answer that is no TLS.
-func tlsFailure(err error) bool {
-	var verify *tls.CertificateVerificationError
-	var header tls.RecordHeaderError
-	var alert tls.AlertError
-	var op *net.OpError
-	return errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
-		errors.As(err, &op) && op.Op == "remote error"
-}

@@ -80,6 +80,7 @@ func TestCommErrorInfos(t *testing.T) {
 		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, "TLS handshake failed"},
 		{&tls.CertificateVerificationError{Err: errors.New("x509: certificate signed by unknown authority")}, "TLS handshake failed"},
 		{&net.OpError{Op: "remote error", Err: tls.AlertError(42)}, "TLS handshake failed"},
+		{errors.New("tls: server selected unsupported protocol version 300"), "TLS handshake failed"},
 		{errors.New("redis: can't parse reply from 10.0.0.5:6379"), "request failed"},
 	} {
 		e := c.commError(tc.err)
