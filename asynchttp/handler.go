@@ -235,7 +235,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
 	default:
-		e, status := h.failure(asFlowError(err))
+		e, status := h.errorAnswer(asFlowError(err))
 		o.Err, o.Code = e, e.Code
 		o.Status = h.writeError(w, e.Code, answeredInfo(e), status)
 		h.LogFailure(req, e, o.Status)
@@ -247,10 +247,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	ended = true
 }
 
-// failure returns the error that answers the flow's error e, and its
+// errorAnswer returns the error that answers the flow's error e, and its
 // status: e itself, but for a request body over its limit (see
 // requestTooLarge).
-func (h *Handler) failure(e *asyncsteps.Error) (*asyncsteps.Error, int) {
+func (h *Handler) errorAnswer(e *asyncsteps.Error) (*asyncsteps.Error, int) {
 	if tooLarge := requestTooLarge(e); tooLarge != nil {
 		return tooLarge, h.statusOr(asyncsteps.InvalidRequest, http.StatusRequestEntityTooLarge)
 	}
