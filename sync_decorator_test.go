@@ -8,24 +8,24 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
-// wrappedSteps is a decorator as a user writes one, to log what a step
-// does, say: each step it adds receives a wrappedSteps of the engine's
+// decoratedSteps is a decorator as a user writes one, to log what a step
+// does, say: each step it adds receives a decoratedSteps of the engine's
 // AsyncSteps, and Unwrap gives the wrapped one back.
-type wrappedSteps struct{ asyncsteps.AsyncSteps }
+type decoratedSteps struct{ asyncsteps.AsyncSteps }
 
-func (w wrappedSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(wrappedSteps{as}, args...) }, onerror...)
+func (w decoratedSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(decoratedSteps{as}, args...) }, onerror...)
 	return w
 }
 
-func (w wrappedSteps) Unwrap() asyncsteps.AsyncSteps { return w.AsyncSteps }
+func (w decoratedSteps) Unwrap() asyncsteps.AsyncSteps { return w.AsyncSteps }
 
 // A Mutex lets a flow that holds it enter again also when Sync is given a
 // decorator of the flow's AsyncSteps: the Syncer's own Sync on the
 // decorator, and AsyncSteps.Sync, which the decorator passes on to the
 // engine's AsyncSteps, count as the same flow. Another flow, which asks
 // while the first is inside, waits until it has left every level.
-func TestMutexReentersThroughAWrapper(t *testing.T) {
+func TestMutexReentersThroughADecorator(t *testing.T) {
 	syncers := []struct {
 		name string
 		obj  asyncsteps.Syncer
@@ -40,7 +40,7 @@ func TestMutexReentersThroughAWrapper(t *testing.T) {
 			a := asyncsteps.New(asyncsteps.WithTool(tt))
 			a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 				as.SetTimeout(time.Second) // ends a deadlock
-				s.obj.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+				s.obj.Sync(decoratedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
 					tr.add("A:level 1")
 					s.obj.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
 						tr.add("A:level 2")
@@ -71,19 +71,19 @@ func syncSleep(as asyncsteps.AsyncSteps, d time.Duration) {
 	as.Tool().Deferred(d, func() { as.Success() })
 }
 
-// A deadlock through Parallel is detected for a wrapper's flow too: the
-// flow holds the Mutex, and its branch, which the wrapper adds, waits for
+// A deadlock through Parallel is detected for a decorator's flow too: the
+// flow holds the Mutex, and its branch, which the decorator adds, waits for
 // it.
-func TestMutexDeadlockThroughAWrapper(t *testing.T) {
+func TestMutexDeadlockThroughADecorator(t *testing.T) {
 	const info = "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"
 	r, tt := newFlow()
 	m := asyncsteps.NewMutex(1)
 	tr := &tracer{}
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.SetTimeout(time.Second) // ends a deadlock that goes undetected
-		m.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+		m.Sync(decoratedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
 			tr.add("flow:in")
-			m.Sync(wrappedSteps{as.Parallel()}, tr.step("branch:in"), func(as asyncsteps.AsyncSteps, code string) {
+			m.Sync(decoratedSteps{as.Parallel()}, tr.step("branch:in"), func(as asyncsteps.AsyncSteps, code string) {
 				tr.addf("branch:onerror:%s:%s", code, as.State().ErrorInfo)
 			})
 		})
@@ -93,15 +93,15 @@ func TestMutexDeadlockThroughAWrapper(t *testing.T) {
 	syncWantIdle(t, tt)
 }
 
-// A wrapper that does not give back what it wraps cannot be told from
+// A decorator that does not give back what it wraps cannot be told from
 // another flow: a Sync nested in its critical section waits for that
 // section, here until the step's timeout. So does one whose Unwrap gives
 // nothing, itself, or a step that has completed; none of them hangs the
 // loop or panics.
 func TestMutexCannotReenterWithoutUnwrap(t *testing.T) {
-	wrappers := []struct {
-		name string
-		wrap func(as, kept asyncsteps.AsyncSteps) asyncsteps.AsyncSteps
+	decorators := []struct {
+		name     string
+		decorate func(as, kept asyncsteps.AsyncSteps) asyncsteps.AsyncSteps
 	}{
 		{"no Unwrap", func(as, _ asyncsteps.AsyncSteps) asyncsteps.AsyncSteps { return foreignSteps{as} }},
 		{"nil", func(as, _ asyncsteps.AsyncSteps) asyncsteps.AsyncSteps {
@@ -114,7 +114,7 @@ func TestMutexCannotReenterWithoutUnwrap(t *testing.T) {
 			return oddSteps{as, func(oddSteps) asyncsteps.AsyncSteps { return kept }}
 		}},
 	}
-	for _, w := range wrappers {
+	for _, w := range decorators {
 		t.Run(w.name, func(t *testing.T) {
 			r, tt := newFlow()
 			m := asyncsteps.NewMutex(1)
@@ -123,7 +123,7 @@ func TestMutexCannotReenterWithoutUnwrap(t *testing.T) {
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { kept = as })
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 				as.SetTimeout(time.Second)
-				m.Sync(w.wrap(as, kept), func(as asyncsteps.AsyncSteps, _ ...any) {
+				m.Sync(w.decorate(as, kept), func(as asyncsteps.AsyncSteps, _ ...any) {
 					tr.addf("level 1@%v", syncElapsed(tt))
 					m.Sync(as, tr.step("level 2"))
 				})
@@ -137,7 +137,7 @@ func TestMutexCannotReenterWithoutUnwrap(t *testing.T) {
 	}
 }
 
-// oddSteps is a wrapper whose Unwrap is unwrap.
+// oddSteps is a decorator whose Unwrap is unwrap.
 type oddSteps struct {
 	asyncsteps.AsyncSteps
 	unwrap func(w oddSteps) asyncsteps.AsyncSteps
@@ -150,7 +150,7 @@ func (w oddSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) a
 
 func (w oddSteps) Unwrap() asyncsteps.AsyncSteps { return w.unwrap(w) }
 
-// Two flows whose wrappers unwrap to one step that has completed are not
+// Two flows whose decorators unwrap to one step that has completed are not
 // taken for one flow: the second waits for the first to leave.
 func TestMutexIgnoresACompletedStepUnwrapped(t *testing.T) {
 	tt := asyncsteps.NewTestTool()
@@ -201,10 +201,10 @@ func TestMutexUnwrapPanicFailsTheStep(t *testing.T) {
 }
 
 // What the engine does for the flow inside a critical section it does for
-// a wrapper's flow too: a SyncWait hook sees its wait, and an Await
+// a decorator's flow too: a SyncWait hook sees its wait, and an Await
 // function started inside keeps the slot until it returns, after the
 // step's timeout has let the flow go on.
-func TestWrapperSectionIsObservedAndCountsItsWork(t *testing.T) {
+func TestDecoratorSectionIsObservedAndCountsItsWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tt := asyncsteps.NewTestTool()
 		elapsed := stopwatch(tt)
@@ -219,7 +219,7 @@ func TestWrapperSectionIsObservedAndCountsItsWork(t *testing.T) {
 		holder.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { syncSleep(as, 10*time.Millisecond) })
 		a := asyncsteps.New(asyncsteps.WithTool(tt))
 		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			m.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+			m.Sync(decoratedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
 				tr.addf("A:in@%v", elapsed())
 				as.SetTimeout(20 * time.Millisecond)
 				as.Await(slowCall(tr, "A", release))
@@ -249,10 +249,10 @@ func TestWrapperSectionIsObservedAndCountsItsWork(t *testing.T) {
 	})
 }
 
-// A Loop that closes gives back the Mutex slot of a wrapper's flow inside
+// A Loop that closes gives back the Mutex slot of a decorator's flow inside
 // a critical section, as it does for the engine's own, and stops the
-// goroutine of an AwaitChan that the wrapper added.
-func TestClosedLoopReleasesWhatAWrapperHolds(t *testing.T) {
+// goroutine of an AwaitChan that the decorator added.
+func TestClosedLoopReleasesWhatADecoratorHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		closing, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
 		defer other.Close()
@@ -261,7 +261,7 @@ func TestClosedLoopReleasesWhatAWrapperHolds(t *testing.T) {
 
 		a := asyncsteps.New(asyncsteps.WithTool(closing))
 		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			m.Sync(wrappedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
+			m.Sync(decoratedSteps{as}, func(as asyncsteps.AsyncSteps, _ ...any) {
 				tr.add("A:in")
 				asyncsteps.AwaitChan(as, make(chan int)) // never delivers
 			})
@@ -282,17 +282,17 @@ func TestClosedLoopReleasesWhatAWrapperHolds(t *testing.T) {
 	})
 }
 
-// Retry on a wrapper adds its loop to the step the wrapper wraps, after
-// what the wrapper added: each attempt receives the engine's AsyncSteps.
-func TestRetryThroughAWrapper(t *testing.T) {
+// Retry on a decorator adds its loop to the step the decorator wraps, after
+// what the decorator added: each attempt receives the engine's AsyncSteps.
+func TestRetryThroughADecorator(t *testing.T) {
 	r, tt := newFlow()
 	tr := &tracer{}
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		w := wrappedSteps{as}
+		w := decoratedSteps{as}
 		w.Add(tr.step("before"))
 		next := asyncsteps.Retry(w, asyncsteps.RetryOptions{Attempts: 3}, func(as asyncsteps.AsyncSteps, i int) {
-			_, wrapped := as.(wrappedSteps)
-			tr.addf("attempt %d wrapped=%v", i, wrapped)
+			_, decorated := as.(decoratedSteps)
+			tr.addf("attempt %d decorated=%v", i, decorated)
 			if i < 2 {
 				as.Error(asyncsteps.CommError, "down")
 			}
@@ -301,5 +301,5 @@ func TestRetryThroughAWrapper(t *testing.T) {
 		next.Add(tr.stepArgs("after"))
 	})
 	wantSuccess(t, run(t, r, tt))
-	wantTrace(t, tr, "before,attempt 0 wrapped=false,attempt 1 wrapped=false,attempt 2 wrapped=false,after[up]")
+	wantTrace(t, tr, "before,attempt 0 decorated=false,attempt 1 decorated=false,attempt 2 decorated=false,after[up]")
 }
