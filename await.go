@@ -277,7 +277,10 @@ func (c *awaitCall) run() {
 }
 
 // goexited completes the step of a function that called runtime.Goexit,
-// which ends the goroutine.
+// which ends the goroutine. Unlike run, it does not free c.lender: that
+// goroutine, the caller of RunHelping, is the one that ends, and must take
+// no function of the flow any more (see waiter.leave); the flow's next
+// ones go to the loop's goroutines.
 func (c *awaitCall) goexited() {
 	c.end()
 	c.h.complete(&Error{Code: InternalError, Info: goexitInfo})

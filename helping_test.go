@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -154,6 +155,63 @@ func TestRunHelpingAwaitPanic(t *testing.T) {
 	want := `a@caller handler InternalError "panic: boom" panic=true end InternalError: panic: boom`
 	if got := tr.String(); got != want {
 		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+// An Await function that calls runtime.Goexit on the goroutine of
+// RunHelping ends that goroutine, which so takes no function any more:
+// the flow's next Await functions run on the loop's goroutines, and the
+// flow ends, with nothing left running. Had the goroutine been freed for
+// them, as one whose function returned is, they would have waited in its
+// channel for ever. In a bubble, a flow that never ends is a deadlock,
+// reported at once.
+func TestRunHelpingAwaitsAfterAGoexit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		endable bool // RunHelping watches ctx, and, gone, leaves a watch
+	}{{"context.Background", false}, {"a context that can end", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := NewLoop()
+				defer l.Close()
+				var tr trace
+				ended := make(chan struct{})
+				l.SetHooks(&Hooks{FlowEnd: func(_ context.Context, err error) {
+					tr.add("flow end: %v", err)
+					close(ended)
+				}})
+				var caller int64
+				r := New(WithTool(l))
+				r.Await(func(context.Context) (any, error) {
+					runtime.Goexit()
+					return nil, nil
+				}, func(as AsyncSteps, code string) {
+					tr.add("handler %s", code)
+					as.Await(awaitOn(&tr, "second", &caller))
+					as.Await(awaitOn(&tr, "third", &caller))
+				})
+				ctx := context.Background()
+				if tc.endable {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+				}
+				gone := make(chan struct{})
+				go func() {
+					defer close(gone)
+					caller = goid()
+					_, err := r.RunHelping(ctx)
+					tr.add("RunHelping returned %v", err)
+				}()
+				<-gone
+				<-ended
+				l.Close()
+				synctest.Wait() // the watch of ctx, if any, has ended too
+				if got, want := tr.String(), "handler InternalError second@other third@other flow end: <nil>"; got != want {
+					t.Errorf("trace %q, want %q", got, want)
+				}
+			})
+		})
 	}
 }
 
