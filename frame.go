@@ -180,27 +180,27 @@ func outerOwner(o *frame) *frame {
 
 // branchID is toolinfo.BranchID: the id kept in the branch frame that as
 // runs in, set to id if it had none.
-func branchID(as any, id int64) int64 {
+func branchID(as any, id int64) (branch int64, known bool) {
 	a, ok := as.(AsyncSteps)
 	if !ok {
-		return 0
+		return 0, false
 	}
 	h, ok := a.(*stepAPI)
 	if !ok {
 		h = unwrapStep(a)
 	}
 	if h == nil || h.st.Load()&(stIdle|stDone) != 0 {
-		return 0 // not a running step: its frame may be another's now
+		return 0, false // not a running step: its frame may be another's now
 	}
 	o := ownerOf(h.f)
 	if o.mode != modeBranch {
-		return 0
+		return 0, true
 	}
 	r := o.rareFields()
 	if r.branchID == 0 {
 		r.branchID = id
 	}
-	return r.branchID
+	return r.branchID, true
 }
 
 func ownerOf(f *frame) *frame {

@@ -353,7 +353,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * CopyFrom) has ids of its own, its branches' included. A Go
              * step given to C (cabi.Binary) and the steps added on it have
              * the rootId of the flow or branch the Go step runs in, also in a
-             * branch made by Go. Never 0 (0 is the answer of a stale
+             * branch made by Go (through a Go decorator whose branch cannot
+             * be told: one of its own). Never 0 (0 is the answer of a stale
              * pointer). */
             ptrdiff_t (*rootId)(FutoInAsyncSteps* bsi);
             /* Index 17. isValid: 1 for a step until it completes; for a root,

@@ -20,13 +20,34 @@ import (
 // Go steps had the flow's rootId, and B entered the section as a reentrant
 // lock of A's holder.
 func TestGoStepsOfTwoBranchesDoNotShareASection(t *testing.T) {
+	twoBranchesLock(t, func(as asyncsteps.AsyncSteps) asyncsteps.AsyncSteps { return as })
+}
+
+// opaque is a decorator without Unwrap: the engine cannot tell the flow or
+// branch its steps run in.
+type opaque struct{ asyncsteps.AsyncSteps }
+
+// A Go step given to C through a decorator without Unwrap, whose branch
+// cannot be told, has a rootId of its own, not the flow's: two branches'
+// such steps do not share a section either. Before, both had the flow's
+// rootId, and B entered the section that A held.
+func TestDecoratedGoStepsOfTwoBranchesDoNotShareASection(t *testing.T) {
+	twoBranchesLock(t, func(as asyncsteps.AsyncSteps) asyncsteps.AsyncSteps { return opaque{as} })
+}
+
+// twoBranchesLock runs a flow whose two branches lock one Mutex of one
+// slot and no queue through its lock function, from C steps added on Go
+// steps given to C as decorate makes them, and checks that the second
+// branch is rejected and that the three rootIds differ.
+func twoBranchesLock(t *testing.T, decorate func(asyncsteps.AsyncSteps) asyncsteps.AsyncSteps) {
+	t.Helper()
 	m := cabi.Sync(asyncsteps.NewMutex(1, 0))
 	defer cabi.FreeSync(m)
 	r, root := newRoot(t)
 	var ids [2]int64
 	lock := func(i int) asyncsteps.StepFunc {
 		return func(as asyncsteps.AsyncSteps, _ ...any) {
-			step := cabi.Binary(as)
+			step := cabi.Binary(decorate(as))
 			ids[i] = ctest.RootID(step)
 			ctest.BranchLock(step, m, i)
 		}

@@ -604,9 +604,17 @@ func (fc *flowCtx) copiedID(model *flowCtx, id int64) int64 {
 
 // branchRootID returns the rootId for as, a Go step whose callback runs
 // on the loop: that of the parallel branch it runs in, which the branch's
-// C steps have too, or the flow's.
+// C steps have too, or the flow's. A step whose branch the engine cannot
+// tell (a decorator without Unwrap) gets an id of its own: taken for the
+// flow's, two branches' such steps would share a holder of a sync's lock
+// function (safety over liveness, as a Mutex does for such a decorator).
 func (fc *flowCtx) branchRootID(as asyncsteps.AsyncSteps) int64 {
-	if id := toolinfo.BranchID(as, newRootID()); id != 0 {
+	fresh := newRootID()
+	id, known := toolinfo.BranchID(as, fresh)
+	switch {
+	case !known:
+		return fresh
+	case id != 0:
 		return id
 	}
 	return fc.rootID

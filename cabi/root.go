@@ -243,7 +243,8 @@ func binaryRoot(r *asyncsteps.Root) *rootObj {
 //     stays Go's and is not cancelled);
 //   - a step given to a Go callback: a step pointer, valid until the step
 //     is over, with the C-side semantics of the package and the rootId of
-//     the flow or parallel branch the step runs in. If a C function
+//     the flow or parallel branch the step runs in (one of its own for a
+//     decorator without Unwrap, whose branch cannot be told). If a C function
 //     given this pointer raises an error (handle_error, breakLoop,
 //     continueLoop), the Go callback should return at once;
 //   - an AsyncSteps made by [Wrap] from a pointer: that pointer.

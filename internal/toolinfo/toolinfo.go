@@ -21,7 +21,9 @@ var PostOrDrop func(tool any, run, dropped func()) bool
 // of a flow a rootId of its own, and a Go step of the branch given to C
 // must have the rootId of the branch's C steps. as is a step whose
 // callback runs now, on its loop. It returns 0, keeping nothing, when as
-// runs in no parallel branch (in the flow itself) or is not such a step.
-// A branch keeps its id until it ends: a later branch, also one that
-// reuses its memory, has none.
-var BranchID func(as any, id int64) int64
+// runs in no parallel branch (in the flow itself), and known false when
+// as is not such a step, or one the engine cannot reach (a decorator
+// without Unwrap): where it runs is then unknown. A branch keeps its id
+// until it ends: a later branch, also one that reuses its memory, has
+// none.
+var BranchID func(as any, id int64) (branch int64, known bool)
