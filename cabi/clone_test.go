@@ -145,9 +145,12 @@ func modelAndCopy(t *testing.T, add func(model unsafe.Pointer)) (model *asyncste
 }
 
 // runModelUntil runs model on a goroutine until the C trace has mark, and
-// returns what waits for its end.
+// returns what waits for its end. A test that stops before ReleaseModel
+// releases the model when it ends, before its loops close: closing one
+// waits for its thread, which the model's C step blocks.
 func runModelUntil(t *testing.T, model *asyncsteps.Root, mark string) (wait func() error) {
 	t.Helper()
+	t.Cleanup(ctest.ReleaseModel)
 	done := make(chan error, 1)
 	go func() {
 		_, err := run(t, model)
