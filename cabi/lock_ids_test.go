@@ -135,3 +135,30 @@ func TestFlowsOfATableWithoutRootIDExcludeEachOther(t *testing.T) {
 		"anon 3 locks", "anon 3 waits", "anon 3 locked",
 		"anon 3 unlocks")
 }
+
+// uncomparable is a decorator passed by value whose type == cannot
+// compare: it holds a slice.
+type uncomparable struct {
+	asyncsteps.AsyncSteps
+	tags []string
+}
+
+// Binary called twice in one step with a decorator whose type cannot be
+// compared gives a step pointer each time, and the step goes on. Before,
+// the second call compared it with the first and failed the step with
+// "comparing uncomparable type".
+func TestBinaryOfAnUncomparableDecoratorTwice(t *testing.T) {
+	r, _ := newRoot(t)
+	var ptrs [2]unsafe.Pointer
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		for i := range ptrs {
+			ptrs[i] = cabi.Binary(uncomparable{as, []string{"x"}})
+		}
+	})
+	if _, err := run(t, r); err != nil {
+		t.Fatalf("flow failed: %v", err)
+	}
+	if ptrs[0] == nil || ptrs[1] == nil {
+		t.Errorf("step pointers %v, want two non-nil", ptrs)
+	}
+}

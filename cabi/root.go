@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 	"unsafe"
@@ -236,6 +237,18 @@ func binaryRoot(r *asyncsteps.Root) *rootObj {
 	return ro
 }
 
+// sameSteps reports whether a and b are the same AsyncSteps. A decorator
+// passed by value whose type cannot be compared (a struct with a slice,
+// say) is never the same as another: == would panic on it, and a new
+// step pointer for each call is the safe answer.
+func sameSteps(a, b asyncsteps.AsyncSteps) bool {
+	va := reflect.ValueOf(a)
+	if va.Type() != reflect.TypeOf(b) || !va.Comparable() {
+		return false
+	}
+	return a == b
+}
+
 // Binary returns as as a FutoInAsyncSteps* for C:
 //
 //   - a *Root: a root pointer, the same each time until C frees it with
@@ -264,7 +277,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	if fc.onLoop() {
 		fc.sweep()
 		for _, n := range fc.external {
-			if n.as == as && !n.released {
+			if !n.released && sameSteps(n.as, as) {
 				return unsafe.Pointer(n.bsi)
 			}
 		}
