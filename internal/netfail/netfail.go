@@ -37,7 +37,11 @@ const (
 // Kind names the kind of network failure err is, told by the types in
 // err's chain, or "" if it is none of the kinds. It does not name the
 // cancellation of a context: what a cancel means is the caller's to say.
+// Kind(nil) is "".
 func Kind(err error) string {
+	if err == nil {
+		return ""
+	}
 	var dns *net.DNSError
 	var timeout interface{ Timeout() bool }
 	switch {

@@ -41,6 +41,7 @@ func TestKind(t *testing.T) {
 		{io.EOF, Closed},
 		{fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), Closed},
 		{&net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}, Closed},
+		{nil, ""},
 		{context.Canceled, ""},
 		{errors.New("10.0.0.5:6379 is draining"), ""},
 	} {
