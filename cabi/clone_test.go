@@ -33,10 +33,7 @@ func TestCloneOfACRootKeepsItsOwnStateVariables(t *testing.T) {
 			})
 			checkTrace(t, "alloc counter", "held", "kept counter=1", "kept later counter=1")
 		})
-		if !gcUntil(5*time.Second, func() bool { return strings.Contains(ctest.Trace(), "cleanup") }) {
-			t.Fatalf("no cleanup once the clone was collected: %q", ctest.Trace())
-		}
-		settleCleanups()
+		collectUntilCleanup(t, "the clone was collected")
 		checkTrace(t, "alloc counter", "held", "kept counter=1", "kept later counter=1", "cleanup counter=1")
 	})
 }

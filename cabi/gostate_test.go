@@ -20,10 +20,7 @@ import (
 func TestGoRootStateVariableCleanedUpByGC(t *testing.T) {
 	eachCaller(t, func(t *testing.T, _ bool) {
 		runGoRootWithStateVariable(t)
-		if !gcUntil(5*time.Second, func() bool { return strings.Contains(ctest.Trace(), "cleanup") }) {
-			t.Fatalf("no cleanup once the Go root was collected: %q", ctest.Trace())
-		}
-		settleCleanups()
+		collectUntilCleanup(t, "the Go root was collected")
 		checkTrace(t,
 			"alloc counter",
 			"state1 missing=(nil)",
@@ -42,10 +39,7 @@ func TestGoRootStateVariableUnsetIsCleanedUp(t *testing.T) {
 	if _, err := run(t, r); err != nil {
 		t.Fatal(err)
 	}
-	if !gcUntil(5*time.Second, func() bool { return strings.Contains(ctest.Trace(), "cleanup") }) {
-		t.Fatalf("no cleanup once the variable was unset: %q", ctest.Trace())
-	}
-	settleCleanups()
+	collectUntilCleanup(t, "the variable was unset")
 	checkTrace(t,
 		"alloc counter",
 		"state1 missing=(nil)",
@@ -119,6 +113,17 @@ func gcUntil(d time.Duration, cond func() bool) bool {
 		time.Sleep(time.Millisecond)
 	}
 	return true
+}
+
+// collectUntilCleanup collects garbage until a C cleanup shows in the
+// trace, failing the test if none does in 5 s (once what names has
+// happened), then lets the other cleanups due run (settleCleanups).
+func collectUntilCleanup(t *testing.T, what string) {
+	t.Helper()
+	if !gcUntil(5*time.Second, func() bool { return strings.Contains(ctest.Trace(), "cleanup") }) {
+		t.Fatalf("no cleanup once %s: %q", what, ctest.Trace())
+	}
+	settleCleanups()
 }
 
 // settleCleanups gives the cleanups of everything a test dropped the

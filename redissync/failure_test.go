@@ -120,14 +120,11 @@ func TestCommErrorOfPanickingError(t *testing.T) {
 	}
 }
 
-// TestRefusedInfoNamesNoAddress: New, given a client that dials once and
-// does not retry, fails at once where nothing listens with the CommError
-// "redis: connection refused": the info does not name the address, the
-// cause does, and errors.Is finds the dial's error.
-func TestRefusedInfoNamesNoAddress(t *testing.T) {
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t)) // closed again: nothing listens
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
-	defer rdb.Close()
+// newRefused runs New on rdb, whose address nothing listens on, and
+// returns its error, failing the test unless it is the CommError
+// "redis: connection refused".
+func newRefused(t *testing.T, rdb redis.UniversalClient) error {
+	t.Helper()
 	c, err := New(context.Background(), rdb, Options{OpTimeout: 5 * time.Second})
 	if c != nil {
 		c.Close()
@@ -136,6 +133,20 @@ func TestRefusedInfoNamesNoAddress(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != asyncsteps.CommError || e.Info != "redis: connection refused" {
 		t.Fatalf("New: %v, want CommError: redis: connection refused", err)
 	}
+	return err
+}
+
+// TestRefusedInfoNamesNoAddress: New, given a client that dials once and
+// does not retry, fails at once where nothing listens with the CommError
+// "redis: connection refused": the info does not name the address, the
+// cause does, and errors.Is finds the dial's error.
+func TestRefusedInfoNamesNoAddress(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t)) // closed again: nothing listens
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	err := newRefused(t, rdb)
+	var e *asyncsteps.Error
+	errors.As(err, &e)
 	_, port, _ := net.SplitHostPort(addr)
 	if strings.Contains(e.Info, port) {
 		t.Errorf("info %q names the port %s", e.Info, port)

@@ -2,7 +2,6 @@ package redissync
 
 import (
 	"context"
-	"errors"
 	"net"
 	"reflect"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asyncsteps/asyncsteps"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -187,14 +185,7 @@ func TestOwnClientNoRetries(t *testing.T) {
 		},
 	})
 	defer rdb.Close()
-	c, err := New(context.Background(), rdb, Options{OpTimeout: 5 * time.Second})
-	if c != nil {
-		c.Close()
-	}
-	var e *asyncsteps.Error
-	if !errors.As(err, &e) || e.Code != asyncsteps.CommError || e.Info != "redis: connection refused" {
-		t.Fatalf("New: %v, want CommError: redis: connection refused", err)
-	}
+	newRefused(t, rdb)
 	if n := dials.Load(); n != 1 {
 		t.Errorf("%d dials, want 1: MaxRetries -1 allows no retry", n)
 	}
