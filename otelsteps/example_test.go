@@ -41,6 +41,30 @@ func ExampleHooks() {
 	// asyncsteps.flow Unset ""
 }
 
+// A flow on a TestTool, its spans timed on the tool's virtual clock: the
+// flow's span lasts the 3s its step waited on that clock, whatever the
+// test took to drive the tool, and a test can compare its times exactly.
+func ExampleConfig_virtualTime() {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, Now: tt.Now}))
+
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		as.Tool().Deferred(3*time.Second, func() { as.Success() })
+	})
+	r.Run(context.Background()) // drives tt, whose clock jumps to the deferred call
+
+	for _, s := range rec.Ended() {
+		fmt.Println(s.Name(), "from", s.StartTime().Sub(asyncsteps.TestToolEpoch),
+			"for", s.EndTime().Sub(s.StartTime()))
+	}
+	// Output:
+	// asyncsteps.flow from 0s for 3s
+}
+
 // Hooks of the application's that wrap those of otelsteps: each flow gets
 // a span of the handler's, a child of the flow's, which the flow's Awaits
 // are children of. The flow's span ends last, with the flow's outcome and

@@ -61,6 +61,7 @@ type meters struct {
 	started, ended, stepFailed metric.Int64Counter
 	duration, syncWait         metric.Float64Histogram
 	syncerName                 func(asyncsteps.Syncer) string
+	now                        clock // of the spans, which durations share
 
 	success, canceled, other measures            // success: no attributes
 	byCode                   map[string]measures // the standard codes
@@ -79,6 +80,7 @@ func newMeters(c Config) *meters {
 	}
 	m := &meters{
 		syncerName: c.SyncerName,
+		now:        clock(c.Now),
 		canceled:   measuresOf(CanceledKey.Bool(true)),
 		other:      measuresOf(CodeKey.String(OtherCode)),
 		byCode:     make(map[string]measures, len(standardCodes)),
@@ -142,7 +144,7 @@ func (m *meters) observe(h *asyncsteps.Hooks, t tracer) {
 	flowEnd, stepError := h.FlowEnd, h.StepError
 	h.FlowStart = func(ctx context.Context) context.Context {
 		m.started.Add(ctx, 1)
-		return t.startFlow(ctx, time.Now())
+		return t.startFlow(ctx, true)
 	}
 	h.FlowEnd = func(ctx context.Context, err error) {
 		defer flowEnd(ctx, err)
@@ -169,8 +171,8 @@ func (m *meters) flowEnded(ctx context.Context, err error) {
 		o = m.canceled
 	}
 	m.ended.Add(ctx, 1, o.add...)
-	if f := ownFlow(ctx); f != nil && !f.start.IsZero() {
-		m.duration.Record(ctx, time.Since(f.start).Seconds(), o.record...)
+	if f := ownFlow(ctx); f != nil && f.measured {
+		m.duration.Record(ctx, m.now.read(true).Sub(f.start).Seconds(), o.record...)
 	}
 }
 

@@ -393,7 +393,7 @@ func TestPanickingSyncerName(t *testing.T) {
 
 // A flow's duration is on the wall clock, which a TestTool's virtual time
 // does not move: FlowStart and FlowEnd are given nothing that reads the
-// tool's clock. In a testing/synctest bubble, whose wall clock stands
+// tool's clock, unless the Config has it (TestSpansOnTheTestToolsClock). In a testing/synctest bubble, whose wall clock stands
 // still while nothing sleeps, a flow that a TestTool timed out after 3s
 // of its clock lasts 0s; a Sync wait, which the core measures on the
 // tool's clock, lasts the 3s it waited.

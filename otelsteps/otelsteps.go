@@ -59,17 +59,9 @@
 //     error's code in asyncsteps.error.code, a cancelled one with
 //     asyncsteps.canceled, as its span; neither for a success.
 //   - asyncsteps.flow.duration: the seconds from a flow's begin to its
-//     end, with the same attributes, on the wall clock (time.Now), not on
-//     its tool's: FlowStart and FlowEnd get the flow's context, Run's or
-//     context.Background(), and nothing that names the tool or reads its
-//     clock. On a Loop the two agree. On a TestTool the
-//     duration is the real time taken to drive the flow, not the time
-//     the tool's clock moved: a flow that a 3s SetTimeout ended as
-//     TestTool.Run jumped the clock lasts about 0s, exactly 0 in a
-//     testing/synctest bubble, whose wall clock moves only as its
-//     goroutines sleep; a Loop in a bubble has exact durations. A flow
-//     whose start failed (see above) has none: its start was lost with
-//     its context.
+//     end, with the same attributes, on the clock of the spans (see
+//     Timing below). A flow whose start failed (see above) has none: its
+//     start was lost with its context.
 //   - asyncsteps.step.failed: the errors raised in steps, as their spans'
 //     events, also those a handler recovers from, by asyncsteps.error.code.
 //   - asyncsteps.sync.wait.duration: the seconds a flow waited in the queue
@@ -90,6 +82,30 @@
 // each Await, which the Awaits of a recording span allocate anyway: the
 // mask that keeps a flow run by the Await's function, if its FlowStart
 // fails, from taking the outer flow's span or start for its own.
+//
+// # Timing
+//
+// Spans, their events and the flow durations are timed on the wall clock
+// (time.Now), as the tracer times a span it is given no times for, not on
+// the flow's tool's: the hooks get the flow's context, Run's or
+// context.Background(), and nothing that names the tool or reads its
+// clock. On a Loop the two agree. On a TestTool they do not: a flow that
+// a 3s SetTimeout ended as TestTool.Run jumped the clock lasts the real
+// time taken to drive it, about 0s, exactly 0 in a testing/synctest
+// bubble, whose wall clock moves only as its goroutines sleep (a Loop in
+// a bubble is timed exactly). A test that checks the times gives the
+// hooks the tool's clock, [Config].Now:
+//
+//	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, Now: tt.Now}))
+//
+// and its flows are timed in the tool's virtual time, to the nanosecond
+// (see the example). An Await's span begins and ends as its function
+// does, on the function's goroutine, which a TestTool does not wait for
+// as it moves its clock: a test that times one lets the function begin
+// before it moves the clock, and return before it reads the span
+// (testing/synctest.Wait in a bubble). Each time given to the tracer is
+// an option of its call, a few allocations per span: the clock is for
+// tests, and a Loop's is the wall clock anyway.
 package otelsteps
 
 import (
@@ -142,6 +158,20 @@ type Config struct {
 	// in it fails the waiting step with an InternalError, as one in any
 	// SyncWait hook.
 	SyncerName func(obj asyncsteps.Syncer) string
+	// Now, if set, is the clock that times the spans (their start, their
+	// end and their events) and the flow duration metric, in place of the
+	// wall clock: pass a TestTool's Now, so that a flow on it is timed in
+	// its virtual time, as its timeouts and deferred steps are (see
+	// Timing in the package doc). Nil keeps
+	// the wall clock, which the tracer reads itself, at no cost; so does a
+	// Loop's Now. The hooks read it on the flows' tools and on the
+	// goroutines of Await functions at once, so it must be safe for
+	// concurrent use, as a Tool's Now is; and they read it whatever tool
+	// the flow runs on, so hooks made with a TestTool's clock are for that
+	// tool alone. A panic in it is a panic of the hook that called it
+	// (docs/DESIGN.md#hooks), and a span it was to end ends all the same,
+	// on the wall clock.
+	Now func() time.Time
 }
 
 // Hooks returns the hooks that trace flows and Await calls, and record
@@ -152,16 +182,16 @@ func Hooks(c Config) *asyncsteps.Hooks {
 	if isNil(tp) {
 		tp = otel.GetTracerProvider()
 	}
-	t := tracer{tp.Tracer(ScopeName)}
+	t := tracer{Tracer: tp.Tracer(ScopeName), now: clock(c.Now)}
 	if isNil(t.Tracer) {
 		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName)
 	}
 	h := &asyncsteps.Hooks{
 		FlowStart:  t.flowStart,
-		FlowEnd:    flowEnd,
-		StepError:  stepError,
+		FlowEnd:    t.flowEnd,
+		StepError:  t.stepError,
 		AwaitStart: t.awaitStart,
-		AwaitEnd:   awaitEnd,
+		AwaitEnd:   t.awaitEnd,
 	}
 	if m := newMeters(c); m != nil {
 		m.observe(h, t)
@@ -182,7 +212,55 @@ func isNil(v any) bool {
 	return false
 }
 
-type tracer struct{ trace.Tracer }
+// tracer starts and ends the spans of flows and Awaits, timed on now.
+type tracer struct {
+	trace.Tracer
+	now clock
+}
+
+// clock is Config.Now: nil for the wall clock.
+type clock func() time.Time
+
+// read returns the time on c, if set; else the wall clock's if needed (to
+// measure a duration), or zero: the tracer reads the wall clock itself.
+func (c clock) read(needed bool) time.Time {
+	switch {
+	case c != nil:
+		return c()
+	case needed:
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// startSpan starts the span name, a child of ctx's, at the time at, read
+// from t.now; without a clock of its own, the tracer times it, and at is
+// not used: no option to build.
+func (t tracer) startSpan(ctx context.Context, name string, at time.Time) (context.Context, trace.Span) {
+	if t.now == nil {
+		return t.Start(ctx, name)
+	}
+	return t.Start(ctx, name, trace.WithTimestamp(at))
+}
+
+// endSpan ends span now, on t.now if set. A clock that panics, or calls
+// runtime.Goexit, still leaves the span ended, on the wall clock: the
+// panic goes on to the hook's caller.
+func (t tracer) endSpan(span trace.Span) {
+	if t.now == nil {
+		span.End()
+		return
+	}
+	read := false
+	defer func() {
+		if !read {
+			span.End()
+		}
+	}()
+	at := t.now()
+	read = true
+	span.End(trace.WithTimestamp(at))
+}
 
 // flowKey keys the flowContext of a flow in the flow's context.
 type flowKey struct{}
@@ -193,8 +271,11 @@ type flowKey struct{}
 // three. A nil *flowContext under flowKey masks an outer flow's.
 type flowContext struct {
 	context.Context
-	span  trace.Span
-	start time.Time // zero without metrics
+	span trace.Span
+	// start is when the flow began, on the clock of the spans, if
+	// measured (with metrics); a clock may say zero.
+	start    time.Time
+	measured bool
 	// masked: the contexts of the flow's Await functions hide it (see
 	// awaitStart).
 	masked bool
@@ -214,17 +295,21 @@ func (c *flowContext) String() string {
 }
 
 func (t tracer) flowStart(ctx context.Context) context.Context {
-	return t.startFlow(ctx, time.Time{})
+	return t.startFlow(ctx, false)
 }
 
-// startFlow starts the span of a flow that began at start (zero when not
-// measured), a child of ctx's.
-func (t tracer) startFlow(ctx context.Context, start time.Time) context.Context {
-	ctx, span := t.Start(ctx, FlowSpan)
+// startFlow starts the span of a flow, a child of ctx's, and keeps the
+// time the flow began if measured.
+func (t tracer) startFlow(ctx context.Context, measured bool) context.Context {
+	start := t.now.read(measured)
+	ctx, span := t.startSpan(ctx, FlowSpan, start)
+	if !measured {
+		start = time.Time{}
+	}
 	// A span that records nothing, failed or ended by another flow, would
 	// be none the worse: only a start or a recording span needs the mask.
-	masked := !start.IsZero() || span.IsRecording()
-	return &flowContext{Context: ctx, span: span, start: start, masked: masked}
+	masked := measured || span.IsRecording()
+	return &flowContext{Context: ctx, span: span, start: start, measured: measured, masked: masked}
 }
 
 // ownFlow returns the flowContext of the flow whose context is ctx, if ctx
@@ -251,11 +336,11 @@ func (t tracer) awaitStart(ctx context.Context) context.Context {
 	if f := ownFlow(ctx); f != nil && f.masked {
 		ctx = context.WithValue(ctx, flowKey{}, (*flowContext)(nil))
 	}
-	ctx, _ = t.Start(ctx, AwaitSpan)
+	ctx, _ = t.startSpan(ctx, AwaitSpan, t.now.read(false))
 	return ctx
 }
 
-func flowEnd(ctx context.Context, err error) {
+func (t tracer) flowEnd(ctx context.Context, err error) {
 	f := ownFlow(ctx)
 	if f == nil {
 		return
@@ -267,10 +352,10 @@ func flowEnd(ctx context.Context, err error) {
 	case err != nil: // a cancel: not an error of the flow
 		span.SetAttributes(CanceledKey.Bool(true))
 	}
-	span.End()
+	t.endSpan(span)
 }
 
-func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
+func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	span := trace.SpanFromContext(ctx)
 	// A context ended before the function returned: the step was
 	// cancelled or timed out, whatever the function returned then (often
@@ -283,14 +368,20 @@ func awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	case err != nil:
 		fail(span, err)
 	}
-	span.End()
+	t.endSpan(span)
 }
 
-func stepError(ctx context.Context, err *asyncsteps.Error) {
-	if f := ownFlow(ctx); f != nil {
-		f.span.AddEvent(StepErrorEvent,
-			trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info)))
+func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
+	f := ownFlow(ctx)
+	if f == nil {
+		return
 	}
+	attrs := trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info))
+	if t.now == nil {
+		f.span.AddEvent(StepErrorEvent, attrs)
+		return
+	}
+	f.span.AddEvent(StepErrorEvent, attrs, trace.WithTimestamp(t.now()))
 }
 
 // timedOut is the error of a step whose timeout, or Run's deadline, ends
