@@ -67,7 +67,7 @@ func TestSpansOnTheTestToolsClock(t *testing.T) {
 		`asyncsteps.flow.duration{} count=1 sum=3`,
 		`asyncsteps.flow.ended{} 1`,
 		`asyncsteps.flow.started{} 1`,
-		`asyncsteps.step.failed{asyncsteps.error.code=CommError} 1`,
+		`asyncsteps.step.failed{asyncsteps.error.code=CommError error.type=CommError} 1`,
 	})
 	if got := mp.read(t); got != want {
 		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)

@@ -76,11 +76,11 @@ func TestHooksWrappedWithASpanOnTop(t *testing.T) {
 				synctest.Wait()
 				want := describeLines([]string{
 					`request <- -: Unset ""`,
-					`asyncsteps.flow <- request: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented` +
+					`asyncsteps.flow <- request: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented error.type=NotImplemented` +
 						` event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down` +
 						` event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=nope`,
 					`handler <- asyncsteps.flow: Unset ""`,
-					`asyncsteps.await <- handler: Error "CommError: down" asyncsteps.error.code=CommError`,
+					`asyncsteps.await <- handler: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError`,
 				})
 				if got := describe(rec.Ended()); got != want {
 					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
@@ -93,8 +93,8 @@ func TestHooksWrappedWithASpanOnTop(t *testing.T) {
 				}
 				got := m.read(t)
 				for _, line := range []string{
-					`asyncsteps.flow.duration{asyncsteps.error.code=NotImplemented} count=1 sum=0`,
-					`asyncsteps.flow.ended{asyncsteps.error.code=NotImplemented} 1`,
+					`asyncsteps.flow.duration{asyncsteps.error.code=NotImplemented error.type=NotImplemented} count=1 sum=0`,
+					`asyncsteps.flow.ended{asyncsteps.error.code=NotImplemented error.type=NotImplemented} 1`,
 				} {
 					if !strings.Contains(got, line) {
 						t.Errorf("metrics:\n%s\nwant a line %s", got, line)

@@ -91,8 +91,8 @@ func TestManyFlowsOnTwoLoops(t *testing.T) {
 			}
 		}
 		want = fmt.Sprintf("map[%s:%d %s:%d %s:%d %s:%d]",
-			`asyncsteps.flow <- -: Error "CommError: down" asyncsteps.error.code=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`, flows/3,
-			`asyncsteps.flow <- -: Error "InternalError: the flow's loop is closed" asyncsteps.error.code=InternalError`, flows/3-flows/6,
+			`asyncsteps.flow <- -: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`, flows/3,
+			`asyncsteps.flow <- -: Error "InternalError: the flow's loop is closed" asyncsteps.error.code=InternalError error.type=InternalError`, flows/3-flows/6,
 			`asyncsteps.flow <- -: Unset ""`, flows/3,
 			`asyncsteps.flow <- -: Unset "" asyncsteps.canceled=true`, flows/6)
 		if got := fmt.Sprint(flowSpans); got != want {
@@ -115,14 +115,14 @@ func TestManyFlowsOnTwoLoops(t *testing.T) {
 		want = describeLines([]string{
 			fmt.Sprintf(`asyncsteps.flow.duration{} count=%d`, flows/3),
 			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.canceled=true} count=%d`, flows/6),
-			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.error.code=CommError} count=%d`, flows/3),
-			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.error.code=InternalError} count=%d`, flows/3-flows/6),
+			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.error.code=CommError error.type=CommError} count=%d`, flows/3),
+			fmt.Sprintf(`asyncsteps.flow.duration{asyncsteps.error.code=InternalError error.type=InternalError} count=%d`, flows/3-flows/6),
 			fmt.Sprintf(`asyncsteps.flow.ended{} %d`, flows/3),
 			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.canceled=true} %d`, flows/6),
-			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.error.code=CommError} %d`, flows/3),
-			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} %d`, flows/3-flows/6),
+			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.error.code=CommError error.type=CommError} %d`, flows/3),
+			fmt.Sprintf(`asyncsteps.flow.ended{asyncsteps.error.code=InternalError error.type=InternalError} %d`, flows/3-flows/6),
 			fmt.Sprintf(`asyncsteps.flow.started{} %d`, flows),
-			fmt.Sprintf(`asyncsteps.step.failed{asyncsteps.error.code=CommError} %d`, flows/3),
+			fmt.Sprintf(`asyncsteps.step.failed{asyncsteps.error.code=CommError error.type=CommError} %d`, flows/3),
 		})
 		if got != want {
 			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)

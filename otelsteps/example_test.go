@@ -119,7 +119,7 @@ func ExampleHooks_wrapped() {
 	// Output:
 	// asyncsteps.await <- checkout: Unset "" [] 0 events
 	// checkout <- asyncsteps.flow: Unset "" [] 0 events
-	// asyncsteps.flow <- -: Error "NotImplemented: no payment" [asyncsteps.error.code=NotImplemented,handler=checkout] 1 events
+	// asyncsteps.flow <- -: Error "NotImplemented: no payment" [asyncsteps.error.code=NotImplemented,error.type=NotImplemented,handler=checkout] 1 events
 }
 
 // Metrics for a server's operator: flows begun and ended by outcome, how
@@ -169,8 +169,8 @@ func ExampleHooks_metrics() {
 	}
 	// Output:
 	// asyncsteps.flow.started  1
-	// asyncsteps.flow.ended asyncsteps.error.code=NotImplemented 1
-	// asyncsteps.step.failed asyncsteps.error.code=NotImplemented 1
-	// asyncsteps.flow.duration asyncsteps.error.code=NotImplemented count 1
+	// asyncsteps.flow.ended asyncsteps.error.code=NotImplemented,error.type=NotImplemented 1
+	// asyncsteps.step.failed asyncsteps.error.code=NotImplemented,error.type=NotImplemented 1
+	// asyncsteps.flow.duration asyncsteps.error.code=NotImplemented,error.type=NotImplemented count 1
 	// asyncsteps.sync.wait.duration asyncsteps.sync.kind=mutex,asyncsteps.sync.name=db count 1
 }

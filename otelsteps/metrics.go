@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -54,6 +55,13 @@ func measuresOf(attrs ...attribute.KeyValue) measures {
 	return measures{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
 }
 
+// errorMeasures are the measures of an error with code, a standard code
+// or OtherCode: in asyncsteps.error.code and in the semantic conventions'
+// error.type alike, one series for both.
+func errorMeasures(code string) measures {
+	return measuresOf(CodeKey.String(code), semconv.ErrorTypeKey.String(code))
+}
+
 // meters records the metrics of flows; nil when the Config has no
 // MeterProvider. Its fields are set once by newMeters and only read after,
 // so that hooks running on several loops at once share it without a lock.
@@ -82,7 +90,7 @@ func newMeters(c Config) *meters {
 		syncerName: c.SyncerName,
 		now:        clock(c.Now),
 		canceled:   measuresOf(CanceledKey.Bool(true)),
-		other:      measuresOf(CodeKey.String(OtherCode)),
+		other:      errorMeasures(OtherCode),
 		byCode:     make(map[string]measures, len(standardCodes)),
 		mutex:      measuresOf(SyncKindKey.String("mutex")),
 		throttle:   measuresOf(SyncKindKey.String("throttle")),
@@ -90,7 +98,7 @@ func newMeters(c Config) *meters {
 		syncer:     measuresOf(SyncKindKey.String("other")),
 	}
 	for _, code := range standardCodes {
-		m.byCode[code] = measuresOf(CodeKey.String(code))
+		m.byCode[code] = errorMeasures(code)
 	}
 	m.started = counter(meter, FlowStartedMetric, "{flow}", "Flows begun.")
 	m.ended = counter(meter, FlowEndedMetric, "{flow}",

@@ -158,20 +158,20 @@ func TestMetricsOfFlows(t *testing.T) {
 		want := describeLines([]string{
 			`asyncsteps.flow.duration{} count=4 sum=23`, // 2 + 0 + 7 + 14
 			`asyncsteps.flow.duration{asyncsteps.canceled=true} count=1 sum=1`,
-			`asyncsteps.flow.duration{asyncsteps.error.code=CommError} count=1 sum=0`,
-			`asyncsteps.flow.duration{asyncsteps.error.code=NotImplemented} count=1 sum=0`,
-			`asyncsteps.flow.duration{asyncsteps.error.code=Timeout} count=1 sum=3`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=CommError error.type=CommError} count=1 sum=0`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=NotImplemented error.type=NotImplemented} count=1 sum=0`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=Timeout error.type=Timeout} count=1 sum=3`,
 			`asyncsteps.flow.ended{} 4`,
 			`asyncsteps.flow.ended{asyncsteps.canceled=true} 1`,
-			`asyncsteps.flow.ended{asyncsteps.error.code=CommError} 1`,
-			`asyncsteps.flow.ended{asyncsteps.error.code=NotImplemented} 1`,
-			`asyncsteps.flow.ended{asyncsteps.error.code=Timeout} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=CommError error.type=CommError} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=NotImplemented error.type=NotImplemented} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=Timeout error.type=Timeout} 1`,
 			`asyncsteps.flow.started{} 8`,
-			`asyncsteps.step.failed{asyncsteps.error.code=CommError} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=InvalidRequest} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=NotImplemented} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=Timeout} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=other} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=CommError error.type=CommError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InvalidRequest error.type=InvalidRequest} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=NotImplemented error.type=NotImplemented} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=Timeout error.type=Timeout} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=other error.type=other} 1`,
 			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex asyncsteps.sync.name=db} count=1 sum=5`,
 			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=limiter asyncsteps.sync.name=api} count=1 sum=7`,
 			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=throttle} count=1 sum=1`,
@@ -195,20 +195,20 @@ func TestMetricsWhenFlowStartFails(t *testing.T) {
 		want   []string
 	}{
 		{"panic", func() { panic("exporter bug") }, false, []string{
-			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 			`asyncsteps.flow.started{} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 		}},
 		{"Goexit", runtime.Goexit, false, []string{
-			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 			`asyncsteps.flow.started{} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 		}},
 		{"panic in a flow run by an Await", func() { panic("exporter bug") }, true, []string{
-			`asyncsteps.flow.duration{asyncsteps.error.code=InternalError} count=1 sum=3`,
-			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 2`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=InternalError error.type=InternalError} count=1 sum=3`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError error.type=InternalError} 2`,
 			`asyncsteps.flow.started{} 2`,
-			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 2`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError error.type=InternalError} 2`,
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -301,7 +301,7 @@ func TestPanickingMeter(t *testing.T) {
 		name:   "ended and failed",
 		panics: []string{otelsteps.FlowEndedMetric, otelsteps.StepFailedMetric},
 		err:    "CommError: down",
-		spans:  []string{`asyncsteps.flow <- -: Error "CommError: down" asyncsteps.error.code=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`},
+		spans:  []string{`asyncsteps.flow <- -: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`},
 		logs: `level=ERROR msg="asyncsteps: panic in hook" hook=StepError panic="meter bug"
 level=ERROR msg="asyncsteps: panic in hook" hook=FlowEnd panic="meter bug"
 `,
@@ -311,8 +311,8 @@ level=ERROR msg="asyncsteps: panic in hook" hook=FlowEnd panic="meter bug"
 		panics: []string{otelsteps.FlowStartedMetric},
 		err:    "InternalError: meter bug",
 		counts: []string{
-			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -379,11 +379,11 @@ func TestPanickingSyncerName(t *testing.T) {
 		}
 		want := describeLines([]string{
 			`asyncsteps.flow.duration{} count=2 sum=1`,
-			`asyncsteps.flow.duration{asyncsteps.error.code=InternalError} count=1 sum=1`,
+			`asyncsteps.flow.duration{asyncsteps.error.code=InternalError error.type=InternalError} count=1 sum=1`,
 			`asyncsteps.flow.ended{} 2`,
-			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.flow.ended{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 			`asyncsteps.flow.started{} 3`,
-			`asyncsteps.step.failed{asyncsteps.error.code=InternalError} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=InternalError error.type=InternalError} 1`,
 		})
 		if got := mp.read(t); got != want {
 			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
@@ -424,7 +424,7 @@ func TestFlowDurationIsOnTheWallClock(t *testing.T) {
 			`asyncsteps.flow.duration{} count=1 sum=0`,
 			`asyncsteps.flow.ended{} 1`,
 			`asyncsteps.flow.started{} 1`,
-			`asyncsteps.step.failed{asyncsteps.error.code=Timeout} 1`,
+			`asyncsteps.step.failed{asyncsteps.error.code=Timeout error.type=Timeout} 1`,
 			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex} count=1 sum=3`,
 		})
 		if got := mp.read(t); got != want {

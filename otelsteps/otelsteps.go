@@ -15,9 +15,12 @@
 // handled, typically), and the context an Await function gets carries the
 // Await's span, so that what the function traces (an outgoing HTTP call)
 // is its child. The error a flow or an Await fails with sets its span's
-// status to Error, with the error as description and its code in the
-// attribute asyncsteps.error.code; each step error, also one that a
-// handler recovers from, is an event of the flow's span. A cancelled flow
+// status to Error, with the error as description, and its code in the
+// attribute asyncsteps.error.code and in error.type, the attribute
+// OpenTelemetry's semantic conventions give the class of error a failed
+// operation ended with; each step error, also one that a handler
+// recovers from, is an event of the flow's span, which fails only if the
+// flow does. A cancelled flow
 // is not an error: its span has the attribute asyncsteps.canceled, and so
 // has the span of an Await cancelled with its step (its flow cancelled,
 // its loop closed, a sibling branch failed), whatever its function
@@ -73,6 +76,8 @@
 //     once, or that left the queue without entering, waited for nothing
 //     and is not measured.
 //
+// Where a metric has asyncsteps.error.code, error.type says the same, as
+// the semantic conventions ask of a duration metric, in the same series.
 // So that an application cannot grow the number of series, the code of
 // an error is one of FTN12's standard codes ([asyncsteps.CommError] and
 // the others), or [OtherCode]. Without a MeterProvider the hooks are the
@@ -119,6 +124,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -404,5 +410,5 @@ func errorOf(err error) *asyncsteps.Error {
 
 func fail(span trace.Span, err *asyncsteps.Error) {
 	span.SetStatus(codes.Error, err.Error())
-	span.SetAttributes(CodeKey.String(err.Code))
+	span.SetAttributes(CodeKey.String(err.Code), semconv.ErrorTypeKey.String(err.Code))
 }

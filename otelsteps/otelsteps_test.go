@@ -88,9 +88,9 @@ func TestSpansOfFlowsAndAwaits(t *testing.T) {
 	request.End()
 
 	want := strings.Join([]string{
-		`asyncsteps.await <- asyncsteps.flow: Error "CommError: down" asyncsteps.error.code=CommError`,
+		`asyncsteps.await <- asyncsteps.flow: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError`,
 		`asyncsteps.await <- asyncsteps.flow: Unset ""`,
-		`asyncsteps.flow <- -: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=nope`,
+		`asyncsteps.flow <- -: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented error.type=NotImplemented event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=nope`,
 		`asyncsteps.flow <- -: Unset "" asyncsteps.canceled=true`,
 		`asyncsteps.flow <- request: Unset "" event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`,
 		`request <- -: Unset ""`,
@@ -193,11 +193,11 @@ func TestCancelledAwaitIsNoError(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	want := strings.Join([]string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`,
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
-		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
-		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- -: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 		`asyncsteps.flow <- -: Unset "" asyncsteps.canceled=true`,
 	}, "\n")
 	if got := describe(rec.Ended()); got != want {

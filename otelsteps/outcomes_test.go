@@ -48,7 +48,7 @@ var outcomes = []outcome{{
 		r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.NotImplemented, "nope") })
 	},
 	err:   "NotImplemented: nope",
-	spans: []string{`asyncsteps.flow <- request: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=nope`},
+	spans: []string{`asyncsteps.flow <- request: Error "NotImplemented: nope" asyncsteps.error.code=NotImplemented error.type=NotImplemented event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=nope`},
 }, {
 	name: "handler replaces the error",
 	build: func(_ *traced, r *asyncsteps.Root) {
@@ -56,7 +56,7 @@ var outcomes = []outcome{{
 			func(as steps, code string) { as.Error(asyncsteps.ConnectError, "wrapped "+code) })
 	},
 	err:   "ConnectError: wrapped CommError",
-	spans: []string{`asyncsteps.flow <- request: Error "ConnectError: wrapped CommError" asyncsteps.error.code=ConnectError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down event asyncsteps.step_error asyncsteps.error.code=ConnectError asyncsteps.error.info=wrapped CommError`},
+	spans: []string{`asyncsteps.flow <- request: Error "ConnectError: wrapped CommError" asyncsteps.error.code=ConnectError error.type=ConnectError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down event asyncsteps.step_error asyncsteps.error.code=ConnectError asyncsteps.error.info=wrapped CommError`},
 }, {
 	name: "handler recovers",
 	build: func(_ *traced, r *asyncsteps.Root) {
@@ -99,8 +99,8 @@ var outcomes = []outcome{{
 	},
 	err: "Timeout",
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
-		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`,
+		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
 }, {
 	name:  "Run's deadline",
@@ -112,7 +112,7 @@ var outcomes = []outcome{{
 		return err
 	},
 	err:   "Timeout",
-	spans: []string{`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`},
+	spans: []string{`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`},
 }, {
 	name:  "Run's deadline during an Await",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Await(untilDone) },
@@ -124,19 +124,19 @@ var outcomes = []outcome{{
 	},
 	err: "Timeout",
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
-		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`,
+		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
 }, {
 	name:  "panic in a step",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(func(as steps, _ ...any) { panic(errors.New("boom")) }) },
 	err:   "InternalError: boom",
-	spans: []string{`asyncsteps.flow <- request: Error "InternalError: boom" asyncsteps.error.code=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=boom`},
+	spans: []string{`asyncsteps.flow <- request: Error "InternalError: boom" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=boom`},
 }, {
 	name:  "Goexit in a step",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(func(as steps, _ ...any) { runtime.Goexit() }) },
 	err:   "InternalError: runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)",
-	spans: []string{`asyncsteps.flow <- request: Error "InternalError: runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)" asyncsteps.error.code=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)`},
+	spans: []string{`asyncsteps.flow <- request: Error "InternalError: runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)`},
 }, {
 	name: "parallel Awaits, one fails",
 	build: func(tr *traced, r *asyncsteps.Root) {
@@ -156,10 +156,10 @@ var outcomes = []outcome{{
 	},
 	err: "CommError: down",
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "CommError: down" asyncsteps.error.code=CommError`,
+		`asyncsteps.await <- asyncsteps.flow: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError`,
 		`asyncsteps.await <- asyncsteps.flow: Unset ""`,
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
-		`asyncsteps.flow <- request: Error "CommError: down" asyncsteps.error.code=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`,
+		`asyncsteps.flow <- request: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`,
 		`call <- asyncsteps.await: Unset ""`,
 	},
 }, {
@@ -171,9 +171,9 @@ var outcomes = []outcome{{
 		r.Await(func(context.Context) (any, error) { return nil, errors.New("plain") }, recover)
 	},
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: panic: boom" asyncsteps.error.code=InternalError`,
-		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: plain" asyncsteps.error.code=InternalError`,
-		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)" asyncsteps.error.code=InternalError`,
+		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: panic: boom" asyncsteps.error.code=InternalError error.type=InternalError`,
+		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: plain" asyncsteps.error.code=InternalError error.type=InternalError`,
+		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)" asyncsteps.error.code=InternalError error.type=InternalError`,
 		`asyncsteps.flow <- request: Unset "" event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=panic: boom event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?) event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=plain`,
 	},
 }, {
@@ -203,7 +203,7 @@ var outcomes = []outcome{{
 		})
 	},
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout`,
+		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`,
 		`asyncsteps.await <- asyncsteps.flow: Unset ""`,
 		`asyncsteps.flow <- request: Unset "" event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=try event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
@@ -253,9 +253,9 @@ var outcomes = []outcome{{
 	},
 	err: "NotFound: inner",
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "NotFound: inner" asyncsteps.error.code=NotFound`,
-		`asyncsteps.flow <- asyncsteps.await: Error "NotFound: inner" asyncsteps.error.code=NotFound event asyncsteps.step_error asyncsteps.error.code=NotFound asyncsteps.error.info=inner`,
-		`asyncsteps.flow <- request: Error "NotFound: inner" asyncsteps.error.code=NotFound event asyncsteps.step_error asyncsteps.error.code=NotFound asyncsteps.error.info=inner`,
+		`asyncsteps.await <- asyncsteps.flow: Error "NotFound: inner" asyncsteps.error.code=NotFound error.type=NotFound`,
+		`asyncsteps.flow <- asyncsteps.await: Error "NotFound: inner" asyncsteps.error.code=NotFound error.type=NotFound event asyncsteps.step_error asyncsteps.error.code=NotFound asyncsteps.error.info=inner`,
+		`asyncsteps.flow <- request: Error "NotFound: inner" asyncsteps.error.code=NotFound error.type=NotFound event asyncsteps.step_error asyncsteps.error.code=NotFound asyncsteps.error.info=inner`,
 	},
 }, {
 	name: "Sync waiter times out",
@@ -273,7 +273,7 @@ var outcomes = []outcome{{
 	err: "Timeout",
 	spans: []string{
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
-		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
 }, {
 	name: "a sibling branch times out",
@@ -287,13 +287,13 @@ var outcomes = []outcome{{
 	err: "Timeout",
 	spans: []string{
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
-		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
 	},
 }, {
 	name:  "a misused Root",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(nil) },
 	err:   "InternalError: Add: nil step function",
-	spans: []string{`asyncsteps.flow <- request: Error "InternalError: Add: nil step function" asyncsteps.error.code=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=Add: nil step function`},
+	spans: []string{`asyncsteps.flow <- request: Error "InternalError: Add: nil step function" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=Add: nil step function`},
 }, {
 	name: "Loop closed",
 	build: func(_ *traced, r *asyncsteps.Root) {
@@ -312,7 +312,7 @@ var outcomes = []outcome{{
 	err: "InternalError: the flow's loop is closed",
 	spans: []string{
 		`asyncsteps.await <- asyncsteps.flow: Unset "" asyncsteps.canceled=true`,
-		`asyncsteps.flow <- -: Error "InternalError: the flow's loop is closed" asyncsteps.error.code=InternalError`,
+		`asyncsteps.flow <- -: Error "InternalError: the flow's loop is closed" asyncsteps.error.code=InternalError error.type=InternalError`,
 	},
 }}
 

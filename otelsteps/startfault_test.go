@@ -42,7 +42,7 @@ func (p faultyProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) 
 // ended by the flow it started, could no longer be completed by its
 // owner; the span of an outer flow ended as its Await began.
 func TestFailedFlowStartLeavesTheCallersSpan(t *testing.T) {
-	internal := `Error "InternalError: %s" asyncsteps.error.code=InternalError`
+	internal := `Error "InternalError: %s" asyncsteps.error.code=InternalError error.type=InternalError`
 	for _, c := range []struct {
 		name   string
 		fault  func()
@@ -127,7 +127,7 @@ func TestFailedAwaitStartFailsTheStep(t *testing.T) {
 				request.End()
 				want := describeLines([]string{
 					`request <- -: Unset ""`,
-					`asyncsteps.flow <- request: Error "InternalError: ` + c.info + `" asyncsteps.error.code=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=` + c.info,
+					`asyncsteps.flow <- request: Error "InternalError: ` + c.info + `" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=` + c.info,
 				})
 				if got := describe(rec.Ended()); got != want {
 					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
