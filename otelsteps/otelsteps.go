@@ -29,6 +29,16 @@
 // described "Timeout" with no info, the error the step's handlers see,
 // also when its function, ignoring its context, succeeded later.
 //
+// Across processes, the trace goes on as the context does: an
+// asynchttp.Handler runs its flows under its request's context, so that
+// an otelhttp handler around it makes the request's server span the
+// flow's parent; an asynchttp.Client makes its requests with their
+// Await's context, so that an otelhttp transport on its http.Client
+// sends the Await's span as the upstream's parent, in the traceparent
+// header. otelhttp propagates with the global propagator, which sends
+// and reads nothing until the program sets one:
+// otel.SetTextMapPropagator(propagation.TraceContext{}).
+//
 // A flow whose span the tracer does not give back (its sampler or a span
 // processor panics as the span starts) fails with an InternalError, as
 // for any panic of a hook that starts a flow, and has no span: the span
