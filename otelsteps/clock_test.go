@@ -74,6 +74,34 @@ func TestSpansOnTheTestToolsClock(t *testing.T) {
 	}
 }
 
+// A clock may begin at the zero time, which is no sign of a flow begun
+// without metrics: the flow that began then is measured all the same.
+func TestDurationOnAClockFromTheZeroTime(t *testing.T) {
+	mp := newMetered()
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+		TracerProvider: sdktrace.NewTracerProvider(),
+		MeterProvider:  mp,
+		Now:            func() time.Time { return time.Time{}.Add(tt.Now().Sub(asyncsteps.TestToolEpoch)) },
+	}))
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as steps, _ ...any) {
+		as.WaitExternal()
+		as.Tool().Deferred(3*time.Second, func() { as.Success() })
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := describeLines([]string{
+		`asyncsteps.flow.duration{} count=1 sum=3`,
+		`asyncsteps.flow.ended{} 1`,
+		`asyncsteps.flow.started{} 1`,
+	})
+	if got := mp.read(t); got != want {
+		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // An Await's span is on the tool's clock too, read as the function
 // starts and as it returns: here the step's 3s timeout ends it. The
 // bubble's wall clock, which stands still while nothing sleeps, would

@@ -178,15 +178,15 @@ type Config struct {
 	// end and their events) and the flow duration metric, in place of the
 	// wall clock: pass a TestTool's Now, so that a flow on it is timed in
 	// its virtual time, as its timeouts and deferred steps are (see
-	// Timing in the package doc). Nil keeps
-	// the wall clock, which the tracer reads itself, at no cost; so does a
-	// Loop's Now. The hooks read it on the flows' tools and on the
-	// goroutines of Await functions at once, so it must be safe for
-	// concurrent use, as a Tool's Now is; and they read it whatever tool
-	// the flow runs on, so hooks made with a TestTool's clock are for that
-	// tool alone. A panic in it is a panic of the hook that called it
-	// (docs/DESIGN.md#hooks), and a span it was to end ends all the same,
-	// on the wall clock.
+	// Timing in the package doc). Nil keeps the wall clock, which the
+	// tracer reads itself, at no cost; a Loop's Now, time.Now, says the
+	// same at the cost of the options that carry its times. The hooks
+	// read it on the flows' tools and on the goroutines of Await
+	// functions at once, so it must be safe for concurrent use, as a
+	// Tool's Now is; and they read it whatever tool the flow runs on, so
+	// hooks made with a TestTool's clock are for that tool alone. A panic
+	// in it is a panic of the hook that called it (docs/DESIGN.md#hooks),
+	// and a span it was to end ends all the same, on the wall clock.
 	Now func() time.Time
 }
 
@@ -289,7 +289,8 @@ type flowContext struct {
 	context.Context
 	span trace.Span
 	// start is when the flow began, on the clock of the spans, if
-	// measured (with metrics); a clock may say zero.
+	// measured (with metrics): measured says so, as a clock of the
+	// Config's may well start at the zero time.
 	start    time.Time
 	measured bool
 	// masked: the contexts of the flow's Await functions hide it (see
