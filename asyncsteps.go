@@ -168,10 +168,12 @@ type Syncer interface {
 // the [AsyncSteps.Await] functions started inside a critical section, and
 // gives a section's slot back when the flow's [Loop] is closed; [Retry]
 // adds its loop to the AsyncSteps unwrapped; [AwaitChan], [AwaitResult]
-// and [AwaitFlow] stop their goroutine when the Loop is closed; a SyncWait
-// hook (see [Hooks]) sees the waits. The decorator's own methods are still
-// the ones called to add the section's steps and to complete them, and
-// Sync's f receives what the decorator gives its steps.
+// and [AwaitFlow] stop their goroutine when the Loop is closed, and the
+// last two fail the step unwrapped with the awaited flow's error, which
+// the decorator's Error would drop (it takes no cause); a SyncWait hook
+// (see [Hooks]) sees the waits. The decorator's own methods are still the
+// ones called to add the section's steps and to complete them, and Sync's
+// f receives what the decorator gives its steps.
 //
 // Unwrap must return the AsyncSteps the decorator was made with for its
 // step, never one kept from another step: the package uses the step it

@@ -32,7 +32,15 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 // channel of another flow's [Root.Promise]) and completes like that flow did:
 // it succeeds with Result.Args, or fails with the code [ErrorFrom] gives
 // Result.Err, as [AsyncSteps.Await] does (State().LastException holds
-// Result.Err).
+// Result.Err, and the step's error has it as Cause).
+//
+// Given a decorator of a step's AsyncSteps (see [Unwrapper]), the step
+// fails the same way: the failure goes to the engine's step that the
+// decorator unwraps to, not through the decorator's Error, which takes no
+// cause (nor is it called when an Await step fails). A decorator that does
+// not unwrap can only be failed through its Error: the flow then sees an
+// *Error of Result.Err's code and info, without Result.Err. Success goes
+// through the decorator's Success either way.
 //
 // Cancelling the step stops the wait but not the flow behind ch: use
 // [AwaitFlow] to own that flow. As with [AwaitChan], a nil ch never
@@ -60,7 +68,8 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 }
 
 // recvStep returns a step that waits for one value from the channel open
-// returns and hands it to deliver. stop, if not nil, runs when the step is
+// returns and hands it to deliver, with the engine's step behind the
+// step's AsyncSteps (see stepOf). stop, if not nil, runs when the step is
 // cancelled.
 //
 // The fast path runs deliver inside the callback. Otherwise the waiting
@@ -69,12 +78,13 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 // (docs/DESIGN.md#stale-steps), so the goroutine never blocks on the flow and
 // never needs to
 // know whether the step is still alive.
-func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), stop func()) StepFunc {
+func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), stop func()) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
+		h := stepOf(as) // while the callback runs: see unwrapStep
 		ch := open()
 		select {
 		case v := <-ch: // never ready on a nil channel
-			deliver(as, v)
+			deliver(as, h, v)
 			return
 		default:
 		}
@@ -89,13 +99,13 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), sto
 			return // only a cancellation ends the step: nothing to wait on
 		}
 		var closed <-chan struct{} // never ready on a tool that never stops
-		if life := lifetimeOf(as); life != nil {
+		if life := lifetimeOf(h); life != nil {
 			closed = life.Done()
 		}
 		go func() {
 			select {
 			case v := <-ch:
-				deliverOutside(as, v, deliver)
+				deliverOutside(as, h, v, deliver)
 			case <-cancelled:
 			case <-closed: // a closed loop runs no cancel handler
 			}
@@ -103,50 +113,61 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, v T), sto
 	}
 }
 
+// stepOf returns the engine's step API that as is, or that the decorator
+// as wraps (see unwrapStep), or nil. Call it while the step's callback
+// runs; the step API it returns may be completed from anywhere after.
+func stepOf(as AsyncSteps) *stepAPI {
+	if h, ok := as.(*stepAPI); ok {
+		return h
+	}
+	return unwrapStep(as)
+}
+
+// lifetimeOf returns the lifetime of the tool that runs the step of h
+// (see scheduler.lifetime), or nil.
+func lifetimeOf(h *stepAPI) context.Context {
+	if h == nil {
+		return nil
+	}
+	return h.fl.sched.lifetime()
+}
+
 // deliverOutside hands v to deliver on the goroutine that received it for
-// the step of as. Mapping a Result's error to a code runs the error's
-// methods, user code: one that calls runtime.Goexit ends the goroutine,
-// and the step fails then as after a Goexit in an Await function, instead
-// of waiting for a completion that never comes.
-func deliverOutside[T any](as AsyncSteps, v T, deliver func(as AsyncSteps, v T)) {
+// the step of as (h, if known). Mapping a Result's error to a code runs
+// the error's methods, user code: one that calls runtime.Goexit ends the
+// goroutine, and the step fails then as after a Goexit in an Await
+// function, instead of waiting for a completion that never comes.
+func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, deliver func(as AsyncSteps, h *stepAPI, v T)) {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
-		if h, ok := as.(*stepAPI); ok {
+		if h != nil {
 			h.complete(&Error{Code: InternalError, Info: goexitInfo})
 			return
 		}
 		as.Error(InternalError, goexitInfo) // from outside a callback: no panic
 	}()
-	deliver(as, v)
+	deliver(as, h, v)
 	returned = true
 }
 
-// lifetimeOf returns the lifetime of the tool that runs as (see
-// scheduler.lifetime), or nil.
-func lifetimeOf(as AsyncSteps) context.Context {
-	if fl := flowOf(as); fl != nil {
-		return fl.sched.lifetime()
-	}
-	return nil
-}
+func succeed[T any](as AsyncSteps, _ *stepAPI, v T) { as.Success(v) }
 
-func succeed[T any](as AsyncSteps, v T) { as.Success(v) }
-
-// complete completes as like the flow that gave res ended.
-func complete(as AsyncSteps, res Result) {
+// complete completes as like the flow that gave res ended. A failure
+// fails h, the engine's step behind as, if known, with the original error
+// as its Cause and LastException, as Await does; Error would drop it.
+func complete(as AsyncSteps, h *stepAPI, res Result) {
 	if res.Err == nil {
 		as.Success(res.Args...)
 		return
 	}
-	if h, ok := as.(*stepAPI); ok {
-		// Keep the original error as LastException, as Await does.
-		h.complete(awaitError(res.Err))
+	e := awaitError(res.Err)
+	if h != nil {
+		h.complete(e)
 		return
 	}
-	e := awaitError(res.Err)
 	as.Error(e.Code, e.Info)
 }
 

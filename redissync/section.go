@@ -142,7 +142,8 @@ func (s *section) leave(as asyncsteps.AsyncSteps) {
 // raise fails the step of as with err. One with a cause (the Go error of
 // a failed round trip, which names the Redis server) is raised as
 // [asyncsteps.AwaitResult] raises a flow's error, so that the cause stays
-// under the flow's error for the logs: Error takes only the code and the
+// under the flow's error for the logs, also when as is a decorator that
+// unwraps (see asyncsteps.Unwrapper): Error takes only the code and the
 // info, which do not name the server. The Result waits in the channel
 // already: the step takes it at once, without a goroutine.
 func raise(as asyncsteps.AsyncSteps, err *asyncsteps.Error) {
