@@ -104,7 +104,8 @@ type AsyncSteps interface {
 	Success(args ...any)
 	// Error completes the step with an error and aborts the callback. An
 	// empty code is a misuse: the step fails with InternalError, whose
-	// info says so and keeps info.
+	// info says so and keeps info. Raised by an error handler, the error
+	// keeps the Go cause of the one it handles (see [Error]).
 	Error(code string, info ...string)
 	// SetTimeout makes the step wait for an external completion and fail
 	// with Timeout after d, covering its sub-steps. A d of 0 or less

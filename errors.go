@@ -37,6 +37,13 @@ const (
 //
 // A Timeout error also matches [context.DeadlineExceeded]. The zero value
 // is an error of the empty code, which reads "".
+//
+// The Error that an error handler raises itself (its Error call, a misuse
+// of its AsyncSteps) has as Cause the Go error or panic under the error
+// it handles, if any: the first Cause under that error's own *Error
+// copies (those [AsyncSteps.Await] and [AwaitResult] make). The handled
+// *Error is not chained, so errors.Is with a template tests the code the
+// handler raised, not the one it replaced.
 type Error struct {
 	Code  string
 	Info  string

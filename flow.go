@@ -571,7 +571,13 @@ func (fl *flow) completed(c *frame) *frame {
 	if failed {
 		err := c.args[0].(*Error)
 		c.args = nil
-		fl.noteError(err, exc(err))
+		exception := exc(err)
+		if c.handling && err.Cause == nil {
+			// Raised from outside the callback of an error handler that
+			// waited: made by the engine for it, seen by nobody yet.
+			err.Cause = c.handledCause(err.Code)
+		}
+		fl.noteError(err, exception)
 		return fl.fail(c, err)
 	}
 	return fl.finish(c, c.args)

@@ -151,9 +151,9 @@ func (h *stepAPI) raise(code, info string, isError bool) (abort bool) {
 		f := h.f
 		err := h.signalError(code, info)
 		if err == nil {
-			err = &Error{Code: code, Info: info}
+			err = &Error{Code: code, Info: info, Cause: f.handledCause(code)}
 		}
-		h.fl.noteError(err, exc(err))
+		h.fl.noteError(err, err)
 		if f.err == nil || f.handling {
 			f.err, f.handling = err, false
 		}
@@ -192,6 +192,44 @@ func (h *stepAPI) misuse(info string) {
 	if h.raise(InternalError, info, false) {
 		panic(abortSignal{})
 	}
+}
+
+// handledCause is the Cause of an error of code that f raises itself, by
+// Error or a misuse, from its callback or from another goroutine: when f
+// is an error handler's frame that still handles the error it was called
+// for, the Go error or panic under that error's *Error copies
+// (docs/DESIGN.md#error-handlers); nil for any other frame, and for a
+// Break or Continue, which are no errors of the handler's own. The
+// handled *Error itself is not chained: errors.Is with a template tests
+// the code that the handler replaced it with, not the one it replaced.
+func (f *frame) handledCause(code string) error {
+	if !f.handling || f.err == nil || code == LoopBreak || code == LoopCont {
+		return nil
+	}
+	return goCause(f.err)
+}
+
+// maxCauseDepth bounds the *Error causes goCause walks down: a chain that
+// a user made into a loop must not hang the loop.
+const maxCauseDepth = 16
+
+// goCause returns the first error under the *Error copies that wrap each
+// other from e down its Cause: the Go error or panic that started e (the
+// engine keeps it under its copies, AwaitResult's for one), or nil if
+// there is none within maxCauseDepth. It calls no method of a user's
+// error.
+func goCause(e *Error) error {
+	for range maxCauseDepth {
+		next, ok := e.Cause.(*Error)
+		switch {
+		case !ok:
+			return e.Cause
+		case next == nil:
+			return nil
+		}
+		e = next
+	}
+	return nil
 }
 
 // exc is the LastException of err: err itself unless it has a cause.

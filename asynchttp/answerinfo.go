@@ -45,7 +45,9 @@ func answeredInfo(e *asyncsteps.Error) string {
 // its text with it; but for the URL that net/http's *url.Error adds
 // around the error of an http.Client's own code, which goes, as in a
 // Client's info (see RequestError). The engine keeps the Go error as the Cause of the
-// error the flow ends with, under the copies it and a retry loop make.
+// error the flow ends with, under the copies it and a retry loop make, and
+// under an error that an error handler raises in place of the one it
+// handles (as.Error(code, as.State().ErrorInfo)).
 // The chain is walked as errors.Is walks it, joined errors included, up
 // to maxInfoSources errors. An error in it whose methods panic hides the
 // info, and so does one whose own tree does not end within as many

@@ -77,6 +77,21 @@ func TestHandlerAnswersNoGoErrorText(t *testing.T) {
 		{"under an error handler that does not recover", func(as asyncsteps.AsyncSteps) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(dial) }, func(asyncsteps.AsyncSteps, string) {})
 		}, 502, refusedBody, "dial tcp " + refused},
+		{"raised again by an error handler", func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(dial) }, func(as asyncsteps.AsyncSteps, code string) {
+				as.Error(code, as.State().ErrorInfo) // FTN12's as.error(code) in onerror, with the info
+			})
+		}, 502, refusedBody, "dial tcp " + refused},
+		{"raised again by an error handler as another code", func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(dial) }, func(as asyncsteps.AsyncSteps, _ string) {
+				as.Error(asyncsteps.CommError, as.State().ErrorInfo)
+			})
+		}, 502, `{"error":"CommError","info":"connection refused"}` + "\n", "dial tcp " + refused},
+		{"info an error handler sets, the Go error its cause", func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(dial) }, func(as asyncsteps.AsyncSteps, _ string) {
+				as.Error(asyncsteps.CommError, "upstream answered 502 for IBM")
+			})
+		}, 502, kept, "dial tcp " + refused},
 		{"under Retry", func(as asyncsteps.AsyncSteps) {
 			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2}, func(as asyncsteps.AsyncSteps, _ int) { as.Await(get) })
 		}, 502, refusedBody, upstream},

@@ -50,8 +50,9 @@ import (
 //     [asyncsteps.FutoInCoder] (the program's own type chose its code),
 //     and "context deadline exceeded", which names nothing. An error
 //     handler that raises the error again (as.Error(code,
-//     as.State().ErrorInfo)) drops its cause, and the info is then the
-//     flow's: one that passes the error on returns without raising it;
+//     as.State().ErrorInfo)), of its code or another, is answered the
+//     same way: the engine gives the error a handler raises the Go cause
+//     of the error it handles (see [asyncsteps.Error]);
 //   - an InternalError caused by an [*http.MaxBytesError] (a step read the
 //     request's body through [http.MaxBytesReader], and the body went over
 //     its limit, an error the step returned as it came): a 413 Request
