@@ -10,9 +10,10 @@ import (
 
 // A retry with a timeout per attempt and a backoff between attempts,
 // tested on virtual time. The attempt stands for an upstream call: in a
-// service it would be asynchttp.Client.Get; here a scripted fake answers
-// on the TestTool's clock, since a TestTool does not wait for real
-// goroutines (an Await) before it moves its clock to the next timeout.
+// service it would be asynchttp.Client.Get (package asynchttp's doc tests
+// that on virtual time, in a testing/synctest bubble); here a scripted
+// fake answers on the TestTool's clock, since a TestTool does not wait for
+// real goroutines (an Await) before it moves its clock to the next timeout.
 // The first attempt is too slow, the second fails, the third answers:
 // 200ms, 10ms of backoff, 50ms, 20ms of backoff, 30ms; no sleep.
 func Example_retry() {

@@ -37,6 +37,10 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // virtual time, run it instead on a [Loop] made, and closed, inside the
 // function given to testing/synctest.Test: the bubble's clock moves only
 // once every goroutine in it, the Await functions' included, is blocked.
+// A flow that ends does not wait for the Await functions it cancelled:
+// synctest.Wait lets them return before the test reads what they did.
+// Package asynchttp's documentation ("Testing on virtual time") shows an
+// HTTP service tested that way.
 //
 // All methods are safe for concurrent use, so a goroutine a test starts may
 // schedule or cancel callbacks; driving the tool from two goroutines at once

@@ -69,7 +69,12 @@ type Client struct {
 
 	// Guard, if not nil, runs each request inside its critical section:
 	// an [asyncsteps.Limiter] bounds the requests in flight to a service
-	// and their rate, across every flow that shares it.
+	// and their rate, across every flow that shares it. The wait for it
+	// is among the steps Get and Do add, so a timeout around them (a
+	// Retry attempt's) covers it. A request it rejects fails with
+	// DefenseRejected, which [asyncsteps.Retry] does not retry unless
+	// told to; mind that a Limiter's zero MaxQueue rejects every request
+	// beyond Concurrent at once, where a Mutex queues them.
 	Guard asyncsteps.Syncer
 
 	// MaxBody bounds the bytes of body read; 0 or less means 1 MiB, and

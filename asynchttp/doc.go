@@ -65,4 +65,24 @@
 // (by [http.MaxBytesReader] in a middleware around the Handler, say): a
 // body over the limit, its *http.MaxBytesError returned by the function,
 // is answered 413 (see [Handler]).
+//
+// # Testing on virtual time
+//
+// A Client's requests are Await functions, which run on goroutines that
+// an [asyncsteps.TestTool] does not wait for. Test a Handler whose flow
+// makes them in a [testing/synctest] bubble instead, on an
+// [asyncsteps.Loop] made and closed inside the bubble: the step timeouts,
+// a Retry's backoff and the Handler's Timeout then run on the bubble's
+// clock, which moves only when every goroutine in the bubble waits. Give
+// the Client an http.Client whose Transport answers in memory, waiting
+// on a timer or on the request's context: a goroutine that waits on a
+// network connection does not count as waiting in a bubble, so with an
+// httptest.Server the clock never moves and the test hangs. Serve with
+// Handler.ServeHTTP and an httptest.ResponseRecorder, and call
+// synctest.Wait before reading what the upstream saw: the answer does not
+// wait for the requests its flow cancelled (a timed-out attempt, a
+// sibling's failure, the client gone) to return. TestServiceOnVirtualTime,
+// in this package's virtualtime_test.go, tests a fan-out to two upstreams
+// that way: the answers, the virtual times and every upstream call exact,
+// with retries, a shared Limiter and a client that goes away.
 package asynchttp

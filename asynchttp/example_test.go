@@ -50,9 +50,11 @@ func ExampleHandler() {
 }
 
 // A Client fetches from a step and succeeds with the answer whatever its
-// status, so the flow decides what to retry: here a labelled loop retries
-// while the service answers 5xx. Transport errors would fail the step with
-// ConnectError or CommError, for an error handler to test.
+// status, so the flow decides what a status means: here a 5xx is a
+// CommError, which asyncsteps.Retry makes again, each attempt under its
+// own timeout. A transport error fails the step with ConnectError or
+// CommError, which Retry retries as well; a request the attempt's timeout
+// cuts short is a Timeout, retried too.
 func ExampleClient() {
 	attempts := 0
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -70,20 +72,18 @@ func ExampleClient() {
 	c := &asynchttp.Client{HTTP: upstream.Client()}
 
 	r := asyncsteps.New(asyncsteps.WithTool(loop))
-	r.Repeat(5, func(as asyncsteps.AsyncSteps, i int) {
+	asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 5, Timeout: time.Second}, func(as asyncsteps.AsyncSteps, i int) {
 		c.Get(as, upstream.URL)
-		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-			resp, _ := asyncsteps.Arg[*asynchttp.Response](args, 0)
+		asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, resp *asynchttp.Response) {
 			fmt.Println("attempt", i, "status", resp.StatusCode)
 			if resp.StatusCode >= 500 {
-				as.Continue("retry")
+				as.Error(asyncsteps.CommError, fmt.Sprint("upstream answered ", resp.StatusCode))
 			}
-			as.State().Set("answer", string(resp.Body))
-			as.Break("retry")
+			as.Success(string(resp.Body))
 		})
-	}, "retry")
-	_, err := r.Run(context.Background())
-	fmt.Println(r.State().Get("answer"), err)
+	})
+	answer, err := asyncsteps.Run[string](context.Background(), r)
+	fmt.Println(answer, err)
 	// Output:
 	// attempt 0 status 503
 	// attempt 1 status 503

@@ -103,13 +103,23 @@ func AtTime(ev string, ms int64) string {
 	return fmt.Sprintf("%s@%d", ev, ms)
 }
 
-// Event formats.
+// StepEvent is the event of step id running with args: "s3(1,2)".
 func StepEvent(id int, args []any) string { return fmt.Sprintf("s%d(%s)", id, FmtArgs(args)) }
-func IterEvent(id, i int) string          { return fmt.Sprintf("L%d#%d", id, i) }
+
+// IterEvent is the event of iteration i of the Loop or Repeat id: "L3#0".
+func IterEvent(id, i int) string { return fmt.Sprintf("L%d#%d", id, i) }
+
+// ForEachEvent is the event of the ForEach id visiting key and value:
+// "F3#0=30".
 func ForEachEvent(id int, key, value any) string {
 	return fmt.Sprintf("F%d#%v=%v", id, key, value)
 }
+
+// CancelEvent is the event of the cancel handler of step id: "c3".
 func CancelEvent(id int) string { return fmt.Sprintf("c%d", id) }
+
+// HandlerEvent is the event of the error handler id seeing code and info,
+// the info as Info gives it: "h3:E1:x".
 func HandlerEvent(id int, code, info string) string {
 	return fmt.Sprintf("h%d:%s:%s", id, code, Info(code, info))
 }

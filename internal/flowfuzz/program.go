@@ -71,6 +71,7 @@ const EvilInfo = "a flowfuzz.Evil that panics when printed"
 // Evil is the panic value of EPanicEvil: printing it panics with it.
 type Evil struct{}
 
+// String panics with e, as EPanicEvil needs.
 func (e Evil) String() string { panic(e) }
 
 // Action is what an error handler does.
