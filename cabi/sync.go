@@ -98,9 +98,11 @@ func (o *syncObj) unlocked(key holderKey) *holder {
 // own addSync enters s directly, with all its semantics (a Mutex is
 // reentrant per flow and parallel branch). Its lock and unlock functions
 // serve other implementations of the table: a hidden flow enters s on
-// behalf of the caller, reentrant per rootId of the caller's table (a
-// caller whose table has no rootId function is never taken for a
-// reentrant one: see holderKey).
+// behalf of the caller, reentrant per rootId of the caller's table. A
+// caller whose table has no rootId function (a rootId of 0) is never
+// taken for a reentrant one: each of its lock calls enters as a flow of
+// its own, and its unlock gives back the first such entry of its table
+// (docs/DESIGN.md#c-addsync).
 func Sync(s asyncsteps.Syncer) unsafe.Pointer {
 	o := &syncObj{s: s, holders: make(map[holderKey]*holder)}
 	id := register(o)

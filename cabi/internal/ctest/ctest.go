@@ -94,28 +94,60 @@ func WaitFor(s string, d time.Duration) bool {
 	return true
 }
 
-func Args(root unsafe.Pointer)      { C.ct_args(bsi(root)) }
-func GoValue(root unsafe.Pointer)   { C.ct_go_value(bsi(root)) }
+// Args adds a step that logs whether it got no args ("args1 in=1"),
+// succeeds with an INT32, a STRING, an array of INT32 and a STRING16, then
+// overwrites its own copies and logs whether success reset its slots and
+// how many cleanups ran ("args1 reset=1 cleanups=N").
+func Args(root unsafe.Pointer) { C.ct_args(bsi(root)) }
+
+// GoValue adds a step that logs the type flags and values of its four args
+// (an INT32, a STRING, an array of two strings, a Go value: "args2 ..."),
+// then succeeds with the Go value passed on as it came, a UINT8 200, a
+// DOUBLE 1.5 and a BOOL true.
+func GoValue(root unsafe.Pointer) { C.ct_go_value(bsi(root)) }
+
+// EmptySlot adds a step that succeeds with its first slot empty and a
+// UINT8 5 in the second.
 func EmptySlot(root unsafe.Pointer) { C.ct_empty_slot(bsi(root)) }
-func Held(root unsafe.Pointer)      { C.ct_held(bsi(root)) }
-func FailHeld()                     { C.ct_fail_held() }
+
+// Held adds a step that waits for an external completion ("held"): from
+// FailHeld, which fails it with Boom from the calling thread, or from
+// SucceedHeld, which succeeds it.
+func Held(root unsafe.Pointer) { C.ct_held(bsi(root)) }
+
+// FailHeld fails the step of Held with Boom, from the calling thread.
+func FailHeld() { C.ct_fail_held() }
 
 // HeldWithCancel adds a step as Held does, with a cancel handler that logs
 // "held cancel".
 func HeldWithCancel(root unsafe.Pointer) { C.ct_held_with_cancel(bsi(root)) }
 
-// StackHeld and StateHeld call stack and stateVariable on the step of
-// Held from the calling thread, and report whether they gave memory.
-func StackHeld() bool             { return C.ct_stack_held() != 0 }
-func StateHeld() bool             { return C.ct_state_held() != 0 }
-func SucceedHeld()                { C.ct_succeed_held() }
+// StackHeld calls stack on the step of Held from the calling thread, and
+// reports whether it gave memory.
+func StackHeld() bool { return C.ct_stack_held() != 0 }
+
+// StateHeld is StackHeld's twin for stateVariable.
+func StateHeld() bool { return C.ct_state_held() != 0 }
+
+// SucceedHeld succeeds the step of Held (or of StateKept), with no args,
+// from the calling thread.
+func SucceedHeld() { C.ct_succeed_held() }
+
+// Running adds a step that logs isValid of root and of its own step
+// ("running root valid=0 step valid=1" in root's own flow, while root
+// runs; a copy's flow leaves root idle) and marks done.
 func Running(root unsafe.Pointer) { C.ct_running(bsi(root)) }
 
 // SameRoot adds a step that logs whether its rootId is root's ("same
 // rootId as the root=1"), and one that fails with Boom, whose error
 // handler logs the same ("Boom handler: same rootId as the root=1") and
 // recovers.
-func SameRoot(root unsafe.Pointer)  { C.ct_same_root(bsi(root)) }
+func SameRoot(root unsafe.Pointer) { C.ct_same_root(bsi(root)) }
+
+// AwaitLike adds what the C++ reference implementation's await does: a
+// repeat of 5 whose body logs "await body I" and, in iteration 1, calls
+// success with a UINT8 5 and then breakLoop; the step after it logs what
+// it got ("after await typed 5") and marks done.
 func AwaitLike(root unsafe.Pointer) { C.ct_await_like(bsi(root)) }
 
 // CopyCarry adds a loop whose body succeeds with 1 in the model's flow and
@@ -162,9 +194,11 @@ func RootID(p unsafe.Pointer) int64 { return int64(C.ct_root_id(bsi(p))) }
 // AnonLock calls the lock function of sync ("anon N locks") for step n (1
 // to 3) of another implementation of the table that has no rootId
 // function, each step of a flow of its own; the step logs "anon N waits",
-// "anon N locked" or "anon N lock: CODE". AnonUnlock calls the unlock
-// function ("anon N unlocks").
-func AnonLock(sync unsafe.Pointer, n int)   { C.ct_anon_lock((*C.FutoInSync)(sync), C.int(n)) }
+// "anon N locked" or "anon N lock: CODE".
+func AnonLock(sync unsafe.Pointer, n int) { C.ct_anon_lock((*C.FutoInSync)(sync), C.int(n)) }
+
+// AnonUnlock calls the unlock function of sync for step n of AnonLock
+// ("anon N unlocks").
 func AnonUnlock(sync unsafe.Pointer, n int) { C.ct_anon_unlock((*C.FutoInSync)(sync), C.int(n)) }
 
 // inCBranch is what the C branch of CBranchGo calls.
@@ -183,6 +217,11 @@ func CBranchGo(root unsafe.Pointer, fn func(step unsafe.Pointer)) {
 // CBranchID returns the rootId of the step of CBranchGo's branch.
 func CBranchID() int64 { return int64(C.ct_c_branch_id()) }
 
+// Reserved adds a step that makes ordinary state variables named
+// "error_info" and "last_exception" through an allocate (each 40, then
+// incremented: "reserved error_info=41 last_exception=42 same=1") and
+// fails with Reserved, "the info"; its error handler logs the info and the
+// code that the two names give without an allocate, and recovers.
 func Reserved(root unsafe.Pointer) { C.ct_reserved(bsi(root)) }
 
 // TakeOver adds three C steps: the first succeeds with a custom object, the
@@ -201,23 +240,97 @@ func TakeOver(root unsafe.Pointer, wait bool) {
 func ExecuteOnly(root unsafe.Pointer, data string, which int) {
 	C.ct_execute_only(bsi(root), cstr(data), C.int(which))
 }
-func EmptySlotBack(root unsafe.Pointer)   { C.ct_empty_slot_back(bsi(root)) }
-func Custom(root unsafe.Pointer)          { C.ct_custom(bsi(root)) }
-func Errors(root unsafe.Pointer)          { C.ct_errors(bsi(root)) }
-func Misuse(root unsafe.Pointer)          { C.ct_misuse(bsi(root)) }
-func State(root unsafe.Pointer)           { C.ct_state(bsi(root)) }
+
+// EmptySlotBack adds a step that logs whether its first slot is empty and
+// the type flags and value of its second, a UINT8 ("empty2 arg0=NULL
+// arg1=10:6").
+func EmptySlotBack(root unsafe.Pointer) { C.ct_empty_slot_back(bsi(root)) }
+
+// Custom adds five steps around a custom object (an int 5): the first
+// makes it and succeeds with it, the second passes it on, the third
+// receives it, the fourth gets nothing, each logging the cleanups run so
+// far ("custom1 reset=1 cleanups=N" ... "custom4 cleanups=N"); the fifth
+// makes another one that no step receives, which the Go side drops.
+func Custom(root unsafe.Pointer) { C.ct_custom(bsi(root)) }
+
+// Errors adds a step that logs last_exception, fails with MyError, "my
+// info" (from buffers it overwrites at once) and logs "err1 returns"; its
+// error handler logs the code, error_info, last_exception and the NULL an
+// unknown name gives.
+func Errors(root unsafe.Pointer) { C.ct_errors(bsi(root)) }
+
+// Misuse adds a step that adds a sub-step and then calls success (a
+// misuse: the sub-step must not run), and an error handler that logs the
+// code and info it gets ("misuse_eh InternalError: ...") and recovers.
+func Misuse(root unsafe.Pointer) { C.ct_misuse(bsi(root)) }
+
+// State adds two steps that increment the state variable "counter"; the
+// first logs the NULL of a missing name, the second the counter and
+// whether a second access gave the same pointer ("state2 counter=2
+// same=1"). The variable's cleanup logs "cleanup counter=N".
+func State(root unsafe.Pointer) { C.ct_state(bsi(root)) }
+
+// Stack adds a step that takes two blocks of stack memory (logging
+// whether they are zeroed and aligned), writes mode into the first, and
+// then, by mode: 0 succeeds, 1 adds a sub-step, 2 fails with Fail (its
+// error handler logs the memory and recovers), 3 waits with a cancel
+// handler; then a step that logs "stack2". The first block's cleanup logs
+// "stack cleanup MODE".
 func Stack(root unsafe.Pointer, mode int) { C.ct_stack(bsi(root), C.int(mode)) }
-func Timeout(root unsafe.Pointer)         { C.ct_timeout(bsi(root)) }
-func Wait(root unsafe.Pointer)            { C.ct_wait(bsi(root)) }
-func Loops(root unsafe.Pointer)           { C.ct_loops(bsi(root)) }
-func Parallel(root unsafe.Pointer)        { C.ct_parallel(bsi(root)) }
-func Sched(root unsafe.Pointer)           { C.ct_sched(bsi(root)) }
-func Stale(root unsafe.Pointer)           { C.ct_stale(bsi(root)) }
-func StaleCall()                          { C.ct_stale_call() }
-func Cancel(root unsafe.Pointer)          { C.ct_cancel(bsi(root)) }
-func IsValid(root unsafe.Pointer) int     { return int(C.ct_is_valid(bsi(root))) }
-func Free(root unsafe.Pointer)            { C.ct_free(bsi(root)) }
-func FakeSync() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_sync()) }
+
+// Timeout adds a step with stack memory (8), a cancel handler and a 20 ms
+// timeout; its error handler logs the code and the memory ("timeout eh
+// Timeout mem=8") and recovers, and the next step logs "after timeout".
+func Timeout(root unsafe.Pointer) { C.ct_timeout(bsi(root)) }
+
+// Wait adds a step that waits and has a thread of its own succeed it with
+// an INT32 7, then again with 8 and fail it (both ignored), all while its
+// callback still runs; the next step logs what it got ("wait2 7 ...").
+func Wait(root unsafe.Pointer) { C.ct_wait(bsi(root)) }
+
+// Loops adds a loop labelled "outer" whose body repeats an inner body 3
+// times: the inner body continues the innermost loop at j 0, the outer one
+// at outer 1 and j 1, and breaks the outer one at outer 2 and j 1, each
+// iteration logged ("outer I", "inner I.J"); the next step logs whether it
+// got args ("after loops args=0").
+func Loops(root unsafe.Pointer) { C.ct_loops(bsi(root)) }
+
+// Parallel adds a step that runs three parallel branches, each logging
+// that it got no args and adding a sub-step that logs whether its rootId
+// is its branch's ("nested I same=1"); the next step logs whether the
+// rootIds of the flow, of the step and of the branches are as they should
+// be ("par2 flow same=1 step same=1 branches distinct=1").
+func Parallel(root unsafe.Pointer) { C.ct_parallel(bsi(root)) }
+
+// Sched adds a step that schedules an immediate callback, a deferred one
+// (10 ms) and one it cancels, logging sched_is_valid on the way, then
+// waits; the deferred callback has a thread of its own schedule the
+// callback that succeeds the step ("sched from thread").
+func Sched(root unsafe.Pointer) { C.ct_sched(bsi(root)) }
+
+// Stale adds a step that keeps its pointer and a step that calls
+// StaleCall, then logs the cleanups run ("stale2 cleanups=N").
+func Stale(root unsafe.Pointer) { C.ct_stale(bsi(root)) }
+
+// StaleCall calls success (with an INT32), handle_error, add, setTimeout
+// and waitExternal on the pointer Stale kept, once its step has completed,
+// and logs isValid and whether success still reset its args ("stale
+// valid=0 reset=1"); a step added there must never run.
+func StaleCall() { C.ct_stale_call() }
+
+// Cancel calls the table's cancel on root.
+func Cancel(root unsafe.Pointer) { C.ct_cancel(bsi(root)) }
+
+// IsValid returns the table's isValid of root.
+func IsValid(root unsafe.Pointer) int { return int(C.ct_is_valid(bsi(root))) }
+
+// Free calls the table's free on root.
+func Free(root unsafe.Pointer) { C.ct_free(bsi(root)) }
+
+// FakeSync returns a foreign FutoInSync whose lock logs "lock" and makes
+// its step wait for a scheduled callback, which logs "locked" and succeeds
+// it; its unlock logs "unlock".
+func FakeSync() unsafe.Pointer { return unsafe.Pointer(C.ct_fake_sync()) }
 
 // SharedSync returns a foreign FutoInSync, unlocked, that lock enters
 // at once if it is free ("shared lock") and fails with DefenseRejected if
@@ -244,9 +357,20 @@ func SyncHeld(root, sync unsafe.Pointer) { C.ct_sync_held(bsi(root), (*C.FutoInS
 // BrokenSync returns a foreign FutoInSync without a table (0), without
 // lock (1) or without unlock (2).
 func BrokenSync(which int) unsafe.Pointer { return unsafe.Pointer(C.ct_broken_sync(C.int(which))) }
-func FakeRoot() unsafe.Pointer            { return unsafe.Pointer(C.ct_fake_root()) }
-func FakeRun(root unsafe.Pointer)         { C.ct_fake_run(bsi(root)) }
-func FakeFree(root unsafe.Pointer)        { C.ct_fake_free(bsi(root)) }
+
+// FakeRoot returns a root of the strict foreign table of ctest.c: a small
+// synchronous implementation that behaves as the C++ reference
+// implementation does where the spec is silent (it takes over the values
+// given to success, fills unused slots with placeholders of its own, keeps
+// loop labels by pointer, has state variables only through allocate).
+func FakeRoot() unsafe.Pointer { return unsafe.Pointer(C.ct_fake_root()) }
+
+// FakeRun runs the flow of a FakeRoot to its end, its first step given the
+// STRING "from the fake", and logs how it ended ("fake: end failed=0 ...").
+func FakeRun(root unsafe.Pointer) { C.ct_fake_run(bsi(root)) }
+
+// FakeFree cleans up the state variables of a FakeRoot and frees it.
+func FakeFree(root unsafe.Pointer) { C.ct_fake_free(bsi(root)) }
 
 // TakeString adds a C step that moves its string argument out of its slot
 // and waits; FinishTaken logs the string from the calling thread, resets
@@ -302,10 +426,11 @@ func ErrorTwice(root unsafe.Pointer, mode int) { C.ct_error_twice(bsi(root), C.i
 // counter.
 func ParallelIdle(root unsafe.Pointer) { C.ct_parallel_idle(bsi(root)) }
 
-// StackIdlePar and StateIdlePar call stack and stateVariable on the
-// parallel of ParallelIdle from the calling thread, and report whether
-// they gave memory.
+// StackIdlePar calls stack on the parallel of ParallelIdle from the
+// calling thread, and reports whether it gave memory.
 func StackIdlePar() bool { return C.ct_stack_idle_par() != 0 }
+
+// StateIdlePar is StackIdlePar's twin for stateVariable.
 func StateIdlePar() bool { return C.ct_state_idle_par() != 0 }
 
 // StateNull adds two steps that ask for the state variable "none", whose
