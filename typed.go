@@ -90,6 +90,9 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // branches. A branch's result is the first success arg of its last step,
 // read as [Then] reads its arg: typically the value of an [AwaitThen]
 // with a nil then, or what a branch's error handler recovered with.
+// Branches whose results differ in type are gathered as any
+// (Gather[any]), each result asserted to its type in then; a failed
+// assertion there is a panic, an InternalError of then's step.
 //
 // The failure of a branch is the failure of the Parallel: the first error
 // cancels the other branches, their results are dropped, then does not run
