@@ -3,8 +3,6 @@ package otelsteps_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -145,17 +143,7 @@ func TestAwaitSpanOnTheTestToolsClock(t *testing.T) {
 // flow ends, is logged. No span is left unended: each ends on the wall
 // clock, which the bubble holds at the epoch.
 func TestPanickingClock(t *testing.T) {
-	var logs strings.Builder
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == "time" || a.Key == "stack" {
-				return slog.Attr{}
-			}
-			return a
-		},
-	})))
-	defer slog.SetDefault(old)
+	logs := captureLogs(t)
 	synctest.Test(t, func(t *testing.T) {
 		rec := tracetest.NewSpanRecorder()
 		tt := asyncsteps.NewTestTool()

@@ -279,17 +279,7 @@ func (panickyCounter) Add(context.Context, int64, ...metric.AddOption) { panic("
 // A meter that panics as a flow begins fails the flow, as any FlowStart
 // hook that panics does: its span is not started, and its end is counted.
 func TestPanickingMeter(t *testing.T) {
-	var logs strings.Builder
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == "time" || a.Key == "stack" {
-				return slog.Attr{}
-			}
-			return a
-		},
-	})))
-	defer slog.SetDefault(old)
+	logs := captureLogs(t)
 	for _, c := range []struct {
 		name   string
 		panics []string
@@ -431,4 +421,21 @@ func TestFlowDurationIsOnTheWallClock(t *testing.T) {
 			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
 		}
 	})
+}
+
+// captureLogs sends the default logger's records, without their time and
+// stack, to the builder it returns until t ends.
+func captureLogs(t *testing.T) *strings.Builder {
+	logs := new(strings.Builder)
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == "time" || a.Key == "stack" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return logs
 }
