@@ -49,6 +49,7 @@ const (
 	symbolSlow  = "SLOW"  // 200 with half a body, the rest never sent
 	symbolHold  = "HOLD"  // no answer until its request is cancelled
 	symbolGate  = "GATE"  // its price once release is closed
+	symbolUpgr  = "UPGR"  // 101 Switching Protocols, unasked, then the connection held open
 )
 
 func newScriptedUpstream() *scriptedUpstream {
@@ -116,6 +117,8 @@ func (u *scriptedUpstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		<-req.Context().Done()
 	case symbolHold:
 		<-req.Context().Done()
+	case symbolUpgr:
+		switchProtocols(w)
 	case symbolGate:
 		select {
 		case <-release:
@@ -126,6 +129,30 @@ func (u *scriptedUpstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		io.WriteString(w, price)
 	}
 }
+
+// switchProtocols answers 101 Switching Protocols, which the request did
+// not ask for, and keeps the connection open, silent, until the other
+// side closes it: net/http gives the client the connection itself as the
+// answer's body, which no context cancels and no Content-Length ends. A
+// gateway that read it to its end would wait for upstreamHold.
+func switchProtocols(w http.ResponseWriter) {
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(upstreamHold))
+	buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: price\r\n\r\n")
+	if buf.Flush() == nil {
+		io.Copy(io.Discard, conn) //nolint:errcheck // ends when the client closes
+	}
+}
+
+// upstreamHold bounds how long the scripted upstream keeps a connection
+// it answered with 101: longer than rawExchange waits for an answer, so
+// that a gateway that waits for the connection to end fails the case
+// rather than hang the test.
+const upstreamHold = 30 * time.Second
 
 // gatewayPair is both gateways, built from one config, in front of one
 // scripted upstream.
@@ -395,6 +422,7 @@ func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
 		get("upstream bad JSON", "/quote?symbols="+symbolJunk),
 		get("upstream wrong symbol", "/quote?symbols="+symbolOther),
 		get("upstream huge body", "/quote?symbols="+symbolHuge),
+		get("upstream switching protocols", "/quote?symbols="+symbolUpgr),
 		head("upstream 502", "/quote?symbols="+symbol502),
 		{name: "POST /quote", method: http.MethodPost, target: "/quote?symbols=AAPL"},
 		{name: "PUT /quote", method: http.MethodPut, target: "/quote"},

@@ -183,7 +183,7 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		// asynchttp.Client fails it in the flows gateway.
 		return quote{}, bodyTooLong()
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	body, err := readUpstreamBody(resp)
 	if err != nil {
 		return quote{}, g.transportError(parent, ctx, req, err)
 	}
@@ -202,6 +202,21 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		return quote{}, &attemptError{Error: bad}
 	}
 	return q, nil
+}
+
+// readUpstreamBody reads the body of resp, up to maxUpstreamBody bytes and
+// one more, which tells a longer body, and, as asynchttp.Client reads it,
+// no more than its Content-Length. net/http ends a body at its length,
+// but for a 101 Switching Protocols, which the gateway never asks for:
+// its body is the connection itself, of length 0, which no context
+// closes. Read to its end, it would hold the request until the upstream
+// closed it, past every timeout.
+func readUpstreamBody(resp *http.Response) ([]byte, error) {
+	n := int64(maxUpstreamBody + 1)
+	if resp.ContentLength >= 0 {
+		n = min(n, resp.ContentLength)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, n))
 }
 
 // transportError maps the failure of req with asynchttp.RequestError, as
