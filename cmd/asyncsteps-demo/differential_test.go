@@ -7,6 +7,8 @@ package main
 // and the lines each logged.
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -165,7 +167,7 @@ type gatewayPair struct {
 
 // newGatewayPair starts both gateways with cfg; an empty cfg.Upstream
 // puts them in front of a new scripted upstream.
-func newGatewayPair(t *testing.T, cfg config) *gatewayPair {
+func newGatewayPair(t testing.TB, cfg config) *gatewayPair {
 	t.Helper()
 	p := &gatewayPair{up: newScriptedUpstream(), urls: map[string]string{}, logs: map[string]*syncBuffer{}}
 	if cfg.Upstream == "" {
@@ -242,6 +244,7 @@ type differentialCase struct {
 	method, target string
 	run            func(t *testing.T, p *gatewayPair, url string) string
 	body           string
+	check          func(t *testing.T, impl, answer string) // if set, reports what is wrong with each answer
 }
 
 // exchange runs c on the gateway at url and returns what it answered.
@@ -330,6 +333,9 @@ func checkAnswer(t *testing.T, c differentialCase, p *gatewayPair, impl, answer 
 	}
 	if _, body, _ := strings.Cut(answer, "\r\n\r\n"); c.body != "" && body != c.body {
 		t.Errorf("%s: %s answered the body %q, want %q", c.name, impl, body, c.body)
+	}
+	if c.check != nil {
+		c.check(t, impl, answer)
 	}
 }
 
@@ -564,5 +570,66 @@ func TestGatewaysCountAlikeInMetrics(t *testing.T) {
 	}
 	if metrics["flows"] != metrics["plain"] {
 		t.Errorf("/metrics differ:\nflows\n%s\nplain\n%s", metrics["flows"], metrics["plain"])
+	}
+}
+
+// Any request to /quote, whatever its method and query, is answered
+// alike by both gateways, with a status of the request's own making (a
+// quote, a bad request, a method not allowed) and a JSON body, never a
+// 500. The upstream quotes every symbol at once, so that every answer is
+// the request's. (An upstream that failed two symbols would leave which
+// of the two the answer names to the race of their requests, in both.)
+func FuzzGatewaysAnswerAlike(f *testing.F) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		symbol := req.URL.Query().Get("symbol")
+		fmt.Fprintf(w, `{"symbol":%q,"price":%v}`, symbol, priceOf(symbol))
+	}))
+	f.Cleanup(up.Close)
+	cfg := testConfig()
+	cfg.Upstream = up.URL
+	p := newGatewayPair(f, cfg)
+	for _, seed := range []string{
+		"symbols=AAPL,MSFT", "symbols=AAPL&symbols=MSFT,AAPL", "symbols=%41APL", "symbols=AAPL%2CMSFT",
+		"symbols=A+B", "symbols=%FF%FE", "symbols=\xff\xfe", "symbols=\xc3\xa9", "symbols=%C3%A9" + strings.Repeat("Z", 20),
+		"symbols=AAPL;MSFT", "symbols=%", "symbols=%zz", "symbols", "=AAPL", "&&&", "symbols=,,,", "symbols=XXXXX",
+		"Symbols=AAPL", "symbols=AAPL#frag", "symbols=AAPL?x", "symbols=" + strings.Repeat("A", 5000),
+		strings.Repeat("symbols=AA&", 10001),
+	} {
+		f.Add(uint8(0), seed)
+	}
+	f.Add(uint8(1), "symbols=AAPL") // HEAD
+	f.Add(uint8(2), "symbols=AAPL") // POST
+	f.Fuzz(func(t *testing.T, method uint8, query string) {
+		if strings.ContainsFunc(query, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			t.Skip("not a request target: net/http refuses the request line")
+		}
+		c := differentialCase{name: "fuzz", method: fuzzMethods[int(method)%len(fuzzMethods)], target: "/quote?" + query}
+		c.check = func(t *testing.T, impl, answer string) { checkFuzzAnswer(t, c, impl, answer) }
+		compareGateways(t, p, []differentialCase{c})
+	})
+}
+
+// fuzzMethods are the methods FuzzGatewaysAnswerAlike sends.
+var fuzzMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodOptions}
+
+// checkFuzzAnswer reports an answer to c that is not a complete HTTP/1.1
+// answer with a status of the request's making and, but to HEAD, a JSON
+// body of its Content-Length.
+func checkFuzzAnswer(t *testing.T, c differentialCase, impl, answer string) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(answer)), &http.Request{Method: c.method})
+	if err != nil {
+		t.Fatalf("%s %s: %s answered %s: %v", c.method, c.target, impl, clipAnswer(answer), err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		t.Errorf("%s %s: %s answered a body cut short: %v", c.method, c.target, impl, err)
+	case !slices.Contains([]int{http.StatusOK, http.StatusBadRequest, http.StatusMethodNotAllowed}, resp.StatusCode):
+		t.Errorf("%s %s: %s answered %s", c.method, c.target, impl, clipAnswer(answer))
+	case resp.Header.Get("Content-Type") != "application/json":
+		t.Errorf("%s %s: %s answered a Content-Type %q", c.method, c.target, impl, resp.Header.Get("Content-Type"))
+	case c.method != http.MethodHead && !json.Valid(body):
+		t.Errorf("%s %s: %s answered a body that is not JSON: %q", c.method, c.target, impl, body)
 	}
 }
