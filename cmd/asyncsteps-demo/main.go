@@ -453,17 +453,43 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 // context. A client has ReadHeaderTimeout to send its request's headers,
 // and a keep-alive connection left idle is closed after IdleTimeout:
 // without it, clients that leave connections open would hold a file
-// descriptor each until the process runs out of them. (No ReadTimeout:
-// net/http would cancel a request still served when it passed.)
+// descriptor each until the process runs out of them. A request's body
+// has bodyWait (see boundBodyWait). (No ReadTimeout: net/http would
+// cancel a request still served when it passed.)
 func newServer(h http.Handler, base context.Context, logger *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           boundBodyWait(h),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }
+
+// boundBodyWait returns h with a read deadline, bodyWait away, on each
+// request that announces a body. No handler of the command reads one, but
+// net/http reads what is left of it once the handler has answered (to
+// find the next request, or to close the connection cleanly), before it
+// sends the answer, or after when the client asked to be told to send it
+// (Expect: 100-continue): with no read timeout (see newServer), a client
+// that announced a body it never sends would hold its connection, and get
+// no answer, for ever. Past the deadline the answer is sent and the
+// connection closed. Nothing else reads the connection while the
+// handler runs, so the deadline cancels no request: net/http reads the
+// next request only once the body is read.
+func boundBodyWait(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.ContentLength != 0 { // -1: chunked
+			// Refused only by a writer that cannot: nothing to bound then.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyWait))
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// bodyWait is how long, from its headers, the server waits for a
+// request's body, which no handler reads (see boundBodyWait).
+const bodyWait = time.Second
 
 // closeDelay is how long serve waits, once it has cancelled the requests
 // left at the end of the grace period, before it closes the connections

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,6 +73,50 @@ func TestServerBoundsIdleConnections(t *testing.T) {
 	if srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {
 		t.Errorf("IdleTimeout %v, ReadHeaderTimeout %v, ReadTimeout %v, WriteTimeout %v; want 2m, 5s, 0, 0",
 			srv.IdleTimeout, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout)
+	}
+}
+
+// A request that announces a body it never sends is answered all the
+// same, and its connection closed, bodyWait after its headers: with an
+// Expect: 100-continue, after the answer, or without, before it (net/http
+// reads what is left of the body before it answers). A body that comes
+// is read, and the connection serves the next request.
+func TestServerAnswersRequestsWhoseBodyNeverComes(t *testing.T) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.WriteString(w, req.URL.RawQuery)
+	}), context.Background(), slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Type: text/plain; charset=utf-8\r\n"
+	for _, c := range []struct{ name, request, want string }{
+		{"no body", "GET /?1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", answer + "Connection: close\r\n\r\n1"},
+		{"no body, chunked", "GET /?1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", answer + "Connection: close\r\n\r\n1"},
+		{"no body after 100-continue", "GET /?1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", answer + "Connection: close\r\n\r\n1"},
+		{"a body, then a request", "GET /?1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /?2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+			answer + "\r\n1" + answer + "Connection: close\r\n\r\n2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(bodyWait + 10*time.Second))
+			if _, err := io.WriteString(conn, c.request); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn)
+			if err != nil {
+				t.Errorf("%v after %q", err, got)
+			}
+			if s := dateHeader.ReplaceAllString(string(got), ""); s != c.want {
+				t.Errorf("got %q, want %q", s, c.want)
+			}
+		})
 	}
 }
 
