@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,6 +53,9 @@ const (
 	symbolHold  = "HOLD"  // no answer until its request is cancelled
 	symbolGate  = "GATE"  // its price once release is closed
 	symbolUpgr  = "UPGR"  // 101 Switching Protocols, unasked, then the connection held open
+	symbolCut   = "CUT"   // 200 with half the body its Content-Length announces, then the connection closed
+	symbolGzip  = "GZIP"  // 200 with a body said to be gzip that is not
+	symbolEarly = "EARLY" // 103 Early Hints, then its price
 )
 
 func newScriptedUpstream() *scriptedUpstream {
@@ -121,6 +125,16 @@ func (u *scriptedUpstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		<-req.Context().Done()
 	case symbolUpgr:
 		switchProtocols(w)
+	case symbolCut:
+		w.Header().Set("Content-Length", strconv.Itoa(2*len(price)))
+		io.WriteString(w, price)
+	case symbolGzip:
+		w.Header().Set("Content-Encoding", "gzip")
+		io.WriteString(w, price)
+	case symbolEarly:
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, price)
 	case symbolGate:
 		select {
 		case <-release:
@@ -200,18 +214,26 @@ var dateHeader = regexp.MustCompile(`(?m)^Date: [^\r]*\r\n`)
 // out.
 func rawExchange(t *testing.T, url, method, target string) string {
 	t.Helper()
+	return rawSend(t, url, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n", method, target))
+}
+
+// rawSend writes request, one or more requests as they go on the wire, on
+// a connection of its own, and returns all that comes back until the
+// gateway closes it, its Date lines left out.
+func rawSend(t *testing.T, url, request string) string {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n", method, target); err != nil {
+	if _, err := io.WriteString(conn, request); err != nil {
 		t.Fatal(err)
 	}
 	b, err := io.ReadAll(conn)
 	if err != nil {
-		t.Errorf("%s %s: %v after %q", method, target, err, b)
+		t.Errorf("%q: %v after %q", request, err, b)
 	}
 	return dateHeader.ReplaceAllString(string(b), "")
 }
@@ -382,6 +404,33 @@ func head(name, target string) differentialCase {
 	return differentialCase{name: "HEAD " + name, method: http.MethodHead, target: target}
 }
 
+// raw is the case of request, as it goes on the wire.
+func raw(name, request string) differentialCase {
+	return differentialCase{name: name, run: func(t *testing.T, _ *gatewayPair, url string) string { return rawSend(t, url, request) }}
+}
+
+// clientGone returns the run of a case whose client sends target, which
+// asks for HOLD, and goes away once the upstream has been asked for it;
+// its answer is what the client read before: nothing.
+func clientGone(target string) func(t *testing.T, p *gatewayPair, url string) string {
+	return func(t *testing.T, p *gatewayPair, url string) string {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		p.up.mu.Lock()
+		held := p.up.held
+		p.up.mu.Unlock()
+		if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: g\r\n\r\n", target); err != nil {
+			t.Fatal(err)
+		}
+		<-held
+		conn.Close()
+		return ""
+	}
+}
+
 // distinctSymbols returns n symbols of two letters the scripted upstream
 // quotes: AA, AB, ...
 func distinctSymbols(n int) []string {
@@ -429,6 +478,9 @@ func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
 		get("upstream wrong symbol", "/quote?symbols="+symbolOther),
 		get("upstream huge body", "/quote?symbols="+symbolHuge),
 		get("upstream switching protocols", "/quote?symbols="+symbolUpgr),
+		get("upstream body cut short", "/quote?symbols="+symbolCut),
+		get("upstream body not the gzip it says", "/quote?symbols="+symbolGzip),
+		get("upstream early hints", "/quote?symbols="+symbolEarly),
 		head("upstream 502", "/quote?symbols="+symbol502),
 		{name: "POST /quote", method: http.MethodPost, target: "/quote?symbols=AAPL"},
 		{name: "PUT /quote", method: http.MethodPut, target: "/quote"},
@@ -438,6 +490,17 @@ func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
 		get("long unknown path", "/a-path-longer-than-sixteen-bytes"),
 		head("unknown path", "/nowhere"),
 		{name: "POST unknown path", method: http.MethodPost, target: "/nowhere"},
+		raw("pipelined", "GET /quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\n\r\nHEAD /quote?symbols=zz HTTP/1.1\r\nHost: g\r\n\r\n"+
+			"GET /quote?symbols="+symbol502+" HTTP/1.1\r\nHost: g\r\n\r\nGET /quote?symbols=IBM HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
+		raw("GET with a body, then another", "GET /quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nContent-Length: 5\r\n\r\nhello"+
+			"GET /quote?symbols=IBM HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
+		raw("GET with a chunked body", "GET /quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+		raw("100-continue and its body", "GET /quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"),
+		raw("HTTP/1.0", "GET /quote?symbols=AAPL HTTP/1.0\r\n\r\n"),
+		raw("absolute URL", "GET http://elsewhere/quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
+		raw("escaped path", "GET /%71uote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
+		{name: "client gone", run: clientGone("/quote?symbols=" + symbolHold)},
+		raw("CONNECT", "CONNECT /quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
 	}
 	compareGateways(t, p, cases)
 }
