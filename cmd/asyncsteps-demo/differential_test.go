@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -695,4 +696,50 @@ func checkFuzzAnswer(t *testing.T, c differentialCase, impl, answer string) {
 	case c.method != http.MethodHead && !json.Valid(body):
 		t.Errorf("%s %s: %s answered a body that is not JSON: %q", c.method, c.target, impl, body)
 	}
+}
+
+// Any answer of the upstream, as bytes on the wire before it closes the
+// connection, is judged alike by both gateways: the same answer, the
+// same upstream requests, log lines and counts.
+func FuzzGatewaysJudgeAnyUpstreamAnswerAlike(f *testing.F) {
+	var answer atomic.Pointer[[]byte]
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf.Write(*answer.Load())
+		buf.Flush()
+	}))
+	f.Cleanup(up.Close)
+	cfg := testConfig()
+	cfg.Upstream, cfg.Retries = up.URL, 1
+	p := newGatewayPair(f, cfg)
+	price := fmt.Sprintf(`{"symbol":"AAPL","price":%v}`, priceOf("AAPL"))
+	for _, seed := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(price)) + "\r\n\r\n" + price,
+		"HTTP/1.1 200 OK\r\n\r\n" + price,
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"sym\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + price,
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n" + price,
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n" + price,
+		"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n" + price,
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n" + price,
+		"HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 200 OK\r\n\r\n" + price,
+		"HTTP/1.1 302 Found\r\nLocation: /price?symbol=AAPL\r\n\r\n",
+		"HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\n" + price,
+		"HTTP/1.1 200\r\n\r\n" + price,
+		"HTTP/1.1 999 What\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: \x00\r\n\r\n" + price,
+		"SSH-2.0-OpenSSH\r\n",
+		"",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		answer.Store(&b)
+		compareGateways(t, p, []differentialCase{get("fuzzed upstream answer", "/quote?symbols=AAPL")})
+	})
 }
