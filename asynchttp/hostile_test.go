@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,6 +173,70 @@ func TestHandlerAnswersWhenItsOwnCallbacksPanic(t *testing.T) {
 			}
 			if !strings.Contains(logs(), tc.log) {
 				t.Errorf("log %q lacks %q", logs(), tc.log)
+			}
+		})
+	}
+}
+
+// failingGuard is a Syncer whose Sync panics, or calls runtime.Goexit.
+type failingGuard struct{ goexit bool }
+
+func (g failingGuard) Sync(asyncsteps.AsyncSteps, asyncsteps.StepFunc, ...asyncsteps.ErrorFunc) {
+	if g.goexit {
+		runtime.Goexit()
+	}
+	panic("guard boom")
+}
+
+// A Guard, of the Handler or of a Client, whose Sync panics or calls
+// runtime.Goexit, and a Client's Done that does, fail the request with a
+// logged 500 InternalError, which the Handler's Done sees: a Guard runs
+// in a step of the flow, and a Client's Done in its Await function.
+func TestHandlerAnswersWhenAGuardOrAClientHookFails(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "price") }))
+	t.Cleanup(upstream.Close)
+	loop := newLoop(t)
+	tool := func() asyncsteps.Tool { return loop }
+	ok := func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Success("ok") }
+	fetch := func(c *asynchttp.Client) func(as asyncsteps.AsyncSteps, _ *http.Request) {
+		return func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, upstream.URL) }
+	}
+	const goexitInfo = `info="runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"`
+	for _, tc := range []struct {
+		name string
+		h    asynchttp.Handler
+		log  string // a part of the log line
+	}{
+		{"Handler.Guard panics", asynchttp.Handler{Flow: ok, Tool: tool, Guard: failingGuard{}},
+			`code=InternalError info="guard boom" cause="panic: guard boom"`},
+		{"Handler.Guard calls Goexit", asynchttp.Handler{Flow: ok, Tool: tool, Guard: failingGuard{goexit: true}},
+			"code=InternalError " + goexitInfo},
+		{"Client.Guard panics", asynchttp.Handler{Flow: fetch(&asynchttp.Client{Guard: failingGuard{}}), Tool: tool},
+			`code=InternalError info="guard boom" cause="panic: guard boom"`},
+		{"Client.Guard calls Goexit", asynchttp.Handler{Flow: fetch(&asynchttp.Client{Guard: failingGuard{goexit: true}}), Tool: tool},
+			"code=InternalError " + goexitInfo},
+		{"Client.Done panics", asynchttp.Handler{Tool: tool, Flow: fetch(&asynchttp.Client{HTTP: upstream.Client(),
+			Done: func(*http.Request, int, error) { panic("client done boom") }})},
+			`code=InternalError info="panic: client done boom" cause="panic: client done boom"`}, // as an Await function's panic
+		{"Client.Done calls Goexit", asynchttp.Handler{Tool: tool, Flow: fetch(&asynchttp.Client{HTTP: upstream.Client(),
+			Done: func(*http.Request, int, error) { runtime.Goexit() }})},
+			"status=500"}, // the request's goroutine ended, or a loop's: the Handler says which
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen outcomes
+			h := tc.h
+			h.Done = seen.done
+			logger, logs := logged()
+			h.Logger = logger
+			status, _, body := serve(t, &h)
+			if status != http.StatusInternalServerError || body != internalAnswer {
+				t.Errorf("got %d %q, want 500 %q", status, body, internalAnswer)
+			}
+			if !strings.Contains(logs(), tc.log) {
+				t.Errorf("log %q lacks %q", logs(), tc.log)
+			}
+			if got := seen.get(); len(got) != 1 || got[0].Code != asyncsteps.InternalError || got[0].Status != http.StatusInternalServerError {
+				t.Errorf("Done saw %+v, want one InternalError answered 500", got)
 			}
 		})
 	}
