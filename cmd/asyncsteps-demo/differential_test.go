@@ -57,6 +57,7 @@ const (
 	symbolCut   = "CUT"   // 200 with half the body its Content-Length announces, then the connection closed
 	symbolGzip  = "GZIP"  // 200 with a body said to be gzip that is not
 	symbolEarly = "EARLY" // 103 Early Hints, then its price
+	symbolLong  = "LONG"  // 200 with its price and a header longer than maxUpstreamHeader
 )
 
 func newScriptedUpstream() *scriptedUpstream {
@@ -131,6 +132,9 @@ func (u *scriptedUpstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		io.WriteString(w, price)
 	case symbolGzip:
 		w.Header().Set("Content-Encoding", "gzip")
+		io.WriteString(w, price)
+	case symbolLong:
+		w.Header().Set("X-Long", strings.Repeat("x", maxUpstreamHeader))
 		io.WriteString(w, price)
 	case symbolEarly:
 		w.Header().Set("Link", "</style.css>; rel=preload")
@@ -482,6 +486,8 @@ func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
 		get("upstream body cut short", "/quote?symbols="+symbolCut),
 		get("upstream body not the gzip it says", "/quote?symbols="+symbolGzip),
 		get("upstream early hints", "/quote?symbols="+symbolEarly),
+		{name: "GET upstream header too long", method: http.MethodGet, target: "/quote?symbols=" + symbolLong,
+			body: `{"error":"CommError","info":"asynchttp: GET: answer header too long"}` + "\n"},
 		head("upstream 502", "/quote?symbols="+symbol502),
 		{name: "POST /quote", method: http.MethodPost, target: "/quote?symbols=AAPL"},
 		{name: "PUT /quote", method: http.MethodPut, target: "/quote"},

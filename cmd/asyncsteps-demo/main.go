@@ -345,12 +345,21 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 // not follow redirects: the upstream contract has none, and following
 // them would send the gateway wherever the upstream points (a redirect
 // loop cost ten requests per attempt); a 3xx is a broken upstream, 502.
+// It reads no header longer than maxUpstreamHeader.
 func upstreamClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 1024
+	t.MaxResponseHeaderBytes = maxUpstreamHeader
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
+
+// maxUpstreamHeader bounds the header of an upstream answer, as
+// maxUpstreamBody bounds its body: net/http's default, 10 MB, let a
+// broken upstream make the gateway hold ten times more for a header than
+// for a body, per symbol of each request. A longer one is a CommError,
+// retried as a body too long is.
+const maxUpstreamHeader = 64 << 10
 
 // maxProbeTimeout bounds the wait of probeUpstream, whatever
 // -attempt-timeout: an upstream that drops connections silently delays the
