@@ -376,8 +376,28 @@ func probeUpstream(ctx context.Context, client *http.Client, base string, timeou
 	probeCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := probe(probeCtx, client, priceURL(base, knownSymbols[0])); err != nil && ctx.Err() == nil {
-		logger.Warn("upstream probe failed, serving anyway", "upstream", base, "err", err)
+		logger.Warn("upstream probe failed, serving anyway", "upstream", redacted(base), "err", err)
 	}
+}
+
+// redacted returns the URL s with the password of its user information,
+// if it has one, replaced by "***", as net/http's errors give it: an
+// -upstream may carry the credentials the gateway sends, which a log line
+// must not. validateUpstreamURL has parsed s.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	return redactedURL(u)
+}
+
+// redactedURL is redacted for a parsed URL.
+func redactedURL(u *url.URL) string {
+	if _, ok := u.User.Password(); !ok {
+		return u.String()
+	}
+	return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
 }
 
 // probe makes the request of probeUpstream.
@@ -393,7 +413,7 @@ func probe(ctx context.Context, client *http.Client, url string) error {
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxUpstreamBody)) //nolint:errcheck // read to reuse the connection
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
-		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+		return fmt.Errorf("GET %s: status %d", redactedURL(req.URL), resp.StatusCode)
 	}
 	return nil
 }

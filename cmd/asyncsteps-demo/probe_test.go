@@ -116,3 +116,31 @@ func TestUpstreamProbeJudgesTheAnswer(t *testing.T) {
 		up.Close()
 	}
 }
+
+// The password of an -upstream's user information, which net/http sends
+// to it, is in no log line: the probe's warning gives it as net/http's
+// errors do, "***", whatever failed.
+func TestUpstreamProbeLogsNoPassword(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if user, pass, ok := req.BasicAuth(); !ok || user != "gw" || pass != "s3cret" {
+			t.Errorf("the upstream got the credentials %q, %q, %v", user, pass, ok)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer up.Close()
+	withUser := strings.Replace(up.URL, "http://", "http://gw:s3cret@", 1)
+	redacted := strings.Replace(up.URL, "http://", "http://gw:***@", 1)
+	for _, c := range []struct{ name, upstream, warn string }{
+		{"an answer of another status", withUser,
+			`upstream=` + redacted + ` err="GET ` + redacted + `/price?symbol=AAPL: status 503"`},
+		{"no answer", "http://gw:s3cret@" + closedPort(t), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, logs := runLogged(t, "-upstream", c.upstream, "-attempt-timeout", "10s")
+			first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`)
+			if strings.Contains(first, "s3cret") || !strings.Contains(first, "upstream=http://gw:***@") || !strings.Contains(first, c.warn) {
+				t.Errorf("log before serving %q, want the password as *** and %q", first, c.warn)
+			}
+		})
+	}
+}
