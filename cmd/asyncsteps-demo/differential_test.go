@@ -512,6 +512,25 @@ func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
 	compareGateways(t, p, cases)
 }
 
+// A bug in a step, here a decoder that panics on one symbol's answer: a
+// 500, and the same log line, its info the panic's value and its cause
+// the panic.
+func TestGatewaysAnswerAlikeToAPanic(t *testing.T) {
+	cfg := testConfig()
+	cfg.decode = func(body []byte) (quote, error) {
+		if strings.Contains(string(body), "BOOM") {
+			panic("decoder bug")
+		}
+		return decodeQuote(body)
+	}
+	p := newGatewayPair(t, cfg)
+	compareGateways(t, p, []differentialCase{
+		{name: "GET panic", method: http.MethodGet, target: "/quote?symbols=BOOM",
+			body: `{"error":"InternalError","info":"internal error, see the server log"}` + "\n"},
+		head("panic", "/quote?symbols=BOOM"),
+	})
+}
+
 // An answer too long for net/http to count before it sends it: with
 // -max-symbols 100, a hundred quotes.
 func TestGatewaysAnswerAlikeWithManySymbols(t *testing.T) {
