@@ -507,6 +507,8 @@ func TestGatewaysAnswerAlikeToRequestsAndUpstreamAnswers(t *testing.T) {
 		raw("absolute URL", "GET http://elsewhere/quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
 		raw("escaped path", "GET /%71uote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
 		{name: "client gone", run: clientGone("/quote?symbols=" + symbolHold)},
+		raw("unclean path", "GET //quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
+		raw("dot segment", "GET /stats/../quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
 		raw("CONNECT", "CONNECT /quote?symbols=AAPL HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"),
 	}
 	compareGateways(t, p, cases)
