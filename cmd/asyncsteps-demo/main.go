@@ -411,7 +411,7 @@ func probe(ctx context.Context, client *http.Client, url string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxUpstreamBody)) //nolint:errcheck // read to reuse the connection
+	io.Copy(io.Discard, upstreamBody(resp, maxUpstreamBody)) //nolint:errcheck // read to reuse the connection
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
 		return fmt.Errorf("GET %s: status %d", redactedURL(req.URL), resp.StatusCode)
 	}

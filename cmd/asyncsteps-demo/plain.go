@@ -205,18 +205,22 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 }
 
 // readUpstreamBody reads the body of resp, up to maxUpstreamBody bytes and
-// one more, which tells a longer body, and, as asynchttp.Client reads it,
-// no more than its Content-Length. net/http ends a body at its length,
-// but for a 101 Switching Protocols, which the gateway never asks for:
-// its body is the connection itself, of length 0, which no context
-// closes. Read to its end, it would hold the request until the upstream
-// closed it, past every timeout.
+// one more, which tells a longer body (see upstreamBody).
 func readUpstreamBody(resp *http.Response) ([]byte, error) {
-	n := int64(maxUpstreamBody + 1)
+	return io.ReadAll(upstreamBody(resp, maxUpstreamBody+1))
+}
+
+// upstreamBody returns the body of resp, up to limit bytes and, as
+// asynchttp.Client reads it, no more than its Content-Length. net/http
+// ends a body at its length, but for a 101 Switching Protocols, which the
+// gateway never asks for: its body is the connection itself, of length
+// 0, which no context closes. Read to its end, it would hold the request
+// until the upstream closed it, past every timeout.
+func upstreamBody(resp *http.Response, limit int64) io.Reader {
 	if resp.ContentLength >= 0 {
-		n = min(n, resp.ContentLength)
+		limit = min(limit, resp.ContentLength)
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, n))
+	return io.LimitReader(resp.Body, limit)
 }
 
 // transportError maps the failure of req with asynchttp.RequestError, as

@@ -144,3 +144,17 @@ func TestUpstreamProbeLogsNoPassword(t *testing.T) {
 		})
 	}
 }
+
+// An upstream that answers the probe with 101 Switching Protocols, which
+// the probe did not ask for, and keeps the connection open, delays the
+// start by no more than any other answer: the probe reads no body past
+// its Content-Length, and warns of the status.
+func TestUpstreamProbeOfASwitchOfProtocols(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { switchProtocols(w) }))
+	defer up.Close()
+	_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s")
+	want := `level=WARN msg="upstream probe failed, serving anyway" upstream=` + up.URL + ` err="GET ` + up.URL + `/price?symbol=AAPL: status 101"` + "\n"
+	if first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`); first != want {
+		t.Errorf("log before serving %q, want %q", first, want)
+	}
+}
