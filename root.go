@@ -193,11 +193,24 @@ func (r *Root) Cancel() {
 func (r *Root) cancel(cause error) {
 	fl := &r.fl
 	stop := &cause
-	if !fl.isRunning() || !fl.stop.CompareAndSwap(nil, stop) {
+	if !fl.isRunning() {
 		return
 	}
-	// The flow sees stop before its next step; a flow that waits needs the
-	// loop to look. A later execution of the Root has another stop.
+	if !fl.stop.CompareAndSwap(nil, stop) {
+		// Requested already: on a TestTool, ResetEvents may have dropped
+		// the callback that applies it, which then goes again.
+		if t, ok := fl.sched.(*TestTool); ok {
+			t.repostCancel(fl)
+		}
+		return
+	}
+	fl.postCancel(stop)
+}
+
+// postCancel queues the callback that applies stop, a requested cancel:
+// the flow sees stop before its next step, but a flow that waits needs
+// the loop to look. A later execution of the Root has another stop.
+func (fl *flow) postCancel(stop *error) {
 	var apply func()
 	apply = func() {
 		if fl.stop.Load() != stop {
@@ -207,9 +220,13 @@ func (r *Root) cancel(cause error) {
 			fl.deferTask(funcTask(apply))
 			return
 		}
-		fl.cancel(cause)
+		fl.cancel(*stop)
 	}
-	r.fl.sched.Immediate(apply)
+	if t, ok := fl.sched.(*TestTool); ok {
+		t.post(droppedCancel{fl: fl, stop: stop, apply: apply})
+		return
+	}
+	fl.sched.Immediate(apply)
 }
 
 // Run executes the flow and waits for its end. Run returns only once the

@@ -56,6 +56,9 @@ type TestTool struct {
 	timers timerHeap   // deferred callbacks; cancelled ones are removed at once
 	engine enginePools // used only by the driving goroutine
 	seq    atomic.Uint64
+	// cancels holds the cancels whose callback ResetEvents dropped, by
+	// flow, for a Root.Cancel that asks again (see repostCancel).
+	cancels map[*flow]*error
 }
 
 // NewTestTool returns a TestTool with no event and its clock at
@@ -159,8 +162,10 @@ func (t *TestTool) Advance(d time.Duration) {
 // ResetEvents drops every scheduled callback; their handles become invalid.
 // The clock is left as it is. A [Throttle] whose period was timed here
 // ends that period at once: the flows waiting for it enter, and may start
-// a new period. What package cabi queued to release C memory releases it
-// before ResetEvents returns, on its caller's goroutine.
+// a new period. A [Root.Cancel] whose callback it drops may be called
+// again: its flow is then cancelled when the tool runs next. What package
+// cabi queued to release C memory releases it before ResetEvents returns,
+// on its caller's goroutine.
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
 	t.mu.Lock()
@@ -187,6 +192,39 @@ type droppable struct{ f, fallback func() }
 
 func (d droppable) run()     { d.f() }
 func (d droppable) dropped() { d.fallback() }
+
+// droppedCancel is the callback that applies a Root.Cancel; if
+// ResetEvents drops it, the tool keeps the cancel, so that a later
+// Root.Cancel, which finds the cancel requested already, posts it again.
+type droppedCancel struct {
+	fl    *flow
+	stop  *error
+	apply func()
+}
+
+func (d droppedCancel) run() { d.apply() }
+
+func (d droppedCancel) dropped() {
+	t := d.fl.sched.(*TestTool)
+	t.mu.Lock()
+	if t.cancels == nil {
+		t.cancels = make(map[*flow]*error)
+	}
+	t.cancels[d.fl] = d.stop
+	t.mu.Unlock()
+}
+
+// repostCancel posts again the cancel of fl that ResetEvents dropped, if
+// it is still the one requested of the running flow.
+func (t *TestTool) repostCancel(fl *flow) {
+	t.mu.Lock()
+	stop := t.cancels[fl]
+	delete(t.cancels, fl)
+	t.mu.Unlock()
+	if stop != nil && fl.stop.Load() == stop && fl.isRunning() {
+		fl.postCancel(stop)
+	}
+}
 
 func init() {
 	toolinfo.PostOrDrop = func(tool any, run, dropped func()) bool {

@@ -366,3 +366,37 @@ func TestTestToolHugeDelayDoesNotOverflow(t *testing.T) {
 		t.Fatalf("trace = %q, want %q", got, "soon")
 	}
 }
+
+// A Root.Cancel whose callback ResetEvents dropped may be called again:
+// the flow is then cancelled, once, when the tool runs next. Before, the
+// cancel counted as requested for good, and the flow, waiting, ran on
+// until something else woke it. A Cancel that finds its callback still
+// queued queues none of its own.
+func TestTestToolCancelDroppedByResetEventsCanBeCalledAgain(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
+	})
+	r.ExecuteWith(func(err *Error) { tr.add("unhandled %s", err.Code) })
+	tt.Run()
+	r.Cancel()
+	tt.ResetEvents()
+	tt.Run()
+	if !r.Running() || tr.String() != "" {
+		t.Fatalf("after the dropped cancel: running %v, trace %q; want true, none", r.Running(), tr.String())
+	}
+	r.Cancel()
+	r.Cancel() // its callback is queued: nothing more
+	if n := tt.Pending(); n != 1 {
+		t.Errorf("%d callbacks queued by two Cancels, want 1", n)
+	}
+	tt.Run()
+	if r.Running() {
+		t.Error("the flow still runs after Cancel was called again")
+	}
+	if got, want := tr.String(), "cancelled"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}

@@ -289,7 +289,8 @@ func TestForeignSyncGrantedAfterTheLoopStoppedIsUnlockedByFree(t *testing.T) {
 // its fallback runs inside ResetEvents, as a stopped Loop's runs once the
 // loop has stopped. The waiting step is released after its cancel handler
 // unless the success completed it, and the state variable is cleaned up
-// once. Before, the release was lost with the dropped callback.
+// once. The flow is cancelled when the tool runs next, calling no cancel
+// handler twice. Before, the release was lost with the dropped callback.
 func TestReleaseDroppedByResetEventsRunsItsFallback(t *testing.T) {
 	for _, succeed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "free", true: "success+free"}[succeed], func(t *testing.T) {
@@ -304,6 +305,7 @@ func checkResetEventsDrop(t *testing.T, succeed bool) {
 	ctest.Reset()
 	tt := asyncsteps.NewTestTool()
 	owned := cabi.New(tt)
+	r := cabi.Wrap(owned).(*asyncsteps.Root)
 	ctest.State(owned)
 	ctest.HeldWithCancel(owned) // waits until SucceedHeld
 	ctest.ExecuteOnly(owned, "x", 1)
@@ -324,7 +326,19 @@ func checkResetEventsDrop(t *testing.T, succeed bool) {
 	if cabi.Wrap(owned) != nil {
 		t.Error("the root is still valid after its free was dropped")
 	}
+	// The fallback cancelled the flow: its callback is the one left, and
+	// calls no cancel handler twice.
+	if n := tt.Pending(); n != 1 {
+		t.Errorf("%d callbacks scheduled after ResetEvents, want 1 (the cancel of the flow)", n)
+	}
+	tt.Run()
+	if r.Running() {
+		t.Error("the freed root's flow still runs")
+	}
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace once the flow was cancelled:\n%s\nwant:\n%s", got, want)
+	}
 	if n := tt.Pending(); n != 0 {
-		t.Errorf("%d callbacks scheduled after ResetEvents", n)
+		t.Errorf("%d callbacks scheduled once the tool ran", n)
 	}
 }

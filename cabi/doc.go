@@ -151,7 +151,14 @@
 // that drives it, what ResetEvents drops of these runs the same way before
 // ResetEvents returns, on its caller's goroutine, in the order called:
 // call ResetEvents from the goroutine that drives the tool, or while none
-// does. On a Tool of another package, cabi cannot learn that a callback
+// does. But a TestTool runs later callbacks, so a dropped free also
+// cancels the flow of a root made by C, as a closed loop ends it: the
+// cancel applies when the tool runs next (the C cancel handlers have run
+// already: none runs twice), the syncs the flow holds come back, and a
+// step of the flow completed later, by Go or by C, runs none of the freed
+// root's C steps. The dropped free of a Go root given by [Binary] does
+// what its free does on a running tool: it releases the root pointer
+// only, and the flow, Go's, keeps its steps and runs on. On a Tool of another package, cabi cannot learn that a callback
 // was dropped: what it would have released is not.
 //
 // # Memory

@@ -159,6 +159,11 @@ func (ro *rootObj) free(wait bool) {
 		releaseLeft(ro.root.State())
 		finish()
 	}
+	if fc.loop == nil {
+		// A TestTool whose ResetEvents dropped the release runs later
+		// callbacks, though: see droppedByTestTool.
+		stopped = func() { ro.droppedByTestTool(finish) }
+	}
 	fc.post(func() {
 		if ro.owned {
 			ro.root.Cancel()
@@ -171,6 +176,26 @@ func (ro *rootObj) free(wait bool) {
 	if wait && ro.waitsForRelease() {
 		waitReleased(released, fc)
 	}
+}
+
+// droppedByTestTool does, inside ResetEvents, what a free that a TestTool
+// dropped would have done; finish is the release it would have posted
+// after the cancel. A Go root's flow stays Go's and runs on: only its root
+// pointer goes, and its C steps keep theirs, which their completion needs.
+// An owned root's flow is cancelled, as a closed loop ends it, so that no
+// C step of the freed root runs on a completion that comes later and the
+// syncs the flow holds come back; the cancel applies when the tool runs
+// next, but C memory is released now, as ResetEvents promises: the steps
+// the flow left waiting after their cancel handlers (see releaseLeft),
+// whose engine cancel then finds them released.
+func (ro *rootObj) droppedByTestTool(finish func()) {
+	if !ro.owned {
+		finish()
+		return
+	}
+	ro.root.Cancel()
+	releaseLeft(ro.root.State())
+	finish()
 }
 
 // waitsForRelease reports whether FreeWait, called now, waits for the loop
