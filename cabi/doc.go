@@ -158,8 +158,17 @@
 // step of the flow completed later, by Go or by C, runs none of the freed
 // root's C steps. The dropped free of a Go root given by [Binary] does
 // what its free does on a running tool: it releases the root pointer
-// only, and the flow, Go's, keeps its steps and runs on. On a Tool of another package, cabi cannot learn that a callback
-// was dropped: what it would have released is not.
+// only, and the flow, Go's, keeps its steps and runs on.
+//
+// A Tool of another package that may drop a callback it has accepted (a
+// close, a reset) reports the drop by implementing [DropReporter]: cabi
+// then posts through it, and what the tool drops runs as on a TestTool,
+// when and where the tool calls it. On one that does not, cabi cannot
+// learn of the drop: what the callback would have released stays
+// allocated and its C cleanups never run (the state variables of a freed
+// root, the stack memory and cancel handler of a waiting step, a custom
+// object given to success). Such a tool must run every callback it has
+// accepted, or keep no C flow when it drops them.
 //
 // # Memory
 //

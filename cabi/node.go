@@ -501,16 +501,40 @@ func (fc *flowCtx) onLoop() bool {
 // f's turn), runs dropped instead, once the loop has stopped, so that it
 // never runs beside a callback of the flow. At most one of the two runs,
 // and post never waits for either. On a TestTool, dropped runs if
-// ResetEvents drops f, inside ResetEvents (see toolinfo.PostOrDrop). On
-// a tool of another package, f is only scheduled: a callback such a tool
-// drops is lost, as cabi cannot learn of it.
+// ResetEvents drops f, inside ResetEvents (see toolinfo.PostOrDrop); on
+// a tool of another package, if the tool reports the drop (DropReporter).
+// Another tool only schedules f: a callback it drops is lost, as cabi
+// cannot learn of it.
 func (fc *flowCtx) post(f, dropped func()) {
-	switch {
-	case fc.loop != nil:
-		fc.loop.post(f, dropped)
-	case !toolinfo.PostOrDrop(fc.tool, f, dropped):
-		fc.tool.Immediate(f)
+	postOn(fc.tool, fc.loop, f, dropped)
+}
+
+// postOn is post for tool, whose loopCtx is lp (nil for a tool that is
+// not a Loop).
+func postOn(tool asyncsteps.Tool, lp *loopCtx, f, dropped func()) {
+	if lp != nil {
+		lp.post(f, dropped)
+		return
 	}
+	if toolinfo.PostOrDrop(tool, f, dropped) {
+		return
+	}
+	if d, ok := tool.(DropReporter); ok {
+		d.ImmediateOrDropped(f, dropped)
+		return
+	}
+	tool.Immediate(f)
+}
+
+// reportsDrops reports whether tool runs the fallback of a callback it
+// drops and may run later callbacks after the drop: a TestTool, or a
+// tool of another package that implements DropReporter.
+func reportsDrops(tool asyncsteps.Tool) bool {
+	if _, ok := tool.(*asyncsteps.TestTool); ok {
+		return true
+	}
+	_, ok := tool.(DropReporter)
+	return ok
 }
 
 // closing reports whether the flow's tool refuses callbacks: a deferred

@@ -159,10 +159,10 @@ func (ro *rootObj) free(wait bool) {
 		releaseLeft(ro.root.State())
 		finish()
 	}
-	if fc.loop == nil {
+	if reportsDrops(fc.tool) {
 		// A TestTool whose ResetEvents dropped the release runs later
-		// callbacks, though: see droppedByTestTool.
-		stopped = func() { ro.droppedByTestTool(finish) }
+		// callbacks, though, and so may a DropReporter: see droppedLive.
+		stopped = func() { ro.droppedLive(finish) }
 	}
 	fc.post(func() {
 		if ro.owned {
@@ -178,9 +178,10 @@ func (ro *rootObj) free(wait bool) {
 	}
 }
 
-// droppedByTestTool does, inside ResetEvents, what a free that a TestTool
-// dropped would have done; finish is the release it would have posted
-// after the cancel. A Go root's flow stays Go's and runs on: only its root
+// droppedLive does what a free that a tool dropped would have done, on a
+// tool that may run later callbacks (a TestTool, inside ResetEvents, or a
+// DropReporter); finish is the release it would have posted after the
+// cancel. A Go root's flow stays Go's and runs on: only its root
 // pointer goes, and its C steps keep theirs, which their completion needs.
 // An owned root's flow is cancelled, as a closed loop ends it, so that no
 // C step of the freed root runs on a completion that comes later and the
@@ -188,7 +189,7 @@ func (ro *rootObj) free(wait bool) {
 // next, but C memory is released now, as ResetEvents promises: the steps
 // the flow left waiting after their cancel handlers (see releaseLeft),
 // whose engine cancel then finds them released.
-func (ro *rootObj) droppedByTestTool(finish func()) {
+func (ro *rootObj) droppedLive(finish func()) {
 	if !ro.owned {
 		finish()
 		return
