@@ -5,6 +5,7 @@ package cabi_test
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -108,4 +109,33 @@ func TestGoRootFreeDroppedByResetEventsLeavesItsFlowRunning(t *testing.T) {
 	if got, want := ctest.Trace(), "held\n"; got != want {
 		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// On a TestTool, the cleanup of a custom object that no C step received,
+// which cabi posts to the tool once the Go side has dropped the object,
+// runs inside ResetEvents if ResetEvents drops it. Before, it was lost
+// with the callback, and so was the object.
+func TestCustomObjectCleanupDroppedByResetEventsRuns(t *testing.T) {
+	runtime.LockOSThread() // the C steps check that they run on one thread
+	defer runtime.UnlockOSThread()
+	ctest.Reset()
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	root := cabi.Binary(r)
+	ctest.Custom(root)
+	r.Add(func(asyncsteps.AsyncSteps, ...any) {}) // drops the last custom object
+	r.Execute()
+	tt.Run()
+	if n := ctest.Cleanups(); n != 1 {
+		t.Fatalf("%d cleanups once the flow ended, want 1", n)
+	}
+	if !gcUntil(5*time.Second, func() bool { return tt.Pending() > 0 }) {
+		t.Fatal("the cleanup of the dropped custom object was never posted")
+	}
+	tt.ResetEvents()
+	if n := ctest.Cleanups(); n != 2 {
+		t.Errorf("%d cleanups after ResetEvents, want 2", n)
+	}
+	ctest.Free(root)
+	tt.Run()
 }

@@ -30,8 +30,9 @@ type String32 []rune
 // custom_data and length, passed on as they are. The library calls its
 // type's cleanup once: when the C step that receives it completes or, if no
 // C step receives it, some time after the Go side has dropped it (on the
-// loop of the flow that received it; for one received from a foreign
-// table, on the default loop). A C step that takes a received value over
+// loop of the flow that received it, or where that loop runs what it
+// drops, as the package doc says of a free; for one received from a
+// foreign table, on the default loop). A C step that takes a received value over
 // (moves it out of its FutoInArgs and resets the slot) owns it from then
 // on: the library no longer cleans it up.
 type Custom struct {
@@ -71,14 +72,29 @@ func newCustom(flat *C.cabi_flat, tool asyncsteps.Tool) *Custom {
 		tool = asyncsteps.DefaultTool()
 	}
 	runtime.AddCleanup(c, func(v *customVal) {
-		if v.done.Load() {
-			return
-		}
-		if h := tool.Immediate(v.release); !h.IsValid() {
-			v.release() // the loop is gone: here is as good as anywhere
+		if !v.done.Load() {
+			releaseOn(tool, v.release)
 		}
 	}, c.v)
 	return c
+}
+
+// releaseOn runs release, the cleanup of a custom object no C step
+// received, on tool or, if tool drops it, where its fallbacks run (see
+// flowCtx.post): a closed Loop, a reset TestTool or a DropReporter loses
+// no cleanup. On another tool, one that refuses it at once runs it here.
+func releaseOn(tool asyncsteps.Tool, release func()) {
+	if l, ok := tool.(*asyncsteps.Loop); ok {
+		loopFor(l).post(release, release)
+		return
+	}
+	if reportsDrops(tool) {
+		postOn(tool, nil, release, release)
+		return
+	}
+	if h := tool.Immediate(release); !h.IsValid() {
+		release() // refused, or run already: release runs once
+	}
 }
 
 // cArgs is a FutoInArgs made from Go values, in C memory.
