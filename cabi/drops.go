@@ -27,7 +27,7 @@ type loopCtx struct {
 	// neverCloses: the loop of DefaultTool, which drops nothing it
 	// accepts and refuses nothing: no watcher, and posts are not kept.
 	neverCloses bool
-	pinOnce     sync.Once
+	pinMu       sync.Mutex // held only briefly, never while waiting for the loop
 	pin         *pinned
 	mu          sync.Mutex
 	head, tail  *posted // in the order posted

@@ -85,41 +85,61 @@ func onLoopGoroutine() bool {
 }
 
 // pinLoop locks the goroutine of the loop to its OS thread, once per
-// loop, and returns the thread; nil for a closed loop. Off the loop it
-// waits until the loop has run the pinning callback.
+// loop, and returns the pin; nil for a loop that stopped unpinned. On the
+// loop it pins at once. Off the loop it waits until the loop has run a
+// pinning callback, holding no lock meanwhile: a callback of the loop that
+// comes here at the same time (a Go step given to C by Binary while
+// another goroutine makes the loop's first C root) must not wait for the
+// waiter, which waits for the loop.
 func (lp *loopCtx) pinLoop() *pinned {
-	lp.pinOnce.Do(func() {
-		l := lp.loop
+	l := lp.loop
+	if l.IsSameThread() {
+		return lp.pinHere()
+	}
+	if p := lp.pinned(); p != nil {
+		return p
+	}
+	select {
+	case <-l.Done():
+		return nil // stopped: nothing to pin, and no callback to wait for
+	default:
+	}
+	done := make(chan *pinned, 1)
+	h := l.Immediate(func() { done <- lp.pinHere() })
+	for {
 		select {
-		case <-l.Done():
-			return // stopped: nothing to pin, and no callback to wait for
-		default:
-		}
-		pin := func() *pinned { return newPinned(l) }
-		if l.IsSameThread() {
-			lp.pin = pin()
-			return
-		}
-		done := make(chan *pinned, 1)
-		h := l.Immediate(func() { done <- pin() })
-		for {
+		case p := <-done:
+			return p
+		case <-time.After(10 * time.Millisecond):
+			if h.IsValid() {
+				continue // still queued
+			}
+			// Running now, or dropped by a closed loop.
 			select {
 			case p := <-done:
-				lp.pin = p
-				return
-			case <-time.After(10 * time.Millisecond):
-				if h.IsValid() {
-					continue // still queued
-				}
-				// Running now, or dropped by a closed loop.
-				select {
-				case lp.pin = <-done:
-				case <-l.Done():
-				case <-time.After(time.Second):
-				}
-				return
+				return p
+			case <-l.Done():
+			case <-time.After(time.Second):
 			}
+			return lp.pinned()
 		}
-	})
+	}
+}
+
+// pinned returns the loop's pin, nil if it has none yet.
+func (lp *loopCtx) pinned() *pinned {
+	lp.pinMu.Lock()
+	defer lp.pinMu.Unlock()
+	return lp.pin
+}
+
+// pinHere pins the loop, on its goroutine, unless it is pinned already,
+// and returns the pin.
+func (lp *loopCtx) pinHere() *pinned {
+	lp.pinMu.Lock()
+	defer lp.pinMu.Unlock()
+	if lp.pin == nil {
+		lp.pin = newPinned(lp.loop)
+	}
 	return lp.pin
 }
