@@ -5,12 +5,14 @@ package cabi_test
 import (
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
 
 // The first C use of a Loop from another goroutine, which waits for the
@@ -67,4 +69,84 @@ func waitForStack(fn string, d time.Duration) bool {
 		time.Sleep(time.Millisecond)
 	}
 	return false
+}
+
+// Binary called off the loop, on a Go step that waits (a goroutine gives
+// it to a C library that completes it), while the flow's loop gives other
+// steps of the flow to C: the pointer given off the loop is the step's,
+// and is released once the step is over.
+func TestBinaryOffTheLoopBesideTheLoop(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	const rounds = 200
+	var given []unsafe.Pointer
+	var done atomic.Bool
+	p := r.Parallel()
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		// On the loop first: the flow's State is made on first use, which
+		// is the loop's to do.
+		given = append(given, cabi.Binary(as))
+		go func() {
+			for range rounds {
+				ptr := cabi.Binary(as)
+				if cabi.Wrap(ptr) != as {
+					t.Error("Binary off the loop gave a pointer that is not the step's")
+				}
+				given = append(given, ptr)
+			}
+			done.Store(true)
+			as.Success()
+		}()
+	})
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Loop(func(as asyncsteps.AsyncSteps) {
+			if p := cabi.Binary(as); cabi.Wrap(p) != as {
+				t.Error("Binary on the loop gave a pointer that is not the step's")
+			}
+			if done.Load() {
+				as.Break()
+			}
+		})
+	})
+	// A C flow of the loop's sweeps the pointers of steps that are over.
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { cabi.Binary(as) })
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, ptr := range given {
+		if cabi.Wrap(ptr) != nil {
+			t.Fatal("a pointer given off the loop is still valid after its step")
+		}
+	}
+}
+
+// A step of a parallel branch given to C off the loop, where its branch
+// cannot be told, has a rootId of its own, not the flow's: a sync entered
+// through its lock function must not take it for the flow, or for another
+// branch. Before, it had the flow's.
+func TestBinaryOffTheLoopHasARootIDOfItsOwn(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	flowID := ctest.RootID(cabi.Binary(r))
+	var onLoop, offLoop int64
+	p := r.Parallel()
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		onLoop = ctest.RootID(cabi.Binary(as))
+		go func() {
+			offLoop = ctest.RootID(cabi.Binary(as))
+			as.Success()
+		}()
+	})
+	p.Add(func(asyncsteps.AsyncSteps, ...any) {})
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	if onLoop == flowID || offLoop == flowID || offLoop == onLoop || offLoop == 0 {
+		t.Errorf("rootIds: flow %d, branch step on the loop %d, off the loop %d; want three apart",
+			flowID, onLoop, offLoop)
+	}
 }

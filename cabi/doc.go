@@ -76,13 +76,14 @@
 // flow's, and each parallel branch has its own, a branch made by Go too: a
 // Go step given to C by [Binary], and the C steps added on it, have the
 // rootId of the flow or branch the Go step runs in (given through a
-// decorator without Unwrap, whose branch cannot be told: one of its own,
-// never the flow's, which another branch's steps could share). [Sync] gives
-// a Go [asyncsteps.Syncer] to C. Our addSync enters it directly, with its
-// Go semantics (a Mutex is reentrant per flow and parallel branch). Its
-// lock and unlock functions, for other implementations of the table and for
-// C that calls them, enter it through a hidden flow per caller's flow, told
-// by its table and rootId: a flow that holds it enters again at once. A
+// decorator without Unwrap, or off the loop, where its branch cannot be
+// told: one of its own, never the flow's, which another branch's steps
+// could share). [Sync] gives a Go [asyncsteps.Syncer] to C. Our addSync
+// enters it directly, with its Go semantics (a Mutex is reentrant per flow
+// and parallel branch). Its lock and unlock functions, for other
+// implementations of the table and for C that calls them, enter it through
+// a hidden flow per caller's flow, told by its table and rootId: a flow
+// that holds it enters again at once. A
 // rootId of 0, from a table with no rootId function, tells no flow from
 // another, and safety goes before liveness: each lock with it enters as a
 // flow of its own, never as a reentrant one, so two such flows exclude each

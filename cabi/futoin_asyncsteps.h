@@ -354,8 +354,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * step given to C (cabi.Binary) and the steps added on it have
              * the rootId of the flow or branch the Go step runs in, also in a
              * branch made by Go (through a Go decorator whose branch cannot
-             * be told: one of its own). Never 0 (0 is the answer of a stale
-             * pointer). */
+             * be told, or given off the loop: one of its own). Never 0 (0
+             * is the answer of a stale pointer). */
             ptrdiff_t (*rootId)(FutoInAsyncSteps* bsi);
             /* Index 17. isValid: 1 for a step until it completes; for a root,
              * 1 while it is idle and 0 while its flow runs; 0 for a stale

@@ -285,7 +285,11 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     the flow or parallel branch the step runs in (one of its own for a
 //     decorator without Unwrap, whose branch cannot be told). If a C function
 //     given this pointer raises an error (handle_error, breakLoop,
-//     continueLoop), the Go callback should return at once;
+//     continueLoop), the Go callback should return at once. Called off the
+//     loop (by another goroutine, for a step that waits), it returns a new
+//     pointer each time, whose rootId is one of its own: there the branch
+//     cannot be told either (call it in the callback, on the loop, for the
+//     flow's or branch's rootId);
 //   - an AsyncSteps made by [Wrap] from a pointer: that pointer.
 //
 // It returns nil for nil.
@@ -299,8 +303,9 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 		return unsafe.Pointer(binaryRoot(v).node.bsi)
 	}
 	fc := flowFor(as.State(), as.Tool())
-	rootID := fc.rootID // off the loop, the step's frame is not ours to read
-	if fc.onLoop() {
+	onLoop := fc.onLoop()
+	var rootID int64
+	if onLoop {
 		fc.sweep()
 		for _, n := range fc.external {
 			if !n.released && sameSteps(n.as, as) {
@@ -308,12 +313,24 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 			}
 		}
 		rootID = fc.branchRootID(as)
+	} else {
+		// The step's frame is not ours to read, so its branch cannot be
+		// told: a rootId of its own, never the flow's, which a branch's
+		// step would share with the flow (as for a decorator without
+		// Unwrap, see branchRootID).
+		rootID = newRootID()
 	}
 	n := newNode(kindStep, as, fc, rootID)
 	n.external = true
 	n.inCall = true // C calls on it come from inside the Go callback
 	n.waited = true
-	fc.external = append(fc.external, n)
+	if onLoop {
+		fc.external = append(fc.external, n)
+	} else {
+		// fc.external is the loop's: the loop adds n, to be released by a
+		// sweep once its step is over (or by the fallback, at once).
+		fc.post(func() { fc.external = append(fc.external, n) }, n.release)
+	}
 	return unsafe.Pointer(n.bsi)
 }
 
