@@ -140,8 +140,9 @@
 // cancel), then the cleanups of its stack memory run, and the unlock of a
 // foreign FutoInSync (another implementation's, given to addSync) whose
 // section the step is in, once, with a bsi of the section (is_same_thread
-// 0 there); then the cleanups of the root's state variables (of a root made by C: a Go root's free,
-// given by [Binary], releases its steps only). A success or handle_error
+// 0 there); then the cleanups of the root's state variables (of a root
+// made by C: a Go root's free, given by [Binary], releases its steps
+// only). A success or handle_error
 // the loop did not run releases its step without its cancel handler and
 // cleans up its custom objects; a success that completes the lock step of
 // a foreign FutoInSync counts its section as held, for free to unlock.
