@@ -150,3 +150,28 @@ func TestBinaryOffTheLoopHasARootIDOfItsOwn(t *testing.T) {
 			flowID, onLoop, offLoop)
 	}
 }
+
+// A C step that passes on, in a success from another thread, the custom
+// object it received and left in its slot, while its callback returns:
+// the object reaches the next step and is cleaned up once, and the
+// step's list of received objects is never written by two threads at
+// once. Before, the other thread took the object out of that list while
+// the loop read it (go test -race shows it).
+func TestSuccessFromAnotherThreadPassesOnAnInput(t *testing.T) {
+	r, _ := newRoot(t)
+	const rounds = 100
+	r.Repeat(rounds, func(as asyncsteps.AsyncSteps, _ int) { ctest.PassAsync(cabi.Binary(as)) })
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	if !gcUntil(5*time.Second, func() bool { return ctest.Cleanups() >= rounds }) {
+		t.Fatalf("%d cleanups, want %d", ctest.Cleanups(), rounds)
+	}
+	settleCleanups()
+	if n := ctest.Cleanups(); n != rounds {
+		t.Errorf("%d cleanups, want %d", n, rounds)
+	}
+	if strings.Contains(ctest.Trace(), "got no custom object") {
+		t.Error("a step did not get the object passed on")
+	}
+}

@@ -72,11 +72,15 @@ type node struct {
 	deferred []any
 	held     bool
 
-	stacks   []stackMem
-	link     *stepLink // the step's error handler, if it has one: it outlives the stacks
-	inputs   []*Custom // received custom objects, cleaned up when the step completes
-	children []*node   // parallel objects made in the callback
-	external bool      // made by Binary for a Go step: its end is found by sweeping
+	stacks []stackMem
+	link   *stepLink // the step's error handler, if it has one: it outlives the stacks
+	// received custom objects, cleaned up when the step completes; under
+	// inMu once C has the pointer: a success from another thread passes
+	// one on (forward) while the loop may settle the step
+	inputs   []*Custom
+	inMu     sync.Mutex
+	children []*node // parallel objects made in the callback
+	external bool    // made by Binary for a Go step: its end is found by sweeping
 	released bool
 }
 
@@ -136,10 +140,13 @@ func (n *node) end(failed, byError bool) {
 		freeStacks(n.stacks)
 	}
 	n.stacks = nil
-	for _, c := range n.inputs {
+	n.inMu.Lock()
+	inputs := n.inputs
+	n.inputs = nil
+	n.inMu.Unlock()
+	for _, c := range inputs {
 		c.v.release()
 	}
-	n.inputs = nil
 	n.cancelFn = nil
 	n.onSuccess = nil
 	n.onLeft = nil
@@ -240,6 +247,8 @@ func (l *stepLink) clean() {
 // during its callback (its FutoInArgs slot no longer holds them): the
 // receiver owns what it is given, so they are no longer ours to clean up.
 func (n *node) dropTaken(in []any, args *C.FutoInArgs) {
+	n.inMu.Lock()
+	defer n.inMu.Unlock()
 	if len(n.inputs) == 0 || args == nil {
 		return
 	}
@@ -265,8 +274,11 @@ func (n *node) dropTaken(in []any, args *C.FutoInArgs) {
 }
 
 // forward finds f among the custom objects the step received: passed on in
-// success, it is the receiver's to clean up, no longer this step's.
+// success, it is the receiver's to clean up, no longer this step's. Any
+// thread.
 func (n *node) forward(f *C.cabi_flat) *Custom {
+	n.inMu.Lock()
+	defer n.inMu.Unlock()
 	for i, c := range n.inputs {
 		if c.v.flat._type == f._type && c.v.flat.p == f.p && c.v.flat.custom_data == f.custom_data {
 			n.inputs = append(n.inputs[:i], n.inputs[i+1:]...)
@@ -691,7 +703,7 @@ func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup 
 		a = makeArgs(in, false)
 		for _, v := range in {
 			if c, ok := v.(*Custom); ok && c.v.owned && !c.v.done.Load() {
-				n.inputs = append(n.inputs, c)
+				n.inputs = append(n.inputs, c) // before C has the pointer: no lock
 			}
 		}
 	}

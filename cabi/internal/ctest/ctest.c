@@ -2405,3 +2405,72 @@ ptrdiff_t ct_c_branch_id(void)
     pthread_mutex_unlock(&mu);
     return id;
 }
+
+// ---- success from another thread passing on the step's own input -------------------
+
+// pass_make succeeds with a custom object; pass_async hands it, still in
+// its slot, to a thread that passes it on in success while the callback
+// returns (it waits only until the thread is about to call success);
+// pass_end leaves it to the library, which cleans it up once.
+typedef struct {
+    FutoInAsyncSteps* bsi;
+    FutoInBinaryValue v;
+} pass_job;
+
+static int pass_started;
+
+static void pass_make(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    int* p = malloc(sizeof(int));
+    *p = 7;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &t_custom;
+    out.arg0.p = p;
+    bsi->api->success(bsi, &out);
+}
+
+static void* pass_thread(void* arg)
+{
+    pass_job* j = arg;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0 = j->v;
+    __atomic_store_n(&pass_started, 1, __ATOMIC_SEQ_CST);
+    j->bsi->api->success(j->bsi, &out);
+    free(j);
+    return NULL;
+}
+
+static void pass_async(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    pass_job* j = malloc(sizeof(*j));
+    j->bsi = bsi;
+    j->v = in->arg0;
+    bsi->api->waitExternal(bsi);
+    __atomic_store_n(&pass_started, 0, __ATOMIC_SEQ_CST);
+    pthread_t t;
+    pthread_create(&t, NULL, pass_thread, j);
+    pthread_detach(t);
+    while (!__atomic_load_n(&pass_started, __ATOMIC_SEQ_CST)) {
+    }
+}
+
+static void pass_end(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    if (in->arg0.type != &t_custom || *(const int*)in->arg0.p != 7) {
+        LOG("pass_end got no custom object");
+    }
+    bsi->api->success(bsi, NULL);
+}
+
+void ct_pass_async(FutoInAsyncSteps* step)
+{
+    step->api->add(step, NULL, pass_make, NULL);
+    step->api->add(step, NULL, pass_async, NULL);
+    step->api->add(step, NULL, pass_end, NULL);
+}

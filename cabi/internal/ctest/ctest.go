@@ -224,6 +224,13 @@ func CBranchID() int64 { return int64(C.ct_c_branch_id()) }
 // code that the two names give without an allocate, and recovers.
 func Reserved(root unsafe.Pointer) { C.ct_reserved(bsi(root)) }
 
+// PassAsync adds to step three C steps: the first succeeds with a custom
+// object; the second hands it, still in its slot, to a thread that
+// passes it on in success while the callback returns; the third leaves
+// it to the library (logging "pass_end got no custom object" if it got
+// none). Its cleanup logs "custom cleanup 7".
+func PassAsync(step unsafe.Pointer) { C.ct_pass_async(bsi(step)) }
+
 // TakeOver adds three C steps: the first succeeds with a custom object, the
 // second takes it over (resets its slot) and, with wait, completes only
 // when SucceedHeld is called; the third logs the cleanups and marks done.

@@ -12,6 +12,7 @@ int ct_strict_alive(void);
 
 void ct_args(FutoInAsyncSteps* root);
 void ct_custom(FutoInAsyncSteps* root);
+void ct_pass_async(FutoInAsyncSteps* step);
 void ct_errors(FutoInAsyncSteps* root);
 void ct_error_twice(FutoInAsyncSteps* root, int mode);
 void ct_state(FutoInAsyncSteps* root);
