@@ -285,11 +285,12 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     the flow or parallel branch the step runs in (one of its own for a
 //     decorator without Unwrap, whose branch cannot be told). If a C function
 //     given this pointer raises an error (handle_error, breakLoop,
-//     continueLoop), the Go callback should return at once. Called off the
-//     loop (by another goroutine, for a step that waits), it returns a new
-//     pointer each time, whose rootId is one of its own: there the branch
-//     cannot be told either (call it in the callback, on the loop, for the
-//     flow's or branch's rootId);
+//     continueLoop), the Go callback should return at once. Call it in
+//     the callback, on the loop. Off the loop (by another goroutine, for
+//     a step that waits) it returns a new pointer each time, whose rootId
+//     is one of its own, as the branch cannot be told there; and it reads
+//     the flow's State, which only the loop may make: the flow must have
+//     one already (a C step of the flow, or Binary on the loop, made it);
 //   - an AsyncSteps made by [Wrap] from a pointer: that pointer.
 //
 // It returns nil for nil.
