@@ -13,8 +13,9 @@ func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
 // A FailOpen Throttle fails closed only on a reply that says its key or
-// script is wrong; a reply that says Redis cannot serve now, also wrapped
-// in a script error as Redis 6 does, leaves it failing open.
+// script is wrong, or that Redis does not let its client in; a reply
+// that says Redis cannot serve now, also wrapped in a script error as
+// Redis 6 does, leaves it failing open.
 func TestRefusedByRedis(t *testing.T) {
 	for _, c := range []struct {
 		msg     string
@@ -28,6 +29,10 @@ func TestRefusedByRedis(t *testing.T) {
 		{"READONLY You can't write against a read only replica. script: 2f1c..., on @user_script:9.", false},
 		{"LOADING Redis is loading the dataset in memory", false},
 		{"ERR unknown command 'EVALSHA'", false},
+		{"NOAUTH Authentication required.", true},
+		{"WRONGPASS invalid username-password pair or user is disabled.", true},
+		{"NOPERM User default has no permissions to run the 'evalsha' command", true},
+		{"NOPERMISSION is no code of Redis", false},
 	} {
 		if got := refusedByRedis(fmt.Errorf("round trip: %w", replyError(c.msg))); got != c.refused {
 			t.Errorf("refusedByRedis(%q) = %v, want %v", c.msg, got, c.refused)

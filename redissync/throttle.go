@@ -25,9 +25,11 @@ type ThrottleOptions struct {
 	// reached, instead of failing them with CommError (fail closed, the
 	// default). A Redis that answers with an error of the data or the
 	// script (WRONGTYPE, or the script failing: a key of the Throttle
-	// holding a foreign value) fails its flows closed all the same: that
-	// is no outage, and failing open would lift the limit until someone
-	// repairs the key. A script error that wraps a reply of Redis not
+	// holding a foreign value), or that does not let the client in (a
+	// password missing or wrong, an ACL without the scripts: NOAUTH,
+	// WRONGPASS, NOPERM), fails its flows closed all the same: that is no
+	// outage, and failing open would lift the limit until someone repairs
+	// the key or the configuration. A script error that wraps a reply of Redis not
 	// serving now (READONLY, OOM, LOADING and the like, as Redis before 7
 	// reports them) counts as Redis lost.
 	FailOpen bool
@@ -208,18 +210,29 @@ func (t *Throttle) round() (time.Duration, bool) {
 }
 
 // refusedByRedis reports whether err is an error reply that says the
-// Throttle's key or script is wrong, not that Redis is unavailable: it
-// lasts until someone repairs the key, so failing open would lift the
-// limit for good.
+// Throttle's key or script is wrong, or that Redis does not let its client
+// in, not that Redis is unavailable: it lasts until someone repairs the
+// key or the configuration, so failing open would lift the limit for good.
 func refusedByRedis(err error) bool {
 	var reply redis.Error
 	if !errors.As(err, &reply) {
 		return false
 	}
 	msg := reply.Error()
-	return strings.HasPrefix(msg, "WRONGTYPE") ||
-		strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "script") && !wrapsUnavailable(msg)
+	for _, code := range refusedCodes {
+		if strings.HasPrefix(msg, code+" ") {
+			return true
+		}
+	}
+	return strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "script") && !wrapsUnavailable(msg)
 }
+
+// refusedCodes are the error codes by which Redis refuses a call until
+// someone repairs a key or the configuration: a key of the wrong type,
+// and a client that Redis does not let in (NOAUTH: no password given;
+// WRONGPASS: a wrong one, met when a connection is made; NOPERM: an ACL
+// that does not allow the scripts).
+var refusedCodes = []string{"WRONGTYPE", "NOAUTH", "WRONGPASS", "NOPERM"}
 
 // unavailableCodes are the error codes by which Redis says it cannot serve
 // now (a failover, a load, a full memory), not that a key is wrong.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestFailOpenThrottleRefusedByRedis: a FailOpen Throttle whose key holds
@@ -36,4 +38,64 @@ func TestFailOpenThrottleRefusedByRedis(t *testing.T) {
 		"str end CommError",
 		"hash onerror CommError: redis: error reply WRONGTYPE",
 		"hash end CommError")
+}
+
+// TestFailOpenThrottleNotLetIn: a FailOpen Throttle whose Redis answers
+// but does not let its client in fails its flows with the CommError Redis
+// answered: an ACL that takes the scripts away (NOPERM), a password set
+// that the client does not give (NOAUTH) or gives wrong (WRONGPASS). That
+// is no outage: it lasts until someone repairs the configuration, and
+// failing open let every flow in without a limit until then.
+func TestFailOpenThrottleNotLetIn(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	// An admin of its own, whom the steps leave in.
+	setup := redis.NewClient(&redis.Options{Addr: srv.addr})
+	mustDo(t, setup, "ACL", "SETUSER", "admin", "on", ">admin", "~*", "&*", "+@all")
+	setup.Close()
+	admin := redis.NewClient(&redis.Options{Addr: srv.addr, Username: "admin", Password: "admin"})
+	defer admin.Close()
+	for _, step := range []struct {
+		code     string // of the refusal
+		password string // the client's
+		breaks   []any  // the command that keeps the client out
+		mends    []any
+	}{
+		{"NOPERM", "", []any{"ACL", "SETUSER", "default", "-evalsha", "-eval"}, []any{"ACL", "SETUSER", "default", "+@all"}},
+		{"NOAUTH", "", []any{"CONFIG", "SET", "requirepass", "secret"}, []any{"CONFIG", "SET", "requirepass", ""}},
+		{"WRONGPASS", "old", []any{"CONFIG", "SET", "requirepass", "new"}, []any{"CONFIG", "SET", "requirepass", ""}},
+	} {
+		if step.password != "" {
+			mustDo(t, admin, "CONFIG", "SET", "requirepass", step.password)
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: srv.addr, Password: step.password})
+		defer rdb.Close()
+		c, err := New(ctx, rdb, Options{Prefix: step.code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		th := c.NewThrottle("t", ThrottleOptions{Rate: 1, Period: time.Hour, FailOpen: true})
+		l := newLoops(t, 1)[0]
+		var tr tracer
+		if res := <-enter(l, th, &tr, "first"); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		mustDo(t, admin, step.breaks...)
+		// The round trips' connections are made again, as after a restart.
+		mustDo(t, admin, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no")
+		<-enter(l, th, &tr, "second")
+		mustDo(t, admin, step.mends...)
+		c.Close()
+		t.Run(step.code, func(t *testing.T) {
+			tr.check(t, "first in", "second onerror CommError: redis: error reply "+step.code)
+		})
+	}
+}
+
+// mustDo runs a command on rdb and fails the test if Redis refuses it.
+func mustDo(t *testing.T, rdb *redis.Client, args ...any) {
+	t.Helper()
+	if err := rdb.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
 }
