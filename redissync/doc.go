@@ -56,12 +56,12 @@
 //     those of a FailOpen rate limit; the process goes on.
 //   - Redis restarted: go-redis reconnects and the Syncers work again, with
 //     no restart of the service; the scripts are loaded again when Redis
-//     has lost them, and fencing tokens still grow (see [Mutex]). A
-//     restart that loses Redis's data loses the leases held too: until
-//     their sections end, other flows may enter beside them, up to the
-//     limit again (a renewal does not put a lost lease back). Where that
-//     matters, run Redis with persistence, or check the fencing token
-//     where the section writes.
+//     has lost them, and fencing tokens still grow (see [Mutex]), also
+//     when it comes back with older data. A restart that loses Redis's
+//     data loses the leases held too: until their sections end, other
+//     flows may enter beside them, up to the limit again (a renewal does
+//     not put a lost lease back). Where that matters, run Redis with
+//     persistence, or check the fencing token where the section writes.
 //
 // The info of such a CommError, New's included, is "redis: " and the kind
 // of failure in fixed words, told by the type of go-redis's error: "timed
@@ -82,21 +82,23 @@
 //
 // # Keys
 //
-// A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders"
-// and "P:{N}:fence" (Mutex) or "P:{N}:tat" and "P:{N}:call:ID:K"
-// (Throttle; the latter records the last call of one Throttle of one
-// process: ID is its Client's [Client.ID], K a number the Client gives
-// the Throttle), and the channel "P:released". A [Limiter] named N is a
-// Mutex named "N/concurrent" and a Throttle named "N/rate". The braces
-// keep a Syncer's keys on one node of a Redis Cluster; there, N must not
-// be empty, since Redis Cluster does not take an empty "{}" for a hash
-// tag, and the keys of a Syncer could then land on different nodes.
+// A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders",
+// "P:{N}:fence" and "P:{N}:fence:server" (Mutex; the last names the
+// Redis server that raised the counter, see [Mutex]) or "P:{N}:tat" and
+// "P:{N}:call:ID:K" (Throttle; the latter records the last call of one
+// Throttle of one process: ID is its Client's [Client.ID], K a number
+// the Client gives the Throttle), and the channel "P:released". A
+// [Limiter] named N is a Mutex named "N/concurrent" and a Throttle named
+// "N/rate". The braces keep a Syncer's keys on one node of a Redis
+// Cluster; there, N must not be empty, since Redis Cluster does not take
+// an empty "{}" for a hash tag, and the keys of a Syncer could then land
+// on different nodes.
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
 // has passed, a call record 2×OpTimeout after its call. A Mutex's
 // "holders" goes when its last lease is given back, or expires TTL + 1s
-// after the last round trip that found a lease held; its "fence" counter
-// is kept, so that tokens keep growing.
+// after the last round trip that found a lease held; its "fence" keys
+// are kept, so that tokens keep growing.
 //
 // # Time
 //

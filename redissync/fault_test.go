@@ -3,6 +3,8 @@ package redissync
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,5 +241,60 @@ func TestRedisGoneBeforeAsking(t *testing.T) {
 		case <-time.After(opts.OpTimeout + 5*time.Second):
 			t.Fatalf("%s: the flow still waits after Redis failed", name)
 		}
+	}
+}
+
+// TestTokensGrowAfterOlderData: Redis restarts with an older copy of its
+// data (a snapshot, as a crash leaves it with RDB persistence, or a
+// replica that lagged taking over): its fence counter is one that tokens
+// given since have passed. The tokens given after the restart are still
+// above every token given before, also for a client whom the ACL does not
+// allow INFO. They went back to the snapshot's counter: the same tokens
+// were given twice, and a resource that checks them took a new holder's
+// writes for a stale one's.
+func TestTokensGrowAfterOlderData(t *testing.T) {
+	for _, acl := range [][]any{nil, {"ACL", "SETUSER", "default", "-info"}} {
+		t.Run(fmt.Sprint("acl", acl), func(t *testing.T) {
+			srv := startRedis(t)
+			c, rdb := newClient(t, srv.addr, Options{OpTimeout: 500 * time.Millisecond})
+			m := c.NewMutex("m", MutexOptions{TTL: time.Minute})
+			l := newLoops(t, 1)[0]
+			ctx := context.Background()
+			tokenOnce := func() (int64, error) {
+				var tok int64
+				r := asyncsteps.New(asyncsteps.WithTool(l))
+				r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tok, _ = m.Token(as) })
+				_, err := r.Run(ctx)
+				return tok, err
+			}
+			var tokens []int64
+			for i := range 4 {
+				if i == 1 {
+					if acl != nil {
+						mustDo(t, rdb, acl...)
+					}
+					mustDo(t, rdb, "SAVE")
+				}
+				tok, err := tokenOnce()
+				if err != nil {
+					t.Fatal(err)
+				}
+				tokens = append(tokens, tok)
+			}
+			srv.restart(t) // loads the snapshot taken after the first token
+			if acl != nil {
+				mustDo(t, rdb, "ACL", "SETUSER", "default", "-info") // the ACL is no data
+			}
+			waitFor(t, "a Sync to work again", func() bool {
+				tok, err := tokenOnce()
+				if err == nil {
+					tokens = append(tokens, tok)
+				}
+				return err == nil
+			})
+			if !slices.IsSorted(tokens) || len(slices.Compact(slices.Clone(tokens))) != len(tokens) {
+				t.Errorf("tokens %v: the last is after the restart", tokens)
+			}
+		})
 	}
 }

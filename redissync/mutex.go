@@ -34,10 +34,16 @@ type MutexOptions struct {
 // [Mutex.Token] inside the section: a resource that the section writes to
 // can refuse a writer whose token is older than the last it saw, which
 // tells apart a holder whose lease ran out (a stalled process) from the
-// current one. Tokens grow strictly across the cluster, also after Redis
-// restarts without its data: a counter found missing starts again from
-// Redis's clock in microseconds, above any token given before as long as
-// fewer than a million leases a second were given out.
+// current one. Tokens grow strictly across the cluster: by one a lease
+// while one Redis server runs, and past every token given before when
+// Redis restarts, without its data or with an older copy of it (a
+// snapshot, a replica that lagged taking over), which would give the same
+// tokens again: the first lease a server gives raises the counter to that
+// server's clock in microseconds. That holds as long as fewer than a
+// million leases a second were given out, and the clock of the server is
+// not behind the last one's. (A Redis user whom the ACL does not allow
+// INFO, by which a restart is told, gets the raise at every round trip
+// that takes leases: its tokens grow with the clock.)
 //
 // The lease is given back however the section ends: success, error (a
 // panic in f is one), timeout and cancel. While the section runs, its
@@ -91,7 +97,7 @@ type Mutex struct {
 	name     string
 	limit    int
 	ttl      time.Duration
-	keys     []string // holders (a sorted set: lease → expiry), fence counter
+	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server
 	stateKey string   // the State variable of a flow's hold
 
 	// Guarded by gateQueue.mu.
@@ -122,7 +128,7 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 		name:      name,
 		limit:     max(opts.Max, 1),
 		ttl:       opts.TTL,
-		keys:      []string{c.key(name, "holders"), c.key(name, "fence")},
+		keys:      []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server")},
 		stateKey:  "redissync.Mutex:" + c.opts.Prefix + ":" + name,
 		held:      make(map[*waiter]struct{}),
 	}
@@ -403,7 +409,8 @@ func (m *Mutex) shutdown() {
 }
 
 // mutexScript is a Mutex's round trip. KEYS: the holders (a sorted set of
-// leases by expiry, in ms of Redis's clock) and the fence counter. ARGV:
+// leases by expiry, in ms of Redis's clock), the fence counter and the
+// run ID of the Redis server that last raised it to its clock. ARGV:
 // limit, TTL in ms, the number of leases to give back and to renew, the
 // notification channel and the Mutex's name, then the leases to give
 // back, to renew, and to take, in that order. It returns the number of
@@ -417,6 +424,15 @@ func (m *Mutex) shutdown() {
 // first ones, as the first run took them) are taken again, with new
 // tokens, since nobody saw the first run's; counted as held by others,
 // they made their own waiters queue behind them until they ran out.
+//
+// The fence counter grows by one a lease while one Redis server runs.
+// The first lease a server gives (a restart, a replica taking over: its
+// run ID is new) raises the counter to the server's clock in µs, above
+// any token given before as long as fewer than a million leases a second
+// were: the counter that server found may be an older one (a snapshot,
+// a replica that lagged) that tokens given since have passed, or none (a
+// restart without data). A user whom the ACL does not allow INFO gets
+// the raise at every call that takes leases.
 var mutexScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -447,8 +463,14 @@ if n < again then n = again end
 if n > want then n = want end
 local last = 0
 if n > 0 then
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    redis.call('SET', KEYS[2], string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  local ok, info = pcall(redis.call, 'INFO', 'server')
+  local run = ok and string.match(info, 'run_id:(%x+)')
+  if not run or redis.call('GET', KEYS[3]) ~= run then
+    local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if tonumber(redis.call('GET', KEYS[2]) or '0') < clock then
+      redis.call('SET', KEYS[2], string.format('%d', clock))
+    end
+    if run then redis.call('SET', KEYS[3], run) end
   end
   last = redis.call('INCRBY', KEYS[2], n)
   for j = 1, n do
