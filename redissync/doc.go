@@ -44,8 +44,9 @@
 //   - Redis lost while flows hold a Mutex: their sections run on; their
 //     leases are not renewed and run out TTL after the last renewal.
 //   - A process killed while it holds a lease: nothing is given back; the
-//     lease runs out after its TTL and its slot is free again, and the
-//     waiters of other processes are woken at that time.
+//     lease runs out TTL after its last renewal (so between 2/3 TTL and
+//     TTL after the kill) and its slot is free again, and the waiters of
+//     other processes are woken at that time.
 //   - A reply lost with its connection after Redis ran the call: go-redis
 //     sends the call again, and its script knows it for the same call run
 //     again. A Mutex's leases are taken once and given back once, and a
@@ -58,10 +59,14 @@
 //     no restart of the service; the scripts are loaded again when Redis
 //     has lost them, and fencing tokens still grow (see [Mutex]), also
 //     when it comes back with older data. A restart that loses Redis's
-//     data loses the leases held too: until their sections end, other
-//     flows may enter beside them, up to the limit again (a renewal does
-//     not put a lost lease back). Where that matters, run Redis with
-//     persistence, or check the fencing token where the section writes.
+//     data loses the leases held too, as do a FLUSHALL and keys evicted
+//     under maxmemory (by any maxmemory-policy but noeviction: "holders"
+//     and "tat" expire, so the volatile-* ones evict them too): until
+//     their sections end, other flows may enter beside them, up to the
+//     limit again (a renewal does not put a lost lease back), and a
+//     Throttle lets a whole Period's entries in at once. Where that
+//     matters, run Redis with persistence and noeviction, or check the
+//     fencing token where the section writes.
 //
 // The info of such a CommError, New's included, is "redis: " and the kind
 // of failure in fixed words, told by the type of go-redis's error: "timed
