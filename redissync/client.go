@@ -146,9 +146,10 @@ func (c *Client) Addr() string { return c.addr }
 
 // Close stops the Client's Syncers: flows waiting to enter, and those that
 // ask later, fail with CommError "redissync: client closed", leases held
-// are given back (one last round trip, bounded by OpTimeout), and the
-// Client's goroutines end before Close returns. Sections running go on to
-// their end. Close is safe to call more than once.
+// are given back (one last round trip, bounded by OpTimeout, after the
+// one under way if any), and the Client's goroutines end before Close
+// returns. Sections running go on to their end. Close is safe to call
+// more than once.
 func (c *Client) Close() error {
 	if c.unmade() {
 		return nil
@@ -164,6 +165,19 @@ func (c *Client) Close() error {
 	c.wg.Wait()
 	c.closeOwned() // after the last round trips of the Syncers' shutdown
 	return nil
+}
+
+// closing reports whether Close has begun. A Syncer's goroutine asks it
+// after its select, which takes any case that is due as likely as the
+// Client's done: a round trip more, with Redis slow or gone, would cost
+// Close up to OpTimeout each time.
+func (c *Client) closing() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // closeOwned closes the round trips' client if it is the Client's own.

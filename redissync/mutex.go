@@ -255,14 +255,16 @@ func (m *Mutex) run() {
 		renewing, holders := false, false
 		select {
 		case <-m.c.done:
-			m.shutdown()
-			return
 		case <-m.wake:
 		case <-expiry.C:
 		case <-recheck.C:
 			holders = true
 		case <-renew.C:
 			holders, renewing = true, true
+		}
+		if m.c.closing() {
+			m.shutdown()
+			return
 		}
 		if next, ok := m.round(renewing, holders); ok {
 			expiry.Reset(next)

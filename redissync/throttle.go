@@ -155,13 +155,15 @@ func (t *Throttle) run() {
 	for {
 		select {
 		case <-t.c.done:
+		case <-t.wake:
+		case <-next.C:
+		}
+		if t.c.closing() {
 			t.mu.Lock()
 			done := t.shut()
 			t.mu.Unlock()
 			complete(done)
 			return
-		case <-t.wake:
-		case <-next.C:
 		}
 		if d, ok := t.round(); ok {
 			next.Reset(d)
