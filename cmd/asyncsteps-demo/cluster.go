@@ -34,15 +34,17 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 	return c, func() { c.Close(); rdb.Close() }, nil
 }
 
-// clusterLimit is newLimit's limit shared through Redis: a Limiter, or a
-// Mutex when there is no rate limit, under the name "quote".
+// clusterLimit is newLimit's limit shared through Redis: a Limiter named
+// "quote", or, when there is no rate limit, a Mutex named as that
+// Limiter's concurrency limit, "quote/concurrent", so that instances with
+// and without -rate (a rolling restart that adds it) share -concurrent.
 func clusterLimit(c *redissync.Client, o limitOptions) asyncsteps.Syncer {
 	if o.Rate > 0 {
 		return redisLostIs503{c.NewLimiter("quote", redissync.LimiterOptions{
 			Concurrent: o.Concurrent, MaxQueue: o.Queue, Rate: o.Rate, Period: o.period(), Burst: o.Burst, TTL: o.TTL,
 		})}
 	}
-	return redisLostIs503{c.NewMutex("quote", redissync.MutexOptions{Max: o.Concurrent, MaxQueue: o.Queue, TTL: o.TTL})}
+	return redisLostIs503{c.NewMutex("quote/concurrent", redissync.MutexOptions{Max: o.Concurrent, MaxQueue: o.Queue, TTL: o.TTL})}
 }
 
 // redisLostIs503 is a limit shared through Redis whose failure to let a

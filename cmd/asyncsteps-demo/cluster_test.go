@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asyncsteps/asyncsteps"
 )
 
 // With Redis lost, a request the shared limits cannot let in is answered
@@ -55,4 +58,45 @@ func redisPort(t *testing.T, addr string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// An instance started with -rate and one without share -concurrent: both
+// hold its slots under one name, as during a rolling restart that adds
+// -rate. The one without took its slots under a name of its own, and the
+// fleet let -concurrent requests in through each kind of instance.
+func TestClusterConcurrencySharedWithAndWithoutRate(t *testing.T) {
+	redisAddr, _ := startRedisServerOn(t, 0)
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(func() { loop.Close() })
+	instance := func(rate int) asyncsteps.Syncer {
+		c, closeCluster, err := connectCluster(context.Background(), clusterOptions{Addr: redisAddr, Prefix: t.Name(), TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeCluster)
+		return clusterLimit(c, limitOptions{Concurrent: 1, Rate: rate, Period: time.Hour, TTL: time.Minute})
+	}
+	for _, rates := range [][2]int{{0, 100}, {100, 0}} {
+		holder, other := instance(rates[0]), instance(rates[1])
+		release := make(chan struct{})
+		held := make(chan struct{})
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Sync(holder, func(as asyncsteps.AsyncSteps, _ ...any) {
+			close(held)
+			asyncsteps.AwaitChan(as, release)
+		})
+		holding := r.Promise()
+		<-held
+		r = asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Sync(other, func(asyncsteps.AsyncSteps, ...any) {})
+		_, err := r.Run(context.Background())
+		var e *asyncsteps.Error
+		if !errors.As(err, &e) || e.Code != asyncsteps.DefenseRejected || e.Info != "Mutex queue limit" {
+			t.Errorf("-rate %d while -rate %d holds the slot: %v, want DefenseRejected: Mutex queue limit", rates[1], rates[0], err)
+		}
+		close(release)
+		if res := <-holding; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
 }
