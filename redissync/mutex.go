@@ -2,6 +2,7 @@ package redissync
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -103,6 +104,15 @@ type Mutex struct {
 	// Guarded by gateQueue.mu.
 	held     map[*waiter]struct{} // leases to renew
 	releases []string             // leases to give back in the next round trip
+	retries  []retry              // leases to give back, of round trips that failed
+}
+
+// retry is a lease to give back that a round trip that failed may have
+// left held in Redis: it goes back with the next round trips until one
+// succeeds, or until the lease has run out in Redis.
+type retry struct {
+	lease string
+	until time.Time // a TTL after the round trip failed
 }
 
 // hold is a flow's hold on a Mutex, kept in its State while it is inside:
@@ -282,6 +292,7 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	m.dropClosedLoops(holders)
 	releases := m.releases
 	m.releases = nil
+	retries := m.liveRetries(time.Now())
 	var renewals []*waiter
 	if renewing {
 		for w := range m.held {
@@ -290,14 +301,17 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	}
 	batch := m.take(m.limit)
 	m.mu.Unlock()
-	if len(releases)+len(renewals)+len(batch) == 0 {
+	if len(releases)+len(retries)+len(renewals)+len(batch) == 0 {
 		return 0, false
 	}
 
-	args := make([]any, 0, 6+len(releases)+len(renewals)+len(batch))
-	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases), len(renewals), m.c.notify, m.name)
+	args := make([]any, 0, 6+len(releases)+len(retries)+len(renewals)+len(batch))
+	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(retries), len(renewals), m.c.notify, m.name)
 	for _, l := range releases {
 		args = append(args, l)
+	}
+	for _, r := range retries {
+		args = append(args, r.lease)
 	}
 	for _, w := range renewals {
 		args = append(args, w.lease)
@@ -307,7 +321,7 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	}
 	res, err := m.c.call(mutexScript, m.keys, args...)
 	if err != nil {
-		m.fail(m.c.commError(err), batch, releases)
+		m.fail(m.c.commError(err), batch, releases, retries)
 		return 0, false
 	}
 	admitted, last, next := toInt(res[0]), toInt(res[1]), toInt(res[2])
@@ -373,18 +387,35 @@ func (m *Mutex) dropClosedLoops(holders bool) {
 // fail refuses every waiting flow with err (a Mutex fails closed), with
 // those of batch, the round trip that failed. That round trip may have
 // run in Redis all the same (a timeout): the leases it gave back
-// (releases), and those it may have given to batch, go back with the
-// next round trip. Dropped, each would hold its slot until its TTL ran
-// out, also after a single round trip that timed out.
-func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, releases []string) {
-	m.mu.Lock()
-	for _, w := range batch {
-		releases = append(releases, w.lease)
+// (releases and retries), and those it may have given to batch, go back
+// with the next round trips. Dropped, each would hold its slot until its
+// TTL ran out, also after a single round trip that timed out. They go
+// back for a TTL, not until a round trip succeeds: by then each has run
+// out in Redis (given or renewed before the failure; one given by a call
+// that Redis, stalled longer than a TTL, runs later still runs out a TTL
+// after it), and an outage of hours would make the list, which every
+// round trip sends, grow by the flows of each round trip that failed.
+func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, releases []string, retries []retry) {
+	until := time.Now().Add(m.ttl)
+	for _, l := range releases {
+		retries = append(retries, retry{lease: l, until: until})
 	}
-	m.releases = append(releases, m.releases...)
+	for _, w := range batch {
+		retries = append(retries, retry{lease: w.lease, until: until})
+	}
+	m.mu.Lock()
+	m.retries = append(retries, m.retries...)
 	done := m.failAll(err, false, batch)
 	m.mu.Unlock()
 	complete(done)
+}
+
+// liveRetries returns the leases of failed round trips that may still be
+// held in Redis at now, and empties the list. Called with mu held.
+func (m *Mutex) liveRetries(now time.Time) []retry {
+	live := slices.DeleteFunc(m.retries, func(r retry) bool { return !now.Before(r.until) })
+	m.retries = nil
+	return live
 }
 
 // shutdown ends the Mutex with its Client: waiters fail, and every lease
@@ -395,6 +426,9 @@ func (m *Mutex) shutdown() {
 	releases := m.releases
 	for w := range m.held {
 		releases = append(releases, w.lease)
+	}
+	for _, r := range m.liveRetries(time.Now()) {
+		releases = append(releases, r.lease)
 	}
 	clear(m.held)
 	m.releases = nil
