@@ -48,6 +48,9 @@ const (
 	chaosClients        = 32  // requests at once, at most: more than the limiter lets in or queues
 	chaosInFlight       = 6   // requests in flight when SIGTERM is sent, at least
 	chaosClientDeadline = 10 * time.Second
+	// An answer's head comes within -timeout of its request, and this
+	// more: a busy machine's delays, under the race detector.
+	chaosLatencySlack = 2 * time.Second
 )
 
 // TestChaos drives each gateway, a program of its own, in front of an
@@ -593,7 +596,8 @@ type chaosGenerator struct {
 
 	mu       sync.Mutex // guards the fields below
 	statuses map[string]int64
-	faults   []string // what went wrong, the first few
+	slowest  time.Duration // from a request sent to its answer's head
+	faults   []string      // what went wrong, the first few
 	faulty   int
 }
 
@@ -756,6 +760,7 @@ func (g *chaosGenerator) holdAndLeave(conn net.Conn, br *bufio.Reader) {
 		g.refusedOr("write: %v", err)
 		return
 	}
+	sentAt := time.Now()
 	g.sent.Add(1)
 	type head struct {
 		resp *http.Response
@@ -779,7 +784,7 @@ func (g *chaosGenerator) holdAndLeave(conn net.Conn, br *bufio.Reader) {
 		default:
 			// Refused by the limiter, or timed out while it waited for
 			// it: a 503 or a 504, a held symbol having no price.
-			g.answered(h.resp.StatusCode, time.Now())
+			g.answered(h.resp.StatusCode, sentAt)
 			body, err := io.ReadAll(h.resp.Body)
 			q := chaosQuery{query: "symbols=" + symbol}
 			if problem := q.check(http.MethodGet, h.resp.StatusCode, h.resp.Header, string(body), g.upstreamAddr, g.signal.Load() != 0); err != nil || problem != "" {
@@ -807,12 +812,14 @@ func reset(conn net.Conn) { conn.(*net.TCPConn).SetLinger(0) }
 
 // answered counts an answer's head read.
 func (g *chaosGenerator) answered(status int, sentAt time.Time) {
+	took := time.Since(sentAt)
 	if at := g.signal.Load(); at != 0 && sentAt.UnixNano() < at {
 		g.endedAfterSignal.Add(1)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.statuses[strconv.Itoa(status)]++
+	g.slowest = max(g.slowest, took)
 }
 
 // refusedOr counts a request refused or dropped unanswered, which only
@@ -847,11 +854,15 @@ func (g *chaosGenerator) seenByStatus() map[string]int64 {
 func (g *chaosGenerator) report(t *testing.T, what string) {
 	t.Helper()
 	seen := g.seenByStatus()
-	t.Logf("%s: %d requests sent whole, %d half; heads read by status %v (%d 503s of requests cancelled); "+
-		"%d clients left before their head, %d once their held symbol was asked; %d refused after the signal",
-		what, g.sent.Load(), g.half.Load(), seen, g.cancelledRead.Load(), g.left.Load(), g.heldLeft.Load(), g.refused.Load())
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	t.Logf("%s: %d requests sent whole, %d half; heads read by status %v (%d 503s of requests cancelled), the slowest after %v; "+
+		"%d clients left before their head, %d once their held symbol was asked; %d refused after the signal",
+		what, g.sent.Load(), g.half.Load(), seen, g.cancelledRead.Load(), g.slowest.Round(time.Millisecond),
+		g.left.Load(), g.heldLeft.Load(), g.refused.Load())
+	if g.slowest > chaosTimeout+chaosLatencySlack {
+		t.Errorf("%s: an answer's head came %v after its request, past -timeout %v and a margin of %v", what, g.slowest, chaosTimeout, chaosLatencySlack)
+	}
 	if g.faulty > 0 {
 		t.Errorf("%s: %d answers break the contract; the first:\n%s", what, g.faulty, strings.Join(g.faults, "\n"))
 	}
