@@ -134,8 +134,12 @@ func (l *Loop) SetHooks(h *Hooks) {
 	l.Immediate(func() { l.engine.obs = obs })
 }
 
-// SetHooks sets h on every loop of the group, like [Loop.SetHooks].
+// SetHooks sets h on every loop of the group, like [Loop.SetHooks]. A nil
+// or zero LoopGroup has no loops to set.
 func (g *LoopGroup) SetHooks(h *Hooks) {
+	if g == nil {
+		return
+	}
 	for _, l := range g.loops {
 		l.SetHooks(h)
 	}

@@ -231,14 +231,16 @@ func TestHostileNilToolPointers(t *testing.T) {
 	})
 }
 
-// A nil *LoopGroup acts as the zero LoopGroup: no loops, a Close that
-// does nothing, and flows from New, or on the Loop from Next, that fail at
-// once with an InternalError naming it. (Each method dereferenced the nil
-// pointer.)
+// A nil *LoopGroup acts as the zero LoopGroup: no loops, a Close and a
+// SetHooks that do nothing, and flows from New, or on the Loop from Next,
+// that fail at once with an InternalError naming it. (Each method
+// dereferenced the nil pointer.)
 func TestHostileNilLoopGroup(t *testing.T) {
 	inChild(t, func(t *testing.T) {
 		var g *asyncsteps.LoopGroup
 		g.Close()
+		g.SetHooks(&asyncsteps.Hooks{})
+		g.SetHooks(nil)
 		if n, loops := g.Len(), g.Loops(); n != 0 || len(loops) != 0 {
 			t.Errorf("nil LoopGroup: Len() = %d, Loops() = %v; want 0 and none", n, loops)
 		}
