@@ -173,8 +173,10 @@ type Syncer interface {
 // last two fail the step unwrapped with the awaited flow's error, which
 // the decorator's Error would drop (it takes no cause); a SyncWait hook
 // (see [Hooks]) sees the waits. The decorator's own methods are still the
-// ones called to add the section's steps and to complete them, and Sync's
-// f receives what the decorator gives its steps.
+// ones called to add the section's steps and to complete them (a Mutex,
+// Throttle or Limiter that lets the flow in calls its Success on the
+// flow's loop, whatever goroutine gave the slot back), and Sync's f
+// receives what the decorator gives its steps.
 //
 // Unwrap must return the AsyncSteps the decorator was made with for its
 // step, never one kept from another step: the package uses the step it

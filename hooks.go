@@ -388,19 +388,28 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 }
 
 // observeWait returns the waiting step as, which is about to queue in the
-// gate obj, wrapped so that its admission reports the wait to the SyncWait
-// hook of its flow; as itself when there is none. On the flow's loop.
-// as may be a decorator of the step (see Unwrapper): its Success still
-// admits the step.
+// gate obj, as the gate is to complete it: wrapped so that its admission
+// reports the wait to the SyncWait hook of its flow, or as itself when
+// there is none. A decorator of a step of this package (see Unwrapper) is
+// wrapped in any case, so that the gate, which lets the flow in from
+// whatever goroutine gives a slot back or ends a period (another flow's
+// callback, an Await function's goroutine), runs none of the decorator's
+// methods there: its Success runs on the flow's own loop, where a panic
+// fails its own step. On the flow's loop, in the step's callback.
 func observeWait(as AsyncSteps, obj Syncer) AsyncSteps {
 	h, ok := as.(*stepAPI)
 	if !ok {
 		h = unwrapStep(as)
 	}
-	if h == nil || !waitObserved(h.fl) {
+	if h == nil || ok && !waitObserved(h.fl) {
 		return as
 	}
-	return &waitingStep{AsyncSteps: as, h: h, obj: obj, report: h.fl.wait.hooks.SyncWait, since: as.Tool().Now()}
+	w := &waitingStep{AsyncSteps: as, h: h, obj: obj}
+	if waitObserved(h.fl) {
+		w.report = h.fl.wait.hooks.SyncWait
+		w.since = h.Tool().Now() // the flow's clock, not a decorator's Tool
+	}
+	return w
 }
 
 // waitObserved reports whether fl, if a flow, has a SyncWait hook.
@@ -409,12 +418,13 @@ func waitObserved(fl *flow) bool {
 }
 
 // waitingStep is a step waiting in a gate's queue, whose admission (the
-// gate calls Success) reports how long it waited.
+// gate calls Success) reports how long it waited, if a hook is to know,
+// and completes the step on its flow's loop.
 type waitingStep struct {
 	AsyncSteps          // the step, or a decorator of it
 	h          *stepAPI // the step
 	obj        Syncer
-	report     func(obj Syncer, waited time.Duration)
+	report     func(obj Syncer, waited time.Duration) // nil: no SyncWait hook
 	since      time.Time
 	waited     time.Duration
 	args       []any
@@ -423,19 +433,22 @@ type waitingStep struct {
 // Success lets the step go on once the hook has seen the wait. The gate
 // calls it from whatever goroutine gives a slot back or ends a period, in
 // the middle of its own work, perhaps about to let other waiters in: the
-// hook runs in a task of its own on the flow's loop instead, so that a
-// hook that panics or calls runtime.Goexit cannot cut that work short.
+// hook, and a decorator's Success, run in a task of their own on the
+// flow's loop instead, so that one that panics or calls runtime.Goexit
+// cannot cut that work short. No method of a decorator runs here.
 func (w *waitingStep) Success(args ...any) {
-	w.waited = w.Tool().Now().Sub(w.since)
+	if w.report != nil {
+		w.waited = w.h.Tool().Now().Sub(w.since)
+	}
 	w.args = args
 	w.h.fl.sched.inject(w)
 }
 
 // run reports the wait, then completes the step, on the flow's loop. The
-// step is completed even when the hook panics or calls runtime.Goexit: the
-// gate has let the flow in, so a step left waiting would hold its slot
-// forever. The step fails instead, as an Await function that does the same
-// fails its.
+// step is completed even when the hook or a decorator's Success panics or
+// calls runtime.Goexit: the gate has let the flow in, so a step left
+// waiting would hold its slot forever. The step fails instead, as an
+// Await function that does the same fails its.
 func (w *waitingStep) run() {
 	returned := false
 	defer func() {
@@ -448,9 +461,11 @@ func (w *waitingStep) run() {
 		}
 		w.h.complete(err)
 	}()
-	w.report(w.obj, w.waited)
-	returned = true
+	if w.report != nil {
+		w.report(w.obj, w.waited)
+	}
 	w.AsyncSteps.Success(w.args...)
+	returned = true
 }
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag

@@ -1,6 +1,7 @@
 package asyncsteps_test
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -302,4 +303,184 @@ func TestRetryThroughADecorator(t *testing.T) {
 	})
 	wantSuccess(t, run(t, r, tt))
 	wantTrace(t, tr, "before,attempt 0 decorated=false,attempt 1 decorated=false,attempt 2 decorated=false,after[up]")
+}
+
+// loopBoundSteps is a decorator whose Success and Tool refuse, by a panic,
+// to run off the goroutine of its flow's Loop: a decorator that keeps a
+// log its loop alone writes, say.
+type loopBoundSteps struct {
+	asyncsteps.AsyncSteps
+	loop *asyncsteps.Loop
+}
+
+func (w loopBoundSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(loopBoundSteps{as, w.loop}, args...) }, onerror...)
+	return w
+}
+
+func (w loopBoundSteps) Unwrap() asyncsteps.AsyncSteps { return w.AsyncSteps }
+
+func (w loopBoundSteps) Success(args ...any) {
+	w.onLoop("Success")
+	w.AsyncSteps.Success(args...)
+}
+
+func (w loopBoundSteps) Tool() asyncsteps.Tool {
+	w.onLoop("Tool")
+	return w.AsyncSteps.Tool()
+}
+
+func (w loopBoundSteps) onLoop(method string) {
+	if !w.loop.IsSameThread() {
+		panic(method + " called off the flow's loop")
+	}
+}
+
+// A gate lets a decorator's flow in from whatever goroutine gives a slot
+// back or ends a period, here a callback of a flow on another Loop. It
+// runs none of the decorator's methods there, with a SyncWait hook or
+// without: the decorator's Success completes its step on its own loop.
+// (The decorator's Success, and with the hook its Tool, ran in the other
+// flow's callback: their panic failed that flow, and the decorator's flow,
+// let in but never resumed, held the slot for good.)
+func TestGateLetsADecoratorsFlowInOnItsOwnLoop(t *testing.T) {
+	gates := []struct {
+		name string
+		obj  func() asyncsteps.Syncer
+	}{
+		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) }},
+		{"Limiter", func() asyncsteps.Syncer {
+			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1})
+		}},
+		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, 10*time.Millisecond) }},
+	}
+	for _, g := range gates {
+		for _, hooked := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/hooked=%v", g.name, hooked), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					holderLoop, loop := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+					defer holderLoop.Close()
+					defer loop.Close()
+					tr := &tracer{}
+					if hooked {
+						loop.SetHooks(&asyncsteps.Hooks{SyncWait: func(_ asyncsteps.Syncer, d time.Duration) {
+							tr.addf("SyncWait %v", d)
+						}})
+					}
+					obj := g.obj()
+					holder := asyncsteps.New(asyncsteps.WithTool(holderLoop))
+					holder.Sync(obj, func(as asyncsteps.AsyncSteps, _ ...any) {
+						tr.add("holder:in")
+						syncSleep(as, 10*time.Millisecond)
+					})
+					holderRes := holder.Promise()
+					synctest.Wait()
+					r := asyncsteps.New(asyncsteps.WithTool(loop))
+					r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						obj.Sync(loopBoundSteps{as, loop}, tr.step("decorated:in"))
+					})
+					res := r.Promise()
+
+					time.Sleep(time.Second)
+					synctest.Wait()
+
+					want := "holder:in,decorated:in"
+					if hooked {
+						want = "holder:in,SyncWait 10ms,decorated:in"
+					}
+					wantTrace(t, tr, want)
+					wantSuccess(t, result(t, holderRes))
+					wantSuccess(t, result(t, res))
+				})
+			})
+		}
+	}
+}
+
+// A decorator's Success that panics as the gate lets its flow in fails the
+// decorator's own step with InternalError, and the slot it was given comes
+// back as its flow unwinds: the next flow enters. (The panic failed the
+// flow that gave the slot back, and the slot stayed taken.)
+func TestDecoratorSuccessPanicOnAdmissionFailsItsOwnStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		holderLoop, loop := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer holderLoop.Close()
+		defer loop.Close()
+		m := asyncsteps.NewMutex(1)
+		tr := &tracer{}
+		holder := asyncsteps.New(asyncsteps.WithTool(holderLoop))
+		holder.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { syncSleep(as, 10*time.Millisecond) })
+		holderRes := holder.Promise()
+		synctest.Wait()
+		panicky := asyncsteps.New(asyncsteps.WithTool(loop))
+		panicky.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			m.Sync(panickySuccessSteps{as}, tr.step("panicky:in"))
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("panicky:onerror:%s:%s", code, as.State().ErrorInfo)
+		})
+		panickyRes := panicky.Promise()
+		synctest.Wait()
+		next := asyncsteps.New(asyncsteps.WithTool(loop)) // after panicky's handler, on its loop
+		next.Sync(m, tr.step("next:in"))
+		nextRes := next.Promise()
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		const info = "panic: Success refused"
+		wantTrace(t, tr, "panicky:onerror:InternalError:"+info+",next:in")
+		wantSuccess(t, result(t, holderRes))
+		wantError(t, result(t, panickyRes).Err, asyncsteps.InternalError, info)
+		wantSuccess(t, result(t, nextRes))
+	})
+}
+
+// panickySuccessSteps is a decorator whose Success panics.
+type panickySuccessSteps struct{ asyncsteps.AsyncSteps }
+
+func (w panickySuccessSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(panickySuccessSteps{as}, args...) }, onerror...)
+	return w
+}
+
+func (w panickySuccessSteps) Unwrap() asyncsteps.AsyncSteps { return w.AsyncSteps }
+
+func (panickySuccessSteps) Success(...any) { panic("Success refused") }
+
+// A slot that an Await function kept after its flow left the section
+// comes back from the function's goroutine as it returns; the decorator's
+// flow it lets in is resumed on its own loop, so a decorator's Success
+// that panics fails its own step. (It panicked on the function's
+// goroutine, which nothing recovers: the process crashed.)
+func TestDecoratorLetInByAnAwaitGoroutineCannotCrash(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			m := asyncsteps.NewMutex(1)
+			tr := &tracer{}
+			release := make(chan struct{})
+			holder := asyncsteps.New(asyncsteps.WithTool(loop))
+			holder.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(10 * time.Millisecond) // the flow leaves; the call keeps the slot
+				as.Await(slowCall(tr, "holder", release))
+			}, func(as asyncsteps.AsyncSteps, code string) { as.Success() })
+			holderRes := holder.Promise()
+			synctest.Wait()
+			panicky := asyncsteps.New(asyncsteps.WithTool(loop))
+			panicky.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				m.Sync(panickySuccessSteps{as}, tr.step("panicky:in"))
+			}, tr.handler("panicky:onerror"))
+			panickyRes := panicky.Promise()
+			time.Sleep(time.Second)
+			synctest.Wait()
+			wantSuccess(t, result(t, holderRes))
+
+			close(release)
+			synctest.Wait()
+
+			wantTrace(t, tr, "holder:call,holder:return,panicky:onerror:InternalError")
+			wantError(t, result(t, panickyRes).Err, asyncsteps.InternalError, "panic: Success refused")
+		})
+	})
 }
