@@ -290,8 +290,9 @@ func TestRunDeadlineOutlastsACompletionOnItsWay(t *testing.T) {
 // recovers, would spin on the loop's goroutine for ever and Run never
 // return. A loop through whose iteration a timeout of the deadline went
 // begins no further iteration: the next one fails with Timeout, which
-// goes on through the loops around it likewise. A loop begun after the
-// deadline, a fallback's, runs as usual.
+// goes on through the loops around it likewise; a Retry's attempts are
+// such iterations, also when Continue starts the next. A loop begun after
+// the deadline, a fallback's, runs as usual.
 func TestRunDeadlineEndsLoopsItTimedOut(t *testing.T) {
 	const most = 1000 // iterations before a loop breaks by itself
 	waitRecovering := func(tr *tracer, name string) asyncsteps.StepFunc {
@@ -347,6 +348,17 @@ func TestRunDeadlineEndsLoopsItTimedOut(t *testing.T) {
 				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
 			})
 		}, "parallel:Timeout"},
+		{"Retry", func(r *asyncsteps.Root, tr *tracer) {
+			// Continue starts the next attempt, as a loop's next iteration,
+			// without asking whether to retry.
+			asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: most, Label: "retry"}, func(as asyncsteps.AsyncSteps, _ int) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() },
+					func(as asyncsteps.AsyncSteps, code string) {
+						tr.add("attempt:" + code)
+						as.Continue("retry")
+					})
+			})
+		}, "attempt:Timeout"},
 		{"fallback loop", func(r *asyncsteps.Root, tr *tracer) {
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() },
 				func(as asyncsteps.AsyncSteps, code string) {
