@@ -175,7 +175,8 @@ type Syncer interface {
 // (see [Hooks]) sees the waits. The decorator's own methods are still the
 // ones called to add the section's steps and to complete them (a Mutex,
 // Throttle or Limiter that lets the flow in calls its Success on the
-// flow's loop, whatever goroutine gave the slot back), and Sync's f
+// flow's loop, whatever goroutine gave the slot back, and so do AwaitChan,
+// AwaitResult and AwaitFlow with the value they receive), and Sync's f
 // receives what the decorator gives its steps.
 //
 // Unwrap must return the AsyncSteps the decorator was made with for its

@@ -77,7 +77,10 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 // cancelled meanwhile, the completion is refused by the step itself
 // (docs/DESIGN.md#stale-steps), so the goroutine never blocks on the flow and
 // never needs to
-// know whether the step is still alive.
+// know whether the step is still alive. Through a decorator of a step of
+// this package (see Unwrapper), deliver calls the decorator's methods,
+// user code: it runs in a task on the flow's loop (see loopDelivery), not
+// on the waiting goroutine, which nothing recovers.
 func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), stop func()) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := stepOf(as) // while the callback runs: see unwrapStep
@@ -102,9 +105,15 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAP
 		if life := lifetimeOf(h); life != nil {
 			closed = life.Done()
 		}
+		_, own := as.(*stepAPI)
+		decorated := h != nil && !own // a decorator of the step h
 		go func() {
 			select {
 			case v := <-ch:
+				if decorated {
+					h.fl.sched.inject(&loopDelivery{h: h, deliver: func() { deliver(as, h, v) }})
+					return
+				}
 				deliverOutside(as, h, v, deliver)
 			case <-cancelled:
 			case <-closed: // a closed loop runs no cancel handler
@@ -150,6 +159,32 @@ func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, deliver func(as Async
 		as.Error(InternalError, goexitInfo) // from outside a callback: no panic
 	}()
 	deliver(as, h, v)
+	returned = true
+}
+
+// loopDelivery completes the step h through a decorator of it, on the
+// flow's loop: deliver calls the decorator's Success, or fails h. A panic
+// or runtime.Goexit there fails the step with InternalError, as one of an
+// Await function does, rather than leave it waiting; the loop goes on (on
+// a new goroutine after a Goexit).
+type loopDelivery struct {
+	h       *stepAPI
+	deliver func()
+}
+
+func (d *loopDelivery) run() {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		err := &Error{Code: InternalError, Info: goexitInfo}
+		if r := recover(); r != nil {
+			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
+		}
+		d.h.complete(err)
+	}()
+	d.deliver()
 	returned = true
 }
 

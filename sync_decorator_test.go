@@ -1,6 +1,7 @@
 package asyncsteps_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -483,4 +484,73 @@ func TestDecoratorLetInByAnAwaitGoroutineCannotCrash(t *testing.T) {
 			wantError(t, result(t, panickyRes).Err, asyncsteps.InternalError, "panic: Success refused")
 		})
 	})
+}
+
+// AwaitChan, AwaitResult and AwaitFlow added through a decorator complete
+// their step through the decorator's Success on the flow's loop, not on
+// the goroutine that received the value: a decorator bound to its loop
+// works, and one whose Success panics fails its own step with
+// InternalError. (The goroutine, which nothing recovers, called it: the
+// process crashed.)
+func TestAwaitHelpersCompleteADecoratorOnItsLoop(t *testing.T) {
+	helpers := []struct {
+		name string
+		add  func(as asyncsteps.AsyncSteps, release chan struct{})
+	}{
+		{"AwaitChan", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+			ch := make(chan string)
+			go func() { <-release; ch <- "got" }()
+			asyncsteps.AwaitChan(as, ch)
+		}},
+		{"AwaitResult", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+			ch := make(chan asyncsteps.Result)
+			go func() { <-release; ch <- asyncsteps.Result{Args: []any{"got"}} }()
+			asyncsteps.AwaitResult(as, ch)
+		}},
+		{"AwaitFlow", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+			other := asyncsteps.New(asyncsteps.WithTool(as.Tool()))
+			other.Await(func(context.Context) (any, error) { <-release; return "got", nil })
+			asyncsteps.AwaitFlow(as, other)
+		}},
+	}
+	for _, hp := range helpers {
+		for _, panicky := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/panicky=%v", hp.name, panicky), func(t *testing.T) {
+				inChild(t, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						loop := asyncsteps.NewLoop()
+						defer loop.Close()
+						tr := &tracer{}
+						release := make(chan struct{})
+						r := asyncsteps.New(asyncsteps.WithTool(loop))
+						r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+							var d asyncsteps.AsyncSteps = loopBoundSteps{as, loop}
+							if panicky {
+								d = panickySuccessSteps{as}
+							}
+							hp.add(d, release)
+						}, func(as asyncsteps.AsyncSteps, code string) {
+							tr.addf("onerror:%s:%s", code, as.State().ErrorInfo)
+						})
+						r.Add(tr.stepArgs("next"))
+						res := r.Promise()
+						synctest.Wait()
+
+						close(release)
+						time.Sleep(time.Second)
+						synctest.Wait()
+
+						if panicky {
+							const info = "panic: Success refused"
+							wantTrace(t, tr, "onerror:InternalError:"+info)
+							wantError(t, result(t, res).Err, asyncsteps.InternalError, info)
+							return
+						}
+						wantTrace(t, tr, "next[got]")
+						wantSuccess(t, result(t, res))
+					})
+				})
+			})
+		}
+	}
 }
