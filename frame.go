@@ -153,16 +153,28 @@ const maxUnwrap = 64
 // step API, or to one whose step has completed or waits outside its
 // callback: nothing of its frame may be read then.
 func unwrapStep(as AsyncSteps) *stepAPI {
+	h, _ := unwrapHost(as).(*stepAPI)
+	return h
+}
+
+// unwrapHost returns what the decorator as wraps, directly or through
+// other decorators, when that holds steps of this package: a step API as
+// unwrapStep finds it, a Root, or the value Parallel returns. It returns
+// nil for anything else.
+func unwrapHost(as AsyncSteps) host {
 	for range maxUnwrap {
 		u, ok := as.(Unwrapper)
 		if !ok {
 			return nil
 		}
 		as = u.Unwrap()
-		if h, ok := as.(*stepAPI); ok {
+		switch h := as.(type) {
+		case *stepAPI:
 			if h == nil || h.st.Load()&(stIdle|stDone) != 0 {
 				return nil
 			}
+			return h
+		case host:
 			return h
 		}
 	}

@@ -51,9 +51,10 @@ type RetryOptions struct {
 // [Root.Run]'s context has passed (a timeout of the whole flow) no failure
 // is retried (docs/DESIGN.md#retry).
 //
-// On a decorator of a step's AsyncSteps (see [Unwrapper]), the loop is
-// added to the AsyncSteps it wraps: attempt receives that one, which it
-// may decorate again.
+// On a decorator (see [Unwrapper]) of a step's AsyncSteps, of a [Root] or
+// of the value [AsyncSteps.Parallel] returns, the loop is added to the
+// AsyncSteps it wraps: attempt receives the step's AsyncSteps of this
+// package, which it may decorate again.
 //
 // Unlike a Repeat whose last step calls Break, a successful attempt ends
 // the step without raising LoopBreak: it leaves ErrorInfo, LastException
@@ -64,10 +65,10 @@ func Retry(as AsyncSteps, o RetryOptions, attempt RepeatFunc) AsyncSteps {
 	if h, ok := as.(host); ok {
 		return addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
 	}
-	if h := unwrapStep(as); h != nil {
-		// A decorator of a running step: the loop is the step's, queued
-		// after the steps the decorator has added to it. The decorator
-		// is returned, to chain further steps.
+	if h := unwrapHost(as); h != nil {
+		// A decorator of a running step, a Root or a Parallel: the loop
+		// is added there, after the steps the decorator has added. The
+		// decorator is returned, to chain further steps.
 		addLoopDef(h, attempt == nil, "Retry", &d.loopDef)
 		return as
 	}

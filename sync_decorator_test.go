@@ -554,3 +554,44 @@ func TestAwaitHelpersCompleteADecoratorOnItsLoop(t *testing.T) {
 		}
 	}
 }
+
+// Retry on a decorator of a Root, or of the value Parallel returns, adds
+// its loop there, as on the Root or the Parallel itself. (It raised a
+// misuse of Error on the Root, or on the Parallel, which named no Retry.)
+func TestRetryThroughADecoratorOfARootOrAParallel(t *testing.T) {
+	attempt := func(tr *tracer) asyncsteps.RepeatFunc {
+		return func(as asyncsteps.AsyncSteps, i int) {
+			tr.addf("attempt %d", i)
+			if i == 0 {
+				as.Error(asyncsteps.CommError, "down")
+			}
+			as.Success("up")
+		}
+	}
+	t.Run("Root", func(t *testing.T) {
+		r, tt := newFlow()
+		tr := &tracer{}
+		next := asyncsteps.Retry(decoratedSteps{r}, asyncsteps.RetryOptions{Attempts: 2}, attempt(tr))
+		next.Add(tr.stepArgs("after"))
+		wantSuccess(t, run(t, r, tt))
+		wantTrace(t, tr, "attempt 0,attempt 1,after[up]")
+	})
+	for _, decorated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Parallel/decorated=%v", decorated), func(t *testing.T) {
+			r, tt := newFlow()
+			tr := &tracer{}
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				p := as.Parallel()
+				if decorated {
+					p = decoratedSteps{p}
+				}
+				asyncsteps.Retry(p, asyncsteps.RetryOptions{Attempts: 2}, attempt(tr))
+				p.Add(tr.step("branch 2"))
+			})
+			r.Add(tr.step("after"))
+			wantSuccess(t, run(t, r, tt))
+			// The loop's first attempt is a level below its branch.
+			wantTrace(t, tr, "branch 2,attempt 0,attempt 1,after")
+		})
+	}
+}
