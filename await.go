@@ -102,7 +102,7 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAP
 			return // only a cancellation ends the step: nothing to wait on
 		}
 		var closed <-chan struct{} // never ready on a tool that never stops
-		if life := lifetimeOf(h); life != nil {
+		if life := lifetimeOf(as, h); life != nil {
 			closed = life.Done()
 		}
 		_, own := as.(*stepAPI)
@@ -133,12 +133,18 @@ func stepOf(as AsyncSteps) *stepAPI {
 }
 
 // lifetimeOf returns the lifetime of the tool that runs the step of h
-// (see scheduler.lifetime), or nil.
-func lifetimeOf(h *stepAPI) context.Context {
-	if h == nil {
-		return nil
+// (see scheduler.lifetime), or nil. Without h, the step of as, which does
+// not unwrap to one of this package (a decorator without Unwrap), runs on
+// the Loop its Tool names, if any: a goroutine waiting for the step must
+// not outlive that Loop either (docs/DESIGN.md#closing-a-loop).
+func lifetimeOf(as AsyncSteps, h *stepAPI) context.Context {
+	if h != nil {
+		return h.fl.sched.lifetime()
 	}
-	return h.fl.sched.lifetime()
+	if l, ok := as.Tool().(*Loop); ok && l != nil {
+		return l.lifetime()
+	}
+	return nil
 }
 
 // deliverOutside hands v to deliver on the goroutine that received it for

@@ -595,3 +595,27 @@ func TestRetryThroughADecoratorOfARootOrAParallel(t *testing.T) {
 		})
 	}
 }
+
+// A Loop that closes stops the goroutine of an AwaitChan, AwaitResult or
+// AwaitFlow added through a decorator without Unwrap too, found through
+// the decorator's Tool: nothing is left waiting for a flow that is gone.
+// (The goroutine waited on its channel for ever.)
+func TestClosedLoopStopsTheAwaitChanOfADecoratorWithoutUnwrap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		tr := &tracer{}
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("waits")
+			asyncsteps.AwaitChan(foreignSteps{as}, make(chan int)) // never delivers
+		})
+		res := r.Promise()
+		synctest.Wait()
+
+		loop.Close()
+		synctest.Wait() // the bubble fails the test if the goroutine still waits
+
+		wantTrace(t, tr, "waits")
+		wantError(t, result(t, res).Err, asyncsteps.InternalError, "the flow's loop is closed")
+	})
+}
