@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -15,23 +18,153 @@ import (
 // configured concurrency and rate then hold for the whole fleet, not per
 // instance.
 type clusterOptions struct {
-	Addr   string        // Redis address; "": the instance runs alone
-	Prefix string        // the key prefix: instances with the same one share their limits
-	TTL    time.Duration // the lease of a concurrency slot: a killed instance's slots come back after it
+	Addr     string        // -redis: host:port, or a redis:// or rediss:// URL; "": the instance runs alone
+	Password string        // REDIS_PASSWORD: Redis's password, unless the URL of Addr has one
+	Prefix   string        // the key prefix: instances with the same one share their limits
+	TTL      time.Duration // the lease of a concurrency slot: a killed instance's slots come back after it
+}
+
+// redisPasswordEnv names the environment variable that gives Redis's
+// password: the process's arguments, where a URL's password would be,
+// can be read by every user of the machine (ps).
+const redisPasswordEnv = "REDIS_PASSWORD"
+
+// redisTarget is the Redis that -redis and REDIS_PASSWORD name.
+type redisTarget struct {
+	options *redis.Options // to connect with, the password in place
+	shown   string         // -redis as logs and errors name it: a URL's password as "***"
+	source  string         // where the password came from: "the -redis URL", "REDIS_PASSWORD" or "" (none)
+	ignored bool           // REDIS_PASSWORD was set, and the URL's password won
+}
+
+// redisForms are the values -redis takes, for the errors that refuse one.
+const redisForms = "want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)"
+
+// target returns the Redis of o. A URL is read by go-redis's ParseURL,
+// whose options it takes too (?dial_timeout=3s, ...); host:port is used
+// as it is, as it always was. The password of a URL wins over
+// REDIS_PASSWORD: the command line is the more explicit of the two, as
+// redis-cli's -a wins over REDISCLI_AUTH.
+func (o clusterOptions) target() (redisTarget, error) {
+	if !strings.Contains(o.Addr, "://") {
+		if strings.Contains(o.Addr, "@") {
+			// Dialled as it is, it would be in every error, password included.
+			return redisTarget{}, errors.New("-redis: a user or password needs the URL form: " + redisForms)
+		}
+		t := redisTarget{options: &redis.Options{Addr: o.Addr}, shown: o.Addr}
+		return t.withPassword(o.Password), nil
+	}
+	u, err := parseRedisURL(o.Addr)
+	if err != nil {
+		return redisTarget{}, err
+	}
+	t := redisTarget{shown: redactedURL(u)}
+	if t.options, err = redis.ParseURL(o.Addr); err != nil {
+		// Its errors name a path, a query or a database number, never the
+		// user information, which parseRedisURL found where ParseURL does.
+		return redisTarget{}, fmt.Errorf("-redis=%q: %v", t.shown, err)
+	}
+	if t.options.DB < 0 {
+		return redisTarget{}, fmt.Errorf("-redis=%q: the database number must be at least 0", t.shown)
+	}
+	if _, ok := u.User.Password(); ok {
+		t.source, t.ignored = "the -redis URL", o.Password != ""
+		return t, nil
+	}
+	return t.withPassword(o.Password), nil
+}
+
+// withPassword returns t with password, REDIS_PASSWORD's, if set.
+func (t redisTarget) withPassword(password string) redisTarget {
+	if password != "" {
+		t.options.Password, t.source = password, redisPasswordEnv
+	}
+	return t
+}
+
+// parseRedisURL parses s, a -redis URL, and checks what ParseURL would
+// let through or get wrong: a scheme other than redis and rediss, no host,
+// a fragment (ParseURL ignores it). Its errors show s with the password
+// of its user information as "***", and never quote url.Parse's error,
+// which holds s whole.
+func parseRedisURL(s string) (*url.URL, error) {
+	shown := redactedUserinfo(s)
+	_, rest, _ := strings.Cut(s, "://")
+	if at := strings.LastIndex(rest, "@"); at >= 0 && strings.ContainsAny(rest[:at], "/?#") {
+		// A "/", "?" or "#" of the password, not percent-encoded, ends the
+		// host early: url.Parse would read part of the password as the
+		// host, path, query or fragment, and connect elsewhere. (An "@"
+		// of the password is read right: the host follows the last one.)
+		return nil, fmt.Errorf("-redis=%q: the user or password has a reserved character (/ ? #): percent-encode it (%%2F %%3F %%23)", shown)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		if _, err := url.Parse(shown); err != nil {
+			return nil, fmt.Errorf("-redis=%q: %v", shown, errors.Unwrap(err))
+		}
+		return nil, fmt.Errorf("-redis=%q: the user or password is not valid in a URL: percent-encode its reserved characters", shown)
+	}
+	switch {
+	case u.Scheme != "redis" && u.Scheme != "rediss", u.Hostname() == "":
+		return nil, fmt.Errorf("-redis=%q: %s", shown, redisForms)
+	case strings.Contains(s, "#"):
+		return nil, fmt.Errorf("-redis=%q: want no fragment (#)", shown)
+	}
+	return u, nil
+}
+
+// redactedUserinfo returns s, a URL that may not parse, with the password
+// of its user information, up to the last "@", replaced by "***": it may
+// hide more than the password of a URL that does parse, never less.
+func redactedUserinfo(s string) string {
+	scheme, rest, found := strings.Cut(s, "://")
+	at := strings.LastIndex(rest, "@")
+	if !found || at < 0 {
+		return s
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return s
+	}
+	return scheme + "://" + user + ":***" + rest[at:]
 }
 
 // connectCluster connects to the Redis of o. It fails with redissync's
 // CommError when Redis does not answer, prefixed with the address, which
 // the error's info does not name: the operator who reads why the gateway
-// did not start must learn which Redis it could not reach.
+// did not start must learn which Redis it could not reach; when Redis
+// refuses the credentials, it says so and where the password came from.
 func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, func(), error) {
-	rdb := redis.NewClient(&redis.Options{Addr: o.Addr})
+	t, err := o.target()
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb := redis.NewClient(t.options)
 	c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: o.Prefix})
 	if err != nil {
 		rdb.Close()
-		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w", o.Addr, err)
+		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w%s", t.shown, err, t.authHint(err))
 	}
 	return c, func() { c.Close(); rdb.Close() }, nil
+}
+
+// authHint returns what to add to err, the failure to connect to t, when
+// Redis refused the connection for its credentials; "" otherwise.
+func (t redisTarget) authHint(err error) string {
+	var e *asyncsteps.Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	switch e.Info {
+	case "redis: error reply NOAUTH":
+		return ": Redis wants a password: give it in the -redis URL or in " + redisPasswordEnv
+	case "redis: error reply WRONGPASS":
+		if t.source == "" {
+			return ": Redis refused the user or the password"
+		}
+		return ": Redis refused the user or the password of " + t.source
+	}
+	return ""
 }
 
 // clusterLimit is newLimit's limit shared through Redis: a Limiter named

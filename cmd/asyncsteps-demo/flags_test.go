@@ -50,6 +50,20 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-redis-ttl", "1ns"}, "-redis-ttl must be from 100ms to 24h0m0s"},
 		{[]string{"-redis-ttl", "2562047h47m16s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		// Bad -redis URLs, shown with their password as "***".
+		{[]string{"-redis", "redis://:hunter2@127.0.0.1:6379/x"}, `-redis=\"redis://:***@127.0.0.1:6379/x\": redis: invalid database number: \"x\"`},
+		{[]string{"-redis", "redis://u:hunter2@127.0.0.1:6379/-1"}, `-redis=\"redis://u:***@127.0.0.1:6379/-1\": the database number must be at least 0`},
+		{[]string{"-redis", "redis://:hunter2@127.0.0.1:6379?timeout=1s"}, `-redis=\"redis://:***@127.0.0.1:6379?timeout=1s\": redis: unexpected option: timeout`},
+		{[]string{"-redis", "unix:///run/redis.sock"}, `-redis=\"unix:///run/redis.sock\": want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)`},
+		{[]string{"-redis", "redis://:hunter2@"}, `-redis=\"redis://:***@\": want host:port, or redis://`},
+		{[]string{"-redis", "redis://127.0.0.1:6379/0#main"}, `-redis=\"redis://127.0.0.1:6379/0#main\": want no fragment (#)`},
+		{[]string{"-redis", "redis://127.0.0.1:bad"}, `-redis=\"redis://127.0.0.1:bad\": invalid port \":bad\" after host`},
+		// A reserved character of a password would make part of it the host,
+		// path, query or fragment; url.Parse's errors quote the whole URL.
+		{[]string{"-redis", "redis://:hunter2#1@127.0.0.1:6379"}, `-redis=\"redis://:***@127.0.0.1:6379\": the user or password has a reserved character (/ ? #): percent-encode it (%2F %3F %23)`},
+		{[]string{"-redis", "redis://u:1/hunter2@127.0.0.1:6379"}, `-redis=\"redis://u:***@127.0.0.1:6379\": the user or password has a reserved character`},
+		{[]string{"-redis", "redis://:hunter2%zz@127.0.0.1:6379"}, `-redis=\"redis://:***@127.0.0.1:6379\": the user or password is not valid in a URL: percent-encode its reserved characters`},
+		{[]string{"-redis", ":hunter2@127.0.0.1:6379"}, "-redis: a user or password needs the URL form: want host:port, or redis://"},
 		// Arguments, and the flags after them, would be ignored.
 		{[]string{"-debug", "false"}, `unexpected argument \"false\": the command takes flags only, and a boolean flag its value as -debug=false`},
 		{[]string{"-impl", "plain", "quotes", "-loops", "4"}, `unexpected argument \"quotes\"`},
@@ -82,6 +96,9 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 			!strings.Contains(string(out), `msg="bad flags"`) || !strings.Contains(string(out), c.want) {
 			t.Errorf("%q: %v, want exit status 2 and %q logged; output:\n%s", c.args, err, c.want, out)
 		}
+		if strings.Contains(string(out), "hunter2") {
+			t.Errorf("%q: the password hunter2 is in the output:\n%s", c.args, out)
+		}
 	}
 }
 
@@ -95,6 +112,8 @@ func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
 		{"-impl", "flows", "-loops", "2", "-upstream-latency", "1ms", "-seed", "2"},
 		{"-impl", "plain", "-upstream-fail", "0"},
 		{"-redis", "127.0.0.1:6379", "-redis-prefix", "shop", "-redis-ttl", "5s"},
+		{"-redis", "redis://alice:hunter2@127.0.0.1:6379/2", "-redis-prefix", "shop"},
+		{"-redis", "rediss://cache.example?dial_timeout=3s"},
 	} {
 		if _, err := parseFlags(args); err != nil {
 			t.Errorf("%q: %v", args, err)

@@ -272,6 +272,14 @@ func startRedisServer(t *testing.T) string {
 // returns its address and its process.
 func startRedisServerOn(t *testing.T, port int) (string, *exec.Cmd) {
 	t.Helper()
+	return startRedisServerWith(t, port)
+}
+
+// startRedisServerWith is startRedisServerOn with more arguments of
+// redis-server (--requirepass PASSWORD, say). It is ready once it answers
+// a PING, be it with an error (NOAUTH).
+func startRedisServerWith(t *testing.T, port int, args ...string) (string, *exec.Cmd) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found (Debian package redis-server; scripts/test.sh installs it): %v", err)
@@ -284,8 +292,8 @@ func startRedisServerOn(t *testing.T, port int) (string, *exec.Cmd) {
 		port = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning"}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +302,12 @@ func startRedisServerOn(t *testing.T, port int) (string, *exec.Cmd) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Ping(context.Background()).Err() != nil {
+	answers := func() bool {
+		err := rdb.Ping(context.Background()).Err()
+		var reply redis.Error // NOAUTH from a server with a password
+		return err == nil || errors.As(err, &reply)
+	}
+	for !answers() {
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server on %s does not answer", addr)
 		}

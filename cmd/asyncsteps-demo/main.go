@@ -66,7 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for, at most 24h; 0: 1s")
 	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway, at most 1024; 0: one per core")
 	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
-	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis address (host:port): share -concurrent and -rate with every instance using it and -redis-prefix; empty: this instance alone")
+	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis to share -concurrent and -rate through, with every instance using it and -redis-prefix: host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS); the password may come from $REDIS_PASSWORD instead, which a URL's password overrides; empty: this instance alone")
 	fs.StringVar(&o.cluster.Prefix, "redis-prefix", "asyncsteps-demo", "with -redis: the prefix of the Redis keys; instances with the same prefix share their limits")
 	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
 	if err := fs.Parse(args); err != nil {
@@ -164,6 +164,11 @@ func (o *options) validate() error {
 	case o.cluster.TTL < minRedisTTL || o.cluster.TTL > maxRedisTTL:
 		return fmt.Errorf("-redis-ttl must be from %v to %v", minRedisTTL, maxRedisTTL)
 	}
+	if o.cluster.Addr != "" {
+		if _, err := o.cluster.target(); err != nil {
+			return err
+		}
+	}
 	return validateUpstreamURL(o.upstreamURL)
 }
 
@@ -224,6 +229,7 @@ func main() {
 		logger.Error("bad flags", "err", err)
 		os.Exit(2)
 	}
+	o.cluster.Password = os.Getenv(redisPasswordEnv)
 	ctx := stopOnSignal()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -274,13 +280,17 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 			"latency", o.upstream.Latency, "fail", o.upstream.FailRate, "seed", o.upstream.Seed)
 	}
 	if o.cluster.Addr != "" {
+		target, _ := o.cluster.target() // validate accepted it
+		if target.ignored {
+			logger.Warn(redisPasswordEnv + " is ignored: the -redis URL has a password, which wins")
+		}
 		c, closeCluster, err := connectCluster(ctx, o.cluster)
 		if err != nil {
 			return stoppedOr(ctx, err, logger)
 		}
 		defer closeCluster()
 		cfg.Limits.Cluster, cfg.Limits.TTL = c, o.cluster.TTL
-		logger.Info("limits shared through Redis", "redis", o.cluster.Addr, "prefix", o.cluster.Prefix, "ttl", o.cluster.TTL, "id", c.ID())
+		logger.Info("limits shared through Redis", "redis", target.shown, "prefix", o.cluster.Prefix, "ttl", o.cluster.TTL, "id", c.ID())
 	}
 	client := upstreamClient()
 	if o.upstreamURL != "" {
