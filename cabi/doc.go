@@ -102,10 +102,13 @@
 // to its own thread, which becomes the loop's thread. success,
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
-// blocking. The other functions are for the callback that was given the
-// pointer, on the loop (or, for a root, while it is idle). handle_error,
-// breakLoop and continueLoop return to the C caller, which must return
-// from its callback at once.
+// blocking. A free that comes while an execute on another thread starts
+// the flow is released once that execute has started it, and cancels it,
+// as a free after the execute does; no lock is held over the start, which
+// a Tool of the caller's may run inside Immediate. The other functions
+// are for the callback that was given the pointer, on the loop (or, for a
+// root, while it is idle). handle_error, breakLoop and continueLoop
+// return to the C caller, which must return from its callback at once.
 //
 // So free returns before the loop has cancelled the root's flow and run
 // the cleanups of its state variables and stack memory. A program that

@@ -320,8 +320,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * data, code) (may be NULL: the error is logged) is called once, on
              * the loop, when an error ends this execution; never for cancel.
              * (A loop closed before the flow began runs nothing: then it is
-             * called on another thread.) Nothing happens on a running root.
-             * From any thread. */
+             * called on another thread.) Nothing happens on a running root
+             * or a freed one. From any thread: a free on another thread
+             * that comes while execute starts the flow follows the start,
+             * as a free after execute does (it cancels the flow). */
             void (*execute)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -374,7 +376,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * thread once it has stopped: first the cancel handlers and stack
              * memory cleanups of the steps it left waiting, innermost first,
              * with the unlock of each foreign FutoInSync whose section they
-             * are in (see addSync). */
+             * are in (see addSync). A free that comes while an execute on
+             * another thread starts the flow is released once that execute
+             * has started it, and cancels it: no step of the root runs after
+             * the release. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */

@@ -29,8 +29,16 @@ type rootObj struct {
 	root  *asyncsteps.Root
 	owned bool
 
-	mu    sync.Mutex // execute and free may come from any thread
+	// execute and free may come from any thread at once. mu guards the
+	// state they share, and is never held while a callback may run: a
+	// Tool of the caller's may run the flow inside execute.
+	mu    sync.Mutex
 	freed bool
+	// starts counts the executes between their check of freed and the
+	// return of their start; release is the release of a free called
+	// meanwhile, which the last of them runs (see execute).
+	starts  int
+	release func()
 }
 
 // goRoots maps the Go roots given to Binary to their rootObj.
@@ -88,27 +96,67 @@ func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_cal
 	C.cabi_call_error(fn, ro.node.bsi, data, code)
 }
 
+// testHookStart, set by a test, runs in execute after its check of free
+// and before the start: where a free from another thread may come.
+var testHookStart func()
+
 // execute starts the flow; it only posts to the loop. An error that ends
 // this execution goes to fn with data, on the loop, when it ends
-// (docs/DESIGN.md#c-execute): the execution keeps them, so that a later execute
-// cannot take its
-// report. A Go root given to C reports to fn in place of its own
-// function. With no fn, an owned root logs the error and a Go root reports
-// to its own function. On a running flow it does nothing.
+// (docs/DESIGN.md#c-execute): the execution keeps them, so that a later
+// execute cannot take its report. A Go root given to C reports to fn in
+// place of its own function. With no fn, an owned root logs the error and
+// a Go root reports to its own function. On a running flow it does
+// nothing.
+//
+// A free from another thread may come between the check of free and the
+// start: its release then waits for the start (see beginStart), which it
+// follows as a free that follows the execute does, cancelling the flow.
+// Released first, the root would start after it, running the C steps of
+// a freed root that nothing cancels any more.
 func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
-	ro.mu.Lock()
-	freed := ro.freed
-	ro.mu.Unlock()
-	if freed {
+	if !ro.beginStart() {
 		return
 	}
-	ro.node.flow.cleanups.Store(true)
+	defer ro.endStart()
+	if testHookStart != nil {
+		testHookStart()
+	}
 	defer func() { _ = recover() }() // ExecuteWith's panic on a running flow: nothing started
 	if fn == nil {
 		ro.root.Execute()
 		return
 	}
 	ro.root.ExecuteWith(func(err *asyncsteps.Error) { ro.report(err, fn, data) })
+}
+
+// beginStart reports whether the root is not freed, and if so counts a
+// start under way, until endStart: a free called meanwhile leaves its
+// release to endStart. A lock held over the start would deadlock on a Tool
+// that runs the flow inside Immediate, where a C step may free the root.
+func (ro *rootObj) beginStart() bool {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.freed {
+		return false
+	}
+	ro.starts++
+	ro.node.flow.cleanups.Store(true)
+	return true
+}
+
+// endStart ends a start counted by beginStart; the last one runs the
+// release of a free called meanwhile.
+func (ro *rootObj) endStart() {
+	ro.mu.Lock()
+	ro.starts--
+	var release func()
+	if ro.starts == 0 {
+		release, ro.release = ro.release, nil
+	}
+	ro.mu.Unlock()
+	if release != nil {
+		release()
+	}
 }
 
 // free releases the root: it posts to the loop, which cancels a running
@@ -119,14 +167,22 @@ func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_call
 // cleanups, as the C++ reference implementation's destructor does, when
 // waiting is safe (see waitsForRelease; docs/DESIGN.md#c-threads).
 func (ro *rootObj) free(wait bool) {
+	var released chan struct{} // closed once finish has run, for FreeWait only
+	if wait {
+		released = make(chan struct{})
+	}
 	ro.mu.Lock()
 	if ro.freed {
 		ro.mu.Unlock()
 		return
 	}
 	ro.freed = true
+	starting := ro.starts > 0
+	if starting {
+		// An execute is starting the flow: the release follows the start.
+		ro.release = func() { ro.postRelease(released) }
+	}
 	ro.mu.Unlock()
-	fc := ro.node.flow
 	if !ro.owned {
 		goRoots.mu.Lock()
 		if goRoots.m[ro.root] == ro {
@@ -134,10 +190,19 @@ func (ro *rootObj) free(wait bool) {
 		}
 		goRoots.mu.Unlock()
 	}
-	var released chan struct{} // closed once finish has run, for FreeWait only
-	if wait {
-		released = make(chan struct{})
+	if !starting {
+		ro.postRelease(released)
 	}
+	if wait && ro.waitsForRelease() {
+		waitReleased(released, ro.node.flow)
+	}
+}
+
+// postRelease posts the release of a freed root to its loop: the cancel
+// of an owned root's flow, then finish; released, if not nil, is closed
+// once finish has run.
+func (ro *rootObj) postRelease(released chan struct{}) {
+	fc := ro.node.flow
 	var once sync.Once // finish may be called by the loop, or after it stopped
 	finish := func() {
 		once.Do(func() {
@@ -173,9 +238,6 @@ func (ro *rootObj) free(wait bool) {
 		}
 		finish()
 	}, stopped)
-	if wait && ro.waitsForRelease() {
-		waitReleased(released, fc)
-	}
 }
 
 // droppedLive does what a free that a tool dropped would have done, on a

@@ -2474,3 +2474,23 @@ void ct_pass_async(FutoInAsyncSteps* step)
     step->api->add(step, NULL, pass_async, NULL);
     step->api->add(step, NULL, pass_end, NULL);
 }
+
+// ---- a step that frees its own root ---------------------------------------------
+
+static FutoInAsyncSteps* free_own_root;
+
+static void free_own(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("free own root");
+    free_own_root->api->free(free_own_root);
+}
+
+// ct_free_own adds to root a step that frees root ("free own root").
+void ct_free_own(FutoInAsyncSteps* root)
+{
+    free_own_root = root;
+    ct_add(root, NULL, free_own, NULL);
+}

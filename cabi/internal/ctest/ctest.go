@@ -449,3 +449,6 @@ func StateNull(root unsafe.Pointer) { C.ct_state_null(bsi(root)) }
 func HandleError(step unsafe.Pointer, code, info string) {
 	C.ct_handle_error(bsi(step), cstr(code), cstr(info))
 }
+
+// FreeOwn adds to root a step that frees root ("free own root").
+func FreeOwn(root unsafe.Pointer) { C.ct_free_own(bsi(root)) }

@@ -69,6 +69,7 @@ void ct_c_branch_go(FutoInAsyncSteps* root);
 ptrdiff_t ct_c_branch_id(void);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
+void ct_free_own(FutoInAsyncSteps* root);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
