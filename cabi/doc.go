@@ -90,7 +90,12 @@
 // other, and a nested lock of one such flow waits for its outer lock (or is
 // rejected by a full queue), as a Go decorator without Unwrap does in a
 // Mutex. Its unlock gives back the first entry with rootId 0 of its table
-// that is inside the section.
+// that is inside the section. Its lock sets a cancel handler on the
+// caller's step, and completes the step from the hidden flow's loop,
+// another thread than the caller's, possibly: the two exclude each other,
+// so that once the cancel handler has returned neither success nor
+// handle_error reaches the step (a completion under way runs to its end
+// first, and the cancel handler then does nothing).
 //
 // # Concurrency
 //

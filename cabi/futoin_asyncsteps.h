@@ -478,7 +478,16 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
  * one: two such flows exclude each other, and a nested lock of one such
  * flow waits for its outer lock (or fails, DefenseRejected, on a full
  * queue) as a Go decorator without Unwrap does. Its unlock gives back the
- * first entry with rootId 0 of the table that is inside the section. */
+ * first entry with rootId 0 of the table that is inside the section.
+ * lock sets a cancel handler on the caller's step, and completes the step
+ * (success or handle_error) from the loop of the hidden flow, another
+ * thread than the caller's, possibly: the cancel handler and that
+ * completion exclude each other, so that once the cancel handler has
+ * returned, neither success nor handle_error reaches the step; a
+ * completion under way when the handler is called runs to its end first
+ * (the handler then does nothing: the step holds the section). A table
+ * whose success or handle_error waits for that cancel handler to return
+ * deadlocks. */
 
 /* futoin_mutex_new returns the library's Mutex: at most max flows inside at
  * once, reentrant within a flow (each parallel branch is a flow of its own);

@@ -54,6 +54,9 @@ type holder struct {
 	count int
 	as    asyncsteps.AsyncSteps // the hidden flow's step inside the section
 	root  *asyncsteps.Root
+
+	lockMu   sync.Mutex // see endLock
+	lockOver bool       // the caller's lock step was completed or cancelled
 }
 
 // add records h, a new holder. o.mu held.
@@ -162,6 +165,9 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 		o.mu.Unlock()
 	}
 	cancel := putRec(&frec{cancel: func(asyncsteps.AsyncSteps) {
+		if !h.endLock(nil) {
+			return // completed first: the caller's step is over, its section held
+		}
 		h.root.Cancel()
 		forget()
 	}})
@@ -169,21 +175,48 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	C.cabi_f_set_cancel(bsi, C.uint64_t(cancel))
 	o.s.Sync(h.root, func(as asyncsteps.AsyncSteps, _ ...any) {
 		dropRec(cancel)
-		o.mu.Lock()
-		h.as = as
-		o.mu.Unlock()
-		as.WaitExternal()
-		C.cabi_f_success(bsi, nil)
+		// Cancelled first, the step returns: the hidden flow leaves the
+		// section at once.
+		h.endLock(func() {
+			o.mu.Lock()
+			h.as = as
+			o.mu.Unlock()
+			as.WaitExternal()
+			C.cabi_f_success(bsi, nil)
+		})
 	}, func(as asyncsteps.AsyncSteps, code string) {
 		dropRec(cancel)
 		forget()
-		info := C.CString(as.State().ErrorInfo)
-		ccode := C.CString(code)
-		C.cabi_f_handle_error(bsi, ccode, info)
-		C.free(unsafe.Pointer(ccode))
-		C.free(unsafe.Pointer(info))
+		h.endLock(func() {
+			info := C.CString(as.State().ErrorInfo)
+			ccode := C.CString(code)
+			C.cabi_f_handle_error(bsi, ccode, info)
+			C.free(unsafe.Pointer(ccode))
+			C.free(unsafe.Pointer(info))
+		})
 	})
 	h.root.Execute()
+}
+
+// endLock ends the caller's lock step, unless it is over already, and
+// reports whether it did: complete, if not nil, completes it (success or
+// handle_error on the caller's step); nil stands for the caller's cancel
+// handler. The hidden flow runs on its own loop, another thread than the
+// caller's, possibly: the cancel handler and the completion exclude each
+// other, so that once the cancel handler has returned no completion
+// reaches the caller, whose step may be gone; a completion that comes
+// first runs to its end before the cancel handler returns.
+func (h *holder) endLock(complete func()) bool {
+	h.lockMu.Lock()
+	defer h.lockMu.Unlock()
+	if h.lockOver {
+		return false
+	}
+	h.lockOver = true
+	if complete != nil {
+		complete()
+	}
+	return true
 }
 
 //export cabiSyncUnlock

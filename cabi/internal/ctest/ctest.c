@@ -2494,3 +2494,89 @@ void ct_free_own(FutoInAsyncSteps* root)
     free_own_root = root;
     ct_add(root, NULL, free_own, NULL);
 }
+
+// ---- a sync's lock function for a step of another table that is cancelled ---------
+//
+// The cancel_step is a step of another implementation of the table that
+// calls the lock function of our sync, and is then cancelled: once its
+// cancel handler has returned, the step is gone (its memory freed, in a
+// real implementation), and a success or handle_error on it is a use
+// after free, logged here.
+
+typedef struct {
+    const FutoInAsyncStepsAPI* api;
+    void* data;
+    FutoInAsyncSteps_cancel_callback cancel;
+    int gone; // its cancel handler has returned
+} cancel_step;
+
+static cancel_step cancelled_step;
+
+static int cancel_gone(void) { return __atomic_load_n(&cancelled_step.gone, __ATOMIC_SEQ_CST); }
+static ptrdiff_t cancel_root_id(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    return 77;
+}
+static void cancel_wait(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    LOG("cancelled step waits");
+}
+static void cancel_set_cancel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_cancel_callback ch)
+{
+    (void)bsi;
+    pthread_mutex_lock(&mu);
+    cancelled_step.data = data;
+    cancelled_step.cancel = ch;
+    pthread_mutex_unlock(&mu);
+}
+static void cancel_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
+{
+    (void)bsi;
+    (void)args;
+    LOG(cancel_gone() ? "cancelled step: success after its cancel handler" : "cancelled step locked");
+}
+static void cancel_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    (void)bsi;
+    (void)info;
+    LOG(cancel_gone() ? "cancelled step: %s after its cancel handler" : "cancelled step lock: %s", code);
+}
+static const FutoInAsyncStepsAPI cancel_api = {{{
+    .rootId = cancel_root_id,
+    .waitExternal = cancel_wait,
+    .setCancel = cancel_set_cancel,
+    .success = cancel_success,
+    .handle_error = cancel_error,
+}}};
+
+// ct_cancel_lock calls the lock function of sync for the cancel_step
+// ("cancelled step locks").
+void ct_cancel_lock(FutoInSync* sync)
+{
+    pthread_mutex_lock(&mu);
+    cancelled_step.api = &cancel_api;
+    cancelled_step.data = NULL;
+    cancelled_step.cancel = NULL;
+    pthread_mutex_unlock(&mu);
+    __atomic_store_n(&cancelled_step.gone, 0, __ATOMIC_SEQ_CST);
+    LOG("cancelled step locks");
+    sync->api->lock((FutoInAsyncSteps*)&cancelled_step, sync);
+}
+
+// ct_cancel_locker cancels the cancel_step: it calls the cancel handler
+// the step was given, if any ("cancelled step cancelled"), after which
+// the step is gone.
+void ct_cancel_locker(void)
+{
+    pthread_mutex_lock(&mu);
+    void* data = cancelled_step.data;
+    FutoInAsyncSteps_cancel_callback ch = cancelled_step.cancel;
+    pthread_mutex_unlock(&mu);
+    LOG("cancelled step cancelled");
+    if (ch != NULL) {
+        ch((FutoInAsyncSteps*)&cancelled_step, data);
+    }
+    __atomic_store_n(&cancelled_step.gone, 1, __ATOMIC_SEQ_CST);
+}

@@ -452,3 +452,16 @@ func HandleError(step unsafe.Pointer, code, info string) {
 
 // FreeOwn adds to root a step that frees root ("free own root").
 func FreeOwn(root unsafe.Pointer) { C.ct_free_own(bsi(root)) }
+
+// CancelLock calls the lock function of sync for a step of another table
+// (rootId 77) that logs "cancelled step waits", then "cancelled step
+// locked" on success or "cancelled step lock: CODE" on handle_error; or,
+// once CancelLocker has cancelled it, "cancelled step: success after its
+// cancel handler" or "cancelled step: CODE after its cancel handler": a
+// use after free in a real implementation.
+func CancelLock(sync unsafe.Pointer) { C.ct_cancel_lock((*C.FutoInSync)(sync)) }
+
+// CancelLocker cancels the step of CancelLock, as its flow would: it logs
+// "cancelled step cancelled" and calls the cancel handler the step was
+// given; when that returns, the step is gone.
+func CancelLocker() { C.ct_cancel_locker() }

@@ -70,6 +70,8 @@ ptrdiff_t ct_c_branch_id(void);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
 void ct_free_own(FutoInAsyncSteps* root);
+void ct_cancel_lock(FutoInSync* sync);
+void ct_cancel_locker(void);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
