@@ -43,7 +43,9 @@ const (
 // it handles, if any: the first Cause under that error's own *Error
 // copies (those [AsyncSteps.Await] and [AwaitResult] make). The handled
 // *Error is not chained, so errors.Is with a template tests the code the
-// handler raised, not the one it replaced.
+// handler raised, not the one it replaced; a Go cause that wraps an
+// *Error of its own (fmt.Errorf("...: %w", err) of another flow's error)
+// is kept whole, and errors.Is finds that *Error's code too.
 type Error struct {
 	Code  string
 	Info  string
