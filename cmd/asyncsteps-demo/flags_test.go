@@ -120,3 +120,22 @@ func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// An -upstream refused at start is named in the error without the
+// password of its user information, as the probe's warning names it: the
+// error is logged. One that does not parse hides all after its user up
+// to the last "@", as -redis does.
+func TestBadUpstreamErrorShowsNoPassword(t *testing.T) {
+	for _, c := range []struct{ upstream, want string }{
+		{"http://gw:s3cret@127.0.0.1:9090/?key=1", `-upstream="http://gw:***@127.0.0.1:9090/?key=1": want a base URL with no query or fragment`},
+		{"ftp://gw:s3cret@127.0.0.1:9090", `-upstream="ftp://gw:***@127.0.0.1:9090": want an http:// or https:// URL with a host`},
+		{"http://gw@127.0.0.1:9090/#x", `-upstream="http://gw@127.0.0.1:9090/#x": want a base URL with no query or fragment`},
+		{"http://gw:s3cret@[::1", `-upstream="http://gw:***@[::1": want an http:// or https:// URL with a host`},
+		{"127.0.0.1:9090", `-upstream="127.0.0.1:9090": want an http:// or https:// URL with a host`},
+	} {
+		err := validateUpstreamURL(c.upstream)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("validateUpstreamURL(%q) = %v, want %s", c.upstream, err, c.want)
+		}
+	}
+}

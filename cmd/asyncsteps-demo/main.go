@@ -203,17 +203,17 @@ const (
 // validateUpstreamURL accepts an empty -upstream (the embedded one) or an
 // absolute http or https URL with no query or fragment: the gateway
 // appends /price?symbol=SYM to it, which a query or a fragment would
-// swallow.
+// swallow. Its error, which is logged, names s without a password.
 func validateUpstreamURL(s string) error {
 	if s == "" {
 		return nil
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("-upstream=%q: want an http:// or https:// URL with a host", s)
+		return fmt.Errorf("-upstream=%q: want an http:// or https:// URL with a host", redactedUserinfo(s))
 	}
 	if u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") { // "#" also for an empty fragment
-		return fmt.Errorf("-upstream=%q: want a base URL with no query or fragment", s)
+		return fmt.Errorf("-upstream=%q: want a base URL with no query or fragment", redactedUserinfo(s))
 	}
 	return nil
 }
