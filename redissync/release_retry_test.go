@@ -13,11 +13,13 @@ import (
 
 // failingMutexCalls is a go-redis hook that fails every call of the
 // Mutex's script while failing is set, as a Redis that does not answer,
-// and records the number of leases given back by the last call that
-// takes one.
+// and counts the leases given back by the calls made once it is cleared,
+// up to the first one that takes a lease: a call that gives back only
+// leases (a wake-up of the Mutex's goroutine) counts too.
 type failingMutexCalls struct {
 	failing  atomic.Bool
-	releases atomic.Int64 // ARGV[3] of the last call that takes a lease
+	releases atomic.Int64 // the sum of ARGV[3] since failing was cleared
+	taken    atomic.Bool  // a call since failing was cleared took a lease
 }
 
 func (h *failingMutexCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -33,13 +35,14 @@ func (h *failingMutexCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHoo
 			// numbers of leases to give back and to renew, ...
 			release, _ := args[8].(int)
 			renew, _ := args[9].(int)
-			if take := len(args) - 12 - release - renew; take > 0 {
-				h.releases.Store(int64(release))
-			}
 			if h.failing.Load() {
 				err := errors.New("injected: no answer")
 				cmd.SetErr(err)
 				return err
+			}
+			if !h.taken.Load() {
+				h.releases.Add(int64(release))
+				h.taken.Store(len(args)-12-release-renew > 0)
 			}
 		}
 		return next(ctx, cmd)
@@ -79,6 +82,6 @@ func TestFailedLeasesNotRetriedPastTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := hook.releases.Load(); n != 0 {
-		t.Errorf("the round trip after a TTL gave back %d leases of the failed ones, want 0", n)
+		t.Errorf("the round trips after a TTL gave back %d leases of the failed ones, want 0", n)
 	}
 }
