@@ -317,10 +317,7 @@ func (s *section) holdsSlots() bool {
 // flowOf returns the flow of a step of this package, or of the step a
 // decorator wraps (see unwrapStep), or nil.
 func flowOf(as AsyncSteps) *flow {
-	if h, ok := as.(*stepAPI); ok {
-		return h.fl
-	}
-	if h := unwrapStep(as); h != nil {
+	if h := stepOf(as); h != nil {
 		return h.fl
 	}
 	return nil
