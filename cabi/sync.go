@@ -55,8 +55,9 @@ type holder struct {
 	as    asyncsteps.AsyncSteps // the hidden flow's step inside the section
 	root  *asyncsteps.Root
 
-	lockMu   sync.Mutex // see endLock
-	lockOver bool       // the caller's lock step was completed or cancelled
+	lockMu   sync.Mutex    // see completeLock
+	lockOver bool          // the caller's lock step was completed or cancelled
+	lockDone chan struct{} // closed once a completion that came first has returned
 }
 
 // add records h, a new holder. o.mu held.
@@ -165,7 +166,7 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 		o.mu.Unlock()
 	}
 	cancel := putRec(&frec{cancel: func(asyncsteps.AsyncSteps) {
-		if !h.endLock(nil) {
+		if !h.cancelLock() {
 			return // completed first: the caller's step is over, its section held
 		}
 		h.root.Cancel()
@@ -173,11 +174,14 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	}})
 	C.cabi_f_wait_external(bsi)
 	C.cabi_f_set_cancel(bsi, C.uint64_t(cancel))
+	// The record of the cancel handler is dropped once the step is
+	// completed, not before: a cancel that comes meanwhile must still
+	// find it, to wait for the completion (see cancelLock).
 	o.s.Sync(h.root, func(as asyncsteps.AsyncSteps, _ ...any) {
-		dropRec(cancel)
+		defer dropRec(cancel)
 		// Cancelled first, the step returns: the hidden flow leaves the
 		// section at once.
-		h.endLock(func() {
+		h.completeLock(func() {
 			o.mu.Lock()
 			h.as = as
 			o.mu.Unlock()
@@ -185,9 +189,9 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 			C.cabi_f_success(bsi, nil)
 		})
 	}, func(as asyncsteps.AsyncSteps, code string) {
-		dropRec(cancel)
+		defer dropRec(cancel)
 		forget()
-		h.endLock(func() {
+		h.completeLock(func() {
 			info := C.CString(as.State().ErrorInfo)
 			ccode := C.CString(code)
 			C.cabi_f_handle_error(bsi, ccode, info)
@@ -198,25 +202,45 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	h.root.Execute()
 }
 
-// endLock ends the caller's lock step, unless it is over already, and
-// reports whether it did: complete, if not nil, completes it (success or
-// handle_error on the caller's step); nil stands for the caller's cancel
-// handler. The hidden flow runs on its own loop, another thread than the
-// caller's, possibly: the cancel handler and the completion exclude each
-// other, so that once the cancel handler has returned no completion
-// reaches the caller, whose step may be gone; a completion that comes
-// first runs to its end before the cancel handler returns.
-func (h *holder) endLock(complete func()) bool {
+// completeLock completes the caller's lock step with complete (success
+// or handle_error on it), unless its cancel handler came first. The
+// hidden flow runs on its own loop, another thread than the caller's,
+// possibly: the cancel handler and the completion exclude each other, so
+// that once the cancel handler has returned no completion reaches the
+// caller, whose step may be gone (see cancelLock).
+func (h *holder) completeLock(complete func()) {
 	h.lockMu.Lock()
-	defer h.lockMu.Unlock()
 	if h.lockOver {
-		return false
+		h.lockMu.Unlock()
+		return
 	}
 	h.lockOver = true
-	if complete != nil {
-		complete()
+	done := make(chan struct{})
+	h.lockDone = done
+	h.lockMu.Unlock()
+	defer close(done)
+	complete()
+}
+
+// cancelLock, the caller's cancel handler, reports whether it came before
+// the completion. If not, it returns once the completion has returned: a
+// cancel on another thread meanwhile waits for it. One on the hidden
+// flow's loop comes from inside the completion (an implementation's
+// handle_error that unwinds the step calls its cancel handler), or after
+// it, and must not wait for itself.
+func (h *holder) cancelLock() bool {
+	h.lockMu.Lock()
+	if !h.lockOver {
+		h.lockOver = true
+		h.lockMu.Unlock()
+		return true
 	}
-	return true
+	done := h.lockDone
+	h.lockMu.Unlock()
+	if done != nil && !h.root.Tool().IsSameThread() {
+		<-done
+	}
+	return false
 }
 
 //export cabiSyncUnlock

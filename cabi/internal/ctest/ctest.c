@@ -2512,6 +2512,11 @@ typedef struct {
 
 static cancel_step cancelled_step;
 
+// cancel_unwinds: the cancel_step's handle_error unwinds the step as an
+// implementation of FTN12 does, calling the step's cancel handler before
+// it returns (ct_cancel_step_unwinds).
+static int cancel_unwinds;
+
 static int cancel_gone(void) { return __atomic_load_n(&cancelled_step.gone, __ATOMIC_SEQ_CST); }
 static ptrdiff_t cancel_root_id(FutoInAsyncSteps* bsi)
 {
@@ -2531,17 +2536,69 @@ static void cancel_set_cancel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncStep
     cancelled_step.cancel = ch;
     pthread_mutex_unlock(&mu);
 }
+// cancel_races: the cancel_step's success has another thread call its
+// cancel handler meanwhile, as a cancel of its flow that comes while the
+// success runs (ct_cancel_step_races); race_returned is set once that
+// cancel handler has returned.
+static int cancel_races, race_returned;
+static pthread_t race_thread;
+static int race_started;
+
+static void* race_cancel(void* arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    void* data = cancelled_step.data;
+    FutoInAsyncSteps_cancel_callback ch = cancelled_step.cancel;
+    pthread_mutex_unlock(&mu);
+    if (ch != NULL) {
+        ch((FutoInAsyncSteps*)&cancelled_step, data);
+    }
+    __atomic_store_n(&race_returned, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
 static void cancel_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
 {
     (void)bsi;
     (void)args;
     LOG(cancel_gone() ? "cancelled step: success after its cancel handler" : "cancelled step locked");
+    if (!__atomic_load_n(&cancel_races, __ATOMIC_SEQ_CST)) {
+        return;
+    }
+    __atomic_store_n(&race_returned, 0, __ATOMIC_SEQ_CST);
+    race_started = pthread_create(&race_thread, NULL, race_cancel, NULL) == 0;
+    // A cancel handler that waits for the success under way returns only
+    // after it; one that does not returns meanwhile, here within 200 ms.
+    for (int i = 0; i < 200 && !__atomic_load_n(&race_returned, __ATOMIC_SEQ_CST); i++) {
+        usleep(1000);
+    }
+    if (__atomic_load_n(&race_returned, __ATOMIC_SEQ_CST)) {
+        LOG("cancelled step: its cancel handler returned during its success");
+    }
+}
+
+// ct_cancel_step_races sets whether the cancel_step's success has another
+// thread call its cancel handler meanwhile.
+void ct_cancel_step_races(int on) { __atomic_store_n(&cancel_races, on, __ATOMIC_SEQ_CST); }
+
+// ct_cancel_race_wait waits until the cancel handler that the success
+// had called on another thread has returned.
+void ct_cancel_race_wait(void)
+{
+    if (race_started) {
+        pthread_join(race_thread, NULL);
+        race_started = 0;
+    }
 }
 static void cancel_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
 {
     (void)bsi;
     (void)info;
     LOG(cancel_gone() ? "cancelled step: %s after its cancel handler" : "cancelled step lock: %s", code);
+    if (__atomic_load_n(&cancel_unwinds, __ATOMIC_SEQ_CST) && !cancel_gone()) {
+        ct_cancel_locker();
+    }
 }
 static const FutoInAsyncStepsAPI cancel_api = {{{
     .rootId = cancel_root_id,
@@ -2550,6 +2607,10 @@ static const FutoInAsyncStepsAPI cancel_api = {{{
     .success = cancel_success,
     .handle_error = cancel_error,
 }}};
+
+// ct_cancel_step_unwinds sets whether the cancel_step's handle_error
+// calls its cancel handler, as the unwinding of a real implementation.
+void ct_cancel_step_unwinds(int on) { __atomic_store_n(&cancel_unwinds, on, __ATOMIC_SEQ_CST); }
 
 // ct_cancel_lock calls the lock function of sync for the cancel_step
 // ("cancelled step locks").

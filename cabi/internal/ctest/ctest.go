@@ -465,3 +465,32 @@ func CancelLock(sync unsafe.Pointer) { C.ct_cancel_lock((*C.FutoInSync)(sync)) }
 // "cancelled step cancelled" and calls the cancel handler the step was
 // given; when that returns, the step is gone.
 func CancelLocker() { C.ct_cancel_locker() }
+
+// CancelStepUnwinds sets whether the step of CancelLock, given
+// handle_error, unwinds as an implementation of FTN12 does: it calls its
+// cancel handler, as CancelLocker, before handle_error returns.
+func CancelStepUnwinds(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.ct_cancel_step_unwinds(v)
+}
+
+// CancelStepRaces sets whether the step of CancelLock, given success, has
+// another thread call its cancel handler meanwhile, as a cancel of its
+// flow that comes while the success runs; the success waits up to 200 ms
+// for that cancel handler, and logs "cancelled step: its cancel handler
+// returned during its success" if it returned meanwhile. CancelRaceWait
+// waits for that thread.
+func CancelStepRaces(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.ct_cancel_step_races(v)
+}
+
+// CancelRaceWait waits until the cancel handler called by CancelStepRaces
+// has returned.
+func CancelRaceWait() { C.ct_cancel_race_wait() }

@@ -72,6 +72,9 @@ void ct_reserved(FutoInAsyncSteps* root);
 void ct_free_own(FutoInAsyncSteps* root);
 void ct_cancel_lock(FutoInSync* sync);
 void ct_cancel_locker(void);
+void ct_cancel_step_unwinds(int on);
+void ct_cancel_step_races(int on);
+void ct_cancel_race_wait(void);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
