@@ -178,21 +178,7 @@ type loopDelivery struct {
 	deliver func()
 }
 
-func (d *loopDelivery) run() {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		err := &Error{Code: InternalError, Info: goexitInfo}
-		if r := recover(); r != nil {
-			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
-		}
-		d.h.complete(err)
-	}()
-	d.deliver()
-	returned = true
-}
+func (d *loopDelivery) run() { completeOrFail(d.h, d.deliver) }
 
 func succeed[T any](as AsyncSteps, _ *stepAPI, v T) { as.Success(v) }
 

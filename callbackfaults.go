@@ -24,6 +24,27 @@ func (fl *flow) goexitError() *Error {
 	return err
 }
 
+// completeOrFail runs complete, a completion of the step h through user
+// code (a decorator's Success, a hook), on the flow's loop. If that code
+// panics or calls runtime.Goexit, h fails with an InternalError instead,
+// as after the same in an Await function: a step left waiting would hang
+// its flow, and a step let into a gate would hold its slot for ever.
+func completeOrFail(h *stepAPI, complete func()) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		err := &Error{Code: InternalError, Info: goexitInfo}
+		if r := recover(); r != nil {
+			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
+		}
+		h.complete(err)
+	}()
+	complete()
+	returned = true
+}
+
 // goexitPending reports whether err, the InternalError of a recovered
 // panic, was raised by a deferred call that runtime.Goexit was running: Go
 // resumes the Goexit once the panic is recovered, so the goroutine ends

@@ -449,23 +449,14 @@ func (w *waitingStep) Success(args ...any) {
 // calls runtime.Goexit: the gate has let the flow in, so a step left
 // waiting would hold its slot forever. The step fails instead, as an
 // Await function that does the same fails its.
-func (w *waitingStep) run() {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		err := &Error{Code: InternalError, Info: goexitInfo}
-		if r := recover(); r != nil {
-			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
-		}
-		w.h.complete(err)
-	}()
+func (w *waitingStep) run() { completeOrFail(w.h, w.resume) }
+
+// resume reports the wait, then lets the step's flow in.
+func (w *waitingStep) resume() {
 	if w.report != nil {
 		w.report(w.obj, w.waited)
 	}
 	w.AsyncSteps.Success(w.args...)
-	returned = true
 }
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag
