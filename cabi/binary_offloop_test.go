@@ -115,11 +115,56 @@ func TestBinaryOffTheLoopBesideTheLoop(t *testing.T) {
 	if _, err := run(t, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, ptr := range given {
+	// The completion may have overtaken the posts that add the pointers
+	// to the flow's list (see the next test): the loop runs them first.
+	afterPostsRan(loop)
+	for i, ptr := range given {
 		if cabi.Wrap(ptr) != nil {
-			t.Fatal("a pointer given off the loop is still valid after its step")
+			t.Fatalf("pointer %d of %d, given off the loop, is still valid after its step", i, len(given))
 		}
 	}
+}
+
+// Binary called off the loop, on a Go step whose completion comes from
+// that goroutine before the step's callback has returned: the loop
+// applies the completion as the callback returns, and runs the flow's
+// later steps, the last sweep among them, before the post that adds the
+// pointer to the flow's list. The pointer is released all the same.
+// Before, that post added it to the list after the flow's last sweep, and
+// it was never released.
+func TestBinaryOffTheLoopCompletedBeforeItsCallbackReturns(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	var given unsafe.Pointer
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		cabi.Binary(as) // on the loop first: the flow's State is made there
+		completed := make(chan struct{})
+		go func() {
+			defer close(completed)
+			given = cabi.Binary(as)
+			as.Success()
+		}()
+		<-completed
+	})
+	// A C flow of the loop's sweeps the pointers of steps that are over.
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { cabi.Binary(as) })
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	afterPostsRan(loop)
+	if cabi.Wrap(given) != nil {
+		t.Error("the pointer given off the loop is still valid after its step")
+	}
+}
+
+// afterPostsRan returns once loop has run the callbacks posted to it
+// before the call.
+func afterPostsRan(loop *asyncsteps.Loop) {
+	ran := make(chan struct{})
+	loop.Immediate(func() { close(ran) })
+	<-ran
 }
 
 // A step of a parallel branch given to C off the loop, where its branch

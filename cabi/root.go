@@ -391,10 +391,25 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 		fc.external = append(fc.external, n)
 	} else {
 		// fc.external is the loop's: the loop adds n, to be released by a
-		// sweep once its step is over (or by the fallback, at once).
-		fc.post(func() { fc.external = append(fc.external, n) }, n.release)
+		// sweep once its step is over (see adoptExternal; or by the
+		// fallback, at once).
+		fc.post(func() { fc.adoptExternal(n) }, n.release)
 	}
 	return unsafe.Pointer(n.bsi)
+}
+
+// adoptExternal adds n, made by Binary off the loop, to the flow's list
+// of pointers given by Binary, or releases it if its step is over
+// already: the completion may have come before the post that adds n
+// (from the goroutine that made n, while the step's callback still ran,
+// which the loop applies as the callback returns), and the flow's last
+// sweep with it. Loop only.
+func (fc *flowCtx) adoptExternal(n *node) {
+	if !n.as.IsValid() {
+		n.release()
+		return
+	}
+	fc.external = append(fc.external, n)
 }
 
 // Wrap adopts a FutoInAsyncSteps* from C. One of ours becomes the Go value
