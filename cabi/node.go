@@ -351,6 +351,7 @@ type flowCtx struct {
 	// free waits for the loop only then (see rootObj.free).
 	cleanups atomic.Bool
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over
+	sweepDue bool    // loop-owned: a sweep of external is posted (see sweepLater)
 	// loop-owned: the links of steps that failed with an error, whose stack
 	// memory waits for their error handler (handling: the one now running);
 	// the flow's next other C callback, or free, cleans up what is left.
@@ -602,6 +603,24 @@ func (fc *flowCtx) sweep() {
 	}
 	clear(fc.external[len(kept):])
 	fc.external = kept
+}
+
+// sweepLater posts a sweep of the nodes made by Binary, unless one is
+// posted already. Binary on the loop calls it: the step it gave to C may
+// be the flow's last with a C side, and then no later Binary or C step
+// sweeps its node. The sweep runs after the step's callback has returned,
+// when a step that did not wait is over. A dropped post sweeps once the
+// loop has stopped, when no callback of the flow runs beside it. Loop only.
+func (fc *flowCtx) sweepLater() {
+	if fc.sweepDue {
+		return
+	}
+	fc.sweepDue = true
+	sweep := func() {
+		fc.sweepDue = false
+		fc.sweep()
+	}
+	fc.post(sweep, sweep)
 }
 
 // of returns the flowCtx of the flow that as runs in, and rootID there.

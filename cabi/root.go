@@ -389,6 +389,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	n.waited = true
 	if onLoop {
 		fc.external = append(fc.external, n)
+		fc.sweepLater()
 	} else {
 		// fc.external is the loop's: the loop adds n, to be released by a
 		// sweep once its step is over (see adoptExternal; or by the
