@@ -146,6 +146,9 @@ type waiter struct {
 	// up to reported (see reportErrors). On the loop.
 	unreported []*Error
 	reported   int
+	// atEnd is what package cabi asked to run as the execution ends (see
+	// toolinfo.AtFlowEnd). On the loop.
+	atEnd func()
 }
 
 // inject hands h to the loop from any goroutine.
@@ -670,16 +673,48 @@ func (fl *flow) release(f *frame) {
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
 	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
-	if w := fl.wait; w != nil && w.hooks != nil && (w.hooks.FlowEnd != nil || fl.hasUnreported()) {
-		// The hooks are the user's: the outcome is delivered however
-		// they end, also when one calls runtime.Goexit, and FlowEnd sees
-		// the flow end after StepError has seen its errors.
-		defer fl.deliver(args, err)
-		defer w.observeEnd(err)
-		fl.reportErrors(resumePoint{})
-		return
+	if w := fl.wait; w != nil {
+		// Only an execution with a waiter pays for this test: one of
+		// Execute has none unless package cabi set atEnd.
+		if atEnd := w.atEnd; atEnd != nil {
+			w.atEnd = nil
+			atEnd()
+		}
+		if w.hooks != nil && (w.hooks.FlowEnd != nil || fl.hasUnreported()) {
+			// The hooks are the user's: the outcome is delivered however
+			// they end, also when one calls runtime.Goexit, and FlowEnd
+			// sees the flow end after StepError has seen its errors.
+			defer fl.deliver(args, err)
+			defer w.observeEnd(err)
+			fl.reportErrors(resumePoint{})
+			return
+		}
 	}
 	fl.deliver(args, err)
+}
+
+// atFlowEnd is toolinfo.AtFlowEnd: it makes fn run, on the loop, as the
+// execution that the step of as belongs to ends. It reports false, keeping
+// nothing, when as is not such a step, or one the engine cannot reach (a
+// decorator without Unwrap, or one of a step that waits), or its step is
+// over. A waiter is made for an execution that has none: one of Execute,
+// whose end then reads the waiter's fields, as one of Run or ExecuteWith
+// does.
+func atFlowEnd(as any, fn func()) bool {
+	a, ok := as.(AsyncSteps)
+	if !ok {
+		return false
+	}
+	h := stepOf(a)
+	if h == nil || h.st.Load()&(stClaim|stDone) != 0 || h.fl.done {
+		return false // over: its execution may have ended, another may run
+	}
+	fl := h.fl
+	if fl.wait == nil {
+		fl.wait = &waiter{}
+	}
+	fl.wait.atEnd = fn
+	return true
 }
 
 // deliver hands the ended flow's outcome to its Promise or Run, or its

@@ -181,6 +181,7 @@ func init() {
 		return ok && l.shared
 	}
 	toolinfo.BranchID = branchID
+	toolinfo.AtFlowEnd = atFlowEnd
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is

@@ -44,3 +44,42 @@ func TestToolInfo(t *testing.T) {
 		t.Errorf("trace %q, want %q", got, want)
 	}
 }
+
+// AtFlowEnd runs its function once as the execution of the step's flow
+// ends, however it ends, before the outcome is delivered; it keeps nothing
+// for what is not a running step or for a step that is over, and a later
+// execution starts without it.
+func TestToolInfoAtFlowEnd(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	r := New(WithTool(tt), WithUnhandledError(func(err *Error) { tr.add("unhandled %s", err.Code) }))
+	var kept AsyncSteps
+	r.Add(func(as AsyncSteps, _ ...any) {
+		if toolinfo.AtFlowEnd(r, func() {}) || toolinfo.AtFlowEnd(nil, func() {}) {
+			tr.add("set for what is not a step")
+		}
+		toolinfo.AtFlowEnd(as, func() { tr.add("replaced ran") })
+		if !toolinfo.AtFlowEnd(as, func() { tr.add("end %v", r.Running()) }) {
+			tr.add("not set")
+		}
+		kept = as
+		as.WaitExternal()
+	})
+	fail := func(as AsyncSteps, _ ...any) {
+		if toolinfo.AtFlowEnd(kept, func() { tr.add("over ran") }) {
+			tr.add("set for a step that is over")
+		}
+		as.Error("Failed")
+	}
+	r.Add(fail)
+	r.Execute()
+	tt.Run()
+	kept.Success()
+	tt.Run()
+	r.Add(fail) // a Root's steps run once
+	r.Execute()
+	tt.Run()
+	if got, want := tr.String(), "end true unhandled Failed unhandled Failed"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}

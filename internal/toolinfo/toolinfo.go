@@ -27,3 +27,20 @@ var PostOrDrop func(tool any, run, dropped func()) bool
 // until it ends: a later branch, also one that reuses its memory, has
 // none.
 var BranchID func(as any, id int64) (branch int64, known bool)
+
+// AtFlowEnd makes fn run as the execution of the flow that as runs in
+// ends, however it ends (its last step, an error, a cancel, its Loop
+// closed), on the flow's loop, before its outcome is delivered; it
+// replaces the fn set before for that execution. Package cabi releases
+// there the pointers it gave C for the flow's Go steps that waited: no
+// later step of the flow may ever look at them. as is a step of a running
+// execution, and the caller runs on the flow's loop: in the step's
+// callback, or for a step that waits, in a callback of the loop. It
+// reports false, keeping nothing, when as is not such a step or the
+// engine cannot reach it (a decorator without Unwrap, or one of a step
+// whose callback has returned), or when its step is over. fn must return
+// quickly and must not panic: it runs inside the engine. An execution of
+// Execute gets the small record that Run and ExecuteWith give theirs, to
+// keep fn, only when fn is set: one that never meets package cabi pays
+// nothing at its end, one of Run or ExecuteWith a test of a field.
+var AtFlowEnd func(as any, fn func()) (set bool)
