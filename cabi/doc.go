@@ -130,6 +130,13 @@
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
+// So does the pointer [Binary] gives for a Go step, which Go may end
+// itself (Success or Error from another goroutine, a timeout, a cancel of
+// the flow, its Loop closed): the pointer is released once the step is
+// over, at the latest as the flow's execution ends, with no C step or
+// Binary after it (but for a step given through a decorator the engine
+// cannot reach: see Binary). A flow per request that gives C a step that
+// waits keeps nothing of it after the request.
 // A root's isValid is 1 while it is idle, 0 while its flow runs (as on the
 // C++ reference implementation).
 //

@@ -23,10 +23,15 @@
  *     step completes is cleaned up by the library, exactly once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
- *     pointer are ignored. A root is valid until free(). The struct behind a
- *     stale or freed pointer is reused only after 1024 later steps have ended
- *     (a minute at least for one that waited): a pointer kept longer may
- *     name another step, which C gives no way to detect.
+ *     pointer are ignored. The pointer of a Go step given to C
+ *     (cabi.Binary) is valid likewise, however Go ends the step (success or
+ *     error from another thread, a timeout, a cancel, a closed loop): the
+ *     library releases it once the step is over, at the latest as the
+ *     step's flow ends (see cabi.Binary for a Go decorator without Unwrap).
+ *     A root is valid until free(). The struct behind a stale or freed
+ *     pointer is reused only after 1024 later steps have ended (a minute at
+ *     least for one that waited): a pointer kept longer may name another
+ *     step, which C gives no way to detect.
  *   - Every callback runs on the loop's thread. success, handle_error,
  *     cancel, execute, free and the sched_* functions may be called from any
  *     thread (they post to the loop and return without blocking; to wait

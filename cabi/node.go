@@ -352,6 +352,8 @@ type flowCtx struct {
 	cleanups atomic.Bool
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over
 	sweepDue bool    // loop-owned: a sweep of external is posted (see sweepLater)
+	// endFn is watchEnd's function for the engine, made once per flow.
+	endFn func()
 	// loop-owned: the links of steps that failed with an error, whose stack
 	// memory waits for their error handler (handling: the one now running);
 	// the flow's next other C callback, or free, cleans up what is left.
@@ -621,6 +623,44 @@ func (fc *flowCtx) sweepLater() {
 		fc.sweep()
 	}
 	fc.post(sweep, sweep)
+}
+
+// watchEnd has the nodes made by Binary released as the execution that
+// as, a step of the flow, belongs to ends (see ended), so that a Go step
+// that waits, and that Go ends (Success or Error from a goroutine, a
+// timeout, a cancel, a closed loop), keeps its pointer no longer than its
+// flow: no later C step or Binary of the flow may come to sweep it. It
+// reports false when the engine cannot reach the step's flow (a decorator
+// without Unwrap): the node then waits for the flow's next sweep. Loop
+// only.
+func (fc *flowCtx) watchEnd(as asyncsteps.AsyncSteps) bool {
+	if fc.endFn == nil {
+		fc.endFn = fc.ended
+	}
+	return toolinfo.AtFlowEnd(as, fc.endFn)
+}
+
+// ended runs inside the engine as an execution of the flow ends, on the
+// loop: every node of the flow's list of pointers given by Binary belongs
+// to it, or to an earlier one, and their steps are all over (a step left
+// waiting on a closed loop too: its flow will never go on). It posts their
+// release, so that the C cleanups of their stack memory run after the
+// engine is done with the flow, as a callback of the loop, or once the
+// loop has stopped; at most one of the two runs. A later execution of the
+// Root, which may begin before the post runs, starts a list of its own.
+func (fc *flowCtx) ended() {
+	defer func() { _ = recover() }() // a Tool's Immediate that panics: nothing to fail, inside the engine
+	ended := fc.external
+	fc.external = nil
+	if len(ended) == 0 {
+		return
+	}
+	release := func() {
+		for _, n := range ended {
+			n.release() // idempotent: a sweep or a fallback may have come first
+		}
+	}
+	fc.post(release, release)
 }
 
 // of returns the flowCtx of the flow that as runs in, and rootID there.

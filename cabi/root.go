@@ -352,7 +352,16 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     a step that waits) it returns a new pointer each time, whose rootId
 //     is one of its own, as the branch cannot be told there; and it reads
 //     the flow's State, which only the loop may make: the flow must have
-//     one already (a C step of the flow, or Binary on the loop, made it);
+//     one already (a C step of the flow, or Binary on the loop, made it).
+//     However Go ends the step (Success or Error from another goroutine,
+//     a timeout, a cancel of the flow, its Loop closed), the pointer is
+//     released once the step is over, at the latest as the flow's
+//     execution ends, with no later C step or Binary needed. The
+//     exception is a step whose flow the engine cannot reach: given
+//     through a decorator without Unwrap, or through any decorator off
+//     the loop. Its pointer goes at the flow's next C step or Binary, or
+//     with the execution's end only if a Binary of a step the engine
+//     reaches came in that execution;
 //   - an AsyncSteps made by [Wrap] from a pointer: that pointer.
 //
 // It returns nil for nil.
@@ -390,6 +399,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	if onLoop {
 		fc.external = append(fc.external, n)
 		fc.sweepLater()
+		fc.watchEnd(as)
 	} else {
 		// fc.external is the loop's: the loop adds n, to be released by a
 		// sweep once its step is over (see adoptExternal; or by the
@@ -410,7 +420,9 @@ func (fc *flowCtx) adoptExternal(n *node) {
 		n.release()
 		return
 	}
+	fc.sweep()
 	fc.external = append(fc.external, n)
+	fc.watchEnd(n.as)
 }
 
 // Wrap adopts a FutoInAsyncSteps* from C. One of ours becomes the Go value
