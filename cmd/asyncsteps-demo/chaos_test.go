@@ -103,7 +103,10 @@ func chaosOne(t *testing.T, impl, upstreamURL string, up *chaosUpstream, seed ui
 	stopped.shutdown = true
 	done := make(chan struct{})
 	go func() { defer close(done); stopped.run(chaosClientDeadline) }()
-	time.Sleep(*chaosDuration / 4) // the load under way
+	// The load under way, well inside the generator's run: with a long
+	// -chaos, a quarter of it would outlast the run and leave nothing in
+	// flight to shut down.
+	time.Sleep(min(*chaosDuration, chaosClientDeadline) / 4)
 	waitInFlight(t, gw.url, stopped, chaosInFlight)
 	took, err := stopWithin(gw, chaosGrace+closeDelay+3*time.Second, stopped)
 	stopped.stop()
