@@ -79,13 +79,23 @@ type flowRun struct {
 	queues   []int
 	throttle *asyncsteps.Throttle
 	period   time.Duration
-	trace    []string
-	ended    bool
-	end      string
-	handles  []asyncsteps.Handle     // the tool events the program scheduled
-	steps    []asyncsteps.AsyncSteps // every step's handle, for late calls
-	problems []string
-	seqs     int // iter.Seq2 of ForEach nodes started and not stopped
+	limiter  *asyncsteps.Limiter
+	// throttles is how many Throttles the program has (the Limiter's
+	// included), longest is the longest period among them.
+	throttles int
+	longest   time.Duration
+	trace     []string
+	ended     bool
+	end       string
+	handles   []asyncsteps.Handle     // the tool events the program scheduled
+	steps     []asyncsteps.AsyncSteps // every step's handle, for late calls
+	problems  []string
+	seqs      int // iter.Seq2 of ForEach nodes started and not stopped
+	root      *asyncsteps.Root
+	// The ID of the step whose callback (or cancel handler) or of the
+	// error handler that calls root.Cancel.
+	cancelFrom     int
+	cancelInCancel bool
 }
 
 type flowOutcome struct {
@@ -117,8 +127,21 @@ func runProgram(p *ff.Program) flowOutcome {
 		} else {
 			x.throttle = asyncsteps.NewThrottle(t.N, x.period, t.Queue)
 		}
+		x.throttles++
+		x.longest = x.period
+	}
+	if l := p.Limiter; l != nil {
+		x.limiter = asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+			Concurrent: l.Concurrent, MaxQueue: l.MaxQueue,
+			Rate: l.Rate, Period: ms(l.Period), Burst: l.Burst,
+		})
+		if l.Rate > 0 {
+			x.throttles++
+			x.longest = max(x.longest, ms(l.Period))
+		}
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(x.tt))
+	x.root, x.cancelFrom, x.cancelInCancel = r, p.CancelFrom, p.CancelInCancel
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
 	for _, n := range p.Steps {
 		x.add(r, n)
@@ -149,10 +172,10 @@ func runProgram(p *ff.Program) flowOutcome {
 	}
 	x.tt.Advance(0)
 	n := x.tt.Pending()
-	if x.throttle != nil && n <= 1 {
-		// The Throttle's period may still run: once it has ended, with
+	if x.throttles > 0 && n <= x.throttles {
+		// A Throttle's period may still run: once it has ended, with
 		// nobody waiting, no timer is left (docs/DESIGN.md#locks-and-limits).
-		x.tt.Advance(x.period)
+		x.tt.Advance(x.longest)
 		n = x.tt.Pending()
 	}
 	if n != 0 {
@@ -343,17 +366,65 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 				x.add(as, s)
 			}
 		}, n.Label)
+	case ff.KRetry:
+		x.retry(as, n)
 	case ff.KSync:
 		var obj asyncsteps.Syncer
-		if n.Mutex == ff.ThrottleGate {
+		switch n.Mutex {
+		case ff.ThrottleGate:
 			obj = x.throttle
-		} else {
+		case ff.LimiterGate:
+			obj = x.limiter
+		default:
 			obj = x.mutexes[n.Mutex]
 		}
 		as.Sync(obj, x.stepFunc(n.Body, nil), x.errorFunc(n.Body.Handler))
 	case ff.KSuccessStep:
 		as.SuccessStep(intArgs(n.Args)...)
 	}
+}
+
+// retry adds the Retry n to as.
+func (x *flowRun) retry(as asyncsteps.AsyncSteps, n *ff.Node) {
+	rs := n.Retry
+	o := asyncsteps.RetryOptions{Attempts: n.Count, Timeout: ms(rs.Timeout), Label: n.Label}
+	if rs.Retryable {
+		o.Retryable = func(code string) bool {
+			x.event(ff.RetryableEvent(n.ID, code))
+			return code != "E2"
+		}
+	}
+	if rs.Backoff >= 0 {
+		o.Backoff = func(k int) time.Duration {
+			x.event(ff.BackoffEvent(n.ID, k))
+			return ms(rs.Backoff)
+		}
+	}
+	asyncsteps.Retry(as, o, func(as asyncsteps.AsyncSteps, i int) {
+		x.steps = append(x.steps, as)
+		x.event(ff.RetryEvent(n.ID, i))
+		if i < rs.FailUntil {
+			switch rs.Fail {
+			case ff.EError:
+				as.Error(rs.Code, ff.AttemptInfo(i))
+			case ff.EPanic:
+				panic(ff.PanicValue(n.ID))
+			case ff.EBreak:
+				as.Break(rs.Label)
+			case ff.EContinue:
+				as.Continue(rs.Label)
+			default:
+				as.WaitExternal()
+			}
+			return
+		}
+		for _, s := range n.Subs {
+			x.add(as, s)
+		}
+		if len(n.Subs) == 0 && len(n.Args) > 0 {
+			as.Success(intArgs(n.Args)...)
+		}
+	})
 }
 
 // lazySeq returns the pairs of s as an iter.Seq2 that counts its runs and
@@ -385,7 +456,10 @@ func (x *flowRun) stepFunc(n *ff.Node, parent asyncsteps.AsyncSteps) asyncsteps.
 	return func(as asyncsteps.AsyncSteps, args ...any) {
 		x.steps = append(x.steps, as)
 		x.event(ff.StepEvent(n.ID, args))
-		if n.Timeout > 0 {
+		if n.ID == x.cancelFrom && !x.cancelInCancel {
+			x.root.Cancel()
+		}
+		if n.HasTimeout() {
 			as.SetTimeout(ms(n.Timeout))
 		}
 		if n.Timeout2 > 0 {
@@ -399,6 +473,12 @@ func (x *flowRun) stepFunc(n *ff.Node, parent asyncsteps.AsyncSteps) asyncsteps.
 				}
 				called = true
 				x.event(ff.CancelEvent(n.ID))
+				if n.ID == x.cancelFrom && x.cancelInCancel {
+					x.root.Cancel()
+				}
+				if n.CancelPanic {
+					panic(ff.CancelPanicValue(n.ID))
+				}
 			})
 		}
 		for _, s := range n.Subs {
@@ -453,6 +533,9 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 			info = ff.PanicInfo(info)
 		}
 		x.event(ff.HandlerEvent(h.ID, code, info))
+		if h.ID == x.cancelFrom {
+			x.root.Cancel()
+		}
 		switch h.Action {
 		case ff.HPanic:
 			panic(ff.PanicValue(h.ID))

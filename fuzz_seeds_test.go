@@ -206,8 +206,120 @@ func flowSeeds() []*ff.Program {
 			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EPanicEvil)), seedRecovers(1))),
 		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EParent), seedLeaf(ff.EImplicit)), seedReturns())),
 		seedProg(0, seedOne, seedSeqForEach(3, ff.EBreak, 1, seedLeaf(ff.EImplicit)), seedSeqForEach(2, ff.EImplicit, 0)),
+		// 36 Retry: two CommErrors, a backoff of 10ms each, then success
+		// with args, which the next step gets; a Retryable of its own
+		// retries E1, never E2.
+		seedProg(0, seedOne, seedRetryOpts(seedRetry("", 3, 2, ff.EError, "CommError", 1), 0, 10, false), seedLeaf(ff.EImplicit),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRetryOpts(seedRetry("", 4, 3, ff.EError, "E1", 0), 0, 0, true)), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRetryOpts(seedRetry("", 4, 3, ff.EError, "E2", 0), 0, -1, true)), seedReturns())),
+		// 37 Retry with a timeout per attempt: waits time out and are
+		// retried; a sub-step's cancel handler runs at each timeout; an
+		// attempt that adds nothing does not succeed implicitly.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRetryOpts(seedRetry("A", 2, 1, ff.EWait, "", 0, seedOnerror(seedCancellable(seedLeaf(ff.EWait)), seedReturns())), 20, 10, false)), seedRecovers(1)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRetryOpts(seedRetry("", 2, 0, ff.EError, "", 0), 10, -1, false)), seedRecovers(0))),
+		// 38 Retry's Break and Continue: its own label, an outer loop's,
+		// Continue on the last attempt ends it; a panic is not retried by
+		// default.
+		seedProg(0, seedOne, seedRepeat("B", 2, seedRetryOpts(seedRetry("A", 3, 1, ff.EContinue, "A", 1), 0, 10, true), seedRetry("", 2, 1, ff.EContinue, "B", 0)),
+			seedRetry("", 2, 2, ff.EContinue, "", 0), seedRetry("A", 3, 1, ff.EBreak, "", 2)),
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRetry("", 3, 1, ff.EPanic, "", 0)), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRetryOpts(seedRetry("", 3, 2, ff.EPanic, "", 1), 0, -1, true)), seedRecovers(0))),
+		// 39 a root cancel during a backoff; a parallel's failing sibling
+		// cancels a Retry's attempt.
+		seedProg(35, seedOne, seedOnerror(seedPar(seedRetryOpts(seedRetry("", 4, 3, ff.EWait, "", 0, seedCancellable(seedLeaf(ff.EWait))), 10, 0, false), seedExtErr(25, "E1", "")), seedRecovers(0)),
+			seedRetryOpts(seedRetry("", 3, 3, ff.EError, "Timeout", 0), 0, 20, false)),
+		// 41 Limiter(1 at once, queue 1; 1 per 20ms, burst 0): the first
+		// branch enters, the second queues for the slot, the third finds
+		// the queue full; the second, admitted at 10, finds the period's
+		// entry taken and is rejected by the Throttle, giving the slot
+		// back at once, though its handler waits; a reentrant entry.
+		seedLimiter(seedProg(0, seedOne,
+			seedOnerror(seedPar(seedLimited(seedExt(10, 0)), seedLimited(seedOnerror(seedOk(1), seedHandlerWaits(0, ff.EExternal, 30, 0, ""))), seedLimited(seedOnerror(seedOk(0), seedRecovers(2)))), seedRecovers(0)),
+			seedExt(30, 0), seedLimited(seedWith(seedLeaf(ff.EImplicit), seedLimited(seedOk(1))))), ff.Limiter{Concurrent: 1, MaxQueue: 1, Rate: 1, Period: 20, Burst: 0}),
+		// 42 Limiter(2 at once, queue 1; 1 per 10ms, burst 1): two branches
+		// enter the Mutex, the second waits for the next period, the third
+		// for a slot.
+		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedCancellable(seedExt(0, 0))), seedLimited(seedLeaf(ff.EImplicit)))),
+			ff.Limiter{Concurrent: 2, MaxQueue: 1, Rate: 1, Period: 10, Burst: 1}),
+		// 44 cancel handlers that panic: on the path of an error the panic
+		// replaces it; in a cancelled sibling, under a timeout, or under
+		// the root cancel, it replaces nothing.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedCancelPanics(seedFails("E1", "i"))), seedRecovers(0)),
+			seedOnerror(seedPar(seedCancelPanics(seedTimeout(seedLeaf(ff.EWait), 60)), seedFails("E2", "j")), seedRecovers(1)),
+			seedOnerror(seedTimeout(seedCancelPanics(seedWith(seedLeaf(ff.EImplicit), seedCancelPanics(seedBrk(ff.EContinue, "")), seedCancelPanics(seedTimeout(seedLeaf(ff.EWait), 50)))), 10), seedRecovers(0))),
+		// 50 SetTimeout(0): the step times out once nothing else is
+		// runnable, unless it completes first; re-armed with 10ms.
+		seedProg(0, seedOne, seedOnerror(seedCancellable(seedZeroTimeout(seedLeaf(ff.EWait))), seedRecovers(0)),
+			seedOnerror(seedZeroTimeout(seedWith(seedLeaf(ff.EImplicit), seedOk(1))), seedRecovers(2)),
+			seedOnerror(seedPar(seedZeroTimeout(seedExt(0, 1)), seedZeroTimeout(seedOk(0)), seedRearm(seedZeroTimeout(seedLeaf(ff.EWait)), 0, 10)), seedRecovers(0))),
+		// 46 Root.Cancel from a callback: the step completes, then the
+		// flow sees the cancel before its next step.
+		seedCancelFrom(seedProg(0, seedOne, seedCancellable(seedOk(1)), seedLeaf(ff.EImplicit)), 1),
+		// 47 from a step that then fails: its handler runs, the steps it
+		// adds do not; a waiting sibling branch is cancelled.
+		seedCancelFrom(seedProg(0, seedOne, seedPar(seedCancellable(seedLeaf(ff.EWait)),
+			seedOnerror(seedFails("E1", ""), seedAdds(seedLeaf(ff.EImplicit))))), 3),
+		// 48 from a step that then waits, or adds sub-steps: its cancel
+		// handler runs, the sub-steps do not.
+		seedCancelFrom(seedProg(0, seedOne, seedCancellable(seedLeaf(ff.EWait))), 1),
+		seedCancelFrom(seedProg(0, seedOne, seedPar(seedExt(0, 0), seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit))))), 3),
+		// 52 Root.Cancel from an error handler that recovers; from the
+		// cancel handler of a sibling a failed branch cancels (the
+		// parallel's handler still runs); from a cancel handler under a
+		// timeout.
+		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedFails("E1", ""), seedRecovers(1)), seedLeaf(ff.EImplicit)), 2),
+		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedLeaf(ff.EWait)), seedExtErr(10, "E1", "")), seedAdds(seedLeaf(ff.EImplicit)))), 2),
+		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait))), 10), seedHandlerWaits(0, ff.EExternal, 5, 0, ""))), 2),
+		seedProg(20, seedOne, seedCancelPanics(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancelPanics(seedTimeout(seedLeaf(ff.EWait), 30))), 60))),
+		// 43 the zero Limiter limits nothing; a Limiter with a rate only.
+		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{}),
+		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{Rate: 2, Period: 30, Burst: -1}),
 	}
 }
+
+// seedRetry is a Retry of attempts whose attempts below failUntil fail by
+// fail (ff.EError with code, ff.EWait, ff.EPanic, ff.EBreak or
+// ff.EContinue with code as the label), then succeed with nargs args or
+// add body.
+func seedRetry(label string, attempts, failUntil int, fail ff.End, code string, nargs int, body ...*ff.Node) *ff.Node {
+	rs := &ff.RetrySpec{FailUntil: failUntil, Fail: fail, Backoff: -1}
+	switch fail {
+	case ff.EBreak, ff.EContinue:
+		rs.Label = code
+	default:
+		rs.Code = code
+	}
+	return &ff.Node{Kind: ff.KRetry, Label: label, Count: attempts, Args: make([]int, nargs), Subs: body, Retry: rs}
+}
+
+// seedRetryOpts sets a Retry's timeout, backoff (< 0: none) and whether
+// it has a Retryable of its own.
+func seedRetryOpts(n *ff.Node, timeout, backoff int, retryable bool) *ff.Node {
+	n.Retry.Timeout, n.Retry.Backoff, n.Retry.Retryable = timeout, backoff, retryable
+	return n
+}
+
+func seedLimited(body *ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KSync, Mutex: ff.LimiterGate, Body: body}
+}
+
+func seedLimiter(p *ff.Program, l ff.Limiter) *ff.Program { p.Limiter = &l; return p }
+
+func seedZeroTimeout(n *ff.Node) *ff.Node { n.ZeroTimeout = true; return n }
+
+// seedCancelFrom makes the callback of the step with the given ID (as
+// Decode numbers them) call Root.Cancel.
+func seedCancelFrom(p *ff.Program, id int) *ff.Program { p.CancelFrom = id; return p }
+
+// seedCancelIn makes the cancel handler of the step with the given ID call
+// Root.Cancel.
+func seedCancelIn(p *ff.Program, id int) *ff.Program {
+	p.CancelFrom, p.CancelInCancel = id, true
+	return p
+}
+
+// seedCancelPanics gives n a cancel handler that panics.
+func seedCancelPanics(n *ff.Node) *ff.Node { n.Cancel, n.CancelPanic = true, true; return n }
 
 // seedSeqForEach is a ForEach over an iter.Seq2 of n pairs that calls
 // Break or Continue (end) at the iteration at.
@@ -245,6 +357,9 @@ func TestFlowSeedCorpus(t *testing.T) {
 		if p.CancelAt != ff.SafetyCancel {
 			seen["root cancel"] = true
 		}
+		if p.CancelFrom > 0 {
+			seen["cancel from a step"] = true
+		}
 		if p.MutexQueue(0) >= 0 || p.MutexQueue(1) >= 0 {
 			seen["mutex queue"] = true
 		}
@@ -260,7 +375,9 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"external", "externalErr", "wait", "return", "recover", "rethrow", "add",
 		"panic", "handler panic", "handler wait", "handler wait timeout", "rearm",
 		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map",
-		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq"}
+		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq",
+		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
+		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -269,7 +386,22 @@ func TestFlowSeedCorpus(t *testing.T) {
 }
 
 func coverage(n *ff.Node, seen map[string]bool) {
-	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach"}[n.Kind]] = true
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry"}[n.Kind]] = true
+	if rs := n.Retry; rs != nil {
+		if rs.Timeout > 0 {
+			seen["retry timeout"] = true
+		}
+		if rs.Backoff > 0 {
+			seen["retry backoff"] = true
+		}
+		if rs.Retryable {
+			seen["retryable"] = true
+		}
+		if rs.FailUntil > 0 {
+			seen[map[ff.End]string{ff.EError: "retry error", ff.EWait: "retry wait", ff.EPanic: "retry panic",
+				ff.EBreak: "retry break", ff.EContinue: "retry continue"}[rs.Fail]] = true
+		}
+	}
 	if n.Kind == ff.KStep {
 		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait", "panic",
 			"goexit", "unprintable panic", "success on the parent"}[n.End]] = true
@@ -283,14 +415,23 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {
 		seen["throttle"] = true
 	}
+	if n.Kind == ff.KSync && n.Mutex == ff.LimiterGate {
+		seen["limiter"] = true
+	}
 	if n.Timeout > 0 {
 		seen["timeout"] = true
+	}
+	if n.ZeroTimeout {
+		seen["zero timeout"] = true
 	}
 	if n.Timeout2 > 0 {
 		seen["rearm"] = true
 	}
 	if n.Cancel {
 		seen["cancel"] = true
+	}
+	if n.CancelPanic {
+		seen["cancel panic"] = true
 	}
 	if n.Label != "" {
 		seen["label"] = true

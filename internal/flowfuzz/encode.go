@@ -26,7 +26,17 @@ func Encode(p *Program) []byte {
 			m |= min(q+1, 3) << (2 + 2*i)
 		}
 	}
+	if p.CancelFrom > 0 {
+		m |= 0x40
+	}
 	e.put(m)
+	if p.CancelFrom > 0 {
+		c := (p.CancelFrom - 1) % maxNodes
+		if p.CancelInCancel {
+			c += maxNodes
+		}
+		e.put(c)
+	}
 	e.p = p
 	e.put(len(p.Steps) % 5)
 	for _, n := range p.Steps {
@@ -39,6 +49,7 @@ type encoder struct {
 	b        []byte
 	p        *Program
 	throttle bool // its parameters are written
+	limiter  bool // its parameters are written
 }
 
 func (e *encoder) put(v int) { e.b = append(e.b, byte(v)) }
@@ -84,6 +95,10 @@ func (e *encoder) node(n *Node) {
 		}
 		return
 	}
+	if n.Kind == KRetry {
+		e.retry(n)
+		return
+	}
 	e.put(int(n.Kind))
 	switch n.Kind {
 	case KStep:
@@ -106,7 +121,18 @@ func (e *encoder) node(n *Node) {
 			e.node(s)
 		}
 	case KSync:
-		if n.Mutex == ThrottleGate {
+		if n.Mutex == LimiterGate {
+			e.put(6)
+			if !e.limiter {
+				e.limiter = true
+				l := Limiter{Concurrent: 1, Rate: 1, Period: 10}
+				if e.p.Limiter != nil {
+					l = *e.p.Limiter
+				}
+				e.put(l.Concurrent&3 | min(l.MaxQueue+1, 3)&3<<2 | l.Rate&3<<4 | min(l.Burst+1, 3)&3<<6)
+				e.put(max(l.Period/10-1, 0) % 4)
+			}
+		} else if n.Mutex == ThrottleGate {
 			e.put(2)
 			if !e.throttle {
 				e.throttle = true
@@ -125,6 +151,46 @@ func (e *encoder) node(n *Node) {
 	}
 }
 
+func (e *encoder) retry(n *Node) {
+	rs := n.Retry
+	if rs == nil {
+		rs = &RetrySpec{Backoff: -1}
+	}
+	e.put(int(KLoop))
+	e.put(labelCode(n.Label) | max(n.Count-1, 0)%4<<2 | len(n.Subs)%3<<4 | 0x40)
+	r := rs.FailUntil % 4 << 3
+	switch rs.Fail {
+	case EWait:
+		r |= 2
+	case EPanic:
+		r |= 3
+	case EBreak:
+		r |= 4 | labelCode(rs.Label)<<5
+	case EContinue:
+		r |= 5 | labelCode(rs.Label)<<5
+	default:
+		for i, c := range RetryCodes {
+			if c == rs.Code {
+				r |= i << 5
+			}
+		}
+	}
+	if rs.Retryable {
+		r |= 0x80
+	}
+	e.put(r)
+	t := (min(rs.Backoff, 20)/10 + 1) & 3
+	if rs.Backoff < 0 {
+		t = 0
+	}
+	t |= rs.Timeout / 10 % 6 << 2
+	t |= len(n.Args) % 3 << 5
+	e.put(t)
+	for _, s := range n.Subs {
+		e.node(s)
+	}
+}
+
 func (e *encoder) step(n *Node) {
 	end := n.End
 	switch end {
@@ -134,7 +200,7 @@ func (e *encoder) step(n *Node) {
 		end = EBreak
 	}
 	f := int(end)<<5 | len(n.Subs)%4<<3
-	if n.Timeout > 0 {
+	if n.HasTimeout() {
 		f |= 1
 	}
 	if n.Cancel {
@@ -144,22 +210,34 @@ func (e *encoder) step(n *Node) {
 		f |= 4
 	}
 	e.put(f)
-	if n.Timeout > 0 {
+	if n.HasTimeout() {
 		t := max(n.Timeout/10-1, 0) % 6
+		if n.ZeroTimeout {
+			t = 7
+		}
 		if n.Timeout2 > 0 {
 			t |= 8 | max(n.Timeout2/10-1, 0)%6<<4
 		}
+		if n.CancelPanic {
+			t |= 0x80
+		}
 		e.put(t)
+	}
+	// Without a timeout, the byte of the end carries CancelPanic, where it
+	// has room for it.
+	cp := 0
+	if n.CancelPanic && !n.HasTimeout() {
+		cp = 0x80
 	}
 	switch n.End {
 	case EPanic:
-		e.put(8)
+		e.put(8 | cp)
 	case EGoexit:
-		e.put(8 | 16)
+		e.put(8 | 16 | cp)
 	case EPanicEvil:
-		e.put(8 | 32)
+		e.put(8 | 32 | cp)
 	case EParent:
-		e.put(4)
+		e.put(4 | cp)
 	case ESuccess:
 		e.put(len(n.Args) % 3)
 	case EError, EExternalErr:
@@ -168,9 +246,12 @@ func (e *encoder) step(n *Node) {
 			b |= 4
 		}
 		b |= n.At / 10 % 6 << 3
+		if n.End == EError {
+			b |= cp
+		}
 		e.put(b)
 	case EBreak, EContinue:
-		e.put(labelCode(n.Label))
+		e.put(labelCode(n.Label) | cp)
 	case EExternal:
 		e.put(n.At/10%6 | len(n.Args)%3<<3)
 	}

@@ -115,6 +115,17 @@ func ForEachEvent(id int, key, value any) string {
 	return fmt.Sprintf("F%d#%v=%v", id, key, value)
 }
 
+// RetryEvent is the event of attempt i of the Retry id: "R3#0".
+func RetryEvent(id, i int) string { return fmt.Sprintf("R%d#%d", id, i) }
+
+// RetryableEvent is the event of the Retryable of the Retry id asked about
+// code: "q3:E1".
+func RetryableEvent(id int, code string) string { return fmt.Sprintf("q%d:%s", id, code) }
+
+// BackoffEvent is the event of the Backoff of the Retry id asked for the
+// wait before retry n: "b3:1".
+func BackoffEvent(id, n int) string { return fmt.Sprintf("b%d:%d", id, n) }
+
 // CancelEvent is the event of the cancel handler of step id: "c3".
 func CancelEvent(id int) string { return fmt.Sprintf("c%d", id) }
 
@@ -176,6 +187,7 @@ const (
 	reqParallel                // start these branches; I wait for them
 	reqCancel                  // cancel this branch now, then resume me
 	reqDone                    // I ended with out
+	reqStop                    // cancel the flow (a Root.Cancel from a callback), me included
 )
 
 type request struct {
@@ -224,6 +236,19 @@ func (th *thread) ask(r request) signal {
 // turn yields to other queued threads (see Turns above); a non-nil result
 // means the thread was cancelled while queued.
 func (th *thread) turn() *outcome {
+	if m := th.m; m.stop && !m.stopApplied {
+		// A Root.Cancel from a callback: the flow sees it before its
+		// next step (docs/DESIGN.md#cancel).
+		th.fresh = false
+		if th == m.root {
+			m.stopApplied = true
+			o := cancelled(nil)
+			return &o
+		}
+		s := th.ask(request{kind: reqStop})
+		o := s.out
+		return &o
+	}
 	if th.fresh {
 		th.fresh = false
 		return nil
@@ -254,6 +279,7 @@ type timer struct {
 	seq   int
 	kind  timerKind
 	act   *act
+	thr   *throttle // tThrottle
 	out   outcome
 	dead  bool
 	index int
@@ -308,30 +334,48 @@ type entry struct {
 }
 
 type model struct {
-	now     int64
-	seq     int
-	timers  timerHeap
-	fifo    []fifoEntry
-	trace   []string
-	info    string // the state's ErrorInfo
-	panic   bool   // the state's LastException is a recovered panic
-	thr     *throttle
-	root    *thread
-	end     string
-	ended   bool
-	mutexes []*mutex
-	threads []*thread
-	budget  int
+	now    int64
+	seq    int
+	timers timerHeap
+	fifo   []fifoEntry
+	trace  []string
+	info   string // the state's ErrorInfo
+	panic  bool   // the state's LastException is a recovered panic
+	thr    *throttle
+	// The gates of the Limiter: nil where its limit is 0.
+	limMutex    *mutex
+	limThrottle *throttle
+	root        *thread
+	end         string
+	ended       bool
+	mutexes     []*mutex
+	threads     []*thread
+	budget      int
+	// A Root.Cancel from the callback (or, with cancelInCancel, the
+	// cancel handler) of the step cancelFrom, or from the error handler
+	// cancelFrom: stop is set by the call (or a root cancel),
+	// stopApplied once the flow has seen it.
+	cancelFrom        int
+	cancelInCancel    bool
+	stop, stopApplied bool
 }
 
 // Model computes the trace and the end a program must produce.
 func Model(p *Program) Result {
-	m := &model{budget: 200000}
+	m := &model{budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel}
 	for i, mx := range p.Mutexes {
 		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}})
 	}
 	if t := p.Throttle; t != nil {
 		m.thr = &throttle{n: t.N, queueMax: t.Queue, period: int64(t.Period)}
+	}
+	if l := p.Limiter; l != nil {
+		if l.Concurrent > 0 {
+			m.limMutex = &mutex{max: l.Concurrent, maxQueue: l.MaxQueue, holders: map[*thread]int{}}
+		}
+		if l.Rate > 0 {
+			m.limThrottle = &throttle{n: l.Rate, queueMax: l.Burst, period: int64(l.Period)}
+		}
 	}
 	defer func() {
 		for _, th := range m.threads {
@@ -346,7 +390,13 @@ func Model(p *Program) Result {
 		if len(m.fifo) > 0 {
 			e := m.fifo[0]
 			m.fifo = m.fifo[1:]
-			if e.th.done {
+			if m.stop && !m.stopApplied {
+				// Whatever the loop runs next sees the cancel first:
+				// the task the call queued, or a step of the flow.
+				m.applyStop()
+				continue
+			}
+			if e.th == nil || e.th.done {
 				continue // a cancelled branch's place: a no-op
 			}
 			e.th.fresh = true
@@ -362,6 +412,10 @@ func Model(p *Program) Result {
 		m.now = t.due
 		switch t.kind {
 		case tRootCancel:
+			if m.stop {
+				continue // a callback cancelled the flow: this call does nothing
+			}
+			m.stop, m.stopApplied = true, true
 			m.root.fresh = true
 			m.resume(m.root, signal{kind: sigCancel, out: cancelled(nil)})
 		case tTimeout:
@@ -373,7 +427,7 @@ func Model(p *Program) Result {
 				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
 			}
 		case tThrottle:
-			m.periodEnd()
+			m.periodEnd(t.thr)
 		}
 	}
 	return Result{Trace: m.trace, End: m.end}
@@ -413,6 +467,9 @@ func (m *model) resume(th *thread, s signal) {
 				th.branches = append(th.branches, bt)
 				m.fifo = append(m.fifo, fifoEntry{th: bt})
 			}
+		case reqStop:
+			m.applyStop()
+			return
 		case reqCancel:
 			if !r.child.started {
 				r.child.done = true // nothing of it ran: nothing to cancel
@@ -445,6 +502,24 @@ func (m *model) resume(th *thread, s signal) {
 		}
 		return
 	}
+}
+
+// rootCancel is Root.Cancel called from a callback: it queues the task
+// that applies it; a second call, or one after the root cancel of the
+// tool, does nothing.
+func (m *model) rootCancel() {
+	if !m.stop {
+		m.stop = true
+		m.fifo = append(m.fifo, fifoEntry{})
+	}
+}
+
+// applyStop cancels the flow for a Root.Cancel from a callback, as a root
+// cancel from the tool would.
+func (m *model) applyStop() {
+	m.stopApplied = true
+	m.root.fresh = true
+	m.resume(m.root, signal{kind: sigCancel, out: cancelled(nil)})
 }
 
 func endOf(o outcome) string {
@@ -534,6 +609,8 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 		return m.parallel(th, n)
 	case KLoop, KRepeat, KForEach:
 		return m.loop(th, n)
+	case KRetry:
+		return m.retry(th, n)
 	case KSync:
 		return m.sync(th, n, args)
 	case KSuccessStep:
@@ -547,7 +624,10 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 func (m *model) call(th *thread, n *Node, args []any) outcome {
 	a := &act{node: n, th: th}
 	m.event(StepEvent(n.ID, args))
-	if n.Timeout > 0 {
+	if n.ID == m.cancelFrom && !m.cancelInCancel {
+		m.rootCancel()
+	}
+	if n.HasTimeout() {
 		d := n.Timeout
 		if n.Timeout2 > 0 {
 			d = n.Timeout2 // docs/DESIGN.md#timeouts: calling it again re-arms it
@@ -590,7 +670,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 			o = m.level(th, n.Subs) // sub-steps win over waiting
 		case n.End == ESuccess:
 			o = ok(intsToArgs(n.Args))
-		case n.End == EImplicit && n.Timeout == 0 && !n.Cancel:
+		case n.End == EImplicit && !n.HasTimeout() && !n.Cancel:
 			o = ok(nil) // implicit success (spec 1.6)
 		default:
 			o = m.wait(th, a)
@@ -602,6 +682,16 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	m.disarm(a.timer)
 	if !o.is(okK) && a.cancel {
 		m.event(CancelEvent(n.ID))
+		if n.ID == m.cancelFrom && m.cancelInCancel {
+			m.rootCancel()
+		}
+		if n.CancelPanic && o.is(errK) {
+			// On the path of an error, the panic replaces it
+			// (docs/DESIGN.md#cancel-handlers); in a subtree that is only
+			// cancelled it replaces nothing.
+			o = m.raise("InternalError", CancelPanicValue(n.ID))
+			m.panic, o.panic = true, true
+		}
 	}
 	if o.is(errK) && n.Handler != nil {
 		return m.handle(th, n.Handler, o)
@@ -629,6 +719,9 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		info = PanicInfo(info)
 	}
 	m.event(HandlerEvent(h.ID, o.code, info))
+	if h.ID == m.cancelFrom {
+		m.rootCancel()
+	}
 	switch h.Action {
 	case HPanic:
 		return m.raisePanic(h.ID)
@@ -765,34 +858,85 @@ func (m *model) loop(th *thread, n *Node) outcome {
 	}
 }
 
-// sync runs a critical section: a step whose sub-steps are enter, the body
-// with its handler, and leave.
+// gate is one admission stage of a critical section: a Mutex or a
+// Throttle (a Limiter has one of each, in that order).
+type gate struct {
+	mx  *mutex
+	thr *throttle
+}
+
+func (m *model) gatesOf(n *Node) []gate {
+	switch n.Mutex {
+	case ThrottleGate:
+		return []gate{{thr: m.thr}}
+	case LimiterGate:
+		var g []gate
+		if m.limMutex != nil {
+			g = append(g, gate{mx: m.limMutex})
+		}
+		if m.limThrottle != nil {
+			g = append(g, gate{thr: m.limThrottle})
+		}
+		return g
+	}
+	return []gate{{mx: m.mutexes[n.Mutex]}}
+}
+
+func (m *model) enterGate(th *thread, g gate, e *entry) (outcome, string) {
+	if g.thr != nil {
+		return m.throttleEnter(th, g.thr, e)
+	}
+	return m.enter(th, g.mx, e)
+}
+
+func (m *model) leaveGate(g gate, e *entry) {
+	if g.thr != nil {
+		m.throttleLeave(g.thr, e)
+	} else {
+		m.leave(g.mx, e)
+	}
+}
+
+// sync runs a critical section: a step whose sub-steps are an enter step
+// per gate, the body with its handler, and leave.
 func (m *model) sync(th *thread, n *Node, args []any) outcome {
-	e := &entry{th: th}
+	gates := m.gatesOf(n)
+	entries := make([]*entry, len(gates))
+	for i := range entries {
+		entries[i] = &entry{th: th}
+	}
+	left := false
 	leave := func() {
-		if n.Mutex == ThrottleGate {
-			m.throttleLeave(e)
-		} else {
-			m.leave(m.mutexes[n.Mutex], e)
+		if left {
+			return
+		}
+		left = true
+		for i := len(gates) - 1; i >= 0; i-- {
+			m.leaveGate(gates[i], entries[i])
 		}
 	}
 	o := func() outcome {
-		if c := th.turn(); c != nil { // enter
-			return *c
-		}
-		var o outcome
 		var refusal string
-		if n.Mutex == ThrottleGate {
-			o, refusal = m.throttleEnter(th, e)
-		} else {
-			o, refusal = m.enter(th, m.mutexes[n.Mutex], e)
-		}
-		if !o.is(okK) {
-			return o
+		for i, g := range gates {
+			if c := th.turn(); c != nil { // enter
+				return *c
+			}
+			if refusal != "" {
+				continue // refused by a gate before: not asked
+			}
+			var o outcome
+			o, refusal = m.enterGate(th, g, entries[i])
+			if !o.is(okK) {
+				return o
+			}
+			if refusal != "" && i > 0 {
+				leave() // the slots of the gates before go back at once
+			}
 		}
 		if c := th.turn(); c != nil { // the body
 			return *c
 		}
+		var o outcome
 		if refusal != "" {
 			// The body's step raises the refusal instead of running f.
 			o = m.raise("DefenseRejected", refusal)
@@ -873,20 +1017,19 @@ func removeEntry(q []*entry, e *entry) []*entry {
 
 // throttleEnter asks the Throttle for an entry in the current period,
 // starting one if it is idle.
-func (m *model) throttleEnter(th *thread, e *entry) (outcome, string) {
-	t := m.thr
+func (m *model) throttleEnter(th *thread, t *throttle, e *entry) (outcome, string) {
 	if !t.running {
 		t.running = true
 		t.entered = 0
 		t.ends = m.now + t.period
-		m.arm(t.period, &timer{kind: tThrottle})
+		m.arm(t.period, &timer{kind: tThrottle, thr: t})
 	}
 	if t.entered >= t.n && m.now >= t.ends {
 		// The period is over, its timer not run yet: the flow ends it,
 		// the waiters first, and the timer times the period begun now.
 		t.outrun = true
 		t.ends = m.now + t.period
-		m.admitWaiters()
+		m.admitWaiters(t)
 	}
 	if t.entered < t.n {
 		t.entered++
@@ -904,20 +1047,19 @@ func (m *model) throttleEnter(th *thread, e *entry) (outcome, string) {
 
 // throttleLeave takes a waiter out of the queue; an entry is never given
 // back.
-func (m *model) throttleLeave(e *entry) {
+func (m *model) throttleLeave(t *throttle, e *entry) {
 	if e.state == 1 {
-		m.thr.queue = removeEntry(m.thr.queue, e)
+		t.queue = removeEntry(t.queue, e)
 	}
 	e.state = 3
 }
 
 // periodEnd ends the Throttle's period: a new one starts for the flows
 // that wait, else the Throttle goes idle.
-func (m *model) periodEnd() {
-	t := m.thr
+func (m *model) periodEnd(t *throttle) {
 	if t.outrun {
 		t.outrun = false
-		m.arm(t.ends-m.now, &timer{kind: tThrottle})
+		m.arm(t.ends-m.now, &timer{kind: tThrottle, thr: t})
 		return
 	}
 	if len(t.queue) == 0 {
@@ -925,14 +1067,13 @@ func (m *model) periodEnd() {
 		return
 	}
 	t.ends = m.now + t.period
-	m.arm(t.period, &timer{kind: tThrottle})
-	m.admitWaiters()
+	m.arm(t.period, &timer{kind: tThrottle, thr: t})
+	m.admitWaiters(t)
 }
 
 // admitWaiters starts a period: the waiters at the head of the queue
 // enter, up to the limit.
-func (m *model) admitWaiters() {
-	t := m.thr
+func (m *model) admitWaiters(t *throttle) {
 	t.entered = 0
 	for t.entered < t.n && len(t.queue) > 0 {
 		w := t.queue[0]
@@ -941,4 +1082,101 @@ func (m *model) admitWaiters() {
 		w.state = 2
 		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
 	}
+}
+
+// retry runs the attempts of a Retry (docs/DESIGN.md#retry): a Repeat
+// whose iteration is the attempt, with an error handler that, for a
+// retryable failure with attempts left, waits the backoff and swallows the
+// error, so that the next attempt runs; a success ends the loop with the
+// attempt's args.
+func (m *model) retry(th *thread, n *Node) outcome {
+	rs := n.Retry
+	for i := 0; ; i++ {
+		if c := th.turn(); c != nil {
+			return *c
+		}
+		o := m.attempt(th, n, i)
+		switch {
+		case o.is(okK):
+			if c := th.turn(); c != nil {
+				return *c
+			}
+			return o
+		case o.is(cancelK):
+			return o
+		case o.loopCode():
+			if o.info != "" && o.info != n.Label {
+				return o // an outer loop's
+			}
+			if o.code == "LoopBreak" || i+1 >= n.Count {
+				return ok(nil)
+			}
+			continue // the next attempt at once, without the backoff
+		}
+		if i+1 >= n.Count || !m.retryable(n, o.code) {
+			return o
+		}
+		if rs.Backoff >= 0 {
+			m.event(BackoffEvent(n.ID, i+1))
+			if rs.Backoff > 0 {
+				// The handler adds the step that waits on the tool.
+				if c := th.turn(); c != nil {
+					return *c
+				}
+				a := &act{th: th}
+				m.arm(int64(rs.Backoff), &timer{kind: tExternal, act: a, out: ok(nil)})
+				if w := m.wait(th, a); !w.is(okK) {
+					return w
+				}
+				if c := th.turn(); c != nil {
+					return *c
+				}
+			}
+		}
+	}
+}
+
+// attempt runs the attempt i of the Retry n, within its timeout.
+func (m *model) attempt(th *thread, n *Node, i int) outcome {
+	rs := n.Retry
+	m.event(RetryEvent(n.ID, i))
+	a := &act{node: n, th: th}
+	if rs.Timeout > 0 {
+		a.timer = m.arm(int64(rs.Timeout), &timer{kind: tTimeout, act: a})
+	}
+	var o outcome
+	switch {
+	case i < rs.FailUntil && rs.Fail == EError:
+		o = m.raise(rs.Code, AttemptInfo(i))
+	case i < rs.FailUntil && rs.Fail == EPanic:
+		o = m.raisePanic(n.ID)
+	case i < rs.FailUntil && rs.Fail == EBreak:
+		o = m.raise("LoopBreak", rs.Label)
+	case i < rs.FailUntil && rs.Fail == EContinue:
+		o = m.raise("LoopCont", rs.Label)
+	case i < rs.FailUntil:
+		o = m.wait(th, a) // EWait: only the timeout or a cancel ends it
+	case len(n.Subs) > 0:
+		o = m.level(th, n.Subs)
+	case len(n.Args) > 0:
+		o = ok(intsToArgs(n.Args))
+	case rs.Timeout > 0:
+		o = m.wait(th, a) // no implicit success under a Retry's timeout
+	default:
+		o = ok(nil)
+	}
+	if o.is(cancelK) && o.target == a {
+		o = m.raise("Timeout", "")
+	}
+	m.disarm(a.timer)
+	return o
+}
+
+// retryable is the Retry's Retryable: its own, or the default.
+func (m *model) retryable(n *Node, code string) bool {
+	if n.Retry.Retryable {
+		m.event(RetryableEvent(n.ID, code))
+		return code != "E2"
+	}
+	return code == "Timeout" || code == "CommError" || code == "ConnectError"
 }

@@ -30,7 +30,32 @@ const (
 	// at the iteration At calls Break(Label) (End EBreak) or Continue(Label)
 	// (End EContinue), else adds Subs. Decode makes it from a KRepeat byte.
 	KForEach Kind = numKinds
+	// KRetry is Retry(RetryOptions{Attempts: Count, Label, and Retry's
+	// options}, attempt): attempt i traces, then fails as Retry says if i
+	// is below its FailUntil, else adds Subs or, with none, calls
+	// Success(Args...) if there are any. Decode makes it from a KLoop byte.
+	KRetry Kind = numKinds + 1
 )
+
+// RetrySpec is what a KRetry's attempts and options do.
+type RetrySpec struct {
+	FailUntil int    // attempts 0 to FailUntil-1 fail by Fail
+	Fail      End    // EError (Code, info AttemptInfo(i)), EWait, EPanic, EBreak or EContinue (Label)
+	Code      string // EError
+	Label     string // EBreak, EContinue
+	// Retryable, if set, retries every code but E2 and traces
+	// RetryableEvent; else RetryOptions.Retryable is nil (Timeout,
+	// CommError and ConnectError are retried).
+	Retryable bool
+	Backoff   int // < 0: no Backoff; else Backoff traces BackoffEvent and returns Backoff ms
+	Timeout   int // RetryOptions.Timeout in ms; 0: none
+}
+
+// AttemptInfo is the info of the error the attempt i of a KRetry raises.
+func AttemptInfo(i int) string { return fmt.Sprintf("a%d", i) }
+
+// RetryCodes are the codes a KRetry's failing attempts raise.
+var RetryCodes = [...]string{"CommError", "Timeout", "E1", "E2"}
 
 // End is how a step's callback ends, after its SetTimeout, SetCancel and Add
 // calls.
@@ -93,13 +118,19 @@ type Node struct {
 	Kind Kind
 
 	// KStep (and the Body of a KSync).
-	Timeout  int  // SetTimeout(Timeout ms) first, if > 0
-	Timeout2 int  // then SetTimeout(Timeout2 ms) again, if > 0: it replaces the first
-	Cancel   bool // then SetCancel(handler tracing "c<ID>")
-	End      End
-	At       int  // EExternal, EExternalErr: ms after the callback; KForEach: the iteration that breaks or continues
-	Map      bool // KForEach: over a map (keys MapKey(i)) instead of a slice
-	Seq      bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
+	Timeout int // SetTimeout(Timeout ms) first, if > 0
+	// ZeroTimeout: SetTimeout(0) first instead, which falls due at once
+	// (docs/DESIGN.md#timeouts).
+	ZeroTimeout bool
+	Timeout2    int  // then SetTimeout(Timeout2 ms) again, if > 0: it replaces the first
+	Cancel      bool // then SetCancel(handler tracing "c<ID>")
+	// CancelPanic: the cancel handler then panics with
+	// CancelPanicValue(ID) (docs/DESIGN.md#cancel-handlers).
+	CancelPanic bool
+	End         End
+	At          int  // EExternal, EExternalErr: ms after the callback; KForEach: the iteration that breaks or continues
+	Map         bool // KForEach: over a map (keys MapKey(i)) instead of a slice
+	Seq         bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
 	Code  string // EError, EExternalErr
@@ -115,6 +146,8 @@ type Node struct {
 	Mutex int   // KSync: index into Program.Mutexes; ThrottleGate: the Program's Throttle
 
 	Handler *Handler // KStep, KParallel, KSync's Body
+
+	Retry *RetrySpec // KRetry
 }
 
 // Handler is an error handler.
@@ -137,6 +170,16 @@ type Handler struct {
 // ThrottleGate is the Mutex index of a KSync on the program's Throttle.
 const ThrottleGate = 2
 
+// LimiterGate is the Mutex index of a KSync on the program's Limiter.
+const LimiterGate = 3
+
+// Limiter is NewLimiter(LimiterOptions{...}) with these fields, Period in
+// ms: a zero Concurrent or Rate leaves that gate out; a MaxQueue or Burst
+// of 0 lets none wait, < 0 any number.
+type Limiter struct {
+	Concurrent, MaxQueue, Rate, Period, Burst int
+}
+
 // Throttle is NewThrottle(N, Period ms, Queue): Queue < 0 is no limit.
 type Throttle struct {
 	N, Period, Queue int
@@ -144,6 +187,13 @@ type Throttle struct {
 
 // PanicValue is the value a step or handler with the given ID panics with.
 func PanicValue(id int) string { return fmt.Sprintf("p%d", id) }
+
+// HasTimeout reports whether the step calls SetTimeout.
+func (n *Node) HasTimeout() bool { return n.Timeout > 0 || n.ZeroTimeout }
+
+// CancelPanicValue is the value the cancel handler of the step with the
+// given ID panics with.
+func CancelPanicValue(id int) string { return fmt.Sprintf("cp%d", id) }
 
 // MapKey is the key of element i of a KForEach map: the sorted order of the
 // keys is the reverse of i.
@@ -159,7 +209,13 @@ type Program struct {
 	Mutexes     []int     // the max of each Mutex
 	MutexQueues []int     // the maxQueue of each Mutex; < 0 (or missing): no limit
 	Throttle    *Throttle // shared by the KSync nodes on ThrottleGate
+	Limiter     *Limiter  // shared by the KSync nodes on LimiterGate
 	CancelAt    int       // ms; SafetyCancel if the program has none
+	// CancelFrom is the ID of the KStep whose callback (or, with
+	// CancelInCancel, its cancel handler) or of the Handler that calls
+	// Root.Cancel right after its event, each time it runs; 0 for none.
+	CancelFrom     int
+	CancelInCancel bool
 }
 
 // MutexQueue is the maxQueue of Mutex i, < 0 for none.
@@ -209,7 +265,7 @@ func (d *decoder) id() int {
 type scope struct {
 	depth     int
 	underStep bool // the node is a sub-step added by a plain step's callback
-	held      uint // mutexes the current flow or branch holds
+	held      uint // mutexes the current flow or branch holds (bit LimiterGate: the Limiter's)
 	forbidden uint // mutexes held by a flow this branch runs inside of
 }
 
@@ -229,6 +285,11 @@ func Decode(data []byte) *Program {
 	p.Mutexes = []int{1 + m&1, 1 + (m>>1)&1}
 	// Queue limits: 0 is none, v is v-1.
 	p.MutexQueues = []int{(m>>2)&3 - 1, (m>>4)&3 - 1}
+	if m&0x40 != 0 {
+		c := d.byte()
+		p.CancelFrom = 1 + c%maxNodes
+		p.CancelInCancel = c/maxNodes&1 != 0
+	}
 	n := d.byte() % 5
 	for range n {
 		p.Steps = append(p.Steps, d.node(scope{}, false))
@@ -281,6 +342,11 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		b := d.byte()
 		n.Label = labelOf(b)
 		n.Count = (b >> 2) % 4
+		if k == KLoop && b&0xc0 != 0 {
+			n.Kind = KRetry
+			n.Count++ // attempts: 1 to 4
+			d.retry(n)
+		}
 		if k == KRepeat && b&0xc0 != 0 {
 			n.Kind = KForEach
 			n.Map = b&0x80 != 0
@@ -294,6 +360,9 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		}
 	case KSync:
 		b := d.byte()
+		if b&6 == 6 {
+			return d.limited(n, sc)
+		}
 		if b&2 != 0 {
 			// The Throttle: never held, no deadlock to avoid.
 			if d.p.Throttle == nil {
@@ -328,16 +397,72 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 	return n
 }
 
+// retry decodes a KRetry's RetrySpec and Args.
+func (d *decoder) retry(n *Node) {
+	r, t := d.byte(), d.byte()
+	rs := &RetrySpec{
+		FailUntil: (r >> 3) & 3,
+		Fail:      [...]End{EError, EError, EWait, EPanic, EBreak, EContinue, EError, EError}[r&7],
+		Retryable: r&0x80 != 0,
+		Backoff:   ((t & 3) - 1) * 10,
+		Timeout:   (t >> 2) & 7 % 6 * 10,
+	}
+	switch rs.Fail {
+	case EError:
+		rs.Code = RetryCodes[(r>>5)&3]
+	case EBreak, EContinue:
+		rs.Label = labelOf(r >> 5)
+	}
+	if rs.Backoff < 0 {
+		rs.Backoff = -1
+	}
+	n.Retry = rs
+	n.Args = make([]int, (t>>5)&3%3)
+	for i := range n.Args {
+		n.Args[i] = n.ID*10 + i
+	}
+}
+
+// limited decodes a KSync on the program's Limiter, or a plain step where
+// a flow outside holds the Limiter's Mutex (a deadlock, see scope).
+func (d *decoder) limited(n *Node, sc scope) *Node {
+	if d.p.Limiter == nil {
+		l, t := d.byte(), d.byte()
+		d.p.Limiter = &Limiter{
+			Concurrent: l & 3, MaxQueue: (l>>2)&3 - 1,
+			Rate: (l >> 4) & 3, Burst: (l>>6)&3 - 1,
+			Period: (1 + t%4) * 10,
+		}
+	}
+	if sc.forbidden&(1<<LimiterGate) != 0 {
+		n.Kind = KStep
+		d.step(n, sc)
+		return n
+	}
+	n.Mutex = LimiterGate
+	inner := sc.deeper()
+	inner.held |= 1 << LimiterGate
+	body := &Node{ID: d.id(), Kind: KStep}
+	d.step(body, inner)
+	n.Body = body
+	return n
+}
+
 func (d *decoder) step(n *Node, sc scope) {
 	f := d.byte()
 	if f&1 != 0 {
 		t := d.byte()
 		n.Timeout = (1 + t&7%6) * 10
-		if t&8 != 0 {
-			n.Timeout2 = (1 + (t>>4)%6) * 10
+		if t&7 == 7 {
+			n.Timeout, n.ZeroTimeout = 0, true
 		}
+		if t&8 != 0 {
+			n.Timeout2 = (1 + (t>>4)&7%6) * 10
+		}
+		n.CancelPanic = t&0x80 != 0
 	}
 	n.Cancel = f&2 != 0
+	defer func() { n.CancelPanic = n.CancelPanic && n.Cancel }()
 	hasHandler := f&4 != 0
 	subs := (f >> 3) % 4
 	n.End = End((f >> 5) % int(numEnds))
@@ -352,7 +477,7 @@ func (d *decoder) step(n *Node, sc scope) {
 		}
 		if n.End == EExternalErr {
 			n.At = (b >> 3) % 6 * 10
-		} else if b&8 != 0 {
+		} else if n.CancelPanic = n.CancelPanic || b&0x80 != 0; b&8 != 0 {
 			n.End, n.Code, n.Info = EPanic, "", ""
 			switch {
 			case b&16 != 0:
@@ -364,6 +489,7 @@ func (d *decoder) step(n *Node, sc scope) {
 	case EBreak, EContinue:
 		b := d.byte()
 		n.Label = labelOf(b)
+		n.CancelPanic = n.CancelPanic || b&0x80 != 0
 		if n.End == EBreak && b&4 != 0 && sc.underStep {
 			n.End, n.Label = EParent, ""
 		}
@@ -445,7 +571,7 @@ func (d *decoder) handler(sc scope) *Handler {
 // String prints the program as an indented tree, for failure reports.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, root cancel at %dms)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.CancelAt)
+	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel)
 	for _, n := range p.Steps {
 		n.write(&b, 1)
 	}
@@ -463,10 +589,12 @@ func (n *Node) write(b *strings.Builder, depth int) {
 		fmt.Fprintf(b, "%sloop %d label=%q breaks at %d\n", ind, n.ID, n.Label, n.Count)
 	case KRepeat:
 		fmt.Fprintf(b, "%srepeat %d label=%q count=%d\n", ind, n.ID, n.Label, n.Count)
+	case KRetry:
+		fmt.Fprintf(b, "%sretry %d label=%q attempts=%d args=%v %+v\n", ind, n.ID, n.Label, n.Count, n.Args, *n.Retry)
 	case KForEach:
 		fmt.Fprintf(b, "%sforEach %d label=%q map=%v seq=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Seq, n.Count, n.At, n.End)
 	case KSync:
-		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle)\n", ind, n.ID, n.Mutex)
+		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle, 3: the limiter)\n", ind, n.ID, n.Mutex)
 		n.Body.write(b, depth+1)
 	case KSuccessStep:
 		fmt.Fprintf(b, "%ssuccessStep %d %v\n", ind, n.ID, n.Args)
@@ -484,7 +612,7 @@ func (n *Node) write(b *strings.Builder, depth int) {
 
 func (n *Node) describe() string {
 	var s []string
-	if n.Timeout > 0 {
+	if n.HasTimeout() {
 		s = append(s, fmt.Sprintf("timeout=%d", n.Timeout))
 	}
 	if n.Timeout2 > 0 {
@@ -492,6 +620,9 @@ func (n *Node) describe() string {
 	}
 	if n.Cancel {
 		s = append(s, "cancel")
+	}
+	if n.CancelPanic {
+		s = append(s, "(panics)")
 	}
 	switch n.End {
 	case EImplicit:
