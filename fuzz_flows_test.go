@@ -42,17 +42,21 @@ func checkProgram(t *testing.T, p *ff.Program) {
 	})
 	defer watchdog.Stop()
 	want := ff.Model(p)
-	got := runProgram(p)
 	var problems []string
 	if want.End == "hang" {
 		problems = append(problems, "the model did not end")
 	}
-	if !slices.Equal(got.trace, want.Trace) || got.end != want.End {
-		problems = append(problems, fmt.Sprintf("trace mismatch\n got: %s -> %s\nwant: %s -> %s\n%s",
-			strings.Join(got.trace, " "), got.end, strings.Join(want.Trace, " "), want.End,
-			firstDiff(got.trace, want.Trace)))
+	for i, got := range runProgram(p) {
+		run := [...]string{"", "the clone's run (after the model's): "}[i]
+		if !slices.Equal(got.trace, want.Trace) || got.end != want.End {
+			problems = append(problems, fmt.Sprintf("%strace mismatch\n got: %s -> %s\nwant: %s -> %s\n%s", run,
+				strings.Join(got.trace, " "), got.end, strings.Join(want.Trace, " "), want.End,
+				firstDiff(got.trace, want.Trace)))
+		}
+		for _, v := range got.violations {
+			problems = append(problems, run+v)
+		}
 	}
-	problems = append(problems, got.violations...)
 	if len(problems) > 0 {
 		t.Fatalf("%s\n%s", p, strings.Join(problems, "\n"))
 	}
@@ -84,14 +88,18 @@ type flowRun struct {
 	// included), longest is the longest period among them.
 	throttles int
 	longest   time.Duration
-	trace     []string
-	ended     bool
-	end       string
-	handles   []asyncsteps.Handle     // the tool events the program scheduled
-	steps     []asyncsteps.AsyncSteps // every step's handle, for late calls
-	problems  []string
-	seqs      int // iter.Seq2 of ForEach nodes started and not stopped
-	root      *asyncsteps.Root
+	// gen counts the runs: the state of a callback of the level-0 steps,
+	// which the Root and its clone share, is per run (see perRun).
+	gen      int
+	start    time.Time // when the current run started
+	trace    []string
+	ended    bool
+	end      string
+	handles  []asyncsteps.Handle     // the tool events the program scheduled
+	steps    []asyncsteps.AsyncSteps // every step's handle, for late calls
+	problems []string
+	seqs     int // iter.Seq2 of ForEach nodes started and not stopped
+	root     *asyncsteps.Root
 	// The ID of the step whose callback (or cancel handler) or of the
 	// error handler that calls root.Cancel.
 	cancelFrom     int
@@ -109,7 +117,24 @@ const (
 	flowWatchdog  = 10 * time.Second
 )
 
-func runProgram(p *ff.Program) flowOutcome {
+// runProgram runs p on a Root, then on a clone of it made before it ran,
+// on the same tool: the clone runs the step definitions again, which the
+// Root's run must have left as they were.
+func runProgram(p *ff.Program) []flowOutcome {
+	x := newFlowRun(p)
+	r := asyncsteps.New(asyncsteps.WithTool(x.tt))
+	for _, n := range p.Steps {
+		x.add(r, n)
+	}
+	clone := r.Clone()
+	first := x.execute(r, p)
+	if first.end == "none" {
+		return []flowOutcome{first}
+	}
+	return []flowOutcome{first, x.execute(clone, p)}
+}
+
+func newFlowRun(p *ff.Program) *flowRun {
 	x := &flowRun{tt: asyncsteps.NewTestTool(), maxes: p.Mutexes}
 	for i, m := range p.Mutexes {
 		q := p.MutexQueue(i)
@@ -140,12 +165,17 @@ func runProgram(p *ff.Program) flowOutcome {
 			x.longest = max(x.longest, ms(l.Period))
 		}
 	}
-	r := asyncsteps.New(asyncsteps.WithTool(x.tt))
-	x.root, x.cancelFrom, x.cancelInCancel = r, p.CancelFrom, p.CancelInCancel
+	x.cancelFrom, x.cancelInCancel = p.CancelFrom, p.CancelInCancel
+	return x
+}
+
+// execute runs r, to which the program's steps are added, and checks what
+// no flow may break.
+func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
+	x.gen++
+	x.start, x.root = x.tt.Now(), r
+	x.trace, x.ended, x.end, x.handles, x.steps, x.problems = nil, false, "", nil, nil, nil
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
-	for _, n := range p.Steps {
-		x.add(r, n)
-	}
 	x.ch = r.Promise()
 	results := 0
 	for range flowMaxEvents {
@@ -302,7 +332,7 @@ func (x *flowRun) event(ev string) {
 	if x.ended || len(x.ch) > 0 {
 		x.violation("callback %s after the flow ended", ev)
 	}
-	x.trace = append(x.trace, ff.AtTime(ev, x.tt.Now().Sub(asyncsteps.TestToolEpoch).Milliseconds()))
+	x.trace = append(x.trace, ff.AtTime(ev, x.tt.Now().Sub(x.start).Milliseconds()))
 }
 
 func intArgs(a []int) []any {
@@ -324,10 +354,10 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 			x.add(p, b)
 		}
 	case ff.KLoop:
-		i := 0
+		var i perRun
 		as.Loop(func(as asyncsteps.AsyncSteps) {
-			x.iteration(as, n, i)
-			i++
+			x.iteration(as, n, *i.of(x))
+			*i.of(x)++
 		}, n.Label)
 	case ff.KRepeat:
 		as.Repeat(n.Count, func(as asyncsteps.AsyncSteps, i int) { x.iteration(as, n, i) }, n.Label)
@@ -349,11 +379,11 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 				coll = x.lazySeq(s)
 			}
 		}
-		i := 0
+		var i perRun
 		as.ForEach(coll, func(as asyncsteps.AsyncSteps, key, value any) {
 			x.event(ff.ForEachEvent(n.ID, key, value))
-			at := i
-			i++ // Break and Continue abort the callback
+			at := *i.of(x)
+			*i.of(x)++ // Break and Continue abort the callback
 			if at == n.At {
 				switch n.End {
 				case ff.EBreak:
@@ -425,6 +455,16 @@ func (x *flowRun) retry(as asyncsteps.AsyncSteps, n *ff.Node) {
 			as.Success(intArgs(n.Args)...)
 		}
 	})
+}
+
+// perRun is a counter of a callback, zero at the start of each run.
+type perRun struct{ gen, n int }
+
+func (c *perRun) of(x *flowRun) *int {
+	if c.gen != x.gen {
+		c.gen, c.n = x.gen, 0
+	}
+	return &c.n
 }
 
 // lazySeq returns the pairs of s as an iter.Seq2 that counts its runs and
@@ -517,12 +557,12 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 	if h == nil {
 		return nil
 	}
-	called := false
+	var calls perRun
 	return func(as asyncsteps.AsyncSteps, code string) {
-		if called {
+		if *calls.of(x) > 0 {
 			x.violation("error handler %d called twice", h.ID)
 		}
-		called = true
+		*calls.of(x)++
 		x.steps = append(x.steps, as)
 		st := as.State()
 		info := st.ErrorInfo
