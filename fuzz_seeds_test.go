@@ -270,6 +270,14 @@ func flowSeeds() []*ff.Program {
 		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedFails("E1", ""), seedRecovers(1)), seedLeaf(ff.EImplicit)), 2),
 		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedLeaf(ff.EWait)), seedExtErr(10, "E1", "")), seedAdds(seedLeaf(ff.EImplicit)))), 2),
 		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait))), 10), seedHandlerWaits(0, ff.EExternal, 5, 0, ""))), 2),
+		// 55 Mutex deadlocks: a branch syncs on the Mutex(1) its flow
+		// holds, and its Sync's handler sees InternalError; under a
+		// Mutex(2) that another branch holds too, it waits instead.
+		seedProg(0, [2]int{1, 2},
+			seedSyncOn(0, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedPar(seedSyncOn(0, seedOnerror(seedOk(1), seedRethrows("E1", "d"))))), seedRecovers(0))),
+			seedSyncOn(1, seedWith(seedLeaf(ff.EImplicit), seedPar(seedSyncOn(1, seedExt(10, 0)), seedSyncOn(1, seedLeaf(ff.EImplicit)))))),
+		seedLimiter(seedProg(0, seedOne, seedLimited(seedWith(seedLeaf(ff.EImplicit), seedPar(seedLimited(seedOnerror(seedOk(0), seedReturns())), seedExt(5, 0))))),
+			ff.Limiter{Concurrent: 1, MaxQueue: -1}),
 		seedProg(20, seedOne, seedCancelPanics(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancelPanics(seedTimeout(seedLeaf(ff.EWait), 30))), 60))),
 		// 43 the zero Limiter limits nothing; a Limiter with a rate only.
 		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{}),
@@ -320,6 +328,23 @@ func seedCancelIn(p *ff.Program, id int) *ff.Program {
 
 // seedCancelPanics gives n a cancel handler that panics.
 func seedCancelPanics(n *ff.Node) *ff.Node { n.Cancel, n.CancelPanic = true, true; return n }
+
+// syncsInside reports whether a branch of a Parallel under n syncs on the
+// Mutex (or Limiter) mutex.
+func syncsInside(n *ff.Node, mutex int, inBranch bool) bool {
+	if n == nil {
+		return false
+	}
+	if inBranch && n.Kind == ff.KSync && n.Mutex == mutex {
+		return true
+	}
+	for _, s := range n.Subs {
+		if syncsInside(s, mutex, inBranch || n.Kind == ff.KParallel) {
+			return true
+		}
+	}
+	return syncsInside(n.Body, mutex, inBranch)
+}
 
 // seedSeqForEach is a ForEach over an iter.Seq2 of n pairs that calls
 // Break or Continue (end) at the iteration at.
@@ -377,7 +402,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map",
 		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq",
 		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
-		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout"}
+		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -417,6 +442,9 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.LimiterGate {
 		seen["limiter"] = true
+	}
+	if n.Kind == ff.KSync && n.Mutex != ff.ThrottleGate && syncsInside(n.Body, n.Mutex, false) {
+		seen["deadlock"] = true
 	}
 	if n.Timeout > 0 {
 		seen["timeout"] = true

@@ -122,7 +122,7 @@ func (e *encoder) node(n *Node) {
 		}
 	case KSync:
 		if n.Mutex == LimiterGate {
-			e.put(6)
+			e.put(6 | 8) // the Limiter as given, even where it may deadlock
 			if !e.limiter {
 				e.limiter = true
 				l := Limiter{Concurrent: 1, Rate: 1, Period: 10}
@@ -143,7 +143,7 @@ func (e *encoder) node(n *Node) {
 				e.put((t.N-1)&1 | max(t.Period/10-1, 0)%4<<1 | min(t.Queue+1, 3)<<3)
 			}
 		} else {
-			e.put(n.Mutex & 1)
+			e.put(n.Mutex&1 | 4) // the Mutex as given, even where it may deadlock
 		}
 		e.step(n.Body)
 	case KSuccessStep:

@@ -330,7 +330,8 @@ type throttle struct {
 
 type entry struct {
 	th    *thread
-	state uint8 // 0 none, 1 queued, 2 held, 3 left
+	chain []*thread // the outer flows of a queued branch (Mutex)
+	state uint8     // 0 none, 1 queued, 2 held, 3 left
 }
 
 type model struct {
@@ -939,7 +940,11 @@ func (m *model) sync(th *thread, n *Node, args []any) outcome {
 		var o outcome
 		if refusal != "" {
 			// The body's step raises the refusal instead of running f.
-			o = m.raise("DefenseRejected", refusal)
+			code := "DefenseRejected"
+			if refusal == MutexDeadlock {
+				code = "InternalError"
+			}
+			o = m.raise(code, refusal)
 			if h := n.Body.Handler; h != nil {
 				o = m.handle(th, h, o)
 			}
@@ -976,6 +981,10 @@ func (m *model) enter(th *thread, mx *mutex, e *entry) (outcome, string) {
 	if mx.maxQueue >= 0 && len(mx.queue) >= mx.maxQueue {
 		return ok(nil), "Mutex queue limit"
 	}
+	e.chain = th.outer()
+	if mx.deadlocked(e.chain) {
+		return ok(nil), MutexDeadlock
+	}
 	e.state = 1
 	mx.queue = append(mx.queue, e)
 	s := th.ask(request{kind: reqWait})
@@ -1004,6 +1013,42 @@ func (m *model) leave(mx *mutex, e *entry) {
 		w.state = 2
 		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
 	}
+}
+
+// MutexDeadlock is the info of the InternalError of a Mutex deadlock.
+const MutexDeadlock = "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"
+
+// outer returns the flows th runs inside of: the threads of the Parallels
+// around it, innermost first.
+func (th *thread) outer() []*thread {
+	var chain []*thread
+	for p := th.parent; p != nil; p = p.parent {
+		chain = append(chain, p)
+	}
+	return chain
+}
+
+// deadlocked reports whether a waiter inside the flows chain would wait
+// for ever (docs/DESIGN.md#locks-and-limits): every holder of the full
+// Mutex is a flow that waits for a branch queued for it, or for this one.
+func (mx *mutex) deadlocked(chain []*thread) bool {
+	waits := func(p *thread) bool {
+		if slices.Contains(chain, p) {
+			return true
+		}
+		for _, w := range mx.queue {
+			if slices.Contains(w.chain, p) {
+				return true
+			}
+		}
+		return false
+	}
+	for p := range mx.holders {
+		if !waits(p) {
+			return false
+		}
+	}
+	return true
 }
 
 func removeEntry(q []*entry, e *entry) []*entry {

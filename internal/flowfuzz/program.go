@@ -259,9 +259,11 @@ func (d *decoder) id() int {
 	return d.ids
 }
 
-// scope is what the decoder knows about where a node is: Sync restrictions
-// keep programs free of the deadlocks the Mutex reports (docs/DESIGN.md#locks-and-limits),
-// which the model does not implement.
+// scope is what the decoder knows about where a node is: unless a bit of
+// the Sync says otherwise, Sync restrictions keep programs free of the
+// deadlocks the Mutex reports (docs/DESIGN.md#locks-and-limits), which
+// the model finds as the Mutex does, so that the fuzzer need not make
+// them all the time.
 type scope struct {
 	depth     int
 	underStep bool // the node is a sub-step added by a plain step's callback
@@ -361,7 +363,7 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 	case KSync:
 		b := d.byte()
 		if b&6 == 6 {
-			return d.limited(n, sc)
+			return d.limited(n, sc, b&8 != 0)
 		}
 		if b&2 != 0 {
 			// The Throttle: never held, no deadlock to avoid.
@@ -376,11 +378,12 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 			return n
 		}
 		m := b & 1
-		if sc.forbidden&(1<<m) != 0 {
+		deadlocks := b&4 != 0 // the model finds the deadlocks the Mutex reports
+		if sc.forbidden&(1<<m) != 0 && !deadlocks {
 			m = 1 - m
 		}
 		body := &Node{ID: d.id(), Kind: KStep}
-		if sc.forbidden&(1<<m) != 0 {
+		if sc.forbidden&(1<<m) != 0 && !deadlocks {
 			// Both Mutexes are held by an outer flow: a plain step.
 			n.Kind = KStep
 			d.step(n, sc)
@@ -425,7 +428,7 @@ func (d *decoder) retry(n *Node) {
 
 // limited decodes a KSync on the program's Limiter, or a plain step where
 // a flow outside holds the Limiter's Mutex (a deadlock, see scope).
-func (d *decoder) limited(n *Node, sc scope) *Node {
+func (d *decoder) limited(n *Node, sc scope, deadlocks bool) *Node {
 	if d.p.Limiter == nil {
 		l, t := d.byte(), d.byte()
 		d.p.Limiter = &Limiter{
@@ -434,7 +437,7 @@ func (d *decoder) limited(n *Node, sc scope) *Node {
 			Period: (1 + t%4) * 10,
 		}
 	}
-	if sc.forbidden&(1<<LimiterGate) != 0 {
+	if sc.forbidden&(1<<LimiterGate) != 0 && !deadlocks {
 		n.Kind = KStep
 		d.step(n, sc)
 		return n
