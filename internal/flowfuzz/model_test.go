@@ -163,6 +163,48 @@ func TestModelSpecExamples(t *testing.T) {
 			}},
 		}},
 		want: "F1#0=10 s2() F1#1=11 F1#2=12 s2() F3#b=32 L4#0 s5() -> ok()",
+	}, {
+		// docs/DESIGN.md#retry: two CommErrors retried after the backoff,
+		// the third attempt's args are the step's result; a Retryable of
+		// its own does not retry E2, which goes on with its info.
+		name: "retry",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KRetry, Count: 3, Args: []int{7}, Retry: &RetrySpec{FailUntil: 2, Fail: EError, Code: "CommError", Backoff: 10}},
+			{ID: 2, Kind: KStep},
+			{ID: 3, Kind: KRetry, Count: 3, Retry: &RetrySpec{FailUntil: 3, Fail: EError, Code: "E2", Retryable: true, Backoff: -1}},
+		}},
+		want: "R1#0 b1:1 R1#1@10 b1:2@10 R1#2@20 s2(7)@20 R3#0@20 q3:E2@20 -> err:E2:a0",
+	}, {
+		// docs/DESIGN.md#cancel: a Root.Cancel from a callback is seen
+		// before the next step; the step, completed, is not cancelled.
+		name: "cancel from a callback",
+		p: &Program{CancelFrom: 1, Steps: []*Node{
+			{ID: 1, Kind: KStep, Cancel: true, End: ESuccess, Args: []int{1}},
+			{ID: 2, Kind: KStep},
+		}},
+		want: "s1() -> canceled",
+	}, {
+		// docs/DESIGN.md#cancel-handlers: a cancel handler that panics on
+		// the path of an error replaces it.
+		name: "cancel handler panics",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, CancelPanic: true, End: EError, Code: "E1"},
+			}, Handler: &Handler{ID: 3}},
+		}},
+		want: "s1() s2() c2 h3:InternalError:!cp2 -> err:InternalError:!cp2",
+	}, {
+		// docs/DESIGN.md#locks-and-limits: a branch that syncs on the
+		// Mutex(1) its flow holds fails with InternalError.
+		name: "mutex deadlock",
+		p: &Program{Mutexes: []int{1}, Steps: []*Node{
+			{ID: 1, Kind: KSync, Body: &Node{ID: 2, Kind: KStep, Subs: []*Node{
+				{ID: 3, Kind: KParallel, Subs: []*Node{
+					{ID: 4, Kind: KSync, Body: &Node{ID: 5, Kind: KStep, Handler: &Handler{ID: 6}}},
+				}},
+			}}},
+		}},
+		want: "s2() h6:InternalError:* -> err:InternalError",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {
