@@ -278,6 +278,11 @@ func flowSeeds() []*ff.Program {
 			seedSyncOn(1, seedWith(seedLeaf(ff.EImplicit), seedPar(seedSyncOn(1, seedExt(10, 0)), seedSyncOn(1, seedLeaf(ff.EImplicit)))))),
 		seedLimiter(seedProg(0, seedOne, seedLimited(seedWith(seedLeaf(ff.EImplicit), seedPar(seedLimited(seedOnerror(seedOk(0), seedReturns())), seedExt(5, 0))))),
 			ff.Limiter{Concurrent: 1, MaxQueue: -1}),
+		// 57 the turn a retry takes (a model defect the fuzzer found): a
+		// failed attempt retried at once yields once, before the next
+		// attempt, to the branch queued behind it.
+		seedProg(0, seedOne, seedPar(seedRetryOpts(seedRetry("", 3, 2, ff.EError, "Timeout", 1, seedLoop("", 0)), 40, -1, false),
+			seedSyncOn(0, seedLeaf(ff.EImplicit)))),
 		seedProg(20, seedOne, seedCancelPanics(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancelPanics(seedTimeout(seedLeaf(ff.EWait), 30))), 60))),
 		// 43 the zero Limiter limits nothing; a Limiter with a rate only.
 		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{}),
