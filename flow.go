@@ -696,16 +696,15 @@ func (fl *flow) end(args []any, err error) {
 // atFlowEnd is toolinfo.AtFlowEnd: it makes fn run, on the loop, as the
 // execution that the step of as belongs to ends. It reports false, keeping
 // nothing, when as is not such a step, or one the engine cannot reach (a
-// decorator without Unwrap, or one of a step that waits), or its step is
-// over. A waiter is made for an execution that has none: one of Execute,
-// whose end then reads the waiter's fields, as one of Run or ExecuteWith
-// does.
+// decorator without Unwrap), or its step is over. A waiter is made for an
+// execution that has none: one of Execute, whose end then reads the
+// waiter's fields, as one of Run or ExecuteWith does.
 func atFlowEnd(as any, fn func()) bool {
 	a, ok := as.(AsyncSteps)
 	if !ok {
 		return false
 	}
-	h := stepOf(a)
+	h := unwrapAny(a)
 	if h == nil || h.st.Load()&(stClaim|stDone) != 0 || h.fl.done {
 		return false // over: its execution may have ended, another may run
 	}
@@ -715,6 +714,25 @@ func atFlowEnd(as any, fn func()) bool {
 	}
 	fl.wait.atEnd = fn
 	return true
+}
+
+// unwrapAny returns the step API that as is, or that the decorator as
+// wraps, directly or through other decorators, also once the step's
+// callback has returned (unlike unwrapStep): atFlowEnd reads nothing of
+// its frame, only its state and its flow, on the flow's loop. It returns
+// nil when as does not unwrap to a step API.
+func unwrapAny(as AsyncSteps) *stepAPI {
+	for range maxUnwrap {
+		if h, ok := as.(*stepAPI); ok {
+			return h
+		}
+		u, ok := as.(Unwrapper)
+		if !ok {
+			return nil
+		}
+		as = u.Unwrap()
+	}
+	return nil
 }
 
 // deliver hands the ended flow's outcome to its Promise or Run, or its

@@ -83,3 +83,39 @@ func TestToolInfoAtFlowEnd(t *testing.T) {
 		t.Errorf("trace %q, want %q", got, want)
 	}
 }
+
+// AtFlowEnd reaches the step of a decorator that unwraps also once the
+// step's callback has returned and the step waits: on the loop, its flow
+// is known all the same. A decorator without Unwrap keeps nothing.
+func TestToolInfoAtFlowEndThroughADecoratorOfAWaitingStep(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	r := New(WithTool(tt))
+	var kept AsyncSteps
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		kept = as
+	})
+	r.Execute()
+	tt.Run()
+	tt.Immediate(func() {
+		if toolinfo.AtFlowEnd(opaqueSteps{kept}, func() { tr.add("opaque ran") }) {
+			tr.add("set through a decorator without Unwrap")
+		}
+		if !toolinfo.AtFlowEnd(unwrappingSteps{unwrappingSteps{kept}}, func() { tr.add("end") }) {
+			tr.add("not set")
+		}
+	})
+	tt.Run()
+	kept.Success()
+	tt.Run()
+	if got, want := tr.String(), "end"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+type opaqueSteps struct{ AsyncSteps }
+
+type unwrappingSteps struct{ AsyncSteps }
+
+func (u unwrappingSteps) Unwrap() AsyncSteps { return u.AsyncSteps }

@@ -259,3 +259,51 @@ func TestBinaryOffTheLoopOfAWaitingStepIsReleased(t *testing.T) {
 	afterLoopRan(loop)
 	checkReleased(t, r.State(), given)
 }
+
+// Binary through a decorator that unwraps, on the loop but after the
+// step's callback has returned (a callback of the loop): the node goes
+// with the flow.
+func TestBinaryWaitingStepThroughADecoratorOutsideItsCallbackIsReleased(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	var given unsafe.Pointer
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		loop.Immediate(func() {
+			given = Binary(unwrapping{as})
+			go func() {
+				afterLoopRan(loop)
+				as.Success()
+			}()
+		})
+	})
+	if err := runFlow(t, r); err != nil {
+		t.Fatal(err)
+	}
+	afterLoopRan(loop)
+	checkReleased(t, r.State(), given)
+}
+
+// Binary through a decorator that unwraps, off the loop: the loop adopts
+// the node, and it goes with the flow.
+func TestBinaryOffTheLoopThroughADecoratorIsReleased(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	var given unsafe.Pointer
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		as.State() // Binary off the loop reads it: the loop makes it
+		go func() {
+			given = Binary(unwrapping{as})
+			afterLoopRan(loop) // the loop has adopted the node
+			as.Success()
+		}()
+	})
+	if err := runFlow(t, r); err != nil {
+		t.Fatal(err)
+	}
+	afterLoopRan(loop)
+	checkReleased(t, r.State(), given)
+}

@@ -357,11 +357,10 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     a timeout, a cancel of the flow, its Loop closed), the pointer is
 //     released once the step is over, at the latest as the flow's
 //     execution ends, with no later C step or Binary needed. The
-//     exception is a step whose flow the engine cannot reach: given
-//     through a decorator without Unwrap, or through any decorator off
-//     the loop. Its pointer goes at the flow's next C step or Binary, or
-//     with the execution's end only if a Binary of a step the engine
-//     reaches came in that execution;
+//     exception is a step whose flow the engine cannot reach, given
+//     through a decorator without Unwrap: its pointer goes at the flow's
+//     next C step or Binary, or with the execution's end only if a Binary
+//     of a step the engine reaches came in that execution;
 //   - an AsyncSteps made by [Wrap] from a pointer: that pointer.
 //
 // It returns nil for nil.

@@ -37,8 +37,9 @@ var BranchID func(as any, id int64) (branch int64, known bool)
 // execution, and the caller runs on the flow's loop: in the step's
 // callback, or for a step that waits, in a callback of the loop. It
 // reports false, keeping nothing, when as is not such a step or the
-// engine cannot reach it (a decorator without Unwrap, or one of a step
-// whose callback has returned), or when its step is over. fn must return
+// engine cannot reach it (a decorator without Unwrap; one that unwraps is
+// followed also once the step's callback has returned), or when its step
+// is over. fn must return
 // quickly and must not panic: it runs inside the engine. An execution of
 // Execute gets the small record that Run and ExecuteWith give theirs, to
 // keep fn, only when fn is set: one that never meets package cabi pays
