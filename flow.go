@@ -142,10 +142,11 @@ type waiter struct {
 	late      *lateRun        // set once Run's deadline has passed: waits time out (on the loop)
 	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
-	// unreported are the errors raised for the StepError hook, reported
-	// up to reported (see reportErrors). On the loop.
+	// unreported are the errors raised for the StepError hook, in order;
+	// those reported already are nil (see reportErrors), which spares a
+	// count: with it the waiter would take the next size class. On the
+	// loop.
 	unreported []*Error
-	reported   int
 	// atEnd is what package cabi asked to run as the execution ends (see
 	// toolinfo.AtFlowEnd). On the loop.
 	atEnd func()

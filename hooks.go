@@ -253,10 +253,16 @@ func (w *waiter) noteUnreported(err *Error) {
 	}
 }
 
-// hasUnreported reports whether errors wait for the StepError hook.
+// hasUnreported reports whether errors wait for the StepError hook: they
+// are reported in the order raised, so the last one raised waits if any
+// does.
 func (fl *flow) hasUnreported() bool {
 	w := fl.wait
-	return w != nil && w.reported < len(w.unreported)
+	if w == nil {
+		return false
+	}
+	n := len(w.unreported)
+	return n > 0 && w.unreported[n-1] != nil
 }
 
 // resumePoint is where the engine goes on if a StepError hook that
@@ -277,13 +283,15 @@ type resumePoint struct {
 // that sees it, and the engine goes on from at on the next goroutine.
 func (fl *flow) reportErrors(at resumePoint) {
 	w := fl.wait
-	for w.reported < len(w.unreported) {
-		err := w.unreported[w.reported]
-		w.reported++
+	for i := 0; i < len(w.unreported); i++ {
+		err := w.unreported[i]
+		if err == nil {
+			continue // reported before a hook's Goexit, which this call follows
+		}
+		w.unreported[i] = nil
 		fl.reportError(err, at)
 	}
-	clear(w.unreported)
-	w.unreported, w.reported = w.unreported[:0], 0
+	w.unreported = w.unreported[:0]
 }
 
 // reportError calls the StepError hook with err (see reportErrors).
