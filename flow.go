@@ -717,6 +717,23 @@ func atFlowEnd(as any, fn func()) bool {
 	return true
 }
 
+// stepRunning is toolinfo.StepRunning: the frame of h still runs this
+// incarnation, in a run of its flow that has not ended. A frame is
+// recycled, and its flow run again, only on the flow's loop, where this
+// is called.
+func stepRunning(as any) (running, known bool) {
+	a, ok := as.(AsyncSteps)
+	if !ok {
+		return false, false
+	}
+	h := unwrapAny(a)
+	if h == nil {
+		return false, false
+	}
+	f := h.f
+	return f.h == h && !f.over && !h.fl.done, true
+}
+
 // unwrapAny returns the step API that as is, or that the decorator as
 // wraps, directly or through other decorators, also once the step's
 // callback has returned (unlike unwrapStep): atFlowEnd reads nothing of

@@ -182,6 +182,7 @@ func init() {
 	}
 	toolinfo.BranchID = branchID
 	toolinfo.AtFlowEnd = atFlowEnd
+	toolinfo.StepRunning = stepRunning
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is

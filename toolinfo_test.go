@@ -119,3 +119,39 @@ type opaqueSteps struct{ AsyncSteps }
 type unwrappingSteps struct{ AsyncSteps }
 
 func (u unwrappingSteps) Unwrap() AsyncSteps { return u.AsyncSteps }
+
+// StepRunning follows a step past its callback while a sub-step it added
+// runs, and says it is over once that sub-step has ended; a recycled frame
+// does not make it run again. What does not unwrap to a step is unknown.
+func TestToolInfoStepRunning(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	probe := func(name string, as AsyncSteps) {
+		running, known := toolinfo.StepRunning(as)
+		tr.add("%s %v %v", name, running, known)
+	}
+	r := New(WithTool(tt))
+	var outer AsyncSteps
+	r.Add(func(as AsyncSteps, _ ...any) {
+		outer = as
+		probe("callback", as)
+		as.Add(func(sub AsyncSteps, _ ...any) {
+			probe("sub-step", outer)
+			probe("through Unwrap", unwrappingSteps{outer})
+			probe("without Unwrap", opaqueSteps{outer})
+		})
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		probe("next step", outer)
+		as.Add(func(AsyncSteps, ...any) { probe("next sub-step", outer) })
+	})
+	r.Execute()
+	tt.Run()
+	probe("ended", outer)
+	probe("a Root", r)
+	want := "callback true true sub-step true true through Unwrap true true without Unwrap false false " +
+		"next step false true next sub-step false true ended false true a Root false false"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+}

@@ -590,7 +590,11 @@ func (fc *flowCtx) cleanFailed() {
 	fc.failed = kept
 }
 
-// sweep releases the nodes made by Binary whose Go step is over.
+// sweep releases the nodes made by Binary whose Go step is over, its
+// sub-steps included: a C sub-step it added through the pointer may read
+// the step's stack memory, as the sub-steps of a C step may. A step the
+// engine cannot follow (a decorator without Unwrap) is over once its
+// handle is.
 func (fc *flowCtx) sweep() {
 	kept := fc.external[:0]
 	for _, n := range fc.external {
@@ -598,8 +602,10 @@ func (fc *flowCtx) sweep() {
 			continue
 		}
 		if !n.as.IsValid() {
-			n.release()
-			continue
+			if running, known := toolinfo.StepRunning(n.as); !known || !running {
+				n.release()
+				continue
+			}
 		}
 		kept = append(kept, n)
 	}

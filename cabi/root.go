@@ -343,7 +343,9 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     its table's free, which releases only what C was given (the Root
 //     stays Go's and is not cancelled);
 //   - a step given to a Go callback: a step pointer, valid until the step
-//     is over, with the C-side semantics of the package and the rootId of
+//     is over, the sub-steps it added included (stack memory taken through
+//     the pointer lives until they have ended, as a C step's does), with
+//     the C-side semantics of the package and the rootId of
 //     the flow or parallel branch the step runs in (one of its own for a
 //     decorator without Unwrap, whose branch cannot be told). If a C function
 //     given this pointer raises an error (handle_error, breakLoop,

@@ -45,3 +45,12 @@ var BranchID func(as any, id int64) (branch int64, known bool)
 // keep fn, only when fn is set: one that never meets package cabi pays
 // nothing at its end, one of Run or ExecuteWith a test of a field.
 var AtFlowEnd func(as any, fn func()) (set bool)
+
+// StepRunning reports whether the step of as, a step API of the package
+// or a decorator that unwraps to one, is still running, its sub-steps
+// included: its callback has returned, but a sub-step it added, or its
+// wait, is not over. known is false when as does not unwrap to a step API
+// of the package. Package cabi keeps the pointer that Binary gave for a
+// Go step until then: C sub-steps the step added through it may read its
+// stack memory. Call it on the flow's loop, or once the loop has stopped.
+var StepRunning func(as any) (running, known bool)

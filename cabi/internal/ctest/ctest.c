@@ -891,6 +891,23 @@ static void stack1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
     LOG("stack1 returns");
 }
 
+static void stack_data_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    LOG("stack data sub mem=%d", *(int*)data);
+}
+
+// ct_stack_data takes stack memory of the step of bsi, whose cleanup logs
+// "stack cleanup 7", and adds a sub-step that reads it through its data:
+// the memory must live until the sub-steps of the step have ended.
+void ct_stack_data(FutoInAsyncSteps* bsi)
+{
+    int* p = bsi->api->stack(bsi, sizeof(int), stack_cleanup);
+    *p = 7;
+    ct_add(bsi, p, stack_data_sub, NULL);
+}
+
 static void stack2(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
     (void)data;

@@ -285,6 +285,11 @@ func State(root unsafe.Pointer) { C.ct_state(bsi(root)) }
 // "stack cleanup MODE".
 func Stack(root unsafe.Pointer, mode int) { C.ct_stack(bsi(root), C.int(mode)) }
 
+// StackData takes stack memory of the step of as, writes 7 into it, and
+// adds a sub-step that logs it through its data pointer ("stack data sub
+// mem=7"); the memory's cleanup logs "stack cleanup 7".
+func StackData(as unsafe.Pointer) { C.ct_stack_data(bsi(as)) }
+
 // Timeout adds a step with stack memory (8), a cancel handler and a 20 ms
 // timeout; its error handler logs the code and the memory ("timeout eh
 // Timeout mem=8") and recovers, and the next step logs "after timeout".
