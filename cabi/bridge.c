@@ -9,15 +9,15 @@
 
 static void t_add(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
 {
-    cabiAdd(bsi, data, (void*)f, (void*)eh);
+    cabiAdd(bsi, (uintptr_t)data, (void*)f, (void*)eh);
 }
 static FutoInAsyncSteps* t_parallel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_error_callback eh)
 {
-    return cabiParallel(bsi, data, (void*)eh);
+    return cabiParallel(bsi, (uintptr_t)data, (void*)eh);
 }
 static void* t_state_variable(FutoInAsyncSteps* bsi, void* data, const char* name, void* (*allocate)(void*), void (*cleanup)(void*, void*))
 {
-    return cabiStateVariable(bsi, data, (char*)name, (void*)allocate, (void*)cleanup);
+    return cabiStateVariable(bsi, (uintptr_t)data, (char*)name, (void*)allocate, (void*)cleanup);
 }
 static void* t_stack(FutoInAsyncSteps* bsi, size_t size, void (*cleanup)(void*))
 {
@@ -31,27 +31,27 @@ static void t_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* 
 static void t_set_timeout(FutoInAsyncSteps* bsi, uint32_t ms) { cabiSetTimeout(bsi, ms); }
 static void t_set_cancel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_cancel_callback ch)
 {
-    cabiSetCancel(bsi, data, (void*)ch);
+    cabiSetCancel(bsi, (uintptr_t)data, (void*)ch);
 }
 static void t_wait_external(FutoInAsyncSteps* bsi) { cabiWaitExternal(bsi); }
 static void t_loop(FutoInAsyncSteps* bsi, void* data, void (*f)(FutoInAsyncSteps*, void*), const char* label)
 {
-    cabiLoop(bsi, data, (void*)f, (char*)label);
+    cabiLoop(bsi, (uintptr_t)data, (void*)f, (char*)label);
 }
 static void t_repeat(FutoInAsyncSteps* bsi, void* data, size_t count, void (*f)(FutoInAsyncSteps*, void*, size_t), const char* label)
 {
-    cabiRepeat(bsi, data, count, (void*)f, (char*)label);
+    cabiRepeat(bsi, (uintptr_t)data, count, (void*)f, (char*)label);
 }
 static void t_break(FutoInAsyncSteps* bsi, const char* label) { cabiBreak(bsi, (char*)label); }
 static void t_continue(FutoInAsyncSteps* bsi, const char* label) { cabiContinue(bsi, (char*)label); }
 static void t_execute(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_error_callback unhandled)
 {
-    cabiExecute(bsi, data, (void*)unhandled);
+    cabiExecute(bsi, (uintptr_t)data, (void*)unhandled);
 }
 static void t_cancel(FutoInAsyncSteps* bsi) { cabiCancel(bsi); }
 static void t_add_sync(FutoInAsyncSteps* bsi, FutoInSync* sync, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
 {
-    cabiAddSync(bsi, sync, data, (void*)f, (void*)eh);
+    cabiAddSync(bsi, sync, (uintptr_t)data, (void*)f, (void*)eh);
 }
 static ptrdiff_t t_root_id(FutoInAsyncSteps* bsi) { return (ptrdiff_t)cabiRootID(bsi); }
 static int t_is_valid(FutoInAsyncSteps* bsi) { return cabiIsValid(bsi); }
@@ -77,11 +77,11 @@ static int64_t handle_id(const FutoInHandle* h)
 }
 static FutoInHandle t_sched_immediate(FutoInAsyncSteps* bsi, void* data, void (*cb)(void*))
 {
-    return make_handle(cabiSched(bsi, 0, 0, data, (void*)cb));
+    return make_handle(cabiSched(bsi, 0, 0, (uintptr_t)data, (void*)cb));
 }
 static FutoInHandle t_sched_deferred(FutoInAsyncSteps* bsi, uint32_t ms, void* data, void (*cb)(void*))
 {
-    return make_handle(cabiSched(bsi, 1, ms, data, (void*)cb));
+    return make_handle(cabiSched(bsi, 1, ms, (uintptr_t)data, (void*)cb));
 }
 static void t_sched_cancel(FutoInAsyncSteps* bsi, FutoInHandle* h) { cabiSchedCancel(bsi, handle_id(h)); }
 static int t_sched_is_valid(FutoInAsyncSteps* bsi, FutoInHandle* h) { return cabiSchedIsValid(bsi, handle_id(h)); }
@@ -265,14 +265,14 @@ const FutoInType* cabi_owned_type(uint8_t flags) { return &owned_types[flags & 3
 
 // ---- calls of user callbacks --------------------------------------------------
 
-void cabi_call_exec(FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args) { f(bsi, data, args); }
-void cabi_call_error(FutoInAsyncSteps_error_callback f, FutoInAsyncSteps* bsi, void* data, const char* code) { f(bsi, data, code); }
-void cabi_call_cancel(FutoInAsyncSteps_cancel_callback f, FutoInAsyncSteps* bsi, void* data) { f(bsi, data); }
-void cabi_call_loop(cabi_loop_fn f, FutoInAsyncSteps* bsi, void* data) { f(bsi, data); }
-void cabi_call_repeat(cabi_repeat_fn f, FutoInAsyncSteps* bsi, void* data, size_t i) { f(bsi, data, i); }
-void cabi_call_sched(cabi_sched_fn f, void* data) { f(data); }
-void* cabi_call_alloc(cabi_alloc_fn f, void* data) { return f(data); }
-void cabi_call_var_cleanup(cabi_var_cleanup_fn f, void* data, void* value) { f(data, value); }
+void cabi_call_exec(FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps* bsi, uintptr_t data, const FutoInArgs* args) { f(bsi, (void*)data, args); }
+void cabi_call_error(FutoInAsyncSteps_error_callback f, FutoInAsyncSteps* bsi, uintptr_t data, const char* code) { f(bsi, (void*)data, code); }
+void cabi_call_cancel(FutoInAsyncSteps_cancel_callback f, FutoInAsyncSteps* bsi, uintptr_t data) { f(bsi, (void*)data); }
+void cabi_call_loop(cabi_loop_fn f, FutoInAsyncSteps* bsi, uintptr_t data) { f(bsi, (void*)data); }
+void cabi_call_repeat(cabi_repeat_fn f, FutoInAsyncSteps* bsi, uintptr_t data, size_t i) { f(bsi, (void*)data, i); }
+void cabi_call_sched(cabi_sched_fn f, uintptr_t data) { f((void*)data); }
+void* cabi_call_alloc(cabi_alloc_fn f, uintptr_t data) { return f((void*)data); }
+void cabi_call_var_cleanup(cabi_var_cleanup_fn f, uintptr_t data, void* value) { f((void*)data, value); }
 void cabi_call_stack_cleanup(cabi_stack_cleanup_fn f, void* value) { f(value); }
 
 int cabi_sync_usable(const FutoInSync* s)

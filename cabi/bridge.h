@@ -72,14 +72,14 @@ extern const FutoInType cabi_go_value_type;
 extern const FutoInType cabi_owned_go_value_type;
 
 /* Calls of user callbacks. */
-void cabi_call_exec(FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args);
-void cabi_call_error(FutoInAsyncSteps_error_callback f, FutoInAsyncSteps* bsi, void* data, const char* code);
-void cabi_call_cancel(FutoInAsyncSteps_cancel_callback f, FutoInAsyncSteps* bsi, void* data);
-void cabi_call_loop(cabi_loop_fn f, FutoInAsyncSteps* bsi, void* data);
-void cabi_call_repeat(cabi_repeat_fn f, FutoInAsyncSteps* bsi, void* data, size_t i);
-void cabi_call_sched(cabi_sched_fn f, void* data);
-void* cabi_call_alloc(cabi_alloc_fn f, void* data);
-void cabi_call_var_cleanup(cabi_var_cleanup_fn f, void* data, void* value);
+void cabi_call_exec(FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps* bsi, uintptr_t data, const FutoInArgs* args);
+void cabi_call_error(FutoInAsyncSteps_error_callback f, FutoInAsyncSteps* bsi, uintptr_t data, const char* code);
+void cabi_call_cancel(FutoInAsyncSteps_cancel_callback f, FutoInAsyncSteps* bsi, uintptr_t data);
+void cabi_call_loop(cabi_loop_fn f, FutoInAsyncSteps* bsi, uintptr_t data);
+void cabi_call_repeat(cabi_repeat_fn f, FutoInAsyncSteps* bsi, uintptr_t data, size_t i);
+void cabi_call_sched(cabi_sched_fn f, uintptr_t data);
+void* cabi_call_alloc(cabi_alloc_fn f, uintptr_t data);
+void cabi_call_var_cleanup(cabi_var_cleanup_fn f, uintptr_t data, void* value);
 void cabi_call_stack_cleanup(cabi_stack_cleanup_fn f, void* value);
 /* Calls on a synchronization object's table; a NULL entry is skipped. */
 int cabi_sync_usable(const FutoInSync* s);

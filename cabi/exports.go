@@ -44,7 +44,7 @@ func (n *node) adds() {
 }
 
 //export cabiAdd
-func cabiAdd(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f, eh unsafe.Pointer) {
+func cabiAdd(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f, eh unsafe.Pointer) {
 	n := nodeOf(bsi)
 	if n == nil || !n.mayAdd() {
 		return
@@ -61,7 +61,7 @@ func cabiAdd(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f, eh unsafe.Pointer)
 }
 
 //export cabiParallel
-func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointer) *C.FutoInAsyncSteps {
+func cabiParallel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, eh unsafe.Pointer) *C.FutoInAsyncSteps {
 	n := nodeOf(bsi)
 	if n == nil || !n.mayAdd() {
 		return nil
@@ -81,7 +81,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointe
 }
 
 //export cabiStateVariable
-func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.char, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
+func cabiStateVariable(bsi *C.FutoInAsyncSteps, data C.uintptr_t, name *C.char, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
 	n := nodeOf(bsi)
 	if n == nil || name == nil || !n.onFlow() {
 		return nil
@@ -109,13 +109,13 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, name *C.cha
 		defer res.mu.Unlock()
 		return unsafe.Pointer(res.lastExc.get(errorCode(st.LastException)))
 	default:
-		return n.variable(gname, st, nil, nil, nil)
+		return n.variable(gname, st, 0, nil, nil)
 	}
 }
 
 // variable returns the state variable name, allocated on first use when
 // allocate is not nil; nil when it does not exist and allocate is nil.
-func (n *node) variable(name string, st *asyncsteps.State, data, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
+func (n *node) variable(name string, st *asyncsteps.State, data C.uintptr_t, allocate, cleanup unsafe.Pointer) unsafe.Pointer {
 	if v, ok := st.Get(name).(*cVar); ok && v.owner == n.flow.res && !v.done {
 		return v.ptr
 	}
@@ -295,7 +295,7 @@ func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
 }
 
 //export cabiSetCancel
-func cabiSetCancel(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, ch unsafe.Pointer) {
+func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer) {
 	n := nodeOf(bsi)
 	if n == nil || !n.inCallback() {
 		return
@@ -317,7 +317,7 @@ func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
 }
 
 //export cabiLoop
-func cabiLoop(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, f unsafe.Pointer, lbl *C.char) {
+func cabiLoop(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f unsafe.Pointer, lbl *C.char) {
 	n := nodeOf(bsi)
 	if n == nil || !n.mayAdd() {
 		return
@@ -354,7 +354,7 @@ func hostLoop(as asyncsteps.AsyncSteps, add func(as asyncsteps.AsyncSteps, carry
 }
 
 //export cabiRepeat
-func cabiRepeat(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, count C.size_t, f unsafe.Pointer, lbl *C.char) {
+func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f unsafe.Pointer, lbl *C.char) {
 	n := nodeOf(bsi)
 	if n == nil || !n.mayAdd() {
 		return
@@ -402,7 +402,7 @@ func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 }
 
 //export cabiExecute
-func cabiExecute(bsi *C.FutoInAsyncSteps, data unsafe.Pointer, eh unsafe.Pointer) {
+func cabiExecute(bsi *C.FutoInAsyncSteps, data C.uintptr_t, eh unsafe.Pointer) {
 	if n := nodeOf(bsi); n != nil && n.root != nil {
 		n.root.execute(data, C.FutoInAsyncSteps_error_callback(eh))
 	}
@@ -416,7 +416,7 @@ func cabiCancel(bsi *C.FutoInAsyncSteps) {
 }
 
 //export cabiAddSync
-func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data unsafe.Pointer, f, eh unsafe.Pointer) {
+func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data C.uintptr_t, f, eh unsafe.Pointer) {
 	n := nodeOf(bsi)
 	if n == nil || !n.mayAdd() {
 		return

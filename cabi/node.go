@@ -58,7 +58,7 @@ type node struct {
 	waited    bool // ever waited: its struct gets the long quarantine
 
 	cancelFn   C.FutoInAsyncSteps_cancel_callback
-	cancelData unsafe.Pointer
+	cancelData C.uintptr_t
 	onSuccess  func() // addSync: the lock step was completed by success
 	// The section of a foreign FutoInSync (see addForeignSync): its unlock,
 	// for releaseLeft, which no cancel handler of the engine runs before.
@@ -423,7 +423,7 @@ type cVar struct {
 type varCleanup struct {
 	ptr     unsafe.Pointer
 	cleanup C.cabi_var_cleanup_fn
-	data    unsafe.Pointer
+	data    C.uintptr_t
 }
 
 // run calls the C cleanup, if any, with the variable's value.
@@ -834,7 +834,7 @@ func newLink(eh unsafe.Pointer) *stepLink {
 }
 
 // stepFn is the engine's step function of a C execute_callback.
-func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data unsafe.Pointer, link *stepLink) asyncsteps.StepFunc {
+func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, data C.uintptr_t, link *stepLink) asyncsteps.StepFunc {
 	setup := func(n *node) { n.link = n.flow.linkIn(fc, link) }
 	return func(as asyncsteps.AsyncSteps, args ...any) {
 		if info := tooLongForC(args); info != "" {
@@ -853,7 +853,7 @@ func (fc *flowCtx) stepFn(rootID int64, f C.FutoInAsyncSteps_execute_callback, d
 // errFn is the engine's error handler of a C error_callback; nil for NULL.
 // Once the handler has returned, the stack memory of the step it handles
 // for is cleaned up.
-func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, data unsafe.Pointer, link *stepLink) asyncsteps.ErrorFunc {
+func (fc *flowCtx) errFn(rootID int64, eh C.FutoInAsyncSteps_error_callback, data C.uintptr_t, link *stepLink) asyncsteps.ErrorFunc {
 	if eh == nil {
 		return nil
 	}

@@ -83,7 +83,7 @@ func (ro *rootObj) isFreed() bool {
 
 // report calls fn, the unhandled_error of the execution that err ended,
 // with its data; on a freed root, it logs the error.
-func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_callback, data unsafe.Pointer) {
+func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_callback, data C.uintptr_t) {
 	ro.mu.Lock()
 	freed := ro.freed
 	ro.mu.Unlock()
@@ -113,7 +113,7 @@ var testHookStart func()
 // follows as a free that follows the execute does, cancelling the flow.
 // Released first, the root would start after it, running the C steps of
 // a freed root that nothing cancels any more.
-func (ro *rootObj) execute(data unsafe.Pointer, fn C.FutoInAsyncSteps_error_callback) {
+func (ro *rootObj) execute(data C.uintptr_t, fn C.FutoInAsyncSteps_error_callback) {
 	if !ro.beginStart() {
 		return
 	}

@@ -57,7 +57,7 @@ func schedRun(id int64, e *schedEntry) bool {
 }
 
 //export cabiSched
-func cabiSched(bsi *C.FutoInAsyncSteps, deferred C.int, ms C.uint32_t, data, cb unsafe.Pointer) C.int64_t {
+func cabiSched(bsi *C.FutoInAsyncSteps, deferred C.int, ms C.uint32_t, data C.uintptr_t, cb unsafe.Pointer) C.int64_t {
 	n := nodeOf(bsi)
 	if n == nil || cb == nil {
 		return 0

@@ -2658,3 +2658,50 @@ void ct_cancel_locker(void)
     }
     __atomic_store_n(&cancelled_step.gone, 1, __ATOMIC_SEQ_CST);
 }
+
+// ---- an integer as data --------------------------------------------------------
+
+extern void ctGrowStack(void);
+
+static void int_data_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    ctGrowStack();
+    LOG("int data cancel %d", (int)(intptr_t)data);
+}
+
+static void int_data_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    ctGrowStack();
+    LOG("int data step %d", (int)(intptr_t)data);
+}
+
+static void int_data_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    enter(bsi);
+    ctGrowStack();
+    LOG("int data eh %s %d", code, (int)(intptr_t)data);
+    ct_success(bsi, NULL);
+}
+
+static void int_data_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    enter(bsi);
+    bsi->api->setCancel(bsi, (void*)(intptr_t)5, int_data_cancel);
+    bsi->api->setTimeout(bsi, 1);
+    ctGrowStack();
+    LOG("int data wait %d", (int)(intptr_t)data);
+}
+
+// ct_int_data adds steps whose data is a small integer, as C code often
+// passes: a step that logs it, and one that waits with a cancel handler
+// until its timeout, whose error handler logs it; each makes Go grow the goroutine's stack meanwhile, which
+// checks every Go frame below for pointers that are not.
+void ct_int_data(FutoInAsyncSteps* root)
+{
+    ct_add(root, (void*)(intptr_t)3, int_data_step, NULL);
+    ct_add(root, (void*)(intptr_t)4, int_data_wait, int_data_eh);
+}

@@ -499,3 +499,25 @@ func CancelStepRaces(on bool) {
 // CancelRaceWait waits until the cancel handler called by CancelStepRaces
 // has returned.
 func CancelRaceWait() { C.ct_cancel_race_wait() }
+
+// IntData adds steps whose data is a small integer: one logs it ("int data
+// step 3"), one takes a cancel handler whose data is 5 and a 1 ms timeout
+// ("int data wait 4", "int data cancel 5", "int data eh Timeout 4"). Each grows the goroutine's stack by calling Go from C, which
+// makes the runtime check the Go frames below it for bad pointers.
+func IntData(root unsafe.Pointer) { C.ct_int_data(bsi(root)) }
+
+//export ctGrowStack
+func ctGrowStack() { growStack(256) }
+
+// growStack recurses n frames of about 1 KiB each, so that the goroutine's
+// stack is copied to a larger one.
+//
+//go:noinline
+func growStack(n int) byte {
+	var buf [1024]byte
+	buf[n%len(buf)] = byte(n)
+	if n == 0 {
+		return buf[0]
+	}
+	return growStack(n-1) + buf[(n*7)%len(buf)]
+}

@@ -19,6 +19,7 @@ void ct_state(FutoInAsyncSteps* root);
 void ct_state_kept(FutoInAsyncSteps* root);
 void ct_stack(FutoInAsyncSteps* root, int mode);
 void ct_stack_data(FutoInAsyncSteps* bsi);
+void ct_int_data(FutoInAsyncSteps* root);
 void ct_state_idle(FutoInAsyncSteps* root);
 void ct_state_null(FutoInAsyncSteps* root);
 void ct_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info);
