@@ -22,12 +22,9 @@ extern void cfGoHook(FutoInAsyncSteps* bsi, int node);
 static cf_node* prog;
 static int prog_len;
 
-// node_ids gives each step's data a real pointer to its node's index: an
-// integer passed as void* data (as (void*)(intptr_t)i) can crash the Go
-// runtime, which cabi lets hold it as a Go pointer (see the report of
-// FuzzCFlows); until that is fixed the generator does not do it.
+// A step's data is its node's index, an integer passed as void*, as C
+// code often does: cabi must never hold it as a Go pointer.
 #define CF_MAXNODES 64
-static int node_ids[CF_MAXNODES];
 
 static atomic_int state_allocs, state_cleanups;
 static atomic_int stack_allocs, stack_cleanups;
@@ -48,9 +45,6 @@ static void violation(const char* what)
 
 void cf_load(const cf_node* nodes, int n)
 {
-    for (int k = 0; k < CF_MAXNODES; k++) {
-        node_ids[k] = k;
-    }
     if (n > CF_MAXNODES) {
         violation("program too long");
         n = CF_MAXNODES;
@@ -282,7 +276,7 @@ static void add_kids(FutoInAsyncSteps* bsi, int i)
 
 static void eh(FutoInAsyncSteps* bsi, void* data, const char* code)
 {
-    int i = *(const int*)data;
+    int i = (int)(intptr_t)data;
     (void)code;
     switch (prog[i].b) {
     case CF_EH_RECOVER:
@@ -326,7 +320,7 @@ static void repeat_body(FutoInAsyncSteps* bsi, void* data, size_t n)
 static void sync_body(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
 {
     (void)args;
-    add_kids(bsi, *(const int*)data);
+    add_kids(bsi, (int)(intptr_t)data);
 }
 
 static FutoInSync* syncs[2];
@@ -340,7 +334,7 @@ void cf_set_syncs(FutoInSync* a, FutoInSync* b)
 static void step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
 {
     (void)args;
-    int i = *(const int*)data;
+    int i = (int)(intptr_t)data;
     cf_node* n = &prog[i];
     switch (n->kind) {
     case CF_OK:
@@ -433,7 +427,7 @@ static void add_node(FutoInAsyncSteps* bsi, int i)
     if (prog[i].kind == CF_SEQ || prog[i].kind == CF_GO) {
         h = eh_of(i);
     }
-    bsi->api->add(bsi, &node_ids[i], step, h);
+    bsi->api->add(bsi, (void*)(intptr_t)i, step, h);
 }
 
 // cf_add adds node i to bsi (a root, or a step in its callback).
