@@ -36,8 +36,26 @@ func TestBinaryInTheLastStepIsReleased(t *testing.T) {
 	}
 }
 
-// The sweep that follows Binary on the loop keeps the pointer of a step
-// that waits: it stays valid until the step is over.
+// The same through a decorator without Unwrap, through which the engine
+// cannot watch the flow's end: the sweep that Binary posts then releases
+// the pointer once the step is over.
+func TestBinaryThroughAnOpaqueDecoratorInTheLastStepIsReleased(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	var given unsafe.Pointer
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { given = cabi.Binary(opaque{as}) })
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	afterPostsRan(loop)
+	if cabi.Wrap(given) != nil {
+		t.Error("the pointer given through an opaque decorator in the flow's last step is still valid after the flow ended")
+	}
+}
+
+// The sweep that Binary posts for a decorator without Unwrap keeps the
+// pointer of a step that waits: it stays valid until the step is over.
 func TestBinaryOfAWaitingStepOutlivesTheSweep(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
@@ -45,10 +63,11 @@ func TestBinaryOfAWaitingStepOutlivesTheSweep(t *testing.T) {
 	validAfterSweep := make(chan bool, 1)
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.WaitExternal()
-		given := cabi.Binary(as)
+		step := opaque{as}
+		given := cabi.Binary(step)
 		go func() {
 			afterPostsRan(loop) // the sweep posted by Binary has run
-			validAfterSweep <- cabi.Wrap(given) == as
+			validAfterSweep <- cabi.Wrap(given) == step
 			as.Success()
 		}()
 	})

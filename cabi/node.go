@@ -614,11 +614,12 @@ func (fc *flowCtx) sweep() {
 }
 
 // sweepLater posts a sweep of the nodes made by Binary, unless one is
-// posted already. Binary on the loop calls it: the step it gave to C may
-// be the flow's last with a C side, and then no later Binary or C step
-// sweeps its node. The sweep runs after the step's callback has returned,
-// when a step that did not wait is over. A dropped post sweeps once the
-// loop has stopped, when no callback of the flow runs beside it. Loop only.
+// posted already. Binary on the loop calls it for a step through which the
+// engine cannot watch the flow's end (see watchEnd): the step may be the
+// flow's last with a C side, and then no later Binary or C step sweeps its
+// node. The sweep runs after the step's callback has returned, when a step
+// that did not wait is over. A dropped post sweeps once the loop has
+// stopped, when no callback of the flow runs beside it. Loop only.
 func (fc *flowCtx) sweepLater() {
 	if fc.sweepDue {
 		return

@@ -399,8 +399,12 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	n.waited = true
 	if onLoop {
 		fc.external = append(fc.external, n)
-		fc.sweepLater()
-		fc.watchEnd(as)
+		if !fc.watchEnd(as) {
+			// The flow's end cannot be watched through this step: a
+			// sweep after the callback releases its node if it does not
+			// wait, as it may be the flow's last with a C side.
+			fc.sweepLater()
+		}
 	} else {
 		// fc.external is the loop's: the loop adds n, to be released by a
 		// sweep once its step is over (see adoptExternal; or by the
