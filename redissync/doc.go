@@ -76,8 +76,10 @@
 // "TLS handshake failed", "client closed" (the go-redis client was
 // closed), "connection pool timed out", "connection pool exhausted",
 // "cancelled" (New's context), "error reply" and the error code of the
-// reply Redis refused the call with ("error reply WRONGTYPE"), or else
-// "request failed". It never names the server's address, which the text
+// reply Redis refused the call with ("error reply WRONGTYPE"; "error reply
+// NOAUTH" also for the protocol error by which Redis refuses a Mutex's
+// round trip, of more than ten arguments, to a client that has not
+// authenticated), or else "request failed". It never names the server's address, which the text
 // of go-redis's error does: an asynchttp.Handler guarded by a Syncer
 // answers the info to its client, in a 502, and that client must not
 // learn where the server's Redis is. The error's Cause has it, for the

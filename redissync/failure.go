@@ -89,13 +89,31 @@ func failure(err error) string {
 // word of its text ("WRONGTYPE Operation against a key holding the wrong
 // kind of value"): a word of Redis's own set, in capitals. The rest is
 // left out: it can name a key, a line of the script, or, for MOVED and
-// ASK, the address of another node.
+// ASK, the address of another node. Redis's refusal of a long call to a
+// client that has not authenticated is named NOAUTH (see
+// unauthenticatedReply), as its refusal of a short one is.
 func replyFailure(reply redis.Error) string {
-	code, _, _ := strings.Cut(reply.Error(), " ")
+	msg := reply.Error()
+	if unauthenticatedReply(msg) {
+		return "error reply NOAUTH"
+	}
+	code, _, _ := strings.Cut(msg, " ")
 	if code == "" || len(code) > maxReplyCode || strings.TrimLeft(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		return "error reply"
 	}
 	return "error reply " + code
+}
+
+// unauthenticatedReply reports whether msg is Redis's refusal of a call
+// that a client which has not authenticated may not make at all: more than
+// ten arguments ("ERR Protocol error: unauthenticated multibulk length"),
+// or one longer than 16 KiB ("... unauthenticated bulk length"). Redis
+// refuses it as it reads it, before it reads the command, so with a
+// protocol error rather than NOAUTH, and closes the connection. A Mutex's
+// round trip has more than ten arguments: the refusal of its password is
+// this one.
+func unauthenticatedReply(msg string) bool {
+	return strings.HasPrefix(msg, "ERR Protocol error: unauthenticated ")
 }
 
 // maxReplyCode bounds the error code replyFailure names: Redis's are

@@ -221,6 +221,9 @@ func refusedByRedis(err error) bool {
 		return false
 	}
 	msg := reply.Error()
+	if unauthenticatedReply(msg) {
+		return true // NOAUTH
+	}
 	for _, code := range refusedCodes {
 		if strings.HasPrefix(msg, code+" ") {
 			return true
