@@ -18,7 +18,7 @@ import (
 // configured concurrency and rate then hold for the whole fleet, not per
 // instance.
 type clusterOptions struct {
-	Addr     string        // -redis: host:port, or a redis:// or rediss:// URL; "": the instance runs alone
+	Addr     string        // -redis: host:port, or a redis://, rediss:// or unix:// URL; "": the instance runs alone
 	Password string        // REDIS_PASSWORD: Redis's password, unless the URL of Addr has one
 	Prefix   string        // the key prefix: instances with the same one share their limits
 	TTL      time.Duration // the lease of a concurrency slot: a killed instance's slots come back after it
@@ -38,11 +38,11 @@ type redisTarget struct {
 }
 
 // redisForms are the values -redis takes, for the errors that refuse one.
-const redisForms = "want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)"
+const redisForms = "want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; unix://[user[:password]@]/path/to/redis.sock[?db=N] for a unix socket)"
 
 // target returns the Redis of o. A URL is read by go-redis's ParseURL,
-// whose options it takes too (?dial_timeout=3s, ...); host:port is used
-// as it is, as it always was. The password of a URL wins over
+// whose options it takes too (?dial_timeout=3s, ...) but skip_verify (see
+// parseRedisURL); host:port is used as it is, as it always was. The password of a URL wins over
 // REDIS_PASSWORD: the command line is the more explicit of the two, as
 // redis-cli's -a wins over REDISCLI_AUTH.
 func (o clusterOptions) target() (redisTarget, error) {
@@ -83,10 +83,14 @@ func (t redisTarget) withPassword(password string) redisTarget {
 }
 
 // parseRedisURL parses s, a -redis URL, and checks what ParseURL would
-// let through or get wrong: a scheme other than redis and rediss, no host,
-// a fragment (ParseURL ignores it). Its errors show s with the password
-// of its user information as "***", and never quote url.Parse's error,
-// which holds s whole.
+// let through or get wrong: a scheme other than redis, rediss and unix;
+// no host, or, for unix, a host (ParseURL ignores it: unix://run/redis.sock
+// would dial /redis.sock); a fragment (ParseURL ignores it); skip_verify,
+// which would turn off the verification of a rediss:// server's
+// certificate, the one thing that keeps the password from whoever can
+// answer in its name: a private CA is given with SSL_CERT_FILE instead.
+// Its errors show s with the password of its user information as "***",
+// and never quote url.Parse's error, which holds s whole.
 func parseRedisURL(s string) (*url.URL, error) {
 	shown := redactedUserinfo(s)
 	_, rest, _ := strings.Cut(s, "://")
@@ -104,11 +108,16 @@ func parseRedisURL(s string) (*url.URL, error) {
 		}
 		return nil, fmt.Errorf("-redis=%q: the user or password is not valid in a URL: percent-encode its reserved characters", shown)
 	}
+	unix := u.Scheme == "unix"
 	switch {
-	case u.Scheme != "redis" && u.Scheme != "rediss", u.Hostname() == "":
+	case unix && (u.Host != "" || u.Path == ""):
+		return nil, fmt.Errorf("-redis=%q: want unix:///path/to/redis.sock, the socket's absolute path after the third slash", shown)
+	case !unix && (u.Scheme != "redis" && u.Scheme != "rediss" || u.Hostname() == ""):
 		return nil, fmt.Errorf("-redis=%q: %s", shown, redisForms)
 	case strings.Contains(s, "#"):
 		return nil, fmt.Errorf("-redis=%q: want no fragment (#)", shown)
+	case u.Query().Has("skip_verify"):
+		return nil, fmt.Errorf("-redis=%q: skip_verify is refused: a rediss:// server's certificate is always verified; SSL_CERT_FILE names the CA that signed it", shown)
 	}
 	return u, nil
 }

@@ -217,6 +217,11 @@ func TestRedisTarget(t *testing.T) {
 			tls: true, shown: "rediss://u:***@cache.example:6380/0", source: "the -redis URL"},
 		{addr: "REDIS://[::1]:7000?dial_timeout=3s", want: redis.Options{Addr: "[::1]:7000", DialTimeout: 3 * time.Second},
 			shown: "redis://[::1]:7000?dial_timeout=3s"},
+		{addr: "unix:///run/redis.sock", want: redis.Options{Network: "unix", Addr: "/run/redis.sock"}, shown: "unix:///run/redis.sock"},
+		{addr: "unix://alice@/run/redis.sock?db=2", env: "pw", want: redis.Options{Network: "unix", Addr: "/run/redis.sock", Username: "alice", Password: "pw", DB: 2},
+			shown: "unix://alice@/run/redis.sock?db=2", source: "REDIS_PASSWORD"},
+		{addr: "unix://alice:p%40ss@/run/redis.sock?dial_timeout=3s", want: redis.Options{Network: "unix", Addr: "/run/redis.sock", Username: "alice", Password: "p@ss", DialTimeout: 3 * time.Second},
+			shown: "unix://alice:***@/run/redis.sock?dial_timeout=3s", source: "the -redis URL"},
 	}
 	for _, c := range cases {
 		got, err := clusterOptions{Addr: c.addr, Password: c.env}.target()
@@ -226,13 +231,34 @@ func TestRedisTarget(t *testing.T) {
 		}
 		o := got.options
 		if o.Addr != c.want.Addr || o.Username != c.want.Username || o.Password != c.want.Password || o.DB != c.want.DB ||
-			o.DialTimeout != c.want.DialTimeout || (o.TLSConfig != nil) != c.tls ||
+			o.DialTimeout != c.want.DialTimeout || (o.TLSConfig != nil) != c.tls || (o.Network == "unix") != (c.want.Network == "unix") ||
 			got.shown != c.shown || got.source != c.source || got.ignored != c.ignored {
-			t.Errorf("%q, REDIS_PASSWORD %q: Addr %q, Username %q, Password %q, DB %d, DialTimeout %v, TLS %v; shown %q, source %q, ignored %v",
-				c.addr, c.env, o.Addr, o.Username, o.Password, o.DB, o.DialTimeout, o.TLSConfig != nil, got.shown, got.source, got.ignored)
+			t.Errorf("%q, REDIS_PASSWORD %q: Network %q, Addr %q, Username %q, Password %q, DB %d, DialTimeout %v, TLS %v; shown %q, source %q, ignored %v",
+				c.addr, c.env, o.Network, o.Addr, o.Username, o.Password, o.DB, o.DialTimeout, o.TLSConfig != nil, got.shown, got.source, got.ignored)
 		}
 		if c.tls && (o.TLSConfig.ServerName != "cache.example" || o.TLSConfig.InsecureSkipVerify) {
 			t.Errorf("%q: TLS ServerName %q, InsecureSkipVerify %v, want the host's and verified", c.addr, o.TLSConfig.ServerName, o.TLSConfig.InsecureSkipVerify)
+		}
+	}
+}
+
+// A -redis URL takes each of go-redis's connection options that the
+// README lists, with every scheme; skip_verify is refused with each (see
+// parseRedisURL).
+func TestRedisURLOptions(t *testing.T) {
+	options := []string{"db=1", "protocol=2", "client_name=gw", "max_retries=2", "min_retry_backoff=8ms",
+		"max_retry_backoff=512ms", "dial_timeout=3s", "read_timeout=2s", "write_timeout=2s", "pool_fifo=true",
+		"pool_size=20", "pool_timeout=4s", "min_idle_conns=1", "max_idle_conns=8", "max_active_conns=30",
+		"max_concurrent_dials=4", "conn_max_idle_time=1m", "idle_timeout=1m", "conn_max_lifetime=1h",
+		"max_conn_age=1h", "conn_max_lifetime_jitter=1m"}
+	for _, base := range []string{"redis://cache.example", "rediss://cache.example", "unix:///run/redis.sock"} {
+		for _, option := range options {
+			if _, err := (clusterOptions{Addr: base + "?" + option}).target(); err != nil {
+				t.Errorf("%s?%s: %v", base, option, err)
+			}
+		}
+		if _, err := (clusterOptions{Addr: base + "?skip_verify=true"}).target(); err == nil || !strings.Contains(err.Error(), "skip_verify is refused") {
+			t.Errorf("%s?skip_verify=true: %v, want it refused", base, err)
 		}
 	}
 }
@@ -267,6 +293,34 @@ func TestRedisTLS(t *testing.T) {
 		t.Errorf("a certificate of an unknown CA: exit status %d, want 1 and %s; output:\n%s", status, want, out)
 	}
 	wantNoPassword(t, "an unknown CA", out)
+}
+
+// unix:// reaches a Redis on its unix socket, with the URL's user,
+// password and database: the gateway serves, its connections are all on
+// the socket, and its log names the Redis with the password as "***".
+func TestRedisUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	_, admin := startAuthRedis(t, "--unixsocket", sock, "--unixsocketperm", "700")
+	redisURL := "unix://" + userinfo("alice", testAlicePassword) + sock + "?db=3"
+
+	p := startProgramEnv(t, nil, "-addr", "127.0.0.1:0", "-upstream-fail", "0", "-upstream-latency", "1ms", "-redis", redisURL)
+	wantQuote(t, "unix://", p.url)
+	wantAliceOnDB3(t, "unix://", admin)
+	list, err := admin.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(list) {
+		if strings.Contains(line, " user=alice ") && !strings.Contains(line, " addr="+sock+":0 ") {
+			t.Errorf("alice's connection is not on the socket %s: %s", sock, line)
+		}
+	}
+	p.stop(t)
+	logs := p.logs.String()
+	if want := `msg="limits shared through Redis" redis="unix://alice:***@` + sock + `?db=3" `; !strings.Contains(logs, want) {
+		t.Errorf("the log does not say %q:\n%s", want, logs)
+	}
+	wantNoPassword(t, "unix://", logs)
 }
 
 // skipWithoutTLS skips t unless the redis-server at addr, started with

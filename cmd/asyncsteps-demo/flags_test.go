@@ -54,7 +54,16 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-redis", "redis://:hunter2@127.0.0.1:6379/x"}, `-redis=\"redis://:***@127.0.0.1:6379/x\": redis: invalid database number: \"x\"`},
 		{[]string{"-redis", "redis://u:hunter2@127.0.0.1:6379/-1"}, `-redis=\"redis://u:***@127.0.0.1:6379/-1\": the database number must be at least 0`},
 		{[]string{"-redis", "redis://:hunter2@127.0.0.1:6379?timeout=1s"}, `-redis=\"redis://:***@127.0.0.1:6379?timeout=1s\": redis: unexpected option: timeout`},
-		{[]string{"-redis", "unix:///run/redis.sock"}, `-redis=\"unix:///run/redis.sock\": want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)`},
+		{[]string{"-redis", "tcp://127.0.0.1:6379"}, `-redis=\"tcp://127.0.0.1:6379\": want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; unix://[user[:password]@]/path/to/redis.sock[?db=N] for a unix socket)`},
+		// go-redis would ignore the host, and dial /redis.sock.
+		{[]string{"-redis", "unix://:hunter2@run/redis.sock"}, `-redis=\"unix://:***@run/redis.sock\": want unix:///path/to/redis.sock, the socket's absolute path after the third slash`},
+		{[]string{"-redis", "unix://"}, `-redis=\"unix://\": want unix:///path/to/redis.sock, the socket's absolute path after the third slash`},
+		{[]string{"-redis", "unix:///run/redis.sock?db=-1"}, `-redis=\"unix:///run/redis.sock?db=-1\": the database number must be at least 0`},
+		{[]string{"-redis", "unix:///run/redis.sock?timeout=1s"}, `-redis=\"unix:///run/redis.sock?timeout=1s\": redis: unexpected option: timeout`},
+		// A certificate is always verified.
+		{[]string{"-redis", "rediss://:hunter2@cache.example?skip_verify=true"}, `-redis=\"rediss://:***@cache.example?skip_verify=true\": skip_verify is refused: a rediss:// server's certificate is always verified; SSL_CERT_FILE names the CA that signed it`},
+		{[]string{"-redis", "rediss://cache.example?skip_verify=false"}, `skip_verify is refused`},
+		{[]string{"-redis", "redis://cache.example?skip_verify=true"}, `skip_verify is refused`},
 		{[]string{"-redis", "redis://:hunter2@"}, `-redis=\"redis://:***@\": want host:port, or redis://`},
 		{[]string{"-redis", "redis://127.0.0.1:6379/0#main"}, `-redis=\"redis://127.0.0.1:6379/0#main\": want no fragment (#)`},
 		{[]string{"-redis", "redis://127.0.0.1:bad"}, `-redis=\"redis://127.0.0.1:bad\": invalid port \":bad\" after host`},
@@ -114,6 +123,8 @@ func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
 		{"-redis", "127.0.0.1:6379", "-redis-prefix", "shop", "-redis-ttl", "5s"},
 		{"-redis", "redis://alice:hunter2@127.0.0.1:6379/2", "-redis-prefix", "shop"},
 		{"-redis", "rediss://cache.example?dial_timeout=3s"},
+		{"-redis", "unix:///run/redis/redis.sock", "-redis-prefix", "shop"},
+		{"-redis", "unix://alice:hunter2@/run/redis.sock?db=2&pool_size=4"},
 	} {
 		if _, err := parseFlags(args); err != nil {
 			t.Errorf("%q: %v", args, err)

@@ -66,7 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", o.cfg.RetryAfter, "the wait a 503 answer asks for, at most 24h; 0: 1s")
 	fs.IntVar(&o.cfg.Loops, "loops", 0, "event loops of the flows gateway, at most 1024; 0: one per core")
 	fs.BoolVar(&o.cfg.Debug, "debug", false, "serve /debug/memory (collects garbage, reports the memory in use) and /debug/pprof")
-	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis to share -concurrent and -rate through, with every instance using it and -redis-prefix: host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS); the password may come from $REDIS_PASSWORD instead, which a URL's password overrides; empty: this instance alone")
+	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis to share -concurrent and -rate through, with every instance using it and -redis-prefix: host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; unix://[user[:password]@]/path/to/redis.sock[?db=N] for a unix socket); the password may come from $REDIS_PASSWORD instead, which a URL's password overrides; empty: this instance alone")
 	fs.StringVar(&o.cluster.Prefix, "redis-prefix", "asyncsteps-demo", "with -redis: the prefix of the Redis keys; instances with the same prefix share their limits")
 	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
 	if err := fs.Parse(args); err != nil {
