@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
@@ -29,6 +30,10 @@ type config struct {
 	Loops          int           // event loops; 0: one per core
 	Debug          bool          // serve /debug/memory, for the load test and the benchmark
 
+	// writeMargin is how long past Timeout an answer has to be written
+	// (see boundWrites): writeMargin, shortened by tests.
+	writeMargin time.Duration
+
 	// decode reads an upstream answer; tests replace it (a panicking one
 	// stands for a bug in a step).
 	decode func(body []byte) (quote, error)
@@ -42,7 +47,25 @@ func defaultConfig() config {
 		MaxSymbols:     10,
 		Limits:         limitOptions{Concurrent: 64, Queue: 128},
 		RetryAfter:     time.Second,
+		writeMargin:    writeMargin,
 	}
+}
+
+// writeMargin is how long past the request timeout the gateway gives its
+// answer to be written before it drops the connection (see boundWrites).
+// A request answers by its timeout, 504 at the latest, and a client that
+// reads takes an answer of a few KiB from the socket in far less; the
+// margin leaves room for a gateway slowed down by its load.
+const writeMargin = 2 * time.Second
+
+// writeTimeout is how long from its arrival a request's answer has to be
+// written: cfg.Timeout and cfg.writeMargin, at most the longest Duration
+// (-timeout has no bound).
+func (cfg config) writeTimeout() time.Duration {
+	if cfg.Timeout > math.MaxInt64-cfg.writeMargin {
+		return math.MaxInt64
+	}
+	return cfg.Timeout + cfg.writeMargin
 }
 
 func decodeQuote(body []byte) (quote, error) {
@@ -201,8 +224,9 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 // Any other path is answered 404 with errs' JSON error body, and any
 // method but GET and HEAD to /quote, /stats or /metrics 405 (the 405 of
 // /quote by quotes, which counts it); the /debug routes are net/http's
-// own, as they come.
-func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswers) http.Handler {
+// own, as they come. Every answer but a profile's has writeTimeout from
+// its request's arrival to be written (see boundWrites).
+func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswers, writeTimeout time.Duration) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if !allowed(req.Method) {
@@ -221,11 +245,39 @@ func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswe
 	})
 	if memory != nil {
 		mux.Handle("/debug/memory", memory)
-		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, ... profiles
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", unboundedWrites(pprof.Index)) // heap, goroutine, ... profiles
+		mux.Handle("/debug/pprof/profile", unboundedWrites(pprof.Profile))
+		mux.Handle("/debug/pprof/trace", unboundedWrites(pprof.Trace))
 	}
-	return mux
+	return boundWrites(mux, writeTimeout)
+}
+
+// boundWrites returns h with a write deadline, timeout after the request's
+// arrival, on each request's connection. A client that sends requests and
+// never reads their answers fills the socket's buffers, and the write of
+// an answer then blocks: with no deadline it held the connection, and its
+// goroutine, for good, long after the request's flow or handler ended.
+// Past the deadline the write fails and net/http closes the connection;
+// it clears the deadline once an answer is written, before it reads the
+// next request. Set here, before the mux, it also bounds the redirects
+// the mux answers itself. (No WriteTimeout on the server: it would cut
+// the profiles too, see unboundedWrites.)
+func boundWrites(h http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// Refused only by a writer that cannot: nothing to bound then.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout))
+		h.ServeHTTP(w, req)
+	})
+}
+
+// unboundedWrites returns h with no write deadline (see boundWrites): a
+// profile of /debug/pprof is written after as many seconds as it is
+// asked for (?seconds=30), later than any answer of the gateway.
+func unboundedWrites(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		h(w, req)
+	})
 }
 
 // readOnly serves h to GET and HEAD, and answers any other method 405.

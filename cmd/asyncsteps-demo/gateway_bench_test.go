@@ -128,7 +128,7 @@ func newBenchGateway(impl string, cfg config, client *http.Client) (*gateway, fu
 			})
 		},
 	}
-	return &gateway{handler: routes(h, st, nil, errorWriter(cfg, logger)), stats: st}, func() {
+	return &gateway{handler: routes(h, st, nil, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st}, func() {
 		loops.Close()
 		client.CloseIdleConnections()
 	}

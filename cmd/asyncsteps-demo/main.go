@@ -55,7 +55,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500, from 0 to 1")
 	fs.Uint64Var(&o.upstream.Seed, "seed", 1, "embedded upstream: random seed")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, time for the requests in flight to end before they are cancelled")
-	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504")
+	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504; a client that has not taken its answer 2s after it loses its connection")
 	fs.DurationVar(&o.cfg.AttemptTimeout, "attempt-timeout", o.cfg.AttemptTimeout, "timeout of one upstream request (the request's -timeout bounds it too)")
 	fs.IntVar(&o.cfg.Retries, "retries", o.cfg.Retries, "upstream retries after the first attempt, on CommError, timeout or 5xx, at most 100")
 	fs.IntVar(&o.cfg.MaxSymbols, "max-symbols", o.cfg.MaxSymbols, "symbols per request, at most 100")
@@ -347,7 +347,7 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 	if cfg.Debug {
 		memory = memoryHandler(client.CloseIdleConnections)
 	}
-	return &gateway{handler: routes(quotes, st, memory, errorWriter(cfg, logger)), stats: st}, closeFn
+	return &gateway{handler: routes(quotes, st, memory, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st}, closeFn
 }
 
 // upstreamClient returns the client both gateways reach the upstream
@@ -494,7 +494,9 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 // without it, clients that leave connections open would hold a file
 // descriptor each until the process runs out of them. A request's body
 // has bodyWait (see boundBodyWait). (No ReadTimeout: net/http would
-// cancel a request still served when it passed.)
+// cancel a request still served when it passed. No WriteTimeout: it would
+// cut the profiles of -debug; the gateway's routes bound their writes,
+// see boundWrites.)
 func newServer(h http.Handler, base context.Context, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           boundBodyWait(h),
