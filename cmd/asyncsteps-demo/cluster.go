@@ -41,10 +41,10 @@ type redisTarget struct {
 const redisForms = "want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; unix://[user[:password]@]/path/to/redis.sock[?db=N] for a unix socket)"
 
 // target returns the Redis of o. A URL is read by go-redis's ParseURL,
-// whose options it takes too (?dial_timeout=3s, ...) but skip_verify (see
-// parseRedisURL); host:port is used as it is, as it always was. The password of a URL wins over
-// REDIS_PASSWORD: the command line is the more explicit of the two, as
-// redis-cli's -a wins over REDISCLI_AUTH.
+// whose options it takes too (?dial_timeout=3s, ...) but skip_verify
+// (see parseRedisURL); host:port is used as it is, as it always was. The
+// password of a URL wins over REDIS_PASSWORD: the command line is the
+// more explicit of the two, as redis-cli's -a wins over REDISCLI_AUTH.
 func (o clusterOptions) target() (redisTarget, error) {
 	if !strings.Contains(o.Addr, "://") {
 		if strings.Contains(o.Addr, "@") {

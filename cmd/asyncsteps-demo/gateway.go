@@ -31,7 +31,7 @@ type config struct {
 	Debug          bool          // serve /debug/memory, for the load test and the benchmark
 
 	// writeMargin is how long past Timeout an answer has to be written
-	// (see boundWrites): writeMargin, shortened by tests.
+	// (see boundWrites): the constant writeMargin; tests shorten it.
 	writeMargin time.Duration
 
 	// decode reads an upstream answer; tests replace it (a panicking one
