@@ -196,4 +196,12 @@
 // quarantine and is reused only after many later steps have completed (and,
 // for a step that waited for an external event, a minute later at the
 // earliest), so a stale pointer stays harmless for a long time.
+//
+// What cabi keeps of a flow for C (its rootId, its error info, its state
+// variables) goes at the latest when the flow's Go State is collected,
+// and keeps neither that State nor the flow's tool reachable: a flow run
+// on an [asyncsteps.TestTool], or on a Tool of another package that keeps
+// the callbacks it was given, is collected with its tool once both are
+// dropped (and a root pointer C was given is freed), and the cleanups of
+// its state variables then run.
 package cabi

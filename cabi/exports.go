@@ -168,7 +168,7 @@ func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) u
 // implementation's builds a root's parallel branches with stack and
 // stateVariable). From another thread, they would race with the loop.
 func (n *node) onFlow() bool {
-	if n.flow.onLoop() {
+	if n.onLoop() {
 		return true
 	}
 	ro := n.root
@@ -187,14 +187,14 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		return
 	}
 	if tooLong != "" {
-		dropArgs(vals, n.flow)
+		dropArgs(vals, n)
 		n.handleError(asyncsteps.InternalError, "success: "+tooLong)
 		return
 	}
 	defer guard(n)
 	if n.kind != kindStep {
 		n.as.Success(vals...) // reported by the engine as misuse
-		dropArgs(vals, n.flow)
+		dropArgs(vals, n)
 		return
 	}
 	if n.inCallback() {
@@ -207,7 +207,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		return
 	}
 	// From outside the callback: on the loop.
-	n.flow.post(func() {
+	n.post(func() {
 		if n.released || !n.as.IsValid() {
 			n.release()
 			dropArgs(vals, nil)
@@ -229,14 +229,15 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	})
 }
 
-// dropArgs cleans up the custom objects among vals that no step received.
-func dropArgs(vals []any, fc *flowCtx) {
+// dropArgs cleans up the custom objects among vals that no step received:
+// on the loop of n's flow, or at once with no n.
+func dropArgs(vals []any, n *node) {
 	for _, v := range vals {
 		if c, ok := v.(*Custom); ok {
-			if fc == nil {
+			if n == nil {
 				c.v.release()
 			} else {
-				fc.post(c.v.release, c.v.release)
+				n.post(c.v.release, c.v.release)
 			}
 		}
 	}
@@ -273,7 +274,7 @@ func (n *node) handleError(code, info string) {
 		n.as.Error(code, info)
 		return
 	}
-	n.flow.post(func() {
+	n.post(func() {
 		if n.released || !n.as.IsValid() {
 			n.release()
 			return
@@ -473,7 +474,7 @@ func cabiNewInstance(bsi *C.FutoInAsyncSteps) *C.FutoInAsyncSteps {
 	if n == nil {
 		return nil
 	}
-	return newOwnedRoot(n.flow.tool).node.bsi
+	return newOwnedRoot(n.tool).node.bsi
 }
 
 //export cabiFree
@@ -507,5 +508,5 @@ func cabiIsSameThread(bsi *C.FutoInAsyncSteps) C.int {
 	if n == nil {
 		return 0
 	}
-	return boolInt(n.flow.onLoop())
+	return boolInt(n.onLoop())
 }

@@ -31,14 +31,16 @@ const (
 
 // node is the Go object behind one FutoInAsyncSteps we hand out.
 //
-// id, bsi, kind, as, flow and rootID never change. The rest is owned by the
-// flow's loop: exports called from other threads only post to the loop.
+// id, bsi, kind, as, flow, tool and rootID never change. The rest is owned
+// by the flow's loop: exports called from other threads only post to the
+// loop.
 type node struct {
 	id     uint64
 	bsi    *C.FutoInAsyncSteps
 	kind   kind
 	as     asyncsteps.AsyncSteps
 	flow   *flowCtx
+	tool   asyncsteps.Tool // the flow's, which flowCtx does not hold (see flows)
 	rootID int64
 	root   *rootObj // kindRoot
 	// kindStep: the State of the flow the step runs in, which tells the
@@ -90,7 +92,7 @@ type stackMem struct {
 }
 
 func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node {
-	n := &node{kind: k, as: as, flow: fc, rootID: rootID}
+	n := &node{kind: k, as: as, flow: fc, tool: as.Tool(), rootID: rootID}
 	if k == kindStep {
 		n.st = as.State()
 	}
@@ -134,7 +136,7 @@ func (n *node) end(failed, byError bool) {
 		if byError {
 			n.flow.failed = append(n.flow.failed, l)
 		} else {
-			n.flow.post(l.clean, l.clean)
+			n.post(l.clean, l.clean)
 		}
 	} else {
 		freeStacks(n.stacks)
@@ -216,7 +218,7 @@ func (n *node) overrule(carry bool) {
 	if carry {
 		n.body.args = n.deferred
 	} else {
-		dropArgs(n.deferred, n.flow)
+		dropArgs(n.deferred, n)
 	}
 	n.deferred, n.held = nil, false
 }
@@ -312,7 +314,7 @@ func (n *node) wait() {
 // inCallback reports whether a call on n comes from the C callback n was
 // given, i.e. from the loop while that callback runs.
 // inCall is loop-owned, so the thread is checked first.
-func (n *node) inCallback() bool { return n.flow.onLoop() && n.inCall }
+func (n *node) inCallback() bool { return n.onLoop() && n.inCall }
 
 // mayAdd reports whether steps may be added on n now: on a root (before it
 // runs, from any one thread at a time), on a parallel (the engine checks its
@@ -334,9 +336,10 @@ func guard(n *node) {
 }
 
 // flowCtx is what the C side of one flow shares: its loop, its rootId and
-// the C memory handed out by stateVariable.
+// the C memory handed out by stateVariable. It does not hold the flow's
+// tool, which may reach the flow's State (see flows): a node holds it,
+// and a caller with no node gives it.
 type flowCtx struct {
-	tool   asyncsteps.Tool
 	pin    *pinned
 	loop   *loopCtx // nil for a tool that is not a Loop
 	rootID int64
@@ -439,7 +442,18 @@ func newRootID() int64 { return rootIDs.Add(1) }
 
 // flows maps the State of a flow to its flowCtx, so that Binary finds the
 // context of a Go step inside a C flow. Keys are weak: a flow's entry goes
-// when its State does, or when its Loop has stopped.
+// when its State does (flowRes.forget), or when its Loop has stopped.
+//
+// Go has no ephemerons: an entry keeps its value reachable whatever its
+// key, so nothing a flowCtx holds for good may reach the flow's State, or
+// the key would never die, nor the entry. The flow's tool may reach it: a
+// TestTool keeps its last flows in its engine's pools, a Tool of another
+// package may keep the callbacks it was given. So flowCtx does not hold
+// the tool (each node holds its flow's), and only reaches a State through
+// its list of nodes given by Binary while their steps run (the flow's end
+// empties it). A Loop is the exception, held through loopCtx and pinned:
+// a running one is kept anyway, and once it has stopped its entries go
+// (loopCtx.forgetFlows).
 var flows struct {
 	mu sync.Mutex
 	m  map[weak.Pointer[asyncsteps.State]]*flowCtx
@@ -468,7 +482,7 @@ func flowFor(st *asyncsteps.State, tool asyncsteps.Tool) *flowCtx {
 	if flows.m == nil {
 		flows.m = make(map[weak.Pointer[asyncsteps.State]]*flowCtx)
 	}
-	fc = &flowCtx{tool: tool, pin: pin, loop: lp, rootID: newRootID(), res: &flowRes{key: key}}
+	fc = &flowCtx{pin: pin, loop: lp, rootID: newRootID(), res: &flowRes{key: key}}
 	if lp == nil || !lp.forgotten {
 		flows.m[key] = fc // else its loop has stopped (see loopCtx.forgetFlows)
 	}
@@ -503,26 +517,32 @@ func (fc *flowCtx) repin() {
 }
 
 // onLoop reports whether the caller runs on the flow's loop: its OS thread
-// for a pinned loop, else the tool's own answer.
-func (fc *flowCtx) onLoop() bool {
+// for a pinned loop, else the answer of tool, the flow's.
+func (fc *flowCtx) onLoop(tool asyncsteps.Tool) bool {
 	if fc.pin != nil {
 		return fc.pin.onThread()
 	}
-	return fc.tool.IsSameThread()
+	return tool.IsSameThread()
 }
 
-// post runs f on the flow's loop or, if the loop does not run it (it
-// refused f because it was closing, or accepted f and was closed before
-// f's turn), runs dropped instead, once the loop has stopped, so that it
-// never runs beside a callback of the flow. At most one of the two runs,
-// and post never waits for either. On a TestTool, dropped runs if
-// ResetEvents drops f, inside ResetEvents (see toolinfo.PostOrDrop); on
-// a tool of another package, if the tool reports the drop (DropReporter).
-// Another tool only schedules f: a callback it drops is lost, as cabi
-// cannot learn of it.
-func (fc *flowCtx) post(f, dropped func()) {
-	postOn(fc.tool, fc.loop, f, dropped)
+// onLoop is the flow's onLoop, on n's tool.
+func (n *node) onLoop() bool { return n.flow.onLoop(n.tool) }
+
+// post runs f on the flow's loop, whose tool is tool, or, if the loop
+// does not run it (it refused f because it was closing, or accepted f and
+// was closed before f's turn), runs dropped instead, once the loop has
+// stopped, so that it never runs beside a callback of the flow. At most
+// one of the two runs, and post never waits for either. On a TestTool,
+// dropped runs if ResetEvents drops f, inside ResetEvents (see
+// toolinfo.PostOrDrop); on a tool of another package, if the tool
+// reports the drop (DropReporter). Another tool only schedules f: a
+// callback it drops is lost, as cabi cannot learn of it.
+func (fc *flowCtx) post(tool asyncsteps.Tool, f, dropped func()) {
+	postOn(tool, fc.loop, f, dropped)
 }
+
+// post is the flow's post, on n's tool.
+func (n *node) post(f, dropped func()) { n.flow.post(n.tool, f, dropped) }
 
 // postOn is post for tool, whose loopCtx is lp (nil for a tool that is
 // not a Loop).
@@ -552,11 +572,11 @@ func reportsDrops(tool asyncsteps.Tool) bool {
 	return ok
 }
 
-// closing reports whether the flow's tool refuses callbacks: a deferred
+// closing reports whether tool, a flow's, refuses callbacks: a deferred
 // one an hour ahead cannot have run already, so an invalid handle means a
 // refusal.
-func (fc *flowCtx) closing() bool {
-	h := fc.tool.Deferred(time.Hour, func() {})
+func closing(tool asyncsteps.Tool) bool {
+	h := tool.Deferred(time.Hour, func() {})
 	defer h.Cancel()
 	return !h.IsValid()
 }
@@ -619,8 +639,9 @@ func (fc *flowCtx) sweep() {
 // flow's last with a C side, and then no later Binary or C step sweeps its
 // node. The sweep runs after the step's callback has returned, when a step
 // that did not wait is over. A dropped post sweeps once the loop has
-// stopped, when no callback of the flow runs beside it. Loop only.
-func (fc *flowCtx) sweepLater() {
+// stopped, when no callback of the flow runs beside it. tool is the
+// flow's. Loop only.
+func (fc *flowCtx) sweepLater(tool asyncsteps.Tool) {
 	if fc.sweepDue {
 		return
 	}
@@ -629,7 +650,7 @@ func (fc *flowCtx) sweepLater() {
 		fc.sweepDue = false
 		fc.sweep()
 	}
-	fc.post(sweep, sweep)
+	fc.post(tool, sweep, sweep)
 }
 
 // watchEnd has the nodes made by Binary released as the execution that
@@ -667,7 +688,7 @@ func (fc *flowCtx) ended() {
 			n.release() // idempotent: a sweep or a fallback may have come first
 		}
 	}
-	fc.post(release, release)
+	ended[0].post(release, release) // a node of the flow, on its tool
 }
 
 // of returns the flowCtx of the flow that as runs in, and rootID there.
@@ -800,7 +821,7 @@ func (n *node) finish() {
 		if p == nil {
 			n.as.Success(n.deferred...)
 		} else {
-			dropArgs(n.deferred, n.flow)
+			dropArgs(n.deferred, n)
 		}
 		n.deferred = nil
 	}

@@ -194,7 +194,7 @@ func (ro *rootObj) free(wait bool) {
 		ro.postRelease(released)
 	}
 	if wait && ro.waitsForRelease() {
-		waitReleased(released, ro.node.flow)
+		waitReleased(released, ro.node.tool)
 	}
 }
 
@@ -224,16 +224,16 @@ func (ro *rootObj) postRelease(released chan struct{}) {
 		releaseLeft(ro.root.State())
 		finish()
 	}
-	if reportsDrops(fc.tool) {
+	if reportsDrops(ro.node.tool) {
 		// A TestTool whose ResetEvents dropped the release runs later
 		// callbacks, though, and so may a DropReporter: see droppedLive.
 		stopped = func() { ro.droppedLive(finish) }
 	}
-	fc.post(func() {
+	ro.node.post(func() {
 		if ro.owned {
 			ro.root.Cancel()
 			// Cancel posts the cancel of the flow: clean up behind it.
-			fc.post(finish, stopped)
+			ro.node.post(finish, stopped)
 			return
 		}
 		finish()
@@ -269,22 +269,23 @@ func (ro *rootObj) droppedLive(finish func()) {
 // run them, or wait for this one.
 func (ro *rootObj) waitsForRelease() bool {
 	fc := ro.node.flow
-	if _, ok := fc.tool.(*asyncsteps.Loop); !ok {
+	if _, ok := ro.node.tool.(*asyncsteps.Loop); !ok {
 		return false // a TestTool, or a tool of the caller's: the caller may be what drives it
 	}
 	if !fc.cleanups.Load() && !ro.root.Running() {
 		return false // no C callback to wait for
 	}
-	// fc.onLoop too: the flow's own loop stays known to a callback that
+	// onLoop too: the flow's own loop stays known to a callback that
 	// cleared its goroutine's mark.
-	return !onLoopGoroutine() && !fc.onLoop()
+	return !onLoopGoroutine() && !ro.node.onLoop()
 }
 
-// waitReleased waits until released is closed, or until the loop of fc
-// is closing: a closing loop runs the release only once it has stopped
-// (see flowCtx.post), and its last step may itself wait for the caller.
-func waitReleased(released <-chan struct{}, fc *flowCtx) {
-	if fc.closing() {
+// waitReleased waits until released is closed, or until tool, the loop
+// of the root's flow, is closing: a closing loop runs the release only
+// once it has stopped (see flowCtx.post), and its last step may itself
+// wait for the caller.
+func waitReleased(released <-chan struct{}, tool asyncsteps.Tool) {
+	if closing(tool) {
 		return
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -294,7 +295,7 @@ func waitReleased(released <-chan struct{}, fc *flowCtx) {
 		case <-released:
 			return
 		case <-tick.C:
-			if fc.closing() {
+			if closing(tool) {
 				return
 			}
 		}
@@ -375,8 +376,9 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	case *asyncsteps.Root:
 		return unsafe.Pointer(binaryRoot(v).node.bsi)
 	}
-	fc := flowFor(as.State(), as.Tool())
-	onLoop := fc.onLoop()
+	tool := as.Tool()
+	fc := flowFor(as.State(), tool)
+	onLoop := fc.onLoop(tool)
 	var rootID int64
 	if onLoop {
 		fc.sweep()
@@ -403,13 +405,13 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 			// The flow's end cannot be watched through this step: a
 			// sweep after the callback releases its node if it does not
 			// wait, as it may be the flow's last with a C side.
-			fc.sweepLater()
+			fc.sweepLater(tool)
 		}
 	} else {
 		// fc.external is the loop's: the loop adds n, to be released by a
 		// sweep once its step is over (see adoptExternal; or by the
 		// fallback, at once).
-		fc.post(func() { fc.adoptExternal(n) }, n.release)
+		n.post(func() { fc.adoptExternal(n) }, n.release)
 	}
 	return unsafe.Pointer(n.bsi)
 }

@@ -72,9 +72,9 @@ func cabiSched(bsi *C.FutoInAsyncSteps, deferred C.int, ms C.uint32_t, data C.ui
 	}
 	var h asyncsteps.Handle
 	if deferred != 0 {
-		h = n.flow.tool.Deferred(time.Duration(ms)*time.Millisecond, run)
+		h = n.tool.Deferred(time.Duration(ms)*time.Millisecond, run)
 	} else {
-		h = n.flow.tool.Immediate(run)
+		h = n.tool.Immediate(run)
 	}
 	scheds.mu.Lock()
 	e.h = h

@@ -157,7 +157,7 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 
 	tool := asyncsteps.DefaultTool()
 	if n := nodeOf(bsi); n != nil {
-		tool = n.flow.tool
+		tool = n.tool
 	}
 	h.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
 	forget := func() {

@@ -531,7 +531,7 @@ func goValue(f *C.cabi_flat, from *node) (v any, cleanup bool) {
 	}
 	var tool asyncsteps.Tool
 	if from != nil {
-		tool = from.flow.tool
+		tool = from.tool
 	}
 	return newCustom(f, tool), false
 }
