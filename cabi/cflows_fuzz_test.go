@@ -31,12 +31,6 @@ import (
 // no C thread is left, the tables of package cabi are back to their size
 // before the run, and no goroutine is left after the Loop's Close.
 //
-// Two things are not checked on a TestTool, for a known leak: the entry
-// of a flow in the table flows holds the flow's tool, and a TestTool keeps
-// its last flows in its pools, so neither the entry nor (for a Go root)
-// the State whose collection would clean up its state variables ever
-// goes. On a Loop both go once the Loop is closed.
-//
 // Every input decodes to a valid program; the seed corpus is
 // cflowSeeds plus testdata/fuzz/FuzzCFlows, run in every go test. Run
 // it with go test -asan or -race too (both need cgo).
@@ -587,8 +581,8 @@ func (r *cflowRun) finish(before ctest.Counters, tables map[string]int, goroutin
 	}
 	var problems []string
 	// A Go root's state variables are cleaned up once its State is
-	// collected: after the Loop's close, which lets its flows go; on a
-	// TestTool never (see the tables below).
+	// collected: after the run, once nothing of it is left (a Loop lets
+	// its flows go once closed, a dropped TestTool with itself).
 	settled := func(vars bool) bool {
 		c := ctest.FlowCounters()
 		return c.Threads == 0 && c.StackAllocs-before.StackAllocs == c.StackCleanups-before.StackCleanups &&
@@ -603,23 +597,15 @@ func (r *cflowRun) finish(before ctest.Counters, tables map[string]int, goroutin
 	} else {
 		r.tt.Run()
 	}
-	checkVars := r.tt == nil || r.p.root == rootOwned
 	// Nothing of the run may keep its flows from the collector now.
 	ctest.FlowHook = nil
 	r.goRoot, r.loop, r.tt, r.tool = nil, nil, nil, nil
-	onTest := r.p.onTest
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		runtime.GC()
 		c := ctest.FlowCounters()
 		now := cabiTables()
-		if onTest {
-			// A TestTool keeps its last flows in its pools, and the
-			// entry of a flow in flows keeps its tool: the entry never
-			// goes (a known leak of cabi, not checked here).
-			now["flows"] = tables["flows"]
-		}
-		if settled(checkVars) && maps.Equal(now, tables) && runtime.NumGoroutine() <= goroutines {
+		if settled(true) && maps.Equal(now, tables) && runtime.NumGoroutine() <= goroutines {
 			break
 		}
 		if time.Now().After(deadline) {
