@@ -177,28 +177,6 @@ func TestBinaryWaitingStepOfAClosedLoopIsReleased(t *testing.T) {
 	checkReleased(t, r.State(), given)
 }
 
-// Binary through a decorator that unwraps: the node goes with the flow
-// all the same.
-func TestBinaryWaitingStepThroughADecoratorIsReleased(t *testing.T) {
-	loop := asyncsteps.NewLoop()
-	defer loop.Close()
-	r := asyncsteps.New(asyncsteps.WithTool(loop))
-	var given unsafe.Pointer
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.WaitExternal()
-		given = Binary(unwrapping{as})
-		go func() {
-			afterLoopRan(loop)
-			as.Success()
-		}()
-	})
-	if err := runFlow(t, r); err != nil {
-		t.Fatal(err)
-	}
-	afterLoopRan(loop)
-	checkReleased(t, r.State(), given)
-}
-
 type unwrapping struct{ asyncsteps.AsyncSteps }
 
 func (u unwrapping) Unwrap() asyncsteps.AsyncSteps { return u.AsyncSteps }
@@ -230,79 +208,83 @@ func TestBinaryWaitingStepsOfRunsOfOneRoot(t *testing.T) {
 	}
 }
 
-// Binary off the loop, by the goroutine that then completes the step: the
-// loop adopts the node while the step waits, and releases it with the
+// Binary of a waiting step called in each place it may be: in the step's
+// callback, on the loop after the callback has returned, or off the loop
+// by the goroutine that then completes the step (the loop adopts the
+// node while the step waits); on the step or through a decorator that
+// unwraps; in the flow's last step or followed by a Go step with nothing
+// of C. The pointer is the step's while it waits, and goes with the
 // flow's end.
-func TestBinaryOffTheLoopOfAWaitingStepIsReleased(t *testing.T) {
+func TestBinaryWaitingStepIsReleasedWhereverBinaryIsCalled(t *testing.T) {
+	cases := []struct {
+		name     string
+		where    binaryWhere
+		decorate bool
+	}{
+		{"in the callback through a decorator", inTheCallback, true},
+		{"later on the loop through a decorator", laterOnTheLoop, true},
+		{"off the loop", offTheLoop, false},
+		{"off the loop through a decorator", offTheLoop, true},
+	}
+	for _, c := range cases {
+		for _, followed := range []bool{false, true} {
+			name := c.name + map[bool]string{false: ", last step", true: ", followed"}[followed]
+			t.Run(name, func(t *testing.T) { checkBinaryCalled(t, c.where, c.decorate, followed) })
+		}
+	}
+}
+
+// Where a test calls Binary for a step that waits.
+type binaryWhere int
+
+const (
+	inTheCallback  binaryWhere = iota
+	laterOnTheLoop             // in a callback of the loop, after the step's
+	offTheLoop                 // by the goroutine that completes the step
+)
+
+func checkBinaryCalled(t *testing.T, where binaryWhere, decorate, followed bool) {
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
 	r := asyncsteps.New(asyncsteps.WithTool(loop))
 	var given unsafe.Pointer
-	var adopted atomic.Bool
+	var valid atomic.Bool
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.WaitExternal()
 		as.State() // Binary off the loop reads it: the loop makes it
-		go func() {
-			given = Binary(as)
-			afterLoopRan(loop) // the loop has adopted the node
-			adopted.Store(Wrap(given) == as)
+		var step asyncsteps.AsyncSteps = as
+		if decorate {
+			step = unwrapping{as}
+		}
+		complete := func() {
+			afterLoopRan(loop) // the loop has run what Binary posted, and adopted the node
+			valid.Store(Wrap(given) == step)
 			as.Success()
-		}()
-	})
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {})
-	if err := runFlow(t, r); err != nil {
-		t.Fatal(err)
-	}
-	if !adopted.Load() {
-		t.Fatal("the pointer given off the loop was not the step's while it waited")
-	}
-	afterLoopRan(loop)
-	checkReleased(t, r.State(), given)
-}
-
-// Binary through a decorator that unwraps, on the loop but after the
-// step's callback has returned (a callback of the loop): the node goes
-// with the flow.
-func TestBinaryWaitingStepThroughADecoratorOutsideItsCallbackIsReleased(t *testing.T) {
-	loop := asyncsteps.NewLoop()
-	defer loop.Close()
-	r := asyncsteps.New(asyncsteps.WithTool(loop))
-	var given unsafe.Pointer
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.WaitExternal()
-		loop.Immediate(func() {
-			given = Binary(unwrapping{as})
+		}
+		switch where {
+		case inTheCallback:
+			given = Binary(step)
+			go complete()
+		case laterOnTheLoop:
+			loop.Immediate(func() {
+				given = Binary(step)
+				go complete()
+			})
+		case offTheLoop:
 			go func() {
-				afterLoopRan(loop)
-				as.Success()
+				given = Binary(step)
+				complete()
 			}()
-		})
+		}
 	})
+	if followed {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {})
+	}
 	if err := runFlow(t, r); err != nil {
 		t.Fatal(err)
 	}
-	afterLoopRan(loop)
-	checkReleased(t, r.State(), given)
-}
-
-// Binary through a decorator that unwraps, off the loop: the loop adopts
-// the node, and it goes with the flow.
-func TestBinaryOffTheLoopThroughADecoratorIsReleased(t *testing.T) {
-	loop := asyncsteps.NewLoop()
-	defer loop.Close()
-	r := asyncsteps.New(asyncsteps.WithTool(loop))
-	var given unsafe.Pointer
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.WaitExternal()
-		as.State() // Binary off the loop reads it: the loop makes it
-		go func() {
-			given = Binary(unwrapping{as})
-			afterLoopRan(loop) // the loop has adopted the node
-			as.Success()
-		}()
-	})
-	if err := runFlow(t, r); err != nil {
-		t.Fatal(err)
+	if !valid.Load() {
+		t.Fatal("the pointer was not the step's while it waited")
 	}
 	afterLoopRan(loop)
 	checkReleased(t, r.State(), given)
