@@ -143,12 +143,6 @@ func decodeCFlow(data []byte) *cflowProgram {
 		if p.root == rootGoStep && p.action == actCancelThread {
 			p.action = actCancel // no root pointer to cancel through
 		}
-		if p.root == rootGoStep && p.action == actClose {
-			// A known leak: the C steps left waiting in a Go flow
-			// whose Loop is closed are never released (node, stack
-			// memory, the State with its variables).
-			p.action = actCancel
-		}
 	}
 	if p.onTest && p.action == actClose {
 		p.action = actCancel

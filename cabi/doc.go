@@ -157,7 +157,13 @@
 // section the step is in, once, with a bsi of the section (is_same_thread
 // 0 there); then the cleanups of the root's state variables (of a root
 // made by C: a Go root's free, given by [Binary], releases its steps
-// only). A success or handle_error
+// only). A flow of a Go Root for which C holds no root pointer (its C
+// steps were added through [Binary] of its Go steps, the Root is a copy,
+// or C freed the pointer first) has no free to come: the steps its stopped
+// loop left are released the same way once the loop has stopped, but for
+// the Go steps given by [Binary], which go without a cancel handler, as
+// Go's steps do on a closed loop; its state variables go with its State.
+// A success or handle_error
 // the loop did not run releases its step without its cancel handler and
 // cleans up its custom objects; a success that completes the lock step of
 // a foreign FutoInSync counts its section as held, for free to unlock.

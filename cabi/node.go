@@ -92,14 +92,34 @@ type stackMem struct {
 }
 
 func newNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node {
-	n := &node{kind: k, as: as, flow: fc, tool: as.Tool(), rootID: rootID}
-	if k == kindStep {
-		n.st = as.State()
-	}
+	n := unregisteredNode(k, as, fc, rootID)
 	n.id = register(n)
 	n.bsi = allocBSI(n.id)
 	return n
 }
+
+// makeNode is newNode for a node that Binary makes, maybe off the loop:
+// its pointer stands for nothing until publish, so that it is set up
+// before the fallbacks of a stopped loop, which read the nodes of the
+// registry (releaseLeft), may find it.
+func makeNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node {
+	n := unregisteredNode(k, as, fc, rootID)
+	n.id = registry.reserve()
+	n.bsi = allocBSI(n.id)
+	return n
+}
+
+// unregisteredNode returns the node of as, with no id yet.
+func unregisteredNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int64) *node {
+	n := &node{kind: k, as: as, flow: fc, tool: as.Tool(), rootID: rootID}
+	if k == kindStep {
+		n.st = as.State()
+	}
+	return n
+}
+
+// publish puts n in the registry: its pointer stands for it from now on.
+func (n *node) publish() { registry.set(n.id, n) }
 
 // release ends the node: its pointer turns stale, the stack memory and the
 // received custom objects are cleaned up, the parallel objects it made are
@@ -159,10 +179,16 @@ func (n *node) end(failed, byError bool) {
 // for their sub-steps): innermost first, the C cancel handler of each, as
 // a free on a running loop runs them through the flow's cancel, and the
 // unlock of a foreign FutoInSync whose section the flow holds, as the
-// section's cancel handler does; then its release. Only for a freed root's
-// flow, once its loop has stopped: the nodes are the loop's until then,
-// and their steps will never go on.
-func releaseLeft(st *asyncsteps.State) {
+// section's cancel handler does; then its release. Only once the loop has
+// stopped, for a freed root's flow or one that no root pointer of C's
+// holds (see flowCtx.releaseStopped): the nodes are the loop's until
+// then, and their steps will never go on.
+func releaseLeft(st *asyncsteps.State) { releaseSteps(st, true) }
+
+// releaseSteps is releaseLeft; with goCancel false, the Go steps given by
+// Binary are released without calling their C cancel handler (see
+// flowCtx.releaseStopped).
+func releaseSteps(st *asyncsteps.State, goCancel bool) {
 	var left []*node
 	registry.mu.Lock()
 	for _, v := range registry.m {
@@ -173,7 +199,7 @@ func releaseLeft(st *asyncsteps.State) {
 	registry.mu.Unlock()
 	slices.SortFunc(left, func(a, b *node) int { return cmp.Compare(b.id, a.id) }) // a sub-step is newer
 	for _, n := range left {
-		if fn := n.cancelFn; fn != nil && !n.released {
+		if fn := n.cancelFn; fn != nil && !n.released && (goCancel || !n.external) {
 			n.cancelFn = nil
 			n.inCall = true
 			C.cabi_call_cancel(fn, n.bsi, n.cancelData)
@@ -357,6 +383,14 @@ type flowCtx struct {
 	sweepDue bool    // loop-owned: a sweep of external is posted (see sweepLater)
 	// endFn is watchEnd's function for the engine, made once per flow.
 	endFn func()
+	// endTool is the tool of the execution whose end ended awaits, held
+	// only until then: a flowCtx holds no tool for good (see flows).
+	// Loop-owned.
+	endTool asyncsteps.Tool
+	// left: a C step of the running execution was left waiting, or
+	// waiting for sub-steps, and the engine runs ended as the execution
+	// ends (see watchLeft). Loop-owned.
+	left bool
 	// loop-owned: the links of steps that failed with an error, whose stack
 	// memory waits for their error handler (handling: the one now running);
 	// the flow's next other C callback, or free, cleans up what is left.
@@ -665,7 +699,11 @@ func (fc *flowCtx) watchEnd(as asyncsteps.AsyncSteps) bool {
 	if fc.endFn == nil {
 		fc.endFn = fc.ended
 	}
-	return toolinfo.AtFlowEnd(as, fc.endFn)
+	if !toolinfo.AtFlowEnd(as, fc.endFn) {
+		return false
+	}
+	fc.endTool = as.Tool()
+	return true
 }
 
 // ended runs inside the engine as an execution of the flow ends, on the
@@ -676,11 +714,19 @@ func (fc *flowCtx) watchEnd(as asyncsteps.AsyncSteps) bool {
 // engine is done with the flow, as a callback of the loop, or once the
 // loop has stopped; at most one of the two runs. A later execution of the
 // Root, which may begin before the post runs, starts a list of its own.
+//
+// A loop that does not run the post has stopped, and it may have ended
+// the execution with C steps left waiting: then the fallback releases them
+// too (see releaseStopped).
 func (fc *flowCtx) ended() {
 	defer func() { _ = recover() }() // a Tool's Immediate that panics: nothing to fail, inside the engine
 	ended := fc.external
 	fc.external = nil
-	if len(ended) == 0 {
+	left := fc.left
+	fc.left = false
+	tool := fc.endTool
+	fc.endTool = nil
+	if len(ended) == 0 && !left {
 		return
 	}
 	release := func() {
@@ -688,7 +734,59 @@ func (fc *flowCtx) ended() {
 			n.release() // idempotent: a sweep or a fallback may have come first
 		}
 	}
-	ended[0].post(release, release) // a node of the flow, on its tool
+	stopped := release
+	if left {
+		st := fc.res.key.Value() // alive: the flow's steps hold it
+		stopped = func() {
+			fc.releaseStopped(st)
+			release()
+		}
+	}
+	fc.post(tool, release, stopped)
+}
+
+// watchLeft has the engine run ended as the execution that as, a step of
+// the flow, belongs to ends, for a C step left waiting (for an external
+// event or for its sub-steps) in a flow whose stopped loop would leave it
+// for good: the flow of a Go Root on a Loop that may close. A root made
+// by C has its free for that (see rootObj.postRelease). Set once per
+// execution; a step the engine cannot reach (over already) leaves it to
+// the flow's next C step left. Loop only.
+func (fc *flowCtx) watchLeft(as asyncsteps.AsyncSteps) {
+	if fc.left || fc.owned || fc.loop == nil || fc.loop.neverCloses {
+		return
+	}
+	fc.left = fc.watchEnd(as)
+}
+
+// releaseStopped releases the steps of the flow whose state is st that
+// its stopped loop left (see releaseLeft), once no callback of the flow
+// can run: in the fallback of a post the loop did not run. A root pointer
+// that C holds for the flow keeps them for its free, which releases them
+// (see rootObj.postRelease), as it always has: a success that C gives a
+// step after the loop stopped then still completes it, and a lock it
+// grants still counts as held. The Go steps given by Binary go without
+// their C cancel handler, as ended releases them: the engine runs no
+// cancel handler of a Go step on a closed loop, and one that Go completed
+// may not have been swept yet.
+func (fc *flowCtx) releaseStopped(st *asyncsteps.State) {
+	if st == nil || fc.heldByC() {
+		return
+	}
+	releaseSteps(st, false)
+}
+
+// heldByC reports whether C holds a root pointer of the flow, given by
+// Binary for its Go Root, that its free has not released.
+func (fc *flowCtx) heldByC() bool {
+	goRoots.mu.Lock()
+	defer goRoots.mu.Unlock()
+	for _, ro := range goRoots.m {
+		if ro.node.flow.res.key == fc.res.key { // the same State
+			return true
+		}
+	}
+	return false
 }
 
 // of returns the flowCtx of the flow that as runs in, and rootID there.
@@ -837,7 +935,9 @@ func (n *node) finish() {
 			n.release()
 			as.Success(args...)
 		})
+		n.flow.watchLeft(n.as)
 	case n.waiting:
+		n.flow.watchLeft(n.as)
 	default:
 		n.release()
 	}

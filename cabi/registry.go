@@ -36,6 +36,24 @@ func (t *idTable) put(v any) uint64 {
 	return t.next
 }
 
+// reserve returns a new id, which stands for nothing until set.
+func (t *idTable) reserve() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	return t.next
+}
+
+// set makes id, from reserve, stand for v.
+func (t *idTable) set(id uint64, v any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[uint64]any)
+	}
+	t.m[id] = v
+}
+
 // get returns the value of id, or nil; id 0 is never given out.
 func (t *idTable) get(id uint64) any {
 	if id == 0 {

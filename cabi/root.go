@@ -395,10 +395,11 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 		// Unwrap, see branchRootID).
 		rootID = newRootID()
 	}
-	n := newNode(kindStep, as, fc, rootID)
+	n := makeNode(kindStep, as, fc, rootID)
 	n.external = true
 	n.inCall = true // C calls on it come from inside the Go callback
 	n.waited = true
+	n.publish()
 	if onLoop {
 		fc.external = append(fc.external, n)
 		if !fc.watchEnd(as) {

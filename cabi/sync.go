@@ -290,9 +290,12 @@ func (fc *flowCtx) addForeignSync(as asyncsteps.AsyncSteps, rid int64, s *C.Futo
 			secNode.release()
 		}
 		sec.SetCancel(func(asyncsteps.AsyncSteps) { unlock() })
-		// A stopped loop runs no cancel handler: the free of the root
-		// unlocks, on the thread of the fallbacks (see releaseLeft).
+		// A stopped loop runs no cancel handler: the free of the root,
+		// or for a flow of Go's the fallback of its end, unlocks, on the
+		// thread of the fallbacks (see releaseLeft). The flow may stop
+		// between two steps of the section, with no C step left waiting.
 		secNode.onLeft = unlock
+		fc.watchLeft(sec)
 		sec.Add(func(l asyncsteps.AsyncSteps, _ ...any) {
 			var ln *node
 			fc.runC(l, rid, nil, func(n *node) {

@@ -2415,6 +2415,10 @@ void ct_c_branch_go(FutoInAsyncSteps* root)
     ct_add(p, NULL, c_branch_step, NULL);
 }
 
+// ct_sync_go adds a step that enters sync and, inside, calls the Go
+// function of ct_c_branch_go with its pointer, then returns.
+void ct_sync_go(FutoInAsyncSteps* root, FutoInSync* sync) { ct_add_sync(root, sync, NULL, c_branch_step, NULL); }
+
 ptrdiff_t ct_c_branch_id(void)
 {
     pthread_mutex_lock(&mu);

@@ -214,6 +214,13 @@ func CBranchGo(root unsafe.Pointer, fn func(step unsafe.Pointer)) {
 	C.ct_c_branch_go(bsi(root))
 }
 
+// SyncGo adds to root a step that enters sync and, inside, calls fn with
+// its pointer, in its callback, on the loop, then returns.
+func SyncGo(root, sync unsafe.Pointer, fn func(step unsafe.Pointer)) {
+	inCBranch = fn
+	C.ct_sync_go(bsi(root), (*C.FutoInSync)(sync))
+}
+
 // CBranchID returns the rootId of the step of CBranchGo's branch.
 func CBranchID() int64 { return int64(C.ct_c_branch_id()) }
 

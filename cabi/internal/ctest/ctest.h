@@ -68,6 +68,7 @@ ptrdiff_t ct_root_id(FutoInAsyncSteps* bsi);
 void ct_anon_lock(FutoInSync* sync, int n);
 void ct_anon_unlock(FutoInSync* sync, int n);
 void ct_c_branch_go(FutoInAsyncSteps* root);
+void ct_sync_go(FutoInAsyncSteps* root, FutoInSync* sync);
 ptrdiff_t ct_c_branch_id(void);
 void ct_await_like(FutoInAsyncSteps* root);
 void ct_reserved(FutoInAsyncSteps* root);
