@@ -51,6 +51,12 @@ func (o clusterOptions) target() (redisTarget, error) {
 			// Dialled as it is, it would be in every error, password included.
 			return redisTarget{}, errors.New("-redis: a user or password needs the URL form: " + redisForms)
 		}
+		if strings.Contains(o.Addr, "/") {
+			// No host or port has one: a URL mistyped (unix:/run/redis.sock)
+			// would be dialled over TCP, and fail only once the gateway
+			// has waited for Redis, with "redis: timed out".
+			return redisTarget{}, fmt.Errorf("-redis=%q: %s", o.Addr, redisForms)
+		}
 		t := redisTarget{options: &redis.Options{Addr: o.Addr}, shown: o.Addr}
 		return t.withPassword(o.Password), nil
 	}
@@ -94,11 +100,13 @@ func (t redisTarget) withPassword(password string) redisTarget {
 func parseRedisURL(s string) (*url.URL, error) {
 	shown := redactedUserinfo(s)
 	_, rest, _ := strings.Cut(s, "://")
-	if at := strings.LastIndex(rest, "@"); at >= 0 && strings.ContainsAny(rest[:at], "/?#") {
+	if at := strings.LastIndex(rest, "@"); at >= 0 && !strings.HasPrefix(rest, "/") && strings.ContainsAny(rest[:at], "/?#") {
 		// A "/", "?" or "#" of the password, not percent-encoded, ends the
 		// host early: url.Parse would read part of the password as the
 		// host, path, query or fragment, and connect elsewhere. (An "@"
 		// of the password is read right: the host follows the last one.)
+		// A URL whose authority is empty (unix:///run/redis@6379.sock)
+		// has no user: its "@" is the path's or the query's.
 		return nil, fmt.Errorf("-redis=%q: the user or password has a reserved character (/ ? #): percent-encode it (%%2F %%3F %%23)", shown)
 	}
 	u, err := url.Parse(s)

@@ -222,6 +222,9 @@ func TestRedisTarget(t *testing.T) {
 			shown: "unix://alice@/run/redis.sock?db=2", source: "REDIS_PASSWORD"},
 		{addr: "unix://alice:p%40ss@/run/redis.sock?dial_timeout=3s", want: redis.Options{Network: "unix", Addr: "/run/redis.sock", Username: "alice", Password: "p@ss", DialTimeout: 3 * time.Second},
 			shown: "unix://alice:***@/run/redis.sock?dial_timeout=3s", source: "the -redis URL"},
+		// An "@" after the third slash is the path's: there is no user.
+		{addr: "unix:///run/redis@6379.sock?db=1", want: redis.Options{Network: "unix", Addr: "/run/redis@6379.sock", DB: 1},
+			shown: "unix:///run/redis@6379.sock?db=1"},
 	}
 	for _, c := range cases {
 		got, err := clusterOptions{Addr: c.addr, Password: c.env}.target()

@@ -60,6 +60,10 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-redis", "unix://"}, `-redis=\"unix://\": want unix:///path/to/redis.sock, the socket's absolute path after the third slash`},
 		{[]string{"-redis", "unix:///run/redis.sock?db=-1"}, `-redis=\"unix:///run/redis.sock?db=-1\": the database number must be at least 0`},
 		{[]string{"-redis", "unix:///run/redis.sock?timeout=1s"}, `-redis=\"unix:///run/redis.sock?timeout=1s\": redis: unexpected option: timeout`},
+		// Taken for host:port, it would be dialled over TCP, and fail only
+		// once the gateway has waited for Redis.
+		{[]string{"-redis", "unix:/run/redis.sock"}, `-redis=\"unix:/run/redis.sock\": want host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; unix://[user[:password]@]/path/to/redis.sock[?db=N] for a unix socket)`},
+		{[]string{"-redis", "127.0.0.1:6379/0"}, `-redis=\"127.0.0.1:6379/0\": want host:port, or redis://`},
 		// A certificate is always verified.
 		{[]string{"-redis", "rediss://:hunter2@cache.example?skip_verify=true"}, `-redis=\"rediss://:***@cache.example?skip_verify=true\": skip_verify is refused: a rediss:// server's certificate is always verified; SSL_CERT_FILE names the CA that signed it`},
 		{[]string{"-redis", "rediss://cache.example?skip_verify=false"}, `skip_verify is refused`},
