@@ -496,16 +496,48 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 // has bodyWait (see boundBodyWait). (No ReadTimeout: net/http would
 // cancel a request still served when it passed. No WriteTimeout: it would
 // cut the profiles of -debug; the gateway's routes bound their writes,
-// see boundWrites.)
+// see boundWrites, and net/http's own answers have errorWriteWait, see
+// boundNetHTTPAnswers.)
 func newServer(h http.Handler, base context.Context, logger *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           boundBodyWait(h),
+		Handler:           handlerWrites(boundBodyWait(h)),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ConnState:         boundNetHTTPAnswers,
 	}
 }
+
+// boundNetHTTPAnswers gives a connection a write deadline, errorWriteWait
+// away, as net/http starts reading a request on it. net/http answers
+// itself a request it cannot read (400, 431 Request Header Fields Too
+// Large, 501), with no handler, so no route bounds that write: a client
+// that does not read, whose socket the answers before were enough to
+// fill, held the connection and its goroutine for good. (net/http clears
+// a handler's deadline once its answer is written.) A handler starts with
+// none, see handlerWrites.
+func boundNetHTTPAnswers(c net.Conn, state http.ConnState) {
+	if state == http.StateActive {
+		c.SetWriteDeadline(time.Now().Add(errorWriteWait)) //nolint:errcheck // a closed connection has nothing to bound
+	}
+}
+
+// handlerWrites returns h with no write deadline when it starts (see
+// boundNetHTTPAnswers): its answer has what the handler sets, boundWrites
+// for the gateway's routes, none for the upstream's, which answers after
+// its latency.
+func handlerWrites(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // refused only by a writer that cannot
+		h.ServeHTTP(w, req)
+	})
+}
+
+// errorWriteWait is how long net/http's own answer to a request it cannot
+// read, a line of text written as soon as the request is read, has to be
+// written (see boundNetHTTPAnswers).
+const errorWriteWait = time.Second
 
 // boundBodyWait returns h with a read deadline, bodyWait away, on each
 // request that announces a body. No handler of the command reads one, but

@@ -68,7 +68,8 @@ func TestShutdownClosesConnectionsNotRead(t *testing.T) {
 // The server closes idle keep-alive connections and bounds the wait for
 // a request's headers; it does not bound a request's reading (net/http
 // would cancel requests served longer than that), nor its writing, which
-// the routes bound but for the profiles (TestClientThatDoesNotReadIsDropped).
+// the routes bound but for the profiles (TestClientThatDoesNotReadIsDropped),
+// and net/http's own answers too (TestClientThatDoesNotReadNetHTTPAnswerIsDropped).
 func TestServerBoundsIdleConnections(t *testing.T) {
 	srv := newServer(http.NotFoundHandler(), context.Background(), slog.New(slog.DiscardHandler))
 	if srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,6 +106,7 @@ func startWritesServer(t *testing.T, impl string, cfg config) *writesServer {
 	s := &writesServer{url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), closed: make(chan string, 100)}
 	srv := newServer(gw.handler, context.Background(), logger)
 	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		boundNetHTTPAnswers(c, state)
 		if state == http.StateClosed {
 			s.closed <- c.RemoteAddr().String()
 		}
@@ -171,3 +173,104 @@ func pipelineWithoutReading(t *testing.T, addr, path string) (net.Conn, <-chan i
 	}()
 	return conn, sent
 }
+
+// net/http answers a request it cannot read (400, 431, 501) itself,
+// before any handler runs: that answer has a write deadline too. Its
+// write blocks at once here, on a connection with no buffer (a pipe), as
+// it does on a socket whose buffers the answers before it have filled
+// (net/http clears a handler's deadline once its answer is written).
+// With no deadline it held the connection, and its goroutine, for good.
+// A handler starts with no deadline: the routes set their own.
+func TestClientThatDoesNotReadNetHTTPAnswerIsDropped(t *testing.T) {
+	for _, c := range []struct{ name, request string }{
+		{"400", "NOT HTTP\r\n\r\n"},
+		{"501", "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(http.NotFoundHandler(), context.Background(), slog.New(slog.DiscardHandler))
+			closed := make(chan struct{})
+			hook := srv.ConnState
+			srv.ConnState = func(conn net.Conn, state http.ConnState) {
+				if hook != nil {
+					hook(conn, state)
+				}
+				if state == http.StateClosed {
+					close(closed)
+				}
+			}
+			ln := newPipeListener()
+			go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Close
+			t.Cleanup(func() { srv.Close() })
+			conn := ln.dial()
+			defer conn.Close()
+			start := time.Now()
+			if _, err := io.WriteString(conn, c.request); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-closed:
+			case <-time.After(errorWriteWait + 10*time.Second):
+				t.Fatalf("the connection of a client that does not read net/http's %s is still open", c.name)
+			}
+			if took := time.Since(start); took < errorWriteWait || took > errorWriteWait+5*time.Second {
+				t.Errorf("connection dropped after %v, want from %v to %v", took, errorWriteWait, errorWriteWait+5*time.Second)
+			}
+		})
+	}
+	// A handler's answer, written later than errorWriteWait after the
+	// request was read, is not cut.
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(errorWriteWait + 200*time.Millisecond) // real time: a deadline of the socket
+		io.WriteString(w, "late")
+	}), context.Background(), slog.New(slog.DiscardHandler))
+	ln := newPipeListener()
+	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Close
+	t.Cleanup(func() { srv.Close() })
+	conn := ln.dial()
+	defer conn.Close()
+	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") //nolint:errcheck // checked by the read
+	got, err := io.ReadAll(conn)
+	if err != nil || !strings.HasSuffix(string(got), "\r\n\r\nlate") {
+		t.Errorf("the late answer: %q, %v", got, err)
+	}
+}
+
+// pipeListener is a listener whose connections are pipes: with no
+// buffer, a server's write blocks until the client reads.
+type pipeListener struct {
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// dial returns the client's end of a new connection.
+func (l *pipeListener) dial() net.Conn {
+	server, client := net.Pipe()
+	l.conns <- server
+	return client
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
