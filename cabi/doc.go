@@ -209,5 +209,9 @@
 // on an [asyncsteps.TestTool], or on a Tool of another package that keeps
 // the callbacks it was given, is collected with its tool once both are
 // dropped (and a root pointer C was given is freed), and the cleanups of
-// its state variables then run.
+// its state variables then run. The exception is a Go step that waits and
+// that [Binary] was given through a decorator without Unwrap: the engine
+// cannot watch its flow's end, so its pointer, and with it the flow's
+// State, stays until the flow's next C step or Binary sweeps it (see
+// Binary).
 package cabi
