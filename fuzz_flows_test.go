@@ -8,7 +8,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -41,6 +44,18 @@ func checkProgram(t *testing.T, p *ff.Program) {
 		panic(fmt.Sprintf("FuzzFlows: program still running after %v\n%s\n%s", flowWatchdog, p, buf[:runtime.Stack(buf, true)]))
 	})
 	defer watchdog.Stop()
+	if p.Awaits {
+		// Await functions run on goroutines: in a bubble, the run waits
+		// for them between the tool's events (see flowRun.settle).
+		synctest.Test(t, func(t *testing.T) { compareRuns(t, p) })
+		return
+	}
+	compareRuns(t, p)
+}
+
+// compareRuns runs p on the engine and on the model and compares them.
+func compareRuns(t *testing.T, p *ff.Program) {
+	t.Helper()
 	want := ff.Model(p)
 	var problems []string
 	if want.End == "hang" {
@@ -104,6 +119,34 @@ type flowRun struct {
 	// error handler that calls root.Cancel.
 	cancelFrom     int
 	cancelInCancel bool
+
+	// Await functions (in a synctest bubble): those started and not armed
+	// yet, and those running.
+	awaitMu        sync.Mutex
+	awaitStarted   []*awaitRun
+	awaitReturning []*awaitRun // cancelled, waiting for their permit to return
+	awaitsLive     atomic.Int32
+	// The flows of the AwaitFlow steps added, and those of the level-0
+	// steps, which the clone's run runs again: a run consumes a Root's
+	// steps, so they get theirs again before it.
+	flows, level0Flows []flowOf
+}
+
+type flowOf struct {
+	r *asyncsteps.Root
+	n *ff.Node
+}
+
+// awaitRun is a call of a KAwait's function: it returns as its node says
+// once release is closed, At ms after it started; cancelled, it returns
+// once permit is closed, between two events of the tool. Its return gives
+// back the slots of the sections around its step (docs/DESIGN.md#locks-and-limits),
+// which, if the function returned as soon as it is cancelled, the flow
+// would race with, as it goes on at once.
+type awaitRun struct {
+	n       *ff.Node
+	release chan struct{}
+	permit  chan struct{}
 }
 
 type flowOutcome struct {
@@ -127,6 +170,7 @@ func runProgram(p *ff.Program) []flowOutcome {
 		x.add(r, n)
 	}
 	clone := r.Clone()
+	x.level0Flows = x.flows
 	first := x.execute(r, p)
 	if first.end == "none" {
 		return []flowOutcome{first}
@@ -173,22 +217,34 @@ func newFlowRun(p *ff.Program) *flowRun {
 // no flow may break.
 func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	x.gen++
+	if x.gen > 1 {
+		for _, f := range x.level0Flows {
+			x.addFlowStep(f.r, f.n)
+		}
+	}
 	x.start, x.root = x.tt.Now(), r
 	x.trace, x.ended, x.end, x.handles, x.steps, x.problems = nil, false, "", nil, nil, nil
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
-	x.ch = r.Promise()
 	results := 0
-	for range flowMaxEvents {
-		if x.takeResult() {
+	if p.Ctx != ff.CtxNone {
+		x.ch = make(chan asyncsteps.Result) // never filled: Run returns the end
+		x.runByRun(r, p)
+		results = 1
+	} else {
+		x.ch = r.Promise()
+		for range flowMaxEvents {
+			if x.takeResult() {
+				results++
+				break
+			}
+			if !nextEvent(x.tt) {
+				break
+			}
+			x.settle(p)
+		}
+		if results == 0 && x.takeResult() {
 			results++
-			break
 		}
-		if !nextEvent(x.tt) {
-			break
-		}
-	}
-	if results == 0 && x.takeResult() {
-		results++
 	}
 	if results == 0 {
 		x.violation("no Result (the tool ran out of events or the flow ran %d events)", flowMaxEvents)
@@ -199,6 +255,12 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	// timers, which must not be there.
 	for _, h := range x.handles {
 		h.Cancel()
+	}
+	if p.Awaits {
+		x.settle(p) // the functions of cancelled Await steps return
+		if n := x.awaitsLive.Load(); n != 0 {
+			x.violation("%d Await functions still running after the flow ended (their steps never cancelled?)", n)
+		}
 	}
 	x.tt.Advance(0)
 	n := x.tt.Pending()
@@ -231,6 +293,143 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 		x.violation("%d iter.Seq2 of a ForEach never stopped", x.seqs)
 	}
 	return flowOutcome{trace: x.trace, end: x.end, violations: x.problems}
+}
+
+// runByRun runs r by Run, with a ctx that ends as p says, on a goroutine
+// of its own: Run drives the tool.
+func (x *flowRun) runByRun(r *asyncsteps.Root, p *ff.Program) {
+	ctx := &toolCtx{done: make(chan struct{})}
+	switch p.Ctx {
+	case ff.CtxCancel:
+		x.handles = append(x.handles, x.tt.Deferred(ms(p.CtxAt), func() { ctx.end(context.Canceled) }))
+	case ff.CtxDeadline:
+		x.handles = append(x.handles, x.tt.Deferred(ms(p.CtxAt), func() { ctx.end(context.DeadlineExceeded) }))
+	}
+	type ran struct {
+		args []any
+		err  error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		args, err := r.Run(ctx)
+		done <- ran{args, err}
+	}()
+	res := <-done
+	x.ended = true
+	x.end = endString(asyncsteps.Result{Args: res.args, Err: res.err})
+	var e *asyncsteps.Error
+	if errors.As(res.err, &e) && e.Code == asyncsteps.Timeout && !errors.Is(res.err, context.DeadlineExceeded) {
+		x.violation("Run's Timeout does not match context.DeadlineExceeded")
+	}
+	if errors.Is(res.err, context.Canceled) && ctx.Err() == context.Canceled && !errors.Is(res.err, ctx.Err()) {
+		x.violation("Run's error %v does not match ctx.Err()", res.err)
+	}
+}
+
+// toolCtx is a context that ends at a virtual time of the tool: Run
+// notices it between the tool's events.
+type toolCtx struct {
+	done chan struct{}
+	err  atomic.Pointer[error]
+}
+
+func (c *toolCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *toolCtx) Done() <-chan struct{}       { return c.done }
+func (c *toolCtx) Value(any) any               { return nil }
+
+func (c *toolCtx) Err() error {
+	if e := c.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (c *toolCtx) end(err error) {
+	if c.err.CompareAndSwap(nil, &err) {
+		close(c.done)
+	}
+}
+
+// settle waits, in a program with Await steps, until the functions the
+// event just run started have started, and arms their completions in the
+// order of their IDs (as the model does), and until the completions of
+// those it released are queued on the tool. The functions it cancelled
+// return one by one, in the order of their IDs.
+func (x *flowRun) settle(p *ff.Program) {
+	if !p.Awaits {
+		return
+	}
+	synctest.Wait()
+	x.awaitMu.Lock()
+	started, returning := x.awaitStarted, x.awaitReturning
+	x.awaitStarted, x.awaitReturning = nil, nil
+	x.awaitMu.Unlock()
+	slices.SortFunc(returning, func(a, b *awaitRun) int { return a.n.ID - b.n.ID })
+	for _, a := range returning {
+		close(a.permit)
+		synctest.Wait()
+	}
+	slices.SortFunc(started, func(a, b *awaitRun) int { return a.n.ID - b.n.ID })
+	for _, a := range started {
+		x.handles = append(x.handles, x.tt.Deferred(ms(a.n.At), func() { close(a.release) }))
+	}
+}
+
+// awaitFunc is the function of the KAwait n (AwaitFn).
+func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
+	return func(ctx context.Context) (any, error) {
+		x.awaitsLive.Add(1)
+		defer x.awaitsLive.Add(-1)
+		a := &awaitRun{n: n, release: make(chan struct{}), permit: make(chan struct{})}
+		if n.End != ff.EWait {
+			x.awaitMu.Lock()
+			x.awaitStarted = append(x.awaitStarted, a)
+			x.awaitMu.Unlock()
+		}
+		select {
+		case <-a.release:
+		case <-ctx.Done():
+			x.awaitMu.Lock()
+			x.awaitReturning = append(x.awaitReturning, a)
+			x.awaitMu.Unlock()
+			<-a.permit
+			return nil, ctx.Err()
+		}
+		switch n.End {
+		case ff.EExternal:
+			return n.Args[0], nil
+		case ff.EPanic:
+			panic(ff.PanicValue(n.ID))
+		case ff.EGoexit:
+			runtime.Goexit()
+		}
+		if n.Code == "Timeout" {
+			return nil, context.DeadlineExceeded
+		}
+		return nil, &asyncsteps.Error{Code: n.Code, Info: n.Info}
+	}
+}
+
+// awaitFlow is the flow of the KAwait n (AwaitFlow): its one step waits,
+// then ends as n says.
+func (x *flowRun) awaitFlow(n *ff.Node) *asyncsteps.Root {
+	other := asyncsteps.New(asyncsteps.WithTool(x.tt))
+	x.addFlowStep(other, n)
+	x.flows = append(x.flows, flowOf{other, n})
+	return other
+}
+
+func (x *flowRun) addFlowStep(other *asyncsteps.Root, n *ff.Node) {
+	other.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		x.steps = append(x.steps, as)
+		as.WaitExternal()
+		switch n.End {
+		case ff.EExternal:
+			x.handles = append(x.handles, x.tt.Deferred(ms(n.At), func() { as.Success(intArgs(n.Args)...) }))
+		case ff.EExternalErr:
+			x.handles = append(x.handles, x.tt.Deferred(ms(n.At), func() { as.Error(n.Code, n.Info) }))
+		}
+	})
 }
 
 // nextEvent runs tt's next event on a goroutine of its own: a callback
@@ -276,7 +475,7 @@ func endString(res asyncsteps.Result) string {
 		return "err:?" + res.Err.Error()
 	}
 	if e.Code == asyncsteps.InternalError {
-		if pe, ok := e.Cause.(*asyncsteps.PanicError); ok && e.Info == panicInfo(pe) {
+		if pe, ok := e.Cause.(*asyncsteps.PanicError); ok && (e.Info == panicInfo(pe) || e.Info == pe.Error()) {
 			return "err:InternalError:" + ff.PanicInfo(e.Info)
 		}
 		return "err:InternalError"
@@ -398,6 +597,12 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		}, n.Label)
 	case ff.KRetry:
 		x.retry(as, n)
+	case ff.KAwait:
+		if n.Await == ff.AwaitFlow {
+			asyncsteps.AwaitFlow(as, x.awaitFlow(n), x.errorFunc(n.Handler))
+		} else {
+			as.Await(x.awaitFunc(n), x.errorFunc(n.Handler))
+		}
 	case ff.KSync:
 		var obj asyncsteps.Syncer
 		switch n.Mutex {
@@ -567,7 +772,8 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 		st := as.State()
 		info := st.ErrorInfo
 		if pe, ok := st.LastException.(*asyncsteps.PanicError); ok && code == asyncsteps.InternalError {
-			if want := panicInfo(pe); info != want {
+			// An Await function's panic is "panic: " and the value.
+			if want := panicInfo(pe); info != want && info != pe.Error() {
 				x.violation("handler %d: ErrorInfo %q after a panic of %q", h.ID, info, want)
 			}
 			info = ff.PanicInfo(info)
@@ -598,6 +804,19 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 		case ff.HRethrow:
 			as.Error(h.Code, h.Info)
 		case ff.HAdd:
+			if h.Timeout > 0 {
+				as.SetTimeout(ms(h.Timeout))
+			}
+			if h.Cancel {
+				called := false
+				as.SetCancel(func(asyncsteps.AsyncSteps) {
+					if called {
+						x.violation("cancel handler of handler %d called twice", h.ID)
+					}
+					called = true
+					x.event(ff.HandlerCancelEvent(h.ID))
+				})
+			}
 			for _, s := range h.Steps {
 				x.add(as, s)
 			}

@@ -287,7 +287,60 @@ func flowSeeds() []*ff.Program {
 		// 43 the zero Limiter limits nothing; a Limiter with a rate only.
 		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{}),
 		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{Rate: 2, Period: 30, Burst: -1}),
+		// 63 Run, its ctx cancelled: cancel handlers only, as Root.Cancel.
+		seedRun(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedExt(40, 0)), seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait))))), seedRecovers(0))), ff.CtxCancel, 20),
+		// 64 Run's deadline: the innermost waiting step times out, its
+		// handler recovers; the next step waits and fails at once.
+		seedRun(seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedCancellable(seedExt(50, 1)), seedRecovers(1)), seedOnerror(seedExt(10, 0), seedRecovers(2))), seedOk(1)), ff.CtxDeadline, 20),
+		// 65 Run's deadline times a Parallel out as a whole; a loop through
+		// which it went begins no further iteration.
+		seedRun(seedProg(0, seedOne, seedRepeat("", 3, seedOnerror(seedPar(seedCancellable(seedExt(30, 0)), seedLeaf(ff.EImplicit)), seedRecovers(0)))), ff.CtxDeadline, 10),
+		// 66 a Retry past Run's deadline retries nothing.
+		seedRun(seedProg(0, seedOne, seedOnerror(seedRetryOpts(seedRetry("", 4, 3, ff.EWait, "", 0), 0, 10, true), seedAdds(seedRetry("", 3, 1, ff.EError, "Timeout", 1)))), ff.CtxDeadline, 15),
+		// 67 Await functions that end at chosen times: success, error,
+		// Timeout, panic, Goexit; one never ends and is cancelled.
+		seedExtended(seedProg(0, seedOne,
+			seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EExternal, 10, ""),
+				seedOnerror(seedAwait(ff.AwaitFn, ff.EExternalErr, 0, "E1"), seedRecovers(1))),
+			seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedAwait(ff.AwaitFn, ff.EExternalErr, 20, "Timeout"), seedRecovers(0)),
+				seedOnerror(seedAwait(ff.AwaitFn, ff.EPanic, 0, ""), seedRecovers(0)),
+				seedOnerror(seedAwait(ff.AwaitFn, ff.EGoexit, 10, ""), seedRecovers(0))),
+			seedOnerror(seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""), seedExtErr(10, "E2", "")), seedRecovers(0)))),
+		// 68 AwaitFlow: a sub-flow that succeeds, one that fails, one a
+		// step timeout cancels.
+		seedExtended(seedProg(0, seedOne, seedAwait(ff.AwaitFlow, ff.EExternal, 10, ""),
+			seedOnerror(seedAwait(ff.AwaitFlow, ff.EExternalErr, 0, "E1"), seedRecovers(1)),
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFlow, ff.EWait, 0, "")), 20), seedRecovers(0)))),
+		// 69 handlers that add steps under a timeout and a cancel handler
+		// of their own.
+		seedExtended(seedProg(0, seedOne, seedOnerror(seedFails("E1", ""), seedAddsUnder(30, true, seedExt(50, 0))),
+			seedOnerror(seedFails("E0", ""), seedAddsUnder(0, true, seedFails("E2", ""))),
+			seedOnerror(seedFails("E0", ""), seedAddsUnder(20, false, seedExt(10, 1))))),
 	}
+}
+
+// seedRun runs p by Run, with a ctx that ends at ms as mode says.
+func seedRun(p *ff.Program, mode ff.CtxMode, ms int) *ff.Program {
+	p.Ctx, p.CtxAt = mode, ms
+	return p
+}
+
+// seedAwait is a KAwait ending at at ms as end says (ff.EExternalErr with
+// code, "Timeout" for context.DeadlineExceeded).
+func seedAwait(kind ff.AwaitKind, end ff.End, at int, code string) *ff.Node {
+	n := &ff.Node{Kind: ff.KAwait, Await: kind, End: end, At: at, Code: code}
+	if end == ff.EExternal {
+		n.Args = make([]int, 1)
+	}
+	return n
+}
+
+func seedExtended(p *ff.Program) *ff.Program { p.Ext = true; return p }
+
+// seedAddsUnder is a handler that adds steps after SetTimeout(timeout ms),
+// if > 0, and SetCancel, if cancel.
+func seedAddsUnder(timeout int, cancel bool, steps ...*ff.Node) *ff.Handler {
+	return &ff.Handler{Action: ff.HAdd, Steps: steps, Timeout: timeout, Cancel: cancel}
 }
 
 // seedRetry is a Retry of attempts whose attempts below failUntil fail by
@@ -390,6 +443,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		if p.CancelFrom > 0 {
 			seen["cancel from a step"] = true
 		}
+		seen[[...]string{"promise", "run", "run ctx cancel", "run deadline"}[p.Ctx]] = true
 		if p.MutexQueue(0) >= 0 || p.MutexQueue(1) >= 0 {
 			seen["mutex queue"] = true
 		}
@@ -407,7 +461,10 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map",
 		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq",
 		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
-		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock"}
+		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock",
+		"run ctx cancel", "run deadline", "await", "await fn success", "await fn error", "await fn deadline exceeded",
+		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait",
+		"handler add timeout", "handler add cancel"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -416,7 +473,14 @@ func TestFlowSeedCorpus(t *testing.T) {
 }
 
 func coverage(n *ff.Node, seen map[string]bool) {
-	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry"}[n.Kind]] = true
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await"}[n.Kind]] = true
+	if n.Kind == ff.KAwait {
+		seen[[...]string{"await fn", "await flow"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
+			ff.EWait: "wait", ff.EPanic: "panic", ff.EGoexit: "goexit"}[n.End]] = true
+		if n.Code == "Timeout" {
+			seen["await fn deadline exceeded"] = true
+		}
+	}
 	if rs := n.Retry; rs != nil {
 		if rs.Timeout > 0 {
 			seen["retry timeout"] = true
@@ -479,6 +543,12 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		seen[[...]string{"return", "recover", "rethrow", "add", "handler panic", "handler wait", "handler goexit"}[h.Action]] = true
 		if h.Action == ff.HWait && h.Timeout > 0 {
 			seen["handler wait timeout"] = true
+		}
+		if h.Action == ff.HAdd && h.Timeout > 0 {
+			seen["handler add timeout"] = true
+		}
+		if h.Action == ff.HAdd && h.Cancel {
+			seen["handler add cancel"] = true
 		}
 		for _, s := range h.Steps {
 			coverage(s, seen)

@@ -29,6 +29,10 @@ func Encode(p *Program) []byte {
 	if p.CancelFrom > 0 {
 		m |= 0x40
 	}
+	e.ext = p.Ext || p.Ctx != CtxNone || p.Awaits
+	if e.ext {
+		m |= 0x80
+	}
 	e.put(m)
 	if p.CancelFrom > 0 {
 		c := (p.CancelFrom - 1) % maxNodes
@@ -36,6 +40,10 @@ func Encode(p *Program) []byte {
 			c += maxNodes
 		}
 		e.put(c)
+	}
+	if e.ext {
+		e.put(int(p.Ctx)&3 | p.CtxAt/5%50<<2)
+		e.awaits = p.Ctx == CtxNone
 	}
 	e.p = p
 	e.put(len(p.Steps) % 5)
@@ -50,6 +58,8 @@ type encoder struct {
 	p        *Program
 	throttle bool // its parameters are written
 	limiter  bool // its parameters are written
+	ext      bool // the extensions (Program.Ext)
+	awaits   bool // a plain step that waits has a byte that says it is no KAwait
 }
 
 func (e *encoder) put(v int) { e.b = append(e.b, byte(v)) }
@@ -99,10 +109,15 @@ func (e *encoder) node(n *Node) {
 		e.retry(n)
 		return
 	}
+	if n.Kind == KAwait {
+		e.put(int(KStep))
+		e.await(n)
+		return
+	}
 	e.put(int(n.Kind))
 	switch n.Kind {
 	case KStep:
-		e.step(n)
+		e.stepOf(n, e.awaits)
 	case KParallel:
 		b := len(n.Subs) & 3
 		if n.Handler != nil {
@@ -191,7 +206,43 @@ func (e *encoder) retry(n *Node) {
 	}
 }
 
-func (e *encoder) step(n *Node) {
+func (e *encoder) step(n *Node) { e.stepOf(n, false) }
+
+// await writes the KAwait n as the step that waits it is made from.
+func (e *encoder) await(n *Node) {
+	end, variant := n.End, 0
+	switch {
+	case end == EPanic:
+		end, variant = EExternalErr, 2
+	case end == EGoexit:
+		end, variant = EExternalErr, 3
+	case end == EExternalErr && n.Code == "Timeout":
+		variant = 1
+	}
+	f := int(end) << 5
+	if n.Handler != nil {
+		f |= 4
+	}
+	e.put(f)
+	switch end {
+	case EExternal:
+		e.put(len(n.Args) % 3 << 3)
+	case EExternalErr:
+		b := errCode(n.Code)
+		if n.Info != "" {
+			b |= 4
+		}
+		e.put(b)
+	}
+	e.put(int(n.Await) + 1 | variant<<2 | n.At/10%6<<4)
+	if n.Handler != nil {
+		e.handler(n.Handler)
+	}
+}
+
+// stepOf writes the step n; awaitable: a step that waits says it is no
+// KAwait.
+func (e *encoder) stepOf(n *Node, awaitable bool) {
 	end := n.End
 	switch end {
 	case EPanic, EGoexit, EPanicEvil:
@@ -255,6 +306,9 @@ func (e *encoder) step(n *Node) {
 	case EExternal:
 		e.put(n.At/10%6 | len(n.Args)%3<<3)
 	}
+	if awaitable && (n.End == EExternal || n.End == EExternalErr || n.End == EWait) {
+		e.put(0)
+	}
 	for _, s := range n.Subs {
 		e.node(s)
 	}
@@ -300,12 +354,21 @@ func (e *encoder) handler(h *Handler) {
 		}
 	case HAdd:
 		b |= (len(h.Steps) - 1) % 2 << 2
+		if e.ext && h.Timeout > 0 {
+			b |= 8
+		}
+		if e.ext && h.Cancel {
+			b |= 16
+		}
 	}
 	e.put(b)
 	switch h.Action {
 	case HRecover:
 		e.put(len(h.Args) % 3)
 	case HAdd:
+		if e.ext && h.Timeout > 0 {
+			e.put(max(h.Timeout/10-1, 0) % 6)
+		}
 		for _, s := range h.Steps {
 			e.node(s)
 		}

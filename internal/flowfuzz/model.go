@@ -126,6 +126,10 @@ func RetryableEvent(id int, code string) string { return fmt.Sprintf("q%d:%s", i
 // wait before retry n: "b3:1".
 func BackoffEvent(id, n int) string { return fmt.Sprintf("b%d:%d", id, n) }
 
+// HandlerCancelEvent is the event of the cancel handler that the error
+// handler id set: "k3".
+func HandlerCancelEvent(id int) string { return fmt.Sprintf("k%d", id) }
+
 // CancelEvent is the event of the cancel handler of step id: "c3".
 func CancelEvent(id int) string { return fmt.Sprintf("c%d", id) }
 
@@ -171,11 +175,15 @@ func (o outcome) String() string { return fmt.Sprintf("%d %v %s %s", o.kind, o.a
 
 // act is one execution of a step with a callback.
 type act struct {
-	node    *Node
-	th      *thread
-	timer   *timer
-	cancel  bool // cancel handler armed
-	waiting bool // blocked waiting for an external completion
+	node     *Node
+	th       *thread
+	timer    *timer
+	cancel   bool // cancel handler armed
+	waiting  bool // blocked waiting for an external completion
+	flowDone bool // KAwait AwaitFlow: its flow has ended
+	// KAwait AwaitFn: the sections its function holds until it returns.
+	holds    []*entry
+	returned bool
 }
 
 // request is what a thread asks of the scheduler when it hands control back.
@@ -206,6 +214,7 @@ const (
 	sigCancel                  // unwind: cancelled, target set for a timeout
 	sigBranches                // every branch succeeded
 	sigFailed                  // a branch failed with out
+	sigDeadline                // Run's deadline times out what waits here
 )
 
 type signal struct {
@@ -225,7 +234,15 @@ type thread struct {
 	done     bool
 	branches []*thread // of the Parallel it waits for
 	pending  int
+	loops    []*loopExec // the loops running in this thread, outermost first
+	sections []*entry    // the Mutex sections whose body this thread runs
+	waitSeq  int         // counts the waits, to tell a stale deadline entry
+	inWait   bool
 }
+
+// loopExec is one execution of a Loop, Repeat, ForEach or Retry. It has a
+// field: pointers to distinct zero-size values may be equal.
+type loopExec struct{ _ byte }
 
 // ask hands control to the scheduler and returns the signal it resumes with.
 func (th *thread) ask(r request) signal {
@@ -272,6 +289,9 @@ const (
 	tExternal
 	tRootCancel
 	tThrottle
+	tCtxCancel // Run's ctx is cancelled
+	tDeadline  // Run's ctx's deadline passes
+	tFlowStep  // an AwaitFlow's flow: its step completes
 )
 
 type timer struct {
@@ -304,8 +324,16 @@ func (h *timerHeap) Pop() any {
 }
 
 type fifoEntry struct {
-	th  *thread
-	sig signal
+	th    *thread
+	sig   signal
+	token int // a deadline's expiry of the wait token of th: stale once th waits no more
+
+	// An AwaitFlow's flow: its task, which starts it (arming its step's
+	// completion) or, with out set, ends it (its Result goes to the
+	// waiting step).
+	flow    *act
+	flowEnd bool
+	out     outcome
 }
 
 // mutex is the model of a Mutex: holders counted per thread (reentrant),
@@ -315,7 +343,14 @@ type mutex struct {
 	maxQueue int // < 0: no limit
 	holders  map[*thread]int
 	queue    []*entry
+	// workHeld counts the slots of sections left while Await functions
+	// started inside them still run: a slot comes back once they have
+	// all returned (the flow moves on at once).
+	workHeld int
 }
+
+// full reports whether every slot is taken.
+func (mx *mutex) full() bool { return len(mx.holders)+mx.workHeld >= mx.max }
 
 // throttle is the model of a Throttle.
 type throttle struct {
@@ -331,7 +366,9 @@ type throttle struct {
 type entry struct {
 	th    *thread
 	chain []*thread // the outer flows of a queued branch (Mutex)
-	state uint8     // 0 none, 1 queued, 2 held, 3 left
+	state uint8     // 0 none, 1 queued, 2 held, 3 left, 4 left but its slot held by Await functions
+	mx    *mutex    // a Mutex's entry
+	holds int       // Await functions started inside the section and running
 }
 
 type model struct {
@@ -359,6 +396,14 @@ type model struct {
 	cancelFrom        int
 	cancelInCancel    bool
 	stop, stopApplied bool
+	// late: Run's deadline has passed; hit are the loops through whose
+	// iteration a timeout of it went (rundeadline.go's lateRun).
+	late bool
+	hit  []*loopExec
+	// The Await functions started in the current event: the fuzz test
+	// arms their completions, in ID order, once the event is over; those
+	// cancelled, which return once it is over.
+	started, returning []*act
 }
 
 // Model computes the trace and the end a program must produce.
@@ -385,9 +430,16 @@ func Model(p *Program) Result {
 	}()
 	// The root cancel is scheduled before the flow starts: first in order.
 	m.arm(int64(p.CancelAt), &timer{kind: tRootCancel})
+	switch p.Ctx {
+	case CtxCancel:
+		m.arm(int64(p.CtxAt), &timer{kind: tCtxCancel})
+	case CtxDeadline:
+		m.arm(int64(p.CtxAt), &timer{kind: tDeadline})
+	}
 	m.root = m.spawn(nil, func(th *thread) outcome { return m.level(th, p.Steps) })
 	m.fifo = append(m.fifo, fifoEntry{th: m.root})
 	for !m.ended {
+		m.armStarted()
 		if len(m.fifo) > 0 {
 			e := m.fifo[0]
 			m.fifo = m.fifo[1:]
@@ -397,8 +449,15 @@ func Model(p *Program) Result {
 				m.applyStop()
 				continue
 			}
+			if e.flow != nil {
+				m.flowTask(e)
+				continue
+			}
 			if e.th == nil || e.th.done {
 				continue // a cancelled branch's place: a no-op
+			}
+			if e.token != 0 && (!e.th.inWait || e.th.waitSeq != e.token) {
+				continue // the wait the deadline would expire is over
 			}
 			e.th.fresh = true
 			m.resume(e.th, e.sig)
@@ -412,7 +471,7 @@ func Model(p *Program) Result {
 		t.dead = true
 		m.now = t.due
 		switch t.kind {
-		case tRootCancel:
+		case tRootCancel, tCtxCancel:
 			if m.stop {
 				continue // a callback cancelled the flow: this call does nothing
 			}
@@ -423,15 +482,92 @@ func Model(p *Program) Result {
 			t.act.th.fresh = true
 			m.resume(t.act.th, signal{kind: sigCancel, out: cancelled(t.act)})
 		case tExternal:
+			if a := t.act; a.node != nil && a.node.Kind == KAwait {
+				m.returned(a) // before the step completes
+			}
 			if a := t.act; a.waiting {
 				a.waiting = false
 				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
 			}
 		case tThrottle:
 			m.periodEnd(t.thr)
+		case tDeadline:
+			// Run queues the expiry, which runs next: nothing else is
+			// queued when a timer runs.
+			m.late = true
+			m.resume(m.root, signal{kind: sigDeadline})
+		case tFlowStep:
+			if t.act.waiting {
+				// The step's Success or Error queues its completion.
+				m.fifo = append(m.fifo, fifoEntry{flow: t.act, flowEnd: true, out: t.out})
+			}
 		}
 	}
 	return Result{Trace: m.trace, End: m.end}
+}
+
+// armStarted arms the completions of the Await functions started in the
+// event just run, as the fuzz test does once they have all started.
+func (m *model) armStarted() {
+	slices.SortFunc(m.returning, func(a, b *act) int { return a.node.ID - b.node.ID })
+	for _, a := range m.returning {
+		m.returned(a)
+	}
+	m.returning = m.returning[:0]
+	slices.SortFunc(m.started, func(a, b *act) int { return a.node.ID - b.node.ID })
+	for _, a := range m.started {
+		m.arm(int64(a.node.At), &timer{kind: tExternal, act: a, out: awaitOutcome(a.node)})
+	}
+	m.started = m.started[:0]
+}
+
+// returned gives back the holds of the Await function of a: it has
+// returned.
+func (m *model) returned(a *act) {
+	if a.returned {
+		return
+	}
+	a.returned = true
+	for _, e := range a.holds {
+		if e.holds--; e.holds == 0 && e.state == 4 {
+			m.leave(e.mx, e)
+		}
+	}
+}
+
+// flowTask runs a task of an AwaitFlow's flow (see fifoEntry).
+func (m *model) flowTask(e fifoEntry) {
+	a := e.flow
+	if !a.waiting {
+		return // cancelled: the flow ends without its step, or its Result is dropped
+	}
+	if !e.flowEnd {
+		if a.node.End != EWait {
+			m.arm(int64(a.node.At), &timer{kind: tFlowStep, act: a, out: awaitOutcome(a.node)})
+		}
+		return
+	}
+	a.flowDone = true
+	// The goroutine of AwaitFlow brings the Result in: a task of its own.
+	m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: e.out}})
+}
+
+// awaitOutcome is how the KAwait n completes.
+func awaitOutcome(n *Node) outcome {
+	switch n.End {
+	case EExternal:
+		return ok(intsToArgs(n.Args))
+	case EPanic:
+		o := fail("InternalError", AwaitPanicInfo(n.ID))
+		o.panic = true
+		return o
+	case EGoexit:
+		return fail("InternalError", GoexitInfo)
+	}
+	if n.Code == "Timeout" {
+		return fail("Timeout", AwaitTimeoutInfo)
+	}
+	return fail(n.Code, n.Info)
 }
 
 func (m *model) spawn(parent *thread, body func(th *thread) outcome) *thread {
@@ -616,6 +752,8 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 		return m.sync(th, n, args)
 	case KSuccessStep:
 		return ok(intsToArgs(n.Args))
+	case KAwait:
+		return m.await(th, n)
 	}
 	return m.call(th, n, args)
 }
@@ -703,12 +841,103 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 // wait blocks the thread until an external completion or a cancel.
 func (m *model) wait(th *thread, a *act) outcome {
 	a.waiting = true
-	s := th.ask(request{kind: reqWait})
+	s := th.waitSignal()
 	a.waiting = false
 	o := s.out
+	if s.kind == sigDeadline {
+		return m.deadline(th)
+	}
 	if s.kind == sigComplete && o.is(errK) {
 		m.info = o.info
-		m.panic = false
+		m.panic = o.panic
+	}
+	return o
+}
+
+// waitSignal waits; past Run's deadline the flow queues the expiry of the
+// wait at once (flow.settle).
+func (th *thread) waitSignal() signal {
+	th.waitSeq++
+	if th.m.late {
+		th.m.fifo = append(th.m.fifo, fifoEntry{th: th, sig: signal{kind: sigDeadline}, token: th.waitSeq})
+	}
+	th.inWait = true
+	s := th.ask(request{kind: reqWait})
+	th.inWait = false
+	return s
+}
+
+// deadline is the Timeout of Run's deadline where th waits: it goes
+// through every loop around (lateRun.timedOut).
+func (m *model) deadline(th *thread) outcome {
+	m.hitLoops(th, nil)
+	return m.raise("Timeout", "")
+}
+
+// hitLoops notes the loops around th's wait as hit by a timeout of the
+// deadline; with below set, only those around that loop of th.
+func (m *model) hitLoops(th *thread, below *loopExec) {
+	for t := th; t != nil; t = t.parent {
+		loops := t.loops
+		if t == th && below != nil {
+			loops = loops[:slices.Index(loops, below)]
+		}
+		for _, l := range loops {
+			if !slices.Contains(m.hit, l) {
+				m.hit = append(m.hit, l)
+			}
+		}
+	}
+}
+
+// lateIteration reports whether the iteration of l that begins fails with
+// Timeout, a timeout of the deadline having gone through an earlier one
+// (rundeadline.go's lateIteration), and notes the loops around l.
+func (m *model) lateIteration(th *thread, l *loopExec) bool {
+	i := slices.Index(m.hit, l)
+	if i < 0 {
+		return false
+	}
+	m.hit = slices.Delete(m.hit, i, i+1)
+	m.hitLoops(th, l)
+	return true
+}
+
+// enterLoop notes a loop's execution in th until the returned func is
+// called.
+func (th *thread) enterLoop() (*loopExec, func()) {
+	l := &loopExec{}
+	th.loops = append(th.loops, l)
+	return l, func() { th.loops = th.loops[:len(th.loops)-1] }
+}
+
+// await runs a KAwait: it waits for the completion armed when its
+// function, or its flow, has started.
+func (m *model) await(th *thread, n *Node) outcome {
+	a := &act{node: n, th: th}
+	switch {
+	case n.Await == AwaitFlow:
+		m.fifo = append(m.fifo, fifoEntry{flow: a}) // Promise queues the flow's start
+	default:
+		if n.End != EWait {
+			m.started = append(m.started, a)
+		}
+		for t := th; t != nil; t = t.parent {
+			for _, e := range t.sections {
+				e.holds++
+				a.holds = append(a.holds, e)
+			}
+		}
+	}
+	o := m.wait(th, a)
+	if n.Await == AwaitFn && !a.returned {
+		m.returning = append(m.returning, a) // cancelled: it returns once the event is over
+	}
+	if o.is(cancelK) && n.Await == AwaitFlow && !a.flowDone {
+		m.fifo = append(m.fifo, fifoEntry{}) // the Cancel of the flow queues its task
+	}
+	if o.is(errK) && n.Handler != nil {
+		return m.handle(th, n.Handler, o)
 	}
 	return o
 }
@@ -753,7 +982,21 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 	case HRethrow:
 		return m.raise(h.Code, h.Info)
 	case HAdd:
-		return m.level(th, h.Steps) // a failure goes on outward: never this handler again
+		// A failure goes on outward: never this handler again. Its own
+		// timeout and cancel handler act as a step's.
+		a := &act{th: th}
+		if h.Timeout > 0 {
+			a.timer = m.arm(int64(h.Timeout), &timer{kind: tTimeout, act: a})
+		}
+		o := m.level(th, h.Steps)
+		if o.is(cancelK) && o.target == a {
+			o = m.raise("Timeout", "")
+		}
+		m.disarm(a.timer)
+		if !o.is(okK) && h.Cancel {
+			m.event(HandlerCancelEvent(h.ID))
+		}
+		return o
 	}
 	return o
 }
@@ -768,13 +1011,16 @@ func (m *model) parallel(th *thread, n *Node) outcome {
 		switch s.kind {
 		case sigBranches:
 			o = ok(nil)
-		case sigFailed, sigCancel:
+		case sigFailed, sigCancel, sigDeadline:
 			for _, b := range th.branches {
 				if !b.done {
 					th.ask(request{kind: reqCancel, child: b})
 				}
 			}
 			o = s.out
+			if s.kind == sigDeadline {
+				o = m.deadline(th)
+			}
 		default:
 			panic("flowfuzz: parallel resumed with " + fmt.Sprint(s.kind))
 		}
@@ -812,12 +1058,17 @@ func (m *model) loop(th *thread, n *Node) outcome {
 		}
 	}
 	counted := n.Kind != KLoop // Repeat and ForEach end after Count iterations
+	l, done := th.enterLoop()
+	defer done()
 	for i := 0; ; i++ {
 		if counted && i >= n.Count {
 			return ok(nil)
 		}
 		if c := th.turn(); c != nil {
 			return *c
+		}
+		if m.lateIteration(th, l) {
+			return m.raise("Timeout", "")
 		}
 		if n.Kind == KForEach {
 			m.event(ForEachEvent(n.ID, keys[i], values[i]))
@@ -949,7 +1200,15 @@ func (m *model) sync(th *thread, n *Node, args []any) outcome {
 				o = m.handle(th, h, o)
 			}
 		} else {
+			// Await functions started in the body hold its slots.
+			depth := len(th.sections)
+			for i, g := range gates {
+				if g.mx != nil && entries[i].state == 2 {
+					th.sections = append(th.sections, entries[i])
+				}
+			}
 			o = m.call(th, n.Body, args)
+			th.sections = th.sections[:depth]
 		}
 		if !o.is(okK) {
 			return o
@@ -973,7 +1232,8 @@ func (m *model) sync(th *thread, n *Node, args []any) outcome {
 // enter asks the Mutex for a slot: at once when free or held by the same
 // flow; a refusal when the queue is full; else the thread waits in the queue.
 func (m *model) enter(th *thread, mx *mutex, e *entry) (outcome, string) {
-	if mx.holders[th] > 0 || len(mx.holders) < mx.max {
+	e.mx = mx
+	if mx.holders[th] > 0 || !mx.full() {
 		mx.holders[th]++
 		e.state = 2
 		return ok(nil), ""
@@ -1003,10 +1263,18 @@ func (m *model) leave(mx *mutex, e *entry) {
 			return
 		}
 		delete(mx.holders, e.th)
+		if e.holds > 0 {
+			e.state = 4
+			mx.workHeld++
+			return
+		}
+	case 4:
+		e.state = 3
+		mx.workHeld--
 	default:
 		return
 	}
-	for len(mx.holders) < mx.max && len(mx.queue) > 0 {
+	for !mx.full() && len(mx.queue) > 0 {
 		w := mx.queue[0]
 		mx.queue = mx.queue[1:]
 		mx.holders[w.th]++
@@ -1042,6 +1310,9 @@ func (mx *mutex) deadlocked(chain []*thread) bool {
 			}
 		}
 		return false
+	}
+	if mx.workHeld > 0 {
+		return false // an Await function gives its slot back
 	}
 	for p := range mx.holders {
 		if !waits(p) {
@@ -1136,11 +1407,18 @@ func (m *model) admitWaiters(t *throttle) {
 // attempt's args.
 func (m *model) retry(th *thread, n *Node) outcome {
 	rs := n.Retry
+	l, done := th.enterLoop()
+	defer done()
 	for i := 0; ; i++ {
 		if c := th.turn(); c != nil {
 			return *c
 		}
-		o := m.attempt(th, n, i)
+		var o outcome
+		if m.lateIteration(th, l) {
+			o = m.raise("Timeout", "") // the attempt's step: its handler retries nothing past the deadline
+		} else {
+			o = m.attempt(th, n, i)
+		}
 		switch {
 		case o.is(okK):
 			if c := th.turn(); c != nil {
@@ -1158,7 +1436,7 @@ func (m *model) retry(th *thread, n *Node) outcome {
 			}
 			continue // the next attempt at once, without the backoff
 		}
-		if i+1 >= n.Count || !m.retryable(n, o.code) {
+		if i+1 >= n.Count || m.late || !m.retryable(n, o.code) {
 			return o
 		}
 		if rs.Backoff >= 0 {

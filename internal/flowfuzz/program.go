@@ -35,6 +35,44 @@ const (
 	// is below its FailUntil, else adds Subs or, with none, calls
 	// Success(Args...) if there are any. Decode makes it from a KLoop byte.
 	KRetry Kind = numKinds + 1
+	// KAwait is an Await step (Await says which): it waits for its
+	// function, or the flow it runs, to end At ms after it started, as End
+	// says: EExternal succeeds with Args, EExternalErr fails with Code and
+	// Info (the function's context.DeadlineExceeded where Code is
+	// "Timeout"), EPanic and EGoexit are the function's, EWait never ends
+	// by itself. Decode makes it from a KStep that waits, in the programs
+	// Program.Awaits allows.
+	KAwait Kind = numKinds + 2
+)
+
+// AwaitKind is which Await a KAwait node is.
+type AwaitKind uint8
+
+const (
+	AwaitFn   AwaitKind = iota // AsyncSteps.Await(fn): fn blocks until At ms after it started
+	AwaitFlow                  // AwaitFlow(other): other's one step waits At ms, then ends
+)
+
+// AwaitValue is the value the Await function of the KAwait id returns.
+func AwaitValue(id int) int { return id * 10 }
+
+// AwaitTimeoutInfo is the info of the Timeout an Await function's
+// context.DeadlineExceeded raises: the error's text.
+const AwaitTimeoutInfo = "context deadline exceeded"
+
+// AwaitPanicInfo is the info of the InternalError of a panic in the Await
+// function of the KAwait id: "panic: " and the value
+// (docs/DESIGN.md#hooks, the faults table).
+func AwaitPanicInfo(id int) string { return "panic: " + PanicValue(id) }
+
+// CtxMode is how a program's Root is run.
+type CtxMode uint8
+
+const (
+	CtxNone     CtxMode = iota // Promise
+	CtxRun                     // Run(ctx), a ctx that never ends
+	CtxCancel                  // Run(ctx), ctx cancelled at Program.CtxAt
+	CtxDeadline                // Run(ctx), ctx's deadline passes at Program.CtxAt
 )
 
 // RetrySpec is what a KRetry's attempts and options do.
@@ -148,6 +186,8 @@ type Node struct {
 	Handler *Handler // KStep, KParallel, KSync's Body
 
 	Retry *RetrySpec // KRetry
+
+	Await AwaitKind // KAwait
 }
 
 // Handler is an error handler.
@@ -165,6 +205,10 @@ type Handler struct {
 	Timeout int
 	Done    End
 	At      int
+
+	// HAdd: SetCancel (tracing HandlerCancelEvent(ID)) before the Add
+	// calls; and SetTimeout(Timeout ms), when Timeout > 0, before that.
+	Cancel bool
 }
 
 // ThrottleGate is the Mutex index of a KSync on the program's Throttle.
@@ -216,6 +260,23 @@ type Program struct {
 	// Root.Cancel right after its event, each time it runs; 0 for none.
 	CancelFrom     int
 	CancelInCancel bool
+
+	// Ctx is how the Root runs; CtxAt when its ctx ends (CtxCancel,
+	// CtxDeadline). Run drives the tool on its own goroutine, which a
+	// runtime.Goexit would end: no callback of a program run by Run calls
+	// it. Past Run's deadline a step that waits is timed out by a task the
+	// flow queues, which a Mutex's or a Throttle's admission queued first
+	// would outrun: programs with a deadline have no Sync.
+	Ctx   CtxMode
+	CtxAt int
+	// Ext: the program has the extensions (Ctx, KAwait, Handler.Timeout
+	// and Cancel for HAdd), which older inputs do not.
+	Ext bool
+	// Awaits: the program has KAwait nodes, whose functions run on
+	// goroutines (Promise programs only: the fuzz test runs them in a
+	// testing/synctest bubble, and waits between the tool's events for
+	// them, which Run, driving the tool itself, would not).
+	Awaits bool
 }
 
 // MutexQueue is the maxQueue of Mutex i, < 0 for none.
@@ -243,7 +304,14 @@ type decoder struct {
 	nodes int
 	ids   int
 	p     *Program
+	ext   bool // the program has the extensions (Decode's m&0x80)
 }
+
+// run reports whether the program runs by Run: no Goexit (see Program.Ctx).
+func (d *decoder) run() bool { return d.p.Ctx != CtxNone }
+
+// awaits reports whether KAwait nodes may be decoded.
+func (d *decoder) awaits() bool { return d.ext && d.p.Ctx == CtxNone }
 
 func (d *decoder) byte() int {
 	if len(d.data) == 0 {
@@ -292,6 +360,16 @@ func Decode(data []byte) *Program {
 		p.CancelFrom = 1 + c%maxNodes
 		p.CancelInCancel = c/maxNodes&1 != 0
 	}
+	if m&0x80 != 0 {
+		// The extensions: Run and its ctx, Await, handlers that add steps
+		// under a timeout or a cancel handler of their own.
+		d.ext, p.Ext = true, true
+		x := d.byte()
+		p.Ctx = CtxMode(x & 3)
+		if p.Ctx >= CtxCancel {
+			p.CtxAt = (x >> 2) % 50 * 5
+		}
+	}
 	n := d.byte() % 5
 	for range n {
 		p.Steps = append(p.Steps, d.node(scope{}, false))
@@ -324,10 +402,13 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 	if inBranch && (k == KParallel || k == KSuccessStep) {
 		k = KStep
 	}
+	if k == KSync && d.p.Ctx == CtxDeadline {
+		k = KStep // see Program.Ctx
+	}
 	n.Kind = k
 	switch k {
 	case KStep:
-		d.step(n, sc)
+		d.step(n, sc, d.awaits())
 	case KParallel:
 		b := d.byte()
 		branches := b & 3
@@ -373,7 +454,7 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 			}
 			n.Mutex = ThrottleGate
 			body := &Node{ID: d.id(), Kind: KStep}
-			d.step(body, sc.deeper())
+			d.step(body, sc.deeper(), false)
 			n.Body = body
 			return n
 		}
@@ -386,13 +467,13 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		if sc.forbidden&(1<<m) != 0 && !deadlocks {
 			// Both Mutexes are held by an outer flow: a plain step.
 			n.Kind = KStep
-			d.step(n, sc)
+			d.step(n, sc, false)
 			return n
 		}
 		n.Mutex = m
 		inner := sc.deeper()
 		inner.held |= 1 << m
-		d.step(body, inner)
+		d.step(body, inner, false)
 		n.Body = body
 	case KSuccessStep:
 		n.Args = d.args(n.ID)
@@ -439,19 +520,19 @@ func (d *decoder) limited(n *Node, sc scope, deadlocks bool) *Node {
 	}
 	if sc.forbidden&(1<<LimiterGate) != 0 && !deadlocks {
 		n.Kind = KStep
-		d.step(n, sc)
+		d.step(n, sc, false)
 		return n
 	}
 	n.Mutex = LimiterGate
 	inner := sc.deeper()
 	inner.held |= 1 << LimiterGate
 	body := &Node{ID: d.id(), Kind: KStep}
-	d.step(body, inner)
+	d.step(body, inner, false)
 	n.Body = body
 	return n
 }
 
-func (d *decoder) step(n *Node, sc scope) {
+func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 	f := d.byte()
 	if f&1 != 0 {
 		t := d.byte()
@@ -483,7 +564,7 @@ func (d *decoder) step(n *Node, sc scope) {
 		} else if n.CancelPanic = n.CancelPanic || b&0x80 != 0; b&8 != 0 {
 			n.End, n.Code, n.Info = EPanic, "", ""
 			switch {
-			case b&16 != 0:
+			case b&16 != 0 && !d.run():
 				n.End = EGoexit
 			case b&32 != 0:
 				n.End = EPanicEvil
@@ -504,6 +585,12 @@ func (d *decoder) step(n *Node, sc scope) {
 			n.Args[i] = n.ID*10 + i
 		}
 	}
+	if awaitable && (n.End == EExternal || n.End == EExternalErr || n.End == EWait) && d.await(n) {
+		if hasHandler {
+			n.Handler = d.handler(sc)
+		}
+		return
+	}
 	if sc.depth < maxDepth {
 		inner := sc.deeper()
 		inner.underStep = true
@@ -519,12 +606,44 @@ func (d *decoder) step(n *Node, sc scope) {
 	}
 }
 
+// await makes n, a step that waits, a KAwait if the next byte says so.
+func (d *decoder) await(n *Node) bool {
+	a := d.byte()
+	if a&3 == 0 || a&3 == 3 {
+		return false
+	}
+	d.p.Awaits = true
+	n.Kind, n.Await = KAwait, AwaitKind(a&3-1)
+	n.Timeout, n.ZeroTimeout, n.Timeout2, n.Cancel, n.CancelPanic = 0, false, 0, false, false
+	if n.End == EWait {
+		n.At = 0
+	}
+	if n.Await == AwaitFn {
+		n.Args = nil
+		switch {
+		case n.End == EExternal:
+			n.Args = []int{AwaitValue(n.ID)}
+		case n.End != EExternalErr:
+		case a&12 == 4:
+			n.Code, n.Info = "Timeout", ""
+		case a&12 == 8:
+			n.End, n.Code, n.Info = EPanic, "", ""
+		case a&12 == 12:
+			n.End, n.Code, n.Info = EGoexit, "", ""
+		}
+	}
+	if n.End == EExternal || n.End == EExternalErr {
+		n.At = (a >> 4) % 6 * 10
+	}
+	return true
+}
+
 func (d *decoder) handler(sc scope) *Handler {
 	b := d.byte()
 	h := &Handler{ID: d.id(), Action: Action(b & 3)}
 	if b&32 != 0 {
 		h.Action = HPanic
-		if b&64 == 0 && b&128 != 0 {
+		if b&64 == 0 && b&128 != 0 && !d.run() {
 			h.Action = HGoexit
 		}
 		if b&64 != 0 {
@@ -564,6 +683,12 @@ func (d *decoder) handler(sc scope) *Handler {
 			h.Action = HReturn
 			break
 		}
+		if d.ext {
+			if b&8 != 0 {
+				h.Timeout = (1 + d.byte()%6) * 10
+			}
+			h.Cancel = b&16 != 0
+		}
 		for range 1 + (b>>2)%2 {
 			h.Steps = append(h.Steps, d.node(sc.deeper(), false))
 		}
@@ -574,7 +699,7 @@ func (d *decoder) handler(sc scope) *Handler {
 // String prints the program as an indented tree, for failure reports.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel)
+	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v, ctx %d at %dms)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel, p.Ctx, p.CtxAt)
 	for _, n := range p.Steps {
 		n.write(&b, 1)
 	}
@@ -601,6 +726,8 @@ func (n *Node) write(b *strings.Builder, depth int) {
 		n.Body.write(b, depth+1)
 	case KSuccessStep:
 		fmt.Fprintf(b, "%ssuccessStep %d %v\n", ind, n.ID, n.Args)
+	case KAwait:
+		fmt.Fprintf(b, "%sawait %d %s%s\n", ind, n.ID, [...]string{"fn", "flow"}[n.Await], n.describe())
 	}
 	for _, s := range n.Subs {
 		s.write(b, depth+1)
@@ -663,7 +790,7 @@ func (h *Handler) describe() string {
 	case HRethrow:
 		return fmt.Sprintf("rethrow(%s,%q)", h.Code, h.Info)
 	case HAdd:
-		return "add steps"
+		return fmt.Sprintf("add steps, timeout=%d cancel=%v", h.Timeout, h.Cancel)
 	case HPanic:
 		return "panic"
 	case HGoexit:
