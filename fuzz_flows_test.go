@@ -311,7 +311,11 @@ func (x *flowRun) runByRun(r *asyncsteps.Root, p *ff.Program) {
 	}
 	done := make(chan ran, 1)
 	go func() {
-		args, err := r.Run(ctx)
+		run := r.Run
+		if p.Helping {
+			run = r.RunHelping
+		}
+		args, err := run(ctx)
 		done <- ran{args, err}
 	}()
 	res := <-done

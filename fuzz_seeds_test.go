@@ -294,7 +294,7 @@ func flowSeeds() []*ff.Program {
 		seedRun(seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedCancellable(seedExt(50, 1)), seedRecovers(1)), seedOnerror(seedExt(10, 0), seedRecovers(2))), seedOk(1)), ff.CtxDeadline, 20),
 		// 65 Run's deadline times a Parallel out as a whole; a loop through
 		// which it went begins no further iteration.
-		seedRun(seedProg(0, seedOne, seedRepeat("", 3, seedOnerror(seedPar(seedCancellable(seedExt(30, 0)), seedLeaf(ff.EImplicit)), seedRecovers(0)))), ff.CtxDeadline, 10),
+		seedHelping(seedRun(seedProg(0, seedOne, seedRepeat("", 3, seedOnerror(seedPar(seedCancellable(seedExt(30, 0)), seedLeaf(ff.EImplicit)), seedRecovers(0)))), ff.CtxDeadline, 10)),
 		// 66 a Retry past Run's deadline retries nothing.
 		seedRun(seedProg(0, seedOne, seedOnerror(seedRetryOpts(seedRetry("", 4, 3, ff.EWait, "", 0), 0, 10, true), seedAdds(seedRetry("", 3, 1, ff.EError, "Timeout", 1)))), ff.CtxDeadline, 15),
 		// 67 Await functions that end at chosen times: success, error,
@@ -336,6 +336,9 @@ func seedAwait(kind ff.AwaitKind, end ff.End, at int, code string) *ff.Node {
 }
 
 func seedExtended(p *ff.Program) *ff.Program { p.Ext = true; return p }
+
+// seedHelping runs p by RunHelping.
+func seedHelping(p *ff.Program) *ff.Program { p.Helping = true; return p }
 
 // seedAddsUnder is a handler that adds steps after SetTimeout(timeout ms),
 // if > 0, and SetCancel, if cancel.
@@ -444,6 +447,9 @@ func TestFlowSeedCorpus(t *testing.T) {
 			seen["cancel from a step"] = true
 		}
 		seen[[...]string{"promise", "run", "run ctx cancel", "run deadline"}[p.Ctx]] = true
+		if p.Helping {
+			seen["run helping"] = true
+		}
 		if p.MutexQueue(0) >= 0 || p.MutexQueue(1) >= 0 {
 			seen["mutex queue"] = true
 		}
@@ -462,7 +468,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq",
 		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
 		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock",
-		"run ctx cancel", "run deadline", "await", "await fn success", "await fn error", "await fn deadline exceeded",
+		"run ctx cancel", "run deadline", "run helping", "await", "await fn success", "await fn error", "await fn deadline exceeded",
 		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait",
 		"handler add timeout", "handler add cancel"}
 	for _, w := range want {

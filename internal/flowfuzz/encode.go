@@ -42,7 +42,11 @@ func Encode(p *Program) []byte {
 		e.put(c)
 	}
 	if e.ext {
-		e.put(int(p.Ctx)&3 | p.CtxAt/5%50<<2)
+		x := int(p.Ctx)&3 | min(p.CtxAt/5, 31)<<3
+		if p.Helping {
+			x |= 4
+		}
+		e.put(x)
 		e.awaits = p.Ctx == CtxNone
 	}
 	e.p = p

@@ -269,6 +269,9 @@ type Program struct {
 	// would outrun: programs with a deadline have no Sync.
 	Ctx   CtxMode
 	CtxAt int
+	// Helping: RunHelping(ctx) instead of Run(ctx), which it is on a
+	// TestTool (docs/DESIGN.md#await).
+	Helping bool
 	// Ext: the program has the extensions (Ctx, KAwait, Handler.Timeout
 	// and Cancel for HAdd), which older inputs do not.
 	Ext bool
@@ -366,8 +369,9 @@ func Decode(data []byte) *Program {
 		d.ext, p.Ext = true, true
 		x := d.byte()
 		p.Ctx = CtxMode(x & 3)
+		p.Helping = p.Ctx != CtxNone && x&4 != 0
 		if p.Ctx >= CtxCancel {
-			p.CtxAt = (x >> 2) % 50 * 5
+			p.CtxAt = x >> 3 * 5
 		}
 	}
 	n := d.byte() % 5
@@ -699,7 +703,7 @@ func (d *decoder) handler(sc scope) *Handler {
 // String prints the program as an indented tree, for failure reports.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v, ctx %d at %dms)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel, p.Ctx, p.CtxAt)
+	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v, ctx %d at %dms, helping %v)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel, p.Ctx, p.CtxAt, p.Helping)
 	for _, n := range p.Steps {
 		n.write(&b, 1)
 	}
