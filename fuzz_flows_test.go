@@ -602,9 +602,20 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 	case ff.KRetry:
 		x.retry(as, n)
 	case ff.KAwait:
-		if n.Await == ff.AwaitFlow {
+		switch n.Await {
+		case ff.AwaitFlow:
 			asyncsteps.AwaitFlow(as, x.awaitFlow(n), x.errorFunc(n.Handler))
-		} else {
+		case ff.AwaitThen:
+			f := x.awaitFunc(n)
+			asyncsteps.AwaitThen(as, func(ctx context.Context) (int, error) {
+				v, err := f(ctx)
+				i, _ := v.(int)
+				return i, err
+			}, func(as asyncsteps.AsyncSteps, v int) {
+				x.steps = append(x.steps, as)
+				x.event(ff.ThenEvent(n.ID, v))
+			}, x.errorFunc(n.Handler))
+		default:
 			as.Await(x.awaitFunc(n), x.errorFunc(n.Handler))
 		}
 	case ff.KSync:

@@ -287,17 +287,17 @@ func flowSeeds() []*ff.Program {
 		// 43 the zero Limiter limits nothing; a Limiter with a rate only.
 		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{}),
 		seedLimiter(seedProg(0, seedOne, seedPar(seedLimited(seedExt(10, 1)), seedLimited(seedLeaf(ff.EImplicit)), seedLimited(seedLeaf(ff.EImplicit)))), ff.Limiter{Rate: 2, Period: 30, Burst: -1}),
-		// 63 Run, its ctx cancelled: cancel handlers only, as Root.Cancel.
+		// 57 Run, its ctx cancelled: cancel handlers only, as Root.Cancel.
 		seedRun(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedExt(40, 0)), seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait))))), seedRecovers(0))), ff.CtxCancel, 20),
-		// 64 Run's deadline: the innermost waiting step times out, its
+		// 58 Run's deadline: the innermost waiting step times out, its
 		// handler recovers; the next step waits and fails at once.
 		seedRun(seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedCancellable(seedExt(50, 1)), seedRecovers(1)), seedOnerror(seedExt(10, 0), seedRecovers(2))), seedOk(1)), ff.CtxDeadline, 20),
-		// 65 Run's deadline times a Parallel out as a whole; a loop through
+		// 59 Run's deadline times a Parallel out as a whole; a loop through
 		// which it went begins no further iteration.
 		seedHelping(seedRun(seedProg(0, seedOne, seedRepeat("", 3, seedOnerror(seedPar(seedCancellable(seedExt(30, 0)), seedLeaf(ff.EImplicit)), seedRecovers(0)))), ff.CtxDeadline, 10)),
-		// 66 a Retry past Run's deadline retries nothing.
+		// 60 a Retry past Run's deadline retries nothing.
 		seedRun(seedProg(0, seedOne, seedOnerror(seedRetryOpts(seedRetry("", 4, 3, ff.EWait, "", 0), 0, 10, true), seedAdds(seedRetry("", 3, 1, ff.EError, "Timeout", 1)))), ff.CtxDeadline, 15),
-		// 67 Await functions that end at chosen times: success, error,
+		// 61 Await functions that end at chosen times: success, error,
 		// Timeout, panic, Goexit; one never ends and is cancelled.
 		seedExtended(seedProg(0, seedOne,
 			seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EExternal, 10, ""),
@@ -306,12 +306,17 @@ func flowSeeds() []*ff.Program {
 				seedOnerror(seedAwait(ff.AwaitFn, ff.EPanic, 0, ""), seedRecovers(0)),
 				seedOnerror(seedAwait(ff.AwaitFn, ff.EGoexit, 10, ""), seedRecovers(0))),
 			seedOnerror(seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""), seedExtErr(10, "E2", "")), seedRecovers(0)))),
-		// 68 AwaitFlow: a sub-flow that succeeds, one that fails, one a
+		// 62 AwaitFlow: a sub-flow that succeeds, one that fails, one a
 		// step timeout cancels.
 		seedExtended(seedProg(0, seedOne, seedAwait(ff.AwaitFlow, ff.EExternal, 10, ""),
 			seedOnerror(seedAwait(ff.AwaitFlow, ff.EExternalErr, 0, "E1"), seedRecovers(1)),
 			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFlow, ff.EWait, 0, "")), 20), seedRecovers(0)))),
-		// 69 handlers that add steps under a timeout and a cancel handler
+		// 63 AwaitThen: then gets the value, or what the handler recovers
+		// with; an error it does not recover skips then.
+		seedExtended(seedProg(0, seedOne, seedAwait(ff.AwaitThen, ff.EExternal, 10, ""),
+			seedOnerror(seedAwait(ff.AwaitThen, ff.EExternalErr, 10, "E1"), seedRecovers(2)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitThen, ff.EExternalErr, 0, "E2")), seedRecovers(0)))),
+		// 64 handlers that add steps under a timeout and a cancel handler
 		// of their own.
 		seedExtended(seedProg(0, seedOne, seedOnerror(seedFails("E1", ""), seedAddsUnder(30, true, seedExt(50, 0))),
 			seedOnerror(seedFails("E0", ""), seedAddsUnder(0, true, seedFails("E2", ""))),
@@ -469,7 +474,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
 		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock",
 		"run ctx cancel", "run deadline", "run helping", "await", "await fn success", "await fn error", "await fn deadline exceeded",
-		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait",
+		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait", "await then success", "await then error",
 		"handler add timeout", "handler add cancel"}
 	for _, w := range want {
 		if !seen[w] {
@@ -481,7 +486,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 func coverage(n *ff.Node, seen map[string]bool) {
 	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await"}[n.Kind]] = true
 	if n.Kind == ff.KAwait {
-		seen[[...]string{"await fn", "await flow"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
+		seen[[...]string{"await fn", "await flow", "await then"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
 			ff.EWait: "wait", ff.EPanic: "panic", ff.EGoexit: "goexit"}[n.End]] = true
 		if n.Code == "Timeout" {
 			seen["await fn deadline exceeded"] = true

@@ -911,9 +911,44 @@ func (th *thread) enterLoop() (*loopExec, func()) {
 	return l, func() { th.loops = th.loops[:len(th.loops)-1] }
 }
 
+// awaitThen runs the rest of an AwaitThen, whose function a runs: the
+// step AwaitThen adds has two sub-steps, the Await step (with the
+// handler) and then's.
+func (m *model) awaitThen(th *thread, n *Node, a *act) outcome {
+	o := m.wait(th, a)
+	if !a.returned {
+		m.returning = append(m.returning, a)
+	}
+	if o.is(errK) && n.Handler != nil {
+		o = m.handle(th, n.Handler, o)
+	}
+	if !o.is(okK) {
+		return o
+	}
+	if c := th.turn(); c != nil { // then's step
+		return *c
+	}
+	v := 0
+	if len(o.args) > 0 {
+		v = o.args[0].(int)
+	}
+	m.event(ThenEvent(n.ID, v))
+	if c := th.turn(); c != nil { // the added step completes
+		return *c
+	}
+	return ok(nil)
+}
+
 // await runs a KAwait: it waits for the completion armed when its
 // function, or its flow, has started.
 func (m *model) await(th *thread, n *Node) outcome {
+	if n.Await == AwaitThen {
+		// The step AwaitThen adds: its callback adds the Await step,
+		// which starts after the turn of that level.
+		if c := th.turn(); c != nil {
+			return *c
+		}
+	}
 	a := &act{node: n, th: th}
 	switch {
 	case n.Await == AwaitFlow:
@@ -929,8 +964,11 @@ func (m *model) await(th *thread, n *Node) outcome {
 			}
 		}
 	}
+	if n.Await == AwaitThen {
+		return m.awaitThen(th, n, a)
+	}
 	o := m.wait(th, a)
-	if n.Await == AwaitFn && !a.returned {
+	if n.Await != AwaitFlow && !a.returned {
 		m.returning = append(m.returning, a) // cancelled: it returns once the event is over
 	}
 	if o.is(cancelK) && n.Await == AwaitFlow && !a.flowDone {

@@ -51,7 +51,14 @@ type AwaitKind uint8
 const (
 	AwaitFn   AwaitKind = iota // AsyncSteps.Await(fn): fn blocks until At ms after it started
 	AwaitFlow                  // AwaitFlow(other): other's one step waits At ms, then ends
+	// AwaitThen(fn, then): fn as AwaitFn's, then traces ThenEvent with
+	// the value and returns (an implicit success with no args).
+	AwaitThen
 )
+
+// ThenEvent is the event of the then of the AwaitThen id called with v:
+// "t3=30".
+func ThenEvent(id, v int) string { return fmt.Sprintf("t%d=%d", id, v) }
 
 // AwaitValue is the value the Await function of the KAwait id returns.
 func AwaitValue(id int) int { return id * 10 }
@@ -613,7 +620,7 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 // await makes n, a step that waits, a KAwait if the next byte says so.
 func (d *decoder) await(n *Node) bool {
 	a := d.byte()
-	if a&3 == 0 || a&3 == 3 {
+	if a&3 == 0 {
 		return false
 	}
 	d.p.Awaits = true
@@ -622,7 +629,7 @@ func (d *decoder) await(n *Node) bool {
 	if n.End == EWait {
 		n.At = 0
 	}
-	if n.Await == AwaitFn {
+	if n.Await != AwaitFlow {
 		n.Args = nil
 		switch {
 		case n.End == EExternal:
@@ -731,7 +738,7 @@ func (n *Node) write(b *strings.Builder, depth int) {
 	case KSuccessStep:
 		fmt.Fprintf(b, "%ssuccessStep %d %v\n", ind, n.ID, n.Args)
 	case KAwait:
-		fmt.Fprintf(b, "%sawait %d %s%s\n", ind, n.ID, [...]string{"fn", "flow"}[n.Await], n.describe())
+		fmt.Fprintf(b, "%sawait %d %s%s\n", ind, n.ID, [...]string{"fn", "flow", "then"}[n.Await], n.describe())
 	}
 	for _, s := range n.Subs {
 		s.write(b, depth+1)
