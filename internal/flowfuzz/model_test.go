@@ -205,6 +205,63 @@ func TestModelSpecExamples(t *testing.T) {
 			}}},
 		}},
 		want: "s2() h6:InternalError:* -> err:InternalError",
+	}, {
+		// docs/DESIGN.md#run-and-its-context: Run's deadline times out the
+		// innermost waiting step, whose handler may recover; past it a step
+		// that waits fails with Timeout at once.
+		name: "run deadline",
+		p: &Program{Ctx: CtxDeadline, CtxAt: 20, Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, End: EExternal, At: 50, Handler: &Handler{ID: 3, Action: HRecover, Args: []int{7}}},
+				{ID: 4, Kind: KStep, End: EExternal, At: 10, Handler: &Handler{ID: 5}},
+			}},
+		}},
+		want: "s1() s2() c2@20 h3:Timeout:@20 s4(7)@20 h5:Timeout:@20 -> err:Timeout:",
+	}, {
+		// The same: a loop through whose iteration the deadline's timeout
+		// went begins no further iteration, though a handler recovered.
+		name: "run deadline ends a loop",
+		p: &Program{Ctx: CtxDeadline, CtxAt: 15, Steps: []*Node{
+			{ID: 1, Kind: KRepeat, Count: 3, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EWait, Handler: &Handler{ID: 3, Action: HRecover}},
+			}},
+		}},
+		want: "L1#0 s2() h3:Timeout:@15 -> err:Timeout:",
+	}, {
+		// Run's ctx cancelled: cancel handlers only.
+		name: "run ctx cancel",
+		p: &Program{Ctx: CtxCancel, CtxAt: 15, Steps: []*Node{
+			{ID: 1, Kind: KStep, Cancel: true, End: EWait, Handler: &Handler{ID: 2, Action: HRecover}},
+		}},
+		want: "s1() c1@15 -> canceled",
+	}, {
+		// docs/DESIGN.md#locks-and-limits: an Await function cancelled in
+		// a section holds its slot until it returns, after the event: the
+		// flow, which goes on at once, finds the Mutex(1, no queue) full.
+		name: "await holds a slot",
+		p: &Program{Mutexes: []int{1}, MutexQueues: []int{0}, Steps: []*Node{
+			{ID: 1, Kind: KStep, Timeout: 10, Subs: []*Node{
+				{ID: 2, Kind: KSync, Body: &Node{ID: 3, Kind: KStep, Subs: []*Node{
+					{ID: 4, Kind: KAwait, End: EWait},
+				}}},
+			}, Handler: &Handler{ID: 5, Action: HAdd, Steps: []*Node{
+				{ID: 6, Kind: KSync, Body: &Node{ID: 7, Kind: KStep, Handler: &Handler{ID: 8, Action: HRecover}}},
+			}}},
+		}},
+		want: "s1() s3() h5:Timeout:@10 h8:DefenseRejected:Mutex queue limit@10 -> ok()",
+	}, {
+		// An error handler that adds steps under a timeout and a cancel
+		// handler of its own: the timeout fails the steps, the cancel
+		// handler runs, the error goes on outward.
+		name: "handler adds steps under a timeout",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EError, Code: "E1", Handler: &Handler{ID: 3, Action: HAdd, Timeout: 20, Cancel: true, Steps: []*Node{
+					{ID: 4, Kind: KStep, Cancel: true, End: EWait},
+				}}},
+			}, Handler: &Handler{ID: 5}},
+		}},
+		want: "s1() s2() h3:E1: s4() c4@20 k3@20 h5:Timeout:@20 -> err:Timeout:",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {
