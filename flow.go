@@ -734,6 +734,29 @@ func stepRunning(as any) (running, known bool) {
 	return f.h == h && !f.over && !h.fl.done, true
 }
 
+// stepLive is toolinfo.StepLive: the frame of h still runs this
+// incarnation, whether or not its flow has ended (a closed loop ends a
+// flow without touching its frames), and the step has no completion: none
+// claimed from outside (waiting, a claim without the death of the step
+// API: the death alone marks a step with sub-steps), and none made by its
+// running callback.
+func stepLive(as any) (live, known bool) {
+	a, ok := as.(AsyncSteps)
+	if !ok {
+		return false, false
+	}
+	h := unwrapAny(a)
+	if h == nil {
+		return false, false
+	}
+	f := h.f
+	if f.h != h || f.over {
+		return false, true
+	}
+	st := h.st.Load()
+	return st&(stClaim|stDone) != stClaim && !(st == 0 && f.succeeded), true
+}
+
 // unwrapAny returns the step API that as is, or that the decorator as
 // wraps, directly or through other decorators, also once the step's
 // callback has returned (unlike unwrapStep): atFlowEnd reads nothing of

@@ -183,6 +183,7 @@ func init() {
 	toolinfo.BranchID = branchID
 	toolinfo.AtFlowEnd = atFlowEnd
 	toolinfo.StepRunning = stepRunning
+	toolinfo.StepLive = stepLive
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is

@@ -155,3 +155,73 @@ func TestToolInfoStepRunning(t *testing.T) {
 		t.Errorf("trace %q,\nwant  %q", got, want)
 	}
 }
+
+// StepLive is true for a step that waits or whose sub-step runs, false
+// once a completion from outside is claimed (before the loop applies it)
+// and once the step has ended; a flow that its closed loop ends where it
+// stands keeps the step it waited in live, and the ones that ended before
+// not. What does not unwrap to a step is unknown.
+func TestToolInfoStepLive(t *testing.T) {
+	var tr trace
+	probe := func(name string, as AsyncSteps) {
+		live, known := toolinfo.StepLive(as)
+		tr.add("%s %v %v", name, live, known)
+	}
+	tt := NewTestTool()
+	r := New(WithTool(tt))
+	var outer, waiting AsyncSteps
+	r.Add(func(as AsyncSteps, _ ...any) {
+		outer = as
+		probe("callback", as)
+		as.Add(func(sub AsyncSteps, _ ...any) {
+			probe("sub-step", outer)
+			probe("through Unwrap", unwrappingSteps{outer})
+			probe("without Unwrap", opaqueSteps{outer})
+			sub.Success()
+			probe("succeeded in its callback", sub)
+		})
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		waiting = as
+		as.WaitExternal()
+	})
+	r.Execute()
+	tt.Run()
+	probe("ended", outer)
+	probe("waiting", waiting)
+	waiting.Success()
+	probe("claimed", waiting)
+	tt.Run()
+	probe("completed", waiting)
+	probe("a Root", r)
+	want := "callback true true sub-step true true through Unwrap true true without Unwrap false false " +
+		"succeeded in its callback false true ended false true waiting true true claimed false true " +
+		"completed false true a Root false false"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+
+	tr = trace{}
+	l := NewLoop()
+	r = New(WithTool(l))
+	var done AsyncSteps
+	in := make(chan struct{})
+	r.Add(func(as AsyncSteps, _ ...any) { done = as })
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.Add(func(as AsyncSteps, _ ...any) {
+			waiting = as
+			as.WaitExternal()
+			close(in)
+		})
+		outer = as
+	})
+	r.Execute()
+	<-in
+	l.Close()
+	probe("completed", done)
+	probe("with a sub-step left", outer)
+	probe("left waiting", waiting)
+	if got, want := tr.String(), "completed false true with a sub-step left true true left waiting true true"; got != want {
+		t.Errorf("after the close: trace %q,\nwant  %q", got, want)
+	}
+}

@@ -54,3 +54,17 @@ var AtFlowEnd func(as any, fn func()) (set bool)
 // Go step until then: C sub-steps the step added through it may read its
 // stack memory. Call it on the flow's loop, or once the loop has stopped.
 var StepRunning func(as any) (running, known bool)
+
+// StepLive reports whether the step of as, a step API of the package or a
+// decorator that unwraps to one, has not ended: its frame still runs this
+// incarnation (the step waits, or a sub-step it added runs) and no
+// completion from outside (Success or Error from another goroutine, which
+// the loop may not have applied) was claimed for it. Unlike StepRunning,
+// it holds also once the step's flow has ended because its Loop was
+// closed, which leaves the flow's steps where they stood: package cabi
+// calls, once the loop has stopped, the C cancel handler of a step the
+// stop left, and never that of a step that ended before, whose pointer it
+// may not have released yet. known is false when as does not unwrap to a
+// step API of the package. Call it on the flow's loop, or once the loop
+// has stopped.
+var StepLive func(as any) (live, known bool)
