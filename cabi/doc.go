@@ -135,8 +135,10 @@
 // the flow, its Loop closed): the pointer is released once the step is
 // over, at the latest as the flow's execution ends, with no C step or
 // Binary after it (but for a step given through a decorator the engine
-// cannot reach: see Binary). A flow per request that gives C a step that
-// waits keeps nothing of it after the request.
+// cannot reach: see Binary; and for a step its closed loop left waiting
+// in a flow whose root pointer C holds, which its free releases with the
+// flow's other steps left, see below). A flow per request that gives C a
+// step that waits keeps nothing of it after the request.
 // A root's isValid is 1 while it is idle, 0 while its flow runs (as on the
 // C++ reference implementation).
 //
@@ -176,10 +178,10 @@
 // call ResetEvents from the goroutine that drives the tool, or while none
 // does. But a TestTool runs later callbacks, so a dropped free also
 // cancels the flow of a root made by C, as a closed loop ends it: the
-// cancel applies when the tool runs next (the C cancel handlers have run
-// already: none runs twice), the syncs the flow holds come back, and a
-// step of the flow completed later, by Go or by C, runs none of the freed
-// root's C steps. The dropped free of a Go root given by [Binary] does
+// cancel applies when the tool runs next (the C cancel handlers of its
+// live steps have run already: none runs twice, nor for a step that had
+// completed), the syncs the flow holds come back, and a step of the flow
+// completed later, by Go or by C, runs none of the freed root's C steps. The dropped free of a Go root given by [Binary] does
 // what its free does on a running tool: it releases the root pointer
 // only, and the flow, Go's, keeps its steps and runs on.
 //

@@ -176,19 +176,12 @@ func (n *node) end(failed, byError bool) {
 
 // releaseLeft releases the steps of the flow whose state is st that its
 // loop left unfinished when it stopped (waiting for an external event, or
-// for their sub-steps): innermost first, the C cancel handler of each, as
-// a free on a running loop runs them through the flow's cancel, and the
-// unlock of a foreign FutoInSync whose section the flow holds, as the
-// section's cancel handler does; then its release. Only once the loop has
-// stopped, for a freed root's flow or one that no root pointer of C's
-// holds (see flowCtx.releaseStopped): the nodes are the loop's until
-// then, and their steps will never go on.
-func releaseLeft(st *asyncsteps.State) { releaseSteps(st, true) }
-
-// releaseSteps is releaseLeft; with goCancel false, the Go steps given by
-// Binary are released without calling their C cancel handler (see
-// flowCtx.releaseStopped).
-func releaseSteps(st *asyncsteps.State, goCancel bool) {
+// for their sub-steps), innermost first (see leave), Go steps given by
+// Binary included. Only once the loop has stopped, for a freed root's
+// flow or one that no root pointer of C's holds (see
+// flowCtx.releaseStopped), or on a tool that runs on after a dropped free
+// (see rootObj.droppedLive): the nodes are the loop's until then.
+func releaseLeft(st *asyncsteps.State) {
 	var left []*node
 	registry.mu.Lock()
 	for _, v := range registry.m {
@@ -197,21 +190,50 @@ func releaseSteps(st *asyncsteps.State, goCancel bool) {
 		}
 	}
 	registry.mu.Unlock()
-	slices.SortFunc(left, func(a, b *node) int { return cmp.Compare(b.id, a.id) }) // a sub-step is newer
-	for _, n := range left {
-		if fn := n.cancelFn; fn != nil && !n.released && (goCancel || !n.external) {
-			n.cancelFn = nil
-			n.inCall = true
-			C.cabi_call_cancel(fn, n.bsi, n.cancelData)
-			n.inCall = false
-			n.pending = nil
-		}
-		if left := n.onLeft; left != nil && !n.released {
-			n.onLeft = nil
-			left() // a C sync shared with other flows must not stay locked
-		}
-		n.release() // no error handler will run: the stack memory goes now
+	leaveAll(left)
+}
+
+// leaveAll has each node of nodes leave, innermost first: a sub-step is
+// newer than its step.
+func leaveAll(nodes []*node) {
+	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.id, a.id) })
+	for _, n := range nodes {
+		n.leave()
 	}
+}
+
+// leave releases n, whose step a stopped loop left, or a free that a tool
+// dropped cancels: first, if the step is live, the C cancel handler, as
+// the flow's cancel on a running loop calls it; then the unlock of a
+// foreign FutoInSync whose section the flow holds, as the section's
+// cancel handler does; then the release, as no error handler will run. A
+// step that ended (completed by Go, say, its pointer not swept yet) is
+// only released: its cancel handler never runs after its end.
+func (n *node) leave() {
+	if fn := n.cancelFn; fn != nil && !n.released && n.stepLive() {
+		n.cancelFn = nil
+		n.inCall = true
+		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
+		n.inCall = false
+		n.pending = nil
+	}
+	if left := n.onLeft; left != nil && !n.released {
+		n.onLeft = nil
+		left() // a C sync shared with other flows must not stay locked
+	}
+	n.release()
+}
+
+// stepLive reports whether n's step has not ended, as the engine tells
+// (toolinfo.StepLive): it waits, or a sub-step it added runs, also in a
+// flow its closed loop ended there. A step the engine cannot follow (a
+// decorator without Unwrap, given to Binary) is live while its handle is.
+// On the loop, or once it has stopped.
+func (n *node) stepLive() bool {
+	if live, known := toolinfo.StepLive(n.as); known {
+		return live
+	}
+	return n.as.IsValid()
 }
 
 // freeStacks runs the cleanups of stack memory, last allocated first, and
@@ -708,16 +730,15 @@ func (fc *flowCtx) watchEnd(as asyncsteps.AsyncSteps) bool {
 
 // ended runs inside the engine as an execution of the flow ends, on the
 // loop: every node of the flow's list of pointers given by Binary belongs
-// to it, or to an earlier one, and their steps are all over (a step left
-// waiting on a closed loop too: its flow will never go on). It posts their
+// to it, or to an earlier one, and their steps are all over, but on a
+// closed loop, which ends its flows where they stand. It posts their
 // release, so that the C cleanups of their stack memory run after the
 // engine is done with the flow, as a callback of the loop, or once the
 // loop has stopped; at most one of the two runs. A later execution of the
 // Root, which may begin before the post runs, starts a list of its own.
 //
-// A loop that does not run the post has stopped, and it may have ended
-// the execution with C steps left waiting: then the fallback releases them
-// too (see releaseStopped).
+// A loop that does not run the post has stopped, and it may have left
+// steps waiting: the fallback releases them (see releaseStopped).
 func (fc *flowCtx) ended() {
 	defer func() { _ = recover() }() // a Tool's Immediate that panics: nothing to fail, inside the engine
 	ended := fc.external
@@ -734,15 +755,11 @@ func (fc *flowCtx) ended() {
 			n.release() // idempotent: a sweep or a fallback may have come first
 		}
 	}
-	stopped := release
+	var st *asyncsteps.State
 	if left {
-		st := fc.res.key.Value() // alive: the flow's steps hold it
-		stopped = func() {
-			fc.releaseStopped(st)
-			release()
-		}
+		st = fc.res.key.Value() // alive: the flow's steps hold it
 	}
-	fc.post(tool, release, stopped)
+	fc.post(tool, release, func() { fc.releaseStopped(st, ended) })
 }
 
 // watchLeft has the engine run ended as the execution that as, a step of
@@ -759,21 +776,33 @@ func (fc *flowCtx) watchLeft(as asyncsteps.AsyncSteps) {
 	fc.left = fc.watchEnd(as)
 }
 
-// releaseStopped releases the steps of the flow whose state is st that
-// its stopped loop left (see releaseLeft), once no callback of the flow
-// can run: in the fallback of a post the loop did not run. A root pointer
-// that C holds for the flow keeps them for its free, which releases them
-// (see rootObj.postRelease), as it always has: a success that C gives a
-// step after the loop stopped then still completes it, and a lock it
-// grants still counts as held. The Go steps given by Binary go without
-// their C cancel handler, as ended releases them: the engine runs no
-// cancel handler of a Go step on a closed loop, and one that Go completed
-// may not have been swept yet.
-func (fc *flowCtx) releaseStopped(st *asyncsteps.State) {
-	if st == nil || fc.heldByC() {
+// releaseStopped releases what an execution of the flow left when its
+// loop stopped, once no callback of the flow can run: in the fallback of
+// the post of ended. ended are the nodes Binary made for the execution;
+// st, if not nil, is the flow's state, in which C steps were left waiting
+// too. Each step the stop left live goes with its C cancel handler, once
+// (see leave), innermost first, a Go step given by Binary as a C step:
+// either may hold C data that only its cancel handler frees. A flow whose
+// free is to come (a root made by C, or a Go Root whose root pointer C
+// holds) keeps its live steps for that free, which releases them all
+// innermost first (see rootObj.postRelease), as it always has: a success
+// that C gives a step after the loop stopped then still completes it, a
+// lock it grants still counts as held, and a Go step's stack memory
+// outlives its C sub-steps' cancel handlers, which may read it. Only the
+// nodes of the Go steps that ended go now.
+func (fc *flowCtx) releaseStopped(st *asyncsteps.State, ended []*node) {
+	if fc.owned || fc.heldByC() {
+		for _, n := range ended {
+			if !n.released && !n.stepLive() {
+				n.release()
+			}
+		}
 		return
 	}
-	releaseSteps(st, false)
+	if st != nil {
+		releaseLeft(st) // ended's nodes too: they are nodes of st
+	}
+	leaveAll(ended)
 }
 
 // heldByC reports whether C holds a root pointer of the flow, given by

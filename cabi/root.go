@@ -218,8 +218,9 @@ func (ro *rootObj) postRelease(released chan struct{}) {
 	}
 	// A loop that does not run the release (it is closing, or was closed
 	// before the release's turn) cleans up once it has stopped, also
-	// after the C steps it left, of a Go root's flow too: it ran no cancel
-	// handler of theirs, and never will run the flow again.
+	// after the steps it left live, C steps and Go steps given by Binary,
+	// of a Go root's flow too: it ran no cancel handler of theirs, and
+	// never will run the flow again.
 	stopped := func() {
 		releaseLeft(ro.root.State())
 		finish()
@@ -359,7 +360,10 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     However Go ends the step (Success or Error from another goroutine,
 //     a timeout, a cancel of the flow, its Loop closed), the pointer is
 //     released once the step is over, at the latest as the flow's
-//     execution ends, with no later C step or Binary needed. The
+//     execution ends, with no later C step or Binary needed (a step its
+//     closed Loop left waiting in a flow whose root pointer C holds goes
+//     with the free of that pointer, after the C cancel handler set on
+//     it and those of the C sub-steps it added). The
 //     exception is a step whose flow the engine cannot reach, given
 //     through a decorator without Unwrap: its pointer goes at the flow's
 //     next C step or Binary, or with the execution's end only if a Binary

@@ -412,6 +412,33 @@ static void held_with_cancel(FutoInAsyncSteps* bsi, void* data, const FutoInArgs
 // that logs "held cancel".
 void ct_held_with_cancel(FutoInAsyncSteps* root) { ct_add(root, NULL, held_with_cancel, NULL); }
 
+// ---- a cancel handler on a Go step's pointer ----------------------------
+
+static void guard_cleanup(void* p)
+{
+    (void)p;
+    LOG("guard cleanup");
+}
+
+static void guard_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    (void)data;
+    LOG("guard cancel");
+}
+
+// ct_guard takes stack memory whose cleanup logs "guard cleanup" on bsi, a
+// Go step's pointer given by Binary, in the step's callback, and sets a
+// cancel handler that logs "guard cancel": C code that keeps data for the
+// step and frees it when the step is cancelled.
+void ct_guard(FutoInAsyncSteps* bsi)
+{
+    if (bsi->api->stack(bsi, 16, guard_cleanup) == NULL) {
+        LOG("guard: no stack memory");
+    }
+    bsi->api->setCancel(bsi, NULL, guard_cancel);
+}
+
 static void* held_alloc(void* data)
 {
     (void)data;

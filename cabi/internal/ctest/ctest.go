@@ -122,6 +122,11 @@ func FailHeld() { C.ct_fail_held() }
 // "held cancel".
 func HeldWithCancel(root unsafe.Pointer) { C.ct_held_with_cancel(bsi(root)) }
 
+// Guard takes stack memory, whose cleanup logs "guard cleanup", and sets
+// a cancel handler that logs "guard cancel" on step, a Go step's pointer
+// given by Binary: call it in the step's callback.
+func Guard(step unsafe.Pointer) { C.ct_guard(bsi(step)) }
+
 // StackHeld calls stack on the step of Held from the calling thread, and
 // reports whether it gave memory.
 func StackHeld() bool { return C.ct_stack_held() != 0 }

@@ -50,6 +50,7 @@ void ct_empty_slot(FutoInAsyncSteps* root);
 void ct_execute_only(FutoInAsyncSteps* root, const char* data, int which);
 void ct_held(FutoInAsyncSteps* root);
 void ct_held_with_cancel(FutoInAsyncSteps* root);
+void ct_guard(FutoInAsyncSteps* bsi);
 void ct_fail_held(void);
 int ct_stack_held(void);
 int ct_state_held(void);

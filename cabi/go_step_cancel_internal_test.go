@@ -1,0 +1,237 @@
+//go:build cgo
+
+package cabi
+
+import (
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// The tests here give C a Go step (Binary) on which C takes stack memory
+// and sets a cancel handler (ctest.Guard), then stop the step's loop with
+// the step completed by Go or still waiting, and release the flow: by the
+// free of the root pointer C holds, before or after the loop's stop, or
+// by the stop alone where C holds none. The C cancel handler runs once
+// for a step the stop left waiting, as for a C step, and never for one
+// that Go completed: C frees its data on completion, and a cancel handler
+// after it would free it again. Before, the free called it for a completed
+// step whose pointer was not yet swept, and a step left waiting got it or
+// not depending on whether the free came before the stop.
+
+// goStepRoot is how the flow is held.
+type goStepRoot int
+
+const (
+	ownedRoot  goStepRoot = iota // a root made by C (New)
+	heldGoRoot                   // a Go Root whose pointer (Binary) C holds
+	goFlow                       // a Go Root for which C holds no root pointer
+)
+
+func (k goStepRoot) String() string {
+	return [...]string{"root made by C", "Go root given to C", "Go flow"}[k]
+}
+
+func TestCancelHandlerOfAGoStepReleasedAfterTheLoopStopped(t *testing.T) {
+	const (
+		cancelled = "guard cancel\nguard cleanup\n"
+		completed = "guard cleanup\n"
+	)
+	for _, c := range []struct {
+		root      goStepRoot
+		complete  bool // Go completes the step before the stop
+		freeFirst bool // the free is posted before the stop, which drops it
+		want      string
+	}{
+		{root: ownedRoot, complete: true, freeFirst: true, want: completed},
+		{root: ownedRoot, complete: true, want: completed},
+		{root: ownedRoot, freeFirst: true, want: cancelled},
+		{root: ownedRoot, want: cancelled},
+		{root: heldGoRoot, complete: true, freeFirst: true, want: completed},
+		{root: heldGoRoot, complete: true, want: completed},
+		{root: heldGoRoot, freeFirst: true, want: cancelled},
+		{root: heldGoRoot, want: cancelled},
+		{root: goFlow, complete: true, want: completed},
+		{root: goFlow, want: cancelled},
+	} {
+		name := c.root.String()
+		if c.complete {
+			name += "/completed"
+		} else {
+			name += "/waiting"
+		}
+		if c.root != goFlow {
+			name += map[bool]string{false: "/stop then free", true: "/free then stop"}[c.freeFirst]
+		}
+		t.Run(name, func(t *testing.T) {
+			ctest.Reset()
+			registered := registrySize()
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			var r *asyncsteps.Root
+			var ptr unsafe.Pointer // the root pointer C holds
+			switch c.root {
+			case ownedRoot:
+				ptr = New(loop)
+				r = Wrap(ptr).(*asyncsteps.Root)
+			case heldGoRoot:
+				r = asyncsteps.New(asyncsteps.WithTool(loop))
+				ptr = Binary(r)
+			default:
+				r = asyncsteps.New(asyncsteps.WithTool(loop))
+			}
+			reached := make(chan struct{})
+			var last asyncsteps.AsyncSteps // the step the flow waits in: the stop finds it
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				ctest.Guard(Binary(as))
+				if c.complete {
+					go as.Success()
+					return
+				}
+				last = as
+				close(reached)
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.WaitExternal() // no C step and no Binary: nothing sweeps
+				last = as
+				close(reached)
+			})
+			st := r.State()
+			r.ExecuteWith(func(*asyncsteps.Error) {}) // the closed loop's error
+			<-reached
+			lp := loopFor(loop)
+			if c.freeFirst {
+				loop.Immediate(func() {
+					ctest.Free(ptr) // posted to the loop, which the close then drops
+					loop.Close()
+				})
+				<-loop.Done()
+			} else {
+				loop.Close()
+				if ptr != nil {
+					ctest.Free(ptr)
+				}
+			}
+			afterFallbacks(lp)
+			if got := ctest.Trace(); got != c.want {
+				t.Errorf("trace:\n%s\nwant:\n%s", got, c.want)
+			}
+			if n := nodesOf(st); n != 0 {
+				t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
+			}
+			if n := registrySize() - registered; n != 0 {
+				t.Errorf("the registry holds %d more entries than before the flow, want 0", n)
+			}
+			runtime.KeepAlive(last)
+		})
+	}
+}
+
+// On a TestTool whose ResetEvents drops the free of a root made by C, the
+// free cancels the flow, which the tool runs on: the C cancel handler of
+// the Go step runs once if the step waits, when the free is dropped, and
+// not again as the cancel applies; never if Go completed the step.
+func TestCancelHandlerOfAGoStepOfAFreeDroppedByResetEvents(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		complete bool
+		want     string
+	}{
+		{"completed", true, "guard cleanup\n"},
+		{"waiting", false, "guard cancel\nguard cleanup\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			tt := asyncsteps.NewTestTool()
+			ptr := New(tt)
+			r := Wrap(ptr).(*asyncsteps.Root)
+			var step asyncsteps.AsyncSteps
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				ctest.Guard(Binary(as))
+				step = as
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+			st := r.State()
+			r.Execute()
+			tt.Run()
+			if c.complete {
+				step.Success()
+				tt.Run()
+			}
+			ctest.Free(ptr)
+			tt.ResetEvents()
+			if got := ctest.Trace(); got != c.want {
+				t.Errorf("trace once the free was dropped:\n%s\nwant:\n%s", got, c.want)
+			}
+			tt.Run()
+			if got := ctest.Trace(); got != c.want {
+				t.Errorf("trace once the flow was cancelled:\n%s\nwant:\n%s", got, c.want)
+			}
+			if n := nodesOf(st); n != 0 {
+				t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
+			}
+			if r.Running() {
+				t.Error("the flow of the freed root still runs")
+			}
+		})
+	}
+}
+
+// A Go step given to C with a C sub-step, added through its pointer, that
+// waits when the loop stops: both go innermost first, each after its C
+// cancel handler, and the Go step's stack memory outlives the sub-step's
+// cancel handler, which may read it. Where a free is to come, the stop
+// leaves both to it; before, the stop released the Go step at once, and
+// the free cancelled the sub-step after its parent's memory was gone.
+func TestGoStepLeftWithACSubStepGoesAfterIt(t *testing.T) {
+	const want = "held\nheld cancel\nguard cancel\nguard cleanup\n"
+	for _, root := range []goStepRoot{ownedRoot, heldGoRoot, goFlow} {
+		t.Run(root.String(), func(t *testing.T) {
+			ctest.Reset()
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			var r *asyncsteps.Root
+			var ptr unsafe.Pointer
+			switch root {
+			case ownedRoot:
+				ptr = New(loop)
+				r = Wrap(ptr).(*asyncsteps.Root)
+			case heldGoRoot:
+				r = asyncsteps.New(asyncsteps.WithTool(loop))
+				ptr = Binary(r)
+			default:
+				r = asyncsteps.New(asyncsteps.WithTool(loop))
+			}
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				p := Binary(as)
+				ctest.Guard(p)
+				ctest.HeldWithCancel(p)
+			})
+			st := r.State()
+			r.ExecuteWith(func(*asyncsteps.Error) {})
+			if !ctest.WaitFor("held", 5*time.Second) {
+				t.Fatalf("the C sub-step did not run: %q", ctest.Trace())
+			}
+			lp := loopFor(loop)
+			loop.Close()
+			afterFallbacks(lp)
+			if ptr != nil {
+				if got := ctest.Trace(); got != "held\n" {
+					t.Errorf("trace before the free:\n%s\nwant:\nheld", got)
+				}
+				ctest.Free(ptr)
+				afterFallbacks(lp)
+			}
+			if got := ctest.Trace(); got != want {
+				t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+			}
+			if n := nodesOf(st); n != 0 {
+				t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
+			}
+		})
+	}
+}
