@@ -26,9 +26,10 @@ import (
 // of outcomes the program allows (its parallel branches and threads may
 // end in any order); and once everything has ended, that every value,
 // state variable and block of stack memory C made was cleaned up exactly
-// once, every cancel handler ran at most once and before its memory went,
-// no C thread is left, the tables of package cabi are back to their size
-// before the run, and no goroutine is left after the Loop's Close.
+// once, every cancel handler ran at most once, before its memory went and
+// never after Go completed its step, no C thread is left, the tables of
+// package cabi are back to their size before the run, and no goroutine is
+// left after the Loop's Close.
 //
 // Every input decodes to a valid program; the seed corpus is
 // cflowSeeds plus testdata/fuzz/FuzzCFlows, run in every go test. Run
@@ -73,7 +74,7 @@ const (
 	actCancelThread // the table's cancel from a C thread
 	actFree         // free of an owned root from a goroutine
 	actFreeThread   // free of an owned root from a C thread
-	actClose        // Loop.Close
+	actClose        // Loop.Close (an owned root freed here: from a callback, after its free)
 )
 
 // How an owned root is freed once its flow has ended.
@@ -497,6 +498,20 @@ func (r *cflowRun) hook(step unsafe.Pointer, i int) {
 				r.later(func() { ctest.FlowComplete(p, n.A) })
 				return
 			}
+			if n.C == 2 { // with a C cancel handler, completed in its callback
+				mem := ctest.FlowGuard(Binary(as), i)
+				if n.A != 0 {
+					// An error runs the failing step's own cancel handler
+					// first, as the engine's rule is.
+					as.Error(fmt.Sprintf("G%d", n.A))
+					return
+				}
+				// Over as the callback returns, its pointer swept later:
+				// no cancel handler may run from now on.
+				ctest.FlowGoEnded(mem)
+				as.Success(int32(i))
+				return
+			}
 			r.later(func() {
 				if n.A == 0 {
 					as.Success(int32(i))
@@ -540,6 +555,20 @@ func (r *cflowRun) fire() {
 	case actFreeThread:
 		ctest.FlowFreeOnThread(r.rootPointer(true))
 	case actClose:
+		if r.p.root == rootOwned && r.p.freeBy == freeHere {
+			// The free first, on the loop, which the close then drops:
+			// its release runs once the loop has stopped. A callback the
+			// run's end beats leaves the pointer for finish to free.
+			r.later(func() {
+				r.loop.Immediate(func() {
+					if p := r.rootPointer(true); p != nil {
+						ctest.FlowFree(p)
+					}
+					r.loop.Close()
+				})
+			})
+			return
+		}
 		r.later(r.loop.Close)
 	}
 }

@@ -114,6 +114,7 @@ typedef struct {
     int node;
     int cancelled;
     int iter;
+    int ended; // cf_go_ended: Go completed the step, which no cancel handler may follow
 } act;
 
 #define ACT_MAGIC 0x5eed
@@ -151,6 +152,9 @@ static void on_cancel(FutoInAsyncSteps* bsi, void* data)
     if (a->magic != ACT_MAGIC) {
         violation("a cancel handler ran after its stack memory was cleaned up");
         return;
+    }
+    if (a->ended) {
+        violation("a cancel handler ran after its step completed");
     }
     a->cancelled++;
     atomic_fetch_add(&cancels, 1);
@@ -239,6 +243,27 @@ static void spawn_completion(FutoInAsyncSteps* bsi, int code, int delay_us)
         return;
     }
     pthread_detach(t);
+}
+
+// cf_guard takes stack memory on bsi, a Go step's pointer given by Binary,
+// in the step's callback, and sets a cancel handler on it; it returns the
+// memory, for cf_go_ended.
+void* cf_guard(FutoInAsyncSteps* bsi, int i)
+{
+    act* a = new_act(bsi, i);
+    if (a != NULL) {
+        bsi->api->setCancel(bsi, a, on_cancel);
+    }
+    return a;
+}
+
+// cf_go_ended notes that Go completes, in its callback, the step whose
+// memory cf_guard gave: its cancel handler must not run from now on.
+void cf_go_ended(void* a)
+{
+    if (a != NULL) {
+        ((act*)a)->ended = 1;
+    }
 }
 
 // cf_complete completes bsi (0: success, else error E<code>) from the

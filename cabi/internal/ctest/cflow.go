@@ -110,6 +110,16 @@ func FlowAdd(p unsafe.Pointer, i int) { C.cf_add(bsi(p), C.int(i)) }
 // succeeds, another fails with E<code>.
 func FlowComplete(p unsafe.Pointer, code int) { C.cf_complete(bsi(p), C.int(code)) }
 
+// FlowGuard takes stack memory on p, a Go step's pointer given by Binary,
+// and sets a C cancel handler on it, for node i; call it in the step's
+// callback. It returns the memory, for FlowGoEnded.
+func FlowGuard(p unsafe.Pointer, i int) unsafe.Pointer { return C.cf_guard(bsi(p), C.int(i)) }
+
+// FlowGoEnded notes that Go completes, in its callback, the step whose
+// memory FlowGuard gave: a cancel handler that runs after it is a
+// violation.
+func FlowGoEnded(mem unsafe.Pointer) { C.cf_go_ended(mem) }
+
 // FlowExecute adds an end step to root and executes it; see FlowOutcome.
 func FlowExecute(root unsafe.Pointer) { C.cf_execute(bsi(root)) }
 

@@ -18,7 +18,8 @@ enum {
     CF_SYNC,        /* addSync(sync a%2) with its kids inside; error handler b */
     CF_GO,          /* the Go hook adds, through Wrap, a Go step per kid that adds the kid on Binary of itself */
     CF_GOFAIL,      /* the Go hook adds, through Wrap, a Go step that fails with G<a> */
-    CF_GOWAIT,      /* the Go hook adds, through Wrap, a Go step that waits for a goroutine: a 0 success, else G<a> */
+    CF_GOWAIT,      /* the Go hook adds, through Wrap, a Go step that waits for a goroutine: a 0 success, else G<a>
+                       (c 1: completed through the C table; c 2: with a C cancel handler, completed in its callback) */
     CF_WAIT_GO,     /* waits with a cancel handler; the Go hook completes it from a goroutine: a 0 success, else E<a> */
 };
 
@@ -38,6 +39,8 @@ void cf_outcome(char* buf, int size);
 void cf_set_syncs(FutoInSync* a, FutoInSync* b);
 void cf_add(FutoInAsyncSteps* bsi, int i);
 void cf_complete(FutoInAsyncSteps* bsi, int code);
+void* cf_guard(FutoInAsyncSteps* bsi, int i);
+void cf_go_ended(void* a);
 void cf_execute(FutoInAsyncSteps* root);
 void cf_free_on_thread(FutoInAsyncSteps* root);
 void cf_cancel_on_thread(FutoInAsyncSteps* root);
