@@ -722,11 +722,7 @@ func atFlowEnd(as any, fn func()) bool {
 // recycled, and its flow run again, only on the flow's loop, where this
 // is called.
 func stepRunning(as any) (running, known bool) {
-	a, ok := as.(AsyncSteps)
-	if !ok {
-		return false, false
-	}
-	h := unwrapAny(a)
+	h := stepAPIOf(as)
 	if h == nil {
 		return false, false
 	}
@@ -741,11 +737,7 @@ func stepRunning(as any) (running, known bool) {
 // API: the death alone marks a step with sub-steps), and none made by its
 // running callback.
 func stepLive(as any) (live, known bool) {
-	a, ok := as.(AsyncSteps)
-	if !ok {
-		return false, false
-	}
-	h := unwrapAny(a)
+	h := stepAPIOf(as)
 	if h == nil {
 		return false, false
 	}
@@ -755,6 +747,16 @@ func stepLive(as any) (live, known bool) {
 	}
 	st := h.st.Load()
 	return st&(stClaim|stDone) != stClaim && !(st == 0 && f.succeeded), true
+}
+
+// stepAPIOf returns the step API that as, given to a toolinfo hook, is or
+// unwraps to, or nil.
+func stepAPIOf(as any) *stepAPI {
+	a, ok := as.(AsyncSteps)
+	if !ok {
+		return nil
+	}
+	return unwrapAny(a)
 }
 
 // unwrapAny returns the step API that as is, or that the decorator as
