@@ -130,6 +130,10 @@
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
+// Go may complete a C step through [Wrap] of its pointer: Success and
+// Error there are success and handle_error through the pointer, with the
+// same release of the pointer and its stack memory, and no cancel
+// handler after them.
 // So does the pointer [Binary] gives for a Go step, which Go may end
 // itself (Success or Error from another goroutine, a timeout, a cancel of
 // the flow, its Loop closed): the pointer is released once the step is

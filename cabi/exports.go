@@ -197,6 +197,19 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		dropArgs(vals, n)
 		return
 	}
+	n.succeed(vals, true)
+}
+
+// succeed completes n's step with vals, as success does, for C and for Go
+// through Wrap. taken: vals were taken over from C, and their custom
+// objects are cleaned up if no step receives them (Go's values stay
+// Go's).
+func (n *node) succeed(vals []any, taken bool) {
+	drop := func() {
+		if taken {
+			dropArgs(vals, nil)
+		}
+	}
 	if n.inCallback() {
 		n.completed = true
 		if n.body != nil {
@@ -210,7 +223,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	n.post(func() {
 		if n.released || !n.as.IsValid() {
 			n.release()
-			dropArgs(vals, nil)
+			drop()
 			return
 		}
 		if n.onSuccess != nil {
@@ -225,7 +238,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 			n.onSuccess()
 		}
 		n.release()
-		dropArgs(vals, nil)
+		drop()
 	})
 }
 

@@ -438,20 +438,29 @@ func (fc *flowCtx) adoptExternal(n *node) {
 }
 
 // Wrap adopts a FutoInAsyncSteps* from C. One of ours becomes the Go value
-// it stands for again (a *Root, or the step's AsyncSteps); a foreign one,
-// from another implementation of the table, becomes an AsyncSteps that
-// calls through that table (see the package doc). It returns nil for nil
-// and for a stale pointer of ours.
+// it stands for again (a *Root, or the Go step's AsyncSteps that Binary
+// was given); that of a C step, a decorator of the step's AsyncSteps
+// whose Unwrap gives the step, and whose Success, Error, Break and
+// Continue do what success, handle_error, breakLoop and continueLoop do
+// through the pointer, which then turns stale (in the step's C callback,
+// Error, Break and Continue return to the caller, which must return at
+// once); a foreign one, from another implementation of the table, becomes
+// an AsyncSteps that calls through that table (see the package doc). It
+// returns nil for nil and for a stale pointer of ours.
 func Wrap(p unsafe.Pointer) asyncsteps.AsyncSteps {
 	bsi := (*C.FutoInAsyncSteps)(p)
 	if bsi == nil {
 		return nil
 	}
 	if isOurs(bsi) {
-		if n := nodeOf(bsi); n != nil {
-			return n.as
+		n := nodeOf(bsi)
+		switch {
+		case n == nil:
+			return nil
+		case n.kind == kindStep && !n.external:
+			return cStep{n.as, n} // completed through the node (see cStep)
 		}
-		return nil
+		return n.as
 	}
 	return &foreign{p: bsi}
 }
