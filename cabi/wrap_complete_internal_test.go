@@ -3,6 +3,7 @@
 package cabi
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 
@@ -104,11 +105,10 @@ func TestCStepBreakThroughWrapIsReleased(t *testing.T) {
 		turns++
 		ctest.FlowAdd(Binary(as), 0)
 	})
-	ended := make(chan string, 1)
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { ended <- "ok" })
-	r.ExecuteWith(func(err *asyncsteps.Error) { ended <- err.Code + ": " + st.ErrorInfo })
-	if got := <-ended; got != "ok" || turns != 1 {
-		t.Errorf("the flow ended with %q after %d turns of the loop, want \"ok\" after 1", got, turns)
+	// Run returns once the flow has ended, after its end posted the
+	// release of Binary's pointer, which afterLoopRan then waits for.
+	if _, err := r.Run(context.Background()); err != nil || turns != 1 {
+		t.Errorf("the flow ended with %v after %d turns of the loop, want success after 1", err, turns)
 	}
 	afterLoopRan(loop)
 	checkCStepReleased(t, "once the flow ended", st, before)
