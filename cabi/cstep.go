@@ -37,27 +37,19 @@ func (s cStep) Error(code string, info ...string) {
 // Break ends the loop as breakLoop does, in the step's C callback (and
 // returns, as Error does); elsewhere the engine's Break reports the misuse.
 func (s cStep) Break(label ...string) {
-	n := s.n
-	if !n.inCallback() {
+	if !s.n.inCallback() {
 		s.AsyncSteps.Break(label...)
 		return
 	}
-	defer guard(n)
-	n.completed = true
-	n.overrule(true)
-	n.as.Break(label...)
+	s.n.breakLoop(label)
 }
 
 // Continue goes to the loop's next iteration as continueLoop does (see
 // Break).
 func (s cStep) Continue(label ...string) {
-	n := s.n
-	if !n.inCallback() {
+	if !s.n.inCallback() {
 		s.AsyncSteps.Continue(label...)
 		return
 	}
-	defer guard(n)
-	n.completed = true
-	n.overrule(false)
-	n.as.Continue(label...)
+	s.n.continueLoop(label)
 }

@@ -393,26 +393,35 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f uns
 
 //export cabiBreak
 func cabiBreak(bsi *C.FutoInAsyncSteps, lbl *C.char) {
-	n := nodeOf(bsi)
-	if n == nil || !n.inCallback() {
-		return
+	if n := nodeOf(bsi); n != nil && n.inCallback() {
+		n.breakLoop(label(lbl))
 	}
+}
+
+// breakLoop ends the loop around n's step, labelled label if any, as
+// breakLoop through the pointer does. In the step's C callback only.
+func (n *node) breakLoop(label []string) {
 	defer guard(n)
 	n.completed = true
 	n.overrule(true)
-	n.as.Break(label(lbl)...)
+	n.as.Break(label...)
 }
 
 //export cabiContinue
 func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
-	n := nodeOf(bsi)
-	if n == nil || !n.inCallback() {
-		return
+	if n := nodeOf(bsi); n != nil && n.inCallback() {
+		n.continueLoop(label(lbl))
 	}
+}
+
+// continueLoop goes to the next iteration of the loop around n's step,
+// as continueLoop through the pointer does. In the step's C callback
+// only.
+func (n *node) continueLoop(label []string) {
 	defer guard(n)
 	n.completed = true
 	n.overrule(false)
-	n.as.Continue(label(lbl)...)
+	n.as.Continue(label...)
 }
 
 //export cabiExecute

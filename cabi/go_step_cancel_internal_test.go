@@ -72,18 +72,7 @@ func TestCancelHandlerOfAGoStepReleasedAfterTheLoopStopped(t *testing.T) {
 			registered := registrySize()
 			loop := asyncsteps.NewLoop()
 			defer loop.Close()
-			var r *asyncsteps.Root
-			var ptr unsafe.Pointer // the root pointer C holds
-			switch c.root {
-			case ownedRoot:
-				ptr = New(loop)
-				r = Wrap(ptr).(*asyncsteps.Root)
-			case heldGoRoot:
-				r = asyncsteps.New(asyncsteps.WithTool(loop))
-				ptr = Binary(r)
-			default:
-				r = asyncsteps.New(asyncsteps.WithTool(loop))
-			}
+			r, ptr := newGoStepRoot(c.root, loop) // ptr: the root pointer C holds
 			reached := make(chan struct{})
 			var last asyncsteps.AsyncSteps // the step the flow waits in: the stop finds it
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -194,18 +183,7 @@ func TestGoStepLeftWithACSubStepGoesAfterIt(t *testing.T) {
 			ctest.Reset()
 			loop := asyncsteps.NewLoop()
 			defer loop.Close()
-			var r *asyncsteps.Root
-			var ptr unsafe.Pointer
-			switch root {
-			case ownedRoot:
-				ptr = New(loop)
-				r = Wrap(ptr).(*asyncsteps.Root)
-			case heldGoRoot:
-				r = asyncsteps.New(asyncsteps.WithTool(loop))
-				ptr = Binary(r)
-			default:
-				r = asyncsteps.New(asyncsteps.WithTool(loop))
-			}
+			r, ptr := newGoStepRoot(root, loop)
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 				p := Binary(as)
 				ctest.Guard(p)
@@ -233,5 +211,20 @@ func TestGoStepLeftWithACSubStepGoesAfterIt(t *testing.T) {
 				t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
 			}
 		})
+	}
+}
+
+// newGoStepRoot returns a root of kind on loop and the root pointer C
+// holds for it: nil for a flow of Go's that C holds no pointer of.
+func newGoStepRoot(kind goStepRoot, loop *asyncsteps.Loop) (*asyncsteps.Root, unsafe.Pointer) {
+	switch kind {
+	case ownedRoot:
+		ptr := New(loop)
+		return Wrap(ptr).(*asyncsteps.Root), ptr
+	case heldGoRoot:
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		return r, Binary(r)
+	default:
+		return asyncsteps.New(asyncsteps.WithTool(loop)), nil
 	}
 }

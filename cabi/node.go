@@ -801,6 +801,7 @@ func (fc *flowCtx) releaseStopped(st *asyncsteps.State, ended []*node) {
 	}
 	if st != nil {
 		releaseLeft(st) // ended's nodes too: they are nodes of st
+		return
 	}
 	leaveAll(ended)
 }

@@ -18,11 +18,7 @@ import (
 func TestMutexNotLetIn(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	setup := redis.NewClient(&redis.Options{Addr: srv.addr})
-	mustDo(t, setup, "ACL", "SETUSER", "admin", "on", ">admin", "~*", "&*", "+@all")
-	setup.Close()
-	admin := redis.NewClient(&redis.Options{Addr: srv.addr, Username: "admin", Password: "admin"})
-	defer admin.Close()
+	admin := newAdmin(t, srv)
 	for _, step := range []struct {
 		code     string // of the refusal
 		password string // the client's

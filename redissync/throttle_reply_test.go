@@ -49,12 +49,7 @@ func TestFailOpenThrottleRefusedByRedis(t *testing.T) {
 func TestFailOpenThrottleNotLetIn(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	// An admin of its own, whom the steps leave in.
-	setup := redis.NewClient(&redis.Options{Addr: srv.addr})
-	mustDo(t, setup, "ACL", "SETUSER", "admin", "on", ">admin", "~*", "&*", "+@all")
-	setup.Close()
-	admin := redis.NewClient(&redis.Options{Addr: srv.addr, Username: "admin", Password: "admin"})
-	defer admin.Close()
+	admin := newAdmin(t, srv) // whom the steps leave in
 	for _, step := range []struct {
 		code     string // of the refusal
 		password string // the client's
@@ -98,4 +93,17 @@ func mustDo(t *testing.T, rdb *redis.Client, args ...any) {
 	if err := rdb.Do(context.Background(), args...).Err(); err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
+}
+
+// newAdmin returns a client of an ACL user of its own on srv, with every
+// right, closed with the test: what a test that keeps its other clients
+// out of srv repairs srv with.
+func newAdmin(t *testing.T, srv *redisServer) *redis.Client {
+	t.Helper()
+	setup := redis.NewClient(&redis.Options{Addr: srv.addr})
+	mustDo(t, setup, "ACL", "SETUSER", "admin", "on", ">admin", "~*", "&*", "+@all")
+	setup.Close()
+	admin := redis.NewClient(&redis.Options{Addr: srv.addr, Username: "admin", Password: "admin"})
+	t.Cleanup(func() { admin.Close() })
+	return admin
 }
