@@ -116,7 +116,10 @@ type AsyncSteps interface {
 	// Root.Cancel, or an error unwinding through the step (then before the
 	// step's error handler). A step without sub-steps then waits for an
 	// external completion; with sub-steps, f stays set while they run and
-	// is dropped when the step completes.
+	// is dropped when the step completes. A Success from outside the
+	// callback completes the step once it is accepted: a cancel that the
+	// loop applies after it, before the step's flow has moved on, does
+	// not run f (an Error accepted so still does, as the error would).
 	SetCancel(f CancelFunc)
 	// WaitExternal makes the step wait for an external completion.
 	WaitExternal()

@@ -145,12 +145,12 @@ func isInvokerCode(pc uintptr) bool {
 // has not declared that it waits, on which another goroutine called
 // Error (code), Break or Continue (docs/DESIGN.md#step-api-states).
 // Nothing is written to the frame here: the callback may be writing it.
-// The claim keeps the callback's own later completions out, and the loop
-// writes the error once the callback has returned. If the state word has
-// changed meanwhile (the callback returned, or began to wait), it decides
-// as for any call from outside.
+// The claim, an error's (stFailed), keeps the callback's own later
+// completions out, and the loop writes the error once the callback has
+// returned. If the state word has changed meanwhile (the callback
+// returned, or began to wait), it decides as for any call from outside.
 func (h *stepAPI) failFromElsewhere(code, info string) (abort bool) {
-	if !h.st.CompareAndSwap(0, stClaim) {
+	if !h.st.CompareAndSwap(0, stClaim|stFailed) {
 		return h.raise(code, info, false)
 	}
 	msg := foreignCallName(code, info) + " called from another goroutine on a step that does not wait:" +
@@ -195,5 +195,5 @@ func (t *foreignFailure) run() {
 		return
 	}
 	f.args = []any{t.err}
-	h.publish(stFailed, true)
+	h.publish(true)
 }

@@ -59,7 +59,7 @@ type frame struct {
 	// err is the error the callback raised (Error, Break, Continue or a
 	// panic) or, while handling is set, the error this handler frame
 	// handles. A completion from outside the callback is written to args
-	// (stClaim, then stReady, and stFailed for an error: see complete).
+	// (stClaim, with stFailed for an error, then stReady: see complete).
 	err *Error
 }
 
@@ -227,17 +227,25 @@ func ownerOf(f *frame) *frame {
 // ready. Until then f must not be recycled. A step API whose completion is
 // claimed and written is dead already (nothing accepts a second one), and
 // costs no atomic write: the steps completed from outside all end so.
-func (f *frame) kill() {
+//
+// It reports whether a Success from outside had claimed the step (written
+// or not): the step has completed, though the loop, which kills it now,
+// will not apply that completion (docs/DESIGN.md#cancel-handlers). The
+// claim carries its kind, so the answer needs no wait for the writer; a
+// Success that comes after the Or finds the step dead and counts for
+// nothing.
+func (f *frame) kill() (succeeded bool) {
 	st := f.h.st.Load()
 	if st&stDone != 0 {
-		return
+		return false
 	}
 	if st&(stClaim|stReady) == stClaim|stReady {
 		f.consumed = true
-		return
+		return st&stFailed == 0
 	}
 	old := f.h.st.Or(stIdle | stClaim | stDone)
 	f.consumed = old&stClaim == 0 || old&stReady != 0
+	return old&(stClaim|stFailed) == stClaim
 }
 
 // stackPC is the entry address of the user's function that f runs, for

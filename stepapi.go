@@ -23,7 +23,7 @@ const (
 	stClaim                     // Success or Error has claimed the completion
 	stReady                     // the claimed completion is written
 	stDone                      // the step API is dead: no completion accepted
-	stFailed                    // with stReady: the completion is an error, in args[0]
+	stFailed                    // with stClaim: the completion claimed is an error, in args[0] once stReady
 )
 
 // stepAPI is the AsyncSteps value given to one callback: the identity of one
@@ -50,25 +50,29 @@ func (h *stepAPI) inCallback(st uint32) bool {
 }
 
 // claim takes the right to complete the step: only one Success or Error of
-// a step counts.
-func (h *stepAPI) claim() bool {
+// a step counts. kind is stFailed for an error, 0 for a success: it is
+// recorded with the claim, so that a loop that cancels the step before
+// the completion is written knows which one has won, without waiting for
+// the writer (see frame.kill).
+func (h *stepAPI) claim(kind uint32) bool {
 	for {
 		st := h.st.Load()
 		if st&(stClaim|stDone) != 0 {
 			return false
 		}
-		if h.st.CompareAndSwap(st, st|stClaim) {
+		if h.st.CompareAndSwap(st, st|stClaim|kind) {
 			return true
 		}
 	}
 }
 
-// publish marks the written completion as ready. If the callback has already
-// returned, nobody on the loop will look at the step again by itself, so the
-// completion is handed to the loop: posted to its own queue when the caller
-// runs on that loop (onLoop), else injected through the inbox's lock.
-func (h *stepAPI) publish(bits uint32, onLoop bool) {
-	if h.st.Or(stReady|bits)&stIdle == 0 {
+// publish marks the written completion as ready (its kind came with the
+// claim). If the callback has already returned, nobody on the loop will
+// look at the step again by itself, so the completion is handed to the
+// loop: posted to its own queue when the caller runs on that loop
+// (onLoop), else injected through the inbox's lock.
+func (h *stepAPI) publish(onLoop bool) {
+	if h.st.Or(stReady)&stIdle == 0 {
 		return
 	}
 	if onLoop {
@@ -81,9 +85,9 @@ func (h *stepAPI) publish(bits uint32, onLoop bool) {
 // succeedOutside completes the step with args from outside its running
 // callback; onLoop as for publish. Only the first completion counts.
 func (h *stepAPI) succeedOutside(args []any, onLoop bool) {
-	if h.claim() {
+	if h.claim(0) {
 		h.f.args = args
-		h.publish(0, onLoop)
+		h.publish(onLoop)
 		return
 	}
 	if !onLoop && h.st.Load()&stDone != 0 {
@@ -179,11 +183,11 @@ func (h *stepAPI) signalError(code, info string) *Error {
 // complete fails the step from outside its callback; err.Cause, if set, is
 // the LastException to record.
 func (h *stepAPI) complete(err *Error) {
-	if h.claim() {
+	if h.claim(stFailed) {
 		// An external error is rare: it travels in args, boxed, so that a
 		// frame needs no field for it.
 		h.f.args = []any{err}
-		h.publish(stFailed, false)
+		h.publish(false)
 	}
 }
 

@@ -124,6 +124,13 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // dead. A panic or a Goexit in it becomes the InternalError it returns,
 // not raised. After a Goexit, job goes on from f on the next goroutine or,
 // with no job (an error unwinding), the unwinding does.
+//
+// A step that a cancel (job) reaches after a Success from outside has
+// claimed it has completed: its handler is dropped unrun, as the
+// completion is (docs/DESIGN.md#cancel-handlers). An error unwinding
+// through the step runs it all the same: a claimed Success meets one
+// only where the loop has made that Success an error (after Add); a
+// timeout lets the claim win instead of failing the step.
 func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 	r := f.rare
 	if r == nil || r.onCancel == nil {
@@ -131,7 +138,9 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 	}
 	h := r.onCancel
 	r.onCancel = nil
-	f.kill()
+	if succeeded := f.kill(); succeeded && job != nil {
+		return nil
+	}
 	returned := false
 	fl.inCall = true
 	defer func() {
