@@ -3,6 +3,8 @@
 package cabi
 
 import (
+	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -226,5 +228,54 @@ func newGoStepRoot(kind goStepRoot, loop *asyncsteps.Loop) (*asyncsteps.Root, un
 		return r, Binary(r)
 	default:
 		return asyncsteps.New(asyncsteps.WithTool(loop)), nil
+	}
+}
+
+// A Go step given to C, whose Success from another goroutine was claimed
+// before the loop applied a cancel of the flow, has completed: the C
+// cancel handler is not called (C frees its data on completion, and the
+// handler would free it again), and the step is released as completed.
+// An Error claimed so still gets it, as the error would have called it.
+func TestCancelHandlerOfAGoStepWhoseCompletionWasClaimed(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		complete func(as asyncsteps.AsyncSteps)
+		want     string
+	}{
+		{"Success", func(as asyncsteps.AsyncSteps) { as.Success() }, "guard cleanup\n"},
+		{"Error", func(as asyncsteps.AsyncSteps) { as.Error("Late") }, "guard cancel\nguard cleanup\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			var step asyncsteps.AsyncSteps
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				ctest.Guard(Binary(as))
+				step = as
+			})
+			st := r.State()
+			ch := r.Promise()
+			tt.Run()
+
+			r.Cancel() // queued first: the loop applies it before the completion
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c.complete(step)
+			}()
+			<-done
+			tt.Run()
+
+			if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result.Err = %v, want context.Canceled", res.Err)
+			}
+			if got := ctest.Trace(); got != c.want {
+				t.Errorf("trace:\n%s\nwant:\n%s", got, c.want)
+			}
+			if n := nodesOf(st); n != 0 {
+				t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
+			}
+		})
 	}
 }
