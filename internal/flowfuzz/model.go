@@ -175,12 +175,13 @@ func (o outcome) String() string { return fmt.Sprintf("%d %v %s %s", o.kind, o.a
 
 // act is one execution of a step with a callback.
 type act struct {
-	node     *Node
-	th       *thread
-	timer    *timer
-	cancel   bool // cancel handler armed
-	waiting  bool // blocked waiting for an external completion
-	flowDone bool // KAwait AwaitFlow: its flow has ended
+	node      *Node
+	th        *thread
+	timer     *timer
+	cancel    bool // cancel handler armed
+	waiting   bool // blocked waiting for an external completion
+	succeeded bool // a Success from outside claimed the wait: a cancel before it runs no cancel handler
+	flowDone  bool // KAwait AwaitFlow: its flow has ended
 	// KAwait AwaitFn: the sections its function holds until it returns.
 	holds    []*entry
 	returned bool
@@ -487,6 +488,7 @@ func Model(p *Program) Result {
 			}
 			if a := t.act; a.waiting {
 				a.waiting = false
+				a.succeeded = t.out.is(okK)
 				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
 			}
 		case tThrottle:
@@ -819,7 +821,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		o = m.raise("Timeout", "") // docs/DESIGN.md#timeouts: the timer of this very step
 	}
 	m.disarm(a.timer)
-	if !o.is(okK) && a.cancel {
+	if !o.is(okK) && a.cancel && !a.succeeded {
 		m.event(CancelEvent(n.ID))
 		if n.ID == m.cancelFrom && m.cancelInCancel {
 			m.rootCancel()
