@@ -86,7 +86,7 @@ func TestClientRequestItCannotSendIsInternalError(t *testing.T) {
 // A flow whose Client is given a URL it cannot send fails with the
 // program's mistake: the Handler answers 500 "see the server log" and
 // logs the URL's problem at Error for the operator, with net/http's error
-// as the cause, instead of a 400 that blamed the client and logged
+// as the cause and the step that sent it (the Client's), instead of a 400 that blamed the client and logged
 // nothing.
 func TestHandlerAnswersAClientsBadURLWith500(t *testing.T) {
 	loop := newLoop(t)
@@ -94,11 +94,13 @@ func TestHandlerAnswersAClientsBadURLWith500(t *testing.T) {
 		{"unparsed", "http://[::1/price",
 			`level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
 				`info="asynchttp: parse \"http://[::1/price\": missing ']' in host" ` +
-				`cause="parse \"http://[::1/price\": missing ']' in host"` + "\n"},
+				`cause="parse \"http://[::1/price\": missing ']' in host" ` +
+				`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"},
 		{"refused", "ftp://example.invalid/price",
 			`level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
 				`info="asynchttp: Get \"ftp://example.invalid/price\": URL scheme \"ftp\" not supported (http or https)" ` +
-				`cause="Get \"ftp://example.invalid/price\": unsupported protocol scheme \"ftp\""` + "\n"},
+				`cause="Get \"ftp://example.invalid/price\": unsupported protocol scheme \"ftp\"" ` +
+				`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, logs := loggedWithoutTime()

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,7 +148,9 @@ type Handler struct {
 	// rejection, load shed as designed, which Done can count) at Debug,
 	// so that an overload does not flood the log; any other (an
 	// upstream's failure, a timeout) at Warn. An InternalError is logged
-	// at Error whatever status Codes maps it to. nil means slog.Default().
+	// at Error whatever status Codes maps it to. The line of a panic has
+	// its stack, and that of a 500 or a 504 the steps the flow was in
+	// (see LogFailure). nil means slog.Default().
 	// A Logger that panics loses that line, not the answer.
 	Logger *slog.Logger
 
@@ -223,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			h.goexited(w, req, &o, doneCalled)
 		}
 	}()
-	args, err := h.run(req)
+	args, st, err := h.run(req)
 	switch {
 	case err == nil:
 		h.writeResult(w, args, &o)
@@ -239,7 +243,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		e, status := h.errorAnswer(asFlowError(err))
 		o.Err, o.Code = e, e.Code
 		o.Status = h.writeError(w, e.Code, answeredInfo(e), status)
-		h.LogFailure(req, e, o.Status)
+		h.logFailure(req, e, o.Status, asyncStackOf(st))
 	}
 	if h.Done != nil {
 		doneCalled = true
@@ -400,11 +404,13 @@ func (h *Handler) tool() (tool asyncsteps.Tool, err error) {
 	return h.Tool(), nil
 }
 
-// run runs the request's flow and waits for its end.
-func (h *Handler) run(req *http.Request) ([]any, error) {
+// run runs the request's flow and waits for its end. It returns the
+// flow's State too, which the flow has stopped using once run returns;
+// nil if no flow ran (Tool panicked).
+func (h *Handler) run(req *http.Request) ([]any, *asyncsteps.State, error) {
 	tool, err := h.tool()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -433,8 +439,30 @@ func (h *Handler) run(req *http.Request) ([]any, error) {
 		// set, would wait for an external completion.
 		as.Add(serve)
 	})
-	return r.RunHelping(req.Context())
+	args, err := r.RunHelping(req.Context())
+	return args, r.State(), err
 }
+
+// asyncStackOf returns the AsyncStack of the flow's State st, the step
+// functions on the stack at the flow's last error, outermost first,
+// without the Handler's own steps at its top (see handlerStep): the log
+// names the application's steps. A copy: the engine shares the slice
+// between the flows of a loop that fail at the same place, and a slog
+// handler may keep the value past the call.
+func asyncStackOf(st *asyncsteps.State) []string {
+	if st == nil {
+		return nil
+	}
+	stack := st.AsyncStack
+	for len(stack) > 0 && strings.HasPrefix(stack[0], handlerStep) {
+		stack = stack[1:]
+	}
+	return slices.Clone(stack)
+}
+
+// handlerStep begins the AsyncStack name of each step run adds around
+// Flow's: the closures of Handler.run.
+var handlerStep = reflect.TypeFor[Handler]().PkgPath() + ".(*Handler).run.func"
 
 // cancelledBy reports whether err ended the flow because ctx was
 // cancelled: Run then returns an error matching ctx.Err(); an error the
@@ -620,13 +648,59 @@ func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 // line has e's code and info, and its cause: the Go error that e wraps,
 // with every detail the answer leaves out (for a [Client]'s ConnectError
 // or CommError, net/http's error, which names the upstream's URL and
-// address). A handler that does not run flows can log its failures with
-// it exactly as a Handler does.
+// address). The line of an error caused by a panic (an
+// [*asyncsteps.PanicError] in e's chain) logged at Error has the panic's
+// stack too, as "stack". A handler that does not run flows can log its
+// failures with it exactly as a Handler does.
+//
+// The Handler's own line for a flow's error has one more attribute, on
+// the line of an InternalError or a 500, and of a Timeout or a 504:
+// "async_stack", the flow's [asyncsteps.State].AsyncStack at its last
+// error (the step functions on the stack then, outermost first), without
+// the Handler's own steps, and only if that leaves a step. For a panic,
+// it ends with the step that panicked. For a Timeout, it ends with the
+// step whose SetTimeout ran out, as the engine records a timeout's stack
+// where the timeout was set, not where the flow was waiting: so a step
+// that bounds its own work (a call to an upstream) is named, while the
+// Handler's Timeout, set by its own step, leaves no "async_stack".
 func (h *Handler) LogFailure(req *http.Request, e *asyncsteps.Error, status int) {
-	if level, ok := failureLevel(e.Code, status); ok {
-		h.log(level, "asynchttp: request failed", "method", req.Method, "path", req.URL.Path,
-			"status", status, "code", e.Code, "info", e.Info, "cause", logCause(e))
+	h.logFailure(req, e, status, nil)
+}
+
+// logFailure is LogFailure with the AsyncStack of the flow that failed
+// with e, nil if there was none.
+func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int, asyncStack []string) {
+	level, ok := failureLevel(e.Code, status)
+	if !ok {
+		return
 	}
+	args := []any{"method", req.Method, "path", req.URL.Path,
+		"status", status, "code", e.Code, "info", e.Info, "cause", logCause(e)}
+	internal := level == slog.LevelError
+	if p := panicOf(e); internal && p != nil {
+		args = append(args, "stack", string(p.Stack))
+	}
+	timedOut := e.Code == asyncsteps.Timeout || status == http.StatusGatewayTimeout
+	if len(asyncStack) > 0 && (internal || timedOut) {
+		args = append(args, "async_stack", asyncStack)
+	}
+	h.log(level, "asynchttp: request failed", args...)
+}
+
+// panicOf returns the *asyncsteps.PanicError in the chain of e: the cause
+// the engine gives the InternalError of a panic in a callback, and that
+// the error an error handler raises in its place keeps. nil if there is
+// none, or if a method of the chain panics.
+func panicOf(e *asyncsteps.Error) (p *asyncsteps.PanicError) {
+	defer func() {
+		if recover() != nil {
+			p = nil
+		}
+	}()
+	if !errors.As(e, &p) {
+		return nil
+	}
+	return p
 }
 
 // logCause returns the cause of e that LogFailure logs: e.Cause, or what
