@@ -19,6 +19,21 @@ import (
 
 // Handler is an [http.Handler] that serves each request with one flow.
 //
+// Never block in Flow or in a step: they run on the flow's loop, and one
+// blocking call (a net/http request, a database query, a time.Sleep, a
+// lock held elsewhere) stalls every flow of that loop until it returns.
+// Do such work in an [asyncsteps.AsyncSteps.Await] function, or with a
+// [Client]. The [asyncsteps.Hooks].LoopLag hook finds a callback that
+// blocks all the same: it reports how long work queued on a loop waited
+// to run, which such a callback makes long. For example, on the loops
+// the Handler's Tool spreads requests over:
+//
+//	group.SetHooks(&asyncsteps.Hooks{LoopLag: func(l *asyncsteps.Loop, lag time.Duration) {
+//		if lag > 50*time.Millisecond { // a callback held the loop that long
+//			slog.Warn("asyncsteps loop lags: a callback blocks", "lag", lag)
+//		}
+//	}})
+//
 // For every request it makes a Root on the tool Tool returns and adds one
 // step, which sets the request timeout (Timeout), enters Guard and calls
 // Flow to add the steps that serve the request. It then runs the flow under
@@ -122,6 +137,17 @@ type Handler struct {
 
 	// Timeout, if positive, bounds each flow, the wait for Guard included:
 	// past it the flow fails with Timeout, answered 504.
+	//
+	// The 504 is written by the request's goroutine, which runs the flow's
+	// Await functions itself, one at a time (see
+	// [asyncsteps.Root.RunHelping]). At Timeout the flow fails and cancels
+	// the context of each function it runs, but if the request's goroutine
+	// is running one then, the answer waits until that function returns.
+	// One that honours its ctx returns at once, as a [Client]'s request
+	// does; one that ignores it (a call without the context, a time.Sleep,
+	// a receive from a channel alone) holds the answer past Timeout, for
+	// as long as it runs. So every Await function of a flow must return
+	// when its ctx is done.
 	Timeout time.Duration
 
 	// Guard, if not nil, runs the steps Flow adds inside its critical
