@@ -3,6 +3,11 @@
 // a Mutex shared by all requests around the stock upstream and an error
 // handler that falls back when the price upstream fails. Command plain is
 // the same service in plain Go.
+//
+// Each request's flow runs on the next loop of a LoopGroup, one loop per
+// core, as a production handler's should: asyncsteps.New() would put every
+// request on the one process-wide default loop, whose single goroutine
+// would then run the steps of all of them.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 
 type service struct {
 	up         *demo.Upstreams
+	loops      *asyncsteps.LoopGroup
 	stockLimit *asyncsteps.Mutex
 }
 
@@ -26,7 +32,7 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	get := func(path string) func(context.Context) (string, error) {
 		return func(ctx context.Context) (string, error) { return s.up.Get(ctx, path, item) }
 	}
-	root := asyncsteps.New()
+	root := s.loops.New()
 	root.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.SetTimeout(demo.Timeout())
 		asyncsteps.Gather(as, func(as asyncsteps.AsyncSteps, v []string) {
@@ -48,7 +54,9 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func run(out io.Writer) error {
 	up := demo.StartUpstreams()
 	defer up.Close()
-	return demo.Drive(out, up, &service{up: up, stockLimit: asyncsteps.NewMutex(demo.StockLimit)})
+	loops := asyncsteps.NewLoopGroup(0) // one loop per core
+	defer loops.Close()                 // once Drive's server has stopped, with no flow left
+	return demo.Drive(out, up, &service{up: up, loops: loops, stockLimit: asyncsteps.NewMutex(demo.StockLimit)})
 }
 
 func main() {
