@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Unlimited, given as a queue limit (the maxQueue of [NewMutex] and
 // [NewThrottle], [LimiterOptions.MaxQueue] and [LimiterOptions.Burst]),
@@ -105,16 +108,33 @@ type Limiter struct {
 }
 
 // NewLimiter returns a Limiter with the limits of opts. It panics if
-// Concurrent, Rate or Period is negative.
+// Concurrent, Rate or Period is negative, with a message that names the
+// field and its value ("asyncsteps: NewLimiter: negative Rate -5"; the
+// first of them, in that order, if several are).
 func NewLimiter(opts LimiterOptions) *Limiter {
-	if opts.Concurrent < 0 || opts.Rate < 0 || opts.Period < 0 {
-		panic("asyncsteps: NewLimiter: negative Concurrent, Rate or Period")
+	if bad := negativeLimit(opts); bad != "" {
+		panic("asyncsteps: NewLimiter: negative " + bad)
 	}
 	l := &Limiter{concurrent: opts.Concurrent > 0, rated: opts.Rate > 0}
 	l.mutex.limit, l.mutex.maxQueue = opts.Concurrent, queueLimitOf(opts.MaxQueue)
 	l.throttle.limit, l.throttle.period = opts.Rate, opts.Period
 	l.throttle.maxQueue = queueLimitOf(opts.Burst)
 	return l
+}
+
+// negativeLimit returns the first of Concurrent, Rate and Period of opts
+// that is negative, named with its value ("Period -1s"), or "". A
+// configuration read from a file or flags is fixed by the field it names.
+func negativeLimit(opts LimiterOptions) string {
+	switch {
+	case opts.Concurrent < 0:
+		return "Concurrent " + strconv.Itoa(opts.Concurrent)
+	case opts.Rate < 0:
+		return "Rate " + strconv.Itoa(opts.Rate)
+	case opts.Period < 0:
+		return "Period " + opts.Period.String()
+	}
+	return ""
 }
 
 // Sync implements [Syncer]: it adds to as the steps that wait for a slot of

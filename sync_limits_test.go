@@ -129,9 +129,29 @@ func TestQueueRuleIsOneForAllPrimitives(t *testing.T) {
 }
 
 // NewLimiter takes a negative MaxQueue or Burst as unlimited; a negative
-// Concurrent, Rate or Period is a mistake.
+// Concurrent, Rate or Period is a mistake, whose panic names the field
+// and its value (the first of them, in that order, if several are): the
+// message said "negative Concurrent, Rate or Period", which left the one
+// to fix in a configuration to guess.
 func TestNewLimiterRejectsNegativeLimits(t *testing.T) {
 	asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: -5, Rate: 1, Burst: -1})
-	expectPanic(t, "Concurrent: -1", func() { asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: -1}) })
-	expectPanic(t, "Period: -1", func() { asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Period: -1}) })
+	for _, tc := range []struct {
+		opts asyncsteps.LimiterOptions
+		want string
+	}{
+		{asyncsteps.LimiterOptions{Concurrent: -1}, "asyncsteps: NewLimiter: negative Concurrent -1"},
+		{asyncsteps.LimiterOptions{Concurrent: 2, Rate: -5}, "asyncsteps: NewLimiter: negative Rate -5"},
+		{asyncsteps.LimiterOptions{Period: -1}, "asyncsteps: NewLimiter: negative Period -1ns"},
+		{asyncsteps.LimiterOptions{Rate: 10, Period: -time.Second}, "asyncsteps: NewLimiter: negative Period -1s"},
+		{asyncsteps.LimiterOptions{Concurrent: -3, Rate: -4, Period: -time.Second}, "asyncsteps: NewLimiter: negative Concurrent -3"},
+	} {
+		func() {
+			defer func() {
+				if got := recover(); got != tc.want {
+					t.Errorf("NewLimiter(%+v) panicked with %#v, want %q", tc.opts, got, tc.want)
+				}
+			}()
+			asyncsteps.NewLimiter(tc.opts)
+		}()
+	}
 }
