@@ -19,6 +19,28 @@
 //		...
 //	})
 //
+// # Zero values differ from the core's
+//
+// An option left at zero does not mean here what it means for the
+// in-process Syncers of package asyncsteps: a zero limit is 1, the FutoIn
+// spec's default, where the core's [asyncsteps.LimiterOptions] takes it
+// for no limit; and a zero queue limit queues none, where the core's
+// NewMutex and NewThrottle queue without limit when none is given. Moving
+// a limit from one process to the cluster means setting every field:
+//
+//	left at zero                core (package asyncsteps)       redissync
+//	Limiter's Concurrent        no concurrency limit            1 flow inside at a time
+//	Limiter's Rate              no rate limit                   1 entry per Period
+//	Limiter's MaxQueue, Burst   none wait                       none wait (the same)
+//	a Mutex's max               NewMutex(0) panics              MutexOptions.Max 0 means 1
+//	a Mutex's queue             NewMutex(n): unlimited          MutexOptions{Max: n}: none wait
+//	a Throttle's rate           NewThrottle(0, p) panics        ThrottleOptions.Rate 0 means 1
+//	a Throttle's queue          NewThrottle(n, p): unlimited    ThrottleOptions{Rate: n}: none wait
+//
+// A negative MaxQueue or Burst is unlimited in both, as
+// [asyncsteps.Unlimited] is: MutexOptions{Max: n, MaxQueue:
+// asyncsteps.Unlimited} queues as NewMutex(n) does.
+//
 // # No loop waits for Redis
 //
 // A flow that syncs makes its step wait (as [asyncsteps.AsyncSteps.Await]

@@ -11,10 +11,16 @@ import (
 // zero Concurrent or Rate means 1 (the FutoIn spec's default), not "no
 // limit". The zero value lets 1 flow in at a time, at most once per
 // second, and queues none.
+//
+// This differs from the core's: asyncsteps.LimiterOptions{Rate: 100} has
+// no concurrency limit, LimiterOptions{Rate: 100} here lets one flow of
+// the cluster in at a time. Set Concurrent for as many as the cluster
+// should run at once (see the package doc's "Zero values differ from the
+// core's").
 type LimiterOptions struct {
-	Concurrent int           // flows inside at once in the cluster; 0 means 1
+	Concurrent int           // flows inside at once in the cluster; 0 means 1 (the core's 0 means no concurrency limit)
 	MaxQueue   int           // flows of this process waiting for concurrency; 0: none; negative: unlimited
-	Rate       int           // entries per Period in the cluster; 0 means 1
+	Rate       int           // entries per Period in the cluster; 0 means 1 (the core's 0 means no rate limit)
 	Period     time.Duration // 0 means one second
 	Burst      int           // flows of this process waiting for rate; 0: none; negative: unlimited
 	TTL        time.Duration // the lease of a concurrency slot, as MutexOptions.TTL

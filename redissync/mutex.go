@@ -12,10 +12,15 @@ import (
 // MutexOptions configures a [Mutex]. The zero value is a Mutex(1) with no
 // queue and a ten-second lease.
 type MutexOptions struct {
-	// Max is the number of holders in the whole cluster; 0 means 1.
+	// Max is the number of holders in the whole cluster; 0 means 1 (the
+	// core's NewMutex(0) panics).
 	Max int
 	// MaxQueue is the number of this process's flows that may wait; more
 	// are refused with DefenseRejected. 0: none wait; negative: unlimited.
+	// This differs from the core's: asyncsteps.NewMutex(n) queues without
+	// limit, MutexOptions{Max: n} here queues none, and refuses a flow
+	// that finds every slot taken; MaxQueue: asyncsteps.Unlimited queues
+	// as the core's does.
 	MaxQueue int
 	// TTL is the lease of a holder: it is renewed every TTL/3 while the
 	// section runs, and runs out TTL after the last renewal when its

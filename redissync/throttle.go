@@ -14,12 +14,16 @@ import (
 // per second and queues none.
 type ThrottleOptions struct {
 	// Rate is the number of entries per Period in the whole cluster; 0
-	// means 1.
+	// means 1 (the core's NewThrottle(0, period) panics).
 	Rate int
 	// Period is 0 for one second.
 	Period time.Duration
 	// MaxQueue is the number of this process's flows that may wait; more
 	// are refused with DefenseRejected. 0: none wait; negative: unlimited.
+	// This differs from the core's: asyncsteps.NewThrottle(n, period)
+	// queues without limit, ThrottleOptions{Rate: n} here queues none,
+	// and refuses a flow that comes once the period's entries are taken;
+	// MaxQueue: asyncsteps.Unlimited queues as the core's does.
 	MaxQueue int
 	// FailOpen lets flows in without a limit while Redis cannot be
 	// reached, instead of failing them with CommError (fail closed, the
