@@ -206,9 +206,13 @@ func newGatewayPair(t testing.TB, cfg config) *gatewayPair {
 }
 
 // logNoise is what a log line of one gateway may hold that the other's
-// does not: its time. The cause of an error is the same Go error in both
-// (net/http's, which names the upstream), as asynchttp.Handler logs it.
-var logNoise = regexp.MustCompile(`(?m)^time=\S+ `)
+// does not: its time; the text of a panic's stack (both log one, each of
+// its own goroutine: its presence is compared, as "stack="); and the
+// async_stack of the flows gateway, which names the steps its flow was
+// in, where the plain gateway has no steps. The cause of an error is the
+// same Go error in both (net/http's, which names the upstream), as
+// asynchttp.Handler logs it.
+var logNoise = regexp.MustCompile(`(?m)^time=\S+ |( stack=)"(?:[^"\\]|\\.)*"| async_stack=(?:"(?:[^"\\]|\\.)*"|\S+)`)
 
 // dateHeader is the one header line that differs from one answer to the
 // next.
@@ -325,7 +329,7 @@ func compareGateways(t *testing.T, p *gatewayPair, cases []differentialCase) {
 			logged := len(p.logs[impl].String())
 			answer := c.exchange(t, p, p.urls[impl])
 			settledStats(t, p.urls[impl])
-			lines := logNoise.ReplaceAllString(p.logs[impl].String()[logged:], "")
+			lines := logNoise.ReplaceAllString(p.logs[impl].String()[logged:], "$1")
 			got[impl] = outcome{answer: answer, asked: p.up.counts(), logged: lines}
 		}
 		flows, plain := got["flows"], got["plain"]

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -120,10 +121,13 @@ func timeoutOr(ctx context.Context, err error) error {
 	return err
 }
 
-// recoverInto turns a panic into an InternalError, as a flow does.
+// recoverInto turns a panic into an InternalError caused by an
+// *asyncsteps.PanicError with the stack, as a flow does: LogFailure logs
+// that stack.
 func recoverInto(err *error) {
 	if r := recover(); r != nil {
-		*err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: fmt.Sprint(r), Cause: fmt.Errorf("panic: %v", r)}
+		*err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: fmt.Sprint(r),
+			Cause: &asyncsteps.PanicError{Value: r, Stack: debug.Stack()}}
 	}
 }
 
