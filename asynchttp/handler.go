@@ -269,7 +269,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		e, status := h.errorAnswer(asFlowError(err))
 		o.Err, o.Code = e, e.Code
 		o.Status = h.writeError(w, e.Code, answeredInfo(e), status)
-		h.logFailure(req, e, o.Status, asyncStackOf(st))
+		h.logFailure(req, e, o.Status, st)
 	}
 	if h.Done != nil {
 		doneCalled = true
@@ -693,9 +693,10 @@ func (h *Handler) LogFailure(req *http.Request, e *asyncsteps.Error, status int)
 	h.logFailure(req, e, status, nil)
 }
 
-// logFailure is LogFailure with the AsyncStack of the flow that failed
-// with e, nil if there was none.
-func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int, asyncStack []string) {
+// logFailure is LogFailure with the State of the flow that failed with
+// e, nil if there was none, for its AsyncStack. The stack is copied only
+// for the lines that have it: an overload's 503s pay nothing for it.
+func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int, st *asyncsteps.State) {
 	level, ok := failureLevel(e.Code, status)
 	if !ok {
 		return
@@ -707,8 +708,10 @@ func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int,
 		args = append(args, "stack", string(p.Stack))
 	}
 	timedOut := e.Code == asyncsteps.Timeout || status == http.StatusGatewayTimeout
-	if len(asyncStack) > 0 && (internal || timedOut) {
-		args = append(args, "async_stack", asyncStack)
+	if internal || timedOut {
+		if stack := asyncStackOf(st); len(stack) > 0 {
+			args = append(args, "async_stack", stack)
+		}
 	}
 	h.log(level, "asynchttp: request failed", args...)
 }
