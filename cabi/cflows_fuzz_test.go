@@ -242,14 +242,25 @@ func (p *cflowProgram) model(i int) outcomes {
 		return outcomes{asyncsteps.Timeout: true}
 	case ctest.CFTrigger:
 		return outcomes{"hang": true}
-	case ctest.CFWaitThread, ctest.CFWaitGo:
+	case ctest.CFWaitThread:
 		return codeOutcome("E", n.A)
+	case ctest.CFWaitGo:
+		o := codeOutcome("E", n.A)
+		if n.C == waitGoTimeout && n.B >= 2 {
+			o[asyncsteps.Timeout] = true // a TestTool's virtual time may reach the hour first
+		}
+		return o
 	case ctest.CFGoWait:
-		if n.C == 1 { // completed through the C table
+		if n.C == 1 || n.C == 2 && n.B%2 == 1 { // completed through the C table
 			return codeOutcome("E", n.A)
 		}
 		return codeOutcome("G", n.A)
-	case ctest.CFSeq, ctest.CFSync, ctest.CFGo:
+	case ctest.CFGo:
+		if n.C == goParallel {
+			return p.handled(i, p.parallel(n.Kids))
+		}
+		return p.handled(i, p.sequence(n.Kids))
+	case ctest.CFSeq, ctest.CFSync:
 		return p.handled(i, p.sequence(n.Kids))
 	case ctest.CFLoop:
 		if n.A == 0 {
@@ -257,21 +268,40 @@ func (p *cflowProgram) model(i int) outcomes {
 		}
 		return p.sequence(n.Kids)
 	case ctest.CFPar:
-		all := outcomes{"OK": true}
-		for _, k := range n.Kids {
-			o := p.model(k)
-			if !o["OK"] {
-				delete(all, "OK")
-			}
-			for c := range o {
-				if c != "OK" {
-					all[c] = true
-				}
-			}
-		}
-		return p.handled(i, all)
+		return p.handled(i, p.parallel(n.Kids))
 	}
 	panic("unknown kind")
+}
+
+// The ways of CF_GO's Go hook to add the kids (its C).
+const (
+	goAdd      = iota // a Go step per kid
+	goParallel        // a parallel branch per kid
+	goRepeat          // a Repeat(1) whose body adds a Go step per kid
+)
+
+// The waits of CF_WAIT_GO (its C): C's setCancel, or through Wrap.
+const (
+	waitGoC       = iota // C's setCancel
+	waitGoCancel         // Go's SetCancel
+	waitGoTimeout        // Go's WaitExternal, or SetTimeout of an hour for B >= 2
+)
+
+// parallel returns the outcomes of branches run at once.
+func (p *cflowProgram) parallel(kids []int) outcomes {
+	all := outcomes{"OK": true}
+	for _, k := range kids {
+		o := p.model(k)
+		if !o["OK"] {
+			delete(all, "OK")
+		}
+		for c := range o {
+			if c != "OK" {
+				all[c] = true
+			}
+		}
+	}
+	return all
 }
 
 func codeOutcome(prefix string, code int) outcomes {
@@ -482,12 +512,9 @@ func (r *cflowRun) hook(step unsafe.Pointer, i int) {
 			r.fire()
 		}
 	case ctest.CFWaitGo:
-		r.later(func() { ctest.FlowComplete(step, n.A) })
+		r.waitGo(step, i)
 	case ctest.CFGo:
-		w := Wrap(step)
-		for _, kid := range n.Kids {
-			w.Add(func(as asyncsteps.AsyncSteps, _ ...any) { ctest.FlowAdd(Binary(as), kid) })
-		}
+		r.goKids(step, i)
 	case ctest.CFGoFail:
 		Wrap(step).Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(fmt.Sprintf("G%d", n.A)) })
 	case ctest.CFGoWait:
@@ -499,10 +526,16 @@ func (r *cflowRun) hook(step unsafe.Pointer, i int) {
 				return
 			}
 			if n.C == 2 { // with a C cancel handler, completed in its callback
-				mem := ctest.FlowGuard(Binary(as), i)
+				p := Binary(as)
+				mem := ctest.FlowGuard(p, i)
 				if n.A != 0 {
 					// An error runs the failing step's own cancel handler
-					// first, as the engine's rule is.
+					// first, as the engine's rule is, through the C table
+					// too.
+					if n.B%2 == 1 {
+						ctest.FlowComplete(p, n.A) // E<a>, not G<a>: see model
+						return
+					}
 					as.Error(fmt.Sprintf("G%d", n.A))
 					return
 				}
@@ -523,6 +556,73 @@ func (r *cflowRun) hook(step unsafe.Pointer, i int) {
 	default:
 		panic(fmt.Sprintf("hook for kind %d", n.Kind))
 	}
+}
+
+// goKids is CF_GO's hook: through Wrap of the C step's pointer, in its
+// callback, it adds a Go step per kid that adds the kid on Binary of
+// itself, and a last one that checks that the C step is still live:
+// sub-steps Go adds keep the step, its pointer and its stack memory, as
+// those C adds do.
+func (r *cflowRun) goKids(step unsafe.Pointer, i int) {
+	n := r.p.nodes[i]
+	mem := ctest.FlowStack(step, i)
+	w := Wrap(step)
+	kid := func(k int) asyncsteps.StepFunc {
+		return func(as asyncsteps.AsyncSteps, _ ...any) { ctest.FlowAdd(Binary(as), k) }
+	}
+	switch n.C {
+	case goParallel:
+		par := w.Parallel()
+		for _, k := range n.Kids {
+			par.Add(kid(k))
+		}
+	case goRepeat:
+		w.Repeat(1, func(as asyncsteps.AsyncSteps, _ int) {
+			for _, k := range n.Kids {
+				as.Add(kid(k))
+			}
+		})
+	default:
+		for _, k := range n.Kids {
+			w.Add(kid(k))
+		}
+	}
+	w.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.FlowLive(step, mem) })
+}
+
+// waitGo is CF_WAIT_GO's hook: the step waits (C's setCancel, or Go's
+// SetCancel, WaitExternal or SetTimeout through Wrap of its pointer, in
+// its callback), then a goroutine completes it through the C table or
+// through Wrap: the pointer stays valid for that, whichever side made
+// the step wait.
+func (r *cflowRun) waitGo(step unsafe.Pointer, i int) {
+	n := r.p.nodes[i]
+	if n.C != waitGoC {
+		mem := ctest.FlowStack(step, i)
+		w := Wrap(step)
+		switch {
+		case n.C == waitGoCancel:
+			w.SetCancel(func(asyncsteps.AsyncSteps) { ctest.FlowCancelled(mem) })
+		case n.B >= 2:
+			w.SetTimeout(time.Hour)
+		default:
+			w.WaitExternal()
+		}
+	}
+	if n.B%2 == 0 {
+		r.later(func() { ctest.FlowComplete(step, n.A) })
+		return
+	}
+	r.later(func() {
+		w := Wrap(step)
+		switch {
+		case w == nil: // over already: cancelled, timed out, freed
+		case n.A == 0:
+			w.Success(int32(i))
+		default:
+			w.Error(fmt.Sprintf("E%d", n.A))
+		}
+	})
 }
 
 // later runs f on a goroutine of the run's.

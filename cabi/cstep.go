@@ -2,16 +2,25 @@
 
 package cabi
 
-import "github.com/asyncsteps/asyncsteps"
+import (
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
 
 // cStep is what Wrap gives Go for the pointer of a C step: the step's
-// AsyncSteps, whose completions take the path of the table's success,
-// handle_error, breakLoop and continueLoop through the pointer, so that
-// the step's node is released once, as when C completes it. The engine's
-// own completion would end the step behind the node's back: a step that
-// waits would keep its pointer, its stack memory and its cancel handler
-// for good, and an error would call its C cancel handler. What C does not
-// complete through the table goes to the step as is.
+// AsyncSteps, whose calls that change the step's life take the path of
+// the table's through the pointer, so that the step behaves the same
+// whichever side makes them: its completions (success, handle_error,
+// breakLoop, continueLoop) release the step's node once, as when C
+// completes it; its sub-steps (add, and Go's Parallel, loops, Sync,
+// Await, CopyFrom and SuccessStep, which add some too) and its waits
+// (setCancel, waitExternal, setTimeout) keep the node, its stack memory
+// and its cancel handler until the step is over. The engine's own calls
+// would change the step behind the node's back: a node that knew nothing
+// of sub-steps or a wait was released as the C callback returned, while
+// the step still ran; a step that waits and that the engine completed
+// kept its node for good. The other calls go to the step as they are.
 type cStep struct {
 	asyncsteps.AsyncSteps // the engine's step, n.as
 	n                     *node
@@ -52,4 +61,111 @@ func (s cStep) Continue(label ...string) {
 		return
 	}
 	s.n.continueLoop(label)
+}
+
+// adds runs add, which adds sub-steps to the step, as add through the
+// pointer does: in the step's C callback, the node learns that the step
+// is over only after them (see finish), and an abort of the engine (a
+// misuse) is raised again once the C callback has returned, as a Go
+// panic must not unwind C frames. Elsewhere the engine ignores the call,
+// as the table does.
+func (s cStep) adds(add func()) {
+	if !s.n.inCallback() {
+		add()
+		return
+	}
+	defer guard(s.n)
+	s.n.adds()
+	add()
+}
+
+// Add implements [asyncsteps.AsyncSteps] as add does (see adds).
+func (s cStep) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.Add(f, onerror...) })
+	return s
+}
+
+// Parallel implements [asyncsteps.AsyncSteps] as parallel does (see adds):
+// the branches are sub-steps of the step.
+func (s cStep) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	var p asyncsteps.AsyncSteps
+	s.adds(func() { p = s.AsyncSteps.Parallel(onerror...) })
+	if p == nil { // the engine aborted: the callback is to return
+		return s
+	}
+	return p
+}
+
+// CopyFrom implements [asyncsteps.AsyncSteps] (see adds).
+func (s cStep) CopyFrom(model *asyncsteps.Root) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.CopyFrom(model) })
+	return s
+}
+
+// Sync implements [asyncsteps.AsyncSteps] as addSync does (see adds).
+func (s cStep) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.Sync(obj, f, onerror...) })
+	return s
+}
+
+// SuccessStep implements [asyncsteps.AsyncSteps] (see adds).
+func (s cStep) SuccessStep(args ...any) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.SuccessStep(args...) })
+	return s
+}
+
+// Await implements [asyncsteps.AsyncSteps] (see adds).
+func (s cStep) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.Await(f, onerror...) })
+	return s
+}
+
+// Loop implements [asyncsteps.AsyncSteps] as loop does (see adds).
+func (s cStep) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.Loop(f, label...) })
+	return s
+}
+
+// Repeat implements [asyncsteps.AsyncSteps] as repeat does (see adds).
+func (s cStep) Repeat(count int, f asyncsteps.RepeatFunc, label ...string) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.Repeat(count, f, label...) })
+	return s
+}
+
+// ForEach implements [asyncsteps.AsyncSteps] (see adds).
+func (s cStep) ForEach(collection any, f asyncsteps.ForEachFunc, label ...string) asyncsteps.AsyncSteps {
+	s.adds(func() { s.AsyncSteps.ForEach(collection, f, label...) })
+	return s
+}
+
+// waits runs wait, which makes the step wait, in the step's C callback,
+// as the table's setCancel, waitExternal and setTimeout do; elsewhere it
+// passes the call to the engine, which ignores it, as the table does.
+func (s cStep) waits(engine, wait func()) {
+	if !s.n.inCallback() {
+		engine()
+		return
+	}
+	defer guard(s.n)
+	wait()
+}
+
+// SetCancel implements [asyncsteps.AsyncSteps] as setCancel does: f is
+// the step's cancel handler, in place of one C set (the engine keeps one
+// per step), called with this AsyncSteps; a nil f sets none. Like C's, it
+// runs once, if the step is cancelled or fails before it completes
+// otherwise, not when a closed loop leaves the step (a closed loop runs no
+// Go cancel handler).
+func (s cStep) SetCancel(f asyncsteps.CancelFunc) {
+	s.waits(func() { s.AsyncSteps.SetCancel(f) }, func() { s.n.setCancel(nil, 0, f) })
+}
+
+// WaitExternal implements [asyncsteps.AsyncSteps] as waitExternal does.
+func (s cStep) WaitExternal() {
+	s.waits(s.AsyncSteps.WaitExternal, s.n.waitExternal)
+}
+
+// SetTimeout implements [asyncsteps.AsyncSteps] as setTimeout does.
+func (s cStep) SetTimeout(d time.Duration) {
+	s.waits(func() { s.AsyncSteps.SetTimeout(d) }, func() { s.n.setTimeout(d) })
 }

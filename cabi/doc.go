@@ -130,14 +130,32 @@
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
-// Go may complete a C step through [Wrap] of its pointer: Success and
-// Error there are success and handle_error through the pointer, with the
-// same release of the pointer and its stack memory, and no cancel
-// handler after them.
-// So does the pointer [Binary] gives for a Go step, which Go may end
-// itself (Success or Error from another goroutine, a timeout, a cancel of
-// the flow, its Loop closed): the pointer is released once the step is
-// over, at the latest as the flow's execution ends, with no C step or
+// Go may drive a C step through [Wrap] of its pointer as C does through
+// the table: Success, Error, Break and Continue there are success,
+// handle_error, breakLoop and continueLoop through the pointer, with the
+// same release of the pointer and its stack memory; in the step's C
+// callback, Add, Parallel, Loop, Repeat, ForEach, Sync, Await, CopyFrom
+// and SuccessStep add sub-steps as add does, and SetCancel, WaitExternal
+// and SetTimeout make the step wait as setCancel, waitExternal and
+// setTimeout do, so that its pointer, its stack memory and its cancel
+// handler stay until the step is over, whichever side added the sub-steps
+// or made it wait. The step has one cancel handler, C's or Go's, the one
+// set last; a Go one gets the step's Wrap, and is not called for a step
+// a closed loop leaves, as for a Go step.
+//
+// A step's cancel handler runs once: if the step is cancelled before it
+// completes, and when it fails. handle_error through its pointer (a C
+// step's, or a Go step's given by Binary), breakLoop and continueLoop run
+// it before the step's error handler, in its callback, later or from
+// another thread, as Go's Error, Break and Continue on the step do: the
+// engine runs the failing step's own cancel handler, and so does the C++
+// reference implementation's handle_error. A success runs none, and
+// nothing runs it after the step has completed.
+//
+// The pointer [Binary] gives for a Go step stays valid as long; Go may
+// end the step itself (Success or Error from another goroutine, a
+// timeout, a cancel of the flow, its Loop closed): the pointer is
+// released once the step is over, at the latest as the flow's execution ends, with no C step or
 // Binary after it (but for a step given through a decorator the engine
 // cannot reach: see Binary; and for a step its closed loop left waiting
 // in a flow whose root pointer C holds, which its free releases with the

@@ -221,8 +221,7 @@ func (n *node) succeed(vals []any, taken bool) {
 	}
 	// From outside the callback: on the loop.
 	n.post(func() {
-		if n.released || !n.as.IsValid() {
-			n.release()
+		if n.over() {
 			drop()
 			return
 		}
@@ -288,11 +287,10 @@ func (n *node) handleError(code, info string) {
 		return
 	}
 	n.post(func() {
-		if n.released || !n.as.IsValid() {
-			n.release()
+		if n.over() {
 			return
 		}
-		n.fail()
+		n.failing()
 		n.as.Error(code, info)
 	}, n.release)
 }
@@ -304,8 +302,7 @@ func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
 		return
 	}
 	defer guard(n)
-	n.as.SetTimeout(time.Duration(ms) * time.Millisecond)
-	n.wait()
+	n.setTimeout(time.Duration(ms) * time.Millisecond)
 }
 
 //export cabiSetCancel
@@ -315,8 +312,7 @@ func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer)
 		return
 	}
 	defer guard(n)
-	n.cancelFn, n.cancelData = C.FutoInAsyncSteps_cancel_callback(ch), data
-	n.wait()
+	n.setCancel(C.FutoInAsyncSteps_cancel_callback(ch), data, nil)
 }
 
 //export cabiWaitExternal
@@ -326,8 +322,7 @@ func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
 		return
 	}
 	defer guard(n)
-	n.as.WaitExternal()
-	n.wait()
+	n.waitExternal()
 }
 
 //export cabiLoop

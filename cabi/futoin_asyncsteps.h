@@ -267,8 +267,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             /* Index 5. handle_error: fails the step with code and info (both
              * copied; info may be NULL). It RETURNS to the caller, which must
              * return from its callback at once, without further calls on bsi
-             * (C has no exceptions). The step's error handler, then the outer
-             * ones, see code; they read info through stateVariable
+             * (C has no exceptions). The step's own cancel handler (setCancel)
+             * runs first, wherever handle_error comes from; then the step's
+             * error handler, then the outer ones, see code; they read info through stateVariable
              * "error_info". In a callback whose step already failed or
              * completed (a second handle_error, one after success, breakLoop
              * or continueLoop) it has no effect: the first code and info
@@ -282,7 +283,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             void (*setTimeout)(FutoInAsyncSteps* bsi, uint32_t timeout_ms);
             /* Index 7. setCancel: ch(bsi, data) runs once, on the loop, if the
              * step is cancelled (a timeout, an error of a parallel branch, a
-             * cancel of the root); the step waits for an external completion.
+             * cancel of the root) or fails (handle_error, breakLoop or
+             * continueLoop on it, which run it before its error handler, as
+             * the failing step's own cancel handler); never after success.
+             * The step waits for an external completion.
              * (A root freed when its loop was closed before it cancelled the
              * flow: then it runs on another thread, see free.) From the step's
              * own callback. */

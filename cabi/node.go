@@ -59,9 +59,21 @@ type node struct {
 	waiting   bool
 	waited    bool // ever waited: its struct gets the long quarantine
 
+	// The step's cancel handler: C's, given to setCancel, or Go's, given
+	// to SetCancel through Wrap; the one set last, as the engine keeps
+	// one per step.
 	cancelFn   C.FutoInAsyncSteps_cancel_callback
 	cancelData C.uintptr_t
-	onSuccess  func() // addSync: the lock step was completed by success
+	goCancel   asyncsteps.CancelFunc
+	// hooked: cancelHandler is the engine's cancel handler of the step.
+	hooked bool
+	// erred: the step failed (handle_error, Error through Wrap, or an
+	// abort in its callback) with a cancel handler, which the engine runs
+	// as the error unwinds through the step: cancelHandler releases the
+	// node then, as fail does.
+	erred bool
+
+	onSuccess func() // addSync: the lock step was completed by success
 	// The section of a foreign FutoInSync (see addForeignSync): its unlock,
 	// for releaseLeft, which no cancel handler of the engine runs before.
 	onLeft func()
@@ -169,7 +181,7 @@ func (n *node) end(failed, byError bool) {
 	for _, c := range inputs {
 		c.v.release()
 	}
-	n.cancelFn = nil
+	n.cancelFn, n.goCancel = nil, nil
 	n.onSuccess = nil
 	n.onLeft = nil
 }
@@ -339,24 +351,95 @@ func (n *node) forward(f *C.cabi_flat) *Custom {
 }
 
 // cancelHandler is the engine's cancel handler of a C step that waits or
-// has sub-steps: the C cancel handler, then the release.
+// has sub-steps: the step's cancel handler, C's or Go's, then the
+// release, also when Go's panics (the engine reports the panic).
 func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
-	if fn := n.cancelFn; fn != nil && !n.released {
-		n.cancelFn = nil
+	defer func() {
+		if n.erred {
+			n.fail() // its error handler is next
+		} else {
+			n.cancelled()
+		}
+	}()
+	if !n.released {
+		n.runCancel()
+	}
+}
+
+// runCancel calls the step's cancel handler, C's or Go's, if it has one,
+// once.
+func (n *node) runCancel() {
+	fn, goFn := n.cancelFn, n.goCancel
+	n.cancelFn, n.goCancel = nil, nil
+	switch {
+	case fn != nil:
 		n.flow.repin()
 		n.inCall = true
 		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
 		n.inCall = false
 		n.pending = nil // the step is over: an abort has nothing left to abort
+	case goFn != nil:
+		goFn(cStep{n.as, n})
 	}
-	n.cancelled()
+}
+
+// hookCancel makes cancelHandler the engine's cancel handler of the step.
+func (n *node) hookCancel() {
+	n.hooked = true
+	n.as.SetCancel(n.cancelHandler)
 }
 
 // wait marks the step as waiting for an external completion.
 func (n *node) wait() {
 	n.waiting = true
 	n.waited = true
-	n.as.SetCancel(n.cancelHandler)
+	n.hookCancel()
+}
+
+// setCancel sets the step's cancel handler, C's fn with data or Go's
+// goFn (neither: none), as setCancel does: the step waits.
+func (n *node) setCancel(fn C.FutoInAsyncSteps_cancel_callback, data C.uintptr_t, goFn asyncsteps.CancelFunc) {
+	n.cancelFn, n.cancelData, n.goCancel = fn, data, goFn
+	n.wait()
+}
+
+// setTimeout arms the step's timeout, as setTimeout does: the step waits.
+func (n *node) setTimeout(d time.Duration) {
+	n.as.SetTimeout(d)
+	n.wait()
+}
+
+// waitExternal makes the step wait, as waitExternal does.
+func (n *node) waitExternal() {
+	n.as.WaitExternal()
+	n.wait()
+}
+
+// failing settles the node of a step that an error ends, before the
+// engine unwinds it. The engine runs the failing step's own cancel
+// handler first, as for a Go step: where the step has one, cancelHandler
+// runs it and then fails the node; else the node fails now.
+func (n *node) failing() {
+	if n.hooked && (n.cancelFn != nil || n.goCancel != nil) {
+		n.erred = true
+		return
+	}
+	n.fail()
+}
+
+// over reports whether a completion from outside the step's callback
+// comes too late: the pointer is released, or the engine takes no
+// completion of the step any more. The node is released then, but for
+// an error of the step whose unwinding is to come, whose cancel handler
+// releases it (see failing).
+func (n *node) over() bool {
+	if !n.released && n.as.IsValid() {
+		return false
+	}
+	if !n.erred {
+		n.release()
+	}
+	return true
 }
 
 // inCallback reports whether a call on n comes from the C callback n was
@@ -955,12 +1038,12 @@ func (n *node) finish() {
 	}
 	switch {
 	case p != nil:
-		n.fail() // an error, Break or Continue: its error handler is next
+		n.failing() // an error, Break or Continue: its error handler is next
 	case n.completed:
 		n.release()
 	case n.added:
 		n.waited = n.waited || n.waiting
-		n.as.SetCancel(n.cancelHandler)
+		n.hookCancel()
 		n.as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
 			n.release()
 			as.Success(args...)

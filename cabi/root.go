@@ -440,11 +440,15 @@ func (fc *flowCtx) adoptExternal(n *node) {
 // Wrap adopts a FutoInAsyncSteps* from C. One of ours becomes the Go value
 // it stands for again (a *Root, or the Go step's AsyncSteps that Binary
 // was given); that of a C step, a decorator of the step's AsyncSteps
-// whose Unwrap gives the step, and whose Success, Error, Break and
-// Continue do what success, handle_error, breakLoop and continueLoop do
-// through the pointer, which then turns stale (in the step's C callback,
-// Error, Break and Continue return to the caller, which must return at
-// once); a foreign one, from another implementation of the table, becomes
+// whose Unwrap gives the step, and whose calls that change the step's
+// life do what the table's do through the pointer: Success, Error, Break
+// and Continue what success, handle_error, breakLoop and continueLoop do,
+// after which the pointer turns stale (in the step's C callback, Error,
+// Break and Continue return to the caller, which must return at once);
+// in the step's C callback, the calls that add sub-steps what add does,
+// and SetCancel, WaitExternal and SetTimeout what setCancel,
+// waitExternal and setTimeout do, the pointer then staying valid until
+// the step is over; a foreign one, from another implementation of the table, becomes
 // an AsyncSteps that calls through that table (see the package doc). It
 // returns nil for nil and for a stale pointer of ours.
 func Wrap(p unsafe.Pointer) asyncsteps.AsyncSteps {

@@ -266,6 +266,28 @@ void cf_go_ended(void* a)
     }
 }
 
+// cf_stack takes stack memory on bsi, in its step's callback, and
+// returns it, for cf_live and cf_cancelled: the Go side's memory of a C
+// step whose life Go drives through Wrap.
+void* cf_stack(FutoInAsyncSteps* bsi, int i) { return new_act(bsi, i); }
+
+// cf_live checks, from a sub-step of the step bsi was given to or while
+// it waits, that the step is live: its pointer is not stale (a stale one
+// has no rootId) and its stack memory a is not cleaned up.
+void cf_live(FutoInAsyncSteps* bsi, void* a)
+{
+    if (bsi->api->rootId(bsi) == 0) {
+        violation("the pointer of a live step is stale");
+    }
+    if (a != NULL && ((act*)a)->magic != ACT_MAGIC) {
+        violation("the stack memory of a live step was cleaned up");
+    }
+}
+
+// cf_cancelled is a Go cancel handler's call of on_cancel for the step
+// whose memory cf_stack gave.
+void cf_cancelled(void* a) { on_cancel(NULL, a); }
+
 // cf_complete completes bsi (0: success, else error E<code>) from the
 // calling thread: the Go side's completion of CF_WAIT_GO.
 void cf_complete(FutoInAsyncSteps* bsi, int code) { complete(bsi, code); }
@@ -429,7 +451,7 @@ static void step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
     case CF_GOFAIL:
     case CF_GOWAIT:
     case CF_WAIT_GO:
-        if (n->kind == CF_WAIT_GO) {
+        if (n->kind == CF_WAIT_GO && n->c == 0) {
             act* a = new_act(bsi, i);
             bsi->api->setCancel(bsi, a, on_cancel);
         }

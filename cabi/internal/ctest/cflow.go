@@ -120,6 +120,20 @@ func FlowGuard(p unsafe.Pointer, i int) unsafe.Pointer { return C.cf_guard(bsi(p
 // violation.
 func FlowGoEnded(mem unsafe.Pointer) { C.cf_go_ended(mem) }
 
+// FlowStack takes stack memory on p, a C step's pointer, in its
+// callback, and returns it, for FlowLive and FlowCancelled.
+func FlowStack(p unsafe.Pointer, i int) unsafe.Pointer { return C.cf_stack(bsi(p), C.int(i)) }
+
+// FlowLive checks that the step of p, whose memory FlowStack gave, is
+// live: p is valid and the memory not cleaned up. A failed check is a
+// violation. On the loop.
+func FlowLive(p, mem unsafe.Pointer) { C.cf_live(bsi(p), mem) }
+
+// FlowCancelled counts a Go cancel handler's run for the step whose
+// memory FlowStack gave, as the C cancel handler does: a run after the
+// memory was cleaned up, or a second one, is a violation.
+func FlowCancelled(mem unsafe.Pointer) { C.cf_cancelled(mem) }
+
 // FlowExecute adds an end step to root and executes it; see FlowOutcome.
 func FlowExecute(root unsafe.Pointer) { C.cf_execute(bsi(root)) }
 
