@@ -130,6 +130,9 @@
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
+// So are a success and a handle_error on a step whose sub-steps run, as
+// the engine ignores Go's there: the step keeps its pointer and stack
+// memory for its sub-steps, which may use both.
 // Go may drive a C step through [Wrap] of its pointer as C does through
 // the table: Success, Error, Break and Continue there are success,
 // handle_error, breakLoop and continueLoop through the pointer, with the
@@ -145,12 +148,12 @@
 //
 // A step's cancel handler runs once: if the step is cancelled before it
 // completes, and when it fails. handle_error through its pointer (a C
-// step's, or a Go step's given by Binary), breakLoop and continueLoop run
-// it before the step's error handler, in its callback, later or from
-// another thread, as Go's Error, Break and Continue on the step do: the
-// engine runs the failing step's own cancel handler, and so does the C++
-// reference implementation's handle_error. A success runs none, and
-// nothing runs it after the step has completed.
+// step's, or a Go step's given by Binary) runs it before the step's error
+// handler, in its callback, later or from another thread, and so do
+// breakLoop and continueLoop in its callback, as Go's Error, Break and
+// Continue on the step do: the engine runs the failing step's own cancel
+// handler, and so does the C++ reference implementation's handle_error.
+// A success runs none, and nothing runs it after the step has completed.
 //
 // The pointer [Binary] gives for a Go step stays valid as long; Go may
 // end the step itself (Success or Error from another goroutine, a

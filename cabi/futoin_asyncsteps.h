@@ -23,7 +23,9 @@
  *     step completes is cleaned up by the library, exactly once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
- *     pointer are ignored. The pointer of a Go step given to C
+ *     pointer are ignored, and so are success and handle_error on a step
+ *     whose sub-steps run (the step keeps its pointer and stack memory for
+ *     them). The pointer of a Go step given to C
  *     (cabi.Binary) is valid likewise, however Go ends the step (success or
  *     error from another thread, a timeout, a cancel, a closed loop): the
  *     library releases it once the step is over, at the latest as the

@@ -429,17 +429,35 @@ func (n *node) failing() {
 
 // over reports whether a completion from outside the step's callback
 // comes too late: the pointer is released, or the engine takes no
-// completion of the step any more. The node is released then, but for
+// completion of the step any more (it completed, or its sub-steps run).
+// The node is released then, but for a step whose sub-steps run, which
+// may use its pointer and stack memory (their end releases it), and for
 // an error of the step whose unwinding is to come, whose cancel handler
 // releases it (see failing).
 func (n *node) over() bool {
 	if !n.released && n.as.IsValid() {
 		return false
 	}
-	if !n.erred {
+	if !n.erred && !n.subStepsRun() {
 		n.release()
 	}
 	return true
+}
+
+// subStepsRun reports whether sub-steps of n's step run: for a C step,
+// whether its callback added some, whose end or cancel handler releases
+// n (see finish); for a Go step given by Binary, to which Go adds them
+// unseen, whether the engine still runs the step (a sweep releases n once
+// it does not). Loop only.
+func (n *node) subStepsRun() bool {
+	if n.released {
+		return false
+	}
+	if n.external {
+		running, known := toolinfo.StepRunning(n.as)
+		return known && running
+	}
+	return n.added
 }
 
 // inCallback reports whether a call on n comes from the C callback n was

@@ -376,3 +376,66 @@ func TestCStepCancelHandlerSetLastRuns(t *testing.T) {
 		})
 	}
 }
+
+// completeFromThread completes step through the C table from another
+// thread (0: success, else E<code>), and returns once it has.
+func completeFromThread(step unsafe.Pointer, code int) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctest.FlowComplete(step, code)
+	}()
+	<-done
+}
+
+// A success or handle_error from another thread through the pointer of a
+// step whose sub-steps run is ignored, as the engine ignores Go's on such
+// a step, and leaves the step's pointer and stack memory to the
+// sub-steps' end: they may use both. Before, it released them at once,
+// under the running sub-steps.
+func TestLateCompletionOfAStepWithSubStepsKeepsIt(t *testing.T) {
+	for _, tc := range []struct {
+		goStep bool // the step is a Go step given by Binary, not a C step
+		code   int
+	}{{false, 0}, {false, 3}, {true, 0}, {true, 3}} {
+		t.Run(fmt.Sprintf("Go step=%v code=%d", tc.goStep, tc.code), func(t *testing.T) {
+			code := tc.code
+			w := startWrapRun(t, func(w *wrapRun, cstep unsafe.Pointer) {
+				parent, step := Wrap(cstep), cstep
+				if tc.goStep {
+					parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						step = Binary(as)
+						ctest.FlowStack(step, 0)
+						as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+							as.WaitExternal()
+							w.tt.Immediate(func() {
+								completeFromThread(step, code) // posts to the loop
+								w.tt.Immediate(func() {        // after that post
+									w.log("ignored", step)
+									as.Success()
+								})
+							})
+						})
+					})
+					return
+				}
+				ctest.FlowStack(step, 0)
+				parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					w.tt.Immediate(func() {
+						completeFromThread(step, code) // posts to the loop
+						w.tt.Immediate(func() {        // after that post
+							w.log("ignored", step)
+							as.Success()
+						})
+					})
+				})
+			})
+			nodes := 1
+			if tc.goStep {
+				nodes = 2 // the C step's too, whose Go sub-step the Go step is
+			}
+			w.check(t, "ok", []string{fmt.Sprintf("ignored: nodes=%d stale=false cleaned=0", nodes)}, 0)
+		})
+	}
+}
