@@ -13,11 +13,12 @@ type RetryOptions struct {
 	// Attempts is how many attempts are made at most, the first included;
 	// less than 1 counts as 1.
 	Attempts int
-	// Timeout bounds each attempt, its sub-steps included, as SetTimeout
-	// in the attempt would; 0 or less sets none. As after SetTimeout, the
-	// attempt's step then waits to be completed: an attempt that returns
-	// without calling Success or Error or adding a step does not succeed
-	// implicitly, it times out (and is retried).
+	// Timeout bounds each attempt, its sub-steps included; 0 or less sets
+	// none. It does not make the attempt wait, as SetTimeout would: an
+	// attempt that returns without calling Success or Error or adding a
+	// step succeeds at once, as without a Timeout. An attempt waits for a
+	// completion from outside only if it calls SetTimeout, SetCancel or
+	// WaitExternal itself; its SetTimeout re-arms the attempt's timer.
 	Timeout time.Duration
 	// Backoff returns the wait before retry n (1 before the second
 	// attempt); nil, or a wait of 0 or less, retries at once. The wait is
@@ -104,16 +105,26 @@ func (d *retryDef) retryable(code string) bool {
 var retryStep = plainStep(retryAttempt, retryFailed)
 
 // retryAttempt runs the attempt of the current iteration, within its
-// timeout.
+// timeout. The timeout is armed as the engine arms a step's, not through
+// SetTimeout, which would also make the step wait: an attempt waits only if
+// it asks to itself (docs/DESIGN.md#retry).
 func retryAttempt(as AsyncSteps, _ ...any) {
+	h := as.(*stepAPI)
 	lr := iterationOf(as)
-	if lateIteration(as.(*stepAPI), lr) {
+	if lateIteration(h, lr) {
 		return
 	}
-	if t := lr.def.retryOf().opts.Timeout; t > 0 {
-		as.SetTimeout(t)
+	t := lr.def.retryOf().opts.Timeout
+	if t > 0 {
+		h.fl.armTimeout(h.f, t)
 	}
 	lr.def.repFn(as, lr.i)
+	if t > 0 && h.st.Load() == 0 && len(h.f.queue) == 0 && h.f.timer() != nil {
+		// Completed by its callback, which neither waited nor added
+		// steps: a Success so made ends the step without releasing it
+		// (stepDone), so its timer is disarmed here.
+		h.fl.disarm(h.f)
+	}
 }
 
 // retryFailed is the error handler of an attempt: if the failure is

@@ -377,33 +377,3 @@ func TestRetryContinueSkipsTheBackoff(t *testing.T) {
 	wantSuccess(t, run(t, r, tt), 2)
 	wantTrace(t, tr, "a0@0s,a1@0s,a2@1m0s")
 }
-
-// With a Timeout, an attempt's step waits as after SetTimeout: one that
-// returns without completing times out, attempt after attempt, where the
-// same attempt without a Timeout succeeds at once (docs/DESIGN.md#timeouts).
-func TestRetryAttemptThatReturnsWaitsForItsTimeout(t *testing.T) {
-	ms := time.Millisecond
-	for _, c := range []struct {
-		timeout time.Duration
-		code    string // "" for success
-		at      time.Duration
-	}{{0, "", 0}, {100 * ms, asyncsteps.Timeout, 200 * ms}} {
-		r, tt := newFlow()
-		tr := &tracer{}
-		since := stopwatch(tt)
-		asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 2, Timeout: c.timeout}, func(as asyncsteps.AsyncSteps, i int) {
-			tr.addf("a%d@%v", i, since())
-		})
-		res := run(t, r, tt)
-		if c.code == "" {
-			wantSuccess(t, res)
-			wantTrace(t, tr, "a0@0s")
-		} else {
-			wantError(t, res.Err, c.code, "")
-			wantTrace(t, tr, "a0@0s,a1@100ms")
-		}
-		if got := since(); got != c.at {
-			t.Errorf("Timeout %v: ended at %v, want %v", c.timeout, got, c.at)
-		}
-	}
-}

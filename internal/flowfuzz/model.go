@@ -1499,7 +1499,8 @@ func (m *model) retry(th *thread, n *Node) outcome {
 	}
 }
 
-// attempt runs the attempt i of the Retry n, within its timeout.
+// attempt runs the attempt i of the Retry n, within its timeout, which
+// bounds it without making it wait (docs/DESIGN.md#retry).
 func (m *model) attempt(th *thread, n *Node, i int) outcome {
 	rs := n.Retry
 	m.event(RetryEvent(n.ID, i))
@@ -1523,10 +1524,8 @@ func (m *model) attempt(th *thread, n *Node, i int) outcome {
 		o = m.level(th, n.Subs)
 	case len(n.Args) > 0:
 		o = ok(intsToArgs(n.Args))
-	case rs.Timeout > 0:
-		o = m.wait(th, a) // no implicit success under a Retry's timeout
 	default:
-		o = ok(nil)
+		o = ok(nil) // a Retry's timeout does not make the attempt wait
 	}
 	if o.is(cancelK) && o.target == a {
 		o = m.raise("Timeout", "")
