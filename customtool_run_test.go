@@ -67,12 +67,13 @@ func TestRunOnAForeignToolWithAGoroutine(t *testing.T) {
 		}
 		wantTrace(t, &tr, "[awaited],in 0,in 1,InternalError: "+goexitInfo+",cancelled")
 
-		// Run from the Tool's own callback would deadlock: it fails at once.
+		// Run from the Tool's own callback would deadlock: it fails at once,
+		// as on the goroutine of any Loop, which this Tool's is.
 		got := make(chan error, 1)
 		tool.Immediate(func() {
 			_, err := asyncsteps.New(asyncsteps.WithTool(tool)).Run(context.Background())
 			got <- err
 		})
-		wantError(t, <-got, asyncsteps.InternalError, "Run called on the loop of the flow: it would deadlock")
+		wantError(t, <-got, asyncsteps.InternalError, "Run called on the goroutine of a Loop: it would block the loop until the flow ends; in a step, wait for the flow with AwaitFlow")
 	})
 }

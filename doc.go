@@ -57,8 +57,9 @@
 //     goes to [WithUnhandledError]'s function.
 //
 // A step never waits for a flow this way (Run and RunHelping called on the
-// flow's own loop return an InternalError at once): a step that must block
-// calls [AsyncSteps.Await], and one that waits for another flow [AwaitFlow].
+// goroutine of any Loop, the flow's own or another, return an
+// InternalError at once): a step that must block calls
+// [AsyncSteps.Await], and one that waits for another flow [AwaitFlow].
 //
 // # Errors unwind like exceptions
 //

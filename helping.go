@@ -53,9 +53,10 @@ import (
 //
 // RunHelping is a method of its own, not an option of the Root, because
 // those differences are the caller's to accept, for its own goroutine, at
-// the place where it waits. Like Run, it must not be called from a
-// callback of the flow's own tool, and it panics if the flow is already
-// running.
+// the place where it waits. Like Run, it must not be called on the
+// goroutine of any [Loop] nor from a callback of the flow's own tool (it
+// then returns an InternalError at once), and it panics if the flow is
+// already running.
 func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	r.ready()
 	loop, ok := r.fl.sched.(*Loop)

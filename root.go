@@ -252,9 +252,13 @@ func (fl *flow) postCancel(stop *error) {
 //
 // On a [TestTool], Run drives the tool itself; ctx's deadline is on the
 // wall clock, not on the tool's virtual one, and is noticed between the
-// tool's events. Run must not be called from a callback of the flow's own
-// tool: it then returns an InternalError at once, as it does for a nil
-// ctx. Like Execute, it panics if the flow is already running.
+// tool's events. Run must not be called on the goroutine of any [Loop]
+// (a callback of the flow's own Loop or of another one), nor from a
+// callback of the flow's own tool: it would block that loop until the flow
+// ends, and two loops waiting so for each other's flows would never end.
+// It then returns an InternalError at once, as it does for a nil ctx; a
+// step waits for another flow with [AwaitFlow]. Like Execute, it panics if
+// the flow is already running.
 func (r *Root) Run(ctx context.Context) ([]any, error) { return r.run(ctx, "Run") }
 
 // run is Run, called as the method named method: the name its misuse
@@ -277,7 +281,14 @@ func (r *Root) runnable(ctx context.Context, method string) error {
 		// not a nil dereference on the caller's goroutine.
 		return &Error{Code: InternalError, Info: method + " called with a nil context: pass context.Background() or the request's context"}
 	}
-	if r.fl.sched.IsSameThread() {
+	if onLoopGoroutine() {
+		// The flow's own loop or another: a Loop blocked here may be
+		// the one the flow needs, or one that waits for this one.
+		return &Error{Code: InternalError, Info: method + runOnLoopInfo}
+	}
+	if _, loop := r.fl.sched.(*Loop); !loop && r.fl.sched.IsSameThread() {
+		// A TestTool's or a foreign tool's callback (a Loop's goroutine
+		// is known already).
 		return &Error{Code: InternalError, Info: method + r.fl.sched.selfRunInfo()}
 	}
 	return ctx.Err() // a Go API starts no work under an ended context

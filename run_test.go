@@ -261,7 +261,7 @@ func TestRunAgainAfterFlowEnded(t *testing.T) {
 // RunHelping does the same, and its info names it, not Run.
 func TestRunOnOwnToolFails(t *testing.T) {
 	infos := map[string]string{
-		"Loop":     " called on the loop of the flow: it would deadlock",
+		"Loop":     " called on the goroutine of a Loop: it would block the loop until the flow ends; in a step, wait for the flow with AwaitFlow",
 		"TestTool": " called from a callback of the flow's TestTool: it would drive the tool inside itself",
 	}
 	for _, tool := range runTools {

@@ -150,15 +150,26 @@ func (t foreignTool) deferred(d time.Duration, tk task) (h Handle) {
 	return t.Deferred(d, tk.run)
 }
 
-func (foreignTool) selfRunInfo() string { return runOnLoopInfo }
+func (foreignTool) selfRunInfo() string { return runOnToolInfo }
 
 func (foreignTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 	return waitResult(ctx, r, w)
 }
 
-// runOnLoopInfo is the info of Root.Run called from a callback of a tool
-// that runs on its own goroutine, after the name of the method.
-const runOnLoopInfo = " called on the loop of the flow: it would deadlock"
+// runOnToolInfo is the info of Root.Run called from a callback of the
+// flow's own tool, one of the user's that runs on its own goroutine, after
+// the name of the method.
+const runOnToolInfo = " called on the loop of the flow: it would deadlock"
+
+// runOnLoopInfo is the info of Root.Run called on the goroutine of a Loop,
+// the flow's or another one, after the name of the method.
+const runOnLoopInfo = " called on the goroutine of a Loop: it would block the loop until the flow ends;" +
+	" in a step, wait for the flow with AwaitFlow"
+
+// onLoopGoroutine reports whether the caller runs on the goroutine of a
+// Loop. The usual caller of Run, a goroutine of a server's, is told apart
+// by its stack alone, as Loop.IsSameThread does (see mayBeLoopGoroutine).
+func onLoopGoroutine() bool { return mayBeLoopGoroutine() && onSomeLoop() }
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
 	h := t.Deferred(d, tk.run)
