@@ -73,7 +73,17 @@ type frameRare struct {
 	// (see toolinfo.BranchID), cleared with the frame's rare part when
 	// the branch is over and the frame is recycled.
 	branchID int64
+	// user is, for AsyncStack, the entry address of the user's function
+	// that the step of a helper of this package runs, or engineStep for
+	// a step of the helper's own (see runsFor); 0 for any other step.
+	// Like branchID, it lasts until the frame is recycled, so that the
+	// stack recorded at an error and the frames it climbs agree.
+	user uintptr
 }
+
+// engineStep is frameRare.user of a helper's step that runs none of the
+// user's functions: AsyncStack leaves it out.
+const engineStep = ^uintptr(0)
 
 // rareFields returns f's rare part, made on first use.
 func (f *frame) rareFields() *frameRare {
@@ -249,12 +259,19 @@ func (f *frame) kill() (succeeded bool) {
 }
 
 // stackPC is the entry address of the user's function that f runs, for
-// AsyncStack, or 0 if it runs none: for an iteration of a loop, the loop's
-// body; for a step of a critical section, the function given to Sync (the
-// engine's own steps around it are not the user's); for an Await step, its
-// function (the engine's step runs it, whichever way it was added: see
-// addAwait); else f's step function.
+// AsyncStack, or 0 if it runs none: for a step of a helper (Then, Gather),
+// the user's function it runs, if any (see runsFor); for an iteration of a
+// loop, the loop's body; for a step of a critical section, the function
+// given to Sync (the engine's own steps around it are not the user's); for
+// an Await step, its function (the engine's step runs it, whichever way it
+// was added: see addAwait); else f's step function.
 func (f *frame) stackPC() uintptr {
+	if r := f.rare; r != nil && r.user != 0 {
+		if r.user == engineStep {
+			return 0
+		}
+		return r.user
+	}
 	if p := f.parent; p != nil {
 		switch c := p.impl.(type) {
 		case *loopRun:

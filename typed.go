@@ -48,6 +48,7 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 	onerr := firstHandler(onerror)
 	await := func(ctx context.Context) (any, error) { return fn(ctx) }
 	return as.Add(func(as AsyncSteps, _ ...any) {
+		runsFor(as, nil)
 		as.Await(await, onerr)
 		as.Add(thenStep("AwaitThen", then))
 	})
@@ -67,11 +68,33 @@ func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc
 	return as.Add(thenStep("Then", f), onerror...)
 }
 
+// runsFor records that the running step of as runs fn, a function of the
+// user's given to a helper, for AsyncStack to name it in place of the
+// helper's own step function (docs/DESIGN.md#error-info-and-last-exception);
+// a nil fn leaves the step out, as one of the helper's own. It is called
+// first thing in the step, before the step can fail.
+func runsFor(as AsyncSteps, fn any) {
+	h, ok := as.(*stepAPI)
+	if !ok {
+		if h = unwrapStep(as); h == nil {
+			return // not a step of this package: it records no stack
+		}
+	}
+	pc := engineStep
+	if fn != nil {
+		if p := funcPC(fn); p != 0 { // 0: a nil function of some type
+			pc = p
+		}
+	}
+	h.f.rareFields().user = pc
+}
+
 // thenStep returns a step that reads its first arg as a T and calls f with
 // it, or succeeds with it when f is nil. call names the helper for the
 // info of a type mismatch.
 func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 	return func(as AsyncSteps, args ...any) {
+		runsFor(as, f)
 		v, ok := firstValue[T](args)
 		if !ok {
 			as.Error(InternalError, mismatch[T](call+": the step's result", args[0]))
@@ -114,22 +137,33 @@ func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...
 		}
 	}
 	return as.Add(func(as AsyncSteps, _ ...any) {
+		runsFor(as, nil)
 		results := make([]T, len(branches))
 		p := as.Parallel()
 		for i, b := range branches {
 			p.Add(gatherBranch(b, i, results))
 		}
-		as.Add(func(as AsyncSteps, _ ...any) { then(as, results) })
+		as.Add(func(as AsyncSteps, _ ...any) {
+			runsFor(as, then)
+			then(as, results)
+		})
 	})
 }
 
 // gatherBranch returns the step of branch i of a Gather: b's steps, then a
 // step that stores their result in results[i]. b runs from a step of its
 // own, so that it may add steps, call Success or Error directly, or wait.
+// AsyncStack names b once, for the branch's step, as for a branch added
+// with Add: the steps inside it are the helper's own.
 func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
-		as.Add(func(as AsyncSteps, _ ...any) { b(as) })
+		runsFor(as, b)
+		as.Add(func(as AsyncSteps, _ ...any) {
+			runsFor(as, nil)
+			b(as)
+		})
 		as.Add(func(as AsyncSteps, args ...any) {
+			runsFor(as, nil)
 			v, ok := firstValue[T](args)
 			if !ok {
 				as.Error(InternalError, mismatch[T](fmt.Sprintf("Gather: the result of branch %d", i), args[0]))
