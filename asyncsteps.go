@@ -102,9 +102,10 @@ type AsyncSteps interface {
 	// a later Add, Parallel, loop, Sync, Await, Error, Break or Continue
 	// in the same callback has no effect, so return right after Success.
 	Success(args ...any)
-	// Error completes the step with an error and aborts the callback. An
-	// empty code is a misuse: the step fails with InternalError, whose
-	// info says so and keeps info. Raised by an error handler, the error
+	// Error completes the step with an error and aborts the callback. info
+	// is optional: one string at most. An empty code or more than one info
+	// is a misuse: the step fails with InternalError, whose info says so
+	// and keeps the code and the infos given. Raised by an error handler, the error
 	// keeps the Go cause of the one it handles (see [Error]).
 	Error(code string, info ...string)
 	// SetTimeout makes the step wait for an external completion and fail

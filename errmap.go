@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"syscall"
 )
 
@@ -116,6 +117,31 @@ func emptyCodeInfo(what, info string) string {
 	s := what + ": empty error code"
 	if info != "" {
 		s += "; info: " + info
+	}
+	return s
+}
+
+// errorCallInfo is the info of the InternalError that stands for a call of
+// Error with an empty code or more than one info: it says what was wrong
+// and keeps the code and the infos given, none of which is dropped.
+func errorCallInfo(code string, info []string) string {
+	if len(info) <= 1 {
+		return emptyCodeInfo("Error", firstLabel(info))
+	}
+	s := "Error: "
+	if code == "" {
+		s += "empty error code, "
+	}
+	s += strconv.Itoa(len(info)) + " infos, one at most"
+	if code != "" {
+		s += "; code: " + code
+	}
+	s += "; info: "
+	for k, x := range info {
+		if k > 0 {
+			s += ", "
+		}
+		s += strconv.Quote(x)
 	}
 	return s
 }

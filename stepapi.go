@@ -337,8 +337,8 @@ func (h *stepAPI) Success(args ...any) {
 // Error implements [AsyncSteps].
 func (h *stepAPI) Error(code string, info ...string) {
 	i := firstLabel(info)
-	if code == "" {
-		code, i = InternalError, emptyCodeInfo("Error", i)
+	if code == "" || len(info) > 1 {
+		code, i = InternalError, errorCallInfo(code, info)
 	}
 	if h.raise(code, i, true) {
 		panic(abortSignal{})
