@@ -101,3 +101,28 @@ func TestRunOnALoopGroupFailsOnEveryLoop(t *testing.T) {
 		}
 	}
 }
+
+// An Await function runs on a goroutine of its own, not the loop's: it may
+// Run a flow on any loop, its own flow's included, which is what a step
+// that must block is told to do.
+func TestRunFromAnAwaitFunctionWorks(t *testing.T) {
+	g := asyncsteps.NewLoopGroup(2)
+	defer g.Close()
+	outer := asyncsteps.New(asyncsteps.WithTool(g.Loops()[0]))
+	for i, l := range g.Loops() {
+		outer.Await(func(ctx context.Context) (any, error) {
+			inner := asyncsteps.New(asyncsteps.WithTool(l))
+			inner.SuccessStep(i)
+			args, err := inner.Run(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return args[0], nil
+		})
+	}
+	args, err := outer.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArgs(t, "the last Await's", args, 1)
+}
