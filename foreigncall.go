@@ -64,11 +64,17 @@ const (
 // Loop's goroutine, also in a function given to Immediate or Deferred: the
 // mark says "a Loop", not "this flow's Loop".
 func onCallbackGoroutine() bool {
+	return loopMarked() || invokerOnStack()
+}
+
+// loopMarked reports whether the calling goroutine carries the mark of a
+// Loop's goroutine (markLoopGoroutine), leaving the mark as it was.
+func loopMarked() bool {
 	if debug.SetPanicOnFault(true) {
-		return true // a Loop's goroutine, left as it was
+		return true
 	}
 	debug.SetPanicOnFault(false)
-	return invokerOnStack()
+	return false
 }
 
 // markLoopGoroutine marks the calling goroutine, one that runs a Loop, as

@@ -286,9 +286,9 @@ func (r *Root) runnable(ctx context.Context, method string) error {
 		// the one the flow needs, or one that waits for this one.
 		return &Error{Code: InternalError, Info: method + runOnLoopInfo}
 	}
-	if _, loop := r.fl.sched.(*Loop); !loop && r.fl.sched.IsSameThread() {
-		// A TestTool's or a foreign tool's callback (a Loop's goroutine
-		// is known already).
+	if r.fl.sched.IsSameThread() {
+		// A TestTool's or a foreign tool's callback, or the flow's own
+		// Loop whose callback took the goroutine's mark off.
 		return &Error{Code: InternalError, Info: method + r.fl.sched.selfRunInfo()}
 	}
 	return ctx.Err() // a Go API starts no work under an ended context

@@ -2,6 +2,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -125,4 +126,24 @@ func TestRunFromAnAwaitFunctionWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantArgs(t, "the last Await's", args, 1)
+}
+
+// A callback that takes its goroutine's panic-on-fault setting off (the
+// mark of a Loop's goroutine) still may not Run a flow of its own loop.
+func TestRunOnItsOwnLoopWithoutTheMarkFails(t *testing.T) {
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	outer := asyncsteps.New(asyncsteps.WithTool(l))
+	var err error
+	outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		was := debug.SetPanicOnFault(false)
+		defer debug.SetPanicOnFault(was)
+		inner := asyncsteps.New(asyncsteps.WithTool(l))
+		inner.SuccessStep("inner")
+		_, err = inner.Run(context.Background())
+	})
+	if _, err := outer.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, err, asyncsteps.InternalError, "Run"+onLoopInfo)
 }

@@ -168,8 +168,10 @@ const runOnLoopInfo = " called on the goroutine of a Loop: it would block the lo
 
 // onLoopGoroutine reports whether the caller runs on the goroutine of a
 // Loop. The usual caller of Run, a goroutine of a server's, is told apart
-// by its stack alone, as Loop.IsSameThread does (see mayBeLoopGoroutine).
-func onLoopGoroutine() bool { return mayBeLoopGoroutine() && onSomeLoop() }
+// by the mark every Loop's goroutine carries (markLoopGoroutine), at the
+// cost of two calls: Run asks this before every flow. A callback that
+// takes the mark off is still known on its own Loop (IsSameThread).
+func onLoopGoroutine() bool { return loopMarked() && onSomeLoop() }
 
 func (t foreignTool) deferTask(d time.Duration, tk task) *timerEntry {
 	h := t.Deferred(d, tk.run)
