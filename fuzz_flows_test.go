@@ -130,6 +130,21 @@ type flowRun struct {
 	// steps, which the clone's run runs again: a run consumes a Root's
 	// steps, so they get theirs again before it.
 	flows, level0Flows []flowOf
+	// The channels of the AwaitChan and AwaitResult steps added before
+	// the first run, which each run sends to again (see armShared);
+	// noClone: one of them is closed during a run, which a channel cannot
+	// undo, so the clone does not run.
+	shared  []*sharedChan
+	noClone bool
+}
+
+// sharedChan is the channel of an AwaitChan (ints) or AwaitResult
+// (results) step that the Root and its clone share.
+type sharedChan struct {
+	n       *ff.Node
+	ints    chan int
+	results chan asyncsteps.Result
+	closed  bool
 }
 
 type flowOf struct {
@@ -172,7 +187,7 @@ func runProgram(p *ff.Program) []flowOutcome {
 	clone := r.Clone()
 	x.level0Flows = x.flows
 	first := x.execute(r, p)
-	if first.end == "none" {
+	if first.end == "none" || x.noClone {
 		return []flowOutcome{first}
 	}
 	return []flowOutcome{first, x.execute(clone, p)}
@@ -225,6 +240,7 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	x.start, x.root = x.tt.Now(), r
 	x.trace, x.ended, x.end, x.handles, x.steps, x.problems = nil, false, "", nil, nil, nil
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
+	x.armShared()
 	results := 0
 	if p.Ctx != ff.CtxNone {
 		x.ch = make(chan asyncsteps.Result) // never filled: Run returns the end
@@ -379,6 +395,87 @@ func (x *flowRun) settle(p *ff.Program) {
 	}
 }
 
+// armShared empties the channels of the steps added before the run and
+// sends to them, or closes them, as their nodes say, from the start of the
+// run, as if the steps had been added then.
+func (x *flowRun) armShared() {
+	for _, c := range x.shared {
+		if !c.closed {
+			select {
+			case <-c.ints: // a value sent after its step was cancelled
+			case <-c.results:
+			default:
+			}
+		}
+		x.armChan(c)
+	}
+}
+
+// armChan sends a channel its value, or closes it, now (Ready) or At ms
+// later.
+func (x *flowRun) armChan(c *sharedChan) {
+	n := c.n
+	if n.NilChan || n.End == ff.EWait {
+		return
+	}
+	send := func() {
+		switch {
+		case n.Closed && c.closed:
+		case n.Closed:
+			c.closed = true
+			if c.ints != nil {
+				close(c.ints)
+			} else {
+				close(c.results)
+			}
+		case c.ints != nil:
+			c.ints <- n.Args[0]
+		default:
+			c.results <- chanResult(n)
+		}
+	}
+	if n.Ready {
+		send()
+		return
+	}
+	x.handles = append(x.handles, x.tt.Deferred(ms(n.At), send))
+}
+
+// chanResult is the Result the AwaitResult n receives.
+func chanResult(n *ff.Node) asyncsteps.Result {
+	switch {
+	case n.End == ff.EExternal:
+		return asyncsteps.Result{Args: intArgs(n.Args)}
+	case n.Code == "Timeout":
+		return asyncsteps.Result{Err: context.DeadlineExceeded}
+	case n.Code == asyncsteps.InternalError:
+		return asyncsteps.Result{Err: context.Canceled}
+	}
+	return asyncsteps.Result{Err: &asyncsteps.Error{Code: n.Code, Info: n.Info}}
+}
+
+// channel makes the channel of the AwaitChan or AwaitResult n, added now:
+// nil for a NilChan; one added before the first run is shared with the
+// clone's (see armShared).
+func (x *flowRun) channel(n *ff.Node) *sharedChan {
+	c := &sharedChan{n: n}
+	if n.NilChan {
+		return c
+	}
+	if n.Await == ff.AwaitChan {
+		c.ints = make(chan int, 1)
+	} else {
+		c.results = make(chan asyncsteps.Result, 1)
+	}
+	if x.gen == 0 {
+		x.shared = append(x.shared, c)
+		x.noClone = x.noClone || n.Closed && !n.Ready
+		return c
+	}
+	x.armChan(c)
+	return c
+}
+
 // awaitFunc is the function of the KAwait n (AwaitFn).
 func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
 	return func(ctx context.Context) (any, error) {
@@ -471,11 +568,11 @@ func endString(res asyncsteps.Result) string {
 	if res.Err == nil {
 		return "ok(" + ff.FmtArgs(res.Args) + ")"
 	}
-	if errors.Is(res.Err, context.Canceled) {
-		return "canceled"
-	}
 	var e *asyncsteps.Error
 	if !errors.As(res.Err, &e) {
+		if errors.Is(res.Err, context.Canceled) {
+			return "canceled"
+		}
 		return "err:?" + res.Err.Error()
 	}
 	if e.Code == asyncsteps.InternalError {
@@ -605,6 +702,10 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		switch n.Await {
 		case ff.AwaitFlow:
 			asyncsteps.AwaitFlow(as, x.awaitFlow(n), x.errorFunc(n.Handler))
+		case ff.AwaitChan:
+			asyncsteps.AwaitChan(as, x.channel(n).ints, x.errorFunc(n.Handler))
+		case ff.AwaitResult:
+			asyncsteps.AwaitResult(as, x.channel(n).results, x.errorFunc(n.Handler))
 		case ff.AwaitThen:
 			f := x.awaitFunc(n)
 			asyncsteps.AwaitThen(as, func(ctx context.Context) (int, error) {

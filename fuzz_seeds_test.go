@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/asyncsteps/asyncsteps"
 	ff "github.com/asyncsteps/asyncsteps/internal/flowfuzz"
 )
 
@@ -321,7 +322,55 @@ func flowSeeds() []*ff.Program {
 		seedExtended(seedProg(0, seedOne, seedOnerror(seedFails("E1", ""), seedAddsUnder(30, true, seedExt(50, 0))),
 			seedOnerror(seedFails("E0", ""), seedAddsUnder(0, true, seedFails("E2", ""))),
 			seedOnerror(seedFails("E0", ""), seedAddsUnder(20, false, seedExt(10, 1))))),
+		// 65 AwaitChan: a value sent while the step waits, one waiting
+		// in the channel before the step runs, which takes it at once, a
+		// channel closed (the zero value); a nil channel and one nothing
+		// is sent to are cancelled by a failing sibling.
+		seedExtended(seedProg(0, seedOne, seedChan(ff.AwaitChan, ff.EExternal, 10, false),
+			seedWith(seedLeaf(ff.EImplicit), seedExt(20, 0), seedChan(ff.AwaitChan, ff.EExternal, 10, false), seedChan(ff.AwaitChan, ff.EExternal, 0, true)),
+			seedClosed(seedChan(ff.AwaitChan, ff.EExternal, 5, false)),
+			seedOnerror(seedPar(seedNilChan(ff.AwaitChan), seedChan(ff.AwaitChan, ff.EWait, 0, false), seedExtErr(10, "E2", "")), seedRecovers(0)))),
+		// 66 AwaitResult: args, an *Error its handler recovers, Go
+		// errors (context.DeadlineExceeded is Timeout, context.Canceled
+		// an InternalError), a closed channel (no args), an error waiting
+		// in the channel; a parent's timeout cancels a step nothing is
+		// sent to.
+		seedExtended(seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedChan(ff.AwaitResult, ff.EExternal, 10, false, 2),
+			seedOnerror(seedChanErr(ff.AwaitResult, "E1", 0, false), seedRecovers(1)),
+			seedOnerror(seedChanErr(ff.AwaitResult, "Timeout", 10, false), seedRecovers(0))),
+			seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedChanErr(ff.AwaitResult, asyncsteps.InternalError, 10, false), seedRecovers(0)),
+				seedClosed(seedChan(ff.AwaitResult, ff.EExternal, 0, true))),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedChanErr(ff.AwaitResult, "E2", 0, true)), seedRecovers(0)),
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedChan(ff.AwaitResult, ff.EWait, 0, false)), 20), seedReturns()))),
 	}
+}
+
+// seedChan is an AwaitChan or AwaitResult whose channel gets a value
+// (ff.EExternal; AwaitResult: nargs args) at ms after the add, or at once
+// (ready); ff.EWait: nothing.
+func seedChan(kind ff.AwaitKind, end ff.End, at int, ready bool, nargs ...int) *ff.Node {
+	n := &ff.Node{Kind: ff.KAwait, Await: kind, End: end, At: at, Ready: ready}
+	if end == ff.EExternal && kind == ff.AwaitChan {
+		n.Args = make([]int, 1)
+	}
+	if len(nargs) > 0 {
+		n.Args = make([]int, nargs[0])
+	}
+	return n
+}
+
+// seedChanErr is an AwaitResult whose Result has the error of code
+// ("Timeout": context.DeadlineExceeded; InternalError: context.Canceled).
+func seedChanErr(kind ff.AwaitKind, code string, at int, ready bool) *ff.Node {
+	n := seedChan(kind, ff.EExternalErr, at, ready)
+	n.Code = code
+	return n
+}
+
+func seedClosed(n *ff.Node) *ff.Node { n.Closed = true; return n }
+
+func seedNilChan(kind ff.AwaitKind) *ff.Node {
+	return &ff.Node{Kind: ff.KAwait, Await: kind, End: ff.EWait, NilChan: true}
 }
 
 // seedRun runs p by Run, with a ctx that ends at ms as mode says.
@@ -475,7 +524,9 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock",
 		"run ctx cancel", "run deadline", "run helping", "await", "await fn success", "await fn error", "await fn deadline exceeded",
 		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait", "await then success", "await then error",
-		"handler add timeout", "handler add cancel"}
+		"handler add timeout", "handler add cancel",
+		"await chan success", "await chan wait", "await chan closed", "await chan nil", "await chan ready",
+		"await result success", "await result error", "await result wait", "await result closed", "await result ready"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -486,8 +537,16 @@ func TestFlowSeedCorpus(t *testing.T) {
 func coverage(n *ff.Node, seen map[string]bool) {
 	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await"}[n.Kind]] = true
 	if n.Kind == ff.KAwait {
-		seen[[...]string{"await fn", "await flow", "await then"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
+		seen[[...]string{"await fn", "await flow", "await then", "await chan", "await result"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
 			ff.EWait: "wait", ff.EPanic: "panic", ff.EGoexit: "goexit"}[n.End]] = true
+		for _, c := range []struct {
+			on   bool
+			what string
+		}{{n.Closed, "closed"}, {n.NilChan, "nil"}, {n.Ready, "ready"}} {
+			if c.on {
+				seen[[...]string{"await fn", "await flow", "await then", "await chan", "await result"}[n.Await]+" "+c.what] = true
+			}
+		}
 		if n.Code == "Timeout" {
 			seen["await fn deadline exceeded"] = true
 		}

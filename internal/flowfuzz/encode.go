@@ -214,6 +214,10 @@ func (e *encoder) step(n *Node) { e.stepOf(n, false) }
 
 // await writes the KAwait n as the step that waits it is made from.
 func (e *encoder) await(n *Node) {
+	if n.Await == AwaitChan || n.Await == AwaitResult {
+		e.channel(n)
+		return
+	}
 	end, variant := n.End, 0
 	switch {
 	case end == EPanic:
@@ -239,6 +243,47 @@ func (e *encoder) await(n *Node) {
 		e.put(b)
 	}
 	e.put(int(n.Await) + 1 | variant<<2 | n.At/10%6<<4)
+	if n.Handler != nil {
+		e.handler(n.Handler)
+	}
+}
+
+// channel writes the AwaitChan or AwaitResult n as a step that waits.
+func (e *encoder) channel(n *Node) {
+	f := int(EWait) << 5
+	if n.Handler != nil {
+		f |= 4
+	}
+	e.put(f)
+	a := int(AwaitFlow) + 1 | 4 | n.At/10%6<<4
+	if n.Await == AwaitResult {
+		a = a&^4 | 8
+	}
+	e.put(a)
+	v := 0
+	switch {
+	case n.NilChan:
+		v = 64
+	case n.End == EWait:
+		v = 32
+	case n.Closed:
+		v = 3
+	case n.End == EExternal && n.Await == AwaitResult:
+		v = len(n.Args) % 3 << 2
+	case n.End == EExternalErr && n.Code == "Timeout":
+		v = 2
+	case n.End == EExternalErr && n.Code == "InternalError":
+		v = 2 | 16
+	case n.End == EExternalErr:
+		v = 1 | errCode(n.Code)<<2
+		if n.Info != "" {
+			v |= 16
+		}
+	}
+	if n.Ready {
+		v |= 128
+	}
+	e.put(v)
 	if n.Handler != nil {
 		e.handler(n.Handler)
 	}

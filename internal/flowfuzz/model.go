@@ -293,6 +293,7 @@ const (
 	tCtxCancel // Run's ctx is cancelled
 	tDeadline  // Run's ctx's deadline passes
 	tFlowStep  // an AwaitFlow's flow: its step completes
+	tChanSend  // an AwaitChan's or AwaitResult's channel gets its value or is closed
 )
 
 type timer struct {
@@ -301,6 +302,7 @@ type timer struct {
 	kind  timerKind
 	act   *act
 	thr   *throttle // tThrottle
+	inst  *chanInst // tChanSend
 	out   outcome
 	dead  bool
 	index int
@@ -405,11 +407,22 @@ type model struct {
 	// arms their completions, in ID order, once the event is over; those
 	// cancelled, which return once it is over.
 	started, returning []*act
+	// The channels of the AwaitChan and AwaitResult nodes, by node: the
+	// one made when the node was last added (a node has one execution at
+	// a time, of the last add).
+	chans map[*Node]*chanInst
+}
+
+// chanInst is the channel of an AwaitChan or AwaitResult, made as its
+// node was added.
+type chanInst struct {
+	ready bool // its value waits in it, or it is closed
+	act   *act // the step waiting on it, if it runs
 }
 
 // Model computes the trace and the end a program must produce.
 func Model(p *Program) Result {
-	m := &model{budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel}
+	m := &model{budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[*Node]*chanInst{}}
 	for i, mx := range p.Mutexes {
 		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}})
 	}
@@ -431,6 +444,9 @@ func Model(p *Program) Result {
 	}()
 	// The root cancel is scheduled before the flow starts: first in order.
 	m.arm(int64(p.CancelAt), &timer{kind: tRootCancel})
+	// The channels of the steps added before the run get theirs as it
+	// starts.
+	m.added(p.Steps)
 	switch p.Ctx {
 	case CtxCancel:
 		m.arm(int64(p.CtxAt), &timer{kind: tCtxCancel})
@@ -498,6 +514,15 @@ func Model(p *Program) Result {
 			// queued when a timer runs.
 			m.late = true
 			m.resume(m.root, signal{kind: sigDeadline})
+		case tChanSend:
+			if a := t.inst.act; a != nil && a.waiting {
+				// The goroutine of the waiting step takes the value and
+				// completes the step from outside.
+				a.waiting = false
+				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
+			} else {
+				t.inst.ready = true // taken at once when the step runs, if it does
+			}
 		case tFlowStep:
 			if t.act.waiting {
 				// The step's Success or Error queues its completion.
@@ -570,6 +595,54 @@ func awaitOutcome(n *Node) outcome {
 		return fail("Timeout", AwaitTimeoutInfo)
 	}
 	return fail(n.Code, n.Info)
+}
+
+// added notes that the steps nodes were added (as a step's callback, a
+// loop's iteration or an error handler adds its steps, or the program
+// its level 0, a Parallel its branches): the channel of each AwaitChan or
+// AwaitResult among them is made, and gets its value or is closed now
+// (Ready) or At ms later.
+func (m *model) added(nodes []*Node) {
+	for _, n := range nodes {
+		switch {
+		case n.Kind == KParallel:
+			m.added(n.Subs)
+		case n.Kind != KAwait || n.Await != AwaitChan && n.Await != AwaitResult:
+		case n.NilChan || n.End == EWait:
+			m.chans[n] = &chanInst{}
+		case n.Ready:
+			m.chans[n] = &chanInst{ready: true}
+		default:
+			inst := &chanInst{}
+			m.chans[n] = inst
+			m.arm(int64(n.At), &timer{kind: tChanSend, inst: inst, out: awaitOutcome(n)})
+		}
+	}
+}
+
+// recv runs an AwaitChan or AwaitResult: a value waiting in its channel,
+// or a closed channel, completes the step at once, in its callback;
+// otherwise the step waits for the goroutine that takes it, or a cancel.
+func (m *model) recv(th *thread, n *Node) outcome {
+	inst := m.chans[n]
+	if inst == nil {
+		panic(fmt.Sprintf("flowfuzz: the channel of %d was never made", n.ID))
+	}
+	a := &act{node: n, th: th}
+	var o outcome
+	if inst.ready {
+		o = awaitOutcome(n)
+		if o.is(errK) {
+			o = m.raise(o.code, o.info)
+		}
+	} else {
+		inst.act = a
+		o = m.wait(th, a)
+	}
+	if o.is(errK) && n.Handler != nil {
+		return m.handle(th, n.Handler, o)
+	}
+	return o
 }
 
 func (m *model) spawn(parent *thread, body func(th *thread) outcome) *thread {
@@ -776,6 +849,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		a.timer = m.arm(int64(d), &timer{kind: tTimeout, act: a})
 	}
 	a.cancel = n.Cancel
+	m.added(n.Subs) // before the step's own completion is armed
 	var o outcome
 	subs := len(n.Subs) > 0
 	switch {
@@ -944,6 +1018,9 @@ func (m *model) awaitThen(th *thread, n *Node, a *act) outcome {
 // await runs a KAwait: it waits for the completion armed when its
 // function, or its flow, has started.
 func (m *model) await(th *thread, n *Node) outcome {
+	if n.Await == AwaitChan || n.Await == AwaitResult {
+		return m.recv(th, n)
+	}
 	if n.Await == AwaitThen {
 		// The step AwaitThen adds: its callback adds the Await step,
 		// which starts after the turn of that level.
@@ -1028,6 +1105,7 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		if h.Timeout > 0 {
 			a.timer = m.arm(int64(h.Timeout), &timer{kind: tTimeout, act: a})
 		}
+		m.added(h.Steps)
 		o := m.level(th, h.Steps)
 		if o.is(cancelK) && o.target == a {
 			o = m.raise("Timeout", "")
@@ -1124,6 +1202,7 @@ func (m *model) loop(th *thread, n *Node) outcome {
 		case n.Kind == KForEach && i == n.At && n.End == EContinue:
 			o = m.raise("LoopCont", n.Label)
 		case len(n.Subs) > 0:
+			m.added(n.Subs)
 			o = m.level(th, n.Subs)
 		default:
 			o = ok(nil)
@@ -1521,6 +1600,7 @@ func (m *model) attempt(th *thread, n *Node, i int) outcome {
 	case i < rs.FailUntil:
 		o = m.wait(th, a) // EWait: only the timeout or a cancel ends it
 	case len(n.Subs) > 0:
+		m.added(n.Subs)
 		o = m.level(th, n.Subs)
 	case len(n.Args) > 0:
 		o = ok(intsToArgs(n.Args))

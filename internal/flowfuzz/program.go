@@ -54,7 +54,24 @@ const (
 	// AwaitThen(fn, then): fn as AwaitFn's, then traces ThenEvent with
 	// the value and returns (an implicit success with no args).
 	AwaitThen
+	// AwaitChan(ch): ch, a chan int of capacity 1 made as the step is
+	// added, gets its value (Args[0]) or is closed (Closed) At ms after
+	// the add, or at the add (Ready); a NilChan is nil; EWait: nothing
+	// is ever sent. The value may come before the step runs, which then
+	// takes it at once, or while it waits, or after it was cancelled.
+	AwaitChan
+	// AwaitResult(ch): as AwaitChan, over a chan Result: Args, or the
+	// error Code and Info (Code "Timeout": context.DeadlineExceeded;
+	// "InternalError": context.Canceled), or a closed channel.
+	AwaitResult
 )
+
+// ChanValue is the value the AwaitChan id receives from its channel.
+func ChanValue(id int) int { return AwaitValue(id) }
+
+// CanceledInfo is the info of the InternalError a Result's
+// context.Canceled raises in a flow: the error's text.
+const CanceledInfo = "context canceled"
 
 // ThenEvent is the event of the then of the AwaitThen id called with v:
 // "t3=30".
@@ -195,6 +212,11 @@ type Node struct {
 	Retry *RetrySpec // KRetry
 
 	Await AwaitKind // KAwait
+
+	// AwaitChan, AwaitResult: the channel is closed instead of sent to
+	// (Closed), nil (NilChan), or given its value or closed as the step
+	// is added (Ready) rather than At ms later.
+	Closed, NilChan, Ready bool
 }
 
 // Handler is an error handler.
@@ -629,6 +651,10 @@ func (d *decoder) await(n *Node) bool {
 	if n.End == EWait {
 		n.At = 0
 	}
+	if n.Await == AwaitFlow && a&12 != 0 {
+		d.channel(n, a)
+		return true
+	}
 	if n.Await != AwaitFlow {
 		n.Args = nil
 		switch {
@@ -647,6 +673,55 @@ func (d *decoder) await(n *Node) bool {
 		n.At = (a >> 4) % 6 * 10
 	}
 	return true
+}
+
+// channel makes the KAwait n an AwaitChan (a&12 == 4) or an AwaitResult,
+// as the next byte v says: v&64 a nil channel, v&32 one nothing is sent
+// to; else v&128 Ready, and v&3 what comes: a value (0; AwaitResult:
+// (v>>2)%3 args), an error (1; AwaitChan: a value), a Go error (2:
+// v&16 context.Canceled, else context.DeadlineExceeded; AwaitChan: a
+// value) or a closed channel (3).
+func (d *decoder) channel(n *Node, a int) {
+	v := d.byte()
+	n.Await = AwaitChan
+	if a&12 != 4 {
+		n.Await = AwaitResult
+	}
+	result := n.Await == AwaitResult
+	n.Code, n.Info, n.Args, n.At = "", "", nil, (a>>4)%6*10
+	switch {
+	case v&64 != 0:
+		n.End, n.NilChan, n.At = EWait, true, 0
+		return
+	case v&32 != 0:
+		n.End, n.At = EWait, 0
+		return
+	}
+	n.Ready = v&128 != 0
+	n.End = EExternal
+	switch {
+	case v&3 == 3:
+		n.Closed = true
+		if !result {
+			n.Args = []int{0} // the zero value
+		}
+	case !result:
+		n.Args = []int{ChanValue(n.ID)}
+	case v&3 == 0:
+		n.Args = make([]int, (v>>2)%3)
+		for i := range n.Args {
+			n.Args[i] = n.ID*10 + i
+		}
+	case v&3 == 1:
+		n.End, n.Code = EExternalErr, codeOf(v>>2)
+		if v&16 != 0 {
+			n.Info = fmt.Sprintf("i%d", n.ID)
+		}
+	case v&16 != 0:
+		n.End, n.Code, n.Info = EExternalErr, "InternalError", CanceledInfo
+	default:
+		n.End, n.Code, n.Info = EExternalErr, "Timeout", AwaitTimeoutInfo
+	}
 }
 
 func (d *decoder) handler(sc scope) *Handler {
@@ -738,7 +813,7 @@ func (n *Node) write(b *strings.Builder, depth int) {
 	case KSuccessStep:
 		fmt.Fprintf(b, "%ssuccessStep %d %v\n", ind, n.ID, n.Args)
 	case KAwait:
-		fmt.Fprintf(b, "%sawait %d %s%s\n", ind, n.ID, [...]string{"fn", "flow", "then"}[n.Await], n.describe())
+		fmt.Fprintf(b, "%sawait %d %s%s\n", ind, n.ID, [...]string{"fn", "flow", "then", "chan", "result"}[n.Await], n.describe())
 	}
 	for _, s := range n.Subs {
 		s.write(b, depth+1)
@@ -764,6 +839,15 @@ func (n *Node) describe() string {
 	}
 	if n.CancelPanic {
 		s = append(s, "(panics)")
+	}
+	if n.NilChan {
+		s = append(s, "nil channel")
+	}
+	if n.Ready {
+		s = append(s, "ready")
+	}
+	if n.Closed {
+		s = append(s, "closed")
 	}
 	switch n.End {
 	case EImplicit:
