@@ -68,6 +68,14 @@ func compareRuns(t *testing.T, p *ff.Program) {
 				strings.Join(got.trace, " "), got.end, strings.Join(want.Trace, " "), want.End,
 				firstDiff(got.trace, want.Trace)))
 		}
+		if !slices.Equal(got.awaitHooks, want.AwaitHooks) {
+			problems = append(problems, fmt.Sprintf("%sAwait hooks mismatch\n got: %s\nwant: %s", run,
+				strings.Join(got.awaitHooks, " "), strings.Join(want.AwaitHooks, " ")))
+		}
+		if !slices.Equal(got.late, want.Late) {
+			problems = append(problems, fmt.Sprintf("%shooks after the flow ended mismatch\n got: %s\nwant: %s", run,
+				strings.Join(got.late, " "), strings.Join(want.Late, " ")))
+		}
 		for _, v := range got.violations {
 			problems = append(problems, run+v)
 		}
@@ -136,7 +144,27 @@ type flowRun struct {
 	// undo, so the clone does not run.
 	shared  []*sharedChan
 	noClone bool
+
+	// With p.Hooks (awaitHooks, read by the Await functions): the flows begun in the run (see ff.FlowStartEvent),
+	// the calls of AwaitStart (under awaitMu), the hook calls after the
+	// flow ended.
+	awaitHooks bool
+	flowsBegun int
+	awaitCalls []*awaitCall
+	late       []string
 }
+
+// awaitCall is what the Await hooks saw of a call of an Await function:
+// the KAwait it is of (set by the function), and AwaitEnd's calls.
+type awaitCall struct {
+	id   int
+	ends []string
+}
+
+type (
+	flowKey  struct{}
+	awaitKey struct{}
+)
 
 // sharedChan is the channel of an AwaitChan (ints) or AwaitResult
 // (results) step that the Root and its clone share.
@@ -168,6 +196,8 @@ type flowOutcome struct {
 	trace      []string
 	end        string
 	violations []string
+	awaitHooks []string
+	late       []string
 }
 
 const (
@@ -180,6 +210,10 @@ const (
 // Root's run must have left as they were.
 func runProgram(p *ff.Program) []flowOutcome {
 	x := newFlowRun(p)
+	if p.Hooks {
+		x.tt.SetHooks(x.hooks())
+		x.awaitHooks = true
+	}
 	r := asyncsteps.New(asyncsteps.WithTool(x.tt))
 	for _, n := range p.Steps {
 		x.add(r, n)
@@ -239,6 +273,7 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	}
 	x.start, x.root = x.tt.Now(), r
 	x.trace, x.ended, x.end, x.handles, x.steps, x.problems = nil, false, "", nil, nil, nil
+	x.flowsBegun, x.awaitCalls, x.late = 0, nil, nil
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
 	x.armShared()
 	results := 0
@@ -308,7 +343,57 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	if x.seqs != 0 {
 		x.violation("%d iter.Seq2 of a ForEach never stopped", x.seqs)
 	}
-	return flowOutcome{trace: x.trace, end: x.end, violations: x.problems}
+	return flowOutcome{trace: x.trace, end: x.end, violations: x.problems, awaitHooks: x.awaitHookCalls(), late: x.late}
+}
+
+// hooks returns hooks that trace their calls (see ff.FlowStartEvent and
+// the others): those on the tool's goroutine as events, AwaitStart and
+// AwaitEnd, on the functions' goroutines, in awaitCalls.
+func (x *flowRun) hooks() *asyncsteps.Hooks {
+	return &asyncsteps.Hooks{
+		FlowStart: func(ctx context.Context) context.Context {
+			k := x.flowsBegun
+			x.flowsBegun++
+			x.hookEvent(ff.FlowStartEvent(k))
+			return context.WithValue(ctx, flowKey{}, k)
+		},
+		FlowEnd: func(ctx context.Context, err error) {
+			end := "ok"
+			if err != nil {
+				end = endString(asyncsteps.Result{Err: err})
+			}
+			x.hookEvent(ff.FlowEndEvent(x.flowOf(ctx), end))
+		},
+		StepError: func(ctx context.Context, err *asyncsteps.Error) {
+			x.hookEvent(ff.StepErrorEvent(x.flowOf(ctx), err.Code, err.Info, isPanic(err)))
+		},
+		AwaitStart: func(ctx context.Context) context.Context {
+			c := &awaitCall{}
+			x.awaitMu.Lock()
+			x.awaitCalls = append(x.awaitCalls, c)
+			x.awaitMu.Unlock()
+			return context.WithValue(ctx, awaitKey{}, c)
+		},
+		AwaitEnd: func(ctx context.Context, err *asyncsteps.Error) {
+			c, _ := ctx.Value(awaitKey{}).(*awaitCall)
+			if c == nil {
+				x.awaitMu.Lock()
+				x.violation("AwaitEnd without the context AwaitStart returned")
+				x.awaitMu.Unlock()
+				return
+			}
+			end := "ok"
+			if err != nil {
+				end = strings.TrimPrefix(ff.StepErrorEvent(0, err.Code, err.Info, isPanic(err)), "SE:")
+			}
+			x.awaitMu.Lock()
+			c.ends = append(c.ends, end)
+			x.awaitMu.Unlock()
+		},
+		SyncWait: func(obj asyncsteps.Syncer, waited time.Duration) {
+			x.hookEvent(ff.SyncWaitEvent(x.gateOf(obj), waited.Milliseconds()))
+		},
+	}
 }
 
 // runByRun runs r by Run, with a ctx that ends as p says, on a goroutine
@@ -393,6 +478,72 @@ func (x *flowRun) settle(p *ff.Program) {
 	for _, a := range started {
 		x.handles = append(x.handles, x.tt.Deferred(ms(a.n.At), func() { close(a.release) }))
 	}
+}
+
+// hookEvent records the call of a hook on the tool's goroutine: in the
+// trace, or, once the flow has ended, in late.
+func (x *flowRun) hookEvent(ev string) {
+	if x.ended {
+		x.late = append(x.late, ff.AtTime(ev, x.tt.Now().Sub(x.start).Milliseconds()))
+		return
+	}
+	x.event(ev)
+}
+
+// flowOf returns the number FlowStart gave the flow whose context is ctx.
+func (x *flowRun) flowOf(ctx context.Context) int {
+	k, ok := ctx.Value(flowKey{}).(int)
+	if !ok {
+		x.violation("a hook got a context FlowStart did not return")
+	}
+	return k
+}
+
+// isPanic reports whether err is the InternalError of a recovered panic,
+// whose info is the panic's value (see endString).
+func isPanic(err *asyncsteps.Error) bool {
+	pe, ok := err.Cause.(*asyncsteps.PanicError)
+	return ok && err.Code == asyncsteps.InternalError && (err.Info == panicInfo(pe) || err.Info == pe.Error())
+}
+
+// gateOf returns the index of the Syncer obj in ff.SyncWaitEvent.
+func (x *flowRun) gateOf(obj asyncsteps.Syncer) int {
+	switch {
+	case x.throttle != nil && obj == asyncsteps.Syncer(x.throttle):
+		return ff.ThrottleGate
+	case x.limiter != nil && obj == asyncsteps.Syncer(x.limiter):
+		return ff.LimiterGate
+	}
+	for i, m := range x.mutexes {
+		if obj == asyncsteps.Syncer(m) {
+			return i
+		}
+	}
+	x.violation("SyncWait got a Syncer %T of no Sync of the program", obj)
+	return -1
+}
+
+// awaitHookCalls returns the calls of the Await hooks in the run, sorted
+// (see ff.Result.AwaitHooks): each call of a function is one AwaitStart
+// and, once it has returned, one AwaitEnd.
+func (x *flowRun) awaitHookCalls() []string {
+	x.awaitMu.Lock()
+	defer x.awaitMu.Unlock()
+	var calls []string
+	for _, c := range x.awaitCalls {
+		if c.id == 0 {
+			x.violation("AwaitStart without a call of an Await function")
+		}
+		if len(c.ends) != 1 {
+			x.violation("Await function of %d: AwaitEnd called %d times", c.id, len(c.ends))
+		}
+		calls = append(calls, ff.AwaitStartEvent(c.id))
+		for _, e := range c.ends {
+			calls = append(calls, ff.AwaitEndEvent(c.id, e))
+		}
+	}
+	slices.Sort(calls)
+	return calls
 }
 
 // armShared empties the channels of the steps added before the run and
@@ -481,6 +632,15 @@ func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
 	return func(ctx context.Context) (any, error) {
 		x.awaitsLive.Add(1)
 		defer x.awaitsLive.Add(-1)
+		if c, ok := ctx.Value(awaitKey{}).(*awaitCall); ok {
+			x.awaitMu.Lock()
+			c.id = n.ID
+			x.awaitMu.Unlock()
+		} else if x.awaitHooks {
+			x.awaitMu.Lock()
+			x.violation("the Await function of %d got no context of AwaitStart", n.ID)
+			x.awaitMu.Unlock()
+		}
 		a := &awaitRun{n: n, release: make(chan struct{}), permit: make(chan struct{})}
 		if n.End != ff.EWait {
 			x.awaitMu.Lock()

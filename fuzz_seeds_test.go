@@ -118,6 +118,24 @@ var seedOne = [2]int{1, 1}
 // flowSeeds are the hand-written programs of the seed corpus: together they
 // use every operation of the program language.
 func flowSeeds() []*ff.Program {
+	seeds := plainSeeds()
+	// With hooks that trace their calls: errors of every kind, waits in
+	// a Mutex, a Throttle and a Limiter, Await functions, flows and
+	// channels, Run's deadline.
+	for _, i := range hookedSeeds {
+		p := plainSeeds()[i-1]
+		p.Hooks = true
+		seeds = append(seeds, p)
+	}
+	return seeds
+}
+
+// hookedSeeds are the plain seeds (counting from 1) that run again with
+// hooks.
+var hookedSeeds = []int{2, 5, 13, 18, 23, 28, 32, 41, 42, 44, 51, 53, 57, 60, 61, 62, 63, 64, 65, 66}
+
+// plainSeeds are the seeds written by hand.
+func plainSeeds() []*ff.Program {
 	return []*ff.Program{
 		// 1 levels and args: sub-steps' last args become the parent's result.
 		seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedOk(1), seedWith(seedLeaf(ff.EImplicit), seedOk(2))), seedLeaf(ff.EImplicit), seedSuccessStep(2)),
@@ -504,6 +522,9 @@ func TestFlowSeedCorpus(t *testing.T) {
 		if p.Helping {
 			seen["run helping"] = true
 		}
+		if p.Hooks {
+			seen["hooks"] = true
+		}
 		if p.MutexQueue(0) >= 0 || p.MutexQueue(1) >= 0 {
 			seen["mutex queue"] = true
 		}
@@ -526,7 +547,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait", "await then success", "await then error",
 		"handler add timeout", "handler add cancel",
 		"await chan success", "await chan wait", "await chan closed", "await chan nil", "await chan ready",
-		"await result success", "await result error", "await result wait", "await result closed", "await result ready"}
+		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)

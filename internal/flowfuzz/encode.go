@@ -29,7 +29,7 @@ func Encode(p *Program) []byte {
 	if p.CancelFrom > 0 {
 		m |= 0x40
 	}
-	e.ext = p.Ext || p.Ctx != CtxNone || p.Awaits
+	e.ext = p.Ext || p.Ctx != CtxNone || p.Awaits || p.Hooks
 	if e.ext {
 		m |= 0x80
 	}
@@ -42,7 +42,10 @@ func Encode(p *Program) []byte {
 		e.put(c)
 	}
 	if e.ext {
-		x := int(p.Ctx)&3 | min(p.CtxAt/5, 31)<<3
+		x := int(p.Ctx)&3 | min(p.CtxAt/5, 15)<<3
+		if p.Hooks {
+			x |= 0x80
+		}
 		if p.Helping {
 			x |= 4
 		}

@@ -63,6 +63,13 @@ import (
 type Result struct {
 	Trace []string // callbacks in order; see the event formats in Event
 	End   string   // "ok(args)", "err:Code:Info" ("err:InternalError", "err:InternalError:!<panic value>"), "canceled"
+	// AwaitHooks are the calls of the AwaitStart and AwaitEnd hooks
+	// (AwaitStartEvent, AwaitEndEvent), sorted: they run on the
+	// functions' goroutines, in no order with the trace's events.
+	AwaitHooks []string
+	// Late are the hook calls after FlowEnd: the ends of the flows of
+	// AwaitFlow steps cancelled as the flow ended, SyncWait tasks left.
+	Late []string
 }
 
 // Format helpers shared by the model and the engine interpreter, so that
@@ -133,6 +140,47 @@ func HandlerCancelEvent(id int) string { return fmt.Sprintf("k%d", id) }
 // CancelEvent is the event of the cancel handler of step id: "c3".
 func CancelEvent(id int) string { return fmt.Sprintf("c%d", id) }
 
+// Hook events: with Program.Hooks, the tool's hooks trace their calls.
+// Flow k is the k-th flow of a run to begin: 0 the program's, then the
+// flows of its AwaitFlow steps.
+
+func flowTag(k int) string {
+	if k == 0 {
+		return ""
+	}
+	return fmt.Sprint(k)
+}
+
+// FlowStartEvent is the event of FlowStart for the flow k: "FS", "FS1".
+func FlowStartEvent(k int) string { return "FS" + flowTag(k) }
+
+// FlowEndEvent is the event of FlowEnd for the flow k ending as end says
+// ("ok" for a nil error, else as Result.End): "FE:ok", "FE1:canceled".
+func FlowEndEvent(k int, end string) string { return "FE" + flowTag(k) + ":" + end }
+
+// StepErrorEvent is the event of StepError for the flow k seeing code and
+// info, the info as Info gives it (with PanicInfo for a panic):
+// "SE:E1:x", "SE1:Timeout:".
+func StepErrorEvent(k int, code, info string, panic bool) string {
+	if panic {
+		info = PanicInfo(info)
+	}
+	return "SE" + flowTag(k) + ":" + code + ":" + Info(code, info)
+}
+
+// SyncWaitEvent is the event of SyncWait for a flow let into the gate (a
+// Mutex index, ThrottleGate or LimiterGate) after waiting ms: "SW0:10".
+func SyncWaitEvent(gate int, ms int64) string { return fmt.Sprintf("SW%d:%d", gate, ms) }
+
+// AwaitStartEvent is the call of AwaitStart for the Await function of
+// the KAwait id: "as3".
+func AwaitStartEvent(id int) string { return fmt.Sprintf("as%d", id) }
+
+// AwaitEndEvent is the call of AwaitEnd for the function of the KAwait
+// id, with the error it reports as "code:info" (see StepErrorEvent), or
+// "ok": "ae3:ok", "ae3:InternalError:*".
+func AwaitEndEvent(id int, end string) string { return fmt.Sprintf("ae%d:%s", id, end) }
+
 // HandlerEvent is the event of the error handler id seeing code and info,
 // the info as Info gives it: "h3:E1:x".
 func HandlerEvent(id int, code, info string) string {
@@ -182,6 +230,10 @@ type act struct {
 	waiting   bool // blocked waiting for an external completion
 	succeeded bool // a Success from outside claimed the wait: a cancel before it runs no cancel handler
 	flowDone  bool // KAwait AwaitFlow: its flow has ended
+	// KAwait AwaitFlow: the number of its flow once begun (see
+	// FlowStartEvent), and whether FlowEnd has seen it end.
+	flowNo    int
+	flowEnded bool
 	// KAwait AwaitFn: the sections its function holds until it returns.
 	holds    []*entry
 	returned bool
@@ -334,9 +386,20 @@ type fifoEntry struct {
 	// An AwaitFlow's flow: its task, which starts it (arming its step's
 	// completion) or, with out set, ends it (its Result goes to the
 	// waiting step).
-	flow    *act
-	flowEnd bool
-	out     outcome
+	flow       *act
+	flowEnd    bool
+	flowCancel bool // the task of the flow's Cancel: it ends cancelled
+	out        outcome
+
+	// The task of the SyncWait hook of a flow let into a gate: it
+	// reports the wait, then queues the completion then.
+	syncWait *syncWaitTask
+}
+
+type syncWaitTask struct {
+	gate   int
+	waited int64
+	then   fifoEntry
 }
 
 // mutex is the model of a Mutex: holders counted per thread (reentrant),
@@ -346,6 +409,7 @@ type mutex struct {
 	maxQueue int // < 0: no limit
 	holders  map[*thread]int
 	queue    []*entry
+	gate     int // its index in SyncWaitEvent
 	// workHeld counts the slots of sections left while Await functions
 	// started inside them still run: a slot comes back once they have
 	// all returned (the flow moves on at once).
@@ -364,6 +428,7 @@ type throttle struct {
 	ends        int64 // when the current period ends
 	outrun      bool  // a flow ended the period before its timer ran: the timer times the next
 	queue       []*entry
+	gate        int // its index in SyncWaitEvent
 }
 
 type entry struct {
@@ -372,6 +437,7 @@ type entry struct {
 	state uint8     // 0 none, 1 queued, 2 held, 3 left, 4 left but its slot held by Await functions
 	mx    *mutex    // a Mutex's entry
 	holds int       // Await functions started inside the section and running
+	since int64     // when it began to wait in the queue
 }
 
 type model struct {
@@ -407,6 +473,14 @@ type model struct {
 	// arms their completions, in ID order, once the event is over; those
 	// cancelled, which return once it is over.
 	started, returning []*act
+	// hooks: the program's tool has hooks; flows counts the flows begun
+	// (see FlowStartEvent); awaitHooks are the AwaitStart and AwaitEnd
+	// calls.
+	hooks      bool
+	flows      int
+	awaitHooks []string
+	over       bool // the flow has ended: hook calls go to lateHooks
+	lateHooks  []string
 	// The channels of the AwaitChan and AwaitResult nodes, by node: the
 	// one made when the node was last added (a node has one execution at
 	// a time, of the last add).
@@ -422,19 +496,19 @@ type chanInst struct {
 
 // Model computes the trace and the end a program must produce.
 func Model(p *Program) Result {
-	m := &model{budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[*Node]*chanInst{}}
+	m := &model{budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[*Node]*chanInst{}, hooks: p.Hooks}
 	for i, mx := range p.Mutexes {
-		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}})
+		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}, gate: i})
 	}
 	if t := p.Throttle; t != nil {
-		m.thr = &throttle{n: t.N, queueMax: t.Queue, period: int64(t.Period)}
+		m.thr = &throttle{n: t.N, queueMax: t.Queue, period: int64(t.Period), gate: ThrottleGate}
 	}
 	if l := p.Limiter; l != nil {
 		if l.Concurrent > 0 {
-			m.limMutex = &mutex{max: l.Concurrent, maxQueue: l.MaxQueue, holders: map[*thread]int{}}
+			m.limMutex = &mutex{max: l.Concurrent, maxQueue: l.MaxQueue, holders: map[*thread]int{}, gate: LimiterGate}
 		}
 		if l.Rate > 0 {
-			m.limThrottle = &throttle{n: l.Rate, queueMax: l.Burst, period: int64(l.Period)}
+			m.limThrottle = &throttle{n: l.Rate, queueMax: l.Burst, period: int64(l.Period), gate: LimiterGate}
 		}
 	}
 	defer func() {
@@ -453,21 +527,31 @@ func Model(p *Program) Result {
 	case CtxDeadline:
 		m.arm(int64(p.CtxAt), &timer{kind: tDeadline})
 	}
-	m.root = m.spawn(nil, func(th *thread) outcome { return m.level(th, p.Steps) })
+	m.root = m.spawn(nil, func(th *thread) outcome {
+		m.hook(FlowStartEvent(0))
+		return m.level(th, p.Steps)
+	})
 	m.fifo = append(m.fifo, fifoEntry{th: m.root})
 	for !m.ended {
 		m.armStarted()
 		if len(m.fifo) > 0 {
 			e := m.fifo[0]
 			m.fifo = m.fifo[1:]
-			if m.stop && !m.stopApplied {
-				// Whatever the loop runs next sees the cancel first:
-				// the task the call queued, or a step of the flow.
-				m.applyStop()
-				continue
-			}
+			// The tasks of other flows, and those of the SyncWait hook,
+			// are not the flow's.
 			if e.flow != nil {
 				m.flowTask(e)
+				continue
+			}
+			if w := e.syncWait; w != nil {
+				m.hook(SyncWaitEvent(w.gate, w.waited))
+				m.fifo = append(m.fifo, w.then)
+				continue
+			}
+			if m.stop && !m.stopApplied {
+				// Whatever the flow runs next sees the cancel first:
+				// the task the call queued, or a step of the flow.
+				m.applyStop()
 				continue
 			}
 			if e.th == nil || e.th.done {
@@ -500,7 +584,7 @@ func Model(p *Program) Result {
 			m.resume(t.act.th, signal{kind: sigCancel, out: cancelled(t.act)})
 		case tExternal:
 			if a := t.act; a.node != nil && a.node.Kind == KAwait {
-				m.returned(a) // before the step completes
+				m.returned(a, t.out, false) // before the step completes
 			}
 			if a := t.act; a.waiting {
 				a.waiting = false
@@ -530,7 +614,53 @@ func Model(p *Program) Result {
 			}
 		}
 	}
-	return Result{Trace: m.trace, End: m.end}
+	m.armStarted() // the functions cancelled as the flow ended return
+	m.lateTasks()
+	slices.Sort(m.awaitHooks)
+	return Result{Trace: m.trace, End: m.end, AwaitHooks: m.awaitHooks, Late: m.lateHooks}
+}
+
+// lateTasks runs, once the flow has ended, the tasks left of other flows
+// and of SyncWait hooks.
+func (m *model) lateTasks() {
+	m.over = true
+	for len(m.fifo) > 0 {
+		e := m.fifo[0]
+		m.fifo = m.fifo[1:]
+		switch {
+		case e.flow != nil:
+			m.flowTask(e)
+		case e.syncWait != nil:
+			m.hook(SyncWaitEvent(e.syncWait.gate, e.syncWait.waited))
+		}
+	}
+}
+
+// hook traces the call of a hook, if the program has hooks.
+func (m *model) hook(ev string) {
+	switch {
+	case !m.hooks:
+	case m.over:
+		m.lateHooks = append(m.lateHooks, AtTime(ev, m.now))
+	default:
+		m.event(ev)
+	}
+}
+
+// stepError traces StepError seeing an error of the flow k; Break and
+// Continue are not errors.
+func (m *model) stepError(k int, o outcome) {
+	if !o.loopCode() {
+		m.hook(StepErrorEvent(k, o.code, o.info, o.panic))
+	}
+}
+
+// endEvent is how FlowEndEvent shows the end o.
+func endEvent(o outcome) string {
+	if o.is(okK) {
+		return "ok"
+	}
+	return endOf(o)
 }
 
 // armStarted arms the completions of the Await functions started in the
@@ -538,7 +668,7 @@ func Model(p *Program) Result {
 func (m *model) armStarted() {
 	slices.SortFunc(m.returning, func(a, b *act) int { return a.node.ID - b.node.ID })
 	for _, a := range m.returning {
-		m.returned(a)
+		m.returned(a, outcome{}, true)
 	}
 	m.returning = m.returning[:0]
 	slices.SortFunc(m.started, func(a, b *act) int { return a.node.ID - b.node.ID })
@@ -549,12 +679,22 @@ func (m *model) armStarted() {
 }
 
 // returned gives back the holds of the Await function of a: it has
-// returned.
-func (m *model) returned(a *act) {
+// returned, with o, or with its context's error if cancelled.
+func (m *model) returned(a *act, o outcome, cancelled bool) {
 	if a.returned {
 		return
 	}
 	a.returned = true
+	if m.hooks {
+		end := "ok"
+		switch {
+		case cancelled:
+			end = "InternalError:*" // context.Canceled
+		case !o.is(okK):
+			end = strings.TrimPrefix(StepErrorEvent(0, o.code, o.info, o.panic), "SE:")
+		}
+		m.awaitHooks = append(m.awaitHooks, AwaitEndEvent(a.node.ID, end))
+	}
 	for _, e := range a.holds {
 		if e.holds--; e.holds == 0 && e.state == 4 {
 			m.leave(e.mx, e)
@@ -565,8 +705,20 @@ func (m *model) returned(a *act) {
 // flowTask runs a task of an AwaitFlow's flow (see fifoEntry).
 func (m *model) flowTask(e fifoEntry) {
 	a := e.flow
+	switch {
+	case e.flowCancel:
+		m.endFlow(a, cancelled(nil))
+		return
+	case !e.flowEnd:
+		m.flows++
+		a.flowNo = m.flows
+		m.hook(FlowStartEvent(a.flowNo))
+	}
 	if !a.waiting {
-		return // cancelled: the flow ends without its step, or its Result is dropped
+		// Cancelled: the flow, which sees its cancel before its next
+		// step, ends without its step, or its Result is dropped.
+		m.endFlow(a, cancelled(nil))
+		return
 	}
 	if !e.flowEnd {
 		if a.node.End != EWait {
@@ -574,9 +726,33 @@ func (m *model) flowTask(e fifoEntry) {
 		}
 		return
 	}
+	if e.out.is(errK) {
+		m.stepError(a.flowNo, e.out)
+	}
+	m.endFlow(a, e.out)
 	a.flowDone = true
 	// The goroutine of AwaitFlow brings the Result in: a task of its own.
 	m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: e.out}})
+}
+
+// endFlow ends the flow of the AwaitFlow a with o, once.
+func (m *model) endFlow(a *act, o outcome) {
+	if a.flowEnded || a.flowNo == 0 {
+		return
+	}
+	a.flowEnded = true
+	m.hook(FlowEndEvent(a.flowNo, endEvent(o)))
+}
+
+// admit lets the waiter w into a gate: its step completes, after the
+// SyncWait hook, if any, has seen the wait in a task of its own.
+func (m *model) admit(w *entry, gate int) {
+	done := fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}}
+	if !m.hooks {
+		m.fifo = append(m.fifo, done)
+		return
+	}
+	m.fifo = append(m.fifo, fifoEntry{syncWait: &syncWaitTask{gate: gate, waited: m.now - w.since, then: done}})
 }
 
 // awaitOutcome is how the KAwait n completes.
@@ -694,6 +870,12 @@ func (m *model) resume(th *thread, s signal) {
 			th.done = true
 			m.ended = m.ended || th == m.root
 			if th == m.root {
+				if r.out.loopCode() {
+					// Break or Continue that found no loop: an
+					// InternalError raised as the flow ends.
+					m.hook(StepErrorEvent(0, "InternalError", "", false))
+				}
+				m.hook(FlowEndEvent(0, endEvent(r.out)))
 				m.end = endOf(r.out)
 				return
 			}
@@ -778,20 +960,22 @@ func (m *model) disarm(t *timer) {
 }
 
 // raise notes an error in the state (docs/DESIGN.md#error-info-and-last-exception) and returns it.
-func (m *model) raise(code, info string) outcome {
+func (m *model) raise(code, info string) outcome { return m.raiseAs(code, info, false) }
+
+// raiseAs is raise; panic: the error is a recovered panic's, which the
+// state's LastException shows.
+func (m *model) raiseAs(code, info string, panic bool) outcome {
 	m.info = info
-	m.panic = false
-	return fail(code, info)
+	m.panic = panic
+	o := fail(code, info)
+	o.panic = panic
+	m.stepError(0, o)
+	return o
 }
 
 // raisePanic notes a recovered panic: an InternalError whose info is the
 // panic value (docs/DESIGN.md#error-info-and-last-exception, and "A panic in user code...").
-func (m *model) raisePanic(id int) outcome {
-	o := m.raise("InternalError", PanicValue(id))
-	m.panic = true
-	o.panic = true
-	return o
-}
+func (m *model) raisePanic(id int) outcome { return m.raiseAs("InternalError", PanicValue(id), true) }
 
 // level runs steps in order (docs/DESIGN.md#arguments-between-levels): the
 // first gets no args, each next
@@ -856,8 +1040,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	case n.End == EPanic:
 		o = m.raisePanic(n.ID) // the sub-steps added do not run
 	case n.End == EPanicEvil:
-		o = m.raise("InternalError", EvilInfo)
-		m.panic, o.panic = true, true
+		o = m.raiseAs("InternalError", EvilInfo, true)
 	case n.End == EGoexit:
 		o = m.raise("InternalError", GoexitInfo) // like a panic, without a PanicError
 	case n.End == EParent:
@@ -904,8 +1087,10 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 			// On the path of an error, the panic replaces it
 			// (docs/DESIGN.md#cancel-handlers); in a subtree that is only
 			// cancelled it replaces nothing.
-			o = m.raise("InternalError", CancelPanicValue(n.ID))
-			m.panic, o.panic = true, true
+			o = m.raiseAs("InternalError", CancelPanicValue(n.ID), true)
+		} else if n.CancelPanic {
+			// Reported all the same (docs/DESIGN.md#hooks).
+			m.stepError(0, outcome{kind: errK, code: "InternalError", info: CancelPanicValue(n.ID), panic: true})
 		}
 	}
 	if o.is(errK) && n.Handler != nil {
@@ -926,6 +1111,7 @@ func (m *model) wait(th *thread, a *act) outcome {
 	if s.kind == sigComplete && o.is(errK) {
 		m.info = o.info
 		m.panic = o.panic
+		m.stepError(0, o)
 	}
 	return o
 }
@@ -1036,6 +1222,9 @@ func (m *model) await(th *thread, n *Node) outcome {
 		if n.End != EWait {
 			m.started = append(m.started, a)
 		}
+		if m.hooks {
+			m.awaitHooks = append(m.awaitHooks, AwaitStartEvent(n.ID))
+		}
 		for t := th; t != nil; t = t.parent {
 			for _, e := range t.sections {
 				e.holds++
@@ -1051,7 +1240,7 @@ func (m *model) await(th *thread, n *Node) outcome {
 		m.returning = append(m.returning, a) // cancelled: it returns once the event is over
 	}
 	if o.is(cancelK) && n.Await == AwaitFlow && !a.flowDone {
-		m.fifo = append(m.fifo, fifoEntry{}) // the Cancel of the flow queues its task
+		m.fifo = append(m.fifo, fifoEntry{flow: a, flowCancel: true}) // the Cancel of the flow queues its task
 	}
 	if o.is(errK) && n.Handler != nil {
 		return m.handle(th, n.Handler, o)
@@ -1364,7 +1553,7 @@ func (m *model) enter(th *thread, mx *mutex, e *entry) (outcome, string) {
 	if mx.deadlocked(e.chain) {
 		return ok(nil), MutexDeadlock
 	}
-	e.state = 1
+	e.state, e.since = 1, m.now
 	mx.queue = append(mx.queue, e)
 	s := th.ask(request{kind: reqWait})
 	return s.out, ""
@@ -1398,7 +1587,7 @@ func (m *model) leave(mx *mutex, e *entry) {
 		mx.queue = mx.queue[1:]
 		mx.holders[w.th]++
 		w.state = 2
-		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
+		m.admit(w, mx.gate)
 	}
 }
 
@@ -1474,7 +1663,7 @@ func (m *model) throttleEnter(th *thread, t *throttle, e *entry) (outcome, strin
 	if t.queueMax >= 0 && len(t.queue) >= t.queueMax {
 		return ok(nil), "Throttle queue limit"
 	}
-	e.state = 1
+	e.state, e.since = 1, m.now
 	t.queue = append(t.queue, e)
 	s := th.ask(request{kind: reqWait})
 	return s.out, ""
@@ -1515,7 +1704,7 @@ func (m *model) admitWaiters(t *throttle) {
 		t.queue = t.queue[1:]
 		t.entered++
 		w.state = 2
-		m.fifo = append(m.fifo, fifoEntry{th: w.th, sig: signal{kind: sigComplete, out: ok(nil)}})
+		m.admit(w, t.gate)
 	}
 }
 

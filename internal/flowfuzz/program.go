@@ -309,6 +309,10 @@ type Program struct {
 	// testing/synctest bubble, and waits between the tool's events for
 	// them, which Run, driving the tool itself, would not).
 	Awaits bool
+	// Hooks: the tool has every hook of a TestTool, which trace their
+	// calls (StepErrorEvent and the others; AwaitStart and AwaitEnd in
+	// Result.AwaitHooks).
+	Hooks bool
 }
 
 // MutexQueue is the maxQueue of Mutex i, < 0 for none.
@@ -400,8 +404,9 @@ func Decode(data []byte) *Program {
 		p.Ctx = CtxMode(x & 3)
 		p.Helping = p.Ctx != CtxNone && x&4 != 0
 		if p.Ctx >= CtxCancel {
-			p.CtxAt = x >> 3 * 5
+			p.CtxAt = x >> 3 & 15 * 5
 		}
+		p.Hooks = x&0x80 != 0
 	}
 	n := d.byte() % 5
 	for range n {
@@ -785,7 +790,7 @@ func (d *decoder) handler(sc scope) *Handler {
 // String prints the program as an indented tree, for failure reports.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v, ctx %d at %dms, helping %v)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel, p.Ctx, p.CtxAt, p.Helping)
+	fmt.Fprintf(&b, "program (mutexes %v, queues %v, throttle %+v, limiter %+v, root cancel at %dms and from %d, in its cancel handler %v, ctx %d at %dms, helping %v, hooks %v)\n", p.Mutexes, p.MutexQueues, p.Throttle, p.Limiter, p.CancelAt, p.CancelFrom, p.CancelInCancel, p.Ctx, p.CtxAt, p.Helping, p.Hooks)
 	for _, n := range p.Steps {
 		n.write(&b, 1)
 	}
