@@ -234,9 +234,13 @@ type act struct {
 	// FlowStartEvent), and whether FlowEnd has seen it end.
 	flowNo    int
 	flowEnded bool
-	// KAwait AwaitFn: the sections its function holds until it returns.
+	// KAwait AwaitFn: the sections its function holds until it returns;
+	// the due time of the nearest step timeout around it (see stepDue),
+	// and whether it was cancelled at or past it.
 	holds    []*entry
 	returned bool
+	due      int64
+	late     bool
 }
 
 // request is what a thread asks of the scheduler when it hands control back.
@@ -291,6 +295,7 @@ type thread struct {
 	sections []*entry    // the Mutex sections whose body this thread runs
 	waitSeq  int         // counts the waits, to tell a stale deadline entry
 	inWait   bool
+	timeouts []*timer // the armed timeouts of the steps it runs
 }
 
 // loopExec is one execution of a Loop, Repeat, ForEach or Retry. It has a
@@ -678,6 +683,13 @@ func (m *model) armStarted() {
 	m.started = m.started[:0]
 }
 
+// cancelCall cancels the context of the Await function of a, which
+// returns once the event is over.
+func (m *model) cancelCall(a *act) {
+	a.late = a.due >= 0 && m.now >= a.due
+	m.returning = append(m.returning, a)
+}
+
 // returned gives back the holds of the Await function of a: it has
 // returned, with o, or with its context's error if cancelled.
 func (m *model) returned(a *act, o outcome, cancelled bool) {
@@ -688,6 +700,8 @@ func (m *model) returned(a *act, o outcome, cancelled bool) {
 	if m.hooks {
 		end := "ok"
 		switch {
+		case cancelled && a.late:
+			end = "Timeout:" + AwaitTimeoutInfo
 		case cancelled:
 			end = "InternalError:*" // context.Canceled
 		case !o.is(okK):
@@ -952,6 +966,37 @@ func (m *model) arm(d int64, t *timer) *timer {
 	return t
 }
 
+// armStep arms the timeout of a step th runs (or of an error handler's):
+// the Await functions started under it see it as their deadline.
+func (m *model) armStep(th *thread, d int64, t *timer) *timer {
+	th.timeouts = append(th.timeouts, t)
+	return m.arm(d, t)
+}
+
+// disarmStep disarms the timeout t of a step of th, which has ended.
+func (m *model) disarmStep(th *thread, t *timer) {
+	if t == nil {
+		return
+	}
+	th.timeouts = slices.DeleteFunc(th.timeouts, func(e *timer) bool { return e == t })
+	m.disarm(t)
+}
+
+// stepDue is the time the nearest step timeout armed around where th is
+// falls due, -1 for none: an Await function cancelled from then on sees
+// context.DeadlineExceeded, not context.Canceled (awaitCall.cause).
+func (th *thread) stepDue() int64 {
+	due := int64(-1)
+	for t := th; t != nil; t = t.parent {
+		for _, e := range t.timeouts {
+			if !e.dead && (due < 0 || e.due < due) {
+				due = e.due
+			}
+		}
+	}
+	return due
+}
+
 func (m *model) disarm(t *timer) {
 	if t != nil && !t.dead {
 		t.dead = true
@@ -1030,7 +1075,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		if n.Timeout2 > 0 {
 			d = n.Timeout2 // docs/DESIGN.md#timeouts: calling it again re-arms it
 		}
-		a.timer = m.arm(int64(d), &timer{kind: tTimeout, act: a})
+		a.timer = m.armStep(th, int64(d), &timer{kind: tTimeout, act: a})
 	}
 	a.cancel = n.Cancel
 	m.added(n.Subs) // before the step's own completion is armed
@@ -1077,7 +1122,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	if o.is(cancelK) && o.target == a {
 		o = m.raise("Timeout", "") // docs/DESIGN.md#timeouts: the timer of this very step
 	}
-	m.disarm(a.timer)
+	m.disarmStep(th, a.timer)
 	if !o.is(okK) && a.cancel && !a.succeeded {
 		m.event(CancelEvent(n.ID))
 		if n.ID == m.cancelFrom && m.cancelInCancel {
@@ -1179,7 +1224,7 @@ func (th *thread) enterLoop() (*loopExec, func()) {
 func (m *model) awaitThen(th *thread, n *Node, a *act) outcome {
 	o := m.wait(th, a)
 	if !a.returned {
-		m.returning = append(m.returning, a)
+		m.cancelCall(a)
 	}
 	if o.is(errK) && n.Handler != nil {
 		o = m.handle(th, n.Handler, o)
@@ -1225,6 +1270,7 @@ func (m *model) await(th *thread, n *Node) outcome {
 		if m.hooks {
 			m.awaitHooks = append(m.awaitHooks, AwaitStartEvent(n.ID))
 		}
+		a.due = th.stepDue()
 		for t := th; t != nil; t = t.parent {
 			for _, e := range t.sections {
 				e.holds++
@@ -1237,7 +1283,7 @@ func (m *model) await(th *thread, n *Node) outcome {
 	}
 	o := m.wait(th, a)
 	if n.Await != AwaitFlow && !a.returned {
-		m.returning = append(m.returning, a) // cancelled: it returns once the event is over
+		m.cancelCall(a) // it returns once the event is over
 	}
 	if o.is(cancelK) && n.Await == AwaitFlow && !a.flowDone {
 		m.fifo = append(m.fifo, fifoEntry{flow: a, flowCancel: true}) // the Cancel of the flow queues its task
@@ -1269,7 +1315,7 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		// raises Timeout, which goes on outward.
 		a := &act{th: th}
 		if h.Timeout > 0 {
-			a.timer = m.arm(int64(h.Timeout), &timer{kind: tTimeout, act: a})
+			a.timer = m.armStep(th, int64(h.Timeout), &timer{kind: tTimeout, act: a})
 		}
 		switch h.Done {
 		case EExternal:
@@ -1281,7 +1327,7 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		if w.is(cancelK) && w.target == a {
 			w = m.raise("Timeout", "")
 		}
-		m.disarm(a.timer)
+		m.disarmStep(th, a.timer)
 		return w
 	case HRecover:
 		return ok(intsToArgs(h.Args))
@@ -1292,14 +1338,14 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		// timeout and cancel handler act as a step's.
 		a := &act{th: th}
 		if h.Timeout > 0 {
-			a.timer = m.arm(int64(h.Timeout), &timer{kind: tTimeout, act: a})
+			a.timer = m.armStep(th, int64(h.Timeout), &timer{kind: tTimeout, act: a})
 		}
 		m.added(h.Steps)
 		o := m.level(th, h.Steps)
 		if o.is(cancelK) && o.target == a {
 			o = m.raise("Timeout", "")
 		}
-		m.disarm(a.timer)
+		m.disarmStep(th, a.timer)
 		if !o.is(okK) && h.Cancel {
 			m.event(HandlerCancelEvent(h.ID))
 		}
@@ -1774,7 +1820,7 @@ func (m *model) attempt(th *thread, n *Node, i int) outcome {
 	m.event(RetryEvent(n.ID, i))
 	a := &act{node: n, th: th}
 	if rs.Timeout > 0 {
-		a.timer = m.arm(int64(rs.Timeout), &timer{kind: tTimeout, act: a})
+		a.timer = m.armStep(th, int64(rs.Timeout), &timer{kind: tTimeout, act: a})
 	}
 	var o outcome
 	switch {
@@ -1799,7 +1845,7 @@ func (m *model) attempt(th *thread, n *Node, i int) outcome {
 	if o.is(cancelK) && o.target == a {
 		o = m.raise("Timeout", "")
 	}
-	m.disarm(a.timer)
+	m.disarmStep(th, a.timer)
 	return o
 }
 
