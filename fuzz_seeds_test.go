@@ -127,8 +127,24 @@ func flowSeeds() []*ff.Program {
 		p.Hooks = true
 		seeds = append(seeds, p)
 	}
-	return seeds
+	return append(seeds,
+		// 87 the flow of an AwaitFlow has hook calls of its own; one
+		// whose start is queued as the outer flow ends begins,
+		// cancelled, after it.
+		seedHooks(seedProg(0, seedOne, seedOnerror(seedAwait(ff.AwaitFlow, ff.EExternalErr, 10, "E1"), seedRecovers(0)),
+			seedPar(seedAwait(ff.AwaitFlow, ff.EWait, 0, ""), seedFails("E2", "")))),
+		// 88 AwaitEnd: a function cancelled by a failing sibling sees
+		// context.Canceled, one cancelled by the timeout of a step around
+		// it, or at its due time, context.DeadlineExceeded.
+		seedHooks(seedProg(0, seedOne, seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""),
+			seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 10), seedAwait(ff.AwaitFn, ff.EExternalErr, 5, "E1")))),
+		seedHooks(seedProg(0, seedOne, seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitThen, ff.EWait, 0, "")), 10), seedRecovers(0)),
+			seedPar(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 30), seedExtErr(30, "E1", "")))),
+	)
 }
+
+// seedHooks runs p with hooks that trace their calls.
+func seedHooks(p *ff.Program) *ff.Program { p.Hooks, p.Ext = true, true; return p }
 
 // hookedSeeds are the plain seeds (counting from 1) that run again with
 // hooks.

@@ -12,6 +12,8 @@ func TestModelSpecExamples(t *testing.T) {
 		name string
 		p    *Program
 		want string
+		// With hooks: the Await hooks' calls, and those after the end.
+		awaitHooks, late string
 	}{{
 		// Spec 1.1: levels run depth first.
 		name: "levels",
@@ -262,6 +264,86 @@ func TestModelSpecExamples(t *testing.T) {
 			}, Handler: &Handler{ID: 5}},
 		}},
 		want: "s1() s2() h3:E1: s4() c4@20 k3@20 h5:Timeout:@20 -> err:Timeout:",
+	}, {
+		// AwaitChan: a value sent before the step runs waits in the
+		// channel and is taken at once; one sent while it waits comes
+		// through the goroutine; a closed channel gives the zero value.
+		name: "channels",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, End: EExternal, At: 10},
+			{ID: 2, Kind: KAwait, Await: AwaitChan, End: EExternal, Args: []int{20}},
+			{ID: 3, Kind: KAwait, Await: AwaitChan, End: EExternal, At: 20, Args: []int{30}},
+			{ID: 4, Kind: KStep, Subs: []*Node{{ID: 5, Kind: KAwait, Await: AwaitChan, End: EExternal, At: 5, Closed: true, Args: []int{0}}}},
+			{ID: 6, Kind: KStep},
+		}},
+		want: "s1() s4(30)@20 s6(0)@25 -> ok()",
+	}, {
+		// AwaitResult: a Result's error fails the step as the flow that
+		// gave it would; its handler sees it.
+		name: "results",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KAwait, Await: AwaitResult, End: EExternalErr, At: 10, Code: "Timeout", Info: AwaitTimeoutInfo,
+				Handler: &Handler{ID: 2, Action: HRecover, Args: []int{20}}},
+			{ID: 3, Kind: KAwait, Await: AwaitResult, End: EExternal, Ready: true, Args: []int{30, 31}},
+			{ID: 4, Kind: KStep},
+		}},
+		want: "h2:Timeout:context deadline exceeded@10 s4(30,31)@10 -> ok()",
+	}, {
+		// docs/DESIGN.md#hooks: FlowStart first; StepError once the
+		// callback that raised the error returned, a timeout's after the
+		// cancel handlers of what it cancels, before the handlers the
+		// error passes; a handler's new error too; FlowEnd last.
+		name: "hooks see errors in order",
+		p: &Program{Hooks: true, Steps: []*Node{
+			{ID: 1, Kind: KStep, Timeout: 10, Cancel: true, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, End: EWait},
+			}, Handler: &Handler{ID: 3, Action: HRethrow, Code: "E1"}},
+		}},
+		want: "FS s1() s2() c2@10 SE:Timeout:@10 c1@10 h3:Timeout:@10 SE:E1:@10 FE:err:E1:@10 -> err:E1:",
+	}, {
+		// SyncWait runs in a task of its own once the waiter is let in,
+		// before it goes on; the flow let in at once is not reported.
+		name: "sync wait",
+		p: &Program{Hooks: true, Mutexes: []int{1}, Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KSync, Body: &Node{ID: 3, Kind: KStep, End: EExternal, At: 10}},
+			{ID: 4, Kind: KSync, Body: &Node{ID: 5, Kind: KStep}},
+		}}}},
+		want: "FS s3() SW0:10@10 s5()@10 FE:ok@10 -> ok()",
+	}, {
+		// The flow of an AwaitFlow has hook calls of its own; one whose
+		// start is queued as the outer flow ends begins, cancelled, after
+		// it.
+		name: "hooks of a sub-flow",
+		p: &Program{Hooks: true, Steps: []*Node{
+			{ID: 1, Kind: KAwait, Await: AwaitFlow, End: EExternalErr, At: 10, Code: "E1", Handler: &Handler{ID: 2, Action: HRecover}},
+			{ID: 3, Kind: KParallel, Subs: []*Node{
+				{ID: 4, Kind: KAwait, Await: AwaitFlow, End: EWait},
+				{ID: 5, Kind: KStep, End: EError, Code: "E2"},
+			}},
+		}},
+		want: "FS FS1 SE1:E1:@10 FE1:err:E1:@10 SE:E1:@10 h2:E1:@10 s5()@10 SE:E2:@10 FE:err:E2:@10 -> err:E2:",
+		late: "FS2@10 FE2:canceled@10",
+	}, {
+		// AwaitStart and AwaitEnd: a function cancelled by a failing
+		// sibling sees context.Canceled, one cancelled by the timeout of
+		// a step around it context.DeadlineExceeded.
+		name: "await hooks",
+		p: &Program{Hooks: true, Steps: []*Node{
+			{ID: 1, Kind: KParallel, Subs: []*Node{
+				{ID: 2, Kind: KAwait, End: EWait},
+				{ID: 3, Kind: KStep, Timeout: 10, Subs: []*Node{{ID: 4, Kind: KAwait, End: EWait}}},
+				{ID: 5, Kind: KAwait, End: EExternalErr, At: 5, Code: "E1"},
+			}},
+		}},
+		want:       "FS s3() SE:E1:@5 FE:err:E1:@5 -> err:E1:",
+		awaitHooks: "ae2:InternalError:* ae4:InternalError:* ae5:E1: as2 as4 as5",
+	}, {
+		name: "await hooks at the deadline",
+		p: &Program{Hooks: true, Steps: []*Node{
+			{ID: 1, Kind: KStep, Timeout: 10, Subs: []*Node{{ID: 2, Kind: KAwait, End: EWait}}, Handler: &Handler{ID: 3, Action: HRecover}},
+		}},
+		want:       "FS s1() SE:Timeout:@10 h3:Timeout:@10 FE:ok@10 -> ok()",
+		awaitHooks: "ae2:Timeout:context deadline exceeded as2",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {
@@ -270,6 +352,12 @@ func TestModelSpecExamples(t *testing.T) {
 		r := Model(tc.p)
 		if got := strings.Join(r.Trace, " ") + " -> " + r.End; got != tc.want {
 			t.Errorf("%s:\n got: %s\nwant: %s", tc.name, got, tc.want)
+		}
+		if got := strings.Join(r.AwaitHooks, " "); got != tc.awaitHooks {
+			t.Errorf("%s: Await hooks\n got: %s\nwant: %s", tc.name, got, tc.awaitHooks)
+		}
+		if got := strings.Join(r.Late, " "); got != tc.late {
+			t.Errorf("%s: hooks after the end\n got: %s\nwant: %s", tc.name, got, tc.late)
 		}
 	}
 }
