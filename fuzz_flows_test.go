@@ -149,6 +149,7 @@ type flowRun struct {
 	// the calls of AwaitStart (under awaitMu), the hook calls after the
 	// flow ended.
 	awaitHooks bool
+	byRun      bool // the program runs by Run
 	flowsBegun int
 	awaitCalls []*awaitCall
 	late       []string
@@ -259,6 +260,7 @@ func newFlowRun(p *ff.Program) *flowRun {
 		}
 	}
 	x.cancelFrom, x.cancelInCancel = p.CancelFrom, p.CancelInCancel
+	x.byRun = p.Ctx != ff.CtxNone
 	return x
 }
 
@@ -650,6 +652,11 @@ func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
 		select {
 		case <-a.release:
 		case <-ctx.Done():
+			if x.byRun {
+				// Run drives the tool: nothing waits for this
+				// goroutine between its events (see ff.Program.Awaits).
+				return nil, ctx.Err()
+			}
 			x.awaitMu.Lock()
 			x.awaitReturning = append(x.awaitReturning, a)
 			x.awaitMu.Unlock()

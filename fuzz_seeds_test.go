@@ -140,6 +140,14 @@ func flowSeeds() []*ff.Program {
 			seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 10), seedAwait(ff.AwaitFn, ff.EExternalErr, 5, "E1")))),
 		seedHooks(seedProg(0, seedOne, seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitThen, ff.EWait, 0, "")), 10), seedRecovers(0)),
 			seedPar(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 30), seedExtErr(30, "E1", "")))),
+		// 90 Await steps under Run: only a cancel ends them (Run's
+		// deadline, its ctx's cancel, a step's timeout); the value of a
+		// channel waits in it.
+		seedHooks(seedRun(seedProg(0, seedOne, seedChan(ff.AwaitChan, ff.EExternal, 0, true), seedOnerror(seedChanErr(ff.AwaitResult, "E1", 0, true), seedRecovers(1)),
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitThen, ff.EWait, 0, "")), 10), seedRecovers(0)),
+			seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""), seedAwait(ff.AwaitFlow, ff.EWait, 0, ""), seedNilChan(ff.AwaitChan))), ff.CtxDeadline, 30)),
+		seedRun(seedProg(0, seedOne, seedOnerror(seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""), seedAwait(ff.AwaitFlow, ff.EWait, 0, ""),
+			seedChan(ff.AwaitResult, ff.EWait, 0, false)), seedRecovers(0))), ff.CtxCancel, 20),
 	)
 }
 

@@ -50,7 +50,7 @@ func Encode(p *Program) []byte {
 			x |= 4
 		}
 		e.put(x)
-		e.awaits = p.Ctx == CtxNone
+		e.awaits = true
 	}
 	e.p = p
 	e.put(len(p.Steps) % 5)
@@ -67,6 +67,7 @@ type encoder struct {
 	limiter  bool // its parameters are written
 	ext      bool // the extensions (Program.Ext)
 	awaits   bool // a plain step that waits has a byte that says it is no KAwait
+	held     int  // the sections (of a Mutex or a Limiter) being written: no KAwait in them under Run
 }
 
 func (e *encoder) put(v int) { e.b = append(e.b, byte(v)) }
@@ -124,7 +125,7 @@ func (e *encoder) node(n *Node) {
 	e.put(int(n.Kind))
 	switch n.Kind {
 	case KStep:
-		e.stepOf(n, e.awaits)
+		e.stepOf(n, e.awaits && (e.p.Ctx == CtxNone || e.held == 0))
 	case KParallel:
 		b := len(n.Subs) & 3
 		if n.Handler != nil {
@@ -166,6 +167,10 @@ func (e *encoder) node(n *Node) {
 			}
 		} else {
 			e.put(n.Mutex&1 | 4) // the Mutex as given, even where it may deadlock
+		}
+		if n.Mutex != ThrottleGate {
+			e.held++
+			defer func() { e.held-- }()
 		}
 		e.step(n.Body)
 	case KSuccessStep:

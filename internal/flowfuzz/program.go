@@ -305,9 +305,13 @@ type Program struct {
 	// and Cancel for HAdd), which older inputs do not.
 	Ext bool
 	// Awaits: the program has KAwait nodes, whose functions run on
-	// goroutines (Promise programs only: the fuzz test runs them in a
-	// testing/synctest bubble, and waits between the tool's events for
-	// them, which Run, driving the tool itself, would not).
+	// goroutines: the fuzz test runs them in a testing/synctest bubble,
+	// and waits between the tool's events for them, which Run, driving
+	// the tool itself, does not. So in a program run by Run, where no
+	// goroutine may complete a step, only a cancel ends an Await,
+	// AwaitThen or AwaitFlow, an AwaitChan or AwaitResult has its value
+	// waiting (Ready) or none, and none is inside a section of a Mutex or
+	// Limiter, whose slot its function would give back as it returns.
 	Awaits bool
 	// Hooks: the tool has every hook of a TestTool, which trace their
 	// calls (StepErrorEvent and the others; AwaitStart and AwaitEnd in
@@ -346,8 +350,13 @@ type decoder struct {
 // run reports whether the program runs by Run: no Goexit (see Program.Ctx).
 func (d *decoder) run() bool { return d.p.Ctx != CtxNone }
 
-// awaits reports whether KAwait nodes may be decoded.
-func (d *decoder) awaits() bool { return d.ext && d.p.Ctx == CtxNone }
+// awaits reports whether KAwait nodes may be decoded where sc says: in a
+// program run by Run, outside of the sections of Mutexes and Limiters,
+// whose slots an Await function holds until it returns (see
+// Program.Awaits).
+func (d *decoder) awaits(sc scope) bool {
+	return d.ext && (d.p.Ctx == CtxNone || sc.held == 0 && sc.forbidden == 0)
+}
 
 func (d *decoder) byte() int {
 	if len(d.data) == 0 {
@@ -446,7 +455,7 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 	n.Kind = k
 	switch k {
 	case KStep:
-		d.step(n, sc, d.awaits())
+		d.step(n, sc, d.awaits(sc))
 	case KParallel:
 		b := d.byte()
 		branches := b & 3
@@ -656,6 +665,9 @@ func (d *decoder) await(n *Node) bool {
 	if n.End == EWait {
 		n.At = 0
 	}
+	if d.run() {
+		defer d.runnable(n)
+	}
 	if n.Await == AwaitFlow && a&12 != 0 {
 		d.channel(n, a)
 		return true
@@ -678,6 +690,18 @@ func (d *decoder) await(n *Node) bool {
 		n.At = (a >> 4) % 6 * 10
 	}
 	return true
+}
+
+// runnable makes the KAwait n of a program run by Run one that no
+// goroutine completes (see Program.Awaits).
+func (d *decoder) runnable(n *Node) {
+	switch {
+	case n.Await == AwaitChan || n.Await == AwaitResult:
+		n.Ready = n.Ready || !n.NilChan && n.End != EWait
+		n.At = 0
+	case n.End != EWait:
+		n.End, n.Code, n.Info, n.Args, n.At = EWait, "", "", nil, 0
+	}
 }
 
 // channel makes the KAwait n an AwaitChan (a&12 == 4) or an AwaitResult,
