@@ -150,6 +150,7 @@ type flowRun struct {
 	// flow ended.
 	awaitHooks bool
 	byRun      bool // the program runs by Run
+	p          *ff.Program
 	flowsBegun int
 	awaitCalls []*awaitCall
 	late       []string
@@ -261,6 +262,7 @@ func newFlowRun(p *ff.Program) *flowRun {
 	}
 	x.cancelFrom, x.cancelInCancel = p.CancelFrom, p.CancelInCancel
 	x.byRun = p.Ctx != ff.CtxNone
+	x.p = p
 	return x
 }
 
@@ -393,7 +395,11 @@ func (x *flowRun) hooks() *asyncsteps.Hooks {
 			x.awaitMu.Unlock()
 		},
 		SyncWait: func(obj asyncsteps.Syncer, waited time.Duration) {
-			x.hookEvent(ff.SyncWaitEvent(x.gateOf(obj), waited.Milliseconds()))
+			gate := x.gateOf(obj)
+			x.hookEvent(ff.SyncWaitEvent(gate, waited.Milliseconds()))
+			if x.p.SyncWaitPanics(gate) {
+				panic(ff.SyncWaitPanicValue(gate))
+			}
 		},
 	}
 }

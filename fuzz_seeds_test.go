@@ -148,6 +148,12 @@ func flowSeeds() []*ff.Program {
 			seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""), seedAwait(ff.AwaitFlow, ff.EWait, 0, ""), seedNilChan(ff.AwaitChan))), ff.CtxDeadline, 30)),
 		seedRun(seedProg(0, seedOne, seedOnerror(seedPar(seedAwait(ff.AwaitFn, ff.EWait, 0, ""), seedAwait(ff.AwaitFlow, ff.EWait, 0, ""),
 			seedChan(ff.AwaitResult, ff.EWait, 0, false)), seedRecovers(0))), ff.CtxCancel, 20),
+		// 92 a SyncWait hook that panics (for Mutex 1 of max 2) fails the
+		// step let in; its slot comes back as the flow unwinds.
+		seedHooks(seedProg(0, [2]int{1, 2}, seedOnerror(seedPar(seedSyncOn(1, seedExt(10, 0)), seedSyncOn(1, seedExt(20, 0)),
+			seedSyncOn(1, seedOnerror(seedLeaf(ff.EImplicit), seedRecovers(0)))), seedRecovers(0)),
+			seedPar(seedSyncOn(1, seedExt(10, 1)), seedSyncOn(1, seedOk(1)), seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedSyncOn(1, seedOk(0))), seedRecovers(2))),
+			seedSyncOn(1, seedOk(1)))),
 	)
 }
 

@@ -446,6 +446,7 @@ type entry struct {
 }
 
 type model struct {
+	p      *Program
 	now    int64
 	seq    int
 	timers timerHeap
@@ -501,7 +502,7 @@ type chanInst struct {
 
 // Model computes the trace and the end a program must produce.
 func Model(p *Program) Result {
-	m := &model{budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[*Node]*chanInst{}, hooks: p.Hooks}
+	m := &model{p: p, budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[*Node]*chanInst{}, hooks: p.Hooks}
 	for i, mx := range p.Mutexes {
 		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}, gate: i})
 	}
@@ -765,6 +766,12 @@ func (m *model) admit(w *entry, gate int) {
 	if !m.hooks {
 		m.fifo = append(m.fifo, done)
 		return
+	}
+	if m.p.SyncWaitPanics(gate) {
+		// The step let in fails instead; its slot comes back as the flow
+		// unwinds (docs/DESIGN.md#hooks).
+		done.sig.out = fail("InternalError", "panic: "+SyncWaitPanicValue(gate))
+		done.sig.out.panic = true
 	}
 	m.fifo = append(m.fifo, fifoEntry{syncWait: &syncWaitTask{gate: gate, waited: m.now - w.since, then: done}})
 }
@@ -1601,8 +1608,17 @@ func (m *model) enter(th *thread, mx *mutex, e *entry) (outcome, string) {
 	}
 	e.state, e.since = 1, m.now
 	mx.queue = append(mx.queue, e)
-	s := th.ask(request{kind: reqWait})
-	return s.out, ""
+	return m.admitted(th.ask(request{kind: reqWait})), ""
+}
+
+// admitted is the outcome of a wait in a gate's queue: let in, cancelled,
+// or failed by a panic of the SyncWait hook.
+func (m *model) admitted(s signal) outcome {
+	if o := s.out; s.kind == sigComplete && o.is(errK) {
+		m.info, m.panic = o.info, o.panic
+		m.stepError(0, o)
+	}
+	return s.out
 }
 
 func (m *model) leave(mx *mutex, e *entry) {
@@ -1711,8 +1727,7 @@ func (m *model) throttleEnter(th *thread, t *throttle, e *entry) (outcome, strin
 	}
 	e.state, e.since = 1, m.now
 	t.queue = append(t.queue, e)
-	s := th.ask(request{kind: reqWait})
-	return s.out, ""
+	return m.admitted(th.ask(request{kind: reqWait})), ""
 }
 
 // throttleLeave takes a waiter out of the queue; an entry is never given

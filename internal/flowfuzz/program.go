@@ -319,6 +319,17 @@ type Program struct {
 	Hooks bool
 }
 
+// SyncWaitPanics reports whether the SyncWait hook of p panics, with
+// SyncWaitPanicValue(gate), for a flow let into the gate: with hooks, it
+// does for Mutex 1 when its max is 2, where flows wait behind two others.
+func (p *Program) SyncWaitPanics(gate int) bool {
+	return p.Hooks && gate == 1 && len(p.Mutexes) > 1 && p.Mutexes[1] == 2
+}
+
+// SyncWaitPanicValue is the value the SyncWait hook panics with for a flow
+// let into the gate.
+func SyncWaitPanicValue(gate int) string { return fmt.Sprintf("sw%d", gate) }
+
 // MutexQueue is the maxQueue of Mutex i, < 0 for none.
 func (p *Program) MutexQueue(i int) int {
 	if i < len(p.MutexQueues) {
