@@ -1292,7 +1292,7 @@ func (m *model) await(th *thread, n *Node) outcome {
 	if n.Await != AwaitFlow && !a.returned {
 		m.cancelCall(a) // it returns once the event is over
 	}
-	if o.is(cancelK) && n.Await == AwaitFlow && !a.flowDone {
+	if n.Await == AwaitFlow && !a.flowDone { // cancelled, or timed out by Run's deadline
 		m.fifo = append(m.fifo, fifoEntry{flow: a, flowCancel: true}) // the Cancel of the flow queues its task
 	}
 	if o.is(errK) && n.Handler != nil {
