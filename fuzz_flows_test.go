@@ -1,5 +1,9 @@
 package asyncsteps_test
 
+// This file is long on purpose: the interpreter of flow programs on the
+// engine is one unit, kept whole so that it can be read against the
+// model's (internal/flowfuzz/model.go). Its hooks and channels are apart.
+
 import (
 	"context"
 	"errors"
@@ -121,8 +125,11 @@ type flowRun struct {
 	handles  []asyncsteps.Handle     // the tool events the program scheduled
 	steps    []asyncsteps.AsyncSteps // every step's handle, for late calls
 	problems []string
-	seqs     int // iter.Seq2 of ForEach nodes started and not stopped
-	root     *asyncsteps.Root
+	// problemsMu guards problems, which Await functions and hooks append
+	// to from their goroutines.
+	problemsMu sync.Mutex
+	seqs       int // iter.Seq2 of ForEach nodes started and not stopped
+	root       *asyncsteps.Root
 	// The ID of the step whose callback (or cancel handler) or of the
 	// error handler that calls root.Cancel.
 	cancelFrom     int
@@ -154,27 +161,6 @@ type flowRun struct {
 	flowsBegun int
 	awaitCalls []*awaitCall
 	late       []string
-}
-
-// awaitCall is what the Await hooks saw of a call of an Await function:
-// the KAwait it is of (set by the function), and AwaitEnd's calls.
-type awaitCall struct {
-	id   int
-	ends []string
-}
-
-type (
-	flowKey  struct{}
-	awaitKey struct{}
-)
-
-// sharedChan is the channel of an AwaitChan (ints) or AwaitResult
-// (results) step that the Root and its clone share.
-type sharedChan struct {
-	n       *ff.Node
-	ints    chan int
-	results chan asyncsteps.Result
-	closed  bool
 }
 
 type flowOf struct {
@@ -350,60 +336,6 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	return flowOutcome{trace: x.trace, end: x.end, violations: x.problems, awaitHooks: x.awaitHookCalls(), late: x.late}
 }
 
-// hooks returns hooks that trace their calls (see ff.FlowStartEvent and
-// the others): those on the tool's goroutine as events, AwaitStart and
-// AwaitEnd, on the functions' goroutines, in awaitCalls.
-func (x *flowRun) hooks() *asyncsteps.Hooks {
-	return &asyncsteps.Hooks{
-		FlowStart: func(ctx context.Context) context.Context {
-			k := x.flowsBegun
-			x.flowsBegun++
-			x.hookEvent(ff.FlowStartEvent(k))
-			return context.WithValue(ctx, flowKey{}, k)
-		},
-		FlowEnd: func(ctx context.Context, err error) {
-			end := "ok"
-			if err != nil {
-				end = endString(asyncsteps.Result{Err: err})
-			}
-			x.hookEvent(ff.FlowEndEvent(x.flowOf(ctx), end))
-		},
-		StepError: func(ctx context.Context, err *asyncsteps.Error) {
-			x.hookEvent(ff.StepErrorEvent(x.flowOf(ctx), err.Code, err.Info, isPanic(err)))
-		},
-		AwaitStart: func(ctx context.Context) context.Context {
-			c := &awaitCall{}
-			x.awaitMu.Lock()
-			x.awaitCalls = append(x.awaitCalls, c)
-			x.awaitMu.Unlock()
-			return context.WithValue(ctx, awaitKey{}, c)
-		},
-		AwaitEnd: func(ctx context.Context, err *asyncsteps.Error) {
-			c, _ := ctx.Value(awaitKey{}).(*awaitCall)
-			if c == nil {
-				x.awaitMu.Lock()
-				x.violation("AwaitEnd without the context AwaitStart returned")
-				x.awaitMu.Unlock()
-				return
-			}
-			end := "ok"
-			if err != nil {
-				end = strings.TrimPrefix(ff.StepErrorEvent(0, err.Code, err.Info, isPanic(err)), "SE:")
-			}
-			x.awaitMu.Lock()
-			c.ends = append(c.ends, end)
-			x.awaitMu.Unlock()
-		},
-		SyncWait: func(obj asyncsteps.Syncer, waited time.Duration) {
-			gate := x.gateOf(obj)
-			x.hookEvent(ff.SyncWaitEvent(gate, waited.Milliseconds()))
-			if x.p.SyncWaitPanics(gate) {
-				panic(ff.SyncWaitPanicValue(gate))
-			}
-		},
-	}
-}
-
 // runByRun runs r by Run, with a ctx that ends as p says, on a goroutine
 // of its own: Run drives the tool.
 func (x *flowRun) runByRun(r *asyncsteps.Root, p *ff.Program) {
@@ -488,153 +420,6 @@ func (x *flowRun) settle(p *ff.Program) {
 	}
 }
 
-// hookEvent records the call of a hook on the tool's goroutine: in the
-// trace, or, once the flow has ended, in late.
-func (x *flowRun) hookEvent(ev string) {
-	if x.ended {
-		x.late = append(x.late, ff.AtTime(ev, x.tt.Now().Sub(x.start).Milliseconds()))
-		return
-	}
-	x.event(ev)
-}
-
-// flowOf returns the number FlowStart gave the flow whose context is ctx.
-func (x *flowRun) flowOf(ctx context.Context) int {
-	k, ok := ctx.Value(flowKey{}).(int)
-	if !ok {
-		x.violation("a hook got a context FlowStart did not return")
-	}
-	return k
-}
-
-// isPanic reports whether err is the InternalError of a recovered panic,
-// whose info is the panic's value (see endString).
-func isPanic(err *asyncsteps.Error) bool {
-	pe, ok := err.Cause.(*asyncsteps.PanicError)
-	return ok && err.Code == asyncsteps.InternalError && (err.Info == panicInfo(pe) || err.Info == pe.Error())
-}
-
-// gateOf returns the index of the Syncer obj in ff.SyncWaitEvent.
-func (x *flowRun) gateOf(obj asyncsteps.Syncer) int {
-	switch {
-	case x.throttle != nil && obj == asyncsteps.Syncer(x.throttle):
-		return ff.ThrottleGate
-	case x.limiter != nil && obj == asyncsteps.Syncer(x.limiter):
-		return ff.LimiterGate
-	}
-	for i, m := range x.mutexes {
-		if obj == asyncsteps.Syncer(m) {
-			return i
-		}
-	}
-	x.violation("SyncWait got a Syncer %T of no Sync of the program", obj)
-	return -1
-}
-
-// awaitHookCalls returns the calls of the Await hooks in the run, sorted
-// (see ff.Result.AwaitHooks): each call of a function is one AwaitStart
-// and, once it has returned, one AwaitEnd.
-func (x *flowRun) awaitHookCalls() []string {
-	x.awaitMu.Lock()
-	defer x.awaitMu.Unlock()
-	var calls []string
-	for _, c := range x.awaitCalls {
-		if c.id == 0 {
-			x.violation("AwaitStart without a call of an Await function")
-		}
-		if len(c.ends) != 1 {
-			x.violation("Await function of %d: AwaitEnd called %d times", c.id, len(c.ends))
-		}
-		calls = append(calls, ff.AwaitStartEvent(c.id))
-		for _, e := range c.ends {
-			calls = append(calls, ff.AwaitEndEvent(c.id, e))
-		}
-	}
-	slices.Sort(calls)
-	return calls
-}
-
-// armShared empties the channels of the steps added before the run and
-// sends to them, or closes them, as their nodes say, from the start of the
-// run, as if the steps had been added then.
-func (x *flowRun) armShared() {
-	for _, c := range x.shared {
-		if !c.closed {
-			select {
-			case <-c.ints: // a value sent after its step was cancelled
-			case <-c.results:
-			default:
-			}
-		}
-		x.armChan(c)
-	}
-}
-
-// armChan sends a channel its value, or closes it, now (Ready) or At ms
-// later.
-func (x *flowRun) armChan(c *sharedChan) {
-	n := c.n
-	if n.NilChan || n.End == ff.EWait {
-		return
-	}
-	send := func() {
-		switch {
-		case n.Closed && c.closed:
-		case n.Closed:
-			c.closed = true
-			if c.ints != nil {
-				close(c.ints)
-			} else {
-				close(c.results)
-			}
-		case c.ints != nil:
-			c.ints <- n.Args[0]
-		default:
-			c.results <- chanResult(n)
-		}
-	}
-	if n.Ready {
-		send()
-		return
-	}
-	x.handles = append(x.handles, x.tt.Deferred(ms(n.At), send))
-}
-
-// chanResult is the Result the AwaitResult n receives.
-func chanResult(n *ff.Node) asyncsteps.Result {
-	switch {
-	case n.End == ff.EExternal:
-		return asyncsteps.Result{Args: intArgs(n.Args)}
-	case n.Code == "Timeout":
-		return asyncsteps.Result{Err: context.DeadlineExceeded}
-	case n.Code == asyncsteps.InternalError:
-		return asyncsteps.Result{Err: context.Canceled}
-	}
-	return asyncsteps.Result{Err: &asyncsteps.Error{Code: n.Code, Info: n.Info}}
-}
-
-// channel makes the channel of the AwaitChan or AwaitResult n, added now:
-// nil for a NilChan; one added before the first run is shared with the
-// clone's (see armShared).
-func (x *flowRun) channel(n *ff.Node) *sharedChan {
-	c := &sharedChan{n: n}
-	if n.NilChan {
-		return c
-	}
-	if n.Await == ff.AwaitChan {
-		c.ints = make(chan int, 1)
-	} else {
-		c.results = make(chan asyncsteps.Result, 1)
-	}
-	if x.gen == 0 {
-		x.shared = append(x.shared, c)
-		x.noClone = x.noClone || n.Closed && !n.Ready
-		return c
-	}
-	x.armChan(c)
-	return c
-}
-
 // awaitFunc is the function of the KAwait n (AwaitFn).
 func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
 	return func(ctx context.Context) (any, error) {
@@ -645,9 +430,7 @@ func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
 			c.id = n.ID
 			x.awaitMu.Unlock()
 		} else if x.awaitHooks {
-			x.awaitMu.Lock()
 			x.violation("the Await function of %d got no context of AwaitStart", n.ID)
-			x.awaitMu.Unlock()
 		}
 		a := &awaitRun{n: n, release: make(chan struct{}), permit: make(chan struct{})}
 		if n.End != ff.EWait {
@@ -794,7 +577,11 @@ func (x *flowRun) checkMutexes() {
 	}
 }
 
+// violation records a broken invariant; the Await hooks and functions
+// report theirs from their goroutines.
 func (x *flowRun) violation(format string, args ...any) {
+	x.problemsMu.Lock()
+	defer x.problemsMu.Unlock()
 	x.problems = append(x.problems, "invariant: "+fmt.Sprintf(format, args...))
 }
 

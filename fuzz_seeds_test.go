@@ -1,5 +1,8 @@
 package asyncsteps_test
 
+// This file is long on purpose: the seed programs are one list, each with
+// the rule it shows, and the check that together they use every operation.
+
 import (
 	"flag"
 	"os"

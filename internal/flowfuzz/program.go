@@ -8,6 +8,9 @@
 // with [Model]'s.
 package flowfuzz
 
+// This file is long on purpose: the program language and its decoder are
+// one unit, each kind of node next to the bytes that make it.
+
 import (
 	"fmt"
 	"strings"
