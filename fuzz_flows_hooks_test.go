@@ -34,6 +34,10 @@ func (x *flowRun) hooks() *asyncsteps.Hooks {
 			k := x.flowsBegun
 			x.flowsBegun++
 			x.hookEvent(ff.FlowStartEvent(k))
+			if x.p.FlowStartPanics(k) {
+				x.failedStart = k // its StepError and FlowEnd get ctx
+				panic(ff.FlowStartPanicValue(k))
+			}
 			return context.WithValue(ctx, flowKey{}, k)
 		},
 		FlowEnd: func(ctx context.Context, err error) {
@@ -90,7 +94,11 @@ func (x *flowRun) hookEvent(ev string) {
 // flowOf returns the number FlowStart gave the flow whose context is ctx.
 func (x *flowRun) flowOf(ctx context.Context) int {
 	k, ok := ctx.Value(flowKey{}).(int)
-	if !ok {
+	switch {
+	case ok:
+	case x.failedStart > 0:
+		k = x.failedStart
+	default:
 		x.violation("a hook got a context FlowStart did not return")
 	}
 	return k

@@ -155,12 +155,13 @@ type flowRun struct {
 	// With p.Hooks (awaitHooks, read by the Await functions): the flows begun in the run (see ff.FlowStartEvent),
 	// the calls of AwaitStart (under awaitMu), the hook calls after the
 	// flow ended.
-	awaitHooks bool
-	byRun      bool // the program runs by Run
-	p          *ff.Program
-	flowsBegun int
-	awaitCalls []*awaitCall
-	late       []string
+	awaitHooks  bool
+	byRun       bool // the program runs by Run
+	p           *ff.Program
+	flowsBegun  int
+	failedStart int // the last flow whose FlowStart panicked
+	awaitCalls  []*awaitCall
+	late        []string
 }
 
 type flowOf struct {
@@ -263,7 +264,7 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	}
 	x.start, x.root = x.tt.Now(), r
 	x.trace, x.ended, x.end, x.handles, x.steps, x.problems = nil, false, "", nil, nil, nil
-	x.flowsBegun, x.awaitCalls, x.late = 0, nil, nil
+	x.flowsBegun, x.failedStart, x.awaitCalls, x.late = 0, 0, nil, nil
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
 	x.armShared()
 	results := 0

@@ -728,6 +728,10 @@ func (m *model) flowTask(e fifoEntry) {
 		m.flows++
 		a.flowNo = m.flows
 		m.hook(FlowStartEvent(a.flowNo))
+		if m.p.FlowStartPanics(a.flowNo) {
+			m.failStart(a)
+			return
+		}
 	}
 	if !a.waiting {
 		// Cancelled: the flow, which sees its cancel before its next
@@ -748,6 +752,22 @@ func (m *model) flowTask(e fifoEntry) {
 	a.flowDone = true
 	// The goroutine of AwaitFlow brings the Result in: a task of its own.
 	m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: e.out}})
+}
+
+// failStart ends the flow of the AwaitFlow a, whose FlowStart hook
+// panicked, before its first step (docs/DESIGN.md#hooks, "A failed
+// start"), also if the step was cancelled meanwhile. The step, if it
+// still waits, fails with the flow's error, as AwaitResult describes: an
+// InternalError whose cause is the flow's error, not the panic.
+func (m *model) failStart(a *act) {
+	o := fail("InternalError", FlowStartPanicValue(a.flowNo))
+	o.panic = true
+	m.stepError(a.flowNo, o)
+	m.endFlow(a, o)
+	if a.waiting {
+		a.flowDone = true
+		m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: fail(o.code, o.info)}})
+	}
 }
 
 // endFlow ends the flow of the AwaitFlow a with o, once.

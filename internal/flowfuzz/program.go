@@ -329,6 +329,19 @@ func (p *Program) SyncWaitPanics(gate int) bool {
 	return p.Hooks && gate == 1 && len(p.Mutexes) > 1 && p.Mutexes[1] == 2
 }
 
+// FlowStartPanics reports whether the FlowStart hook of p panics, with
+// FlowStartPanicValue(k), for the k-th flow to begin in a run (see
+// FlowStartEvent): with hooks, it does for the even ones of the AwaitFlow
+// steps of a Promise program (under Run no goroutine may bring the failed
+// flow's Result in: see Program.Awaits).
+func (p *Program) FlowStartPanics(k int) bool {
+	return p.Hooks && p.Ctx == CtxNone && k > 0 && k%2 == 0
+}
+
+// FlowStartPanicValue is the value the FlowStart hook panics with for the
+// k-th flow.
+func FlowStartPanicValue(k int) string { return fmt.Sprintf("fs%d", k) }
+
 // SyncWaitPanicValue is the value the SyncWait hook panics with for a flow
 // let into the gate.
 func SyncWaitPanicValue(gate int) string { return fmt.Sprintf("sw%d", gate) }
