@@ -69,7 +69,11 @@ func (x *flowRun) hooks() *asyncsteps.Hooks {
 			}
 			x.awaitMu.Lock()
 			c.ends = append(c.ends, end)
+			id := c.id
 			x.awaitMu.Unlock()
+			if err == nil && x.p.AwaitEndPanics(id) {
+				panic(ff.AwaitEndPanicValue(id))
+			}
 		},
 		SyncWait: func(obj asyncsteps.Syncer, waited time.Duration) {
 			gate := x.gateOf(obj)

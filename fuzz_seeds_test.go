@@ -157,6 +157,11 @@ func flowSeeds() []*ff.Program {
 			seedSyncOn(1, seedOnerror(seedLeaf(ff.EImplicit), seedRecovers(0)))), seedRecovers(0)),
 			seedPar(seedSyncOn(1, seedExt(10, 1)), seedSyncOn(1, seedOk(1)), seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedSyncOn(1, seedOk(0))), seedRecovers(2))),
 			seedSyncOn(1, seedOk(1)))),
+		// 93 an AwaitEnd hook that panics (for IDs that are multiples of
+		// 3) after a function that succeeded fails its step; AwaitEnd saw
+		// the success.
+		seedHooks(seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit), seedOnerror(seedAwait(ff.AwaitFn, ff.EExternal, 10, ""), seedRecovers(1))),
+			seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedAwait(ff.AwaitThen, ff.EExternal, 10, ""), seedRecovers(1))))),
 	)
 }
 

@@ -590,7 +590,7 @@ func Model(p *Program) Result {
 			m.resume(t.act.th, signal{kind: sigCancel, out: cancelled(t.act)})
 		case tExternal:
 			if a := t.act; a.node != nil && a.node.Kind == KAwait {
-				m.returned(a, t.out, false) // before the step completes
+				m.returned(a, false) // before the step completes
 			}
 			if a := t.act; a.waiting {
 				a.waiting = false
@@ -603,6 +603,7 @@ func Model(p *Program) Result {
 			// Run queues the expiry, which runs next: nothing else is
 			// queued when a timer runs.
 			m.late = true
+			m.root.fresh = true // its first turn is the expiry's
 			m.resume(m.root, signal{kind: sigDeadline})
 		case tChanSend:
 			if a := t.inst.act; a != nil && a.waiting {
@@ -674,12 +675,18 @@ func endEvent(o outcome) string {
 func (m *model) armStarted() {
 	slices.SortFunc(m.returning, func(a, b *act) int { return a.node.ID - b.node.ID })
 	for _, a := range m.returning {
-		m.returned(a, outcome{}, true)
+		m.returned(a, true)
 	}
 	m.returning = m.returning[:0]
 	slices.SortFunc(m.started, func(a, b *act) int { return a.node.ID - b.node.ID })
 	for _, a := range m.started {
-		m.arm(int64(a.node.At), &timer{kind: tExternal, act: a, out: awaitOutcome(a.node)})
+		out := awaitOutcome(a.node)
+		if out.is(okK) && m.p.AwaitEndPanics(a.node.ID) {
+			// A panic of the hook is the function's (docs/DESIGN.md#hooks).
+			out = fail("InternalError", "panic: "+AwaitEndPanicValue(a.node.ID))
+			out.panic = true
+		}
+		m.arm(int64(a.node.At), &timer{kind: tExternal, act: a, out: out})
 	}
 	m.started = m.started[:0]
 }
@@ -692,8 +699,10 @@ func (m *model) cancelCall(a *act) {
 }
 
 // returned gives back the holds of the Await function of a: it has
-// returned, with o, or with its context's error if cancelled.
-func (m *model) returned(a *act, o outcome, cancelled bool) {
+// returned as its node says, or with its context's error if cancelled;
+// AwaitEnd sees that.
+func (m *model) returned(a *act, cancelled bool) {
+	o := awaitOutcome(a.node)
 	if a.returned {
 		return
 	}

@@ -342,6 +342,15 @@ func (p *Program) FlowStartPanics(k int) bool {
 // k-th flow.
 func FlowStartPanicValue(k int) string { return fmt.Sprintf("fs%d", k) }
 
+// AwaitEndPanics reports whether the AwaitEnd hook of p panics, with
+// AwaitEndPanicValue(id), after the Await function of the KAwait id
+// succeeded: with hooks, it does for the IDs that are multiples of 3.
+func (p *Program) AwaitEndPanics(id int) bool { return p.Hooks && id%3 == 0 }
+
+// AwaitEndPanicValue is the value the AwaitEnd hook panics with after the
+// function of the KAwait id.
+func AwaitEndPanicValue(id int) string { return fmt.Sprintf("ae%d", id) }
+
 // SyncWaitPanicValue is the value the SyncWait hook panics with for a flow
 // let into the gate.
 func SyncWaitPanicValue(gate int) string { return fmt.Sprintf("sw%d", gate) }
