@@ -29,7 +29,10 @@ import (
 // the flow ended; no event left on the tool once it ended; stale handles
 // dead; Mutexes all given back; the Throttle idle with no timer once its
 // period has run out; a panic's InternalError carrying the panic value as
-// info and a *PanicError as LastException and as the Result's cause.
+// info and a *PanicError as LastException and as the Result's cause; no
+// goroutine left behind (the programs with Await steps run in a synctest
+// bubble). With hooks, every hook call is checked too: those on the tool
+// in the trace, the Await hooks' as a list (see ff.Result).
 //
 // The seed corpus is in testdata/fuzz/FuzzFlows and runs in every go test.
 func FuzzFlows(f *testing.F) {
@@ -152,12 +155,11 @@ type flowRun struct {
 	shared  []*sharedChan
 	noClone bool
 
-	// With p.Hooks (awaitHooks, read by the Await functions): the flows begun in the run (see ff.FlowStartEvent),
-	// the calls of AwaitStart (under awaitMu), the hook calls after the
-	// flow ended.
-	awaitHooks  bool
-	byRun       bool // the program runs by Run
-	p           *ff.Program
+	p     *ff.Program
+	byRun bool // the program runs by Run
+	// With p.Hooks: the flows begun in the run (see ff.FlowStartEvent),
+	// the last whose FlowStart panicked, the calls of the Await hooks
+	// (under awaitMu) and the hook calls after the flow ended.
 	flowsBegun  int
 	failedStart int // the last flow whose FlowStart panicked
 	awaitCalls  []*awaitCall
@@ -201,7 +203,6 @@ func runProgram(p *ff.Program) []flowOutcome {
 	x := newFlowRun(p)
 	if p.Hooks {
 		x.tt.SetHooks(x.hooks())
-		x.awaitHooks = true
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(x.tt))
 	for _, n := range p.Steps {
@@ -430,7 +431,7 @@ func (x *flowRun) awaitFunc(n *ff.Node) asyncsteps.AwaitFunc {
 			x.awaitMu.Lock()
 			c.id = n.ID
 			x.awaitMu.Unlock()
-		} else if x.awaitHooks {
+		} else if x.p.Hooks {
 			x.violation("the Await function of %d got no context of AwaitStart", n.ID)
 		}
 		a := &awaitRun{n: n, release: make(chan struct{}), permit: make(chan struct{})}
