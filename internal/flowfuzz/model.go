@@ -58,6 +58,18 @@ import (
 // the Throttle goes idle with no timer. A flow that finds it full once the
 // period's end has come, before its timer ran, ends the period itself,
 // and the timer then times the one begun. Entries are never given back.
+//
+// The channel of an AwaitChan or AwaitResult is made as its node is added
+// (see added), and gets its value on a timer: a value there before the
+// step runs is taken in its callback; one that comes while it waits
+// completes it from the goroutine that waits, as an external completion.
+//
+// Hooks (Program.Hooks, docs/DESIGN.md#hooks) are events of the trace:
+// FlowStart as a flow begins, StepError at each error raised (in raise,
+// and where a completion, a cancel handler's panic or the end raises
+// one), FlowEnd as the flow ends, SyncWait in a task of its own between
+// a waiter's admission and its completion. AwaitStart and AwaitEnd,
+// which run on the functions' goroutines, are a list apart.
 
 // Result is what the model predicts for a program.
 type Result struct {
