@@ -946,7 +946,9 @@ func (m *model) resume(th *thread, s signal) {
 			}
 			p := th.parent
 			if r.out.is(errK) {
-				p.fresh = false
+				// The Parallel goes on in the task the branch failed in:
+				// if that task has not yielded yet, neither has it.
+				p.fresh = th.fresh
 				m.resume(p, signal{kind: sigFailed, out: r.out})
 				return
 			}

@@ -310,6 +310,20 @@ func TestModelSpecExamples(t *testing.T) {
 		}}}},
 		want: "FS s3() SW0:10@10 s5()@10 FE:ok@10 -> ok()",
 	}, {
+		// A branch that fails in a task of its own (an external error)
+		// gives its slot to the waiter, whose SyncWait task is queued;
+		// the Parallel goes on in that task, which has not yielded yet:
+		// its handler and the next step run first.
+		name: "parallel goes on in the failing task",
+		p: &Program{Hooks: true, Mutexes: []int{1}, Steps: []*Node{
+			{ID: 1, Kind: KParallel, Subs: []*Node{
+				{ID: 2, Kind: KSync, Body: &Node{ID: 3, Kind: KStep, End: EExternalErr, Code: "E0"}},
+				{ID: 4, Kind: KSync, Body: &Node{ID: 5, Kind: KStep}},
+			}, Handler: &Handler{ID: 6, Action: HRecover}},
+			{ID: 7, Kind: KStep},
+		}},
+		want: "FS s3() SE:E0: h6:E0: s7() SW0:0 FE:ok -> ok()",
+	}, {
 		// The flow of an AwaitFlow has hook calls of its own; one whose
 		// start is queued as the outer flow ends begins after it; its
 		// FlowStart (the second's) panics: it fails before its first step,
