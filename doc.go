@@ -3,6 +3,8 @@
 // try/catch-like error handlers, timeouts, cancellation, parallel branches,
 // loops, shared state and synchronization, run on an event loop.
 //
+// docs/FROM-ERRGROUP.md maps errgroup, context and semaphore idioms to steps.
+//
 // # Steps and levels
 //
 // A flow is a [Root] with steps added by [AsyncSteps.Add]. Each step is a

@@ -1,0 +1,356 @@
+package asyncsteps_test
+
+// The examples of docs/FROM-ERRGROUP.md, the cookbook for a team that
+// writes request handling with goroutines, errgroup, contexts and
+// semaphores: each page snippet is a block of one Example's body, kept
+// identical to it by TestCookbookSnippetsAreExamples.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// quote stands for a blocking upstream call that honours its context,
+// as an Await function is written.
+func quote(symbol string) func(context.Context) (float64, error) {
+	prices := map[string]float64{"AAPL": 919.55, "MSFT": 756.83, "GOOG": 561.53}
+	return func(ctx context.Context) (float64, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return prices[symbol], nil
+	}
+}
+
+// upstream stands for an upstream call in the examples on virtual time:
+// it completes the calling step after d of the flow's clock, with v, or
+// with the error code if one is given. (A TestTool does not wait for the
+// goroutine of an Await before it moves its clock to the next timer.)
+func upstream(as asyncsteps.AsyncSteps, d time.Duration, v string, code ...string) {
+	h := as.Tool().Deferred(d, func() {
+		if len(code) > 0 {
+			as.Error(code[0], "upstream failed")
+			return
+		}
+		as.Success(v)
+	})
+	as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() }) // a timeout or a cancel stops the call
+}
+
+// elapsed is the virtual time a TestTool has run.
+func elapsed(tt *asyncsteps.TestTool) time.Duration { return tt.Now().Sub(asyncsteps.TestToolEpoch) }
+
+// Fan out one call per symbol and collect the results in order.
+func ExampleGather_fanOut() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	symbols := []string{"AAPL", "MSFT", "GOOG"}
+
+	branches := make([]func(asyncsteps.AsyncSteps), len(symbols))
+	for i, s := range symbols {
+		branches[i] = func(as asyncsteps.AsyncSteps) { asyncsteps.AwaitThen(as, quote(s), nil) }
+	}
+	asyncsteps.Gather(r, func(as asyncsteps.AsyncSteps, prices []float64) {
+		as.Success(prices)
+	}, branches...)
+	prices, err := asyncsteps.Run[[]float64](context.Background(), r)
+
+	fmt.Println(prices, err)
+	// Output: [919.55 756.83 561.53] <nil>
+}
+
+// Fan out with Parallel and keep each result in the flow's State, which
+// the continuations write on the loop, without a lock.
+func ExampleAsyncSteps_Parallel_state() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	symbols := []string{"AAPL", "MSFT", "GOOG"}
+
+	p := r.Parallel()
+	for _, s := range symbols {
+		asyncsteps.AwaitThen(p, quote(s), func(as asyncsteps.AsyncSteps, price float64) {
+			as.State().Set(s, price) // on the loop: no lock, no race
+		})
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(as.State().Get("MSFT")) })
+
+	price, err := asyncsteps.Run[float64](context.Background(), r)
+	fmt.Println(price, err)
+	// Output: 756.83 <nil>
+}
+
+// The first failed branch cancels the others: the context of a sibling's
+// Await function is cancelled, and the flow ends with the first error.
+func ExampleAsyncSteps_Parallel_firstError() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	stopped := make(chan error, 1)
+
+	p := r.Parallel()
+	p.Await(func(ctx context.Context) (any, error) {
+		<-ctx.Done() // cancelled when the other branch fails
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	})
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.CommError, "upstream down") })
+	_, err := r.Run(context.Background())
+
+	fmt.Println(err)
+	fmt.Println("sibling:", <-stopped)
+	// Output:
+	// CommError: upstream down
+	// sibling: context canceled
+}
+
+// A timeout for one call: the step fails with Timeout, which its error
+// handler may recover from, and the Await function's context ends with
+// context.DeadlineExceeded.
+func ExampleAsyncSteps_SetTimeout_perCall() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	saw := make(chan error, 1)
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(20 * time.Millisecond) // bounds this step and all it adds
+		as.Await(func(ctx context.Context) (any, error) {
+			<-ctx.Done() // an upstream that does not answer in time
+			saw <- ctx.Err()
+			return nil, ctx.Err()
+		})
+	}, func(as asyncsteps.AsyncSteps, code string) { as.Success("fallback after " + code) })
+	out, err := asyncsteps.Run[string](context.Background(), r)
+
+	fmt.Println(out, err)
+	fmt.Println("the call saw:", <-saw)
+	// Output:
+	// fallback after Timeout <nil>
+	// the call saw: context deadline exceeded
+}
+
+// The deadline of Run's context is a timeout of the whole flow: the error
+// is a Timeout that matches context.DeadlineExceeded.
+func ExampleRoot_Run_deadline() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	r.Await(func(ctx context.Context) (any, error) {
+		<-ctx.Done() // carries Run's deadline
+		return nil, ctx.Err()
+	})
+	_, err := r.Run(ctx)
+	fmt.Println(err, errors.Is(err, context.DeadlineExceeded))
+	fmt.Println(errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Timeout}))
+	// Output:
+	// Timeout true
+	// true
+}
+
+// A Mutex of 2 slots lets two calls run at once; the others wait in its
+// queue, which is unlimited for NewMutex without a maxQueue. Four calls
+// of 100ms take 200ms of virtual time.
+func ExampleMutex_limit() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	symbols := []string{"AAPL", "MSFT", "GOOG", "AMZN"}
+
+	limit := asyncsteps.NewMutex(2) // one Mutex shared by all requests
+	p := r.Parallel()
+	for _, s := range symbols {
+		p.Sync(limit, func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Println(s, "starts at", elapsed(tt))
+			upstream(as, 100*time.Millisecond, s)
+		})
+	}
+	_, err := r.Run(context.Background())
+
+	fmt.Println("done at", elapsed(tt), err)
+	// Output:
+	// AAPL starts at 0s
+	// MSFT starts at 0s
+	// GOOG starts at 100ms
+	// AMZN starts at 100ms
+	// done at 200ms <nil>
+}
+
+// The zero MaxQueue of LimiterOptions lets no flow wait: a flow that finds
+// every slot taken is refused at once. Unlimited lets it wait.
+func ExampleLimiterOptions_maxQueue() {
+	tt := asyncsteps.NewTestTool()
+	run := func(lim *asyncsteps.Limiter) error {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		p := r.Parallel()
+		for _, s := range []string{"AAPL", "MSFT", "GOOG"} {
+			p.Sync(lim, func(as asyncsteps.AsyncSteps, _ ...any) { upstream(as, 100*time.Millisecond, s) })
+		}
+		_, err := r.Run(context.Background())
+		return err
+	}
+
+	fmt.Println(run(asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2})))
+	fmt.Println(run(asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2, MaxQueue: asyncsteps.Unlimited})))
+	// Output:
+	// DefenseRejected: Mutex queue limit
+	// <nil>
+}
+
+// Retry with a timeout per attempt and a backoff, on virtual time: the
+// first attempt is too slow, the second fails, the third answers.
+func ExampleRetry_backoff() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	slowThenFailThenOK := func(as asyncsteps.AsyncSteps, attempt int) {
+		fmt.Println("attempt", attempt, "at", elapsed(tt))
+		switch attempt {
+		case 0:
+			upstream(as, time.Second, "late")
+		case 1:
+			upstream(as, 50*time.Millisecond, "", asyncsteps.CommError)
+		default:
+			upstream(as, 30*time.Millisecond, "919.55")
+		}
+	}
+
+	asyncsteps.Retry(r, asyncsteps.RetryOptions{
+		Attempts: 3,
+		Timeout:  200 * time.Millisecond, // each attempt
+		Backoff:  func(n int) time.Duration { return time.Duration(n) * 10 * time.Millisecond },
+	}, slowThenFailThenOK)
+	price, err := asyncsteps.Run[string](context.Background(), r)
+
+	fmt.Println(price, err, "at", elapsed(tt))
+	// Output:
+	// attempt 0 at 0s
+	// attempt 1 at 210ms
+	// attempt 2 at 280ms
+	// 919.55 <nil> at 310ms
+}
+
+// Cancel handlers release what the cancelled steps hold, innermost first,
+// once; no error handler runs on a cancel.
+func ExampleAsyncSteps_SetCancel_cleanup() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	ctx, cancel := context.WithCancel(context.Background())
+	tt.Deferred(time.Second, cancel) // the client goes away after 1s
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetCancel(func(asyncsteps.AsyncSteps) { fmt.Println("outer: release the lease") })
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { fmt.Println("inner: close the connection") })
+		})
+	}, func(as asyncsteps.AsyncSteps, code string) { fmt.Println("not called on a cancel") })
+	_, err := r.Run(ctx)
+
+	fmt.Println(err, "at", elapsed(tt))
+	// Output:
+	// inner: close the connection
+	// outer: release the lease
+	// context canceled at 1s
+}
+
+// A blocking call goes in an Await function, never in a step; a LoopLag
+// hook tells when a step blocks its loop all the same.
+func ExampleAsyncSteps_Await_blocking() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+
+	loop.SetHooks(&asyncsteps.Hooks{LoopLag: func(l *asyncsteps.Loop, lag time.Duration) {
+		if lag > 100*time.Millisecond {
+			slog.Warn("a callback blocked the loop", "lag", lag)
+		}
+	}})
+	r.Await(func(ctx context.Context) (any, error) {
+		time.Sleep(10 * time.Millisecond) // blocks this goroutine, not the loop
+		return "row", nil
+	})
+	row, err := asyncsteps.Run[string](context.Background(), r)
+
+	fmt.Println(row, err)
+	// Output: row <nil>
+}
+
+// Typed results: AwaitThen hands fn's value to its continuation as a
+// float64, and Run[T] reads the flow's result as a string.
+func ExampleRun_typedResult() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+
+	asyncsteps.AwaitThen(r, quote("AAPL"), func(as asyncsteps.AsyncSteps, price float64) {
+		as.Success(fmt.Sprintf("AAPL %.2f", price))
+	})
+	line, err := asyncsteps.Run[string](context.Background(), r)
+	fmt.Println(line, err)
+	// Output: AAPL 919.55 <nil>
+}
+
+// A Go error becomes a code in the flow; handlers see the code, ErrorInfo
+// and the original error in LastException; the flow's error is an *Error
+// that keeps the Go error as its cause.
+func ExampleError_codes() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	errNoSymbol := errors.New("no such symbol")
+
+	r.Await(func(context.Context) (any, error) { return nil, errNoSymbol }, func(as asyncsteps.AsyncSteps, code string) {
+		fmt.Println(code, as.State().ErrorInfo, errors.Is(as.State().LastException, errNoSymbol))
+		as.Error(asyncsteps.InvalidRequest, "unknown symbol")
+	})
+	_, err := r.Run(context.Background())
+	var e *asyncsteps.Error
+	fmt.Println(errors.As(err, &e), e.Code, e.Info)
+	fmt.Println(errors.Is(err, &asyncsteps.Error{Code: asyncsteps.InvalidRequest}), errors.Is(err, errNoSymbol))
+	// Output:
+	// InternalError no such symbol true
+	// true InvalidRequest unknown symbol
+	// true true
+}
+
+// A step waits for another flow with AwaitFlow; Run called in a step
+// fails at once instead of blocking the loop.
+func ExampleAwaitFlow_subFlow() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	sub := asyncsteps.New(asyncsteps.WithTool(loop))
+	asyncsteps.AwaitThen(sub, quote("MSFT"), nil)
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		_, err := sub.Run(context.Background()) // wrong: would block the loop
+		fmt.Println(err)
+		asyncsteps.AwaitFlow(as, sub) // right
+	})
+	price, err := asyncsteps.Run[float64](context.Background(), r)
+
+	fmt.Println(price, err)
+	// Output:
+	// InternalError: Run called on the goroutine of a Loop: it would block the loop until the flow ends; in a step, wait for the flow with AwaitFlow
+	// 756.83 <nil>
+}
+
+// A TestTool runs a flow on virtual time: a 30 second timeout falls due
+// at once, at exactly 30s of the tool's clock.
+func ExampleTestTool_virtualTime() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(30 * time.Second) // and nothing completes the step
+	})
+	_, err := r.Run(context.Background())
+	fmt.Println(err, "at", elapsed(tt))
+	// Output: Timeout at 30s
+}
