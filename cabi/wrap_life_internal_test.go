@@ -402,25 +402,9 @@ func TestLateCompletionOfAStepWithSubStepsKeepsIt(t *testing.T) {
 			code := tc.code
 			w := startWrapRun(t, func(w *wrapRun, cstep unsafe.Pointer) {
 				parent, step := Wrap(cstep), cstep
-				if tc.goStep {
-					parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-						step = Binary(as)
-						ctest.FlowStack(step, 0)
-						as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-							as.WaitExternal()
-							w.tt.Immediate(func() {
-								completeFromThread(step, code) // posts to the loop
-								w.tt.Immediate(func() {        // after that post
-									w.log("ignored", step)
-									as.Success()
-								})
-							})
-						})
-					})
-					return
-				}
-				ctest.FlowStack(step, 0)
-				parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				// A sub-step of step that waits while a completion of
+				// step comes from another thread, then ends.
+				subStep := func(as asyncsteps.AsyncSteps, _ ...any) {
 					as.WaitExternal()
 					w.tt.Immediate(func() {
 						completeFromThread(step, code) // posts to the loop
@@ -429,7 +413,17 @@ func TestLateCompletionOfAStepWithSubStepsKeepsIt(t *testing.T) {
 							as.Success()
 						})
 					})
-				})
+				}
+				if tc.goStep {
+					parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						step = Binary(as)
+						ctest.FlowStack(step, 0)
+						as.Add(subStep)
+					})
+					return
+				}
+				ctest.FlowStack(step, 0)
+				parent.Add(subStep)
 			})
 			nodes := 1
 			if tc.goStep {
