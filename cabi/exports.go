@@ -220,6 +220,7 @@ func (n *node) succeed(vals []any, taken bool) {
 		return
 	}
 	// From outside the callback: on the loop.
+	n.claimOutside(outsideSuccess)
 	n.post(func() {
 		if n.over() {
 			drop()
@@ -286,6 +287,7 @@ func (n *node) handleError(code, info string) {
 		n.as.Error(code, info)
 		return
 	}
+	n.claimOutside(outsideError)
 	n.post(func() {
 		if n.over() {
 			return

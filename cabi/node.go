@@ -35,14 +35,22 @@ const (
 // by the flow's loop: exports called from other threads only post to the
 // loop.
 type node struct {
-	id     uint64
-	bsi    *C.FutoInAsyncSteps
-	kind   kind
-	as     asyncsteps.AsyncSteps
-	flow   *flowCtx
-	tool   asyncsteps.Tool // the flow's, which flowCtx does not hold (see flows)
-	rootID int64
-	root   *rootObj // kindRoot
+	// outside is the kind of the first completion that came from outside
+	// the step's callback while the step was live (outsideSuccess or
+	// outsideError), written by whichever thread made it; 0 if none. Such
+	// a completion is posted to the loop, so a cancel may come first: a
+	// success accepted so has completed the step, and its cancel handler
+	// does not run (cancelHandler), as the engine's rule for a Success
+	// claimed from another goroutine.
+	outside atomic.Uint32
+	id      uint64
+	bsi     *C.FutoInAsyncSteps
+	kind    kind
+	as      asyncsteps.AsyncSteps
+	flow    *flowCtx
+	tool    asyncsteps.Tool // the flow's, which flowCtx does not hold (see flows)
+	rootID  int64
+	root    *rootObj // kindRoot
 	// kindStep: the State of the flow the step runs in, which tells the
 	// steps of a freed root's flow that its stopped loop left (flowCtx
 	// does not: a clone runs its model's C steps).
@@ -361,8 +369,24 @@ func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 			n.cancelled()
 		}
 	}()
-	if !n.released {
+	if !n.released && n.outside.Load() != outsideSuccess {
 		n.runCancel()
+	}
+}
+
+// The kinds of node.outside.
+const (
+	outsideSuccess uint32 = 1 + iota
+	outsideError
+)
+
+// claimOutside records a completion of the kind made from outside the
+// step's callback, if it is the first and the step is live: not over,
+// and with no sub-steps running (on such a step the engine ignores a
+// completion, and so does the task posted for it).
+func (n *node) claimOutside(kind uint32) {
+	if n.as.IsValid() {
+		n.outside.CompareAndSwap(0, kind)
 	}
 }
 
