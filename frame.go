@@ -76,9 +76,18 @@ type frameRare struct {
 	// user is, for AsyncStack, the entry address of the user's function
 	// that the step of a helper of this package runs, or engineStep for
 	// a step of the helper's own (see runsFor); 0 for any other step.
-	// Like branchID, it lasts until the frame is recycled, so that the
-	// stack recorded at an error and the frames it climbs agree.
+	// It lasts until the frame is recycled, kept when an error handler
+	// takes the frame over, so that the stack recorded at an error and
+	// the frames it climbs agree.
 	user uintptr
+}
+
+// userFn returns f's frameRare.user, or 0.
+func (f *frame) userFn() uintptr {
+	if r := f.rare; r != nil {
+		return r.user
+	}
+	return 0
 }
 
 // engineStep is frameRare.user of a helper's step that runs none of the

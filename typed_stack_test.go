@@ -55,6 +55,10 @@ func TestHelperStacksNameTheUsersFunctions(t *testing.T) {
 		{"Gather: then", func(r *asyncsteps.Root) {
 			asyncsteps.Gather(r, stackGatherThen, stackBranchOK, stackBranchOK)
 		}, "E1", []string{"stackGatherThen"}},
+		{"Then: a step its error handler adds", func(r *asyncsteps.Root) {
+			r.SuccessStep(1)
+			asyncsteps.Then(r, stackThen, func(as asyncsteps.AsyncSteps, _ string) { as.Add(stackSubFails) })
+		}, "E1", []string{"stackThen", "stackSubFails"}},
 		{"AwaitThen: then", func(r *asyncsteps.Root) {
 			asyncsteps.AwaitThen(r, stackAwait, stackThen)
 		}, "E1", []string{"stackThen"}},

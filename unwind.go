@@ -86,7 +86,14 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	if fn == nil {
 		q = nil // a loop's or a section's array: not for the handler's steps
 	}
+	user := f.userFn()
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q, rare: f.clearedRare()}
+	if user != 0 {
+		// The handler's frame stands for the failed step in AsyncStack:
+		// it names the user's function that step ran, as impl does for
+		// a plain step.
+		f.rare.user = user
+	}
 	fl.newStepAPI(f, 0)
 	fl.callHandler(f, h, err.Code)
 	return f
