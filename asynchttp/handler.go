@@ -704,8 +704,10 @@ func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int,
 	args := []any{"method", req.Method, "path", req.URL.Path,
 		"status", status, "code", e.Code, "info", e.Info, "cause", logCause(e)}
 	internal := level == slog.LevelError
-	if p := panicOf(e); internal && p != nil {
-		args = append(args, "stack", string(p.Stack))
+	if internal {
+		if p := panicOf(e); p != nil {
+			args = append(args, "stack", string(p.Stack))
+		}
 	}
 	timedOut := e.Code == asyncsteps.Timeout || status == http.StatusGatewayTimeout
 	if internal || timedOut {
