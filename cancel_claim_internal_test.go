@@ -3,7 +3,9 @@ package asyncsteps
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 )
 
 // A completion from outside that has claimed a waiting step but not yet
@@ -90,5 +92,42 @@ func TestClaimRecordsTheKind(t *testing.T) {
 				t.Error("a second claim was accepted")
 			}
 		})
+	}
+}
+
+// A Success that another goroutine makes once the loop has decided that
+// the step's own timeout wins, before the unwinding reaches the step's
+// cancel handler, is not accepted: the step times out, its cancel handler
+// runs, and the step API is dead from the decision on. Here the StepError
+// hook, which runs in that stretch, stands for that goroutine.
+func TestSuccessWhileTheTimeoutUnwindsIsNotAccepted(t *testing.T) {
+	tt := NewTestTool()
+	var (
+		step  AsyncSteps
+		trace []string
+	)
+	tt.SetHooks(&Hooks{StepError: func(_ context.Context, err *Error) {
+		accepted := make(chan bool)
+		go func() {
+			valid := step.IsValid()
+			step.Success("late")
+			accepted <- valid
+		}()
+		trace = append(trace, "hook "+err.Code)
+		if <-accepted {
+			trace = append(trace, "Success accepted")
+		}
+	}})
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		step = as
+		as.SetCancel(func(AsyncSteps) { trace = append(trace, "cancel handler") })
+		as.SetTimeout(time.Second)
+	})
+	r.ExecuteWith(func(err *Error) { trace = append(trace, "end "+err.Code) })
+	tt.Run()
+	want := []string{"hook Timeout", "cancel handler", "end Timeout"}
+	if !slices.Equal(trace, want) {
+		t.Errorf("trace %q, want %q", trace, want)
 	}
 }

@@ -267,6 +267,29 @@ func (f *frame) kill() (succeeded bool) {
 	return old&(stClaim|stFailed) == stClaim
 }
 
+// timeOutWins decides between the timeout of the waiting step f and a
+// completion from outside, in one atomic step: false if a completion has
+// claimed the step (it wins: docs/DESIGN.md#timeouts); otherwise it makes
+// the step API dead, so that no completion claims it while the timeout
+// fails the step and runs its cancel handler, and reports true. A plain
+// read of the state would leave a window between the decision and the
+// kill that the unwinding makes later, in which a Success could be
+// accepted and still see the step time out and its cancel handler run.
+func (f *frame) timeOutWins() bool {
+	for {
+		st := f.h.st.Load()
+		switch {
+		case st&stDone != 0:
+			return true
+		case st&stClaim != 0:
+			return false
+		case f.h.st.CompareAndSwap(st, st|stIdle|stClaim|stDone):
+			f.consumed = true // nothing claimed it: no writer
+			return true
+		}
+	}
+}
+
 // stackPC is the entry address of the user's function that f runs, for
 // AsyncStack, or 0 if it runs none: for a step of a helper (Then, Gather),
 // the user's function it runs, if any (see runsFor); for an iteration of a

@@ -61,7 +61,7 @@ func (f *frame) isParallel() bool {
 // timeOut fails f with Timeout after cancelling what runs under it, like
 // the expiry of a step timeout armed on f.
 func (fl *flow) timeOut(f *frame) {
-	if f.waiting && f.h.st.Load()&(stClaim|stDone) == stClaim {
+	if f.waiting && !f.timeOutWins() {
 		// A completion from outside is on its way to the loop: it wins,
 		// and the flow times out where it has got to once it has come
 		// (queued behind it, or soon after if it is being queued). The

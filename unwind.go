@@ -238,7 +238,7 @@ func (fl *flow) timeout(h *stepAPI) {
 		fl.recycleTimer(r.timer) // it has run: fire drops it
 		r.timer = nil
 	}
-	if f.waiting && h.st.Load()&(stClaim|stDone) == stClaim {
+	if f.waiting && !f.timeOutWins() {
 		// A completion from outside came first and is on its way to the
 		// loop, which was too busy to take it before the timer: success
 		// or error disarms the timeout (docs/DESIGN.md#timeouts).
