@@ -184,6 +184,7 @@ func init() {
 	toolinfo.AtFlowEnd = atFlowEnd
 	toolinfo.StepRunning = stepRunning
 	toolinfo.StepLive = stepLive
+	toolinfo.ErrorCallInfo = errorCallInfo
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is

@@ -40,7 +40,7 @@ func (s cStep) Success(args ...any) {
 // to the caller, which must return at once, as must the C callback: a Go
 // panic must not unwind C frames.
 func (s cStep) Error(code string, info ...string) {
-	s.n.handleError(code, firstOf(info))
+	s.n.handleError(errorArgs(code, info))
 }
 
 // Break ends the loop as breakLoop does, in the step's C callback (and

@@ -26,6 +26,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // foreign is an AsyncSteps that calls through a foreign FutoInAsyncSteps
@@ -311,6 +312,17 @@ func (w *foreign) addRaw(r *frec, withEh bool) bool {
 	return true
 }
 
+// errorArgs returns the code and the info that handle_error passes for
+// Go's Error(code, info...): more than one info is a misuse, which fails
+// the step with an InternalError naming them all, as the engine's Error
+// does.
+func errorArgs(code string, info []string) (string, string) {
+	if len(info) > 1 {
+		return asyncsteps.InternalError, toolinfo.ErrorCallInfo(code, info)
+	}
+	return code, firstOf(info)
+}
+
 func firstOf[T any](s []T) (zero T) {
 	if len(s) == 0 {
 		return zero
@@ -570,7 +582,7 @@ func (w *foreign) Error(code string, info ...string) {
 	if w.refuse("Error") {
 		return
 	}
-	i := firstOf(info)
+	code, i := errorArgs(code, info)
 	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
 		code, i = asyncsteps.InternalError, "Error("+code+") called after Add in the same callback"
 	}

@@ -68,3 +68,9 @@ var StepRunning func(as any) (running, known bool)
 // step API of the package. Call it on the flow's loop, or once the loop
 // has stopped.
 var StepLive func(as any) (live, known bool)
+
+// ErrorCallInfo returns the info of the InternalError that a call of
+// Error with code and info stands for when it is a misuse (an empty code,
+// more than one info): package cabi's decorators of steps fail as the
+// engine's Error does, naming the code and every info.
+var ErrorCallInfo func(code string, info []string) string
