@@ -522,10 +522,11 @@ func (fl *flow) settle(c *frame) *frame {
 		c.waiting = true
 		return nil
 	case len(c.queue) > 0:
-		c.kill()
-		if st&stClaim != 0 {
-			// Success or Error came from another goroutine after Add.
-			return fl.fail(c, fl.misuseError(completedAfterAdd(c, st)))
+		if old := c.killState(); old&stClaim != 0 {
+			// Success or Error came from another goroutine after Add,
+			// also after the Or above: the kill decides, so that no
+			// completion is left writing args while the sub-steps run.
+			return fl.fail(c, fl.misuseError(completedAfterAdd(c, old)))
 		}
 		return c
 	case st&stReady != 0:

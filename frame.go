@@ -254,17 +254,25 @@ func ownerOf(f *frame) *frame {
 // Success that comes after the Or finds the step dead and counts for
 // nothing.
 func (f *frame) kill() (succeeded bool) {
+	old := f.killState()
+	return old&stDone == 0 && old&(stClaim|stFailed) == stClaim
+}
+
+// killState is kill, returning the state word of f's step API as it was
+// before: whether, and how, another goroutine had claimed the completion
+// by then, also one that came after the caller last read the word.
+func (f *frame) killState() uint32 {
 	st := f.h.st.Load()
 	if st&stDone != 0 {
-		return false
+		return st
 	}
 	if st&(stClaim|stReady) == stClaim|stReady {
 		f.consumed = true
-		return st&stFailed == 0
+		return st
 	}
 	old := f.h.st.Or(stIdle | stClaim | stDone)
 	f.consumed = old&stClaim == 0 || old&stReady != 0
-	return old&(stClaim|stFailed) == stClaim
+	return old
 }
 
 // timeOutWins decides between the timeout of the waiting step f and a
