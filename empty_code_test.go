@@ -66,3 +66,45 @@ func TestErrorWithManyInfosFromOutsideIsAMisuse(t *testing.T) {
 	})
 	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, `Error: 2 infos, one at most; code: CommError; info: "down", "for good"`)
 }
+
+// A wrong Error call that is also misplaced, after Add in the same
+// callback or from another goroutine on a step that does not wait, is
+// reported as the misplaced call, named with the code the user gave: not
+// as Error(InternalError), the code that stands for the wrong call.
+func TestAMisplacedWrongErrorCallNamesTheUsersCode(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		step asyncsteps.StepFunc
+		want string
+	}{
+		{"after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(asyncsteps.AsyncSteps, ...any) {})
+			as.Error("E1", "a", "b")
+		}, "Error(E1) called after Add in the same callback"},
+		{"empty code after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(asyncsteps.AsyncSteps, ...any) {})
+			as.Error("")
+		}, "Error() called after Add in the same callback"},
+		{"from another goroutine", func(as asyncsteps.AsyncSteps, _ ...any) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				as.Error("E1", "a", "b")
+			}()
+			<-done
+		}, "Error(E1) called from another goroutine on a step that does not wait: call WaitExternal, SetTimeout or SetCancel first"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(c.step, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("handler:%s:%s", code, as.State().ErrorInfo)
+			})
+
+			res := run(t, r, tt)
+
+			wantTrace(t, &tr, "handler:InternalError:"+c.want)
+			wantError(t, res.Err, asyncsteps.InternalError, c.want)
+		})
+	}
+}

@@ -155,32 +155,36 @@ func isInvokerCode(pc uintptr) bool {
 // completions out, and the loop writes the error once the callback has
 // returned. If the state word has changed meanwhile (the callback
 // returned, or began to wait), it decides as for any call from outside.
-func (h *stepAPI) failFromElsewhere(code, info string) (abort bool) {
+func (h *stepAPI) failFromElsewhere(code, info string, call errorCall) (abort bool) {
 	if !h.st.CompareAndSwap(0, stClaim|stFailed) {
-		return h.raise(code, info, false)
+		return h.raise(code, info, notError)
 	}
-	msg := foreignCallName(code, info) + " called from another goroutine on a step that does not wait:" +
+	msg := foreignCallName(code, info, call) + " called from another goroutine on a step that does not wait:" +
 		" call WaitExternal, SetTimeout or SetCancel first"
 	h.fl.sched.inject(&foreignFailure{h: h, err: &Error{Code: InternalError, Info: msg}})
 	return false
 }
 
-// foreignCallName names the call that raised code: Error(code), or
-// Break or Continue with their label (info).
-func foreignCallName(code, info string) string {
-	call := "Error(" + code + ")"
+// foreignCallName names the call that raised code: Error as call names
+// it, the engine's own raise as Error(code), or Break or Continue with
+// their label (info).
+func foreignCallName(code, info string, call errorCall) string {
+	if call.isError {
+		return call.name()
+	}
+	name := "Error(" + code + ")"
 	switch code {
 	case LoopBreak:
-		call = "Break"
+		name = "Break"
 	case LoopCont:
-		call = "Continue"
+		name = "Continue"
 	default:
-		return call
+		return name
 	}
 	if info != "" {
-		call += "(" + info + ")"
+		name += "(" + info + ")"
 	}
-	return call
+	return name
 }
 
 // foreignFailure delivers, on the loop, the error of failFromElsewhere: as

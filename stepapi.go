@@ -121,18 +121,33 @@ func (h *stepAPI) completedBySubstep(call string) {
 // abortSignal unwinds a callback after Error, Break, Continue or misuse.
 type abortSignal struct{}
 
+// errorCall is the call of Error that a raise stands for, as the misuse
+// infos name it: with the code the user gave, which Error replaces by
+// InternalError when the call itself is wrong (an empty code, more than
+// one info). The raises of Break, Continue and of the engine itself
+// pass notError.
+type errorCall struct {
+	code    string
+	isError bool
+}
+
+var notError errorCall
+
+// name is how an info names the call: "Error(code)".
+func (c errorCall) name() string { return "Error(" + c.code + ")" }
+
 // raise fails the step with code: from outside its callback as an external
 // completion; inside it, it records the error and reports that the caller
 // must abort the callback with panic(abortSignal{}). The callers panic
 // themselves: each frame between the panic and flow.call's recover is
 // walked twice, and the walk is most of what an error costs. A call on a
 // step that has not waited comes from its callback unless another
-// goroutine makes it (docs/DESIGN.md#step-api-states). An Error (isError)
+// goroutine makes it (docs/DESIGN.md#step-api-states). An Error (call)
 // after Add in the same callback is a misuse.
-func (h *stepAPI) raise(code, info string, isError bool) (abort bool) {
+func (h *stepAPI) raise(code, info string, call errorCall) (abort bool) {
 	st := h.st.Load()
 	if st == 0 && !onCallbackGoroutine() {
-		return h.failFromElsewhere(code, info)
+		return h.failFromElsewhere(code, info, call)
 	}
 	if st == 0 && h.f.err != nil && !h.f.handling {
 		// The callback recovered the abort of its own error and raises
@@ -141,8 +156,8 @@ func (h *stepAPI) raise(code, info string, isError bool) (abort bool) {
 		// callback is aborted again, as a raise promises.
 		return true
 	}
-	if isError && h.inCallback(st) && len(h.f.queue) > 0 {
-		h.misuse("Error(" + code + ") called after Add in the same callback")
+	if call.isError && h.inCallback(st) && len(h.f.queue) > 0 {
+		h.misuse(call.name() + " called after Add in the same callback")
 		st = h.st.Load()
 	}
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
@@ -193,7 +208,7 @@ func (h *stepAPI) complete(err *Error) {
 
 // misuse reports a wrong use of the API as an InternalError of the step.
 func (h *stepAPI) misuse(info string) {
-	if h.raise(InternalError, info, false) {
+	if h.raise(InternalError, info, notError) {
 		panic(abortSignal{})
 	}
 }
@@ -336,11 +351,11 @@ func (h *stepAPI) Success(args ...any) {
 
 // Error implements [AsyncSteps].
 func (h *stepAPI) Error(code string, info ...string) {
-	i := firstLabel(info)
+	call, i := errorCall{code: code, isError: true}, firstLabel(info)
 	if code == "" || len(info) > 1 {
 		code, i = InternalError, errorCallInfo(code, info)
 	}
-	if h.raise(code, i, true) {
+	if h.raise(code, i, call) {
 		panic(abortSignal{})
 	}
 }
@@ -386,14 +401,14 @@ func (h *stepAPI) ForEach(collection any, fn ForEachFunc, label ...string) Async
 
 // Break implements [AsyncSteps].
 func (h *stepAPI) Break(label ...string) {
-	if h.raise(LoopBreak, firstLabel(label), false) {
+	if h.raise(LoopBreak, firstLabel(label), notError) {
 		panic(abortSignal{})
 	}
 }
 
 // Continue implements [AsyncSteps].
 func (h *stepAPI) Continue(label ...string) {
-	if h.raise(LoopCont, firstLabel(label), false) {
+	if h.raise(LoopCont, firstLabel(label), notError) {
 		panic(abortSignal{})
 	}
 }

@@ -582,9 +582,12 @@ func (w *foreign) Error(code string, info ...string) {
 	if w.refuse("Error") {
 		return
 	}
+	// After Add, the misplaced call is the misuse reported, named with the
+	// code the user gave, whatever else is wrong with the call.
+	asked := code
 	code, i := errorArgs(code, info)
 	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
-		code, i = asyncsteps.InternalError, "Error("+code+") called after Add in the same callback"
+		code, i = asyncsteps.InternalError, "Error("+asked+") called after Add in the same callback"
 	}
 	if w.completeOnce() {
 		w.handleError(code, i)
