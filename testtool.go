@@ -179,6 +179,7 @@ func (t *TestTool) ResetEvents() {
 	}
 	t.live = 0
 	mustRun = append(mustRun, t.timers.dropAll()...)
+	t.forgetEndedCancels()
 	t.mu.Unlock()
 	for _, tk := range mustRun {
 		tk.dropped()
@@ -212,6 +213,19 @@ func (d droppedCancel) dropped() {
 	}
 	t.cancels[d.fl] = d.stop
 	t.mu.Unlock()
+}
+
+// forgetEndedCancels drops the cancels kept for flows that have ended
+// since: a Root.Cancel of theirs will not ask again, and the entry would
+// keep the flow's memory for the tool's life. It runs with t.mu held, once
+// per ResetEvents, so that what is kept is bounded by the flows running
+// at the last one.
+func (t *TestTool) forgetEndedCancels() {
+	for fl := range t.cancels {
+		if !fl.isRunning() {
+			delete(t.cancels, fl)
+		}
+	}
 }
 
 // repostCancel posts again the cancel of fl that ResetEvents dropped, if

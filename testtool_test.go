@@ -400,3 +400,42 @@ func TestTestToolCancelDroppedByResetEventsCanBeCalledAgain(t *testing.T) {
 		t.Errorf("trace %q, want %q", got, want)
 	}
 }
+
+// The tool keeps a cancel that ResetEvents dropped only while its flow
+// runs: a flow that ended since is forgotten at the next ResetEvents,
+// where before the tool kept it, and its memory, until the flow's Root
+// was cancelled again.
+func TestTestToolForgetsTheDroppedCancelOfAnEndedFlow(t *testing.T) {
+	tt := NewTestTool()
+	roots := make([]*Root, 2)
+	steps := make([]AsyncSteps, 2)
+	for i := range roots {
+		roots[i] = New(WithTool(tt))
+		roots[i].Add(func(as AsyncSteps, _ ...any) {
+			as.SetCancel(func(AsyncSteps) {})
+			steps[i] = as
+		})
+		roots[i].Execute()
+	}
+	tt.Run()
+	roots[0].Cancel()
+	tt.ResetEvents()
+	if len(tt.cancels) != 1 {
+		t.Fatalf("%d dropped cancels kept, want 1", len(tt.cancels))
+	}
+	steps[0].Success()
+	tt.Run()
+	if roots[0].Running() {
+		t.Fatal("the first flow still runs after its step succeeded")
+	}
+	roots[1].Cancel()
+	tt.ResetEvents()
+	if _, kept := tt.cancels[&roots[0].fl]; kept || len(tt.cancels) != 1 {
+		t.Errorf("dropped cancels kept: %d, the ended flow's among them: %v; want 1, false", len(tt.cancels), kept)
+	}
+	roots[1].Cancel()
+	tt.Run()
+	if roots[1].Running() {
+		t.Error("the second flow still runs after Cancel was called again")
+	}
+}
