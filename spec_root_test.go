@@ -128,6 +128,28 @@ func TestRootRunsAgainAfterFlowEnded(t *testing.T) {
 	}
 }
 
+// docs/DESIGN.md#new-instances: a Root run again keeps its State, the
+// last error's ErrorInfo and LastException included, and its first run's
+// steps that an error kept from running are gone.
+func TestRootRunAgainKeepsItsState(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.State().Set("v", 1)
+		as.Error("E1", "first run")
+	})
+	r.Add(tr.step("unreached"))
+	wantError(t, run(t, r, tt).Err, "E1", "first run")
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		st := as.State()
+		tr.addf("v=%v info=%q last=%v", st.Get("v"), st.ErrorInfo, st.LastException)
+	})
+	wantSuccess(t, run(t, r, tt))
+
+	wantTrace(t, &tr, `v=1 info="first run" last=E1: first run`)
+}
+
 // Spec 1.5 and 2.2.1: Clone copies the steps (with their handlers and
 // parallels) and the state; the clone is not started, runs on its own
 // state, and the model stays intact.
