@@ -309,6 +309,11 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // flows hold are given back, its flows leave their queues, and a Throttle
 // period timed on the loop ends.
 //
+// An Await function is not stopped: its context is cancelled, and it runs
+// until it returns, which Close does not wait for. A service that must
+// know them finished (a dependency it closes next) counts them itself,
+// with a [sync.WaitGroup] in the functions it gives to Await.
+//
 // Close waits until the loop's goroutine has exited, except when called
 // from a callback on that goroutine: then the loop stops as soon as the
 // callback returns, and a step that called it is the last one its flow

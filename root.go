@@ -320,6 +320,11 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 // callbacks (or, on a [TestTool], while no goroutine drives it): called on
 // another goroutine, it copies nothing, and the clone's execution fails at
 // once with an InternalError that says so.
+//
+// The clone runs on r's tool, as [Root.NewInstance] does. To spread the
+// flows made from one model over the loops of a [LoopGroup], make each on
+// the loop it is to run on and copy the model into it:
+// group.New().CopyFrom(model).
 func (r *Root) Clone() *Root {
 	c := r.NewInstance()
 	if !r.readableHere() {
