@@ -125,9 +125,10 @@
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
 // has passed, a call record 2×OpTimeout after its call. A Mutex's
-// "holders" goes when its last lease is given back, or expires TTL + 1s
-// after the last round trip that found a lease held; its "fence" keys
-// are kept, so that tokens keep growing.
+// "holders" goes when its last lease is given back, or expires a second
+// after the lease in it that runs out last (whatever TTL each process
+// gives its leases); its "fence" keys are kept, so that tokens keep
+// growing.
 //
 // # Time
 //

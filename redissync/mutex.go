@@ -459,6 +459,12 @@ func (m *Mutex) shutdown() {
 // until the first lease runs out (-1: none held), and the 1-based
 // positions of the leases to renew that were found gone.
 //
+// The holders key expires a second after the lease in it that runs out
+// last: processes may give their leases different TTLs (a rolling change
+// of the setting), and one that set the expiry from its own TTL would
+// make the key, and every lease in it, vanish under a holder whose lease
+// runs longer.
+//
 // A lease to take that is found held was taken by this very call, run
 // again: go-redis sends a call again when its connection breaks before
 // the reply, which may have been lost after Redis ran it. Such leases (the
@@ -523,7 +529,8 @@ else
 end
 local held = redis.call('ZCARD', KEYS[1])
 if held > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+  local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[1], tonumber(latest[2]) - now + 1000)
 end
 if freed > 0 and held < limit then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
