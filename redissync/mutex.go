@@ -3,6 +3,8 @@ package redissync
 import (
 	"math"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -104,13 +106,17 @@ type Mutex struct {
 	limit    int
 	ttl      time.Duration
 	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server
-	stateKey string   // the State variable of a flow's hold
+	stateKey string   // the State variable of a flow's hold on this Mutex value
 
 	// Guarded by gateQueue.mu.
 	held     map[*waiter]struct{} // leases to renew
 	releases []string             // leases to give back in the next round trip
 	retries  []retry              // leases to give back, of round trips that failed
 }
+
+// mutexSeq numbers the Mutex values of the process, for their State
+// variables.
+var mutexSeq atomic.Uint64
 
 // retry is a lease to give back that a round trip that failed may have
 // left held in Redis: it goes back with the next round trips until one
@@ -121,7 +127,10 @@ type retry struct {
 }
 
 // hold is a flow's hold on a Mutex, kept in its State while it is inside:
-// nested sections of the flow share it.
+// nested sections of the flow share it. Its State variable is the Mutex
+// value's own: keyed by name and prefix, it was shared by the Mutexes of
+// Clients on different Redis servers or databases, and a flow holding one
+// entered the other without asking its Redis.
 type hold struct {
 	w     *waiter // the section that took the lease
 	depth int     // sections of the flow inside
@@ -130,7 +139,10 @@ type hold struct {
 // NewMutex returns the Mutex name (the key Redis shares between
 // processes) with the limits of opts. It panics if Max or TTL is
 // negative. Use one Mutex per name in a process: every flow of the
-// process syncs on it.
+// process syncs on it. A flow's hold is known by the Mutex value it
+// entered: a flow that holds one Mutex and enters another of the same
+// name, of the same Client or of one on another Redis, asks Redis as any
+// other flow does (and, on the same Redis, waits for itself).
 func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	if opts.Max < 0 || opts.TTL < 0 {
 		panic("redissync: NewMutex: negative option")
@@ -144,7 +156,7 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 		limit:     max(opts.Max, 1),
 		ttl:       opts.TTL,
 		keys:      []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server")},
-		stateKey:  "redissync.Mutex:" + c.opts.Prefix + ":" + name,
+		stateKey:  "redissync.Mutex#" + strconv.FormatUint(mutexSeq.Add(1), 10) + ":" + name,
 		held:      make(map[*waiter]struct{}),
 	}
 	if m.ttl == 0 {
