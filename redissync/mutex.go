@@ -64,7 +64,11 @@ type MutexOptions struct {
 // A flow that finds the Mutex full waits in this process's queue, first
 // in, first out; with the queue full (MaxQueue), it fails with
 // [asyncsteps.DefenseRejected] and the info "Mutex queue limit", which the
-// error handler given to Sync sees first. Waiters are woken by a
+// error handler given to Sync sees first. A flow that asks while a round
+// trip is under way is judged by that round trip's answer (the Mutex full
+// then makes it queue, or be refused), unless a section of the process
+// left meanwhile: it is then tried in the next round trip, which gives
+// that section's lease back first. Waiters are woken by a
 // notification (Redis pub/sub) when a lease is given back, and at the
 // time the first lease in Redis runs out; a fallback re-check every
 // Options.Recheck covers a notification lost with a connection. Every
@@ -353,17 +357,20 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 		w.token = first + int64(i)
 		m.held[w] = struct{}{}
 	})
-	if int(admitted) < len(batch) && len(m.fresh) > 0 {
+	for _, w := range orphans {
+		m.releases = append(m.releases, w.lease)
+	}
+	if int(admitted) < len(batch) && len(m.fresh) > 0 && len(m.releases) == 0 {
 		// Full: the fresh waiters not tried would not have got in either.
+		// Not so when a lease of this process is to be given back (a
+		// holder left during the round trip, an orphan): the next round
+		// trip frees its slot, and tries them.
 		rest := m.fresh
 		m.fresh = nil
 		refused, _ := m.settle(rest, 0, nil)
 		done = append(done, refused...)
 	}
-	for _, w := range orphans {
-		m.releases = append(m.releases, w.lease)
-	}
-	more := len(m.fresh) > 0 || len(orphans) > 0
+	more := len(m.fresh) > 0 || len(m.releases) > 0
 	waiting := m.queue.live > 0
 	m.mu.Unlock()
 	complete(done)
