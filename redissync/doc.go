@@ -85,8 +85,10 @@
 //     under maxmemory (by any maxmemory-policy but noeviction: "holders"
 //     and "tat" expire, so the volatile-* ones evict them too): until
 //     their sections end, other flows may enter beside them, up to the
-//     limit again (a renewal does not put a lost lease back), and a
-//     Throttle lets a whole Period's entries in at once. Where that
+//     limit again (a renewal does not put a lost lease back, and from
+//     the renewal that finds it gone, [Mutex.Token] in such a section
+//     reports no token), and a Throttle lets a whole Period's entries in
+//     at once. Where that
 //     matters, run Redis with persistence and noeviction, or check the
 //     fencing token where the section writes.
 //

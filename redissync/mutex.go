@@ -29,6 +29,11 @@ type MutexOptions struct {
 	// process can no longer renew it (killed, or cut off from Redis). 0
 	// means ten seconds; it is rounded up to whole milliseconds, the unit
 	// of Redis's clock (down within a millisecond of the largest Duration).
+	// Give it at least 3×Options.OpTimeout: a renewal may take OpTimeout
+	// before it fails, and the Mutex's round trips wait for it, so with a
+	// shorter TTL a single slow round trip can make a lease run out while
+	// its section runs (Token then reports it lost). Shorter ones are
+	// accepted, for tests and a Redis known to be near.
 	TTL time.Duration
 }
 
@@ -59,7 +64,9 @@ type MutexOptions struct {
 // trip. A process killed while it holds a lease gives nothing back: the
 // lease runs out after TTL and its slot is free again. When a renewal
 // fails (Redis lost), the section is not interrupted; its lease runs out
-// TTL after the last renewal, and its token is then out of date.
+// TTL after the last renewal, and its token is then out of date. A
+// renewal that finds the lease gone (run out, or lost by Redis) does not
+// interrupt it either: from then on, [Mutex.Token] reports no token.
 //
 // A flow that finds the Mutex full waits in this process's queue, first
 // in, first out; with the queue full (MaxQueue), it fails with
@@ -202,11 +209,17 @@ func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ..
 
 // Token returns the fencing token of the lease the flow of as holds on
 // m, and whether it holds one. Call it from a step inside the section.
+// Once a renewal has found the lease gone from Redis (it ran out while
+// the process could not renew it, or Redis lost it: see Faults in the
+// package documentation), Token returns 0, false for the rest of the
+// section, which runs on: another flow may hold the slot. A renewal that
+// fails does not tell: the lease may still be held until TTL after the
+// last renewal that succeeded.
 func (m *Mutex) Token(as asyncsteps.AsyncSteps) (int64, bool) {
 	if m == nil {
 		return 0, false
 	}
-	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
+	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 && !h.w.lost.Load() {
 		return h.w.token, true
 	}
 	return 0, false
@@ -350,7 +363,9 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 
 	m.mu.Lock()
 	for _, j := range lost {
-		delete(m.held, renewals[toInt(j)-1]) // not renewed again
+		w := renewals[toInt(j)-1]
+		w.lost.Store(true)
+		delete(m.held, w) // not renewed again
 	}
 	first := last - admitted + 1
 	done, orphans := m.settle(batch, int(admitted), func(i int, w *waiter) {

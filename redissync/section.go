@@ -1,6 +1,10 @@
 package redissync
 
-import "github.com/asyncsteps/asyncsteps"
+import (
+	"sync/atomic"
+
+	"github.com/asyncsteps/asyncsteps"
+)
 
 // gate is one admission stage of a critical section: a Mutex or a
 // Throttle. Its methods run on the flow's loop.
@@ -36,6 +40,11 @@ type waiter struct {
 	err   *asyncsteps.Error // the refusal, raised by the body step
 	lease string            // Mutex: the lease's name
 	token int64             // Mutex: the fencing token
+
+	// Mutex: the lease is known to be gone (a renewal found it gone, or
+	// Close gave it back). Set by the gate's goroutine while the section
+	// runs, read by Token on the flow's loop.
+	lost atomic.Bool
 
 	hold *hold           // Mutex: the hold this section shares, set inside
 	tool asyncsteps.Tool // the flow's loop, to find a waiter or holder whose loop was closed
