@@ -148,8 +148,13 @@ func (c *Client) Addr() string { return c.addr }
 // ask later, fail with CommError "redissync: client closed", leases held
 // are given back (one last round trip, bounded by OpTimeout, after the
 // one under way if any), and the Client's goroutines end before Close
-// returns. Sections running go on to their end. Close is safe to call
-// more than once.
+// returns. Close is safe to call more than once.
+//
+// Sections running go on to their end, but cluster-wide exclusion ends at
+// Close: their leases are given back all the same, so flows of other
+// processes may enter beside them, and [Mutex.Token] reports no token in
+// them from then on. Where that matters, close the Client once the
+// sections have ended (after an http.Server's Shutdown, say).
 func (c *Client) Close() error {
 	if c.unmade() {
 		return nil

@@ -458,12 +458,14 @@ func (m *Mutex) liveRetries(now time.Time) []retry {
 }
 
 // shutdown ends the Mutex with its Client: waiters fail, and every lease
-// held or released is given back in one last round trip.
+// held or released is given back in one last round trip. Sections still
+// running lose their leases: see Client.Close.
 func (m *Mutex) shutdown() {
 	m.mu.Lock()
 	done := m.shut()
 	releases := m.releases
 	for w := range m.held {
+		w.lost.Store(true) // its section may run on: Token says it holds nothing
 		releases = append(releases, w.lease)
 	}
 	for _, r := range m.liveRetries(time.Now()) {
