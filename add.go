@@ -8,10 +8,14 @@ type host interface {
 	push(s step) AsyncSteps // only once adding has reported true
 	misuse(info string)     // report a wrong use as InternalError
 	adding() bool           // whether steps may be added now
+	// addRefused handles the call (call names it) that adding has
+	// refused: a misuse, or no effect (see stepAPI.refused).
+	addRefused(call string)
 }
 
 func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 	if !h.adding() {
+		h.addRefused("Add")
 		return h
 	}
 	if fn == nil {
@@ -23,14 +27,17 @@ func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 
 func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
 	d, b := newParallelDef(h)
-	if h.adding() {
-		h.push(builtinStep(d, firstHandler(onerror)))
+	if !h.adding() {
+		h.addRefused("Parallel")
+		return b
 	}
+	h.push(builtinStep(d, firstHandler(onerror)))
 	return b
 }
 
 func addSuccess(h host, args []any) AsyncSteps {
 	if !h.adding() {
+		h.addRefused("SuccessStep")
 		return h
 	}
 	return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(args...) }, nil))
@@ -40,6 +47,7 @@ func addSuccess(h host, args []any) AsyncSteps {
 // bound, so that they reach the critical section (spec 1.11.3).
 func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 	if !h.adding() {
+		h.addRefused("Sync")
 		return h
 	}
 	if obj == nil || fn == nil || nilSyncer(obj) {
@@ -98,6 +106,7 @@ func refuseSync(as AsyncSteps, nilReceiver bool) {
 
 func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 	if !h.adding() {
+		h.addRefused("Await")
 		return h
 	}
 	if fn == nil {

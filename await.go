@@ -278,7 +278,7 @@ func startAwait(h *stepAPI, c *awaitCall) {
 	fl := h.fl
 	c.Context, c.h = fl.runContext(), h
 	fl.setDeadlines(c, h.f)
-	h.SetCancel(cancelAwaitStep)
+	h.setCancel(cancelAwaitStep)
 	h.f.rareFields().await = c
 	if held := holdWork(h.f, c.heldIn[:0]); len(held) > 1 {
 		more := held // on the heap only in this rare case

@@ -229,9 +229,18 @@
 //   - Driving a TestTool (NextEvent, Advance, Run) from inside a callback
 //     does not run events of the callback's own flow: they wait until the
 //     callback returns, and its step fails with an InternalError.
-//   - Success or Error called by a sub-step on the AsyncSteps of its
-//     parent, which waits for it, is an InternalError raised in the
-//     sub-step (spec section 1).
+//   - Only a step's own callback adds sub-steps to it, makes it wait or
+//     completes it while it runs (spec section 1). A sub-step (or a step
+//     under it, a Parallel branch included) that calls Add, Parallel, a
+//     loop, Sync, Await, SuccessStep, CopyFrom, SetTimeout, SetCancel,
+//     WaitExternal, Success, Error, Break or Continue on the AsyncSteps
+//     of its parent, which waits for it, raises an InternalError in its
+//     own callback, whose info names the call. On a step that waits for
+//     a completion from outside, such a call that adds or makes it wait,
+//     made once its callback has returned, fails the step with an
+//     InternalError, as an Error from outside would; a Success after it
+//     has no effect. On a step that has completed, every call has none
+//     (docs/DESIGN.md#stale-steps).
 //
 // Nothing here recurses per level of nesting: a flow nested a million
 // levels deep is cancelled and unwound like a shallow one.

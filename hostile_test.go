@@ -637,6 +637,7 @@ func TestHostileTestToolDrivenFromItsOwnStep(t *testing.T) {
 // Point 10 (spec section 1): a sub-step that calls Success or Error on its
 // parent's AsyncSteps while the parent waits for it raises InternalError,
 // which the parent's error handler sees; the call has no other effect.
+// So does a step of a Parallel branch the sub-step added.
 func TestHostileSubstepCompletesItsParent(t *testing.T) {
 	cases := []struct {
 		name string
@@ -647,22 +648,114 @@ func TestHostileSubstepCompletesItsParent(t *testing.T) {
 		{"Error", func(p asyncsteps.AsyncSteps) { p.Error("Lost") }, "Error(Lost) called on the AsyncSteps of a step that waits for its sub-steps"},
 	}
 	for _, c := range cases {
+		for _, where := range []string{"sub-step", "branch"} {
+			t.Run(c.name+"/"+where, func(t *testing.T) {
+				inChild(t, func(t *testing.T) {
+					r, tt := newFlow()
+					var tr tracer
+					r.Add(func(parent asyncsteps.AsyncSteps, _ ...any) {
+						sub := func(as asyncsteps.AsyncSteps, _ ...any) {
+							c.call(parent)
+							tr.add("not aborted")
+						}
+						if where == "sub-step" {
+							parent.Add(sub)
+						} else {
+							parent.Parallel().Add(tr.step("sibling")).Add(sub)
+						}
+						parent.Add(tr.step("next sub-step"))
+					}, func(as asyncsteps.AsyncSteps, code string) {
+						tr.addf("handler %s: %s", code, as.State().ErrorInfo)
+					})
+					res := run(t, r, tt)
+					want := "handler InternalError: " + c.info
+					if where == "branch" {
+						want = "sibling," + want
+					}
+					wantError(t, res.Err, asyncsteps.InternalError, c.info)
+					wantTrace(t, &tr, want)
+				})
+			})
+		}
+	}
+}
+
+// Spec section 1: only a step's own callback adds sub-steps or makes the
+// step wait. A sub-step that does either on the AsyncSteps of its
+// parent, which waits for it, raises InternalError, named after the call,
+// in its own callback, from its callback or from a branch of a Parallel
+// it added; the parent's error handler sees it, and nothing is added.
+func TestHostileSubstepAddsToItsParent(t *testing.T) {
+	for _, c := range stepCalls() {
+		for _, where := range []string{"sub-step", "branch"} {
+			t.Run(c.name+"/"+where, func(t *testing.T) {
+				inChild(t, func(t *testing.T) {
+					info := c.name + " called on the AsyncSteps of a step that waits for its sub-steps"
+					r, tt := newFlow()
+					var tr tracer
+					r.Add(func(parent asyncsteps.AsyncSteps, _ ...any) {
+						sub := func(as asyncsteps.AsyncSteps, _ ...any) {
+							c.call(parent, &tr)
+							tr.add("not aborted")
+						}
+						if where == "sub-step" {
+							parent.Add(sub)
+						} else {
+							parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+								as.Parallel().Add(tr.step("sibling")).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+									as.Add(sub)
+								})
+							})
+						}
+						parent.Add(tr.step("next sub-step"))
+					}, func(as asyncsteps.AsyncSteps, code string) {
+						tr.addf("handler %s: %s", code, as.State().ErrorInfo)
+					})
+					res := run(t, r, tt)
+					want := "handler InternalError: " + info
+					if where == "branch" {
+						want = "sibling," + want
+					}
+					wantError(t, res.Err, asyncsteps.InternalError, info)
+					wantTrace(t, &tr, want)
+				})
+			})
+		}
+	}
+}
+
+// Spec section 1 and Break and Continue: a sub-step that calls Break or
+// Continue on the AsyncSteps of a loop's iteration, which waits for it,
+// raises InternalError in its own callback, as Success and Error do; it
+// does not end the loop, nor go on with it as if nothing was called.
+func TestHostileSubstepBreaksItsIteration(t *testing.T) {
+	cases := []struct {
+		name string
+		call func(body asyncsteps.AsyncSteps)
+		info string
+	}{
+		{"Break", func(b asyncsteps.AsyncSteps) { b.Break() }, "Break"},
+		{"Break(outer)", func(b asyncsteps.AsyncSteps) { b.Break("outer") }, "Break(outer)"},
+		{"Continue", func(b asyncsteps.AsyncSteps) { b.Continue() }, "Continue"},
+		{"Continue(outer)", func(b asyncsteps.AsyncSteps) { b.Continue("outer") }, "Continue(outer)"},
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			inChild(t, func(t *testing.T) {
+				info := c.info + " called on the AsyncSteps of a step that waits for its sub-steps"
 				r, tt := newFlow()
 				var tr tracer
-				r.Add(func(parent asyncsteps.AsyncSteps, _ ...any) {
-					parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-						c.call(parent)
+				r.Repeat(3, func(body asyncsteps.AsyncSteps, i int) {
+					tr.addf("iteration %d", i)
+					body.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						c.call(body)
 						tr.add("not aborted")
 					})
-					parent.Add(tr.step("next sub-step"))
-				}, func(as asyncsteps.AsyncSteps, code string) {
-					tr.addf("handler %s: %s", code, as.State().ErrorInfo)
-				})
+				}, "outer")
+				r.Add(tr.step("after the loop"))
 				res := run(t, r, tt)
-				wantError(t, res.Err, asyncsteps.InternalError, c.info)
-				wantTrace(t, &tr, "handler InternalError: "+c.info)
+				wantError(t, res.Err, asyncsteps.InternalError, info)
+				wantTrace(t, &tr, "iteration 0")
 			})
 		})
 	}

@@ -213,6 +213,7 @@ func addForEach(h host, collection any, fn ForEachFunc, label []string) AsyncSte
 
 func addLoopDef(h host, nilBody bool, call string, d *loopDef) AsyncSteps {
 	if !h.adding() {
+		h.addRefused(call)
 		return h
 	}
 	if nilBody {

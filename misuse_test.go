@@ -1,6 +1,7 @@
 package asyncsteps_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -220,4 +221,147 @@ func checkMisuse(t *testing.T, name string, call func(as asyncsteps.AsyncSteps),
 		wantTrace(t, &tr, "")
 		wantError(t, res.Err, asyncsteps.InternalError, info)
 	})
+}
+
+// stepCall is a call that only a step's own callback may make on its
+// AsyncSteps: one that adds sub-steps, or makes the step wait. A step it
+// adds records "added" in tr.
+type stepCall struct {
+	name  string // as the misuse info names it
+	waits bool   // it makes the step wait, rather than adding sub-steps
+	call  func(as asyncsteps.AsyncSteps, tr *tracer)
+}
+
+// stepCalls returns one call of each family that adds sub-steps or makes
+// a step wait.
+func stepCalls() []stepCall {
+	model := asyncsteps.New()
+	mu := asyncsteps.NewMutex(1)
+	added := func(tr *tracer) asyncsteps.StepFunc { return tr.step("added") }
+	return []stepCall{
+		{"Add", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.Add(added(tr)) }},
+		{"Parallel", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.Parallel().Add(added(tr)) }},
+		{"Loop", false, func(as asyncsteps.AsyncSteps, tr *tracer) {
+			as.Loop(func(as asyncsteps.AsyncSteps) { tr.add("added"); as.Break() })
+		}},
+		{"Repeat", false, func(as asyncsteps.AsyncSteps, tr *tracer) {
+			as.Repeat(1, func(asyncsteps.AsyncSteps, int) { tr.add("added") })
+		}},
+		{"ForEach", false, func(as asyncsteps.AsyncSteps, tr *tracer) {
+			as.ForEach([]int{1}, func(asyncsteps.AsyncSteps, any, any) { tr.add("added") })
+		}},
+		{"Sync", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.Sync(mu, added(tr)) }},
+		{"Await", false, func(as asyncsteps.AsyncSteps, tr *tracer) {
+			as.Await(func(context.Context) (any, error) { tr.add("added"); return nil, nil })
+		}},
+		{"SuccessStep", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.SuccessStep(1) }},
+		{"CopyFrom", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.CopyFrom(model) }},
+		{"Then", false, func(as asyncsteps.AsyncSteps, tr *tracer) { asyncsteps.Then[int](as, nil) }},
+		{"SetTimeout", true, func(as asyncsteps.AsyncSteps, tr *tracer) { as.SetTimeout(time.Second) }},
+		{"SetCancel", true, func(as asyncsteps.AsyncSteps, tr *tracer) { as.SetCancel(tr.cancel("cancel handler")) }},
+		{"WaitExternal", true, func(as asyncsteps.AsyncSteps, tr *tracer) { as.WaitExternal() }},
+	}
+}
+
+// Spec section 1: only a step's own callback adds sub-steps or makes it
+// wait. A call that adds to a step waiting for an external completion,
+// or makes it wait, once its callback has returned, from a callback of
+// the tool or from another goroutine, fails the step with InternalError,
+// as an Error from outside would: the first completion wins, and the
+// Success that follows has no effect. The steps are not added.
+func TestCallAfterTheCallbackReturnedFailsTheStep(t *testing.T) {
+	for _, c := range stepCalls() {
+		for _, from := range []string{"tool", "goroutine"} {
+			t.Run(c.name+"/"+from, func(t *testing.T) {
+				var tr tracer
+				r, tt := newFlow()
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					late := func() {
+						c.call(as, &tr)
+						as.Success("late")
+					}
+					if from == "tool" {
+						tt.Immediate(late)
+						return
+					}
+					done := make(chan struct{})
+					tt.Immediate(func() {
+						go func() { defer close(done); late() }()
+						<-done
+					})
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("handler %s: %s", code, as.State().ErrorInfo)
+				})
+				r.Add(tr.stepArgs("next"))
+
+				res := run(t, r, tt)
+
+				what := "adds sub-steps"
+				if c.waits {
+					what = "makes it wait"
+				}
+				info := c.name + " called on a step whose callback has returned: only the step's own callback " + what
+				wantTrace(t, &tr, "handler InternalError: "+info)
+				wantError(t, res.Err, asyncsteps.InternalError, info)
+			})
+		}
+	}
+}
+
+// Stale steps: a call on the AsyncSteps of a step that has completed has
+// no effect and does not panic, from a later step's callback or from a
+// callback of the tool; nor do Success, Error, Break and Continue.
+func TestCallOnACompletedStepHasNoEffect(t *testing.T) {
+	finals := []struct {
+		name string
+		call func(as asyncsteps.AsyncSteps)
+	}{
+		{"Success", func(as asyncsteps.AsyncSteps) { as.Success(2) }},
+		{"Error", func(as asyncsteps.AsyncSteps) { as.Error("Late") }},
+		{"Break", func(as asyncsteps.AsyncSteps) { as.Break() }},
+		{"Continue", func(as asyncsteps.AsyncSteps) { as.Continue() }},
+	}
+	calls := stepCalls()
+	for _, f := range finals {
+		calls = append(calls, stepCall{f.name, false, func(as asyncsteps.AsyncSteps, _ *tracer) { f.call(as) }})
+	}
+	for _, c := range calls {
+		for _, from := range []string{"step", "tool"} {
+			t.Run(c.name+"/"+from, func(t *testing.T) {
+				var tr tracer
+				var kept asyncsteps.AsyncSteps
+				r, tt := newFlow()
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					kept = as
+					as.Add(tr.step("sub"))
+				})
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						if from == "step" {
+							c.call(kept, &tr)
+							tr.add("not aborted")
+							as.Success(1)
+							return
+						}
+						as.WaitExternal()
+						tt.Immediate(func() {
+							c.call(kept, &tr)
+							tr.add("not aborted")
+							as.Success(1)
+						})
+					})
+				})
+				r.Add(tr.stepArgs("next"))
+
+				res := run(t, r, tt)
+
+				if kept.IsValid() {
+					t.Error("IsValid reports true on a completed step")
+				}
+				wantTrace(t, &tr, "sub,not aborted,next[1]")
+				wantSuccess(t, res)
+			})
+		}
+	}
 }

@@ -165,7 +165,7 @@ func (m *Mutex) admit(e *entry, waiter AsyncSteps, chain []*frame) bool {
 		return false
 	default:
 		if h, ok := waiter.(*stepAPI); ok {
-			h.WaitExternal() // no user code: a store to the step's state
+			h.wait() // no user code: a store to the step's state
 		}
 		e.state = entryQueued
 		e.as = waiter

@@ -185,8 +185,9 @@ func (b *parallelBuilder) push(s step) AsyncSteps {
 	return b
 }
 
-func (b *parallelBuilder) misuse(info string) { b.owner.misuse(info) }
-func (b *parallelBuilder) adding() bool       { return b.owner.adding() }
+func (b *parallelBuilder) misuse(info string)     { b.owner.misuse(info) }
+func (b *parallelBuilder) adding() bool           { return b.owner.adding() }
+func (b *parallelBuilder) addRefused(call string) { b.owner.addRefused(call) }
 func (b *parallelBuilder) refuse(call string) {
 	b.misuse(call + " called on the value returned by Parallel")
 }

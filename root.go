@@ -393,6 +393,8 @@ func (r *Root) push(s step) AsyncSteps {
 
 func (r *Root) adding() bool { return true }
 
+func (r *Root) addRefused(string) {} // a Root refuses no step
+
 // misuse records the first wrong use of the Root; the next execution fails
 // with it as an InternalError.
 func (r *Root) misuse(info string) {

@@ -156,7 +156,7 @@ func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 // steps cost no variadic slice of handlers.
 func (s *section) enterFrame(h *stepAPI) {
 	h.f.impl = s
-	h.SetCancel(cancelSection)
+	h.setCancel(cancelSection)
 	// A Loop that closes gives back what its flows hold: it links the
 	// section into its ring (other tools do nothing).
 	h.fl.sched.linkSection(s)

@@ -91,32 +91,82 @@ func (h *stepAPI) succeedOutside(args []any, onLoop bool) {
 		return
 	}
 	if !onLoop && h.st.Load()&stDone != 0 {
-		h.completedBySubstep("Success")
+		h.calledBySubstep("Success")
 	}
 }
 
-// completedBySubstep handles Success or Error (call) on the dead step API h
+// calledBySubstep handles a call (call names it) on the dead step API h
 // of a step that still waits for its sub-steps, from the callback of one
-// of them: spec section 1 makes that an InternalError, which the step's
-// error handler sees, raised in the callback that made the call. From any
-// other goroutine, or on a step that has completed, the call has no
-// effect, as on any dead step API.
-func (h *stepAPI) completedBySubstep(call string) {
+// of them, or of a sub-step of theirs: only a step's own callback adds
+// sub-steps, makes the step wait or completes it (spec section 1), so
+// the call is an InternalError raised in the callback that made it, which
+// the step's error handler sees. From any other goroutine, or on a step
+// that has completed, the call has no effect, as on any dead step API
+// (docs/DESIGN.md#stale-steps).
+func (h *stepAPI) calledBySubstep(call string) {
 	if !h.fl.sched.IsSameThread() {
 		return // the frame belongs to the loop's goroutine: not read here
 	}
 	f := h.f
-	if f.h != h || f.over || f.active == nil {
+	if f.h != h || f.over {
 		return
 	}
-	c := f.active
-	for c.active != nil {
-		c = c.active
-	}
-	if c.h.st.Load()&stIdle == 0 && c.mode != modeBranch {
+	if c := runningUnder(f); c != nil {
 		c.h.misuse(call + " called on the AsyncSteps of a step that waits for its sub-steps")
 	}
 }
+
+// runningUnder returns the frame below f, its running sub-step or one
+// of theirs, down to the branches of a Parallel, whose callback runs now,
+// or nil if none does. It walks the frames with a stack of its own, not
+// by recursion: only a misuse takes this path.
+func runningUnder(f *frame) *frame {
+	var branches []*frame
+	for c := f.active; c != nil || len(branches) > 0; c = c.active {
+		if c == nil {
+			c, branches = branches[len(branches)-1], branches[:len(branches)-1]
+		}
+		if c.h.st.Load()&stIdle == 0 {
+			return c
+		}
+		if pr, ok := c.impl.(*parallelRun); ok {
+			branches = append(branches, pr.liveBranches()...)
+		}
+	}
+	return nil
+}
+
+// refused handles a call (call names it) that adds sub-steps to the step
+// or makes it wait (what says which), when adding has reported false. On
+// a step that waits for its sub-steps, a call from the callback of one of
+// them is raised there (calledBySubstep). On a step that waits for a
+// completion from outside, once its callback has returned, the call fails
+// the step as an Error from outside would: only the first completion
+// counts, and a later Success has no effect. On a step that has
+// completed, and for the callback's own call after its Success, it has no
+// effect (docs/DESIGN.md#stale-steps).
+func (h *stepAPI) refused(call, what string) {
+	st := h.st.Load()
+	switch {
+	case st&stDone != 0:
+		h.calledBySubstep(call)
+	case st&stIdle != 0:
+		h.complete(&Error{Code: InternalError, Info: call + lateCallInfo + what})
+	}
+}
+
+// lateCallInfo joins the call to what only the step's own callback does,
+// in the info of refused.
+const lateCallInfo = " called on a step whose callback has returned: only the step's own callback "
+
+// What a refused call does, in its info.
+const (
+	addsSteps = "adds sub-steps"
+	makesWait = "makes it wait"
+)
+
+// addRefused is refused for the calls that add sub-steps.
+func (h *stepAPI) addRefused(call string) { h.refused(call, addsSteps) }
 
 // abortSignal unwinds a callback after Error, Break, Continue or misuse.
 type abortSignal struct{}
@@ -161,8 +211,8 @@ func (h *stepAPI) raise(code, info string, call errorCall) (abort bool) {
 		st = h.st.Load()
 	}
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
-		if st&stDone != 0 && code != LoopBreak && code != LoopCont {
-			h.completedBySubstep("Error(" + code + ")")
+		if st&stDone != 0 {
+			h.calledBySubstep(foreignCallName(code, info, call))
 		}
 		return false // the step has completed: no effect (docs/DESIGN.md#stale-steps)
 	}
@@ -297,11 +347,13 @@ func (h *stepAPI) CopyFrom(model *Root) AsyncSteps {
 		h.misuse(info)
 		return h
 	}
-	if h.adding() {
-		h.f.queue = copySteps(h.f.queue, model.fl.base.queue)
-		if model.fl.state != nil {
-			h.fl.State().fillMissing(model.fl.state)
-		}
+	if !h.adding() {
+		h.addRefused("CopyFrom")
+		return h
+	}
+	h.f.queue = copySteps(h.f.queue, model.fl.base.queue)
+	if model.fl.state != nil {
+		h.fl.State().fillMissing(model.fl.state)
 	}
 	return h
 }
@@ -363,6 +415,7 @@ func (h *stepAPI) Error(code string, info ...string) {
 // SetTimeout implements [AsyncSteps].
 func (h *stepAPI) SetTimeout(d time.Duration) {
 	if !h.adding() {
+		h.refused("SetTimeout", makesWait)
 		return
 	}
 	h.fl.armTimeout(h.f, d)
@@ -371,19 +424,37 @@ func (h *stepAPI) SetTimeout(d time.Duration) {
 
 // SetCancel implements [AsyncSteps].
 func (h *stepAPI) SetCancel(fn CancelFunc) {
+	if !h.setCancel(fn) {
+		h.refused("SetCancel", makesWait)
+	}
+}
+
+// setCancel is SetCancel's valid case; it reports false, having done
+// nothing, when the step takes no wait now. Small enough to be inlined
+// into the engine's own steps, which call it from their callback.
+func (h *stepAPI) setCancel(fn CancelFunc) bool {
 	if !h.adding() {
-		return
+		return false
 	}
 	h.f.rareFields().onCancel = fn
 	h.st.Or(stWait)
+	return true
 }
 
 // WaitExternal implements [AsyncSteps].
 func (h *stepAPI) WaitExternal() {
+	if !h.wait() {
+		h.refused("WaitExternal", makesWait)
+	}
+}
+
+// wait is WaitExternal's valid case, as setCancel is SetCancel's.
+func (h *stepAPI) wait() bool {
 	if !h.adding() {
-		return
+		return false
 	}
 	h.st.Or(stWait)
+	return true
 }
 
 // Loop implements [AsyncSteps].

@@ -43,7 +43,7 @@ import (
 // then goes to the handlers around the added step, not to onerror.
 func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), then func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
 	if fn == nil {
-		return refuseNil(as, "AwaitThen: nil function")
+		return refuseNil(as, "AwaitThen", "AwaitThen: nil function")
 	}
 	onerr := firstHandler(onerror)
 	await := func(ctx context.Context) (any, error) { return fn(ctx) }
@@ -63,7 +63,7 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 // nil function given to Await: "Then: nil function".
 func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
 	if f == nil {
-		return refuseNil(as, "Then: nil function")
+		return refuseNil(as, "Then", "Then: nil function")
 	}
 	return as.Add(thenStep("Then", f), onerror...)
 }
@@ -129,11 +129,11 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // to Await: "Gather: nil then", "Gather: nil branch 1" (counting from 0).
 func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if then == nil {
-		return refuseNil(as, "Gather: nil then")
+		return refuseNil(as, "Gather", "Gather: nil then")
 	}
 	for i, b := range branches {
 		if b == nil {
-			return refuseNil(as, fmt.Sprintf("Gather: nil branch %d", i))
+			return refuseNil(as, "Gather", fmt.Sprintf("Gather: nil branch %d", i))
 		}
 	}
 	return as.Add(func(as AsyncSteps, _ ...any) {
@@ -179,15 +179,17 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 // the step fails with InternalError; on a Root, its next execution fails
 // before any step runs. An AsyncSteps of another package has no misuse of
 // its own: its Error stands for it, as in Retry.
-func refuseNil(as AsyncSteps, info string) AsyncSteps {
+func refuseNil(as AsyncSteps, helper, info string) AsyncSteps {
 	h, ok := as.(host)
 	if !ok {
 		as.Error(InternalError, info)
 		return as
 	}
-	if h.adding() {
-		h.misuse(info)
+	if !h.adding() {
+		h.addRefused(helper) // as the step it would have added
+		return h
 	}
+	h.misuse(info)
 	return h
 }
 
