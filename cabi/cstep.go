@@ -67,8 +67,11 @@ func (s cStep) Continue(label ...string) {
 // pointer does: in the step's C callback, the node learns that the step
 // is over only after them (see finish), and an abort of the engine (a
 // misuse) is raised again once the C callback has returned, as a Go
-// panic must not unwind C frames. Elsewhere the engine ignores the call,
-// as the table does.
+// panic must not unwind C frames. Elsewhere the call goes to the engine,
+// which takes sub-steps only from the step's own callback: once that
+// has returned, the call fails a step that waits, and one from a
+// sub-step of a step that waits for its sub-steps raises InternalError
+// in that sub-step; the table's add through the pointer is ignored there.
 func (s cStep) adds(add func()) {
 	if !s.n.inCallback() {
 		add()
@@ -140,7 +143,8 @@ func (s cStep) ForEach(collection any, f asyncsteps.ForEachFunc, label ...string
 
 // waits runs wait, which makes the step wait, in the step's C callback,
 // as the table's setCancel, waitExternal and setTimeout do; elsewhere it
-// passes the call to the engine, which ignores it, as the table does.
+// passes the call to the engine, which refuses it as it refuses an add
+// there (see adds).
 func (s cStep) waits(engine, wait func()) {
 	if !s.n.inCallback() {
 		engine()

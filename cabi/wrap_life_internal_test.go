@@ -238,6 +238,29 @@ func TestCStepWaitsThroughWrap(t *testing.T) {
 			trace:    []string{"complete: nodes=1 stale=false cleaned=0"},
 		},
 		{
+			// Only the step's own callback adds sub-steps: Add through
+			// Wrap once the C callback has returned fails the step, as
+			// the engine fails a Go step, and the success after it
+			// comes too late. The node and the memory go as for any
+			// error of the step.
+			name: "SetCancel, Add through Wrap, then success through the table",
+			wait: func(w asyncsteps.AsyncSteps, c func()) { w.SetCancel(func(asyncsteps.AsyncSteps) { c() }) },
+			complete: func(step unsafe.Pointer) {
+				Wrap(step).Add(func(asyncsteps.AsyncSteps, ...any) { panic("the late step ran") })
+				ctest.FlowComplete(step, 0)
+			},
+			ended:   asyncsteps.InternalError,
+			trace:   []string{"complete: nodes=1 stale=false cleaned=0", "Go cancel: nodes=1 stale=false cleaned=0"},
+			cancels: 1,
+		},
+		{
+			name:     "WaitExternal, SetTimeout through Wrap",
+			wait:     func(w asyncsteps.AsyncSteps, _ func()) { w.WaitExternal() },
+			complete: func(step unsafe.Pointer) { Wrap(step).SetTimeout(time.Second) },
+			ended:    asyncsteps.InternalError,
+			trace:    []string{"complete: nodes=1 stale=false cleaned=0"},
+		},
+		{
 			name:     "SetTimeout, success through the table before it",
 			wait:     func(w asyncsteps.AsyncSteps, _ func()) { w.SetTimeout(time.Hour) },
 			complete: func(step unsafe.Pointer) { ctest.FlowComplete(step, 0) },
