@@ -6,6 +6,7 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"math"
 	"strconv"
@@ -591,6 +592,36 @@ func TestBreakFromParallelBranchEndsLoop(t *testing.T) {
 	res := run(t, r, tt)
 
 	wantTrace(t, &tr, "a0,b0,a1,b1,ca,parallel:LoopBreak,after")
+	wantSuccess(t, res)
+}
+
+// A Continue raised in a branch of a Parallel inside a loop cancels the
+// branches still running, the Parallel's error handler sees LoopCont, and
+// the loop goes on with its next iteration: the steps after the Parallel
+// in the iteration do not run.
+func TestContinueFromParallelBranchGoesOnWithNextIteration(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Repeat(3, func(as asyncsteps.AsyncSteps, i int) {
+		p := as.Parallel(tr.handler(fmt.Sprintf("parallel%d", i)))
+		p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.addf("a%d", i)
+			as.SetCancel(tr.cancel(fmt.Sprintf("ca%d", i)))
+			tt.Immediate(func() { as.Success() })
+		})
+		p.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			tr.addf("b%d", i)
+			if i == 1 {
+				as.Continue()
+			}
+		})
+		as.Add(tr.step(fmt.Sprintf("after%d", i)))
+	})
+	r.Add(tr.step("after the loop"))
+
+	res := run(t, r, tt)
+
+	wantTrace(t, &tr, "a0,b0,after0,a1,b1,ca1,parallel1:LoopCont,a2,b2,after2,after the loop")
 	wantSuccess(t, res)
 }
 
