@@ -832,6 +832,8 @@ func (x *flowRun) stepFunc(n *ff.Node, parent asyncsteps.AsyncSteps) asyncsteps.
 			runtime.Goexit()
 		case ff.EParent:
 			parent.Success(n.ID)
+		case ff.EParentBreak:
+			parent.Break(n.Label)
 		}
 	}
 }

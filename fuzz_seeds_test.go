@@ -162,6 +162,13 @@ func flowSeeds() []*ff.Program {
 		// the success.
 		seedHooks(seedProg(0, seedOne, seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit), seedOnerror(seedAwait(ff.AwaitFn, ff.EExternal, 10, ""), seedRecovers(1))),
 			seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedAwait(ff.AwaitThen, ff.EExternal, 10, ""), seedRecovers(1))))),
+		// 94 a sub-step in a loop that calls Break on the AsyncSteps of
+		// its waiting parent: an InternalError in the sub-step, which
+		// the handler of the step around the loop recovers; unlabelled,
+		// and with the loop's label.
+		seedProg(0, seedOne,
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRepeat("", 3, seedWith(seedLeaf(ff.EImplicit), seedBrk(ff.EParentBreak, "")))), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRepeat("A", 2, seedWith(seedLeaf(ff.EImplicit), seedBrk(ff.EParentBreak, "A")))), seedReturns())),
 	)
 }
 
@@ -578,7 +585,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"external", "externalErr", "wait", "return", "recover", "rethrow", "add",
 		"panic", "handler panic", "handler wait", "handler wait timeout", "rearm",
 		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map",
-		"goexit", "unprintable panic", "success on the parent", "handler goexit", "forEach seq",
+		"goexit", "unprintable panic", "success on the parent", "break on the parent", "handler goexit", "forEach seq",
 		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
 		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock",
 		"run ctx cancel", "run deadline", "run helping", "await", "await fn success", "await fn error", "await fn deadline exceeded",
@@ -627,7 +634,7 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.Kind == ff.KStep {
 		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait", "panic",
-			"goexit", "unprintable panic", "success on the parent"}[n.End]] = true
+			"goexit", "unprintable panic", "success on the parent", "break on the parent"}[n.End]] = true
 	}
 	if n.Kind == ff.KForEach && n.Map {
 		seen["forEach map"] = true

@@ -306,6 +306,8 @@ func (e *encoder) stepOf(n *Node, awaitable bool) {
 		end = EError
 	case EParent:
 		end = EBreak
+	case EParentBreak:
+		end = EContinue
 	}
 	f := int(end)<<5 | len(n.Subs)%4<<3
 	if n.HasTimeout() {
@@ -346,6 +348,8 @@ func (e *encoder) stepOf(n *Node, awaitable bool) {
 		e.put(8 | 32 | cp)
 	case EParent:
 		e.put(4 | cp)
+	case EParentBreak:
+		e.put(labelCode(n.Label) | 4 | cp)
 	case ESuccess:
 		e.put(len(n.Args) % 3)
 	case EError, EExternalErr:

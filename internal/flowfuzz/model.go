@@ -1140,6 +1140,8 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		o = m.raise("InternalError", GoexitInfo) // like a panic, without a PanicError
 	case n.End == EParent:
 		o = m.raise("InternalError", "Success called on the AsyncSteps of a step that waits for its sub-steps")
+	case n.End == EParentBreak:
+		o = m.raise("InternalError", breakName(n.Label)+" called on the AsyncSteps of a step that waits for its sub-steps")
 	case subs && n.End == ESuccess:
 		o = m.raise("InternalError", "Success called after Add") // docs/DESIGN.md#completing-after-add
 	case subs && n.End == EError:
@@ -1914,4 +1916,13 @@ func (m *model) retryable(n *Node, code string) bool {
 		return code != "E2"
 	}
 	return code == "Timeout" || code == "CommError" || code == "ConnectError"
+}
+
+// breakName is how a misuse info names Break(label): "Break", or
+// "Break(A)".
+func breakName(label string) string {
+	if label == "" {
+		return "Break"
+	}
+	return "Break(" + label + ")"
 }

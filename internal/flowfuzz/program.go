@@ -153,6 +153,12 @@ const (
 	// InternalError raised in this step. Decode makes it from an EBreak
 	// byte, for a sub-step of a plain step only.
 	EParent End = numEnds + 3
+	// EParentBreak is Break(Label) on the AsyncSteps of the step that
+	// added this one, which waits for its sub-steps: an InternalError
+	// raised in this step, as for EParent; the loop, if any, goes on.
+	// Decode makes it from an EContinue byte, for a sub-step of a plain
+	// step only.
+	EParentBreak End = numEnds + 4
 )
 
 // EvilInfo is the info of the InternalError of EPanicEvil.
@@ -657,8 +663,12 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 		b := d.byte()
 		n.Label = labelOf(b)
 		n.CancelPanic = n.CancelPanic || b&0x80 != 0
-		if n.End == EBreak && b&4 != 0 && sc.underStep {
-			n.End, n.Label = EParent, ""
+		if b&4 != 0 && sc.underStep {
+			if n.End == EBreak {
+				n.End, n.Label = EParent, ""
+			} else {
+				n.End = EParentBreak
+			}
 		}
 	case EExternal:
 		b := d.byte()
@@ -939,6 +949,8 @@ func (n *Node) describe() string {
 		s = append(s, "panic(unprintable)")
 	case EParent:
 		s = append(s, "success on the parent")
+	case EParentBreak:
+		s = append(s, fmt.Sprintf("break(%s) on the parent", n.Label))
 	}
 	return ": " + strings.Join(s, " ")
 }
