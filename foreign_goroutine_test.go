@@ -37,6 +37,9 @@ var foreignCalls = []foreignCall{
 	{"Break(retry)", func(as asyncsteps.AsyncSteps) { as.Break("retry") }},
 	{"Continue", func(as asyncsteps.AsyncSteps) { as.Continue() }},
 	{"Continue(retry)", func(as asyncsteps.AsyncSteps) { as.Continue("retry") }},
+	// A misuse is named by what its info says: the user called no Error.
+	{"Add: nil step function", func(as asyncsteps.AsyncSteps) { as.Add(nil) }},
+	{"Sync: nil Syncer", func(as asyncsteps.AsyncSteps) { as.Sync(nil, nil) }},
 }
 
 // foreignTools are the tools the cases run on: a Loop, whose goroutine

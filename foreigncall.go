@@ -166,20 +166,20 @@ func (h *stepAPI) failFromElsewhere(code, info string, call errorCall) (abort bo
 }
 
 // foreignCallName names the call that raised code: Error as call names
-// it, the engine's own raise as Error(code), or Break or Continue with
-// their label (info).
+// it, Break or Continue with their label (info), or a misuse by what its
+// info says (Add: nil step function), since the user did not call Error.
 func foreignCallName(code, info string, call errorCall) string {
 	if call.isError {
 		return call.name()
 	}
-	name := "Error(" + code + ")"
+	var name string
 	switch code {
 	case LoopBreak:
 		name = "Break"
 	case LoopCont:
 		name = "Continue"
 	default:
-		return name
+		return info // the engine's misuse: code is InternalError
 	}
 	if info != "" {
 		name += "(" + info + ")"

@@ -324,7 +324,7 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 // The clone runs on r's tool, as [Root.NewInstance] does. To spread the
 // flows made from one model over the loops of a [LoopGroup], make each on
 // the loop it is to run on and copy the model into it:
-// group.New().CopyFrom(model).
+// r := group.New(); r.CopyFrom(model).
 func (r *Root) Clone() *Root {
 	c := r.NewInstance()
 	if !r.readableHere() {

@@ -41,8 +41,11 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // synctest.Wait lets them return before the test reads what they did.
 // Make the loops (a [LoopGroup] too) inside the bubble: a goroutine of the
 // bubble that waits for a loop made outside it is blocked on what the
-// bubble cannot see, and synctest reports a deadlock. The bubble's clock is exact, but
-// the order in which goroutines run at one instant is the scheduler's:
+// bubble cannot see, and synctest reports a deadlock; if that loop then
+// delivers to the bubble (a Close deferred by the test ends its flows),
+// the runtime stops the process with a fatal error. The bubble's clock
+// is exact, but the order in which goroutines run at one instant is the
+// scheduler's:
 // flows started together on several loops (or with Await functions
 // returning at the same instant) reach a shared Mutex or Throttle in any
 // order. A test that checks an exact order starts one flow at a time and

@@ -212,9 +212,11 @@ func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ..
 // Once a renewal has found the lease gone from Redis (it ran out while
 // the process could not renew it, or Redis lost it: see Faults in the
 // package documentation), Token returns 0, false for the rest of the
-// section, which runs on: another flow may hold the slot. A renewal that
-// fails does not tell: the lease may still be held until TTL after the
-// last renewal that succeeded.
+// section, which runs on: another flow may hold the slot. So do the
+// sections the flow nests in it (a Sync on m inside the section joins the
+// flow's hold without asking Redis): they run without exclusion too. A
+// renewal that fails does not tell: the lease may still be held until
+// TTL after the last renewal that succeeded.
 func (m *Mutex) Token(as asyncsteps.AsyncSteps) (int64, bool) {
 	if m == nil {
 		return 0, false
