@@ -144,9 +144,12 @@ type waiter struct {
 	hooks     *Hooks          // the hooks observing the execution (hooks.go), if any
 	// unreported are the errors raised for the StepError hook, in order;
 	// those reported already are nil (see reportErrors), which spares a
-	// count: with it the waiter would take the next size class. On the
-	// loop.
-	unreported []*Error
+	// count. Behind a pointer, made at the first such error, so that the
+	// waiter stays in its size class with stopWatch. On the loop.
+	unreported *[]*Error
+	// stopWatch ends PromiseContext's watch of its context (promisectx.go),
+	// under helper.mu.
+	stopWatch func() bool
 	// atEnd is what package cabi asked to run as the execution ends (see
 	// toolinfo.AtFlowEnd). On the loop.
 	atEnd func()
@@ -791,6 +794,9 @@ func (fl *flow) deliver(args []any, err error) {
 	}
 	if promise != nil {
 		fl.sched.unwatch(fl)
+		if w := fl.wait; w != nil && w.watched {
+			w.endWatch()
+		}
 	}
 	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)

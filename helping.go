@@ -131,6 +131,10 @@ type helper struct {
 	// make, happen before RunHelping returns, never on a later execution.
 	mu       sync.Mutex
 	finished bool // the Result is taken: a stop comes too late; under mu
+	// watched is set, before the execution starts, for one of
+	// PromiseContext, which uses mu and finished as RunHelping does:
+	// finished once the flow delivers (promisectx.go).
+	watched bool
 }
 
 // awaitJob is an Await call, which runs its function and completes its

@@ -249,7 +249,10 @@ func logHookPanic(name string, r any, stack []byte) {
 // engine could not. Break and Continue are not errors.
 func (w *waiter) noteUnreported(err *Error) {
 	if w.hooks.StepError != nil && err.Code != LoopBreak && err.Code != LoopCont {
-		w.unreported = append(w.unreported, err)
+		if w.unreported == nil {
+			w.unreported = new([]*Error)
+		}
+		*w.unreported = append(*w.unreported, err)
 	}
 }
 
@@ -258,11 +261,11 @@ func (w *waiter) noteUnreported(err *Error) {
 // does.
 func (fl *flow) hasUnreported() bool {
 	w := fl.wait
-	if w == nil {
+	if w == nil || w.unreported == nil {
 		return false
 	}
-	n := len(w.unreported)
-	return n > 0 && w.unreported[n-1] != nil
+	errs := *w.unreported
+	return len(errs) > 0 && errs[len(errs)-1] != nil
 }
 
 // resumePoint is where the engine goes on if a StepError hook that
@@ -283,15 +286,21 @@ type resumePoint struct {
 // that sees it, and the engine goes on from at on the next goroutine.
 func (fl *flow) reportErrors(at resumePoint) {
 	w := fl.wait
-	for i := 0; i < len(w.unreported); i++ {
-		err := w.unreported[i]
+	if w.unreported == nil {
+		return
+	}
+	errs := w.unreported
+	// A hook may raise errors of its own (noteUnreported appends them),
+	// so the slice is read again at each turn.
+	for i := 0; i < len(*errs); i++ {
+		err := (*errs)[i]
 		if err == nil {
 			continue // reported before a hook's Goexit, which this call follows
 		}
-		w.unreported[i] = nil
+		(*errs)[i] = nil
 		fl.reportError(err, at)
 	}
-	w.unreported = w.unreported[:0]
+	*errs = (*errs)[:0]
 }
 
 // reportError calls the StepError hook with err (see reportErrors).

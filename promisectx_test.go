@@ -1,0 +1,177 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+type jobKey struct{}
+
+// PromiseContext runs the flow under ctx without a goroutine waiting for
+// it: the Await functions' contexts carry ctx's values.
+func TestPromiseContextPassesValuesToAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Await(func(ctx context.Context) (any, error) { return ctx.Value(jobKey{}), nil })
+
+		res := <-r.PromiseContext(context.WithValue(context.Background(), jobKey{}, "job-42"))
+
+		wantSuccess(t, res, "job-42")
+	})
+}
+
+// A cancel of ctx cancels the flow: its cancel handlers run, its error
+// handlers do not, and the Result's Err matches ctx.Err().
+func TestPromiseContextCancelCancelsTheFlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("waits")
+			as.SetCancel(tr.cancel("cancel handler"))
+		}, tr.handler("error handler"))
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := r.PromiseContext(ctx)
+		synctest.Wait()
+
+		cancel()
+		res := <-ch
+
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+		}
+		wantTrace(t, &tr, "waits,cancel handler")
+	})
+}
+
+// ctx's deadline times the whole flow out, as Run's does: the waiting
+// step's error handler sees Timeout, on the bubble's clock.
+func TestPromiseContextDeadlineTimesTheFlowOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr tracer
+		start := time.Now()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("handler:%s at %v", code, time.Since(start))
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+
+		res := <-r.PromiseContext(ctx)
+
+		wantError(t, res.Err, asyncsteps.Timeout, "")
+		if !errors.Is(res.Err, context.DeadlineExceeded) {
+			t.Errorf("Result.Err = %v, want one matching context.DeadlineExceeded", res.Err)
+		}
+		wantTrace(t, &tr, "handler:Timeout at 5s")
+	})
+}
+
+// A nil ctx or an ended one starts nothing: the Result says why at once.
+func TestPromiseContextRefusesANilOrEndedContext(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(tr.step("ran"))
+	//lint:ignore SA1012 the nil context is what is tested
+	res := <-r.PromiseContext(nil)
+	wantError(t, res.Err, asyncsteps.InternalError, "PromiseContext called with a nil context: pass context.Background() or the job's context")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res = <-r.PromiseContext(ctx)
+	if res.Err != context.Canceled {
+		t.Errorf("Result.Err = %v, want context.Canceled", res.Err)
+	}
+
+	tt.Run()
+	if r.Running() || tr.String() != "" {
+		t.Errorf("running %v, trace %q; want false, nothing run", r.Running(), tr.String())
+	}
+}
+
+// The watch of ctx ends with the flow: a ctx cancelled after its flow
+// has ended does not cancel the Root's next execution.
+func TestPromiseContextForgetsItsContextWhenTheFlowEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(tr.step("first"))
+		ctx, cancel := context.WithCancel(context.Background())
+		wantSuccess(t, <-r.PromiseContext(ctx))
+
+		var step asyncsteps.AsyncSteps
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("second waits")
+			as.SetCancel(tr.cancel("second cancelled"))
+			step = as
+		})
+		ch := r.Promise()
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		if !r.Running() {
+			t.Fatal("the first execution's context cancelled the second")
+		}
+		step.Success("done")
+
+		wantSuccess(t, <-ch, "done")
+		wantTrace(t, &tr, "first,second waits")
+	})
+}
+
+// Unlike Run, PromiseContext does not block: a step of one loop may start
+// a flow with it, here on the same loop, and wait for its Result.
+func TestPromiseContextFromALoopCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		sub := asyncsteps.New(asyncsteps.WithTool(loop))
+		sub.Await(func(ctx context.Context) (any, error) { return ctx.Value(jobKey{}), nil })
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			ch := sub.PromiseContext(context.WithValue(context.Background(), jobKey{}, "sub"))
+			asyncsteps.AwaitResult(as, ch)
+		})
+
+		res := <-r.PromiseContext(context.Background())
+
+		wantSuccess(t, res, "sub")
+	})
+}
+
+// A cancel of ctx racing with the flow's end: the Result is one or the
+// other, never both, and nothing is left to cancel a later execution.
+func TestPromiseContextCancelRacesTheEnd(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	for range 200 {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Await(func(context.Context) (any, error) { return "v", nil })
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := r.PromiseContext(ctx)
+		cancel()
+		res := <-ch
+		if res.Err != nil && !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("Result.Err = %v, want nil or context.Canceled", res.Err)
+		}
+		if res.Err == nil {
+			wantSuccess(t, res, "v")
+		}
+	}
+}
