@@ -54,7 +54,10 @@
 //     times the flow out.
 //   - [Root.RunHelping] in its place when the flow makes Await calls and
 //     the caller accepts that they run on its goroutine (see its doc).
-//   - [Root.Promise] to wait in a select, or for several flows at once.
+//   - [Root.Promise] to wait in a select, or for several flows at once;
+//     [Root.PromiseContext] for the same under a context, as Run's: a
+//     worker's flow per job, with the job's values and deadline, and no
+//     goroutine waiting for it.
 //   - [Root.Execute] for a flow nobody waits for: an error that ends it
 //     goes to [WithUnhandledError]'s function.
 //
