@@ -250,7 +250,8 @@ func (fl *flow) postCancel(stop *error) {
 // the error matches ctx.Err() (context.DeadlineExceeded). The functions
 // given to [AsyncSteps.Await] see ctx's values and deadline.
 //
-// On a [TestTool], Run drives the tool itself; ctx's deadline is on the
+// On a [TestTool], Run drives the tool itself, taking turns, event by
+// event, with other goroutines that drive it; ctx's deadline is on the
 // wall clock, not on the tool's virtual one, and is noticed between the
 // tool's events. Run must not be called on the goroutine of any [Loop]
 // (a callback of the flow's own Loop or of another one), nor from a

@@ -55,11 +55,21 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // HTTP service tested that way.
 //
 // All methods are safe for concurrent use, so a goroutine a test starts may
-// schedule or cancel callbacks; driving the tool from two goroutines at once
-// is a test bug, though, since callbacks would no longer run one at a time.
+// schedule or cancel callbacks. Goroutines that drive the tool at once
+// (NextEvent, Run, Advance, or [Root.Run] of a flow on it) take turns: a
+// call waits until the one driving has returned, so callbacks still run one
+// at a time. [Root.Run] gives the turn up after each event, so two of them
+// on two goroutines both see their flows end. A call from a callback, on the
+// goroutine driving the tool, runs at once, inside the one that runs the
+// callback; a callback that waits for another goroutine which drives the
+// tool waits for ever, as that goroutine waits for the callback's turn.
 // The zero value is not usable: create a TestTool with [NewTestTool].
 type TestTool struct {
 	runner atomic.Int64 // goroutine id inside NextEvent, Run or Advance; 0 if none
+	// turn is held by the goroutine driving the tool, from its outermost
+	// NextEvent, Run or Advance to their return, so that callbacks, the
+	// engine pools and the clock's jumps have one goroutine at a time.
+	turn sync.Mutex
 
 	mu     sync.Mutex  // guards the fields below; never held while a callback runs
 	now    int64       // nanoseconds since TestToolEpoch
@@ -277,13 +287,30 @@ func (t *TestTool) busy() bool {
 	return t.live > 0
 }
 
-// enter records the calling goroutine as the one driving the tool and
-// returns the previous one for leave, so that nested calls (NextEvent from
-// inside a callback) keep IsSameThread true until the outer call returns.
+// enter makes the calling goroutine the one driving the tool, waiting for
+// its turn if another drives it, and reports whether the call is the
+// outermost one, for leave. A nested call (NextEvent from inside a
+// callback) is on the goroutine that holds the turn already: it runs at
+// once, and IsSameThread stays true until the outer call returns.
 // goid costs about a microsecond: Run and Advance pay it once, not per event.
-func (t *TestTool) enter() int64 { return t.runner.Swap(goid()) }
+func (t *TestTool) enter() (outer bool) {
+	g := goid()
+	if t.runner.Load() == g {
+		return false // only this goroutine stores its own id
+	}
+	t.turn.Lock()
+	t.runner.Store(g)
+	return true
+}
 
-func (t *TestTool) leave(prev int64) { t.runner.Store(prev) }
+// leave ends a call begun by enter; the outermost one gives the turn up.
+// It runs deferred, so a callback's Goexit gives the turn up too.
+func (t *TestTool) leave(outer bool) {
+	if outer {
+		t.runner.Store(0)
+		t.turn.Unlock()
+	}
+}
 
 // step runs one event: the first live immediate, else the earliest timer due
 // by limit. The event is taken under mu and run without it, because
