@@ -28,7 +28,8 @@
 // # Running a flow
 //
 // [New] makes an empty [Root]; its flow runs on [DefaultTool] unless
-// [WithTool] names another loop. [Root.Run] starts the flow and waits until
+// [WithTool] names another loop (the default loop is started at the flow's
+// first execution, not by New). [Root.Run] starts the flow and waits until
 // it has stopped: it returns the success arguments of the last step, or the
 // error that ended the flow. [Root.Promise] starts it and returns a channel
 // for its [Result]; [Root.Execute] only starts it.

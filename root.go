@@ -72,11 +72,14 @@ func New(opts ...Option) *Root {
 			unhandled = o.unhandled
 		}
 	}
-	if tool == nil {
-		tool = DefaultTool()
-	}
 	if unhandled == nil {
 		unhandled = logUnhandled
+	}
+	if tool == nil {
+		// DefaultTool is resolved at the first execution, as for a zero
+		// Root: building a model flow starts no loop, which inside a
+		// testing/synctest bubble would belong to the bubble.
+		return newRoot(nil, unhandled)
 	}
 	return newRoot(schedulerOf(tool), unhandled)
 }
@@ -96,11 +99,12 @@ func (r *Root) setUp(sched scheduler, unhandled func(err *Error)) {
 	r.fl.base.h = deadBaseAPI
 }
 
-// ready sets up a zero Root, one not made by New, as New() would, before it
-// starts. A Root is started by one goroutine at a time, and Cancel reads the
-// tool only once the start has marked the flow running, so this needs no
-// lock; the methods that only read a Root (Tool, NewInstance, Clone) leave
-// a zero Root as it is, so that goroutines may share it as a model.
+// ready puts a Root on DefaultTool before its first start when it has no
+// tool yet: a zero Root, or one that New made without WithTool. A Root is
+// started by one goroutine at a time, and Cancel reads the tool only once
+// the start has marked the flow running, so this needs no lock; the
+// methods that only read a Root (Tool, NewInstance, Clone) leave such a
+// Root as it is, so that goroutines may share it as a model.
 func (r *Root) ready() {
 	if r == nil || r.fl.sched == nil {
 		r.setUpZero()
@@ -108,14 +112,20 @@ func (r *Root) ready() {
 }
 
 // setUpZero is ready's rare case, kept out of line so that ready inlines
-// into the start methods.
+// into the start methods: it puts a zero Root, or one that New made
+// without a tool, on DefaultTool, keeping the latter's unhandled-error
+// function.
 //
 //go:noinline
 func (r *Root) setUpZero() {
 	if r == nil {
 		panic("asyncsteps: a nil *Root was started")
 	}
-	r.setUp(schedulerOf(DefaultTool()), logUnhandled)
+	unhandled := r.fl.unhandled
+	if unhandled == nil {
+		unhandled = logUnhandled
+	}
+	r.setUp(schedulerOf(DefaultTool()), unhandled)
 }
 
 func logUnhandled(err *Error) {
@@ -379,8 +389,10 @@ func runningCopyInfo(call string) string {
 
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
 func (r *Root) NewInstance() *Root {
-	if r.fl.sched == nil { // a zero Root: read-only, as for a set-up one
-		return New()
+	if r.fl.sched == nil {
+		// On DefaultTool once started, like r: read-only, as for a set-up
+		// Root, and leaving the default loop unstarted.
+		return newRoot(nil, r.fl.unhandled)
 	}
 	return r.fl.newInstance()
 }
@@ -459,9 +471,11 @@ func (r *Root) Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 // IsValid implements [AsyncSteps]: a Root is always valid.
 func (r *Root) IsValid() bool { return true }
 
-// Tool implements [AsyncSteps].
+// Tool implements [AsyncSteps]. A Root not yet started that New made
+// without a tool, or a zero Root, returns [DefaultTool], which Tool then
+// starts.
 func (r *Root) Tool() Tool {
-	if r.fl.sched == nil { // a zero Root
+	if r.fl.sched == nil { // not started on the default tool yet
 		return DefaultTool()
 	}
 	return r.fl.sched.tool()
