@@ -798,6 +798,11 @@ func (fl *flow) deliver(args []any, err error) {
 			w.endWatch()
 		}
 	}
+	if t, ok := fl.sched.(*TestTool); ok {
+		// Before running is cleared: no continuation of the next
+		// execution can be queued yet.
+		t.dropContinuations(fl)
+	}
 	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)
 	if promise != nil {

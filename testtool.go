@@ -81,6 +81,12 @@ type TestTool struct {
 	// cancels holds the cancels whose callback ResetEvents dropped, by
 	// flow, for a Root.Cancel that asks again (see repostCancel).
 	cancels map[*flow]*error
+	// continuations counts, by flow, the continuations in queue (see
+	// continuationOf), so that a flow that ends drops those it left (see
+	// dropContinuations) without looking through the queue when it left
+	// none. A cancelled branch's would run as an event that calls no user
+	// code, and count in Pending after the flow has ended.
+	continuations map[*flow]int
 }
 
 // NewTestTool returns a TestTool with no event and its clock at
@@ -148,7 +154,11 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 
 // Pending returns the number of callbacks still scheduled, immediate and
 // deferred; cancelled ones are not counted. A test uses it to check that no
-// timer was left armed.
+// timer was left armed. A flow that has ended leaves nothing of its own
+// queued; a [Throttle] it entered, though, keeps the timer of its current
+// period armed until the period ends, with or without flows waiting, so
+// Pending counts it until the clock reaches the period's end (Run or
+// Advance by the period).
 func (t *TestTool) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -200,6 +210,7 @@ func (t *TestTool) ResetEvents() {
 		}
 	}
 	t.live = 0
+	clear(t.continuations)
 	mustRun = append(mustRun, t.timers.dropAll()...)
 	t.forgetEndedCancels()
 	t.mu.Unlock()
@@ -277,7 +288,64 @@ func (t *TestTool) post(tk task) {
 	t.mu.Lock()
 	t.queue.push(tk)
 	t.live++
+	if fl := continuationOf(tk); fl != nil {
+		if t.continuations == nil {
+			t.continuations = make(map[*flow]int)
+		}
+		t.continuations[fl]++
+	}
 	t.mu.Unlock()
+}
+
+// continuationOf returns the flow that tk continues, or nil if tk is no
+// continuation: a step API queued to go on from its frame, the flow's
+// base frame resumed, or a Root.Cancel to apply. Each does nothing once
+// its flow's execution has ended (see baseResume and postCancel), even if
+// the Root runs again.
+func continuationOf(tk task) *flow {
+	switch c := tk.(type) {
+	case *stepAPI:
+		return c.fl
+	case *baseResume:
+		return (*flow)(c)
+	case droppedCancel:
+		return c.fl
+	}
+	return nil
+}
+
+// uncount takes tk, taken from the queue, out of continuations. Called
+// with mu held.
+func (t *TestTool) uncount(tk task) {
+	fl := continuationOf(tk)
+	if fl == nil {
+		return
+	}
+	if n := t.continuations[fl] - 1; n > 0 {
+		t.continuations[fl] = n
+	} else {
+		delete(t.continuations, fl)
+	}
+}
+
+// dropContinuations takes out of the queue the continuations of fl, whose
+// execution is ending: they would run as events that do nothing. Called
+// on the goroutine driving the tool, as the flow delivers its outcome.
+func (t *TestTool) dropContinuations(fl *flow) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.continuations[fl] == 0 {
+		return // the common case: the flow left nothing queued
+	}
+	delete(t.continuations, fl)
+	for n := t.queue.len(); n > 0; n-- {
+		tk, _ := t.queue.pop()
+		if continuationOf(tk) == fl {
+			t.live-- // a continuation is never a cancellable handle
+			continue
+		}
+		t.queue.push(tk) // back behind the others: the order is kept
+	}
 }
 
 // busy reports whether another immediate is waiting.
@@ -343,6 +411,7 @@ func (t *TestTool) popImmediate() task {
 			continue // cancelled: already uncounted
 		}
 		t.live--
+		t.uncount(tk)
 		return tk
 	}
 	// Only cancelled entries are left: free them now rather than keep them
