@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // PromiseContext starts the flow like [Root.Promise], under ctx as
 // [Root.Run] runs it, without a goroutine waiting for it: ctx's values
@@ -11,13 +14,20 @@ import "context"
 // comes once the flow has fully stopped, as Promise's does.
 //
 // Unlike Run it does not block, so it may be called anywhere Promise may,
-// a callback of a [Loop] included; on a [TestTool] the test drives the
-// tool. A nil ctx starts nothing: the Result is an InternalError that
-// says so. Nor does an ended ctx: the Result's Err is ctx.Err(). Like
-// Promise, it panics if the flow is already running.
+// a callback of a [Loop] included. A nil ctx starts nothing: the Result
+// is an InternalError that says so. Nor does an ended ctx: the Result's
+// Err is ctx.Err(). Like Promise, it panics if the flow is already
+// running.
 //
-// The watch of ctx ends with the flow, so a ctx that outlives many flows
-// (a worker's, cancelled at shutdown) keeps nothing of those that ended.
+// ctx is watched with [context.AfterFunc], whose goroutine hands the stop
+// to the flow's tool: on a [TestTool] it arrives when that goroutine has
+// run, not at once when ctx ends, so a test that cancels ctx waits for it
+// (testing/synctest's Wait) before it drives the tool, or uses Run, which
+// looks at ctx between the tool's events. A ctx of a type of the user's
+// with a Done channel of its own costs AfterFunc a goroutine for each
+// flow while it runs. The watch ends with the flow, so a ctx that
+// outlives many flows (a worker's, cancelled at shutdown) keeps nothing
+// of those that ended.
 func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 	ch := make(chan Result, 1)
 	if ctx == nil {
@@ -38,11 +48,13 @@ func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 	return ch
 }
 
-// watch makes the end of ctx stop the execution w of r, unless it has
-// ended first. The flow may end on its loop before watch runs: finished,
-// under mu, says so, and then nothing is watched. A stop that ctx's end
-// makes runs under mu too, so it never reaches a later execution of r:
-// that one can start only once this one has delivered, after endWatch.
+// watch makes the end of ctx stop the execution w of r. The stop is a
+// task handed to the flow's tool (ctxStop), which decides on the loop
+// whether w is still the execution running: no lock is held while the
+// tool is called, whose Immediate may block or run the task at once. mu
+// and finished only keep the watch from being made for an execution that
+// has ended already (the flow may end on its loop before watch runs), so
+// that ctx keeps nothing of it.
 func (w *waiter) watch(r *Root, ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -50,17 +62,13 @@ func (w *waiter) watch(r *Root, ctx context.Context) {
 		return
 	}
 	w.stopWatch = context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if !w.finished {
-			r.stopFor(ctx, w)
-		}
+		r.fl.sched.inject(&ctxStop{fl: &r.fl, w: w, ctx: ctx})
 	})
 }
 
 // endWatch ends the watch of the execution's context as the flow delivers
-// its Result, on the loop: a later end of the context does nothing, and
-// the context keeps no reference to the flow.
+// its Result, on the loop: ctx keeps no reference to the flow, and a stop
+// already on its way finds the execution over.
 func (w *waiter) endWatch() {
 	w.mu.Lock()
 	w.finished = true
@@ -69,5 +77,38 @@ func (w *waiter) endWatch() {
 	w.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+}
+
+// ctxStop stops the execution w of fl because ctx has ended, on the
+// flow's loop: a cancel of ctx cancels it (cancel handlers only), its
+// deadline times it out, as for Run. It does nothing once w is not the
+// execution running: ended, or followed by another. It is handed to the
+// tool with inject, which logs a panic of a stopped tool's Immediate
+// rather than ending the process on the goroutine of context.AfterFunc.
+type ctxStop struct {
+	fl  *flow
+	w   *waiter
+	ctx context.Context
+}
+
+func (s *ctxStop) run() {
+	fl := s.fl
+	if fl.wait != s.w || fl.done {
+		return
+	}
+	if fl.inCall { // a callback of the flow drives its TestTool
+		fl.deferTask(s)
+		return
+	}
+	cause := s.ctx.Err()
+	if errors.Is(cause, context.DeadlineExceeded) {
+		fl.expire()
+		return
+	}
+	// As Root.Cancel's, once its callback runs: a cancel requested
+	// already (Root.Cancel) is applied by its own callback.
+	if fl.stop.CompareAndSwap(nil, &cause) {
+		fl.cancel(cause)
 	}
 }

@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -174,4 +175,102 @@ func TestPromiseContextCancelRacesTheEnd(t *testing.T) {
 			wantSuccess(t, res, "v")
 		}
 	}
+}
+
+// eagerTool is a Tool that runs each callback inside the Immediate that
+// schedules it, on the caller's goroutine, unless one runs already: then
+// that one's caller runs it next, one at a time.
+type eagerTool struct {
+	mu      sync.Mutex
+	queue   []func()
+	running bool
+}
+
+type noHandle struct{}
+
+func (noHandle) Cancel()       {}
+func (noHandle) IsValid() bool { return false }
+
+func (t *eagerTool) Immediate(f func()) asyncsteps.Handle {
+	t.mu.Lock()
+	t.queue = append(t.queue, f)
+	if t.running {
+		t.mu.Unlock()
+		return noHandle{}
+	}
+	t.running = true
+	for len(t.queue) > 0 {
+		f := t.queue[0]
+		t.queue = t.queue[1:]
+		t.mu.Unlock()
+		f()
+		t.mu.Lock()
+	}
+	t.running = false
+	t.mu.Unlock()
+	return noHandle{}
+}
+
+func (t *eagerTool) Deferred(time.Duration, func()) asyncsteps.Handle { return noHandle{} }
+func (t *eagerTool) Now() time.Time                                   { return asyncsteps.TestToolEpoch }
+
+func (t *eagerTool) IsSameThread() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running
+}
+
+// On a Tool that runs the stop inside Immediate, the cancel of ctx ends
+// the flow on the goroutine of context.AfterFunc, which must hold nothing
+// that the flow's end takes: the Result comes.
+func TestPromiseContextCancelOnAToolThatRunsCallbacksAtOnce(t *testing.T) {
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(&eagerTool{}))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetCancel(tr.cancel("cancelled"))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := r.PromiseContext(ctx)
+
+	cancel()
+
+	select {
+	case res := <-ch:
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Result 10s after the cancel")
+	}
+	wantTrace(t, &tr, "cancelled")
+}
+
+// A Tool whose Immediate panics once stopped, cancelled after the stop:
+// the panic comes on the goroutine of context.AfterFunc, which has no
+// caller to take it; it is logged, the process goes on, and the flow, on
+// a tool that runs nothing any more, waits for good.
+func TestPromiseContextCancelOnAStoppedToolIsLogged(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		logs := slogRecords()
+		tool := &stoppedTool{manualTool: &manualTool{}}
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := r.PromiseContext(ctx)
+		tool.run()
+		tool.stopped = true
+
+		cancel()
+
+		select {
+		case msg := <-logs:
+			want := "asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost panic=send on closed channel"
+			if msg != want {
+				t.Errorf("logged %q, want %q", msg, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing logged")
+		}
+		noResult(t, ch)
+	})
 }
