@@ -98,6 +98,10 @@ func nilSyncer(obj Syncer) bool {
 func refuseSync(as AsyncSteps, nilReceiver bool) {
 	info := nilSyncInfo(nilReceiver)
 	if h, ok := as.(host); ok {
+		if !h.adding() {
+			h.addRefused("Sync") // misplaced, as the step it would add
+			return
+		}
 		h.misuse(info)
 		return
 	}

@@ -256,6 +256,9 @@ func stepCalls() []stepCall {
 		}},
 		{"SuccessStep", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.SuccessStep(1) }},
 		{"CopyFrom", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.CopyFrom(model) }},
+		// Misplaced and wrong at once: the misplaced call is reported.
+		{"CopyFrom", false, func(as asyncsteps.AsyncSteps, tr *tracer) { as.CopyFrom(nil) }},
+		{"Sync", false, func(as asyncsteps.AsyncSteps, tr *tracer) { (*asyncsteps.Mutex)(nil).Sync(as, added(tr)) }},
 		{"Then", false, func(as asyncsteps.AsyncSteps, tr *tracer) { asyncsteps.Then[int](as, nil) }},
 		{"SetTimeout", true, func(as asyncsteps.AsyncSteps, tr *tracer) { as.SetTimeout(time.Second) }},
 		{"SetCancel", true, func(as asyncsteps.AsyncSteps, tr *tracer) { as.SetCancel(tr.cancel("cancel handler")) }},

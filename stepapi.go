@@ -343,12 +343,12 @@ func (h *stepAPI) State() *State { return h.fl.State() }
 // do, it fails the step with the wrong use recorded on model, or when
 // model's flow runs on another goroutine, and copies nothing then.
 func (h *stepAPI) CopyFrom(model *Root) AsyncSteps {
-	if info := copyRefusal(model); info != "" {
-		h.misuse(info)
+	if !h.adding() {
+		h.addRefused("CopyFrom") // misplaced: what else is wrong comes after
 		return h
 	}
-	if !h.adding() {
-		h.addRefused("CopyFrom")
+	if info := copyRefusal(model); info != "" {
+		h.misuse(info)
 		return h
 	}
 	h.f.queue = copySteps(h.f.queue, model.fl.base.queue)
