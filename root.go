@@ -261,10 +261,10 @@ func (fl *flow) postCancel(stop *error) {
 // given to [AsyncSteps.Await] see ctx's values and deadline.
 //
 // On a [TestTool], Run drives the tool itself, taking turns, event by
-// event, with other goroutines that drive it; ctx's deadline is on the
-// wall clock, not on the tool's virtual one, and is noticed between the
-// events Run itself runs (not while another goroutine's NextEvent, Run or
-// Advance holds the tool). Run must not be called on the goroutine of any [Loop]
+// event, with other goroutines that drive it; while one of them holds the
+// tool, Run waits for its turn, its flow's end (which that goroutine may
+// drive) and ctx's end at once. ctx's deadline is on the wall clock, not
+// on the tool's virtual one. Run must not be called on the goroutine of any [Loop]
 // (a callback of the flow's own Loop or of another one), nor from a
 // callback of the flow's own tool: it would block that loop until the flow
 // ends, and two loops waiting so for each other's flows would never end.

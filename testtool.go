@@ -58,18 +58,23 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // schedule or cancel callbacks. Goroutines that drive the tool at once
 // (NextEvent, Run, Advance, or [Root.Run] of a flow on it) take turns: a
 // call waits until the one driving has returned, so callbacks still run one
-// at a time. [Root.Run] gives the turn up after each event, so two of them
-// on two goroutines both see their flows end. A call from a callback, on the
+// at a time. [Root.Run] gives the turn up after each event, and takes its
+// Result while another goroutine holds the tool, so two of them on two
+// goroutines, or one beside a goroutine in Run or Advance, see their
+// flows end. A call from a callback, on the
 // goroutine driving the tool, runs at once, inside the one that runs the
 // callback; a callback that waits for another goroutine which drives the
 // tool waits for ever, as that goroutine waits for the callback's turn.
 // The zero value is not usable: create a TestTool with [NewTestTool].
 type TestTool struct {
 	runner atomic.Int64 // goroutine id inside NextEvent, Run or Advance; 0 if none
-	// turn is held by the goroutine driving the tool, from its outermost
-	// NextEvent, Run or Advance to their return, so that callbacks, the
-	// engine pools and the clock's jumps have one goroutine at a time.
-	turn sync.Mutex
+	// turn holds a token while a goroutine drives the tool, from its
+	// outermost NextEvent, Run or Advance to their return, so that
+	// callbacks, the engine pools and the clock's jumps have one goroutine
+	// at a time. A channel, not a mutex, so that Root.Run can wait for
+	// its turn and for its flow's end at once (see runFlow); goroutines
+	// waiting to send are served in order.
+	turn chan struct{}
 
 	mu     sync.Mutex  // guards the fields below; never held while a callback runs
 	now    int64       // nanoseconds since TestToolEpoch
@@ -92,7 +97,7 @@ type TestTool struct {
 // NewTestTool returns a TestTool with no event and its clock at
 // [TestToolEpoch].
 func NewTestTool() *TestTool {
-	t := &TestTool{}
+	t := &TestTool{turn: make(chan struct{}, 1)}
 	t.timers.mu = &t.mu
 	t.timers.seq = &t.seq
 	return t
@@ -366,7 +371,7 @@ func (t *TestTool) enter() (outer bool) {
 	if t.runner.Load() == g {
 		return false // only this goroutine stores its own id
 	}
-	t.turn.Lock()
+	t.turn <- struct{}{}
 	t.runner.Store(g)
 	return true
 }
@@ -376,7 +381,7 @@ func (t *TestTool) enter() (outer bool) {
 func (t *TestTool) leave(outer bool) {
 	if outer {
 		t.runner.Store(0)
-		t.turn.Unlock()
+		<-t.turn
 	}
 }
 
@@ -463,20 +468,43 @@ func (t *TestTool) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, erro
 // runFlow drives t until the flow of r reports to w, stopping it when ctx
 // ends (see Root.stopFor). While no event is queued it waits for one from
 // other goroutines.
+//
+// It takes its turn for each event, and while another goroutine drives
+// the tool it waits for the turn, its flow's Result and ctx's end at
+// once: that goroutine may run the flow to its end, or hold the tool
+// until this Run has returned.
 func (t *TestTool) runFlow(ctx context.Context, r *Root, w *waiter) ([]any, error) {
-	cancelled := false
+	done, stopped := ctx.Done(), false
 	for {
 		select {
 		case res := <-w.promise:
 			return res.Args, res.Err
 		default:
 		}
-		if !cancelled && ctx.Err() != nil {
-			cancelled = true
+		if !stopped && ctx.Err() != nil {
+			// Stopped once; the flow ends by itself from here. Err is
+			// asked at each turn: a Context may end without closing Done.
+			stopped, done = true, nil
 			r.stopFor(ctx, w)
 		}
-		if !t.NextEvent() {
+		select {
+		case res := <-w.promise:
+			return res.Args, res.Err
+		case <-done:
+			continue // stopped at the top of the loop
+		case t.turn <- struct{}{}:
+		}
+		if !t.eventInTurn() {
 			time.Sleep(time.Millisecond) // only while another goroutine owes an event
 		}
 	}
+}
+
+// eventInTurn runs one event, as NextEvent does, for runFlow, which has
+// taken the turn: it gives it up as it returns, also at a callback's
+// Goexit.
+func (t *TestTool) eventInTurn() bool {
+	t.runner.Store(goid())
+	defer t.leave(true)
+	return t.step(math.MaxInt64)
 }

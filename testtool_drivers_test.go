@@ -198,3 +198,47 @@ func TestTestToolCallbackDrivesWhileAnotherGoroutineWaits(t *testing.T) {
 		t.Fatalf("clock at %v, pending %d; want 1s, 0", offset(tt), tt.Pending())
 	}
 }
+
+// Another goroutine's Run may drive a flow to its end while Root.Run of
+// that flow waits for its turn, and may hold the tool until that Run has
+// returned (a ticker that re-arms until then): Root.Run takes its Result
+// without the turn. Before, it waited for a turn that never came.
+func TestTestToolRootRunReturnsWhileAnotherHoldsTheTool(t *testing.T) {
+	tt := NewTestTool()
+	var stop atomic.Bool
+	var tick func()
+	tick = func() {
+		if !stop.Load() {
+			tt.Deferred(time.Millisecond, tick)
+		}
+	}
+	tt.Immediate(tick)
+	holding := make(chan struct{})
+	tt.Immediate(func() { close(holding) })
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		tt.Run()
+	}()
+	<-holding
+
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) { as.Success(1) })
+	got := make(chan Result, 1)
+	go func() {
+		args, err := r.Run(context.Background())
+		stop.Store(true)
+		got <- Result{Args: args, Err: err}
+	}()
+
+	select {
+	case res := <-got:
+		if res.Err != nil || len(res.Args) != 1 || res.Args[0] != 1 {
+			t.Errorf("Run = %v, %v; want [1], nil", res.Args, res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		stop.Store(true)
+		t.Fatal("Root.Run did not return in 10s while another goroutine held the tool")
+	}
+	<-ticked
+}
