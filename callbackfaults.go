@@ -87,7 +87,7 @@ func (l *Loop) postFirst(t task) { l.local.pushFront(t) }
 func (t *TestTool) postFirst(tk task) {
 	t.mu.Lock()
 	t.queue.pushFront(tk)
-	t.live++
+	t.queued(tk)
 	t.mu.Unlock()
 }
 

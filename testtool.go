@@ -159,8 +159,10 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 
 // Pending returns the number of callbacks still scheduled, immediate and
 // deferred; cancelled ones are not counted. A test uses it to check that no
-// timer was left armed. A flow that has ended leaves nothing of its own
-// queued; a [Throttle] it entered, though, keeps the timer of its current
+// timer was left armed. A flow that has ended leaves none of its steps'
+// continuations queued, nor a [Root.Cancel] it outran; the stop of a
+// Run whose context's deadline it outran may still come as one event
+// that does nothing. A [Throttle] it entered keeps the timer of its current
 // period armed until the period ends, with or without flows waiting, so
 // Pending counts it until the clock reaches the period's end (Run or
 // Advance by the period).
@@ -292,6 +294,13 @@ func init() {
 func (t *TestTool) post(tk task) {
 	t.mu.Lock()
 	t.queue.push(tk)
+	t.queued(tk)
+	t.mu.Unlock()
+}
+
+// queued counts tk, just queued: in live, and in continuations if it is
+// one (see uncount, which takes it out again). Called with t.mu held.
+func (t *TestTool) queued(tk task) {
 	t.live++
 	if fl := continuationOf(tk); fl != nil {
 		if t.continuations == nil {
@@ -299,7 +308,6 @@ func (t *TestTool) post(tk task) {
 		}
 		t.continuations[fl]++
 	}
-	t.mu.Unlock()
 }
 
 // continuationOf returns the flow that tk continues, or nil if tk is no
