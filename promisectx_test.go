@@ -3,12 +3,12 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/eagertool"
 )
 
 type jobKey struct{}
@@ -177,55 +177,12 @@ func TestPromiseContextCancelRacesTheEnd(t *testing.T) {
 	}
 }
 
-// eagerTool is a Tool that runs each callback inside the Immediate that
-// schedules it, on the caller's goroutine, unless one runs already: then
-// that one's caller runs it next, one at a time.
-type eagerTool struct {
-	mu      sync.Mutex
-	queue   []func()
-	running bool
-}
-
-type noHandle struct{}
-
-func (noHandle) Cancel()       {}
-func (noHandle) IsValid() bool { return false }
-
-func (t *eagerTool) Immediate(f func()) asyncsteps.Handle {
-	t.mu.Lock()
-	t.queue = append(t.queue, f)
-	if t.running {
-		t.mu.Unlock()
-		return noHandle{}
-	}
-	t.running = true
-	for len(t.queue) > 0 {
-		f := t.queue[0]
-		t.queue = t.queue[1:]
-		t.mu.Unlock()
-		f()
-		t.mu.Lock()
-	}
-	t.running = false
-	t.mu.Unlock()
-	return noHandle{}
-}
-
-func (t *eagerTool) Deferred(time.Duration, func()) asyncsteps.Handle { return noHandle{} }
-func (t *eagerTool) Now() time.Time                                   { return asyncsteps.TestToolEpoch }
-
-func (t *eagerTool) IsSameThread() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.running
-}
-
 // On a Tool that runs the stop inside Immediate, the cancel of ctx ends
 // the flow on the goroutine of context.AfterFunc, which must hold nothing
 // that the flow's end takes: the Result comes.
 func TestPromiseContextCancelOnAToolThatRunsCallbacksAtOnce(t *testing.T) {
 	var tr tracer
-	r := asyncsteps.New(asyncsteps.WithTool(&eagerTool{}))
+	r := asyncsteps.New(asyncsteps.WithTool(&eagertool.Tool{}))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.SetCancel(tr.cancel("cancelled"))
 	})
