@@ -65,6 +65,24 @@ func (t *stoppedTool) Immediate(f func()) asyncsteps.Handle {
 	return t.manualTool.Immediate(f)
 }
 
+// lostCompletionLog is what a Tool whose Immediate panics, called to hand
+// it a completion from another goroutine, makes the engine log.
+const lostCompletionLog = "asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost panic=send on closed channel"
+
+// wantLogged waits for the next message of logs (see slogRecords), and
+// fails the test unless it is want.
+func wantLogged(t *testing.T, logs <-chan string, want string) {
+	t.Helper()
+	select {
+	case msg := <-logs:
+		if msg != want {
+			t.Errorf("logged %q, want %q", msg, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing logged")
+	}
+}
+
 // slogRecords makes slog's default logger send each message to the
 // returned channel (run it in a child process).
 func slogRecords() <-chan string {
@@ -109,15 +127,7 @@ func TestForeignToolPanickingImmediateOffItsLoopIsLogged(t *testing.T) {
 		tool.run() // starts the function, which waits for release
 		tool.stopped = true
 		close(release)
-		select {
-		case msg := <-logs:
-			want := "asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost panic=send on closed channel"
-			if msg != want {
-				t.Errorf("logged %q, want %q", msg, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("nothing logged")
-		}
+		wantLogged(t, logs, lostCompletionLog)
 		noResult(t, ch)
 		if !r.Running() {
 			t.Error("the flow has ended; want it waiting for the lost completion")

@@ -219,15 +219,7 @@ func TestPromiseContextCancelOnAStoppedToolIsLogged(t *testing.T) {
 
 		cancel()
 
-		select {
-		case msg := <-logs:
-			want := "asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost panic=send on closed channel"
-			if msg != want {
-				t.Errorf("logged %q, want %q", msg, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("nothing logged")
-		}
+		wantLogged(t, logs, lostCompletionLog)
 		noResult(t, ch)
 	})
 }
