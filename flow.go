@@ -792,6 +792,9 @@ func (fl *flow) deliver(args []any, err error) {
 	if w := fl.wait; w != nil && w.unhandled != nil {
 		unhandled = w.unhandled
 	}
+	if w := fl.wait; w != nil {
+		w.ended = true
+	}
 	if promise != nil {
 		fl.sched.unwatch(fl)
 		if w := fl.wait; w != nil && w.watched {
@@ -841,6 +844,7 @@ func (fl *flow) run() {
 		fl.end(nil, err)
 		return
 	}
+	fl.expireAtStart()
 	fl.drive(&fl.base)
 }
 

@@ -135,6 +135,11 @@ type helper struct {
 	// PromiseContext, which uses mu and finished as RunHelping does:
 	// finished once the flow delivers (promisectx.go).
 	watched bool
+	// ended is set, on the loop, as the execution delivers its Result:
+	// a task queued for it (a timeout at its context's deadline) tells
+	// by it that the execution is over without reading the flow's wait,
+	// which the next execution's start writes from another goroutine.
+	ended bool
 }
 
 // awaitJob is an Await call, which runs its function and completes its

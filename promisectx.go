@@ -48,27 +48,58 @@ func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 	return ch
 }
 
-// watch makes the end of ctx stop the execution w of r. The stop is a
-// task handed to the flow's tool (ctxStop), which decides on the loop
-// whether w is still the execution running: no lock is held while the
-// tool is called, whose Immediate may block or run the task at once. mu
-// and finished only keep the watch from being made for an execution that
-// has ended already (the flow may end on its loop before watch runs), so
-// that ctx keeps nothing of it.
+// watch makes the end of ctx stop the execution w of r, unless it has
+// ended first (see ctxEnded). mu and finished keep the watch from being
+// made for an execution that has ended already (the flow may end on its
+// loop before watch runs), so that ctx keeps nothing of it.
 func (w *waiter) watch(r *Root, ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.finished {
 		return
 	}
-	w.stopWatch = context.AfterFunc(ctx, func() {
-		r.fl.sched.inject(&ctxStop{fl: &r.fl, w: w, ctx: ctx})
-	})
+	w.stopWatch = context.AfterFunc(ctx, func() { w.ctxEnded(&r.fl, ctx) })
+}
+
+// ctxEnded stops the execution w of fl because ctx has ended, on the
+// goroutine of context.AfterFunc: a cancel cancels it (cancel handlers
+// only), a deadline times it out, as for Run. No lock is held while the
+// tool is called, whose Immediate may block or run the task at once, and
+// the tool is called through inject, which logs the panic of a stopped
+// tool rather than ending the process on a goroutine with no caller.
+//
+// A cancel is requested as Root.Cancel requests it, in fl.stop, which the
+// flow looks at before each step, also as it begins: the task that
+// applies it to a waiting flow may run on the loop before the flow has
+// begun. The request is made under mu, while w has not delivered, so
+// that it never reaches a later execution of the Root, which may begin
+// only once w has. A deadline's task does nothing before the flow has
+// begun, which then times itself out (expireAtStart).
+func (w *waiter) ctxEnded(fl *flow, ctx context.Context) {
+	cause := ctx.Err()
+	if errors.Is(cause, context.DeadlineExceeded) {
+		fl.sched.inject(funcTask(fl.expiryOf(w)))
+		return
+	}
+	w.mu.Lock()
+	live := !w.finished
+	requested := live && fl.stop.CompareAndSwap(nil, &cause)
+	w.mu.Unlock()
+	switch {
+	case requested:
+		fl.injectCancel(&cause)
+	case live:
+		// Requested already, by Root.Cancel: its task applies it, unless
+		// a TestTool's ResetEvents dropped it, which then goes again.
+		if t, ok := fl.sched.(*TestTool); ok {
+			t.repostCancel(fl)
+		}
+	}
 }
 
 // endWatch ends the watch of the execution's context as the flow delivers
 // its Result, on the loop: ctx keeps no reference to the flow, and a stop
-// already on its way finds the execution over.
+// on its way finds the execution over (finished, or fl.wait moved on).
 func (w *waiter) endWatch() {
 	w.mu.Lock()
 	w.finished = true
@@ -77,38 +108,5 @@ func (w *waiter) endWatch() {
 	w.mu.Unlock()
 	if stop != nil {
 		stop()
-	}
-}
-
-// ctxStop stops the execution w of fl because ctx has ended, on the
-// flow's loop: a cancel of ctx cancels it (cancel handlers only), its
-// deadline times it out, as for Run. It does nothing once w is not the
-// execution running: ended, or followed by another. It is handed to the
-// tool with inject, which logs a panic of a stopped tool's Immediate
-// rather than ending the process on the goroutine of context.AfterFunc.
-type ctxStop struct {
-	fl  *flow
-	w   *waiter
-	ctx context.Context
-}
-
-func (s *ctxStop) run() {
-	fl := s.fl
-	if fl.wait != s.w || fl.done {
-		return
-	}
-	if fl.inCall { // a callback of the flow drives its TestTool
-		fl.deferTask(s)
-		return
-	}
-	cause := s.ctx.Err()
-	if errors.Is(cause, context.DeadlineExceeded) {
-		fl.expire()
-		return
-	}
-	// As Root.Cancel's, once its callback runs: a cancel requested
-	// already (Root.Cancel) is applied by its own callback.
-	if fl.stop.CompareAndSwap(nil, &cause) {
-		fl.cancel(cause)
 	}
 }

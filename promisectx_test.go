@@ -223,3 +223,93 @@ func TestPromiseContextCancelOnAStoppedToolIsLogged(t *testing.T) {
 		noResult(t, ch)
 	})
 }
+
+// A cancel of ctx right after PromiseContext: its task may run on the
+// loop before the flow has begun. The flow still sees it as it begins,
+// and runs its step's cancel handler, on a Root run again and again.
+func TestPromiseContextCancelledAsItStarts(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	for i := range 200 {
+		var tr tracer
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(tr.cancel("cancelled"))
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := r.PromiseContext(ctx)
+		cancel()
+		select {
+		case res := <-ch:
+			if !errors.Is(res.Err, context.Canceled) {
+				t.Fatalf("run %d: Result.Err = %v, want one matching context.Canceled", i, res.Err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: no Result 10s after the cancel", i)
+		}
+		if got := tr.String(); got != "" && got != "cancelled" {
+			t.Fatalf("run %d: trace %q, want nothing (cancelled before the step) or %q", i, got, "cancelled")
+		}
+	}
+}
+
+// A deadline that passes before the flow has begun: the task that times
+// the flow out may run first and find nothing to do; the flow times
+// itself out as it begins. Run waited for ever.
+func TestRunDeadlineBeforeTheFlowBegins(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	for i := range 200 {
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Microsecond)
+		got := make(chan error, 1)
+		go func() {
+			_, err := r.Run(ctx)
+			got <- err
+		}()
+		select {
+		case err := <-got:
+			// A Timeout of the flow, or ctx.Err() itself when the deadline
+			// had passed before Run started the flow.
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("run %d: Run = %v, want an error matching context.DeadlineExceeded", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: Run has not returned 10s after its 20µs deadline", i)
+		}
+		cancel()
+	}
+}
+
+// A ctx cancel after a Root.Cancel that ResetEvents dropped: the flow is
+// cancelled when the tool runs next, as by a second Root.Cancel.
+func TestPromiseContextCancelAfterADroppedRootCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(tr.cancel("cancelled"))
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := r.PromiseContext(ctx)
+		tt.Run()
+		r.Cancel()
+		tt.ResetEvents()
+
+		cancel()
+		synctest.Wait()
+		tt.Run()
+
+		select {
+		case res := <-ch:
+			if !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+			}
+		default:
+			t.Fatal("the flow still waits after ctx's cancel")
+		}
+		wantTrace(t, &tr, "cancelled")
+	})
+}

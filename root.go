@@ -221,6 +221,28 @@ func (r *Root) cancel(cause error) {
 // the flow sees stop before its next step, but a flow that waits needs
 // the loop to look. A later execution of the Root has another stop.
 func (fl *flow) postCancel(stop *error) {
+	apply := fl.cancelOf(stop)
+	if t, ok := fl.sched.(*TestTool); ok {
+		t.post(droppedCancel{fl: fl, stop: stop, apply: apply})
+		return
+	}
+	fl.sched.Immediate(apply)
+}
+
+// injectCancel is postCancel from a goroutine of the engine's own, where
+// a panic of a stopped tool's Immediate is logged (see inject).
+func (fl *flow) injectCancel(stop *error) {
+	apply := fl.cancelOf(stop)
+	if t, ok := fl.sched.(*TestTool); ok {
+		t.post(droppedCancel{fl: fl, stop: stop, apply: apply})
+		return
+	}
+	fl.sched.inject(funcTask(apply))
+}
+
+// cancelOf returns the task that applies stop, on the loop, if it is
+// still the cancel requested of the flow.
+func (fl *flow) cancelOf(stop *error) func() {
 	var apply func()
 	apply = func() {
 		if fl.stop.Load() != stop {
@@ -232,11 +254,7 @@ func (fl *flow) postCancel(stop *error) {
 		}
 		fl.cancel(*stop)
 	}
-	if t, ok := fl.sched.(*TestTool); ok {
-		t.post(droppedCancel{fl: fl, stop: stop, apply: apply})
-		return
-	}
-	fl.sched.Immediate(apply)
+	return apply
 }
 
 // Run executes the flow and waits for its end. Run returns only once the

@@ -21,11 +21,20 @@ func (r *Root) stopFor(ctx context.Context, w *waiter) {
 
 // expireSoon times out the execution w of fl, in a task of its own on the
 // flow's loop, unless fl runs another execution by then.
-func (fl *flow) expireSoon(w *waiter) {
+func (fl *flow) expireSoon(w *waiter) { fl.sched.Immediate(fl.expiryOf(w)) }
+
+// expiryOf returns the task that times out the execution w of fl, on the
+// loop. It does nothing once w's execution has ended, nor before it has
+// begun (fl.done either way, or w.ended once another execution runs): a
+// task injected from another goroutine may run before the flow's start,
+// and the flow then sees the deadline as it begins (see expireAtStart).
+// It does not read fl.wait, which a later execution's start writes from
+// another goroutine while such a task may still be queued.
+func (fl *flow) expiryOf(w *waiter) func() {
 	var expire func()
 	expire = func() {
-		if fl.wait != w || fl.done {
-			return // not the execution Run started any more
+		if w.ended || fl.done {
+			return // not the execution Run started any more, or not yet
 		}
 		if fl.inCall { // a callback of the flow drives its TestTool
 			fl.deferTask(funcTask(expire))
@@ -33,7 +42,16 @@ func (fl *flow) expireSoon(w *waiter) {
 		}
 		fl.expire()
 	}
-	fl.sched.Immediate(expire)
+	return expire
+}
+
+// expireAtStart times the execution out, as it begins, if the deadline of
+// the context it runs under has passed already: the task that would have
+// done it may have run before the flow began, and found nothing to do.
+func (fl *flow) expireAtStart() {
+	if w := fl.wait; w != nil && w.ctx != nil && errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
+		fl.expireSoon(w)
+	}
 }
 
 // expire times out the flow at its innermost running step: Run's deadline

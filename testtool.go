@@ -161,8 +161,8 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 // deferred; cancelled ones are not counted. A test uses it to check that no
 // timer was left armed. A flow that has ended leaves none of its steps'
 // continuations queued, nor a [Root.Cancel] it outran; the stop of a
-// Run whose context's deadline it outran may still come as one event
-// that does nothing. A [Throttle] it entered keeps the timer of its current
+// Run or PromiseContext whose context's end it outran may still come as
+// one event that does nothing. A [Throttle] it entered keeps the timer of its current
 // period armed until the period ends, with or without flows waiting, so
 // Pending counts it until the clock reaches the period's end (Run or
 // Advance by the period).
