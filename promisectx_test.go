@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -191,15 +192,22 @@ func TestPromiseContextCancelOnAToolThatRunsCallbacksAtOnce(t *testing.T) {
 
 	cancel()
 
+	wantCancelledSoon(t, ch, "")
+	wantTrace(t, &tr, "cancelled")
+}
+
+// wantCancelledSoon fails the test (run names the run, if several) unless
+// ch gives, within 10s, a Result whose Err matches context.Canceled.
+func wantCancelledSoon(t *testing.T, ch <-chan asyncsteps.Result, run string) {
+	t.Helper()
 	select {
 	case res := <-ch:
 		if !errors.Is(res.Err, context.Canceled) {
-			t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+			t.Fatalf("%sResult.Err = %v, want one matching context.Canceled", run, res.Err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("no Result 10s after the cancel")
+		t.Fatalf("%sno Result 10s after the cancel", run)
 	}
-	wantTrace(t, &tr, "cancelled")
 }
 
 // A Tool whose Immediate panics once stopped, cancelled after the stop:
@@ -239,14 +247,7 @@ func TestPromiseContextCancelledAsItStarts(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := r.PromiseContext(ctx)
 		cancel()
-		select {
-		case res := <-ch:
-			if !errors.Is(res.Err, context.Canceled) {
-				t.Fatalf("run %d: Result.Err = %v, want one matching context.Canceled", i, res.Err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("run %d: no Result 10s after the cancel", i)
-		}
+		wantCancelledSoon(t, ch, fmt.Sprintf("run %d: ", i))
 		if got := tr.String(); got != "" && got != "cancelled" {
 			t.Fatalf("run %d: trace %q, want nothing (cancelled before the step) or %q", i, got, "cancelled")
 		}
