@@ -844,7 +844,9 @@ func (fl *flow) run() {
 		fl.end(nil, err)
 		return
 	}
-	fl.expireAtStart()
+	if fl.expiredAtStart() {
+		return
+	}
 	fl.drive(&fl.base)
 }
 

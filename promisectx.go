@@ -74,7 +74,7 @@ func (w *waiter) watch(r *Root, ctx context.Context) {
 // begun. The request is made under mu, while w has not delivered, so
 // that it never reaches a later execution of the Root, which may begin
 // only once w has. A deadline's task does nothing before the flow has
-// begun, which then times itself out (expireAtStart).
+// begun, which then times itself out (expiredAtStart).
 func (w *waiter) ctxEnded(fl *flow, ctx context.Context) {
 	cause := ctx.Err()
 	if errors.Is(cause, context.DeadlineExceeded) {

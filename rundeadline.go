@@ -27,7 +27,7 @@ func (fl *flow) expireSoon(w *waiter) { fl.sched.Immediate(fl.expiryOf(w)) }
 // loop. It does nothing once w's execution has ended, nor before it has
 // begun (fl.done either way, or w.ended once another execution runs): a
 // task injected from another goroutine may run before the flow's start,
-// and the flow then sees the deadline as it begins (see expireAtStart).
+// and the flow then sees the deadline as it begins (see expiredAtStart).
 // It does not read fl.wait, which a later execution's start writes from
 // another goroutine while such a task may still be queued.
 func (fl *flow) expiryOf(w *waiter) func() {
@@ -45,13 +45,19 @@ func (fl *flow) expiryOf(w *waiter) func() {
 	return expire
 }
 
-// expireAtStart times the execution out, as it begins, if the deadline of
-// the context it runs under has passed already: the task that would have
-// done it may have run before the flow began, and found nothing to do.
-func (fl *flow) expireAtStart() {
-	if w := fl.wait; w != nil && w.ctx != nil && errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
-		fl.expireSoon(w)
+// expiredAtStart times the execution out as it begins, before its first
+// step, if the deadline of the context it runs under has passed already:
+// the task that would have done it may have run before the flow began,
+// and found nothing to do. It reports whether it did; the flow has then
+// ended, and a task of the deadline still queued finds it over, so that
+// the execution is timed out once.
+func (fl *flow) expiredAtStart() bool {
+	w := fl.wait
+	if w == nil || w.ctx == nil || !errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
+		return false
 	}
+	fl.expire()
+	return true
 }
 
 // expire times out the flow at its innermost running step: Run's deadline
