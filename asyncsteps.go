@@ -15,7 +15,10 @@ type StepFunc func(as AsyncSteps, args ...any)
 // It completes like a catch block: [AsyncSteps.Success] resumes after the
 // failed step, [AsyncSteps.Error] replaces the error, [AsyncSteps.Add] runs
 // the added steps in place of the failed step, and a plain return lets the
-// error go on to the outer handlers.
+// error go on to the outer handlers. A handler that calls
+// [AsyncSteps.SetTimeout], [AsyncSteps.SetCancel] or
+// [AsyncSteps.WaitExternal] waits as a step does, until it is completed
+// from outside or times out (docs/DESIGN.md#error-handlers).
 type ErrorFunc func(as AsyncSteps, code string)
 
 // CancelFunc releases what a waiting step holds when the step is cancelled
