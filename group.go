@@ -100,13 +100,22 @@ func (g *LoopGroup) Len() int {
 // only after its flows have ended, because a flow still running on a closed
 // loop stops where it is, without its cancel handlers (its [Root.Promise]
 // or [Root.Run] gets an InternalError, "the flow's loop is closed"), and a
-// flow started afterwards fails at once the same way. Close is idempotent; called from a callback on
-// any Loop, it does not wait for the loops' goroutines to exit.
+// flow started afterwards fails at once the same way. Every loop is told
+// to close before Close waits for any, so that a loop stuck in a callback
+// keeps no other from closing (and giving back the slots its flows hold in
+// a Mutex or Limiter). Close is idempotent; called from a callback on any
+// Loop, it does not wait for the loops' goroutines to exit.
 func (g *LoopGroup) Close() {
 	if g == nil {
 		return
 	}
-	for _, l := range g.loops {
-		l.Close()
+	stopped := make([]bool, len(g.loops))
+	for i, l := range g.loops {
+		stopped[i] = l.stop()
+	}
+	for i, l := range g.loops {
+		if stopped[i] {
+			l.awaitStop()
+		}
 	}
 }

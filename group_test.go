@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -194,6 +195,62 @@ func TestLoopGroupCloseClosesEveryLoop(t *testing.T) {
 	if !errors.Is(err, &asyncsteps.Error{Code: asyncsteps.InternalError}) {
 		t.Errorf("a flow made after Close: %v, want %s", err, asyncsteps.InternalError)
 	}
+}
+
+// TestLoopGroupCloseStopsEveryLoopFirst checks that a loop stuck in a
+// callback keeps no other loop of its group from closing: the flow that
+// holds a Mutex on loop 1 ends, and gives the slot back to a flow on a
+// loop outside the group, while loop 0 is still blocked in a step.
+func TestLoopGroupCloseStopsEveryLoopFirst(t *testing.T) {
+	g := asyncsteps.NewLoopGroup(2)
+	loops := g.Loops()
+	mu := asyncsteps.NewMutex(1)
+	blocked, unblock := make(chan struct{}), make(chan struct{})
+	stuck := asyncsteps.New(asyncsteps.WithTool(loops[0]))
+	stuck.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		close(blocked)
+		<-unblock
+	})
+	stuck.Execute()
+	<-blocked
+	entered := make(chan struct{})
+	holder := asyncsteps.New(asyncsteps.WithTool(loops[1]))
+	holder.Sync(mu, func(as asyncsteps.AsyncSteps, _ ...any) {
+		close(entered)
+		as.WaitExternal()
+	})
+	held := holder.Promise()
+	<-entered
+	other := asyncsteps.NewLoop()
+	defer other.Close()
+	waiter := asyncsteps.New(asyncsteps.WithTool(other))
+	waiter.Sync(mu, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("entered") })
+	waited := waiter.Promise()
+
+	closed := make(chan struct{})
+	go func() { g.Close(); close(closed) }()
+	const limit = 10 * time.Second // a hang guard only
+	select {
+	case res := <-held:
+		wantError(t, res.Err, asyncsteps.InternalError, "the flow's loop is closed")
+	case <-time.After(limit):
+		t.Fatal("loop 1 did not close while loop 0 was stuck in a step")
+	}
+	select {
+	case res := <-waited:
+		if res.Err != nil || len(res.Args) != 1 || res.Args[0] != "entered" {
+			t.Errorf("the waiter outside the group: %v %v, want [entered] <nil>", res.Args, res.Err)
+		}
+	case <-time.After(limit):
+		t.Fatal("the Mutex slot of the closed loop 1 was not given back")
+	}
+	select {
+	case <-closed:
+		t.Error("LoopGroup.Close returned while loop 0 was still in a step")
+	default:
+	}
+	close(unblock)
+	<-closed
 }
 
 // rootSink keeps the Roots made by the allocation test alive, so that the

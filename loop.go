@@ -306,7 +306,8 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // [AwaitResult] and [AwaitFlow] stop waiting (the flow behind AwaitFlow is
 // not cancelled: it runs on, on its own loop). So are the [Mutex],
 // [Throttle] and [Limiter] its flows share with other loops: the slots its
-// flows hold are given back, its flows leave their queues, and a Throttle
+// flows hold are given back (a section's once the Await functions running
+// in it have returned), its flows leave their queues, and a Throttle
 // period timed on the loop ends.
 //
 // An Await function is not stopped: its context is cancelled, and it runs
@@ -321,10 +322,18 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // since that loop may be the one this loop's callbacks are closing. Close
 // is idempotent. On the loop of [DefaultTool] it does nothing.
 func (l *Loop) Close() {
+	if l.stop() {
+		l.awaitStop()
+	}
+}
+
+// stop tells the loop to close, and reports whether it has a goroutine
+// that Close may wait for (see awaitStop).
+func (l *Loop) stop() bool {
 	if l.shared || l.unmade() {
 		// The process-wide loop of DefaultTool outlives every caller; a
 		// zero Loop has no goroutine to wait for.
-		return
+		return false
 	}
 	l.mu.Lock()
 	if !l.closing.Load() {
@@ -337,6 +346,12 @@ func (l *Loop) Close() {
 		l.signal()
 	}
 	l.mu.Unlock()
+	return true
+}
+
+// awaitStop waits until the stopped loop's goroutine has exited, unless
+// that could deadlock.
+func (l *Loop) awaitStop() {
 	if l.IsSameThread() || onSomeLoop() {
 		return // waiting could deadlock: that loop may be closing this one's
 	}
