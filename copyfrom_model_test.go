@@ -52,7 +52,10 @@ func runningModel(t *testing.T) (model *asyncsteps.Root, release func()) {
 	}
 }
 
-const runningCopyInfo = " called on a running flow outside its loop: it would race with the flow's steps"
+const (
+	runningCopyInfo  = " called on a running flow outside its loop: it would race with the flow's steps"
+	runningModelInfo = "CopyFrom of a model whose flow runs outside its loop: it would race with the model's steps"
+)
 
 // CopyFrom on a Root reads the model as Clone does: not while the model's
 // flow runs on another goroutine, whose loop pops the steps CopyFrom
@@ -65,7 +68,7 @@ func TestCopyFromOnARootOfAFlowRunningElsewhere(t *testing.T) {
 	clone := model.Clone()
 	release()
 
-	wantError(t, run(t, into, tt).Err, asyncsteps.InternalError, "CopyFrom"+runningCopyInfo)
+	wantError(t, run(t, into, tt).Err, asyncsteps.InternalError, runningModelInfo)
 	_, err := clone.Run(context.Background()) // on the model's loop
 	wantError(t, err, asyncsteps.InternalError, "Clone"+runningCopyInfo)
 }
@@ -80,5 +83,5 @@ func TestCopyFromInAStepOfAFlowRunningElsewhere(t *testing.T) {
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.CopyFrom(model) })
 	_, err := r.Run(context.Background())
 	release()
-	wantError(t, err, asyncsteps.InternalError, "CopyFrom"+runningCopyInfo)
+	wantError(t, err, asyncsteps.InternalError, runningModelInfo)
 }

@@ -393,7 +393,7 @@ func copyRefusal(model *Root) string {
 	case model == nil:
 		return "CopyFrom: nil model"
 	case !model.readableHere():
-		return runningCopyInfo("CopyFrom")
+		return runningModelInfo
 	case model.fl.base.err != nil:
 		return model.fl.base.err.Info
 	}
@@ -405,6 +405,10 @@ func copyRefusal(model *Root) string {
 func runningCopyInfo(call string) string {
 	return call + " called on a running flow outside its loop: it would race with the flow's steps"
 }
+
+// runningModelInfo is the info of a CopyFrom whose model runs on another
+// goroutine: the flow running elsewhere is the model, not the receiver.
+const runningModelInfo = "CopyFrom of a model whose flow runs outside its loop: it would race with the model's steps"
 
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
 func (r *Root) NewInstance() *Root {
