@@ -86,8 +86,8 @@ func (l *Loop) postFirst(t task) { l.local.pushFront(t) }
 // postFirst queues t before every queued task.
 func (t *TestTool) postFirst(tk task) {
 	t.mu.Lock()
-	t.queue.pushFront(tk)
-	t.queued(tk)
+	t.queue.pushFront(t.entry(tk))
+	t.count(tk)
 	t.mu.Unlock()
 }
 

@@ -78,22 +78,15 @@ func (w *waiter) watch(r *Root, ctx context.Context) {
 func (w *waiter) ctxEnded(fl *flow, ctx context.Context) {
 	cause := ctx.Err()
 	if errors.Is(cause, context.DeadlineExceeded) {
-		fl.sched.inject(funcTask(fl.expiryOf(w)))
+		fl.injectStop(fl.expiryOf(w))
 		return
 	}
 	w.mu.Lock()
-	live := !w.finished
-	requested := live && fl.stop.CompareAndSwap(nil, &cause)
+	// Requested already, by Root.Cancel: its task applies it.
+	requested := !w.finished && fl.stop.CompareAndSwap(nil, &cause)
 	w.mu.Unlock()
-	switch {
-	case requested:
+	if requested {
 		fl.injectCancel(&cause)
-	case live:
-		// Requested already, by Root.Cancel: its task applies it, unless
-		// a TestTool's ResetEvents dropped it, which then goes again.
-		if t, ok := fl.sched.(*TestTool); ok {
-			t.repostCancel(fl)
-		}
 	}
 }
 

@@ -206,35 +206,36 @@ func (r *Root) cancel(cause error) {
 	if !fl.isRunning() {
 		return
 	}
-	if !fl.stop.CompareAndSwap(nil, stop) {
-		// Requested already: on a TestTool, ResetEvents may have dropped
-		// the callback that applies it, which then goes again.
-		if t, ok := fl.sched.(*TestTool); ok {
-			t.repostCancel(fl)
-		}
-		return
+	if fl.stop.CompareAndSwap(nil, stop) { // else requested already: its task applies it
+		fl.postCancel(stop)
 	}
-	fl.postCancel(stop)
 }
 
-// postCancel queues the callback that applies stop, a requested cancel:
-// the flow sees stop before its next step, but a flow that waits needs
-// the loop to look. A later execution of the Root has another stop.
-func (fl *flow) postCancel(stop *error) {
-	apply := fl.cancelOf(stop)
+// postCancel queues the task that applies stop, a requested cancel: the
+// flow sees stop before its next step, but a flow that waits needs the
+// loop to look. A later execution of the Root has another stop.
+func (fl *flow) postCancel(stop *error) { fl.postStop(fl.cancelOf(stop)) }
+
+// injectCancel is postCancel from a goroutine of the engine's own, where
+// a panic of a stopped tool's Immediate is logged (see inject).
+func (fl *flow) injectCancel(stop *error) { fl.injectStop(fl.cancelOf(stop)) }
+
+// postStop queues apply, which applies a stop requested of the flow (a
+// cancel, its context's deadline), on the flow's tool: on a TestTool as a
+// flowStop, which ResetEvents keeps.
+func (fl *flow) postStop(apply func()) {
 	if t, ok := fl.sched.(*TestTool); ok {
-		t.post(droppedCancel{fl: fl, stop: stop, apply: apply})
+		t.post(flowStop{fl: fl, apply: apply})
 		return
 	}
 	fl.sched.Immediate(apply)
 }
 
-// injectCancel is postCancel from a goroutine of the engine's own, where
-// a panic of a stopped tool's Immediate is logged (see inject).
-func (fl *flow) injectCancel(stop *error) {
-	apply := fl.cancelOf(stop)
+// injectStop is postStop from a goroutine of the engine's own (see
+// inject).
+func (fl *flow) injectStop(apply func()) {
 	if t, ok := fl.sched.(*TestTool); ok {
-		t.post(droppedCancel{fl: fl, stop: stop, apply: apply})
+		t.post(flowStop{fl: fl, apply: apply})
 		return
 	}
 	fl.sched.inject(funcTask(apply))

@@ -21,7 +21,7 @@ func (r *Root) stopFor(ctx context.Context, w *waiter) {
 
 // expireSoon times out the execution w of fl, in a task of its own on the
 // flow's loop, unless fl runs another execution by then.
-func (fl *flow) expireSoon(w *waiter) { fl.sched.Immediate(fl.expiryOf(w)) }
+func (fl *flow) expireSoon(w *waiter) { fl.postStop(fl.expiryOf(w)) }
 
 // expiryOf returns the task that times out the execution w of fl, on the
 // loop. It does nothing once w's execution has ended, nor before it has

@@ -76,22 +76,25 @@ type TestTool struct {
 	// waiting to send are served in order.
 	turn chan struct{}
 
-	mu     sync.Mutex  // guards the fields below; never held while a callback runs
-	now    int64       // nanoseconds since TestToolEpoch
-	queue  fifo[task]  // immediates and posted tasks, cancelled ones included
-	live   int         // tasks in queue that will still run
-	timers timerHeap   // deferred callbacks; cancelled ones are removed at once
-	engine enginePools // used only by the driving goroutine
+	mu     sync.Mutex       // guards the fields below; never held while a callback runs
+	now    int64            // nanoseconds since TestToolEpoch
+	queue  fifo[queueEntry] // immediates and posted tasks, cancelled and dropped ones included
+	live   int              // tasks in queue that will still run
+	posted uint64           // tasks queued so far: the seq of the next one
+	taken  uint64           // tasks taken out of queue so far; a test checks that each is taken once
+	timers timerHeap        // deferred callbacks; cancelled ones are removed at once
+	engine enginePools      // used only by the driving goroutine
 	seq    atomic.Uint64
-	// cancels holds the cancels whose callback ResetEvents dropped, by
-	// flow, for a Root.Cancel that asks again (see repostCancel).
-	cancels map[*flow]*error
-	// continuations counts, by flow, the continuations in queue (see
-	// continuationOf), so that a flow that ends drops those it left (see
-	// dropContinuations) without looking through the queue when it left
-	// none. A cancelled branch's would run as an event that calls no user
-	// code, and count in Pending after the flow has ended.
+	// continuations counts, by flow, the continuations in queue that
+	// will still run (see continuationOf), so that a flow that ends drops
+	// those it left in O(1) (see dropContinuations). A cancelled branch's
+	// would run as an event that calls no user code, and count in Pending
+	// after the flow has ended.
 	continuations map[*flow]int
+	// ended holds, by flow, the continuations that its ends dropped and
+	// that are still in queue, to be skipped as they come out (see
+	// skipDropped).
+	ended map[*flow]droppedRun
 }
 
 // NewTestTool returns a TestTool with no event and its clock at
@@ -160,12 +163,13 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 // Pending returns the number of callbacks still scheduled, immediate and
 // deferred; cancelled ones are not counted. A test uses it to check that no
 // timer was left armed. A flow that has ended leaves none of its steps'
-// continuations queued, nor a [Root.Cancel] it outran; the stop of a
-// Run or PromiseContext whose context's end it outran may still come as
-// one event that does nothing. A [Throttle] it entered keeps the timer of its current
-// period armed until the period ends, with or without flows waiting, so
-// Pending counts it until the clock reaches the period's end (Run or
-// Advance by the period).
+// continuations queued, nor a stop it outran (a [Root.Cancel], the end of
+// the context of Run or PromiseContext); only a context that ends as the
+// flow ends may post its stop after the end, as one event that does
+// nothing. A [Throttle] it entered keeps the timer of its current period
+// armed until the period ends, with or without flows waiting, so Pending
+// counts it until the clock reaches the period's end (Run or Advance by
+// the period).
 func (t *TestTool) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -201,25 +205,44 @@ func (t *TestTool) Advance(d time.Duration) {
 // ResetEvents drops every scheduled callback; their handles become invalid.
 // The clock is left as it is. A [Throttle] whose period was timed here
 // ends that period at once: the flows waiting for it enter, and may start
-// a new period. A [Root.Cancel] whose callback it drops may be called
-// again: its flow is then cancelled when the tool runs next. What package
-// cabi queued to release C memory releases it before ResetEvents returns,
-// on its caller's goroutine.
+// a new period. What package cabi queued to release C memory releases it
+// before ResetEvents returns, on its caller's goroutine.
+//
+// A stop requested of a running flow is no callback of the test's, and
+// stays: a [Root.Cancel], the end of the context given to [Root.Run] or
+// [Root.PromiseContext] (a cancel, or its deadline, which times the flow
+// out), and the timeout, at once, of a step that waits past that
+// deadline. The flow already sees such a stop before its next step; the
+// tool applies it, as it would have, when it runs next, also to a flow
+// that waits. A stop applies to the execution it was requested of only:
+// one whose flow has ended is dropped, never applied to a later execution
+// of the Root.
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
+	var stops []task
 	t.mu.Lock()
-	for e, ok := t.queue.pop(); ok; e, ok = t.queue.pop() {
-		switch e := e.(type) {
+	for e, ok := t.take(); ok; e, ok = t.take() {
+		if t.skipDropped(e) {
+			continue
+		}
+		switch tk := e.tk.(type) {
 		case *testImmediate:
-			e.state.Store(handleCancelled)
+			tk.state.Store(handleCancelled)
 		case runsWhenDropped:
-			mustRun = append(mustRun, e)
+			mustRun = append(mustRun, tk)
+		case flowStop, *expiryTask:
+			if continuationOf(tk).isRunning() { // else it would do nothing
+				stops = append(stops, tk)
+			}
 		}
 	}
 	t.live = 0
 	clear(t.continuations)
+	clear(t.ended) // every dropped continuation was taken out above
+	for _, tk := range stops {
+		t.push(tk) // in the order they were queued
+	}
 	mustRun = append(mustRun, t.timers.dropAll()...)
-	t.forgetEndedCancels()
 	t.mu.Unlock()
 	for _, tk := range mustRun {
 		tk.dropped()
@@ -234,51 +257,16 @@ type droppable struct{ f, fallback func() }
 func (d droppable) run()     { d.f() }
 func (d droppable) dropped() { d.fallback() }
 
-// droppedCancel is the callback that applies a Root.Cancel; if
-// ResetEvents drops it, the tool keeps the cancel, so that a later
-// Root.Cancel, which finds the cancel requested already, posts it again.
-type droppedCancel struct {
+// flowStop is the task that applies a stop requested of fl, queued on a
+// TestTool: a cancel (Root.Cancel, or the cancel of the context of Run or
+// PromiseContext) or the deadline of that context. ResetEvents keeps it,
+// and the end of fl's execution drops it, as a continuation of fl.
+type flowStop struct {
 	fl    *flow
-	stop  *error
 	apply func()
 }
 
-func (d droppedCancel) run() { d.apply() }
-
-func (d droppedCancel) dropped() {
-	t := d.fl.sched.(*TestTool)
-	t.mu.Lock()
-	if t.cancels == nil {
-		t.cancels = make(map[*flow]*error)
-	}
-	t.cancels[d.fl] = d.stop
-	t.mu.Unlock()
-}
-
-// forgetEndedCancels drops the cancels kept for flows that have ended
-// since: a Root.Cancel of theirs will not ask again, and the entry would
-// keep the flow's memory for the tool's life. It runs with t.mu held, once
-// per ResetEvents, so that what is kept is bounded by the flows running
-// at the last one.
-func (t *TestTool) forgetEndedCancels() {
-	for fl := range t.cancels {
-		if !fl.isRunning() {
-			delete(t.cancels, fl)
-		}
-	}
-}
-
-// repostCancel posts again the cancel of fl that ResetEvents dropped, if
-// it is still the one requested of the running flow.
-func (t *TestTool) repostCancel(fl *flow) {
-	t.mu.Lock()
-	stop := t.cancels[fl]
-	delete(t.cancels, fl)
-	t.mu.Unlock()
-	if stop != nil && fl.stop.Load() == stop && fl.isRunning() {
-		fl.postCancel(stop)
-	}
-}
+func (s flowStop) run() { s.apply() }
 
 func init() {
 	toolinfo.PostOrDrop = func(tool any, run, dropped func()) bool {
@@ -290,17 +278,47 @@ func init() {
 	}
 }
 
+// queueEntry is an entry of a TestTool's queue: a task, and its place in the
+// order tasks were queued, which tells a continuation that the end of its
+// flow dropped from one of a later execution (see skipDropped).
+type queueEntry struct {
+	tk  task
+	seq uint64
+}
+
 // post queues tk behind every immediate, in the same FIFO as Immediate.
 func (t *TestTool) post(tk task) {
 	t.mu.Lock()
-	t.queue.push(tk)
-	t.queued(tk)
+	t.push(tk)
 	t.mu.Unlock()
 }
 
-// queued counts tk, just queued: in live, and in continuations if it is
+// push queues tk and counts it (see count). Called with t.mu held.
+func (t *TestTool) push(tk task) {
+	t.queue.push(t.entry(tk))
+	t.count(tk)
+}
+
+// entry returns the queue entry of tk, next in order. Called with t.mu
+// held.
+func (t *TestTool) entry(tk task) queueEntry {
+	e := queueEntry{tk: tk, seq: t.posted}
+	t.posted++
+	return e
+}
+
+// take takes the first entry out of the queue. Called with t.mu held.
+func (t *TestTool) take() (queueEntry, bool) {
+	e, ok := t.queue.pop()
+	if ok {
+		t.taken++
+	}
+	return e, ok
+}
+
+// count counts tk, just queued: in live, and in continuations if it is
 // one (see uncount, which takes it out again). Called with t.mu held.
-func (t *TestTool) queued(tk task) {
+func (t *TestTool) count(tk task) {
 	t.live++
 	if fl := continuationOf(tk); fl != nil {
 		if t.continuations == nil {
@@ -312,16 +330,19 @@ func (t *TestTool) queued(tk task) {
 
 // continuationOf returns the flow that tk continues, or nil if tk is no
 // continuation: a step API queued to go on from its frame, the flow's
-// base frame resumed, or a Root.Cancel to apply. Each does nothing once
-// its flow's execution has ended (see baseResume and postCancel), even if
-// the Root runs again.
+// base frame resumed, or a stop of the flow to apply (a cancel, a
+// deadline, a step that waits past it). Each does nothing once its
+// flow's execution has ended (see baseResume, cancelOf, expiryOf and
+// expiryTask), even if the Root runs again.
 func continuationOf(tk task) *flow {
 	switch c := tk.(type) {
 	case *stepAPI:
 		return c.fl
 	case *baseResume:
 		return (*flow)(c)
-	case droppedCancel:
+	case flowStop:
+		return c.fl
+	case *expiryTask:
 		return c.fl
 	}
 	return nil
@@ -341,24 +362,57 @@ func (t *TestTool) uncount(tk task) {
 	}
 }
 
-// dropContinuations takes out of the queue the continuations of fl, whose
-// execution is ending: they would run as events that do nothing. Called
-// on the goroutine driving the tool, as the flow delivers its outcome.
+// droppedRun is what the ends of a flow dropped of the continuations it
+// had queued: those queued before the seq before, of which left are still
+// in the queue.
+type droppedRun struct {
+	before uint64
+	left   int
+}
+
+// dropContinuations drops the continuations of fl, whose execution is
+// ending: they would run as events that do nothing. They stay in the
+// queue, uncounted, until they come out of it (see skipDropped), so that
+// the cost is the same whether one flow ends or thousands do at once.
+// Called on the goroutine driving the tool, as the flow delivers its
+// outcome, before the Root may run again.
 func (t *TestTool) dropContinuations(fl *flow) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.continuations[fl] == 0 {
+	n := t.continuations[fl]
+	if n == 0 {
 		return // the common case: the flow left nothing queued
 	}
 	delete(t.continuations, fl)
-	for n := t.queue.len(); n > 0; n-- {
-		tk, _ := t.queue.pop()
-		if continuationOf(tk) == fl {
-			t.live-- // a continuation is never a cancellable handle
-			continue
-		}
-		t.queue.push(tk) // back behind the others: the order is kept
+	t.live -= n // a continuation is never a cancellable handle
+	if t.ended == nil {
+		t.ended = make(map[*flow]droppedRun)
 	}
+	// Every continuation of fl queued so far is dropped: those of an
+	// earlier end still queued, and these.
+	t.ended[fl] = droppedRun{before: t.posted, left: t.ended[fl].left + n}
+}
+
+// skipDropped reports whether e, taken out of the queue, is a
+// continuation that the end of its flow dropped, and forgets it then: the
+// next execution's are queued after the end, or in front of the queue
+// after it (afterGoexit), but always with a later seq. Called with t.mu
+// held.
+func (t *TestTool) skipDropped(e queueEntry) bool {
+	if len(t.ended) == 0 {
+		return false // the common case: no flow ended with continuations queued
+	}
+	fl := continuationOf(e.tk)
+	d, ok := t.ended[fl]
+	if !ok || e.seq >= d.before {
+		return false
+	}
+	if d.left--; d.left > 0 {
+		t.ended[fl] = d
+	} else {
+		delete(t.ended, fl)
+	}
+	return true
 }
 
 // busy reports whether another immediate is waiting.
@@ -419,19 +473,24 @@ func (t *TestTool) step(limit int64) bool {
 // is a handle, or nil. Called with mu held.
 func (t *TestTool) popImmediate() task {
 	for t.live > 0 {
-		tk, _ := t.queue.pop()
-		if h, ok := tk.(*testImmediate); ok && !h.state.CompareAndSwap(handleScheduled, handleRan) {
+		e, _ := t.take()
+		if t.skipDropped(e) {
+			continue // its flow has ended: uncounted then
+		}
+		if h, ok := e.tk.(*testImmediate); ok && !h.state.CompareAndSwap(handleScheduled, handleRan) {
 			continue // cancelled: already uncounted
 		}
 		t.live--
-		t.uncount(tk)
-		return tk
+		t.uncount(e.tk)
+		return e.tk
 	}
-	// Only cancelled entries are left: free them now rather than keep them
-	// until the next immediate runs.
+	// Only cancelled and dropped entries are left: free them now rather
+	// than keep them, and the flows they refer to, until the next
+	// immediate runs.
 	for t.queue.len() > 0 {
-		t.queue.pop()
+		t.take()
 	}
+	clear(t.ended)
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package asyncsteps
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -367,75 +369,69 @@ func TestTestToolHugeDelayDoesNotOverflow(t *testing.T) {
 	}
 }
 
-// A Root.Cancel whose callback ResetEvents dropped may be called again:
-// the flow is then cancelled, once, when the tool runs next. Before, the
-// cancel counted as requested for good, and the flow, waiting, ran on
-// until something else woke it. A Cancel that finds its callback still
-// queued queues none of its own.
-func TestTestToolCancelDroppedByResetEventsCanBeCalledAgain(t *testing.T) {
+// ResetEvents keeps a Root.Cancel, which the flow sees before its next
+// step already: the flow, waiting, is cancelled, once, when the tool runs
+// next. Before, ResetEvents dropped the callback that applies it, and the
+// flow ran on until something else woke it or Cancel was called again. A
+// Cancel that finds its callback still queued queues none of its own.
+func TestTestToolResetEventsKeepsARootCancel(t *testing.T) {
 	tt := NewTestTool()
 	var tr trace
 	r := New(WithTool(tt))
 	r.Add(func(as AsyncSteps, _ ...any) {
 		as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
 	})
-	r.ExecuteWith(func(err *Error) { tr.add("unhandled %s", err.Code) })
+	ch := r.Promise()
 	tt.Run()
 	r.Cancel()
 	tt.ResetEvents()
-	tt.Run()
-	if !r.Running() || tr.String() != "" {
-		t.Fatalf("after the dropped cancel: running %v, trace %q; want true, none", r.Running(), tr.String())
+	if n := tt.Pending(); n != 1 {
+		t.Fatalf("Pending() = %d after ResetEvents, want 1: the cancel", n)
 	}
-	r.Cancel()
 	r.Cancel() // its callback is queued: nothing more
 	if n := tt.Pending(); n != 1 {
-		t.Errorf("%d callbacks queued by two Cancels, want 1", n)
+		t.Fatalf("Pending() = %d after a second Cancel, want 1", n)
 	}
 	tt.Run()
-	if r.Running() {
-		t.Error("the flow still runs after Cancel was called again")
+	if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+		t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
 	}
 	if got, want := tr.String(), "cancelled"; got != want {
 		t.Errorf("trace %q, want %q", got, want)
 	}
 }
 
-// The tool keeps a cancel that ResetEvents dropped only while its flow
-// runs: a flow that ended since is forgotten at the next ResetEvents,
-// where before the tool kept it, and its memory, until the flow's Root
-// was cancelled again.
-func TestTestToolForgetsTheDroppedCancelOfAnEndedFlow(t *testing.T) {
+// A cancel that ResetEvents kept is dropped when its flow ends first, as
+// any continuation of the flow: Pending counts it no more, and the Root's
+// next execution is not cancelled by it.
+func TestTestToolResetEventsKeepsNoCancelOfAnEndedFlow(t *testing.T) {
 	tt := NewTestTool()
-	roots := make([]*Root, 2)
-	steps := make([]AsyncSteps, 2)
-	for i := range roots {
-		roots[i] = New(WithTool(tt))
-		roots[i].Add(func(as AsyncSteps, _ ...any) {
-			as.SetCancel(func(AsyncSteps) {})
-			steps[i] = as
-		})
-		roots[i].Execute()
+	var tr trace
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		r.Cancel()
+		tt.ResetEvents()
+		as.Error("Boom") // the flow ends before its next step
+	})
+	_, err := r.Run(context.Background())
+	if e, ok := err.(*Error); !ok || e.Code != "Boom" || tt.Pending() != 0 {
+		t.Fatalf("Run err = %#v, Pending() = %d; want Boom, 0", err, tt.Pending())
 	}
+	r.Add(func(as AsyncSteps, _ ...any) {
+		tr.add("again")
+		as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
+	})
+	ch := r.Promise()
 	tt.Run()
-	roots[0].Cancel()
-	tt.ResetEvents()
-	if len(tt.cancels) != 1 {
-		t.Fatalf("%d dropped cancels kept, want 1", len(tt.cancels))
+	if !r.Running() || tt.Pending() != 0 {
+		t.Fatalf("next execution: running %v, Pending() = %d; want true, 0", r.Running(), tt.Pending())
 	}
-	steps[0].Success()
+	r.Cancel()
 	tt.Run()
-	if roots[0].Running() {
-		t.Fatal("the first flow still runs after its step succeeded")
+	if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+		t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
 	}
-	roots[1].Cancel()
-	tt.ResetEvents()
-	if _, kept := tt.cancels[&roots[0].fl]; kept || len(tt.cancels) != 1 {
-		t.Errorf("dropped cancels kept: %d, the ended flow's among them: %v; want 1, false", len(tt.cancels), kept)
-	}
-	roots[1].Cancel()
-	tt.Run()
-	if roots[1].Running() {
-		t.Error("the second flow still runs after Cancel was called again")
+	if got, want := tr.String(), "again cancelled"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
 	}
 }

@@ -17,13 +17,13 @@ import (
 // waits, completed after the free, runs none of the root's C steps, and
 // the Mutex section the flow is in is given back, when the tool runs
 // next, to the flow that waits for it. It does so whether ResetEvents dropped the whole free or only
-// what the free had posted (the cancel of the flow and the release after
-// it). Before, the flow stayed running: the completion ran the root's C
+// the release that the free had posted after the cancel of the flow
+// (which ResetEvents keeps). Before, the flow stayed running: the completion ran the root's C
 // steps, whose state variable was allocated after the free's cleanups and
 // never cleaned up, and the other flow never entered the Mutex.
 func TestFreeDroppedByResetEventsEndsTheFlow(t *testing.T) {
 	for _, ranFree := range []bool{false, true} {
-		name := map[bool]string{false: "free dropped", true: "cancel dropped"}[ranFree]
+		name := map[bool]string{false: "free dropped", true: "release dropped"}[ranFree]
 		t.Run(name, func(t *testing.T) { checkFreedFlowEnds(t, ranFree) })
 	}
 }
