@@ -15,19 +15,20 @@
 // handled, typically), and the context an Await function gets carries the
 // Await's span, so that what the function traces (an outgoing HTTP call)
 // is its child. The error a flow or an Await fails with sets its span's
-// status to Error, with the error as description, and its code in the
-// attribute asyncsteps.error.code and in error.type, the attribute
-// OpenTelemetry's semantic conventions give the class of error a failed
-// operation ended with; each step error, also one that a handler
-// recovers from, is an event of the flow's span, which fails only if the
-// flow does. A cancelled flow
-// is not an error: its span has the attribute asyncsteps.canceled, and so
-// has the span of an Await cancelled with its step (its flow cancelled,
-// its loop closed, a sibling branch failed), whatever its function
-// returned then; the span of an Await whose step timed out (its
-// SetTimeout, or Run's deadline) is a Timeout as its flow's span is,
-// described "Timeout" with no info, the error the step's handlers see,
-// also when its function, ignoring its context, succeeded later.
+// status to Error, with the error as description (its info cut: see
+// Infos and panics below), and its code in the attribute
+// asyncsteps.error.code and in error.type, the attribute OpenTelemetry's
+// semantic conventions give the class of error a failed operation ended
+// with; each step error, also one that a handler recovers from, is an
+// event of the flow's span, which fails only if the flow does. A
+// cancelled flow is not an error: its span has the attribute
+// asyncsteps.canceled, and so has the span of an Await cancelled with
+// its step (its flow cancelled, its loop closed, a sibling branch
+// failed), whatever its function returned then; the span of an Await
+// whose step timed out (its SetTimeout, or Run's deadline) is a Timeout
+// as its flow's span is, described "Timeout" with no info, the error the
+// step's handlers see, also when its function, ignoring its context,
+// succeeded later.
 //
 // Across processes, the trace goes on as the context does: an
 // asynchttp.Handler runs its flows under its request's context, so that
@@ -44,6 +45,47 @@
 // for any panic of a hook that starts a flow, and has no span: the span
 // in its context, its caller's, is left alone, and so is an outer flow's
 // when an Await function runs the flow.
+//
+// # Infos and panics
+//
+// An error's info is the application's text, and may say more than a
+// trace should keep ("db down: password=hunter2"), at any length. The
+// spans export it cut to [Config].MaxInfoBytes, [DefaultMaxInfoBytes]
+// unless set: in the status description of a failed span ("code: info"),
+// in the asyncsteps.error.info of a step error event, and in the
+// exception.message of a panic's event; [Config].OmitInfo leaves it out
+// of all three. The Result, the step's handlers and the logs of the
+// application still get the info whole: only what leaves the process in
+// a trace is cut.
+//
+// A panic in a step, in a cancel or error handler, or in an Await
+// function is an exception event, as OpenTelemetry's semantic
+// conventions have it, of the span of its flow, after its step error
+// event and at the same time, and, in an Await function, of the Await's
+// span too, as it ends: exception.type is the fully qualified type of
+// the panic value ("string", "*example.com/app/db.QueryError"),
+// exception.message "panic: " and the printed value, and
+// exception.stacktrace the stack of the panicking goroutine, as
+// runtime/debug.Stack prints it, which the engine records in the
+// [*asyncsteps.PanicError] it makes the Cause of the panic's
+// InternalError. An Await function that returns a *PanicError itself (a
+// panic it recovered on a goroutine of its own) counts as one that
+// panicked. The error an error handler raises in place of a panic's
+// keeps the panic as its Cause, and is not a panic again: the flow's span
+// has one exception event per panic. A stack holds the names of the
+// functions and files, not the application's data, and is exported
+// whole; the SDK's span limits (sdktrace.SpanLimits) bound every
+// attribute's length, that one's too.
+//
+// An Await function that returns a Go error which is not an
+// [*asyncsteps.Error], and that nothing else classifies (a network
+// error, a [asyncsteps.FutoInCoder]: see [asyncsteps.ErrorFrom]), fails
+// its step with an InternalError, as a panic does: that is the engine's
+// mapping, which these hooks report as it is, in the spans' codes and in
+// asyncsteps.step.failed. Only the exception event tells a panic from
+// such an error. An application that wants them apart in its metrics
+// gives its errors a code (return an *asyncsteps.Error, or implement
+// FutoInCoder).
 //
 // # Composing hooks
 //
@@ -188,7 +230,28 @@ type Config struct {
 	// in it is a panic of the hook that called it (docs/DESIGN.md#hooks),
 	// and a span it was to end ends all the same, on the wall clock.
 	Now func() time.Time
+	// MaxInfoBytes caps the info of an error where the spans export it:
+	// in a span's status description, in the asyncsteps.error.info of a
+	// step error event, and in the exception.message of a panic's event.
+	// An info longer than the cap is cut to at most MaxInfoBytes bytes, at
+	// a UTF-8 character boundary, ending with "…" (3 of those bytes). 0
+	// means DefaultMaxInfoBytes; a negative value, no cap. An info is the
+	// application's text, whatever Error was given: it may say more than
+	// a trace should keep, at any length.
+	MaxInfoBytes int
+	// OmitInfo leaves the infos out of the spans: a failed span's status
+	// description is its error's code alone, a step error event has no
+	// asyncsteps.error.info, and a panic's event no exception.message
+	// (its exception.type and exception.stacktrace stay: the type of the
+	// panic value and the code that panicked, not the application's
+	// text). The codes, which the metrics carry, stay too.
+	OmitInfo bool
 }
+
+// DefaultMaxInfoBytes is the cap on the infos the spans export when
+// [Config].MaxInfoBytes is 0: room for a sentence that says what failed,
+// not for a payload a step put in its error.
+const DefaultMaxInfoBytes = 256
 
 // Hooks returns the hooks that trace flows and Await calls, and record
 // metrics if c has a MeterProvider, as the package doc says. They may be
@@ -198,7 +261,7 @@ func Hooks(c Config) *asyncsteps.Hooks {
 	if isNil(tp) {
 		tp = otel.GetTracerProvider()
 	}
-	t := tracer{Tracer: tp.Tracer(ScopeName), now: clock(c.Now)}
+	t := tracer{Tracer: tp.Tracer(ScopeName), now: clock(c.Now), infos: infoPolicyOf(c)}
 	if isNil(t.Tracer) {
 		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName)
 	}
@@ -228,10 +291,12 @@ func isNil(v any) bool {
 	return false
 }
 
-// tracer starts and ends the spans of flows and Awaits, timed on now.
+// tracer starts and ends the spans of flows and Awaits, timed on now, and
+// exports the infos of their errors as infos says.
 type tracer struct {
 	trace.Tracer
-	now clock
+	now   clock
+	infos infoPolicy
 }
 
 // clock is Config.Now: nil for the wall clock.
@@ -259,23 +324,33 @@ func (t tracer) startSpan(ctx context.Context, name string, at time.Time) (conte
 	return t.Start(ctx, name, trace.WithTimestamp(at))
 }
 
-// endSpan ends span now, on t.now if set. A clock that panics, or calls
-// runtime.Goexit, still leaves the span ended, on the wall clock: the
-// panic goes on to the hook's caller.
-func (t tracer) endSpan(span trace.Span) {
-	if t.now == nil {
+// endSpan ends span now, on t.now if set, after the exception event of
+// the panic p, if not nil. A clock that panics, or calls runtime.Goexit,
+// still leaves the span ended, on the wall clock: the panic goes on to the
+// hook's caller.
+func (t tracer) endSpan(span trace.Span, p *asyncsteps.PanicError) {
+	if t.now == nil && p == nil {
 		span.End()
 		return
 	}
-	read := false
+	ended := false
 	defer func() {
-		if !read {
+		if !ended {
 			span.End()
 		}
 	}()
-	at := t.now()
-	read = true
-	span.End(trace.WithTimestamp(at))
+	if t.now == nil {
+		t.addPanic(span, p)
+		ended = true
+		span.End()
+		return
+	}
+	at := trace.WithTimestamp(t.now())
+	if p != nil {
+		t.addPanic(span, p, at)
+	}
+	ended = true
+	span.End(at)
 }
 
 // flowKey keys the flowContext of a flow in the flow's context.
@@ -296,6 +371,10 @@ type flowContext struct {
 	// masked: the contexts of the flow's Await functions hide it (see
 	// awaitStart).
 	masked bool
+	// panicked is the panic whose exception event the span has last had:
+	// the error an error handler raises in place of a panic's keeps the
+	// panic as its Cause, and is no panic of its own. On the flow's loop.
+	panicked *asyncsteps.PanicError
 }
 
 func (c *flowContext) Value(key any) any {
@@ -365,11 +444,11 @@ func (t tracer) flowEnd(ctx context.Context, err error) {
 	span := f.span
 	switch e := errorOf(err); {
 	case e != nil:
-		fail(span, e)
+		t.fail(span, e)
 	case err != nil: // a cancel: not an error of the flow
 		span.SetAttributes(CanceledKey.Bool(true))
 	}
-	t.endSpan(span)
+	t.endSpan(span, nil) // its panics are events of its step errors
 }
 
 func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
@@ -381,24 +460,41 @@ func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	case errors.Is(cause, context.Canceled):
 		span.SetAttributes(CanceledKey.Bool(true))
 	case cause != nil:
-		fail(span, timedOut)
+		t.fail(span, timedOut)
 	case err != nil:
-		fail(span, err)
+		t.fail(span, err)
 	}
-	t.endSpan(span)
+	// The function's panic, even one after its step ended: this span
+	// alone can tell it.
+	t.endSpan(span, panicOf(err))
 }
 
+// stepError adds the step error event of err to its flow's span, and the
+// exception event of the panic that raised it, if one did.
 func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
 	f := ownFlow(ctx)
 	if f == nil {
 		return
 	}
-	attrs := trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(err.Info))
+	attrs := t.infos.eventAttributes(err)
+	p := panicOf(err)
+	if p == f.panicked {
+		p = nil // recorded already (a handler raised err in its place), or none
+	} else if p != nil {
+		f.panicked = p
+	}
 	if t.now == nil {
 		f.span.AddEvent(StepErrorEvent, attrs)
+		if p != nil {
+			t.addPanic(f.span, p)
+		}
 		return
 	}
-	f.span.AddEvent(StepErrorEvent, attrs, trace.WithTimestamp(t.now()))
+	at := trace.WithTimestamp(t.now())
+	f.span.AddEvent(StepErrorEvent, attrs, at)
+	if p != nil {
+		t.addPanic(f.span, p, at)
+	}
 }
 
 // timedOut is the error of a step whose timeout, or Run's deadline, ends
@@ -419,7 +515,7 @@ func errorOf(err error) *asyncsteps.Error {
 	return e
 }
 
-func fail(span trace.Span, err *asyncsteps.Error) {
-	span.SetStatus(codes.Error, err.Error())
+func (t tracer) fail(span trace.Span, err *asyncsteps.Error) {
+	span.SetStatus(codes.Error, t.infos.describe(err))
 	span.SetAttributes(CodeKey.String(err.Code), semconv.ErrorTypeKey.String(err.Code))
 }

@@ -131,7 +131,7 @@ var outcomes = []outcome{{
 	name:  "panic in a step",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(func(as steps, _ ...any) { panic(errors.New("boom")) }) },
 	err:   "InternalError: boom",
-	spans: []string{`asyncsteps.flow <- request: Error "InternalError: boom" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=boom`},
+	spans: []string{`asyncsteps.flow <- request: Error "InternalError: boom" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=boom event exception exception.type=*errors.errorString exception.message=panic: boom exception.stacktrace=<debug.Stack>`},
 }, {
 	name:  "Goexit in a step",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(func(as steps, _ ...any) { runtime.Goexit() }) },
@@ -171,10 +171,10 @@ var outcomes = []outcome{{
 		r.Await(func(context.Context) (any, error) { return nil, errors.New("plain") }, recover)
 	},
 	spans: []string{
-		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: panic: boom" asyncsteps.error.code=InternalError error.type=InternalError`,
+		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: panic: boom" asyncsteps.error.code=InternalError error.type=InternalError event exception exception.type=string exception.message=panic: boom exception.stacktrace=<debug.Stack>`,
 		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: plain" asyncsteps.error.code=InternalError error.type=InternalError`,
 		`asyncsteps.await <- asyncsteps.flow: Error "InternalError: runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)" asyncsteps.error.code=InternalError error.type=InternalError`,
-		`asyncsteps.flow <- request: Unset "" event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=panic: boom event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?) event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=plain`,
+		`asyncsteps.flow <- request: Unset "" event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=panic: boom event exception exception.type=string exception.message=panic: boom exception.stacktrace=<debug.Stack> event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?) event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=plain`,
 	},
 }, {
 	name: "Break and Continue",

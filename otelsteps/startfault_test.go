@@ -107,9 +107,11 @@ func TestFailedAwaitStartFailsTheStep(t *testing.T) {
 	for name, c := range map[string]struct {
 		fault func()
 		info  string
+		event string // the panic's, after the step error's
 	}{
-		"panic":  {func() { panic("exporter bug") }, "panic: exporter bug"},
-		"Goexit": {runtime.Goexit, goexit},
+		"panic": {func() { panic("exporter bug") }, "panic: exporter bug",
+			" event exception exception.type=string exception.message=panic: exporter bug exception.stacktrace=<debug.Stack>"},
+		"Goexit": {runtime.Goexit, goexit, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -127,7 +129,7 @@ func TestFailedAwaitStartFailsTheStep(t *testing.T) {
 				request.End()
 				want := describeLines([]string{
 					`request <- -: Unset ""`,
-					`asyncsteps.flow <- request: Error "InternalError: ` + c.info + `" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=` + c.info,
+					`asyncsteps.flow <- request: Error "InternalError: ` + c.info + `" asyncsteps.error.code=InternalError error.type=InternalError event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=` + c.info + c.event,
 				})
 				if got := describe(rec.Ended()); got != want {
 					t.Errorf("spans:\n%s\nwant:\n%s", got, want)

@@ -1,0 +1,180 @@
+package otelsteps_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/otelsteps"
+)
+
+// queryError is a panic value of a named type of this package.
+type queryError struct{}
+
+func (*queryError) Error() string { return "query failed" }
+
+// eventNames returns the names of the events of span, in order.
+func eventNames(span tracetest.SpanStub) string {
+	var names []string
+	for _, e := range span.Events {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, " ")
+}
+
+// exceptionsOf returns the attributes of the exception events of span.
+func exceptionsOf(span tracetest.SpanStub) [][]attribute.KeyValue {
+	var found [][]attribute.KeyValue
+	for _, e := range span.Events {
+		if e.Name == semconv.ExceptionEventName {
+			found = append(found, e.Attributes)
+		}
+	}
+	return found
+}
+
+// exceptionOf returns the attributes of the one exception event of span,
+// failing t if it has none or more.
+func exceptionOf(t *testing.T, span tracetest.SpanStub) []attribute.KeyValue {
+	t.Helper()
+	found := exceptionsOf(span)
+	if len(found) != 1 {
+		t.Fatalf("span %s has %d exception events, want 1", span.Name, len(found))
+	}
+	return found[0]
+}
+
+// checkException checks that attrs are exactly those of p's exception
+// event, and that its stack names the function that panicked.
+func checkException(t *testing.T, attrs []attribute.KeyValue, typ, message string, p *asyncsteps.PanicError, panicker string) {
+	t.Helper()
+	want := []attribute.KeyValue{
+		semconv.ExceptionType(typ),
+		semconv.ExceptionMessage(message),
+		semconv.ExceptionStacktrace(string(p.Stack)),
+	}
+	if len(attrs) != len(want) {
+		t.Fatalf("exception attributes %v, want %v", attrs, want)
+	}
+	for i := range want {
+		if attrs[i] != want[i] {
+			t.Errorf("exception attribute %d: %s=%q, want %s=%q",
+				i, attrs[i].Key, attrs[i].Value.Emit(), want[i].Key, want[i].Value.Emit())
+		}
+	}
+	if !strings.Contains(string(p.Stack), panicker) {
+		t.Errorf("the stack does not name %s:\n%s", panicker, p.Stack)
+	}
+}
+
+// A panic in a step is an exception event of its flow's span, after the
+// step error event and at the same time, as OpenTelemetry's semantic
+// conventions have it: the fully qualified type of the panic value, the
+// message, and the stack of the goroutine at the panic, the one the
+// engine recorded in the *PanicError it made the error's Cause. An
+// error handler that raises another error in its place raises no panic
+// of its own: the span has one exception event. Before, a panic's span
+// had no stack.
+func TestPanicInAStepIsAnException(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, Now: tt.Now}))
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(steps, ...any) { panic(&queryError{}) },
+		func(as steps, _ string) { as.Error(asyncsteps.Unauthorized, "replaced") })
+	_, err := r.Run(context.Background())
+	var flowErr *asyncsteps.Error
+	if !errors.As(err, &flowErr) || flowErr.Code != asyncsteps.Unauthorized {
+		t.Fatalf("Run: %v, want Unauthorized", err)
+	}
+	p, ok := flowErr.Cause.(*asyncsteps.PanicError)
+	if !ok {
+		t.Fatalf("the flow's error has cause %T, want the *PanicError", flowErr.Cause)
+	}
+
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want the flow's", len(spans))
+	}
+	flow := spans[0]
+	if got, want := eventNames(flow), "asyncsteps.step_error exception asyncsteps.step_error"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+	if at := flow.Events[1].Time; !at.Equal(flow.Events[0].Time) || !at.Equal(tt.Now()) {
+		t.Errorf("exception at %v, step error at %v, want both at %v", at, flow.Events[0].Time, tt.Now())
+	}
+	checkException(t, exceptionOf(t, flow),
+		"*github.com/asyncsteps/asyncsteps/otelsteps_test.queryError", "panic: query failed",
+		p, "otelsteps_test.TestPanicInAStepIsAnException.func1(")
+}
+
+// An Await function that panics fails its span with an exception event,
+// at the span's end, and the step error that the panic raises adds one
+// to its flow's span: the same panic, the one in the step's
+// LastException. So does a function that returns a *PanicError (one
+// that recovered a panic of its own goroutine), which the engine makes
+// the Cause of the step's error as it does for a panic's; without a
+// stack, with no exception.stacktrace. A function that returns a plain Go
+// error raises an InternalError too (the engine maps every error it
+// cannot classify to it), but no exception: it did not panic.
+func TestPanicInAnAwaitIsAnException(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, Now: tt.Now}))
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	var p *asyncsteps.PanicError
+	r.Await(func(context.Context) (any, error) { panic("boom") }, func(as steps, _ string) {
+		p, _ = as.State().LastException.(*asyncsteps.PanicError)
+		as.Success()
+	})
+	recovered := func(as steps, _ string) { as.Success() }
+	r.Await(func(context.Context) (any, error) { return nil, &asyncsteps.PanicError{Value: 42} }, recovered)
+	r.Await(func(context.Context) (any, error) { return nil, errors.New("plain") })
+	_, err := r.Run(context.Background())
+	if errText(err) != "InternalError: plain" {
+		t.Fatalf("Run: %v, want InternalError: plain", err)
+	}
+	if p == nil {
+		t.Fatal("the handler saw no *PanicError")
+	}
+
+	spans := exp.GetSpans()
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 3 Awaits and their flow", len(spans))
+	}
+	panicked, stackless, plain, flow := spans[0], spans[1], spans[2], spans[3]
+	checkException(t, exceptionOf(t, panicked), "string", "panic: boom",
+		p, "otelsteps_test.TestPanicInAnAwaitIsAnException.func1(")
+	if at := panicked.Events[0].Time; !at.Equal(panicked.EndTime) {
+		t.Errorf("exception at %v, want at the span's end, %v", at, panicked.EndTime)
+	}
+	// A *PanicError made without its stack has an exception all the same.
+	stacklessWant := []attribute.KeyValue{semconv.ExceptionType("int"), semconv.ExceptionMessage("panic: 42")}
+	if got := exceptionOf(t, stackless); !slices.Equal(got, stacklessWant) {
+		t.Errorf("exception of a *PanicError without a stack: %v, want %v", got, stacklessWant)
+	}
+	if len(plain.Events) != 0 || plain.Status.Description != "InternalError: plain" {
+		t.Errorf("the plain error's span: %q with events %v, want InternalError: plain alone",
+			plain.Status.Description, plain.Events)
+	}
+	want := "asyncsteps.step_error exception asyncsteps.step_error exception asyncsteps.step_error"
+	if got := eventNames(flow); got != want {
+		t.Fatalf("the flow's events: %s, want %s", got, want)
+	}
+	exceptions := exceptionsOf(flow)
+	checkException(t, exceptions[0], "string", "panic: boom",
+		p, "otelsteps_test.TestPanicInAnAwaitIsAnException.func1(")
+	if !slices.Equal(exceptions[1], stacklessWant) {
+		t.Errorf("the flow's exception of a *PanicError without a stack: %v, want %v", exceptions[1], stacklessWant)
+	}
+}

@@ -1,0 +1,101 @@
+package otelsteps_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/otelsteps"
+)
+
+// leaky is an info that says more than a trace should keep, and at
+// length: 26 ASCII bytes, then 200 "é" of 2 bytes each, 426 bytes in all.
+var leaky = "db down: password=hunter2 " + strings.Repeat("é", 200)
+
+// The infos the spans export, in status descriptions, step error events
+// and a panic's exception.message, are cut to Config.MaxInfoBytes (256
+// by default) at a UTF-8 boundary, with "…" in the last 3 bytes, or
+// left out with OmitInfo. A flow fails in an Await with leaky as info,
+// another panics in a step with leaky as value (its info; the
+// exception's message is "panic: " and the value). Before the cap, the
+// spans exported leaky whole, whatever the Config.
+func TestInfosAreCappedOrOmitted(t *testing.T) {
+	ascii := "db down: password=hunter2 "
+	for _, c := range []struct {
+		name    string
+		config  otelsteps.Config
+		info    string // leaky as exported
+		message string // "panic: " + leaky as exported
+	}{{
+		// 253 bytes leave "…" its 3: the 253rd byte is the first of an
+		// "é" after the 7 of "panic: ", the second of one without.
+		name:    "default",
+		info:    ascii + strings.Repeat("é", 113) + "…",
+		message: "panic: " + ascii + strings.Repeat("é", 110) + "…",
+	}, {
+		name:    "20 bytes",
+		config:  otelsteps.Config{MaxInfoBytes: 20},
+		info:    "db down: password…",
+		message: "panic: db down: p…",
+	}, {
+		name:    "30 bytes: not in the middle of an é",
+		config:  otelsteps.Config{MaxInfoBytes: 30},
+		info:    ascii + "…",
+		message: "panic: db down: password=hu…",
+	}, {
+		name:    "2 bytes: no room for the ellipsis",
+		config:  otelsteps.Config{MaxInfoBytes: 2},
+		info:    "db",
+		message: "pa",
+	}, {
+		name:    "no cap",
+		config:  otelsteps.Config{MaxInfoBytes: -1},
+		info:    leaky,
+		message: "panic: " + leaky,
+	}, {
+		name:   "omitted",
+		config: otelsteps.Config{OmitInfo: true, MaxInfoBytes: 20},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			c.config.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(otelsteps.Hooks(c.config))
+
+			awaited := asyncsteps.New(asyncsteps.WithTool(tt))
+			awaited.Await(func(context.Context) (any, error) {
+				return nil, &asyncsteps.Error{Code: asyncsteps.CommError, Info: leaky}
+			})
+			if _, err := awaited.Run(context.Background()); errText(err) != "CommError: "+leaky {
+				t.Fatalf("Run: %v, want the CommError whole: only the spans cap it", err)
+			}
+			panicked := asyncsteps.New(asyncsteps.WithTool(tt))
+			panicked.Add(func(steps, ...any) { panic(leaky) })
+			panicked.Run(context.Background())
+
+			comm, internal := `Error "CommError"`, `Error "InternalError"`
+			info, message := "", ""
+			if !c.config.OmitInfo {
+				comm = `Error "CommError: ` + c.info + `"`
+				internal = `Error "InternalError: ` + c.info + `"`
+				info = " asyncsteps.error.info=" + c.info
+				message = " exception.message=" + c.message
+			}
+			want := describeLines([]string{
+				`asyncsteps.await <- asyncsteps.flow: ` + comm + ` asyncsteps.error.code=CommError error.type=CommError`,
+				`asyncsteps.flow <- -: ` + comm + ` asyncsteps.error.code=CommError error.type=CommError` +
+					` event asyncsteps.step_error asyncsteps.error.code=CommError` + info,
+				`asyncsteps.flow <- -: ` + internal + ` asyncsteps.error.code=InternalError error.type=InternalError` +
+					` event asyncsteps.step_error asyncsteps.error.code=InternalError` + info +
+					` event exception exception.type=string` + message + ` exception.stacktrace=<debug.Stack>`,
+			})
+			if got := describe(exp.GetSpans().Snapshots()); got != want {
+				t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
