@@ -250,7 +250,7 @@ func (fl *flow) cancelOf(stop *error) func() {
 			return
 		}
 		if fl.inCall { // a callback of the flow drives its TestTool
-			fl.deferTask(funcTask(apply))
+			fl.deferTask(flowStop{fl: fl, apply: apply}) // kept by ResetEvents, as the stop was
 			return
 		}
 		fl.cancel(*stop)

@@ -37,7 +37,7 @@ func (fl *flow) expiryOf(w *waiter) func() {
 			return // not the execution Run started any more, or not yet
 		}
 		if fl.inCall { // a callback of the flow drives its TestTool
-			fl.deferTask(funcTask(expire))
+			fl.deferTask(flowStop{fl: fl, apply: expire}) // kept by ResetEvents, as the stop was
 			return
 		}
 		fl.expire()

@@ -164,9 +164,9 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 // deferred; cancelled ones are not counted. A test uses it to check that no
 // timer was left armed. A flow that has ended leaves none of its steps'
 // continuations queued, nor a stop it outran (a [Root.Cancel], the end of
-// the context of Run or PromiseContext); only a context that ends as the
-// flow ends may post its stop after the end, as one event that does
-// nothing. A [Throttle] it entered keeps the timer of its current period
+// the context of Run or PromiseContext); only a Root.Cancel or a context
+// end that races the flow's end may post its stop after the end, as one
+// event that does nothing. A [Throttle] it entered keeps the timer of its current period
 // armed until the period ends, with or without flows waiting, so Pending
 // counts it until the clock reaches the period's end (Run or Advance by
 // the period).

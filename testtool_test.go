@@ -401,6 +401,42 @@ func TestTestToolResetEventsKeepsARootCancel(t *testing.T) {
 	}
 }
 
+// A cancel requested while a callback of the flow drives its own TestTool
+// is deferred until the callback returns; ResetEvents keeps that deferred
+// stop as it keeps any other, and the flow is cancelled when the tool
+// runs next.
+func TestTestToolResetEventsKeepsACancelDeferredByReentry(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		tr.add("step")
+		r.Cancel()
+		tt.NextEvent()
+		tt.Immediate(func() { tr.add("reset"); tt.ResetEvents() })
+		as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
+	}, func(as AsyncSteps, code string) {
+		tr.add("handler:%s", code)
+		as.SetCancel(func(AsyncSteps) { tr.add("hcancelled") })
+	})
+	ch := r.Promise()
+	tt.Run()
+	select {
+	case res := <-ch:
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+		}
+	default:
+		t.Fatalf("no Result: the deferred cancel was dropped (trace %q, Pending %d)", tr.String(), tt.Pending())
+	}
+	if got, want := tr.String(), "step cancelled handler:InternalError reset hcancelled"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("Pending() = %d after the flow ended, want 0", n)
+	}
+}
+
 // A cancel that ResetEvents kept is dropped when its flow ends first, as
 // any continuation of the flow: Pending counts it no more, and the Root's
 // next execution is not cancelled by it.
