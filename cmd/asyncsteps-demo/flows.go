@@ -20,12 +20,13 @@ type flowGateway struct {
 	queue   queueCounter // the flows waiting to enter limit
 	client  *asynchttp.Client
 	handler *asynchttp.Handler
+	logger  *slog.Logger // logs what is wrong with a malformed upstream answer
 }
 
 // newFlowGateway returns the flows gateway and the count of requests
 // waiting for its limit. Close it after its server has stopped.
 func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog.Logger) (*flowGateway, func() int64) {
-	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits)}
+	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits), logger: logger}
 	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, _ int, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)
@@ -187,10 +188,14 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 	}
 	f.final = true // whatever fails from here on is the upstream's answer
 	q, err := f.job.g.cfg.decode(resp.Body)
+	detail := ""
 	if err != nil {
-		as.Error(asyncsteps.CommError, "upstream answer for "+f.symbol+": "+err.Error())
+		detail = err.Error()
+	} else {
+		detail = checkQuote(f.symbol, q)
 	}
-	if bad := checkQuote(f.symbol, q); bad != nil {
+	if detail != "" {
+		bad := malformed(f.job.g.logger, f.symbol, detail)
 		as.Error(bad.Code, bad.Info)
 	}
 	f.price = q

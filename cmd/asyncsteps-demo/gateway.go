@@ -144,8 +144,10 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 
 // clip returns s, or its first bytes and "..." when it is longer than a
 // symbol can be by far: a 400 does not echo a megabyte of query back.
-func clip(s string) string {
-	const keep = 16
+func clip(s string) string { return clipTo(s, 16) }
+
+// clipTo returns s, or its first keep bytes and "..." when it is longer.
+func clipTo(s string, keep int) string {
 	if len(s) <= keep {
 		return s
 	}
@@ -195,17 +197,32 @@ func answerError(symbol string, status int) (err *asyncsteps.Error, retry bool) 
 	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, false
 }
 
-// checkQuote returns the error of an upstream answer that parsed but is
-// no price of symbol: another symbol's (it would be shown as symbol's) or
-// a price that is not positive, missing ones included. A broken upstream,
-// not retried, as an answer that does not parse.
-func checkQuote(symbol string, q quote) *asyncsteps.Error {
+// checkQuote returns what is wrong with an upstream answer that parsed
+// but is no price of symbol, "" if nothing: another symbol's (it would be
+// shown as symbol's) or a price that is not positive, missing ones
+// included. A broken upstream, not retried, as an answer that does not
+// parse (see malformed).
+func checkQuote(symbol string, q quote) string {
 	if q.Symbol == symbol && q.Price > 0 {
-		return nil
+		return ""
 	}
-	return &asyncsteps.Error{Code: asyncsteps.CommError,
-		Info: fmt.Sprintf("upstream answer for %s: symbol %q, price %v", symbol, q.Symbol, q.Price)}
+	return fmt.Sprintf("symbol %q, price %v", clipTo(q.Symbol, maxLoggedDetail), q.Price)
 }
+
+// malformed logs what is wrong with the upstream's answer for symbol,
+// detail (a JSON decoder's error, the symbol and price it gave), and
+// returns the CommError that answers it, whose info does not say: the
+// detail is the upstream's text, of any length (a symbol of 200 KB, a
+// decoder's error quoting it), which the client is not to read, and which
+// the log gets clipped.
+func malformed(logger *slog.Logger, symbol, detail string) *asyncsteps.Error {
+	logger.Warn("upstream answer malformed", "symbol", symbol, "detail", clipTo(detail, maxLoggedDetail))
+	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream answer for " + symbol + " is malformed"}
+}
+
+// maxLoggedDetail bounds the upstream's text in a log line: enough to
+// tell what is wrong with an answer, not its megabyte.
+const maxLoggedDetail = 256
 
 // retriable reports whether an upstream attempt that failed with code is
 // tried again: a transport error, or its own timeout.

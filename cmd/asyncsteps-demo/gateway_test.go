@@ -103,6 +103,7 @@ type testGateway struct {
 	up   *fakeUpstream
 	gw   *gateway
 	logs *syncBuffer
+	srv  *httptest.Server // nil if the test did not keep it
 }
 
 func testConfig() config {

@@ -28,6 +28,7 @@ type plainGateway struct {
 	limit  *plainLimit
 	client *http.Client
 	errs   errorAnswers
+	logger *slog.Logger // logs what is wrong with a malformed upstream answer
 }
 
 // errorAnswers writes and logs error answers: asynchttp.Handler's
@@ -39,7 +40,7 @@ type errorAnswers interface {
 
 func newPlainGateway(cfg config, st *stats, client *http.Client, logger *slog.Logger) (*plainGateway, func() int64) {
 	g := &plainGateway{cfg: cfg, st: st, limit: newPlainLimit(cfg.Limits), client: client,
-		errs: errorWriter(cfg, logger)}
+		errs: errorWriter(cfg, logger), logger: logger}
 	return g, g.limit.Waiting
 }
 
@@ -199,11 +200,14 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		return quote{}, &attemptError{Error: e, retry: again}
 	}
 	q, err := g.cfg.decode(body)
+	detail := ""
 	if err != nil {
-		return quote{}, &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream answer for " + symbol + ": " + err.Error()}}
+		detail = err.Error()
+	} else {
+		detail = checkQuote(symbol, q)
 	}
-	if bad := checkQuote(symbol, q); bad != nil {
-		return quote{}, &attemptError{Error: bad}
+	if detail != "" {
+		return quote{}, &attemptError{Error: malformed(g.logger, symbol, detail)}
 	}
 	return q, nil
 }

@@ -25,12 +25,7 @@ func runLogged(t *testing.T, args ...string) (string, *syncBuffer) {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}}))
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime}))
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- run(ctx, o, ln, logger) }()
@@ -48,6 +43,14 @@ func runLogged(t *testing.T, args ...string) (string, *syncBuffer) {
 		time.Sleep(time.Millisecond)
 	}
 	return "http://" + ln.Addr().String(), logs
+}
+
+// noTime leaves the time out of a log line, for tests that compare lines.
+func noTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // closedPort returns a loopback address that nothing listens on.

@@ -5,7 +5,9 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -14,8 +16,10 @@ import (
 // CommError, and not asked again: a body that is not JSON, or empty, or
 // JSON that is no price of the symbol asked (another symbol's, a missing,
 // zero or negative price), which the gateway would otherwise show as the
-// symbol's price.
+// symbol's price. The client gets a fixed info; what is wrong, the
+// upstream's text, goes to the log only, clipped.
 func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
+	huge := strings.Repeat("A", 200<<10)
 	bodies := map[string]string{
 		"AAPL": `{"symbol":"MSFT","price":12.5}`,
 		"IBM":  `{"symbol":"IBM","price":-3}`,
@@ -24,29 +28,53 @@ func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
 		"INTC": `{"symbol":"INTC","price":"7"}`,
 		"META": `not json`,
 		"CSCO": ``,
+		"NVDA": `{"symbol":"NVDA","price":1e999}`,
+		"ORCL": `{"symbol":"` + huge + `","price":1}`,
 	}
-	want := map[string]string{
-		"AAPL": `upstream answer for AAPL: symbol "MSFT", price 12.5`,
-		"IBM":  `upstream answer for IBM: symbol "IBM", price -3`,
-		"CRM":  `upstream answer for CRM: symbol "CRM", price 0`,
-		"AMD":  `upstream answer for AMD: symbol "", price 7`,
-		"INTC": `upstream answer for INTC: json: cannot unmarshal string into Go struct field quote.price of type float64`,
-		"META": `upstream answer for META: invalid character 'o' in literal null (expecting 'u')`,
-		"CSCO": `upstream answer for CSCO: unexpected end of JSON input`,
+	details := map[string]string{
+		"AAPL": `"symbol \"MSFT\", price 12.5"`,
+		"IBM":  `"symbol \"IBM\", price -3"`,
+		"CRM":  `"symbol \"CRM\", price 0"`,
+		"AMD":  `"symbol \"\", price 7"`,
+		"INTC": `"json: cannot unmarshal string into Go struct field quote.price of type float64"`,
+		"META": `"invalid character 'o' in literal null (expecting 'u')"`,
+		"CSCO": `"unexpected end of JSON input"`,
+		"NVDA": `"json: cannot unmarshal number 1e999 into Go struct field quote.price of type float64"`,
+		"ORCL": `"symbol \"` + huge[:maxLoggedDetail-len(`symbol "`)] + `..."`,
 	}
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
 			g, asked := gatewayBeforeUpstream(t, impl, func(w http.ResponseWriter, _ *http.Request, symbol string) {
 				w.Write([]byte(bodies[symbol]))
 			})
-			for symbol, info := range want {
+			var want []string
+			for symbol, detail := range details {
+				info := "upstream answer for " + symbol + " is malformed"
 				wantAnswer(t, g.get("?symbols="+symbol), 502, "", errBody("CommError", info))
 				if n := asked()[symbol]; n != 1 {
 					t.Errorf("%s asked %d times, want once", symbol, n)
 				}
+				want = append(want,
+					`level=WARN msg="upstream answer malformed" symbol=`+symbol+` detail=`+detail,
+					`level=WARN msg="asynchttp: request failed" method=GET path=/quote status=502 code=CommError info="`+info+`" cause=<nil>`)
 			}
-			checkCounters(t, g.gw.stats, counters{started: int64(len(want)), finished: map[string]int64{"CommError": int64(len(want))}})
+			g.srv.Close() // waits for the requests, logged once answered
+			wantLogLines(t, g.logs.String(), want)
+			checkCounters(t, g.gw.stats, counters{started: int64(len(details)), finished: map[string]int64{"CommError": int64(len(details))}})
 		})
+	}
+}
+
+// wantLogLines checks that log holds exactly the lines want, in any
+// order: a request's line is logged once it is answered, which its client
+// may read before.
+func wantLogLines(t *testing.T, log string, want []string) {
+	t.Helper()
+	got := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
+	slices.Sort(got)
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -97,10 +125,11 @@ func gatewayBeforeUpstream(t *testing.T, impl string, answer func(w http.Respons
 	t.Cleanup(up.Close)
 	cfg := testConfig()
 	cfg.Upstream = up.URL
-	gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+	logs := &syncBuffer{}
+	gw, closeGateway := newGateway(impl, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime})))
 	srv := httptest.NewServer(gw.handler)
 	t.Cleanup(func() { srv.Close(); closeGateway() })
-	return &testGateway{t: t, url: srv.URL, gw: gw}, func() map[string]int {
+	return &testGateway{t: t, url: srv.URL, gw: gw, logs: logs, srv: srv}, func() map[string]int {
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(asked)
