@@ -381,12 +381,21 @@ const maxProbeTimeout = time.Second
 // it if that fails: no answer, or a status that is neither a price nor an
 // unknown symbol. The gateway serves anyway (the upstream may come up
 // later), but says at start why its quotes fail, rather than leave it to
-// the first request's 502 after its retries.
+// the first request's 502 after its retries. An unknown symbol is warned
+// about too: a wrong base URL (a path missing or too many) is answered
+// 404 by most servers, and every request would then be a 400 unknown
+// symbol, which the gateway does not log.
 func probeUpstream(ctx context.Context, client *http.Client, base string, timeout time.Duration, logger *slog.Logger) {
 	probeCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := probe(probeCtx, client, priceURL(base, knownSymbols[0])); err != nil && ctx.Err() == nil {
+	status, err := probe(probeCtx, client, priceURL(base, knownSymbols[0]))
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
 		logger.Warn("upstream probe failed, serving anyway", "upstream", redacted(base), "err", err)
+	case status == http.StatusNotFound:
+		logger.Warn("upstream probe: "+knownSymbols[0]+" is an unknown symbol, serving anyway: check the base URL",
+			"upstream", redacted(base))
 	}
 }
 
@@ -410,22 +419,24 @@ func redactedURL(u *url.URL) string {
 	return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
 }
 
-// probe makes the request of probeUpstream.
-func probe(ctx context.Context, client *http.Client, url string) error {
+// probe makes the request of probeUpstream and returns the status of its
+// answer, or the error of no answer or of a status that is neither a
+// price nor an unknown symbol.
+func probe(ctx context.Context, client *http.Client, url string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, upstreamBody(resp, maxUpstreamBody)) //nolint:errcheck // read to reuse the connection
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
-		return fmt.Errorf("GET %s: status %d", redactedURL(req.URL), resp.StatusCode)
+		return resp.StatusCode, fmt.Errorf("GET %s: status %d", redactedURL(req.URL), resp.StatusCode)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // startUpstream starts the embedded upstream on a free loopback port.

@@ -91,16 +91,18 @@ func TestUnreachableUpstreamIsLoggedAtStart(t *testing.T) {
 	}
 }
 
-// An upstream that answers the probe with a price or an unknown symbol is
-// not warned about; one that answers with another status is.
+// An upstream that answers the probe with a price is not warned about;
+// one that answers with another status is, and one that does not know the
+// symbol probed with a hint: a wrong base URL answers 404.
 func TestUpstreamProbeJudgesTheAnswer(t *testing.T) {
+	const failed = `level=WARN msg="upstream probe failed, serving anyway" upstream=%s `
 	for _, c := range []struct {
 		status int
 		warn   string
 	}{
 		{http.StatusOK, ""},
-		{http.StatusNotFound, ""},
-		{http.StatusServiceUnavailable, `err="GET %s/price?symbol=AAPL: status 503"`},
+		{http.StatusNotFound, `level=WARN msg="upstream probe: AAPL is an unknown symbol, serving anyway: check the base URL" upstream=%s` + "\n"},
+		{http.StatusServiceUnavailable, failed + `err="GET %s/price?symbol=AAPL: status 503"` + "\n"},
 	} {
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			w.WriteHeader(c.status)
@@ -109,10 +111,7 @@ func TestUpstreamProbeJudgesTheAnswer(t *testing.T) {
 		// short for a loaded machine, where a late answer would be warned
 		// about as a failure.
 		_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s")
-		warn := ""
-		if c.warn != "" {
-			warn = `level=WARN msg="upstream probe failed, serving anyway" upstream=` + up.URL + " " + strings.ReplaceAll(c.warn, "%s", up.URL) + "\n"
-		}
+		warn := strings.ReplaceAll(c.warn, "%s", up.URL)
 		if first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`); first != warn {
 			t.Errorf("upstream answering %d: log before serving %q, want %q", c.status, first, warn)
 		}
