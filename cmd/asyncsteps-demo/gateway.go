@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -78,10 +80,15 @@ func decodeQuote(body []byte) (quote, error) {
 const (
 	methodNotAllowed = "MethodNotAllowed" // 405, with allowedMethods in Allow
 	notFound         = "NotFound"         // 404: a path the gateway does not serve
+	shuttingDown     = "ShuttingDown"     // 503 of /readyz: the shutdown has begun
 )
 
 // errorCodes maps the gateway's own codes to statuses, for both gateways.
-var errorCodes = map[string]int{methodNotAllowed: http.StatusMethodNotAllowed, notFound: http.StatusNotFound}
+var errorCodes = map[string]int{
+	methodNotAllowed: http.StatusMethodNotAllowed,
+	notFound:         http.StatusNotFound,
+	shuttingDown:     http.StatusServiceUnavailable,
+}
 
 // allowedMethods are the methods of every route of the gateway (the Allow
 // header of its 405s): GET, and HEAD, which RFC 9110 expects wherever GET
@@ -236,14 +243,15 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 	return &asynchttp.Handler{Codes: errorCodes, RetryAfter: cfg.RetryAfter, Logger: logger}
 }
 
-// routes serves /quote with quotes, and /stats and /metrics from st;
-// /debug/memory and the profiles of /debug/pprof too, if memory is not nil.
-// Any other path is answered 404 with errs' JSON error body, and any
-// method but GET and HEAD to /quote, /stats or /metrics 405 (the 405 of
-// /quote by quotes, which counts it); the /debug routes are net/http's
-// own, as they come. Every answer but a profile's has writeTimeout from
-// its request's arrival to be written (see boundWrites).
-func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswers, writeTimeout time.Duration) http.Handler {
+// routes serves /quote with quotes, /stats and /metrics from st, and the
+// probes /healthz and /readyz (see probes), which no counter counts;
+// /debug/memory and the profiles of /debug/pprof too, if memory is not
+// nil. Any other path is answered 404 with errs' JSON error body, and any
+// method but GET and HEAD to the gateway's routes 405 (the 405 of /quote
+// by quotes, which counts it); the /debug routes are net/http's own, as
+// they come. Every answer but a profile's has writeTimeout from its
+// request's arrival to be written (see boundWrites).
+func routes(quotes http.Handler, st *stats, stopping *atomic.Bool, memory http.Handler, errs errorAnswers, writeTimeout time.Duration) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if !allowed(req.Method) {
@@ -257,8 +265,11 @@ func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswe
 		json.NewEncoder(w).Encode(st.snapshot()) //nolint:errcheck // the client may be gone
 	})))
 	mux.Handle("/metrics", readOnly(errs, st.metricsHandler()))
+	healthz, readyz := probes(stopping, errs)
+	mux.Handle("/healthz", readOnly(errs, healthz))
+	mux.Handle("/readyz", readOnly(errs, readyz))
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-		errs.WriteError(w, notFound, fmt.Sprintf("no such path %q: the gateway serves /quote, /stats and /metrics", clip(req.URL.Path)))
+		errs.WriteError(w, notFound, fmt.Sprintf("no such path %q: the gateway serves /quote, /stats, /metrics, /healthz and /readyz", clip(req.URL.Path)))
 	})
 	if memory != nil {
 		mux.Handle("/debug/memory", memory)
@@ -267,6 +278,37 @@ func routes(quotes http.Handler, st *stats, memory http.Handler, errs errorAnswe
 		mux.Handle("/debug/pprof/trace", unboundedWrites(pprof.Trace))
 	}
 	return boundWrites(mux, writeTimeout)
+}
+
+// The bodies of the probes' 200s.
+const (
+	healthyBody = `{"status":"ok"}` + "\n"
+	readyBody   = `{"status":"ready"}` + "\n"
+)
+
+// probes returns the handlers of /healthz, 200 while the process serves
+// (a liveness probe), and /readyz, 200 until stopping is set, when the
+// shutdown begins, then 503 ShuttingDown (a readiness probe: a load
+// balancer sends the gateway no more requests).
+func probes(stopping *atomic.Bool, errs errorAnswers) (healthz, readyz http.Handler) {
+	healthz = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeProbe(w, healthyBody) })
+	readyz = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if stopping.Load() {
+			errs.WriteError(w, shuttingDown, "the gateway is shutting down")
+			return
+		}
+		writeProbe(w, readyBody)
+	})
+	return healthz, readyz
+}
+
+// writeProbe answers a probe 200 with body, its length set as every
+// answer of the gateway has it.
+func writeProbe(w http.ResponseWriter, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, body) //nolint:errcheck // the client may be gone
 }
 
 // boundWrites returns h with a write deadline, timeout after the request's

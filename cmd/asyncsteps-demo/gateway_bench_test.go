@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"runtime/metrics"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -128,7 +129,7 @@ func newBenchGateway(impl string, cfg config, client *http.Client) (*gateway, fu
 			})
 		},
 	}
-	return &gateway{handler: routes(h, st, nil, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st}, func() {
+	return &gateway{handler: routes(h, st, &atomic.Bool{}, nil, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st}, func() {
 		loops.Close()
 		client.CloseIdleConnections()
 	}

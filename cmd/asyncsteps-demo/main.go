@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -298,6 +299,8 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	}
 	gw, closeGateway := newGatewayWith(o.impl, cfg, logger, client)
 	defer closeGateway()
+	// ctx ends when the shutdown begins (serve then stops accepting).
+	defer context.AfterFunc(ctx, func() { gw.stopping.Store(true) })()
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "impl", o.impl,
 		"try", "curl 'http://"+ln.Addr().String()+"/quote?symbols=AAPL,MSFT,GOOG'")
 	return serve(ctx, ln, gw.handler, o.grace, logger)
@@ -316,8 +319,9 @@ func stoppedOr(ctx context.Context, err error, logger *slog.Logger) error {
 
 // gateway is a gateway with its counters.
 type gateway struct {
-	handler http.Handler // /quote, /stats, /metrics
-	stats   *stats
+	handler  http.Handler // /quote, /stats, /metrics, /healthz, /readyz
+	stats    *stats
+	stopping *atomic.Bool // set when the shutdown begins: /readyz answers 503
 }
 
 // newGateway builds the gateway impl names; the function returned closes
@@ -347,7 +351,8 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 	if cfg.Debug {
 		memory = memoryHandler(client.CloseIdleConnections)
 	}
-	return &gateway{handler: routes(quotes, st, memory, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st}, closeFn
+	stopping := &atomic.Bool{}
+	return &gateway{handler: routes(quotes, st, stopping, memory, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st, stopping: stopping}, closeFn
 }
 
 // upstreamClient returns the client both gateways reach the upstream

@@ -138,7 +138,7 @@ func TestRoutesServeGetAndHeadOnly(t *testing.T) {
 // whatever the method; it is not counted as a /quote request.
 func TestUnknownPathIs404WithTheErrorBody(t *testing.T) {
 	notFound := func(path string) reply {
-		return jsonReply(404, errBody("NotFound", "no such path "+strconv.Quote(path)+": the gateway serves /quote, /stats and /metrics"))
+		return jsonReply(404, errBody("NotFound", "no such path "+strconv.Quote(path)+": the gateway serves /quote, /stats, /metrics, /healthz and /readyz"))
 	}
 	tests := []struct {
 		method, path string
@@ -159,6 +159,42 @@ func TestUnknownPathIs404WithTheErrorBody(t *testing.T) {
 				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
 			}
 			checkCounters(t, g.gw.stats, counters{})
+		})
+	}
+}
+
+// /healthz answers 200 while the gateway serves, /readyz 200 until the
+// shutdown begins, then 503 ShuttingDown; neither is counted as a
+// request, and both are read-only routes.
+func TestHealthAndReadinessProbes(t *testing.T) {
+	healthy, ready := jsonReply(200, `{"status":"ok"}`+"\n"), jsonReply(200, `{"status":"ready"}`+"\n")
+	stopping := jsonReply(503, errBody("ShuttingDown", "the gateway is shutting down")).with("Retry-After", "1")
+	notAllowed := jsonReply(405, errBody("MethodNotAllowed", "method POST not allowed, use GET or HEAD")).with("Allow", "GET, HEAD")
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			check := func(method, path string, want reply) {
+				t.Helper()
+				if method == http.MethodHead {
+					want = want.headOnly()
+				}
+				wantReply(t, method+" "+path, g.exchange(method, path), want)
+			}
+			for _, method := range []string{http.MethodGet, http.MethodHead} {
+				check(method, "/healthz", healthy)
+				check(method, "/readyz", ready)
+			}
+			check(http.MethodPost, "/healthz", notAllowed)
+			check(http.MethodPost, "/readyz", notAllowed)
+			g.gw.stopping.Store(true)
+			for _, method := range []string{http.MethodGet, http.MethodHead} {
+				check(method, "/healthz", healthy)
+				check(method, "/readyz", stopping)
+			}
+			checkCounters(t, g.gw.stats, counters{})
+			if got := g.logs.String(); got != "" {
+				t.Errorf("logged %q, want nothing", got)
+			}
 		})
 	}
 }
