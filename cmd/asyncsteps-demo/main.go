@@ -12,6 +12,8 @@
 //
 // SIGINT or SIGTERM stops it: it stops accepting, lets the requests in
 // flight end within -grace, cancels the rest, closes its loops and exits 0.
+// A second signal ends it at once, with status 130 (SIGINT) or 143
+// (SIGTERM).
 package main
 
 import (
@@ -231,7 +233,7 @@ func main() {
 		os.Exit(2)
 	}
 	o.cluster.Password = os.Getenv(redisPasswordEnv)
-	ctx := stopOnSignal()
+	ctx := stopOnSignal(logger)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		logger.Error("listen", "err", err)
@@ -243,22 +245,35 @@ func main() {
 	}
 }
 
-// stopOnSignal returns a context that SIGINT or SIGTERM ends. The first
-// signal also gives both back their default action, before the context
-// ends and so before the shutdown begins: a second one ends the process
-// at once, grace or not. (Restored after the context ended, a second
-// signal sent as soon as the shutdown is logged could come first, and be
-// lost.)
-func stopOnSignal() context.Context {
+// stopOnSignal returns a context that SIGINT or SIGTERM ends; a second
+// signal ends the process at once, grace or not, with the status a shell
+// gives a process killed by it, 128 and its number (130 for SIGINT, 143
+// for SIGTERM). The process exits itself rather than give the signals
+// back their default action: a signal ignored when the process started
+// (SIGINT of a command started with nohup or in the background of a
+// shell script) would be ignored again, and the second one lost.
+func stopOnSignal(logger *slog.Logger) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 1)
+	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-signals
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
 		cancel()
+		sig := <-signals
+		status := signalExitStatus(sig)
+		logger.Warn("second signal: exiting at once", "signal", sig.String(), "status", status)
+		os.Exit(status)
 	}()
 	return ctx
+}
+
+// signalExitStatus is the exit status of a process ended by sig, as a
+// shell reports it: 128 and the signal's number.
+func signalExitStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 1
 }
 
 // run serves on ln until ctx ends, then shuts down gracefully.

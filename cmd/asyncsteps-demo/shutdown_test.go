@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -184,38 +186,64 @@ func TestRunStoppedWhileStartingIsNoFailure(t *testing.T) {
 	}
 }
 
-// A second signal during the grace period ends the process at once, by
-// that signal, the request in flight left unanswered.
+// A second signal during the grace period ends the process at once, with
+// the status a shell gives a process killed by it, the request in flight
+// left unanswered: SIGTERM's 143, and SIGINT's 130 even when SIGINT was
+// ignored at the process's start (nohup, a shell script's background),
+// which giving the signal back its default action would restore.
 func TestMainSecondSignalEndsAtOnce(t *testing.T) {
-	arrived := make(chan struct{}, 2)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		arrived <- struct{}{}
-		<-req.Context().Done()
-	}))
-	defer up.Close()
-	p := startProgram(t, "-addr", "127.0.0.1:0", "-upstream", up.URL, "-grace", "1h", "-timeout", "1h", "-attempt-timeout", "1h")
-	got := getAsync(p.url + "/quote?symbols=AAPL")
-	<-arrived // the probe's
-	<-arrived // the request's
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.logs.String(), `msg="shutting down" grace=1h0m0s`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no shutdown logged:\n%s", p.logs)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	err := p.cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
-		t.Errorf("after a second SIGTERM: %v, want the process ended by it; log:\n%s", err, p.logs)
-	}
-	if a := <-got; !strings.HasPrefix(a.body, "error: ") {
-		t.Errorf("the request in flight got %+v, want no answer", a)
+	for _, c := range []struct {
+		name   string
+		sig    syscall.Signal
+		status int
+		shell  string // runs the program as "$0"
+	}{
+		{"SIGTERM", syscall.SIGTERM, 143, `exec "$0"`},
+		{"SIGINT ignored at start", syscall.SIGINT, 130, `trap '' INT; exec "$0"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			arrived := make(chan struct{}, 2)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				arrived <- struct{}{}
+				<-req.Context().Done()
+			}))
+			t.Cleanup(up.Close) // after the program is killed, which holds its requests
+			args := []string{"-addr", "127.0.0.1:0", "-upstream", up.URL, "-grace", "1h", "-timeout", "2h", "-attempt-timeout", "1h"}
+			cmd := exec.Command("sh", "-c", c.shell, os.Args[0])
+			cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join(args, "\n"))
+			p := startCommand(t, cmd)
+			got := getAsync(p.url + "/quote?symbols=AAPL")
+			<-arrived // the probe's
+			<-arrived // the request's
+			if err := p.cmd.Process.Signal(c.sig); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(p.logs.String(), `msg="shutting down" grace=1h0m0s`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no shutdown logged:\n%s", p.logs)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := p.cmd.Process.Signal(c.sig); err != nil {
+				t.Fatal(err)
+			}
+			// Its line read before Wait, which closes the pipe it comes by.
+			want := fmt.Sprintf(`level=WARN msg="second signal: exiting at once" signal=%s status=%d`, c.sig.String(), c.status)
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.logs.String(), want); {
+				if time.Now().After(deadline) {
+					t.Fatalf("no exit logged 10s after a second %v; log:\n%s\nwant a line with %s", c.sig, p.logs, want)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			err := p.cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != c.status {
+				t.Errorf("after a second %v: %v, want exit status %d; log:\n%s", c.sig, err, c.status, p.logs)
+			}
+			if a := <-got; !strings.HasPrefix(a.body, "error: ") {
+				t.Errorf("the request in flight got %+v, want no answer", a)
+			}
+		})
 	}
 }
