@@ -671,7 +671,8 @@ func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 // LogFailure logs req, answered with status for the error e, as h logs
 // the error answers of its flows (see Logger): an InternalError or a 500
 // at Error, a 503 at Debug, any other 5xx at Warn, a 4xx not at all. The
-// line has e's code and info, and its cause: the Go error that e wraps,
+// line has e's code and info (an empty info of Timeout as answered,
+// [TimeoutInfo]), and its cause, if e has one: the Go error that e wraps,
 // with every detail the answer leaves out (for a [Client]'s ConnectError
 // or CommError, net/http's error, which names the upstream's URL and
 // address). The line of an error caused by a panic (an
@@ -701,8 +702,14 @@ func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int,
 	if !ok {
 		return
 	}
-	args := []any{"method", req.Method, "path", req.URL.Path,
-		"status", status, "code", e.Code, "info", e.Info, "cause", logCause(e)}
+	info := e.Info
+	if info == "" && e.Code == asyncsteps.Timeout {
+		info = TimeoutInfo // as answered: the line says which timeout
+	}
+	args := []any{"method", req.Method, "path", req.URL.Path, "status", status, "code", e.Code, "info", info}
+	if cause := logCause(e); cause != nil {
+		args = append(args, "cause", cause)
+	}
 	internal := level == slog.LevelError
 	if internal {
 		if p := panicOf(e); p != nil {

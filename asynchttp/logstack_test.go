@@ -154,12 +154,15 @@ func TestTimeoutLogLineHasTheAsyncStack(t *testing.T) {
 				if took := time.Since(start); status != http.StatusGatewayTimeout || took != c.took {
 					t.Fatalf("answered %d after %v, want 504 after %v", status, took, c.took)
 				}
-				wantKeys := []string{"method", "path", "status", "code", "info", "cause"}
+				wantKeys := []string{"method", "path", "status", "code", "info"} // no cause: a timeout has none
 				if c.async != nil {
 					wantKeys = append(wantKeys, "async_stack")
 				}
 				if r.level != slog.LevelWarn || r.attrs["code"] != asyncsteps.Timeout || !slices.Equal(r.keys, wantKeys) {
 					t.Fatalf("logged %v %v with %v, want WARN Timeout with %v", r.level, r.attrs["code"], r.keys, wantKeys)
+				}
+				if r.attrs["info"] != asynchttp.TimeoutInfo {
+					t.Errorf("info %q, want %q, as answered", r.attrs["info"], asynchttp.TimeoutInfo)
 				}
 				if got, _ := r.attrs["async_stack"].([]string); !slices.Equal(got, c.async) {
 					t.Errorf("async_stack %q, want %q", got, c.async)
@@ -169,15 +172,17 @@ func TestTimeoutLogLineHasTheAsyncStack(t *testing.T) {
 	}
 }
 
-// Other failures keep the line they had: a 502 has neither stack. A line
-// that LogFailure logs, for a handler that runs no flow, has no
-// AsyncStack, but it has the stack of a panic's error.
+// Other failures keep the line they had: a 502 has neither stack, nor a
+// cause when its error has none. A line that LogFailure logs, for a
+// handler that runs no flow, has no AsyncStack, but it has the stack of a
+// panic's error.
 func TestOtherLogLinesHaveNoStacks(t *testing.T) {
 	status, r := serveLogged(t, "/", 0, nil, upstreamStep)
-	base := []string{"method", "path", "status", "code", "info", "cause"}
+	base := []string{"method", "path", "status", "code", "info"}
 	if status != http.StatusBadGateway || r.level != slog.LevelWarn || !slices.Equal(r.keys, base) {
 		t.Errorf("answered %d, logged %v with %v, want 502, WARN with %v", status, r.level, r.keys, base)
 	}
+	base = append(base, "cause")
 
 	rec := &recordingHandler{}
 	h := &asynchttp.Handler{Logger: slog.New(rec)}

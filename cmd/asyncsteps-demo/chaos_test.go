@@ -481,7 +481,8 @@ func messyQuery(rnd *rand.Rand, symbols []string) string {
 
 // check returns what is wrong with the answer of status, header and body
 // to q, or "". The body must be exactly the one known (a 200's quotes, a
-// bad query's 400, a 503 or 504) or, for a 502, an error object of
+// bad query's 400, a 503 or 504: the request's timeout or its upstream's)
+// or, for a 502, an error object of
 // CommError or ConnectError whose info does not name upstreamAddr. A 503
 // "request cancelled" is allowed once the gateway was signalled to stop.
 func (q chaosQuery) check(method string, status int, header http.Header, body, upstreamAddr string, signalled bool) string {
@@ -520,6 +521,10 @@ func (q chaosQuery) check(method string, status int, header http.Header, body, u
 		want = errBody("DefenseRejected", "Throttle queue limit")
 	case status == http.StatusServiceUnavailable:
 		want = errBody("DefenseRejected", "Mutex queue limit")
+	case status == http.StatusGatewayTimeout && body == errBody("Timeout", upstreamTimeoutInfo):
+		want = body // every attempt of a symbol late
+	case status == http.StatusGatewayTimeout && method == http.MethodHead && header.Get("Content-Length") == strconv.Itoa(len(errBody("Timeout", upstreamTimeoutInfo))):
+		want = errBody("Timeout", upstreamTimeoutInfo)
 	case status == http.StatusGatewayTimeout:
 		want = errBody("Timeout", "request timed out")
 	default:

@@ -70,6 +70,7 @@ func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 		as.Error(bad.Code, bad.Info)
 	}
 	job := g.newJob(symbols)
+	job.ctx = req.Context()
 	// Counted as waiting from now, when the section's step, added next, is
 	// the flow's next step, until it is inside, rejected or cancelled. The
 	// cancel handler of this step runs both when the flow is cancelled
@@ -79,7 +80,7 @@ func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 	job.waiting = true
 	g.queue.waiting.Add(1)
 	as.SetCancel(job.leftQueueFn)
-	g.limit.Sync(as, job.fetchAllFn)
+	g.limit.Sync(as, job.fetchAllFn, job.upstreamTimedOutFn)
 }
 
 // quoteJob is the flow of one /quote request: its fetches, and the step
@@ -87,12 +88,14 @@ func (g *flowGateway) quote(as asyncsteps.AsyncSteps, req *http.Request) {
 type quoteJob struct {
 	g       *flowGateway
 	fetches []fetch
-	waiting bool // counted in g.queue; read and written on the flow's loop only
+	ctx     context.Context // the request's: its deadline is a timeout of the request
+	waiting bool            // counted in g.queue; read and written on the flow's loop only
 	reply   quoteReply
 
-	leftQueueFn asyncsteps.CancelFunc
-	fetchAllFn  asyncsteps.StepFunc
-	answerFn    asyncsteps.StepFunc
+	leftQueueFn        asyncsteps.CancelFunc
+	fetchAllFn         asyncsteps.StepFunc
+	answerFn           asyncsteps.StepFunc
+	upstreamTimedOutFn asyncsteps.ErrorFunc
 }
 
 // newJob makes the job of a request for symbols, with its fetches in one
@@ -100,6 +103,7 @@ type quoteJob struct {
 func (g *flowGateway) newJob(symbols []string) *quoteJob {
 	job := &quoteJob{g: g, fetches: make([]fetch, len(symbols))}
 	job.leftQueueFn, job.fetchAllFn, job.answerFn = job.leftQueue, job.fetchAll, job.answer
+	job.upstreamTimedOutFn = job.upstreamTimedOut
 	for i, symbol := range symbols {
 		f := &job.fetches[i]
 		f.job, f.symbol, f.url = job, symbol, priceURL(g.cfg.Upstream, symbol)
@@ -134,6 +138,18 @@ func (job *quoteJob) fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
 		}, f.attemptFn)
 	}
 	as.Add(job.answerFn)
+}
+
+// upstreamTimedOut is the error handler of the fetches: a Timeout that
+// reaches it before the request's context has ended is a symbol's last
+// attempt's own (the upstream too slow), answered with an info of its
+// own. The request's timeout cancels the fetches rather than fail them
+// (docs/DESIGN.md#cancel-handlers); the deadline of its context fails
+// them with a Timeout, once that context has ended.
+func (job *quoteJob) upstreamTimedOut(as asyncsteps.AsyncSteps, code string) {
+	if code == asyncsteps.Timeout && job.ctx.Err() == nil {
+		as.Error(asyncsteps.Timeout, upstreamTimeoutInfo)
+	}
 }
 
 // answer gathers the prices from State, in the order asked.

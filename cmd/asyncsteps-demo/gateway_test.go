@@ -124,7 +124,7 @@ func startGateway(t *testing.T, impl string, cfg config) *testGateway {
 	gw, closeGateway := newGateway(impl, cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := httptest.NewServer(gw.handler)
 	t.Cleanup(func() { srv.Close(); closeGateway() })
-	return &testGateway{t: t, url: srv.URL, up: up, gw: gw, logs: logs}
+	return &testGateway{t: t, url: srv.URL, up: up, gw: gw, logs: logs, srv: srv}
 }
 
 type syncBuffer struct {
@@ -446,8 +446,55 @@ func TestQuoteRequestTimeoutIs504(t *testing.T) {
 				t.Errorf("upstream saw %s cancelled", got)
 			}
 			checkCounters(t, g.gw.stats, counters{started: 1, upstreamCancelled: 1, finished: map[string]int64{"Timeout": 1}})
+			g.srv.Close() // the line is logged once answered
+			want := `level=WARN msg="asynchttp: request failed" method=GET path=/quote status=504 code=Timeout info="request timed out"`
+			if line := logLine(g.logs.String(), "request failed"); !strings.HasPrefix(line, want) || strings.Contains(line, "cause=") {
+				t.Errorf("logged %q, want %q with no cause", line, want)
+			}
 		})
 	}
+}
+
+// A request whose every attempt runs out of its own time (-attempt-timeout,
+// the upstream too slow) is answered 504 with an info of its own, well
+// before the request's timeout, and its log line says which timeout it
+// was; the request's own keeps "request timed out".
+func TestQuoteAttemptsTimedOutIs504UpstreamTimedOut(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.AttemptTimeout, cfg.Retries = 50*time.Millisecond, 1
+			g := startGateway(t, impl, cfg)
+			g.up.holdSymbol("AAPL") // never released
+			start := time.Now()
+			wantAnswer(t, g.get("?symbols=AAPL"), 504, "", errBody("Timeout", "upstream timed out"))
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("answered after %v, want about 2 attempts of 50ms", took)
+			}
+			for range 2 {
+				if got := <-g.up.cancelled; got != "AAPL" {
+					t.Errorf("upstream saw %s cancelled", got)
+				}
+			}
+			checkCounters(t, g.gw.stats, counters{started: 1, upstreamCancelled: 2, finished: map[string]int64{"Timeout": 1}})
+			g.srv.Close() // the line is logged once answered
+			want := `level=WARN msg="asynchttp: request failed" method=GET path=/quote status=504 code=Timeout info="upstream timed out"`
+			if line := logLine(g.logs.String(), "request failed"); !strings.HasPrefix(line, want) || strings.Contains(line, "cause=") {
+				t.Errorf("logged %q, want %q with no cause", line, want)
+			}
+		})
+	}
+}
+
+// logLine returns the line of log that holds msg, without its time.
+func logLine(log, msg string) string {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, msg) {
+			_, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+			return rest
+		}
+	}
+	return ""
 }
 
 // A deadline that the request's context carries (set by a middleware in

@@ -145,6 +145,9 @@ func (g *plainGateway) fetch(ctx context.Context, symbol string) (quote, error) 
 			return quote{}, ctx.Err()
 		}
 		if !err.retry || attempt == g.cfg.Retries {
+			if err.Code == asyncsteps.Timeout { // the attempt's own: ctx has not ended
+				return quote{}, &asyncsteps.Error{Code: asyncsteps.Timeout, Info: upstreamTimeoutInfo}
+			}
 			return quote{}, err.Error
 		}
 	}

@@ -56,7 +56,7 @@ func TestQuoteUpstreamBrokenAnswerIs502(t *testing.T) {
 				}
 				want = append(want,
 					`level=WARN msg="upstream answer malformed" symbol=`+symbol+` detail=`+detail,
-					`level=WARN msg="asynchttp: request failed" method=GET path=/quote status=502 code=CommError info="`+info+`" cause=<nil>`)
+					`level=WARN msg="asynchttp: request failed" method=GET path=/quote status=502 code=CommError info="`+info+`"`)
 			}
 			g.srv.Close() // waits for the requests, logged once answered
 			wantLogLines(t, g.logs.String(), want)
