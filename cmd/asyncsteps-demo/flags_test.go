@@ -9,7 +9,7 @@ import (
 )
 
 // A flag value the command cannot work with stops it at start with exit
-// status 2 and a log line naming the flag, before it listens or starts
+// status 2 and a log line naming the flag, that one only, and its value, before it listens or starts
 // anything; the defaults are accepted.
 func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 	if _, err := parseFlags(nil); err != nil {
@@ -19,37 +19,44 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		args []string
 		want string // in the error logged
 	}{
-		{[]string{"-loops", "-1"}, "-loops must be from 0 (one per core) to 1024"},
-		{[]string{"-loops", "100000000"}, "-loops must be from 0 (one per core) to 1024"},
-		{[]string{"-retry-after", "2562047h"}, "-retry-after must be at most 24h0m0s, -upstream-latency at most 1h0m0s"},
-		{[]string{"-upstream-latency", "2562047h"}, "-retry-after must be at most 24h0m0s, -upstream-latency at most 1h0m0s"},
+		{[]string{"-loops", "-1"}, `"-loops=-1: want from 0 to 1024"`},
+		{[]string{"-loops", "100000000"}, `"-loops=100000000: want from 0 to 1024"`},
+		{[]string{"-retry-after", "2562047h"}, `"-retry-after=2562047h0m0s: want from 0s to 24h0m0s"`},
+		{[]string{"-upstream-latency", "2562047h"}, `"-upstream-latency=2562047h0m0s: want from 0s to 1h0m0s"`},
 		{[]string{"-burst", "5"}, "-burst needs -rate"},
 		{[]string{"-upstream", "http://127.0.0.1:9090/?key=1"}, "want a base URL with no query or fragment"},
 		{[]string{"-upstream", "http://127.0.0.1:9090/api#x"}, "want a base URL with no query or fragment"},
 		{[]string{"-upstream", "http://127.0.0.1:9090/api?"}, "want a base URL with no query or fragment"},
 		{[]string{"-upstream", "unix:///tmp/upstream.sock"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-rate", "1e18"}, `invalid value "1e18" for flag -rate`},
-		{[]string{"-concurrent", "0"}, "-concurrent must be at least 1"},
-		{[]string{"-queue", "-1"}, "-queue, -rate and -burst at least 0"},
-		{[]string{"-retries", "-1"}, "-retries from 0 to 100"},
-		{[]string{"-retries", "9223372036854775807"}, "-retries from 0 to 100"},
-		{[]string{"-max-symbols", "0"}, "-max-symbols must be from 1 to 100"},
-		{[]string{"-max-symbols", "1000000"}, "-max-symbols must be from 1 to 100"},
-		{[]string{"-timeout", "0s"}, "-timeout and -attempt-timeout must be positive"},
-		{[]string{"-timeout", "-1s"}, "-timeout and -attempt-timeout must be positive"},
-		{[]string{"-attempt-timeout", "-250ms"}, "-timeout and -attempt-timeout must be positive"},
-		{[]string{"-grace", "-1s"}, "-grace, -retry-after and -upstream-latency must be at least 0"},
-		{[]string{"-retry-after", "-1s"}, "-grace, -retry-after and -upstream-latency must be at least 0"},
-		{[]string{"-upstream-latency", "-5ms"}, "-grace, -retry-after and -upstream-latency must be at least 0"},
+		{[]string{"-concurrent", "0"}, `"-concurrent=0: want at least 1"`},
+		{[]string{"-queue", "-1"}, `"-queue=-1: want at least 0"`},
+		{[]string{"-rate", "-1"}, `"-rate=-1: want at least 0"`},
+		{[]string{"-burst", "-1", "-rate", "5"}, `"-burst=-1: want at least 0"`},
+		{[]string{"-retries", "-1"}, `"-retries=-1: want from 0 to 100"`},
+		{[]string{"-retries", "9223372036854775807"}, `"-retries=9223372036854775807: want from 0 to 100"`},
+		{[]string{"-max-symbols", "0"}, `"-max-symbols=0: want from 1 to 100"`},
+		{[]string{"-max-symbols", "1000000"}, `"-max-symbols=1000000: want from 1 to 100"`},
+		{[]string{"-timeout", "0s"}, `"-timeout=0s: want a positive duration"`},
+		{[]string{"-timeout", "-1s"}, `"-timeout=-1s: want a positive duration"`},
+		{[]string{"-attempt-timeout", "-250ms"}, `"-attempt-timeout=-250ms: want a positive duration"`},
+		{[]string{"-grace", "-1s"}, `"-grace=-1s: want at least 0s"`},
+		{[]string{"-retry-after", "-1s"}, `"-retry-after=-1s: want from 0s to 24h0m0s"`},
+		{[]string{"-upstream-latency", "-5ms"}, `"-upstream-latency=-5ms: want from 0s to 1h0m0s"`},
 		{[]string{"-upstream-fail", "1.5"}, "-upstream-fail=1.5: want a share from 0 to 1"},
 		{[]string{"-upstream-fail", "NaN"}, "-upstream-fail=NaN: want a share from 0 to 1"},
 		{[]string{"-upstream", "127.0.0.1:9090"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-upstream", "http://"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-impl", "threads"}, `-impl=\"threads\": want flows or plain`},
-		{[]string{"-redis-ttl", "0s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
-		{[]string{"-redis-ttl", "1ns"}, "-redis-ttl must be from 100ms to 24h0m0s"},
-		{[]string{"-redis-ttl", "2562047h47m16s"}, "-redis-ttl must be from 100ms to 24h0m0s"},
+		{[]string{"-redis-ttl", "0s"}, `"-redis-ttl=0s: want from 100ms to 24h0m0s"`},
+		{[]string{"-redis-ttl", "1ns"}, `"-redis-ttl=1ns: want from 100ms to 24h0m0s"`},
+		{[]string{"-redis-ttl", "2562047h47m16s"}, `"-redis-ttl=2562047h47m16s: want from 100ms to 24h0m0s"`},
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		// A port out of range, or a name, is a bad value, not a failure to
+		// listen.
+		{[]string{"-addr", "127.0.0.1:99999"}, `-addr=\"127.0.0.1:99999\": want a port from 0 to 65535"`},
+		{[]string{"-addr", "127.0.0.1:http"}, `-addr=\"127.0.0.1:http\": want a port from 0 to 65535"`},
+		{[]string{"-addr", "127.0.0.1"}, `-addr=\"127.0.0.1\": want host:port"`},
 		// Bad -redis URLs, shown with their password as "***".
 		{[]string{"-redis", "redis://:hunter2@127.0.0.1:6379/x"}, `-redis=\"redis://:***@127.0.0.1:6379/x\": redis: invalid database number: \"x\"`},
 		{[]string{"-redis", "redis://u:hunter2@127.0.0.1:6379/-1"}, `-redis=\"redis://u:***@127.0.0.1:6379/-1\": the database number must be at least 0`},
@@ -152,5 +159,21 @@ func TestBadUpstreamErrorShowsNoPassword(t *testing.T) {
 		if err == nil || err.Error() != c.want {
 			t.Errorf("validateUpstreamURL(%q) = %v, want %s", c.upstream, err, c.want)
 		}
+	}
+}
+
+// -h describes the command in its first line, then lists the flags, and
+// exits 0.
+func TestHelpDescribesTheCommandFirst(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS=-h")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("-h: %v, want exit status 0; output:\n%s", err, out)
+	}
+	want := "asyncsteps-demo: a quote gateway that serves each GET /quote?symbols=A,B,C as one asyncsteps flow, fetching the prices from an upstream in parallel\n\n" +
+		"Usage of asyncsteps-demo:\n  -addr string\n"
+	if !strings.HasPrefix(string(out), want) {
+		t.Errorf("-h printed:\n%s\nwant it to begin with:\n%s", out, want)
 	}
 }

@@ -23,12 +23,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -50,6 +52,10 @@ type options struct {
 func parseFlags(args []string) (options, error) {
 	o := options{cfg: defaultConfig()}
 	fs := flag.NewFlagSet("asyncsteps-demo", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nUsage of asyncsteps-demo:\n", description)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&o.impl, "impl", "flows", "gateway implementation: flows (asyncsteps) or plain (goroutines, errgroup)")
 	fs.StringVar(&o.upstreamURL, "upstream", "", "base URL of the upstream price service; empty: start the embedded one (-upstream-latency, -upstream-fail, -seed)")
@@ -87,6 +93,9 @@ func parseFlags(args []string) (options, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	return o, o.refuseIgnored(given)
 }
+
+// description is the first line of -h: what the command is.
+const description = "asyncsteps-demo: a quote gateway that serves each GET /quote?symbols=A,B,C as one asyncsteps flow, fetching the prices from an upstream in parallel"
 
 // upstreamFlags set the embedded upstream; serveUpstreamFlags are those
 // that -serve-upstream uses.
@@ -141,31 +150,39 @@ func ignoredError(given map[string]bool, names []string, why string) error {
 }
 
 // validate rejects the flag values the command cannot work with, so that
-// a typo is an error at start rather than a gateway that misbehaves.
+// a typo is an error at start rather than a gateway that misbehaves. Its
+// error names the one flag that is wrong, and its value.
 func (o *options) validate() error {
-	switch {
-	case o.impl != "flows" && o.impl != "plain":
+	if o.impl != "flows" && o.impl != "plain" {
 		return fmt.Errorf("-impl=%q: want flows or plain", o.impl)
-	case o.cfg.Limits.Concurrent < 1 || o.cfg.Limits.Queue < 0 || o.cfg.Limits.Rate < 0 || o.cfg.Limits.Burst < 0:
-		return errors.New("-concurrent must be at least 1, -queue, -rate and -burst at least 0")
-	case o.cfg.MaxSymbols < 1 || o.cfg.MaxSymbols > maxMaxSymbols || o.cfg.Retries < 0 || o.cfg.Retries > maxRetries:
-		return fmt.Errorf("-max-symbols must be from 1 to %d, -retries from 0 to %d", maxMaxSymbols, maxRetries)
-	case o.cfg.Loops < 0 || o.cfg.Loops > maxLoops:
-		return fmt.Errorf("-loops must be from 0 (one per core) to %d", maxLoops)
-	case o.cfg.Timeout <= 0 || o.cfg.AttemptTimeout <= 0:
-		return errors.New("-timeout and -attempt-timeout must be positive")
-	case o.grace < 0 || o.cfg.RetryAfter < 0 || o.upstream.Latency < 0:
-		return errors.New("-grace, -retry-after and -upstream-latency must be at least 0")
-	case o.cfg.RetryAfter > maxRetryAfter || o.upstream.Latency > maxUpstreamLatency:
-		return fmt.Errorf("-retry-after must be at most %v, -upstream-latency at most %v", maxRetryAfter, maxUpstreamLatency)
+	}
+	for _, err := range []error{
+		validateAddr(o.addr),
+		intIn("concurrent", o.cfg.Limits.Concurrent, 1, math.MaxInt),
+		intIn("queue", o.cfg.Limits.Queue, 0, math.MaxInt),
+		intIn("rate", o.cfg.Limits.Rate, 0, math.MaxInt),
+		intIn("burst", o.cfg.Limits.Burst, 0, math.MaxInt),
+		intIn("max-symbols", o.cfg.MaxSymbols, 1, maxMaxSymbols),
+		intIn("retries", o.cfg.Retries, 0, maxRetries),
+		intIn("loops", o.cfg.Loops, 0, maxLoops),
+		durationIn("timeout", o.cfg.Timeout, 1, math.MaxInt64),
+		durationIn("attempt-timeout", o.cfg.AttemptTimeout, 1, math.MaxInt64),
+		durationIn("grace", o.grace, 0, math.MaxInt64),
+		durationIn("retry-after", o.cfg.RetryAfter, 0, maxRetryAfter),
+		durationIn("upstream-latency", o.upstream.Latency, 0, maxUpstreamLatency),
+		durationIn("redis-ttl", o.cluster.TTL, minRedisTTL, maxRedisTTL),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
 	case o.cfg.Limits.Burst > 0 && o.cfg.Limits.Rate == 0:
 		return errors.New("-burst needs -rate: with no rate limit nothing waits for one")
 	case !(o.upstream.FailRate >= 0 && o.upstream.FailRate <= 1): // NaN too
 		return fmt.Errorf("-upstream-fail=%v: want a share from 0 to 1", o.upstream.FailRate)
 	case o.cluster.Addr != "" && o.impl != "flows":
 		return errors.New("-redis works with -impl=flows only")
-	case o.cluster.TTL < minRedisTTL || o.cluster.TTL > maxRedisTTL:
-		return fmt.Errorf("-redis-ttl must be from %v to %v", minRedisTTL, maxRedisTTL)
 	}
 	if o.cluster.Addr != "" {
 		if _, err := o.cluster.target(); err != nil {
@@ -173,6 +190,47 @@ func (o *options) validate() error {
 		}
 	}
 	return validateUpstreamURL(o.upstreamURL)
+}
+
+// intIn returns the error of the flag name whose value v is not from lo
+// to hi (math.MaxInt: no upper bound), nil if it is.
+func intIn(name string, v, lo, hi int) error {
+	switch {
+	case v >= lo && v <= hi:
+		return nil
+	case hi == math.MaxInt:
+		return fmt.Errorf("-%s=%d: want at least %d", name, v, lo)
+	}
+	return fmt.Errorf("-%s=%d: want from %d to %d", name, v, lo, hi)
+}
+
+// durationIn is intIn for a duration flag; a lower bound of 1ns reads
+// "positive".
+func durationIn(name string, v, lo, hi time.Duration) error {
+	switch {
+	case v >= lo && v <= hi:
+		return nil
+	case lo == 1 && hi == math.MaxInt64:
+		return fmt.Errorf("-%s=%v: want a positive duration", name, v)
+	case hi == math.MaxInt64:
+		return fmt.Errorf("-%s=%v: want at least %v", name, v, lo)
+	}
+	return fmt.Errorf("-%s=%v: want from %v to %v", name, v, lo, hi)
+}
+
+// validateAddr accepts a host:port whose port is a number from 0 (any
+// free one) to 65535, or empty (0), as net.Listen takes it: a port out of
+// range, or a name, is a bad value (exit 2) rather than a failure to
+// listen (exit 1). The host is left to net.Listen.
+func validateAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-addr=%q: want host:port", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil && port != "" {
+		return fmt.Errorf("-addr=%q: want a port from 0 to 65535", addr)
+	}
+	return nil
 }
 
 // The bounds of the flags whose huge values would not be refused by the
