@@ -51,8 +51,12 @@ func TestMetricsNamesAndHelp(t *testing.T) {
 		"# TYPE gateway_limiter_queue_length gauge\n",
 		"# HELP gateway_request_duration_seconds Latency of the answered quote requests; the quantiles are of the last 60 s.\n",
 		"# TYPE gateway_request_duration_seconds summary\n",
+		"# HELP gateway_requests_answered_total Quote requests answered, by HTTP status.\n",
+		"# TYPE gateway_requests_answered_total counter\n",
 		"# HELP gateway_requests_cancelled_total Quote requests cancelled before their end.\n",
 		"# TYPE gateway_requests_cancelled_total counter\n",
+		"# HELP gateway_requests_finished_total Quote requests answered, by outcome code.\n",
+		"# TYPE gateway_requests_finished_total counter\n",
 		"# HELP gateway_requests_in_flight Quote requests started and not yet ended.\n",
 		"# TYPE gateway_requests_in_flight gauge\n",
 		"# HELP gateway_requests_started_total Quote requests started.\n",
@@ -62,6 +66,48 @@ func TestMetricsNamesAndHelp(t *testing.T) {
 	}
 	if strings.Join(got, "") != strings.Join(want, "") {
 		t.Errorf("/metrics:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))
+	}
+}
+
+// The series of the outcome codes and statuses a gateway answers exist
+// from the start, at 0, beside those counted; and /metrics has the Go
+// runtime's and the process's own metrics.
+func TestMetricsSeriesExistFromStart(t *testing.T) {
+	st := newStats(func() int64 { return 0 })
+	st.finish("", http.StatusOK, time.Millisecond)
+	st.finish("SomeOtherCode", http.StatusTeapot, time.Millisecond)
+	got := metricsLines(t, st, func(line string) bool {
+		return strings.HasPrefix(line, "gateway_requests_finished_total") || strings.HasPrefix(line, "gateway_requests_answered_total")
+	})
+	want := []string{
+		`gateway_requests_answered_total{status="200"} 1` + "\n",
+		`gateway_requests_answered_total{status="400"} 0` + "\n",
+		`gateway_requests_answered_total{status="405"} 0` + "\n",
+		`gateway_requests_answered_total{status="418"} 1` + "\n",
+		`gateway_requests_answered_total{status="500"} 0` + "\n",
+		`gateway_requests_answered_total{status="502"} 0` + "\n",
+		`gateway_requests_answered_total{status="503"} 0` + "\n",
+		`gateway_requests_answered_total{status="504"} 0` + "\n",
+		`gateway_requests_finished_total{code="CommError"} 0` + "\n",
+		`gateway_requests_finished_total{code="ConnectError"} 0` + "\n",
+		`gateway_requests_finished_total{code="DefenseRejected"} 0` + "\n",
+		`gateway_requests_finished_total{code="InternalError"} 0` + "\n",
+		`gateway_requests_finished_total{code="InvalidRequest"} 0` + "\n",
+		`gateway_requests_finished_total{code="MethodNotAllowed"} 0` + "\n",
+		`gateway_requests_finished_total{code="OK"} 1` + "\n",
+		`gateway_requests_finished_total{code="SomeOtherCode"} 1` + "\n",
+		`gateway_requests_finished_total{code="Timeout"} 0` + "\n",
+	}
+	if strings.Join(got, "") != strings.Join(want, "") {
+		t.Errorf("/metrics:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))
+	}
+	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"} {
+		if lines := metricsLines(t, st, func(line string) bool { return strings.HasPrefix(line, name+" ") }); len(lines) != 1 {
+			t.Errorf("/metrics has %d lines of %s, want 1", len(lines), name)
+		}
+	}
+	if snap := st.snapshot(); len(snap.Finished) != 2 || len(snap.ByStatus) != 2 {
+		t.Errorf("/stats finished %v, by status %v: want only what was counted", snap.Finished, snap.ByStatus)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asyncsteps/asyncsteps"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -105,10 +106,11 @@ func (s *stats) snapshot() statsSnapshot {
 }
 
 // metricsHandler serves the counters in the Prometheus text format, with
-// the Go runtime's own metrics.
+// the Go runtime's own metrics (go_*) and the process's (process_*: CPU,
+// memory, open file descriptors).
 func (s *stats) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), statsCollector{s})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), statsCollector{s})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
@@ -136,10 +138,10 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.s.snapshot()
 	ch <- prometheus.MustNewConstMetric(descStarted, prometheus.CounterValue, float64(snap.Started))
-	for code, n := range snap.Finished {
+	for code, n := range withKnown(snap.Finished, knownCodes) {
 		ch <- prometheus.MustNewConstMetric(descFinished, prometheus.CounterValue, float64(n), code)
 	}
-	for status, n := range snap.ByStatus {
+	for status, n := range withKnown(snap.ByStatus, knownStatuses) {
 		ch <- prometheus.MustNewConstMetric(descAnswered, prometheus.CounterValue, float64(n), status)
 	}
 	ch <- prometheus.MustNewConstMetric(descCancelled, prometheus.CounterValue, float64(snap.Cancelled))
@@ -150,6 +152,26 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstSummary(descLatency, count, seconds(sumUs), map[float64]float64{
 		0.5: seconds(snap.LatencyMs.p50Us), 0.99: seconds(snap.LatencyMs.p99Us),
 	})
+}
+
+// The outcome codes and statuses a gateway answers /quote with, which
+// /metrics gives from the start, at 0 until counted: a series that
+// appears only with its first count hides that first increase from
+// rate() and increase(), and an alert on it has nothing to read before.
+var (
+	knownCodes = []string{okCode, asyncsteps.InvalidRequest, methodNotAllowed, asyncsteps.CommError,
+		asyncsteps.ConnectError, asyncsteps.DefenseRejected, asyncsteps.Timeout, asyncsteps.InternalError}
+	knownStatuses = []string{"200", "400", "405", "500", "502", "503", "504"}
+)
+
+// withKnown returns counts with a 0 for each of known it lacks.
+func withKnown(counts map[string]int64, known []string) map[string]int64 {
+	for _, k := range known {
+		if _, ok := counts[k]; !ok {
+			counts[k] = 0
+		}
+	}
+	return counts
 }
 
 // latencyWindow keeps the latencies of the requests answered in the last
