@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -672,7 +673,8 @@ func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 // the error answers of its flows (see Logger): an InternalError or a 500
 // at Error, a 503 at Debug, any other 5xx at Warn, a 4xx not at all. The
 // line has e's code and info (an empty info of Timeout as answered,
-// [TimeoutInfo]), and its cause, if e has one: the Go error that e wraps,
+// [TimeoutInfo]; one longer than 1 KiB clipped to it, and "..."), and its
+// cause, if e has one: the Go error that e wraps,
 // with every detail the answer leaves out (for a [Client]'s ConnectError
 // or CommError, net/http's error, which names the upstream's URL and
 // address). The line of an error caused by a panic (an
@@ -702,7 +704,7 @@ func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int,
 	if !ok {
 		return
 	}
-	info := e.Info
+	info := clipLogged(e.Info)
 	if info == "" && e.Code == asyncsteps.Timeout {
 		info = TimeoutInfo // as answered: the line says which timeout
 	}
@@ -761,6 +763,24 @@ func logCause(e *asyncsteps.Error) error {
 	}
 	return err
 }
+
+// clipLogged returns info, or its first maxLoggedInfo bytes (cut before a
+// character they would split) and "...": an info may carry text of any
+// length from elsewhere (an upstream's answer), which a log line need not
+// repeat whole, once per failure.
+func clipLogged(info string) string {
+	if len(info) <= maxLoggedInfo {
+		return info
+	}
+	cut := maxLoggedInfo
+	for cut > 0 && !utf8.RuneStart(info[cut]) {
+		cut--
+	}
+	return info[:cut] + "..."
+}
+
+// maxLoggedInfo bounds the info of a failure's log line.
+const maxLoggedInfo = 1 << 10
 
 // maxCauseDepth bounds the *asyncsteps.Error causes logCause walks down.
 const maxCauseDepth = 16

@@ -194,3 +194,24 @@ func TestOtherLogLinesHaveNoStacks(t *testing.T) {
 		t.Errorf("LogFailure logged %v, stack %q; want %v, stack %q", r.keys, r.attrs["stack"], want, p.Stack)
 	}
 }
+
+// A failure's info longer than 1 KiB is logged clipped to it, and "...",
+// cut before a character it would split; the answer is the flow's to
+// make, and LogFailure only logs.
+func TestLogFailureClipsALongInfo(t *testing.T) {
+	for _, c := range []struct{ name, info, want string }{
+		{"1 KiB", strings.Repeat("x", 1024), strings.Repeat("x", 1024)},
+		{"ASCII", strings.Repeat("x", 5000), strings.Repeat("x", 1024) + "..."},
+		{"a character across the cut", strings.Repeat("x", 1023) + "é" + strings.Repeat("x", 100), strings.Repeat("x", 1023) + "..."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recordingHandler{}
+			h := &asynchttp.Handler{Logger: slog.New(rec)}
+			h.LogFailure(httptest.NewRequest(http.MethodGet, "/", nil),
+				&asyncsteps.Error{Code: asyncsteps.CommError, Info: c.info}, http.StatusBadGateway)
+			if got := rec.only(t).attrs["info"]; got != c.want {
+				t.Errorf("logged info of %d bytes %.20q..., want %d bytes", len(got.(string)), got, len(c.want))
+			}
+		})
+	}
+}
