@@ -217,9 +217,20 @@ func (t *TestTool) Advance(d time.Duration) {
 // that waits. A stop applies to the execution it was requested of only:
 // one whose flow has ended is dropped, never applied to a later execution
 // of the Root.
+//
+// A completion made already of a step of a running flow stays too, and
+// the step completes when the tool runs next: the admission of a flow that
+// waited for a [Mutex], [Limiter] or [Throttle] (the gate counts it in from
+// that moment), Success or Error called on the step from outside its
+// callback, the result of an Await function that has returned. The step
+// accepts no other completion, so that dropping it would leave the flow
+// waiting for ever, and a Mutex slot given to it, or held by the section
+// the completion would have ended, taken for good. A step's timeout is a
+// timer of the tool, and is dropped: the step waits on until it is
+// completed or cancelled.
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
-	var stops []task
+	var kept []task
 	t.mu.Lock()
 	for e, ok := t.take(); ok; e, ok = t.take() {
 		if t.skipDropped(e) {
@@ -232,14 +243,22 @@ func (t *TestTool) ResetEvents() {
 			mustRun = append(mustRun, tk)
 		case flowStop, *expiryTask:
 			if continuationOf(tk).isRunning() { // else it would do nothing
-				stops = append(stops, tk)
+				kept = append(kept, tk)
+			}
+		case *stepAPI:
+			if tk.completed() && tk.fl.isRunning() {
+				kept = append(kept, tk)
+			}
+		case *waitingStep, *loopDelivery, *foreignFailure:
+			if completionOf(tk).fl.isRunning() {
+				kept = append(kept, tk)
 			}
 		}
 	}
 	t.live = 0
 	clear(t.continuations)
 	clear(t.ended) // every dropped continuation was taken out above
-	for _, tk := range stops {
+	for _, tk := range kept {
 		t.push(tk) // in the order they were queued
 	}
 	mustRun = append(mustRun, t.timers.dropAll()...)
@@ -247,6 +266,22 @@ func (t *TestTool) ResetEvents() {
 	for _, tk := range mustRun {
 		tk.dropped()
 	}
+}
+
+// completionOf returns the step that tk, a completion delivered on the
+// flow's tool, completes: a gate's admission with a SyncWait hook or a
+// decorator, a decorated Await's result, an Error called from another
+// goroutine on a step that does not wait.
+func completionOf(tk task) *stepAPI {
+	switch c := tk.(type) {
+	case *waitingStep:
+		return c.h
+	case *loopDelivery:
+		return c.h
+	case *foreignFailure:
+		return c.h
+	}
+	return nil
 }
 
 // droppable is a callback of another package of this module (see

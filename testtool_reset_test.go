@@ -3,6 +3,8 @@ package asyncsteps
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -253,4 +255,275 @@ func checkContextStopForgotten(t *testing.T, deadline bool) {
 func promiseRun(tt *TestTool, ch <-chan Result) <-chan Result {
 	tt.Run()
 	return ch
+}
+
+// resultOf returns what the flow behind ch ended with, as "ok [args]",
+// "Code" or "Code: info" for an *Error, or "none" while it runs.
+func resultOf(ch <-chan Result) string {
+	select {
+	case res := <-ch:
+		var e *Error
+		switch {
+		case res.Err == nil:
+			return fmt.Sprintf("ok %v", res.Args)
+		case errors.Is(res.Err, context.Canceled):
+			return "canceled"
+		case errors.As(res.Err, &e) && e.Info != "":
+			return e.Code + ": " + e.Info
+		case errors.As(res.Err, &e):
+			return e.Code
+		}
+		return res.Err.Error()
+	default:
+		return "none"
+	}
+}
+
+// A waiter on one TestTool that a holder on another lets into a Mutex (a
+// Limiter's, too) holds the slot from that moment: ResetEvents keeps the
+// admission, which the slot already counts, and the waiter enters when
+// its tool runs next, then lets the next flow in; so too with a SyncWait
+// hook, which reports the wait then. Cancelled before its tool runs, the
+// waiter ends with its cancel, and gives the slot back. Before,
+// ResetEvents dropped the admission: the waiter never entered, the slot
+// stayed taken for good, and the third flow never entered.
+func TestTestToolResetEventsKeepsAMutexAdmission(t *testing.T) {
+	syncers := []struct {
+		name   string
+		make   func() Syncer
+		hooked bool
+	}{
+		{"Mutex", func() Syncer { return NewMutex(1) }, false},
+		{"Limiter", func() Syncer { return NewLimiter(LimiterOptions{Concurrent: 1, MaxQueue: Unlimited}) }, false},
+		{"Mutex SyncWait", func() Syncer { return NewMutex(1) }, true},
+	}
+	for _, s := range syncers {
+		for _, cancelled := range []bool{false, true} {
+			name := s.name + map[bool]string{false: "", true: " cancelled"}[cancelled]
+			t.Run(name, func(t *testing.T) { checkAdmissionKept(t, s.make(), s.hooked, cancelled) })
+		}
+	}
+}
+
+func checkAdmissionKept(t *testing.T, m Syncer, hooked, cancelled bool) {
+	holderTool, waiterTool := NewTestTool(), NewTestTool()
+	var tr trace
+	if hooked {
+		waiterTool.SetHooks(&Hooks{SyncWait: func(_ Syncer, waited time.Duration) { tr.add("waited %v", waited) }})
+	}
+	var held AsyncSteps
+	holder := New(WithTool(holderTool))
+	holder.Sync(m, func(as AsyncSteps, _ ...any) {
+		tr.add("holder in")
+		as.WaitExternal()
+		held = as
+	})
+	flowIn := func(tool *TestTool, name string) *Root {
+		r := New(WithTool(tool))
+		r.Sync(m, func(as AsyncSteps, _ ...any) {
+			tr.add("%s in", name)
+			as.Success(name)
+		}, func(_ AsyncSteps, code string) { tr.add("%s handler:%s", name, code) })
+		return r
+	}
+	waiter, third := flowIn(waiterTool, "waiter"), flowIn(holderTool, "third")
+	holderCh := holder.Promise()
+	holderTool.Run()
+	waiterCh := waiter.Promise()
+	waiterTool.Run() // queued behind the holder
+	thirdCh := third.Promise()
+	holderTool.Run() // queued behind the waiter
+
+	held.Success()
+	holderTool.Run() // the holder leaves: the waiter is let in
+	waiterTool.ResetEvents()
+	if n := waiterTool.Pending(); n != 1 {
+		t.Errorf("waiter's tool: Pending() = %d after ResetEvents, want 1: the admission", n)
+	}
+	if cancelled {
+		waiter.Cancel()
+	}
+	waiterTool.Run() // the waiter enters and leaves, or is cancelled
+	holderTool.Run() // the third flow enters
+
+	wantTrace, wantWaiter := "holder in waiter in third in", "ok [waiter]"
+	if cancelled {
+		wantTrace, wantWaiter = "holder in third in", "canceled"
+	}
+	if hooked {
+		wantTrace = strings.Replace(wantTrace, "holder in", "holder in waited 0s", 1)
+	}
+	if got := tr.String(); got != wantTrace {
+		t.Errorf("trace %q, want %q", got, wantTrace)
+	}
+	got := [3]string{resultOf(holderCh), resultOf(waiterCh), resultOf(thirdCh)}
+	if want := [3]string{"ok []", wantWaiter, "ok [third]"}; got != want {
+		t.Errorf("results (holder, waiter, third) %q, want %q", got, want)
+	}
+	if a, b := holderTool.Pending(), waiterTool.Pending(); a != 0 || b != 0 {
+		t.Errorf("Pending() = %d, %d at the end, want 0, 0", a, b)
+	}
+}
+
+// A flow on a TestTool that a Throttle's next period lets in, timed on
+// another tool, enters after ResetEvents when its tool runs next: the
+// Throttle counted it in that period. Before, ResetEvents dropped the
+// admission, and the flow waited for ever.
+func TestTestToolResetEventsKeepsAThrottleEntry(t *testing.T) {
+	const period = time.Second
+	first, waiterTool := NewTestTool(), NewTestTool()
+	th := NewThrottle(1, period)
+	var tr trace
+	flowIn := func(tool *TestTool, name string) <-chan Result {
+		r := New(WithTool(tool))
+		r.Sync(th, func(as AsyncSteps, _ ...any) {
+			tr.add("%s in at %v", name, offset(tool))
+			as.Success(name)
+		})
+		return r.Promise()
+	}
+	firstCh := flowIn(first, "first")
+	first.Advance(0) // enters; the period is timed on first
+	waiterCh := flowIn(waiterTool, "waiter")
+	waiterTool.Run() // queued for the next period
+	first.Advance(period)
+	// The next period is timed on the waiter's tool: ResetEvents ends it,
+	// and keeps the admission.
+	waiterTool.ResetEvents()
+	if n := waiterTool.Pending(); n != 1 {
+		t.Errorf("Pending() = %d after ResetEvents, want 1: the admission", n)
+	}
+	waiterTool.Run()
+
+	if got, want := tr.String(), "first in at 0s waiter in at 0s"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	got := [2]string{resultOf(firstCh), resultOf(waiterCh)}
+	if want := [2]string{"ok [first]", "ok [waiter]"}; got != want {
+		t.Errorf("results (first, waiter) %q, want %q", got, want)
+	}
+	if n := waiterTool.Pending(); n != 0 {
+		t.Errorf("Pending() = %d at the end, want 0", n)
+	}
+}
+
+// A holder whose waiting step inside a Mutex section was completed from
+// outside its callback leaves the section after ResetEvents, when its
+// tool runs next: the completion was made, and nothing could make it
+// again. The flow waiting on another tool then enters. Before,
+// ResetEvents dropped the completion: the holder waited for ever inside
+// the section, and the slot was never given back.
+func TestTestToolResetEventsKeepsAHoldersCompletion(t *testing.T) {
+	m := NewMutex(1)
+	holderTool, waiterTool := NewTestTool(), NewTestTool()
+	var tr trace
+	var held AsyncSteps
+	holder := New(WithTool(holderTool))
+	holder.Sync(m, func(as AsyncSteps, _ ...any) {
+		tr.add("holder in")
+		as.WaitExternal()
+		held = as
+	})
+	holder.Add(func(as AsyncSteps, args ...any) { tr.add("holder out %v", args) })
+	waiter := New(WithTool(waiterTool))
+	waiter.Sync(m, func(as AsyncSteps, _ ...any) { tr.add("waiter in") })
+	holderCh := holder.Promise()
+	holderTool.Run()
+	waiterCh := waiter.Promise()
+	waiterTool.Run() // queued behind the holder
+
+	held.Success("done")
+	holderTool.ResetEvents()
+	if n := holderTool.Pending(); n != 1 {
+		t.Errorf("Pending() = %d after ResetEvents, want 1: the completion", n)
+	}
+	if held.IsValid() {
+		t.Error("the completed step is valid again after ResetEvents")
+	}
+	holderTool.Run() // the holder leaves: the waiter is let in
+	waiterTool.Run()
+
+	if got, want := tr.String(), "holder in holder out [done] waiter in"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	got := [2]string{resultOf(holderCh), resultOf(waiterCh)}
+	if want := [2]string{"ok []", "ok []"}; got != want {
+		t.Errorf("results (holder, waiter) %q, want %q", got, want)
+	}
+}
+
+// The result of an Await function (AwaitChan here), delivered to the
+// flow's TestTool once the function returned, survives ResetEvents: the
+// Await step completes when the tool runs next. So too through a
+// decorator of the step, whose Success runs on the tool. Before,
+// ResetEvents dropped the delivery, and the flow waited for ever: the
+// function had returned, and nothing else would complete the step.
+func TestTestToolResetEventsKeepsAnAwaitResult(t *testing.T) {
+	for _, decorated := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "decorated"}[decorated]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { checkAwaitResultKept(t, decorated) })
+		})
+	}
+}
+
+func checkAwaitResultKept(t *testing.T, decorated bool) {
+	tt := NewTestTool()
+	var tr trace
+	ch := make(chan string)
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		if decorated {
+			as = unwrappingSteps{as}
+		}
+		AwaitChan(as, ch)
+	})
+	r.Add(func(as AsyncSteps, args ...any) {
+		tr.add("got %v", args)
+		as.Success(args...)
+	})
+	res := r.Promise()
+	tt.Run()
+	ch <- "v"
+	synctest.Wait() // the function's goroutine has delivered the value
+	tt.ResetEvents()
+	tr.add("kept:%d", tt.Pending())
+	tt.Run()
+	if got, want := tr.String(), "kept:1 got [v]"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	if got, want := resultOf(res), "ok [v]"; got != want {
+		t.Errorf("result %q, want %q", got, want)
+	}
+}
+
+// Error called from another goroutine on a step that does not wait fails
+// the step with an InternalError once its callback returns, also when the
+// callback called ResetEvents meanwhile: the error was claimed, and the
+// step accepts no other completion. Before, ResetEvents dropped it, and
+// the flow waited for ever.
+func TestTestToolResetEventsKeepsAnErrorFromElsewhere(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		done := make(chan struct{})
+		go func() {
+			as.Error("Boom")
+			close(done)
+		}()
+		<-done
+		tt.ResetEvents()
+		tr.add("kept:%d", tt.Pending())
+	}, func(_ AsyncSteps, code string) { tr.add("handler:%s", code) })
+	res := r.Promise()
+	tt.Run()
+	if got, want := tr.String(), "kept:1 handler:InternalError"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	want := "InternalError: Error(Boom) called from another goroutine on a step that does not wait:" +
+		" call WaitExternal, SetTimeout or SetCancel first"
+	if got := resultOf(res); got != want {
+		t.Errorf("result %q, want %q", got, want)
+	}
 }
