@@ -82,12 +82,6 @@ func (h *stepAPI) publish(onLoop bool) {
 	h.fl.inject(h)
 }
 
-// completed reports whether a completion of the step from outside its
-// callback has been written: the task that delivers it is queued, or will
-// be, and nothing can complete the step again. A TestTool's ResetEvents
-// keeps that task (see TestTool.ResetEvents).
-func (h *stepAPI) completed() bool { return h.st.Load()&stReady != 0 }
-
 // succeedOutside completes the step with args from outside its running
 // callback; onLoop as for publish. Only the first completion counts.
 func (h *stepAPI) succeedOutside(args []any, onLoop bool) {

@@ -208,25 +208,24 @@ func (t *TestTool) Advance(d time.Duration) {
 // a new period. What package cabi queued to release C memory releases it
 // before ResetEvents returns, on its caller's goroutine.
 //
-// A stop requested of a running flow is no callback of the test's, and
-// stays: a [Root.Cancel], the end of the context given to [Root.Run] or
-// [Root.PromiseContext] (a cancel, or its deadline, which times the flow
-// out), and the timeout, at once, of a step that waits past that
-// deadline. The flow already sees such a stop before its next step; the
-// tool applies it, as it would have, when it runs next, also to a flow
-// that waits. A stop applies to the execution it was requested of only:
-// one whose flow has ended is dropped, never applied to a later execution
-// of the Root.
-//
-// A completion made already of a step of a running flow stays too, and
-// the step completes when the tool runs next: the admission of a flow that
-// waited for a [Mutex], [Limiter] or [Throttle] (the gate counts it in from
-// that moment), Success or Error called on the step from outside its
-// callback, the result of an Await function that has returned. The step
-// accepts no other completion, so that dropping it would leave the flow
-// waiting for ever, and a Mutex slot given to it, or held by the section
-// the completion would have ended, taken for good. A step's timeout is a
-// timer of the tool, and is dropped: the step waits on until it is
+// The work of a running flow queued on the tool is no callback of the
+// test's, and stays: the flow's start; the continuation of a flow that
+// let other events go first (after each step, when events wait), or of a
+// Parallel's branches; a completion made already of a step that waits
+// (the admission of a flow that waited for a [Mutex], [Limiter] or
+// [Throttle], which counts the flow in from that moment; Success or Error
+// called on the step from outside its callback; the result of an Await
+// function that has returned); a stop requested of the flow (a
+// [Root.Cancel], the end of the context given to [Root.Run] or
+// [Root.PromiseContext]: a cancel, or its deadline, which times the flow
+// out; past that deadline, the timeout at once of a step that waits).
+// Nothing would queue it again: dropped, it left the flow halted for
+// ever, its Promise unanswered, with the Mutex slots it held or had been
+// given. The tool runs it, as it would have, when it runs next. It
+// belongs to the execution that queued it: it does nothing once that
+// execution has ended (a continuation or a stop is dropped then), even if
+// the Root runs again. A step's timeout
+// is a timer of the tool, and is dropped: the step waits on until it is
 // completed or cancelled.
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
@@ -241,16 +240,8 @@ func (t *TestTool) ResetEvents() {
 			tk.state.Store(handleCancelled)
 		case runsWhenDropped:
 			mustRun = append(mustRun, tk)
-		case flowStop, *expiryTask:
-			if continuationOf(tk).isRunning() { // else it would do nothing
-				kept = append(kept, tk)
-			}
-		case *stepAPI:
-			if tk.completed() && tk.fl.isRunning() {
-				kept = append(kept, tk)
-			}
-		case *waitingStep, *loopDelivery, *foreignFailure:
-			if completionOf(tk).fl.isRunning() {
+		default:
+			if flowWorkOf(tk) != nil {
 				kept = append(kept, tk)
 			}
 		}
@@ -268,20 +259,28 @@ func (t *TestTool) ResetEvents() {
 	}
 }
 
-// completionOf returns the step that tk, a completion delivered on the
-// flow's tool, completes: a gate's admission with a SyncWait hook or a
-// decorator, a decorated Await's result, an Error called from another
-// goroutine on a step that does not wait.
-func completionOf(tk task) *stepAPI {
+// flowWorkOf returns the running flow whose own work tk is, or nil: the
+// flow's start, a continuation of it (see continuationOf), or the
+// delivery of a completion made of one of its steps (a gate's admission
+// with a SyncWait hook or a decorator, a decorated Await's result, an
+// Error called from another goroutine on a step that does not wait).
+// ResetEvents keeps those.
+func flowWorkOf(tk task) *flow {
+	fl := continuationOf(tk)
 	switch c := tk.(type) {
+	case *flow:
+		fl = c
 	case *waitingStep:
-		return c.h
+		fl = c.h.fl
 	case *loopDelivery:
-		return c.h
+		fl = c.h.fl
 	case *foreignFailure:
-		return c.h
+		fl = c.h.fl
 	}
-	return nil
+	if fl == nil || !fl.isRunning() {
+		return nil // none, or an ended flow's, which would do nothing
+	}
+	return fl
 }
 
 // droppable is a callback of another package of this module (see

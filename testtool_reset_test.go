@@ -527,3 +527,69 @@ func TestTestToolResetEventsKeepsAnErrorFromElsewhere(t *testing.T) {
 		t.Errorf("result %q, want %q", got, want)
 	}
 }
+
+// The rest of a running flow's own work survives ResetEvents, and runs
+// when the tool runs next: the flow's start, the continuation of a flow
+// that let other events go first, and a Parallel's branches. Before,
+// ResetEvents dropped it, and the flow halted for ever: one that had not
+// begun answered no Promise, even after Root.Cancel.
+func TestTestToolResetEventsKeepsAFlowsOwnWork(t *testing.T) {
+	t.Run("start", func(t *testing.T) {
+		tt := NewTestTool()
+		var tr trace
+		r := New(WithTool(tt))
+		r.Add(func(as AsyncSteps, _ ...any) { tr.add("began"); as.Success("x") })
+		res := r.Promise()
+		tt.ResetEvents()
+		tr.add("kept:%d", tt.Pending())
+		tt.Run()
+		checkOwnWork(t, &tr, "kept:1 began", res, "ok [x]", tt)
+	})
+	t.Run("continuation", func(t *testing.T) {
+		tt := NewTestTool()
+		var tr trace
+		r := New(WithTool(tt))
+		r.Add(func(as AsyncSteps, _ ...any) {
+			tr.add("first")
+			tt.Immediate(func() { // the flow lets it go first
+				tt.ResetEvents()
+				tr.add("reset kept:%d", tt.Pending())
+			})
+		})
+		r.Add(func(as AsyncSteps, _ ...any) { tr.add("second"); as.Success("x") })
+		res := r.Promise()
+		tt.Run()
+		checkOwnWork(t, &tr, "first reset kept:1 second", res, "ok [x]", tt)
+	})
+	t.Run("Parallel", func(t *testing.T) {
+		tt := NewTestTool()
+		var tr trace
+		r := New(WithTool(tt))
+		r.Add(func(as AsyncSteps, _ ...any) {
+			as.Parallel().
+				Add(func(as AsyncSteps, _ ...any) {
+					tr.add("a")
+					tt.ResetEvents() // b's start is queued
+					tr.add("kept:%d", tt.Pending())
+				}).
+				Add(func(as AsyncSteps, _ ...any) { tr.add("b") })
+		})
+		r.Add(func(as AsyncSteps, _ ...any) { tr.add("joined"); as.Success("x") })
+		res := r.Promise()
+		tt.Run()
+		checkOwnWork(t, &tr, "a kept:1 b joined", res, "ok [x]", tt)
+	})
+}
+
+func checkOwnWork(t *testing.T, tr *trace, wantTrace string, res <-chan Result, wantResult string, tt *TestTool) {
+	t.Helper()
+	if got := tr.String(); got != wantTrace {
+		t.Errorf("trace %q, want %q", got, wantTrace)
+	}
+	if got := resultOf(res); got != wantResult {
+		t.Errorf("result %q, want %q", got, wantResult)
+	}
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("Pending() = %d at the end, want 0", n)
+	}
+}
