@@ -80,6 +80,11 @@ type frameRare struct {
 	// takes the frame over, so that the stack recorded at an error and
 	// the frames it climbs agree.
 	user uintptr
+	// holdsFor is, in the base frame of a flow that package cabi runs to
+	// hold a lock for a step of another flow (see toolinfo.HoldFor), the
+	// owner that the flow counts as for a Mutex; nil for any other frame.
+	// The base frame's rare part is dropped as each execution begins.
+	holdsFor *frame
 }
 
 // userFn returns f's frameRare.user, or 0.
@@ -158,7 +163,49 @@ func owner(as AsyncSteps) *frame {
 			return nil
 		}
 	}
-	return ownerOf(h.f)
+	o := ownerOf(h.f)
+	if r := o.rare; r != nil && r.holdsFor != nil {
+		return r.holdsFor // a flow that holds on behalf of another's
+	}
+	return o
+}
+
+// ownerKey is toolinfo.OwnerKey: the owner of as, a step whose callback
+// runs now, or nil.
+func ownerKey(as any) any {
+	a, ok := as.(AsyncSteps)
+	if !ok {
+		return nil
+	}
+	if o := owner(a); o != nil {
+		return o
+	}
+	return nil
+}
+
+// holdFor is toolinfo.HoldFor: the flow of as, a step whose callback runs
+// now, counts as key, an owner from ownerKey, for a Mutex until its
+// execution ends. Only the base of the flow may stand for another owner:
+// a parallel branch of it is a holder of its own.
+func holdFor(as any, key any) bool {
+	a, ok := as.(AsyncSteps)
+	k, isFrame := key.(*frame)
+	if !ok || !isFrame || k == nil {
+		return false
+	}
+	h, ok := a.(*stepAPI)
+	if !ok {
+		h = unwrapStep(a)
+	}
+	if h == nil || h.st.Load()&(stIdle|stDone) != 0 {
+		return false
+	}
+	o := ownerOf(h.f)
+	if o.mode != modeBase {
+		return false
+	}
+	o.rareFields().holdsFor = k
+	return true
 }
 
 // maxUnwrap bounds the chain of decorators unwrapStep follows, so that

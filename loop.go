@@ -185,6 +185,8 @@ func init() {
 	toolinfo.StepRunning = stepRunning
 	toolinfo.StepLive = stepLive
 	toolinfo.ErrorCallInfo = errorCallInfo
+	toolinfo.OwnerKey = ownerKey
+	toolinfo.HoldFor = holdFor
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is

@@ -83,7 +83,9 @@
 // and parallel branch). Its lock and unlock functions, for other
 // implementations of the table and for C that calls them, enter it through
 // a hidden flow per caller's flow, told by its table and rootId: a flow
-// that holds it enters again at once. A
+// that holds it enters again at once. Called with one of our steps, in its
+// callback, the hidden flow holds as that step's flow or branch, the
+// holder our addSync enters as: the two forms nest in either order. A
 // rootId of 0, from a table with no rootId function, tells no flow from
 // another, and safety goes before liveness: each lock with it enters as a
 // flow of its own, never as a reentrant one, so two such flows exclude each

@@ -483,7 +483,11 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
  * steps of other implementations of the table and for C that calls them,
  * enter the sync on behalf of the caller's flow, which they tell by its
  * table and rootId: a flow that holds the sync enters again at once
- * (reentrant), and unlock gives back what that flow's lock took. A rootId
+ * (reentrant), and unlock gives back what that flow's lock took. Called
+ * with a step of the library's own, in its callback, lock holds as that
+ * step's flow or parallel branch, the holder its addSync enters as: the
+ * two nest in either order within a flow or branch, and still exclude
+ * other branches. A rootId
  * of 0 (a table without the rootId function) tells no flow from another,
  * so each lock with it enters as a flow of its own, never as a reentrant
  * one: two such flows exclude each other, and a nested lock of one such

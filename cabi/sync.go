@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // syncObj is a Go [asyncsteps.Syncer] seen from C as a FutoInSync.
@@ -156,10 +157,22 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	o.mu.Unlock()
 
 	tool := asyncsteps.DefaultTool()
+	var owner any
 	if n := nodeOf(bsi); n != nil {
 		tool = n.tool
+		owner = toolinfo.OwnerKey(n.as)
 	}
 	h.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
+	if owner != nil {
+		// A step of ours whose callback runs: the hidden flow holds as
+		// the step's flow or branch, the holder its addSync enters as,
+		// so that the two forms nest in either order (a Mutex is
+		// reentrant per holder) and still exclude another branch.
+		h.root.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			toolinfo.HoldFor(as, owner)
+			as.Success()
+		})
+	}
 	forget := func() {
 		o.mu.Lock()
 		o.remove(h)

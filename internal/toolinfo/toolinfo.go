@@ -74,3 +74,20 @@ var StepLive func(as any) (live, known bool)
 // more than one info): package cabi's decorators of steps fail as the
 // engine's Error does, naming the code and every info.
 var ErrorCallInfo func(code string, info []string) string
+
+// OwnerKey returns what a Mutex counts as the holder for as, a step whose
+// callback runs now: its flow or parallel branch, as an opaque key for
+// HoldFor; nil when as is not such a step, or one the engine cannot reach
+// (a decorator without Unwrap). Package cabi's table lock, which a hidden
+// flow holds on behalf of a C step, takes the key of that step's flow or
+// branch, so that the step's own addSync of the same Mutex is reentrant.
+var OwnerKey func(as any) any
+
+// HoldFor makes the flow of as, a step whose callback runs now in the flow
+// itself (not in a parallel branch), count as key, from OwnerKey, for
+// every Mutex it enters until its execution ends. It reports false,
+// keeping nothing, when as is not such a step or key is not such a key.
+// The owner that key stands for must outlive the hold: a branch that ends
+// while the flow holds a lock for it leaves a key that a later branch may
+// reuse.
+var HoldFor func(as any, key any) bool

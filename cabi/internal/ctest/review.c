@@ -1,0 +1,137 @@
+// C programs of a plugin author's review of package cabi, each the
+// smallest that showed a fault, with a trace of their own.
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "review.h"
+
+static pthread_mutex_t rv_mu = PTHREAD_MUTEX_INITIALIZER;
+static char rv_buf[1 << 14];
+static size_t rv_len;
+
+void rv_reset(void)
+{
+    pthread_mutex_lock(&rv_mu);
+    rv_buf[0] = 0;
+    rv_len = 0;
+    pthread_mutex_unlock(&rv_mu);
+}
+
+static void rv_log(const char* fmt, ...)
+{
+    pthread_mutex_lock(&rv_mu);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(rv_buf + rv_len, sizeof(rv_buf) - rv_len - 1, fmt, ap);
+    va_end(ap);
+    if (n > 0 && rv_len + n < sizeof(rv_buf) - 2) {
+        rv_len += n;
+        rv_buf[rv_len++] = '\n';
+        rv_buf[rv_len] = 0;
+    }
+    pthread_mutex_unlock(&rv_mu);
+}
+
+char* rv_trace(void)
+{
+    pthread_mutex_lock(&rv_mu);
+    char* t = strdup(rv_buf);
+    pthread_mutex_unlock(&rv_mu);
+    return t;
+}
+
+static void rv_on_error(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    rv_log("b%d error %s", (int)(intptr_t)data, code);
+}
+
+// ---- the table's lock and addSync of one Mutex in one flow or branch ----------
+
+static FutoInSync* rv_sync;
+
+static void lk_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d lock", (int)(intptr_t)data);
+    rv_sync->api->lock(bsi, rv_sync);
+}
+
+static void lk_unlock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d unlock", (int)(intptr_t)data);
+    rv_sync->api->unlock(bsi, rv_sync);
+    bsi->api->success(bsi, NULL);
+}
+
+static void lk_inner(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d inside addSync", (int)(intptr_t)data);
+    bsi->api->success(bsi, NULL);
+}
+
+static void lk_add_sync(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d addSync", (int)(intptr_t)data);
+    bsi->api->addSync(bsi, rv_sync, data, lk_inner, rv_on_error);
+}
+
+static void lk_section(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d inside addSync", (int)(intptr_t)data);
+    bsi->api->add(bsi, data, lk_lock, rv_on_error);
+    bsi->api->add(bsi, data, lk_unlock, rv_on_error);
+}
+
+static void lk_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d after", (int)(intptr_t)data);
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_lock_and_add_sync adds to root, as branch 0: the table's lock, an
+// addSync of the same sync, the table's unlock (lock_first); or an addSync
+// whose section calls the table's lock and unlock.
+void rv_lock_and_add_sync(FutoInAsyncSteps* root, FutoInSync* sync, int lock_first)
+{
+    rv_sync = sync;
+    if (lock_first) {
+        root->api->add(root, NULL, lk_lock, rv_on_error);
+        root->api->add(root, NULL, lk_add_sync, rv_on_error);
+        root->api->add(root, NULL, lk_unlock, rv_on_error);
+    } else {
+        root->api->addSync(root, sync, NULL, lk_section, rv_on_error);
+    }
+    root->api->add(root, NULL, lk_after, NULL);
+}
+
+static void lk_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    bsi->api->add(bsi, data, lk_lock, rv_on_error);
+    bsi->api->add(bsi, data, lk_add_sync, rv_on_error);
+    bsi->api->add(bsi, data, lk_unlock, rv_on_error);
+}
+
+// rv_branches_lock adds a parallel of n branches, each of which does what
+// rv_lock_and_add_sync does with lock_first.
+void rv_branches_lock(FutoInAsyncSteps* root, FutoInSync* sync, int n)
+{
+    rv_sync = sync;
+    FutoInAsyncSteps* p = root->api->parallel(root, NULL, rv_on_error);
+    for (int i = 1; i <= n; i++) {
+        void* d = (void*)(intptr_t)i;
+        p->api->add(p, d, lk_branch, rv_on_error);
+    }
+    root->api->add(root, NULL, lk_after, NULL);
+}

@@ -1,0 +1,42 @@
+package ctest
+
+/*
+#include <stdlib.h>
+#include "review.h"
+*/
+import "C"
+
+import (
+	"strings"
+	"unsafe"
+)
+
+// ReviewReset clears the trace of the review's programs.
+func ReviewReset() { C.rv_reset() }
+
+// ReviewTrace returns the trace of the review's programs, as lines.
+func ReviewTrace() []string {
+	t := C.rv_trace()
+	defer C.free(unsafe.Pointer(t))
+	return strings.Split(strings.TrimSuffix(C.GoString(t), "\n"), "\n")
+}
+
+// LockAndAddSync adds to root the table's lock of sync, an addSync of it
+// and the table's unlock (lockFirst), or an addSync whose section calls
+// the table's lock and unlock; then a step that logs "b0 after".
+func LockAndAddSync(root, sync unsafe.Pointer, lockFirst bool) {
+	C.rv_lock_and_add_sync(bsi(root), (*C.FutoInSync)(sync), cbool(lockFirst))
+}
+
+// BranchesLock adds a parallel of n branches, each of which locks sync
+// through the table, adds an addSync of it and unlocks; then "b0 after".
+func BranchesLock(root, sync unsafe.Pointer, n int) {
+	C.rv_branches_lock(bsi(root), (*C.FutoInSync)(sync), C.int(n))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

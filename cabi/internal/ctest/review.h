@@ -1,0 +1,11 @@
+/* C programs of a plugin author's review of package cabi, as tests. */
+#ifndef CTEST_REVIEW_H
+#define CTEST_REVIEW_H
+#include "futoin_asyncsteps.h"
+
+void rv_reset(void);
+char* rv_trace(void);
+void rv_lock_and_add_sync(FutoInAsyncSteps* root, FutoInSync* sync, int lock_first);
+void rv_branches_lock(FutoInAsyncSteps* root, FutoInSync* sync, int n);
+
+#endif
