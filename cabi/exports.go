@@ -159,6 +159,11 @@ func cabiStack(bsi *C.FutoInAsyncSteps, size C.size_t, cleanup unsafe.Pointer) u
 		return nil
 	}
 	n.stacks = append(n.stacks, stackMem{p: p, cleanup: C.cabi_stack_cleanup_fn(cleanup)})
+	if !n.flow.cleanups.Load() {
+		// Taken on an idle root or a parallel made on it: the free of a
+		// root never executed must wait for this cleanup too.
+		n.flow.cleanups.Store(true)
+	}
 	return p
 }
 
@@ -511,7 +516,7 @@ func cabiFree(bsi *C.FutoInAsyncSteps) {
 // cleanups to come on the loop, where waiting could deadlock: called on a
 // loop's thread (in a callback of any loop), and on a tool that is not an
 // [asyncsteps.Loop]; and so it does when the root was never executed and
-// has no state variable (nothing to wait for). While it waits, a step that
+// has no state variable or stack memory (nothing to wait for). While it waits, a step that
 // blocks its loop until the caller does something deadlocks. If the loop
 // closes meanwhile, FreeWait returns and the cleanups run once the loop
 // has stopped. A pointer that is not a root is ignored.

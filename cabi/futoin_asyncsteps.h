@@ -473,7 +473,8 @@ FutoInAsyncSteps* futoin_asyncsteps_new(void);
  * implementation's destructor does: the caller may then destroy what those
  * cleanups use, or exit. Where waiting could deadlock (in a callback of
  * any loop) it returns at once, as free does; and so it does for a root
- * never executed and with no state variable. A step that blocks its loop
+ * never executed and with no state variable or stack memory (taken on the
+ * idle root, or on a parallel made on it). A step that blocks its loop
  * until the caller does something deadlocks while it waits. If the loop
  * closes meanwhile, it returns and the cleanups run once the loop has
  * stopped. */

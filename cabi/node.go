@@ -523,7 +523,8 @@ type flowCtx struct {
 	owned bool
 	vars  []*cVar // loop-owned; of an owned flow only (see node.variable)
 	// cleanups is set once the flow may hold something whose cleanup is a
-	// C callback: it was executed, or a state variable was allocated.
+	// C callback: it was executed, or a state variable or stack memory
+	// was allocated.
 	// free waits for the loop only then (see rootObj.free).
 	cleanups atomic.Bool
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over

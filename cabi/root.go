@@ -264,7 +264,8 @@ func (ro *rootObj) droppedLive(finish func()) {
 
 // waitsForRelease reports whether FreeWait, called now, waits for the loop
 // to release the root: not for a root never executed and with no state
-// variable, which has no C callback to wait for (making and freeing roots
+// variable or stack memory (taken on it idle, or on a parallel made on
+// it), which has no C callback to wait for (making and freeing roots
 // stays cheap), nor on a tool that is not a Loop, nor where waiting could
 // deadlock: on a loop's thread, where the loop may be the one that has to
 // run them, or wait for this one.

@@ -135,3 +135,35 @@ void rv_branches_lock(FutoInAsyncSteps* root, FutoInSync* sync, int n)
     }
     root->api->add(root, NULL, lk_after, NULL);
 }
+
+// ---- stack memory of an idle root ----------------------------------------------
+
+static int rv_stack_cleaned;
+
+static void rv_stack_cleanup(void* value)
+{
+    (void)value;
+    pthread_mutex_lock(&rv_mu);
+    rv_stack_cleaned++;
+    pthread_mutex_unlock(&rv_mu);
+}
+
+// rv_idle_stack takes stack memory, with a cleanup, on root, idle, or on a
+// parallel made on it (on_parallel), as a C++ wrapper builds a flow.
+int rv_idle_stack(FutoInAsyncSteps* root, int on_parallel)
+{
+    rv_stack_cleaned = 0;
+    FutoInAsyncSteps* at = root;
+    if (on_parallel) {
+        at = root->api->parallel(root, NULL, NULL);
+    }
+    return at->api->stack(at, 32, rv_stack_cleanup) != NULL;
+}
+
+int rv_stack_cleanups(void)
+{
+    pthread_mutex_lock(&rv_mu);
+    int n = rv_stack_cleaned;
+    pthread_mutex_unlock(&rv_mu);
+    return n;
+}

@@ -40,3 +40,12 @@ func cbool(b bool) C.int {
 	}
 	return 0
 }
+
+// IdleStack takes stack memory with a cleanup on root, idle, or on a
+// parallel made on it (onParallel); it reports whether it got memory.
+func IdleStack(root unsafe.Pointer, onParallel bool) bool {
+	return C.rv_idle_stack(bsi(root), cbool(onParallel)) != 0
+}
+
+// StackCleanups is how many cleanups of IdleStack's memory have run.
+func StackCleanups() int { return int(C.rv_stack_cleanups()) }

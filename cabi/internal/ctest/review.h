@@ -7,5 +7,7 @@ void rv_reset(void);
 char* rv_trace(void);
 void rv_lock_and_add_sync(FutoInAsyncSteps* root, FutoInSync* sync, int lock_first);
 void rv_branches_lock(FutoInAsyncSteps* root, FutoInSync* sync, int n);
+int rv_idle_stack(FutoInAsyncSteps* root, int on_parallel);
+int rv_stack_cleanups(void);
 
 #endif
