@@ -109,7 +109,9 @@
 // to its own thread, which becomes the loop's thread. success,
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
-// blocking. A free that comes while an execute on another thread starts
+// blocking. isValid may be called from any thread too: it reads what the
+// loop has settled, so its answer may be stale by the time it returns. A
+// free that comes while an execute on another thread starts
 // the flow is released once that execute has started it, and cancels it,
 // as a free after the execute does; no lock is held over the start, which
 // a Tool of the caller's may run inside Immediate. The other functions

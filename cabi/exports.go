@@ -237,7 +237,7 @@ func (n *node) succeed(vals []any, taken bool) {
 		n.release()
 		n.as.Success(vals...)
 	}, func() {
-		if n.onSuccess != nil && !n.released {
+		if n.onSuccess != nil && !n.released.Load() {
 			// A foreign sync granted the lock: its section is held, and
 			// the free of the root unlocks it (see releaseLeft).
 			n.onSuccess()
@@ -489,7 +489,7 @@ func cabiIsValid(bsi *C.FutoInAsyncSteps) C.int {
 		// C++ reference implementation.
 		return boolInt(!n.root.isFreed() && !n.root.root.Running())
 	}
-	return boolInt(!n.released && n.as.IsValid())
+	return boolInt(!n.released.Load() && n.as.IsValid())
 }
 
 //export cabiNewInstance

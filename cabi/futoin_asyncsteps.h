@@ -372,7 +372,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             ptrdiff_t (*rootId)(FutoInAsyncSteps* bsi);
             /* Index 17. isValid: 1 for a step until it completes; for a root,
              * 1 while it is idle and 0 while its flow runs; 0 for a stale
-             * pointer. */
+             * pointer. From any thread: it reads what the loop has settled,
+             * so the answer may be stale by the time it returns. */
             int (*isValid)(FutoInAsyncSteps* bsi);
             /* Index 18. newInstance: a new, empty root on the same loop, owned
              * by the caller (release it with free). */

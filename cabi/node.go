@@ -103,7 +103,9 @@ type node struct {
 	inMu     sync.Mutex
 	children []*node // parallel objects made in the callback
 	external bool    // made by Binary for a Go step: its end is found by sweeping
-	released bool
+	// released: the pointer is given back. Written on the loop; read also by
+	// isValid, which any thread may call.
+	released atomic.Bool
 }
 
 type stackMem struct {
@@ -160,10 +162,10 @@ func (n *node) fail() { n.end(true, true) }
 func (n *node) cancelled() { n.end(true, false) }
 
 func (n *node) end(failed, byError bool) {
-	if n.released {
+	if n.released.Load() {
 		return
 	}
-	n.released = true
+	n.released.Store(true)
 	unregister(n.id)
 	releaseBSI(n.bsi, n.waited)
 	for _, c := range n.children {
@@ -230,14 +232,14 @@ func leaveAll(nodes []*node) {
 // step that ended (completed by Go, say, its pointer not swept yet) is
 // only released: its cancel handler never runs after its end.
 func (n *node) leave() {
-	if fn := n.cancelFn; fn != nil && !n.released && n.stepLive() {
+	if fn := n.cancelFn; fn != nil && !n.released.Load() && n.stepLive() {
 		n.cancelFn = nil
 		n.inCall = true
 		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
 		n.inCall = false
 		n.pending = nil
 	}
-	if left := n.onLeft; left != nil && !n.released {
+	if left := n.onLeft; left != nil && !n.released.Load() {
 		n.onLeft = nil
 		left() // a C sync shared with other flows must not stay locked
 	}
@@ -369,7 +371,7 @@ func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 			n.cancelled()
 		}
 	}()
-	if !n.released && n.outside.Load() != outsideSuccess {
+	if !n.released.Load() && n.outside.Load() != outsideSuccess {
 		n.runCancel()
 	}
 }
@@ -459,7 +461,7 @@ func (n *node) failing() {
 // an error of the step whose unwinding is to come, whose cancel handler
 // releases it (see failing).
 func (n *node) over() bool {
-	if !n.released && n.as.IsValid() {
+	if !n.released.Load() && n.as.IsValid() {
 		return false
 	}
 	if !n.erred && !n.subStepsRun() {
@@ -474,7 +476,7 @@ func (n *node) over() bool {
 // unseen, whether the engine still runs the step (a sweep releases n once
 // it does not). Loop only.
 func (n *node) subStepsRun() bool {
-	if n.released {
+	if n.released.Load() {
 		return false
 	}
 	if n.external {
@@ -800,7 +802,7 @@ func (fc *flowCtx) cleanFailed() {
 func (fc *flowCtx) sweep() {
 	kept := fc.external[:0]
 	for _, n := range fc.external {
-		if n.released {
+		if n.released.Load() {
 			continue
 		}
 		if !n.as.IsValid() {
@@ -919,7 +921,7 @@ func (fc *flowCtx) watchLeft(as asyncsteps.AsyncSteps) {
 func (fc *flowCtx) releaseStopped(st *asyncsteps.State, ended []*node) {
 	if fc.owned || fc.heldByC() {
 		for _, n := range ended {
-			if !n.released && !n.stepLive() {
+			if !n.released.Load() && !n.stepLive() {
 				n.release()
 			}
 		}

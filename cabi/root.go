@@ -388,7 +388,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	if onLoop {
 		fc.sweep()
 		for _, n := range fc.external {
-			if !n.released && sameSteps(n.as, as) {
+			if !n.released.Load() && sameSteps(n.as, as) {
 				return unsafe.Pointer(n.bsi)
 			}
 		}

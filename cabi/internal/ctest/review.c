@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "review.h"
 
@@ -167,3 +168,38 @@ int rv_stack_cleanups(void)
     pthread_mutex_unlock(&rv_mu);
     return n;
 }
+
+// ---- isValid from another thread -----------------------------------------------
+
+// The worker completes the step from its own thread, then polls isValid
+// until the loop has settled the step: the loop releases the step's
+// pointer meanwhile.
+static void* rv_valid_worker(void* p)
+{
+    FutoInAsyncSteps* bsi = p;
+    bsi->api->success(bsi, NULL);
+    while (bsi->api->isValid(bsi)) {
+        usleep(100);
+    }
+    rv_log("worker: isValid 0");
+    return NULL;
+}
+
+static pthread_t rv_worker;
+
+static void rv_valid_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->waitExternal(bsi);
+    pthread_create(&rv_worker, NULL, rv_valid_worker, bsi);
+}
+
+// rv_valid_from_thread adds a step that a thread of its own completes and
+// then watches with isValid; rv_join_worker waits for that thread.
+void rv_valid_from_thread(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, rv_valid_step, NULL);
+}
+
+void rv_join_worker(void) { pthread_join(rv_worker, NULL); }

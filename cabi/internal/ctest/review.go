@@ -49,3 +49,10 @@ func IdleStack(root unsafe.Pointer, onParallel bool) bool {
 
 // StackCleanups is how many cleanups of IdleStack's memory have run.
 func StackCleanups() int { return int(C.rv_stack_cleanups()) }
+
+// ValidFromThread adds a step that a C thread completes by success and
+// then polls with isValid until it reads 0; JoinWorker waits for it.
+func ValidFromThread(root unsafe.Pointer) { C.rv_valid_from_thread(bsi(root)) }
+
+// JoinWorker waits for the thread of ValidFromThread.
+func JoinWorker() { C.rv_join_worker() }

@@ -9,5 +9,7 @@ void rv_lock_and_add_sync(FutoInAsyncSteps* root, FutoInSync* sync, int lock_fir
 void rv_branches_lock(FutoInAsyncSteps* root, FutoInSync* sync, int n);
 int rv_idle_stack(FutoInAsyncSteps* root, int on_parallel);
 int rv_stack_cleanups(void);
+void rv_valid_from_thread(FutoInAsyncSteps* root);
+void rv_join_worker(void);
 
 #endif
