@@ -404,6 +404,20 @@ func goSlice[T any](p unsafe.Pointer, n int) []T {
 	return append([]T(nil), unsafe.Slice((*T)(p), n)...)
 }
 
+// goBools reads n C bools at p: any byte but 0 is true. Copied as they
+// are, a byte of 2 would make a Go bool that is neither true nor false
+// (it equals neither).
+func goBools(p unsafe.Pointer, n int) []bool {
+	out := make([]bool, n)
+	if p == nil {
+		return out
+	}
+	for i, b := range unsafe.Slice((*byte)(p), n) {
+		out[i] = b != 0
+	}
+	return out
+}
+
 // cItems reads a C array of n NUL-terminated strings of T.
 func cItems[T comparable](p unsafe.Pointer, n int) [][]T {
 	out := make([][]T, n)
@@ -466,7 +480,7 @@ func goValue(f *C.cabi_flat, from *node) (v any, cleanup bool) {
 			}
 			return s, true
 		case C.FTN_TYPE_BOOL:
-			return goSlice[bool](p, n), true
+			return goBools(p, n), true
 		case C.FTN_TYPE_INT8:
 			return goSlice[int8](p, n), true
 		case C.FTN_TYPE_INT16:

@@ -203,3 +203,31 @@ void rv_valid_from_thread(FutoInAsyncSteps* root)
 }
 
 void rv_join_worker(void) { pthread_join(rv_worker, NULL); }
+
+// ---- a BOOL array ---------------------------------------------------------------
+
+static void rv_free_cleanup(FutoInBinaryValue* v) { free((void*)v->p); }
+
+static const FutoInType rv_bool_array = {
+    FTN_TYPE_ARRAY | FTN_TYPE_BOOL,
+    rv_free_cleanup,
+};
+
+static void rv_bools_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    unsigned char* p = malloc(3);
+    p[0] = 2; // true, as C's bool conversion of 2 gives
+    p[1] = 1;
+    p[2] = 0;
+    out.arg0.type = &rv_bool_array;
+    out.arg0.p = p;
+    out.arg0.length = 3;
+    bsi->api->success(bsi, &out);
+}
+
+// rv_bools adds a step that succeeds with the BOOL array {2, 1, 0}.
+void rv_bools(FutoInAsyncSteps* root) { root->api->add(root, NULL, rv_bools_step, NULL); }

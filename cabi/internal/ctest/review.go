@@ -56,3 +56,6 @@ func ValidFromThread(root unsafe.Pointer) { C.rv_valid_from_thread(bsi(root)) }
 
 // JoinWorker waits for the thread of ValidFromThread.
 func JoinWorker() { C.rv_join_worker() }
+
+// Bools adds a step that succeeds with the C BOOL array {2, 1, 0}.
+func Bools(root unsafe.Pointer) { C.rv_bools(bsi(root)) }

@@ -11,5 +11,6 @@ int rv_idle_stack(FutoInAsyncSteps* root, int on_parallel);
 int rv_stack_cleanups(void);
 void rv_valid_from_thread(FutoInAsyncSteps* root);
 void rv_join_worker(void);
+void rv_bools(FutoInAsyncSteps* root);
 
 #endif
