@@ -100,13 +100,19 @@ func cabiStateVariable(bsi *C.FutoInAsyncSteps, data C.uintptr_t, name *C.char, 
 	case "error_info":
 		res.mu.Lock()
 		defer res.mu.Unlock()
+		if e := res.ending; e != nil {
+			return unsafe.Pointer(res.errInfo.get(e.Info))
+		}
 		return unsafe.Pointer(res.errInfo.get(st.ErrorInfo))
 	case "last_exception":
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		if e := res.ending; e != nil {
+			return unsafe.Pointer(res.lastExc.get(e.Code))
+		}
 		if st.LastException == nil {
 			return nil
 		}
-		res.mu.Lock()
-		defer res.mu.Unlock()
 		return unsafe.Pointer(res.lastExc.get(errorCode(st.LastException)))
 	default:
 		return n.variable(gname, st, 0, nil, nil)

@@ -330,6 +330,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * loop, no callback runs before it returns. unhandled_error(root,
              * data, code) (may be NULL: the error is logged) is called once, on
              * the loop, when an error ends this execution; never for cancel.
+             * In it, "error_info" and "last_exception" (see stateVariable)
+             * tell of that error, also of one that no step raised: a flow
+             * that its closed loop ends gets InternalError, "the flow's loop
+             * is closed".
              * (A loop closed before the flow began runs nothing: then it is
              * called on another thread.) Nothing happens on a running root
              * or a freed one. From any thread: a free on another thread

@@ -561,6 +561,11 @@ type flowRes struct {
 	mu      sync.Mutex // the cleanup runs off the loop
 	errInfo cstr
 	lastExc cstr
+	// ending is the error that ended the execution while its C
+	// unhandled_error runs: "error_info" and "last_exception" tell of it,
+	// also when no step raised it (the flow's loop was closed), which the
+	// State does not record (see rootObj.report).
+	ending *asyncsteps.Error
 }
 
 // cstr is a C copy of a Go string, kept until the string changes.

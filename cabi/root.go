@@ -93,6 +93,15 @@ func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_cal
 	}
 	code := C.CString(err.Code)
 	defer C.free(unsafe.Pointer(code))
+	res := ro.node.flow.res
+	res.mu.Lock()
+	res.ending = err
+	res.mu.Unlock()
+	defer func() {
+		res.mu.Lock()
+		res.ending = nil
+		res.mu.Unlock()
+	}()
 	C.cabi_call_error(fn, ro.node.bsi, data, code)
 }
 

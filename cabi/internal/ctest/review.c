@@ -231,3 +231,30 @@ static void rv_bools_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* i
 
 // rv_bools adds a step that succeeds with the BOOL array {2, 1, 0}.
 void rv_bools(FutoInAsyncSteps* root) { root->api->add(root, NULL, rv_bools_step, NULL); }
+
+// ---- an execution that its closed loop ends ------------------------------------
+
+static void rv_waits(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->waitExternal(bsi);
+    rv_log("waits");
+}
+
+static void rv_unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    const char* info = bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL);
+    const char* exc = bsi->api->stateVariable(bsi, NULL, "last_exception", NULL, NULL);
+    rv_log("unhandled %s error_info=%s last_exception=%s", code, info ? info : "(null)", exc ? exc : "(null)");
+}
+
+// rv_execute_waiting adds a step that waits for ever and executes root
+// with an unhandled_error that logs the code, "error_info" and
+// "last_exception".
+void rv_execute_waiting(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, rv_waits, NULL);
+    root->api->execute(root, NULL, rv_unhandled);
+}

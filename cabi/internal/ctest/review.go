@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -18,7 +19,11 @@ func ReviewReset() { C.rv_reset() }
 func ReviewTrace() []string {
 	t := C.rv_trace()
 	defer C.free(unsafe.Pointer(t))
-	return strings.Split(strings.TrimSuffix(C.GoString(t), "\n"), "\n")
+	s := C.GoString(t)
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
 // LockAndAddSync adds to root the table's lock of sync, an addSync of it
@@ -59,3 +64,21 @@ func JoinWorker() { C.rv_join_worker() }
 
 // Bools adds a step that succeeds with the C BOOL array {2, 1, 0}.
 func Bools(root unsafe.Pointer) { C.rv_bools(bsi(root)) }
+
+// ExecuteWaiting adds a step that waits for ever and executes root with
+// an unhandled_error that logs its code, "error_info" and
+// "last_exception".
+func ExecuteWaiting(root unsafe.Pointer) { C.rv_execute_waiting(bsi(root)) }
+
+// WaitReview waits until the review's trace has n lines, for at most d;
+// it reports whether it has.
+func WaitReview(n int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for len(ReviewTrace()) < n {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}

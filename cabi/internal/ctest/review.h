@@ -12,5 +12,6 @@ int rv_stack_cleanups(void);
 void rv_valid_from_thread(FutoInAsyncSteps* root);
 void rv_join_worker(void);
 void rv_bools(FutoInAsyncSteps* root);
+void rv_execute_waiting(FutoInAsyncSteps* root);
 
 #endif
