@@ -20,7 +20,12 @@
 // custom object a [*Custom]. A Go value with no C type reaches C as a
 // custom object that comes back as the same Go value when C passes it on in
 // success. An empty slot (a NULL type) is a Go nil, and a Go nil an empty
-// slot. At most 4 values cross; more are dropped.
+// slot. At most 4 values cross: more from Go fail, with InternalError,
+// the C step that would receive them (or the Go step whose Success gives
+// them to a foreign table), as a value too long does. A FutoInArgs has no
+// count: empty slots at its end are no values, so Go nils at the end of a
+// success's values do not reach the next step (its len(args) is shorter),
+// while a nil between two values stays an empty slot.
 //
 //   - success takes the values over: strings and arrays are copied before it
 //     returns and their type's cleanup is called at once; the caller's slots

@@ -262,7 +262,11 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * InternalError naming it; every value is still cleaned up.
              * The other way, a Go value longer than length (uint32_t)
              * holds fails the C step that would receive it, before it
-             * runs, with InternalError naming it.
+             * runs, with InternalError naming it; so do more than 4 Go
+             * values. FutoInArgs has no count: empty slots at its end are
+             * no values, so a Go step after this one gets as many args as
+             * the last slot that is not empty tells, and Go nils at the
+             * end of a Go success do not reach a C step.
              * Not after adding sub-steps in the same callback (InternalError).
              * From any thread: from another one it posts to the loop. */
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);

@@ -331,11 +331,18 @@ func lengthOf(v any) (n int, ok bool) {
 	return 0, false
 }
 
-// tooLongForC names the first of the values makeArgs converts whose length
-// a FutoInBinaryValue cannot hold; "" when every one fits. It reads no
+// maxCArgs is how many values a FutoInArgs holds.
+const maxCArgs = 4
+
+// tooLongForC names what of vals a FutoInArgs cannot hold: more values
+// than its slots, which would be lost, or the first value whose length a
+// FutoInBinaryValue cannot hold; "" when every one fits. It reads no
 // value's contents.
 func tooLongForC(vals []any) string {
-	for i, v := range vals[:min(len(vals), 4)] {
+	if len(vals) > maxCArgs {
+		return fmt.Sprintf("%d values, more than the %d a FutoInArgs holds", len(vals), maxCArgs)
+	}
+	for i, v := range vals {
 		if n, ok := lengthOf(v); ok && uint64(n) > maxCLen {
 			return fmt.Sprintf("arg%d: %T of length %d is longer than a FutoInBinaryValue holds (%d)", i, v, n, maxCLen)
 		}

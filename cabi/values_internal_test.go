@@ -33,8 +33,9 @@ func TestGoLenKeepsEveryUint32(t *testing.T) {
 	}
 }
 
-// tooLongForC names the first of the 4 values that cross whose length a
-// FutoInBinaryValue cannot hold, and reads no other value.
+// tooLongForC names more than 4 values, which a FutoInArgs cannot hold,
+// or the first value whose length a FutoInBinaryValue cannot hold, and
+// reads no other value. Before, a fifth value was dropped silently.
 func TestTooLongForC(t *testing.T) {
 	lowerLimit(t, &maxCLen, 3)
 	for _, tc := range []struct {
@@ -45,7 +46,8 @@ func TestTooLongForC(t *testing.T) {
 		{[]any{"abc", []int32{1, 2, 3, 4}, "abcd"}, "arg1: []int32 of length 4 is longer than a FutoInBinaryValue holds (3)"},
 		{[]any{nil, String32{1, 2, 3, 4}}, "arg1: cabi.String32 of length 4 is longer than a FutoInBinaryValue holds (3)"},
 		{[]any{[]string{"a", "b", "c", "d"}}, "arg0: []string of length 4 is longer than a FutoInBinaryValue holds (3)"},
-		{[]any{1, 2, 3, 4, "abcd"}, ""}, // a fifth value is dropped, not converted
+		{[]any{1, 2, 3, 4, "abcd"}, "5 values, more than the 4 a FutoInArgs holds"},
+		{[]any{1, 2, 3, 4, nil}, "5 values, more than the 4 a FutoInArgs holds"},
 	} {
 		if got := tooLongForC(tc.vals); got != tc.want {
 			t.Errorf("tooLongForC(%v) = %q, want %q", tc.vals, got, tc.want)
@@ -69,6 +71,26 @@ func TestLengthTooLongForC(t *testing.T) {
 		wantForeignError(t, func(as asyncsteps.AsyncSteps, _ ...any) {
 			as.Success([]uint8{1, 2, 3, 4})
 		}, "Success: arg0: []uint8 of length 4 is longer than a FutoInBinaryValue holds (3)")
+	})
+}
+
+// More than 4 Go values, which a FutoInArgs cannot hold, fail the C step
+// that would receive them, and a Go step's success to a foreign table,
+// with an InternalError naming the limit; the C step does not run. Before,
+// the values past the fourth were dropped silently.
+func TestTooManyValuesForC(t *testing.T) {
+	const info = "5 values, more than the 4 a FutoInArgs holds"
+	t.Run("C step", func(t *testing.T) {
+		r, root := newTestRoot(t)
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success(1, 2, 3, 4, 5) })
+		ctest.Errors(root) // its step fails at once, its handler logs
+		wantRunError(t, r, "args of a C step: "+info)
+		wantLines(t, "err1_eh InternalError info=args of a C step: "+info+" last_exception=InternalError unknown=(nil)")
+	})
+	t.Run("foreign table", func(t *testing.T) {
+		wantForeignError(t, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Success("a", "b", "c", "d", nil)
+		}, "Success: "+info)
 	})
 }
 
