@@ -20,7 +20,9 @@
 // custom object a [*Custom]. A Go value with no C type reaches C as a
 // custom object that comes back as the same Go value when C passes it on in
 // success. An empty slot (a NULL type) is a Go nil, and a Go nil an empty
-// slot. At most 4 values cross: more from Go fail, with InternalError,
+// slot. A Go int or uint has no C type of its own: it crosses as INT64 or
+// UINT64 and comes back from C as an int64 or uint64. At most 4 values
+// cross: more from Go fail, with InternalError,
 // the C step that would receive them (or the Go step whose Success gives
 // them to a foreign table), as a value too long does. A FutoInArgs has no
 // count: empty slots at its end are no values, so Go nils at the end of a
@@ -116,13 +118,24 @@
 // called from any thread: they post to the loop and return without
 // blocking. isValid may be called from any thread too: it reads what the
 // loop has settled, so its answer may be stale by the time it returns. A
-// free that comes while an execute on another thread starts
-// the flow is released once that execute has started it, and cancels it,
-// as a free after the execute does; no lock is held over the start, which
+// free that comes while an execute on another thread starts the flow is
+// released once that execute has started it, and cancels it, as a free
+// after the execute does; no lock is held over the start, which
 // a Tool of the caller's may run inside Immediate. The other functions
 // are for the callback that was given the pointer, on the loop (or, for a
 // root, while it is idle). handle_error, breakLoop and continueLoop
-// return to the C caller, which must return from its callback at once.
+// return to the C caller, which must return from its callback at once;
+// isValid there still returns 1 until the callback returns, when the step
+// is settled. free, execute and cancel are a root's: called on a step's
+// pointer in the step's own callback, they fail the step with
+// InternalError naming the misuse; on a pointer that is not a root's
+// anywhere else (another thread, a parallel's) they do nothing. stack and
+// stateVariable return NULL for a stale pointer and from another thread
+// while the flow runs; stack also when its memory cannot be allocated,
+// stateVariable also for a NULL name, a missing variable with a NULL
+// allocate, and "last_exception" before any error. A C++ exception must
+// not escape a callback: it cannot unwind through the library, and the
+// process terminates; catch it in the callback and call handle_error.
 //
 // So free returns before the loop has cancelled the root's flow and run
 // the cleanups of its state variables and stack memory. A program that

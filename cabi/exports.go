@@ -436,6 +436,8 @@ func (n *node) continueLoop(label []string) {
 func cabiExecute(bsi *C.FutoInAsyncSteps, data C.uintptr_t, eh unsafe.Pointer) {
 	if n := nodeOf(bsi); n != nil && n.root != nil {
 		n.root.execute(data, C.FutoInAsyncSteps_error_callback(eh))
+	} else if n != nil {
+		n.rootOnly("execute")
 	}
 }
 
@@ -443,6 +445,19 @@ func cabiExecute(bsi *C.FutoInAsyncSteps, data C.uintptr_t, eh unsafe.Pointer) {
 func cabiCancel(bsi *C.FutoInAsyncSteps) {
 	if n := nodeOf(bsi); n != nil && n.root != nil {
 		n.root.root.Cancel()
+	} else if n != nil {
+		n.rootOnly("cancel")
+	}
+}
+
+// rootOnly reports call, a function of roots (execute, cancel, free),
+// made on n, which is not a root: it fails the step with InternalError,
+// naming the misuse, when the call comes from the step's own callback.
+// Anywhere else (another thread, a parallel's pointer) the call is
+// ignored: no callback of the step runs that the error could fail.
+func (n *node) rootOnly(call string) {
+	if n.kind == kindStep && n.inCallback() {
+		n.handleError(asyncsteps.InternalError, call+" called on a step's pointer: it is for a root's")
 	}
 }
 
@@ -511,6 +526,8 @@ func cabiNewInstance(bsi *C.FutoInAsyncSteps) *C.FutoInAsyncSteps {
 func cabiFree(bsi *C.FutoInAsyncSteps) {
 	if n := nodeOf(bsi); n != nil && n.root != nil {
 		n.root.free(false)
+	} else if n != nil {
+		n.rootOnly("free")
 	}
 }
 
@@ -522,10 +539,11 @@ func cabiFree(bsi *C.FutoInAsyncSteps) {
 // cleanups to come on the loop, where waiting could deadlock: called on a
 // loop's thread (in a callback of any loop), and on a tool that is not an
 // [asyncsteps.Loop]; and so it does when the root was never executed and
-// has no state variable or stack memory (nothing to wait for). While it waits, a step that
-// blocks its loop until the caller does something deadlocks. If the loop
-// closes meanwhile, FreeWait returns and the cleanups run once the loop
-// has stopped. A pointer that is not a root is ignored.
+// has no state variable or stack memory (nothing to wait for). While it
+// waits, a step that blocks its loop until the caller does something
+// deadlocks. If the loop closes meanwhile, FreeWait returns and the
+// cleanups run once the loop has stopped. A pointer that is not a root is
+// ignored.
 func FreeWait(root unsafe.Pointer) {
 	if n := nodeOf((*C.FutoInAsyncSteps)(root)); n != nil && n.root != nil {
 		n.root.free(true)

@@ -92,6 +92,8 @@ enum
     FTN_TYPE_ARRAY = 0x10,
     FTN_COMPLEX_TYPE_MASK = 0xF0
 };
+/* A Go int or uint crosses as FTN_TYPE_INT64 or FTN_TYPE_UINT64, and so
+ * it comes back to Go after C: as an int64 or uint64. */
 
 struct FutoInType_
 {
@@ -178,6 +180,10 @@ struct FutoInHandle_
     ptrdiff_t data3;
 };
 
+/* A callback must not let a C++ exception escape: it cannot unwind through
+ * the library, and the process terminates. Catch it in the callback and
+ * call handle_error (in an error handler: handle_error on its bsi too, to
+ * replace the error, or success to recover). */
 typedef void (*FutoInAsyncSteps_execute_callback)(
         FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args);
 typedef void (*FutoInAsyncSteps_error_callback)(
@@ -233,7 +239,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              *     (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL)
              * From a callback of the flow, or on an idle root or a parallel
              * made on it; from another thread while the flow runs it returns
-             * NULL. */
+             * NULL. NULL also for a stale pointer or a NULL name, and for
+             * "last_exception" before any error. */
             void* (*stateVariable)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -247,7 +254,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * is freed by the library. From the step's own callback, or on an
              * idle root or a parallel made on it (the memory then lasts until
              * the root is freed); from another thread while the flow runs it
-             * returns NULL. */
+             * returns NULL. NULL also for a stale pointer, and when the
+             * memory cannot be allocated. */
             void* (*stack)(
                     FutoInAsyncSteps* bsi,
                     size_t data_size,
@@ -340,7 +348,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * is closed".
              * (A loop closed before the flow began runs nothing: then it is
              * called on another thread.) Nothing happens on a running root
-             * or a freed one. From any thread: a free on another thread
+             * or a freed one; on a step's pointer, see free. From any
+             * thread: a free on another thread
              * that comes while execute starts the flow follows the start,
              * as a free after execute does (it cancels the flow). */
             void (*execute)(
@@ -349,7 +358,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_error_callback unhandled_error);
             /* Index 14. cancel: cancels the root's running flow: the cancel
              * handlers of its running steps run on the loop, innermost first; no
-             * error handler runs. From any thread. */
+             * error handler runs. From any thread. On a step's pointer (see
+             * free). */
             void (*cancel)(FutoInAsyncSteps* bsi);
             /* Index 15. addSync: adds a step that enters sync (ours from
              * futoin_mutex_new and the like, or another implementation's): it
@@ -381,7 +391,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             /* Index 17. isValid: 1 for a step until it completes; for a root,
              * 1 while it is idle and 0 while its flow runs; 0 for a stale
              * pointer. From any thread: it reads what the loop has settled,
-             * so the answer may be stale by the time it returns. */
+             * so the answer may be stale by the time it returns. In a
+             * callback that called handle_error, breakLoop or continueLoop
+             * it still returns 1 until the callback returns: the step is
+             * settled then (a completion after the error has no effect). */
             int (*isValid)(FutoInAsyncSteps* bsi);
             /* Index 18. newInstance: a new, empty root on the same loop, owned
              * by the caller (release it with free). */
@@ -399,7 +412,13 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * are in (see addSync). A free that comes while an execute on
              * another thread starts the flow is released once that execute
              * has started it, and cancels it: no step of the root runs after
-             * the release. */
+             * the release.
+             * free, execute and cancel are a root's: called on a step's
+             * pointer in the step's own callback, they fail the step with
+             * InternalError, "free called on a step's pointer: it is for a
+             * root's" (execute, cancel likewise); anywhere else on a pointer
+             * that is not a root's (another thread, a parallel's) they do
+             * nothing. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */

@@ -258,3 +258,73 @@ void rv_execute_waiting(FutoInAsyncSteps* root)
     root->api->add(root, NULL, rv_waits, NULL);
     root->api->execute(root, NULL, rv_unhandled);
 }
+
+// ---- root functions on a step's pointer ----------------------------------------
+
+static void rv_root_call(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    int which = (int)(intptr_t)data;
+    switch (which) {
+    case 0:
+        bsi->api->free(bsi);
+        break;
+    case 1:
+        bsi->api->execute(bsi, NULL, NULL);
+        break;
+    default:
+        bsi->api->cancel(bsi);
+        break;
+    }
+    rv_log("returned valid=%d", bsi->api->isValid(bsi));
+}
+
+static void rv_root_call_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    const char* info = bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL);
+    rv_log("eh %s %s", code, info ? info : "(null)");
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_root_call_on_step adds a step that calls free (which 0), execute (1)
+// or cancel (2) on its own pointer, with an error handler that logs.
+void rv_root_call_on_step(FutoInAsyncSteps* root, int which)
+{
+    root->api->add(root, (void*)(intptr_t)which, rv_root_call, rv_root_call_eh);
+    root->api->add(root, (void*)(intptr_t)-1, lk_after, NULL);
+}
+
+// ---- isValid after handle_error or breakLoop in the same callback --------------
+
+static void rv_fail_then_valid(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->handle_error(bsi, "Fail", "info");
+    rv_log("after handle_error valid=%d", bsi->api->isValid(bsi));
+}
+
+static void rv_break_then_valid(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    bsi->api->breakLoop(bsi, NULL);
+    rv_log("after breakLoop valid=%d", bsi->api->isValid(bsi));
+}
+
+static void rv_recover(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    rv_log("eh %s valid=%d", code, bsi->api->isValid(bsi));
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_valid_after_error adds a step that fails and then logs isValid, with
+// a handler that recovers, and a loop whose body breaks it and then logs
+// isValid.
+void rv_valid_after_error(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, rv_fail_then_valid, rv_recover);
+    root->api->loop(root, NULL, rv_break_then_valid, NULL);
+    root->api->add(root, (void*)(intptr_t)-1, lk_after, NULL);
+}

@@ -82,3 +82,13 @@ func WaitReview(n int, d time.Duration) bool {
 	}
 	return true
 }
+
+// RootCallOnStep adds a step that calls free (which 0), execute (1) or
+// cancel (2) on its own pointer, with an error handler that logs code and
+// "error_info" and recovers; then a step that logs "b-1 after".
+func RootCallOnStep(root unsafe.Pointer, which int) { C.rv_root_call_on_step(bsi(root), C.int(which)) }
+
+// ValidAfterError adds a step that calls handle_error and then logs
+// isValid, with a handler that recovers, and a loop whose body calls
+// breakLoop and then logs isValid; then "b-1 after".
+func ValidAfterError(root unsafe.Pointer) { C.rv_valid_after_error(bsi(root)) }
