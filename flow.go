@@ -278,6 +278,9 @@ func (fl *flow) recycle(f *frame) { fl.recycleTo(fl.sched.pools(), f) }
 
 // recycleTo is recycle with the tool's pools (nil: none) given.
 func (fl *flow) recycleTo(pools *enginePools, f *frame) {
+	if f.mode == modeBranch && f.rare != nil && f.rare.lent {
+		return // a lock's key (see ownerKey): the collector takes it
+	}
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}

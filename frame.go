@@ -85,6 +85,11 @@ type frameRare struct {
 	// owner that the flow counts as for a Mutex; nil for any other frame.
 	// The base frame's rare part is dropped as each execution begins.
 	holdsFor *frame
+	// lent is set on a parallel branch frame that ownerKey gave out as a
+	// key: a flow may hold a lock with it beyond the branch's end, so the
+	// frame is never recycled for another branch, which would then count
+	// as that holder (see recycleTo).
+	lent bool
 }
 
 // userFn returns f's frameRare.user, or 0.
@@ -171,16 +176,21 @@ func owner(as AsyncSteps) *frame {
 }
 
 // ownerKey is toolinfo.OwnerKey: the owner of as, a step whose callback
-// runs now, or nil.
+// runs now, or nil. A branch frame given out is never recycled: the key
+// stays that branch's, also once it has ended.
 func ownerKey(as any) any {
 	a, ok := as.(AsyncSteps)
 	if !ok {
 		return nil
 	}
-	if o := owner(a); o != nil {
-		return o
+	o := owner(a)
+	if o == nil {
+		return nil
 	}
-	return nil
+	if o.mode == modeBranch {
+		o.rareFields().lent = true
+	}
+	return o
 }
 
 // holdFor is toolinfo.HoldFor: the flow of as, a step whose callback runs

@@ -87,7 +87,7 @@ var OwnerKey func(as any) any
 // itself (not in a parallel branch), count as key, from OwnerKey, for
 // every Mutex it enters until its execution ends. It reports false,
 // keeping nothing, when as is not such a step or key is not such a key.
-// The owner that key stands for must outlive the hold: a branch that ends
-// while the flow holds a lock for it leaves a key that a later branch may
-// reuse.
+// A branch's key stays that branch's after it has ended (OwnerKey keeps
+// its memory from another branch): a lock held for a branch that ended
+// keeps other branches out.
 var HoldFor func(as any, key any) bool
