@@ -30,9 +30,11 @@ type cStep struct {
 func (s cStep) Unwrap() asyncsteps.AsyncSteps { return s.AsyncSteps }
 
 // Success completes the step as success does: at once in its C callback,
-// else on the loop, which releases the node first.
+// else on the loop, which releases the node first. From a sub-step of a
+// step that waits for its sub-steps it is the engine's misuse, as success
+// through the pointer is there.
 func (s cStep) Success(args ...any) {
-	defer guard(s.n)
+	defer goGuard(s.n)
 	s.n.succeed(args, false)
 }
 
@@ -40,14 +42,16 @@ func (s cStep) Success(args ...any) {
 // to the caller, which must return at once, as must the C callback: a Go
 // panic must not unwind C frames.
 func (s cStep) Error(code string, info ...string) {
-	s.n.handleError(errorArgs(code, info))
+	code, i := errorArgs(code, info)
+	s.n.handleError(code, i, goGuard)
 }
 
 // Break ends the loop as breakLoop does, in the step's C callback (and
-// returns, as Error does); elsewhere the engine's Break reports the misuse.
+// returns, as Error does); elsewhere the engine's Break completes a step
+// that waits, or reports the misuse (see outside).
 func (s cStep) Break(label ...string) {
 	if !s.n.inCallback() {
-		s.AsyncSteps.Break(label...)
+		s.outside(func() { s.AsyncSteps.Break(label...) })
 		return
 	}
 	s.n.breakLoop(label)
@@ -57,24 +61,33 @@ func (s cStep) Break(label ...string) {
 // Break).
 func (s cStep) Continue(label ...string) {
 	if !s.n.inCallback() {
-		s.AsyncSteps.Continue(label...)
+		s.outside(func() { s.AsyncSteps.Continue(label...) })
 		return
 	}
 	s.n.continueLoop(label)
+}
+
+// outside makes engine's call, made outside the step's C callback, on
+// the engine's step: as for a Go step, it takes sub-steps and waits only
+// from the step's own callback; once that has returned, the call fails a
+// step that waits for a completion from outside, and one from a sub-step
+// of a step that waits for its sub-steps raises InternalError in that
+// sub-step, as the table's calls through the pointer do (see elsewhere).
+// A C callback that the call aborts (Go that C called, there) gets the
+// abort once it has returned; a Go one is unwound by it.
+func (s cStep) outside(engine func()) {
+	defer goGuard(s.n)
+	engine()
 }
 
 // adds runs add, which adds sub-steps to the step, as add through the
 // pointer does: in the step's C callback, the node learns that the step
 // is over only after them (see finish), and an abort of the engine (a
 // misuse) is raised again once the C callback has returned, as a Go
-// panic must not unwind C frames. Elsewhere the call goes to the engine,
-// which takes sub-steps only from the step's own callback: once that
-// has returned, the call fails a step that waits, and one from a
-// sub-step of a step that waits for its sub-steps raises InternalError
-// in that sub-step; the table's add through the pointer is ignored there.
+// panic must not unwind C frames. Elsewhere, see outside.
 func (s cStep) adds(add func()) {
 	if !s.n.inCallback() {
-		add()
+		s.outside(add)
 		return
 	}
 	defer guard(s.n)
@@ -144,10 +157,10 @@ func (s cStep) ForEach(collection any, f asyncsteps.ForEachFunc, label ...string
 // waits runs wait, which makes the step wait, in the step's C callback,
 // as the table's setCancel, waitExternal and setTimeout do; elsewhere it
 // passes the call to the engine, which refuses it as it refuses an add
-// there (see adds).
+// there (see outside).
 func (s cStep) waits(engine, wait func()) {
 	if !s.n.inCallback() {
-		engine()
+		s.outside(engine)
 		return
 	}
 	defer guard(s.n)

@@ -152,9 +152,26 @@
 //
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
-// So are a success and a handle_error on a step whose sub-steps run, as
-// the engine ignores Go's there: the step keeps its pointer and stack
-// memory for its sub-steps, which may use both.
+// The step keeps its pointer and stack memory for its sub-steps, which
+// may use both. Only a step's own callback adds sub-steps to it, makes it
+// wait or completes it while it runs, and the table follows the engine's
+// rule (see [asyncsteps]): add, parallel, loop, repeat, addSync,
+// setTimeout, setCancel, waitExternal, success, handle_error, breakLoop
+// and continueLoop through the pointer of a step that waits for its
+// sub-steps, from the C callback of one of them (or of a step under them,
+// a parallel branch included), fail that sub-step with InternalError,
+// whose info names the engine's call ("Add called on the AsyncSteps of a
+// step that waits for its sub-steps"), once its callback has returned, as
+// a misuse in a step's own callback does: C cannot be unwound, and the
+// callback should return at once. From anywhere else they have no effect
+// on such a step. On a step that waits for a completion from outside, the
+// calls that add sub-steps or make it wait, made once its callback has
+// returned (from another thread or a callback of the tool), fail the step
+// as a handle_error from outside would ("Add called on a step whose
+// callback has returned: only the step's own callback adds sub-steps"),
+// and a success that follows has no effect; breakLoop and continueLoop
+// there complete it as Go's Break and Continue from outside do.
+//
 // Go may drive a C step through [Wrap] of its pointer as C does through
 // the table: Success, Error, Break and Continue there are success,
 // handle_error, breakLoop and continueLoop through the pointer, with the
@@ -172,7 +189,8 @@
 // completes, and when it fails. handle_error through its pointer (a C
 // step's, or a Go step's given by Binary) runs it before the step's error
 // handler, in its callback, later or from another thread, and so do
-// breakLoop and continueLoop in its callback, as Go's Error, Break and
+// breakLoop and continueLoop (in its callback, or on a step that waits,
+// later), and a call that fails a waiting step, as Go's Error, Break and
 // Continue on the step do: the engine runs the failing step's own cancel
 // handler, and so does the C++ reference implementation's handle_error.
 // A success runs none, and nothing runs it after the step has completed.

@@ -43,10 +43,55 @@ func (n *node) adds() {
 	}
 }
 
+// outsideCallback reports whether n is a step's pointer used outside the
+// step's C callback, where the calls that only that callback may make
+// (add, parallel, loop, repeat, addSync, setTimeout, setCancel,
+// waitExternal, breakLoop, continueLoop) go to the engine, which refuses
+// them as it refuses Go's (see elsewhere). The caller makes the closure
+// for elsewhere only then: the calls of a callback take no allocation
+// for it.
+func (n *node) outsideCallback() bool { return n.kind == kindStep && !n.inCallback() }
+
+// elsewhere makes engine's call (the engine's own, whose misuse info names
+// it) on n's step from outside the step's callback, where only that
+// callback may make it (spec section 1):
+//   - on the loop, on a step whose sub-steps run, it is made at once: from
+//     the callback of one of them, or of a step under them, the engine
+//     raises InternalError there, and guard keeps that abort for the C
+//     callback that runs (see aborted); from elsewhere it has no effect;
+//   - otherwise it is posted to the loop, as a completion from outside is
+//     (a claim of its kind first, see claimOutside): a step that still
+//     waits for a completion from outside fails then, as the engine fails
+//     it; a step that has completed, or whose sub-steps run, ignores it.
+//
+// succeed and handleError take the first way for success and
+// handle_error; cStep.outside makes Go's calls through Wrap.
+func (n *node) elsewhere(engine func()) {
+	if n.onLoop() && n.subStepsRun() {
+		defer guard(n)
+		engine()
+		return
+	}
+	n.claimOutside(outsideError)
+	n.post(func() {
+		if n.over() {
+			return
+		}
+		n.failing()
+		engine()
+	}, n.release)
+}
+
 //export cabiAdd
 func cabiAdd(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f, eh unsafe.Pointer) {
 	n := nodeOf(bsi)
-	if n == nil || !n.mayAdd() {
+	switch {
+	case n == nil:
+		return
+	case n.outsideCallback():
+		n.elsewhere(func() { n.as.Add(nil) })
+		return
+	case !n.mayAdd():
 		return
 	}
 	defer guard(n)
@@ -63,7 +108,13 @@ func cabiAdd(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f, eh unsafe.Pointer) {
 //export cabiParallel
 func cabiParallel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, eh unsafe.Pointer) *C.FutoInAsyncSteps {
 	n := nodeOf(bsi)
-	if n == nil || !n.mayAdd() {
+	switch {
+	case n == nil:
+		return nil
+	case n.outsideCallback():
+		n.elsewhere(func() { n.as.Parallel() })
+		return nil
+	case !n.mayAdd():
 		return nil
 	}
 	defer guard(n)
@@ -199,7 +250,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	}
 	if tooLong != "" {
 		dropArgs(vals, n)
-		n.handleError(asyncsteps.InternalError, "success: "+tooLong)
+		n.handleError(asyncsteps.InternalError, "success: "+tooLong, guard)
 		return
 	}
 	defer guard(n)
@@ -227,6 +278,14 @@ func (n *node) succeed(vals []any, taken bool) {
 			n.hold(vals)
 			return
 		}
+		n.as.Success(vals...)
+		return
+	}
+	if n.onLoop() && n.subStepsRun() {
+		// Not the step's to complete (see elsewhere): the engine raises
+		// the misuse in a sub-step's callback, if one runs, and receives
+		// nothing. The caller's guard keeps the abort.
+		drop()
 		n.as.Success(vals...)
 		return
 	}
@@ -280,12 +339,13 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 			ginfo = C.GoString(info)
 		}
 	}
-	n.handleError(gcode, ginfo)
+	n.handleError(gcode, ginfo, guard)
 }
 
-// handleError fails n's step with code and info, as handle_error does.
-func (n *node) handleError(code, info string) {
-	defer guard(n)
+// handleError fails n's step with code and info, as handle_error does; g
+// catches an abort of the engine (guard for C's call, goGuard for Go's).
+func (n *node) handleError(code, info string, g func(*node)) {
+	defer g(n)
 	if n.kind == kindStep && n.inCallback() && n.completed {
 		// The step already failed or succeeded in this callback: as a Go
 		// step's Error after its Error or Success, no effect, and the
@@ -296,6 +356,10 @@ func (n *node) handleError(code, info string) {
 		n.completed = n.kind == kindStep
 		n.overrule(false)
 		n.as.Error(code, info)
+		return
+	}
+	if n.onLoop() && n.subStepsRun() {
+		n.as.Error(code, info) // not the step's to fail (see succeed)
 		return
 	}
 	n.claimOutside(outsideError)
@@ -310,18 +374,26 @@ func (n *node) handleError(code, info string) {
 
 //export cabiSetTimeout
 func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
-	n := nodeOf(bsi)
-	if n == nil || !n.inCallback() {
+	n, d := nodeOf(bsi), time.Duration(ms)*time.Millisecond
+	if n == nil || n.kind != kindStep {
+		return
+	}
+	if !n.inCallback() {
+		n.elsewhere(func() { n.as.SetTimeout(d) })
 		return
 	}
 	defer guard(n)
-	n.setTimeout(time.Duration(ms) * time.Millisecond)
+	n.setTimeout(d)
 }
 
 //export cabiSetCancel
 func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer) {
 	n := nodeOf(bsi)
-	if n == nil || !n.inCallback() {
+	if n == nil || n.kind != kindStep {
+		return
+	}
+	if !n.inCallback() {
+		n.elsewhere(func() { n.as.SetCancel(nil) })
 		return
 	}
 	defer guard(n)
@@ -331,7 +403,11 @@ func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer)
 //export cabiWaitExternal
 func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
 	n := nodeOf(bsi)
-	if n == nil || !n.inCallback() {
+	if n == nil || n.kind != kindStep {
+		return
+	}
+	if !n.inCallback() {
+		n.elsewhere(n.as.WaitExternal)
 		return
 	}
 	defer guard(n)
@@ -341,7 +417,13 @@ func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
 //export cabiLoop
 func cabiLoop(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f unsafe.Pointer, lbl *C.char) {
 	n := nodeOf(bsi)
-	if n == nil || !n.mayAdd() {
+	switch {
+	case n == nil:
+		return
+	case n.outsideCallback():
+		n.elsewhere(func() { n.as.Loop(nil) })
+		return
+	case !n.mayAdd():
 		return
 	}
 	defer guard(n)
@@ -378,7 +460,13 @@ func hostLoop(as asyncsteps.AsyncSteps, add func(as asyncsteps.AsyncSteps, carry
 //export cabiRepeat
 func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f unsafe.Pointer, lbl *C.char) {
 	n := nodeOf(bsi)
-	if n == nil || !n.mayAdd() {
+	switch {
+	case n == nil:
+		return
+	case n.outsideCallback():
+		n.elsewhere(func() { n.as.Repeat(0, nil) })
+		return
+	case !n.mayAdd():
 		return
 	}
 	defer guard(n)
@@ -401,8 +489,14 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f uns
 
 //export cabiBreak
 func cabiBreak(bsi *C.FutoInAsyncSteps, lbl *C.char) {
-	if n := nodeOf(bsi); n != nil && n.inCallback() {
+	n := nodeOf(bsi)
+	switch {
+	case n == nil || n.kind != kindStep:
+	case n.inCallback():
 		n.breakLoop(label(lbl))
+	default:
+		lbls := label(lbl) // now: the caller may free it when this returns
+		n.elsewhere(func() { n.as.Break(lbls...) })
 	}
 }
 
@@ -417,8 +511,14 @@ func (n *node) breakLoop(label []string) {
 
 //export cabiContinue
 func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
-	if n := nodeOf(bsi); n != nil && n.inCallback() {
+	n := nodeOf(bsi)
+	switch {
+	case n == nil || n.kind != kindStep:
+	case n.inCallback():
 		n.continueLoop(label(lbl))
+	default:
+		lbls := label(lbl) // now: the caller may free it when this returns
+		n.elsewhere(func() { n.as.Continue(lbls...) })
 	}
 }
 
@@ -457,14 +557,20 @@ func cabiCancel(bsi *C.FutoInAsyncSteps) {
 // ignored: no callback of the step runs that the error could fail.
 func (n *node) rootOnly(call string) {
 	if n.kind == kindStep && n.inCallback() {
-		n.handleError(asyncsteps.InternalError, call+" called on a step's pointer: it is for a root's")
+		n.handleError(asyncsteps.InternalError, call+" called on a step's pointer: it is for a root's", guard)
 	}
 }
 
 //export cabiAddSync
 func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data C.uintptr_t, f, eh unsafe.Pointer) {
 	n := nodeOf(bsi)
-	if n == nil || !n.mayAdd() {
+	switch {
+	case n == nil:
+		return
+	case n.outsideCallback():
+		n.elsewhere(func() { n.as.Sync(nil, nil) })
+		return
+	case !n.mayAdd():
 		return
 	}
 	defer guard(n)

@@ -23,9 +23,20 @@
  *     step completes is cleaned up by the library, exactly once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
- *     pointer are ignored, and so are success and handle_error on a step
- *     whose sub-steps run (the step keeps its pointer and stack memory for
- *     them). The pointer of a Go step given to C
+ *     pointer are ignored. The step keeps its pointer and stack memory for
+ *     its sub-steps. Only a step's own callback adds sub-steps to it, makes
+ *     it wait or completes it while it runs: a call that does (add,
+ *     parallel, loop, repeat, addSync, setTimeout, setCancel, waitExternal,
+ *     success, handle_error, breakLoop, continueLoop) through the pointer
+ *     of a step that waits for its sub-steps, from the callback of one of
+ *     them (or of a step under them), fails that sub-step with
+ *     InternalError once its callback returns (which it should at once),
+ *     and from elsewhere has no effect; one that adds sub-steps or makes it
+ *     wait, on a step that waits for an external completion, from another
+ *     thread or a sched_* callback, fails the step with InternalError, as a
+ *     handle_error from there would (breakLoop and continueLoop there end
+ *     or continue its loop). The info names the call as Go does ("Add
+ *     called on ..."). The pointer of a Go step given to C
  *     (cabi.Binary) is valid likewise, however Go ends the step (success or
  *     error from another thread, a timeout, a cancel, a closed loop): the
  *     library releases it once the step is over, at the latest as the
@@ -333,7 +344,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             /* Index 11. breakLoop: leaves the innermost loop, or the one with
              * label (NULL or "": innermost). Unwinds as the error LoopBreak:
              * like handle_error it returns, and the caller must return at once.
-             * From a callback inside the loop. */
+             * From a callback inside the loop; through the pointer of a body
+             * that waits for an external completion, also from elsewhere. */
             void (*breakLoop)(FutoInAsyncSteps* bsi, const char* label);
             /* Index 12. continueLoop: as breakLoop, to the next iteration
              * (LoopCont). */

@@ -491,23 +491,65 @@ func (n *node) subStepsRun() bool {
 // inCall is loop-owned, so the thread is checked first.
 func (n *node) inCallback() bool { return n.onLoop() && n.inCall }
 
-// mayAdd reports whether steps may be added on n now: on a root (before it
-// runs, from any one thread at a time), on a parallel (the engine checks its
-// step), or on a step from its own callback.
-func (n *node) mayAdd() bool {
-	if n.root != nil && n.root.isFreed() {
-		return false // free has returned: the pointer is invalid
-	}
-	return n.kind != kindStep || n.inCallback()
-}
+// mayAdd reports whether steps may be added on n now, a pointer that is
+// not outsideCallback: a step in its own callback, a parallel (the engine
+// checks its step), or a root (before it runs, from any one thread at a
+// time) until free has returned, which makes the pointer invalid.
+func (n *node) mayAdd() bool { return n.root == nil || !n.root.isFreed() }
 
 // guard catches a panic (an abort by the engine) at an export boundary:
-// Go panics must not unwind C frames. A panic in the C callback's own step
-// is raised again once the callback has returned (runC).
+// Go panics must not unwind C frames. The abort is raised again once the
+// C callback it aborts has returned (see keepAbort, runC). With no C
+// callback to raise it after (C code that a Go callback called), it is
+// dropped: the engine has recorded the error, which fails the Go
+// callback's step once it returns.
 func guard(n *node) {
-	if r := recover(); r != nil && n != nil && n.inCall && n.pending == nil {
-		n.pending = r
+	if r := recover(); r != nil && n != nil {
+		n.keepAbort(r)
 	}
+}
+
+// goGuard is guard for Go's calls through Wrap: with no C callback to
+// raise the abort after, the panic goes on unwinding the Go callback
+// that made the call, as the engine's own calls do.
+func goGuard(n *node) {
+	if r := recover(); r != nil && !n.keepAbort(r) {
+		panic(r)
+	}
+}
+
+// keepAbort records r, an abort of the engine during a call on n, for the
+// C callback it aborts (see aborted), to be raised once that callback has
+// returned; the first abort of a callback is kept. It reports whether
+// there is such a callback.
+func (n *node) keepAbort(r any) bool {
+	c := n.aborted()
+	if c == nil {
+		return false
+	}
+	if c.pending == nil {
+		c.pending = r
+	}
+	return true
+}
+
+// aborted returns the node whose C callback an abort during a call on n
+// aborts, or nil: n's own callback while it runs; else the C callback of
+// n's flow that runs on the loop, for a call on the pointer of a step
+// that waits for its sub-steps, made from a sub-step's callback, which
+// the engine aborts (see elsewhere); else, for a Go step given by Binary,
+// its Go callback, as C calls on its pointer come from there.
+func (n *node) aborted() *node {
+	if n.inCall && !n.external {
+		return n
+	}
+	if n.onLoop() && n.flow.running != nil {
+		return n.flow.running
+	}
+	if n.inCall {
+		return n
+	}
+	return nil
 }
 
 // flowCtx is what the C side of one flow shares: its loop, its rootId and
@@ -546,6 +588,10 @@ type flowCtx struct {
 	// the flow's next other C callback, or free, cleans up what is left.
 	failed   []*stepLink
 	handling *stepLink
+	// running is the node whose C callback runs now, the innermost one:
+	// an abort that a call on another pointer raises there is kept for it
+	// (see aborted). Loop-owned.
+	running *node
 	// loop-owned: in a copy of a Root (see of), the rootId of each branch
 	// of the model's parallels, by the model's id, made on first use.
 	branchIDs map[int64]int64
@@ -1059,9 +1105,10 @@ func (fc *flowCtx) runC(as asyncsteps.AsyncSteps, rootID int64, in []any, setup 
 	if a != nil {
 		args = a.args
 	}
-	n.inCall = true
+	outer := fc.running
+	fc.running, n.inCall = n, true
 	call(n.bsi, args)
-	n.inCall = false
+	fc.running, n.inCall = outer, false
 	n.dropTaken(in, args)
 	a.free()
 	n.finish()

@@ -456,3 +456,36 @@ func TestLateCompletionOfAStepWithSubStepsKeepsIt(t *testing.T) {
 		})
 	}
 }
+
+// Go's Success, Error and Add through Wrap of a C step's pointer, from a
+// Go sub-step of that step, which waits for it, raise InternalError in
+// the sub-step's callback and unwind it, as on a Go step; the step's
+// pointer and stack memory go with the failure. Before, Success and
+// Error there were posted to the loop and ignored, and the flow went on
+// as if nothing had been called (Add went to the engine already).
+func TestWrapCallFromASubStepIsInternalError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call func(parent asyncsteps.AsyncSteps)
+	}{
+		{"Success", func(p asyncsteps.AsyncSteps) { p.Success() }},
+		{"Error(Lost)", func(p asyncsteps.AsyncSteps) { p.Error("Lost") }},
+		{"Add", func(p asyncsteps.AsyncSteps) { p.Add(func(asyncsteps.AsyncSteps, ...any) {}) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := startWrapRun(t, func(w *wrapRun, cstep unsafe.Pointer) {
+				parent := Wrap(cstep)
+				ctest.FlowStack(cstep, 0)
+				parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					c.call(parent)
+					w.trace = append(w.trace, "not aborted")
+				})
+			})
+			info := c.name + " called on the AsyncSteps of a step that waits for its sub-steps"
+			if w.st.ErrorInfo != info {
+				t.Errorf("error info %q, want %q", w.st.ErrorInfo, info)
+			}
+			w.check(t, asyncsteps.InternalError, nil, 0)
+		})
+	}
+}

@@ -2736,3 +2736,248 @@ void ct_int_data(FutoInAsyncSteps* root)
     ct_add(root, (void*)(intptr_t)3, int_data_step, NULL);
     ct_add(root, (void*)(intptr_t)4, int_data_wait, int_data_eh);
 }
+
+// ---- calls that only a step's own callback may make ------------------------------
+//
+// ct_own_call: a repeat(3, "outer") whose body, the step P, gets call (an
+// OC_* below) on its pointer from elsewhere (where): 0 from a C sub-step of
+// P, 1 from a C sub-step of a step of a parallel branch that a sub-step of
+// P added, 2 from a callback of the tool (sched_immediate) once P waits
+// with a cancel handler (logging "body cancel handler"), 3
+// from a C thread that P's callback starts and joins once P waits (the
+// call reaches the loop after P's callback). From 2 and 3, a completion of
+// P follows the call: a success, as a waiting step usually gets, or after
+// breakLoop and continueLoop, which complete P themselves, an error Late.
+// A step after the loop logs "after the loop".
+
+enum {
+    OC_ADD,
+    OC_PARALLEL,
+    OC_LOOP,
+    OC_REPEAT,
+    OC_SYNC,
+    OC_TIMEOUT,
+    OC_CANCEL,
+    OC_WAIT,
+    OC_SUCCESS,
+    OC_ERROR,
+    OC_BREAK,
+    OC_CONTINUE, // with the label "outer"
+};
+
+static int oc_call, oc_where;
+static FutoInAsyncSteps* oc_body; // P, of the running iteration
+
+static void oc_added(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    LOG("added");
+    ct_success(bsi, NULL);
+}
+
+static void oc_added_loop(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    LOG("added");
+    ct_break(bsi, NULL);
+}
+
+static void oc_added_repeat(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)bsi;
+    (void)data;
+    (void)i;
+    LOG("added");
+}
+
+static void oc_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    (void)data;
+    LOG("cancel handler");
+}
+
+static void oc_body_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    LOG("%s", (const char*)data);
+}
+
+static void oc_make_call(FutoInAsyncSteps* p)
+{
+    switch (oc_call) {
+    case OC_ADD:
+        ct_add(p, NULL, oc_added, NULL);
+        break;
+    case OC_PARALLEL: {
+        FutoInAsyncSteps* par = p->api->parallel(p, NULL, NULL);
+        if (par != NULL) {
+            LOG("parallel returned a pointer");
+            ct_add(par, NULL, oc_added, NULL);
+        }
+        break;
+    }
+    case OC_LOOP:
+        ct_loop(p, NULL, oc_added_loop, NULL);
+        break;
+    case OC_REPEAT:
+        ct_repeat(p, NULL, 1, oc_added_repeat, NULL);
+        break;
+    case OC_SYNC:
+        ct_add_sync(p, ct_fake_sync(), NULL, oc_added, NULL);
+        break;
+    case OC_TIMEOUT:
+        p->api->setTimeout(p, 1000);
+        break;
+    case OC_CANCEL:
+        p->api->setCancel(p, NULL, oc_cancel);
+        break;
+    case OC_WAIT:
+        p->api->waitExternal(p);
+        break;
+    case OC_SUCCESS:
+        ct_success(p, NULL);
+        break;
+    case OC_ERROR:
+        p->api->handle_error(p, "Lost", NULL);
+        break;
+    case OC_BREAK:
+        ct_break(p, NULL);
+        break;
+    case OC_CONTINUE:
+        ct_continue(p, "outer");
+        break;
+    }
+}
+
+static void oc_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    oc_make_call(oc_body);
+    LOG("sub returns"); // C cannot be unwound: the abort comes after
+}
+
+static void oc_sibling(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("sibling");
+    ct_success(bsi, NULL);
+}
+
+static void oc_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    ct_add(bsi, NULL, oc_sub, NULL);
+}
+
+static void oc_host(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    FutoInAsyncSteps* par = bsi->api->parallel(bsi, NULL, NULL);
+    ct_add(par, NULL, oc_sibling, NULL);
+    ct_add(par, NULL, oc_branch, NULL);
+}
+
+static void oc_next(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("next sub-step");
+}
+
+static void oc_late(void)
+{
+    oc_make_call(oc_body);
+    LOG("late returns");
+    if (oc_call == OC_BREAK || oc_call == OC_CONTINUE) {
+        oc_body->api->handle_error(oc_body, "Late", NULL);
+        return;
+    }
+    ct_success(oc_body, NULL);
+}
+
+static void oc_late_cb(void* data)
+{
+    (void)data;
+    enter(oc_body);
+    oc_late();
+}
+
+static void* oc_late_thread(void* arg)
+{
+    (void)arg;
+    oc_late();
+    return NULL;
+}
+
+static void oc_iteration(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)data;
+    enter(bsi);
+    LOG("iteration %d", (int)i);
+    oc_body = bsi;
+    switch (oc_where) {
+    case 0:
+        ct_add(bsi, NULL, oc_sub, NULL);
+        ct_add(bsi, NULL, oc_next, NULL);
+        break;
+    case 1:
+        ct_add(bsi, NULL, oc_host, NULL);
+        ct_add(bsi, NULL, oc_next, NULL);
+        break;
+    case 2:
+        bsi->api->setCancel(bsi, "body cancel handler", oc_body_cancel);
+        bsi->api->sched_immediate(bsi, NULL, oc_late_cb);
+        break;
+    default: {
+        bsi->api->waitExternal(bsi);
+        pthread_t t;
+        pthread_create(&t, NULL, oc_late_thread, NULL);
+        pthread_join(t, NULL);
+        break;
+    }
+    }
+}
+
+static void oc_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    LOG("after the loop");
+}
+
+void ct_own_call(FutoInAsyncSteps* root, int call, int where)
+{
+    oc_call = call;
+    oc_where = where;
+    ct_repeat(root, NULL, 3, oc_iteration, "outer");
+    ct_add(root, NULL, oc_after, NULL);
+}
+
+static void oc_sub_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    enter(bsi);
+    LOG("sub handler %s: %s", code, (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
+}
+
+// ct_own_call_sub adds to parent, in its callback, a C sub-step with an
+// error handler that makes call (an OC_*) on parent's pointer, then logs
+// "sub returns"; the handler logs its code and error_info.
+void ct_own_call_sub(FutoInAsyncSteps* parent, int call)
+{
+    oc_call = call;
+    oc_body = parent;
+    ct_add(parent, NULL, oc_sub, oc_sub_eh);
+}

@@ -533,3 +533,45 @@ func growStack(n int) byte {
 	}
 	return growStack(n-1) + buf[(n*7)%len(buf)]
 }
+
+// The calls of OwnCall, as OC_* in ctest.c.
+const (
+	OCAdd = iota
+	OCParallel
+	OCLoop
+	OCRepeat
+	OCSync
+	OCTimeout
+	OCCancel
+	OCWait
+	OCSuccess
+	OCError
+	OCBreak
+	OCContinue // with the label "outer"
+)
+
+// Where OwnCall makes its call on the loop's body.
+const (
+	FromSubStep = iota // a C sub-step of the body
+	FromBranch         // a C sub-step of a step of a parallel branch under the body
+	FromTool           // a callback of the tool, once the body waits with a cancel handler, then a completion
+	FromThread         // a C thread, once the body waits, then a completion
+)
+
+// OwnCall adds a repeat(3, "outer") whose body (logging "iteration i")
+// gets call, one that only a step's own callback may make, on its pointer
+// from where; the call's sub-steps log "added", its cancel handler
+// "cancel handler", the caller "sub returns" or "late returns" after it;
+// the body's own cancel handler, set from the tool only, logs "body
+// cancel handler".
+// From the tool or a thread, a completion of the body follows the call: a
+// success, or after OCBreak and OCContinue a handle_error "Late".
+// A step after the loop logs "after the loop".
+func OwnCall(root unsafe.Pointer, call, where int) {
+	C.ct_own_call(bsi(root), C.int(call), C.int(where))
+}
+
+// OwnCallSub adds to parent, in its callback, a C sub-step with an error
+// handler that makes call (an OC* of OwnCall) on parent's pointer, then
+// logs "sub returns"; the handler logs "sub handler code: error_info".
+func OwnCallSub(parent unsafe.Pointer, call int) { C.ct_own_call_sub(bsi(parent), C.int(call)) }

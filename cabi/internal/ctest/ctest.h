@@ -79,6 +79,8 @@ void ct_cancel_locker(void);
 void ct_cancel_step_unwinds(int on);
 void ct_cancel_step_races(int on);
 void ct_cancel_race_wait(void);
+void ct_own_call(FutoInAsyncSteps* root, int call, int where);
+void ct_own_call_sub(FutoInAsyncSteps* parent, int call);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
