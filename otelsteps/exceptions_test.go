@@ -67,7 +67,7 @@ func checkException(t *testing.T, attrs []attribute.KeyValue, typ, message strin
 	for i := range want {
 		if attrs[i] != want[i] {
 			t.Errorf("exception attribute %d: %s=%q, want %s=%q",
-				i, attrs[i].Key, attrs[i].Value.Emit(), want[i].Key, want[i].Value.Emit())
+				i, attrs[i].Key, attrs[i].Value.String(), want[i].Key, want[i].Value.String())
 		}
 	}
 	if !strings.Contains(string(p.Stack), panicker) {
