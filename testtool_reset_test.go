@@ -50,86 +50,63 @@ func runWithin(t *testing.T, r *Root, ctx context.Context) error {
 	}
 }
 
-// A PromiseContext whose context is cancelled while its flow waits: the
-// task that applies the cancel survives ResetEvents, and the flow is
-// cancelled when the tool runs next. Before, ResetEvents dropped it, and
-// the flow waited on with its cancel requested.
-func TestTestToolResetEventsKeepsAContextCancel(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tt := NewTestTool()
-		var tr trace
-		r := New(WithTool(tt))
-		r.Add(func(as AsyncSteps, _ ...any) {
-			tr.add("wait")
-			as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
-		}, func(_ AsyncSteps, code string) { tr.add("handler:%s", code) })
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		ch := r.PromiseContext(ctx)
-		tt.Run()
-		cancel()
-		synctest.Wait() // context.AfterFunc has posted the cancel
-		tt.ResetEvents()
-		if n := tt.Pending(); n != 1 {
-			t.Fatalf("Pending() = %d after ResetEvents, want 1: the context's cancel", n)
-		}
-		tt.Run()
-		select {
-		case res := <-ch:
-			if !errors.Is(res.Err, context.Canceled) {
-				t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
-			}
-		default:
-			t.Fatal("the flow still waits after its context's cancel")
-		}
-		if got, want := tr.String(), "wait cancelled"; got != want {
-			t.Errorf("trace %q, want %q", got, want)
-		}
-		if n := tt.Pending(); n != 0 {
-			t.Errorf("Pending() = %d at the end, want 0", n)
-		}
-	})
-}
-
-// A PromiseContext whose context's deadline passes while its flow waits:
-// the task that times the flow out survives ResetEvents, and the waiting
-// step fails with Timeout when the tool runs next, its cancel handler
-// first, then its error handler. Before, the deadline was lost.
-func TestTestToolResetEventsKeepsAContextDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tt := NewTestTool()
-		var tr trace
-		r := New(WithTool(tt))
-		r.Add(func(as AsyncSteps, _ ...any) {
-			tr.add("wait")
-			as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
-		}, func(_ AsyncSteps, code string) { tr.add("handler:%s", code) })
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		ch := r.PromiseContext(ctx)
-		tt.Run()
-		time.Sleep(time.Second) // the bubble's clock: the deadline passes
-		synctest.Wait()         // context.AfterFunc has posted the timeout
-		tt.ResetEvents()
-		if n := tt.Pending(); n != 1 {
-			t.Fatalf("Pending() = %d after ResetEvents, want 1: the deadline", n)
-		}
-		tt.Run()
-		select {
-		case res := <-ch:
-			if !errors.Is(res.Err, context.DeadlineExceeded) {
-				t.Errorf("Result.Err = %v, want one matching context.DeadlineExceeded", res.Err)
-			}
-		default:
-			t.Fatal("the flow still waits after its context's deadline")
-		}
-		if got, want := tr.String(), "wait cancelled handler:Timeout"; got != want {
-			t.Errorf("trace %q, want %q", got, want)
-		}
-		if n := tt.Pending(); n != 0 {
-			t.Errorf("Pending() = %d at the end, want 0", n)
-		}
-	})
+// A PromiseContext whose context ends while its flow waits: the task that
+// applies the end survives ResetEvents, and the flow stops when the tool
+// runs next. A cancel cancels the waiting step (its cancel handler runs);
+// the deadline times it out (its cancel handler, then its error handler).
+// Before, ResetEvents dropped the cancel's task, and the flow waited on
+// with its cancel requested; the deadline was lost.
+func TestTestToolResetEventsKeepsAContextEnd(t *testing.T) {
+	cases := []struct {
+		name  string
+		want  error
+		trace string
+	}{
+		{"cancel", context.Canceled, "wait cancelled"},
+		{"deadline", context.DeadlineExceeded, "wait cancelled handler:Timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tt := NewTestTool()
+				var tr trace
+				r := New(WithTool(tt))
+				r.Add(func(as AsyncSteps, _ ...any) {
+					tr.add("wait")
+					as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
+				}, func(_ AsyncSteps, code string) { tr.add("handler:%s", code) })
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				ch := r.PromiseContext(ctx)
+				tt.Run()
+				if c.want == context.Canceled {
+					cancel()
+				} else {
+					time.Sleep(time.Second) // the bubble's clock: the deadline passes
+				}
+				synctest.Wait() // context.AfterFunc has posted the stop
+				tt.ResetEvents()
+				if n := tt.Pending(); n != 1 {
+					t.Fatalf("Pending() = %d after ResetEvents, want 1: the context's %s", n, c.name)
+				}
+				tt.Run()
+				select {
+				case res := <-ch:
+					if !errors.Is(res.Err, c.want) {
+						t.Errorf("Result.Err = %v, want one matching %v", res.Err, c.want)
+					}
+				default:
+					t.Fatalf("the flow still waits after its context's %s", c.name)
+				}
+				if got := tr.String(); got != c.trace {
+					t.Errorf("trace %q, want %q", got, c.trace)
+				}
+				if n := tt.Pending(); n != 0 {
+					t.Errorf("Pending() = %d at the end, want 0", n)
+				}
+			})
+		})
+	}
 }
 
 // Root.Run's stops survive a ResetEvents that a callback calls between
