@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -48,6 +50,11 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-upstream", "127.0.0.1:9090"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-upstream", "http://"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-impl", "threads"}, `-impl=\"threads\": want flows or plain`},
+		{[]string{"-log-level", "verbose"}, `-log-level=\"verbose\": want debug, info, warn or error"`},
+		{[]string{"-log-level", "INFO"}, `-log-level=\"INFO\": want debug, info, warn or error"`},
+		{[]string{"-log-level", ""}, `-log-level=\"\": want debug, info, warn or error"`},
+		{[]string{"-log-format", "logfmt"}, `-log-format=\"logfmt\": want text or json"`},
+		{[]string{"-log-format", "JSON"}, `-log-format=\"JSON\": want text or json"`},
 		{[]string{"-redis-ttl", "0s"}, `"-redis-ttl=0s: want from 100ms to 24h0m0s"`},
 		{[]string{"-redis-ttl", "1ns"}, `"-redis-ttl=1ns: want from 100ms to 24h0m0s"`},
 		{[]string{"-redis-ttl", "2562047h47m16s"}, `"-redis-ttl=2562047h47m16s: want from 100ms to 24h0m0s"`},
@@ -127,6 +134,9 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
 	for _, args := range [][]string{
 		{"-serve-upstream", "-addr", "127.0.0.1:9090", "-grace", "1s", "-upstream-latency", "1ms", "-upstream-fail", "0", "-seed", "3"},
+		{"-serve-upstream", "-log-level", "debug", "-log-format", "json"},
+		{"-impl", "plain", "-log-level", "error", "-log-format", "text"},
+		{"-log-level", "warn"},
 		{"-upstream", "http://127.0.0.1:9090", "-impl", "plain", "-timeout", "2s", "-debug"},
 		{"-upstream", "http://127.0.0.1:9090", "-loops", "2"},
 		{"-impl", "flows", "-loops", "2", "-upstream-latency", "1ms", "-seed", "2"},
@@ -176,4 +186,79 @@ func TestHelpDescribesTheCommandFirst(t *testing.T) {
 	if !strings.HasPrefix(string(out), want) {
 		t.Errorf("-h printed:\n%s\nwant it to begin with:\n%s", out, want)
 	}
+}
+
+// -log-level sets the least level logged, -log-format the lines' form;
+// the defaults are info and text.
+func TestLogFlagsSetLevelAndFormat(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.logLevel != "info" || o.logFormat != "text" {
+		t.Fatalf("defaults: -log-level %q, -log-format %q, %v; want info, text", o.logLevel, o.logFormat, err)
+	}
+	// Each line's time, which varies, is left out of the comparison.
+	times := regexp.MustCompile(`time=\S+ |"time":"[^"]+",`)
+	for _, c := range []struct {
+		level, format, want string
+	}{
+		{"debug", "text", "level=DEBUG msg=d n=1\nlevel=INFO msg=i n=2\nlevel=WARN msg=w n=3\nlevel=ERROR msg=e n=4\n"},
+		{"info", "text", "level=INFO msg=i n=2\nlevel=WARN msg=w n=3\nlevel=ERROR msg=e n=4\n"},
+		{"warn", "text", "level=WARN msg=w n=3\nlevel=ERROR msg=e n=4\n"},
+		{"error", "text", "level=ERROR msg=e n=4\n"},
+		{"warn", "json", `{"level":"WARN","msg":"w","n":3}` + "\n" + `{"level":"ERROR","msg":"e","n":4}` + "\n"},
+	} {
+		var out strings.Builder
+		logger := newLogger(&out, c.level, c.format)
+		logger.Debug("d", "n", 1)
+		logger.Info("i", "n", 2)
+		logger.Warn("w", "n", 3)
+		logger.Error("e", "n", 4)
+		if got := times.ReplaceAllString(out.String(), ""); got != c.want {
+			t.Errorf("-log-level=%s -log-format=%s logged:\n%s\nwant:\n%s", c.level, c.format, got, c.want)
+		}
+	}
+}
+
+// The command logs with -log-format from its first line after the flags:
+// a failure to listen is one JSON object, at exit status 1.
+func TestMainLogsInTheFormatOfItsFlag(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join([]string{"-addr", "256.0.0.1:1", "-log-format", "json"}, "\n"))
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("%v, want exit status 1; output:\n%s", err, out)
+	}
+	want := regexp.MustCompile(`^\{"time":"[^"]+","level":"ERROR","msg":"listen","err":"listen tcp: lookup 256\.0\.0\.1[^"]*"\}\n$`)
+	if logs := string(exit.Stderr); !want.MatchString(logs) {
+		t.Errorf("logged:\n%s\nwant one line matching %s", logs, want)
+	}
+}
+
+// The README's table of flags names every flag, in a row that gives its
+// default (a string's, unquoted; "0" and "" read as in the table).
+func TestREADMEListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // flag: its row
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `-") {
+			continue
+		}
+		names, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, name := range strings.Split(names, ", ") {
+			rows[strings.Trim(name, "`")] = line
+		}
+	}
+	var o options
+	newFlagSet(&o).VisitAll(func(f *flag.Flag) {
+		row, ok := rows["-"+f.Name]
+		switch {
+		case !ok:
+			t.Errorf("-%s is not in the README's table of flags", f.Name)
+		case f.DefValue != "" && f.DefValue != "false" && !strings.Contains(row, "`"+f.DefValue+"`"):
+			t.Errorf("-%s: the README's row does not give its default %q:\n%s", f.Name, f.DefValue, row)
+		}
+	})
 }

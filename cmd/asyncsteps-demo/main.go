@@ -47,10 +47,33 @@ type options struct {
 	grace         time.Duration
 	cfg           config
 	cluster       clusterOptions
+	logLevel      string
+	logFormat     string
 }
 
 func parseFlags(args []string) (options, error) {
-	o := options{cfg: defaultConfig()}
+	var o options
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		// Parsing stops at the first one, leaving the flags after it
+		// unset; "-debug false" sets -debug and leaves "false".
+		return o, fmt.Errorf("unexpected argument %q: the command takes flags only, and a boolean flag its value as -debug=false", fs.Arg(0))
+	}
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return o, o.refuseIgnored(given)
+}
+
+// newFlagSet returns the command's flags, setting o, which it sets to the
+// defaults.
+func newFlagSet(o *options) *flag.FlagSet {
+	*o = options{cfg: defaultConfig()}
 	fs := flag.NewFlagSet("asyncsteps-demo", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nUsage of asyncsteps-demo:\n", description)
@@ -78,30 +101,19 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cluster.Addr, "redis", "", "Redis to share -concurrent and -rate through, with every instance using it and -redis-prefix: host:port, or redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; unix://[user[:password]@]/path/to/redis.sock[?db=N] for a unix socket); the password may come from $REDIS_PASSWORD instead, which a URL's password overrides; empty: this instance alone")
 	fs.StringVar(&o.cluster.Prefix, "redis-prefix", "asyncsteps-demo", "with -redis: the prefix of the Redis keys; instances with the same prefix share their limits")
 	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		// Parsing stops at the first one, leaving the flags after it
-		// unset; "-debug false" sets -debug and leaves "false".
-		return o, fmt.Errorf("unexpected argument %q: the command takes flags only, and a boolean flag its value as -debug=false", fs.Arg(0))
-	}
-	if err := o.validate(); err != nil {
-		return o, err
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	return o, o.refuseIgnored(given)
+	fs.StringVar(&o.logLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "the log lines' format: text (key=value) or json (one object a line)")
+	return fs
 }
 
 // description is the first line of -h: what the command is.
 const description = "asyncsteps-demo: a quote gateway that serves each GET /quote?symbols=A,B,C as one asyncsteps flow, fetching the prices from an upstream in parallel"
 
 // upstreamFlags set the embedded upstream; serveUpstreamFlags are those
-// that -serve-upstream uses.
+// that -serve-upstream uses (the log's too: it logs as the gateway does).
 var (
 	upstreamFlags      = []string{"seed", "upstream-fail", "upstream-latency"}
-	serveUpstreamFlags = append([]string{"addr", "grace", "serve-upstream"}, upstreamFlags...)
+	serveUpstreamFlags = append([]string{"addr", "grace", "log-format", "log-level", "serve-upstream"}, upstreamFlags...)
 )
 
 // refuseIgnored rejects the flags given that would have no effect with
@@ -155,6 +167,12 @@ func ignoredError(given map[string]bool, names []string, why string) error {
 func (o *options) validate() error {
 	if o.impl != "flows" && o.impl != "plain" {
 		return fmt.Errorf("-impl=%q: want flows or plain", o.impl)
+	}
+	if _, ok := logLevels[o.logLevel]; !ok {
+		return fmt.Errorf("-log-level=%q: want debug, info, warn or error", o.logLevel)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return fmt.Errorf("-log-format=%q: want text or json", o.logFormat)
 	}
 	for _, err := range []error{
 		validateAddr(o.addr),
@@ -279,7 +297,28 @@ func validateUpstreamURL(s string) error {
 	return nil
 }
 
+// logLevels are the values of -log-level. Their names are slog's, in
+// lower case, so that a level reads as the lines it lets through do.
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+// newLogger returns the logger of -log-level and -log-format, writing to
+// w; validate has accepted both.
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevels[level]}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 func main() {
+	// Bad flags are logged as text at any level: the flags that would
+	// say otherwise are what could not be read.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(logger)
 	o, err := parseFlags(os.Args[1:])
@@ -290,6 +329,8 @@ func main() {
 		logger.Error("bad flags", "err", err)
 		os.Exit(2)
 	}
+	logger = newLogger(os.Stderr, o.logLevel, o.logFormat)
+	slog.SetDefault(logger)
 	o.cluster.Password = os.Getenv(redisPasswordEnv)
 	ctx := stopOnSignal(logger)
 	ln, err := net.Listen("tcp", o.addr)
