@@ -11,9 +11,16 @@
 // goroutines, errgroup and contexts, the baseline of the benchmark.
 //
 // SIGINT or SIGTERM stops it: it stops accepting, lets the requests in
-// flight end within -grace, cancels the rest, closes its loops and exits 0.
-// A second signal ends it at once, with status 130 (SIGINT) or 143
-// (SIGTERM).
+// flight end within -grace, cancels the rest (logging how many), closes
+// its loops and exits 0.
+//
+// Exit statuses:
+//
+//	0    stopped by SIGINT or SIGTERM (while starting too), or -h
+//	1    failed to start (to listen, to reach Redis) or to serve
+//	2    a bad flag, value or argument, refused before anything starts
+//	130  a second SIGINT, which ends it at once
+//	143  a second SIGTERM, which ends it at once
 package main
 
 import (
@@ -586,7 +593,8 @@ var errShutdown = errors.New("server shutting down")
 func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
-	srv := newServer(h, base, logger)
+	var inFlight atomic.Int64
+	srv := newServer(counted(h, &inFlight), base, logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -601,7 +609,7 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 		logger.Info("all requests ended")
 		return nil
 	}
-	logger.Warn("grace period over: cancelling the requests left")
+	logger.Warn("grace period over: cancelling the requests left", "n", inFlight.Load())
 	cancelAll(errShutdown)
 	// The cancelled requests are answered at once. A connection still
 	// busy after closeDelay is one whose client does not read what it is
@@ -616,6 +624,17 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	logger.Info("all requests ended")
 	return nil
+}
+
+// counted returns h keeping in n the number of its requests in flight:
+// those the grace period leaves are logged with their number, which says
+// how much a longer -grace would have saved.
+func counted(h http.Handler, n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n.Add(1)
+		defer n.Add(-1)
+		h.ServeHTTP(w, req)
+	})
 }
 
 // newServer returns the server of serve: requests get base as their

@@ -247,3 +247,51 @@ func TestMainSecondSignalEndsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// When the grace period is over, the log line that says so gives the
+// number of requests it cancels: those still in a handler.
+func TestShutdownLogsTheRequestsLeft(t *testing.T) {
+	const requests = 3
+	entered := make(chan struct{}, requests)
+	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		entered <- struct{}{}
+		<-req.Context().Done() // ends only when cancelled
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	logs := &syncBuffer{}
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, ln, h, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))) }()
+	answered := make(chan int, requests)
+	for range requests {
+		go func() {
+			resp, err := http.Get("http://" + ln.Addr().String())
+			if err != nil {
+				answered <- 0
+				return
+			}
+			resp.Body.Close()
+			answered <- resp.StatusCode
+		}()
+	}
+	for range requests {
+		<-entered
+	}
+	stop()
+	if err := <-served; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	for range requests {
+		if status := <-answered; status != http.StatusServiceUnavailable {
+			t.Errorf("a request cancelled: %d, want 503", status)
+		}
+	}
+	if want := `level=WARN msg="grace period over: cancelling the requests left" n=3`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line with %s", logs, want)
+	}
+}
