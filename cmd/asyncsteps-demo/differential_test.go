@@ -309,6 +309,7 @@ func (s statsSnapshot) minus(before statsSnapshot) statsSnapshot {
 	s.Cancelled -= before.Cancelled
 	s.UpstreamCancelled -= before.UpstreamCancelled
 	s.Finished, s.ByStatus = delta(s.Finished, before.Finished), delta(s.ByStatus, before.ByStatus)
+	s.Upstream = delta(s.Upstream, before.Upstream)
 	return s
 }
 

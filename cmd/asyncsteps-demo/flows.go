@@ -21,15 +21,22 @@ type flowGateway struct {
 	client  *asynchttp.Client
 	handler *asynchttp.Handler
 	logger  *slog.Logger // logs what is wrong with a malformed upstream answer
+	st      *stats       // counts the 200s of the upstream as read judges them
 }
 
 // newFlowGateway returns the flows gateway and the count of requests
 // waiting for its limit. Close it after its server has stopped.
 func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog.Logger) (*flowGateway, func() int64) {
-	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits), logger: logger}
-	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, _ int, err error) {
+	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits), logger: logger, st: st}
+	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, status int, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)
+		}
+		switch {
+		case err != nil:
+			st.countUpstream(failedOutcome(err))
+		case status != http.StatusOK: // a 200 is counted once read judges it
+			st.countUpstream(statusOutcome(status))
 		}
 	}}
 	g.handler = &asynchttp.Handler{
@@ -211,9 +218,11 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 		detail = checkQuote(f.symbol, q)
 	}
 	if detail != "" {
+		f.job.g.st.countUpstream(upstreamBadAnswer)
 		bad := malformed(f.job.g.logger, f.symbol, detail)
 		as.Error(bad.Code, bad.Info)
 	}
+	f.job.g.st.countUpstream(upstreamOK)
 	f.price = q
 	as.State().Set(f.symbol, &f.price)
 }

@@ -63,6 +63,8 @@ func TestMetricsNamesAndHelp(t *testing.T) {
 		"# TYPE gateway_requests_started_total counter\n",
 		"# HELP gateway_upstream_cancelled_total Upstream requests cut short: by their attempt's timeout, or by the end of their quote request.\n",
 		"# TYPE gateway_upstream_cancelled_total counter\n",
+		"# HELP gateway_upstream_requests_total Upstream requests (attempts) ended, by outcome.\n",
+		"# TYPE gateway_upstream_requests_total counter\n",
 	}
 	if strings.Join(got, "") != strings.Join(want, "") {
 		t.Errorf("/metrics:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))

@@ -167,7 +167,7 @@ type attemptError struct {
 // maxUpstreamBody: as asynchttp.Client fails it in the flows gateway, a
 // CommError, retried.
 func bodyTooLong() *attemptError {
-	return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}, retry: true}
+	return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: bodyTooLongInfo}, retry: true}
 }
 
 // attempt makes one upstream request.
@@ -189,6 +189,7 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	if resp.ContentLength > maxUpstreamBody {
 		// Announced too long: failed before its bytes come, as
 		// asynchttp.Client fails it in the flows gateway.
+		g.st.countUpstream(upstreamBadAnswer)
 		return quote{}, bodyTooLong()
 	}
 	body, err := readUpstreamBody(resp)
@@ -196,9 +197,11 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		return quote{}, g.transportError(parent, ctx, req, err)
 	}
 	if len(body) > maxUpstreamBody {
+		g.st.countUpstream(upstreamBadAnswer)
 		return quote{}, bodyTooLong()
 	}
 	if resp.StatusCode != http.StatusOK {
+		g.st.countUpstream(statusOutcome(resp.StatusCode))
 		e, again := answerError(symbol, resp.StatusCode)
 		return quote{}, &attemptError{Error: e, retry: again}
 	}
@@ -210,8 +213,10 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		detail = checkQuote(symbol, q)
 	}
 	if detail != "" {
+		g.st.countUpstream(upstreamBadAnswer)
 		return quote{}, &attemptError{Error: malformed(g.logger, symbol, detail)}
 	}
+	g.st.countUpstream(upstreamOK)
 	return q, nil
 }
 
@@ -245,11 +250,13 @@ func upstreamBody(resp *http.Response, limit int64) io.Reader {
 func (g *plainGateway) transportError(parent, ctx context.Context, req *http.Request, err error) *attemptError {
 	if ctx.Err() != nil {
 		g.st.upstreamCancelled.Add(1)
+		g.st.countUpstream(failedOutcome(ctx.Err()))
 		if parent.Err() != nil {
 			return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "cancelled"}}
 		}
 		return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.Timeout}, retry: true}
 	}
 	e := asynchttp.RequestError(req, err)
+	g.st.countUpstream(failedOutcome(e))
 	return &attemptError{Error: e, retry: retriable(e.Code)}
 }

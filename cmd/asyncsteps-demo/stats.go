@@ -21,8 +21,9 @@ import (
 type stats struct {
 	started           atomic.Int64
 	cancelled         atomic.Int64
-	upstreamCancelled atomic.Int64 // upstream requests cut short: attempt timed out, or request ended
-	queueLen          func() int64 // the limiter's waiting requests
+	upstreamCancelled atomic.Int64                   // upstream requests cut short: attempt timed out, or request ended
+	upstream          [upstreamOutcomes]atomic.Int64 // upstream requests by outcome
+	queueLen          func() int64                   // the limiter's waiting requests
 
 	mu       sync.Mutex // guards the maps
 	byCode   map[string]int64
@@ -54,6 +55,9 @@ func (s *stats) finish(code string, status int, took time.Duration) {
 
 func (s *stats) cancel() { s.cancelled.Add(1) }
 
+// countUpstream counts an upstream request that ended with o.
+func (s *stats) countUpstream(o upstreamOutcome) { s.upstream[o].Add(1) }
+
 // statsSnapshot is the JSON of /stats.
 type statsSnapshot struct {
 	Started           int64            `json:"started"`
@@ -63,6 +67,7 @@ type statsSnapshot struct {
 	InFlight          int64            `json:"in_flight"`
 	LimiterQueue      int64            `json:"limiter_queue"`
 	UpstreamCancelled int64            `json:"upstream_cancelled"`
+	Upstream          map[string]int64 `json:"upstream"`
 	LatencyMs         latencySummary   `json:"latency_ms"`
 }
 
@@ -100,6 +105,10 @@ func (s *stats) snapshot() statsSnapshot {
 	snap.InFlight = snap.Started - finished - snap.Cancelled
 	snap.LimiterQueue = s.queueLen()
 	snap.UpstreamCancelled = s.upstreamCancelled.Load()
+	snap.Upstream = make(map[string]int64, upstreamOutcomes)
+	for o, name := range upstreamOutcomeNames {
+		snap.Upstream[name] = s.upstream[o].Load()
+	}
 	p50, p99 := s.latency.quantiles(time.Now(), 0.50, 0.99)
 	snap.LatencyMs = newLatencySummary(p50, p99)
 	return snap
@@ -122,6 +131,7 @@ var (
 	descInFlight  = prometheus.NewDesc("gateway_requests_in_flight", "Quote requests started and not yet ended.", nil, nil)
 	descQueue     = prometheus.NewDesc("gateway_limiter_queue_length", "Requests waiting to enter the limiter.", nil, nil)
 	descUpstream  = prometheus.NewDesc("gateway_upstream_cancelled_total", "Upstream requests cut short: by their attempt's timeout, or by the end of their quote request.", nil, nil)
+	descUpstreams = prometheus.NewDesc("gateway_upstream_requests_total", "Upstream requests (attempts) ended, by outcome.", []string{"outcome"}, nil)
 	descLatency   = prometheus.NewDesc("gateway_request_duration_seconds", "Latency of the answered quote requests; the quantiles are of the last 60 s.", nil, nil)
 )
 
@@ -130,7 +140,7 @@ var (
 type statsCollector struct{ s *stats }
 
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStarted, descFinished, descAnswered, descCancelled, descInFlight, descQueue, descUpstream, descLatency} {
+	for _, d := range []*prometheus.Desc{descStarted, descFinished, descAnswered, descCancelled, descInFlight, descQueue, descUpstream, descUpstreams, descLatency} {
 		ch <- d
 	}
 }
@@ -148,6 +158,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(snap.InFlight))
 	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(snap.LimiterQueue))
 	ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(snap.UpstreamCancelled))
+	for outcome, n := range snap.Upstream {
+		ch <- prometheus.MustNewConstMetric(descUpstreams, prometheus.CounterValue, float64(n), outcome)
+	}
 	count, sumUs := c.s.latency.totals()
 	ch <- prometheus.MustNewConstSummary(descLatency, count, seconds(sumUs), map[float64]float64{
 		0.5: seconds(snap.LatencyMs.p50Us), 0.99: seconds(snap.LatencyMs.p99Us),

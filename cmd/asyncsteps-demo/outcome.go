@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// upstreamOutcome is how one upstream request (one attempt) ended, the
+// label of gateway_upstream_requests_total: a bounded set, whatever the
+// upstream answers.
+type upstreamOutcome int
+
+const (
+	upstreamOK           upstreamOutcome = iota // 200 with a price of the symbol asked
+	upstreamNotFound                            // 404: an unknown symbol
+	upstreamServerError                         // 5xx, retried
+	upstreamBadAnswer                           // outside the contract: a malformed 200, another status, a body over 1 MiB
+	upstreamConnectError                        // no whole answer: the connection could not be made, or broke
+	upstreamTimeout                             // cut short by a deadline, the attempt's or the request's
+	upstreamCancelled                           // cut short by the end of its request: client gone, another symbol failed, shutdown
+	upstreamOutcomes                            // the number of outcomes
+)
+
+// upstreamOutcomeNames are the outcomes' names in /stats and /metrics.
+var upstreamOutcomeNames = [upstreamOutcomes]string{
+	"ok", "not_found", "server_error", "bad_answer", "connect_error", "timeout", "cancelled",
+}
+
+// statusOutcome is the outcome of an upstream answer with status other
+// than 200, whose body was read; a 200's outcome is that of its body
+// (upstreamOK or upstreamBadAnswer), known once it is decoded.
+func statusOutcome(status int) upstreamOutcome {
+	switch {
+	case status == http.StatusNotFound:
+		return upstreamNotFound
+	case status >= 500:
+		return upstreamServerError
+	}
+	return upstreamBadAnswer
+}
+
+// failedOutcome is the outcome of an upstream request that failed with
+// err, the error of the context that cut it short if one did: both
+// gateways report it so (asynchttp.Client's Done, transportError).
+func failedOutcome(err error) upstreamOutcome {
+	var e *asyncsteps.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return upstreamTimeout
+	case errors.Is(err, context.Canceled):
+		return upstreamCancelled
+	case errors.As(err, &e) && e.Code == asyncsteps.CommError && e.Info == bodyTooLongInfo:
+		return upstreamBadAnswer
+	}
+	return upstreamConnectError
+}
+
+// bodyTooLongInfo is the info of the CommError of an upstream body over
+// maxUpstreamBody, asynchttp.Client's own.
+const bodyTooLongInfo = "asynchttp: response body longer than MaxBody"
