@@ -641,7 +641,9 @@ func shutdownGateway(t *testing.T, impl string, grace time.Duration) (string, *f
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, gw.handler, grace, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		served <- serve(ctx, ln, gw.handler, grace, slog.New(slog.DiscardHandler), &readiness{stopping: gw.stopping})
+	}()
 	return "http://" + ln.Addr().String(), up, gw, func() <-chan error { stop(); return served }
 }
 

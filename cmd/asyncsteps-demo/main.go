@@ -10,8 +10,9 @@
 // service, on -addr; -impl=plain serves the same gateway written with
 // goroutines, errgroup and contexts, the baseline of the benchmark.
 //
-// SIGINT or SIGTERM stops it: it stops accepting, lets the requests in
-// flight end within -grace, cancels the rest (logging how many), closes
+// SIGINT or SIGTERM stops it: /readyz answers 503 and, after
+// -shutdown-delay, it stops accepting, lets the requests in flight end
+// within -grace, cancels the rest (logging how many), closes
 // its loops and exits 0.
 //
 // Exit statuses:
@@ -52,6 +53,7 @@ type options struct {
 	serveUpstream bool
 	upstream      upstreamOptions
 	grace         time.Duration
+	shutdownDelay time.Duration
 	cfg           config
 	cluster       clusterOptions
 	logLevel      string
@@ -94,6 +96,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Float64Var(&o.upstream.FailRate, "upstream-fail", 0.05, "embedded upstream: share of requests answered 500, from 0 to 1")
 	fs.Uint64Var(&o.upstream.Seed, "seed", 1, "embedded upstream: random seed")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, time for the requests in flight to end before they are cancelled")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGINT/SIGTERM, time to serve on with /readyz answering 503 before the shutdown begins, for a load balancer to stop sending requests")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504; a client that has not taken its answer 2s after it loses its connection")
 	fs.DurationVar(&o.cfg.AttemptTimeout, "attempt-timeout", o.cfg.AttemptTimeout, "timeout of one upstream request (the request's -timeout bounds it too)")
 	fs.IntVar(&o.cfg.Retries, "retries", o.cfg.Retries, "upstream retries after the first attempt, on CommError, timeout or 5xx, at most 100")
@@ -193,6 +196,7 @@ func (o *options) validate() error {
 		durationIn("timeout", o.cfg.Timeout, 1, math.MaxInt64),
 		durationIn("attempt-timeout", o.cfg.AttemptTimeout, 1, math.MaxInt64),
 		durationIn("grace", o.grace, 0, math.MaxInt64),
+		durationIn("shutdown-delay", o.shutdownDelay, 0, math.MaxInt64),
 		durationIn("retry-after", o.cfg.RetryAfter, 0, maxRetryAfter),
 		durationIn("upstream-latency", o.upstream.Latency, 0, maxUpstreamLatency),
 		durationIn("redis-ttl", o.cluster.TTL, minRedisTTL, maxRedisTTL),
@@ -387,7 +391,7 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	if o.serveUpstream {
 		logger.Info("serving the upstream price service", "addr", ln.Addr().String(),
 			"latency", o.upstream.Latency, "fail", o.upstream.FailRate, "seed", o.upstream.Seed)
-		return serve(ctx, ln, newUpstream(o.upstream), o.grace, logger)
+		return serve(ctx, ln, newUpstream(o.upstream), o.grace, logger, nil)
 	}
 	cfg := o.cfg
 	cfg.Upstream = o.upstreamURL
@@ -420,11 +424,9 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	}
 	gw, closeGateway := newGatewayWith(o.impl, cfg, logger, client)
 	defer closeGateway()
-	// ctx ends when the shutdown begins (serve then stops accepting).
-	defer context.AfterFunc(ctx, func() { gw.stopping.Store(true) })()
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "impl", o.impl,
 		"try", "curl 'http://"+ln.Addr().String()+"/quote?symbols=AAPL,MSFT,GOOG'")
-	return serve(ctx, ln, gw.handler, o.grace, logger)
+	return serve(ctx, ln, gw.handler, o.grace, logger, &readiness{gw.stopping, o.shutdownDelay})
 }
 
 // stoppedOr returns err, a failure to start, unless ctx has ended: a
@@ -589,8 +591,9 @@ var errShutdown = errors.New("server shutting down")
 // serve serves h on ln until ctx ends; then it stops accepting, waits up
 // to grace for the requests in flight, cancels those left (their flows are
 // cancelled, and they are answered 503) and waits for them to end, at most
-// closeDelay more before it closes their connections.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
+// closeDelay more before it closes their connections. With ready (not
+// nil), it first marks the gateway not ready and serves on for its delay.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger, ready *readiness) error {
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
 	var inFlight atomic.Int64
@@ -601,6 +604,9 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	}
+	if err := ready.stop(served, logger); err != nil {
+		return err
 	}
 	logger.Info("shutting down", "grace", grace)
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
@@ -624,6 +630,38 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	logger.Info("all requests ended")
 	return nil
+}
+
+// readiness is what serve does before its shutdown: the gateway's /readyz
+// answers 503 once stopping is set, and it serves on for delay, so that a
+// load balancer that polls the probe stops sending requests before they
+// are refused. net/http closes a connection whose request it reads once
+// its shutdown has begun without an answer: with no delay, the 503 reaches
+// only the probes already in their handler.
+type readiness struct {
+	stopping *atomic.Bool
+	delay    time.Duration
+}
+
+// stop marks the gateway stopping and waits for r's delay, or returns the
+// error of a server that stopped serving meanwhile. A nil r does nothing.
+func (r *readiness) stop(served <-chan error, logger *slog.Logger) error {
+	if r == nil {
+		return nil
+	}
+	r.stopping.Store(true)
+	if r.delay <= 0 {
+		return nil
+	}
+	logger.Info("not ready: serving on before the shutdown", "delay", r.delay)
+	wait := time.NewTimer(r.delay)
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+		return nil
+	case err := <-served:
+		return err
+	}
 }
 
 // counted returns h keeping in n the number of its requests in flight:

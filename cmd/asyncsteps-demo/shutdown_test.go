@@ -43,7 +43,9 @@ func TestShutdownClosesConnectionsNotRead(t *testing.T) {
 	defer stop()
 	logs := &syncBuffer{}
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, h, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))) }()
+	go func() {
+		served <- serve(ctx, ln, h, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	}()
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +268,9 @@ func TestShutdownLogsTheRequestsLeft(t *testing.T) {
 	defer stop()
 	logs := &syncBuffer{}
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, h, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))) }()
+	go func() {
+		served <- serve(ctx, ln, h, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	}()
 	answered := make(chan int, requests)
 	for range requests {
 		go func() {
@@ -293,5 +297,51 @@ func TestShutdownLogsTheRequestsLeft(t *testing.T) {
 	}
 	if want := `level=WARN msg="grace period over: cancelling the requests left" n=3`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log:\n%s\nwant a line with %s", logs, want)
+	}
+}
+
+// With -shutdown-delay, the gateway answers /readyz 503 from the signal
+// on, and still serves for the delay: a load balancer polling the probe
+// sees it and stops sending requests before the listener closes. A quote
+// asked meanwhile is served. Then serve shuts down and returns nil.
+func TestShutdownDelayServesOnNotReady(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			up := httptest.NewServer(newFakeUpstream())
+			t.Cleanup(up.Close)
+			cfg := testConfig()
+			cfg.Upstream = up.URL
+			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
+			t.Cleanup(closeGateway)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			url := "http://" + ln.Addr().String()
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			served := make(chan error, 1)
+			ready := &readiness{stopping: gw.stopping, delay: 3 * time.Second}
+			go func() { served <- serve(ctx, ln, gw.handler, time.Second, slog.New(slog.DiscardHandler), ready) }()
+			if got := <-getAsync(url + "/readyz"); got.status != http.StatusOK {
+				t.Fatalf("/readyz before the signal: %d %s", got.status, got.body)
+			}
+			stop()
+			for deadline := time.Now().Add(5 * time.Second); !gw.stopping.Load(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("serve did not mark the gateway stopping as its shutdown began")
+				}
+			}
+			want := errBody("ShuttingDown", "the gateway is shutting down")
+			if got := <-getAsync(url + "/readyz"); got.status != http.StatusServiceUnavailable || got.body != want {
+				t.Errorf("/readyz during the delay: %d %s, want 503 %s", got.status, got.body, want)
+			}
+			if got := <-getAsync(url + "/quote?symbols=AAPL"); got.status != http.StatusOK {
+				t.Errorf("a quote during the delay: %d %s, want 200", got.status, got.body)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
 	}
 }
