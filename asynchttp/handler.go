@@ -773,8 +773,11 @@ func clipLogged(info string) string {
 		return info
 	}
 	cut := maxLoggedInfo
-	for cut > 0 && !utf8.RuneStart(info[cut]) {
+	for cut > maxLoggedInfo-(utf8.UTFMax-1) && !utf8.RuneStart(info[cut]) {
 		cut--
+	}
+	if !utf8.RuneStart(info[cut]) {
+		cut = maxLoggedInfo // not UTF-8 there: no character to keep whole
 	}
 	return info[:cut] + "..."
 }

@@ -203,6 +203,7 @@ func TestLogFailureClipsALongInfo(t *testing.T) {
 		{"1 KiB", strings.Repeat("x", 1024), strings.Repeat("x", 1024)},
 		{"ASCII", strings.Repeat("x", 5000), strings.Repeat("x", 1024) + "..."},
 		{"a character across the cut", strings.Repeat("x", 1023) + "é" + strings.Repeat("x", 100), strings.Repeat("x", 1023) + "..."},
+		{"not UTF-8", strings.Repeat("\x80", 2000), strings.Repeat("\x80", 1024) + "..."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &recordingHandler{}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/asynchttp"
@@ -153,12 +154,21 @@ func parseQuote(req *http.Request, maxSymbols int) ([]string, *asyncsteps.Error)
 // symbol can be by far: a 400 does not echo a megabyte of query back.
 func clip(s string) string { return clipTo(s, 16) }
 
-// clipTo returns s, or its first keep bytes and "..." when it is longer.
+// clipTo returns s, or its first keep bytes and "..." when it is longer,
+// less those of a UTF-8 character the cut would split (at most 3 bytes:
+// text that is not UTF-8 is cut at keep).
 func clipTo(s string, keep int) string {
 	if len(s) <= keep {
 		return s
 	}
-	return s[:keep] + "..."
+	cut := keep
+	for cut > keep-(utf8.UTFMax-1) && cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	if !utf8.RuneStart(s[cut]) {
+		cut = keep
+	}
+	return s[:cut] + "..."
 }
 
 func invalid(format string, args ...any) *asyncsteps.Error {

@@ -869,3 +869,20 @@ func TestDebugServesMemoryAndProfiles(t *testing.T) {
 		}
 	}
 }
+
+// clipTo keeps a UTF-8 character whole, cutting before it, and cuts text
+// that is not UTF-8 where asked, keeping all it may.
+func TestClipToKeepsCharactersWhole(t *testing.T) {
+	for _, c := range []struct{ s, want string }{
+		{"abcdef", "abcdef"},
+		{"abcdefgh", "abcdef..."},
+		{"abcde" + "é" + "xyz", "abcde..."},
+		{"ab" + "😀" + "xyz", "ab😀..."},
+		{"abc" + "😀" + "xyz", "abc..."},
+		{"\x80\x80\x80\x80\x80\x80\x80\x80", "\x80\x80\x80\x80\x80\x80..."},
+	} {
+		if got := clipTo(c.s, 6); got != c.want {
+			t.Errorf("clipTo(%q, 6) = %q, want %q", c.s, got, c.want)
+		}
+	}
+}
