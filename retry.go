@@ -22,7 +22,9 @@ type RetryOptions struct {
 	Timeout time.Duration
 	// Backoff returns the wait before retry n (1 before the second
 	// attempt); nil, or a wait of 0 or less, retries at once. The wait is
-	// on the flow's Tool, so on a TestTool it is virtual time.
+	// on the flow's Tool, so on a TestTool it is virtual time (a timer of
+	// the tool, which TestTool.ResetEvents drops: the flow then waits until
+	// it is cancelled).
 	Backoff func(n int) time.Duration
 	// Retryable reports whether an attempt that failed with code is made
 	// again, if attempts are left. Nil retries Timeout, CommError and

@@ -202,8 +202,8 @@ func (t *TestTool) Advance(d time.Duration) {
 	t.mu.Unlock()
 }
 
-// ResetEvents drops every scheduled callback; their handles become invalid.
-// The clock is left as it is. A [Throttle] whose period was timed here
+// ResetEvents drops the test's own scheduled callbacks and the tool's
+// timers; their handles become invalid. The clock is left as it is. A [Throttle] whose period was timed here
 // ends that period at once: the flows waiting for it enter, and may start
 // a new period. What package cabi queued to release C memory releases it
 // before ResetEvents returns, on its caller's goroutine.
@@ -224,9 +224,9 @@ func (t *TestTool) Advance(d time.Duration) {
 // given. The tool runs it, as it would have, when it runs next. It
 // belongs to the execution that queued it: it does nothing once that
 // execution has ended (a continuation or a stop is dropped then), even if
-// the Root runs again. A step's timeout
-// is a timer of the tool, and is dropped: the step waits on until it is
-// completed or cancelled.
+// the Root runs again. A step's timeout and the wait of a [Retry]'s
+// Backoff are timers of the tool, and are dropped: the step waits on
+// until it is completed or cancelled.
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
 	var kept []task
