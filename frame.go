@@ -159,8 +159,8 @@ func (f *frame) ctl() control {
 // that as runs in: what synchronization primitives count as one holder
 // (spec 1.11.4). It is nil for a value that is not a running step. The
 // base frame is never recycled, and a branch frame only once the branch has
-// finished, after the primitives have let go of it (see flow.retire), so
-// the key is unique while it is held.
+// finished, after the primitives have let go of it (see flow.retire), or
+// never if ownerKey gave it out, so the key is unique while it is held.
 func owner(as AsyncSteps) *frame {
 	h, ok := as.(*stepAPI)
 	if !ok {
@@ -183,10 +183,19 @@ func ownerKey(as any) any {
 	if !ok {
 		return nil
 	}
-	o := owner(a)
-	if o == nil {
+	h, ok := a.(*stepAPI)
+	if !ok {
+		h = unwrapStep(a)
+	}
+	// Only from the step's running callback: elsewhere its frames are the
+	// loop's to change, and a branch's may be another branch's by then.
+	if h == nil {
 		return nil
 	}
+	if st := h.st.Load(); st&stDone != 0 || !h.inCallback(st) {
+		return nil
+	}
+	o := owner(h)
 	if o.mode == modeBranch {
 		o.rareFields().lent = true
 	}

@@ -81,3 +81,36 @@ func TestHoldForCountsAsTheOwner(t *testing.T) {
 		}
 	}
 }
+
+// ownerKey gives no key for a step whose callback has returned: asked
+// from another goroutine while the step waits (a C lock from a thread),
+// or once the step is over. Its frames are then the loop's to change, and
+// a branch's frame may be another branch's by then. Before, it read the
+// frame chain off the loop and marked the branch's frame as lent.
+func TestOwnerKeyOnlyFromTheStepsCallback(t *testing.T) {
+	loop := NewLoop()
+	defer loop.Close()
+	r := New(WithTool(loop))
+	waiting := make(chan AsyncSteps, 1)
+	var inCallback any
+	r.Parallel().Add(func(as AsyncSteps, _ ...any) {
+		inCallback = ownerKey(as)
+		as.WaitExternal()
+		waiting <- as
+	})
+	done := r.Promise()
+	as := <-waiting
+	if k := ownerKey(as); k != nil {
+		t.Errorf("ownerKey from another goroutine while the step waits = %p, want nil", k)
+	}
+	as.Success()
+	if res := <-done; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if inCallback == nil {
+		t.Error("ownerKey in the step's callback = nil, want its branch")
+	}
+	if k := ownerKey(as); k != nil {
+		t.Errorf("ownerKey of a completed step = %p, want nil", k)
+	}
+}
