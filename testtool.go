@@ -166,10 +166,10 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 // continuations queued, nor a stop it outran (a [Root.Cancel], the end of
 // the context of Run or PromiseContext); only a Root.Cancel or a context
 // end that races the flow's end may post its stop after the end, as one
-// event that does nothing. A [Throttle] it entered keeps the timer of its current period
-// armed until the period ends, with or without flows waiting, so Pending
-// counts it until the clock reaches the period's end (Run or Advance by
-// the period).
+// event that does nothing. A [Throttle] it entered keeps the timer of its
+// current period armed until the period ends, with or without flows
+// waiting, so Pending counts it until the clock reaches the period's end
+// (Run or Advance by the period).
 func (t *TestTool) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -203,10 +203,11 @@ func (t *TestTool) Advance(d time.Duration) {
 }
 
 // ResetEvents drops the test's own scheduled callbacks and the tool's
-// timers; their handles become invalid. The clock is left as it is. A [Throttle] whose period was timed here
-// ends that period at once: the flows waiting for it enter, and may start
-// a new period. What package cabi queued to release C memory releases it
-// before ResetEvents returns, on its caller's goroutine.
+// timers; their handles become invalid. The clock is left as it is. A
+// [Throttle] whose period was timed here ends that period at once: the
+// flows waiting for it enter, and may start a new period. What package
+// cabi queued to release C memory releases it before ResetEvents returns,
+// on its caller's goroutine.
 //
 // The work of a running flow queued on the tool is no callback of the
 // test's, and stays: the flow's start; the continuation of a flow that

@@ -210,13 +210,7 @@ func (f *fetch) read(as asyncsteps.AsyncSteps, args ...any) {
 		as.Error(err.Code, err.Info)
 	}
 	f.final = true // whatever fails from here on is the upstream's answer
-	q, err := f.job.g.cfg.decode(resp.Body)
-	detail := ""
-	if err != nil {
-		detail = err.Error()
-	} else {
-		detail = checkQuote(f.symbol, q)
-	}
+	q, detail := f.job.g.cfg.judge(f.symbol, resp.Body)
 	if detail != "" {
 		f.job.g.st.countUpstream(upstreamBadAnswer)
 		bad := malformed(f.job.g.logger, f.symbol, detail)

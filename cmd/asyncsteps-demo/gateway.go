@@ -226,6 +226,16 @@ func checkQuote(symbol string, q quote) string {
 	return fmt.Sprintf("symbol %q, price %v", clipTo(q.Symbol, maxLoggedDetail), q.Price)
 }
 
+// judge decodes body, an upstream's 200 for symbol, and returns its quote
+// and what is wrong with it, "" if nothing (see checkQuote).
+func (cfg *config) judge(symbol string, body []byte) (quote, string) {
+	q, err := cfg.decode(body)
+	if err != nil {
+		return q, err.Error()
+	}
+	return q, checkQuote(symbol, q)
+}
+
 // malformed logs what is wrong with the upstream's answer for symbol,
 // detail (a JSON decoder's error, the symbol and price it gave), and
 // returns the CommError that answers it, whose info does not say: the

@@ -627,6 +627,11 @@ func getJSON(t *testing.T, url string, v any) {
 // its URL, the gateway, and a function that starts the shutdown and
 // returns serve's result channel.
 func shutdownGateway(t *testing.T, impl string, grace time.Duration) (string, *fakeUpstream, *gateway, func() <-chan error) {
+	return delayedShutdownGateway(t, impl, grace, 0)
+}
+
+// delayedShutdownGateway is shutdownGateway with -shutdown-delay delay.
+func delayedShutdownGateway(t *testing.T, impl string, grace, delay time.Duration) (string, *fakeUpstream, *gateway, func() <-chan error) {
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
@@ -642,7 +647,7 @@ func shutdownGateway(t *testing.T, impl string, grace time.Duration) (string, *f
 	t.Cleanup(stop)
 	served := make(chan error, 1)
 	go func() {
-		served <- serve(ctx, ln, gw.handler, grace, slog.New(slog.DiscardHandler), &readiness{stopping: gw.stopping})
+		served <- serve(ctx, ln, gw.handler, grace, slog.New(slog.DiscardHandler), &readiness{stopping: gw.stopping, delay: delay})
 	}()
 	return "http://" + ln.Addr().String(), up, gw, func() <-chan error { stop(); return served }
 }

@@ -205,13 +205,7 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		e, again := answerError(symbol, resp.StatusCode)
 		return quote{}, &attemptError{Error: e, retry: again}
 	}
-	q, err := g.cfg.decode(body)
-	detail := ""
-	if err != nil {
-		detail = err.Error()
-	} else {
-		detail = checkQuote(symbol, q)
-	}
+	q, detail := g.cfg.judge(symbol, body)
 	if detail != "" {
 		g.st.countUpstream(upstreamBadAnswer)
 		return quote{}, &attemptError{Error: malformed(g.logger, symbol, detail)}

@@ -307,26 +307,11 @@ func TestShutdownLogsTheRequestsLeft(t *testing.T) {
 func TestShutdownDelayServesOnNotReady(t *testing.T) {
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
-			up := httptest.NewServer(newFakeUpstream())
-			t.Cleanup(up.Close)
-			cfg := testConfig()
-			cfg.Upstream = up.URL
-			gw, closeGateway := newGateway(impl, cfg, slog.New(slog.DiscardHandler))
-			t.Cleanup(closeGateway)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			url := "http://" + ln.Addr().String()
-			ctx, stop := context.WithCancel(context.Background())
-			defer stop()
-			served := make(chan error, 1)
-			ready := &readiness{stopping: gw.stopping, delay: 3 * time.Second}
-			go func() { served <- serve(ctx, ln, gw.handler, time.Second, slog.New(slog.DiscardHandler), ready) }()
+			url, _, gw, shutdown := delayedShutdownGateway(t, impl, time.Second, 3*time.Second)
 			if got := <-getAsync(url + "/readyz"); got.status != http.StatusOK {
 				t.Fatalf("/readyz before the signal: %d %s", got.status, got.body)
 			}
-			stop()
+			served := shutdown()
 			for deadline := time.Now().Add(5 * time.Second); !gw.stopping.Load(); time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("serve did not mark the gateway stopping as its shutdown began")
