@@ -57,14 +57,26 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // cancellation of the flow it is in) cancels other. other stops
 // asynchronously: its cancel handlers may run on its own loop after the step
 // has been cancelled. A nil other, or one that is already running, fails the
-// step with InternalError.
+// step with InternalError. If other's loop is closed before other ends, the
+// step fails with InternalError, "the awaited flow's loop is closed" (its
+// Cause the error other ended with), which tells it from the closing of
+// the step's own loop.
 func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 	if other == nil {
 		return as.Add(func(as AsyncSteps, _ ...any) {
 			as.Error(InternalError, "AwaitFlow: nil Root")
 		}, onerror...)
 	}
-	return as.Add(recvStep(other.Promise, complete, other.Cancel), onerror...)
+	return as.Add(recvStep(other.Promise, completeAwaited, other.Cancel), onerror...)
+}
+
+// completeAwaited is complete for the step of AwaitFlow: a flow ended by
+// the closing of its loop names that loop as the awaited flow's.
+func completeAwaited(as AsyncSteps, h *stepAPI, res Result) {
+	if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo {
+		res.Err = &Error{Code: InternalError, Info: "the awaited flow's loop is closed", Cause: e}
+	}
+	complete(as, h, res)
 }
 
 // recvStep returns a step that waits for one value from the channel open

@@ -419,9 +419,12 @@ func (l *Loop) postLocked(t task) {
 	l.inbox = append(l.inbox, t)
 }
 
+// loopClosedInfo is the info of errLoopClosed.
+const loopClosedInfo = "the flow's loop is closed"
+
 // errLoopClosed is how a flow that its closed loop will never run ends.
 func errLoopClosed() *Error {
-	return &Error{Code: InternalError, Info: "the flow's loop is closed"}
+	return &Error{Code: InternalError, Info: loopClosedInfo}
 }
 
 // endUnstarted ends fl, which its closed loop took from its queue or its

@@ -266,8 +266,9 @@ func TestStartsRacingCloseAllGetOneResult(t *testing.T) {
 }
 
 // AwaitFlow on a flow of another loop that is closed while the flow waits:
-// the awaiting step fails with the closed loop's error instead of waiting
-// forever, and the goroutine that waited for the other flow exits.
+// the awaiting step fails with an error that names the awaited flow's loop,
+// the closed loop's error as its cause, instead of waiting forever, and the
+// goroutine that waited for the other flow exits.
 func TestAwaitFlowOnAClosedLoopFailsAndLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	here, there := asyncsteps.NewLoop(), asyncsteps.NewLoop()
@@ -279,9 +280,11 @@ func TestAwaitFlowOnAClosedLoopFailsAndLeavesNoGoroutine(t *testing.T) {
 		close(parked)
 	})
 	var caught string
+	var cause *asyncsteps.Error
 	r := asyncsteps.New(asyncsteps.WithTool(here))
 	asyncsteps.AwaitFlow(r, other, func(as asyncsteps.AsyncSteps, code string) {
 		caught = code + ": " + as.State().ErrorInfo
+		cause, _ = errors.Unwrap(as.State().LastException).(*asyncsteps.Error)
 		as.Success("recovered")
 	})
 	ch := r.Promise()
@@ -290,8 +293,11 @@ func TestAwaitFlowOnAClosedLoopFailsAndLeavesNoGoroutine(t *testing.T) {
 	there.Close()
 
 	wantSuccess(t, receive(t, ch, "the awaiting flow"), "recovered")
-	if want := asyncsteps.InternalError + ": " + closedInfo; caught != want {
+	if want := asyncsteps.InternalError + ": the awaited flow's loop is closed"; caught != want {
 		t.Errorf("the handler caught %q, want %q", caught, want)
+	}
+	if cause == nil || cause.Code != asyncsteps.InternalError || cause.Info != closedInfo {
+		t.Errorf("the error's cause is %#v, want the awaited flow's %q", cause, closedInfo)
 	}
 	here.Close()
 	waitGoroutines(t, before)
