@@ -20,14 +20,18 @@ type flowGateway struct {
 	queue   queueCounter // the flows waiting to enter limit
 	client  *asynchttp.Client
 	handler *asynchttp.Handler
-	logger  *slog.Logger // logs what is wrong with a malformed upstream answer
-	st      *stats       // counts the 200s of the upstream as read judges them
+	logger  *slog.Logger              // logs what is wrong with a malformed upstream answer
+	st      *stats                    // counts the 200s of the upstream as read judges them
+	backoff func(n int) time.Duration // cfg.backoff, bound once; nil without -retry-backoff
 }
 
 // newFlowGateway returns the flows gateway and the count of requests
 // waiting for its limit. Close it after its server has stopped.
 func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog.Logger) (*flowGateway, func() int64) {
 	g := &flowGateway{cfg: cfg, loops: asyncsteps.NewLoopGroup(cfg.Loops), limit: limitSyncer(cfg.Limits), logger: logger, st: st}
+	if cfg.RetryBackoff > 0 {
+		g.backoff = g.cfg.backoff
+	}
 	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, status int, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)
@@ -141,7 +145,8 @@ func (job *quoteJob) fetchAll(as asyncsteps.AsyncSteps, _ ...any) {
 	for i := range job.fetches {
 		f := &job.fetches[i]
 		asyncsteps.Retry(p, asyncsteps.RetryOptions{
-			Attempts: 1 + cfg.Retries, Timeout: cfg.AttemptTimeout, Retryable: f.retryableFn, Label: retry,
+			Attempts: 1 + cfg.Retries, Timeout: cfg.AttemptTimeout, Backoff: job.g.backoff,
+			Retryable: f.retryableFn, Label: retry,
 		}, f.attemptFn)
 	}
 	as.Add(job.answerFn)

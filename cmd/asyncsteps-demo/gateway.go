@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
@@ -27,6 +28,7 @@ type config struct {
 	Timeout        time.Duration // bounds a whole request: past it, 504
 	AttemptTimeout time.Duration // bounds one upstream request
 	Retries        int           // upstream requests retried after the first
+	RetryBackoff   time.Duration // the longest wait before the first retry; doubles at each
 	MaxSymbols     int           // symbols per request
 	Limits         limitOptions
 	RetryAfter     time.Duration // what a 503 asks the client to wait
@@ -40,6 +42,10 @@ type config struct {
 	// decode reads an upstream answer; tests replace it (a panicking one
 	// stands for a bug in a step).
 	decode func(body []byte) (quote, error)
+
+	// jitter returns a random wait from 0 to ceiling, both included:
+	// rand.N's; tests make it return ceiling.
+	jitter func(ceiling time.Duration) time.Duration
 }
 
 func defaultConfig() config {
@@ -47,12 +53,33 @@ func defaultConfig() config {
 		Timeout:        time.Second,
 		AttemptTimeout: 250 * time.Millisecond,
 		Retries:        3,
+		RetryBackoff:   25 * time.Millisecond,
 		MaxSymbols:     10,
 		Limits:         limitOptions{Concurrent: 64, Queue: 128},
 		RetryAfter:     time.Second,
 		writeMargin:    writeMargin,
 	}
 }
+
+// backoff returns the wait before retry n (1 before the second attempt):
+// random ("full jitter"), from 0 to RetryBackoff doubled n-1 times, so
+// that the requests retrying a failing upstream together spread their
+// retries instead of coming back at once. 0 without RetryBackoff. The
+// request's timeout ends a wait as it ends an attempt.
+func (cfg *config) backoff(n int) time.Duration {
+	if cfg.RetryBackoff <= 0 || n < 1 {
+		return 0
+	}
+	ceiling := cfg.RetryBackoff << min(n-1, maxBackoffDoublings)
+	if cfg.jitter != nil {
+		return cfg.jitter(ceiling)
+	}
+	return rand.N(ceiling + 1)
+}
+
+// maxBackoffDoublings bounds the ceiling of a retry's wait: -retry-backoff
+// (at most maxRetryBackoff) doubled this many times cannot overflow.
+const maxBackoffDoublings = 10
 
 // writeMargin is how long past the request timeout the gateway gives its
 // answer to be written before it drops the connection (see boundWrites).

@@ -100,6 +100,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.cfg.Timeout, "timeout", o.cfg.Timeout, "request timeout, answered 504; a client that has not taken its answer 2s after it loses its connection")
 	fs.DurationVar(&o.cfg.AttemptTimeout, "attempt-timeout", o.cfg.AttemptTimeout, "timeout of one upstream request (the request's -timeout bounds it too)")
 	fs.IntVar(&o.cfg.Retries, "retries", o.cfg.Retries, "upstream retries after the first attempt, on CommError, timeout or 5xx, at most 100")
+	fs.DurationVar(&o.cfg.RetryBackoff, "retry-backoff", o.cfg.RetryBackoff, "the longest wait before the first retry, at most 1m; each retry waits a random time up to it, doubled at each retry; 0: retry at once")
 	fs.IntVar(&o.cfg.MaxSymbols, "max-symbols", o.cfg.MaxSymbols, "symbols per request, at most 100")
 	fs.IntVar(&o.cfg.Limits.Concurrent, "concurrent", o.cfg.Limits.Concurrent, "limiter: requests served at once")
 	fs.IntVar(&o.cfg.Limits.Queue, "queue", o.cfg.Limits.Queue, "limiter: requests waiting for a slot; more are answered 503")
@@ -195,6 +196,7 @@ func (o *options) validate() error {
 		intIn("loops", o.cfg.Loops, 0, maxLoops),
 		durationIn("timeout", o.cfg.Timeout, 1, math.MaxInt64),
 		durationIn("attempt-timeout", o.cfg.AttemptTimeout, 1, math.MaxInt64),
+		durationIn("retry-backoff", o.cfg.RetryBackoff, 0, maxRetryBackoff),
 		durationIn("grace", o.grace, 0, math.MaxInt64),
 		durationIn("shutdown-delay", o.shutdownDelay, 0, math.MaxInt64),
 		durationIn("retry-after", o.cfg.RetryAfter, 0, maxRetryAfter),
@@ -277,6 +279,7 @@ const (
 	maxMaxSymbols      = 100
 	maxLoops           = 1024
 	maxRetryAfter      = 24 * time.Hour
+	maxRetryBackoff    = time.Minute
 	maxUpstreamLatency = time.Hour
 )
 
@@ -417,6 +420,10 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		defer closeCluster()
 		cfg.Limits.Cluster, cfg.Limits.TTL = c, o.cluster.TTL
 		logger.Info("limits shared through Redis", "redis", target.shown, "prefix", o.cluster.Prefix, "ttl", o.cluster.TTL, "id", c.ID())
+	}
+	if cfg.AttemptTimeout >= cfg.Timeout {
+		logger.Warn("-attempt-timeout is not shorter than -timeout: an upstream request is bounded by its request's timeout",
+			"attempt_timeout", cfg.AttemptTimeout, "timeout", cfg.Timeout)
 	}
 	client := upstreamClient()
 	if o.upstreamURL != "" {

@@ -10,30 +10,44 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// /metrics gives the latencies in seconds as recorded, in whole
-// microseconds, with no float noise (0.262143, not 0.26214299999999996),
-// and /stats the same quantiles in milliseconds.
-func TestMetricsLatencyHasNoFloatNoise(t *testing.T) {
+// /stats gives the latency quantiles in milliseconds as recorded, in
+// whole microseconds, with no float noise (262.143, not
+// 262.14299999999997); /metrics gives every latency in a histogram whose
+// buckets a fleet of gateways can add up.
+func TestLatencyInStatsAndMetrics(t *testing.T) {
 	st := newStats(func() int64 { return 0 })
-	for _, us := range []time.Duration{262143, 262143, 524287} { // tops of their buckets
+	for _, us := range []time.Duration{262143, 262143, 524287, 800, 3_000_000} {
 		st.finish("", http.StatusOK, us*time.Microsecond)
 	}
 	got := metricsLines(t, st, func(line string) bool {
 		return strings.HasPrefix(line, "gateway_request_duration_seconds")
 	})
 	want := []string{
-		"gateway_request_duration_seconds{quantile=\"0.5\"} 0.262143\n",
-		"gateway_request_duration_seconds{quantile=\"0.99\"} 0.524287\n",
-		"gateway_request_duration_seconds_sum 1.048573\n",
-		"gateway_request_duration_seconds_count 3\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.001\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.0025\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.005\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.01\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.025\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.05\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.1\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.25\"} 1\n",
+		"gateway_request_duration_seconds_bucket{le=\"0.5\"} 3\n",
+		"gateway_request_duration_seconds_bucket{le=\"1\"} 4\n",
+		"gateway_request_duration_seconds_bucket{le=\"2.5\"} 4\n",
+		"gateway_request_duration_seconds_bucket{le=\"5\"} 5\n",
+		"gateway_request_duration_seconds_bucket{le=\"+Inf\"} 5\n",
+		"gateway_request_duration_seconds_sum 4.049373\n",
+		"gateway_request_duration_seconds_count 5\n",
 	}
 	if strings.Join(got, "") != strings.Join(want, "") {
 		t.Errorf("/metrics:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))
 	}
 	stats, _ := json.Marshal(st.snapshot().LatencyMs)
-	if want := `{"p50":262.143,"p99":524.287}`; string(stats) != want {
+	if want := `{"p50":262.143,"p99":3145.727}`; string(stats) != want {
 		t.Errorf("/stats latency_ms %s, want %s", stats, want)
 	}
 }
@@ -49,8 +63,8 @@ func TestMetricsNamesAndHelp(t *testing.T) {
 	want := []string{
 		"# HELP gateway_limiter_queue_length Requests waiting to enter the limiter.\n",
 		"# TYPE gateway_limiter_queue_length gauge\n",
-		"# HELP gateway_request_duration_seconds Latency of the answered quote requests; the quantiles are of the last 60 s.\n",
-		"# TYPE gateway_request_duration_seconds summary\n",
+		"# HELP gateway_request_duration_seconds Latency of the answered quote requests.\n",
+		"# TYPE gateway_request_duration_seconds histogram\n",
 		"# HELP gateway_requests_answered_total Quote requests answered, by HTTP status.\n",
 		"# TYPE gateway_requests_answered_total counter\n",
 		"# HELP gateway_requests_cancelled_total Quote requests cancelled before their end.\n",
@@ -139,7 +153,7 @@ func metricsLines(t *testing.T, st *stats, keep func(line string) bool) []string
 
 // The latency quantiles of /stats and /metrics are those of the requests
 // answered in the last 60 seconds: a slow minute is forgotten a minute
-// later. The count and the sum of /metrics are of every request.
+// later. The histogram of /metrics counts every request.
 func TestLatencyQuantilesCoverTheLastMinute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newStats(func() int64 { return 0 })
@@ -167,8 +181,14 @@ func TestLatencyQuantilesCoverTheLastMinute(t *testing.T) {
 		check("at 90 s, all gone", 0, 0)
 		record(1, 15)
 		check("at 90 s, a new one", 0.015, 0.015)
-		if count, sumUs := st.latency.totals(); count != 41 || sumUs != 10*524287+30*1023+15 {
-			t.Errorf("count %d, sum %d us; want every request: 41, %d", count, sumUs, 10*524287+30*1023+15)
+		reg := prometheus.NewRegistry() // gathered without a server: no I/O in the bubble
+		reg.MustRegister(st.duration)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := mfs[0].GetMetric()[0].GetHistogram().GetSampleCount(); n != 41 {
+			t.Errorf("the histogram counted %d requests, want every request: 41", n)
 		}
 	})
 }

@@ -150,6 +150,24 @@ func (g *plainGateway) fetch(ctx context.Context, symbol string) (quote, error) 
 			}
 			return quote{}, err.Error
 		}
+		if err := waitBackoff(ctx, g.cfg.backoff(attempt+1)); err != nil {
+			return quote{}, err
+		}
+	}
+}
+
+// waitBackoff waits d, unless ctx ends first: then it returns ctx's error.
+func waitBackoff(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -110,7 +110,7 @@ func TestUpstreamProbeJudgesTheAnswer(t *testing.T) {
 		// The probe waits min(-attempt-timeout, 1s): the default 250ms is
 		// short for a loaded machine, where a late answer would be warned
 		// about as a failure.
-		_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s")
+		_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s", "-timeout", "20s")
 		warn := strings.ReplaceAll(c.warn, "%s", up.URL)
 		if first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`); first != warn {
 			t.Errorf("upstream answering %d: log before serving %q, want %q", c.status, first, warn)
@@ -138,7 +138,7 @@ func TestUpstreamProbeLogsNoPassword(t *testing.T) {
 		{"no answer", "http://gw:s3cret@" + closedPort(t), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, logs := runLogged(t, "-upstream", c.upstream, "-attempt-timeout", "10s")
+			_, logs := runLogged(t, "-upstream", c.upstream, "-attempt-timeout", "10s", "-timeout", "20s")
 			first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`)
 			if strings.Contains(first, "s3cret") || !strings.Contains(first, "upstream=http://gw:***@") || !strings.Contains(first, c.warn) {
 				t.Errorf("log before serving %q, want the password as *** and %q", first, c.warn)
@@ -154,7 +154,7 @@ func TestUpstreamProbeLogsNoPassword(t *testing.T) {
 func TestUpstreamProbeOfASwitchOfProtocols(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { switchProtocols(w) }))
 	defer up.Close()
-	_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s")
+	_, logs := runLogged(t, "-upstream", up.URL, "-attempt-timeout", "10s", "-timeout", "20s")
 	want := `level=WARN msg="upstream probe failed, serving anyway" upstream=` + up.URL + ` err="GET ` + up.URL + `/price?symbol=AAPL: status 101"` + "\n"
 	if first, _, _ := strings.Cut(logs.String(), `level=INFO msg="gateway serving"`); first != want {
 		t.Errorf("log before serving %q, want %q", first, want)

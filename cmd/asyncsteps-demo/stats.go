@@ -29,14 +29,32 @@ type stats struct {
 	byCode   map[string]int64
 	byStatus map[int]int64
 
-	latency *latencyWindow // of finished requests
+	latency  *latencyWindow       // of finished requests, for /stats
+	duration prometheus.Histogram // of finished requests, for /metrics
 }
 
 // okCode is the outcome code of a request answered without an error.
 const okCode = "OK"
 
 func newStats(queueLen func() int64) *stats {
-	return &stats{queueLen: queueLen, byCode: map[string]int64{}, byStatus: map[int]int64{}, latency: newLatencyWindow(time.Now())}
+	return &stats{queueLen: queueLen, byCode: map[string]int64{}, byStatus: map[int]int64{},
+		latency: newLatencyWindow(time.Now()), duration: newDurationHistogram()}
+}
+
+// durationBuckets are the upper bounds, in seconds, of the latency
+// histogram of /metrics: from a request answered at once (a 400) to one
+// that outlives the default request timeout of a second.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// newDurationHistogram returns the latency histogram of /metrics, which
+// a fleet of gateways can add up (the quantiles of /stats, a window of
+// one gateway's, cannot be).
+func newDurationHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "gateway_request_duration_seconds",
+		Help:    "Latency of the answered quote requests.",
+		Buckets: durationBuckets,
+	})
 }
 
 func (s *stats) start() { s.started.Add(1) }
@@ -51,6 +69,7 @@ func (s *stats) finish(code string, status int, took time.Duration) {
 	s.byStatus[status]++
 	s.mu.Unlock()
 	s.latency.record(time.Now(), took)
+	s.duration.Observe(took.Seconds())
 }
 
 func (s *stats) cancel() { s.cancelled.Add(1) }
@@ -71,19 +90,15 @@ type statsSnapshot struct {
 	LatencyMs         latencySummary   `json:"latency_ms"`
 }
 
-// latencySummary gives the quantiles in milliseconds, and keeps them in
-// whole microseconds, as recorded, for /metrics to give them in seconds:
-// each unit is then one division of the integer, exact to the last digit
-// shown (dividing milliseconds by 1000 again showed 0.26214299999999996).
+// latencySummary gives the quantiles in milliseconds, from whole
+// microseconds as recorded: one division, exact to the last digit shown.
 type latencySummary struct {
 	P50 float64 `json:"p50"`
 	P99 float64 `json:"p99"`
-
-	p50Us, p99Us uint64
 }
 
 func newLatencySummary(p50Us, p99Us uint64) latencySummary {
-	return latencySummary{P50: float64(p50Us) / 1e3, P99: float64(p99Us) / 1e3, p50Us: p50Us, p99Us: p99Us}
+	return latencySummary{P50: float64(p50Us) / 1e3, P99: float64(p99Us) / 1e3}
 }
 
 func (s *stats) snapshot() statsSnapshot {
@@ -119,7 +134,7 @@ func (s *stats) snapshot() statsSnapshot {
 // memory, open file descriptors).
 func (s *stats) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), statsCollector{s})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), statsCollector{s}, s.duration)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
@@ -132,7 +147,6 @@ var (
 	descQueue     = prometheus.NewDesc("gateway_limiter_queue_length", "Requests waiting to enter the limiter.", nil, nil)
 	descUpstream  = prometheus.NewDesc("gateway_upstream_cancelled_total", "Upstream requests cut short: by their attempt's timeout, or by the end of their quote request.", nil, nil)
 	descUpstreams = prometheus.NewDesc("gateway_upstream_requests_total", "Upstream requests (attempts) ended, by outcome.", []string{"outcome"}, nil)
-	descLatency   = prometheus.NewDesc("gateway_request_duration_seconds", "Latency of the answered quote requests; the quantiles are of the last 60 s.", nil, nil)
 )
 
 // statsCollector exposes a stats to Prometheus: the values are read when
@@ -140,7 +154,7 @@ var (
 type statsCollector struct{ s *stats }
 
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStarted, descFinished, descAnswered, descCancelled, descInFlight, descQueue, descUpstream, descUpstreams, descLatency} {
+	for _, d := range []*prometheus.Desc{descStarted, descFinished, descAnswered, descCancelled, descInFlight, descQueue, descUpstream, descUpstreams} {
 		ch <- d
 	}
 }
@@ -161,10 +175,6 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for outcome, n := range snap.Upstream {
 		ch <- prometheus.MustNewConstMetric(descUpstreams, prometheus.CounterValue, float64(n), outcome)
 	}
-	count, sumUs := c.s.latency.totals()
-	ch <- prometheus.MustNewConstSummary(descLatency, count, seconds(sumUs), map[float64]float64{
-		0.5: seconds(snap.LatencyMs.p50Us), 0.99: seconds(snap.LatencyMs.p99Us),
-	})
 }
 
 // The outcome codes and statuses a gateway answers /quote with, which
@@ -188,8 +198,7 @@ func withKnown(counts map[string]int64, known []string) map[string]int64 {
 }
 
 // latencyWindow keeps the latencies of the requests answered in the last
-// windowSeconds seconds, for their quantiles, and the count and sum of
-// all of them, for the Prometheus summary: a quantile of the whole
+// windowSeconds seconds, for their quantiles: a quantile of the whole
 // lifetime would never forget a slow hour. It is a ring of histograms,
 // one per second since start (monotonic, so a step of the wall clock does
 // not blank the window), each reused windowSeconds later; recording takes
@@ -198,8 +207,6 @@ type latencyWindow struct {
 	start time.Time
 	mu    sync.Mutex // clears a histogram for reuse
 	ring  [windowSeconds]secondHistogram
-	count atomic.Uint64
-	sumUs atomic.Uint64
 }
 
 // windowSeconds is the span of the latency quantiles, in seconds.
@@ -231,8 +238,6 @@ func (w *latencyWindow) record(now time.Time, d time.Duration) {
 		w.reuse(h, sec)
 	}
 	h.buckets[min(bucketOf(us), histogramBuckets-1)].Add(1)
-	w.count.Add(1)
-	w.sumUs.Add(us)
 }
 
 // reuse clears h, last used windowSeconds ago or more, for the second
@@ -271,10 +276,6 @@ func bucketTop(i int) uint64 {
 	return (lead+1)<<shift - 1
 }
 
-// seconds returns us microseconds in seconds, the float nearest to them
-// (one division of exact values).
-func seconds(us uint64) float64 { return float64(us) / 1e6 }
-
 // quantiles returns the qa and qb quantiles, in microseconds (the top of
 // their bucket), of the durations recorded in the windowSeconds seconds up
 // to now; 0 with no sample.
@@ -310,10 +311,4 @@ func quantile(counts *[histogramBuckets]uint64, n uint64, q float64) uint64 {
 		}
 	}
 	return bucketTop(histogramBuckets - 1)
-}
-
-// totals returns the count of durations ever recorded and their sum in
-// microseconds.
-func (w *latencyWindow) totals() (count, sumUs uint64) {
-	return w.count.Load(), w.sumUs.Load()
 }
