@@ -92,7 +92,10 @@
 // a hidden flow per caller's flow, told by its table and rootId: a flow
 // that holds it enters again at once. Called with one of our steps, in its
 // callback, the hidden flow holds as that step's flow or branch, the
-// holder our addSync enters as: the two forms nest in either order. A
+// holder our addSync enters as: the two forms nest in either order. Such
+// a lock is held until its unlock or the end, by any path, of the
+// execution of the step's flow: a flow that fails before its unlock
+// leaves no holder behind. A
 // rootId of 0, from a table with no rootId function, tells no flow from
 // another, and safety goes before liveness: each lock with it enters as a
 // flow of its own, never as a reentrant one, so two such flows exclude each

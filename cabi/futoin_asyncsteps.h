@@ -528,7 +528,13 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
  * with a step of the library's own, in its callback, lock holds as that
  * step's flow or parallel branch, the holder its addSync enters as: the
  * two nest in either order within a flow or branch, and still exclude
- * other branches. A rootId
+ * other branches. Such a lock is held until its unlock or until the
+ * execution of the step's flow ends, by any path (its last step, an
+ * error, a timeout, a cancel, a closed loop), whichever comes first: a
+ * flow that fails between its lock and its unlock leaves no holder
+ * behind, as a section of addSync is left however its step ends. A lock
+ * from another implementation's step is held until its unlock, which
+ * that implementation owes however the flow ends. A rootId
  * of 0 (a table without the rootId function) tells no flow from another,
  * so each lock with it enters as a flow of its own, never as a reentrant
  * one: two such flows exclude each other, and a nested lock of one such

@@ -598,6 +598,10 @@ type flowCtx struct {
 	// loop-owned: in a copy of a Root, the copy's link of each of the
 	// model's steps that has a C error handler (see linkIn).
 	links map[*stepLink]*stepLink
+	// locks are the holders that the table's lock of our syncs made for
+	// steps of the running execution; ended gives back those its unlock
+	// has not (see syncObj.leaveAtEnd). Loop-owned.
+	locks []tableLock
 }
 
 // flowRes is the part of a flowCtx that a GC cleanup frees once the flow's
@@ -926,6 +930,11 @@ func (fc *flowCtx) ended() {
 	fc.left = false
 	tool := fc.endTool
 	fc.endTool = nil
+	locks := fc.locks
+	fc.locks = nil
+	for _, l := range locks {
+		l.o.release(l.h) // before a later execution of the Root may lock again
+	}
 	if len(ended) == 0 && !left {
 		return
 	}

@@ -164,6 +164,7 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	}
 	h.root = asyncsteps.New(asyncsteps.WithTool(tool), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
 	if owner != nil {
+		o.leaveAtEnd(nodeOf(bsi), h)
 		// A step of ours whose callback runs: the hidden flow holds as
 		// the step's flow or branch, the holder its addSync enters as,
 		// so that the two forms nest in either order (a Mutex is
@@ -274,6 +275,23 @@ func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 		o.mu.Unlock()
 		return
 	}
+	o.leave(h)
+}
+
+// release makes h leave the sync, whatever its count, if it is still
+// recorded: its hidden flow leaves the section, or stops waiting for it.
+func (o *syncObj) release(h *holder) {
+	o.mu.Lock()
+	if !o.recorded(h) {
+		o.mu.Unlock()
+		return
+	}
+	o.leave(h)
+}
+
+// leave forgets h and makes its hidden flow leave. Called with o.mu held,
+// which it unlocks.
+func (o *syncObj) leave(h *holder) {
 	o.remove(h)
 	as := h.as
 	o.mu.Unlock()
@@ -282,6 +300,41 @@ func cabiSyncUnlock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	} else {
 		h.root.Cancel()
 	}
+}
+
+// recorded reports whether h is one of o's holders. o.mu held.
+func (o *syncObj) recorded(h *holder) bool {
+	if h.key.known() {
+		return o.holders[h.key] == h
+	}
+	return slices.Contains(o.anonymous, h)
+}
+
+// tableLock is a holder that the table's lock made for a step of ours.
+type tableLock struct {
+	o *syncObj
+	h *holder
+}
+
+// leaveAtEnd has h, the holder that lock made for n, a step of ours whose
+// callback runs, given back as the execution of n's flow ends, by any
+// path, if its unlock has not come: a flow that fails, times out or is
+// cancelled between its lock and its unlock leaves no holder behind, as
+// a Go Sync section is left however its step ends. Kept, it would hold
+// the section for the flow's rootId for good: the Root's next execution
+// would enter as a reentrant holder that never locked, and any other flow
+// would wait for ever. On the loop.
+func (o *syncObj) leaveAtEnd(n *node, h *holder) {
+	fc := n.flow
+	if !fc.watchEnd(n.as) {
+		return
+	}
+	fc.locks = slices.DeleteFunc(fc.locks, func(l tableLock) bool {
+		l.o.mu.Lock()
+		defer l.o.mu.Unlock()
+		return !l.o.recorded(l.h)
+	})
+	fc.locks = append(fc.locks, tableLock{o, h})
 }
 
 // addForeignSync adds to as the steps of addSync with a foreign FutoInSync:

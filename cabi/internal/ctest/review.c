@@ -328,3 +328,117 @@ void rv_valid_after_error(FutoInAsyncSteps* root)
     root->api->loop(root, NULL, rv_break_then_valid, NULL);
     root->api->add(root, (void*)(intptr_t)-1, lk_after, NULL);
 }
+
+// ---- a table lock left by a flow that fails before its unlock -------------------
+
+static FutoInAsyncSteps* lf_sibling;
+
+static void lf_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d lock", (int)(intptr_t)data);
+    rv_sync->api->lock(bsi, rv_sync);
+}
+
+static void lf_lock_fail(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    lf_lock(bsi, data, in);
+    bsi->api->handle_error(bsi, "MyError", "after lock");
+}
+
+static void lf_fail(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d fail", (int)(intptr_t)data);
+    bsi->api->handle_error(bsi, "MyError", "held");
+}
+
+static void lf_time_out(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d time out", (int)(intptr_t)data);
+    bsi->api->setTimeout(bsi, 1);
+}
+
+static void lf_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d wait", (int)(intptr_t)data);
+    bsi->api->waitExternal(bsi);
+}
+
+// lf_fail_sibling fails the waiting sibling branch, then waits: the
+// parallel cancels this branch, which holds the lock.
+static void lf_fail_sibling(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d fail sibling", (int)(intptr_t)data);
+    bsi->api->waitExternal(bsi);
+    lf_sibling->api->handle_error(lf_sibling, "MyError", "sibling");
+}
+
+static void lf_sibling_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d wait", (int)(intptr_t)data);
+    lf_sibling = bsi;
+    bsi->api->waitExternal(bsi);
+}
+
+static void lf_unlock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("b%d unlock", (int)(intptr_t)data);
+    rv_sync->api->unlock(bsi, rv_sync);
+    bsi->api->success(bsi, NULL);
+}
+
+static void lf_branch_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    bsi->api->add(bsi, data, lf_lock, NULL);
+    bsi->api->add(bsi, data, lf_fail_sibling, NULL);
+    bsi->api->add(bsi, data, lf_unlock, NULL);
+}
+
+static void lf_branch_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    bsi->api->add(bsi, data, lf_sibling_wait, NULL);
+}
+
+// rv_lock_fail adds to root, as branch 0, the table's lock of sync and,
+// before the unlock, what fails: how 0, an error in the lock's own step;
+// 1, an error in the next step; 2, the next step's timeout; 3, a next step
+// that waits for ever (for a cancel); 4, a parallel whose branch 1 locks
+// and then fails branch 2, which cancels branch 1 before its unlock.
+void rv_lock_fail(FutoInAsyncSteps* root, FutoInSync* sync, int how)
+{
+    rv_sync = sync;
+    void* d = NULL;
+    switch (how) {
+    case 0:
+        root->api->add(root, d, lf_lock_fail, rv_on_error);
+        break;
+    case 4: {
+        FutoInAsyncSteps* p = root->api->parallel(root, NULL, rv_on_error);
+        p->api->add(p, (void*)1, lf_branch_lock, NULL);
+        p->api->add(p, (void*)2, lf_branch_wait, NULL);
+        return;
+    }
+    default:
+        root->api->add(root, d, lf_lock, rv_on_error);
+        root->api->add(root, d, how == 1 ? lf_fail : how == 2 ? lf_time_out : lf_wait, rv_on_error);
+    }
+    root->api->add(root, d, lf_unlock, rv_on_error);
+}
+
+// rv_lock_unlock adds to root, as branch 9, the table's lock of sync, a
+// step that waits and the table's unlock.
+void rv_lock_unlock(FutoInAsyncSteps* root, FutoInSync* sync)
+{
+    rv_sync = sync;
+    void* d = (void*)9;
+    root->api->add(root, d, lf_lock, rv_on_error);
+    root->api->add(root, d, lf_unlock, rv_on_error);
+}

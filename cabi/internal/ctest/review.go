@@ -92,3 +92,18 @@ func RootCallOnStep(root unsafe.Pointer, which int) { C.rv_root_call_on_step(bsi
 // isValid, with a handler that recovers, and a loop whose body calls
 // breakLoop and then logs isValid; then "b-1 after".
 func ValidAfterError(root unsafe.Pointer) { C.rv_valid_after_error(bsi(root)) }
+
+// LockFail adds to root the table's lock of sync and, before its unlock,
+// what fails: how 0, an error in the lock's own step; 1, an error in the
+// next step; 2, the next step's timeout; 3, a next step that waits for ever
+// ("b0 wait"), for a cancel; 4, a parallel whose branch 1 locks and then
+// fails its sibling, branch 2, which cancels branch 1 before its unlock.
+func LockFail(root, sync unsafe.Pointer, how int) {
+	C.rv_lock_fail(bsi(root), (*C.FutoInSync)(sync), C.int(how))
+}
+
+// LockUnlock adds to root the table's lock of sync and its unlock, as
+// branch 9.
+func LockUnlock(root, sync unsafe.Pointer) {
+	C.rv_lock_unlock(bsi(root), (*C.FutoInSync)(sync))
+}
