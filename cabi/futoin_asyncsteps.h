@@ -550,12 +550,13 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
  * (the handler then does nothing: the step holds the section). A table
  * whose success or handle_error waits for that cancel handler to return
  * deadlocks.
- * Only unlock gives back what a completed lock took: the library cannot
- * tell when a section of another implementation ends, so the caller must
- * unlock on every path out of it (its cancel handler included), as
- * addSync does. A lock never unlocked holds the sync for its rootId for
- * as long as the sync exists, through later executions of that root,
- * whose locks then enter at once as reentrant ones. */
+ * Called with another implementation's step, only unlock gives back
+ * what a completed lock took: the library cannot tell when a section of
+ * another implementation ends, so the caller must unlock on every path
+ * out of it (its cancel handler included), as addSync does. Such a lock
+ * never unlocked holds the sync for its rootId for as long as the sync
+ * exists, through later executions of that root, whose locks then enter
+ * at once as reentrant ones. */
 
 /* futoin_mutex_new returns the library's Mutex: at most max flows inside at
  * once, reentrant within a flow (each parallel branch is a flow of its own);
