@@ -178,3 +178,64 @@ func TestPanicInAnAwaitIsAnException(t *testing.T) {
 		t.Errorf("the flow's exception of a *PanicError without a stack: %v, want %v", exceptions[1], stacklessWant)
 	}
 }
+
+// recurse calls itself n times, then panics: a stack of n frames more.
+func recurse(n int) {
+	if n == 0 {
+		panic("deep")
+	}
+	recurse(n - 1)
+}
+
+// The stack of a deep recursion is exported cut to the cap, 8 KiB unless
+// set, after its last whole line that fits and with a line "…": its top,
+// where the panic was, stays. A negative cap exports it whole.
+func TestPanicStackIsCut(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		maxStack int
+		cap      int
+	}{
+		{"default", 0, otelsteps.DefaultMaxStackBytes},
+		{"set", 1000, 1000},
+		{"none", -1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp, Now: tt.Now, MaxStackBytes: c.maxStack}))
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(steps, ...any) { recurse(300) })
+			_, err := r.Run(context.Background())
+			var flowErr *asyncsteps.Error
+			if !errors.As(err, &flowErr) {
+				t.Fatalf("Run: %v, want the panic's InternalError", err)
+			}
+			p, ok := flowErr.Cause.(*asyncsteps.PanicError)
+			if !ok || len(p.Stack) <= otelsteps.DefaultMaxStackBytes {
+				t.Fatalf("the panic's stack: %d bytes, want over %d", len(p.Stack), otelsteps.DefaultMaxStackBytes)
+			}
+			var got string
+			for _, a := range exceptionOf(t, exp.GetSpans()[0]) {
+				if a.Key == semconv.ExceptionStacktraceKey {
+					got = a.Value.AsString()
+				}
+			}
+			if c.cap == 0 {
+				if got != string(p.Stack) {
+					t.Errorf("exported %d bytes of the stack, want all %d", len(got), len(p.Stack))
+				}
+				return
+			}
+			kept, ok := strings.CutSuffix(got, "\n…")
+			if !ok || len(got) > c.cap || len(got) < c.cap-200 || !strings.HasPrefix(string(p.Stack), kept+"\n") {
+				t.Errorf("exported %d bytes ending %q, want the stack's whole lines in at most %d bytes and a line \"…\"",
+					len(got), got[max(len(got)-40, 0):], c.cap)
+			}
+			if !strings.Contains(kept, "otelsteps_test.recurse(") {
+				t.Errorf("the stack kept does not name the function that panicked:\n%s", kept)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package otelsteps
 
 import (
+	"bytes"
 	"reflect"
 	"unicode/utf8"
 
@@ -74,6 +75,33 @@ func (p infoPolicy) eventAttributes(err *asyncsteps.Error) trace.SpanStartEventO
 	return trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(p.cut(err.Info)))
 }
 
+// stackMaxOf returns the cap on exported stacks that c sets, 0 for none.
+func stackMaxOf(c Config) int {
+	switch {
+	case c.MaxStackBytes == 0:
+		return DefaultMaxStackBytes
+	case c.MaxStackBytes < 0:
+		return 0
+	}
+	return c.MaxStackBytes
+}
+
+// cutStack returns stack as a string, cut to at most max bytes, if longer
+// and max is not 0: after its last whole line that fits with a line of
+// the ellipsis after it. A cap too small for one whole line cuts as an
+// info is cut.
+func cutStack(stack []byte, max int) string {
+	if max == 0 || len(stack) <= max {
+		return string(stack)
+	}
+	if end := max - len(ellipsis); end > 0 {
+		if i := bytes.LastIndexByte(stack[:end], '\n'); i >= 0 {
+			return string(stack[:i+1]) + ellipsis
+		}
+	}
+	return infoPolicy{max: max}.cut(string(stack))
+}
+
 // panicOf returns the panic that raised err: the *asyncsteps.PanicError
 // that the engine makes the Cause of the InternalError of a panic in a
 // callback or an Await function, with the stack of the goroutine at the
@@ -101,7 +129,7 @@ func (t tracer) addPanic(span trace.Span, p *asyncsteps.PanicError, opts ...trac
 		attrs = append(attrs, semconv.ExceptionMessage(t.infos.cut(p.Error())))
 	}
 	if len(p.Stack) > 0 {
-		attrs = append(attrs, semconv.ExceptionStacktrace(string(p.Stack)))
+		attrs = append(attrs, semconv.ExceptionStacktrace(cutStack(p.Stack, t.stackMax)))
 	}
 	span.AddEvent(semconv.ExceptionEventName, append(opts, trace.WithAttributes(attrs...))...)
 }

@@ -73,9 +73,10 @@
 // panicked. The error an error handler raises in place of a panic's
 // keeps the panic as its Cause, and is not a panic again: the flow's span
 // has one exception event per panic. A stack holds the names of the
-// functions and files, not the application's data, and is exported
-// whole; the SDK's span limits (sdktrace.SpanLimits) bound every
-// attribute's length, that one's too.
+// functions and files, not the application's data; it is cut to
+// [Config].MaxStackBytes, [DefaultMaxStackBytes] (8 KiB) unless set, after
+// its last whole line that fits, and ends with a line "…". The SDK's span
+// limits (sdktrace.SpanLimits) bound every attribute's length too.
 //
 // An Await function that returns a Go error which is not an
 // [*asyncsteps.Error], and that nothing else classifies (a network
@@ -247,7 +248,19 @@ type Config struct {
 	// panic value and the code that panicked, not the application's
 	// text). The codes, which the metrics carry, stay too.
 	OmitInfo bool
+	// MaxStackBytes caps the exception.stacktrace of a panic's event: a
+	// longer stack is cut after its last whole line that fits, and ends
+	// with a line "…" (all within MaxStackBytes bytes). 0 means
+	// DefaultMaxStackBytes; a negative value, no cap. The stack of a deep
+	// recursion runs to megabytes, which an exporter may refuse with the
+	// whole batch of spans it is in; its top frames, kept, say where the
+	// panic was.
+	MaxStackBytes int
 }
+
+// DefaultMaxStackBytes is the cap on the stacks the spans export when
+// [Config].MaxStackBytes is 0: some forty frames.
+const DefaultMaxStackBytes = 8 << 10
 
 // DefaultMaxInfoBytes is the cap on the infos the spans export when
 // [Config].MaxInfoBytes is 0: room for a sentence that says what failed,
@@ -262,7 +275,7 @@ func Hooks(c Config) *asyncsteps.Hooks {
 	if isNil(tp) {
 		tp = otel.GetTracerProvider()
 	}
-	t := tracer{Tracer: tp.Tracer(ScopeName), now: clock(c.Now), infos: infoPolicyOf(c)}
+	t := tracer{Tracer: tp.Tracer(ScopeName), now: clock(c.Now), infos: infoPolicyOf(c), stackMax: stackMaxOf(c)}
 	if isNil(t.Tracer) {
 		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName)
 	}
@@ -296,8 +309,9 @@ func isNil(v any) bool {
 // exports the infos of their errors as infos says.
 type tracer struct {
 	trace.Tracer
-	now   clock
-	infos infoPolicy
+	now      clock
+	infos    infoPolicy
+	stackMax int // the cap on exported stacks; 0: none
 }
 
 // clock is Config.Now: nil for the wall clock.

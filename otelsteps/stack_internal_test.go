@@ -1,0 +1,28 @@
+package otelsteps
+
+import "testing"
+
+// A stack over the cap is cut after its last whole line that fits with
+// the ellipsis line; a cap too small for a whole line cuts as an info is
+// cut; no cap, or a stack within it, leaves it whole.
+func TestCutStack(t *testing.T) {
+	stack := []byte("goroutine 1 [running]:\nmain.f()\n\t/x/main.go:3\n")
+	for _, c := range []struct {
+		max  int
+		want string
+	}{
+		{0, string(stack)},
+		{len(stack), string(stack)},
+		{len(stack) - 1, "goroutine 1 [running]:\nmain.f()\n…"},
+		{35, "goroutine 1 [running]:\nmain.f()\n…"},
+		{34, "goroutine 1 [running]:\n…"},
+		{26, "goroutine 1 [running]:\n…"},
+		{25, "goroutine 1 [running]:…"},
+		{3, "gor"},
+		{1, "g"},
+	} {
+		if got := cutStack(stack, c.max); got != c.want || (c.max > 0 && len(got) > c.max) {
+			t.Errorf("cutStack(%d) = %q, want %q", c.max, got, c.want)
+		}
+	}
+}
