@@ -333,16 +333,9 @@ void rv_valid_after_error(FutoInAsyncSteps* root)
 
 static FutoInAsyncSteps* lf_sibling;
 
-static void lf_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
-{
-    (void)in;
-    rv_log("b%d lock", (int)(intptr_t)data);
-    rv_sync->api->lock(bsi, rv_sync);
-}
-
 static void lf_lock_fail(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
-    lf_lock(bsi, data, in);
+    lk_lock(bsi, data, in);
     bsi->api->handle_error(bsi, "MyError", "after lock");
 }
 
@@ -385,20 +378,12 @@ static void lf_sibling_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs*
     bsi->api->waitExternal(bsi);
 }
 
-static void lf_unlock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
-{
-    (void)in;
-    rv_log("b%d unlock", (int)(intptr_t)data);
-    rv_sync->api->unlock(bsi, rv_sync);
-    bsi->api->success(bsi, NULL);
-}
-
 static void lf_branch_lock(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 {
     (void)in;
-    bsi->api->add(bsi, data, lf_lock, NULL);
+    bsi->api->add(bsi, data, lk_lock, NULL);
     bsi->api->add(bsi, data, lf_fail_sibling, NULL);
-    bsi->api->add(bsi, data, lf_unlock, NULL);
+    bsi->api->add(bsi, data, lk_unlock, NULL);
 }
 
 static void lf_branch_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
@@ -427,10 +412,10 @@ void rv_lock_fail(FutoInAsyncSteps* root, FutoInSync* sync, int how)
         return;
     }
     default:
-        root->api->add(root, d, lf_lock, rv_on_error);
+        root->api->add(root, d, lk_lock, rv_on_error);
         root->api->add(root, d, how == 1 ? lf_fail : how == 2 ? lf_time_out : lf_wait, rv_on_error);
     }
-    root->api->add(root, d, lf_unlock, rv_on_error);
+    root->api->add(root, d, lk_unlock, rv_on_error);
 }
 
 // rv_lock_unlock adds to root, as branch 9, the table's lock of sync, a
@@ -439,6 +424,6 @@ void rv_lock_unlock(FutoInAsyncSteps* root, FutoInSync* sync)
 {
     rv_sync = sync;
     void* d = (void*)9;
-    root->api->add(root, d, lf_lock, rv_on_error);
-    root->api->add(root, d, lf_unlock, rv_on_error);
+    root->api->add(root, d, lk_lock, rv_on_error);
+    root->api->add(root, d, lk_unlock, rv_on_error);
 }
