@@ -65,6 +65,15 @@
 //     entry. Nothing hangs: every round trip is bounded by OpTimeout.
 //   - Redis lost while flows hold a Mutex: their sections run on; their
 //     leases are not renewed and run out TTL after the last renewal.
+//   - Redis stalled (paused, or blocked by a slow command or a fork) for
+//     longer than a Mutex's TTL while flows wait: their round trips time
+//     out and the flows fail, but the calls stay in the connections and
+//     Redis runs them when it resumes, taking leases for flows that are
+//     gone. The Client gives such leases back only while the TTL has not
+//     passed on its own clock, which it has by then: those slots stay
+//     taken, with no flow inside, until the leases run out, up to one TTL
+//     after Redis resumed. A Close during the stall leaves its leases
+//     likewise, and returns nil. A shorter stall leaves none.
 //   - A process killed while it holds a lease: nothing is given back; the
 //     lease runs out TTL after its last renewal (so between 2/3 TTL and
 //     TTL after the kill) and its slot is free again, and the waiters of
@@ -91,6 +100,18 @@
 //     at once. Where that
 //     matters, run Redis with persistence and noeviction, or check the
 //     fencing token where the section writes.
+//   - Redis out of memory under maxmemory with noeviction: a Throttle's
+//     round trips, and a Limiter's, fail with CommError, info "redis:
+//     error reply OOM" (or, for a rate limit with FailOpen, enter without
+//     a limit);
+//     a busy Mutex's round trips may still succeed, since Redis refuses a
+//     script for memory only before its first write, and a Mutex's script
+//     first removes expired and given-back leases. All work again as soon
+//     as Redis has memory.
+//   - Processes that share a Prefix but not a database (a different DB
+//     number in their redis options): nothing fails, and each database
+//     keeps a limit of its own. Every process of one limit must use the
+//     same Redis server, database and Prefix.
 //
 // The info of such a CommError, New's included, is "redis: " and the kind
 // of failure in fixed words, told by the type of go-redis's error: "timed
