@@ -35,17 +35,8 @@ func TestShutdownClosesConnectionsNotRead(t *testing.T) {
 			}
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	ln, stop, logs, served := serveInBackground(t, h, 50*time.Millisecond)
 	defer stop()
-	logs := &syncBuffer{}
-	served := make(chan error, 1)
-	go func() {
-		served <- serve(ctx, ln, h, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	}()
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -260,17 +251,8 @@ func TestShutdownLogsTheRequestsLeft(t *testing.T) {
 		<-req.Context().Done() // ends only when cancelled
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	ln, stop, logs, served := serveInBackground(t, h, 10*time.Millisecond)
 	defer stop()
-	logs := &syncBuffer{}
-	served := make(chan error, 1)
-	go func() {
-		served <- serve(ctx, ln, h, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	}()
 	answered := make(chan int, requests)
 	for range requests {
 		go func() {
@@ -329,4 +311,21 @@ func TestShutdownDelayServesOnNotReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveInBackground serves h on a loopback port with grace, as the
+// command does, until stop; served gives serve's result, logs its log.
+func serveInBackground(t *testing.T, h http.Handler, grace time.Duration) (ln net.Listener, stop context.CancelFunc, logs *syncBuffer, served <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	logs = &syncBuffer{}
+	result := make(chan error, 1)
+	go func() {
+		result <- serve(ctx, ln, h, grace, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	}()
+	return ln, stop, logs, result
 }
