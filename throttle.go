@@ -32,8 +32,10 @@ import (
 // timer), so flows sharing one Throttle must use tools with the same clock
 // (a [TestTool] gives virtual time to all the flows on it): a flow whose
 // clock is ahead finds every full period over, and ends it. If that tool is
-// a [Loop] that is closed before the period ends, the period ends when it
-// closes.
+// a [Loop] that is closed before the period ends, the period still ends
+// at its time: the rest of it is timed on the tool of the first flow that
+// waits, or that comes later and must wait, so that closing some of the
+// loops never lets more than max flows in per period.
 //
 // A Throttle is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewThrottle]; the zero value lets 1 flow
@@ -46,7 +48,7 @@ type Throttle struct {
 
 	mu      sync.Mutex // guards the fields below; never held while user code or a Tool runs
 	entered int        // entries in the current period
-	running bool       // a period runs: its timer is armed
+	running bool       // a period runs: its timer is armed, or it is untimed
 	// ends is when the current period ends on the clock of timedOn, the
 	// tool of its timer; zero while unknown (the timer is being armed).
 	ends    time.Time
@@ -55,7 +57,13 @@ type Throttle struct {
 	// before its timer ran (see admit): the timer, when it runs, then
 	// times the period that flow began instead of ending it.
 	outrun bool
-	queue  waitQueue
+	// untimed is set while the period runs on with no timer: the Loop it
+	// was timed on closed before ends, and no flow waited to time the
+	// rest of it on its own tool. The queue is empty then; the next flow
+	// that must wait arms the timer, and one that comes at or after ends
+	// starts the next period.
+	untimed bool
+	queue   waitQueue
 }
 
 // NewThrottle returns a Throttle that lets at most max flows enter per
@@ -110,7 +118,8 @@ func (*Throttle) holds() *Mutex { return nil }
 // enterFor runs as the step that asks to enter, for a Sync called on obj
 // (see Mutex.enterFor). Like Mutex.enterFor, it makes the step wait only
 // when the flow must queue, then tries again; the second try reads the
-// clock, which may show the period over.
+// clock, which may show the period over (and must, when the period's
+// timer is gone: see untimed).
 func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	tool := as.Tool()
 	if t.admit(e, nil, tool, time.Time{}) {
@@ -129,16 +138,24 @@ func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 // period is over at now, its timer not run yet, ends the period first (see
 // outrun), so that a flow's fate at the period's end does not hang on the
 // order of two events due at one instant, nor on a loop that runs the
-// timer late. The entry that opens a period arms its timer on tool.
+// timer late. The entry that opens a period arms its timer on tool, as
+// does the first that queues in an untimed period, for the period's rest.
 func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) bool {
 	var admitted []AsyncSteps
 	t.mu.Lock()
+	if t.untimed {
+		if waiter == nil {
+			t.mu.Unlock()
+			return false // the second try reads the clock
+		}
+		t.endUntimedIfOver(now)
+	}
 	if waiter != nil && t.entered >= t.perPeriod() && t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends) {
 		admitted = t.nextPeriod(nil)
 		// The timer still armed times the period begun now.
 		t.ends, t.outrun, t.running = now.Add(t.periodLen()), true, true
 	}
-	settled, start := true, false
+	settled, start, armRest := true, false, false
 	switch {
 	case t.entered < t.perPeriod():
 		t.entered++
@@ -155,15 +172,35 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 		e.tool = tool
 		t.queue.push(e)
 		settled = false
+		armRest = t.untimed // this waiter times the period's rest
+		if armRest {
+			t.untimed, t.timedOn = false, tool
+		}
 	}
+	ends := t.ends
 	t.mu.Unlock()
 	if start {
 		t.arm(tool)
+	}
+	if armRest {
+		t.armUntil(tool, ends)
 	}
 	for _, as := range admitted {
 		as.Success()
 	}
 	return settled
+}
+
+// endUntimedIfOver ends the untimed period, with mu held, if it is over
+// at now: the Throttle goes idle (its queue is empty) and the flow that
+// comes starts the next period. A clock that cannot be read (zero now)
+// ends it too, as a period whose timer never runs ends at once.
+func (t *Throttle) endUntimedIfOver(now time.Time) {
+	if !now.IsZero() && now.Before(t.ends) {
+		return
+	}
+	t.untimed, t.running, t.entered = false, false, 0
+	t.ends, t.timedOn = time.Time{}, nil
 }
 
 // nextPeriod starts the next period, with mu held: the waiters at the head
@@ -198,6 +235,9 @@ func (t *Throttle) nextPeriod(tool *Tool) []AsyncSteps {
 // dropped.
 func (t *Throttle) periodOver(dropped bool) {
 	t.mu.Lock()
+	if dropped && t.outlivesItsLoop() && t.timeRest() {
+		return
+	}
 	if t.outrun && !dropped {
 		t.outrun = false
 		tool, ends := t.timedOn, t.ends
@@ -217,6 +257,44 @@ func (t *Throttle) periodOver(dropped bool) {
 	for _, as := range admitted {
 		as.Success()
 	}
+}
+
+// outlivesItsLoop reports, with mu held, whether the period whose timer
+// was dropped runs on: it was timed on a Loop that is closing, and its
+// end is known. A partial shutdown must not let more than the rate in,
+// so the rest of the period is timed on the tool of a waiter, or, with
+// none that can time it, left untimed until a flow comes. Another tool
+// that drops its timers (a TestTool's ResetEvents) ends the period at
+// once.
+func (t *Throttle) outlivesItsLoop() bool {
+	l, ok := t.timedOn.(*Loop)
+	return ok && l.closing.Load() && !t.ends.IsZero()
+}
+
+// timeRest, called with mu held, which it releases when it reports true,
+// times the rest of a period that outlives its Loop: on the tool of the
+// first waiter that can time it (not a closing Loop), or, with nobody
+// waiting, on none until a flow comes (see untimed). It reports false,
+// mu still held, when flows wait but none can time it: the period must
+// then end at once, or they might wait for ever.
+func (t *Throttle) timeRest() bool {
+	var tool Tool
+	for _, w := range t.queue.q {
+		if l, ok := w.tool.(*Loop); w.inWait && (!ok || !l.closing.Load()) {
+			tool = w.tool
+			break
+		}
+	}
+	if tool == nil && t.queue.len() > 0 {
+		return false
+	}
+	t.outrun, t.timedOn, t.untimed = false, tool, tool == nil
+	ends := t.ends
+	t.mu.Unlock()
+	if tool != nil {
+		t.armUntil(tool, ends)
+	}
+	return true
 }
 
 // arm times a period that starts now on tool.

@@ -1,0 +1,92 @@
+package asyncsteps_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// throttleEntries starts flows that enter th and trace when, counted from
+// start on the bubble's clock.
+type throttleEntries struct {
+	t     *testing.T
+	th    *asyncsteps.Throttle
+	start time.Time
+	tr    tracer
+}
+
+func (te *throttleEntries) enter(loop *asyncsteps.Loop, name string) <-chan asyncsteps.Result {
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Sync(te.th, func(as asyncsteps.AsyncSteps, _ ...any) {
+		te.tr.addf("%s at %v", name, time.Since(te.start))
+	})
+	return r.Promise()
+}
+
+func wantEntered(t *testing.T, name string, done <-chan asyncsteps.Result) {
+	t.Helper()
+	if res := <-done; res.Err != nil {
+		t.Errorf("%s: %v, want success", name, res.Err)
+	}
+}
+
+// A period timed on a Loop that closes before the period ends still lasts
+// its whole time: the rest of it is timed on the loop of the first flow
+// waiting for it that is not closing too, so a partial shutdown lets no
+// more than the rate in.
+func TestThrottlePeriodOutlivesItsLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		doomed, live := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer live.Close()
+		te := &throttleEntries{t: t, th: asyncsteps.NewThrottle(1, time.Hour), start: time.Now()}
+
+		first := te.enter(doomed, "first")
+		synctest.Wait()
+		time.Sleep(10 * time.Minute)
+		lost := te.enter(doomed, "lost") // the head of the queue, gone with its loop
+		next := te.enter(live, "next")
+		after := te.enter(live, "after")
+		synctest.Wait() // all three queued
+		doomed.Close()
+
+		wantEntered(t, "first", first)
+		wantErrText(t, "lost", (<-lost).Err, "InternalError: the flow's loop is closed")
+		wantEntered(t, "next", next)
+		wantEntered(t, "after", after)
+		wantTrace(t, &te.tr, "first at 0s,next at 1h0m0s,after at 2h0m0s")
+	})
+}
+
+// With nobody waiting when its Loop closes, the period runs on untimed: a
+// flow that comes before its end and finds it full waits for that end,
+// timing it on its own loop; one that comes after it starts the next
+// period at once.
+func TestThrottleUntimedPeriodAfterItsLoopCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		max     int
+		arrives []time.Duration // after the one before it entered
+		want    string
+	}{
+		{"before its end", 2, []time.Duration{20 * time.Minute, 10 * time.Minute}, "first at 0s,second at 20m0s,third at 1h0m0s"},
+		{"after its end", 1, []time.Duration{2 * time.Hour, 0}, "first at 0s,second at 2h0m0s,third at 3h0m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				doomed, live := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+				defer live.Close()
+				te := &throttleEntries{t: t, th: asyncsteps.NewThrottle(tc.max, time.Hour), start: time.Now()}
+
+				wantEntered(t, "first", te.enter(doomed, "first"))
+				doomed.Close()
+				for i, name := range []string{"second", "third"} {
+					time.Sleep(tc.arrives[i])
+					wantEntered(t, name, te.enter(live, name))
+				}
+				wantTrace(t, &te.tr, tc.want)
+			})
+		})
+	}
+}
