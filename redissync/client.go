@@ -70,6 +70,9 @@ type Client struct {
 	// closed is set by Close before it waits for wg: a Syncer made after
 	// that starts no goroutine, since wg.Add must not race wg.Wait.
 	closed bool
+	// closeErrs are the failures of the Syncers' last round trips, which
+	// Close returns.
+	closeErrs []error
 }
 
 // New returns a Client on rdb, which it does not own: Close leaves rdb
@@ -150,6 +153,14 @@ func (c *Client) Addr() string { return c.addr }
 // one under way if any), and the Client's goroutines end before Close
 // returns. Close is safe to call more than once.
 //
+// Close returns nil, or, when the last round trip of a Mutex could not
+// give back the leases held or owed (see Faults in the package
+// documentation: Redis stalled or lost within OpTimeout), an error that
+// names the Mutex and the number of its leases left in Redis, which run
+// out within its TTL of Redis's last call for them, and unwraps to the
+// round trip's CommError; the errors of several Mutexes joined. Every
+// call returns the same.
+//
 // Sections running go on to their end, but cluster-wide exclusion ends at
 // Close: their leases are given back all the same, so flows of other
 // processes may enter beside them, and [Mutex.Token] reports no token in
@@ -169,7 +180,17 @@ func (c *Client) Close() error {
 	})
 	c.wg.Wait()
 	c.closeOwned() // after the last round trips of the Syncers' shutdown
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return errors.Join(c.closeErrs...)
+}
+
+// closeFailed records err, the failure of a Syncer's last round trip, for
+// Close to return.
+func (c *Client) closeFailed(err error) {
+	c.mu.Lock()
+	c.closeErrs = append(c.closeErrs, err)
+	c.mu.Unlock()
 }
 
 // closing reports whether Close has begun. A Syncer's goroutine asks it

@@ -65,15 +65,29 @@
 //     entry. Nothing hangs: every round trip is bounded by OpTimeout.
 //   - Redis lost while flows hold a Mutex: their sections run on; their
 //     leases are not renewed and run out TTL after the last renewal.
-//   - Redis stalled (paused, or blocked by a slow command or a fork) for
-//     longer than a Mutex's TTL while flows wait: their round trips time
-//     out and the flows fail, but the calls stay in the connections and
-//     Redis runs them when it resumes, taking leases for flows that are
-//     gone. The Client gives such leases back only while the TTL has not
-//     passed on its own clock, which it has by then: those slots stay
-//     taken, with no flow inside, until the leases run out, up to one TTL
-//     after Redis resumed. A Close during the stall leaves its leases
-//     likewise, and returns nil. A shorter stall leaves none.
+//   - Redis stalled (paused, or blocked by a slow command or a fork)
+//     while flows wait: their round trips time out and the flows fail,
+//     but a call written to its connection stays there, and Redis runs it
+//     when it resumes, taking leases for flows that are gone. The Client
+//     owes every lease of a round trip that failed, and gives it back
+//     again, with a wait that doubles from 25 ms up to a tenth of the TTL
+//     or a second (the shorter), until a round trip of it succeeds, however
+//     long the stall. Such a give-back leaves a tombstone of the lease,
+//     for two minutes of Redis's clock, and Redis takes none of the leases
+//     of a call that has one: whichever of the two calls Redis runs first,
+//     the slot is free once the give-back has run, within about that wait
+//     after Redis resumed. A call held back in the network for longer than
+//     the tombstone lasts takes its leases for nobody, until they run out
+//     a TTL later. While leases are owed, the flows that ask are tried in
+//     a round trip of their own, once a round trip has given those back:
+//     one more round trip, and if it fails they fail with its CommError.
+//     A Close whose last round trip cannot give back the leases held and
+//     owed (Redis unreachable within OpTimeout) returns an error that says
+//     how many: they run out within a TTL of Redis's last call for them.
+//     During a rolling upgrade from a version without tombstones,
+//     processes of both versions share the limits as before, each with its
+//     own behaviour for its own leases: the older ones leave a stall's
+//     leases to run out, up to a TTL after Redis resumed.
 //   - A process killed while it holds a lease: nothing is given back; the
 //     lease runs out TTL after its last renewal (so between 2/3 TTL and
 //     TTL after the kill) and its slot is free again, and the waiters of
@@ -135,8 +149,10 @@
 // # Keys
 //
 // A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders",
-// "P:{N}:fence" and "P:{N}:fence:server" (Mutex; the last names the
-// Redis server that raised the counter, see [Mutex]) or "P:{N}:tat" and
+// "P:{N}:fence", "P:{N}:fence:server" and "P:{N}:gone" (Mutex; the third
+// names the Redis server that raised the counter, see [Mutex]; the last
+// holds the tombstones of leases given back after a round trip that
+// failed, see Faults) or "P:{N}:tat" and
 // "P:{N}:call:ID:K" (Throttle; the latter records the last call of one
 // Throttle of one process: ID is its Client's [Client.ID], K a number
 // the Client gives the Throttle), and the channel "P:released". A
@@ -150,8 +166,8 @@
 // has passed, a call record 2×OpTimeout after its call. A Mutex's
 // "holders" goes when its last lease is given back, or expires a second
 // after the lease in it that runs out last (whatever TTL each process
-// gives its leases); its "fence" keys are kept, so that tokens keep
-// growing.
+// gives its leases), and "gone" a second after its last tombstone; its
+// "fence" keys are kept, so that tokens keep growing.
 //
 // # Time
 //

@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -116,26 +117,29 @@ type Mutex struct {
 	name     string
 	limit    int
 	ttl      time.Duration
-	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server
+	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones
 	stateKey string   // the State variable of a flow's hold on this Mutex value
 
 	// Guarded by gateQueue.mu.
 	held     map[*waiter]struct{} // leases to renew
 	releases []string             // leases to give back in the next round trip
-	retries  []retry              // leases to give back, of round trips that failed
+	// owed are the leases of round trips that failed, given back, each
+	// with a tombstone, until a round trip of them succeeds: Redis may
+	// have run such a round trip, or may still run it.
+	owed []string
 }
 
 // mutexSeq numbers the Mutex values of the process, for their State
 // variables.
 var mutexSeq atomic.Uint64
 
-// retry is a lease to give back that a round trip that failed may have
-// left held in Redis: it goes back with the next round trips until one
-// succeeds, or until the lease has run out in Redis.
-type retry struct {
-	lease string
-	until time.Time // a TTL after the round trip failed
-}
+// goneFor is how long, on Redis's clock, the tombstone of an owed lease
+// makes Redis refuse to take it: a call that took it must reach Redis
+// within that time of the give-back to be refused. A call held back
+// longer (in a network that lost its packets for minutes) takes the lease
+// for nobody, to run out after its TTL. Tombstones are few: a round trip
+// owes leases only when the last one succeeded (see Mutex.round).
+const goneFor = 2 * time.Minute
 
 // hold is a flow's hold on a Mutex, kept in its State while it is inside:
 // nested sections of the flow share it. Its State variable is the Mutex
@@ -166,7 +170,7 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 		name:      name,
 		limit:     max(opts.Max, 1),
 		ttl:       opts.TTL,
-		keys:      []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server")},
+		keys:      []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server"), c.key(name, "gone")},
 		stateKey:  "redissync.Mutex#" + strconv.FormatUint(mutexSeq.Add(1), 10) + ":" + name,
 		held:      make(map[*waiter]struct{}),
 	}
@@ -297,12 +301,17 @@ func (m *Mutex) run() {
 	defer recheck.Stop()
 	expiry := time.NewTimer(time.Hour)
 	defer expiry.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	var backoff time.Duration // the wait before the last retry of owed leases; 0: none owed
 	for {
 		renewing, holders := false, false
 		select {
 		case <-m.c.done:
 		case <-m.wake:
 		case <-expiry.C:
+		case <-retry.C:
 		case <-recheck.C:
 			holders = true
 		case <-renew.C:
@@ -315,20 +324,46 @@ func (m *Mutex) run() {
 		if next, ok := m.round(renewing, holders); ok {
 			expiry.Reset(next)
 		}
+		backoff = m.retryOwed(retry, backoff)
 	}
 }
 
-// round makes one round trip: it gives back the leases released, renews
-// the leases held (when renewing), and tries the waiters. It returns when
-// the first lease in Redis runs out, if any waiter is left to try then.
-// Before, it drops the waiters whose loop was closed, and, with holders
-// (at a renewal or re-check), the holders too.
+// retryOwed sets retry for the next round trip that gives back the owed
+// leases, if any, after a wait that doubles from one round trip that
+// fails to the next, from 25 ms up to a tenth of the TTL or a second,
+// whichever is shorter: until one succeeds, each such lease may hold a
+// slot for nobody. Without owed leases, it stops retry. It returns the
+// wait set, or 0.
+func (m *Mutex) retryOwed(retry *time.Timer, last time.Duration) time.Duration {
+	m.mu.Lock()
+	owing := len(m.owed) > 0
+	m.mu.Unlock()
+	if !owing {
+		retry.Stop()
+		return 0
+	}
+	ceiling := max(min(time.Second, m.ttl/10), time.Millisecond)
+	next := min(max(2*last, 25*time.Millisecond), ceiling)
+	retry.Reset(next)
+	return next
+}
+
+// round makes one round trip: it gives back the leases released and
+// owed, renews the leases held (when renewing), and tries the waiters. It
+// returns when the first lease in Redis runs out, if any waiter is left
+// to try then. Before, it drops the waiters whose loop was closed, and,
+// with holders (at a renewal or re-check), the holders too.
+//
+// While leases are owed, the waiters are tried in a second round trip,
+// once the first has given those back: a round trip that fails owes the
+// leases it tried to take, so during an outage every round trip would
+// add its waiters' leases to the list that each sends. This way only the
+// first one that fails does.
 func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	m.mu.Lock()
 	m.dropClosedLoops(holders)
-	releases := m.releases
-	m.releases = nil
-	retries := m.liveRetries(time.Now())
+	releases, owed := m.releases, m.owed
+	m.releases, m.owed = nil, nil
 	var renewals []*waiter
 	if renewing {
 		for w := range m.held {
@@ -337,29 +372,59 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	}
 	batch := m.take(m.limit)
 	m.mu.Unlock()
-	if len(releases)+len(retries)+len(renewals)+len(batch) == 0 {
+	if len(owed) > 0 && len(batch) > 0 {
+		res, err := m.call(releases, owed, renewals, nil)
+		if err != nil {
+			m.fail(m.c.commError(err), batch, slices.Concat(owed, releases))
+			return 0, false
+		}
+		m.settleRound(res, renewals, nil)
+		releases, owed, renewals = nil, nil, nil
+	}
+	if len(releases)+len(owed)+len(renewals)+len(batch) == 0 {
 		return 0, false
 	}
-
-	args := make([]any, 0, 6+len(releases)+len(retries)+len(renewals)+len(batch))
-	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(retries), len(renewals), m.c.notify, m.name)
-	for _, l := range releases {
-		args = append(args, l)
-	}
-	for _, r := range retries {
-		args = append(args, r.lease)
-	}
-	for _, w := range renewals {
-		args = append(args, w.lease)
-	}
-	for _, w := range batch {
-		args = append(args, w.lease)
-	}
-	res, err := m.c.call(mutexScript, m.keys, args...)
+	res, err := m.call(releases, owed, renewals, batch)
 	if err != nil {
-		m.fail(m.c.commError(err), batch, releases, retries)
+		m.fail(m.c.commError(err), batch, slices.Concat(owed, releases, leases(batch)))
 		return 0, false
 	}
+	return m.settleRound(res, renewals, batch)
+}
+
+// call makes one round trip of the Mutex's script: see callArgs.
+func (m *Mutex) call(releases, owed []string, renewals, batch []*waiter) ([]any, error) {
+	return m.c.call(mutexScript, m.keys, m.callArgs(releases, owed, leases(renewals), leases(batch))...)
+}
+
+// callArgs returns the ARGV of mutexScript for a round trip that gives
+// back releases (leases held) and owed (leases of failed round trips,
+// which Redis may or may not have given: each leaves a tombstone), renews
+// renewals and tries to take take.
+func (m *Mutex) callArgs(releases, owed, renewals, take []string) []any {
+	args := make([]any, 0, 8+len(releases)+len(owed)+len(renewals)+len(take))
+	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(owed), len(renewals),
+		m.c.notify, m.name, len(owed), goneFor.Milliseconds())
+	for _, list := range [][]string{releases, owed, renewals, take} {
+		for _, l := range list {
+			args = append(args, l)
+		}
+	}
+	return args
+}
+
+// leases returns the leases of ws.
+func leases(ws []*waiter) []string {
+	ls := make([]string, len(ws))
+	for i, w := range ws {
+		ls[i] = w.lease
+	}
+	return ls
+}
+
+// settleRound applies the reply res of a round trip that renewed
+// renewals and tried batch, and returns what round does.
+func (m *Mutex) settleRound(res []any, renewals, batch []*waiter) (time.Duration, bool) {
 	admitted, last, next := toInt(res[0]), toInt(res[1]), toInt(res[2])
 	lost, _ := res[3].([]any)
 
@@ -426,76 +491,73 @@ func (m *Mutex) dropClosedLoops(holders bool) {
 }
 
 // fail refuses every waiting flow with err (a Mutex fails closed), with
-// those of batch, the round trip that failed. That round trip may have
-// run in Redis all the same (a timeout): the leases it gave back
-// (releases and retries), and those it may have given to batch, go back
-// with the next round trips. Dropped, each would hold its slot until its
-// TTL ran out, also after a single round trip that timed out. They go
-// back for a TTL, not until a round trip succeeds: by then each has run
-// out in Redis (given or renewed before the failure; one given by a call
-// that Redis, stalled longer than a TTL, runs later still runs out a TTL
-// after it), and an outage of hours would make the list, which every
-// round trip sends, grow by the flows of each round trip that failed.
-func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, releases []string, retries []retry) {
-	until := time.Now().Add(m.ttl)
-	for _, l := range releases {
-		retries = append(retries, retry{lease: l, until: until})
-	}
-	for _, w := range batch {
-		retries = append(retries, retry{lease: w.lease, until: until})
-	}
+// those of batch, the round trip that failed, and owes owe: the leases
+// that round trip gave back, and those it may have given to batch, if it
+// tried. It may have run in Redis all the same (a timeout), or may still
+// run there (Redis stalled: the call waits in its connection). Dropped,
+// each would hold its slot for nobody until its TTL ran out.
+func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, owe []string) {
 	m.mu.Lock()
-	m.retries = append(retries, m.retries...)
+	m.owed = append(owe, m.owed...)
 	done := m.failAll(err, false, batch)
 	m.mu.Unlock()
 	complete(done)
 }
 
-// liveRetries returns the leases of failed round trips that may still be
-// held in Redis at now, and empties the list. Called with mu held.
-func (m *Mutex) liveRetries(now time.Time) []retry {
-	live := slices.DeleteFunc(m.retries, func(r retry) bool { return !now.Before(r.until) })
-	m.retries = nil
-	return live
-}
-
 // shutdown ends the Mutex with its Client: waiters fail, and every lease
-// held or released is given back in one last round trip. Sections still
-// running lose their leases: see Client.Close.
+// held, released or owed is given back in one last round trip. Sections
+// still running lose their leases: see Client.Close. If that round trip
+// fails, Close reports the leases it could not give back.
 func (m *Mutex) shutdown() {
 	m.mu.Lock()
 	done := m.shut()
-	releases := m.releases
+	releases, owed := m.releases, m.owed
 	for w := range m.held {
 		w.lost.Store(true) // its section may run on: Token says it holds nothing
 		releases = append(releases, w.lease)
 	}
-	for _, r := range m.liveRetries(time.Now()) {
-		releases = append(releases, r.lease)
-	}
 	clear(m.held)
-	m.releases = nil
+	m.releases, m.owed = nil, nil
 	m.mu.Unlock()
 	complete(done)
-	if len(releases) == 0 {
+	if len(releases)+len(owed) == 0 {
 		return
 	}
-	args := []any{m.limit, m.ttl.Milliseconds(), len(releases), 0, m.c.notify, m.name}
-	for _, l := range releases {
-		args = append(args, l)
+	if _, err := m.call(releases, owed, nil, nil); err != nil {
+		m.c.closeFailed(m.closeError(len(releases)+len(owed), m.c.commError(err)))
 	}
-	_, _ = m.c.call(mutexScript, m.keys, args...)
+}
+
+// closeError is Close's error when its last round trip could not give
+// back n leases of m.
+func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
+	lease, rest := "lease", "it runs out within one TTL, %v, of Redis's last call for it"
+	if n != 1 {
+		lease, rest = "leases", "they run out within one TTL, %v, of Redis's last call for them"
+	}
+	return fmt.Errorf("redissync: Close: Mutex %q: %d %s not given back (%w); "+rest, m.name, n, lease, err, m.ttl)
 }
 
 // mutexScript is a Mutex's round trip. KEYS: the holders (a sorted set of
-// leases by expiry, in ms of Redis's clock), the fence counter and the
-// run ID of the Redis server that last raised it to its clock. ARGV:
-// limit, TTL in ms, the number of leases to give back and to renew, the
-// notification channel and the Mutex's name, then the leases to give
-// back, to renew, and to take, in that order. It returns the number of
-// leases taken, the token of the last (the others precede it), the ms
-// until the first lease runs out (-1: none held), and the 1-based
-// positions of the leases to renew that were found gone.
+// leases by expiry, in ms of Redis's clock), the fence counter, the run
+// ID of the Redis server that last raised it to its clock, and the
+// tombstones (a sorted set of leases by the time they go). ARGV: limit,
+// TTL in ms, the number of leases to give back and to renew, the
+// notification channel, the Mutex's name, how many of the leases to give
+// back (the last ones) are owed, and how long in ms their tombstones
+// last; then the leases to give back, to renew, and to take, in that
+// order. It returns the number of leases taken, the token of the last
+// (the others precede it), the ms until the first lease runs out (-1:
+// none held), and the 1-based positions of the leases to renew that were
+// found gone.
+//
+// An owed lease is one of a round trip that failed, which Redis may have
+// run, or may still run: a stalled Redis runs the calls that wait in its
+// connections when it resumes, and the give-back may reach it first, on
+// another connection. Given back, an owed lease leaves a tombstone, and a
+// call that would take a lease with a tombstone takes none of its leases:
+// all of them are of a round trip that failed, whose flows are gone. So
+// the give-back frees the slot whichever of the two Redis runs first.
 //
 // The holders key expires a second after the lease in it that runs out
 // last: processes may give their leases different TTLs (a rolling change
@@ -523,11 +585,20 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local nrel, nren = tonumber(ARGV[3]), tonumber(ARGV[4])
-local i = 7
+local nowed, gonefor = tonumber(ARGV[7]), tonumber(ARGV[8])
+local i = 9
 local freed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 for j = 1, nrel do
   freed = freed + redis.call('ZREM', KEYS[1], ARGV[i])
+  if j > nrel - nowed then
+    redis.call('ZADD', KEYS[4], now + gonefor, ARGV[i])
+  end
   i = i + 1
+end
+if nowed > 0 then
+  local latest = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[4], tonumber(latest[2]) - now + 1000)
 end
 local lost = {}
 for j = 1, nren do
@@ -541,6 +612,7 @@ end
 local want = #ARGV - i + 1
 local again = 0
 for j = i, #ARGV do
+  if redis.call('ZSCORE', KEYS[4], ARGV[j]) then want = 0 end
   if redis.call('ZSCORE', KEYS[1], ARGV[j]) then again = again + 1 end
 end
 local n = limit - redis.call('ZCARD', KEYS[1]) + again

@@ -30,11 +30,12 @@ func (h *failingMutexCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 
 func (h *failingMutexCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) >= 12 {
-			// evalsha, sha, numkeys, 3 keys, then ARGV: limit, TTL, the
-			// numbers of leases to give back and to renew, ...
-			release, _ := args[8].(int)
-			renew, _ := args[9].(int)
+		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) >= 15 {
+			// evalsha, sha, numkeys, 4 keys, then ARGV: limit, TTL, the
+			// numbers of leases to give back and to renew, 4 more, then
+			// the leases.
+			release, _ := args[9].(int)
+			renew, _ := args[10].(int)
 			if h.failing.Load() {
 				err := errors.New("injected: no answer")
 				cmd.SetErr(err)
@@ -42,27 +43,28 @@ func (h *failingMutexCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHoo
 			}
 			if !h.taken.Load() {
 				h.releases.Add(int64(release))
-				h.taken.Store(len(args)-12-release-renew > 0)
+				h.taken.Store(len(args)-15-release-renew > 0)
 			}
 		}
 		return next(ctx, cmd)
 	}
 }
 
-// TestFailedLeasesNotRetriedPastTTL: the leases of the round trips that
-// failed while Redis did not answer (which Redis may have given all the
-// same) go back with the next round trips for a TTL, not for ever: by
-// then a lease Redis gave has run out. Each failed round trip added its
-// flows' leases to those that every round trip sends, so that an outage of
-// hours made every round trip carry a list that only grew, in the
-// process's memory and in the call Redis runs when it comes back.
-func TestFailedLeasesNotRetriedPastTTL(t *testing.T) {
+// TestOwedLeasesStayFew: while the leases of a failed round trip are
+// owed (Redis may have given them all the same), the flows that ask are
+// tried only once a round trip has given those back, so a round trip that
+// fails adds no leases to owe: after 20 flows failed one by one, the round
+// trips once Redis answers give back one lease, the first flow's, before
+// the next flow takes one. Each failed round trip added its flows' leases
+// to those that every round trip sends, so that an outage of hours made
+// every round trip carry a list that only grew, in the process's memory
+// and in the call Redis runs when it comes back.
+func TestOwedLeasesStayFew(t *testing.T) {
 	c, rdb := newClient(t, sharedRedis(t), Options{Recheck: time.Hour})
 	loadScripts(t, rdb)
 	hook := new(failingMutexCalls)
 	c.rdb.(*redis.Client).AddHook(hook)
-	const ttl = 50 * time.Millisecond
-	m := c.NewMutex("m", MutexOptions{MaxQueue: -1, TTL: ttl})
+	m := c.NewMutex("m", MutexOptions{MaxQueue: -1, TTL: 50 * time.Millisecond})
 	l := newLoops(t, 1)[0]
 	try := func() error {
 		r := asyncsteps.New(asyncsteps.WithTool(l))
@@ -76,12 +78,12 @@ func TestFailedLeasesNotRetriedPastTTL(t *testing.T) {
 			t.Fatal("a flow entered while every round trip failed")
 		}
 	}
-	time.Sleep(ttl) // every lease a failed round trip may have taken has run out
 	hook.failing.Store(false)
 	if err := try(); err != nil {
 		t.Fatal(err)
 	}
-	if n := hook.releases.Load(); n != 0 {
-		t.Errorf("the round trips after a TTL gave back %d leases of the failed ones, want 0", n)
+	if n := hook.releases.Load(); n != 1 {
+		t.Errorf("the round trips once Redis answered gave back %d leases of the failed ones, want 1", n)
 	}
+	waitFor(t, "no lease owed", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return len(m.owed) == 0 })
 }
