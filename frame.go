@@ -189,10 +189,13 @@ func ownerKey(as any) any {
 	}
 	// Only from the step's running callback: elsewhere its frames are the
 	// loop's to change, and a branch's may be another branch's by then.
+	// The thread is checked whatever the state: a C thread given the
+	// pointer of a step that never waited sees the state of a running
+	// callback, which inCallback takes for the loop's own call.
 	if h == nil {
 		return nil
 	}
-	if st := h.st.Load(); st&stDone != 0 || !h.inCallback(st) {
+	if st := h.st.Load(); st&(stIdle|stDone) != 0 || !h.fl.sched.IsSameThread() {
 		return nil
 	}
 	o := owner(h)

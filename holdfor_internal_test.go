@@ -114,3 +114,30 @@ func TestOwnerKeyOnlyFromTheStepsCallback(t *testing.T) {
 		t.Errorf("ownerKey of a completed step = %p, want nil", k)
 	}
 }
+
+// ownerKey gives no key to another goroutine while the step's callback
+// runs and the step has never waited (a C thread given the step's
+// pointer, which calls a table's lock): only the callback itself is
+// given one. Before, the state of a running callback was taken for the
+// loop's own call, and the frame chain was read off the loop.
+func TestOwnerKeyNotFromAnotherGoroutineWhileTheCallbackRuns(t *testing.T) {
+	loop := NewLoop()
+	defer loop.Close()
+	r := New(WithTool(loop))
+	var fromCallback, fromOther any
+	r.Parallel().Add(func(as AsyncSteps, _ ...any) {
+		other := make(chan any)
+		go func() { other <- ownerKey(as) }()
+		fromOther = <-other
+		fromCallback = ownerKey(as)
+	})
+	if _, err := r.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if fromOther != nil {
+		t.Errorf("ownerKey from another goroutine while the callback runs = %p, want nil", fromOther)
+	}
+	if fromCallback == nil {
+		t.Error("ownerKey in the step's callback = nil, want its branch")
+	}
+}

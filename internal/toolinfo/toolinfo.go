@@ -76,9 +76,10 @@ var StepLive func(as any) (live, known bool)
 var ErrorCallInfo func(code string, info []string) string
 
 // OwnerKey returns what a Mutex counts as the holder for as, a step whose
-// callback runs now: its flow or parallel branch, as an opaque key for
-// HoldFor; nil when as is not such a step, or one the engine cannot reach
-// (a decorator without Unwrap). Package cabi's table lock, which a hidden
+// callback runs now and makes the call: its flow or parallel branch, as
+// an opaque key for HoldFor; nil when as is not such a step (another
+// goroutine gets nil, also while the callback runs), or one the engine
+// cannot reach (a decorator without Unwrap). Package cabi's table lock, which a hidden
 // flow holds on behalf of a C step, takes the key of that step's flow or
 // branch, so that the step's own addSync of the same Mutex is reentrant.
 var OwnerKey func(as any) any
