@@ -737,6 +737,16 @@ func stepRunning(as any) (running, known bool) {
 	return f.h == h && !f.over && !h.fl.done, true
 }
 
+// callbackRuns is toolinfo.CallbackRuns: the step API of as is neither
+// idle nor dead, which it is from the moment its callback returns.
+func callbackRuns(as any) (runs, known bool) {
+	h := stepAPIOf(as)
+	if h == nil {
+		return false, false
+	}
+	return h.st.Load()&(stIdle|stDone) == 0, true
+}
+
 // stepLive is toolinfo.StepLive: the frame of h still runs this
 // incarnation, whether or not its flow has ended (a closed loop ends a
 // flow without touching its frames), and the step has no completion: none

@@ -184,6 +184,7 @@ func init() {
 	toolinfo.AtFlowEnd = atFlowEnd
 	toolinfo.StepRunning = stepRunning
 	toolinfo.StepLive = stepLive
+	toolinfo.CallbackRuns = callbackRuns
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey
 	toolinfo.HoldFor = holdFor

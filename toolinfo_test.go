@@ -156,6 +156,50 @@ func TestToolInfoStepRunning(t *testing.T) {
 	}
 }
 
+// CallbackRuns is true while the step's callback runs, also after its
+// Success, and false once it has returned: while a sub-step it added runs,
+// while it waits, and once it has ended. What does not unwrap to a step is
+// unknown.
+func TestToolInfoCallbackRuns(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	probe := func(name string, as AsyncSteps) {
+		runs, known := toolinfo.CallbackRuns(as)
+		tr.add("%s %v %v", name, runs, known)
+	}
+	r := New(WithTool(tt))
+	var outer, waiting AsyncSteps
+	r.Add(func(as AsyncSteps, _ ...any) {
+		outer = as
+		probe("callback", as)
+		as.Add(func(sub AsyncSteps, _ ...any) {
+			probe("sub-step", outer)
+			probe("through Unwrap", unwrappingSteps{outer})
+			probe("without Unwrap", opaqueSteps{outer})
+		})
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.Success()
+		probe("after Success", as)
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		waiting = as
+		as.WaitExternal()
+	})
+	r.Execute()
+	tt.Run()
+	probe("waiting", waiting)
+	waiting.Success()
+	tt.Run()
+	probe("ended", outer)
+	probe("a Root", r)
+	want := "callback true true sub-step false true through Unwrap false true without Unwrap false false " +
+		"after Success true true waiting false true ended false true a Root false false"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+}
+
 // StepLive is true for a step that waits or whose sub-step runs, false
 // once a completion from outside is claimed (before the loop applies it)
 // and once the step has ended; a flow that its closed loop ends where it

@@ -130,9 +130,10 @@
 // return to the C caller, which must return from its callback at once;
 // isValid there still returns 1 until the callback returns, when the step
 // is settled. free, execute and cancel are a root's: called on a step's
-// pointer in the step's own callback, they fail the step with
-// InternalError naming the misuse; on a pointer that is not a root's
-// anywhere else (another thread, a parallel's) they do nothing. stack and
+// pointer in the step's own callback (for a Go step given by [Binary], its
+// Go callback), they fail the step with InternalError naming the misuse;
+// on a pointer that is not a root's anywhere else (another thread, a
+// sub-step's callback, a parallel's) they do nothing. stack and
 // stateVariable return NULL for a stale pointer and from another thread
 // while the flow runs; stack also when its memory cannot be allocated,
 // stateVariable also for a NULL name, a missing variable with a NULL

@@ -556,7 +556,7 @@ func cabiCancel(bsi *C.FutoInAsyncSteps) {
 // Anywhere else (another thread, a parallel's pointer) the call is
 // ignored: no callback of the step runs that the error could fail.
 func (n *node) rootOnly(call string) {
-	if n.kind == kindStep && n.inCallback() {
+	if n.kind == kindStep && n.inCallback() && n.ownCallbackRuns() {
 		n.handleError(asyncsteps.InternalError, call+" called on a step's pointer: it is for a root's", guard)
 	}
 }

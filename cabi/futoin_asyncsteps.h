@@ -426,11 +426,12 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * has started it, and cancels it: no step of the root runs after
              * the release.
              * free, execute and cancel are a root's: called on a step's
-             * pointer in the step's own callback, they fail the step with
+             * pointer in the step's own callback (for a Go step given by
+             * cabi.Binary, its Go callback), they fail the step with
              * InternalError, "free called on a step's pointer: it is for a
              * root's" (execute, cancel likewise); anywhere else on a pointer
-             * that is not a root's (another thread, a parallel's) they do
-             * nothing. */
+             * that is not a root's (another thread, a sub-step's callback, a
+             * parallel's) they do nothing. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. */

@@ -491,6 +491,19 @@ func (n *node) subStepsRun() bool {
 // inCall is loop-owned, so the thread is checked first.
 func (n *node) inCallback() bool { return n.onLoop() && n.inCall }
 
+// ownCallbackRuns tells, on the loop, whether the callback running is
+// n's own. A C step's node is inCall only then; a Go step's given by
+// Binary stays inCall for the C calls its Go callback makes, also while a
+// sub-step's callback runs, so the engine tells (a step it cannot reach
+// counts as running, as inCall says).
+func (n *node) ownCallbackRuns() bool {
+	if !n.external {
+		return true
+	}
+	runs, known := toolinfo.CallbackRuns(n.as)
+	return runs || !known
+}
+
 // mayAdd reports whether steps may be added on n now, a pointer that is
 // not outsideCallback: a step in its own callback, a parallel (the engine
 // checks its step), or a root (before it runs, from any one thread at a

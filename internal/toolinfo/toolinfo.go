@@ -55,6 +55,14 @@ var AtFlowEnd func(as any, fn func()) (set bool)
 // stack memory. Call it on the flow's loop, or once the loop has stopped.
 var StepRunning func(as any) (running, known bool)
 
+// CallbackRuns reports whether the callback of the step of as, a step API
+// of the package or a decorator that unwraps to one, is running: not
+// returned yet, also once it has completed the step. known is false when
+// as does not unwrap to a step API of the package. Package cabi tells by
+// it, for a Go step given to C by Binary, the step's own callback from a
+// sub-step's. Call it on the flow's loop.
+var CallbackRuns func(as any) (runs, known bool)
+
 // StepLive reports whether the step of as, a step API of the package or a
 // decorator that unwraps to one, has not ended: its frame still runs this
 // incarnation (the step waits, or a sub-step it added runs) and no

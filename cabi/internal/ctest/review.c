@@ -427,3 +427,38 @@ void rv_lock_unlock(FutoInAsyncSteps* root, FutoInSync* sync)
     root->api->add(root, d, lk_lock, rv_on_error);
     root->api->add(root, d, lk_unlock, rv_on_error);
 }
+
+// ---- root functions on a parent step's pointer, from a sub-step ----------------
+
+static void rv_parent_call(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    FutoInAsyncSteps* parent = data;
+    parent->api->free(parent);
+    rv_log("sub: free on the parent returned");
+    bsi->api->success(bsi, NULL);
+}
+
+static void rv_parent_call_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    const char* info = bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL);
+    rv_log("sub eh %s %s", code, info ? info : "(null)");
+}
+
+// rv_free_on_parent adds to step a sub-step that calls free on step's
+// pointer, with an error handler that logs.
+void rv_free_on_parent(FutoInAsyncSteps* step)
+{
+    step->api->add(step, step, rv_parent_call, rv_parent_call_eh);
+}
+
+static void rv_c_parent(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    rv_free_on_parent(bsi);
+}
+
+// rv_c_parent_free adds a C step that does rv_free_on_parent on itself.
+void rv_c_parent_free(FutoInAsyncSteps* root) { root->api->add(root, NULL, rv_c_parent, NULL); }

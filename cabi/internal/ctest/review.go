@@ -107,3 +107,12 @@ func LockFail(root, sync unsafe.Pointer, how int) {
 func LockUnlock(root, sync unsafe.Pointer) {
 	C.rv_lock_unlock(bsi(root), (*C.FutoInSync)(sync))
 }
+
+// FreeOnParent adds to step a sub-step that calls free on step's pointer
+// and logs "sub: free on the parent returned", with an error handler that
+// logs "sub eh" with the code and "error_info".
+func FreeOnParent(step unsafe.Pointer) { C.rv_free_on_parent(bsi(step)) }
+
+// CParentFree adds to root a C step that does FreeOnParent on its own
+// pointer.
+func CParentFree(root unsafe.Pointer) { C.rv_c_parent_free(bsi(root)) }
