@@ -747,6 +747,16 @@ func callbackRuns(as any) (runs, known bool) {
 	return h.st.Load()&(stIdle|stDone) == 0, true
 }
 
+// validOffLoop is toolinfo.ValidOffLoop: IsValid without the read of
+// f.succeeded, which the running callback writes.
+func validOffLoop(as any) (valid, known bool) {
+	h := stepAPIOf(as)
+	if h == nil {
+		return false, false
+	}
+	return h.st.Load()&(stClaim|stDone) == 0, true
+}
+
 // stepLive is toolinfo.StepLive: the frame of h still runs this
 // incarnation, whether or not its flow has ended (a closed loop ends a
 // flow without touching its frames), and the step has no completion: none

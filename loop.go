@@ -185,6 +185,7 @@ func init() {
 	toolinfo.StepRunning = stepRunning
 	toolinfo.StepLive = stepLive
 	toolinfo.CallbackRuns = callbackRuns
+	toolinfo.ValidOffLoop = validOffLoop
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey
 	toolinfo.HoldFor = holdFor

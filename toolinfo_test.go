@@ -200,6 +200,44 @@ func TestToolInfoCallbackRuns(t *testing.T) {
 	}
 }
 
+// ValidOffLoop reads only the step's state: a step whose callback runs is
+// valid, also after its Success there; a waiting step is valid until a
+// completion from outside is claimed; a step that has ended is not. What
+// does not unwrap to a step is unknown.
+func TestToolInfoValidOffLoop(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	probe := func(name string, as AsyncSteps) {
+		valid, known := toolinfo.ValidOffLoop(as)
+		tr.add("%s %v %v", name, valid, known)
+	}
+	r := New(WithTool(tt))
+	var first, waiting AsyncSteps
+	r.Add(func(as AsyncSteps, _ ...any) {
+		first = as
+		as.Success()
+		probe("after Success", as)
+		probe("through Unwrap", unwrappingSteps{as})
+		probe("without Unwrap", opaqueSteps{as})
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		waiting = as
+		as.WaitExternal()
+	})
+	r.Execute()
+	tt.Run()
+	probe("waiting", waiting)
+	waiting.Success()
+	probe("claimed", waiting)
+	tt.Run()
+	probe("ended", first)
+	want := "after Success true true through Unwrap true true without Unwrap false false " +
+		"waiting true true claimed false true ended false true"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+}
+
 // StepLive is true for a step that waits or whose sub-step runs, false
 // once a completion from outside is claimed (before the loop applies it)
 // and once the step has ended; a flow that its closed loop ends where it

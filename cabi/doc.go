@@ -120,7 +120,9 @@
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
 // blocking. isValid may be called from any thread too: it reads what the
-// loop has settled, so its answer may be stale by the time it returns. A
+// loop has settled, so its answer may be stale by the time it returns
+// (from another thread, a step whose callback still runs is 1, also once
+// that callback has completed it). A
 // free that comes while an execute on another thread starts the flow is
 // released once that execute has started it, and cancels it, as a free
 // after the execute does; no lock is held over the start, which

@@ -616,7 +616,7 @@ func cabiIsValid(bsi *C.FutoInAsyncSteps) C.int {
 		// C++ reference implementation.
 		return boolInt(!n.root.isFreed() && !n.root.root.Running())
 	}
-	return boolInt(!n.released.Load() && n.as.IsValid())
+	return boolInt(!n.released.Load() && n.stepValid())
 }
 
 //export cabiNewInstance

@@ -48,7 +48,8 @@
  *   - Every callback runs on the loop's thread. success, handle_error,
  *     cancel, execute, free and the sched_* functions may be called from any
  *     thread (they post to the loop and return without blocking; to wait
- *     for what free posts, see futoin_asyncsteps_free_wait); the other
+ *     for what free posts, see futoin_asyncsteps_free_wait), and so may
+ *     isValid and is_same_thread (they read, and post nothing); the other
  *     functions only from the callback that was given the pointer (or, for a
  *     root, before it is executed or while it is idle).
  *   - Strings given to the library (codes, infos, labels, names) are copied:
@@ -403,7 +404,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             /* Index 17. isValid: 1 for a step until it completes; for a root,
              * 1 while it is idle and 0 while its flow runs; 0 for a stale
              * pointer. From any thread: it reads what the loop has settled,
-             * so the answer may be stale by the time it returns. In a
+             * so the answer may be stale by the time it returns; from
+             * another thread, a step whose callback still runs is 1, also
+             * once that callback has completed it. In a
              * callback that called handle_error, breakLoop or continueLoop
              * it still returns 1 until the callback returns: the step is
              * settled then (a completion after the error has no effect). */

@@ -387,9 +387,22 @@ const (
 // and with no sub-steps running (on such a step the engine ignores a
 // completion, and so does the task posted for it).
 func (n *node) claimOutside(kind uint32) {
-	if n.as.IsValid() {
+	if n.stepValid() {
 		n.outside.CompareAndSwap(0, kind)
 	}
+}
+
+// stepValid is the step's IsValid, from any thread: off the loop, one of
+// a step whose callback runs would read what that callback writes (the
+// engine allows it only for a step that waits), so the engine answers
+// from the step's state alone there, a running callback's step valid.
+func (n *node) stepValid() bool {
+	if !n.onLoop() {
+		if valid, known := toolinfo.ValidOffLoop(n.as); known {
+			return valid
+		}
+	}
+	return n.as.IsValid()
 }
 
 // runCancel calls the step's cancel handler, C's or Go's, if it has one,

@@ -63,6 +63,13 @@ var StepRunning func(as any) (running, known bool)
 // sub-step's. Call it on the flow's loop.
 var CallbackRuns func(as any) (runs, known bool)
 
+// ValidOffLoop is IsValid of the step of as, a step API of the package or
+// a decorator that unwraps to one, for a goroutine that is not the loop's:
+// it reads only what is safe there, so a step whose callback runs counts
+// as valid even once that callback has completed it (the loop's to read).
+// known is false when as does not unwrap to a step API of the package.
+var ValidOffLoop func(as any) (valid, known bool)
+
 // StepLive reports whether the step of as, a step API of the package or a
 // decorator that unwraps to one, has not ended: its frame still runs this
 // incarnation (the step waits, or a sub-step it added runs) and no
