@@ -131,7 +131,8 @@
 // root, while it is idle). handle_error, breakLoop and continueLoop
 // return to the C caller, which must return from its callback at once;
 // isValid there still returns 1 until the callback returns, when the step
-// is settled. free, execute and cancel are a root's: called on a step's
+// is settled. free, execute and cancel are a root's (and so is
+// futoin_asyncsteps_free_wait, [FreeWait]): called on a step's
 // pointer in the step's own callback (for a Go step given by [Binary], its
 // Go callback), they fail the step with InternalError naming the misuse;
 // on a pointer that is not a root's anywhere else (another thread, a

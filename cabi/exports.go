@@ -648,11 +648,15 @@ func cabiFree(bsi *C.FutoInAsyncSteps) {
 // has no state variable or stack memory (nothing to wait for). While it
 // waits, a step that blocks its loop until the caller does something
 // deadlocks. If the loop closes meanwhile, FreeWait returns and the
-// cleanups run once the loop has stopped. A pointer that is not a root is
-// ignored.
+// cleanups run once the loop has stopped. A step's pointer is not a root's:
+// in that step's own callback, FreeWait fails the step with InternalError,
+// "futoin_asyncsteps_free_wait called on a step's pointer: it is for a
+// root's", as the table's free does; elsewhere it does nothing.
 func FreeWait(root unsafe.Pointer) {
 	if n := nodeOf((*C.FutoInAsyncSteps)(root)); n != nil && n.root != nil {
 		n.root.free(true)
+	} else if n != nil {
+		n.rootOnly("futoin_asyncsteps_free_wait")
 	}
 }
 

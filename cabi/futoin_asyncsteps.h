@@ -521,7 +521,9 @@ FutoInAsyncSteps* futoin_asyncsteps_new(void);
  * idle root, or on a parallel made on it). A step that blocks its loop
  * until the caller does something deadlocks while it waits. If the loop
  * closes meanwhile, it returns and the cleanups run once the loop has
- * stopped. */
+ * stopped. On a step's pointer, as free there: in that step's own callback
+ * the step fails with InternalError, "futoin_asyncsteps_free_wait called on
+ * a step's pointer: it is for a root's"; elsewhere nothing happens. */
 void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
 
 /* The lock and unlock functions of the library's syncs (below), for

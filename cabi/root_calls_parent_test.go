@@ -5,6 +5,7 @@ package cabi_test
 import (
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -35,22 +36,33 @@ func TestFreeOnAParentsPointerFromASubStepDoesNothing(t *testing.T) {
 }
 
 // free on a Go step's pointer from Binary, in the Go step's own callback,
-// fails the step with InternalError naming the misuse, as in a C step's.
+// fails the step with InternalError naming the misuse, as in a C step's;
+// so does futoin_asyncsteps_free_wait (FreeWait), which ignored it.
 func TestFreeOnAGoStepsPointerInItsCallbackFailsIt(t *testing.T) {
-	r, _ := newRoot(t)
-	var trace []string
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		ctest.Free(cabi.Binary(as))
-		trace = append(trace, "returned")
-	}, func(as asyncsteps.AsyncSteps, code string) {
-		trace = append(trace, "eh "+code+" "+as.State().ErrorInfo)
-		as.Success()
-	})
-	if _, err := run(t, r); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"returned", "eh InternalError free called on a step's pointer: it is for a root's"}
-	if !slices.Equal(trace, want) {
-		t.Errorf("trace %q, want %q", trace, want)
+	for _, tc := range []struct {
+		call string
+		free func(unsafe.Pointer)
+	}{
+		{"free", ctest.Free},
+		{"futoin_asyncsteps_free_wait", cabi.FreeWait},
+	} {
+		t.Run(tc.call, func(t *testing.T) {
+			r, _ := newRoot(t)
+			var trace []string
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tc.free(cabi.Binary(as))
+				trace = append(trace, "returned")
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				trace = append(trace, "eh "+code+" "+as.State().ErrorInfo)
+				as.Success()
+			})
+			if _, err := run(t, r); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"returned", "eh InternalError " + tc.call + " called on a step's pointer: it is for a root's"}
+			if !slices.Equal(trace, want) {
+				t.Errorf("trace %q, want %q", trace, want)
+			}
+		})
 	}
 }
