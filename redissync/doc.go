@@ -87,7 +87,10 @@
 //     During a rolling upgrade from a version without tombstones,
 //     processes of both versions share the limits as before, each with its
 //     own behaviour for its own leases: the older ones leave a stall's
-//     leases to run out, up to a TTL after Redis resumed.
+//     leases to run out, up to a TTL after Redis resumed. A rate limit's
+//     call that Redis runs after the stall counts its entries all the
+//     same, for flows that are gone: the rate lets fewer flows in for a
+//     while, never more.
 //   - A process killed while it holds a lease: nothing is given back; the
 //     lease runs out TTL after its last renewal (so between 2/3 TTL and
 //     TTL after the kill) and its slot is free again, and the waiters of
