@@ -311,8 +311,9 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // not cancelled: it runs on, on its own loop). So are the [Mutex],
 // [Throttle] and [Limiter] its flows share with other loops: the slots its
 // flows hold are given back (a section's once the Await functions running
-// in it have returned), its flows leave their queues, and a Throttle
-// period timed on the loop ends.
+// in it have returned) and its flows leave their queues; a Throttle period
+// timed on the loop still lasts its whole time, timed for the rest on the
+// tool of a flow that waits for it.
 //
 // An Await function is not stopped: its context is cancelled, and it runs
 // until it returns, which Close does not wait for. A service that must
