@@ -88,9 +88,10 @@ type AsyncSteps interface {
 	// gives it, and State().LastException holds the original error. The
 	// critical sections ([Mutex], [Limiter]) around the step count f
 	// until it returns, even once the step has been cancelled. On a
-	// [Loop], f's goroutine is one the Loop keeps for later Await
-	// functions once f has returned, so what f changes about its own
-	// goroutine (pprof labels, a locked OS thread) stays for the next;
+	// [Loop] made by [NewLoop], f's goroutine is one the Loop keeps for
+	// later Await functions once f has returned, so what f changes about
+	// its own goroutine (pprof labels, a locked OS thread) stays for the
+	// next (the loop of [DefaultTool] starts a new goroutine for each);
 	// under [Root.RunHelping], f may run on RunHelping's caller.
 	Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps
 	// NewInstance returns a new, empty root on the same tool.
