@@ -232,7 +232,8 @@
 //     "the flow's loop is closed".
 //   - Driving a TestTool (NextEvent, Advance, Run) from inside a callback
 //     does not run events of the callback's own flow: they wait until the
-//     callback returns, and its step fails with an InternalError.
+//     callback returns, and if the driving met one, the callback's step
+//     fails with an InternalError.
 //   - Only a step's own callback adds sub-steps to it, makes it wait or
 //     completes it while it runs (spec section 1). A sub-step (or a step
 //     under it, a Parallel branch included) that calls Add, Parallel, a

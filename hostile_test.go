@@ -634,6 +634,28 @@ func TestHostileTestToolDrivenFromItsOwnStep(t *testing.T) {
 	}
 }
 
+// A TestTool driven from a step that meets no event of the step's own flow
+// runs the other events and fails nothing: only an event of the flow that
+// had to wait for the callback makes the step fail.
+func TestHostileTestToolDrivenFromAStepMeetingNoEventOfItsFlow(t *testing.T) {
+	r, tt := newFlow()
+	var got []string
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { got = append(got, "sub-step") })
+		tt.Deferred(time.Second, func() { got = append(got, "other event") })
+		tt.Run()
+		got = append(got, "after Run")
+	})
+	ch := r.Promise()
+	drive(t, tt)
+	if res := result(t, ch); res.Err != nil {
+		t.Fatalf("the flow failed: %v", res.Err)
+	}
+	if want := "other event, after Run, sub-step"; strings.Join(got, ", ") != want {
+		t.Errorf("got %q, want %q", strings.Join(got, ", "), want)
+	}
+}
+
 // Point 10 (spec section 1): a sub-step that calls Success or Error on its
 // parent's AsyncSteps while the parent waits for it raises InternalError,
 // which the parent's error handler sees; the call has no other effect.
