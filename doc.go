@@ -140,9 +140,10 @@
 //   - [Root.Cancel], which is asynchronous: the flow stops before its next
 //     step, and the loop runs the cancel handlers of the waiting steps.
 //   - [Root.Execute], [Root.Promise] and [Root.Run] on a root that is not
-//     running; the methods of [Tool], [Loop] and [TestTool]; [Mutex],
-//     [Throttle] and [Limiter], which may be shared by flows on different
-//     loops.
+//     running; the methods of [Tool], [Loop] and [TestTool] (but
+//     [TestTool.SetHooks], made between the calls that drive the tool);
+//     [Mutex], [Throttle] and [Limiter], which may be shared by flows on
+//     different loops.
 //
 // Everything else on an AsyncSteps may be called only from the callback it
 // was given to. Error, Break or Continue called from another goroutine while

@@ -54,18 +54,18 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // Package asynchttp's documentation ("Testing on virtual time") shows an
 // HTTP service tested that way.
 //
-// All methods are safe for concurrent use, so a goroutine a test starts may
-// schedule or cancel callbacks. Goroutines that drive the tool at once
-// (NextEvent, Run, Advance, or [Root.Run] of a flow on it) take turns: a
-// call waits until the one driving has returned, so callbacks still run one
-// at a time. [Root.Run] gives the turn up after each event, and takes its
-// Result while another goroutine holds the tool, so two of them on two
-// goroutines, or one beside a goroutine in Run or Advance, see their
-// flows end. A call from a callback, on the
-// goroutine driving the tool, runs at once, inside the one that runs the
-// callback; a callback that waits for another goroutine which drives the
-// tool waits for ever, as that goroutine waits for the callback's turn.
-// The zero value is not usable: create a TestTool with [NewTestTool].
+// All methods but [TestTool.SetHooks] are safe for concurrent use, so a
+// goroutine a test starts may schedule or cancel callbacks. Goroutines that
+// drive the tool at once (NextEvent, Run, Advance, or [Root.Run] of a flow
+// on it) take turns: a call waits until the one driving has returned, so
+// callbacks still run one at a time. [Root.Run] gives the turn up after each
+// event, and takes its Result while another goroutine holds the tool, so two
+// of them on two goroutines, or one beside a goroutine in Run or Advance,
+// see their flows end. A call from a callback, on the goroutine driving the
+// tool, runs at once, inside the one that runs the callback; a callback that
+// waits for another goroutine which drives the tool waits for ever, as that
+// goroutine waits for the callback's turn. The zero value is not usable:
+// create a TestTool with [NewTestTool].
 type TestTool struct {
 	runner atomic.Int64 // goroutine id inside NextEvent, Run or Advance; 0 if none
 	// turn holds a token while a goroutine drives the tool, from its
