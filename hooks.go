@@ -31,8 +31,9 @@ import (
 // ends (cancelled, timed out, its Loop closed) while an Await function
 // still runs does not wait for the function's goroutine.
 //
-// The context of a flow is the context given to [Root.Run], or
-// context.Background() for Execute and Promise, as returned by FlowStart:
+// The context of a flow is the context given to [Root.Run] (or
+// [Root.RunHelping], [Root.PromiseContext]), or context.Background() for
+// Execute and Promise, as returned by FlowStart:
 // it is what the flow's other hooks receive, and what the functions of its
 // [AsyncSteps.Await] steps see the values of.
 type Hooks struct {
