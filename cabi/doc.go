@@ -234,9 +234,10 @@
 // only). A flow of a Go Root for which C holds no root pointer (its C
 // steps were added through [Binary] of its Go steps, the Root is a copy,
 // or C freed the pointer first) has no free to come: the steps its stopped
-// loop left are released the same way once the loop has stopped, but for
-// the Go steps given by [Binary], which go without a cancel handler, as
-// Go's steps do on a closed loop; its state variables go with its State.
+// loop left are released the same way once the loop has stopped, the Go
+// steps given by [Binary] included, whose cancel handler set through the
+// pointer is C's (not one of the Go cancel handlers a closed loop does not
+// run); its state variables go with its State.
 // A success or handle_error
 // the loop did not run releases its step without its cancel handler and
 // cleans up its custom objects; a success that completes the lock step of
