@@ -43,10 +43,11 @@ func optionalQueueLimit(maxQueue []int) queueLimit {
 // full reports whether a queue of length n has no room left.
 func (q queueLimit) full(n int) bool { return q.limited && n >= q.n }
 
-// LimiterOptions configures a [Limiter]. The zero value of each field means
-// "not limited by this", so LimiterOptions{} lets every flow in at once;
-// set Concurrent for a concurrency limit, Rate for a rate limit, or start
-// from [SpecLimiterOptions] for the FutoIn spec's defaults.
+// LimiterOptions configures a [Limiter]. A zero Concurrent or Rate means
+// "not limited by this", so LimiterOptions{} lets every flow in at once
+// (a zero MaxQueue or Burst, a queue limit, lets none wait: see
+// [Unlimited]); set Concurrent for a concurrency limit, Rate for a rate
+// limit, or start from [SpecLimiterOptions] for the FutoIn spec's defaults.
 type LimiterOptions struct {
 	// Concurrent is how many flows may be inside the Limiter's critical
 	// sections at once; 0 means no concurrency limit (MaxQueue is unused
@@ -69,8 +70,8 @@ type LimiterOptions struct {
 
 // SpecLimiterOptions returns the defaults of the FutoIn spec's Limiter
 // (section 2.5): one flow inside at a time, one entry per second, no queue
-// for either. They are not the zero LimiterOptions, whose zero fields mean
-// "no limit"; to keep the spec's defaults and change one limit, start from
+// for either. They are not the zero LimiterOptions, whose zero Concurrent
+// and Rate mean "no limit"; to keep the spec's defaults and change one limit, start from
 // them:
 //
 //	opts := asyncsteps.SpecLimiterOptions()
