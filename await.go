@@ -212,8 +212,9 @@ func complete(as AsyncSteps, h *stepAPI, res Result) {
 
 // Arg returns args[i] as a T. ok is false when i is out of range or args[i]
 // is not a T; an untyped nil counts as the nil T when T is an interface,
-// pointer, map, slice, channel or function type. It reads the success
-// arguments a step receives without a chain of type assertions:
+// pointer, unsafe.Pointer, map, slice, channel or function type. It reads
+// the success arguments a step receives without a chain of type
+// assertions:
 //
 //	name, ok := asyncsteps.Arg[string](args, 0)
 func Arg[T any](args []any, i int) (v T, ok bool) {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -627,6 +628,12 @@ func TestArg(t *testing.T) {
 	check("nil as pointer", ok && p == nil, true)
 	e, ok := asyncsteps.Arg[error](args, 2)
 	check("nil as error", ok && e == nil, true)
+	up, ok := asyncsteps.Arg[unsafe.Pointer](args, 2)
+	check("nil as unsafe.Pointer", ok && up == nil, true)
+	m, ok := asyncsteps.Arg[map[string]int](args, 2)
+	check("nil as map", ok && m == nil, true)
+	_, ok = asyncsteps.Arg[struct{}](args, 2)
+	check("nil as struct", ok, false)
 	_, ok = asyncsteps.Arg[*tracer](args, 3)
 	check("pointer", ok, true)
 	e, ok = asyncsteps.Arg[error](args, 4)
