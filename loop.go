@@ -311,9 +311,8 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // not cancelled: it runs on, on its own loop). So are the [Mutex],
 // [Throttle] and [Limiter] its flows share with other loops: the slots its
 // flows hold are given back (a section's once the Await functions running
-// in it have returned) and its flows leave their queues; a Throttle period
-// timed on the loop still lasts its whole time, timed for the rest on the
-// tool of a flow that waits for it.
+// in it have returned) and its flows leave their queues; a Throttle
+// period timed on the loop still lasts its time (see [Throttle]).
 //
 // An Await function is not stopped: its context is cancelled, and it runs
 // until it returns, which Close does not wait for. A service that must
@@ -708,9 +707,10 @@ func (l *Loop) shutdown() {
 	l.mu.Unlock()
 	timed := l.stepTimers.dropAll()
 	// Mutexes and Throttles may be shared with flows of other loops: give
-	// back what this loop's flows hold, then end the periods it timed, so
-	// that the slots go to flows that can still run; and before the flows
-	// are reported ended, so that whoever learns it finds them given back.
+	// back what this loop's flows hold, then time the rest of the periods
+	// it timed on another flow's tool, so that the slots and the entries
+	// go to flows that can still run; and before the flows are reported
+	// ended, so that whoever learns it finds them given back.
 	l.leaveSections()
 	for _, t := range mustRun {
 		t.dropped()

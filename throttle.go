@@ -34,8 +34,9 @@ import (
 // clock is ahead finds every full period over, and ends it. If that tool is
 // a [Loop] that is closed before the period ends, the period still ends
 // at its time: the rest of it is timed on the tool of the first flow that
-// waits, or that comes later and must wait, so that closing some of the
-// loops never lets more than max flows in per period.
+// waits on a loop that is not closing, or that comes later and must wait,
+// so that closing some of the loops never lets more than max flows in per
+// period.
 //
 // A Throttle is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewThrottle]; the zero value lets 1 flow
@@ -59,9 +60,10 @@ type Throttle struct {
 	outrun bool
 	// untimed is set while the period runs on with no timer: the Loop it
 	// was timed on closed before ends, and no flow waited to time the
-	// rest of it on its own tool. The queue is empty then; the next flow
-	// that must wait arms the timer, and one that comes at or after ends
-	// starts the next period.
+	// rest of it on its own tool. The queue holds none but flows of
+	// closing loops then, which leave it as their loops stop; the next
+	// flow that must wait arms the timer, and one that comes at or after
+	// ends starts the next period.
 	untimed bool
 	queue   waitQueue
 }
@@ -192,9 +194,10 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 }
 
 // endUntimedIfOver ends the untimed period, with mu held, if it is over
-// at now: the Throttle goes idle (its queue is empty) and the flow that
-// comes starts the next period. A clock that cannot be read (zero now)
-// ends it too, as a period whose timer never runs ends at once.
+// at now: the Throttle goes idle (its queue holds no flow that can run)
+// and the flow that comes starts the next period. A clock that cannot be
+// read (zero now) ends it too, as a period whose timer never runs ends at
+// once.
 func (t *Throttle) endUntimedIfOver(now time.Time) {
 	if !now.IsZero() && now.Before(t.ends) {
 		return
@@ -235,7 +238,8 @@ func (t *Throttle) nextPeriod(tool *Tool) []AsyncSteps {
 // dropped.
 func (t *Throttle) periodOver(dropped bool) {
 	t.mu.Lock()
-	if dropped && t.outlivesItsLoop() && t.timeRest() {
+	if dropped && t.outlivesItsLoop() {
+		t.timeRest()
 		return
 	}
 	if t.outrun && !dropped {
@@ -271,13 +275,15 @@ func (t *Throttle) outlivesItsLoop() bool {
 	return ok && l.closing.Load() && !t.ends.IsZero()
 }
 
-// timeRest, called with mu held, which it releases when it reports true,
-// times the rest of a period that outlives its Loop: on the tool of the
-// first waiter that can time it (not a closing Loop), or, with nobody
-// waiting, on none until a flow comes (see untimed). It reports false,
-// mu still held, when flows wait but none can time it: the period must
-// then end at once, or they might wait for ever.
-func (t *Throttle) timeRest() bool {
+// timeRest, called with mu held, which it releases, times the rest of a
+// period that outlives its Loop: on the tool of the first waiter that can
+// time it (not a closing Loop), or, with none, on none until a flow comes
+// (see untimed). The flows of closing loops need no timer: their loops
+// take them out of the queue as they stop. Ending the period for them
+// would let them in, spending entries of a new period for flows that
+// never run, and let live flows take its other entries before the old
+// period's end (loops that close at once).
+func (t *Throttle) timeRest() {
 	var tool Tool
 	for _, w := range t.queue.q {
 		if l, ok := w.tool.(*Loop); w.inWait && (!ok || !l.closing.Load()) {
@@ -285,16 +291,12 @@ func (t *Throttle) timeRest() bool {
 			break
 		}
 	}
-	if tool == nil && t.queue.len() > 0 {
-		return false
-	}
 	t.outrun, t.timedOn, t.untimed = false, tool, tool == nil
 	ends := t.ends
 	t.mu.Unlock()
 	if tool != nil {
 		t.armUntil(tool, ends)
 	}
-	return true
 }
 
 // arm times a period that starts now on tool.

@@ -90,3 +90,41 @@ func TestThrottleUntimedPeriodAfterItsLoopCloses(t *testing.T) {
 		})
 	}
 }
+
+// Two loops that share a Throttle close at once: the one its period is
+// timed on, and another whose flow waits for the period's end. That flow
+// is gone with its loop, which takes it out of the queue as it stops, so
+// the period still lasts its whole time: a flow of a live loop that comes
+// meanwhile waits for its end. Before, the period ended when the first
+// loop closed, letting the gone flow in, and a new period began whose
+// other entries went to live flows at once: three entries in 10 minutes
+// for a rate of two an hour.
+func TestThrottlePeriodOutlivesTwoClosingLoops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		doomed, alsoDoomed, live := asyncsteps.NewLoop(), asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer live.Close()
+		te := &throttleEntries{t: t, th: asyncsteps.NewThrottle(2, time.Hour), start: time.Now()}
+
+		first, second := te.enter(doomed, "first"), te.enter(doomed, "second")
+		synctest.Wait()
+		time.Sleep(10 * time.Minute)
+		lost := te.enter(alsoDoomed, "lost")
+		synctest.Wait() // queued
+		// alsoDoomed is closing, still in a callback, when doomed closes.
+		stuck := make(chan struct{})
+		alsoDoomed.Immediate(func() { <-stuck })
+		synctest.Wait()
+		go alsoDoomed.Close()
+		synctest.Wait()
+		doomed.Close()
+		next := te.enter(live, "next")
+		synctest.Wait()
+		close(stuck)
+
+		wantEntered(t, "first", first)
+		wantEntered(t, "second", second)
+		wantErrText(t, "lost", (<-lost).Err, "InternalError: the flow's loop is closed")
+		wantEntered(t, "next", next)
+		wantTrace(t, &te.tr, "first at 0s,second at 0s,next at 1h0m0s")
+	})
+}
