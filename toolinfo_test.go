@@ -120,27 +120,47 @@ type unwrappingSteps struct{ AsyncSteps }
 
 func (u unwrappingSteps) Unwrap() AsyncSteps { return u.AsyncSteps }
 
+// stepProbe traces what a toolinfo function answers of the steps it is
+// asked about: "name answer known" each.
+type stepProbe struct {
+	tr trace
+	fn func(as any) (answer, known bool)
+}
+
+func (p *stepProbe) probe(name string, as AsyncSteps) {
+	answer, known := p.fn(as)
+	p.tr.add("%s %v %v", name, answer, known)
+}
+
+// addOuter adds to r a step that is probed in its callback ("callback"),
+// then, in a sub-step it adds, directly ("sub-step") and through a
+// decorator with and without Unwrap; then, still in the sub-step, more
+// runs. It sets *outer to the step.
+func (p *stepProbe) addOuter(r *Root, outer *AsyncSteps, more func(sub AsyncSteps)) {
+	r.Add(func(as AsyncSteps, _ ...any) {
+		*outer = as
+		p.probe("callback", as)
+		as.Add(func(sub AsyncSteps, _ ...any) {
+			p.probe("sub-step", *outer)
+			p.probe("through Unwrap", unwrappingSteps{*outer})
+			p.probe("without Unwrap", opaqueSteps{*outer})
+			if more != nil {
+				more(sub)
+			}
+		})
+	})
+}
+
 // StepRunning follows a step past its callback while a sub-step it added
 // runs, and says it is over once that sub-step has ended; a recycled frame
 // does not make it run again. What does not unwrap to a step is unknown.
 func TestToolInfoStepRunning(t *testing.T) {
 	tt := NewTestTool()
-	var tr trace
-	probe := func(name string, as AsyncSteps) {
-		running, known := toolinfo.StepRunning(as)
-		tr.add("%s %v %v", name, running, known)
-	}
+	p := &stepProbe{fn: toolinfo.StepRunning}
+	tr, probe := &p.tr, p.probe
 	r := New(WithTool(tt))
 	var outer AsyncSteps
-	r.Add(func(as AsyncSteps, _ ...any) {
-		outer = as
-		probe("callback", as)
-		as.Add(func(sub AsyncSteps, _ ...any) {
-			probe("sub-step", outer)
-			probe("through Unwrap", unwrappingSteps{outer})
-			probe("without Unwrap", opaqueSteps{outer})
-		})
-	})
+	p.addOuter(r, &outer, nil)
 	r.Add(func(as AsyncSteps, _ ...any) {
 		probe("next step", outer)
 		as.Add(func(AsyncSteps, ...any) { probe("next sub-step", outer) })
@@ -162,22 +182,11 @@ func TestToolInfoStepRunning(t *testing.T) {
 // unknown.
 func TestToolInfoCallbackRuns(t *testing.T) {
 	tt := NewTestTool()
-	var tr trace
-	probe := func(name string, as AsyncSteps) {
-		runs, known := toolinfo.CallbackRuns(as)
-		tr.add("%s %v %v", name, runs, known)
-	}
+	p := &stepProbe{fn: toolinfo.CallbackRuns}
+	tr, probe := &p.tr, p.probe
 	r := New(WithTool(tt))
 	var outer, waiting AsyncSteps
-	r.Add(func(as AsyncSteps, _ ...any) {
-		outer = as
-		probe("callback", as)
-		as.Add(func(sub AsyncSteps, _ ...any) {
-			probe("sub-step", outer)
-			probe("through Unwrap", unwrappingSteps{outer})
-			probe("without Unwrap", opaqueSteps{outer})
-		})
-	})
+	p.addOuter(r, &outer, nil)
 	r.Add(func(as AsyncSteps, _ ...any) {
 		as.Success()
 		probe("after Success", as)
@@ -206,11 +215,8 @@ func TestToolInfoCallbackRuns(t *testing.T) {
 // does not unwrap to a step is unknown.
 func TestToolInfoValidOffLoop(t *testing.T) {
 	tt := NewTestTool()
-	var tr trace
-	probe := func(name string, as AsyncSteps) {
-		valid, known := toolinfo.ValidOffLoop(as)
-		tr.add("%s %v %v", name, valid, known)
-	}
+	p := &stepProbe{fn: toolinfo.ValidOffLoop}
+	tr, probe := &p.tr, p.probe
 	r := New(WithTool(tt))
 	var first, waiting AsyncSteps
 	r.Add(func(as AsyncSteps, _ ...any) {
@@ -244,24 +250,14 @@ func TestToolInfoValidOffLoop(t *testing.T) {
 // stands keeps the step it waited in live, and the ones that ended before
 // not. What does not unwrap to a step is unknown.
 func TestToolInfoStepLive(t *testing.T) {
-	var tr trace
-	probe := func(name string, as AsyncSteps) {
-		live, known := toolinfo.StepLive(as)
-		tr.add("%s %v %v", name, live, known)
-	}
+	p := &stepProbe{fn: toolinfo.StepLive}
+	tr, probe := &p.tr, p.probe
 	tt := NewTestTool()
 	r := New(WithTool(tt))
 	var outer, waiting AsyncSteps
-	r.Add(func(as AsyncSteps, _ ...any) {
-		outer = as
-		probe("callback", as)
-		as.Add(func(sub AsyncSteps, _ ...any) {
-			probe("sub-step", outer)
-			probe("through Unwrap", unwrappingSteps{outer})
-			probe("without Unwrap", opaqueSteps{outer})
-			sub.Success()
-			probe("succeeded in its callback", sub)
-		})
+	p.addOuter(r, &outer, func(sub AsyncSteps) {
+		sub.Success()
+		probe("succeeded in its callback", sub)
 	})
 	r.Add(func(as AsyncSteps, _ ...any) {
 		waiting = as
@@ -283,7 +279,7 @@ func TestToolInfoStepLive(t *testing.T) {
 		t.Errorf("trace %q,\nwant  %q", got, want)
 	}
 
-	tr = trace{}
+	*tr = trace{}
 	l := NewLoop()
 	r = New(WithTool(l))
 	var done AsyncSteps
