@@ -132,6 +132,15 @@ func (p *stepProbe) probe(name string, as AsyncSteps) {
 	p.tr.add("%s %v %v", name, answer, known)
 }
 
+// check fails t unless the trace is want, and starts a new one.
+func (p *stepProbe) check(t *testing.T, want string) {
+	t.Helper()
+	if got := p.tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+	p.tr = trace{}
+}
+
 // addOuter adds to r a step that is probed in its callback ("callback"),
 // then, in a sub-step it adds, directly ("sub-step") and through a
 // decorator with and without Unwrap; then, still in the sub-step, more
@@ -151,13 +160,22 @@ func (p *stepProbe) addOuter(r *Root, outer *AsyncSteps, more func(sub AsyncStep
 	})
 }
 
+// addWaiting adds to r a step that waits for a completion from outside,
+// and sets *waiting to it.
+func addWaiting(r *Root, waiting *AsyncSteps) {
+	r.Add(func(as AsyncSteps, _ ...any) {
+		*waiting = as
+		as.WaitExternal()
+	})
+}
+
 // StepRunning follows a step past its callback while a sub-step it added
 // runs, and says it is over once that sub-step has ended; a recycled frame
 // does not make it run again. What does not unwrap to a step is unknown.
 func TestToolInfoStepRunning(t *testing.T) {
 	tt := NewTestTool()
 	p := &stepProbe{fn: toolinfo.StepRunning}
-	tr, probe := &p.tr, p.probe
+	probe := p.probe
 	r := New(WithTool(tt))
 	var outer AsyncSteps
 	p.addOuter(r, &outer, nil)
@@ -171,9 +189,7 @@ func TestToolInfoStepRunning(t *testing.T) {
 	probe("a Root", r)
 	want := "callback true true sub-step true true through Unwrap true true without Unwrap false false " +
 		"next step false true next sub-step false true ended false true a Root false false"
-	if got := tr.String(); got != want {
-		t.Errorf("trace %q,\nwant  %q", got, want)
-	}
+	p.check(t, want)
 }
 
 // CallbackRuns is true while the step's callback runs, also after its
@@ -183,7 +199,7 @@ func TestToolInfoStepRunning(t *testing.T) {
 func TestToolInfoCallbackRuns(t *testing.T) {
 	tt := NewTestTool()
 	p := &stepProbe{fn: toolinfo.CallbackRuns}
-	tr, probe := &p.tr, p.probe
+	probe := p.probe
 	r := New(WithTool(tt))
 	var outer, waiting AsyncSteps
 	p.addOuter(r, &outer, nil)
@@ -191,10 +207,7 @@ func TestToolInfoCallbackRuns(t *testing.T) {
 		as.Success()
 		probe("after Success", as)
 	})
-	r.Add(func(as AsyncSteps, _ ...any) {
-		waiting = as
-		as.WaitExternal()
-	})
+	addWaiting(r, &waiting)
 	r.Execute()
 	tt.Run()
 	probe("waiting", waiting)
@@ -204,9 +217,7 @@ func TestToolInfoCallbackRuns(t *testing.T) {
 	probe("a Root", r)
 	want := "callback true true sub-step false true through Unwrap false true without Unwrap false false " +
 		"after Success true true waiting false true ended false true a Root false false"
-	if got := tr.String(); got != want {
-		t.Errorf("trace %q,\nwant  %q", got, want)
-	}
+	p.check(t, want)
 }
 
 // ValidOffLoop reads only the step's state: a step whose callback runs is
@@ -216,7 +227,7 @@ func TestToolInfoCallbackRuns(t *testing.T) {
 func TestToolInfoValidOffLoop(t *testing.T) {
 	tt := NewTestTool()
 	p := &stepProbe{fn: toolinfo.ValidOffLoop}
-	tr, probe := &p.tr, p.probe
+	probe := p.probe
 	r := New(WithTool(tt))
 	var first, waiting AsyncSteps
 	r.Add(func(as AsyncSteps, _ ...any) {
@@ -226,10 +237,7 @@ func TestToolInfoValidOffLoop(t *testing.T) {
 		probe("through Unwrap", unwrappingSteps{as})
 		probe("without Unwrap", opaqueSteps{as})
 	})
-	r.Add(func(as AsyncSteps, _ ...any) {
-		waiting = as
-		as.WaitExternal()
-	})
+	addWaiting(r, &waiting)
 	r.Execute()
 	tt.Run()
 	probe("waiting", waiting)
@@ -239,9 +247,7 @@ func TestToolInfoValidOffLoop(t *testing.T) {
 	probe("ended", first)
 	want := "after Success true true through Unwrap true true without Unwrap false false " +
 		"waiting true true claimed false true ended false true"
-	if got := tr.String(); got != want {
-		t.Errorf("trace %q,\nwant  %q", got, want)
-	}
+	p.check(t, want)
 }
 
 // StepLive is true for a step that waits or whose sub-step runs, false
@@ -251,7 +257,7 @@ func TestToolInfoValidOffLoop(t *testing.T) {
 // not. What does not unwrap to a step is unknown.
 func TestToolInfoStepLive(t *testing.T) {
 	p := &stepProbe{fn: toolinfo.StepLive}
-	tr, probe := &p.tr, p.probe
+	probe := p.probe
 	tt := NewTestTool()
 	r := New(WithTool(tt))
 	var outer, waiting AsyncSteps
@@ -259,10 +265,7 @@ func TestToolInfoStepLive(t *testing.T) {
 		sub.Success()
 		probe("succeeded in its callback", sub)
 	})
-	r.Add(func(as AsyncSteps, _ ...any) {
-		waiting = as
-		as.WaitExternal()
-	})
+	addWaiting(r, &waiting)
 	r.Execute()
 	tt.Run()
 	probe("ended", outer)
@@ -275,11 +278,8 @@ func TestToolInfoStepLive(t *testing.T) {
 	want := "callback true true sub-step true true through Unwrap true true without Unwrap false false " +
 		"succeeded in its callback false true ended false true waiting true true claimed false true " +
 		"completed false true a Root false false"
-	if got := tr.String(); got != want {
-		t.Errorf("trace %q,\nwant  %q", got, want)
-	}
+	p.check(t, want)
 
-	*tr = trace{}
 	l := NewLoop()
 	r = New(WithTool(l))
 	var done AsyncSteps
@@ -299,7 +299,5 @@ func TestToolInfoStepLive(t *testing.T) {
 	probe("completed", done)
 	probe("with a sub-step left", outer)
 	probe("left waiting", waiting)
-	if got, want := tr.String(), "completed false true with a sub-step left true true left waiting true true"; got != want {
-		t.Errorf("after the close: trace %q,\nwant  %q", got, want)
-	}
+	p.check(t, "completed false true with a sub-step left true true left waiting true true")
 }
