@@ -171,9 +171,11 @@
 // step that waits for its sub-steps"), once its callback has returned, as
 // a misuse in a step's own callback does: C cannot be unwound, and the
 // callback should return at once. From anywhere else they have no effect
-// on such a step. On a step that waits for a completion from outside, the
-// calls that add sub-steps or make it wait, made once its callback has
-// returned (from another thread or a callback of the tool), fail the step
+// on such a step; and from another thread, add, parallel, loop, repeat
+// and addSync on the pointer of a parallel made in a step have none
+// either. On a step that waits for a completion from outside, the calls
+// that add sub-steps or make it wait, made once its callback has returned
+// (from another thread or a callback of the tool), fail the step
 // as a handle_error from outside would ("Add called on a step whose
 // callback has returned: only the step's own callback adds sub-steps"),
 // and a success that follows has no effect; breakLoop and continueLoop

@@ -51,7 +51,9 @@
  *     for what free posts, see futoin_asyncsteps_free_wait), and so may
  *     isValid and is_same_thread (they read, and post nothing); the other
  *     functions only from the callback that was given the pointer (or, for a
- *     root, before it is executed or while it is idle).
+ *     root, before it is executed or while it is idle); from another thread,
+ *     add, parallel, loop, repeat and addSync on the pointer of a parallel
+ *     made in a step have no effect.
  *   - Strings given to the library (codes, infos, labels, names) are copied:
  *     the caller may free them when the call returns.
  *

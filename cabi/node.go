@@ -519,9 +519,23 @@ func (n *node) ownCallbackRuns() bool {
 
 // mayAdd reports whether steps may be added on n now, a pointer that is
 // not outsideCallback: a step in its own callback, a parallel (the engine
-// checks its step), or a root (before it runs, from any one thread at a
-// time) until free has returned, which makes the pointer invalid.
-func (n *node) mayAdd() bool { return n.root == nil || !n.root.isFreed() }
+// checks its step) on the loop, or a root (before it runs, from any one
+// thread at a time) until free has returned, which makes the pointer
+// invalid. A parallel made on an idle root is used as that root is.
+func (n *node) mayAdd() bool {
+	switch {
+	case n.root != nil:
+		return !n.root.isFreed()
+	case n.kind == kindParallel && n.owner == nil && !n.onLoop():
+		// Made in a step: off the loop, the engine's check would read the
+		// step's frame, which its running callback writes, and add the
+		// branch from there. The step has sub-steps (the parallel), and
+		// on such a step a call from another thread has no effect (see
+		// elsewhere).
+		return false
+	}
+	return true
+}
 
 // guard catches a panic (an abort by the engine) at an export boundary:
 // Go panics must not unwind C frames. The abort is raised again once the

@@ -462,3 +462,77 @@ static void rv_c_parent(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 
 // rv_c_parent_free adds a C step that does rv_free_on_parent on itself.
 void rv_c_parent_free(FutoInAsyncSteps* root) { root->api->add(root, NULL, rv_c_parent, NULL); }
+
+// ---- a parallel's pointer from another thread, while its step's callback runs --
+
+static void pt_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    rv_log("branch %d", (int)(intptr_t)data);
+    bsi->api->success(bsi, NULL);
+}
+
+static void pt_body(FutoInAsyncSteps* bsi, void* data)
+{
+    rv_log("branch %d", (int)(intptr_t)data);
+    bsi->api->breakLoop(bsi, NULL);
+}
+
+static void pt_repeat(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)bsi;
+    rv_log("branch %d", (int)(intptr_t)data + (int)i);
+}
+
+struct pt_call {
+    FutoInAsyncSteps* p;
+    int which;
+};
+
+static void* pt_thread(void* arg)
+{
+    struct pt_call* c = arg;
+    FutoInAsyncSteps* p = c->p;
+    void* d = (void*)2;
+    switch (c->which) {
+    case 0:
+        p->api->add(p, d, pt_branch, NULL);
+        break;
+    case 1:
+        p->api->loop(p, d, pt_body, NULL);
+        break;
+    default:
+        p->api->repeat(p, d, 1, pt_repeat, NULL);
+    }
+    return NULL;
+}
+
+static void pt_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    FutoInAsyncSteps* p = bsi->api->parallel(bsi, NULL, rv_on_error);
+    p->api->add(p, (void*)1, pt_branch, NULL);
+    struct pt_call c = {p, (int)(intptr_t)data};
+    pthread_t t;
+    pthread_create(&t, NULL, pt_thread, &c);
+    pthread_join(t, NULL);
+    rv_log("joined");
+}
+
+static void pt_after(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    rv_log("after");
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_parallel_from_thread adds a step that makes a parallel with branch 1
+// and, before it returns, has another thread add branch 2 on the
+// parallel's pointer (which 0: add, 1: loop, 2: repeat of one); then a
+// step that logs "after".
+void rv_parallel_from_thread(FutoInAsyncSteps* root, int which)
+{
+    root->api->add(root, (void*)(intptr_t)which, pt_step, rv_on_error);
+    root->api->add(root, NULL, pt_after, NULL);
+}

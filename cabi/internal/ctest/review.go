@@ -116,3 +116,11 @@ func FreeOnParent(step unsafe.Pointer) { C.rv_free_on_parent(bsi(step)) }
 // CParentFree adds to root a C step that does FreeOnParent on its own
 // pointer.
 func CParentFree(root unsafe.Pointer) { C.rv_c_parent_free(bsi(root)) }
+
+// ParallelFromThread adds a step that makes a parallel with branch 1 and,
+// before it returns, has another thread add branch 2 on the parallel's
+// pointer (which 0: add, 1: loop, 2: repeat of one), then logs "joined";
+// then a step that logs "after". A branch logs "branch N".
+func ParallelFromThread(root unsafe.Pointer, which int) {
+	C.rv_parallel_from_thread(bsi(root), C.int(which))
+}

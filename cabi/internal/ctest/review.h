@@ -19,5 +19,6 @@ void rv_lock_fail(FutoInAsyncSteps* root, FutoInSync* sync, int how);
 void rv_lock_unlock(FutoInAsyncSteps* root, FutoInSync* sync);
 void rv_free_on_parent(FutoInAsyncSteps* step);
 void rv_c_parent_free(FutoInAsyncSteps* root);
+void rv_parallel_from_thread(FutoInAsyncSteps* root, int which);
 
 #endif
