@@ -397,6 +397,13 @@ func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer)
 		return
 	}
 	defer guard(n)
+	if !n.ownCallbackRuns() {
+		// The pointer of a Go step given by Binary, from another
+		// callback (a sub-step's): the engine refuses the call, so the
+		// handler is not the step's, and no free or stop may call it.
+		n.as.SetCancel(nil)
+		return
+	}
 	n.setCancel(C.FutoInAsyncSteps_cancel_callback(ch), data, nil)
 }
 

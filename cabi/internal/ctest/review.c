@@ -536,3 +536,56 @@ void rv_parallel_from_thread(FutoInAsyncSteps* root, int which)
     root->api->add(root, (void*)(intptr_t)which, pt_step, rv_on_error);
     root->api->add(root, NULL, pt_after, NULL);
 }
+
+// ---- setCancel on a Go parent's pointer, from its C sub-step -------------------
+
+static void pc_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    (void)data;
+    rv_log("cancel parent");
+}
+
+static void pc_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)in;
+    FutoInAsyncSteps* parent = data;
+    parent->api->setCancel(parent, NULL, pc_cancel);
+    rv_log("sub: setCancel returned");
+}
+
+static void pc_sub_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    rv_log("sub eh %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+static void pc_wait(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->waitExternal(bsi);
+    rv_log("wait");
+}
+
+static void pc_root_cleanup(void* value)
+{
+    (void)value;
+    rv_log("root stack cleanup");
+}
+
+// rv_root_stack_log takes stack memory on root, idle, whose cleanup logs
+// "root stack cleanup": the free of the root runs it last.
+void rv_root_stack_log(FutoInAsyncSteps* root) { root->api->stack(root, 8, pc_root_cleanup); }
+
+// rv_parent_cancel_from_sub adds to step, from its own callback, a
+// sub-step that calls setCancel on step's pointer (a cancel handler that
+// logs "cancel parent"), with an error handler that logs and recovers,
+// then a sub-step that waits for ever.
+void rv_parent_cancel_from_sub(FutoInAsyncSteps* step)
+{
+    step->api->add(step, step, pc_sub, pc_sub_eh);
+    step->api->add(step, NULL, pc_wait, NULL);
+}

@@ -124,3 +124,14 @@ func CParentFree(root unsafe.Pointer) { C.rv_c_parent_free(bsi(root)) }
 func ParallelFromThread(root unsafe.Pointer, which int) {
 	C.rv_parallel_from_thread(bsi(root), C.int(which))
 }
+
+// ParentCancelFromSub adds to step, from its own callback, a sub-step
+// that calls setCancel on step's pointer, with a cancel handler that
+// logs "cancel parent", and logs "sub: setCancel returned"; its error
+// handler logs "sub eh" and the code, and recovers. Then a sub-step that
+// waits for ever and logs "wait".
+func ParentCancelFromSub(step unsafe.Pointer) { C.rv_parent_cancel_from_sub(bsi(step)) }
+
+// RootStackLog takes stack memory on root, idle, whose cleanup logs "root
+// stack cleanup": the free of the root runs it after the steps it releases.
+func RootStackLog(root unsafe.Pointer) { C.rv_root_stack_log(bsi(root)) }
