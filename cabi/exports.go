@@ -346,10 +346,12 @@ func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 // catches an abort of the engine (guard for C's call, goGuard for Go's).
 func (n *node) handleError(code, info string, g func(*node)) {
 	defer g(n)
-	if n.kind == kindStep && n.inCallback() && n.completed {
+	if n.kind == kindStep && n.inCallback() && n.completed && n.ownCallbackRuns() {
 		// The step already failed or succeeded in this callback: as a Go
 		// step's Error after its Error or Success, no effect, and the
-		// first error keeps its code and info (error_info).
+		// first error keeps its code and info (error_info). A Go step's
+		// pointer is marked so also by a call from a sub-step's callback,
+		// which the engine refused: the engine answers this one too.
 		return
 	}
 	if n.kind != kindStep || n.inCallback() {

@@ -589,3 +589,41 @@ void rv_parent_cancel_from_sub(FutoInAsyncSteps* step)
     step->api->add(step, step, pc_sub, pc_sub_eh);
     step->api->add(step, NULL, pc_wait, NULL);
 }
+
+// ---- two calls on a Go parent's pointer, from its C sub-steps ------------------
+
+static void tc_success(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)in;
+    FutoInAsyncSteps* parent = data;
+    parent->api->success(parent, NULL);
+    rv_log("first returns");
+}
+
+static void tc_error(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)in;
+    FutoInAsyncSteps* parent = data;
+    parent->api->handle_error(parent, "Lost", NULL);
+    rv_log("second returns");
+}
+
+static void tc_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    const char* info = bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL);
+    rv_log("eh %s %s", code, info ? info : "(null)");
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_two_parent_calls adds to step, from its own callback, a sub-step
+// that calls success on step's pointer, then one that calls handle_error
+// (Lost) on it; each has an error handler that logs the code and
+// "error_info" and recovers.
+void rv_two_parent_calls(FutoInAsyncSteps* step)
+{
+    step->api->add(step, step, tc_success, tc_eh);
+    step->api->add(step, step, tc_error, tc_eh);
+}

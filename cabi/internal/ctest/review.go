@@ -135,3 +135,9 @@ func ParentCancelFromSub(step unsafe.Pointer) { C.rv_parent_cancel_from_sub(bsi(
 // RootStackLog takes stack memory on root, idle, whose cleanup logs "root
 // stack cleanup": the free of the root runs it after the steps it releases.
 func RootStackLog(root unsafe.Pointer) { C.rv_root_stack_log(bsi(root)) }
+
+// TwoParentCalls adds to step, from its own callback, a sub-step that
+// calls success on step's pointer and logs "first returns", then one that
+// calls handle_error (Lost) on it and logs "second returns"; each has an
+// error handler that logs "eh", the code and "error_info", and recovers.
+func TwoParentCalls(step unsafe.Pointer) { C.rv_two_parent_calls(bsi(step)) }

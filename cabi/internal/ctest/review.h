@@ -22,5 +22,6 @@ void rv_c_parent_free(FutoInAsyncSteps* root);
 void rv_parallel_from_thread(FutoInAsyncSteps* root, int which);
 void rv_parent_cancel_from_sub(FutoInAsyncSteps* step);
 void rv_root_stack_log(FutoInAsyncSteps* root);
+void rv_two_parent_calls(FutoInAsyncSteps* step);
 
 #endif
