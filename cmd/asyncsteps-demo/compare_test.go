@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -89,9 +90,9 @@ func TestCompare(t *testing.T) {
 	// are next to each other, so their ratio drifts less than the medians.
 	ratio := func(f func(compareRun) float64) float64 {
 		flows, plain := runs["flows"], runs["plain"]
-		v := make([]float64, len(flows))
-		for i := range v {
-			v[i] = f(flows[i]) / f(plain[i])
+		var v []float64
+		for i := range flows {
+			v = appendRatio(v, f(flows[i]), f(plain[i]))
 		}
 		return medianOf(v)
 	}
@@ -109,8 +110,20 @@ func median(rs []compareRun, f func(compareRun) float64) float64 {
 	return medianOf(v)
 }
 
-// medianOf returns the median of v, which it sorts.
+// appendRatio appends flows/plain to v, unless either is 0: a figure
+// that could not be measured (a CPU time /proc did not give).
+func appendRatio(v []float64, flows, plain float64) []float64 {
+	if flows == 0 || plain == 0 {
+		return v
+	}
+	return append(v, flows/plain)
+}
+
+// medianOf returns the median of v, which it sorts; NaN for no value.
 func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
 	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]
@@ -125,7 +138,7 @@ var unlimited = []string{"-concurrent", "1000000", "-queue", "0", "-rate", "0", 
 // saturate drives a fresh gateway with a fixed number of clients that send
 // their next request as soon as the last is answered, and returns the
 // successful requests per second, their p99 latency, and the gateway
-// process's CPU time per request (0 where /proc cannot tell): on a busy
+// process's CPU time per request (0 where /proc cannot tell it): on a busy
 // machine a steadier figure than the rate, which the other processes'
 // load moves.
 func saturate(t *testing.T, impl, upstreamURL string) (float64, time.Duration, time.Duration) {
@@ -150,18 +163,20 @@ func drive(t *testing.T, impl string, gw *program, workers int, d time.Duration)
 		vegeta.Target{Method: http.MethodGet, URL: gw.url + "/quote?symbols=NVDA,TSLA"},
 	)
 	var m vegeta.Metrics
-	cpu0 := processCPU(gw.cmd.Process.Pid)
+	cpu0, known0 := processCPU(gw.cmd.Process.Pid)
 	for res := range attacker.Attack(targets, vegeta.Rate{}, d, impl) {
 		m.Add(res)
 	}
-	cpu := processCPU(gw.cmd.Process.Pid) - cpu0
+	cpu1, known1 := processCPU(gw.cmd.Process.Pid)
 	m.Close()
 	if m.Success < 0.999 {
 		t.Errorf("%s: success ratio %.4f, status %v, errors %v", impl, m.Success, m.StatusCodes, m.Errors)
 	}
 	r := compareRun{requests: m.Requests, rps: m.Throughput, p99: m.Latencies.P99}
-	if m.Requests > 0 && cpu0 > 0 {
-		r.cpuPerReq = cpu / time.Duration(m.Requests)
+	// A fresh gateway may have used less than a clock tick before the
+	// run: cpu0 is then 0, a reading like any other.
+	if m.Requests > 0 && known0 && known1 {
+		r.cpuPerReq = (cpu1 - cpu0) / time.Duration(m.Requests)
 	}
 	return r
 }
@@ -191,7 +206,7 @@ func TestCompareTogether(t *testing.T) {
 			round+1, flows.rps, flows.p99, flows.cpuPerReq, plain.rps, plain.p99, plain.cpuPerReq)
 		ratios[0] = append(ratios[0], flows.rps/plain.rps)
 		ratios[1] = append(ratios[1], float64(flows.p99)/float64(plain.p99))
-		ratios[2] = append(ratios[2], float64(flows.cpuPerReq)/float64(plain.cpuPerReq))
+		ratios[2] = appendRatio(ratios[2], float64(flows.cpuPerReq), float64(plain.cpuPerReq))
 	}
 	t.Logf("median of %d rounds' ratios, flows / plain, both gateways driven at once: requests/s %.3f (rounds %s), p99 %.2f, CPU per request %.3f",
 		*togetherRounds, medianOf(slices.Clone(ratios[0])), formatRatios(ratios[0]), medianOf(ratios[1]), medianOf(ratios[2]))
@@ -243,11 +258,12 @@ func formatRatios(v []float64) string {
 }
 
 // processCPU returns the user and system CPU time process pid has used,
-// from /proc/pid/stat (Linux); 0 if it cannot be read.
-func processCPU(pid int) time.Duration {
+// from /proc/pid/stat (Linux), in clock ticks of 10 ms; known is false if
+// it cannot be read.
+func processCPU(pid int) (cpu time.Duration, known bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	// The fields after the command name, which is in parentheses and may
 	// hold any character: state is the first, utime and stime the 12th and
@@ -255,15 +271,15 @@ func processCPU(pid int) time.Duration {
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(fields) < 13 {
-		return 0
+		return 0, false
 	}
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0
+		return 0, false
 	}
 	const ticksPerSecond = 100 // USER_HZ, 100 on every Linux port Go supports
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond, true
 }
 
 // inFlightMemory holds requests in flight on a fresh gateway, against an
