@@ -41,7 +41,8 @@ type node struct {
 	// a completion is posted to the loop, so a cancel may come first: a
 	// success accepted so has completed the step, and its cancel handler
 	// does not run (cancelHandler), as the engine's rule for a Success
-	// claimed from another goroutine.
+	// claimed from another goroutine; unless the success turns out void
+	// (see tookOutsideSuccess).
 	outside atomic.Uint32
 	id      uint64
 	bsi     *C.FutoInAsyncSteps
@@ -371,9 +372,20 @@ func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 			n.cancelled()
 		}
 	}()
-	if !n.released.Load() && n.outside.Load() != outsideSuccess {
+	if !n.released.Load() && !n.tookOutsideSuccess() {
 		n.runCancel()
 	}
+}
+
+// tookOutsideSuccess reports whether a success from outside the step's
+// callback has completed the step, maybe before the loop has applied it.
+// One claimed while the callback still ran is void once that callback
+// has added sub-steps, and one that an error beat to the loop (the
+// callback's own, say) is void too: the loop finds the step over and
+// drops it (see over), so the step did not succeed, and its cancel
+// handler is due. Loop only.
+func (n *node) tookOutsideSuccess() bool {
+	return n.outside.Load() == outsideSuccess && !n.added && !n.erred
 }
 
 // The kinds of node.outside.

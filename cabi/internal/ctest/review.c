@@ -627,3 +627,59 @@ void rv_two_parent_calls(FutoInAsyncSteps* step)
     step->api->add(step, step, tc_success, tc_eh);
     step->api->add(step, step, tc_error, tc_eh);
 }
+
+// ---- a success from another thread while the callback adds sub-steps -----------
+
+static void os_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    (void)data;
+    rv_log("cancel");
+}
+
+static void os_sub(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->handle_error(bsi, "Boom", NULL);
+}
+
+static void* os_thread(void* arg)
+{
+    FutoInAsyncSteps* step = arg;
+    step->api->success(step, NULL);
+    return NULL;
+}
+
+static void os_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    bsi->api->setCancel(bsi, NULL, os_cancel);
+    if (data == NULL) {
+        bsi->api->add(bsi, NULL, os_sub, NULL);
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, os_thread, bsi);
+    pthread_join(t, NULL);
+    rv_log("joined");
+    if (data != NULL) {
+        bsi->api->handle_error(bsi, "Boom", NULL);
+    }
+}
+
+static void os_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    rv_log("eh %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_outside_success_then_fail adds a step that sets a cancel handler
+// (logs "cancel"), has another thread call success on its pointer before
+// it returns ("joined"), and fails with Boom: by a sub-step it adds first
+// (own 0), or by its own handle_error after the join (own 1); its error
+// handler logs "eh" and the code, and recovers.
+void rv_outside_success_then_fail(FutoInAsyncSteps* root, int own)
+{
+    root->api->add(root, (void*)(intptr_t)own, os_step, os_eh);
+}

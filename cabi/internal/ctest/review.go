@@ -141,3 +141,12 @@ func RootStackLog(root unsafe.Pointer) { C.rv_root_stack_log(bsi(root)) }
 // calls handle_error (Lost) on it and logs "second returns"; each has an
 // error handler that logs "eh", the code and "error_info", and recovers.
 func TwoParentCalls(step unsafe.Pointer) { C.rv_two_parent_calls(bsi(step)) }
+
+// OutsideSuccessThenFail adds to root a step that sets a cancel handler
+// that logs "cancel", has another thread call success on its pointer
+// before it returns and logs "joined", and fails with Boom: by a sub-step
+// it adds first, or (own) by its own handle_error after the join; its
+// error handler logs "eh" and the code, and recovers.
+func OutsideSuccessThenFail(root unsafe.Pointer, own bool) {
+	C.rv_outside_success_then_fail(bsi(root), cbool(own))
+}

@@ -23,5 +23,6 @@ void rv_parallel_from_thread(FutoInAsyncSteps* root, int which);
 void rv_parent_cancel_from_sub(FutoInAsyncSteps* step);
 void rv_root_stack_log(FutoInAsyncSteps* root);
 void rv_two_parent_calls(FutoInAsyncSteps* step);
+void rv_outside_success_then_fail(FutoInAsyncSteps* root, int own);
 
 #endif
