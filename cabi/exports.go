@@ -660,7 +660,8 @@ func cabiFree(bsi *C.FutoInAsyncSteps) {
 // cleanups run once the loop has stopped. A step's pointer is not a root's:
 // in that step's own callback, FreeWait fails the step with InternalError,
 // "futoin_asyncsteps_free_wait called on a step's pointer: it is for a
-// root's", as the table's free does; elsewhere it does nothing.
+// root's", as the table's free does; elsewhere, and on a parallel's
+// pointer, it does nothing.
 func FreeWait(root unsafe.Pointer) {
 	if n := nodeOf((*C.FutoInAsyncSteps)(root)); n != nil && n.root != nil {
 		n.root.free(true)

@@ -525,7 +525,8 @@ FutoInAsyncSteps* futoin_asyncsteps_new(void);
  * closes meanwhile, it returns and the cleanups run once the loop has
  * stopped. On a step's pointer, as free there: in that step's own callback
  * the step fails with InternalError, "futoin_asyncsteps_free_wait called on
- * a step's pointer: it is for a root's"; elsewhere nothing happens. */
+ * a step's pointer: it is for a root's"; elsewhere, and on a parallel's
+ * pointer, nothing happens. */
 void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
 
 /* The lock and unlock functions of the library's syncs (below), for
