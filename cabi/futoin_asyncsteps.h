@@ -32,15 +32,17 @@
  *     them (or of a step under them), fails that sub-step with
  *     InternalError once its callback returns (which it should at once),
  *     and from elsewhere has no effect; one that adds sub-steps or makes it
- *     wait, on a step that waits for an external completion, from another
- *     thread or a sched_* callback, fails the step with InternalError, as a
- *     handle_error from there would (breakLoop and continueLoop there end
- *     or continue its loop). The info names the call as Go does ("Add
- *     called on ..."). The pointer of a Go step given to C
- *     (cabi.Binary) is valid likewise, however Go ends the step (success or
- *     error from another thread, a timeout, a cancel, a closed loop): the
- *     library releases it once the step is over, at the latest as the
- *     step's flow ends (see cabi.Binary for a Go decorator without Unwrap).
+ *     wait, on a step that waits for an external completion, from anywhere
+ *     once its callback has returned (another thread, a sched_* callback,
+ *     another step's callback such as a sibling parallel branch's: the call
+ *     is posted), fails the step with InternalError, as a handle_error from
+ *     there would (breakLoop and continueLoop there end or continue its
+ *     loop). The info names the call as Go does ("Add called on ...").
+ *     The pointer of a Go step given to C (cabi.Binary) is valid likewise,
+ *     however Go ends the step (success or error from another thread, a
+ *     timeout, a cancel, a closed loop): the library releases it once the
+ *     step is over, at the latest as the step's flow ends (see cabi.Binary
+ *     for a Go decorator without Unwrap).
  *     A root is valid until free(). The struct behind a stale or freed
  *     pointer is reused only after 1024 later steps have ended (a minute at
  *     least for one that waited): a pointer kept longer may name another
@@ -53,7 +55,10 @@
  *     functions only from the callback that was given the pointer (or, for a
  *     root, before it is executed or while it is idle); from another thread,
  *     add, parallel, loop, repeat and addSync on the pointer of a parallel
- *     made in a step have no effect.
+ *     made in a step have no effect; success and handle_error on it fail
+ *     that step with InternalError while the step's callback runs (the
+ *     engine's rule for a call from another goroutine on a step that does
+ *     not wait), and have no effect once it has returned.
  *   - Strings given to the library (codes, infos, labels, names) are copied:
  *     the caller may free them when the call returns.
  *
