@@ -158,6 +158,10 @@ func TestRedisRestarted(t *testing.T) {
 
 // TestManyWaitersShareRoundTrips: 1,000 flows of one loop that enter a
 // Throttle and a Mutex at once cost a few round trips, not 1,000 each.
+// How many depends on how the flows and the round trips interleave: under
+// the race detector runs gave 42 to 113 script calls, where one round trip
+// per flow and Syncer would make 2,000. The bound, an average of at least
+// eight flows per round trip, tells the two apart without that noise.
 func TestManyWaitersShareRoundTrips(t *testing.T) {
 	srv := startRedis(t)
 	c, rdb := newClient(t, srv.addr, Options{})
@@ -179,7 +183,7 @@ func TestManyWaitersShareRoundTrips(t *testing.T) {
 	}
 	calls := scriptCalls(t, rdb)
 	t.Logf("%d flows through a Throttle and a Mutex: %d script calls", flows, calls)
-	if calls > 100 {
+	if calls > 2*flows/8 {
 		t.Errorf("%d script calls for %d flows: round trips are not shared", calls, flows)
 	}
 }
