@@ -304,10 +304,11 @@ func (t *Throttle) arm(tool Tool) { t.armUntil(tool, time.Time{}) }
 
 // armUntil times the current period on tool until ends on its clock, or,
 // when ends is zero, for a whole period from now, which it records as the
-// period's end. A period whose timer never runs (a Loop closed before or
-// after arming, a TestTool reset) ends at once rather than keep the
-// Throttle full for good: a flow that waits for it may run on another
-// tool.
+// period's end. A timer that never runs (a Loop closed before or after
+// arming, a TestTool reset) goes to periodOver as dropped: the rest of a
+// period timed on a closing Loop is timed elsewhere (timeRest); on
+// another tool the period ends at once rather than keep the Throttle
+// full for good, since a flow that waits for it may run on another tool.
 func (t *Throttle) armUntil(tool Tool, ends time.Time) {
 	d := t.periodLen()
 	now := clockOf(tool)
