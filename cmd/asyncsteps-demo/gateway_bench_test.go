@@ -97,6 +97,8 @@ func BenchmarkGatewayInMemory(b *testing.B) {
 			})
 			gcAfter := readGCMetrics()
 			b.ReportMetric((gcAfter.cpu-gcBefore.cpu)*1e9/float64(b.N), "gc-ns/op")
+			b.ReportMetric((gcAfter.assist-gcBefore.assist)*1e9/float64(b.N), "assist-ns/op")
+			b.ReportMetric(float64(gcAfter.cycles-gcBefore.cycles)*1e3/float64(b.N), "gcs/1k-op")
 			b.ReportMetric(float64(gcAfter.live)/1024, "live-KB")
 		})
 	}
@@ -154,12 +156,24 @@ func (inMemoryUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 // gcMetrics are the runtime's figures of its collector that
 // BenchmarkGatewayInMemory reports.
 type gcMetrics struct {
-	cpu  float64 // seconds of CPU spent collecting, estimated, since the start
-	live uint64  // bytes of heap the last collection found live
+	cpu    float64 // seconds of CPU spent collecting, estimated, since the start
+	assist float64 // of which in mark assists: allocating goroutines made to mark
+	cycles uint64  // collections completed since the start
+	live   uint64  // bytes of heap the last collection found live
 }
 
 func readGCMetrics() gcMetrics {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/heap/live:bytes"}}
+	s := []metrics.Sample{
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/gc/heap/live:bytes"},
+	}
 	metrics.Read(s)
-	return gcMetrics{cpu: s[0].Value.Float64(), live: s[1].Value.Uint64()}
+	return gcMetrics{
+		cpu:    s[0].Value.Float64(),
+		assist: s[1].Value.Float64(),
+		cycles: s[2].Value.Uint64(),
+		live:   s[3].Value.Uint64(),
+	}
 }
