@@ -284,8 +284,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * types are copied before it returns, each value's type cleanup is
              * called exactly once by the library, the caller's slots are reset;
              * a FTN_TYPE_CUSTOM_OBJECT is passed on as is to the next step.
-             * A string or array whose length a Go int cannot hold (past
-             * INT32_MAX where int has 32 bits) fails the step with
+             * A string or array whose p is NULL is empty, whatever its
+             * length says (a NULL item of an array of strings is an empty
+             * string). A string or array whose length a Go int cannot
+             * hold (past INT32_MAX where int has 32 bits) fails the step with
              * InternalError naming it; every value is still cleaned up.
              * The other way, a Go value longer than length (uint32_t)
              * holds fails the C step that would receive it, before it

@@ -403,7 +403,9 @@ func boolInt(b bool) C.int {
 	return 0
 }
 
-// goSlice copies n elements of C memory at p.
+// goSlice copies n elements of C memory at p. A NULL p holds no
+// elements, whatever n says: the value is empty, as for every array (see
+// goBools, cItems) and string.
 func goSlice[T any](p unsafe.Pointer, n int) []T {
 	if p == nil || n == 0 {
 		return []T{}
@@ -413,24 +415,25 @@ func goSlice[T any](p unsafe.Pointer, n int) []T {
 
 // goBools reads n C bools at p: any byte but 0 is true. Copied as they
 // are, a byte of 2 would make a Go bool that is neither true nor false
-// (it equals neither).
+// (it equals neither). A NULL p gives an empty slice, as goSlice does.
 func goBools(p unsafe.Pointer, n int) []bool {
-	out := make([]bool, n)
-	if p == nil {
-		return out
+	if p == nil || n == 0 {
+		return []bool{}
 	}
+	out := make([]bool, n)
 	for i, b := range unsafe.Slice((*byte)(p), n) {
 		out[i] = b != 0
 	}
 	return out
 }
 
-// cItems reads a C array of n NUL-terminated strings of T.
+// cItems reads a C array of n NUL-terminated strings of T; a NULL item
+// is an empty string. A NULL p gives no items, as goSlice does.
 func cItems[T comparable](p unsafe.Pointer, n int) [][]T {
-	out := make([][]T, n)
 	if p == nil {
-		return out
+		return nil
 	}
+	out := make([][]T, n)
 	var zero T
 	for i, q := range unsafe.Slice((*unsafe.Pointer)(p), n) {
 		if q == nil {

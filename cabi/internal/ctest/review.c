@@ -232,6 +232,46 @@ static void rv_bools_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* i
 // rv_bools adds a step that succeeds with the BOOL array {2, 1, 0}.
 void rv_bools(FutoInAsyncSteps* root) { root->api->add(root, NULL, rv_bools_step, NULL); }
 
+// ---- an array with a NULL p and a nonzero length ------------------------------
+
+#define RV_NULL_ARRAY(base) {FTN_TYPE_ARRAY | (base), NULL}
+
+// Indexed by base type; a NULL p has nothing to clean up.
+static const FutoInType rv_null_arrays[FTN_BASE_TYPE_MASK + 1] = {
+    [FTN_TYPE_STRING] = RV_NULL_ARRAY(FTN_TYPE_STRING),
+    [FTN_TYPE_STRING16] = RV_NULL_ARRAY(FTN_TYPE_STRING16),
+    [FTN_TYPE_STRING32] = RV_NULL_ARRAY(FTN_TYPE_STRING32),
+    [FTN_TYPE_BOOL] = RV_NULL_ARRAY(FTN_TYPE_BOOL),
+    [FTN_TYPE_INT8] = RV_NULL_ARRAY(FTN_TYPE_INT8),
+    [FTN_TYPE_INT16] = RV_NULL_ARRAY(FTN_TYPE_INT16),
+    [FTN_TYPE_INT32] = RV_NULL_ARRAY(FTN_TYPE_INT32),
+    [FTN_TYPE_INT64] = RV_NULL_ARRAY(FTN_TYPE_INT64),
+    [FTN_TYPE_UINT8] = RV_NULL_ARRAY(FTN_TYPE_UINT8),
+    [FTN_TYPE_UINT16] = RV_NULL_ARRAY(FTN_TYPE_UINT16),
+    [FTN_TYPE_UINT32] = RV_NULL_ARRAY(FTN_TYPE_UINT32),
+    [FTN_TYPE_UINT64] = RV_NULL_ARRAY(FTN_TYPE_UINT64),
+    [FTN_TYPE_FLOAT] = RV_NULL_ARRAY(FTN_TYPE_FLOAT),
+    [FTN_TYPE_DOUBLE] = RV_NULL_ARRAY(FTN_TYPE_DOUBLE),
+};
+
+static void rv_null_array_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &rv_null_arrays[(intptr_t)data & FTN_BASE_TYPE_MASK];
+    out.arg0.p = NULL;
+    out.arg0.length = 3;
+    bsi->api->success(bsi, &out);
+}
+
+// rv_null_array adds a step that succeeds with an array of base type base
+// whose p is NULL and whose length is 3.
+void rv_null_array(FutoInAsyncSteps* root, int base)
+{
+    root->api->add(root, (void*)(intptr_t)base, rv_null_array_step, NULL);
+}
+
 // ---- an execution that its closed loop ends ------------------------------------
 
 static void rv_waits(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)

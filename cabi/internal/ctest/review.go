@@ -65,6 +65,11 @@ func JoinWorker() { C.rv_join_worker() }
 // Bools adds a step that succeeds with the C BOOL array {2, 1, 0}.
 func Bools(root unsafe.Pointer) { C.rv_bools(bsi(root)) }
 
+// NullArray adds a step that succeeds with an array of the base type base
+// (a FTN_TYPE_* of a string or a number, BOOL included) whose p is NULL
+// and whose length is 3.
+func NullArray(root unsafe.Pointer, base int) { C.rv_null_array(bsi(root), C.int(base)) }
+
 // ExecuteWaiting adds a step that waits for ever and executes root with
 // an unhandled_error that logs its code, "error_info" and
 // "last_exception".
