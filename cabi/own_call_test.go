@@ -79,24 +79,25 @@ func TestSubStepCallOnItsParentIsInternalError(t *testing.T) {
 
 // Spec section 1: a call that adds sub-steps to a step waiting for a
 // completion from outside, or makes it wait, made once its callback has
-// returned (from a callback of the tool, or from another thread), fails
-// the step with InternalError, as an error from outside would, and as
-// the engine fails it for Go's call: the step's own cancel handler runs
-// (the tool's case sets one), and the success that follows has no
+// returned (from a callback of the tool, from another thread, or from
+// the callback of a sibling parallel branch's step), fails the step with
+// InternalError, as an error from outside would, and as the engine fails
+// it for Go's call: the step's own cancel handler runs (the tool's and
+// the sibling's cases set one), and the success that follows has no
 // effect. Before, the table ignored the call and the success completed
 // the step.
 func TestLateCallOnAWaitingStepFailsIt(t *testing.T) {
+	names := map[int]string{ctest.FromTool: "/tool", ctest.FromThread: "/thread", ctest.FromSibling: "/sibling"}
 	for _, c := range ownCalls[:8] {
-		for _, where := range []int{ctest.FromTool, ctest.FromThread} {
-			name := c.name + map[int]string{ctest.FromTool: "/tool", ctest.FromThread: "/thread"}[where]
-			t.Run(name, func(t *testing.T) {
+		for _, where := range []int{ctest.FromTool, ctest.FromThread, ctest.FromSibling} {
+			t.Run(c.name+names[where], func(t *testing.T) {
 				eachCaller(t, func(t *testing.T, _ bool) {
 					what := "adds sub-steps"
 					if c.waits {
 						what = "makes it wait"
 					}
 					trace := []string{"iteration 0", "late returns"}
-					if where == ctest.FromTool {
+					if where != ctest.FromThread {
 						trace = append(trace, "body cancel handler")
 					}
 					runOwnCall(t, c.call, where, asyncsteps.InternalError,

@@ -2745,9 +2745,13 @@ void ct_int_data(FutoInAsyncSteps* root)
 // P added, 2 from a callback of the tool (sched_immediate) once P waits
 // with a cancel handler (logging "body cancel handler"), 3
 // from a C thread that P's callback starts and joins once P waits (the
-// call reaches the loop after P's callback). From 2 and 3, a completion of
-// P follows the call: a success, as a waiting step usually gets, or after
-// breakLoop and continueLoop, which complete P themselves, an error Late.
+// call reaches the loop after P's callback); 4 from the callback of the
+// second branch of a parallel made in the body, on the first branch's
+// step, which is then P: its callback has returned, waiting with a cancel
+// handler (logging "body cancel handler"). From 2, 3 and 4, a completion
+// of P follows the call: a success, as a waiting step usually gets, or
+// after breakLoop and continueLoop, which complete P themselves, an error
+// Late; the second branch then succeeds.
 // A step after the loop logs "after the loop".
 
 enum {
@@ -2920,6 +2924,24 @@ static void* oc_late_thread(void* arg)
     return NULL;
 }
 
+static void oc_waiting_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    oc_body = bsi;
+    bsi->api->setCancel(bsi, "body cancel handler", oc_body_cancel);
+}
+
+static void oc_late_sibling(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    enter(bsi);
+    oc_late();
+    ct_success(bsi, NULL);
+}
+
 static void oc_iteration(FutoInAsyncSteps* bsi, void* data, size_t i)
 {
     (void)data;
@@ -2939,6 +2961,12 @@ static void oc_iteration(FutoInAsyncSteps* bsi, void* data, size_t i)
         bsi->api->setCancel(bsi, "body cancel handler", oc_body_cancel);
         bsi->api->sched_immediate(bsi, NULL, oc_late_cb);
         break;
+    case 4: {
+        FutoInAsyncSteps* par = bsi->api->parallel(bsi, NULL, NULL);
+        ct_add(par, NULL, oc_waiting_branch, NULL);
+        ct_add(par, NULL, oc_late_sibling, NULL);
+        break;
+    }
     default: {
         bsi->api->waitExternal(bsi);
         pthread_t t;

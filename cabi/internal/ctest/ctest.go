@@ -556,6 +556,7 @@ const (
 	FromBranch         // a C sub-step of a step of a parallel branch under the body
 	FromTool           // a callback of the tool, once the body waits with a cancel handler, then a completion
 	FromThread         // a C thread, once the body waits, then a completion
+	FromSibling        // a parallel branch's C step, on its sibling's step that waits with a cancel handler, then a completion
 )
 
 // OwnCall adds a repeat(3, "outer") whose body (logging "iteration i")
@@ -566,6 +567,8 @@ const (
 // cancel handler".
 // From the tool or a thread, a completion of the body follows the call: a
 // success, or after OCBreak and OCContinue a handle_error "Late".
+// FromSibling makes the call, and the completion, on the waiting step of
+// the first branch of a parallel in the body, from the second branch.
 // A step after the loop logs "after the loop".
 func OwnCall(root unsafe.Pointer, call, where int) {
 	C.ct_own_call(bsi(root), C.int(call), C.int(where))
