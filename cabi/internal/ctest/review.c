@@ -577,6 +577,87 @@ void rv_parallel_from_thread(FutoInAsyncSteps* root, int which)
     root->api->add(root, NULL, pt_after, NULL);
 }
 
+// ---- success or handle_error on a parallel's pointer from another thread -----
+
+struct pf_call {
+    FutoInAsyncSteps* par;  // the parallel's pointer
+    FutoInAsyncSteps* wait; // a branch that waits, completed after the call; or NULL
+    int which;              // 0 success, 1 handle_error
+};
+
+static void* pf_thread(void* arg)
+{
+    struct pf_call* c = arg;
+    if (c->which == 0) {
+        c->par->api->success(c->par, NULL);
+    } else {
+        c->par->api->handle_error(c->par, "FromThread", "on the parallel");
+    }
+    rv_log("thread called");
+    if (c->wait != NULL) {
+        c->wait->api->success(c->wait, NULL);
+    }
+    return NULL;
+}
+
+static void pf_run_thread(struct pf_call* c)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, pf_thread, c);
+    pthread_join(t, NULL);
+}
+
+static struct pf_call pf_late;
+
+static void pf_waiting_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    rv_log("branch waits");
+    bsi->api->waitExternal(bsi);
+    pf_late.wait = bsi;
+    pf_run_thread(&pf_late);
+}
+
+static void pf_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    int which = (int)(intptr_t)data & 1, late = (int)(intptr_t)data >> 1;
+    FutoInAsyncSteps* par = bsi->api->parallel(bsi, NULL, NULL);
+    if (late) {
+        pf_late = (struct pf_call){par, NULL, which};
+        par->api->add(par, NULL, pf_waiting_branch, NULL);
+        rv_log("step returns");
+        return;
+    }
+    par->api->add(par, (void*)1, pt_branch, NULL);
+    struct pf_call c = {par, NULL, which};
+    pf_run_thread(&c);
+    rv_log("step returns");
+}
+
+static void pf_step_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    const char* info = bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL);
+    rv_log("step error %s: %s", code, info ? info : "(null)");
+}
+
+// rv_parallel_complete_from_thread adds a step that makes a parallel, and
+// a step that logs "after". Another thread calls success (which 0) or
+// handle_error(FromThread, "on the parallel") (which 1) on the
+// parallel's pointer and logs "thread called": with late 0 while the
+// step's callback runs (the parallel has a branch logging "branch 1",
+// and the step joins the thread before it returns); with late 1 once it
+// has returned, from the parallel's only branch, which waits, joins the
+// thread, and which the thread completes (success) after its call. The
+// step's error handler logs its code and error_info.
+void rv_parallel_complete_from_thread(FutoInAsyncSteps* root, int which, int late)
+{
+    root->api->add(root, (void*)(intptr_t)(which | late << 1), pf_step, pf_step_eh);
+    root->api->add(root, NULL, pt_after, NULL);
+}
+
 // ---- setCancel on a Go parent's pointer, from its C sub-step -------------------
 
 static void pc_cancel(FutoInAsyncSteps* bsi, void* data)

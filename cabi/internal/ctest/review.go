@@ -130,6 +130,19 @@ func ParallelFromThread(root unsafe.Pointer, which int) {
 	C.rv_parallel_from_thread(bsi(root), C.int(which))
 }
 
+// ParallelCompleteFromThread adds a step that makes a parallel, then a
+// step that logs "after". Another thread calls success (handleError
+// false) or handle_error(FromThread, "on the parallel") on the parallel's
+// pointer, then logs "thread called": while the step's callback runs,
+// which joins it before it returns ("step returns"; the parallel has a
+// branch that logs "branch 1"), or, late, from the parallel's only
+// branch, once the step's callback has returned: the branch logs "branch
+// waits", waits and joins the thread, which completes it after its call.
+// The step's error handler logs "step error code: error_info".
+func ParallelCompleteFromThread(root unsafe.Pointer, handleError, late bool) {
+	C.rv_parallel_complete_from_thread(bsi(root), cbool(handleError), cbool(late))
+}
+
 // ParentCancelFromSub adds to step, from its own callback, a sub-step
 // that calls setCancel on step's pointer, with a cancel handler that
 // logs "cancel parent", and logs "sub: setCancel returned"; its error

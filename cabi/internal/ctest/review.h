@@ -21,6 +21,7 @@ void rv_lock_unlock(FutoInAsyncSteps* root, FutoInSync* sync);
 void rv_free_on_parent(FutoInAsyncSteps* step);
 void rv_c_parent_free(FutoInAsyncSteps* root);
 void rv_parallel_from_thread(FutoInAsyncSteps* root, int which);
+void rv_parallel_complete_from_thread(FutoInAsyncSteps* root, int which, int late);
 void rv_parent_cancel_from_sub(FutoInAsyncSteps* step);
 void rv_root_stack_log(FutoInAsyncSteps* root);
 void rv_two_parent_calls(FutoInAsyncSteps* step);
