@@ -120,7 +120,10 @@
 // to its own thread, which becomes the loop's thread. success,
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
-// blocking. isValid may be called from any thread too: it reads what the
+// blocking. Of two completions of a waiting step from outside its
+// callback that race (success and handle_error from two threads, say),
+// the one called first applies, even when the other reaches the loop
+// first, as for Go's Success and Error from two goroutines. isValid may be called from any thread too: it reads what the
 // loop has settled, so its answer may be stale by the time it returns
 // (from another thread, a step whose callback still runs is 1, also once
 // that callback has completed it). A

@@ -72,9 +72,9 @@ func (n *node) elsewhere(engine func()) {
 		engine()
 		return
 	}
-	n.claimOutside(outsideError)
+	mayApply := n.claimOutside(outsideError)
 	n.post(func() {
-		if n.over() {
+		if !mayApply || n.over() {
 			return
 		}
 		n.failing()
@@ -290,9 +290,9 @@ func (n *node) succeed(vals []any, taken bool) {
 		return
 	}
 	// From outside the callback: on the loop.
-	n.claimOutside(outsideSuccess)
+	mayApply := n.claimOutside(outsideSuccess)
 	n.post(func() {
-		if n.over() {
+		if !mayApply || n.over() {
 			drop()
 			return
 		}
@@ -302,7 +302,7 @@ func (n *node) succeed(vals []any, taken bool) {
 		n.release()
 		n.as.Success(vals...)
 	}, func() {
-		if n.onSuccess != nil && !n.released.Load() {
+		if mayApply && n.onSuccess != nil && !n.released.Load() {
 			// A foreign sync granted the lock: its section is held, and
 			// the free of the root unlocks it (see releaseLeft).
 			n.onSuccess()
@@ -364,9 +364,9 @@ func (n *node) handleError(code, info string, g func(*node)) {
 		n.as.Error(code, info) // not the step's to fail (see succeed)
 		return
 	}
-	n.claimOutside(outsideError)
+	mayApply := n.claimOutside(outsideError)
 	n.post(func() {
-		if n.over() {
+		if !mayApply || n.over() {
 			return
 		}
 		n.failing()

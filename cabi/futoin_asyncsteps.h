@@ -297,7 +297,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * the last slot that is not empty tells, and Go nils at the
              * end of a Go success do not reach a C step.
              * Not after adding sub-steps in the same callback (InternalError).
-             * From any thread: from another one it posts to the loop. */
+             * From any thread: from another one it posts to the loop. Of
+             * two completions of a waiting step from outside its callback
+             * (success, handle_error) that race, the one called first
+             * applies, even when the other reaches the loop first. */
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);
             /* Index 5. handle_error: fails the step with code and info (both
              * copied; info may be NULL). It RETURNS to the caller, which must

@@ -397,12 +397,28 @@ const (
 // claimOutside records a completion of the kind made from outside the
 // step's callback, if it is the first and the step is live: not over,
 // and with no sub-steps running (on such a step the engine ignores a
-// completion, and so does the task posted for it).
-func (n *node) claimOutside(kind uint32) {
-	if n.stepValid() {
-		n.outside.CompareAndSwap(0, kind)
+// completion, and so does the task posted for it). It reports whether
+// the completion may apply: false when another one from outside claimed
+// the step first. Each is posted after its claim, so two threads racing
+// may post in the other order; the loop applies the first claimed, as
+// the engine's claim decides for Go's completions from other goroutines.
+// One made on a step that is not live claims nothing: its task finds the
+// step over.
+func (n *node) claimOutside(kind uint32) (mayApply bool) {
+	if !n.stepValid() {
+		return true
 	}
+	won := n.outside.CompareAndSwap(0, kind)
+	if testHookClaimed != nil {
+		testHookClaimed(n, kind, won)
+	}
+	return won
 }
+
+// testHookClaimed, set by a test, runs in claimOutside once a completion
+// from outside has made its claim (won: it holds it), before it is
+// posted.
+var testHookClaimed func(n *node, kind uint32, won bool)
 
 // stepValid is the step's IsValid, from any thread: off the loop, one of
 // a step whose callback runs would read what that callback writes (the
