@@ -139,8 +139,8 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 
 // ID returns the random name of this Client, unique in the cluster: the
 // names of the leases its Mutexes take in Redis start with ID() + ":",
-// as does the last part of the keys of its Throttles' call records (see
-// Keys in the package documentation).
+// as does the last part of the keys of its Mutexes' and Throttles' call
+// records (see Keys in the package documentation).
 func (c *Client) ID() string { return strings.TrimSuffix(c.idBase, ":") }
 
 // Addr returns the address of the Redis server, as the causes of the

@@ -76,11 +76,14 @@
 //     for two minutes of Redis's clock, and Redis takes none of the leases
 //     of a call that has one: whichever of the two calls Redis runs first,
 //     the slot is free once the give-back has run, within about that wait
-//     after Redis resumed. A call held back in the network for longer than
-//     the tombstone lasts takes its leases for nobody, until they run out
-//     a TTL later. While leases are owed, the flows that ask are tried in
-//     a round trip of their own, once a round trip has given those back:
-//     one more round trip, and if it fails they fail with its CommError.
+//     after Redis resumed. A call that reaches Redis after a later call of
+//     its Mutex takes none of its leases either (see a reply lost, below).
+//     A call held back in the network until more than two minutes after
+//     both the give-back and its Mutex's last call takes its leases for
+//     nobody, until they run out a TTL later. While leases are owed, the
+//     flows that ask are tried in a round trip of their own, once a round
+//     trip has given those back: one more round trip, and if it fails
+//     they fail with its CommError.
 //     A Close whose last round trip cannot give back the leases held and
 //     owed (Redis unreachable within OpTimeout) returns an error that says
 //     how many: they run out within a TTL of Redis's last call for them.
@@ -98,7 +101,18 @@
 //   - A reply lost with its connection after Redis ran the call: go-redis
 //     sends the call again, and its script knows it for the same call run
 //     again. A Mutex's leases are taken once and given back once, and a
-//     Throttle's entries count once.
+//     Throttle's entries count once. So they are when go-redis sent the
+//     call again after its connection broke before the call reached Redis,
+//     and that first copy, held back on the way (in a proxy, or a network
+//     that delays a connection's packets), reaches Redis after the copy
+//     sent again, even after the flow it admitted has left: a Syncer
+//     numbers its calls, and Redis keeps the number of its last call (see
+//     Keys); a copy of a call Redis ran already, or of one older than
+//     that last call, takes no lease and counts no entry. A copy held back
+//     for longer than the record lasts, two minutes after a Mutex's last
+//     call and 2×OpTimeout after a Throttle's, takes its leases for
+//     nobody, until they run out a TTL later, or counts its entries for
+//     nobody: the rate then lets fewer flows in for a while, never more.
 //   - A round trip that panics (a hook of the redis client given to
 //     [New], when the round trips go through that client: see New): its
 //     flows fail with InternalError, info "redis: panic: ...", also
@@ -152,25 +166,26 @@
 // # Keys
 //
 // A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders",
-// "P:{N}:fence", "P:{N}:fence:server" and "P:{N}:gone" (Mutex; the third
-// names the Redis server that raised the counter, see [Mutex]; the last
-// holds the tombstones of leases given back after a round trip that
-// failed, see Faults) or "P:{N}:tat" and
-// "P:{N}:call:ID:K" (Throttle; the latter records the last call of one
-// Throttle of one process: ID is its Client's [Client.ID], K a number
-// the Client gives the Throttle), and the channel "P:released". A
-// [Limiter] named N is a Mutex named "N/concurrent" and a Throttle named
-// "N/rate". The braces keep a Syncer's keys on one node of a Redis
-// Cluster; there, N must not be empty, since Redis Cluster does not take
-// an empty "{}" for a hash tag, and the keys of a Syncer could then land
-// on different nodes.
+// "P:{N}:fence", "P:{N}:fence:server", "P:{N}:gone" and "P:{N}:call:ID:K"
+// (Mutex; the third names the Redis server that raised the counter, see
+// [Mutex]; the fourth holds the tombstones of leases given back after a
+// round trip that failed, see Faults) or "P:{N}:tat" and
+// "P:{N}:call:ID:K" (Throttle), and the channel "P:released". A
+// "call:ID:K" key records the last call of one Syncer of one process (see
+// Faults): ID is its Client's [Client.ID], K a number the Client gives
+// the Syncer. A [Limiter] named N is a Mutex named "N/concurrent" and a
+// Throttle named "N/rate". The braces keep a Syncer's keys on one node of
+// a Redis Cluster; there, N must not be empty, since Redis Cluster does
+// not take an empty "{}" for a hash tag, and the keys of a Syncer could
+// then land on different nodes.
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
 // has passed, a call record 2×OpTimeout after its call. A Mutex's
 // "holders" goes when its last lease is given back, or expires a second
 // after the lease in it that runs out last (whatever TTL each process
-// gives its leases), and "gone" a second after its last tombstone; its
-// "fence" keys are kept, so that tokens keep growing.
+// gives its leases), "gone" a second after its last tombstone, and a call
+// record two minutes after its call; its "fence" keys are kept, so that
+// tokens keep growing.
 //
 // # Time
 //

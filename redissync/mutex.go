@@ -117,7 +117,7 @@ type Mutex struct {
 	name     string
 	limit    int
 	ttl      time.Duration
-	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones
+	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones, last call
 	stateKey string   // the State variable of a flow's hold on this Mutex value
 
 	// Guarded by gateQueue.mu.
@@ -127,6 +127,8 @@ type Mutex struct {
 	// with a tombstone, until a round trip of them succeeds: Redis may
 	// have run such a round trip, or may still run it.
 	owed []string
+
+	calls uint64 // the round trips made; used by run's goroutine only
 }
 
 // mutexSeq numbers the Mutex values of the process, for their State
@@ -135,7 +137,9 @@ var mutexSeq atomic.Uint64
 
 // goneFor is how long, on Redis's clock, the tombstone of an owed lease
 // makes Redis refuse to take it: a call that took it must reach Redis
-// within that time of the give-back to be refused. A call held back
+// within that time of the give-back to be refused. Redis keeps the record
+// of a Mutex's last call as long, which refuses a call that comes after a
+// later one. A call held back
 // longer (in a network that lost its packets for minutes) takes the lease
 // for nobody, to run out after its TTL. Tombstones are few: a round trip
 // owes leases only when the last one succeeded (see Mutex.round).
@@ -170,7 +174,7 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 		name:      name,
 		limit:     max(opts.Max, 1),
 		ttl:       opts.TTL,
-		keys:      []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server"), c.key(name, "gone")},
+		keys:      c.mutexKeys(name),
 		stateKey:  "redissync.Mutex#" + strconv.FormatUint(mutexSeq.Add(1), 10) + ":" + name,
 		held:      make(map[*waiter]struct{}),
 	}
@@ -183,6 +187,14 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	c.mu.Unlock()
 	c.start(&m.gateQueue, m.run)
 	return m
+}
+
+// mutexKeys returns the keys of a new Mutex name: see Mutex.keys. The
+// record of its last call is the Mutex value's own, as a Throttle's is: two
+// values of one name in a process number their calls each from 1.
+func (c *Client) mutexKeys(name string) []string {
+	return []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server"), c.key(name, "gone"),
+		c.key(name, "call:"+c.leaseID())}
 }
 
 // wholeMillis rounds a lease's TTL up to whole milliseconds, Redis's
@@ -392,19 +404,21 @@ func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
 	return m.settleRound(res, renewals, batch)
 }
 
-// call makes one round trip of the Mutex's script: see callArgs.
+// call makes one round trip of the Mutex's script: see callArgs. Called
+// from run's goroutine only: the calls it numbers follow one another.
 func (m *Mutex) call(releases, owed []string, renewals, batch []*waiter) ([]any, error) {
+	m.calls++
 	return m.c.call(mutexScript, m.keys, m.callArgs(releases, owed, leases(renewals), leases(batch))...)
 }
 
 // callArgs returns the ARGV of mutexScript for a round trip that gives
 // back releases (leases held) and owed (leases of failed round trips,
 // which Redis may or may not have given: each leaves a tombstone), renews
-// renewals and tries to take take.
+// renewals and tries to take take, numbered m.calls.
 func (m *Mutex) callArgs(releases, owed, renewals, take []string) []any {
-	args := make([]any, 0, 8+len(releases)+len(owed)+len(renewals)+len(take))
+	args := make([]any, 0, 9+len(releases)+len(owed)+len(renewals)+len(take))
 	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(owed), len(renewals),
-		m.c.notify, m.name, len(owed), goneFor.Milliseconds())
+		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), m.calls)
 	for _, list := range [][]string{releases, owed, renewals, take} {
 		for _, l := range list {
 			args = append(args, l)
@@ -540,16 +554,17 @@ func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
 
 // mutexScript is a Mutex's round trip. KEYS: the holders (a sorted set of
 // leases by expiry, in ms of Redis's clock), the fence counter, the run
-// ID of the Redis server that last raised it to its clock, and the
-// tombstones (a sorted set of leases by the time they go). ARGV: limit,
-// TTL in ms, the number of leases to give back and to renew, the
-// notification channel, the Mutex's name, how many of the leases to give
-// back (the last ones) are owed, and how long in ms their tombstones
-// last; then the leases to give back, to renew, and to take, in that
-// order. It returns the number of leases taken, the token of the last
-// (the others precede it), the ms until the first lease runs out (-1:
-// none held), and the 1-based positions of the leases to renew that were
-// found gone.
+// ID of the Redis server that last raised it to its clock, the
+// tombstones (a sorted set of leases by the time they go), and the record
+// of the number of this Mutex's last call. ARGV: limit, TTL in ms, the
+// number of leases to give back and to renew, the notification channel,
+// the Mutex's name, how many of the leases to give back (the last ones)
+// are owed, how long in ms their tombstones and the record last, and the
+// number of the call; then the leases to give back, to renew, and to
+// take, in that order. It returns the number of leases taken, the token
+// of the last (the others precede it), the ms until the first lease runs
+// out (-1: none held), and the 1-based positions of the leases to renew
+// that were found gone.
 //
 // An owed lease is one of a round trip that failed, which Redis may have
 // run, or may still run: a stalled Redis runs the calls that wait in its
@@ -572,6 +587,17 @@ func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
 // tokens, since nobody saw the first run's; counted as held by others,
 // they made their own waiters queue behind them until they ran out.
 //
+// A call whose number is below the record's takes no lease: it reaches
+// Redis after a later call of its Mutex, which is made only once this one
+// has been answered, or given up. It is the first copy of a call that
+// go-redis sent again on another connection, held back on the way (in a
+// proxy, or a network that delays a connection's packets), or a call
+// whose round trip failed; its leases were taken by the copy sent again,
+// and given back since, or are owed. Taken again, they were held for
+// nobody until their TTL ran out. The give-backs and renewals of such a
+// call do no harm: a lease is given back for a flow that left, and
+// renewed only while held.
+//
 // The fence counter grows by one a lease while one Redis server runs.
 // The first lease a server gives (a restart, a replica taking over: its
 // run ID is new) raises the counter to the server's clock in µs, above
@@ -586,7 +612,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local nrel, nren = tonumber(ARGV[3]), tonumber(ARGV[4])
 local nowed, gonefor = tonumber(ARGV[7]), tonumber(ARGV[8])
-local i = 9
+local call = tonumber(ARGV[9])
+local i = 10
 local freed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 for j = 1, nrel do
@@ -610,6 +637,12 @@ for j = 1, nren do
   i = i + 1
 end
 local want = #ARGV - i + 1
+local lastcall = tonumber(redis.call('GET', KEYS[5]) or '0')
+if call < lastcall then
+  want = 0
+else
+  redis.call('SET', KEYS[5], ARGV[9], 'PX', gonefor)
+end
 local again = 0
 for j = i, #ARGV do
   if redis.call('ZSCORE', KEYS[4], ARGV[j]) then want = 0 end
