@@ -32,6 +32,7 @@ func newFlowGateway(cfg config, st *stats, httpClient *http.Client, logger *slog
 	if cfg.RetryBackoff > 0 {
 		g.backoff = g.cfg.backoff
 	}
+	traceFlows(g.loops, cfg.tracer)
 	g.client = &asynchttp.Client{HTTP: httpClient, Done: func(_ *http.Request, status int, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			st.upstreamCancelled.Add(1)

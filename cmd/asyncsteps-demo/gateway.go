@@ -18,6 +18,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/asynchttp"
 )
@@ -46,6 +48,10 @@ type config struct {
 	// jitter returns a random wait from 0 to ceiling, both included:
 	// rand.N's; tests make it return ceiling.
 	jitter func(ceiling time.Duration) time.Duration
+
+	// tracer traces the requests (-otlp-endpoint); nil: no tracing, and
+	// no tracing code in the requests' way.
+	tracer trace.TracerProvider
 }
 
 func defaultConfig() config {

@@ -43,6 +43,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // options are the command's flags.
@@ -58,6 +60,7 @@ type options struct {
 	cluster       clusterOptions
 	logLevel      string
 	logFormat     string
+	otlpEndpoint  string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -114,6 +117,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "the log lines' format: text (key=value) or json (one object a line)")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "trace each request (gateway, flow, upstream calls) to the OTLP/HTTP collector at this URL, http://localhost:4318 say (/v1/traces is appended unless the path ends with it); empty: no tracing")
 	return fs
 }
 
@@ -219,6 +223,9 @@ func (o *options) validate() error {
 		if _, err := o.cluster.target(); err != nil {
 			return err
 		}
+	}
+	if err := validateOTLPEndpoint(o.otlpEndpoint); err != nil {
+		return err
 	}
 	return validateUpstreamURL(o.upstreamURL)
 }
@@ -398,8 +405,19 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	}
 	cfg := o.cfg
 	cfg.Upstream = o.upstreamURL
+	if o.otlpEndpoint != "" {
+		tp, err := startTracing(o.otlpEndpoint, logger)
+		if err != nil {
+			return err
+		}
+		// Deferred first, so run last: once the server has stopped and
+		// every request's spans have ended.
+		defer stopTracing(tp, o.grace, logger)
+		cfg.tracer = tp
+		logger.Info("tracing", "endpoint", redacted(tracesURL(o.otlpEndpoint)))
+	}
 	if cfg.Upstream == "" {
-		up, err := startUpstream(o.upstream)
+		up, err := startUpstream(o.upstream, cfg.tracer)
 		if err != nil {
 			return err
 		}
@@ -469,11 +487,12 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 	st := newStats(func() int64 { return queueLen() })
 	var quotes http.Handler
 	closeFn := client.CloseIdleConnections
+	traced := tracedClient(client, cfg.tracer)
 	if impl == "plain" {
-		quotes, queueLen = newPlainGateway(cfg, st, client, logger)
+		quotes, queueLen = newPlainGateway(cfg, st, traced, logger)
 	} else {
 		var fg *flowGateway
-		fg, queueLen = newFlowGateway(cfg, st, client, logger)
+		fg, queueLen = newFlowGateway(cfg, st, traced, logger)
 		quotes = fg
 		closeFn = func() { fg.Close(); client.CloseIdleConnections() }
 	}
@@ -482,7 +501,8 @@ func newGatewayWith(impl string, cfg config, logger *slog.Logger, client *http.C
 		memory = memoryHandler(client.CloseIdleConnections)
 	}
 	stopping := &atomic.Bool{}
-	return &gateway{handler: routes(quotes, st, stopping, memory, errorWriter(cfg, logger), cfg.writeTimeout()), stats: st, stopping: stopping}, closeFn
+	h := tracedHandler(routes(quotes, st, stopping, memory, errorWriter(cfg, logger), cfg.writeTimeout()), cfg.tracer)
+	return &gateway{handler: h, stats: st, stopping: stopping}, closeFn
 }
 
 // upstreamClient returns the client both gateways reach the upstream
@@ -574,13 +594,14 @@ func probe(ctx context.Context, client *http.Client, url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// startUpstream starts the embedded upstream on a free loopback port.
-func startUpstream(o upstreamOptions) (*upstreamServer, error) {
+// startUpstream starts the embedded upstream on a free loopback port,
+// traced with tp if not nil: its spans are those of the gateway's trace.
+func startUpstream(o upstreamOptions, tp trace.TracerProvider) (*upstreamServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &upstreamServer{srv: &http.Server{Handler: newUpstream(o), ReadHeaderTimeout: 5 * time.Second}, URL: "http://" + ln.Addr().String()}
+	s := &upstreamServer{srv: &http.Server{Handler: tracedHandler(newUpstream(o), tp), ReadHeaderTimeout: 5 * time.Second}, URL: "http://" + ln.Addr().String()}
 	go s.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Close
 	return s, nil
 }

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/asyncsteps/asyncsteps/otelsteps"
+)
+
+// otlpReceiver is an OTLP/HTTP traces endpoint: it keeps the spans posted
+// to /v1/traces.
+type otlpReceiver struct {
+	srv *httptest.Server
+
+	mu    sync.Mutex
+	spans []receivedSpan
+	bad   []string // what was wrong with the requests it could not read
+}
+
+// receivedSpan is what the tests check of a span.
+type receivedSpan struct {
+	service             string // its resource's service.name
+	traceID, id, parent string
+	name                string
+	kind                tracepb.Span_SpanKind
+	status              tracepb.Status_StatusCode
+	statusMessage       string
+	attrs               map[string]string
+}
+
+func startOTLPReceiver(t *testing.T) *otlpReceiver {
+	r := &otlpReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	var export coltracepb.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(body, &export)
+	}
+	if err != nil || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
+		r.mu.Lock()
+		r.bad = append(r.bad, fmt.Sprintf("%s %s %s: %v", req.Method, req.URL, req.Header.Get("Content-Type"), err))
+		r.mu.Unlock()
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	for _, rs := range export.GetResourceSpans() {
+		service := attributes(rs.GetResource().GetAttributes())["service.name"]
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.spans = append(r.spans, receivedSpan{
+					service: service, traceID: hex.EncodeToString(s.GetTraceId()),
+					id: hex.EncodeToString(s.GetSpanId()), parent: hex.EncodeToString(s.GetParentSpanId()),
+					name: s.GetName(), kind: s.GetKind(),
+					status: s.GetStatus().GetCode(), statusMessage: s.GetStatus().GetMessage(),
+					attrs: attributes(s.GetAttributes()),
+				})
+			}
+		}
+	}
+	r.mu.Unlock()
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out) //nolint:errcheck // the exporter may be gone
+}
+
+// attributes returns kvs as text, the way the tests compare them.
+func attributes(kvs []*commonpb.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		switch v := kv.GetValue().GetValue().(type) {
+		case *commonpb.AnyValue_StringValue:
+			m[kv.GetKey()] = v.StringValue
+		case *commonpb.AnyValue_IntValue:
+			m[kv.GetKey()] = strconv.FormatInt(v.IntValue, 10)
+		case *commonpb.AnyValue_BoolValue:
+			m[kv.GetKey()] = strconv.FormatBool(v.BoolValue)
+		default:
+			m[kv.GetKey()] = fmt.Sprint(v)
+		}
+	}
+	return m
+}
+
+// received returns the spans received so far, and fails t if a request
+// could not be read.
+func (r *otlpReceiver) received(t *testing.T) []receivedSpan {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.bad) > 0 {
+		t.Errorf("requests the receiver could not read: %q", r.bad)
+	}
+	return slices.Clone(r.spans)
+}
+
+// tracedRun is the command run in process, as main runs it, with its
+// flags and -otlp-endpoint naming r.
+type tracedRun struct {
+	url    string
+	stop   context.CancelFunc
+	ran    chan error
+	client *http.Client
+}
+
+// runTraced runs the command with args and -otlp-endpoint r's URL. The
+// spans are exported only as it stops (see holdSpansUntilShutdown).
+func runTraced(t *testing.T, r *otlpReceiver, args ...string) *tracedRun {
+	t.Helper()
+	return runInProcess(t, append([]string{"-otlp-endpoint", r.srv.URL}, args...)...)
+}
+
+// runInProcess runs the command with args in this process, as main does.
+func runInProcess(t *testing.T, args ...string) *tracedRun {
+	t.Helper()
+	o, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	g := &tracedRun{url: "http://" + ln.Addr().String(), stop: stop, ran: make(chan error, 1), client: &http.Client{}}
+	go func() { g.ran <- run(ctx, o, ln, slog.New(slog.DiscardHandler)) }()
+	return g
+}
+
+// get asks for path and returns the status of the answer.
+func (g *tracedRun) get(t *testing.T, path string) int {
+	t.Helper()
+	resp, err := g.client.Get(g.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // read to reuse the connection
+	return resp.StatusCode
+}
+
+// shutdown stops the command as SIGTERM does and waits for run to return.
+func (g *tracedRun) shutdown(t *testing.T) {
+	t.Helper()
+	g.client.CloseIdleConnections()
+	g.stop()
+	if err := <-g.ran; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+// holdSpansUntilShutdown makes the batch span processor wait an hour
+// before it exports what it holds: the spans a test receives are those
+// its shutdown flushed.
+func holdSpansUntilShutdown(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+}
+
+// noGoroutinesLeft fails t unless the goroutines are back to before (the
+// count at the test's start) within a few seconds: run, the receiver and
+// the clients closed, nothing of the tracing may be left running.
+func noGoroutinesLeft(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Errorf("goroutines: %d, %d before the test:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// traceTree renders the spans of one trace as an indented tree, a span a
+// line: its name, its kind and, for a client span, the symbol it asks
+// for; siblings in the order of their lines. It fails t unless the spans
+// are of one trace, with one root, every parent among them, all of the
+// service asyncsteps-demo.
+func traceTree(t *testing.T, spans []receivedSpan) string {
+	t.Helper()
+	children := map[string][]receivedSpan{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.id] = true
+	}
+	var roots int
+	for _, s := range spans {
+		if s.traceID != spans[0].traceID {
+			t.Errorf("span %s of trace %s, want one trace, %s", s.name, s.traceID, spans[0].traceID)
+		}
+		if s.service != serviceName {
+			t.Errorf("span %s of service %q, want %q", s.name, s.service, serviceName)
+		}
+		parent := s.parent
+		if parent == "" {
+			roots++
+		} else if !ids[parent] {
+			t.Errorf("span %s has a parent that is not in the trace", s.name)
+		}
+		children[parent] = append(children[parent], s)
+	}
+	if roots != 1 {
+		t.Errorf("%d root spans, want 1", roots)
+	}
+	var render func(parent, indent string) []string
+	render = func(parent, indent string) []string {
+		var out []string
+		for _, s := range children[parent] {
+			line := indent + s.name + " " + strings.TrimPrefix(s.kind.String(), "SPAN_KIND_")
+			if s.kind == tracepb.Span_SPAN_KIND_CLIENT {
+				u, _ := url.Parse(s.attrs["url.full"])
+				line += " " + u.Query().Get("symbol")
+			}
+			out = append(out, strings.Join(append([]string{line}, render(s.id, indent+"  ")...), "\n"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return strings.Join(render("", ""), "\n")
+}
+
+// flowsTrace is the trace of /quote?symbols=AAPL,MSFT served by the
+// flows gateway, as traceTree renders it; plainTrace by the plain one.
+const (
+	flowsTrace = `GET /quote SERVER
+  asyncsteps.flow INTERNAL
+    asyncsteps.await INTERNAL
+      HTTP GET CLIENT AAPL
+        GET SERVER
+    asyncsteps.await INTERNAL
+      HTTP GET CLIENT MSFT
+        GET SERVER`
+	plainTrace = `GET /quote SERVER
+  HTTP GET CLIENT AAPL
+    GET SERVER
+  HTTP GET CLIENT MSFT
+    GET SERVER`
+)
+
+// The trace of one /quote request with two symbols: the gateway's server
+// span; for the flows gateway, the flow's span under it and an Await span
+// per symbol under that; the upstream request's client span, and the
+// embedded upstream's server span, a child of it through the traceparent.
+// The spans of the request answered before the command stops are all
+// exported by its shutdown, and nothing is left running after it.
+func TestTracingGivesOneTracePerRequest(t *testing.T) {
+	for _, c := range []struct{ impl, want string }{{"flows", flowsTrace}, {"plain", plainTrace}} {
+		t.Run(c.impl, func(t *testing.T) {
+			holdSpansUntilShutdown(t)
+			before := runtime.NumGoroutine()
+			r := startOTLPReceiver(t)
+			g := runTraced(t, r, "-impl", c.impl, "-upstream-fail", "0", "-upstream-latency", "0")
+			if status := g.get(t, "/quote?symbols=AAPL,MSFT"); status != http.StatusOK {
+				t.Fatalf("status %d, want 200", status)
+			}
+			if spans := r.received(t); len(spans) != 0 {
+				t.Fatalf("%d spans exported before the shutdown, want them held", len(spans))
+			}
+			g.shutdown(t)
+			if got := traceTree(t, r.received(t)); got != c.want {
+				t.Errorf("trace:\n%s\nwant:\n%s", got, c.want)
+			}
+			r.srv.Close()
+			noGoroutinesLeft(t, before)
+		})
+	}
+}
+
+// A request that times out (504) fails its flow's span: status Error,
+// with the code.
+func TestTracingFailsTheFlowSpanOfA504(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	before := runtime.NumGoroutine()
+	r := startOTLPReceiver(t)
+	g := runTraced(t, r, "-upstream-fail", "0", "-upstream-latency", "1h", "-timeout", "50ms", "-attempt-timeout", "1s", "-retries", "0")
+	if status := g.get(t, "/quote?symbols=AAPL"); status != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504", status)
+	}
+	g.shutdown(t)
+	var flows []receivedSpan
+	var server receivedSpan
+	for _, s := range r.received(t) {
+		switch s.name {
+		case otelsteps.FlowSpan:
+			flows = append(flows, s)
+		case "GET /quote":
+			server = s
+		}
+	}
+	if len(flows) != 1 {
+		t.Fatalf("%d flow spans, want 1", len(flows))
+	}
+	f := flows[0]
+	if f.status != tracepb.Status_STATUS_CODE_ERROR || f.statusMessage != "Timeout" ||
+		f.attrs[string(otelsteps.CodeKey)] != "Timeout" || f.attrs["error.type"] != "Timeout" || f.parent != server.id {
+		t.Errorf("flow span: %+v, want status Error \"Timeout\", code Timeout, a child of the server span %s", f, server.id)
+	}
+	if server.attrs["http.response.status_code"] != "504" {
+		t.Errorf("server span: %+v, want status code 504", server)
+	}
+	r.srv.Close()
+	noGoroutinesLeft(t, before)
+}
+
+// SIGTERM flushes the spans: those of a request answered just before it,
+// which the batch span processor still holds, reach the collector before
+// the command exits.
+func TestTracingSIGTERMExportsTheSpansHeld(t *testing.T) {
+	holdSpansUntilShutdown(t) // the child process inherits it
+	r := startOTLPReceiver(t)
+	p := startProgram(t, "-addr", "127.0.0.1:0", "-otlp-endpoint", r.srv.URL, "-upstream-fail", "0", "-upstream-latency", "0")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(p.url + "/quote?symbols=AAPL,MSFT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	if spans := r.received(t); len(spans) != 0 {
+		t.Fatalf("%d spans exported before SIGTERM, want them held", len(spans))
+	}
+	p.stop(t)
+	if got := traceTree(t, r.received(t)); got != flowsTrace {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, flowsTrace)
+	}
+}
+
+// Without -otlp-endpoint nothing traces: no otelhttp handler or
+// transport, no otelsteps hooks, which would all trace with the global
+// tracer provider, set here to one that records. A request that names a
+// parent span in its traceparent leaves no span either.
+func TestNoOTLPEndpointTracesNothing(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	previous := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(previous); tp.Shutdown(context.Background()) })
+	for _, impl := range []string{"flows", "plain"} {
+		g := runInProcess(t, "-impl", impl, "-upstream-fail", "0", "-upstream-latency", "0")
+		req, _ := http.NewRequest(http.MethodGet, g.url+"/quote?symbols=AAPL,MSFT", nil)
+		req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		resp, err := g.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: status %d, want 200", impl, resp.StatusCode)
+		}
+		g.shutdown(t)
+	}
+	if started, ended := len(recorder.Started()), len(recorder.Ended()); started+ended != 0 {
+		t.Errorf("%d spans started, %d ended, want none", started, ended)
+	}
+}
