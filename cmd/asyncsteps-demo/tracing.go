@@ -95,11 +95,25 @@ func stopTracing(tp *sdktrace.TracerProvider, grace time.Duration, logger *slog.
 
 // tracedHandler returns h with a server span per request, a child of the
 // span its traceparent names, if any; h itself without tracing (tp nil).
+// The requests of probes, scrapes and profiles get no span (see
+// tracedRequest).
 func tracedHandler(h http.Handler, tp trace.TracerProvider) http.Handler {
 	if tp == nil {
 		return h
 	}
-	return otelhttp.NewHandler(h, serviceName, otelhttp.WithTracerProvider(tp))
+	return otelhttp.NewHandler(h, serviceName, otelhttp.WithTracerProvider(tp), otelhttp.WithFilter(tracedRequest))
+}
+
+// tracedRequest reports whether a request gets a trace: not those of
+// health probes, metrics scrapes, /stats and the debug endpoints, which
+// come every few seconds from machines and would bury the traces of the
+// requests served.
+func tracedRequest(req *http.Request) bool {
+	switch p := req.URL.Path; {
+	case p == "/healthz", p == "/readyz", p == "/metrics", p == "/stats", strings.HasPrefix(p, "/debug/"):
+		return false
+	}
+	return true
 }
 
 // tracedClient returns client making a client span per request, a child

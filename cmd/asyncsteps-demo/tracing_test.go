@@ -271,7 +271,8 @@ const (
 // per symbol under that; the upstream request's client span, and the
 // embedded upstream's server span, a child of it through the traceparent.
 // The spans of the request answered before the command stops are all
-// exported by its shutdown, and nothing is left running after it.
+// exported by its shutdown, and nothing is left running after it. The
+// probes and scrapes made before it leave no trace.
 func TestTracingGivesOneTracePerRequest(t *testing.T) {
 	for _, c := range []struct{ impl, want string }{{"flows", flowsTrace}, {"plain", plainTrace}} {
 		t.Run(c.impl, func(t *testing.T) {
@@ -279,6 +280,11 @@ func TestTracingGivesOneTracePerRequest(t *testing.T) {
 			before := runtime.NumGoroutine()
 			r := startOTLPReceiver(t)
 			g := runTraced(t, r, "-impl", c.impl, "-upstream-fail", "0", "-upstream-latency", "0")
+			for _, probe := range []string{"/healthz", "/readyz", "/metrics", "/stats"} {
+				if status := g.get(t, probe); status != http.StatusOK {
+					t.Fatalf("%s: status %d, want 200", probe, status)
+				}
+			}
 			if status := g.get(t, "/quote?symbols=AAPL,MSFT"); status != http.StatusOK {
 				t.Fatalf("status %d, want 200", status)
 			}
