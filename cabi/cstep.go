@@ -74,9 +74,18 @@ func (s cStep) Continue(label ...string) {
 // of a step that waits for its sub-steps raises InternalError in that
 // sub-step, as the table's calls through the pointer do (see elsewhere).
 // A C callback that the call aborts (Go that C called, there) gets the
-// abort once it has returned; a Go one is unwound by it.
+// abort once it has returned; a Go one is unwound by it. Such a call
+// completes a waiting step from outside, so it claims the step first, as
+// success and handle_error through the pointer do (see claimOutside): it
+// has no effect once one of theirs claimed the step, whose task the
+// loop may not have run yet, and the engine would take it then, failing
+// the step while the claim says it succeeded, which skips the step's
+// cancel handler.
 func (s cStep) outside(engine func()) {
 	defer goGuard(s.n)
+	if !s.n.claimOutside(outsideError) {
+		return
+	}
 	engine()
 }
 

@@ -123,11 +123,13 @@
 // blocking. Of two completions of a waiting step from outside its
 // callback that race (success and handle_error from two threads, say),
 // the one called first applies, even when the other reaches the loop
-// first, as for Go's Success and Error from two goroutines. isValid may
-// be called from any thread too: it reads what the loop has settled, so
-// its answer may be stale by the time it returns (from another thread, a
-// step whose callback still runs is 1, also once that callback has
-// completed it). A
+// first, as for Go's Success and Error from two goroutines; so do Go's
+// calls through [Wrap] that fail a waiting step from another goroutine
+// (Break, Continue, a late Add), which have no effect after a success
+// called first. isValid may be called from any thread too: it reads what
+// the loop has settled, so its answer may be stale by the time it
+// returns (from another thread, a step whose callback still runs is 1,
+// also once that callback has completed it). A
 // free that comes while an execute on another thread starts the flow is
 // released once that execute has started it, and cancels it, as a free
 // after the execute does; no lock is held over the start, which
