@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime/debug"
 	"sync/atomic"
+
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // burst is how many steps a flow runs in a row before it lets the loop look
@@ -755,6 +757,47 @@ func validOffLoop(as any) (valid, known bool) {
 		return false, false
 	}
 	return h.st.Load()&(stClaim|stDone) == 0, true
+}
+
+// claimSuccess is toolinfo.ClaimSuccess: a claim of a success from
+// another goroutine (see succeedOutside), whose args claimedSuccess
+// writes later, on the loop. Only a step that waits is claimed: with
+// state 0 the engine takes a call as the running callback's own.
+func claimSuccess(as any) toolinfo.Claimed {
+	h := stepAPIOf(as)
+	if h == nil {
+		return nil
+	}
+	for {
+		st := h.st.Load()
+		if st&stWait == 0 || st&(stClaim|stDone) != 0 {
+			return nil
+		}
+		if h.st.CompareAndSwap(st, st|stClaim) {
+			return claimedSuccess{h}
+		}
+	}
+}
+
+// claimedSuccess is the success claimed by claimSuccess on h.
+type claimedSuccess struct{ h *stepAPI }
+
+// Void implements toolinfo.Claimed: the loop killed the step since the
+// claim, or its flow ended. Its frame, which a claim not written keeps
+// from being recycled, still holds h.
+func (c claimedSuccess) Void() bool {
+	return c.h.st.Load()&stDone != 0 || c.h.fl.done
+}
+
+// Deliver implements toolinfo.Claimed, as Success from outside the
+// step's callback writes a claimed success (succeedOutside), whichever
+// tool calls it.
+func (c claimedSuccess) Deliver(args []any) {
+	if c.Void() {
+		return
+	}
+	c.h.f.args = args
+	c.h.publish(false)
 }
 
 // stepLive is toolinfo.StepLive: the frame of h still runs this

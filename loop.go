@@ -186,6 +186,7 @@ func init() {
 	toolinfo.StepLive = stepLive
 	toolinfo.CallbackRuns = callbackRuns
 	toolinfo.ValidOffLoop = validOffLoop
+	toolinfo.ClaimSuccess = claimSuccess
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey
 	toolinfo.HoldFor = holdFor

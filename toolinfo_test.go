@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
@@ -300,4 +301,51 @@ func TestToolInfoStepLive(t *testing.T) {
 	probe("with a sub-step left", outer)
 	probe("left waiting", waiting)
 	p.check(t, "completed false true with a sub-step left true true left waiting true true")
+}
+
+// ClaimSuccess claims a waiting step for a success whose args Deliver
+// writes later, on the loop: the step's timer that falls due meanwhile
+// loses, as to a Success claimed from another goroutine, and the step
+// completes with the args delivered. A cancel that comes between the two
+// finds the step completed: its cancel handler does not run, the claim
+// is void and Deliver does nothing. A step that does not wait, or is
+// claimed already, is not claimed.
+func TestToolInfoClaimSuccess(t *testing.T) {
+	for _, cancel := range []bool{false, true} {
+		tt := NewTestTool()
+		var tr trace
+		r := New(WithTool(tt))
+		var waiting AsyncSteps
+		r.Add(func(as AsyncSteps, _ ...any) {
+			if toolinfo.ClaimSuccess(as) != nil {
+				tr.add("claimed before it waits")
+			}
+			as.SetTimeout(10 * time.Millisecond)
+			as.SetCancel(func(AsyncSteps) { tr.add("cancel handler") })
+			waiting = as
+		})
+		r.Add(func(_ AsyncSteps, args ...any) { tr.add("next %v", args) })
+		r.ExecuteWith(func(err *Error) { tr.add("ended %s", err.Code) })
+		tt.Advance(0)
+		c := toolinfo.ClaimSuccess(waiting)
+		if c == nil || toolinfo.ClaimSuccess(waiting) != nil || waiting.IsValid() {
+			t.Fatalf("cancel=%v: claimed %v, again %v, valid after %v", cancel, c != nil, toolinfo.ClaimSuccess(waiting) != nil, waiting.IsValid())
+		}
+		if cancel {
+			r.Cancel()
+		}
+		tt.Advance(10 * time.Millisecond) // the timer, or the cancel, first
+		tt.Immediate(func() {
+			tr.add("void %v", c.Void())
+			c.Deliver([]any{7})
+		})
+		tt.Run()
+		want := "void false next [7]"
+		if cancel {
+			want = "void true"
+		}
+		if got := tr.String(); got != want {
+			t.Errorf("cancel=%v: trace %q, want %q", cancel, got, want)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // The functions of our FutoInAsyncSteps table (bridge.c forwards to them).
@@ -292,7 +293,15 @@ func (n *node) succeed(vals []any, taken bool) {
 	// From outside the callback: on the loop.
 	mayApply := n.claimOutside(outsideSuccess)
 	n.post(func() {
-		if !mayApply || n.over() {
+		if !mayApply {
+			drop()
+			return
+		}
+		if c := n.claimed.Load(); c != nil {
+			n.deliver(*c, vals, drop)
+			return
+		}
+		if n.over() {
 			drop()
 			return
 		}
@@ -310,6 +319,27 @@ func (n *node) succeed(vals []any, taken bool) {
 		n.release()
 		drop()
 	})
+}
+
+// deliver completes n's step with vals, a success from outside whose
+// claim of the engine's step is c (see pin), as succeed's task does
+// with the engine's Success: unless the step ended since the claim (a
+// cancel, which ran no cancel handler of the step's, or the flow's end),
+// whose node goes then, and vals are dropped. The node may be released
+// already: the claim makes the step look over, and the loop's adoption
+// of a pointer Binary gave off the loop releases one whose step is (see
+// adoptExternal); the step still takes the success. Loop only.
+func (n *node) deliver(c toolinfo.Claimed, vals []any, drop func()) {
+	if c.Void() {
+		n.release()
+		drop()
+		return
+	}
+	if n.onSuccess != nil && !n.released.Load() {
+		n.onSuccess()
+	}
+	n.release()
+	c.Deliver(vals)
 }
 
 // dropArgs cleans up the custom objects among vals that no step received:

@@ -300,7 +300,11 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * From any thread: from another one it posts to the loop. Of
              * two completions of a waiting step from outside its callback
              * (success, handle_error) that race, the one called first
-             * applies, even when the other reaches the loop first. */
+             * applies, even when the other reaches the loop first. From
+             * another thread, on a step that waits, it completes the step
+             * as it is called: a timeout of the step that falls due before
+             * the loop applies it does not fail the step, and a cancel
+             * then runs no cancel handler of the step's. */
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);
             /* Index 5. handle_error: fails the step with code and info (both
              * copied; info may be NULL). It RETURNS to the caller, which must
@@ -316,7 +320,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps* bsi, const char* code, const char* info);
             /* Index 6. setTimeout: the step (with its sub-steps) fails with
              * Timeout unless it completes within timeout_ms; calling it again
-             * re-arms it. The step waits for an external completion. From the
+             * re-arms it. The step waits for an external completion. A
+             * success from another thread called before the timeout falls
+             * due wins over it, also if the loop applies it later. From the
              * step's own callback. */
             void (*setTimeout)(FutoInAsyncSteps* bsi, uint32_t timeout_ms);
             /* Index 7. setCancel: ch(bsi, data) runs once, on the loop, if the

@@ -44,6 +44,14 @@ type node struct {
 	// claimed from another goroutine; unless the success turns out void
 	// (see tookOutsideSuccess).
 	outside atomic.Uint32
+	// settled: the step's C callback has returned, the step waiting for
+	// a completion from outside; a success that claims it from then on
+	// claims the engine's step too (see pin). Written on the loop.
+	settled atomic.Bool
+	// claimed is the engine's claim of the step for the success from
+	// outside that claimed it (see pin), delivered by that success's
+	// task; nil if none.
+	claimed atomic.Pointer[toolinfo.Claimed]
 	id      uint64
 	bsi     *C.FutoInAsyncSteps
 	kind    kind
@@ -378,14 +386,20 @@ func (n *node) cancelHandler(asyncsteps.AsyncSteps) {
 }
 
 // tookOutsideSuccess reports whether a success from outside the step's
-// callback has completed the step, maybe before the loop has applied it.
-// One claimed while the callback still ran is void once that callback
-// has added sub-steps, and one that an error beat to the loop (the
-// callback's own, say) is void too: the loop finds the step over and
-// drops it (see over), so the step did not succeed, and its cancel
-// handler is due. Loop only.
+// callback has completed the step, maybe before the loop has applied it:
+// one that claimed the engine's step (see pin) has, and the engine runs
+// no cancel handler of a step so claimed. A C step's success that
+// claimed only node is void: the cancel or the timeout that runs this
+// handler came first, or the step's callback went on to add sub-steps
+// or to fail. A Go step given by Binary is claimed in the engine only
+// once it waits; a success claimed in node before counts unless the
+// callback went on to add sub-steps or to fail, or an error beat it to
+// the loop (see over). Loop only.
 func (n *node) tookOutsideSuccess() bool {
-	return n.outside.Load() == outsideSuccess && !n.added && !n.erred
+	if n.claimed.Load() != nil {
+		return true
+	}
+	return n.external && n.outside.Load() == outsideSuccess && !n.added && !n.erred
 }
 
 // The kinds of node.outside.
@@ -403,16 +417,41 @@ const (
 // may post in the other order; the loop applies the first claimed, as
 // the engine's claim decides for Go's completions from other goroutines.
 // One made on a step that is not live claims nothing: its task finds the
-// step over.
+// step over. A success that wins on a step that waits for it claims the
+// engine's step too (see pin).
 func (n *node) claimOutside(kind uint32) (mayApply bool) {
-	if !n.stepValid() {
+	if n.outside.Load() == 0 && !n.stepValid() {
+		// Not live, nor claimed by a success of ours, which may have
+		// claimed the engine's step already (see pin).
 		return true
 	}
 	won := n.outside.CompareAndSwap(0, kind)
+	if won && kind == outsideSuccess && (n.external || n.settled.Load()) {
+		n.pin()
+	}
 	if testHookClaimed != nil {
 		testHookClaimed(n, kind, won)
 	}
 	return won
+}
+
+// pin claims the engine's step for the success from outside that claimed
+// n, once the step waits for it: the C step's callback has returned
+// waiting (settled, on whichever side comes second: the success's thread
+// or finish), or a Go step given by Binary has waited. A cancel or a
+// timeout of the step that comes before the success's task then finds it
+// completed, as it finds a Go step whose Success another goroutine
+// claimed: the timer does not fall due, a cancel runs no cancel handler
+// of the step's, and the task delivers the success. One that came
+// before the pin wins, and the success is void (see tookOutsideSuccess).
+// Any thread; the second call of two does nothing.
+func (n *node) pin() {
+	if n.claimed.Load() != nil {
+		return
+	}
+	if c := toolinfo.ClaimSuccess(n.as); c != nil {
+		n.claimed.Store(&c)
+	}
 }
 
 // testHookClaimed, set by a test, runs in claimOutside once a completion
@@ -1225,6 +1264,13 @@ func (n *node) finish() {
 		n.flow.watchLeft(n.as)
 	case n.waiting:
 		n.flow.watchLeft(n.as)
+		// A success from outside that claimed the step while its callback
+		// ran claims the engine's step now, before the loop may run a
+		// timer; one that comes after sees settled (see pin).
+		n.settled.Store(true)
+		if n.outside.Load() == outsideSuccess {
+			n.pin()
+		}
 	default:
 		n.release()
 	}

@@ -107,3 +107,25 @@ var OwnerKey func(as any) any
 // its memory from another branch): a lock held for a branch that ended
 // keeps other branches out.
 var HoldFor func(as any, key any) bool
+
+// ClaimSuccess claims the completion of the step of as, a step API of
+// the package or a decorator that unwraps to one, for a success, as
+// Success from another goroutine does, whose args are to come: package
+// cabi claims so a waiting step that C completes from another thread,
+// whose success it posts to the loop, so that a cancel or a timeout of
+// the step that comes before the post sees the step completed, as it
+// sees a Go step whose Success was claimed. It claims only a step that
+// may be completed from outside (it waits) and has no completion
+// claimed, and reports nil otherwise; from any goroutine.
+var ClaimSuccess func(as any) Claimed
+
+// Claimed is a success claimed by ClaimSuccess. Its methods are for the
+// step's loop.
+type Claimed interface {
+	// Void reports whether the step ended since the claim (cancelled,
+	// or its flow ended): the success is not to be delivered.
+	Void() bool
+	// Deliver completes the step with args, the success claimed; a
+	// void claim takes nothing.
+	Deliver(args []any)
+}
