@@ -53,6 +53,8 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-otlp-endpoint", "grpc://127.0.0.1:4317"}, `want an http:// or https:// URL with a host`},
 		{[]string{"-otlp-endpoint", "http://u:hunter2@127.0.0.1:4318/?x=1"}, `-otlp-endpoint=\"http://u:***@127.0.0.1:4318/?x=1\": want a URL with no query or fragment`},
 		{[]string{"-otlp-endpoint", "http://127.0.0.1:4318#x"}, `want a URL with no query or fragment`},
+		{[]string{"-otlp-endpoint", "http://u:hunter2@127.0.0.1:4318"}, `-otlp-endpoint=\"http://u:***@127.0.0.1:4318\": want a URL with no user or password, which would not be sent: set OTEL_EXPORTER_OTLP_HEADERS`},
+		{[]string{"-otlp-endpoint", "https://token@collector.example/v1/traces"}, `want a URL with no user or password`},
 		{[]string{"-impl", "threads"}, `-impl=\"threads\": want flows or plain`},
 		{[]string{"-log-level", "verbose"}, `-log-level=\"verbose\": want debug, info, warn or error"`},
 		{[]string{"-log-level", "INFO"}, `-log-level=\"INFO\": want debug, info, warn or error"`},

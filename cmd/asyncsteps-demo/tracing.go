@@ -31,8 +31,11 @@ const serviceName = "asyncsteps-demo"
 const tracesPath = "/v1/traces"
 
 // validateOTLPEndpoint accepts an empty -otlp-endpoint (no tracing) or an
-// absolute http or https URL with no query or fragment, which the
-// exporter would drop. Its error names s without a password.
+// absolute http or https URL with no query, fragment, user or password,
+// which the exporter would drop: a collector that wants credentials would
+// refuse every export, the spans lost with no sign at start. Credentials
+// go in OTEL_EXPORTER_OTLP_HEADERS, which the exporter sends. Its error
+// names s without a password.
 func validateOTLPEndpoint(s string) error {
 	if s == "" {
 		return nil
@@ -43,6 +46,9 @@ func validateOTLPEndpoint(s string) error {
 	}
 	if u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") {
 		return fmt.Errorf("-otlp-endpoint=%q: want a URL with no query or fragment", redactedUserinfo(s))
+	}
+	if u.User != nil {
+		return fmt.Errorf("-otlp-endpoint=%q: want a URL with no user or password, which would not be sent: set OTEL_EXPORTER_OTLP_HEADERS", redactedUserinfo(s))
 	}
 	return nil
 }

@@ -391,3 +391,29 @@ func TestNoOTLPEndpointTracesNothing(t *testing.T) {
 		t.Errorf("%d spans started, %d ended, want none", started, ended)
 	}
 }
+
+// A collector's credentials, which -otlp-endpoint refuses in its URL, are
+// sent from OTEL_EXPORTER_OTLP_HEADERS with every export.
+func TestTracingSendsTheHeadersOfTheEnvironment(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic YWxpY2U6aHVudGVyMg==")
+	var mu sync.Mutex
+	var seen []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		seen = append(seen, req.URL.Path+" "+req.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer collector.Close()
+	g := runInProcess(t, "-otlp-endpoint", collector.URL, "-upstream-fail", "0", "-upstream-latency", "0")
+	if status := g.get(t, "/quote?symbols=AAPL"); status != http.StatusOK {
+		t.Fatalf("status %d, want 200", status)
+	}
+	g.shutdown(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"/v1/traces Basic YWxpY2U6aHVudGVyMg=="}; !slices.Equal(seen, want) {
+		t.Errorf("exports: %q, want %q", seen, want)
+	}
+}
