@@ -412,7 +412,7 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		}
 		// Deferred first, so run last: once the server has stopped and
 		// every request's spans have ended.
-		defer stopTracing(tp, o.grace, logger)
+		defer stopTracing(tp, logger)
 		cfg.tracer = tp
 		logger.Info("tracing", "endpoint", redacted(tracesURL(o.otlpEndpoint)))
 	}

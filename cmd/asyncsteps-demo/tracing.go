@@ -88,11 +88,20 @@ func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvide
 	return tp, nil
 }
 
-// stopTracing exports the spans left and stops tp, within grace: it is
-// called once the server has stopped, when every request's spans have
-// ended, so that those of the last requests are not lost.
-func stopTracing(tp *sdktrace.TracerProvider, grace time.Duration, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
+// traceFlushTimeout bounds how long stopTracing waits for the collector
+// to take the spans left: long enough for a collector that answers, short
+// enough that one that hangs does not hold the exit for long. It is not
+// -grace, the time the requests in flight have to end: a -grace of 0,
+// for a quick restart, would send none of the spans of the last requests.
+// A variable for the tests.
+var traceFlushTimeout = 5 * time.Second
+
+// stopTracing exports the spans left and stops tp, within
+// traceFlushTimeout: it is called once the server has stopped, when
+// every request's spans have ended, so that those of the last requests
+// are not lost.
+func stopTracing(tp *sdktrace.TracerProvider, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {
 		logger.Warn("tracing: the spans left were not all exported", "err", err)

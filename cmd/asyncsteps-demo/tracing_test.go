@@ -363,6 +363,49 @@ func TestTracingSIGTERMExportsTheSpansHeld(t *testing.T) {
 	}
 }
 
+// The spans of the last requests are sent at shutdown also with a -grace
+// of 0: the flush has its own bound, not the requests' grace.
+func TestTracingFlushesWithNoGrace(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	r := startOTLPReceiver(t)
+	g := runTraced(t, r, "-grace", "0s", "-upstream-fail", "0", "-upstream-latency", "0")
+	if status := g.get(t, "/quote?symbols=AAPL,MSFT"); status != http.StatusOK {
+		t.Fatalf("status %d, want 200", status)
+	}
+	g.shutdown(t)
+	if got := traceTree(t, r.received(t)); got != flowsTrace {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, flowsTrace)
+	}
+}
+
+// A collector that never answers holds the exit for traceFlushTimeout at
+// most, and what could not be sent is logged, not returned as the
+// command's error.
+func TestTracingHungCollectorDelaysTheExitBoundedly(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	prev := traceFlushTimeout
+	traceFlushTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { traceFlushTimeout = prev })
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case <-release:
+		case <-req.Context().Done():
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) })
+	g := runInProcess(t, "-otlp-endpoint", hung.URL, "-grace", "0s", "-upstream-fail", "0", "-upstream-latency", "0")
+	if status := g.get(t, "/quote?symbols=AAPL"); status != http.StatusOK {
+		t.Fatalf("status %d, want 200", status)
+	}
+	start := time.Now()
+	g.shutdown(t)
+	if took := time.Since(start); took < traceFlushTimeout || took > traceFlushTimeout+5*time.Second {
+		t.Errorf("shutdown took %v, want about the flush bound, %v", took, traceFlushTimeout)
+	}
+}
+
 // Without -otlp-endpoint nothing traces: no otelhttp handler or
 // transport, no otelsteps hooks, which would all trace with the global
 // tracer provider, set here to one that records. A request that names a
