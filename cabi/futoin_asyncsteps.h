@@ -499,7 +499,9 @@ FUTOIN_EXTENSION struct FutoInSyncAPI_
             /* Index 0. lock: called by addSync's step with that step's bsi.
              * It either returns with the lock held, or makes the step wait
              * (waitExternal) and completes it with success once held, or fails
-             * it with handle_error (e.g. DefenseRejected for a full queue). */
+             * it with handle_error (e.g. DefenseRejected for a full queue). A
+             * success from another thread made before a cancel of the flow
+             * reaches the loop counts as held: unlock follows. */
             void (*lock)(FutoInAsyncSteps* bsi, FutoInSync* sync);
             /* Index 1. unlock: called once when the critical section ends in
              * any way, with a bsi of the same rootId as lock's: on the loop,

@@ -402,6 +402,17 @@ func (n *node) tookOutsideSuccess() bool {
 	return n.external && n.outside.Load() == outsideSuccess && !n.added && !n.erred
 }
 
+// successPending reports whether a success from outside the step's
+// callback completed the step, claiming the engine's step (see pin),
+// and the loop has not applied it yet: a cancel meanwhile ran none of
+// the step's cancel handlers, which would have released n. It reads
+// outside, not claimed: the claiming thread writes outside before it
+// claims the engine's step, and claimed only after, so a cancel that
+// found the engine's step claimed may not see claimed yet. Loop only.
+func (n *node) successPending() bool {
+	return n.outside.Load() == outsideSuccess && !n.released.Load() && !n.added && !n.erred
+}
+
 // The kinds of node.outside.
 const (
 	outsideSuccess uint32 = 1 + iota

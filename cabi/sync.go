@@ -346,9 +346,17 @@ func (o *syncObj) leaveAtEnd(n *node, h *holder) {
 func (fc *flowCtx) addForeignSync(as asyncsteps.AsyncSteps, rid int64, s *C.FutoInSync, fn asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
 	as.Add(func(sec asyncsteps.AsyncSteps, args ...any) {
 		var held, unlocked bool
+		var ln *node               // the lock step's, once it runs
 		fc, rid := fc.of(sec, rid) // the flow's own, also in a copy of the Root
 		secNode := newNode(kindStep, sec, fc, rid)
 		unlock := func() {
+			if !held && ln != nil && ln.successPending() {
+				// Granted from another thread, and the flow cancelled
+				// before the loop took the grant: the lock step completed
+				// all the same (its cancel handler did not run), so the
+				// sync counts the lock as ours.
+				held = true
+			}
 			if held && !unlocked {
 				unlocked = true
 				C.cabi_sync_unlock(s, secNode.bsi)
@@ -363,7 +371,6 @@ func (fc *flowCtx) addForeignSync(as asyncsteps.AsyncSteps, rid int64, s *C.Futo
 		secNode.onLeft = unlock
 		fc.watchLeft(sec)
 		sec.Add(func(l asyncsteps.AsyncSteps, _ ...any) {
-			var ln *node
 			fc.runC(l, rid, nil, func(n *node) {
 				ln = n
 				n.onSuccess = func() { held = true }
