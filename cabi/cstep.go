@@ -80,10 +80,13 @@ func (s cStep) Continue(label ...string) {
 // has no effect once one of theirs claimed the step, whose task the
 // loop may not have run yet, and the engine would take it then, failing
 // the step while the claim says it succeeded, which skips the step's
-// cancel handler.
+// cancel handler. One from a sub-step's callback claims nothing: the
+// step completes no more, and the engine raises the misuse there, also
+// when a completion from another thread claimed the step before its
+// callback added the sub-steps, which made that completion void.
 func (s cStep) outside(engine func()) {
 	defer goGuard(s.n)
-	if !s.n.claimOutside(outsideError) {
+	if !(s.n.onLoop() && s.n.subStepsRun()) && !s.n.claimOutside(outsideError) {
 		return
 	}
 	engine()

@@ -3,6 +3,7 @@
 package cabi
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -86,4 +87,44 @@ func fromGoroutine(f func()) {
 		f()
 	}()
 	<-done
+}
+
+// Go's Break, Continue and Add through Wrap of a C step's pointer, from
+// a Go sub-step of that step, raise InternalError in the sub-step's
+// callback, as they do when nothing else came (see
+// TestWrapCallFromASubStepIsInternalError), also when a completion from
+// another thread claimed the step while its callback ran, before the
+// callback added the sub-step: that completion is void (the sub-steps
+// run), and it claims nothing that the call could lose to. Before, the
+// call found that claim and did nothing: the sub-step went on, and the
+// flow ended "ok".
+func TestWrapCallFromASubStepAfterAVoidClaimIsInternalError(t *testing.T) {
+	calls := []struct {
+		name string
+		call func(parent asyncsteps.AsyncSteps)
+	}{
+		{"Break", func(p asyncsteps.AsyncSteps) { p.Break() }},
+		{"Continue", func(p asyncsteps.AsyncSteps) { p.Continue() }},
+		{"Add", func(p asyncsteps.AsyncSteps) { p.Add(func(asyncsteps.AsyncSteps, ...any) {}) }},
+	}
+	for _, c := range calls {
+		for _, code := range []int{0, 3} { // success, handle_error
+			t.Run(fmt.Sprintf("%s code=%d", c.name, code), func(t *testing.T) {
+				w := startWrapRun(t, func(w *wrapRun, cstep unsafe.Pointer) {
+					parent := Wrap(cstep)
+					ctest.FlowStack(cstep, 0)
+					completeFromThread(cstep, code) // claims the step, posts
+					parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						c.call(parent)
+						w.trace = append(w.trace, "not aborted")
+					})
+				})
+				info := c.name + " called on the AsyncSteps of a step that waits for its sub-steps"
+				if w.st.ErrorInfo != info {
+					t.Errorf("error info %q, want %q", w.st.ErrorInfo, info)
+				}
+				w.check(t, asyncsteps.InternalError, nil, 0)
+			})
+		}
+	}
 }
