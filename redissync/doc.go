@@ -91,8 +91,9 @@
 //     processes of both versions share the limits as before, each with its
 //     own behaviour for its own leases: the older ones leave a stall's
 //     leases to run out, up to a TTL after Redis resumed. A rate limit's
-//     call that Redis runs after the stall counts its entries all the
-//     same, for flows that are gone: the rate lets fewer flows in for a
+//     call that Redis runs after the stall counts its entries for flows
+//     that are gone, unless a later call of its Throttle ran before it
+//     (see a reply lost, below): the rate lets fewer flows in for a
 //     while, never more.
 //   - A process killed while it holds a lease: nothing is given back; the
 //     lease runs out TTL after its last renewal (so between 2/3 TTL and
