@@ -16,22 +16,10 @@ import (
 // with no time attribute.
 func runLogged(t *testing.T, args ...string) (string, *syncBuffer) {
 	t.Helper()
-	o, err := parseFlags(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime}))
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- run(ctx, o, ln, logger) }()
+	url, end := startRun(t, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime})), args...)
 	t.Cleanup(func() {
-		stop()
-		if err := <-ran; err != nil {
+		if err := end(); err != nil {
 			t.Errorf("run: %v", err)
 		}
 	})
@@ -42,7 +30,29 @@ func runLogged(t *testing.T, args ...string) (string, *syncBuffer) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return "http://" + ln.Addr().String(), logs
+	return url, logs
+}
+
+// startRun runs the command's run with args in this process, as main
+// does, on a loopback listener, logging to logger. It returns the URL and
+// end, which stops the command as SIGTERM does and returns run's error.
+func startRun(t *testing.T, logger *slog.Logger, args ...string) (url string, end func() error) {
+	t.Helper()
+	o, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- run(ctx, o, ln, logger) }()
+	return "http://" + ln.Addr().String(), func() error {
+		stop()
+		return <-ran
+	}
 }
 
 // noTime leaves the time out of a log line, for tests that compare lines.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -126,8 +125,7 @@ func (r *otlpReceiver) received(t *testing.T) []receivedSpan {
 // flags and -otlp-endpoint naming r.
 type tracedRun struct {
 	url    string
-	stop   context.CancelFunc
-	ran    chan error
+	end    func() error // stops the command, returns run's error
 	client *http.Client
 }
 
@@ -141,18 +139,8 @@ func runTraced(t *testing.T, r *otlpReceiver, args ...string) *tracedRun {
 // runInProcess runs the command with args in this process, as main does.
 func runInProcess(t *testing.T, args ...string) *tracedRun {
 	t.Helper()
-	o, err := parseFlags(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	g := &tracedRun{url: "http://" + ln.Addr().String(), stop: stop, ran: make(chan error, 1), client: &http.Client{}}
-	go func() { g.ran <- run(ctx, o, ln, slog.New(slog.DiscardHandler)) }()
-	return g
+	url, end := startRun(t, slog.New(slog.DiscardHandler), args...)
+	return &tracedRun{url: url, end: end, client: &http.Client{}}
 }
 
 // get asks for path and returns the status of the answer.
@@ -171,8 +159,7 @@ func (g *tracedRun) get(t *testing.T, path string) int {
 func (g *tracedRun) shutdown(t *testing.T) {
 	t.Helper()
 	g.client.CloseIdleConnections()
-	g.stop()
-	if err := <-g.ran; err != nil {
+	if err := g.end(); err != nil {
 		t.Errorf("run: %v", err)
 	}
 }
