@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,10 +19,9 @@ import (
 // client never learns its result, and go-redis sends it again on a new
 // connection.
 type cutProxy struct {
-	addr  string
+	*tcpProxy
 	armed atomic.Pointer[string] // the SHA1 of the script whose next call to cut
 	cuts  atomic.Int64
-	wg    sync.WaitGroup
 }
 
 // arm makes p cut the reply to the next call of s, which must be loaded
@@ -35,49 +33,19 @@ func (p *cutProxy) arm(s *redis.Script) {
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{addr: l.Addr().String()}
-	var mu sync.Mutex
-	var conns []net.Conn
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			p.wg.Add(2)
-			var cut atomic.Bool
-			go p.pipe(s, c, func(b []byte) bool { // the calls
+	p := &cutProxy{}
+	p.tcpProxy = startTCPProxy(t, target, func(tp *tcpProxy, c, s net.Conn) {
+		var cut atomic.Bool
+		tp.wg.Go(func() {
+			p.pipe(s, c, func(b []byte) bool { // the calls
 				sha := p.armed.Load()
 				if sha != nil && bytes.Contains(b, []byte(*sha)) && p.armed.CompareAndSwap(sha, nil) {
 					cut.Store(true)
 				}
 				return false
 			})
-			go p.pipe(c, s, func([]byte) bool { return cut.Load() }) // the replies
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		p.wg.Wait()
+		})
+		tp.wg.Go(func() { p.pipe(c, s, func([]byte) bool { return cut.Load() }) }) // the replies
 	})
 	return p
 }
@@ -85,7 +53,6 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 // pipe copies from to dst until either end closes, or until drop says
 // that what was read must not go on: then it breaks both connections.
 func (p *cutProxy) pipe(dst, src net.Conn, drop func([]byte) bool) {
-	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 64<<10)

@@ -19,14 +19,12 @@ import (
 // lets it go: after the copy sent again, as a proxy or a network that
 // delays a connection's packets may deliver it.
 type holdProxy struct {
-	addr string
-	wg   sync.WaitGroup
+	*tcpProxy
 
 	mu    sync.Mutex
 	armed string     // the SHA1 of the script whose next call to hold
 	held  []byte     // the call held back
 	on    *proxyConn // its connection
-	conns []net.Conn
 }
 
 // proxyConn is a client's connection c and the proxy's to Redis, s.
@@ -45,52 +43,19 @@ func (p *holdProxy) hold(s *redis.Script) {
 
 func startHoldProxy(t *testing.T, target string) *holdProxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdProxy{addr: l.Addr().String()}
-	p.wg.Add(1)
-	go p.accept(l, target)
-	t.Cleanup(func() {
-		l.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
+	p := &holdProxy{}
+	p.tcpProxy = startTCPProxy(t, target, func(tp *tcpProxy, c, s net.Conn) {
+		pc := &proxyConn{c: c, s: s, replied: make(chan struct{})}
+		tp.wg.Go(func() { p.calls(pc) })
+		tp.wg.Go(func() { p.replies(pc) })
 	})
 	return p
-}
-
-func (p *holdProxy) accept(l net.Listener, target string) {
-	defer p.wg.Done()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		pc := &proxyConn{c: c, s: s, replied: make(chan struct{})}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.calls(pc)
-		go p.replies(pc)
-	}
 }
 
 // calls forwards the client's calls to Redis, but the armed one: that it
 // keeps, and it breaks the client's side of the connection, leaving the
 // side of Redis open.
 func (p *holdProxy) calls(pc *proxyConn) {
-	defer p.wg.Done()
 	defer pc.c.Close()
 	buf := make([]byte, 64<<10)
 	for {
@@ -124,7 +89,6 @@ func (p *holdProxy) take(b []byte, pc *proxyConn) bool {
 // replies forwards Redis's replies until either side closes. The reply to
 // a held call, once let go, finds the client's side closed.
 func (p *holdProxy) replies(pc *proxyConn) {
-	defer p.wg.Done()
 	defer close(pc.replied)
 	buf := make([]byte, 64<<10)
 	for {
