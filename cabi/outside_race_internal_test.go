@@ -51,14 +51,7 @@ func TestRacingOutsideCompletionsApplyTheFirstClaim(t *testing.T) {
 			if n := ctest.FlowCounters().Cancels - w.before.Cancels; n != tc.cancels {
 				t.Errorf("the step's C cancel handler ran %d times, want %d", n, tc.cancels)
 			}
-			ctest.FlowFree(w.ptr)
-			w.tt.Run()
-			if n := nodesOf(w.st); n != 0 {
-				t.Errorf("%d nodes of the flow in the registry, want 0", n)
-			}
-			if n := ctest.FlowCounters().Violations - w.before.Violations; n != 0 {
-				t.Errorf("%d violations of the C side", n)
-			}
+			w.freeClean(t)
 		})
 	}
 }

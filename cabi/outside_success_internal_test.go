@@ -63,14 +63,7 @@ func TestCancelAfterAnOutsideCompletionOfAStep(t *testing.T) {
 			if w.ended != "" {
 				t.Errorf("the cancelled flow ended with %q", w.ended)
 			}
-			ctest.FlowFree(w.ptr)
-			w.tt.Run()
-			if n := nodesOf(w.st); n != 0 {
-				t.Errorf("%d nodes of the flow in the registry, want 0", n)
-			}
-			if n := ctest.FlowCounters().Violations - w.before.Violations; n != 0 {
-				t.Errorf("%d violations of the C side", n)
-			}
+			w.freeClean(t)
 		})
 	}
 }

@@ -28,6 +28,20 @@ type wrapRun struct {
 	ended  string
 }
 
+// freeClean frees the flow's Root and runs the tool, and fails t unless
+// the registry keeps no node of the flow and the C side saw no violation.
+func (w *wrapRun) freeClean(t *testing.T) {
+	t.Helper()
+	ctest.FlowFree(w.ptr)
+	w.tt.Run()
+	if n := nodesOf(w.st); n != 0 {
+		t.Errorf("%d nodes of the flow in the registry, want 0", n)
+	}
+	if n := ctest.FlowCounters().Violations - w.before.Violations; n != 0 {
+		t.Errorf("%d violations of the C side", n)
+	}
+}
+
 // startWrapRun executes the flow and runs the tool until it is idle.
 func startWrapRun(t *testing.T, hook func(w *wrapRun, step unsafe.Pointer)) *wrapRun {
 	t.Helper()
