@@ -406,13 +406,13 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 	cfg := o.cfg
 	cfg.Upstream = o.upstreamURL
 	if o.otlpEndpoint != "" {
-		tp, err := startTracing(o.otlpEndpoint, logger)
+		tp, stopTraces, err := startTracing(o.otlpEndpoint, logger)
 		if err != nil {
 			return err
 		}
-		// Deferred first, so run last: once the server has stopped and
-		// every request's spans have ended.
-		defer stopTracing(tp, logger)
+		// Deferred first, so run last: once the server and the embedded
+		// upstream have stopped, when the spans of their requests end.
+		defer stopTraces()
 		cfg.tracer = tp
 		logger.Info("tracing", "endpoint", redacted(tracesURL(o.otlpEndpoint)))
 	}

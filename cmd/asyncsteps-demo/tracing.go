@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -66,18 +67,21 @@ func tracesURL(endpoint string) string {
 }
 
 // startTracing returns the tracer provider that exports, in batches, the
-// spans of the gateway to the OTLP/HTTP collector at endpoint, and sets
-// the W3C TraceContext propagator globally, which otelhttp reads: without
-// it, no traceparent would be sent to the upstream nor read from the
+// spans of the gateway to the OTLP/HTTP collector at endpoint, and the
+// function that flushes them and stops it (see stopTracing). It sets the
+// W3C TraceContext propagator globally, which otelhttp reads: without it,
+// no traceparent would be sent to the upstream nor read from the
 // gateway's clients. The exporter's failures (a collector down) are
 // logged at Warn rather than by otel's default logger, in the format of
 // the gateway's log. Nothing is connected to until the first export.
-func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvider, error) {
+func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvider, func(), error) {
 	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(tracesURL(endpoint)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	open := newOpenSpans()
 	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(open),
 		sdktrace.WithBatcher(exporter),
 		sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(serviceName))),
 	)
@@ -85,27 +89,120 @@ func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvide
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("tracing", "err", err)
 	}))
-	return tp, nil
+	return tp, func() { stopTracing(tp, open, logger) }, nil
 }
 
-// traceFlushTimeout bounds how long stopTracing waits for the collector
-// to take the spans left: long enough for a collector that answers, short
-// enough that one that hangs does not hold the exit for long. It is not
-// -grace, the time the requests in flight have to end: a -grace of 0,
-// for a quick restart, would send none of the spans of the last requests.
-// A variable for the tests.
+// traceFlushTimeout bounds how long stopTracing takes: long enough for a
+// collector that answers, short enough that one that hangs does not hold
+// the exit for long. It is not -grace, the time the requests in flight
+// have to end: a -grace of 0, for a quick restart, would send none of the
+// spans of the last requests. A variable for the tests.
 var traceFlushTimeout = 5 * time.Second
 
+// openAtExitEvent is the event of a span that stopTracing ended because it
+// was still open: its end is the exit's, not that of what it measured.
+const openAtExitEvent = "ended at exit, still open"
+
 // stopTracing exports the spans left and stops tp, within
-// traceFlushTimeout: it is called once the server has stopped, when
-// every request's spans have ended, so that those of the last requests
-// are not lost.
-func stopTracing(tp *sdktrace.TracerProvider, logger *slog.Logger) {
+// traceFlushTimeout. It is called once the server and the embedded
+// upstream have stopped; the spans still open then, those of the
+// upstream's requests that end as it closes their connections say, are
+// given a fifth of the bound to end, then ended by it, with the event
+// openAtExitEvent, so that they are exported rather than dropped (the
+// batch span processor drops a span that ends once it has shut down).
+func stopTracing(tp *sdktrace.TracerProvider, open *openSpans, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 	defer cancel()
+	open.wait(traceFlushTimeout / 5)
+	if n := open.endAll(); n > 0 {
+		logger.Warn("tracing: spans still open at exit, ended now", "n", n)
+	}
 	if err := tp.Shutdown(ctx); err != nil {
 		logger.Warn("tracing: the spans left were not all exported", "err", err)
 	}
+}
+
+// openSpans is a span processor that keeps the spans started and not yet
+// ended, for stopTracing.
+type openSpans struct {
+	mu    sync.Mutex
+	spans map[spanKey]sdktrace.ReadWriteSpan
+	ended chan struct{} // closed when the last span open ends; nil unless wait waits
+}
+
+// spanKey identifies a span: OnEnd is given a copy of it, not the span.
+type spanKey struct {
+	trace trace.TraceID
+	span  trace.SpanID
+}
+
+func newOpenSpans() *openSpans {
+	return &openSpans{spans: map[spanKey]sdktrace.ReadWriteSpan{}}
+}
+
+func keyOf(sc trace.SpanContext) spanKey { return spanKey{sc.TraceID(), sc.SpanID()} }
+
+// OnStart keeps s.
+func (o *openSpans) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.spans[keyOf(s.SpanContext())] = s
+}
+
+// OnEnd forgets s, and wakes wait if s was the last span open.
+func (o *openSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.spans, keyOf(s.SpanContext()))
+	if len(o.spans) == 0 && o.ended != nil {
+		close(o.ended)
+		o.ended = nil
+	}
+}
+
+// Shutdown does nothing: stopTracing ends the spans left before tp's
+// shutdown.
+func (o *openSpans) Shutdown(context.Context) error { return nil }
+
+// ForceFlush does nothing: o exports nothing.
+func (o *openSpans) ForceFlush(context.Context) error { return nil }
+
+// wait returns once no span is open, or after d.
+func (o *openSpans) wait(d time.Duration) {
+	o.mu.Lock()
+	if len(o.spans) == 0 {
+		o.mu.Unlock()
+		return
+	}
+	if o.ended == nil {
+		o.ended = make(chan struct{})
+	}
+	ended := o.ended
+	o.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ended:
+	case <-timer.C:
+	}
+}
+
+// endAll ends the spans open, with the event openAtExitEvent, and returns
+// how many.
+func (o *openSpans) endAll() int {
+	o.mu.Lock()
+	left := make([]sdktrace.ReadWriteSpan, 0, len(o.spans))
+	for _, s := range o.spans {
+		left = append(left, s)
+	}
+	o.mu.Unlock()
+	// Outside the lock: End calls OnEnd. A span its owner ends meanwhile
+	// is ended once only: End does nothing to a span ended.
+	for _, s := range left {
+		s.AddEvent(openAtExitEvent)
+		s.End()
+	}
+	return len(left)
 }
 
 // tracedHandler returns h with a server span per request, a child of the

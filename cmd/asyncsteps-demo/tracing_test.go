@@ -48,6 +48,7 @@ type receivedSpan struct {
 	status              tracepb.Status_StatusCode
 	statusMessage       string
 	attrs               map[string]string
+	events              []string // the names of its events
 }
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -80,7 +81,7 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 					id: hex.EncodeToString(s.GetSpanId()), parent: hex.EncodeToString(s.GetParentSpanId()),
 					name: s.GetName(), kind: s.GetKind(),
 					status: s.GetStatus().GetCode(), statusMessage: s.GetStatus().GetMessage(),
-					attrs: attributes(s.GetAttributes()),
+					attrs: attributes(s.GetAttributes()), events: eventNames(s.GetEvents()),
 				})
 			}
 		}
@@ -107,6 +108,15 @@ func attributes(kvs []*commonpb.KeyValue) map[string]string {
 		}
 	}
 	return m
+}
+
+// eventNames returns the names of events.
+func eventNames(events []*tracepb.Span_Event) []string {
+	var names []string
+	for _, e := range events {
+		names = append(names, e.GetName())
+	}
+	return names
 }
 
 // received returns the spans received so far, and fails t if a request
@@ -445,5 +455,157 @@ func TestTracingSendsTheHeadersOfTheEnvironment(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"/v1/traces Basic YWxpY2U6aHVudGVyMg=="}; !slices.Equal(seen, want) {
 		t.Errorf("exports: %q, want %q", seen, want)
+	}
+}
+
+// flowsTraceAAPL is the trace of /quote?symbols=AAPL served by the flows
+// gateway, as traceTree renders it.
+const flowsTraceAAPL = `GET /quote SERVER
+  asyncsteps.flow INTERNAL
+    asyncsteps.await INTERNAL
+      HTTP GET CLIENT AAPL
+        GET SERVER`
+
+// SIGTERM with two requests in flight at the embedded upstream: the
+// gateway's, for a /quote request, and one a client sent the upstream
+// itself, in the trace its traceparent names. Once -grace is over the
+// gateway's request is cancelled and answered 503; the upstream answers
+// its requests 503 as its connections close, the client's only once the
+// gateway has stopped. The spans of both, those that end after the
+// gateway has stopped too, are exported: the whole trace of the /quote
+// request, and the upstream's server span of the client's request, a
+// child of the client's span, answered 503.
+func TestTracingSIGTERMExportsTheUpstreamSpansInFlight(t *testing.T) {
+	holdSpansUntilShutdown(t) // the child process inherits it
+	r := startOTLPReceiver(t)
+	p := startProgram(t, "-addr", "127.0.0.1:0", "-otlp-endpoint", r.srv.URL, "-grace", "0s",
+		"-upstream-fail", "0", "-upstream-latency", "1h", "-retries", "0")
+	upstream := embeddedUpstreamURL(t, p)
+	const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	quote := goGetStatus(t, p.url+"/quote?symbols=AAPL", "")
+	direct := goGetStatus(t, upstream+"/price?symbol=MSFT", "00-"+clientTrace+"-"+clientSpan+"-01")
+	waitUpstreamInFlight(t, upstream, 2)
+	p.stop(t)
+	if status := <-quote; status != http.StatusServiceUnavailable {
+		t.Errorf("/quote: status %d, want 503", status)
+	}
+	if status := <-direct; status != 0 && status != http.StatusServiceUnavailable {
+		t.Errorf("/price: status %d, want 503 or the connection closed", status)
+	}
+	byTrace := map[string][]receivedSpan{}
+	for _, s := range r.received(t) {
+		if s.attrs["url.path"] != "/counters" { // the test's own requests
+			byTrace[s.traceID] = append(byTrace[s.traceID], s)
+		}
+	}
+	const want = "GET SERVER of asyncsteps-demo, parent " + clientSpan + ", /price answered 503, status ERROR"
+	if got := byTrace[clientTrace]; len(got) != 1 || serverSpanLine(got[0]) != want {
+		t.Errorf("the client's trace: %+v, want one span: %s", got, want)
+	}
+	delete(byTrace, clientTrace)
+	if len(byTrace) != 1 {
+		t.Fatalf("%d traces besides the client's, want 1: %+v", len(byTrace), byTrace)
+	}
+	for _, spans := range byTrace {
+		if got := traceTree(t, spans); got != flowsTraceAAPL {
+			t.Errorf("trace:\n%s\nwant:\n%s", got, flowsTraceAAPL)
+		}
+	}
+}
+
+// serverSpanLine renders what a test checks of a server span.
+func serverSpanLine(s receivedSpan) string {
+	return fmt.Sprintf("%s %s of %s, parent %s, %s answered %s, status %s", s.name, strings.TrimPrefix(s.kind.String(), "SPAN_KIND_"),
+		s.service, s.parent, s.attrs["url.path"], s.attrs["http.response.status_code"], strings.TrimPrefix(s.status.String(), "STATUS_CODE_"))
+}
+
+// goGetStatus sends GET url, with traceparent unless empty, on a goroutine
+// of its own; the channel returned gets the answer's status, 0 if none
+// came.
+func goGetStatus(t *testing.T, url, traceparent string) <-chan int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if traceparent != "" {
+		req.Header.Set("Traceparent", traceparent)
+	}
+	client := &http.Client{}
+	t.Cleanup(client.CloseIdleConnections)
+	status := make(chan int, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	return status
+}
+
+// embeddedUpstreamURL returns the URL of p's embedded upstream, which its
+// log names before it serves.
+func embeddedUpstreamURL(t *testing.T, p *program) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(p.logs.String(), `msg="embedded upstream started" url=`)
+	if !ok {
+		t.Fatalf("no embedded upstream in the log:\n%s", p.logs)
+	}
+	url, _, _ := strings.Cut(rest, " ")
+	return url
+}
+
+// waitUpstreamInFlight waits until the embedded upstream at url serves n
+// price requests, as its /counters says.
+func waitUpstreamInFlight(t *testing.T, url string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var c upstreamCounters
+		getJSON(t, url+"/counters", &c)
+		if c.InFlight == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("upstream counters %+v, want %d in flight", c, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A span still open when the tracing stops, past the fifth of the flush
+// bound it is given to end, is ended then, with the event
+// openAtExitEvent, and exported rather than dropped; the stop logs how
+// many it ended. A span ended before is exported as it was.
+func TestTracingEndsAndExportsTheSpansStillOpenAtExit(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	prev := traceFlushTimeout
+	traceFlushTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { traceFlushTimeout = prev })
+	r := startOTLPReceiver(t)
+	var logs syncBuffer
+	tp, stop, err := startTracing(r.srv.URL, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := tp.Tracer("test")
+	_, ended := tracer.Start(context.Background(), "ended")
+	ended.End()
+	_, open := tracer.Start(context.Background(), "open")
+	defer open.End() // does nothing: the stop ended it
+	stop()
+	var got []string
+	for _, s := range r.received(t) {
+		got = append(got, fmt.Sprintf("%s %q", s.name, s.events))
+	}
+	slices.Sort(got)
+	if want := []string{`ended []`, `open ["` + openAtExitEvent + `"]`}; !slices.Equal(got, want) {
+		t.Errorf("spans exported: %q, want %q", got, want)
+	}
+	if want := `level=WARN msg="tracing: spans still open at exit, ended now" n=1`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)
 	}
 }
