@@ -117,7 +117,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.cluster.TTL, "redis-ttl", 10*time.Second, "with -redis: the lease of a concurrency slot, renewed while a request holds it; a killed instance's slots come back after it; from 100ms to 24h")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "the log lines' format: text (key=value) or json (one object a line)")
-	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "trace each request (gateway, flow, upstream calls) to the OTLP/HTTP collector at this URL, http://localhost:4318 say (/v1/traces is appended unless the path ends with it); empty: no tracing")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "trace each request (gateway, flow, upstream calls) to the OTLP/HTTP collector at this URL, http://localhost:4318 say (/v1/traces is appended unless the path ends with it); service asyncsteps-demo unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES name it; empty: no tracing")
 	return fs
 }
 

@@ -71,10 +71,14 @@ func tracesURL(endpoint string) string {
 // function that flushes them and stops it (see stopTracing). It sets the
 // W3C TraceContext propagator globally, which otelhttp reads: without it,
 // no traceparent would be sent to the upstream nor read from the
-// gateway's clients. The exporter's failures (a collector down) are
-// logged at Warn rather than by otel's default logger, in the format of
-// the gateway's log. Nothing is connected to until the first export.
+// gateway's clients. The failures of the exporter (a collector down) and
+// what the SDK cannot read of the environment are logged at Warn rather
+// than by otel's default logger, in the format of the gateway's log.
+// Nothing is connected to until the first export.
 func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvider, func(), error) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("tracing", "err", err)
+	}))
 	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(tracesURL(endpoint)))
 	if err != nil {
 		return nil, nil, err
@@ -83,13 +87,28 @@ func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvide
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(open),
 		sdktrace.WithBatcher(exporter),
-		sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(serviceName))),
+		sdktrace.WithResource(tracingResource()),
 	)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		logger.Warn("tracing", "err", err)
-	}))
 	return tp, func() { stopTracing(tp, open, logger) }, nil
+}
+
+// tracingResource returns the resource of the spans: service.name
+// asyncsteps-demo unless the standard environment variables name the
+// service, OTEL_SERVICE_NAME first, then OTEL_RESOURCE_ATTRIBUTES, which
+// adds its other attributes too (sdktrace.WithResource adds them under
+// what it is given), as every OpenTelemetry SDK reads them.
+func tracingResource() *resource.Resource {
+	// The error is of a pair of OTEL_RESOURCE_ATTRIBUTES with no "=",
+	// left out, the others applied: a typo costs an attribute, not the
+	// traces. WithResource reads the environment again and reports it
+	// through otel.Handle, to the log: once is enough.
+	res, _ := resource.New(context.Background(),
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithAttributes(semconv.ServiceName(serviceName)),
+		resource.WithFromEnv(),
+	)
+	return res
 }
 
 // traceFlushTimeout bounds how long stopTracing takes: long enough for a

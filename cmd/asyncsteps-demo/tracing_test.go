@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -41,7 +42,8 @@ type otlpReceiver struct {
 
 // receivedSpan is what the tests check of a span.
 type receivedSpan struct {
-	service             string // its resource's service.name
+	service             string            // its resource's service.name
+	resource            map[string]string // its resource's attributes
 	traceID, id, parent string
 	name                string
 	kind                tracepb.Span_SpanKind
@@ -73,11 +75,11 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	for _, rs := range export.GetResourceSpans() {
-		service := attributes(rs.GetResource().GetAttributes())["service.name"]
+		resource := attributes(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
 				r.spans = append(r.spans, receivedSpan{
-					service: service, traceID: hex.EncodeToString(s.GetTraceId()),
+					service: resource["service.name"], resource: resource, traceID: hex.EncodeToString(s.GetTraceId()),
 					id: hex.EncodeToString(s.GetSpanId()), parent: hex.EncodeToString(s.GetParentSpanId()),
 					name: s.GetName(), kind: s.GetKind(),
 					status: s.GetStatus().GetCode(), statusMessage: s.GetStatus().GetMessage(),
@@ -607,5 +609,53 @@ func TestTracingEndsAndExportsTheSpansStillOpenAtExit(t *testing.T) {
 	}
 	if want := `level=WARN msg="tracing: spans still open at exit, ended now" n=1`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)
+	}
+}
+
+// The standard environment variables name the service and add resource
+// attributes: OTEL_SERVICE_NAME over the service.name of
+// OTEL_RESOURCE_ATTRIBUTES, over asyncsteps-demo. A pair of
+// OTEL_RESOURCE_ATTRIBUTES with no "=" is left out, with a warning; the
+// others apply.
+func TestTracingResourceFromTheEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		name, service, attributes string
+		want                      map[string]string
+		warnings                  int // of the pair "broken"
+	}{
+		{name: "OTEL_SERVICE_NAME wins", service: "quotes-eu", attributes: "service.name=other,deployment.environment.name=staging",
+			want: map[string]string{"service.name": "quotes-eu", "deployment.environment.name": "staging"}},
+		{name: "OTEL_RESOURCE_ATTRIBUTES with a bad pair", attributes: "service.name=quotes-us,broken,deployment.environment.name=prod",
+			want: map[string]string{"service.name": "quotes-us", "deployment.environment.name": "prod"}, warnings: 1},
+		{name: "OTEL_RESOURCE_ATTRIBUTES with no service.name", attributes: "deployment.environment.name=prod",
+			want: map[string]string{"service.name": serviceName, "deployment.environment.name": "prod"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			holdSpansUntilShutdown(t)
+			t.Setenv("OTEL_SERVICE_NAME", c.service)
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", c.attributes)
+			r := startOTLPReceiver(t)
+			var logs syncBuffer
+			url, end := startRun(t, slog.New(slog.NewTextHandler(&logs, nil)),
+				"-otlp-endpoint", r.srv.URL, "-upstream-fail", "0", "-upstream-latency", "0")
+			g := &tracedRun{url: url, end: end, client: &http.Client{}}
+			if status := g.get(t, "/quote?symbols=AAPL"); status != http.StatusOK {
+				t.Fatalf("status %d, want 200", status)
+			}
+			g.shutdown(t)
+			spans := r.received(t)
+			if len(spans) != 5 {
+				t.Errorf("%d spans, want 5", len(spans))
+			}
+			for _, s := range spans {
+				if !maps.Equal(s.resource, c.want) {
+					t.Errorf("span %s: resource %q, want %q", s.name, s.resource, c.want)
+				}
+			}
+			warning := `level=WARN msg=tracing err="partial resource: missing value: [broken]"`
+			if n := strings.Count(logs.String(), warning); n != c.warnings {
+				t.Errorf("log:\n%s\nwant %d lines with %s", logs.String(), c.warnings, warning)
+			}
+		})
 	}
 }
