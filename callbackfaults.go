@@ -299,32 +299,22 @@ func (l *Loop) leaveGoroutine(ended *bool) {
 }
 
 // endParked ends the flows of a closing loop that wait for another
-// goroutine: nothing else on the loop refers to them. They are found by
-// their waiting step APIs, in the blocks of step APIs the loop has given
-// out that are still alive: the loop holds the blocks weakly, so that a
-// flow that waits and that nothing else refers to is collected, and so is
-// its block once no step API in it is referred to. One weak pointer per
-// block, not one per flow, keeps a wait free of any bookkeeping.
+// goroutine and that nothing of the loop's holds: the flows it noted when
+// they parked (see flow.noteParked). The loop holds them weakly, so that a
+// flow that waits and that nothing else refers to is collected. A waiter's
+// flows are ended by endAwaited, a step timer's by endTimed.
 func (l *Loop) endParked() {
-	for _, p := range l.engine.blocks {
-		b := p.Value()
-		if b == nil {
-			continue
-		}
-		for i := range b {
-			h := &b[i]
-			if f := h.f; f != nil && f.h == h && f.waiting && !h.fl.done {
-				l.endClosed(h.fl)
-			}
+	for _, p := range l.engine.parked {
+		if fl := p.Value(); fl != nil && !fl.done {
+			l.endClosed(fl)
 		}
 	}
-	l.engine.blocks = nil
+	l.engine.parked = nil
 }
 
-// endTimed ends the flows that the closing loop's step timers held. The
-// blocks of step APIs are held weakly (see endParked): a flow that only
-// its timer referred to could be collected before endParked looks, and
-// would never be reported ended, though its timeout would have ended it.
+// endTimed ends the flows that the closing loop's step timers held. A flow
+// that waits with a timeout is not noted as parked (see flow.noteParked):
+// its timer holds it, and would have ended it.
 func (l *Loop) endTimed(timed []*flow) {
 	for _, fl := range timed {
 		if !fl.done {

@@ -2,8 +2,10 @@ package asyncsteps
 
 import (
 	"context"
+	"math/bits"
 	"runtime/debug"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
@@ -27,7 +29,7 @@ type flow struct {
 	sched scheduler // the Root's tool
 	// phase holds flowRunning, flowAbandoned and the flow's place among
 	// its Loop's awaited flows, in one word so that the Root stays within
-	// 176 bytes; set from any goroutine.
+	// 192 bytes; set from any goroutine.
 	phase atomic.Uint32
 	done  bool // no execution runs on the loop: not begun, or ended; on the loop
 	// inCall is set while a callback of the flow runs, reent when a task
@@ -42,6 +44,17 @@ type flow struct {
 	// Run. It is a field of its own, not in wait, so that a flow started
 	// by Promise costs no allocation besides the channel.
 	promise chan Result
+
+	// nextAPI is the next step API the flow gives a step, in a chunk of
+	// the flow's own, so that a step API kept by anyone keeps no other flow
+	// alive; apisLeft counts it and those after it in the chunk (0: nextAPI
+	// is nil, make a chunk), apiChunks the chunks made.
+	nextAPI   *stepAPI
+	apisLeft  uint16
+	apiChunks uint8
+	// parkNoted is set once the flow's loop notes it weakly as parked
+	// (see noteParked), for as long as the Root lives.
+	parkNoted bool
 }
 
 // Bits of flow.phase.
@@ -197,23 +210,15 @@ var deadBaseAPI = func() *stepAPI {
 }()
 
 // newStepAPI gives f a new incarnation with step API state st.
-func (fl *flow) newStepAPI(f *frame, st uint32) { fl.newStepAPIFrom(fl.sched.pools(), f, st) }
-
-// newStepAPIFrom is newStepAPI with the tool's pools (nil: none) given.
-func (fl *flow) newStepAPIFrom(pools *enginePools, f *frame, st uint32) {
-	var h *stepAPI
-	if pools != nil {
-		// The next step API of the loop's block, taken here: with the call
-		// to newBlock, a method would not be inlined. An index that wraps,
-		// rather than a slice moved on, costs no bounds check and no write
-		// of a pointer.
-		if pools.nextAPI == 0 {
-			pools.stepAPIs = pools.newBlock()
-		}
-		h = &pools.stepAPIs[pools.nextAPI]
-		pools.nextAPI++
+func (fl *flow) newStepAPI(f *frame, st uint32) {
+	if fl.apisLeft == 0 {
+		fl.newAPIChunk()
+	}
+	h := fl.nextAPI
+	if fl.apisLeft--; fl.apisLeft > 0 {
+		fl.nextAPI = (*stepAPI)(unsafe.Add(unsafe.Pointer(h), unsafe.Sizeof(stepAPI{})))
 	} else {
-		h = new(stepAPI)
+		fl.nextAPI = nil // never past the chunk's end: that would be another object
 	}
 	h.f, h.fl = f, fl
 	if st != 0 { // step APIs start zeroed, which is a running callback
@@ -221,6 +226,52 @@ func (fl *flow) newStepAPIFrom(pools *enginePools, f *frame, st uint32) {
 	}
 	f.h = h
 	f.consumed = st&stDone != 0 // a dead step API can take no completion
+}
+
+// The chunks of step APIs of a flow: the first as large as the steps the
+// Root has queued, up to firstAPIChunk; then each the power of two above
+// the last (twice it, mostly), at least minAPIChunk, up to maxAPIChunk. A flow of a few steps takes one
+// allocation of its size; one that adds its steps as it goes (a request's
+// handler: 22 step APIs for a request of the demo gateway) a few; a long
+// one about one per maxAPIChunk steps.
+const (
+	firstAPIChunk = 16
+	minAPIChunk   = 8
+	maxAPIChunk   = 256
+)
+
+// apiChunkFloor is the least size of a chunk: 0, but for tests that count
+// a flow's allocations apart from its step APIs' (atomic: other tests'
+// flows may still run on DefaultTool's loop).
+var apiChunkFloor atomic.Int32
+
+// newAPIChunk gives the flow its next chunk of step APIs. Those of the
+// last chunk stay where they are: whoever keeps one keeps its chunk.
+// apiChunks is the binary logarithm of the next chunk's size, 0 before the
+// first.
+func (fl *flow) newAPIChunk() {
+	n := 1 << fl.apiChunks
+	if fl.apiChunks == 0 {
+		// The first step has been taken from the queue: it needs one too.
+		n = min(len(fl.base.queue)+1, firstAPIChunk)
+	}
+	n = max(n, int(apiChunkFloor.Load()))
+	fl.apiChunks = uint8(min(max(bits.Len(uint(n)), bits.Len(minAPIChunk)-1), bits.Len(maxAPIChunk)-1))
+	fl.nextAPI = &make([]stepAPI, n)[0]
+	fl.apisLeft = uint16(n)
+}
+
+// noteParked has the flow's loop note it weakly when its step c waits for
+// another goroutine and nothing of the loop's holds the flow: neither a
+// step timer nor a waiter (see Loop.endParked). Once per Root.
+func (fl *flow) noteParked(c *frame) {
+	if fl.parkNoted || c.timer() != nil || fl.awaitIndex() >= 0 {
+		return
+	}
+	if pools := fl.sched.pools(); pools != nil && pools.track {
+		fl.parkNoted = true
+		pools.noteParked(fl)
+	}
 }
 
 // newFrame returns a frame for s under parent, recycled when possible.
@@ -397,7 +448,7 @@ func (fl *flow) proceed(f *frame) *frame {
 		}
 		fn = c.fn()
 	}
-	fl.newStepAPIFrom(pools, c, 0)
+	fl.newStepAPI(c, 0)
 	fl.call(c, fn, args)
 	if c.succeeded && c.err == nil && c.h.st.Load() == 0 {
 		// settle's commonest case, stepDone, with the pools at hand.
@@ -541,6 +592,7 @@ func (fl *flow) settle(c *frame) *frame {
 		return fl.completed(c)
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
+		fl.noteParked(c)
 		if w := fl.wait; w != nil && w.late != nil {
 			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor
 		}

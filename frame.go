@@ -17,7 +17,7 @@ const (
 // written by other goroutines, and only after a successful claim. A frame
 // whose claim is still being written is never recycled (consumed is false).
 // At 112 bytes it is within two cache lines: a parked flow is its Root
-// (176 bytes, with its base frame), the frame of the waiting step and its
+// (192 bytes, with its base frame), the frame of the waiting step and its
 // step API.
 //
 // A frame's state is spread over its booleans (packed, so that the frame

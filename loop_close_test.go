@@ -120,10 +120,9 @@ func TestCloseEndsTheAwaitedFlowsLeftAfterOthersEnded(t *testing.T) {
 // Flows started by Execute that wait when their loop closes end once each,
 // through their unhandled-error functions, wherever they wait: a step, a
 // step two levels down, two branches of a Parallel, a queue of a Mutex,
-// and a step whose block of step APIs the loop has long stopped giving out
-// from (a thousand flows ran after it). The test keeps their step APIs, as
-// whoever would complete them does: a flow that nothing refers to is
-// collected instead.
+// and a step that waited before a thousand other flows ran and ended. The
+// test keeps their step APIs, as whoever would complete them does: a flow
+// that nothing refers to is collected instead.
 func TestCloseEndsEachWaitingExecuteFlowOnce(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	var mu sync.Mutex

@@ -649,21 +649,22 @@ func TestFifoTakesBackItsBufferUntilACollection(t *testing.T) {
 	}
 }
 
-// The loop of DefaultTool never closes, so it notes none of the blocks of
-// step APIs it gives out: a Loop notes them only to end its waiting flows
-// on Close.
-func TestDefaultToolNotesNoBlocksOfStepAPIs(t *testing.T) {
+// The loop of DefaultTool never closes, so it notes none of the flows that
+// park on it: a Loop notes them only to end them on Close.
+func TestDefaultToolNotesNoParkedFlows(t *testing.T) {
 	l := DefaultTool().(*Loop)
-	for range 300 { // more step APIs than a block holds
+	parked := make(chan AsyncSteps, 40)
+	for range cap(parked) {
 		r := New()
-		r.SuccessStep()
-		if res := <-r.Promise(); res.Err != nil {
-			t.Fatal(res.Err)
-		}
+		r.Add(func(as AsyncSteps, _ ...any) { as.WaitExternal(); parked <- as })
+		r.Execute()
+	}
+	for range cap(parked) {
+		(<-parked).Success()
 	}
 	got := make(chan int)
-	l.Immediate(func() { got <- len(l.engine.blocks) })
+	l.Immediate(func() { got <- len(l.engine.parked) })
 	if n := <-got; n != 0 {
-		t.Errorf("the loop of DefaultTool notes %d blocks of step APIs, want 0", n)
+		t.Errorf("the loop of DefaultTool notes %d parked flows, want 0", n)
 	}
 }

@@ -7,14 +7,11 @@ import (
 )
 
 // enginePools is what the flows of one loop share without a lock, owned by
-// the loop's goroutine: blocks of step APIs, so that a step costs no
-// allocation of its own (a block is garbage once no step API in it is kept),
-// and finished frames, for the next steps of any flow of the loop.
+// the loop's goroutine: finished frames, for the next steps of any flow of
+// the loop, step timers and sections.
 type enginePools struct {
-	bursts    atomic.Bool   // set from any goroutine: see Loop.SetBursts
-	stepAPIs  *stepAPIBlock // the block step APIs are taken from, in order
-	nextAPI   uint8         // the next one to take; 0: take a new block
-	frames    *frame        // linked by parent
+	bursts    atomic.Bool // set from any goroutine: see Loop.SetBursts
+	frames    *frame      // linked by parent
 	nframes   int
 	timers    *timerEntry // step timers given back, linked by next
 	ntimers   int
@@ -23,34 +20,26 @@ type enginePools struct {
 	obs       *observer // the tool's hooks (hooks.go), nil when unset
 	stacks    stackCache
 	signals   signalCache
-	// blocks holds weakly the blocks of step APIs given out, when track
-	// is set (a Loop's: see Loop.endParked); live counts those alive at
-	// the last sweep of the dead ones.
-	blocks []weak.Pointer[stepAPIBlock]
+	// parked holds weakly the flows that waited for another goroutine
+	// with nothing of the loop's holding them (see flow.noteParked), when
+	// track is set (a Loop's: see Loop.endParked); live counts those alive
+	// at the last sweep of the dead ones.
+	parked []weak.Pointer[flow]
 	live   int
 	track  bool
 }
 
-// stepAPIBlock is how many step APIs are allocated at once.
-type stepAPIBlock [256]stepAPI
-
 // maxPooledFrames bounds the frames a loop keeps for later steps.
 const maxPooledFrames = 4096
 
-// newBlock allocates the next block of step APIs and, if tracked, notes
-// it, dropping the notes of the blocks collected meanwhile each time the
-// notes have doubled.
-func (l *enginePools) newBlock() *stepAPIBlock {
-	b := new(stepAPIBlock)
-	if !l.track {
-		return b
+// noteParked notes fl weakly, dropping the notes of the flows collected
+// meanwhile each time the notes have doubled.
+func (l *enginePools) noteParked(fl *flow) {
+	if len(l.parked) >= 2*max(l.live, 32) {
+		l.parked = slices.DeleteFunc(l.parked, func(p weak.Pointer[flow]) bool { return p.Value() == nil })
+		l.live = len(l.parked)
 	}
-	if len(l.blocks) >= 2*max(l.live, 32) {
-		l.blocks = slices.DeleteFunc(l.blocks, func(p weak.Pointer[stepAPIBlock]) bool { return p.Value() == nil })
-		l.live = len(l.blocks)
-	}
-	l.blocks = append(l.blocks, weak.Make(b))
-	return b
+	l.parked = append(l.parked, weak.Make(fl))
 }
 
 // takeFrame returns a pooled frame, or nil.

@@ -6,6 +6,7 @@ import "testing"
 // costs the flow one allocation: the step that enters, which holds the
 // gates as they are (the section itself comes from the loop's pool).
 func TestDirectSyncCostsOneAllocation(t *testing.T) {
+	oneAPIChunk(t)
 	l := newTestLoop(t)
 	m := NewMutex(1)
 	noop := func(AsyncSteps, ...any) {}

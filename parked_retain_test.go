@@ -1,0 +1,114 @@
+package asyncsteps_test
+
+import (
+	"runtime"
+	"slices"
+	"testing"
+	"weak"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// A flow that waits keeps nothing of the flows that ran beside it: once
+// they end and nothing refers to their Roots, their State is collected,
+// though their steps and the waiting one's ran on the same loop, one after
+// the other. Each finished flow's State holds a payload; the test holds
+// it weakly only.
+func TestAWaitingFlowKeepsNoFinishedFlowAlive(t *testing.T) {
+	for _, start := range []struct {
+		name string
+		run  func(*asyncsteps.Root)
+	}{
+		{"Execute", (*asyncsteps.Root).Execute},
+		{"Promise", func(r *asyncsteps.Root) { r.Promise() }},
+	} {
+		t.Run(start.name, func(t *testing.T) {
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			var waiting []asyncsteps.AsyncSteps // kept to the end: they must not keep the rest
+			var payloads []weak.Pointer[[4096]byte]
+			for range 20 {
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					waiting = append(waiting, as)
+				})
+				start.run(r)
+				for range 30 {
+					payload := new([4096]byte)
+					payloads = append(payloads, weak.Make(payload))
+					r := asyncsteps.New(asyncsteps.WithTool(loop))
+					r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.State().Set("payload", payload)
+						as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {})
+					})
+					if _, err := r.RunHelping(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			runtime.GC()
+			kept := 0
+			for _, p := range payloads {
+				if p.Value() != nil {
+					kept++
+				}
+			}
+			if kept != 0 {
+				t.Errorf("%d of the %d finished flows' State kept alive by %d waiting flows, want none", kept, len(payloads), len(waiting))
+			}
+			runtime.KeepAlive(waiting)
+		})
+	}
+}
+
+// A flow started by Execute that waits and that nothing refers to is
+// collected, with its State, though its loop notes it to end it on Close:
+// the loop holds it weakly. Those still referred to are ended by Close.
+func TestAWaitingFlowNothingRefersToIsCollected(t *testing.T) {
+	const flows = 50
+	loop := asyncsteps.NewLoop()
+	var payloads []weak.Pointer[[4096]byte]
+	var ended []string
+	parked := 0 // on the loop
+	allParked := make(chan struct{})
+	held := make(chan asyncsteps.AsyncSteps, 1)
+	for i := range flows {
+		payload := new([4096]byte)
+		payloads = append(payloads, weak.Make(payload))
+		r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+			ended = append(ended, err.Code) // on the loop, before Close returns
+		}))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.State().Set("payload", payload)
+			as.WaitExternal()
+			if i == 0 {
+				held <- as
+			}
+			if parked++; parked == flows {
+				close(allParked)
+			}
+		})
+		r.Execute()
+	}
+	kept := <-held
+	<-allParked
+	done := make(chan struct{})
+	loop.Immediate(func() { close(done) }) // once the last step has returned
+	<-done
+	runtime.GC()
+	alive := 0
+	for _, p := range payloads {
+		if p.Value() != nil {
+			alive++
+		}
+	}
+	if alive != 1 {
+		t.Errorf("%d of %d waiting flows' State alive, want 1: the flow whose AsyncSteps the test keeps", alive, flows)
+	}
+	loop.Close()
+	if want := []string{asyncsteps.InternalError}; !slices.Equal(ended, want) {
+		t.Errorf("Close ended flows with %q, want %q", ended, want)
+	}
+	runtime.KeepAlive(kept)
+}
