@@ -437,6 +437,17 @@ func (s *awaitCalls) remove(c *awaitCall) {
 	s.mu.Unlock()
 }
 
+// flows returns the flows of the calls in flight.
+func (s *awaitCalls) flows() []*flow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fls []*flow
+	for c := s.head; c != nil; c = c.next {
+		fls = append(fls, c.h.fl)
+	}
+	return fls
+}
+
 // close cancels the calls in flight, and any added later.
 func (s *awaitCalls) close() {
 	s.mu.Lock()

@@ -299,11 +299,17 @@ func (l *Loop) leaveGoroutine(ended *bool) {
 }
 
 // endParked ends the flows of a closing loop that wait for another
-// goroutine and that nothing of the loop's holds: the flows it noted when
-// they parked (see flow.noteParked). The loop holds them weakly, so that a
-// flow that waits and that nothing else refers to is collected. A waiter's
-// flows are ended by endAwaited, a step timer's by endTimed.
+// goroutine: those whose Await calls are in flight, and those it noted
+// when they parked with nothing of the loop's holding them (see
+// flow.noteParked). The loop holds the latter weakly, so that a flow that
+// waits and that nothing else refers to is collected. A waiter's flows
+// are ended by endAwaited, a step timer's by endTimed.
 func (l *Loop) endParked() {
+	for _, fl := range l.awaitCalls.flows() {
+		if !fl.done {
+			l.endClosed(fl)
+		}
+	}
 	for _, p := range l.engine.parked {
 		if fl := p.Value(); fl != nil && !fl.done {
 			l.endClosed(fl)

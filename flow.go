@@ -262,10 +262,14 @@ func (fl *flow) newAPIChunk() {
 }
 
 // noteParked has the flow's loop note it weakly when its step c waits for
-// another goroutine and nothing of the loop's holds the flow: neither a
-// step timer nor a waiter (see Loop.endParked). Once per Root.
+// another goroutine and nothing of the loop's holds the flow: no step
+// timer, no waiter, no Await call in flight (see Loop.endParked). Once per
+// Root: a weak pointer costs a few hundred nanoseconds.
 func (fl *flow) noteParked(c *frame) {
-	if fl.parkNoted || c.timer() != nil || fl.awaitIndex() >= 0 {
+	if fl.parkNoted || fl.awaitIndex() >= 0 {
+		return
+	}
+	if r := c.rare; r != nil && (r.timer != nil || r.await != nil && r.await.calls != nil) {
 		return
 	}
 	if pools := fl.sched.pools(); pools != nil && pools.track {

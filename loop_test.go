@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log"
 	"log/slog"
@@ -647,6 +648,44 @@ func TestFifoTakesBackItsBufferUntilACollection(t *testing.T) {
 	if len(q.buf) != 16 {
 		t.Errorf("after a collection: %d slots, want a new buffer of 16", len(q.buf))
 	}
+}
+
+// A Loop notes weakly, to end it on Close, a flow started by Execute that
+// waits for another goroutine with nothing of the loop's holding it, once
+// however often it waits; not a flow that waits with a step timeout, in an
+// Await, or for a Promise: the loop holds those already.
+func TestLoopNotesOnlyTheParkedFlowsItHoldsNothingOf(t *testing.T) {
+	l := NewLoop()
+	defer l.Close()
+	noted := func() int {
+		got := make(chan int)
+		l.Immediate(func() { got <- len(l.engine.parked) })
+		return <-got
+	}
+	parked := make(chan AsyncSteps, 1)
+	wait := func(as AsyncSteps, _ ...any) { as.WaitExternal(); parked <- as }
+	twice := New(WithTool(l))
+	twice.Add(wait).Add(wait)
+	twice.Execute()
+	(<-parked).Success()
+	(<-parked).Success()
+	timed := New(WithTool(l))
+	timed.Add(func(as AsyncSteps, _ ...any) { as.SetTimeout(time.Hour); parked <- as })
+	timed.Execute()
+	(<-parked).Success()
+	awaiting := New(WithTool(l))
+	release := make(chan struct{})
+	awaiting.Await(func(context.Context) (any, error) { <-release; return nil, nil })
+	awaiting.Execute()
+	promised := New(WithTool(l))
+	promised.Add(wait)
+	p := promised.Promise()
+	(<-parked).Success()
+	<-p
+	if n := noted(); n != 1 {
+		t.Errorf("the loop notes %d parked flows, want 1: the flow that waited twice with nothing holding it", n)
+	}
+	close(release)
 }
 
 // The loop of DefaultTool never closes, so it notes none of the flows that

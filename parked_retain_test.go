@@ -1,6 +1,8 @@
 package asyncsteps_test
 
 import (
+	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"testing"
@@ -111,4 +113,32 @@ func TestAWaitingFlowNothingRefersToIsCollected(t *testing.T) {
 		t.Errorf("Close ended flows with %q, want %q", ended, want)
 	}
 	runtime.KeepAlive(kept)
+}
+
+// A flow started by Execute whose Await function runs when its loop closes
+// is ended by Close, through its unhandled-error function, and the
+// function's context is cancelled.
+func TestCloseEndsAnExecuteFlowInAnAwait(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	var ended []string
+	started := make(chan struct{})
+	funcErr := make(chan error, 1)
+	r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		ended = append(ended, err.Code+": "+err.Info) // on the loop, before Close returns
+	}))
+	r.Await(func(ctx context.Context) (any, error) {
+		close(started)
+		<-ctx.Done()
+		funcErr <- ctx.Err()
+		return nil, ctx.Err()
+	})
+	r.Execute()
+	<-started
+	loop.Close()
+	if want := []string{asyncsteps.InternalError + ": " + closedInfo}; !slices.Equal(ended, want) {
+		t.Errorf("Close ended the flow with %q, want %q", ended, want)
+	}
+	if err := <-funcErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the Await function's context ended with %v, want context.Canceled", err)
+	}
 }
