@@ -320,13 +320,18 @@ func (l *Loop) endParked() {
 
 // endTimed ends the flows that the closing loop's step timers held. A flow
 // that waits with a timeout is not noted as parked (see flow.noteParked):
-// its timer holds it, and would have ended it.
-func (l *Loop) endTimed(timed []*flow) {
-	for _, fl := range timed {
+// its timer holds it, and would have ended it. Each is taken out before
+// it is ended: the goroutine that goes on after an unhandled-error
+// function's Goexit ends the rest.
+func (l *Loop) endTimed() {
+	for len(l.timedAtClose) > 0 {
+		fl := l.timedAtClose[0]
+		l.timedAtClose = l.timedAtClose[1:]
 		if !fl.done {
 			l.endClosed(fl)
 		}
 	}
+	l.timedAtClose = nil
 }
 
 // endDropped ends the flow that t, a task the closing loop drops, would

@@ -583,6 +583,7 @@ func (fl *flow) settle(c *frame) *frame {
 		// the call. The sub-steps do not run.
 		c.dropQueue()
 		c.waiting = true
+		fl.noteParked(c) // a closing loop drops that delivery
 		return nil
 	case len(c.queue) > 0:
 		if old := c.killState(); old&stClaim != 0 {

@@ -59,6 +59,9 @@ type Loop struct {
 	// (flow.awaitIndex): a slot costs 8 bytes a flow, where a set's entry
 	// cost 24, and links in the flow would cost every Root 16.
 	awaited []*flow
+	// timedAtClose are the flows that the step timers held when the loop
+	// closed, until shutdown ends them (see endTimed).
+	timedAtClose []*flow
 	// stepTimers are the engine's step timeouts, armed and cancelled on
 	// the loop only: they cost no lock, and so do not contend with the
 	// goroutines that post to the loop.
@@ -706,7 +709,9 @@ func (l *Loop) shutdown() {
 	l.posted.Store(false)
 	mustRun := l.timers.dropAll()
 	l.mu.Unlock()
-	timed := l.stepTimers.dropAll()
+	// Kept in the loop, not in a local variable, for the same reason as
+	// the inbox: the goroutine that goes on after a Goexit ends them.
+	l.timedAtClose = append(l.timedAtClose, l.stepTimers.dropAll()...)
 	// Mutexes and Throttles may be shared with flows of other loops: give
 	// back what this loop's flows hold, then time the rest of the periods
 	// it timed on another flow's tool, so that the slots and the entries
@@ -725,7 +730,7 @@ func (l *Loop) shutdown() {
 	}
 	l.endStarts()
 	l.endParked()
-	l.endTimed(timed)
+	l.endTimed()
 	l.endAwaited()
 	l.endAlive()
 	l.awaitCalls.close()

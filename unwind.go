@@ -241,7 +241,10 @@ func (fl *flow) timeout(h *stepAPI) {
 	if f.waiting && !f.timeOutWins() {
 		// A completion from outside came first and is on its way to the
 		// loop, which was too busy to take it before the timer: success
-		// or error disarms the timeout (docs/DESIGN.md#timeouts).
+		// or error disarms the timeout (docs/DESIGN.md#timeouts). The
+		// timer held the flow for a closing loop: now nothing does, and
+		// a loop closed before the completion reaches it drops it.
+		fl.noteParked(f)
 		return
 	}
 	fail := func() *frame {
