@@ -236,12 +236,13 @@ func tracedHandler(h http.Handler, tp trace.TracerProvider) http.Handler {
 }
 
 // tracedRequest reports whether a request gets a trace: not those of
-// health probes, metrics scrapes, /stats and the debug endpoints, which
+// health probes, metrics scrapes, /stats, the embedded upstream's
+// /counters and the debug endpoints, which
 // come every few seconds from machines and would bury the traces of the
 // requests served.
 func tracedRequest(req *http.Request) bool {
 	switch p := req.URL.Path; {
-	case p == "/healthz", p == "/readyz", p == "/metrics", p == "/stats", strings.HasPrefix(p, "/debug/"):
+	case p == "/healthz", p == "/readyz", p == "/metrics", p == "/stats", p == "/counters", strings.HasPrefix(p, "/debug/"):
 		return false
 	}
 	return true
