@@ -190,6 +190,7 @@ func init() {
 	toolinfo.CallbackRuns = callbackRuns
 	toolinfo.ValidOffLoop = validOffLoop
 	toolinfo.ClaimSuccess = claimSuccess
+	toolinfo.ClaimError = claimError
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey
 	toolinfo.HoldFor = holdFor

@@ -349,3 +349,56 @@ func TestToolInfoClaimSuccess(t *testing.T) {
 		}
 	}
 }
+
+// ClaimError claims a waiting step for an error whose code and info
+// Deliver writes later, on the loop: the step's timer that falls due
+// meanwhile loses, as to an Error claimed from another goroutine, and
+// the step fails with the error delivered, its cancel handler running as
+// the error unwinds through it. A cancel that comes between the two
+// finds the step failed: its cancel handler runs, the claim is void and
+// Deliver does nothing. An empty code is the InternalError that Error
+// makes of it. A step that does not wait, or is claimed already (for a
+// success too), is not claimed.
+func TestToolInfoClaimError(t *testing.T) {
+	for _, tc := range []struct {
+		name, code string
+		cancel     bool
+		want       string
+	}{
+		{"timer", "E1", false, "void false cancel handler ended E1 (from a thread)"},
+		{"cancel", "E1", true, "cancel handler void true"},
+		{"empty code", "", false, "void false cancel handler ended InternalError (" + errorCallInfo("", []string{"from a thread"}) + ")"},
+	} {
+		tt := NewTestTool()
+		var tr trace
+		r := New(WithTool(tt))
+		var waiting AsyncSteps
+		r.Add(func(as AsyncSteps, _ ...any) {
+			if toolinfo.ClaimError(as) != nil {
+				tr.add("claimed before it waits")
+			}
+			as.SetTimeout(10 * time.Millisecond)
+			as.SetCancel(func(AsyncSteps) { tr.add("cancel handler") })
+			waiting = as
+		})
+		r.Add(func(_ AsyncSteps, args ...any) { tr.add("next %v", args) })
+		r.ExecuteWith(func(err *Error) { tr.add("ended %s (%s)", err.Code, err.Info) })
+		tt.Advance(0)
+		c := toolinfo.ClaimError(waiting)
+		if c == nil || toolinfo.ClaimError(waiting) != nil || toolinfo.ClaimSuccess(waiting) != nil || waiting.IsValid() {
+			t.Fatalf("%s: claimed %v, again %v, valid after %v", tc.name, c != nil, toolinfo.ClaimError(waiting) != nil, waiting.IsValid())
+		}
+		if tc.cancel {
+			r.Cancel()
+		}
+		tt.Advance(10 * time.Millisecond) // the timer, or the cancel, first
+		tt.Immediate(func() {
+			tr.add("void %v", c.Void())
+			c.Deliver(tc.code, "from a thread")
+		})
+		tt.Run()
+		if got := tr.String(); got != tc.want {
+			t.Errorf("%s: trace %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func (s cStep) Continue(label ...string) {
 // callback added the sub-steps, which made that completion void.
 func (s cStep) outside(engine func()) {
 	defer goGuard(s.n)
-	if !(s.n.onLoop() && s.n.subStepsRun()) && !s.n.claimOutside(outsideError) {
+	if !(s.n.onLoop() && s.n.subStepsRun()) && !s.n.claimOutside(outsideCall) {
 		return
 	}
 	engine()

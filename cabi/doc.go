@@ -130,10 +130,12 @@
 // it completes the step as it is called, as Go's Success from another
 // goroutine does: the step's timeout, falling due before the loop has
 // applied it, does not fail the step, and a cancel of the flow then runs
-// no cancel handler of the step's. isValid may be called from any thread
-// too: it reads what the loop has settled, so its answer may be stale by
-// the time it returns (from another thread, a step whose callback still
-// runs is 1, also once that callback has completed it). A
+// no cancel handler of the step's. So does a handle_error, or Go's Error
+// through [Wrap]: the step fails with its code and info, not Timeout,
+// and its cancel handler runs once either way. isValid may be called
+// from any thread too: it reads what the loop has settled, so its answer
+// may be stale by the time it returns (from another thread, a step whose
+// callback still runs is 1, also once that callback has completed it). A
 // free that comes while an execute on another thread starts the flow is
 // released once that execute has started it, and cancels it, as a free
 // after the execute does; no lock is held over the start, which

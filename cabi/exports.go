@@ -73,7 +73,7 @@ func (n *node) elsewhere(engine func()) {
 		engine()
 		return
 	}
-	mayApply := n.claimOutside(outsideError)
+	mayApply := n.claimOutside(outsideCall)
 	n.post(func() {
 		if !mayApply || n.over() {
 			return
@@ -396,12 +396,33 @@ func (n *node) handleError(code, info string, g func(*node)) {
 	}
 	mayApply := n.claimOutside(outsideError)
 	n.post(func() {
-		if !mayApply || n.over() {
+		if !mayApply {
+			return
+		}
+		if c := n.claimedErr.Load(); c != nil {
+			n.deliverError(*c, code, info)
+			return
+		}
+		if n.over() {
 			return
 		}
 		n.failing()
 		n.as.Error(code, info)
 	}, n.release)
+}
+
+// deliverError fails n's step with code and info, an error from outside
+// whose claim of the engine's step is c (see pin), as handleError's task
+// does with the engine's Error: unless the step ended since the claim (a
+// cancel, which ran the step's cancel handler and released n, or the
+// flow's end), whose node goes then. Loop only.
+func (n *node) deliverError(c toolinfo.ClaimedError, code, info string) {
+	if c.Void() {
+		n.release()
+		return
+	}
+	n.failing()
+	c.Deliver(code, info)
 }
 
 //export cabiSetTimeout

@@ -315,15 +315,19 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * "error_info". In a callback whose step already failed or
              * completed (a second handle_error, one after success, breakLoop
              * or continueLoop) it has no effect: the first code and info
-             * stay. From any thread. */
+             * stay. From any thread: from another one, on a step that waits,
+             * it fails the step as it is called, as success completes it: a
+             * timeout of the step that falls due before the loop applies it
+             * does not replace its code, and a cancel then runs the step's
+             * cancel handler. */
             void (*handle_error)(
                     FutoInAsyncSteps* bsi, const char* code, const char* info);
             /* Index 6. setTimeout: the step (with its sub-steps) fails with
              * Timeout unless it completes within timeout_ms; calling it again
              * re-arms it. The step waits for an external completion. A
-             * success from another thread called before the timeout falls
-             * due wins over it, also if the loop applies it later. From the
-             * step's own callback. */
+             * success or handle_error from another thread called before the
+             * timeout falls due wins over it, also if the loop applies it
+             * later. From the step's own callback. */
             void (*setTimeout)(FutoInAsyncSteps* bsi, uint32_t timeout_ms);
             /* Index 7. setCancel: ch(bsi, data) runs once, on the loop, if the
              * step is cancelled (a timeout, an error of a parallel branch, a

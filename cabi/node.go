@@ -36,13 +36,13 @@ const (
 // loop.
 type node struct {
 	// outside is the kind of the first completion that came from outside
-	// the step's callback while the step was live (outsideSuccess or
-	// outsideError), written by whichever thread made it; 0 if none. Such
-	// a completion is posted to the loop, so a cancel may come first: a
-	// success accepted so has completed the step, and its cancel handler
-	// does not run (cancelHandler), as the engine's rule for a Success
-	// claimed from another goroutine; unless the success turns out void
-	// (see tookOutsideSuccess).
+	// the step's callback while the step was live (outsideSuccess,
+	// outsideError or outsideCall), written by whichever thread made it;
+	// 0 if none. Such a completion is posted to the loop, so a cancel
+	// may come first: a success accepted so has completed the step, and
+	// its cancel handler does not run (cancelHandler), as the engine's
+	// rule for a Success claimed from another goroutine; unless the
+	// success turns out void (see tookOutsideSuccess).
 	outside atomic.Uint32
 	// settled: the step's C callback has returned, the step waiting for
 	// a completion from outside; a success that claims it from then on
@@ -52,14 +52,17 @@ type node struct {
 	// outside that claimed it (see pin), delivered by that success's
 	// task; nil if none.
 	claimed atomic.Pointer[toolinfo.Claimed]
-	id      uint64
-	bsi     *C.FutoInAsyncSteps
-	kind    kind
-	as      asyncsteps.AsyncSteps
-	flow    *flowCtx
-	tool    asyncsteps.Tool // the flow's, which flowCtx does not hold (see flows)
-	rootID  int64
-	root    *rootObj // kindRoot
+	// claimedErr is claimed for an error from outside, handle_error's or
+	// Go's Error through Wrap, delivered by that error's task.
+	claimedErr atomic.Pointer[toolinfo.ClaimedError]
+	id         uint64
+	bsi        *C.FutoInAsyncSteps
+	kind       kind
+	as         asyncsteps.AsyncSteps
+	flow       *flowCtx
+	tool       asyncsteps.Tool // the flow's, which flowCtx does not hold (see flows)
+	rootID     int64
+	root       *rootObj // kindRoot
 	// kindStep: the State of the flow the step runs in, which tells the
 	// steps of a freed root's flow that its stopped loop left (flowCtx
 	// does not: a clone runs its model's C steps).
@@ -416,7 +419,15 @@ func (n *node) successPending() bool {
 // The kinds of node.outside.
 const (
 	outsideSuccess uint32 = 1 + iota
+	// outsideError: handle_error, or Go's Error through Wrap, whose code
+	// and info are known as it claims; it claims the engine's step too
+	// (see pin).
 	outsideError
+	// outsideCall: a call that fails a waiting step from outside its
+	// callback, whose error the engine makes as it takes the call on the
+	// loop (see elsewhere, cStep.outside); the engine's step is not
+	// claimed before.
+	outsideCall
 )
 
 // claimOutside records a completion of the kind made from outside the
@@ -428,17 +439,17 @@ const (
 // may post in the other order; the loop applies the first claimed, as
 // the engine's claim decides for Go's completions from other goroutines.
 // One made on a step that is not live claims nothing: its task finds the
-// step over. A success that wins on a step that waits for it claims the
-// engine's step too (see pin).
+// step over. A success or an outsideError that wins on a step that
+// waits for it claims the engine's step too (see pin).
 func (n *node) claimOutside(kind uint32) (mayApply bool) {
 	if n.outside.Load() == 0 && !n.stepValid() {
-		// Not live, nor claimed by a success of ours, which may have
+		// Not live, nor claimed by a completion of ours, which may have
 		// claimed the engine's step already (see pin).
 		return true
 	}
 	won := n.outside.CompareAndSwap(0, kind)
-	if won && kind == outsideSuccess && (n.external || n.settled.Load()) {
-		n.pin()
+	if won && (n.external || n.settled.Load()) {
+		n.pin(kind)
 	}
 	if testHookClaimed != nil {
 		testHookClaimed(n, kind, won)
@@ -446,22 +457,34 @@ func (n *node) claimOutside(kind uint32) (mayApply bool) {
 	return won
 }
 
-// pin claims the engine's step for the success from outside that claimed
-// n, once the step waits for it: the C step's callback has returned
-// waiting (settled, on whichever side comes second: the success's thread
-// or finish), or a Go step given by Binary has waited. A cancel or a
-// timeout of the step that comes before the success's task then finds it
-// completed, as it finds a Go step whose Success another goroutine
-// claimed: the timer does not fall due, a cancel runs no cancel handler
-// of the step's, and the task delivers the success. One that came
-// before the pin wins, and the success is void (see tookOutsideSuccess).
+// pin claims the engine's step for the completion from outside, of the
+// kind given, that claimed n, once the step waits for it: the C step's
+// callback has returned waiting (settled, on whichever side comes
+// second: the completion's thread or finish), or a Go step given by
+// Binary has waited. A cancel or a timeout of the step that comes
+// before the completion's task then finds it completed, as it finds a
+// Go step whose Success or Error another goroutine claimed: the timer
+// does not fall due, and the task delivers the completion; a cancel runs
+// no cancel handler of a step that succeeded so, and runs those of one
+// that failed. One that came before the pin wins, and the completion is
+// void (see tookOutsideSuccess). An outsideCall claims nothing here.
 // Any thread; the second call of two does nothing.
-func (n *node) pin() {
-	if n.claimed.Load() != nil {
-		return
-	}
-	if c := toolinfo.ClaimSuccess(n.as); c != nil {
-		n.claimed.Store(&c)
+func (n *node) pin(kind uint32) {
+	switch kind {
+	case outsideSuccess:
+		if n.claimed.Load() != nil {
+			return
+		}
+		if c := toolinfo.ClaimSuccess(n.as); c != nil {
+			n.claimed.Store(&c)
+		}
+	case outsideError:
+		if n.claimedErr.Load() != nil {
+			return
+		}
+		if c := toolinfo.ClaimError(n.as); c != nil {
+			n.claimedErr.Store(&c)
+		}
 	}
 }
 
@@ -1275,12 +1298,12 @@ func (n *node) finish() {
 		n.flow.watchLeft(n.as)
 	case n.waiting:
 		n.flow.watchLeft(n.as)
-		// A success from outside that claimed the step while its callback
-		// ran claims the engine's step now, before the loop may run a
-		// timer; one that comes after sees settled (see pin).
+		// A completion from outside that claimed the step while its
+		// callback ran claims the engine's step now, before the loop may
+		// run a timer; one that comes after sees settled (see pin).
 		n.settled.Store(true)
-		if n.outside.Load() == outsideSuccess {
-			n.pin()
+		if k := n.outside.Load(); k != 0 {
+			n.pin(k)
 		}
 	default:
 		n.release()

@@ -3,6 +3,7 @@
 package cabi
 
 import (
+	"fmt"
 	"testing"
 	"time"
 	"unsafe"
@@ -22,25 +23,108 @@ import (
 // step failed with Timeout, and its cancel handler did not run either,
 // as the claim said success.
 func TestTimeoutAfterAClaimedOutsideSuccess(t *testing.T) {
-	t.Run("success after the callback", func(t *testing.T) { timeoutAfterClaim(t, false) })
-	t.Run("success during the callback", func(t *testing.T) { timeoutAfterClaim(t, true) })
+	for _, inCallback := range []bool{false, true} {
+		t.Run(whenMade(inCallback), func(t *testing.T) {
+			ended, cancels := claimRace{inCallback: inCallback}.run(t)
+			if want := "ok"; ended != want {
+				t.Errorf("the flow ended with %q, want %q", ended, want)
+			}
+			if cancels != 0 {
+				t.Errorf("the step's C cancel handler ran %d times, want 0", cancels)
+			}
+		})
+	}
 }
 
-func timeoutAfterClaim(t *testing.T, inCallback bool) {
-	timeout := 10 * time.Millisecond
+// As TestTimeoutAfterAClaimedOutsideSuccess, for handle_error from
+// another thread, and for Go's Error through Wrap from another
+// goroutine: the claimed error wins over the timer, as an Error claimed
+// from another goroutine wins over a Go step's, and the flow ends with
+// its code and info; the step's C cancel handler runs once, as the error
+// unwinds through the step. Before, the flow ended with Timeout (the
+// cancel handler running for the timeout).
+func TestTimeoutAfterAClaimedOutsideError(t *testing.T) {
+	for _, goError := range []bool{false, true} {
+		for _, inCallback := range []bool{false, true} {
+			name := whenMade(inCallback)
+			if goError {
+				name = "Go's Error " + name
+			}
+			t.Run(name, func(t *testing.T) {
+				ended, cancels := claimRace{inCallback: inCallback, code: 7, goError: goError}.run(t)
+				if want := "E7 (from a thread)"; ended != want {
+					t.Errorf("the flow ended with %q, want %q", ended, want)
+				}
+				if cancels != 1 {
+					t.Errorf("the step's C cancel handler ran %d times, want 1", cancels)
+				}
+			})
+		}
+	}
+}
+
+// A cancel of the flow, where TestTimeoutAfterAClaimedOutsideError has
+// the timer fall due, finds the step failed by the claimed error: the
+// step's C cancel handler runs once, the error's task then delivers
+// nothing, and the flow ends with no outcome, as any cancelled flow.
+func TestCancelAfterAClaimedOutsideError(t *testing.T) {
+	for _, inCallback := range []bool{false, true} {
+		t.Run(whenMade(inCallback), func(t *testing.T) {
+			ended, cancels := claimRace{inCallback: inCallback, code: 7, cancel: true}.run(t)
+			if ended != "" {
+				t.Errorf("the flow ended with %q, want no outcome", ended)
+			}
+			if cancels != 1 {
+				t.Errorf("the step's C cancel handler ran %d times, want 1", cancels)
+			}
+		})
+	}
+}
+
+func whenMade(inCallback bool) string {
 	if inCallback {
+		return "during the callback"
+	}
+	return "after the callback"
+}
+
+// claimRace is a completion of a waiting C step from another thread that
+// claims the step, against the step's timer falling due, or a cancel of
+// the flow, before the completion's task is posted.
+type claimRace struct {
+	inCallback bool // made in the step's callback (a timeout of 0), else once it has returned
+	code       int  // 0: success; else handle_error with E<code> and "from a thread"
+	goError    bool // the error by Go's Error through Wrap, not handle_error
+	cancel     bool // the flow is cancelled in between, else the timer falls due
+}
+
+// run runs the race and reports how the flow ended ("ok", or the code
+// and info of its error, "" if it never ended) and how many times the
+// step's C cancel handler ran. It checks that the flow leaves no node
+// and the C side saw no violation.
+func (rc claimRace) run(t *testing.T) (ended string, cancels int) {
+	t.Helper()
+	timeout := 10 * time.Millisecond
+	switch {
+	case rc.cancel:
+		timeout = time.Hour // not to fall due
+	case rc.inCallback:
 		timeout = 0
 	}
 	tt := asyncsteps.NewTestTool()
 	before := ctest.FlowCounters()
 	ctest.LoadFlow([]ctest.Node{{Kind: ctest.CFGo}})
-	// The success's thread stops in the seam, its claim made, until post
-	// is closed; done once it has posted.
+	// The completion's thread stops in the seam, its claim made, until
+	// post is closed; done once it has posted.
 	claimed, post, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	succeed := func(p unsafe.Pointer) {
+	complete := func(p unsafe.Pointer) {
 		go func() {
 			defer close(done)
-			ctest.FlowComplete(p, 0)
+			if rc.goError {
+				Wrap(p).Error(fmt.Sprintf("E%d", rc.code), "from a thread")
+				return
+			}
+			ctest.FlowComplete(p, rc.code)
 		}()
 		<-claimed
 	}
@@ -49,8 +133,8 @@ func timeoutAfterClaim(t *testing.T, inCallback bool) {
 		step = p
 		ctest.FlowGuard(p, 0) // waits, with a C cancel handler
 		Wrap(p).SetTimeout(timeout)
-		if inCallback {
-			succeed(p)
+		if rc.inCallback {
+			complete(p)
 		}
 	}
 	t.Cleanup(func() { ctest.FlowHook = nil; testHookClaimed = nil })
@@ -61,26 +145,25 @@ func timeoutAfterClaim(t *testing.T, inCallback bool) {
 	ptr := New(tt)
 	r := Wrap(ptr).(*asyncsteps.Root)
 	ctest.FlowAdd(ptr, 0)
-	ended := ""
 	r.Add(func(asyncsteps.AsyncSteps, ...any) { ended = "ok" })
-	r.ExecuteWith(func(err *asyncsteps.Error) { ended = err.Code })
+	r.ExecuteWith(func(err *asyncsteps.Error) { ended = err.Code + " (" + err.Info + ")" })
 	tt.Advance(0) // the step's callback: it waits
 	if step == nil {
 		t.Fatal("the step's callback did not run")
 	}
-	if !inCallback {
-		succeed(step)
+	if !rc.inCallback {
+		complete(step)
 	}
-	tt.Advance(timeout) // the timer falls due before the success's task is posted
+	if rc.cancel {
+		r.Cancel()
+		tt.Run()
+	} else {
+		tt.Advance(timeout) // the timer falls due before the task is posted
+	}
 	close(post)
 	<-done
 	tt.Run()
-	if ended != "ok" {
-		t.Errorf("the flow ended with %q, want %q", ended, "ok")
-	}
-	if n := ctest.FlowCounters().Cancels - before.Cancels; n != 0 {
-		t.Errorf("the step's C cancel handler ran %d times, want 0", n)
-	}
+	cancels = ctest.FlowCounters().Cancels - before.Cancels
 	ctest.FlowFree(ptr)
 	tt.Run()
 	if n := nodesOf(r.State()); n != 0 {
@@ -89,6 +172,7 @@ func timeoutAfterClaim(t *testing.T, inCallback bool) {
 	if n := ctest.FlowCounters().Violations - before.Violations; n != 0 {
 		t.Errorf("%d violations of the C side", n)
 	}
+	return ended, cancels
 }
 
 // Binary gives another goroutine the pointer of a waiting Go step, and a

@@ -129,3 +129,24 @@ type Claimed interface {
 	// void claim takes nothing.
 	Deliver(args []any)
 }
+
+// ClaimError is ClaimSuccess for an error, as Error from another
+// goroutine claims it: package cabi claims so a waiting step that C
+// fails from another thread (handle_error), whose error it posts to the
+// loop, so that the step's timer falling due before the post loses, as
+// it loses to a Go step's Error so claimed. A cancel that comes before
+// the post finds the step failed: the step's cancel handlers run, and
+// the claim is void.
+var ClaimError func(as any) ClaimedError
+
+// ClaimedError is an error claimed by ClaimError. Its methods are for
+// the step's loop.
+type ClaimedError interface {
+	// Void reports whether the step ended since the claim (cancelled,
+	// or its flow ended): the error is not to be delivered.
+	Void() bool
+	// Deliver fails the step with code and info, as the step's Error
+	// with them from outside its callback does; a void claim takes
+	// nothing.
+	Deliver(code, info string)
+}
