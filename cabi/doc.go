@@ -32,9 +32,11 @@
 //   - success takes the values over: strings and arrays are copied before it
 //     returns and their type's cleanup is called at once; the caller's slots
 //     are reset; a custom object is passed on as is. args may be NULL. A
-//     string or array whose p is NULL is empty, whatever its length says. A
-//     string or array longer than a Go int holds (an int of 32 bits) fails
-//     the step with InternalError; a Go value longer than the uint32_t
+//     string or array whose p is NULL is empty, whatever its length says,
+//     and so is a NULL item of an array of strings: "", or an empty (not
+//     nil) [String16] or [String32], as an empty item is. A string or
+//     array longer than a Go int holds (an int of 32 bits) fails the step
+//     with InternalError; a Go value longer than the uint32_t
 //     length holds fails, before it runs, the C step that would receive it
 //     (or the Go step whose Success gives it to a foreign table).
 //   - The FutoInArgs a C step receives is valid during its callback. The

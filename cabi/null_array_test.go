@@ -53,3 +53,35 @@ func TestCNullArrayIsEmpty(t *testing.T) {
 		})
 	}
 }
+
+// A NULL item of a C array of strings is an empty string, as an empty
+// item is, for the three kinds of strings: "" for STRING, and for
+// STRING16 and STRING32 the empty value that a string of theirs with a
+// NULL p or a length of 0 gives, not nil. Before, both items of a
+// STRING16 or STRING32 array were nil.
+func TestCNullItemIsEmptyString(t *testing.T) {
+	for _, tc := range []struct {
+		base int // FTN_TYPE_*
+		want any
+	}{
+		{0x02, []string{"ab", "", ""}},
+		{0x03, []cabi.String16{{'a', 'b'}, {}, {}}},
+		{0x04, []cabi.String32{{'a', 'b'}, {}, {}}},
+	} {
+		t.Run(fmt.Sprintf("%T", tc.want), func(t *testing.T) {
+			r, root := newRoot(t)
+			ctest.NullItem(root, tc.base)
+			var got []any
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				got = args
+				as.Success()
+			})
+			if _, err := run(t, r); err != nil {
+				t.Fatal(err)
+			}
+			if want := []any{tc.want}; !reflect.DeepEqual(got, want) {
+				t.Errorf("got %#v, want %#v", got, want)
+			}
+		})
+	}
+}

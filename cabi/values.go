@@ -428,7 +428,10 @@ func goBools(p unsafe.Pointer, n int) []bool {
 }
 
 // cItems reads a C array of n NUL-terminated strings of T; a NULL item
-// is an empty string. A NULL p gives no items, as goSlice does.
+// is an empty string, as an empty item is: an empty slice, not nil, as
+// goSlice gives for a string whose p is NULL, so that a STRING16 or
+// STRING32 item is the same value whichever way C makes it empty. A
+// NULL p gives no items, as goSlice does.
 func cItems[T comparable](p unsafe.Pointer, n int) [][]T {
 	if p == nil {
 		return nil
@@ -437,13 +440,14 @@ func cItems[T comparable](p unsafe.Pointer, n int) [][]T {
 	var zero T
 	for i, q := range unsafe.Slice((*unsafe.Pointer)(p), n) {
 		if q == nil {
+			out[i] = []T{}
 			continue
 		}
 		k := 0
 		for *(*T)(unsafe.Add(q, uintptr(k)*unsafe.Sizeof(zero))) != zero {
 			k++
 		}
-		out[i] = append([]T(nil), unsafe.Slice((*T)(q), k)...)
+		out[i] = append([]T{}, unsafe.Slice((*T)(q), k)...)
 	}
 	return out
 }

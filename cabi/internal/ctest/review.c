@@ -272,6 +272,49 @@ void rv_null_array(FutoInAsyncSteps* root, int base)
     root->api->add(root, (void*)(intptr_t)base, rv_null_array_step, NULL);
 }
 
+// ---- an array of strings with a NULL item -------------------------------------
+
+static const char* const rv_items8[3] = {"ab", NULL, ""};
+static const char16_t rv_ab16[] = {'a', 'b', 0}, rv_empty16[] = {0};
+static const char16_t* const rv_items16[3] = {rv_ab16, NULL, rv_empty16};
+static const char32_t rv_ab32[] = {'a', 'b', 0}, rv_empty32[] = {0};
+static const char32_t* const rv_items32[3] = {rv_ab32, NULL, rv_empty32};
+
+// Static items: nothing to clean up.
+static const FutoInType rv_item_arrays[] = {
+    [FTN_TYPE_STRING] = {FTN_TYPE_ARRAY | FTN_TYPE_STRING, NULL},
+    [FTN_TYPE_STRING16] = {FTN_TYPE_ARRAY | FTN_TYPE_STRING16, NULL},
+    [FTN_TYPE_STRING32] = {FTN_TYPE_ARRAY | FTN_TYPE_STRING32, NULL},
+};
+
+static void rv_null_item_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    int base = (int)(intptr_t)data;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &rv_item_arrays[base];
+    switch (base) {
+    case FTN_TYPE_STRING16:
+        out.arg0.p = rv_items16;
+        break;
+    case FTN_TYPE_STRING32:
+        out.arg0.p = rv_items32;
+        break;
+    default:
+        out.arg0.p = rv_items8;
+    }
+    out.arg0.length = 3;
+    bsi->api->success(bsi, &out);
+}
+
+// rv_null_item adds a step that succeeds with the array of strings of
+// base type base (STRING, STRING16 or STRING32) {"ab", NULL, ""}.
+void rv_null_item(FutoInAsyncSteps* root, int base)
+{
+    root->api->add(root, (void*)(intptr_t)base, rv_null_item_step, NULL);
+}
+
 // ---- an execution that its closed loop ends ------------------------------------
 
 static void rv_waits(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)

@@ -70,6 +70,10 @@ func Bools(root unsafe.Pointer) { C.rv_bools(bsi(root)) }
 // and whose length is 3.
 func NullArray(root unsafe.Pointer, base int) { C.rv_null_array(bsi(root), C.int(base)) }
 
+// NullItem adds a step that succeeds with the array of strings of the
+// base type base (FTN_TYPE_STRING, STRING16 or STRING32) {"ab", NULL, ""}.
+func NullItem(root unsafe.Pointer, base int) { C.rv_null_item(bsi(root), C.int(base)) }
+
 // ExecuteWaiting adds a step that waits for ever and executes root with
 // an unhandled_error that logs its code, "error_info" and
 // "last_exception".
