@@ -859,10 +859,12 @@ func (c claimedSuccess) Deliver(args []any) {
 
 // stepLive is toolinfo.StepLive: the frame of h still runs this
 // incarnation, whether or not its flow has ended (a closed loop ends a
-// flow without touching its frames), and the step has no completion: none
+// flow without touching its frames), and the step has no success: none
 // claimed from outside (waiting, a claim without the death of the step
 // API: the death alone marks a step with sub-steps), and none made by its
-// running callback.
+// running callback. An error claimed from outside and not applied leaves
+// the step live: the step has not ended, and its cancel handler is due,
+// as a cancel would run it (see frame.kill).
 func stepLive(as any) (live, known bool) {
 	h := stepAPIOf(as)
 	if h == nil {
@@ -873,7 +875,7 @@ func stepLive(as any) (live, known bool) {
 		return false, true
 	}
 	st := h.st.Load()
-	return st&(stClaim|stDone) != stClaim && !(st == 0 && f.succeeded), true
+	return st&(stClaim|stDone|stFailed) != stClaim && !(st == 0 && f.succeeded), true
 }
 
 // stepAPIOf returns the step API that as, given to a toolinfo hook, is or

@@ -303,6 +303,36 @@ func TestToolInfoStepLive(t *testing.T) {
 	p.check(t, "completed false true with a sub-step left true true left waiting true true")
 }
 
+// An error claimed from outside a waiting step, by Error from another
+// goroutine or by ClaimError, leaves StepLive true until the loop applies
+// it: the step has not ended, and its cancel handler is due (a cancel
+// runs it), unlike after a claimed success. Once applied, it is false.
+func TestToolInfoStepLiveAfterAClaimedError(t *testing.T) {
+	for _, claim := range []string{"Error", "ClaimError"} {
+		p := &stepProbe{fn: toolinfo.StepLive}
+		tt := NewTestTool()
+		r := New(WithTool(tt))
+		var waiting AsyncSteps
+		addWaiting(r, &waiting)
+		r.ExecuteWith(func(*Error) {})
+		tt.Run()
+		if claim == "Error" {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				waiting.Error("E1")
+			}()
+			<-done
+		} else {
+			toolinfo.ClaimError(waiting).Deliver("E1", "")
+		}
+		p.probe("claimed", waiting)
+		tt.Run()
+		p.probe("failed", waiting)
+		t.Run(claim, func(t *testing.T) { p.check(t, "claimed true true failed false true") })
+	}
+}
+
 // ClaimSuccess claims a waiting step for a success whose args Deliver
 // writes later, on the loop: the step's timer that falls due meanwhile
 // loses, as to a Success claimed from another goroutine, and the step

@@ -73,8 +73,10 @@ var ValidOffLoop func(as any) (valid, known bool)
 // StepLive reports whether the step of as, a step API of the package or a
 // decorator that unwraps to one, has not ended: its frame still runs this
 // incarnation (the step waits, or a sub-step it added runs) and no
-// completion from outside (Success or Error from another goroutine, which
-// the loop may not have applied) was claimed for it. Unlike StepRunning,
+// success from outside (Success from another goroutine, which the loop
+// may not have applied) was claimed for it; an error so claimed (Error
+// from another goroutine, ClaimError) leaves it live, its cancel handler
+// due as a cancel would run it. Unlike StepRunning,
 // it holds also once the step's flow has ended because its Loop was
 // closed, which leaves the flow's steps where they stood: package cabi
 // calls, once the loop has stopped, the C cancel handler of a step the
