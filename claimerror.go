@@ -1,8 +1,9 @@
 package asyncsteps
 
-// This file holds the claim of an error that package cabi makes on a
-// waiting step for C, from another thread, before the loop writes the
-// error (toolinfo.ClaimError).
+// This file holds the claims of a completion that package cabi makes on
+// a waiting step for C, from another thread, before the loop writes the
+// completion: claimWaiting, which claimSuccess (toolinfo.ClaimSuccess)
+// and claimError (toolinfo.ClaimError) share.
 
 import "github.com/asyncsteps/asyncsteps/internal/toolinfo"
 
@@ -13,6 +14,19 @@ import "github.com/asyncsteps/asyncsteps/internal/toolinfo"
 // frame.kill), while the step's timer, falling due, loses to the claim
 // (see frame.timeOutWins).
 func claimError(as any) toolinfo.ClaimedError {
+	h := claimWaiting(as, stFailed)
+	if h == nil {
+		return nil
+	}
+	return claimedError{h}
+}
+
+// claimWaiting claims the completion of the step of as, of kind (0 for a
+// success, stFailed for an error), if the step waits and nothing claimed
+// it yet, and returns its step API; nil if it claimed nothing. Only a
+// step that waits is claimed: with state 0 the engine takes a call as
+// the running callback's own.
+func claimWaiting(as any, kind uint32) *stepAPI {
 	h := stepAPIOf(as)
 	if h == nil {
 		return nil
@@ -22,8 +36,8 @@ func claimError(as any) toolinfo.ClaimedError {
 		if st&stWait == 0 || st&(stClaim|stDone) != 0 {
 			return nil
 		}
-		if h.st.CompareAndSwap(st, st|stClaim|stFailed) {
-			return claimedError{h}
+		if h.st.CompareAndSwap(st, st|stClaim|kind) {
+			return h
 		}
 	}
 }

@@ -818,22 +818,13 @@ func validOffLoop(as any) (valid, known bool) {
 
 // claimSuccess is toolinfo.ClaimSuccess: a claim of a success from
 // another goroutine (see succeedOutside), whose args claimedSuccess
-// writes later, on the loop. Only a step that waits is claimed: with
-// state 0 the engine takes a call as the running callback's own.
+// writes later, on the loop; a step that waits only (see claimWaiting).
 func claimSuccess(as any) toolinfo.Claimed {
-	h := stepAPIOf(as)
+	h := claimWaiting(as, 0)
 	if h == nil {
 		return nil
 	}
-	for {
-		st := h.st.Load()
-		if st&stWait == 0 || st&(stClaim|stDone) != 0 {
-			return nil
-		}
-		if h.st.CompareAndSwap(st, st|stClaim) {
-			return claimedSuccess{h}
-		}
-	}
+	return claimedSuccess{h}
 }
 
 // claimedSuccess is the success claimed by claimSuccess on h.
