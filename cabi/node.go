@@ -442,9 +442,12 @@ const (
 // step over. A success or an outsideError that wins on a step that
 // waits for it claims the engine's step too (see pin).
 func (n *node) claimOutside(kind uint32) (mayApply bool) {
-	if n.outside.Load() == 0 && !n.stepValid() {
-		// Not live, nor claimed by a completion of ours, which may have
-		// claimed the engine's step already (see pin).
+	// The step is read first: a completion of ours marks outside before
+	// it claims the engine's step (see pin), so a step found invalid with
+	// outside still 0 is not live, rather than claimed by a completion
+	// that won meanwhile (which, read in the other order, would let both
+	// apply).
+	if !n.stepValid() && n.outside.Load() == 0 {
 		return true
 	}
 	won := n.outside.CompareAndSwap(0, kind)
