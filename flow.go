@@ -230,14 +230,17 @@ func (fl *flow) newStepAPI(f *frame, st uint32) {
 
 // The chunks of step APIs of a flow: the first as large as the steps the
 // Root has queued, up to firstAPIChunk; then each the power of two above
-// the last (twice it, mostly), at least minAPIChunk, up to maxAPIChunk. A flow of a few steps takes one
-// allocation of its size; one that adds its steps as it goes (a request's
-// handler: 22 step APIs for a request of the demo gateway) a few; a long
-// one about one per maxAPIChunk steps.
+// the last (twice it, mostly), at least minAPIChunk, up to maxAPIChunk.
+// A flow of a few steps takes one allocation of its size; one that adds
+// its steps as it goes (a request's handler: 22 step APIs for a request
+// of the demo gateway) a few; a long one one per maxAPIChunk steps, as
+// many as the loop-wide blocks of twice the size (with the weak pointer
+// each took) cost. A long flow keeps its current chunk alive while it
+// runs: at most maxAPIChunk*24 bytes, 3 KiB.
 const (
 	firstAPIChunk = 16
 	minAPIChunk   = 8
-	maxAPIChunk   = 256
+	maxAPIChunk   = 128
 )
 
 // apiChunkFloor is the least size of a chunk: 0, but for tests that count
