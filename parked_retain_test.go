@@ -50,12 +50,7 @@ func TestAWaitingFlowKeepsNoFinishedFlowAlive(t *testing.T) {
 				}
 			}
 			runtime.GC()
-			kept := 0
-			for _, p := range payloads {
-				if p.Value() != nil {
-					kept++
-				}
-			}
+			kept := countAlive(payloads)
 			if kept != 0 {
 				t.Errorf("%d of the %d finished flows' State kept alive by %d waiting flows, want none", kept, len(payloads), len(waiting))
 			}
@@ -99,12 +94,7 @@ func TestAWaitingFlowNothingRefersToIsCollected(t *testing.T) {
 	loop.Immediate(func() { close(done) }) // once the last step has returned
 	<-done
 	runtime.GC()
-	alive := 0
-	for _, p := range payloads {
-		if p.Value() != nil {
-			alive++
-		}
-	}
+	alive := countAlive(payloads)
 	if alive != 1 {
 		t.Errorf("%d of %d waiting flows' State alive, want 1: the flow whose AsyncSteps the test keeps", alive, flows)
 	}
@@ -141,4 +131,15 @@ func TestCloseEndsAnExecuteFlowInAnAwait(t *testing.T) {
 	if err := <-funcErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("the Await function's context ended with %v, want context.Canceled", err)
 	}
+}
+
+// countAlive returns how many of ps point to a value not yet collected.
+func countAlive[T any](ps []weak.Pointer[T]) int {
+	n := 0
+	for _, p := range ps {
+		if p.Value() != nil {
+			n++
+		}
+	}
+	return n
 }

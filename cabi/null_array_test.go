@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -37,19 +38,7 @@ func TestCNullArrayIsEmpty(t *testing.T) {
 		{0x0F, []float64{}},
 	} {
 		t.Run(fmt.Sprintf("%T", tc.want), func(t *testing.T) {
-			r, root := newRoot(t)
-			ctest.NullArray(root, tc.base)
-			var got []any
-			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-				got = args
-				as.Success()
-			})
-			if _, err := run(t, r); err != nil {
-				t.Fatal(err)
-			}
-			if want := []any{tc.want}; !reflect.DeepEqual(got, want) {
-				t.Errorf("got %#v, want %#v", got, want)
-			}
+			checkCSuccess(t, tc.want, func(root unsafe.Pointer) { ctest.NullArray(root, tc.base) })
 		})
 	}
 }
@@ -69,19 +58,26 @@ func TestCNullItemIsEmptyString(t *testing.T) {
 		{0x04, []cabi.String32{{'a', 'b'}, {}, {}}},
 	} {
 		t.Run(fmt.Sprintf("%T", tc.want), func(t *testing.T) {
-			r, root := newRoot(t)
-			ctest.NullItem(root, tc.base)
-			var got []any
-			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-				got = args
-				as.Success()
-			})
-			if _, err := run(t, r); err != nil {
-				t.Fatal(err)
-			}
-			if want := []any{tc.want}; !reflect.DeepEqual(got, want) {
-				t.Errorf("got %#v, want %#v", got, want)
-			}
+			checkCSuccess(t, tc.want, func(root unsafe.Pointer) { ctest.NullItem(root, tc.base) })
 		})
+	}
+}
+
+// checkCSuccess runs a flow whose first step is the C step that add adds
+// to its root, and checks that the step succeeds with want alone.
+func checkCSuccess(t *testing.T, want any, add func(root unsafe.Pointer)) {
+	t.Helper()
+	r, root := newRoot(t)
+	add(root)
+	var got []any
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		got = args
+		as.Success()
+	})
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{want}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %#v, want %#v", got, want)
 	}
 }
