@@ -583,7 +583,9 @@ func waitUpstreamInFlight(t *testing.T, url string, n int64) {
 func TestTracingEndsAndExportsTheSpansStillOpenAtExit(t *testing.T) {
 	holdSpansUntilShutdown(t)
 	prev := traceFlushTimeout
-	traceFlushTimeout = 500 * time.Millisecond
+	// The open span waits a fifth of it, half a second; the export to the
+	// receiver on loopback has the rest, ample under a loaded race run.
+	traceFlushTimeout = 2500 * time.Millisecond
 	t.Cleanup(func() { traceFlushTimeout = prev })
 	r := startOTLPReceiver(t)
 	var logs syncBuffer
