@@ -600,6 +600,12 @@ func (fl *flow) settle(c *frame) *frame {
 		return fl.completed(c)
 	case st&(stClaim|stWait) != 0:
 		c.waiting = true
+		if r := c.rare; r != nil && r.atWait != nil {
+			// Before the loop may run a timer of the step's.
+			fn := r.atWait
+			r.atWait = nil
+			fn()
+		}
 		fl.noteParked(c)
 		if w := fl.wait; w != nil && w.late != nil {
 			fl.sched.post((*expiryTask)(c.h)) // see Root.stopFor
@@ -735,7 +741,7 @@ func (fl *flow) release(f *frame) {
 		if r.timer != nil {
 			fl.disarm(f)
 		}
-		r.onCancel, r.await = nil, nil
+		r.onCancel, r.await, r.atWait = nil, nil, nil
 	}
 }
 
@@ -783,6 +789,19 @@ func atFlowEnd(as any, fn func()) bool {
 		fl.wait = &waiter{}
 	}
 	fl.wait.atEnd = fn
+	return true
+}
+
+// atWait is toolinfo.AtWait: it keeps fn in the frame of as, a step whose
+// callback runs now on the loop, for settle to run as the step begins to
+// wait. It reports false, keeping nothing, for any other value: off the
+// loop the frame is not the caller's to write.
+func atWait(as any, fn func()) bool {
+	h := stepAPIOf(as)
+	if h == nil || h.st.Load()&(stIdle|stDone) != 0 || !h.fl.sched.IsSameThread() || h.f.h != h {
+		return false
+	}
+	h.f.rareFields().atWait = fn
 	return true
 }
 

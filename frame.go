@@ -90,6 +90,11 @@ type frameRare struct {
 	// frame is never recycled for another branch, which would then count
 	// as that holder (see recycleTo).
 	lent bool
+	// atWait is what package cabi runs as the step's callback returns
+	// and the step begins to wait (see toolinfo.AtWait): once, cleared
+	// then, when the step is released, and with the rare part when an
+	// error handler takes the frame over or the frame is recycled.
+	atWait func()
 }
 
 // userFn returns f's frameRare.user, or 0.

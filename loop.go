@@ -185,6 +185,7 @@ func init() {
 	}
 	toolinfo.BranchID = branchID
 	toolinfo.AtFlowEnd = atFlowEnd
+	toolinfo.AtWait = atWait
 	toolinfo.StepRunning = stepRunning
 	toolinfo.StepLive = stepLive
 	toolinfo.CallbackRuns = callbackRuns

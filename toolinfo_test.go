@@ -432,3 +432,83 @@ func TestToolInfoClaimError(t *testing.T) {
 		}
 	}
 }
+
+// AtWait runs its function once, as the step's callback returns and the
+// step begins to wait, before the step's timer may fall due: there a
+// claim of the step, which ClaimSuccess refuses while the callback runs
+// before it waits, takes, and the timer then loses to it. It is set only
+// from the running callback of the step, also through a decorator that
+// unwraps; the one set last runs. It does not run for a step that
+// completes in its callback, adds sub-steps (nor as a sub-step waits),
+// or fails, the error handler then waiting in its frame.
+func TestToolInfoAtWait(t *testing.T) {
+	tt := NewTestTool()
+	var tr trace
+	r := New(WithTool(tt))
+	var waiting AsyncSteps
+	var claimed toolinfo.Claimed
+	never := func() { tr.add("never") }
+	r.Add(func(as AsyncSteps, _ ...any) {
+		if toolinfo.AtWait(r, never) || toolinfo.AtWait(nil, never) || toolinfo.AtWait(opaqueSteps{as}, never) {
+			tr.add("set for what is not a step")
+		}
+		offLoop := make(chan bool)
+		go func() { offLoop <- toolinfo.AtWait(as, never) }()
+		if <-offLoop {
+			tr.add("set off the loop")
+		}
+		toolinfo.AtWait(as, never)
+		if !toolinfo.AtWait(unwrappingSteps{as}, func() {
+			runs, _ := toolinfo.CallbackRuns(as)
+			claimed = toolinfo.ClaimSuccess(as)
+			tr.add("waits, callback runs %v, claimed %v", runs, claimed != nil)
+		}) {
+			tr.add("not set")
+		}
+		if toolinfo.ClaimSuccess(as) != nil {
+			tr.add("claimed before it waits")
+		}
+		as.SetTimeout(time.Millisecond)
+		waiting = as
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		toolinfo.AtWait(as, never)
+		as.Success()
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		toolinfo.AtWait(as, never)
+		as.Add(func(sub AsyncSteps, _ ...any) {
+			sub.SetTimeout(time.Millisecond)
+			tr.add("sub-step waits")
+		})
+	}, func(as AsyncSteps, code string) {
+		tr.add("handled %s", code)
+		as.Success()
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		toolinfo.AtWait(as, never)
+		as.SetTimeout(time.Hour)
+		as.Error("Failed")
+	}, func(as AsyncSteps, code string) {
+		tr.add("handler of %s waits", code)
+		as.WaitExternal()
+		waiting = as
+	})
+	r.Add(func(AsyncSteps, ...any) { tr.add("ended ok") })
+	r.ExecuteWith(func(err *Error) { tr.add("ended %s", err.Code) })
+	tt.Advance(0)
+	if toolinfo.AtWait(waiting, never) {
+		tr.add("set once the callback returned")
+	}
+	tt.Advance(time.Millisecond) // the step's timer loses to the claim
+	if claimed != nil {
+		tt.Immediate(func() { claimed.Deliver(nil) })
+	}
+	tt.Run()
+	waiting.Success()
+	tt.Run()
+	want := "waits, callback runs false, claimed true sub-step waits handled Timeout handler of Failed waits ended ok"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+}

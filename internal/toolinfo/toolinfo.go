@@ -46,6 +46,21 @@ var BranchID func(as any, id int64) (branch int64, known bool)
 // nothing at its end, one of Run or ExecuteWith a test of a field.
 var AtFlowEnd func(as any, fn func()) (set bool)
 
+// AtWait makes fn run as the callback of the step of as, a step API of
+// the package or a decorator that unwraps to one, returns and the step
+// begins to wait for a completion from outside (it set a timeout, a
+// cancel handler or called WaitExternal, and added no sub-steps, and did
+// not complete or fail), on the loop, before the loop may run the step's
+// timer; it replaces the fn set before for that step. It runs at most
+// once, and not at all when the step ends otherwise. Package cabi claims
+// there, for a Go step given to C by Binary, a completion that C made
+// from another thread while the callback ran and the step did not wait
+// yet, which ClaimSuccess and ClaimError refuse then. It reports false,
+// keeping nothing, unless as is a step whose callback runs now and the
+// caller runs on the step's loop (in that callback). fn must return
+// quickly and must not panic: it runs inside the engine.
+var AtWait func(as any, fn func()) (set bool)
+
 // StepRunning reports whether the step of as, a step API of the package
 // or a decorator that unwraps to one, is still running, its sub-steps
 // included: its callback has returned, but a sub-step it added, or its
