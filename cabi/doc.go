@@ -134,7 +134,10 @@
 // applied it, does not fail the step, and a cancel of the flow then runs
 // no cancel handler of the step's. So does a handle_error, or Go's Error
 // through [Wrap]: the step fails with its code and info, not Timeout,
-// and its cancel handler runs once either way. isValid may be called
+// and its cancel handler runs once either way. On the pointer of a Go
+// step that [Binary] gave in the step's callback, one made while that
+// callback still runs, before the step waits, completes the step so as
+// the callback returns and the step begins to wait. isValid may be called
 // from any thread too: it reads what the loop has settled, so its answer
 // may be stale by the time it returns (from another thread, a step whose
 // callback still runs is 1, also once that callback has completed it). A

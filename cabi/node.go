@@ -491,6 +491,23 @@ func (n *node) pin(kind uint32) {
 	}
 }
 
+// waitBegins is, for a Go step given to C by Binary in its callback, what
+// finish does for a C step whose callback returned waiting: the engine
+// runs it as the Go callback returns and the step begins to wait (see
+// toolinfo.AtWait), before the loop may run the step's timer. A
+// completion from outside that claimed n while the callback ran, before
+// the step waited, could not claim the engine's step then (the engine
+// takes a call on a step that does not wait for its callback's own): it
+// claims it now, so that the step's timer falling due before the
+// completion's task loses to it. One that comes after claims the
+// engine's step itself (see claimOutside). Loop only.
+func (n *node) waitBegins() {
+	n.settled.Store(true)
+	if k := n.outside.Load(); k != 0 {
+		n.pin(k)
+	}
+}
+
 // testHookClaimed, set by a test, runs in claimOutside once a completion
 // from outside has made its claim (won: it holds it), before it is
 // posted.

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // rootObj is a root seen from C.
@@ -416,6 +417,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 	n.publish()
 	if onLoop {
 		fc.external = append(fc.external, n)
+		toolinfo.AtWait(as, n.waitBegins)
 		if !fc.watchEnd(as) {
 			// The flow's end cannot be watched through this step: a
 			// sweep after the callback releases its node if it does not
