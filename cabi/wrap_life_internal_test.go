@@ -487,19 +487,29 @@ func TestWrapCallFromASubStepIsInternalError(t *testing.T) {
 		{"Add", func(p asyncsteps.AsyncSteps) { p.Add(func(asyncsteps.AsyncSteps, ...any) {}) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := startWrapRun(t, func(w *wrapRun, cstep unsafe.Pointer) {
-				parent := Wrap(cstep)
-				ctest.FlowStack(cstep, 0)
-				parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					c.call(parent)
-					w.trace = append(w.trace, "not aborted")
-				})
-			})
-			info := c.name + " called on the AsyncSteps of a step that waits for its sub-steps"
-			if w.st.ErrorInfo != info {
-				t.Errorf("error info %q, want %q", w.st.ErrorInfo, info)
-			}
-			w.check(t, asyncsteps.InternalError, nil, 0)
+			checkCallFromSubstep(t, c.name, c.call, func(unsafe.Pointer) {})
 		})
 	}
+}
+
+// checkCallFromSubstep runs a C step that wraps its own pointer, runs
+// before on it, and adds a Go sub-step that makes call, named name, on the
+// wrapped parent; the call must raise, in the sub-step, the InternalError
+// of a call on a step that waits for its sub-steps, which ends the flow.
+func checkCallFromSubstep(t *testing.T, name string, call func(parent asyncsteps.AsyncSteps), before func(cstep unsafe.Pointer)) {
+	t.Helper()
+	w := startWrapRun(t, func(w *wrapRun, cstep unsafe.Pointer) {
+		parent := Wrap(cstep)
+		ctest.FlowStack(cstep, 0)
+		before(cstep)
+		parent.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			call(parent)
+			w.trace = append(w.trace, "not aborted")
+		})
+	})
+	info := name + " called on the AsyncSteps of a step that waits for its sub-steps"
+	if w.st.ErrorInfo != info {
+		t.Errorf("error info %q, want %q", w.st.ErrorInfo, info)
+	}
+	w.check(t, asyncsteps.InternalError, nil, 0)
 }
