@@ -48,7 +48,8 @@ type flow struct {
 	// nextAPI is the next step API the flow gives a step, in a chunk of
 	// the flow's own, so that a step API kept by anyone keeps no other flow
 	// alive; apisLeft counts it and those after it in the chunk (0: nextAPI
-	// is nil, make a chunk), apiChunks the chunks made.
+	// is nil, make a chunk); apiChunks is the binary logarithm of the next
+	// chunk's size, 0 before the first (see newAPIChunk).
 	nextAPI   *stepAPI
 	apisLeft  uint16
 	apiChunks uint8
