@@ -53,7 +53,7 @@ type frame struct {
 	// rare holds what few steps have: an error handler, a cancel handler,
 	// a timeout. Made on first use, and kept, cleared, when the frame is
 	// recycled, so that the frame fits 112 bytes and the Root, with its
-	// base frame, 176.
+	// base frame, 192.
 	rare *frameRare
 
 	// err is the error the callback raised (Error, Break, Continue or a
