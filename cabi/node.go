@@ -238,9 +238,11 @@ func leaveAll(nodes []*node) {
 
 // leave releases n, whose step a stopped loop left, or a free that a tool
 // dropped cancels: first, if the step is live, the C cancel handler, as
-// the flow's cancel on a running loop calls it; then the unlock of a
-// foreign FutoInSync whose section the flow holds, as the section's
-// cancel handler does; then the release, as no error handler will run. A
+// the flow's cancel on a running loop calls it; then, for the lock step
+// of a foreign FutoInSync, the grant of a success from outside that the
+// loop did not apply (see successPending); then the unlock of a foreign
+// FutoInSync whose section the flow holds, as the section's cancel
+// handler does; then the release, as no error handler will run. A
 // step that ended (completed by Go, say, its pointer not swept yet) is
 // only released: its cancel handler never runs after its end.
 func (n *node) leave() {
@@ -250,6 +252,14 @@ func (n *node) leave() {
 		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
 		n.inCall = false
 		n.pending = nil
+	}
+	if got := n.onSuccess; got != nil && n.successPending() {
+		// The lock step of a foreign FutoInSync, granted by a success from
+		// another thread that the loop never applied: the sync counts the
+		// lock as given, so the section, which leaves after this step
+		// (innermost first), must find it held and unlock it.
+		n.onSuccess = nil
+		got()
 	}
 	if left := n.onLeft; left != nil && !n.released.Load() {
 		n.onLeft = nil

@@ -1402,6 +1402,15 @@ void ct_shared_grant(void)
     ct_success(shared_waiter, NULL);
 }
 
+// ct_shared_locked reports whether the shared sync counts itself locked.
+int ct_shared_locked(void)
+{
+    pthread_mutex_lock(&shared_mu);
+    int locked = shared_locked;
+    pthread_mutex_unlock(&shared_mu);
+    return locked;
+}
+
 // ct_sync_held adds a step that enters sync and, inside, waits as the
 // step of ct_held_with_cancel does.
 void ct_sync_held(FutoInAsyncSteps* root, FutoInSync* sync)

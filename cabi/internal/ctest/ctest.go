@@ -374,6 +374,10 @@ func SharedSync(wait bool) unsafe.Pointer {
 // by success from the calling thread ("shared grant").
 func SharedGrant() { C.ct_shared_grant() }
 
+// SharedLocked reports whether the sync of SharedSync counts itself
+// locked: granted or taken, and not unlocked since.
+func SharedLocked() bool { return C.ct_shared_locked() != 0 }
+
 // SyncHeld adds to root a step that enters sync and, inside it, a step
 // that waits as HeldWithCancel's does.
 func SyncHeld(root, sync unsafe.Pointer) { C.ct_sync_held(bsi(root), (*C.FutoInSync)(sync)) }

@@ -37,6 +37,7 @@ FutoInSync* ct_fake_sync(void);
 FutoInSync* ct_broken_sync(int which);
 FutoInSync* ct_shared_sync(int wait);
 void ct_shared_grant(void);
+int ct_shared_locked(void);
 void ct_sync_held(FutoInAsyncSteps* root, FutoInSync* sync);
 void ct_stale(FutoInAsyncSteps* root);
 void ct_stale_call(void);
