@@ -280,7 +280,12 @@
 // completed), the syncs the flow holds come back, and a step of the flow
 // completed later, by Go or by C, runs none of the freed root's C steps. The dropped free of a Go root given by [Binary] does
 // what its free does on a running tool: it releases the root pointer
-// only, and the flow, Go's, keeps its steps and runs on.
+// only, and the flow, Go's, keeps its steps and runs on. A dropped
+// success or handle_error from another thread applies, as ResetEvents
+// keeps Go's Success and Error from another goroutine: the step
+// completes, or fails (its cancel handler runs once), when the tool runs
+// next, rather than staying completed for a loop that never applies it,
+// which neither its timeout nor anything but a cancel would end.
 //
 // A Tool of another package that may drop a callback it has accepted (a
 // close, a reset) reports the drop by implementing [DropReporter]: cabi

@@ -184,3 +184,58 @@ func TestDropReporterToolGetsTheFallbackOfAFree(t *testing.T) {
 		}
 	})
 }
+
+// A success or handle_error from another thread on a waiting C step,
+// whose task a DropReporter tool drops, applies when the tool runs next,
+// as the reset TestTool does with it: the flow goes on after a success
+// (the step's cancel handler not run), and ends with the error after a
+// handle_error (the cancel handler run once). Before, the fallback only
+// released the pointer: the step stayed claimed and the flow halted.
+func TestDropReporterToolAppliesADroppedCompletion(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "success", true: "handle_error"}[fail], func(t *testing.T) {
+			eachCaller(t, func(t *testing.T, ri bool) {
+				runtime.LockOSThread() // the C steps check that they run on one thread
+				defer runtime.UnlockOSThread()
+				ctest.Reset()
+				alive := ctest.StrictAlive()
+				tool := &droppingTool{}
+				owned := cabi.New(tool)
+				r := cabi.Wrap(owned).(*asyncsteps.Root)
+				ctest.HeldWithCancel(owned) // waits until SucceedHeld
+				ranNext := false
+				r.Add(func(asyncsteps.AsyncSteps, ...any) { ranNext = true })
+				dropLastResult(r, ri)
+				ctest.ExecuteOnly(owned, "x", 1)
+				tool.run()
+				want := "held\n"
+				if fail {
+					ctest.FailHeld() // not driving: from outside the step
+					want = "held\nheld cancel\nunhandled Boom data=x root=1\n"
+				} else {
+					ctest.SucceedHeld()
+				}
+				tool.reset() // drops the completion's task
+				tool.run()
+				if got := ctest.Trace(); got != want {
+					t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+				}
+				if ranNext == fail {
+					t.Errorf("the step after ran %v, want %v", ranNext, !fail)
+				}
+				if r.Running() {
+					t.Error("the flow still runs")
+				}
+				ctest.Free(owned)
+				tool.run()
+				if ri {
+					for deadline := time.Now().Add(5 * time.Second); ctest.StrictAlive() > alive && time.Now().Before(deadline); {
+						runtime.GC()
+						time.Sleep(time.Millisecond)
+						tool.run()
+					}
+				}
+			})
+		})
+	}
+}

@@ -292,7 +292,7 @@ func (n *node) succeed(vals []any, taken bool) {
 	}
 	// From outside the callback: on the loop.
 	mayApply := n.claimOutside(outsideSuccess)
-	n.post(func() {
+	apply := func() {
 		if !mayApply {
 			drop()
 			return
@@ -310,7 +310,16 @@ func (n *node) succeed(vals []any, taken bool) {
 		}
 		n.release()
 		n.as.Success(vals...)
-	}, func() {
+	}
+	n.post(apply, func() {
+		if reportsDrops(n.tool) {
+			// The tool runs on, never beside this fallback: the success
+			// applies, as a TestTool keeps Go's Success from another
+			// goroutine. Dropped, it would leave the step claimed, which
+			// no timeout of the step ends.
+			apply()
+			return
+		}
 		if mayApply && n.onSuccess != nil && !n.released.Load() {
 			// A foreign sync granted the lock: its section is held, and
 			// the free of the root unlocks it (see releaseLeft).
@@ -395,7 +404,7 @@ func (n *node) handleError(code, info string, g func(*node)) {
 		return
 	}
 	mayApply := n.claimOutside(outsideError)
-	n.post(func() {
+	apply := func() {
 		if !mayApply {
 			return
 		}
@@ -408,7 +417,14 @@ func (n *node) handleError(code, info string, g func(*node)) {
 		}
 		n.failing()
 		n.as.Error(code, info)
-	}, n.release)
+	}
+	n.post(apply, func() {
+		if reportsDrops(n.tool) {
+			apply() // as succeed's fallback: the tool runs on
+			return
+		}
+		n.release()
+	})
 }
 
 // deliverError fails n's step with code and info, an error from outside

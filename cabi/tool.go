@@ -14,8 +14,10 @@ package cabi
 // cabi takes a tool that implements it for one that runs later callbacks
 // after a drop, as a reset TestTool does: the dropped free of a root made
 // by C cancels its flow (the cancel applies when the tool runs next),
-// and that of a Go root given by [Binary] releases only the root pointer
-// (see the package doc, Concurrency).
+// that of a Go root given by [Binary] releases only the root pointer,
+// and a dropped success or handle_error from another thread applies,
+// its step completing or failing when the tool runs next (see the
+// package doc, Concurrency).
 type DropReporter interface {
 	// ImmediateOrDropped schedules run as Immediate does. If the tool is
 	// never to run it (it refuses it, or drops it once accepted), it calls
