@@ -137,6 +137,7 @@ func TestFreeOfAClosedLoopBeforeAClaimedForeignGrantUnlocks(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
 	owned := New(loop)
+	lp := loopFor(loop)
 	r := Wrap(owned).(*asyncsteps.Root)
 	ctest.SyncHeld(owned, shared)
 	ctest.ExecuteOnly(owned, "x", 1)
@@ -147,7 +148,7 @@ func TestFreeOfAClosedLoopBeforeAClaimedForeignGrantUnlocks(t *testing.T) {
 	loop.Close() // waits until the loop has stopped
 	ctest.Free(owned)
 	g.post()
-	waitFallbacks(t)
+	waitFallbacks(t, lp)
 	want := "shared lock wait\nshared grant\nunhandled InternalError data=x root=1\n" +
 		"shared unlock held=1 same_thread=0\n"
 	if got := ctest.Trace(); got != want {
@@ -161,15 +162,20 @@ func TestFreeOfAClosedLoopBeforeAClaimedForeignGrantUnlocks(t *testing.T) {
 	}
 }
 
-// waitFallbacks waits until the fallbacks of stopped loops have all run.
-func waitFallbacks(t *testing.T) {
+// waitFallbacks waits until the watcher of lp, a stopped loop, has
+// queued the fallbacks of the callbacks it kept, and until every
+// fallback queued has run.
+func waitFallbacks(t *testing.T, lp *loopCtx) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
+		lp.mu.Lock()
+		stopped := lp.stopped
+		lp.mu.Unlock()
 		afterStop.mu.Lock()
 		idle := !afterStop.running && len(afterStop.queue) == 0
 		afterStop.mu.Unlock()
-		if idle {
+		if stopped && idle {
 			return
 		}
 		time.Sleep(time.Millisecond)
