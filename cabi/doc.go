@@ -262,10 +262,12 @@
 // steps given by [Binary] included, whose cancel handler set through the
 // pointer is C's (not one of the Go cancel handlers a closed loop does not
 // run); its state variables go with its State.
-// A success or handle_error
-// the loop did not run releases its step without its cancel handler and
-// cleans up its custom objects; a success that completes the lock step of
-// a foreign FutoInSync counts its section as held, for free to unlock.
+// A success the loop did not run releases its step without its cancel
+// handler and cleans up its custom objects; one that completes the lock
+// step of a foreign FutoInSync counts its section as held, for free to
+// unlock. A handle_error the loop did not run calls the cancel handler
+// given to setCancel of its step, once, as the error would have, unless
+// the step had ended, then releases the step.
 // The Mutex, Throttle and Limiter slots the flow holds come back with the
 // loop's close, as for any flow of a closed loop.
 //

@@ -423,7 +423,11 @@ func (n *node) handleError(code, info string, g func(*node)) {
 			apply() // as succeed's fallback: the tool runs on
 			return
 		}
-		n.release()
+		// A stopped loop: the step's cancel handler runs, once, as the
+		// error would have run it (also if this error lost to another
+		// completion that failed the step), then the step is released;
+		// a step that ended is only released (see leave).
+		n.leave()
 	})
 }
 
