@@ -317,7 +317,7 @@ func (n *node) succeed(vals []any, taken bool) {
 			// applies, as a TestTool keeps Go's Success from another
 			// goroutine. Dropped, it would leave the step claimed, which
 			// no timeout of the step ends.
-			apply()
+			n.applyDropped(apply)
 			return
 		}
 		if mayApply && n.onSuccess != nil && !n.released.Load() {
@@ -328,6 +328,22 @@ func (n *node) succeed(vals []any, taken bool) {
 		n.release()
 		drop()
 	})
+}
+
+// applyDropped runs apply, the task of a completion from outside that a
+// tool which runs on (see reportsDrops) dropped, from the task's
+// fallback. A reset made in a callback of the tool runs the fallback
+// inside that callback, maybe the step's own (a Go step's given by
+// Binary), where the completion would count as the callback's own: a
+// success made the engine skip the sub-steps the callback adds next, an
+// error aborted the callback from inside the reset. There the task is
+// posted again, to run after the callback as it would have.
+func (n *node) applyDropped(apply func()) {
+	if n.onLoop() {
+		n.post(apply, func() { n.applyDropped(apply) })
+		return
+	}
+	apply()
 }
 
 // deliver completes n's step with vals, a success from outside whose
@@ -420,7 +436,7 @@ func (n *node) handleError(code, info string, g func(*node)) {
 	}
 	n.post(apply, func() {
 		if reportsDrops(n.tool) {
-			apply() // as succeed's fallback: the tool runs on
+			n.applyDropped(apply) // as succeed's fallback: the tool runs on
 			return
 		}
 		// A stopped loop: the step's cancel handler runs, once, as the
