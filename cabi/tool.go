@@ -17,7 +17,10 @@ package cabi
 // that of a Go root given by [Binary] releases only the root pointer,
 // and a dropped success or handle_error from another thread applies,
 // its step completing or failing when the tool runs next (see the
-// package doc, Concurrency).
+// package doc, Concurrency). A DropReporter that drops callbacks because
+// it has closed for good runs no next time: the C steps of a Go root
+// given by [Binary] that such a completion reached then stay allocated,
+// with their stack memory, as the release waits for a run of the flow.
 type DropReporter interface {
 	// ImmediateOrDropped schedules run as Immediate does. If the tool is
 	// never to run it (it refuses it, or drops it once accepted), it calls
