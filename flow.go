@@ -345,6 +345,7 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
 	}
+	f.detach()
 	q := f.queue[:0]
 	if cap(q) < 4 {
 		// appendStep would not fill it: a slice of a loop's or a
@@ -354,6 +355,25 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	*f = frame{queue: q, rare: f.clearedRare()}
 	if pools != nil {
 		pools.keepFrame(f)
+	}
+}
+
+// retiredFrame is the frame of every step API whose own frame has been
+// blanked for another incarnation, of its flow or of another flow of the
+// loop: a stale step API kept by anyone must keep no frame that another
+// flow may use now, nor through it that flow. It looks over to the checks
+// that find a stale step API (f.h != h, f.over), is its own owner so that
+// ownerOf ends there, and nothing writes to it: every writer of a frame
+// checks first that its step API is the frame's live one.
+var retiredFrame = frame{mode: modeBase, over: true, consumed: true, h: deadBaseAPI}
+
+// detach points f's current step API, if any, at retiredFrame, as f is
+// blanked for a later step: no completion may be written into f any more
+// (f.consumed), and other goroutines read a step API's frame only while
+// it may take one. It costs one store per frame blanked, none per step.
+func (f *frame) detach() {
+	if h := f.h; h != nil && h != deadBaseAPI {
+		h.f = &retiredFrame
 	}
 }
 

@@ -143,3 +143,62 @@ func countAlive[T any](ps []weak.Pointer[T]) int {
 	}
 	return n
 }
+
+// A step's AsyncSteps kept once its step has completed keeps no other flow
+// alive through the frame the step ran in, which the loop recycles for the
+// step of the next flow: a flow that then waits, which nothing else refers
+// to, is collected with its State. So is it when the step failed and its
+// error handler took over its frame.
+func TestAKeptAsyncStepsKeepsNoFlowThatReusesItsFrame(t *testing.T) {
+	for _, kept := range []struct {
+		name string
+		step asyncsteps.StepFunc
+		// onerror is the error handler of the step, if any.
+		onerror []asyncsteps.ErrorFunc
+	}{
+		{"completed", func(asyncsteps.AsyncSteps, ...any) {}, nil},
+		{"failed", func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Lost") },
+			[]asyncsteps.ErrorFunc{func(as asyncsteps.AsyncSteps, _ string) { as.Success() }}},
+	} {
+		t.Run(kept.name, func(t *testing.T) {
+			const flows = 20
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			var stale []asyncsteps.AsyncSteps // kept to the end: they must not keep the waiting flows
+			var payloads []weak.Pointer[[4096]byte]
+			for range flows {
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+					stale = append(stale, as)
+					kept.step(as, args...)
+				}, kept.onerror...)
+				if _, err := r.RunHelping(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				payload := new([4096]byte)
+				payloads = append(payloads, weak.Make(payload))
+				parked := make(chan struct{})
+				w := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {})) // ended by Close if kept
+				w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.State().Set("payload", payload)
+					as.WaitExternal()
+					close(parked)
+				})
+				w.Execute()
+				<-parked
+			}
+			done := make(chan struct{})
+			loop.Immediate(func() { close(done) }) // once the last step has returned
+			<-done
+			runtime.GC()
+			if alive := countAlive(payloads); alive != 0 {
+				t.Errorf("%d of %d waiting flows' State kept alive by %d stale AsyncSteps, want none", alive, flows, len(stale))
+			}
+			for _, as := range stale {
+				if as.IsValid() {
+					t.Fatal("a stale AsyncSteps is valid")
+				}
+			}
+		})
+	}
+}

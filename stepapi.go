@@ -34,7 +34,7 @@ const (
 // moved on is recognised as stale.
 type stepAPI struct {
 	st atomic.Uint32
-	f  *frame // immutable; the frame's fields belong to the loop
+	f  *frame // set as made, and to retiredFrame, on the loop, as the frame is blanked; the frame's fields belong to the loop
 	fl *flow  // immutable; what other goroutines may reach
 }
 

@@ -87,6 +87,7 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 		q = nil // a loop's or a section's array: not for the handler's steps
 	}
 	user := f.userFn()
+	f.detach() // the failed step's: the frame may be recycled while it is kept
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q, rare: f.clearedRare()}
 	if user != 0 {
 		// The handler's frame stands for the failed step in AsyncStack:
