@@ -319,12 +319,16 @@ func (p *enginePools) blankFrame() *frame {
 }
 
 // retire recycles a finished frame unless something may still refer to it:
-// a completion claimed by another goroutine and not taken by the loop. The
-// base frame is part of the flow. A finished branch is recycled too: the
-// synchronization primitives that key holders by branch have let it go
-// before it could finish.
+// a completion claimed by another goroutine and not taken by the loop,
+// which the frame is left to (see abandon). The base frame is part of the
+// flow. A finished branch is recycled too: the synchronization primitives
+// that key holders by branch have let it go before it could finish.
 func (fl *flow) retire(f *frame) {
-	if f.mode == modeBase || !f.consumed {
+	switch {
+	case f.mode == modeBase:
+		return
+	case !f.consumed:
+		f.abandon()
 		return
 	}
 	if f.mode == modeBranch {
@@ -340,7 +344,11 @@ func (fl *flow) recycle(f *frame) { fl.recycleTo(fl.sched.pools(), f) }
 // recycleTo is recycle with the tool's pools (nil: none) given.
 func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 	if f.mode == modeBranch && f.rare != nil && f.rare.lent {
-		return // a lock's key (see ownerKey): the collector takes it
+		// A lock's key (see ownerKey), left to the lock: the collector
+		// takes it (see abandon).
+		f.detach()
+		f.abandon()
+		return
 	}
 	if st := fl.state; st != nil && st.stack.at == f {
 		st.stack.at = nil // a recycled frame may be met again elsewhere
@@ -360,11 +368,12 @@ func (fl *flow) recycleTo(pools *enginePools, f *frame) {
 
 // retiredFrame is the frame of every step API whose own frame has been
 // blanked for another incarnation, of its flow or of another flow of the
-// loop: a stale step API kept by anyone must keep no frame that another
-// flow may use now, nor through it that flow. It looks over to the checks
-// that find a stale step API (f.h != h, f.over), is its own owner so that
-// ownerOf ends there, and nothing writes to it: every writer of a frame
-// checks first that its step API is the frame's live one.
+// loop, and the parent of every finished frame that is not recycled (see
+// abandon): a stale step API kept by anyone must keep no frame that
+// another flow may use now, nor through it that flow. It looks over to
+// the checks that find a stale step API (f.h != h, f.over), is its own
+// owner so that ownerOf ends there, and nothing writes to it: every writer
+// of a frame checks first that its step API is the frame's live one.
 var retiredFrame = frame{mode: modeBase, over: true, consumed: true, h: deadBaseAPI}
 
 // detach points f's current step API, if any, at retiredFrame, as f is
@@ -376,6 +385,15 @@ func (f *frame) detach() {
 		h.f = &retiredFrame
 	}
 }
+
+// abandon points the parent of f, a finished frame that is not recycled,
+// at retiredFrame. Such a frame is left to a goroutine that has claimed
+// its step's completion and not written it yet (f.consumed is false), or
+// to a lock as its key; its step API, kept by anyone, must keep no frame
+// that the loop gives to another flow's step, nor through it that flow.
+// Only args is written to f now; every reader through the step API finds
+// f over first, and ownerOf ends at retiredFrame.
+func (f *frame) abandon() { f.parent = &retiredFrame }
 
 // dropQueue empties the queue of a frame that an error or a cancel
 // unwinds. The steps it skips are cleared from the frame's own array, so

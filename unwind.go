@@ -79,6 +79,7 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 		// Another goroutine may still write to f: take a fresh frame.
 		g := &frame{parent: f.parent, impl: f.fn()}
 		f.parent.active = g
+		f.abandon()
 		f = g
 	}
 	parent, fn := f.parent, f.fn()
