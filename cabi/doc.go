@@ -242,7 +242,8 @@
 // the unhandled_error of a flow that its closed loop ends before it began
 // (executed after the loop was closed, or while it was closing), which is
 // called rather than lost; and what the loop does not run of a free, or of
-// a success or handle_error from another thread, because it was closing
+// a success, a handle_error or a call that fails a waiting step (see
+// below) from another thread, because it was closing
 // or was closed before their turn: once the loop has stopped
 // ([asyncsteps.Loop.Done]), never beside one of its callbacks, one at a
 // time and in the order they were called (the loop of
@@ -267,7 +268,10 @@
 // step of a foreign FutoInSync counts its section as held, for free to
 // unlock. A handle_error the loop did not run calls the cancel handler
 // given to setCancel of its step, once, as the error would have, unless
-// the step had ended, then releases the step.
+// the step had ended, then releases the step; so does a call that fails a
+// waiting step from outside its callback (add, parallel, loop, repeat,
+// addSync, setTimeout, setCancel, waitExternal, breakLoop, continueLoop),
+// which the loop did not run.
 // The Mutex, Throttle and Limiter slots the flow holds come back with the
 // loop's close, as for any flow of a closed loop.
 //
@@ -283,10 +287,10 @@
 // completed later, by Go or by C, runs none of the freed root's C steps. The dropped free of a Go root given by [Binary] does
 // what its free does on a running tool: it releases the root pointer
 // only, and the flow, Go's, keeps its steps and runs on. A dropped
-// success or handle_error from another thread applies, as ResetEvents
-// keeps Go's Success and Error from another goroutine: the step
-// completes, or fails (its cancel handler runs once), when the tool runs
-// next, rather than staying completed for a loop that never applies it,
+// success, handle_error or call that fails a waiting step from another
+// thread applies, as ResetEvents keeps Go's Success and Error from
+// another goroutine: the step completes, or fails (its cancel handler
+// runs once), when the tool runs next, rather than staying completed for a loop that never applies it,
 // which neither its timeout nor anything but a cancel would end.
 //
 // A Tool of another package that may drop a callback it has accepted (a

@@ -74,13 +74,33 @@ func (n *node) elsewhere(engine func()) {
 		return
 	}
 	mayApply := n.claimOutside(outsideCall)
-	n.post(func() {
+	apply := func() {
 		if !mayApply || n.over() {
 			return
 		}
 		n.failing()
 		engine()
-	}, n.release)
+	}
+	n.post(apply, func() { n.failureDropped(apply) })
+}
+
+// failureDropped is the fallback of apply, the task of a call from
+// outside the step's callback that fails a waiting step (handle_error,
+// or a call only the callback may make, see elsewhere), which the loop
+// did not run. A tool that runs on (see reportsDrops) gets the failure
+// when it runs next, as a TestTool keeps Go's Error from another
+// goroutine: released, the step would wait on, its cancel handler never
+// run. A stopped loop leaves the step: its cancel handler runs, once, as
+// the failure would have run it (also if the call lost its claim to
+// another that failed the step, not to a success, after which the step
+// has ended), then the step is released (see leave). The free's fallback
+// does the same, so whichever comes first runs the handler.
+func (n *node) failureDropped(apply func()) {
+	if reportsDrops(n.tool) {
+		n.applyDropped(apply)
+		return
+	}
+	n.leave()
 }
 
 //export cabiAdd
@@ -434,17 +454,7 @@ func (n *node) handleError(code, info string, g func(*node)) {
 		n.failing()
 		n.as.Error(code, info)
 	}
-	n.post(apply, func() {
-		if reportsDrops(n.tool) {
-			n.applyDropped(apply) // as succeed's fallback: the tool runs on
-			return
-		}
-		// A stopped loop: the step's cancel handler runs, once, as the
-		// error would have run it (also if this error lost to another
-		// completion that failed the step), then the step is released;
-		// a step that ended is only released (see leave).
-		n.leave()
-	})
+	n.post(apply, func() { n.failureDropped(apply) })
 }
 
 // deliverError fails n's step with code and info, an error from outside

@@ -394,6 +394,7 @@ static void held1(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
 // ct_held adds a step that waits until ct_fail_held fails it.
 void ct_held(FutoInAsyncSteps* root) { ct_add(root, NULL, held1, NULL); }
 void ct_fail_held(void) { held->api->handle_error(held, "Boom", NULL); }
+FutoInAsyncSteps* ct_held_step(void) { return held; }
 
 static void held_cancel(FutoInAsyncSteps* bsi, void* data)
 {
@@ -3007,6 +3008,15 @@ static void oc_sub_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
     (void)data;
     enter(bsi);
     LOG("sub handler %s: %s", code, (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
+}
+
+// ct_late_call_held makes call (an OC_*) on the step of ct_held (or
+// ct_held_with_cancel) from the calling thread: once the step's callback
+// has returned, a call only that callback may make.
+void ct_late_call_held(int call)
+{
+    oc_call = call;
+    oc_make_call(held);
 }
 
 // ct_own_call_sub adds to parent, in its callback, a C sub-step with an

@@ -118,6 +118,13 @@ func Held(root unsafe.Pointer) { C.ct_held(bsi(root)) }
 // FailHeld fails the step of Held with Boom, from the calling thread.
 func FailHeld() { C.ct_fail_held() }
 
+// HeldStep returns the pointer of the step of Held.
+func HeldStep() unsafe.Pointer { return unsafe.Pointer(C.ct_held_step()) }
+
+// LateCallHeld makes call (an OC* of OwnCall) on the step of Held from the
+// calling thread, once the step's callback has returned.
+func LateCallHeld(call int) { C.ct_late_call_held(C.int(call)) }
+
 // HeldWithCancel adds a step as Held does, with a cancel handler that logs
 // "held cancel".
 func HeldWithCancel(root unsafe.Pointer) { C.ct_held_with_cancel(bsi(root)) }

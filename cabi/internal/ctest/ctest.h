@@ -53,6 +53,7 @@ void ct_held(FutoInAsyncSteps* root);
 void ct_held_with_cancel(FutoInAsyncSteps* root);
 void ct_guard(FutoInAsyncSteps* bsi);
 void ct_fail_held(void);
+FutoInAsyncSteps* ct_held_step(void);
 int ct_stack_held(void);
 int ct_state_held(void);
 void ct_empty_slot_back(FutoInAsyncSteps* root);
@@ -82,6 +83,7 @@ void ct_cancel_step_races(int on);
 void ct_cancel_race_wait(void);
 void ct_own_call(FutoInAsyncSteps* root, int call, int where);
 void ct_own_call_sub(FutoInAsyncSteps* parent, int call);
+void ct_late_call_held(int call);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
