@@ -682,11 +682,26 @@ func (fl *flow) handlerReturned(c *frame) *frame {
 	return fl.unwind(p, err)
 }
 
-// completed applies the Success or Error written to c.
+// completed applies the Success or Error written to c. A Success the
+// deadline of Run did not find on its way costs one test of the state.
 func (fl *flow) completed(c *frame) *frame {
-	failed := c.h.st.Load()&stFailed != 0
+	st := c.h.st.Load()
 	c.kill()
-	if failed {
+	if st&(stFailed|stLate) != 0 {
+		return fl.completedRarely(c, st)
+	}
+	return fl.finish(c, c.args)
+}
+
+// completedRarely is completed for an Error, or for a completion that
+// Run's deadline found on its way (stLate): that completion wins, and the
+// flow then times out where it has got to once the task that applies it
+// has run, waiting or not, as it would had the deadline come after it.
+func (fl *flow) completedRarely(c *frame, st uint32) *frame {
+	if st&stLate != 0 {
+		fl.expireSoon(fl.wait)
+	}
+	if st&stFailed != 0 {
 		err := c.args[0].(*Error)
 		c.args = nil
 		exception := exc(err)

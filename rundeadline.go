@@ -87,10 +87,12 @@ func (f *frame) isParallel() bool {
 func (fl *flow) timeOut(f *frame) {
 	if f.waiting && !f.timeOutWins() {
 		// A completion from outside is on its way to the loop: it wins,
-		// and the flow times out where it has got to once it has come
-		// (queued behind it, or soon after if it is being queued). The
-		// step that waits next would, but the flow may wait no more.
-		fl.expireSoon(fl.wait)
+		// and the flow times out where it has got to once it has run
+		// (see completedRarely). The step that waits next would, but the
+		// flow may wait no more. Queuing the timeout again instead would
+		// spin the loop for as long as the writer takes to hand the
+		// completion over.
+		f.h.st.Or(stLate)
 		return
 	}
 	fl.wait.late.timedOut(f)

@@ -24,6 +24,7 @@ const (
 	stReady                     // the claimed completion is written
 	stDone                      // the step API is dead: no completion accepted
 	stFailed                    // with stClaim: the completion claimed is an error, in args[0] once stReady
+	stLate                      // with stClaim: Run's deadline found the completion on its way (see flow.timeOut)
 )
 
 // stepAPI is the AsyncSteps value given to one callback: the identity of one
