@@ -699,7 +699,7 @@ func (fl *flow) completed(c *frame) *frame {
 // has run, waiting or not, as it would had the deadline come after it.
 func (fl *flow) completedRarely(c *frame, st uint32) *frame {
 	if st&stLate != 0 {
-		fl.expireSoon(fl.wait)
+		fl.expireAfterClaim(fl.wait)
 	}
 	if st&stFailed != 0 {
 		err := c.args[0].(*Error)

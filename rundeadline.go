@@ -40,9 +40,28 @@ func (fl *flow) expiryOf(w *waiter) func() {
 			fl.deferTask(flowStop{fl: fl, apply: expire}) // kept by ResetEvents, as the stop was
 			return
 		}
+		if w.late != nil {
+			w.late.expiring = false // this timeout is the one awaited
+		}
 		fl.expire()
 	}
 	return expire
+}
+
+// expireAfterClaim queues the timeout of the execution w that a
+// completion the deadline found on its way (stLate) owes once it has
+// run, unless one is queued already: two such completions applied before
+// it runs (branches of a Parallel) owe one timeout between them, as a
+// second would fail the handler that recovered from the first though it
+// waits for nothing.
+func (fl *flow) expireAfterClaim(w *waiter) {
+	if l := w.late; l != nil {
+		if l.expiring {
+			return
+		}
+		l.expiring = true
+	}
+	fl.expireSoon(w)
 }
 
 // expiredAtStart times the execution out as it begins, before its first
@@ -134,6 +153,9 @@ type lateRun struct {
 	// hit are the loops through whose running iteration a timeout of the
 	// deadline went, until they begin the next one (see lateIteration).
 	hit []*loopRun
+	// expiring is set while a timeout that expireAfterClaim queued has
+	// not run.
+	expiring bool
 }
 
 // timedOut notes that the deadline times out f: it goes through the
