@@ -86,28 +86,9 @@ func TestAFrameNotRecycledKeepsNoOtherFlow(t *testing.T) {
 			var payloads []weak.Pointer[[4096]byte]
 			for range flows {
 				kept = append(kept, tc.run(t, loop))
-				payload := new([4096]byte)
-				payloads = append(payloads, weak.Make(payload))
-				parked := make(chan struct{})
-				w := New(WithTool(loop), WithUnhandledError(func(*Error) {})) // ended by Close if kept
-				w.Add(func(as AsyncSteps, _ ...any) {
-					as.State().Set("payload", payload)
-					as.WaitExternal()
-					close(parked)
-				})
-				w.Execute()
-				<-parked
+				payloads = append(payloads, ParkWithPayload(loop))
 			}
-			done := make(chan struct{})
-			loop.Immediate(func() { close(done) }) // once the last step has returned
-			<-done
-			runtime.GC()
-			alive := 0
-			for _, p := range payloads {
-				if p.Value() != nil {
-					alive++
-				}
-			}
+			alive := AliveAfterGC(loop, payloads)
 			if alive != 0 {
 				t.Errorf("%d of %d waiting flows' State kept alive by %d step APIs, want none", alive, flows, len(kept))
 			}

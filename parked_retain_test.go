@@ -49,8 +49,7 @@ func TestAWaitingFlowKeepsNoFinishedFlowAlive(t *testing.T) {
 					}
 				}
 			}
-			runtime.GC()
-			kept := countAlive(payloads)
+			kept := asyncsteps.AliveAfterGC(loop, payloads)
 			if kept != 0 {
 				t.Errorf("%d of the %d finished flows' State kept alive by %d waiting flows, want none", kept, len(payloads), len(waiting))
 			}
@@ -90,11 +89,7 @@ func TestAWaitingFlowNothingRefersToIsCollected(t *testing.T) {
 	}
 	kept := <-held
 	<-allParked
-	done := make(chan struct{})
-	loop.Immediate(func() { close(done) }) // once the last step has returned
-	<-done
-	runtime.GC()
-	alive := countAlive(payloads)
+	alive := asyncsteps.AliveAfterGC(loop, payloads)
 	if alive != 1 {
 		t.Errorf("%d of %d waiting flows' State alive, want 1: the flow whose AsyncSteps the test keeps", alive, flows)
 	}
@@ -133,17 +128,6 @@ func TestCloseEndsAnExecuteFlowInAnAwait(t *testing.T) {
 	}
 }
 
-// countAlive returns how many of ps point to a value not yet collected.
-func countAlive[T any](ps []weak.Pointer[T]) int {
-	n := 0
-	for _, p := range ps {
-		if p.Value() != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // A step's AsyncSteps kept once its step has completed keeps no other flow
 // alive through the frame the step ran in, which the loop recycles for the
 // step of the next flow: a flow that then waits, which nothing else refers
@@ -175,23 +159,9 @@ func TestAKeptAsyncStepsKeepsNoFlowThatReusesItsFrame(t *testing.T) {
 				if _, err := r.RunHelping(t.Context()); err != nil {
 					t.Fatal(err)
 				}
-				payload := new([4096]byte)
-				payloads = append(payloads, weak.Make(payload))
-				parked := make(chan struct{})
-				w := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {})) // ended by Close if kept
-				w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-					as.State().Set("payload", payload)
-					as.WaitExternal()
-					close(parked)
-				})
-				w.Execute()
-				<-parked
+				payloads = append(payloads, asyncsteps.ParkWithPayload(loop))
 			}
-			done := make(chan struct{})
-			loop.Immediate(func() { close(done) }) // once the last step has returned
-			<-done
-			runtime.GC()
-			if alive := countAlive(payloads); alive != 0 {
+			if alive := asyncsteps.AliveAfterGC(loop, payloads); alive != 0 {
 				t.Errorf("%d of %d waiting flows' State kept alive by %d stale AsyncSteps, want none", alive, flows, len(stale))
 			}
 			for _, as := range stale {
