@@ -94,13 +94,36 @@ func (n *node) elsewhere(engine func()) {
 // the failure would have run it (also if the call lost its claim to
 // another that failed the step, not to a success, after which the step
 // has ended), then the step is released (see leave). The free's fallback
-// does the same, so whichever comes first runs the handler.
+// does the same, so whichever comes first runs the handler. A step whose
+// sub-steps run ignores the call on a running loop; a stopped one leaves
+// a step that may have some (a newer step of the flow is left, see
+// newerLeft) to the fallback of the free or of the flow's end, which
+// leaves the flow's steps innermost first: its cancel handler and stack
+// cleanup must not come before its sub-steps' cancel handlers, which may
+// read its memory.
 func (n *node) failureDropped(apply func()) {
 	if reportsDrops(n.tool) {
 		n.applyDropped(apply)
 		return
 	}
+	if n.newerLeft() {
+		return
+	}
 	n.leave()
+}
+
+// newerLeft reports whether a step of n's flow newer than n's is not
+// released: maybe a sub-step of n's, at any depth (the engine, its flow
+// ended by the stop, no longer tells). Once the loop has stopped.
+func (n *node) newerLeft() bool {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	for _, v := range registry.m {
+		if o, ok := v.(*node); ok && o.st == n.st && o.id > n.id && !o.released.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 //export cabiAdd

@@ -3,6 +3,7 @@
 package cabi
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -91,6 +92,8 @@ func TestLateCallOnAStoppedLoopRunsTheCancelHandler(t *testing.T) {
 func TestLateCallDroppedByResetEventsApplies(t *testing.T) {
 	for _, c := range lateCalls {
 		t.Run(c.name, func(t *testing.T) {
+			runtime.LockOSThread() // the C steps check that they run on one thread
+			defer runtime.UnlockOSThread()
 			ctest.Reset()
 			tt := asyncsteps.NewTestTool()
 			owned := New(tt)
