@@ -271,7 +271,9 @@
 // the step had ended, then releases the step; so does a call that fails a
 // waiting step from outside its callback (add, parallel, loop, repeat,
 // addSync, setTimeout, setCancel, waitExternal, breakLoop, continueLoop),
-// which the loop did not run.
+// which the loop did not run. A step whose sub-steps the stop left, which
+// ignore all three on a running loop, is left with them, after them, by
+// the free or the flow's end.
 // The Mutex, Throttle and Limiter slots the flow holds come back with the
 // loop's close, as for any flow of a closed loop.
 //

@@ -363,6 +363,13 @@ func (n *node) succeed(vals []any, taken bool) {
 			n.applyDropped(apply)
 			return
 		}
+		if n.newerLeft() {
+			// Maybe sub-steps of the step, whose cancel handlers may read
+			// its stack memory: the free, or the flow's end, leaves it
+			// after them (see failureDropped), granting a lock as below.
+			drop()
+			return
+		}
 		if mayApply && n.onSuccess != nil && !n.released.Load() {
 			// A foreign sync granted the lock: its section is held, and
 			// the free of the root unlocks it (see releaseLeft).

@@ -3028,3 +3028,7 @@ void ct_own_call_sub(FutoInAsyncSteps* parent, int call)
     oc_body = parent;
     ct_add(parent, NULL, oc_sub, oc_sub_eh);
 }
+
+// ct_succeed_step calls success with no args on bsi, from the calling
+// thread, as a C library handed a step does.
+void ct_succeed_step(FutoInAsyncSteps* bsi) { ct_success(bsi, NULL); }

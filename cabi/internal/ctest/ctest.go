@@ -589,3 +589,6 @@ func OwnCall(root unsafe.Pointer, call, where int) {
 // handler that makes call (an OC* of OwnCall) on parent's pointer, then
 // logs "sub returns"; the handler logs "sub handler code: error_info".
 func OwnCallSub(parent unsafe.Pointer, call int) { C.ct_own_call_sub(bsi(parent), C.int(call)) }
+
+// SucceedStep calls success with no args on step from the calling thread.
+func SucceedStep(step unsafe.Pointer) { C.ct_succeed_step(bsi(step)) }

@@ -23,6 +23,7 @@ void ct_int_data(FutoInAsyncSteps* root);
 void ct_state_idle(FutoInAsyncSteps* root);
 void ct_state_null(FutoInAsyncSteps* root);
 void ct_handle_error(FutoInAsyncSteps* bsi, const char* code, const char* info);
+void ct_succeed_step(FutoInAsyncSteps* bsi);
 void ct_parallel_idle(FutoInAsyncSteps* root);
 int ct_stack_idle_par(void);
 int ct_state_idle_par(void);
