@@ -15,9 +15,9 @@ package cabi
 // after a drop, as a reset TestTool does: the dropped free of a root made
 // by C cancels its flow (the cancel applies when the tool runs next),
 // that of a Go root given by [Binary] releases only the root pointer,
-// and a dropped success or handle_error from another thread applies,
-// its step completing or failing when the tool runs next (see the
-// package doc, Concurrency). A DropReporter that drops callbacks because
+// and a dropped success, handle_error or call that fails a waiting step
+// from another thread applies, its step completing or failing when the
+// tool runs next (see the package doc, Concurrency). A DropReporter that drops callbacks because
 // it has closed for good runs no next time: the C steps of a Go root
 // given by [Binary] that such a completion reached then stay allocated,
 // with their stack memory, as the release waits for a run of the flow.
