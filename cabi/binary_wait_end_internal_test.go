@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
 
 // The tests here give C a Go step that waits (Binary), then end the step
@@ -30,6 +31,18 @@ func nodesOf(st *asyncsteps.State) int {
 		}
 	}
 	return n
+}
+
+// checkTraceLeavesNoNode checks that the C trace is want, exactly, and
+// that no node of a step of r's flow is left in the registry.
+func checkTraceLeavesNoNode(t *testing.T, r *asyncsteps.Root, want string) {
+	t.Helper()
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+	if n := nodesOf(r.State()); n != 0 {
+		t.Errorf("%d nodes of the flow in the registry, want 0", n)
+	}
 }
 
 // waitingGoStep adds to r a Go step that waits and gives itself to C on

@@ -41,12 +41,7 @@ func TestHandleErrorOnAStoppedLoopRunsTheCancelHandler(t *testing.T) {
 			}
 			waitFallbacks(t, lp)
 			want := "held\nunhandled InternalError data=x root=1\nheld cancel\n"
-			if got := ctest.Trace(); got != want {
-				t.Errorf("trace:\n%s\nwant:\n%s", got, want)
-			}
-			if n := nodesOf(r.State()); n != 0 {
-				t.Errorf("%d nodes of the flow in the registry, want 0", n)
-			}
+			checkTraceLeavesNoNode(t, r, want)
 		})
 	}
 }

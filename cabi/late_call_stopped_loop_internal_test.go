@@ -71,12 +71,7 @@ func TestLateCallOnAStoppedLoopRunsTheCancelHandler(t *testing.T) {
 				}
 				waitFallbacks(t, lp)
 				want := "held\nunhandled InternalError data=x root=1\nheld cancel\n"
-				if got := ctest.Trace(); got != want {
-					t.Errorf("trace:\n%s\nwant:\n%s", got, want)
-				}
-				if n := nodesOf(r.State()); n != 0 {
-					t.Errorf("%d nodes of the flow in the registry, want 0", n)
-				}
+				checkTraceLeavesNoNode(t, r, want)
 			})
 		}
 	}
@@ -112,12 +107,7 @@ func TestLateCallDroppedByResetEventsApplies(t *testing.T) {
 				t.Error("the flow still ran after the failure")
 			}
 			want := "held\nheld cancel\nunhandled InternalError data=x root=1\n"
-			if got := ctest.Trace(); got != want {
-				t.Errorf("trace:\n%s\nwant:\n%s", got, want)
-			}
-			if n := nodesOf(r.State()); n != 0 {
-				t.Errorf("%d nodes of the flow in the registry, want 0", n)
-			}
+			checkTraceLeavesNoNode(t, r, want)
 		})
 	}
 }
@@ -158,10 +148,5 @@ func TestLateCallThatLostToASuccessRunsNoCancelHandler(t *testing.T) {
 	ctest.Free(owned)
 	waitFallbacks(t, lp)
 	want := "held\nunhandled InternalError data=x root=1\n"
-	if got := ctest.Trace(); got != want {
-		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
-	}
-	if n := nodesOf(r.State()); n != 0 {
-		t.Errorf("%d nodes of the flow in the registry, want 0", n)
-	}
+	checkTraceLeavesNoNode(t, r, want)
 }

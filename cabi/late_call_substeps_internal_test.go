@@ -55,10 +55,5 @@ func leaveAfterLateCall(t *testing.T, call func(p unsafe.Pointer)) {
 	ctest.Free(owned)
 	waitFallbacks(t, lp)
 	want := "held\nunhandled InternalError data=x root=1\nheld cancel\nguard cancel\nguard cleanup\n"
-	if got := ctest.Trace(); got != want {
-		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
-	}
-	if n := nodesOf(r.State()); n != 0 {
-		t.Errorf("%d nodes of the flow in the registry, want 0", n)
-	}
+	checkTraceLeavesNoNode(t, r, want)
 }

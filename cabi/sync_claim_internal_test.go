@@ -48,10 +48,5 @@ func TestCancelAfterAClaimedGrantUnlocksTheForeignSync(t *testing.T) {
 	ctest.Free(owned)
 	tt.Run()
 	want := "shared lock wait\nshared grant\nshared unlock held=1 same_thread=1\n"
-	if got := ctest.Trace(); got != want {
-		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
-	}
-	if n := nodesOf(r.State()); n != 0 {
-		t.Errorf("%d nodes of the flow in the registry, want 0", n)
-	}
+	checkTraceLeavesNoNode(t, r, want)
 }
