@@ -682,38 +682,32 @@ func (fl *flow) handlerReturned(c *frame) *frame {
 	return fl.unwind(p, err)
 }
 
-// completed applies the Success or Error written to c. A Success the
-// deadline of Run did not find on its way costs one test of the state.
+// completed applies the Success or Error written to c. A completion
+// that Run's deadline found on its way (stLate) wins: the kill queues the
+// deadline's timeout, so that the flow times out where it has got to once
+// the task that applies it has run, waiting or not, as it would had the
+// deadline come after it (see frame.killState).
 func (fl *flow) completed(c *frame) *frame {
 	st := c.h.st.Load()
 	c.kill()
-	if st&(stFailed|stLate) != 0 {
-		return fl.completedRarely(c, st)
+	if st&stFailed != 0 {
+		return fl.completedRarely(c)
 	}
 	return fl.finish(c, c.args)
 }
 
-// completedRarely is completed for an Error, or for a completion that
-// Run's deadline found on its way (stLate): that completion wins, and the
-// flow then times out where it has got to once the task that applies it
-// has run, waiting or not, as it would had the deadline come after it.
-func (fl *flow) completedRarely(c *frame, st uint32) *frame {
-	if st&stLate != 0 {
-		fl.expireAfterClaim(fl.wait)
+// completedRarely is completed for an Error.
+func (fl *flow) completedRarely(c *frame) *frame {
+	err := c.args[0].(*Error)
+	c.args = nil
+	exception := exc(err)
+	if c.handling && err.Cause == nil {
+		// Raised from outside the callback of an error handler that
+		// waited: made by the engine for it, seen by nobody yet.
+		err.Cause = c.handledCause(err.Code)
 	}
-	if st&stFailed != 0 {
-		err := c.args[0].(*Error)
-		c.args = nil
-		exception := exc(err)
-		if c.handling && err.Cause == nil {
-			// Raised from outside the callback of an error handler that
-			// waited: made by the engine for it, seen by nobody yet.
-			err.Cause = c.handledCause(err.Code)
-		}
-		fl.noteError(err, exception)
-		return fl.fail(c, err)
-	}
-	return fl.finish(c, c.args)
+	fl.noteError(err, exception)
+	return fl.fail(c, err)
 }
 
 func (fl *flow) misuseError(info string) *Error {

@@ -335,18 +335,38 @@ func (f *frame) kill() (succeeded bool) {
 // killState is kill, returning the state word of f's step API as it was
 // before: whether, and how, another goroutine had claimed the completion
 // by then, also one that came after the caller last read the word.
+//
+// A completion that Run's deadline found on its way (stLate) owes the
+// deadline's timeout once it has run (see flow.completed); killed
+// instead, the first kill queues that timeout, so that the flow still
+// times out where it has got to. A dead step API, the word of every step
+// that never waited, pays nothing for it; a step that waited, one test.
 func (f *frame) killState() uint32 {
 	st := f.h.st.Load()
 	if st&stDone != 0 {
 		return st
 	}
 	if st&(stClaim|stReady) == stClaim|stReady {
+		// Not marked dead: only the first kill (f not consumed yet) owes.
+		if st&stLate != 0 && !f.consumed {
+			f.lateKilled()
+		}
 		f.consumed = true
 		return st
 	}
 	old := f.h.st.Or(stIdle | stClaim | stDone)
 	f.consumed = old&stClaim == 0 || old&stReady != 0
+	if old&stLate != 0 {
+		f.lateKilled()
+	}
 	return old
+}
+
+// lateKilled queues the deadline's timeout that the completion claimed on
+// f's step API owed, as f is killed (see killState).
+func (f *frame) lateKilled() {
+	fl := f.h.fl
+	fl.expireAfterClaim(fl.wait)
 }
 
 // timeOutWins decides between the timeout of the waiting step f and a

@@ -50,10 +50,10 @@ func (fl *flow) expiryOf(w *waiter) func() {
 
 // expireAfterClaim queues the timeout of the execution w that a
 // completion the deadline found on its way (stLate) owes once it has
-// run, unless one is queued already: two such completions applied before
-// it runs (branches of a Parallel) owe one timeout between them, as a
-// second would fail the handler that recovered from the first though it
-// waits for nothing.
+// run, or once the loop has killed its step instead, unless one is
+// queued already: two such completions applied before it runs (branches
+// of a Parallel) owe one timeout between them, as a second would fail
+// the handler that recovered from the first though it waits for nothing.
 func (fl *flow) expireAfterClaim(w *waiter) {
 	if l := w.late; l != nil {
 		if l.expiring {
@@ -107,7 +107,7 @@ func (fl *flow) timeOut(f *frame) {
 	if f.waiting && !f.timeOutWins() {
 		// A completion from outside is on its way to the loop: it wins,
 		// and the flow times out where it has got to once it has run
-		// (see completedRarely). The step that waits next would, but the
+		// (see frame.killState). The step that waits next would, but the
 		// flow may wait no more. Queuing the timeout again instead would
 		// spin the loop for as long as the writer takes to hand the
 		// completion over.

@@ -1,0 +1,126 @@
+package asyncsteps
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Past Run's deadline, a step waits and a completion from another
+// goroutine has claimed it, so the deadline left the timeout to that
+// completion (stLate). The loop then kills the step before the completion
+// runs: an outer step's timeout fires, or a sibling branch fails. The
+// handler that recovers adds steps that wait for nothing; the deadline
+// still times the flow out where it has got to, as the completion would
+// have had it run, and Run returns Timeout rather than success.
+func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(r *Root, trace *[]string, claimed *[]*stepAPI, t *testing.T)
+		fire  func(tt *TestTool)
+		trace []string
+	}{
+		{"OuterTimeout", buildOuterTimeout, func(tt *TestTool) { tt.Advance(time.Second) }, []string{
+			"first:Timeout", "outer:Timeout", "next(recovered)", "next:Timeout",
+		}},
+		// The timeout runs as the flow yields after the handler: between
+		// two steps, it times out the flow as a whole.
+		{"SiblingFails", buildSiblingFails, func(*TestTool) {}, []string{
+			"first:Timeout", "outer:Boom",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := NewTestTool()
+			r := New(WithTool(tt))
+			var trace []string
+			var claimed []*stepAPI
+			// The deadline times this step out; the steps after it wait
+			// past the deadline.
+			r.Add(func(as AsyncSteps, _ ...any) {
+				as.WaitExternal()
+			}, func(as AsyncSteps, code string) {
+				trace = append(trace, "first:"+code)
+				as.Success()
+			})
+			tc.build(r, &trace, &claimed, t)
+			r.Add(func(as AsyncSteps, args ...any) {
+				trace = append(trace, "next("+args[0].(string)+")")
+				as.Add(func(AsyncSteps, ...any) { trace = append(trace, "sub") })
+			}, func(_ AsyncSteps, code string) { trace = append(trace, "next:"+code) })
+			ctx := newPassingCtx()
+			w := &waiter{promise: make(chan Result, 1), ctx: ctx}
+			r.startIn(w, w.promise, "Run")
+			tt.Run()
+			ctx.pass()
+			r.stopFor(ctx, w)
+			tt.Run()
+			if len(claimed) != 1 || claimed[0].st.Load()&stLate == 0 {
+				t.Fatalf("%d steps claimed, want 1 the deadline found on its way (trace %q)", len(claimed), trace)
+			}
+			tc.fire(tt)
+			tt.Run()
+			claimed[0].f.args = []any{"late"} // the writer goes on: the step is over
+			claimed[0].publish(false)
+			tt.Run()
+
+			if !slices.Equal(trace, tc.trace) {
+				t.Errorf("trace %q, want %q", trace, tc.trace)
+			}
+			var res Result
+			select {
+			case res = <-w.promise:
+			default:
+				t.Fatal("the flow has not ended")
+			}
+			var e *Error
+			if !errors.As(res.Err, &e) || e.Code != Timeout || !errors.Is(res.Err, context.DeadlineExceeded) {
+				t.Errorf("Result %v, %v; want the Timeout of Run's deadline", res.Args, res.Err)
+			}
+			if n := tt.Pending(); n != 0 {
+				t.Errorf("Pending() = %d after the flow ended", n)
+			}
+		})
+	}
+}
+
+// claimingStep waits and claims its own completion as a Success from
+// another goroutine does, and stops there: the writer has not written.
+func claimingStep(claimed *[]*stepAPI, t *testing.T) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		h := as.(*stepAPI)
+		if !h.claim(0) {
+			t.Error("the waiting step could not be claimed")
+		}
+		*claimed = append(*claimed, h)
+	}
+}
+
+// buildOuterTimeout adds a step whose timeout fires while its sub-step
+// waits, claimed; its handler recovers.
+func buildOuterTimeout(r *Root, trace *[]string, claimed *[]*stepAPI, t *testing.T) {
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Second)
+		as.Add(claimingStep(claimed, t))
+	}, func(as AsyncSteps, code string) {
+		*trace = append(*trace, "outer:"+code)
+		as.Success("recovered")
+	})
+}
+
+// buildSiblingFails adds a Parallel whose first branch waits, claimed,
+// while the second fails a turn later; the Parallel's handler recovers.
+func buildSiblingFails(r *Root, trace *[]string, claimed *[]*stepAPI, t *testing.T) {
+	r.Add(func(as AsyncSteps, _ ...any) {
+		p := as.Parallel()
+		p.Add(claimingStep(claimed, t))
+		p.Add(func(as AsyncSteps, _ ...any) {
+			as.Add(func(as AsyncSteps, _ ...any) { as.Error("Boom") })
+		})
+	}, func(as AsyncSteps, code string) {
+		*trace = append(*trace, "outer:"+code)
+		as.Success("recovered")
+	})
+}
