@@ -75,6 +75,7 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 // the failed step's runErrorHandler stays dead.
 func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	h := f.onerror()
+	user := f.userFn() // read before a fresh frame, which has no rare part, takes f's place
 	if !f.consumed {
 		// Another goroutine may still write to f: take a fresh frame.
 		g := &frame{parent: f.parent, impl: f.fn()}
@@ -87,14 +88,13 @@ func (fl *flow) runErrorHandler(f *frame, err *Error) *frame {
 	if fn == nil {
 		q = nil // a loop's or a section's array: not for the handler's steps
 	}
-	user := f.userFn()
 	f.detach() // the failed step's: the frame may be recycled while it is kept
 	*f = frame{parent: parent, impl: fn, mode: modeHandler, err: err, handling: true, queue: q, rare: f.clearedRare()}
 	if user != 0 {
 		// The handler's frame stands for the failed step in AsyncStack:
 		// it names the user's function that step ran, as impl does for
 		// a plain step.
-		f.rare.user = user
+		f.rareFields().user = user
 	}
 	fl.newStepAPI(f, 0)
 	fl.callHandler(f, h, err.Code)
