@@ -84,17 +84,13 @@ func TestRunDeadlineNotesAClaimWithoutSpinning(t *testing.T) {
 				trace = append(trace, "next("+args[0].(string)+")")
 				as.Add(func(as AsyncSteps, _ ...any) { trace = append(trace, "sub") })
 			}, func(_ AsyncSteps, code string) { trace = append(trace, "next:"+code) })
-			ctx := newPassingCtx()
-			w := &waiter{promise: make(chan Result, 1), ctx: ctx}
-			r.startIn(w, w.promise, "Run")
-			tt.Run()
+			ctx, w := startUnderDeadline(r, tt)
 			if h == nil || !h.f.waiting {
 				t.Fatal("the first step does not wait")
 			}
 
 			h.st.Or(stClaim | tc.kind) // the writer has claimed, and stops here
-			ctx.pass()
-			r.stopFor(ctx, w) // as Run does when ctx is done
+			passDeadline(r, ctx, w)
 			const budget = 100
 			ran := 0
 			for ran < budget && tt.NextEvent() {
@@ -118,19 +114,7 @@ func TestRunDeadlineNotesAClaimWithoutSpinning(t *testing.T) {
 			if !slices.Equal(trace, tc.trace) {
 				t.Errorf("trace %q, want %q", trace, tc.trace)
 			}
-			var res Result
-			select {
-			case res = <-w.promise:
-			default:
-				t.Fatal("the flow has not ended")
-			}
-			var e *Error
-			if !errors.As(res.Err, &e) || e.Code != Timeout || !errors.Is(res.Err, context.DeadlineExceeded) {
-				t.Errorf("Result error %v, want the Timeout of Run's deadline", res.Err)
-			}
-			if n := tt.Pending(); n != 0 {
-				t.Errorf("Pending() = %d after the flow ended", n)
-			}
+			checkTimedOutByDeadline(t, tt, w)
 		})
 	}
 }
@@ -170,5 +154,41 @@ func TestCloseEndsARunWhoseDeadlineFoundAClaim(t *testing.T) {
 	var e *Error
 	if err := <-errc; !errors.As(err, &e) || e.Code != InternalError || e.Info != loopClosedInfo {
 		t.Errorf("Run error %v, want the InternalError of a closed loop", err)
+	}
+}
+
+// startUnderDeadline starts r on tt as Run does, under a context whose
+// deadline the test passes with passDeadline, and runs tt.
+func startUnderDeadline(r *Root, tt *TestTool) (*passingCtx, *waiter) {
+	ctx := newPassingCtx()
+	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
+	r.startIn(w, w.promise, "Run")
+	tt.Run()
+	return ctx, w
+}
+
+// passDeadline passes the deadline of ctx, and stops the execution w of r
+// as Run does when its context is done.
+func passDeadline(r *Root, ctx *passingCtx, w *waiter) {
+	ctx.pass()
+	r.stopFor(ctx, w)
+}
+
+// checkTimedOutByDeadline checks that the execution w has ended with the
+// Timeout of Run's deadline, and that nothing is left pending on tt.
+func checkTimedOutByDeadline(t *testing.T, tt *TestTool, w *waiter) {
+	t.Helper()
+	var res Result
+	select {
+	case res = <-w.promise:
+	default:
+		t.Fatal("the flow has not ended")
+	}
+	var e *Error
+	if !errors.As(res.Err, &e) || e.Code != Timeout || !errors.Is(res.Err, context.DeadlineExceeded) {
+		t.Errorf("Result %v, %v; want the Timeout of Run's deadline", res.Args, res.Err)
+	}
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("Pending() = %d after the flow ended", n)
 	}
 }

@@ -1,8 +1,6 @@
 package asyncsteps
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -49,12 +47,8 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 				trace = append(trace, "next("+args[0].(string)+")")
 				as.Add(func(AsyncSteps, ...any) { trace = append(trace, "sub") })
 			}, func(_ AsyncSteps, code string) { trace = append(trace, "next:"+code) })
-			ctx := newPassingCtx()
-			w := &waiter{promise: make(chan Result, 1), ctx: ctx}
-			r.startIn(w, w.promise, "Run")
-			tt.Run()
-			ctx.pass()
-			r.stopFor(ctx, w)
+			ctx, w := startUnderDeadline(r, tt)
+			passDeadline(r, ctx, w)
 			tt.Run()
 			if len(claimed) != 1 || claimed[0].st.Load()&stLate == 0 {
 				t.Fatalf("%d steps claimed, want 1 the deadline found on its way (trace %q)", len(claimed), trace)
@@ -68,19 +62,7 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 			if !slices.Equal(trace, tc.trace) {
 				t.Errorf("trace %q, want %q", trace, tc.trace)
 			}
-			var res Result
-			select {
-			case res = <-w.promise:
-			default:
-				t.Fatal("the flow has not ended")
-			}
-			var e *Error
-			if !errors.As(res.Err, &e) || e.Code != Timeout || !errors.Is(res.Err, context.DeadlineExceeded) {
-				t.Errorf("Result %v, %v; want the Timeout of Run's deadline", res.Args, res.Err)
-			}
-			if n := tt.Pending(); n != 0 {
-				t.Errorf("Pending() = %d after the flow ended", n)
-			}
+			checkTimedOutByDeadline(t, tt, w)
 		})
 	}
 }

@@ -38,12 +38,8 @@ func TestRunDeadlineTimesOutOnceAfterTwoClaims(t *testing.T) {
 		as.Add(func(AsyncSteps, ...any) { trace = append(trace, "fallback1") })
 		as.Add(func(AsyncSteps, ...any) { trace = append(trace, "fallback2") })
 	})
-	ctx := newPassingCtx()
-	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
-	r.startIn(w, w.promise, "Run")
-	tt.Run()
-	ctx.pass()
-	r.stopFor(ctx, w)
+	ctx, w := startUnderDeadline(r, tt)
+	passDeadline(r, ctx, w)
 	tt.Run()
 	if len(claimed) != 2 {
 		t.Fatalf("%d branches claimed, want 2 (trace %q)", len(claimed), trace)
