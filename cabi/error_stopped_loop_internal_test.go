@@ -4,9 +4,7 @@ package cabi
 
 import (
 	"testing"
-	"time"
 
-	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
 
@@ -20,18 +18,8 @@ import (
 func TestHandleErrorOnAStoppedLoopRunsTheCancelHandler(t *testing.T) {
 	for _, freeFirst := range []bool{false, true} {
 		t.Run(map[bool]string{false: "handle_error+free", true: "free+handle_error"}[freeFirst], func(t *testing.T) {
-			ctest.Reset()
-			loop := asyncsteps.NewLoop()
-			defer loop.Close()
-			owned := New(loop)
-			lp := loopFor(loop)
-			r := Wrap(owned).(*asyncsteps.Root)
-			ctest.HeldWithCancel(owned) // waits until FailHeld
-			ctest.ExecuteOnly(owned, "x", 1)
-			if !ctest.WaitFor("held", 5*time.Second) {
-				t.Fatalf("the held step did not run: %q", ctest.Trace())
-			}
-			loop.Close() // waits until the loop has stopped
+			loop, owned, lp, r := heldOnLoop(t) // waits until FailHeld
+			loop.Close()                        // waits until the loop has stopped
 			if freeFirst {
 				ctest.Free(owned)
 				ctest.FailHeld()

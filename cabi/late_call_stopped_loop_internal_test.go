@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
@@ -47,17 +48,7 @@ func TestLateCallOnAStoppedLoopRunsTheCancelHandler(t *testing.T) {
 		for _, freeFirst := range []bool{false, true} {
 			name := map[bool]string{false: c.name + " then free", true: "free then " + c.name}[freeFirst]
 			t.Run(name, func(t *testing.T) {
-				ctest.Reset()
-				loop := asyncsteps.NewLoop()
-				defer loop.Close()
-				owned := New(loop)
-				lp := loopFor(loop)
-				r := Wrap(owned).(*asyncsteps.Root)
-				ctest.HeldWithCancel(owned)
-				ctest.ExecuteOnly(owned, "x", 1)
-				if !ctest.WaitFor("held", 5*time.Second) {
-					t.Fatalf("the held step did not run: %q", ctest.Trace())
-				}
+				loop, owned, lp, r := heldOnLoop(t)
 				step := Wrap(ctest.HeldStep())
 				loop.Close() // waits until the loop has stopped
 				call := func() { c.call(step) }
@@ -118,17 +109,7 @@ func TestLateCallDroppedByResetEventsApplies(t *testing.T) {
 // first and must not run the step's cancel handler, which the winning
 // success forbids: the step has ended.
 func TestLateCallThatLostToASuccessRunsNoCancelHandler(t *testing.T) {
-	ctest.Reset()
-	loop := asyncsteps.NewLoop()
-	defer loop.Close()
-	owned := New(loop)
-	lp := loopFor(loop)
-	r := Wrap(owned).(*asyncsteps.Root)
-	ctest.HeldWithCancel(owned)
-	ctest.ExecuteOnly(owned, "x", 1)
-	if !ctest.WaitFor("held", 5*time.Second) {
-		t.Fatalf("the held step did not run: %q", ctest.Trace())
-	}
+	loop, owned, lp, r := heldOnLoop(t)
 	loop.Close()
 	t.Cleanup(func() { testHookClaimed = nil })
 	lost := false
@@ -149,4 +130,24 @@ func TestLateCallThatLostToASuccessRunsNoCancelHandler(t *testing.T) {
 	waitFallbacks(t, lp)
 	want := "held\nunhandled InternalError data=x root=1\n"
 	checkTraceLeavesNoNode(t, r, want)
+}
+
+// heldOnLoop starts, on a new Loop that the test closes at its end, a
+// root made by C (owned) whose flow runs ctest.HeldWithCancel, and
+// returns once the held step waits; lp is the loop's cabi context and r
+// the root's Go side.
+func heldOnLoop(t *testing.T) (loop *asyncsteps.Loop, owned unsafe.Pointer, lp *loopCtx, r *asyncsteps.Root) {
+	t.Helper()
+	ctest.Reset()
+	loop = asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	owned = New(loop)
+	lp = loopFor(loop)
+	r = Wrap(owned).(*asyncsteps.Root)
+	ctest.HeldWithCancel(owned)
+	ctest.ExecuteOnly(owned, "x", 1)
+	if !ctest.WaitFor("held", 5*time.Second) {
+		t.Fatalf("the held step did not run: %q", ctest.Trace())
+	}
+	return loop, owned, lp, r
 }
