@@ -5,6 +5,7 @@ package cabi
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
@@ -19,16 +20,7 @@ import (
 // task that notes the lock held had not run) and the sync stayed locked
 // for good.
 func TestCancelAfterAClaimedGrantUnlocksTheForeignSync(t *testing.T) {
-	runtime.LockOSThread() // the C steps check that they run on one thread
-	defer runtime.UnlockOSThread()
-	ctest.Reset()
-	shared := ctest.SharedSync(true)
-	tt := asyncsteps.NewTestTool()
-	owned := New(tt)
-	r := Wrap(owned).(*asyncsteps.Root)
-	ctest.SyncHeld(owned, shared)
-	ctest.ExecuteOnly(owned, "x", 1)
-	tt.Run() // the lock step waits
+	tt, owned, r := lockWaitsOnTestTool(t)
 	claimed, post, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	testHookClaimed = func(*node, uint32, bool) {
 		close(claimed)
@@ -49,4 +41,23 @@ func TestCancelAfterAClaimedGrantUnlocksTheForeignSync(t *testing.T) {
 	tt.Run()
 	want := "shared lock wait\nshared grant\nshared unlock held=1 same_thread=1\n"
 	checkTraceLeavesNoNode(t, r, want)
+}
+
+// lockWaitsOnTestTool runs, on a new TestTool driven by the test's
+// goroutine locked to its thread (the C steps check that they run on
+// one), a root made by C (owned; r its Go side) whose flow locks
+// ctest's shared foreign sync, and returns once the lock step waits.
+func lockWaitsOnTestTool(t *testing.T) (tt *asyncsteps.TestTool, owned unsafe.Pointer, r *asyncsteps.Root) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	ctest.Reset()
+	shared := ctest.SharedSync(true)
+	tt = asyncsteps.NewTestTool()
+	owned = New(tt)
+	r = Wrap(owned).(*asyncsteps.Root)
+	ctest.SyncHeld(owned, shared)
+	ctest.ExecuteOnly(owned, "x", 1)
+	tt.Run() // the lock step waits
+	return tt, owned, r
 }

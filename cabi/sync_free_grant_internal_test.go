@@ -3,7 +3,6 @@
 package cabi
 
 import (
-	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -96,16 +95,7 @@ func TestFreeAroundAClaimedForeignGrantUnlocksOnce(t *testing.T) {
 			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			runtime.LockOSThread() // the C steps check that they run on one thread
-			defer runtime.UnlockOSThread()
-			ctest.Reset()
-			shared := ctest.SharedSync(true)
-			tt := asyncsteps.NewTestTool()
-			owned := New(tt)
-			r := Wrap(owned).(*asyncsteps.Root)
-			ctest.SyncHeld(owned, shared)
-			ctest.ExecuteOnly(owned, "x", 1)
-			tt.Run() // the lock step waits
+			tt, owned, r := lockWaitsOnTestTool(t)
 			c.run(t, tt, owned)
 			tt.Run()
 			if got := ctest.Trace(); got != c.want {
