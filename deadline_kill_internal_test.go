@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -28,6 +29,17 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 		{"SiblingFails", buildSiblingFails, func(*TestTool) {}, []string{
 			"first:Timeout", "outer:Boom",
 		}},
+		// The cancel handler of the step around the killed one faults: the
+		// error it unwinds with becomes an InternalError, and the deadline
+		// still times the flow out, once.
+		{"OuterCancelPanics", buildOuterTimeoutCancel(func() { panic("boom") }), func(*TestTool) {}, []string{
+			"first:Timeout", "outer:cancel", "outer:InternalError", "next(recovered)", "next:Timeout",
+		}},
+		// The flow goes on from the Goexit as a task queued after the
+		// deadline's timeout: the timeout comes between two steps.
+		{"OuterCancelGoexits", buildOuterTimeoutCancel(runtime.Goexit), func(*TestTool) {}, []string{
+			"first:Timeout", "outer:cancel", "outer:InternalError",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tt := NewTestTool()
@@ -49,15 +61,15 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 			}, func(_ AsyncSteps, code string) { trace = append(trace, "next:"+code) })
 			ctx, w := startUnderDeadline(r, tt)
 			passDeadline(r, ctx, w)
-			tt.Run()
+			runOnGoroutines(tt)
 			if len(claimed) != 1 || claimed[0].st.Load()&stLate == 0 {
 				t.Fatalf("%d steps claimed, want 1 the deadline found on its way (trace %q)", len(claimed), trace)
 			}
 			tc.fire(tt)
-			tt.Run()
+			runOnGoroutines(tt)
 			claimed[0].f.args = []any{"late"} // the writer goes on: the step is over
 			claimed[0].publish(false)
-			tt.Run()
+			runOnGoroutines(tt)
 
 			if !slices.Equal(trace, tc.trace) {
 				t.Errorf("trace %q, want %q", trace, tc.trace)
@@ -90,6 +102,38 @@ func buildOuterTimeout(r *Root, trace *[]string, claimed *[]*stepAPI, t *testing
 		*trace = append(*trace, "outer:"+code)
 		as.Success("recovered")
 	})
+}
+
+// buildOuterTimeoutCancel is buildOuterTimeout with a cancel handler on
+// the outer step that ends with fault.
+func buildOuterTimeoutCancel(fault func()) func(*Root, *[]string, *[]*stepAPI, *testing.T) {
+	return func(r *Root, trace *[]string, claimed *[]*stepAPI, t *testing.T) {
+		r.Add(func(as AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.SetCancel(func(AsyncSteps) {
+				*trace = append(*trace, "outer:cancel")
+				fault()
+			})
+			as.Add(claimingStep(claimed, t))
+		}, func(as AsyncSteps, code string) {
+			*trace = append(*trace, "outer:"+code)
+			as.Success("recovered")
+		})
+	}
+}
+
+// runOnGoroutines runs tt until nothing is pending, each time on a
+// goroutine of its own: a Goexit in a callback ends the goroutine that
+// drives the tool, not the test's.
+func runOnGoroutines(tt *TestTool) {
+	for i := 0; i == 0 || i < 10 && tt.Pending() > 0; i++ {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tt.Run()
+		}()
+		<-done
+	}
 }
 
 // buildSiblingFails adds a Parallel whose first branch waits, claimed,
