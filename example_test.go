@@ -108,8 +108,11 @@ func ExampleRoot_Run() {
 	args, err := r.Run(ctx)
 	fmt.Println(args, err)
 
-	// When ctx ends first, the flow is cancelled: its cancel handlers run
-	// before Run returns.
+	// When ctx's deadline passes first, the flow times out, as if its own
+	// SetTimeout had expired: the waiting step fails with Timeout, its
+	// cancel handler runs, and, with no error handler to recover, Run
+	// returns that Timeout, which matches context.DeadlineExceeded too. (A
+	// ctx cancelled without a deadline cancels the flow, as Root.Cancel.)
 	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 
@@ -120,11 +123,12 @@ func ExampleRoot_Run() {
 		})
 	})
 	_, err = r.Run(ctx)
-	fmt.Println("deadline exceeded:", errors.Is(err, context.DeadlineExceeded))
+	fmt.Println("Timeout:", errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Timeout}),
+		"deadline exceeded:", errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// [reply] <nil>
 	// step cancelled
-	// deadline exceeded: true
+	// Timeout: true deadline exceeded: true
 }
 
 func ExampleAsyncSteps_Parallel() {
