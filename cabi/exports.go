@@ -112,18 +112,17 @@ func (n *node) failureDropped(apply func()) {
 	n.leave()
 }
 
-// newerLeft reports whether a step of n's flow newer than n's is not
-// released: maybe a sub-step of n's, at any depth (the engine, its flow
-// ended by the stop, no longer tells). Once the loop has stopped.
+// newerLeft reports whether a step of n's flow newer than n's step is
+// not released: maybe a sub-step of n's, at any depth (the engine, its
+// flow ended by the stop, no longer tells). Once the loop has stopped;
+// n is a step's node.
 func (n *node) newerLeft() bool {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	for _, v := range registry.m {
-		if o, ok := v.(*node); ok && o.st == n.st && o.id > n.id && !o.released.Load() {
-			return true
-		}
-	}
-	return false
+	found := false
+	registry.eachStep(n.st, func(o *node) bool {
+		found = o.id > n.id && !o.released.Load()
+		return !found
+	})
+	return found
 }
 
 //export cabiAdd

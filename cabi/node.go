@@ -217,13 +217,10 @@ func (n *node) end(failed, byError bool) {
 // (see rootObj.droppedLive): the nodes are the loop's until then.
 func releaseLeft(st *asyncsteps.State) {
 	var left []*node
-	registry.mu.Lock()
-	for _, v := range registry.m {
-		if n, ok := v.(*node); ok && n.st == st {
-			left = append(left, n)
-		}
-	}
-	registry.mu.Unlock()
+	registry.eachStep(st, func(n *node) bool {
+		left = append(left, n)
+		return true
+	})
 	leaveAll(left)
 }
 

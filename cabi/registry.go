@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
 )
 
 // idTable maps the ids that C memory holds to the Go values they stand for:
@@ -23,6 +25,14 @@ type idTable struct {
 	mu   sync.Mutex
 	next uint64
 	m    map[uint64]any
+	// steps indexes the step nodes of m by the state of their flow, for
+	// the fallbacks of a stopped loop, which look for the nodes of one
+	// flow (see eachStep): without it, each would scan every node of the
+	// process, so that many flows left by a loop closing would cost the
+	// square of their nodes. Made by the first such look, kept up by
+	// drop, and forgotten by the next put or set: registrations, the
+	// running loops' own work, pay no more than that store.
+	steps map[*asyncsteps.State]map[uint64]*node
 }
 
 func (t *idTable) put(v any) uint64 {
@@ -33,6 +43,7 @@ func (t *idTable) put(v any) uint64 {
 	}
 	t.next++
 	t.m[t.next] = v
+	t.steps = nil
 	return t.next
 }
 
@@ -52,6 +63,7 @@ func (t *idTable) set(id uint64, v any) {
 		t.m = make(map[uint64]any)
 	}
 	t.m[id] = v
+	t.steps = nil
 }
 
 // get returns the value of id, or nil; id 0 is never given out.
@@ -66,8 +78,53 @@ func (t *idTable) get(id uint64) any {
 
 func (t *idTable) drop(id uint64) {
 	t.mu.Lock()
+	if t.steps != nil {
+		if n, ok := t.m[id].(*node); ok && n.st != nil {
+			t.unindex(n)
+		}
+	}
 	delete(t.m, id)
 	t.mu.Unlock()
+}
+
+// eachStep calls visit with each step node of the flow whose state is st
+// in the table, in no order, until visit returns false. It holds the
+// table's lock meanwhile: visit must not use the table.
+func (t *idTable) eachStep(st *asyncsteps.State, visit func(n *node) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.steps == nil {
+		t.index()
+	}
+	for _, n := range t.steps[st] {
+		if !visit(n) {
+			return
+		}
+	}
+}
+
+// index makes steps from m. With t.mu held.
+func (t *idTable) index() {
+	t.steps = make(map[*asyncsteps.State]map[uint64]*node)
+	for id, v := range t.m {
+		if n, ok := v.(*node); ok && n.st != nil {
+			flow := t.steps[n.st]
+			if flow == nil {
+				flow = make(map[uint64]*node)
+				t.steps[n.st] = flow
+			}
+			flow[id] = n
+		}
+	}
+}
+
+// unindex takes n out of steps. With t.mu held.
+func (t *idTable) unindex(n *node) {
+	flow := t.steps[n.st]
+	delete(flow, n.id)
+	if len(flow) == 0 {
+		delete(t.steps, n.st)
+	}
 }
 
 // registry holds what each FutoInAsyncSteps and FutoInSync we hand out
