@@ -29,10 +29,15 @@ type idTable struct {
 	// the fallbacks of a stopped loop, which look for the nodes of one
 	// flow (see eachStep): without it, each would scan every node of the
 	// process, so that many flows left by a loop closing would cost the
-	// square of their nodes. Made by the first such look, kept up by
-	// drop, and forgotten by the next put or set: registrations, the
-	// running loops' own work, pay no more than that store.
+	// square of their nodes. Made by a look, it is kept up by put, set
+	// and drop until more nodes have been registered since the last look
+	// than m held then: the running loops' registrations pay for the
+	// upkeep no more than a look that makes the index again, and after
+	// that nothing. nil while there is none.
 	steps map[*asyncsteps.State]map[uint64]*node
+	// kept counts the registrations steps was kept up through since the
+	// last look, which left them budget: the size of m then.
+	kept, budget int
 }
 
 func (t *idTable) put(v any) uint64 {
@@ -43,7 +48,9 @@ func (t *idTable) put(v any) uint64 {
 	}
 	t.next++
 	t.m[t.next] = v
-	t.steps = nil
+	if t.steps != nil {
+		t.keepUp(t.next, v)
+	}
 	return t.next
 }
 
@@ -63,7 +70,9 @@ func (t *idTable) set(id uint64, v any) {
 		t.m = make(map[uint64]any)
 	}
 	t.m[id] = v
-	t.steps = nil
+	if t.steps != nil {
+		t.keepUp(id, v)
+	}
 }
 
 // get returns the value of id, or nil; id 0 is never given out.
@@ -94,8 +103,12 @@ func (t *idTable) eachStep(st *asyncsteps.State, visit func(n *node) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.steps == nil {
-		t.index()
+		t.steps = make(map[*asyncsteps.State]map[uint64]*node)
+		for id, v := range t.m {
+			t.index(id, v)
+		}
 	}
+	t.kept, t.budget = 0, len(t.m)
 	for _, n := range t.steps[st] {
 		if !visit(n) {
 			return
@@ -103,18 +116,29 @@ func (t *idTable) eachStep(st *asyncsteps.State, visit func(n *node) bool) {
 	}
 }
 
-// index makes steps from m. With t.mu held.
-func (t *idTable) index() {
-	t.steps = make(map[*asyncsteps.State]map[uint64]*node)
-	for id, v := range t.m {
-		if n, ok := v.(*node); ok && n.st != nil {
-			flow := t.steps[n.st]
-			if flow == nil {
-				flow = make(map[uint64]*node)
-				t.steps[n.st] = flow
-			}
-			flow[id] = n
+// keepUp adds v, registered as id, to steps, or forgets steps once it
+// has been kept up through more registrations than m held at the last
+// look (see steps).
+// With t.mu held.
+func (t *idTable) keepUp(id uint64, v any) {
+	t.kept++
+	if t.kept > t.budget {
+		t.steps = nil
+		return
+	}
+	t.index(id, v)
+}
+
+// index adds v, registered as id, to steps if it is a step's node. With
+// t.mu held.
+func (t *idTable) index(id uint64, v any) {
+	if n, ok := v.(*node); ok && n.st != nil {
+		flow := t.steps[n.st]
+		if flow == nil {
+			flow = make(map[uint64]*node)
+			t.steps[n.st] = flow
 		}
+		flow[id] = n
 	}
 }
 

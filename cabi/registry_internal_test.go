@@ -44,8 +44,9 @@ func putStep(t *idTable, st *asyncsteps.State) *node {
 
 // The index of eachStep gives exactly the step nodes of one flow that the
 // table holds, as a scan of the whole table does, through registrations
-// (which forget it), drops (which keep it up), reserved ids set later,
-// and values that are not step nodes.
+// and drops (which keep it up), reserved ids set later, values that are
+// not step nodes, and more registrations than the table holds (which
+// forget it, to be made again by the next look).
 func TestEachStepGivesTheNodesOfOneFlow(t *testing.T) {
 	var tab idTable
 	a, b := asyncsteps.New().State(), asyncsteps.New().State()
@@ -64,13 +65,32 @@ func TestEachStepGivesTheNodesOfOneFlow(t *testing.T) {
 	check("registered")
 	tab.drop(a1.id) // kept up in the index
 	check("a's first dropped")
-	a3 := putStep(&tab, a) // forgets the index
+	a3 := putStep(&tab, a)
 	check("a third registered")
 	reserved := &node{kind: kindStep, st: b}
 	reserved.id = tab.reserve()
 	check("an id reserved")
 	tab.set(reserved.id, reserved)
 	check("the reserved id set")
+	// Without a look between them, the index is kept up through as many
+	// registrations as the table held at the last look, and forgotten by
+	// the next one.
+	held := len(tab.m)
+	var many []*node
+	for i := range held + 1 {
+		if tab.steps == nil {
+			t.Fatalf("the index was forgotten after %d registrations, want %d", i, held+1)
+		}
+		many = append(many, putStep(&tab, []*asyncsteps.State{a, b}[i%2]))
+	}
+	if tab.steps != nil {
+		t.Errorf("the index is kept up through %d registrations, more than the %d values the table held", held+1, held)
+	}
+	check("more registered than the table held")
+	for _, n := range many {
+		tab.drop(n.id)
+	}
+	check("those dropped")
 	for _, n := range []*node{a2, a3, b1, reserved} {
 		tab.drop(n.id)
 	}
@@ -109,22 +129,28 @@ func TestNewerLeftLooksAtItsOwnFlowOnly(t *testing.T) {
 // BenchmarkNewerLeft measures the look for a newer step of one flow of
 // two nodes, in a process whose registry holds the nodes of many other
 // flows (one each), as the fallbacks of a closing loop do once per
-// dropped call from another thread. The index makes it independent of
-// the registry's size; a scan was linear in it.
+// dropped call from another thread; with busy, another loop registers
+// and releases a node of its own between two looks. The index makes a
+// look independent of the registry's size; a scan was linear in it.
 func BenchmarkNewerLeft(b *testing.B) {
 	for _, others := range []int{100, 10_000} {
-		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
-			var tab idTable
-			for range others {
-				putStep(&tab, asyncsteps.New().State())
-			}
-			st := asyncsteps.New().State()
-			n := putStep(&tab, st)
-			putStep(&tab, st).released.Store(true)
-			b.ReportAllocs()
-			for b.Loop() {
-				tab.eachStep(n.st, func(o *node) bool { return !(o.id > n.id && !o.released.Load()) })
-			}
-		})
+		for _, busy := range []bool{false, true} {
+			b.Run(fmt.Sprintf("others=%d/busy=%v", others, busy), func(b *testing.B) {
+				var tab idTable
+				for range others {
+					putStep(&tab, asyncsteps.New().State())
+				}
+				st, elsewhere := asyncsteps.New().State(), asyncsteps.New().State()
+				n := putStep(&tab, st)
+				putStep(&tab, st).released.Store(true)
+				b.ReportAllocs()
+				for b.Loop() {
+					if busy {
+						tab.drop(putStep(&tab, elsewhere).id)
+					}
+					tab.eachStep(n.st, func(o *node) bool { return !(o.id > n.id && !o.released.Load()) })
+				}
+			})
+		}
 	}
 }
