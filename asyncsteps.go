@@ -73,9 +73,12 @@ type AsyncSteps interface {
 	Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps
 	// Parallel queues a step whose branches run concurrently; each Add (or
 	// Loop, Repeat, ForEach, Sync, Await) on the returned value adds a branch.
-	// The branches get no arguments, and the step after the Parallel gets
-	// none either ([Gather] hands the branches' results on); the first
-	// branch that fails cancels the others, and its error is the Parallel's.
+	// The branches get no arguments, and once they have all succeeded the
+	// step after the Parallel gets none either ([Gather] hands the
+	// branches' results on). The first branch that fails (a Break or
+	// Continue in one included) cancels the others, and its error is the
+	// Parallel's: onerror sees it first, and may recover with
+	// Success(args...), whose args the next step gets.
 	Parallel(onerror ...ErrorFunc) AsyncSteps
 	// State returns the state shared by every step of the flow.
 	State() *State
