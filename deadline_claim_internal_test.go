@@ -174,8 +174,9 @@ func passDeadline(r *Root, ctx *passingCtx, w *waiter) {
 	r.stopFor(ctx, w)
 }
 
-// checkTimedOutByDeadline checks that the execution w has ended with the
-// Timeout of Run's deadline, and that nothing is left pending on tt.
+// checkTimedOutByDeadline checks that the execution w has ended, once,
+// with the Timeout of Run's deadline, and that nothing is left pending on
+// tt.
 func checkTimedOutByDeadline(t *testing.T, tt *TestTool, w *waiter) {
 	t.Helper()
 	var res Result
@@ -190,5 +191,10 @@ func checkTimedOutByDeadline(t *testing.T, tt *TestTool, w *waiter) {
 	}
 	if n := tt.Pending(); n != 0 {
 		t.Errorf("Pending() = %d after the flow ended", n)
+	}
+	select {
+	case res = <-w.promise:
+		t.Errorf("a second Result: %v, %v", res.Args, res.Err)
+	default:
 	}
 }

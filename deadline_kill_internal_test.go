@@ -18,26 +18,25 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		build func(r *Root, trace *[]string, claimed *[]*stepAPI, t *testing.T)
-		fire  func(tt *TestTool)
 		trace []string
 	}{
-		{"OuterTimeout", buildOuterTimeout, func(tt *TestTool) { tt.Advance(time.Second) }, []string{
+		{"OuterTimeout", buildOuterTimeout, []string{
 			"first:Timeout", "outer:Timeout", "next(recovered)", "next:Timeout",
 		}},
 		// The timeout runs as the flow yields after the handler: between
 		// two steps, it times out the flow as a whole.
-		{"SiblingFails", buildSiblingFails, func(*TestTool) {}, []string{
+		{"SiblingFails", buildSiblingFails, []string{
 			"first:Timeout", "outer:Boom",
 		}},
 		// The cancel handler of the step around the killed one faults: the
 		// error it unwinds with becomes an InternalError, and the deadline
 		// still times the flow out, once.
-		{"OuterCancelPanics", buildOuterTimeoutCancel(func() { panic("boom") }), func(*TestTool) {}, []string{
+		{"OuterCancelPanics", buildOuterTimeoutCancel(func() { panic("boom") }), []string{
 			"first:Timeout", "outer:cancel", "outer:InternalError", "next(recovered)", "next:Timeout",
 		}},
 		// The flow goes on from the Goexit as a task queued after the
 		// deadline's timeout: the timeout comes between two steps.
-		{"OuterCancelGoexits", buildOuterTimeoutCancel(runtime.Goexit), func(*TestTool) {}, []string{
+		{"OuterCancelGoexits", buildOuterTimeoutCancel(runtime.Goexit), []string{
 			"first:Timeout", "outer:cancel", "outer:InternalError",
 		}},
 	} {
@@ -61,12 +60,13 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 			}, func(_ AsyncSteps, code string) { trace = append(trace, "next:"+code) })
 			ctx, w := startUnderDeadline(r, tt)
 			passDeadline(r, ctx, w)
+			// Run moves the clock to each timer it finds: the outer step's
+			// timeout (or the sibling's failure) kills the claimed step,
+			// and the flow ends, before its writer publishes.
 			runOnGoroutines(tt)
 			if len(claimed) != 1 || claimed[0].st.Load()&stLate == 0 {
 				t.Fatalf("%d steps claimed, want 1 the deadline found on its way (trace %q)", len(claimed), trace)
 			}
-			tc.fire(tt)
-			runOnGoroutines(tt)
 			claimed[0].f.args = []any{"late"} // the writer goes on: the step is over
 			claimed[0].publish(false)
 			runOnGoroutines(tt)
