@@ -118,8 +118,7 @@ func (t *idTable) eachStep(st *asyncsteps.State, visit func(n *node) bool) {
 
 // keepUp adds v, registered as id, to steps, or forgets steps once it
 // has been kept up through more registrations than m held at the last
-// look (see steps).
-// With t.mu held.
+// look (see steps). With t.mu held.
 func (t *idTable) keepUp(id uint64, v any) {
 	t.kept++
 	if t.kept > t.budget {
