@@ -63,13 +63,13 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 			// Run moves the clock to each timer it finds: the outer step's
 			// timeout (or the sibling's failure) kills the claimed step,
 			// and the flow ends, before its writer publishes.
-			runOnGoroutines(tt)
+			runOnGoroutines(t, tt)
 			if len(claimed) != 1 || claimed[0].st.Load()&stLate == 0 {
 				t.Fatalf("%d steps claimed, want 1 the deadline found on its way (trace %q)", len(claimed), trace)
 			}
 			claimed[0].f.args = []any{"late"} // the writer goes on: the step is over
 			claimed[0].publish(false)
-			runOnGoroutines(tt)
+			runOnGoroutines(t, tt)
 
 			if !slices.Equal(trace, tc.trace) {
 				t.Errorf("trace %q, want %q", trace, tc.trace)
@@ -123,16 +123,11 @@ func buildOuterTimeoutCancel(fault func()) func(*Root, *[]string, *[]*stepAPI, *
 }
 
 // runOnGoroutines runs tt until nothing is pending, each time on a
-// goroutine of its own: a Goexit in a callback ends the goroutine that
-// drives the tool, not the test's.
-func runOnGoroutines(tt *TestTool) {
+// goroutine of its own (see withinWallClock): a Goexit in a callback ends
+// the goroutine that drives the tool.
+func runOnGoroutines(t *testing.T, tt *TestTool) {
 	for i := 0; i == 0 || i < 10 && tt.Pending() > 0; i++ {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			tt.Run()
-		}()
-		<-done
+		withinWallClock(t, tt.Run)
 	}
 }
 

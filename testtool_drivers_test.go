@@ -43,8 +43,10 @@ func driversFlow(tt *TestTool, n int, shared *int, o *oneAtATime) *Root {
 	return r
 }
 
-// withinWallClock fails t if drive has not returned in a minute: two drivers
-// of one TestTool used to hang as often as they crashed.
+// withinWallClock runs drive on a goroutine of its own, so that a Goexit in
+// a callback ends that goroutine and not the test's, and fails t if drive
+// has not returned in a minute: two drivers of one TestTool used to hang
+// as often as they crashed.
 func withinWallClock(t *testing.T, drive func()) {
 	t.Helper()
 	done := make(chan struct{})
@@ -55,7 +57,7 @@ func withinWallClock(t *testing.T, drive func()) {
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		t.Fatal("the drivers of one TestTool did not return: they hang")
+		t.Fatal("the driver of a TestTool did not return in a minute: it hangs")
 	}
 }
 
