@@ -40,8 +40,13 @@ func (fl *flow) expiryOf(w *waiter) func() {
 			fl.deferTask(flowStop{fl: fl, apply: expire}) // kept by ResetEvents, as the stop was
 			return
 		}
-		if w.late != nil {
-			w.late.expiring = false // this timeout is the one awaited
+		if l := w.late; l != nil && l.expiring {
+			// The timeout a claim owed (see expireAfterClaim); none
+			// if a timeout of the deadline has paid it meanwhile.
+			l.expiring = false
+			if !l.owed {
+				return
+			}
 		}
 		fl.expire()
 	}
@@ -54,9 +59,14 @@ func (fl *flow) expiryOf(w *waiter) func() {
 // queued already: two such completions applied before it runs (branches
 // of a Parallel) owe one timeout between them, as a second would fail
 // the handler that recovered from the first though it waits for nothing.
+//
+// A claim owes nothing once a timeout of the deadline has timed a step
+// out after the claim was found (see lateRun.owed): a Parallel timed out
+// as a whole, which cancels the claim's branch, or a sibling branch that
+// waited and failed at once.
 func (fl *flow) expireAfterClaim(w *waiter) {
 	if l := w.late; l != nil {
-		if l.expiring {
+		if l.expiring || !l.owed {
 			return
 		}
 		l.expiring = true
@@ -112,9 +122,12 @@ func (fl *flow) timeOut(f *frame) {
 		// spin the loop for as long as the writer takes to hand the
 		// completion over.
 		f.h.st.Or(stLate)
+		fl.wait.late.owed = true
 		return
 	}
-	fl.wait.late.timedOut(f)
+	l := fl.wait.late
+	l.timedOut(f)
+	l.owed = false // this timeout pays what the claims found so far owed
 	fail := func() *frame {
 		err := &Error{Code: Timeout}
 		fl.noteError(err, err)
@@ -156,6 +169,12 @@ type lateRun struct {
 	// expiring is set while a timeout that expireAfterClaim queued has
 	// not run.
 	expiring bool
+	// owed is set when the deadline leaves its timeout to a completion
+	// on its way (stLate), and cleared when a timeout of the deadline
+	// times a step out: that timeout pays what the claims found before
+	// it owed, so that a handler that recovers from it, with steps that
+	// do not wait, is not timed out again for them.
+	owed bool
 }
 
 // timedOut notes that the deadline times out f: it goes through the
