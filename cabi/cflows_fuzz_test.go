@@ -459,24 +459,29 @@ func (r *cflowRun) run() (string, bool) {
 func (r *cflowRun) runOwned() (string, bool) {
 	r.cptr = New(r.tool)
 	ctest.FlowAdd(r.cptr, 0)
+	if r.p.action == actClose {
+		// A Close that comes while the end step runs stops the flow
+		// there, with InternalError, after that step reported OK: the
+		// run ends once the loop has stopped.
+		ctest.FlowCloseMayEnd()
+	}
 	ctest.FlowExecute(r.cptr)
 	ended := func() bool {
-		if ctest.FlowCounters().Outcomes > 0 {
-			return true
-		}
-		// A cancel, free or close reports nothing: the flow has ended
-		// once every step that waited is released, or once the closed
-		// loop has stopped (free releases the steps it left).
-		if !r.fired.Load() {
-			return false
-		}
-		if r.p.action == actClose {
+		if r.p.action == actClose && r.fired.Load() {
 			select {
 			case <-r.loop.Done():
 				return true
 			default:
 				return false
 			}
+		}
+		if ctest.FlowCounters().Outcomes > 0 {
+			return true
+		}
+		// A cancel or free reports nothing: the flow has ended once
+		// every step that waited is released.
+		if !r.fired.Load() {
+			return false
 		}
 		c := ctest.FlowCounters()
 		return c.StackAllocs-r.before.StackAllocs == c.StackCleanups-r.before.StackCleanups && c.Threads == 0

@@ -100,6 +100,11 @@ func FlowOutcome() string {
 	return C.GoString(&buf[0])
 }
 
+// FlowCloseMayEnd tells the loaded program that a Loop.Close may stop its
+// flow after the end step reported OK: the second outcome, InternalError,
+// is then no violation.
+func FlowCloseMayEnd() { C.cf_close_may_end() }
+
 // SetFlowSyncs gives the two syncs of the CF_SYNC steps.
 func SetFlowSyncs(a, b unsafe.Pointer) { C.cf_set_syncs((*C.FutoInSync)(a), (*C.FutoInSync)(b)) }
 

@@ -41,6 +41,7 @@ typedef struct {
 void cf_load(const cf_node* nodes, int n);
 void cf_counters(int* out);
 void cf_outcome(char* buf, int size);
+void cf_close_may_end(void);
 void cf_set_syncs(FutoInSync* a, FutoInSync* b);
 void cf_add(FutoInAsyncSteps* bsi, int i);
 void cf_complete(FutoInAsyncSteps* bsi, int code);
