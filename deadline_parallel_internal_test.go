@@ -24,14 +24,8 @@ func TestRunDeadlineTimesOutOnceAfterTwoClaims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tt := NewTestTool()
-			r, trace, claimed := buildTwoClaimedBranches(t, tt, 2)
-			ctx, w := startUnderDeadline(r, tt)
-			passDeadline(r, ctx, w)
-			tt.Run()
-			if len(*claimed) != 2 {
-				t.Fatalf("%d branches claimed, want 2 (trace %q)", len(*claimed), *trace)
-			}
-			for i, h := range *claimed { // the writers go on
+			trace, claimed, w := claimPastDeadline(t, tt, 2)
+			for i, h := range claimed { // the writers go on
 				h.f.args = nil
 				h.publish(false)
 				if tc.apart && i == 0 {
@@ -58,14 +52,8 @@ func TestRunDeadlineTimesOutOnceAfterTwoClaims(t *testing.T) {
 // nothing.
 func TestRunDeadlineTimesOutOnceWhenASiblingTimesOut(t *testing.T) {
 	tt := NewTestTool()
-	r, trace, claimed := buildTwoClaimedBranches(t, tt, 1)
-	ctx, w := startUnderDeadline(r, tt)
-	passDeadline(r, ctx, w)
-	tt.Run()
-	if len(*claimed) != 1 {
-		t.Fatalf("%d branches claimed, want 1 (trace %q)", len(*claimed), *trace)
-	}
-	h := (*claimed)[0] // the writer goes on once the flow has ended
+	trace, claimed, w := claimPastDeadline(t, tt, 1)
+	h := claimed[0] // the writer goes on once the flow has ended
 	h.f.args = nil
 	h.publish(false)
 	tt.Run()
@@ -75,6 +63,22 @@ func TestRunDeadlineTimesOutOnceWhenASiblingTimesOut(t *testing.T) {
 		t.Errorf("trace %q, want %q", *trace, want)
 	}
 	checkRecovered(t, tt, w)
+}
+
+// claimPastDeadline runs under Run's deadline, on tt, the flow of
+// buildTwoClaimedBranches with claims of its branches claimed, passes the
+// deadline, and returns once tt is idle: the flow's trace, the step APIs
+// claimed, and the execution.
+func claimPastDeadline(t *testing.T, tt *TestTool, claims int) (trace *[]string, claimed []*stepAPI, w *waiter) {
+	t.Helper()
+	r, trace, got := buildTwoClaimedBranches(t, tt, claims)
+	ctx, w := startUnderDeadline(r, tt)
+	passDeadline(r, ctx, w)
+	tt.Run()
+	if len(*got) != claims {
+		t.Fatalf("%d branches claimed, want %d (trace %q)", len(*got), claims, *trace)
+	}
+	return trace, *got, w
 }
 
 // buildTwoClaimedBranches adds to a new Root on tt a step that Run's
