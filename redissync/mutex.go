@@ -598,6 +598,13 @@ func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
 // call do no harm: a lease is given back for a flow that left, and
 // renewed only while held.
 //
+// A call that frees slots (leases given back or run out) notifies the
+// waiters of every process when it leaves one free by its own limit, or
+// takes fewer new leases than it freed: a process of the same name with a
+// larger Max (a rolling change of the setting) may have room then though
+// this one has none, and its waiters would sleep until their next
+// re-check. With one Max for all, the second case implies the first.
+//
 // The fence counter grows by one a lease while one Redis server runs.
 // The first lease a server gives (a restart, a replica taking over: its
 // run ID is new) raises the counter to the server's clock in µs, above
@@ -675,7 +682,7 @@ if held > 0 then
   local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', KEYS[1], tonumber(latest[2]) - now + 1000)
 end
-if freed > 0 and held < limit then
+if freed > 0 and (held < limit or n - again < freed) then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
 end
 local next = -1
