@@ -427,3 +427,40 @@ func TestThrottleFlowAtThePeriodsEndEntersWithNoQueue(t *testing.T) {
 		syncWantIdle(t, tt)
 	}
 }
+
+// A flow that comes as a period with room left ends is not counted in
+// that period, whichever of its arrival and the period's timer runs first
+// at that instant: it opens the next one. Counted in the old period, it
+// was forgotten when the timer ended that period, and the next two flows
+// entered in a new one: b, c and d within 60ms, with a rate of 2 per
+// 100ms, and e, which the rate lets in, rejected.
+func TestThrottleFlowAtTheEndOfAPeriodWithRoomOpensTheNext(t *testing.T) {
+	for _, arrivalFirst := range []bool{true, false} {
+		var tr tracer
+		tt := asyncsteps.NewTestTool()
+		th := asyncsteps.NewThrottle(2, 100*time.Millisecond, 0)
+		enter := func(name string) {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, at(tt)) },
+				func(as steps, code string) { tr.addf("%s:%s@%d", name, code, at(tt)); as.Success() })
+			r.Execute()
+		}
+		if arrivalFirst { // b's event is queued before the period's timer
+			tt.Deferred(100*time.Millisecond, func() { enter("b") })
+			enter("a")
+		} else {
+			enter("a")
+			tt.Advance(0)
+			tt.Deferred(100*time.Millisecond, func() { enter("b") })
+		}
+		tt.Deferred(150*time.Millisecond, func() { enter("c") }) // b's period runs until 200
+		tt.Deferred(160*time.Millisecond, func() { enter("d") })
+		tt.Deferred(200*time.Millisecond, func() { enter("e") })
+		drive(t, tt)
+		want := "a@0,b@100,c@150,d:DefenseRejected@160,e@200"
+		if got := tr.String(); got != want {
+			t.Errorf("arrival first %v:\n got: %s\nwant: %s", arrivalFirst, got, want)
+		}
+		syncWantIdle(t, tt)
+	}
+}

@@ -13,8 +13,8 @@ import (
 // A Throttle whose period ends with nobody waiting goes idle: it keeps no
 // timer armed. A period ends at its end on the clock: a flow that comes
 // then, before the timer that ends it has run (both due at one instant of
-// a [TestTool], or a busy loop that runs the timer late), ends it itself,
-// and is not refused for a period that is over.
+// a [TestTool], or a busy loop that runs the timer late), ends it itself:
+// it is neither refused for a period that is over nor counted in it.
 //
 // A Throttle counts entries, not flows: a flow that enters twice counts
 // twice, and no entry is ever given back. So a Throttle limits how often
@@ -119,15 +119,18 @@ func (*Throttle) holds() *Mutex { return nil }
 
 // enterFor runs as the step that asks to enter, for a Sync called on obj
 // (see Mutex.enterFor). Like Mutex.enterFor, it makes the step wait only
-// when the flow must queue, then tries again; the second try reads the
-// clock, which may show the period over (and must, when the period's
-// timer is gone: see untimed).
+// when the flow must queue, then tries again. Both tries go by the clock,
+// read once before them: a flow that comes once the period is over, its
+// timer not run yet, opens the next period rather than count in the one
+// that is over, which may have room left (the timer would then forget the
+// entry, and let a whole period's more in); and a period whose timer is
+// gone (see untimed) ends only so.
 func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	tool := as.Tool()
-	if t.admit(e, nil, tool, time.Time{}) {
+	now := clockOf(tool)
+	if t.admit(e, nil, tool, now) {
 		return
 	}
-	now := clockOf(tool)
 	as.WaitExternal()
 	if t.admit(e, observeWait(as, obj), tool, now) {
 		as.Success()
@@ -136,11 +139,12 @@ func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 
 // admit lets e in, or, when waiter is nil (a first try), reports that it
 // cannot yet; else it refuses e or queues it. It reports whether e is
-// settled (in or refused); false means it must wait. A full Throttle whose
+// settled (in or refused); false means it must wait. A Throttle whose
 // period is over at now, its timer not run yet, ends the period first (see
-// outrun), so that a flow's fate at the period's end does not hang on the
-// order of two events due at one instant, nor on a loop that runs the
-// timer late. The entry that opens a period arms its timer on tool, as
+// outrun), full or not, so that a flow's fate at the period's end does not
+// hang on the order of two events due at one instant, nor on a loop that
+// runs the timer late: it is neither refused for a period that is over nor
+// counted in it. The entry that opens a period arms its timer on tool, as
 // does the first that queues in an untimed period, for the period's rest.
 func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) bool {
 	var admitted []AsyncSteps
@@ -148,11 +152,11 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 	if t.untimed {
 		if waiter == nil {
 			t.mu.Unlock()
-			return false // the second try reads the clock
+			return false // the second try settles it, and may time its rest
 		}
 		t.endUntimedIfOver(now)
 	}
-	if waiter != nil && t.entered >= t.perPeriod() && t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends) {
+	if t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends) {
 		admitted = t.nextPeriod(nil)
 		// The timer still armed times the period begun now.
 		t.ends, t.outrun, t.running = now.Add(t.periodLen()), true, true
