@@ -51,3 +51,39 @@ func TestThrottlePeriodOfABusyLoopEndsOnTheClock(t *testing.T) {
 		}
 	})
 }
+
+// A flow that comes after a period's end, its timer late on a busy loop,
+// opens the next period also when the one that is over had room left: b,
+// c and d come within 20ms, and a rate of 2 per 100ms lets b and c in.
+// Before, b was counted in a's period, which c then found full and
+// ended, and d entered beside c.
+func TestThrottlePeriodWithRoomOfABusyLoopEndsOnTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var tr tracer
+		busy, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer busy.Close()
+		defer other.Close()
+		th := asyncsteps.NewThrottle(2, 100*time.Millisecond, 0)
+		enter := func(l *asyncsteps.Loop, name string) {
+			r := asyncsteps.New(asyncsteps.WithTool(l))
+			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, time.Since(start).Milliseconds()) },
+				func(as steps, code string) {
+					tr.addf("%s:%s@%d", name, code, time.Since(start).Milliseconds())
+					as.Success()
+				})
+			r.Execute()
+		}
+		enter(busy, "a") // the period runs until 100, timed on busy
+		synctest.Wait()
+		busy.Deferred(50*time.Millisecond, func() { time.Sleep(100 * time.Millisecond) }) // busy from 50 to 150
+		other.Deferred(120*time.Millisecond, func() { enter(other, "b") })                // the period is over
+		other.Deferred(130*time.Millisecond, func() { enter(other, "c") })
+		other.Deferred(140*time.Millisecond, func() { enter(other, "d") }) // b's period is full
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got, want := tr.String(), "a@0,b@120,c@130,d:DefenseRejected@140"; got != want {
+			t.Errorf("entries: %s, want %s", got, want)
+		}
+	})
+}
