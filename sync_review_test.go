@@ -401,12 +401,7 @@ func TestThrottleFlowAtThePeriodsEndEntersWithNoQueue(t *testing.T) {
 		var tr tracer
 		tt := asyncsteps.NewTestTool()
 		th := asyncsteps.NewThrottle(1, 100*time.Millisecond, 0)
-		enter := func(name string) {
-			r := asyncsteps.New(asyncsteps.WithTool(tt))
-			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, at(tt)) },
-				func(as steps, code string) { tr.addf("%s:%s@%d", name, code, at(tt)); as.Success() })
-			r.Execute()
-		}
+		enter := entering(tt, th, &tr)
 		if arrivalFirst { // b's event is queued before the period's timer
 			tt.Deferred(100*time.Millisecond, func() { enter("b") })
 			tt.Deferred(100*time.Millisecond-time.Nanosecond, func() { enter("early") })
@@ -439,12 +434,7 @@ func TestThrottleFlowAtTheEndOfAPeriodWithRoomOpensTheNext(t *testing.T) {
 		var tr tracer
 		tt := asyncsteps.NewTestTool()
 		th := asyncsteps.NewThrottle(2, 100*time.Millisecond, 0)
-		enter := func(name string) {
-			r := asyncsteps.New(asyncsteps.WithTool(tt))
-			r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, at(tt)) },
-				func(as steps, code string) { tr.addf("%s:%s@%d", name, code, at(tt)); as.Success() })
-			r.Execute()
-		}
+		enter := entering(tt, th, &tr)
 		if arrivalFirst { // b's event is queued before the period's timer
 			tt.Deferred(100*time.Millisecond, func() { enter("b") })
 			enter("a")
@@ -462,5 +452,17 @@ func TestThrottleFlowAtTheEndOfAPeriodWithRoomOpensTheNext(t *testing.T) {
 			t.Errorf("arrival first %v:\n got: %s\nwant: %s", arrivalFirst, got, want)
 		}
 		syncWantIdle(t, tt)
+	}
+}
+
+// entering returns a function that runs, on tt, a flow named name that
+// syncs on th and traces its entry, or the code it fails with, at tt's
+// time in milliseconds.
+func entering(tt *asyncsteps.TestTool, th asyncsteps.Syncer, tr *tracer) func(name string) {
+	return func(name string) {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, at(tt)) },
+			func(as steps, code string) { tr.addf("%s:%s@%d", name, code, at(tt)); as.Success() })
+		r.Execute()
 	}
 }

@@ -19,9 +19,7 @@ func TestThrottlePeriodOfABusyLoopEndsOnTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var tr tracer
-		busy, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
-		defer busy.Close()
-		defer other.Close()
+		busy, other := twoLoops(t)
 		th := asyncsteps.NewThrottle(1, 100*time.Millisecond)
 		var mu sync.Mutex // enter runs on the test's goroutine and on other's
 		var results []<-chan asyncsteps.Result
@@ -61,9 +59,7 @@ func TestThrottlePeriodWithRoomOfABusyLoopEndsOnTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var tr tracer
-		busy, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
-		defer busy.Close()
-		defer other.Close()
+		busy, other := twoLoops(t)
 		th := asyncsteps.NewThrottle(2, 100*time.Millisecond, 0)
 		enter := func(l *asyncsteps.Loop, name string) {
 			r := asyncsteps.New(asyncsteps.WithTool(l))
@@ -86,4 +82,11 @@ func TestThrottlePeriodWithRoomOfABusyLoopEndsOnTheClock(t *testing.T) {
 			t.Errorf("entries: %s, want %s", got, want)
 		}
 	})
+}
+
+// twoLoops returns two new Loops, closed as t ends.
+func twoLoops(t *testing.T) (*asyncsteps.Loop, *asyncsteps.Loop) {
+	a, b := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }
