@@ -124,7 +124,7 @@ func (*Throttle) holds() *Mutex { return nil }
 // timer not run yet, opens the next period rather than count in the one
 // that is over, which may have room left (the timer would then forget the
 // entry, and let a whole period's more in); and a period whose timer is
-// gone (see untimed) ends only so.
+// gone (see untimed) ends only so, on either try.
 func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	tool := as.Tool()
 	now := clockOf(tool)
@@ -150,10 +150,6 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 	var admitted []AsyncSteps
 	t.mu.Lock()
 	if t.untimed {
-		if waiter == nil {
-			t.mu.Unlock()
-			return false // the second try settles it, and may time its rest
-		}
 		t.endUntimedIfOver(now)
 	}
 	if t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends) {
