@@ -163,7 +163,9 @@
 // process terminates; catch it in the callback and call handle_error.
 //
 // So free returns before the loop has cancelled the root's flow and run
-// the cleanups of its state variables and stack memory. A program that
+// the cleanups of its state variables and stack memory (the free of a
+// root never executed and holding neither releases it at once, on the
+// caller's thread: the loop has nothing to do for it). A program that
 // destroys what those cleanups use, or exits, right after freeing a root
 // (a C++ destructor on the main thread) calls futoin_asyncsteps_free_wait
 // ([FreeWait]) instead, which returns once they have run, as the C++

@@ -200,12 +200,27 @@ func (ro *rootObj) free(wait bool) {
 		}
 		goRoots.mu.Unlock()
 	}
-	if !starting {
+	switch {
+	case starting:
+	case ro.releasesHere():
+		ro.node.release()
+		ro.node.flow.res.forget()
+	default:
 		ro.postRelease(released)
 	}
 	if wait && ro.waitsForRelease() {
 		waitReleased(released, ro.node.tool)
 	}
+}
+
+// releasesHere reports whether free may release the root on the caller's
+// thread rather than on the loop: an owned root that was never executed
+// and holds no state variable or stack memory has nothing for the loop to
+// cancel and no C cleanup to run, and nothing on the loop refers to it
+// (an idle root is its owner's alone, see node.onFlow). Making and
+// freeing such roots from C then costs no turn of the loop.
+func (ro *rootObj) releasesHere() bool {
+	return ro.owned && !ro.node.flow.cleanups.Load() && !ro.root.Running()
 }
 
 // postRelease posts the release of a freed root to its loop: the cancel

@@ -92,12 +92,15 @@ func onLoopGoroutine() bool {
 // another goroutine makes the loop's first C root) must not wait for the
 // waiter, which waits for the loop.
 func (lp *loopCtx) pinLoop() *pinned {
+	// A pinned loop stays pinned: its pin is the answer on the loop and
+	// off it, and IsSameThread, which reads the caller's stack, is left
+	// to the first root of each loop.
+	if p := lp.pinned(); p != nil {
+		return p
+	}
 	l := lp.loop
 	if l.IsSameThread() {
 		return lp.pinHere()
-	}
-	if p := lp.pinned(); p != nil {
-		return p
 	}
 	select {
 	case <-l.Done():
