@@ -34,7 +34,9 @@ import (
 //     a scheme other than http and https, or none ("example.com/x"), or no
 //     host, whose method or a header field cannot be written, or which is
 //     a server's request (RequestURI set). The info names the problem and
-//     the URL. The URL a step gives a Client is the program's (a
+//     the URL, without its password ("http://ann:***@host/p"; in a URL
+//     that does not parse, all before its last "@" is "***": see
+//     [Client.Get]). The URL a step gives a Client is the program's (a
 //     configured upstream), and so is the mistake: a [Handler] answers it
 //     500 and logs it at Error, and [asyncsteps.Retry] does not retry it
 //     unless told to, since every attempt would fail the same. A flow that
@@ -106,7 +108,12 @@ type Response struct {
 // neither sent nor given to Done; one that parses but that net/http will
 // not send (ftp://host/x, a url without a scheme or a host) fails it with
 // InternalError too, given to Done with status 0, as a request with no
-// answer is. Both are the program's mistake (see [Client]).
+// answer is. Both are the program's mistake (see [Client]). The info and
+// the Cause of a url that does not parse quote it with all before its
+// last "@" after the "://" shown as "***": the user information, whose
+// password a log line must not show, or, in a url that has none, what
+// precedes an "@" of its query. A url that parses once that part is
+// hidden is said not to parse in it.
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	c = c.orZero()
 	// The request is made on the Await goroutine with the step's context:
@@ -114,6 +121,7 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 	return c.add(as, func(ctx context.Context) (any, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
+			err = withoutUserinfo(url, err)
 			return nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: " + err.Error(), Cause: err}
 		}
 		return c.send(ctx, req)
@@ -153,6 +161,33 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 		return c.send(ctx, out)
 	}, onerror)
 }
+
+// withoutUserinfo returns err, the error of parsing rawURL, or, when
+// rawURL may have user information (an "@" after its "://"), the error of
+// parsing rawURL with all before its last "@" shown as "***". url.Parse's
+// error quotes the URL whole, or the part of a password it took for a
+// port: net/http hides the password of a URL it parsed, not of one that
+// does not parse, and a password that has a "/", "#" or "?" its owner did
+// not percent-encode is such a URL. The part hidden may be a query's
+// instead ("?mail=a@b"): the error then names less of the URL, never a
+// password. When the URL parses without that part, the problem was in it,
+// and the error says so.
+func withoutUserinfo(rawURL string, err error) error {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return err
+	}
+	shown := scheme + "://***" + rest[at:]
+	if _, err := url.Parse(shown); err != nil {
+		return err
+	}
+	return &url.Error{Op: "parse", URL: shown, Err: errHiddenUserinfo}
+}
+
+// errHiddenUserinfo is the problem of a URL that parses only without the
+// part withoutUserinfo hides.
+var errHiddenUserinfo = errors.New(`does not parse; the part before its last "@" is not shown (a password, say)`)
 
 // add adds the step that runs send, which makes the request and sends it:
 // one closure per request, built by Get or Do.

@@ -1,0 +1,72 @@
+package asynchttp_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
+)
+
+// A configured URL whose password has a character it should have
+// percent-encoded ("/", "#", "?") does not parse, and url.Parse's error
+// quotes the URL, password and all, or the part of it it read as a port
+// ("invalid port \":pw\" after host"). That error was the info and the
+// Cause of the InternalError, which the Handler logs whole: the password
+// went to the log of every request. The user information is shown as
+// "***", and the problem is that of the URL without it.
+func TestClientHidesTheUserInfoOfAURLThatDoesNotParse(t *testing.T) {
+	const secret = "pw" // in every password below, and nowhere else
+	loop := newLoop(t)
+	for _, tc := range []struct{ name, url, info string }{
+		{"bad escape after", "http://ann:pw42@example.invalid/p%zz",
+			`parse "http://***@example.invalid/p%zz": invalid URL escape "%zz"`},
+		{"bad host after", "http://ann:pw42@[::1/p",
+			`parse "http://***@[::1/p": missing ']' in host`},
+		{"slash in password", "http://ann:pw/42@example.invalid/p",
+			`parse "http://***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
+		{"hash in password", "http://ann:pw#42@example.invalid/p",
+			`parse "http://***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
+		{"question mark in password", "http://ann:pw?42@example.invalid/p",
+			`parse "http://***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, logs := loggedWithoutTime()
+			var c asynchttp.Client
+			var flowErr error
+			h := &asynchttp.Handler{
+				Tool:   func() asyncsteps.Tool { return loop },
+				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, tc.url) },
+				Logger: logger,
+				Done:   func(_ *http.Request, o asynchttp.Outcome) { flowErr = o.Err },
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote", nil))
+			if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
+				t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
+			}
+			if got, want := flowError(flowErr), "InternalError: asynchttp: "+tc.info; got != want {
+				t.Errorf("flow error %q, want %q", got, want)
+			}
+			var cause *url.Error
+			if !errors.As(flowErr, &cause) || cause.Error() != tc.info {
+				t.Errorf("cause %v, want the *url.Error %q", cause, tc.info)
+			}
+			want := `level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
+				`info="asynchttp: ` + strings.ReplaceAll(tc.info, `"`, `\"`) + `" ` +
+				`cause="` + strings.ReplaceAll(tc.info, `"`, `\"`) + `" ` +
+				`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"
+			got := logs()
+			if got != want {
+				t.Errorf("log\n%s\nwant\n%s", got, want)
+			}
+			if strings.Contains(got, secret) {
+				t.Errorf("the log shows the password: %s", got)
+			}
+		})
+	}
+}
