@@ -203,7 +203,12 @@ type Handler struct {
 // the values of one, whatever the order of the map: the canonical
 // spelling's, or if it is not there the spelling first in byte order
 // (CONTENT-TYPE before content-type). The values of the others are
-// dropped, not merged: most fields may be sent only once.
+// dropped, not merged: most fields may be sent only once. The
+// Content-Length sent is the length of Body, whatever Header says: a
+// flow that answers with an upstream's header and a body of its own
+// (changed, wrapped) sends that body whole. Header's is sent only in an
+// answer to HEAD with no Body, the length of the body a GET would get,
+// and none with a Transfer-Encoding in Header.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -257,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	args, st, err := h.run(req)
 	switch {
 	case err == nil:
-		h.writeResult(w, args, &o)
+		h.writeResult(w, req, args, &o)
 	case abortedBy(err):
 		// Nothing to answer, nor to flush should Done call Goexit: the
 		// response is aborted either way (see abort).
@@ -521,9 +526,10 @@ func asFlowError(err error) *asyncsteps.Error {
 	return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: err.Error(), Cause: err}
 }
 
-// writeResult writes a successful flow's answer, and sets the status of
-// o, and its code and error too when the result cannot be answered.
-func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
+// writeResult writes a successful flow's answer to req, and sets the
+// status of o, and its code and error too when the result cannot be
+// answered.
+func (h *Handler) writeResult(w http.ResponseWriter, req *http.Request, args []any, o *Outcome) {
 	if len(args) == 0 {
 		writeBody(w, http.StatusNoContent, nil)
 		o.Status = http.StatusNoContent
@@ -537,11 +543,11 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
 			h.writeBadResult(w, o, nil, "asynchttp: the flow's result is a nil *Reply")
 			return
 		}
-		h.writeReply(w, r, o)
+		h.writeReply(w, req, r, o)
 		return
 	case Reply:
 		// Never meant as JSON: a flow gives a Reply to set the status.
-		h.writeReply(w, &r, o)
+		h.writeReply(w, req, &r, o)
 		return
 	}
 	body, err := marshal(args[0])
@@ -553,9 +559,9 @@ func (h *Handler) writeResult(w http.ResponseWriter, args []any, o *Outcome) {
 	o.Status = http.StatusOK
 }
 
-// writeReply writes a flow's Reply, and sets the status of o, and its
-// code and error too when the status cannot be answered.
-func (h *Handler) writeReply(w http.ResponseWriter, r *Reply, o *Outcome) {
+// writeReply writes a flow's Reply to req, and sets the status of o, and
+// its code and error too when the status cannot be answered.
+func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply, o *Outcome) {
 	status := r.Status
 	if status == 0 {
 		status = http.StatusOK
@@ -576,12 +582,31 @@ func (h *Handler) writeReply(w http.ResponseWriter, r *Reply, o *Outcome) {
 		}
 		w.Header()[ck] = v
 	}
-	if w.Header().Get("Content-Length") == "" && w.Header().Get("Transfer-Encoding") == "" {
+	if sendsLength(w.Header(), req, r) {
 		// Complete even if flushed early (see goexited).
 		w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
 	}
 	writeBody(w, status, r.Body)
 	o.Status = status
+}
+
+// sendsLength reports whether the answer to req with r has the length of
+// r.Body as its Content-Length, h being the answer's header, r's in it.
+// It has, whatever r.Header says: a length that is not the body's breaks
+// the answer (net/http refuses a body longer than its header announces,
+// and cuts the connection after a shorter one), and a flow that answers
+// with an upstream's header and a body it changed gives one. But for a
+// Transfer-Encoding of r's, which frames the body itself, and for the
+// Content-Length r gives an answer to HEAD without a body: the length of
+// the body a GET would get.
+func sendsLength(h http.Header, req *http.Request, r *Reply) bool {
+	switch {
+	case h.Get("Transfer-Encoding") != "":
+		return false
+	case req.Method == http.MethodHead && len(r.Body) == 0:
+		return h.Get("Content-Length") == ""
+	}
+	return true
 }
 
 // shadowed reports whether the key k of h, not canonical, gives way to
