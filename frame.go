@@ -184,6 +184,32 @@ func owner(as AsyncSteps) *frame {
 // runs now, or nil. A branch frame given out is never recycled: the key
 // stays that branch's, also once it has ended.
 func ownerKey(as any) any {
+	h := callingStep(as)
+	if h == nil {
+		return nil
+	}
+	return lend(owner(h))
+}
+
+// outerKeys is toolinfo.OuterKeys: the owners that the owner of as, a
+// step whose callback runs now, was started from, the nearest first,
+// each lent as ownerKey lends it.
+func outerKeys(as any) []any {
+	h := callingStep(as)
+	if h == nil {
+		return nil
+	}
+	var keys []any
+	for p := outerOwner(owner(h)); p != nil; p = outerOwner(p) {
+		keys = append(keys, lend(p))
+	}
+	return keys
+}
+
+// callingStep returns the step API of as, a step of this package or a
+// decorator that unwraps to one, when its callback runs now and the
+// caller runs on its loop; nil otherwise.
+func callingStep(as any) *stepAPI {
 	a, ok := as.(AsyncSteps)
 	if !ok {
 		return nil
@@ -203,7 +229,12 @@ func ownerKey(as any) any {
 	if st := h.st.Load(); st&(stIdle|stDone) != 0 || !h.fl.sched.IsSameThread() {
 		return nil
 	}
-	o := owner(h)
+	return h
+}
+
+// lend marks o, an owner given out as a key, so that a branch frame is
+// never recycled for another branch, which would then count as o.
+func lend(o *frame) *frame {
 	if o.mode == modeBranch {
 		o.rareFields().lent = true
 	}

@@ -194,6 +194,7 @@ func init() {
 	toolinfo.ClaimError = claimError
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey
+	toolinfo.OuterKeys = outerKeys
 	toolinfo.HoldFor = holdFor
 }
 

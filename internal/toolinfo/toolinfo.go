@@ -116,6 +116,17 @@ var ErrorCallInfo func(code string, info []string) string
 // branch, so that the step's own addSync of the same Mutex is reentrant.
 var OwnerKey func(as any) any
 
+// OuterKeys returns the keys, as OwnerKey gives them, of the flows and
+// branches that the flow or branch of as was started from, the nearest
+// first: for a parallel branch, the flow or branch that ran its
+// Parallel, then the one that ran that one's, up to the flow; none in the
+// flow itself, and none when as is not a step OwnerKey knows. Each of
+// them waits for the branch of as to end. Package redissync's Mutex
+// tells by them a branch that would wait for a lease held only by the
+// flows that wait for it. The branches among them are kept as OwnerKey
+// keeps a key: the keys stay theirs.
+var OuterKeys func(as any) []any
+
 // HoldFor makes the flow of as, a step whose callback runs now in the flow
 // itself (not in a parallel branch), count as key, from OwnerKey, for
 // every Mutex it enters until its execution ends. It reports false,
