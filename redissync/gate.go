@@ -41,11 +41,23 @@ func (q *gateQueue) signal() {
 
 // request hands w, whose step waits, to the gate's goroutine; after the
 // Client closed, it refuses w at once.
-func (q *gateQueue) request(w *waiter) {
+func (q *gateQueue) request(w *waiter) { q.requestUnless(w, nil) }
+
+// requestUnless is request that refuses w at once with the error refusal
+// returns, if any. refusal runs with mu held: it judges the waiters and
+// holders as they are when w joins them, so that two flows that ask at
+// once each see the other.
+func (q *gateQueue) requestUnless(w *waiter, refusal func() *asyncsteps.Error) {
 	q.mu.Lock()
+	var err *asyncsteps.Error
 	if q.closed {
+		err = closedError()
+	} else if refusal != nil {
+		err = refusal()
+	}
+	if err != nil {
 		q.mu.Unlock()
-		w.err = closedError()
+		w.err = err
 		complete([]*waiter{w})
 		return
 	}

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -103,37 +102,51 @@ type MutexOptions struct {
 // back as a holder's.)
 //
 // A flow that holds the Mutex enters it again at once, with the same
-// lease and token, so nested Sync calls do not deadlock. The hold is kept
-// in the flow's [asyncsteps.State], which a flow's parallel branches
-// share: unlike the in-process Mutex, a branch entering a Mutex its flow
-// holds enters at once, and the lease is given back when the last of them
-// leaves.
+// lease and token, so nested Sync calls do not deadlock. As in the
+// in-process [asyncsteps.Mutex], each branch of a Parallel counts as a
+// flow of its own and inherits no hold from the flow or branch it was
+// started from: it asks for a lease of its own, and reads its own token.
+// Sync given a decorator of the flow's AsyncSteps tells the flow only
+// through [asyncsteps.Unwrapper]: through one that does not unwrap, each
+// entry is a holder of its own, and a nested Sync waits for the section
+// around it.
+//
+// A branch that would wait forever fails instead with
+// [asyncsteps.InternalError] and the info "Mutex deadlock: every holder of
+// the lock waits for a parallel branch that waits for it", which its
+// error handler sees first: when every lease the process may take (Max)
+// is held by its own flows, each of which waits for a parallel branch
+// that waits for this Mutex. The typical case is a flow inside a
+// Mutex(1) whose Parallel branch syncs on the same Mutex. It is told only
+// when the queue has room (else the branch is refused by the queue
+// limit), and never across processes: a branch that waits for a lease
+// held by another process's flow, which waits for a branch of its own,
+// waits as any other flow does.
 //
 // A Mutex is safe for concurrent use: flows on any loops may share it.
 // Make it with [Client.NewMutex]; a nil or zero Mutex, or one made by a
 // zero Client, fails every flow that enters it with InternalError.
 type Mutex struct {
 	gateQueue
-	name     string
-	limit    int
-	ttl      time.Duration
-	keys     []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones, last call
-	stateKey string   // the State variable of a flow's hold on this Mutex value
+	name  string
+	limit int
+	ttl   time.Duration
+	keys  []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones, last call
 
 	// Guarded by gateQueue.mu.
+	holds    map[any]*hold        // by holder: a flow or parallel branch inside (see waiter.key)
 	held     map[*waiter]struct{} // leases to renew
 	releases []string             // leases to give back in the next round trip
 	// owed are the leases of round trips that failed, given back, each
 	// with a tombstone, until a round trip of them succeeds: Redis may
 	// have run such a round trip, or may still run it.
 	owed []string
+	// branches are the waiters from inside a parallel branch, for the
+	// deadlock check; those that no longer wait are pruned as it goes.
+	branches map[*waiter]struct{}
 
 	calls uint64 // the round trips made; used by run's goroutine only
 }
-
-// mutexSeq numbers the Mutex values of the process, for their State
-// variables.
-var mutexSeq atomic.Uint64
 
 // goneFor is how long, on Redis's clock, the tombstone of an owed lease
 // makes Redis refuse to take it: a call that took it must reach Redis
@@ -145,15 +158,19 @@ var mutexSeq atomic.Uint64
 // owes leases only when the last one succeeded (see Mutex.round).
 const goneFor = 2 * time.Minute
 
-// hold is a flow's hold on a Mutex, kept in its State while it is inside:
-// nested sections of the flow share it. Its State variable is the Mutex
-// value's own: keyed by name and prefix, it was shared by the Mutexes of
-// Clients on different Redis servers or databases, and a flow holding one
-// entered the other without asking its Redis.
+// hold is a holder's hold on a Mutex, kept by the Mutex value while the
+// holder (a flow, or a parallel branch) is inside: nested sections of the
+// holder share it. It is the Mutex value's own: a hold keyed by name and
+// prefix was shared by the Mutexes of Clients on different Redis servers
+// or databases, and a flow holding one entered the other without asking
+// its Redis.
 type hold struct {
 	w     *waiter // the section that took the lease
-	depth int     // sections of the flow inside
+	depth int     // sections of the holder inside
 }
+
+// deadlockInfo is the info of a branch's deadlock, the in-process Mutex's.
+const deadlockInfo = "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"
 
 // NewMutex returns the Mutex name (the key Redis shares between
 // processes) with the limits of opts. It panics if Max or TTL is
@@ -175,8 +192,9 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 		limit:     max(opts.Max, 1),
 		ttl:       opts.TTL,
 		keys:      c.mutexKeys(name),
-		stateKey:  "redissync.Mutex#" + strconv.FormatUint(mutexSeq.Add(1), 10) + ":" + name,
+		holds:     make(map[any]*hold),
 		held:      make(map[*waiter]struct{}),
+		branches:  make(map[*waiter]struct{}),
 	}
 	if m.ttl == 0 {
 		m.ttl = 10 * time.Second
@@ -223,68 +241,164 @@ func (m *Mutex) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ..
 	syncSection(as, f, onerror, m)
 }
 
-// Token returns the fencing token of the lease the flow of as holds on
-// m, and whether it holds one. Call it from a step inside the section.
-// Once a renewal has found the lease gone from Redis (it ran out while
-// the process could not renew it, or Redis lost it: see Faults in the
-// package documentation), Token returns 0, false for the rest of the
-// section, which runs on: another flow may hold the slot. So do the
-// sections the flow nests in it (a Sync on m inside the section joins the
-// flow's hold without asking Redis): they run without exclusion too. A
-// renewal that fails does not tell: the lease may still be held until
-// TTL after the last renewal that succeeded.
+// Token returns the fencing token of the lease the flow of as holds on m,
+// and whether it holds one. Call it from a step inside the section, with
+// the flow's AsyncSteps or a decorator that unwraps to it. A parallel
+// branch reads the token of its own lease: it holds none of the flow it
+// was started from. Once a renewal has found the lease gone from Redis (it
+// ran out while the process could not renew it, or Redis lost it: see
+// Faults in the package documentation), Token returns 0, false for the
+// rest of the section, which runs on: another flow may hold the slot. So
+// do the sections the flow nests in it (a Sync on m inside the section
+// joins the flow's hold without asking Redis): they run without exclusion
+// too. A renewal that fails does not tell: the lease may still be held
+// until TTL after the last renewal that succeeded.
 func (m *Mutex) Token(as asyncsteps.AsyncSteps) (int64, bool) {
 	if m == nil {
 		return 0, false
 	}
-	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 && !h.w.lost.Load() {
+	key := toolinfo.OwnerKey(as)
+	if key == nil {
+		return 0, false
+	}
+	m.mu.Lock()
+	h := m.holds[key]
+	m.mu.Unlock()
+	if h != nil && !h.w.lost.Load() {
 		return h.w.token, true
 	}
 	return 0, false
 }
 
-// enter implements gate.
+// enter implements gate. The holder is the flow or parallel branch that
+// as runs in, as the in-process Mutex counts it: a State is shared by
+// the branches of a flow, and a hold kept there let a branch in beside
+// its sibling. A step the engine cannot reach (a decorator that does not
+// unwrap) is a holder of its own.
 func (m *Mutex) enter(as asyncsteps.AsyncSteps, w *waiter) {
-	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
-		h.depth++
-		w.hold = h
+	key := toolinfo.OwnerKey(as)
+	if key == nil {
+		key = w
+	}
+	if m.reenter(key, w) {
 		return
 	}
+	w.key = key
+	w.outer = toolinfo.OuterKeys(as)
 	w.lease = m.c.leaseID()
 	w.tool = probeable(as.Tool())
 	w.as = as
 	as.WaitExternal()
-	m.request(w)
+	m.requestUnless(w, func() *asyncsteps.Error { return m.vet(w) })
 }
 
-// inside implements gate: an admitted flow's hold goes to its State.
-// Parallel branches that queued before either was in each got a lease;
-// the later one then shares the hold its sibling put in the State, as a
-// branch entering a Mutex its flow holds does, and gives its own lease
-// back. Replacing the sibling's hold would give the sibling this
-// branch's token, and the sibling's leave would remove this one's hold.
-func (m *Mutex) inside(as asyncsteps.AsyncSteps, w *waiter) {
+// reenter joins w to the hold of key, if key holds m: a nested section of
+// the holder enters at once.
+func (m *Mutex) reenter(key any, w *waiter) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.holds[key]
+	if h == nil {
+		return false
+	}
+	h.depth++
+	w.hold = h
+	return true
+}
+
+// vet refuses w, a flow about to wait, if it would wait forever (see
+// deadlocked), and keeps a branch's w for the checks of later flows.
+// Called with mu held.
+func (m *Mutex) vet(w *waiter) *asyncsteps.Error {
+	if m.deadlocked(w.outer) {
+		return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: deadlockInfo}
+	}
+	if len(w.outer) > 0 {
+		m.branches[w] = struct{}{}
+	}
+	return nil
+}
+
+// deadlocked reports whether a waiter started from the flows and branches
+// outer would complete a deadlock this process can see: every lease it
+// may take is held by its own flows, and each of them waits for a branch
+// that waits for m, the new one or one that waits already, so none can
+// give its lease back before a waiter has got one. A queue with no room
+// refuses the waiter as full instead, as the in-process Mutex does. A
+// lease held by another process, or whose renewal found it gone, may come
+// free: then no deadlock is certain. Called with mu held.
+func (m *Mutex) deadlocked(outer []any) bool {
+	m.pruneBranches()
+	if len(m.held) < m.limit || len(outer)+len(m.branches) == 0 ||
+		(m.maxQueue >= 0 && m.queue.live >= m.maxQueue) {
+		return false
+	}
+	waitsForABranch := make(map[any]bool, len(outer))
+	for _, k := range outer {
+		waitsForABranch[k] = true
+	}
+	for b := range m.branches {
+		for _, k := range b.outer {
+			waitsForABranch[k] = true
+		}
+	}
+	for h := range m.held {
+		if !waitsForABranch[h.key] {
+			return false
+		}
+	}
+	return true
+}
+
+// pruneBranches drops the branch waiters that no longer wait: admitted,
+// refused, or gone with their loop. Called with mu held.
+func (m *Mutex) pruneBranches() {
+	for b := range m.branches {
+		if b.state != wFresh && b.state != wQueued {
+			delete(m.branches, b)
+		}
+	}
+}
+
+// inside implements gate: an admitted holder's hold is kept by its key.
+// Two entries of one key that both asked before either was in (a hidden
+// flow of package cabi holds for another flow's key, and runs beside it)
+// each got a lease: the later one shares the hold of the first, as a
+// nested section does, and gives its own lease back. Replacing that hold
+// would give the first one this one's token, and the first one's leave
+// would remove this one's hold.
+func (m *Mutex) inside(_ asyncsteps.AsyncSteps, w *waiter) {
 	if w.hold != nil {
 		return
 	}
-	if h, ok := as.State().Get(m.stateKey).(*hold); ok && h.depth > 0 {
-		h.depth++
-		w.hold = h
-		m.giveBack(w)
+	m.mu.Lock()
+	h := m.holds[w.key]
+	if h == nil {
+		w.hold = &hold{w: w, depth: 1}
+		m.holds[w.key] = w.hold
+		m.mu.Unlock()
 		return
 	}
-	w.hold = &hold{w: w, depth: 1}
-	as.State().Set(m.stateKey, w.hold)
+	h.depth++
+	w.hold = h
+	m.mu.Unlock()
+	m.giveBack(w)
 }
 
 // leave implements gate: the last section of a hold gives its lease back.
-func (m *Mutex) leave(as asyncsteps.AsyncSteps, w *waiter) {
+func (m *Mutex) leave(_ asyncsteps.AsyncSteps, w *waiter) {
 	if h := w.hold; h != nil {
 		w.hold = nil
-		if h.depth--; h.depth > 0 {
+		m.mu.Lock()
+		h.depth--
+		if h.depth > 0 {
+			m.mu.Unlock()
 			return
 		}
-		as.State().Unset(m.stateKey)
+		if m.holds[h.w.key] == h {
+			delete(m.holds, h.w.key)
+		}
+		m.mu.Unlock()
 		w = h.w
 	}
 	m.giveBack(w)
@@ -294,6 +408,7 @@ func (m *Mutex) leave(as asyncsteps.AsyncSteps, w *waiter) {
 // any, goes back to Redis with the next round trip.
 func (m *Mutex) giveBack(w *waiter) {
 	m.mu.Lock()
+	delete(m.branches, w)
 	held := m.dequeue(w)
 	if held {
 		delete(m.held, w)
@@ -495,9 +610,13 @@ func (m *Mutex) dropClosedLoops(holders bool) {
 	if !closed {
 		return
 	}
+	m.pruneBranches()
 	for w := range m.held {
 		if loops[w.tool] {
 			delete(m.held, w)
+			if h := m.holds[w.key]; h != nil && h.w == w {
+				delete(m.holds, w.key)
+			}
 			w.state = wLeft
 			m.releases = append(m.releases, w.lease)
 		}

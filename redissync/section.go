@@ -47,7 +47,11 @@ type waiter struct {
 	lost atomic.Bool
 
 	hold *hold           // Mutex: the hold this section shares, set inside
+	key  any             // Mutex: the holder it asks for, its flow or parallel branch
 	tool asyncsteps.Tool // the flow's loop, to find a waiter or holder whose loop was closed
+	// Mutex: the flows and branches that key was started from, which
+	// wait for it to end (see toolinfo.OuterKeys); none for a flow.
+	outer []any
 }
 
 // section is one pass of a flow through a critical section guarded by one
