@@ -20,6 +20,7 @@ import (
 
 	"github.com/asyncsteps/asyncsteps"
 	ff "github.com/asyncsteps/asyncsteps/internal/flowfuzz"
+	"github.com/asyncsteps/asyncsteps/internal/watchdog"
 )
 
 // FuzzFlows decodes a flow program (internal/flowfuzz), runs it on the
@@ -45,12 +46,13 @@ func FuzzFlows(f *testing.F) {
 func checkProgram(t *testing.T, p *ff.Program) {
 	t.Helper()
 	// A hang is a failure too: crash the worker, so that the fuzzer keeps
-	// the input, with every goroutine's stack.
-	watchdog := time.AfterFunc(flowWatchdog, func() {
+	// the input, with every goroutine's stack. The time counted is the
+	// process's running time: a stall of the whole process is no hang.
+	hang := watchdog.AfterFunc(flowWatchdog, func() {
 		buf := make([]byte, 1<<20)
 		panic(fmt.Sprintf("FuzzFlows: program still running after %v\n%s\n%s", flowWatchdog, p, buf[:runtime.Stack(buf, true)]))
 	})
-	defer watchdog.Stop()
+	defer hang.Stop()
 	if p.Awaits {
 		// Await functions run on goroutines: in a bubble, the run waits
 		// for them between the tool's events (see flowRun.settle).
@@ -191,9 +193,12 @@ type flowOutcome struct {
 	late       []string
 }
 
+// flowWatchdog is under the 10 s of wall-clock time a fuzzing worker of
+// Go gives one input before it exits with no message: a hang caught by
+// the watchdog prints the program and every goroutine's stack.
 const (
 	flowMaxEvents = 200000
-	flowWatchdog  = 10 * time.Second
+	flowWatchdog  = 9 * time.Second
 )
 
 // runProgram runs p on a Root, then on a clone of it made before it ran,

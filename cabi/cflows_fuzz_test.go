@@ -18,6 +18,7 @@ import (
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+	"github.com/asyncsteps/asyncsteps/internal/watchdog"
 )
 
 // FuzzCFlows decodes a program of C and Go steps (see cflowProgram), runs
@@ -346,8 +347,17 @@ func (p *cflowProgram) handled(i int, o outcomes) outcomes {
 
 // ---- running --------------------------------------------------------------------------
 
-// cflowDeadline bounds a run on the wall clock: a hang is a failure.
-const cflowDeadline = 5 * time.Second
+// cflowDeadline bounds a run, and then the wait for what it leaves to
+// settle, on the time the process runs (see package watchdog): a hang is
+// a failure, a stall of the whole process is not. The two together, and
+// the watchdog that crashes a hung run (cflowHang), stay under the 10 s
+// of wall-clock time a fuzzing worker of Go gives one input before it
+// exits with no message: a failure past it would only tell the
+// coordinator that the worker died.
+const (
+	cflowDeadline = 4 * time.Second
+	cflowHang     = 2*cflowDeadline + time.Second
+)
 
 // flowSyncs are the syncs of the CF_SYNC steps, shared by every run: a
 // slot a run failed to give back blocks the next run that enters.
@@ -369,15 +379,27 @@ type cflowRun struct {
 	before ctest.Counters // the C side's counters before the run
 	fired  atomic.Bool
 	goros  sync.WaitGroup // the goroutines the run started
+	// ctx is the context of a Go root's Run, cancelled once the run has
+	// lasted cflowDeadline of the process's running time (deadline).
+	ctx      context.Context
+	deadline *watchdog.Timer
+	clock    *watchdog.Timer // the run's, crashing the worker after a hang
 }
 
 func checkCFlow(t *testing.T, p *cflowProgram) {
 	t.Helper()
-	watchdog := time.AfterFunc(cflowDeadline+10*time.Second, func() {
+	// A hang crashes the worker, so that the fuzzer keeps the input, with
+	// every goroutine's stack. Both timers start before the goroutines are
+	// counted, and stop after the count is checked.
+	hang := watchdog.AfterFunc(cflowHang, func() {
 		buf := make([]byte, 1<<20)
-		panic(fmt.Sprintf("FuzzCFlows: still running after %v\n%s\n%s", cflowDeadline, p, buf[:runtime.Stack(buf, true)]))
+		panic(fmt.Sprintf("FuzzCFlows: still running after %v\n%s\n%s", cflowHang, p, buf[:runtime.Stack(buf, true)]))
 	})
-	defer watchdog.Stop()
+	defer hang.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deadline := watchdog.AfterFunc(cflowDeadline, cancel)
+	defer deadline.Stop()
 	flowSyncs()
 	runtime.GC()
 	goroutines := runtime.NumGoroutine()
@@ -385,7 +407,7 @@ func checkCFlow(t *testing.T, p *cflowProgram) {
 	before := ctest.FlowCounters()
 	ctest.LoadFlow(p.nodes)
 
-	r := &cflowRun{p: p, before: before}
+	r := &cflowRun{p: p, before: before, ctx: ctx, deadline: deadline, clock: hang}
 	if p.onTest {
 		r.tt = asyncsteps.NewTestTool()
 		r.tool = r.tt
@@ -439,14 +461,12 @@ func (r *cflowRun) run() (string, bool) {
 		r.cptr = Binary(r.goRoot)
 		ctest.FlowAdd(r.cptr, 0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cflowDeadline)
-	defer cancel()
-	_, err := r.goRoot.Run(ctx)
+	_, err := r.goRoot.Run(r.ctx)
 	var e *asyncsteps.Error
 	switch {
 	case err == nil:
 		return "OK", true
-	case ctx.Err() != nil:
+	case r.ctx.Err() != nil:
 		return "", false
 	case errors.Is(err, context.Canceled):
 		return "cancel", true
@@ -495,9 +515,8 @@ func (r *cflowRun) runOwned() (string, bool) {
 // drive runs the tool (a TestTool) or waits (a Loop) until cond holds;
 // false if it does not within the deadline.
 func (r *cflowRun) drive(cond func() bool) bool {
-	deadline := time.Now().Add(cflowDeadline)
 	for !cond() {
-		if time.Now().After(deadline) {
+		if r.deadline.Expired() {
 			return false
 		}
 		if r.tt != nil && r.tt.NextEvent() {
@@ -727,7 +746,7 @@ func (r *cflowRun) finish(before ctest.Counters, tables map[string]int, goroutin
 	// Nothing of the run may keep its flows from the collector now.
 	ctest.FlowHook = nil
 	r.goRoot, r.loop, r.tt, r.tool = nil, nil, nil, nil
-	deadline := time.Now().Add(5 * time.Second)
+	start := r.clock.Elapsed()
 	for {
 		runtime.GC()
 		c := ctest.FlowCounters()
@@ -735,7 +754,7 @@ func (r *cflowRun) finish(before ctest.Counters, tables map[string]int, goroutin
 		if settled(true) && noLarger(now, tables) && runtime.NumGoroutine() <= goroutines {
 			break
 		}
-		if time.Now().After(deadline) {
+		if r.clock.Elapsed()-start > cflowDeadline {
 			problems = append(problems, fmt.Sprintf("after the run: counters %+v (before %+v), tables %v (before %v), %d goroutines (before %d)",
 				c, before, now, tables, runtime.NumGoroutine(), goroutines))
 			if runtime.NumGoroutine() > goroutines {
