@@ -527,3 +527,38 @@ func TestAnExecutionTakesTheRootsSteps(t *testing.T) {
 	wantSuccess(t, run(t, r.Clone(), tt))
 	wantTrace(t, &tr, "A,B,D,B")
 }
+
+// User variables are apart from the State's fields: a variable named like
+// a field is a variable, the empty name is a name, and nil is a value.
+func TestStateVariablesNamedLikeItsFields(t *testing.T) {
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		s := as.State()
+		s.Set("ErrorInfo", "variable")
+		s.Set("LastException", 1)
+		s.Set("", nil)
+		as.Error("E", "field")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		s := as.State()
+		as.Success(s.Get("ErrorInfo"), s.Get("LastException"), s.Exists(""), s.Get(""), s.ErrorInfo, code)
+	})
+	wantSuccess(t, run(t, r, tt), "variable", 1, true, nil, "field", "E")
+}
+
+// Clone copies the model's variables shallowly: a map in the model's State
+// is the map each clone, and a clone of a clone, sees and changes.
+func TestClonesShareTheValuesOfTheModelsVariables(t *testing.T) {
+	model, tt := newFlow()
+	counts := map[string]int{}
+	model.State().Set("counts", counts)
+	model.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.State().Get("counts").(map[string]int)["runs"]++
+	})
+	c1 := model.Clone()
+	for _, c := range []*asyncsteps.Root{c1, model.Clone(), c1.Clone()} {
+		wantSuccess(t, run(t, c, tt))
+	}
+	if counts["runs"] != 3 {
+		t.Errorf("the model's map counts %d runs, want 3", counts["runs"])
+	}
+}
