@@ -79,3 +79,72 @@ func TestCloseEndsTimedFlowsAfterAGoexitInAnUnhandledError(t *testing.T) {
 		runtime.KeepAlive(held)
 	})
 }
+
+// startExiting starts a flow on l with Execute whose unhandled-error
+// function records the error in ended and calls runtime.Goexit, as a
+// t.FailNow there does.
+func startExiting(l *asyncsteps.Loop, ended chan<- string) {
+	r := asyncsteps.New(asyncsteps.WithTool(l), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		ended <- err.Code + ": " + err.Info
+		runtime.Goexit()
+	}))
+	r.Add(func(asyncsteps.AsyncSteps, ...any) {})
+	r.Execute()
+}
+
+// startWaited starts a flow on l with Promise.
+func startWaited(l *asyncsteps.Loop) <-chan asyncsteps.Result {
+	r := asyncsteps.New(asyncsteps.WithTool(l))
+	r.Add(func(asyncsteps.AsyncSteps, ...any) {})
+	return r.Promise()
+}
+
+// Flows started while the loop was busy, and not begun when it closes,
+// are ended by the shutdown, oldest first. An unhandled-error function
+// among them that calls runtime.Goexit ends the loop's goroutine there:
+// the next one ends the flows started after it, whose Promise would
+// otherwise wait for ever.
+func TestCloseEndsUnstartedFlowsAfterAGoexitInAnUnhandledError(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		gate, blocked := make(chan struct{}), make(chan struct{})
+		l.Immediate(func() { close(blocked); <-gate })
+		<-blocked
+		ended := make(chan string, 1)
+		startExiting(l, ended) // waits to start, behind the blocked callback
+		waited := startWaited(l)
+		closed := make(chan struct{})
+		go func() { l.Close(); close(closed) }()
+		for l.Immediate(func() {}).IsValid() { // until Close has begun
+			runtime.Gosched()
+		}
+		close(gate)
+		<-closed
+		want := asyncsteps.InternalError + ": " + closedInfo
+		if got := <-ended; got != want {
+			t.Errorf("the exiting flow ended with %q, want %q", got, want)
+		}
+		wantError(t, receive(t, waited, "the flow started after it").Err, asyncsteps.InternalError, closedInfo)
+	})
+}
+
+// Flows started on a loop that has closed end on a goroutine of their
+// own. An unhandled-error function that calls runtime.Goexit ends that
+// goroutine: a flow it would have ended next still ends. With one P,
+// the flows are started before any of those goroutines runs, so that
+// one takes both.
+func TestFlowsStartedOnAClosedLoopEndAfterAGoexitInAnUnhandledError(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		runtime.GOMAXPROCS(1)
+		l := asyncsteps.NewLoop()
+		l.Close()
+		ended := make(chan string, 1)
+		startExiting(l, ended)
+		waited := startWaited(l)
+		want := asyncsteps.InternalError + ": " + closedInfo
+		if got := <-ended; got != want {
+			t.Errorf("the exiting flow ended with %q, want %q", got, want)
+		}
+		wantError(t, receive(t, waited, "the flow started after it").Err, asyncsteps.InternalError, closedInfo)
+	})
+}

@@ -731,7 +731,7 @@ func (l *Loop) shutdown() {
 		l.endDropped(t)
 		dropTask(t)
 	}
-	l.endStarts()
+	l.endStarts(false)
 	l.endParked()
 	l.endTimed()
 	l.endAwaited()

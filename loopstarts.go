@@ -9,13 +9,7 @@ package asyncsteps
 // one compare-and-swap. On a closed loop the flow ends at once (see
 // endStarts).
 func (l *Loop) startFlow(fl *flow) {
-	for {
-		head := l.starts.Load()
-		fl.setNextStart(head)
-		if l.starts.CompareAndSwap(head, fl) {
-			break
-		}
-	}
+	l.pushStart(fl)
 	// Both the push and shutdown's store of ended are sequentially
 	// consistent: either shutdown takes the flow, or this sees ended.
 	if l.ended.Load() {
@@ -30,20 +24,54 @@ func (l *Loop) startFlow(fl *flow) {
 	}
 }
 
+// pushStart pushes fl on the stack of flows to start.
+func (l *Loop) pushStart(fl *flow) {
+	for {
+		head := l.starts.Load()
+		fl.setNextStart(head)
+		if l.starts.CompareAndSwap(head, fl) {
+			return
+		}
+	}
+}
+
 // endLateStarts ends the flows started after the loop stopped on a
 // goroutine of its own: their unhandled-error functions must not run inside
 // Execute (docs/DESIGN.md#execute-only-schedules). It is a function of its own because the go
 // statement inside startFlow made every start slower (3% on workload c).
-func (l *Loop) endLateStarts() { go l.endStarts() }
+func (l *Loop) endLateStarts() { go l.endStarts(true) }
 
 // endStarts ends the flows waiting to start on a loop that has stopped.
 // It runs on the loop's goroutine in shutdown, and on a goroutine of its
-// own for a start that came after.
-func (l *Loop) endStarts() {
-	for fl := l.takeStarts(); fl != nil; {
-		next := unlinkStart(fl)
+// own (late) for a start that came after. An unhandled-error function
+// that calls runtime.Goexit ends that goroutine: the flows taken and not
+// ended yet go back on the stack, where the loop's next goroutine, which
+// goes on with the shutdown, takes them, or, late, a goroutine of their
+// own does; else their Promise or Run would wait for ever.
+func (l *Loop) endStarts(late bool) {
+	rest := l.takeStarts()
+	defer func() {
+		if rest != nil {
+			l.requeueStarts(rest, late)
+		}
+	}()
+	for rest != nil {
+		fl := rest
+		rest = unlinkStart(fl)
 		l.endUnstarted(fl)
+	}
+}
+
+// requeueStarts puts back the flows of list, oldest first and linked by
+// nextStart, for endStarts to end: late, on a goroutine of their own.
+func (l *Loop) requeueStarts(list *flow, late bool) {
+	for fl := list; fl != nil; {
+		next := unlinkStart(fl)
+		l.pushStart(fl)
 		fl = next
+	}
+	if late {
+		l.endLateStarts()
 	}
 }
 
