@@ -177,20 +177,24 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 // the helper and the argument, as a misuse of as, up front, as
 // [AsyncSteps.Await] and [Retry] do: in a step, the callback is aborted and
 // the step fails with InternalError; on a Root, its next execution fails
-// before any step runs. An AsyncSteps of another package has no misuse of
-// its own: its Error stands for it, as in Retry.
+// before any step runs. A decorator (see [Unwrapper]) reports it on what it
+// wraps, as Retry does: its Error on a Root or on the value Parallel
+// returns would name Error instead. An AsyncSteps of another package has
+// no misuse of its own: its Error stands for it, as in Retry.
 func refuseNil(as AsyncSteps, helper, info string) AsyncSteps {
 	h, ok := as.(host)
 	if !ok {
-		as.Error(InternalError, info)
-		return as
+		if h = unwrapHost(as); h == nil {
+			as.Error(InternalError, info)
+			return as
+		}
 	}
 	if !h.adding() {
 		h.addRefused(helper) // as the step it would have added
-		return h
+		return as
 	}
 	h.misuse(info)
-	return h
+	return as
 }
 
 // Run runs r like [Root.Run] and returns its result as a T: the first

@@ -210,6 +210,12 @@ func TestTypedHelpersRejectNilFunctions(t *testing.T) {
 	}
 	for _, c := range cases {
 		checkMisuse(t, c.name, c.call, c.info)
+		checkMisuse(t, c.name+" through a decorator", func(as steps) { c.call(decoratedSteps{as}) }, c.info)
+		t.Run(c.name+" on a decorated Parallel", func(t *testing.T) {
+			r, tt := newFlow()
+			c.call(decoratedSteps{r.Parallel()})
+			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
+		})
 	}
 }
 
