@@ -67,6 +67,7 @@ func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 		return nil, err
 	}
 	w := &waiter{promise: loop.helpPromises.take(), ctx: ctx}
+	w.watched = ctx.Done() != nil
 	w.idle.Store(true)
 	r.startIn(w, w.promise, "RunHelping")
 	return w.help(ctx, r)
@@ -127,13 +128,13 @@ type helper struct {
 	// in the function's job (see free). So at most one function waits in
 	// the channel for the goroutine.
 	idle atomic.Bool
-	// mu makes a stop for the end of ctx, which a callback of ctx's may
-	// make, happen before RunHelping returns, never on a later execution.
+	// mu keeps a cancel for the end of ctx, which a callback of ctx's
+	// may request, from reaching a later execution (see requestCancel).
 	mu       sync.Mutex
-	finished bool // the Result is taken: a stop comes too late; under mu
-	// watched is set, before the execution starts, for one of
-	// PromiseContext, which uses mu and finished as RunHelping does:
-	// finished once the flow delivers (promisectx.go).
+	finished bool // the Result is delivered: a stop comes too late; under mu
+	// watched is set, before the execution starts, for one of Run,
+	// RunHelping or PromiseContext under a context that can end: deliver
+	// then sets finished, under mu (see endWatch).
 	watched bool
 	// ended is set, on the loop, as the execution delivers its Result:
 	// a task queued for it (a timeout at its context's deadline) tells
@@ -205,7 +206,7 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 			if done != nil {
 				// While the function runs, nothing here sees ctx end: a
 				// callback of ctx's stops the flow instead, from now on.
-				unwatch = context.AfterFunc(ctx, func() { w.stopUnlessFinished(ctx, r) })
+				unwatch = context.AfterFunc(ctx, func() { r.stopFor(ctx, w) })
 				done = nil
 			}
 			(*awaitCall)(job).run() // it frees the goroutine (see free), unless it ends it
@@ -216,25 +217,13 @@ func (w *waiter) help(ctx context.Context, r *Root) ([]any, error) {
 	}
 }
 
-// stopUnlessFinished stops r's execution w because ctx has ended, unless
-// RunHelping has taken its Result already (the Root may run again then).
-func (w *waiter) stopUnlessFinished(ctx context.Context, r *Root) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.finished {
-		r.stopFor(ctx, w)
-	}
-}
-
-// finish ends the watch of ctx once the Result is taken; if its callback
-// has started, it waits for the callback's stop to be made.
+// finish ends the watch of ctx once the Result is taken. Its callback
+// may still run: stopFor does nothing then, the execution having
+// delivered (see requestCancel and expiryOf).
 func (w *waiter) finish(unwatch func() bool) {
-	if unwatch == nil || unwatch() {
-		return
+	if unwatch != nil {
+		unwatch()
 	}
-	w.mu.Lock()
-	w.finished = true
-	w.mu.Unlock()
 }
 
 // leave lets the flow go on without the goroutine of RunHelping, which an

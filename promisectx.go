@@ -81,13 +81,24 @@ func (w *waiter) ctxEnded(fl *flow, ctx context.Context) {
 		fl.injectStop(fl.expiryOf(w))
 		return
 	}
-	w.mu.Lock()
-	// Requested already, by Root.Cancel: its task applies it.
-	requested := !w.finished && fl.stop.CompareAndSwap(nil, &cause)
-	w.mu.Unlock()
-	if requested {
+	if w.requestCancel(fl, &cause) {
 		fl.injectCancel(&cause)
 	}
+}
+
+// requestCancel requests the cancel of the execution w of fl, because
+// its context has ended with cause, as Root.Cancel requests one, and
+// reports whether it did: the caller then posts the task that applies it.
+// It does not once w has delivered its Result (finished, for a waiter
+// whose context can end: see watched), since another execution of the
+// Root may have started by then, nor when a cancel is requested already
+// (by Root.Cancel: its task applies it). The request is made under mu,
+// which deliver takes to finish w, so that it never reaches a later
+// execution.
+func (w *waiter) requestCancel(fl *flow, cause *error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.finished && fl.isRunning() && fl.stop.CompareAndSwap(nil, cause)
 }
 
 // endWatch ends the watch of the execution's context as the flow delivers

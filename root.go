@@ -299,6 +299,7 @@ func (r *Root) run(ctx context.Context, method string) ([]any, error) {
 		return nil, err
 	}
 	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
+	w.watched = ctx.Done() != nil
 	r.startIn(w, w.promise, method)
 	return r.fl.sched.waitRun(ctx, r, w)
 }

@@ -10,10 +10,15 @@ import (
 // flow, while a plain cancel of the context stays a cancel (see Root.Run).
 
 // stopFor stops the execution that Run started with w, because ctx has
-// ended: a cancel cancels it, a deadline times it out.
+// ended: a cancel cancels it, a deadline times it out. Neither reaches
+// another execution of r, which a goroutine may start once w's has ended,
+// before Run has returned (see waiter.requestCancel and expiryOf).
 func (r *Root) stopFor(ctx context.Context, w *waiter) {
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		r.cancel(ctx.Err())
+	cause := ctx.Err()
+	if !errors.Is(cause, context.DeadlineExceeded) {
+		if w.requestCancel(&r.fl, &cause) {
+			r.fl.postCancel(&cause)
+		}
 		return
 	}
 	r.fl.expireSoon(w)
