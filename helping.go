@@ -56,7 +56,7 @@ import (
 // the place where it waits. Like Run, it must not be called on the
 // goroutine of any [Loop] nor from a callback of the flow's own tool (it
 // then returns an InternalError at once), and it panics if the flow is
-// already running.
+// already running, whatever ctx is.
 func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	r.ready()
 	loop, ok := r.fl.sched.(*Loop)

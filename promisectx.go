@@ -17,7 +17,7 @@ import (
 // a callback of a [Loop] included. A nil ctx starts nothing: the Result
 // is an InternalError that says so. Nor does an ended ctx: the Result's
 // Err is ctx.Err(). Like Promise, it panics if the flow is already
-// running.
+// running, whatever ctx is: these checks come after that one.
 //
 // ctx is watched with [context.AfterFunc], whose goroutine hands the stop
 // to the flow's tool: on a [TestTool] it arrives when that goroutine has
@@ -29,6 +29,7 @@ import (
 // outlives many flows (a worker's, cancelled at shutdown) keeps nothing
 // of those that ended.
 func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
+	r.panicIfRunning("PromiseContext")
 	ch := make(chan Result, 1)
 	if ctx == nil {
 		ch <- Result{Err: &Error{Code: InternalError, Info: "PromiseContext called with a nil context: pass context.Background() or the job's context"}}

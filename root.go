@@ -173,10 +173,8 @@ func (r *Root) Promise() <-chan Result {
 // on the loop, and run sets up the rest there.
 func (r *Root) startIn(w *waiter, promise chan Result, method string) {
 	r.ready()
+	r.panicIfRunning(method)
 	fl := &r.fl
-	if fl.isRunning() {
-		panic("asyncsteps: " + method + " called on a running flow")
-	}
 	fl.stop.Store(nil)
 	if !fl.claimStart() {
 		panic("asyncsteps: " + method + " called on a running flow")
@@ -188,6 +186,15 @@ func (r *Root) startIn(w *waiter, promise chan Result, method string) {
 		fl.promise = promise // likewise
 	}
 	fl.sched.startFlow(fl)
+}
+
+// panicIfRunning panics when the flow runs: a second start is the
+// caller's mistake whatever its arguments, so that the checks of a
+// context (nil, ended) come after this one and never hide it.
+func (r *Root) panicIfRunning(method string) {
+	if r != nil && r.fl.isRunning() {
+		panic("asyncsteps: " + method + " called on a running flow")
+	}
 }
 
 // Cancel stops the running flow, from any goroutine: on the loop, the cancel
@@ -289,7 +296,7 @@ func (fl *flow) cancelOf(stop *error) func() {
 // ends, and two loops waiting so for each other's flows would never end.
 // It then returns an InternalError at once, as it does for a nil ctx; a
 // step waits for another flow with [AwaitFlow]. Like Execute, it panics if
-// the flow is already running.
+// the flow is already running, whatever ctx is (nil or ended included).
 func (r *Root) Run(ctx context.Context) ([]any, error) { return r.run(ctx, "Run") }
 
 // run is Run, called as the method named method: the name its misuse
@@ -308,11 +315,6 @@ func (r *Root) run(ctx context.Context, method string) ([]any, error) {
 // start the flow under ctx, or nil.
 func (r *Root) runnable(ctx context.Context, method string) error {
 	r.ready()
-	if ctx == nil {
-		// A misuse like the others here: an InternalError that says so,
-		// not a nil dereference on the caller's goroutine.
-		return &Error{Code: InternalError, Info: method + " called with a nil context: pass context.Background() or the request's context"}
-	}
 	if onLoopGoroutine() {
 		// The flow's own loop or another: a Loop blocked here may be
 		// the one the flow needs, or one that waits for this one.
@@ -322,6 +324,12 @@ func (r *Root) runnable(ctx context.Context, method string) error {
 		// A TestTool's or a foreign tool's callback, or the flow's own
 		// Loop whose callback took the goroutine's mark off.
 		return &Error{Code: InternalError, Info: method + r.fl.sched.selfRunInfo()}
+	}
+	r.panicIfRunning(method)
+	if ctx == nil {
+		// A misuse like the others here: an InternalError that says so,
+		// not a nil dereference on the caller's goroutine.
+		return &Error{Code: InternalError, Info: method + " called with a nil context: pass context.Background() or the request's context"}
 	}
 	return ctx.Err() // a Go API starts no work under an ended context
 }

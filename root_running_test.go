@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // Running is true from Execute until the flow has ended, false before and
 // after, on virtual time.
@@ -26,21 +29,32 @@ func TestRootRunning(t *testing.T) {
 }
 
 // Each way to start a flow panics on a flow already running, and names
-// itself in the panic: the caller's own method, not Execute.
+// itself in the panic: the caller's own method, not Execute. A context
+// that has ended, or none, does not hide the mistake: it is checked after.
 func TestStartingARunningFlowPanicsWithTheMethodsName(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	var none context.Context
 	starts := []struct {
-		method string
-		start  func(r *Root)
+		method, ctx string
+		start       func(r *Root)
 	}{
-		{"Execute", func(r *Root) { r.Execute() }},
-		{"ExecuteWith", func(r *Root) { r.ExecuteWith(func(*Error) {}) }},
-		{"Promise", func(r *Root) { r.Promise() }},
-		{"Run", func(r *Root) { r.Run(t.Context()) }},
-		{"RunHelping", func(r *Root) { r.RunHelping(t.Context()) }},
+		{"Execute", "", func(r *Root) { r.Execute() }},
+		{"ExecuteWith", "", func(r *Root) { r.ExecuteWith(func(*Error) {}) }},
+		{"Promise", "", func(r *Root) { r.Promise() }},
+		{"Run", "", func(r *Root) { r.Run(t.Context()) }},
+		{"Run", "ended", func(r *Root) { r.Run(ended) }},
+		{"Run", "nil", func(r *Root) { r.Run(none) }},
+		{"RunHelping", "", func(r *Root) { r.RunHelping(t.Context()) }},
+		{"RunHelping", "ended", func(r *Root) { r.RunHelping(ended) }},
+		{"RunHelping", "nil", func(r *Root) { r.RunHelping(none) }},
+		{"PromiseContext", "", func(r *Root) { r.PromiseContext(t.Context()) }},
+		{"PromiseContext", "ended", func(r *Root) { r.PromiseContext(ended) }},
+		{"PromiseContext", "nil", func(r *Root) { r.PromiseContext(none) }},
 	}
 	for _, tool := range []string{"TestTool", "Loop"} {
 		for _, s := range starts {
-			t.Run(tool+"/"+s.method, func(t *testing.T) {
+			t.Run(tool+"/"+s.method+"/"+s.ctx, func(t *testing.T) {
 				var r *Root
 				if tool == "Loop" {
 					loop := NewLoop()
