@@ -148,6 +148,11 @@ func unregisteredNode(k kind, as asyncsteps.AsyncSteps, fc *flowCtx, rootID int6
 	n := &node{kind: k, as: as, flow: fc, tool: as.Tool(), rootID: rootID}
 	if k == kindStep {
 		n.st = as.State()
+		// The flow ran, also when Go executed a root of C's (Wrap): a
+		// closed loop may leave this step for the root's free to release.
+		if !fc.cleanups.Load() {
+			fc.cleanups.Store(true)
+		}
 	}
 	return n
 }
@@ -735,8 +740,9 @@ type flowCtx struct {
 	owned bool
 	vars  []*cVar // loop-owned; of an owned flow only (see node.variable)
 	// cleanups is set once the flow may hold something whose cleanup is a
-	// C callback: it was executed, or a state variable or stack memory
-	// was allocated.
+	// C callback: it was executed, by C or by Go, which a step with a C
+	// side tells (see unregisteredNode), or a state variable or stack
+	// memory was allocated.
 	// free waits for the loop only then (see rootObj.free).
 	cleanups atomic.Bool
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over

@@ -215,10 +215,13 @@ func (ro *rootObj) free(wait bool) {
 
 // releasesHere reports whether free may release the root on the caller's
 // thread rather than on the loop: an owned root that was never executed
-// and holds no state variable or stack memory has nothing for the loop to
-// cancel and no C cleanup to run, and nothing on the loop refers to it
-// (an idle root is its owner's alone, see node.onFlow). Making and
-// freeing such roots from C then costs no turn of the loop.
+// (by execute, or by Go through Wrap, which a step with a C side tells:
+// see flowCtx.cleanups) and holds no state variable or stack memory has
+// nothing for the loop to cancel and no C cleanup to run, and nothing on
+// the loop refers to it (an idle root is its owner's alone, see
+// node.onFlow). Making and freeing such roots from C then costs no turn
+// of the loop. A flow that ran leaves its steps to the free when its loop
+// is closed (see releaseLeft).
 func (ro *rootObj) releasesHere() bool {
 	return ro.owned && !ro.node.flow.cleanups.Load() && !ro.root.Running()
 }
