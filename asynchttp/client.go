@@ -110,7 +110,8 @@ type Response struct {
 // InternalError too, given to Done with status 0, as a request with no
 // answer is. Both are the program's mistake (see [Client]). The info and
 // the Cause of a url that does not parse quote it with all before its
-// last "@" after the "://" shown as "***": the user information, whose
+// last "@" after its first "//" shown as "***": the user information
+// (of a url with a scheme, or of one such as "//ann:pw@host/p"), whose
 // password a log line must not show, or, in a url that has none, what
 // precedes an "@" of its query. A url that parses once that part is
 // hidden is said not to parse in it.
@@ -163,7 +164,7 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 }
 
 // withoutUserinfo returns err, the error of parsing rawURL, or, when
-// rawURL may have user information (an "@" after its "://"), the error of
+// rawURL may have user information (an "@" after its "//"), the error of
 // parsing rawURL with all before its last "@" shown as "***". url.Parse's
 // error quotes the URL whole, or the part of a password it took for a
 // port: net/http hides the password of a URL it parsed, not of one that
@@ -173,12 +174,18 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 // password. When the URL parses without that part, the problem was in it,
 // and the error says so.
 func withoutUserinfo(rawURL string, err error) error {
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	at := strings.LastIndex(rest, "@")
-	if !ok || at < 0 {
+	// "//", not "://": a URL without a scheme ("//ann:pw@host/p") has user
+	// information too, which url.Parse reads as such.
+	slashes := strings.Index(rawURL, "//")
+	if slashes < 0 {
 		return err
 	}
-	shown := scheme + "://***" + rest[at:]
+	authority := slashes + len("//")
+	at := strings.LastIndex(rawURL[authority:], "@")
+	if at < 0 {
+		return err
+	}
+	shown := rawURL[:authority] + "***" + rawURL[authority+at:]
 	if _, err := url.Parse(shown); err != nil {
 		return err
 	}
