@@ -110,8 +110,9 @@ type Response struct {
 // InternalError too, given to Done with status 0, as a request with no
 // answer is. Both are the program's mistake (see [Client]). The info and
 // the Cause of a url that does not parse quote it with all before its
-// last "@" after its first "//" shown as "***": the user information
-// (of a url with a scheme, or of one such as "//ann:pw@host/p"), whose
+// last "@" (after its first "//", if it has one) shown as "***": the
+// user information (of a url with a scheme, of one such as
+// "//ann:pw@host/p", or what was meant as one in "ann:pw@host"), whose
 // password a log line must not show, or, in a url that has none, what
 // precedes an "@" of its query. A url that parses once that part is
 // hidden is said not to parse in it.
@@ -164,8 +165,9 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 }
 
 // withoutUserinfo returns err, the error of parsing rawURL, or, when
-// rawURL may have user information (an "@" after its "//"), the error of
-// parsing rawURL with all before its last "@" shown as "***". url.Parse's
+// rawURL may have user information (an "@" after its first "//", or
+// anywhere in a URL without one), the error of parsing rawURL with all
+// before its last "@" (after that "//") shown as "***". url.Parse's
 // error quotes the URL whole, or the part of a password it took for a
 // port: net/http hides the password of a URL it parsed, not of one that
 // does not parse, and a password that has a "/", "#" or "?" its owner did
@@ -175,12 +177,14 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 // and the error says so.
 func withoutUserinfo(rawURL string, err error) error {
 	// "//", not "://": a URL without a scheme ("//ann:pw@host/p") has user
-	// information too, which url.Parse reads as such.
-	slashes := strings.Index(rawURL, "//")
-	if slashes < 0 {
-		return err
+	// information too, which url.Parse reads as such. One without "//"
+	// has none, but may hold a password meant as such ("ann:pw@host",
+	// whose scheme url.Parse takes to be "ann"): all before its last "@"
+	// is hidden.
+	authority := 0
+	if slashes := strings.Index(rawURL, "//"); slashes >= 0 {
+		authority = slashes + len("//")
 	}
-	authority := slashes + len("//")
 	at := strings.LastIndex(rawURL[authority:], "@")
 	if at < 0 {
 		return err

@@ -35,6 +35,8 @@ func TestClientHidesTheUserInfoOfAURLThatDoesNotParse(t *testing.T) {
 			`parse "http://***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
 		{"no scheme", "//ann:pw/42@example.invalid/p",
 			`parse "//***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
+		{"no slashes", "ann:pw\x7f42@example.invalid/p",
+			`parse "***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, logs := loggedWithoutTime()
