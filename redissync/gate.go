@@ -46,14 +46,16 @@ func (q *gateQueue) request(w *waiter) { q.requestUnless(w, nil) }
 // requestUnless is request that refuses w at once with the error refusal
 // returns, if any. refusal runs with mu held: it judges the waiters and
 // holders as they are when w joins them, so that two flows that ask at
-// once each see the other.
+// once each see the other. It may let go of mu for a while (a Mutex's
+// probe of closed loops), and the Client may close meanwhile.
 func (q *gateQueue) requestUnless(w *waiter, refusal func() *asyncsteps.Error) {
 	q.mu.Lock()
 	var err *asyncsteps.Error
-	if q.closed {
-		err = closedError()
-	} else if refusal != nil {
+	if refusal != nil && !q.closed {
 		err = refusal()
+	}
+	if err == nil && q.closed {
+		err = closedError()
 	}
 	if err != nil {
 		q.mu.Unlock()

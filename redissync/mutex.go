@@ -121,7 +121,8 @@ type MutexOptions struct {
 // when the queue has room (else the branch is refused by the queue
 // limit), and never across processes: a branch that waits for a lease
 // held by another process's flow, which waits for a branch of its own,
-// waits as any other flow does.
+// waits as any other flow does. The flows of a closed Loop count neither
+// as holders nor as waiters: their leases come back.
 //
 // A Mutex is safe for concurrent use: flows on any loops may share it.
 // Make it with [Client.NewMutex]; a nil or zero Mutex, or one made by a
@@ -308,9 +309,10 @@ func (m *Mutex) reenter(key any, w *waiter) bool {
 
 // vet refuses w, a flow about to wait, if it would wait forever (see
 // deadlocked), and keeps a branch's w for the checks of later flows.
-// Called with mu held.
+// Called with mu held, which it may release for a while (see
+// deadlockedOnOpenLoops).
 func (m *Mutex) vet(w *waiter) *asyncsteps.Error {
-	if m.deadlocked(w.outer) {
+	if m.deadlocked(w.outer) && m.deadlockedOnOpenLoops(w.outer) {
 		return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: deadlockInfo}
 	}
 	if len(w.outer) > 0 {
@@ -348,6 +350,22 @@ func (m *Mutex) deadlocked(outer []any) bool {
 		}
 	}
 	return true
+}
+
+// deadlockedOnOpenLoops is deadlocked once the holders and waiters whose
+// loop was closed are taken out, as the next renewal or re-check would
+// take them out: such a flow stops without its cancel handlers, so a
+// branch of it that waited, or its lease, would make a cycle of flows that
+// are gone, and a live branch fail for a lease that is coming back. The
+// loops are probed only when deadlocked says yes: rarely. Called with mu
+// held, which it releases while it probes.
+func (m *Mutex) deadlockedOnOpenLoops(outer []any) bool {
+	released := len(m.releases)
+	m.dropClosedLoops(true)
+	if len(m.releases) > released {
+		m.signal() // the round trip that gives the leases of the gone back
+	}
+	return m.deadlocked(outer)
 }
 
 // pruneBranches drops the branch waiters that no longer wait: admitted,
