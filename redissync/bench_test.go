@@ -155,3 +155,39 @@ func BenchmarkAdmissionsRedisRate(b *testing.B) {
 	b.StopTimer()
 	lat.report(b, b.N, elapsed)
 }
+
+// BenchmarkParallelBranchesOnOneMutex: one flow whose Parallel of
+// branches each enter one Mutex(1), so that every branch but the first
+// queues behind its siblings, on a local redis-server. The deadlock check
+// each branch passes as it asks must not grow with the branches already
+// waiting:
+//
+//	go test -run '^$' -bench ParallelBranchesOnOneMutex -benchtime 3x ./redissync
+//
+// It reports the time per branch (ns/branch).
+func BenchmarkParallelBranchesOnOneMutex(b *testing.B) {
+	for _, n := range []int{500, 2000, 8000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			c, _ := newClient(b, benchRedis(b), Options{})
+			m := c.NewMutex("bench-branches", MutexOptions{Max: 1, MaxQueue: -1})
+			l := newLoops(b, 1)[0]
+			entered := 0
+			for b.Loop() {
+				r := asyncsteps.New(asyncsteps.WithTool(l))
+				p := r.Parallel()
+				for range n {
+					p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						m.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { entered++ })
+					})
+				}
+				if _, err := r.Run(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if entered != b.N*n {
+				b.Fatalf("%d entries, want %d", entered, b.N*n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/branch")
+		})
+	}
+}

@@ -59,9 +59,9 @@ func wantAllGivenBack(t *testing.T, rdb *redis.Client, m *Mutex) {
 	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.holds)+len(m.held)+len(m.branches)+m.queue.live != 0 {
-		t.Errorf("Mutex keeps %d holds, %d holders, %d branch waiters, %d queued: want none",
-			len(m.holds), len(m.held), len(m.branches), m.queue.live)
+	if len(m.holds)+len(m.held)+len(m.branches)+len(m.outerCount)+m.queue.live != 0 {
+		t.Errorf("Mutex keeps %d holds, %d holders, %d branch waiters (%d keys counted), %d queued: want none",
+			len(m.holds), len(m.held), len(m.branches), len(m.outerCount), m.queue.live)
 	}
 }
 

@@ -143,8 +143,15 @@ type Mutex struct {
 	// have run such a round trip, or may still run it.
 	owed []string
 	// branches are the waiters from inside a parallel branch, for the
-	// deadlock check; those that no longer wait are pruned as it goes.
-	branches map[*waiter]struct{}
+	// deadlock check, and outerCount counts, per key, the branches in it
+	// started from that key. Those that no longer wait are pruned when the
+	// check needs exact counts, and when branches has doubled since the
+	// last prune (prunedLen after it): an ask then costs O(Max), not
+	// O(branches waiting), and a Parallel of n branches on one full Mutex
+	// stays linear in n.
+	branches   map[*waiter]struct{}
+	outerCount map[any]int
+	prunedLen  int
 
 	calls uint64 // the round trips made; used by run's goroutine only
 }
@@ -188,14 +195,15 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 		return new(Mutex) // its Sync fails every flow: see Client
 	}
 	m := &Mutex{
-		gateQueue: newGateQueue(c, opts.MaxQueue, "Mutex"),
-		name:      name,
-		limit:     max(opts.Max, 1),
-		ttl:       opts.TTL,
-		keys:      c.mutexKeys(name),
-		holds:     make(map[any]*hold),
-		held:      make(map[*waiter]struct{}),
-		branches:  make(map[*waiter]struct{}),
+		gateQueue:  newGateQueue(c, opts.MaxQueue, "Mutex"),
+		name:       name,
+		limit:      max(opts.Max, 1),
+		ttl:        opts.TTL,
+		keys:       c.mutexKeys(name),
+		holds:      make(map[any]*hold),
+		held:       make(map[*waiter]struct{}),
+		branches:   make(map[*waiter]struct{}),
+		outerCount: make(map[any]int),
 	}
 	if m.ttl == 0 {
 		m.ttl = 10 * time.Second
@@ -316,7 +324,7 @@ func (m *Mutex) vet(w *waiter) *asyncsteps.Error {
 		return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: deadlockInfo}
 	}
 	if len(w.outer) > 0 {
-		m.branches[w] = struct{}{}
+		m.addBranch(w)
 	}
 	return nil
 }
@@ -330,22 +338,26 @@ func (m *Mutex) vet(w *waiter) *asyncsteps.Error {
 // lease held by another process, or whose renewal found it gone, may come
 // free: then no deadlock is certain. Called with mu held.
 func (m *Mutex) deadlocked(outer []any) bool {
-	m.pruneBranches()
 	if len(m.held) < m.limit || len(outer)+len(m.branches) == 0 ||
 		(m.maxQueue >= 0 && m.queue.live >= m.maxQueue) {
 		return false
 	}
-	waitsForABranch := make(map[any]bool, len(outer))
-	for _, k := range outer {
-		waitsForABranch[k] = true
+	// The counts may still count branches that no longer wait: a no is
+	// sure, a yes is checked again on the branches that do.
+	if !m.heldWaitForBranches(outer) {
+		return false
 	}
-	for b := range m.branches {
-		for _, k := range b.outer {
-			waitsForABranch[k] = true
-		}
-	}
+	m.pruneBranches()
+	return m.heldWaitForBranches(outer)
+}
+
+// heldWaitForBranches reports whether every lease held here is held by a
+// flow or branch that outer holds, or that a branch in branches was
+// started from: one that waits for a branch waiting for m. Called with
+// mu held.
+func (m *Mutex) heldWaitForBranches(outer []any) bool {
 	for h := range m.held {
-		if !waitsForABranch[h.key] {
+		if m.outerCount[h.key] == 0 && !slices.Contains(outer, h.key) {
 			return false
 		}
 	}
@@ -373,7 +385,35 @@ func (m *Mutex) deadlockedOnOpenLoops(outer []any) bool {
 func (m *Mutex) pruneBranches() {
 	for b := range m.branches {
 		if b.state != wFresh && b.state != wQueued {
-			delete(m.branches, b)
+			m.removeBranch(b)
+		}
+	}
+	m.prunedLen = len(m.branches)
+}
+
+// addBranch keeps w, a waiter from inside a parallel branch, for the
+// deadlock check, pruning first when branches has doubled since the last
+// prune. Called with mu held.
+func (m *Mutex) addBranch(w *waiter) {
+	if len(m.branches) > 2*m.prunedLen+64 {
+		m.pruneBranches()
+	}
+	m.branches[w] = struct{}{}
+	for _, k := range w.outer {
+		m.outerCount[k]++
+	}
+}
+
+// removeBranch drops w from branches and its keys from the counts, if it
+// is there. Called with mu held.
+func (m *Mutex) removeBranch(w *waiter) {
+	if _, ok := m.branches[w]; !ok {
+		return
+	}
+	delete(m.branches, w)
+	for _, k := range w.outer {
+		if m.outerCount[k]--; m.outerCount[k] == 0 {
+			delete(m.outerCount, k)
 		}
 	}
 }
@@ -426,7 +466,7 @@ func (m *Mutex) leave(_ asyncsteps.AsyncSteps, w *waiter) {
 // any, goes back to Redis with the next round trip.
 func (m *Mutex) giveBack(w *waiter) {
 	m.mu.Lock()
-	delete(m.branches, w)
+	m.removeBranch(w)
 	held := m.dequeue(w)
 	if held {
 		delete(m.held, w)
