@@ -220,13 +220,19 @@ func callingStep(as any) *stepAPI {
 	}
 	// Only from the step's running callback: elsewhere its frames are the
 	// loop's to change, and a branch's may be another branch's by then.
-	// The thread is checked whatever the state: a C thread given the
+	// The goroutine is checked whatever the state: a C thread given the
 	// pointer of a step that never waited sees the state of a running
-	// callback, which inCallback takes for the loop's own call.
+	// callback, which inCallback takes for the loop's own call. It is
+	// told as Error and Break tell it (onCallbackGoroutine): a Loop's
+	// goroutine carries a mark, which costs a few instructions, where
+	// IsSameThread reads the stack twice; redissync asks this at every
+	// Sync of its Mutex, on the loop, between the flows a round trip
+	// gathers. As for Error, a callback of another flow that is given as
+	// passes for the step's own.
 	if h == nil {
 		return nil
 	}
-	if st := h.st.Load(); st&(stIdle|stDone) != 0 || !h.fl.sched.IsSameThread() {
+	if st := h.st.Load(); st&(stIdle|stDone) != 0 || !onCallbackGoroutine() {
 		return nil
 	}
 	return h
