@@ -95,10 +95,15 @@ func (q *gateQueue) waitingLoops(loops loopSet) loopSet {
 	if q.queue.live == 0 {
 		return loops
 	}
+	// Waiters mostly come in runs of one loop's flows: a run costs a
+	// comparison each, not a map assignment, and a round trip with
+	// thousands queued stays cheap.
+	var last asyncsteps.Tool
 	for _, list := range [][]*waiter{q.queue.items, q.fresh} {
 		for _, w := range list {
-			if w.state == wQueued || w.state == wFresh {
+			if (w.state == wQueued || w.state == wFresh) && (w.tool != last || loops == nil) {
 				loops = loops.add(w.tool)
+				last = w.tool
 			}
 		}
 	}
