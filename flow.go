@@ -171,6 +171,15 @@ type waiter struct {
 	atEnd func()
 }
 
+// newContextWaiter returns the waiter of an execution that Run,
+// RunHelping or PromiseContext starts under ctx, delivering to promise:
+// watched when ctx can end, so that deliver finishes it under mu.
+func newContextWaiter(promise chan Result, ctx context.Context) *waiter {
+	w := &waiter{promise: promise, ctx: ctx}
+	w.watched = ctx.Done() != nil
+	return w
+}
+
 // inject hands h to the loop from any goroutine.
 func (fl *flow) inject(h *stepAPI) { fl.sched.inject(h) }
 

@@ -66,8 +66,7 @@ func (r *Root) RunHelping(ctx context.Context) ([]any, error) {
 	if err := r.runnable(ctx, "RunHelping"); err != nil {
 		return nil, err
 	}
-	w := &waiter{promise: loop.helpPromises.take(), ctx: ctx}
-	w.watched = ctx.Done() != nil
+	w := newContextWaiter(loop.helpPromises.take(), ctx)
 	w.idle.Store(true)
 	r.startIn(w, w.promise, "RunHelping")
 	return w.help(ctx, r)

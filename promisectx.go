@@ -39,11 +39,9 @@ func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 		ch <- Result{Err: err} // a Go API starts no work under an ended context
 		return ch
 	}
-	w := &waiter{promise: ch, ctx: ctx}
-	watch := ctx.Done() != nil
-	w.watched = watch
+	w := newContextWaiter(ch, ctx)
 	r.startIn(w, ch, "PromiseContext")
-	if watch {
+	if w.watched {
 		w.watch(r, ctx)
 	}
 	return ch

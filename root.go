@@ -305,8 +305,7 @@ func (r *Root) run(ctx context.Context, method string) ([]any, error) {
 	if err := r.runnable(ctx, method); err != nil {
 		return nil, err
 	}
-	w := &waiter{promise: make(chan Result, 1), ctx: ctx}
-	w.watched = ctx.Done() != nil
+	w := newContextWaiter(make(chan Result, 1), ctx)
 	r.startIn(w, w.promise, method)
 	return r.fl.sched.waitRun(ctx, r, w)
 }
