@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -163,6 +164,19 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w%s", t.shown, err, t.authHint(err))
 	}
 	return c, func() { c.Close(); rdb.Close() }, nil
+}
+
+// redisLogger is the logger go-redis logs to what it does not return,
+// why each dial of a lost Redis failed say: the gateway's, at Warn, in
+// the format of -log-format. Its default logger wrote lines of text of its
+// own to the standard error, whatever -log-format and -log-level, among
+// the JSON lines a log pipeline reads.
+type redisLogger struct{ logger *slog.Logger }
+
+// Printf logs go-redis's line, as it formats it, as the detail of a Warn
+// line "redis client".
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
 
 // authHint returns what to add to err, the failure to connect to t, when

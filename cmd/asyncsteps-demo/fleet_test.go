@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -341,5 +342,44 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %v to fail", took)
+	}
+}
+
+// What go-redis logs itself (why each dial failed) goes through the
+// gateway's log, in its format and at Warn: with -log-format json, every
+// line of the standard error is a JSON object, which a log pipeline
+// reads; go-redis's own logger wrote lines of text ("redis: 2026/11/29
+// 04:45:21 pool.go:617: ...") among them.
+func TestRedisClientLogsInTheFormatOfTheGateway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ASYNCSTEPS_DEMO_ARGS="+strings.Join([]string{"-addr", "127.0.0.1:0", "-redis", addr, "-log-format", "json"}, "\n"))
+	_, err = cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1", err)
+	}
+	var redisLines int
+	for line := range strings.Lines(string(exit.Stderr)) {
+		var entry struct{ Level, Msg, Detail string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("a line that is not JSON: %q", line)
+			continue
+		}
+		if entry.Msg == "redis client" {
+			redisLines++
+			want := "redis: connection pool: failed to dial after 5 attempts: dial tcp " + addr + ": connect: connection refused"
+			if entry.Level != "WARN" || entry.Detail != want {
+				t.Errorf("logged %q, want level WARN and detail %q", line, want)
+			}
+		}
+	}
+	if redisLines == 0 {
+		t.Errorf("no line of go-redis's logged:\n%s", exit.Stderr)
 	}
 }
