@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -58,6 +59,13 @@ func (o clusterOptions) target() (redisTarget, error) {
 			// has waited for Redis, with "redis: timed out".
 			return redisTarget{}, fmt.Errorf("-redis=%q: %s", o.Addr, redisForms)
 		}
+		_, port, err := net.SplitHostPort(o.Addr)
+		if err != nil {
+			return redisTarget{}, fmt.Errorf("-redis=%q: %s", o.Addr, redisForms)
+		}
+		if err := dialPortError("redis", o.Addr, port); err != nil {
+			return redisTarget{}, err
+		}
 		t := redisTarget{options: &redis.Options{Addr: o.Addr}, shown: o.Addr}
 		return t.withPassword(o.Password), nil
 	}
@@ -95,8 +103,8 @@ func (t redisTarget) withPassword(password string) redisTarget {
 // would dial /redis.sock); a fragment (ParseURL ignores it); skip_verify,
 // which would turn off the verification of a rediss:// server's
 // certificate, the one thing that keeps the password from whoever can
-// answer in its name: a private CA is given with SSL_CERT_FILE instead.
-// Its errors show s with the password of its user information as "***",
+// answer in its name: a private CA is given with SSL_CERT_FILE instead;
+// a port out of range (see dialPortError). Its errors show s with the password of its user information as "***",
 // and never quote url.Parse's error, which holds s whole.
 func parseRedisURL(s string) (*url.URL, error) {
 	shown := redactedUserinfo(s)
@@ -127,6 +135,11 @@ func parseRedisURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("-redis=%q: want no fragment (#)", shown)
 	case u.Query().Has("skip_verify"):
 		return nil, fmt.Errorf("-redis=%q: skip_verify is refused: a rediss:// server's certificate is always verified; SSL_CERT_FILE names the CA that signed it", shown)
+	}
+	if port := u.Port(); !unix && port != "" { // none: 6379
+		if err := dialPortError("redis", shown, port); err != nil {
+			return nil, err
+		}
 	}
 	return u, nil
 }

@@ -70,6 +70,17 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-addr", "127.0.0.1:99999"}, `-addr=\"127.0.0.1:99999\": want a port from 0 to 65535"`},
 		{[]string{"-addr", "127.0.0.1:http"}, `-addr=\"127.0.0.1:http\": want a port from 0 to 65535"`},
 		{[]string{"-addr", "127.0.0.1"}, `-addr=\"127.0.0.1\": want host:port"`},
+		// A port out of range in an address dialled: refused at start, not
+		// dialled and failed at each request (or, for Redis, at the
+		// connection, "redis: timed out").
+		{[]string{"-upstream", "http://127.0.0.1:99999/"}, `-upstream=\"http://127.0.0.1:99999/\": want a port from 1 to 65535"`},
+		{[]string{"-upstream", "https://u:hunter2@quotes.example:0"}, `-upstream=\"https://u:***@quotes.example:0\": want a port from 1 to 65535"`},
+		{[]string{"-otlp-endpoint", "http://127.0.0.1:431800"}, `-otlp-endpoint=\"http://127.0.0.1:431800\": want a port from 1 to 65535"`},
+		{[]string{"-redis", "127.0.0.1:637900"}, `-redis=\"127.0.0.1:637900\": want a port from 1 to 65535"`},
+		{[]string{"-redis", "127.0.0.1:"}, `-redis=\"127.0.0.1:\": want a port from 1 to 65535"`},
+		{[]string{"-redis", "127.0.0.1"}, `-redis=\"127.0.0.1\": want host:port, or redis://`},
+		{[]string{"-redis", "redis://:hunter2@127.0.0.1:99999/0"}, `-redis=\"redis://:***@127.0.0.1:99999/0\": want a port from 1 to 65535"`},
+		{[]string{"-redis", "rediss://cache.example:0"}, `-redis=\"rediss://cache.example:0\": want a port from 1 to 65535"`},
 		// Bad -redis URLs, shown with their password as "***".
 		{[]string{"-redis", "redis://:hunter2@127.0.0.1:6379/x"}, `-redis=\"redis://:***@127.0.0.1:6379/x\": redis: invalid database number: \"x\"`},
 		{[]string{"-redis", "redis://u:hunter2@127.0.0.1:6379/-1"}, `-redis=\"redis://u:***@127.0.0.1:6379/-1\": the database number must be at least 0`},
@@ -156,6 +167,10 @@ func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
 		{"-redis", "rediss://cache.example?dial_timeout=3s"},
 		{"-redis", "unix:///run/redis/redis.sock", "-redis-prefix", "shop"},
 		{"-redis", "unix://alice:hunter2@/run/redis.sock?db=2&pool_size=4"},
+		{"-redis", "[::1]:6379"},
+		{"-redis", "redis://cache.example"},
+		{"-upstream", "https://quotes.example/api"},
+		{"-upstream", "http://[::1]:65535/"},
 	} {
 		if _, err := parseFlags(args); err != nil {
 			t.Errorf("%q: %v", args, err)

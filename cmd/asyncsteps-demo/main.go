@@ -272,6 +272,20 @@ func validateAddr(addr string) error {
 	return nil
 }
 
+// dialPortError returns the error of the flag name whose value, shown as
+// it is logged, names an address the command dials on port, unless port
+// is a number from 1 to 65535: url.Parse checks only that a port is
+// digits, and net.Dial refuses the rest when it dials, which made an
+// -upstream with a port of 99999 a gateway that started and answered
+// every request 502, and a -redis one a failure to start that said
+// "redis: timed out".
+func dialPortError(name, shown, port string) error {
+	if n, err := strconv.ParseUint(port, 10, 16); err == nil && n > 0 {
+		return nil
+	}
+	return fmt.Errorf("-%s=%q: want a port from 1 to 65535", name, shown)
+}
+
 // The bounds of the flags whose huge values would not be refused by the
 // code that uses them, but would misbehave: a loop costs memory when it is
 // made (a -loops of millions takes all the machine's before the program
@@ -315,6 +329,9 @@ func validateUpstreamURL(s string) error {
 	}
 	if u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") { // "#" also for an empty fragment
 		return fmt.Errorf("-upstream=%q: want a base URL with no query or fragment", redactedUserinfo(s))
+	}
+	if port := u.Port(); port != "" { // none: the scheme's
+		return dialPortError("upstream", redactedUserinfo(s), port)
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ func validateOTLPEndpoint(s string) error {
 	if u.User != nil {
 		return fmt.Errorf("-otlp-endpoint=%q: want a URL with no user or password, which would not be sent: set OTEL_EXPORTER_OTLP_HEADERS", redactedUserinfo(s))
 	}
+	if port := u.Port(); port != "" { // none: the scheme's
+		return dialPortError("otlp-endpoint", s, port)
+	}
 	return nil
 }
 
