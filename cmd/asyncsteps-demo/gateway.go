@@ -239,13 +239,19 @@ func priceURL(base, symbol string) string {
 // broken upstream.
 func answerError(symbol string, status int) (err *asyncsteps.Error, retry bool) {
 	switch {
-	case status >= 500:
+	case isServerError(status):
 		return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, true
 	case status == http.StatusNotFound:
 		return invalid("unknown symbol %q", symbol), false
 	}
 	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: fmt.Sprintf("upstream answered %d for %s", status, symbol)}, false
 }
+
+// isServerError reports whether status is a 5xx, the upstream's failure
+// that the contract has retried: from 500 to 599. net/http reads any
+// status of three digits, and one past 599 is no failure the contract
+// names, so a broken upstream, as a 429 is.
+func isServerError(status int) bool { return status >= 500 && status <= 599 }
 
 // checkQuote returns what is wrong with an upstream answer that parsed
 // but is no price of symbol, "" if nothing: another symbol's (it would be

@@ -36,7 +36,7 @@ func statusOutcome(status int) upstreamOutcome {
 	switch {
 	case status == http.StatusNotFound:
 		return upstreamNotFound
-	case status >= 500:
+	case isServerError(status):
 		return upstreamServerError
 	}
 	return upstreamBadAnswer

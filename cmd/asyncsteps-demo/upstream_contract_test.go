@@ -109,6 +109,30 @@ func TestQuoteUpstreamRedirectAndHugeBody(t *testing.T) {
 	}
 }
 
+// A status of three digits past 599, which net/http reads as it reads
+// any, is no 5xx of the contract: a broken upstream, 502 and asked once,
+// counted bad_answer, as a 429 is; only 500 to 599 are failures retried.
+func TestQuoteUpstreamStatusPast5xxIsNotRetried(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			statuses := map[string]int{"SIX": 600, "NINE": 999}
+			g, asked := gatewayBeforeUpstream(t, impl, func(w http.ResponseWriter, _ *http.Request, symbol string) {
+				w.WriteHeader(statuses[symbol])
+			})
+			for symbol, status := range statuses {
+				wantAnswer(t, g.get("?symbols="+symbol), 502, "", errBody("CommError", "upstream answered "+strconv.Itoa(status)+" for "+symbol))
+				if n := asked()[symbol]; n != 1 {
+					t.Errorf("%s asked %d times, want once", symbol, n)
+				}
+			}
+			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"CommError": 2}})
+			if got := g.gw.stats.snapshot().Upstream; got["bad_answer"] != 2 || got["server_error"] != 0 {
+				t.Errorf("upstream outcomes %v, want bad_answer 2, server_error 0", got)
+			}
+		})
+	}
+}
+
 // gatewayBeforeUpstream starts impl's gateway in front of an upstream on
 // loopback whose answers answer writes, and returns it with a function
 // that says how many times each symbol has been asked of the upstream.
