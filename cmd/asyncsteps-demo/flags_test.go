@@ -127,6 +127,7 @@ func TestBadFlagValuesExitWithStatus2(t *testing.T) {
 		{[]string{"-serve-upstream", "-redis", "127.0.0.1:6379", "-debug", "-loops", "1"},
 			"-debug, -loops, -redis would have no effect: -serve-upstream serves the embedded upstream alone, not the gateway"},
 		{[]string{"-redis-prefix", "shop"}, "-redis-prefix would have no effect: they set the limits shared through -redis, which is not given"},
+		{[]string{"-retries", "0", "-retry-backoff", "100ms"}, "-retry-backoff would have no effect: -retries=0 makes no retry to wait before"},
 		{[]string{"-redis-ttl", "5s", "-redis-prefix", "shop"},
 			"-redis-prefix, -redis-ttl would have no effect: they set the limits shared through -redis, which is not given"},
 	}
@@ -168,6 +169,8 @@ func TestFlagCombinationsInEffectAreAccepted(t *testing.T) {
 		{"-redis", "unix:///run/redis/redis.sock", "-redis-prefix", "shop"},
 		{"-redis", "unix://alice:hunter2@/run/redis.sock?db=2&pool_size=4"},
 		{"-redis", "[::1]:6379"},
+		{"-retries", "1", "-retry-backoff", "100ms"},
+		{"-retries", "0", "-timeout", "2s"},
 		{"-redis", "redis://cache.example"},
 		{"-upstream", "https://quotes.example/api"},
 		{"-upstream", "http://[::1]:65535/"},

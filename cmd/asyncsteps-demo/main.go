@@ -155,6 +155,11 @@ func (o *options) refuseIgnored(given map[string]bool) error {
 			return err
 		}
 	}
+	if o.cfg.Retries == 0 {
+		if err := ignoredError(given, []string{"retry-backoff"}, "-retries=0 makes no retry to wait before"); err != nil {
+			return err
+		}
+	}
 	if o.cluster.Addr == "" {
 		return ignoredError(given, []string{"redis-prefix", "redis-ttl"}, "they set the limits shared through -redis, which is not given")
 	}
