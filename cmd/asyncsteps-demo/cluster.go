@@ -44,7 +44,7 @@ const redisForms = "want host:port, or redis://[user[:password]@]host[:port][/db
 
 // target returns the Redis of o. A URL is read by go-redis's ParseURL,
 // whose options it takes too (?dial_timeout=3s, ...) but skip_verify
-// (see parseRedisURL); host:port is used as it is, as it always was. The
+// (see parseRedisURL); host:port is used as it is, its port checked. The
 // password of a URL wins over REDIS_PASSWORD: the command line is the
 // more explicit of the two, as redis-cli's -a wins over REDISCLI_AUTH.
 func (o clusterOptions) target() (redisTarget, error) {
@@ -104,8 +104,9 @@ func (t redisTarget) withPassword(password string) redisTarget {
 // which would turn off the verification of a rediss:// server's
 // certificate, the one thing that keeps the password from whoever can
 // answer in its name: a private CA is given with SSL_CERT_FILE instead;
-// a port out of range (see dialPortError). Its errors show s with the password of its user information as "***",
-// and never quote url.Parse's error, which holds s whole.
+// a port out of range (see dialPortError). Its errors show s with the
+// password of its user information as "***", and never quote
+// url.Parse's error, which holds s whole.
 func parseRedisURL(s string) (*url.URL, error) {
 	shown := redactedUserinfo(s)
 	_, rest, _ := strings.Cut(s, "://")
@@ -179,11 +180,11 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 	return c, func() { c.Close(); rdb.Close() }, nil
 }
 
-// redisLogger is the logger go-redis logs to what it does not return,
-// why each dial of a lost Redis failed say: the gateway's, at Warn, in
-// the format of -log-format. Its default logger wrote lines of text of its
-// own to the standard error, whatever -log-format and -log-level, among
-// the JSON lines a log pipeline reads.
+// redisLogger takes what go-redis logs rather than returns (why each dial
+// of a lost Redis failed) into the gateway's log, at Warn: go-redis's own
+// logger writes lines of text to the standard error, whatever
+// -log-format and -log-level, which a pipeline reading the JSON lines of
+// -log-format json cannot read.
 type redisLogger struct{ logger *slog.Logger }
 
 // Printf logs go-redis's line, as it formats it, as the detail of a Warn

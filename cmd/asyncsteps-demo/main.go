@@ -279,11 +279,9 @@ func validateAddr(addr string) error {
 
 // dialPortError returns the error of the flag name whose value, shown as
 // it is logged, names an address the command dials on port, unless port
-// is a number from 1 to 65535: url.Parse checks only that a port is
-// digits, and net.Dial refuses the rest when it dials, which made an
-// -upstream with a port of 99999 a gateway that started and answered
-// every request 502, and a -redis one a failure to start that said
-// "redis: timed out".
+// is a number from 1 to 65535. url.Parse checks only that a port is
+// digits; net.Dial would refuse the rest only once it dials, after the
+// start: at each request, or as a Redis that does not answer.
 func dialPortError(name, shown, port string) error {
 	if n, err := strconv.ParseUint(port, 10, 16); err == nil && n > 0 {
 		return nil
