@@ -239,3 +239,101 @@ func TestPanicStackIsCut(t *testing.T) {
 		})
 	}
 }
+
+// A panic has one exception event on its flow's span however other panics
+// come between it and the error an error handler raises in its place: the
+// panic of a cancel handler of a sibling branch that the first cancels
+// (a cleanup that panics), or of a sibling that panics while the first's
+// handler waits. Before, the span remembered the last panic alone, and the
+// replacement, which keeps the first panic as its Cause, exported the
+// first again.
+func TestPanicIsOneExceptionWhateverComesBetween(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		build func(r *asyncsteps.Root)
+		err   string
+		want  string
+	}{{
+		name: "a sibling's cancel handler panics",
+		build: func(r *asyncsteps.Root) {
+			r.Add(func(as steps, _ ...any) {
+				p := as.Parallel()
+				p.Add(func(as steps, _ ...any) { as.SetCancel(func(steps) { panic("cleanup") }) })
+				p.Add(func(steps, ...any) { panic("first") })
+			}, func(as steps, _ string) { as.Error(asyncsteps.CommError, "replaced") })
+		},
+		err:  "CommError: replaced",
+		want: "InternalError:first panic:first InternalError:cleanup panic:cleanup CommError:replaced",
+	}, {
+		name: "a sibling panics while the handler waits",
+		build: func(r *asyncsteps.Root) {
+			var waiting steps
+			r.Add(func(as steps, _ ...any) {
+				p := as.Parallel()
+				p.Add(func(steps, ...any) { panic("first") }, func(as steps, _ string) {
+					waiting = as
+					as.WaitExternal()
+				})
+				p.Add(func(steps, ...any) { panic("second") }, func(as steps, _ string) { as.Success() })
+				p.Add(func(as steps, _ ...any) {
+					waiting.Error(asyncsteps.CommError, "replaced")
+					as.Success()
+				})
+			})
+		},
+		err:  "CommError: replaced",
+		want: "InternalError:first panic:first InternalError:second panic:second CommError:replaced",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}))
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			c.build(r)
+			_, err := r.Run(context.Background())
+			var flowErr *asyncsteps.Error
+			if errText(err) != c.err || !errors.As(err, &flowErr) {
+				t.Fatalf("Run: %v, want %s", err, c.err)
+			}
+			if p, ok := flowErr.Cause.(*asyncsteps.PanicError); !ok || p.Value != "first" {
+				t.Fatalf("the flow's error has cause %#v, want the first panic", flowErr.Cause)
+			}
+			spans := exp.GetSpans()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want the flow's", len(spans))
+			}
+			if got := eventSummary(spans[0]); got != c.want {
+				t.Errorf("the flow's events:\n%s\nwant:\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+// eventSummary writes the events of span in order: a step error as its
+// code and info, an exception as its message.
+func eventSummary(span tracetest.SpanStub) string {
+	var events []string
+	for _, e := range span.Events {
+		var code, info, message string
+		for _, a := range e.Attributes {
+			switch a.Key {
+			case otelsteps.CodeKey:
+				code = a.Value.AsString()
+			case otelsteps.InfoKey:
+				info = a.Value.AsString()
+			case semconv.ExceptionMessageKey:
+				message = a.Value.AsString()
+			}
+		}
+		switch e.Name {
+		case otelsteps.StepErrorEvent:
+			events = append(events, code+":"+info)
+		case semconv.ExceptionEventName:
+			events = append(events, strings.ReplaceAll(message, " ", ""))
+		default:
+			events = append(events, e.Name)
+		}
+	}
+	return strings.Join(events, " ")
+}

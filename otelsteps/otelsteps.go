@@ -172,6 +172,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"weak"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -386,10 +387,35 @@ type flowContext struct {
 	// masked: the contexts of the flow's Await functions hide it (see
 	// awaitStart).
 	masked bool
-	// panicked is the panic whose exception event the span has last had:
-	// the error an error handler raises in place of a panic's keeps the
-	// panic as its Cause, and is no panic of its own. On the flow's loop.
-	panicked *asyncsteps.PanicError
+	// panics are the panics whose exception events the span has had: the
+	// error an error handler raises in place of a panic's keeps the panic
+	// as its Cause, and is no panic of its own, also when other panics
+	// came between (a sibling branch's, a cancel handler's). Held weakly:
+	// a panic that no error holds any more can raise nothing, and its
+	// stack is not kept for the flow's life. On the flow's loop.
+	panics []weak.Pointer[asyncsteps.PanicError]
+}
+
+// firstException reports whether the span has had no exception event of
+// the panic p yet, and notes that it has one now. The panics collected
+// meanwhile are forgotten on the way, so that a long flow that recovers
+// from a panic at each turn keeps no more of them than are still held.
+func (c *flowContext) firstException(p *asyncsteps.PanicError) bool {
+	wp := weak.Make(p)
+	seen := false
+	held := c.panics[:0]
+	for _, q := range c.panics {
+		seen = seen || q == wp
+		if q.Value() != nil {
+			held = append(held, q)
+		}
+	}
+	clear(c.panics[len(held):])
+	c.panics = held
+	if !seen {
+		c.panics = append(c.panics, wp)
+	}
+	return !seen
 }
 
 func (c *flowContext) Value(key any) any {
@@ -493,10 +519,8 @@ func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
 	}
 	attrs := t.infos.eventAttributes(err)
 	p := panicOf(err)
-	if p == f.panicked {
-		p = nil // recorded already (a handler raised err in its place), or none
-	} else if p != nil {
-		f.panicked = p
+	if p != nil && !f.firstException(p) {
+		p = nil // recorded already: a handler raised err in its place
 	}
 	if t.now == nil {
 		f.span.AddEvent(StepErrorEvent, attrs)
