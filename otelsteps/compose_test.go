@@ -168,3 +168,128 @@ func failStartInAnAwait(t *testing.T, metered, wrap bool) {
 		t.Errorf("spans:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// userCallKey keys the span that withUserCallSpan's hooks start in an
+// Await's context.
+type userCallKey struct{}
+
+// withUserCallSpan wraps h as an application adding its own span to each
+// Await call would: its AwaitStart calls h's, then starts a span named
+// name on the context h's returned, a child of the Await's; its AwaitEnd
+// ends that span and calls h's, or calls h's first if endFirst is false.
+func withUserCallSpan(h *asyncsteps.Hooks, tracer trace.Tracer, name string, endFirst bool) *asyncsteps.Hooks {
+	w := *h
+	w.AwaitStart = func(ctx context.Context) context.Context {
+		ctx, span := tracer.Start(h.AwaitStart(ctx), name)
+		return context.WithValue(ctx, userCallKey{}, span)
+	}
+	w.AwaitEnd = func(ctx context.Context, err *asyncsteps.Error) {
+		span, _ := ctx.Value(userCallKey{}).(trace.Span)
+		if endFirst {
+			span.End()
+		}
+		h.AwaitEnd(ctx, err)
+		span.End()
+	}
+	return &w
+}
+
+// Hooks that wrap otelsteps' and put a span of their own on top of an
+// Await's, as a FlowStart may on top of the flow's: the Await's span
+// ends once, as its function returns, with the function's outcome, and
+// the user's span is left to the user, whichever of the two AwaitEnd
+// hooks runs first. The Await's span was left unended, and the user's
+// took its status.
+func TestAwaitHooksWrappedWithASpanOnTop(t *testing.T) {
+	for _, endFirst := range []bool{true, false} {
+		name := "user's span ended first"
+		if !endFirst {
+			name = "user's span ended last"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				h := otelsteps.Hooks(otelsteps.Config{TracerProvider: tp})
+				loop.SetHooks(withUserCallSpan(h, tp.Tracer("test"), "call", endFirst))
+
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				r.Await(func(context.Context) (any, error) {
+					return nil, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "down"}
+				}, func(as steps, _ string) { as.Success() })
+				r.Await(func(context.Context) (any, error) { return "ok", nil })
+				if _, err := r.Run(context.Background()); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+				synctest.Wait()
+				want := describeLines([]string{
+					`asyncsteps.flow <- -: Unset "" event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=down`,
+					`asyncsteps.await <- asyncsteps.flow: Error "CommError: down" asyncsteps.error.code=CommError error.type=CommError`,
+					`asyncsteps.await <- asyncsteps.flow: Unset ""`,
+					`call <- asyncsteps.await: Unset ""`,
+					`call <- asyncsteps.await: Unset ""`,
+				})
+				if got := describe(rec.Ended()); got != want {
+					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+				}
+				if s, e := len(rec.Started()), len(rec.Ended()); s != e {
+					t.Errorf("%d spans started, %d ended", s, e)
+				}
+			})
+		})
+	}
+}
+
+// innerFlowsDropped samples every span but a flow's with a parent (a
+// flow run by an Await function) and the spans under it.
+type innerFlowsDropped struct{}
+
+func (innerFlowsDropped) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	parent := trace.SpanContextFromContext(p.ParentContext)
+	drop := p.Name == otelsteps.FlowSpan && parent.IsValid() || parent.IsValid() && !parent.IsSampled()
+	if drop {
+		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (innerFlowsDropped) Description() string { return "innerFlowsDropped" }
+
+// An Await of a flow whose span records nothing, run by the function of
+// an Await whose span records, ends its own span, which records nothing,
+// and not the outer Await's, which ends with its own function's outcome.
+func TestAwaitOfAnUnsampledFlowInAnAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(innerFlowsDropped{}))
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		loop.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}))
+
+		outer := asyncsteps.New(asyncsteps.WithTool(loop))
+		outer.Await(func(ctx context.Context) (any, error) {
+			inner := asyncsteps.New(asyncsteps.WithTool(loop))
+			inner.Await(func(context.Context) (any, error) {
+				return nil, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "inner"}
+			})
+			_, err := inner.Run(ctx)
+			return nil, &asyncsteps.Error{Code: asyncsteps.NotImplemented, Info: "outer after " + errText(err)}
+		})
+		if _, err := outer.Run(context.Background()); errText(err) != "NotImplemented: outer after CommError: inner" {
+			t.Errorf("Run: %v", err)
+		}
+		synctest.Wait()
+		want := describeLines([]string{
+			`asyncsteps.flow <- -: Error "NotImplemented: outer after CommError: inner" asyncsteps.error.code=NotImplemented error.type=NotImplemented event asyncsteps.step_error asyncsteps.error.code=NotImplemented asyncsteps.error.info=outer after CommError: inner`,
+			`asyncsteps.await <- asyncsteps.flow: Error "NotImplemented: outer after CommError: inner" asyncsteps.error.code=NotImplemented error.type=NotImplemented`,
+		})
+		if got := describe(rec.Ended()); got != want {
+			t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+		}
+		if s, e := len(rec.Started()), len(rec.Ended()); s != e {
+			t.Errorf("%d spans started, %d ended", s, e)
+		}
+	})
+}

@@ -98,7 +98,9 @@
 // call theirs, each once, with the context they were given. The flow's
 // span then ends once, at the flow's end, with the flow's outcome, and
 // has the step errors as events, whatever the context holds on top of
-// it (see the example). A hook of the application's that keeps something
+// it (see the example). So does an Await's span, as its function
+// returns, under a span that the application's AwaitStart puts on top
+// of it, a child of the Await's, and ends itself. A hook of the application's that keeps something
 // of its own in the flow's context must look for it as these do: when a
 // FlowStart fails, FlowEnd gets the context the flow began with, which,
 // for a flow run by an Await function, holds what the outer flow's
@@ -462,18 +464,54 @@ func ownFlow(ctx context.Context) *flowContext {
 	return c
 }
 
-// awaitStart starts the span of an Await, a child of the span in ctx, and
-// masks the flow's flowContext in the function's context, so that a flow
-// the function runs, whose FlowStart fails, does not take its outer
-// flow's span or start for its own. The mask costs an allocation: a flow
-// whose span records nothing and that is not measured goes without, as
-// failing and ending its span (all the other flow could do to it) does
-// nothing.
-func (t tracer) awaitStart(ctx context.Context) context.Context {
-	if f := ownFlow(ctx); f != nil && f.masked {
-		ctx = context.WithValue(ctx, flowKey{}, (*flowContext)(nil))
+// awaitKey keys the awaitContext of an Await call in its function's
+// context.
+type awaitKey struct{}
+
+// awaitContext is the context of an Await function: the one AwaitStart
+// got, with the Await's span, which AwaitEnd finds through whatever the
+// hooks that wrap these put on top of it (a span of their own), as
+// FlowEnd finds its flow's. If masked, it hides the flowContext of its
+// flow (see awaitStart).
+type awaitContext struct {
+	context.Context
+	span   trace.Span
+	masked bool
+}
+
+func (c *awaitContext) Value(key any) any {
+	switch key {
+	case awaitKey{}:
+		return c
+	case flowKey{}:
+		if c.masked {
+			return (*flowContext)(nil)
+		}
 	}
-	ctx, _ = t.startSpan(ctx, AwaitSpan, t.now.read(false))
+	return c.Context.Value(key)
+}
+
+// String names the context as the context package names its own, not as
+// the one it embeds.
+func (c *awaitContext) String() string {
+	return fmt.Sprint(c.Context) + ".WithValue(otelsteps.awaitKey, call)"
+}
+
+// awaitStart starts the span of an Await, a child of the span in ctx, and
+// returns the function's context, an awaitContext that keeps the span for
+// awaitEnd and masks the flow's flowContext, so that a flow the function
+// runs, whose FlowStart fails, does not take its outer flow's span or
+// start for its own. The awaitContext costs an allocation: an Await whose
+// span records nothing, of a flow that needs no mask, goes without, as
+// failing and ending its span does nothing; unless an outer Await's is in
+// ctx, which its awaitEnd would take for its own.
+func (t tracer) awaitStart(ctx context.Context) context.Context {
+	f := ownFlow(ctx)
+	masked := f != nil && f.masked
+	ctx, span := t.startSpan(ctx, AwaitSpan, t.now.read(false))
+	if masked || span.IsRecording() || ctx.Value(awaitKey{}) != nil {
+		return &awaitContext{Context: ctx, span: span, masked: masked}
+	}
 	return ctx
 }
 
@@ -493,7 +531,11 @@ func (t tracer) flowEnd(ctx context.Context, err error) {
 }
 
 func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
-	span := trace.SpanFromContext(ctx)
+	call, _ := ctx.Value(awaitKey{}).(*awaitContext)
+	if call == nil {
+		return // its span records nothing (see awaitStart)
+	}
+	span := call.span
 	// A context ended before the function returned: the step was
 	// cancelled or timed out, whatever the function returned then (often
 	// ctx.Err(), which would read as an InternalError).
