@@ -88,8 +88,8 @@ type Hooks struct {
 	// called on: the Mutex, the Throttle or the Limiter. A flow that waits
 	// for both of a Limiter's limits, a slot and then an entry in the next
 	// period, is reported twice, once per wait. A flow let in at once, or
-	// that leaves the queue without entering (cancelled, timed out), is
-	// not reported.
+	// that leaves the queue without entering (cancelled, timed out, also
+	// once let in, before it went on), is not reported.
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
@@ -469,9 +469,13 @@ func (w *waitingStep) Success(args ...any) {
 // Await function that does the same fails its.
 func (w *waitingStep) run() { completeOrFail(w.h, w.resume) }
 
-// resume reports the wait, then lets the step's flow in.
+// resume reports the wait, then lets the step's flow in. A step that has
+// ended since the gate let it in (its flow cancelled or ended, its
+// timeout run out) never enters, and is not reported: its flow's FlowEnd
+// may have run. Its Success does nothing, and its slot comes back as its
+// frame unwinds.
 func (w *waitingStep) resume() {
-	if w.report != nil {
+	if w.report != nil && w.h.st.Load()&(stClaim|stDone) == 0 {
 		w.report(w.obj, w.waited)
 	}
 	w.AsyncSteps.Success(w.args...)

@@ -80,7 +80,8 @@ type Result struct {
 	// functions' goroutines, in no order with the trace's events.
 	AwaitHooks []string
 	// Late are the hook calls after FlowEnd: the ends of the flows of
-	// AwaitFlow steps cancelled as the flow ended, SyncWait tasks left.
+	// AwaitFlow steps cancelled as the flow ended. (A SyncWait task left
+	// reports nothing: its waiter has ended.)
 	Late []string
 }
 
@@ -562,7 +563,9 @@ func Model(p *Program) Result {
 				continue
 			}
 			if w := e.syncWait; w != nil {
-				m.hook(SyncWaitEvent(w.gate, w.waited))
+				if !w.then.th.done { // a waiter that ended since is not reported
+					m.hook(SyncWaitEvent(w.gate, w.waited))
+				}
 				m.fifo = append(m.fifo, w.then)
 				continue
 			}
@@ -649,7 +652,7 @@ func (m *model) lateTasks() {
 		switch {
 		case e.flow != nil:
 			m.flowTask(e)
-		case e.syncWait != nil:
+		case e.syncWait != nil && !e.syncWait.then.th.done:
 			m.hook(SyncWaitEvent(e.syncWait.gate, e.syncWait.waited))
 		}
 	}
