@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -336,4 +337,68 @@ func eventSummary(span tracetest.SpanStub) string {
 		}
 	}
 	return strings.Join(events, " ")
+}
+
+// A panic in a flow run by an Await function is an exception of that
+// flow's span alone, also when an error handler of the outer flow raises
+// an error in place of the one the Await failed with, which keeps the
+// panic as its Cause, as it does without the handler: the outer flow's
+// span has the step errors, no exception. Before, the handler's error
+// added the inner panic's exception to the outer flow's span.
+func TestPanicOfAFlowRunByAnAwaitIsItsOwn(t *testing.T) {
+	replace := func(as steps, _ string) { as.Error(asyncsteps.CommError, "replaced") }
+	for _, c := range []struct {
+		name  string
+		build func(loop *asyncsteps.Loop, outer *asyncsteps.Root, inner *asyncsteps.Root)
+		spans []string
+	}{{
+		name: "Run by an Await function",
+		build: func(_ *asyncsteps.Loop, outer, inner *asyncsteps.Root) {
+			outer.Await(func(ctx context.Context) (any, error) { return inner.Run(ctx) }, replace)
+		},
+		spans: []string{
+			"asyncsteps.flow: InternalError:inner panic:inner", // the inner flow
+			"asyncsteps.await: ",
+			"asyncsteps.flow: InternalError:inner CommError:replaced",
+		},
+	}, {
+		name: "AwaitFlow",
+		build: func(_ *asyncsteps.Loop, outer, inner *asyncsteps.Root) {
+			outer.Add(func(as steps, _ ...any) { asyncsteps.AwaitFlow(as, inner) }, replace)
+		},
+		spans: []string{
+			"asyncsteps.flow: InternalError:inner panic:inner", // the inner flow
+			"asyncsteps.flow: InternalError:inner CommError:replaced",
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				exp := tracetest.NewInMemoryExporter()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				loop.SetHooks(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}))
+				outer := asyncsteps.New(asyncsteps.WithTool(loop))
+				inner := asyncsteps.New(asyncsteps.WithTool(loop))
+				inner.Add(func(steps, ...any) { panic("inner") })
+				c.build(loop, outer, inner)
+				_, err := outer.Run(context.Background())
+				var flowErr *asyncsteps.Error
+				if errText(err) != "CommError: replaced" || !errors.As(err, &flowErr) {
+					t.Fatalf("Run: %v, want CommError: replaced", err)
+				}
+				if p, ok := flowErr.Cause.(*asyncsteps.PanicError); !ok || p.Value != "inner" {
+					t.Fatalf("the flow's error has cause %#v, want the inner flow's panic", flowErr.Cause)
+				}
+				synctest.Wait()
+				var got []string
+				for _, s := range exp.GetSpans() {
+					got = append(got, s.Name+": "+eventSummary(s))
+				}
+				if strings.Join(got, "\n") != strings.Join(c.spans, "\n") {
+					t.Errorf("spans in the order ended:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.spans, "\n"))
+				}
+			})
+		})
+	}
 }

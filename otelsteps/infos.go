@@ -117,6 +117,27 @@ func panicOf(err *asyncsteps.Error) *asyncsteps.PanicError {
 	return p
 }
 
+// maxCopies bounds the walk of copiedPanicOf, as the engine bounds its
+// own: a chain of *Error causes a user made into a loop ends there.
+const maxCopies = 16
+
+// copiedPanicOf returns the panic under the *asyncsteps.Error copies that
+// err's Cause leads to, if any: the panic of another flow, whose error an
+// Await, AwaitResult or AwaitFlow step copied (see the engine's error
+// handlers, which make it the Cause of an error they raise in its place).
+// Only *asyncsteps.Error causes are walked: no method of the
+// application's errors is called.
+func copiedPanicOf(err *asyncsteps.Error) *asyncsteps.PanicError {
+	e, _ := err.Cause.(*asyncsteps.Error)
+	for i := 0; e != nil; i++ {
+		if p, ok := e.Cause.(*asyncsteps.PanicError); ok || i == maxCopies {
+			return p
+		}
+		e, _ = e.Cause.(*asyncsteps.Error)
+	}
+	return nil
+}
+
 // addPanic adds to span the exception event of the panic p, as
 // OpenTelemetry's semantic conventions have it: the type of the panic
 // value, its message, which is the application's text and is exported as

@@ -72,7 +72,10 @@
 // panic it recovered on a goroutine of its own) counts as one that
 // panicked. The error an error handler raises in place of a panic's
 // keeps the panic as its Cause, and is not a panic again: the flow's span
-// has one exception event per panic. A stack holds the names of the
+// has one exception event per panic. A panic in a flow run by an Await
+// function is an exception of that flow's span, not of the outer flow's
+// or the Await's, also when an error handler of the outer flow raises an
+// error in place of the one the Await failed with. A stack holds the names of the
 // functions and files, not the application's data; it is cut to
 // [Config].MaxStackBytes, [DefaultMaxStackBytes] (8 KiB) unless set, after
 // its last whole line that fits, and ends with a line "…". The SDK's span
@@ -561,8 +564,17 @@ func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
 	}
 	attrs := t.infos.eventAttributes(err)
 	p := panicOf(err)
-	if p != nil && !f.firstException(p) {
-		p = nil // recorded already: a handler raised err in its place
+	switch {
+	case p != nil:
+		if !f.firstException(p) {
+			p = nil // recorded already: a handler raised err in its place
+		}
+	default:
+		if q := copiedPanicOf(err); q != nil {
+			// Another flow's, whose span has its exception: an error a
+			// handler raises in place of err is no panic here either.
+			f.firstException(q)
+		}
 	}
 	if t.now == nil {
 		f.span.AddEvent(StepErrorEvent, attrs)
