@@ -35,7 +35,8 @@ import (
 //     host, whose method or a header field cannot be written, or which is
 //     a server's request (RequestURI set). The info names the problem and
 //     the URL, without its password ("http://ann:***@host/p"; in a URL
-//     that does not parse, all before its last "@" is "***": see
+//     that does not parse, or has no host, such as "ann:pw@host/p", which
+//     forgot its scheme, all before its last "@" is "***": see
 //     [Client.Get]). The URL a step gives a Client is the program's (a
 //     configured upstream), and so is the mistake: a [Handler] answers it
 //     500 and logs it at Error, and [asyncsteps.Retry] does not retry it
@@ -59,8 +60,11 @@ import (
 // [RequestError]'s), never the URL, host or address that the Go error's
 // text names: a [Handler] answers that info to its client, who must not
 // learn where the server connects. Each error keeps the Go error as
-// Cause, which a Handler logs with every detail. A request cancelled by
-// its step reports nothing: the step has ended already.
+// Cause, which a Handler logs with every detail: net/http's error names
+// the URL with its password hidden, but its user name and its query as
+// they are, so a secret belongs in a header (Authorization), not there.
+// A request cancelled by its step reports nothing: the step has ended
+// already.
 //
 // The zero Client sends with [http.DefaultClient], reads at most 1 MiB of
 // body and has no guard; a nil *Client acts as the zero one. A Client is
@@ -176,6 +180,20 @@ func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyn
 // password. When the URL parses without that part, the problem was in it,
 // and the error says so.
 func withoutUserinfo(rawURL string, err error) error {
+	shown, hidden := hideBeforeLastAt(rawURL)
+	if !hidden {
+		return err
+	}
+	if _, err := url.Parse(shown); err != nil {
+		return err
+	}
+	return &url.Error{Op: "parse", URL: shown, Err: errHiddenUserinfo}
+}
+
+// hideBeforeLastAt returns rawURL with all before its last "@" (after its
+// first "//", if it has one) shown as "***", and whether it had an "@"
+// there.
+func hideBeforeLastAt(rawURL string) (string, bool) {
 	// "//", not "://": a URL without a scheme ("//ann:pw@host/p") has user
 	// information too, which url.Parse reads as such. One without "//"
 	// has none, but may hold a password meant as such ("ann:pw@host",
@@ -187,13 +205,26 @@ func withoutUserinfo(rawURL string, err error) error {
 	}
 	at := strings.LastIndex(rawURL[authority:], "@")
 	if at < 0 {
+		return rawURL, false
+	}
+	return rawURL[:authority] + "***" + rawURL[authority+at:], true
+}
+
+// withoutOpaqueUserinfo returns err, net/http's error of sending req, with
+// its URL shown as withoutUserinfo shows one when req's URL has an "@" but
+// no host: "ann:pw@host/p" parses, with "ann" for its scheme and the rest
+// opaque, and net/http, which hides only the password of a URL's user
+// information, quotes it whole.
+func withoutOpaqueUserinfo(req *http.Request, err error) error {
+	ue, ok := err.(*url.Error)
+	if !ok || req == nil || req.URL == nil || req.URL.User != nil || req.URL.Host != "" {
 		return err
 	}
-	shown := rawURL[:authority] + "***" + rawURL[authority+at:]
-	if _, err := url.Parse(shown); err != nil {
+	shown, hidden := hideBeforeLastAt(ue.URL)
+	if !hidden {
 		return err
 	}
-	return &url.Error{Op: "parse", URL: shown, Err: errHiddenUserinfo}
+	return &url.Error{Op: ue.Op, URL: shown, Err: ue.Err}
 }
 
 // errHiddenUserinfo is the problem of a URL that parses only without the
@@ -297,6 +328,11 @@ func refusal(req *http.Request, err error) string {
 		return ""
 	}
 	msg, scheme := ue.Err.Error(), req.URL.Scheme
+	if req.URL.Host == "" && req.URL.User == nil && strings.Contains(req.URL.Opaque, "@") {
+		// "ann:pw@host/p": a URL without a scheme, whose user url.Parse
+		// read as its scheme, not to be named.
+		scheme = ""
+	}
 	problem := ""
 	switch {
 	case strings.HasPrefix(msg, "unsupported protocol scheme") && scheme == "":
@@ -381,6 +417,7 @@ func RequestError(req *http.Request, err error) (mapped *asyncsteps.Error) {
 				Info: fmt.Sprintf("asynchttp: reading the %T given as an error panicked: %v", unwrapURL(err), v)}
 		}
 	}()
+	err = withoutOpaqueUserinfo(req, err)
 	if problem := refusal(req, err); problem != "" {
 		// Not a CommError, which the default of Retry retries in vain,
 		// nor an InvalidRequest, which a Handler answers 400 unlogged:

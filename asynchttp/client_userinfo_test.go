@@ -74,3 +74,65 @@ func TestClientHidesTheUserInfoOfAURLThatDoesNotParse(t *testing.T) {
 		})
 	}
 }
+
+// A URL that parses but that net/http will not send, and whose user
+// information is not read as such ("ann:pw@host/p" forgot its scheme:
+// url.Parse takes "ann" for the scheme and the rest for an opaque part),
+// was quoted whole by net/http's error, which hides only a parsed user's
+// password: the info and the Cause, which a Handler logs, showed the
+// password, and the info named the user as the scheme. All before the
+// last "@" is hidden, as in a URL that does not parse, and the URL is
+// said to have no scheme.
+func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
+	const secret = "pw" // in every password below, and nowhere else
+	loop := newLoop(t)
+	for _, tc := range []struct{ name, url, info, cause string }{
+		{"no scheme", "ann:pw42@example.invalid/p",
+			`Get "***@example.invalid/p": URL without a scheme (http or https)`,
+			`Get "***@example.invalid/p": unsupported protocol scheme "ann"`},
+		{"two colons", "ann:pw42:x@example.invalid:8080/p",
+			`Get "***@example.invalid:8080/p": URL without a scheme (http or https)`,
+			`Get "***@example.invalid:8080/p": unsupported protocol scheme "ann"`},
+		{"http without slashes", "http:ann:pw42@example.invalid/p",
+			`Get "***@example.invalid/p": URL without a host`,
+			`Get "***@example.invalid/p": http: no Host in request URL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, logs := loggedWithoutTime()
+			var c asynchttp.Client
+			var flowErr, doneErr error
+			h := &asynchttp.Handler{
+				Tool:   func() asyncsteps.Tool { return loop },
+				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, tc.url) },
+				Logger: logger,
+				Done:   func(_ *http.Request, o asynchttp.Outcome) { flowErr = o.Err },
+			}
+			c.Done = func(_ *http.Request, _ int, err error) { doneErr = err }
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote", nil))
+			if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
+				t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
+			}
+			if got, want := flowError(flowErr), "InternalError: asynchttp: "+tc.info; got != want {
+				t.Errorf("flow error %q, want %q", got, want)
+			}
+			for _, err := range []error{flowErr, doneErr} {
+				var cause *url.Error
+				if !errors.As(err, &cause) || cause.Error() != tc.cause {
+					t.Errorf("cause of %v: %v, want the *url.Error %q", err, cause, tc.cause)
+				}
+			}
+			want := `level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
+				`info="asynchttp: ` + strings.ReplaceAll(tc.info, `"`, `\"`) + `" ` +
+				`cause="` + strings.ReplaceAll(tc.cause, `"`, `\"`) + `" ` +
+				`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"
+			got := logs()
+			if got != want {
+				t.Errorf("log\n%s\nwant\n%s", got, want)
+			}
+			if strings.Contains(got, secret) {
+				t.Errorf("the log shows the password: %s", got)
+			}
+		})
+	}
+}
