@@ -291,9 +291,11 @@ func malformed(logger *slog.Logger, symbol, detail string) *asyncsteps.Error {
 const maxLoggedDetail = 256
 
 // upstreamTimeoutInfo is the info of the 504 of a request whose symbol's
-// every attempt ran out of its own time (-attempt-timeout): the upstream
-// too slow, told apart from the request's own timeout, "request timed
-// out", which the client chose or the gateway's -timeout set.
+// last attempt, the retries used up, ran out of its own time
+// (-attempt-timeout; the attempts before it may have failed otherwise):
+// the upstream too slow, told apart from the request's own timeout,
+// "request timed out", which the client chose or the gateway's -timeout
+// set.
 const upstreamTimeoutInfo = "upstream timed out"
 
 // retriable reports whether an upstream attempt that failed with code is
