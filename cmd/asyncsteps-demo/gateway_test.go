@@ -255,7 +255,10 @@ func TestQuoteAnswersEverySymbolInOrder(t *testing.T) {
 			}
 			// Repeated parameters are one list, not the first one alone.
 			wantAnswer(t, g.get("?symbols=IBM,AAPL&symbols=AAPL,CRM"), 200, "", quotesBody("IBM", "AAPL", "CRM"))
-			checkCounters(t, g.gw.stats, counters{started: 2, finished: map[string]int64{"OK": 2}})
+			// A query of the longest length read (maxQueryBytes).
+			longest := "?symbols=AAPL&x=" + strings.Repeat("a", 8192-len("symbols=AAPL&x="))
+			wantAnswer(t, g.get(longest), 200, "", quotesBody("AAPL"))
+			checkCounters(t, g.gw.stats, counters{started: 3, finished: map[string]int64{"OK": 3}})
 		})
 	}
 }
@@ -313,7 +316,10 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 		// is never seen.
 		{"too many, then more", "GET", "?symbols=A,B,C,D,E,F,G,H,I,J,J,A,K,x", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
 		{"too many over two lists", "GET", "?symbols=A,B,C,D,E&symbols=F,G,H,I,J,K", 400, errBody("InvalidRequest", "too many symbols: more than 10")},
-		{"long malformed symbol", "GET", "?symbols=AAPL," + strings.Repeat("a", 70000), 400, errBody("InvalidRequest", `malformed symbol "aaaaaaaaaaaaaaaa...": 1 to 5 capital letters`)},
+		{"long malformed symbol", "GET", "?symbols=AAPL," + strings.Repeat("a", 8000), 400, errBody("InvalidRequest", `malformed symbol "aaaaaaaaaaaaaaaa...": 1 to 5 capital letters`)},
+		// Refused unread: the bound is of the query, whatever it holds.
+		{"query too long", "GET", "?symbols=AAPL&x=" + strings.Repeat("a", 8192-len("symbols=AAPL&x=")+1), 400, errBody("InvalidRequest", "query too long: more than 8192 bytes")},
+		{"query too long, malformed", "GET", "?symbols=%zz," + strings.Repeat("a", 70000), 400, errBody("InvalidRequest", "query too long: more than 8192 bytes")},
 		{"empty lists", "GET", "?symbols=&symbols=", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
 		{"malformed symbol", "GET", "?symbols=AAPL,msft", 400, errBody("InvalidRequest", `malformed symbol "msft": 1 to 5 capital letters`)},
 		{"commas only", "GET", "?symbols=,,", 400, errBody("InvalidRequest", "no symbols: use /quote?symbols=AAPL,MSFT")},
@@ -339,7 +345,7 @@ func TestQuoteBadInputIs400Or405(t *testing.T) {
 			if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
 				t.Errorf("405 with Allow %q, want GET, HEAD", allow)
 			}
-			checkCounters(t, g.gw.stats, counters{started: 13, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 11, "MethodNotAllowed": 2}})
+			checkCounters(t, g.gw.stats, counters{started: 15, upstreamCancelled: 1, finished: map[string]int64{"InvalidRequest": 13, "MethodNotAllowed": 2}})
 		})
 	}
 }
