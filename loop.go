@@ -582,22 +582,31 @@ func (l *Loop) runBatch() {
 	}
 }
 
-// fireTimers runs the timers due now. Those that become due while it runs
-// wait for the next pass, so a timer that re-arms itself with d <= 0
-// cannot stall the loop.
+// fireTimers runs the timers due now. Those armed while it runs wait for
+// the next pass, so a timer that re-arms itself with d <= 0 cannot stall
+// the loop: not by its due, which is now when the clock has not moved
+// since the pass began (inside a testing/synctest bubble it does not
+// while the loop runs), but by its order, later than every timer armed
+// before the pass.
 func (l *Loop) fireTimers() {
 	defer l.recoverPanic()
 	now := l.clock()
+	armedBefore := l.timerSeq.Load()
 	l.stepTimers.stamp(now)
 	// Step timeouts that the timers' callbacks arm count from the end of
 	// this pass, also if a callback panics.
 	defer l.stampTimers()
 	for !l.closing.Load() {
 		l.mu.Lock()
-		e := l.timers.peekDue(now)
+		e, stepTimer := l.timers.peekDue(now), false
 		if s := l.stepTimers.first(); s != nil && s.due <= now && (e == nil || s.before(e)) {
-			l.stepTimers.take(s)
-			e = s
+			e, stepTimer = s, true
+		}
+		if e != nil && e.seq > armedBefore {
+			e = nil // and so is every timer left that is due by now
+		}
+		if e != nil && stepTimer {
+			l.stepTimers.take(e)
 		} else if e != nil {
 			l.timers.popDue(now)
 		}

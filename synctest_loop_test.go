@@ -51,3 +51,34 @@ func TestLoopInSynctestRetriesAwaitOnVirtualTime(t *testing.T) {
 		}
 	})
 }
+
+// A timer that re-arms itself with no delay waits for the loop's next
+// pass, also when the clock has not moved since the pass began, as it
+// never does inside a testing/synctest bubble while the loop runs: the
+// loop runs the immediate that its first run scheduled before it runs
+// the timer again, rather than run the timer for as long as it re-arms.
+func TestLoopInSynctestTimerReArmedAtOnceWaitsForTheNextPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		const rearms = 100
+		runs, immediateAfter := 0, 0
+		done := make(chan struct{})
+		var rearm func()
+		rearm = func() {
+			if runs++; runs == 1 {
+				loop.Immediate(func() { immediateAfter = runs })
+			}
+			if runs == rearms {
+				close(done)
+				return
+			}
+			loop.Deferred(0, rearm)
+		}
+		loop.Deferred(0, rearm)
+		<-done
+		loop.Close() // before the loop's variables are read
+		if immediateAfter != 1 {
+			t.Errorf("the immediate ran after %d runs of the timer, want 1", immediateAfter)
+		}
+	})
+}
