@@ -57,14 +57,23 @@ func (e *testImmediate) run() {
 	f()
 }
 
-// Cancel uncounts the callback at once, so HasEvents sees it gone; the
-// queue entry itself is skipped when reached.
+// Cancel uncounts the callback at once, so HasEvents sees it gone, and
+// lets it go, as a kept handle must not keep it alive; the queue entry
+// itself is skipped when reached.
 func (e *testImmediate) Cancel() {
 	e.tool.mu.Lock()
 	if e.state.CompareAndSwap(handleScheduled, handleCancelled) {
 		e.tool.live--
+		e.f = nil
 	}
 	e.tool.mu.Unlock()
+}
+
+// drop cancels the callback as ResetEvents drops it. Called with
+// tool.mu held.
+func (e *testImmediate) drop() {
+	e.state.Store(handleCancelled)
+	e.f = nil
 }
 
 func (e *testImmediate) IsValid() bool { return e.state.Load() == handleScheduled }

@@ -238,7 +238,7 @@ func (t *TestTool) ResetEvents() {
 		}
 		switch tk := e.tk.(type) {
 		case *testImmediate:
-			tk.state.Store(handleCancelled)
+			tk.drop()
 		case runsWhenDropped:
 			mustRun = append(mustRun, tk)
 		default:

@@ -70,6 +70,7 @@ func (e *timerEntry) Cancel() {
 	}
 	if e.index >= 0 {
 		e.h.remove(e.index)
+		e.t = nil // a kept handle must not keep the callback alive
 		e.state.Store(handleCancelled)
 	}
 }
