@@ -387,6 +387,11 @@ func (fl *flow) timerLeft(e *timerEntry, now int64) (time.Duration, bool) {
 		}
 		return time.Duration(e.due - now), true
 	case *TestTool:
+		if e.state.Load() == handleCancelled {
+			// Dropped by ResetEvents while still the step's: the step
+			// waits on, with no timeout.
+			return 0, false
+		}
 		return time.Duration(e.due - now), true
 	}
 	return 0, false

@@ -232,6 +232,43 @@ func TestAwaitContextDeadlineOnTestToolIsTimeLeft(t *testing.T) {
 	})
 }
 
+// A step timeout that ResetEvents dropped gives an Await function no
+// deadline: the step waits on until it is completed or cancelled, so a
+// function that sets its I/O deadlines from its context must not fail
+// by a timer that will never fire.
+func TestAwaitContextHasNoDeadlineOfATimeoutResetEventsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		var held asyncsteps.AsyncSteps
+		deadlines := 0
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				held = as
+				as.WaitExternal()
+			})
+			as.Await(func(ctx context.Context) (any, error) {
+				if _, ok := ctx.Deadline(); ok {
+					deadlines++
+				}
+				return nil, ctx.Err()
+			})
+		})
+		res := r.Promise()
+		tt.Advance(100 * time.Millisecond)
+		tt.ResetEvents()
+		held.Success()
+		tt.Run()
+		synctest.Wait()
+		drive(t, tt)
+		wantSuccess(t, result(t, res), nil)
+		if deadlines != 0 {
+			t.Error("the Await function has a deadline of a timeout that ResetEvents dropped")
+		}
+	})
+}
+
 // The deadline of Run's context passes while a completion from another
 // goroutine is on its way to the waiting step (claimed, not yet run on the
 // loop): the completion wins, then the flow times out where it has got

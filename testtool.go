@@ -227,7 +227,8 @@ func (t *TestTool) Advance(d time.Duration) {
 // execution has ended (a continuation or a stop is dropped then), even if
 // the Root runs again. A step's timeout and the wait of a [Retry]'s
 // Backoff are timers of the tool, and are dropped: the step waits on
-// until it is completed or cancelled.
+// until it is completed or cancelled, and the context of an
+// [AsyncSteps.Await] function under it has no deadline of that timeout.
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
 	var kept []task
