@@ -105,7 +105,9 @@ func (s *stepTimers) list(d time.Duration) *timerList {
 	return nil
 }
 
-// unlink takes e out of its list.
+// unlink takes e out of its list. Out of it, e is not unstamped: it may
+// be armed again in the heap, where nothing stamps it, and the flag would
+// make it read as a listed timeout with no list (see timerLeft).
 func (l *timerList) unlink(e *timerEntry) {
 	if e.prev != nil {
 		e.prev.next = e.next
@@ -117,7 +119,7 @@ func (l *timerList) unlink(e *timerEntry) {
 	} else {
 		l.tail = e.prev
 	}
-	e.prev, e.next, e.list = nil, nil, nil
+	e.prev, e.next, e.list, e.unstamped = nil, nil, nil, false
 }
 
 // first returns the timeout that falls due first, or nil; timeouts not

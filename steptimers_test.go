@@ -1,11 +1,13 @@
 package asyncsteps
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -179,4 +181,43 @@ func TestTimeoutsArmedByTimersStampedInTheirPass(t *testing.T) {
 	case second.unstamped || l.stepTimers.armed != 0:
 		t.Error("the timeout armed by the first one's callback is left unstamped")
 	}
+}
+
+// A step timer taken from the loop's pool, last armed in a list and
+// disarmed before it was stamped, then armed in the heap (every list
+// holds timeouts of another duration) is not taken for an unstamped one
+// of a list: the deadline of an Await function under it was read from
+// the list it no longer had, and the flow failed with the nil
+// dereference's InternalError.
+func TestStepTimerReArmedFromAListToTheHeapGivesAwaitItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLoop()
+		defer l.Close()
+		var left time.Duration
+		var nest func(level int) StepFunc
+		nest = func(level int) StepFunc {
+			return func(as AsyncSteps, _ ...any) {
+				if level <= maxTimerLists { // a list for each duration
+					as.SetTimeout(time.Duration(10+level) * time.Hour)
+					as.Add(nest(level + 1))
+					return
+				}
+				as.SetTimeout(11 * time.Hour) // in the first list, not stamped
+				as.SetTimeout(time.Hour)      // its pooled timer, in the heap
+				as.Await(func(ctx context.Context) (any, error) {
+					d, _ := ctx.Deadline()
+					left = time.Until(d)
+					return nil, nil
+				})
+			}
+		}
+		r := New(WithTool(l))
+		r.Add(nest(1))
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if left != time.Hour {
+			t.Errorf("the Await function's deadline is %v away, want 1h", left)
+		}
+	})
 }
