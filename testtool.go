@@ -495,7 +495,10 @@ func (t *TestTool) step(limit int64) bool {
 	}
 	e := t.timers.popDue(limit)
 	if e == nil {
-		t.timers.trim() // Run or Advance is ending: the tool idles
+		// Run or Advance is ending: the tool idles, and gives back what
+		// a burst grew.
+		t.queue.trim()
+		t.timers.trim()
 		t.mu.Unlock()
 		return false
 	}

@@ -58,3 +58,23 @@ func wantOneTimerKept(t *testing.T, mu *sync.Mutex, h *timerHeap, when string) {
 		t.Errorf("%s with %d timers in an array of %d, want 1 in 2", when, size, capacity)
 	}
 }
+
+// The queue of a TestTool that a burst of immediates grew gives its
+// buffer back once the tool idles, as a Loop's queues and the timer heap
+// do: it kept it, 24 bytes a slot, for the life of the tool.
+func TestTestToolQueueShrinksAfterABurst(t *testing.T) {
+	tt := NewTestTool()
+	for range 4 * keptQueue {
+		tt.Immediate(func() {})
+	}
+	for range 4 * keptQueue {
+		tt.Immediate(func() {}).Cancel()
+	}
+	tt.Run()
+	tt.mu.Lock()
+	size := len(tt.queue.buf)
+	tt.mu.Unlock()
+	if size != 0 {
+		t.Errorf("idle with a queue buffer of %d slots, want none", size)
+	}
+}
