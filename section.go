@@ -398,6 +398,11 @@ func (wq *waitQueue) remove(e *entry) {
 			}
 		}
 		clear(wq.q[len(live):])
+		// Give back the array of a queue that none is left in, as pop
+		// does once drained, or a burst's that most have left.
+		if len(live) == 0 || cap(live) > keptQueue && len(live) <= cap(live)/4 {
+			live = append([]*entry(nil), live...)
+		}
 		wq.q, wq.gone = live, 0
 	}
 }

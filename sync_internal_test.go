@@ -289,3 +289,36 @@ func TestAbandonedSectionsAreCollected(t *testing.T) {
 		})
 	}
 }
+
+// The queue of a Mutex or a Throttle whose waiters all left it (timed
+// out, here) gives back the array they grew, as a queue drained by
+// entries does: it kept it, a pointer a waiter, for the life of the
+// Mutex or Throttle.
+func TestSyncQueueShrinksAfterItsWaitersLeave(t *testing.T) {
+	m, th := NewMutex(1), NewThrottle(1, time.Hour)
+	t.Run("Mutex", func(t *testing.T) { wantQueueShrinks(t, m, &m.queue) })
+	t.Run("Throttle", func(t *testing.T) { wantQueueShrinks(t, th, &th.queue) })
+}
+
+// wantQueueShrinks has many flows wait on obj, whose queue is q, and time
+// out, then checks that q keeps no array.
+func wantQueueShrinks(t *testing.T, obj Syncer, q *waitQueue) {
+	tt := NewTestTool()
+	holder := New(WithTool(tt))
+	holder.Sync(obj, func(as AsyncSteps, _ ...any) { as.WaitExternal() })
+	holder.Execute()
+	for range 4 * keptQueue {
+		r := New(WithTool(tt))
+		r.Add(func(as AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.Sync(obj, func(AsyncSteps, ...any) {})
+		}, func(as AsyncSteps, code string) { as.Success() })
+		r.Execute()
+	}
+	tt.Advance(time.Second)
+	if n, c := q.len(), cap(q.q); n != 0 || c != 0 {
+		t.Errorf("%d waiters in an array of %d, want none in none", n, c)
+	}
+	holder.Cancel()
+	tt.Run()
+}
