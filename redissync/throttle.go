@@ -2,6 +2,7 @@ package redissync
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -45,9 +46,10 @@ type ThrottleOptions struct {
 //
 // The limit is the generic cell rate algorithm (GCRA), run by one Lua
 // script in Redis on Redis's clock: entries are spaced Period/Rate apart
-// on average, and up to Rate may enter at once after an idle spell, as a
-// new period of the in-process Throttle lets Rate in at once. Over any
-// span of time d, at most Rate + d·Rate/Period flows enter. Like the
+// on average (rounded up to the ns), and up to Rate may enter at once
+// after an idle spell, as a new period of the in-process Throttle lets
+// Rate in at once. Over any span of time d, at most Rate + d·Rate/Period
+// flows enter. Like the
 // in-process Throttle it counts entries, not flows, and nothing is given
 // back when a section ends.
 //
@@ -100,10 +102,7 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 	if period == 0 {
 		period = time.Second
 	}
-	// In µs, to the ns: a Period under 1µs, truncated to whole µs, made an
-	// interval of 0, which the script divided by, admitting nobody.
-	micros := float64(period.Nanoseconds()) / 1e3
-	interval := max(micros/float64(rate), 0.001)
+	interval, slack := gcraSpacing(rate, period)
 	if c.unmade() {
 		return new(Throttle) // its Sync fails every flow: see Client
 	}
@@ -111,12 +110,28 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
 		keys:      []string{c.key(name, "tat"), c.key(name, "call:"+c.leaseID())},
 		interval:  strconv.FormatFloat(interval, 'f', 3, 64),
-		slack:     strconv.FormatFloat(max(micros-interval, 0), 'f', 3, 64),
+		slack:     strconv.FormatFloat(slack, 'f', 3, 64),
 		keep:      strconv.FormatInt(2*c.opts.OpTimeout.Milliseconds()+1, 10),
 		failOpen:  opts.FailOpen,
 	}
 	c.start(&t.gateQueue, t.run)
 	return t
+}
+
+// gcraSpacing returns the script's emission interval and slack, in µs to
+// the ns (the script's unit; in whole µs, a Period under 1µs made an
+// interval of 0, which the script would divide by). The interval is
+// rounded up to the ns, so that entries never come faster than Rate per
+// Period; the slack is Rate-1 such intervals, so that Rate enter at once
+// after an idle spell. Period less the interval, each rounded on its own,
+// can hold a hair under Rate-1 intervals (Rate 60 per second: 983333.333
+// µs against 16666.667), and the script would admit one entry fewer.
+func gcraSpacing(rate int, period time.Duration) (interval, slack float64) {
+	micros := float64(period.Nanoseconds()) / 1e3
+	// The tolerance keeps a quotient whose float is a hair above a whole
+	// ns (an exact division's rounding) from going up a ns.
+	interval = max(math.Ceil(micros/float64(rate)*1e3-1e-6)/1e3, 0.001)
+	return interval, float64(rate-1) * interval
 }
 
 // Sync implements [asyncsteps.Syncer]: it adds to as the steps that wait
@@ -266,6 +281,13 @@ func wrapsUnavailable(msg string) bool {
 // interval. It returns the number admitted and the µs until the next
 // entry may enter.
 //
+// It reckons with TAT - now, "ahead", and reads and writes TAT's whole µs
+// and its ns apart: a µs count of Redis's clock (about 2^50) keeps only
+// quarters of a µs in a double, so TAT + interval would lose up to 0.125
+// µs at each entry (an interval of 333.333 µs would space entries 333.25
+// µs apart, more than Rate per Period), and now + slack would round the
+// burst after an idle spell down by one.
+//
 // ARGV[4] numbers the call among those of one Throttle, whose record
 // KEYS[2] keeps the number of the last call and the entries it admitted,
 // for ARGV[5] ms. A call whose number is not above the record's is this
@@ -280,24 +302,31 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval, slack, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local call = tonumber(ARGV[4])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
+local ahead = 0
+local tat = redis.call('GET', KEYS[1])
+if tat then
+  local whole, ns = string.match(tat, '^(%d+)%.?(%d*)$')
+  ahead = (tonumber(whole) - now) + tonumber('0.' .. ns)
+  if ahead < 0 then ahead = 0 end
+end
 local last, admitted = string.match(redis.call('GET', KEYS[2]) or '', '^(%d+) (%d+)$')
 local n
 if last and tonumber(last) >= call then
   n = 0
   if tonumber(last) == call then n = tonumber(admitted) end
 else
-  n = math.floor((now + slack - tat) / interval + 1e-6) + 1
+  n = math.floor((slack - ahead) / interval + 1e-6) + 1
   if n > want then n = want end
   if n < 0 then n = 0 end
   if n > 0 then
-    tat = tat + n * interval
-    redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+    ahead = ahead + n * interval
+    local ns = math.floor(ahead * 1000 + 0.5)
+    redis.call('SET', KEYS[1], string.format('%d.%03d', now + math.floor(ns / 1000), ns % 1000),
+      'PX', math.ceil(ahead / 1000) + 1)
   end
   redis.call('SET', KEYS[2], ARGV[4] .. ' ' .. n, 'PX', ARGV[5])
 end
-local wait = tat - slack - now
+local wait = ahead - slack
 if wait < 0 then wait = 0 end
 return {n, math.ceil(wait)}
 `)
