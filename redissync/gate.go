@@ -23,6 +23,9 @@ type gateQueue struct {
 	fresh  []*waiter  // asked since the last round trip: first try pending
 	queue  waitList   // tried and not admitted: they wait, first in, first out
 	closed bool       // the Client closed: no round trip will be made
+	// waiting counts the fresh and queued waiters of each loop, so that
+	// a round trip finds the loops to probe without walking its queue.
+	waiting map[asyncsteps.Tool]int
 
 	wake chan struct{} // buffered 1: a round is due
 }
@@ -64,6 +67,7 @@ func (q *gateQueue) requestUnless(w *waiter, refusal func() *asyncsteps.Error) {
 		return
 	}
 	w.state = wFresh
+	q.countWaiting(w, 1)
 	q.fresh = append(q.fresh, w)
 	q.mu.Unlock()
 	q.signal()
@@ -77,6 +81,7 @@ func (q *gateQueue) dequeue(w *waiter) (held bool) {
 		q.queue.live--
 		fallthrough
 	case wFresh:
+		q.countWaiting(w, -1)
 		w.state = wLeft
 		w.as = nil
 	case wHeld:
@@ -86,26 +91,33 @@ func (q *gateQueue) dequeue(w *waiter) (held bool) {
 	return false
 }
 
+// countWaiting adds d to the count of waiting flows of w's loop, as w
+// starts (1) or stops (-1) to wait: fresh or queued. Called with mu held.
+func (q *gateQueue) countWaiting(w *waiter, d int) {
+	if w.tool == nil {
+		return
+	}
+	if q.waiting == nil {
+		q.waiting = make(map[asyncsteps.Tool]int)
+	}
+	if q.waiting[w.tool] += d; q.waiting[w.tool] == 0 {
+		delete(q.waiting, w.tool)
+	}
+}
+
 // waitingLoops adds to loops the loop of every waiting flow, when some
 // flow waits in the queue: only then is a round trip a retry, which a
 // flow whose loop was closed meanwhile could be in. A flow on its first
 // try ran its step on its loop a moment ago; probing its loop too would
-// cost every uncontended entry. Called with mu held.
+// cost every uncontended entry. Its cost is that of the loops, not of
+// the flows: a round trip with thousands queued stays cheap. Called with
+// mu held.
 func (q *gateQueue) waitingLoops(loops loopSet) loopSet {
 	if q.queue.live == 0 {
 		return loops
 	}
-	// Waiters mostly come in runs of one loop's flows: a run costs a
-	// comparison each, not a map assignment, and a round trip with
-	// thousands queued stays cheap.
-	var last asyncsteps.Tool
-	for _, list := range [][]*waiter{q.queue.items, q.fresh} {
-		for _, w := range list {
-			if (w.state == wQueued || w.state == wFresh) && (w.tool != last || loops == nil) {
-				loops = loops.add(w.tool)
-				last = w.tool
-			}
-		}
+	for tool := range q.waiting {
+		loops = loops.add(tool)
 	}
 	return loops
 }
@@ -149,25 +161,55 @@ func (q *gateQueue) dropClosedFlows(others loopSet) (loopSet, bool) {
 // first, then the fresh ones, at most max of them (negative: all). Fresh
 // ones beyond max stay fresh. Those that left before their first try are
 // dropped: asked for, they would use up an entry of a Throttle, or a lease
-// and a fencing token of a Mutex, for a flow that is gone. Called with mu
-// held.
+// and a fencing token of a Mutex, for a flow that is gone. It walks the
+// queue only as far as the waiters it takes. Called with mu held.
 func (q *gateQueue) take(max int) []*waiter {
-	q.queue.compact()
+	q.queue.tidy()
 	q.fresh = slices.DeleteFunc(q.fresh, func(w *waiter) bool { return w.state != wFresh })
-	batch := make([]*waiter, 0, len(q.queue.items)+len(q.fresh))
-	batch = append(batch, q.queue.items...)
-	n := len(q.fresh)
+	n := q.queue.live + len(q.fresh)
 	if max >= 0 {
-		n = min(n, max-len(batch))
+		n = min(n, max)
 	}
-	if n > 0 {
-		batch = append(batch, q.fresh[:n]...)
-		q.fresh = append(q.fresh[:0:0], q.fresh[n:]...)
+	batch := make([]*waiter, 0, n)
+	for _, w := range q.queue.items {
+		if len(batch) == n {
+			break
+		}
+		if w.state == wQueued {
+			batch = append(batch, w)
+		}
 	}
-	if max >= 0 && len(batch) > max {
-		batch = batch[:max]
-	}
+	k := n - len(batch)
+	batch = append(batch, q.fresh[:k]...)
+	q.fresh = append(q.fresh[:0:0], q.fresh[k:]...)
 	return batch
+}
+
+// takeFresh returns the fresh waiters, for their first try; those that
+// left before it are dropped, as take drops them. Called with mu held.
+func (q *gateQueue) takeFresh() []*waiter {
+	fresh := slices.DeleteFunc(q.fresh, func(w *waiter) bool { return w.state != wFresh })
+	q.fresh = nil
+	return fresh
+}
+
+// admitQueued lets in the first n waiters of the queue, or all of them if
+// fewer wait, and returns them: their steps must now be completed. Called
+// with mu held.
+func (q *gateQueue) admitQueued(n int) []*waiter {
+	var done []*waiter
+	i := 0
+	for ; i < len(q.queue.items) && len(done) < n; i++ {
+		if w := q.queue.items[i]; w.state == wQueued {
+			q.queue.live--
+			q.countWaiting(w, -1)
+			w.state = wHeld
+			done = append(done, w)
+		}
+	}
+	clear(q.queue.items[:i]) // none of them waits
+	q.queue.items = q.queue.items[i:]
+	return done
 }
 
 // settle applies the answer to batch: its first admitted waiters are in,
@@ -184,6 +226,7 @@ func (q *gateQueue) settle(batch []*waiter, admitted int, onAdmit func(i int, w 
 			if w.state == wQueued {
 				q.queue.live--
 			}
+			q.countWaiting(w, -1)
 			w.state = wHeld
 			onAdmit(i, w)
 			done = append(done, w)
@@ -193,6 +236,7 @@ func (q *gateQueue) settle(batch []*waiter, admitted int, onAdmit func(i int, w 
 			w.state = wQueued
 			q.queue.push(w)
 		default:
+			q.countWaiting(w, -1)
 			w.state = wLeft
 			w.err = &asyncsteps.Error{Code: asyncsteps.DefenseRejected, Info: q.what + " queue limit"}
 			done = append(done, w)
@@ -221,6 +265,7 @@ func (q *gateQueue) failAll(err *asyncsteps.Error, open bool, batch []*waiter) [
 			if w.state != wQueued && w.state != wFresh {
 				continue
 			}
+			q.countWaiting(w, -1)
 			if open {
 				w.state = wHeld
 			} else {

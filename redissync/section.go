@@ -180,10 +180,10 @@ func (s *section) refusal() *asyncsteps.Error {
 }
 
 // waitList is a first-in, first-out list of waiters. A waiter that leaves
-// is only marked (wLeft) and dropped by compact, on the gate's goroutine.
+// is only marked (wLeft) and dropped by tidy, on the gate's goroutine.
 type waitList struct {
 	items []*waiter
-	live  int // those not left
+	live  int // those that wait (wQueued)
 }
 
 func (l *waitList) push(w *waiter) {
@@ -191,12 +191,28 @@ func (l *waitList) push(w *waiter) {
 	l.live++
 }
 
+// tidy drops the waiters at the front that no longer wait, and the others
+// that no longer wait once they are most of the list: each waiter costs
+// its share of a walk, not a walk at each round trip. Called with the
+// gate's mutex held.
+func (l *waitList) tidy() {
+	i := 0
+	for i < len(l.items) && l.items[i].state != wQueued {
+		i++
+	}
+	clear(l.items[:i])
+	l.items = l.items[i:]
+	if len(l.items) > 2*l.live+16 {
+		l.compact()
+	}
+}
+
 // compact drops the waiters that have left or been admitted. Called with
 // the gate's mutex held.
 func (l *waitList) compact() {
 	kept := l.items[:0]
 	for _, w := range l.items {
-		if w.state == wQueued || w.state == wFresh {
+		if w.state == wQueued {
 			kept = append(kept, w)
 		}
 	}

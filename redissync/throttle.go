@@ -193,30 +193,38 @@ func (t *Throttle) run() {
 // round asks Redis for an entry for every waiter in one round trip. It
 // returns when the next entry is possible, if waiters are left. Before,
 // it drops the waiters whose loop was closed: an entry given to one would
-// be spent on a flow that is gone.
+// be spent on a flow that is gone. The script needs only the number of
+// waiters: the queue is walked only as far as the waiters admitted, so
+// that a round trip with thousands queued costs what one with a few does.
 func (t *Throttle) round() (time.Duration, bool) {
 	t.mu.Lock()
 	t.dropClosedFlows(nil)
-	batch := t.take(-1)
+	fresh := t.takeFresh()
+	t.queue.tidy()
+	want := t.queue.live + len(fresh)
 	t.mu.Unlock()
-	if len(batch) == 0 {
+	if want == 0 {
 		return 0, false
 	}
 	t.calls++
-	res, err := t.c.call(gcraScript, t.keys, t.interval, t.slack, len(batch), t.calls, t.keep)
+	res, err := t.c.call(gcraScript, t.keys, t.interval, t.slack, want, t.calls, t.keep)
 	if err != nil {
 		// A panic (InternalError) is a bug, no outage: it fails closed.
 		e := t.c.commError(err)
 		open := t.failOpen && e.Code == asyncsteps.CommError && !refusedByRedis(err)
 		t.mu.Lock()
-		done := t.failAll(e, open, batch)
+		done := t.failAll(e, open, fresh)
 		t.mu.Unlock()
 		complete(done)
 		return 0, false
 	}
-	admitted, wait := toInt(res[0]), toInt(res[1])
+	admitted, wait := int(toInt(res[0])), toInt(res[1])
 	t.mu.Lock()
-	done, _ := t.settle(batch, int(admitted), func(int, *waiter) {})
+	// The queued waiters first, in their order; an entry of one that left
+	// during the round trip goes to the next.
+	done := t.admitQueued(admitted)
+	settled, _ := t.settle(fresh, admitted-len(done), func(int, *waiter) {})
+	done = append(done, settled...)
 	waiting := t.queue.live > 0
 	more := len(t.fresh) > 0
 	t.mu.Unlock()

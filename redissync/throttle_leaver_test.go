@@ -1,0 +1,55 @@
+package redissync
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestThrottleEntryOfALeaverGoesToTheNext: an entry that Redis admits for
+// a queued flow that is cancelled while the round trip is under way goes
+// to the next flow of the queue. It was spent on the flow that left, and
+// the next one waited for the entry after it: here a minute.
+func TestThrottleEntryOfALeaverGoesToTheNext(t *testing.T) {
+	c, rdb := newClient(t, sharedRedis(t), Options{})
+	h := &roundTripHold{armed: make(chan struct{}, 1), started: make(chan struct{}), release: make(chan struct{})}
+	c.rdb.(*redis.Client).AddHook(h)
+	th := c.NewThrottle("leaver", ThrottleOptions{Rate: 1, Period: time.Minute, MaxQueue: -1})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	if res := <-enter(l, th, &tr, "A"); res.Err != nil { // the minute's entry
+		t.Fatal(res.Err)
+	}
+	rb := asyncsteps.New(asyncsteps.WithTool(l))
+	rb.Sync(th, func(asyncsteps.AsyncSteps, ...any) { tr.add("B in") })
+	b := rb.Promise()
+	waitFor(t, "B to queue", func() bool { return queued(&th.gateQueue) == 1 })
+	cres := enter(l, th, &tr, "C")
+	waitFor(t, "C to queue", func() bool { return queued(&th.gateQueue) == 2 })
+	// An entry free again (the key lost), and a round trip for B and C
+	// that Redis has not answered yet.
+	if err := rdb.Del(context.Background(), th.keys[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.armed <- struct{}{}
+	th.signal()
+	<-h.started
+	rb.Cancel()
+	if res := <-b; !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("B ended with %v, want a cancel", res.Err)
+	}
+	close(h.release)
+	select {
+	case res := <-cres:
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("C still waits: the entry admitted for B was spent on it")
+	}
+	tr.check(t, "A in", "C in")
+}
