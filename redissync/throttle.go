@@ -3,6 +3,7 @@ package redissync
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,9 +221,10 @@ func (t *Throttle) round() (time.Duration, bool) {
 	}
 	admitted, wait := int(toInt(res[0])), toInt(res[1])
 	t.mu.Lock()
-	// The queued waiters first, in their order; an entry of one that left
-	// during the round trip goes to the next.
+	// The queued waiters first, in their order, then the fresh ones; an
+	// entry of one that left during the round trip goes to the next.
 	done := t.admitQueued(admitted)
+	fresh = slices.DeleteFunc(fresh, func(w *waiter) bool { return w.state != wFresh })
 	settled, _ := t.settle(fresh, admitted-len(done), func(int, *waiter) {})
 	done = append(done, settled...)
 	waiting := t.queue.live > 0

@@ -53,3 +53,52 @@ func TestThrottleEntryOfALeaverGoesToTheNext(t *testing.T) {
 	}
 	tr.check(t, "A in", "C in")
 }
+
+// TestThrottleEntryOfAFreshLeaverGoesToTheNext: the same for a flow that
+// is cancelled while its first round trip is under way: the entry goes to
+// the flow that asked after it.
+func TestThrottleEntryOfAFreshLeaverGoesToTheNext(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	hold := func() *roundTripHold {
+		h := &roundTripHold{armed: make(chan struct{}, 1), started: make(chan struct{}), release: make(chan struct{})}
+		c.rdb.(*redis.Client).AddHook(h)
+		return h
+	}
+	// The hook added first is the outer one: X's call passes second's
+	// before first's holds it, so arming second then holds the next call.
+	second := hold()
+	first := hold()
+	th := c.NewThrottle("fresh", ThrottleOptions{Rate: 2, Period: time.Minute, MaxQueue: -1})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	first.armed <- struct{}{}
+	x := enter(l, th, &tr, "X")
+	<-first.started
+	// A and B ask while X's round trip is under way: they are tried
+	// together in the next, which takes the minute's second entry for A.
+	ra := asyncsteps.New(asyncsteps.WithTool(l))
+	ra.Sync(th, func(asyncsteps.AsyncSteps, ...any) { tr.add("A in") })
+	a := ra.Promise()
+	bres := enter(l, th, &tr, "B")
+	waitFor(t, "A and B to ask", func() bool { th.mu.Lock(); defer th.mu.Unlock(); return len(th.fresh) == 2 })
+	second.armed <- struct{}{}
+	close(first.release)
+	if res := <-x; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	<-second.started
+	ra.Cancel()
+	if res := <-a; !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("A ended with %v, want a cancel", res.Err)
+	}
+	close(second.release)
+	select {
+	case res := <-bres:
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B still waits: the entry admitted for A was spent on it")
+	}
+	tr.check(t, "X in", "B in")
+}
