@@ -355,6 +355,10 @@ func routes(quotes http.Handler, st *stats, stopping *atomic.Bool, memory http.H
 		mux.Handle("/debug/pprof/", unboundedWrites(pprof.Index)) // heap, goroutine, ... profiles
 		mux.Handle("/debug/pprof/profile", unboundedWrites(pprof.Profile))
 		mux.Handle("/debug/pprof/trace", unboundedWrites(pprof.Trace))
+		// For a pprof that symbolizes a profile through the server. Not
+		// /debug/pprof/cmdline, which the index links too: it would show
+		// the command line, and a password given in -redis or -upstream.
+		mux.Handle("/debug/pprof/symbol", unboundedWrites(pprof.Symbol))
 	}
 	return boundWrites(mux, writeTimeout)
 }

@@ -868,6 +868,7 @@ func TestDebugServesMemoryAndProfiles(t *testing.T) {
 		{"/debug/pprof/", "<html>"},
 		{"/debug/pprof/goroutine?debug=1", "goroutine profile: total "},
 		{"/debug/pprof/trace?seconds=1", "go 1."},
+		{"/debug/pprof/symbol", "num_symbols: 1\n"},
 	} {
 		resp, err := http.Get(g.url + c.path)
 		if err != nil {
@@ -878,6 +879,16 @@ func TestDebugServesMemoryAndProfiles(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), c.prefix) {
 			t.Errorf("GET %s: %d, %.40q; want 200 and a body starting %q", c.path, resp.StatusCode, body, c.prefix)
 		}
+	}
+	// The command line may hold a password (-redis, -upstream).
+	resp, err := http.Get(g.url + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), os.Args[0]) {
+		t.Errorf("GET /debug/pprof/cmdline: %d %.80q; want a 404 without the command line", resp.StatusCode, body)
 	}
 }
 
