@@ -392,20 +392,43 @@ func main() {
 // for SIGTERM). The process exits itself rather than give the signals
 // back their default action: a signal ignored when the process started
 // (SIGINT of a command started with nohup or in the background of a
-// shell script) would be ignored again, and the second one lost.
+// shell script) would be ignored again, and the second one lost. A
+// signal within sameStopRequest of the first is that one again, not a
+// second (see secondSignal).
 func stopOnSignal(logger *slog.Logger) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-signals
+		first := time.Now() // before the stop begins, which a test waits for
 		cancel()
-		sig := <-signals
+		sig := secondSignal(signals, first, time.Now, logger)
 		status := signalExitStatus(sig)
 		logger.Warn("second signal: exiting at once", "signal", sig.String(), "status", status)
 		os.Exit(status)
 	}()
 	return ctx
+}
+
+// sameStopRequest is how soon after the first signal another is taken
+// for the same request to stop: timeout(1) signals its command and then
+// the command's process group, which the command is in, and a supervisor
+// may signal every process of a group the same way; a person pressing
+// Ctrl-C twice takes longer.
+const sameStopRequest = 100 * time.Millisecond
+
+// secondSignal returns the first signal of signals that comes
+// sameStopRequest or later after first, by now; one before is logged and
+// dropped.
+func secondSignal(signals <-chan os.Signal, first time.Time, now func() time.Time, logger *slog.Logger) os.Signal {
+	for {
+		sig := <-signals
+		if now().Sub(first) >= sameStopRequest {
+			return sig
+		}
+		logger.Info("signal again at once: the same request to stop", "signal", sig.String())
+	}
 }
 
 // signalExitStatus is the exit status of a process ended by sig, as a

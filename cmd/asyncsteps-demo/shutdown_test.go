@@ -218,6 +218,7 @@ func TestMainSecondSignalEndsAtOnce(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
+			time.Sleep(sameStopRequest) // or it is the first one again
 			if err := p.cmd.Process.Signal(c.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -238,6 +239,38 @@ func TestMainSecondSignalEndsAtOnce(t *testing.T) {
 				t.Errorf("the request in flight got %+v, want no answer", a)
 			}
 		})
+	}
+}
+
+// A signal that comes less than sameStopRequest after the first is the
+// same request to stop, as timeout(1) sends it to its command and then to
+// the command's process group: logged, and no second signal. The first
+// that comes later is the second.
+func TestSignalAgainAtOnceIsTheSameStop(t *testing.T) {
+	first := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	var clock time.Time
+	signals := make(chan os.Signal, 3)
+	arrive := func(sig os.Signal, after time.Duration) {
+		clock = first.Add(after)
+		signals <- sig
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime}))
+	done := make(chan os.Signal)
+	arrive(syscall.SIGTERM, 0)
+	arrive(syscall.SIGINT, sameStopRequest-time.Nanosecond)
+	go func() { done <- secondSignal(signals, first, func() time.Time { return clock }, logger) }()
+	for !strings.Contains(logs.String(), "signal=interrupt") {
+		time.Sleep(time.Millisecond)
+	}
+	arrive(syscall.SIGINT, sameStopRequest)
+	if sig := <-done; sig != syscall.SIGINT {
+		t.Errorf("second signal %v, want interrupt", sig)
+	}
+	want := `level=INFO msg="signal again at once: the same request to stop" signal=terminated` + "\n" +
+		`level=INFO msg="signal again at once: the same request to stop" signal=interrupt` + "\n"
+	if got := logs.String(); got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
 	}
 }
 
