@@ -361,7 +361,9 @@ func transportError(ctx context.Context, req *http.Request, err error) error {
 	switch ctx.Err() {
 	case nil:
 	case context.DeadlineExceeded:
-		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: err}
+		// Its Cause shows the URL as RequestError's does: a hook of the
+		// Await's end sees it.
+		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: withoutOpaqueUserinfo(req, err)}
 	default:
 		return ctx.Err()
 	}

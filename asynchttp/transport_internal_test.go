@@ -51,3 +51,27 @@ func TestTransportErrorMapping(t *testing.T) {
 		}
 	}
 }
+
+// A request to a URL with no host whose step's deadline has passed as
+// net/http refuses it fails with Timeout: its Cause hides all before the
+// last "@" ("ann:pw@host/p" forgot its scheme), as RequestError's Cause
+// does. It kept net/http's error, which quotes such a URL whole, password
+// included, for the hooks that see the error of an Await function.
+func TestTransportErrorTimeoutHidesTheUserOfAURLWithoutAHost(t *testing.T) {
+	expired, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer stop()
+	req, err := http.NewRequestWithContext(expired, http.MethodGet, "ann:pw42@example.invalid/p", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sendErr := http.DefaultClient.Do(req)
+	got := transportError(expired, req, sendErr)
+	var e *asyncsteps.Error
+	if !errors.As(got, &e) || e.Code != asyncsteps.Timeout || e.Info != "" {
+		t.Fatalf("%v, want a Timeout with no info", got)
+	}
+	const want = `Get "***@example.invalid/p": unsupported protocol scheme "ann"`
+	if e.Cause == nil || e.Cause.Error() != want {
+		t.Errorf("cause %v, want %q", e.Cause, want)
+	}
+}
