@@ -565,6 +565,12 @@ func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
 	attrs := t.infos.eventAttributes(err)
 	p := panicOf(err)
 	switch {
+	case !f.masked:
+		// Its span records nothing, so no exception is kept apart; and
+		// a flow run by one of its Await functions, whose FlowStart
+		// failed, finds f as its own (unmasked: see awaitStart), from
+		// a loop of its own: f is not written.
+		p = nil
 	case p != nil:
 		if !f.firstException(p) {
 			p = nil // recorded already: a handler raised err in its place

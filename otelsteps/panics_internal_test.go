@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -14,9 +15,10 @@ import (
 // of the panics, for the exception events of its span, than the
 // application still holds: here the last one, which State().LastException
 // keeps, and the one raised now. Without that, a flow serving requests
-// for ever, one panic a while, would keep the stack of each.
+// for ever, one panic a while, would keep the stack of each. (The flow's
+// span records: one that does not keeps no panic.)
 func TestAFlowForgetsThePanicsNoErrorHolds(t *testing.T) {
-	h := Hooks(Config{TracerProvider: noop.NewTracerProvider()})
+	h := Hooks(Config{TracerProvider: sdktrace.NewTracerProvider()})
 	var flow *flowContext
 	flowStart := h.FlowStart
 	h.FlowStart = func(ctx context.Context) context.Context {
@@ -42,5 +44,17 @@ func TestAFlowForgetsThePanicsNoErrorHolds(t *testing.T) {
 		if want := min(i, 2); n != want {
 			t.Fatalf("turn %d: the flow holds %d panics, want %d", i, n, want)
 		}
+	}
+}
+
+// A flow whose span records nothing keeps no panic: it has no exception
+// to keep apart, and its record is not its own alone (see
+// TestFailedStartOnAnotherLoopLeavesAnUnrecordedFlow).
+func TestAnUnrecordedFlowKeepsNoPanic(t *testing.T) {
+	bare := tracer{Tracer: noop.NewTracerProvider().Tracer(ScopeName)}
+	ctx := bare.flowStart(context.Background())
+	bare.stepError(ctx, &asyncsteps.Error{Code: asyncsteps.InternalError, Cause: &asyncsteps.PanicError{Value: "bug"}})
+	if f := ownFlow(ctx); f.masked || len(f.panics) != 0 {
+		t.Errorf("masked %v, %d panics kept; want neither", f.masked, len(f.panics))
 	}
 }
