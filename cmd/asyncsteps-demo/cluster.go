@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -184,13 +186,49 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 // of a lost Redis failed) into the gateway's log, at Warn: go-redis's own
 // logger writes lines of text to the standard error, whatever
 // -log-format and -log-level, which a pipeline reading the JSON lines of
-// -log-format json cannot read.
-type redisLogger struct{ logger *slog.Logger }
+// -log-format json cannot read. go-redis has one logger for the whole
+// process, which tells no client from another: it is set once, and
+// logs to the gateway that started last among those that run (see
+// logRedisTo). Setting it at each start would race with the goroutines
+// of a client that logs meanwhile, and leave a stopped gateway's log in
+// place.
+type redisLogger struct{}
+
+// redisLogs are the logs of the gateways that run with -redis, in the
+// order they started, for redisLogger.
+var redisLogs struct {
+	once    sync.Once
+	mu      sync.Mutex
+	running []*slog.Logger
+}
+
+// logRedisTo makes logger the one go-redis's lines go to, until release
+// is called, or until another gateway's start takes them while it runs.
+// With no gateway running, they go to slog's default logger.
+func logRedisTo(logger *slog.Logger) (release func()) {
+	redisLogs.once.Do(func() { redis.SetLogger(redisLogger{}) })
+	redisLogs.mu.Lock()
+	redisLogs.running = append(redisLogs.running, logger)
+	redisLogs.mu.Unlock()
+	return func() {
+		redisLogs.mu.Lock()
+		defer redisLogs.mu.Unlock()
+		if i := slices.Index(redisLogs.running, logger); i >= 0 {
+			redisLogs.running = slices.Delete(redisLogs.running, i, i+1)
+		}
+	}
+}
 
 // Printf logs go-redis's line, as it formats it, as the detail of a Warn
 // line "redis client".
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.logger.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	logger := slog.Default()
+	redisLogs.mu.Lock()
+	if n := len(redisLogs.running); n > 0 {
+		logger = redisLogs.running[n-1]
+	}
+	redisLogs.mu.Unlock()
+	logger.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
 
 // authHint returns what to add to err, the failure to connect to t, when

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -381,5 +382,48 @@ func TestRedisClientLogsInTheFormatOfTheGateway(t *testing.T) {
 	}
 	if redisLines == 0 {
 		t.Errorf("no line of go-redis's logged:\n%s", exit.Stderr)
+	}
+}
+
+// go-redis has one logger for the whole process. Two gateways that run in
+// one process (as tests run them) share it: its lines go to the log of
+// the gateway that started last among those still running, and once that
+// one has stopped, to the log of the one that runs on. The second
+// gateway's start replaced the first's logger for good: the lines went to
+// the log of a gateway that had stopped (here a buffer nobody reads any
+// more; in a test, one whose test is over).
+func TestRedisClientLogsToAGatewayThatRuns(t *testing.T) {
+	redisAddr := startRedisServer(t)
+	args := []string{"-upstream-fail", "0", "-upstream-latency", "1ms", "-redis", redisAddr, "-redis-prefix", "logs"}
+	_, first := runLogged(t, args...)
+	second := &syncBuffer{}
+	_, stopSecond := startRun(t, slog.New(slog.NewTextHandler(second, &slog.HandlerOptions{ReplaceAttr: noTime})), args...)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(second.String(), `msg="gateway serving"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second gateway does not serve: %s", second)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := stopSecond(); err != nil {
+		t.Fatalf("the second gateway's run: %v", err)
+	}
+	stopped := second.String()
+
+	// Any client of the process logs through the one logger: this one's
+	// dial fails, as the first gateway's would once its Redis is lost.
+	addr := closedPort(t)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}) // one dial's line
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err == nil {
+		t.Fatalf("PING %s answered", addr)
+	}
+	line := `level=WARN msg="redis client" detail="redis: connection pool: failed to dial after 5 attempts: dial tcp ` +
+		addr + `: connect: connection refused"` + "\n"
+	if got := strings.Count(first.String(), line); got != 1 {
+		t.Errorf("the running gateway logged %q %d times, want once:\n%s", line, got, first)
+	}
+	if got := second.String(); got != stopped {
+		t.Errorf("the stopped gateway logged %q", strings.TrimPrefix(got, stopped))
 	}
 }

@@ -44,7 +44,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -475,7 +474,8 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		if target.ignored {
 			logger.Warn(redisPasswordEnv + " is ignored: the -redis URL has a password, which wins")
 		}
-		redis.SetLogger(redisLogger{logger}) // go-redis's one logger, for the process
+		// Deferred before closeCluster: the client logs as it closes too.
+		defer logRedisTo(logger)()
 		c, closeCluster, err := connectCluster(ctx, o.cluster)
 		if err != nil {
 			return stoppedOr(ctx, err, logger)
