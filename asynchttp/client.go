@@ -328,9 +328,10 @@ func refusal(req *http.Request, err error) string {
 		return ""
 	}
 	msg, scheme := ue.Err.Error(), req.URL.Scheme
-	if req.URL.Host == "" && req.URL.User == nil && strings.Contains(req.URL.Opaque, "@") {
+	if u := req.URL; u.Host == "" && u.User == nil && u.Opaque != "" && strings.Contains(u.Opaque+u.RawQuery+u.Fragment, "@") {
 		// "ann:pw@host/p": a URL without a scheme, whose user url.Parse
-		// read as its scheme, not to be named.
+		// read as its scheme, not to be named; also when a "?" or "#"
+		// of the password cut the opaque part short ("ann:pw?x@host").
 		scheme = ""
 	}
 	problem := ""

@@ -96,6 +96,12 @@ func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
 		{"http without slashes", "http:ann:pw42@example.invalid/p",
 			`Get "***@example.invalid/p": URL without a host`,
 			`Get "***@example.invalid/p": http: no Host in request URL`},
+		{"? in the password", "ann:pw42?x@example.invalid/p",
+			`Get "***@example.invalid/p": URL without a scheme (http or https)`,
+			`Get "***@example.invalid/p": unsupported protocol scheme "ann"`},
+		{"# in the password", "ann:pw42#x@example.invalid/p",
+			`Get "***@example.invalid/p": URL without a scheme (http or https)`,
+			`Get "***@example.invalid/p": unsupported protocol scheme "ann"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, logs := loggedWithoutTime()
