@@ -212,6 +212,21 @@ func (q *gateQueue) admitQueued(n int) []*waiter {
 	return done
 }
 
+// admitFresh lets in the first n fresh waiters, those not tried yet, or
+// all of them if fewer wait, and returns them: their steps must now be
+// completed. Called with mu held.
+func (q *gateQueue) admitFresh(n int) []*waiter {
+	if n <= 0 || len(q.fresh) == 0 {
+		return nil
+	}
+	fresh := q.takeFresh()
+	n = min(n, len(fresh))
+	done, _ := q.settle(fresh[:n], n, func(int, *waiter) {})
+	clear(fresh[:n])
+	q.fresh = fresh[n:]
+	return done
+}
+
 // settle applies the answer to batch: its first admitted waiters are in,
 // the fresh ones among the others queue, or are refused if the queue is
 // full. It returns the waiters whose steps must now be completed, and

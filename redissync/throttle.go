@@ -225,8 +225,12 @@ func (t *Throttle) round() (time.Duration, bool) {
 	// entry of one that left during the round trip goes to the next.
 	done := t.admitQueued(admitted)
 	fresh = slices.DeleteFunc(fresh, func(w *waiter) bool { return w.state != wFresh })
-	settled, _ := t.settle(fresh, admitted-len(done), func(int, *waiter) {})
+	left := admitted - len(done)
+	settled, _ := t.settle(fresh, left, func(int, *waiter) {})
 	done = append(done, settled...)
+	// Entries left over, of flows that all left, go to those that asked
+	// meanwhile: Redis has counted them, and they would be spent on nobody.
+	done = append(done, t.admitFresh(left-len(fresh))...)
 	waiting := t.queue.live > 0
 	more := len(t.fresh) > 0
 	t.mu.Unlock()

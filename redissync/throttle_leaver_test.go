@@ -102,3 +102,44 @@ func TestThrottleEntryOfAFreshLeaverGoesToTheNext(t *testing.T) {
 	}
 	tr.check(t, "X in", "B in")
 }
+
+// TestThrottleEntryOfALeaverGoesToAFlowThatAskedDuringTheRoundTrip: the
+// entry that Redis admits for a flow that is cancelled while its round
+// trip is under way goes to a flow that asked meanwhile, when none of the
+// round trip's is left to take it. It was spent on nobody, and that flow
+// waited for the next entry: here a minute.
+func TestThrottleEntryOfALeaverGoesToAFlowThatAskedDuringTheRoundTrip(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	h := &roundTripHold{armed: make(chan struct{}, 1), started: make(chan struct{}), release: make(chan struct{})}
+	c.rdb.(*redis.Client).AddHook(h)
+	th := c.NewThrottle("late", ThrottleOptions{Rate: 1, Period: time.Minute, MaxQueue: -1})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	h.armed <- struct{}{}
+	ra := asyncsteps.New(asyncsteps.WithTool(l))
+	ra.Sync(th, func(asyncsteps.AsyncSteps, ...any) { tr.add("A in") })
+	a := ra.Promise()
+	<-h.started // A's round trip, which takes the minute's entry
+	ra.Cancel()
+	if res := <-a; !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("A ended with %v, want a cancel", res.Err)
+	}
+	bres := enter(l, th, &tr, "B")
+	waitFor(t, "B to ask", func() bool { th.mu.Lock(); defer th.mu.Unlock(); return len(th.fresh) == 1 })
+	close(h.release)
+	select {
+	case res := <-bres:
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B still waits: the entry admitted for A was spent on nobody")
+	}
+	tr.check(t, "B in")
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	if th.queue.live != 0 || len(th.fresh) != 0 || len(th.waiting) != 0 {
+		t.Errorf("%d flows queued, %d fresh, waiting counted on %d loops; want none",
+			th.queue.live, len(th.fresh), len(th.waiting))
+	}
+}
