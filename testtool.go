@@ -228,7 +228,10 @@ func (t *TestTool) Advance(d time.Duration) {
 // the Root runs again. A step's timeout and the wait of a [Retry]'s
 // Backoff are timers of the tool, and are dropped: the step waits on
 // until it is completed or cancelled, and the context of an
-// [AsyncSteps.Await] function under it has no deadline of that timeout.
+// [AsyncSteps.Await] function started under it afterwards has no deadline
+// of that timeout (a context's deadline never changes: one that runs
+// already keeps it, and its Err reports context.DeadlineExceeded if it is
+// cancelled past it).
 func (t *TestTool) ResetEvents() {
 	var mustRun []runsWhenDropped
 	var kept []task
