@@ -35,9 +35,11 @@ type ThrottleOptions struct {
 	// password missing or wrong, an ACL without the scripts: NOAUTH,
 	// WRONGPASS, NOPERM), fails its flows closed all the same: that is no
 	// outage, and failing open would lift the limit until someone repairs
-	// the key or the configuration. A script error that wraps a reply of Redis not
-	// serving now (READONLY, OOM, LOADING and the like, as Redis before 7
-	// reports them) counts as Redis lost.
+	// the key or the configuration. So does a go-redis client that the
+	// program closed before the Client: it will not come back. A script
+	// error that wraps a reply of Redis not serving now (READONLY, OOM,
+	// LOADING and the like, as Redis before 7 reports them) counts as
+	// Redis lost.
 	FailOpen bool
 }
 
@@ -212,7 +214,7 @@ func (t *Throttle) round() (time.Duration, bool) {
 	if err != nil {
 		// A panic (InternalError) is a bug, no outage: it fails closed.
 		e := t.c.commError(err)
-		open := t.failOpen && e.Code == asyncsteps.CommError && !refusedByRedis(err)
+		open := t.failOpen && e.Code == asyncsteps.CommError && !refusedByRedis(err) && !errors.Is(err, redis.ErrClosed)
 		t.mu.Lock()
 		done := t.failAll(e, open, fresh)
 		t.mu.Unlock()

@@ -87,6 +87,30 @@ func TestFailOpenThrottleNotLetIn(t *testing.T) {
 	}
 }
 
+// A FailOpen Throttle whose go-redis client the program closed before
+// the Client (a shutdown in the wrong order) fails its flows closed: the
+// client will not come back, and failing open let every flow in without
+// a limit for good.
+func TestFailOpenThrottleOfAClosedRedisClient(t *testing.T) {
+	srv := startRedis(t)
+	// Used as it is, not copied: its calls bound by their context.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	c, err := New(context.Background(), rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	th := c.NewThrottle("t", ThrottleOptions{Rate: 2, Period: time.Hour, FailOpen: true})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	if res := <-enter(l, th, &tr, "first"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	rdb.Close()
+	<-enter(l, th, &tr, "second")
+	tr.check(t, "first in", "second onerror CommError: redis: client closed")
+}
+
 // mustDo runs a command on rdb and fails the test if Redis refuses it.
 func mustDo(t *testing.T, rdb *redis.Client, args ...any) {
 	t.Helper()
