@@ -54,7 +54,8 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // other ends, as [AwaitResult] describes. other may run on another [Tool].
 //
 // Cancelling the step (its timeout, a failed parallel sibling, the
-// cancellation of the flow it is in) cancels other. other stops
+// cancellation of the flow it is in) cancels other, and so does closing
+// the step's [Loop], which runs no cancel handler. other stops
 // asynchronously: its cancel handlers may run on its own loop after the step
 // has been cancelled. A nil other, or one that is already running, fails the
 // step with InternalError. If other's loop is closed before other ends, the
@@ -128,9 +129,27 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAP
 				}
 				deliverOutside(as, h, v, deliver)
 			case <-cancelled:
-			case <-closed: // a closed loop runs no cancel handler
+			case <-closed:
+				stopUnlessCancelled(stop, cancelled)
 			}
 		}()
+	}
+}
+
+// stopUnlessCancelled runs stop, if not nil, for a step whose loop has
+// closed, unless the step's cancel handler has run, which runs stop
+// itself. A closed loop runs no cancel handler, yet what the step owns
+// (the flow of AwaitFlow, on another loop) must not go on for a flow
+// that is gone. The loop is closed once it runs no callback any more:
+// a handler that has not closed cancelled by then never will.
+func stopUnlessCancelled(stop func(), cancelled <-chan struct{}) {
+	if stop == nil {
+		return
+	}
+	select {
+	case <-cancelled:
+	default:
+		stop()
 	}
 }
 

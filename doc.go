@@ -182,7 +182,8 @@
 // is closed", so that no reader is left waiting; so does a flow that had not
 // begun, or else its unhandled-error function. The goroutines of its
 // waiting Await, AwaitChan, AwaitResult and AwaitFlow steps are released
-// (an Await function's context is cancelled). On a [TestTool], completions
+// (an Await function's context is cancelled; the flow an AwaitFlow step
+// awaits is cancelled). On a [TestTool], completions
 // that come from other goroutines (Await, AwaitChan, a goroutine calling
 // Success) arrive while the tool may look idle: drive such flows with
 // [Root.Run], which waits for them, rather than with [TestTool.Run]. Run
