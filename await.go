@@ -40,7 +40,10 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 // cause (nor is it called when an Await step fails). A decorator that does
 // not unwrap can only be failed through its Error: the flow then sees an
 // *Error of Result.Err's code and info, without Result.Err. Success goes
-// through the decorator's Success either way.
+// through the decorator's Success either way. The methods of a decorator
+// that does not unwrap run on the goroutine that waited for ch: a panic in
+// its Success fails the step with InternalError, through its Error, as a
+// panic in an Await function does.
 //
 // Cancelling the step stops the wait but not the flow behind ch: use
 // [AwaitFlow] to own that flow. As with [AwaitChan], a nil ch never
@@ -182,21 +185,39 @@ func lifetimeOf(as AsyncSteps, h *stepAPI) context.Context {
 // the step of as (h, if known). Mapping a Result's error to a code runs
 // the error's methods, user code: one that calls runtime.Goexit ends the
 // goroutine, and the step fails then as after a Goexit in an Await
-// function, instead of waiting for a completion that never comes.
+// function, instead of waiting for a completion that never comes. Without
+// h, deliver calls the Success or Error of as, a decorator that does not
+// unwrap (or a step of another package): user code that may panic, on a
+// goroutine nothing else recovers, where a panic would end the process.
+// The step fails then as after a panic in an Await function.
 func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, deliver func(as AsyncSteps, h *stepAPI, v T)) {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
+		err := &Error{Code: InternalError, Info: goexitInfo}
+		if r := recover(); r != nil {
+			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
+		}
 		if h != nil {
-			h.complete(&Error{Code: InternalError, Info: goexitInfo})
+			h.complete(err)
 			return
 		}
-		as.Error(InternalError, goexitInfo) // from outside a callback: no panic
+		failOutside(as, err)
 	}()
 	deliver(as, h, v)
 	returned = true
+}
+
+// failOutside fails the step of as, which the engine cannot reach, through
+// its Error with err's code and info, from outside its callback. That
+// Error may be a decorator's, user code too: should it panic, nothing is
+// left that could fail the step, and the panic is dropped rather than
+// end the process.
+func failOutside(as AsyncSteps, err *Error) {
+	defer func() { _ = recover() }()
+	as.Error(err.Code, err.Info) // of this package: no panic outside a callback
 }
 
 // loopDelivery completes the step h through a decorator of it, on the

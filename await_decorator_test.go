@@ -87,3 +87,73 @@ func TestAwaitResultKeepsTheCauseThroughADecorator(t *testing.T) {
 		}
 	}
 }
+
+// opaqueSteps is a decorator that gives itself to the steps it adds but
+// does not unwrap: the engine cannot reach the step behind it, and must
+// complete the step through its methods. Its Success panics.
+type opaqueSteps struct{ asyncsteps.AsyncSteps }
+
+func (w opaqueSteps) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(opaqueSteps{as}, args...) }, onerror...)
+	return w
+}
+
+func (opaqueSteps) Success(...any) { panic("Success refused") }
+
+// AwaitChan, AwaitResult and AwaitFlow given a decorator that does not
+// unwrap complete the step through the decorator's Success on the
+// goroutine that received the value, the one way to reach the step: one
+// that panics fails the step with InternalError, through the decorator's
+// Error, as a panic in an Await function does. (Nothing recovered it: the
+// process crashed, after the step had failed as if Success had called
+// runtime.Goexit.)
+func TestAwaitHelpersFailAnOpaqueDecoratorWhoseSuccessPanics(t *testing.T) {
+	helpers := []struct {
+		name string
+		add  func(as asyncsteps.AsyncSteps, release chan struct{})
+	}{
+		{"AwaitChan", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+			ch := make(chan string)
+			go func() { <-release; ch <- "got" }()
+			asyncsteps.AwaitChan(as, ch)
+		}},
+		{"AwaitResult", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+			ch := make(chan asyncsteps.Result)
+			go func() { <-release; ch <- asyncsteps.Result{Args: []any{"got"}} }()
+			asyncsteps.AwaitResult(as, ch)
+		}},
+		{"AwaitFlow", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+			other := asyncsteps.New(asyncsteps.WithTool(as.Tool()))
+			other.Await(func(context.Context) (any, error) { <-release; return "got", nil })
+			asyncsteps.AwaitFlow(as, other)
+		}},
+	}
+	for _, hp := range helpers {
+		t.Run(hp.name, func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					loop := asyncsteps.NewLoop()
+					defer loop.Close()
+					tr := &tracer{}
+					release := make(chan struct{})
+					r := asyncsteps.New(asyncsteps.WithTool(loop))
+					r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						hp.add(opaqueSteps{as}, release)
+					}, func(as asyncsteps.AsyncSteps, code string) {
+						tr.addf("onerror:%s:%s", code, as.State().ErrorInfo)
+					})
+					r.Add(tr.stepArgs("next"))
+					res := r.Promise()
+					synctest.Wait()
+
+					close(release)
+					synctest.Wait()
+
+					const info = "panic: Success refused"
+					wantTrace(t, tr, "onerror:InternalError:"+info)
+					wantError(t, result(t, res).Err, asyncsteps.InternalError, info)
+				})
+			})
+		})
+	}
+}
