@@ -372,9 +372,10 @@ func (c *awaitCall) run() {
 		// The success argument's slice is the call's: no allocation.
 		c.result[0] = v
 		c.h.succeedOutside(c.result[:], false)
-		return
+	} else {
+		c.h.complete(mapped)
 	}
-	c.h.complete(mapped)
+	c.leave()
 }
 
 // goexited completes the step of a function that called runtime.Goexit,
@@ -385,11 +386,12 @@ func (c *awaitCall) run() {
 func (c *awaitCall) goexited() {
 	c.end()
 	c.h.complete(&Error{Code: InternalError, Info: goexitInfo})
+	c.leave()
 }
 
 // end ends the call whose function has returned: it gives back its hold on
-// the sections around it, cancels its context (what the function started
-// with it stops too) and leaves the loop's calls in flight.
+// the sections around it and cancels its context (what the function
+// started with it stops too).
 func (c *awaitCall) end() {
 	if c.heldMore != nil {
 		c.heldMore.release()
@@ -397,6 +399,13 @@ func (c *awaitCall) end() {
 		workHold(c.heldIn[:]).release()
 	}
 	c.cancel()
+}
+
+// leave takes the call, whose step has been given the function's outcome,
+// out of the loop's calls in flight. Only then: a loop that is closing
+// drops that outcome, and the calls in flight are what holds the flow for
+// Close to end it (see awaitCalls.remove).
+func (c *awaitCall) leave() {
 	if c.calls != nil {
 		c.calls.remove(c)
 	}

@@ -399,7 +399,8 @@ func (fl *flow) timerLeft(e *timerEntry, now int64) (time.Duration, bool) {
 
 // awaitCalls is a Loop's Await calls in flight, so that closing the loop
 // cancels them: a closed loop runs no cancel handler, and a function must
-// not be left waiting for a flow that is gone. A list through the calls
+// not be left waiting for a flow that is gone. It holds their flows for
+// Close to end too (see Loop.endParked). A list through the calls
 // themselves, under a lock of its own, since calls end on their own
 // goroutines. Its zero value is an open, empty list; it is safe for
 // concurrent use.
@@ -407,6 +408,8 @@ type awaitCalls struct {
 	mu     sync.Mutex
 	head   *awaitCall
 	closed bool
+	// closing is the Loop's flag, set once Close has begun; nil: never.
+	closing *atomic.Bool
 }
 
 // add puts c in the list, or cancels it if the loop is closed.
@@ -425,8 +428,18 @@ func (s *awaitCalls) add(c *awaitCall) {
 	s.mu.Unlock()
 }
 
-// remove takes c, whose function has returned, out of the list.
+// remove takes c, whose function has returned and whose step has been
+// given its outcome, out of the list, unless the loop is closing: a
+// closing loop takes no task from another goroutine, so it may have
+// dropped that outcome, and the flow, which nothing else may hold (a flow
+// in an Await is not noted as parked, see flow.noteParked), must stay
+// here for Close to end. The loop sets closing before it drops a task,
+// so a call whose outcome was dropped sees it set. Close empties the
+// list anyway.
 func (s *awaitCalls) remove(c *awaitCall) {
+	if s.closing != nil && s.closing.Load() {
+		return
+	}
 	s.mu.Lock()
 	if c.prev != nil || s.head == c { // not taken by close
 		if c.prev != nil {

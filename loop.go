@@ -163,6 +163,7 @@ func newIdleLoop() *Loop {
 	}
 	l.alive, l.endAlive = context.WithCancel(context.Background())
 	l.awaitWorkers.idleFor = awaitWorkerIdle
+	l.awaitCalls.closing = &l.closing
 	l.engine.track = true // see endParked
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
