@@ -64,23 +64,38 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // step with InternalError. If other's loop is closed before other ends, the
 // step fails with InternalError, "the awaited flow's loop is closed" (its
 // Cause the error other ended with), which tells it from the closing of
-// the step's own loop.
+// the step's own loop. An error other passes on from a flow of another
+// closed loop (one it awaited with AwaitResult) fails the step as it is.
 func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 	if other == nil {
 		return as.Add(func(as AsyncSteps, _ ...any) {
 			as.Error(InternalError, "AwaitFlow: nil Root")
 		}, onerror...)
 	}
-	return as.Add(recvStep(other.Promise, completeAwaited, other.Cancel), onerror...)
+	return as.Add(recvStep(other.Promise, completeAwaited(other), other.Cancel), onerror...)
 }
 
-// completeAwaited is complete for the step of AwaitFlow: a flow ended by
-// the closing of its loop names that loop as the awaited flow's.
-func completeAwaited(as AsyncSteps, h *stepAPI, res Result) {
-	if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo {
-		res.Err = &Error{Code: InternalError, Info: "the awaited flow's loop is closed", Cause: e}
+// completeAwaited returns complete for the step of AwaitFlow on other: a
+// flow ended by the closing of its loop names that loop as the awaited
+// flow's. The same code and info may come from elsewhere (a flow of a
+// closed loop that other awaited with AwaitResult): that error, a copy
+// with a Cause, or one other raised while its loop runs on, is other's
+// own, passed on as it is.
+func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result) {
+	return func(as AsyncSteps, h *stepAPI, res Result) {
+		if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo &&
+			e.Cause == nil && other.onClosedLoop() {
+			res.Err = &Error{Code: InternalError, Info: "the awaited flow's loop is closed", Cause: e}
+		}
+		complete(as, h, res)
 	}
-	complete(as, h, res)
+}
+
+// onClosedLoop reports whether r runs on a Loop that Close has stopped, or
+// is stopping.
+func (r *Root) onClosedLoop() bool {
+	l, ok := r.fl.sched.(*Loop)
+	return ok && l.closing.Load()
 }
 
 // recvStep returns a step that waits for one value from the channel open

@@ -575,3 +575,30 @@ func TestLoopDoneClosesOnceTheLoopHasStopped(t *testing.T) {
 		t.Error("the Done of a zero Loop is not closed")
 	}
 }
+
+// AwaitFlow names the awaited flow's loop as closed only when it is: a
+// flow on an open loop that fails with the error of a third flow, whose
+// loop was closed, fails the step with that error as it is.
+func TestAwaitFlowNamesTheAwaitedLoopClosedOnlyWhenItIs(t *testing.T) {
+	here, there, closed := asyncsteps.NewLoop(), asyncsteps.NewLoop(), asyncsteps.NewLoop()
+	defer here.Close()
+	defer there.Close()
+	closed.Close()
+	third := asyncsteps.New(asyncsteps.WithTool(closed))
+	third.Add(func(asyncsteps.AsyncSteps, ...any) { t.Error("a step of a closed loop ran") })
+	other := asyncsteps.New(asyncsteps.WithTool(there))
+	other.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.AwaitResult(as, third.Promise())
+	})
+	var caught string
+	r := asyncsteps.New(asyncsteps.WithTool(here))
+	asyncsteps.AwaitFlow(r, other, func(as asyncsteps.AsyncSteps, code string) {
+		caught = code + ": " + as.State().ErrorInfo
+	})
+	res := receive(t, r.Promise(), "the awaiting flow")
+	want := asyncsteps.InternalError + ": " + closedInfo
+	if caught != want {
+		t.Errorf("the handler caught %q, want %q", caught, want)
+	}
+	wantError(t, res.Err, asyncsteps.InternalError, closedInfo)
+}
