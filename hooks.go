@@ -109,8 +109,11 @@ type Hooks struct {
 // belongs to the tool's goroutine (see enginePools).
 type observer struct {
 	hooks *Hooks
-	// probeSince is the clock when the pending lag probe was queued; 0
-	// when none is pending.
+	// probing is whether a lag probe is queued, since probeSince on the
+	// loop's clock. A flag of its own, as any clock reading may be 0: the
+	// first ones of a Loop made in a testing/synctest bubble, where time
+	// stands still while the loop runs, or on a clock of coarse ticks.
+	probing    bool
 	probeSince int64
 	// passExited: the last call of LoopPass called runtime.Goexit (see
 	// Loop.callLoopPass).
@@ -492,8 +495,8 @@ func (l *Loop) observePass(obs *observer) {
 	if h.LoopPass != nil {
 		l.callLoopPass(obs, h.LoopPass)
 	}
-	if h.LoopLag != nil && obs.probeSince == 0 && l.local.len() > 0 {
-		obs.probeSince = max(l.clock(), 1)
+	if h.LoopLag != nil && !obs.probing && l.local.len() > 0 {
+		obs.probing, obs.probeSince = true, l.clock()
 		l.local.push(lagProbe{l: l, obs: obs})
 	}
 }
@@ -532,6 +535,6 @@ type lagProbe struct {
 
 func (p lagProbe) run() {
 	lag := time.Duration(p.l.clock() - p.obs.probeSince)
-	p.obs.probeSince = 0
+	p.obs.probing = false
 	p.obs.hooks.LoopLag(p.l, lag)
 }

@@ -1,0 +1,39 @@
+package asyncsteps_test
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// LoopPass and LoopLag report each pass exactly, also at the start of a
+// Loop made in a testing/synctest bubble, whose clock reads 0 until
+// virtual time moves: the first pass's lag is 0, not negative, and a
+// callback that takes 10ms delays the probe behind it by 10ms exactly.
+func TestHooksLoopPassAndLagExactOnVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var log []string
+		l.SetHooks(&asyncsteps.Hooks{
+			LoopPass: func(_ *asyncsteps.Loop, queued int) { log = append(log, fmt.Sprint("pass ", queued)) },
+			LoopLag:  func(_ *asyncsteps.Loop, lag time.Duration) { log = append(log, fmt.Sprint("lag ", lag)) },
+		})
+		synctest.Wait() // the hooks are set, and the loop sleeps
+		done := make(chan struct{})
+		l.Immediate(func() {
+			l.Immediate(func() { time.Sleep(10 * time.Millisecond) })
+			l.Immediate(func() {})
+			l.Immediate(func() { close(done) })
+		})
+		<-done
+		synctest.Wait() // the probe behind done has run, and the loop sleeps
+		got := fmt.Sprint(log)
+		if want := "[pass 1 lag 0s pass 3 lag 10ms]"; got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	})
+}
