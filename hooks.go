@@ -94,8 +94,9 @@ type Hooks struct {
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
 	// queue length. A panic in it is logged like a callback's, and the
-	// pass goes on. After one that calls runtime.Goexit, the loop goes on
-	// with a new goroutine, whose first pass runs without the hook.
+	// pass goes on as after a return, LoopLag included. After one that
+	// calls runtime.Goexit, the loop goes on with a new goroutine, whose
+	// first pass runs without the hook.
 	LoopPass func(l *Loop, queued int)
 	// LoopLag is called on a Loop's goroutine with how long a callback
 	// queued at the start of a pass waited before it ran: the delay a
@@ -486,14 +487,11 @@ func (w *waitingStep) resume() {
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag
 // probe behind the work queued now, if there is work and no probe is
-// pending. On the loop, outside of any callback: a panic in LoopPass is
-// recovered and logged here, as the loop does for its callbacks, or it
-// would end the process.
+// pending. On the loop, outside of any callback.
 func (l *Loop) observePass(obs *observer) {
-	defer l.recoverPanic()
 	h := obs.hooks
 	if h.LoopPass != nil {
-		l.callLoopPass(obs, h.LoopPass)
+		l.reportPass(obs, h.LoopPass)
 	}
 	if h.LoopLag != nil && !obs.probing && l.local.len() > 0 {
 		obs.probing, obs.probeSince = true, l.clock()
@@ -501,11 +499,21 @@ func (l *Loop) observePass(obs *observer) {
 	}
 }
 
+// reportPass calls the LoopPass hook. A panic in it is recovered and
+// logged here, as the loop does for its callbacks, or it would end the
+// process; here rather than in observePass, so that the pass still
+// measures its lag: a LoopPass that panics at every pass would otherwise
+// silence LoopLag for good.
+func (l *Loop) reportPass(obs *observer, hook func(*Loop, int)) {
+	defer l.recoverPanic()
+	l.callLoopPass(obs, hook)
+}
+
 // callLoopPass calls the LoopPass hook, unless its previous call ended the
 // loop's goroutine with runtime.Goexit: the pass of the new goroutine then
 // goes without it, or a hook that exits at every pass would keep the loop
 // from ever running its queue, a new goroutine a pass. A panic raised
-// during such a Goexit, which observePass's recover takes, counts as the
+// during such a Goexit, which reportPass's recover takes, counts as the
 // Goexit it is (no goroutine of a Loop runs inside an outer Goexit).
 func (l *Loop) callLoopPass(obs *observer, hook func(*Loop, int)) {
 	if obs.passExited {
@@ -520,7 +528,7 @@ func (l *Loop) callLoopPass(obs *observer, hook func(*Loop, int)) {
 		r := recover()
 		obs.passExited = r == nil || inGoexit(debug.Stack())
 		if r != nil {
-			panic(r) // logged by observePass, as before
+			panic(r) // logged by reportPass, as before
 		}
 	}()
 	hook(l, l.local.len())

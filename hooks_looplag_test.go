@@ -1,7 +1,10 @@
 package asyncsteps_test
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -33,6 +36,40 @@ func TestHooksLoopPassAndLagExactOnVirtualTime(t *testing.T) {
 		synctest.Wait() // the probe behind done has run, and the loop sleeps
 		got := fmt.Sprint(log)
 		if want := "[pass 1 lag 0s pass 3 lag 10ms]"; got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	})
+}
+
+// A LoopPass hook that panics at every pass is logged each time, and the
+// pass goes on as after one that returned: it still measures its lag, and
+// LoopLag still reports it.
+func TestHooksLoopLagAfterALoopPassThatPanics(t *testing.T) {
+	var logs bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(old)
+	synctest.Test(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var log []string
+		l.SetHooks(&asyncsteps.Hooks{
+			LoopPass: func(_ *asyncsteps.Loop, queued int) {
+				log = append(log, fmt.Sprint("pass ", queued))
+				panic("LoopPass")
+			},
+			LoopLag: func(_ *asyncsteps.Loop, lag time.Duration) { log = append(log, fmt.Sprint("lag ", lag)) },
+		})
+		synctest.Wait()
+		done := make(chan struct{})
+		l.Immediate(func() {
+			time.Sleep(10 * time.Millisecond)
+			close(done)
+		})
+		<-done
+		synctest.Wait()
+		got := fmt.Sprint(log, " panics logged: ", strings.Count(logs.String(), "panic=LoopPass"))
+		if want := "[pass 1 lag 10ms] panics logged: 1"; got != want {
 			t.Errorf("got %s, want %s", got, want)
 		}
 	})
