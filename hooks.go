@@ -131,7 +131,8 @@ func newObserver(h *Hooks) *observer {
 // SetHooks makes the flows that begin on the loop from now on observed by
 // h; nil removes the hooks. The change is made on the loop's goroutine,
 // ahead of the flows started after SetHooks returns; flows already running
-// keep the hooks they began with. SetHooks is safe for concurrent use. The
+// keep the hooks they began with, while the LoopPass and LoopLag of the
+// hooks replaced are called no more. SetHooks is safe for concurrent use. The
 // loop of [DefaultTool] takes hooks too: DefaultTool().(*Loop).SetHooks(h)
 // observes every flow of the process that runs on it.
 func (l *Loop) SetHooks(h *Hooks) {
@@ -541,7 +542,12 @@ type lagProbe struct {
 	obs *observer
 }
 
+// run reports the lag, unless SetHooks has replaced the hooks that
+// queued the probe since: those are called no more.
 func (p lagProbe) run() {
+	if p.l.engine.obs != p.obs {
+		return
+	}
 	lag := time.Duration(p.l.clock() - p.obs.probeSince)
 	p.obs.probing = false
 	p.obs.hooks.LoopLag(p.l, lag)

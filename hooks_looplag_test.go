@@ -74,3 +74,31 @@ func TestHooksLoopLagAfterALoopPassThatPanics(t *testing.T) {
 		}
 	})
 }
+
+// Hooks that SetHooks has replaced are called no more: the lag probe a
+// pass queued before the replacement took effect reports to nobody.
+func TestHooksLoopLagNotCalledOnceRemoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var log []string
+		l.SetHooks(&asyncsteps.Hooks{
+			LoopLag: func(_ *asyncsteps.Loop, lag time.Duration) { log = append(log, fmt.Sprint("lag ", lag)) },
+		})
+		synctest.Wait()
+		release := make(chan struct{})
+		l.Immediate(func() { <-release }) // its pass measures the lag behind it
+		synctest.Wait()
+		// Queued together for the next pass, which queues a probe before
+		// it runs them: the probe runs after the hooks are removed.
+		l.SetHooks(nil)
+		done := make(chan struct{})
+		l.Immediate(func() { close(done) })
+		close(release)
+		<-done
+		synctest.Wait()
+		if got, want := fmt.Sprint(log), "[lag 0s]"; got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	})
+}
