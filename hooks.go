@@ -93,10 +93,11 @@ type Hooks struct {
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
-	// queue length. A panic in it is logged like a callback's, and the
-	// pass goes on as after a return, LoopLag included. After one that
-	// calls runtime.Goexit, the loop goes on with a new goroutine, whose
-	// first pass runs without the hook.
+	// queue length, less the probe LoopLag may have queued. A panic in
+	// it is logged like a callback's, and the pass goes on as after a
+	// return, LoopLag included. After one that calls runtime.Goexit, the
+	// loop goes on with a new goroutine, whose first pass runs without
+	// the hook.
 	LoopPass func(l *Loop, queued int)
 	// LoopLag is called on a Loop's goroutine with how long a callback
 	// queued at the start of a pass waited before it ran: the delay a
@@ -497,6 +498,7 @@ func (l *Loop) observePass(obs *observer) {
 	if h.LoopLag != nil && !obs.probing && l.local.len() > 0 {
 		obs.probing, obs.probeSince = true, l.clock()
 		l.local.push(lagProbe{l: l, obs: obs})
+		l.lagProbes++
 	}
 }
 
@@ -532,7 +534,7 @@ func (l *Loop) callLoopPass(obs *observer, hook func(*Loop, int)) {
 			panic(r) // logged by reportPass, as before
 		}
 	}()
-	hook(l, l.local.len())
+	hook(l, l.local.len()-l.lagProbes)
 	returned = true
 }
 
@@ -545,6 +547,7 @@ type lagProbe struct {
 // run reports the lag, unless SetHooks has replaced the hooks that
 // queued the probe since: those are called no more.
 func (p lagProbe) run() {
+	p.l.lagProbes--
 	if p.l.engine.obs != p.obs {
 		return
 	}

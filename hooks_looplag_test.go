@@ -102,3 +102,28 @@ func TestHooksLoopLagNotCalledOnceRemoved(t *testing.T) {
 		}
 	})
 }
+
+// LoopPass counts the callbacks ready to run, not the lag probe still
+// queued from a pass that the limit of 256 callbacks a batch cut short.
+func TestHooksLoopPassCountsNoLagProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		var log []string
+		l.SetHooks(&asyncsteps.Hooks{
+			LoopPass: func(_ *asyncsteps.Loop, queued int) { log = append(log, fmt.Sprint("pass ", queued)) },
+			LoopLag:  func(_ *asyncsteps.Loop, lag time.Duration) { log = append(log, fmt.Sprint("lag ", lag)) },
+		})
+		synctest.Wait()
+		l.Immediate(func() {
+			for range 300 {
+				l.Immediate(func() {})
+			}
+		})
+		synctest.Wait()
+		got := fmt.Sprint(log)
+		if want := "[pass 1 lag 0s pass 300 pass 44 lag 0s]"; got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	})
+}

@@ -53,6 +53,9 @@ type Loop struct {
 	// timerDue is when timer signals wake, on the loop's clock: wait
 	// leaves it armed across wake-ups.
 	timerDue int64
+	// lagProbes is how many lag probes (hooks.go) the local queue holds,
+	// which LoopPass does not count as callbacks.
+	lagProbes int
 	// awaited holds the flows of the loop that a Promise or Run waits for,
 	// from their beginning to their end, so that a Close that abandons them
 	// still gives each its Result. Each flow knows its index in it
