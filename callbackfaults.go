@@ -2,8 +2,11 @@ package asyncsteps
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -63,9 +66,33 @@ func inGoexit(stack []byte) bool { return bytes.Contains(stack, []byte("\nruntim
 
 // safeSprint prints v like fmt.Sprint, or, when printing v panics (a String
 // or Error method that panics with a value that panics when printed in
-// turn), names v's type instead: printing a user's value must not crash
-// the process.
-func safeSprint(v any) (s string) {
+// turn) or calls runtime.Goexit, names v's type instead: printing a user's
+// value must neither crash the process nor end the goroutine that prints
+// it, which is often a loop's, in the middle of recovering a callback's
+// panic (a flow left so would hang). A value whose printing may run a
+// method of the user's is printed on a goroutine of its own, where a
+// Goexit ends that goroutine only; panics are rare enough to pay for it.
+func safeSprint(v any) string {
+	if s, ok := plainSprint(v); ok {
+		return s
+	}
+	printed := make(chan string, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				printed <- fmt.Sprintf("a %T that calls runtime.Goexit when printed", v) // %T reads no method
+			}
+		}()
+		printed <- recoveredSprint(v)
+		returned = true
+	}()
+	return <-printed
+}
+
+// recoveredSprint prints v like fmt.Sprint, or names v's type when that
+// panics.
+func recoveredSprint(v any) (s string) {
 	defer func() {
 		if recover() != nil {
 			s = fmt.Sprintf("a %T that panics when printed", v) // %T reads no method
@@ -73,6 +100,28 @@ func safeSprint(v any) (s string) {
 	}()
 	return fmt.Sprint(v)
 }
+
+// plainSprint prints v at once if printing it runs no method of the
+// user's: a string, the runtime's own errors (a nil dereference, an index
+// out of range) and those of errors.New, the usual panic values.
+func plainSprint(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case runtime.Error:
+		if t := reflect.TypeOf(v); t.PkgPath() == "runtime" || t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "runtime" {
+			return v.Error(), true
+		}
+	case error:
+		if reflect.TypeOf(v) == errorsNewType {
+			return v.Error(), true
+		}
+	}
+	return "", false
+}
+
+// errorsNewType is the type of the errors that errors.New makes.
+var errorsNewType = reflect.TypeOf(errors.New(""))
 
 // afterGoexit queues t to run before any other task of the tool: the
 // goroutine that runs the tool's tasks is ending with runtime.Goexit, and t

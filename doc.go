@@ -203,8 +203,8 @@
 //   - A panic becomes an InternalError of the callback's step, with the
 //     printed value as info and a [*PanicError] as cause; the flow's
 //     handlers see it. A value that panics when printed (its String or
-//     Error method panics) is named by its type instead; nothing prints
-//     a user's value unprotected. In the cancel handler of a step that an
+//     Error method panics), or calls runtime.Goexit, is named by its
+//     type instead; nothing prints a user's value unprotected. In the cancel handler of a step that an
 //     error unwinds through, the InternalError replaces that error; in
 //     one of a step that is only cancelled (Root.Cancel, the sub-steps of
 //     a timed-out step, the siblings of a failed branch) it replaces
