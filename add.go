@@ -1,5 +1,7 @@
 package asyncsteps
 
+import "slices"
+
 // host is what steps are added to: a running step, a Root before execution,
 // or the branches of a Parallel. The add functions below hold the checks
 // common to all three.
@@ -40,7 +42,18 @@ func addSuccess(h host, args []any) AsyncSteps {
 		h.addRefused("SuccessStep")
 		return h
 	}
-	return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(args...) }, nil))
+	if _, running := h.(*stepAPI); running || len(args) == 0 {
+		// A step added by a running step runs once: the one run may
+		// give the slice itself.
+		return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(args...) }, nil))
+	}
+	// A model's step (a Root's, or its Parallel's branch) may run in each
+	// of its clones, on several loops at once. It keeps a copy of args,
+	// which the caller may reuse (SuccessStep(buf...)), and each run gives
+	// a copy of that, which the next step (its variadic args are its own)
+	// or Run's caller (Result.Args) may change.
+	args = slices.Clone(args)
+	return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(slices.Clone(args)...) }, nil))
 }
 
 // addSync adds a step that hands f to obj with the step's incoming args
