@@ -35,7 +35,7 @@ func isSeq2Value(c any) bool {
 // when the loop closes, which runs no cancel handler.
 func pullSeq(f *frame, c any) *pulled {
 	p := &pulled{}
-	p.next, p.stopSeq = iter.Pull2(anySeq(c))
+	p.next, p.stopSeq = iter.Pull2(asLoopCallback(anySeq(c), f.h.fl.sched))
 	f.rareFields().onCancel = func(AsyncSteps) { p.stopOnLoop() }
 	if life := f.h.fl.sched.lifetime(); life != nil {
 		// The loop's goroutine runs no more tasks then: the stop runs
@@ -43,6 +43,27 @@ func pullSeq(f *frame, c any) *pulled {
 		p.unbind = context.AfterFunc(life, p.stop)
 	}
 	return p
+}
+
+// asLoopCallback returns seq as a callback of the Loop s, when s is one.
+// iter.Pull2 runs the sequence on a goroutine of its own while the loop's
+// goroutine waits for each pair, so the sequence is a callback of the loop
+// (doc.go) on a goroutine without the loop's marks: it gets them for as
+// long as it runs, so that Run and RunHelping called from it fail at once
+// and Close does not wait (loopGoroutines), as they would block the loop
+// for ever, and a fault in it panics (markLoopGoroutine).
+func asLoopCallback(seq iter.Seq2[any, any], s scheduler) iter.Seq2[any, any] {
+	l, ok := s.(*Loop)
+	if !ok {
+		return seq
+	}
+	return func(yield func(any, any) bool) {
+		markLoopGoroutine()
+		id := goid()
+		loopGoroutines.Store(id, l)
+		defer loopGoroutines.Delete(id)
+		seq(yield)
+	}
 }
 
 // anySeq returns c, an iter.Seq2 of any types, as an iter.Seq2[any, any]

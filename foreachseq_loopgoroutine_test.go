@@ -1,0 +1,74 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"iter"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// seqOnce returns an iter.Seq2 of one pair that calls inside before it
+// yields: the ForEach pulls it on a goroutine of its own (iter.Pull2),
+// while its Loop's goroutine waits for the pair.
+func seqOnce(inside func()) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		inside()
+		yield(0, 0)
+	}
+}
+
+// An iter.Seq2 that ForEach pulls is a callback of the flow's Loop, as a
+// step is (doc.go, "What a callback may do to the loop"), though it runs
+// on the goroutine of iter.Pull2: Run and RunHelping called from it return
+// an InternalError at once, for a flow on any Loop, rather than block the
+// loop until that flow ends (the flow's own loop never would), and its
+// goroutine panics at a fault, as the loop's does.
+func TestForEachSeqRunsAsACallbackOfItsLoop(t *testing.T) {
+	loop, other := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+	t.Cleanup(loop.Close)
+	t.Cleanup(other.Close)
+
+	var runErr, helpingErr error
+	var panicOnFault bool
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.ForEach(seqOnce(func() {
+		panicOnFault = debug.SetPanicOnFault(true)
+		debug.SetPanicOnFault(panicOnFault)
+		inner := asyncsteps.New(asyncsteps.WithTool(other))
+		inner.SuccessStep("inner")
+		_, runErr = inner.Run(context.Background())
+		inner.SuccessStep("inner")
+		_, helpingErr = inner.RunHelping(context.Background())
+	}), func(asyncsteps.AsyncSteps, any, any) {})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatalf("the flow failed: %v", err)
+	}
+	wantError(t, runErr, asyncsteps.InternalError,
+		"Run called on the goroutine of a Loop: it would block the loop until the flow ends; in a step, wait for the flow with AwaitFlow")
+	wantError(t, helpingErr, asyncsteps.InternalError,
+		"RunHelping called on the goroutine of a Loop: it would block the loop until the flow ends; in a step, wait for the flow with AwaitFlow")
+	if !panicOnFault {
+		t.Error("the sequence ran without SetPanicOnFault: a fault in it crashes the process")
+	}
+}
+
+// Close called from the iter.Seq2 of a ForEach on the flow's own Loop does
+// not wait for the loop, which waits for the sequence: the loop stops once
+// the pull has returned, and the flow ends as a flow of a closed loop.
+// Before, Close waited there for ever, and the loop with it; the timer
+// only bounds that failure.
+func TestForEachSeqClosesItsOwnLoop(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.ForEach(seqOnce(loop.Close), func(asyncsteps.AsyncSteps, any, any) {})
+	select {
+	case res := <-r.Promise():
+		wantError(t, res.Err, asyncsteps.InternalError, "the flow's loop is closed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close from the sequence waits for its own loop: the loop is stuck")
+	}
+	<-loop.Done()
+}
