@@ -78,12 +78,26 @@ func TestEveryHookFaultOnALoop(t *testing.T) {
 					loop.Close()
 				})
 				logged := strings.Contains(logs.String(), `panic="hook fault"`)
-				if wantLog := kind == "panic" && want[name] == ""; logged != wantLog {
+				wantLog := kind == "panic" && want[name] == ""
+				if logged != wantLog {
 					t.Errorf("panic logged: %v, want %v:\n%s", logged, wantLog, logs.String())
+				}
+				if wantLog && !strings.Contains(logs.String(), hookPanicLog(hook)) {
+					t.Errorf("log without %s:\n%s", hookPanicLog(hook), logs.String())
 				}
 			})
 		}
 	}
+}
+
+// hookPanicLog is the start of the log line of a panic in hook
+// (docs/DESIGN.md#hooks): the loop hooks' is a callback's, the others'
+// name the hook; the stack follows.
+func hookPanicLog(hook string) string {
+	if hook == "LoopPass" || hook == "LoopLag" {
+		return `msg="asyncsteps: panic in loop callback" panic="hook fault" stack=`
+	}
+	return `msg="asyncsteps: panic in hook" hook=` + hook + ` panic="hook fault" stack=`
 }
 
 // runFaultFlow runs, on loop, a flow that meets every hook: two sections

@@ -447,34 +447,55 @@ func TestNilStepFunctionRaisesInternalError(t *testing.T) {
 }
 
 // docs/DESIGN.md#break-and-continue: Break or Continue with no enclosing loop
-// unwinds as LoopBreak or
-// LoopCont through the handlers, then ends the flow with InternalError.
+// of its label unwinds as LoopBreak or LoopCont through the handlers, then
+// ends the flow with InternalError, whose info names the call and the label.
+// A loop of another label around a labelled call does not take it.
 func TestBreakOutsideLoopEndsFlowWithInternalError(t *testing.T) {
+	const plain, inLoop = false, true
 	cases := []struct {
-		name string
-		call func(as asyncsteps.AsyncSteps)
-		code string
+		name   string
+		call   func(as asyncsteps.AsyncSteps)
+		inLoop bool // in a loop labelled "inner"
+		code   string
+		info   string
 	}{
-		{"Break", func(as asyncsteps.AsyncSteps) { as.Break() }, asyncsteps.LoopBreak},
-		{"Continue", func(as asyncsteps.AsyncSteps) { as.Continue() }, asyncsteps.LoopCont},
+		{"Break", func(as asyncsteps.AsyncSteps) { as.Break() }, plain, asyncsteps.LoopBreak,
+			"Break outside of a loop"},
+		{"Continue", func(as asyncsteps.AsyncSteps) { as.Continue() }, plain, asyncsteps.LoopCont,
+			"Continue outside of a loop"},
+		{"Break(outer)", func(as asyncsteps.AsyncSteps) { as.Break("outer") }, plain, asyncsteps.LoopBreak,
+			`Break("outer") outside of a loop labelled "outer"`},
+		{"Continue(outer)", func(as asyncsteps.AsyncSteps) { as.Continue("outer") }, plain, asyncsteps.LoopCont,
+			`Continue("outer") outside of a loop labelled "outer"`},
+		{"Break(outer) in inner", func(as asyncsteps.AsyncSteps) { as.Break("outer") }, inLoop, asyncsteps.LoopBreak,
+			`Break("outer") outside of a loop labelled "outer"`},
+		{"Continue(outer) in inner", func(as asyncsteps.AsyncSteps) { as.Continue("outer") }, inLoop, asyncsteps.LoopCont,
+			`Continue("outer") outside of a loop labelled "outer"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var tr tracer
 			r, tt := newFlow()
 			r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-				as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				step := func(as asyncsteps.AsyncSteps, args ...any) {
 					tr.add("step")
 					c.call(as)
 					tr.add("not aborted")
-				}, tr.handler("inner"))
+				}
+				if !c.inLoop {
+					as.Add(step, tr.handler("inner"))
+					return
+				}
+				as.Repeat(2, func(as asyncsteps.AsyncSteps, _ int) {
+					as.Add(step, tr.handler("inner"))
+				}, "inner")
 			}, tr.handler("outer"))
 			r.Add(tr.step("not reached"))
 
 			res := run(t, r, tt)
 
 			wantTrace(t, &tr, "step,inner:"+c.code+",outer:"+c.code)
-			wantCode(t, res.Err, asyncsteps.InternalError)
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
 		})
 	}
 }
