@@ -459,7 +459,8 @@ func TestHostileBlockingCallbacks(t *testing.T) {
 
 // A step that closes its own loop: the flow ends with "the flow's loop is
 // closed", and so does every other flow on the loop; Close returns. On
-// DefaultTool, Close does nothing and the flow goes on.
+// DefaultTool, Close does nothing, from its own loop or from outside: the
+// flow goes on, and the loop's Done stays open.
 func TestHostileCloseOwnLoop(t *testing.T) {
 	closed := "the flow's loop is closed"
 	t.Run("Loop", func(t *testing.T) {
@@ -495,9 +496,17 @@ func TestHostileCloseOwnLoop(t *testing.T) {
 	t.Run("DefaultTool", func(t *testing.T) {
 		inChild(t, func(t *testing.T) {
 			r := asyncsteps.New()
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.DefaultTool().(*asyncsteps.Loop).Close() })
+			def := asyncsteps.DefaultTool().(*asyncsteps.Loop)
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { def.Close() })
 			r.SuccessStep("on")
 			wantSuccess(t, finish(t, nil, r.Promise()), "on")
+			def.Close() // from outside the loop: returns at once, does nothing
+			select {
+			case <-def.Done():
+				t.Error("the Done of DefaultTool's loop is closed")
+			default:
+			}
+			wantServing(t, def)
 		})
 	})
 	t.Run("TestTool reset", func(t *testing.T) {
