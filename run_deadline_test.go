@@ -269,6 +269,57 @@ func TestAwaitContextHasNoDeadlineOfATimeoutResetEventsDropped(t *testing.T) {
 	})
 }
 
+// An Await function that runs already when ResetEvents drops the timeout
+// of its step keeps the deadline it was given (a context's deadline never
+// changes), and its context, cancelled once the tool's clock is past that
+// deadline, reports context.DeadlineExceeded; one cancelled before it,
+// context.Canceled (docs/DESIGN.md#virtual-time).
+func TestAwaitRunningWhenResetEventsDropsItsTimeoutKeepsItsDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		advance time.Duration
+		want    error
+	}{
+		{"cancelled past the deadline", 2 * time.Second, context.DeadlineExceeded},
+		{"cancelled before it", 500 * time.Millisecond, context.Canceled},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tt := asyncsteps.NewTestTool()
+				var hasDeadline bool
+				var ctxErr error
+				r := asyncsteps.New(asyncsteps.WithTool(tt))
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetTimeout(time.Second)
+					as.Await(func(ctx context.Context) (any, error) {
+						_, hasDeadline = ctx.Deadline()
+						<-ctx.Done()
+						ctxErr = ctx.Err()
+						return nil, ctxErr
+					})
+				})
+				res := r.Promise()
+				tt.Advance(100 * time.Millisecond)
+				synctest.Wait() // the function waits for its context's end
+				tt.ResetEvents()
+				tt.Advance(c.advance)
+				r.Cancel()
+				drive(t, tt)
+				synctest.Wait()
+				if err := result(t, res).Err; !errors.Is(err, context.Canceled) {
+					t.Errorf("Result.Err = %v, want one matching context.Canceled", err)
+				}
+				if !hasDeadline {
+					t.Error("the Await function had no deadline")
+				}
+				if ctxErr != c.want {
+					t.Errorf("the function's ctx.Err() = %v, want %v", ctxErr, c.want)
+				}
+			})
+		})
+	}
+}
+
 // The deadline of Run's context passes while a completion from another
 // goroutine is on its way to the waiting step (claimed, not yet run on the
 // loop): the completion wins, then the flow times out where it has got
