@@ -245,6 +245,31 @@ func TestHooksLoopPassAndLag(t *testing.T) {
 	}
 }
 
+// A TestTool calls no LoopPass or LoopLag (docs/DESIGN.md#hooks): it has
+// no loop to pass over, and its lag would be of virtual time. The flow's
+// own hooks run.
+func TestHooksTestToolCallsNoLoopHooks(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	var calls []string
+	tt.SetHooks(&asyncsteps.Hooks{
+		FlowStart: func(ctx context.Context) context.Context { calls = append(calls, "FlowStart"); return ctx },
+		LoopPass:  func(*asyncsteps.Loop, int) { calls = append(calls, "LoopPass") },
+		LoopLag:   func(*asyncsteps.Loop, time.Duration) { calls = append(calls, "LoopLag") },
+	})
+	tt.Immediate(func() {})
+	tt.Deferred(time.Second, func() {})
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Minute)
+		tt.Deferred(time.Millisecond, func() { as.Success() })
+	})
+	r.Execute()
+	tt.Run()
+	if got := strings.Join(calls, ","); got != "FlowStart" {
+		t.Errorf("hooks called: %s, want FlowStart", got)
+	}
+}
+
 // LoopGroup.SetHooks sets the hooks on every loop of the group.
 func TestHooksOnEveryLoopOfAGroup(t *testing.T) {
 	g := asyncsteps.NewLoopGroup(2)
