@@ -176,3 +176,54 @@ func ExampleUnwrapper() {
 	// orders: inner section
 	// error: <nil>
 }
+
+// The "Mutex example" of the JavaScript reference implementation; the
+// output is the same. Each flow counts itself in while it is inside the
+// critical section: with a Mutex of 1, none sees another there.
+func Example_mutexConcurrency() {
+	tt := asyncsteps.NewTestTool()
+	mtx := asyncsteps.NewMutex(1)
+	concurrency := 0
+
+	for i := range 3 {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(mtx, func(as asyncsteps.AsyncSteps, _ ...any) {
+			// regular AsyncSteps in the critical section
+			concurrency++
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Success(concurrency)
+				concurrency--
+			})
+		}).Add(func(as asyncsteps.AsyncSteps, args ...any) {
+			fmt.Printf("Max concurrency %d: %v\n", i, args[0])
+		})
+		r.Execute()
+	}
+	tt.Run()
+	// Output:
+	// Max concurrency 0: 1
+	// Max concurrency 1: 1
+	// Max concurrency 2: 1
+}
+
+// The "Throttle example" of the JavaScript reference implementation: a
+// Throttle of 10 entries per 100 ms lets 50 of 100 parallel branches in
+// within 450 ms, here on the TestTool's virtual clock.
+func Example_throttlePassed() {
+	tt := asyncsteps.NewTestTool()
+	thrtl := asyncsteps.NewThrottle(10, 100*time.Millisecond)
+	passed := 0
+
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	p := r.Parallel()
+	for range 100 {
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Sync(thrtl, func(as asyncsteps.AsyncSteps, _ ...any) { passed++ })
+		})
+	}
+	r.Execute()
+	tt.Advance(450 * time.Millisecond)
+	fmt.Println("passed:", passed)
+	// Output:
+	// passed: 50
+}
