@@ -109,3 +109,30 @@ func TestRetryTimeoutIsDisarmedByACancel(t *testing.T) {
 		t.Error("an event is left on the tool: the attempt's timer was not disarmed")
 	}
 }
+
+// A Retry's Timeout of 0 or less sets none, unlike SetTimeout, for which
+// it falls due at once: an attempt that waits is completed from outside
+// however late (docs/DESIGN.md#retry).
+func TestRetryTimeoutOfZeroOrLessSetsNone(t *testing.T) {
+	for _, timeout := range []time.Duration{0, -1, -time.Hour} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			r, tt := newFlow()
+			tr := &tracer{}
+			since := stopwatch(tt)
+			asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 2, Timeout: timeout}, func(as asyncsteps.AsyncSteps, i int) {
+				tr.addf("a%d", i)
+				as.WaitExternal()
+				as.Tool().Deferred(time.Hour, func() { as.Success("late") })
+			})
+			res, left := runToEnd(t, r, tt)
+			wantSuccess(t, res, "late")
+			wantTrace(t, tr, "a0")
+			if got := since(); got != time.Hour {
+				t.Errorf("ended at %v, want 1h0m0s", got)
+			}
+			if left {
+				t.Error("an event is left on the tool")
+			}
+		})
+	}
+}
