@@ -2,14 +2,12 @@ package asyncsteps
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"log/slog"
-	"reflect"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
+
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 )
 
 // This file holds what keeps a loop alive under callbacks that misbehave:
@@ -63,65 +61,6 @@ func goexitPending(err *Error) bool {
 // inGoexit reports whether stack, the traceback of a recovered panic,
 // shows runtime.Goexit running the deferred call that panicked.
 func inGoexit(stack []byte) bool { return bytes.Contains(stack, []byte("\nruntime.Goexit(")) }
-
-// safeSprint prints v like fmt.Sprint, or, when printing v panics (a String
-// or Error method that panics with a value that panics when printed in
-// turn) or calls runtime.Goexit, names v's type instead: printing a user's
-// value must neither crash the process nor end the goroutine that prints
-// it, which is often a loop's, in the middle of recovering a callback's
-// panic (a flow left so would hang). A value whose printing may run a
-// method of the user's is printed on a goroutine of its own, where a
-// Goexit ends that goroutine only; panics are rare enough to pay for it.
-func safeSprint(v any) string {
-	if s, ok := plainSprint(v); ok {
-		return s
-	}
-	printed := make(chan string, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if !returned {
-				printed <- fmt.Sprintf("a %T that calls runtime.Goexit when printed", v) // %T reads no method
-			}
-		}()
-		printed <- recoveredSprint(v)
-		returned = true
-	}()
-	return <-printed
-}
-
-// recoveredSprint prints v like fmt.Sprint, or names v's type when that
-// panics.
-func recoveredSprint(v any) (s string) {
-	defer func() {
-		if recover() != nil {
-			s = fmt.Sprintf("a %T that panics when printed", v) // %T reads no method
-		}
-	}()
-	return fmt.Sprint(v)
-}
-
-// plainSprint prints v at once if printing it runs no method of the
-// user's: a string, the runtime's own errors (a nil dereference, an index
-// out of range) and those of errors.New, the usual panic values.
-func plainSprint(v any) (string, bool) {
-	switch v := v.(type) {
-	case string:
-		return v, true
-	case runtime.Error:
-		if t := reflect.TypeOf(v); t.PkgPath() == "runtime" || t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "runtime" {
-			return v.Error(), true
-		}
-	case error:
-		if reflect.TypeOf(v) == errorsNewType {
-			return v.Error(), true
-		}
-	}
-	return "", false
-}
-
-// errorsNewType is the type of the errors that errors.New makes.
-var errorsNewType = reflect.TypeOf(errors.New(""))
 
 // afterGoexit queues t to run before any other task of the tool: the
 // goroutine that runs the tool's tasks is ending with runtime.Goexit, and t
@@ -415,7 +354,7 @@ func runLogged(f func()) {
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("asyncsteps: panic in TestTool callback",
-				"panic", safeSprint(r), "stack", string(debug.Stack()))
+				"panic", printsafe.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	f()

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"syscall"
+
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 )
 
 // FutoInCoder is implemented by Go errors that know which FutoIn error code
@@ -53,7 +55,7 @@ func ErrorFrom(err error) (mapped *Error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			info := fmt.Sprintf("reading the %T given as an error panicked: %s", err, safeSprint(r))
+			info := fmt.Sprintf("reading the %T given as an error panicked: %s", err, printsafe.Sprint(r))
 			if isNilValue(err) {
 				info = fmt.Sprintf("a nil %T was given as an error", err)
 			}

@@ -1,6 +1,10 @@
 package asyncsteps
 
-import "context"
+import (
+	"context"
+
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
+)
 
 // FutoIn standard error codes (FTN3), used as the code of [Error] and given
 // to [ErrorFunc] handlers.
@@ -98,7 +102,7 @@ func (p *PanicError) Error() string {
 	if p == nil {
 		return "<nil>"
 	}
-	return "panic: " + safeSprint(p.Value)
+	return "panic: " + printsafe.Sprint(p.Value)
 }
 
 // Unwrap returns the panic value when it is an error.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
@@ -598,7 +599,7 @@ func (fl *flow) recoverInto(c *frame, r any) {
 // where printing it cannot crash the process.
 func (fl *flow) panicked(r any) *Error {
 	p := &PanicError{Value: r, Stack: debug.Stack()}
-	err := &Error{Code: InternalError, Info: safeSprint(r), Cause: p}
+	err := &Error{Code: InternalError, Info: printsafe.Sprint(r), Cause: p}
 	fl.noteError(err, p)
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"time"
+
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 )
 
 // Hooks are functions that a [Loop] or [TestTool] calls at points of
@@ -246,7 +248,7 @@ func recoverHook(name string) {
 // logHookPanic logs the panic r, with its stack, of the hook named name.
 func logHookPanic(name string, r any, stack []byte) {
 	slog.Error("asyncsteps: panic in hook", "hook", name,
-		"panic", safeSprint(r), "stack", string(stack))
+		"panic", printsafe.Sprint(r), "stack", string(stack))
 }
 
 // noteUnreported keeps err, raised in a flow observed by w.hooks, for the

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
@@ -632,7 +633,7 @@ func (l *Loop) stampTimers() {
 func (l *Loop) recoverPanic() {
 	if r := recover(); r != nil {
 		slog.Error("asyncsteps: panic in loop callback",
-			"panic", safeSprint(r), "stack", string(debug.Stack()))
+			"panic", printsafe.Sprint(r), "stack", string(debug.Stack()))
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"time"
+
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 )
 
 // Tool is the event loop a flow runs on (the spec's AsyncTool). Every callback
@@ -129,7 +131,7 @@ func (t foreignTool) inject(tk task) {
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("asyncsteps: Tool.Immediate panicked: a completion for a flow on that tool is lost",
-				"panic", safeSprint(r), "stack", string(debug.Stack()))
+				"panic", printsafe.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	t.Immediate(tk.run)
@@ -143,7 +145,7 @@ func (t foreignTool) deferred(d time.Duration, tk task) (h Handle) {
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("asyncsteps: Tool.Deferred panicked: the timer is not armed",
-				"panic", safeSprint(r), "stack", string(debug.Stack()))
+				"panic", printsafe.Sprint(r), "stack", string(debug.Stack()))
 			h = deadHandle{}
 		}
 	}()

@@ -94,6 +94,42 @@ func TestForeignStepPanicWithUnprintableValue(t *testing.T) {
 	}
 }
 
+// exitingPrint is a panic value whose Error method calls runtime.Goexit.
+type exitingPrint struct{}
+
+func (exitingPrint) Error() string { runtime.Goexit(); return "" }
+
+// A Go step on a foreign table that panics with a value whose printing
+// calls runtime.Goexit fails with InternalError, naming the value's type,
+// and its flow ends. Printing it on the table's thread ended that
+// goroutine in the middle of recovering the panic: no error was handled
+// and the flow never ended.
+func TestForeignStepPanicWithAValueThatExitsWhenPrinted(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		as := cabi.Wrap(root)
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { panic(exitingPrint{}) })
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctest.FakeRun(root)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			fmt.Println("the flow did not end")
+		}
+		fmt.Printf("trace=%q\n", ctest.Trace())
+	})
+	want := `trace="fake: running root valid=0\nfake: handle_error InternalError: a cabi_test.exitingPrint that calls runtime.Goexit when printed\n` +
+		`fake: end failed=1 InternalError string cleanups=1\n"`
+	if !strings.Contains(out, want) {
+		t.Errorf("child output lacks %s:\n%s", want, out)
+	}
+}
+
 // A Go callback that calls runtime.Goexit ends the loop's goroutine, and
 // the loop goes on with a new one, on another OS thread: the C interface
 // follows it there. Its C callbacks still see is_same_thread 1 and their

@@ -26,6 +26,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
@@ -117,7 +118,7 @@ func (w *foreign) run(f func()) {
 			return
 		}
 		if !w.cb.completed.Swap(true) {
-			w.handleError(asyncsteps.InternalError, printable(r))
+			w.handleError(asyncsteps.InternalError, printsafe.Sprint(r))
 		}
 	}()
 	f()
@@ -230,21 +231,10 @@ func runSched(f func()) {
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("asyncsteps: panic in loop callback",
-				"panic", printable(r), "stack", string(debug.Stack()))
+				"panic", printsafe.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	f()
-}
-
-// printable prints a panic value, also one whose String or Error method
-// panics in turn.
-func printable(v any) (s string) {
-	defer func() {
-		if recover() != nil {
-			s = fmt.Sprintf("a %T that panics when printed", v)
-		}
-	}()
-	return fmt.Sprint(v)
 }
 
 // inCallback reports whether the caller is the Go callback w was given to.
