@@ -108,27 +108,7 @@ func (opaqueSteps) Success(...any) { panic("Success refused") }
 // process crashed, after the step had failed as if Success had called
 // runtime.Goexit.)
 func TestAwaitHelpersFailAnOpaqueDecoratorWhoseSuccessPanics(t *testing.T) {
-	helpers := []struct {
-		name string
-		add  func(as asyncsteps.AsyncSteps, release chan struct{})
-	}{
-		{"AwaitChan", func(as asyncsteps.AsyncSteps, release chan struct{}) {
-			ch := make(chan string)
-			go func() { <-release; ch <- "got" }()
-			asyncsteps.AwaitChan(as, ch)
-		}},
-		{"AwaitResult", func(as asyncsteps.AsyncSteps, release chan struct{}) {
-			ch := make(chan asyncsteps.Result)
-			go func() { <-release; ch <- asyncsteps.Result{Args: []any{"got"}} }()
-			asyncsteps.AwaitResult(as, ch)
-		}},
-		{"AwaitFlow", func(as asyncsteps.AsyncSteps, release chan struct{}) {
-			other := asyncsteps.New(asyncsteps.WithTool(as.Tool()))
-			other.Await(func(context.Context) (any, error) { <-release; return "got", nil })
-			asyncsteps.AwaitFlow(as, other)
-		}},
-	}
-	for _, hp := range helpers {
+	for _, hp := range releasedAwaitHelpers {
 		t.Run(hp.name, func(t *testing.T) {
 			inChild(t, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -156,4 +136,28 @@ func TestAwaitHelpersFailAnOpaqueDecoratorWhoseSuccessPanics(t *testing.T) {
 			})
 		})
 	}
+}
+
+// releasedAwaitHelpers are the helpers that wait off the loop for a value
+// from outside the flow: each adds its step to as, whose value comes once
+// release is closed.
+var releasedAwaitHelpers = []struct {
+	name string
+	add  func(as asyncsteps.AsyncSteps, release chan struct{})
+}{
+	{"AwaitChan", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+		ch := make(chan string)
+		go func() { <-release; ch <- "got" }()
+		asyncsteps.AwaitChan(as, ch)
+	}},
+	{"AwaitResult", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+		ch := make(chan asyncsteps.Result)
+		go func() { <-release; ch <- asyncsteps.Result{Args: []any{"got"}} }()
+		asyncsteps.AwaitResult(as, ch)
+	}},
+	{"AwaitFlow", func(as asyncsteps.AsyncSteps, release chan struct{}) {
+		other := asyncsteps.New(asyncsteps.WithTool(as.Tool()))
+		other.Await(func(context.Context) (any, error) { <-release; return "got", nil })
+		asyncsteps.AwaitFlow(as, other)
+	}},
 }

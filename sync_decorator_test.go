@@ -1,7 +1,6 @@
 package asyncsteps_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -493,27 +492,7 @@ func TestDecoratorLetInByAnAwaitGoroutineCannotCrash(t *testing.T) {
 // InternalError. (The goroutine, which nothing recovers, called it: the
 // process crashed.)
 func TestAwaitHelpersCompleteADecoratorOnItsLoop(t *testing.T) {
-	helpers := []struct {
-		name string
-		add  func(as asyncsteps.AsyncSteps, release chan struct{})
-	}{
-		{"AwaitChan", func(as asyncsteps.AsyncSteps, release chan struct{}) {
-			ch := make(chan string)
-			go func() { <-release; ch <- "got" }()
-			asyncsteps.AwaitChan(as, ch)
-		}},
-		{"AwaitResult", func(as asyncsteps.AsyncSteps, release chan struct{}) {
-			ch := make(chan asyncsteps.Result)
-			go func() { <-release; ch <- asyncsteps.Result{Args: []any{"got"}} }()
-			asyncsteps.AwaitResult(as, ch)
-		}},
-		{"AwaitFlow", func(as asyncsteps.AsyncSteps, release chan struct{}) {
-			other := asyncsteps.New(asyncsteps.WithTool(as.Tool()))
-			other.Await(func(context.Context) (any, error) { <-release; return "got", nil })
-			asyncsteps.AwaitFlow(as, other)
-		}},
-	}
-	for _, hp := range helpers {
+	for _, hp := range releasedAwaitHelpers {
 		for _, panicky := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/panicky=%v", hp.name, panicky), func(t *testing.T) {
 				inChild(t, func(t *testing.T) {

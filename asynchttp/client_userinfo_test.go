@@ -39,20 +39,7 @@ func TestClientHidesTheUserInfoOfAURLThatDoesNotParse(t *testing.T) {
 			`parse "***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logger, logs := loggedWithoutTime()
-			var c asynchttp.Client
-			var flowErr error
-			h := &asynchttp.Handler{
-				Tool:   func() asyncsteps.Tool { return loop },
-				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, tc.url) },
-				Logger: logger,
-				Done:   func(_ *http.Request, o asynchttp.Outcome) { flowErr = o.Err },
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote", nil))
-			if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
-				t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
-			}
+			flowErr, _, got := getThroughHandler(t, loop, tc.url)
 			if got, want := flowError(flowErr), "InternalError: asynchttp: "+tc.info; got != want {
 				t.Errorf("flow error %q, want %q", got, want)
 			}
@@ -60,12 +47,7 @@ func TestClientHidesTheUserInfoOfAURLThatDoesNotParse(t *testing.T) {
 			if !errors.As(flowErr, &cause) || cause.Error() != tc.info {
 				t.Errorf("cause %v, want the *url.Error %q", cause, tc.info)
 			}
-			want := `level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
-				`info="asynchttp: ` + strings.ReplaceAll(tc.info, `"`, `\"`) + `" ` +
-				`cause="` + strings.ReplaceAll(tc.info, `"`, `\"`) + `" ` +
-				`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"
-			got := logs()
-			if got != want {
+			if want := urlFailureLog(tc.info, tc.info); got != want {
 				t.Errorf("log\n%s\nwant\n%s", got, want)
 			}
 			if strings.Contains(got, secret) {
@@ -104,21 +86,7 @@ func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
 			`Get "***@example.invalid/p": unsupported protocol scheme "ann"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logger, logs := loggedWithoutTime()
-			var c asynchttp.Client
-			var flowErr, doneErr error
-			h := &asynchttp.Handler{
-				Tool:   func() asyncsteps.Tool { return loop },
-				Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, tc.url) },
-				Logger: logger,
-				Done:   func(_ *http.Request, o asynchttp.Outcome) { flowErr = o.Err },
-			}
-			c.Done = func(_ *http.Request, _ int, err error) { doneErr = err }
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote", nil))
-			if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
-				t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
-			}
+			flowErr, doneErr, got := getThroughHandler(t, loop, tc.url)
 			if got, want := flowError(flowErr), "InternalError: asynchttp: "+tc.info; got != want {
 				t.Errorf("flow error %q, want %q", got, want)
 			}
@@ -128,12 +96,7 @@ func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
 					t.Errorf("cause of %v: %v, want the *url.Error %q", err, cause, tc.cause)
 				}
 			}
-			want := `level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
-				`info="asynchttp: ` + strings.ReplaceAll(tc.info, `"`, `\"`) + `" ` +
-				`cause="` + strings.ReplaceAll(tc.cause, `"`, `\"`) + `" ` +
-				`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"
-			got := logs()
-			if got != want {
+			if want := urlFailureLog(tc.info, tc.cause); got != want {
 				t.Errorf("log\n%s\nwant\n%s", got, want)
 			}
 			if strings.Contains(got, secret) {
@@ -141,4 +104,35 @@ func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// getThroughHandler serves one request whose flow Gets rawURL with a
+// Client, on loop, checks that it is answered 500, and returns the flow's
+// error, the error the Client's Done saw (nil if it was not called) and
+// the Handler's log.
+func getThroughHandler(t *testing.T, loop asyncsteps.Tool, rawURL string) (flowErr, doneErr error, log string) {
+	t.Helper()
+	logger, logs := loggedWithoutTime()
+	c := asynchttp.Client{Done: func(_ *http.Request, _ int, err error) { doneErr = err }}
+	h := &asynchttp.Handler{
+		Tool:   func() asyncsteps.Tool { return loop },
+		Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { c.Get(as, rawURL) },
+		Logger: logger,
+		Done:   func(_ *http.Request, o asynchttp.Outcome) { flowErr = o.Err },
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote", nil))
+	if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
+		t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
+	}
+	return flowErr, doneErr, logs()
+}
+
+// urlFailureLog is the Handler's log line of a flow that failed with the
+// InternalError of Client.Get whose info and cause are those given.
+func urlFailureLog(info, cause string) string {
+	return `level=ERROR msg="asynchttp: request failed" method=GET path=/quote status=500 code=InternalError ` +
+		`info="asynchttp: ` + strings.ReplaceAll(info, `"`, `\"`) + `" ` +
+		`cause="` + strings.ReplaceAll(cause, `"`, `\"`) + `" ` +
+		`async_stack=[github.com/asyncsteps/asyncsteps/asynchttp.(*Client).Get.func1]` + "\n"
 }
