@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // host is what steps are added to: a running step, a Root before execution,
 // or the branches of a Parallel. The add functions below hold the checks
@@ -24,13 +27,32 @@ func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Add: nil step function")
 		return h
 	}
+	if info := extraArgs("Add", "error handler", len(onerror)); info != "" {
+		h.misuse(info)
+		return h
+	}
 	return h.push(plainStep(fn, firstHandler(onerror)))
+}
+
+// extraArgs is the misuse info of a call (call names it) given n of what
+// it takes one of at most, an error handler or a label; "" when n is 1
+// or less. The call would otherwise keep the first and drop the others
+// unseen.
+func extraArgs(call, what string, n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("%s: more than one %s (%d given)", call, what, n)
 }
 
 func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
 	d, b := newParallelDef(h)
 	if !h.adding() {
 		h.addRefused("Parallel")
+		return b
+	}
+	if info := extraArgs("Parallel", "error handler", len(onerror)); info != "" {
+		h.misuse(info)
 		return b
 	}
 	h.push(builtinStep(d, firstHandler(onerror)))
@@ -71,6 +93,10 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse(nilSyncInfo(obj == nil || isNilValue(obj)))
 		return h
 	}
+	if info := extraArgs("Sync", "error handler", len(onerror)); info != "" {
+		h.misuse(info)
+		return h
+	}
 	if sc, ok := obj.(sectioner); ok {
 		onerr := firstHandler(onerror)
 		return h.push(plainStep(func(as AsyncSteps, args ...any) {
@@ -109,7 +135,12 @@ func nilSyncer(obj Syncer) bool {
 // refuseSync reports a Sync method called on a nil receiver (nilReceiver),
 // or with a nil step function, as a misuse of as.
 func refuseSync(as AsyncSteps, nilReceiver bool) {
-	info := nilSyncInfo(nilReceiver)
+	refuseSyncWith(as, nilSyncInfo(nilReceiver))
+}
+
+// refuseSyncWith reports a Sync method's call that info says is wrong as a
+// misuse of as.
+func refuseSyncWith(as AsyncSteps, info string) {
 	if h, ok := as.(host); ok {
 		if !h.adding() {
 			h.addRefused("Sync") // misplaced, as the step it would add
@@ -121,6 +152,17 @@ func refuseSync(as AsyncSteps, nilReceiver bool) {
 	as.Add(func(as AsyncSteps, _ ...any) { as.Error(InternalError, info) }) // a foreign AsyncSteps
 }
 
+// syncHandler returns the one error handler of onerror, given to the Sync
+// method of a Syncer of this package, or reports more than one as a misuse
+// of as (false).
+func syncHandler(as AsyncSteps, onerror []ErrorFunc) (ErrorFunc, bool) {
+	if info := extraArgs("Sync", "error handler", len(onerror)); info != "" {
+		refuseSyncWith(as, info)
+		return nil, false
+	}
+	return firstHandler(onerror), true
+}
+
 func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 	if !h.adding() {
 		h.addRefused("Await")
@@ -128,6 +170,10 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 	}
 	if fn == nil {
 		h.misuse("Await: nil function")
+		return h
+	}
+	if info := extraArgs("Await", "error handler", len(onerror)); info != "" {
+		h.misuse(info)
 		return h
 	}
 	if _, running := h.(*stepAPI); running {

@@ -149,8 +149,12 @@ func (l *Limiter) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 		refuseSync(as, l == nil)
 		return
 	}
+	onerr, ok := syncHandler(as, onerror)
+	if !ok {
+		return
+	}
 	gates, n := l.gates()
-	addSection(as, f, firstHandler(onerror), gates[:n]...)
+	addSection(as, f, onerr, gates[:n]...)
 }
 
 // enterSection implements sectioner.

@@ -196,11 +196,11 @@ func eachIteration(as AsyncSteps, _ ...any) {
 }
 
 func addLoop(h host, fn LoopFunc, label []string) AsyncSteps {
-	return addLoopDef(h, fn == nil, "Loop", &loopDef{label: firstLabel(label), count: -1, loopFn: fn})
+	return addLabelled(h, fn == nil, "Loop", len(label), &loopDef{label: firstLabel(label), count: -1, loopFn: fn})
 }
 
 func addRepeat(h host, count int, fn RepeatFunc, label []string) AsyncSteps {
-	return addLoopDef(h, fn == nil, "Repeat", &loopDef{label: firstLabel(label), count: max(count, 0), repFn: fn})
+	return addLabelled(h, fn == nil, "Repeat", len(label), &loopDef{label: firstLabel(label), count: max(count, 0), repFn: fn})
 }
 
 func addForEach(h host, collection any, fn ForEachFunc, label []string) AsyncSteps {
@@ -208,7 +208,17 @@ func addForEach(h host, collection any, fn ForEachFunc, label []string) AsyncSte
 		h.misuse(fmt.Sprintf("ForEach: cannot iterate over %T", collection))
 		return h
 	}
-	return addLoopDef(h, fn == nil, "ForEach", &loopDef{label: firstLabel(label), eachFn: fn, collect: collection})
+	return addLabelled(h, fn == nil, "ForEach", len(label), &loopDef{label: firstLabel(label), eachFn: fn, collect: collection})
+}
+
+// addLabelled is addLoopDef for a loop given labels of which it takes one
+// at most.
+func addLabelled(h host, nilBody bool, call string, labels int, d *loopDef) AsyncSteps {
+	if info := extraArgs(call, "label", labels); info != "" && !nilBody && h.adding() {
+		h.misuse(info)
+		return h
+	}
+	return addLoopDef(h, nilBody, call, d)
 }
 
 func addLoopDef(h host, nilBody bool, call string, d *loopDef) AsyncSteps {

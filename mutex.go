@@ -99,7 +99,9 @@ func (m *Mutex) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 		refuseSync(as, m == nil)
 		return
 	}
-	addSection(as, f, firstHandler(onerror), m)
+	if onerr, ok := syncHandler(as, onerror); ok {
+		addSection(as, f, onerr, m)
+	}
 }
 
 // enterSection implements sectioner.

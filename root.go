@@ -455,7 +455,7 @@ func (r *Root) stepOnly(call string) {
 
 // Add implements [AsyncSteps].
 func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps {
-	if f != nil { // addStep's valid case, without its calls through host
+	if f != nil && len(onerror) <= 1 { // addStep's valid case, without its calls through host
 		return r.push(plainStep(f, firstHandler(onerror)))
 	}
 	return addStep(r, f, onerror)

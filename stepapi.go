@@ -326,7 +326,7 @@ func (h *stepAPI) push(s step) AsyncSteps {
 
 // Add implements [AsyncSteps].
 func (h *stepAPI) Add(fn StepFunc, onerror ...ErrorFunc) AsyncSteps {
-	if fn != nil && h.adding() {
+	if fn != nil && len(onerror) <= 1 && h.adding() {
 		// addStep's case of a valid call, without its calls through host.
 		h.f.queue = appendStep(h.f.queue, plainStep(fn, firstHandler(onerror)))
 		return h
@@ -473,6 +473,10 @@ func (h *stepAPI) ForEach(collection any, fn ForEachFunc, label ...string) Async
 
 // Break implements [AsyncSteps].
 func (h *stepAPI) Break(label ...string) {
+	if info := extraArgs("Break", "label", len(label)); info != "" {
+		h.misuse(info)
+		return
+	}
 	if h.raise(LoopBreak, firstLabel(label), notError) {
 		panic(abortSignal{})
 	}
@@ -480,6 +484,10 @@ func (h *stepAPI) Break(label ...string) {
 
 // Continue implements [AsyncSteps].
 func (h *stepAPI) Continue(label ...string) {
+	if info := extraArgs("Continue", "label", len(label)); info != "" {
+		h.misuse(info)
+		return
+	}
 	if h.raise(LoopCont, firstLabel(label), notError) {
 		panic(abortSignal{})
 	}

@@ -92,7 +92,9 @@ func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 		refuseSync(as, t == nil)
 		return
 	}
-	addSection(as, f, firstHandler(onerror), t)
+	if onerr, ok := syncHandler(as, onerror); ok {
+		addSection(as, f, onerr, t)
+	}
 }
 
 // enterSection implements sectioner.

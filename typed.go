@@ -45,6 +45,9 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 	if fn == nil {
 		return refuseNil(as, "AwaitThen", "AwaitThen: nil function")
 	}
+	if info := extraArgs("AwaitThen", "error handler", len(onerror)); info != "" {
+		return refuseNil(as, "AwaitThen", info)
+	}
 	onerr := firstHandler(onerror)
 	await := func(ctx context.Context) (any, error) { return fn(ctx) }
 	return as.Add(func(as AsyncSteps, _ ...any) {
@@ -174,7 +177,8 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 }
 
 // refuseNil reports the nil function that a helper was given, info naming
-// the helper and the argument, as a misuse of as, up front, as
+// the helper and the argument (or another wrong argument: more than one
+// error handler), as a misuse of as, up front, as
 // [AsyncSteps.Await] and [Retry] do: in a step, the callback is aborted and
 // the step fails with InternalError; on a Root, its next execution fails
 // before any step runs. A decorator (see [Unwrapper]) reports it on what it
