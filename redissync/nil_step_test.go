@@ -43,3 +43,37 @@ func TestSyncWithNilStepFunction(t *testing.T) {
 		})
 	}
 }
+
+// A Syncer's own Sync given more than one error handler fails the flow
+// with InternalError, as the Syncers of asyncsteps do; the section is not
+// entered. It kept the first handler and dropped the others unseen.
+func TestSyncWithMoreThanOneHandler(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	const info = "Sync: more than one error handler (2 given)"
+	h := func(as asyncsteps.AsyncSteps, code string) { as.Success() }
+	for _, s := range []struct {
+		name string
+		s    asyncsteps.Syncer
+	}{
+		{"Mutex", c.NewMutex("m2", MutexOptions{})},
+		{"Throttle", c.NewThrottle("t2", ThrottleOptions{Rate: 10})},
+		{"Limiter", c.NewLimiter("l2", LimiterOptions{Concurrent: 1, Rate: 10})},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			var tr tracer
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			s.s.Sync(r, func(asyncsteps.AsyncSteps, ...any) { tr.add("inside") }, h, h)
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+			res := r.Promise()
+			tt.Run()
+			select {
+			case res := <-res:
+				wantError(t, res.Err, asyncsteps.InternalError, info)
+			default:
+				t.Fatal("the flow did not end")
+			}
+			tr.check(t)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -87,6 +88,12 @@ type section struct {
 func syncSection(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror []asyncsteps.ErrorFunc, gates ...gate) {
 	if f == nil {
 		refuse(as, "Sync: nil step function", onerror)
+		return
+	}
+	if len(onerror) > 1 {
+		// As the Syncers of asyncsteps refuse it: the first would be kept
+		// and the others dropped unseen.
+		refuse(as, fmt.Sprintf("Sync: more than one error handler (%d given)", len(onerror)), nil)
 		return
 	}
 	var g [2]gate
