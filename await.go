@@ -72,7 +72,7 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 			as.Error(InternalError, "AwaitFlow: nil Root")
 		}, onerror...)
 	}
-	return as.Add(recvStep(other.Promise, completeAwaited(other), other.Cancel), onerror...)
+	return as.Add(recvStep(other.Promise, completeAwaited(other), other), onerror...)
 }
 
 // completeAwaited returns complete for the step of AwaitFlow on other: a
@@ -100,8 +100,8 @@ func (r *Root) onClosedLoop() bool {
 
 // recvStep returns a step that waits for one value from the channel open
 // returns and hands it to deliver, with the engine's step behind the
-// step's AsyncSteps (see stepOf). stop, if not nil, runs when the step is
-// cancelled.
+// step's AsyncSteps (see stepOf). owned, if not nil, is the flow the step
+// owns: it is cancelled when the step is.
 //
 // The fast path runs deliver inside the callback. Otherwise the waiting
 // goroutine calls deliver as an external completion; if the step was
@@ -112,7 +112,7 @@ func (r *Root) onClosedLoop() bool {
 // this package (see Unwrapper), deliver calls the decorator's methods,
 // user code: it runs in a task on the flow's loop (see loopDelivery), not
 // on the waiting goroutine, which nothing recovers.
-func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), stop func()) StepFunc {
+func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := stepOf(as) // while the callback runs: see unwrapStep
 		ch := open()
@@ -125,9 +125,7 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAP
 		cancelled := make(chan struct{})
 		as.SetCancel(func(AsyncSteps) {
 			close(cancelled) // cancel handlers run at most once
-			if stop != nil {
-				stop()
-			}
+			owned.Cancel()   // nothing for a nil Root
 		})
 		if ch == nil {
 			return // only a cancellation ends the step: nothing to wait on
@@ -148,26 +146,29 @@ func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAP
 				deliverOutside(as, h, v, deliver)
 			case <-cancelled:
 			case <-closed:
-				stopUnlessCancelled(stop, cancelled)
+				cancelUnlessCancelled(owned, cancelled)
 			}
 		}()
 	}
 }
 
-// stopUnlessCancelled runs stop, if not nil, for a step whose loop has
-// closed, unless the step's cancel handler has run, which runs stop
+// cancelUnlessCancelled cancels owned, if not nil, for a step whose loop
+// has closed, unless the step's cancel handler has run, which cancels it
 // itself. A closed loop runs no cancel handler, yet what the step owns
 // (the flow of AwaitFlow, on another loop) must not go on for a flow
 // that is gone. The loop is closed once it runs no callback any more:
-// a handler that has not closed cancelled by then never will.
-func stopUnlessCancelled(stop func(), cancelled <-chan struct{}) {
-	if stop == nil {
+// a handler that has not closed cancelled by then never will. It runs on
+// the goroutine that waited for the step, where a panic of the Immediate
+// of owned's tool must be logged, not end the process (see
+// Root.cancelOutside).
+func cancelUnlessCancelled(owned *Root, cancelled <-chan struct{}) {
+	if owned == nil {
 		return
 	}
 	select {
 	case <-cancelled:
 	default:
-		stop()
+		owned.cancelOutside()
 	}
 }
 

@@ -218,6 +218,18 @@ func (r *Root) cancel(cause error) {
 	}
 }
 
+// cancelOutside is Cancel from a goroutine of the engine's own: its task
+// is queued through injectCancel, which logs the panic of a stopped
+// tool's Immediate that would end the process there.
+func (r *Root) cancelOutside() {
+	fl := &r.fl
+	stop := new(error)
+	*stop = context.Canceled
+	if fl.isRunning() && fl.stop.CompareAndSwap(nil, stop) {
+		fl.injectCancel(stop)
+	}
+}
+
 // postCancel queues the task that applies stop, a requested cancel: the
 // flow sees stop before its next step, but a flow that waits needs the
 // loop to look. A later execution of the Root has another stop.
