@@ -53,6 +53,9 @@ func pullSeq(f *frame, c any) *pulled {
 // and Close does not wait (loopGoroutines), as they would block the loop
 // for ever, and a fault in it panics (markLoopGoroutine).
 func asLoopCallback(seq iter.Seq2[any, any], s scheduler) iter.Seq2[any, any] {
+	if t, ok := s.(*TestTool); ok {
+		return asTestToolCallback(seq, t)
+	}
 	l, ok := s.(*Loop)
 	if !ok {
 		return seq
@@ -63,6 +66,28 @@ func asLoopCallback(seq iter.Seq2[any, any], s scheduler) iter.Seq2[any, any] {
 		loopGoroutines.Store(id, l)
 		defer loopGoroutines.Delete(id)
 		seq(yield)
+	}
+}
+
+// asTestToolCallback returns seq as a callback of the TestTool t. The
+// goroutine of iter.Pull2 runs it while the goroutine that drives t, which
+// pulled the pair, waits: while the sequence's code runs, that goroutine
+// is the one driving t (IsSameThread), so that driving t from it is a
+// nested call, as from a step, and Run of a flow of t fails at once;
+// either waited for ever for the turn its puller holds. The driver gets
+// the tool back at each yield, the one that pulls next (another
+// goroutine may drive t by then) gives it again.
+func asTestToolCallback(seq iter.Seq2[any, any], t *TestTool) iter.Seq2[any, any] {
+	return func(yield func(any, any) bool) {
+		own := goid()
+		driver := t.runner.Swap(own)
+		defer func() { t.runner.Store(driver) }()
+		seq(func(k, v any) bool {
+			t.runner.Store(driver)
+			more := yield(k, v)
+			driver = t.runner.Swap(own)
+			return more
+		})
 	}
 }
 

@@ -72,3 +72,39 @@ func TestForEachSeqClosesItsOwnLoop(t *testing.T) {
 	}
 	<-loop.Done()
 }
+
+// On a TestTool, the iter.Seq2 of a ForEach is a callback of the tool as
+// a step is, though iter.Pull2 runs it on a goroutine of its own while the
+// goroutine driving the tool waits for the pair: Run of a flow of the
+// tool called from it returns the InternalError it returns in a step, and
+// NextEvent from it is a nested call that runs another flow's event.
+// Both waited for ever for the turn that the driving goroutine held.
+func TestForEachSeqRunsAsACallbackOfItsTestTool(t *testing.T) {
+	inChildFor(t, 10*time.Second, func(t *testing.T) {
+		tool := asyncsteps.NewTestTool()
+		var tr tracer
+		var runErr error
+		other := asyncsteps.New(asyncsteps.WithTool(tool))
+		other.Add(tr.step("other"))
+		var otherRes <-chan asyncsteps.Result
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.ForEach(seqOnce(func() {
+			inner := asyncsteps.New(asyncsteps.WithTool(tool))
+			inner.SuccessStep("inner")
+			_, runErr = inner.Run(context.Background())
+			otherRes = other.Promise()
+			tr.addf("same thread %v", tool.IsSameThread())
+			tr.addf("event %v", tool.NextEvent())
+		}), func(_ asyncsteps.AsyncSteps, k, v any) { tr.addf("body %v:%v", k, v) })
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("the flow failed: %v", err)
+		}
+		wantError(t, runErr, asyncsteps.InternalError,
+			"Run called from a callback of the flow's TestTool: it would drive the tool inside itself")
+		wantTrace(t, &tr, "same thread true,other,event true,body 0:0")
+		wantSuccess(t, result(t, otherRes))
+		if tool.IsSameThread() {
+			t.Error("IsSameThread is true on the test's goroutine after Run returned")
+		}
+	})
+}
