@@ -319,8 +319,8 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // flow's loop is closed", and so does a flow that had not begun. The
 // goroutines that wait on behalf of its steps are released: the context of
 // an [AsyncSteps.Await] function is cancelled, and [AwaitChan],
-// [AwaitResult] and [AwaitFlow] stop waiting (the flow behind AwaitFlow is
-// not cancelled: it runs on, on its own loop). So are the [Mutex],
+// [AwaitResult] and [AwaitFlow] stop waiting, and AwaitFlow cancels the
+// flow it awaits, as a cancel of its step would. So are the [Mutex],
 // [Throttle] and [Limiter] its flows share with other loops: the slots its
 // flows hold are given back (a section's once the Await functions running
 // in it have returned) and its flows leave their queues; a Throttle
