@@ -39,7 +39,7 @@ func TestClientHidesTheUserInfoOfAURLThatDoesNotParse(t *testing.T) {
 			`parse "***@example.invalid/p": does not parse; the part before its last "@" is not shown (a password, say)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			flowErr, _, got := getThroughHandler(t, loop, tc.url)
+			got, flowErr, _ := getThroughHandler(t, loop, tc.url)
 			if got, want := flowError(flowErr), "InternalError: asynchttp: "+tc.info; got != want {
 				t.Errorf("flow error %q, want %q", got, want)
 			}
@@ -86,7 +86,7 @@ func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
 			`Get "***@example.invalid/p": unsupported protocol scheme "ann"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			flowErr, doneErr, got := getThroughHandler(t, loop, tc.url)
+			got, flowErr, doneErr := getThroughHandler(t, loop, tc.url)
 			if got, want := flowError(flowErr), "InternalError: asynchttp: "+tc.info; got != want {
 				t.Errorf("flow error %q, want %q", got, want)
 			}
@@ -107,10 +107,10 @@ func TestClientHidesTheUserInfoOfARefusedURLWithoutAHost(t *testing.T) {
 }
 
 // getThroughHandler serves one request whose flow Gets rawURL with a
-// Client, on loop, checks that it is answered 500, and returns the flow's
-// error, the error the Client's Done saw (nil if it was not called) and
-// the Handler's log.
-func getThroughHandler(t *testing.T, loop asyncsteps.Tool, rawURL string) (flowErr, doneErr error, log string) {
+// Client, on loop, checks that it is answered 500, and returns the
+// Handler's log, the flow's error and the error the Client's Done saw
+// (nil if it was not called).
+func getThroughHandler(t *testing.T, loop asyncsteps.Tool, rawURL string) (log string, flowErr, doneErr error) {
 	t.Helper()
 	logger, logs := loggedWithoutTime()
 	c := asynchttp.Client{Done: func(_ *http.Request, _ int, err error) { doneErr = err }}
@@ -125,7 +125,7 @@ func getThroughHandler(t *testing.T, loop asyncsteps.Tool, rawURL string) (flowE
 	if rec.Code != http.StatusInternalServerError || rec.Body.String() != internalAnswer {
 		t.Errorf("answer %d %q, want 500 %q", rec.Code, rec.Body.String(), internalAnswer)
 	}
-	return flowErr, doneErr, logs()
+	return logs(), flowErr, doneErr
 }
 
 // urlFailureLog is the Handler's log line of a flow that failed with the
