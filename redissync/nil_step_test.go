@@ -31,14 +31,7 @@ func TestSyncWithNilStepFunction(t *testing.T) {
 				tr.add("%s: %s", code, as.State().ErrorInfo)
 			})
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
-			res := r.Promise()
-			tt.Run()
-			select {
-			case res := <-res:
-				wantError(t, res.Err, asyncsteps.InternalError, info)
-			default:
-				t.Fatal("the flow did not end")
-			}
+			wantError(t, runOnTestTool(t, tt, r).Err, asyncsteps.InternalError, info)
 			tr.check(t, "InternalError: "+info)
 		})
 	}
@@ -65,15 +58,23 @@ func TestSyncWithMoreThanOneHandler(t *testing.T) {
 			r := asyncsteps.New(asyncsteps.WithTool(tt))
 			s.s.Sync(r, func(asyncsteps.AsyncSteps, ...any) { tr.add("inside") }, h, h)
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
-			res := r.Promise()
-			tt.Run()
-			select {
-			case res := <-res:
-				wantError(t, res.Err, asyncsteps.InternalError, info)
-			default:
-				t.Fatal("the flow did not end")
-			}
+			wantError(t, runOnTestTool(t, tt, r).Err, asyncsteps.InternalError, info)
 			tr.check(t)
 		})
+	}
+}
+
+// runOnTestTool runs r, whose tool is tt, to its end, and returns its
+// Result; a flow that has not ended once tt is idle fails the test.
+func runOnTestTool(t *testing.T, tt *asyncsteps.TestTool, r *asyncsteps.Root) asyncsteps.Result {
+	t.Helper()
+	res := r.Promise()
+	tt.Run()
+	select {
+	case res := <-res:
+		return res
+	default:
+		t.Fatal("the flow did not end")
+		return asyncsteps.Result{}
 	}
 }
