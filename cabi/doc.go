@@ -154,7 +154,13 @@
 // pointer in the step's own callback (for a Go step given by [Binary], its
 // Go callback), they fail the step with InternalError naming the misuse;
 // on a pointer that is not a root's anywhere else (another thread, a
-// sub-step's callback, a parallel's) they do nothing. stack and
+// sub-step's callback, a parallel's) they do nothing. On a stale pointer
+// every call is ignored: those that answer give 0 or NULL (is_same_thread
+// 0 also on the loop's thread), sched_* an invalid handle whose callback
+// never runs. A NULL function given to add, loop, repeat or addSync, a
+// NULL sync given to addSync, and a NULL code given to handle_error fail
+// the calling step with InternalError naming the argument; sched_* with
+// a NULL callback give an invalid handle. stack and
 // stateVariable return NULL for a stale pointer and from another thread
 // while the flow runs; stack also when its memory cannot be allocated,
 // stateVariable also for a NULL name, a missing variable with a NULL

@@ -696,6 +696,11 @@ func (n *node) rootOnly(call string) {
 	}
 }
 
+// namesNilStep is the Syncer given to the engine with addSync's NULL f,
+// so that its InternalError names the step function, not the Syncer. The
+// engine refuses the call before it uses the Syncer.
+var namesNilStep asyncsteps.Syncer = asyncsteps.NewMutex(1)
+
 //export cabiAddSync
 func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data C.uintptr_t, f, eh unsafe.Pointer) {
 	n := nodeOf(bsi)
@@ -709,8 +714,14 @@ func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data C.uintptr_t, 
 		return
 	}
 	defer guard(n)
-	if sync == nil || f == nil {
+	switch {
+	case sync == nil:
 		n.as.Sync(nil, nil) // reported by the engine as InternalError
+		return
+	case f == nil:
+		// The engine names the NULL argument only when the Syncer is not
+		// nil; a foreign sync has no Syncer to give it.
+		n.as.Sync(namesNilStep, nil)
 		return
 	}
 	rid, link := n.branchRoot(), newLink(eh)

@@ -23,7 +23,8 @@
  *     step completes is cleaned up by the library, exactly once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
- *     pointer are ignored. The step keeps its pointer and stack memory for
+ *     pointer are ignored (those that answer return 0 or NULL; sched_*
+ *     an invalid handle). The step keeps its pointer and stack memory for
  *     its sub-steps. Only a step's own callback adds sub-steps to it, makes
  *     it wait or completes it while it runs: a call that does (add,
  *     parallel, loop, repeat, addSync, setTimeout, setCancel, waitExternal,
@@ -220,7 +221,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * not NULL, its error handler eh(bsi, data, code). From the step's
              * own callback (sub-steps), or on an idle root. data is passed as
              * is: the caller keeps it alive until the step and its handler are
-             * done. args is valid during f only (see success for ownership). */
+             * done. args is valid during f only (see success for ownership).
+             * A NULL f fails the calling step with InternalError, "Add: nil
+             * step function", once its callback returns. */
             void (*add)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -230,7 +233,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * each add (loop, repeat, addSync) on the returned pointer adds a
              * branch. The pointer is owned by the library (never freed by the
              * caller) and valid until the step that made it completes. Each
-             * branch has its own rootId. eh as for add. */
+             * branch has its own rootId. eh as for add. NULL on a stale
+             * pointer. */
             FutoInAsyncSteps* (*parallel)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -307,7 +311,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * then runs no cancel handler of the step's. */
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);
             /* Index 5. handle_error: fails the step with code and info (both
-             * copied; info may be NULL). It RETURNS to the caller, which must
+             * copied; info may be NULL; a NULL code is InternalError with
+             * info "handle_error: NULL code"). It RETURNS to the caller, which must
              * return from its callback at once, without further calls on bsi
              * (C has no exceptions). The step's own cancel handler (setCancel)
              * runs first, wherever handle_error comes from; then the step's
@@ -350,14 +355,16 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * breakLoop. label may be NULL ("" is the same); it is copied. A
              * body that calls success and then breakLoop in one callback ends
              * the loop with those args for the next step; otherwise loops give
-             * the next step no args. From a callback or an idle root. */
+             * the next step no args. From a callback or an idle root. A NULL
+             * f fails the calling step as for add ("Loop: nil body
+             * function"). */
             void (*loop)(
                     FutoInAsyncSteps* bsi,
                     void* data,
                     void (*f)(FutoInAsyncSteps* bsi, void* data),
                     const char* label);
             /* Index 10. repeat: as loop, f(bsi, data, i) for i from 0 to
-             * count-1. */
+             * count-1 ("Repeat: nil body function" for a NULL f). */
             void (*repeat)(
                     FutoInAsyncSteps* bsi,
                     void* data,
@@ -407,7 +414,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * (see free), after the cancel handlers of the steps inside.
              * eh and data as for add. A sync whose api, lock or unlock is
              * NULL fails the step with InternalError (eh sees it); f does
-             * not run. */
+             * not run. A NULL sync or f fails the calling step as for add
+             * ("Sync: nil Syncer", "Sync: nil step function"). */
             void (*addSync)(
                     FutoInAsyncSteps* bsi,
                     FutoInSync* sync,
@@ -434,7 +442,7 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * settled then (a completion after the error has no effect). */
             int (*isValid)(FutoInAsyncSteps* bsi);
             /* Index 18. newInstance: a new, empty root on the same loop, owned
-             * by the caller (release it with free). */
+             * by the caller (release it with free). NULL on a stale pointer. */
             FutoInAsyncSteps* (*newInstance)(FutoInAsyncSteps* bsi);
             /* Index 19. free: releases a root from futoin_asyncsteps_new or
              * newInstance: cancels its running flow, then cleans up its state
@@ -459,24 +467,29 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * parallel's) they do nothing. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
-             * any thread. */
+             * any thread. With a NULL cb or a stale pointer, nothing runs
+             * and the handle is not valid. */
             FutoInHandle (*sched_immediate)(
                     FutoInAsyncSteps* bsi, void* data, void (*cb)(void* data));
             /* Index 21. sched_deferred: runs cb(data) on the loop after
-             * delay_ms. From any thread. */
+             * delay_ms. From any thread. NULL cb, stale pointer: as for
+             * sched_immediate. */
             FutoInHandle (*sched_deferred)(
                     FutoInAsyncSteps* bsi,
                     uint32_t delay_ms,
                     void* data,
                     void (*cb)(void* data));
             /* Index 22. sched_cancel: cancels handle's callback; harmless once
-             * it ran or was cancelled. From any thread. */
+             * it ran or was cancelled, and on a NULL handle. From any
+             * thread. */
             void (*sched_cancel)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
             /* Index 23. sched_is_valid: 1 while handle's callback is still to
-             * run; 0 once it ran or was cancelled. From any thread. */
+             * run; 0 once it ran or was cancelled, and for a NULL handle.
+             * From any thread. */
             int (*sched_is_valid)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
             /* Index 24. is_same_thread: 1 when called on the loop's OS thread
-             * (in every callback), 0 elsewhere. From any thread. */
+             * (in every callback), 0 elsewhere, and 0 for a stale pointer
+             * wherever it is called. From any thread. */
             int (*is_same_thread)(FutoInAsyncSteps* bsi);
         };
         void* funcs[25];

@@ -1,0 +1,193 @@
+// C steps that check the header's claims one by one: what each function
+// of the table does on a stale pointer, and on NULL arguments.
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "claims.h"
+
+static pthread_mutex_t cl_mu = PTHREAD_MUTEX_INITIALIZER;
+static char cl_buf[1 << 13];
+static size_t cl_len;
+
+void cl_reset(void)
+{
+    pthread_mutex_lock(&cl_mu);
+    cl_buf[0] = 0;
+    cl_len = 0;
+    pthread_mutex_unlock(&cl_mu);
+}
+
+static void cl_log(const char* fmt, ...)
+{
+    pthread_mutex_lock(&cl_mu);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cl_buf + cl_len, sizeof(cl_buf) - cl_len - 1, fmt, ap);
+    va_end(ap);
+    if (n > 0 && cl_len + n < sizeof(cl_buf) - 2) {
+        cl_len += n;
+        cl_buf[cl_len++] = '\n';
+        cl_buf[cl_len] = 0;
+    }
+    pthread_mutex_unlock(&cl_mu);
+}
+
+char* cl_trace(void)
+{
+    pthread_mutex_lock(&cl_mu);
+    char* t = strdup(cl_buf);
+    pthread_mutex_unlock(&cl_mu);
+    return t;
+}
+
+static const char* null_or_not(const void* p) { return p == NULL ? "NULL" : "not NULL"; }
+
+// ---- every function of the table on a stale pointer ------------------------------
+
+static FutoInAsyncSteps* cl_kept;
+
+static void cl_keep(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    cl_kept = bsi;
+}
+
+static void cl_never(void* data)
+{
+    (void)data;
+    cl_log("VIOLATION: a callback given through a stale pointer ran");
+}
+
+static void cl_never_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)data;
+    (void)in;
+    cl_never(NULL);
+}
+
+static void cl_never_body(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    cl_never(data);
+}
+
+static void cl_never_repeat(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)bsi;
+    (void)i;
+    cl_never(data);
+}
+
+static void* cl_never_alloc(void* data)
+{
+    cl_never(data);
+    return NULL;
+}
+
+static void cl_after(void* data)
+{
+    // Posted after the stale pointer's sched_* calls: any of theirs that the
+    // loop had accepted would have run before this one.
+    FutoInAsyncSteps* bsi = data;
+    cl_log("own immediate ran");
+    bsi->api->success(bsi, NULL);
+}
+
+static void cl_call_stale(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    FutoInAsyncSteps* s = cl_kept;
+    const FutoInAsyncStepsAPI* api = s->api;
+    cl_log("rootId=%d isValid=%d is_same_thread=%d own is_same_thread=%d", (int)api->rootId(s), api->isValid(s),
+           api->is_same_thread(s), bsi->api->is_same_thread(bsi));
+    cl_log("stack=%s stateVariable=%s parallel=%s newInstance=%s", null_or_not(api->stack(s, 8, NULL)),
+           null_or_not(api->stateVariable(s, NULL, "v", cl_never_alloc, NULL)),
+           null_or_not(api->parallel(s, NULL, NULL)), null_or_not(api->newInstance(s)));
+    FutoInHandle hi = api->sched_immediate(s, NULL, cl_never);
+    FutoInHandle hd = api->sched_deferred(s, 0, NULL, cl_never);
+    cl_log("sched_is_valid immediate=%d deferred=%d", bsi->api->sched_is_valid(bsi, &hi),
+           bsi->api->sched_is_valid(bsi, &hd));
+    api->add(s, NULL, cl_never_step, NULL);
+    api->loop(s, NULL, cl_never_body, NULL);
+    api->repeat(s, NULL, 1, cl_never_repeat, NULL);
+    api->setCancel(s, NULL, NULL);
+    api->setTimeout(s, 1);
+    api->waitExternal(s);
+    api->breakLoop(s, NULL);
+    api->continueLoop(s, NULL);
+    api->execute(s, NULL, NULL);
+    api->cancel(s);
+    api->free(s);
+    cl_log("own isValid=%d", bsi->api->isValid(bsi));
+    bsi->api->waitExternal(bsi);
+    bsi->api->sched_immediate(bsi, bsi, cl_after);
+}
+
+void cl_stale_table(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, cl_keep, NULL);
+    root->api->add(root, NULL, cl_call_stale, NULL);
+}
+
+// ---- NULL arguments -----------------------------------------------------------------
+
+static FutoInSync* cl_sync;
+
+static void cl_recover(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    const char* info = bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL);
+    cl_log("%s: %s %s", (const char*)data, code, info);
+    bsi->api->success(bsi, NULL);
+}
+
+static void cl_null_call(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    const char* call = data;
+    const FutoInAsyncStepsAPI* api = bsi->api;
+    if (strcmp(call, "add") == 0) {
+        api->add(bsi, NULL, NULL, NULL);
+    } else if (strcmp(call, "loop") == 0) {
+        api->loop(bsi, NULL, NULL, NULL);
+    } else if (strcmp(call, "repeat") == 0) {
+        api->repeat(bsi, NULL, 1, NULL, NULL);
+    } else if (strcmp(call, "addSync sync") == 0) {
+        api->addSync(bsi, NULL, NULL, cl_never_step, NULL);
+    } else if (strcmp(call, "addSync f") == 0) {
+        api->addSync(bsi, cl_sync, NULL, NULL, NULL);
+    } else if (strcmp(call, "handle_error code") == 0) {
+        api->handle_error(bsi, NULL, "dropped");
+    } else if (strcmp(call, "sched cb") == 0) {
+        FutoInHandle hi = api->sched_immediate(bsi, NULL, NULL);
+        FutoInHandle hd = api->sched_deferred(bsi, 0, NULL, NULL);
+        cl_log("%s: valid=%d%d", call, api->sched_is_valid(bsi, &hi), api->sched_is_valid(bsi, &hd));
+        api->sched_cancel(bsi, NULL);
+        cl_log("%s: NULL handle valid=%d", call, api->sched_is_valid(bsi, NULL));
+    } else if (strcmp(call, "stateVariable name") == 0) {
+        cl_log("%s: %s", call, null_or_not(api->stateVariable(bsi, NULL, NULL, cl_never_alloc, NULL)));
+    }
+    cl_log("%s: returned", call); // the failure comes once the callback returns
+}
+
+void cl_null_args(FutoInAsyncSteps* root, FutoInSync* sync)
+{
+    static const char* calls[] = {"add",
+                                  "loop",
+                                  "repeat",
+                                  "addSync sync",
+                                  "addSync f",
+                                  "handle_error code",
+                                  "sched cb",
+                                  "stateVariable name"};
+    cl_sync = sync;
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); ++i) {
+        root->api->add(root, (void*)calls[i], cl_null_call, cl_recover);
+    }
+}

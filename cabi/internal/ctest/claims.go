@@ -1,0 +1,39 @@
+package ctest
+
+/*
+#include <stdlib.h>
+#include "claims.h"
+*/
+import "C"
+
+import (
+	"strings"
+	"unsafe"
+)
+
+// ClaimsReset clears the trace of the claims' steps.
+func ClaimsReset() { C.cl_reset() }
+
+// ClaimsTrace returns the trace of the claims' steps, as lines.
+func ClaimsTrace() []string {
+	t := C.cl_trace()
+	defer C.free(unsafe.Pointer(t))
+	s := C.GoString(t)
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// StaleTable adds to root a step that keeps its pointer and a step that,
+// once the first has completed, calls every function of the table on
+// that stale pointer and logs their answers; it then completes itself
+// from an immediate of its own pointer ("own immediate ran").
+func StaleTable(root unsafe.Pointer) { C.cl_stale_table(bsi(root)) }
+
+// NullArgs adds to root a step per function given a NULL argument (add,
+// loop and repeat a NULL f, addSync a NULL sync or f, handle_error a NULL
+// code, sched_* a NULL cb or handle, stateVariable a NULL name), each
+// with an error handler that logs the code and info and recovers. sync
+// is a FutoInSync for addSync's NULL f.
+func NullArgs(root, sync unsafe.Pointer) { C.cl_null_args(bsi(root), (*C.FutoInSync)(sync)) }
