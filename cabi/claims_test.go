@@ -3,9 +3,13 @@
 package cabi_test
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -73,4 +77,68 @@ func TestNullArgumentsOfTheTable(t *testing.T) {
 		"stateVariable name: NULL",
 		"stateVariable name: returned",
 	)
+}
+
+// A second setTimeout in the step's callback re-arms the timeout: the
+// step times out after the second duration, whether it is longer or
+// shorter than the first.
+func TestSetTimeoutAgainRearms(t *testing.T) {
+	for _, c := range []struct{ first, second uint32 }{{20, 100}, {100, 20}} {
+		ctest.ClaimsReset()
+		tt := asyncsteps.NewTestTool()
+		root := cabi.New(tt)
+		ctest.TimeoutTwice(root, c.first, c.second)
+		ctest.Execute(root, "data")
+		tt.Advance(time.Duration(c.second-1) * time.Millisecond)
+		checkClaimsTrace(t)
+		tt.Advance(time.Millisecond)
+		checkClaimsTrace(t, "timed: Timeout")
+		ctest.Free(root)
+		tt.Run()
+	}
+}
+
+// execute with a NULL unhandled_error logs the error that ends the flow,
+// with its code and info.
+func TestUnhandledErrorWithNoHandlerIsLogged(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		logged := make(chan string, 1)
+		slog.SetDefault(slog.New(&recordHandler{logged}))
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		root := cabi.New(loop)
+		ctest.FailUnhandled(root)
+		select {
+		case line := <-logged:
+			fmt.Println(line)
+		case <-time.After(10 * time.Second):
+			fmt.Println("nothing logged")
+		}
+		cabi.FreeWait(root)
+	})
+	if want := "ERROR asyncsteps: unhandled error code=Unhandled info=nobody handles it\n"; out != want {
+		t.Errorf("child printed:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// recordHandler sends each record, as "LEVEL message key=value...", to a
+// channel.
+type recordHandler struct{ out chan<- string }
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.Key + "=" + a.Value.String()
+		return true
+	})
+	select {
+	case h.out <- line:
+	default:
+	}
+	return nil
 }

@@ -191,3 +191,44 @@ void cl_null_args(FutoInAsyncSteps* root, FutoInSync* sync)
         root->api->add(root, (void*)calls[i], cl_null_call, cl_recover);
     }
 }
+
+// ---- setTimeout twice ---------------------------------------------------------------
+
+static uint32_t cl_timeouts[2];
+
+static void cl_timed(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->setTimeout(bsi, cl_timeouts[0]);
+    bsi->api->setTimeout(bsi, cl_timeouts[1]);
+}
+
+static void cl_timed_out(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    cl_log("timed: %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+void cl_timeout_twice(FutoInAsyncSteps* root, uint32_t first, uint32_t second)
+{
+    cl_timeouts[0] = first;
+    cl_timeouts[1] = second;
+    root->api->add(root, NULL, cl_timed, cl_timed_out);
+}
+
+// ---- an unhandled error with no unhandled_error -----------------------------------
+
+static void cl_fail(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->handle_error(bsi, "Unhandled", "nobody handles it");
+}
+
+void cl_fail_unhandled(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, cl_fail, NULL);
+    root->api->execute(root, NULL, NULL);
+}

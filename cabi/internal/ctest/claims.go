@@ -37,3 +37,14 @@ func StaleTable(root unsafe.Pointer) { C.cl_stale_table(bsi(root)) }
 // with an error handler that logs the code and info and recovers. sync
 // is a FutoInSync for addSync's NULL f.
 func NullArgs(root, sync unsafe.Pointer) { C.cl_null_args(bsi(root), (*C.FutoInSync)(sync)) }
+
+// TimeoutTwice adds to root a step that calls setTimeout(first) and then
+// setTimeout(second), with an error handler that logs "timed: <code>" and
+// recovers.
+func TimeoutTwice(root unsafe.Pointer, first, second uint32) {
+	C.cl_timeout_twice(bsi(root), C.uint32_t(first), C.uint32_t(second))
+}
+
+// FailUnhandled adds to root a step that fails with "Unhandled", info
+// "nobody handles it", and executes root with a NULL unhandled_error.
+func FailUnhandled(root unsafe.Pointer) { C.cl_fail_unhandled(bsi(root)) }

@@ -7,5 +7,7 @@ void cl_reset(void);
 char* cl_trace(void);
 void cl_stale_table(FutoInAsyncSteps* root);
 void cl_null_args(FutoInAsyncSteps* root, FutoInSync* sync);
+void cl_timeout_twice(FutoInAsyncSteps* root, uint32_t first, uint32_t second);
+void cl_fail_unhandled(FutoInAsyncSteps* root);
 
 #endif
