@@ -142,3 +142,42 @@ func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	return nil
 }
+
+// loop, repeat and addSync on a parallel's pointer each add a branch, with
+// a rootId of its own, that runs beside the others; the step after the
+// parallel runs once all three have ended.
+func TestLoopRepeatAndAddSyncAreBranchesOfAParallel(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.ClaimsReset()
+	sync := cabi.Sync(asyncsteps.NewMutex(1))
+	defer cabi.FreeSync(sync)
+	ctest.BranchKinds(root, sync)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	checkClaimsTrace(t,
+		"loop body same branch=1",
+		"repeat body 0 same branch=1",
+		"sync body same branch=1",
+		"loop body same branch=1",
+		"repeat body 1 same branch=1",
+		"after: branches distinct=1 none the flow's=1",
+	)
+}
+
+// newInstance on a step's pointer gives an empty, idle root on the same
+// loop, with a flow of its own, which the caller executes and frees.
+func TestNewInstanceIsARootOnTheSameLoop(t *testing.T) {
+	r, root := newRoot(t)
+	ctest.ClaimsReset()
+	ctest.NewInstance(root)
+	if _, err := run(t, r); err != nil {
+		t.Fatal(err)
+	}
+	cabi.FreeWait(ctest.InstanceRoot())
+	checkClaimsTrace(t,
+		"instance: made isValid=1",
+		"instance step: same thread=1 is_same_thread=1 rootId new=1",
+		"after: instance isValid=1",
+	)
+}

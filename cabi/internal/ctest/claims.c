@@ -232,3 +232,130 @@ void cl_fail_unhandled(FutoInAsyncSteps* root)
     root->api->add(root, NULL, cl_fail, NULL);
     root->api->execute(root, NULL, NULL);
 }
+
+// ---- loop, repeat and addSync on a parallel's pointer --------------------------------
+
+static ptrdiff_t cl_flow_id;
+static ptrdiff_t cl_branch_ids[3]; // loop, repeat, addSync
+
+static void cl_branch_seen(FutoInAsyncSteps* bsi, int b, const char* what)
+{
+    ptrdiff_t id = bsi->api->rootId(bsi);
+    if (cl_branch_ids[b] == 0) {
+        cl_branch_ids[b] = id;
+    }
+    cl_log("%s same branch=%d", what, id == cl_branch_ids[b]);
+}
+
+static void cl_loop_branch(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    static int iterations;
+    cl_branch_seen(bsi, 0, "loop body");
+    if (++iterations == 2) {
+        iterations = 0;
+        bsi->api->breakLoop(bsi, NULL);
+    }
+}
+
+static void cl_repeat_branch(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)data;
+    char what[32];
+    snprintf(what, sizeof(what), "repeat body %zu", i);
+    cl_branch_seen(bsi, 1, what);
+}
+
+static void cl_sync_branch(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    cl_branch_seen(bsi, 2, "sync body");
+}
+
+static void cl_make_branches(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    cl_flow_id = bsi->api->rootId(bsi);
+    memset(cl_branch_ids, 0, sizeof(cl_branch_ids));
+    FutoInAsyncSteps* p = bsi->api->parallel(bsi, NULL, NULL);
+    p->api->loop(p, NULL, cl_loop_branch, NULL);
+    p->api->repeat(p, NULL, 2, cl_repeat_branch, NULL);
+    p->api->addSync(p, data, NULL, cl_sync_branch, NULL);
+}
+
+static void cl_branches_done(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)data;
+    (void)in;
+    int distinct = cl_branch_ids[0] != cl_branch_ids[1] && cl_branch_ids[1] != cl_branch_ids[2] &&
+                   cl_branch_ids[0] != cl_branch_ids[2];
+    int own = 1;
+    for (int b = 0; b < 3; ++b) {
+        own = own && cl_branch_ids[b] != 0 && cl_branch_ids[b] != cl_flow_id;
+    }
+    cl_log("after: branches distinct=%d none the flow's=%d", distinct, own);
+}
+
+void cl_branch_kinds(FutoInAsyncSteps* root, FutoInSync* sync)
+{
+    root->api->add(root, sync, cl_make_branches, NULL);
+    root->api->add(root, NULL, cl_branches_done, NULL);
+}
+
+// ---- newInstance from a step ----------------------------------------------------------
+
+static pthread_t cl_step_thread;
+static FutoInAsyncSteps* cl_instance;
+static FutoInAsyncSteps* cl_waiting;
+
+static void cl_instance_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    cl_log("instance step: same thread=%d is_same_thread=%d rootId new=%d", pthread_equal(cl_step_thread, pthread_self()),
+           bsi->api->is_same_thread(bsi), bsi->api->rootId(bsi) != cl_flow_id);
+    cl_waiting->api->success(cl_waiting, NULL);
+}
+
+static void cl_instance_unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    (void)data;
+    cl_log("VIOLATION: instance unhandled %s", code);
+}
+
+static void cl_make_instance(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    cl_step_thread = pthread_self();
+    cl_flow_id = bsi->api->rootId(bsi);
+    cl_waiting = bsi;
+    FutoInAsyncSteps* r = bsi->api->newInstance(bsi);
+    cl_instance = r;
+    cl_log("instance: %s isValid=%d", r == NULL ? "NULL" : "made", r == NULL ? -1 : r->api->isValid(r));
+    if (r == NULL) {
+        return;
+    }
+    r->api->add(r, NULL, cl_instance_step, NULL);
+    r->api->execute(r, NULL, cl_instance_unhandled);
+    bsi->api->waitExternal(bsi);
+}
+
+static void cl_instance_done(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)data;
+    (void)in;
+    cl_log("after: instance isValid=%d", cl_instance->api->isValid(cl_instance));
+}
+
+void cl_new_instance(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, cl_make_instance, NULL);
+    root->api->add(root, NULL, cl_instance_done, NULL);
+}
+
+FutoInAsyncSteps* cl_instance_root(void) { return cl_instance; }

@@ -48,3 +48,19 @@ func TimeoutTwice(root unsafe.Pointer, first, second uint32) {
 // FailUnhandled adds to root a step that fails with "Unhandled", info
 // "nobody handles it", and executes root with a NULL unhandled_error.
 func FailUnhandled(root unsafe.Pointer) { C.cl_fail_unhandled(bsi(root)) }
+
+// BranchKinds adds to root a step that makes a parallel whose branches
+// are a loop of two iterations, a repeat of two, and an addSync of sync,
+// each added on the parallel's pointer; each body logs whether it has its
+// branch's rootId, and the step after the parallel logs whether the
+// three branches' ids differ from each other and from the flow's.
+func BranchKinds(root, sync unsafe.Pointer) { C.cl_branch_kinds(bsi(root), (*C.FutoInSync)(sync)) }
+
+// NewInstance adds to root a step that makes a root with newInstance on
+// its own pointer, adds to it a step that logs whether it runs on the
+// same thread as the first and completes the first, executes it and
+// waits; then a step that logs the new root's isValid.
+func NewInstance(root unsafe.Pointer) { C.cl_new_instance(bsi(root)) }
+
+// InstanceRoot returns the root NewInstance made, for the test to free.
+func InstanceRoot() unsafe.Pointer { return unsafe.Pointer(C.cl_instance_root()) }

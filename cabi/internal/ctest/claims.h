@@ -9,5 +9,8 @@ void cl_stale_table(FutoInAsyncSteps* root);
 void cl_null_args(FutoInAsyncSteps* root, FutoInSync* sync);
 void cl_timeout_twice(FutoInAsyncSteps* root, uint32_t first, uint32_t second);
 void cl_fail_unhandled(FutoInAsyncSteps* root);
+void cl_branch_kinds(FutoInAsyncSteps* root, FutoInSync* sync);
+void cl_new_instance(FutoInAsyncSteps* root);
+FutoInAsyncSteps* cl_instance_root(void);
 
 #endif
