@@ -181,3 +181,58 @@ func TestNewInstanceIsARootOnTheSameLoop(t *testing.T) {
 		"after: instance isValid=1",
 	)
 }
+
+// cancel of a C root runs the cancel handlers of its running steps,
+// innermost first, and no error handler nor unhandled_error; no later
+// step runs, the root is idle again, and the steps' pointers are stale:
+// a success on one is ignored, its value still cleaned up once. In its
+// cancel handler a step is over (isValid 0) but its pointer still reads:
+// rootId, stateVariable, and stack, whose memory is cleaned up with the
+// step's; success, handle_error and add there have no effect.
+func TestCancelOfARootAsItsCStepsSeeIt(t *testing.T) {
+	ctest.ClaimsReset()
+	tt := asyncsteps.NewTestTool()
+	root := cabi.New(tt)
+	defer cabi.FreeWait(root)
+	ctest.CancelNested(root)
+	tt.Run()
+	if v := ctest.IsValid(root); v != 0 {
+		t.Errorf("isValid of the running root %d, want 0", v)
+	}
+	ctest.Cancel(root)
+	tt.Run()
+	if v := ctest.IsValid(root); v != 1 {
+		t.Errorf("isValid of the cancelled root %d, want 1", v)
+	}
+	ctest.CancelledLate()
+	tt.Run()
+	checkClaimsTrace(t,
+		"inner waits",
+		"inner cancel: isValid=0 rootId=1 stack=not NULL state=not NULL same=1",
+		"outer cancel: isValid=0 rootId=1 stack=not NULL state=not NULL same=1",
+		"stack cleanup",
+		"stack cleanup",
+		"late value cleaned up: 5",
+		"late: isValid=0 slot reset=1",
+	)
+}
+
+// The cancel handler of a step that fails from outside sees the step as
+// cancel handlers of a cancelled flow do, then its error handler gets the
+// step's error: a handle_error in the handler does not replace it.
+func TestCancelHandlerOfAFailingStep(t *testing.T) {
+	ctest.ClaimsReset()
+	tt := asyncsteps.NewTestTool()
+	root := cabi.New(tt)
+	defer cabi.FreeWait(root)
+	ctest.FailWaiting(root)
+	tt.Run()
+	ctest.FailIt()
+	tt.Run()
+	checkClaimsTrace(t,
+		"failing cancel: isValid=0 rootId=1 stack=not NULL state=not NULL same=1",
+		"failing error handler: Outside",
+		"stack cleanup",
+		"end",
+	)
+}

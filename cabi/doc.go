@@ -233,6 +233,9 @@
 // Continue on the step do: the engine runs the failing step's own cancel
 // handler, and so does the C++ reference implementation's handle_error.
 // A success runs none, and nothing runs it after the step has completed.
+// In the handler the step is over: isValid is 0, and success,
+// handle_error and the calls that add have no effect, while rootId, and
+// on the loop stateVariable and stack, still answer.
 //
 // The pointer [Binary] gives for a Go step stays valid as long; Go may
 // end the step itself (Success or Error from another goroutine, a

@@ -342,7 +342,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * The step waits for an external completion.
              * (A root freed when its loop was closed before it cancelled the
              * flow: then it runs on another thread, see free.) From the step's
-             * own callback. */
+             * own callback. In ch the step is over: isValid(bsi) is 0, and
+             * success, handle_error and the calls that add have no effect;
+             * rootId, and on the loop stateVariable and stack, still answer
+             * (stack memory taken there is cleaned up with the step's). */
             void (*setCancel)(
                     FutoInAsyncSteps* bsi,
                     void* data,

@@ -359,3 +359,119 @@ void cl_new_instance(FutoInAsyncSteps* root)
 }
 
 FutoInAsyncSteps* cl_instance_root(void) { return cl_instance; }
+
+// ---- what the steps of a cancelled flow see -------------------------------------------
+
+static FutoInAsyncSteps* cl_inner;
+
+static void cl_late_cleanup(FutoInBinaryValue* v)
+{
+    cl_log("late value cleaned up: %d", (int)v->i32);
+}
+static const FutoInType cl_t_i32 = {FTN_TYPE_INT32, cl_late_cleanup};
+
+static int cl_var;
+static void* cl_alloc_var(void* data)
+{
+    (void)data;
+    return &cl_var;
+}
+static void cl_free_var(void* data, void* value)
+{
+    (void)data;
+    (void)value;
+    cl_log("var cleanup");
+}
+
+static void cl_stack_cleanup(void* value)
+{
+    (void)value;
+    cl_log("stack cleanup");
+}
+
+static void cl_cancel_handler(FutoInAsyncSteps* bsi, void* data)
+{
+    cl_log("%s cancel: isValid=%d rootId=%d stack=%s state=%s same=%d", (const char*)data, bsi->api->isValid(bsi),
+           bsi->api->rootId(bsi) != 0, null_or_not(bsi->api->stack(bsi, 4, cl_stack_cleanup)),
+           null_or_not(bsi->api->stateVariable(bsi, NULL, "cv", cl_alloc_var, cl_free_var)), bsi->api->is_same_thread(bsi));
+    bsi->api->handle_error(bsi, "InCancel", NULL);
+    bsi->api->success(bsi, NULL);
+    bsi->api->add(bsi, NULL, cl_never_step, NULL);
+}
+
+static void cl_no_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    cl_log("VIOLATION: %s error handler ran: %s", (const char*)data, code);
+}
+
+static void cl_unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    (void)data;
+    cl_log("VIOLATION: unhandled_error ran: %s", code);
+}
+
+static void cl_inner_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    cl_inner = bsi;
+    bsi->api->setCancel(bsi, data, cl_cancel_handler);
+    cl_log("inner waits");
+}
+
+static void cl_outer_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    (void)in;
+    bsi->api->add(bsi, "inner", cl_inner_step, cl_no_eh);
+    bsi->api->setCancel(bsi, "outer", cl_cancel_handler);
+}
+
+void cl_cancel_nested(FutoInAsyncSteps* root)
+{
+    root->api->add(root, "outer", cl_outer_step, cl_no_eh);
+    root->api->add(root, "next", cl_never_step, cl_no_eh);
+    root->api->execute(root, NULL, cl_unhandled);
+}
+
+void cl_cancelled_late(void)
+{
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &cl_t_i32;
+    out.arg0.i32 = 5;
+    cl_inner->api->success(cl_inner, &out);
+    cl_inner->api->handle_error(cl_inner, "Late", NULL);
+    cl_log("late: isValid=%d slot reset=%d", cl_inner->api->isValid(cl_inner), out.arg0.type == NULL);
+}
+
+static void cl_failing_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    cl_inner = bsi;
+    bsi->api->setCancel(bsi, data, cl_cancel_handler);
+}
+
+static void cl_failing_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    cl_log("%s error handler: %s", (const char*)data, code);
+    bsi->api->success(bsi, NULL);
+}
+
+static void cl_end(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)bsi;
+    (void)data;
+    (void)in;
+    cl_log("end");
+}
+
+void cl_fail_waiting(FutoInAsyncSteps* root)
+{
+    root->api->add(root, "failing", cl_failing_step, cl_failing_eh);
+    root->api->add(root, NULL, cl_end, NULL);
+    root->api->execute(root, NULL, cl_unhandled);
+}
+
+void cl_fail_it(void) { cl_inner->api->handle_error(cl_inner, "Outside", NULL); }

@@ -64,3 +64,26 @@ func NewInstance(root unsafe.Pointer) { C.cl_new_instance(bsi(root)) }
 
 // InstanceRoot returns the root NewInstance made, for the test to free.
 func InstanceRoot() unsafe.Pointer { return unsafe.Pointer(C.cl_instance_root()) }
+
+// CancelNested adds to root an outer step with a cancel handler and a
+// sub-step that sets one and waits ("inner waits"), then a step that must
+// not run, each with an error handler that must not run, and executes
+// root with an unhandled_error that must not run either. Each cancel
+// handler logs what isValid, rootId (not 0), stack, stateVariable with
+// allocate and is_same_thread answer through its step's pointer, then
+// calls handle_error, success and add on it.
+func CancelNested(root unsafe.Pointer) { C.cl_cancel_nested(bsi(root)) }
+
+// CancelledLate calls success (with an INT32 whose cleanup logs) and
+// handle_error on the waiting sub-step of CancelNested, and logs its
+// isValid and whether success reset the slot.
+func CancelledLate() { C.cl_cancelled_late() }
+
+// FailWaiting adds to root a step that sets the cancel handler of
+// CancelNested and waits, with an error handler that logs the code and
+// recovers, then a step that logs "end", and executes root. FailIt fails
+// the waiting step with handle_error("Outside") through its pointer.
+func FailWaiting(root unsafe.Pointer) { C.cl_fail_waiting(bsi(root)) }
+
+// FailIt fails the step FailWaiting left waiting.
+func FailIt() { C.cl_fail_it() }

@@ -12,5 +12,9 @@ void cl_fail_unhandled(FutoInAsyncSteps* root);
 void cl_branch_kinds(FutoInAsyncSteps* root, FutoInSync* sync);
 void cl_new_instance(FutoInAsyncSteps* root);
 FutoInAsyncSteps* cl_instance_root(void);
+void cl_cancel_nested(FutoInAsyncSteps* root);
+void cl_cancelled_late(void);
+void cl_fail_waiting(FutoInAsyncSteps* root);
+void cl_fail_it(void);
 
 #endif
