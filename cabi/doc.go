@@ -322,7 +322,8 @@
 // hands out is a small C struct holding the table pointer and an integer id
 // that a Go table maps to the Go object. When the step completes its id is
 // cleared, so later calls on the pointer are ignored; the struct goes to a
-// quarantine and is reused only after many later steps have completed (and,
+// quarantine and is reused only after 1024 later pointers (of steps,
+// parallels or roots) have been released (and,
 // for a step that waited for an external event, a minute later at the
 // earliest), so a stale pointer stays harmless for a long time.
 //

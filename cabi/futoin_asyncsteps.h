@@ -45,9 +45,10 @@
  *     step is over, at the latest as the step's flow ends (see cabi.Binary
  *     for a Go decorator without Unwrap).
  *     A root is valid until free(). The struct behind a stale or freed
- *     pointer is reused only after 1024 later steps have ended (a minute at
- *     least for one that waited): a pointer kept longer may name another
- *     step, which C gives no way to detect.
+ *     pointer is reused only once 1024 later pointers (of steps,
+ *     parallels or roots) have been released, and for a step that
+ *     waited, a minute after its release at the earliest: a pointer kept
+ *     longer may name another step, which C gives no way to detect.
  *   - Every callback runs on the loop's thread. success, handle_error,
  *     cancel, execute, free and the sched_* functions may be called from any
  *     thread (they post to the loop and return without blocking; to wait
