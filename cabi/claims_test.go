@@ -236,3 +236,26 @@ func TestCancelHandlerOfAFailingStep(t *testing.T) {
 		"end",
 	)
 }
+
+// Once free returns, calls on the root are ignored also before the tool
+// has run the release: a step added and an execute start nothing.
+func TestFreedRootIgnoresAddAndExecute(t *testing.T) {
+	ctest.Reset()
+	tt := asyncsteps.NewTestTool()
+	root := cabi.New(tt)
+	ctest.Execute(root, "first") // the root is used: its release is posted
+	tt.Run()
+	if tr := ctest.Trace(); tr != "end\n" {
+		t.Fatalf("first execution traced %q, want \"end\\n\"", tr)
+	}
+	ctest.Reset()
+	ctest.Free(root)
+	ctest.Execute(root, "after free")
+	if v := ctest.IsValid(root); v != 0 {
+		t.Errorf("isValid after free %d, want 0", v)
+	}
+	tt.Run()
+	if tr := ctest.Trace(); tr != "" {
+		t.Errorf("the freed root ran:\n%s", tr)
+	}
+}
