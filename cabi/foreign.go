@@ -313,6 +313,18 @@ func errorArgs(code string, info []string) (string, string) {
 	return code, firstOf(info)
 }
 
+// extraArgs reports a call (call names it) given n of what it takes one
+// of at most, an error handler or a label, as a misuse, as the engine
+// does; true when it did. The call would otherwise keep the first and
+// drop the others unseen.
+func (w *foreign) extraArgs(call, what string, n int) bool {
+	if n <= 1 {
+		return false
+	}
+	w.misuse(fmt.Sprintf("%s: more than one %s (%d given)", call, what, n))
+	return true
+}
+
 func firstOf[T any](s []T) (zero T) {
 	if len(s) == 0 {
 		return zero
@@ -353,6 +365,9 @@ func (w *foreign) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) as
 		w.misuse("Add: nil step function")
 		return w
 	}
+	if w.extraArgs("Add", "error handler", len(onerror)) {
+		return w
+	}
 	eh := firstOf(onerror)
 	if !w.addRaw(&frec{step: f, onerror: eh}, eh != nil) {
 		w.misuse("Add: the foreign table has no add")
@@ -362,7 +377,7 @@ func (w *foreign) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) as
 
 // Parallel implements [asyncsteps.AsyncSteps].
 func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	if w.refuse("Parallel") {
+	if w.refuse("Parallel") || w.extraArgs("Parallel", "error handler", len(onerror)) {
 		return w
 	}
 	eh := firstOf(onerror)
@@ -659,6 +674,9 @@ func (w *foreign) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncS
 		w.misuse("Loop: nil function")
 		return w
 	}
+	if w.extraArgs("Loop", "label", len(label)) {
+		return w
+	}
 	return w.hostLoop(&frec{loop: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
 		withLabel(label, func(l *C.char) { ok = C.cabi_f_loop(h.p, rec, l) != 0 })
 		return ok
@@ -669,6 +687,9 @@ func (w *foreign) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncS
 func (w *foreign) Repeat(count int, f asyncsteps.RepeatFunc, label ...string) asyncsteps.AsyncSteps {
 	if f == nil {
 		w.misuse("Repeat: nil function")
+		return w
+	}
+	if w.extraArgs("Repeat", "label", len(label)) {
 		return w
 	}
 	n := C.size_t(max(count, 0))
@@ -685,6 +706,9 @@ func (w *foreign) ForEach(collection any, f asyncsteps.ForEachFunc, label ...str
 	keys, vals, err := snapshot(collection)
 	if err != "" || f == nil {
 		w.misuse(cmp.Or(err, "ForEach: nil function"))
+		return w
+	}
+	if w.extraArgs("ForEach", "label", len(label)) {
 		return w
 	}
 	return w.Repeat(len(keys), func(as asyncsteps.AsyncSteps, i int) { f(as, keys[i], vals[i]) }, label...)
@@ -738,7 +762,7 @@ func compareValues(a, b reflect.Value) int {
 
 // Break implements [asyncsteps.AsyncSteps].
 func (w *foreign) Break(label ...string) {
-	if w.refuse("Break") {
+	if w.refuse("Break") || w.extraArgs("Break", "label", len(label)) {
 		return
 	}
 	if w.completeOnce() {
@@ -749,7 +773,7 @@ func (w *foreign) Break(label ...string) {
 
 // Continue implements [asyncsteps.AsyncSteps].
 func (w *foreign) Continue(label ...string) {
-	if w.refuse("Continue") {
+	if w.refuse("Continue") || w.extraArgs("Continue", "label", len(label)) {
 		return
 	}
 	if w.completeOnce() {
