@@ -3,6 +3,7 @@
 package cabi_test
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,6 +30,9 @@ func TestForeignMoreThanOneHandlerOrLabelIsAMisuse(t *testing.T) {
 		call func(as asyncsteps.AsyncSteps)
 	}{
 		{"Add", func(as asyncsteps.AsyncSteps) { as.Add(body, eh, eh) }},
+		{"Await", func(as asyncsteps.AsyncSteps) {
+			as.Await(func(context.Context) (any, error) { return nil, nil }, eh, eh)
+		}},
 		{"Parallel", func(as asyncsteps.AsyncSteps) { as.Parallel(eh, eh, eh) }},
 		{"Loop", func(as asyncsteps.AsyncSteps) { as.Loop(loop, "a", "b") }},
 		{"Repeat", func(as asyncsteps.AsyncSteps) { as.Repeat(1, func(asyncsteps.AsyncSteps, int) {}, "a", "b") }},
@@ -49,6 +53,7 @@ func TestForeignMoreThanOneHandlerOrLabelIsAMisuse(t *testing.T) {
 	ctest.FakeRun(root)
 	want := []string{
 		"Add: InternalError Add: more than one error handler (2 given)",
+		"Await: InternalError Await: more than one error handler (2 given)",
 		"Parallel: InternalError Parallel: more than one error handler (3 given)",
 		"Loop: InternalError Loop: more than one label (2 given)",
 		"Repeat: InternalError Repeat: more than one label (2 given)",

@@ -479,6 +479,9 @@ func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc)
 		w.misuse("Await: nil function")
 		return w
 	}
+	if w.extraArgs("Await", "error handler", len(onerror)) {
+		return w
+	}
 	return w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		ctx, cancel := context.WithCancel(context.Background())
 		as.SetCancel(func(asyncsteps.AsyncSteps) { cancel() })
