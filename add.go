@@ -1,8 +1,9 @@
 package asyncsteps
 
 import (
-	"fmt"
 	"slices"
+
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 )
 
 // host is what steps are added to: a running step, a Root before execution,
@@ -27,22 +28,11 @@ func addStep(h host, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Add: nil step function")
 		return h
 	}
-	if info := extraArgs("Add", "error handler", len(onerror)); info != "" {
+	if info := misuse.ExtraArgs("Add", "error handler", len(onerror)); info != "" {
 		h.misuse(info)
 		return h
 	}
 	return h.push(plainStep(fn, firstHandler(onerror)))
-}
-
-// extraArgs is the misuse info of a call (call names it) given n of what
-// it takes one of at most, an error handler or a label; "" when n is 1
-// or less. The call would otherwise keep the first and drop the others
-// unseen.
-func extraArgs(call, what string, n int) string {
-	if n <= 1 {
-		return ""
-	}
-	return fmt.Sprintf("%s: more than one %s (%d given)", call, what, n)
 }
 
 func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
@@ -51,7 +41,7 @@ func addParallel(h host, onerror []ErrorFunc) AsyncSteps {
 		h.addRefused("Parallel")
 		return b
 	}
-	if info := extraArgs("Parallel", "error handler", len(onerror)); info != "" {
+	if info := misuse.ExtraArgs("Parallel", "error handler", len(onerror)); info != "" {
 		h.misuse(info)
 		return b
 	}
@@ -93,7 +83,7 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse(nilSyncInfo(obj == nil || isNilValue(obj)))
 		return h
 	}
-	if info := extraArgs("Sync", "error handler", len(onerror)); info != "" {
+	if info := misuse.ExtraArgs("Sync", "error handler", len(onerror)); info != "" {
 		h.misuse(info)
 		return h
 	}
@@ -156,7 +146,7 @@ func refuseSyncWith(as AsyncSteps, info string) {
 // method of a Syncer of this package, or reports more than one as a misuse
 // of as (false).
 func syncHandler(as AsyncSteps, onerror []ErrorFunc) (ErrorFunc, bool) {
-	if info := extraArgs("Sync", "error handler", len(onerror)); info != "" {
+	if info := misuse.ExtraArgs("Sync", "error handler", len(onerror)); info != "" {
 		refuseSyncWith(as, info)
 		return nil, false
 	}
@@ -172,7 +162,7 @@ func addAwait(h host, fn AwaitFunc, onerror []ErrorFunc) AsyncSteps {
 		h.misuse("Await: nil function")
 		return h
 	}
-	if info := extraArgs("Await", "error handler", len(onerror)); info != "" {
+	if info := misuse.ExtraArgs("Await", "error handler", len(onerror)); info != "" {
 		h.misuse(info)
 		return h
 	}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
+
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 )
 
 // loopDef is the definition of a Loop, Repeat, ForEach or Retry step.
@@ -214,7 +216,7 @@ func addForEach(h host, collection any, fn ForEachFunc, label []string) AsyncSte
 // addLabelled is addLoopDef for a loop given labels of which it takes one
 // at most.
 func addLabelled(h host, nilBody bool, call string, labels int, d *loopDef) AsyncSteps {
-	if info := extraArgs(call, "label", labels); info != "" && !nilBody && h.adding() {
+	if info := misuse.ExtraArgs(call, "label", labels); info != "" && !nilBody && h.adding() {
 		h.misuse(info)
 		return h
 	}

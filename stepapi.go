@@ -7,6 +7,8 @@ package asyncsteps
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 )
 
 // Step API states, in stepAPI.st. The loop goroutine owns frames, but a waiting
@@ -473,7 +475,7 @@ func (h *stepAPI) ForEach(collection any, fn ForEachFunc, label ...string) Async
 
 // Break implements [AsyncSteps].
 func (h *stepAPI) Break(label ...string) {
-	if info := extraArgs("Break", "label", len(label)); info != "" {
+	if info := misuse.ExtraArgs("Break", "label", len(label)); info != "" {
 		h.misuse(info)
 		return
 	}
@@ -484,7 +486,7 @@ func (h *stepAPI) Break(label ...string) {
 
 // Continue implements [AsyncSteps].
 func (h *stepAPI) Continue(label ...string) {
-	if info := extraArgs("Continue", "label", len(label)); info != "" {
+	if info := misuse.ExtraArgs("Continue", "label", len(label)); info != "" {
 		h.misuse(info)
 		return
 	}

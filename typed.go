@@ -3,6 +3,8 @@ package asyncsteps
 import (
 	"context"
 	"fmt"
+
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 )
 
 // This file holds the generic helpers that carry typed results through a
@@ -45,7 +47,7 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 	if fn == nil {
 		return refuseNil(as, "AwaitThen", "AwaitThen: nil function")
 	}
-	if info := extraArgs("AwaitThen", "error handler", len(onerror)); info != "" {
+	if info := misuse.ExtraArgs("AwaitThen", "error handler", len(onerror)); info != "" {
 		return refuseNil(as, "AwaitThen", info)
 	}
 	onerr := firstHandler(onerror)

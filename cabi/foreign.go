@@ -26,6 +26,7 @@ import (
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
@@ -318,11 +319,11 @@ func errorArgs(code string, info []string) (string, string) {
 // does; true when it did. The call would otherwise keep the first and
 // drop the others unseen.
 func (w *foreign) extraArgs(call, what string, n int) bool {
-	if n <= 1 {
-		return false
+	info := misuse.ExtraArgs(call, what, n)
+	if info != "" {
+		w.misuse(info)
 	}
-	w.misuse(fmt.Sprintf("%s: more than one %s (%d given)", call, what, n))
-	return true
+	return info != ""
 }
 
 func firstOf[T any](s []T) (zero T) {

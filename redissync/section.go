@@ -1,10 +1,10 @@
 package redissync
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 )
 
 // gate is one admission stage of a critical section: a Mutex or a
@@ -90,10 +90,9 @@ func syncSection(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror []asyn
 		refuse(as, "Sync: nil step function", onerror)
 		return
 	}
-	if len(onerror) > 1 {
-		// As the Syncers of asyncsteps refuse it: the first would be kept
-		// and the others dropped unseen.
-		refuse(as, fmt.Sprintf("Sync: more than one error handler (%d given)", len(onerror)), nil)
+	if info := misuse.ExtraArgs("Sync", "error handler", len(onerror)); info != "" {
+		// As the Syncers of asyncsteps refuse it.
+		refuse(as, info, nil)
 		return
 	}
 	var g [2]gate
