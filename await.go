@@ -305,7 +305,8 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 func awaitStep(fn AwaitFunc) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := as.(*stepAPI)
-		startAwait(h, h.fl.newAwaitCall(fn))
+		h.f.nameHelpersAwait()
+		startAwait(h, h.fl.newAwaitCall(h.f, fn))
 	}
 }
 
@@ -313,7 +314,8 @@ func awaitStep(fn AwaitFunc) StepFunc {
 // call (see addAwait), which the step's frame holds (see newFrame).
 func runAwaitStep(as AsyncSteps, _ ...any) {
 	h := as.(*stepAPI)
-	startAwait(h, h.f.rare.await.claim(h.fl))
+	h.f.nameHelpersAwait()
+	startAwait(h, h.f.rare.await.claim(h.f, h.fl))
 }
 
 // claim returns the call for a run of the Await step that step is, made
@@ -323,19 +325,23 @@ func runAwaitStep(as AsyncSteps, _ ...any) {
 // hooks observe the function. Loop goroutine only; the flag is atomic so
 // that even a step shared by flows on two loops never gives one call
 // twice.
-func (step *awaitCall) claim(fl *flow) *awaitCall {
+func (step *awaitCall) claim(f *frame, fl *flow) *awaitCall {
 	if w := fl.wait; w == nil || w.hooks == nil || !w.hooks.observesAwait() {
 		if step.claimed.CompareAndSwap(false, true) {
 			return step
 		}
 	}
-	return fl.newAwaitCall(step.fn)
+	return fl.newAwaitCall(f, step.fn)
 }
 
-// newAwaitCall returns a new call of fn, wrapped in the flow's Await hooks
-// if it has any.
-func (fl *flow) newAwaitCall(fn AwaitFunc) *awaitCall {
-	if w := fl.wait; w != nil && w.hooks != nil {
+// newAwaitCall returns a new call of fn by the Await step of frame f,
+// wrapped in the flow's Await hooks if it has any. f then names fn for
+// AsyncStack, which would otherwise name the hooks' wrapper.
+func (fl *flow) newAwaitCall(f *frame, fn AwaitFunc) *awaitCall {
+	if w := fl.wait; w != nil && w.hooks != nil && w.hooks.observesAwait() {
+		if f.userFn() == 0 {
+			f.rareFields().user = funcPC(fn)
+		}
 		fn = w.hooks.observeAwait(fn)
 	}
 	return &awaitCall{fn: fn}

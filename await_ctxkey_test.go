@@ -33,7 +33,8 @@ func TestAwaitContextCancelKeyCostsNoAllocation(t *testing.T) {
 func TestAwaitStepClaimsItsCallOnce(t *testing.T) {
 	step := &awaitCall{fn: func(context.Context) (any, error) { return nil, nil }}
 	fl := &New().fl
-	first, second := step.claim(fl), step.claim(fl)
+	f := &frame{}
+	first, second := step.claim(f, fl), step.claim(f, fl)
 	if first != step || second == step || second.fn == nil {
 		t.Errorf("claims gave %p then %p (fn set: %v), want the step %p then a new call", first, second, second.fn != nil, step)
 	}

@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -41,6 +42,64 @@ func TestAwaitStackNamesTheFunction(t *testing.T) {
 	for i := range want {
 		if !slices.Equal(stacks[i], want[i]) {
 			t.Errorf("AsyncStack %d: %q, want %q", i, stacks[i], want[i])
+		}
+	}
+}
+
+// The user's functions of TestAwaitStackNamesTheUsersFunctionEverywhere.
+func failingTypedAwait(context.Context) (int, error) { return 0, errors.New("refused") }
+func awaitStepFails(as AsyncSteps, _ ...any)         { as.Await(failingAwait) }
+func awaitStepHandled(as AsyncSteps, _ ...any)       { as.Await(failingAwait, awaitHandlerAdds) }
+func awaitHandlerAdds(as AsyncSteps, _ string)       { as.Add(awaitSubFails) }
+func awaitSubFails(as AsyncSteps, _ ...any)          { as.Error("E2") }
+
+// TestAwaitStackNamesTheUsersFunctionEverywhere checks that the AsyncStack
+// of a failure in an Await step, or in a step its error handler adds,
+// names the user's function, not the engine's closures around it: the
+// wrapper of the Await hooks, AwaitThen's own function, or the engine's
+// step function that the error handler's frame runs in place of the step.
+func TestAwaitStackNamesTheUsersFunctionEverywhere(t *testing.T) {
+	const pkg = "github.com/asyncsteps/asyncsteps."
+	cases := []struct {
+		name  string
+		add   func(r *Root)
+		code  string
+		stack []string
+	}{
+		{"Await", func(r *Root) { r.Await(failingAwait) }, InternalError, []string{"failingAwait"}},
+		{"Await in a step", func(r *Root) { r.Add(awaitStepFails) }, InternalError,
+			[]string{"awaitStepFails", "failingAwait"}},
+		{"AwaitThen", func(r *Root) { AwaitThen(r, failingTypedAwait, nil) }, InternalError,
+			[]string{"failingTypedAwait"}},
+		{"Await: a step its error handler adds", func(r *Root) { r.Await(failingAwait, awaitHandlerAdds) }, "E2",
+			[]string{"failingAwait", "awaitSubFails"}},
+		{"Await in a step: a step its error handler adds", func(r *Root) { r.Add(awaitStepHandled) }, "E2",
+			[]string{"awaitStepHandled", "failingAwait", "awaitSubFails"}},
+		{"AwaitThen: a step its error handler adds", func(r *Root) {
+			AwaitThen(r, failingTypedAwait, nil, awaitHandlerAdds)
+		}, "E2", []string{"failingTypedAwait", "awaitSubFails"}},
+	}
+	observe := &Hooks{AwaitStart: func(ctx context.Context) context.Context { return ctx }}
+	for _, hooks := range []*Hooks{nil, observe} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s, hooks %t", c.name, hooks != nil), func(t *testing.T) {
+				l := NewLoop()
+				defer l.Close()
+				l.SetHooks(hooks)
+				r := New(WithTool(l))
+				c.add(r)
+				_, err := r.Run(context.Background())
+				if !errors.Is(err, &Error{Code: c.code}) {
+					t.Fatalf("error %v, want code %s", err, c.code)
+				}
+				want := make([]string, len(c.stack))
+				for i, name := range c.stack {
+					want[i] = pkg + name
+				}
+				if got := r.State().AsyncStack; !slices.Equal(got, want) {
+					t.Errorf("AsyncStack %q, want %q", got, want)
+				}
+			})
 		}
 	}
 }

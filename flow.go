@@ -799,6 +799,12 @@ func (fl *flow) release(f *frame) {
 		if r.timer != nil {
 			fl.disarm(f)
 		}
+		if r.await != nil && r.onerror != nil && r.user == 0 {
+			// The frame of the error handler that may take f's place
+			// runs the engine's step function: it names the call's
+			// function in AsyncStack only through user.
+			r.user = f.awaitPC()
+		}
 		r.onCancel, r.await, r.atWait = nil, nil, nil
 	}
 }

@@ -80,6 +80,11 @@ type frameRare struct {
 	// takes the frame over, so that the stack recorded at an error and
 	// the frames it climbs agree.
 	user uintptr
+	// awaitUser is, in the step of a helper that runs the user's function
+	// through an Await function of its own (AwaitThen), the entry address
+	// of the user's function, which the Await step it adds takes as its
+	// user as it starts (see nameHelpersAwait); 0 in any other frame.
+	awaitUser uintptr
 	// holdsFor is, in the base frame of a flow that package cabi runs to
 	// hold a lock for a step of another flow (see toolinfo.HoldFor), the
 	// owner that the flow counts as for a Mutex; nil for any other frame.
@@ -101,6 +106,24 @@ type frameRare struct {
 func (f *frame) userFn() uintptr {
 	if r := f.rare; r != nil {
 		return r.user
+	}
+	return 0
+}
+
+// nameHelpersAwait makes f, the frame of an Await step about to start,
+// name for AsyncStack the user's function that the helper which added it
+// runs through its own Await function (see frameRare.awaitUser).
+func (f *frame) nameHelpersAwait() {
+	if p := f.parent; p != nil && p.rare != nil && p.rare.awaitUser != 0 && f.userFn() == 0 {
+		f.rareFields().user = p.rare.awaitUser
+	}
+}
+
+// awaitPC is the entry address of the function of f's Await call, or 0
+// when f is no Await step.
+func (f *frame) awaitPC() uintptr {
+	if r := f.rare; r != nil && r.await != nil {
+		return funcPC(r.await.fn)
 	}
 	return 0
 }
@@ -451,8 +474,8 @@ func (f *frame) stackPC() uintptr {
 			return funcPC(c.f)
 		}
 	}
-	if r := f.rare; r != nil && r.await != nil {
-		return funcPC(r.await.fn)
+	if pc := f.awaitPC(); pc != 0 {
+		return pc
 	}
 	if fn := f.fn(); fn != nil {
 		return funcPC(fn)

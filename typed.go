@@ -53,7 +53,7 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 	onerr := firstHandler(onerror)
 	await := func(ctx context.Context) (any, error) { return fn(ctx) }
 	return as.Add(func(as AsyncSteps, _ ...any) {
-		runsFor(as, nil)
+		runsForAwait(as, fn)
 		as.Await(await, onerr)
 		as.Add(thenStep("AwaitThen", then))
 	})
@@ -79,11 +79,9 @@ func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc
 // a nil fn leaves the step out, as one of the helper's own. It is called
 // first thing in the step, before the step can fail.
 func runsFor(as AsyncSteps, fn any) {
-	h, ok := as.(*stepAPI)
-	if !ok {
-		if h = unwrapStep(as); h == nil {
-			return // not a step of this package: it records no stack
-		}
+	h := stepOf(as)
+	if h == nil {
+		return // not a step of this package: it records no stack
 	}
 	pc := engineStep
 	if fn != nil {
@@ -92,6 +90,17 @@ func runsFor(as AsyncSteps, fn any) {
 		}
 	}
 	h.f.rareFields().user = pc
+}
+
+// runsForAwait records that the running step of as is a helper's own,
+// left out of AsyncStack, and that the Await step it adds runs fn, a
+// function of the user's, through a closure of the helper's: AsyncStack
+// names fn for that step (see frameRare.awaitUser).
+func runsForAwait(as AsyncSteps, fn any) {
+	runsFor(as, nil)
+	if h := stepOf(as); h != nil {
+		h.f.rareFields().awaitUser = funcPC(fn)
+	}
 }
 
 // thenStep returns a step that reads its first arg as a T and calls f with
