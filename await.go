@@ -69,6 +69,7 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 	if other == nil {
 		return as.Add(func(as AsyncSteps, _ ...any) {
+			runsFor(as, nil)
 			as.Error(InternalError, "AwaitFlow: nil Root")
 		}, onerror...)
 	}
@@ -115,6 +116,9 @@ func (r *Root) onClosedLoop() bool {
 func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := stepOf(as) // while the callback runs: see unwrapStep
+		// The step runs none of the user's functions: AsyncStack leaves
+		// it out, and ends with the step that called the helper.
+		runsFor(as, nil)
 		ch := open()
 		select {
 		case v := <-ch: // never ready on a nil channel

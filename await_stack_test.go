@@ -103,3 +103,57 @@ func TestAwaitStackNamesTheUsersFunctionEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// The user's functions of TestAwaitHelpersLeaveTheirStepsOutOfTheStack.
+func awaitedFlowFails(as AsyncSteps, _ ...any) { as.Error("E3") }
+func awaitsFlow(as AsyncSteps, _ ...any) {
+	sub := New(WithTool(as.Tool()))
+	sub.Add(awaitedFlowFails)
+	AwaitFlow(as, sub)
+}
+func awaitsNilFlow(as AsyncSteps, _ ...any) { AwaitFlow(as, nil) }
+func awaitsReadyResult(as AsyncSteps, _ ...any) {
+	ch := make(chan Result, 1)
+	ch <- Result{Err: &Error{Code: "E3"}}
+	AwaitResult(as, ch)
+}
+func awaitsLateResult(as AsyncSteps, _ ...any) {
+	ch := make(chan Result)
+	go func() { ch <- Result{Err: &Error{Code: "E3"}} }()
+	AwaitResult(as, ch)
+}
+
+// TestAwaitHelpersLeaveTheirStepsOutOfTheStack checks that the step that
+// AwaitFlow or AwaitResult adds, which runs no function of the user's, is
+// left out of the AsyncStack of its failure, as the steps of the other
+// helpers are: the stack ends with the user's step that called the helper,
+// not with the helper's closure.
+func TestAwaitHelpersLeaveTheirStepsOutOfTheStack(t *testing.T) {
+	const pkg = "github.com/asyncsteps/asyncsteps."
+	for _, c := range []struct {
+		name string
+		step StepFunc
+		want string
+		code string
+	}{
+		{"AwaitFlow", awaitsFlow, "awaitsFlow", "E3"},
+		{"AwaitFlow of a nil Root", awaitsNilFlow, "awaitsNilFlow", InternalError},
+		{"AwaitResult, ready", awaitsReadyResult, "awaitsReadyResult", "E3"},
+		{"AwaitResult, waiting", awaitsLateResult, "awaitsLateResult", "E3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLoop()
+			defer l.Close()
+			r := New(WithTool(l))
+			r.Add(c.step)
+			_, err := r.Run(context.Background())
+			if !errors.Is(err, &Error{Code: c.code}) {
+				t.Fatalf("error %v, want code %s", err, c.code)
+			}
+			want := []string{pkg + c.want}
+			if got := r.State().AsyncStack; !slices.Equal(got, want) {
+				t.Errorf("AsyncStack %q, want %q", got, want)
+			}
+		})
+	}
+}
