@@ -189,9 +189,11 @@
 // [Root.Run], which waits for them, rather than with [TestTool.Run]. Run
 // waits only while no timer is scheduled, though: virtual time does not
 // wait for real goroutines, so with a timeout armed it moves to the
-// timeout at once, and the timeout wins however soon the goroutine would
-// have completed. Test such a race on a [Loop], or hold the goroutine
-// until the test has driven the tool to the point it wants.
+// timeout at once. The timeout then wins unless the goroutine's completion
+// has reached the tool first, which one that returns at once sometimes
+// does: the outcome is the scheduler's, not the test's. Test such a race
+// on a [Loop] (in a testing/synctest bubble for virtual time), or hold the
+// goroutine until the test has driven the tool to the point it wants.
 //
 // # What a callback may do to the loop
 //
