@@ -77,7 +77,8 @@
 // no handler takes ends the flow: [Root.Promise] and [Root.Run] report it,
 // [Root.Execute] passes it to the function set by [WithUnhandledError].
 // Errors are [*Error] values with a FutoIn code (such as [Timeout] or
-// [InternalError]) and work with errors.Is and errors.As. A panic in a
+// [InternalError]) and work with errors.Is and errors.As; [Fail] raises a
+// Go error from a step's own code, keeping it as the Cause. A panic in a
 // callback, or a wrong use of the API inside a flow, becomes an
 // InternalError: the process never crashes because of a flow. Outside a
 // flow, programming errors panic, as documented where they can happen:

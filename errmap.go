@@ -75,6 +75,37 @@ func ErrorFrom(err error) (mapped *Error) {
 	return &Error{Code: goErrorCode(err), Info: err.Error(), Cause: err}
 }
 
+// Fail raises the Go error err in the step of as: the code and info that
+// [ErrorFrom] maps err to, with err kept as the raised error's Cause, so
+// that errors.Is and errors.As find it in the flow's error and in
+// State().LastException, as they do for an error an [AsyncSteps.Await]
+// function returns. It acts as as.Error(code, info) does in every other
+// way: inside the step's callback it does not return, and from another
+// goroutine it completes a step that waits. A nil err raises an
+// InternalError saying so.
+//
+// as may be a decorator that implements [Unwrapper]: the error is raised
+// on the engine's step it unwraps to, without calling the decorator's
+// Error, as an Await's error is. Through an AsyncSteps that does not
+// unwrap to the engine's, Fail calls its Error(code, info), and the Go
+// error is not kept.
+func Fail(as AsyncSteps, err error) {
+	code, info := InternalError, "Fail: the error is nil"
+	var cause error
+	if err != nil {
+		e := ErrorFrom(err)
+		code, info, cause = e.Code, e.Info, e.Cause
+	}
+	h := stepAPIOf(as)
+	if h == nil || cause == nil {
+		as.Error(code, info)
+		return
+	}
+	if h.raise(code, info, errorCall{code: code, isError: true, cause: cause}) {
+		panic(abortSignal{})
+	}
+}
+
 // goErrorCode is the code of a Go error that is not an *Error.
 func goErrorCode(err error) string {
 	var coder FutoInCoder

@@ -88,3 +88,24 @@ func ExampleError() {
 	// "context canceled": no *Error
 	//   Unauthorized: false Timeout: false DeadlineExceeded: false Canceled: true
 }
+
+// A step's own code fails with a Go error as errgroup's function would
+// return it: the flow's error has the code ErrorFrom gives it and keeps it
+// for errors.Is.
+func ExampleFail() {
+	errNoStock := errors.New("no stock")
+	reserve := func(sku string) error { return fmt.Errorf("reserve %s: %w", sku, errNoStock) }
+	r := asyncsteps.New(asyncsteps.WithTool(asyncsteps.NewTestTool()))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		if err := reserve("SKU-1"); err != nil {
+			asyncsteps.Fail(as, err) // does not return
+		}
+		as.Success("reserved")
+	})
+	_, err := r.Run(context.Background())
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, errNoStock))
+	// Output:
+	// InternalError: reserve SKU-1: no stock
+	// true
+}

@@ -157,7 +157,7 @@ func isInvokerCode(pc uintptr) bool {
 // returned, or began to wait), it decides as for any call from outside.
 func (h *stepAPI) failFromElsewhere(code, info string, call errorCall) (abort bool) {
 	if !h.st.CompareAndSwap(0, stClaim|stFailed) {
-		return h.raise(code, info, notError)
+		return h.raise(code, info, errorCall{cause: call.cause})
 	}
 	msg := foreignCallName(code, info, call) + " called from another goroutine on a step that does not wait:" +
 		" call WaitExternal, SetTimeout or SetCancel first"

@@ -182,12 +182,18 @@ type abortSignal struct{}
 type errorCall struct {
 	code    string
 	isError bool
+	cause   error // Fail's Go error, kept as the raised error's Cause
 }
 
 var notError errorCall
 
-// name is how an info names the call: "Error(code)".
-func (c errorCall) name() string { return "Error(" + c.code + ")" }
+// name is how an info names the call: "Error(code)", or "Fail(code)".
+func (c errorCall) name() string {
+	if c.cause != nil {
+		return "Fail(" + c.code + ")"
+	}
+	return "Error(" + c.code + ")"
+}
 
 // raise fails the step with code: from outside its callback as an external
 // completion; inside it, it records the error and reports that the caller
@@ -223,7 +229,10 @@ func (h *stepAPI) raise(code, info string, call errorCall) (abort bool) {
 		f := h.f
 		err := h.signalError(code, info)
 		if err == nil {
-			err = &Error{Code: code, Info: info, Cause: f.handledCause(code)}
+			err = &Error{Code: code, Info: info, Cause: call.cause}
+			if err.Cause == nil {
+				err.Cause = f.handledCause(code)
+			}
 		}
 		h.fl.noteError(err, err)
 		if f.err == nil || f.handling {
@@ -231,7 +240,7 @@ func (h *stepAPI) raise(code, info string, call errorCall) (abort bool) {
 		}
 		return true
 	}
-	h.complete(&Error{Code: code, Info: info})
+	h.complete(&Error{Code: code, Info: info, Cause: call.cause})
 	return false
 }
 

@@ -1,0 +1,132 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// errNoStock is a Go error a step's own code returns.
+var errNoStock = errors.New("no stock")
+
+// coded is a Go error that knows its FutoIn code.
+type coded struct{}
+
+func (coded) Error() string      { return "over quota" }
+func (coded) FutoInCode() string { return asyncsteps.DefenseRejected }
+
+// Fail raises a Go error with the code and info ErrorFrom gives it and the
+// error itself as Cause, from the step's callback (which it ends) or from
+// outside it on a step that waits; misuse is reported as Error's is, named
+// Fail. The trace shows the callback ends at Fail and what the flow's error
+// handler sees.
+func TestFailKeepsTheGoError(t *testing.T) {
+	wrapped := fmt.Errorf("reserve SKU-1: %w", errNoStock)
+	userErr := &asyncsteps.Error{Code: asyncsteps.Unauthorized, Info: "bad token"}
+	cases := []struct {
+		name  string
+		step  asyncsteps.StepFunc
+		code  string
+		info  string
+		cause error // nil: the flow's error has no cause
+	}{
+		{"plain Go error", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, wrapped) },
+			asyncsteps.InternalError, "reserve SKU-1: no stock", wrapped},
+		{"deadline", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, context.DeadlineExceeded) },
+			asyncsteps.Timeout, "context deadline exceeded", context.DeadlineExceeded},
+		{"FutoInCoder", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, coded{}) },
+			asyncsteps.DefenseRejected, "over quota", coded{}},
+		{"*Error", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, userErr) },
+			asyncsteps.Unauthorized, "bad token", userErr},
+		{"nil error", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, nil) },
+			asyncsteps.InternalError, "Fail: the error is nil", nil},
+		{"from outside the callback", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.Tool().Deferred(time.Millisecond, func() { asyncsteps.Fail(as, wrapped) })
+		}, asyncsteps.InternalError, "reserve SKU-1: no stock", wrapped},
+		{"after Add in the same callback", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(asyncsteps.AsyncSteps, ...any) {})
+			asyncsteps.Fail(as, fs.ErrNotExist)
+		}, asyncsteps.InternalError, "Fail(InternalError) called after Add in the same callback", nil},
+		{"behind a decorator that unwraps", func(as asyncsteps.AsyncSteps, _ ...any) {
+			asyncsteps.Fail(decoratedSteps{as}, wrapped)
+		}, asyncsteps.InternalError, "reserve SKU-1: no stock", wrapped},
+		{"behind a decorator that does not unwrap", func(as asyncsteps.AsyncSteps, _ ...any) {
+			asyncsteps.Fail(struct{ asyncsteps.AsyncSteps }{as}, wrapped)
+		}, asyncsteps.InternalError, "reserve SKU-1: no stock", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, tt := newFlow()
+			var trace []string
+			var lastException error
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				trace = append(trace, "step")
+				tc.step(as)
+				trace = append(trace, "step returned")
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				trace = append(trace, "handler "+code)
+				lastException = as.State().LastException
+			})
+			err := run(t, r, tt).Err
+			wantError(t, err, tc.code, tc.info)
+			want := "[step handler " + tc.code + "]"
+			if tc.name == "from outside the callback" {
+				want = "[step step returned handler " + tc.code + "]"
+			}
+			if got := fmt.Sprint(trace); got != want {
+				t.Errorf("trace = %s, want %s", got, want)
+			}
+			e := asError(t, err)
+			if e == nil {
+				return
+			}
+			if e.Cause != tc.cause {
+				t.Errorf("Cause = %#v, want %#v", e.Cause, tc.cause)
+			}
+			if tc.cause != nil && !errors.Is(err, tc.cause) {
+				t.Errorf("errors.Is(err, %v) = false", tc.cause)
+			}
+			if tc.cause == wrapped && !errors.Is(lastException, errNoStock) {
+				t.Errorf("errors.Is(LastException, errNoStock) = false; LastException = %#v", lastException)
+			}
+		})
+	}
+}
+
+// An error handler that fails with a Go error of its own replaces the
+// handled error, and its Cause is that Go error, not the handled one's.
+func TestFailInAnErrorHandler(t *testing.T) {
+	r, tt := newFlow()
+	first := errors.New("first")
+	second := fmt.Errorf("fallback: %w", errNoStock)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, first) },
+			func(as asyncsteps.AsyncSteps, _ string) { asyncsteps.Fail(as, second) })
+	})
+	err := run(t, r, tt).Err
+	wantError(t, err, asyncsteps.InternalError, "fallback: no stock")
+	if !errors.Is(err, errNoStock) || errors.Is(err, first) {
+		t.Errorf("errors.Is(err, errNoStock) = %v, errors.Is(err, first) = %v; want true, false",
+			errors.Is(err, errNoStock), errors.Is(err, first))
+	}
+}
+
+// Fail from another goroutine on a step that does not wait is the misuse
+// Error is, named Fail.
+func TestFailFromAnotherGoroutineWithoutWait(t *testing.T) {
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		done := make(chan struct{})
+		go func() { defer close(done); asyncsteps.Fail(as, errNoStock) }()
+		<-done
+	})
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError,
+		"Fail(InternalError) called from another goroutine on a step that does not wait:"+
+			" call WaitExternal, SetTimeout or SetCancel first")
+}
