@@ -25,6 +25,9 @@ import (
 // No goroutine can be spared in general: Go has no way to be told that a
 // channel is ready, and the loop must never block on one.
 func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSteps {
+	if refusedExtraHandlers(as, "AwaitChan", onerror) {
+		return as
+	}
 	return as.Add(recvStep(func() <-chan T { return ch }, succeed[T], nil), onerror...)
 }
 
@@ -49,6 +52,9 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 // [AwaitFlow] to own that flow. As with [AwaitChan], a nil ch never
 // delivers: the step ends only by its timeout or a cancel.
 func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSteps {
+	if refusedExtraHandlers(as, "AwaitResult", onerror) {
+		return as
+	}
 	return as.Add(recvStep(func() <-chan Result { return ch }, complete, nil), onerror...)
 }
 
@@ -67,6 +73,9 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // the step's own loop. An error other passes on from a flow of another
 // closed loop (one it awaited with AwaitResult) fails the step as it is.
 func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
+	if refusedExtraHandlers(as, "AwaitFlow", onerror) {
+		return as
+	}
 	if other == nil {
 		return as.Add(func(as AsyncSteps, _ ...any) {
 			runsFor(as, nil)

@@ -35,6 +35,18 @@ func TestMoreThanOneHandlerOrLabelIsAMisuse(t *testing.T) {
 		{"AwaitThen", func(as asyncsteps.AsyncSteps) {
 			asyncsteps.AwaitThen(as, func(context.Context) (int, error) { return 1, nil }, nil, h, h)
 		}, "AwaitThen: " + two},
+		{"AwaitChan", func(as asyncsteps.AsyncSteps) {
+			asyncsteps.AwaitChan(as, make(chan int), h, h)
+		}, "AwaitChan: " + two},
+		{"AwaitResult", func(as asyncsteps.AsyncSteps) {
+			asyncsteps.AwaitResult(as, make(chan asyncsteps.Result), h, h)
+		}, "AwaitResult: " + two},
+		{"AwaitFlow", func(as asyncsteps.AsyncSteps) {
+			asyncsteps.AwaitFlow(as, asyncsteps.New(), h, h)
+		}, "AwaitFlow: " + two},
+		{"Then", func(as asyncsteps.AsyncSteps) {
+			asyncsteps.Then(as, func(asyncsteps.AsyncSteps, int) {}, h, h)
+		}, "Then: " + two},
 		{"Loop", func(as asyncsteps.AsyncSteps) {
 			as.Loop(func(as asyncsteps.AsyncSteps) { as.Break() }, "a", "b")
 		}, "Loop: more than one label (2 given)"},

@@ -47,8 +47,8 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 	if fn == nil {
 		return refuseNil(as, "AwaitThen", "AwaitThen: nil function")
 	}
-	if info := misuse.ExtraArgs("AwaitThen", "error handler", len(onerror)); info != "" {
-		return refuseNil(as, "AwaitThen", info)
+	if refusedExtraHandlers(as, "AwaitThen", onerror) {
+		return as
 	}
 	onerr := firstHandler(onerror)
 	await := func(ctx context.Context) (any, error) { return fn(ctx) }
@@ -69,6 +69,9 @@ func AwaitThen[T any](as AsyncSteps, fn func(ctx context.Context) (T, error), th
 func Then[T any](as AsyncSteps, f func(as AsyncSteps, v T), onerror ...ErrorFunc) AsyncSteps {
 	if f == nil {
 		return refuseNil(as, "Then", "Then: nil function")
+	}
+	if refusedExtraHandlers(as, "Then", onerror) {
+		return as
 	}
 	return as.Add(thenStep("Then", f), onerror...)
 }
@@ -210,6 +213,19 @@ func refuseNil(as AsyncSteps, helper, info string) AsyncSteps {
 	}
 	h.misuse(info)
 	return as
+}
+
+// refusedExtraHandlers reports more than one error handler given to
+// helper, a function that adds one step with them, as refuseNil does, and
+// whether it did. Checked here, not left to the Add the helper makes, so
+// that the info names the helper the caller called.
+func refusedExtraHandlers(as AsyncSteps, helper string, onerror []ErrorFunc) bool {
+	info := misuse.ExtraArgs(helper, "error handler", len(onerror))
+	if info == "" {
+		return false
+	}
+	refuseNil(as, helper, info)
+	return true
 }
 
 // Run runs r like [Root.Run] and returns its result as a T: the first
