@@ -30,6 +30,26 @@ func TestCopyFromCarriesAMisuseOfTheModel(t *testing.T) {
 	wantTrace(t, &tr, "")
 }
 
+// Each run of a model's copies fails with an *Error of its own: a caller
+// that changes the error of one Result (adds to its Info, say) changes no
+// other's, nor the model's.
+func TestCopiesOfAModelFailWithErrorsOfTheirOwn(t *testing.T) {
+	model, tt := newFlow()
+	model.Success() // valid only inside a step: recorded on the model
+	const info = "Success called on a Root: it is valid only inside a step"
+	first, second := model.Clone(), model.Clone()
+
+	err1 := run(t, first, tt).Err
+	wantError(t, err1, asyncsteps.InternalError, info)
+	err1.(*asyncsteps.Error).Info = "changed by the first caller"
+	err2 := run(t, second, tt).Err
+	wantError(t, err2, asyncsteps.InternalError, info)
+	if err1 == err2 {
+		t.Error("two copies' runs gave the same *Error")
+	}
+	wantError(t, run(t, model, tt).Err, asyncsteps.InternalError, info)
+}
+
 // runningModel returns a model whose flow runs on a loop of its own,
 // waiting in its first step until release is called; release also waits
 // for the flow's end.

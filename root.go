@@ -383,7 +383,12 @@ func (r *Root) Clone() *Root {
 		return c
 	}
 	c.fl.base.queue = copySteps(nil, r.fl.base.queue)
-	c.fl.base.err = r.fl.base.err // a misuse of the model is the clone's too
+	if err := r.fl.base.err; err != nil {
+		// A misuse of the model is the clone's too, as an error of its
+		// own: the Result of each run is its caller's to change or wrap.
+		own := *err
+		c.fl.base.err = &own
+	}
 	if s := r.fl.state; s != nil {
 		c.State().copyVars(s)
 	}
