@@ -266,6 +266,7 @@ func TestHostileNilLoopGroup(t *testing.T) {
 
 // A nil *Root is idle for Cancel and Running, and its start methods panic
 // with a message that says what was wrong, not a nil dereference.
+// (Its other methods: TestHostileNilRootBuilt.)
 func TestHostileNilRoot(t *testing.T) {
 	inChild(t, func(t *testing.T) {
 		var r *asyncsteps.Root
@@ -281,6 +282,11 @@ func TestHostileNilRoot(t *testing.T) {
 			"Run":         func() { r.Run(context.Background()) },                  //nolint:errcheck // it panics
 			"RunHelping":  func() { r.RunHelping(context.Background()) },           //nolint:errcheck // it panics
 			"Run[T]":      func() { asyncsteps.Run[int](context.Background(), r) }, //nolint:errcheck // it panics
+			// Before its context's checks, as any start's.
+			"PromiseContext": func() {
+				//lint:ignore SA1012 the nil context must not hide the nil Root
+				r.PromiseContext(nil)
+			},
 		} {
 			func() {
 				defer func() {
@@ -292,4 +298,66 @@ func TestHostileNilRoot(t *testing.T) {
 			}()
 		}
 	})
+}
+
+// Every other method of a nil *Root panics with a message that names it,
+// not a nil dereference, and so does a helper adding a step to one; it is
+// not valid. Only Cancel and Running are idle on it (TestHostileNilRoot).
+func TestHostileNilRootBuilt(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var r *asyncsteps.Root
+		if r.IsValid() {
+			t.Error("a nil Root is valid")
+		}
+		step := func(asyncsteps.AsyncSteps, ...any) {}
+		for _, c := range []struct {
+			method string
+			call   func()
+		}{
+			{"Add", func() { r.Add(step) }},
+			{"Parallel", func() { r.Parallel() }},
+			{"State", func() { r.State() }},
+			{"CopyFrom", func() { r.CopyFrom(asyncsteps.New()) }},
+			{"Sync", func() { r.Sync(asyncsteps.NewMutex(1), step) }},
+			{"SuccessStep", func() { r.SuccessStep(1) }},
+			{"Await", func() { r.Await(func(context.Context) (any, error) { return nil, nil }) }},
+			{"Tool", func() { r.Tool() }},
+			{"Success", func() { r.Success() }},
+			{"Error", func() { r.Error("E") }},
+			{"SetTimeout", func() { r.SetTimeout(time.Second) }},
+			{"SetCancel", func() { r.SetCancel(func(asyncsteps.AsyncSteps) {}) }},
+			{"WaitExternal", func() { r.WaitExternal() }},
+			{"Loop", func() { r.Loop(func(as asyncsteps.AsyncSteps) { as.Break() }) }},
+			{"Repeat", func() { r.Repeat(1, func(asyncsteps.AsyncSteps, int) {}) }},
+			{"ForEach", func() { r.ForEach([]int{1}, func(asyncsteps.AsyncSteps, any, any) {}) }},
+			{"Break", func() { r.Break() }},
+			{"Continue", func() { r.Continue() }},
+			{"Clone", func() { r.Clone() }},
+			{"NewInstance", func() { r.NewInstance() }},
+		} {
+			wantPanic(t, c.method, "asyncsteps: "+c.method+" called on a nil *Root", c.call)
+		}
+		// A helper panics in the method it calls, or, adding a step of
+		// its own, or reporting a misuse, as it adds the step.
+		const helper = "asyncsteps: a step added to a nil *Root"
+		wantPanic(t, "Retry", helper, func() {
+			asyncsteps.Retry(r, asyncsteps.RetryOptions{}, func(asyncsteps.AsyncSteps, int) {})
+		})
+		wantPanic(t, "Then(nil)", helper, func() { asyncsteps.Then[int](r, nil) })
+		const add = "asyncsteps: Add called on a nil *Root"
+		wantPanic(t, "Then", add, func() { asyncsteps.Then(r, func(asyncsteps.AsyncSteps, int) {}) })
+		wantPanic(t, "AwaitChan", add, func() { asyncsteps.AwaitChan(r, make(chan int)) })
+	})
+}
+
+// wantPanic fails the test unless call panics with want; name names it.
+func wantPanic(t *testing.T, name, want string, call func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		if p := recover(); p != want {
+			t.Errorf("%s panicked with %v, want %q", name, p, want)
+		}
+	}()
+	call()
 }

@@ -29,6 +29,9 @@ import (
 // outlives many flows (a worker's, cancelled at shutdown) keeps nothing
 // of those that ended.
 func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
+	if r == nil { // before the context's checks, as for any start
+		panic(nilRootStarted)
+	}
 	r.panicIfRunning("PromiseContext")
 	ch := make(chan Result, 1)
 	if ctx == nil {

@@ -23,8 +23,15 @@ import (
 //
 // The zero Root (declared, or embedded in a struct) is what New() returns:
 // an empty Root on [DefaultTool] whose unhandled errors are logged. A nil
-// *Root is no flow: Cancel does nothing on it, Running reports false, and
-// its start methods panic with "asyncsteps: a nil *Root was started".
+// *Root is no flow: Cancel does nothing on it, Running and IsValid report
+// false, its start methods panic with "asyncsteps: a nil *Root was
+// started", and every other method, which would build or copy a flow that
+// is not there, panics with "asyncsteps: Add called on a nil *Root" (the
+// method named). A helper given one ([Retry], [Then], ...) panics in the
+// method it calls, or, adding a step of its own, with "asyncsteps: a step
+// added to a nil *Root". A wrong use of a Root
+// that exists is recorded for its next execution (see above); a nil one
+// has nowhere to record it.
 type Root struct {
 	// fl is the Root's execution. It is part of the Root, so that a flow
 	// costs one allocation, and reused when the Root runs again; a step API
@@ -119,13 +126,25 @@ func (r *Root) ready() {
 //go:noinline
 func (r *Root) setUpZero() {
 	if r == nil {
-		panic("asyncsteps: a nil *Root was started")
+		panic(nilRootStarted)
 	}
 	unhandled := r.fl.unhandled
 	if unhandled == nil {
 		unhandled = logUnhandled
 	}
 	r.setUp(schedulerOf(DefaultTool()), unhandled)
+}
+
+// nilRootStarted is the panic of a start method of a nil *Root.
+const nilRootStarted = "asyncsteps: a nil *Root was started"
+
+// nilRoot panics, naming method, for a method of a nil *Root other than
+// a start: see [Root]. It is a function of its own, so that the check
+// inlines into the methods that make it.
+//
+//go:noinline
+func nilRoot(method string) {
+	panic("asyncsteps: " + method + " called on a nil *Root")
 }
 
 func logUnhandled(err *Error) {
@@ -377,6 +396,9 @@ func waitResult(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 // the loop it is to run on and copy the model into it:
 // r := group.New(); r.CopyFrom(model).
 func (r *Root) Clone() *Root {
+	if r == nil {
+		nilRoot("Clone")
+	}
 	c := r.NewInstance()
 	if !r.readableHere() {
 		c.misuse(runningCopyInfo("Clone"))
@@ -438,6 +460,9 @@ const runningModelInfo = "CopyFrom of a model whose flow runs outside its loop: 
 
 // NewInstance returns a new, empty Root on the same tool (docs/DESIGN.md#new-instances).
 func (r *Root) NewInstance() *Root {
+	if r == nil {
+		nilRoot("NewInstance")
+	}
 	if r.fl.sched == nil {
 		// On DefaultTool once started, like r: read-only, as for a set-up
 		// Root, and leaving the default loop unstarted.
@@ -449,6 +474,9 @@ func (r *Root) NewInstance() *Root {
 // push queues s at level 0: in the running flow, it runs after the steps
 // queued there.
 func (r *Root) push(s step) AsyncSteps {
+	if r == nil { // a helper's step: the methods check their own
+		panic("asyncsteps: a step added to a nil *Root")
+	}
 	r.fl.base.queue = appendStep(r.fl.base.queue, s)
 	return r
 }
@@ -460,6 +488,9 @@ func (r *Root) addRefused(string) {} // a Root refuses no step
 // misuse records the first wrong use of the Root; the next execution fails
 // with it as an InternalError.
 func (r *Root) misuse(info string) {
+	if r == nil { // a helper's misuse: the methods check their own
+		panic("asyncsteps: a step added to a nil *Root")
+	}
 	// The base frame runs no callback: its err is free to carry this.
 	if r.fl.base.err == nil {
 		r.fl.base.err = &Error{Code: InternalError, Info: info}
@@ -467,11 +498,17 @@ func (r *Root) misuse(info string) {
 }
 
 func (r *Root) stepOnly(call string) {
+	if r == nil {
+		nilRoot(call)
+	}
 	r.misuse(call + " called on a Root: it is valid only inside a step")
 }
 
 // Add implements [AsyncSteps].
 func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	if r == nil {
+		nilRoot("Add")
+	}
 	if f != nil && len(onerror) <= 1 { // addStep's valid case, without its calls through host
 		return r.push(plainStep(f, firstHandler(onerror)))
 	}
@@ -479,10 +516,20 @@ func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps {
 }
 
 // Parallel implements [AsyncSteps].
-func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps { return addParallel(r, onerror) }
+func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps {
+	if r == nil {
+		nilRoot("Parallel")
+	}
+	return addParallel(r, onerror)
+}
 
 // State implements [AsyncSteps].
-func (r *Root) State() *State { return r.fl.State() }
+func (r *Root) State() *State {
+	if r == nil {
+		nilRoot("State")
+	}
+	return r.fl.State()
+}
 
 // CopyFrom implements [AsyncSteps]: it appends the steps of model and copies
 // its state variables that r does not have, shallowly as [Root.Clone] does.
@@ -491,6 +538,9 @@ func (r *Root) State() *State { return r.fl.State() }
 // CopyFrom copies nothing, and r's next execution fails at once with that
 // InternalError.
 func (r *Root) CopyFrom(model *Root) AsyncSteps {
+	if r == nil {
+		nilRoot("CopyFrom")
+	}
 	if info := copyRefusal(model); info != "" {
 		r.misuse(info)
 		return r
@@ -506,24 +556,39 @@ func (r *Root) CopyFrom(model *Root) AsyncSteps {
 
 // Sync implements [AsyncSteps].
 func (r *Root) Sync(obj Syncer, f StepFunc, onerror ...ErrorFunc) AsyncSteps {
+	if r == nil {
+		nilRoot("Sync")
+	}
 	return addSync(r, obj, f, onerror)
 }
 
 // SuccessStep implements [AsyncSteps].
-func (r *Root) SuccessStep(args ...any) AsyncSteps { return addSuccess(r, args) }
+func (r *Root) SuccessStep(args ...any) AsyncSteps {
+	if r == nil {
+		nilRoot("SuccessStep")
+	}
+	return addSuccess(r, args)
+}
 
 // Await implements [AsyncSteps].
 func (r *Root) Await(f AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
+	if r == nil {
+		nilRoot("Await")
+	}
 	return addAwait(r, f, onerror)
 }
 
-// IsValid implements [AsyncSteps]: a Root is always valid.
-func (r *Root) IsValid() bool { return true }
+// IsValid implements [AsyncSteps]: a Root is always valid, a nil *Root
+// never.
+func (r *Root) IsValid() bool { return r != nil }
 
 // Tool implements [AsyncSteps]. A Root not yet started that New made
 // without a tool, or a zero Root, returns [DefaultTool], which Tool then
 // starts.
 func (r *Root) Tool() Tool {
+	if r == nil {
+		nilRoot("Tool")
+	}
 	if r.fl.sched == nil { // not started on the default tool yet
 		return DefaultTool()
 	}
@@ -536,7 +601,12 @@ func (r *Root) Success(...any) { r.stepOnly("Success") }
 
 // Error is valid only inside a step: on a Root it makes the next execution
 // fail with InternalError. It does not panic.
-func (r *Root) Error(code string, _ ...string) { r.stepOnly("Error(" + code + ")") }
+func (r *Root) Error(code string, _ ...string) {
+	if r == nil {
+		nilRoot("Error")
+	}
+	r.stepOnly("Error(" + code + ")")
+}
 
 // SetTimeout is valid only inside a step: on a Root it makes the next
 // execution fail with InternalError.
@@ -551,15 +621,26 @@ func (r *Root) SetCancel(CancelFunc) { r.stepOnly("SetCancel") }
 func (r *Root) WaitExternal() { r.stepOnly("WaitExternal") }
 
 // Loop implements [AsyncSteps].
-func (r *Root) Loop(f LoopFunc, label ...string) AsyncSteps { return addLoop(r, f, label) }
+func (r *Root) Loop(f LoopFunc, label ...string) AsyncSteps {
+	if r == nil {
+		nilRoot("Loop")
+	}
+	return addLoop(r, f, label)
+}
 
 // Repeat implements [AsyncSteps].
 func (r *Root) Repeat(count int, f RepeatFunc, label ...string) AsyncSteps {
+	if r == nil {
+		nilRoot("Repeat")
+	}
 	return addRepeat(r, count, f, label)
 }
 
 // ForEach implements [AsyncSteps].
 func (r *Root) ForEach(collection any, f ForEachFunc, label ...string) AsyncSteps {
+	if r == nil {
+		nilRoot("ForEach")
+	}
 	return addForEach(r, collection, f, label)
 }
 
