@@ -175,3 +175,100 @@ func TestThrottlePeriodOnAToolWhoseDeferredPanics(t *testing.T) {
 		}
 	})
 }
+
+// faultyStartTool is a foreign Tool whose next Immediate fails as set in
+// fault: "before" panics without queueing its callback, "queued" panics
+// once it has queued it, "ran" once it has run it. The calls after it
+// work, on the manualTool.
+type faultyStartTool struct {
+	*manualTool
+	fault string
+}
+
+func (t *faultyStartTool) Immediate(f func()) asyncsteps.Handle {
+	fault := t.fault
+	t.fault = ""
+	switch fault {
+	case "before":
+		panic("tool stopped")
+	case "queued":
+		t.manualTool.Immediate(f)
+		panic("tool stopped")
+	case "ran":
+		f()
+		panic("tool stopped")
+	}
+	return t.manualTool.Immediate(f)
+}
+
+// startPanic calls start and returns what it panicked with.
+func startPanic(start func()) (p any) {
+	defer func() { p = recover() }()
+	start()
+	return nil
+}
+
+// A start whose Tool's Immediate panics before the tool began the flow is
+// undone: the panic reaches the caller, the Root is not running and keeps
+// its steps, a callback the tool queued before panicking begins nothing,
+// and the Root starts again, reporting to the next start's caller only.
+func TestForeignToolPanickingImmediateUndoesTheStart(t *testing.T) {
+	for _, fault := range []string{"before", "queued"} {
+		t.Run(fault, func(t *testing.T) {
+			var tr tracer
+			tool := &faultyStartTool{manualTool: &manualTool{}}
+			r := asyncsteps.New(asyncsteps.WithTool(tool))
+			r.Add(tr.step("s1")).Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Boom") })
+
+			tool.fault = fault
+			p := startPanic(func() {
+				r.ExecuteWith(func(e *asyncsteps.Error) { tr.add("first caller's " + e.Code) })
+			})
+			if p != "tool stopped" {
+				t.Fatalf("ExecuteWith panicked with %v, want the tool's panic", p)
+			}
+			if r.Running() {
+				t.Error("Running after a start whose Immediate panicked")
+			}
+			tool.run()
+			wantTrace(t, &tr, "")
+
+			tool.fault = fault
+			if p := startPanic(func() { r.Promise() }); p != "tool stopped" {
+				t.Fatalf("Promise panicked with %v, want the tool's panic", p)
+			}
+			ch := r.Promise()
+			if !r.Running() {
+				t.Error("not Running once started again")
+			}
+			tool.run()
+			wantError(t, result(t, ch).Err, "Boom", "")
+			wantTrace(t, &tr, "s1")
+			if r.Running() {
+				t.Error("Running after the flow ended")
+			}
+		})
+	}
+}
+
+// A start whose Tool's Immediate ran the flow's first callback before it
+// panicked stands: the flow has begun and cannot be taken back, so it
+// runs to its end, reported as the start asked.
+func TestForeignToolImmediatePanickingAfterTheFlowBeganKeepsTheStart(t *testing.T) {
+	var tr tracer
+	tool := &faultyStartTool{manualTool: &manualTool{}, fault: "ran"}
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(tr.step("s1")).Add(tr.step("s2")).Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Boom") })
+	p := startPanic(func() { r.ExecuteWith(func(e *asyncsteps.Error) { tr.add("unhandled " + e.Code) }) })
+	if p != "tool stopped" {
+		t.Fatalf("ExecuteWith panicked with %v, want the tool's panic", p)
+	}
+	if !r.Running() {
+		t.Error("not Running: the flow had begun")
+	}
+	tool.run()
+	wantTrace(t, &tr, "s1,s2,unhandled Boom")
+	if r.Running() {
+		t.Error("Running after the flow ended")
+	}
+}

@@ -26,7 +26,11 @@ import (
 // Success from outside, a Mutex slot given back on another loop) is
 // logged with [log/slog] and the completion is lost, so that a stopped
 // tool does not end the process: its flows wait for good. Execute, Run,
-// Promise and Root.Cancel let such a panic reach their caller. Likewise a
+// Promise and Root.Cancel let such a panic reach their caller; a start
+// whose Immediate panics is then undone, unless the tool began the flow
+// before the panic (ran the task, inside Immediate or on its goroutine):
+// the Root is not running, keeps its steps, may be started again, and a
+// task the tool queued before panicking begins nothing. Likewise a
 // panic of Deferred timing a [Throttle]'s period is logged, and the period
 // ends at once; one arming a step's timeout fails that step.
 type Tool interface {
@@ -111,9 +115,27 @@ type foreignTool struct{ Tool }
 
 func (t foreignTool) post(tk task)        { t.Immediate(tk.run) }
 func (t foreignTool) busy() bool          { return true }
-func (t foreignTool) startFlow(fl *flow)  { t.Immediate(fl.run) }
 func (t foreignTool) pools() *enginePools { return nil }
 func (t foreignTool) tool() Tool          { return t.Tool }
+
+// startFlow hands the flow's first task to the tool. A panic of
+// Immediate reaches the caller of Execute (or Run, Promise, ...), which
+// takes it that the flow did not start: a task the tool queued before it
+// panicked must not begin the flow later, while one that began it already
+// cannot be undone. The flow is armed for one begin, which the task and
+// the withdrawal of the start claim in turn (see flow.withdrawStart).
+// A deferred check, not a recover, so that the panic goes on unchanged.
+func (t foreignTool) startFlow(fl *flow) {
+	fl.phase.Or(flowArmed) // after the writes of the start, which the task reads
+	taken := false
+	defer func() {
+		if !taken {
+			fl.withdrawStart()
+		}
+	}()
+	t.Immediate(fl.beginForeign)
+	taken = true
+}
 
 func (foreignTool) lifetime() context.Context { return nil }
 func (foreignTool) watch(*flow)               { /* a foreign tool never abandons a flow */ }
