@@ -449,6 +449,9 @@ func (f *frame) abandon() { f.parent = &retiredFrame }
 // is only emptied.
 func (f *frame) dropQueue() {
 	switch {
+	case f.mode == modeBase:
+		dropParallels(f.queue) // a Root's: no execution will run them
+		f.queue = f.queue[:0]
 	case f.mode != modeStep && f.mode != modeHandler:
 		f.queue = f.queue[:0]
 	case f.fn() != nil:
@@ -848,7 +851,8 @@ func (fl *flow) release(f *frame) {
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
 func (fl *flow) end(args []any, err error) {
 	fl.done = true
-	fl.base.queue = nil // steps left by an error, a cancel or a misuse never run
+	dropParallels(fl.base.queue) // steps left by an error, a cancel or a misuse never run
+	fl.base.queue = nil
 	if w := fl.wait; w != nil {
 		// Only an execution with a waiter pays for this test: one of
 		// Execute has none unless package cabi set atEnd.

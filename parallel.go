@@ -13,7 +13,8 @@ import (
 type parallelDef struct {
 	more [][]step // the chunks after firstChunk
 	n    int32    // branches in all; 32 bits, with firstTaken beside, keep the definition within 192 bytes
-	// firstTaken is set once the control first is taken (see below).
+	// firstTaken is set once the control first is taken (see below), and
+	// when a Root's execution drops the step unrun (see taken).
 	firstTaken atomic.Bool
 
 	// What most Parallels need comes with the definition, so that one
@@ -68,6 +69,24 @@ func (d *parallelDef) add(s step) {
 // firstBranches returns the steps of the branches in firstChunk.
 func (d *parallelDef) firstBranches() []step {
 	return d.firstChunk[:min(int(d.n), len(d.firstChunk))]
+}
+
+// taken reports whether the step of a Root's Parallel has left the Root's
+// queue: an execution began it, or ended before it and dropped it. A
+// Root's definition is its own (Clone and CopyFrom copy it), so no
+// execution runs a branch added afterwards.
+func (d *parallelDef) taken() bool { return d.firstTaken.Load() }
+
+// dropParallels marks the definitions of the Parallel steps among q,
+// which a Root's execution drops unrun, as taken.
+func dropParallels(q []step) {
+	for i := range q {
+		if impl, _ := q[i].parts(); impl != nil {
+			if d, ok := impl.(*parallelDef); ok {
+				d.firstTaken.Store(true)
+			}
+		}
+	}
 }
 
 func (d *parallelDef) newControl() control {
@@ -185,9 +204,31 @@ func (b *parallelBuilder) push(s step) AsyncSteps {
 	return b
 }
 
-func (b *parallelBuilder) misuse(info string)     { b.owner.misuse(info) }
-func (b *parallelBuilder) adding() bool           { return b.owner.adding() }
-func (b *parallelBuilder) addRefused(call string) { b.owner.addRefused(call) }
+func (b *parallelBuilder) misuse(info string) { b.owner.misuse(info) }
+
+// adding reports whether a branch may be added: for a Root's Parallel,
+// only while no execution has taken the step (see parallelDef.taken).
+// A step's Parallel is refused by the step once its callback returns.
+func (b *parallelBuilder) adding() bool { return b.owner.adding() && !b.lateOnRoot() }
+
+func (b *parallelBuilder) addRefused(call string) {
+	if b.lateOnRoot() {
+		// As a call valid only inside a step, made on a Root: recorded
+		// for the Root's next execution, and not for the one running.
+		b.owner.misuse(call + " called on the value returned by a Root's Parallel" +
+			" once an execution took its step: the branch would never run")
+		return
+	}
+	b.owner.addRefused(call)
+}
+
+// lateOnRoot reports whether b is a Root's Parallel whose step an
+// execution has taken.
+func (b *parallelBuilder) lateOnRoot() bool {
+	_, onRoot := b.owner.(*Root)
+	return onRoot && b.def.taken()
+}
+
 func (b *parallelBuilder) refuse(call string) {
 	b.misuse(call + " called on the value returned by Parallel")
 }

@@ -515,7 +515,11 @@ func (r *Root) Add(f StepFunc, onerror ...ErrorFunc) AsyncSteps {
 	return addStep(r, f, onerror)
 }
 
-// Parallel implements [AsyncSteps].
+// Parallel implements [AsyncSteps]. The value it returns adds branches
+// until an execution of r takes the step: begins it, or ends before it
+// and drops it. A branch added afterwards would never run; the call is a
+// wrong use recorded on r (see [Root]), also when a step of the running
+// flow makes it, which goes on without the branch.
 func (r *Root) Parallel(onerror ...ErrorFunc) AsyncSteps {
 	if r == nil {
 		nilRoot("Parallel")

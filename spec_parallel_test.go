@@ -555,3 +555,65 @@ func TestParallelHandlerSeesTheBranchErrorPastASiblingsCancelPanic(t *testing.T)
 	wantError(t, run(t, r, tt).Err, "E", "info1")
 	wantTrace(t, &tr, "handler E: info1")
 }
+
+// lateBranchInfo is the info of a branch added to a Root's Parallel once
+// an execution took its step, after the name of the call.
+const lateBranchInfo = " called on the value returned by a Root's Parallel once an execution took its step: the branch would never run"
+
+// A branch added to a Root's Parallel whose step an execution has begun
+// would run in no execution: the call is a misuse recorded on the Root,
+// as a call valid only inside a step made on a Root is. The running
+// flow goes on without it; the next execution fails before any step
+// runs, and the one after runs as usual.
+func TestBranchAddedToARootsParallelOnceBegunIsAMisuse(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	p := r.Parallel()
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("b1")
+		p.Add(tr.step("late"))
+	})
+	p.Add(tr.step("b2"))
+	r.Add(tr.step("after"))
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "b1,b2,after")
+
+	r.Add(tr.step("next"))
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "Add"+lateBranchInfo)
+	wantTrace(t, &tr, "b1,b2,after")
+	r.Add(tr.step("again"))
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "b1,b2,after,again")
+}
+
+// A Root's execution that ends before its Parallel drops the step: a
+// branch added to it afterwards is the same misuse, named by its call.
+func TestBranchAddedToARootsDroppedParallelIsAMisuse(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Boom") })
+	p := r.Parallel()
+	p.Add(tr.step("b1"))
+	wantError(t, run(t, r, tt).Err, "Boom", "")
+
+	p.Loop(func(as asyncsteps.AsyncSteps) { tr.add("late"); as.Break() })
+	r.Add(tr.step("next"))
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "Loop"+lateBranchInfo)
+	wantTrace(t, &tr, "")
+}
+
+// A branch added to a Root's Parallel still queued, by an earlier step
+// of the running flow, runs with the others: no execution has taken it.
+func TestBranchAddedToARootsQueuedParallelRuns(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	var p asyncsteps.AsyncSteps
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("s1")
+		p.Add(tr.step("added by s1"))
+	})
+	p = r.Parallel()
+	p.Add(tr.step("b1"))
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "s1,b1,added by s1")
+}
