@@ -54,18 +54,31 @@ func addSuccess(h host, args []any) AsyncSteps {
 		h.addRefused("SuccessStep")
 		return h
 	}
-	if _, running := h.(*stepAPI); running || len(args) == 0 {
+	if len(args) == 0 {
+		return h.push(plainStep(succeedNoArgs, nil))
+	}
+	if _, running := h.(*stepAPI); running {
 		// A step added by a running step runs once: the one run may
 		// give the slice itself.
 		return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(args...) }, nil))
 	}
-	// A model's step (a Root's, or its Parallel's branch) may run in each
-	// of its clones, on several loops at once. It keeps a copy of args,
-	// which the caller may reuse (SuccessStep(buf...)), and each run gives
-	// a copy of that, which the next step (its variadic args are its own)
-	// or Run's caller (Result.Args) may change.
-	args = slices.Clone(args)
-	return h.push(plainStep(func(as AsyncSteps, _ ...any) { as.Success(slices.Clone(args)...) }, nil))
+	return h.push(modelSuccess(args))
+}
+
+// succeedNoArgs is the step of a SuccessStep without args: a function
+// without captures, which costs no allocation.
+func succeedNoArgs(as AsyncSteps, _ ...any) { as.Success() }
+
+// modelSuccess returns the step of a SuccessStep of args on a model (a
+// Root, or its Parallel's branch), which may run in each of its clones,
+// on several loops at once. The step keeps a copy of args, which the
+// caller may reuse (SuccessStep(buf...)), and each run gives a copy of
+// that, which the next step (its variadic args are its own) or Run's
+// caller (Result.Args) may change. args itself is only read: a direct
+// call of Root.SuccessStep leaves its variadic slice on its stack.
+func modelSuccess(args []any) step {
+	kept := slices.Clone(args)
+	return plainStep(func(as AsyncSteps, _ ...any) { as.Success(slices.Clone(kept)...) }, nil)
 }
 
 // addSync adds a step that hands f to obj with the step's incoming args

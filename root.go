@@ -571,7 +571,13 @@ func (r *Root) SuccessStep(args ...any) AsyncSteps {
 	if r == nil {
 		nilRoot("SuccessStep")
 	}
-	return addSuccess(r, args)
+	if len(args) == 0 {
+		return r.push(plainStep(succeedNoArgs, nil))
+	}
+	// Not through addSuccess, whose step of a running step keeps args:
+	// here args only is copied, so that a caller's variadic slice stays
+	// on its stack.
+	return r.push(modelSuccess(args))
 }
 
 // Await implements [AsyncSteps].
