@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,7 +22,9 @@ import (
 type Options struct {
 	// Prefix starts every Redis key and the notification channel of the
 	// Syncers made by the Client: instances that share a Redis and a
-	// Prefix share their limits. "" means "asyncsteps".
+	// Prefix share their limits. "" means "asyncsteps". New refuses a
+	// Prefix whose first "{" is followed at once by "}" (see Keys in the
+	// package documentation).
 	Prefix string
 	// OpTimeout bounds one round trip to Redis. When Redis is lost, a
 	// waiting flow fails with CommError (or passes a fail-open rate limit)
@@ -95,6 +98,9 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 	}
 	if ctx == nil {
 		return nil, errors.New("redissync: New: nil context")
+	}
+	if emptyHashTag(opts.Prefix) {
+		return nil, fmt.Errorf("redissync: New: Prefix %q has an empty hash tag \"{}\", which would spread a Syncer's keys over the nodes of a Redis Cluster", opts.Prefix)
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "asyncsteps"
@@ -273,6 +279,20 @@ func (c *Client) wakeAll() {
 // hash tag, so that a Syncer's keys live on one node of a cluster.
 func (c *Client) key(name, part string) string {
 	return c.opts.Prefix + ":{" + name + "}:" + part
+}
+
+// emptyHashTag reports whether the first "{" of prefix is followed at
+// once by "}". Redis Cluster takes a key's hash tag from its first "{" to
+// the next "}", but hashes the whole key when that tag is empty: the
+// brace after the prefix, which makes a Syncer's name its keys' tag, would
+// then count for nothing, and the keys of one Syncer, whose scripts take
+// them together, would land on different nodes. Any other prefix keeps a
+// Syncer's keys on one node: a tag within it puts every Syncer of the
+// Client on that tag's node, and an unclosed "{" makes a tag that runs
+// into the Syncer's name.
+func emptyHashTag(prefix string) bool {
+	i := strings.IndexByte(prefix, '{')
+	return i >= 0 && strings.HasPrefix(prefix[i+1:], "}")
 }
 
 // call runs one round trip with the Client's timeout. A panic in it, of

@@ -176,9 +176,12 @@
 // Faults): ID is its Client's [Client.ID], K a number the Client gives
 // the Syncer. A [Limiter] named N is a Mutex named "N/concurrent" and a
 // Throttle named "N/rate". The braces keep a Syncer's keys on one node of
-// a Redis Cluster; there, N must not be empty, since Redis Cluster does
-// not take an empty "{}" for a hash tag, and the keys of a Syncer could
-// then land on different nodes.
+// a Redis Cluster; there, N must not be empty nor start with "}", since
+// Redis Cluster does not take an empty "{}" for a hash tag, and the keys
+// of a Syncer could then land on different nodes. For the same reason
+// [New] refuses a Prefix whose first "{" is followed at once by "}", as in
+// "{}app"; a Prefix with a tag of its own, such as "{app}", puts every
+// Syncer of its Clients on that tag's node.
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
 // has passed, a call record 2×OpTimeout after its call. A Mutex's
