@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 	"github.com/asyncsteps/asyncsteps/internal/netfail"
 )
 
@@ -121,6 +122,9 @@ type Response struct {
 // precedes an "@" of its query. A url that parses once that part is
 // hidden is said not to parse in it.
 func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if info := misuse.ExtraArgs("Get", "error handler", len(onerror)); info != "" {
+		return refuse(as, info)
+	}
 	c = c.orZero()
 	// The request is made on the Await goroutine with the step's context:
 	// one request per attempt, not one more to clone.
@@ -146,8 +150,14 @@ func (c *Client) Get(as asyncsteps.AsyncSteps, url string, onerror ...asyncsteps
 // empty body the server accepts when it did not. A nil req, or one
 // without a URL, fails the step with InternalError, and is neither sent
 // nor given to Done; one that net/http will not send fails it with
-// InternalError too, given to Done (see [Client]).
+// InternalError too, given to Done (see [Client]). Given more than one
+// error handler, Do, as Get, adds a step that fails with InternalError
+// "Do: more than one error handler (2 given)" ("Get: ..."), and sends
+// nothing.
 func (c *Client) Do(as asyncsteps.AsyncSteps, req *http.Request, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if info := misuse.ExtraArgs("Do", "error handler", len(onerror)); info != "" {
+		return refuse(as, info)
+	}
 	c = c.orZero()
 	return c.add(as, func(ctx context.Context) (any, error) {
 		switch {
@@ -240,6 +250,14 @@ func (c *Client) add(as asyncsteps.AsyncSteps, send asyncsteps.AwaitFunc, onerro
 	return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		c.Guard.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(send) })
 	}, onerror...)
+}
+
+// refuse adds to as a step that fails with InternalError, info: the
+// refusal of a call given more than one error handler, which it names.
+// Passed on, the handlers made Await or Add refuse them, and the info
+// named a call the user did not make.
+func refuse(as asyncsteps.AsyncSteps, info string) asyncsteps.AsyncSteps {
+	return as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InternalError, info) })
 }
 
 // send sends req, made with ctx, and reads the answer, on the Await

@@ -365,8 +365,14 @@ func refuseUnmade(as asyncsteps.AsyncSteps, what string, onerror []asyncsteps.Er
 }
 
 // refuse adds to as a step that fails with InternalError, info, with
-// onerror as its error handler.
+// onerror as its error handler. Given more than one, it adds the step
+// with none, as the refusal of more than one does: passed on, they made
+// Add refuse them instead, and the info named Add, which the user did not
+// call, and not the fault found first.
 func refuse(as asyncsteps.AsyncSteps, info string, onerror []asyncsteps.ErrorFunc) {
+	if len(onerror) > 1 {
+		onerror = nil
+	}
 	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.InternalError, info) }, onerror...)
 }
 

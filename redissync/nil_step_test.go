@@ -64,6 +64,42 @@ func TestSyncWithMoreThanOneHandler(t *testing.T) {
 	}
 }
 
+// A Syncer's own Sync that refuses its flow for a fault of its own (a nil
+// step function; a Syncer not made by a Client from New) while also given
+// more than one error handler reports that fault, which comes first, not
+// the handlers: it passed them on to Add, whose refusal of more than one
+// named Add, which the user did not call.
+func TestSyncRefusalWithMoreThanOneHandler(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	var zero Client
+	step := func(asyncsteps.AsyncSteps, ...any) {}
+	for _, s := range []struct {
+		name, info string
+		s          asyncsteps.Syncer
+		f          asyncsteps.StepFunc
+	}{
+		{"Mutex, nil f", "Sync: nil step function", c.NewMutex("m3", MutexOptions{}), nil},
+		{"Throttle, nil f", "Sync: nil step function", c.NewThrottle("t3", ThrottleOptions{Rate: 10}), nil},
+		{"Limiter, nil f", "Sync: nil step function", c.NewLimiter("l3", LimiterOptions{Concurrent: 1, Rate: 10}), nil},
+		{"zero Mutex", "redissync: the Mutex was not made by a Client from New", new(Mutex), step},
+		{"nil Throttle", "redissync: the Throttle was not made by a Client from New", (*Throttle)(nil), step},
+		{"zero Client's Limiter, nil f", "redissync: the Limiter was not made by a Client from New", zero.NewLimiter("l", LimiterOptions{}), nil},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			var tr tracer
+			h := func(as asyncsteps.AsyncSteps, code string) { tr.add("handler %s", code) }
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				s.s.Sync(as, s.f, h, h)
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+			wantError(t, runOnTestTool(t, tt, r).Err, asyncsteps.InternalError, s.info)
+			tr.check(t)
+		})
+	}
+}
+
 // runOnTestTool runs r, whose tool is tt, to its end, and returns its
 // Result; a flow that has not ended once tt is idle fails the test.
 func runOnTestTool(t *testing.T, tt *asyncsteps.TestTool, r *asyncsteps.Root) asyncsteps.Result {

@@ -1,5 +1,6 @@
-// Package misuse words the misuses that the engine, cabi and redissync
-// report alike, so that a user reads one message whichever reports it.
+// Package misuse words the misuses that the engine, cabi, redissync and
+// asynchttp report alike, so that a user reads one message whichever
+// reports it.
 package misuse
 
 import "fmt"
