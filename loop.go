@@ -374,6 +374,15 @@ func (l *Loop) awaitStop() {
 	<-l.done
 }
 
+// Closed reports whether [Loop.Close] has been called: from then on the
+// loop accepts no callback (Immediate and Deferred return invalid
+// handles) and runs no more steps, though a callback running may still
+// return and Done may not be closed yet. It is true for a zero Loop and
+// never for the loop of [DefaultTool]. Unlike a Deferred call, which
+// wakes a sleeping loop to rearm its timer, it costs the loop nothing:
+// another goroutine may poll it.
+func (l *Loop) Closed() bool { return l.unmade() || l.closing.Load() }
+
 // Done returns a channel that is closed once the loop has stopped: after
 // [Loop.Close], when the loop's goroutine has run its last callback and
 // exited (Close returns then). No callback of the loop runs after that;

@@ -323,9 +323,13 @@ func (s loopSet) probe() (any bool) {
 	return any
 }
 
-// loopClosed reports whether the loop of tool is closed: a closed loop
-// accepts no timer, so the Handle it returns is not valid. The core has no
-// other way to tell, and needs none. A Tool that panics or returns no
+// loopClosed reports whether the loop of tool is closed. A Tool with a
+// Closed method, as [asyncsteps.Loop] has, is asked: a timer scheduled
+// from another goroutine wakes a sleeping loop to rearm its sleep, and
+// every round trip with flows queued probed each of their loops, so that
+// a loop whose flows waited on a busy Syncer woke at each of its round
+// trips. Another Tool is probed so: a closed loop accepts no timer, and
+// the Handle it returns is not valid. A Tool that panics or returns no
 // Handle counts as open: the gate's goroutine must not stop for it.
 func loopClosed(tool asyncsteps.Tool) (closed bool) {
 	defer func() {
@@ -333,6 +337,9 @@ func loopClosed(tool asyncsteps.Tool) (closed bool) {
 			closed = false
 		}
 	}()
+	if c, ok := tool.(interface{ Closed() bool }); ok {
+		return c.Closed()
+	}
 	h := tool.Deferred(time.Hour, func() {})
 	if h == nil {
 		return false
