@@ -62,7 +62,8 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // event, and takes its Result while another goroutine holds the tool, so two
 // of them on two goroutines, or one beside a goroutine in Run or Advance,
 // see their flows end. A call from a callback, on the goroutine driving the
-// tool, runs at once, inside the one that runs the callback; a callback that
+// tool, runs at once, inside the one that runs the callback (inside an
+// Advance, no further than its end: see [TestTool.Advance]); a callback that
 // waits for another goroutine which drives the tool waits for ever, as that
 // goroutine waits for the callback's turn. The zero value is not usable:
 // create a TestTool with [NewTestTool].
@@ -75,6 +76,11 @@ type TestTool struct {
 	// its turn and for its flow's end at once (see runFlow); goroutines
 	// waiting to send are served in order.
 	turn chan struct{}
+	// ceiling is the target of the Advance running, the innermost of
+	// those nested; MaxInt64 outside any. No call nested in an Advance
+	// runs what falls due after it, nor moves the clock past it. Used by
+	// the goroutine that holds turn only.
+	ceiling int64
 
 	mu     sync.Mutex       // guards the fields below; never held while a callback runs
 	now    int64            // nanoseconds since TestToolEpoch
@@ -100,7 +106,7 @@ type TestTool struct {
 // NewTestTool returns a TestTool with no event and its clock at
 // [TestToolEpoch].
 func NewTestTool() *TestTool {
-	t := &TestTool{turn: make(chan struct{}, 1)}
+	t := &TestTool{turn: make(chan struct{}, 1), ceiling: math.MaxInt64}
 	t.timers.mu = &t.mu
 	t.timers.seq = &t.seq
 	return t
@@ -151,10 +157,11 @@ func (t *TestTool) Now() time.Time {
 
 // NextEvent runs the first immediate if there is one, else the earliest
 // deferred callback, moving the clock to its due time. It reports false,
-// running nothing, when no event is left.
+// running nothing, when no event is left; called from a callback that
+// [TestTool.Advance] runs, also when none is due by that Advance's end.
 func (t *TestTool) NextEvent() bool {
 	defer t.leave(t.enter())
-	return t.step(math.MaxInt64)
+	return t.step(t.ceiling)
 }
 
 // HasEvents reports whether a callback is still scheduled.
@@ -178,10 +185,12 @@ func (t *TestTool) Pending() int {
 
 // Run calls NextEvent until no event is left, so the clock jumps to each
 // deferred callback in turn. A flow that re-arms a timer forever makes Run
-// loop forever: use Advance to bound virtual time.
+// loop forever: use Advance to bound virtual time. Called from a callback
+// that [TestTool.Advance] runs, it stops at that Advance's end, leaving
+// later events scheduled.
 func (t *TestTool) Run() {
 	defer t.leave(t.enter())
-	for t.step(math.MaxInt64) {
+	for t.step(t.ceiling) {
 	}
 }
 
@@ -190,11 +199,22 @@ func (t *TestTool) Run() {
 // clock at its due time; the clock then ends at exactly d after where it was.
 // The clock never goes back: a negative d counts as 0 (what is due now runs). It
 // stops at the largest time it can hold, where later timers then fall due.
+//
+// An Advance called from a callback that another Advance runs goes no
+// further than that outer call's end: it runs what falls due by the
+// earlier of the two ends, and leaves the clock there. Carried further,
+// the clock would pass the outer call's end with callbacks run that were
+// due after it, and that call would return with the clock not at d after
+// where it was, as it promises. NextEvent and Run called from such a
+// callback stop at the outer call's end as well.
 func (t *TestTool) Advance(d time.Duration) {
 	defer t.leave(t.enter())
 	t.mu.Lock()
-	target := addClamped(t.now, d)
+	target := min(addClamped(t.now, d), t.ceiling)
 	t.mu.Unlock()
+	outer := t.ceiling
+	t.ceiling = target
+	defer func() { t.ceiling = outer }() // before leave gives the turn up
 	for t.step(target) {
 	}
 	t.mu.Lock()
