@@ -38,6 +38,17 @@ import (
 // so that closing some of the loops never lets more than max flows in per
 // period.
 //
+// A flow of a Loop that comes while a period runs on a TestTool's virtual
+// clock, or a flow of a TestTool while one runs on the clock of Loops,
+// fails with InternalError, "Throttle: a flow of a Loop and one of a
+// TestTool share it: their clocks differ", which the error handler given
+// to Sync sees first (a Root made without WithTool runs on [DefaultTool],
+// a Loop). A period begun on a TestTool that is never driven to its end
+// runs on for good, so a Throttle shared by a test on virtual time and a
+// later one on Loops refuses the flows of the later one: give each test a
+// Throttle of its own. Two TestTools, a tool of another package, and Loops
+// inside and outside a testing/synctest bubble are not told apart.
+//
 // A Throttle is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewThrottle]; the zero value lets 1 flow
 // per second in and queues without limit, like NewThrottle(1, time.Second).
@@ -151,6 +162,11 @@ func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) bool {
 	var admitted []AsyncSteps
 	t.mu.Lock()
+	if t.running && otherClocks(t.timedOn, tool) {
+		t.mu.Unlock()
+		e.err = &Error{Code: InternalError, Info: otherClockInfo}
+		return true
+	}
 	if t.untimed {
 		t.endUntimedIfOver(now)
 	}
@@ -328,6 +344,43 @@ func (t *Throttle) armUntil(tool Tool, ends time.Time) {
 	if _, closed := h.(deadHandle); closed {
 		t.periodOver(true)
 	}
+}
+
+// otherClockInfo is the refusal of a flow whose tool reads another kind of
+// clock than the one the current period runs on.
+const otherClockInfo = "Throttle: a flow of a Loop and one of a TestTool share it: their clocks differ"
+
+// otherClocks reports whether a and b are known to read different kinds
+// of clock: a TestTool's virtual clock, or the process's, which every Loop
+// reads. A Loop's flow then finds every period of a TestTool over, as its
+// clock is years ahead, and ends it at once: more than max enter per
+// period. Two TestTools are not told apart: a period is timed on the tool
+// of the flow that opens it, and the next on another's, by design. A Tool
+// of another package, or none, may read either: it is never refused, nor
+// used to refuse.
+func otherClocks(a, b Tool) bool {
+	ka, kb := clockKindOf(a), clockKindOf(b)
+	return ka != unknownClock && kb != unknownClock && ka != kb
+}
+
+// A clockKind tells the clocks a Throttle's period and a flow read.
+type clockKind uint8
+
+const (
+	unknownClock clockKind = iota
+	virtualClock           // a TestTool's
+	processClock           // a Loop's
+)
+
+// clockKindOf returns the kind of clock tool reads.
+func clockKindOf(tool Tool) clockKind {
+	switch tool.(type) {
+	case *TestTool:
+		return virtualClock
+	case *Loop:
+		return processClock
+	}
+	return unknownClock
 }
 
 // clockOf reads tool's clock. A tool of another package whose Now panics
