@@ -23,7 +23,11 @@ func quote(symbol string) func(context.Context) (float64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		return prices[symbol], nil
+		price, ok := prices[symbol]
+		if !ok {
+			return 0, fmt.Errorf("no quote for %s", symbol)
+		}
+		return price, nil
 	}
 }
 
@@ -63,6 +67,33 @@ func ExampleGather_fanOut() {
 
 	fmt.Println(prices, err)
 	// Output: [919.55 756.83 561.53] <nil>
+}
+
+// Fan out one call per symbol and collect each one's result or error in
+// order: a failed call cancels none of the others.
+func ExampleSettle_fanOut() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	symbols := []string{"AAPL", "XYZ", "GOOG"}
+
+	branches := make([]func(asyncsteps.AsyncSteps), len(symbols))
+	for i, s := range symbols {
+		branches[i] = func(as asyncsteps.AsyncSteps) { asyncsteps.AwaitThen(as, quote(s), nil) }
+	}
+	asyncsteps.Settle(r, func(as asyncsteps.AsyncSteps, rs []asyncsteps.Settled[float64]) {
+		for i, o := range rs {
+			fmt.Println(symbols[i], o.Value, o.Err)
+		}
+	}, branches...)
+	_, err := r.Run(context.Background())
+
+	fmt.Println(err)
+	// Output:
+	// AAPL 919.55 <nil>
+	// XYZ 0 InternalError: no quote for XYZ
+	// GOOG 561.53 <nil>
+	// <nil>
 }
 
 // Fan out with Parallel and keep each result in the flow's State, which

@@ -10,7 +10,8 @@ import (
 // This file holds the generic helpers that carry typed results through a
 // flow: a typed Await with its continuation ([AwaitThen]), a typed
 // continuation of any step ([Then]), a fan-out that collects its branches'
-// results in order ([Gather]) and a typed [Run]. Like those of await.go,
+// results in order ([Gather]), or each branch's result or error
+// ([Settle]), and a typed [Run]. Like those of await.go,
 // they are built on the public API (Go methods cannot have type
 // parameters), so they behave like hand-written steps.
 //
@@ -20,7 +21,8 @@ import (
 // keep the type from end to end instead: [AwaitThen] is [AsyncSteps.Await]
 // for a func returning (T, error), [Then] is a step that reads its input
 // with Arg's rule, [Gather] is [AsyncSteps.Parallel] with its branches'
-// results, and [Run] is [Root.Run] with a typed result. A Then after
+// results, [Settle] with their results or errors, and [Run] is [Root.Run]
+// with a typed result. A Then after
 // AwaitChan or AwaitResult gives their values a type too.
 //
 // They share one rule to read a result from success args, the rule of
@@ -188,6 +190,156 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 			results[i] = v
 		})
 	}
+}
+
+// Settled is the outcome of one branch of Settle: its result, or its error.
+type Settled[T any] struct {
+	Value T
+	Err   *Error // nil when the branch succeeded
+}
+
+// Settle adds a step that runs branches in parallel, as [Gather] does,
+// each to its end: the error of a branch is its outcome, not the step's,
+// and does not cancel the other branches. then runs once, on the loop,
+// with the outcomes in the order of branches. A branch that succeeded has
+// Err nil and its result in Value, read as Gather reads it: the first
+// success arg of its last step, as [Then] reads its arg. A branch that
+// failed has the zero T and in Err the *Error that would have ended the
+// flow had the branch been the whole flow: code, info and, in Cause, the
+// Go error or panic under it as the flow's errors keep it (the error of
+// an [AsyncSteps.Await] function or of [Fail], a panic's *PanicError),
+// whatever raised it: Error, a panic, its own timeout, a misuse. A result
+// of the wrong type is that branch's error, an InternalError worded as
+// Gather's ("Settle: the result of branch 1 is string, want int").
+//
+// A branch's error is caught by an error handler of Settle's around the
+// branch's steps, as one of the caller's would catch it: the StepError
+// hook is told of it, and the State keeps it (ErrorInfo, LastException,
+// AsyncStack) as any error a handler recovered from. What is not an error
+// of a branch is not caught. A cancel of the added step (a timeout around
+// it or the deadline of Run's context, [Root.Cancel], a failed sibling of
+// a Parallel around it) cancels every branch, as for Gather, and then
+// does not run. A Break or Continue that a branch raises for a loop around
+// Settle leaves it as it leaves a Gather or Parallel branch: the other
+// branches are cancelled, then does not run, and the loop takes it (a
+// loop inside the branch takes its own first).
+//
+// The outcomes are collected per execution, as Gather's results are. With
+// no branch, then gets an empty slice at once. A nil then or branch is a
+// misuse, as for Gather: "Settle: nil then", "Settle: nil branch 1"
+// (counting from 0).
+func Settle[T any](as AsyncSteps, then func(as AsyncSteps, rs []Settled[T]), branches ...func(as AsyncSteps)) AsyncSteps {
+	if then == nil {
+		return refuseNil(as, "Settle", "Settle: nil then")
+	}
+	for i, b := range branches {
+		if b == nil {
+			return refuseNil(as, "Settle", fmt.Sprintf("Settle: nil branch %d", i))
+		}
+	}
+	return as.Add(func(as AsyncSteps, _ ...any) {
+		runsFor(as, nil)
+		outcomes := make([]Settled[T], len(branches))
+		guards := make([]guarded, len(branches))
+		p := as.Parallel()
+		for i, b := range branches {
+			p.Add(settleBranch(b, i, outcomes, &guards[i]))
+		}
+		as.Add(func(as AsyncSteps, _ ...any) {
+			runsFor(as, then)
+			then(as, outcomes)
+		})
+	})
+}
+
+// settleBranch returns the step of branch i of a Settle: b's steps, whose
+// error settleCaught turns into their result, then a step that stores
+// their outcome in outcomes[i]. It is gatherBranch with an error handler
+// on b's steps, which costs no allocation of its own: the handler, which
+// needs no index, is a plain function, and the step with it is g, an
+// element of one slice for all the branches.
+func settleBranch[T any](b func(as AsyncSteps), i int, outcomes []Settled[T], g *guarded) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		runsFor(as, b)
+		*g = guarded{impl: StepFunc(func(as AsyncSteps, _ ...any) {
+			runsFor(as, nil)
+			b(as)
+		}), onerror: settleCaught}
+		addGuarded(as, g)
+		as.Add(func(as AsyncSteps, args ...any) {
+			runsFor(as, nil)
+			if len(args) == 1 {
+				if c, ok := args[0].(caughtError); ok {
+					outcomes[i].Err = c.err
+					return
+				}
+			}
+			v, ok := firstValue[T](args)
+			if !ok {
+				settleMismatch(as, &outcomes[i].Err, mismatch[T](fmt.Sprintf("Settle: the result of branch %d", i), args[0]))
+				return
+			}
+			outcomes[i].Value = v
+		})
+	}
+}
+
+// addGuarded adds g's step with its handler, as as.Add(fn, onerror) does,
+// but in g, which the caller allocated, not in an allocation of its own.
+// A decorator's Add is called as usual, since it may wrap the step.
+func addGuarded(as AsyncSteps, g *guarded) {
+	if h, ok := as.(host); ok && h.adding() {
+		h.push(step{impl: g})
+		return
+	}
+	as.Add(g.impl.(StepFunc), g.onerror)
+}
+
+// caughtError is the result that settleCaught recovers with: a type of
+// this package, so that no branch's own result can be taken for it.
+type caughtError struct{ err *Error }
+
+// settleCaught is the error handler of a Settle branch's steps: it
+// recovers with the error as their result, but for a Break or Continue,
+// which goes on to its loop as from a Gather branch (a loop inside the
+// branch would have taken it before).
+func settleCaught(as AsyncSteps, code string) {
+	if code == LoopBreak || code == LoopCont {
+		return
+	}
+	as.Success(caughtError{handledError(as, code)})
+}
+
+// settleMismatch raises the InternalError info of a branch's result of
+// the wrong type in a step of its own, so that it is an error of the flow
+// as Gather's is (hooks, State and AsyncStack see it), and keeps it in
+// *slot. The closures are made only on this path.
+func settleMismatch(as AsyncSteps, slot **Error, info string) {
+	as.Add(func(as AsyncSteps, _ ...any) {
+		runsFor(as, nil)
+		as.Error(InternalError, info)
+	}, func(as AsyncSteps, code string) {
+		*slot = handledError(as, code)
+		as.Success()
+	})
+}
+
+// handledError returns the *Error that the error handler running on as
+// handles: the engine's own, with its info and Cause, or, on an
+// AsyncSteps of another package, one made of code and the State.
+func handledError(as AsyncSteps, code string) *Error {
+	if h := stepOf(as); h != nil && h.f.err != nil {
+		return h.f.err
+	}
+	st := as.State()
+	e, ok := st.LastException.(*Error)
+	if ok && e.Code == code {
+		return e
+	}
+	if ok {
+		return &Error{Code: code, Info: st.ErrorInfo} // not the cause of this error
+	}
+	return &Error{Code: code, Info: st.ErrorInfo, Cause: st.LastException}
 }
 
 // refuseNil reports the nil function that a helper was given, info naming

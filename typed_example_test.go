@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -109,6 +110,37 @@ func ExampleGather_failure() {
 	// branch 0 cancelled
 	// handler: NotImplemented branch 1 failed
 	// 7 <nil>
+}
+
+// Settle runs every branch to its end and hands then each one's outcome
+// in the order of the branches: its result, or the error that ended it,
+// which cancelled none of the others.
+func ExampleSettle() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+
+	asyncsteps.Settle(r, func(as asyncsteps.AsyncSteps, rs []asyncsteps.Settled[int]) {
+		for i, o := range rs {
+			fmt.Println(i, o.Value, o.Err)
+		}
+	}, func(as asyncsteps.AsyncSteps) {
+		as.SetTimeout(time.Second) // and nothing completes the branch
+	}, func(as asyncsteps.AsyncSteps) {
+		as.Error(asyncsteps.CommError, "upstream down")
+	}, func(as asyncsteps.AsyncSteps) {
+		asyncsteps.AwaitThen(as, func(context.Context) (int, error) { return strconv.Atoi("42") }, nil)
+	}, func(as asyncsteps.AsyncSteps) {
+		asyncsteps.AwaitThen(as, func(context.Context) (int, error) { return strconv.Atoi("x") }, nil)
+	})
+
+	_, err := r.Run(context.Background())
+	fmt.Println("err:", err)
+	// Output:
+	// 0 0 Timeout
+	// 1 0 CommError: upstream down
+	// 2 42 <nil>
+	// 3 0 InternalError: strconv.Atoi: parsing "x": invalid syntax
+	// err: <nil>
 }
 
 // Run returns the flow's result typed; an error is returned as by

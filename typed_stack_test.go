@@ -17,12 +17,15 @@ func stackBranchString(as asyncsteps.AsyncSteps)        { as.Success("one") }
 func stackBranchAdds(as asyncsteps.AsyncSteps)          { as.Add(stackSubFails) }
 func stackSubFails(as asyncsteps.AsyncSteps, _ ...any)  { as.Error("E1") }
 func stackAwait(context.Context) (int, error)           { return 1, nil }
+
+func stackSettleThen(as asyncsteps.AsyncSteps, _ []asyncsteps.Settled[int]) { as.Error("E1") }
+
 func stackOuter(as asyncsteps.AsyncSteps, _ ...any) {
 	as.SuccessStep(1)
 	asyncsteps.Then(as, stackThen)
 }
 
-// The AsyncStack of a failure in a step that Then, Gather or AwaitThen
+// The AsyncStack of a failure in a step that Then, Gather, Settle or AwaitThen
 // added names the user's function that the step runs, not the helper's
 // closures around it (docs/DESIGN.md#error-info-and-last-exception): the
 // helper's own steps are left out, as the engine's are.
@@ -55,6 +58,9 @@ func TestHelperStacksNameTheUsersFunctions(t *testing.T) {
 		{"Gather: then", func(r *asyncsteps.Root) {
 			asyncsteps.Gather(r, stackGatherThen, stackBranchOK, stackBranchOK)
 		}, "E1", []string{"stackGatherThen"}},
+		{"Settle: then, after a branch's error", func(r *asyncsteps.Root) {
+			asyncsteps.Settle(r, stackSettleThen, stackBranchOK, stackBranchFails)
+		}, "E1", []string{"stackSettleThen"}},
 		{"Then: a step its error handler adds", func(r *asyncsteps.Root) {
 			r.SuccessStep(1)
 			asyncsteps.Then(r, stackThen, func(as asyncsteps.AsyncSteps, _ string) { as.Add(stackSubFails) })

@@ -190,12 +190,13 @@ func TestAwaitThenFallbackOfWrongType(t *testing.T) {
 	}
 }
 
-// A nil function given to AwaitThen, Then or Gather is a misuse recorded
+// A nil function given to AwaitThen, Then, Gather or Settle is a misuse recorded
 // up front, as one given to Await or Retry: in a step, the callback is
 // aborted and its step fails at once; on a Root, the next execution fails
 // before any step runs. The info names the helper and the argument.
 func TestTypedHelpersRejectNilFunctions(t *testing.T) {
 	gatherThen := func(steps, []int) {}
+	settleThen := func(steps, []asyncsteps.Settled[int]) {}
 	cases := []struct {
 		name string
 		call func(as steps)
@@ -207,6 +208,10 @@ func TestTypedHelpersRejectNilFunctions(t *testing.T) {
 		{"Gather branch", func(as steps) {
 			asyncsteps.Gather(as, gatherThen, func(steps) {}, nil)
 		}, "Gather: nil branch 1"},
+		{"Settle then", func(as steps) { asyncsteps.Settle[int](as, nil) }, "Settle: nil then"},
+		{"Settle branch", func(as steps) {
+			asyncsteps.Settle(as, settleThen, func(steps) {}, nil)
+		}, "Settle: nil branch 1"},
 	}
 	for _, c := range cases {
 		checkMisuse(t, c.name, c.call, c.info)
