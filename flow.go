@@ -625,12 +625,36 @@ func (fl *flow) recoverInto(c *frame, r any) {
 		return
 	}
 	if _, ok := r.(abortSignal); ok {
+		if c.err == nil || c.handling {
+			fl.abortedByOther(c)
+		}
 		return
 	}
 	c.err, c.handling = fl.panicked(r), false
 	if goexitPending(c.err) {
 		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
 	}
+}
+
+// abortedInfo is the info of the step that abortedByOther fails.
+const abortedInfo = "the callback was aborted by its call on the AsyncSteps of another flow's step: " +
+	"the error was raised in that flow's running callback"
+
+// abortedByOther settles c, whose callback an abort unwound though c raised
+// no error: the abort was another step's. The callback called the
+// AsyncSteps of a step of another flow whose callback runs, under it on
+// this goroutine (a TestTool driven from a callback) or on another Loop,
+// and which the engine cannot tell from that callback's own call: the
+// error was raised there (docs/DESIGN.md#step-api-states). c fails with
+// InternalError rather than go on as if its callback had returned, unless
+// it has completed already, as a raise of its own would leave it.
+func (fl *flow) abortedByOther(c *frame) {
+	if st := c.h.st.Load(); st&(stClaim|stDone) != 0 || st == 0 && c.succeeded {
+		return
+	}
+	err := &Error{Code: InternalError, Info: abortedInfo, Cause: c.handledCause(InternalError)}
+	fl.noteError(err, err)
+	c.err, c.handling = err, false
 }
 
 // panicked turns the recovered value of a callback's panic into the
