@@ -22,9 +22,9 @@ import (
 type Options struct {
 	// Prefix starts every Redis key and the notification channel of the
 	// Syncers made by the Client: instances that share a Redis and a
-	// Prefix share their limits. "" means "asyncsteps". New refuses a
-	// Prefix whose first "{" is followed at once by "}" (see Keys in the
-	// package documentation).
+	// Prefix share their limits. "" means "asyncsteps". Given a
+	// *redis.ClusterClient, New refuses a Prefix whose first "{" is
+	// followed at once by "}" (see Keys in the package documentation).
 	Prefix string
 	// OpTimeout bounds one round trip to Redis. When Redis is lost, a
 	// waiting flow fails with CommError (or passes a fail-open rate limit)
@@ -99,7 +99,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 	if ctx == nil {
 		return nil, errors.New("redissync: New: nil context")
 	}
-	if emptyHashTag(opts.Prefix) {
+	if emptyHashTag(opts.Prefix) && onCluster(rdb) {
 		return nil, fmt.Errorf("redissync: New: Prefix %q has an empty hash tag \"{}\", which would spread a Syncer's keys over the nodes of a Redis Cluster", opts.Prefix)
 	}
 	if opts.Prefix == "" {
@@ -293,6 +293,17 @@ func (c *Client) key(name, part string) string {
 func emptyHashTag(prefix string) bool {
 	i := strings.IndexByte(prefix, '{')
 	return i >= 0 && strings.HasPrefix(prefix[i+1:], "}")
+}
+
+// onCluster reports whether rdb talks to a Redis Cluster, which refuses a
+// script whose keys are in different slots. A single Redis, or a Ring of
+// them, runs a Syncer's scripts on one server whatever its keys hash to:
+// there a Prefix with an empty hash tag works, as it did before New
+// refused it, and a refusal would make processes that share limits under
+// it move to another Prefix all at once.
+func onCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }
 
 // call runs one round trip with the Client's timeout. A panic in it, of

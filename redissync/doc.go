@@ -179,9 +179,11 @@
 // a Redis Cluster; there, N must not be empty nor start with "}", since
 // Redis Cluster does not take an empty "{}" for a hash tag, and the keys
 // of a Syncer could then land on different nodes. For the same reason
-// [New] refuses a Prefix whose first "{" is followed at once by "}", as in
-// "{}app"; a Prefix with a tag of its own, such as "{app}", puts every
-// Syncer of its Clients on that tag's node.
+// [New], given a *redis.ClusterClient, refuses a Prefix whose first "{"
+// is followed at once by "}", as in "{}app"; on a single Redis or a
+// *redis.Ring, which run each script on one server, it takes it. A Prefix
+// with a tag of its own, such as "{app}", puts every Syncer of its
+// Clients on that tag's node.
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
 // has passed, a call record 2×OpTimeout after its call. A Mutex's

@@ -2,36 +2,67 @@ package redissync
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
+	"github.com/asyncsteps/asyncsteps"
 	"github.com/redis/go-redis/v9"
 )
 
-// TestNewRefusesAnEmptyHashTagPrefix: a Prefix whose first "{" is
-// followed at once by "}" is refused. Redis Cluster hashes the whole key
-// when its first tag is empty, so the tag of the Syncer's name after such
-// a prefix counted for nothing, and one Syncer's keys, which its scripts
-// take together, went to different nodes. Other braces keep a Syncer's
-// keys in one slot, and are taken.
+// TestNewRefusesAnEmptyHashTagPrefix: given a *redis.ClusterClient, a
+// Prefix whose first "{" is followed at once by "}" is refused. Redis
+// Cluster hashes the whole key when its first tag is empty, so the tag of
+// the Syncer's name after such a prefix counted for nothing, and one
+// Syncer's keys, which its scripts take together, went to different
+// nodes. Other braces keep a Syncer's keys in one slot, and are taken.
 func TestNewRefusesAnEmptyHashTagPrefix(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: sharedRedis(t)})
+	addr := sharedRedis(t)
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+	defer cluster.Close()
+	for _, prefix := range []string{"{}", "app{}", "a}{}{b}"} {
+		want := fmt.Sprintf(`redissync: New: Prefix %q has an empty hash tag "{}", which would spread a Syncer's keys over the nodes of a Redis Cluster`, prefix)
+		c, err := New(context.Background(), cluster, Options{Prefix: prefix})
+		if err == nil || err.Error() != want {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Prefix %q on a ClusterClient: error %v, want %q", prefix, err, want)
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	for _, tc := range []struct{ prefix, err string }{
-		{"{}", `redissync: New: Prefix "{}" has an empty hash tag "{}", which would spread a Syncer's keys over the nodes of a Redis Cluster`},
-		{"app{}", `redissync: New: Prefix "app{}" has an empty hash tag "{}", which would spread a Syncer's keys over the nodes of a Redis Cluster`},
-		{"a}{}{b}", `redissync: New: Prefix "a}{}{b}" has an empty hash tag "{}", which would spread a Syncer's keys over the nodes of a Redis Cluster`},
-		{"{app}", ""}, {"{app}{}", ""}, {"app{", ""}, {"app}", ""}, {"{", ""},
-	} {
-		c, err := New(context.Background(), rdb, Options{Prefix: tc.prefix})
-		got := ""
+	for _, prefix := range []string{"{app}", "{app}{}", "app{", "app}", "{"} {
+		c, err := New(context.Background(), rdb, Options{Prefix: prefix})
 		if err != nil {
-			got = err.Error()
-		} else {
-			c.Close()
+			t.Errorf("Prefix %q: error %v, want none", prefix, err)
+			continue
 		}
-		if got != tc.err {
-			t.Errorf("Prefix %q: error %q, want %q", tc.prefix, got, tc.err)
+		c.Close()
+	}
+}
+
+// TestEmptyHashTagPrefixOnASingleRedis: on a single Redis, which runs a
+// Syncer's scripts whatever slots its keys hash to, New takes a Prefix
+// with an empty hash tag, and its Syncers work. New refused it there
+// too, so that processes sharing limits under such a Prefix, which
+// worked, failed to start once upgraded.
+func TestEmptyHashTagPrefixOnASingleRedis(t *testing.T) {
+	loops := newLoops(t, 1)
+	for _, prefix := range []string{"{}", "app{}"} {
+		prefix = fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), prefixSeq.Add(1))
+		c, _ := newClient(t, sharedRedis(t), Options{Prefix: prefix})
+		var tr tracer
+		for _, s := range []asyncsteps.Syncer{
+			c.NewMutex("m", MutexOptions{Max: 1}),
+			c.NewThrottle("t", ThrottleOptions{Rate: 1, Period: time.Hour}),
+		} {
+			if res := <-enter(loops[0], s, &tr, prefix); res.Err != nil {
+				t.Errorf("Prefix %q: %v", prefix, res.Err)
+			}
 		}
+		tr.check(t, prefix+" in", prefix+" in")
 	}
 }
 
