@@ -93,8 +93,10 @@ func SpecLimiterOptions() LimiterOptions {
 //
 // A flow refused by either limit fails with [DefenseRejected] and the info
 // "Mutex queue limit" or "Throttle queue limit", which the error handler
-// given to Sync sees first. Reentrance and deadlock detection are those of
-// the Mutex; every entry counts for the rate.
+// given to Sync sees first. Its rate limit refuses a flow of a Loop and
+// one of a TestTool within one period as a [Throttle] does, with the same
+// InternalError, after giving the slot back. Reentrance and deadlock
+// detection are those of the Mutex; every entry counts for the rate.
 //
 // A Limiter is safe for concurrent use: flows running on different loops
 // may share one. Create it with [NewLimiter]; the zero value is the same as

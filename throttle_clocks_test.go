@@ -56,3 +56,46 @@ func TestThrottleRefusesALoopAndATestToolTogether(t *testing.T) {
 		t.Errorf("trace %s, want %s", got, want)
 	}
 }
+
+// TestLimiterRefusesALoopAndATestToolTogether: a Limiter's rate limit
+// refuses a flow of a Loop in a period on a TestTool as a Throttle does,
+// and the slot of its concurrency limit that the flow held goes back: a
+// flow of the TestTool enters after it.
+func TestLimiterRefusesALoopAndATestToolTogether(t *testing.T) {
+	const info = "Throttle: a flow of a Loop and one of a TestTool share it: their clocks differ"
+	var mu sync.Mutex
+	var trace []string
+	add := func(format string, args ...any) {
+		mu.Lock()
+		trace = append(trace, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
+		Concurrent: 1, MaxQueue: asyncsteps.Unlimited, Rate: 3, Period: time.Minute, Burst: asyncsteps.Unlimited,
+	})
+	enter := func(tool asyncsteps.Tool, name string) {
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Sync(lim, func(asyncsteps.AsyncSteps, ...any) { add("%s in", name) },
+			func(as asyncsteps.AsyncSteps, code string) {
+				add("%s onerror %s: %s", name, code, as.State().ErrorInfo)
+				as.Success()
+			})
+		// A slot never given back would leave the flow waiting: the
+		// deadline ends it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := r.Run(ctx); err != nil {
+			add("%s: %v", name, err)
+		}
+	}
+	tt := asyncsteps.NewTestTool()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	enter(tt, "T1")
+	enter(loop, "L1")
+	enter(tt, "T2")
+	want := fmt.Sprint([]string{"T1 in", "L1 onerror InternalError: " + info, "T2 in"})
+	if got := fmt.Sprint(trace); got != want {
+		t.Errorf("trace %s, want %s", got, want)
+	}
+}
