@@ -421,3 +421,58 @@ func TestSettleThroughADecorator(t *testing.T) {
 	}
 	wantTrace(t, &tr, `0 true,1 true,2 true,then true "ok"|InternalError: no quote|InternalError: Settle: the result of branch 2 is int, want string`)
 }
+
+// opaqueDecorator decorates every step and error handler as deepDecorator
+// does, but without Unwrap: Settle sees its branches' errors through the
+// State only.
+type opaqueDecorator struct{ asyncsteps.AsyncSteps }
+
+func (d opaqueDecorator) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	handlers := make([]asyncsteps.ErrorFunc, len(onerror))
+	for i, h := range onerror {
+		handlers[i] = func(as steps, code string) { h(opaqueDecorator{as}, code) }
+	}
+	d.AsyncSteps.Add(func(as steps, args ...any) { fn(opaqueDecorator{as}, args...) }, handlers...)
+	return d
+}
+
+func (d opaqueDecorator) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	return opaqueDecorator{d.AsyncSteps.Parallel(onerror...)}
+}
+
+// Through a decorator that does not unwrap, a branch's Err is rebuilt
+// from the State, and is still the error the branch alone ends its flow
+// with: an *Error with an empty code that an Await function returns
+// becomes an InternalError whose Cause is that *Error, which errors.Is
+// finds, as a panic keeps its *PanicError.
+func TestSettleThroughAnOpaqueDecoratorKeepsTheCause(t *testing.T) {
+	noCode := &asyncsteps.Error{Info: "no code"}
+	branches := []func(as steps){
+		func(as steps) {
+			asyncsteps.AwaitThen(as, func(context.Context) (string, error) { return "", noCode }, nil)
+		},
+		func(as steps) { panic("boom") },
+		func(as steps) { as.Error(asyncsteps.CommError, "down") },
+	}
+	r, _ := newFlow()
+	var got []settled
+	asyncsteps.Settle(opaqueDecorator{r}, func(as steps, rs []settled) { got = rs }, branches...)
+	if _, err := r.Run(context.Background()); err != nil { // Run waits for the Await's answer
+		t.Fatal(err)
+	}
+	want := `InternalError: *Error: empty error code; info: no code|InternalError: boom|CommError: down`
+	if s := outcomes(got); s != want {
+		t.Fatalf("outcomes %s, want %s", s, want)
+	}
+	if !errors.Is(got[0].Err, noCode) || got[0].Err.Cause != noCode {
+		t.Errorf("Err %#v, want its Cause to be the *Error the Await function returned", got[0].Err)
+	}
+	for i, b := range branches {
+		alone, _ := newFlow()
+		alone.Add(func(as steps, _ ...any) { b(as) })
+		_, err := alone.Run(context.Background())
+		if !sameError(got[i].Err, err) {
+			t.Errorf("branch %d: outcome %#v, the flow of the branch alone ends with %#v", i, got[i].Err, err)
+		}
+	}
+}

@@ -326,18 +326,18 @@ func settleMismatch(as AsyncSteps, slot **Error, info string) {
 
 // handledError returns the *Error that the error handler running on as
 // handles: the engine's own, with its info and Cause, or, on an
-// AsyncSteps of another package, one made of code and the State.
+// AsyncSteps of another package, one made of code and the State. Every
+// error is recorded in the State before its handlers run, so
+// LastException is this error's: the *Error itself, or its Cause, which
+// may be an *Error of another code (an *Error with an empty code that an
+// Await function returned is an InternalError).
 func handledError(as AsyncSteps, code string) *Error {
 	if h := stepOf(as); h != nil && h.f.err != nil {
 		return h.f.err
 	}
 	st := as.State()
-	e, ok := st.LastException.(*Error)
-	if ok && e.Code == code {
+	if e, ok := st.LastException.(*Error); ok && e.Code == code {
 		return e
-	}
-	if ok {
-		return &Error{Code: code, Info: st.ErrorInfo} // not the cause of this error
 	}
 	return &Error{Code: code, Info: st.ErrorInfo, Cause: st.LastException}
 }
