@@ -43,7 +43,7 @@ func (x *flowRun) hooks() *asyncsteps.Hooks {
 		FlowEnd: func(ctx context.Context, err error) {
 			end := "ok"
 			if err != nil {
-				end = endString(asyncsteps.Result{Err: err})
+				end = x.endString(asyncsteps.Result{Err: err})
 			}
 			x.hookEvent(ff.FlowEndEvent(x.flowOf(ctx), end))
 		},

@@ -30,7 +30,8 @@ import (
 // the flow ended; no event left on the tool once it ended; stale handles
 // dead; Mutexes all given back; the Throttle idle with no timer once its
 // period has run out; a panic's InternalError carrying the panic value as
-// info and a *PanicError as LastException and as the Result's cause; no
+// info and a *PanicError as LastException and as the Result's cause; the
+// Go error given to Fail found by errors.Is in the errors that keep it; no
 // goroutine left behind (the programs with Await steps run in a synctest
 // bubble). With hooks, every hook call is checked too: those on the tool
 // in the trace, the Await hooks' as a list (see ff.Result).
@@ -166,6 +167,13 @@ type flowRun struct {
 	failedStart int // the last flow whose FlowStart panicked
 	awaitCalls  []*awaitCall
 	late        []string
+
+	// failErrs are the Go errors given to Fail, by the ID of the node or
+	// handler that gives it, made once: errors.Is must find that very
+	// value in the errors it raises. failMu guards it: a Run drives the
+	// tool on a goroutine of its own.
+	failMu   sync.Mutex
+	failErrs map[int]error
 }
 
 type flowOf struct {
@@ -368,7 +376,7 @@ func (x *flowRun) runByRun(r *asyncsteps.Root, p *ff.Program) {
 	}()
 	res := <-done
 	x.ended = true
-	x.end = endString(asyncsteps.Result{Args: res.args, Err: res.err})
+	x.end = x.endString(asyncsteps.Result{Args: res.args, Err: res.err})
 	var e *asyncsteps.Error
 	if errors.As(res.err, &e) && e.Code == asyncsteps.Timeout && !errors.Is(res.err, context.DeadlineExceeded) {
 		x.violation("Run's Timeout does not match context.DeadlineExceeded")
@@ -520,14 +528,14 @@ func (x *flowRun) takeResult() bool {
 	select {
 	case res := <-x.ch:
 		x.ended = true
-		x.end = endString(res)
+		x.end = x.endString(res)
 		return true
 	default:
 		return false
 	}
 }
 
-func endString(res asyncsteps.Result) string {
+func (x *flowRun) endString(res asyncsteps.Result) string {
 	if res.Err == nil {
 		return "ok(" + ff.FmtArgs(res.Args) + ")"
 	}
@@ -538,13 +546,52 @@ func endString(res asyncsteps.Result) string {
 		}
 		return "err:?" + res.Err.Error()
 	}
-	if e.Code == asyncsteps.InternalError {
-		if pe, ok := e.Cause.(*asyncsteps.PanicError); ok && (e.Info == panicInfo(pe) || e.Info == pe.Error()) {
-			return "err:InternalError:" + ff.PanicInfo(e.Info)
-		}
-		return "err:InternalError"
+	return "err:" + x.errEnd(e)
+}
+
+// errEnd is how ff.ErrEnd shows the error e.
+func (x *flowRun) errEnd(e *asyncsteps.Error) string {
+	pe, ok := e.Cause.(*asyncsteps.PanicError)
+	panicked := ok && e.Code == asyncsteps.InternalError && (e.Info == panicInfo(pe) || e.Info == pe.Error())
+	return ff.ErrEnd(e.Code, e.Info, panicked, x.failCause(e))
+}
+
+// failCause returns the ID of the node or handler whose Fail error is in
+// err's chain, 0 for none, and records a violation if errors.Is does not
+// find the very error given to Fail.
+func (x *flowRun) failCause(err error) int {
+	id := 0
+	var coded *ff.CodedError
+	var plain *ff.PlainError
+	switch {
+	case errors.As(err, &coded):
+		id = coded.ID
+	case errors.As(err, &plain):
+		id = plain.ID
+	default:
+		return 0
 	}
-	return "err:" + e.Code + ":" + e.Info
+	x.failMu.Lock()
+	given := x.failErrs[id]
+	x.failMu.Unlock()
+	if !errors.Is(err, given) {
+		x.violation("errors.Is does not find the error given to Fail by %d in %v", id, err)
+	}
+	return id
+}
+
+// failErr returns the Go error that the node or handler id gives to
+// Fail, made once.
+func (x *flowRun) failErr(id int, k ff.FailKind, code string) error {
+	x.failMu.Lock()
+	defer x.failMu.Unlock()
+	if x.failErrs == nil {
+		x.failErrs = map[int]error{}
+	}
+	if x.failErrs[id] == nil {
+		x.failErrs[id] = ff.FailErr(k, id, code)
+	}
+	return x.failErrs[id]
 }
 
 // checkMutexes checks that every Mutex is free: as many parallel branches
@@ -620,6 +667,8 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		for _, b := range n.Subs {
 			x.add(p, b)
 		}
+	case ff.KSettle:
+		x.addSettle(as, n)
 	case ff.KLoop:
 		var i perRun
 		as.Loop(func(as asyncsteps.AsyncSteps) {
@@ -700,6 +749,26 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 	case ff.KSuccessStep:
 		as.SuccessStep(intArgs(n.Args)...)
 	}
+}
+
+// addSettle adds the Settle n to as: each branch adds its node, then traces
+// the outcomes.
+func (x *flowRun) addSettle(as asyncsteps.AsyncSteps, n *ff.Node) {
+	branches := make([]func(asyncsteps.AsyncSteps), len(n.Subs))
+	for i, b := range n.Subs {
+		branches[i] = func(as asyncsteps.AsyncSteps) { x.add(as, b) }
+	}
+	asyncsteps.Settle(as, func(as asyncsteps.AsyncSteps, rs []asyncsteps.Settled[int]) {
+		x.steps = append(x.steps, as)
+		outcomes := make([]string, len(rs))
+		for i, r := range rs {
+			outcomes[i] = ff.SettledOk(r.Value)
+			if r.Err != nil {
+				outcomes[i] = ff.SettledErr(x.errEnd(r.Err))
+			}
+		}
+		x.event(ff.SettleEvent(n.ID, outcomes))
+	}, branches...)
 }
 
 // retry adds the Retry n to as.
@@ -827,6 +896,12 @@ func (x *flowRun) stepFunc(n *ff.Node, parent asyncsteps.AsyncSteps) asyncsteps.
 		case ff.EExternalErr:
 			as.WaitExternal()
 			x.handles = append(x.handles, x.tt.Deferred(ms(n.At), func() { as.Error(n.Code, n.Info) }))
+		case ff.EFail:
+			asyncsteps.Fail(as, x.failErr(n.ID, n.Fail, n.Code))
+		case ff.EExternalFail:
+			as.WaitExternal()
+			err := x.failErr(n.ID, n.Fail, n.Code)
+			x.handles = append(x.handles, x.tt.Deferred(ms(n.At), func() { asyncsteps.Fail(as, err) }))
 		case ff.EWait:
 			as.WaitExternal()
 		case ff.EPanic:
@@ -863,7 +938,7 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 			}
 			info = ff.PanicInfo(info)
 		}
-		x.event(ff.HandlerEvent(h.ID, code, info))
+		x.event(ff.HandlerEvent(h.ID, code, info) + ff.CauseSuffix(x.failCause(st.LastException)))
 		if h.ID == x.cancelFrom {
 			x.root.Cancel()
 		}
@@ -888,6 +963,8 @@ func (x *flowRun) errorFunc(h *ff.Handler) asyncsteps.ErrorFunc {
 			as.Success(intArgs(h.Args)...)
 		case ff.HRethrow:
 			as.Error(h.Code, h.Info)
+		case ff.HFail:
+			asyncsteps.Fail(as, x.failErr(h.ID, h.Fail, h.Code))
 		case ff.HAdd:
 			if h.Timeout > 0 {
 				as.SetTimeout(ms(h.Timeout))

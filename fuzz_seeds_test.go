@@ -130,7 +130,7 @@ func flowSeeds() []*ff.Program {
 		p.Hooks = true
 		seeds = append(seeds, p)
 	}
-	return append(seeds,
+	seeds = append(seeds,
 		// 87 the flow of an AwaitFlow has hook calls of its own; one
 		// whose start is queued as the outer flow ends begins,
 		// cancelled, after it.
@@ -170,7 +170,70 @@ func flowSeeds() []*ff.Program {
 			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRepeat("", 3, seedWith(seedLeaf(ff.EImplicit), seedBrk(ff.EParentBreak, "")))), seedRecovers(0)),
 			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedRepeat("A", 2, seedWith(seedLeaf(ff.EImplicit), seedBrk(ff.EParentBreak, "A")))), seedReturns())),
 	)
+	seeds = append(seeds, failSeeds()...)
+	// 100, 101: 95 and 97 with hooks, the second by Run: the errors of
+	// Fail, and those a Settle branch raises, are told to StepError.
+	return append(seeds, seedHooks(failSeeds()[0]), seedHooks(seedRun(failSeeds()[2], ff.CtxRun, 0)))
 }
+
+// failSeeds are seeds 95 to 99: Fail and Settle.
+func failSeeds() []*ff.Program {
+	return []*ff.Program{
+		// 95 Fail with each kind of Go error: a plain one is an
+		// InternalError; Fail after Add is a misuse, without the error; a
+		// handler's Error keeps the Go error as Cause, from its callback
+		// and once it waited, and ends the flow with it.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedFail(ff.FailPlain, "", false, 0)), seedRecovers(1)),
+			seedOnerror(seedFail(ff.FailDeadline, "", false, 0), seedRecovers(0)),
+			seedOnerror(seedWith(seedFail(ff.FailCoded, "E1", false, 0), seedLeaf(ff.EImplicit)), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFail(ff.FailCoded, "E2", false, 0), seedHandlerWaits(0, ff.EExternalErr, 10, 0, "E0"))), seedRecovers(0))),
+		// 96 the same from the tool; a handler that calls Fail raises its
+		// own Go error.
+		seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFail(ff.FailWrapped, "E1", true, 20), seedRethrows("E2", "x"))), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedFails("E0", ""), seedHandlerFails(ff.FailWrapped, "E2"))), seedRecovers(0)),
+			seedOnerror(seedFail(ff.FailPlain, "", true, 10), seedHandlerFails(ff.FailDeadline, ""))),
+		// 97 Settle: every branch runs to its end, its error (Error, Fail,
+		// a panic, its own timeout, Break outside of a loop taken by
+		// none) its outcome; branches of any kind, then sees them in
+		// order; a Break for a loop around it leaves it, cancelling the
+		// other branches, then not run.
+		seedProg(0, seedOne, seedSettle(seedOk(1), seedFail(ff.FailCoded, "E1", true, 10), seedPanics()),
+			seedSettle(seedTimeout(seedLeaf(ff.EWait), 10), seedPar(seedExt(5, 1), seedOk(0)), seedSuccessStep(2)),
+			seedRepeat("A", 2, seedSettle(seedCancellable(seedExt(10, 0)), seedBrk(ff.EBreak, "A"))),
+			seedSettle()),
+		// 98 a cancel of the Settle step (a timeout around it, a failed
+		// sibling branch of a Parallel around it) cancels its branches,
+		// then not run; a Mutex its branch waits for.
+		seedProg(0, seedOne, seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedSettle(seedCancellable(seedLeaf(ff.EWait)), seedFails("E1", ""))), 20), seedRecovers(0)),
+			seedOnerror(seedPar(seedWith(seedLeaf(ff.EImplicit), seedSettle(seedSyncOn(0, seedExt(10, 0)), seedSyncOn(0, seedOk(1)))), seedExtErr(5, "E2", "")), seedRecovers(0)),
+			seedSettle(seedSyncOn(0, seedExt(10, 1)), seedSyncOn(0, seedFail(ff.FailCoded, "E0", false, 0)))),
+		// 99 the steps of Settle and of each branch take their turns: a
+		// sibling branch of a Parallel around it goes on meanwhile.
+		seedProg(0, seedOne, seedPar(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit)),
+			seedWith(seedLeaf(ff.EImplicit), seedSettle(seedLeaf(ff.EImplicit), seedFail(ff.FailPlain, "", false, 0))),
+			seedRepeat("", 3, seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit))))),
+	}
+}
+
+// seedFail is a step that calls Fail with the Go error of kind k (code:
+// that of ff.FailCoded or ff.FailWrapped), from the tool at ms if
+// external.
+func seedFail(k ff.FailKind, code string, external bool, at int) *ff.Node {
+	n := &ff.Node{Kind: ff.KStep, End: ff.EFail, Fail: k, Code: code}
+	if external {
+		n.End, n.At = ff.EExternalFail, at
+	}
+	return n
+}
+
+// seedHandlerFails is a handler that calls Fail with the Go error of kind
+// k.
+func seedHandlerFails(k ff.FailKind, code string) *ff.Handler {
+	return &ff.Handler{Action: ff.HFail, Fail: k, Code: code}
+}
+
+// seedSettle is a Settle with a branch per node.
+func seedSettle(branches ...*ff.Node) *ff.Node { return &ff.Node{Kind: ff.KSettle, Subs: branches} }
 
 // seedHooks runs p with hooks that trace their calls.
 func seedHooks(p *ff.Program) *ff.Program { p.Hooks, p.Ext = true, true; return p }
@@ -592,7 +655,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait", "await then success", "await then error",
 		"handler add timeout", "handler add cancel",
 		"await chan success", "await chan wait", "await chan closed", "await chan nil", "await chan ready",
-		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks"}
+		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks",
+		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -601,7 +665,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 }
 
 func coverage(n *ff.Node, seen map[string]bool) {
-	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await"}[n.Kind]] = true
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await", "settle"}[n.Kind]] = true
+	failKinds := [...]string{"fail coded", "fail plain", "fail wrapped", "fail deadline"}
 	if n.Kind == ff.KAwait {
 		seen[[...]string{"await fn", "await flow", "await then", "await chan", "await result"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
 			ff.EWait: "wait", ff.EPanic: "panic", ff.EGoexit: "goexit"}[n.End]] = true
@@ -634,7 +699,10 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.Kind == ff.KStep {
 		seen[[...]string{"implicit", "success", "error", "break", "continue", "external", "externalErr", "wait", "panic",
-			"goexit", "unprintable panic", "success on the parent", "break on the parent"}[n.End]] = true
+			"goexit", "unprintable panic", "success on the parent", "break on the parent", "fail", "external fail"}[n.End]] = true
+		if n.End == ff.EFail || n.End == ff.EExternalFail {
+			seen[failKinds[n.Fail]] = true
+		}
 	}
 	if n.Kind == ff.KForEach && n.Map {
 		seen["forEach map"] = true
@@ -676,7 +744,10 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		coverage(s, seen)
 	}
 	if h := n.Handler; h != nil {
-		seen[[...]string{"return", "recover", "rethrow", "add", "handler panic", "handler wait", "handler goexit"}[h.Action]] = true
+		seen[[...]string{"return", "recover", "rethrow", "add", "handler panic", "handler wait", "handler goexit", "handler fail"}[h.Action]] = true
+		if h.Action == ff.HFail {
+			seen[failKinds[h.Fail]] = true
+		}
 		if h.Action == ff.HWait && h.Timeout > 0 {
 			seen["handler wait timeout"] = true
 		}

@@ -122,20 +122,27 @@ func (e *encoder) node(n *Node) {
 		e.await(n)
 		return
 	}
-	e.put(int(n.Kind))
+	if n.Kind == KSettle {
+		e.put(int(KParallel))
+	} else {
+		e.put(int(n.Kind))
+	}
 	switch n.Kind {
 	case KStep:
 		e.stepOf(n, e.awaits && (e.p.Ctx == CtxNone || e.held == 0))
-	case KParallel:
+	case KParallel, KSettle:
 		b := len(n.Subs) & 3
-		if n.Handler != nil {
+		if n.Handler != nil && n.Kind == KParallel {
 			b |= 4
+		}
+		if n.Kind == KSettle {
+			b |= 8
 		}
 		e.put(b)
 		for _, s := range n.Subs {
 			e.node(s)
 		}
-		if n.Handler != nil {
+		if n.Handler != nil && n.Kind == KParallel {
 			e.handler(n.Handler)
 		}
 	case KLoop, KRepeat:
@@ -302,7 +309,7 @@ func (e *encoder) channel(n *Node) {
 func (e *encoder) stepOf(n *Node, awaitable bool) {
 	end := n.End
 	switch end {
-	case EPanic, EGoexit, EPanicEvil:
+	case EPanic, EGoexit, EPanicEvil, EFail, EExternalFail:
 		end = EError
 	case EParent:
 		end = EBreak
@@ -366,6 +373,13 @@ func (e *encoder) stepOf(n *Node, awaitable bool) {
 		e.put(labelCode(n.Label) | cp)
 	case EExternal:
 		e.put(n.At/10%6 | len(n.Args)%3<<3)
+	case EFail, EExternalFail:
+		e.put(16 | errCode(n.Code) | cp)
+		f := int(n.Fail) & 3
+		if n.End == EExternalFail {
+			f |= 4 | n.At/10%6<<3
+		}
+		e.put(f)
 	}
 	if awaitable && (n.End == EExternal || n.End == EExternalErr || n.End == EWait) {
 		e.put(0)
@@ -404,6 +418,11 @@ func (e *encoder) handler(h *Handler) {
 		if h.Timeout > 0 {
 			e.put(max(h.Timeout/10-1, 0) % 6)
 		}
+		return
+	}
+	if h.Action == HFail {
+		e.put(128 | errCode(h.Code)<<2)
+		e.put(int(h.Fail) & 3)
 		return
 	}
 	b := int(h.Action) & 3

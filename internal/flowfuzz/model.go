@@ -64,6 +64,18 @@ import (
 // step runs is taken in its callback; one that comes while it waits
 // completes it from the goroutine that waits, as an external completion.
 //
+// Settle (docs/DESIGN.md#parallel-branches) is its documented layout
+// (typed.go): a step adding a Parallel and then's step; each branch a
+// step adding the step that adds the branch's node, guarded by Settle's
+// handler, and the step that stores the outcome. The handler turns an
+// error, but Break and Continue, into the outcome; what is not an error
+// goes on as from a Parallel's branch.
+//
+// The Go error given to Fail is the Cause of the error it raises, and of
+// those that the handlers of that error raise with Error
+// (docs/DESIGN.md#error-handlers): an outcome carries the ID of the Fail,
+// which the end and the handler events show (see ErrEnd).
+//
 // Hooks (Program.Hooks, docs/DESIGN.md#hooks) are events of the trace:
 // FlowStart as a flow begins, StepError at each error raised (in raise,
 // and where a completion, a cancel handler's panic or the end raises
@@ -200,6 +212,46 @@ func HandlerEvent(id int, code, info string) string {
 	return fmt.Sprintf("h%d:%s:%s", id, code, Info(code, info))
 }
 
+// CauseSuffix shows that an error has the Go error of the EFail,
+// EExternalFail or HFail id as its Cause, which errors.Is finds: "<-f3";
+// "" for 0 (none).
+func CauseSuffix(id int) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf("<-f%d", id)
+}
+
+// ErrEnd is how Result.End shows an error after "err:", and SettleEvent
+// a branch's: "E1:x"; "InternalError" (its info is the engine's wording);
+// "InternalError:!p3" for a panic; and, for an error whose Cause is the
+// Go error of a Fail (cause, see CauseSuffix), its info whole:
+// "InternalError:f3<-f3".
+func ErrEnd(code, info string, panic bool, cause int) string {
+	switch {
+	case panic:
+		return "InternalError:" + PanicInfo(info)
+	case cause != 0:
+		return code + ":" + info + CauseSuffix(cause)
+	case code == "InternalError":
+		return "InternalError"
+	}
+	return code + ":" + info
+}
+
+// SettledOk and SettledErr are how SettleEvent shows a branch that
+// succeeded with the value v, or failed (as ErrEnd shows it).
+func SettledOk(v int) string { return fmt.Sprintf("ok=%d", v) }
+
+// SettledErr: see SettledOk.
+func SettledErr(end string) string { return "err:" + end }
+
+// SettleEvent is the event of the then of the Settle id, called with the
+// outcomes: "S3[ok=40|err:E1:x]".
+func SettleEvent(id int, outcomes []string) string {
+	return fmt.Sprintf("S%d[%s]", id, strings.Join(outcomes, "|"))
+}
+
 type outKind uint8
 
 const (
@@ -216,6 +268,10 @@ type outcome struct {
 	info   string
 	target *act // cancelK: the step whose timeout fired, nil for a plain cancel
 	panic  bool // errK: an InternalError from a recovered panic
+	// errK: the ID of the EFail, EExternalFail or HFail whose Go error is
+	// the error's Cause, 0 for none; an error a handler raises keeps the
+	// one of the error it handles (docs/DESIGN.md#error-handlers).
+	cause int
 }
 
 func ok(args []any) outcome          { return outcome{kind: okK, args: args} }
@@ -271,6 +327,7 @@ const (
 type request struct {
 	kind     reqKind
 	branches []*Node
+	bodies   []func(*thread) outcome // reqParallel: what each branch runs, if not its node
 	child    *thread
 	out      outcome
 }
@@ -914,9 +971,12 @@ func (m *model) resume(th *thread, s signal) {
 		case reqParallel:
 			th.branches = th.branches[:0]
 			th.pending = len(r.branches)
-			for _, b := range r.branches {
-				b := b
-				bt := m.spawn(th, func(bt *thread) outcome { return m.level(bt, []*Node{b}) })
+			for i, b := range r.branches {
+				body := func(bt *thread) outcome { return m.level(bt, []*Node{b}) }
+				if r.bodies != nil {
+					body = r.bodies[i]
+				}
+				bt := m.spawn(th, body)
 				th.branches = append(th.branches, bt)
 				m.fifo = append(m.fifo, fifoEntry{th: bt})
 			}
@@ -992,13 +1052,7 @@ func endOf(o outcome) string {
 		if o.loopCode() {
 			code = "InternalError" // Break or Continue outside of a loop (docs/DESIGN.md#break-and-continue)
 		}
-		if o.panic {
-			return "err:InternalError:" + PanicInfo(o.info)
-		}
-		if code == "InternalError" {
-			return "err:InternalError"
-		}
-		return "err:" + code + ":" + o.info
+		return "err:" + ErrEnd(code, o.info, o.panic, o.cause)
 	}
 	return "canceled"
 }
@@ -1071,6 +1125,14 @@ func (m *model) raiseAs(code, info string, panic bool) outcome {
 	return o
 }
 
+// raiseFail notes the error that Fail raises with the Go error of the
+// EFail or HFail id as its Cause (docs/DESIGN.md#error-info-and-last-exception).
+func (m *model) raiseFail(code, info string, id int) outcome {
+	o := m.raise(code, info)
+	o.cause = id
+	return o
+}
+
 // raisePanic notes a recovered panic: an InternalError whose info is the
 // panic value (docs/DESIGN.md#error-info-and-last-exception, and "A panic in user code...").
 func (m *model) raisePanic(id int) outcome { return m.raiseAs("InternalError", PanicValue(id), true) }
@@ -1101,6 +1163,8 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 	switch n.Kind {
 	case KParallel:
 		return m.parallel(th, n)
+	case KSettle:
+		return m.settle(th, n)
 	case KLoop, KRepeat, KForEach:
 		return m.loop(th, n)
 	case KRetry:
@@ -1147,19 +1211,24 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		o = m.raise("InternalError", breakName(n.Label)+" called on the AsyncSteps of a step that waits for its sub-steps")
 	case subs && n.End == ESuccess:
 		o = m.raise("InternalError", "Success called after Add") // docs/DESIGN.md#completing-after-add
-	case subs && n.End == EError:
-		o = m.raise("InternalError", "Error called after Add")
+	case subs && (n.End == EError || n.End == EFail):
+		o = m.raise("InternalError", "Error called after Add") // no Cause: Fail's error is not raised
 	case n.End == EError:
 		o = m.raise(n.Code, n.Info)
+	case n.End == EFail:
+		o = m.raiseFail(n.Code, n.Info, n.ID)
 	case n.End == EBreak:
 		o = m.raise("LoopBreak", n.Label) // docs/DESIGN.md#break-and-continue
 	case n.End == EContinue:
 		o = m.raise("LoopCont", n.Label)
 	default:
-		if n.End == EExternal || n.End == EExternalErr {
+		if n.End == EExternal || n.End == EExternalErr || n.End == EExternalFail {
 			t := &timer{kind: tExternal, act: a, out: ok(intsToArgs(n.Args))}
-			if n.End == EExternalErr {
+			if n.End != EExternal {
 				t.out = fail(n.Code, n.Info)
+			}
+			if n.End == EExternalFail {
+				t.out.cause = n.ID
 			}
 			m.arm(int64(n.At), t)
 		}
@@ -1355,7 +1424,7 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 	if m.panic && o.code == "InternalError" {
 		info = PanicInfo(info)
 	}
-	m.event(HandlerEvent(h.ID, o.code, info))
+	m.event(HandlerEvent(h.ID, o.code, info) + CauseSuffix(o.cause))
 	if h.ID == m.cancelFrom {
 		m.rootCancel()
 	}
@@ -1376,7 +1445,10 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 		case EExternal:
 			m.arm(int64(h.At), &timer{kind: tExternal, act: a, out: ok(intsToArgs(h.Args))})
 		case EExternalErr:
-			m.arm(int64(h.At), &timer{kind: tExternal, act: a, out: fail(h.Code, h.Info)})
+			// Raised by the handler: the Cause of the error it handles.
+			out := fail(h.Code, h.Info)
+			out.cause = o.cause
+			m.arm(int64(h.At), &timer{kind: tExternal, act: a, out: out})
 		}
 		w := m.wait(th, a)
 		if w.is(cancelK) && w.target == a {
@@ -1387,7 +1459,9 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 	case HRecover:
 		return ok(intsToArgs(h.Args))
 	case HRethrow:
-		return m.raise(h.Code, h.Info)
+		return m.raiseFail(h.Code, h.Info, o.cause) // the Cause of the error it handles
+	case HFail:
+		return m.raiseFail(h.Code, h.Info, h.ID)
 	case HAdd:
 		// A failure goes on outward: never this handler again. Its own
 		// timeout and cancel handler act as a step's.
@@ -1411,11 +1485,22 @@ func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
 
 // parallel starts the branches as threads and waits for them (docs/DESIGN.md#parallel-branches).
 func (m *model) parallel(th *thread, n *Node) outcome {
+	o := m.branches(th, n.Subs, nil)
+	if o.is(errK) && n.Handler != nil {
+		return m.handle(th, n.Handler, o)
+	}
+	return o
+}
+
+// branches runs a Parallel: a thread per branch, which runs the branch's
+// node, or its body if bodies are given; the first that fails cancels
+// the others.
+func (m *model) branches(th *thread, subs []*Node, bodies []func(*thread) outcome) outcome {
 	var o outcome
-	if len(n.Subs) == 0 {
+	if len(subs) == 0 {
 		o = ok(nil)
 	} else {
-		s := th.ask(request{kind: reqParallel, branches: n.Subs})
+		s := th.ask(request{kind: reqParallel, branches: subs, bodies: bodies})
 		switch s.kind {
 		case sigBranches:
 			o = ok(nil)
@@ -1433,10 +1518,62 @@ func (m *model) parallel(th *thread, n *Node) outcome {
 			panic("flowfuzz: parallel resumed with " + fmt.Sprint(s.kind))
 		}
 	}
-	if o.is(errK) && n.Handler != nil {
-		return m.handle(th, n.Handler, o)
-	}
 	return o
+}
+
+// settle runs a Settle (docs/DESIGN.md#parallel-branches): the step it
+// adds, whose callback adds a Parallel and then's step.
+func (m *model) settle(th *thread, n *Node) outcome {
+	outcomes := make([]string, len(n.Subs))
+	bodies := make([]func(*thread) outcome, len(n.Subs))
+	for i, b := range n.Subs {
+		bodies[i] = func(bt *thread) outcome { return m.settleBranch(bt, b, &outcomes[i]) }
+	}
+	if c := th.turn(); c != nil { // the Parallel
+		return *c
+	}
+	if o := m.branches(th, n.Subs, bodies); !o.is(okK) {
+		return o
+	}
+	if c := th.turn(); c != nil { // then's step
+		return *c
+	}
+	m.event(SettleEvent(n.ID, outcomes))
+	if c := th.turn(); c != nil { // the added step completes
+		return *c
+	}
+	return ok(nil)
+}
+
+// settleBranch runs the branch b of a Settle: a step whose callback adds
+// the step that adds b, guarded by Settle's handler, which recovers from
+// an error but Break and Continue with the error as the outcome, and the
+// step that stores the outcome in *out.
+func (m *model) settleBranch(th *thread, b *Node, out *string) outcome {
+	for range 2 { // the branch's step, the guarded one
+		if c := th.turn(); c != nil {
+			return *c
+		}
+	}
+	m.added([]*Node{b})
+	switch o := m.level(th, []*Node{b}); {
+	case o.is(okK):
+		v := 0
+		if len(o.args) > 0 {
+			v = o.args[0].(int)
+		}
+		*out = SettledOk(v)
+	case o.is(errK) && !o.loopCode():
+		*out = SettledErr(ErrEnd(o.code, o.info, o.panic, o.cause))
+	default:
+		return o
+	}
+	for range 3 { // the step that stores, the ends of the two levels
+		if c := th.turn(); c != nil {
+			return *c
+		}
+	}
+	return ok(nil)
 }
 
 // loop runs iterations; each is a step whose callback traces and adds the

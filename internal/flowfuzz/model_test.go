@@ -360,6 +360,66 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want:       "FS s1() SE:Timeout:@10 h3:Timeout:@10 FE:ok@10 -> ok()",
 		awaitHooks: "ae2:Timeout:context deadline exceeded as2",
+	}, {
+		// docs/DESIGN.md#error-info-and-last-exception: Fail raises the
+		// code and info ErrorFrom maps the Go error to, with the error as
+		// Cause; a handler's Error keeps that Cause (#error-handlers).
+		name: "fail",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, End: EFail, Fail: FailWrapped, Code: "E1", Info: FailInfo(FailWrapped, 1),
+				Handler: &Handler{ID: 2, Action: HRethrow, Code: "E2"}},
+		}},
+		want: "s1() h2:E1:w1: f1<-f1 -> err:E2:<-f1",
+	}, {
+		// A handler's Fail raises its own Go error.
+		name: "handler fails",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, End: EError, Code: "E0",
+				Handler: &Handler{ID: 2, Action: HFail, Fail: FailDeadline, Code: "Timeout", Info: FailInfo(FailDeadline, 2)}},
+		}},
+		want: "s1() h2:E0: -> err:Timeout:f2<-f2",
+	}, {
+		// docs/DESIGN.md#parallel-branches: Settle's branches run to
+		// their ends, an error is its branch's outcome; then sees the
+		// outcomes in order.
+		name: "settle",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KSettle, Subs: []*Node{
+				{ID: 2, Kind: KStep, Subs: []*Node{{ID: 3, Kind: KStep}}},
+				{ID: 4, Kind: KStep, End: EError, Code: "E1", Info: "x"},
+				{ID: 5, Kind: KStep, Subs: []*Node{{ID: 6, Kind: KStep, End: ESuccess, Args: []int{60}}}},
+			}},
+			{ID: 7, Kind: KStep},
+		}},
+		want: "s2() s4() s5() s3() s6() S1[ok=0|err:E1:x|ok=60] s7() -> ok()",
+	}, {
+		// The steps of Settle and of each branch take their turns: then
+		// runs after the steps that store the outcomes, as a sibling
+		// branch of a Parallel around it goes on.
+		name: "settle turns",
+		p: &Program{Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KStep, Subs: []*Node{{ID: 3, Kind: KStep}, {ID: 4, Kind: KStep}}},
+			{ID: 5, Kind: KStep, Subs: []*Node{{ID: 6, Kind: KSettle, Subs: []*Node{
+				{ID: 7, Kind: KStep},
+				{ID: 8, Kind: KStep, End: EFail, Fail: FailPlain, Code: "InternalError", Info: FailInfo(FailPlain, 8)},
+			}}}},
+			{ID: 9, Kind: KStep, Subs: []*Node{{ID: 10, Kind: KStep}, {ID: 11, Kind: KStep}, {ID: 12, Kind: KStep},
+				{ID: 13, Kind: KStep}, {ID: 14, Kind: KStep}, {ID: 15, Kind: KStep}, {ID: 16, Kind: KStep}}},
+		}}}},
+		want: "s2() s5() s9() s3() s10() s4() s11() s12() s13() s7() s8() s14() s15() s16() S6[ok=0|err:InternalError:f8<-f8] -> ok()",
+	}, {
+		// A Break for a loop around Settle leaves it: the other branches
+		// are cancelled, then does not run.
+		name: "settle break",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KRepeat, Label: "A", Count: 2, Subs: []*Node{
+				{ID: 2, Kind: KSettle, Subs: []*Node{
+					{ID: 3, Kind: KStep, Cancel: true, End: EExternal, At: 10},
+					{ID: 4, Kind: KStep, End: EBreak, Label: "A"},
+				}},
+			}},
+		}},
+		want: "L1#0 s3() s4() c3 -> ok()",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {

@@ -12,6 +12,7 @@ package flowfuzz
 // one unit, each kind of node next to the bytes that make it.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -46,6 +47,11 @@ const (
 	// by itself. Decode makes it from a KStep that waits, in the programs
 	// Program.Awaits allows.
 	KAwait Kind = numKinds + 2
+	// KSettle is Settle(then, branches...) with a branch per sub-node,
+	// each adding its node from the branch's step: then traces
+	// SettleEvent with the outcomes. It takes no error handler, and its
+	// branches may be of any kind. Decode makes it from a KParallel byte.
+	KSettle Kind = numKinds + 3
 )
 
 // AwaitKind is which Await a KAwait node is.
@@ -159,7 +165,90 @@ const (
 	// Decode makes it from an EContinue byte, for a sub-step of a plain
 	// step only.
 	EParentBreak End = numEnds + 4
+	// EFail is Fail(FailErr(Fail, ID, Code)) after the Add calls: Code
+	// and Info are what ErrorFrom maps that Go error to (see FailCode,
+	// FailInfo), and the error raised keeps it as its Cause. Decode makes
+	// it from an EError byte.
+	EFail End = numEnds + 5
+	// EExternalFail is WaitExternal, then Fail as for EFail from the tool
+	// At ms later. Decode makes it from an EError byte.
+	EExternalFail End = numEnds + 6
 )
+
+// FailKind is which Go error an EFail, EExternalFail or HFail raises
+// through Fail, for the node or handler id: its text is FailInfo.
+type FailKind uint8
+
+const (
+	FailCoded    FailKind = iota // a FutoInCoder of the node's Code
+	FailPlain                    // an error of no known kind: InternalError
+	FailWrapped                  // fmt.Errorf("w<id>: %w") of a FailCoded
+	FailDeadline                 // an error that wraps context.DeadlineExceeded: Timeout
+)
+
+// FailCode is the code ErrorFrom maps the Go error of kind k to, code
+// being the one a FailCoded or FailWrapped error gives.
+func FailCode(k FailKind, code string) string {
+	switch k {
+	case FailPlain:
+		return "InternalError"
+	case FailDeadline:
+		return "Timeout"
+	}
+	return code
+}
+
+// FailInfo is the info ErrorFrom maps the Go error of kind k for id to:
+// its text.
+func FailInfo(k FailKind, id int) string {
+	if k == FailWrapped {
+		return fmt.Sprintf("w%d: f%d", id, id)
+	}
+	return fmt.Sprintf("f%d", id)
+}
+
+// CodedError is the Go error of a FailCoded (and the one a FailWrapped
+// wraps): a FutoInCoder.
+type CodedError struct {
+	ID   int
+	Code string
+}
+
+func (e *CodedError) Error() string { return FailInfo(FailCoded, e.ID) }
+
+// FutoInCode gives the code of the error.
+func (e *CodedError) FutoInCode() string { return e.Code }
+
+// PlainError is the Go error of a FailPlain, and, with Deadline, of a
+// FailDeadline, which wraps context.DeadlineExceeded.
+type PlainError struct {
+	ID       int
+	Deadline bool
+}
+
+func (e *PlainError) Error() string { return FailInfo(FailPlain, e.ID) }
+
+// Unwrap returns context.DeadlineExceeded for a FailDeadline, else nil.
+func (e *PlainError) Unwrap() error {
+	if e.Deadline {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// FailErr makes the Go error of kind k for the node or handler id; code
+// is the code of a FailCoded or FailWrapped.
+func FailErr(k FailKind, id int, code string) error {
+	switch k {
+	case FailPlain:
+		return &PlainError{ID: id}
+	case FailDeadline:
+		return &PlainError{ID: id, Deadline: true}
+	case FailWrapped:
+		return fmt.Errorf("w%d: %w", id, &CodedError{ID: id, Code: code})
+	}
+	return &CodedError{ID: id, Code: code}
+}
 
 // EvilInfo is the info of the InternalError of EPanicEvil.
 const EvilInfo = "a flowfuzz.Evil that panics when printed"
@@ -181,6 +270,9 @@ const (
 	HPanic                 // panic(PanicValue(ID)): an InternalError replaces the error
 	HWait                  // wait (SetTimeout(Timeout) or WaitExternal), completed by Done at At ms
 	HGoexit                // runtime.Goexit: an InternalError replaces the error
+	// HFail is Fail with the Go error of its Fail kind, as EFail: the
+	// error it raises has that error as its Cause, not the handled one's.
+	HFail
 )
 
 // Node is one operation of a flow program.
@@ -204,7 +296,7 @@ type Node struct {
 	Seq         bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
-	Code  string // EError, EExternalErr
+	Code  string // EError, EExternalErr, EFail, EExternalFail
 	Info  string
 	Label string // EBreak, EContinue; KLoop, KRepeat
 	Count int    // KRepeat: iterations; KLoop: the iteration that breaks
@@ -226,6 +318,8 @@ type Node struct {
 	// (Closed), nil (NilChan), or given its value or closed as the step
 	// is added (Ready) rather than At ms later.
 	Closed, NilChan, Ready bool
+
+	Fail FailKind // EFail, EExternalFail: Code and Info are FailCode and FailInfo of it
 }
 
 // Handler is an error handler.
@@ -233,8 +327,8 @@ type Handler struct {
 	ID     int
 	Action Action
 	Args   []int   // HRecover
-	Code   string  // HRethrow
-	Info   string  // HRethrow
+	Code   string  // HRethrow, HFail
+	Info   string  // HRethrow, HFail
 	Steps  []*Node // HAdd
 
 	// HWait: SetTimeout(Timeout ms) if > 0, else WaitExternal; then, At
@@ -247,6 +341,8 @@ type Handler struct {
 	// HAdd: SetCancel (tracing HandlerCancelEvent(ID)) before the Add
 	// calls; and SetTimeout(Timeout ms), when Timeout > 0, before that.
 	Cancel bool
+
+	Fail FailKind // HFail: Code and Info are FailCode and FailInfo of it
 }
 
 // ThrottleGate is the Mutex index of a KSync on the program's Throttle.
@@ -504,10 +600,17 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		inner := sc.deeper()
 		inner.forbidden |= inner.held
 		inner.held = 0
-		for range branches {
-			n.Subs = append(n.Subs, d.node(inner, true))
+		// Settle's branches add their nodes from steps of their own: any
+		// kind. It takes no error handler. Bit 8, like those that make
+		// EFail and HFail, is one no earlier input of the corpus sets.
+		settle := b&8 != 0
+		if settle {
+			n.Kind = KSettle
 		}
-		if b&4 != 0 {
+		for range branches {
+			n.Subs = append(n.Subs, d.node(inner, !settle))
+		}
+		if b&4 != 0 && !settle {
 			n.Handler = d.handler(sc)
 		}
 	case KLoop, KRepeat:
@@ -658,6 +761,8 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 			case b&32 != 0:
 				n.End = EPanicEvil
 			}
+		} else if b&16 != 0 {
+			d.fail(n, codeOf(b))
 		}
 	case EBreak, EContinue:
 		b := d.byte()
@@ -697,6 +802,17 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 	if hasHandler {
 		n.Handler = d.handler(sc)
 	}
+}
+
+// fail makes n an EFail or, as the next byte says, an EExternalFail, of
+// the Go error that byte says, code being that of a FailCoded.
+func (d *decoder) fail(n *Node, code string) {
+	f := d.byte()
+	n.Fail, n.End = FailKind(f&3), EFail
+	if f&4 != 0 {
+		n.End, n.At = EExternalFail, (f>>3)%6*10
+	}
+	n.Code, n.Info = FailCode(n.Fail, code), FailInfo(n.Fail, n.ID)
 }
 
 // await makes n, a step that waits, a KAwait if the next byte says so.
@@ -828,6 +944,11 @@ func (d *decoder) handler(sc scope) *Handler {
 		}
 		return h
 	}
+	if b&128 != 0 {
+		h.Action, h.Fail = HFail, FailKind(d.byte()&3)
+		h.Code, h.Info = FailCode(h.Fail, codeOf(b>>2)), FailInfo(h.Fail, h.ID)
+		return h
+	}
 	switch h.Action {
 	case HRecover:
 		h.Args = d.args(h.ID)
@@ -874,6 +995,8 @@ func (n *Node) write(b *strings.Builder, depth int) {
 		fmt.Fprintf(b, "%sstep %d%s\n", ind, n.ID, n.describe())
 	case KParallel:
 		fmt.Fprintf(b, "%sparallel %d\n", ind, n.ID)
+	case KSettle:
+		fmt.Fprintf(b, "%ssettle %d\n", ind, n.ID)
 	case KLoop:
 		fmt.Fprintf(b, "%sloop %d label=%q breaks at %d\n", ind, n.ID, n.Label, n.Count)
 	case KRepeat:
@@ -951,6 +1074,10 @@ func (n *Node) describe() string {
 		s = append(s, "success on the parent")
 	case EParentBreak:
 		s = append(s, fmt.Sprintf("break(%s) on the parent", n.Label))
+	case EFail:
+		s = append(s, fmt.Sprintf("fail(%s,%q)", n.Code, n.Info))
+	case EExternalFail:
+		s = append(s, fmt.Sprintf("external fail(%s,%q) at +%d", n.Code, n.Info, n.At))
 	}
 	return ": " + strings.Join(s, " ")
 }
@@ -967,6 +1094,8 @@ func (h *Handler) describe() string {
 		return "panic"
 	case HGoexit:
 		return "goexit"
+	case HFail:
+		return fmt.Sprintf("fail(%s,%q)", h.Code, h.Info)
 	case HWait:
 		w := fmt.Sprintf("wait external, timeout=%d", h.Timeout)
 		switch h.Done {
