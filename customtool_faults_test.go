@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
@@ -268,6 +269,52 @@ func TestForeignToolImmediatePanickingAfterTheFlowBeganKeepsTheStart(t *testing.
 	}
 	tool.run()
 	wantTrace(t, &tr, "s1,s2,unhandled Boom")
+	if r.Running() {
+		t.Error("Running after the flow ended")
+	}
+}
+
+// A start made while an earlier start's Immediate is still on the stack
+// (here from the unhandled-error function of the execution that
+// Immediate ran inline) is its caller's: when that Immediate then
+// panics, only the earlier start is in question, and it stands, the flow
+// having begun. The later start is not undone: its Promise gets the
+// Result of its execution.
+func TestForeignToolPanickingImmediateLeavesALaterStartAlone(t *testing.T) {
+	var tr tracer
+	tool := &faultyStartTool{manualTool: &manualTool{}, fault: "ran"}
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("step")
+		as.Error("Boom")
+	})
+	var again <-chan asyncsteps.Result
+	p := startPanic(func() {
+		r.ExecuteWith(func(e *asyncsteps.Error) {
+			tr.add("unhandled " + e.Code)
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("again")
+				as.Success("ok")
+			})
+			again = r.Promise() // queued on the manualTool: the fault is used up
+		})
+	})
+	if p != "tool stopped" {
+		t.Fatalf("ExecuteWith panicked with %v, want the tool's panic", p)
+	}
+	wantTrace(t, &tr, "step,unhandled Boom")
+	if again == nil {
+		t.Fatal("the unhandled-error function did not run inside Immediate")
+	}
+	if !r.Running() {
+		t.Error("not Running: the second start was undone by the first one's panic")
+	}
+	tool.run()
+	res := result(t, again)
+	if res.Err != nil || !reflect.DeepEqual(res.Args, []any{"ok"}) {
+		t.Errorf("second start's Result = %v, %v; want [ok], nil", res.Args, res.Err)
+	}
+	wantTrace(t, &tr, "step,unhandled Boom,again")
 	if r.Running() {
 		t.Error("Running after the flow ended")
 	}

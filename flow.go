@@ -28,9 +28,9 @@ type flow struct {
 	// looked at before each step, so that a cancel takes effect at once.
 	stop  atomic.Pointer[error]
 	sched scheduler // the Root's tool
-	// phase holds flowRunning, flowAbandoned, flowArmed and the flow's
-	// place among its Loop's awaited flows, in one word so that the Root
-	// stays within 192 bytes; set from any goroutine.
+	// phase holds flowRunning, flowAbandoned and the flow's place among
+	// its Loop's awaited flows, in one word so that the Root stays within
+	// 192 bytes; set from any goroutine.
 	phase atomic.Uint32
 	done  bool // no execution runs on the loop: not begun, or ended; on the loop
 	// inCall is set while a callback of the flow runs, reent when a task
@@ -63,7 +63,6 @@ type flow struct {
 const (
 	flowRunning   uint32 = 1 << iota // from Execute to the end
 	flowAbandoned                    // its closed loop ended the flow before it began
-	flowArmed                        // started on a foreign tool, not begun yet (see foreignTool.startFlow)
 )
 
 // The bits of flow.phase above awaitShift hold the flow's index in its
@@ -73,7 +72,7 @@ const (
 // end takes the flow out before it clears running, and claimStart clears
 // them all.
 const (
-	awaitShift = 3
+	awaitShift = 2
 	maxAwaited = 1<<(32-awaitShift) - 2 // the largest index that fits
 )
 
@@ -104,37 +103,11 @@ func (fl *flow) claimStart() bool {
 	}
 }
 
-// claimArmed takes the armed start of the flow (flowArmed): only the
-// first caller gets true, and begins the execution or withdraws it.
-func (fl *flow) claimArmed() bool {
-	for {
-		old := fl.phase.Load()
-		if old&flowArmed == 0 {
-			return false
-		}
-		if fl.phase.CompareAndSwap(old, old&^flowArmed) {
-			return true
-		}
-	}
-}
-
-// beginForeign is the first task of a flow on a foreign tool: it begins
-// the execution that startFlow armed, unless its start was withdrawn.
-func (fl *flow) beginForeign() {
-	if fl.claimArmed() {
-		fl.run()
-	}
-}
-
 // withdrawStart undoes a start that the flow's foreign tool did not take
-// (its Immediate panicked, or called runtime.Goexit), unless the flow has
-// begun meanwhile, on the tool's goroutine or inside Immediate: then the
-// start stands. Withdrawn, the flow is not running, keeps its steps, and
-// the task the tool may have queued finds nothing to begin.
+// (its Immediate panicked, or called runtime.Goexit) and whose task has
+// not begun the flow (see foreignTool.startFlow): the flow is not
+// running, and keeps its steps.
 func (fl *flow) withdrawStart() {
-	if !fl.claimArmed() {
-		return
-	}
 	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps/internal/printsafe"
@@ -122,19 +123,40 @@ func (t foreignTool) tool() Tool          { return t.Tool }
 // Immediate reaches the caller of Execute (or Run, Promise, ...), which
 // takes it that the flow did not start: a task the tool queued before it
 // panicked must not begin the flow later, while one that began it already
-// cannot be undone. The flow is armed for one begin, which the task and
-// the withdrawal of the start claim in turn (see flow.withdrawStart).
-// A deferred check, not a recover, so that the panic goes on unchanged.
+// cannot be undone. So the task and the withdrawal of the start claim
+// this start in turn (see foreignStart). A deferred check, not a recover,
+// so that the panic goes on unchanged.
 func (t foreignTool) startFlow(fl *flow) {
-	fl.phase.Or(flowArmed) // after the writes of the start, which the task reads
-	taken := false
+	s := &foreignStart{fl: fl}
+	handed := false
 	defer func() {
-		if !taken {
+		if !handed && s.claim() {
 			fl.withdrawStart()
 		}
 	}()
-	t.Immediate(fl.beginForeign)
-	taken = true
+	t.Immediate(s.begin)
+	handed = true
+}
+
+// foreignStart is one start of a flow on a foreign tool, which its task
+// and its withdrawal claim: the first of them begins the flow or undoes
+// the start. It is the start's own, not a bit of the flow, because a
+// start made while Immediate is still on the stack (from a callback that
+// Immediate ran at once, or from another goroutine once the flow has
+// ended) is not the one whose Immediate may still panic.
+type foreignStart struct {
+	fl    *flow
+	taken atomic.Bool
+}
+
+func (s *foreignStart) claim() bool { return s.taken.CompareAndSwap(false, true) }
+
+// begin is the start's task: it begins the flow unless the start was
+// withdrawn.
+func (s *foreignStart) begin() {
+	if s.claim() {
+		s.fl.run()
+	}
 }
 
 func (foreignTool) lifetime() context.Context { return nil }
