@@ -77,9 +77,9 @@ func ErrorFrom(err error) (mapped *Error) {
 
 // Fail raises the Go error err in the step of as: the code and info that
 // [ErrorFrom] maps err to, with err kept as the raised error's Cause, so
-// that errors.Is and errors.As find it in the flow's error and in
-// State().LastException, as they do for an error an [AsyncSteps.Await]
-// function returns. It acts as as.Error(code, info) does in every other
+// that errors.Is and errors.As find it in the flow's error; as for an
+// error an [AsyncSteps.Await] function returns, State().LastException is
+// err itself. It acts as as.Error(code, info) does in every other
 // way: inside the step's callback it does not return, and from another
 // goroutine it completes a step that waits. A nil err raises an
 // InternalError saying so.

@@ -130,3 +130,68 @@ func TestFailFromAnotherGoroutineWithoutWait(t *testing.T) {
 		"Fail(InternalError) called from another goroutine on a step that does not wait:"+
 			" call WaitExternal, SetTimeout or SetCancel first")
 }
+
+// State().LastException is the Go error itself, not an *Error wrapping
+// it, wherever Fail raises it, as it is for an Await function's error
+// (the first case of each pair): in the callback, from outside it, behind
+// a decorator, in an error handler, and for an *Error of a Break, which
+// the loop catches.
+func TestFailLastExceptionIsTheGoErrorAsAwaits(t *testing.T) {
+	wrapped := fmt.Errorf("reserve SKU-1: %w", errNoStock)
+	brk := &asyncsteps.Error{Code: asyncsteps.LoopBreak}
+	awaiting := func(err error) asyncsteps.StepFunc {
+		return func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Await(func(context.Context) (any, error) { return nil, err })
+		}
+	}
+	cases := []struct {
+		name string
+		step asyncsteps.StepFunc
+		want error
+	}{
+		{"Await", awaiting(wrapped), wrapped},
+		{"Fail in the callback", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, wrapped) }, wrapped},
+		{"Fail from outside the callback", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.Tool().Deferred(time.Millisecond, func() { asyncsteps.Fail(as, wrapped) })
+		}, wrapped},
+		{"Fail behind a decorator", func(as asyncsteps.AsyncSteps, _ ...any) {
+			asyncsteps.Fail(decoratedSteps{as}, wrapped)
+		}, wrapped},
+		{"Fail in an error handler", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(asyncsteps.NotImplemented) },
+				func(as asyncsteps.AsyncSteps, _ string) { asyncsteps.Fail(as, wrapped) })
+		}, wrapped},
+		{"Await of a Break", awaiting(brk), brk},
+		{"Fail of a Break", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, brk) }, brk},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := newFlow()
+			var seen []string
+			r.Loop(func(as asyncsteps.AsyncSteps) {
+				as.Add(tc.step, func(as asyncsteps.AsyncSteps, code string) {
+					exc := as.State().LastException
+					seen = append(seen, code)
+					if exc != tc.want {
+						t.Errorf("LastException = %#v, want the Go error %#v", exc, tc.want)
+					}
+				})
+			})
+			_, err := r.Run(context.Background()) // drives the tool, and waits for Await
+			if tc.want == brk {
+				if err != nil || fmt.Sprint(seen) != "[LoopBreak]" {
+					t.Errorf("Err = %v, handler saw %v; want nil, [LoopBreak]", err, seen)
+				}
+				return
+			}
+			wantError(t, err, asyncsteps.InternalError, "reserve SKU-1: no stock")
+			if e := asError(t, err); e != nil && e.Cause != wrapped {
+				t.Errorf("Cause = %#v, want %#v", e.Cause, wrapped)
+			}
+			if fmt.Sprint(seen) != "[InternalError]" {
+				t.Errorf("handler saw %v, want [InternalError]", seen)
+			}
+		})
+	}
+}

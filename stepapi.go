@@ -227,14 +227,21 @@ func (h *stepAPI) raise(code, info string, call errorCall) (abort bool) {
 	}
 	if h.inCallback(st) {
 		f := h.f
-		err := h.signalError(code, info)
+		var err *Error
+		if call.cause == nil { // Fail's error is its own: a Break's shared one has no cause
+			err = h.signalError(code, info)
+		}
 		if err == nil {
 			err = &Error{Code: code, Info: info, Cause: call.cause}
 			if err.Cause == nil {
 				err.Cause = f.handledCause(code)
 			}
 		}
-		h.fl.noteError(err, err)
+		var exception error = err
+		if call.cause != nil {
+			exception = call.cause // Fail's Go error, as from outside the callback and for Await
+		}
+		h.fl.noteError(err, exception)
 		if f.err == nil || f.handling {
 			f.err, f.handling = err, false
 		}
