@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/asyncsteps/asyncsteps/internal/printsafe"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // FutoInCoder is implemented by Go errors that know which FutoIn error code
@@ -86,7 +87,8 @@ func ErrorFrom(err error) (mapped *Error) {
 //
 // as may be a decorator that implements [Unwrapper]: the error is raised
 // on the engine's step it unwraps to, without calling the decorator's
-// Error, as an Await's error is. Through an AsyncSteps that does not
+// Error, as an Await's error is (package cabi's step of a C step, from
+// Wrap, fails its step as its Error does, the Go error kept). Through an AsyncSteps that does not
 // unwrap to the engine's, Fail calls its Error(code, info), and the Go
 // error is not kept.
 func Fail(as AsyncSteps, err error) {
@@ -96,14 +98,41 @@ func Fail(as AsyncSteps, err error) {
 		e := ErrorFrom(err)
 		code, info, cause = e.Code, e.Info, e.Cause
 	}
-	h := stepAPIOf(as)
-	if h == nil || cause == nil {
+	if cause == nil {
+		as.Error(code, info)
+		return
+	}
+	h, failer := failingStep(as)
+	if failer != nil {
+		failer.FailStep(err)
+		return
+	}
+	if h == nil {
 		as.Error(code, info)
 		return
 	}
 	if h.raise(code, info, errorCall{code: code, isError: true, cause: cause}) {
 		panic(abortSignal{})
 	}
+}
+
+// failingStep returns the step API that as is or unwraps to, or the
+// decorator on the way that fails the step itself (package cabi's for a
+// C step), or neither.
+func failingStep(as AsyncSteps) (*stepAPI, toolinfo.StepFailer) {
+	for range maxUnwrap {
+		switch s := as.(type) {
+		case *stepAPI:
+			return s, nil
+		case toolinfo.StepFailer:
+			return nil, s
+		case Unwrapper:
+			as = s.Unwrap()
+		default:
+			return nil, nil
+		}
+	}
+	return nil, nil
 }
 
 // goErrorCode is the code of a Go error that is not an *Error.

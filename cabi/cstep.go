@@ -67,6 +67,19 @@ func (s cStep) Continue(label ...string) {
 	s.n.continueLoop(label)
 }
 
+// FailStep implements asyncsteps.Fail on the step as Error fails it: in
+// the step's C callback, the callback returns first, and the node learns
+// that the step failed; elsewhere, see outside. The engine raises the Go
+// error, kept as the Cause.
+func (s cStep) FailStep(err error) {
+	fail := func() { asyncsteps.Fail(s.AsyncSteps, err) }
+	if !s.n.inCallback() {
+		s.outside(fail)
+		return
+	}
+	s.n.failInCallback(fail)
+}
+
 // outside makes engine's call, made outside the step's C callback, on
 // the engine's step: as for a Go step, it takes sub-steps and waits only
 // from the step's own callback; once that has returned, the call fails a

@@ -214,7 +214,8 @@
 // Go may drive a C step through [Wrap] of its pointer as C does through
 // the table: Success, Error, Break and Continue there are success,
 // handle_error, breakLoop and continueLoop through the pointer, with the
-// same release of the pointer and its stack memory; in the step's C
+// same release of the pointer and its stack memory, and [asyncsteps.Fail]
+// fails it as Error does, the Go error kept as the Cause; in the step's C
 // callback, Add, Parallel, Loop, Repeat, ForEach, Sync, Await, CopyFrom
 // and SuccessStep add sub-steps as add does, and SetCancel, WaitExternal
 // and SetTimeout make the step wait as setCancel, waitExternal and

@@ -486,6 +486,18 @@ func (n *node) handleError(code, info string, g func(*node)) {
 	n.post(apply, func() { n.failureDropped(apply) })
 }
 
+// failInCallback fails n's step in its C callback by fail, the engine's
+// raise of a Go error, as handleError does with the engine's Error.
+func (n *node) failInCallback(fail func()) {
+	defer goGuard(n)
+	if n.completed && n.ownCallbackRuns() {
+		return // as handleError: the first completion of the callback stands
+	}
+	n.completed = true
+	n.overrule(false)
+	fail()
+}
+
 // deliverError fails n's step with code and info, an error from outside
 // whose claim of the engine's step is c (see pin), as handleError's task
 // does with the engine's Error: unless the step ended since the claim (a

@@ -36,6 +36,11 @@ func TestCStepCompletedThroughWrapIsReleased(t *testing.T) {
 			loop.Immediate(func() { as.Error("Gone", "by Go") })
 		}, "Gone: by Go", 1},
 		{"Error from a goroutine", func(as asyncsteps.AsyncSteps, _ *asyncsteps.Loop) { go as.Error("Gone", "by Go") }, "Gone: by Go", 1},
+		{"Fail in its callback", func(as asyncsteps.AsyncSteps, _ *asyncsteps.Loop) { asyncsteps.Fail(as, errGone) }, "InternalError: gone by Go", 1},
+		{"Fail later on the loop", func(as asyncsteps.AsyncSteps, loop *asyncsteps.Loop) {
+			loop.Immediate(func() { asyncsteps.Fail(as, errGone) })
+		}, "InternalError: gone by Go", 1},
+		{"Fail from a goroutine", func(as asyncsteps.AsyncSteps, _ *asyncsteps.Loop) { go asyncsteps.Fail(as, errGone) }, "InternalError: gone by Go", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

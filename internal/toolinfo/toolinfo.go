@@ -101,6 +101,14 @@ var ValidOffLoop func(as any) (valid, known bool)
 // has stopped.
 var StepLive func(as any) (live, known bool)
 
+// StepFailer is a decorator of a step that fails its step itself when
+// asyncsteps.Fail is given it, or a decorator that unwraps to it: package
+// cabi's for a C step, whose C callback must return before the engine
+// aborts it (a Go panic must not unwind C frames), and whose node must
+// learn that the step failed. FailStep raises err as Fail does, on the
+// engine's step it unwraps to.
+type StepFailer interface{ FailStep(err error) }
+
 // ErrorCallInfo returns the info of the InternalError that a call of
 // Error with code and info stands for when it is a misuse (an empty code,
 // more than one info): package cabi's decorators of steps fail as the
