@@ -91,7 +91,8 @@ type Hooks struct {
 	// for both of a Limiter's limits, a slot and then an entry in the next
 	// period, is reported twice, once per wait. A flow let in at once, or
 	// that leaves the queue without entering (cancelled, timed out, also
-	// once let in, before it went on), is not reported.
+	// once let in, before it went on), is not reported. The flow goes on
+	// as it would without the hook.
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
@@ -462,11 +463,21 @@ type waitingStep struct {
 // hook, and a decorator's Success, run in a task of their own on the
 // flow's loop instead, so that one that panics or calls runtime.Goexit
 // cannot cut that work short. No method of a decorator runs here.
-func (w *waitingStep) Success(args ...any) {
+func (w *waitingStep) Success(args ...any) { w.letIn(args, false) }
+
+// letIn is Success from a gate that knows whether it runs on the flow's
+// Loop (onLoop, see resume): the task then goes to the loop's own queue,
+// as the step's completion would without the wrapper, rather than through
+// the inbox, which the loop drains only after the timers of its pass.
+func (w *waitingStep) letIn(args []any, onLoop bool) {
 	if w.report != nil {
 		w.waited = w.h.Tool().Now().Sub(w.since)
 	}
 	w.args = args
+	if onLoop {
+		w.h.fl.sched.post(w)
+		return
+	}
 	w.h.fl.sched.inject(w)
 }
 
@@ -485,6 +496,14 @@ func (w *waitingStep) run() { completeOrFail(w.h, w.resume) }
 func (w *waitingStep) resume() {
 	if w.report != nil && w.h.st.Load()&(stClaim|stDone) == 0 {
 		w.report(w.obj, w.waited)
+	}
+	if w.AsyncSteps == AsyncSteps(w.h) {
+		// The step itself, on its loop: its completion goes on in this
+		// pass, not through the inbox once more, where a timeout falling
+		// due meanwhile (a busy loop's) would overtake it. A flow that a
+		// hook observes must go on as it would without the hook.
+		w.h.succeedOutside(w.args, true)
+		return
 	}
 	w.AsyncSteps.Success(w.args...)
 }

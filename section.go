@@ -329,9 +329,19 @@ func flowOf(as AsyncSteps) *flow {
 // that loop's goroutine, so the inbox's lock, which contends with every
 // goroutine posting to the loop, is not needed.
 func resume(as AsyncSteps, on *flow) {
-	if h, ok := as.(*stepAPI); ok && on != nil && onOneLoop(h.fl, on) {
-		h.succeedOutside(nil, true)
-		return
+	if on != nil {
+		switch w := as.(type) {
+		case *stepAPI:
+			if onOneLoop(w.fl, on) {
+				w.succeedOutside(nil, true)
+				return
+			}
+		case *waitingStep: // a SyncWait hook's, or a decorator's
+			if onOneLoop(w.h.fl, on) {
+				w.letIn(nil, true)
+				return
+			}
+		}
 	}
 	as.Success()
 }
