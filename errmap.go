@@ -77,20 +77,22 @@ func ErrorFrom(err error) (mapped *Error) {
 }
 
 // Fail raises the Go error err in the step of as: the code and info that
-// [ErrorFrom] maps err to, with err kept as the raised error's Cause, so
-// that errors.Is and errors.As find it in the flow's error; as for an
-// error an [AsyncSteps.Await] function returns, State().LastException is
-// err itself. It acts as as.Error(code, info) does in every other
-// way: inside the step's callback it does not return, and from another
-// goroutine it completes a step that waits. A nil err raises an
-// InternalError saying so.
+// [ErrorFrom] maps err to, with err kept as the raised error's Cause and
+// as State().LastException, as for an error an [AsyncSteps.Await]
+// function returns, so that errors.Is and errors.As find it in both. It
+// acts as as.Error(code, info) does in every other way: inside the step's
+// callback it does not return, and from another goroutine it completes a
+// step that waits. A nil err raises an InternalError saying so.
 //
 // as may be a decorator that implements [Unwrapper]: the error is raised
 // on the engine's step it unwraps to, without calling the decorator's
 // Error, as an Await's error is (package cabi's step of a C step, from
-// Wrap, fails its step as its Error does, the Go error kept). Through an AsyncSteps that does not
-// unwrap to the engine's, Fail calls its Error(code, info), and the Go
-// error is not kept.
+// Wrap, fails its step as its Error does, the Go error kept). On a [Root]
+// or the value [AsyncSteps.Parallel] returns (also behind a decorator),
+// Fail is the misuse Error is there, named Fail ("Fail(InternalError)
+// called on a Root: it is valid only inside a step"). Through an
+// AsyncSteps that does not unwrap to this package's, Fail calls its
+// Error(code, info), and the Go error is not kept.
 func Fail(as AsyncSteps, err error) {
 	code, info := InternalError, "Fail: the error is nil"
 	var cause error
@@ -98,20 +100,20 @@ func Fail(as AsyncSteps, err error) {
 		e := ErrorFrom(err)
 		code, info, cause = e.Code, e.Info, e.Cause
 	}
-	if cause == nil {
-		as.Error(code, info)
-		return
-	}
 	h, failer := failingStep(as)
 	if failer != nil {
+		if cause == nil {
+			as.Error(code, info)
+			return
+		}
 		failer.FailStep(err)
 		return
 	}
 	if h == nil {
-		as.Error(code, info)
+		failWithoutStep(as, code, info)
 		return
 	}
-	if h.raise(code, info, errorCall{code: code, isError: true, cause: cause}) {
+	if h.raise(code, info, errorCall{code: code, isError: true, fail: true, cause: cause}) {
 		panic(abortSignal{})
 	}
 }
@@ -133,6 +135,27 @@ func failingStep(as AsyncSteps) (*stepAPI, toolinfo.StepFailer) {
 		}
 	}
 	return nil, nil
+}
+
+// failWithoutStep is Fail on an AsyncSteps that does not unwrap to a step
+// of the engine's. On a Root or the value Parallel returns, also behind a
+// decorator, it is the misuse their Error reports, named Fail: the caller
+// called Fail, and a decorator's Error, called instead, would name Error.
+// On anything else it is as.Error, the one way to reach the step, which
+// keeps no Go error.
+func failWithoutStep(as AsyncSteps, code, info string) {
+	h, ok := as.(host)
+	if !ok {
+		h = unwrapHost(as)
+	}
+	switch x := h.(type) {
+	case *Root:
+		x.stepOnly("Fail(" + code + ")")
+	case *parallelBuilder:
+		x.refuse("Fail")
+	default:
+		as.Error(code, info)
+	}
 }
 
 // goErrorCode is the code of a Go error that is not an *Error.

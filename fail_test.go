@@ -195,3 +195,66 @@ func TestFailLastExceptionIsTheGoErrorAsAwaits(t *testing.T) {
 		})
 	}
 }
+
+// errorLogger is a decorator that unwraps and records the calls of its
+// Error: Fail must not call it, as it calls no decorator's Error.
+type errorLogger struct {
+	asyncsteps.AsyncSteps
+	errors *[]string
+}
+
+func (d errorLogger) Unwrap() asyncsteps.AsyncSteps { return d.AsyncSteps }
+
+func (d errorLogger) Error(code string, info ...string) {
+	*d.errors = append(*d.errors, code)
+	d.AsyncSteps.Error(code, info...)
+}
+
+// A misuse of Fail is named Fail, as Fail is what the caller called: on
+// a Root, on the value Parallel returns (also behind a decorator that
+// unwraps to them), and for a nil error after Add in the same callback.
+// No decorator's Error is called: the call is not Error's.
+func TestFailMisuseIsNamedFail(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(r *asyncsteps.Root, logged *[]string)
+		info  string
+	}{
+		{"on a Root", func(r *asyncsteps.Root, _ *[]string) { asyncsteps.Fail(r, errNoStock) },
+			"Fail(InternalError) called on a Root: it is valid only inside a step"},
+		{"on a decorator of a Root", func(r *asyncsteps.Root, logged *[]string) {
+			asyncsteps.Fail(errorLogger{r, logged}, errNoStock)
+		}, "Fail(InternalError) called on a Root: it is valid only inside a step"},
+		{"on the value Parallel returns", func(r *asyncsteps.Root, logged *[]string) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				asyncsteps.Fail(errorLogger{as.Parallel(), logged}, errNoStock)
+			})
+		}, "Fail called on the value returned by Parallel"},
+		{"nil error after Add", func(r *asyncsteps.Root, logged *[]string) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(asyncsteps.AsyncSteps, ...any) {})
+				asyncsteps.Fail(errorLogger{as, logged}, nil)
+			})
+		}, "Fail(InternalError) called after Add in the same callback"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, tt := newFlow()
+			var logged []string
+			tc.setup(r, &logged)
+			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, tc.info)
+			if logged != nil {
+				t.Errorf("the decorator's Error was called with %v", logged)
+			}
+		})
+	}
+	t.Run("on a nil Root", func(t *testing.T) {
+		const want = "asyncsteps: Fail(InternalError) called on a nil *Root"
+		defer func() {
+			if got := recover(); got != want {
+				t.Errorf("panic %v, want %q", got, want)
+			}
+		}()
+		asyncsteps.Fail((*asyncsteps.Root)(nil), errNoStock)
+	})
+}

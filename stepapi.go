@@ -182,6 +182,7 @@ type abortSignal struct{}
 type errorCall struct {
 	code    string
 	isError bool
+	fail    bool  // the call is Fail's, not Error's
 	cause   error // Fail's Go error, kept as the raised error's Cause
 }
 
@@ -189,7 +190,7 @@ var notError errorCall
 
 // name is how an info names the call: "Error(code)", or "Fail(code)".
 func (c errorCall) name() string {
-	if c.cause != nil {
+	if c.fail {
 		return "Fail(" + c.code + ")"
 	}
 	return "Error(" + c.code + ")"
