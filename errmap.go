@@ -27,8 +27,11 @@ type FutoInCoder interface {
 
 // ErrorFrom returns the FutoIn error that the Go error err raises when it
 // enters a flow: the error of an [AsyncSteps.Await] function, or the Err of
-// a Result taken by [AwaitResult] or [AwaitFlow]. The first rule that
-// matches err, or an error it wraps, gives the code:
+// a Result taken by [AwaitResult] or [AwaitFlow]. A [*PanicError], a
+// recovered panic, is an InternalError whatever its value, with
+// err.Error() ("panic: " and the value) as info: a panic is a bug, as in
+// any callback, even with an error as its value. Otherwise the first rule
+// that matches err, or an error it wraps, gives the code:
 //
 //   - an [*Error]: its Code and Info (with an empty Code, an
 //     InternalError whose info says so and keeps the Info);
@@ -63,6 +66,11 @@ func ErrorFrom(err error) (mapped *Error) {
 			mapped = &Error{Code: InternalError, Info: info}
 		}
 	}()
+	if p, ok := err.(*PanicError); ok && p != nil {
+		// Not the code of an error it holds: Retry would retry a
+		// CommError, and a LoopBreak would break a loop.
+		return &Error{Code: InternalError, Info: p.Error(), Cause: err}
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		if e == nil { // reads "<nil>": name the mistake instead

@@ -56,6 +56,10 @@ func TestErrorFromMapsGoErrors(t *testing.T) {
 		{"closed connection", net.ErrClosed, asyncsteps.CommError, net.ErrClosed.Error()},
 		{"plain error", errors.New("disk full"), asyncsteps.InternalError, "disk full"},
 		{"context.Canceled", context.Canceled, asyncsteps.InternalError, "context canceled"},
+		{"panic of an *Error", &asyncsteps.PanicError{Value: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset"}},
+			asyncsteps.InternalError, "panic: CommError: reset"},
+		{"panic of a deadline", &asyncsteps.PanicError{Value: context.DeadlineExceeded},
+			asyncsteps.InternalError, "panic: context deadline exceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := asyncsteps.ErrorFrom(tc.err)
