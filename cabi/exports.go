@@ -8,7 +8,6 @@ package cabi
 import "C"
 
 import (
-	"errors"
 	"math"
 	"runtime"
 	"time"
@@ -238,13 +237,17 @@ func (n *node) variable(name string, st *asyncsteps.State, data C.uintptr_t, all
 	return v.ptr
 }
 
-// errorCode is the FutoIn code of a LastException.
+// errorCode is the FutoIn code of a LastException: that of an *Error,
+// or, for a Go error the flow keeps whole (an Await function's, Fail's,
+// a panic's *PanicError), the code the engine raised for it, which
+// ErrorFrom gives. An *Error found down such an error's chain may name
+// another code (a net error's CommError is no *Error; a panic of a
+// CommError raised InternalError).
 func errorCode(err error) string {
-	var e *asyncsteps.Error
-	if errors.As(err, &e) {
+	if e, ok := err.(*asyncsteps.Error); ok && e != nil {
 		return e.Code
 	}
-	return asyncsteps.InternalError
+	return asyncsteps.ErrorFrom(err).Code
 }
 
 //export cabiStack
