@@ -95,12 +95,13 @@ func ErrorFrom(err error) (mapped *Error) {
 // as may be a decorator that implements [Unwrapper]: the error is raised
 // on the engine's step it unwraps to, without calling the decorator's
 // Error, as an Await's error is (package cabi's step of a C step, from
-// Wrap, fails its step as its Error does, the Go error kept). On a [Root]
-// or the value [AsyncSteps.Parallel] returns (also behind a decorator),
-// Fail is the misuse Error is there, named Fail ("Fail(InternalError)
-// called on a Root: it is valid only inside a step"). Through an
-// AsyncSteps that does not unwrap to this package's, Fail calls its
-// Error(code, info), and the Go error is not kept.
+// Wrap, fails its step as its Error does, the Go error kept: in the
+// step's C callback, Fail then returns, and the callback must return at
+// once). On a [Root] or the value [AsyncSteps.Parallel] returns (also
+// behind a decorator), Fail is the misuse Error is there, named Fail
+// ("Fail(InternalError) called on a Root: it is valid only inside a
+// step"). Through an AsyncSteps that does not unwrap to this package's,
+// Fail calls its Error(code, info), and the Go error is not kept.
 func Fail(as AsyncSteps, err error) {
 	code, info := InternalError, "Fail: the error is nil"
 	var cause error

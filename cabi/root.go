@@ -473,8 +473,10 @@ func (fc *flowCtx) adoptExternal(n *node) {
 // whose Unwrap gives the step, and whose calls that change the step's
 // life do what the table's do through the pointer: Success, Error, Break
 // and Continue what success, handle_error, breakLoop and continueLoop do,
-// after which the pointer turns stale (in the step's C callback, Error,
-// Break and Continue return to the caller, which must return at once);
+// and [asyncsteps.Fail] what handle_error does, the Go error kept as the
+// Cause, after which the pointer turns stale (in the step's C callback,
+// Error, Fail, Break and Continue return to the caller, which must return
+// at once);
 // in the step's C callback, the calls that add sub-steps what add does,
 // and SetCancel, WaitExternal and SetTimeout what setCancel,
 // waitExternal and setTimeout do, the pointer then staying valid until
