@@ -115,7 +115,7 @@ func Fail(as AsyncSteps, err error) {
 			as.Error(code, info)
 			return
 		}
-		failer.FailStep(err)
+		failer.FailStep(toolinfo.Failure{Err: err})
 		return
 	}
 	if h == nil {

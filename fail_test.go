@@ -258,3 +258,44 @@ func TestFailMisuseIsNamedFail(t *testing.T) {
 		asyncsteps.Fail((*asyncsteps.Root)(nil), errNoStock)
 	})
 }
+
+// stepFailing is a user's decorator that unwraps and has a FailStep
+// method of its own, with a meaning of its own: Fail must not take it for
+// the hook through which package cabi fails a C step.
+type stepFailing struct {
+	asyncsteps.AsyncSteps
+	failed *[]error
+}
+
+func (s stepFailing) Unwrap() asyncsteps.AsyncSteps { return s.AsyncSteps }
+
+func (s stepFailing) FailStep(err error) { *s.failed = append(*s.failed, err) }
+
+// Fail through a user's decorator with a FailStep(error) method raises
+// the Go error on the engine's step it unwraps to, as through any other
+// decorator that unwraps, and calls none of the decorator's methods.
+func TestFailIgnoresAUsersFailStepMethod(t *testing.T) {
+	wrapped := fmt.Errorf("reserve SKU-1: %w", errNoStock)
+	var called []error
+	var seen []string
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.Fail(stepFailing{as, &called}, wrapped)
+		seen = append(seen, "Fail returned")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		seen = append(seen, "handler "+code)
+		if exc := as.State().LastException; exc != wrapped {
+			t.Errorf("LastException = %#v, want the Go error", exc)
+		}
+	})
+	res := r.Promise()
+	drive(t, tt)
+	err := (<-res).Err
+	wantError(t, err, asyncsteps.InternalError, "reserve SKU-1: no stock")
+	if e := asError(t, err); e != nil && e.Cause != wrapped {
+		t.Errorf("Cause = %#v, want %#v", e.Cause, wrapped)
+	}
+	if fmt.Sprint(seen) != "[handler InternalError]" || called != nil {
+		t.Errorf("trace %v, FailStep called with %v; want [handler InternalError], none", seen, called)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // cStep is what Wrap gives Go for the pointer of a C step: the step's
@@ -28,6 +29,10 @@ type cStep struct {
 
 // Unwrap implements [asyncsteps.Unwrapper]: the engine's step.
 func (s cStep) Unwrap() asyncsteps.AsyncSteps { return s.AsyncSteps }
+
+// Fail finds the step's FailStep only through the interface: a change of
+// its signature must not turn it into a method of no use.
+var _ toolinfo.StepFailer = cStep{}
 
 // Success completes the step as success does: at once in its C callback,
 // else on the loop, which releases the node first. From a sub-step of a
@@ -71,8 +76,8 @@ func (s cStep) Continue(label ...string) {
 // the step's C callback, the callback returns first, and the node learns
 // that the step failed; elsewhere, see outside. The engine raises the Go
 // error, kept as the Cause.
-func (s cStep) FailStep(err error) {
-	fail := func() { asyncsteps.Fail(s.AsyncSteps, err) }
+func (s cStep) FailStep(f toolinfo.Failure) {
+	fail := func() { asyncsteps.Fail(s.AsyncSteps, f.Err) }
 	if !s.n.inCallback() {
 		s.outside(fail)
 		return

@@ -105,9 +105,14 @@ var StepLive func(as any) (live, known bool)
 // asyncsteps.Fail is given it, or a decorator that unwraps to it: package
 // cabi's for a C step, whose C callback must return before the engine
 // aborts it (a Go panic must not unwind C frames), and whose node must
-// learn that the step failed. FailStep raises err as Fail does, on the
-// engine's step it unwraps to.
-type StepFailer interface{ FailStep(err error) }
+// learn that the step failed. FailStep raises f.Err as Fail does, on the
+// engine's step it unwraps to. Its argument is a type of this internal
+// package, so that no type outside the module implements it: a user's
+// decorator with a FailStep method of its own is unwrapped as any other.
+type StepFailer interface{ FailStep(f Failure) }
+
+// Failure is the Go error that asyncsteps.Fail hands a StepFailer.
+type Failure struct{ Err error }
 
 // ErrorCallInfo returns the info of the InternalError that a call of
 // Error with code and info stands for when it is a misuse (an empty code,
