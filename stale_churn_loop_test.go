@@ -70,6 +70,11 @@ func (c *loopChurn) pokeNow(onLoop bool) {
 	}
 }
 
+// outcome is what the flow recorded, and the kinds of its steps.
+func (cf *loopChurnFlow) outcome() (string, [2][]int) {
+	return strings.Join(cf.trace, ",") + " => " + strings.Join(cf.res, " ; "), cf.kinds
+}
+
 // loopChurnFlow is one flow of a churn on a Loop.
 type loopChurnFlow struct {
 	id    int
@@ -343,13 +348,7 @@ func TestStaleCallsInAChurnOfFlowsOnALoopChangeNoFlow(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			want := loopChurnRun(t, seed, 150, false)
 			got := loopChurnRun(t, seed, 150, true)
-			for i := range want {
-				w := strings.Join(want[i].trace, ",") + " => " + strings.Join(want[i].res, " ; ")
-				g := strings.Join(got[i].trace, ",") + " => " + strings.Join(got[i].res, " ; ")
-				if g != w {
-					t.Errorf("flow %d (kinds %v)\n got: %s\nwant: %s", i, want[i].kinds, g, w)
-				}
-			}
+			wantSameChurn(t, want, got)
 		})
 	}
 }

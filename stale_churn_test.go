@@ -26,6 +26,11 @@ const (
 	churnKinds
 )
 
+// outcome is what the flow recorded, and the kinds of its steps.
+func (cf *churnFlow) outcome() (string, [2][]int) {
+	return strings.Join(cf.trace, ",") + " => " + strings.Join(cf.res, " ; "), cf.kinds
+}
+
 // churnFlow is one flow of a churn: its program, drawn from its own seed,
 // and what it recorded.
 type churnFlow struct {
@@ -338,13 +343,19 @@ func TestStaleCallsInAChurnOfFlowsChangeNoFlow(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			want := churn(t, seed, 200, false)
 			got := churn(t, seed, 200, true)
-			for i := range want {
-				w := strings.Join(want[i].trace, ",") + " => " + strings.Join(want[i].res, " ; ")
-				g := strings.Join(got[i].trace, ",") + " => " + strings.Join(got[i].res, " ; ")
-				if g != w {
-					t.Errorf("flow %d (kinds %v)\n got: %s\nwant: %s", i, want[i].kinds, g, w)
-				}
-			}
+			wantSameChurn(t, want, got)
 		})
+	}
+}
+
+// wantSameChurn fails t for each flow whose record differs between a
+// churn without stale calls (want) and the same churn with them (got).
+func wantSameChurn[F interface{ outcome() (string, [2][]int) }](t *testing.T, want, got []F) {
+	t.Helper()
+	for i := range want {
+		w, kinds := want[i].outcome()
+		if g, _ := got[i].outcome(); g != w {
+			t.Errorf("flow %d (kinds %v)\n got: %s\nwant: %s", i, kinds, g, w)
+		}
 	}
 }
