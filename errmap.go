@@ -30,8 +30,10 @@ type FutoInCoder interface {
 // a Result taken by [AwaitResult] or [AwaitFlow]. A [*PanicError], a
 // recovered panic, is an InternalError whatever its value, with
 // err.Error() ("panic: " and the value) as info: a panic is a bug, as in
-// any callback, even with an error as its value. Otherwise the first rule
-// that matches err, or an error it wraps, gives the code:
+// any callback, even with an error as its value. So is an error that
+// wraps one, unless an [*Error] above the panic in its chain chose a
+// code. Otherwise the first rule that matches err, or an error it wraps,
+// gives the code:
 //
 //   - an [*Error]: its Code and Info (with an empty Code, an
 //     InternalError whose info says so and keeps the Info);
@@ -66,20 +68,25 @@ func ErrorFrom(err error) (mapped *Error) {
 			mapped = &Error{Code: InternalError, Info: info}
 		}
 	}()
-	if p, ok := err.(*PanicError); ok && p != nil {
-		// Not the code of an error it holds: Retry would retry a
-		// CommError, and a LoopBreak would break a loop.
-		return &Error{Code: InternalError, Info: p.Error(), Cause: err}
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		if e == nil { // reads "<nil>": name the mistake instead
-			return &Error{Code: InternalError, Info: fmt.Sprintf("a nil %T was given as an error", e)}
+	var found codeOrPanic
+	if errors.As(err, &found) {
+		var e *Error
+		switch x := found.(type) {
+		case *PanicError:
+			if x != nil {
+				// Not the code of an error it holds: Retry would retry
+				// a CommError, and a LoopBreak would break a loop.
+				// Wrapped or not: a panic that a goroutine of an Await
+				// function recovered and returned with some context is
+				// a panic still.
+				return &Error{Code: InternalError, Info: err.Error(), Cause: err}
+			}
+		case *Error:
+			e = x
 		}
-		if e.Code == "" {
-			return &Error{Code: InternalError, Info: emptyCodeInfo("*Error", e.Info), Cause: err}
+		if e != nil || errors.As(err, &e) {
+			return fromCodedError(err, e)
 		}
-		return &Error{Code: e.Code, Info: e.Info, Cause: err}
 	}
 	return &Error{Code: goErrorCode(err), Info: err.Error(), Cause: err}
 }
@@ -166,6 +173,30 @@ func failWithoutStep(as AsyncSteps, code, info string) {
 		as.Error(code, info)
 	}
 }
+
+// fromCodedError is ErrorFrom of err, whose chain holds e.
+func fromCodedError(err error, e *Error) *Error {
+	if e == nil { // reads "<nil>": name the mistake instead
+		return &Error{Code: InternalError, Info: fmt.Sprintf("a nil %T was given as an error", e)}
+	}
+	if e.Code == "" {
+		return &Error{Code: InternalError, Info: emptyCodeInfo("*Error", e.Info), Cause: err}
+	}
+	return &Error{Code: e.Code, Info: e.Info, Cause: err}
+}
+
+// codeOrPanic is what ErrorFrom looks for first down an error's chain:
+// an *Error, which gives its code, or a *PanicError, an InternalError
+// whatever its value. The first one found decides, so that an *Error
+// that wraps a panic keeps the code it chose, and one that a panic's
+// value is does not give its code.
+type codeOrPanic interface {
+	error
+	codeOrPanic()
+}
+
+func (*Error) codeOrPanic()      {}
+func (*PanicError) codeOrPanic() {}
 
 // goErrorCode is the code of a Go error that is not an *Error.
 func goErrorCode(err error) string {

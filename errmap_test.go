@@ -60,6 +60,17 @@ func TestErrorFromMapsGoErrors(t *testing.T) {
 			asyncsteps.InternalError, "panic: CommError: reset"},
 		{"panic of a deadline", &asyncsteps.PanicError{Value: context.DeadlineExceeded},
 			asyncsteps.InternalError, "panic: context deadline exceeded"},
+		// A panic wrapped by another error is a panic still, its value not
+		// looked into: a panic a goroutine of the Await function recovered.
+		{"wrapped panic of an *Error", fmt.Errorf("worker: %w", &asyncsteps.PanicError{Value: &asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset"}}),
+			asyncsteps.InternalError, "worker: panic: CommError: reset"},
+		{"wrapped panic of a deadline", fmt.Errorf("worker: %w", &asyncsteps.PanicError{Value: context.DeadlineExceeded}),
+			asyncsteps.InternalError, "worker: panic: context deadline exceeded"},
+		{"joined panic of a FutoInCoder", errors.Join(errors.New("batch"), &asyncsteps.PanicError{Value: quota}),
+			asyncsteps.InternalError, "batch\npanic: quota exhausted, 0 left"},
+		// An *Error that wraps a panic chose its code.
+		{"*Error caused by a panic", fmt.Errorf("db: %w", &asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset",
+			Cause: &asyncsteps.PanicError{Value: "boom"}}), asyncsteps.CommError, "reset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := asyncsteps.ErrorFrom(tc.err)
