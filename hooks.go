@@ -455,6 +455,7 @@ type waitingStep struct {
 	since      time.Time
 	waited     time.Duration
 	args       []any
+	goOn       bool // resume completed the step: run goes on with it
 }
 
 // Success lets the step go on once the hook has seen the wait. The gate
@@ -486,7 +487,16 @@ func (w *waitingStep) letIn(args []any, onLoop bool) {
 // calls runtime.Goexit: the gate has let the flow in, so a step left
 // waiting would hold its slot forever. The step fails instead, as an
 // Await function that does the same fails its.
-func (w *waitingStep) run() { completeOrFail(w.h, w.resume) }
+func (w *waitingStep) run() {
+	completeOrFail(w.h, w.resume)
+	if w.goOn {
+		// In this task, not one posted behind the work queued since the
+		// gate let the flow in: the flow goes on where it would have
+		// without the hook, after the same tasks of its loop's queue.
+		w.goOn = false
+		w.h.run()
+	}
+}
 
 // resume reports the wait, then lets the step's flow in. A step that has
 // ended since the gate let it in (its flow cancelled or ended, its
@@ -499,10 +509,11 @@ func (w *waitingStep) resume() {
 	}
 	if w.AsyncSteps == AsyncSteps(w.h) {
 		// The step itself, on its loop: its completion goes on in this
-		// pass, not through the inbox once more, where a timeout falling
-		// due meanwhile (a busy loop's) would overtake it. A flow that a
-		// hook observes must go on as it would without the hook.
-		w.h.succeedOutside(w.args, true)
+		// task (see run), not through the inbox once more, where a
+		// timeout falling due meanwhile (a busy loop's) would overtake
+		// it. A flow that a hook observes must go on as it would without
+		// the hook.
+		w.goOn = w.h.succeedHere(w.args)
 		return
 	}
 	w.AsyncSteps.Success(w.args...)

@@ -98,6 +98,18 @@ func (h *stepAPI) succeedOutside(args []any, onLoop bool) {
 	}
 }
 
+// succeedHere completes the step with args from outside its running
+// callback, in a task of its flow's tool, and reports whether the caller
+// is to go on with it now (h.run), where publish would queue it: the
+// callback has returned. Only the first completion counts.
+func (h *stepAPI) succeedHere(args []any) bool {
+	if !h.claim(0) {
+		return false
+	}
+	h.f.args = args
+	return h.st.Or(stReady)&stIdle != 0
+}
+
 // calledBySubstep handles a call (call names it) on the dead step API h
 // of a step that still waits for its sub-steps, from the callback of one
 // of them, or of a sub-step of theirs: only a step's own callback adds
