@@ -242,9 +242,10 @@ func (n *node) variable(name string, st *asyncsteps.State, data C.uintptr_t, all
 // a panic's *PanicError), the code the engine raised for it, which
 // ErrorFrom gives. An *Error found down such an error's chain may name
 // another code (a net error's CommError is no *Error; a panic of a
-// CommError raised InternalError).
+// CommError raised InternalError). An *Error without a code is one an
+// Await function returned: it raised InternalError, as ErrorFrom says.
 func errorCode(err error) string {
-	if e, ok := err.(*asyncsteps.Error); ok && e != nil {
+	if e, ok := err.(*asyncsteps.Error); ok && e != nil && e.Code != "" {
 		return e.Code
 	}
 	return asyncsteps.ErrorFrom(err).Code

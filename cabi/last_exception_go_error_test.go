@@ -16,7 +16,8 @@ import (
 // "last_exception" is the code of the last error also when the flow keeps
 // a Go error as LastException: that of an Await function or of Fail, which
 // raised the code ErrorFrom gives it, and the *PanicError of a panic,
-// which raised InternalError whatever the panic's value. A C step that
+// which raised InternalError whatever the panic's value, and an *Error
+// without a code, which raised InternalError too. A C step that
 // follows a Go step whose error a handler recovered from reads it.
 func TestLastExceptionIsTheCodeOfAGoError(t *testing.T) {
 	reset := fmt.Errorf("read: %w", syscall.ECONNRESET)
@@ -34,6 +35,9 @@ func TestLastExceptionIsTheCodeOfAGoError(t *testing.T) {
 		{"Fail", func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Fail(as, reset) }, asyncsteps.CommError},
 		{"panic of an *Error", func(as asyncsteps.AsyncSteps, _ ...any) {
 			panic(&asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset"})
+		}, asyncsteps.InternalError},
+		{"Await's *Error without a code", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Await(func(context.Context) (any, error) { return nil, &asyncsteps.Error{Info: "no code"} })
 		}, asyncsteps.InternalError},
 	}
 	for _, tc := range cases {
