@@ -31,9 +31,11 @@ type FutoInCoder interface {
 // recovered panic, is an InternalError whatever its value, with
 // err.Error() ("panic: " and the value) as info: a panic is a bug, as in
 // any callback, even with an error as its value. So is an error that
-// wraps one, unless an [*Error] above the panic in its chain chose a
-// code. Otherwise the first rule that matches err, or an error it wraps,
-// gives the code:
+// wraps one (or whose type embeds one), unless an [*Error] chose a code
+// before the panic in err's chain, in the order [errors.As] walks it:
+// above the panic, or in an earlier error of those joined by
+// [errors.Join]. Otherwise the first rule that matches err, or an error
+// it wraps, gives the code:
 //
 //   - an [*Error]: its Code and Info (with an empty Code, an
 //     InternalError whose info says so and keeps the Info);
@@ -71,7 +73,7 @@ func ErrorFrom(err error) (mapped *Error) {
 	var found codeOrPanic
 	if errors.As(err, &found) {
 		var e *Error
-		switch x := found.(type) {
+		switch x := found.codeOrPanic().(type) {
 		case *PanicError:
 			if x != nil {
 				// Not the code of an error it holds: Retry would retry
@@ -192,11 +194,15 @@ func fromCodedError(err error, e *Error) *Error {
 // value is does not give its code.
 type codeOrPanic interface {
 	error
-	codeOrPanic()
+	// codeOrPanic returns the *Error or *PanicError itself. An error type
+	// of a user that embeds a *PanicError has the method too, promoted:
+	// it returns the panic then, which is what ErrorFrom must see, and
+	// not the error the panic's value is, which the type's Unwrap leads to.
+	codeOrPanic() error
 }
 
-func (*Error) codeOrPanic()      {}
-func (*PanicError) codeOrPanic() {}
+func (e *Error) codeOrPanic() error      { return e }
+func (p *PanicError) codeOrPanic() error { return p }
 
 // goErrorCode is the code of a Go error that is not an *Error.
 func goErrorCode(err error) string {

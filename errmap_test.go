@@ -27,6 +27,13 @@ type silentCoder struct{}
 func (silentCoder) Error() string      { return "no code" }
 func (silentCoder) FutoInCode() string { return "" }
 
+// workerPanic is a panic a worker recovered, with the worker's number: an
+// error type of a user that embeds the *PanicError, and so its methods.
+type workerPanic struct {
+	*asyncsteps.PanicError
+	worker int
+}
+
 // ErrorFrom maps each kind of Go error to its code, keeps err.Error() as
 // info (an *Error keeps its own) and the original as Cause.
 func TestErrorFromMapsGoErrors(t *testing.T) {
@@ -68,6 +75,16 @@ func TestErrorFromMapsGoErrors(t *testing.T) {
 			asyncsteps.InternalError, "worker: panic: context deadline exceeded"},
 		{"joined panic of a FutoInCoder", errors.Join(errors.New("batch"), &asyncsteps.PanicError{Value: quota}),
 			asyncsteps.InternalError, "batch\npanic: quota exhausted, 0 left"},
+		// A panic embedded in an error type of a user is a panic still:
+		// the *Error its value is does not give its code.
+		{"embedded panic of an *Error", fmt.Errorf("pool: %w", &workerPanic{
+			PanicError: &asyncsteps.PanicError{Value: &asyncsteps.Error{Code: asyncsteps.LoopBreak, Info: "done"}}, worker: 3}),
+			asyncsteps.InternalError, "pool: panic: LoopBreak: done"},
+		// Of joined errors, the first that holds an *Error or a panic decides.
+		{"joined panic, then *Error", errors.Join(&asyncsteps.PanicError{Value: "boom"}, &asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset"}),
+			asyncsteps.InternalError, "panic: boom\nCommError: reset"},
+		{"joined *Error, then panic", errors.Join(&asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset"}, &asyncsteps.PanicError{Value: "boom"}),
+			asyncsteps.CommError, "reset"},
 		// An *Error that wraps a panic chose its code.
 		{"*Error caused by a panic", fmt.Errorf("db: %w", &asyncsteps.Error{Code: asyncsteps.CommError, Info: "reset",
 			Cause: &asyncsteps.PanicError{Value: "boom"}}), asyncsteps.CommError, "reset"},
