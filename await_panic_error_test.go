@@ -31,24 +31,8 @@ func TestAwaitPanicOfAnErrorIsAnInternalError(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, _ := newFlow()
-			tr := &tracer{}
-			var exception error
-			attempt := func(as asyncsteps.AsyncSteps, i int) {
-				tr.addf("a%d", i)
-				as.Await(func(context.Context) (any, error) { panic(tc.value) })
-			}
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				if tc.value == commErr {
-					asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, attempt)
-					return
-				}
-				as.Repeat(3, attempt, "L")
-			}, func(as asyncsteps.AsyncSteps, code string) {
-				tr.addf("h:%s", code)
-				exception = as.State().LastException
-			})
-			_, err := r.Run(context.Background()) // drives the TestTool, waiting for the Await
+			err, tr, exception := awaitFailing(t, tc.value == commErr,
+				func(context.Context) (any, error) { panic(tc.value) })
 			wantError(t, err, asyncsteps.InternalError, tc.info)
 			wantTrace(t, tr, tc.trace)
 			var p *asyncsteps.PanicError
@@ -57,4 +41,31 @@ func TestAwaitPanicOfAnErrorIsAnInternalError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitFailing runs fn as the Await of each attempt of a Retry of 3
+// attempts (retry) or of a Repeat of 3 labelled "L", and returns the
+// flow's error, the trace of the attempts and of the error handler
+// around them, and the LastException that handler saw.
+func awaitFailing(t *testing.T, retry bool, fn func(context.Context) (any, error)) (error, *tracer, error) {
+	t.Helper()
+	r, _ := newFlow()
+	tr := &tracer{}
+	var exception error
+	attempt := func(as asyncsteps.AsyncSteps, i int) {
+		tr.addf("a%d", i)
+		as.Await(fn)
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		if retry {
+			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, attempt)
+			return
+		}
+		as.Repeat(3, attempt, "L")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("h:%s", code)
+		exception = as.State().LastException
+	})
+	_, err := r.Run(context.Background()) // drives the TestTool, waiting for the Await
+	return err, tr, exception
 }

@@ -28,25 +28,9 @@ func TestAwaitWrappedPanicIsAnInternalError(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, _ := newFlow()
-			tr := &tracer{}
 			returned := fmt.Errorf("worker: %w", &asyncsteps.PanicError{Value: tc.value})
-			var exception error
-			attempt := func(as asyncsteps.AsyncSteps, i int) {
-				tr.addf("a%d", i)
-				as.Await(func(context.Context) (any, error) { return nil, returned })
-			}
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				if tc.value == commErr {
-					asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3}, attempt)
-					return
-				}
-				as.Repeat(3, attempt, "L")
-			}, func(as asyncsteps.AsyncSteps, code string) {
-				tr.addf("h:%s", code)
-				exception = as.State().LastException
-			})
-			_, err := r.Run(context.Background()) // drives the TestTool, waiting for the Await
+			err, tr, exception := awaitFailing(t, tc.value == commErr,
+				func(context.Context) (any, error) { return nil, returned })
 			wantError(t, err, asyncsteps.InternalError, tc.info)
 			wantTrace(t, tr, "a0,h:InternalError")
 			if exception != returned || !errors.Is(err, tc.value) {
