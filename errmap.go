@@ -168,6 +168,9 @@ func failWithoutStep(as AsyncSteps, code, info string) {
 	}
 	switch x := h.(type) {
 	case *Root:
+		if x == nil {
+			nilRoot("Fail") // as Error names itself there
+		}
 		x.stepOnly("Fail(" + code + ")")
 	case *parallelBuilder:
 		x.refuse("Fail")

@@ -249,7 +249,7 @@ func TestFailMisuseIsNamedFail(t *testing.T) {
 		})
 	}
 	t.Run("on a nil Root", func(t *testing.T) {
-		const want = "asyncsteps: Fail(InternalError) called on a nil *Root"
+		const want = "asyncsteps: Fail called on a nil *Root"
 		defer func() {
 			if got := recover(); got != want {
 				t.Errorf("panic %v, want %q", got, want)
