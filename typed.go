@@ -147,13 +147,8 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // slice at once. A nil then or branch is a misuse, as a nil function given
 // to Await: "Gather: nil then", "Gather: nil branch 1" (counting from 0).
 func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
-	if then == nil {
-		return refuseNil(as, "Gather", "Gather: nil then")
-	}
-	for i, b := range branches {
-		if b == nil {
-			return refuseNil(as, "Gather", fmt.Sprintf("Gather: nil branch %d", i))
-		}
+	if info := nilFanOut("Gather", then == nil, branches); info != "" {
+		return refuseNil(as, "Gather", info)
 	}
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
@@ -190,6 +185,20 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 			results[i] = v
 		})
 	}
+}
+
+// nilFanOut returns the misuse info of a Gather or Settle (named call)
+// given a nil then (nilThen) or a nil branch, or "" when none is nil.
+func nilFanOut(call string, nilThen bool, branches []func(as AsyncSteps)) string {
+	if nilThen {
+		return call + ": nil then"
+	}
+	for i, b := range branches {
+		if b == nil {
+			return fmt.Sprintf("%s: nil branch %d", call, i)
+		}
+	}
+	return ""
 }
 
 // Settled is the outcome of one branch of Settle: its result, or its error.
@@ -229,13 +238,8 @@ type Settled[T any] struct {
 // misuse, as for Gather: "Settle: nil then", "Settle: nil branch 1"
 // (counting from 0).
 func Settle[T any](as AsyncSteps, then func(as AsyncSteps, rs []Settled[T]), branches ...func(as AsyncSteps)) AsyncSteps {
-	if then == nil {
-		return refuseNil(as, "Settle", "Settle: nil then")
-	}
-	for i, b := range branches {
-		if b == nil {
-			return refuseNil(as, "Settle", fmt.Sprintf("Settle: nil branch %d", i))
-		}
+	if info := nilFanOut("Settle", then == nil, branches); info != "" {
+		return refuseNil(as, "Settle", info)
 	}
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
