@@ -139,6 +139,16 @@ type Handler struct {
 	// Timeout, if positive, bounds each flow, the wait for Guard included:
 	// past it the flow fails with Timeout, answered 504.
 	//
+	// It is the timeout of the Handler's own step, around the steps Flow
+	// adds: they are cancelled (their cancel handlers run), and none of
+	// their error handlers sees the Timeout, so nothing Flow adds can
+	// recover from it or answer in its place. A flow that answers
+	// something of its own when its time is up (what it has done so far,
+	// a fallback) sets that time itself: SetTimeout in a step whose error
+	// handler recovers. A deadline of the request's context differs: it
+	// is a Timeout of the whole flow, which Flow's error handlers see (see
+	// [asyncsteps.Root.Run]).
+	//
 	// The 504 is written by the request's goroutine, which runs the flow's
 	// Await functions itself, one at a time (see
 	// [asyncsteps.Root.RunHelping]). At Timeout the flow fails and cancels

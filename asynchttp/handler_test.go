@@ -457,3 +457,44 @@ func TestHandlerAnswersAReplyValueAsItsPointer(t *testing.T) {
 		}
 	}
 }
+
+// Handler.Timeout is the timeout of the Handler's step around Flow's:
+// Flow's steps are cancelled, their cancel handlers run and none of their
+// error handlers sees it, so the answer is the Handler's 504. A timeout
+// the flow sets itself is its handlers' to recover from.
+func TestHandlerTimeoutIsNotFlowsToRecover(t *testing.T) {
+	loop := newLoop(t)
+	for _, c := range []struct {
+		name          string
+		handler, flow time.Duration // Handler.Timeout, the flow's own SetTimeout
+		status        int
+		body, seen    string
+	}{
+		{"Handler.Timeout", 20 * time.Millisecond, 0, 504, `{"error":"Timeout","info":"request timed out"}`, "cancel handler"},
+		{"the flow's own", time.Minute, 20 * time.Millisecond, 200, `"partial after Timeout"`, "cancel handler,error handler"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var seen []string // on the loop, read once the answer is written
+			h := &asynchttp.Handler{
+				Tool:    func() asyncsteps.Tool { return loop },
+				Timeout: c.handler,
+				Logger:  slog.New(slog.DiscardHandler),
+				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						if c.flow > 0 {
+							as.SetTimeout(c.flow)
+						}
+						as.SetCancel(func(asyncsteps.AsyncSteps) { seen = append(seen, "cancel handler") }) // and wait
+					}, func(as asyncsteps.AsyncSteps, code string) {
+						seen = append(seen, "error handler")
+						as.Success("partial after " + code)
+					})
+				},
+			}
+			status, _, body := serve(t, h)
+			if got := strings.Join(seen, ","); status != c.status || strings.TrimSpace(body) != c.body || got != c.seen {
+				t.Errorf("answered %d %s, ran %q; want %d %s, %q", status, body, got, c.status, c.body, c.seen)
+			}
+		})
+	}
+}
