@@ -215,6 +215,64 @@ func ExampleMutex_limit() {
 	// done at 200ms <nil>
 }
 
+// A batch: many items, K at a time, each item's outcome kept, and what is
+// done answered when the job's time is up.
+func ExampleAsyncSteps_Loop_workers() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	items := []string{"a", "b", "bad", "c", "slow", "d"}
+	call := func(as asyncsteps.AsyncSteps, item string) {
+		switch item {
+		case "bad":
+			upstream(as, 100*time.Millisecond, "", asyncsteps.CommError)
+		case "slow":
+			upstream(as, time.Second, "ok")
+		default:
+			upstream(as, 100*time.Millisecond, "ok")
+		}
+	}
+
+	outcomes := make([]string, len(items)) // written on the loop only
+	next := 0                              // the next item, taken by any worker
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(350 * time.Millisecond) // the whole job
+		p := as.Parallel()
+		for range 2 { // K workers, each a loop that takes the next item
+			p.Loop(func(as asyncsteps.AsyncSteps) {
+				if next == len(items) {
+					as.Break()
+				}
+				i := next
+				next++
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { call(as, items[i]) },
+					func(as asyncsteps.AsyncSteps, code string) {
+						as.Success(code + ": " + as.State().ErrorInfo) // the item's failure, not the job's
+					})
+				asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, outcome string) { outcomes[i] = outcome })
+			})
+		}
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		as.Success() // the job's Timeout: the workers are cancelled, the outcomes kept
+	})
+	_, err := r.Run(context.Background())
+
+	fmt.Println("done at", elapsed(tt), err)
+	for i, o := range outcomes {
+		if o == "" {
+			o = "not done"
+		}
+		fmt.Println(items[i], o)
+	}
+	// Output:
+	// done at 350ms <nil>
+	// a ok
+	// b ok
+	// bad CommError: upstream failed
+	// c ok
+	// slow not done
+	// d ok
+}
+
 // The zero MaxQueue of LimiterOptions lets no flow wait: a flow that finds
 // every slot taken is refused at once. Unlimited lets it wait.
 func ExampleLimiterOptions_maxQueue() {
