@@ -111,6 +111,11 @@ type Loop struct {
 
 	shared bool // DefaultTool's loop: never closed
 
+	// closed is closed by Close's first moment, with closing set: made,
+	// under mu, by the first closedChan (toolinfo.Closing), so that a
+	// Loop nobody watches so pays nothing. Guarded by mu.
+	closed chan struct{}
+
 	// nilTool names the nil pointer a zero Loop stands in for (see
 	// schedulerOf), for the error of its flows; "" for a zero Loop itself.
 	nilTool string
@@ -187,6 +192,12 @@ func init() {
 	toolinfo.NeverCloses = func(tool any) bool {
 		l, ok := tool.(*Loop)
 		return ok && l.shared
+	}
+	toolinfo.Closing = func(tool any) <-chan struct{} {
+		if l, ok := tool.(*Loop); ok {
+			return l.closedChan()
+		}
+		return nil
 	}
 	toolinfo.BranchID = branchID
 	toolinfo.AtFlowEnd = atFlowEnd
@@ -354,6 +365,9 @@ func (l *Loop) stop() bool {
 	l.mu.Lock()
 	if !l.closing.Load() {
 		l.closing.Store(true)
+		if l.closed != nil {
+			close(l.closed)
+		}
 		// A flow running on the loop sees a task waiting (busy) and yields
 		// at its next step; the loop, which runs no task once closing,
 		// stops there.
@@ -382,6 +396,28 @@ func (l *Loop) awaitStop() {
 // wakes a sleeping loop to rearm its timer, it costs the loop nothing:
 // another goroutine may poll it.
 func (l *Loop) Closed() bool { return l.unmade() || l.closing.Load() }
+
+// closedChan is toolinfo.Closing for l: a channel closed once Close has
+// been called, as Closed reports it, without waking the loop. It is closed
+// already for a zero Loop, and nil (never closed) for the loop of
+// DefaultTool.
+func (l *Loop) closedChan() <-chan struct{} {
+	switch {
+	case l.unmade():
+		return closedChan
+	case l.shared:
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing.Load() {
+		return closedChan
+	}
+	if l.closed == nil {
+		l.closed = make(chan struct{})
+	}
+	return l.closed
+}
 
 // Done returns a channel that is closed once the loop has stopped: after
 // [Loop.Close], when the loop's goroutine has run its last callback and

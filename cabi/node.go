@@ -985,15 +985,6 @@ func reportsDrops(tool asyncsteps.Tool) bool {
 	return ok
 }
 
-// closing reports whether tool, a flow's, refuses callbacks: a deferred
-// one an hour ahead cannot have run already, so an invalid handle means a
-// refusal.
-func closing(tool asyncsteps.Tool) bool {
-	h := tool.Deferred(time.Hour, func() {})
-	defer h.Cancel()
-	return !h.IsValid()
-}
-
 // cleanVars calls the cleanup of every state variable allocated in the flow.
 func (fc *flowCtx) cleanVars() {
 	for _, v := range fc.vars {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -208,8 +207,11 @@ func (ro *rootObj) free(wait bool) {
 	default:
 		ro.postRelease(released)
 	}
-	if wait && ro.waitsForRelease() {
-		waitReleased(released, ro.node.tool)
+	if !wait {
+		return
+	}
+	if loop := ro.waitsForRelease(); loop != nil {
+		waitReleased(released, loop)
 	}
 }
 
@@ -290,45 +292,39 @@ func (ro *rootObj) droppedLive(finish func()) {
 	finish()
 }
 
-// waitsForRelease reports whether FreeWait, called now, waits for the loop
-// to release the root: not for a root never executed and with no state
-// variable or stack memory (taken on it idle, or on a parallel made on
-// it), which has no C callback to wait for (making and freeing roots
-// stays cheap), nor on a tool that is not a Loop, nor where waiting could
-// deadlock: on a loop's thread, where the loop may be the one that has to
-// run them, or wait for this one.
-func (ro *rootObj) waitsForRelease() bool {
+// waitsForRelease returns the loop that FreeWait, called now, waits
+// for to release the root, or nil where it does not wait: not for a root
+// never executed and with no state variable or stack memory (taken on it
+// idle, or on a parallel made on it), which has no C callback to wait for
+// (making and freeing roots stays cheap), nor on a tool that is not a
+// Loop, nor where waiting could deadlock: on a loop's thread, where the
+// loop may be the one that has to run them, or wait for this one.
+func (ro *rootObj) waitsForRelease() *asyncsteps.Loop {
 	fc := ro.node.flow
-	if _, ok := ro.node.tool.(*asyncsteps.Loop); !ok {
-		return false // a TestTool, or a tool of the caller's: the caller may be what drives it
+	loop, ok := ro.node.tool.(*asyncsteps.Loop)
+	switch {
+	case !ok:
+		return nil // a TestTool, or a tool of the caller's: the caller may be what drives it
+	case !fc.cleanups.Load() && !ro.root.Running():
+		return nil // no C callback to wait for
+	case onLoopGoroutine() || ro.node.onLoop():
+		// onLoop too: the flow's own loop stays known to a callback that
+		// cleared its goroutine's mark.
+		return nil
 	}
-	if !fc.cleanups.Load() && !ro.root.Running() {
-		return false // no C callback to wait for
-	}
-	// onLoop too: the flow's own loop stays known to a callback that
-	// cleared its goroutine's mark.
-	return !onLoopGoroutine() && !ro.node.onLoop()
+	return loop
 }
 
-// waitReleased waits until released is closed, or until tool, the loop
+// waitReleased waits until released is closed, or until loop, the loop
 // of the root's flow, is closing: a closing loop runs the release only
 // once it has stopped (see flowCtx.post), and its last step may itself
-// wait for the caller.
-func waitReleased(released <-chan struct{}, tool asyncsteps.Tool) {
-	if closing(tool) {
-		return
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-released:
-			return
-		case <-tick.C:
-			if closing(tool) {
-				return
-			}
-		}
+// wait for the caller. It waits on both channels, and nothing else: the
+// loop is not probed (a timer scheduled from another goroutine wakes a
+// sleeping loop), nor is the caller woken before either comes.
+func waitReleased(released <-chan struct{}, loop *asyncsteps.Loop) {
+	select {
+	case <-released:
+	case <-toolinfo.Closing(loop):
 	}
 }
 

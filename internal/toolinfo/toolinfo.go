@@ -9,6 +9,15 @@ package toolinfo
 // that loop.
 var NeverCloses func(tool any) bool
 
+// Closing returns a channel that is closed once Close has been called on
+// tool, a Loop (when Loop.Closed turns true), long before Done if the
+// loop's last callback is slow to return; closed already for a zero Loop,
+// and nil, never closed, for the loop of DefaultTool and for a tool that
+// is not a Loop. Asking costs the loop nothing, and no wake-up: package
+// cabi's FreeWait waits on it beside the release it waits for, rather
+// than polling the loop.
+var Closing func(tool any) <-chan struct{}
+
 // PostOrDrop queues run on tool, if tool is a TestTool, as its Immediate
 // does, and reports true; if ResetEvents drops run, it calls dropped in
 // its place, on the goroutine that called ResetEvents, once the reset is
