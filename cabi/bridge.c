@@ -521,9 +521,23 @@ int cabi_f_sched_is_valid(FutoInAsyncSteps* bsi, FutoInHandle* h)
 {
     const FutoInAsyncStepsAPI* api = API(bsi);
     if (api == NULL || api->sched_is_valid == NULL) {
-        return 0;
+        return -1;
     }
     return api->sched_is_valid(bsi, h);
+}
+const char* cabi_f_sched_missing(FutoInAsyncSteps* bsi, int deferred)
+{
+    const FutoInAsyncStepsAPI* api = API(bsi);
+    if (api == NULL || api->sched_immediate == NULL) {
+        return "sched_immediate";
+    }
+    if (api->is_same_thread == NULL) {
+        return "is_same_thread";
+    }
+    if (deferred && api->sched_deferred == NULL) {
+        return "sched_deferred";
+    }
+    return NULL;
 }
 int cabi_f_is_same_thread(FutoInAsyncSteps* bsi)
 {

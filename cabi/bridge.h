@@ -109,7 +109,13 @@ int cabi_f_is_valid(FutoInAsyncSteps* bsi);
 FutoInAsyncSteps* cabi_f_new_instance(FutoInAsyncSteps* bsi);
 int cabi_f_sched(FutoInAsyncSteps* bsi, uint32_t delay_ms, int deferred, uint64_t rec, FutoInHandle* out);
 void cabi_f_sched_cancel(FutoInAsyncSteps* bsi, FutoInHandle* h);
+/* -1 for a table without sched_is_valid (the caller tells by its own
+ * record), as for is_same_thread. */
 int cabi_f_sched_is_valid(FutoInAsyncSteps* bsi, FutoInHandle* h);
+/* The name of the first entry the table's event loop lacks to run a
+ * callback (sched_immediate, is_same_thread) or, with deferred, to time
+ * one (sched_deferred); NULL when it has them. */
+const char* cabi_f_sched_missing(FutoInAsyncSteps* bsi, int deferred);
 int cabi_f_is_same_thread(FutoInAsyncSteps* bsi);
 
 #endif

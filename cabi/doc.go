@@ -78,7 +78,21 @@
 // for the life of the process, one copy per label) alive as long as the
 // table may read it, takes over the values the table gives a Go step, uses
 // stateVariable only with allocate, and records a Go step's Error(code,
-// info) in the flow's Go State for the Go error handlers.
+// info) in the flow's Go State for the Go error handlers. The Tool of a
+// foreign AsyncSteps is the table's event loop, through its sched_*
+// functions and is_same_thread. A table without sched_immediate or
+// is_same_thread has a loop that cannot run a flow (nothing would run, or
+// the loop would not know its own thread): NewInstance there fails the
+// calling step with InternalError naming the function ("NewInstance: the
+// foreign table has no sched_immediate: a Root on its Tool cannot run"),
+// and the Tool's Immediate and Deferred panic, naming it, so that a Go
+// Root made on that Tool panics as it starts (Execute, Promise, Run), as
+// the engine documents for a Tool whose Immediate panics, and does not
+// run. Without sched_deferred only Deferred panics: a step's SetTimeout
+// on such a flow fails the step with InternalError naming it. Without
+// sched_cancel a cancelled callback still runs nothing when the table
+// runs it, and without sched_is_valid a handle is valid until its
+// callback has run or been cancelled, as the library keeps track of it.
 //
 // # Flows and syncs
 //

@@ -537,8 +537,15 @@ func callAwait(ctx context.Context, f asyncsteps.AwaitFunc) (v any, err error) {
 }
 
 // NewInstance implements [asyncsteps.AsyncSteps]: a Go root on w.Tool().
+// On a table whose event loop cannot run a flow (see foreignTool)
+// it is a misuse, which names the missing function: the Root it returns
+// would never start.
 func (w *foreign) NewInstance() *asyncsteps.Root {
-	return asyncsteps.New(asyncsteps.WithTool(w.Tool()))
+	tool := foreignTool{p: w.p}
+	if missing := tool.missing(false); missing != "" {
+		w.misuse("NewInstance: the foreign table has no " + missing + ": a Root on its Tool cannot run")
+	}
+	return asyncsteps.New(asyncsteps.WithTool(tool))
 }
 
 // IsValid implements [asyncsteps.AsyncSteps].
@@ -787,6 +794,20 @@ func (w *foreign) Continue(label ...string) {
 }
 
 // foreignTool is the event loop of a foreign table, through its sched_*.
+//
+// A table may leave some of them NULL. Without sched_immediate nothing
+// would run, and without is_same_thread the engine could not tell the
+// loop's thread (a waiting step's Error in its own callback would not end
+// the callback, a Run on the loop would wait for good rather than fail):
+// then Immediate and Deferred panic, naming the function, rather than
+// return a handle whose callback never runs, so that a flow's start fails
+// where it is made (Execute, Promise and Run let the panic reach their
+// caller, the flow not started, as for any Tool whose Immediate panics),
+// not later, in silence. Without sched_deferred only Deferred panics: a
+// step's SetTimeout then fails the step with InternalError naming it. A
+// table without sched_cancel still cancels: the callback's record goes,
+// and the callback finds nothing to run when the table runs it; without
+// sched_is_valid a handle is valid while its record is.
 type foreignTool struct{ p *C.FutoInAsyncSteps }
 
 func (t foreignTool) Immediate(f func()) asyncsteps.Handle { return t.sched(false, 0, f) }
@@ -795,7 +816,23 @@ func (t foreignTool) Deferred(d time.Duration, f func()) asyncsteps.Handle {
 	return t.sched(true, uint32(min(max(d.Milliseconds(), 0), math.MaxUint32)), f)
 }
 
+// missing names the first function the table lacks to run a callback
+// (or, with deferred, to time one); "" when it has them.
+func (t foreignTool) missing(deferred bool) string {
+	if name := C.cabi_f_sched_missing(t.p, boolInt(deferred)); name != nil {
+		return C.GoString(name)
+	}
+	return ""
+}
+
 func (t foreignTool) sched(deferred bool, ms uint32, f func()) asyncsteps.Handle {
+	if missing := t.missing(deferred); missing != "" {
+		what := "run"
+		if deferred {
+			what = "time"
+		}
+		panic("cabi: the foreign table has no " + missing + ": its Tool cannot " + what + " a callback")
+	}
 	id := putRec(&frec{sched: f})
 	h := &foreignHandle{p: t.p, rec: id}
 	if C.cabi_f_sched(t.p, C.uint32_t(ms), boolInt(deferred), C.uint64_t(id), &h.h) == 0 {
@@ -805,6 +842,8 @@ func (t foreignTool) sched(deferred bool, ms uint32, f func()) asyncsteps.Handle
 	return h
 }
 
+// IsSameThread implements [asyncsteps.Tool]; false for a table without
+// is_same_thread, whose Tool runs nothing (see foreignTool).
 func (t foreignTool) IsSameThread() bool { return C.cabi_f_is_same_thread(t.p) == 1 }
 
 func (t foreignTool) Now() time.Time { return time.Now() }
@@ -815,6 +854,8 @@ type foreignHandle struct {
 	rec uint64
 }
 
+// Cancel drops the callback's record, so that the callback runs nothing
+// when the table runs it, also for a table without sched_cancel.
 func (h *foreignHandle) Cancel() {
 	if h.rec != 0 {
 		C.cabi_f_sched_cancel(h.p, &h.h)
@@ -822,6 +863,9 @@ func (h *foreignHandle) Cancel() {
 	}
 }
 
+// IsValid reports whether the callback is still to run: its record is
+// kept (dropped as it runs or is cancelled), and the table, if it has
+// sched_is_valid (-1 without), says so too.
 func (h *foreignHandle) IsValid() bool {
 	return h.rec != 0 && getRec(h.rec) != nil && C.cabi_f_sched_is_valid(h.p, &h.h) != 0
 }

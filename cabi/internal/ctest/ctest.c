@@ -2136,7 +2136,7 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
             return 1;
         }
         fk h;
-        fk_init(&h, &fk_api, child->root);
+        fk_init(&h, child->root->api, child->root);
         s->eh((FutoInAsyncSteps*)&h, s->data, child->code);
         if (h.nsubs > 0) {
             fk_run(&h, NULL);
@@ -2194,7 +2194,7 @@ static void fk_run(fk* self, FutoInArgs* in)
         if (s->repeat != NULL) {
             for (size_t j = 0; j < s->count; ++j) {
                 fk child;
-                fk_init(&child, &fk_api, self->root);
+                fk_init(&child, self->root->api, self->root);
                 s->repeat((FutoInAsyncSteps*)&child, s->data, j);
                 FutoInArgs ignored;
                 memset(&ignored, 0, sizeof(ignored));
@@ -2215,7 +2215,7 @@ static void fk_run(fk* self, FutoInArgs* in)
             }
         } else {
             fk child;
-            fk_init(&child, &fk_api, self->root);
+            fk_init(&child, self->root->api, self->root);
             fk_fill(&args);
             s->f((FutoInAsyncSteps*)&child, s->data, &args);
             // What the step left in args is its own: not cleaned up here.
@@ -2235,6 +2235,129 @@ FutoInAsyncSteps* ct_fake_root(void)
 {
     fk* r = malloc(sizeof(fk));
     fk_init(r, &fk_api, NULL);
+    return (FutoInAsyncSteps*)r;
+}
+
+// ---- a fake event loop for the Tool of a foreign table -------------------------
+
+// The event loop of ct_sched_root's tables: a queue of callbacks that
+// ct_sched_run runs in order, the handle of each valid until it runs or is
+// cancelled; is_same_thread is 1 in those callbacks only. Delays are not
+// kept: a deferred callback is queued as an immediate one.
+#define FS_MAX 64
+static pthread_mutex_t fs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void (*cb)(void*);
+    void* data;
+    int live;
+} fs_queue[FS_MAX];
+static int fs_len;
+static __thread int fs_running;
+
+static FutoInHandle fs_push(void* data, void (*cb)(void*))
+{
+    FutoInHandle h = {NULL, NULL, 0};
+    pthread_mutex_lock(&fs_mu);
+    if (cb != NULL && fs_len < FS_MAX) {
+        fs_queue[fs_len].cb = cb;
+        fs_queue[fs_len].data = data;
+        fs_queue[fs_len].live = 1;
+        h.data3 = ++fs_len; // the entry's index + 1
+    }
+    pthread_mutex_unlock(&fs_mu);
+    return h;
+}
+
+static FutoInHandle fs_immediate(FutoInAsyncSteps* bsi, void* data, void (*cb)(void*))
+{
+    (void)bsi;
+    return fs_push(data, cb);
+}
+
+static FutoInHandle fs_deferred(FutoInAsyncSteps* bsi, uint32_t ms, void* data, void (*cb)(void*))
+{
+    (void)bsi;
+    LOG("fake sched: deferred %u ms", ms);
+    return fs_push(data, cb);
+}
+
+static void fs_cancel(FutoInAsyncSteps* bsi, FutoInHandle* h)
+{
+    (void)bsi;
+    pthread_mutex_lock(&fs_mu);
+    if (h != NULL && h->data3 > 0 && h->data3 <= fs_len) {
+        fs_queue[h->data3 - 1].live = 0;
+    }
+    pthread_mutex_unlock(&fs_mu);
+}
+
+static int fs_is_valid(FutoInAsyncSteps* bsi, FutoInHandle* h)
+{
+    (void)bsi;
+    pthread_mutex_lock(&fs_mu);
+    int live = h != NULL && h->data3 > 0 && h->data3 <= fs_len && fs_queue[h->data3 - 1].live;
+    pthread_mutex_unlock(&fs_mu);
+    return live;
+}
+
+static int fs_same_thread(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    return fs_running;
+}
+
+// ct_sched_run runs the queued callbacks, those they queue included, and
+// returns how many ran (a cancelled one does not run).
+int ct_sched_run(void)
+{
+    int ran = 0;
+    pthread_mutex_lock(&fs_mu);
+    for (int i = 0; i < fs_len; ++i) {
+        if (!fs_queue[i].live) {
+            continue;
+        }
+        fs_queue[i].live = 0;
+        void (*cb)(void*) = fs_queue[i].cb;
+        void* data = fs_queue[i].data;
+        pthread_mutex_unlock(&fs_mu);
+        fs_running = 1;
+        cb(data);
+        fs_running = 0;
+        ++ran;
+        pthread_mutex_lock(&fs_mu);
+    }
+    fs_len = 0;
+    pthread_mutex_unlock(&fs_mu);
+    return ran;
+}
+
+// The tables of ct_sched_root: fk_api with the fake event loop, but for
+// the entry of index missing (20 to 24: sched_immediate, sched_deferred,
+// sched_cancel, sched_is_valid, is_same_thread), which is NULL; -1 for
+// none. Made once each.
+static FutoInAsyncStepsAPI fs_apis[6];
+static int fs_apis_made[6];
+
+FutoInAsyncSteps* ct_sched_root(int missing)
+{
+    int k = missing < 20 || missing > 24 ? 5 : missing - 20;
+    pthread_mutex_lock(&fs_mu);
+    if (!fs_apis_made[k]) {
+        FutoInAsyncStepsAPI* api = &fs_apis[k];
+        *api = fk_api;
+        api->sched_immediate = fs_immediate;
+        api->sched_deferred = fs_deferred;
+        api->sched_cancel = fs_cancel;
+        api->sched_is_valid = fs_is_valid;
+        api->is_same_thread = fs_same_thread;
+        if (k < 5) {
+            api->funcs[missing] = NULL;
+        }
+        fs_apis_made[k] = 1;
+    }
+    pthread_mutex_unlock(&fs_mu);
+    fk* r = malloc(sizeof(fk));
+    fk_init(r, &fs_apis[k], NULL);
     return (FutoInAsyncSteps*)r;
 }
 

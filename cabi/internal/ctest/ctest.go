@@ -419,6 +419,29 @@ func FinishTaken() { C.ct_finish_taken() }
 // the calling thread; false when none is pending.
 func FakeRunSched() bool { return C.ct_fake_run_sched() != 0 }
 
+// The entries of a foreign table's event loop, by their index in the
+// table, for SchedRoot.
+const (
+	NoneMissing    = -1
+	SchedImmediate = 20
+	SchedDeferred  = 21
+	SchedCancel    = 22
+	SchedIsValid   = 23
+	IsSameThread   = 24
+)
+
+// SchedRoot returns a fake root (as FakeRoot's, run by FakeRun) whose
+// table has an event loop of its own, run by SchedRun, but for the entry
+// of index missing (SchedImmediate, ...), which is NULL; NoneMissing for
+// none. Its is_same_thread is 1 in the callbacks SchedRun runs only.
+// Free it with FakeFree.
+func SchedRoot(missing int) unsafe.Pointer { return unsafe.Pointer(C.ct_sched_root(C.int(missing))) }
+
+// SchedRun runs, on the calling thread, what the tables of SchedRoot
+// queued, in order, what the callbacks queue included; it returns how
+// many callbacks ran.
+func SchedRun() int { return int(C.ct_sched_run()) }
+
 // FakePlaceholders returns how many placeholder objects of the fake table
 // are alive (not yet cleaned up).
 func FakePlaceholders() int { return int(C.ct_fake_placeholders()) }

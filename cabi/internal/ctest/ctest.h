@@ -90,6 +90,11 @@ FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
 void ct_fake_free(FutoInAsyncSteps* root);
 int ct_fake_run_sched(void);
+/* A fake root whose table has an event loop of its own but for the entry of
+ * index missing (20 to 24), which is NULL (-1: none); ct_sched_run runs
+ * what it queued. Free it with ct_fake_free. */
+FutoInAsyncSteps* ct_sched_root(int missing);
+int ct_sched_run(void);
 void ct_take_string(FutoInAsyncSteps* root);
 void ct_finish_taken(void);
 int ct_fake_placeholders(void);

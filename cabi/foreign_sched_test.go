@@ -1,0 +1,211 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// The tests here give a foreign table an event loop of its own
+// (ctest.SchedRoot) with one of its functions NULL, and use the table's
+// Tool (cabi.Wrap(p).Tool()) as a Go Root does.
+
+// schedNames names the entries of ctest.SchedRoot's tables.
+var schedNames = map[int]string{
+	ctest.SchedImmediate: "sched_immediate",
+	ctest.SchedDeferred:  "sched_deferred",
+	ctest.SchedCancel:    "sched_cancel",
+	ctest.SchedIsValid:   "sched_is_valid",
+	ctest.IsSameThread:   "is_same_thread",
+}
+
+// schedTool returns a fake root whose table lacks the entry missing,
+// freed when the test ends, and its Tool.
+func schedTool(t *testing.T, missing int) (asyncsteps.Tool, unsafe.Pointer) {
+	t.Helper()
+	ctest.Reset()
+	root := ctest.SchedRoot(missing)
+	t.Cleanup(func() {
+		ctest.SchedRun() // what the test left queued: run now, before the free
+		ctest.FakeFree(root)
+	})
+	return cabi.Wrap(root).Tool(), root
+}
+
+// runOn starts r with start (Execute, Promise), then runs the fake
+// table's event loop until it has nothing more to run; it returns the
+// panic of start, if any.
+func runOn(r *asyncsteps.Root, start func(r *asyncsteps.Root)) (panicked any) {
+	func() {
+		defer func() { panicked = recover() }()
+		start(r)
+	}()
+	for ctest.SchedRun() > 0 {
+	}
+	return panicked
+}
+
+// promised returns the Result in ch, or one with an error saying that
+// the flow still runs.
+func promised(ch <-chan asyncsteps.Result) asyncsteps.Result {
+	select {
+	case res := <-ch:
+		return res
+	default:
+		return asyncsteps.Result{Err: errors.New("no result: the flow still runs")}
+	}
+}
+
+// A table whose loop runs flows, with every scheduling function: a Go
+// Root on its Tool runs to its end, its step timeout armed (and given
+// back) through sched_deferred and sched_cancel. The other tests take
+// one function away from this table.
+func TestForeignToolRunsAFlow(t *testing.T) {
+	tool, _ := schedTool(t, ctest.NoneMissing)
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Minute)
+		as.Success("done")
+	})
+	var ch <-chan asyncsteps.Result
+	if p := runOn(r, func(r *asyncsteps.Root) { ch = r.Promise() }); p != nil {
+		t.Fatalf("the start panicked: %v", p)
+	}
+	if res := promised(ch); res.Err != nil || !reflect.DeepEqual(res.Args, []any{"done"}) {
+		t.Errorf("result %v %v, want [done] <nil>", res.Args, res.Err)
+	}
+	checkTrace(t, "fake sched: deferred 60000 ms")
+}
+
+// A table without sched_immediate, or without is_same_thread, has an
+// event loop that cannot run a flow: NewInstance in a Go step of the
+// table fails the step with InternalError naming the missing function,
+// and a Go Root made on the table's Tool panics as it starts, naming it,
+// and stays not running (a Tool whose Immediate panics, as the engine
+// documents). Before, without sched_immediate, the start was dropped: the
+// Root stayed Running for good, its Promise never answered; without
+// is_same_thread the flow ran with a loop that never knew its own thread
+// (a waiting step's Error in its own callback did not end the callback,
+// whose code after the Error ran).
+func TestForeignToolWithoutAFunctionToRunAFlow(t *testing.T) {
+	for _, missing := range []int{ctest.SchedImmediate, ctest.IsSameThread} {
+		name := schedNames[missing]
+		t.Run(name, func(t *testing.T) {
+			t.Run("NewInstance", func(t *testing.T) {
+				_, root := schedTool(t, missing)
+				var got []string
+				cabi.Wrap(root).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.NewInstance()
+					got = append(got, "NewInstance returned")
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					got = append(got, code, as.State().ErrorInfo)
+					as.Success()
+				})
+				ctest.FakeRun(root)
+				want := []string{asyncsteps.InternalError,
+					"NewInstance: the foreign table has no " + name + ": a Root on its Tool cannot run"}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("got %q, want %q", got, want)
+				}
+			})
+			t.Run("Root on its Tool", func(t *testing.T) {
+				tool, _ := schedTool(t, missing)
+				for _, start := range []struct {
+					name string
+					f    func(r *asyncsteps.Root)
+				}{
+					{"Execute", func(r *asyncsteps.Root) { r.Execute() }},
+					{"Promise", func(r *asyncsteps.Root) { r.Promise() }},
+				} {
+					r := asyncsteps.New(asyncsteps.WithTool(tool))
+					r.Add(func(asyncsteps.AsyncSteps, ...any) { t.Errorf("%s: the step ran", start.name) })
+					p := runOn(r, start.f)
+					want := "cabi: the foreign table has no " + name + ": its Tool cannot run a callback"
+					if p != want {
+						t.Errorf("%s panicked with %v, want %q", start.name, p, want)
+					}
+					if r.Running() {
+						t.Errorf("%s: the Root runs, and never will", start.name)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A table without sched_deferred runs flows, but cannot time a callback:
+// a step's SetTimeout fails the step with InternalError naming the
+// function, and Deferred itself panics, naming it. Before, the timer was
+// dropped: the step waited for good, its timeout never came.
+func TestForeignToolWithoutSchedDeferred(t *testing.T) {
+	tool, _ := schedTool(t, ctest.SchedDeferred)
+	const info = "cabi: the foreign table has no sched_deferred: its Tool cannot time a callback"
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Millisecond)
+	})
+	var ch <-chan asyncsteps.Result
+	if p := runOn(r, func(r *asyncsteps.Root) { ch = r.Promise() }); p != nil {
+		t.Fatalf("the start panicked: %v", p)
+	}
+	var e *asyncsteps.Error
+	if res := promised(ch); !errors.As(res.Err, &e) || e.Code != asyncsteps.InternalError || e.Info != info {
+		t.Errorf("result %v, want %s: %s", res.Err, asyncsteps.InternalError, info)
+	}
+	p := func() (p any) {
+		defer func() { p = recover() }()
+		tool.Deferred(time.Second, func() {})
+		return nil
+	}()
+	if p != info {
+		t.Errorf("Deferred panicked with %v, want %q", p, info)
+	}
+}
+
+// A table without sched_cancel, or without sched_is_valid, still gives
+// handles that work: a cancelled callback does not run when the table
+// runs it (its record is gone), and a handle is valid until its callback
+// has run or been cancelled, as the record says. Before, without
+// sched_is_valid, every handle was invalid from the start.
+func TestForeignToolHandlesWithoutCancelOrIsValid(t *testing.T) {
+	for _, missing := range []int{ctest.SchedCancel, ctest.SchedIsValid} {
+		t.Run(schedNames[missing], func(t *testing.T) {
+			tool, _ := schedTool(t, missing)
+			var got []string
+			var ran []string
+			for _, schedule := range []struct {
+				name string
+				f    func(f func()) asyncsteps.Handle
+			}{
+				{"Immediate", tool.Immediate},
+				{"Deferred", func(f func()) asyncsteps.Handle { return tool.Deferred(time.Hour, f) }},
+			} {
+				kept := schedule.f(func() { ran = append(ran, schedule.name+" kept") })
+				cancelled := schedule.f(func() { ran = append(ran, schedule.name+" cancelled") })
+				cancelled.Cancel()
+				got = append(got, fmt.Sprintf("%s: valid %v %v", schedule.name, kept.IsValid(), cancelled.IsValid()))
+				ctest.SchedRun()
+				got = append(got, fmt.Sprintf("%s: valid once run %v", schedule.name, kept.IsValid()))
+			}
+			want := []string{
+				"Immediate: valid true false", "Immediate: valid once run false",
+				"Deferred: valid true false", "Deferred: valid once run false",
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("handles: %q, want %q", got, want)
+			}
+			if want := []string{"Immediate kept", "Deferred kept"}; !reflect.DeepEqual(ran, want) {
+				t.Errorf("ran %q, want %q", ran, want)
+			}
+		})
+	}
+}
