@@ -609,20 +609,23 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
 /* futoin_mutex_new returns the library's Mutex: at most max flows inside at
  * once, reentrant within a flow (each parallel branch is a flow of its own);
  * at most max_queue flows wait (a negative max_queue: no limit), more fail
- * with DefenseRejected. NULL when max is 0. Valid until futoin_sync_free. */
+ * with DefenseRejected. NULL when max is 0, or past what a Go int holds
+ * (INT32_MAX, where an int has 32 bits). Valid until futoin_sync_free. */
 FutoInSync* futoin_mutex_new(uint32_t max, int32_t max_queue);
 
 /* futoin_throttle_new returns the library's Throttle: at most max entries
  * per period_ms; max_queue as for futoin_mutex_new. NULL when max or
- * period_ms is 0. Valid until futoin_sync_free. */
+ * period_ms is 0, or max past what a Go int holds (as for
+ * futoin_mutex_new). Valid until futoin_sync_free. */
 FutoInSync* futoin_throttle_new(uint32_t max, uint32_t period_ms, int32_t max_queue);
 
 /* futoin_limiter_new returns the library's Limiter: a Mutex of concurrent
  * flows with max_queue waiting (a negative max_queue: no limit), followed by
  * a Throttle of rate entries per period_ms with burst waiting. A zero
  * concurrent or rate is no limit of that kind; a zero period_ms with a
- * rate is a period of one second, as for the Go Limiter. Valid until
- * futoin_sync_free. */
+ * rate is a period of one second, as for the Go Limiter. NULL when
+ * concurrent, rate or burst is past what a Go int holds (as for
+ * futoin_mutex_new). Valid until futoin_sync_free. */
 FutoInSync* futoin_limiter_new(
         uint32_t concurrent,
         int32_t max_queue,
