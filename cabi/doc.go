@@ -35,8 +35,9 @@
 //     string or array whose p is NULL is empty, whatever its length says,
 //     and so is a NULL item of an array of strings: "", or an empty (not
 //     nil) [String16] or [String32], as an empty item is. A string or
-//     array longer than a Go int holds (an int of 32 bits) fails the step
-//     with InternalError; a Go value longer than the uint32_t
+//     array longer than a Go int holds (an int of 32 bits), or an array
+//     of strings with such an item, fails the step with InternalError; a
+//     Go value longer than the uint32_t
 //     length holds fails, before it runs, the C step that would receive it
 //     (or the Go step whose Success gives it to a foreign table).
 //   - The FutoInArgs a C step receives is valid during its callback. The

@@ -431,25 +431,67 @@ func goBools(p unsafe.Pointer, n int) []bool {
 // is an empty string, as an empty item is: an empty slice, not nil, as
 // goSlice gives for a string whose p is NULL, so that a STRING16 or
 // STRING32 item is the same value whichever way C makes it empty. A
-// NULL p gives no items, as goSlice does.
-func cItems[T comparable](p unsafe.Pointer, n int) [][]T {
+// NULL p gives no items, as goSlice does. An item longer than a Go value
+// holds (see goLen) makes the whole array too long: tooLong names it,
+// and no item is copied.
+func cItems[T comparable](p unsafe.Pointer, n int) (items [][]T, tooLong string) {
 	if p == nil {
-		return nil
+		return nil, ""
 	}
-	out := make([][]T, n)
-	var zero T
+	items = make([][]T, n)
 	for i, q := range unsafe.Slice((*unsafe.Pointer)(p), n) {
 		if q == nil {
-			out[i] = []T{}
+			items[i] = []T{}
 			continue
 		}
-		k := 0
-		for *(*T)(unsafe.Add(q, uintptr(k)*unsafe.Sizeof(zero))) != zero {
-			k++
+		n := cLen[T](q)
+		k, fits := goLen(n)
+		if !fits {
+			return nil, fmt.Sprintf("item %d: string of length %d is longer than a Go value holds (%d)", i, n, maxGoLen)
 		}
-		out[i] = append([]T{}, unsafe.Slice((*T)(q), k)...)
+		items[i] = append([]T{}, unsafe.Slice((*T)(q), k)...)
 	}
-	return out
+	return items, ""
+}
+
+// cLen counts the code units of the NUL-terminated string of T at q. The
+// count is a uint64: an int of 32 bits would turn negative past
+// INT32_MAX.
+func cLen[T comparable](q unsafe.Pointer) uint64 {
+	var zero T
+	k := uint64(0)
+	for *(*T)(unsafe.Add(q, uintptr(k)*unsafe.Sizeof(zero))) != zero {
+		k++
+	}
+	return k
+}
+
+// stringArray converts a C array of n strings of the base type base at
+// p, or returns a tooLongForGo naming an item too long for Go.
+func stringArray(base C.uint8_t, p unsafe.Pointer, n int) any {
+	switch base {
+	case C.FTN_TYPE_STRING16:
+		items, tooLong := cItems[uint16](p, n)
+		return convertItems(items, tooLong, func(it []uint16) String16 { return it })
+	case C.FTN_TYPE_STRING32:
+		items, tooLong := cItems[rune](p, n)
+		return convertItems(items, tooLong, func(it []rune) String32 { return it })
+	}
+	items, tooLong := cItems[byte](p, n)
+	return convertItems(items, tooLong, func(it []byte) string { return string(it) })
+}
+
+// convertItems makes the Go slice of items, each converted by conv, or
+// returns tooLong as a tooLongForGo when it is not empty.
+func convertItems[T, S any](items [][]T, tooLong string, conv func([]T) S) any {
+	if tooLong != "" {
+		return tooLongForGo(tooLong)
+	}
+	s := make([]S, len(items))
+	for i, it := range items {
+		s[i] = conv(it)
+	}
+	return s
 }
 
 // goValue converts one value; cleanup reports whether its type's cleanup
@@ -472,27 +514,8 @@ func goValue(f *C.cabi_flat, from *node) (v any, cleanup bool) {
 	if array {
 		p := unsafe.Pointer(f.p)
 		switch base {
-		case C.FTN_TYPE_STRING:
-			items := cItems[byte](p, n)
-			s := make([]string, len(items))
-			for i, it := range items {
-				s[i] = string(it)
-			}
-			return s, true
-		case C.FTN_TYPE_STRING16:
-			items := cItems[uint16](p, n)
-			s := make([]String16, len(items))
-			for i, it := range items {
-				s[i] = it
-			}
-			return s, true
-		case C.FTN_TYPE_STRING32:
-			items := cItems[rune](p, n)
-			s := make([]String32, len(items))
-			for i, it := range items {
-				s[i] = it
-			}
-			return s, true
+		case C.FTN_TYPE_STRING, C.FTN_TYPE_STRING16, C.FTN_TYPE_STRING32:
+			return stringArray(base, p, n), true
 		case C.FTN_TYPE_BOOL:
 			return goBools(p, n), true
 		case C.FTN_TYPE_INT8:

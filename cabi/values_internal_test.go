@@ -114,6 +114,24 @@ func TestLengthTooLongForGo(t *testing.T) {
 	})
 }
 
+// An item of a C array of strings longer than a Go int holds fails the
+// step that gives it, as a string that long does, for the three kinds of
+// strings. Before, the item's length was counted in an int, which where
+// an int has 32 bits turned negative past INT32_MAX: the copy of the
+// item (unsafe.Slice of a negative length) panicked inside success,
+// called from C. The limit is lowered here.
+func TestArrayItemTooLongForGo(t *testing.T) {
+	lowerLimit(t, &maxGoLen, 5)
+	for _, base := range []int{0x02, 0x03, 0x04} { // STRING, STRING16, STRING32
+		t.Run(strconv.Itoa(base), func(t *testing.T) {
+			r, root := newTestRoot(t)
+			ctest.LongItem(root, base) // success({"abcdef"})
+			r.Add(func(asyncsteps.AsyncSteps, ...any) { t.Error("the next step ran") })
+			wantRunError(t, r, "success: arg0: item 0: string of length 6 is longer than a Go value holds (5)")
+		})
+	}
+}
+
 // wantForeignError runs step, with an error handler, on the fake foreign
 // table of ctest, and checks that the handler saw InternalError and info.
 func wantForeignError(t *testing.T, step asyncsteps.StepFunc, info string) {

@@ -315,6 +315,42 @@ void rv_null_item(FutoInAsyncSteps* root, int base)
     root->api->add(root, (void*)(intptr_t)base, rv_null_item_step, NULL);
 }
 
+// ---- an array of one string longer than the array ---------------------------
+
+static const char* const rv_long8[1] = {"abcdef"};
+static const char16_t rv_long16_0[] = {'a', 'b', 'c', 'd', 'e', 'f', 0};
+static const char16_t* const rv_long16[1] = {rv_long16_0};
+static const char32_t rv_long32_0[] = {'a', 'b', 'c', 'd', 'e', 'f', 0};
+static const char32_t* const rv_long32[1] = {rv_long32_0};
+
+static void rv_long_item_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    int base = (int)(intptr_t)data;
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &rv_item_arrays[base];
+    switch (base) {
+    case FTN_TYPE_STRING16:
+        out.arg0.p = rv_long16;
+        break;
+    case FTN_TYPE_STRING32:
+        out.arg0.p = rv_long32;
+        break;
+    default:
+        out.arg0.p = rv_long8;
+    }
+    out.arg0.length = 1;
+    bsi->api->success(bsi, &out);
+}
+
+// rv_long_item adds a step that succeeds with the array of strings of
+// base type base (STRING, STRING16 or STRING32) {"abcdef"}.
+void rv_long_item(FutoInAsyncSteps* root, int base)
+{
+    root->api->add(root, (void*)(intptr_t)base, rv_long_item_step, NULL);
+}
+
 // ---- an execution that its closed loop ends ------------------------------------
 
 static void rv_waits(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)

@@ -74,6 +74,11 @@ func NullArray(root unsafe.Pointer, base int) { C.rv_null_array(bsi(root), C.int
 // base type base (FTN_TYPE_STRING, STRING16 or STRING32) {"ab", NULL, ""}.
 func NullItem(root unsafe.Pointer, base int) { C.rv_null_item(bsi(root), C.int(base)) }
 
+// LongItem adds a step that succeeds with the array of strings of the
+// base type base (FTN_TYPE_STRING, STRING16 or STRING32) {"abcdef"}: one
+// item of 6 code units.
+func LongItem(root unsafe.Pointer, base int) { C.rv_long_item(bsi(root), C.int(base)) }
+
 // ExecuteWaiting adds a step that waits for ever and executes root with
 // an unhandled_error that logs its code, "error_info" and
 // "last_exception".

@@ -14,6 +14,7 @@ void rv_join_worker(void);
 void rv_bools(FutoInAsyncSteps* root);
 void rv_null_array(FutoInAsyncSteps* root, int base);
 void rv_null_item(FutoInAsyncSteps* root, int base);
+void rv_long_item(FutoInAsyncSteps* root, int base);
 void rv_execute_waiting(FutoInAsyncSteps* root);
 void rv_root_call_on_step(FutoInAsyncSteps* root, int which);
 void rv_valid_after_error(FutoInAsyncSteps* root);
