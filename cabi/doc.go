@@ -37,9 +37,11 @@
 //     nil) [String16] or [String32], as an empty item is. A string or
 //     array longer than a Go int holds (an int of 32 bits), or an array
 //     of strings with such an item, fails the step with InternalError; a
-//     Go value longer than the uint32_t
-//     length holds fails, before it runs, the C step that would receive it
-//     (or the Go step whose Success gives it to a foreign table).
+//     Go value longer than the uint32_t length holds, or whose C copy
+//     needs more bytes than a Go int holds (a value of 2 GiB or more,
+//     with an int of 32 bits), fails, before it runs, the C step that
+//     would receive it (or the Go step whose Success gives it to a
+//     foreign table).
 //   - The FutoInArgs a C step receives is valid during its callback. The
 //     step may take any value over (move it out and futoin_reset_binval the
 //     slot, as the C++ reference implementation does with every value); the

@@ -313,10 +313,13 @@ func (a *cArgs) flat(v any) C.cabi_flat {
 
 // The lengths a value may have: a FutoInBinaryValue's uint32_t going to C,
 // a Go int coming from C (C.int, which C.GoStringN takes, would turn one
-// past math.MaxInt32 negative). Variables so that tests can lower them.
+// past math.MaxInt32 negative); and the bytes of a C copy that makeArgs
+// makes, which it counts in a Go int. Variables so that tests can lower
+// them.
 var (
-	maxCLen  uint64 = math.MaxUint32
-	maxGoLen uint64 = math.MaxInt
+	maxCLen   uint64 = math.MaxUint32
+	maxGoLen  uint64 = math.MaxInt
+	maxCBytes uint64 = math.MaxInt
 )
 
 // lengthOf returns the length a FutoInBinaryValue gives v: the code units
@@ -336,18 +339,61 @@ const maxCArgs = 4
 
 // tooLongForC names what of vals a FutoInArgs cannot hold: more values
 // than its slots, which would be lost, or the first value whose length a
-// FutoInBinaryValue cannot hold; "" when every one fits. It reads no
-// value's contents.
+// FutoInBinaryValue cannot hold, or whose C copy makeArgs could not
+// size (see cBytes); "" when every one fits. It reads no value's
+// contents, only the lengths of the items of an array of strings.
 func tooLongForC(vals []any) string {
 	if len(vals) > maxCArgs {
 		return fmt.Sprintf("%d values, more than the %d a FutoInArgs holds", len(vals), maxCArgs)
 	}
 	for i, v := range vals {
-		if n, ok := lengthOf(v); ok && uint64(n) > maxCLen {
+		n, ok := lengthOf(v)
+		switch {
+		case !ok:
+		case uint64(n) > maxCLen:
 			return fmt.Sprintf("arg%d: %T of length %d is longer than a FutoInBinaryValue holds (%d)", i, v, n, maxCLen)
+		case cBytes(v) > maxCBytes:
+			return fmt.Sprintf("arg%d: %T of length %d needs %d bytes of C memory, more than a Go int holds (%d)",
+				i, v, n, cBytes(v), maxCBytes)
 		}
 	}
 	return ""
+}
+
+// cBytes returns the size of the largest block of C memory that makeArgs
+// allocates for v, a value of lengthOf: the copy of a string with its
+// terminator, of an array, or of an item of an array of strings, or the
+// array of an array of strings' pointers. makeArgs counts it in an int,
+// which where an int has 32 bits a Go value of 2 GiB or more overflows:
+// tooLongForC refuses such a value first. A uint64 holds the size of any
+// value in memory.
+func cBytes(v any) uint64 {
+	switch v := v.(type) {
+	case string:
+		return uint64(len(v)) + 1
+	case String16:
+		return (uint64(len(v)) + 1) * 2
+	case String32:
+		return (uint64(len(v)) + 1) * 4
+	case []string:
+		return itemBytes(v, 1)
+	case []String16:
+		return itemBytes(v, 2)
+	case []String32:
+		return itemBytes(v, 4)
+	}
+	rv := reflect.ValueOf(v)
+	return uint64(rv.Len()) * uint64(rv.Type().Elem().Size())
+}
+
+// itemBytes is cBytes for an array of strings whose code units take unit
+// bytes each.
+func itemBytes[S ~string | ~[]uint16 | ~[]rune](items []S, unit uint64) uint64 {
+	n := uint64(len(items)) * uint64(unsafe.Sizeof(uintptr(0)))
+	for _, it := range items {
+		n = max(n, (uint64(len(it))+1)*unit)
+	}
+	return n
 }
 
 // goLen is a C value's length as a Go int; ok is false when an int cannot

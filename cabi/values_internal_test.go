@@ -5,6 +5,7 @@ package cabi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -53,6 +54,43 @@ func TestTooLongForC(t *testing.T) {
 			t.Errorf("tooLongForC(%v) = %q, want %q", tc.vals, got, tc.want)
 		}
 	}
+}
+
+// tooLongForC also names a value whose C copy makeArgs could not size: a
+// block of more bytes than a Go int holds (a string with its terminator,
+// an array, an item of an array of strings, the array of its items'
+// pointers). Before, makeArgs counted such a size in an int, which where
+// an int has 32 bits a Go value of 2 GiB or more overflowed: it allocated
+// a block of one byte, or of the size cut short, and copied the whole
+// value into it. The limit is lowered here.
+func TestTooBigForCMemory(t *testing.T) {
+	lowerLimit(t, &maxCBytes, 8)
+	ptr := int(unsafe.Sizeof(uintptr(0)))
+	for _, tc := range []struct {
+		vals []any
+		want string
+	}{
+		{[]any{"abcdefg", String16{1, 2, 3}, []int64{1}, []string{"abcdefg"}}, ""},
+		{[]any{struct{ s [64]byte }{}}, ""}, // a Go value: not copied
+		{[]any{"abcdefgh"}, "arg0: string of length 8 needs 9 bytes of C memory, more than a Go int holds (8)"},
+		{[]any{nil, String16{1, 2, 3, 4}}, "arg1: cabi.String16 of length 4 needs 10 bytes of C memory, more than a Go int holds (8)"},
+		{[]any{String32{1, 2}}, "arg0: cabi.String32 of length 2 needs 12 bytes of C memory, more than a Go int holds (8)"},
+		{[]any{[]int64{1, 2}}, "arg0: []int64 of length 2 needs 16 bytes of C memory, more than a Go int holds (8)"},
+		{[]any{[]string{"abcdefgh"}}, "arg0: []string of length 1 needs 9 bytes of C memory, more than a Go int holds (8)"},
+		{[]any{make([]string, 9/ptr+1)}, fmt.Sprintf("arg0: []string of length %d needs %d bytes of C memory, more than a Go int holds (8)", 9/ptr+1, (9/ptr+1)*ptr)},
+	} {
+		if got := tooLongForC(tc.vals); got != tc.want {
+			t.Errorf("tooLongForC(%v) = %q, want %q", tc.vals, got, tc.want)
+		}
+	}
+	t.Run("C step", func(t *testing.T) {
+		r, root := newTestRoot(t)
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success([]float64{1, 2}) })
+		ctest.Errors(root) // its step fails at once, its handler logs
+		const info = "args of a C step: arg0: []float64 of length 2 needs 16 bytes of C memory, more than a Go int holds (8)"
+		wantRunError(t, r, info)
+		wantLines(t, "err1_eh InternalError info="+info+" last_exception=InternalError unknown=(nil)")
+	})
 }
 
 // A Go value too long for a FutoInBinaryValue fails the C step that would
