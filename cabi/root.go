@@ -376,7 +376,15 @@ func sameSteps(a, b asyncsteps.AsyncSteps) bool {
 //     the flow or parallel branch the step runs in (one of its own for a
 //     decorator without Unwrap, whose branch cannot be told). If a C function
 //     given this pointer raises an error (handle_error, breakLoop,
-//     continueLoop), the Go callback should return at once. Call it in
+//     continueLoop), the Go callback should return at once. Go code that
+//     such a C function calls back (an //export of the program's) must
+//     not end the step with the step's Error, Fail, Break or Continue,
+//     nor those of Wrap of the pointer, which gives the step's
+//     AsyncSteps: they abort the Go callback with a panic, which would
+//     unwind the C frames in between without running the rest of them
+//     (and which the address sanitizer does not follow); it leaves the
+//     error to the C function (handle_error through the pointer) or to
+//     the Go callback, once C has returned. Call it in
 //     the callback, on the loop. Off the loop (by another goroutine, for
 //     a step that waits) it returns a new pointer each time, whose rootId
 //     is one of its own, as the branch cannot be told there; and it reads
