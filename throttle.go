@@ -2,6 +2,7 @@ package asyncsteps
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,7 +47,10 @@ import (
 // a Loop). A period begun on a TestTool that is never driven to its end
 // runs on for good, so a Throttle shared by a test on virtual time and a
 // later one on Loops refuses the flows of the later one: give each test a
-// Throttle of its own. Two TestTools, a tool of another package, and Loops
+// Throttle of its own. Likewise a period timed on a Loop closed before
+// its end, with no flow waiting, runs on the clock of Loops until a flow
+// of a Loop comes after that end: flows of a TestTool are refused until
+// then. Two TestTools, a tool of another package, and Loops
 // inside and outside a testing/synctest bubble are not told apart.
 //
 // A Throttle is safe for concurrent use: flows running on different loops
@@ -65,6 +69,12 @@ type Throttle struct {
 	// tool of its timer; zero while unknown (the timer is being armed).
 	ends    time.Time
 	timedOn Tool
+	// clock is the kind of clock the current period runs on, set as the
+	// period begins, before its timer is armed, and kept until the
+	// Throttle goes idle, also while the period runs untimed: timedOn is
+	// nil in both windows, and a flow of the other clock must be refused
+	// there too.
+	clock clockKind
 	// outrun is set when a flow that came as the period ended ended it
 	// before its timer ran (see admit): the timer, when it runs, then
 	// times the period that flow began instead of ending it.
@@ -162,7 +172,7 @@ func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) bool {
 	var admitted []AsyncSteps
 	t.mu.Lock()
-	if t.running && otherClocks(t.timedOn, tool) {
+	if t.running && otherClock(t.clock, tool) {
 		t.mu.Unlock()
 		e.err = &Error{Code: InternalError, Info: otherClockInfo}
 		return true
@@ -181,6 +191,9 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 		t.entered++
 		e.state = entryHeld
 		start = !t.running
+		if start {
+			t.clock = clockKindOf(tool)
+		}
 		t.running = true
 	case waiter == nil:
 		settled = false
@@ -200,6 +213,7 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 	ends := t.ends
 	t.mu.Unlock()
 	if start {
+		t.begun()
 		t.arm(tool)
 	}
 	if armRest {
@@ -221,7 +235,7 @@ func (t *Throttle) endUntimedIfOver(now time.Time) {
 		return
 	}
 	t.untimed, t.running, t.entered = false, false, 0
-	t.ends, t.timedOn = time.Time{}, nil
+	t.ends, t.timedOn, t.clock = time.Time{}, nil, unknownClock
 }
 
 // nextPeriod starts the next period, with mu held: the waiters at the head
@@ -271,9 +285,11 @@ func (t *Throttle) periodOver(dropped bool) {
 	var next Tool
 	admitted := t.nextPeriod(&next)
 	t.ends, t.timedOn = time.Time{}, nil // unknown until next's timer is armed
+	t.clock = clockKindOf(next)          // unknownClock when idle
 	t.mu.Unlock()
 
 	if next != nil {
+		t.begun()
 		t.arm(next)
 	}
 	for _, as := range admitted {
@@ -317,6 +333,18 @@ func (t *Throttle) timeRest() {
 	}
 }
 
+// testHookPeriodBegun, set by a test, runs once a period has begun, with
+// mu released, before its timer is armed: a flow of another goroutine may
+// come then, while the period's timer and its tool are not known yet.
+var testHookPeriodBegun atomic.Pointer[func(*Throttle)]
+
+// begun runs testHookPeriodBegun, if a test set it.
+func (t *Throttle) begun() {
+	if h := testHookPeriodBegun.Load(); h != nil {
+		(*h)(t)
+	}
+}
+
 // arm times a period that starts now on tool.
 func (t *Throttle) arm(tool Tool) { t.armUntil(tool, time.Time{}) }
 
@@ -350,17 +378,17 @@ func (t *Throttle) armUntil(tool Tool, ends time.Time) {
 // clock than the one the current period runs on.
 const otherClockInfo = "Throttle: a flow of a Loop and one of a TestTool share it: their clocks differ"
 
-// otherClocks reports whether a and b are known to read different kinds
-// of clock: a TestTool's virtual clock, or the process's, which every Loop
+// otherClock reports whether tool is known to read another kind of clock
+// than k: a TestTool's virtual clock, or the process's, which every Loop
 // reads. A Loop's flow then finds every period of a TestTool over, as its
 // clock is years ahead, and ends it at once: more than max enter per
 // period. Two TestTools are not told apart: a period is timed on the tool
 // of the flow that opens it, and the next on another's, by design. A Tool
 // of another package, or none, may read either: it is never refused, nor
 // used to refuse.
-func otherClocks(a, b Tool) bool {
-	ka, kb := clockKindOf(a), clockKindOf(b)
-	return ka != unknownClock && kb != unknownClock && ka != kb
+func otherClock(k clockKind, tool Tool) bool {
+	kt := clockKindOf(tool)
+	return k != unknownClock && kt != unknownClock && k != kt
 }
 
 // A clockKind tells the clocks a Throttle's period and a flow read.
