@@ -61,7 +61,8 @@ type AwaitFunc func(ctx context.Context) (any, error)
 
 // AsyncSteps is the interface every callback receives (spec 2.2). The value
 // given to a callback is bound to that one step: once the step has completed,
-// calls on it have no effect and IsValid reports false.
+// or can never complete (its [Loop] was closed and has stopped, see
+// [Loop.Close]), calls on it have no effect and IsValid reports false.
 //
 // [*Root] implements it too, so a helper written as func(as AsyncSteps) works
 // on a root before execution and inside a step alike.

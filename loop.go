@@ -84,6 +84,9 @@ type Loop struct {
 	posted  atomic.Bool
 	closing atomic.Bool // set under mu; read per task to stop at once
 	ended   atomic.Bool // set by shutdown before it takes the flows to start
+	// cFlows is set once package cabi runs flows on the loop (see
+	// toolinfo.CFlowsOn): the steps it leaves as it stops then stay valid.
+	cFlows atomic.Bool
 
 	// starts holds the flows that startFlow queued, newest first, linked
 	// through their base frames (see flow.nextStart). It takes no lock,
@@ -212,6 +215,11 @@ func init() {
 	toolinfo.OwnerKey = ownerKey
 	toolinfo.OuterKeys = outerKeys
 	toolinfo.HoldFor = holdFor
+	toolinfo.CFlowsOn = func(tool any) {
+		if l, ok := tool.(*Loop); ok {
+			l.cFlows.Store(true)
+		}
+	}
 }
 
 // DefaultTool returns the process-wide [Loop], started on first use. It is
@@ -335,7 +343,12 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // [Throttle] and [Limiter] its flows share with other loops: the slots its
 // flows hold are given back (a section's once the Await functions running
 // in it have returned) and its flows leave their queues; a Throttle
-// period timed on the loop still lasts its time (see [Throttle]).
+// period timed on the loop still lasts its time (see [Throttle]). Once
+// the loop has stopped, the AsyncSteps of a step it left waiting reports
+// [AsyncSteps.IsValid] false: the step can never complete. A loop that
+// ran flows with C steps (package cabi) is the exception: the cleanup of
+// those flows after the stop goes by what IsValid says of each step's
+// state, as before the stop.
 //
 // An Await function is not stopped: its context is cancelled, and it runs
 // until it returns, which Close does not wait for. A service that must

@@ -602,3 +602,49 @@ func TestAwaitFlowNamesTheAwaitedLoopClosedOnlyWhenItIs(t *testing.T) {
 	}
 	wantError(t, res.Err, asyncsteps.InternalError, closedInfo)
 }
+
+// The AsyncSteps of a step left waiting when its loop closes reports
+// IsValid false once the loop has stopped and ended its flow: the step
+// can never complete, and a Success on it has no effect. So it does for
+// every way of waiting (a Promise's flow, Execute's, a timeout, a
+// parallel branch), and from any goroutine. Before, it reported true for
+// good.
+func TestIsValidFalseOnceTheLoopClosed(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	waiting := make(chan asyncsteps.AsyncSteps, 4)
+	wait := func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	}
+	promised := asyncsteps.New(asyncsteps.WithTool(loop))
+	promised.Add(wait)
+	results := promised.Promise()
+	executed := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
+	executed.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Hour)
+		wait(as)
+	})
+	executed.Execute()
+	branches := asyncsteps.New(asyncsteps.WithTool(loop))
+	branches.Parallel().Add(wait).Add(wait)
+	branchResults := branches.Promise()
+	names := []string{"first", "second", "third", "fourth"}
+	held := make([]asyncsteps.AsyncSteps, len(names))
+	for i := range held {
+		held[i] = <-waiting
+		if !held[i].IsValid() {
+			t.Fatalf("the %s waiting step is not valid before Close", names[i])
+		}
+	}
+
+	loop.Close()
+
+	wantError(t, receive(t, results, "the promised flow").Err, asyncsteps.InternalError, closedInfo)
+	wantError(t, receive(t, branchResults, "the parallel flow").Err, asyncsteps.InternalError, closedInfo)
+	for i, as := range held {
+		if as.IsValid() {
+			t.Errorf("the %s waiting step is valid once its loop closed", names[i])
+		}
+		as.Success("late") // no effect, no panic
+	}
+}

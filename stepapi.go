@@ -406,10 +406,14 @@ func (h *stepAPI) Await(fn AwaitFunc, onerror ...ErrorFunc) AsyncSteps {
 // NewInstance implements [AsyncSteps].
 func (h *stepAPI) NewInstance() *Root { return h.fl.newInstance() }
 
-// IsValid implements [AsyncSteps].
+// IsValid implements [AsyncSteps]. A step of a flow whose Loop has
+// stopped is not valid, whatever its state word says: the loop runs
+// nothing more, so the step can never complete, and the loop ends the
+// flow where it stood without killing its step APIs
+// (docs/DESIGN.md#closing-a-loop).
 func (h *stepAPI) IsValid() bool {
 	st := h.st.Load()
-	return st&(stClaim|stDone) == 0 && !(st == 0 && h.f.succeeded)
+	return st&(stClaim|stDone) == 0 && !(st == 0 && h.f.succeeded) && !h.fl.loopStopped()
 }
 
 // Tool implements [AsyncSteps].

@@ -72,6 +72,7 @@ func loopFor(l *asyncsteps.Loop) *loopCtx {
 	v, loaded := loops.LoadOrStore(l, &loopCtx{loop: l, neverCloses: toolinfo.NeverCloses(l)})
 	p := v.(*loopCtx)
 	if !loaded && !p.neverCloses {
+		toolinfo.CFlowsOn(l) // the steps its stop leaves keep their IsValid for leave
 		go p.watch()
 	}
 	return p

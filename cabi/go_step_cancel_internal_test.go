@@ -216,6 +216,60 @@ func TestGoStepLeftWithACSubStepGoesAfterIt(t *testing.T) {
 	}
 }
 
+// opaqueStep is a decorator without Unwrap: the engine cannot follow it
+// to its step, and cabi knows the step's state by its IsValid alone.
+type opaqueStep struct{ asyncsteps.AsyncSteps }
+
+// A Go step given to C through a decorator without Unwrap, which the stop
+// left waiting, gets its C cancel handler from the free, as one the
+// engine can follow does; one that Go completed before the stop does not.
+// Only IsValid tells the two apart there, so the steps of a loop that ran
+// C flows keep the IsValid of their state once it has stopped. Before,
+// IsValid was made false on every stopped loop, and the waiting step lost
+// its cancel handler.
+func TestCancelHandlerOfAnOpaqueGoStepLeftByAStoppedLoop(t *testing.T) {
+	for _, root := range []goStepRoot{ownedRoot, heldGoRoot} {
+		for _, complete := range []bool{false, true} {
+			want, name := "guard cancel\nguard cleanup\n", root.String()+"/waiting"
+			if complete {
+				want, name = "guard cleanup\n", root.String()+"/completed"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctest.Reset()
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				r, ptr := newGoStepRoot(root, loop)
+				reached := make(chan struct{})
+				var last asyncsteps.AsyncSteps
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					ctest.Guard(Binary(opaqueStep{as}))
+					last = as
+					if complete {
+						go as.Success()
+						return
+					}
+					close(reached)
+				})
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					close(reached)
+				})
+				r.ExecuteWith(func(*asyncsteps.Error) {}) // the closed loop's error
+				<-reached
+				lp := loopFor(loop)
+				loop.Close()
+				ctest.Free(ptr)
+				afterFallbacks(lp)
+				if got := ctest.Trace(); got != want {
+					t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+				}
+				runtime.KeepAlive(last)
+			})
+		}
+	}
+}
+
 // newGoStepRoot returns a root of kind on loop and the root pointer C
 // holds for it: nil for a flow of Go's that C holds no pointer of.
 func newGoStepRoot(kind goStepRoot, loop *asyncsteps.Loop) (*asyncsteps.Root, unsafe.Pointer) {

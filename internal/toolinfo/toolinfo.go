@@ -200,3 +200,13 @@ type ClaimedError interface {
 	// nothing.
 	Deliver(code, info string)
 }
+
+// CFlowsOn marks tool, if it is a Loop, as one that package cabi runs
+// flows on, before it gives C any step of theirs. Once a Loop has stopped,
+// the AsyncSteps of the steps it left report IsValid false: their flows
+// will never go on. On a Loop so marked they report what the step's state
+// says, as before the stop: cabi tells by IsValid a step the stop left
+// waiting, whose C cancel handler the cleanup after the stop calls, from
+// one that Go completed, whose handler must not run; a step given to C
+// through a decorator without Unwrap has nothing else to tell it by.
+var CFlowsOn func(tool any)
