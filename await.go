@@ -364,7 +364,7 @@ func (fl *flow) newAwaitCall(f *frame, fn AwaitFunc) *awaitCall {
 // Loop goroutine only.
 func startAwait(h *stepAPI, c *awaitCall) {
 	fl := h.fl
-	c.Context, c.h = fl.runContext(), h
+	c.Context, c.h = fl.flowContext(), h
 	fl.setDeadlines(c, h.f)
 	h.setCancel(cancelAwaitStep)
 	h.f.rareFields().await = c

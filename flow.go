@@ -163,10 +163,11 @@ func (fl *flow) setNextStart(next *flow) {
 	fl.base.impl = next
 }
 
-// runContext is Run's context, whose values Await passes on.
-func (fl *flow) runContext() context.Context {
-	if fl.wait != nil && fl.wait.ctx != nil {
-		return fl.wait.ctx
+// flowContext is the flow's context, whose values Await passes on: the
+// one its FlowStart hook returned, else Run's.
+func (fl *flow) flowContext() context.Context {
+	if w := fl.wait; w != nil && w.ctx != nil {
+		return w.flowContext()
 	}
 	return context.Background()
 }
@@ -191,6 +192,13 @@ type waiter struct {
 	// atEnd is what package cabi asked to run as the execution ends (see
 	// toolinfo.AtFlowEnd). On the loop.
 	atEnd func()
+	// hookCtx is the context the FlowStart hook returned, if any: the
+	// flow's context from then on, which its hooks get and whose values
+	// its Await functions see. Only its values: ctx stays Run's, whose
+	// deadline and end time the flow and stop it
+	// (docs/DESIGN.md#hooks). Behind a pointer, made only for a hook
+	// that returns a context, so that the waiter stays in its size class.
+	hookCtx *context.Context
 }
 
 // newContextWaiter returns the waiter of an execution that Run,

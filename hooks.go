@@ -37,11 +37,17 @@ import (
 // [Root.RunHelping], [Root.PromiseContext]), or context.Background() for
 // Execute and Promise, as returned by FlowStart:
 // it is what the flow's other hooks receive, and what the functions of its
-// [AsyncSteps.Await] steps see the values of.
+// [AsyncSteps.Await] steps see the values of. Its values only: the flow is
+// timed and stopped by Run's context alone, so a deadline or a cancel of
+// the hook's own neither ends the flow nor shows in an Await function's
+// context, whose Deadline is that of Run's context and of the step
+// timeouts around it, and a context the hook detaches from Run's
+// (context.WithoutCancel) does not hide Run's deadline.
 type Hooks struct {
 	// FlowStart is called on the loop as a flow begins, before its first
 	// step. The context it returns, which must be ctx or derived from it,
-	// becomes the flow's context. Nil keeps ctx. A panic or runtime.Goexit
+	// becomes the flow's context, for its values (a span): its deadline
+	// and cancel are not the flow's (see above). Nil keeps ctx. A panic or runtime.Goexit
 	// in it fails the flow with an InternalError before its first step,
 	// as one in a step fails the step; FlowEnd still sees the flow end,
 	// as StepError sees the error, with ctx: what a hook put in the
@@ -182,7 +188,9 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 	}
 	w := fl.wait
 	w.hooks = h
-	w.ctx = fl.runContext()
+	if w.ctx == nil {
+		w.ctx = context.Background()
+	}
 	if h.FlowStart == nil {
 		return nil
 	}
@@ -200,11 +208,22 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 		}
 		fl.afterGoexit(&startFailure{fl: fl, err: fl.goexitError()})
 	}()
+	// The hook's context gives the flow values only: w.ctx stays Run's,
+	// whose deadline the flow is timed by.
 	if ctx := h.FlowStart(w.ctx); ctx != nil { // nil keeps ctx
-		w.ctx = ctx
+		w.hookCtx = &ctx
 	}
 	returned = true
 	return nil
+}
+
+// flowContext is the context of the flow w observes, which its hooks get:
+// the one FlowStart returned, else Run's.
+func (w *waiter) flowContext() context.Context {
+	if w.hookCtx != nil {
+		return *w.hookCtx
+	}
+	return w.ctx
 }
 
 // startFailure ends a flow whose FlowStart hook called runtime.Goexit.
@@ -233,7 +252,7 @@ func (fl *flow) failStart(err *Error) {
 func (w *waiter) observeEnd(err error) {
 	if f := w.hooks.FlowEnd; f != nil {
 		defer recoverHook("FlowEnd")
-		f(w.ctx, err)
+		f(w.flowContext(), err)
 	}
 }
 
@@ -335,7 +354,7 @@ func (fl *flow) reportError(err *Error, at resumePoint) {
 		fl.reportErrors(resumePoint{})
 	}()
 	w := fl.wait
-	w.hooks.StepError(w.ctx, err)
+	w.hooks.StepError(w.flowContext(), err)
 	returned = true
 }
 
