@@ -3,7 +3,6 @@ package asyncsteps_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,32 +68,6 @@ func TestFlowStartContextGivesValuesNotItsDeadline(t *testing.T) {
 			}
 		})
 	}
-}
-
-// passingCtx is a context whose deadline passes when the test says so
-// (pass), without a clock.
-type passingCtx struct {
-	context.Context
-	passed atomic.Bool
-	done   chan struct{}
-}
-
-func newPassingCtx() *passingCtx {
-	return &passingCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *passingCtx) pass() {
-	c.passed.Store(true)
-	close(c.done)
-}
-
-func (c *passingCtx) Done() <-chan struct{} { return c.done }
-
-func (c *passingCtx) Err() error {
-	if c.passed.Load() {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // A flow whose Run's deadline has passed as it begins times out before

@@ -476,3 +476,55 @@ func TestSettleThroughAnOpaqueDecoratorKeepsTheCause(t *testing.T) {
 		}
 	}
 }
+
+// Once Run's deadline has passed, a step that waits fails with Timeout at
+// once. A Settle that an error handler starts then runs each branch to
+// its end all the same: a branch that waits has Timeout as its outcome
+// (its cancel handler runs, as at its own timeout), one that does not
+// wait its result, and then runs with them; the flow goes on. A Gather
+// started there meets the same Timeouts, and fails as a whole, as at any
+// branch's error: then does not run, and the Timeout goes to the
+// handlers around it.
+func TestSettleAfterRunDeadlineTimesOutEachWaitingBranch(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fan   func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps))
+		trace string
+		res   string
+	}{
+		{"Settle", func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps)) {
+			asyncsteps.Settle(as, func(as steps, rs []settled) {
+				traceAt(tr, tt, "then "+outcomes(rs))
+				as.Success("partial")
+			}, branches...)
+		}, `call:Timeout@0s,cancel fresh@0s,cancel fresher@0s,then "cached"|Timeout|Timeout@0s`, "[partial] <nil>"},
+		{"Gather", func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps)) {
+			asyncsteps.Gather(as, func(as steps, vs []string) {
+				traceAt(tr, tt, fmt.Sprint("then ", vs))
+				as.Success("partial")
+			}, branches...)
+		}, "call:Timeout@0s,cancel fresh@0s,cancel fresher@0s,outer:Timeout@0s", "[] Timeout"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			ctx := newPassingCtx()
+			r.Add(func(as steps, _ ...any) {
+				as.Add(func(as steps, _ ...any) {
+					ctx.pass() // the deadline passes while the call waits
+					as.WaitExternal()
+				}, func(as steps, code string) {
+					traceAt(&tr, tt, "call:"+code)
+					c.fan(as, &tr, tt, func(as steps) { as.Success("cached") },
+						succeedAfter(&tr, tt, time.Millisecond, "fresh"),
+						succeedAfter(&tr, tt, time.Millisecond, "fresher"))
+				})
+			}, func(as steps, code string) { traceAt(&tr, tt, "outer:"+code) })
+			args, err := r.Run(ctx)
+			wantTrace(t, &tr, c.trace)
+			if got := fmt.Sprint(args, " ", err); got != c.res {
+				t.Errorf("Run: %s, want %s", got, c.res)
+			}
+		})
+	}
+}

@@ -228,7 +228,12 @@ type Settled[T any] struct {
 // of a branch is not caught. A cancel of the added step (a timeout around
 // it or the deadline of Run's context, [Root.Cancel], a failed sibling of
 // a Parallel around it) cancels every branch, as for Gather, and then
-// does not run. A Break or Continue that a branch raises for a loop around
+// does not run. Once Run's deadline has passed, a step that waits fails
+// with Timeout at once (see [Root.Run]): a Settle that an error handler
+// starts then, as a fallback, is not cancelled, but each of its branches
+// that waits has Timeout as its outcome, each that does not its result,
+// and then runs with them, where a Gather fails with that Timeout as a
+// whole (see the example). A Break or Continue that a branch raises for a loop around
 // Settle leaves it as it leaves a Gather or Parallel branch: the other
 // branches are cancelled, then does not run, and the loop takes it (a
 // loop inside the branch takes its own first).

@@ -143,6 +143,41 @@ func ExampleSettle() {
 	// err: <nil>
 }
 
+// Once the deadline of Run's context has passed, a step that waits fails
+// with Timeout at once. A Settle that an error handler starts then, as a
+// fallback, still hands then the outcome of every branch: Timeout for a
+// branch that waits, the result of one that does not.
+func ExampleSettle_afterRunsDeadline() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal() // a call that does not answer before the deadline
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		fmt.Println("call:", code)
+		asyncsteps.Settle(as, func(as asyncsteps.AsyncSteps, rs []asyncsteps.Settled[string]) {
+			for i, o := range rs {
+				fmt.Printf("%d %q %v\n", i, o.Value, o.Err)
+			}
+			as.Success("partial")
+		}, func(as asyncsteps.AsyncSteps) {
+			as.Success("cached")
+		}, func(as asyncsteps.AsyncSteps) {
+			as.SetTimeout(time.Minute) // it waits: it fails at once
+		})
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	args, err := r.Run(ctx)
+	fmt.Println(args, err)
+	// Output:
+	// call: Timeout
+	// 0 "cached" <nil>
+	// 1 "" Timeout
+	// [partial] <nil>
+}
+
 // Run returns the flow's result typed; an error is returned as by
 // Root.Run, and a result of another type is an InternalError.
 func ExampleRun() {
