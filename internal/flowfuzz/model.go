@@ -467,7 +467,7 @@ type fifoEntry struct {
 	out        outcome
 
 	// The task of the SyncWait hook of a flow let into a gate: it
-	// reports the wait, then queues the completion then.
+	// reports the wait, then goes on with the completion then.
 	syncWait *syncWaitTask
 }
 
@@ -623,7 +623,10 @@ func Model(p *Program) Result {
 				if !w.then.th.done { // a waiter that ended since is not reported
 					m.hook(SyncWaitEvent(w.gate, w.waited))
 				}
-				m.fifo = append(m.fifo, w.then)
+				// The flow goes on in the hook's task, not behind the
+				// tasks queued since the gate let it in: where it would
+				// have gone on without the hook.
+				m.fifo = slices.Insert(m.fifo, 0, w.then)
 				continue
 			}
 			if m.stop && !m.stopApplied {

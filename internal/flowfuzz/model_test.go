@@ -310,6 +310,18 @@ func TestModelSpecExamples(t *testing.T) {
 		}}}},
 		want: "FS s3() SW0:10@10 s5()@10 FE:ok@10 -> ok()",
 	}, {
+		// Two waiters let in at once, as a Throttle's period starts:
+		// each goes on in its own SyncWait task, the first's step before
+		// the second's hook, as each would without hooks.
+		name: "sync wait, two let in at once",
+		p: &Program{Hooks: true, Throttle: &Throttle{N: 2, Period: 10, Queue: 2}, Steps: []*Node{{ID: 1, Kind: KParallel, Subs: []*Node{
+			{ID: 2, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 3, Kind: KStep}},
+			{ID: 4, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 5, Kind: KStep}},
+			{ID: 6, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 7, Kind: KStep}},
+			{ID: 8, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 9, Kind: KStep}},
+		}}}},
+		want: "FS s3() s5() SW2:10@10 s7()@10 SW2:10@10 s9()@10 FE:ok@10 -> ok()",
+	}, {
 		// A branch that fails in a task of its own (an external error)
 		// gives its slot to the waiter, whose SyncWait task is queued;
 		// the Parallel goes on in that task, which has not yielded yet:
