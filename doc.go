@@ -94,12 +94,15 @@
 // flow instead). Cancelling stops the steps still running, innermost
 // first, and runs the function each set with [AsyncSteps.SetCancel], once,
 // to release what it holds; no error handler runs, and the flow ends with
-// an error matching context.Canceled. A timeout, an error unwinding, and
-// the first failed branch of [AsyncSteps.Parallel] cancel the steps they
-// abandon the same way. ExampleAsyncSteps_SetTimeout and ExampleRoot_Cancel
-// show both. [Retry] makes a call again while it fails with a retryable
-// code, each attempt within its own timeout, with a backoff between
-// attempts; Example_retry shows it.
+// an error matching context.Canceled. A cancel requested before an error
+// is raised wins over it, also when the callback that called Cancel
+// raises the error: no error handler runs after the request. A timeout,
+// an error unwinding, and the first failed branch of
+// [AsyncSteps.Parallel] cancel the steps they abandon the same way.
+// ExampleAsyncSteps_SetTimeout and ExampleRoot_Cancel show both. [Retry]
+// makes a call again while it fails with a retryable code, each attempt
+// within its own timeout, with a backoff between attempts; Example_retry
+// shows it.
 //
 // # The loop
 //

@@ -173,7 +173,36 @@ func flowSeeds() []*ff.Program {
 	seeds = append(seeds, failSeeds()...)
 	// 100, 101: 95 and 97 with hooks, the second by Run: the errors of
 	// Fail, and those a Settle branch raises, are told to StepError.
-	return append(seeds, seedHooks(failSeeds()[0]), seedHooks(seedRun(failSeeds()[2], ff.CtxRun, 0)))
+	seeds = append(seeds, seedHooks(failSeeds()[0]), seedHooks(seedRun(failSeeds()[2], ff.CtxRun, 0)))
+	return append(seeds, cancelWinsSeeds()...)
+}
+
+// cancelWinsSeeds are seeds 102 to 106: a Root.Cancel from a callback
+// wins over the error that follows it. No error handler runs after it;
+// the cancel handlers of the steps still running do.
+func cancelWinsSeeds() []*ff.Program {
+	return []*ff.Program{
+		// From the cancel handler of the failing step, on the path of its
+		// error: neither its handler nor the outer one runs.
+		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedWith(seedLeaf(ff.EImplicit),
+			seedOnerror(seedCancellable(seedFails("E1", "")), seedRecovers(0))), seedRecovers(1))), 2),
+		// From an error handler in a branch that raises an error of its
+		// own: the waiting sibling is cancelled, the Parallel's handler
+		// does not run.
+		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedLeaf(ff.EWait)),
+			seedOnerror(seedFails("E1", ""), seedRethrows("E2", ""))), seedRecovers(0)), seedLeaf(ff.EImplicit)), 4),
+		// From a step that then calls Break: the loop does not take it.
+		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedRepeat("", 3, seedCancellable(seedBrk(ff.EBreak, ""))), seedRecovers(0)),
+			seedLeaf(ff.EImplicit)), 2),
+		// From a branch that then fails: its own cancel handler runs
+		// first, then its sibling's; the Parallel's handler does not run.
+		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedLeaf(ff.EWait)),
+			seedCancellable(seedOnerror(seedFails("E1", ""), seedRecovers(0)))), seedRecovers(0))), 3),
+		// From a branch of a Settle that then fails: Settle's handler does
+		// not take the error, the other branch is cancelled.
+		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedSettle(seedCancellable(seedExt(10, 0)), seedFails("E1", "")), seedRecovers(0)),
+			seedLeaf(ff.EImplicit)), 3),
+	}
 }
 
 // failSeeds are seeds 95 to 99: Fail and Settle.
@@ -382,8 +411,8 @@ func plainSeeds() []*ff.Program {
 		// 46 Root.Cancel from a callback: the step completes, then the
 		// flow sees the cancel before its next step.
 		seedCancelFrom(seedProg(0, seedOne, seedCancellable(seedOk(1)), seedLeaf(ff.EImplicit)), 1),
-		// 47 from a step that then fails: its handler runs, the steps it
-		// adds do not; a waiting sibling branch is cancelled.
+		// 47 from a step that then fails: the cancel wins, its handler
+		// does not run; a waiting sibling branch is cancelled.
 		seedCancelFrom(seedProg(0, seedOne, seedPar(seedCancellable(seedLeaf(ff.EWait)),
 			seedOnerror(seedFails("E1", ""), seedAdds(seedLeaf(ff.EImplicit))))), 3),
 		// 48 from a step that then waits, or adds sub-steps: its cancel
@@ -391,9 +420,9 @@ func plainSeeds() []*ff.Program {
 		seedCancelFrom(seedProg(0, seedOne, seedCancellable(seedLeaf(ff.EWait))), 1),
 		seedCancelFrom(seedProg(0, seedOne, seedPar(seedExt(0, 0), seedCancellable(seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit))))), 3),
 		// 52 Root.Cancel from an error handler that recovers; from the
-		// cancel handler of a sibling a failed branch cancels (the
-		// parallel's handler still runs); from a cancel handler under a
-		// timeout.
+		// cancel handler of a sibling a failed branch cancels, and from a
+		// cancel handler under a timeout: the cancel wins, the error
+		// handler of the parallel, or of the step timed out, does not run.
 		seedCancelFrom(seedProg(0, seedOne, seedOnerror(seedFails("E1", ""), seedRecovers(1)), seedLeaf(ff.EImplicit)), 2),
 		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedPar(seedCancellable(seedLeaf(ff.EWait)), seedExtErr(10, "E1", "")), seedAdds(seedLeaf(ff.EImplicit)))), 2),
 		seedCancelIn(seedProg(0, seedOne, seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedCancellable(seedLeaf(ff.EWait))), 10), seedHandlerWaits(0, ff.EExternal, 5, 0, ""))), 2),

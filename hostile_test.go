@@ -597,27 +597,30 @@ func TestHostileParkedExecuteFlowEndsOnClose(t *testing.T) {
 
 // Point 4: a TestTool driven from inside one of its own steps does not run
 // the step's own events under it: the step fails with a clear
-// InternalError, and nothing panics out of the tool.
+// InternalError, and nothing panics out of the tool. After the step's own
+// Cancel, the cancel requested before that error wins: no handler sees
+// it, the flow ends cancelled, with the error in the State.
 func TestHostileTestToolDrivenFromItsOwnStep(t *testing.T) {
 	const info = "the flow's tool was driven from inside a callback of the flow (TestTool.NextEvent, Advance or Run in a step?): its own events wait until the callback returns"
 	cases := []struct {
-		name  string
-		drive func(r *asyncsteps.Root, tt *asyncsteps.TestTool, as asyncsteps.AsyncSteps)
-		want  string // the handler's record
+		name      string
+		drive     func(r *asyncsteps.Root, tt *asyncsteps.TestTool, as asyncsteps.AsyncSteps)
+		want      string // the handler's record
+		cancelled bool   // the flow ends cancelled
 	}{
 		{"Advance past the step's own timeout", func(r *asyncsteps.Root, tt *asyncsteps.TestTool, as asyncsteps.AsyncSteps) {
 			as.SetTimeout(time.Second)
 			tt.Advance(2 * time.Second)
-		}, "InternalError: " + info},
+		}, "InternalError: " + info, false},
 		{"NextEvent after the step's own Cancel", func(r *asyncsteps.Root, tt *asyncsteps.TestTool, as asyncsteps.AsyncSteps) {
 			as.SetCancel(func(asyncsteps.AsyncSteps) {})
 			r.Cancel()
 			tt.NextEvent()
-		}, "InternalError: " + info},
+		}, "", true},
 		{"Run from a step with a timeout", func(r *asyncsteps.Root, tt *asyncsteps.TestTool, as asyncsteps.AsyncSteps) {
 			as.SetTimeout(time.Second)
 			tt.Run()
-		}, "InternalError: " + info},
+		}, "InternalError: " + info, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -635,8 +638,16 @@ func TestHostileTestToolDrivenFromItsOwnStep(t *testing.T) {
 				if got != c.want {
 					t.Errorf("the handler saw %q, want %q", got, c.want)
 				}
-				// The handler lets the error go on: it ends the flow
-				// before a Cancel waiting for the step can.
+				if c.cancelled {
+					if !errors.Is(res.Err, context.Canceled) {
+						t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+					}
+					if st := r.State(); st.ErrorInfo != info {
+						t.Errorf("State().ErrorInfo = %q, want the step's InternalError's", st.ErrorInfo)
+					}
+					return
+				}
+				// The handler lets the error go on: it ends the flow.
 				wantError(t, res.Err, asyncsteps.InternalError, info)
 			})
 		})

@@ -220,6 +220,14 @@ func (r *Root) panicIfRunning(method string) {
 // handlers of the running steps run (innermost first, no error handler),
 // then the flow ends with an error matching context.Canceled. It does
 // nothing when the flow is not running.
+//
+// Cancel is asynchronous: it returns at once, and the flow sees the cancel
+// before its next step or at the next level an error unwinds through,
+// whichever comes first; from then on no error handler runs in that
+// execution. So a cancel requested before an error is raised wins over
+// it, also when the callback that called Cancel raises the error itself,
+// and the flow ends cancelled. An error handler that is running when
+// another goroutine calls Cancel runs to its end.
 func (r *Root) Cancel() {
 	if r != nil { // a nil Root runs nothing: nothing to cancel
 		r.cancel(context.Canceled)

@@ -698,6 +698,112 @@ func TestRootCancelIsAsynchronous(t *testing.T) {
 	}
 }
 
+// docs/DESIGN.md#cancel-handlers: a cancel requested before an error is
+// raised wins, also when a callback of the flow itself requests it and an
+// error follows in that callback, in a handler or in a cancel handler on
+// the way: the unwinding stops where the flow sees the cancel, the cancel
+// handlers of the steps still running run, innermost first, no error
+// handler runs after it, the unhandled-error function is not called, and
+// the Result matches context.Canceled.
+func TestCancelRequestedBeforeAnErrorWins(t *testing.T) {
+	cases := []struct {
+		name  string
+		add   func(r *asyncsteps.Root, tr *tracer)
+		trace string
+	}{
+		{"Error after Cancel in a step", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("outer:cancel"))
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(tr.cancel("step:cancel"))
+					r.Cancel()
+					as.Error("Failed", "after the cancel")
+				}, tr.handler("step:onerror"))
+			}, tr.handler("outer:onerror"))
+		}, "step:cancel,outer:cancel"},
+		{"handler returns after Cancel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("outer:cancel"))
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Error("Failed", "before the cancel")
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("step:onerror:%s", code)
+					r.Cancel()
+				})
+			}, tr.handler("outer:onerror"))
+		}, "step:onerror:Failed,outer:cancel"},
+		{"handler raises after Cancel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Error("Failed", "before the cancel")
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("step:onerror:%s", code)
+					r.Cancel()
+					as.Error("Replaced")
+				})
+			}, tr.handler("outer:onerror"))
+		}, "step:onerror:Failed"},
+		{"branch fails after Cancel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				p := as.Parallel(tr.handler("parallel:onerror"))
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.SetCancel(tr.cancel("sibling:cancel")) })
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					r.Cancel()
+					as.Error("Failed")
+				}, tr.handler("branch:onerror"))
+			})
+		}, "sibling:cancel"},
+		{"cancel handler on the way calls Cancel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("outer:cancel"))
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) {
+						tr.add("step:cancel")
+						r.Cancel()
+					})
+					as.Error("Failed", "before the cancel")
+				}, tr.handler("step:onerror"))
+			}, tr.handler("outer:onerror"))
+		}, "step:cancel,outer:cancel"},
+		{"timeout whose cancel handler calls Cancel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Second)
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) {
+						tr.add("inner:cancel")
+						r.Cancel()
+					})
+				}, tr.handler("inner:onerror"))
+			}, tr.handler("outer:onerror"))
+		}, "inner:cancel"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow(asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+				tr.addf("unhandled:%s", err.Code)
+			}))
+			c.add(r, &tr)
+			r.Add(tr.step("not reached"))
+			r.Execute()
+			drive(t, tt)
+			wantTrace(t, &tr, c.trace)
+			if r.Running() {
+				t.Error("Execute: the flow still runs")
+			}
+
+			tr = tracer{}
+			c.add(r, &tr)
+			res := run(t, r, tt)
+			if !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+			}
+			wantTrace(t, &tr, c.trace)
+			syncWantIdle(t, tt)
+		})
+	}
+}
+
 // A panic in a cancel handler never crashes the process. While an error
 // unwinds, it replaces the error with InternalError (the handlers further
 // out see that); during Root.Cancel there is no error to replace: the flow

@@ -15,8 +15,9 @@ import (
 // fail unwinds the error err from f outward (docs/DESIGN.md#error-handlers,
 // #cancel-handlers and #break-and-continue):
 // each level runs its cancel handler, then its error handler, until one
-// handles the error or a loop takes its Break or Continue. It returns where
-// the flow goes on.
+// handles the error or a loop takes its Break or Continue, or a cancel
+// requested of the flow stops it (see stopped). It returns where the flow
+// goes on.
 func (fl *flow) fail(f *frame, err *Error) *frame {
 	fl.noteStack(f)
 	return fl.unwind(f, err)
@@ -46,6 +47,9 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 				fl.reportErrors(resumePoint{f: f, err: err})
 			}
 		}
+		if fl.stopped() {
+			return nil
+		}
 		fl.release(f)
 		if f.onerror() != nil {
 			c := fl.runErrorHandler(f, err)
@@ -68,6 +72,27 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 		fl.retire(f)
 		f = p
 	}
+}
+
+// stopped cancels the flow, in place of unwinding an error further, if a
+// cancel has been requested of it (docs/DESIGN.md#cancel-handlers): a
+// cancel requested before an error is raised wins, so that no error
+// handler runs once it has been requested, even when the callback that
+// requested it raises the error. It reports whether it did; the flow has
+// then ended. Only the error path pays for the atomic load.
+//
+// unwind asks once a level's own cancel handler has run, as for any error
+// through it: that handler may have requested the cancel, and the cancel
+// of the whole tree would drop it unrun where the loop turned a claimed
+// Success into the error (see callCancel). The cancel then runs those of
+// the other steps still live, innermost first.
+func (fl *flow) stopped() bool {
+	cause := fl.stop.Load()
+	if cause == nil {
+		return false
+	}
+	fl.cancel(*cause)
+	return true
 }
 
 // runErrorHandler runs f's error handler in a new incarnation of f that takes its

@@ -318,7 +318,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * (C has no exceptions). The step's own cancel handler (setCancel)
              * runs first, wherever handle_error comes from; then the step's
              * error handler, then the outer ones, see code; they read info through stateVariable
-             * "error_info". In a callback whose step already failed or
+             * "error_info". After a cancel of the root requested before it
+             * (see cancel), no error handler runs: the cancel handlers do,
+             * and the flow ends cancelled. In a callback whose step already failed or
              * completed (a second handle_error, one after success, breakLoop
              * or continueLoop) it has no effect: the first code and info
              * stay. From any thread: from another one, on a step that waits,
@@ -404,7 +406,11 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_error_callback unhandled_error);
             /* Index 14. cancel: cancels the root's running flow: the cancel
              * handlers of its running steps run on the loop, innermost first; no
-             * error handler runs. From any thread. On a step's pointer (see
+             * error handler runs. It returns at once; the flow sees it before
+             * its next step or as an error unwinds, and a cancel requested
+             * before an error wins over it: no error handler runs from then
+             * on, also for a handle_error that the callback which called
+             * cancel makes after it. From any thread. On a step's pointer (see
              * free). */
             void (*cancel)(FutoInAsyncSteps* bsi);
             /* Index 15. addSync: adds a step that enters sync (ours from

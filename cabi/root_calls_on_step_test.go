@@ -3,7 +3,11 @@
 package cabi_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
@@ -40,4 +44,23 @@ func TestIsValidAfterAnErrorInTheSameCallback(t *testing.T) {
 		"after breakLoop valid=1",
 		"b-1 after",
 	})
+}
+
+// cancel on the root's pointer and then handle_error in one C step's
+// callback: the cancel, requested before the error, wins. The cancel
+// handlers of the running steps run, innermost first, no error handler
+// does, and the flow ends cancelled, as the header says of cancel.
+func TestCancelThenHandleErrorInACStep(t *testing.T) {
+	ctest.ReviewReset()
+	r, root := newRoot(t)
+	ctest.CancelThenFail(root)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run err = %v, want one matching context.Canceled", err)
+	}
+	want := []string{"returned", "cancel step", "cancel outer"}
+	if got := ctest.ReviewTrace(); !slices.Equal(got, want) {
+		t.Errorf("trace:\n got %q\nwant %q", got, want)
+	}
 }

@@ -36,6 +36,14 @@ import (
 // ("the flow yields after each step when something else is queued") made
 // precise; a cancelled branch keeps its place in the FIFO, as a no-op.
 //
+// A Root.Cancel from a callback (Program.CancelFrom) is seen before the
+// next step, as a root cancel is; and a stop requested by a callback turns
+// the next unwind into a cancel (docs/DESIGN.md#cancel-handlers: a cancel
+// requested before an error is raised wins): an error that, past a level's
+// own cancel handler, would go on to its error handler or outward cancels
+// the flow instead (see unwinding), so no error handler runs after the
+// request, and the cancel handlers still armed run, innermost first.
+//
 // A panic (in a step or a handler) is an InternalError whose info is the
 // panic value; handler events and the end show it as PanicInfo, since the
 // state's LastException is then the recovered panic
@@ -384,14 +392,7 @@ func (th *thread) turn() *outcome {
 	if m := th.m; m.stop && !m.stopApplied {
 		// A Root.Cancel from a callback: the flow sees it before its
 		// next step (docs/DESIGN.md#cancel).
-		th.fresh = false
-		if th == m.root {
-			m.stopApplied = true
-			o := cancelled(nil)
-			return &o
-		}
-		s := th.ask(request{kind: reqStop})
-		o := s.out
+		o := th.seeStop()
 		return &o
 	}
 	if th.fresh {
@@ -408,6 +409,31 @@ func (th *thread) turn() *outcome {
 		return &o
 	}
 	return nil
+}
+
+// seeStop cancels the flow, th included, for a Root.Cancel from a
+// callback that the flow sees now, and returns th's outcome: cancelled.
+func (th *thread) seeStop() outcome {
+	m := th.m
+	th.fresh = false
+	if th == m.root {
+		m.stopApplied = true
+		return cancelled(nil)
+	}
+	return th.ask(request{kind: reqStop}).out
+}
+
+// unwinding is where the error o, past a level's own cancel handler, goes
+// on to its error handler or outward: a Root.Cancel from a callback that
+// the flow has not seen yet turns it into the cancel of the flow
+// (docs/DESIGN.md#cancel-handlers: a cancel requested before an error is
+// raised wins; no error handler runs once it is requested). Any other
+// outcome goes on as it is.
+func (th *thread) unwinding(o outcome) outcome {
+	if m := th.m; o.is(errK) && m.stop && !m.stopApplied {
+		return th.seeStop()
+	}
+	return o
 }
 
 type timerKind uint8
@@ -1265,6 +1291,9 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 			m.stepError(0, outcome{kind: errK, code: "InternalError", info: CancelPanicValue(n.ID), panic: true})
 		}
 	}
+	// After the step's own cancel handler, which may have called
+	// Root.Cancel, as unwind looks (flow.stopped).
+	o = th.unwinding(o)
 	if o.is(errK) && n.Handler != nil {
 		return m.handle(th, n.Handler, o)
 	}
@@ -1421,8 +1450,18 @@ func (m *model) await(th *thread, n *Node) outcome {
 	return o
 }
 
-// handle runs an error handler for the error o (docs/DESIGN.md#error-handlers).
+// handle runs an error handler for the error o (docs/DESIGN.md#error-handlers),
+// unless a Root.Cancel from a callback is seen first; an error the handler
+// raises or lets go on unwinds on.
 func (m *model) handle(th *thread, h *Handler, o outcome) outcome {
+	if o = th.unwinding(o); !o.is(errK) {
+		return o
+	}
+	return th.unwinding(m.runHandler(th, h, o))
+}
+
+// runHandler runs the error handler h for the error o.
+func (m *model) runHandler(th *thread, h *Handler, o outcome) outcome {
 	info := m.info
 	if m.panic && o.code == "InternalError" {
 		info = PanicInfo(info)
@@ -1517,6 +1556,7 @@ func (m *model) branches(th *thread, subs []*Node, bodies []func(*thread) outcom
 			if s.kind == sigDeadline {
 				o = m.deadline(th)
 			}
+			o = th.unwinding(o) // a cancel handler of a branch may have called Root.Cancel
 		default:
 			panic("flowfuzz: parallel resumed with " + fmt.Sprint(s.kind))
 		}
@@ -1559,7 +1599,7 @@ func (m *model) settleBranch(th *thread, b *Node, out *string) outcome {
 		}
 	}
 	m.added([]*Node{b})
-	switch o := m.level(th, []*Node{b}); {
+	switch o := th.unwinding(m.level(th, []*Node{b})); { // before Settle's handler
 	case o.is(okK):
 		v := 0
 		if len(o.args) > 0 {
@@ -1976,6 +2016,7 @@ func (m *model) retry(th *thread, n *Node) outcome {
 		} else {
 			o = m.attempt(th, n, i)
 		}
+		o = th.unwinding(o) // before the attempt's handler
 		switch {
 		case o.is(okK):
 			if c := th.turn(); c != nil {

@@ -186,6 +186,48 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want: "s1() -> canceled",
 	}, {
+		// docs/DESIGN.md#cancel-handlers: a cancel requested before an
+		// error is raised wins. The error that follows in the callback
+		// runs the cancel handlers only, innermost first, no error handler.
+		name: "error after a cancel from its callback",
+		p: &Program{CancelFrom: 2, Steps: []*Node{
+			{ID: 1, Kind: KStep, Cancel: true, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, End: EError, Code: "E1", Handler: &Handler{ID: 3}},
+			}, Handler: &Handler{ID: 4}},
+		}},
+		want: "s1() s2() c2 c1 -> canceled",
+	}, {
+		// The same from an error handler that raises after the cancel.
+		name: "handler raises after a cancel",
+		p: &Program{CancelFrom: 3, Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EError, Code: "E1", Handler: &Handler{ID: 3, Action: HRethrow, Code: "E2"}},
+			}, Handler: &Handler{ID: 4}},
+		}},
+		want: "s1() s2() h3:E1: -> canceled",
+	}, {
+		// The same from a branch that fails after the cancel: its own
+		// cancel handler runs first, as for any error through it, then its
+		// sibling is cancelled; the Parallel's handler does not run.
+		name: "branch fails after a cancel",
+		p: &Program{CancelFrom: 3, Steps: []*Node{
+			{ID: 1, Kind: KParallel, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, End: EWait},
+				{ID: 3, Kind: KStep, Cancel: true, End: EError, Code: "E1", Handler: &Handler{ID: 4}},
+			}, Handler: &Handler{ID: 5}},
+		}},
+		want: "s2() s3() c3 c2 -> canceled",
+	}, {
+		// The same from a cancel handler that a timeout runs: the
+		// Timeout that follows reaches no error handler.
+		name: "cancel from a cancel handler during a timeout",
+		p: &Program{CancelFrom: 2, CancelInCancel: true, Steps: []*Node{
+			{ID: 1, Kind: KStep, Timeout: 10, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, End: EWait},
+			}, Handler: &Handler{ID: 3, Action: HRecover}},
+		}},
+		want: "s1() s2() c2@10 -> canceled",
+	}, {
 		// docs/DESIGN.md#cancel-handlers: a cancel handler that panics on
 		// the path of an error replaces it.
 		name: "cancel handler panics",

@@ -414,6 +414,55 @@ void rv_root_call_on_step(FutoInAsyncSteps* root, int which)
     root->api->add(root, (void*)(intptr_t)-1, lk_after, NULL);
 }
 
+// ---- cancel of the root, then handle_error, in one step's callback -------------
+
+static void rv_cf_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    rv_log("cancel %s", (const char*)data);
+}
+
+static void rv_cf_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    rv_log("eh step %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+static void rv_cf_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    FutoInAsyncSteps* root = data;
+    bsi->api->setCancel(bsi, "step", rv_cf_cancel);
+    root->api->cancel(root);
+    bsi->api->handle_error(bsi, "Failed", "after the cancel");
+    rv_log("returned");
+}
+
+static void rv_cf_outer(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    bsi->api->setCancel(bsi, "outer", rv_cf_cancel);
+    bsi->api->add(bsi, data, rv_cf_step, rv_cf_eh);
+}
+
+static void rv_cf_outer_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    rv_log("eh outer %s", code);
+    bsi->api->success(bsi, NULL);
+}
+
+// rv_cancel_then_fail adds a step (cancel handler "cancel outer", error
+// handler "eh outer") whose sub-step sets a cancel handler ("cancel
+// step"), cancels root and then calls handle_error, with an error handler
+// ("eh step") that recovers; then a step that logs "b-1 after".
+void rv_cancel_then_fail(FutoInAsyncSteps* root)
+{
+    root->api->add(root, root, rv_cf_outer, rv_cf_outer_eh);
+    root->api->add(root, (void*)(intptr_t)-1, lk_after, NULL);
+}
+
 // ---- isValid after handle_error or breakLoop in the same callback --------------
 
 static void rv_fail_then_valid(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)

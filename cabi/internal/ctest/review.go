@@ -102,6 +102,12 @@ func WaitReview(n int, d time.Duration) bool {
 // "error_info" and recovers; then a step that logs "b-1 after".
 func RootCallOnStep(root unsafe.Pointer, which int) { C.rv_root_call_on_step(bsi(root), C.int(which)) }
 
+// CancelThenFail adds a step whose sub-step cancels root and then calls
+// handle_error, both steps with a cancel handler and an error handler
+// that log ("cancel step", "eh step <code>", and "outer" likewise) and
+// recover; then a step that logs "b-1 after".
+func CancelThenFail(root unsafe.Pointer) { C.rv_cancel_then_fail(bsi(root)) }
+
 // ValidAfterError adds a step that calls handle_error and then logs
 // isValid, with a handler that recovers, and a loop whose body calls
 // breakLoop and then logs isValid; then "b-1 after".

@@ -18,6 +18,7 @@ void rv_long_item(FutoInAsyncSteps* root, int base);
 void rv_execute_waiting(FutoInAsyncSteps* root);
 void rv_root_call_on_step(FutoInAsyncSteps* root, int which);
 void rv_valid_after_error(FutoInAsyncSteps* root);
+void rv_cancel_then_fail(FutoInAsyncSteps* root);
 void rv_lock_fail(FutoInAsyncSteps* root, FutoInSync* sync, int how);
 void rv_lock_unlock(FutoInAsyncSteps* root, FutoInSync* sync);
 void rv_free_on_parent(FutoInAsyncSteps* step);
