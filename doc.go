@@ -160,7 +160,8 @@
 // context is cancelled, the flow is cancelled and Run returns an error
 // matching ctx.Err(); when its deadline passes, the flow times out as with
 // SetTimeout, so its error handlers may recover. A Cancel that races with
-// the flow's last step may win or lose.
+// the flow's last step may win or lose; it never stops an execution of
+// the Root started after the one it found running.
 //
 // [AsyncSteps.Await] bridges to blocking Go code: its function runs on a
 // goroutine of its own with a context that carries the values and the

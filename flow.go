@@ -24,19 +24,18 @@ type flow struct {
 	// cache lines of the Root: with many flows queued on a loop, each step
 	// finds its flow cold in the cache, and every line costs a miss.
 
-	// stop is the cause of a requested cancel, set from any goroutine and
-	// looked at before each step, so that a cancel takes effect at once.
-	stop  atomic.Pointer[error]
+	// stop is the cancel last requested of an execution of the flow, set
+	// from any goroutine and looked at before each step, so that a cancel
+	// takes effect at once; one meant for an execution that has ended is
+	// stale, and dropped (see stopRequest).
+	stop  atomic.Pointer[stopRequest]
 	sched scheduler // the Root's tool
-	// phase holds flowRunning, flowAbandoned and the flow's place among
-	// its Loop's awaited flows, in one word so that the Root stays within
-	// 192 bytes; set from any goroutine.
-	phase atomic.Uint32
-	done  bool // no execution runs on the loop: not begun, or ended; on the loop
-	// inCall is set while a callback of the flow runs, reent when a task
-	// of the flow came while it ran (see deferTask); on the loop.
-	inCall, reent bool
-	base          frame // level 0, whose queue is the Root's; never recycled
+	// phase holds flowRunning, flowAbandoned, the flow's place among its
+	// Loop's awaited flows and the generation of its execution, in one
+	// word so that a Cancel reads in one load whether the flow runs and
+	// which execution runs; set from any goroutine.
+	phase atomic.Uint64
+	base  frame // level 0, whose queue is the Root's; never recycled
 
 	wait      *waiter // set by Run and ExecuteWith, and for hooks
 	unhandled func(err *Error)
@@ -57,33 +56,50 @@ type flow struct {
 	// parkNoted is set once the flow's loop notes it weakly as parked
 	// (see noteParked), for as long as the Root lives.
 	parkNoted bool
+
+	// The flags of one byte each come last, where with apisLeft they
+	// fill the last word, so that the Root stays within 192 bytes.
+
+	done bool // no execution runs on the loop: not begun, or ended; on the loop
+	// inCall is set while a callback of the flow runs, reent when a task
+	// of the flow came while it ran (see deferTask); on the loop.
+	inCall, reent bool
 }
 
 // Bits of flow.phase.
 const (
-	flowRunning   uint32 = 1 << iota // from Execute to the end
+	flowRunning   uint64 = 1 << iota // from Execute to the end
 	flowAbandoned                    // its closed loop ended the flow before it began
 )
 
-// The bits of flow.phase above awaitShift hold the flow's index in its
+// The bits of flow.phase from awaitShift hold the flow's index in its
 // Loop's awaited flows plus one, 0 when it is not among them: written on
 // the loop, by watch and unwatch only, and read there, or by end off the
 // loop for a flow that never began (0). The running bit outlives them:
 // end takes the flow out before it clears running, and claimStart clears
 // them all.
+//
+// The bits from genShift hold the generation of the flow's execution,
+// which claimStart counts up as it sets running, in the same write: a
+// cancel is meant for the execution whose generation it read with the
+// running bit (see stopRequest). It wraps around after 2^32 executions,
+// far more than run while one Cancel is between its load and its request.
 const (
 	awaitShift = 2
-	maxAwaited = 1<<(32-awaitShift) - 2 // the largest index that fits
+	awaitBits  = 30
+	awaitMask  = (1<<awaitBits - 1) << awaitShift
+	maxAwaited = 1<<awaitBits - 2 // the largest index that fits
+	genShift   = awaitShift + awaitBits
 )
 
 // awaitIndex returns the flow's index in its Loop's awaited flows, or -1.
-func (fl *flow) awaitIndex() int { return int(fl.phase.Load()>>awaitShift) - 1 }
+func (fl *flow) awaitIndex() int { return int(fl.phase.Load()&awaitMask>>awaitShift) - 1 }
 
 // setAwaitIndex records i as the flow's index, or that it has none (-1).
 func (fl *flow) setAwaitIndex(i int) {
-	fl.phase.And(1<<awaitShift - 1)
+	fl.phase.And(^uint64(awaitMask))
 	if i >= 0 {
-		fl.phase.Or(uint32(i+1) << awaitShift)
+		fl.phase.Or(uint64(i+1) << awaitShift)
 	}
 }
 
@@ -101,15 +117,25 @@ func (fl *flow) loopStopped() bool {
 	return ok && l.ended.Load() && !l.cFlows.Load()
 }
 
-// claimStart begins an execution: it sets running and clears abandoned, unless
-// the flow is running already.
+// execution returns the generation of the flow's execution, and whether
+// it runs: the one running, or else the last one.
+func (fl *flow) execution() (gen uint32, running bool) {
+	p := fl.phase.Load()
+	return uint32(p >> genShift), p&flowRunning != 0
+}
+
+// claimStart begins an execution, the next generation: it sets running
+// and clears abandoned, unless the flow is running already. It writes
+// nothing else: a start that loses to another one leaves the winner's
+// execution as it is, its cancel requested included.
 func (fl *flow) claimStart() bool {
 	for {
 		old := fl.phase.Load()
 		if old&flowRunning != 0 {
 			return false
 		}
-		if fl.phase.CompareAndSwap(old, flowRunning) {
+		next := uint64(uint32(old>>genShift)+1)<<genShift | flowRunning
+		if fl.phase.CompareAndSwap(old, next) {
 			return true
 		}
 	}
@@ -461,8 +487,8 @@ func (f *frame) dropQueue() {
 // a burst.
 func (fl *flow) drive(f *frame) {
 	for n := 0; f != nil; n++ {
-		if cause := fl.stop.Load(); cause != nil {
-			fl.cancel(*cause)
+		if req := fl.stop.Load(); req != nil && fl.stopsThis(req) {
+			fl.cancel(req.cause)
 			return
 		}
 		if n > 0 && (n == burst || fl.sched.busy() && !fl.bursting(f)) {
@@ -1090,6 +1116,7 @@ func (fl *flow) run() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
+	fl.dropStale()
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}
 	if h := fl.sched.pools().hooks(); h != nil {
 		if err := fl.observeStart(h); err != nil {

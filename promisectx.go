@@ -83,24 +83,31 @@ func (w *waiter) ctxEnded(fl *flow, ctx context.Context) {
 		fl.injectStop(fl.expiryOf(w))
 		return
 	}
-	if w.requestCancel(fl, &cause) {
-		fl.injectCancel(&cause)
+	if req := w.requestCancel(fl, cause); req != nil {
+		fl.injectCancel(req)
 	}
 }
 
 // requestCancel requests the cancel of the execution w of fl, because
 // its context has ended with cause, as Root.Cancel requests one, and
-// reports whether it did: the caller then posts the task that applies it.
-// It does not once w has delivered its Result (finished, for a waiter
-// whose context can end: see watched), since another execution of the
-// Root may have started by then, nor when a cancel is requested already
-// (by Root.Cancel: its task applies it). The request is made under mu,
-// which deliver takes to finish w, so that it never reaches a later
-// execution.
-func (w *waiter) requestCancel(fl *flow, cause *error) bool {
+// returns the request, for the caller to post the task that applies it,
+// or nil. It requests none once w has delivered its Result (finished, for
+// a waiter whose context can end: see watched), since another execution
+// of the Root may have started by then, nor when a cancel is requested
+// already (by Root.Cancel: its task applies it). The request is made
+// under mu, which deliver takes to finish w: until then the execution
+// that runs is w's.
+func (w *waiter) requestCancel(fl *flow, cause error) *stopRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.finished && fl.isRunning() && fl.stop.CompareAndSwap(nil, cause)
+	if w.finished {
+		return nil
+	}
+	gen, running := fl.execution()
+	if !running {
+		return nil
+	}
+	return fl.requestStop(gen, cause)
 }
 
 // endWatch ends the watch of the execution's context as the flow delivers

@@ -19,7 +19,10 @@ import (
 // any of its steps runs.
 //
 // A Root is not safe for concurrent use while it is being built; Cancel and
-// the start methods may be called from any goroutine.
+// the start methods may be called from any goroutine. Of two starts at
+// once, one runs the flow and the other panics as a start of a running
+// flow does, leaving that execution as it is (a cancel asked of it
+// included).
 //
 // The zero Root (declared, or embedded in a struct) is what New() returns:
 // an empty Root on [DefaultTool] whose unhandled errors are logged. A nil
@@ -153,7 +156,8 @@ func logUnhandled(err *Error) {
 
 // Execute starts the flow. It only schedules it on the tool: no callback runs
 // before Execute returns (docs/DESIGN.md#execute-only-schedules). It panics if the flow is already
-// running.
+// running, also when another goroutine has started it since Execute found
+// it idle: that execution goes on untouched.
 func (r *Root) Execute() { r.startIn(nil, nil, "Execute") }
 
 // ExecuteWith starts the flow like Execute, with unhandled in place of the
@@ -193,8 +197,10 @@ func (r *Root) Promise() <-chan Result {
 func (r *Root) startIn(w *waiter, promise chan Result, method string) {
 	r.ready()
 	r.panicIfRunning(method)
+	if testHookBeforeClaim != nil {
+		testHookBeforeClaim()
+	}
 	fl := &r.fl
-	fl.stop.Store(nil)
 	if !fl.claimStart() {
 		panic("asyncsteps: " + method + " called on a running flow")
 	}
@@ -206,6 +212,11 @@ func (r *Root) startIn(w *waiter, promise chan Result, method string) {
 	}
 	fl.sched.startFlow(fl)
 }
+
+// testHookBeforeClaim, set by a test, runs in startIn between its check
+// that the flow is not running and its claim of the flow: there another
+// goroutine may start the flow first.
+var testHookBeforeClaim func()
 
 // panicIfRunning panics when the flow runs: a second start is the
 // caller's mistake whatever its arguments, so that the checks of a
@@ -228,6 +239,10 @@ func (r *Root) panicIfRunning(method string) {
 // it, also when the callback that called Cancel raises the error itself,
 // and the flow ends cancelled. An error handler that is running when
 // another goroutine calls Cancel runs to its end.
+//
+// Cancel acts on the execution running when it is called: if that one
+// ends first, the cancel does nothing, and it never stops an execution
+// started afterwards, even one started before Cancel has returned.
 func (r *Root) Cancel() {
 	if r != nil { // a nil Root runs nothing: nothing to cancel
 		r.cancel(context.Canceled)
@@ -236,35 +251,96 @@ func (r *Root) Cancel() {
 
 func (r *Root) cancel(cause error) {
 	fl := &r.fl
-	stop := &cause
-	if !fl.isRunning() {
+	gen, running := fl.execution()
+	if !running {
 		return
 	}
-	if fl.stop.CompareAndSwap(nil, stop) { // else requested already: its task applies it
-		fl.postCancel(stop)
+	if testHookCancelChecked != nil {
+		testHookCancelChecked()
+	}
+	if req := fl.requestStop(gen, cause); req != nil {
+		fl.postCancel(req)
 	}
 }
+
+// testHookCancelChecked, set by a test, runs in Cancel once it has found
+// the flow running, before its request.
+var testHookCancelChecked func()
 
 // cancelOutside is Cancel from a goroutine of the engine's own: its task
 // is queued through injectCancel, which logs the panic of a stopped
 // tool's Immediate that would end the process there.
 func (r *Root) cancelOutside() {
 	fl := &r.fl
-	stop := new(error)
-	*stop = context.Canceled
-	if fl.isRunning() && fl.stop.CompareAndSwap(nil, stop) {
-		fl.injectCancel(stop)
+	if gen, running := fl.execution(); running {
+		if req := fl.requestStop(gen, context.Canceled); req != nil {
+			fl.injectCancel(req)
+		}
 	}
 }
 
-// postCancel queues the task that applies stop, a requested cancel: the
-// flow sees stop before its next step, but a flow that waits needs the
-// loop to look. A later execution of the Root has another stop.
-func (fl *flow) postCancel(stop *error) { fl.postStop(fl.cancelOf(stop)) }
+// stopRequest is a cancel requested of one execution of a flow: its
+// cause, and the generation of the execution it is meant for (see
+// flow.execution). The generation keeps it to that execution: a Cancel
+// finds the flow running, and before its request is made that execution
+// may end and another one start, which the request must not stop.
+type stopRequest struct {
+	cause error
+	gen   uint32
+}
+
+// requestStop requests the cancel, with cause, of the execution gen of
+// fl, and returns the request, for the caller to queue the task that
+// applies it (see cancelOf); or nil when that execution is not running,
+// or has a cancel requested already, whose task applies it. It replaces
+// only a stale request, of an execution that has ended: none may be
+// newer while gen runs. The execution may still end between the check
+// and the request, which is then stale at once, and does nothing.
+func (fl *flow) requestStop(gen uint32, cause error) *stopRequest {
+	var req *stopRequest
+	for {
+		cur := fl.stop.Load()
+		if cur != nil && cur.gen == gen {
+			return nil // requested already: its task applies it
+		}
+		if now, running := fl.execution(); !running || now != gen {
+			return nil // it has ended: what runs now, if anything, is not its
+		}
+		if req == nil {
+			req = &stopRequest{cause: cause, gen: gen}
+		}
+		if fl.stop.CompareAndSwap(cur, req) {
+			return req
+		}
+	}
+}
+
+// stopsThis reports whether req, a cancel requested of fl, is meant for
+// the execution that runs, or ran last; else it is stale. It is cheap
+// enough to inline where drive looks at the request before each step.
+func (fl *flow) stopsThis(req *stopRequest) bool {
+	gen, _ := fl.execution()
+	return req.gen == gen
+}
+
+// dropStale drops the cancel requested of fl if it is stale: one of an
+// ended execution, applied or not, would otherwise cost each step of the
+// next execution a look at it. On the loop, as an execution begins, or
+// as a stale request's task runs: one made as its execution ended.
+func (fl *flow) dropStale() {
+	if req := fl.stop.Load(); req != nil && !fl.stopsThis(req) {
+		fl.stop.CompareAndSwap(req, nil)
+	}
+}
+
+// postCancel queues the task that applies req, a requested cancel: the
+// flow sees req before its next step, but a flow that waits needs the
+// loop to look.
+func (fl *flow) postCancel(req *stopRequest) { fl.postStop(fl.cancelOf(req)) }
 
 // injectCancel is postCancel from a goroutine of the engine's own, where
 // a panic of a stopped tool's Immediate is logged (see inject).
-func (fl *flow) injectCancel(stop *error) { fl.injectStop(fl.cancelOf(stop)) }
+func (fl *flow) injectCancel(req *stopRequest) { fl.injectStop(fl.cancelOf(req)) }
 
 // postStop queues apply, which applies a stop requested of the flow (a
 // cancel, its context's deadline), on the flow's tool: on a TestTool as a
@@ -287,19 +363,24 @@ func (fl *flow) injectStop(apply func()) {
 	fl.sched.inject(funcTask(apply))
 }
 
-// cancelOf returns the task that applies stop, on the loop, if it is
-// still the cancel requested of the flow.
-func (fl *flow) cancelOf(stop *error) func() {
+// cancelOf returns the task that applies req, on the loop, if it is
+// still the cancel requested of the flow, and meant for the execution
+// that runs: a later execution of the Root is not req's.
+func (fl *flow) cancelOf(req *stopRequest) func() {
 	var apply func()
 	apply = func() {
-		if fl.stop.Load() != stop {
+		if fl.stop.Load() != req {
+			return
+		}
+		if !fl.stopsThis(req) {
+			fl.dropStale()
 			return
 		}
 		if fl.inCall { // a callback of the flow drives its TestTool
 			fl.deferTask(flowStop{fl: fl, apply: apply}) // kept by ResetEvents, as the stop was
 			return
 		}
-		fl.cancel(*stop)
+		fl.cancel(req.cause)
 	}
 	return apply
 }

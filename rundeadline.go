@@ -16,8 +16,8 @@ import (
 func (r *Root) stopFor(ctx context.Context, w *waiter) {
 	cause := ctx.Err()
 	if !errors.Is(cause, context.DeadlineExceeded) {
-		if w.requestCancel(&r.fl, &cause) {
-			r.fl.postCancel(&cause)
+		if req := w.requestCancel(&r.fl, cause); req != nil {
+			r.fl.postCancel(req)
 		}
 		return
 	}

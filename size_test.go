@@ -10,8 +10,8 @@ import (
 // channel and the 48-byte buffer of its one Result). The Root holds where
 // the flow takes its step APIs from (flow.nextAPI): the handle is in a
 // chunk of the flow's own, a 24-byte one for a flow of one step. Each size
-// below fills its size class of the heap exactly (the Root's, within four
-// bytes): a field added to frame or Root must be paid for elsewhere, or it
+// below fills its size class of the heap exactly (the Root's, within a
+// byte): a field added to frame or Root must be paid for elsewhere, or it
 // costs 16 bytes a flow or more.
 func TestParkedFlowFitsItsBudget(t *testing.T) {
 	sizes := []struct {

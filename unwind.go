@@ -87,11 +87,11 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 // Success into the error (see callCancel). The cancel then runs those of
 // the other steps still live, innermost first.
 func (fl *flow) stopped() bool {
-	cause := fl.stop.Load()
-	if cause == nil {
-		return false
+	req := fl.stop.Load()
+	if req == nil || !fl.stopsThis(req) {
+		return false // none, or a stale one: of an execution that has ended
 	}
-	fl.cancel(*cause)
+	fl.cancel(req.cause)
 	return true
 }
 
