@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -106,7 +107,11 @@ func TestSyncWaitHookFaultLetsTheOtherWaitersIn(t *testing.T) {
 		{"Goexit", runtime.Goexit, goexitInfo},
 	} {
 		t.Run(hook.name, func(t *testing.T) {
-			inChild(t, func(t *testing.T) { syncWaitFaultInPeriodEnd(t, hook.do, hook.info) })
+			inChild(t, func(t *testing.T) {
+				// On virtual time: the six flows are all queued before
+				// the first period ends, however slow the machine.
+				synctest.Test(t, func(t *testing.T) { syncWaitFaultInPeriodEnd(t, hook.do, hook.info) })
+			})
 		})
 	}
 }
