@@ -107,14 +107,12 @@ func (fl *flow) isRunning() bool { return fl.phase.Load()&flowRunning != 0 }
 
 // loopStopped reports whether the flow's tool is a Loop that has stopped
 // running tasks for good: it ends, or has ended, every flow it leaves,
-// and a call on one of their steps acts on nothing any more. Not so on a
-// Loop that ran C flows (see toolinfo.CFlowsOn): there the free of a root
-// pointer, and the fallbacks of package cabi, release the steps the stop
-// left, and go by their state, which a completion still changes. From
-// any goroutine.
+// and a call on one of their steps acts on nothing any more. It turns
+// true after the functions of toolinfo.BeforeStop have run. From any
+// goroutine.
 func (fl *flow) loopStopped() bool {
 	l, ok := fl.sched.(*Loop)
-	return ok && l.ended.Load() && !l.cFlows.Load()
+	return ok && l.ended.Load()
 }
 
 // execution returns the generation of the flow's execution, and whether

@@ -84,9 +84,6 @@ type Loop struct {
 	posted  atomic.Bool
 	closing atomic.Bool // set under mu; read per task to stop at once
 	ended   atomic.Bool // set by shutdown before it takes the flows to start
-	// cFlows is set once package cabi runs flows on the loop (see
-	// toolinfo.CFlowsOn): the steps it leaves as it stops then stay valid.
-	cFlows atomic.Bool
 
 	// starts holds the flows that startFlow queued, newest first, linked
 	// through their base frames (see flow.nextStart). It takes no lock,
@@ -113,6 +110,12 @@ type Loop struct {
 	immediates []loopImmediate
 
 	shared bool // DefaultTool's loop: never closed
+
+	// beforeStop are the functions toolinfo.BeforeStop gave, which
+	// shutdown runs before it sets ended; stopping is set as shutdown
+	// takes them, and refuses later ones. Guarded by mu.
+	beforeStop []func()
+	stopping   bool
 
 	// closed is closed by Close's first moment, with closing set: made,
 	// under mu, by the first closedChan (toolinfo.Closing), so that a
@@ -215,10 +218,36 @@ func init() {
 	toolinfo.OwnerKey = ownerKey
 	toolinfo.OuterKeys = outerKeys
 	toolinfo.HoldFor = holdFor
-	toolinfo.CFlowsOn = func(tool any) {
-		if l, ok := tool.(*Loop); ok {
-			l.cFlows.Store(true)
-		}
+	toolinfo.BeforeStop = beforeStop
+}
+
+// beforeStop is toolinfo.BeforeStop: it keeps fn for l's shutdown, unless
+// l is not a Loop that may stop (DefaultTool's, a zero Loop) or its
+// shutdown has taken the functions already.
+func beforeStop(tool any, fn func()) bool {
+	l, ok := tool.(*Loop)
+	if !ok || l.shared || l.unmade() {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
+	}
+	l.beforeStop = append(l.beforeStop, fn)
+	return true
+}
+
+// runBeforeStop runs the functions toolinfo.BeforeStop gave, once, as the
+// loop stops: it runs no callback any more, and the AsyncSteps of its
+// steps still answer IsValid by their state (see flow.loopStopped).
+func (l *Loop) runBeforeStop() {
+	l.mu.Lock()
+	fns := l.beforeStop
+	l.beforeStop, l.stopping = nil, true
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
 }
 
@@ -345,10 +374,7 @@ func (l *Loop) Now() time.Time { return time.Now() }
 // in it have returned) and its flows leave their queues; a Throttle
 // period timed on the loop still lasts its time (see [Throttle]). Once
 // the loop has stopped, the AsyncSteps of a step it left waiting reports
-// [AsyncSteps.IsValid] false: the step can never complete. A loop that
-// ran flows with C steps (package cabi) is the exception: the cleanup of
-// those flows after the stop goes by what IsValid says of each step's
-// state, as before the stop.
+// [AsyncSteps.IsValid] false: the step can never complete.
 //
 // An Await function is not stopped: its context is cancelled, and it runs
 // until it returns, which Close does not wait for. A service that must
@@ -771,6 +797,7 @@ func (l *Loop) shutdown() {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	l.runBeforeStop()
 	l.ended.Store(true)
 	l.mu.Lock()
 	// The inbox joins the local queue rather than a local variable: the

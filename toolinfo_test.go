@@ -512,3 +512,43 @@ func TestToolInfoAtWait(t *testing.T) {
 		t.Errorf("trace %q,\nwant  %q", got, want)
 	}
 }
+
+// BeforeStop runs its functions once each, in the order given, on the
+// loop's goroutine as it stops, while a step the loop leaves waiting
+// still reports IsValid true; once they have run, it reports false. It
+// keeps nothing for a tool that is not a Loop that may stop, nor for a
+// loop that has begun to stop.
+func TestToolInfoBeforeStop(t *testing.T) {
+	never := func() { t.Error("a function kept for a tool that never stops ran") }
+	for _, tool := range []any{DefaultTool(), &Loop{}, NewTestTool(), nil} {
+		if toolinfo.BeforeStop(tool, never) {
+			t.Errorf("BeforeStop kept a function for %T", tool)
+		}
+	}
+	l := NewLoop()
+	var tr trace
+	waiting := make(chan AsyncSteps, 1)
+	r := New(WithTool(l))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	})
+	r.ExecuteWith(func(*Error) {})
+	kept := <-waiting
+	for _, name := range []string{"first", "second"} {
+		if !toolinfo.BeforeStop(l, func() {
+			tr.add("%s on loop %v, valid %v", name, l.IsSameThread(), kept.IsValid())
+		}) {
+			t.Fatalf("BeforeStop kept nothing for a running Loop")
+		}
+	}
+	l.Close()
+	if toolinfo.BeforeStop(l, never) {
+		t.Error("BeforeStop kept a function for a stopped Loop")
+	}
+	tr.add("after valid %v", kept.IsValid())
+	want := "first on loop true, valid true second on loop true, valid true after valid false"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+}

@@ -72,10 +72,42 @@ func loopFor(l *asyncsteps.Loop) *loopCtx {
 	v, loaded := loops.LoadOrStore(l, &loopCtx{loop: l, neverCloses: toolinfo.NeverCloses(l)})
 	p := v.(*loopCtx)
 	if !loaded && !p.neverCloses {
-		toolinfo.CFlowsOn(l) // the steps its stop leaves keep their IsValid for leave
+		// Before any node of the loop's flows is made. Refused, the loop
+		// has begun to stop: it runs no step that could give C one.
+		toolinfo.BeforeStop(l, p.stopping)
 		go p.watch()
 	}
 	return p
+}
+
+// stopping runs on the loop's goroutine as it stops (toolinfo.BeforeStop),
+// before IsValid turns false for the steps it leaves waiting: it records
+// what IsValid says then of each Go step given to C by Binary in its
+// flows (see node.valid).
+func (lp *loopCtx) stopping() {
+	for _, n := range lp.external() {
+		n.recordStop()
+	}
+}
+
+// external returns the nodes that Binary made on the loop for the steps
+// of its flows and that are not released yet. IsValid, user code for a
+// decorator, is called on them after flows.mu is let go. On the loop.
+func (lp *loopCtx) external() []*node {
+	flows.mu.Lock()
+	defer flows.mu.Unlock()
+	var nodes []*node
+	for _, fc := range flows.m {
+		if fc.loop != lp {
+			continue
+		}
+		for _, n := range fc.external {
+			if !n.released.Load() {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	return nodes
 }
 
 // watch waits until the loop has stopped, forgets it, then queues the

@@ -223,10 +223,8 @@ type opaqueStep struct{ asyncsteps.AsyncSteps }
 // A Go step given to C through a decorator without Unwrap, which the stop
 // left waiting, gets its C cancel handler from the free, as one the
 // engine can follow does; one that Go completed before the stop does not.
-// Only IsValid tells the two apart there, so the steps of a loop that ran
-// C flows keep the IsValid of their state once it has stopped. Before,
-// IsValid was made false on every stopped loop, and the waiting step lost
-// its cancel handler.
+// Only IsValid tells the two apart, and it is false after the stop for a
+// step left waiting: cabi goes by what it said as the loop stopped.
 func TestCancelHandlerOfAnOpaqueGoStepLeftByAStoppedLoop(t *testing.T) {
 	for _, root := range []goStepRoot{ownedRoot, heldGoRoot} {
 		for _, complete := range []bool{false, true} {
@@ -263,6 +261,107 @@ func TestCancelHandlerOfAnOpaqueGoStepLeftByAStoppedLoop(t *testing.T) {
 				afterFallbacks(lp)
 				if got := ctest.Trace(); got != want {
 					t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+				}
+				runtime.KeepAlive(last)
+			})
+		}
+	}
+}
+
+// On a loop that ran C flows, the AsyncSteps of a step the stop left
+// waiting reports IsValid false, as on any other loop: a plain Go flow's,
+// and those of Go steps given to C, through a decorator without Unwrap
+// too, whose C cancel handlers the stop's cleanup still runs once. Before,
+// package cabi marked such a loop, and its steps kept reporting true.
+func TestIsValidFalseOnceALoopThatRanCFlowsStopped(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	waiting := make(chan asyncsteps.AsyncSteps, 3)
+	plain := asyncsteps.New(asyncsteps.WithTool(loop))
+	plain.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	})
+	given := asyncsteps.New(asyncsteps.WithTool(loop))
+	given.Parallel().
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			ctest.Guard(Binary(as))
+			waiting <- as
+		}).
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			opaque := opaqueStep{as}
+			ctest.Guard(Binary(opaque))
+			waiting <- opaque
+		})
+	plain.ExecuteWith(func(*asyncsteps.Error) {})
+	given.ExecuteWith(func(*asyncsteps.Error) {})
+	names := []string{"first", "second", "third"}
+	held := make([]asyncsteps.AsyncSteps, len(names))
+	for i := range held {
+		held[i] = <-waiting
+	}
+	lp := loopFor(loop)
+	loop.Close()
+	for i, as := range held {
+		if as.IsValid() {
+			t.Errorf("the %s waiting step is valid once its loop, which ran C flows, stopped", names[i])
+		}
+	}
+	afterFallbacks(lp)
+	const want = "guard cancel\nguard cleanup\nguard cancel\nguard cleanup\n"
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+	if n := nodesOf(given.State()); n != 0 {
+		t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
+	}
+}
+
+// A Go step given to C through a decorator without Unwrap, whose callback
+// closes the loop: the loop stops as the callback returns, before the
+// sweep that Binary posted for the pointer can run, and the fallback
+// sweeps after the stop, where IsValid is false for the step the stop
+// left waiting. The sweep keeps it, for the free to run its C cancel
+// handler; so does the end of the flow, which takes the pointer when
+// Binary of the step itself lets the engine watch it.
+func TestCancelHandlerOfAnOpaqueGoStepWhoseCallbackClosedTheLoop(t *testing.T) {
+	const want = "guard cancel\nguard cleanup\n"
+	for _, watched := range []bool{false, true} {
+		roots := []goStepRoot{ownedRoot, heldGoRoot}
+		if watched {
+			roots = append(roots, goFlow) // unwatched, no release is to come
+		}
+		for _, root := range roots {
+			name := root.String() + map[bool]string{false: "/swept", true: "/flow's end"}[watched]
+			t.Run(name, func(t *testing.T) {
+				ctest.Reset()
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				r, ptr := newGoStepRoot(root, loop)
+				var last asyncsteps.AsyncSteps
+				r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.WaitExternal()
+					if watched {
+						Binary(as)
+					}
+					ctest.Guard(Binary(opaqueStep{as}))
+					last = as
+					loop.Close() // the loop stops as the callback returns
+				})
+				st := r.State()
+				lp := loopFor(loop) // before the loop stops and forgets it
+				r.ExecuteWith(func(*asyncsteps.Error) {})
+				afterFallbacks(lp)
+				if ptr != nil {
+					ctest.Free(ptr)
+					afterFallbacks(lp)
+				}
+				if got := ctest.Trace(); got != want {
+					t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+				}
+				if n := nodesOf(st); n != 0 {
+					t.Errorf("%d nodes of the flow are left in the registry, want 0", n)
 				}
 				runtime.KeepAlive(last)
 			})

@@ -118,7 +118,18 @@ type node struct {
 	// released: the pointer is given back. Written on the loop; read also by
 	// isValid, which any thread may call.
 	released atomic.Bool
+	// atStop is, for a node made by Binary on the loop, what IsValid said
+	// of its step as the loop stopped (validAtStop or overAtStop), set on
+	// the loop's goroutine then (see recordStop); 0 before, and for a node
+	// the loop's stop did not find.
+	atStop atomic.Uint32
 }
+
+// The values of node.atStop.
+const (
+	validAtStop uint32 = 1 + iota
+	overAtStop
+)
 
 type stackMem struct {
 	p       unsafe.Pointer
@@ -273,13 +284,45 @@ func (n *node) leave() {
 // stepLive reports whether n's step has not ended, as the engine tells
 // (toolinfo.StepLive): it waits, or a sub-step it added runs, also in a
 // flow its closed loop ended there. A step the engine cannot follow (a
-// decorator without Unwrap, given to Binary) is live while its handle is.
-// On the loop, or once it has stopped.
+// decorator without Unwrap, given to Binary) is live while its handle is
+// valid, or was as its loop stopped (see valid). On the loop, or once it
+// has stopped.
 func (n *node) stepLive() bool {
 	if live, known := toolinfo.StepLive(n.as); known {
 		return live
 	}
-	return n.as.IsValid()
+	return n.valid()
+}
+
+// valid is IsValid of n's step, as cabi's cleanup needs it also once the
+// step's Loop has stopped. IsValid is false then for a step the stop left
+// waiting, which the cleanup must tell from one that Go completed before
+// the stop: it calls the C cancel handler of the first only (see leave),
+// and keeps its pointer for that (see flowCtx.sweep). So a node made by
+// Binary answers what IsValid said as the loop stopped: the engine cannot
+// tell it for a step given through a decorator without Unwrap. IsValid is
+// read first: if it found the loop stopped, the record, made before, is
+// seen. Any thread.
+func (n *node) valid() bool {
+	valid := n.as.IsValid()
+	if s := n.atStop.Load(); s != 0 {
+		return s == validAtStop
+	}
+	return valid
+}
+
+// recordStop records, as n's loop stops, what IsValid says of its step
+// (see valid): on the loop's goroutine, which runs no callback any more,
+// before the engine answers IsValid false for a step the stop left. A
+// decorator's IsValid that panics records nothing: the loop's shutdown
+// must go on.
+func (n *node) recordStop() {
+	defer func() { _ = recover() }()
+	if n.as.IsValid() {
+		n.atStop.Store(validAtStop)
+	} else {
+		n.atStop.Store(overAtStop)
+	}
 }
 
 // freeStacks runs the cleanups of stack memory, last allocated first, and
@@ -528,14 +571,15 @@ var testHookClaimed func(n *node, kind uint32, won bool)
 // stepValid is the step's IsValid, from any thread: off the loop, one of
 // a step whose callback runs would read what that callback writes (the
 // engine allows it only for a step that waits), so the engine answers
-// from the step's state alone there, a running callback's step valid.
+// from the step's state alone there, a running callback's step valid;
+// once the loop has stopped, as it stopped (see valid).
 func (n *node) stepValid() bool {
 	if !n.onLoop() {
 		if valid, known := toolinfo.ValidOffLoop(n.as); known {
 			return valid
 		}
 	}
-	return n.as.IsValid()
+	return n.valid()
 }
 
 // runCancel calls the step's cancel handler, C's or Go's, if it has one,
@@ -607,7 +651,7 @@ func (n *node) failing() {
 // an error of the step whose unwinding is to come, whose cancel handler
 // releases it (see failing).
 func (n *node) over() bool {
-	if !n.released.Load() && n.as.IsValid() {
+	if !n.released.Load() && n.valid() {
 		return false
 	}
 	if !n.erred && !n.subStepsRun() {
@@ -1018,14 +1062,15 @@ func (fc *flowCtx) cleanFailed() {
 // sub-steps included: a C sub-step it added through the pointer may read
 // the step's stack memory, as the sub-steps of a C step may. A step the
 // engine cannot follow (a decorator without Unwrap) is over once its
-// handle is.
+// handle is; after the loop's stop, once it was as the loop stopped (see
+// valid): a step the stop left waiting is kept for its cancel handler.
 func (fc *flowCtx) sweep() {
 	kept := fc.external[:0]
 	for _, n := range fc.external {
 		if n.released.Load() {
 			continue
 		}
-		if !n.as.IsValid() {
+		if !n.valid() {
 			if running, known := toolinfo.StepRunning(n.as); !known || !running {
 				n.release()
 				continue

@@ -462,7 +462,7 @@ func Binary(as asyncsteps.AsyncSteps) unsafe.Pointer {
 // which the loop applies as the callback returns), and the flow's last
 // sweep with it. Loop only.
 func (fc *flowCtx) adoptExternal(n *node) {
-	if !n.as.IsValid() {
+	if !n.valid() {
 		n.release()
 		return
 	}

@@ -201,12 +201,16 @@ type ClaimedError interface {
 	Deliver(code, info string)
 }
 
-// CFlowsOn marks tool, if it is a Loop, as one that package cabi runs
-// flows on, before it gives C any step of theirs. Once a Loop has stopped,
-// the AsyncSteps of the steps it left report IsValid false: their flows
-// will never go on. On a Loop so marked they report what the step's state
-// says, as before the stop: cabi tells by IsValid a step the stop left
-// waiting, whose C cancel handler the cleanup after the stop calls, from
-// one that Go completed, whose handler must not run; a step given to C
-// through a decorator without Unwrap has nothing else to tell it by.
-var CFlowsOn func(tool any)
+// BeforeStop makes fn run on the goroutine of tool, a Loop, as the loop
+// stops: it runs no callback any more, and has not yet ended the flows
+// it leaves. From then on, the AsyncSteps of a step it left waiting
+// reports IsValid false, whatever its state: it can never complete.
+// Package cabi records there, for each Go step it gave C by Binary, what
+// IsValid says of it: the cleanup after the stop calls the C cancel
+// handler of a step the stop left waiting, and not that of one Go
+// completed, and for a step given through a decorator without Unwrap has
+// nothing else to tell them apart by. It reports false, keeping nothing, when tool is not a Loop that may
+// stop (the loop of DefaultTool, a zero Loop, another tool), or when the
+// loop has begun to stop. fn must return quickly and must not panic: it
+// runs inside the loop's shutdown.
+var BeforeStop func(tool any, fn func()) (set bool)
