@@ -94,6 +94,7 @@ func (r *fifo[T]) pushFront(v T) {
 const (
 	resumeSettle uint8 = iota // look at how the callback of f ended
 	resumeUnwind              // go on unwinding err from f, whose cancel handler ended
+	resumeTake                // fail the ForEachLimit f, whose sequence ended it
 )
 
 // goexitResume continues a flow after a callback of it called Goexit.
@@ -117,6 +118,8 @@ func (r *goexitResume) run() {
 		fl.driveOn(fl.settle(f))
 	case resumeUnwind:
 		fl.driveOn(fl.unwind(f, r.err))
+	case resumeTake:
+		fl.driveOn(f.impl.(*limitRun).afterGoexit(f))
 	}
 }
 
@@ -146,7 +149,8 @@ type cancelJob struct {
 
 // cancelOrder appends to dst the frames of the tree under top, top
 // included, in the order the cancel handlers run: for each frame, the
-// branches of its Parallel in order, then its running sub-step, then the
+// branches of its Parallel (or the items of its ForEachLimit) in order,
+// then its running sub-step, then the
 // frame itself. It walks the tree with a stack of its own, visiting each
 // frame before its children, the last child first; the reverse of that
 // order is the one wanted.
@@ -157,7 +161,7 @@ func cancelOrder(dst []*frame, top *frame) []*frame {
 		f := work[len(work)-1]
 		work = work[:len(work)-1]
 		dst = append(dst, f)
-		if pr, ok := f.impl.(*parallelRun); ok {
+		if pr := fanOutOf(f); pr != nil {
 			for _, h := range pr.branches {
 				if b := h.f; b.h == h && !b.over {
 					work = append(work, b)

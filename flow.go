@@ -834,7 +834,7 @@ func (fl *flow) finish(f *frame, args []any) *frame {
 		fl.end(args, nil)
 		return nil
 	case modeBranch:
-		next := p.impl.(*parallelRun).branchDone(p)
+		next := branchDone(f)
 		fl.retire(f)
 		return next
 	}

@@ -8,14 +8,17 @@ import (
 )
 
 // pulled is an iter.Seq2 that a ForEach pulls one pair per iteration
-// (iter.Pull2), so that an endless or huge sequence runs in constant
-// memory and a Break, an error, a timeout, a cancel or the close of the
-// loop stops it: its stop function runs, and with it the sequence's
-// deferred cleanup.
-type pulled struct {
-	next     func() (any, any, bool)
+// (iter.Pull2), and a ForEachLimit one pair per item, so that an endless
+// or huge sequence runs in constant memory and a Break, an error, a
+// timeout, a cancel or the close of the loop stops it: its stop function
+// runs, and with it the sequence's deferred cleanup. A ForEach pulls any
+// pairs (a pulled[any, any]); a ForEachLimit its sequence's own types,
+// which no pair is boxed for.
+type pulled[K, V any] struct {
+	next     func() (K, V, bool)
 	stopSeq  func()
-	k, v     any    // the pair of the current iteration
+	k        K // the pair of the current iteration, k and v
+	v        V
 	err      *Error // a panic or Goexit while pulling, raised by the iteration
 	unbind   func() bool
 	finished bool
@@ -29,20 +32,26 @@ func isSeq2Value(c any) bool {
 	return reflect.ValueOf(c).Kind() == reflect.Func
 }
 
-// pullSeq starts pulling the iter.Seq2 c for the loop frame f. The
-// sequence is stopped when f is cancelled (its cancel handler, which a
-// panic in the sequence's cleanup ends as it would any cancel handler) or
-// when the loop closes, which runs no cancel handler.
-func pullSeq(f *frame, c any) *pulled {
-	p := &pulled{}
-	p.next, p.stopSeq = iter.Pull2(asLoopCallback(anySeq(c), f.h.fl.sched))
+// pullSeq starts pulling the iter.Seq2 c, of any types, for the loop
+// frame f.
+func pullSeq(f *frame, c any) *pulled[any, any] {
+	p := &pulled[any, any]{}
+	p.start(f, anySeq(c))
+	return p
+}
+
+// start starts pulling seq for the frame f, a loop's or a ForEachLimit's.
+// The sequence is stopped when f is cancelled (its cancel handler, which
+// a panic in the sequence's cleanup ends as it would any cancel handler)
+// or when the loop closes, which runs no cancel handler.
+func (p *pulled[K, V]) start(f *frame, seq iter.Seq2[K, V]) {
+	p.next, p.stopSeq = iter.Pull2(asLoopCallback(stopOnFalse(seq), f.h.fl.sched))
 	f.rareFields().onCancel = func(AsyncSteps) { p.stopOnLoop() }
 	if life := f.h.fl.sched.lifetime(); life != nil {
 		// The loop's goroutine runs no more tasks then: the stop runs
 		// alone.
 		p.unbind = context.AfterFunc(life, p.stop)
 	}
-	return p
 }
 
 // asLoopCallback returns seq as a callback of the Loop s, when s is one.
@@ -52,7 +61,7 @@ func pullSeq(f *frame, c any) *pulled {
 // long as it runs, so that Run and RunHelping called from it fail at once
 // and Close does not wait (loopGoroutines), as they would block the loop
 // for ever, and a fault in it panics (markLoopGoroutine).
-func asLoopCallback(seq iter.Seq2[any, any], s scheduler) iter.Seq2[any, any] {
+func asLoopCallback[K, V any](seq iter.Seq2[K, V], s scheduler) iter.Seq2[K, V] {
 	if t, ok := s.(*TestTool); ok {
 		return asTestToolCallback(seq, t)
 	}
@@ -60,7 +69,7 @@ func asLoopCallback(seq iter.Seq2[any, any], s scheduler) iter.Seq2[any, any] {
 	if !ok {
 		return seq
 	}
-	return func(yield func(any, any) bool) {
+	return func(yield func(K, V) bool) {
 		markLoopGoroutine()
 		id := goid()
 		loopGoroutines.Store(id, l)
@@ -77,12 +86,12 @@ func asLoopCallback(seq iter.Seq2[any, any], s scheduler) iter.Seq2[any, any] {
 // either waited for ever for the turn its puller holds. The driver gets
 // the tool back at each yield, the one that pulls next (another
 // goroutine may drive t by then) gives it again.
-func asTestToolCallback(seq iter.Seq2[any, any], t *TestTool) iter.Seq2[any, any] {
-	return func(yield func(any, any) bool) {
+func asTestToolCallback[K, V any](seq iter.Seq2[K, V], t *TestTool) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
 		own := goid()
 		driver := t.runner.Swap(own)
 		defer func() { t.runner.Store(driver) }()
-		seq(func(k, v any) bool {
+		seq(func(k K, v V) bool {
 			t.runner.Store(driver)
 			more := yield(k, v)
 			driver = t.runner.Swap(own)
@@ -91,31 +100,32 @@ func asTestToolCallback(seq iter.Seq2[any, any], t *TestTool) iter.Seq2[any, any
 	}
 }
 
-// anySeq returns c, an iter.Seq2 of any types, as an iter.Seq2[any, any]
-// whose yield panics when called again after it returned false. A
-// sequence that ignores that false and goes on yielding would otherwise
-// make the stop of a Break spin forever on the loop's goroutine, as
-// iter.Pull2's yield keeps returning false; a range over the sequence
-// panics the same way.
+// anySeq returns c, an iter.Seq2 of any types, as an iter.Seq2[any, any].
 func anySeq(c any) iter.Seq2[any, any] {
-	var seq iter.Seq2[any, any]
 	switch s := c.(type) {
 	case iter.Seq2[any, any]:
-		seq = s
+		return s
 	case func(func(any, any) bool):
-		seq = s
-	default:
-		v := reflect.ValueOf(c)
-		seq = func(yield func(any, any) bool) {
-			y := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
-				return []reflect.Value{reflect.ValueOf(yield(in[0].Interface(), in[1].Interface()))}
-			})
-			v.Call([]reflect.Value{y})
-		}
+		return s
 	}
+	v := reflect.ValueOf(c)
 	return func(yield func(any, any) bool) {
+		y := reflect.MakeFunc(v.Type().In(0), func(in []reflect.Value) []reflect.Value {
+			return []reflect.Value{reflect.ValueOf(yield(in[0].Interface(), in[1].Interface()))}
+		})
+		v.Call([]reflect.Value{y})
+	}
+}
+
+// stopOnFalse returns seq with a yield that panics when called again after
+// it returned false. A sequence that ignores that false and goes on
+// yielding would otherwise make the stop of a Break spin forever on the
+// loop's goroutine, as iter.Pull2's yield keeps returning false; a range
+// over the sequence panics the same way.
+func stopOnFalse[K, V any](seq iter.Seq2[K, V]) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
 		stopped := false
-		seq(func(k, v any) bool {
+		seq(func(k K, v V) bool {
 			if stopped {
 				panic(errSeqContinued)
 			}
@@ -129,12 +139,12 @@ func anySeq(c any) iter.Seq2[any, any] {
 // returned false.
 var errSeqContinued = errors.New("asyncsteps: ForEach: the iter.Seq2 yielded again after yield returned false")
 
-// pull fetches the pair of the next iteration of the loop frame f. It
-// reports false when the sequence is exhausted (and stopped). A panic in
-// the sequence is kept in err for the iteration to raise; a Goexit in it
-// ends the goroutine: the iteration is queued with the error, and the flow
-// goes on at f on the next goroutine.
-func (p *pulled) pull(f *frame) (more bool) {
+// pull fetches the next pair for the frame f, a loop's or a
+// ForEachLimit's. It reports false when the sequence is exhausted (and
+// stopped). A panic in the sequence is kept in err for f to raise; a
+// Goexit in it ends the goroutine: the flow goes on at f on the next
+// goroutine, which raises the error (see afterGoexit).
+func (p *pulled[K, V]) pull(f *frame) (more bool) {
 	returned := false
 	defer func() {
 		if returned {
@@ -147,11 +157,8 @@ func (p *pulled) pull(f *frame) (more bool) {
 			more = true
 			return
 		}
-		p.err = fl.goexitError()
 		p.finished = true
-		f.args = nil
-		f.impl.(*loopRun).queueIteration(f)
-		fl.afterGoexit(f.h)
+		p.afterGoexit(f, fl.goexitError())
 	}()
 	k, v, ok := p.next()
 	if !ok {
@@ -165,13 +172,15 @@ func (p *pulled) pull(f *frame) (more bool) {
 	return true
 }
 
-// stopAtBreak stops the sequence as its loop frame f takes a Break. It
-// returns the InternalError of a panic in the sequence's cleanup, for f
-// to fail with, as a panic in the sequence fails it when it runs out. A
-// Goexit in the cleanup ends the goroutine there, outside of any
-// callback: the flow goes on, on the next goroutine, unwinding an
-// InternalError from f, as after a Goexit in a cancel handler.
-func (p *pulled) stopAtBreak(f *frame) (err *Error) {
+// stopAtBreak stops the sequence as its loop frame f takes a Break, or
+// as an item of the ForEachLimit frame f raises one. It returns the
+// InternalError of a panic in the sequence's cleanup, for f to fail with,
+// as a panic in the sequence fails it when it runs out. A Goexit in the
+// cleanup ends the goroutine there, outside of any callback: the flow
+// goes on, on the next goroutine, unwinding an InternalError from f, as
+// after a Goexit in a cancel handler; a ForEachLimit's step fails with it
+// as with an item's error, which first cancels the items running.
+func (p *pulled[K, V]) stopAtBreak(f *frame) (err *Error) {
 	returned := false
 	defer func() {
 		if returned {
@@ -182,6 +191,10 @@ func (p *pulled) stopAtBreak(f *frame) (err *Error) {
 			err = fl.panicked(r)
 			return
 		}
+		if _, items := f.impl.(*limitRun); items {
+			p.afterGoexit(f, fl.goexitError())
+			return
+		}
 		fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
 	}()
 	p.stopOnLoop()
@@ -189,12 +202,28 @@ func (p *pulled) stopAtBreak(f *frame) (err *Error) {
 	return nil
 }
 
+// afterGoexit queues what goes on with the flow at f, a loop's frame or a
+// ForEachLimit's, once a Goexit in the sequence has ended the goroutine
+// that pulled it: the loop's iteration, which raises err, or the
+// ForEachLimit's take, which fails the step with it after cancelling the
+// items running.
+func (p *pulled[K, V]) afterGoexit(f *frame, err *Error) {
+	p.err = err
+	fl := f.h.fl
+	if lr, ok := f.impl.(*loopRun); ok {
+		lr.queueIteration(f)
+		fl.afterGoexit(f.h)
+		return
+	}
+	fl.afterGoexit(&goexitResume{h: f.h, kind: resumeTake})
+}
+
 // stopOnLoop stops the sequence, once, on its flow's loop: a panic in its
 // cleanup goes on to the caller, the engine, which reports it. The panic
 // of a sequence that yields again after its yield returned false
 // (errSeqContinued) is not one: the stop provoked it to end the sequence,
 // which it did.
-func (p *pulled) stopOnLoop() {
+func (p *pulled[K, V]) stopOnLoop() {
 	p.unbindLoop()
 	defer func() {
 		if r := recover(); r != nil && r != errSeqContinued {
@@ -207,14 +236,14 @@ func (p *pulled) stopOnLoop() {
 // stop stops the sequence, once; a panic in its cleanup is dropped: it
 // runs where nobody would see it (the loop has closed) or after the
 // sequence has run out.
-func (p *pulled) stop() {
+func (p *pulled[K, V]) stop() {
 	p.unbindLoop()
 	defer func() { _ = recover() }()
 	p.stopSeq()
 }
 
 // unbindLoop ends the watch of the loop's close, once.
-func (p *pulled) unbindLoop() {
+func (p *pulled[K, V]) unbindLoop() {
 	if p.unbind != nil {
 		p.unbind()
 		p.unbind = nil

@@ -172,12 +172,14 @@ func (f *frame) fn() StepFunc {
 }
 
 // ctl returns the control of a built-in step's frame, or nil. A type switch
-// on the two kinds is cheaper than asserting to the interface.
+// on the three kinds is cheaper than asserting to the interface.
 func (f *frame) ctl() control {
 	switch c := f.impl.(type) {
 	case *loopRun:
 		return c
 	case *parallelRun:
+		return c
+	case *limitRun:
 		return c
 	}
 	return nil
@@ -455,10 +457,11 @@ func (f *frame) timeOutWins() bool {
 // stackPC is the entry address of the user's function that f runs, for
 // AsyncStack, or 0 if it runs none: for a step of a helper (Then, Gather),
 // the user's function it runs, if any (see runsFor); for an iteration of a
-// loop, the loop's body; for a step of a critical section, the function
-// given to Sync (the engine's own steps around it are not the user's); for
-// an Await step, its function (the engine's step runs it, whichever way it
-// was added: see addAwait); else f's step function.
+// loop, the loop's body; for an item of a ForEachLimit, the function given
+// to it; for a step of a critical section, the function given to Sync (the
+// engine's own steps around it are not the user's); for an Await step, its
+// function (the engine's step runs it, whichever way it was added: see
+// addAwait); else f's step function.
 func (f *frame) stackPC() uintptr {
 	if r := f.rare; r != nil && r.user != 0 {
 		if r.user == engineStep {
@@ -470,6 +473,8 @@ func (f *frame) stackPC() uintptr {
 		switch c := p.impl.(type) {
 		case *loopRun:
 			return c.bodyPC()
+		case *limitRun:
+			return c.def.bodyPC
 		case *section:
 			return funcPC(c.f)
 		}

@@ -177,6 +177,37 @@ var callbackKinds = []callbackKind{
 		}
 		r.ForEach(seq, func(as asyncsteps.AsyncSteps, k, v any) {})
 	}, caught},
+	{"ForEachLimit item", func(r *asyncsteps.Root, act func()) {
+		asyncsteps.ForEachLimit(r, countTo(3), 2, func(as asyncsteps.AsyncSteps, _, _ int) { act() })
+	}, caught},
+	{"iter.Seq2 of a ForEachLimit, as it starts", func(r *asyncsteps.Root, act func()) {
+		var seq iter.Seq2[int, int] = func(yield func(int, int) bool) {
+			if yield(0, 0) {
+				act()
+			}
+		}
+		asyncsteps.ForEachLimit(r, seq, 2, func(asyncsteps.AsyncSteps, int, int) {})
+	}, caught},
+	{"iter.Seq2 of a ForEachLimit, as an item ends", func(r *asyncsteps.Root, act func()) {
+		var seq iter.Seq2[int, int] = func(yield func(int, int) bool) {
+			if yield(0, 0) {
+				act()
+			}
+		}
+		asyncsteps.ForEachLimit(r, seq, 1, func(asyncsteps.AsyncSteps, int, int) {})
+	}, caught},
+	{"cleanup of a ForEachLimit's iter.Seq2 at a Break", func(r *asyncsteps.Root, act func()) {
+		var seq iter.Seq2[int, int] = func(yield func(int, int) bool) {
+			defer act()
+			for i := 0; yield(i, i); i++ {
+			}
+		}
+		asyncsteps.ForEachLimit(r, seq, 2, func(as asyncsteps.AsyncSteps, i, _ int) {
+			if i == 1 {
+				as.Break()
+			}
+		})
+	}, caught},
 	{"Sync section", func(r *asyncsteps.Root, act func()) {
 		r.Sync(asyncsteps.NewMutex(1), func(as asyncsteps.AsyncSteps, _ ...any) { act() })
 	}, caught},

@@ -52,8 +52,8 @@ type loopRun struct {
 	count int
 	i     int
 	items iterator
-	seq   *pulled // ForEach over an iter.Seq2: pulled one pair at a time
-	pc    uintptr // the entry address of the body, for AsyncStack; 0 until needed
+	seq   *pulled[any, any] // ForEach over an iter.Seq2: pulled one pair at a time
+	pc    uintptr           // the entry address of the body, for AsyncStack; 0 until needed
 	// queue holds the one queued iteration, the step of the loop's kind
 	// that begin sets: the frame's queue is set to it for each iteration,
 	// so that an iteration allocates no queue (popping a step leaves a

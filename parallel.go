@@ -192,6 +192,39 @@ func (pr *parallelRun) liveBranches() []*frame {
 	return live
 }
 
+// fanOutOf returns the branches that f runs, which are not its active
+// sub-step: its Parallel's, or its ForEachLimit's items; nil for any other
+// frame.
+func fanOutOf(f *frame) *parallelRun {
+	switch c := f.impl.(type) {
+	case *parallelRun:
+		return c
+	case *limitRun:
+		return &c.parallelRun
+	}
+	return nil
+}
+
+// branchDone goes on after the branch b of a Parallel or ForEachLimit has
+// succeeded.
+func branchDone(b *frame) *frame {
+	p := b.parent
+	if lr, ok := p.impl.(*limitRun); ok {
+		return lr.itemDone(p)
+	}
+	return p.impl.(*parallelRun).branchDone(p)
+}
+
+// branchFailed goes on after the branch b of a Parallel or ForEachLimit
+// has unwound err.
+func branchFailed(b *frame, err *Error) *frame {
+	p := b.parent
+	if lr, ok := p.impl.(*limitRun); ok {
+		return lr.itemFailed(p, b, err)
+	}
+	return p.impl.(*parallelRun).branchFailed(p, err)
+}
+
 // parallelBuilder is what Parallel returns: each call that adds a step adds
 // a branch.
 type parallelBuilder struct {

@@ -109,12 +109,9 @@ func (fl *flow) expire() {
 	fl.timeOut(f)
 }
 
-// isParallel reports whether f runs a Parallel: its branches are not its
-// active sub-step, so a timeout stops at it.
-func (f *frame) isParallel() bool {
-	_, ok := f.impl.(*parallelRun)
-	return ok
-}
+// isParallel reports whether f runs a Parallel or a ForEachLimit: its
+// branches are not its active sub-step, so a timeout stops at it.
+func (f *frame) isParallel() bool { return fanOutOf(f) != nil }
 
 // timeOut fails f with Timeout after cancelling what runs under it, like
 // the expiry of a step timeout armed on f.
@@ -142,7 +139,7 @@ func (fl *flow) timeOut(f *frame) {
 	if f.active != nil {
 		tops = append(tops, f.active)
 	}
-	if pr, ok := f.impl.(*parallelRun); ok {
+	if pr := fanOutOf(f); pr != nil {
 		tops = append(tops, pr.liveBranches()...)
 	}
 	fl.drive(fl.cancelFrames(fail, tops...))
@@ -168,9 +165,10 @@ func (t *expiryTask) run() {
 // lateRun is what an execution keeps once the deadline of Run's context
 // has passed.
 type lateRun struct {
-	// hit are the loops through whose running iteration a timeout of the
-	// deadline went, until they begin the next one (see lateIteration).
-	hit []*loopRun
+	// hit are the loops (and ForEachLimit steps) through whose running
+	// iteration (item) a timeout of the deadline went, until they begin
+	// the next one (see lateIteration): *loopRun and *limitRun.
+	hit []control
 	// expiring is set while a timeout that expireAfterClaim queued has
 	// not run.
 	expiring bool
@@ -183,23 +181,34 @@ type lateRun struct {
 }
 
 // timedOut notes that the deadline times out f: it goes through the
-// running iteration of every loop around f.
+// running iteration of every loop around f, and the running item of every
+// ForEachLimit.
 func (l *lateRun) timedOut(f *frame) {
 	for p := f.parent; p != nil; p = p.parent {
-		if lr, ok := p.impl.(*loopRun); ok && !slices.Contains(l.hit, lr) {
-			l.hit = append(l.hit, lr)
+		var c control
+		switch impl := p.impl.(type) {
+		case *loopRun:
+			c = impl
+		case *limitRun:
+			c = impl
+		default:
+			continue
+		}
+		if !slices.Contains(l.hit, c) {
+			l.hit = append(l.hit, c)
 		}
 	}
 }
 
-// lateIteration fails the iteration of lr that h runs with Timeout if a
-// timeout of Run's deadline went through an earlier iteration of lr, and
-// reports whether it did. Past the deadline every step that waits fails at
-// once: a loop whose iterations wait, each with an error handler that
-// recovers, would otherwise spin on the loop's goroutine for ever, as no
-// Retry retries past the deadline. The failure is the deadline's too: it
-// ends the loops around lr likewise.
-func lateIteration(h *stepAPI, lr *loopRun) bool {
+// lateIteration fails the iteration of lr (a *loopRun, or the item of a
+// *limitRun) that h runs with Timeout if a timeout of Run's deadline went
+// through an earlier iteration of lr, and reports whether it did. Past the
+// deadline every step that waits fails at once: a loop whose iterations
+// wait, each with an error handler that recovers, would otherwise spin on
+// the loop's goroutine for ever, as no Retry retries past the deadline;
+// so would a ForEachLimit over an endless sequence. The failure is the
+// deadline's too: it ends the loops around lr likewise.
+func lateIteration(h *stepAPI, lr control) bool {
 	w := h.fl.wait
 	if w == nil || w.late == nil {
 		return false

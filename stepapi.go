@@ -144,7 +144,7 @@ func runningUnder(f *frame) *frame {
 		if c.h.st.Load()&stIdle == 0 {
 			return c
 		}
-		if pr, ok := c.impl.(*parallelRun); ok {
+		if pr := fanOutOf(c); pr != nil {
 			branches = append(branches, pr.liveBranches()...)
 		}
 	}

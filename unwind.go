@@ -65,7 +65,7 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 			return nil
 		case modeBranch:
 			fl.climb(f)
-			return f.parent.impl.(*parallelRun).branchFailed(f.parent, err)
+			return branchFailed(f, err)
 		}
 		p := f.parent
 		fl.climb(f)

@@ -1,0 +1,285 @@
+package asyncsteps
+
+import (
+	"fmt"
+	"iter"
+	"slices"
+	"sync/atomic"
+)
+
+// ForEachLimit adds a step that calls f for each pair of seq, at most
+// limit at once: errgroup's Go under SetLimit, for a flow. Each item runs
+// as a branch of a Parallel (docs/DESIGN.md#foreachlimit): f gets the
+// branch's AsyncSteps, adds the item's steps to it, and the flow's State
+// is shared, as by any branch. The first limit pairs start as the step
+// begins, in the sequence's order, and the next one each time an item
+// ends; the step succeeds, with no args, once the sequence has run out
+// and every item has ended. An empty sequence succeeds at once.
+//
+// The sequence is pulled one pair at a time (iter.Pull2) on the flow's
+// loop, as [AsyncSteps.ForEach] pulls an iter.Seq2, under the same rules:
+// it runs as a callback of the loop, a panic in it (or in its cleanup at
+// a Break) is an InternalError of the step, and it is stopped, its
+// deferred cleanup run, once, however the step ends: when it runs out, at
+// a Break, an error, a timeout, a cancel, the close of its Loop. Only the
+// items running are held, not one per pair of the sequence, which may be
+// endless.
+//
+// An error of an item that no handler of its own steps recovers from is
+// the step's, as for a Parallel: it cancels the items running (their
+// cancel handlers run), no further pair is taken, and onerror, the
+// step's error handler, sees it first, then the handlers around the
+// step. An unlabelled Continue in an item ends that item, as if it had
+// succeeded: the next pair is taken. An unlabelled Break ends the item
+// and stops the sequence (its cleanup runs then): no further pair is
+// taken, the items running go on to their end, and the step then
+// succeeds, unless one of them fails it. A labelled Break or Continue,
+// meant for a loop around the step, leaves it as from a Parallel branch.
+// A loop inside an item takes its own Break and Continue first.
+//
+// A nil seq or f, or a limit below 1, is a misuse, as a nil function
+// given to Await: "ForEachLimit: nil sequence", "ForEachLimit: nil
+// function", "ForEachLimit: limit must be at least 1 (0 given)". On a
+// decorator (see [Unwrapper]) the step is added to the AsyncSteps it
+// wraps, and f receives this package's AsyncSteps, as for [Retry]; an
+// AsyncSteps of another package cannot hold the step, and its Error
+// reports that. ForEachLimit returns as, to chain further steps.
+func ForEachLimit[K, V any](as AsyncSteps, seq iter.Seq2[K, V], limit int, f func(as AsyncSteps, k K, v V), onerror ...ErrorFunc) AsyncSteps {
+	if info := limitMisuse(seq == nil, f == nil, limit); info != "" {
+		return refuseNil(as, "ForEachLimit", info)
+	}
+	if refusedExtraHandlers(as, "ForEachLimit", onerror) {
+		return as
+	}
+	d := &limitDef{limit: limit, bodyPC: funcPC(f)}
+	d.items = func(p *frame) limitItems {
+		items := &typedItems[K, V]{f: f}
+		items.start(p, seq)
+		return items
+	}
+	return addLimit(as, d, firstHandler(onerror))
+}
+
+// limitMisuse returns the misuse info of a ForEachLimit given a nil
+// sequence or function, or a limit below 1; "" when there is none.
+func limitMisuse(nilSeq, nilFunc bool, limit int) string {
+	switch {
+	case nilSeq:
+		return "ForEachLimit: nil sequence"
+	case nilFunc:
+		return "ForEachLimit: nil function"
+	case limit < 1:
+		return fmt.Sprintf("ForEachLimit: limit must be at least 1 (%d given)", limit)
+	}
+	return ""
+}
+
+// addLimit adds the step of d to as, or to what the decorator as wraps,
+// as Retry adds its loop.
+func addLimit(as AsyncSteps, d *limitDef, onerror ErrorFunc) AsyncSteps {
+	h, ok := as.(host)
+	if !ok {
+		if h = unwrapHost(as); h == nil {
+			as.Error(InternalError, fmt.Sprintf("ForEachLimit: %T is not an AsyncSteps of this package", as))
+			return as
+		}
+	}
+	if !h.adding() {
+		h.addRefused("ForEachLimit")
+		return as
+	}
+	h.push(builtinStep(d, onerror))
+	return as
+}
+
+// limitDef is the definition of a ForEachLimit step.
+type limitDef struct {
+	// items starts pulling the step's sequence, typed, for its frame p,
+	// as an execution begins.
+	items  func(p *frame) limitItems
+	bodyPC uintptr // the entry address of the user's function, for AsyncStack
+	limit  int
+
+	// first is the control of the definition's first execution, made with
+	// it, as a loop's is (see loopDef.first).
+	first      limitRun
+	firstTaken atomic.Bool
+}
+
+// limitItems is the sequence of one execution of a ForEachLimit, pulled
+// as a ForEach pulls its iter.Seq2 (see pulled), with the step of the
+// item of each pair: a *typedItems[K, V] for the step's own types, so
+// that an item costs its step function and no boxed pair.
+type limitItems interface {
+	pull(f *frame) bool
+	stopAtBreak(f *frame) *Error
+	// failure returns the error of the last pull, a panic or a Goexit in
+	// the sequence, once, or nil.
+	failure() *Error
+	// item returns the step of the item of the pair pulled last.
+	item() StepFunc
+}
+
+// typedItems is the limitItems of a ForEachLimit over an iter.Seq2[K, V].
+type typedItems[K, V any] struct {
+	pulled[K, V]
+	f func(as AsyncSteps, k K, v V)
+}
+
+func (t *typedItems[K, V]) failure() *Error {
+	err := t.err
+	t.err = nil
+	return err
+}
+
+func (t *typedItems[K, V]) item() StepFunc {
+	k, v, f := t.k, t.v, t.f
+	var zk K
+	var zv V
+	t.k, t.v = zk, zv // the item holds the pair, the sequence no more
+	return func(as AsyncSteps, _ ...any) {
+		if lateItem(as) {
+			return
+		}
+		f(as, k, v)
+	}
+}
+
+func (d *limitDef) newControl() control {
+	if !d.firstTaken.Load() && d.firstTaken.CompareAndSwap(false, true) {
+		d.first.def = d
+		return &d.first
+	}
+	return &limitRun{def: d}
+}
+
+// limitRun is one execution of a ForEachLimit: a Parallel whose branches,
+// the items, are made one per pair of the sequence as the running ones
+// end, at most def.limit at once. Its frame has no sub-step of its own:
+// the items are branch frames (modeBranch) queued on the loop, which the
+// engine reaches through fanOutOf, as a Parallel's.
+type limitRun struct {
+	parallelRun // the items: branches holds those made lately, pending those running
+	def         *limitDef
+	items       limitItems
+	// taken is set once no further pair is taken: the sequence has run
+	// out, an item raised Break or an error, or pulling failed.
+	taken bool
+}
+
+func (lr *limitRun) begin(p *frame) *frame {
+	lr.branches = lr.few[:0]
+	lr.items = lr.def.items(p)
+	return lr.take(p)
+}
+
+func (lr *limitRun) drained(*frame) bool { return false }
+
+// catch takes nothing: a Break or Continue of an item comes to itemFailed,
+// and one that unwinds from the step itself is meant for a loop around it.
+func (lr *limitRun) catch(*frame, *Error) (*frame, bool) { return nil, false }
+
+// take starts items, one per pair pulled, until limit items run or the
+// sequence has run out, and completes the step once none runs and none is
+// left to take. A panic in the sequence fails the step as an item's error
+// would. It returns where the flow goes on.
+func (lr *limitRun) take(p *frame) *frame {
+	for !lr.taken && lr.pending < lr.def.limit {
+		if !lr.items.pull(p) {
+			lr.taken = true // and the sequence stopped
+			break
+		}
+		if err := lr.items.failure(); err != nil {
+			return lr.fail(p, err)
+		}
+		lr.start(p)
+	}
+	if lr.pending == 0 {
+		return p.h.fl.finish(p, nil)
+	}
+	return nil
+}
+
+// fail fails the step with err, as the error of an item: the items
+// running are cancelled, and no further pair is taken.
+func (lr *limitRun) fail(p *frame, err *Error) *frame {
+	lr.taken = true
+	return lr.branchFailed(p, err)
+}
+
+// afterGoexit goes on with the step after a Goexit in its sequence, or in
+// the sequence's cleanup at a Break, ended the goroutine that pulled it
+// (see pulled.afterGoexit): the step fails with the error kept.
+func (lr *limitRun) afterGoexit(p *frame) *frame {
+	return lr.fail(p, lr.items.failure())
+}
+
+// start makes the item of the pair just pulled, a branch frame that runs
+// the item's step itself, and queues it behind the other work of the
+// loop, as a Parallel queues its branches.
+func (lr *limitRun) start(p *frame) {
+	h := lr.newBranch(p, plainStep(lr.items.item(), nil), nil)
+	lr.pending++
+	lr.track(h)
+	p.h.fl.requeue(h.f)
+}
+
+// track adds the item h to branches, the items that a cancel or a timeout
+// of the step must reach. Those that have ended are dropped when the slice
+// is full, and it grows when it would be more than half full without
+// them, so that it holds about twice as many as run at once, not one per
+// item, for a cost of one check per item.
+func (lr *limitRun) track(h *stepAPI) {
+	if len(lr.branches) == cap(lr.branches) {
+		live := lr.branches[:0]
+		for _, b := range lr.branches {
+			if f := b.f; f.h == b && !f.over {
+				live = append(live, b)
+			}
+		}
+		clear(lr.branches[len(live):])
+		lr.branches = live
+		if 2*len(live) >= cap(live) {
+			lr.branches = slices.Grow(live, cap(live))
+		}
+	}
+	lr.branches = append(lr.branches, h)
+}
+
+// lateItem fails the item whose step as is with Timeout, and reports
+// whether it did, once a timeout of Run's deadline has gone through an
+// earlier item of its ForEachLimit (see lateIteration).
+func lateItem(as AsyncSteps) bool {
+	h := as.(*stepAPI)
+	if w := h.fl.wait; w == nil || w.late == nil {
+		return false // the common case, at the cost of two loads
+	}
+	return lateIteration(h, h.f.parent.impl.(*limitRun))
+}
+
+// itemDone takes the next pairs once an item has succeeded.
+func (lr *limitRun) itemDone(p *frame) *frame {
+	lr.pending--
+	if p.over {
+		return nil
+	}
+	return lr.take(p)
+}
+
+// itemFailed goes on after the item b unwound err: an unlabelled Continue
+// ends it as a success would, an unlabelled Break too, once it has stopped
+// the sequence; any other error is the step's, as a Parallel branch's
+// (docs/DESIGN.md#foreachlimit).
+func (lr *limitRun) itemFailed(p, b *frame, err *Error) *frame {
+	if err.Info != "" || err.Code != LoopBreak && err.Code != LoopCont {
+		return lr.fail(p, err)
+	}
+	p.h.fl.retire(b)
+	if err.Code == LoopBreak && !lr.taken && !p.over {
+		lr.taken = true
+		if perr := lr.items.stopAtBreak(p); perr != nil {
+			return lr.fail(p, perr)
+		}
+	}
+	return lr.itemDone(p)
+}

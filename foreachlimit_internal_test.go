@@ -1,0 +1,76 @@
+package asyncsteps
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
+)
+
+// Each item is a parallel branch of its own for toolinfo.BranchID (the
+// rootId package cabi gives a branch), kept for all of the item's steps:
+// a later item, whose frame may be an earlier one's recycled, keeps its
+// own.
+func TestForEachLimitItemsKeepBranchIDs(t *testing.T) {
+	tt := NewTestTool()
+	r := New(WithTool(tt))
+	var got []string
+	note := func(as AsyncSteps, give int64) {
+		id, known := toolinfo.BranchID(as, give)
+		got = append(got, fmt.Sprint(id, known))
+	}
+	ForEachLimit(r, slices.All([]int64{10, 20, 30}), 2, func(as AsyncSteps, _ int, id int64) {
+		note(as, id)
+		as.Add(func(as AsyncSteps, _ ...any) { note(as, id+1) })
+	})
+	if res := <-runTestTool(tt, r); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := []string{"10 true", "20 true", "10 true", "20 true", "30 true", "30 true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ids %q, want %q", got, want)
+	}
+}
+
+// A ForEachLimit holds the items running, not one per pair: the slice of
+// the branches a cancel must reach stays within a few times the limit
+// however many items have run.
+func TestForEachLimitHoldsTheRunningItemsOnly(t *testing.T) {
+	for _, limit := range []int{1, 3, 7, 100} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			tt := NewTestTool()
+			r := New(WithTool(tt))
+			most, items := 0, 0
+			count := func(yield func(int, int) bool) {
+				for i := 0; i < 20000 && yield(i, i); i++ {
+				}
+			}
+			ForEachLimit(r, count, limit, func(as AsyncSteps, i, _ int) {
+				items++
+				lr := as.(*stepAPI).f.parent.impl.(*limitRun)
+				most = max(most, cap(lr.branches))
+				if i%2 == 0 {
+					h := as.Tool().Immediate(func() { as.Success() })
+					as.SetCancel(func(AsyncSteps) { h.Cancel() })
+				}
+			})
+			if res := <-runTestTool(tt, r); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if items != 20000 {
+				t.Errorf("%d items ran, want 20000", items)
+			}
+			if most > 4*max(limit, 2) {
+				t.Errorf("the branches held %d items at most, want at most %d", most, 4*max(limit, 2))
+			}
+		})
+	}
+}
+
+// runTestTool starts r on tt and runs tt until no event is left.
+func runTestTool(tt *TestTool, r *Root) <-chan Result {
+	ch := r.Promise()
+	tt.Run()
+	return ch
+}
