@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -217,7 +218,7 @@ func ExampleMutex_limit() {
 
 // A batch: many items, K at a time, each item's outcome kept, and what is
 // done answered when the job's time is up.
-func ExampleAsyncSteps_Loop_workers() {
+func ExampleForEachLimit_batch() {
 	tt := asyncsteps.NewTestTool()
 	r := asyncsteps.New(asyncsteps.WithTool(tt))
 	items := []string{"a", "b", "bad", "c", "slow", "d"}
@@ -233,26 +234,17 @@ func ExampleAsyncSteps_Loop_workers() {
 	}
 
 	outcomes := make([]string, len(items)) // written on the loop only
-	next := 0                              // the next item, taken by any worker
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.SetTimeout(350 * time.Millisecond) // the whole job
-		p := as.Parallel()
-		for range 2 { // K workers, each a loop that takes the next item
-			p.Loop(func(as asyncsteps.AsyncSteps) {
-				if next == len(items) {
-					as.Break()
-				}
-				i := next
-				next++
-				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { call(as, items[i]) },
-					func(as asyncsteps.AsyncSteps, code string) {
-						as.Success(code + ": " + as.State().ErrorInfo) // the item's failure, not the job's
-					})
-				asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, outcome string) { outcomes[i] = outcome })
-			})
-		}
+		asyncsteps.ForEachLimit(as, slices.All(items), 2, func(as asyncsteps.AsyncSteps, i int, item string) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { call(as, item) },
+				func(as asyncsteps.AsyncSteps, code string) {
+					as.Success(code + ": " + as.State().ErrorInfo) // the item's failure, not the job's
+				})
+			asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, outcome string) { outcomes[i] = outcome })
+		})
 	}, func(as asyncsteps.AsyncSteps, code string) {
-		as.Success() // the job's Timeout: the workers are cancelled, the outcomes kept
+		as.Success() // the job's Timeout: the items running are cancelled, the outcomes kept
 	})
 	_, err := r.Run(context.Background())
 
