@@ -97,6 +97,39 @@
 // runs it, and without sched_is_valid a handle is valid until its
 // callback has run or been cancelled, as the library keeps track of it.
 //
+// The table's other functions may be NULL as well: the library never
+// calls a NULL one, and a Go call that needs it never does nothing in its
+// place. A table without handle_error could not fail the step of any Go
+// call on it: [Wrap] refuses it with a panic naming the function, as a
+// pointer whose api is NULL, there being no step yet to fail. A Go call that needs a function the table lacks fails
+// its step with InternalError naming the call and the function, as any
+// misuse ("SetTimeout: the foreign table has no setTimeout"), rather
+// than leave the step to hang or complete it as its callback returns:
+// Success and the implicit success of a Go step that returns without
+// completing, adding steps or waiting need success ("implicit success:
+// the foreign table has no success"), Break breakLoop, Continue
+// continueLoop, SetTimeout setTimeout, SetCancel and Await setCancel,
+// Parallel parallel, Loop loop, Repeat and ForEach repeat, the calls that
+// add steps add, and State stateVariable: the flow's Go State is kept in
+// a state variable, and one of each callback's own would lose what the
+// steps give each other and the info of an error for the Go error
+// handlers (a stateVariable that gives no variable fails the same way;
+// off the step's callback State returns an empty State, the step failed).
+// IsValid needs isValid, but on a step the library completed itself,
+// which is over (the table may have ended any other unseen: a timeout, a
+// cancel). waitExternal has a sound fallback, the way the spec had a step
+// wait before waitExternal: in a Go callback of the library's, a cancel
+// handler that does nothing, unless the step has a Go one already (a Go
+// SetCancel after it replaces it); on a pointer C gave Go, where C may
+// have set a cancel handler of its own, WaitExternal fails the step. The
+// library never calls stack, execute, cancel, addSync, newInstance or
+// free on a foreign table (a Go Root on its Tool, NewInstance's, is Go's),
+// and rootId only from the lock function of a [Sync] (a table without it
+// has rootId 0: see below). A table that gives its steps another table
+// than the one Wrap saw, without handle_error, leaves a Go step's error
+// nowhere to go: it is logged, with its code and info, and the step does
+// not complete.
+//
 // # Flows and syncs
 //
 // rootId tells the flows of C steps apart: every step of a flow has its

@@ -40,7 +40,65 @@ type foreign struct {
 	cb       *fcall // the callback this value was given to, if any
 	parallel bool
 	owner    *foreign // for a parallel: the step that made it
-	local    *asyncsteps.State
+}
+
+// tableFunc is a function of a FutoInAsyncStepsAPI table, by its index.
+type tableFunc int
+
+// The functions the adapter asks a table for before it needs them.
+const (
+	fnParallel      tableFunc = 1
+	fnStateVariable tableFunc = 2
+	fnSuccess       tableFunc = 4
+	fnHandleError   tableFunc = 5
+	fnSetTimeout    tableFunc = 6
+	fnSetCancel     tableFunc = 7
+	fnWaitExternal  tableFunc = 8
+	fnLoop          tableFunc = 9
+	fnRepeat        tableFunc = 10
+	fnBreakLoop     tableFunc = 11
+	fnContinueLoop  tableFunc = 12
+	fnIsValid       tableFunc = 17
+)
+
+var tableFuncNames = [...]string{"add", "parallel", "stateVariable", "stack", "success",
+	"handle_error", "setTimeout", "setCancel", "waitExternal", "loop", "repeat",
+	"breakLoop", "continueLoop", "execute", "cancel", "addSync", "rootId", "isValid",
+	"newInstance", "free", "sched_immediate", "sched_deferred", "sched_cancel",
+	"sched_is_valid", "is_same_thread"}
+
+func (f tableFunc) String() string { return tableFuncNames[f] }
+
+// wrapForeign is Wrap of another implementation's pointer. A table
+// without handle_error could not fail the step of any Go call on it (a
+// misuse, a panic of a Go callback, Error itself: the step would be left
+// to hang), so Wrap, where Go first sees the table, refuses it, as a
+// pointer with no table at all; by a panic, there being no step yet to
+// fail.
+func wrapForeign(bsi *C.FutoInAsyncSteps) *foreign {
+	if bsi.api == nil {
+		panic("cabi: Wrap: the FutoInAsyncSteps has no table (its api is NULL)")
+	}
+	w := &foreign{p: bsi}
+	if !w.has(fnHandleError) {
+		panic("cabi: Wrap: the foreign table has no " + fnHandleError.String() + ": no Go call on it could fail its step")
+	}
+	return w
+}
+
+// has reports whether w's table has f.
+func (w *foreign) has(f tableFunc) bool { return C.cabi_f_has(w.p, C.int(f)) != 0 }
+
+// lacks reports whether w's table lacks f, which call needs: if so, the
+// call is a misuse of the step, InternalError "call: the foreign table
+// has no f", rather than a call that does nothing and leaves the step to
+// hang or completes it as its callback returns.
+func (w *foreign) lacks(call string, f tableFunc) bool {
+	if w.has(f) {
+		return false
+	}
+	w.misuse(call + ": the foreign table has no " + f.String())
+	return true
 }
 
 // fcall is the state of one Go callback run for a foreign table.
@@ -137,6 +195,14 @@ func (w *foreign) settle() {
 			rec := cb.rec
 			cb.rec = 0
 			w.addRaw(&frec{step: func(asyncsteps.AsyncSteps, ...any) { dropRec(rec) }}, false)
+		}
+		return
+	}
+	if !w.has(fnSuccess) {
+		// The step's record stays for its error handler. Right after
+		// the callback, on the loop: the Go State takes the info.
+		if w.completeOnce() {
+			w.raise(asyncsteps.InternalError, "implicit success: the foreign table has no "+fnSuccess.String(), true)
 		}
 		return
 	}
@@ -260,16 +326,27 @@ func (w *foreign) markAdded() {
 // own callback it also records them in the Go State, so that the Go error
 // handlers of the flow see the info as on our own engine (the foreign
 // table keeps its info to itself).
-func (w *foreign) handleError(code, info string) {
-	if w.inCallback() {
-		st := w.State()
-		st.ErrorInfo = info
-		st.LastException = &asyncsteps.Error{Code: code, Info: info}
+func (w *foreign) handleError(code, info string) { w.raise(code, info, w.inCallback()) }
+
+// raise is handleError, which records code and info in the Go State
+// (when the table keeps one: see State) if record is set. Wrap refuses a
+// table without handle_error; one that gives its steps another table than
+// Wrap saw may still lack it: the error has nowhere to go, and is logged
+// rather than dropped in silence.
+func (w *foreign) raise(code, info string, record bool) {
+	if record {
+		if st, _ := w.sharedState(); st != nil {
+			st.ErrorInfo = info
+			st.LastException = &asyncsteps.Error{Code: code, Info: info}
+		}
 	}
 	cc, ci := C.CString(code), C.CString(info)
 	defer C.free(unsafe.Pointer(cc))
 	defer C.free(unsafe.Pointer(ci))
-	C.cabi_f_handle_error(w.p, cc, ci)
+	if C.cabi_f_handle_error(w.p, cc, ci) == 0 {
+		slog.Error("cabi: the foreign table has no handle_error: the error of a Go step is lost, and the step does not complete",
+			"code", code, "info", info)
+	}
 }
 
 // misuse reports a wrong use as an InternalError of the step.
@@ -378,7 +455,7 @@ func (w *foreign) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) as
 
 // Parallel implements [asyncsteps.AsyncSteps].
 func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	if w.refuse("Parallel") || w.extraArgs("Parallel", "error handler", len(onerror)) {
+	if w.refuse("Parallel") || w.extraArgs("Parallel", "error handler", len(onerror)) || w.lacks("Parallel", fnParallel) {
 		return w
 	}
 	eh := firstOf(onerror)
@@ -399,23 +476,40 @@ func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncStep
 var stateVarName = C.CString("github.com/asyncsteps/asyncsteps/cabi.State")
 
 // State implements [asyncsteps.AsyncSteps]: a Go State kept in a state
-// variable of the foreign flow, so that all its Go callbacks share it.
+// variable of the foreign flow, so that all its Go callbacks share it. A
+// table that keeps none (no stateVariable, or one that gives no
+// variable) makes it a misuse: a State of each callback's own would
+// silently lose what the flow's steps give each other, the error info for
+// the Go error handlers included. Outside the step's callback, which the
+// misuse aborts, it returns an empty State, of no flow, as the step has
+// failed.
 func (w *foreign) State() *asyncsteps.State {
+	st, missing := w.sharedState()
+	if st == nil {
+		w.misuse("State: " + missing)
+		st = &asyncsteps.State{}
+	}
+	return st
+}
+
+// sharedState returns the flow's Go State, or nil and what the table
+// lacks to keep it.
+func (w *foreign) sharedState() (*asyncsteps.State, string) {
 	if w.parallel {
-		return w.owner.State()
+		return w.owner.sharedState()
+	}
+	if !w.has(fnStateVariable) {
+		return nil, "the foreign table has no " + fnStateVariable.String()
 	}
 	if slot := (*uint64)(C.cabi_f_state_variable(w.p, stateVarName, 1)); slot != nil {
 		if *slot == 0 {
 			*slot = putGoValue(&asyncsteps.State{})
 		}
 		if st, ok := getGoValue(*slot).(*asyncsteps.State); ok {
-			return st
+			return st, ""
 		}
 	}
-	if w.local == nil {
-		w.local = &asyncsteps.State{}
-	}
-	return w.local
+	return nil, "the foreign table's " + fnStateVariable.String() + " gave no variable"
 }
 
 // CopyFrom is not supported on a foreign table: it reports an InternalError.
@@ -548,8 +642,19 @@ func (w *foreign) NewInstance() *asyncsteps.Root {
 	return asyncsteps.New(asyncsteps.WithTool(tool))
 }
 
-// IsValid implements [asyncsteps.AsyncSteps].
-func (w *foreign) IsValid() bool { return C.cabi_f_is_valid(w.p) != 0 }
+// IsValid implements [asyncsteps.AsyncSteps]. Without isValid in the
+// table, the library knows only of the step's completions it made: a step
+// it has completed is over, and any other step's IsValid is a misuse, as
+// the table may have ended it (a timeout, a cancel) unseen.
+func (w *foreign) IsValid() bool {
+	if w.has(fnIsValid) {
+		return C.cabi_f_is_valid(w.p) != 0
+	}
+	if w.cb == nil || !w.cb.completed.Load() {
+		w.misuse("IsValid: the foreign table has no " + fnIsValid.String())
+	}
+	return false
+}
 
 // Tool implements [asyncsteps.AsyncSteps]: the foreign table's sched_*
 // functions, valid while the wrapped pointer is.
@@ -580,6 +685,9 @@ func (w *foreign) Success(args ...any) {
 	}
 	if info := tooLongForC(args); info != "" {
 		w.misuse("Success: " + info)
+		return
+	}
+	if w.lacks("Success", fnSuccess) {
 		return
 	}
 	if !w.completeOnce() {
@@ -619,7 +727,7 @@ func (w *foreign) waits() {
 
 // SetTimeout implements [asyncsteps.AsyncSteps].
 func (w *foreign) SetTimeout(d time.Duration) {
-	if w.refuse("SetTimeout") {
+	if w.refuse("SetTimeout") || w.lacks("SetTimeout", fnSetTimeout) {
 		return
 	}
 	ms := uint32(min(max(d.Milliseconds(), 0), math.MaxUint32))
@@ -637,6 +745,9 @@ func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
 		w.WaitExternal()
 		return
 	}
+	if w.lacks("SetCancel", fnSetCancel) {
+		return
+	}
 	id := putRec(&frec{cancel: f})
 	if C.cabi_f_set_cancel(w.p, C.uint64_t(id)) == 0 {
 		dropRec(id)
@@ -648,25 +759,49 @@ func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
 	w.waits()
 }
 
-// WaitExternal implements [asyncsteps.AsyncSteps].
+// WaitExternal implements [asyncsteps.AsyncSteps]. On a table without
+// waitExternal, the step of a Go callback waits as the spec had steps
+// wait before it: with a cancel handler that does nothing, unless the
+// step has one of Go's already, which the step's own callback alone can
+// have set. Where C may have set one of its own (a pointer Go was given
+// by C), WaitExternal fails the step instead: it would replace it.
 func (w *foreign) WaitExternal() {
 	if w.refuse("WaitExternal") {
 		return
 	}
-	if C.cabi_f_wait_external(w.p) != 0 {
-		w.waits()
+	if w.has(fnWaitExternal) {
+		if C.cabi_f_wait_external(w.p) != 0 {
+			w.waits()
+		}
+		return
 	}
+	if w.cb == nil || !w.has(fnSetCancel) {
+		w.misuse("WaitExternal: the foreign table has no " + fnWaitExternal.String())
+		return
+	}
+	if w.cb.completed.Load() {
+		return // a call on a step that has completed has no effect
+	}
+	if w.cb.cancelRec.Load() == 0 {
+		id := putRec(&frec{})
+		C.cabi_f_set_cancel(w.p, C.uint64_t(id))
+		w.cb.cancelRec.Store(id)
+	}
+	w.waits()
 }
 
-// hostLoop adds a step that runs a loop of the foreign table, so that the
-// loop's record is dropped when the loop is over.
-func (w *foreign) hostLoop(r *frec, start func(h *foreign, rec C.uint64_t) bool) asyncsteps.AsyncSteps {
+// hostLoop adds a step that runs a loop of the foreign table (call, fn:
+// Loop with loop, Repeat with repeat), so that the loop's record is
+// dropped when the loop is over. The caller has checked its own table
+// for fn; the host's, which the table gives the host step, is checked as
+// the loop starts.
+func (w *foreign) hostLoop(call string, fn tableFunc, r *frec, start func(h *foreign, rec C.uint64_t) bool) asyncsteps.AsyncSteps {
 	id := putRec(r)
 	host := func(as asyncsteps.AsyncSteps, _ ...any) {
 		h := as.(*foreign)
 		if !start(h, C.uint64_t(id)) {
 			dropRec(id)
-			h.misuse("the foreign table has no loop or repeat")
+			h.misuse(call + ": the foreign table has no " + fn.String())
 			return
 		}
 		h.markAdded()
@@ -674,7 +809,7 @@ func (w *foreign) hostLoop(r *frec, start func(h *foreign, rec C.uint64_t) bool)
 	}
 	if !w.addRaw(&frec{step: host, onerror: func(asyncsteps.AsyncSteps, string) { dropRec(id) }}, true) {
 		dropRec(id)
-		w.misuse("the foreign table has no add")
+		w.misuse(call + ": the foreign table has no add")
 	}
 	return w
 }
@@ -685,10 +820,10 @@ func (w *foreign) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncS
 		w.misuse("Loop: nil function")
 		return w
 	}
-	if w.extraArgs("Loop", "label", len(label)) {
+	if w.extraArgs("Loop", "label", len(label)) || w.lacks("Loop", fnLoop) {
 		return w
 	}
-	return w.hostLoop(&frec{loop: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
+	return w.hostLoop("Loop", fnLoop, &frec{loop: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
 		withLabel(label, func(l *C.char) { ok = C.cabi_f_loop(h.p, rec, l) != 0 })
 		return ok
 	})
@@ -700,11 +835,16 @@ func (w *foreign) Repeat(count int, f asyncsteps.RepeatFunc, label ...string) as
 		w.misuse("Repeat: nil function")
 		return w
 	}
-	if w.extraArgs("Repeat", "label", len(label)) {
+	if w.extraArgs("Repeat", "label", len(label)) || w.lacks("Repeat", fnRepeat) {
 		return w
 	}
+	return w.repeat("Repeat", count, f, label)
+}
+
+// repeat is Repeat, for call (Repeat, ForEach).
+func (w *foreign) repeat(call string, count int, f asyncsteps.RepeatFunc, label []string) asyncsteps.AsyncSteps {
 	n := C.size_t(max(count, 0))
-	return w.hostLoop(&frec{repeat: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
+	return w.hostLoop(call, fnRepeat, &frec{repeat: f}, func(h *foreign, rec C.uint64_t) (ok bool) {
 		withLabel(label, func(l *C.char) { ok = C.cabi_f_repeat(h.p, rec, n, l) != 0 })
 		return ok
 	})
@@ -719,10 +859,10 @@ func (w *foreign) ForEach(collection any, f asyncsteps.ForEachFunc, label ...str
 		w.misuse(cmp.Or(err, "ForEach: nil function"))
 		return w
 	}
-	if w.extraArgs("ForEach", "label", len(label)) {
+	if w.extraArgs("ForEach", "label", len(label)) || w.lacks("ForEach", fnRepeat) {
 		return w
 	}
-	return w.Repeat(len(keys), func(as asyncsteps.AsyncSteps, i int) { f(as, keys[i], vals[i]) }, label...)
+	return w.repeat("ForEach", len(keys), func(as asyncsteps.AsyncSteps, i int) { f(as, keys[i], vals[i]) }, label)
 }
 
 func snapshot(c any) (keys, vals []any, err string) {
@@ -773,7 +913,7 @@ func compareValues(a, b reflect.Value) int {
 
 // Break implements [asyncsteps.AsyncSteps].
 func (w *foreign) Break(label ...string) {
-	if w.refuse("Break") || w.extraArgs("Break", "label", len(label)) {
+	if w.refuse("Break") || w.extraArgs("Break", "label", len(label)) || w.lacks("Break", fnBreakLoop) {
 		return
 	}
 	if w.completeOnce() {
@@ -784,7 +924,7 @@ func (w *foreign) Break(label ...string) {
 
 // Continue implements [asyncsteps.AsyncSteps].
 func (w *foreign) Continue(label ...string) {
-	if w.refuse("Continue") || w.extraArgs("Continue", "label", len(label)) {
+	if w.refuse("Continue") || w.extraArgs("Continue", "label", len(label)) || w.lacks("Continue", fnContinueLoop) {
 		return
 	}
 	if w.completeOnce() {

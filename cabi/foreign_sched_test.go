@@ -16,24 +16,15 @@ import (
 )
 
 // The tests here give a foreign table an event loop of its own
-// (ctest.SchedRoot) with one of its functions NULL, and use the table's
+// (ctest.TableRoot) with one of its functions NULL, and use the table's
 // Tool (cabi.Wrap(p).Tool()) as a Go Root does.
 
-// schedNames names the entries of ctest.SchedRoot's tables.
-var schedNames = map[int]string{
-	ctest.SchedImmediate: "sched_immediate",
-	ctest.SchedDeferred:  "sched_deferred",
-	ctest.SchedCancel:    "sched_cancel",
-	ctest.SchedIsValid:   "sched_is_valid",
-	ctest.IsSameThread:   "is_same_thread",
-}
-
-// schedTool returns a fake root whose table lacks the entry missing,
+// schedTool returns a fake root whose table lacks the entries missing,
 // freed when the test ends, and its Tool.
-func schedTool(t *testing.T, missing int) (asyncsteps.Tool, unsafe.Pointer) {
+func schedTool(t *testing.T, missing ...int) (asyncsteps.Tool, unsafe.Pointer) {
 	t.Helper()
 	ctest.Reset()
-	root := ctest.SchedRoot(missing)
+	root := ctest.TableRoot(missing...)
 	t.Cleanup(func() {
 		ctest.SchedRun() // what the test left queued: run now, before the free
 		ctest.FakeFree(root)
@@ -70,7 +61,7 @@ func promised(ch <-chan asyncsteps.Result) asyncsteps.Result {
 // back) through sched_deferred and sched_cancel. The other tests take
 // one function away from this table.
 func TestForeignToolRunsAFlow(t *testing.T) {
-	tool, _ := schedTool(t, ctest.NoneMissing)
+	tool, _ := schedTool(t)
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		as.SetTimeout(time.Minute)
@@ -97,8 +88,8 @@ func TestForeignToolRunsAFlow(t *testing.T) {
 // (a waiting step's Error in its own callback did not end the callback,
 // whose code after the Error ran).
 func TestForeignToolWithoutAFunctionToRunAFlow(t *testing.T) {
-	for _, missing := range []int{ctest.SchedImmediate, ctest.IsSameThread} {
-		name := schedNames[missing]
+	for _, missing := range []int{ctest.FnSchedImmediate, ctest.FnIsSameThread} {
+		name := ctest.Funcs[missing]
 		t.Run(name, func(t *testing.T) {
 			t.Run("NewInstance", func(t *testing.T) {
 				_, root := schedTool(t, missing)
@@ -147,7 +138,7 @@ func TestForeignToolWithoutAFunctionToRunAFlow(t *testing.T) {
 // function, and Deferred itself panics, naming it. Before, the timer was
 // dropped: the step waited for good, its timeout never came.
 func TestForeignToolWithoutSchedDeferred(t *testing.T) {
-	tool, _ := schedTool(t, ctest.SchedDeferred)
+	tool, _ := schedTool(t, ctest.FnSchedDeferred)
 	const info = "cabi: the foreign table has no sched_deferred: its Tool cannot time a callback"
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -177,8 +168,8 @@ func TestForeignToolWithoutSchedDeferred(t *testing.T) {
 // has run or been cancelled, as the record says. Before, without
 // sched_is_valid, every handle was invalid from the start.
 func TestForeignToolHandlesWithoutCancelOrIsValid(t *testing.T) {
-	for _, missing := range []int{ctest.SchedCancel, ctest.SchedIsValid} {
-		t.Run(schedNames[missing], func(t *testing.T) {
+	for _, missing := range []int{ctest.FnSchedCancel, ctest.FnSchedIsValid} {
+		t.Run(ctest.Funcs[missing], func(t *testing.T) {
 			tool, _ := schedTool(t, missing)
 			var got []string
 			var ran []string

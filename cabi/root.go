@@ -486,7 +486,9 @@ func (fc *flowCtx) adoptExternal(n *node) {
 // waitExternal and setTimeout do, the pointer then staying valid until
 // the step is over; a foreign one, from another implementation of the table, becomes
 // an AsyncSteps that calls through that table (see the package doc). It
-// returns nil for nil and for a stale pointer of ours.
+// returns nil for nil and for a stale pointer of ours, and panics for a
+// foreign pointer whose table has no handle_error, or whose api is NULL:
+// no Go call on it could fail its step.
 func Wrap(p unsafe.Pointer) asyncsteps.AsyncSteps {
 	bsi := (*C.FutoInAsyncSteps)(p)
 	if bsi == nil {
@@ -502,5 +504,5 @@ func Wrap(p unsafe.Pointer) asyncsteps.AsyncSteps {
 		}
 		return n.as
 	}
-	return &foreign{p: bsi}
+	return wrapForeign(bsi)
 }

@@ -1901,6 +1901,7 @@ typedef struct {
     FutoInAsyncSteps_execute_callback f;
     FutoInAsyncSteps_error_callback eh;
     void (*repeat)(FutoInAsyncSteps*, void*, size_t);
+    void (*loop)(FutoInAsyncSteps*, void*); // repeat's count is then unbounded
     size_t count;
     void* data;
     const char* label; // kept as given, read at every iteration
@@ -1924,7 +1925,10 @@ struct fk {
     char code[64];
     char info[64];
     FutoInArgs result;
+    FutoInAsyncSteps_cancel_callback cancel; // setCancel's, if any
+    void* cancel_data;
     // root only
+    const FutoInAsyncStepsAPI* step_api; // the table of its steps: api but for ct_table_root
     fk_var vars[8];
     int nvars;
     FutoInArgs input;
@@ -1937,6 +1941,7 @@ static void fk_init(fk* f, const FutoInAsyncStepsAPI* api, fk* root)
     memset(f, 0, sizeof(*f));
     f->api = api;
     f->root = root ? root : f;
+    f->step_api = api;
 }
 
 static fk_step* fk_new_step(fk* self)
@@ -2136,7 +2141,7 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
             return 1;
         }
         fk h;
-        fk_init(&h, child->root->api, child->root);
+        fk_init(&h, child->root->step_api, child->root);
         s->eh((FutoInAsyncSteps*)&h, s->data, child->code);
         if (h.nsubs > 0) {
             fk_run(&h, NULL);
@@ -2151,8 +2156,13 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
         }
         return 1;
     }
-    if (child->waiting) {
+    if (child->waiting && !child->completed) {
+        // Given up, as a cancel of the flow would: its cancel handler runs.
         LOG("fake: the step waits: not supported");
+        if (child->cancel != NULL) {
+            child->cancel((FutoInAsyncSteps*)child, child->cancel_data);
+            LOG("fake: cancel handler returned");
+        }
         return 1;
     }
     if (!child->completed) {
@@ -2191,11 +2201,19 @@ static void fk_run(fk* self, FutoInArgs* in)
         fk_step* s = &self->subs[i];
         FutoInArgs out;
         memset(&out, 0, sizeof(out));
-        if (s->repeat != NULL) {
-            for (size_t j = 0; j < s->count; ++j) {
+        if (s->repeat != NULL || s->loop != NULL) {
+            for (size_t j = 0; s->loop != NULL || j < s->count; ++j) {
+                if (s->loop != NULL && j == 100) {
+                    LOG("VIOLATION: a loop of the fake ran 100 times");
+                    break;
+                }
                 fk child;
-                fk_init(&child, self->root->api, self->root);
-                s->repeat((FutoInAsyncSteps*)&child, s->data, j);
+                fk_init(&child, self->root->step_api, self->root);
+                if (s->loop != NULL) {
+                    s->loop((FutoInAsyncSteps*)&child, s->data);
+                } else {
+                    s->repeat((FutoInAsyncSteps*)&child, s->data, j);
+                }
                 FutoInArgs ignored;
                 memset(&ignored, 0, sizeof(ignored));
                 if (fk_settle(&child, s, &ignored)) {
@@ -2215,7 +2233,7 @@ static void fk_run(fk* self, FutoInArgs* in)
             }
         } else {
             fk child;
-            fk_init(&child, self->root->api, self->root);
+            fk_init(&child, self->root->step_api, self->root);
             fk_fill(&args);
             s->f((FutoInAsyncSteps*)&child, s->data, &args);
             // What the step left in args is its own: not cleaned up here.
@@ -2240,7 +2258,7 @@ FutoInAsyncSteps* ct_fake_root(void)
 
 // ---- a fake event loop for the Tool of a foreign table -------------------------
 
-// The event loop of ct_sched_root's tables: a queue of callbacks that
+// The event loop of ct_table_root's tables: a queue of callbacks that
 // ct_sched_run runs in order, the handle of each valid until it runs or is
 // cancelled; is_same_thread is 1 in those callbacks only. Delays are not
 // kept: a deferred callback is queued as an immediate one.
@@ -2331,35 +2349,168 @@ int ct_sched_run(void)
     return ran;
 }
 
-// The tables of ct_sched_root: fk_api with the fake event loop, but for
-// the entry of index missing (20 to 24: sched_immediate, sched_deferred,
-// sched_cancel, sched_is_valid, is_same_thread), which is NULL; -1 for
-// none. Made once each.
-static FutoInAsyncStepsAPI fs_apis[6];
-static int fs_apis_made[6];
+// ---- a foreign table with every function, or all but some -----------------------
 
-FutoInAsyncSteps* ct_sched_root(int missing)
+// The entries fk_api leaves NULL. setTimeout and setCancel make the step
+// wait, as waitExternal does (setCancel keeps its handler, which runs if
+// the fake gives the step up); loop is run by fk_run. The library never
+// calls the others on a foreign table: its parallel is not supported here
+// (it gives NULL), and a call of stack, execute, cancel, addSync,
+// newInstance or free is a VIOLATION.
+static void fk_set_timeout(FutoInAsyncSteps* bsi, uint32_t ms)
 {
-    int k = missing < 20 || missing > 24 ? 5 : missing - 20;
-    pthread_mutex_lock(&fs_mu);
-    if (!fs_apis_made[k]) {
-        FutoInAsyncStepsAPI* api = &fs_apis[k];
-        *api = fk_api;
-        api->sched_immediate = fs_immediate;
-        api->sched_deferred = fs_deferred;
-        api->sched_cancel = fs_cancel;
-        api->sched_is_valid = fs_is_valid;
-        api->is_same_thread = fs_same_thread;
-        if (k < 5) {
-            api->funcs[missing] = NULL;
-        }
-        fs_apis_made[k] = 1;
-    }
-    pthread_mutex_unlock(&fs_mu);
-    fk* r = malloc(sizeof(fk));
-    fk_init(r, &fs_apis[k], NULL);
-    return (FutoInAsyncSteps*)r;
+    LOG("fake: setTimeout %u ms", ms);
+    ((fk*)bsi)->waiting = 1;
 }
+
+static void fk_set_cancel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_cancel_callback ch)
+{
+    fk* self = (fk*)bsi;
+    LOG("fake: setCancel");
+    self->waiting = 1;
+    self->cancel = ch;
+    self->cancel_data = data;
+}
+
+static void fk_loop(FutoInAsyncSteps* bsi, void* data, void (*f)(FutoInAsyncSteps*, void*), const char* label)
+{
+    if (f == NULL) {
+        LOG("VIOLATION: NULL callback given to loop");
+    }
+    LOG("fake: loop label=%s", label ? label : "NULL");
+    fk_step* s = fk_new_step((fk*)bsi);
+    s->loop = f;
+    s->data = data;
+    s->label = label;
+    snprintf(s->label_copy, sizeof(s->label_copy), "%s", label ? label : "");
+}
+
+static FutoInAsyncSteps* fk_parallel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_error_callback eh)
+{
+    (void)bsi;
+    (void)data;
+    (void)eh;
+    LOG("fake: parallel: not supported");
+    return NULL;
+}
+
+static void* fk_stack(FutoInAsyncSteps* bsi, size_t size, void (*cleanup)(void*))
+{
+    (void)bsi;
+    (void)size;
+    (void)cleanup;
+    LOG("VIOLATION: stack called");
+    return NULL;
+}
+
+static void fk_execute(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_error_callback unhandled)
+{
+    (void)bsi;
+    (void)data;
+    (void)unhandled;
+    LOG("VIOLATION: execute called");
+}
+
+static void fk_cancel(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    LOG("VIOLATION: cancel called");
+}
+
+static void fk_add_sync(FutoInAsyncSteps* bsi, FutoInSync* sync, void* data, FutoInAsyncSteps_execute_callback f, FutoInAsyncSteps_error_callback eh)
+{
+    (void)bsi;
+    (void)sync;
+    (void)data;
+    (void)f;
+    (void)eh;
+    LOG("VIOLATION: addSync called");
+}
+
+static FutoInAsyncSteps* fk_new_instance(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    LOG("VIOLATION: newInstance called");
+    return NULL;
+}
+
+static void fk_free_root(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    LOG("VIOLATION: free called");
+}
+
+// The roots of ct_table_root and the tables they own: the root's table,
+// and the one its steps are given.
+typedef struct {
+    fk root;
+    FutoInAsyncStepsAPI api;
+    FutoInAsyncStepsAPI step_api;
+} ft_root;
+
+static void ft_fill(FutoInAsyncStepsAPI* api, uint32_t missing)
+{
+    *api = fk_api;
+    api->parallel = fk_parallel;
+    api->stack = fk_stack;
+    api->setTimeout = fk_set_timeout;
+    api->setCancel = fk_set_cancel;
+    api->loop = fk_loop;
+    api->execute = fk_execute;
+    api->cancel = fk_cancel;
+    api->addSync = fk_add_sync;
+    api->newInstance = fk_new_instance;
+    api->free = fk_free_root;
+    api->sched_immediate = fs_immediate;
+    api->sched_deferred = fs_deferred;
+    api->sched_cancel = fs_cancel;
+    api->sched_is_valid = fs_is_valid;
+    api->is_same_thread = fs_same_thread;
+    for (int i = 0; i < 25; ++i) {
+        if (missing & (UINT32_C(1) << i)) {
+            api->funcs[i] = NULL;
+        }
+    }
+}
+
+FutoInAsyncSteps* ct_table_root(uint32_t missing, int steps_only)
+{
+    ft_root* r = malloc(sizeof(ft_root));
+    ft_fill(&r->api, steps_only ? 0 : missing);
+    ft_fill(&r->step_api, missing);
+    fk_init(&r->root, &r->api, NULL);
+    r->root.step_api = &r->step_api;
+    return (FutoInAsyncSteps*)r; // its first member: ct_fake_free frees it all
+}
+
+// ---- a C step of the fake that calls Go --------------------------------------------
+
+extern void ctFakeCGo(FutoInAsyncSteps* bsi);
+
+static void fake_c_go_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)data;
+    LOG("fake: C step calls Go");
+    // The receiver owns what it is given: cleaned up as it is taken over.
+    for (int k = 0; k < 4; ++k) {
+        futoin_reset_binval((FutoInBinaryValue*)&in->args[k]);
+    }
+    ctFakeCGo(bsi);
+}
+
+static void fake_c_go_error(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    (void)data;
+    LOG("fake: C error handler %s", code);
+}
+
+void ct_fake_c_go(FutoInAsyncSteps* root)
+{
+    fk_add(root, NULL, fake_c_go_step, fake_c_go_error);
+}
+
+void ct_log(const char* s) { LOG("%s", s); }
 
 static int string_cleanups;
 static void counted_string_cleanup(FutoInBinaryValue* v)

@@ -419,25 +419,91 @@ func FinishTaken() { C.ct_finish_taken() }
 // the calling thread; false when none is pending.
 func FakeRunSched() bool { return C.ct_fake_run_sched() != 0 }
 
-// The entries of a foreign table's event loop, by their index in the
-// table, for SchedRoot.
+// The functions of a FutoInAsyncSteps table, by their index in it, for
+// TableRoot; Funcs names them.
 const (
-	NoneMissing    = -1
-	SchedImmediate = 20
-	SchedDeferred  = 21
-	SchedCancel    = 22
-	SchedIsValid   = 23
-	IsSameThread   = 24
+	FnAdd = iota
+	FnParallel
+	FnStateVariable
+	FnStack
+	FnSuccess
+	FnHandleError
+	FnSetTimeout
+	FnSetCancel
+	FnWaitExternal
+	FnLoop
+	FnRepeat
+	FnBreakLoop
+	FnContinueLoop
+	FnExecute
+	FnCancel
+	FnAddSync
+	FnRootID
+	FnIsValid
+	FnNewInstance
+	FnFree
+	FnSchedImmediate
+	FnSchedDeferred
+	FnSchedCancel
+	FnSchedIsValid
+	FnIsSameThread
 )
 
-// SchedRoot returns a fake root (as FakeRoot's, run by FakeRun) whose
-// table has an event loop of its own, run by SchedRun, but for the entry
-// of index missing (SchedImmediate, ...), which is NULL; NoneMissing for
-// none. Its is_same_thread is 1 in the callbacks SchedRun runs only.
-// Free it with FakeFree.
-func SchedRoot(missing int) unsafe.Pointer { return unsafe.Pointer(C.ct_sched_root(C.int(missing))) }
+// Funcs names the functions of a FutoInAsyncSteps table, by index.
+var Funcs = [...]string{"add", "parallel", "stateVariable", "stack", "success",
+	"handle_error", "setTimeout", "setCancel", "waitExternal", "loop", "repeat",
+	"breakLoop", "continueLoop", "execute", "cancel", "addSync", "rootId", "isValid",
+	"newInstance", "free", "sched_immediate", "sched_deferred", "sched_cancel",
+	"sched_is_valid", "is_same_thread"}
 
-// SchedRun runs, on the calling thread, what the tables of SchedRoot
+func mask(missing []int) C.uint32_t {
+	var m C.uint32_t
+	for _, i := range missing {
+		m |= 1 << i
+	}
+	return m
+}
+
+// TableRoot returns a fake root (as FakeRoot's, run by FakeRun) whose
+// table has all 25 functions but those of the indexes in missing (FnAdd,
+// ...), which are NULL. Its parallel is not supported (it gives NULL),
+// its setTimeout and setCancel make the step wait as its waitExternal does
+// (a waiting step is given up, its setCancel handler run), and its event
+// loop, run by SchedRun, has is_same_thread 1 in the callbacks SchedRun
+// runs only; a call of a function the library does not call on a foreign
+// table (stack, execute, cancel, addSync, newInstance, free) is a
+// VIOLATION in the trace. Free it with FakeFree.
+func TableRoot(missing ...int) unsafe.Pointer {
+	return unsafe.Pointer(C.ct_table_root(mask(missing), 0))
+}
+
+// StepsTableRoot is TableRoot whose own table has every function: only
+// the table it gives its steps lacks those in missing.
+func StepsTableRoot(missing ...int) unsafe.Pointer {
+	return unsafe.Pointer(C.ct_table_root(mask(missing), 1))
+}
+
+var inFakeCStep func(step unsafe.Pointer)
+
+//export ctFakeCGo
+func ctFakeCGo(step *C.FutoInAsyncSteps) { inFakeCStep(unsafe.Pointer(step)) }
+
+// FakeCGo adds to a fake root a C step that calls fn with its pointer, in
+// its callback, and has an error handler that logs "fake: C error handler
+// CODE". The step completes only as fn makes it.
+func FakeCGo(root unsafe.Pointer, fn func(step unsafe.Pointer)) {
+	inFakeCStep = fn
+	C.ct_fake_c_go(bsi(root))
+}
+
+// Log adds s as a line to the trace.
+func Log(s string) {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	C.ct_log(cs)
+}
+
+// SchedRun runs, on the calling thread, what the tables of TableRoot
 // queued, in order, what the callbacks queue included; it returns how
 // many callbacks ran.
 func SchedRun() int { return int(C.ct_sched_run()) }

@@ -90,11 +90,17 @@ FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
 void ct_fake_free(FutoInAsyncSteps* root);
 int ct_fake_run_sched(void);
-/* A fake root whose table has an event loop of its own but for the entry of
- * index missing (20 to 24), which is NULL (-1: none); ct_sched_run runs
- * what it queued. Free it with ct_fake_free. */
-FutoInAsyncSteps* ct_sched_root(int missing);
+/* A fake root whose table has all 25 functions, an event loop of its own
+ * among them, but for the entries whose bit is set in missing (bit i for
+ * index i), which are NULL; with steps_only, the root's table has them all
+ * and only the table its steps are given lacks them. ct_sched_run runs
+ * what the event loop queued. Free it with ct_fake_free. */
+FutoInAsyncSteps* ct_table_root(uint32_t missing, int steps_only);
 int ct_sched_run(void);
+/* Adds to a fake root a C step that calls ctFakeCGo with its pointer (and
+ * has an error handler that logs the code). */
+void ct_fake_c_go(FutoInAsyncSteps* root);
+void ct_log(const char* s);
 void ct_take_string(FutoInAsyncSteps* root);
 void ct_finish_taken(void);
 int ct_fake_placeholders(void);
