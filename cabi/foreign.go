@@ -183,19 +183,29 @@ func (w *foreign) run(f func()) {
 	f()
 }
 
-// settle completes a step that returned without doing anything.
+// settle completes a step that returned without doing anything. A step
+// that added sub-steps completes with them, also one that waits (a cancel
+// handler, WaitExternal, SetTimeout: a Sync's section sets a cancel
+// handler and adds its steps): the records of its error handler and its
+// cancel handler go after its sub-steps, unless the table runs the
+// handler first, which takes its record.
 func (w *foreign) settle() {
 	cb := w.cb
-	if cb.completed.Load() || cb.waiting.Load() {
+	if cb.completed.Load() {
 		return
 	}
 	if cb.added.Load() {
-		if cb.rec != 0 {
-			// The record of the step's error handler goes after its sub-steps.
-			rec := cb.rec
-			cb.rec = 0
-			w.addRaw(&frec{step: func(asyncsteps.AsyncSteps, ...any) { dropRec(rec) }}, false)
+		recs := [...]uint64{cb.rec, cb.cancelRec.Swap(0)}
+		cb.rec = 0
+		if recs != [2]uint64{} {
+			w.addRaw(&frec{step: func(asyncsteps.AsyncSteps, ...any) {
+				dropRec(recs[0])
+				dropRec(recs[1])
+			}}, false)
 		}
+		return
+	}
+	if cb.waiting.Load() {
 		return
 	}
 	if !w.has(fnSuccess) {

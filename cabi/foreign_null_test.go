@@ -78,14 +78,15 @@ func (r nullRun) run(t *testing.T) {
 	checkTrace(t, append(want, "fake: end "+end+" string cleanups=1")...)
 }
 
-// busyStep uses much of the Go API (State, NewInstance, Loop, Repeat,
-// Add, Success), none of which needs stack, execute, cancel, addSync,
-// rootId, newInstance or free: the fake logs a VIOLATION for a call of
-// one of those but rootId, and the flow runs the same without any of
-// them.
+// busyStep uses much of the Go API (State, NewInstance, Sync on a Mutex,
+// whose section has a cancel handler, Loop, Repeat, Add, Success), none
+// of which needs stack, execute, cancel, addSync, rootId, newInstance or
+// free: the fake logs a VIOLATION for a call of one of those but rootId,
+// and the flow runs the same without any of them.
 func busyStep(as asyncsteps.AsyncSteps, _ ...any) {
 	as.State().Set("k", "v")
 	as.NewInstance()
+	as.Sync(asyncsteps.NewMutex(1), func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: in the section") })
 	as.Loop(func(as asyncsteps.AsyncSteps) {
 		ctest.Log("go: loop")
 		as.Break()
@@ -97,7 +98,7 @@ func busyStep(as asyncsteps.AsyncSteps, _ ...any) {
 	})
 }
 
-var busyTrace = []string{"fake: loop label=NULL", "go: loop",
+var busyTrace = []string{"fake: setCancel", "go: in the section", "fake: loop label=NULL", "go: loop",
 	"fake: repeat 1 label=NULL", "go: repeat 0", "go: v", "go: next step"}
 
 // heldMutex returns a Mutex that a flow of a TestTool holds, waiting
