@@ -48,9 +48,11 @@ import (
 // runs on for good, so a Throttle shared by a test on virtual time and a
 // later one on Loops refuses the flows of the later one: give each test a
 // Throttle of its own. Likewise a period timed on a Loop closed before
-// its end, with no flow waiting, runs on the clock of Loops until a flow
-// of a Loop comes after that end: flows of a TestTool are refused until
-// then. Two TestTools, a tool of another package, and Loops
+// its end, with no flow waiting, runs on untimed on the clock of Loops
+// until it is ended, and flows of a TestTool are refused until then: by a
+// flow of a Loop that comes after that end, or at that end by the timer
+// of one that came before it and had to wait, which times the rest of
+// the period on its own loop. Two TestTools, a tool of another package, and Loops
 // inside and outside a testing/synctest bubble are not told apart.
 //
 // A Throttle is safe for concurrent use: flows running on different loops

@@ -1,6 +1,7 @@
 package asyncsteps_test
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,5 +127,44 @@ func TestThrottlePeriodOutlivesTwoClosingLoops(t *testing.T) {
 		wantErrText(t, "lost", (<-lost).Err, "InternalError: the flow's loop is closed")
 		wantEntered(t, "next", next)
 		wantTrace(t, &te.tr, "first at 0s,second at 0s,next at 1h0m0s")
+	})
+}
+
+// A period left untimed by its closed Loop is timed again by a flow of a
+// live Loop that comes before its end and must wait: the timer ends it
+// at that end, and with nobody waiting then (the flow was cancelled) the
+// Throttle goes idle and forgets its clock. A flow of a TestTool that
+// comes afterwards opens the next period, though no flow of a Loop came
+// after that end.
+func TestThrottleUntimedPeriodTimedAgainEndsForEveryClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		doomed, live := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer live.Close()
+		te := &throttleEntries{t: t, th: asyncsteps.NewThrottle(1, time.Hour), start: time.Now()}
+
+		wantEntered(t, "first", te.enter(doomed, "first"))
+		doomed.Close() // the period runs on untimed
+		time.Sleep(10 * time.Minute)
+		waiter := asyncsteps.New(asyncsteps.WithTool(live))
+		waiter.Sync(te.th, func(asyncsteps.AsyncSteps, ...any) { te.tr.addf("waiter in") })
+		waited := waiter.Promise()
+		synctest.Wait() // queued: the rest of the period is timed on live
+		time.Sleep(10 * time.Minute)
+		waiter.Cancel()
+		wantErrText(t, "waiter", (<-waited).Err, "context canceled")
+		time.Sleep(time.Hour) // past the period's end: its timer has run
+		synctest.Wait()
+
+		tt := asyncsteps.NewTestTool()
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Sync(te.th, func(asyncsteps.AsyncSteps, ...any) { te.tr.addf("tested in") },
+			func(as asyncsteps.AsyncSteps, code string) {
+				te.tr.addf("tested onerror %s: %s", code, as.State().ErrorInfo)
+				as.Success()
+			})
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		wantTrace(t, &te.tr, "first at 0s,tested in")
 	})
 }
