@@ -117,9 +117,10 @@ type Loop struct {
 	beforeStop []func()
 	stopping   bool
 
-	// closed is closed by Close's first moment, with closing set: made,
-	// under mu, by the first closedChan (toolinfo.Closing), so that a
-	// Loop nobody watches so pays nothing. Guarded by mu.
+	// closed is closed by Close's first moment, under mu, with closing
+	// set (see toolinfo.Closing). Made with the Loop, not on first
+	// request: a channel made inside a testing/synctest bubble may not be
+	// closed from outside it, so it belongs where the Loop was made.
 	closed chan struct{}
 
 	// nilTool names the nil pointer a zero Loop stands in for (see
@@ -172,9 +173,10 @@ func NewLoop() *Loop {
 // starts it, and tests may run its passes by hand instead.
 func newIdleLoop() *Loop {
 	l := &Loop{
-		start: time.Now(),
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		start:  time.Now(),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		closed: make(chan struct{}),
 	}
 	l.alive, l.endAlive = context.WithCancel(context.Background())
 	l.awaitWorkers.idleFor = awaitWorkerIdle
@@ -404,9 +406,7 @@ func (l *Loop) stop() bool {
 	l.mu.Lock()
 	if !l.closing.Load() {
 		l.closing.Store(true)
-		if l.closed != nil {
-			close(l.closed)
-		}
+		close(l.closed)
 		// A flow running on the loop sees a task waiting (busy) and yields
 		// at its next step; the loop, which runs no task once closing,
 		// stops there.
@@ -446,14 +446,6 @@ func (l *Loop) closedChan() <-chan struct{} {
 		return closedChan
 	case l.shared:
 		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closing.Load() {
-		return closedChan
-	}
-	if l.closed == nil {
-		l.closed = make(chan struct{})
 	}
 	return l.closed
 }
