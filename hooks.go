@@ -47,11 +47,11 @@ type Hooks struct {
 	// FlowStart is called on the loop as a flow begins, before its first
 	// step. The context it returns, which must be ctx or derived from it,
 	// becomes the flow's context, for its values (a span): its deadline
-	// and cancel are not the flow's (see above). Nil keeps ctx. A panic or runtime.Goexit
-	// in it fails the flow with an InternalError before its first step,
-	// as one in a step fails the step; FlowEnd still sees the flow end,
-	// as StepError sees the error, with ctx: what a hook put in the
-	// context it did not return (a span to end) is not there.
+	// and cancel are not the flow's (see above). Nil keeps ctx. A panic
+	// or runtime.Goexit in it fails the flow with an InternalError before
+	// its first step, as one in a step fails the step; FlowEnd still sees
+	// the flow end, as StepError sees the error, with ctx: what a hook put
+	// in the context it did not return (a span to end) is not there.
 	FlowStart func(ctx context.Context) context.Context
 	// FlowEnd is called on the loop as a flow ends, before its Result is
 	// delivered: err is nil, an *Error, or, for a flow cancelled by
