@@ -172,3 +172,68 @@ func TestTakenStringOutlivesTheCallback(t *testing.T) {
 		checkTrace(t, "taken", "later: a string the next step takes over")
 	})
 }
+
+// panicSeen is what a Go error handler read after a panic: the code, the
+// State's ErrorInfo, LastException's type and, for a *PanicError, the
+// panic's value and whether its stack holds the function that panicked.
+type panicSeen struct {
+	code, info, exc string
+	value           any
+	stackHasPanic   bool
+}
+
+// A panic in a Go step or error handler on a foreign table fails the
+// step with InternalError, and the Go error handlers see it as on the
+// library's own flows: the printed value in ErrorInfo, a *PanicError with
+// the value and the stack of the panic in LastException. Before, the
+// error was raised once the callback counted as over, which no longer
+// records it: ErrorInfo was empty and LastException nil.
+func TestForeignPanicIsRecordedForTheErrorHandlers(t *testing.T) {
+	boom := func() { panic("boom") }
+	for _, c := range []struct {
+		name string
+		step asyncsteps.StepFunc
+	}{
+		{"step", func(asyncsteps.AsyncSteps, ...any) { boom() }},
+		{"error handler", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("MyError", "mine") },
+				func(asyncsteps.AsyncSteps, string) { boom() })
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var own, foreign panicSeen
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
+			r.Add(c.step, recordPanic(&own))
+			r.Execute()
+			tt.Run()
+
+			ctest.Reset()
+			root := ctest.FakeRoot()
+			defer ctest.FakeFree(root)
+			cabi.Wrap(root).Add(c.step, recordPanic(&foreign))
+			ctest.FakeRun(root)
+
+			want := panicSeen{code: asyncsteps.InternalError, info: "boom", exc: "*asyncsteps.PanicError",
+				value: "boom", stackHasPanic: true}
+			if own != want {
+				t.Errorf("on the library's own flow the error handler saw %+v, want %+v", own, want)
+			}
+			if foreign != want {
+				t.Errorf("on a foreign table the error handler saw %+v, want %+v", foreign, want)
+			}
+		})
+	}
+}
+
+// recordPanic returns an error handler that records in seen what it read.
+func recordPanic(seen *panicSeen) asyncsteps.ErrorFunc {
+	return func(as asyncsteps.AsyncSteps, code string) {
+		st := as.State()
+		*seen = panicSeen{code: code, info: st.ErrorInfo, exc: fmt.Sprintf("%T", st.LastException)}
+		if p, ok := st.LastException.(*asyncsteps.PanicError); ok {
+			seen.value = p.Value
+			seen.stackHasPanic = strings.Contains(string(p.Stack), "TestForeignPanicIsRecordedForTheErrorHandlers.func1")
+		}
+	}
+}

@@ -165,7 +165,11 @@ func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
 }
 
 // run runs a Go callback, turning an abort into a return and a panic into
-// an InternalError of the step.
+// an InternalError of the step, recorded for the Go error handlers as on
+// the library's own flows: the printed value as ErrorInfo, a *PanicError
+// as LastException. The callback counts as over from then on, so the
+// panic is recorded here, not left to handleError, which records only
+// for a callback that runs.
 func (w *foreign) run(f func()) {
 	defer func() {
 		w.cb.active.Store(false)
@@ -177,7 +181,9 @@ func (w *foreign) run(f func()) {
 			return
 		}
 		if !w.cb.completed.Swap(true) {
-			w.handleError(asyncsteps.InternalError, printsafe.Sprint(r))
+			info := printsafe.Sprint(r)
+			w.note(info, &asyncsteps.PanicError{Value: r, Stack: debug.Stack()})
+			w.raise(asyncsteps.InternalError, info, false)
 		}
 	}()
 	f()
@@ -345,10 +351,7 @@ func (w *foreign) handleError(code, info string) { w.raise(code, info, w.inCallb
 // rather than dropped in silence.
 func (w *foreign) raise(code, info string, record bool) {
 	if record {
-		if st, _ := w.sharedState(); st != nil {
-			st.ErrorInfo = info
-			st.LastException = &asyncsteps.Error{Code: code, Info: info}
-		}
+		w.note(info, &asyncsteps.Error{Code: code, Info: info})
 	}
 	cc, ci := C.CString(code), C.CString(info)
 	defer C.free(unsafe.Pointer(cc))
@@ -356,6 +359,15 @@ func (w *foreign) raise(code, info string, record bool) {
 	if C.cabi_f_handle_error(w.p, cc, ci) == 0 {
 		slog.Error("cabi: the foreign table has no handle_error: the error of a Go step is lost, and the step does not complete",
 			"code", code, "info", info)
+	}
+}
+
+// note records an error's info and exception in the flow's Go State,
+// when the table keeps one (see State), for the Go error handlers.
+func (w *foreign) note(info string, exc error) {
+	if st, _ := w.sharedState(); st != nil {
+		st.ErrorInfo = info
+		st.LastException = exc
 	}
 }
 
