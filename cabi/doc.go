@@ -160,7 +160,15 @@
 // another thread than the caller's, possibly: the two exclude each other,
 // so that once the cancel handler has returned neither success nor
 // handle_error reaches the step (a completion under way runs to its end
-// first, and the cancel handler then does nothing).
+// first, and the cancel handler then does nothing). lock needs success
+// and setCancel of the caller's table: without one it fails the step with
+// InternalError naming it, and does not enter: the step could never be
+// completed once inside, or a cancel of the waiting step would go unseen,
+// and without waitExternal as well the step would not wait, which the
+// table takes as the lock held. Without waitExternal alone, the cancel
+// handler makes the step wait. A table without handle_error has that
+// error, and a rejection by the sync, logged with its code and info; the
+// step is left waiting rather than returned to the table as held.
 //
 // # Concurrency
 //

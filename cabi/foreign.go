@@ -87,7 +87,10 @@ func wrapForeign(bsi *C.FutoInAsyncSteps) *foreign {
 }
 
 // has reports whether w's table has f.
-func (w *foreign) has(f tableFunc) bool { return C.cabi_f_has(w.p, C.int(f)) != 0 }
+func (w *foreign) has(f tableFunc) bool { return tableHas(w.p, f) }
+
+// tableHas reports whether the table of bsi has f.
+func tableHas(bsi *C.FutoInAsyncSteps, f tableFunc) bool { return C.cabi_f_has(bsi, C.int(f)) != 0 }
 
 // lacks reports whether w's table lacks f, which call needs: if so, the
 // call is a misuse of the step, InternalError "call: the foreign table

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -355,4 +356,136 @@ func TestForeignStepWithoutHandleError(t *testing.T) {
 	if got := ctest.Trace(); got != wantTrace {
 		t.Errorf("trace:\n%s\nwant:\n%s", got, wantTrace)
 	}
+}
+
+// enters reports, failing the test if not, whether a Go flow on a loop of
+// its own enters m within 10 s: no holder the lock function made is left.
+func enters(t *testing.T, m *asyncsteps.Mutex) {
+	t.Helper()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success() })
+	if _, err := run(t, r); err != nil {
+		t.Errorf("a Go flow did not enter the Mutex: %v", err)
+	}
+}
+
+// withLogs records what slog logs while the test runs.
+func withLogs(t *testing.T) *recordedLogs {
+	logs := &recordedLogs{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(logs))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return logs
+}
+
+// waitLogs returns what logs holds once it holds n records, or after 5 s.
+func waitLogs(logs *recordedLogs, n int) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		logs.mu.Lock()
+		msgs := slices.Clone(logs.msgs)
+		logs.mu.Unlock()
+		if len(msgs) >= n || time.Now().After(deadline) {
+			return msgs
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The lock function of a Sync, called with the step of a table that
+// lacks a function it needs, fails the step with InternalError naming it,
+// and does not enter the sync: without success the step could never be
+// completed once inside; without setCancel a cancel of the waiting step
+// would go unseen (the hidden flow would enter for a flow that left, and
+// complete a step that may be gone), and without waitExternal as well the
+// step would not wait at all: the table takes a lock step that returns as
+// the lock held, while the hidden flow has not entered. Without
+// waitExternal alone, setCancel makes the step wait. Where the table has
+// no handle_error either, the error is logged and the step made to wait
+// for good, which the table cannot take for a held lock; a table that can
+// neither fail nor wait is told so in the log. Before, lock called the
+// four without checking them: the step hung without success, and lock
+// returned without making it wait without both waitExternal and setCancel.
+func TestSyncLockOnATableWithoutAFunction(t *testing.T) {
+	const noHandleError = "cabi: the foreign table has no handle_error: the error of a FutoInSync lock is lost, and "
+	for _, c := range []struct {
+		name    string
+		missing []int
+		want    []string // the trace
+		logs    []string
+	}{
+		{"success", []int{ctest.FnSuccess}, []string{"bare locks",
+			"bare lock: InternalError: FutoInSync lock: the foreign table has no success", "bare lock returned"}, nil},
+		{"setCancel", []int{ctest.FnSetCancel}, []string{"bare locks",
+			"bare lock: InternalError: FutoInSync lock: the foreign table has no setCancel", "bare lock returned"}, nil},
+		{"waitExternal and setCancel", []int{ctest.FnWaitExternal, ctest.FnSetCancel}, []string{"bare locks",
+			"bare lock: InternalError: FutoInSync lock: the foreign table has no setCancel", "bare lock returned"}, nil},
+		{"success and handle_error", []int{ctest.FnSuccess, ctest.FnHandleError},
+			[]string{"bare locks", "bare waits", "bare lock returned"},
+			[]string{noHandleError + `the lock step waits for good code="InternalError" info="FutoInSync lock: the foreign table has no success"`}},
+		{"setCancel and handle_error, waiting with waitExternal", []int{ctest.FnSetCancel, ctest.FnHandleError},
+			[]string{"bare locks", "bare waits", "bare lock returned"},
+			[]string{noHandleError + `the lock step waits for good code="InternalError" info="FutoInSync lock: the foreign table has no setCancel"`}},
+		{"success, handle_error and waitExternal, waiting with setCancel",
+			[]int{ctest.FnSuccess, ctest.FnHandleError, ctest.FnWaitExternal},
+			[]string{"bare locks", "bare setCancel", "bare lock returned"},
+			[]string{noHandleError + `the lock step waits for good code="InternalError" info="FutoInSync lock: the foreign table has no success"`}},
+		{"waitExternal, setCancel and handle_error", []int{ctest.FnWaitExternal, ctest.FnSetCancel, ctest.FnHandleError},
+			[]string{"bare locks", "bare lock returned"},
+			[]string{noHandleError + `the lock step cannot wait either: the table may take the lock as held code="InternalError" info="FutoInSync lock: the foreign table has no setCancel"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := withLogs(t)
+			ctest.Reset()
+			m := asyncsteps.NewMutex(1)
+			s := cabi.Sync(m)
+			defer cabi.FreeSync(s)
+			ctest.BareLock(s, c.missing...)
+			checkTrace(t, c.want...)
+			enters(t, m)
+			checkTrace(t, c.want...) // the step was never completed
+			if got := waitLogs(logs, len(c.logs)); !reflect.DeepEqual(got, c.logs) {
+				t.Errorf("logged %q, want %q", got, c.logs)
+			}
+		})
+	}
+}
+
+// Without waitExternal, the lock function of a Sync makes the step wait
+// with its cancel handler alone, and completes it once inside.
+func TestSyncLockOnATableWithoutWaitExternal(t *testing.T) {
+	ctest.Reset()
+	m := asyncsteps.NewMutex(1)
+	s := cabi.Sync(m)
+	defer cabi.FreeSync(s)
+	ctest.BareLock(s, ctest.FnWaitExternal)
+	checkTrace(t, "bare locks", "bare setCancel", "bare lock returned", "bare locked")
+	ctest.BareUnlock(s)
+	enters(t, m)
+	checkTrace(t, "bare locks", "bare setCancel", "bare lock returned", "bare locked", "bare unlocks")
+}
+
+// A Sync that rejects the lock of a step whose table has no handle_error
+// (a full queue) leaves the error nowhere to go: it is logged with its
+// code and info, and the step, which waits, does not complete. Before, the
+// error was dropped in silence.
+func TestSyncLockRejectedOnATableWithoutHandleError(t *testing.T) {
+	logs := withLogs(t)
+	ctest.Reset()
+	m := asyncsteps.NewMutex(1, 0)
+	tt := asyncsteps.NewTestTool()
+	holder := asyncsteps.New(asyncsteps.WithTool(tt))
+	holder.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+	holder.Execute()
+	tt.Run()
+	s := cabi.Sync(m)
+	defer cabi.FreeSync(s)
+	ctest.BareLock(s, ctest.FnHandleError)
+	want := []string{`cabi: the foreign table has no handle_error: the error of a FutoInSync lock is lost, and the lock step does not complete code="DefenseRejected" info="Mutex queue limit"`}
+	if got := waitLogs(logs, 1); !reflect.DeepEqual(got, want) {
+		t.Errorf("logged %q, want %q", got, want)
+	}
+	checkTrace(t, "bare locks", "bare waits", "bare setCancel", "bare lock returned")
 }

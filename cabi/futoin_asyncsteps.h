@@ -603,7 +603,12 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
  * completion under way when the handler is called runs to its end first
  * (the handler then does nothing: the step holds the section). A table
  * whose success or handle_error waits for that cancel handler to return
- * deadlocks.
+ * deadlocks. lock needs success and setCancel of the caller's table
+ * (setCancel makes the step wait without waitExternal): without one, it
+ * fails the step with InternalError naming it ("FutoInSync lock: the
+ * foreign table has no setCancel") and does not enter the sync. Where the
+ * table has no handle_error, such an error, or a rejection of the sync,
+ * is logged, and the step left waiting, not completed.
  * Called with another implementation's step, only unlock gives back
  * what a completed lock took: the library cannot tell when a section of
  * another implementation ends, so the caller must unlock on every path

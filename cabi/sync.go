@@ -8,6 +8,7 @@ package cabi
 import "C"
 
 import (
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -145,6 +146,9 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 	if o == nil || bsi == nil || isOurs(bsi) && nodeOf(bsi) == nil {
 		return // a stale pointer of ours is ignored, as by every function
 	}
+	if lockRefused(bsi) {
+		return
+	}
 	key := holderOf(bsi)
 	o.mu.Lock()
 	if h := o.holders[key]; key.known() && h != nil {
@@ -186,6 +190,7 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 		h.root.Cancel()
 		forget()
 	}})
+	// Without waitExternal, the cancel handler alone makes the step wait.
 	C.cabi_f_wait_external(bsi)
 	C.cabi_f_set_cancel(bsi, C.uint64_t(cancel))
 	// The record of the cancel handler is dropped once the step is
@@ -206,14 +211,65 @@ func cabiSyncLock(bsi *C.FutoInAsyncSteps, s *C.FutoInSync) {
 		defer dropRec(cancel)
 		forget()
 		h.completeLock(func() {
-			info := C.CString(as.State().ErrorInfo)
-			ccode := C.CString(code)
-			C.cabi_f_handle_error(bsi, ccode, info)
-			C.free(unsafe.Pointer(ccode))
-			C.free(unsafe.Pointer(info))
+			info := as.State().ErrorInfo
+			if !failLock(bsi, code, info) {
+				lockErrorLost(code, info, "the lock step does not complete")
+			}
 		})
 	})
 	h.root.Execute()
+}
+
+// lockNeeds are the functions of the caller's table that lock cannot do
+// without: success completes the step once inside, and setCancel gives
+// the step the cancel handler by which a cancel of the waiting step
+// stops the hidden flow, and keeps the completion off a step that may be
+// gone. setCancel also makes the step wait on a table without
+// waitExternal, the spec's way to wait before waitExternal.
+var lockNeeds = [...]tableFunc{fnSuccess, fnSetCancel}
+
+// lockRefused reports whether the table of bsi lacks a function that
+// lock needs. If so, lock fails the step with InternalError naming it,
+// rather than make the step hang inside, or leave a cancel unseen, or,
+// without waitExternal too, return without making the step wait, which
+// the table takes as the lock held though the hidden flow never entered.
+// Without handle_error as well, the error is logged, and the step made
+// to wait for good, which the table cannot take for a held lock; a table
+// on which the step can neither fail nor wait is told so in the log.
+func lockRefused(bsi *C.FutoInAsyncSteps) bool {
+	for _, f := range lockNeeds {
+		if tableHas(bsi, f) {
+			continue
+		}
+		info := "FutoInSync lock: the foreign table has no " + f.String()
+		if failLock(bsi, asyncsteps.InternalError, info) {
+			return true
+		}
+		what := "the lock step waits for good"
+		if C.cabi_f_wait_external(bsi) == 0 && C.cabi_f_set_cancel(bsi, 0) == 0 {
+			what = "the lock step cannot wait either: the table may take the lock as held"
+		}
+		lockErrorLost(asyncsteps.InternalError, info, what)
+		return true
+	}
+	return false
+}
+
+// failLock fails the caller's lock step with code and info; false if its
+// table has no handle_error.
+func failLock(bsi *C.FutoInAsyncSteps, code, info string) bool {
+	cc, ci := C.CString(code), C.CString(info)
+	defer C.free(unsafe.Pointer(cc))
+	defer C.free(unsafe.Pointer(ci))
+	return C.cabi_f_handle_error(bsi, cc, ci) != 0
+}
+
+// lockErrorLost logs the error of a lock step whose table has no
+// handle_error, as for a Go step's on such a table, rather than drop it
+// in silence; what says what became of the step.
+func lockErrorLost(code, info, what string) {
+	slog.Error("cabi: the foreign table has no "+fnHandleError.String()+": the error of a FutoInSync lock is lost, and "+what,
+		"code", code, "info", info)
 }
 
 // completeLock completes the caller's lock step with complete (success

@@ -2974,6 +2974,98 @@ void ct_cancel_locker(void)
     __atomic_store_n(&cancelled_step.gone, 1, __ATOMIC_SEQ_CST);
 }
 
+// ---- a sync's lock function for a table that lacks some functions ------------------
+//
+// The bare_step is a step of another implementation of the table that has
+// only what the lock function of our syncs may call (rootId, waitExternal,
+// setCancel, success, handle_error), but for the entries whose bit is set
+// in the missing of ct_bare_lock (bit i for index i), which are NULL. Each
+// call logs; success and handle_error may come from another thread.
+
+typedef struct {
+    const FutoInAsyncStepsAPI* api;
+    FutoInAsyncStepsAPI own;
+    void* cancel_data;
+    FutoInAsyncSteps_cancel_callback cancel;
+} bare_step;
+
+static bare_step bare;
+
+static ptrdiff_t bare_root_id(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    return 1;
+}
+static void bare_wait(FutoInAsyncSteps* bsi)
+{
+    (void)bsi;
+    LOG("bare waits");
+}
+static void bare_set_cancel(FutoInAsyncSteps* bsi, void* data, FutoInAsyncSteps_cancel_callback ch)
+{
+    (void)bsi;
+    pthread_mutex_lock(&mu);
+    bare.cancel = ch;
+    bare.cancel_data = data;
+    pthread_mutex_unlock(&mu);
+    LOG("bare setCancel");
+}
+static void bare_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
+{
+    (void)bsi;
+    (void)args;
+    LOG("bare locked");
+}
+static void bare_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
+{
+    (void)bsi;
+    LOG("bare lock: %s: %s", code, info ? info : "NULL");
+}
+static const FutoInAsyncStepsAPI bare_api = {{{
+    .rootId = bare_root_id,
+    .waitExternal = bare_wait,
+    .setCancel = bare_set_cancel,
+    .success = bare_success,
+    .handle_error = bare_error,
+}}};
+
+void ct_bare_lock(FutoInSync* sync, uint32_t missing)
+{
+    pthread_mutex_lock(&mu);
+    bare.own = bare_api;
+    for (int i = 0; i < 25; ++i) {
+        if (missing & (UINT32_C(1) << i)) {
+            bare.own.funcs[i] = NULL;
+        }
+    }
+    bare.api = &bare.own;
+    bare.cancel = NULL;
+    bare.cancel_data = NULL;
+    pthread_mutex_unlock(&mu);
+    LOG("bare locks");
+    sync->api->lock((FutoInAsyncSteps*)&bare, sync);
+    LOG("bare lock returned");
+}
+
+void ct_bare_cancel(void)
+{
+    pthread_mutex_lock(&mu);
+    void* data = bare.cancel_data;
+    FutoInAsyncSteps_cancel_callback ch = bare.cancel;
+    bare.cancel = NULL;
+    pthread_mutex_unlock(&mu);
+    LOG("bare cancelled");
+    if (ch != NULL) {
+        ch((FutoInAsyncSteps*)&bare, data);
+    }
+}
+
+void ct_bare_unlock(FutoInSync* sync)
+{
+    LOG("bare unlocks");
+    sync->api->unlock((FutoInAsyncSteps*)&bare, sync);
+}
+
 // ---- an integer as data --------------------------------------------------------
 
 extern void ctGrowStack(void);

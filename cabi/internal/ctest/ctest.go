@@ -213,6 +213,23 @@ func AnonLock(sync unsafe.Pointer, n int) { C.ct_anon_lock((*C.FutoInSync)(sync)
 // ("anon N unlocks").
 func AnonUnlock(sync unsafe.Pointer, n int) { C.ct_anon_unlock((*C.FutoInSync)(sync), C.int(n)) }
 
+// BareLock calls the lock function of sync ("bare locks", then "bare
+// lock returned") for the step of a table that has only rootId (always 1),
+// waitExternal ("bare waits"), setCancel ("bare setCancel"), success
+// ("bare locked") and handle_error ("bare lock: CODE: INFO"), but for the
+// functions of the indexes in missing (FnSuccess...), which are NULL.
+func BareLock(sync unsafe.Pointer, missing ...int) {
+	C.ct_bare_lock((*C.FutoInSync)(sync), mask(missing))
+}
+
+// BareCancel runs the cancel handler that the step of BareLock was given,
+// if any ("bare cancelled"), as a cancel of its flow would.
+func BareCancel() { C.ct_bare_cancel() }
+
+// BareUnlock calls the unlock function of sync for the step of BareLock
+// ("bare unlocks").
+func BareUnlock(sync unsafe.Pointer) { C.ct_bare_unlock((*C.FutoInSync)(sync)) }
+
 // inCBranch is what the C branch of CBranchGo calls.
 var inCBranch func(step unsafe.Pointer)
 

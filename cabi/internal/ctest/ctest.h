@@ -85,6 +85,13 @@ void ct_cancel_race_wait(void);
 void ct_own_call(FutoInAsyncSteps* root, int call, int where);
 void ct_own_call_sub(FutoInAsyncSteps* parent, int call);
 void ct_late_call_held(int call);
+/* A step of a table that has only rootId (1), waitExternal, setCancel,
+ * success and handle_error, but for the entries whose bit is set in
+ * missing: ct_bare_lock calls sync's lock with it, ct_bare_cancel runs the
+ * cancel handler it was given, ct_bare_unlock calls sync's unlock. */
+void ct_bare_lock(FutoInSync* sync, uint32_t missing);
+void ct_bare_cancel(void);
+void ct_bare_unlock(FutoInSync* sync);
 
 FutoInAsyncSteps* ct_fake_root(void);
 void ct_fake_run(FutoInAsyncSteps* root);
