@@ -70,6 +70,11 @@ type flow struct {
 const (
 	flowRunning   uint64 = 1 << iota // from Execute to the end
 	flowAbandoned                    // its closed loop ended the flow before it began
+	// flowToolSet is set, for good, once sched holds the flow's tool:
+	// at New with a tool, or by the first start of a Root without one
+	// (see Root.ready). A start reads sched only once it has seen it,
+	// so that starts at once of a Root without a tool never race.
+	flowToolSet
 )
 
 // The bits of flow.phase from awaitShift hold the flow's index in its
@@ -77,7 +82,7 @@ const (
 // the loop, by watch and unwatch only, and read there, or by end off the
 // loop for a flow that never began (0). The running bit outlives them:
 // end takes the flow out before it clears running, and claimStart clears
-// them all.
+// them all (and abandoned), keeping only flowToolSet.
 //
 // The bits from genShift hold the generation of the flow's execution,
 // which claimStart counts up as it sets running, in the same write: a
@@ -85,8 +90,8 @@ const (
 // running bit (see stopRequest). It wraps around after 2^32 executions,
 // far more than run while one Cancel is between its load and its request.
 const (
-	awaitShift = 2
-	awaitBits  = 30
+	awaitShift = 3
+	awaitBits  = 29
 	awaitMask  = (1<<awaitBits - 1) << awaitShift
 	maxAwaited = 1<<awaitBits - 2 // the largest index that fits
 	genShift   = awaitShift + awaitBits
@@ -132,7 +137,7 @@ func (fl *flow) claimStart() bool {
 		if old&flowRunning != 0 {
 			return false
 		}
-		next := uint64(uint32(old>>genShift)+1)<<genShift | flowRunning
+		next := uint64(uint32(old>>genShift)+1)<<genShift | old&flowToolSet | flowRunning
 		if fl.phase.CompareAndSwap(old, next) {
 			return true
 		}

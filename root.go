@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -107,36 +108,59 @@ func (r *Root) setUp(sched scheduler, unhandled func(err *Error)) {
 	r.fl.done = true
 	r.fl.sched = sched
 	r.fl.base.h = deadBaseAPI
+	if sched != nil {
+		r.fl.phase.Or(flowToolSet) // after the writes above: see ready
+	}
 }
 
 // ready puts a Root on DefaultTool before its first start when it has no
-// tool yet: a zero Root, or one that New made without WithTool. A Root is
-// started by one goroutine at a time, and Cancel reads the tool only once
-// the start has marked the flow running, so this needs no lock; the
+// tool yet: a zero Root, or one that New made without WithTool. Cancel
+// reads the tool only once the start has marked the flow running; the
 // methods that only read a Root (Tool, NewInstance, Clone) leave such a
-// Root as it is, so that goroutines may share it as a model.
+// Root as it is, so that goroutines may share it as a model. Starts may
+// come at once from several goroutines: ready looks at flowToolSet, not
+// at sched, which the first start of a Root without a tool writes.
 func (r *Root) ready() {
-	if r == nil || r.fl.sched == nil {
+	if r == nil || r.fl.phase.Load()&flowToolSet == 0 {
 		r.setUpZero()
 	}
 }
 
+// zeroSetUps makes the set-up of a Root without a tool one at a time: of
+// two starts at once, the second must neither write the Root under the
+// flow the first began, nor read it as the first writes it.
+var zeroSetUps sync.Mutex
+
 // setUpZero is ready's rare case, kept out of line so that ready inlines
 // into the start methods: it puts a zero Root, or one that New made
 // without a tool, on DefaultTool, keeping the latter's unhandled-error
-// function.
+// function, unless another start has done so meanwhile.
 //
 //go:noinline
 func (r *Root) setUpZero() {
 	if r == nil {
 		panic(nilRootStarted)
 	}
+	if testHookSetUpZero != nil {
+		testHookSetUpZero()
+	}
+	sched := schedulerOf(DefaultTool()) // which may start it: not under the lock
+	zeroSetUps.Lock()
+	defer zeroSetUps.Unlock()
+	if r.fl.phase.Load()&flowToolSet != 0 {
+		return // another start set it up, and may run it already
+	}
 	unhandled := r.fl.unhandled
 	if unhandled == nil {
 		unhandled = logUnhandled
 	}
-	r.setUp(schedulerOf(DefaultTool()), unhandled)
+	r.setUp(sched, unhandled)
 }
+
+// testHookSetUpZero, set by a test, runs in setUpZero once ready has
+// found the Root without its tool: there another goroutine may set it up
+// and start the flow first.
+var testHookSetUpZero func()
 
 // nilRootStarted is the panic of a start method of a nil *Root.
 const nilRootStarted = "asyncsteps: a nil *Root was started"

@@ -235,3 +235,43 @@ func TestStaleCancelRequestStopsNothing(t *testing.T) {
 		t.Errorf("trace %q, want %q", w.trace, want)
 	}
 }
+
+// As TestLosingStartKeepsTheWinnersCancel, for a Root made without a
+// tool, which its first start puts on DefaultTool: both starts find it
+// without its tool, and the other one sets it up, claims it, and runs to
+// its wait before this one goes on. The loser neither sets the Root up
+// again under the running flow nor races with the winner's set-up: it
+// panics, and the winner's cancel applies.
+func TestLosingFirstStartOfARootWithoutAToolKeepsTheWinnersCancel(t *testing.T) {
+	r := New()
+	waiting := make(chan AsyncSteps, 1)
+	cancelled := make(chan struct{})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.SetCancel(func(AsyncSteps) { close(cancelled) })
+		waiting <- as
+	})
+	var won <-chan Result
+	onceHook(t, &testHookSetUpZero, func() {
+		won = r.Promise()
+		<-waiting // the winner waits on DefaultTool
+	})
+	if got, want := startPanic(func() { r.Execute() }), "asyncsteps: Execute called on a running flow"; got != want {
+		t.Fatalf("the losing Execute panicked with %q, want %q", got, want)
+	}
+	r.Cancel()
+	roundTrip(DefaultTool()) // the cancel's task, queued before, has run
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("the winner's cancel handler did not run: the cancel was lost")
+	}
+	wantCancelled(t, "the winner", won)
+}
+
+// roundTrip returns once tool has run a callback scheduled now: one
+// scheduled before it has run by then.
+func roundTrip(tool Tool) {
+	done := make(chan struct{})
+	tool.Immediate(func() { close(done) })
+	<-done
+}
