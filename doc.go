@@ -142,7 +142,10 @@
 //     (IsValid then reports false). Error does not panic there. The
 //     arguments passed to Success are visible to the next step.
 //   - [Root.Cancel], which is asynchronous: the flow stops before its next
-//     step, and the loop runs the cancel handlers of the waiting steps.
+//     step, or where an error raised after the cancel unwinds (no error
+//     handler runs then), and the loop runs the cancel handlers of the
+//     steps still running. It acts on the execution running when it is
+//     called, never on a later one.
 //   - [Root.Execute], [Root.Promise] and [Root.Run] on a root that is not
 //     running; the methods of [Tool], [Loop] and [TestTool] (but
 //     [TestTool.SetHooks], made between the calls that drive the tool);

@@ -410,8 +410,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * its next step or as an error unwinds, and a cancel requested
              * before an error wins over it: no error handler runs from then
              * on, also for a handle_error that the callback which called
-             * cancel makes after it. From any thread. On a step's pointer (see
-             * free). */
+             * cancel makes after it. It acts on the execution running when it
+             * is called: if that one ends first, it does nothing, and it never
+             * cancels an execution started after it. From any thread. On a
+             * step's pointer (see free). */
             void (*cancel)(FutoInAsyncSteps* bsi);
             /* Index 15. addSync: adds a step that enters sync (ours from
              * futoin_mutex_new and the like, or another implementation's): it
