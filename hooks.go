@@ -240,9 +240,14 @@ func (t *startFailure) run() {
 
 // failStart ends the flow, which its FlowStart hook failed with err, before
 // its first step; a misuse of the Root recorded for this execution goes
-// with the steps it dropped.
+// with the steps it dropped. A cancel requested of the execution before
+// then wins over err, as over any error raised after it (see stopped):
+// the flow ends cancelled, with err in its State.
 func (fl *flow) failStart(err *Error) {
 	fl.base.err = nil
+	if fl.stopped() {
+		return
+	}
 	fl.end(nil, err)
 }
 

@@ -2,6 +2,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -187,6 +188,61 @@ func flowStartFault(t *testing.T, fault func(), info string) {
 	wantTrace(t, &tr, "start,end(InternalError: "+info+")")
 	if r.Running() {
 		t.Fatal("the Root is still running")
+	}
+}
+
+// A cancel requested of a flow before its FlowStart hook faults wins over
+// the hook's InternalError, as over any error raised after it: the flow
+// ends cancelled, with the error in its State, and the unhandled-error
+// function is not called.
+func TestFlowStartHookFaultAfterACancelEndsCancelled(t *testing.T) {
+	faults := []struct {
+		name  string
+		fault func()
+		info  string
+	}{
+		{"panic", func() { panic("FlowStart") }, "FlowStart"},
+		{"Goexit", runtime.Goexit, goexitInfo},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				tt := asyncsteps.NewTestTool()
+				var tr tracer
+				tt.SetHooks(&asyncsteps.Hooks{
+					FlowStart: func(ctx context.Context) context.Context {
+						tr.add("start")
+						f.fault()
+						return ctx
+					},
+					FlowEnd: func(_ context.Context, err error) { tr.addf("end(%v)", err) },
+				})
+				r := asyncsteps.New(asyncsteps.WithTool(tt))
+				r.Add(tr.step("A"))
+				ch := r.Promise()
+				r.Cancel()
+				driveDying(t, tt)
+				select {
+				case res := <-ch:
+					if !errors.Is(res.Err, context.Canceled) {
+						t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+					}
+				default:
+					t.Fatal("no Result after a FlowStart hook that faulted")
+				}
+				if st := r.State(); st.ErrorInfo != f.info {
+					t.Errorf("ErrorInfo = %q, want %q", st.ErrorInfo, f.info)
+				}
+				wantTrace(t, &tr, "start,end(context canceled)")
+
+				tr = tracer{}
+				r.Add(tr.step("A"))
+				r.ExecuteWith(func(err *asyncsteps.Error) { tr.addf("unhandled:%s", err.Code) })
+				r.Cancel()
+				driveDying(t, tt)
+				wantTrace(t, &tr, "start,end(context canceled)")
+			})
+		})
 	}
 }
 

@@ -866,18 +866,23 @@ func (m *model) flowTask(e fifoEntry) {
 
 // failStart ends the flow of the AwaitFlow a, whose FlowStart hook
 // panicked, before its first step (docs/DESIGN.md#hooks, "A failed
-// start"), also if the step was cancelled meanwhile. The step, if it
-// still waits, fails with the flow's error, as AwaitResult describes: an
-// InternalError whose cause is the flow's error, not the panic.
+// start"). The step, if it still waits, fails with the flow's error, as
+// AwaitResult describes: an InternalError whose cause is the flow's
+// error, not the panic. A step cancelled meanwhile has cancelled the
+// flow, a cancel requested before the hook's error, which wins over it
+// (docs/DESIGN.md#cancel-handlers): StepError sees the error, and the
+// flow ends cancelled.
 func (m *model) failStart(a *act) {
 	o := fail("InternalError", FlowStartPanicValue(a.flowNo))
 	o.panic = true
 	m.stepError(a.flowNo, o)
-	m.endFlow(a, o)
-	if a.waiting {
-		a.flowDone = true
-		m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: fail(o.code, o.info)}})
+	if !a.waiting {
+		m.endFlow(a, cancelled(nil))
+		return
 	}
+	m.endFlow(a, o)
+	a.flowDone = true
+	m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: fail(o.code, o.info)}})
 }
 
 // endFlow ends the flow of the AwaitFlow a with o, once.
