@@ -30,8 +30,12 @@ func TestClosingChanIsClosedByClose(t *testing.T) {
 	if n := passes.Load() - before; n != 0 {
 		t.Errorf("%d passes of the loop for the channel, want 0", n)
 	}
-	release, returned := make(chan struct{}), make(chan struct{})
-	l.Immediate(func() { <-release })
+	started, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	l.Immediate(func() {
+		close(started)
+		<-release
+	})
+	<-started // else Close could come first, and a closing loop runs no task
 	go func() {
 		defer close(returned)
 		l.Close()
