@@ -190,7 +190,7 @@ func (lr *limitRun) take(p *frame) *frame {
 			break
 		}
 		if err := lr.items.failure(); err != nil {
-			return lr.fail(p, err)
+			return lr.failSeq(p, err)
 		}
 		lr.start(p)
 	}
@@ -207,11 +207,21 @@ func (lr *limitRun) fail(p *frame, err *Error) *frame {
 	return lr.branchFailed(p, err)
 }
 
+// failSeq fails the step with err, an error of its sequence (a panic or
+// a Goexit in it, or in its cleanup at a Break), as fail does. The error
+// is raised at the step, not in an item: its AsyncStack is recorded there,
+// as an error raised by a step is, rather than left as an earlier error
+// (or the Break of an item) recorded it.
+func (lr *limitRun) failSeq(p *frame, err *Error) *frame {
+	p.h.fl.noteStack(p)
+	return lr.fail(p, err)
+}
+
 // afterGoexit goes on with the step after a Goexit in its sequence, or in
 // the sequence's cleanup at a Break, ended the goroutine that pulled it
 // (see pulled.afterGoexit): the step fails with the error kept.
 func (lr *limitRun) afterGoexit(p *frame) *frame {
-	return lr.fail(p, lr.items.failure())
+	return lr.failSeq(p, lr.items.failure())
 }
 
 // start makes the item of the pair just pulled, a branch frame that runs
@@ -278,7 +288,7 @@ func (lr *limitRun) itemFailed(p, b *frame, err *Error) *frame {
 	if err.Code == LoopBreak && !lr.taken && !p.over {
 		lr.taken = true
 		if perr := lr.items.stopAtBreak(p); perr != nil {
-			return lr.fail(p, perr)
+			return lr.failSeq(p, perr)
 		}
 	}
 	return lr.itemDone(p)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -787,4 +788,73 @@ func TestForEachLimitAsABranchAndInClones(t *testing.T) {
 		tr.add("|")
 	}
 	wantTrace(t, &tr, "other,a,b,a done,b done,c,c done,|,other,a,b,a done,b done,c,c done,|")
+}
+
+// An error of the sequence itself (a panic or a Goexit as it is pulled, as
+// the step begins or as an item ends, or in its cleanup at a Break)
+// is raised at the step, not in an item: AsyncStack names the functions
+// down to the step, not those of an error recorded earlier (here one that
+// a handler recovered from) nor the item's function of the Break.
+func TestForEachLimitSequenceErrorRecordsTheStepsStack(t *testing.T) {
+	breakAt1 := func(as steps, i, _ int) {
+		if i == 1 {
+			as.Break()
+		}
+	}
+	cases := []struct {
+		name string
+		seq  iter.Seq2[int, int]
+		body func(as steps, i, _ int)
+	}{
+		{"panic as the step begins", func(func(int, int) bool) { panic("boom") }, nil},
+		{"panic as an item ends", func(yield func(int, int) bool) {
+			_ = yield(0, 0)
+			panic("boom")
+		}, nil},
+		{"cleanup panic at a Break", func(yield func(int, int) bool) {
+			defer func() { panic("boom") }()
+			for i := 0; yield(i, i); i++ {
+			}
+		}, breakAt1},
+		{"Goexit as an item ends", func(yield func(int, int) bool) {
+			_ = yield(0, 0)
+			runtime.Goexit()
+		}, nil},
+		{"cleanup Goexit at a Break", func(yield func(int, int) bool) {
+			defer runtime.Goexit()
+			for i := 0; yield(i, i); i++ {
+			}
+		}, breakAt1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, tt := newFlow()
+			r.Add(recoversFromAnError)
+			step := forEachLimitStep(c.seq, c.body)
+			r.Add(step)
+			ch := r.Promise()
+			driveAway(tt) // a Goexit ends the goroutine that drives
+			driveAway(tt)
+			wantCode(t, result(t, ch).Err, asyncsteps.InternalError)
+			stack := r.State().AsyncStack
+			if want := runtime.FuncForPC(reflect.ValueOf(step).Pointer()).Name(); !slices.Equal(stack, []string{want}) {
+				t.Errorf("AsyncStack = %q, want the step's function alone, %q", stack, want)
+			}
+		})
+	}
+}
+
+// recoversFromAnError is a step whose sub-step fails and whose handler
+// recovers.
+func recoversFromAnError(as steps, _ ...any) {
+	as.Add(func(as steps, _ ...any) { as.Error("Failed") }, func(as steps, _ string) { as.Success() })
+}
+
+// forEachLimitStep returns a step that adds a ForEachLimit over seq whose
+// items run body (nothing when nil), two at a time.
+func forEachLimitStep(seq iter.Seq2[int, int], body func(as steps, i, _ int)) asyncsteps.StepFunc {
+	if body == nil {
+		body = func(steps, int, int) {}
+	}
+	return func(as steps, _ ...any) { asyncsteps.ForEachLimit(as, seq, 2, body) }
 }
