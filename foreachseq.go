@@ -195,6 +195,9 @@ func (p *pulled[K, V]) stopAtBreak(f *frame) (err *Error) {
 			p.afterGoexit(f, fl.goexitError())
 			return
 		}
+		// Raised at the loop, as a panic there is (see loopRun.catch):
+		// its stack, not the Break's.
+		fl.noteStack(f)
 		fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
 	}()
 	p.stopOnLoop()

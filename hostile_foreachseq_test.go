@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +107,47 @@ func TestHostileForEachSeqGoexitsWhenStoppedByBreak(t *testing.T) {
 			t.Errorf("next flow: %v, %v; want [7], nil", args, err)
 		}
 	})
+}
+
+// A panic in the cleanup of a sequence that a Break stops is raised at
+// the loop, which records its AsyncStack there; a Goexit there left the
+// stack of the Break, which names the loop's body, though the error is
+// the loop's as for the panic.
+func TestHostileForEachSeqCleanupFaultAtBreakRecordsTheLoopsStack(t *testing.T) {
+	for _, fault := range []string{"panic", "Goexit"} {
+		t.Run(fault, func(t *testing.T) {
+			r, tt := newFlow()
+			step := forEachBreakingOn1(func() {
+				if fault == "Goexit" {
+					runtime.Goexit()
+				}
+				panic("close failed")
+			})
+			r.Add(step)
+			ch := r.Promise()
+			driveAway(tt) // a Goexit ends the goroutine that drives
+			driveAway(tt)
+			wantCode(t, result(t, ch).Err, asyncsteps.InternalError)
+			stack := r.State().AsyncStack
+			if want := runtime.FuncForPC(reflect.ValueOf(step).Pointer()).Name(); !slices.Equal(stack, []string{want}) {
+				t.Errorf("AsyncStack = %q, want the loop's step alone, %q", stack, want)
+			}
+		})
+	}
+}
+
+// forEachBreakingOn1 returns a step whose ForEach over an endless
+// sequence, which runs cleanup as it ends, breaks at its second pair.
+func forEachBreakingOn1(cleanup func()) asyncsteps.StepFunc {
+	return func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.ForEach(func(yield func(int, int) bool) {
+			defer cleanup()
+			for i := 0; yield(i, i); i++ {
+			}
+		}, func(as asyncsteps.AsyncSteps, k, _ any) {
+			if k == 1 {
+				as.Break()
+			}
+		})
+	}
 }
