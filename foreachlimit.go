@@ -16,6 +16,14 @@ import (
 // ends; the step succeeds, with no args, once the sequence has run out
 // and every item has ended. An empty sequence succeeds at once.
 //
+// The limit counts items, not goroutines: an item whose Await step a
+// timeout or a cancel ended, and whose handlers recovered, has ended, and
+// the next pair is taken while the Await function, which Go cannot stop,
+// may still run. To bound those functions too, call them in a critical
+// section of one [Mutex] of limit slots shared by the items: a slot is
+// given back only once the Await functions started in its section have
+// returned.
+//
 // The sequence is pulled one pair at a time (iter.Pull2) on the flow's
 // loop, as [AsyncSteps.ForEach] pulls an iter.Seq2, under the same rules:
 // it runs as a callback of the loop, a panic in it (or in its cleanup at

@@ -858,3 +858,60 @@ func forEachLimitStep(seq iter.Seq2[int, int], body func(as steps, i, _ int)) as
 	}
 	return func(as steps, _ ...any) { asyncsteps.ForEachLimit(as, seq, 2, body) }
 }
+
+// The limit counts items: an item whose Await step timed out, and whose
+// handler recovered, has ended, and the next pair is taken while the
+// function, which ignores its context, still runs. A Mutex of limit
+// slots around the Await bounds the functions running too, as a slot is
+// given back only once the function started in its section has returned.
+// On the fake clock of a synctest bubble, the counts are exact.
+func TestForEachLimitCountsItemsAMutexCountsAwaitFunctions(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		mutex bool
+		most  int32
+		took  time.Duration
+	}{
+		{"items", false, 6, 3 * msec},
+		{"Mutex around the Await", true, 2, 21 * msec},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				var running, most atomic.Int32
+				call := func(as steps, _ ...any) {
+					as.SetTimeout(time.Millisecond)
+					as.Await(func(context.Context) (any, error) {
+						n := running.Add(1)
+						defer running.Add(-1)
+						for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+						}
+						time.Sleep(10 * time.Millisecond) // ignores its context
+						return nil, nil
+					})
+				}
+				m := asyncsteps.NewMutex(2)
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				asyncsteps.ForEachLimit(r, countTo(6), 2, func(as steps, _, _ int) {
+					as.Add(func(as steps, _ ...any) {
+						if c.mutex {
+							as.Sync(m, call)
+							return
+						}
+						call(as)
+					}, func(as steps, _ string) { as.Success() })
+				})
+				start := time.Now()
+				if _, err := r.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(start)
+				time.Sleep(10 * time.Millisecond) // the functions left running return
+				if n := most.Load(); n != c.most || took != c.took {
+					t.Errorf("%d Await functions ran at once, the flow took %v; want %d, %v", n, took, c.most, c.took)
+				}
+			})
+		})
+	}
+}
