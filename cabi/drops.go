@@ -84,9 +84,23 @@ func loopFor(l *asyncsteps.Loop) *loopCtx {
 // before IsValid turns false for the steps it leaves waiting: it records
 // what IsValid says then of each Go step given to C by Binary in its
 // flows (see node.valid).
-func (lp *loopCtx) stopping() {
-	for _, n := range lp.external() {
-		n.recordStop()
+func (lp *loopCtx) stopping() { recordStops(lp.external()) }
+
+// recordStops records the stop for each of nodes (see node.recordStop).
+// A decorator's IsValid that calls runtime.Goexit ends the loop's
+// goroutine, which the loop replaces, and recover does not stop it: the
+// nodes after it are recorded as it unwinds, so that the steps left
+// waiting still get their C cancel handlers. That one records nothing,
+// as for a panic.
+func recordStops(nodes []*node) {
+	defer func() {
+		if len(nodes) > 0 { // a Goexit in nodes[0]'s IsValid
+			recordStops(nodes[1:])
+		}
+	}()
+	for len(nodes) > 0 {
+		nodes[0].recordStop()
+		nodes = nodes[1:]
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -266,6 +267,61 @@ func TestCancelHandlerOfAnOpaqueGoStepLeftByAStoppedLoop(t *testing.T) {
 			})
 		}
 	}
+}
+
+// goexitStep is a decorator without Unwrap whose IsValid, once armed,
+// calls runtime.Goexit the first time it is asked, as user code may.
+type goexitStep struct {
+	asyncsteps.AsyncSteps
+	armed *atomic.Bool
+}
+
+func (s goexitStep) IsValid() bool {
+	if s.armed.CompareAndSwap(true, false) {
+		runtime.Goexit()
+	}
+	return s.AsyncSteps.IsValid()
+}
+
+// A decorator's IsValid that calls runtime.Goexit as the loop stops ends
+// the loop's goroutine (the loop goes on with another), not the records
+// of the other steps given to C: one left waiting after it still gets its
+// C cancel handler from the free. Before, the records stopped at the
+// Goexit, and the step after it read as completed by Go.
+func TestIsValidGoexitAtTheStopKeepsTheOtherRecords(t *testing.T) {
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	ptr := New(loop)
+	r := Wrap(ptr).(*asyncsteps.Root)
+	var armed atomic.Bool
+	reached := make(chan asyncsteps.AsyncSteps, 2)
+	r.Parallel().
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			Binary(goexitStep{as, &armed}) // first in the flow's list
+			reached <- as
+		}).
+		Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			ctest.Guard(Binary(opaqueStep{as}))
+			reached <- as
+		})
+	r.ExecuteWith(func(*asyncsteps.Error) {})
+	held := [...]asyncsteps.AsyncSteps{<-reached, <-reached}
+	lp := loopFor(loop)
+	armed.Store(true)
+	loop.Close()
+	if armed.Load() {
+		t.Fatal("the stop did not ask the decorator's IsValid")
+	}
+	ctest.Free(ptr)
+	afterFallbacks(lp)
+	const want = "guard cancel\nguard cleanup\n"
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+	runtime.KeepAlive(held)
 }
 
 // On a loop that ran C flows, the AsyncSteps of a step the stop left

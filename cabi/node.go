@@ -314,8 +314,8 @@ func (n *node) valid() bool {
 // recordStop records, as n's loop stops, what IsValid says of its step
 // (see valid): on the loop's goroutine, which runs no callback any more,
 // before the engine answers IsValid false for a step the stop left. A
-// decorator's IsValid that panics records nothing: the loop's shutdown
-// must go on.
+// decorator's IsValid that panics, or calls runtime.Goexit (see
+// recordStops), records nothing: the loop's shutdown must go on.
 func (n *node) recordStop() {
 	defer func() { _ = recover() }()
 	if n.as.IsValid() {
