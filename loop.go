@@ -112,8 +112,9 @@ type Loop struct {
 	shared bool // DefaultTool's loop: never closed
 
 	// beforeStop are the functions toolinfo.BeforeStop gave, which
-	// shutdown runs before it sets ended; stopping is set as shutdown
-	// takes them, and refuses later ones. Guarded by mu.
+	// shutdown runs before it sets ended, taking each out as it runs it;
+	// stopping is set as shutdown begins to, and refuses later ones.
+	// Guarded by mu.
 	beforeStop []func()
 	stopping   bool
 
@@ -240,15 +241,24 @@ func beforeStop(tool any, fn func()) bool {
 	return true
 }
 
-// runBeforeStop runs the functions toolinfo.BeforeStop gave, once, as the
-// loop stops: it runs no callback any more, and the AsyncSteps of its
-// steps still answer IsValid by their state (see flow.loopStopped).
+// runBeforeStop runs the functions toolinfo.BeforeStop gave, once each,
+// as the loop stops: it runs no callback any more, and the AsyncSteps of
+// its steps still answer IsValid by their state (see flow.loopStopped).
+// Each is taken out of the loop as it runs, not all at once: one that
+// calls runtime.Goexit ends this goroutine, and the next one, in
+// shutdown again, runs the rest.
 func (l *Loop) runBeforeStop() {
-	l.mu.Lock()
-	fns := l.beforeStop
-	l.beforeStop, l.stopping = nil, true
-	l.mu.Unlock()
-	for _, fn := range fns {
+	for {
+		l.mu.Lock()
+		l.stopping = true
+		if len(l.beforeStop) == 0 {
+			l.beforeStop = nil
+			l.mu.Unlock()
+			return
+		}
+		fn := l.beforeStop[0]
+		l.beforeStop = l.beforeStop[1:]
+		l.mu.Unlock()
 		fn()
 	}
 }

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -548,6 +549,36 @@ func TestToolInfoBeforeStop(t *testing.T) {
 	}
 	tr.add("after valid %v", kept.IsValid())
 	want := "first on loop true, valid true second on loop true, valid true after valid false"
+	if got := tr.String(); got != want {
+		t.Errorf("trace %q,\nwant  %q", got, want)
+	}
+}
+
+// A function given to BeforeStop that calls runtime.Goexit ends the
+// loop's goroutine as the loop stops; the loop goes on with another, as
+// after a callback's Goexit, which runs the functions given after it,
+// on the loop, before the steps it leaves turn invalid. Before, they
+// were lost with the goroutine.
+func TestToolInfoBeforeStopAfterAGoexit(t *testing.T) {
+	l := NewLoop()
+	waiting := make(chan AsyncSteps, 1)
+	r := New(WithTool(l))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	})
+	r.ExecuteWith(func(*Error) {})
+	kept := <-waiting
+	var tr trace
+	toolinfo.BeforeStop(l, func() {
+		tr.add("first")
+		runtime.Goexit()
+	})
+	toolinfo.BeforeStop(l, func() {
+		tr.add("second on loop %v, valid %v", l.IsSameThread(), kept.IsValid())
+	})
+	l.Close()
+	want := "first second on loop true, valid true"
 	if got := tr.String(); got != want {
 		t.Errorf("trace %q,\nwant  %q", got, want)
 	}

@@ -212,5 +212,7 @@ type ClaimedError interface {
 // nothing else to tell them apart by. It reports false, keeping nothing, when tool is not a Loop that may
 // stop (the loop of DefaultTool, a zero Loop, another tool), or when the
 // loop has begun to stop. fn must return quickly and must not panic: it
-// runs inside the loop's shutdown.
+// runs inside the loop's shutdown. One that calls runtime.Goexit ends the
+// loop's goroutine, as a callback's does: the next one runs the functions
+// given after fn, and fn's own work is left where it stopped.
 var BeforeStop func(tool any, fn func()) (set bool)
