@@ -496,24 +496,19 @@ FutoInAsyncSteps* cabi_f_new_instance(FutoInAsyncSteps* bsi)
     }
     return api->newInstance(bsi);
 }
-int cabi_f_sched(FutoInAsyncSteps* bsi, uint32_t delay_ms, int deferred, uint64_t rec, FutoInHandle* out)
+const char* cabi_f_sched(FutoInAsyncSteps* bsi, uint32_t delay_ms, int deferred, uint64_t rec, FutoInHandle* out)
 {
-    const FutoInAsyncStepsAPI* api = API(bsi);
-    if (api == NULL) {
-        return 0;
+    const char* missing = cabi_f_sched_missing(bsi, deferred);
+    if (missing != NULL) {
+        return missing;
     }
+    const FutoInAsyncStepsAPI* api = API(bsi);
     if (deferred) {
-        if (api->sched_deferred == NULL) {
-            return 0;
-        }
         *out = api->sched_deferred(bsi, delay_ms, REC(rec), fx_sched);
     } else {
-        if (api->sched_immediate == NULL) {
-            return 0;
-        }
         *out = api->sched_immediate(bsi, REC(rec), fx_sched);
     }
-    return 1;
+    return NULL;
 }
 void cabi_f_sched_cancel(FutoInAsyncSteps* bsi, FutoInHandle* h)
 {

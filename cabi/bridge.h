@@ -109,7 +109,10 @@ int cabi_f_cancel(FutoInAsyncSteps* bsi);
 ptrdiff_t cabi_f_root_id(FutoInAsyncSteps* bsi);
 int cabi_f_is_valid(FutoInAsyncSteps* bsi);
 FutoInAsyncSteps* cabi_f_new_instance(FutoInAsyncSteps* bsi);
-int cabi_f_sched(FutoInAsyncSteps* bsi, uint32_t delay_ms, int deferred, uint64_t rec, FutoInHandle* out);
+/* Schedules rec's callback, and returns NULL; or, calling nothing, the
+ * name of the first entry the table lacks for it (see
+ * cabi_f_sched_missing): one call, as the check costs one. */
+const char* cabi_f_sched(FutoInAsyncSteps* bsi, uint32_t delay_ms, int deferred, uint64_t rec, FutoInHandle* out);
 void cabi_f_sched_cancel(FutoInAsyncSteps* bsi, FutoInHandle* h);
 /* -1 for a table without sched_is_valid (the caller tells by its own
  * record), as for is_same_thread. */

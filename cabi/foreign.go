@@ -990,19 +990,19 @@ func (t foreignTool) missing(deferred bool) string {
 	return ""
 }
 
+// sched schedules f through the table. The table's functions are checked
+// in the call that uses them, not by a call of their own: a callback a
+// flow schedules costs one cgo call.
 func (t foreignTool) sched(deferred bool, ms uint32, f func()) asyncsteps.Handle {
-	if missing := t.missing(deferred); missing != "" {
+	id := putRec(&frec{sched: f})
+	h := &foreignHandle{p: t.p, rec: id}
+	if missing := C.cabi_f_sched(t.p, C.uint32_t(ms), boolInt(deferred), C.uint64_t(id), &h.h); missing != nil {
+		dropRec(id)
 		what := "run"
 		if deferred {
 			what = "time"
 		}
-		panic("cabi: the foreign table has no " + missing + ": its Tool cannot " + what + " a callback")
-	}
-	id := putRec(&frec{sched: f})
-	h := &foreignHandle{p: t.p, rec: id}
-	if C.cabi_f_sched(t.p, C.uint32_t(ms), boolInt(deferred), C.uint64_t(id), &h.h) == 0 {
-		dropRec(id)
-		h.rec = 0
+		panic("cabi: the foreign table has no " + C.GoString(missing) + ": its Tool cannot " + what + " a callback")
 	}
 	return h
 }

@@ -200,3 +200,27 @@ func TestForeignToolHandlesWithoutCancelOrIsValid(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkForeignToolImmediate measures a callback scheduled through a
+// foreign table's Tool; the table's loop runs them 32 at a time (the
+// fake's queue holds 64), off the clock.
+func BenchmarkForeignToolImmediate(b *testing.B) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	defer ctest.FakeFree(root)
+	tool := cabi.Wrap(root).Tool()
+	ran := 0
+	f := func() { ran++ }
+	for i := range b.N {
+		tool.Immediate(f)
+		if i%32 == 31 {
+			b.StopTimer()
+			ctest.SchedRun()
+			b.StartTimer()
+		}
+	}
+	ctest.SchedRun()
+	if ran != b.N {
+		b.Fatalf("%d callbacks ran, want %d", ran, b.N)
+	}
+}
