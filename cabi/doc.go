@@ -81,7 +81,12 @@
 // for the life of the process, one copy per label) alive as long as the
 // table may read it, takes over the values the table gives a Go step, uses
 // stateVariable only with allocate, and records a Go step's Error(code,
-// info) in the flow's Go State for the Go error handlers. The Tool of a
+// info) in the flow's Go State for the Go error handlers. A Go step that
+// has added sub-steps completes with them: while its callback runs, a
+// Success or Error on it, from any goroutine, fails it with the
+// InternalError of a completion after Add; once the callback has
+// returned, either has no effect and IsValid is false, as on the
+// engine's own flows. The Tool of a
 // foreign AsyncSteps is the table's event loop, through its sched_*
 // functions and is_same_thread. A table without sched_immediate or
 // is_same_thread has a loop that cannot run a flow (nothing would run, or

@@ -112,7 +112,7 @@ type fcall struct {
 	added      atomic.Bool
 	completed  atomic.Bool
 	waiting    atomic.Bool
-	rec        uint64        // the record of the step, dropped on success
+	rec        atomic.Uint64 // the record of the step, dropped on success
 	cancelRec  atomic.Uint64 // the record of SetCancel's function
 }
 
@@ -162,7 +162,8 @@ func dropRec(id uint64) {
 }
 
 func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
-	cb := &fcall{thread: C.pthread_self(), trampoline: true, rec: rec}
+	cb := &fcall{thread: C.pthread_self(), trampoline: true}
+	cb.rec.Store(rec)
 	cb.active.Store(true)
 	return &foreign{p: bsi, cb: cb}
 }
@@ -197,15 +198,15 @@ func (w *foreign) run(f func()) {
 // handler, WaitExternal, SetTimeout: a Sync's section sets a cancel
 // handler and adds its steps): the records of its error handler and its
 // cancel handler go after its sub-steps, unless the table runs the
-// handler first, which takes its record.
+// handler first, which takes its record. The records are taken by swaps:
+// another goroutine's Success may take the step's record at the same time.
 func (w *foreign) settle() {
 	cb := w.cb
 	if cb.completed.Load() {
 		return
 	}
 	if cb.added.Load() {
-		recs := [...]uint64{cb.rec, cb.cancelRec.Swap(0)}
-		cb.rec = 0
+		recs := [...]uint64{cb.rec.Swap(0), cb.cancelRec.Swap(0)}
 		if recs != [2]uint64{} {
 			w.addRaw(&frec{step: func(asyncsteps.AsyncSteps, ...any) {
 				dropRec(recs[0])
@@ -226,7 +227,7 @@ func (w *foreign) settle() {
 		return
 	}
 	cb.completed.Store(true)
-	dropRec(cb.rec)
+	dropRec(cb.rec.Swap(0))
 	C.cabi_f_success(w.p, nil)
 }
 
@@ -670,8 +671,14 @@ func (w *foreign) NewInstance() *asyncsteps.Root {
 // IsValid implements [asyncsteps.AsyncSteps]. Without isValid in the
 // table, the library knows only of the step's completions it made: a step
 // it has completed is over, and any other step's IsValid is a misuse, as
-// the table may have ended it (a timeout, a cancel) unseen.
+// the table may have ended it (a timeout, a cancel) unseen. A step whose
+// callback has returned having added sub-steps is over for the calls on
+// its AsyncSteps, as on the engine's flows: IsValid is false there, also
+// while the table still runs its sub-steps.
 func (w *foreign) IsValid() bool {
+	if w.hasSubSteps() {
+		return false
+	}
 	if w.has(fnIsValid) {
 		return C.cabi_f_is_valid(w.p) != 0
 	}
@@ -697,15 +704,42 @@ func (w *foreign) completeOnce() bool {
 	return true
 }
 
-// Success implements [asyncsteps.AsyncSteps]. After Add in the same
-// callback it reports an InternalError instead: some tables abort the
-// process on such a success.
-func (w *foreign) Success(args ...any) {
-	if w.refuse("Success") {
-		return
+// hasSubSteps reports whether the callback w was given has returned
+// having added sub-steps: the step completes with them, and a Success or
+// Error on w has no effect, as on a step of the engine's that waits for
+// its sub-steps (a success after add would abort the process on some
+// tables). active is read before added: a callback seen to have
+// returned has made every Add it made seen.
+func (w *foreign) hasSubSteps() bool {
+	cb := w.cb
+	return cb != nil && !cb.active.Load() && cb.added.Load()
+}
+
+// afterAdd handles a Success or Error on w after its callback's Add:
+// while the callback runs, the call (the callback's own or another
+// goroutine's, as on the engine's flows) is the misuse that info names;
+// once it has returned, the call has no effect (see hasSubSteps). It
+// reports whether the call is handled so.
+func (w *foreign) afterAdd(info string) bool {
+	cb := w.cb
+	if cb == nil {
+		return false
 	}
-	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
-		w.misuse("Success called after Add in the same callback")
+	running := cb.active.Load() // before added: see hasSubSteps
+	if !cb.added.Load() {
+		return false
+	}
+	if running {
+		w.misuse(info)
+	}
+	return true
+}
+
+// Success implements [asyncsteps.AsyncSteps]. After Add it never reaches
+// the table (some tables abort the process on such a success): see
+// afterAdd.
+func (w *foreign) Success(args ...any) {
+	if w.refuse("Success") || w.afterAdd("Success called after Add in the same callback") {
 		return
 	}
 	if info := tooLongForC(args); info != "" {
@@ -719,25 +753,21 @@ func (w *foreign) Success(args ...any) {
 		return
 	}
 	if w.cb != nil {
-		dropRec(w.cb.rec)
+		dropRec(w.cb.rec.Swap(0))
 	}
 	a := makeArgs(args, true)
 	C.cabi_f_success(w.p, a.args)
 	a.free()
 }
 
-// Error implements [asyncsteps.AsyncSteps].
+// Error implements [asyncsteps.AsyncSteps]. After Add, see afterAdd: the
+// misplaced call is the misuse reported, named with the code the user
+// gave, whatever else is wrong with the call.
 func (w *foreign) Error(code string, info ...string) {
-	if w.refuse("Error") {
+	if w.refuse("Error") || w.afterAdd("Error("+code+") called after Add in the same callback") {
 		return
 	}
-	// After Add, the misplaced call is the misuse reported, named with the
-	// code the user gave, whatever else is wrong with the call.
-	asked := code
 	code, i := errorArgs(code, info)
-	if w.cb != nil && w.cb.added.Load() && w.inCallback() {
-		code, i = asyncsteps.InternalError, "Error("+asked+") called after Add in the same callback"
-	}
 	if w.completeOnce() {
 		w.handleError(code, i)
 	}

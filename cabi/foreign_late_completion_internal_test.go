@@ -1,0 +1,104 @@
+//go:build cgo
+
+package cabi
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// lateCompletions are the calls that complete a step, as a test makes
+// them on a step of a foreign flow from another goroutine.
+var lateCompletions = []struct {
+	name string
+	call func(as asyncsteps.AsyncSteps)
+	info string // the misuse's info when the callback still runs
+}{
+	{"Success", func(as asyncsteps.AsyncSteps) { as.Success("late") },
+		"Success called after Add in the same callback"},
+	{"Error", func(as asyncsteps.AsyncSteps) { as.Error("Late", "info") },
+		"Error(Late) called after Add in the same callback"},
+}
+
+// A Go step on a foreign table that added sub-steps and returned
+// completes with them, as on the engine's flows: a Success or Error that
+// another goroutine calls on it then (here while its sub-step runs, the
+// step's pointer alive) has no effect, and IsValid is false there. Before,
+// the Success reached the table as success after add, which the C++
+// reference implementation answers by aborting the process (the fake
+// logs a VIOLATION), and the Error failed the step under its running
+// sub-step; IsValid was the table's, true.
+func TestForeignLateCompletionOfAStepWithSubStepsHasNoEffect(t *testing.T) {
+	for _, c := range lateCompletions {
+		for _, wait := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s wait=%v", c.name, wait), func(t *testing.T) {
+				ctest.Reset()
+				root := ctest.TableRoot()
+				defer ctest.FakeFree(root)
+				before := recordCount()
+				as := Wrap(root)
+				as.Add(func(step asyncsteps.AsyncSteps, _ ...any) {
+					if wait {
+						step.SetCancel(func(asyncsteps.AsyncSteps) { ctest.Log("go: cancel handler") })
+					}
+					step.Add(func(sub asyncsteps.AsyncSteps, _ ...any) {
+						fromGoroutine(func() {
+							ctest.Log(fmt.Sprint("go: valid ", step.IsValid()))
+							c.call(step)
+							ctest.Log(fmt.Sprint("go: valid after ", step.IsValid()))
+						})
+						sub.Success("sub")
+					})
+				}, func(_ asyncsteps.AsyncSteps, code string) { ctest.Log("go: error handler " + code) })
+				as.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: next step") })
+				ctest.FakeRun(root)
+				want := []string{"fake: running root valid=0"}
+				if wait {
+					want = append(want, "fake: setCancel")
+				}
+				want = append(want, "go: valid false", "go: valid after false", "go: next step",
+					"fake: end failed=0  string cleanups=1")
+				if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+					t.Errorf("trace:\n%q\nwant:\n%q", got, want)
+				}
+				if n := recordCount() - before; n != 0 {
+					t.Errorf("%d records left, want 0", n)
+				}
+			})
+		}
+	}
+}
+
+// A Success or Error that another goroutine calls on a Go step of a
+// foreign table while its callback runs, after the callback's Add, fails
+// the step with the InternalError of that misuse in the callback itself,
+// as the engine fails one of its own steps that waits: the sub-steps do
+// not run. Before, the Success reached the table as success after add,
+// and the Error failed the step with its own code.
+func TestForeignOutsideCompletionAfterAddInTheCallbackIsAMisuse(t *testing.T) {
+	for _, c := range lateCompletions {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			as := Wrap(root)
+			as.Add(func(step asyncsteps.AsyncSteps, _ ...any) {
+				step.SetCancel(func(asyncsteps.AsyncSteps) { ctest.Log("go: cancel handler") })
+				step.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: VIOLATION: sub-step") })
+				fromGoroutine(func() { c.call(step) })
+				ctest.Log("go: callback returns")
+			}, func(_ asyncsteps.AsyncSteps, code string) { ctest.Log("go: error handler " + code) })
+			ctest.FakeRun(root)
+			want := []string{"fake: running root valid=0", "fake: setCancel",
+				"fake: handle_error InternalError: " + c.info, "go: callback returns",
+				"go: error handler InternalError", "fake: end failed=1 InternalError string cleanups=1"}
+			if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+				t.Errorf("trace:\n%q\nwant:\n%q", got, want)
+			}
+		})
+	}
+}
