@@ -93,8 +93,9 @@ type AsyncSteps interface {
 	// Await queues a step that runs f on its own goroutine and succeeds
 	// with its value; an error fails the step with the code [ErrorFrom]
 	// gives it, and State().LastException holds the original error. The
-	// critical sections ([Mutex], [Limiter]) around the step count f
-	// until it returns, even once the step has been cancelled. On a
+	// critical sections ([Mutex], [Limiter]) and the items of a
+	// [ForEachLimit] around the step count f until it returns, even once
+	// the step has been cancelled. On a
 	// [Loop] made by [NewLoop], f's goroutine is one the Loop keeps for
 	// later Await functions once f has returned, so what f changes about
 	// its own goroutine (pprof labels, a locked OS thread) stays for the

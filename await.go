@@ -308,10 +308,10 @@ func Arg[T any](args []any, i int) (v T, ok bool) {
 // A closed loop runs no cancel handler: the loop knows its calls in flight
 // and cancels them as it closes (awaitCalls), so that fn's goroutine is not
 // left waiting for a flow that is gone.
-// The critical sections around the step count fn until it returns (see
-// holdWork); that hold is given back before the step completes, so that a
-// flow that leaves a section after fn's result finds nothing left to wait
-// for.
+// The critical sections and the ForEachLimit items around the step count
+// fn until it returns (see holdWork); that hold is given back before the
+// step completes, so that a flow that leaves a section (or an item that
+// ends) after fn's result finds nothing left to wait for.
 // awaitStep is the step of a model (a Root before it runs, a Parallel's
 // branch), which may run more than once; a running step's Await step is
 // its call itself (see runAwaitStep).
@@ -368,10 +368,7 @@ func startAwait(h *stepAPI, c *awaitCall) {
 	fl.setDeadlines(c, h.f)
 	h.setCancel(cancelAwaitStep)
 	h.f.rareFields().await = c
-	if held := holdWork(h.f, c.heldIn[:0]); len(held) > 1 {
-		more := held // on the heap only in this rare case
-		c.heldMore = &more
-	}
+	c.held = holdWork(h.f)
 	if l, ok := fl.sched.(*Loop); ok && !l.shared {
 		c.calls = &l.awaitCalls
 		c.calls.add(c)
@@ -428,10 +425,8 @@ func (c *awaitCall) goexited() {
 // the sections around it and cancels its context (what the function
 // started with it stops too).
 func (c *awaitCall) end() {
-	if c.heldMore != nil {
-		c.heldMore.release()
-	} else if c.heldIn[0] != nil {
-		workHold(c.heldIn[:]).release()
+	if c.held != nil {
+		c.held.release()
 	}
 	c.cancel()
 }

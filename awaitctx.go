@@ -41,11 +41,10 @@ type awaitCall struct {
 	// lender is the goroutine waiting in RunHelping that runs fn, or nil
 	// when a goroutine of the tool's does.
 	lender *waiter
-	// The sections the call counts in (see holdWork): heldIn when it is in
-	// one at most, the common case, which costs no allocation; heldMore
-	// when it is in more.
-	heldIn   [1]*section
-	heldMore *workHold
+	// held is what the call counts in until its function returns (see
+	// holdWork): the critical sections and the ForEachLimit items around
+	// its step; nil when none.
+	held workUnit
 
 	deadline    time.Time // the nearest deadline, wall clock; zero: none
 	runDeadline time.Time // Run's context's; zero: none

@@ -346,6 +346,8 @@ func (l *Loop) endDropped(t task) {
 		fl = t.fl
 	case *startFailure:
 		fl = t.fl
+	case *itemWork:
+		fl = t.lr.at.fl
 	}
 	if fl != nil && !fl.done && fl.sched == scheduler(l) {
 		l.endClosed(fl)

@@ -12,17 +12,26 @@ import (
 // as a branch of a Parallel (docs/DESIGN.md#foreachlimit): f gets the
 // branch's AsyncSteps, adds the item's steps to it, and the flow's State
 // is shared, as by any branch. The first limit pairs start as the step
-// begins, in the sequence's order, and the next one each time an item
-// ends; the step succeeds, with no args, once the sequence has run out
-// and every item has ended. An empty sequence succeeds at once.
+// begins, in the sequence's order, and the next one each time a slot
+// comes free; the step succeeds, with no args, once the sequence has run
+// out and every item has ended. An empty sequence succeeds at once.
 //
-// The limit counts items, not goroutines: an item whose Await step a
-// timeout or a cancel ended, and whose handlers recovered, has ended, and
-// the next pair is taken while the Await function, which Go cannot stop,
-// may still run. To bound those functions too, call them in a critical
-// section of one [Mutex] of limit slots shared by the items: a slot is
-// given back only once the Await functions started in its section have
-// returned.
+// The limit counts the work really running, as the slots of a [Mutex] do
+// and as errgroup's SetLimit counts goroutines: an item holds its slot
+// until it has ended and every [AsyncSteps.Await] function started inside
+// it has returned. An item whose Await step a timeout or a cancel ended,
+// and whose handlers recovered, has ended, but the function, which Go
+// cannot stop, may still run: its slot comes free, and the next pair is
+// taken, once it returns. The flow does not wait for such functions: an
+// item's error goes to the step's handlers at once, and the step ends as
+// soon as the sequence has run out and no item runs, though functions of
+// ended items may still run; their slots matter only while the step runs.
+// So that the step learns in time that the sequence has run out, one pair
+// is pulled ahead when no item runs and every slot is held so; its item
+// starts once a slot comes free (if the step ends first, the sequence is
+// stopped with it, its yield returning false). Past the deadline of Run's
+// context, a step that would wait for such a slot with no item running
+// fails with Timeout at once, as a step that waits does.
 //
 // The sequence is pulled one pair at a time (iter.Pull2) on the flow's
 // loop, as [AsyncSteps.ForEach] pulls an iter.Seq2, under the same rules:
@@ -62,7 +71,7 @@ func ForEachLimit[K, V any](as AsyncSteps, seq iter.Seq2[K, V], limit int, f fun
 	d := &limitDef{limit: limit, bodyPC: funcPC(f)}
 	d.items = func(p *frame) limitItems {
 		items := &typedItems[K, V]{f: f}
-		items.start(p, seq)
+		items.bind(p, seq)
 		return items
 	}
 	return addLimit(as, d, firstHandler(onerror))
@@ -121,6 +130,9 @@ type limitDef struct {
 type limitItems interface {
 	pull(f *frame) bool
 	stopAtBreak(f *frame) *Error
+	stopOnLoop()
+	// dropPair lets go of the pair pulled last, which no item will run.
+	dropPair()
 	// failure returns the error of the last pull, a panic or a Goexit in
 	// the sequence, once, or nil.
 	failure() *Error
@@ -138,6 +150,12 @@ func (t *typedItems[K, V]) failure() *Error {
 	err := t.err
 	t.err = nil
 	return err
+}
+
+func (t *typedItems[K, V]) dropPair() {
+	var zk K
+	var zv V
+	t.k, t.v = zk, zv
 }
 
 func (t *typedItems[K, V]) item() StepFunc {
@@ -162,24 +180,78 @@ func (d *limitDef) newControl() control {
 }
 
 // limitRun is one execution of a ForEachLimit: a Parallel whose branches,
-// the items, are made one per pair of the sequence as the running ones
-// end, at most def.limit at once. Its frame has no sub-step of its own:
-// the items are branch frames (modeBranch) queued on the loop, which the
+// the items, are made one per pair of the sequence as slots come free, at
+// most def.limit slots at once. Its frame has no sub-step of its own: the
+// items are branch frames (modeBranch) queued on the loop, which the
 // engine reaches through fanOutOf, as a Parallel's.
+//
+// A slot is an item running, or an item that has ended while Await
+// functions started inside it still run, as a critical section keeps its
+// Mutex slot for them (sectionwork.go): the item's itemWork counts them,
+// and the last one to return gives the slot back through the loop.
 type limitRun struct {
 	parallelRun // the items: branches holds those made lately, pending those running
 	def         *limitDef
 	items       limitItems
+	// at is the step API of the step's frame as the execution began: the
+	// frame is the step's while it is the frame's (see running).
+	at *stepAPI
+	// held counts the slots of ended items kept by their Await functions.
+	held int
 	// taken is set once no further pair is taken: the sequence has run
 	// out, an item raised Break or an error, or pulling failed.
 	taken bool
+	// ahead is set while a pair is pulled but its item not made: no item
+	// ran, and the slots were all held, when it was pulled to learn
+	// whether the sequence had run out (see take).
+	ahead bool
+	// ended is set, on the loop, once the step has ended: the slots no
+	// longer matter, and the goroutines of the Await functions that held
+	// them, which read it, give nothing back (see itemWork.release).
+	ended atomic.Bool
 }
 
 func (lr *limitRun) begin(p *frame) *frame {
 	lr.branches = lr.few[:0]
+	lr.at = p.h
 	lr.items = lr.def.items(p)
+	p.rareFields().onCancel = cancelLimit
 	return lr.take(p)
 }
+
+// cancelLimit is the cancel handler of a ForEachLimit's step, which an
+// error, a timeout or a cancel ends: the slots no longer matter, and the
+// sequence is stopped (a panic in its cleanup is one of a cancel handler).
+func cancelLimit(as AsyncSteps) {
+	lr := as.(*stepAPI).f.impl.(*limitRun)
+	lr.end()
+	lr.items.stopOnLoop()
+}
+
+// end notes that the step has ended, and lets go of a pair pulled ahead.
+func (lr *limitRun) end() {
+	lr.ended.Store(true)
+	lr.dropAhead()
+}
+
+// dropAhead lets go of the pair pulled ahead, if any: no item will run it
+// (its yield returns false as the sequence is stopped).
+func (lr *limitRun) dropAhead() {
+	if lr.ahead {
+		lr.ahead = false
+		lr.items.dropPair()
+	}
+}
+
+// running reports whether the step's frame p still runs lr's step: a
+// task that reaches it from outside (see itemWork) checks it first. The
+// frame is recycled once the step has ended, the step API never.
+func (lr *limitRun) running(p *frame) bool {
+	return p.h == lr.at && !p.over && !lr.at.fl.done
+}
+
+// free reports whether a slot is free for the next item.
+func (lr *limitRun) free() bool { return lr.pending+lr.held < lr.def.limit }
 
 func (lr *limitRun) drained(*frame) bool { return false }
 
@@ -187,25 +259,55 @@ func (lr *limitRun) drained(*frame) bool { return false }
 // and one that unwinds from the step itself is meant for a loop around it.
 func (lr *limitRun) catch(*frame, *Error) (*frame, bool) { return nil, false }
 
-// take starts items, one per pair pulled, until limit items run or the
-// sequence has run out, and completes the step once none runs and none is
-// left to take. A panic in the sequence fails the step as an item's error
-// would. It returns where the flow goes on.
+// take starts items, one per pair pulled, until every slot is taken or
+// the sequence has run out, and completes the step once no item runs and
+// none is left to take. When no item runs but every slot is held by the
+// Await functions of ended items, it pulls one pair ahead, kept until a
+// slot comes back: the step ends as soon as the sequence has run out,
+// without waiting for those functions. A panic in the sequence fails the
+// step as an item's error would. It returns where the flow goes on.
 func (lr *limitRun) take(p *frame) *frame {
-	for !lr.taken && lr.pending < lr.def.limit {
-		if !lr.items.pull(p) {
-			lr.taken = true // and the sequence stopped
-			break
+	for !lr.taken {
+		if !lr.ahead {
+			if !lr.free() && lr.pending > 0 {
+				return nil // an item's end comes first
+			}
+			if !lr.items.pull(p) {
+				lr.taken = true // and the sequence stopped
+				break
+			}
+			if err := lr.items.failure(); err != nil {
+				return lr.failSeq(p, err)
+			}
+			lr.ahead = true
 		}
-		if err := lr.items.failure(); err != nil {
-			return lr.failSeq(p, err)
+		if !lr.free() {
+			return lr.waitForSlot(p)
 		}
+		lr.ahead = false
 		lr.start(p)
 	}
 	if lr.pending == 0 {
+		lr.end()
 		return p.h.fl.finish(p, nil)
 	}
 	return nil
+}
+
+// waitForSlot returns where the flow goes on while the step waits for a
+// slot that the Await functions of ended items hold: nowhere, unless Run's
+// deadline has passed and no item runs. The step then waits for nothing
+// of the flow's, and past the deadline a step that waits fails at once
+// with Timeout, as the deadline's (see lateIteration).
+func (lr *limitRun) waitForSlot(p *frame) *frame {
+	fl := p.h.fl
+	if lr.pending > 0 || fl.wait == nil || fl.wait.late == nil {
+		return nil
+	}
+	fl.wait.late.timedOut(p)
+	err := &Error{Code: Timeout}
+	fl.noteError(err, err)
+	return fl.fail(p, err)
 }
 
 // fail fails the step with err, as the error of an item: the items
@@ -275,14 +377,94 @@ func lateItem(as AsyncSteps) bool {
 	return lateIteration(h, h.f.parent.impl.(*limitRun))
 }
 
-// itemDone takes the next pairs once an item has succeeded.
-func (lr *limitRun) itemDone(p *frame) *frame {
-	lr.pending--
+// itemDone takes the next pairs once the item b has succeeded.
+func (lr *limitRun) itemDone(p, b *frame) *frame {
+	lr.itemEnds(b)
+	return lr.next(p)
+}
+
+// next takes the next pairs, unless the step has ended.
+func (lr *limitRun) next(p *frame) *frame {
 	if p.over {
 		return nil
 	}
 	return lr.take(p)
 }
+
+// itemEnds counts out the item b, which has ended: its slot is free,
+// unless Await functions started inside it still run; they then keep it,
+// and the last of them to return gives it back (see itemWork). Called
+// before b is recycled, which drops its rare part.
+func (lr *limitRun) itemEnds(b *frame) {
+	lr.pending--
+	r := b.rare
+	if r == nil || r.work == nil {
+		return
+	}
+	w := r.work
+	r.work = nil
+	lr.held++
+	// The flow's unit, as a section's leave takes it back: no function
+	// starts in b any more, so a count of zero cannot grow again.
+	if w.work.Add(-1) == 0 {
+		lr.held-- // they have all returned already
+	}
+}
+
+// slotBack runs on the loop once the last Await function of an ended
+// item has returned: its slot is free again, and the next pair is taken.
+func (lr *limitRun) slotBack(w *itemWork) {
+	p, fl := lr.at.f, lr.at.fl
+	if !lr.running(p) {
+		return
+	}
+	if fl.inCall { // a callback of the flow drives its TestTool
+		fl.deferTask(w)
+		return
+	}
+	lr.held--
+	fl.driveOn(lr.take(p))
+}
+
+// itemWork counts the Await functions started inside one item of a
+// ForEachLimit that have not returned, plus one for the item itself from
+// the first of them until the item ends (see holdWork): the count of a
+// critical section, for the item's slot. Whoever brings it to zero gives
+// the slot back: the item's end (itemEnds), or the goroutine of the last
+// function, which queues the itemWork on the flow's loop as the task that
+// takes the next pair (slotBack), unless the step has ended meanwhile. A
+// closing Loop drops that task, and ends the flow instead (see
+// Loop.endDropped).
+type itemWork struct {
+	work atomic.Int32
+	lr   *limitRun
+}
+
+// itemWorkOf returns the count of the Await functions started inside the
+// item whose branch frame f is, made now if none has started yet; nil
+// when f is no item's. Loop goroutine only.
+func itemWorkOf(f *frame) *itemWork {
+	if f.mode != modeBranch {
+		return nil
+	}
+	lr, ok := f.parent.impl.(*limitRun)
+	if !ok {
+		return nil
+	}
+	r := f.rareFields()
+	if r.work == nil {
+		r.work = &itemWork{lr: lr}
+	}
+	return r.work
+}
+
+func (w *itemWork) release() {
+	if w.work.Add(-1) == 0 && !w.lr.ended.Load() {
+		w.lr.at.fl.sched.inject(w)
+	}
+}
+
+func (w *itemWork) run() { w.lr.slotBack(w) }
 
 // itemFailed goes on after the item b unwound err: an unlabelled Continue
 // ends it as a success would, an unlabelled Break too, once it has stopped
@@ -292,12 +474,13 @@ func (lr *limitRun) itemFailed(p, b *frame, err *Error) *frame {
 	if err.Info != "" || err.Code != LoopBreak && err.Code != LoopCont {
 		return lr.fail(p, err)
 	}
+	lr.itemEnds(b)
 	p.h.fl.retire(b)
 	if err.Code == LoopBreak && !lr.taken && !p.over {
-		lr.taken = true
+		lr.taken = true // no pair is pulled ahead while an item runs
 		if perr := lr.items.stopAtBreak(p); perr != nil {
 			return lr.failSeq(p, perr)
 		}
 	}
-	return lr.itemDone(p)
+	return lr.next(p)
 }

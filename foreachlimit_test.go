@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -859,27 +860,23 @@ func forEachLimitStep(seq iter.Seq2[int, int], body func(as steps, i, _ int)) as
 	return func(as steps, _ ...any) { asyncsteps.ForEachLimit(as, seq, 2, body) }
 }
 
-// The limit counts items: an item whose Await step timed out, and whose
-// handler recovered, has ended, and the next pair is taken while the
-// function, which ignores its context, still runs. A Mutex of limit
-// slots around the Await bounds the functions running too, as a slot is
-// given back only once the function started in its section has returned.
-// On the fake clock of a synctest bubble, the counts are exact.
-func TestForEachLimitCountsItemsAMutexCountsAwaitFunctions(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		mutex bool
-		most  int32
-		took  time.Duration
-	}{
-		{"items", false, 6, 3 * msec},
-		{"Mutex around the Await", true, 2, 21 * msec},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+// The limit counts the Await functions running, as a Mutex's slots do: an
+// item whose Await step timed out, and whose handler recovered, has ended,
+// but keeps its slot until the function, which ignores its context, has
+// returned; the next item starts then. The step itself is not delayed: it
+// succeeds once the sequence has run out and no item runs, while the last
+// two functions still run. A Mutex of limit slots around the Await gives
+// the same. On the fake clock of a synctest bubble, the counts and times
+// are exact.
+func TestForEachLimitCountsAwaitFunctionsAsAMutexDoes(t *testing.T) {
+	for _, mutex := range []bool{false, true} {
+		t.Run(fmt.Sprint("mutex=", mutex), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				loop := asyncsteps.NewLoop()
 				defer loop.Close()
 				var running, most atomic.Int32
+				start := time.Now()
+				var starts []string // written on the loop only
 				call := func(as steps, _ ...any) {
 					as.SetTimeout(time.Millisecond)
 					as.Await(func(context.Context) (any, error) {
@@ -893,25 +890,231 @@ func TestForEachLimitCountsItemsAMutexCountsAwaitFunctions(t *testing.T) {
 				}
 				m := asyncsteps.NewMutex(2)
 				r := asyncsteps.New(asyncsteps.WithTool(loop))
-				asyncsteps.ForEachLimit(r, countTo(6), 2, func(as steps, _, _ int) {
+				asyncsteps.ForEachLimit(r, countTo(6), 2, func(as steps, i, _ int) {
+					starts = append(starts, fmt.Sprint(i, "@", time.Since(start)))
 					as.Add(func(as steps, _ ...any) {
-						if c.mutex {
+						if mutex {
 							as.Sync(m, call)
 							return
 						}
 						call(as)
 					}, func(as steps, _ string) { as.Success() })
 				})
-				start := time.Now()
 				if _, err := r.Run(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				took := time.Since(start)
+				took, left := time.Since(start), running.Load()
 				time.Sleep(10 * time.Millisecond) // the functions left running return
-				if n := most.Load(); n != c.most || took != c.took {
-					t.Errorf("%d Await functions ran at once, the flow took %v; want %d, %v", n, took, c.most, c.took)
+				if n := most.Load(); n != 2 || took != 21*msec || left != 2 {
+					t.Errorf("%d Await functions ran at once, the flow took %v and left %d running; want 2, 21ms, 2", n, took, left)
+				}
+				want := []string{"0@0s", "1@0s", "2@10ms", "3@10ms", "4@20ms", "5@20ms"}
+				if !mutex && !slices.Equal(starts, want) {
+					t.Errorf("items started %q, want %q", starts, want)
 				}
 			})
 		})
 	}
+}
+
+// blockedItem returns a ForEachLimit function whose item i traces its
+// start, then calls an Await function that returns only once release is
+// closed, under a timeout of a millisecond; the item's handler traces the
+// error and recovers, so that the item ends while the function runs.
+func blockedItem(tr *tracer, now func() time.Duration, release <-chan struct{}) func(as steps, i, _ int) {
+	return func(as steps, i, _ int) {
+		tr.addf("start %d@%v", i, now())
+		as.Add(func(as steps, _ ...any) {
+			as.SetTimeout(msec)
+			as.Await(func(context.Context) (any, error) {
+				<-release // ignores its context
+				return nil, nil
+			})
+		}, func(as steps, code string) {
+			tr.addf("item %d: %s@%v", i, code, now())
+			as.Success()
+		})
+	}
+}
+
+// A slot that the Await function of an ended item holds matters only
+// while the step runs. Once the step has ended, with the function still
+// running, the function's return queues nothing on the tool and starts no
+// item: the step succeeded as the sequence ran out (one item), or a cancel
+// ended it while it waited for the slot, the next pair pulled (two).
+func TestForEachLimitEndedStepTakesNoSlotBack(t *testing.T) {
+	for _, items := range []int{1, 2} {
+		t.Run(fmt.Sprint(items), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, tt := newFlow()
+				var tr tracer
+				release := make(chan struct{})
+				asyncsteps.ForEachLimit(r, countTo(items), 1, blockedItem(&tr, func() time.Duration { return elapsed(tt) }, release))
+				ch := r.Promise()
+				tt.Advance(msec)
+				if items == 2 {
+					r.Cancel()
+					tt.Run()
+				}
+				res := result(t, ch)
+				if items == 1 && res.Err != nil || items == 2 && !errors.Is(res.Err, context.Canceled) {
+					t.Errorf("Result.Err = %v, want %s", res.Err, []string{"", "nil", "one matching context.Canceled"}[items])
+				}
+				close(release)
+				synctest.Wait() // the function has returned
+				if n := tt.Pending(); n != 0 {
+					t.Errorf("Pending() = %d once the function returned, want 0", n)
+				}
+				tt.Run()
+				wantTrace(t, &tr, "start 0@0s,item 0: Timeout@1ms")
+			})
+		})
+	}
+}
+
+// The close of the Loop ends a flow whose ForEachLimit waits for a slot
+// that the Await function of an ended item holds, with no item running:
+// the call in flight holds the flow for Close, as for an Await step that
+// waits. The sequence, pulled one pair ahead, is stopped once, and the
+// function, once it returns, finds the loop closed: no goroutine is left.
+func TestForEachLimitLoopCloseWhileAFunctionHoldsASlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		var tr tracer
+		var cleanups atomic.Int32
+		seq := func(yield func(int, int) bool) {
+			defer cleanups.Add(1)
+			for i := 0; yield(i, i); i++ {
+			}
+		}
+		release := make(chan struct{})
+		start := time.Now()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		asyncsteps.ForEachLimit(r, seq, 1, blockedItem(&tr, func() time.Duration { return time.Since(start) }, release))
+		ch := r.Promise()
+		time.Sleep(2 * msec)
+		synctest.Wait()
+		loop.Close()
+		wantError(t, (<-ch).Err, asyncsteps.InternalError, "the flow's loop is closed")
+		close(release)
+		<-loop.Done()
+		synctest.Wait()
+		wantTrace(t, &tr, "start 0@0s,item 0: Timeout@1ms")
+		if n := cleanups.Load(); n != 1 {
+			t.Errorf("the sequence's cleanup ran %d times, want 1", n)
+		}
+	})
+}
+
+// ResetEvents keeps a slot given back to a TestTool by the last Await
+// function of an ended item: it is the flow's own work, which nothing
+// would queue again, and the next item starts when the tool runs next.
+func TestForEachLimitResetEventsKeepsASlotBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, tt := newFlow()
+		var tr tracer
+		release := make(chan struct{})
+		asyncsteps.ForEachLimit(r, countTo(2), 1, blockedItem(&tr, func() time.Duration { return elapsed(tt) }, release))
+		ch := r.Promise()
+		tt.Advance(msec)
+		close(release)
+		synctest.Wait() // the function has returned: its slot is queued
+		if n := tt.Pending(); n != 1 {
+			t.Errorf("Pending() = %d once the function returned, want 1", n)
+		}
+		tt.ResetEvents()
+		tt.Advance(0)   // item 1 starts; its function returns at once
+		synctest.Wait() // its result is queued
+		tt.Run()
+		if res := result(t, ch); res.Err != nil {
+			t.Errorf("Result.Err = %v, want nil", res.Err)
+		}
+		wantTrace(t, &tr, "start 0@0s,item 0: Timeout@1ms,start 1@1ms")
+	})
+}
+
+// A slot given back, by the last Await function of an ended item, to a
+// Loop that then closes before running it ends the flow with the closed
+// loop's error, as any flow that loop leaves waiting: the function had
+// left the loop's calls in flight as it returned, and nothing else held
+// the flow, which would never have ended. The function returns while a
+// callback holds the loop, and Close begins after.
+func TestForEachLimitSlotBackDroppedByAClosingLoopEndsTheFlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		var mu sync.Mutex
+		var ended []string
+		record := func(err *asyncsteps.Error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ended = append(ended, err.Error())
+		}
+		var tr tracer
+		release := make(chan struct{})
+		start := time.Now()
+		r := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(record))
+		asyncsteps.ForEachLimit(r, countTo(2), 1, blockedItem(&tr, func() time.Duration { return time.Since(start) }, release))
+		r.Execute()
+		time.Sleep(2 * msec)
+		synctest.Wait() // item 0 has ended, its function runs: the step waits for its slot
+
+		hold := make(chan struct{})
+		busy := asyncsteps.New(asyncsteps.WithTool(loop), asyncsteps.WithUnhandledError(func(*asyncsteps.Error) {}))
+		busy.Add(func(asyncsteps.AsyncSteps, ...any) { <-hold })
+		busy.Execute()
+		synctest.Wait()
+		close(release)
+		synctest.Wait() // the function has returned: the slot is queued behind the busy callback
+		closed := make(chan struct{})
+		go func() {
+			loop.Close()
+			close(closed)
+		}()
+		synctest.Wait() // Close waits for the loop
+		close(hold)
+		<-closed
+		synctest.Wait() // the unhandled-error function runs on a goroutine of its own
+
+		mu.Lock()
+		got := slices.Clone(ended)
+		mu.Unlock()
+		if want := []string{asyncsteps.InternalError + ": " + closedInfo}; !slices.Equal(got, want) {
+			t.Errorf("the unhandled-error function got %q, want %q", got, want)
+		}
+		if r.Running() {
+			t.Error("the flow still runs after its loop has stopped")
+		}
+		wantTrace(t, &tr, "start 0@0s,item 0: Timeout@1ms")
+	})
+}
+
+// Past Run's deadline, a ForEachLimit that would wait for a slot that the
+// Await function of an ended item holds, no item running, fails at once
+// with Timeout, as a step that waits does: the function, which ignores
+// its context, does not keep the flow past the deadline.
+func TestForEachLimitPastRunDeadlineWaitsForNoSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr tracer
+		release := make(chan struct{})
+		start := time.Now()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as steps, _ ...any) { as.WaitExternal() }, func(as steps, code string) {
+			tr.add("past the deadline: " + code)
+			as.Success()
+		})
+		asyncsteps.ForEachLimit(r, countTo(3), 1, blockedItem(&tr, func() time.Duration { return time.Since(start) }, release), tr.handler("onerror"))
+		time.AfterFunc(20*msec, func() { close(release) })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*msec)
+		defer cancel()
+		_, err := r.Run(ctx)
+		took := time.Since(start)
+		wantError(t, err, asyncsteps.Timeout, "")
+		wantTrace(t, &tr, "past the deadline: Timeout,start 0@5ms,item 0: Timeout@5ms,onerror:Timeout")
+		if took != 5*msec {
+			t.Errorf("the flow took %v, want 5ms", took)
+		}
+		time.Sleep(20 * msec) // the function returns
+	})
 }

@@ -40,13 +40,21 @@ func pullSeq(f *frame, c any) *pulled[any, any] {
 	return p
 }
 
-// start starts pulling seq for the frame f, a loop's or a ForEachLimit's.
-// The sequence is stopped when f is cancelled (its cancel handler, which
-// a panic in the sequence's cleanup ends as it would any cancel handler)
-// or when the loop closes, which runs no cancel handler.
+// start starts pulling seq for the loop frame f. The sequence is stopped
+// when f is cancelled (its cancel handler, which a panic in the sequence's
+// cleanup ends as it would any cancel handler) or when the loop closes,
+// which runs no cancel handler.
 func (p *pulled[K, V]) start(f *frame, seq iter.Seq2[K, V]) {
-	p.next, p.stopSeq = iter.Pull2(asLoopCallback(stopOnFalse(seq), f.h.fl.sched))
+	p.bind(f, seq)
 	f.rareFields().onCancel = func(AsyncSteps) { p.stopOnLoop() }
+}
+
+// bind starts pulling seq for the frame f, a loop's or a ForEachLimit's,
+// and stops it when the loop closes; f's cancel handler, which stops it
+// when f is cancelled, is the caller's to set (a ForEachLimit's has more
+// to do: see cancelLimit).
+func (p *pulled[K, V]) bind(f *frame, seq iter.Seq2[K, V]) {
+	p.next, p.stopSeq = iter.Pull2(asLoopCallback(stopOnFalse(seq), f.h.fl.sched))
 	if life := f.h.fl.sched.lifetime(); life != nil {
 		// The loop's goroutine runs no more tasks then: the stop runs
 		// alone.

@@ -90,6 +90,10 @@ type frameRare struct {
 	// owner that the flow counts as for a Mutex; nil for any other frame.
 	// The base frame's rare part is dropped as each execution begins.
 	holdsFor *frame
+	// work is, on the branch frame of a ForEachLimit's item, the count of
+	// the Await functions started inside the item, made as the first one
+	// starts (see itemWorkOf); nil for any other frame.
+	work *itemWork
 	// lent is set on a parallel branch frame that ownerKey gave out as a
 	// key: a flow may hold a lock with it beyond the branch's end, so the
 	// frame is never recycled for another branch, which would then count

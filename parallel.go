@@ -210,7 +210,7 @@ func fanOutOf(f *frame) *parallelRun {
 func branchDone(b *frame) *frame {
 	p := b.parent
 	if lr, ok := p.impl.(*limitRun); ok {
-		return lr.itemDone(p)
+		return lr.itemDone(p, b)
 	}
 	return p.impl.(*parallelRun).branchDone(p)
 }

@@ -1,5 +1,7 @@
 package asyncsteps
 
+import "sync/atomic"
+
 // This file makes a critical section count the work that really runs in
 // it. An Await function runs on a goroutine of its own, and Go cannot stop
 // it: when its step is cancelled (a timeout, a failed sibling, a cancel of
@@ -14,40 +16,77 @@ package asyncsteps
 // for the flow itself, which leave takes back. Whoever brings the count to
 // zero gives the slots back: the flow's leave, or the goroutine of the last
 // Await function, from any goroutine (a Mutex is safe for that).
+//
+// An item of a ForEachLimit counts its Await functions the same way, so
+// that its limit, too, counts the work really running: an item that has
+// ended keeps its slot until they have returned (see itemWork).
 
-// workHold is what an Await function's goroutine gives back when it
-// returns: one unit of the work of each section it was started in.
-type workHold []*section
+// workUnit is what an Await function's goroutine gives back when it
+// returns: one unit of the count of each place it was started in (a
+// *section, an *itemWork, or a *workHold of several).
+type workUnit interface {
+	// release gives the unit back, from the function's goroutine: the
+	// place whose count it brings to zero gives its slot back.
+	release()
+}
+
+// workHold is the workUnit of a function started in more than one place.
+type workHold []workUnit
+
+func (held *workHold) release() {
+	for _, u := range *held {
+		u.release()
+	}
+}
 
 // holdWork counts an Await function that starts in the step of frame f in
-// every section around it that holds a slot, and returns what to give back
-// when the function returns: held with those sections appended (held's
-// array is the caller's, so that the common case allocates nothing).
-// Loop goroutine only.
-func holdWork(f *frame, held workHold) workHold {
+// every section around it that holds a slot and in every item of a
+// ForEachLimit around it, and returns what to give back when the function
+// returns: nil when it counts nowhere, the common case; the place itself
+// when it counts in one, which costs no allocation. Loop goroutine only.
+func holdWork(f *frame) workUnit {
+	var held workUnit
 	for p := f.parent; p != nil; p = p.parent {
-		s, ok := p.impl.(*section)
-		if !ok || s.left || !s.holdsSlots() {
-			continue
+		if s, ok := p.impl.(*section); ok && !s.left && s.holdsSlots() {
+			countWork(&s.work)
+			held = addWork(held, s)
 		}
-		if s.work.Load() == 0 {
-			s.work.Add(2) // the function and the flow
-		} else {
-			s.work.Add(1)
+		if w := itemWorkOf(p); w != nil {
+			countWork(&w.work)
+			held = addWork(held, w)
 		}
-		held = append(held, s)
 	}
 	return held
+}
+
+// countWork counts one more Await function in the count n of a place the
+// flow is inside: the first one counts the flow too.
+func countWork(n *atomic.Int32) {
+	if n.Load() == 0 {
+		n.Add(2) // the function and the flow
+	} else {
+		n.Add(1)
+	}
+}
+
+// addWork returns held with u added.
+func addWork(held, u workUnit) workUnit {
+	switch h := held.(type) {
+	case nil:
+		return u
+	case *workHold:
+		*h = append(*h, u)
+		return h
+	}
+	return &workHold{held, u}
 }
 
 // release gives back the work of a returned Await function, from its own
 // goroutine: a section whose flow has left and whose last function this was
 // gives its slots back now.
-func (held workHold) release() {
-	for _, s := range held {
-		if s.work.Add(-1) == 0 {
-			s.giveBack()
-		}
+func (s *section) release() {
+	if s.work.Add(-1) == 0 {
+		s.giveBack()
 	}
 }
 

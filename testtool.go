@@ -389,10 +389,11 @@ func (t *TestTool) count(tk task) {
 
 // continuationOf returns the flow that tk continues, or nil if tk is no
 // continuation: a step API queued to go on from its frame, the flow's
-// base frame resumed, or a stop of the flow to apply (a cancel, a
-// deadline, a step that waits past it). Each does nothing once its
-// flow's execution has ended (see baseResume, cancelOf, expiryOf and
-// expiryTask), even if the Root runs again.
+// base frame resumed, a stop of the flow to apply (a cancel, a deadline,
+// a step that waits past it), or a ForEachLimit's slot given back by the
+// last Await function of an ended item. Each does nothing once its
+// flow's execution has ended (see baseResume, cancelOf, expiryOf,
+// expiryTask and limitRun.slotBack), even if the Root runs again.
 func continuationOf(tk task) *flow {
 	switch c := tk.(type) {
 	case *stepAPI:
@@ -403,6 +404,8 @@ func continuationOf(tk task) *flow {
 		return c.fl
 	case *expiryTask:
 		return c.fl
+	case *itemWork:
+		return c.lr.at.fl
 	}
 	return nil
 }
