@@ -398,11 +398,11 @@ func (lr *limitRun) next(p *frame) *frame {
 func (lr *limitRun) itemEnds(b *frame) {
 	lr.pending--
 	r := b.rare
-	if r == nil || r.work == nil {
+	if r == nil || r.side == nil {
 		return
 	}
-	w := r.work
-	r.work = nil
+	w := &r.side.work
+	r.side = nil
 	lr.held++
 	// The flow's unit, as a section's leave takes it back: no function
 	// starts in b any more, so a count of zero cannot grow again.
@@ -452,10 +452,10 @@ func itemWorkOf(f *frame) *itemWork {
 		return nil
 	}
 	r := f.rareFields()
-	if r.work == nil {
-		r.work = &itemWork{lr: lr}
+	if r.side == nil {
+		r.side = &frameSide{work: itemWork{lr: lr}}
 	}
-	return r.work
+	return &r.side.work
 }
 
 func (w *itemWork) release() {

@@ -85,15 +85,15 @@ type frameRare struct {
 	// of the user's function, which the Await step it adds takes as its
 	// user as it starts (see nameHelpersAwait); 0 in any other frame.
 	awaitUser uintptr
-	// holdsFor is, in the base frame of a flow that package cabi runs to
-	// hold a lock for a step of another flow (see toolinfo.HoldFor), the
-	// owner that the flow counts as for a Mutex; nil for any other frame.
-	// The base frame's rare part is dropped as each execution begins.
-	holdsFor *frame
-	// work is, on the branch frame of a ForEachLimit's item, the count of
-	// the Await functions started inside the item, made as the first one
-	// starts (see itemWorkOf); nil for any other frame.
-	work *itemWork
+	// side holds what only two kinds of frame need, apart so that the
+	// rare part keeps its size class: in the base frame of a flow that
+	// package cabi runs to hold a lock for a step of another flow (see
+	// toolinfo.HoldFor), the owner that the flow counts as for a Mutex;
+	// on the branch frame of a ForEachLimit's item, the count of the
+	// Await functions started inside the item, made as the first one
+	// starts (see itemWorkOf). Nil for any other frame. The base frame's
+	// rare part is dropped as each execution begins.
+	side *frameSide
 	// lent is set on a parallel branch frame that ownerKey gave out as a
 	// key: a flow may hold a lock with it beyond the branch's end, so the
 	// frame is never recycled for another branch, which would then count
@@ -104,6 +104,14 @@ type frameRare struct {
 	// then, when the step is released, and with the rare part when an
 	// error handler takes the frame over or the frame is recycled.
 	atWait func()
+}
+
+// frameSide is the part of a frameRare that only two kinds of frame use
+// (see frameRare.side): a base frame one field, an item's branch frame
+// the other.
+type frameSide struct {
+	holdsFor *frame
+	work     itemWork
 }
 
 // userFn returns f's frameRare.user, or 0.
@@ -203,8 +211,8 @@ func owner(as AsyncSteps) *frame {
 		}
 	}
 	o := ownerOf(h.f)
-	if r := o.rare; r != nil && r.holdsFor != nil {
-		return r.holdsFor // a flow that holds on behalf of another's
+	if r := o.rare; r != nil && r.side != nil && r.side.holdsFor != nil {
+		return r.side.holdsFor // a flow that holds on behalf of another's
 	}
 	return o
 }
@@ -297,7 +305,7 @@ func holdFor(as any, key any) bool {
 	if o.mode != modeBase {
 		return false
 	}
-	o.rareFields().holdsFor = k
+	o.rareFields().side = &frameSide{holdsFor: k}
 	return true
 }
 

@@ -90,3 +90,13 @@ func TestWaiterFitsItsBudget(t *testing.T) {
 		t.Errorf("waiter is %d bytes, want at most 96", got)
 	}
 }
+
+// A frame's rare part (an error handler, a cancel handler, a timeout, an
+// Await call) fills the 80-byte size class: a field added to it costs
+// every such step 16 bytes, so fields that few kinds of frame use share
+// frameSide instead.
+func TestFrameRareFitsItsBudget(t *testing.T) {
+	if got := unsafe.Sizeof(frameRare{}); got > 80 {
+		t.Errorf("frameRare is %d bytes, want at most 80", got)
+	}
+}
