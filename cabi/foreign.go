@@ -197,9 +197,10 @@ func (w *foreign) run(f func()) {
 // that added sub-steps completes with them, also one that waits (a cancel
 // handler, WaitExternal, SetTimeout: a Sync's section sets a cancel
 // handler and adds its steps): the records of its error handler and its
-// cancel handler go after its sub-steps, unless the table runs the
-// handler first, which takes its record. The records are taken by swaps:
-// another goroutine's Success may take the step's record at the same time.
+// cancel handler go after its sub-steps (see dropRecsStep), unless the
+// table runs the handler first, which takes its record. The records are
+// taken by swaps: another goroutine's Success may take the step's record
+// at the same time.
 func (w *foreign) settle() {
 	cb := w.cb
 	if cb.completed.Load() {
@@ -208,10 +209,7 @@ func (w *foreign) settle() {
 	if cb.added.Load() {
 		recs := [...]uint64{cb.rec.Swap(0), cb.cancelRec.Swap(0)}
 		if recs != [2]uint64{} {
-			w.addRaw(&frec{step: func(asyncsteps.AsyncSteps, ...any) {
-				dropRec(recs[0])
-				dropRec(recs[1])
-			}}, false)
+			w.addRaw(&frec{step: dropRecsStep(recs)}, false)
 		}
 		return
 	}
@@ -229,6 +227,24 @@ func (w *foreign) settle() {
 	cb.completed.Store(true)
 	dropRec(cb.rec.Swap(0))
 	C.cabi_f_success(w.p, nil)
+}
+
+// dropRecsStep is the last sub-step of a step that keeps records: it
+// drops them and passes on what it receives, the result of the sub-step
+// before, which is the step's result, as on the package's own flows. It
+// received the values taken over (see cabiForeignExec), and Success hands
+// them over to the table: a custom object is passed on as it is, its
+// cleanup left to its next receiver, once. With nothing to pass on it
+// completes by settle's implicit success, which names what a table
+// without success lacks as for any other step.
+func dropRecsStep(recs [2]uint64) asyncsteps.StepFunc {
+	return func(as asyncsteps.AsyncSteps, args ...any) {
+		dropRec(recs[0])
+		dropRec(recs[1])
+		if len(args) > 0 {
+			as.Success(args...)
+		}
+	}
 }
 
 //export cabiForeignExec

@@ -4,7 +4,10 @@ package cabi
 
 import (
 	"reflect"
+	"runtime"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
@@ -67,5 +70,84 @@ func TestForeignStepThatWaitsAndAddsKeepsNoRecord(t *testing.T) {
 				t.Errorf("%d records left, want 0", n)
 			}
 		})
+	}
+}
+
+// goObject is a Go value a foreign table carries as a custom object.
+type goObject struct{ name string }
+
+// A Go step on a foreign table that keeps records (an error handler, a
+// cancel handler: a Sync's section has one) and adds sub-steps completes
+// with the result of its last sub-step, as on the package's own flows:
+// the last sub-step that drops its records passes on what it receives.
+// Before, that sub-step completed with no args, and the next step got
+// the fake's placeholders in place of the values. The values are of
+// each kind a table carries: copied (an int, a string), a custom object
+// of C's (a placeholder of the fake, which must be cleaned up once: run
+// with -asan) and a Go value.
+func TestForeignStepWithRecordsPassesItsSubStepsResult(t *testing.T) {
+	obj := &goObject{"obj"}
+	var custom unsafe.Pointer // the custom_data of the placeholder passed on
+	succeed := func(as asyncsteps.AsyncSteps, args ...any) {
+		custom = args[0].(*Custom).Data()
+		as.Success(42, "text", args[0], obj)
+	}
+	cancel := func(asyncsteps.AsyncSteps) {}
+	for _, c := range []struct {
+		name string
+		eh   bool
+		step asyncsteps.StepFunc
+	}{
+		{"error handler and Add", true, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(succeed)
+		}},
+		{"SetCancel and Add", false, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(cancel)
+			as.Add(succeed)
+		}},
+		{"Sync on a Mutex", false, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Sync(asyncsteps.NewMutex(1), succeed)
+		}},
+		{"Sync on a Mutex with an error handler", true, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Sync(asyncsteps.NewMutex(1), succeed)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			var got []any
+			as := Wrap(root)
+			if c.eh {
+				as.Add(c.step, func(_ asyncsteps.AsyncSteps, code string) { got = append(got, "error handler "+code) })
+			} else {
+				as.Add(c.step)
+			}
+			as.Add(func(_ asyncsteps.AsyncSteps, args ...any) { got = args })
+			ctest.FakeRun(root)
+			if len(got) != 4 {
+				t.Fatalf("next step got %d args %v, want 4", len(got), got)
+			}
+			if got[0] != int64(42) || got[1] != "text" || got[3] != obj {
+				t.Errorf("next step got %#v, %#v, %#v; want int64(42), \"text\", %p", got[0], got[1], got[3], obj)
+			}
+			if cv, ok := got[2].(*Custom); !ok || cv.Data() != custom {
+				t.Errorf("next step got %#v as arg2, want the *Custom passed on (custom_data %p)", got[2], custom)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left, want 0", n)
+			}
+		})
+	}
+	// Every placeholder is cleaned up once: the one passed on too, by
+	// the library once the last Go step has dropped it.
+	deadline := time.Now().Add(5 * time.Second)
+	for ctest.FakePlaceholders() > 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := ctest.FakePlaceholders(); n != 0 {
+		t.Errorf("%d placeholders alive, want 0", n)
 	}
 }
