@@ -114,6 +114,8 @@ type fcall struct {
 	waiting    atomic.Bool
 	rec        atomic.Uint64 // the record of the step, dropped on success
 	cancelRec  atomic.Uint64 // the record of SetCancel's function
+	subMu      sync.Mutex
+	subRecs    []uint64 // the records of what the callback added (see track)
 }
 
 // foreignAbort unwinds a Go callback after Error, Break or Continue.
@@ -204,6 +206,9 @@ func (w *foreign) run(f func()) {
 func (w *foreign) settle() {
 	cb := w.cb
 	if cb.completed.Load() {
+		if cb.added.Load() {
+			cb.dropSubRecs()
+		}
 		return
 	}
 	if cb.added.Load() {
@@ -227,6 +232,36 @@ func (w *foreign) settle() {
 	cb.completed.Store(true)
 	dropRec(cb.rec.Swap(0))
 	C.cabi_f_success(w.p, nil)
+}
+
+// track notes id, the record of a function of what w's callback adds (a
+// sub-step, a loop, a parallel's error handler), for dropSubRecs; a
+// parallel's branches are its step's.
+func (w *foreign) track(id uint64) {
+	if w.parallel {
+		w.owner.track(id)
+		return
+	}
+	if w.cb == nil || id == 0 {
+		return
+	}
+	w.cb.subMu.Lock()
+	w.cb.subRecs = append(w.cb.subRecs, id)
+	w.cb.subMu.Unlock()
+}
+
+// dropSubRecs drops the records of what the callback added to a step
+// that completed otherwise (an Error, a misuse, a panic after Add): the
+// table never runs the sub-steps of a completed step, so nothing else
+// would drop them, nor what they hold.
+func (cb *fcall) dropSubRecs() {
+	cb.subMu.Lock()
+	recs := cb.subRecs
+	cb.subRecs = nil
+	cb.subMu.Unlock()
+	for _, id := range recs {
+		dropRec(id)
+	}
 }
 
 // dropRecsStep is the last sub-step of a step that keeps records: it
@@ -418,6 +453,7 @@ func (w *foreign) addRaw(r *frec, withEh bool) bool {
 		dropRec(id)
 		return false
 	}
+	w.track(id)
 	w.markAdded()
 	return true
 }
@@ -511,6 +547,7 @@ func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncStep
 		w.misuse("Parallel: the foreign table gave no parallel")
 		return w
 	}
+	w.track(id)
 	w.markAdded()
 	return &foreign{p: pp, parallel: true, owner: w}
 }
@@ -881,7 +918,9 @@ func (w *foreign) hostLoop(call string, fn tableFunc, r *frec, start func(h *for
 	if !w.addRaw(&frec{step: host, onerror: func(asyncsteps.AsyncSteps, string) { dropRec(id) }}, true) {
 		dropRec(id)
 		w.misuse(call + ": the foreign table has no add")
+		return w
 	}
+	w.track(id)
 	return w
 }
 

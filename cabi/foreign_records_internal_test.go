@@ -151,3 +151,63 @@ func TestForeignStepWithRecordsPassesItsSubStepsResult(t *testing.T) {
 		t.Errorf("%d placeholders alive, want 0", n)
 	}
 }
+
+// A Go step on a foreign table that fails after adding sub-steps (a
+// misplaced Error or Success, a panic) keeps no record of them: the table
+// never runs the sub-steps of a failed step, so nothing else would drop
+// the records of their functions (and of a loop's, a parallel's error
+// handler), with all they hold. Before, they stayed for good.
+func TestForeignStepThatFailsAfterAddKeepsNoRecord(t *testing.T) {
+	var trace []string
+	log := func(s string) { trace = append(trace, s) }
+	sub := func(asyncsteps.AsyncSteps, ...any) { log("VIOLATION: sub-step") }
+	adds := func(as asyncsteps.AsyncSteps) {
+		as.Add(sub, func(asyncsteps.AsyncSteps, string) {})
+		as.Sync(asyncsteps.NewMutex(1), sub)
+		as.Repeat(2, func(asyncsteps.AsyncSteps, int) { log("VIOLATION: loop") })
+	}
+	for _, c := range []struct {
+		name string
+		step asyncsteps.StepFunc
+		code string
+	}{
+		{"Error after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
+			adds(as)
+			as.Error("E1")
+		}, "InternalError"},
+		{"Success after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
+			adds(as)
+			as.Success()
+		}, "InternalError"},
+		{"panic after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
+			adds(as)
+			panic("boom")
+		}, "InternalError"},
+		{"SetCancel, Add and Error", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { log("VIOLATION: cancel") })
+			adds(as)
+			as.Error("E1")
+		}, "InternalError"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			trace = nil
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			as := Wrap(root)
+			as.Add(c.step, func(as asyncsteps.AsyncSteps, code string) {
+				log("error handler " + code)
+				as.Success()
+			})
+			as.Add(func(asyncsteps.AsyncSteps, ...any) { log("next step") })
+			ctest.FakeRun(root)
+			if want := []string{"error handler " + c.code, "next step"}; !reflect.DeepEqual(trace, want) {
+				t.Errorf("trace %q, want %q", trace, want)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left, want 0", n)
+			}
+		})
+	}
+}
