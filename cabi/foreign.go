@@ -33,7 +33,7 @@ import (
 
 // foreign is an AsyncSteps that calls through a foreign FutoInAsyncSteps
 // table. It never passes a NULL callback, never calls success
-// after adding sub-steps, and completes a Go step that returned without
+// after adding sub-steps nor add on a step it has completed, and completes a Go step that returned without
 // completing, adding steps or waiting with an explicit success.
 type foreign struct {
 	p        *C.FutoInAsyncSteps
@@ -446,6 +446,17 @@ func (w *foreign) refuse(call string) bool {
 	return false
 }
 
+// over reports whether w's step has completed (a Success earlier in its
+// callback, a cancel handler's step): an Add, a loop or a Parallel on it
+// then has no effect, as on the engine's flows, and reaches no table,
+// which could run the sub-steps after the step or abort.
+func (w *foreign) over() bool {
+	if w.parallel {
+		return w.owner.over()
+	}
+	return w.cb != nil && w.cb.completed.Load()
+}
+
 // addRaw adds a step made of rec; false when the table cannot add.
 func (w *foreign) addRaw(r *frec, withEh bool) bool {
 	id := putRec(r)
@@ -517,6 +528,9 @@ func withLabel(label []string, f func(l *C.char)) {
 
 // Add implements [asyncsteps.AsyncSteps].
 func (w *foreign) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if w.over() {
+		return w
+	}
 	if f == nil {
 		w.misuse("Add: nil step function")
 		return w
@@ -533,7 +547,7 @@ func (w *foreign) Add(f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) as
 
 // Parallel implements [asyncsteps.AsyncSteps].
 func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
-	if w.refuse("Parallel") || w.extraArgs("Parallel", "error handler", len(onerror)) || w.lacks("Parallel", fnParallel) {
+	if w.over() || w.refuse("Parallel") || w.extraArgs("Parallel", "error handler", len(onerror)) || w.lacks("Parallel", fnParallel) {
 		return w
 	}
 	eh := firstOf(onerror)
@@ -904,6 +918,9 @@ func (w *foreign) WaitExternal() {
 // for fn; the host's, which the table gives the host step, is checked as
 // the loop starts.
 func (w *foreign) hostLoop(call string, fn tableFunc, r *frec, start func(h *foreign, rec C.uint64_t) bool) asyncsteps.AsyncSteps {
+	if w.over() {
+		return w
+	}
 	id := putRec(r)
 	host := func(as asyncsteps.AsyncSteps, _ ...any) {
 		h := as.(*foreign)

@@ -3,8 +3,10 @@
 package cabi
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -207,6 +209,77 @@ func TestForeignStepThatFailsAfterAddKeepsNoRecord(t *testing.T) {
 			}
 			if n := recordCount() - before; n != 0 {
 				t.Errorf("%d records left, want 0", n)
+			}
+		})
+	}
+}
+
+// An Add, a loop or a Parallel on a Go step of a foreign table that has
+// completed (Success earlier in the callback, or in its cancel handler)
+// has no effect, as on the engine's flows: it reaches no table, which
+// could run the sub-steps after the step (the fake ran them, and the
+// step's result became theirs) or abort, and it keeps no record. Before,
+// the fake logged a VIOLATION for each, and the next step got the
+// sub-steps' result, not the step's.
+func TestForeignAddOnACompletedStepHasNoEffect(t *testing.T) {
+	var trace []string
+	log := func(s string) { trace = append(trace, s) }
+	sub := func(asyncsteps.AsyncSteps, ...any) { log("VIOLATION: sub-step") }
+	adds := func(as asyncsteps.AsyncSteps) {
+		as.Add(sub)
+		as.Sync(asyncsteps.NewMutex(1), sub)
+		as.Repeat(1, func(asyncsteps.AsyncSteps, int) { log("VIOLATION: loop") })
+		as.Parallel().Add(sub)
+	}
+	for _, c := range []struct {
+		name string
+		step asyncsteps.StepFunc
+		want []string
+		left int // records left
+	}{
+		{"after Success", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Success("ok")
+			adds(as)
+		}, []string{`next step ["ok"]`}, 0},
+		// The fake gives up a waiting step: the flow ends there, and the
+		// records of the step's error handler and of the next step stay,
+		// as the table never calls them.
+		{"in a cancel handler", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(as asyncsteps.AsyncSteps) {
+				adds(as)
+				log("cancel handler")
+			})
+		}, []string{"cancel handler"}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			trace = nil
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			as := Wrap(root)
+			as.Add(c.step, func(as asyncsteps.AsyncSteps, code string) {
+				log("error handler " + code)
+				as.Success()
+			})
+			as.Add(func(_ asyncsteps.AsyncSteps, args ...any) {
+				var s []string
+				for _, a := range args {
+					if str, ok := a.(string); ok {
+						s = append(s, str)
+					}
+				}
+				log(fmt.Sprintf("next step %q", s))
+			})
+			ctest.FakeRun(root)
+			if !reflect.DeepEqual(trace, c.want) {
+				t.Errorf("trace %q, want %q", trace, c.want)
+			}
+			if strings.Contains(ctest.Trace(), "VIOLATION") {
+				t.Errorf("fake's trace:\n%s", ctest.Trace())
+			}
+			if n := recordCount() - before; n != c.left {
+				t.Errorf("%d records left, want %d", n, c.left)
 			}
 		})
 	}
