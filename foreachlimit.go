@@ -460,9 +460,17 @@ func itemWorkOf(f *frame) *itemWork {
 
 func (w *itemWork) release() {
 	if w.work.Add(-1) == 0 && !w.lr.ended.Load() {
+		if testHookSlotBackChecked != nil {
+			testHookSlotBackChecked()
+		}
 		w.lr.at.fl.sched.inject(w)
 	}
 }
+
+// testHookSlotBackChecked, set by a test, runs in itemWork.release once
+// the last function of an ended item has found the step running, before
+// it queues the slot back.
+var testHookSlotBackChecked func()
 
 func (w *itemWork) run() { w.lr.slotBack(w) }
 

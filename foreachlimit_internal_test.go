@@ -1,9 +1,13 @@
 package asyncsteps
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
@@ -73,4 +77,40 @@ func runTestTool(tt *TestTool, r *Root) <-chan Result {
 	ch := r.Promise()
 	tt.Run()
 	return ch
+}
+
+// The last Await function of an ended item finds the step running, and
+// the step, then the flow, ends before the function queues its slot back
+// (a cancel, forced by the hook). The slot is given back to a step that
+// is gone: the tool counts nothing for it, as for a function that
+// returns once the step has ended.
+func TestForEachLimitSlotBackOutrunByTheFlowsEndCountsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := NewTestTool()
+		r := New(WithTool(tt))
+		release := make(chan struct{})
+		ForEachLimit(r, slices.All([]int{0, 1}), 1, func(as AsyncSteps, _, _ int) {
+			as.Add(func(as AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Millisecond)
+				as.Await(func(context.Context) (any, error) {
+					<-release // ignores its context
+					return nil, nil
+				})
+			}, func(as AsyncSteps, _ string) { as.Success() })
+		})
+		ch := r.Promise()
+		tt.Advance(time.Millisecond) // item 0 ends; its function keeps the slot
+		onceHook(t, &testHookSlotBackChecked, func() {
+			r.Cancel()
+			tt.Run()
+		})
+		close(release)
+		synctest.Wait() // the function has returned
+		if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+		}
+		if n := tt.Pending(); n != 0 {
+			t.Errorf("Pending() = %d once the function returned, want 0", n)
+		}
+	})
 }

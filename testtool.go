@@ -560,7 +560,20 @@ func (t *TestTool) popImmediate() task {
 }
 
 // inject queues t like post; it is safe from any goroutine.
-func (t *TestTool) inject(x task) { t.post(x) }
+//
+// A ForEachLimit's slot given back by the last Await function of an ended
+// item is queued only if the step still runs, checked again under mu: the
+// function found it running before queuing it, but the step, and its
+// flow, may have ended since, on the goroutine driving the tool. The
+// flow's end drops its continuations under mu (see dropContinuations), so
+// one queued later would stay counted in Pending for a step that is gone.
+func (t *TestTool) inject(x task) {
+	t.mu.Lock()
+	if w, ok := x.(*itemWork); !ok || !w.lr.ended.Load() {
+		t.push(x)
+	}
+	t.mu.Unlock()
+}
 
 // startFlow queues a flow's first task like inject.
 func (t *TestTool) startFlow(fl *flow) { t.post(fl) }
