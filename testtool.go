@@ -236,7 +236,9 @@ func (t *TestTool) Advance(d time.Duration) {
 // (the admission of a flow that waited for a [Mutex], [Limiter] or
 // [Throttle], which counts the flow in from that moment; Success or Error
 // called on the step from outside its callback; the result of an Await
-// function that has returned); a stop requested of the flow (a
+// function that has returned); the slot of a [ForEachLimit] item that
+// has ended, given back as the last Await function started in it
+// returns; a stop requested of the flow (a
 // [Root.Cancel], the end of the context given to [Root.Run] or
 // [Root.PromiseContext]: a cancel, or its deadline, which times the flow
 // out; past that deadline, the timeout at once of a step that waits).
