@@ -85,8 +85,9 @@
 // info) in the flow's Go State for the Go error handlers. A Go step that
 // has added sub-steps completes with them: while its callback runs, a
 // Success or Error on it, from any goroutine, fails it with the
-// InternalError of a completion after Add; once the callback has
-// returned, either has no effect and IsValid is false, as on the
+// InternalError of a completion after Add (another goroutine's as the
+// callback returns, on the loop; one that the callback's end overtakes
+// comes after it); once the callback has returned, either has no effect and IsValid is false, as on the
 // engine's own flows. The Tool of a
 // foreign AsyncSteps is the table's event loop, through its sched_*
 // functions and is_same_thread. A table without sched_immediate or

@@ -116,6 +116,19 @@ type fcall struct {
 	cancelRec  atomic.Uint64 // the record of SetCancel's function
 	subMu      sync.Mutex
 	subRecs    []uint64 // the records of what the callback added (see track)
+	// endMu orders the callback's end (active turning false) with
+	// another goroutine's Success or Error after Add (see afterAdd),
+	// which leaves its misuse in pending for settle to raise.
+	endMu   sync.Mutex
+	pending string
+}
+
+// end marks the callback returned, after any other goroutine's
+// completion under way (see afterAdd).
+func (cb *fcall) end() {
+	cb.endMu.Lock()
+	cb.active.Store(false)
+	cb.endMu.Unlock()
 }
 
 // foreignAbort unwinds a Go callback after Error, Break or Continue.
@@ -178,7 +191,7 @@ func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
 // for a callback that runs.
 func (w *foreign) run(f func()) {
 	defer func() {
-		w.cb.active.Store(false)
+		w.cb.end()
 		r := recover()
 		if r == nil {
 			return
@@ -208,6 +221,9 @@ func (w *foreign) settle() {
 	if cb.completed.Load() {
 		if cb.added.Load() {
 			cb.dropSubRecs()
+		}
+		if cb.pending != "" { // end has ordered its write before this read
+			w.raise(asyncsteps.InternalError, cb.pending, true)
 		}
 		return
 	}
@@ -786,21 +802,40 @@ func (w *foreign) hasSubSteps() bool {
 // while the callback runs, the call (the callback's own or another
 // goroutine's, as on the engine's flows) is the misuse that info names;
 // once it has returned, the call has no effect (see hasSubSteps). It
-// reports whether the call is handled so.
+// reports whether the call is handled so. Another goroutine's misuse
+// reaches the table as the callback returns, from settle, on the loop:
+// made from here, it could reach the table after the callback's end,
+// under the step's running sub-steps.
 func (w *foreign) afterAdd(info string) bool {
 	cb := w.cb
 	if cb == nil {
 		return false
 	}
+	if w.inCallback() {
+		if !cb.added.Load() {
+			return false
+		}
+		w.misuse(info)
+		return true
+	}
+	if testHookOutsideAfterAdd != nil {
+		testHookOutsideAfterAdd()
+	}
+	cb.endMu.Lock()
+	defer cb.endMu.Unlock()
 	running := cb.active.Load() // before added: see hasSubSteps
 	if !cb.added.Load() {
 		return false
 	}
-	if running {
-		w.misuse(info)
+	if running && w.completeOnce() {
+		cb.pending = info
 	}
 	return true
 }
+
+// testHookOutsideAfterAdd, set by a test, runs in afterAdd as another
+// goroutine's call begins, before it learns whether the callback runs.
+var testHookOutsideAfterAdd func()
 
 // Success implements [asyncsteps.AsyncSteps]. After Add it never reaches
 // the table (some tables abort the process on such a success): see

@@ -77,8 +77,10 @@ func TestForeignLateCompletionOfAStepWithSubStepsHasNoEffect(t *testing.T) {
 // foreign table while its callback runs, after the callback's Add, fails
 // the step with the InternalError of that misuse in the callback itself,
 // as the engine fails one of its own steps that waits: the sub-steps do
-// not run. Before, the Success reached the table as success after add,
-// and the Error failed the step with its own code.
+// not run. The misuse reaches the table as the callback returns, on the
+// loop, and the Go error handler sees its info. Before, the Success
+// reached the table as success after add, and the Error failed the step
+// with its own code.
 func TestForeignOutsideCompletionAfterAddInTheCallbackIsAMisuse(t *testing.T) {
 	for _, c := range lateCompletions {
 		t.Run(c.name, func(t *testing.T) {
@@ -91,13 +93,65 @@ func TestForeignOutsideCompletionAfterAddInTheCallbackIsAMisuse(t *testing.T) {
 				step.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: VIOLATION: sub-step") })
 				fromGoroutine(func() { c.call(step) })
 				ctest.Log("go: callback returns")
-			}, func(_ asyncsteps.AsyncSteps, code string) { ctest.Log("go: error handler " + code) })
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				ctest.Log("go: error handler " + code + ": " + as.State().ErrorInfo)
+			})
 			ctest.FakeRun(root)
-			want := []string{"fake: running root valid=0", "fake: setCancel",
-				"fake: handle_error InternalError: " + c.info, "go: callback returns",
-				"go: error handler InternalError", "fake: end failed=1 InternalError string cleanups=1"}
+			want := []string{"fake: running root valid=0", "fake: setCancel", "go: callback returns",
+				"fake: handle_error InternalError: " + c.info, "go: error handler InternalError: " + c.info,
+				"fake: end failed=1 InternalError string cleanups=1"}
 			if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
 				t.Errorf("trace:\n%q\nwant:\n%q", got, want)
+			}
+		})
+	}
+}
+
+// A Success or Error that another goroutine begins on a Go step of a
+// foreign table while its callback runs, after the callback's Add, and
+// that the callback's end overtakes, has no effect: the step completes
+// with its sub-steps, as for a call made once the callback has returned.
+// The hook holds the call, once begun, until the sub-step runs. Before,
+// the call acted on what it had seen as it began: the misuse reached the
+// table from that goroutine while the step's sub-step ran (here its
+// handle_error), which the step's completion after Add was to prevent.
+func TestForeignOutsideCompletionOvertakenByTheCallbackEndHasNoEffect(t *testing.T) {
+	for _, c := range lateCompletions {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			begun, subRuns, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			testHookOutsideAfterAdd = func() {
+				close(begun)
+				<-subRuns
+			}
+			defer func() { testHookOutsideAfterAdd = nil }()
+			as := Wrap(root)
+			as.Add(func(step asyncsteps.AsyncSteps, _ ...any) {
+				step.Add(func(sub asyncsteps.AsyncSteps, _ ...any) {
+					close(subRuns)
+					<-done
+					ctest.Log("go: sub-step")
+					sub.Success("sub")
+				})
+				go func() {
+					defer close(done)
+					c.call(step)
+				}()
+				<-begun
+				ctest.Log("go: callback returns")
+			}, func(_ asyncsteps.AsyncSteps, code string) { ctest.Log("go: error handler " + code) })
+			as.Add(func(_ asyncsteps.AsyncSteps, args ...any) { ctest.Log(fmt.Sprint("go: next step ", args[0])) })
+			ctest.FakeRun(root)
+			want := []string{"fake: running root valid=0", "go: callback returns", "go: sub-step",
+				"go: next step sub", "fake: end failed=0  string cleanups=1"}
+			if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+				t.Errorf("trace:\n%q\nwant:\n%q", got, want)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left, want 0", n)
 			}
 		})
 	}
