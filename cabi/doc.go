@@ -77,18 +77,23 @@
 //
 // Towards a foreign table ([Wrap]) the library keeps the same rules from
 // the other side: it never passes a NULL callback or NULL args, never calls
-// success after adding sub-steps nor add on a step that has completed (an
-// Add after Success, or in a cancel handler, has no effect), keeps every string it passes (loop labels
-// for the life of the process, one copy per label) alive as long as the
-// table may read it, takes over the values the table gives a Go step, uses
-// stateVariable only with allocate, and records a Go step's Error(code,
-// info) in the flow's Go State for the Go error handlers. A Go step that
+// success after adding sub-steps nor add on a step that has completed
+// (an Add after Success, or in a cancel handler, has no effect), keeps
+// every string it passes (loop labels for the life of the process, one
+// copy per label) alive as long as the table may read it, takes over the
+// values the table gives a Go step, uses stateVariable only with
+// allocate, and records a Go step's Error(code, info) in the flow's Go
+// State for the Go error handlers. A Go step that
 // has added sub-steps completes with them: while its callback runs, a
 // Success or Error on it, from any goroutine, fails it with the
 // InternalError of a completion after Add (another goroutine's as the
 // callback returns, on the loop; one that the callback's end overtakes
-// comes after it); once the callback has returned, either has no effect and IsValid is false, as on the
-// engine's own flows. The Tool of a
+// comes after it); once the callback has returned, either has no effect
+// and IsValid is false, as on the engine's own flows for a call from
+// another goroutine. Made from the callback of one of the step's
+// sub-steps, such a call fails that sub-step on the engine's flows; here
+// it has no effect either, as the library cannot tell the table's
+// sub-steps of the step from its loop's other callbacks. The Tool of a
 // foreign AsyncSteps is the table's event loop, through its sched_*
 // functions and is_same_thread. A table without sched_immediate or
 // is_same_thread has a loop that cannot run a flow (nothing would run, or

@@ -32,9 +32,10 @@ import (
 )
 
 // foreign is an AsyncSteps that calls through a foreign FutoInAsyncSteps
-// table. It never passes a NULL callback, never calls success
-// after adding sub-steps nor add on a step it has completed, and completes a Go step that returned without
-// completing, adding steps or waiting with an explicit success.
+// table. It never passes a NULL callback, never calls success after
+// adding sub-steps nor add on a step it has completed, and completes a
+// Go step that returned without completing, adding steps or waiting with
+// an explicit success.
 type foreign struct {
 	p        *C.FutoInAsyncSteps
 	cb       *fcall // the callback this value was given to, if any

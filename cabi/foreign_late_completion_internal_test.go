@@ -156,3 +156,38 @@ func TestForeignOutsideCompletionOvertakenByTheCallbackEndHasNoEffect(t *testing
 		})
 	}
 }
+
+// A Success or Error on a Go step of a foreign table that has added
+// sub-steps, made from the callback of one of them on the loop, has no
+// effect either: the library cannot tell the table's sub-steps of the
+// step from the other callbacks of its loop (another flow's, say), for
+// which the engine's own flows also ignore the call. On those flows the
+// call from a sub-step fails that sub-step; here the sub-step goes on.
+func TestForeignCompletionFromASubStepHasNoEffect(t *testing.T) {
+	for _, c := range lateCompletions {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			as := Wrap(root)
+			as.Add(func(step asyncsteps.AsyncSteps, _ ...any) {
+				step.Add(func(sub asyncsteps.AsyncSteps, _ ...any) {
+					c.call(step)
+					ctest.Log(fmt.Sprint("go: sub-step goes on, step valid ", step.IsValid()))
+					sub.Success("sub")
+				})
+			}, func(_ asyncsteps.AsyncSteps, code string) { ctest.Log("go: error handler " + code) })
+			as.Add(func(_ asyncsteps.AsyncSteps, args ...any) { ctest.Log(fmt.Sprint("go: next step ", args[0])) })
+			ctest.FakeRun(root)
+			want := []string{"fake: running root valid=0", "go: sub-step goes on, step valid false",
+				"go: next step sub", "fake: end failed=0  string cleanups=1"}
+			if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+				t.Errorf("trace:\n%q\nwant:\n%q", got, want)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left, want 0", n)
+			}
+		})
+	}
+}
