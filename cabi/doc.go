@@ -77,8 +77,10 @@
 //
 // Towards a foreign table ([Wrap]) the library keeps the same rules from
 // the other side: it never passes a NULL callback or NULL args, never calls
-// success after adding sub-steps nor add on a step that has completed
-// (an Add after Success, or in a cancel handler, has no effect), keeps
+// success after adding sub-steps nor add, setTimeout, setCancel or
+// waitExternal on a step that has completed (an Add, a loop, a Sync, an
+// Await, a Parallel or a wait after Success, or in a cancel handler, has
+// no effect, whatever its arguments), keeps
 // every string it passes (loop labels for the life of the process, one
 // copy per label) alive as long as the table may read it, takes over the
 // values the table gives a Go step, uses stateVariable only with

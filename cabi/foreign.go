@@ -464,9 +464,13 @@ func (w *foreign) refuse(call string) bool {
 }
 
 // over reports whether w's step has completed (a Success earlier in its
-// callback, a cancel handler's step): an Add, a loop or a Parallel on it
-// then has no effect, as on the engine's flows, and reaches no table,
-// which could run the sub-steps after the step or abort.
+// callback, a cancel handler's step): an Add, a loop, a Sync, an Await,
+// a Parallel or a wait (SetCancel, SetTimeout, WaitExternal) on it then
+// has no effect, as on the engine's flows, and reaches no table, which
+// could run the sub-steps after the step, time out or cancel a step that
+// is over, or abort. Each looks at it first, as the engine looks at the
+// step's state first: a misuse in its arguments would abort the
+// callback.
 func (w *foreign) over() bool {
 	if w.parallel {
 		return w.owner.over()
@@ -632,6 +636,8 @@ func (w *foreign) CopyFrom(*asyncsteps.Root) asyncsteps.AsyncSteps {
 // foreign steps.
 func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
 	switch {
+	case w.over():
+		return w
 	case obj == nil || nilSyncer(obj) || f == nil && nilValue(obj):
 		w.misuse("Sync: nil Syncer")
 		return w
@@ -680,6 +686,9 @@ func (w *foreign) SuccessStep(args ...any) asyncsteps.AsyncSteps {
 
 // Await implements [asyncsteps.AsyncSteps].
 func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	if w.over() {
+		return w
+	}
 	if f == nil {
 		w.misuse("Await: nil function")
 		return w
@@ -885,7 +894,7 @@ func (w *foreign) waits() {
 
 // SetTimeout implements [asyncsteps.AsyncSteps].
 func (w *foreign) SetTimeout(d time.Duration) {
-	if w.refuse("SetTimeout") || w.lacks("SetTimeout", fnSetTimeout) {
+	if w.over() || w.refuse("SetTimeout") || w.lacks("SetTimeout", fnSetTimeout) {
 		return
 	}
 	ms := uint32(min(max(d.Milliseconds(), 0), math.MaxUint32))
@@ -896,7 +905,7 @@ func (w *foreign) SetTimeout(d time.Duration) {
 
 // SetCancel implements [asyncsteps.AsyncSteps].
 func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
-	if w.refuse("SetCancel") {
+	if w.over() || w.refuse("SetCancel") {
 		return
 	}
 	if f == nil {
@@ -924,7 +933,7 @@ func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
 // have set. Where C may have set one of its own (a pointer Go was given
 // by C), WaitExternal fails the step instead: it would replace it.
 func (w *foreign) WaitExternal() {
-	if w.refuse("WaitExternal") {
+	if w.over() || w.refuse("WaitExternal") {
 		return
 	}
 	if w.has(fnWaitExternal) {
@@ -936,9 +945,6 @@ func (w *foreign) WaitExternal() {
 	if w.cb == nil || !w.has(fnSetCancel) {
 		w.misuse("WaitExternal: the foreign table has no " + fnWaitExternal.String())
 		return
-	}
-	if w.cb.completed.Load() {
-		return // a call on a step that has completed has no effect
 	}
 	if w.cb.cancelRec.Load() == 0 {
 		id := putRec(&frec{})
@@ -979,6 +985,9 @@ func (w *foreign) hostLoop(call string, fn tableFunc, r *frec, start func(h *for
 
 // Loop implements [asyncsteps.AsyncSteps].
 func (w *foreign) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncSteps {
+	if w.over() {
+		return w
+	}
 	if f == nil {
 		w.misuse("Loop: nil function")
 		return w
@@ -994,6 +1003,9 @@ func (w *foreign) Loop(f asyncsteps.LoopFunc, label ...string) asyncsteps.AsyncS
 
 // Repeat implements [asyncsteps.AsyncSteps].
 func (w *foreign) Repeat(count int, f asyncsteps.RepeatFunc, label ...string) asyncsteps.AsyncSteps {
+	if w.over() {
+		return w
+	}
 	if f == nil {
 		w.misuse("Repeat: nil function")
 		return w
@@ -1017,6 +1029,9 @@ func (w *foreign) repeat(call string, count int, f asyncsteps.RepeatFunc, label 
 // of a slice, array, map (keys sorted when ordered) or iter.Seq2. A *State
 // is not supported on a foreign table.
 func (w *foreign) ForEach(collection any, f asyncsteps.ForEachFunc, label ...string) asyncsteps.AsyncSteps {
+	if w.over() {
+		return w // before the snapshot: nothing is iterated
+	}
 	keys, vals, err := snapshot(collection)
 	if err != "" || f == nil {
 		w.misuse(cmp.Or(err, "ForEach: nil function"))

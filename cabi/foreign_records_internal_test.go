@@ -284,3 +284,79 @@ func TestForeignAddOnACompletedStepHasNoEffect(t *testing.T) {
 		})
 	}
 }
+
+// A loop, a Sync, an Await or a wait (SetCancel, SetTimeout,
+// WaitExternal) on a Go step of a foreign table that has completed has
+// no effect whatever its arguments, as an Add there and as on the
+// engine's flows, where the step's state is looked at first: a nil
+// function, a label too many, a collection ForEach cannot iterate, a
+// function the table lacks. The callback goes on, ForEach iterates
+// nothing, and the table sees no call. Before, each was a misuse, which
+// aborted the callback on a completed step (and ForEach took its
+// snapshot first); SetCancel reached the table, and the record of its
+// function stayed.
+func TestForeignCallOnACompletedStepHasNoEffect(t *testing.T) {
+	body := func(asyncsteps.AsyncSteps) {}
+	each := func(asyncsteps.AsyncSteps, any, any) {}
+	for _, c := range []struct {
+		name    string
+		missing []int // the table's functions that are NULL
+		call    func(as asyncsteps.AsyncSteps, log func(string))
+	}{
+		{"Loop(nil)", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Loop(nil) }},
+		{"Loop with two labels", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Loop(body, "a", "b") }},
+		{"Loop on a table without loop", []int{ctest.FnLoop}, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Loop(body) }},
+		{"Repeat(1, nil)", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Repeat(1, nil) }},
+		{"Repeat on a table without repeat", []int{ctest.FnRepeat}, func(as asyncsteps.AsyncSteps, _ func(string)) {
+			as.Repeat(1, func(asyncsteps.AsyncSteps, int) {})
+		}},
+		{"ForEach(42)", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.ForEach(42, each) }},
+		{"ForEach with a nil function", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.ForEach([]int{1}, nil) }},
+		{"ForEach over an iterator", nil, func(as asyncsteps.AsyncSteps, log func(string)) {
+			as.ForEach(func(func(int, int) bool) { log("VIOLATION: iterated") }, each)
+		}},
+		{"Sync(nil)", nil, func(as asyncsteps.AsyncSteps, _ func(string)) {
+			as.Sync(nil, func(asyncsteps.AsyncSteps, ...any) {})
+		}},
+		{"Sync with a nil function", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Sync(asyncsteps.NewMutex(1), nil) }},
+		{"Await(nil)", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Await(nil) }},
+		{"SetCancel", nil, func(as asyncsteps.AsyncSteps, log func(string)) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { log("VIOLATION: cancel handler") })
+		}},
+		{"SetCancel on a table without setCancel", []int{ctest.FnSetCancel}, func(as asyncsteps.AsyncSteps, _ func(string)) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) {})
+		}},
+		{"SetTimeout", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.SetTimeout(time.Second) }},
+		{"SetTimeout on a table without setTimeout", []int{ctest.FnSetTimeout}, func(as asyncsteps.AsyncSteps, _ func(string)) {
+			as.SetTimeout(time.Second)
+		}},
+		{"WaitExternal", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.WaitExternal() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var trace []string
+			log := func(s string) { trace = append(trace, s) }
+			ctest.Reset()
+			root := ctest.TableRoot(c.missing...)
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			as := Wrap(root)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Success("ok")
+				c.call(as, log)
+				log("callback goes on")
+			}, func(_ asyncsteps.AsyncSteps, code string) { log("error handler " + code) })
+			as.Add(func(_ asyncsteps.AsyncSteps, args ...any) { log(fmt.Sprint("next step ", args[0])) })
+			ctest.FakeRun(root)
+			if want := []string{"callback goes on", "next step ok"}; !reflect.DeepEqual(trace, want) {
+				t.Errorf("trace %q, want %q", trace, want)
+			}
+			want := []string{"fake: running root valid=0", "fake: end failed=0  string cleanups=1"}
+			if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+				t.Errorf("fake's trace:\n%q\nwant:\n%q", got, want)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left, want 0", n)
+			}
+		})
+	}
+}
