@@ -119,7 +119,7 @@ type fcall struct {
 	subRecs    []uint64 // the records of what the callback added (see track)
 	// endMu orders the callback's end (active turning false) with
 	// another goroutine's Success or Error after Add (see afterAdd),
-	// which leaves its misuse in pending for settle to raise.
+	// which leaves its misuse in pending for endCompleted to raise.
 	endMu   sync.Mutex
 	pending string
 }
@@ -220,12 +220,7 @@ func (w *foreign) run(f func()) {
 func (w *foreign) settle() {
 	cb := w.cb
 	if cb.completed.Load() {
-		if cb.added.Load() {
-			cb.dropSubRecs()
-		}
-		if cb.pending != "" { // end has ordered its write before this read
-			w.raise(asyncsteps.InternalError, cb.pending, true)
-		}
+		w.endCompleted()
 		return
 	}
 	if cb.added.Load() {
@@ -249,6 +244,21 @@ func (w *foreign) settle() {
 	cb.completed.Store(true)
 	dropRec(cb.rec.Swap(0))
 	C.cabi_f_success(w.p, nil)
+}
+
+// endCompleted ends a callback, a step's or an error handler's, whose
+// step has completed otherwise than by what it added: the table never
+// runs that, so the records go (dropSubRecs), and another goroutine's
+// misuse left in pending (see afterAdd) reaches the table now, on the
+// loop, recorded for the Go error handlers as the callback's own is.
+func (w *foreign) endCompleted() {
+	cb := w.cb
+	if cb.added.Load() {
+		cb.dropSubRecs()
+	}
+	if cb.pending != "" { // end has ordered its write before this read
+		w.raise(asyncsteps.InternalError, cb.pending, true)
+	}
 }
 
 // track notes id, the record of a function of what w's callback adds (a
@@ -341,6 +351,9 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 	w := newCall(bsi, 0)
 	c := C.GoString(code)
 	w.run(func() { r.onerror(w, c) })
+	if w.cb.completed.Load() {
+		w.endCompleted()
+	}
 }
 
 //export cabiForeignCancel
@@ -813,7 +826,7 @@ func (w *foreign) hasSubSteps() bool {
 // goroutine's, as on the engine's flows) is the misuse that info names;
 // once it has returned, the call has no effect (see hasSubSteps). It
 // reports whether the call is handled so. Another goroutine's misuse
-// reaches the table as the callback returns, from settle, on the loop:
+// reaches the table as the callback returns (endCompleted), on the loop:
 // made from here, it could reach the table after the callback's end,
 // under the step's running sub-steps.
 func (w *foreign) afterAdd(info string) bool {

@@ -191,3 +191,54 @@ func TestForeignCompletionFromASubStepHasNoEffect(t *testing.T) {
 		})
 	}
 }
+
+// A Go error handler on a foreign table is a callback as a step's is: a
+// Success or Error that another goroutine makes on it after its Add,
+// while it runs, fails it with the InternalError of that misuse as it
+// returns; and one that fails after Add, by its own misuse or a panic,
+// keeps no record of what it added, which the table never runs. Before,
+// nothing raised the other goroutine's misuse once it was left for the
+// handler's end (the sub-step ran, and the error was lost), and the
+// records of the sub-steps of a failed handler stayed.
+func TestForeignErrorHandlerThatFailsAfterAddKeepsNoRecord(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail func(as asyncsteps.AsyncSteps)
+		info string
+	}{
+		{"another goroutine's Success", func(as asyncsteps.AsyncSteps) { fromGoroutine(func() { as.Success("late") }) },
+			"Success called after Add in the same callback"},
+		{"another goroutine's Error", func(as asyncsteps.AsyncSteps) { fromGoroutine(func() { as.Error("Late") }) },
+			"Error(Late) called after Add in the same callback"},
+		{"its own Success", func(as asyncsteps.AsyncSteps) { as.Success() }, "Success called after Add in the same callback"},
+		{"a panic", func(asyncsteps.AsyncSteps) { panic("boom") }, "boom"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			before := recordCount()
+			as := Wrap(root)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("E1") }, func(as asyncsteps.AsyncSteps, _ string) {
+				as.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: VIOLATION: sub-step") })
+				as.Repeat(1, func(asyncsteps.AsyncSteps, int) { ctest.Log("go: VIOLATION: loop") })
+				c.fail(as)
+				ctest.Log("go: error handler returns")
+			})
+			ctest.FakeRun(root)
+			want := []string{"fake: running root valid=0", "fake: handle_error E1: ", "go: error handler returns",
+				"fake: handle_error InternalError: " + c.info, "fake: end failed=1 InternalError string cleanups=1"}
+			if c.name == "its own Success" || c.name == "a panic" {
+				// Aborted by its own misuse, which reaches the table at once.
+				want = []string{"fake: running root valid=0", "fake: handle_error E1: ",
+					"fake: handle_error InternalError: " + c.info, "fake: end failed=1 InternalError string cleanups=1"}
+			}
+			if got := ctest.Lines(); !reflect.DeepEqual(got, want) {
+				t.Errorf("trace:\n%q\nwant:\n%q", got, want)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left, want 0", n)
+			}
+		})
+	}
+}

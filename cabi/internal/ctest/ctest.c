@@ -2143,7 +2143,7 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
         fk h;
         fk_init(&h, child->root->step_api, child->root);
         s->eh((FutoInAsyncSteps*)&h, s->data, child->code);
-        if (h.nsubs > 0) {
+        if (h.nsubs > 0 && !h.failed) { // a failed handler's sub-steps never run
             fk_run(&h, NULL);
         }
         if (h.completed && !h.failed) {
