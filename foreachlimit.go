@@ -160,9 +160,7 @@ func (t *typedItems[K, V]) dropPair() {
 
 func (t *typedItems[K, V]) item() StepFunc {
 	k, v, f := t.k, t.v, t.f
-	var zk K
-	var zv V
-	t.k, t.v = zk, zv // the item holds the pair, the sequence no more
+	t.dropPair() // the item holds the pair, the sequence no more
 	return func(as AsyncSteps, _ ...any) {
 		if lateItem(as) {
 			return
