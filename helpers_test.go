@@ -1,12 +1,10 @@
 package asyncsteps_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,30 +217,4 @@ func expectPanic(t *testing.T, what string, f func()) {
 		}
 	}()
 	f()
-}
-
-// passingCtx is a context whose deadline passes when the test says so
-// (pass), without a clock.
-type passingCtx struct {
-	context.Context
-	passed atomic.Bool
-	done   chan struct{}
-}
-
-func newPassingCtx() *passingCtx {
-	return &passingCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *passingCtx) pass() {
-	c.passed.Store(true)
-	close(c.done)
-}
-
-func (c *passingCtx) Done() <-chan struct{} { return c.done }
-
-func (c *passingCtx) Err() error {
-	if c.passed.Load() {
-		return context.DeadlineExceeded
-	}
-	return nil
 }

@@ -85,8 +85,8 @@ func TestFlowStartContextDoesNotTimeTheFlow(t *testing.T) {
 		derive func(context.Context) context.Context
 		want   string
 	}{
-		{"Run's deadline hidden", newPassingCtx(), func(ctx context.Context) context.Context {
-			ctx.(*passingCtx).pass() // after Run looked at it, before the flow does
+		{"Run's deadline hidden", asyncsteps.NewPassingCtx(), func(ctx context.Context) context.Context {
+			ctx.(*asyncsteps.PassingCtx).Pass() // after Run looked at it, before the flow does
 			return context.WithoutCancel(ctx)
 		}, "Run: Timeout"},
 		{"the hook's deadline", context.Background(), func(context.Context) context.Context { return expired }, "[first step] Run: <nil>"},

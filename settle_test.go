@@ -508,10 +508,10 @@ func TestSettleAfterRunDeadlineTimesOutEachWaitingBranch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var tr tracer
 			r, tt := newFlow()
-			ctx := newPassingCtx()
+			ctx := asyncsteps.NewPassingCtx()
 			r.Add(func(as steps, _ ...any) {
 				as.Add(func(as steps, _ ...any) {
-					ctx.pass() // the deadline passes while the call waits
+					ctx.Pass() // the deadline passes while the call waits
 					as.WaitExternal()
 				}, func(as steps, code string) {
 					traceAt(&tr, tt, "call:"+code)
