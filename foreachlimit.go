@@ -472,6 +472,10 @@ var testHookSlotBackChecked func()
 
 func (w *itemWork) run() { w.lr.slotBack(w) }
 
+// stale reports whether the step has ended: its slot matters no more
+// (see TestTool.inject).
+func (w *itemWork) stale() bool { return w.lr.ended.Load() }
+
 // itemFailed goes on after the item b unwound err: an unlabelled Continue
 // ends it as a success would, an unlabelled Break too, once it has stopped
 // the sequence; any other error is the step's, as a Parallel branch's

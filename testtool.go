@@ -563,15 +563,14 @@ func (t *TestTool) popImmediate() task {
 
 // inject queues t like post; it is safe from any goroutine.
 //
-// A ForEachLimit's slot given back by the last Await function of an ended
-// item is queued only if the step still runs, checked again under mu: the
-// function found it running before queuing it, but the step, and its
-// flow, may have ended since, on the goroutine driving the tool. The
-// flow's end drops its continuations under mu (see dropContinuations), so
-// one queued later would stay counted in Pending for a step that is gone.
+// A task that has become stale (see staleTask) is dropped, checked under
+// mu: the goroutine that queued it found it live, but its flow may have
+// ended since on the goroutine driving the tool, whose end drops the
+// flow's continuations under mu (see dropContinuations); one queued later
+// would stay counted in Pending for a flow that is gone.
 func (t *TestTool) inject(x task) {
 	t.mu.Lock()
-	if w, ok := x.(*itemWork); !ok || !w.lr.ended.Load() {
+	if s, ok := x.(staleTask); !ok || !s.stale() {
 		t.push(x)
 	}
 	t.mu.Unlock()

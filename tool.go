@@ -55,6 +55,16 @@ type Handle interface {
 // their own records.
 type task interface{ run() }
 
+// staleTask is a task that another goroutine queues for a flow and that
+// may have lost its purpose by the time it is queued: the flow's end, on
+// the driving goroutine, dropped the flow's queued continuations just
+// before. A tool that counts its queued tasks (TestTool's Pending) asks
+// stale under its lock and drops such a task rather than count it.
+type staleTask interface {
+	task
+	stale() bool
+}
+
 // scheduler is what the engine needs beyond Tool from the loops of this
 // package: the engine reaches [Loop] and [TestTool] only through it, and a
 // Tool of another package through foreignTool. Unless a method says it is
