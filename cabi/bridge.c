@@ -337,11 +337,6 @@ static void fx_unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
 #define API(bsi) ((bsi) != NULL && (bsi)->api != NULL ? (bsi)->api : (const FutoInAsyncStepsAPI*)NULL)
 #define REC(r) ((void*)(uintptr_t)(r))
 
-int cabi_f_has(FutoInAsyncSteps* bsi, int index)
-{
-    const FutoInAsyncStepsAPI* api = API(bsi);
-    return api != NULL && index >= 0 && index < 25 && api->funcs[index] != NULL;
-}
 int cabi_f_add(FutoInAsyncSteps* bsi, uint64_t rec, int with_eh)
 {
     const FutoInAsyncStepsAPI* api = API(bsi);

@@ -90,8 +90,6 @@ void cabi_sync_unlock(FutoInSync* s, FutoInAsyncSteps* bsi);
  * Calls on a foreign table (cabi.Wrap). Each checks the entry for NULL and
  * reports with its return value whether it could call.
  */
-/* Whether the table has the function of that index (0 to 24). */
-int cabi_f_has(FutoInAsyncSteps* bsi, int index);
 int cabi_f_add(FutoInAsyncSteps* bsi, uint64_t rec, int with_eh);
 FutoInAsyncSteps* cabi_f_parallel(FutoInAsyncSteps* bsi, uint64_t rec, int with_eh);
 void* cabi_f_state_variable(FutoInAsyncSteps* bsi, const char* name, int allocate);

@@ -90,8 +90,17 @@ func wrapForeign(bsi *C.FutoInAsyncSteps) *foreign {
 // has reports whether w's table has f.
 func (w *foreign) has(f tableFunc) bool { return tableHas(w.p, f) }
 
-// tableHas reports whether the table of bsi has f.
-func tableHas(bsi *C.FutoInAsyncSteps, f tableFunc) bool { return C.cabi_f_has(bsi, C.int(f)) != 0 }
+// tableHas reports whether the table of bsi has f. It reads the table's
+// funcs (the start of the table, 25 pointers) from Go rather than by a
+// cgo call: the calls that check a function before calling it (Success,
+// State, IsValid, a step's implicit success) cost one cgo call each.
+func tableHas(bsi *C.FutoInAsyncSteps, f tableFunc) bool {
+	if bsi == nil || bsi.api == nil {
+		return false
+	}
+	funcs := (*[len(tableFuncNames)]unsafe.Pointer)(unsafe.Pointer(bsi.api))
+	return funcs[f] != nil
+}
 
 // lacks reports whether w's table lacks f, which call needs: if so, the
 // call is a misuse of the step, InternalError "call: the foreign table
