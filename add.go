@@ -93,7 +93,7 @@ func addSync(h host, obj Syncer, fn StepFunc, onerror []ErrorFunc) AsyncSteps {
 		// pointer is refused here only with a nil fn, since its own Sync
 		// may still answer (a nil *redissync.Mutex says it was not made
 		// by a Client).
-		h.misuse(nilSyncInfo(obj == nil || isNilValue(obj)))
+		h.misuse(nilSyncInfo(obj == nil || isNilValue(obj) || nilSyncer(obj)))
 		return h
 	}
 	if info := misuse.ExtraArgs("Sync", "error handler", len(onerror)); info != "" {
@@ -121,8 +121,9 @@ func nilSyncInfo(syncerNil bool) string {
 	return "Sync: nil step function"
 }
 
-// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter: a
-// Syncer that is not nil as an interface, but cannot admit anyone.
+// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter, or
+// the key of a nil *KeyedMutex: a Syncer that is not nil as an interface,
+// but cannot admit anyone.
 func nilSyncer(obj Syncer) bool {
 	switch s := obj.(type) {
 	case *Mutex:
@@ -131,6 +132,8 @@ func nilSyncer(obj Syncer) bool {
 		return s == nil
 	case *Limiter:
 		return s == nil
+	case interface{ nilSyncer() bool }: // a KeyedMutex's key
+		return s.nilSyncer()
 	}
 	return false
 }

@@ -357,6 +357,7 @@ func TestZeroMutexAndThrottleAreTheirDefaults(t *testing.T) {
 		most    int
 	}{
 		{"Mutex", &asyncsteps.Mutex{}, "[0s 10ms 20ms 30ms]", 1},
+		{"KeyedMutex", (&asyncsteps.KeyedMutex[string]{}).Key("a"), "[0s 10ms 20ms 30ms]", 1},
 		{"Throttle", &asyncsteps.Throttle{}, "[0s 1s 2s 3s]", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -149,8 +149,8 @@
 //   - [Root.Execute], [Root.Promise] and [Root.Run] on a root that is not
 //     running; the methods of [Tool], [Loop] and [TestTool] (but
 //     [TestTool.SetHooks], made between the calls that drive the tool);
-//     [Mutex], [Throttle] and [Limiter], which may be shared by flows on
-//     different loops.
+//     [Mutex], [KeyedMutex], [Throttle] and [Limiter], which may be shared
+//     by flows on different loops.
 //
 // Everything else on an AsyncSteps may be called only from the callback it
 // was given to. Error, Break or Continue called from another goroutine while

@@ -18,3 +18,13 @@ func NewPassingCtx() *PassingCtx { return newPassingCtx() }
 
 // Pass makes the deadline pass.
 func (c *passingCtx) Pass() { c.pass() }
+
+// KeysInUse returns the Len of the KeyedMutex[string] whose key s is, or
+// -1 for any other Syncer: a test of every Syncer checks with it that a
+// KeyedMutex's keys are all freed.
+func KeysInUse(s Syncer) int {
+	if k, ok := s.(keySyncer[string]); ok {
+		return k.m.Len()
+	}
+	return -1
+}

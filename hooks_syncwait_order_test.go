@@ -21,6 +21,7 @@ func TestHooksSyncWaitKeepsTheOrderOfFlows(t *testing.T) {
 		make func() asyncsteps.Syncer
 	}{
 		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) }},
+		{"KeyedMutex", func() asyncsteps.Syncer { return asyncsteps.NewKeyedMutex[string](1).Key("a") }},
 		{"Limiter", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited})
 		}},

@@ -29,6 +29,7 @@ func TestNilSyncerPointersAreMisuse(t *testing.T) {
 		{"Mutex", (*asyncsteps.Mutex)(nil), asyncsteps.NewMutex(1)},
 		{"Throttle", (*asyncsteps.Throttle)(nil), asyncsteps.NewThrottle(1, 1)},
 		{"Limiter", (*asyncsteps.Limiter)(nil), asyncsteps.NewLimiter(asyncsteps.LimiterOptions{})},
+		{"KeyedMutex key", (*asyncsteps.KeyedMutex[string])(nil).Key("a"), asyncsteps.NewKeyedMutex[string](1).Key("a")},
 	}
 	for _, s := range syncers {
 		nilPtr, made := s.nilPtr, s.made

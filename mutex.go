@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -369,3 +370,194 @@ func (h *holderSet) all(f func(key *frame) bool) {
 		}
 	}
 }
+
+// KeyedMutex is a [Mutex] per key: flows that sync on one key (an account,
+// a SKU, a user) take turns as in a Mutex of max slots, while flows on other
+// keys go on at once. Per key it behaves as NewMutex(max, maxQueue...)
+// does, in every respect: the order of its queue, the queue limit and its
+// [DefenseRejected] "Mutex queue limit", reentrance and the detection of
+// deadlocks through Parallel for a flow that already holds the key, cancel
+// and timeout of a waiting flow, the slot kept by the [AsyncSteps.Await]
+// functions started inside, the slots given back by a closed [Loop], and
+// the SyncWait hook (see [Hooks]), which is told of the Syncer that Key
+// returns for the key.
+//
+// A key has a Mutex of its own only while a flow holds or waits for it: it
+// is made when the first flow comes and dropped as the last one leaves,
+// however it leaves (success, error, timeout, cancel, a full queue, a
+// closed Loop, or the return of the last Await function started inside), so
+// that the keys seen once cost nothing afterwards. A flow that comes as the
+// last one leaves finds either the key's Mutex, still in use, or a new one:
+// a key never has two Mutexes, nor more than max holders. [KeyedMutex.Len]
+// counts the keys in use.
+//
+// Keys are compared as map keys are. A key that cannot be one (an interface
+// key whose value is a slice, a map or a func) or that is not equal to
+// itself (a NaN, or a value holding one), which could never be found again
+// nor dropped, is a misuse: the step that would enter fails with
+// [InternalError], whose info starts with "KeyedMutex: ", and neither f
+// nor the onerror given to Sync runs.
+//
+// A KeyedMutex is safe for concurrent use: flows on different loops may
+// share one. Create it with [NewKeyedMutex]; the zero value is the same as
+// NewKeyedMutex(1): one flow at a time per key, with an unlimited queue. A
+// KeyedMutex must not be copied after first use.
+type KeyedMutex[K comparable] struct {
+	limit    int // per key; 0 means 1
+	maxQueue queueLimit
+
+	mu    sync.Mutex // guards locks and the refs of its values; never held with a key's
+	locks map[K]*keyLock[K]
+}
+
+// NewKeyedMutex returns a KeyedMutex that lets at most max flows at a time
+// into the critical sections of each key, and queues at most maxQueue more
+// per key, as [NewMutex] does. It panics if max is below 1.
+func NewKeyedMutex[K comparable](max int, maxQueue ...int) *KeyedMutex[K] {
+	if max < 1 {
+		panic("asyncsteps: NewKeyedMutex: max must be at least 1")
+	}
+	return &KeyedMutex[K]{limit: max, maxQueue: optionalQueueLimit(maxQueue)}
+}
+
+// Sync adds to as the steps that wait for a slot of key, run f with onerror
+// as its error handler, then give the slot back, as [Mutex.Sync] does. It
+// costs no more than Mutex.Sync while key is in use, and the making of the
+// key's Mutex when it is not.
+// On a nil receiver it adds nothing and the step fails with InternalError,
+// "Sync: nil Syncer"; with a nil f, likewise, "Sync: nil step function".
+func (m *KeyedMutex[K]) Sync(as AsyncSteps, key K, f StepFunc, onerror ...ErrorFunc) {
+	if m == nil || f == nil {
+		refuseSync(as, m == nil)
+		return
+	}
+	if onerr, ok := syncHandler(as, onerror); ok {
+		as.Add(func(as AsyncSteps, args ...any) { m.enterSection(as, key, f, onerr, args) })
+	}
+}
+
+// Key returns the [Syncer] of key, for [AsyncSteps.Sync] and whatever takes
+// a Syncer: its Sync is m.Sync with key. It looks key up at each Sync, so
+// that keeping it keeps no Mutex of the key alive. Two Syncers of one
+// KeyedMutex and equal keys are equal (==). Each call makes one: keep it
+// where a flow syncs on one key often, or call m.Sync.
+func (m *KeyedMutex[K]) Key(key K) Syncer { return keySyncer[K]{m, key} }
+
+// Len returns the number of keys in use: those whose Mutex a flow, or an
+// Await function started inside a critical section, holds or waits for.
+func (m *KeyedMutex[K]) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.locks)
+}
+
+// enterSection runs as the step that enters the critical section of key:
+// it takes the key's Mutex, which the section lets go of as it leaves.
+func (m *KeyedMutex[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror ErrorFunc, args []any) {
+	k, info := m.acquire(key)
+	if k == nil {
+		as.Error(InternalError, info)
+		return
+	}
+	beginSection(as, f, onerror, args, k)
+}
+
+// acquire returns the Mutex of key, made if key is not in use, counted as
+// used by one more section; or nil and why key cannot be one.
+func (m *KeyedMutex[K]) acquire(key K) (k *keyLock[K], info string) {
+	m.mu.Lock()
+	defer func() {
+		m.mu.Unlock()
+		if r := recover(); r != nil { // comparing an uncomparable value
+			k, info = nil, fmt.Sprint("KeyedMutex: key not comparable: ", r)
+		}
+	}()
+	if key != key {
+		return nil, "KeyedMutex: key not equal to itself (NaN)"
+	}
+	k = m.locks[key]
+	if k == nil {
+		if m.locks == nil {
+			m.locks = make(map[K]*keyLock[K])
+		}
+		k = &keyLock[K]{owner: m, key: key, obj: keySyncer[K]{m, key}}
+		k.mutex.limit, k.mutex.maxQueue = m.limit, m.maxQueue
+		m.locks[key] = k
+	}
+	k.refs++
+	return k, ""
+}
+
+// release counts out a section that let go of k, and drops k once none
+// uses it: nobody holds or waits for it then.
+func (m *KeyedMutex[K]) release(k *keyLock[K]) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k.refs--; k.refs == 0 {
+		delete(m.locks, k.key)
+	}
+}
+
+// keyLock is the Mutex of a key in use, and the gate of its sections.
+type keyLock[K comparable] struct {
+	mutex Mutex
+	owner *KeyedMutex[K]
+	key   K
+	obj   Syncer // Key(key), for a SyncWait hook
+	refs  int    // sections that have not let go of it; guarded by owner.mu
+}
+
+// enter implements gate. A refused flow neither holds nor waits: it lets go
+// of the key at once, not once onerror has run.
+func (k *keyLock[K]) enter(as AsyncSteps, e *entry) {
+	k.mutex.enterFor(as, e, k.obj)
+	if e.err != nil {
+		k.letGo(e)
+	}
+}
+
+// leave implements gate. The section calls it as the flow leaves, and again
+// once the Await functions started inside have returned, if it kept the
+// slot for them (see section.giveBack): the key is let go of once the slot
+// is back.
+func (k *keyLock[K]) leave(e *entry, on *flow) {
+	k.mutex.leave(e, on)
+	if testHookKeyLeft != nil {
+		testHookKeyLeft()
+	}
+	k.letGo(e)
+}
+
+// testHookKeyLeft, set by a test, runs in keyLock.leave once the section
+// has left the key's Mutex, before it lets go of the key.
+var testHookKeyLeft func()
+
+// holds implements gate.
+func (k *keyLock[K]) holds() *Mutex { return &k.mutex }
+
+// letGo counts e's section out of k, once.
+func (k *keyLock[K]) letGo(e *entry) {
+	if !e.unkeyed {
+		e.unkeyed = true
+		k.owner.release(k)
+	}
+}
+
+// keySyncer is the Syncer of one key of a KeyedMutex.
+type keySyncer[K comparable] struct {
+	m   *KeyedMutex[K]
+	key K
+}
+
+// Sync implements [Syncer].
+func (s keySyncer[K]) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
+	s.m.Sync(as, s.key, f, onerror...)
+}
+
+// enterSection implements sectioner.
+func (s keySyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
+	s.m.enterSection(as, s.key, f, onerror, args)
+}
+
+// nilSyncer reports whether the KeyedMutex is nil (see nilSyncer).
+func (s keySyncer[K]) nilSyncer() bool { return s.m == nil }

@@ -23,11 +23,17 @@ type entry struct {
 	// Guarded by the gate's mutex: a waiter is admitted from whatever
 	// goroutine gives a slot back.
 	state  entryState
-	inWait bool       // in its gate's waitQueue (removed entries are not)
-	as     AsyncSteps // the waiting step, while queued
-	key    *frame     // the holder: the flow or parallel branch (Mutex)
-	chain  []*frame   // the outer flows of a waiting branch (Mutex)
-	tool   Tool       // the loop of a waiting flow (Throttle)
+	inWait bool // in its gate's waitQueue (removed entries are not)
+	// unkeyed, not guarded by the gate's mutex, is set once the section
+	// has let go of the key of a KeyedMutex (see keyLock.letGo): on the
+	// flow's loop, or by the goroutine that gives back what the section
+	// kept (giveBack), which comes after the loop's last write
+	// (section.work orders them). Here it takes no room of its own.
+	unkeyed bool
+	as      AsyncSteps // the waiting step, while queued
+	key     *frame     // the holder: the flow or parallel branch (Mutex)
+	chain   []*frame   // the outer flows of a waiting branch (Mutex)
+	tool    Tool       // the loop of a waiting flow (Throttle)
 
 	// Written and read on the flow's own loop only.
 	err *Error // why the gate refused the flow: raised by the section step

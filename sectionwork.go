@@ -108,10 +108,13 @@ func (s *section) leaveLater() {
 
 // giveBack gives back the Mutex slots that leaveLater kept, from any
 // goroutine: the waiters it admits are resumed from outside their loops.
+// It leaves through the gate, not its Mutex, so that a KeyedMutex's key
+// stays in use until then (a gate that leaveLater left already is left
+// again, which does nothing).
 func (s *section) giveBack() {
 	for i := int(s.n) - 1; i >= 0; i-- {
-		if m := s.gates[i].holds(); m != nil {
-			m.leave(&s.entries[i], nil)
+		if s.gates[i].holds() != nil {
+			s.gates[i].leave(&s.entries[i], nil)
 		}
 	}
 }

@@ -32,6 +32,7 @@ func TestMutexReentersThroughADecorator(t *testing.T) {
 		obj  asyncsteps.Syncer
 	}{
 		{"Mutex", asyncsteps.NewMutex(1)},
+		{"KeyedMutex", asyncsteps.NewKeyedMutex[string](1).Key("a")},
 		{"Limiter", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1})},
 	}
 	for _, s := range syncers {
@@ -62,6 +63,7 @@ func TestMutexReentersThroughADecorator(t *testing.T) {
 			wantSuccess(t, result(t, aRes))
 			wantSuccess(t, result(t, bRes))
 			syncWantIdle(t, tt)
+			wantKeysInUse(t, s.obj, 0)
 		})
 	}
 }

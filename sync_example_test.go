@@ -42,6 +42,44 @@ func ExampleMutex() {
 	// result: done
 }
 
+// Transfers from one account take turns, so that each debits the balance
+// the one before it left (it reads it, calls the ledger, then writes it);
+// a transfer from another account goes on meanwhile. The credit is made
+// within one callback, which needs no key (on Loops, with flows on several
+// of them, the callbacks would lock a sync.Mutex around the map). An
+// account's key is in use only while a transfer holds or waits for it.
+func ExampleKeyedMutex() {
+	tt := asyncsteps.NewTestTool()
+	accounts := asyncsteps.NewKeyedMutex[string](1)
+	balance := map[string]int{"alice": 100, "dave": 50}
+
+	transfer := func(from, to string, amount int) {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		accounts.Sync(r, from, func(as asyncsteps.AsyncSteps, _ ...any) {
+			seen := balance[from]
+			fmt.Println(syncElapsed(tt), from, "->", to, amount, "reads", seen)
+			as.Add(syncPause(10 * time.Millisecond)) // the ledger's call
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				balance[from], balance[to] = seen-amount, balance[to]+amount
+			})
+		})
+		r.Execute()
+	}
+	transfer("alice", "bob", 30)
+	transfer("alice", "carol", 20)
+	transfer("dave", "erin", 5)
+	tt.Advance(0)
+	fmt.Println("accounts in use:", accounts.Len())
+	tt.Run()
+	fmt.Println("alice:", balance["alice"], "dave:", balance["dave"], "accounts in use:", accounts.Len())
+	// Output:
+	// 0s alice -> bob 30 reads 100
+	// 0s dave -> erin 5 reads 50
+	// accounts in use: 2
+	// 10ms alice -> carol 20 reads 70
+	// alice: 50 dave: 45 accounts in use: 0
+}
+
 // Three flows share a Mutex(1) whose queue holds one flow: the first enters,
 // the second waits for it, the third finds the queue full. Its error
 // handler sees the rejection first.

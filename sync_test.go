@@ -461,6 +461,8 @@ func TestSyncCancelledWaiterLeavesQueue(t *testing.T) {
 	}{
 		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1, 1) }, true,
 			"A:in,B:cancelled,A:out,C:in@10ms"},
+		{"KeyedMutex", func() asyncsteps.Syncer { return asyncsteps.NewKeyedMutex[string](1, 1).Key("a") }, true,
+			"A:in,B:cancelled,A:out,C:in@10ms"},
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, 100*time.Millisecond, 1) }, false,
 			"A:in,B:cancelled,C:in@100ms"},
 		{"Limiter waiting for concurrency", func() asyncsteps.Syncer {
@@ -514,6 +516,7 @@ func TestSyncCancelledWaiterLeavesQueue(t *testing.T) {
 			}
 			wantSuccess(t, result(t, cRes))
 			syncWantIdle(t, tt)
+			wantKeysInUse(t, obj, 0)
 		})
 	}
 }
@@ -585,24 +588,32 @@ func TestThrottleIsNotReentrant(t *testing.T) {
 
 func TestMutexDeadlockEndsWithInternalError(t *testing.T) {
 	const info = "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"
-	tt := asyncsteps.NewTestTool()
-	m := asyncsteps.NewMutex(1)
-	tr := &tracer{}
-	r := asyncsteps.New(asyncsteps.WithTool(tt))
-	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
-		tr.add("flow:in")
-		as.Parallel().Sync(m, tr.step("branch:in"), func(as asyncsteps.AsyncSteps, code string) {
-			tr.addf("branch:onerror:%s:%s", code, as.State().ErrorInfo)
-		})
-	}, tr.handler("flow:onerror"))
-	res := run(t, r, tt)
-	wantError(t, res.Err, asyncsteps.InternalError, info)
-	wantTrace(t, tr, "flow:in,branch:onerror:InternalError:"+info+",flow:onerror:InternalError")
+	for name, m := range map[string]asyncsteps.Syncer{
+		"Mutex":      asyncsteps.NewMutex(1),
+		"KeyedMutex": asyncsteps.NewKeyedMutex[string](1).Key("a"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			tt := asyncsteps.NewTestTool()
+			tr := &tracer{}
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("flow:in")
+				as.Parallel().Sync(m, tr.step("branch:in"), func(as asyncsteps.AsyncSteps, code string) {
+					tr.addf("branch:onerror:%s:%s", code, as.State().ErrorInfo)
+				})
+			}, tr.handler("flow:onerror"))
+			res := run(t, r, tt)
+			wantError(t, res.Err, asyncsteps.InternalError, info)
+			wantTrace(t, tr, "flow:in,branch:onerror:InternalError:"+info+",flow:onerror:InternalError")
+			wantKeysInUse(t, m, 0)
 
-	// The lock was given back.
-	r2 := asyncsteps.New(asyncsteps.WithTool(tt))
-	r2.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("free") })
-	wantSuccess(t, run(t, r2, tt), "free")
+			// The lock was given back.
+			r2 := asyncsteps.New(asyncsteps.WithTool(tt))
+			r2.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("free") })
+			wantSuccess(t, run(t, r2, tt), "free")
+			wantKeysInUse(t, m, 0)
+		})
+	}
 }
 
 func TestMutexDeadlockAcrossFlows(t *testing.T) {
@@ -664,6 +675,8 @@ func TestSyncPassesArgsThroughTheSection(t *testing.T) {
 		// B enters as soon as A leaves, before A's next step.
 		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) },
 			"A:section[A 1],A:inside,B:section[B 1],B:inside,A:next[A-out 2],B:next[B-out 2]"},
+		{"KeyedMutex", func() asyncsteps.Syncer { return asyncsteps.NewKeyedMutex[string](1).Key("a") },
+			"A:section[A 1],A:inside,B:section[B 1],B:inside,A:next[A-out 2],B:next[B-out 2]"},
 		// B enters a period after A.
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, time.Second) },
 			"A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
@@ -710,6 +723,7 @@ func TestSyncPassesArgsThroughTheSection(t *testing.T) {
 				wantSuccess(t, result(t, results[0]), "A-out", 2)
 				wantSuccess(t, result(t, results[1]), "B-out", 2)
 				syncWantIdle(t, tt)
+				wantKeysInUse(t, obj, 0)
 			})
 		}
 	}
@@ -722,6 +736,7 @@ func TestSyncOnerrorSeesRejectionFirst(t *testing.T) {
 		info string
 	}{
 		{"Mutex", asyncsteps.NewMutex(1, 0), "Mutex queue limit"},
+		{"KeyedMutex", asyncsteps.NewKeyedMutex[string](1, 0).Key("a"), "Mutex queue limit"},
 		{"Throttle", asyncsteps.NewThrottle(1, time.Second, 0), "Throttle queue limit"},
 		{"Limiter concurrency", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 2}), "Mutex queue limit"},
 		{"Limiter rate", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2, Rate: 1}), "Throttle queue limit"},
@@ -753,6 +768,7 @@ func TestSyncOnerrorSeesRejectionFirst(t *testing.T) {
 			wantSuccess(t, result(t, aRes))
 			wantSuccess(t, result(t, bRes))
 			syncWantIdle(t, tt)
+			wantKeysInUse(t, tc.obj, 0)
 		})
 	}
 }

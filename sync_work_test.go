@@ -41,6 +41,7 @@ func TestSectionSlotHeldUntilAwaitReturns(t *testing.T) {
 		held bool
 	}{
 		{"Mutex", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) }, true},
+		{"KeyedMutex", func() asyncsteps.Syncer { return asyncsteps.NewKeyedMutex[string](1).Key("a") }, true},
 		{"Limiter", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited})
 		}, true},
@@ -90,6 +91,7 @@ func TestSectionSlotHeldUntilAwaitReturns(t *testing.T) {
 					result(t, aRes) // A has ended, its call still runs
 					tt.Advance(time.Second)
 					wantTrace(t, tr, e.trace+map[bool]string{true: "", false: ",B:in@100ms"}[s.held])
+					wantKeysInUse(t, obj, 1) // the call holds the key, B waits
 
 					close(release)
 					synctest.Wait() // the call has returned
@@ -101,6 +103,7 @@ func TestSectionSlotHeldUntilAwaitReturns(t *testing.T) {
 					wantTrace(t, tr, want)
 					wantSuccess(t, result(t, bRes))
 					syncWantIdle(t, tt)
+					wantKeysInUse(t, obj, 0)
 				})
 			})
 		}

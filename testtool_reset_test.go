@@ -276,6 +276,7 @@ func TestTestToolResetEventsKeepsAMutexAdmission(t *testing.T) {
 		hooked bool
 	}{
 		{"Mutex", func() Syncer { return NewMutex(1) }, false},
+		{"KeyedMutex", func() Syncer { return NewKeyedMutex[string](1).Key("a") }, false},
 		{"Limiter", func() Syncer { return NewLimiter(LimiterOptions{Concurrent: 1, MaxQueue: Unlimited}) }, false},
 		{"Mutex SyncWait", func() Syncer { return NewMutex(1) }, true},
 	}
@@ -344,6 +345,9 @@ func checkAdmissionKept(t *testing.T, m Syncer, hooked, cancelled bool) {
 	}
 	if a, b := holderTool.Pending(), waiterTool.Pending(); a != 0 || b != 0 {
 		t.Errorf("Pending() = %d, %d at the end, want 0, 0", a, b)
+	}
+	if n := KeysInUse(m); n > 0 {
+		t.Errorf("%d keys in use at the end, want 0", n)
 	}
 }
 
