@@ -323,7 +323,7 @@ static void fx_state_cleanup(void* data, void* value)
 {
     (void)data;
     if (value != NULL) {
-        cabiReleaseGoValue(*(uint64_t*)value);
+        cabiReleaseFlowVar(*(uint64_t*)value);
         free(value);
     }
 }

@@ -85,7 +85,15 @@
 // copy per label) alive as long as the table may read it, takes over the
 // values the table gives a Go step, uses stateVariable only with
 // allocate, and records a Go step's Error(code, info) in the flow's Go
-// State for the Go error handlers. A Go step that
+// State for the Go error handlers. The Go functions it gives the table
+// (steps, error handlers, loop bodies, cancel handlers) are kept until
+// the table runs them or the library sees that it never will; one that
+// the table drops unrun without a word (a step after a sibling that
+// failed, the steps of a cancelled flow) goes when the table cleans up
+// the flow's state variables (the C++ reference implementation, as it
+// destroys the root), with the flow's Go State, which the library keeps
+// in one (a table without stateVariable keeps no state variable, and the
+// functions it drops stay). A Go step that
 // has added sub-steps completes with them: while its callback runs, a
 // Success or Error on it, from any goroutine, fails it with the
 // InternalError of a completion after Add (another goroutine's as the

@@ -131,6 +131,7 @@ type fcall struct {
 	// which leaves its misuse in pending for endCompleted to raise.
 	endMu   sync.Mutex
 	pending string
+	flow    atomic.Pointer[flowVar] // the flow's state variable, once seen (see foreign.flow)
 }
 
 // end marks the callback returned, after any other goroutine's
@@ -145,6 +146,11 @@ func (cb *fcall) end() {
 type foreignAbort struct{}
 
 // Records: the Go functions given to a foreign table, by the id in data.
+// A record of a flow's step, error handler, loop or cancel handler
+// belongs to the flow (flow, when the table keeps state variables): the
+// table may drop such a function unrun (a sibling failed, the flow was
+// cancelled) and says nothing of it, so the records the flow still has
+// go when the table cleans up the flow's state variable (see flowVar).
 type frec struct {
 	step    asyncsteps.StepFunc
 	onerror asyncsteps.ErrorFunc
@@ -152,6 +158,7 @@ type frec struct {
 	repeat  asyncsteps.RepeatFunc
 	cancel  asyncsteps.CancelFunc
 	sched   func()
+	flow    *flowVar
 }
 
 var frecs struct {
@@ -168,6 +175,9 @@ func putRec(r *frec) uint64 {
 	}
 	frecs.next++
 	frecs.m[frecs.next] = r
+	if r.flow != nil && r.flow.recs != nil {
+		r.flow.recs[frecs.next] = struct{}{}
+	}
 	return frecs.next
 }
 
@@ -182,8 +192,52 @@ func dropRec(id uint64) {
 		return
 	}
 	frecs.mu.Lock()
+	if r := frecs.m[id]; r != nil && r.flow != nil {
+		delete(r.flow.recs, id)
+	}
 	delete(frecs.m, id)
 	frecs.mu.Unlock()
+}
+
+// flowVar is the value of the state variable the library keeps in a
+// foreign flow: the flow's Go State, and the ids of the records of the
+// flow that are still kept. The table cleans the variable up when it is
+// done with the flow's state (the C++ reference implementation, when the
+// root is destroyed): no step of the flow runs after that, so the records
+// still kept go then (release). Until then a record goes as its function
+// runs or as the library learns that it never will, as before; recs holds
+// only those, so a long flow does not make it grow.
+type flowVar struct {
+	state    asyncsteps.State
+	recs     map[uint64]struct{} // under frecs.mu; nil once released
+	released atomic.Bool
+}
+
+// release drops the records fv still has, once the table has cleaned up
+// the variable.
+func (fv *flowVar) release() {
+	frecs.mu.Lock()
+	defer frecs.mu.Unlock()
+	for id := range fv.recs {
+		delete(frecs.m, id)
+	}
+	fv.recs = nil
+	fv.released.Store(true)
+}
+
+//export cabiReleaseFlowVar
+func cabiReleaseFlowVar(id C.uint64_t) {
+	v := getGoValue(uint64(id))
+	dropGoValue(uint64(id))
+	if fv, ok := v.(*flowVar); ok {
+		fv.release()
+	}
+}
+
+// putRec keeps r as a record of w's flow (see frec).
+func (w *foreign) putRec(r *frec) uint64 {
+	r.flow = w.flow()
+	return putRec(r)
 }
 
 func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
@@ -502,7 +556,7 @@ func (w *foreign) over() bool {
 
 // addRaw adds a step made of rec; false when the table cannot add.
 func (w *foreign) addRaw(r *frec, withEh bool) bool {
-	id := putRec(r)
+	id := w.putRec(r)
 	if C.cabi_f_add(w.p, C.uint64_t(id), boolInt(withEh)) == 0 {
 		dropRec(id)
 		return false
@@ -596,7 +650,7 @@ func (w *foreign) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncStep
 	eh := firstOf(onerror)
 	var id uint64
 	if eh != nil {
-		id = putRec(&frec{onerror: eh})
+		id = w.putRec(&frec{onerror: eh})
 	}
 	pp := C.cabi_f_parallel(w.p, C.uint64_t(id), boolInt(eh != nil))
 	if pp == nil {
@@ -637,15 +691,40 @@ func (w *foreign) sharedState() (*asyncsteps.State, string) {
 	if !w.has(fnStateVariable) {
 		return nil, "the foreign table has no " + fnStateVariable.String()
 	}
-	if slot := (*uint64)(C.cabi_f_state_variable(w.p, stateVarName, 1)); slot != nil {
-		if *slot == 0 {
-			*slot = putGoValue(&asyncsteps.State{})
-		}
-		if st, ok := getGoValue(*slot).(*asyncsteps.State); ok {
-			return st, ""
-		}
+	if fv := w.flow(); fv != nil {
+		return &fv.state, ""
 	}
 	return nil, "the foreign table's " + fnStateVariable.String() + " gave no variable"
+}
+
+// flow returns the state variable of w's flow, made at its first use, or
+// nil when the table keeps none. The callback w was given to keeps it, so
+// that its calls that add cost one stateVariable call, until the table
+// has cleaned it up.
+func (w *foreign) flow() *flowVar {
+	if w.parallel {
+		return w.owner.flow()
+	}
+	if w.cb != nil {
+		if fv := w.cb.flow.Load(); fv != nil && !fv.released.Load() {
+			return fv
+		}
+	}
+	if !w.has(fnStateVariable) {
+		return nil
+	}
+	slot := (*uint64)(C.cabi_f_state_variable(w.p, stateVarName, 1))
+	if slot == nil {
+		return nil
+	}
+	if *slot == 0 {
+		*slot = putGoValue(&flowVar{recs: make(map[uint64]struct{})})
+	}
+	fv, _ := getGoValue(*slot).(*flowVar)
+	if fv != nil && w.cb != nil {
+		w.cb.flow.Store(fv)
+	}
+	return fv
 }
 
 // CopyFrom is not supported on a foreign table: it reports an InternalError.
@@ -937,7 +1016,7 @@ func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
 	if w.lacks("SetCancel", fnSetCancel) {
 		return
 	}
-	id := putRec(&frec{cancel: f})
+	id := w.putRec(&frec{cancel: f})
 	if C.cabi_f_set_cancel(w.p, C.uint64_t(id)) == 0 {
 		dropRec(id)
 		return
@@ -969,7 +1048,7 @@ func (w *foreign) WaitExternal() {
 		return
 	}
 	if w.cb.cancelRec.Load() == 0 {
-		id := putRec(&frec{})
+		id := w.putRec(&frec{})
 		C.cabi_f_set_cancel(w.p, C.uint64_t(id))
 		w.cb.cancelRec.Store(id)
 	}
@@ -985,7 +1064,7 @@ func (w *foreign) hostLoop(call string, fn tableFunc, r *frec, start func(h *for
 	if w.over() {
 		return w
 	}
-	id := putRec(r)
+	id := w.putRec(r)
 	host := func(as asyncsteps.AsyncSteps, _ ...any) {
 		h := as.(*foreign)
 		if !start(h, C.uint64_t(id)) {

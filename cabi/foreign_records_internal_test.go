@@ -360,3 +360,80 @@ func TestForeignCallOnACompletedStepHasNoEffect(t *testing.T) {
 		})
 	}
 }
+
+// The records of the Go functions a foreign flow never runs (a step after
+// a sibling that failed, a sub-step after one that failed, a step after a
+// step the table gave up, as a cancel of the flow would) go when the flow
+// does: when the table cleans up its state variables (the fake, when its
+// root is freed). The table gives no other signal that it dropped a step.
+// Before, each such record stayed for good, with all it held: a server
+// that runs many flows mixing C++ steps and Go steps leaked without bound.
+func TestForeignRecordsOfDroppedStepsGoWithTheFlow(t *testing.T) {
+	never := func(asyncsteps.AsyncSteps, ...any) { panic("VIOLATION: a dropped step ran") }
+	neverEh := func(asyncsteps.AsyncSteps, string) { panic("VIOLATION: a dropped error handler ran") }
+	for _, c := range []struct {
+		name string
+		add  func(as asyncsteps.AsyncSteps)
+	}{
+		{"a sibling failed", func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("E1") })
+			as.Add(never, neverEh)
+			as.Repeat(2, func(asyncsteps.AsyncSteps, int) { never(nil) })
+		}},
+		{"a sibling sub-step failed", func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) {})
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { panic("boom") })
+				as.Add(never, neverEh)
+			})
+			as.Add(never)
+		}},
+		{"a step given up", func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, neverEh)
+			as.Add(never, neverEh)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := recordCount()
+			const flows = 10
+			for range flows {
+				ctest.Reset()
+				root := ctest.TableRoot()
+				c.add(Wrap(root))
+				ctest.FakeRun(root)
+				if strings.Contains(ctest.Trace(), "VIOLATION") {
+					t.Fatalf("fake's trace:\n%s", ctest.Trace())
+				}
+				ctest.FakeFree(root)
+			}
+			if n := recordCount() - before; n != 0 {
+				t.Errorf("%d records left after %d flows, want 0", n, flows)
+			}
+		})
+	}
+}
+
+// A foreign flow's state variable keeps only the records still kept: one
+// that goes as its function runs leaves it too, so that a long flow (a
+// loop that adds a Go step at each iteration) does not make it grow.
+func TestForeignFlowKeepsOnlyItsLiveRecords(t *testing.T) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	defer ctest.FakeFree(root)
+	as := Wrap(root)
+	ran := 0
+	as.Repeat(50, func(as asyncsteps.AsyncSteps, _ int) {
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { ran++ }, func(asyncsteps.AsyncSteps, string) {})
+	})
+	ctest.FakeRun(root)
+	if ran != 50 {
+		t.Fatalf("%d steps ran, want 50; fake's trace:\n%s", ran, ctest.Trace())
+	}
+	fv := as.(*foreign).flow()
+	frecs.mu.Lock()
+	n := len(fv.recs)
+	frecs.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the flow keeps %d records, want 0", n)
+	}
+}

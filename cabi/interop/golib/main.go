@@ -18,6 +18,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -193,6 +194,31 @@ var cases = []goCase{
 				as.Success()
 			})
 	}, "eh InternalError"},
+	// The Go step after a failed one never runs: what its function holds
+	// is let go once the RI has destroyed the root (and with it the
+	// flow's state variables).
+	{"dropped_step_released", func(as asyncsteps.AsyncSteps, t *trace) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Boom") })
+		held := new([64]byte)
+		runtime.AddCleanup(held, func(t *trace) { t.log("released") }, t)
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { t.log("VIOLATION %d", held[0]) })
+	}, "unhandled Boom|released"},
+}
+
+// before runs, by case name, before interop_go_check looks at the trace,
+// once the RI's root is destroyed.
+var before = map[string]func(t *trace){"dropped_step_released": waitReleased}
+
+// waitReleased collects garbage until the cleanup of the case has logged
+// "released", for up to 5 s.
+func waitReleased(t *trace) {
+	for range 100 {
+		runtime.GC()
+		time.Sleep(50 * time.Millisecond)
+		if strings.HasSuffix(t.String(), "released") {
+			return
+		}
+	}
 }
 
 var traces = make([]trace, len(cases))
@@ -222,6 +248,9 @@ func interop_go_unhandled(i C.int, code *C.char) {
 //
 //export interop_go_check
 func interop_go_check(i C.int) *C.char {
+	if f := before[cases[i].name]; f != nil {
+		f(&traces[i])
+	}
 	got := traces[i].String()
 	if got == cases[i].want || (cases[i].name == "parallel" && sameLines(got, cases[i].want)) {
 		return nil
