@@ -886,16 +886,15 @@ func (w *foreign) IsValid() bool {
 // functions, valid while the wrapped pointer is.
 func (w *foreign) Tool() asyncsteps.Tool { return foreignTool{p: w.p} }
 
+// completeOnce marks w's step completed, and reports whether it was not
+// yet. The record of its Go cancel handler stays: a step that fails
+// (Error, a misuse, Break, Continue) has it run, as the table runs the
+// failing step's cancel handler (the C++ reference implementation, once
+// the callback has returned, before the error handler); it goes as it
+// runs, or with the flow (see flowVar). Success drops it.
 func (w *foreign) completeOnce() bool {
 	cb := w.cb
-	if cb == nil {
-		return true
-	}
-	if cb.completed.Swap(true) {
-		return false
-	}
-	dropRec(cb.cancelRec.Swap(0))
-	return true
+	return cb == nil || !cb.completed.Swap(true)
 }
 
 // hasSubSteps reports whether the callback w was given has returned
@@ -965,8 +964,9 @@ func (w *foreign) Success(args ...any) {
 	if !w.completeOnce() {
 		return
 	}
-	if w.cb != nil {
+	if w.cb != nil { // no handler of the step runs after its success
 		dropRec(w.cb.rec.Swap(0))
+		dropRec(w.cb.cancelRec.Swap(0))
 	}
 	a := makeArgs(args, true)
 	C.cabi_f_success(w.p, a.args)

@@ -158,7 +158,9 @@ func TestForeignStepWithRecordsPassesItsSubStepsResult(t *testing.T) {
 // misplaced Error or Success, a panic) keeps no record of them: the table
 // never runs the sub-steps of a failed step, so nothing else would drop
 // the records of their functions (and of a loop's, a parallel's error
-// handler), with all they hold. Before, they stayed for good.
+// handler), with all they hold. Before, they stayed for good. The step's
+// own cancel handler runs, on a table that runs the failing step's (see
+// TestForeignFailingStepRunsItsGoCancelHandler), and its record goes so.
 func TestForeignStepThatFailsAfterAddKeepsNoRecord(t *testing.T) {
 	var trace []string
 	log := func(s string) { trace = append(trace, s) }
@@ -169,32 +171,34 @@ func TestForeignStepThatFailsAfterAddKeepsNoRecord(t *testing.T) {
 		as.Repeat(2, func(asyncsteps.AsyncSteps, int) { log("VIOLATION: loop") })
 	}
 	for _, c := range []struct {
-		name string
-		step asyncsteps.StepFunc
-		code string
+		name   string
+		step   asyncsteps.StepFunc
+		code   string
+		cancel bool // the step sets a cancel handler, which the table runs
 	}{
 		{"Error after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
 			adds(as)
 			as.Error("E1")
-		}, "InternalError"},
+		}, "InternalError", false},
 		{"Success after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
 			adds(as)
 			as.Success()
-		}, "InternalError"},
+		}, "InternalError", false},
 		{"panic after Add", func(as asyncsteps.AsyncSteps, _ ...any) {
 			adds(as)
 			panic("boom")
-		}, "InternalError"},
+		}, "InternalError", false},
 		{"SetCancel, Add and Error", func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.SetCancel(func(asyncsteps.AsyncSteps) { log("VIOLATION: cancel") })
+			as.SetCancel(func(asyncsteps.AsyncSteps) { log("cancel handler") })
 			adds(as)
 			as.Error("E1")
-		}, "InternalError"},
+		}, "InternalError", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			trace = nil
 			ctest.Reset()
 			root := ctest.TableRoot()
+			ctest.CancelOnError(root)
 			defer ctest.FakeFree(root)
 			before := recordCount()
 			as := Wrap(root)
@@ -204,7 +208,11 @@ func TestForeignStepThatFailsAfterAddKeepsNoRecord(t *testing.T) {
 			})
 			as.Add(func(asyncsteps.AsyncSteps, ...any) { log("next step") })
 			ctest.FakeRun(root)
-			if want := []string{"error handler " + c.code, "next step"}; !reflect.DeepEqual(trace, want) {
+			want := []string{"error handler " + c.code, "next step"}
+			if c.cancel {
+				want = append([]string{"cancel handler"}, want...)
+			}
+			if !reflect.DeepEqual(trace, want) {
 				t.Errorf("trace %q, want %q", trace, want)
 			}
 			if n := recordCount() - before; n != 0 {
@@ -435,5 +443,70 @@ func TestForeignFlowKeepsOnlyItsLiveRecords(t *testing.T) {
 	frecs.mu.Unlock()
 	if n != 0 {
 		t.Errorf("the flow keeps %d records, want 0", n)
+	}
+}
+
+// A Go step on a foreign table that sets a cancel handler and then fails
+// (Error, a misuse, a panic, Break in a loop) has its Go cancel handler
+// run when the table runs the failing step's cancel handler, as the C++
+// reference implementation does (after the callback, before the error
+// handler), and as the engine's rule is (the failing step's own cancel
+// handler runs). Before, Error and a misuse dropped the handler's record
+// before handle_error: the table found nothing to run, while a panic's
+// kept it. A Success drops it: no cancel handler runs after it. On a
+// table that never runs it, the record goes with the flow.
+func TestForeignFailingStepRunsItsGoCancelHandler(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail func(as asyncsteps.AsyncSteps)
+		want []string
+	}{
+		{"Error", func(as asyncsteps.AsyncSteps) { as.Error("E1") },
+			[]string{"cancel handler", "error handler E1", "next step"}},
+		{"misuse", func(as asyncsteps.AsyncSteps) { as.Add(nil) },
+			[]string{"cancel handler", "error handler InternalError", "next step"}},
+		{"panic", func(asyncsteps.AsyncSteps) { panic("boom") },
+			[]string{"cancel handler", "error handler InternalError", "next step"}},
+		{"Success", func(as asyncsteps.AsyncSteps) { as.Success() },
+			[]string{"next step"}},
+	} {
+		for _, runs := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/table runs it %v", c.name, runs), func(t *testing.T) {
+				var trace []string
+				log := func(s string) { trace = append(trace, s) }
+				ctest.Reset()
+				root := ctest.TableRoot()
+				if runs {
+					ctest.CancelOnError(root)
+				}
+				before := recordCount()
+				as := Wrap(root)
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) { log("cancel handler") })
+					c.fail(as)
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					log("error handler " + code)
+					as.Success()
+				})
+				as.Add(func(asyncsteps.AsyncSteps, ...any) { log("next step") })
+				ctest.FakeRun(root)
+				want := c.want
+				if !runs && want[0] == "cancel handler" {
+					want = want[1:]
+				}
+				if !reflect.DeepEqual(trace, want) {
+					t.Errorf("trace %q, want %q", trace, want)
+				}
+				if runs {
+					if n := recordCount() - before; n != 0 {
+						t.Errorf("%d records left after the flow, want 0", n)
+					}
+				}
+				ctest.FakeFree(root)
+				if n := recordCount() - before; n != 0 {
+					t.Errorf("%d records left after the free, want 0", n)
+				}
+			})
+		}
 	}
 }

@@ -1932,6 +1932,7 @@ struct fk {
     fk_var vars[8];
     int nvars;
     FutoInArgs input;
+    int cancel_on_error; // a failed step's cancel handler runs (see ct_cancel_on_error)
 };
 
 static int fk_placeholders; // placeholder objects alive
@@ -2137,6 +2138,12 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
         }
     }
     if (child->failed) {
+        if (child->root->cancel_on_error && child->cancel != NULL) {
+            FutoInAsyncSteps_cancel_callback ch = child->cancel;
+            child->cancel = NULL;
+            ch((FutoInAsyncSteps*)child, child->cancel_data);
+            LOG("fake: cancel handler returned");
+        }
         if (s->eh == NULL) {
             return 1;
         }
@@ -2482,6 +2489,11 @@ FutoInAsyncSteps* ct_table_root(uint32_t missing, int steps_only)
     r->root.step_api = &r->step_api;
     return (FutoInAsyncSteps*)r; // its first member: ct_fake_free frees it all
 }
+
+// ct_cancel_on_error makes a root of ct_table_root run the cancel handler
+// of a step that fails, once its callback has returned and before its
+// error handler, as the C++ reference implementation does.
+void ct_cancel_on_error(FutoInAsyncSteps* root) { ((fk*)root)->cancel_on_error = 1; }
 
 // ---- a C step of the fake that calls Go --------------------------------------------
 

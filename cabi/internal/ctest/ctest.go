@@ -500,6 +500,13 @@ func StepsTableRoot(missing ...int) unsafe.Pointer {
 	return unsafe.Pointer(C.ct_table_root(mask(missing), 1))
 }
 
+// CancelOnError makes a root of TableRoot or StepsTableRoot run the
+// cancel handler of a step that fails (the step's own error, or one of
+// its sub-steps'), once its callback has returned and before its error
+// handler, as the C++ reference implementation does; it logs "fake:
+// cancel handler returned".
+func CancelOnError(root unsafe.Pointer) { C.ct_cancel_on_error(bsi(root)) }
+
 var inFakeCStep func(step unsafe.Pointer)
 
 //export ctFakeCGo

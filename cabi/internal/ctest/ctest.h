@@ -103,6 +103,7 @@ int ct_fake_run_sched(void);
  * and only the table its steps are given lacks them. ct_sched_run runs
  * what the event loop queued. Free it with ct_fake_free. */
 FutoInAsyncSteps* ct_table_root(uint32_t missing, int steps_only);
+void ct_cancel_on_error(FutoInAsyncSteps* root);
 int ct_sched_run(void);
 /* Adds to a fake root a C step that calls ctFakeCGo with its pointer (and
  * has an error handler that logs the code). */

@@ -194,6 +194,17 @@ var cases = []goCase{
 				as.Success()
 			})
 	}, "eh InternalError"},
+	// The RI runs the cancel handler of a failing step before its error
+	// handler: a Go step's too.
+	{"cancel_on_error", func(as asyncsteps.AsyncSteps, t *trace) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { t.log("cancel") })
+			as.Error("E1")
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			t.log("eh %s", code)
+			as.Success()
+		})
+	}, "cancel|eh E1"},
 	// The Go step after a failed one never runs: what its function holds
 	// is let go once the RI has destroyed the root (and with it the
 	// flow's state variables).
