@@ -199,7 +199,15 @@
 // package sees it, so that "the loop's thread" is one OS thread and
 // is_same_thread compares OS threads. A Go callback that calls
 // runtime.Goexit ends the loop's goroutine; the loop's next one is locked
-// to its own thread, which becomes the loop's thread. success,
+// to its own thread, which becomes the loop's thread. A Go callback that
+// a foreign table calls ([Wrap]) is the exception: it runs above the
+// table's C frames, which a Goexit cannot unwind and nothing can stop it
+// from unwinding, so it must not call runtime.Goexit (t.FailNow, t.Fatal):
+// on a thread that C made the Go runtime aborts the process ("Goexit
+// called in a thread that was not created by the Go runtime"), on one of
+// Go's the table's frames are skipped and its flow never ends. The
+// library logs such a Goexit first, with the stack that names its
+// caller. success,
 // handle_error, cancel, execute, free and the sched_* functions may be
 // called from any thread: they post to the loop and return without
 // blocking. Of two completions of a waiting step from outside its

@@ -237,3 +237,68 @@ func recordPanic(seen *panicSeen) asyncsteps.ErrorFunc {
 		}
 	}
 }
+
+// A Go step on a foreign table that calls runtime.Goexit cannot be made
+// an InternalError: the Goexit goes on through the table's C frames. On a
+// Go thread, as here, it skips them and the flow never ends (on a thread
+// of C's the runtime aborts the process); the library logs it, with the
+// stack that names the caller, before either happens. Before, nothing
+// said why the flow stopped, or why the process aborted.
+func TestForeignStepGoexitIsLogged(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		as := cabi.Wrap(root)
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { goexitingStep() })
+		as.Add(func(asyncsteps.AsyncSteps, ...any) { fmt.Println("VIOLATION: next step ran") })
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctest.FakeRun(root)
+		}()
+		<-done
+		fmt.Printf("trace=%q\n", ctest.Trace())
+	})
+	for _, want := range []string{
+		"cabi: runtime.Goexit in a Go callback of a foreign table",
+		"goexitingStep",
+		`trace="fake: running root valid=0\n"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("child output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "VIOLATION") {
+		t.Errorf("child output:\n%s", out)
+	}
+}
+
+//go:noinline
+func goexitingStep() { runtime.Goexit() }
+
+// So is one in a callback that a foreign table's Tool runs.
+func TestForeignToolCallbackGoexitIsLogged(t *testing.T) {
+	out := inChild(t, func() {
+		ctest.Reset()
+		root := ctest.FakeRoot()
+		defer ctest.FakeFree(root)
+		cabi.Wrap(root).Tool().Immediate(goexitingStep)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctest.FakeRunSched()
+		}()
+		<-done
+		fmt.Printf("trace=%q\n", ctest.Trace())
+	})
+	for _, want := range []string{
+		"cabi: runtime.Goexit in a Go callback of a foreign table",
+		"goexitingStep",
+		`trace=""`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("child output lacks %q:\n%s", want, out)
+		}
+	}
+}

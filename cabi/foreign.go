@@ -254,10 +254,14 @@ func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
 // panic is recorded here, not left to handleError, which records only
 // for a callback that runs.
 func (w *foreign) run(f func()) {
+	returned := false
 	defer func() {
 		w.cb.end()
 		r := recover()
 		if r == nil {
+			if !returned {
+				logGoexit()
+			}
 			return
 		}
 		if _, ok := r.(foreignAbort); ok {
@@ -270,6 +274,18 @@ func (w *foreign) run(f func()) {
 		}
 	}()
 	f()
+	returned = true
+}
+
+// logGoexit logs, with the stack that names the caller, a runtime.Goexit
+// in a Go callback of a foreign table's, which nothing can turn into an
+// error of the step: the Goexit goes on through the table's C frames
+// (see the package doc), and the process may abort before anything else
+// says why.
+func logGoexit() {
+	slog.Error("cabi: runtime.Goexit in a Go callback of a foreign table: it cannot unwind the table's C frames "+
+		"(on a thread of C's the process aborts; on a Go thread the table's flow never ends)",
+		"stack", string(debug.Stack()))
 }
 
 // settle completes a step that returned without doing anything. A step
@@ -459,13 +475,17 @@ func cabiForeignSched(rec C.uint64_t) {
 // not unwind the table's C frames: it is logged, as a Loop logs one of its
 // callbacks, and the table's loop goes on.
 func runSched(f func()) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("asyncsteps: panic in loop callback",
 				"panic", printsafe.Sprint(r), "stack", string(debug.Stack()))
+		} else if !returned {
+			logGoexit()
 		}
 	}()
 	f()
+	returned = true
 }
 
 // inCallback reports whether the caller is the Go callback w was given to.
