@@ -347,7 +347,7 @@ func (l *Loop) endDropped(t task) {
 	case *startFailure:
 		fl = t.fl
 	case *itemWork:
-		fl = t.lr.at.fl
+		fl = t.fl
 	}
 	if fl != nil && !fl.done && fl.sched == scheduler(l) {
 		l.endClosed(fl)

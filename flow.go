@@ -876,10 +876,14 @@ func (f *frame) settled() bool {
 	return f.consumed && (r == nil || r.timer == nil && r.onCancel == nil) && (f.mode == modeStep || f.mode == modeHandler)
 }
 
-// release ends f's own resources: its timer and cancel handler.
+// release ends f's own resources: its timer, its cancel handler, and
+// what its built-in step's execution holds.
 func (fl *flow) release(f *frame) {
 	f.over = true
 	f.kill()
+	if ctl := f.ctl(); ctl != nil {
+		ctl.letGo()
+	}
 	if r := f.rare; r != nil {
 		if r.timer != nil {
 			fl.disarm(f)

@@ -232,6 +232,18 @@ func (lr *limitRun) end() {
 	lr.dropAhead()
 }
 
+// letGo lets go of what the execution made, as its frame ends: the
+// sequence, stopped by now (iter.Pull2 keeps its last pair), the items'
+// step APIs and the frame's, which keep the flow. A model keeps the
+// control of its step's first execution with the definition. The step
+// has ended then, as the goroutines of Await functions still running in
+// ended items find: they reach the flow through their itemWork, not at.
+func (lr *limitRun) letGo() {
+	lr.end()
+	lr.parallelRun.letGo()
+	lr.items, lr.at = nil, nil
+}
+
 // dropAhead lets go of the pair pulled ahead, if any: no item will run it
 // (its yield returns false as the sequence is stopped).
 func (lr *limitRun) dropAhead() {
@@ -412,7 +424,10 @@ func (lr *limitRun) itemEnds(b *frame) {
 // slotBack runs on the loop once the last Await function of an ended
 // item has returned: its slot is free again, and the next pair is taken.
 func (lr *limitRun) slotBack(w *itemWork) {
-	p, fl := lr.at.f, lr.at.fl
+	if lr.ended.Load() {
+		return // and at let go of (see letGo)
+	}
+	p, fl := lr.at.f, w.fl
 	if !lr.running(p) {
 		return
 	}
@@ -436,6 +451,7 @@ func (lr *limitRun) slotBack(w *itemWork) {
 type itemWork struct {
 	work atomic.Int32
 	lr   *limitRun
+	fl   *flow // the item's, which the step's end does not let go of (see letGo)
 }
 
 // itemWorkOf returns the count of the Await functions started inside the
@@ -451,7 +467,7 @@ func itemWorkOf(f *frame) *itemWork {
 	}
 	r := f.rareFields()
 	if r.side == nil {
-		r.side = &frameSide{work: itemWork{lr: lr}}
+		r.side = &frameSide{work: itemWork{lr: lr, fl: f.h.fl}}
 	}
 	return &r.side.work
 }
@@ -461,7 +477,7 @@ func (w *itemWork) release() {
 		if testHookSlotBackChecked != nil {
 			testHookSlotBackChecked()
 		}
-		w.lr.at.fl.sched.inject(w)
+		w.fl.sched.inject(w)
 	}
 }
 

@@ -109,6 +109,11 @@ func (lr *loopRun) drained(f *frame) bool {
 	return true
 }
 
+// letGo lets go of the collection's snapshot, or the sequence pulled,
+// stopped by now (iter.Pull2 keeps its last pair), as the loop ends: the
+// first execution's control lives as long as the definition.
+func (lr *loopRun) letGo() { lr.items, lr.seq = nil, nil }
+
 // catch takes a Break or Continue meant for this loop (docs/DESIGN.md#break-and-continue): an
 // unlabelled one is meant for the innermost loop.
 func (lr *loopRun) catch(f *frame, err *Error) (*frame, bool) {

@@ -153,6 +153,13 @@ func (pr *parallelRun) newBranch(p *frame, s step, queue []step) *stepAPI {
 
 func (pr *parallelRun) drained(*frame) bool { return false }
 
+// letGo lets go of the branches' step APIs, which keep their flow, as
+// the step ends: they have all ended or been cancelled by then.
+func (pr *parallelRun) letGo() {
+	clear(pr.few[:])
+	pr.branches = nil
+}
+
 func (pr *parallelRun) catch(*frame, *Error) (*frame, bool) { return nil, false }
 
 // branchDone completes the parallel step when its last branch succeeds.

@@ -88,6 +88,11 @@ type control interface {
 	// catch is offered an error unwinding through f; it returns the frame
 	// to go on with and true when it handles the error.
 	catch(f *frame, err *Error) (*frame, bool)
+	// letGo lets go of what the execution made (a sequence, a snapshot,
+	// the step APIs of branches), as its frame ends: the control of a
+	// definition's first execution lives as long as the definition, which
+	// a model Root keeps for its clones (see loopDef.first).
+	letGo()
 }
 
 // appendStep appends s to the queue q. An empty queue gets room for four

@@ -407,7 +407,7 @@ func continuationOf(tk task) *flow {
 	case *expiryTask:
 		return c.fl
 	case *itemWork:
-		return c.lr.at.fl
+		return c.fl
 	}
 	return nil
 }
