@@ -1033,6 +1033,89 @@ func TestForEachLimitResetEventsKeepsASlotBack(t *testing.T) {
 	})
 }
 
+// A slot given back, by the last Await function of an ended item, while
+// a callback of the flow drives its TestTool (a misuse) waits until the
+// callback returns, as the flow's other events do: it would start the
+// next item under the callback's feet. The callback, of a Parallel's
+// other branch, fails with the InternalError of the misuse, which its
+// handler recovers from; the next item then starts, and the step ends.
+func TestForEachLimitSlotBackWaitsForACallbackThatDrivesTheTool(t *testing.T) {
+	const reentryInfo = "the flow's tool was driven from inside a callback of the flow (TestTool.NextEvent, Advance or Run in a step?): its own events wait until the callback returns"
+	synctest.Test(t, func(t *testing.T) {
+		r, tt := newFlow()
+		var tr tracer
+		now := func() time.Duration { return elapsed(tt) }
+		release := make(chan struct{})
+		p := r.Parallel()
+		asyncsteps.ForEachLimit(p, countTo(2), 1, blockedItem(&tr, now, release))
+		p.Add(func(as steps, _ ...any) {
+			as.Add(func(as steps, _ ...any) { as.SetTimeout(2 * msec) },
+				func(as steps, _ string) { as.Success() }) // item 0 has ended by then
+			as.Add(func(as steps, _ ...any) {
+				close(release)
+				synctest.Wait() // the function has returned: its slot is queued
+				tr.addf("drive@%v", now())
+				for tt.NextEvent() {
+				}
+				tr.addf("driven@%v", now())
+			}, func(as steps, code string) {
+				tr.addf("%s: %s", code, as.State().ErrorInfo)
+				as.Success()
+			})
+		})
+		ch := r.Promise()
+		tt.Advance(2 * msec) // item 1 starts; its function returns at once
+		synctest.Wait()      // its result is queued
+		tt.Run()
+		if res := result(t, ch); res.Err != nil {
+			t.Errorf("Result.Err = %v, want nil", res.Err)
+		}
+		wantTrace(t, &tr, "start 0@0s,item 0: Timeout@1ms,drive@2ms,driven@2ms,"+
+			asyncsteps.InternalError+": "+reentryInfo+",start 1@2ms")
+	})
+}
+
+// The sequence of a ForEachLimit is a callback of the flow too: a slot
+// given back while the sequence drives its TestTool (a misuse) waits
+// until the pull returns. It ran inside the pull, took the next pair
+// from the sequence's own goroutine (iter.Pull2 panicked), and the step,
+// failing, stopped the sequence from inside it: the flow hung. The step
+// now fails with the InternalError of the misuse, and the slot, given
+// back once the pull has returned, finds the step ended.
+func TestForEachLimitSlotBackWaitsForASequenceThatDrivesTheTool(t *testing.T) {
+	const reentryInfo = "the flow's tool was driven from inside a callback of the flow (TestTool.NextEvent, Advance or Run in a step?): its own events wait until the callback returns"
+	inChild(t, func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, tt := newFlow()
+			var tr tracer
+			now := func() time.Duration { return elapsed(tt) }
+			release := make(chan struct{})
+			seq := func(yield func(int, int) bool) {
+				defer tr.add("cleanup")
+				if !yield(0, 0) {
+					return
+				}
+				close(release)  // item 0 has ended: its function keeps the slot
+				synctest.Wait() // the function has returned: its slot is queued
+				tr.addf("drive@%v", now())
+				for tt.NextEvent() {
+				}
+				tr.addf("driven@%v", now())
+				yield(1, 1)
+			}
+			asyncsteps.ForEachLimit(r, seq, 1, blockedItem(&tr, now, release))
+			ch := r.Promise()
+			tt.Advance(2 * msec)
+			tt.Run()
+			wantError(t, result(t, ch).Err, asyncsteps.InternalError, reentryInfo)
+			if n := tt.Pending(); n != 0 {
+				t.Errorf("Pending() = %d once the flow ended, want 0", n)
+			}
+			wantTrace(t, &tr, "start 0@0s,item 0: Timeout@1ms,drive@1ms,driven@1ms,cleanup")
+		})
+	})
+}
+
 // A slot given back, by the last Await function of an ended item, to a
 // Loop that then closes before running it ends the flow with the closed
 // loop's error, as any flow that loop leaves waiting: the function had

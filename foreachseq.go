@@ -151,33 +151,65 @@ var errSeqContinued = errors.New("asyncsteps: ForEach: the iter.Seq2 yielded aga
 // ForEachLimit's. It reports false when the sequence is exhausted (and
 // stopped). A panic in the sequence is kept in err for f to raise; a
 // Goexit in it ends the goroutine: the flow goes on at f on the next
-// goroutine, which raises the error (see afterGoexit).
+// goroutine, which raises the error (see afterGoexit). So is the misuse
+// of a sequence that drove its TestTool into the flow (see enterSeq),
+// the pair it yielded dropped.
 func (p *pulled[K, V]) pull(f *frame) (more bool) {
+	fl := f.h.fl
 	returned := false
+	enterSeq(fl)
 	defer func() {
 		if returned {
 			return
 		}
-		fl := f.h.fl
 		if r := recover(); r != nil {
-			p.err = fl.panicked(r)
+			p.err = leaveSeq(fl, fl.panicked(r))
 			p.finished = true
 			more = true
 			return
 		}
 		p.finished = true
-		p.afterGoexit(f, fl.goexitError())
+		p.afterGoexit(f, leaveSeq(fl, fl.goexitError()))
 	}()
 	k, v, ok := p.next()
 	if !ok {
 		p.stop() // its cleanup may Goexit too
 	}
 	returned = true
+	if err := leaveSeq(fl, nil); err != nil {
+		p.err = err
+		return true
+	}
 	if !ok {
 		return false
 	}
 	p.k, p.v = k, v
 	return true
+}
+
+// enterSeq marks the flow fl as in a callback while its sequence runs,
+// pulled or stopped at a Break, as while a step's callback runs: the
+// sequence is a callback of the flow's tool (see asTestToolCallback), and
+// a TestTool that it drives runs no event of the flow inside it, where
+// the event would pull the sequence again, or stop it, from its own
+// goroutine; they wait until it returns (see flow.deferTask). The engine
+// pulls and stops a sequence between callbacks, never inside one; its
+// cancel handler's stop runs inside callCancel, which marks the flow.
+func enterSeq(fl *flow) { fl.inCall = true }
+
+// leaveSeq ends what enterSeq began and returns err, the error of the
+// sequence (a panic or a Goexit in it) or nil, or else the InternalError
+// of the misuse if the sequence drove the TestTool into its flow: the
+// events that waited are queued, and the step fails, as a step whose
+// callback drove its tool does (see afterReentry).
+func leaveSeq(fl *flow, err *Error) *Error {
+	fl.inCall = false
+	if !fl.reent {
+		return err
+	}
+	c := &frame{err: err}
+	fl.afterReentry(c)
+	return c.err
 }
 
 // stopAtBreak stops the sequence as its loop frame f takes a Break, or
@@ -189,28 +221,30 @@ func (p *pulled[K, V]) pull(f *frame) (more bool) {
 // after a Goexit in a cancel handler; a ForEachLimit's step fails with it
 // as with an item's error, which first cancels the items running.
 func (p *pulled[K, V]) stopAtBreak(f *frame) (err *Error) {
+	fl := f.h.fl
 	returned := false
+	enterSeq(fl)
 	defer func() {
 		if returned {
 			return
 		}
-		fl := f.h.fl
 		if r := recover(); r != nil {
-			err = fl.panicked(r)
+			err = leaveSeq(fl, fl.panicked(r))
 			return
 		}
+		gerr := leaveSeq(fl, fl.goexitError())
 		if _, items := f.impl.(*limitRun); items {
-			p.afterGoexit(f, fl.goexitError())
+			p.afterGoexit(f, gerr)
 			return
 		}
 		// Raised at the loop, as a panic there is (see loopRun.catch):
 		// its stack, not the Break's.
 		fl.noteStack(f)
-		fl.afterGoexit(&goexitResume{h: f.h, err: fl.goexitError(), kind: resumeUnwind})
+		fl.afterGoexit(&goexitResume{h: f.h, err: gerr, kind: resumeUnwind})
 	}()
 	p.stopOnLoop()
 	returned = true
-	return nil
+	return leaveSeq(fl, nil)
 }
 
 // afterGoexit queues what goes on with the flow at f, a loop's frame or a

@@ -151,3 +151,55 @@ func forEachBreakingOn1(cleanup func()) asyncsteps.StepFunc {
 		})
 	}
 }
+
+// An iter.Seq2 that drives its TestTool (a misuse) runs no event of its
+// own flow inside it, as a step's callback does not: they wait until the
+// pull, or the stop at a Break, returns, and the loop fails with the
+// InternalError of the misuse. The timeout of a branch beside the
+// ForEach ran inside the pull, or the stop: had it failed the Parallel,
+// the loop's cancel would have stopped the sequence from the sequence's
+// own goroutine, and the flow hung.
+func TestHostileForEachSeqDrivingItsTestToolWaitsForItsFlow(t *testing.T) {
+	const reentryInfo = "the flow's tool was driven from inside a callback of the flow (TestTool.NextEvent, Advance or Run in a step?): its own events wait until the callback returns"
+	for _, at := range []string{"pull", "cleanup at Break"} {
+		t.Run(at, func(t *testing.T) {
+			inChild(t, func(t *testing.T) {
+				r, tt := newFlow()
+				var tr tracer
+				drive := func() {
+					tr.add("drive")
+					for tt.NextEvent() {
+					}
+					tr.add("driven")
+				}
+				seq := func(yield func(int, int) bool) {
+					if at == "cleanup at Break" {
+						defer drive()
+					} else {
+						drive()
+					}
+					for i := 0; yield(i, i); i++ {
+					}
+				}
+				p := r.Parallel()
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					tr.add("B waits")
+					as.SetTimeout(msec) // the event the sequence's drive comes to
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					tr.add("B: " + code)
+					as.Success()
+				})
+				p.ForEach(seq, func(as asyncsteps.AsyncSteps, k, _ any) {
+					tr.addf("body %v", k)
+					as.Break()
+				})
+				wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, reentryInfo)
+				want := "B waits,drive,driven,B: Timeout" // before the iteration that raises the misuse
+				if at == "cleanup at Break" {
+					want = "B waits,body 0,drive,driven"
+				}
+				wantTrace(t, &tr, want)
+			})
+		})
+	}
+}
