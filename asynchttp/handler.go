@@ -88,7 +88,9 @@ import (
 //     reader raised it;
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
-//     anyone still reads it, is a 503 DefenseRejected "request cancelled".
+//     anyone still reads it, is a 503 DefenseRejected "request cancelled",
+//     also when the flow ended with an error of its own as the cancel
+//     came (see [Outcome]).
 //     A deadline of the request's context is not a cancel but a timeout
 //     of the whole flow (see [asyncsteps.Root.Run]): a Timeout error,
 //     which the flow's error handlers see, and a 504 unless they recover
@@ -226,10 +228,18 @@ type Reply struct {
 }
 
 // Outcome is how a request's flow ended, given to [Handler].Done.
+//
+// Cancelled is set when the flow did not succeed and the request's context
+// had been cancelled by the time the Handler took the flow's outcome: the
+// flow was cancelled, or it ended with an error of its own as the cancel
+// came, before the engine saw it. Either way the request was cancelled:
+// the answer is the 503 of a cancel, Code DefenseRejected, and Err the
+// flow's error. The context's deadline is not a cancel but a Timeout; an
+// aborted response (http.ErrAbortHandler) is no cancel either.
 type Outcome struct {
 	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
 	Code      string    // the error code answered (InternalError for an aborted response); "" on success
-	Cancelled bool      // the request's context was cancelled before the flow ended (its deadline is a Timeout)
+	Cancelled bool      // the request's context was cancelled as the flow failed (see above; its deadline is a Timeout)
 	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer, a Goexit or a body over its limit), or the context's error
 	Start     time.Time // when ServeHTTP began
 }
@@ -270,6 +280,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}()
 	args, st, err := h.run(req)
+	if testHookFlowEnded != nil {
+		testHookFlowEnded()
+	}
 	switch {
 	case err == nil:
 		h.writeResult(w, req, args, &o)
@@ -278,7 +291,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// response is aborted either way (see abort).
 		ended = true
 		h.abort(req, o, err)
-	case cancelledBy(req.Context(), err):
+	case cancelled(req.Context()):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
 	default:
@@ -293,6 +306,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	ended = true
 }
+
+// testHookFlowEnded, set by a test, runs in ServeHTTP once the flow has
+// ended, before its outcome is taken.
+var testHookFlowEnded func()
 
 // errorAnswer returns the error that answers the flow's error e, and its
 // status: e itself, but for a request body over its limit (see
@@ -506,19 +523,17 @@ func asyncStackOf(st *asyncsteps.State) []string {
 // Flow's: the closures of Handler.run.
 var handlerStep = reflect.TypeFor[Handler]().PkgPath() + ".(*Handler).run.func"
 
-// cancelledBy reports whether err ended the flow because ctx was
-// cancelled: Run then returns an error matching ctx.Err(); an error the
-// flow raised is an *asyncsteps.Error of its own. A deadline of ctx is not
-// a cancel but a Timeout of the flow, which its error handlers saw (also
-// matching ctx.Err()), or, when it had passed before the flow started,
-// ctx.Err() itself (see asFlowError): a 504 like any other Timeout.
-func cancelledBy(ctx context.Context, err error) bool {
+// cancelled reports whether ctx, the request's, has been cancelled, as
+// the flow's outcome is taken. The flow was then cancelled, and Run
+// returned an error matching ctx.Err(), or the flow ended with an error of
+// its own as the cancel came, which the engine had not seen yet: the
+// request is cancelled all the same, whichever came first. A deadline of
+// ctx is not a cancel but a Timeout of the flow, which its error handlers
+// saw, or, when it had passed before the flow started, ctx.Err() itself
+// (see asFlowError): a 504 like any other Timeout.
+func cancelled(ctx context.Context) bool {
 	cause := ctx.Err()
-	if cause == nil || errors.Is(cause, context.DeadlineExceeded) {
-		return false
-	}
-	var e *asyncsteps.Error
-	return errors.Is(err, cause) || !errors.As(err, &e)
+	return cause != nil && !errors.Is(cause, context.DeadlineExceeded)
 }
 
 // asFlowError returns err as an *asyncsteps.Error. Run under a context
