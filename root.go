@@ -401,7 +401,10 @@ func (fl *flow) cancelOf(req *stopRequest) func() {
 			return
 		}
 		if fl.inCall { // a callback of the flow drives its TestTool
-			fl.deferTask(flowStop{fl: fl, apply: apply}) // kept by ResetEvents, as the stop was
+			// The flow sees req at its next step or unwind, before this
+			// runs: a stop of the flow, the flow's end drops it, and
+			// Pending counts it no more.
+			fl.deferTask(flowStop{fl: fl, apply: apply})
 			return
 		}
 		fl.cancel(req.cause)

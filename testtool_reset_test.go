@@ -171,6 +171,46 @@ func TestTestToolResetEventsKeepsRunsStops(t *testing.T) {
 	}
 }
 
+// The deadline of Run's context that a callback of the flow, driving its
+// own TestTool (a misuse), comes to is deferred until the callback
+// returns, and ResetEvents keeps the deferred task as any other stop. A
+// deadline, unlike a cancel, is not seen by the flow at its next step:
+// the error of the reentry, which a handler recovers from, lets the flow
+// go on, and only that task times it out. Dropped, it left the next step
+// waiting for ever, and Run with it: Run sees its context end once.
+func TestTestToolResetEventsKeepsADeadlineDeferredByReentry(t *testing.T) {
+	tt := NewTestTool()
+	ctx := newEndingCtx()
+	var tr trace
+	r := New(WithTool(tt))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		ctx.end(context.DeadlineExceeded)
+		tt.Immediate(func() {}) // the flow yields: Run posts the deadline's stop
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		tr.add("drive")
+		tt.NextEvent() // the deadline's stop: deferred
+		tt.Immediate(func() { tr.add("reset"); tt.ResetEvents() })
+	}, func(as AsyncSteps, code string) {
+		tr.add("handler:%s", code)
+		as.Success()
+	})
+	r.Add(func(as AsyncSteps, _ ...any) {
+		tr.add("wait")
+		as.SetCancel(func(AsyncSteps) { tr.add("cancelled") })
+	})
+	err := runWithin(t, r, ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run err = %v, want one matching context.DeadlineExceeded", err)
+	}
+	if got, want := tr.String(), "drive handler:InternalError reset"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("Pending() = %d after Run, want 0", n)
+	}
+}
+
 // A context's stop that ResetEvents kept is dropped when its flow ends
 // before the tool applies it, and never reaches the Root's next
 // execution: a cancel, and a deadline. The error raised after the stop
