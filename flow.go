@@ -898,6 +898,21 @@ func (fl *flow) release(f *frame) {
 	}
 }
 
+// letGoSteps lets go of what the built-in steps still running in fl
+// hold (see control.letGo), as its closed loop ends it: nothing releases
+// their frames then, and a model keeps the control of a step's first
+// execution. Loop goroutine only, or a flow that never began.
+func (fl *flow) letGoSteps() {
+	if fl.base.active == nil {
+		return // the common case: between two steps, or never begun
+	}
+	for _, f := range cancelOrder(nil, &fl.base) {
+		if ctl := f.ctl(); ctl != nil {
+			ctl.letGo()
+		}
+	}
+}
+
 // end delivers the flow's outcome; nothing of the flow runs afterwards.
 func (fl *flow) end(args []any, err error) {
 	fl.done = true

@@ -547,6 +547,7 @@ func (l *Loop) endClosed(fl *flow) {
 		fl.end(nil, &Error{Code: InternalError, Info: info})
 		return
 	}
+	fl.letGoSteps()
 	fl.end(nil, errLoopClosed())
 }
 

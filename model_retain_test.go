@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 	"weak"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -122,4 +123,49 @@ func freshSeq(fresh func() *[4096]byte, n int) iter.Seq2[int, *[4096]byte] {
 			}
 		}
 	}
+}
+
+// So it does when the loop closes while the clone's ForEachLimit runs:
+// the close ends the flow without ending its steps one by one, and the
+// model kept the step's control, its items waiting, and through them the
+// clone's flow and State.
+func TestAModelKeepsNothingOfAClonesExecutionItsLoopClosed(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	var payloads []weak.Pointer[[4096]byte]
+	fresh := func() *[4096]byte {
+		p := new([4096]byte)
+		payloads = append(payloads, weak.Make(p))
+		return p
+	}
+	model := asyncsteps.New(asyncsteps.WithTool(loop))
+	waiting := make(chan struct{})
+	asyncsteps.ForEachLimit(model, freshSeq(fresh, 3), 1, func(as asyncsteps.AsyncSteps, _ int, _ *[4096]byte) {
+		as.WaitExternal()
+		close(waiting)
+	})
+	clone := model.Clone()
+	clone.State().Set("payload", fresh())
+	ch := clone.Promise()
+	<-waiting
+	loop.Close()
+	wantError(t, (<-ch).Err, asyncsteps.InternalError, "the flow's loop is closed")
+	clone = nil
+	<-loop.Done()
+	// The close stops the sequence on a goroutine of its own: the last
+	// pair it yielded lives until then.
+	alive := len(payloads)
+	for try := 0; try < 50 && alive > 0; try++ {
+		time.Sleep(time.Duration(try) * time.Millisecond)
+		runtime.GC()
+		alive = 0
+		for _, p := range payloads {
+			if p.Value() != nil {
+				alive++
+			}
+		}
+	}
+	if alive != 0 {
+		t.Errorf("%d of %d payloads of the clone's execution kept alive by the model", alive, len(payloads))
+	}
+	runtime.KeepAlive(model)
 }
