@@ -248,17 +248,36 @@ func (fl *flow) deferTask(t task) {
 // afterReentry fails c, whose callback drove the tool into its own flow,
 // and queues the tasks that waited for the callback to return.
 func (fl *flow) afterReentry(c *frame) {
-	fl.reent = false
 	if c.err == nil || c.handling {
-		err := &Error{Code: InternalError, Info: reentryInfo}
-		fl.noteError(err, err)
-		c.err, c.handling = err, false
+		c.err, c.handling = fl.reentryError(), false
 	}
+	fl.endReentry()
+}
+
+// reentryError returns the InternalError of a callback of fl that drove
+// the tool into its own flow, noted as raised.
+func (fl *flow) reentryError() *Error {
+	err := &Error{Code: InternalError, Info: reentryInfo}
+	fl.noteError(err, err)
+	return err
+}
+
+// endReentry queues the tasks that waited for the callback of fl that
+// drove the tool into its own flow to return.
+func (fl *flow) endReentry() {
+	for _, t := range fl.takeReentered() {
+		fl.sched.post(t)
+	}
+}
+
+// takeReentered returns the tasks that wait for the callback of fl that
+// drove the tool into its own flow, for the caller to queue them.
+func (fl *flow) takeReentered() []task {
+	fl.reent = false
 	if v, ok := reentered.LoadAndDelete(fl); ok {
-		for _, t := range *v.(*[]task) {
-			fl.sched.post(t)
-		}
+		return *v.(*[]task)
 	}
+	return nil
 }
 
 // loopGoroutines holds the goroutine ids of the running Loops, so that

@@ -22,6 +22,10 @@ type pulled[K, V any] struct {
 	err      *Error // a panic or Goexit while pulling, raised by the iteration
 	unbind   func() bool
 	finished bool
+	// waiting holds the flow's events that waited for a pull that drove
+	// the flow's TestTool into the flow, until a ForEach's iteration has
+	// raised the error of that misuse (see leavePull).
+	waiting []task
 }
 
 // isSeq2Value reports whether ForEach pulls c lazily: an iter.Seq2.
@@ -46,7 +50,11 @@ func pullSeq(f *frame, c any) *pulled[any, any] {
 // which runs no cancel handler.
 func (p *pulled[K, V]) start(f *frame, seq iter.Seq2[K, V]) {
 	p.bind(f, seq)
-	f.rareFields().onCancel = func(AsyncSteps) { p.stopOnLoop() }
+	fl := f.h.fl
+	f.rareFields().onCancel = func(AsyncSteps) {
+		defer p.postWaiting(fl) // the loop ends before its iteration raised err
+		p.stopOnLoop()
+	}
 }
 
 // bind starts pulling seq for the frame f, a loop's or a ForEachLimit's,
@@ -163,20 +171,20 @@ func (p *pulled[K, V]) pull(f *frame) (more bool) {
 			return
 		}
 		if r := recover(); r != nil {
-			p.err = leaveSeq(fl, fl.panicked(r))
+			p.err = p.leavePull(f, fl.panicked(r))
 			p.finished = true
 			more = true
 			return
 		}
 		p.finished = true
-		p.afterGoexit(f, leaveSeq(fl, fl.goexitError()))
+		p.afterGoexit(f, p.leavePull(f, fl.goexitError()))
 	}()
 	k, v, ok := p.next()
 	if !ok {
 		p.stop() // its cleanup may Goexit too
 	}
 	returned = true
-	if err := leaveSeq(fl, nil); err != nil {
+	if err := p.leavePull(f, nil); err != nil {
 		p.err = err
 		return true
 	}
@@ -210,6 +218,34 @@ func leaveSeq(fl *flow, err *Error) *Error {
 	c := &frame{err: err}
 	fl.afterReentry(c)
 	return c.err
+}
+
+// leavePull is leaveSeq for a pull by the frame f. A ForEachLimit raises
+// the error as the pull returns; a ForEach in its next iteration, which
+// may come a turn later: the events that waited stay in p.waiting until
+// then (see postWaiting), so that the misuse is raised before they run,
+// as a step's is, rather than hidden by a timeout that was due.
+func (p *pulled[K, V]) leavePull(f *frame, err *Error) *Error {
+	fl := f.h.fl
+	if _, loop := f.impl.(*loopRun); !loop || !fl.reent {
+		return leaveSeq(fl, err)
+	}
+	fl.inCall = false
+	if err == nil {
+		err = fl.reentryError()
+	}
+	p.waiting = fl.takeReentered()
+	return err
+}
+
+// postWaiting queues the events that waited for a pull that drove the
+// flow's TestTool (see leavePull), once the iteration has raised its
+// error, or the loop has ended without raising it.
+func (p *pulled[K, V]) postWaiting(fl *flow) {
+	for _, t := range p.waiting {
+		fl.sched.post(t)
+	}
+	p.waiting = nil
 }
 
 // stopAtBreak stops the sequence as its loop frame f takes a Break, or

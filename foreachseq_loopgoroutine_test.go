@@ -2,6 +2,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"runtime/debug"
 	"testing"
@@ -106,5 +107,89 @@ func TestForEachSeqRunsAsACallbackOfItsTestTool(t *testing.T) {
 		if tool.IsSameThread() {
 			t.Error("IsSameThread is true on the test's goroutine after Run returned")
 		}
+	})
+}
+
+// A sequence that drives its TestTool into its own flow (NextEvent,
+// Advance), or its cleanup at a Break that does, is a callback of the
+// flow that does, as a step is: the flow's own events wait, and the loop
+// fails with the reentry's InternalError before they run; a cancel
+// requested before wins over it. Before, they ran under the pull, inside
+// the loop step that pulled: a timeout ended a ForEach under its own
+// iteration, which then ran its body again, and a ForEachLimit's item and
+// cancel ran in the middle of its take, either flow lost with nothing
+// left to end it; under the cleanup, the loop's catch went on with a
+// recycled frame, a nil dereference that the tool logged.
+func TestSequenceDrivingItsTestToolIsAReentry(t *testing.T) {
+	const info = "the flow's tool was driven from inside a callback of the flow (TestTool.NextEvent, Advance or Run in a step?): its own events wait until the callback returns"
+	inChildFor(t, 10*time.Second, func(t *testing.T) {
+		t.Run("ForEach past its timeout", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			seq := func(yield func(int, int) bool) {
+				defer tr.add("cleanup")
+				yield(0, 0)
+				tt.Advance(time.Second)
+				yield(1, 1)
+			}
+			r.Add(func(as steps, _ ...any) {
+				as.SetTimeout(10 * msec)
+				as.SetCancel(tr.cancel("cancel"))
+				as.ForEach(seq, func(_ steps, k, _ any) { tr.addf("body %v", k) })
+			}, func(as steps, code string) {
+				tr.addf("onerror %s: %s", code, as.State().ErrorInfo)
+			})
+			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, info)
+			wantTrace(t, &tr, "body 0,cleanup,cancel,onerror InternalError: "+info)
+			syncWantIdle(t, tt)
+		})
+		t.Run("ForEach's cleanup at a Break past its timeout", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			seq := func(yield func(int, int) bool) {
+				defer func() {
+					tr.add("cleanup")
+					tt.Advance(time.Second)
+				}()
+				yield(0, 0)
+				yield(1, 1)
+			}
+			r.Add(func(as steps, _ ...any) {
+				as.SetTimeout(10 * msec)
+				as.SetCancel(tr.cancel("cancel"))
+				as.ForEach(seq, func(as steps, k, _ any) {
+					tr.addf("body %v", k)
+					as.Break()
+				})
+			}, func(as steps, code string) {
+				tr.addf("onerror %s: %s", code, as.State().ErrorInfo)
+			})
+			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, info)
+			wantTrace(t, &tr, "body 0,cleanup,cancel,onerror InternalError: "+info)
+			syncWantIdle(t, tt)
+		})
+		t.Run("ForEachLimit after a Cancel", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			seq := func(yield func(int, int) bool) {
+				defer tr.add("cleanup")
+				if yield(0, 0) {
+					r.Cancel()
+					tt.NextEvent()
+					yield(1, 1)
+				}
+			}
+			r.Add(func(as steps, _ ...any) {
+				as.SetCancel(tr.cancel("cancel"))
+				asyncsteps.ForEachLimit(as, seq, 2, func(_ steps, i, _ int) { tr.addf("item %d", i) },
+					tr.handler("limit onerror"))
+			}, tr.handler("onerror"))
+			res := run(t, r, tt)
+			if !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+			}
+			wantTrace(t, &tr, "cleanup,cancel")
+			syncWantIdle(t, tt)
+		})
 	})
 }

@@ -189,6 +189,7 @@ func eachIteration(as AsyncSteps, _ ...any) {
 		// Pulling this pair failed: the iteration raises it.
 		h.f.err, h.f.handling = lr.seq.err, false
 		lr.seq.err = nil
+		lr.seq.postWaiting(h.fl) // they come after the error, as after a step's
 		return
 	}
 	if lateIteration(h, lr) {
