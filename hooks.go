@@ -337,10 +337,21 @@ func (fl *flow) reportErrors(at resumePoint) {
 	*errs = (*errs)[:0]
 }
 
-// reportError calls the StepError hook with err (see reportErrors).
+// reportError calls the StepError hook with err (see reportErrors). The
+// hook runs as a callback of the flow: one that drives its TestTool into
+// the flow (a misuse) leaves the flow's events waiting until it returns,
+// as a step does, where they ran under the engine's unwinding of err. The
+// misuse is the hook's alone, as its panic is: the flow goes on as if the
+// hook had returned.
 func (fl *flow) reportError(err *Error, at resumePoint) {
+	outer := fl.inCall // never set here, but kept as found all the same
+	fl.inCall = true
 	returned := false
 	defer func() {
+		fl.inCall = outer
+		if fl.reent && !outer {
+			defer fl.endReentry()
+		}
 		if returned {
 			return
 		}

@@ -85,3 +85,33 @@ func TestHostileTestToolDrivenPastRunsDeadline(t *testing.T) {
 		})
 	}
 }
+
+// A StepError hook that drives its TestTool into its own flow (a misuse)
+// runs none of the flow's events inside itself: they wait until the hook
+// returns, and the error it was told of unwinds as if the hook had
+// returned at once. Before, a step timeout that the hook's Advance
+// reached ran under it: it timed out the step around the error, whose
+// unwinding then went on from frames that timeout had recycled, a nil
+// dereference that the tool logged.
+func TestHostileStepErrorHookDrivesItsTestTool(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		var tr tracer
+		r, tt := newFlow()
+		tt.SetHooks(&asyncsteps.Hooks{StepError: func(_ context.Context, err *asyncsteps.Error) {
+			tr.addf("steperror %s", err.Code)
+			tt.Advance(time.Second)
+		}})
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(10 * time.Millisecond)
+			as.SetCancel(tr.cancel("outer cancel"))
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("inner cancel"))
+				as.Tool().Deferred(5*time.Millisecond, func() { as.Error("E") })
+			}, tr.handler("inner onerror"))
+		}, tr.handler("outer onerror"))
+		r.Add(tr.step("not reached"))
+		wantError(t, run(t, r, tt).Err, "E", "")
+		wantTrace(t, &tr, "steperror E,inner cancel,inner onerror:E,outer cancel,outer onerror:E")
+		syncWantIdle(t, tt)
+	})
+}
