@@ -361,3 +361,34 @@ func wantPanic(t *testing.T, name, want string, call func()) {
 	}()
 	call()
 }
+
+// A Tool of the user's that embeds a nil *Loop or *TestTool, or a zero
+// Loop, is that loop: the Root's executions fail at once with the
+// InternalError that names it, as when the loop is given itself. The
+// engine took such a tool for a loop of its own, and called the embedded
+// nil pointer's methods (a nil dereference in Promise), or ran the flow
+// on the zero Loop, where it waited for good.
+func TestHostileToolEmbeddingANilOrZeroLoop(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			tool asyncsteps.Tool
+			info string
+		}{
+			{"nil *Loop", loggingLoop{}, "the flow's tool is a nil *Loop"},
+			{"nil *TestTool", struct{ *asyncsteps.TestTool }{}, "the flow's tool is a nil *TestTool"},
+			{"zero Loop", loggingLoop{new(asyncsteps.Loop)}, unmadeLoopInfo},
+		} {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
+			r.Add(tr.step("step"))
+			select {
+			case res := <-r.Promise():
+				wantError(t, res.Err, asyncsteps.InternalError, c.info)
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s: the flow never ended", c.name)
+			}
+			wantTrace(t, &tr, "")
+		}
+	})
+}

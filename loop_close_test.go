@@ -648,3 +648,35 @@ func TestIsValidFalseOnceTheLoopClosed(t *testing.T) {
 		as.Success("late") // no effect, no panic
 	}
 }
+
+// loggingLoop is a Tool of the user's that embeds a Loop, as one that
+// adds methods of its own to it would: the engine runs its flows on that
+// Loop.
+type loggingLoop struct{ *asyncsteps.Loop }
+
+// A step left waiting on a Loop that a Tool of the user's embeds reports
+// IsValid false once that Loop has stopped, as on the Loop itself. The
+// engine ran the flow on the Loop, and its Close ended the flow, but it
+// asked whether the flow's tool was a Loop by its type, and the step
+// stayed valid for good.
+func TestIsValidFalseOnceAnEmbeddedLoopClosed(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	r := asyncsteps.New(asyncsteps.WithTool(loggingLoop{loop}))
+	waiting := make(chan asyncsteps.AsyncSteps, 1)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		waiting <- as
+	})
+	results := r.Promise()
+	as := <-waiting
+	if !as.IsValid() {
+		t.Fatal("the waiting step is not valid before Close")
+	}
+
+	loop.Close()
+
+	wantError(t, receive(t, results, "the flow").Err, asyncsteps.InternalError, closedInfo)
+	if as.IsValid() {
+		t.Error("the waiting step is valid once its loop closed")
+	}
+}

@@ -61,6 +61,9 @@ type Option struct {
 // WithTool makes the flow run on t instead of [DefaultTool]. A nil t keeps
 // DefaultTool; a zero [Loop], or a nil *Loop or *TestTool, makes every
 // execution of the Root fail at once with an InternalError that says so.
+// A t of a type that embeds a *Loop or *TestTool is that loop: the flow
+// runs on it as if it had been given, and the engine calls its methods,
+// not those the type overrides.
 func WithTool(t Tool) Option { return Option{tool: t} }
 
 // WithUnhandledError sets the function called, on the loop, with an error

@@ -277,9 +277,28 @@ func otherScheduler(t Tool) scheduler {
 		}
 		return s
 	case scheduler:
-		return s
+		return embeddedScheduler(s)
 	}
 	return foreignTool{t}
+}
+
+// embeddedScheduler returns the Loop or TestTool that s, a Tool of the
+// user's, embeds: s has their unexported methods, promoted, tool among
+// them, which returns the loop itself. The flow runs on that loop, which
+// is checked as if it had been given (a nil or zero Loop fails its flows
+// at once) and is known by its type wherever the engine asks (IsValid
+// after the Loop's stop, a stop that a TestTool's ResetEvents keeps).
+// Taken as it was, s made the engine call the methods of a nil pointer,
+// leave the flows of a zero Loop waiting for good, and keep the steps a
+// stopped Loop left valid.
+func embeddedScheduler(s scheduler) scheduler {
+	switch inner := s.tool().(type) {
+	case *Loop:
+		return schedulerOf(inner)
+	case *TestTool:
+		return schedulerOf(inner)
+	}
+	return s
 }
 
 // unmadeLoop marks the zero Loop l stopped, so that its flows end at once
