@@ -407,6 +407,39 @@ func TestKeyedMutexSyncExtraHandlers(t *testing.T) {
 	wantLen(t, km, "after", 0)
 }
 
+// cancelRefusing is a decorator of a step whose SetCancel panics, as a
+// foreign table without set_cancel aborts its step.
+type cancelRefusing struct{ asyncsteps.AsyncSteps }
+
+func (w cancelRefusing) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as asyncsteps.AsyncSteps, args ...any) { fn(cancelRefusing{as}, args...) }, onerror...)
+	return w
+}
+
+func (cancelRefusing) SetCancel(asyncsteps.CancelFunc) { panic("no cancel handler") }
+
+// A section entered through an AsyncSteps whose SetCancel panics fails
+// its step with nothing to cancel: the key it counted itself in as it
+// began is let go of too, and the next flow on the key enters it.
+func TestKeyedMutexFreesTheKeyOfASectionThatCannotSetItsCancel(t *testing.T) {
+	km := asyncsteps.NewKeyedMutex[string](1)
+	var tr tracer
+	r, tt := newFlow()
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		km.Sync(cancelRefusing{as}, "a", tr.step("refused:in"), tr.handler("refused:onerror"))
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("step onerror:%s:%s", code, as.State().ErrorInfo)
+		as.Success()
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantLen(t, km, "after the refused section", 0)
+	next, tt := newFlow()
+	km.Sync(next, "a", tr.step("next:in"))
+	wantSuccess(t, run(t, next, tt))
+	wantTrace(t, &tr, "step onerror:InternalError:no cancel handler,next:in")
+	wantLen(t, km, "at the end", 0)
+}
+
 // BenchmarkKeyedMutexSync measures a flow that enters and leaves a free
 // slot of a key, next to BenchmarkMutexSyncUncontended: with a Mutex(2)
 // and a KeyedMutex(2) whose key another flow holds (the key is in use),

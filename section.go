@@ -137,7 +137,7 @@ func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 	}
 	// A foreign AsyncSteps: bound methods.
 	h = unwrapStep(as)
-	as.SetCancel(s.cancel)
+	s.setCancelOn(as)
 	step := StepFunc(s.advance)
 	for range s.n {
 		as.Add(step)
@@ -154,6 +154,22 @@ func beginSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any, gate
 		h.f.impl = s
 		h.fl.sched.linkSection(s)
 	}
+}
+
+// setCancelOn sets the section's cancel handler through as, an AsyncSteps
+// that is not the package's own. If that panics (a decorator's SetCancel,
+// a foreign table that has none aborts its step), no handler will give
+// back what the step that enters took already, a KeyedMutex's key: the
+// section leaves its gates at once. Once the handler is set, it does.
+func (s *section) setCancelOn(as AsyncSteps) {
+	set := false
+	defer func() {
+		if !set {
+			s.leave(nil)
+		}
+	}()
+	as.SetCancel(s.cancel)
+	set = true
 }
 
 // enterFrame adds the section's steps to the frame of the step h runs, with
