@@ -2,6 +2,8 @@ package asyncsteps
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +56,52 @@ func TestKeyedMutexFlowComingAsTheKeyIsFreed(t *testing.T) {
 			t.Errorf("flow ended with %v", r.Err)
 		}
 	}
+}
+
+// liveHeap returns the bytes of the live heap, after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// Keys seen once cost nothing afterwards: once a burst of keys in use at
+// once has been let go of, the room the map grew for them goes back too
+// (a Go map never shrinks by itself), so that a KeyedMutex costs what the
+// keys in use need, not what its busiest moment did. The keys are taken
+// and let go of as sections do, without flows.
+func TestKeyedMutexGivesBackTheRoomOfABurst(t *testing.T) {
+	const burst = 1 << 16
+	km := NewKeyedMutex[string](1)
+	names := make([]string, burst)
+	for i := range names {
+		names[i] = fmt.Sprint("user-", i)
+	}
+	base := liveHeap()
+	locks := make([]*keyLock[string], burst)
+	for i, name := range names {
+		locks[i], _ = km.acquire(name)
+	}
+	const held = 64 // keys still in use after the burst
+	for _, k := range locks[held:] {
+		km.release(k)
+	}
+	locks = slices.Clone(locks[:held]) // not the burst's array, which reaches every key
+	// The map of a burst keeps some 50 bytes a key of it; the keys still
+	// in use need far less than 4 (the heap's own noise included).
+	if kept := liveHeap() - base; kept > 4*burst {
+		t.Errorf("after a burst of %d keys, %d in use, the KeyedMutex keeps %d bytes", burst, held, kept)
+	}
+	if n := km.Len(); n != held {
+		t.Errorf("%d keys in use, want %d", n, held)
+	}
+	for _, k := range locks {
+		km.release(k)
+	}
+	if n := km.Len(); n != 0 {
+		t.Errorf("%d keys in use at the end, want 0", n)
+	}
+	runtime.KeepAlive(km)
+	runtime.KeepAlive(names)
 }

@@ -406,9 +406,14 @@ type KeyedMutex[K comparable] struct {
 	limit    int // per key; 0 means 1
 	maxQueue queueLimit
 
-	mu    sync.Mutex // guards locks and the refs of its values; never held with a key's
+	mu    sync.Mutex // guards locks, peak and the refs of locks' values; never held with a key's
 	locks map[K]*keyLock[K]
+	peak  int // the most keys in locks since it was made
 }
+
+// keptKeys is how many keys a KeyedMutex's map may have held at once and
+// keep the room of once they have left (see KeyedMutex.shrink).
+const keptKeys = 1024
 
 // NewKeyedMutex returns a KeyedMutex that lets at most max flows at a time
 // into the critical sections of each key, and queues at most maxQueue more
@@ -483,6 +488,7 @@ func (m *KeyedMutex[K]) acquire(key K) (k *keyLock[K], info string) {
 		k = &keyLock[K]{owner: m, key: key, obj: keySyncer[K]{m, key}}
 		k.mutex.limit, k.mutex.maxQueue = m.limit, m.maxQueue
 		m.locks[key] = k
+		m.peak = max(m.peak, len(m.locks))
 	}
 	k.refs++
 	return k, ""
@@ -495,7 +501,28 @@ func (m *KeyedMutex[K]) release(k *keyLock[K]) {
 	defer m.mu.Unlock()
 	if k.refs--; k.refs == 0 {
 		delete(m.locks, k.key)
+		m.shrink()
 	}
+}
+
+// shrink gives back the room of a burst of keys that has left: a Go map
+// keeps the room of the most keys it held, so once at most a quarter of
+// a peak above keptKeys is left in use, those move to a map of their
+// size. Each key moved was one of the peak, and three times as many have
+// left since: the moves cost O(1) a key. Called with mu held.
+func (m *KeyedMutex[K]) shrink() {
+	n := len(m.locks)
+	if m.peak <= keptKeys || n > m.peak/4 {
+		return
+	}
+	var fresh map[K]*keyLock[K] // none in use: made again by acquire
+	if n > 0 {
+		fresh = make(map[K]*keyLock[K], n)
+		for key, k := range m.locks {
+			fresh[key] = k
+		}
+	}
+	m.locks, m.peak = fresh, n
 }
 
 // keyLock is the Mutex of a key in use, and the gate of its sections.
