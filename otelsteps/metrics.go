@@ -2,6 +2,8 @@ package otelsteps
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -205,6 +207,10 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 		o, kind = m.throttle, "throttle"
 	case *asyncsteps.Limiter:
 		o, kind = m.limiter, "limiter"
+	default:
+		if isKeyedMutexKey(obj) {
+			o, kind = m.mutex, "mutex"
+		}
 	}
 	if m.syncerName != nil {
 		if name := m.syncerName(obj); name != "" {
@@ -212,4 +218,16 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 		}
 	}
 	m.syncWait.Record(context.Background(), waited.Seconds(), o.record...)
+}
+
+// corePath is the import path of asyncsteps, whose types the hooks report.
+var corePath = reflect.TypeFor[asyncsteps.Mutex]().PkgPath()
+
+// isKeyedMutexKey reports whether obj is the Syncer of a key of an
+// asyncsteps.KeyedMutex, a Mutex per key: what its Key returns, and what
+// the SyncWait hook is told of. Its type is not exported, one per type of
+// key, so it is known by its name.
+func isKeyedMutexKey(obj asyncsteps.Syncer) bool {
+	t := reflect.TypeOf(obj)
+	return t.PkgPath() == corePath && strings.HasPrefix(t.Name(), "keySyncer[")
 }

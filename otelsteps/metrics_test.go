@@ -439,3 +439,48 @@ func captureLogs(t *testing.T) *strings.Builder {
 	t.Cleanup(func() { slog.SetDefault(old) })
 	return logs
 }
+
+// A KeyedMutex is a Mutex per key: a wait for one of its keys is timed as
+// a Mutex's, and SyncerName is given the key's Syncer, which it may name
+// by comparing it with what the KeyedMutex's Key returns.
+func TestKeyedMutexWaitIsAMutexWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := newMetered()
+		tt := asyncsteps.NewTestTool()
+		accounts := asyncsteps.NewKeyedMutex[string](1)
+		tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			MeterProvider: mp,
+			SyncerName: func(obj asyncsteps.Syncer) string {
+				if obj == accounts.Key("vip") {
+					return "vip"
+				}
+				return ""
+			},
+		}))
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) {
+			p := as.Parallel()
+			for _, key := range []string{"vip", "vip", "a", "a"} {
+				p.Add(func(as steps, _ ...any) {
+					accounts.Sync(as, key, func(as steps, _ ...any) {
+						as.WaitExternal()
+						as.Tool().Deferred(2*time.Second, func() { as.Success() })
+					})
+				})
+			}
+		})
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := describeLines([]string{
+			`asyncsteps.flow.duration{} count=1 sum=0`,
+			`asyncsteps.flow.ended{} 1`,
+			`asyncsteps.flow.started{} 1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex asyncsteps.sync.name=vip} count=1 sum=2`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex} count=1 sum=2`,
+		})
+		if got := mp.read(t); got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}

@@ -127,12 +127,13 @@
 //     events, also those a handler recovers from, by asyncsteps.error.code.
 //   - asyncsteps.sync.wait.duration: the seconds a flow waited in the queue
 //     of a Mutex, Throttle or Limiter before it was let in, on its tool's
-//     clock, by asyncsteps.sync.kind, "mutex", "throttle" or "limiter",
-//     and by asyncsteps.sync.name if [Config.SyncerName] names the gate. A
-//     flow that waits for both of a Limiter's limits, a slot and then the
-//     next period, is measured twice, once per wait. A flow let in at
-//     once, or that left the queue without entering, waited for nothing
-//     and is not measured.
+//     clock, by asyncsteps.sync.kind, "mutex", "throttle" or "limiter" (a
+//     KeyedMutex is a Mutex per key: "mutex"), and by
+//     asyncsteps.sync.name if [Config.SyncerName] names the gate. A flow
+//     that waits for both of a Limiter's limits, a slot and then the next
+//     period, is measured twice, once per wait. A flow let in at once, or
+//     that left the queue without entering, waited for nothing and is not
+//     measured.
 //
 // Where a metric has asyncsteps.error.code, error.type says the same, as
 // the semantic conventions ask of a duration metric, in the same series.
@@ -216,7 +217,8 @@ type Config struct {
 	// provider whose Meter returns nil records nothing.
 	MeterProvider metric.MeterProvider
 	// SyncerName, if set, names the Mutex, Throttle or Limiter a flow
-	// waited for (the Syncer its Sync was called on), in the attribute
+	// waited for (the Syncer its Sync was called on; for a KeyedMutex,
+	// what its Key returns for the key), in the attribute
 	// asyncsteps.sync.name of the wait metric; "" leaves the name out.
 	// Each name is a series of its own: name a few shared gates, not one
 	// made per request. It runs on the flow's loop, at each wait; a panic
