@@ -129,6 +129,7 @@ func heldMutex() *asyncsteps.Mutex {
 // NULL handle_error: TestWrapRefusesATableWithoutHandleError and
 // TestForeignStepWithoutHandleError.
 func TestForeignTableWithoutAFunction(t *testing.T) {
+	keyed := asyncsteps.NewKeyedMutex[string](1)
 	for _, r := range []nullRun{
 		{name: "none", step: busyStep, want: busyTrace},
 		{name: "add", missing: []int{ctest.FnAdd}, step: func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -192,6 +193,16 @@ func TestForeignTableWithoutAFunction(t *testing.T) {
 			step: func(as asyncsteps.AsyncSteps, _ ...any) {
 				as.Sync(heldMutex(), func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: VIOLATION: in the section") })
 			}, want: failsWith("SetCancel: the foreign table has no setCancel"), end: endInternal},
+		// The step that enters counts itself in the key before it sets
+		// the section's cancel handler: it lets go of the key as the
+		// table refuses the handler.
+		{name: "setCancel, for a KeyedMutex's key", missing: []int{ctest.FnSetCancel},
+			step: func(as asyncsteps.AsyncSteps, _ ...any) {
+				keyed.Sync(as, "a", func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: VIOLATION: in the section") })
+			}, eh: func(_ asyncsteps.AsyncSteps, code string) {
+				logf("go: error handler %s, %d keys in use", code, keyed.Len())
+			}, want: []string{"fake: handle_error InternalError: SetCancel: the foreign table has no setCancel",
+				"go: error handler InternalError, 0 keys in use"}, end: endInternal},
 		{name: "loop", missing: []int{ctest.FnLoop}, step: func(as asyncsteps.AsyncSteps, _ ...any) {
 			as.Loop(func(as asyncsteps.AsyncSteps) { as.Break() })
 		}, want: failsWith("Loop: the foreign table has no loop"), end: endInternal},
