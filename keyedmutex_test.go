@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -405,6 +407,122 @@ func TestKeyedMutexSyncExtraHandlers(t *testing.T) {
 	}
 	wantTrace(t, &tr, "")
 	wantLen(t, km, "after", 0)
+}
+
+// Keys free however the engine's other constructs wrap or end their
+// sections: Parallel branches that take turns on one key, ForEachLimit
+// items on keys that some share, Retry attempts that time out inside, a
+// Parallel branch of a holder that would deadlock on its key, and a
+// runtime.Goexit inside.
+func TestKeyedMutexKeysInBranchesItemsAndRetries(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	km := asyncsteps.NewKeyedMutex[string](1)
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	p := r.Parallel()
+	for _, name := range []string{"P1", "P2", "P3"} {
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			km.Sync(as, "p", holdStep(&tr, tt, name, 10*time.Millisecond))
+		})
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		items := []string{"x", "x", "y", "x"} // three turns on x, one on y
+		asyncsteps.ForEachLimit(as, slices.All(items), len(items), func(as asyncsteps.AsyncSteps, i int, key string) {
+			km.Sync(as, key, holdStep(&tr, tt, fmt.Sprint("item", i, key), 10*time.Millisecond))
+		})
+	})
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 3, Timeout: 5 * time.Millisecond}, func(as asyncsteps.AsyncSteps, i int) {
+			km.Sync(as, "r", func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.addf("retry%d@%d", i, at(tt))
+				if i < 2 {
+					as.WaitExternal() // times out, inside
+				}
+			})
+		})
+	})
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		km.Sync(as, "d", func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Parallel().Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				km.Sync(as, "d", tr.step("deadlocked:in"))
+			})
+		})
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("deadlock:%s:%s %d keys", code, as.State().ErrorInfo, km.Len())
+		as.Success()
+	})
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "P1@0,P2@10,P3@20,item0x@30,item2y@30,item1x@40,item3x@50,retry0@60,retry1@65,retry2@70,"+
+		"deadlock:InternalError:Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it 0 keys")
+	wantLen(t, km, "at the end", 0)
+
+	synctest.Test(t, func(t *testing.T) {
+		l := asyncsteps.NewLoop()
+		defer l.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		km.Sync(r, "g", func(as asyncsteps.AsyncSteps, _ ...any) { runtime.Goexit() })
+		wantError(t, (<-r.Promise()).Err, asyncsteps.InternalError,
+			"runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)")
+		wantLen(t, km, "after a Goexit", 0)
+	})
+}
+
+// An Await function started inside nested sections (a, then b, then a
+// again) keeps both keys after its flow has left them on a timeout: a
+// flow that comes for a waits until the function returns, and both keys
+// are freed then. A Loop that closes while such a function runs gives
+// back what its flows wait for at once, and the key held for the
+// function once it returns.
+func TestKeyedMutexKeysKeptForAwaitFunctions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		km := asyncsteps.NewKeyedMutex[string](1)
+		var tr tracer
+		release := make(chan struct{})
+		block := func(ctx context.Context) (any, error) { <-release; return nil, nil }
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(5 * time.Millisecond)
+			km.Sync(as, "a", func(as asyncsteps.AsyncSteps, _ ...any) {
+				km.Sync(as, "b", func(as asyncsteps.AsyncSteps, _ ...any) {
+					km.Sync(as, "a", func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(block) })
+				})
+			})
+		}, tr.handler("nested"))
+		rRes := r.Promise()
+		drive(t, tt)
+		wantLen(t, km, "the flow timed out, its function runs", 2)
+		next := asyncsteps.New(asyncsteps.WithTool(tt))
+		km.Sync(next, "a", tr.step("next:in"))
+		nRes := next.Promise()
+		drive(t, tt)
+		wantTrace(t, &tr, "nested:Timeout")
+		close(release)
+		synctest.Wait()
+		drive(t, tt)
+		wantTrace(t, &tr, "nested:Timeout,next:in")
+		wantError(t, result(t, rRes).Err, asyncsteps.Timeout, "")
+		wantSuccess(t, result(t, nRes))
+		wantLen(t, km, "at the end", 0)
+
+		l := asyncsteps.NewLoop()
+		release = make(chan struct{})
+		holder := asyncsteps.New(asyncsteps.WithTool(l))
+		km.Sync(holder, "c", func(as asyncsteps.AsyncSteps, _ ...any) { as.Await(block) })
+		waiter := asyncsteps.New(asyncsteps.WithTool(l))
+		km.Sync(waiter, "c", tr.step("waiter:in"))
+		hRes, wRes := holder.Promise(), waiter.Promise()
+		synctest.Wait()
+		l.Close()
+		for _, res := range []<-chan asyncsteps.Result{hRes, wRes} {
+			wantError(t, (<-res).Err, asyncsteps.InternalError, "the flow's loop is closed")
+		}
+		wantLen(t, km, "closed, the function runs", 1)
+		close(release)
+		synctest.Wait()
+		wantLen(t, km, "the function returned", 0)
+		wantTrace(t, &tr, "nested:Timeout,next:in")
+	})
 }
 
 // cancelRefusing is a decorator of a step whose SetCancel panics, as a
