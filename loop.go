@@ -216,6 +216,7 @@ func init() {
 	toolinfo.CallbackRuns = callbackRuns
 	toolinfo.ValidOffLoop = validOffLoop
 	toolinfo.ClaimSuccess = claimSuccess
+	toolinfo.KeyedMutexKey = keyedMutexKey
 	toolinfo.ClaimError = claimError
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey

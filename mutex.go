@@ -588,3 +588,12 @@ func (s keySyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc,
 
 // nilSyncer reports whether the KeyedMutex is nil (see nilSyncer).
 func (s keySyncer[K]) nilSyncer() bool { return s.m == nil }
+
+// keyedMutexKey implements toolinfo.KeyedMutexKey: a key's Syncer, of
+// whatever type of key, is told by the method only keySyncer has.
+func keyedMutexKey(obj any) (isKey, nilMutex bool) {
+	if s, ok := obj.(interface{ nilSyncer() bool }); ok {
+		return true, s.nilSyncer()
+	}
+	return false, false
+}

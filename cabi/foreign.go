@@ -772,9 +772,10 @@ func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...
 }
 
 // nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter,
-// which cannot admit anyone: Sync refuses one as the package's own
-// AsyncSteps does. A nil Syncer of another type is refused only with a
-// nil f (nilValue), since its own Sync may still answer.
+// or the key of a nil *KeyedMutex, which cannot admit anyone: Sync
+// refuses one as the package's own AsyncSteps does. A nil Syncer of
+// another type is refused only with a nil f (nilValue), since its own
+// Sync may still answer.
 func nilSyncer(obj asyncsteps.Syncer) bool {
 	switch s := obj.(type) {
 	case *asyncsteps.Mutex:
@@ -784,7 +785,8 @@ func nilSyncer(obj asyncsteps.Syncer) bool {
 	case *asyncsteps.Limiter:
 		return s == nil
 	}
-	return false
+	_, nilMutex := toolinfo.KeyedMutexKey(obj)
+	return nilMutex
 }
 
 // nilValue reports whether obj holds a nil pointer, map, slice, channel or

@@ -31,6 +31,12 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		{"both nil", func(as asyncsteps.AsyncSteps) { as.Sync(nil, nil) }},
 		{"nil *Mutex, nil function", func(as asyncsteps.AsyncSteps) { as.Sync((*asyncsteps.Mutex)(nil), nil) }},
 		{"nil Syncer of another package, nil function", func(as asyncsteps.AsyncSteps) { as.Sync((*otherSyncer)(nil), nil) }},
+		{"key of a nil *KeyedMutex", func(as asyncsteps.AsyncSteps) {
+			as.Sync((*asyncsteps.KeyedMutex[string])(nil).Key("a"), body)
+		}},
+		{"key of a nil *KeyedMutex, nil function", func(as asyncsteps.AsyncSteps) {
+			as.Sync((*asyncsteps.KeyedMutex[string])(nil).Key("a"), nil)
+		}},
 	} {
 		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 			c.call(as)
@@ -47,6 +53,8 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		"both nil: InternalError Sync: nil Syncer",
 		"nil *Mutex, nil function: InternalError Sync: nil Syncer",
 		"nil Syncer of another package, nil function: InternalError Sync: nil Syncer",
+		"key of a nil *KeyedMutex: InternalError Sync: nil Syncer",
+		"key of a nil *KeyedMutex, nil function: InternalError Sync: nil Syncer",
 	}
 	if !reflect.DeepEqual(trace, want) {
 		t.Errorf("Go trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
@@ -55,6 +63,8 @@ func TestForeignSyncNamesTheNilArgument(t *testing.T) {
 		"fake: running root valid=0",
 		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil step function",
+		"fake: handle_error InternalError: Sync: nil Syncer",
+		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil Syncer",
 		"fake: handle_error InternalError: Sync: nil Syncer",

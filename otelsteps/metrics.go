@@ -2,8 +2,6 @@ package otelsteps
 
 import (
 	"context"
-	"reflect"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -13,6 +11,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // Names of the metrics, and of the attributes and values only they use.
@@ -208,7 +207,7 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 	case *asyncsteps.Limiter:
 		o, kind = m.limiter, "limiter"
 	default:
-		if isKeyedMutexKey(obj) {
+		if key, _ := toolinfo.KeyedMutexKey(obj); key { // a Mutex of its own
 			o, kind = m.mutex, "mutex"
 		}
 	}
@@ -218,16 +217,4 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 		}
 	}
 	m.syncWait.Record(context.Background(), waited.Seconds(), o.record...)
-}
-
-// corePath is the import path of asyncsteps, whose types the hooks report.
-var corePath = reflect.TypeFor[asyncsteps.Mutex]().PkgPath()
-
-// isKeyedMutexKey reports whether obj is the Syncer of a key of an
-// asyncsteps.KeyedMutex, a Mutex per key: what its Key returns, and what
-// the SyncWait hook is told of. Its type is not exported, one per type of
-// key, so it is known by its name.
-func isKeyedMutexKey(obj asyncsteps.Syncer) bool {
-	t := reflect.TypeOf(obj)
-	return t.PkgPath() == corePath && strings.HasPrefix(t.Name(), "keySyncer[")
 }

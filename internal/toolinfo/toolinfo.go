@@ -216,3 +216,10 @@ type ClaimedError interface {
 // loop's goroutine, as a callback's does: the next one runs the functions
 // given after fn, and fn's own work is left where it stopped.
 var BeforeStop func(tool any, fn func()) (set bool)
+
+// KeyedMutexKey reports whether obj is the Syncer of one key of an
+// asyncsteps.KeyedMutex (what its Key returns, and what the SyncWait hook
+// is told of), whose type is not exported, and whether that KeyedMutex is
+// nil: package otelsteps times a key's waits as a Mutex's, and package
+// cabi refuses a nil one's key as the engine does.
+var KeyedMutexKey func(obj any) (isKey, nilMutex bool)
