@@ -240,10 +240,17 @@ func (w *foreign) putRec(r *frec) uint64 {
 	return putRec(r)
 }
 
-func newCall(bsi *C.FutoInAsyncSteps, rec uint64) *foreign {
+// newCall makes the AsyncSteps of a Go callback that the table runs from
+// the record from (nil if gone), keeping rec, the step's record, if not 0.
+// The callback belongs to the flow of its record (see foreign.flow): what
+// it adds or sets, and the State it reads, need no stateVariable call.
+func newCall(bsi *C.FutoInAsyncSteps, rec uint64, from *frec) *foreign {
 	cb := &fcall{thread: C.pthread_self(), trampoline: true}
 	cb.rec.Store(rec)
 	cb.active.Store(true)
+	if from != nil && from.flow != nil {
+		cb.flow.Store(from.flow)
+	}
 	return &foreign{p: bsi, cb: cb}
 }
 
@@ -397,7 +404,7 @@ func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs
 	} else {
 		dropRec(uint64(rec))
 	}
-	w := newCall(bsi, keep)
+	w := newCall(bsi, keep, r)
 	// The receiver owns what it is given: every value is taken over (and
 	// its slot reset), also when no Go step receives it.
 	vals, tooLong := takeArgs(args, nil)
@@ -427,7 +434,7 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 	if r == nil || r.onerror == nil {
 		return // a plain return: the error goes on
 	}
-	w := newCall(bsi, 0)
+	w := newCall(bsi, 0, r)
 	c := C.GoString(code)
 	w.run(func() { r.onerror(w, c) })
 	if w.cb.completed.Load() {
@@ -442,7 +449,7 @@ func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
 	if r == nil || r.cancel == nil {
 		return
 	}
-	w := newCall(bsi, 0)
+	w := newCall(bsi, 0, r)
 	w.cb.completed.Store(true) // a cancelled step completes nothing
 	w.run(func() { r.cancel(w) })
 }
@@ -450,7 +457,7 @@ func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
 //export cabiForeignLoop
 func cabiForeignLoop(bsi *C.FutoInAsyncSteps, rec C.uint64_t, i C.uint64_t) {
 	r := getRec(uint64(rec))
-	w := newCall(bsi, 0)
+	w := newCall(bsi, 0, r)
 	switch {
 	case r == nil:
 		w.cb.active.Store(false)
@@ -718,20 +725,22 @@ func (w *foreign) sharedState() (*asyncsteps.State, string) {
 }
 
 // flow returns the state variable of w's flow, made at its first use, or
-// nil when the table keeps none. The callback w was given to keeps it, so
-// that its calls that add cost one stateVariable call, until the table
-// has cleaned it up.
+// nil when the table keeps none. The callback w was given to has it from
+// the record it runs from (see newCall), or keeps it once asked, until the
+// table has cleaned it up: a callback's adds, cancel handlers and State
+// cost no stateVariable call, a cgo call each. A table that gives the
+// step no stateVariable keeps none for it, whatever its root's has.
 func (w *foreign) flow() *flowVar {
 	if w.parallel {
 		return w.owner.flow()
+	}
+	if !w.has(fnStateVariable) {
+		return nil
 	}
 	if w.cb != nil {
 		if fv := w.cb.flow.Load(); fv != nil && !fv.released.Load() {
 			return fv
 		}
-	}
-	if !w.has(fnStateVariable) {
-		return nil
 	}
 	slot := (*uint64)(C.cabi_f_state_variable(w.p, stateVarName, 1))
 	if slot == nil {

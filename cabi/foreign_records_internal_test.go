@@ -510,3 +510,57 @@ func TestForeignFailingStepRunsItsGoCancelHandler(t *testing.T) {
 		}
 	}
 }
+
+// A Go callback that a foreign table runs belongs to the flow of the
+// record it runs from: it finds the flow's state variable there, with no
+// stateVariable call, to keep the records of what it adds or sets and to
+// read the Go State. Only what adds to the flow outside its callbacks
+// (Wrap of the root) calls stateVariable; the first call makes the
+// variable. Before, every callback that added a step,
+// set a cancel handler (an Await does) or read State made one cgo call
+// for it: a loop body that sets a cancel handler and succeeds cost a
+// fifth more than before the records joined their flow.
+func TestForeignCallbacksFindTheirFlowWithoutStateVariable(t *testing.T) {
+	const n = 20
+	for _, c := range []struct {
+		name string
+		body func(as asyncsteps.AsyncSteps, ran *int)
+	}{
+		{"SetCancel", func(as asyncsteps.AsyncSteps, ran *int) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { panic("VIOLATION: cancel handler") })
+			*ran++
+			as.Success()
+		}},
+		{"Add", func(as asyncsteps.AsyncSteps, ran *int) {
+			as.Add(func(asyncsteps.AsyncSteps, ...any) { *ran++ })
+		}},
+		{"State", func(as asyncsteps.AsyncSteps, ran *int) {
+			*ran++
+			as.State().Set("ran", *ran)
+		}},
+		{"error handler", func(as asyncsteps.AsyncSteps, ran *int) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("E1") },
+				func(as asyncsteps.AsyncSteps, _ string) {
+					*ran++
+					as.State().Set("ran", *ran)
+					as.Success()
+				})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			ran := 0
+			Wrap(root).Repeat(n, func(as asyncsteps.AsyncSteps, _ int) { c.body(as, &ran) })
+			before := ctest.StateVariableCalls() // the Repeat's, the first of which made the variable
+			ctest.FakeRun(root)
+			if ran != n || strings.Contains(ctest.Trace(), "VIOLATION") {
+				t.Fatalf("%d callbacks ran, want %d; fake's trace:\n%s", ran, n, ctest.Trace())
+			}
+			if got := ctest.StateVariableCalls() - before; got != 0 {
+				t.Errorf("%d stateVariable calls in the flow's callbacks, want 0", got)
+			}
+		})
+	}
+}

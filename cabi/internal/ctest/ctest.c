@@ -19,6 +19,7 @@ static char trace[1 << 16];
 static size_t trace_len;
 static int done;
 static int cleanups;
+static int state_variable_calls; // the fake's stateVariable calls (see ct_state_variable_calls)
 static int have_thread;
 static pthread_t loop_thread;
 
@@ -29,6 +30,7 @@ void ct_reset(void)
     trace_len = 0;
     done = 0;
     cleanups = 0;
+    state_variable_calls = 0;
     have_thread = 0;
     pthread_mutex_unlock(&mu);
 }
@@ -74,6 +76,14 @@ int ct_cleanups(void)
     int c = cleanups;
     pthread_mutex_unlock(&mu);
     return c;
+}
+
+int ct_state_variable_calls(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = state_variable_calls;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 static void mark_done(void)
@@ -2024,6 +2034,9 @@ static void fk_continue(FutoInAsyncSteps* bsi, const char* label) { fk_fail((fk*
 
 static void* fk_state_variable(FutoInAsyncSteps* bsi, void* data, const char* name, void* (*allocate)(void*), void (*cleanup)(void*, void*))
 {
+    pthread_mutex_lock(&mu);
+    ++state_variable_calls;
+    pthread_mutex_unlock(&mu);
     fk* root = ((fk*)bsi)->root;
     for (int i = 0; i < root->nvars; ++i) {
         if (strcmp(root->vars[i].name, name) == 0) {

@@ -54,6 +54,10 @@ func Lines() []string { return strings.Split(strings.TrimSuffix(Trace(), "\n"), 
 // Cleanups returns how many value cleanups of the C side ran.
 func Cleanups() int { return int(C.ct_cleanups()) }
 
+// StateVariableCalls returns how many times the library called the
+// stateVariable of a fake root (FakeRoot, TableRoot) or of its steps.
+func StateVariableCalls() int { return int(C.ct_state_variable_calls()) }
+
 // SetStrict makes the C steps added from now on, and their calls, follow
 // the C++ reference implementation's conventions as a caller (on), or only
 // what the library documents (off); see ctest.c.

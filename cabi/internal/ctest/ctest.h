@@ -7,6 +7,7 @@ void ct_reset(void);
 char* ct_trace(void);
 int ct_done(void);
 int ct_cleanups(void);
+int ct_state_variable_calls(void);
 void ct_set_strict(int on);
 int ct_strict_alive(void);
 
