@@ -157,6 +157,7 @@ type frec struct {
 	loop    asyncsteps.LoopFunc
 	repeat  asyncsteps.RepeatFunc
 	cancel  asyncsteps.CancelFunc
+	of      *fcall // a cancel handler's: the step's callback, over once it runs
 	sched   func()
 	flow    *flowVar
 }
@@ -446,7 +447,17 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
 	r := getRec(uint64(rec))
 	dropRec(uint64(rec))
-	if r == nil || r.cancel == nil {
+	if r == nil {
+		return
+	}
+	if r.of != nil {
+		// The table has ended the step: a Success or Error on it from
+		// another goroutine (an Await's, its context cancelled here)
+		// has no effect from now on, as after a cancel on the engine's
+		// flows, rather than reach a step the table may have freed.
+		r.of.completed.Store(true)
+	}
+	if r.cancel == nil {
 		return
 	}
 	w := newCall(bsi, 0, r)
@@ -1047,7 +1058,7 @@ func (w *foreign) SetCancel(f asyncsteps.CancelFunc) {
 	if w.lacks("SetCancel", fnSetCancel) {
 		return
 	}
-	id := w.putRec(&frec{cancel: f})
+	id := w.putRec(&frec{cancel: f, of: w.cb})
 	if C.cabi_f_set_cancel(w.p, C.uint64_t(id)) == 0 {
 		dropRec(id)
 		return
@@ -1079,7 +1090,7 @@ func (w *foreign) WaitExternal() {
 		return
 	}
 	if w.cb.cancelRec.Load() == 0 {
-		id := w.putRec(&frec{})
+		id := w.putRec(&frec{of: w.cb})
 		C.cabi_f_set_cancel(w.p, C.uint64_t(id))
 		w.cb.cancelRec.Store(id)
 	}

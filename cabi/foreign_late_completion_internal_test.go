@@ -242,3 +242,39 @@ func TestForeignErrorHandlerThatFailsAfterAddKeepsNoRecord(t *testing.T) {
 		})
 	}
 }
+
+// A Go step on a foreign table whose cancel handler the table runs is
+// over: a Success or Error on it from another goroutine from then on has
+// no effect, as a completion after a cancel on the engine's flows. The
+// table has ended the step (the C++ reference implementation frees it,
+// and aborts the process on an error for it: "Invalid AsyncSteps
+// interface usage!"). An Await does just that when its step is cancelled
+// or times out: its cancel handler cancels the function's context, and
+// the function then returns, the context's error. Before, the Error here
+// reached the table after the cancel handler had begun ("fake:
+// handle_error Late"); the C++ interop case await_after_timeout crashed.
+func TestForeignCompletionAfterTheCancelHandlerHasNoEffect(t *testing.T) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	defer ctest.FakeFree(root)
+	Wrap(root).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		step := as
+		as.SetCancel(func(asyncsteps.AsyncSteps) {
+			done := make(chan struct{})
+			go func() { // as an Await's goroutine, once its context is done
+				defer close(done)
+				step.Error("Late")
+			}()
+			<-done
+		})
+	})
+	ctest.FakeRun(root)
+	want := "fake: running root valid=0\n" +
+		"fake: setCancel\n" +
+		"fake: the step waits: not supported\n" +
+		"fake: cancel handler returned\n" +
+		"fake: end failed=1  string cleanups=1\n"
+	if got := ctest.Trace(); got != want {
+		t.Errorf("fake's trace:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -156,6 +156,33 @@ var cases = []goCase{
 		as.Await(func(ctx context.Context) (any, error) { return int32(9), nil })
 		as.Add(func(as asyncsteps.AsyncSteps, args ...any) { t.log("awaited %v", args[0]) })
 	}, "awaited 9"},
+	// A Go step timed out: once the RI has run its cancel handler, an
+	// Error from another goroutine (an Await's, its context cancelled)
+	// has no effect; the RI has ended the step, and aborted on it.
+	{"await_after_timeout", func(as asyncsteps.AsyncSteps, t *trace) {
+		late := make(chan struct{})
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			cancelled := make(chan struct{})
+			as.SetCancel(func(asyncsteps.AsyncSteps) { close(cancelled) })
+			as.SetTimeout(150 * time.Millisecond) // the RI's AsyncTool refuses under 100 ms
+			go func() {
+				<-cancelled
+				as.Error("Late")
+				close(late)
+			}()
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			t.log("eh %s", code)
+			as.Success()
+		})
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.WaitExternal()
+			go func() {
+				<-late
+				t.log("late error returned")
+				as.Success()
+			}()
+		})
+	}, "eh Timeout|late error returned"},
 	{"await_error", func(as asyncsteps.AsyncSteps, t *trace) {
 		as.Await(func(ctx context.Context) (any, error) {
 			return nil, &asyncsteps.Error{Code: asyncsteps.NotImplemented, Info: "later"}
