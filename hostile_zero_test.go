@@ -392,3 +392,35 @@ func TestHostileToolEmbeddingANilOrZeroLoop(t *testing.T) {
 		}
 	})
 }
+
+// A nil pointer to a Tool of the user's that embeds a *Loop or *TestTool,
+// directly or through a nil pointer to a struct that does, embeds no loop
+// the engine can reach: the Root's executions fail at once with an
+// InternalError that names the nil pointer, as for a nil *Loop. New
+// dereferenced it, looking for the loop it embeds, and panicked with a
+// nil dereference inside the engine.
+func TestHostileNilPointerToAToolEmbeddingALoop(t *testing.T) {
+	type embedsTestTool struct{ *asyncsteps.TestTool }
+	type throughPointer struct{ *embedsTestTool }
+	inChild(t, func(t *testing.T) {
+		for _, c := range []struct {
+			tool asyncsteps.Tool
+			info string
+		}{
+			{(*loggingLoop)(nil), "the flow's tool is a nil *asyncsteps_test.loggingLoop"},
+			{(*embedsTestTool)(nil), "the flow's tool is a nil *asyncsteps_test.embedsTestTool"},
+			{throughPointer{}, "the flow's tool is a nil *asyncsteps_test.embedsTestTool"},
+		} {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
+			r.Add(tr.step("step"))
+			select {
+			case res := <-r.Promise():
+				wantError(t, res.Err, asyncsteps.InternalError, c.info)
+			case <-time.After(10 * time.Second):
+				t.Errorf("%T: the flow never ended", c.tool)
+			}
+			wantTrace(t, &tr, "")
+		}
+	})
+}

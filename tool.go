@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -292,6 +293,9 @@ func otherScheduler(t Tool) scheduler {
 // leave the flows of a zero Loop waiting for good, and keep the steps a
 // stopped Loop left valid.
 func embeddedScheduler(s scheduler) scheduler {
+	if nilTool := nilOnTheWay(s); nilTool != "" {
+		return unmadeLoop(nil, nilTool)
+	}
 	switch inner := s.tool().(type) {
 	case *Loop:
 		return schedulerOf(inner)
@@ -300,6 +304,52 @@ func embeddedScheduler(s scheduler) scheduler {
 	}
 	return s
 }
+
+// nilOnTheWay returns the type of the nil pointer that s, a Tool of the
+// user's, holds on the way to the *Loop or *TestTool it embeds (s itself,
+// or a struct that s embeds by pointer), or "" if there is none: the
+// promoted tool method would dereference it. Such a tool fails its flows
+// at once, as a nil *Loop does.
+func nilOnTheWay(s scheduler) string {
+	v := reflect.ValueOf(s)
+	for {
+		switch {
+		case v.Type() == loopType || v.Type() == testToolType,
+			v.Type() == loopType.Elem() || v.Type() == testToolType.Elem():
+			return "" // the loop itself: a nil one is told by its own check
+		case v.Kind() == reflect.Pointer && v.IsNil():
+			return v.Type().String()
+		case v.Kind() == reflect.Pointer:
+			v = v.Elem()
+		case v.Kind() == reflect.Struct:
+			var ok bool
+			if v, ok = embeddedLoopField(v); !ok {
+				return ""
+			}
+		default:
+			return ""
+		}
+	}
+}
+
+// embeddedLoopField returns the field of the struct v through which the
+// loop's methods are promoted to v's type: the embedded field that has
+// them, itself or through its address.
+func embeddedLoopField(v reflect.Value) (reflect.Value, bool) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Anonymous && (f.Type.Implements(schedulerType) || reflect.PointerTo(f.Type).Implements(schedulerType)) {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+var (
+	loopType      = reflect.TypeFor[*Loop]()
+	testToolType  = reflect.TypeFor[*TestTool]()
+	schedulerType = reflect.TypeFor[scheduler]()
+)
 
 // unmadeLoop marks the zero Loop l stopped, so that its flows end at once
 // with an InternalError (see Loop.endClosed); for a nil l, it returns such a
