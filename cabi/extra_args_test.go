@@ -65,3 +65,28 @@ func TestForeignMoreThanOneHandlerOrLabelIsAMisuse(t *testing.T) {
 		t.Errorf("Go trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// Sync given more than one error handler fails the step that called it,
+// as on the engine, not one step later inside the Syncer's own Sync (a
+// test of its own: the fake table holds at most 8 sub-steps).
+func TestForeignSyncMoreThanOneHandlerIsAMisuse(t *testing.T) {
+	ctest.Reset()
+	root := ctest.FakeRoot()
+	defer ctest.FakeFree(root)
+	as := cabi.Wrap(root)
+	body := func(asyncsteps.AsyncSteps, ...any) {}
+	eh := func(asyncsteps.AsyncSteps, string) {}
+	var trace []string
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Sync(&otherSyncer{}, body, eh, eh)
+		trace = append(trace, "not aborted")
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		trace = append(trace, code+" "+as.State().ErrorInfo)
+		as.Success()
+	})
+	ctest.FakeRun(root)
+	want := []string{"InternalError Sync: more than one error handler (2 given)"}
+	if !reflect.DeepEqual(trace, want) {
+		t.Errorf("Go trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+	}
+}

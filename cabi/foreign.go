@@ -785,6 +785,8 @@ func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...
 	case f == nil:
 		w.misuse("Sync: nil step function")
 		return w
+	case w.extraArgs("Sync", "error handler", len(onerror)):
+		return w
 	}
 	return w.Add(func(as asyncsteps.AsyncSteps, args ...any) {
 		obj.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) { f(as, args...) }, onerror...)
