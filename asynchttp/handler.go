@@ -90,7 +90,8 @@ import (
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled",
 //     also when the flow ended with an error of its own as the cancel
-//     came (see [Outcome]).
+//     came (see [Outcome]); an InternalError of the flow's own (a panic,
+//     a misuse) is then logged all the same, at Error with its stack.
 //     A deadline of the request's context is not a cancel but a timeout
 //     of the whole flow (see [asyncsteps.Root.Run]): a Timeout error,
 //     which the flow's error handlers see, and a 504 unless they recover
@@ -234,8 +235,11 @@ type Reply struct {
 // flow was cancelled, or it ended with an error of its own as the cancel
 // came, before the engine saw it. Either way the request was cancelled:
 // the answer is the 503 of a cancel, Code DefenseRejected, and Err the
-// flow's error. The context's deadline is not a cancel but a Timeout; an
-// aborted response (http.ErrAbortHandler) is no cancel either.
+// flow's error. An InternalError of the flow's own (a panic in a step is
+// the server's bug, whoever cancelled the request) is logged all the
+// same; nothing else is. The context's deadline is not a cancel but a
+// Timeout; an aborted response (http.ErrAbortHandler) is no cancel
+// either.
 type Outcome struct {
 	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
 	Code      string    // the error code answered (InternalError for an aborted response); "" on success
@@ -294,6 +298,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case cancelled(req.Context()):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.Status = h.WriteError(w, o.Code, "request cancelled")
+		if e := ownInternalError(req.Context(), err); e != nil {
+			h.logFailure(req, e, o.Status, st)
+		}
 	default:
 		e, status := h.errorAnswer(asFlowError(err))
 		o.Err, o.Code = e, e.Code
@@ -534,6 +541,20 @@ var handlerStep = reflect.TypeFor[Handler]().PkgPath() + ".(*Handler).run.func"
 func cancelled(ctx context.Context) bool {
 	cause := ctx.Err()
 	return cause != nil && !errors.Is(cause, context.DeadlineExceeded)
+}
+
+// ownInternalError returns err, the error of a cancelled request's flow,
+// if it is an InternalError that the flow raised itself as the cancel
+// came (or Tool, before the flow began): a panic or a misuse, the
+// server's bug whoever cancelled the request. nil for the cancel of ctx
+// that the flow saw, for another code, which the cancel makes moot, and
+// for a body over its limit, the client's (see requestTooLarge).
+func ownInternalError(ctx context.Context, err error) *asyncsteps.Error {
+	var e *asyncsteps.Error
+	if errors.Is(err, ctx.Err()) || !errors.As(err, &e) || e.Code != asyncsteps.InternalError || requestTooLarge(e) != nil {
+		return nil
+	}
+	return e
 }
 
 // asFlowError returns err as an *asyncsteps.Error. Run under a context
