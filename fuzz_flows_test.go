@@ -714,6 +714,8 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		}, n.Label)
 	case ff.KRetry:
 		x.retry(as, n)
+	case ff.KForEachLimit:
+		x.forEachLimit(as, n)
 	case ff.KAwait:
 		switch n.Await {
 		case ff.AwaitFlow:
@@ -769,6 +771,40 @@ func (x *flowRun) addSettle(as asyncsteps.AsyncSteps, n *ff.Node) {
 		}
 		x.event(ff.SettleEvent(n.ID, outcomes))
 	}, branches...)
+}
+
+// forEachLimit adds the ForEachLimit n to as: over a sequence that traces
+// its pulls and its end, items that trace, then Break or Continue at the
+// item n.At, else add n.Subs.
+func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
+	seq := func(yield func(int, int) bool) {
+		x.seqs++
+		defer func() {
+			x.seqs--
+			x.event(ff.SeqEndEvent(n.ID))
+		}()
+		for i := range n.Count {
+			x.event(ff.PullEvent(n.ID, i))
+			if !yield(i, ff.ElemValue(n.ID, i)) {
+				return
+			}
+		}
+	}
+	asyncsteps.ForEachLimit(as, seq, n.Limit, func(as asyncsteps.AsyncSteps, i, v int) {
+		x.steps = append(x.steps, as)
+		x.event(ff.ForEachEvent(n.ID, i, v))
+		if i == n.At {
+			switch n.End {
+			case ff.EBreak:
+				as.Break(n.Label)
+			case ff.EContinue:
+				as.Continue(n.Label)
+			}
+		}
+		for _, s := range n.Subs {
+			x.add(as, s)
+		}
+	}, x.errorFunc(n.Handler))
 }
 
 // retry adds the Retry n to as.

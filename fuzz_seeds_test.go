@@ -174,7 +174,56 @@ func flowSeeds() []*ff.Program {
 	// 100, 101: 95 and 97 with hooks, the second by Run: the errors of
 	// Fail, and those a Settle branch raises, are told to StepError.
 	seeds = append(seeds, seedHooks(failSeeds()[0]), seedHooks(seedRun(failSeeds()[2], ff.CtxRun, 0)))
-	return append(seeds, cancelWinsSeeds()...)
+	seeds = append(seeds, cancelWinsSeeds()...)
+	return append(seeds, limitSeeds()...)
+}
+
+// limitSeeds are seeds 107 to 113: ForEachLimit.
+func limitSeeds() []*ff.Program {
+	return []*ff.Program{
+		// 107 at most limit items at once, each pair pulled as a slot
+		// comes free; Continue ends an item as a success does; a
+		// sequence shorter than the limit, and an empty one, run out as
+		// the step begins.
+		seedProg(0, seedOne, seedLimit(2, 5, ff.EContinue, 1, "", seedExt(10, 0), seedLeaf(ff.EImplicit)), seedLeaf(ff.EImplicit),
+			seedLimit(4, 2, ff.EImplicit, 0, "", seedExt(10, 1)), seedLimit(1, 0, ff.EImplicit, 0, "")),
+		// 108 Break stops the sequence at once; the items running go on to
+		// their end. A Break once it has run out only ends its item.
+		seedProg(0, seedOne, seedLimit(2, 6, ff.EBreak, 1, "", seedExt(10, 0)),
+			seedLimit(3, 3, ff.EBreak, 2, "", seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit)))),
+		// 109 an item's error cancels the items running (their cancel
+		// handlers first), the step's cancel handler stops the
+		// sequence, then its handler sees the error.
+		seedProg(0, seedOne, seedOnerror(seedLimit(3, 5, ff.EImplicit, 0, "", seedCancellable(seedExt(10, 0)), seedFails("E1", "x")), seedRecovers(1)),
+			seedOnerror(seedLimit(2, 4, ff.EImplicit, 0, "", seedCancellable(seedExt(10, 0)), seedWith(seedLeaf(ff.EImplicit), seedLimit(1, 2, ff.EImplicit, 0, "", seedPanics()))), seedReturns())),
+		// 110 a labelled Break leaves the step for its loop, as from a
+		// Parallel's branch; an unlabelled one inside an item's loop is
+		// that loop's; a timeout around the step cancels its items.
+		seedProg(0, seedOne, seedRepeat("A", 2, seedOnerror(seedLimit(2, 4, ff.EBreak, 1, "A", seedCancellable(seedExt(20, 0))), seedReturns())),
+			seedLimit(2, 3, ff.EImplicit, 0, "", seedRepeat("", 3, seedBrk(ff.EBreak, ""))),
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedLimit(1, 3, ff.EImplicit, 0, "", seedCancellable(seedExt(15, 0)))), 20), seedRecovers(0))),
+		// 111 an Await function whose step a timeout ended keeps its
+		// item's slot until it returns; an item that waits for a Mutex
+		// the flow holds around the step meets the Parallel's deadlock.
+		seedExtended(seedProg(0, seedOne, seedLimit(1, 3, ff.EImplicit, 0, "",
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 10), seedRecovers(0))),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedSyncOn(0, seedWith(seedLeaf(ff.EImplicit), seedLimit(2, 2, ff.EImplicit, 0, "", seedSyncOn(0, seedOk(0)))))), seedRecovers(0)),
+			seedLeaf(ff.EImplicit))),
+		// 112 with hooks: a root cancel, and channels made per item.
+		seedHooks(seedProg(35, seedOne, seedLimit(2, 4, ff.EImplicit, 0, "", seedChan(ff.AwaitChan, ff.EExternal, 10, false), seedCancellable(seedLeaf(ff.EWait))))),
+		// 113 Run's deadline times the step out as a whole; past it, a
+		// step that waits times out in an item, its handler recovers,
+		// and the next item fails with Timeout as it starts.
+		seedRun(seedProg(0, seedOne, seedOnerror(seedLimit(1, 4, ff.EImplicit, 0, "", seedExt(30, 0)), seedRecovers(0)),
+			seedOnerror(seedLimit(1, 3, ff.EImplicit, 0, "", seedOnerror(seedExt(5, 0), seedRecovers(0))), seedRecovers(0)),
+			seedLimit(2, 2, ff.EImplicit, 0, "", seedExt(5, 0))), ff.CtxDeadline, 10),
+	}
+}
+
+// seedLimit is a ForEachLimit of limit over n pairs whose item at calls
+// Break or Continue (end, with label), and whose other items add body.
+func seedLimit(limit, n int, end ff.End, at int, label string, body ...*ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KForEachLimit, Limit: limit, Count: n, End: end, At: at, Label: label, Subs: body}
 }
 
 // cancelWinsSeeds are seeds 102 to 106: a Root.Cancel from a callback
@@ -685,7 +734,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"handler add timeout", "handler add cancel",
 		"await chan success", "await chan wait", "await chan closed", "await chan nil", "await chan ready",
 		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks",
-		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline"}
+		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline",
+		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit short"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -694,7 +744,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 }
 
 func coverage(n *ff.Node, seen map[string]bool) {
-	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await", "settle"}[n.Kind]] = true
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await", "settle", "forEachLimit"}[n.Kind]] = true
 	failKinds := [...]string{"fail coded", "fail plain", "fail wrapped", "fail deadline"}
 	if n.Kind == ff.KAwait {
 		seen[[...]string{"await fn", "await flow", "await then", "await chan", "await result"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
@@ -738,6 +788,12 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.Kind == ff.KForEach && n.Seq {
 		seen["forEach seq"] = true
+	}
+	if n.Kind == ff.KForEachLimit {
+		seen[[...]string{ff.EImplicit: "forEachLimit", ff.EBreak: "forEachLimit break", ff.EContinue: "forEachLimit continue"}[n.End]] = true
+		if n.Count <= n.Limit {
+			seen["forEachLimit short"] = true
+		}
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {
 		seen["throttle"] = true

@@ -68,6 +68,7 @@ type encoder struct {
 	ext      bool // the extensions (Program.Ext)
 	awaits   bool // a plain step that waits has a byte that says it is no KAwait
 	held     int  // the sections (of a Mutex or a Limiter) being written: no KAwait in them under Run
+	items    int  // the items of ForEachLimits being written: no KAwait in them under Run either
 }
 
 func (e *encoder) put(v int) { e.b = append(e.b, byte(v)) }
@@ -117,6 +118,10 @@ func (e *encoder) node(n *Node) {
 		e.retry(n)
 		return
 	}
+	if n.Kind == KForEachLimit {
+		e.limit(n)
+		return
+	}
 	if n.Kind == KAwait {
 		e.put(int(KStep))
 		e.await(n)
@@ -129,7 +134,7 @@ func (e *encoder) node(n *Node) {
 	}
 	switch n.Kind {
 	case KStep:
-		e.stepOf(n, e.awaits && (e.p.Ctx == CtxNone || e.held == 0))
+		e.stepOf(n, e.awaits && (e.p.Ctx == CtxNone || e.held == 0 && e.items == 0))
 	case KParallel, KSettle:
 		b := len(n.Subs) & 3
 		if n.Handler != nil && n.Kind == KParallel {
@@ -222,6 +227,33 @@ func (e *encoder) retry(n *Node) {
 	e.put(t)
 	for _, s := range n.Subs {
 		e.node(s)
+	}
+}
+
+// limit writes the KForEachLimit n as the KParallel it is made from.
+func (e *encoder) limit(n *Node) {
+	e.put(int(KParallel))
+	b := len(n.Subs)&3 | 0xc0
+	if n.Handler != nil {
+		b |= 4
+	}
+	e.put(b)
+	e.put(max(n.Limit-1, 0)&3 | n.Count%9<<2)
+	c := 0
+	switch n.End {
+	case EBreak:
+		c = 1
+	case EContinue:
+		c = 2
+	}
+	e.put(c | n.At%8<<2 | labelCode(n.Label)<<5)
+	e.items++
+	for _, s := range n.Subs {
+		e.node(s)
+	}
+	e.items--
+	if n.Handler != nil {
+		e.handler(n.Handler)
 	}
 }
 

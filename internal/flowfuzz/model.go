@@ -79,6 +79,15 @@ import (
 // error, but Break and Continue, into the outcome; what is not an error
 // goes on as from a Parallel's branch.
 //
+// ForEachLimit (docs/DESIGN.md#foreachlimit) is a Parallel whose branches,
+// the items, start one per pair of its sequence as slots come free: as
+// the step begins, then in the task where an item ends or a slot comes
+// back, each queued behind the work already queued (see take). An Await
+// function started inside an item holds the item's slot as it holds a
+// section's, and gives it back in a task of its own (see slotBack).
+// Items run at once, so the channel of an AwaitChan is per item (see
+// added).
+//
 // The Go error given to Fail is the Cause of the error it raises, and of
 // those that the handlers of that error raise with Error
 // (docs/DESIGN.md#error-handlers): an outcome carries the ID of the Fail,
@@ -154,6 +163,14 @@ func IterEvent(id, i int) string { return fmt.Sprintf("L%d#%d", id, i) }
 func ForEachEvent(id int, key, value any) string {
 	return fmt.Sprintf("F%d#%v=%v", id, key, value)
 }
+
+// PullEvent is the event of the sequence of the ForEachLimit id yielding
+// its pair i: "P3#0".
+func PullEvent(id, i int) string { return fmt.Sprintf("P%d#%d", id, i) }
+
+// SeqEndEvent is the event of the sequence of the ForEachLimit id
+// returning, run out or stopped (its deferred cleanup): "P3$".
+func SeqEndEvent(id int) string { return fmt.Sprintf("P%d$", id) }
 
 // RetryEvent is the event of attempt i of the Retry id: "R3#0".
 func RetryEvent(id, i int) string { return fmt.Sprintf("R%d#%d", id, i) }
@@ -350,11 +367,14 @@ const (
 	sigBranches                // every branch succeeded
 	sigFailed                  // a branch failed with out
 	sigDeadline                // Run's deadline times out what waits here
+	sigItem                    // an item of the ForEachLimit ended (child), as out says
+	sigSlot                    // a slot of the ForEachLimit came back
 )
 
 type signal struct {
-	kind sigKind
-	out  outcome
+	kind  sigKind
+	out   outcome
+	child *thread // sigItem: the item's thread
 }
 
 type thread struct {
@@ -374,6 +394,21 @@ type thread struct {
 	waitSeq  int         // counts the waits, to tell a stale deadline entry
 	inWait   bool
 	timeouts []*timer // the armed timeouts of the steps it runs
+	// item is the ForEachLimit whose item this thread runs; nil for any
+	// other thread. inItem is the innermost item thread this thread runs
+	// in (itself for one), nil outside of items.
+	item   *limitExec
+	inItem *thread
+	slot   *entry // an item's: the slot its Await functions hold
+}
+
+// itemOf returns the item thread th runs in, nil outside of items (and
+// for no thread).
+func (th *thread) itemOf() *thread {
+	if th == nil {
+		return nil
+	}
+	return th.inItem
 }
 
 // loopExec is one execution of a Loop, Repeat, ForEach or Retry. It has a
@@ -495,6 +530,10 @@ type fifoEntry struct {
 	// The task of the SyncWait hook of a flow let into a gate: it
 	// reports the wait, then goes on with the completion then.
 	syncWait *syncWaitTask
+
+	// The task that gives back to the ForEachLimit slot the slot of an
+	// ended item once its last Await function has returned.
+	slot *limitExec
 }
 
 type syncWaitTask struct {
@@ -539,6 +578,10 @@ type entry struct {
 	mx    *mutex    // a Mutex's entry
 	holds int       // Await functions started inside the section and running
 	since int64     // when it began to wait in the queue
+	// The entry of an item of a ForEachLimit (th), whose slot the Await
+	// functions started inside it hold as a section's (state 2 while it
+	// runs, 4 once it has ended while they run).
+	item *limitExec
 }
 
 type model struct {
@@ -583,10 +626,18 @@ type model struct {
 	awaitHooks []string
 	over       bool // the flow has ended: hook calls go to lateHooks
 	lateHooks  []string
-	// The channels of the AwaitChan and AwaitResult nodes, by node: the
-	// one made when the node was last added (a node has one execution at
-	// a time, of the last add).
-	chans map[*Node]*chanInst
+	// The channels of the AwaitChan and AwaitResult nodes, by node and
+	// the item of a ForEachLimit they run in: the one made when the node
+	// was last added there (a node has one execution at a time in an
+	// item, or outside of them, of the last add).
+	chans map[chanKey]*chanInst
+}
+
+// chanKey is where a channel was made: its node, and the item thread it
+// was added in, nil outside of items.
+type chanKey struct {
+	n    *Node
+	item *thread
 }
 
 // chanInst is the channel of an AwaitChan or AwaitResult, made as its
@@ -598,7 +649,7 @@ type chanInst struct {
 
 // Model computes the trace and the end a program must produce.
 func Model(p *Program) Result {
-	m := &model{p: p, budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[*Node]*chanInst{}, hooks: p.Hooks}
+	m := &model{p: p, budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[chanKey]*chanInst{}, hooks: p.Hooks}
 	for i, mx := range p.Mutexes {
 		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}, gate: i})
 	}
@@ -622,7 +673,7 @@ func Model(p *Program) Result {
 	m.arm(int64(p.CancelAt), &timer{kind: tRootCancel})
 	// The channels of the steps added before the run get theirs as it
 	// starts.
-	m.added(p.Steps)
+	m.added(nil, p.Steps)
 	switch p.Ctx {
 	case CtxCancel:
 		m.arm(int64(p.CtxAt), &timer{kind: tCtxCancel})
@@ -643,6 +694,12 @@ func Model(p *Program) Result {
 			// are not the flow's.
 			if e.flow != nil {
 				m.flowTask(e)
+				continue
+			}
+			if lx := e.slot; lx != nil {
+				// The task takes the next pair before the flow, going
+				// on, would see a Root.Cancel.
+				m.slotTask(lx)
 				continue
 			}
 			if w := e.syncWait; w != nil {
@@ -821,7 +878,11 @@ func (m *model) returned(a *act, cancelled bool) {
 		m.awaitHooks = append(m.awaitHooks, AwaitEndEvent(a.node.ID, end))
 	}
 	for _, e := range a.holds {
-		if e.holds--; e.holds == 0 && e.state == 4 {
+		switch e.holds--; {
+		case e.holds > 0 || e.state != 4:
+		case e.item != nil:
+			m.slotBack(e)
+		default:
 			m.leave(e.mx, e)
 		}
 	}
@@ -929,24 +990,25 @@ func awaitOutcome(n *Node) outcome {
 	return fail(n.Code, n.Info)
 }
 
-// added notes that the steps nodes were added (as a step's callback, a
-// loop's iteration or an error handler adds its steps, or the program
-// its level 0, a Parallel its branches): the channel of each AwaitChan or
-// AwaitResult among them is made, and gets its value or is closed now
-// (Ready) or At ms later.
-func (m *model) added(nodes []*Node) {
+// added notes that the steps nodes were added by th (as a step's
+// callback, a loop's iteration, an item or an error handler adds its
+// steps, or the program its level 0, th nil, a Parallel its branches):
+// the channel of each AwaitChan or AwaitResult among them is made, and
+// gets its value or is closed now (Ready) or At ms later.
+func (m *model) added(th *thread, nodes []*Node) {
 	for _, n := range nodes {
+		key := chanKey{n, th.itemOf()}
 		switch {
 		case n.Kind == KParallel:
-			m.added(n.Subs)
+			m.added(th, n.Subs)
 		case n.Kind != KAwait || n.Await != AwaitChan && n.Await != AwaitResult:
 		case n.NilChan || n.End == EWait:
-			m.chans[n] = &chanInst{}
+			m.chans[key] = &chanInst{}
 		case n.Ready:
-			m.chans[n] = &chanInst{ready: true}
+			m.chans[key] = &chanInst{ready: true}
 		default:
 			inst := &chanInst{}
-			m.chans[n] = inst
+			m.chans[key] = inst
 			m.arm(int64(n.At), &timer{kind: tChanSend, inst: inst, out: awaitOutcome(n)})
 		}
 	}
@@ -956,7 +1018,7 @@ func (m *model) added(nodes []*Node) {
 // or a closed channel, completes the step at once, in its callback;
 // otherwise the step waits for the goroutine that takes it, or a cancel.
 func (m *model) recv(th *thread, n *Node) outcome {
-	inst := m.chans[n]
+	inst := m.chans[chanKey{n, th.itemOf()}]
 	if inst == nil {
 		panic(fmt.Sprintf("flowfuzz: the channel of %d was never made", n.ID))
 	}
@@ -978,7 +1040,7 @@ func (m *model) recv(th *thread, n *Node) outcome {
 }
 
 func (m *model) spawn(parent *thread, body func(th *thread) outcome) *thread {
-	th := &thread{m: m, parent: parent}
+	th := &thread{m: m, parent: parent, inItem: parent.itemOf()}
 	th.next, th.stop = iter.Pull(func(yield func(request) bool) {
 		th.yield = yield
 		out := body(th)
@@ -1042,6 +1104,13 @@ func (m *model) resume(th *thread, s signal) {
 				return // cancelled by its parallel, which goes on
 			}
 			p := th.parent
+			if th.item != nil {
+				// The ForEachLimit goes on in the task the item ended in,
+				// as a Parallel does.
+				p.fresh = th.fresh
+				m.resume(p, signal{kind: sigItem, out: r.out, child: th})
+				return
+			}
 			if r.out.is(errK) {
 				// The Parallel goes on in the task the branch failed in:
 				// if that task has not yielded yet, neither has it.
@@ -1207,6 +1276,8 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 		return m.sync(th, n, args)
 	case KSuccessStep:
 		return ok(intsToArgs(n.Args))
+	case KForEachLimit:
+		return m.forEachLimit(th, n)
 	case KAwait:
 		return m.await(th, n)
 	}
@@ -1229,7 +1300,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		a.timer = m.armStep(th, int64(d), &timer{kind: tTimeout, act: a})
 	}
 	a.cancel = n.Cancel
-	m.added(n.Subs) // before the step's own completion is armed
+	m.added(th, n.Subs) // before the step's own completion is armed
 	var o outcome
 	subs := len(n.Subs) > 0
 	switch {
@@ -1516,7 +1587,7 @@ func (m *model) runHandler(th *thread, h *Handler, o outcome) outcome {
 		if h.Timeout > 0 {
 			a.timer = m.armStep(th, int64(h.Timeout), &timer{kind: tTimeout, act: a})
 		}
-		m.added(h.Steps)
+		m.added(th, h.Steps)
 		o := m.level(th, h.Steps)
 		if o.is(cancelK) && o.target == a {
 			o = m.raise("Timeout", "")
@@ -1603,7 +1674,7 @@ func (m *model) settleBranch(th *thread, b *Node, out *string) outcome {
 			return *c
 		}
 	}
-	m.added([]*Node{b})
+	m.added(th, []*Node{b})
 	switch o := th.unwinding(m.level(th, []*Node{b})); { // before Settle's handler
 	case o.is(okK):
 		v := 0
@@ -1622,6 +1693,214 @@ func (m *model) settleBranch(th *thread, b *Node, out *string) outcome {
 		}
 	}
 	return ok(nil)
+}
+
+// limitExec is one execution of a ForEachLimit.
+type limitExec struct {
+	n       *Node
+	th      *thread   // the thread of the step, which waits for its items
+	loop    *loopExec // the step, as Run's deadline goes through its items
+	pulled  int       // the pairs pulled
+	pending int       // the items running
+	held    int       // the slots of ended items that their Await functions keep
+	taken   bool      // no further pair is taken: run out, a Break, an error
+	ahead   bool      // a pair is pulled and its item not started
+	stopped bool      // the sequence has returned: SeqEndEvent is traced
+	ended   bool      // the step has ended: its slots matter no more
+}
+
+// free reports whether a slot is free for the next item: the items
+// running and the slots that ended items' Await functions keep are
+// below the limit.
+func (lx *limitExec) free() bool { return lx.pending+lx.held < lx.n.Limit }
+
+// forEachLimit runs a ForEachLimit (docs/DESIGN.md#foreachlimit): a
+// Parallel whose branches, the items, start one per pair of the
+// sequence, pulled as slots come free (see take). An item's end, or a
+// slot that comes back, gives the step's thread the hand (sigItem,
+// sigSlot), in the task where that happened, as a Parallel's branch
+// does. The step's cancel handler stops the sequence; it gives no args.
+func (m *model) forEachLimit(th *thread, n *Node) outcome {
+	l, done := th.enterLoop()
+	lx := &limitExec{n: n, th: th, loop: l}
+	th.branches = th.branches[:0]
+	for !m.take(th, lx) {
+		s := th.ask(request{kind: reqWait})
+		switch {
+		case s.kind == sigSlot:
+			continue
+		case s.kind == sigItem && !itemFails(s.out):
+			m.itemEnds(lx, s.child, s.out)
+			continue
+		case s.kind == sigItem, s.kind == sigCancel, s.kind == sigDeadline:
+		default:
+			panic("flowfuzz: ForEachLimit resumed with " + fmt.Sprint(s.kind))
+		}
+		// An item's error, a cancel, Run's deadline: the items running
+		// are cancelled (one not started yet is dropped), then the
+		// step's cancel handler stops the sequence, and its handler sees
+		// the error; no further pair is taken.
+		lx.ended, lx.taken = true, true
+		for _, b := range th.branches {
+			if !b.done {
+				th.ask(request{kind: reqCancel, child: b})
+			}
+		}
+		done()
+		o := s.out
+		if s.kind == sigDeadline {
+			o = m.deadline(th) // noted before the step's own cancel handler runs
+		}
+		m.seqStop(lx)
+		if o = th.unwinding(o); o.is(errK) && n.Handler != nil {
+			return m.handle(th, n.Handler, o)
+		}
+		return o
+	}
+	done()
+	return ok(nil)
+}
+
+// itemFails reports whether an item that ended with o fails the step: an
+// error, or a Break or Continue with a label, meant for a loop around
+// the step. An unlabelled Continue ends the item as a success does, and
+// an unlabelled Break too, once it has stopped the sequence.
+func itemFails(o outcome) bool { return o.is(errK) && (!o.loopCode() || o.info != "") }
+
+// take starts items, one per pair pulled in the sequence's order, while a
+// slot is free, and reports whether the step has completed: the sequence
+// has run out (a pull found nothing, and the sequence returned) or was
+// stopped, and no item runs. No pair is pulled while every slot is taken
+// and an item runs, whose end comes first; when no item runs and the
+// Await functions of ended items keep every slot, one pair is pulled
+// ahead, to learn whether the sequence has run out, and its item starts
+// once a slot comes back (see slotBack).
+func (m *model) take(th *thread, lx *limitExec) bool {
+	for !lx.taken {
+		if !lx.ahead {
+			if !lx.free() && lx.pending > 0 {
+				return false
+			}
+			if lx.pulled == lx.n.Count {
+				lx.taken = true
+				m.seqStop(lx)
+				break
+			}
+			m.event(PullEvent(lx.n.ID, lx.pulled))
+			lx.pulled++
+			lx.ahead = true
+		}
+		if !lx.free() {
+			return false
+		}
+		lx.ahead = false
+		m.startItem(th, lx, lx.pulled-1)
+	}
+	if lx.pending > 0 {
+		return false
+	}
+	lx.ended = true
+	return true
+}
+
+// seqStop notes that the sequence of lx returns, once: it ran out, or was
+// stopped (at a Break, by the step's cancel handler).
+func (m *model) seqStop(lx *limitExec) {
+	if !lx.stopped {
+		lx.stopped = true
+		m.event(SeqEndEvent(lx.n.ID))
+	}
+}
+
+// startItem starts the item of pair i: a branch thread, queued behind the
+// work already queued, as a Parallel's branches are. The Await functions
+// started inside it hold its slot (entry), as a section's.
+func (m *model) startItem(th *thread, lx *limitExec, i int) {
+	lx.pending++
+	bt := m.spawn(th, func(bt *thread) outcome { return m.item(bt, lx, i) })
+	bt.item, bt.inItem = lx, bt
+	bt.slot = &entry{th: bt, item: lx, state: 2}
+	bt.sections = []*entry{bt.slot}
+	th.branches = append(th.branches, bt)
+	m.fifo = append(m.fifo, fifoEntry{th: bt})
+}
+
+// item runs the item i of lx: a branch that runs its step itself, so a
+// level of one step, whose callback traces, then calls Break or Continue
+// at the item At, else adds the Subs. Once a timeout of Run's deadline
+// has gone through an earlier item, the item fails with Timeout instead,
+// before its callback, as a loop's next iteration does.
+func (m *model) item(th *thread, lx *limitExec, i int) outcome {
+	n := lx.n
+	if c := th.turn(); c != nil {
+		return *c
+	}
+	var o outcome
+	switch {
+	case m.lateIteration(lx.th, lx.loop):
+		o = m.raise("Timeout", "")
+	default:
+		m.event(ForEachEvent(n.ID, i, ElemValue(n.ID, i)))
+		switch {
+		case i == n.At && n.End == EBreak:
+			o = m.raise("LoopBreak", n.Label)
+		case i == n.At && n.End == EContinue:
+			o = m.raise("LoopCont", n.Label)
+		case len(n.Subs) > 0:
+			m.added(th, n.Subs)
+			o = m.level(th, n.Subs)
+		default:
+			o = ok(nil)
+		}
+	}
+	if !o.is(okK) {
+		return th.unwinding(o) // at the branch, before the step sees it
+	}
+	if c := th.turn(); c != nil { // the branch completes
+		return *c
+	}
+	return ok(nil)
+}
+
+// itemEnds counts out the item b, which ended with o, a success or an
+// unlabelled Break or Continue: its slot is free, unless Await functions
+// started inside it still run, which keep it until the last returns. A
+// Break stops the sequence at once, unless no further pair was to be
+// taken anyway.
+func (m *model) itemEnds(lx *limitExec, b *thread, o outcome) {
+	lx.pending--
+	if e := b.slot; e.holds > 0 {
+		e.state = 4
+		lx.held++
+	} else {
+		e.state = 3
+	}
+	if o.is(errK) && o.code == "LoopBreak" && !lx.taken {
+		lx.taken = true
+		m.seqStop(lx)
+	}
+}
+
+// slotBack runs as the last Await function of the ended item of e has
+// returned: unless the step has ended (its goroutine reads that), it
+// queues the task that gives the slot back (see slotTask).
+func (m *model) slotBack(e *entry) {
+	e.state = 3
+	if !e.item.ended {
+		m.fifo = append(m.fifo, fifoEntry{slot: e.item})
+	}
+}
+
+// slotTask gives back a slot of lx, then takes the next pairs, unless the
+// step has ended meanwhile. The step goes on where it completes, after a
+// turn, as a flow driven from outside goes on.
+func (m *model) slotTask(lx *limitExec) {
+	if lx.ended {
+		return
+	}
+	lx.held--
+	lx.th.fresh = false
+	m.resume(lx.th, signal{kind: sigSlot})
 }
 
 // loop runs iterations; each is a step whose callback traces and adds the
@@ -1677,7 +1956,7 @@ func (m *model) loop(th *thread, n *Node) outcome {
 		case n.Kind == KForEach && i == n.At && n.End == EContinue:
 			o = m.raise("LoopCont", n.Label)
 		case len(n.Subs) > 0:
-			m.added(n.Subs)
+			m.added(th, n.Subs)
 			o = m.level(th, n.Subs)
 		default:
 			o = ok(nil)
@@ -2084,7 +2363,7 @@ func (m *model) attempt(th *thread, n *Node, i int) outcome {
 	case i < rs.FailUntil:
 		o = m.wait(th, a) // EWait: only the timeout or a cancel ends it
 	case len(n.Subs) > 0:
-		m.added(n.Subs)
+		m.added(th, n.Subs)
 		o = m.level(th, n.Subs)
 	case len(n.Args) > 0:
 		o = ok(intsToArgs(n.Args))

@@ -475,6 +475,31 @@ func TestModelSpecExamples(t *testing.T) {
 			}},
 		}},
 		want: "L1#0 s3() s4() c3 -> ok()",
+	}, {
+		// docs/DESIGN.md#foreachlimit: at most Limit items at once, a pair
+		// pulled as a slot comes free; Continue ends an item as a success
+		// does; the sequence runs out at a pull that finds nothing.
+		name: "ForEachLimit",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KForEachLimit, Limit: 2, Count: 3, End: EContinue, At: 0, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EExternal, At: 10},
+			}},
+			{ID: 3, Kind: KStep},
+		}},
+		want: "P1#0 P1#1 F1#0=10 P1#2 F1#1=11 F1#2=12 s2() s2() P1$@10 s3()@10 -> ok()",
+	}, {
+		// An item whose Await step a timeout ended keeps its slot until
+		// the function returns: with every slot so held and no item
+		// running, a pair is pulled ahead, and the step ends once the
+		// sequence has run out, not waiting for the function.
+		name: "ForEachLimit slots held by Await functions",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KForEachLimit, Limit: 1, Count: 2, Subs: []*Node{
+				{ID: 2, Kind: KStep, Timeout: 10, Subs: []*Node{{ID: 3, Kind: KAwait, End: EWait}},
+					Handler: &Handler{ID: 4, Action: HRecover}},
+			}},
+		}},
+		want: "P1#0 F1#0=10 s2() h4:Timeout:@10 P1#1@10 F1#1=11@10 s2()@10 h4:Timeout:@20 P1$@20 -> ok()",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {

@@ -52,6 +52,13 @@ const (
 	// SettleEvent with the outcomes. It takes no error handler, and its
 	// branches may be of any kind. Decode makes it from a KParallel byte.
 	KSettle Kind = numKinds + 3
+	// KForEachLimit is ForEachLimit(seq, Limit, item, Handler) over an
+	// iter.Seq2 of Count pairs (i, ElemValue(ID, i)) that traces each pull
+	// (PullEvent) and its end (SeqEndEvent). Item i traces ForEachEvent,
+	// then, if i is At, calls Break(Label) (End EBreak) or
+	// Continue(Label) (End EContinue), else adds Subs. Decode makes it
+	// from a KParallel byte.
+	KForEachLimit Kind = numKinds + 4
 )
 
 // AwaitKind is which Await a KAwait node is.
@@ -291,24 +298,26 @@ type Node struct {
 	// CancelPanicValue(ID) (docs/DESIGN.md#cancel-handlers).
 	CancelPanic bool
 	End         End
-	At          int  // EExternal, EExternalErr: ms after the callback; KForEach: the iteration that breaks or continues
+	At          int  // EExternal, EExternalErr: ms after the callback; KForEach, KForEachLimit: the iteration (item) that breaks or continues
 	Map         bool // KForEach: over a map (keys MapKey(i)) instead of a slice
 	Seq         bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
+	Limit       int  // KForEachLimit: the items at most at once, 1 to 4
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
 	Code  string // EError, EExternalErr, EFail, EExternalFail
 	Info  string
-	Label string // EBreak, EContinue; KLoop, KRepeat
-	Count int    // KRepeat: iterations; KLoop: the iteration that breaks
+	Label string // EBreak, EContinue; KLoop, KRepeat; KForEachLimit: its items' Break or Continue
+	Count int    // KRepeat: iterations; KLoop: the iteration that breaks; KForEach, KForEachLimit: the pairs
 
 	// Sub-steps added by a KStep callback, branches of a KParallel, the
-	// steps added by each iteration of a KLoop or KRepeat.
+	// steps added by each iteration of a KLoop or KRepeat, or by each item
+	// of a KForEachLimit.
 	Subs []*Node
 
 	Body  *Node // KSync: the critical section step
 	Mutex int   // KSync: index into Program.Mutexes; ThrottleGate: the Program's Throttle
 
-	Handler *Handler // KStep, KParallel, KSync's Body
+	Handler *Handler // KStep, KParallel, KSync's Body, KForEachLimit
 
 	Retry *RetrySpec // KRetry
 
@@ -416,7 +425,8 @@ type Program struct {
 	// goroutine may complete a step, only a cancel ends an Await,
 	// AwaitThen or AwaitFlow, an AwaitChan or AwaitResult has its value
 	// waiting (Ready) or none, and none is inside a section of a Mutex or
-	// Limiter, whose slot its function would give back as it returns.
+	// Limiter, or an item of a ForEachLimit, whose slot its function
+	// would give back as it returns.
 	Awaits bool
 	// Hooks: the tool has every hook of a TestTool, which trace their
 	// calls (StepErrorEvent and the others; AwaitStart and AwaitEnd in
@@ -489,11 +499,11 @@ type decoder struct {
 func (d *decoder) run() bool { return d.p.Ctx != CtxNone }
 
 // awaits reports whether KAwait nodes may be decoded where sc says: in a
-// program run by Run, outside of the sections of Mutexes and Limiters,
-// whose slots an Await function holds until it returns (see
-// Program.Awaits).
+// program run by Run, outside of the sections of Mutexes and Limiters and
+// of the items of a ForEachLimit, whose slots an Await function holds
+// until it returns (see Program.Awaits).
 func (d *decoder) awaits(sc scope) bool {
-	return d.ext && (d.p.Ctx == CtxNone || sc.held == 0 && sc.forbidden == 0)
+	return d.ext && (d.p.Ctx == CtxNone || sc.held == 0 && sc.forbidden == 0 && !sc.item)
 }
 
 func (d *decoder) byte() int {
@@ -520,6 +530,10 @@ type scope struct {
 	underStep bool // the node is a sub-step added by a plain step's callback
 	held      uint // mutexes the current flow or branch holds (bit LimiterGate: the Limiter's)
 	forbidden uint // mutexes held by a flow this branch runs inside of
+	// item: the node is inside an item of a KForEachLimit, whose slot an
+	// Await function holds until it returns, as a section's (see
+	// Program.Awaits).
+	item bool
 }
 
 func (s scope) deeper() scope { s.depth++; s.underStep = false; return s }
@@ -600,6 +614,11 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		inner := sc.deeper()
 		inner.forbidden |= inner.held
 		inner.held = 0
+		if b&0xc0 == 0xc0 {
+			// Bits 64 and 128 together, which no earlier input of the
+			// corpus sets: a ForEachLimit.
+			return d.limit(n, b, sc, inner)
+		}
 		// Settle's branches add their nodes from steps of their own: any
 		// kind. It takes no error handler. Bit 8, like those that make
 		// EFail and HFail, is one no earlier input of the corpus sets.
@@ -669,6 +688,27 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		n.Body = body
 	case KSuccessStep:
 		n.Args = d.args(n.ID)
+	}
+	return n
+}
+
+// limit decodes the KForEachLimit n from the byte b of its KParallel: b&3
+// nodes in its items, b&4 an error handler; then a byte for the limit
+// (c&3) and the pairs ((c>>2)%9), and one for the item that breaks or
+// continues, as a KForEach's. Its items are branches: inner is their
+// scope, sc the step's.
+func (d *decoder) limit(n *Node, b int, sc, inner scope) *Node {
+	n.Kind = KForEachLimit
+	c, e := d.byte(), d.byte()
+	n.Limit, n.Count = 1+c&3, (c>>2)%9
+	n.End = [...]End{EImplicit, EBreak, EContinue, EImplicit}[e&3]
+	n.At, n.Label = (e>>2)%8, labelOf(e>>5)
+	inner.item = true
+	for range b & 3 {
+		n.Subs = append(n.Subs, d.node(inner, false))
+	}
+	if b&4 != 0 {
+		n.Handler = d.handler(sc)
 	}
 	return n
 }
@@ -1005,6 +1045,8 @@ func (n *Node) write(b *strings.Builder, depth int) {
 		fmt.Fprintf(b, "%sretry %d label=%q attempts=%d args=%v %+v\n", ind, n.ID, n.Label, n.Count, n.Args, *n.Retry)
 	case KForEach:
 		fmt.Fprintf(b, "%sforEach %d label=%q map=%v seq=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Seq, n.Count, n.At, n.End)
+	case KForEachLimit:
+		fmt.Fprintf(b, "%sforEachLimit %d limit=%d len=%d at %d: %v label=%q\n", ind, n.ID, n.Limit, n.Count, n.At, n.End, n.Label)
 	case KSync:
 		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle, 3: the limiter)\n", ind, n.ID, n.Mutex)
 		n.Body.write(b, depth+1)
