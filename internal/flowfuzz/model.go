@@ -1228,6 +1228,17 @@ func (m *model) raiseAs(code, info string, panic bool) outcome {
 	return o
 }
 
+// goexit is a runtime.Goexit in a callback: an InternalError, raised as
+// the flow goes on in a task queued before every other (afterGoexit), as
+// it would have gone on. The event ends with the goroutine that ran it,
+// though: the Await functions cancelled until then return, and those
+// started until then are armed, as between any two events (armStarted),
+// before the flow goes on; a slot a function gives back is free for it.
+func (m *model) goexit() outcome {
+	m.armStarted()
+	return m.raise("InternalError", GoexitInfo)
+}
+
 // raiseFail notes the error that Fail raises with the Go error of the
 // EFail or HFail id as its Cause (docs/DESIGN.md#error-info-and-last-exception).
 func (m *model) raiseFail(code, info string, id int) outcome {
@@ -1309,7 +1320,7 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 	case n.End == EPanicEvil:
 		o = m.raiseAs("InternalError", EvilInfo, true)
 	case n.End == EGoexit:
-		o = m.raise("InternalError", GoexitInfo) // like a panic, without a PanicError
+		o = m.goexit() // like a panic, without a PanicError
 	case n.End == EParent:
 		o = m.raise("InternalError", "Success called on the AsyncSteps of a step that waits for its sub-steps")
 	case n.End == EParentBreak:
@@ -1550,7 +1561,7 @@ func (m *model) runHandler(th *thread, h *Handler, o outcome) outcome {
 	case HPanic:
 		return m.raisePanic(h.ID)
 	case HGoexit:
-		return m.raise("InternalError", GoexitInfo)
+		return m.goexit()
 	case HWait:
 		// The handler waits like a step; its completion decides as its
 		// synchronous Success or Error would (docs/DESIGN.md#error-handlers), its timeout

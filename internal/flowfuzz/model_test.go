@@ -500,6 +500,21 @@ func TestModelSpecExamples(t *testing.T) {
 			}},
 		}},
 		want: "P1#0 F1#0=10 s2() h4:Timeout:@10 P1#1@10 F1#1=11@10 s2()@10 h4:Timeout:@20 P1$@20 -> ok()",
+	}, {
+		// A Goexit in a callback ends the event: the Await function
+		// cancelled before it returns, and gives its Mutex slot back,
+		// before the flow goes on, which then enters without waiting
+		// (no SyncWait).
+		name: "Goexit ends the event",
+		p: &Program{Mutexes: []int{1, 1}, Hooks: true, Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{
+				{ID: 2, Kind: KSync, Mutex: 0, Body: &Node{ID: 3, Kind: KStep, Timeout: 10,
+					Subs: []*Node{{ID: 4, Kind: KAwait, End: EWait}}, Handler: &Handler{ID: 5, Action: HGoexit}}},
+			}, Handler: &Handler{ID: 6, Action: HRecover}},
+			{ID: 7, Kind: KSync, Mutex: 0, Body: &Node{ID: 8, Kind: KStep}},
+		}},
+		want:       "FS s1() s3() SE:Timeout:@10 h5:Timeout:@10 SE:InternalError:*@10 h6:InternalError:*@10 s8()@10 FE:ok@10 -> ok()",
+		awaitHooks: "ae4:Timeout:context deadline exceeded as4",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {
