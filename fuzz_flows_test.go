@@ -774,8 +774,8 @@ func (x *flowRun) addSettle(as asyncsteps.AsyncSteps, n *ff.Node) {
 }
 
 // forEachLimit adds the ForEachLimit n to as: over a sequence that traces
-// its pulls and its end, items that trace, then Break or Continue at the
-// item n.At, else add n.Subs.
+// its pulls and its end, items that trace, then Break, Continue or return
+// at the item n.At, else add n.Subs.
 func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
 	seq := func(yield func(int, int) bool) {
 		x.seqs++
@@ -799,6 +799,8 @@ func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
 				as.Break(n.Label)
 			case ff.EContinue:
 				as.Continue(n.Label)
+			case ff.ESuccess:
+				return
 			}
 		}
 		for _, s := range n.Subs {

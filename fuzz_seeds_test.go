@@ -188,9 +188,12 @@ func limitSeeds() []*ff.Program {
 		seedProg(0, seedOne, seedLimit(2, 5, ff.EContinue, 1, "", seedExt(10, 0), seedLeaf(ff.EImplicit)), seedLeaf(ff.EImplicit),
 			seedLimit(4, 2, ff.EImplicit, 0, "", seedExt(10, 1)), seedLimit(1, 0, ff.EImplicit, 0, "")),
 		// 108 Break stops the sequence at once; the items running go on to
-		// their end. A Break once it has run out only ends its item.
+		// their end. A Break once it has run out only ends its item. An
+		// item that ends at once frees its slot for the next pair while
+		// the first item still runs.
 		seedProg(0, seedOne, seedLimit(2, 6, ff.EBreak, 1, "", seedExt(10, 0)),
-			seedLimit(3, 3, ff.EBreak, 2, "", seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit)))),
+			seedLimit(3, 3, ff.EBreak, 2, "", seedWith(seedLeaf(ff.EImplicit), seedLeaf(ff.EImplicit))),
+			seedLimit(2, 5, ff.ESuccess, 0, "", seedExt(10, 0), seedLeaf(ff.EImplicit))),
 		// 109 an item's error cancels the items running (their cancel
 		// handlers first), the step's cancel handler stops the
 		// sequence, then its handler sees the error.
@@ -735,7 +738,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"await chan success", "await chan wait", "await chan closed", "await chan nil", "await chan ready",
 		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks",
 		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline",
-		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit short"}
+		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit quick item", "forEachLimit short"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -790,7 +793,7 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		seen["forEach seq"] = true
 	}
 	if n.Kind == ff.KForEachLimit {
-		seen[[...]string{ff.EImplicit: "forEachLimit", ff.EBreak: "forEachLimit break", ff.EContinue: "forEachLimit continue"}[n.End]] = true
+		seen[[...]string{ff.EImplicit: "forEachLimit", ff.ESuccess: "forEachLimit quick item", ff.EBreak: "forEachLimit break", ff.EContinue: "forEachLimit continue"}[n.End]] = true
 		if n.Count <= n.Limit {
 			seen["forEachLimit short"] = true
 		}

@@ -245,6 +245,8 @@ func (e *encoder) limit(n *Node) {
 		c = 1
 	case EContinue:
 		c = 2
+	case ESuccess:
+		c = 3
 	}
 	e.put(c | n.At%8<<2 | labelCode(n.Label)<<5)
 	e.items++

@@ -1838,7 +1838,7 @@ func (m *model) startItem(th *thread, lx *limitExec, i int) {
 
 // item runs the item i of lx: a branch that runs its step itself, so a
 // level of one step, whose callback traces, then calls Break or Continue
-// at the item At, else adds the Subs. Once a timeout of Run's deadline
+// at the item At, or returns at once there, else adds the Subs. Once a timeout of Run's deadline
 // has gone through an earlier item, the item fails with Timeout instead,
 // before its callback, as a loop's next iteration does.
 func (m *model) item(th *thread, lx *limitExec, i int) outcome {
@@ -1857,6 +1857,8 @@ func (m *model) item(th *thread, lx *limitExec, i int) outcome {
 			o = m.raise("LoopBreak", n.Label)
 		case i == n.At && n.End == EContinue:
 			o = m.raise("LoopCont", n.Label)
+		case i == n.At && n.End == ESuccess:
+			o = ok(nil) // an item that ends at once frees its slot first
 		case len(n.Subs) > 0:
 			m.added(th, n.Subs)
 			o = m.level(th, n.Subs)

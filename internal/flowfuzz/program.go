@@ -56,8 +56,8 @@ const (
 	// iter.Seq2 of Count pairs (i, ElemValue(ID, i)) that traces each pull
 	// (PullEvent) and its end (SeqEndEvent). Item i traces ForEachEvent,
 	// then, if i is At, calls Break(Label) (End EBreak) or
-	// Continue(Label) (End EContinue), else adds Subs. Decode makes it
-	// from a KParallel byte.
+	// Continue(Label) (End EContinue), or returns at once (End
+	// ESuccess), else adds Subs. Decode makes it from a KParallel byte.
 	KForEachLimit Kind = numKinds + 4
 )
 
@@ -694,14 +694,14 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 
 // limit decodes the KForEachLimit n from the byte b of its KParallel: b&3
 // nodes in its items, b&4 an error handler; then a byte for the limit
-// (c&3) and the pairs ((c>>2)%9), and one for the item that breaks or
-// continues, as a KForEach's. Its items are branches: inner is their
-// scope, sc the step's.
+// (c&3) and the pairs ((c>>2)%9), and one for the item that breaks,
+// continues or ends at once (e&3), which (e>>2)%8, and the label (e>>5).
+// Its items are branches: inner is their scope, sc the step's.
 func (d *decoder) limit(n *Node, b int, sc, inner scope) *Node {
 	n.Kind = KForEachLimit
 	c, e := d.byte(), d.byte()
 	n.Limit, n.Count = 1+c&3, (c>>2)%9
-	n.End = [...]End{EImplicit, EBreak, EContinue, EImplicit}[e&3]
+	n.End = [...]End{EImplicit, EBreak, EContinue, ESuccess}[e&3]
 	n.At, n.Label = (e>>2)%8, labelOf(e>>5)
 	inner.item = true
 	for range b & 3 {
