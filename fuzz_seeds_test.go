@@ -178,7 +178,7 @@ func flowSeeds() []*ff.Program {
 	return append(seeds, limitSeeds()...)
 }
 
-// limitSeeds are seeds 107 to 113: ForEachLimit.
+// limitSeeds are seeds 107 to 115: ForEachLimit.
 func limitSeeds() []*ff.Program {
 	return []*ff.Program{
 		// 107 at most limit items at once, each pair pulled as a slot
@@ -220,6 +220,20 @@ func limitSeeds() []*ff.Program {
 		seedRun(seedProg(0, seedOne, seedOnerror(seedLimit(1, 4, ff.EImplicit, 0, "", seedExt(30, 0)), seedRecovers(0)),
 			seedOnerror(seedLimit(1, 3, ff.EImplicit, 0, "", seedOnerror(seedExt(5, 0), seedRecovers(0))), seedRecovers(0)),
 			seedLimit(2, 2, ff.EImplicit, 0, "", seedExt(5, 0))), ff.CtxDeadline, 10),
+		// 114 slots held by the Await functions of ended items: a pair
+		// pulled ahead waits for one; the quick item frees its own at
+		// once; a function cancelled with its Parallel branch, whose
+		// handler recovers, holds it too.
+		seedHooks(seedProg(0, seedOne, seedLimit(2, 5, ff.ESuccess, 1, "",
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 10), seedRecovers(0))),
+			seedLimit(1, 2, ff.EImplicit, 0, "", seedOnerror(seedPar(seedAwait(ff.AwaitThen, ff.EExternal, 20, ""), seedExtErr(5, "E1", "")), seedRecovers(0)), seedExt(1, 0)))),
+		// 115 an item's error cancels the item whose Await function runs:
+		// the step has ended when it returns, and takes no slot back. A
+		// function cancelled by a timeout returns as the event ends, not
+		// when it would have: its slot comes back then.
+		seedExtended(seedProg(0, seedOne, seedOnerror(seedLimit(2, 6, ff.EImplicit, 0, "",
+			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 10), seedRecovers(0)), seedFails("E2", "")), seedRecovers(0)),
+			seedLimit(1, 3, ff.EContinue, 0, "", seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EExternal, 30, "")), 10), seedRecovers(0))))),
 	}
 }
 
