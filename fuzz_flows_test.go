@@ -774,7 +774,7 @@ func (x *flowRun) addSettle(as asyncsteps.AsyncSteps, n *ff.Node) {
 }
 
 // forEachLimit adds the ForEachLimit n to as: over a sequence that traces
-// its pulls and its end, items that trace, then Break, Continue or return
+// its pulls and its end (and may panic after its last pair), items that trace, then Break, Continue or return
 // at the item n.At, else add n.Subs.
 func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
 	seq := func(yield func(int, int) bool) {
@@ -788,6 +788,9 @@ func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
 			if !yield(i, ff.ElemValue(n.ID, i)) {
 				return
 			}
+		}
+		if n.SeqPanic {
+			panic(ff.PanicValue(n.ID))
 		}
 	}
 	asyncsteps.ForEachLimit(as, seq, n.Limit, func(as asyncsteps.AsyncSteps, i, v int) {

@@ -178,7 +178,7 @@ func flowSeeds() []*ff.Program {
 	return append(seeds, limitSeeds()...)
 }
 
-// limitSeeds are seeds 107 to 115: ForEachLimit.
+// limitSeeds are seeds 107 to 116: ForEachLimit.
 func limitSeeds() []*ff.Program {
 	return []*ff.Program{
 		// 107 at most limit items at once, each pair pulled as a slot
@@ -234,8 +234,18 @@ func limitSeeds() []*ff.Program {
 		seedExtended(seedProg(0, seedOne, seedOnerror(seedLimit(2, 6, ff.EImplicit, 0, "",
 			seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EWait, 0, "")), 10), seedRecovers(0)), seedFails("E2", "")), seedRecovers(0)),
 			seedLimit(1, 3, ff.EContinue, 0, "", seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFn, ff.EExternal, 30, "")), 10), seedRecovers(0))))),
+		// 116 a sequence that panics after its last pair fails the step
+		// with InternalError, raised at the step once its cleanup has
+		// run: the item running is cancelled, as for an item's error;
+		// items queued and not started, as the step begins, are dropped.
+		seedProg(0, seedOne, seedOnerror(seedSeqPanics(seedLimit(2, 3, ff.EImplicit, 0, "", seedCancellable(seedExt(10, 0)))), seedRecovers(1)),
+			seedOnerror(seedSeqPanics(seedLimit(4, 2, ff.EImplicit, 0, "", seedCancellable(seedLeaf(ff.EWait)))), seedReturns())),
 	}
 }
+
+// seedSeqPanics makes the sequence of the ForEachLimit n panic after its
+// last pair.
+func seedSeqPanics(n *ff.Node) *ff.Node { n.SeqPanic = true; return n }
 
 // seedLimit is a ForEachLimit of limit over n pairs whose item at calls
 // Break or Continue (end, with label), and whose other items add body.
@@ -752,7 +762,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"await chan success", "await chan wait", "await chan closed", "await chan nil", "await chan ready",
 		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks",
 		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline",
-		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit quick item", "forEachLimit short"}
+		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit quick item", "forEachLimit short",
+		"forEachLimit sequence panic"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -810,6 +821,9 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		seen[[...]string{ff.EImplicit: "forEachLimit", ff.ESuccess: "forEachLimit quick item", ff.EBreak: "forEachLimit break", ff.EContinue: "forEachLimit continue"}[n.End]] = true
 		if n.Count <= n.Limit {
 			seen["forEachLimit short"] = true
+		}
+		if n.SeqPanic {
+			seen["forEachLimit sequence panic"] = true
 		}
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {

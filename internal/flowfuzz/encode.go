@@ -248,6 +248,9 @@ func (e *encoder) limit(n *Node) {
 	case ESuccess:
 		c = 3
 	}
+	if n.SeqPanic {
+		c |= 0x80
+	}
 	e.put(c | n.At%8<<2 | labelCode(n.Label)<<5)
 	e.items++
 	for _, s := range n.Subs {

@@ -1735,41 +1735,50 @@ func (m *model) forEachLimit(th *thread, n *Node) outcome {
 	l, done := th.enterLoop()
 	lx := &limitExec{n: n, th: th, loop: l}
 	th.branches = th.branches[:0]
-	for !m.take(th, lx) {
+	for {
+		switch completed, failed := m.take(th, lx); {
+		case completed:
+			done()
+			return ok(nil)
+		case failed != nil:
+			return m.limitFails(th, lx, signal{kind: sigFailed, out: *failed}, done)
+		}
 		s := th.ask(request{kind: reqWait})
 		switch {
 		case s.kind == sigSlot:
-			continue
 		case s.kind == sigItem && !itemFails(s.out):
 			m.itemEnds(lx, s.child, s.out)
-			continue
 		case s.kind == sigItem, s.kind == sigCancel, s.kind == sigDeadline:
+			return m.limitFails(th, lx, s, done)
 		default:
 			panic("flowfuzz: ForEachLimit resumed with " + fmt.Sprint(s.kind))
 		}
-		// An item's error, a cancel, Run's deadline: the items running
-		// are cancelled (one not started yet is dropped), then the
-		// step's cancel handler stops the sequence, and its handler sees
-		// the error; no further pair is taken.
-		lx.ended, lx.taken = true, true
-		for _, b := range th.branches {
-			if !b.done {
-				th.ask(request{kind: reqCancel, child: b})
-			}
+	}
+}
+
+// limitFails ends the ForEachLimit lx as s says: an item's error, the
+// panic of its sequence (sigFailed), a cancel, Run's deadline. The items
+// running are cancelled (one not started yet is dropped), then the step's
+// cancel handler stops the sequence, and its handler sees the error; no
+// further pair is taken. done ends the step's loop, which Run's deadline
+// times out as a whole.
+func (m *model) limitFails(th *thread, lx *limitExec, s signal, done func()) outcome {
+	lx.ended, lx.taken = true, true
+	for _, b := range th.branches {
+		if !b.done {
+			th.ask(request{kind: reqCancel, child: b})
 		}
-		done()
-		o := s.out
-		if s.kind == sigDeadline {
-			o = m.deadline(th) // noted before the step's own cancel handler runs
-		}
-		m.seqStop(lx)
-		if o = th.unwinding(o); o.is(errK) && n.Handler != nil {
-			return m.handle(th, n.Handler, o)
-		}
-		return o
 	}
 	done()
-	return ok(nil)
+	o := s.out
+	if s.kind == sigDeadline {
+		o = m.deadline(th) // noted before the step's own cancel handler runs
+	}
+	m.seqStop(lx)
+	if o = th.unwinding(o); o.is(errK) && lx.n.Handler != nil {
+		return m.handle(th, lx.n.Handler, o)
+	}
+	return o
 }
 
 // itemFails reports whether an item that ended with o fails the step: an
@@ -1781,20 +1790,26 @@ func itemFails(o outcome) bool { return o.is(errK) && (!o.loopCode() || o.info !
 // take starts items, one per pair pulled in the sequence's order, while a
 // slot is free, and reports whether the step has completed: the sequence
 // has run out (a pull found nothing, and the sequence returned) or was
-// stopped, and no item runs. No pair is pulled while every slot is taken
+// stopped, and no item runs; or the error that fails it: the panic of the
+// sequence, raised at the step as the pull returns, after the sequence's
+// cleanup has run (its deferred calls run as it panics). No pair is pulled while every slot is taken
 // and an item runs, whose end comes first; when no item runs and the
 // Await functions of ended items keep every slot, one pair is pulled
 // ahead, to learn whether the sequence has run out, and its item starts
 // once a slot comes back (see slotBack).
-func (m *model) take(th *thread, lx *limitExec) bool {
+func (m *model) take(th *thread, lx *limitExec) (completed bool, failed *outcome) {
 	for !lx.taken {
 		if !lx.ahead {
 			if !lx.free() && lx.pending > 0 {
-				return false
+				return false, nil
 			}
 			if lx.pulled == lx.n.Count {
 				lx.taken = true
 				m.seqStop(lx)
+				if lx.n.SeqPanic {
+					o := m.raisePanic(lx.n.ID)
+					return false, &o
+				}
 				break
 			}
 			m.event(PullEvent(lx.n.ID, lx.pulled))
@@ -1802,16 +1817,16 @@ func (m *model) take(th *thread, lx *limitExec) bool {
 			lx.ahead = true
 		}
 		if !lx.free() {
-			return false
+			return false, nil
 		}
 		lx.ahead = false
 		m.startItem(th, lx, lx.pulled-1)
 	}
 	if lx.pending > 0 {
-		return false
+		return false, nil
 	}
 	lx.ended = true
-	return true
+	return true, nil
 }
 
 // seqStop notes that the sequence of lx returns, once: it ran out, or was

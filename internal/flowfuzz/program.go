@@ -54,7 +54,9 @@ const (
 	KSettle Kind = numKinds + 3
 	// KForEachLimit is ForEachLimit(seq, Limit, item, Handler) over an
 	// iter.Seq2 of Count pairs (i, ElemValue(ID, i)) that traces each pull
-	// (PullEvent) and its end (SeqEndEvent). Item i traces ForEachEvent,
+	// (PullEvent) and its end (SeqEndEvent), and, with SeqPanic, panics
+	// (PanicValue(ID)) after its last pair instead of running out. Item i
+	// traces ForEachEvent,
 	// then, if i is At, calls Break(Label) (End EBreak) or
 	// Continue(Label) (End EContinue), or returns at once (End
 	// ESuccess), else adds Subs. Decode makes it from a KParallel byte.
@@ -302,6 +304,7 @@ type Node struct {
 	Map         bool // KForEach: over a map (keys MapKey(i)) instead of a slice
 	Seq         bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
 	Limit       int  // KForEachLimit: the items at most at once, 1 to 4
+	SeqPanic    bool // KForEachLimit: its sequence panics after its last pair
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
 	Code  string // EError, EExternalErr, EFail, EExternalFail
@@ -695,14 +698,15 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 // limit decodes the KForEachLimit n from the byte b of its KParallel: b&3
 // nodes in its items, b&4 an error handler; then a byte for the limit
 // (c&3) and the pairs ((c>>2)%9), and one for the item that breaks,
-// continues or ends at once (e&3), which (e>>2)%8, and the label (e>>5).
+// continues or ends at once (e&3), which (e>>2)%8, the label (e>>5) and
+// whether the sequence panics (e&128).
 // Its items are branches: inner is their scope, sc the step's.
 func (d *decoder) limit(n *Node, b int, sc, inner scope) *Node {
 	n.Kind = KForEachLimit
 	c, e := d.byte(), d.byte()
 	n.Limit, n.Count = 1+c&3, (c>>2)%9
 	n.End = [...]End{EImplicit, EBreak, EContinue, ESuccess}[e&3]
-	n.At, n.Label = (e>>2)%8, labelOf(e>>5)
+	n.At, n.Label, n.SeqPanic = (e>>2)%8, labelOf(e>>5), e&0x80 != 0
 	inner.item = true
 	for range b & 3 {
 		n.Subs = append(n.Subs, d.node(inner, false))
@@ -1046,7 +1050,7 @@ func (n *Node) write(b *strings.Builder, depth int) {
 	case KForEach:
 		fmt.Fprintf(b, "%sforEach %d label=%q map=%v seq=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Seq, n.Count, n.At, n.End)
 	case KForEachLimit:
-		fmt.Fprintf(b, "%sforEachLimit %d limit=%d len=%d at %d: %v label=%q\n", ind, n.ID, n.Limit, n.Count, n.At, n.End, n.Label)
+		fmt.Fprintf(b, "%sforEachLimit %d limit=%d len=%d at %d: %v label=%q panics=%v\n", ind, n.ID, n.Limit, n.Count, n.At, n.End, n.Label, n.SeqPanic)
 	case KSync:
 		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle, 3: the limiter)\n", ind, n.ID, n.Mutex)
 		n.Body.write(b, depth+1)
