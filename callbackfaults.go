@@ -176,9 +176,16 @@ func cancelOrder(dst []*frame, top *frame) []*frame {
 	return dst
 }
 
-// finish runs the cancel handlers left and returns then's frame.
+// finish runs the cancel handlers left and returns then's frame. An
+// error raised before the job, which it follows (the panic of a
+// ForEachLimit's sequence, which cancels the items), is told to the
+// StepError hook before the cancel handlers run, as the error of an item
+// is before the others are cancelled.
 func (j *cancelJob) finish() *frame {
 	fl := j.fl
+	if fl.hasUnreported() {
+		fl.reportErrors(resumePoint{job: j})
+	}
 	for j.next < len(j.frames) {
 		// A frame whose cancel handler ended with Goexit is done again
 		// from here: its handler is gone, so that costs nothing twice.

@@ -375,6 +375,52 @@ func TestForEachLimitSequencePanicFailsTheStep(t *testing.T) {
 	wantTrace(t, &tr, "start 0@0s,start 1@0s,end 1@10ms,pull 2@10ms,cancel 0@10ms,onerror InternalError: iterator boom@10ms")
 }
 
+// The StepError hook sees the panic of the sequence, pulled for a next
+// item or stopped at a Break, before the cancel handlers of the items it
+// cancels run, as it sees an item's error before the other items are
+// cancelled: an error is told to it before the handlers it reaches.
+func TestForEachLimitSequencePanicIsToldBeforeTheItemsAreCancelled(t *testing.T) {
+	for _, c := range []struct{ name, trace string }{
+		{"pulled", "start 0@0s,start 1@0s,end 1@10ms,pull 2@10ms," +
+			"StepError InternalError: iterator boom@10ms,cancel 0@10ms,onerror InternalError@10ms"},
+		{"Break", "start 0@0s,start 1@0s,end 1@10ms,cleanup@10ms," +
+			"StepError InternalError: close failed@10ms,cancel 0@10ms,onerror InternalError@10ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tr tracer
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(&asyncsteps.Hooks{StepError: func(_ context.Context, err *asyncsteps.Error) {
+				traceAt(&tr, tt, "StepError "+err.Code+": "+err.Info)
+			}})
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			seq := func(yield func(int, time.Duration) bool) {
+				if c.name == "Break" {
+					defer func() {
+						traceAt(&tr, tt, "cleanup")
+						panic("close failed")
+					}()
+				}
+				if !yield(0, 30*msec) || !yield(1, 10*msec) {
+					return
+				}
+				traceAt(&tr, tt, "pull 2")
+				panic("iterator boom")
+			}
+			asyncsteps.ForEachLimit(r, seq, 2, itemAfter(&tr, tt, func(as steps, i int) {
+				traceAt(&tr, tt, fmt.Sprint("end ", i))
+				if c.name == "Break" {
+					as.Break()
+				}
+			}), func(as steps, code string) {
+				traceAt(&tr, tt, "onerror "+code)
+				as.Success()
+			})
+			wantSuccess(t, run(t, r, tt))
+			wantTrace(t, &tr, c.trace)
+		})
+	}
+}
+
 // A panic in the cleanup of the sequence is not lost: at a Break it fails
 // the step with InternalError (the items running are cancelled); when an
 // error, a timeout or a cancel stops the sequence, it acts as a panic in
