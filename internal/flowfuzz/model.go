@@ -708,8 +708,14 @@ func Model(p *Program) Result {
 				}
 				// The flow goes on in the hook's task, not behind the
 				// tasks queued since the gate let it in: where it would
-				// have gone on without the hook.
-				m.fifo = slices.Insert(m.fifo, 0, w.then)
+				// have gone on without the hook. A hook that panicked
+				// fails the step instead, from outside, as an Await
+				// function's failure does: in a task queued behind those.
+				if w.then.sig.out.is(errK) {
+					m.fifo = append(m.fifo, w.then)
+				} else {
+					m.fifo = slices.Insert(m.fifo, 0, w.then)
+				}
 				continue
 			}
 			if m.stop && !m.stopApplied {

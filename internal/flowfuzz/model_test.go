@@ -515,6 +515,20 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want:       "FS s1() s3() SE:Timeout:@10 h5:Timeout:@10 SE:InternalError:*@10 h6:InternalError:*@10 s8()@10 FE:ok@10 -> ok()",
 		awaitHooks: "ae4:Timeout:context deadline exceeded as4",
+	}, {
+		// A SyncWait hook that panics (for Mutex 1 of max 2) fails the
+		// step let in from outside, in a task queued behind the hook's of
+		// the next waiter let in: both waits are reported first.
+		name: "SyncWait panic fails from outside",
+		p: &Program{Mutexes: []int{1, 2}, Hooks: true, Steps: []*Node{
+			{ID: 1, Kind: KParallel, Subs: []*Node{
+				{ID: 2, Kind: KSync, Mutex: 1, Body: &Node{ID: 3, Kind: KStep}},
+				{ID: 4, Kind: KSync, Mutex: 1, Body: &Node{ID: 5, Kind: KStep}},
+				{ID: 6, Kind: KSync, Mutex: 1, Body: &Node{ID: 7, Kind: KStep}},
+				{ID: 8, Kind: KSync, Mutex: 1, Body: &Node{ID: 9, Kind: KStep}},
+			}},
+		}},
+		want: "FS s3() s5() SW1:0 SW1:0 SE:InternalError:!panic: sw1 FE:err:InternalError:!panic: sw1 -> err:InternalError:!panic: sw1",
 	}}
 	for _, tc := range tests {
 		if tc.p.CancelAt == 0 {
