@@ -63,9 +63,10 @@ import (
 // the same layout: a period starts at the first entry after idle and arms
 // a timer; up to N enter per period, the others queue; when the period ends
 // a new one starts if flows wait, and up to N of them enter at once, else
-// the Throttle goes idle with no timer. A flow that finds it full once the
+// the Throttle goes idle with no timer. A flow that comes once the
 // period's end has come, before its timer ran, ends the period itself,
-// and the timer then times the one begun. Entries are never given back.
+// full or not, and the timer then times the one begun: it is not counted
+// in a period that is over. Entries are never given back.
 //
 // The channel of an AwaitChan or AwaitResult is made as its node is added
 // (see added), and gets its value on a timer: a value there before the
@@ -2256,9 +2257,10 @@ func (m *model) throttleEnter(th *thread, t *throttle, e *entry) (outcome, strin
 		t.ends = m.now + t.period
 		m.arm(t.period, &timer{kind: tThrottle, thr: t})
 	}
-	if t.entered >= t.n && m.now >= t.ends {
+	if m.now >= t.ends {
 		// The period is over, its timer not run yet: the flow ends it,
-		// the waiters first, and the timer times the period begun now.
+		// full or not, the waiters first, and the timer times the period
+		// begun now.
 		t.outrun = true
 		t.ends = m.now + t.period
 		m.admitWaiters(t)
