@@ -1521,8 +1521,12 @@ func (m *model) await(th *thread, n *Node) outcome {
 			m.awaitHooks = append(m.awaitHooks, AwaitStartEvent(n.ID))
 		}
 		a.due = th.stepDue()
+		// The sections and items around the step, innermost first, the
+		// order in which the function gives their slots back as it
+		// returns (their waiters let in, their next pairs taken).
 		for t := th; t != nil; t = t.parent {
-			for _, e := range t.sections {
+			for i := len(t.sections) - 1; i >= 0; i-- {
+				e := t.sections[i]
 				e.holds++
 				a.holds = append(a.holds, e)
 			}
