@@ -424,3 +424,52 @@ func TestHostileNilPointerToAToolEmbeddingALoop(t *testing.T) {
 		}
 	})
 }
+
+// A Tool of the user's whose struct embeds two loops at different depths
+// is the shallowest one, as Go's own selectors take: the engine looks for
+// a nil pointer on the way to that one only. It followed the first
+// embedded field that led to a loop, whatever its depth: a nil pointer on
+// that way failed the flows of a tool whose methods come from a real Loop,
+// and a nil pointer on the way to the loop the methods come from was not
+// seen, and the engine dereferenced it.
+func TestHostileToolEmbeddingLoopsAtTwoDepths(t *testing.T) {
+	type embedsTestTool struct{ *asyncsteps.TestTool }
+	type deeper struct{ embedsTestTool }
+	inChild(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		for _, c := range []struct {
+			name string
+			tool asyncsteps.Tool
+			info string // "" for a flow that runs
+		}{
+			{"nil decoy, real Loop", struct {
+				*embedsTestTool
+				*asyncsteps.Loop
+			}{nil, loop}, ""},
+			{"real decoy, nil way to the Loop", struct {
+				deeper
+				*loggingLoop
+			}{deeper{embedsTestTool{asyncsteps.NewTestTool()}}, nil},
+				"the flow's tool is a nil *asyncsteps_test.loggingLoop"},
+		} {
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
+			r.Add(tr.step("step"))
+			select {
+			case res := <-r.Promise():
+				if c.info == "" {
+					if res.Err != nil {
+						t.Errorf("%s: %v", c.name, res.Err)
+					}
+					wantTrace(t, &tr, "step")
+					continue
+				}
+				wantError(t, res.Err, asyncsteps.InternalError, c.info)
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s: the flow never ended", c.name)
+			}
+			wantTrace(t, &tr, "")
+		}
+	})
+}

@@ -312,43 +312,66 @@ func embeddedScheduler(s scheduler) scheduler {
 // at once, as a nil *Loop does.
 func nilOnTheWay(s scheduler) string {
 	v := reflect.ValueOf(s)
-	for {
-		switch {
-		case v.Type() == loopType || v.Type() == testToolType,
-			v.Type() == loopType.Elem() || v.Type() == testToolType.Elem():
-			return "" // the loop itself: a nil one is told by its own check
-		case v.Kind() == reflect.Pointer && v.IsNil():
-			return v.Type().String()
-		case v.Kind() == reflect.Pointer:
-			v = v.Elem()
-		case v.Kind() == reflect.Struct:
-			var ok bool
-			if v, ok = embeddedLoopField(v); !ok {
-				return ""
+	for _, i := range embeddedLoopPath(v.Type()) {
+		if v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return v.Type().String()
 			}
-		default:
-			return ""
+			v = v.Elem()
 		}
+		v = v.Field(i)
 	}
+	return "" // the loop itself: a nil one is told by its own check
 }
 
-// embeddedLoopField returns the field of the struct v through which the
-// loop's methods are promoted to v's type: the embedded field that has
-// them, itself or through its address.
-func embeddedLoopField(v reflect.Value) (reflect.Value, bool) {
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if f.Anonymous && (f.Type.Implements(schedulerType) || reflect.PointerTo(f.Type).Implements(schedulerType)) {
-			return v.Field(i), true
-		}
+// embeddedLoopPath returns the indexes of the embedded fields, from t
+// down, through which the loop's methods are promoted to t: the way to the
+// shallowest Loop or TestTool that t embeds, itself or by pointer, as Go's
+// selectors take it. A struct embedding another loop on a deeper way is
+// not misled by it. t implements scheduler: the search ends.
+func embeddedLoopPath(t reflect.Type) []int {
+	type way struct {
+		t    reflect.Type
+		path []int
 	}
-	return reflect.Value{}, false
+	level := []way{{t: t}}
+	seen := map[reflect.Type]bool{}
+	for len(level) > 0 {
+		var next []way
+		for _, w := range level {
+			st := w.t
+			if st.Kind() == reflect.Pointer {
+				st = st.Elem()
+			}
+			if st.Kind() != reflect.Struct || seen[st] || isLoopType(st) {
+				continue
+			}
+			seen[st] = true
+			for i := range st.NumField() {
+				f := st.Field(i)
+				if !f.Anonymous {
+					continue
+				}
+				path := append(append([]int(nil), w.path...), i)
+				if isLoopType(f.Type) {
+					return path
+				}
+				next = append(next, way{f.Type, path})
+			}
+		}
+		level = next
+	}
+	return nil
+}
+
+// isLoopType reports whether t is Loop or TestTool, or a pointer to one.
+func isLoopType(t reflect.Type) bool {
+	return t == loopType || t == testToolType || t == loopType.Elem() || t == testToolType.Elem()
 }
 
 var (
-	loopType      = reflect.TypeFor[*Loop]()
-	testToolType  = reflect.TypeFor[*TestTool]()
-	schedulerType = reflect.TypeFor[scheduler]()
+	loopType     = reflect.TypeFor[*Loop]()
+	testToolType = reflect.TypeFor[*TestTool]()
 )
 
 // unmadeLoop marks the zero Loop l stopped, so that its flows end at once
