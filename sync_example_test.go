@@ -45,9 +45,12 @@ func ExampleMutex() {
 // Transfers from one account take turns, so that each debits the balance
 // the one before it left (it reads it, calls the ledger, then writes it);
 // a transfer from another account goes on meanwhile. The credit is made
-// within one callback, which needs no key (on Loops, with flows on several
-// of them, the callbacks would lock a sync.Mutex around the map). An
-// account's key is in use only while a transfer holds or waits for it.
+// within one callback, which needs no key here, as no account credited
+// sends: a credit to an account whose transfer is between its read and its
+// write would be overwritten, so a credit would then take the key of its
+// account too (and on Loops, with flows on several of them, the callbacks
+// would lock a sync.Mutex around the map). An account's key is in use only
+// while a transfer holds or waits for it.
 func ExampleKeyedMutex() {
 	tt := asyncsteps.NewTestTool()
 	accounts := asyncsteps.NewKeyedMutex[string](1)
