@@ -97,8 +97,8 @@
 // (a Go one, or the one WaitExternal sets on a table without
 // waitExternal) is over from then on: a Success or Error on it from
 // another goroutine (an Await's, whose context the handler cancels) has
-// no effect, as after a cancel on the engine's flows, rather than reach a
-// step the table has ended. A Go step that
+// no effect and IsValid is false, as after a cancel on the engine's flows,
+// rather than reach a step the table has ended. A Go step that
 // has added sub-steps completes with them: while its callback runs, a
 // Success or Error on it, from any goroutine, fails it with the
 // InternalError of a completion after Add (another goroutine's as the

@@ -912,17 +912,17 @@ func (w *foreign) NewInstance() *asyncsteps.Root {
 // the table may have ended it (a timeout, a cancel) unseen. A step whose
 // callback has returned having added sub-steps is over for the calls on
 // its AsyncSteps, as on the engine's flows: IsValid is false there, also
-// while the table still runs its sub-steps.
+// while the table still runs its sub-steps. So is a step the library has
+// completed, or whose cancel handler the table has run, with or without
+// isValid: calls on it have no effect, and the table may have freed it.
 func (w *foreign) IsValid() bool {
-	if w.hasSubSteps() {
+	if w.hasSubSteps() || w.over() {
 		return false
 	}
 	if w.has(fnIsValid) {
 		return C.cabi_f_is_valid(w.p) != 0
 	}
-	if w.cb == nil || !w.cb.completed.Load() {
-		w.misuse("IsValid: the foreign table has no " + fnIsValid.String())
-	}
+	w.misuse("IsValid: the foreign table has no " + fnIsValid.String())
 	return false
 }
 

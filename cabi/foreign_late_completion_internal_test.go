@@ -278,3 +278,36 @@ func TestForeignCompletionAfterTheCancelHandlerHasNoEffect(t *testing.T) {
 		t.Errorf("fake's trace:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// So IsValid is false on it from then on, as on a cancelled step of the
+// engine's, without a call to the table's isValid on a step the table has
+// ended (the C++ reference implementation frees it): an Await function,
+// or any goroutine that checks IsValid before it completes the step,
+// would have been told it still could. Before, IsValid was the table's,
+// true in the fake's (the step had not completed).
+func TestForeignStepIsInvalidOnceItsCancelHandlerRuns(t *testing.T) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	defer ctest.FakeFree(root)
+	Wrap(root).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		step := as
+		as.SetCancel(func(asyncsteps.AsyncSteps) {
+			done := make(chan struct{})
+			go func() { // as an Await's goroutine, once its context is done
+				defer close(done)
+				ctest.Log(fmt.Sprint("go: valid ", step.IsValid()))
+			}()
+			<-done
+		})
+	})
+	ctest.FakeRun(root)
+	want := "fake: running root valid=0\n" +
+		"fake: setCancel\n" +
+		"fake: the step waits: not supported\n" +
+		"go: valid false\n" +
+		"fake: cancel handler returned\n" +
+		"fake: end failed=1  string cleanups=1\n"
+	if got := ctest.Trace(); got != want {
+		t.Errorf("fake's trace:\n%s\nwant:\n%s", got, want)
+	}
+}
