@@ -993,9 +993,10 @@ var testHookOutsideAfterAdd func()
 
 // Success implements [asyncsteps.AsyncSteps]. After Add it never reaches
 // the table (some tables abort the process on such a success): see
-// afterAdd.
+// afterAdd. On a step that is over it has no effect, whatever its args,
+// and reads nothing of the table, which may have freed the step.
 func (w *foreign) Success(args ...any) {
-	if w.refuse("Success") || w.afterAdd("Success called after Add in the same callback") {
+	if w.refuse("Success") || w.afterAdd("Success called after Add in the same callback") || w.over() {
 		return
 	}
 	if info := tooLongForC(args); info != "" {

@@ -311,3 +311,32 @@ func TestForeignStepIsInvalidOnceItsCancelHandlerRuns(t *testing.T) {
 		t.Errorf("fake's trace:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A Success on a foreign step that is over (a Success before it in the
+// callback, a cancel handler that has run) has no effect whatever its
+// args, as on the engine's flows: it reads nothing of the table, which
+// may have freed the step (an Await function that returns a value after
+// its step timed out), and args too many for C are no misuse that aborts
+// the callback. Before, the args were checked and the table's success
+// looked up first: here the second Success aborted the callback, and
+// after a cancel handler it read the step's table.
+func TestForeignSuccessOnAStepThatIsOverHasNoEffect(t *testing.T) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	defer ctest.FakeFree(root)
+	as := Wrap(root)
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Success(int32(1))
+		as.Success(make([]any, maxCArgs+1)...)
+		ctest.Log("go: the callback goes on")
+	})
+	as.Add(func(_ asyncsteps.AsyncSteps, args ...any) { ctest.Log(fmt.Sprint("go: next step ", args[0])) })
+	ctest.FakeRun(root)
+	want := "fake: running root valid=0\n" +
+		"go: the callback goes on\n" +
+		"go: next step 1\n" +
+		"fake: end failed=0  string cleanups=1\n"
+	if got := ctest.Trace(); got != want {
+		t.Errorf("fake's trace:\n%s\nwant:\n%s", got, want)
+	}
+}
