@@ -121,6 +121,7 @@ type fcall struct {
 	trampoline bool        // run by us: Error may abort it by panicking
 	added      atomic.Bool
 	completed  atomic.Bool
+	succeeded  atomic.Bool // completed by Success: a later Error has no effect (see Error)
 	waiting    atomic.Bool
 	rec        atomic.Uint64 // the record of the step, dropped on success
 	cancelRec  atomic.Uint64 // the record of SetCancel's function
@@ -1010,6 +1011,7 @@ func (w *foreign) Success(args ...any) {
 		return
 	}
 	if w.cb != nil { // no handler of the step runs after its success
+		w.cb.succeeded.Store(true)
 		dropRec(w.cb.rec.Swap(0))
 		dropRec(w.cb.cancelRec.Swap(0))
 	}
@@ -1020,7 +1022,9 @@ func (w *foreign) Success(args ...any) {
 
 // Error implements [asyncsteps.AsyncSteps]. After Add, see afterAdd: the
 // misplaced call is the misuse reported, named with the code the user
-// gave, whatever else is wrong with the call.
+// gave, whatever else is wrong with the call. After a Success it has no
+// effect and the callback goes on; on a step that has failed it aborts
+// its callback again, as a raise does on the engine's flows.
 func (w *foreign) Error(code string, info ...string) {
 	if w.refuse("Error") || w.afterAdd("Error("+code+") called after Add in the same callback") {
 		return
@@ -1028,6 +1032,8 @@ func (w *foreign) Error(code string, info ...string) {
 	code, i := errorArgs(code, info)
 	if w.completeOnce() {
 		w.handleError(code, i)
+	} else if w.cb.succeeded.Load() {
+		return // no effect, and the callback goes on, as on the engine's flows
 	}
 	w.abort()
 }
