@@ -121,7 +121,7 @@ type fcall struct {
 	trampoline bool        // run by us: Error may abort it by panicking
 	added      atomic.Bool
 	completed  atomic.Bool
-	succeeded  atomic.Bool // completed by Success: a later Error has no effect (see Error)
+	succeeded  atomic.Bool // completed by Success: a later Error, Break or Continue has no effect (see Error)
 	waiting    atomic.Bool
 	rec        atomic.Uint64 // the record of the step, dropped on success
 	cancelRec  atomic.Uint64 // the record of SetCancel's function
@@ -1248,6 +1248,8 @@ func (w *foreign) Break(label ...string) {
 	}
 	if w.completeOnce() {
 		withLabel(label, func(l *C.char) { C.cabi_f_break(w.p, l) })
+	} else if w.cb.succeeded.Load() {
+		return // no effect after a success, as Error (see there)
 	}
 	w.abort()
 }
@@ -1259,6 +1261,8 @@ func (w *foreign) Continue(label ...string) {
 	}
 	if w.completeOnce() {
 		withLabel(label, func(l *C.char) { C.cabi_f_continue(w.p, l) })
+	} else if w.cb.succeeded.Load() {
+		return // no effect after a success, as Error (see there)
 	}
 	w.abort()
 }

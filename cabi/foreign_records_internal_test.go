@@ -302,8 +302,9 @@ func TestForeignAddOnACompletedStepHasNoEffect(t *testing.T) {
 // nothing, and the table sees no call. Before, each was a misuse, which
 // aborted the callback on a completed step (and ForEach took its
 // snapshot first); SetCancel reached the table, and the record of its
-// function stayed. So does an Error after the Success, which aborted the
-// callback (it still does after the step's own failure).
+// function stayed. So does an Error, a Break or a Continue after the
+// Success, which aborted the callback (each still does after the step's
+// own failure).
 func TestForeignCallOnACompletedStepHasNoEffect(t *testing.T) {
 	body := func(asyncsteps.AsyncSteps) {}
 	each := func(asyncsteps.AsyncSteps, any, any) {}
@@ -342,6 +343,8 @@ func TestForeignCallOnACompletedStepHasNoEffect(t *testing.T) {
 		{"WaitExternal", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.WaitExternal() }},
 		{"Error", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Error("E1", "late") }},
 		{"Error with two infos", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Error("E1", "a", "b") }},
+		{"Break", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Break() }},
+		{"Continue", nil, func(as asyncsteps.AsyncSteps, _ func(string)) { as.Continue() }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var trace []string
