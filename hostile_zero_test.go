@@ -2,6 +2,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -379,16 +380,7 @@ func TestHostileToolEmbeddingANilOrZeroLoop(t *testing.T) {
 			{"nil *TestTool", struct{ *asyncsteps.TestTool }{}, "the flow's tool is a nil *TestTool"},
 			{"zero Loop", loggingLoop{new(asyncsteps.Loop)}, unmadeLoopInfo},
 		} {
-			var tr tracer
-			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
-			r.Add(tr.step("step"))
-			select {
-			case res := <-r.Promise():
-				wantError(t, res.Err, asyncsteps.InternalError, c.info)
-			case <-time.After(10 * time.Second):
-				t.Errorf("%s: the flow never ended", c.name)
-			}
-			wantTrace(t, &tr, "")
+			runOneStepOn(t, c.name, c.tool, c.info)
 		}
 	})
 }
@@ -411,16 +403,7 @@ func TestHostileNilPointerToAToolEmbeddingALoop(t *testing.T) {
 			{(*embedsTestTool)(nil), "the flow's tool is a nil *asyncsteps_test.embedsTestTool"},
 			{throughPointer{}, "the flow's tool is a nil *asyncsteps_test.embedsTestTool"},
 		} {
-			var tr tracer
-			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
-			r.Add(tr.step("step"))
-			select {
-			case res := <-r.Promise():
-				wantError(t, res.Err, asyncsteps.InternalError, c.info)
-			case <-time.After(10 * time.Second):
-				t.Errorf("%T: the flow never ended", c.tool)
-			}
-			wantTrace(t, &tr, "")
+			runOneStepOn(t, fmt.Sprintf("%T", c.tool), c.tool, c.info)
 		}
 	})
 }
@@ -453,23 +436,31 @@ func TestHostileToolEmbeddingLoopsAtTwoDepths(t *testing.T) {
 			}{deeper{embedsTestTool{asyncsteps.NewTestTool()}}, nil},
 				"the flow's tool is a nil *asyncsteps_test.loggingLoop"},
 		} {
-			var tr tracer
-			r := asyncsteps.New(asyncsteps.WithTool(c.tool))
-			r.Add(tr.step("step"))
-			select {
-			case res := <-r.Promise():
-				if c.info == "" {
-					if res.Err != nil {
-						t.Errorf("%s: %v", c.name, res.Err)
-					}
-					wantTrace(t, &tr, "step")
-					continue
-				}
-				wantError(t, res.Err, asyncsteps.InternalError, c.info)
-			case <-time.After(10 * time.Second):
-				t.Errorf("%s: the flow never ended", c.name)
-			}
-			wantTrace(t, &tr, "")
+			runOneStepOn(t, c.name, c.tool, c.info)
 		}
 	})
+}
+
+// runOneStepOn runs a flow of one step on tool and checks that it fails at
+// once with an InternalError of info, its step unrun, or, with an empty
+// info, that it runs its step and succeeds.
+func runOneStepOn(t *testing.T, name string, tool asyncsteps.Tool, info string) {
+	t.Helper()
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(tr.step("step"))
+	select {
+	case res := <-r.Promise():
+		if info == "" {
+			if res.Err != nil {
+				t.Errorf("%s: %v", name, res.Err)
+			}
+			wantTrace(t, &tr, "step")
+			return
+		}
+		wantError(t, res.Err, asyncsteps.InternalError, info)
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s: the flow never ended", name)
+	}
+	wantTrace(t, &tr, "")
 }
