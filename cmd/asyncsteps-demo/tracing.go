@@ -88,8 +88,11 @@ func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvide
 	}
 	open := newOpenSpans()
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSpanProcessor(open),
+		// The batcher first: a span's end reaches the processors in
+		// this order, and once open forgets the span stopTracing may
+		// shut the batcher down, which drops what it is given after.
 		sdktrace.WithBatcher(exporter),
+		sdktrace.WithSpanProcessor(open),
 		sdktrace.WithResource(tracingResource()),
 	)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
@@ -145,7 +148,8 @@ func stopTracing(tp *sdktrace.TracerProvider, open *openSpans, logger *slog.Logg
 }
 
 // openSpans is a span processor that keeps the spans started and not yet
-// ended, for stopTracing.
+// ended, for stopTracing. It comes after the batch span processor, so that
+// a span it no longer keeps is one the batcher holds.
 type openSpans struct {
 	mu    sync.Mutex
 	spans map[spanKey]sdktrace.ReadWriteSpan
@@ -171,8 +175,21 @@ func (o *openSpans) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
 	o.spans[keyOf(s.SpanContext())] = s
 }
 
+// openSpanForgotten, if not nil, is called by openSpans.OnEnd once it has
+// forgotten a span: a test hook, which holds there the goroutine that
+// ended the span while the tracing stops.
+var openSpanForgotten func()
+
 // OnEnd forgets s, and wakes wait if s was the last span open.
 func (o *openSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	o.forget(s)
+	if openSpanForgotten != nil {
+		openSpanForgotten()
+	}
+}
+
+// forget is OnEnd without its test hook.
+func (o *openSpans) forget(s sdktrace.ReadOnlySpan) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.spans, keyOf(s.SpanContext()))

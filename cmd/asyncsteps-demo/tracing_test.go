@@ -612,6 +612,43 @@ func TestTracingEndsAndExportsTheSpansStillOpenAtExit(t *testing.T) {
 	}
 }
 
+// A span its owner ends as the tracing stops is exported: stopTracing,
+// woken by the end of the last span open, may not shut the batch span
+// processor down before the span has reached it, which would drop it.
+// The hook holds the owner's goroutine once the span is forgotten as
+// open, until the tracing has stopped.
+func TestTracingExportsTheSpanEndedAsItStops(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	r := startOTLPReceiver(t)
+	tp, stop, err := startTracing(r.srv.URL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgotten, release := make(chan struct{}), make(chan struct{})
+	openSpanForgotten = func() {
+		close(forgotten)
+		<-release
+	}
+	t.Cleanup(func() { openSpanForgotten = nil })
+	_, span := tp.Tracer("test").Start(context.Background(), "last")
+	ended := make(chan struct{})
+	go func() {
+		span.End()
+		close(ended)
+	}()
+	<-forgotten
+	stop()
+	close(release)
+	<-ended
+	var got []string
+	for _, s := range r.received(t) {
+		got = append(got, s.name)
+	}
+	if want := []string{"last"}; !slices.Equal(got, want) {
+		t.Errorf("spans exported: %q, want %q", got, want)
+	}
+}
+
 // The standard environment variables name the service and add resource
 // attributes: OTEL_SERVICE_NAME over the service.name of
 // OTEL_RESOURCE_ATTRIBUTES, over asyncsteps-demo. A pair of
