@@ -26,13 +26,7 @@ func TestACancelAsTheFlowFailsIsACancel(t *testing.T) {
 		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Error(asyncsteps.CommError, "upstream lost") },
 		Done: func(_ *http.Request, o Outcome) { got = append(got, o) },
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	prev := testHookFlowEnded
-	testHookFlowEnded = cancel
-	defer func() { testHookFlowEnded = prev }()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+	rec := serveCancelledAsTheFlowEnds(t, h)
 	if len(got) != 1 {
 		t.Fatalf("Done called %d times, want once", len(got))
 	}
@@ -67,13 +61,7 @@ func TestAPanicAsTheRequestIsCancelledIsLogged(t *testing.T) {
 			var logged bytes.Buffer
 			h := tc.h
 			h.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			prev := testHookFlowEnded
-			testHookFlowEnded = cancel
-			defer func() { testHookFlowEnded = prev }()
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+			rec := serveCancelledAsTheFlowEnds(t, &h)
 			if rec.Code != http.StatusServiceUnavailable {
 				t.Errorf("answered %d, want 503", rec.Code)
 			}
@@ -121,9 +109,7 @@ func TestACancelledRequestLogsNothingElse(t *testing.T) {
 				Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			}
 			if tc.after {
-				prev := testHookFlowEnded
-				testHookFlowEnded = cancel
-				defer func() { testHookFlowEnded = prev }()
+				cancelAsTheFlowEnds(t, cancel)
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
@@ -135,4 +121,23 @@ func TestACancelledRequestLogsNothingElse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveCancelledAsTheFlowEnds serves a GET with h, its request's context
+// cancelled by testHookFlowEnded: after the flow's end, before its
+// outcome is taken.
+func serveCancelledAsTheFlowEnds(t *testing.T, h *Handler) *httptest.ResponseRecorder {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cancelAsTheFlowEnds(t, cancel)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+	return rec
+}
+
+// cancelAsTheFlowEnds sets testHookFlowEnded to cancel for the rest of t.
+func cancelAsTheFlowEnds(t *testing.T, cancel func()) {
+	prev := testHookFlowEnded
+	testHookFlowEnded = cancel
+	t.Cleanup(func() { testHookFlowEnded = prev })
 }
