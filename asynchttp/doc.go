@@ -1,49 +1,105 @@
 // Package asynchttp serves HTTP requests with flows and makes HTTP requests
-// from steps: the net/http integration of package asyncsteps.
+// from steps: the net/http integration of package asyncsteps. It gives:
 //
-// A [Handler] runs one flow per request, on the tool its Tool function
-// picks (typically the next loop of an [asyncsteps.LoopGroup]). The flow
-// lives as long as the request: when the client goes away, or the server
-// cancels the request's context, the flow is cancelled and its cancel
-// handlers run. The response is written once, after the flow has fully
-// stopped, from the flow's result: the first argument of its last success
-// becomes the body, and an [*asyncsteps.Error] becomes a JSON error answer
-// whose status follows the error code (see [StatusOf]). A panic or a wrong
-// use of the API in a step is an InternalError like any other: a 500
-// answer, logged with log/slog, never a crashed process or a request left
-// without an answer. The exception is net/http's own: a panic with
-// [http.ErrAbortHandler] aborts the response, as in any handler.
+//   - [Handler], an [http.Handler] that serves each request with one flow,
+//     on the tool its Tool function picks (typically the next loop of an
+//     [asyncsteps.LoopGroup]). The flow lives as long as the request: when
+//     the client goes away, or the server cancels the request's context,
+//     the flow is cancelled and its cancel handlers run. The response is
+//     written once, after the flow has fully stopped, from the flow's
+//     result: the first argument of its last success becomes the JSON
+//     body, an error that ends the flow a JSON error answer.
+//   - [Client], whose steps make outgoing HTTP requests, each cancelled
+//     with its step: by a step timeout, a failed parallel sibling, or the
+//     cancellation of the flow (its client gone). Transport errors become
+//     the FutoIn codes ConnectError and CommError, which error handlers and
+//     [asyncsteps.Retry] test.
+//   - HTTP statuses from FutoIn error codes: [StatusOf] maps the standard
+//     codes (InvalidRequest to 400, DefenseRejected to 503, Timeout to
+//     504, ...), [Handler].Codes the application's own.
 //
-// The info of an error answer is the error's, with three exceptions: an
-// InternalError's is logged, not shown to the client; a Timeout's, which
-// a step's timeout leaves empty (the engine's contract), is
-// [TimeoutInfo], so that the client is told what ended its request
-// whichever time limit passed; and the text of a Go error, which
-// [asyncsteps.ErrorFrom] makes the info of the ConnectError, CommError
-// or Timeout that a network error returned by an Await function raises
-// ("dial tcp 10.0.0.7:9000: connect: connection refused"), is logged and
-// answered in fixed words ("connection refused"), since it names where
-// the server connects (see [Handler]). Any other empty info is answered
-// empty: the flow that raised its code without one chose to.
+// ExampleHandler serves requests on an [asyncsteps.LoopGroup];
+// ExampleClient retries a failing upstream.
 //
-// A [Client] adds steps that make outgoing HTTP requests. A request runs
-// through [asyncsteps.AsyncSteps.Await], off the flow's loop (in a
-// Handler's flow, on the goroutine of the request being served when that
-// one is free: see [asyncsteps.Root.RunHelping]), with a context that is
-// cancelled the moment its step is: by a step timeout, a failed parallel
-// sibling, or the cancellation of the flow (a client gone).
-// Transport errors become the FutoIn codes ConnectError (the connection
-// could not be made) and CommError (anything after that), so that error
-// handlers and retry loops test codes, not Go error types. Their info
-// names the kind of failure in fixed words ("asynchttp: GET: connection
-// refused"), not the URL, host or address that the Go error's text
-// names: a Handler answers that info to its client, and logs the Go
-// error, kept as the Cause, for the operator (see [RequestError]). A
-// URL that does not parse, or a request net/http refuses to send (a URL
-// of another scheme than http and https, or without a host), is the
-// program's mistake: an InternalError, which a Handler answers 500 and
-// logs. A flow that builds a URL from its client's input checks it
-// itself and raises InvalidRequest.
+// # Errors and statuses
+//
+// A flow that ends with an [*asyncsteps.Error] is answered with the JSON
+// body {"error": code, "info": info} and the status of its code. An
+// application's own failure gets a status of its own through a code of its
+// own. A step raises it with as.Error(code, info); an
+// [asyncsteps.AsyncSteps.Await] function (a database query, say) returns
+// a Go error whose type has a FutoInCode method (an
+// [asyncsteps.FutoInCoder]), whose text becomes the info:
+//
+//	type NotFoundError struct{ ID string }
+//
+//	func (e *NotFoundError) Error() string      { return "no user " + e.ID }
+//	func (e *NotFoundError) FutoInCode() string { return "NotFound" }
+//
+// and the Handler's Codes gives the code its status:
+//
+//	h := &asynchttp.Handler{
+//		Codes: map[string]int{"NotFound": http.StatusNotFound}, // {"error":"NotFound","info":"no user 7"}, 404
+//		Flow:  serveUser, // returns a *NotFoundError from an Await function, or calls as.Error("NotFound", ...)
+//	}
+//
+// A code that neither Codes nor [StatusOf] knows is a 500, logged. A plain
+// Go error (errors.New, fmt.Errorf) returned by an Await function has no
+// code: [asyncsteps.ErrorFrom] makes it an InternalError (unless it is a
+// network error or a context's deadline), answered 500, its text logged,
+// not shown to the client. A panic or a wrong use of the API in a step is
+// an InternalError like any other: a 500 answer, logged with log/slog,
+// never a crashed process or a request left without an answer. The
+// exception is net/http's own: a panic with [http.ErrAbortHandler] aborts
+// the response, as in any handler. ExampleHandler_applicationErrors shows
+// an application's codes, ExampleStatusOf the standard ones.
+//
+// The info answered is the error's, but for three cases:
+//
+//   - An InternalError's info is logged, not shown: the client reads
+//     "internal error, see the server log".
+//   - A Timeout with an empty info (a step's timeout leaves it empty, the
+//     engine's contract, and so does the deadline of the request's
+//     context) is answered with [TimeoutInfo], so that the client is told
+//     what ended its request whichever time limit passed.
+//   - A ConnectError, CommError or Timeout whose info is the text of a Go
+//     error in its Cause chain, which is what [asyncsteps.ErrorFrom]
+//     makes of a network error that an Await function returns (a
+//     *net.OpError, the *url.Error of the flow's own http.Client: "dial
+//     tcp 10.0.0.7:9000: connect: connection refused"), is answered with
+//     the fixed words for the kind of failure that a [Client]'s info ends
+//     with ("connection refused", "timed out": see [RequestError]), since
+//     that text names the address or the URL the server connects to. The
+//     log line has both.
+//
+// Any other info is answered as it is, an empty one empty (the flow that
+// raised its code without one chose to): one the flow sets
+// (as.Error(CommError, "upstream answered 502 for IBM")), even of a Go
+// error's text ("fetch: "+err.Error()), a Client's, the text of an
+// [asyncsteps.FutoInCoder] (the program's own type chose its code), and
+// "context deadline exceeded", which names nothing. An error handler that
+// raises the error again (as.Error(code, as.State().ErrorInfo)), of its
+// code or another, is answered the same way: the engine gives the error a
+// handler raises the Go cause of the error it handles (see
+// [asyncsteps.Error]).
+//
+// # Outgoing requests
+//
+// A [Client]'s request runs through [asyncsteps.AsyncSteps.Await], off the
+// flow's loop (in a Handler's flow, on the goroutine of the request being
+// served when that one is free: see [asyncsteps.Root.RunHelping]), with a
+// context that is cancelled the moment its step is. Transport errors
+// become the FutoIn codes ConnectError (the connection could not be made)
+// and CommError (anything after that), so that error handlers and retry
+// loops test codes, not Go error types. Their info names the kind of
+// failure in fixed words ("asynchttp: GET: connection refused"), not the
+// URL, host or address that the Go error's text names: a Handler answers
+// that info to its client, and logs the Go error, kept as the Cause, for
+// the operator (see [RequestError]). A URL that does not parse, or a
+// request net/http refuses to send (a URL of another scheme than http and
+// https, or without a host), is the program's mistake: an InternalError,
+// which a Handler answers 500 and logs. A flow that builds a URL from its
+// client's input checks it itself and raises InvalidRequest.
 //
 // Any [asyncsteps.Syncer] ([asyncsteps.Mutex], [asyncsteps.Throttle],
 // [asyncsteps.Limiter], or one of another package) can guard a whole
@@ -52,19 +108,35 @@
 // answers with 503 (or 429, if [Handler].Codes says so) and a Retry-After
 // header.
 //
+// # Request bodies
+//
+// Reading a request's Body waits for the client, and a step that did
+// would hold up every flow of its loop until the client had sent it all.
+// Read it in an [asyncsteps.AsyncSteps.Await] function, which a Handler
+// runs on the request's goroutine when that one is free, with its size
+// bounded (by [http.MaxBytesReader] in a middleware around the Handler,
+// say). A body over the limit, its *http.MaxBytesError returned by the
+// function as it came, is an InternalError caused by it, which the Handler
+// answers with a 413 Request Entity Too Large, the code InvalidRequest and
+// the info "request body larger than N bytes", not logged (or with the
+// status Codes maps InvalidRequest to, if it does). The body is the
+// client's mistake, not the server's, and InvalidRequest is the FutoIn
+// code of a request refused as it is: the same code whatever the status,
+// for a client that reads the code. An error with another code is
+// answered as that code, whatever its cause. net/http meant
+// MaxBytesReader for request bodies, and so does the Handler: a flow that
+// bounds another body (an upstream's) bounds it with a [Client]'s MaxBody
+// or an [io.LimitReader], or gives its own code to the error, since an
+// InternalError caused by a MaxBytesError is answered 413 whichever reader
+// raised it.
+//
 // # Concurrency
 //
 // A Handler and a Client are safe for concurrent use once set up; do not
 // change their fields while they serve. The Flow function and the steps it
 // adds run on the flow's loop; the request they are given may be read
 // there but must not be kept after the flow ends. Its Body is the
-// exception: reading it waits for the client, and a step that did would
-// hold up every flow of its loop until the client had sent it all. Read
-// it in an [asyncsteps.AsyncSteps.Await] function, which a Handler runs
-// on the request's goroutine when that one is free, with its size bounded
-// (by [http.MaxBytesReader] in a middleware around the Handler, say): a
-// body over the limit, its *http.MaxBytesError returned by the function,
-// is answered 413 (see [Handler]).
+// exception: read it in an Await function (see Request bodies above).
 //
 // # Testing on virtual time
 //

@@ -2,6 +2,7 @@ package asynchttp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -125,4 +126,60 @@ func ExampleStatusOf() {
 	// 503 Retry-After="1" {"error":"DefenseRejected","info":"too many requests"}
 	// 504 Retry-After="" {"error":"Timeout","info":"request timed out"}
 	// 500 Retry-After="" {"error":"InternalError","info":"internal error, see the server log"}
+}
+
+// NotFoundError is an application's own error. Its FutoInCode method gives
+// the FutoIn code that a flow sees when an Await function returns it.
+type NotFoundError struct{ ID string }
+
+func (e *NotFoundError) Error() string      { return "no user " + e.ID }
+func (e *NotFoundError) FutoInCode() string { return "NotFound" }
+
+// An application's own error is answered with the status of its code: a Go
+// error type with a FutoInCode method, returned by an Await function, or a
+// code raised with as.Error; Codes gives each code its status. A plain Go
+// error has no code: it is an InternalError, answered 500, its text logged,
+// not shown to the client. The type here is
+//
+//	type NotFoundError struct{ ID string }
+//
+//	func (e *NotFoundError) Error() string      { return "no user " + e.ID }
+//	func (e *NotFoundError) FutoInCode() string { return "NotFound" }
+func ExampleHandler_applicationErrors() {
+	users := map[string]string{"7": "gopher"}
+	lookup := func(ctx context.Context, id string) (string, error) { // a database query, say
+		if id == "" {
+			return "", errors.New("users: no id in the query")
+		}
+		name, ok := users[id]
+		if !ok {
+			return "", &NotFoundError{ID: id}
+		}
+		return name, nil
+	}
+	h := &asynchttp.Handler{
+		Codes:  map[string]int{"NotFound": http.StatusNotFound, "Gone": http.StatusGone},
+		Logger: slog.New(slog.DiscardHandler), // the 500's text goes to the log
+		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+			id := req.URL.Query().Get("id")
+			if id == "0" {
+				as.Error("Gone", "user 0 was deleted")
+			}
+			asyncsteps.AwaitThen(as, func(ctx context.Context) (string, error) {
+				return lookup(ctx, id)
+			}, func(as asyncsteps.AsyncSteps, name string) {
+				as.Success(map[string]string{"name": name})
+			})
+		},
+	}
+	for _, query := range []string{"?id=7", "?id=8", "?id=0", ""} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/user"+query, nil))
+		fmt.Print(w.Code, " ", w.Body)
+	}
+	// Output:
+	// 200 {"name":"gopher"}
+	// 404 {"error":"NotFound","info":"no user 8"}
+	// 410 {"error":"Gone","info":"user 0 was deleted"}
+	// 500 {"error":"InternalError","info":"internal error, see the server log"}
 }

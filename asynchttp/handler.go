@@ -20,21 +20,6 @@ import (
 
 // Handler is an [http.Handler] that serves each request with one flow.
 //
-// Never block in Flow or in a step: they run on the flow's loop, and one
-// blocking call (a net/http request, a database query, a time.Sleep, a
-// lock held elsewhere) stalls every flow of that loop until it returns.
-// Do such work in an [asyncsteps.AsyncSteps.Await] function, or with a
-// [Client]. The [asyncsteps.Hooks].LoopLag hook finds a callback that
-// blocks all the same: it reports how long work queued on a loop waited
-// to run, which such a callback makes long. For example, on the loops
-// the Handler's Tool spreads requests over:
-//
-//	group.SetHooks(&asyncsteps.Hooks{LoopLag: func(l *asyncsteps.Loop, lag time.Duration) {
-//		if lag > 50*time.Millisecond { // a callback held the loop that long
-//			slog.Warn("asyncsteps loop lags: a callback blocks", "lag", lag)
-//		}
-//	}})
-//
 // For every request it makes a Root on the tool Tool returns and adds one
 // step, which sets the request timeout (Timeout), enters Guard and calls
 // Flow to add the steps that serve the request. It then runs the flow under
@@ -50,42 +35,16 @@ import (
 //   - success with no argument: status 204, no body;
 //   - an [*asyncsteps.Error]: the JSON body {"error": code, "info": info}
 //     with the status Codes or [StatusOf] gives the code; a 503 or a 429
-//     also carries a Retry-After header. An InternalError (a panic, a
-//     misuse of the API) is logged, and its info is not shown to the
-//     client, who reads "internal error, see the server log"; a Timeout
-//     with an empty info, as a step's timeout raises it, says
-//     [TimeoutInfo] (ExampleStatusOf shows each). A ConnectError,
-//     CommError or Timeout whose info is the text of a Go error in its
-//     Cause chain (what [asyncsteps.ErrorFrom] makes of the network error
-//     an Await function returns: a *net.OpError, the *url.Error of the
-//     flow's own http.Client) is answered instead with the words for the
-//     kind of failure that a [Client]'s info ends with ("connection
-//     refused", "timed out": see [RequestError]), since that text names
-//     the address or the URL the server connects to; the log line has
-//     both. Any other info is answered as it is: one the flow sets
-//     (as.Error(CommError, "upstream answered 502 for IBM")), even of a
-//     Go error's text ("fetch: "+err.Error()), a Client's, the text of an
-//     [asyncsteps.FutoInCoder] (the program's own type chose its code),
-//     and "context deadline exceeded", which names nothing. An error
-//     handler that raises the error again (as.Error(code,
-//     as.State().ErrorInfo)), of its code or another, is answered the
-//     same way: the engine gives the error a handler raises the Go cause
-//     of the error it handles (see [asyncsteps.Error]);
-//   - an InternalError caused by an [*http.MaxBytesError] (a step read the
-//     request's body through [http.MaxBytesReader], and the body went over
-//     its limit, an error the step returned as it came): a 413 Request
-//     Entity Too Large with the code InvalidRequest and the info "request
-//     body larger than N bytes", not logged, or the status Codes maps
-//     InvalidRequest to, if it does. The body is the client's mistake,
-//     not the server's, and InvalidRequest is the FutoIn code of a
-//     request refused as it is: the same code whatever the status, for a
-//     client that reads the code. An error with another code is answered
-//     as that code, whatever its cause. net/http meant MaxBytesReader
-//     for request bodies, and so does the Handler: a flow that bounds
-//     another body (an upstream's) bounds it with a [Client]'s MaxBody or
-//     an [io.LimitReader], or gives its own code to the error, since an
-//     InternalError caused by a MaxBytesError is answered 413 whichever
-//     reader raised it;
+//     also carries a Retry-After header. The info is the error's, but an
+//     InternalError's (a panic, a misuse of the API) is logged and not
+//     shown, a Timeout's empty one says [TimeoutInfo], and the text of a
+//     network error is answered in fixed words (see Errors and statuses
+//     in the package documentation; ExampleStatusOf and
+//     ExampleHandler_applicationErrors show them);
+//   - an InternalError caused by an [*http.MaxBytesError] (a request body
+//     over the limit of [http.MaxBytesReader]): a 413 with the code
+//     InvalidRequest, not logged (see Request bodies in the package
+//     documentation);
 //   - the request's context was cancelled (the client went away, or the
 //     server cancelled it): the flow is cancelled, and the answer, if
 //     anyone still reads it, is a 503 DefenseRejected "request cancelled",
@@ -96,6 +55,21 @@ import (
 //     of the whole flow (see [asyncsteps.Root.Run]): a Timeout error,
 //     which the flow's error handlers see, and a 504 unless they recover
 //     (a 504 too when it has passed before the flow could start).
+//
+// Never block in Flow or in a step: they run on the flow's loop, and one
+// blocking call (a net/http request, a database query, a time.Sleep, a
+// lock held elsewhere) stalls every flow of that loop until it returns.
+// Do such work in an [asyncsteps.AsyncSteps.Await] function, or with a
+// [Client]. The [asyncsteps.Hooks].LoopLag hook finds a callback that
+// blocks all the same: it reports how long work queued on a loop waited
+// to run, which such a callback makes long. For example, on the loops
+// the Handler's Tool spreads requests over:
+//
+//	group.SetHooks(&asyncsteps.Hooks{LoopLag: func(l *asyncsteps.Loop, lag time.Duration) {
+//		if lag > 50*time.Millisecond { // a callback held the loop that long
+//			slog.Warn("asyncsteps loop lags: a callback blocks", "lag", lag)
+//		}
+//	}})
 //
 // The request's goroutine, which waits for the flow, runs the flow's
 // [asyncsteps.AsyncSteps.Await] functions itself meanwhile (see
@@ -170,9 +144,12 @@ type Handler struct {
 	Guard asyncsteps.Syncer
 
 	// Codes maps error codes to statuses before [StatusOf]: an application's
-	// own codes, or another status for a standard one. A status that is not
-	// a final HTTP status (200 to 599) is a mistake of the set-up: such an
-	// answer is a 500, logged. A 204 or a 304 is answered without the JSON
+	// own codes (raised with as.Error, or by a Go error type of its own
+	// that an Await function returns: see Errors and statuses in the
+	// package documentation), or another status for a standard one. A
+	// code that neither Codes nor StatusOf knows is a 500. A status that
+	// is not a final HTTP status (200 to 599) is a mistake of the set-up:
+	// such an answer is a 500, logged. A 204 or a 304 is answered without the JSON
 	// body, as a [Reply] with that status is. A 429 (Too Many Requests)
 	// carries the Retry-After header of a 503 (see RetryAfter).
 	Codes map[string]int
@@ -253,7 +230,8 @@ type Outcome struct {
 // SecurityError 403; NotImplemented 501; ConnectError and CommError 502;
 // DefenseRejected 503; Timeout 504; anything else 500. A [Handler]
 // answers an InternalError caused by an [*http.MaxBytesError] as an
-// InvalidRequest with 413 instead (see Handler).
+// InvalidRequest with 413 instead (see Request bodies in the package
+// documentation).
 func StatusOf(code string) int {
 	switch code {
 	case asyncsteps.InvalidRequest:
