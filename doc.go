@@ -205,60 +205,18 @@
 //
 // # What a callback may do to the loop
 //
-// A loop serves many flows, so the engine does not let one bad callback
-// (step, error handler, cancel handler, loop body, iter.Seq2 of a
-// ForEach, Sync section, Await function, unhandled-error function)
-// stop it:
-//
-//   - A panic becomes an InternalError of the callback's step, with the
-//     printed value as info and a [*PanicError] as cause; the flow's
-//     handlers see it. A value that panics when printed (its String or
-//     Error method panics), or calls runtime.Goexit, is named by its
-//     type instead; nothing prints a user's value unprotected. In the cancel handler of a step that an
-//     error unwinds through, the InternalError replaces that error; in
-//     one of a step that is only cancelled (Root.Cancel, the sub-steps of
-//     a timed-out step, the siblings of a failed branch) it replaces
-//     nothing. In an unhandled-error function or a Tool callback the
-//     panic is logged with [log/slog].
-//     A [Loop]'s goroutine runs with [runtime/debug.SetPanicOnFault] set,
-//     so a fault at an unexpected address (unsafe code, a memory-mapped
-//     file) in its callbacks is such a panic too.
-//   - runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call) cannot
-//     be stopped: it ends the goroutine it is called on. The callback's
-//     step fails with an InternalError whose info says so, as for a
-//     panic, and the flow goes on from there. A [Loop] goes on with a new
-//     goroutine, which IsSameThread then reports; the rest of the work the
-//     goroutine was doing runs first. On a [TestTool] the goroutine that
-//     drives the tool ends, the caller's: the flow goes on when the tool
-//     is driven again. An Await function that calls Goexit, or returns
-//     an error whose methods do, fails its step likewise.
-//   - A callback that blocks blocks its loop: no other flow or callback
-//     of that loop runs meanwhile (flows on other loops do). The engine
-//     cannot take a goroutine back; use Await for blocking work. An Await
-//     function that blocks does not hold its flow: the step's timeout or
-//     cancel ends the step, and the function's result is dropped.
-//   - Close may be called from any callback: from one of the loop's own it
-//     stops the loop once the callback returns, and from a callback of
-//     another Loop it does not wait either (two loops closing each other
-//     would deadlock). Every flow started on a closed loop ends once, with
-//     "the flow's loop is closed".
-//   - Driving a TestTool (NextEvent, Advance, Run) from inside a callback
-//     does not run events of the callback's own flow: they wait until the
-//     callback returns, and if the driving met one, the callback's step
-//     fails with an InternalError.
-//   - Only a step's own callback adds sub-steps to it, makes it wait or
-//     completes it while it runs (spec section 1). A sub-step (or a step
-//     under it, a Parallel branch included) that calls Add, Parallel, a
-//     loop, Sync, Await, SuccessStep, CopyFrom, SetTimeout, SetCancel,
-//     WaitExternal, Success, Error, Break or Continue on the AsyncSteps
-//     of its parent, which waits for it, raises an InternalError in its
-//     own callback, whose info names the call. On a step that waits for
-//     a completion from outside, such a call that adds or makes it wait,
-//     made once its callback has returned, fails the step with an
-//     InternalError, as an Error from outside would; a Success after it
-//     has no effect. On a step that has completed, every call has none
-//     (docs/DESIGN.md#stale-steps).
-//
-// Nothing here recurses per level of nesting: a flow nested a million
+// A loop serves many flows, so nothing a callback does (a step, an error or
+// cancel handler, a loop body, a Sync section, an Await function) crashes
+// the process or stops the loop: a panic, a fault at an unexpected address
+// on a [Loop], runtime.Goexit (what t.FailNow calls) or a wrong use of the
+// API fails the callback's step with an InternalError whose info says what
+// happened, which the flow's handlers see; a panic where no step can take
+// it (in an unhandled-error function, a [Tool] callback) is logged. What
+// the engine cannot do is take a goroutine back: a callback that blocks
+// blocks its loop, and every other flow of it, until it returns; blocking
+// work goes in an [AsyncSteps.Await] function. A flow nested a million
 // levels deep is cancelled and unwound like a shallow one.
+// docs/DESIGN.md#what-a-callback-may-do-to-its-loop gives each case: a
+// Goexit on a Loop and on a TestTool, Close called from a callback, a
+// TestTool driven from one, calls on the AsyncSteps of a parent step.
 package asyncsteps

@@ -73,10 +73,11 @@ func (p *pulled[K, V]) bind(f *frame, seq iter.Seq2[K, V]) {
 // asLoopCallback returns seq as a callback of the Loop s, when s is one.
 // iter.Pull2 runs the sequence on a goroutine of its own while the loop's
 // goroutine waits for each pair, so the sequence is a callback of the loop
-// (doc.go) on a goroutine without the loop's marks: it gets them for as
-// long as it runs, so that Run and RunHelping called from it fail at once
-// and Close does not wait (loopGoroutines), as they would block the loop
-// for ever, and a fault in it panics (markLoopGoroutine).
+// (docs/DESIGN.md#what-a-callback-may-do-to-its-loop) on a goroutine
+// without the loop's marks: it gets them for as long as it runs, so that
+// Run and RunHelping called from it fail at once and Close does not wait
+// (loopGoroutines), as they would block the loop for ever, and a fault in
+// it panics (markLoopGoroutine).
 func asLoopCallback[K, V any](seq iter.Seq2[K, V], s scheduler) iter.Seq2[K, V] {
 	if t, ok := s.(*TestTool); ok {
 		return asTestToolCallback(seq, t)

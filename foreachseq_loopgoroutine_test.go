@@ -22,7 +22,7 @@ func seqOnce(inside func()) iter.Seq2[int, int] {
 }
 
 // An iter.Seq2 that ForEach pulls is a callback of the flow's Loop, as a
-// step is (doc.go, "What a callback may do to the loop"), though it runs
+// step is (docs/DESIGN.md#what-a-callback-may-do-to-its-loop), though it runs
 // on the goroutine of iter.Pull2: Run and RunHelping called from it return
 // an InternalError at once, for a flow on any Loop, rather than block the
 // loop until that flow ends (the flow's own loop never would), and its
