@@ -204,7 +204,9 @@ func nilFanOut(call string, nilThen bool, branches []func(as AsyncSteps)) string
 // Settled is the outcome of one branch of Settle: its result, or its error.
 type Settled[T any] struct {
 	Value T
-	Err   *Error // nil when the branch succeeded
+	// Err is nil when the branch succeeded. Assign it to an error only
+	// when it is not nil: an error holding a nil *Error is not nil.
+	Err *Error
 }
 
 // Settle adds a step that runs branches in parallel, as [Gather] does,
