@@ -724,12 +724,20 @@ func (r *Root) Tool() Tool {
 	return r.fl.sched.tool()
 }
 
-// Success is valid only inside a step: on a Root it makes the next execution
-// fail with InternalError.
+// Success on a Root is a misuse: it completes nothing and does not panic,
+// and the Root's next execution fails at once with InternalError "Success
+// called on a Root: it is valid only inside a step", before any of its
+// steps runs; an execution running meanwhile, even the one whose step
+// made the call, goes on without it (see [Root]). A step succeeds with
+// Success on the [AsyncSteps] it is given.
 func (r *Root) Success(...any) { r.stepOnly("Success") }
 
-// Error is valid only inside a step: on a Root it makes the next execution
-// fail with InternalError. It does not panic.
+// Error on a Root is a misuse: it raises nothing and does not panic, and
+// the Root's next execution fails at once with InternalError "Error(code)
+// called on a Root: it is valid only inside a step" (the code given, the
+// info dropped), before any of its steps runs; an execution running
+// meanwhile, even the one whose step made the call, goes on without it
+// (see [Root]). A step fails with Error on the [AsyncSteps] it is given.
 func (r *Root) Error(code string, _ ...string) {
 	if r == nil {
 		nilRoot("Error")
@@ -737,16 +745,24 @@ func (r *Root) Error(code string, _ ...string) {
 	r.stepOnly("Error(" + code + ")")
 }
 
-// SetTimeout is valid only inside a step: on a Root it makes the next
-// execution fail with InternalError.
+// SetTimeout on a Root is a misuse: it arms nothing and does not panic,
+// and the Root's next execution fails at once with InternalError
+// "SetTimeout called on a Root: it is valid only inside a step" (see
+// [Root.Success]). Bound a step with SetTimeout on the [AsyncSteps] it is
+// given, and a whole flow with the deadline of [Root.Run]'s context.
 func (r *Root) SetTimeout(time.Duration) { r.stepOnly("SetTimeout") }
 
-// SetCancel is valid only inside a step: on a Root it makes the next
-// execution fail with InternalError.
+// SetCancel on a Root is a misuse: it sets nothing and does not panic, and
+// the Root's next execution fails at once with InternalError "SetCancel
+// called on a Root: it is valid only inside a step" (see [Root.Success]).
+// A step sets its cancel handler with SetCancel on the [AsyncSteps] it is
+// given.
 func (r *Root) SetCancel(CancelFunc) { r.stepOnly("SetCancel") }
 
-// WaitExternal is valid only inside a step: on a Root it makes the next
-// execution fail with InternalError.
+// WaitExternal on a Root is a misuse: it does not panic, and the Root's
+// next execution fails at once with InternalError "WaitExternal called on
+// a Root: it is valid only inside a step" (see [Root.Success]). A step
+// waits with WaitExternal on the [AsyncSteps] it is given.
 func (r *Root) WaitExternal() { r.stepOnly("WaitExternal") }
 
 // Loop implements [AsyncSteps].
@@ -773,12 +789,20 @@ func (r *Root) ForEach(collection any, f ForEachFunc, label ...string) AsyncStep
 	return addForEach(r, collection, f, label)
 }
 
-// Break is valid only inside a loop: on a Root it makes the next execution
-// fail with InternalError.
+// Break on a Root is a misuse: it breaks nothing and does not panic, and
+// the Root's next execution fails at once with InternalError "Break called
+// on a Root: it is valid only inside a step", before any of its steps
+// runs; an execution running meanwhile, even the one whose step made the
+// call, goes on without it (see [Root]). A loop's body or a step under it
+// breaks the loop with Break on the [AsyncSteps] it is given.
 func (r *Root) Break(...string) { r.stepOnly("Break") }
 
-// Continue is valid only inside a loop: on a Root it makes the next
-// execution fail with InternalError.
+// Continue on a Root is a misuse: it does not panic, and the Root's next
+// execution fails at once with InternalError "Continue called on a Root:
+// it is valid only inside a step", before any of its steps runs; an
+// execution running meanwhile, even the one whose step made the call, goes
+// on without it (see [Root]). A loop's body or a step under it goes on to
+// the next iteration with Continue on the [AsyncSteps] it is given.
 func (r *Root) Continue(...string) { r.stepOnly("Continue") }
 
 // Running reports whether the Root's flow is running: from the start of an
