@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -37,8 +38,10 @@ type Options struct {
 	// waiting flows, which are otherwise woken by a notification. It bounds
 	// how long a lost notification (a dropped connection) can delay a
 	// waiter, and how long a waiter takes to notice that Redis is gone
-	// while nobody else talks to it: about Recheck + OpTimeout. 0 means
-	// five seconds.
+	// while nobody else talks to it: about Recheck + OpTimeout. The
+	// notification connection, when silent for Recheck, is pinged: one
+	// that does not answer within OpTimeout (dropped on the way without a
+	// word) is closed and made again. 0 means five seconds.
 	Recheck time.Duration
 }
 
@@ -225,16 +228,25 @@ func (c *Client) closeOwned() {
 // fail if not); go-redis reconnects and subscribes again, and the new
 // subscription wakes every Syncer again, since notifications sent while
 // the connection was down are lost.
+//
+// A connection silent for Recheck is pinged, and one that does not answer
+// within OpTimeout is taken for broken: a NAT or a load balancer may drop
+// an idle connection without a word (no FIN, no RST), and a read without
+// a deadline would wait on it, every notification lost, until the
+// kernel's keepalive gave up on it, tens of minutes later.
 func (c *Client) listen(ctx context.Context) {
 	defer c.wg.Done()
 	backoff := 10 * time.Millisecond
+	pinged := false
 	for {
-		msg, err := c.ps.Receive(ctx)
+		msg, err := c.receive(ctx, pinged)
 		select {
 		case <-c.done:
 			return
 		default:
 		}
+		wasPinged := pinged
+		pinged = false
 		switch m := msg.(type) {
 		case *redis.Message:
 			c.wake(m.Payload)
@@ -247,6 +259,12 @@ func (c *Client) listen(ctx context.Context) {
 		if err == nil {
 			continue // a pong
 		}
+		if !wasPinged && timedOut(err) {
+			if err = c.ps.Ping(ctx); err == nil {
+				pinged = true
+				continue
+			}
+		}
 		c.wakeAll()
 		select {
 		case <-c.done:
@@ -255,6 +273,28 @@ func (c *Client) listen(ctx context.Context) {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// receive returns the next message of the notification connection: within
+// Recheck, or, after a ping, within OpTimeout. The latter read has no
+// timeout of its own, only its context's deadline: go-redis takes a read
+// that hits it for a broken connection, closes it, and subscribes again
+// on a new one at the next read.
+func (c *Client) receive(ctx context.Context, pinged bool) (any, error) {
+	if !pinged {
+		return c.ps.ReceiveTimeout(ctx, c.opts.Recheck)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
+	defer cancel()
+	return c.ps.ReceiveTimeout(ctx, 0)
+}
+
+// timedOut reports whether err is a read that timed out: not a dial,
+// which tells that the connection is gone already.
+func timedOut(err error) bool {
+	var ne net.Error
+	var op *net.OpError
+	return errors.As(err, &ne) && ne.Timeout() && !(errors.As(err, &op) && op.Op == "dial")
 }
 
 // wake makes the Mutex name try its waiters again.

@@ -63,6 +63,12 @@
 //     connection breaks, else, for a Mutex, at worst Options.Recheck +
 //     OpTimeout, and for a Throttle at the time Redis named for its next
 //     entry. Nothing hangs: every round trip is bounded by OpTimeout.
+//   - The notification connection dropped on the way without a word (a
+//     NAT or a load balancer that forgets an idle connection, sending
+//     neither FIN nor RST): the Client pings it when it has been silent
+//     for Options.Recheck, and one that does not answer within OpTimeout
+//     is closed and made again, which wakes every waiter; meanwhile the
+//     re-checks wake them.
 //   - Redis lost while flows hold a Mutex: their sections run on; their
 //     leases are not renewed and run out TTL after the last renewal.
 //   - Redis stalled (paused, or blocked by a slow command or a fork)
