@@ -184,7 +184,9 @@
 // Throttle named "N/rate". The braces keep a Syncer's keys on one node of
 // a Redis Cluster; there, N must not be empty nor start with "}", since
 // Redis Cluster does not take an empty "{}" for a hash tag, and the keys
-// of a Syncer could then land on different nodes. For the same reason
+// of a Syncer could then land on different nodes: Redis refuses every
+// call of such a Syncer (CommError "redis: error reply CROSSSLOT"), also
+// of a FailOpen rate limit, which fails closed on it. For the same reason
 // [New], given a *redis.ClusterClient, refuses a Prefix whose first "{"
 // is followed at once by "}", as in "{}app"; on a single Redis or a
 // *redis.Ring, which run each script on one server, it takes it. A Prefix

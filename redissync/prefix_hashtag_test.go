@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +104,60 @@ func hashTag(key string) string {
 		return key
 	}
 	return key
+}
+
+// TestFailOpenThrottleOfNamesAClusterRefuses: on a Redis Cluster, a
+// FailOpen Throttle named so that its keys have an empty hash tag ("", or
+// a name that starts with "}") fails its flows with the CommError Redis
+// answers, CROSSSLOT, as a fail-closed one does: Redis refuses every call
+// of it until the name is changed, which is no outage. It let every flow
+// in without a limit, as if Redis were lost, for good.
+func TestFailOpenThrottleOfNamesAClusterRefuses(t *testing.T) {
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{startOneNodeCluster(t)}})
+	defer cluster.Close()
+	c, err := New(context.Background(), cluster, Options{Prefix: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	for _, name := range []string{"", "}x"} {
+		th := c.NewThrottle(name, ThrottleOptions{Rate: 1, Period: time.Hour, FailOpen: true})
+		<-enter(l, th, &tr, "named "+name)
+	}
+	tr.check(t, "named  onerror CommError: redis: error reply CROSSSLOT",
+		"named }x onerror CommError: redis: error reply CROSSSLOT")
+}
+
+// startOneNodeCluster starts a redis-server in cluster mode that serves
+// every slot, for the test's length, and returns its address.
+func startOneNodeCluster(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	port := strconv.Itoa(freePort(t))
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--loglevel", "warning")
+	dieWithTest(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := "127.0.0.1:" + port
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	waitFor(t, "the cluster node to answer", func() bool { return rdb.Ping(ctx).Err() == nil })
+	if err := rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cluster to serve", func() bool {
+		info, _ := rdb.ClusterInfo(ctx).Result()
+		return strings.Contains(info, "cluster_state:ok")
+	})
+	return addr
 }

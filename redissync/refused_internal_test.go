@@ -36,6 +36,7 @@ func TestRefusedByRedis(t *testing.T) {
 		{"WRONGPASS invalid username-password pair or user is disabled.", true},
 		{"NOPERM User default has no permissions to run the 'evalsha' command", true},
 		{"NOPERMISSION is no code of Redis", false},
+		{"CROSSSLOT Keys in request don't hash to the same slot", true},
 	} {
 		if got := refusedByRedis(fmt.Errorf("round trip: %w", replyError(c.msg))); got != c.refused {
 			t.Errorf("refusedByRedis(%q) = %v, want %v", c.msg, got, c.refused)

@@ -33,9 +33,11 @@ type ThrottleOptions struct {
 	// script (WRONGTYPE, or the script failing: a key of the Throttle
 	// holding a foreign value), or that does not let the client in (a
 	// password missing or wrong, an ACL without the scripts: NOAUTH,
-	// WRONGPASS, NOPERM), fails its flows closed all the same: that is no
-	// outage, and failing open would lift the limit until someone repairs
-	// the key or the configuration. So does a go-redis client that the
+	// WRONGPASS, NOPERM), or a Redis Cluster that refuses its keys
+	// together (CROSSSLOT: a name that is empty or starts with "}"), fails
+	// its flows closed all the same: that is no outage, and failing open
+	// would lift the limit until someone repairs the key, the name or the
+	// configuration. So does a go-redis client that the
 	// program closed before the Client: it will not come back. A script
 	// error that wraps a reply of Redis not serving now (READONLY, OOM,
 	// LOADING and the like, as Redis before 7 reports them) counts as
@@ -281,10 +283,12 @@ func refusedByRedis(err error) bool {
 
 // refusedCodes are the error codes by which Redis refuses a call until
 // someone repairs a key or the configuration: a key of the wrong type,
-// and a client that Redis does not let in (NOAUTH: no password given;
+// a client that Redis does not let in (NOAUTH: no password given;
 // WRONGPASS: a wrong one, met when a connection is made; NOPERM: an ACL
-// that does not allow the scripts).
-var refusedCodes = []string{"WRONGTYPE", "NOAUTH", "WRONGPASS", "NOPERM"}
+// that does not allow the scripts), and keys that a Redis Cluster does
+// not take together (CROSSSLOT: a Syncer named "" or "}...", whose keys
+// have an empty hash tag, see Keys in the package documentation).
+var refusedCodes = []string{"WRONGTYPE", "NOAUTH", "WRONGPASS", "NOPERM", "CROSSSLOT"}
 
 // unavailableCodes are the error codes by which Redis says it cannot serve
 // now (a failover, a load, a full memory), not that a key is wrong.
