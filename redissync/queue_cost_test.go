@@ -31,7 +31,12 @@ func TestRoundTripCostIsNotTheQueues(t *testing.T) {
 	}
 	m := c.NewMutex("cost", MutexOptions{Max: 1, MaxQueue: -1, TTL: time.Hour})
 	release := make(chan struct{})
-	defer close(release)
+	defer func() {
+		// The waiters fail first: let go before, the holder's lease went
+		// to one of them, which entered while the test ended.
+		c.Close()
+		close(release)
+	}()
 	holdOpen(t, l, m, &tr, "holder", release)
 	for _, s := range []struct {
 		name string
