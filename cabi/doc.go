@@ -93,12 +93,19 @@
 // the flow's state variables (the C++ reference implementation, as it
 // destroys the root), with the flow's Go State, which the library keeps
 // in one (a table without stateVariable keeps no state variable, and the
-// functions it drops stay). A Go step whose cancel handler the table runs
+// functions it drops stay). What a Go step keeps past its callback (the
+// cancel handler of a step that failed, kept for a table that runs it,
+// as the C++ one does; the functions of sub-steps dropped unrun) goes
+// sooner, once the table is done with the step: as the step's own error
+// handler starts, or as the loop the step is in, or under, goes on to
+// its next iteration or ends. So a long-lived flow's loop keeps nothing
+// of its past iterations. A Go step whose cancel handler the table runs
 // (a Go one, or the one WaitExternal sets on a table without
-// waitExternal) is over from then on: a Success or Error on it from
-// another goroutine (an Await's, whose context the handler cancels) has
-// no effect and IsValid is false, as after a cancel on the engine's flows,
-// rather than reach a step the table has ended. A Go step that
+// waitExternal) is over from then on, and so is one the table is done
+// with so: a Success or Error on it from another goroutine (an Await's,
+// whose context the handler cancels) has no effect and IsValid is
+// false, as after a cancel on the engine's flows, rather than reach a
+// step the table has ended. A Go step that
 // has added sub-steps completes with them: while its callback runs, a
 // Success or Error on it, from any goroutine, fails it with the
 // InternalError of a completion after Add (another goroutine's as the

@@ -119,14 +119,22 @@ type fcall struct {
 	thread     C.pthread_t
 	active     atomic.Bool // the callback runs
 	trampoline bool        // run by us: Error may abort it by panicking
-	added      atomic.Bool
-	completed  atomic.Bool
-	succeeded  atomic.Bool // completed by Success: a later Error, Break or Continue has no effect (see Error)
-	waiting    atomic.Bool
-	rec        atomic.Uint64 // the record of the step, dropped on success
-	cancelRec  atomic.Uint64 // the record of SetCancel's function
-	subMu      sync.Mutex
-	subRecs    []uint64 // the records of what the callback added (see track)
+	// Under subMu (beside trampoline, to keep the struct small): see
+	// finish and attach.
+	finished  bool // the table is done with the step
+	attached  bool // in parent.kids
+	added     atomic.Bool
+	completed atomic.Bool
+	succeeded atomic.Bool // completed by Success: a later Error, Break or Continue has no effect (see Error)
+	waiting   atomic.Bool
+	rec       atomic.Uint64 // the record of the step, dropped on success
+	cancelRec atomic.Uint64 // the record of SetCancel's function
+	subMu     sync.Mutex
+	subRecs   []uint64 // the records of what the callback added (see track)
+	// The step's place among the flow's callbacks, so that what it keeps
+	// goes once the table is done with it (see finish).
+	parent *fcall              // the callback that gave the record this one runs from, if any
+	kids   map[*fcall]struct{} // under subMu: callbacks run from this one's records that keep records
 	// endMu orders the callback's end (active turning false) with
 	// another goroutine's Success or Error after Add (see afterAdd),
 	// which leaves its misuse in pending for endCompleted to raise.
@@ -161,6 +169,11 @@ type frec struct {
 	of      *fcall // a cancel handler's: the step's callback, over once it runs
 	sched   func()
 	flow    *flowVar
+	by      *fcall // the callback that gave the table this record, if any
+	// run is the callback last run from the record: a step's, which its
+	// error handler's start finishes, or a loop's iteration, which the
+	// next iteration or the loop's end finishes (see fcall.finish).
+	run atomic.Pointer[fcall]
 }
 
 var frecs struct {
@@ -236,10 +249,21 @@ func cabiReleaseFlowVar(id C.uint64_t) {
 	}
 }
 
-// putRec keeps r as a record of w's flow (see frec).
+// putRec keeps r as a record of w's flow (see frec), given by w's
+// callback (a parallel's: its step's).
 func (w *foreign) putRec(r *frec) uint64 {
 	r.flow = w.flow()
+	r.by = w.call()
 	return putRec(r)
+}
+
+// call returns the callback w was given to (for a parallel, its step's),
+// or nil outside any.
+func (w *foreign) call() *fcall {
+	if w.parallel {
+		return w.owner.call()
+	}
+	return w.cb
 }
 
 // newCall makes the AsyncSteps of a Go callback that the table runs from
@@ -250,10 +274,106 @@ func newCall(bsi *C.FutoInAsyncSteps, rec uint64, from *frec) *foreign {
 	cb := &fcall{thread: C.pthread_self(), trampoline: true}
 	cb.rec.Store(rec)
 	cb.active.Store(true)
-	if from != nil && from.flow != nil {
-		cb.flow.Store(from.flow)
+	if from != nil {
+		cb.parent = from.by
+		if from.flow != nil {
+			cb.flow.Store(from.flow)
+		}
 	}
 	return &foreign{p: bsi, cb: cb}
+}
+
+// The scopes of a flow's callbacks. A step of a foreign table may keep
+// records past its callback: its error handler's, its cancel handler's
+// (kept when the step fails, for a table that runs the failing step's,
+// as the C++ reference implementation does), those of what it added
+// (a sub-step that the table drops unrun after a sibling's failure).
+// The table says nothing once it is done with the step, but the flow
+// shows it: the step's own error handler starts, or the loop whose
+// iteration the step is, or is under, goes on to the next iteration or
+// ends. A table that runs the failing step's cancel handler has run it
+// by then (the C++ one before the error handler, and before the loop
+// goes on). finish then drops what the step keeps, and what the
+// callbacks under it keep: without it, a long-lived flow's loop whose
+// iterations fail, continue or have their error handled kept a record
+// or more per iteration until the table cleaned up the flow's state.
+//
+// A callback that keeps records as it returns is attached to the
+// callback that gave the record it ran from (its parent), which
+// finishes it with itself; one that keeps none costs nothing more.
+
+// attach puts cb among its parent's kids if it keeps records; once.
+func (cb *fcall) attach() {
+	if cb.parent == nil {
+		return
+	}
+	cb.subMu.Lock()
+	keeps := cb.rec.Load() != 0 || cb.cancelRec.Load() != 0 || len(cb.subRecs) > 0 || len(cb.kids) > 0
+	attach := keeps && !cb.attached && !cb.finished
+	cb.attached = cb.attached || attach
+	cb.subMu.Unlock()
+	if attach {
+		cb.parent.adopt(cb)
+	}
+}
+
+// adopt puts k among cb's kids, or finishes it with cb if cb is finished
+// already; cb, which keeps k now, is attached in turn.
+func (cb *fcall) adopt(k *fcall) {
+	cb.subMu.Lock()
+	if cb.finished {
+		cb.subMu.Unlock()
+		k.finish()
+		return
+	}
+	if cb.kids == nil {
+		cb.kids = make(map[*fcall]struct{})
+	}
+	cb.kids[k] = struct{}{}
+	cb.subMu.Unlock()
+	cb.attach()
+}
+
+// finish ends cb's step for the library once the table is done with it
+// (see attach): the step is over (a Success or Error on it from another
+// goroutine has no effect), and the records it and the callbacks under
+// it keep go. Once.
+func (cb *fcall) finish() {
+	if cb == nil {
+		return
+	}
+	cb.subMu.Lock()
+	if cb.finished {
+		cb.subMu.Unlock()
+		return
+	}
+	cb.finished = true
+	recs, kids, attached := cb.subRecs, cb.kids, cb.attached
+	cb.subRecs, cb.kids = nil, nil
+	cb.subMu.Unlock()
+	cb.completed.Store(true)
+	dropRec(cb.rec.Swap(0))
+	dropRec(cb.cancelRec.Swap(0))
+	for _, id := range recs {
+		dropRec(id)
+	}
+	for k := range kids {
+		k.finish()
+	}
+	if attached {
+		cb.parent.subMu.Lock()
+		delete(cb.parent.kids, cb)
+		cb.parent.subMu.Unlock()
+	}
+}
+
+// endLoop drops the record of a loop that is over, and finishes its last
+// iteration.
+func endLoop(id uint64) {
+	if r := getRec(id); r != nil {
+		r.run.Load().finish()
+	}
+	dropRec(id)
 }
 
 // run runs a Go callback, turning an abort into a return and a panic into
@@ -312,7 +432,9 @@ func (w *foreign) settle() {
 		return
 	}
 	if cb.added.Load() {
-		recs := [...]uint64{cb.rec.Swap(0), cb.cancelRec.Swap(0)}
+		// The cancel handler's stays in cb too, for finish, should a
+		// sub-step fail: then dropRecsStep never runs.
+		recs := [...]uint64{cb.rec.Swap(0), cb.cancelRec.Load()}
 		if recs != [2]uint64{} {
 			w.addRaw(&frec{step: dropRecsStep(recs)}, false)
 		}
@@ -361,6 +483,11 @@ func (w *foreign) track(id uint64) {
 		return
 	}
 	w.cb.subMu.Lock()
+	if w.cb.finished { // another goroutine's add on a step that is over
+		w.cb.subMu.Unlock()
+		dropRec(id)
+		return
+	}
 	w.cb.subRecs = append(w.cb.subRecs, id)
 	w.cb.subMu.Unlock()
 }
@@ -407,6 +534,9 @@ func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs
 		dropRec(uint64(rec))
 	}
 	w := newCall(bsi, keep, r)
+	if keep != 0 {
+		r.run.Store(w.cb) // for its error handler to finish
+	}
 	// The receiver owns what it is given: every value is taken over (and
 	// its slot reset), also when no Go step receives it.
 	vals, tooLong := takeArgs(args, nil)
@@ -427,11 +557,17 @@ func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs
 		w.cb.active.Store(false)
 	}
 	w.settle()
+	w.cb.attach()
 }
 
 //export cabiForeignError
 func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 	r := getRec(uint64(rec))
+	if r != nil {
+		// The table is done with the failed step: its cancel handler
+		// has run, if the table runs it (see fcall.attach).
+		r.run.Load().finish()
+	}
 	dropRec(uint64(rec))
 	if r == nil || r.onerror == nil {
 		return // a plain return: the error goes on
@@ -442,6 +578,7 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 	if w.cb.completed.Load() {
 		w.endCompleted()
 	}
+	w.cb.attach()
 }
 
 //export cabiForeignCancel
@@ -470,6 +607,10 @@ func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
 func cabiForeignLoop(bsi *C.FutoInAsyncSteps, rec C.uint64_t, i C.uint64_t) {
 	r := getRec(uint64(rec))
 	w := newCall(bsi, 0, r)
+	if r != nil {
+		// The previous iteration is over (see fcall.attach).
+		r.run.Swap(w.cb).finish()
+	}
 	switch {
 	case r == nil:
 		w.cb.active.Store(false)
@@ -479,6 +620,7 @@ func cabiForeignLoop(bsi *C.FutoInAsyncSteps, rec C.uint64_t, i C.uint64_t) {
 		w.run(func() { r.loop(w) })
 	}
 	w.settle()
+	w.cb.attach()
 }
 
 //export cabiForeignSched
@@ -936,7 +1078,8 @@ func (w *foreign) Tool() asyncsteps.Tool { return foreignTool{p: w.p} }
 // (Error, a misuse, Break, Continue) has it run, as the table runs the
 // failing step's cancel handler (the C++ reference implementation, once
 // the callback has returned, before the error handler); it goes as it
-// runs, or with the flow (see flowVar). Success drops it.
+// runs, once the table is done with the step (see fcall.attach), or
+// with the flow (see flowVar). Success drops it.
 func (w *foreign) completeOnce() bool {
 	cb := w.cb
 	return cb == nil || !cb.completed.Swap(true)
@@ -1124,9 +1267,9 @@ func (w *foreign) hostLoop(call string, fn tableFunc, r *frec, start func(h *for
 			return
 		}
 		h.markAdded()
-		h.Add(func(asyncsteps.AsyncSteps, ...any) { dropRec(id) })
+		h.Add(func(asyncsteps.AsyncSteps, ...any) { endLoop(id) })
 	}
-	if !w.addRaw(&frec{step: host, onerror: func(asyncsteps.AsyncSteps, string) { dropRec(id) }}, true) {
+	if !w.addRaw(&frec{step: host, onerror: func(asyncsteps.AsyncSteps, string) { endLoop(id) }}, true) {
 		dropRec(id)
 		w.misuse(call + ": the foreign table has no add")
 		return w

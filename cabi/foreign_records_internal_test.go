@@ -570,3 +570,160 @@ func TestForeignCallbacksFindTheirFlowWithoutStateVariable(t *testing.T) {
 		})
 	}
 }
+
+// A loop of a long-lived foreign flow whose iterations keep a record past
+// their end does not make the flow grow: what an iteration's step keeps
+// for the table (the cancel handler of a step that failed, which a table
+// like the C++ reference implementation runs, or the record of a
+// sub-step the table dropped unrun after a sibling's failure) goes once
+// the table is done with the step: as the step's own error handler
+// starts, or as its loop goes on to the next iteration or ends. A table
+// that runs the failing step's cancel handler has run it by then (the
+// C++ one, before the error handler and before the loop goes on), so the
+// Go handler still runs once per iteration there. Before, on a table that
+// does not run it, each iteration left its records until the table
+// cleaned up the flow's state: 50 iterations, 50 records or more.
+func TestForeignLoopOfFailingStepsKeepsNoRecord(t *testing.T) {
+	const n = 50
+	for _, c := range []struct {
+		name    string
+		body    func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc)
+		cancels int // cancel handlers the table runs per iteration when it runs the failing step's
+	}{
+		{"SetCancel and Continue", func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc) {
+			as.SetCancel(cancel)
+			as.Continue()
+		}, 1},
+		{"SetCancel and Break of an inner loop", func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc) {
+			as.Repeat(2, func(as asyncsteps.AsyncSteps, _ int) {
+				as.SetCancel(cancel)
+				as.Break()
+			})
+		}, 1},
+		{"SetCancel and Error, handled", func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(cancel)
+				as.Error("E1")
+			}, func(as asyncsteps.AsyncSteps, _ string) { as.Success() })
+		}, 1},
+		{"SetCancel and a failing sub-step, handled", func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(cancel)
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("E1") })
+			}, func(as asyncsteps.AsyncSteps, _ string) { as.Success() })
+		}, 1},
+		{"SetCancel and Error under a step, handled above", func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(cancel)
+					as.Error("E1")
+				})
+			}, func(as asyncsteps.AsyncSteps, _ string) { as.Success() })
+		}, 1},
+		{"SetCancel and a sub-step that continues", func(as asyncsteps.AsyncSteps, cancel asyncsteps.CancelFunc) {
+			as.SetCancel(cancel)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Continue() })
+		}, 1},
+		{"a sub-step that continues before a sibling", func(as asyncsteps.AsyncSteps, _ asyncsteps.CancelFunc) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Continue() })
+				as.Add(func(asyncsteps.AsyncSteps, ...any) { panic("VIOLATION: a dropped step ran") })
+			})
+		}, 0},
+	} {
+		for _, runs := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/table runs it %v", c.name, runs), func(t *testing.T) {
+				ctest.Reset()
+				root := ctest.TableRoot()
+				if runs {
+					ctest.CancelOnError(root)
+				}
+				defer ctest.FakeFree(root)
+				before := recordCount()
+				cancels, iterations := 0, 0
+				cancel := func(asyncsteps.AsyncSteps) { cancels++ }
+				as := Wrap(root)
+				as.Repeat(n, func(as asyncsteps.AsyncSteps, _ int) {
+					iterations++
+					c.body(as, cancel)
+				})
+				as.Add(func(asyncsteps.AsyncSteps, ...any) {})
+				ctest.FakeRun(root)
+				if strings.Contains(ctest.Trace(), "VIOLATION") || iterations != n {
+					t.Fatalf("%d iterations, want %d; fake's trace:\n%s", iterations, n, ctest.Trace())
+				}
+				want := 0
+				if runs {
+					want = n * c.cancels
+				}
+				if cancels != want {
+					t.Errorf("%d cancel handlers ran, want %d", cancels, want)
+				}
+				if left := recordCount() - before; left != 0 {
+					t.Errorf("%d records left after %d iterations, want 0", left, n)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkForeignLoopBody measures a Go loop body on a foreign table,
+// the callback path the records of a flow's functions are kept on.
+func BenchmarkForeignLoopBody(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		body func(as asyncsteps.AsyncSteps)
+	}{
+		{"implicit success", func(asyncsteps.AsyncSteps) {}},
+		{"SetCancel and Success", func(as asyncsteps.AsyncSteps) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) {})
+			as.Success()
+		}},
+		{"Add", func(as asyncsteps.AsyncSteps) { as.Add(func(asyncsteps.AsyncSteps, ...any) {}) }},
+		{"Continue", func(as asyncsteps.AsyncSteps) { as.Continue() }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctest.Reset()
+			root := ctest.TableRoot()
+			defer ctest.FakeFree(root)
+			Wrap(root).Repeat(b.N, func(as asyncsteps.AsyncSteps, _ int) { c.body(as) })
+			b.ReportAllocs()
+			b.ResetTimer()
+			ctest.FakeRun(root)
+		})
+	}
+}
+
+// A Go step of a foreign table is over once its own error handler
+// starts: the table is done with it (the C++ reference implementation
+// frees it as it goes on), so IsValid is false and a Success on it from
+// another goroutine (an Await's, one that kept the step) has no effect,
+// as after its cancel handler's run. Before, a step that waited with the
+// table's own waitExternal (no Go cancel handler to tell its end) was
+// valid for the library still, and the Success reached the table.
+func TestForeignStepIsOverOnceItsErrorHandlerStarts(t *testing.T) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	ctest.TimeOutWaiting(root)
+	defer ctest.FakeFree(root)
+	var trace []string
+	var step asyncsteps.AsyncSteps
+	as := Wrap(root)
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		step = as
+		as.WaitExternal()
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		trace = append(trace, fmt.Sprintf("error handler %q, step valid %v", code, step.IsValid()))
+		step.Success("late")
+		as.Success("handled")
+	})
+	as.Add(func(_ asyncsteps.AsyncSteps, args ...any) { trace = append(trace, fmt.Sprint("next step ", args[0])) })
+	ctest.FakeRun(root)
+	want := []string{`error handler "Timeout", step valid false`, "next step handled"}
+	if !reflect.DeepEqual(trace, want) {
+		t.Errorf("trace %q, want %q", trace, want)
+	}
+	if strings.Contains(ctest.Trace(), "VIOLATION") {
+		t.Errorf("fake's trace:\n%s", ctest.Trace())
+	}
+}

@@ -1943,6 +1943,7 @@ struct fk {
     int nvars;
     FutoInArgs input;
     int cancel_on_error; // a failed step's cancel handler runs (see ct_cancel_on_error)
+    int time_out_waiting; // a waiting step times out (see ct_time_out_waiting)
 };
 
 static int fk_placeholders; // placeholder objects alive
@@ -2149,6 +2150,16 @@ static int fk_settle(fk* child, fk_step* s, FutoInArgs* out)
             *out = child->result;
             return 0;
         }
+    }
+    if (child->waiting && !child->completed && child->root->time_out_waiting) {
+        LOG("fake: the waiting step times out");
+        if (child->cancel != NULL) {
+            FutoInAsyncSteps_cancel_callback ch = child->cancel;
+            child->cancel = NULL;
+            ch((FutoInAsyncSteps*)child, child->cancel_data);
+            LOG("fake: cancel handler returned");
+        }
+        fk_fail(child, "Timeout", "");
     }
     if (child->failed) {
         if (child->root->cancel_on_error && child->cancel != NULL) {
@@ -2507,6 +2518,11 @@ FutoInAsyncSteps* ct_table_root(uint32_t missing, int steps_only)
 // of a step that fails, once its callback has returned and before its
 // error handler, as the C++ reference implementation does.
 void ct_cancel_on_error(FutoInAsyncSteps* root) { ((fk*)root)->cancel_on_error = 1; }
+
+// ct_time_out_waiting makes a root of ct_table_root time out a step that
+// waits once its callback has returned, as if its timeout passed at once:
+// its cancel handler runs, then its error handler, with Timeout.
+void ct_time_out_waiting(FutoInAsyncSteps* root) { ((fk*)root)->time_out_waiting = 1; }
 
 // ---- a C step of the fake that calls Go --------------------------------------------
 

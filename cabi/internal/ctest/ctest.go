@@ -511,6 +511,12 @@ func StepsTableRoot(missing ...int) unsafe.Pointer {
 // cancel handler returned".
 func CancelOnError(root unsafe.Pointer) { C.ct_cancel_on_error(bsi(root)) }
 
+// TimeOutWaiting makes a root of TableRoot or StepsTableRoot time out a
+// step that waits once its callback has returned, as if its timeout
+// passed at once: its cancel handler runs, then its error handler, with
+// Timeout; it logs "fake: the waiting step times out".
+func TimeOutWaiting(root unsafe.Pointer) { C.ct_time_out_waiting(bsi(root)) }
+
 var inFakeCStep func(step unsafe.Pointer)
 
 //export ctFakeCGo

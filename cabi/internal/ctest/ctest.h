@@ -105,6 +105,7 @@ int ct_fake_run_sched(void);
  * what the event loop queued. Free it with ct_fake_free. */
 FutoInAsyncSteps* ct_table_root(uint32_t missing, int steps_only);
 void ct_cancel_on_error(FutoInAsyncSteps* root);
+void ct_time_out_waiting(FutoInAsyncSteps* root);
 int ct_sched_run(void);
 /* Adds to a fake root a C step that calls ctFakeCGo with its pointer (and
  * has an error handler that logs the code). */
