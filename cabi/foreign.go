@@ -182,6 +182,10 @@ var frecs struct {
 	m    map[uint64]*frec
 }
 
+// putRec keeps r, and returns its id. A record of a flow that the table
+// has cleaned up already (a Go call on another goroutine as the table
+// destroys the root) is not kept: the flow runs nothing more, and nothing
+// would drop it. Its id is given all the same, and names nothing.
 func putRec(r *frec) uint64 {
 	frecs.mu.Lock()
 	defer frecs.mu.Unlock()
@@ -189,10 +193,13 @@ func putRec(r *frec) uint64 {
 		frecs.m = make(map[uint64]*frec)
 	}
 	frecs.next++
-	frecs.m[frecs.next] = r
-	if r.flow != nil && r.flow.recs != nil {
+	if r.flow != nil {
+		if r.flow.recs == nil { // released (see flowVar.release)
+			return frecs.next
+		}
 		r.flow.recs[frecs.next] = struct{}{}
 	}
+	frecs.m[frecs.next] = r
 	return frecs.next
 }
 
@@ -254,8 +261,15 @@ func cabiReleaseFlowVar(id C.uint64_t) {
 func (w *foreign) putRec(r *frec) uint64 {
 	r.flow = w.flow()
 	r.by = w.call()
+	if testHookBeforePutRec != nil && r.flow != nil {
+		testHookBeforePutRec(r.flow)
+	}
 	return putRec(r)
 }
+
+// testHookBeforePutRec, set by a test, runs in foreign.putRec between the
+// look-up of the record's flow and the record's put.
+var testHookBeforePutRec func(fv *flowVar)
 
 // call returns the callback w was given to (for a parallel, its step's),
 // or nil outside any.

@@ -727,3 +727,34 @@ func TestForeignStepIsOverOnceItsErrorHandlerStarts(t *testing.T) {
 		t.Errorf("fake's trace:\n%s", ctest.Trace())
 	}
 }
+
+// A record put as the table cleans up its flow's state variables (from
+// another thread: a Go call on another goroutine that adds to the flow,
+// or sets a cancel handler, as the table destroys the root) is not kept:
+// the flow runs nothing more, and nothing would drop the record. The hook
+// forces the cleanup between the call's look-up of the flow and its put.
+// Before, the record stayed for good, with all it held.
+func TestForeignRecordPutAsTheFlowIsReleasedIsNotKept(t *testing.T) {
+	ctest.Reset()
+	root := ctest.TableRoot()
+	defer ctest.FakeFree(root)
+	before := recordCount()
+	released := 0
+	testHookBeforePutRec = func(fv *flowVar) {
+		fv.release()
+		released++
+	}
+	defer func() { testHookBeforePutRec = nil }()
+	Wrap(root).Add(func(asyncsteps.AsyncSteps, ...any) { panic("VIOLATION: the step of a released flow ran") })
+	testHookBeforePutRec = nil
+	if released != 1 {
+		t.Fatalf("the hook ran %d times, want 1", released)
+	}
+	if n := recordCount() - before; n != 0 {
+		t.Errorf("%d records kept, want 0", n)
+	}
+	ctest.FakeRun(root) // the table finds nothing to run
+	if strings.Contains(ctest.Trace(), "VIOLATION") {
+		t.Errorf("fake's trace:\n%s", ctest.Trace())
+	}
+}
