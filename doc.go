@@ -211,7 +211,8 @@
 // on a [Loop], runtime.Goexit (what t.FailNow calls) or a wrong use of the
 // API fails the callback's step with an InternalError whose info says what
 // happened, which the flow's handlers see; a panic where no step can take
-// it (in an unhandled-error function, a [Tool] callback) is logged. What
+// it (in an unhandled-error function, a [Tool] callback, the cancel handler
+// of a step that is only cancelled) is logged. What
 // the engine cannot do is take a goroutine back: a callback that blocks
 // blocks its loop, and every other flow of it, until it returns; blocking
 // work goes in an [AsyncSteps.Await] function. A flow nested a million

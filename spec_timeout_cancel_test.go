@@ -6,6 +6,8 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -807,9 +809,12 @@ func TestCancelRequestedBeforeAnErrorWins(t *testing.T) {
 // A panic in a cancel handler never crashes the process. While an error
 // unwinds, it replaces the error with InternalError (the handlers further
 // out see that); during Root.Cancel there is no error to replace: the flow
-// still ends as cancelled, with the panic recorded in LastException.
+// still ends as cancelled, with the panic recorded in LastException and
+// logged. Under a step that times out it replaces nothing either: the
+// handlers see the Timeout, and only the log tells of the panic.
 func TestPanicInCancelHandler(t *testing.T) {
 	t.Run("while an error unwinds", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
 		var tr tracer
 		r, tt := newFlow()
 		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -825,8 +830,12 @@ func TestPanicInCancelHandler(t *testing.T) {
 
 		wantTrace(t, &tr, "outer:InternalError:in cancel")
 		wantError(t, res.Err, asyncsteps.InternalError, "in cancel")
+		if out := log.String(); out != "" {
+			t.Errorf("logged %q: the handlers saw the panic", out)
+		}
 	})
 	t.Run("during Root.Cancel", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
 		r, tt := newFlow()
 		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 			as.SetCancel(func(asyncsteps.AsyncSteps) { panic("in cancel") })
@@ -844,5 +853,54 @@ func TestPanicInCancelHandler(t *testing.T) {
 		if !errors.As(r.State().LastException, &p) || p.Value != "in cancel" {
 			t.Fatalf("LastException = %v, want the cancel handler's panic", r.State().LastException)
 		}
+		wantCancelPanicLogged(t, log.String(), "in cancel")
 	})
+	t.Run("under a timeout", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
+		var tr tracer
+		r, tt := newFlow()
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) { panic("in cancel") })
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("outer:%s:%s", code, as.State().ErrorInfo)
+			as.Success()
+		})
+
+		if res := run(t, r, tt); res.Err != nil {
+			t.Fatalf("Result.Err = %v, want nil: the handler recovered", res.Err)
+		}
+		wantTrace(t, &tr, "outer:Timeout:")
+		wantCancelPanicLogged(t, log.String(), "in cancel")
+	})
+	t.Run("Goexit during Root.Cancel", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
+		l := asyncsteps.NewLoop() // a Loop goes on with a new goroutine
+		defer l.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { runtime.Goexit() })
+			r.Cancel()
+		})
+		if _, err := r.Run(context.Background()); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run: %v, want context.Canceled", err)
+		}
+		want := "asyncsteps: runtime.Goexit in cancel handler"
+		if out := log.String(); !strings.Contains(out, want) || !strings.Contains(out, "t.FailNow") {
+			t.Errorf("log lacks %q and its info:\n%s", want, out)
+		}
+	})
+}
+
+// wantCancelPanicLogged checks that out, a captured log, tells of the
+// panic of a cancel handler, with its value and stack.
+func wantCancelPanicLogged(t *testing.T, out, value string) {
+	t.Helper()
+	for _, want := range []string{"asyncsteps: panic in cancel handler", "panic=\"" + value + "\"", "stack="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -6,6 +6,7 @@ package asyncsteps
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime"
 	"sync"
@@ -157,7 +158,9 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // callCancel runs f's cancel handler, if it has one, once, with f's step API
 // dead. A panic or a Goexit in it becomes the InternalError it returns,
 // not raised. After a Goexit, job goes on from f on the next goroutine or,
-// with no job (an error unwinding), the unwinding does.
+// with no job (an error unwinding), the unwinding does. Under a job (a
+// cancel, not an error) the InternalError replaces no error, so that no
+// handler sees it: it is logged, or the fault would go unseen.
 //
 // A step that a cancel (job) reaches after a Success from outside has
 // claimed it has completed: its handler is dropped unrun, as the
@@ -205,10 +208,23 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
 			}
 		}
+		if err != nil && job != nil {
+			logCancelFault(err)
+		}
 	}()
 	h(f.h)
 	returned = true
 	return nil
+}
+
+// logCancelFault logs err, the InternalError of a cancel handler that
+// panicked or called runtime.Goexit under a cancel, with the panic's stack.
+func logCancelFault(err *Error) {
+	msg, attrs := "asyncsteps: runtime.Goexit in cancel handler", []any{"info", err.Info}
+	if p, ok := err.Cause.(*PanicError); ok {
+		msg, attrs = "asyncsteps: panic in cancel handler", []any{"panic", err.Info, "stack", string(p.Stack)}
+	}
+	slog.Error(msg, attrs...)
 }
 
 // cancelTree cancels f and everything running under it, innermost first,
