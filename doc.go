@@ -46,7 +46,8 @@
 //
 // [Root.RunHelping] waits the same way and runs the flow's Await functions
 // on the waiting goroutine; package asynchttp of this module does all this
-// for net/http. ExampleLoopGroup is a server in miniature.
+// for net/http. ExampleLoopGroup is a server in miniature, Example_worker a
+// queue worker: a flow per job, a lock per tenant, a lease and a drain.
 //
 // Which to call:
 //
