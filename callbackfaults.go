@@ -36,14 +36,20 @@ func completeOrFail(h *stepAPI, complete func()) {
 		if returned {
 			return
 		}
-		err := &Error{Code: InternalError, Info: goexitInfo}
-		if r := recover(); r != nil {
-			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
-		}
-		h.complete(err)
+		h.complete(callbackFault(recover()))
 	}()
 	complete()
 	returned = true
+}
+
+// callbackFault returns the InternalError with which a completion through
+// user code that did not return fails its step: r is what recover
+// returned, a panic's value, or nil for a runtime.Goexit.
+func callbackFault(r any) *Error {
+	if r != nil {
+		return awaitError(&PanicError{Value: r, Stack: debug.Stack()})
+	}
+	return &Error{Code: InternalError, Info: goexitInfo}
 }
 
 // goexitPending reports whether err, the InternalError of a recovered

@@ -51,7 +51,11 @@ type Hooks struct {
 	// or runtime.Goexit in it fails the flow with an InternalError before
 	// its first step, as one in a step fails the step; FlowEnd still sees
 	// the flow end, as StepError sees the error, with ctx: what a hook put
-	// in the context it did not return (a span to end) is not there.
+	// in the context it did not return (a span to end) is not there. One
+	// that drives its [TestTool] into its own flow (a misuse: a cancel
+	// queued for it) runs none of the flow's events, which wait until it
+	// returns, and fails the flow likewise, as a step that does so fails,
+	// but with the context it returned.
 	FlowStart func(ctx context.Context) context.Context
 	// FlowEnd is called on the loop as a flow ends, before its Result is
 	// delivered: err is nil, an *Error, or, for a flow cancelled by
@@ -98,7 +102,10 @@ type Hooks struct {
 	// period, is reported twice, once per wait. A flow let in at once, or
 	// that leaves the queue without entering (cancelled, timed out, also
 	// once let in, before it went on), is not reported. The flow goes on
-	// as it would without the hook.
+	// as it would without the hook. One that drives its [TestTool] into
+	// its own flow (a misuse: a timeout around the step, a sibling branch)
+	// runs none of the flow's events, which wait until it returns, and
+	// fails the step likewise, as a step that does so fails.
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
@@ -182,6 +189,13 @@ func (l *enginePools) hooks() *Hooks {
 // flow's context until the flow ends. On the loop. A panic in FlowStart
 // is the InternalError it returns, which fails the flow before its first
 // step; after a runtime.Goexit, the flow fails so on the next goroutine.
+//
+// The hook runs as a callback of the flow, as StepError does (see
+// reportError): one that drives its TestTool into the flow (a misuse)
+// leaves the flow's events waiting until it returns, where a cancel ran
+// under it and ended the flow before it had begun; the start then fails
+// with the InternalError of the misuse, as after a panic, but with the
+// context the hook returned.
 func (fl *flow) observeStart(h *Hooks) (err *Error) {
 	if fl.wait == nil {
 		fl.wait = &waiter{}
@@ -194,8 +208,14 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 	if h.FlowStart == nil {
 		return nil
 	}
+	fl.inCall = true // a flow that begins runs no other callback
 	returned := false
 	defer func() {
+		fl.inCall = false
+		if fl.reent {
+			// Queued before the start fails, whose end drops them.
+			fl.endReentry()
+		}
 		if returned {
 			return
 		}
@@ -210,10 +230,14 @@ func (fl *flow) observeStart(h *Hooks) (err *Error) {
 	}()
 	// The hook's context gives the flow values only: w.ctx stays Run's,
 	// whose deadline the flow is timed by.
-	if ctx := h.FlowStart(w.ctx); ctx != nil { // nil keeps ctx
+	ctx := h.FlowStart(w.ctx)
+	returned = true
+	if ctx != nil { // nil keeps ctx
 		w.hookCtx = &ctx
 	}
-	returned = true
+	if fl.reent {
+		return fl.reentryError()
+	}
 	return nil
 }
 
@@ -539,8 +563,8 @@ func (w *waitingStep) run() {
 // may have run. Its Success does nothing, and its slot comes back as its
 // frame unwinds.
 func (w *waitingStep) resume() {
-	if w.report != nil && w.h.st.Load()&(stClaim|stDone) == 0 {
-		w.report(w.obj, w.waited)
+	if w.report != nil && w.h.st.Load()&(stClaim|stDone) == 0 && !w.reportWait() {
+		return // the hook drove its TestTool into the flow: the step has failed
 	}
 	if w.AsyncSteps == AsyncSteps(w.h) {
 		// The step itself, on its loop: its completion goes on in this
@@ -552,6 +576,45 @@ func (w *waitingStep) resume() {
 		return
 	}
 	w.AsyncSteps.Success(w.args...)
+}
+
+// reportWait calls the SyncWait hook as a callback of the step's flow, as
+// StepError is called (see reportError): one that drives its TestTool
+// into the flow (a misuse) leaves the flow's events waiting until it
+// returns, where the flow went on under it (a timeout of the step let in,
+// a sibling branch), and the step let in fails with the InternalError of
+// the misuse, as after a panic of the hook. It reports whether the step
+// may go in. A panic or runtime.Goexit of the hook goes on to
+// completeOrFail, which fails the step, but for a hook that also drove
+// the tool: the step fails here, so that the flow's events go after its
+// failure, as they do after a step's.
+func (w *waitingStep) reportWait() (goIn bool) {
+	fl := w.h.fl
+	if fl.inCall {
+		// Run inside a callback of the flow that drives the tool: the
+		// misuse is that callback's.
+		w.report(w.obj, w.waited)
+		return true
+	}
+	fl.inCall = true
+	returned := false
+	defer func() {
+		fl.inCall = false
+		if !fl.reent {
+			return
+		}
+		if !returned {
+			w.h.complete(callbackFault(recover()))
+		}
+		fl.endReentry()
+	}()
+	w.report(w.obj, w.waited)
+	returned = true
+	if fl.reent {
+		w.h.complete(&Error{Code: InternalError, Info: reentryInfo})
+		return false
+	}
+	return true
 }
 
 // observePass reports a pass of the loop to its hooks h, and queues a lag
