@@ -128,6 +128,11 @@ func (x *flowRun) gateOf(obj asyncsteps.Syncer) int {
 			return i
 		}
 	}
+	for key := range ff.KeyedKeys {
+		if x.keyed != nil && obj == x.keyed.Key(key) {
+			return ff.KeyedGate + key
+		}
+	}
 	x.violation("SyncWait got a Syncer %T of no Sync of the program", obj)
 	return -1
 }

@@ -28,7 +28,8 @@ import (
 // reference model, plus the invariants no flow may break: exactly one
 // Result; every cancel and error handler at most once; no callback after
 // the flow ended; no event left on the tool once it ended; stale handles
-// dead; Mutexes all given back; the Throttle idle with no timer once its
+// dead; Mutexes all given back, and no key of the KeyedMutex left in use
+// (Len 0); the Throttle idle with no timer once its
 // period has run out; a panic's InternalError carrying the panic value as
 // info and a *PanicError as LastException and as the Result's cause; the
 // Go error given to Fail found by errors.Is in the errors that keep it; no
@@ -117,6 +118,7 @@ type flowRun struct {
 	throttle *asyncsteps.Throttle
 	period   time.Duration
 	limiter  *asyncsteps.Limiter
+	keyed    *asyncsteps.KeyedMutex[int]
 	// throttles is how many Throttles the program has (the Limiter's
 	// included), longest is the longest period among them.
 	throttles int
@@ -239,6 +241,13 @@ func newFlowRun(p *ff.Program) *flowRun {
 			x.mutexes = append(x.mutexes, asyncsteps.NewMutex(m))
 		} else {
 			x.mutexes = append(x.mutexes, asyncsteps.NewMutex(m, q))
+		}
+	}
+	if k := p.Keyed; k != nil {
+		if k.MaxQueue < 0 {
+			x.keyed = asyncsteps.NewKeyedMutex[int](k.Max)
+		} else {
+			x.keyed = asyncsteps.NewKeyedMutex[int](k.Max, k.MaxQueue)
 		}
 	}
 	if t := p.Throttle; t != nil {
@@ -595,16 +604,32 @@ func (x *flowRun) failErr(id int, k ff.FailKind, code string) error {
 }
 
 // checkMutexes checks that every Mutex is free: as many parallel branches
-// as its max enter at once, and a flow after them too.
+// as its max enter at once, and a flow after them too; and that the
+// KeyedMutex has no key in use, and lets as many in on each key.
 func (x *flowRun) checkMutexes() {
+	gates := make([]asyncsteps.Syncer, len(x.mutexes))
 	for i, m := range x.mutexes {
+		gates[i] = m
+	}
+	maxes, queues := x.maxes, x.queues
+	if k := x.keyed; k != nil {
+		if n := k.Len(); n != 0 {
+			x.violation("KeyedMutex: %d keys still in use after the flow ended", n)
+		}
+		maxes, queues = slices.Clone(maxes), slices.Clone(queues)
+		for key := range ff.KeyedKeys {
+			gates = append(gates, k.Key(key))
+			maxes, queues = append(maxes, x.p.Keyed.Max), append(queues, x.p.Keyed.MaxQueue)
+		}
+	}
+	for i, m := range gates {
 		tt := asyncsteps.NewTestTool()
 		r := asyncsteps.New(asyncsteps.WithTool(tt))
 		entered := 0
 		p := r.Parallel()
 		probes := 2
-		if x.queues[i] == 0 {
-			probes = x.maxes[i] // one more would be rejected, not queued
+		if queues[i] == 0 {
+			probes = maxes[i] // one more would be rejected, not queued
 		}
 		for range probes {
 			p.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -625,7 +650,7 @@ func (x *flowRun) checkMutexes() {
 		default:
 			x.violation("mutex %d: probe flow did not end: a slot was never given back", i)
 		}
-		if want := min(2, x.maxes[i]); capacity != want {
+		if want := min(2, maxes[i]); capacity != want {
 			x.violation("mutex %d: %d probe branches entered at once, want %d: a slot was never given back", i, capacity, want)
 		}
 	}
@@ -745,12 +770,28 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		case ff.LimiterGate:
 			obj = x.limiter
 		default:
+			if ff.IsKeyed(n.Mutex) {
+				x.syncKey(as, n)
+				return
+			}
 			obj = x.mutexes[n.Mutex]
 		}
 		as.Sync(obj, x.stepFunc(n.Body, nil), x.errorFunc(n.Body.Handler))
 	case ff.KSuccessStep:
 		as.SuccessStep(intArgs(n.Args)...)
 	}
+}
+
+// syncKey adds the KSync n on a key of the KeyedMutex to as: through the
+// KeyedMutex's Sync for key 0, through the Syncer of the key for the
+// others, which must be the same.
+func (x *flowRun) syncKey(as asyncsteps.AsyncSteps, n *ff.Node) {
+	key := n.Mutex - ff.KeyedGate
+	if key == 0 {
+		x.keyed.Sync(as, key, x.stepFunc(n.Body, nil), x.errorFunc(n.Body.Handler))
+		return
+	}
+	as.Sync(x.keyed.Key(key), x.stepFunc(n.Body, nil), x.errorFunc(n.Body.Handler))
 }
 
 // addSettle adds the Settle n to as: each branch adds its node, then traces

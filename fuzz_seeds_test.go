@@ -175,7 +175,47 @@ func flowSeeds() []*ff.Program {
 	// Fail, and those a Settle branch raises, are told to StepError.
 	seeds = append(seeds, seedHooks(failSeeds()[0]), seedHooks(seedRun(failSeeds()[2], ff.CtxRun, 0)))
 	seeds = append(seeds, cancelWinsSeeds()...)
-	return append(seeds, limitSeeds()...)
+	seeds = append(seeds, limitSeeds()...)
+	return append(seeds, keyedSeeds()...)
+}
+
+// keyedSeeds are seeds 117 to 120: a KeyedMutex, each key a Mutex of its
+// own.
+func keyedSeeds() []*ff.Program {
+	k0, k1, k2 := ff.KeyedGate, ff.KeyedGate+1, ff.KeyedGate+2
+	return []*ff.Program{
+		// 117 branches on one key take turns, those on other keys go on
+		// at once; a flow that holds a key enters it again at once from a
+		// nested step, and waits for another key as any flow.
+		seedKeyed(seedProg(0, seedOne,
+			seedPar(seedSyncOn(k0, seedExt(10, 0)), seedSyncOn(k0, seedExt(10, 1)), seedSyncOn(k1, seedExt(5, 0))),
+			seedPar(seedSyncOn(k1, seedExt(10, 0)), seedSyncOn(k0, seedWith(seedLeaf(ff.EImplicit), seedSyncOn(k0, seedOk(1)), seedSyncOn(k1, seedExt(5, 0)))),
+				seedSyncOn(k2, seedOk(0)))), 1, -1),
+		// 118, 119 the queue limit is per key: with one waiter allowed, a
+		// third branch on key 0 is rejected while key 1 lets one wait;
+		// with two slots and no queue, two enter a key and a third is
+		// rejected.
+		seedKeyed(seedProg(0, seedOne,
+			seedOnerror(seedPar(seedSyncOn(k0, seedExt(10, 0)), seedSyncOn(k0, seedExt(10, 0)), seedSyncOn(k0, seedOk(0))), seedRecovers(0)),
+			seedPar(seedSyncOn(k1, seedExt(10, 0)), seedSyncOn(k1, seedOk(1)), seedSyncOn(k2, seedOk(0)))), 1, 1),
+		seedKeyed(seedProg(0, seedOne,
+			seedOnerror(seedPar(seedSyncOn(k0, seedExt(10, 0)), seedSyncOn(k0, seedExt(5, 0)), seedSyncOn(k0, seedOk(0))), seedRecovers(1)),
+			seedPar(seedSyncOn(k1, seedExt(5, 0)), seedSyncOn(k1, seedOk(0)))), 2, 0),
+		// 120 with hooks: a branch that waits for a key its flow holds
+		// meets the deadlock; waits are reported per key; a waiter
+		// timed out, and one the root cancel ends, leave their key.
+		seedHooks(seedKeyed(seedProg(40, seedOne,
+			seedSyncOn(k0, seedWith(seedLeaf(ff.EImplicit), seedOnerror(seedPar(seedSyncOn(k1, seedExt(5, 0)), seedSyncOn(k0, seedOk(0))), seedRecovers(0)))),
+			seedPar(seedSyncOn(k2, seedExt(15, 0)), seedSyncOn(k2, seedExt(5, 0))),
+			seedPar(seedSyncOn(k1, seedExt(20, 0)), seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedSyncOn(k1, seedOk(0))), 10), seedRecovers(0)),
+				seedSyncOn(k1, seedCancellable(seedLeaf(ff.EWait))))), 1, -1)),
+	}
+}
+
+// seedKeyed gives p a KeyedMutex of max and queue limit (< 0: none).
+func seedKeyed(p *ff.Program, max, queue int) *ff.Program {
+	p.Keyed = &ff.Keyed{Max: max, MaxQueue: queue}
+	return p
 }
 
 // limitSeeds are seeds 107 to 116: ForEachLimit.
@@ -744,6 +784,9 @@ func TestFlowSeedCorpus(t *testing.T) {
 		if p.Throttle != nil && p.Throttle.Queue >= 0 {
 			seen["throttle queue"] = true
 		}
+		if p.Keyed != nil && p.Keyed.MaxQueue >= 0 {
+			seen["keyed queue"] = true
+		}
 		for _, n := range p.Steps {
 			coverage(n, seen)
 		}
@@ -763,7 +806,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks",
 		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline",
 		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit quick item", "forEachLimit short",
-		"forEachLimit sequence panic"}
+		"forEachLimit sequence panic", "keyed", "keyed queue", "keyed deadlock"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -828,6 +871,12 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {
 		seen["throttle"] = true
+	}
+	if n.Kind == ff.KSync && ff.IsKeyed(n.Mutex) {
+		seen["keyed"] = true
+		if syncsInside(n.Body, n.Mutex, false) {
+			seen["keyed deadlock"] = true
+		}
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.LimiterGate {
 		seen["limiter"] = true

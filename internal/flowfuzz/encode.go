@@ -65,6 +65,7 @@ type encoder struct {
 	p        *Program
 	throttle bool // its parameters are written
 	limiter  bool // its parameters are written
+	keyed    bool // the KeyedMutex's parameters are written
 	ext      bool // the extensions (Program.Ext)
 	awaits   bool // a plain step that waits has a byte that says it is no KAwait
 	held     int  // the sections (of a Mutex or a Limiter) being written: no KAwait in them under Run
@@ -176,6 +177,17 @@ func (e *encoder) node(n *Node) {
 					t = *e.p.Throttle
 				}
 				e.put((t.N-1)&1 | max(t.Period/10-1, 0)%4<<1 | min(t.Queue+1, 3)<<3)
+			}
+		} else if IsKeyed(n.Mutex) {
+			// The key as given, even where it may deadlock.
+			e.put(0xc0 | (n.Mutex-KeyedGate)%KeyedKeys<<3 | 4)
+			if !e.keyed {
+				e.keyed = true
+				k := Keyed{Max: 1, MaxQueue: -1}
+				if e.p.Keyed != nil {
+					k = *e.p.Keyed
+				}
+				e.put((k.Max-1)&1 | min(k.MaxQueue+1, 3)<<1)
 			}
 		} else {
 			e.put(n.Mutex&1 | 4) // the Mutex as given, even where it may deadlock

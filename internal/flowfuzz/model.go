@@ -57,7 +57,10 @@ import (
 // (whose cancel handler gives the Mutex back) with three sub-steps: enter,
 // f with h, and leave. A full queue
 // (docs/DESIGN.md#locks-and-limits) makes enter note a refusal, which the step of f raises
-// instead of running f, so that h sees DefenseRejected first.
+// instead of running f, so that h sees DefenseRejected first. A
+// KeyedMutex's Sync on a key is the same section on a Mutex of the key's
+// own, of the KeyedMutex's max and queue limit (mutex.go's doc: a key
+// behaves as NewMutex(max, maxQueue...) in every respect).
 //
 // The Throttle (docs/DESIGN.md#locks-and-limits, throttle.go's doc) is a gate of
 // the same layout: a period starts at the first entry after idle and arms
@@ -220,7 +223,8 @@ func StepErrorEvent(k int, code, info string, panic bool) string {
 }
 
 // SyncWaitEvent is the event of SyncWait for a flow let into the gate (a
-// Mutex index, ThrottleGate or LimiterGate) after waiting ms: "SW0:10".
+// Mutex index, ThrottleGate, LimiterGate or KeyedGate+k) after waiting
+// ms: "SW0:10".
 func SyncWaitEvent(gate int, ms int64) string { return fmt.Sprintf("SW%d:%d", gate, ms) }
 
 // AwaitStartEvent is the call of AwaitStart for the Await function of
@@ -602,6 +606,7 @@ type model struct {
 	end         string
 	ended       bool
 	mutexes     []*mutex
+	keys        [KeyedKeys]*mutex // the KeyedMutex's, a Mutex per key
 	threads     []*thread
 	budget      int
 	// A Root.Cancel from the callback (or, with cancelInCancel, the
@@ -653,6 +658,11 @@ func Model(p *Program) Result {
 	m := &model{p: p, budget: 200000, cancelFrom: p.CancelFrom, cancelInCancel: p.CancelInCancel, chans: map[chanKey]*chanInst{}, hooks: p.Hooks}
 	for i, mx := range p.Mutexes {
 		m.mutexes = append(m.mutexes, &mutex{max: mx, maxQueue: p.MutexQueue(i), holders: map[*thread]int{}, gate: i})
+	}
+	if k := p.Keyed; k != nil {
+		for i := range m.keys {
+			m.keys[i] = &mutex{max: k.Max, maxQueue: k.MaxQueue, holders: map[*thread]int{}, gate: KeyedGate + i}
+		}
 	}
 	if t := p.Throttle; t != nil {
 		m.thr = &throttle{n: t.N, queueMax: t.Queue, period: int64(t.Period), gate: ThrottleGate}
@@ -2042,6 +2052,9 @@ func (m *model) gatesOf(n *Node) []gate {
 			g = append(g, gate{thr: m.limThrottle})
 		}
 		return g
+	}
+	if IsKeyed(n.Mutex) {
+		return []gate{{mx: m.keys[n.Mutex-KeyedGate]}}
 	}
 	return []gate{{mx: m.mutexes[n.Mutex]}}
 }

@@ -318,7 +318,7 @@ type Node struct {
 	Subs []*Node
 
 	Body  *Node // KSync: the critical section step
-	Mutex int   // KSync: index into Program.Mutexes; ThrottleGate: the Program's Throttle
+	Mutex int   // KSync: index into Program.Mutexes; ThrottleGate, LimiterGate: the Program's Throttle, Limiter; KeyedGate+k: key k of its KeyedMutex
 
 	Handler *Handler // KStep, KParallel, KSync's Body, KForEachLimit
 
@@ -363,6 +363,23 @@ const ThrottleGate = 2
 // LimiterGate is the Mutex index of a KSync on the program's Limiter.
 const LimiterGate = 3
 
+// KeyedGate is the Mutex index of a KSync on key 0 of the program's
+// KeyedMutex; KeyedGate+k is the one on key k, k < KeyedKeys. Each key
+// behaves as a Mutex of the KeyedMutex's Max and MaxQueue of its own.
+const KeyedGate = 4
+
+// KeyedKeys is how many keys the KSync nodes on the KeyedMutex share.
+const KeyedKeys = 3
+
+// Keyed is NewKeyedMutex[int](Max, MaxQueue): MaxQueue < 0 is no limit.
+type Keyed struct {
+	Max, MaxQueue int
+}
+
+// IsKeyed reports whether the gate (a KSync's Mutex) is a key of the
+// KeyedMutex.
+func IsKeyed(gate int) bool { return gate >= KeyedGate }
+
 // Limiter is NewLimiter(LimiterOptions{...}) with these fields, Period in
 // ms: a zero Concurrent or Rate leaves that gate out; a MaxQueue or Burst
 // of 0 lets none wait, < 0 any number.
@@ -400,6 +417,7 @@ type Program struct {
 	MutexQueues []int     // the maxQueue of each Mutex; < 0 (or missing): no limit
 	Throttle    *Throttle // shared by the KSync nodes on ThrottleGate
 	Limiter     *Limiter  // shared by the KSync nodes on LimiterGate
+	Keyed       *Keyed    // shared by the KSync nodes on KeyedGate+k
 	CancelAt    int       // ms; SafetyCancel if the program has none
 	// CancelFrom is the ID of the KStep whose callback (or, with
 	// CancelInCancel, its cancel handler) or of the Handler that calls
@@ -531,7 +549,7 @@ func (d *decoder) id() int {
 type scope struct {
 	depth     int
 	underStep bool // the node is a sub-step added by a plain step's callback
-	held      uint // mutexes the current flow or branch holds (bit LimiterGate: the Limiter's)
+	held      uint // mutexes the current flow or branch holds (bit LimiterGate: the Limiter's; KeyedGate+k: key k's)
 	forbidden uint // mutexes held by a flow this branch runs inside of
 	// item: the node is inside an item of a KForEachLimit, whose slot an
 	// Await function holds until it returns, as a section's (see
@@ -660,6 +678,11 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		if b&6 == 6 {
 			return d.limited(n, sc, b&8 != 0)
 		}
+		if b&2 == 0 && b&0xc0 == 0xc0 {
+			// Bits 64 and 128 together, which no earlier input of the
+			// corpus sets: the KeyedMutex.
+			return d.keyed(n, sc, b)
+		}
 		if b&2 != 0 {
 			// The Throttle: never held, no deadlock to avoid.
 			if d.p.Throttle == nil {
@@ -714,6 +737,36 @@ func (d *decoder) limit(n *Node, b int, sc, inner scope) *Node {
 	if b&4 != 0 {
 		n.Handler = d.handler(sc)
 	}
+	return n
+}
+
+// keyed decodes a KSync on the key (b>>3)&3%3 of the program's
+// KeyedMutex, from its byte b: b&4 lets it deadlock, as for a Mutex; else
+// where a flow outside holds that key, another key, or a plain step where
+// it holds them all (see scope). The first one reads the KeyedMutex's
+// max (1+t&1) and queue limit ((t>>1)&3-1).
+func (d *decoder) keyed(n *Node, sc scope, b int) *Node {
+	if d.p.Keyed == nil {
+		t := d.byte()
+		d.p.Keyed = &Keyed{Max: 1 + t&1, MaxQueue: (t>>1)&3 - 1}
+	}
+	key := (b >> 3) & 3 % KeyedKeys
+	if b&4 == 0 {
+		for i := 0; i < KeyedKeys && sc.forbidden&(1<<(KeyedGate+key)) != 0; i++ {
+			key = (key + 1) % KeyedKeys
+		}
+		if sc.forbidden&(1<<(KeyedGate+key)) != 0 {
+			n.Kind = KStep
+			d.step(n, sc, false)
+			return n
+		}
+	}
+	n.Mutex = KeyedGate + key
+	inner := sc.deeper()
+	inner.held |= 1 << n.Mutex
+	body := &Node{ID: d.id(), Kind: KStep}
+	d.step(body, inner, false)
+	n.Body = body
 	return n
 }
 
