@@ -1,8 +1,8 @@
 package otelsteps
 
 import (
-	"bytes"
 	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -35,44 +35,81 @@ func infoPolicyOf(c Config) infoPolicy {
 // ellipsis ends an info that was cut.
 const ellipsis = "…"
 
-// cut returns info, cut to at most p.max bytes, if longer, at a UTF-8
-// character boundary, and ended with the ellipsis (if p.max leaves it
-// room), so that a reader knows there was more. An info that is not
-// UTF-8 is cut at most 3 bytes short of the boundary it would be cut at.
+// cut returns info as valid UTF-8, each run of bad bytes made a U+FFFD
+// (see validUTF8), and cut to at most p.max bytes if longer, at a
+// character boundary, ended with the ellipsis (if p.max leaves it room),
+// so that a reader knows there was more.
 func (p infoPolicy) cut(info string) string {
-	if p.max == 0 || len(info) <= p.max {
-		return info
+	s, long := head(info, p.max)
+	if !long {
+		return s
 	}
-	n, mark := p.max, ""
+	return cutAt(s, p.max)
+}
+
+// head returns the part of s that a cap of max bytes (0: none) may keep,
+// as valid UTF-8, and whether s says more than it keeps: it was longer,
+// or its bad bytes, each run made a U+FFFD of 3 bytes, made it longer
+// than max. Only what may be kept is read: an info or a stack may run to
+// megabytes.
+func head(s string, max int) (string, bool) {
+	long := max != 0 && len(s) > max
+	if long {
+		s = s[:max]
+	}
+	if !utf8.ValidString(s) {
+		s = validUTF8(s)
+		long = long || max != 0 && len(s) > max
+	}
+	return s, long
+}
+
+// cutAt returns s, valid UTF-8 that says more than max bytes keep, cut
+// to at most max bytes at a character boundary and ended with the
+// ellipsis when max leaves it room (over 3 bytes).
+func cutAt(s string, max int) string {
+	n, mark := max, ""
 	if n > len(ellipsis) {
 		n, mark = n-len(ellipsis), ellipsis
 	}
-	// info[n] is the first byte left out: back off the character it is
-	// in the middle of, if any.
-	for i := 1; i < utf8.UTFMax && n > 0 && !utf8.RuneStart(info[n]); i++ {
+	// A run of bad bytes made one U+FFFD may leave s shorter than n.
+	n = min(n, len(s))
+	// s[n] is the first byte left out: back off the character it is in
+	// the middle of, if any.
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return info[:n] + mark
+	return s[:n] + mark
+}
+
+// validUTF8 returns s with each run of bytes that are not UTF-8 made a
+// U+FFFD, as OTLP requires of the strings it carries: its protobuf
+// encoding refuses a string that is not, and with it the whole batch of
+// spans it is in. An error's info or code is the application's text, and
+// may hold any bytes (an upstream's, a file name).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, string(utf8.RuneError))
 }
 
 // describe returns the status description of a span that fails with err:
-// err.Error(), "code: info", with the info as p exports it.
+// "code: info", with the info as p exports it, the code valid UTF-8.
 func (p infoPolicy) describe(err *asyncsteps.Error) string {
-	switch {
-	case p.omit || err.Info == "":
-		return err.Code
-	case p.max == 0 || len(err.Info) <= p.max:
-		return err.Error() // as it is, with no allocation more
+	if p.omit || err.Info == "" {
+		return validUTF8(err.Code)
 	}
-	return err.Code + ": " + p.cut(err.Info)
+	return validUTF8(err.Code) + ": " + p.cut(err.Info)
 }
 
 // eventAttributes returns the attributes of err's step error event.
 func (p infoPolicy) eventAttributes(err *asyncsteps.Error) trace.SpanStartEventOption {
+	code := CodeKey.String(validUTF8(err.Code))
 	if p.omit {
-		return trace.WithAttributes(CodeKey.String(err.Code))
+		return trace.WithAttributes(code)
 	}
-	return trace.WithAttributes(CodeKey.String(err.Code), InfoKey.String(p.cut(err.Info)))
+	return trace.WithAttributes(code, InfoKey.String(p.cut(err.Info)))
 }
 
 // stackMaxOf returns the cap on exported stacks that c sets, 0 for none.
@@ -86,20 +123,25 @@ func stackMaxOf(c Config) int {
 	return c.MaxStackBytes
 }
 
-// cutStack returns stack as a string, cut to at most max bytes, if longer
-// and max is not 0: after its last whole line that fits with a line of
-// the ellipsis after it. A cap too small for one whole line cuts as an
-// info is cut.
+// cutStack returns stack as a string of valid UTF-8 (a file name may not
+// be), cut to at most max bytes, if longer and max is not 0: after its
+// last whole line that fits with a line of the ellipsis after it. A cap
+// too small for one whole line cuts as an info is cut.
 func cutStack(stack []byte, max int) string {
-	if max == 0 || len(stack) <= max {
-		return string(stack)
+	keep := len(stack)
+	if max != 0 {
+		keep = min(keep, max) // only what may be kept is copied
 	}
-	if end := max - len(ellipsis); end > 0 {
-		if i := bytes.LastIndexByte(stack[:end], '\n'); i >= 0 {
-			return string(stack[:i+1]) + ellipsis
+	s, long := head(string(stack[:keep]), max)
+	if !long && keep == len(stack) {
+		return s
+	}
+	if end := min(max-len(ellipsis), len(s)); end > 0 {
+		if i := strings.LastIndexByte(s[:end], '\n'); i >= 0 {
+			return s[:i+1] + ellipsis
 		}
 	}
-	return infoPolicy{max: max}.cut(string(stack))
+	return cutAt(s, max)
 }
 
 // panicOf returns the panic that raised err: the *asyncsteps.PanicError

@@ -99,3 +99,78 @@ func TestInfosAreCappedOrOmitted(t *testing.T) {
 		})
 	}
 }
+
+// The texts the spans export are valid UTF-8, as OTLP's protobuf
+// encoding requires of its strings: in an error's info or code, or a
+// panic's printed value, that is not (bytes from an upstream, a file
+// name), each run of bad bytes is made a U+FFFD, within the cap, which
+// counts the 3 bytes it takes. Before, the spans exported them as they
+// were, and the OTLP exporter failed to encode the whole batch they were
+// in ("string field contains invalid UTF-8"): every span of it was lost.
+func TestExportedTextsAreValidUTF8(t *testing.T) {
+	const bad = "\xff\xfe"
+	for _, c := range []struct {
+		name    string
+		config  otelsteps.Config
+		info    string // "said " + bad + ": down" as exported
+		panic   string // the info of panic("bytes \xc3("), its value, as exported
+		message string // "panic: bytes \xc3(" as exported
+	}{{
+		name:    "default",
+		info:    "said \uFFFD: down",
+		panic:   "bytes \uFFFD(",
+		message: "panic: bytes \uFFFD(",
+	}, {
+		name:    "8 bytes",
+		config:  otelsteps.Config{MaxInfoBytes: 8},
+		info:    "said …",
+		panic:   "bytes…", // 8 bytes as raised, 10 once made valid
+		message: "panic…",
+	}, {
+		name:    "12 bytes",
+		config:  otelsteps.Config{MaxInfoBytes: 12},
+		info:    "said \uFFFD:…",
+		panic:   "bytes \uFFFD(",
+		message: "panic: by…",
+	}, {
+		name:    "16 bytes",
+		config:  otelsteps.Config{MaxInfoBytes: 16},
+		info:    "said \uFFFD: down",
+		panic:   "bytes \uFFFD(",
+		message: "panic: bytes …", // 15 bytes as raised, 17 once made valid
+	}, {
+		name:    "no cap",
+		config:  otelsteps.Config{MaxInfoBytes: -1},
+		info:    "said \uFFFD: down",
+		panic:   "bytes \uFFFD(",
+		message: "panic: bytes \uFFFD(",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			c.config.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(otelsteps.Hooks(c.config))
+
+			failed := asyncsteps.New(asyncsteps.WithTool(tt))
+			failed.Add(func(as steps, _ ...any) { as.Error("Upstream"+bad, "said "+bad+": down") })
+			if _, err := failed.Run(context.Background()); errText(err) != "Upstream"+bad+": said "+bad+": down" {
+				t.Fatalf("Run: %q, want the error as raised: only the spans change it", errText(err))
+			}
+			panicked := asyncsteps.New(asyncsteps.WithTool(tt))
+			panicked.Add(func(steps, ...any) { panic("bytes \xc3(") })
+			panicked.Run(context.Background())
+
+			code := "Upstream\uFFFD"
+			want := describeLines([]string{
+				`asyncsteps.flow <- -: Error "` + code + `: ` + c.info + `" asyncsteps.error.code=` + code + ` error.type=` + code +
+					` event asyncsteps.step_error asyncsteps.error.code=` + code + ` asyncsteps.error.info=` + c.info,
+				`asyncsteps.flow <- -: Error "InternalError: ` + c.panic + `" asyncsteps.error.code=InternalError error.type=InternalError` +
+					` event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=` + c.panic +
+					` event exception exception.type=string exception.message=` + c.message + ` exception.stacktrace=<debug.Stack>`,
+			})
+			if got := describe(exp.GetSpans().Snapshots()); got != want {
+				t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}

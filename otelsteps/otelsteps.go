@@ -56,7 +56,11 @@
 // exception.message of a panic's event; [Config].OmitInfo leaves it out
 // of all three. The Result, the step's handlers and the logs of the
 // application still get the info whole: only what leaves the process in
-// a trace is cut.
+// a trace is cut. It leaves as valid UTF-8, as OTLP's protobuf encoding
+// requires of its strings (an exporter refuses the whole batch of spans
+// a string that is not is in), and so do the codes and the stacks: each
+// run of bytes that are not UTF-8 (from an upstream, a file name) is made
+// a U+FFFD, whose 3 bytes count in the cap.
 //
 // A panic in a step, in a cancel or error handler, or in an Await
 // function is an exception event, as OpenTelemetry's semantic
@@ -618,5 +622,6 @@ func errorOf(err error) *asyncsteps.Error {
 
 func (t tracer) fail(span trace.Span, err *asyncsteps.Error) {
 	span.SetStatus(codes.Error, t.infos.describe(err))
-	span.SetAttributes(CodeKey.String(err.Code), semconv.ErrorTypeKey.String(err.Code))
+	code := validUTF8(err.Code)
+	span.SetAttributes(CodeKey.String(code), semconv.ErrorTypeKey.String(code))
 }

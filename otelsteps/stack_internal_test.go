@@ -26,3 +26,24 @@ func TestCutStack(t *testing.T) {
 		}
 	}
 }
+
+// A stack that is not valid UTF-8 (a file name) is exported with each run
+// of bad bytes made a U+FFFD, which OTLP's protobuf encoding requires; the
+// 2 bytes that adds to its 3 count in the cap.
+func TestCutStackNotUTF8(t *testing.T) {
+	stack := []byte("goroutine 1 [running]:\nmain.f()\n\t/x/\xffmain.go:3\n")
+	valid := "goroutine 1 [running]:\nmain.f()\n\t/x/\uFFFDmain.go:3\n"
+	for _, c := range []struct {
+		max  int
+		want string
+	}{
+		{0, valid},
+		{len(stack) + 2, valid},
+		{len(stack) + 1, "goroutine 1 [running]:\nmain.f()\n…"},
+		{3, "gor"},
+	} {
+		if got := cutStack(stack, c.max); got != c.want || (c.max > 0 && len(got) > c.max) {
+			t.Errorf("cutStack(%d) = %q, want %q", c.max, got, c.want)
+		}
+	}
+}
