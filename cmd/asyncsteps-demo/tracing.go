@@ -6,12 +6,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -74,7 +77,8 @@ func tracesURL(endpoint string) string {
 // function that flushes them and stops it (see stopTracing). It sets the
 // W3C TraceContext propagator globally, which otelhttp reads: without it,
 // no traceparent would be sent to the upstream nor read from the
-// gateway's clients. The failures of the exporter (a collector down) and
+// gateway's clients. The spans reach the exporter as valid UTF-8 (see
+// utf8Exporter). The failures of the exporter (a collector down) and
 // what the SDK cannot read of the environment are logged at Warn rather
 // than by otel's default logger, in the format of the gateway's log.
 // Nothing is connected to until the first export.
@@ -91,12 +95,155 @@ func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvide
 		// The batcher first: a span's end reaches the processors in
 		// this order, and once open forgets the span stopTracing may
 		// shut the batcher down, which drops what it is given after.
-		sdktrace.WithBatcher(exporter),
+		sdktrace.WithBatcher(utf8Exporter{exporter}),
 		sdktrace.WithSpanProcessor(open),
 		sdktrace.WithResource(tracingResource()),
 	)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	return tp, func() { stopTracing(tp, open, logger) }, nil
+}
+
+// utf8Exporter passes the spans on to the exporter it wraps with every
+// string they hold valid UTF-8: OTLP's protobuf encoding refuses a string
+// that is not, and with it the whole batch of spans. A client chooses the
+// bytes of its request's path, User-Agent and X-Forwarded-For, which
+// otelhttp records as they are: one request would lose the traces of all
+// the requests exported with it. Each run of bad bytes is made a U+FFFD.
+type utf8Exporter struct{ sdktrace.SpanExporter }
+
+// ExportSpans exports spans, those that hold bad bytes fixed in a copy:
+// the batch is the span processor's.
+func (e utf8Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	var fixed []sdktrace.ReadOnlySpan
+	for i, s := range spans {
+		if v, ok := validSpanOf(s); ok {
+			if fixed == nil {
+				fixed = slices.Clone(spans)
+			}
+			fixed[i] = v
+		}
+	}
+	if fixed != nil {
+		spans = fixed
+	}
+	return e.SpanExporter.ExportSpans(ctx, spans)
+}
+
+// validSpan is a span whose name, attributes, events, links and status
+// are those of the span it embeds made valid UTF-8.
+type validSpan struct {
+	sdktrace.ReadOnlySpan
+	name   string
+	attrs  []attribute.KeyValue
+	events []sdktrace.Event
+	links  []sdktrace.Link
+	status sdktrace.Status
+}
+
+func (s *validSpan) Name() string                     { return s.name }
+func (s *validSpan) Attributes() []attribute.KeyValue { return s.attrs }
+func (s *validSpan) Events() []sdktrace.Event         { return s.events }
+func (s *validSpan) Links() []sdktrace.Link           { return s.links }
+func (s *validSpan) Status() sdktrace.Status          { return s.status }
+
+// validSpanOf returns s made valid UTF-8, and true, if it is not.
+func validSpanOf(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
+	v := &validSpan{ReadOnlySpan: s, status: s.Status()}
+	var fixedName, fixedAttrs, fixedDesc bool
+	v.name, fixedName = validText(s.Name())
+	v.attrs, fixedAttrs = validAttributes(s.Attributes())
+	v.status.Description, fixedDesc = validText(v.status.Description)
+	fixedEvents, fixedLinks := false, false
+	events := s.Events()
+	for i, e := range events {
+		name, n := validText(e.Name)
+		attrs, a := validAttributes(e.Attributes)
+		if n || a {
+			if !fixedEvents {
+				events, fixedEvents = slices.Clone(events), true
+			}
+			events[i].Name, events[i].Attributes = name, attrs
+		}
+	}
+	links := s.Links()
+	for i, l := range links {
+		if attrs, a := validAttributes(l.Attributes); a {
+			if !fixedLinks {
+				links, fixedLinks = slices.Clone(links), true
+			}
+			links[i].Attributes = attrs
+		}
+	}
+	v.events, v.links = events, links
+	return v, fixedName || fixedAttrs || fixedDesc || fixedEvents || fixedLinks
+}
+
+// validAttributes returns attrs with their keys and texts valid UTF-8, in
+// a copy, and true, if any is not.
+func validAttributes(attrs []attribute.KeyValue) ([]attribute.KeyValue, bool) {
+	var fixed []attribute.KeyValue
+	for i, kv := range attrs {
+		key, k := validText(string(kv.Key))
+		value, ok := validValue(kv.Value)
+		if k || ok {
+			if fixed == nil {
+				fixed = slices.Clone(attrs)
+			}
+			fixed[i] = attribute.KeyValue{Key: attribute.Key(key), Value: value}
+		}
+	}
+	if fixed == nil {
+		return attrs, false
+	}
+	return fixed, true
+}
+
+// validValue returns v with its texts valid UTF-8, and true, if any is
+// not: a string, those of a slice of strings, and those within a slice
+// or a map of values.
+func validValue(v attribute.Value) (attribute.Value, bool) {
+	switch v.Type() {
+	case attribute.STRING:
+		if s, fixed := validText(v.AsString()); fixed {
+			return attribute.StringValue(s), true
+		}
+	case attribute.STRINGSLICE:
+		ss := v.AsStringSlice() // a copy
+		fixed := false
+		for i, s := range ss {
+			var f bool
+			ss[i], f = validText(s)
+			fixed = fixed || f
+		}
+		if fixed {
+			return attribute.StringSliceValue(ss), true
+		}
+	case attribute.SLICE:
+		vs := v.AsSlice()
+		fixed := false
+		for i, e := range vs {
+			var f bool
+			vs[i], f = validValue(e)
+			fixed = fixed || f
+		}
+		if fixed {
+			return attribute.SliceValue(vs...), true
+		}
+	case attribute.MAP:
+		if kvs, fixed := validAttributes(v.AsMap()); fixed {
+			return attribute.MapValue(kvs...), true
+		}
+	}
+	return v, false
+}
+
+// validText returns s with each run of bytes that are not UTF-8 made a
+// U+FFFD, and true, if s is not UTF-8.
+func validText(s string) (string, bool) {
+	if utf8.ValidString(s) {
+		return s, false
+	}
+	return strings.ToValidUTF8(s, string(utf8.RuneError)), true
 }
 
 // tracingResource returns the resource of the spans: service.name

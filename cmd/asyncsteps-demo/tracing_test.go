@@ -24,6 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -297,6 +299,97 @@ func TestTracingGivesOneTracePerRequest(t *testing.T) {
 			r.srv.Close()
 			noGoroutinesLeft(t, before)
 		})
+	}
+}
+
+// A request whose path, User-Agent or X-Forwarded-For is not UTF-8 (any
+// client may send one) has its server span exported with each run of bad
+// bytes in those attributes made a U+FFFD, and so have the spans it is
+// exported with. OTLP's protobuf encoding refuses a string that is not
+// UTF-8, and before, the exporter failed to encode the whole batch: the
+// request lost the traces of every request exported with it, the one
+// answered before it here.
+func TestTracingExportsARequestThatIsNotUTF8(t *testing.T) {
+	holdSpansUntilShutdown(t)
+	r := startOTLPReceiver(t)
+	g := runTraced(t, r, "-impl", "flows", "-upstream-fail", "0", "-upstream-latency", "0")
+	if status := g.get(t, "/quote?symbols=AAPL,MSFT"); status != http.StatusOK {
+		t.Fatalf("status %d, want 200", status)
+	}
+	req, err := http.NewRequest(http.MethodGet, g.url+"/quote%ff", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", "probe/\xfe1")
+	req.Header.Set("X-Forwarded-For", "\xff")
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("status %d, want 404", resp.StatusCode)
+	}
+	g.shutdown(t)
+	var answered []receivedSpan
+	bad := "none"
+	for _, s := range r.received(t) {
+		switch {
+		case s.attrs["url.path"] == "/quote\uFFFD":
+			bad = fmt.Sprintf("%s: user_agent.original=%q client.address=%q", s.name,
+				s.attrs["user_agent.original"], s.attrs["client.address"])
+		default:
+			answered = append(answered, s)
+		}
+	}
+	if want := "GET /: user_agent.original=\"probe/\uFFFD1\" client.address=\"\uFFFD\""; bad != want {
+		t.Errorf("the server span of the request not UTF-8: %s, want %s", bad, want)
+	}
+	if got := traceTree(t, answered); got != flowsTrace {
+		t.Errorf("the trace of the request answered before:\n%s\nwant:\n%s", got, flowsTrace)
+	}
+}
+
+// validSpanOf fixes every text a span exports: its name, the keys and
+// texts of its attributes (within slices and maps too), its events' names
+// and attributes, its links' attributes and its status description; and
+// leaves a span that is valid UTF-8 as it is.
+func TestValidSpanOf(t *testing.T) {
+	const bad, fixed = "a\xffb", "a\uFFFDb"
+	badAttrs := []attribute.KeyValue{
+		attribute.String("ok", "ok"), attribute.Int("n", 1), attribute.String(bad, bad),
+		attribute.StringSlice("ss", []string{"ok", bad}),
+		attribute.Slice("s", attribute.StringValue(bad), attribute.IntValue(2)),
+		attribute.Map("m", attribute.String("k", bad)),
+	}
+	fixedAttrs := []attribute.KeyValue{
+		attribute.String("ok", "ok"), attribute.Int("n", 1), attribute.String(fixed, fixed),
+		attribute.StringSlice("ss", []string{"ok", fixed}),
+		attribute.Slice("s", attribute.StringValue(fixed), attribute.IntValue(2)),
+		attribute.Map("m", attribute.String("k", fixed)),
+	}
+	span := tracetest.SpanStub{
+		Name:       bad,
+		Attributes: badAttrs,
+		Events:     []sdktrace.Event{{Name: "ok"}, {Name: bad, Attributes: badAttrs}},
+		Links:      []sdktrace.Link{{Attributes: badAttrs}},
+		Status:     sdktrace.Status{Code: codes.Error, Description: bad},
+	}.Snapshot()
+	v, ok := validSpanOf(span)
+	summary := func(s sdktrace.ReadOnlySpan) string {
+		return fmt.Sprint(s.Name(), s.Attributes(), s.Events()[1].Name, s.Events()[1].Attributes,
+			s.Links()[0].Attributes, s.Status())
+	}
+	want := fmt.Sprint(fixed, fixedAttrs, fixed, fixedAttrs, fixedAttrs, sdktrace.Status{Code: codes.Error, Description: fixed})
+	if got := summary(v); !ok || got != want {
+		t.Errorf("validSpanOf = %s, %v; want %s, true", got, ok, want)
+	}
+	if got := summary(span); got == want {
+		t.Errorf("validSpanOf changed the span it was given")
+	}
+	valid := tracetest.SpanStub{Name: "ok", Attributes: fixedAttrs}.Snapshot()
+	if _, ok := validSpanOf(valid); ok {
+		t.Errorf("validSpanOf fixed a span that is valid UTF-8")
 	}
 }
 
