@@ -213,7 +213,9 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 	}
 	if m.syncerName != nil {
 		if name := m.syncerName(obj); name != "" {
-			o = measuresOf(SyncKindKey.String(kind), SyncNameKey.String(name))
+			// A name is the application's text too: OTLP refuses
+			// one that is not UTF-8 with the whole export.
+			o = measuresOf(SyncKindKey.String(kind), SyncNameKey.String(validUTF8(name)))
 		}
 	}
 	m.syncWait.Record(context.Background(), waited.Seconds(), o.record...)

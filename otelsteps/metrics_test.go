@@ -484,3 +484,42 @@ func TestKeyedMutexWaitIsAMutexWait(t *testing.T) {
 		}
 	})
 }
+
+// A name SyncerName gives that is not UTF-8 (a KeyedMutex's key from a
+// request) is recorded with each run of bad bytes made a U+FFFD. Before,
+// it was recorded as it was, and the OTLP exporter's protobuf encoding
+// refused the whole export with it, at every collection from then on:
+// the series stays in a cumulative reader's state for good.
+func TestSyncerNameIsValidUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := newMetered()
+		tt := asyncsteps.NewTestTool()
+		m := asyncsteps.NewMutex(1)
+		tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			MeterProvider: mp,
+			SyncerName:    func(asyncsteps.Syncer) string { return "gate\xfe" },
+		}))
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) {
+			p := as.Parallel()
+			for range 2 {
+				p.Sync(m, func(as steps, _ ...any) {
+					as.WaitExternal()
+					as.Tool().Deferred(2*time.Second, func() { as.Success() })
+				})
+			}
+		})
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := describeLines([]string{
+			`asyncsteps.flow.duration{} count=1 sum=0`,
+			`asyncsteps.flow.ended{} 1`,
+			`asyncsteps.flow.started{} 1`,
+			"asyncsteps.sync.wait.duration{asyncsteps.sync.kind=mutex asyncsteps.sync.name=gate\uFFFD} count=1 sum=2",
+		})
+		if got := mp.read(t); got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}

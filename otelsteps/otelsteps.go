@@ -225,9 +225,10 @@ type Config struct {
 	// what its Key returns for the key), in the attribute
 	// asyncsteps.sync.name of the wait metric; "" leaves the name out.
 	// Each name is a series of its own: name a few shared gates, not one
-	// made per request. It runs on the flow's loop, at each wait; a panic
-	// in it fails the waiting step with an InternalError, as one in any
-	// SyncWait hook.
+	// made per request. A name that is not UTF-8 is recorded with each
+	// run of bad bytes made a U+FFFD. It runs on the flow's loop, at each
+	// wait; a panic in it fails the waiting step with an InternalError,
+	// as one in any SyncWait hook.
 	SyncerName func(obj asyncsteps.Syncer) string
 	// Now, if set, is the clock that times the spans (their start, their
 	// end and their events) and the flow duration metric, in place of the
