@@ -28,9 +28,10 @@ import (
 // which the error handler given to Sync sees first.
 //
 // Time is read from the [Tool] of the flows: the timer that ends a period
-// runs on the tool of the flow that started it (for a period begun by a flow
-// that found the one before over, ahead of its timer, on the tool of that
-// timer), so flows sharing one Throttle must use tools with the same clock
+// runs on the tool of the flow that started it (also for a period begun by
+// a flow that found the one before over, ahead of its timer, whose timer
+// then does nothing), or, for a period begun as one ends, of the first
+// flow it lets in, so flows sharing one Throttle must use tools with the same clock
 // (a [TestTool] gives virtual time to all the flows on it): a flow whose
 // clock is ahead finds every full period over, and ends it. If that tool is
 // a [Loop] that is closed before the period ends, the period still ends
@@ -77,10 +78,14 @@ type Throttle struct {
 	// nil in both windows, and a flow of the other clock must be refused
 	// there too.
 	clock clockKind
-	// outrun is set when a flow that came as the period ended ended it
-	// before its timer ran (see admit): the timer, when it runs, then
-	// times the period that flow began instead of ending it.
-	outrun bool
+	// gen counts the periods a flow outran (see admit): each such flow
+	// times the period it begins on its own tool, and the timer of the
+	// period it ended, which carries the gen it was armed in, does
+	// nothing when it runs or is dropped. That timer's tool is the one
+	// of a flow that may have ended long ago, which the Throttle must
+	// not use again: a foreign table's Tool (cabi) is valid only while
+	// the step it came from runs.
+	gen uint64
 	// untimed is set while the period runs on with no timer: the Loop it
 	// was timed on closed before ends, and no flow waited to time the
 	// rest of it on its own tool. The queue holds none but flows of
@@ -182,10 +187,10 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 	if t.untimed {
 		t.endUntimedIfOver(now)
 	}
-	if t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends) {
+	outran := t.running && !t.ends.IsZero() && !now.IsZero() && !now.Before(t.ends)
+	if outran {
 		admitted = t.nextPeriod(nil)
-		// The timer still armed times the period begun now.
-		t.ends, t.outrun, t.running = now.Add(t.periodLen()), true, true
+		t.outrun(tool, now)
 	}
 	settled, start, armRest := true, false, false
 	switch {
@@ -212,19 +217,28 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 			t.untimed, t.timedOn = false, tool
 		}
 	}
-	ends := t.ends
+	ends, gen := t.ends, t.gen
 	t.mu.Unlock()
 	if start {
 		t.begun()
 		t.arm(tool)
 	}
-	if armRest {
-		t.armUntil(tool, ends)
+	if armRest || outran {
+		t.armUntil(tool, ends, gen)
 	}
 	for _, as := range admitted {
 		as.Success()
 	}
 	return settled
+}
+
+// outrun begins, with mu held, the period that a flow on tool opens at
+// now, the one before over by the clock, its timer not run yet: the new
+// period is timed on tool, which the caller arms, as the flow runs its
+// step; the old timer, of an older gen, does nothing.
+func (t *Throttle) outrun(tool Tool, now time.Time) {
+	t.gen++
+	t.ends, t.timedOn, t.clock, t.running = now.Add(t.periodLen()), tool, clockKindOf(tool), true
 }
 
 // endUntimedIfOver ends the untimed period, with mu held, if it is over
@@ -264,26 +278,22 @@ func (t *Throttle) nextPeriod(tool *Tool) []AsyncSteps {
 	return admitted
 }
 
-// periodOver runs as the current period's timer ends it, on the loop of
-// the tool that armed it, or at once when that timer will never run
-// (dropped): the next period starts now, timed on the tool of the first
-// waiter it lets in, or the Throttle goes idle. A timer that a flow
-// outran (see admit) times the period that flow began instead, unless
-// dropped.
-func (t *Throttle) periodOver(dropped bool) {
+// periodOver runs as the timer armed in gen ends the current period, on
+// the loop of the tool that armed it, or at once when that timer will
+// never run (dropped): the next period starts now, timed on the tool of
+// the first waiter it lets in, or the Throttle goes idle. The timer of a
+// period that a flow outran (see admit) does nothing: that flow times the
+// period it began.
+func (t *Throttle) periodOver(gen uint64, dropped bool) {
 	t.mu.Lock()
+	if gen != t.gen {
+		t.mu.Unlock()
+		return
+	}
 	if dropped && t.outlivesItsLoop() {
 		t.timeRest()
 		return
 	}
-	if t.outrun && !dropped {
-		t.outrun = false
-		tool, ends := t.timedOn, t.ends
-		t.mu.Unlock()
-		t.armUntil(tool, ends)
-		return
-	}
-	t.outrun = false
 	var next Tool
 	admitted := t.nextPeriod(&next)
 	t.ends, t.timedOn = time.Time{}, nil // unknown until next's timer is armed
@@ -327,11 +337,11 @@ func (t *Throttle) timeRest() {
 			break
 		}
 	}
-	t.outrun, t.timedOn, t.untimed = false, tool, tool == nil
-	ends := t.ends
+	t.timedOn, t.untimed = tool, tool == nil
+	ends, gen := t.ends, t.gen
 	t.mu.Unlock()
 	if tool != nil {
-		t.armUntil(tool, ends)
+		t.armUntil(tool, ends, gen)
 	}
 }
 
@@ -347,32 +357,42 @@ func (t *Throttle) begun() {
 	}
 }
 
-// arm times a period that starts now on tool.
-func (t *Throttle) arm(tool Tool) { t.armUntil(tool, time.Time{}) }
-
-// armUntil times the current period on tool until ends on its clock, or,
-// when ends is zero, for a whole period from now, which it records as the
-// period's end. A timer that never runs (a Loop closed before or after
-// arming, a TestTool reset) goes to periodOver as dropped: the rest of a
-// period timed on a closing Loop is timed elsewhere (timeRest); on
-// another tool the period ends at once rather than keep the Throttle
-// full for good, since a flow that waits for it may run on another tool.
-func (t *Throttle) armUntil(tool Tool, ends time.Time) {
+// arm times a period that starts now on tool, for a whole period, whose
+// end it records. No flow can outrun the period before: its end is
+// unknown until then.
+func (t *Throttle) arm(tool Tool) {
 	d := t.periodLen()
 	now := clockOf(tool)
-	if ends.IsZero() {
-		t.mu.Lock()
-		if !now.IsZero() {
-			t.ends = now.Add(d)
-		}
-		t.timedOn = tool
-		t.mu.Unlock()
-	} else if !now.IsZero() {
+	t.mu.Lock()
+	if !now.IsZero() {
+		t.ends = now.Add(d)
+	}
+	t.timedOn = tool
+	gen := t.gen
+	t.mu.Unlock()
+	t.schedule(tool, d, gen)
+}
+
+// armUntil times the current period, of gen, on tool until ends on its
+// clock.
+func (t *Throttle) armUntil(tool Tool, ends time.Time, gen uint64) {
+	d := t.periodLen()
+	if now := clockOf(tool); !now.IsZero() {
 		d = ends.Sub(now)
 	}
-	h := schedulerOf(tool).deferred(d, periodEnd{t})
+	t.schedule(tool, d, gen)
+}
+
+// schedule arms the timer of gen's period on tool, due in d. A timer that
+// never runs (a Loop closed before or after arming, a TestTool reset)
+// goes to periodOver as dropped: the rest of a period timed on a closing
+// Loop is timed elsewhere (timeRest); on another tool the period ends at
+// once rather than keep the Throttle full for good, since a flow that
+// waits for it may run on another tool.
+func (t *Throttle) schedule(tool Tool, d time.Duration, gen uint64) {
+	h := schedulerOf(tool).deferred(d, periodEnd{t, gen})
 	if _, closed := h.(deadHandle); closed {
-		t.periodOver(true)
+		t.periodOver(gen, true)
 	}
 }
 
@@ -425,11 +445,15 @@ func clockOf(tool Tool) (now time.Time) {
 	return tool.Now()
 }
 
-// periodEnd is the timer task that ends a Throttle's period.
-type periodEnd struct{ t *Throttle }
+// periodEnd is the timer task that ends a Throttle's period, armed in
+// gen.
+type periodEnd struct {
+	t   *Throttle
+	gen uint64
+}
 
-func (p periodEnd) run()     { p.t.periodOver(false) }
-func (p periodEnd) dropped() { p.t.periodOver(true) }
+func (p periodEnd) run()     { p.t.periodOver(p.gen, false) }
+func (p periodEnd) dropped() { p.t.periodOver(p.gen, true) }
 
 // leave takes a waiting entry out of the queue. An entry that has entered
 // stays counted in its period: there is nothing to give back.

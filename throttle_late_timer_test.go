@@ -90,3 +90,77 @@ func twoLoops(t *testing.T) (*asyncsteps.Loop, *asyncsteps.Loop) {
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
+
+// stepTool is the Tool of one flow, as a foreign table's is: it wraps a
+// TestTool (in a field: embedded, the engine would use the TestTool
+// itself) and, once the test marks it dead (its flow has ended, and a
+// foreign table would have freed the step it came from), records every
+// use of it in late.
+type stepTool struct {
+	tt   *asyncsteps.TestTool
+	name string
+	dead bool
+	late *[]string
+}
+
+func (s *stepTool) use(m string) {
+	if s.dead {
+		*s.late = append(*s.late, s.name+"."+m)
+	}
+}
+
+func (s *stepTool) Immediate(f func()) asyncsteps.Handle {
+	s.use("Immediate")
+	return s.tt.Immediate(f)
+}
+
+func (s *stepTool) Deferred(d time.Duration, f func()) asyncsteps.Handle {
+	s.use("Deferred")
+	return s.tt.Deferred(d, f)
+}
+
+func (s *stepTool) IsSameThread() bool { s.use("IsSameThread"); return s.tt.IsSameThread() }
+func (s *stepTool) Now() time.Time     { s.use("Now"); return s.tt.Now() }
+
+// A flow that comes as a period ends, before its timer runs, times the
+// period it opens on its own tool: the timer of the period that is over
+// does nothing when it runs. Before, that timer timed the new period on
+// the tool of the flow that had opened the old one, long ended: a use
+// after free for the Tool of a foreign table's step (cabi), which the
+// table frees with the step. Each flow's tool here is marked dead once
+// its flow has ended; no dead tool may be used.
+func TestThrottleOutrunPeriodIsTimedOnALiveTool(t *testing.T) {
+	var tr tracer
+	var late []string
+	tt := asyncsteps.NewTestTool()
+	th := asyncsteps.NewThrottle(1, 100*time.Millisecond)
+	tools := map[string]*stepTool{}
+	ends := map[string]<-chan asyncsteps.Result{}
+	enter := func(name string) {
+		tool := &stepTool{tt: tt, name: name, late: &late}
+		tools[name] = tool
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Sync(th, func(steps, ...any) { tr.addf("%s@%d", name, at(tt)) })
+		ends[name] = r.Promise()
+	}
+	kill := func(name string) {
+		if len(ends[name]) != 1 {
+			t.Errorf("%s's flow has not ended at %d", name, at(tt))
+		}
+		tools[name].dead = true
+	}
+	tt.Deferred(100*time.Millisecond, func() { enter("b") }) // before a's timer, at one instant
+	enter("a")                                               // the period runs until 100
+	tt.Deferred(50*time.Millisecond, func() { kill("a") })
+	tt.Deferred(150*time.Millisecond, func() { kill("b"); enter("c") }) // b's period runs until 200
+	tt.Deferred(250*time.Millisecond, func() { kill("c"); enter("d") }) // c's until 300
+	tt.Deferred(350*time.Millisecond, func() { kill("d") })
+	drive(t, tt)
+	if got, want := tr.String(), "a@0,b@100,c@200,d@300"; got != want {
+		t.Errorf("entries: %s, want %s", got, want)
+	}
+	if late != nil {
+		t.Errorf("dead tools used: %v", late)
+	}
+	syncWantIdle(t, tt)
+}
