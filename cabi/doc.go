@@ -130,6 +130,32 @@
 // sched_cancel a cancelled callback still runs nothing when the table
 // runs it, and without sched_is_valid a handle is valid until its
 // callback has run or been cancelled, as the library keeps track of it.
+// The Tool of a Go callback's AsyncSteps, and the Tool of a Root that
+// NewInstance makes there, call the table with the step's pointer, and
+// are valid while the step runs: until it completes, or, if it added
+// sub-steps, until they end. The table frees the pointer as the step
+// ends (the C++ reference implementation's sched_* and is_same_thread
+// read it), so once the library sees the step over (a Success or Error
+// made, an implicit success, its sub-steps ended, its Go cancel handler
+// run, an error handler that returned with the error going on, the
+// flow's state cleaned up), the Tool calls the table no more: Immediate
+// and Deferred panic ("cabi: the Tool of a foreign step used after the
+// step ended: the table may have freed it"), so that such a Root panics
+// as it starts and does not run, a step timeout on it fails its step,
+// and a completion handed to it from another goroutine is logged and
+// lost, as the engine documents for a Tool that has stopped;
+// IsSameThread is false, and a handle it gave is cancelled without the
+// table. A flow that runs on such a Tool as the step ends stops there
+// (its next callback cannot be scheduled; the panic is logged): run a
+// Go flow that must outlive the step on a Loop of its own. The library
+// cannot see the end of a step that the table ends by itself while it
+// waits with the table's waitExternal and no Go cancel handler (a
+// timeout, a cancel), nor, until the table cleans up the flow, that of
+// a step that added sub-steps whose error unwinds past it to no Go
+// error handler: a Tool kept from such a step must not be used after
+// it. The Tool of
+// a pointer Wrap was given (a root, a step C gave Go) is valid while
+// that pointer is.
 //
 // The table's other functions may be NULL as well: the library never
 // calls a NULL one, and a Go call that needs it never does nothing in its

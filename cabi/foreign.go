@@ -141,6 +141,26 @@ type fcall struct {
 	endMu   sync.Mutex
 	pending string
 	flow    atomic.Pointer[flowVar] // the flow's state variable, once seen (see foreign.flow)
+	// toolTaken is set once the step's Tool (or a NewInstance on it) is
+	// taken, so that the step's end is marked also when it completes
+	// with sub-steps (see settle); gone marks an end that completed does
+	// not (see over).
+	toolTaken atomic.Bool
+	gone      atomic.Bool
+}
+
+// over reports whether the table may have ended the step, and freed its
+// pointer, as far as the library can tell: it has completed (a Success,
+// an Error, a cancel handler's run, the table done with it) and its
+// callback has returned; or, having added sub-steps, they have ended, or
+// the callback, an error handler's, returned without completing; or the
+// table has cleaned up the flow. A Tool taken from the step is dead then
+// (see foreignTool).
+func (cb *fcall) over() bool {
+	if fv := cb.flow.Load(); fv != nil && fv.released.Load() {
+		return true
+	}
+	return cb.gone.Load() || cb.completed.Load() && !cb.active.Load()
 }
 
 // end marks the callback returned, after any other goroutine's
@@ -449,8 +469,8 @@ func (w *foreign) settle() {
 		// The cancel handler's stays in cb too, for finish, should a
 		// sub-step fail: then dropRecsStep never runs.
 		recs := [...]uint64{cb.rec.Swap(0), cb.cancelRec.Load()}
-		if recs != [2]uint64{} {
-			w.addRaw(&frec{step: dropRecsStep(recs)}, false)
+		if recs != [2]uint64{} || cb.toolTaken.Load() {
+			w.addRaw(&frec{step: dropRecsStep(cb, recs)}, false)
 		}
 		return
 	}
@@ -528,8 +548,9 @@ func (cb *fcall) dropSubRecs() {
 // cleanup left to its next receiver, once. With nothing to pass on it
 // completes by settle's implicit success, which names what a table
 // without success lacks as for any other step.
-func dropRecsStep(recs [2]uint64) asyncsteps.StepFunc {
+func dropRecsStep(cb *fcall, recs [2]uint64) asyncsteps.StepFunc {
 	return func(as asyncsteps.AsyncSteps, args ...any) {
+		cb.gone.Store(true) // its sub-steps have ended: see fcall.over
 		dropRec(recs[0])
 		dropRec(recs[1])
 		if len(args) > 0 {
@@ -591,8 +612,25 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 	w.run(func() { r.onerror(w, c) })
 	if w.cb.completed.Load() {
 		w.endCompleted()
+	} else {
+		w.endHandler()
 	}
 	w.cb.attach()
+}
+
+// endHandler ends the callback of an error handler that has not
+// completed: the error goes on as it returns, so the handler is over
+// (see fcall.over); one that added sub-steps is over once they end, which
+// a last sub-step marks if the handler's Tool was taken.
+func (w *foreign) endHandler() {
+	cb := w.cb
+	if !cb.added.Load() {
+		cb.gone.Store(true)
+		return
+	}
+	if cb.toolTaken.Load() {
+		w.addRaw(&frec{step: dropRecsStep(cb, [2]uint64{})}, false)
+	}
 }
 
 //export cabiForeignCancel
@@ -1051,12 +1089,16 @@ func callAwait(ctx context.Context, f asyncsteps.AwaitFunc) (v any, err error) {
 	return f(ctx)
 }
 
-// NewInstance implements [asyncsteps.AsyncSteps]: a Go root on w.Tool().
-// On a table whose event loop cannot run a flow (see foreignTool)
-// it is a misuse, which names the missing function: the Root it returns
-// would never start.
+// NewInstance implements [asyncsteps.AsyncSteps]: a Go root on w.Tool(),
+// which runs while w's step does (see foreignTool). On a table whose
+// event loop cannot run a flow (see foreignTool) it is a misuse, which
+// names the missing function: the Root it returns would never start. On
+// a step that is over, the table is not asked: the Root's start panics.
 func (w *foreign) NewInstance() *asyncsteps.Root {
-	tool := foreignTool{p: w.p}
+	tool := w.tool()
+	if tool.over() {
+		return asyncsteps.New(asyncsteps.WithTool(tool))
+	}
 	if missing := tool.missing(false); missing != "" {
 		w.misuse("NewInstance: the foreign table has no " + missing + ": a Root on its Tool cannot run")
 	}
@@ -1084,8 +1126,18 @@ func (w *foreign) IsValid() bool {
 }
 
 // Tool implements [asyncsteps.AsyncSteps]: the foreign table's sched_*
-// functions, valid while the wrapped pointer is.
-func (w *foreign) Tool() asyncsteps.Tool { return foreignTool{p: w.p} }
+// functions, valid while the wrapped pointer is: for a Go callback's
+// AsyncSteps, while its step runs (see foreignTool).
+func (w *foreign) Tool() asyncsteps.Tool { return w.tool() }
+
+// tool returns the Tool of w, and notes that it was taken (see
+// fcall.toolTaken).
+func (w *foreign) tool() foreignTool {
+	if cb := w.call(); cb != nil {
+		cb.toolTaken.Store(true)
+	}
+	return foreignTool{w: w}
+}
 
 // completeOnce marks w's step completed, and reports whether it was not
 // yet. The record of its Go cancel handler stays: a step that fails
@@ -1439,7 +1491,29 @@ func (w *foreign) Continue(label ...string) {
 // table without sched_cancel still cancels: the callback's record goes,
 // and the callback finds nothing to run when the table runs it; without
 // sched_is_valid a handle is valid while its record is.
-type foreignTool struct{ p *C.FutoInAsyncSteps }
+//
+// The Tool of a Go callback's AsyncSteps calls the table with the step's
+// pointer, which the table frees as the step ends (the C++ reference
+// implementation's sched_* and is_same_thread read it). Once the step is
+// over as far as the library can tell (see fcall.over), the tool calls
+// the table no more: Immediate and Deferred panic, as the engine
+// documents for a Tool that has stopped (a Root's start panics and is
+// undone, a step's SetTimeout fails the step, a completion handed from
+// another goroutine is logged and lost), IsSameThread is false, and the
+// handles it gave let the table be (Cancel drops the callback's record
+// only). A handle that never ran its callback would leave a Root started
+// on it running for good, in silence. The Tool of a pointer that Wrap
+// was given (a root, a step C gave Go) is valid while that pointer is.
+type foreignTool struct{ w *foreign }
+
+// overInfo is the panic of a foreignTool whose step is over.
+const overInfo = "cabi: the Tool of a foreign step used after the step ended: the table may have freed it"
+
+// over reports whether the step the tool was taken from is over.
+func (t foreignTool) over() bool {
+	cb := t.w.call()
+	return cb != nil && cb.over()
+}
 
 func (t foreignTool) Immediate(f func()) asyncsteps.Handle { return t.sched(false, 0, f) }
 
@@ -1450,7 +1524,7 @@ func (t foreignTool) Deferred(d time.Duration, f func()) asyncsteps.Handle {
 // missing names the first function the table lacks to run a callback
 // (or, with deferred, to time one); "" when it has them.
 func (t foreignTool) missing(deferred bool) string {
-	if name := C.cabi_f_sched_missing(t.p, boolInt(deferred)); name != nil {
+	if name := C.cabi_f_sched_missing(t.w.p, boolInt(deferred)); name != nil {
 		return C.GoString(name)
 	}
 	return ""
@@ -1460,9 +1534,12 @@ func (t foreignTool) missing(deferred bool) string {
 // in the call that uses them, not by a call of their own: a callback a
 // flow schedules costs one cgo call.
 func (t foreignTool) sched(deferred bool, ms uint32, f func()) asyncsteps.Handle {
+	if t.over() {
+		panic(overInfo)
+	}
 	id := putRec(&frec{sched: f})
-	h := &foreignHandle{p: t.p, rec: id}
-	if missing := C.cabi_f_sched(t.p, C.uint32_t(ms), boolInt(deferred), C.uint64_t(id), &h.h); missing != nil {
+	h := &foreignHandle{tool: t, rec: id}
+	if missing := C.cabi_f_sched(t.w.p, C.uint32_t(ms), boolInt(deferred), C.uint64_t(id), &h.h); missing != nil {
 		dropRec(id)
 		what := "run"
 		if deferred {
@@ -1474,29 +1551,36 @@ func (t foreignTool) sched(deferred bool, ms uint32, f func()) asyncsteps.Handle
 }
 
 // IsSameThread implements [asyncsteps.Tool]; false for a table without
-// is_same_thread, whose Tool runs nothing (see foreignTool).
-func (t foreignTool) IsSameThread() bool { return C.cabi_f_is_same_thread(t.p) == 1 }
+// is_same_thread, whose Tool runs nothing, and once the tool's step is
+// over (see foreignTool).
+func (t foreignTool) IsSameThread() bool {
+	return !t.over() && C.cabi_f_is_same_thread(t.w.p) == 1
+}
 
 func (t foreignTool) Now() time.Time { return time.Now() }
 
 type foreignHandle struct {
-	p   *C.FutoInAsyncSteps
-	h   C.FutoInHandle
-	rec uint64
+	tool foreignTool
+	h    C.FutoInHandle
+	rec  uint64
 }
 
 // Cancel drops the callback's record, so that the callback runs nothing
-// when the table runs it, also for a table without sched_cancel.
+// when the table runs it, also for a table without sched_cancel, or once
+// the tool's step is over, when the table is not called.
 func (h *foreignHandle) Cancel() {
 	if h.rec != 0 {
-		C.cabi_f_sched_cancel(h.p, &h.h)
+		if !h.tool.over() {
+			C.cabi_f_sched_cancel(h.tool.w.p, &h.h)
+		}
 		dropRec(h.rec)
 	}
 }
 
 // IsValid reports whether the callback is still to run: its record is
 // kept (dropped as it runs or is cancelled), and the table, if it has
-// sched_is_valid (-1 without), says so too.
+// sched_is_valid (-1 without) and the tool's step is not over, says so
+// too.
 func (h *foreignHandle) IsValid() bool {
-	return h.rec != 0 && getRec(h.rec) != nil && C.cabi_f_sched_is_valid(h.p, &h.h) != 0
+	return h.rec != 0 && getRec(h.rec) != nil && (h.tool.over() || C.cabi_f_sched_is_valid(h.tool.w.p, &h.h) != 0)
 }

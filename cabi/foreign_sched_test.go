@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -196,6 +197,106 @@ func TestForeignToolHandlesWithoutCancelOrIsValid(t *testing.T) {
 			}
 			if want := []string{"Immediate kept", "Deferred kept"}; !reflect.DeepEqual(ran, want) {
 				t.Errorf("ran %q, want %q", ran, want)
+			}
+		})
+	}
+}
+
+// keptTool is what a Go step of a foreign table keeps of itself to use
+// once the step is over: its Tool, a Root NewInstance made on it, and a
+// handle of a callback it scheduled.
+type keptTool struct {
+	tool asyncsteps.Tool
+	inst *asyncsteps.Root
+	h    asyncsteps.Handle
+}
+
+// keep takes as's Tool and the rest; the tool works while the step runs.
+func (k *keptTool) keep(t *testing.T, as asyncsteps.AsyncSteps) {
+	k.tool, k.inst = as.Tool(), as.NewInstance()
+	k.h = k.tool.Deferred(time.Hour, func() { t.Error("a cancelled callback ran") })
+	if !k.h.IsValid() {
+		t.Error("a callback scheduled while the step runs is not valid")
+	}
+}
+
+// check uses what keep kept, the step over, and reports what it saw.
+func (k *keptTool) check() string {
+	panicOf := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	k.inst.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.Log("go: VIOLATION: the instance ran") })
+	k.h.Cancel()
+	return fmt.Sprintf("Immediate: %v; Deferred: %v; IsSameThread %v; handle valid %v; Execute: %v, running %v",
+		panicOf(func() { k.tool.Immediate(func() {}) }),
+		panicOf(func() { k.tool.Deferred(time.Second, func() {}) }),
+		k.tool.IsSameThread(), k.h.IsValid(), panicOf(k.inst.Execute), k.inst.Running())
+}
+
+// The Tool of a Go step of a foreign table calls the table with the
+// step's pointer, which the table frees as the step ends (the C++
+// reference implementation's sched_* and is_same_thread read it; the
+// fake's steps are locals of its loop). Kept and used once the step is
+// over (it completed, or its sub-steps ended, or, an error handler's,
+// it returned with the error going on), it calls the table no more:
+// Immediate and Deferred panic, IsSameThread is false, a handle it gave
+// is cancelled without the table, and a Root that NewInstance made on
+// the step panics as it starts, and does not run. While the step runs,
+// under its sub-steps too, the tool schedules through the table. Before,
+// every call went to the table through the freed pointer.
+func TestForeignToolOfAStepThatIsOver(t *testing.T) {
+	const over = "cabi: the Tool of a foreign step used after the step ended: the table may have freed it"
+	want := fmt.Sprintf("Immediate: %s; Deferred: %s; IsSameThread false; handle valid false; Execute: %s, running false",
+		over, over, over)
+	for _, c := range []struct {
+		name  string
+		build func(t *testing.T, w asyncsteps.AsyncSteps, k *keptTool, got *string)
+	}{
+		{"success", func(t *testing.T, w asyncsteps.AsyncSteps, k *keptTool, got *string) {
+			w.Add(func(as asyncsteps.AsyncSteps, _ ...any) { k.keep(t, as); as.Success() })
+			w.Add(func(asyncsteps.AsyncSteps, ...any) { *got = k.check() })
+		}},
+		{"implicit success", func(t *testing.T, w asyncsteps.AsyncSteps, k *keptTool, got *string) {
+			w.Add(func(as asyncsteps.AsyncSteps, _ ...any) { k.keep(t, as) })
+			w.Add(func(asyncsteps.AsyncSteps, ...any) { *got = k.check() })
+		}},
+		{"sub-steps", func(t *testing.T, w asyncsteps.AsyncSteps, k *keptTool, got *string) {
+			w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				k.keep(t, as)
+				as.Add(func(asyncsteps.AsyncSteps, ...any) {
+					if h := k.tool.Immediate(func() {}); !h.IsValid() {
+						t.Error("the tool does not work under the step's sub-steps")
+					}
+				})
+			})
+			w.Add(func(asyncsteps.AsyncSteps, ...any) { *got = k.check() })
+		}},
+		{"error handler", func(t *testing.T, w asyncsteps.AsyncSteps, k *keptTool, got *string) {
+			w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Failed") },
+					func(as asyncsteps.AsyncSteps, _ string) { k.keep(t, as) }) // the error goes on
+			}, func(as asyncsteps.AsyncSteps, _ string) {
+				*got = k.check()
+				as.Success()
+			})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, root := schedTool(t)
+			var k keptTool
+			var got string
+			c.build(t, cabi.Wrap(root), &k, &got)
+			ctest.FakeRun(root)
+			if got != want {
+				t.Errorf("once the step is over:\n got %s\nwant %s", got, want)
+			}
+			ctest.SchedRun()
+			for _, l := range ctest.Lines() {
+				if strings.Contains(l, "VIOLATION") {
+					t.Error(l)
+				}
 			}
 		})
 	}
