@@ -97,10 +97,13 @@
 // cancel handler of a step that failed, kept for a table that runs it,
 // as the C++ one does; the functions of sub-steps dropped unrun) goes
 // sooner, once the table is done with the step: as the step's own error
-// handler starts, or as the loop the step is in, or under, goes on to
-// its next iteration or ends. So a long-lived flow's loop keeps nothing
-// of its past iterations. A Go step whose cancel handler the table runs
-// (a Go one, or the one WaitExternal sets on a table without
+// handler starts, or as the Go loop (Loop, Repeat, ForEach) the step is
+// in, or under, goes on to its next iteration or ends. So a long-lived
+// flow's Go loop keeps nothing of its past iterations. A loop of the
+// table's own (a C step's) tells Go nothing of its iterations: what the
+// Go steps added in its body through Wrap keep goes as their own error
+// handler starts, or with the flow. A Go step whose cancel handler the
+// table runs (a Go one, or the one WaitExternal sets on a table without
 // waitExternal) is over from then on, and so is one the table is done
 // with so: a Success or Error on it from another goroutine (an Await's,
 // whose context the handler cancels) has no effect and IsValid is

@@ -334,7 +334,8 @@ func newCall(bsi *C.FutoInAsyncSteps, rec uint64, from *frec) *foreign {
 //
 // A callback that keeps records as it returns is attached to the
 // callback that gave the record it ran from (its parent), which
-// finishes it with itself; one that keeps none costs nothing more.
+// finishes it with itself; one that keeps none is attached to nothing,
+// at the cost of a lock, and no allocation.
 
 // attach puts cb among its parent's kids if it keeps records; once.
 func (cb *fcall) attach() {
