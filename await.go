@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"runtime/debug"
+
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // This file holds typed helpers for Go code that meets a flow: waiting for a
@@ -28,7 +30,7 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 	if refusedExtraHandlers(as, "AwaitChan", onerror) {
 		return as
 	}
-	return as.Add(recvStep(func() <-chan T { return ch }, succeed[T], nil), onerror...)
+	return as.Add(recvStep(func(*stepAPI) <-chan T { return ch }, succeed[T], nil), onerror...)
 }
 
 // AwaitResult adds a step that waits for a [Result] from ch (typically the
@@ -55,7 +57,7 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 	if refusedExtraHandlers(as, "AwaitResult", onerror) {
 		return as
 	}
-	return as.Add(recvStep(func() <-chan Result { return ch }, complete, nil), onerror...)
+	return as.Add(recvStep(func(*stepAPI) <-chan Result { return ch }, complete, nil), onerror...)
 }
 
 // AwaitFlow adds a step that runs the flow other as a sub-flow: the step
@@ -72,6 +74,17 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // Cause the error other ended with), which tells it from the closing of
 // the step's own loop. An error other passes on from a flow of another
 // closed loop (one it awaited with AwaitResult) fails the step as it is.
+//
+// other runs under the values of the context of the flow that the step is
+// in: those of the context given to [Root.Run] (or [Root.PromiseContext]),
+// and what that flow's FlowStart hook added (see [Hooks]). So other's
+// hooks and its [AsyncSteps.Await] functions see them: a tracing hook
+// makes other's span a child of the awaiting flow's, and the request's
+// values (a tenant, a logger) reach other's functions. Values only: that
+// context's deadline and cancel do not reach other, which the step alone
+// cancels, as above. A step given through a decorator that does not
+// unwrap (see [Unwrapper]) has no flow the engine can see: other then
+// runs under context.Background()'s, as with Promise.
 func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 	if refusedExtraHandlers(as, "AwaitFlow", onerror) {
 		return as
@@ -82,8 +95,39 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 			as.Error(InternalError, "AwaitFlow: nil Root")
 		}, onerror...)
 	}
-	return as.Add(recvStep(other.Promise, completeAwaited(other), other), onerror...)
+	start := func(h *stepAPI) <-chan Result { return other.promiseUnder(subflowContext(h)) }
+	return as.Add(recvStep(start, completeAwaited(other), other), onerror...)
 }
+
+// subflowContext returns the context that the flow of an AwaitFlow step
+// h begins with: the values of h's flow's context (see flowContext),
+// without its deadline or cancel, and a token of this start under
+// toolinfo.SubflowKey. A hook that wraps otelsteps' may fail the
+// flow's start, whose StepError and FlowEnd then get this context, with
+// the awaiting flow's record of otelsteps in it: the token tells
+// otelsteps that that record is not the failed flow's. Without h (a
+// decorator that does not unwrap), context.Background()'s values. On
+// the loop, in the step's callback.
+func subflowContext(h *stepAPI) context.Context {
+	outer := context.Background()
+	if h != nil {
+		outer = h.fl.flowContext()
+	}
+	return &subflowCtx{Context: context.WithoutCancel(outer)}
+}
+
+// subflowCtx is the context of subflowContext, which is its own token.
+type subflowCtx struct{ context.Context }
+
+func (c *subflowCtx) Value(key any) any {
+	if key == (toolinfo.SubflowKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context, as those of the context package do.
+func (c *subflowCtx) String() string { return "asyncsteps.AwaitFlow context" }
 
 // completeAwaited returns complete for the step of AwaitFlow on other: a
 // flow ended by the closing of its loop names that loop as the awaited
@@ -109,7 +153,8 @@ func (r *Root) onClosedLoop() bool {
 }
 
 // recvStep returns a step that waits for one value from the channel open
-// returns and hands it to deliver, with the engine's step behind the
+// returns, given the engine's step (nil if unknown), and hands it to
+// deliver, with the engine's step behind the
 // step's AsyncSteps (see stepOf). owned, if not nil, is the flow the step
 // owns: it is cancelled when the step is.
 //
@@ -122,13 +167,13 @@ func (r *Root) onClosedLoop() bool {
 // this package (see Unwrapper), deliver calls the decorator's methods,
 // user code: it runs in a task on the flow's loop (see loopDelivery), not
 // on the waiting goroutine, which nothing recovers.
-func recvStep[T any](open func() <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root) StepFunc {
+func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := stepOf(as) // while the callback runs: see unwrapStep
 		// The step runs none of the user's functions: AsyncStack leaves
 		// it out, and ends with the step that called the helper.
 		runsFor(as, nil)
-		ch := open()
+		ch := open(h)
 		select {
 		case v := <-ch: // never ready on a nil channel
 			deliver(as, h, v)

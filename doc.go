@@ -178,7 +178,8 @@
 // [Mutex] slot taken around it stays taken until it has. Its error is
 // mapped to a FutoIn code by [ErrorFrom]. [AwaitChan],
 // [AwaitResult] and [AwaitFlow] wait for a channel or another flow in the
-// same way. [Root.RunHelping] waits like Run, and runs the flow's Await
+// same way; the flow AwaitFlow runs sees the values of the awaiting
+// flow's context, not its deadline. [Root.RunHelping] waits like Run, and runs the flow's Await
 // functions on its caller's goroutine meanwhile, one at a time, so that a
 // server that runs a flow per request on the request's goroutine holds no
 // other goroutine for it; it returns only once the function it runs has

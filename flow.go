@@ -205,7 +205,7 @@ func (fl *flow) flowContext() context.Context {
 // hooks observing it need.
 type waiter struct {
 	promise   chan Result     // Run: the flow's promise, which Run waits on
-	ctx       context.Context // Run's context, for its deadline, and its values unless hookCtx is set; never cancels steps by itself
+	ctx       context.Context // Run's context (for AwaitFlow's flow, the awaiting flow's values: see subflowContext), for its deadline, and its values unless hookCtx is set; never cancels steps by itself
 	unhandled func(*Error)    // ExecuteWith: in place of the Root's own
 	late      *lateRun        // set once Run's deadline has passed: waits time out (on the loop)
 	helper                    // RunHelping's goroutine, which runs the Await functions (helping.go)

@@ -35,7 +35,7 @@ func (x *flowRun) hooks() *asyncsteps.Hooks {
 			x.flowsBegun++
 			x.hookEvent(ff.FlowStartEvent(k))
 			if x.p.FlowStartPanics(k) {
-				x.failedStart = k // its StepError and FlowEnd get ctx
+				x.failedStart, x.failedCtx = k, ctx // its StepError and FlowEnd get ctx
 				panic(ff.FlowStartPanicValue(k))
 			}
 			return context.WithValue(ctx, flowKey{}, k)
@@ -96,7 +96,13 @@ func (x *flowRun) hookEvent(ev string) {
 }
 
 // flowOf returns the number FlowStart gave the flow whose context is ctx.
+// A flow whose FlowStart failed has the context it was given, which, for
+// one of AwaitFlow, holds the number of the flow that awaits it: ctx
+// itself tells it.
 func (x *flowRun) flowOf(ctx context.Context) int {
+	if x.failedStart > 0 && ctx == x.failedCtx {
+		return x.failedStart
+	}
 	k, ok := ctx.Value(flowKey{}).(int)
 	switch {
 	case ok:

@@ -163,10 +163,12 @@ type flowRun struct {
 	p     *ff.Program
 	byRun bool // the program runs by Run
 	// With p.Hooks: the flows begun in the run (see ff.FlowStartEvent),
-	// the last whose FlowStart panicked, the calls of the Await hooks
-	// (under awaitMu) and the hook calls after the flow ended.
+	// the last whose FlowStart panicked and the context it was given, the
+	// calls of the Await hooks (under awaitMu) and the hook calls after
+	// the flow ended.
 	flowsBegun  int
 	failedStart int // the last flow whose FlowStart panicked
+	failedCtx   context.Context
 	awaitCalls  []*awaitCall
 	late        []string
 
@@ -287,7 +289,7 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	}
 	x.start, x.root = x.tt.Now(), r
 	x.trace, x.ended, x.end, x.handles, x.steps, x.problems = nil, false, "", nil, nil, nil
-	x.flowsBegun, x.failedStart, x.awaitCalls, x.late = 0, 0, nil, nil
+	x.flowsBegun, x.failedStart, x.failedCtx, x.awaitCalls, x.late = 0, 0, nil, nil, nil
 	x.handles = append(x.handles, x.tt.Deferred(ms(p.CancelAt), r.Cancel))
 	x.armShared()
 	results := 0

@@ -35,7 +35,9 @@ import (
 //
 // The context of a flow is the context given to [Root.Run] (or
 // [Root.RunHelping], [Root.PromiseContext]), or context.Background() for
-// Execute and Promise, as returned by FlowStart:
+// Execute and Promise, or for a flow run by [AwaitFlow] the values of the
+// awaiting flow's context (what its FlowStart added included, without
+// its deadline or cancel), as returned by FlowStart:
 // it is what the flow's other hooks receive, and what the functions of its
 // [AsyncSteps.Await] steps see the values of. Its values only: the flow is
 // timed and stopped by Run's context alone, so a deadline or a cancel of
@@ -51,7 +53,9 @@ type Hooks struct {
 	// or runtime.Goexit in it fails the flow with an InternalError before
 	// its first step, as one in a step fails the step; FlowEnd still sees
 	// the flow end, as StepError sees the error, with ctx: what a hook put
-	// in the context it did not return (a span to end) is not there. One
+	// in the context it did not return (a span to end) is not there, but
+	// what the hooks of an awaiting flow put in its own may be (for a flow
+	// run by AwaitFlow, or by an Await function under its context). One
 	// that drives its [TestTool] into its own flow (a misuse: a cancel
 	// queued for it) runs none of the flow's events, which wait until it
 	// returns, and fails the flow likewise, as a step that does so fails,

@@ -215,6 +215,16 @@ func (r *Root) Promise() <-chan Result {
 	return ch
 }
 
+// promiseUnder starts the flow like Promise, under ctx, which gives it
+// values only (no deadline, no cancel): AwaitFlow's start, under the
+// values of the awaiting flow's context (see subflowContext). It panics
+// as Promise does, naming Promise, if the flow is already running.
+func (r *Root) promiseUnder(ctx context.Context) <-chan Result {
+	ch := make(chan Result, 1)
+	r.startIn(&waiter{ctx: ctx}, ch, "Promise")
+	return ch
+}
+
 // startIn starts an execution, with w as what it reports to beyond the
 // Root's own unhandled-error function (nil: nothing), and promise as where
 // its Result goes (nil: to the unhandled-error function); method names

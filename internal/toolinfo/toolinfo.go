@@ -223,3 +223,14 @@ var BeforeStop func(tool any, fn func()) (set bool)
 // nil: package otelsteps times a key's waits as a Mutex's, and package
 // cabi refuses a nil one's key as the engine does.
 var KeyedMutexKey func(obj any) (isKey, nilMutex bool)
+
+// SubflowKey is the key under which the context that a flow run by
+// asyncsteps.AwaitFlow begins with (what its FlowStart hook gets) holds a
+// token of that start, unique to it; a context that is not derived from
+// such a context holds none. That context has the values of the
+// awaiting flow's context, what the awaiting flow's hooks put there
+// included: package otelsteps remembers the token its record of a flow
+// was made under, and takes a record made under another one, found in
+// the context that a flow whose FlowStart failed is left with, for the
+// awaiting flow's, not its own.
+type SubflowKey struct{}
