@@ -146,9 +146,10 @@ func histogram(meter metric.Meter, name, desc string) metric.Float64Histogram {
 // before its span ends: a span's end is deferred, so that a meter that
 // panics does not leave it open. The hooks must be h's own, as Hooks made
 // them. The start of a flow is kept in its flowContext, which the
-// context of an Await function masks (see awaitStart), so that a flow that
-// the function runs, whose FlowStart hook fails, does not take its outer
-// flow's start for its own.
+// context of an Await function masks (see awaitStart), and which a flow
+// of AwaitFlow tells from its own by the token of its start (see
+// ownFlow), so that a flow that the function or the step runs, whose
+// FlowStart hook fails, does not take its outer flow's start for its own.
 func (m *meters) observe(h *asyncsteps.Hooks, t tracer) {
 	flowEnd, stepError := h.FlowEnd, h.StepError
 	h.FlowStart = func(ctx context.Context) context.Context {

@@ -14,7 +14,10 @@
 // [asyncsteps.Root.Run], if any (the server span of the request being
 // handled, typically), and the context an Await function gets carries the
 // Await's span, so that what the function traces (an outgoing HTTP call)
-// is its child. The error a flow or an Await fails with sets its span's
+// is its child. A flow that [asyncsteps.AwaitFlow] runs begins with the
+// values of the awaiting flow's context: its span is a child of the
+// awaiting flow's (the AwaitFlow step has no span of its own), in the
+// same trace. The error a flow or an Await fails with sets its span's
 // status to Error, with the error as description (its info cut: see
 // Infos and panics below), and its code in the attribute
 // asyncsteps.error.code and in error.type, the attribute OpenTelemetry's
@@ -44,7 +47,7 @@
 // processor panics as the span starts) fails with an InternalError, as
 // for any panic of a hook that starts a flow, and has no span: the span
 // in its context, its caller's, is left alone, and so is an outer flow's
-// when an Await function runs the flow.
+// when an Await function or AwaitFlow runs the flow.
 //
 // # Infos and panics
 //
@@ -110,8 +113,8 @@
 // of it, a child of the Await's, and ends itself. A hook of the application's that keeps something
 // of its own in the flow's context must look for it as these do: when a
 // FlowStart fails, FlowEnd gets the context the flow began with, which,
-// for a flow run by an Await function, holds what the outer flow's
-// context holds (docs/DESIGN.md#hooks).
+// for a flow run by an Await function or by AwaitFlow, holds what the
+// outer flow's context holds (docs/DESIGN.md#hooks).
 //
 // # Metrics
 //
@@ -193,6 +196,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // ScopeName is the instrumentation scope of the spans and the metrics.
@@ -399,6 +403,10 @@ type flowContext struct {
 	// masked: the contexts of the flow's Await functions hide it (see
 	// awaitStart).
 	masked bool
+	// under is the token of the AwaitFlow start that the flow began
+	// under (see toolinfo.SubflowKey), nil for a flow begun otherwise: a
+	// context that holds another token is not the flow's (see ownFlow).
+	under any
 	// panics are the panics whose exception events the span has had: the
 	// error an error handler raises in place of a panic's keeps the panic
 	// as its Cause, and is no panic of its own, also when other panics
@@ -431,8 +439,11 @@ func (c *flowContext) firstException(p *asyncsteps.PanicError) bool {
 }
 
 func (c *flowContext) Value(key any) any {
-	if key == (flowKey{}) {
+	switch key {
+	case flowKey{}:
 		return c
+	case toolinfo.SubflowKey{}:
+		return c.under // what c.Context holds, without the walk up to it
 	}
 	return c.Context.Value(key)
 }
@@ -450,6 +461,7 @@ func (t tracer) flowStart(ctx context.Context) context.Context {
 // startFlow starts the span of a flow, a child of ctx's, and keeps the
 // time the flow began if measured.
 func (t tracer) startFlow(ctx context.Context, measured bool) context.Context {
+	under := ctx.Value(toolinfo.SubflowKey{})
 	start := t.now.read(measured)
 	ctx, span := t.startSpan(ctx, FlowSpan, start)
 	if !measured {
@@ -458,19 +470,25 @@ func (t tracer) startFlow(ctx context.Context, measured bool) context.Context {
 	// A span that records nothing, failed or ended by another flow, would
 	// be none the worse: only a start or a recording span needs the mask.
 	masked := measured || span.IsRecording()
-	return &flowContext{Context: ctx, span: span, start: start, measured: measured, masked: masked}
+	return &flowContext{Context: ctx, span: span, start: start, measured: measured, masked: masked, under: under}
 }
 
 // ownFlow returns the flowContext of the flow whose context is ctx, if ctx
 // holds one. It is found through whatever the hooks that wrap these put
 // on top of it (a span of their own), and it is the flow's own: a flow
-// whose FlowStart did not return (the tracer panicked, or a span
-// processor called runtime.Goexit) has the context it began with, which
-// holds the flowContext of no flow but, for a flow run by an Await
-// function, its outer flow's, masked there (see awaitStart). A context
+// whose FlowStart did not return (the tracer panicked, a span processor
+// called runtime.Goexit, a hook that wraps these failed before or after
+// them) has the context it began with, which holds the flowContext of no
+// flow but its outer flow's: masked there for a flow run by an Await
+// function (see awaitStart); for a flow of AwaitFlow, which begins with
+// the values of the awaiting flow's context, made under another token
+// of toolinfo.SubflowKey than the one that context holds. A context
 // given to Run holds none either, unless taken from a hook.
 func ownFlow(ctx context.Context) *flowContext {
 	c, _ := ctx.Value(flowKey{}).(*flowContext)
+	if c != nil && c.under != ctx.Value(toolinfo.SubflowKey{}) {
+		return nil
+	}
 	return c
 }
 
