@@ -72,7 +72,46 @@ func inGoexit(stack []byte) bool { return bytes.Contains(stack, []byte("\nruntim
 // goroutine that runs the tool's tasks is ending with runtime.Goexit, and t
 // is the rest of what it was doing. A Loop goes on with a new goroutine;
 // a TestTool runs t when it is driven again.
-func (fl *flow) afterGoexit(t task) { fl.sched.postFirst(t) }
+//
+// t goes on in the turn the goroutine was in, as after a panic: cut off
+// while drive ran the flow's steps, the flow lets other queued work run
+// before its next step, as drive does after any step; cut off in a task
+// before its drive (the handlers run at a timeout, at a completion, at a
+// cancel), it takes its next step at once, as that task would have.
+func (fl *flow) afterGoexit(t resumption) {
+	t.cutOff(fl.driving)
+	fl.driving = false // the drive, if any, ended with the goroutine
+	fl.sched.postFirst(t)
+}
+
+// A resumption is a task that afterGoexit queues: it goes on with a flow
+// where a Goexit ended the goroutine, in the turn it ended (goexitTurn).
+type resumption interface {
+	task
+	cutOff(inDrive bool)
+}
+
+// goexitTurn is embedded in every resumption: whether the goroutine that
+// the Goexit ended was driving the flow's steps.
+type goexitTurn struct{ inDrive bool }
+
+func (g *goexitTurn) cutOff(inDrive bool) { g.inDrive = inDrive }
+
+// resume starts what goes on with fl in the turn g records: the work that
+// the resumption does before the flow's next step (settling, unwinding,
+// cancel handlers) runs as in that turn, so that a Goexit in it is
+// resumed alike.
+func (g *goexitTurn) resume(fl *flow) { fl.driving = g.inDrive }
+
+// goOn drives fl on from f in the turn g records: n steps into the drive
+// that the Goexit cut off, or at the start of one.
+func (g *goexitTurn) goOn(fl *flow, f *frame) {
+	n := 0
+	if g.inDrive {
+		n = 1
+	}
+	fl.steps(f, n)
+}
 
 // postFirst queues t before every queued task. Loop goroutine only.
 func (l *Loop) postFirst(t task) { l.local.pushFront(t) }
@@ -98,15 +137,17 @@ func (r *fifo[T]) pushFront(v T) {
 // Resumptions after a Goexit: what the engine was about to do when the
 // callback ended the goroutine.
 const (
-	resumeSettle uint8 = iota // look at how the callback of f ended
-	resumeUnwind              // go on unwinding err from f, whose cancel handler ended
-	resumeTake                // fail the ForEachLimit f, whose sequence ended it
+	resumeSettle  uint8 = iota // look at how the callback of f ended
+	resumeUnwind               // go on unwinding err from f, whose cancel handler ended
+	resumeTake                 // fail the ForEachLimit f, whose sequence ended it
+	resumeIterate              // go on with the loop f, whose sequence ended it
 )
 
 // goexitResume continues a flow after a callback of it called Goexit.
 type goexitResume struct {
-	h    *stepAPI // f's incarnation when the callback ran
-	err  *Error
+	h   *stepAPI // f's incarnation when the callback ran
+	err *Error
+	goexitTurn
 	kind uint8
 }
 
@@ -119,20 +160,23 @@ func (r *goexitResume) run() {
 		fl.deferTask(r)
 		return
 	}
+	r.resume(fl)
 	switch r.kind {
 	case resumeSettle:
-		fl.driveOn(fl.settle(f))
+		f = fl.settle(f)
 	case resumeUnwind:
-		fl.driveOn(fl.unwind(f, r.err))
+		f = fl.unwind(f, r.err)
 	case resumeTake:
-		fl.driveOn(f.impl.(*limitRun).afterGoexit(f))
+		f = f.impl.(*limitRun).afterGoexit(f)
+	case resumeIterate:
+		// f itself: the iteration queued raises the error.
 	}
+	r.goOn(fl, f)
 }
 
-// driveOn drives the flow on from f after a callback that ran outside of
-// drive: its goroutine ended in it. As after any step, the flow lets other
-// queued work run first, so that a Goexit does not change the order in
-// which flows and parallel branches take turns.
+// driveOn drives the flow on from f in a task of its own that, like a
+// step, takes a turn: other queued work runs first, unless bursts let the
+// flow go on.
 func (fl *flow) driveOn(f *frame) {
 	if f != nil && fl.sched.busy() && !fl.bursting(f) {
 		fl.requeue(f)
@@ -149,8 +193,12 @@ func (fl *flow) driveOn(f *frame) {
 type cancelJob struct {
 	fl     *flow
 	frames []*frame // in the order their cancel handlers run
-	next   int      // frames[:next] are done
 	then   func() *frame
+	// next counts the frames done, frames[:next]; an int32, so that the
+	// job keeps its size class with the turn (a flow is nested far less
+	// than 2^31 levels deep: each level takes a frame).
+	next int32
+	goexitTurn
 }
 
 // cancelOrder appends to dst the frames of the tree under top, top
@@ -192,7 +240,7 @@ func (j *cancelJob) finish() *frame {
 	if fl.hasUnreported() {
 		fl.reportErrors(resumePoint{job: j})
 	}
-	for j.next < len(j.frames) {
+	for int(j.next) < len(j.frames) {
 		// A frame whose cancel handler ended with Goexit is done again
 		// from here: its handler is gone, so that costs nothing twice.
 		f := j.frames[j.next]
@@ -223,7 +271,8 @@ func (j *cancelJob) run() {
 		j.fl.deferTask(j)
 		return
 	}
-	j.fl.drive(j.finish())
+	j.resume(j.fl)
+	j.goOn(j.fl, j.finish())
 }
 
 // cancelFrames cancels the trees under tops, in order, then goes on with

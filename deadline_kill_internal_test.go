@@ -34,10 +34,11 @@ func TestRunDeadlineTimesOutAfterAClaimIsKilled(t *testing.T) {
 		{"OuterCancelPanics", buildOuterTimeoutCancel(func() { panic("boom") }), []string{
 			"first:Timeout", "outer:cancel", "outer:InternalError", "next(recovered)", "next:Timeout",
 		}},
-		// The flow goes on from the Goexit as a task queued after the
-		// deadline's timeout: the timeout comes between two steps.
+		// A Goexit in it goes on in the turn a panic does: the handler
+		// runs in the outer timeout's task, and the next step with it,
+		// before the deadline's timeout queued by the kill.
 		{"OuterCancelGoexits", buildOuterTimeoutCancel(runtime.Goexit), []string{
-			"first:Timeout", "outer:cancel", "outer:InternalError",
+			"first:Timeout", "outer:cancel", "outer:InternalError", "next(recovered)", "next:Timeout",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,6 +64,10 @@ type flow struct {
 	// inCall is set while a callback of the flow runs, reent when a task
 	// of the flow came while it ran (see deferTask); on the loop.
 	inCall, reent bool
+	// driving is set while drive runs the flow's steps, so that a flow
+	// that a callback's Goexit cut off there goes on in the same turn
+	// (see afterGoexit); on the loop.
+	driving bool
 }
 
 // Bits of flow.phase.
@@ -488,18 +492,24 @@ func (f *frame) dropQueue() {
 // yielding to other queued work after each step (the order of the FutoIn
 // reference implementations; see Loop.SetBursts for the opt-out) and after
 // a burst.
-func (fl *flow) drive(f *frame) {
-	for n := 0; f != nil; n++ {
+func (fl *flow) drive(f *frame) { fl.steps(f, 0) }
+
+// steps is drive's loop, from f, n steps into the flow's turn: the flow
+// yields before its next step once it has run one.
+func (fl *flow) steps(f *frame, n int) {
+	fl.driving = true
+	for ; f != nil; n++ {
 		if req := fl.stop.Load(); req != nil && fl.stopsThis(req) {
 			fl.cancel(req.cause)
-			return
+			break
 		}
 		if n > 0 && (n == burst || fl.sched.busy() && !fl.bursting(f)) {
 			fl.requeue(f)
-			return
+			break
 		}
 		f = fl.proceed(f)
 	}
+	fl.driving = false
 }
 
 // proceed runs the next sub-step of f, or completes f when it has none left.
@@ -1138,6 +1148,10 @@ func (fl *flow) run() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
+	// A Goexit that no resumption follows (in the FlowEnd hook or the
+	// unhandled-error function, as the last execution ended in its
+	// drive) leaves driving set.
+	fl.driving = false
 	fl.dropStale()
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}
 	if h := fl.sched.pools().hooks(); h != nil {

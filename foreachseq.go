@@ -294,7 +294,7 @@ func (p *pulled[K, V]) afterGoexit(f *frame, err *Error) {
 	fl := f.h.fl
 	if lr, ok := f.impl.(*loopRun); ok {
 		lr.queueIteration(f)
-		fl.afterGoexit(f.h)
+		fl.afterGoexit(&goexitResume{h: f.h, kind: resumeIterate})
 		return
 	}
 	fl.afterGoexit(&goexitResume{h: f.h, kind: resumeTake})

@@ -176,7 +176,17 @@ func flowSeeds() []*ff.Program {
 	seeds = append(seeds, seedHooks(failSeeds()[0]), seedHooks(seedRun(failSeeds()[2], ff.CtxRun, 0)))
 	seeds = append(seeds, cancelWinsSeeds()...)
 	seeds = append(seeds, limitSeeds()...)
-	return append(seeds, keyedSeeds()...)
+	seeds = append(seeds, keyedSeeds()...)
+	// 121 with hooks: a Goexit in the error handler of a step that times
+	// out, which runs in the timeout's task before the flow's drive: the
+	// flow goes on at once, as after a panic, and the end of the
+	// AwaitFlow that the timeout cancelled, queued meanwhile, comes after
+	// the next step.
+	return append(seeds, seedHooks(seedProg(0, seedOne,
+		seedOnerror(seedWith(seedLeaf(ff.EImplicit),
+			seedOnerror(seedCancellable(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFlow, ff.EWait, 0, "")), 10)),
+				&ff.Handler{Action: ff.HGoexit})), seedRecovers(0)),
+		seedLeaf(ff.EImplicit))))
 }
 
 // keyedSeeds are seeds 117 to 120: a KeyedMutex, each key a Mutex of its

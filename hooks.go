@@ -256,8 +256,9 @@ func (w *waiter) flowContext() context.Context {
 
 // startFailure ends a flow whose FlowStart hook called runtime.Goexit.
 type startFailure struct {
-	fl  *flow
-	err *Error
+	fl         *flow
+	err        *Error
+	goexitTurn // none: the flow has taken no step yet
 }
 
 func (t *startFailure) run() {
@@ -421,6 +422,7 @@ type unwindResume struct {
 	f   *frame
 	h   *stepAPI // f's incarnation when the hook ran
 	err *Error
+	goexitTurn
 }
 
 func (r *unwindResume) run() {
@@ -432,7 +434,8 @@ func (r *unwindResume) run() {
 		fl.deferTask(r)
 		return
 	}
-	fl.driveOn(fl.unwind(f, r.err))
+	r.resume(fl)
+	r.goOn(fl, fl.unwind(f, r.err))
 }
 
 // observesAwait reports whether h has Await hooks.
