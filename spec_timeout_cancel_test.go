@@ -811,7 +811,9 @@ func TestCancelRequestedBeforeAnErrorWins(t *testing.T) {
 // out see that); during Root.Cancel there is no error to replace: the flow
 // still ends as cancelled, with the panic recorded in LastException and
 // logged. Under a step that times out it replaces nothing either: the
-// handlers see the Timeout, and only the log tells of the panic.
+// handlers see the Timeout, and only the log tells of the panic. Nor does
+// it when a cancel requested before the error wins over it: no handler
+// runs, and the panic, or a runtime.Goexit, is logged once.
 func TestPanicInCancelHandler(t *testing.T) {
 	t.Run("while an error unwinds", func(t *testing.T) {
 		log := asyncsteps.CaptureLog(t)
@@ -892,6 +894,48 @@ func TestPanicInCancelHandler(t *testing.T) {
 			t.Errorf("log lacks %q and its info:\n%s", want, out)
 		}
 	})
+}
+
+// The cancel of a step that requests a cancel of its flow, then raises an
+// error, panics or calls runtime.Goexit. The cancel wins over the error
+// (TestCancelRequestedBeforeAnErrorWins): the flow ends cancelled and no
+// error handler sees the fault, which is logged once, as under the cancel
+// itself. Before, the fault replaced the error being unwound, then the
+// cancel won, and nothing told of it but LastException.
+func TestCancelHandlerFaultUnderAWinningCancelIsLogged(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		fault      func()
+	}{
+		{"panic", `msg="asyncsteps: panic in cancel handler" panic="in cancel"`, func() { panic("in cancel") }},
+		{"Goexit", `msg="asyncsteps: runtime.Goexit in cancel handler"`, runtime.Goexit},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := asyncsteps.CaptureLog(t)
+			var tr tracer
+			l := asyncsteps.NewLoop() // a Loop goes on with a new goroutine
+			defer l.Close()
+			r := asyncsteps.New(asyncsteps.WithTool(l))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) {
+						tr.add("cancel")
+						c.fault()
+					})
+					r.Cancel()
+					as.Error("E")
+				})
+			}, tr.handler("outer"))
+			if _, err := r.Run(context.Background()); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run: %v, want context.Canceled", err)
+			}
+			wantTrace(t, &tr, "cancel")
+			lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("the engine logged:\n%s\nwant %s, once", log, c.want)
+			}
+		})
+	}
 }
 
 // wantCancelPanicLogged checks that out, a captured log, tells of the

@@ -88,12 +88,25 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 // Success into the error (see callCancel). The cancel then runs those of
 // the other steps still live, innermost first.
 func (fl *flow) stopped() bool {
-	req := fl.stop.Load()
-	if req == nil || !fl.stopsThis(req) {
-		return false // none, or a stale one: of an execution that has ended
+	req := fl.stopRequest()
+	if req == nil {
+		return false
 	}
 	fl.cancel(req.cause)
 	return true
+}
+
+// stopRequested reports whether a cancel has been requested of the
+// execution that runs: the next look of stopped cancels the flow.
+func (fl *flow) stopRequested() bool { return fl.stopRequest() != nil }
+
+// stopRequest returns the cancel requested of the execution that runs,
+// or nil: none, or a stale one, of an execution that has ended.
+func (fl *flow) stopRequest() *stopRequest {
+	if req := fl.stop.Load(); req != nil && fl.stopsThis(req) {
+		return req
+	}
+	return nil
 }
 
 // runErrorHandler runs f's error handler in a new incarnation of f that takes its
@@ -160,7 +173,10 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // not raised. After a Goexit, job goes on from f on the next goroutine or,
 // with no job (an error unwinding), the unwinding does. Under a job (a
 // cancel, not an error) the InternalError replaces no error, so that no
-// handler sees it: it is logged, or the fault would go unseen.
+// handler sees it: it is logged, or the fault would go unseen. So it is
+// when a cancel has been requested of the flow: the InternalError
+// replaces the error unwinding, but the cancel wins over it at this
+// level (see stopped), and no handler runs.
 //
 // A step that a cancel (job) reaches after a Success from outside has
 // claimed it has completed: its handler is dropped unrun, as the
@@ -208,7 +224,7 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
 			}
 		}
-		if err != nil && job != nil {
+		if err != nil && (job != nil || fl.stopRequested()) {
 			logCancelFault(err)
 		}
 	}()
