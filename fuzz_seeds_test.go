@@ -177,7 +177,7 @@ func flowSeeds() []*ff.Program {
 	seeds = append(seeds, cancelWinsSeeds()...)
 	seeds = append(seeds, limitSeeds()...)
 	seeds = append(seeds, keyedSeeds()...)
-	// 121 with hooks: a Goexit in the error handler of a step that times
+	// 122 with hooks: a Goexit in the error handler of a step that times
 	// out, which runs in the timeout's task before the flow's drive: the
 	// flow goes on at once, as after a panic, and the end of the
 	// AwaitFlow that the timeout cancelled, queued meanwhile, comes after
@@ -189,7 +189,7 @@ func flowSeeds() []*ff.Program {
 		seedLeaf(ff.EImplicit))))
 }
 
-// keyedSeeds are seeds 117 to 120: a KeyedMutex, each key a Mutex of its
+// keyedSeeds are seeds 117 to 121: a KeyedMutex, each key a Mutex of its
 // own.
 func keyedSeeds() []*ff.Program {
 	k0, k1, k2 := ff.KeyedGate, ff.KeyedGate+1, ff.KeyedGate+2
@@ -219,6 +219,13 @@ func keyedSeeds() []*ff.Program {
 			seedPar(seedSyncOn(k2, seedExt(15, 0)), seedSyncOn(k2, seedExt(5, 0))),
 			seedPar(seedSyncOn(k1, seedExt(20, 0)), seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedSyncOn(k1, seedOk(0))), 10), seedRecovers(0)),
 				seedSyncOn(k1, seedCancellable(seedLeaf(ff.EWait))))), 1, -1)),
+		// 121 a key is in use as long as a section holds or waits for
+		// it: the first holder leaves while a second waits, and a third
+		// that comes while the second holds waits for it, on the same
+		// Mutex, not a new one made as the first let go.
+		seedKeyed(seedProg(0, seedOne,
+			seedPar(seedSyncOn(k0, seedExt(10, 0)), seedSyncOn(k0, seedExt(20, 0)),
+				seedWith(seedLeaf(ff.EImplicit), seedExt(20, 0), seedSyncOn(k0, seedOk(0))))), 1, -1),
 	}
 }
 
