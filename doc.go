@@ -32,7 +32,8 @@
 // first execution, not by New). [Root.Run] starts the flow and waits until
 // it has stopped: it returns the success arguments of the last step, or the
 // error that ended the flow. [Root.Promise] starts it and returns a channel
-// for its [Result]; [Root.Execute] only starts it.
+// for its [Result]; [Root.ExecuteThen] starts it and calls a function
+// with that Result; [Root.Execute] only starts it.
 //
 // A server makes one [LoopGroup] (one [Loop] per core) when it starts, and
 // for each request a flow on the group's next loop:
@@ -60,6 +61,9 @@
 //     [Root.PromiseContext] for the same under a context, as Run's: a
 //     worker's flow per job, with the job's values and deadline, and no
 //     goroutine waiting for it.
+//   - [Root.ExecuteThen] for a function that must see every end of the
+//     flow (a success, an error, a cancel, its Loop closed), once, on
+//     the loop, with no goroutine waiting: a worker settling its job.
 //   - [Root.Execute] for a flow nobody waits for: an error that ends it
 //     goes to [WithUnhandledError]'s function.
 //
@@ -75,8 +79,9 @@
 // step's cancel handler runs first, then its error handler, which may
 // resume with Success, replace the error with Error, add steps that run in
 // place of the failed step, or return to let the error go on. An error that
-// no handler takes ends the flow: [Root.Promise] and [Root.Run] report it,
-// [Root.Execute] passes it to the function set by [WithUnhandledError].
+// no handler takes ends the flow: [Root.Promise], [Root.ExecuteThen] and
+// [Root.Run] report it, [Root.Execute] passes it to the function set by
+// [WithUnhandledError].
 // Errors are [*Error] values with a FutoIn code (such as [Timeout] or
 // [InternalError]) and work with errors.Is and errors.As; [Fail] raises a
 // Go error from a step's own code, keeping it as the Cause. A panic in a
@@ -147,9 +152,10 @@
 //     handler runs then), and the loop runs the cancel handlers of the
 //     steps still running. It acts on the execution running when it is
 //     called, never on a later one.
-//   - [Root.Execute], [Root.Promise] and [Root.Run] on a root that is not
-//     running; the methods of [Tool], [Loop] and [TestTool] (but
-//     [TestTool.SetHooks], made between the calls that drive the tool);
+//   - [Root.Execute], [Root.ExecuteThen], [Root.Promise] and [Root.Run] on
+//     a root that is not running; the methods of [Tool], [Loop] and
+//     [TestTool] (but [TestTool.SetHooks], made between the calls that
+//     drive the tool);
 //     [Mutex], [KeyedMutex], [Throttle] and [Limiter], which may be shared
 //     by flows on different loops.
 //
@@ -158,9 +164,10 @@
 // the callback of a step that does not wait still runs returns there, and
 // fails the step with an InternalError that names the call.
 //
-// [Root.Promise] delivers exactly one [Result], and [Root.Run] returns, only
-// once the flow has fully stopped: no callback of it runs afterwards, and
-// everything its callbacks wrote is visible to the receiver. When Run's
+// [Root.Promise] delivers exactly one [Result], [Root.ExecuteThen] calls
+// its function once, and [Root.Run] returns, only once the flow has fully
+// stopped: no callback of it runs afterwards, and everything its callbacks
+// wrote is visible to the receiver. When Run's
 // context is cancelled, the flow is cancelled and Run returns an error
 // matching ctx.Err(); when its deadline passes, the flow times out as with
 // SetTimeout, so its error handlers may recover. A Cancel that races with
@@ -187,10 +194,11 @@
 // goroutine.
 //
 // Close a [Loop] after its flows have ended. A flow whose loop is closed
-// stops where it is, without its cancel handlers. A [Root.Promise] or
-// [Root.Run] that waits for it receives an InternalError, "the flow's loop
-// is closed", so that no reader is left waiting; so does a flow that had not
-// begun, or else its unhandled-error function. The goroutines of its
+// stops where it is, without its cancel handlers. A [Root.Promise],
+// [Root.ExecuteThen] or [Root.Run] that waits for it receives an
+// InternalError, "the flow's loop is closed", so that no reader is left
+// waiting; so does a flow that had not begun, or else its unhandled-error
+// function. The goroutines of its
 // waiting Await, AwaitChan, AwaitResult and AwaitFlow steps are released
 // (an Await function's context is cancelled; the flow an AwaitFlow step
 // awaits is cancelled). On a [TestTool], completions

@@ -88,6 +88,44 @@ func ExampleRoot_Promise() {
 	// Unauthorized: true
 }
 
+// A job worker settles each job once, whichever way its flow ends: done
+// gets the success, the error (the lease's Timeout included) or the
+// cancel of a drain, once the flow has stopped.
+func ExampleRoot_ExecuteThen() {
+	tt := asyncsteps.NewTestTool()
+	settle := func(job string) func(asyncsteps.Result) {
+		return func(res asyncsteps.Result) {
+			switch {
+			case res.Err == nil:
+				fmt.Println(job, "ack", res.Args)
+			case errors.Is(res.Err, context.Canceled):
+				fmt.Println(job, "release")
+			default:
+				fmt.Println(job, "nack:", res.Err)
+			}
+		}
+	}
+	start := func(job string, work asyncsteps.StepFunc) *asyncsteps.Root {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second) // the job's lease
+			as.Add(work)
+		})
+		r.ExecuteThen(settle(job))
+		return r
+	}
+	start("j1", func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("sent") })
+	start("j2", func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }) // never answers
+	j3 := start("j3", func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+	tt.Advance(100 * time.Millisecond)
+	j3.Cancel() // a drain
+	tt.Run()
+	// Output:
+	// j1 ack [sent]
+	// j3 release
+	// j2 nack: Timeout
+}
+
 func ExampleRoot_Run() {
 	// Run blocks until the flow stops, so the flow needs a loop that runs
 	// on its own goroutine.

@@ -37,7 +37,7 @@ type flow struct {
 	phase atomic.Uint64
 	base  frame // level 0, whose queue is the Root's; never recycled
 
-	wait      *waiter // set by Run and ExecuteWith, and for hooks
+	wait      *waiter // set by Run, ExecuteWith and ExecuteThen, and for hooks
 	unhandled func(err *Error)
 	state     *State // made on first use: most flows never use it
 	// promise receives the Result of an execution started by Promise or
@@ -205,8 +205,8 @@ func (fl *flow) flowContext() context.Context {
 	return context.Background()
 }
 
-// waiter is what Run and ExecuteWith add to an execution, and what the
-// hooks observing it need.
+// waiter is what Run, ExecuteWith and ExecuteThen add to an execution,
+// and what the hooks observing it need.
 type waiter struct {
 	promise   chan Result     // Run: the flow's promise, which Run waits on
 	ctx       context.Context // Run's context (for AwaitFlow's flow, the awaiting flow's values: see subflowContext), for its deadline, and its values unless hookCtx is set; never cancels steps by itself
@@ -232,6 +232,37 @@ type waiter struct {
 	// (docs/DESIGN.md#hooks). Behind a pointer, made only for a hook
 	// that returns a context, so that the waiter stays in its size class.
 	hookCtx *context.Context
+}
+
+// thenWaiter is the waiter of an execution started by ExecuteThen, with
+// the function that gets its Result. done is beside the waiter rather
+// than in it, so that the waiter of Run, ExecuteWith and the hooks keeps
+// its size class: only ExecuteThen pays for the field.
+type thenWaiter struct {
+	waiter // first: thenFunc finds the thenWaiter at the waiter's address
+	done   func(Result)
+}
+
+func newThenWaiter(done func(Result)) *waiter {
+	tw := &thenWaiter{done: done}
+	tw.then = true
+	return &tw.waiter
+}
+
+// thenFunc returns the function of ExecuteThen that gets the execution's
+// Result, or nil when w is not the waiter of ExecuteThen.
+func (w *waiter) thenFunc() func(Result) {
+	if !w.then {
+		return nil
+	}
+	// w is the first field of a thenWaiter, allocated as one.
+	return (*thenWaiter)(unsafe.Pointer(w)).done
+}
+
+// awaitsEnd reports whether something waits for the execution's end,
+// which a closing Loop must then give it: a Promise or Run, or ExecuteThen.
+func (fl *flow) awaitsEnd() bool {
+	return fl.promise != nil || fl.wait != nil && fl.wait.then
 }
 
 // newContextWaiter returns the waiter of an execution that Run,
@@ -1099,24 +1130,27 @@ func unwrapAny(as AsyncSteps) *stepAPI {
 	return nil
 }
 
-// deliver hands the ended flow's outcome to its Promise or Run, or its
-// error to the unhandled-error function, and lets the Root run again.
+// deliver hands the ended flow's outcome to its Promise or Run, or to
+// the function of ExecuteThen, or its error to the unhandled-error
+// function, and lets the Root run again.
 func (fl *flow) deliver(args []any, err error) {
 	// Once running is false the Root may be executed again from another
 	// goroutine, which writes wait: read it first.
 	promise := fl.promise
 	unhandled := fl.unhandled
-	if w := fl.wait; w != nil && w.unhandled != nil {
-		unhandled = w.unhandled
-	}
+	var then func(Result)
 	if w := fl.wait; w != nil {
+		if w.unhandled != nil {
+			unhandled = w.unhandled
+		}
+		then = w.thenFunc()
 		w.ended = true
 	}
-	if promise != nil {
-		fl.sched.unwatch(fl)
-		if w := fl.wait; w != nil && w.watched {
-			w.endWatch()
-		}
+	if promise != nil || then != nil {
+		fl.sched.unwatch(fl) // see run
+	}
+	if w := fl.wait; w != nil && w.watched {
+		w.endWatch()
 	}
 	if t, ok := fl.sched.(*TestTool); ok {
 		// Before running is cleared: no continuation of the next
@@ -1125,12 +1159,17 @@ func (fl *flow) deliver(args []any, err error) {
 	}
 	fl.wait, fl.promise = nil, nil
 	fl.phase.And(^flowRunning)
-	if promise != nil {
+	switch {
+	case promise != nil:
 		promise <- Result{Args: args, Err: err}
-		return
-	}
-	if e, ok := err.(*Error); ok {
-		unhandled(e)
+	case then != nil:
+		// Last, as unhandled below: the Root may run again from it, and
+		// a panic or a Goexit in it leaves nothing of the engine undone.
+		then(Result{Args: args, Err: err})
+	default:
+		if e, ok := err.(*Error); ok {
+			unhandled(e)
+		}
 	}
 }
 
@@ -1144,7 +1183,7 @@ func (fl *flow) run() {
 	if fl.phase.Load()&flowAbandoned != 0 {
 		return // ended already: its loop was closed
 	}
-	if fl.promise != nil {
+	if fl.awaitsEnd() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false

@@ -298,7 +298,7 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 		x.runByRun(r, p)
 		results = 1
 	} else {
-		x.ch = r.Promise()
+		x.ch = x.startAwaited(r)
 		for range flowMaxEvents {
 			if x.takeResult() {
 				results++
@@ -339,6 +339,11 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	}
 	if n != 0 {
 		x.violation("%d events left on the tool after the flow ended (a timer left armed?)", n)
+	}
+	select {
+	case res := <-x.ch:
+		x.violation("a second Result: %s", x.endString(res))
+	default:
 	}
 	// Late calls on every step handle have no effect (docs/DESIGN.md#stale-steps).
 	for _, as := range x.steps {
@@ -533,6 +538,18 @@ func nextEvent(tt *asyncsteps.TestTool) bool {
 // printed does not crash).
 func panicInfo(pe *asyncsteps.PanicError) string {
 	return strings.TrimPrefix(pe.Error(), "panic: ")
+}
+
+// startAwaited starts r and returns where its Result comes: the first
+// execution of a program through Promise, the clone's through
+// ExecuteThen, whose function must be called once with the same Result.
+func (x *flowRun) startAwaited(r *asyncsteps.Root) <-chan asyncsteps.Result {
+	if x.gen == 1 {
+		return r.Promise()
+	}
+	ch := make(chan asyncsteps.Result, 2) // room for a second call, to see it
+	r.ExecuteThen(func(res asyncsteps.Result) { ch <- res })
+	return ch
 }
 
 func (x *flowRun) takeResult() bool {

@@ -140,6 +140,10 @@ type helper struct {
 	// by it that the execution is over without reading the flow's wait,
 	// which the next execution's start writes from another goroutine.
 	ended bool
+	// then is set for the waiter of ExecuteThen, which a thenWaiter
+	// holds (see waiter.thenFunc). Here, in the struct's last byte of
+	// padding, so that the waiter keeps its size class.
+	then bool
 }
 
 // awaitJob is an Await call, which runs its function and completes its

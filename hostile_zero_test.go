@@ -279,6 +279,7 @@ func TestHostileNilRoot(t *testing.T) {
 		for name, start := range map[string]func(){
 			"Execute":     r.Execute,
 			"ExecuteWith": func() { r.ExecuteWith(func(*asyncsteps.Error) {}) },
+			"ExecuteThen": func() { r.ExecuteThen(func(asyncsteps.Result) {}) },
 			"Promise":     func() { r.Promise() },
 			"Run":         func() { r.Run(context.Background()) },                  //nolint:errcheck // it panics
 			"RunHelping":  func() { r.RunHelping(context.Background()) },           //nolint:errcheck // it panics

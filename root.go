@@ -9,10 +9,10 @@ import (
 
 // Root is a flow: the steps added at level 0 and its [State] (spec 2.2.3).
 // Build it with Add and the other [AsyncSteps] methods, then start it with
-// Execute, Promise or Run. An execution takes the steps queued at level 0
-// as it starts them, and drops those left when it ends early (an error, a
-// cancel, a wrong use): a Root whose flow has ended has no steps left, and
-// may be given new ones and executed again.
+// Execute, ExecuteThen, Promise or Run. An execution takes the steps
+// queued at level 0 as it starts them, and drops those left when it ends
+// early (an error, a cancel, a wrong use): a Root whose flow has ended has
+// no steps left, and may be given new ones and executed again.
 //
 // A wrong use of a Root while it is built (Add(nil), a ForEach collection
 // that cannot be iterated, Success or Break on the Root itself) does not
@@ -44,7 +44,8 @@ type Root struct {
 	fl flow
 }
 
-// Result is the outcome of a flow, given by [Root.Promise].
+// Result is the outcome of a flow, given by [Root.Promise] and
+// [Root.ExecuteThen].
 type Result struct {
 	Args []any // the success arguments of the last completed step
 	Err  error // nil, an *Error, or after a cancel an error matching context.Canceled
@@ -201,6 +202,37 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 		return
 	}
 	r.startIn(&waiter{unhandled: unhandled}, nil, "ExecuteWith")
+}
+
+// ExecuteThen starts the flow like Execute, and calls done once with the
+// Result of this execution, the one [Root.Promise] would deliver: the
+// success args; the error that ended the flow; after a cancel, an error
+// matching context.Canceled; an InternalError, "the flow's loop is
+// closed", if its [Loop] is closed first. It is the one callback for
+// every way a flow ends, where a worker settles its job. The
+// unhandled-error function is not called.
+//
+// done runs on the flow's tool once the flow has fully stopped: no
+// callback of this execution runs afterwards, and done may execute the
+// Root again. As with Promise, the Loop holds the flow until it ends, so
+// that done is called for a waiting flow that nothing else refers to
+// when its loop is closed: on the loop's goroutine as the loop stops,
+// after its last callback and before [Loop.Done] is closed; for a flow
+// started once the loop had stopped, or on a zero Loop, on a goroutine of
+// its own, after ExecuteThen has returned. A panic in done is logged with
+// log/slog, and a runtime.Goexit in it ends only the goroutine, as in an
+// unhandled-error function: the loop goes on, and done is not called
+// again.
+//
+// A nil done makes it Execute: an error that ends the flow goes to the
+// unhandled-error function. Like Execute, it panics if the flow is already
+// running.
+func (r *Root) ExecuteThen(done func(Result)) {
+	if done == nil {
+		r.startIn(nil, nil, "ExecuteThen")
+		return
+	}
+	r.startIn(newThenWaiter(done), nil, "ExecuteThen")
 }
 
 // Promise starts the flow like Execute and returns a channel that receives
@@ -816,8 +848,8 @@ func (r *Root) Break(...string) { r.stepOnly("Break") }
 func (r *Root) Continue(...string) { r.stepOnly("Continue") }
 
 // Running reports whether the Root's flow is running: from the start of an
-// execution (Execute, ExecuteWith, Promise, Run) until it has ended. Safe
-// for concurrent use; the answer may be stale by the time it is read. The
-// C interface uses it for a root's isValid, which is false while its flow
-// runs, as on the FutoIn C++ reference implementation.
+// execution (Execute, ExecuteWith, ExecuteThen, Promise, Run) until it has
+// ended. Safe for concurrent use; the answer may be stale by the time it
+// is read. The C interface uses it for a root's isValid, which is false
+// while its flow runs, as on the FutoIn C++ reference implementation.
 func (r *Root) Running() bool { return r != nil && r.fl.isRunning() }

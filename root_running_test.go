@@ -41,6 +41,8 @@ func TestStartingARunningFlowPanicsWithTheMethodsName(t *testing.T) {
 	}{
 		{"Execute", "", func(r *Root) { r.Execute() }},
 		{"ExecuteWith", "", func(r *Root) { r.ExecuteWith(func(*Error) {}) }},
+		{"ExecuteThen", "", func(r *Root) { r.ExecuteThen(func(Result) {}) }},
+		{"ExecuteThen", "nil", func(r *Root) { r.ExecuteThen(nil) }},
 		{"Promise", "", func(r *Root) { r.Promise() }},
 		{"Run", "", func(r *Root) { r.Run(t.Context()) }},
 		{"Run", "ended", func(r *Root) { r.Run(ended) }},
