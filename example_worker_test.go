@@ -1,6 +1,7 @@
 package asyncsteps_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -122,26 +123,17 @@ func (w *worker) start(j queuedJob) {
 	r := asyncsteps.New(asyncsteps.WithTool(w.tool))
 	w.flows[j.ID] = r
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		// A step's cancel handler also runs when its own timeout fires or
-		// an error unwinds through it, so this one is on a step of its
-		// own, around the one whose handler takes every failure: it runs
-		// only when the drain cancels the flow.
-		as.SetCancel(func(asyncsteps.AsyncSteps) { w.end(j, "drained") })
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			// The lease counts from the pull, the waits for the locks
-			// included; past it the job's steps are cancelled.
-			as.SetTimeout(w.lease)
-			// The tenant lock first: a job waiting for its tenant holds
-			// none of the Limiter's slots.
-			w.tenants.Sync(as, j.Tenant, func(as asyncsteps.AsyncSteps, _ ...any) {
-				as.Sync(w.limit, func(as asyncsteps.AsyncSteps, _ ...any) { w.process(as, j) })
-			})
-		}, func(as asyncsteps.AsyncSteps, code string) {
-			w.end(j, strings.TrimSpace(code+" "+as.State().ErrorInfo)) // the lease's Timeout too
-			as.Success()
+		// The lease counts from the pull, the waits for the locks
+		// included; past it the job's steps are cancelled.
+		as.SetTimeout(w.lease)
+		// The tenant lock first: a job waiting for its tenant holds
+		// none of the Limiter's slots.
+		w.tenants.Sync(as, j.Tenant, func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Sync(w.limit, func(as asyncsteps.AsyncSteps, _ ...any) { w.process(as, j) })
 		})
 	})
-	r.Execute() // every error is handled above: none reaches the root
+	// Once the flow has stopped, its locks given back, however it ended.
+	r.ExecuteThen(func(res asyncsteps.Result) { w.end(j, res.Err) })
 }
 
 func (w *worker) process(as asyncsteps.AsyncSteps, j queuedJob) {
@@ -149,7 +141,6 @@ func (w *worker) process(as asyncsteps.AsyncSteps, j queuedJob) {
 	w.logf("%s begins, delivery %d", j.ID, j.Delivery)
 	w.retry(as, "billing", w.billing, j)
 	w.retry(as, "email", w.email, j)
-	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { w.end(j, "") })
 }
 
 // retry makes c, 3 attempts of 50ms at most, 20ms and 40ms apart, and
@@ -167,10 +158,17 @@ func (w *worker) retry(as asyncsteps.AsyncSteps, service string, c call, j queue
 }
 
 // end settles a job's lease, once, whichever way its flow ended: acked
-// without a failure, else nacked if it had begun, released (its delivery
-// not counted) if it had not.
-func (w *worker) end(j queuedJob, failure string) {
-	outcome := "ack"
+// on a success, else nacked if it had begun, released (its delivery not
+// counted) if it had not.
+func (w *worker) end(j queuedJob, err error) {
+	outcome, failure := "ack", ""
+	var e *asyncsteps.Error
+	switch {
+	case errors.As(err, &e):
+		failure = strings.TrimSpace(e.Code + " " + e.Info) // the lease's Timeout too
+	case err != nil:
+		failure = "drained" // the drain's cancel
+	}
 	switch {
 	case failure != "" && w.begun[j.ID]:
 		outcome = "nack"
@@ -256,10 +254,10 @@ func Example_worker() {
 	// Output:
 	// 0s: a1 begins, delivery 1
 	// 0s: b1 begins, delivery 1
-	// 60ms: a1 ack
 	// 60ms: c1 begins, delivery 1
-	// 110ms: b1 ack
+	// 60ms: a1 ack
 	// 110ms: a2 begins, delivery 1
+	// 110ms: b1 ack
 	// 150ms: draining 3 jobs
 	// 150ms: a3 release: drained
 	// 170ms: a2 ack

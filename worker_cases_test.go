@@ -303,3 +303,28 @@ func TestWorkerAwaitIgnoringItsContextHoldsTheTenant(t *testing.T) {
 		}
 	})
 }
+
+// The worker's loop is closed under a job, which Close ends without
+// running a handler of its: the job's done still settles it, on the loop
+// as the loop stops, before Close returns. It is nacked, back in the
+// queue with its delivery counted, and holds no tenant lock.
+func TestWorkerLoopClosedMidJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		var trace []string // on the loop
+		logf := func(format string, args ...any) { trace = append(trace, fmt.Sprintf(format, args...)) }
+		billing := func(as asyncsteps.AsyncSteps, j queuedJob) { as.WaitExternal() } // never answers
+		q := newQueue(2, queuedJob{"x1", "X", 0})
+		w := newWorker(loop, q, billing, fake(nil), logf)
+		loop.Immediate(func() { w.take(1) })
+		synctest.Wait()
+		loop.Close()
+		want := []string{"x1 begins, delivery 1", "x1 nack: InternalError the flow's loop is closed"}
+		if !slices.Equal(trace, want) {
+			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+		}
+		if got := fmt.Sprint(q.ready, len(q.leased), len(w.flows), w.tenants.Len()); got != "[{x1 X 1}] 0 0 0" {
+			t.Errorf("ready, leased, flows, tenant locks = %s, want [{x1 X 1}] 0 0 0", got)
+		}
+	})
+}
