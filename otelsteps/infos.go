@@ -55,13 +55,30 @@ func (p infoPolicy) cut(info string) string {
 func head(s string, max int) (string, bool) {
 	long := max != 0 && len(s) > max
 	if long {
-		s = s[:max]
+		s = wholeChars(s[:max])
 	}
 	if !utf8.ValidString(s) {
 		s = validUTF8(s)
 		long = long || max != 0 && len(s) > max
 	}
 	return s, long
+}
+
+// wholeChars returns s, a cap's cut of a longer text, without the first
+// bytes of a character the cut is in the middle of, if any: left alone,
+// they would read as bad bytes, and be made a U+FFFD of 3 bytes, which a
+// cap under 4 bytes (no room for the ellipsis) keeps, for a text that had
+// none. Bytes that begin no character are bad bytes, and stay.
+func wholeChars(s string) string {
+	for i := len(s) - 1; i >= 0 && i > len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s
 }
 
 // cutAt returns s, valid UTF-8 that says more than max bytes keep, cut
@@ -130,10 +147,12 @@ func stackMaxOf(c Config) int {
 func cutStack(stack []byte, max int) string {
 	keep := len(stack)
 	if max != 0 {
-		keep = min(keep, max) // only what may be kept is copied
+		// Only what may be kept is copied, and a byte more, by which
+		// head tells a longer stack, to cut.
+		keep = min(keep, max+1)
 	}
 	s, long := head(string(stack[:keep]), max)
-	if !long && keep == len(stack) {
+	if !long {
 		return s
 	}
 	if end := min(max-len(ellipsis), len(s)); end > 0 {

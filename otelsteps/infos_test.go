@@ -174,3 +174,36 @@ func TestExportedTextsAreValidUTF8(t *testing.T) {
 		})
 	}
 }
+
+// A cap that ends in the middle of a character leaves that character out,
+// as a cap under 4 bytes, which leaves no room for the ellipsis, does with
+// an info that begins with one of 4 bytes (an emoji): its first bytes are
+// no run of bad bytes, and the info, valid UTF-8, exports no U+FFFD.
+// Before, the bytes the cap kept of the character were made a U+FFFD of 3
+// bytes, which a cap of 3 kept: "\uFFFD" for an info that had none.
+func TestCapInACharacterExportsNoReplacement(t *testing.T) {
+	const info = "\U0001F525 on fire" // 4 bytes, then ASCII
+	for _, c := range []struct {
+		max  int
+		want string
+	}{
+		{1, ""}, {2, ""}, {3, ""}, {4, "…"}, {7, "\U0001F525…"}, {8, "\U0001F525 …"},
+	} {
+		exp := tracetest.NewInMemoryExporter()
+		tt := asyncsteps.NewTestTool()
+		tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)),
+			MaxInfoBytes:   c.max,
+		}))
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.CommError, info) })
+		r.Run(context.Background())
+		want := describeLines([]string{
+			`asyncsteps.flow <- -: Error "CommError: ` + c.want + `" asyncsteps.error.code=CommError error.type=CommError` +
+				` event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=` + c.want,
+		})
+		if got := describe(exp.GetSpans().Snapshots()); got != want {
+			t.Errorf("MaxInfoBytes %d: spans:\n%s\nwant:\n%s", c.max, got, want)
+		}
+	}
+}

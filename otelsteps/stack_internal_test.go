@@ -47,3 +47,14 @@ func TestCutStackNotUTF8(t *testing.T) {
 		}
 	}
 }
+
+// A cap that ends in the middle of a stack's character leaves it out: the
+// bytes kept of it are no bad bytes, to be made a U+FFFD.
+func TestCutStackInACharacter(t *testing.T) {
+	stack := []byte("\U0001F525 goroutine 1 [running]:\n")
+	for max, want := range map[int]string{1: "", 2: "", 3: "", 4: "…", 7: "\U0001F525…"} {
+		if got := cutStack(stack, max); got != want {
+			t.Errorf("cutStack(%d) = %q, want %q", max, got, want)
+		}
+	}
+}
