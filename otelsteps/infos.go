@@ -1,6 +1,7 @@
 package otelsteps
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -147,9 +148,12 @@ func stackMaxOf(c Config) int {
 func cutStack(stack []byte, max int) string {
 	keep := len(stack)
 	if max != 0 {
-		// Only what may be kept is copied, and a byte more, by which
+		// Only what may be kept is read, and a byte more, by which
 		// head tells a longer stack, to cut.
 		keep = min(keep, max+1)
+	}
+	if cut, ok := cutValidStack(stack, keep, max); ok {
+		return cut
 	}
 	s, long := head(string(stack[:keep]), max)
 	if !long {
@@ -161,6 +165,28 @@ func cutStack(stack []byte, max int) string {
 		}
 	}
 	return cutAt(s, max)
+}
+
+// cutValidStack cuts stack as cutStack does, copying it once, when the
+// keep bytes of it that cutStack reads are valid UTF-8 and max leaves
+// room for a whole line, as is the way with a Go stack: a deep one is cut
+// at each panic, and a copy of the part kept, to be made valid, before
+// the copy cut from it would double the bytes. ok is false otherwise.
+func cutValidStack(stack []byte, keep, max int) (cut string, ok bool) {
+	if !utf8.Valid(stack[:keep]) {
+		return "", false
+	}
+	if keep == len(stack) && (max == 0 || keep <= max) {
+		return string(stack), true
+	}
+	if end := max - len(ellipsis); end > 0 {
+		if i := bytes.LastIndexByte(stack[:end], '\n'); i >= 0 {
+			// One copy: the conversion of an operand of a
+			// concatenation copies nothing.
+			return string(stack[:i+1]) + ellipsis, true
+		}
+	}
+	return "", false
 }
 
 // panicOf returns the panic that raised err: the *asyncsteps.PanicError

@@ -1,6 +1,9 @@
 package otelsteps
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A stack over the cap is cut after its last whole line that fits with
 // the ellipsis line; a cap too small for a whole line cuts as an info is
@@ -55,6 +58,20 @@ func TestCutStackInACharacter(t *testing.T) {
 	for max, want := range map[int]string{1: "", 2: "", 3: "", 4: "…", 7: "\U0001F525…"} {
 		if got := cutStack(stack, max); got != want {
 			t.Errorf("cutStack(%d) = %q, want %q", max, got, want)
+		}
+	}
+}
+
+// A valid stack over the cap, the common case of a deep recursion's, is
+// copied once, into the string exported, when it is cut after a line. Before, the part the cap keeps was copied first, to be made valid
+// UTF-8 if it was not, and the cut of it a second time: twice the bytes,
+// up to the cap, at every panic of a deep stack.
+func TestCutStackCopiesAValidStackOnce(t *testing.T) {
+	line := "main.recurse(...)\n\t/src/main.go:12 +0x1d\n"
+	stack := []byte("goroutine 1 [running]:\n" + strings.Repeat(line, 1000))
+	for _, max := range []int{DefaultMaxStackBytes, 100} {
+		if n := testing.AllocsPerRun(100, func() { cutStack(stack, max) }); n != 1 {
+			t.Errorf("cutStack(%d): %v allocations, want 1", max, n)
 		}
 	}
 }
