@@ -146,9 +146,11 @@ func (s *validSpan) Events() []sdktrace.Event         { return s.events }
 func (s *validSpan) Links() []sdktrace.Link           { return s.links }
 func (s *validSpan) Status() sdktrace.Status          { return s.status }
 
-// validSpanOf returns s made valid UTF-8, and true, if it is not.
+// validSpanOf returns s made valid UTF-8, and true, if it is not. A
+// valid span, as nearly all are, costs no allocation: v stays on the
+// stack, copied to the heap for a span that had bad bytes alone.
 func validSpanOf(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
-	v := &validSpan{ReadOnlySpan: s, status: s.Status()}
+	v := validSpan{ReadOnlySpan: s, status: s.Status()}
 	var fixedName, fixedAttrs, fixedDesc bool
 	v.name, fixedName = validText(s.Name())
 	v.attrs, fixedAttrs = validAttributes(s.Attributes())
@@ -174,8 +176,13 @@ func validSpanOf(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
 			links[i].Attributes = attrs
 		}
 	}
+	if !fixedName && !fixedAttrs && !fixedDesc && !fixedEvents && !fixedLinks {
+		return s, false
+	}
 	v.events, v.links = events, links
-	return v, fixedName || fixedAttrs || fixedDesc || fixedEvents || fixedLinks
+	fixed := new(validSpan)
+	*fixed = v
+	return fixed, true
 }
 
 // validAttributes returns attrs with their keys and texts valid UTF-8, in
