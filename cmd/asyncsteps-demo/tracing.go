@@ -108,15 +108,20 @@ func startTracing(endpoint string, logger *slog.Logger) (*sdktrace.TracerProvide
 // that is not, and with it the whole batch of spans. A client chooses the
 // bytes of its request's path, User-Agent and X-Forwarded-For, which
 // otelhttp records as they are: one request would lose the traces of all
-// the requests exported with it. Each run of bad bytes is made a U+FFFD.
+// the requests exported with it. The resource, which every span holds,
+// is the operator's: OTEL_RESOURCE_ATTRIBUTES is percent-decoded, and a
+// byte decoded that is no UTF-8 (the é of Latin-1, %E9) would lose all
+// the spans. Each run of bad bytes is made a U+FFFD. The instrumentation
+// scopes are the program's (otelhttp's, otelsteps'), and left alone.
 type utf8Exporter struct{ sdktrace.SpanExporter }
 
 // ExportSpans exports spans, those that hold bad bytes fixed in a copy:
 // the batch is the span processor's.
 func (e utf8Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	var fixed []sdktrace.ReadOnlySpan
+	var resources validResources
 	for i, s := range spans {
-		if v, ok := validSpanOf(s); ok {
+		if v, ok := validSpanOf(s, &resources); ok {
 			if fixed == nil {
 				fixed = slices.Clone(spans)
 			}
@@ -129,10 +134,42 @@ func (e utf8Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnly
 	return e.SpanExporter.ExportSpans(ctx, spans)
 }
 
-// validSpan is a span whose name, attributes, events, links and status
-// are those of the span it embeds made valid UTF-8.
+// validResources makes the resources of spans valid UTF-8, and keeps the
+// last it was asked about: the spans of a batch share the tracer
+// provider's, which is read once.
+type validResources struct {
+	last, valid *resource.Resource
+	fixed       bool
+}
+
+// of returns r made valid UTF-8, and true, if it is not.
+func (m *validResources) of(r *resource.Resource) (*resource.Resource, bool) {
+	if r != m.last {
+		m.last = r
+		m.valid, m.fixed = validResource(r)
+	}
+	return m.valid, m.fixed // the zero value's, for a nil r: nil, false
+}
+
+// validResource returns r made valid UTF-8, and true, if it is not: a
+// copy, with the same schema URL.
+func validResource(r *resource.Resource) (*resource.Resource, bool) {
+	for it := r.Iter(); it.Next(); {
+		kv := it.Attribute()
+		_, badKey := validText(string(kv.Key))
+		if _, badValue := validValue(kv.Value); badKey || badValue {
+			attrs, _ := validAttributes(r.Attributes())
+			return resource.NewWithAttributes(r.SchemaURL(), attrs...), true
+		}
+	}
+	return r, false
+}
+
+// validSpan is a span whose name, attributes, events, links, status and
+// resource are those of the span it embeds made valid UTF-8.
 type validSpan struct {
 	sdktrace.ReadOnlySpan
+	res    *resource.Resource
 	name   string
 	attrs  []attribute.KeyValue
 	events []sdktrace.Event
@@ -145,13 +182,16 @@ func (s *validSpan) Attributes() []attribute.KeyValue { return s.attrs }
 func (s *validSpan) Events() []sdktrace.Event         { return s.events }
 func (s *validSpan) Links() []sdktrace.Link           { return s.links }
 func (s *validSpan) Status() sdktrace.Status          { return s.status }
+func (s *validSpan) Resource() *resource.Resource     { return s.res }
 
 // validSpanOf returns s made valid UTF-8, and true, if it is not. A
 // valid span, as nearly all are, costs no allocation: v stays on the
-// stack, copied to the heap for a span that had bad bytes alone.
-func validSpanOf(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
+// stack, copied to the heap for a span that had bad bytes alone. Its
+// resource is made valid by resources.
+func validSpanOf(s sdktrace.ReadOnlySpan, resources *validResources) (sdktrace.ReadOnlySpan, bool) {
 	v := validSpan{ReadOnlySpan: s, status: s.Status()}
-	var fixedName, fixedAttrs, fixedDesc bool
+	var fixedName, fixedAttrs, fixedDesc, fixedRes bool
+	v.res, fixedRes = resources.of(s.Resource())
 	v.name, fixedName = validText(s.Name())
 	v.attrs, fixedAttrs = validAttributes(s.Attributes())
 	v.status.Description, fixedDesc = validText(v.status.Description)
@@ -176,7 +216,7 @@ func validSpanOf(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
 			links[i].Attributes = attrs
 		}
 	}
-	if !fixedName && !fixedAttrs && !fixedDesc && !fixedEvents && !fixedLinks {
+	if !fixedName && !fixedAttrs && !fixedDesc && !fixedEvents && !fixedLinks && !fixedRes {
 		return s, false
 	}
 	v.events, v.links = events, links

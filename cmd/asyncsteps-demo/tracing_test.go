@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -352,8 +353,8 @@ func TestTracingExportsARequestThatIsNotUTF8(t *testing.T) {
 
 // validSpanOf fixes every text a span exports: its name, the keys and
 // texts of its attributes (within slices and maps too), its events' names
-// and attributes, its links' attributes and its status description; and
-// leaves a span that is valid UTF-8 as it is.
+// and attributes, its links' attributes, its status description and its
+// resource's attributes; and leaves a span that is valid UTF-8 as it is.
 func TestValidSpanOf(t *testing.T) {
 	const bad, fixed = "a\xffb", "a\uFFFDb"
 	badAttrs := []attribute.KeyValue{
@@ -374,13 +375,15 @@ func TestValidSpanOf(t *testing.T) {
 		Events:     []sdktrace.Event{{Name: "ok"}, {Name: bad, Attributes: badAttrs}},
 		Links:      []sdktrace.Link{{Attributes: badAttrs}},
 		Status:     sdktrace.Status{Code: codes.Error, Description: bad},
+		Resource:   resource.NewSchemaless(attribute.String("env", bad)),
 	}.Snapshot()
-	v, ok := validSpanOf(span)
+	v, ok := validSpanOf(span, &validResources{})
 	summary := func(s sdktrace.ReadOnlySpan) string {
 		return fmt.Sprint(s.Name(), s.Attributes(), s.Events()[1].Name, s.Events()[1].Attributes,
-			s.Links()[0].Attributes, s.Status())
+			s.Links()[0].Attributes, s.Status(), s.Resource().Attributes())
 	}
-	want := fmt.Sprint(fixed, fixedAttrs, fixed, fixedAttrs, fixedAttrs, sdktrace.Status{Code: codes.Error, Description: fixed})
+	want := fmt.Sprint(fixed, fixedAttrs, fixed, fixedAttrs, fixedAttrs, sdktrace.Status{Code: codes.Error, Description: fixed},
+		[]attribute.KeyValue{attribute.String("env", fixed)})
 	if got := summary(v); !ok || got != want {
 		t.Errorf("validSpanOf = %s, %v; want %s, true", got, ok, want)
 	}
@@ -388,7 +391,7 @@ func TestValidSpanOf(t *testing.T) {
 		t.Errorf("validSpanOf changed the span it was given")
 	}
 	valid := tracetest.SpanStub{Name: "ok", Attributes: fixedAttrs}.Snapshot()
-	if _, ok := validSpanOf(valid); ok {
+	if _, ok := validSpanOf(valid, &validResources{}); ok {
 		t.Errorf("validSpanOf fixed a span that is valid UTF-8")
 	}
 }
@@ -399,9 +402,10 @@ func TestValidSpanOf(t *testing.T) {
 // bytes was made for every span, and dropped.
 func TestUTF8ExporterAllocatesNothingForValidSpans(t *testing.T) {
 	attrs := []attribute.KeyValue{attribute.String("url.path", "/quote"), attribute.Int("http.response.status_code", 200)}
+	res := tracingResource()
 	batch := []sdktrace.ReadOnlySpan{
-		tracetest.SpanStub{Name: "GET /quote", Attributes: attrs}.Snapshot(),
-		tracetest.SpanStub{Name: "asyncsteps.flow", Events: []sdktrace.Event{{Name: "e", Attributes: attrs}}}.Snapshot(),
+		tracetest.SpanStub{Name: "GET /quote", Attributes: attrs, Resource: res}.Snapshot(),
+		tracetest.SpanStub{Name: "asyncsteps.flow", Events: []sdktrace.Event{{Name: "e", Attributes: attrs}}, Resource: res}.Snapshot(),
 	}
 	exp := utf8Exporter{tracetest.NewNoopExporter()}
 	if n := testing.AllocsPerRun(100, func() { exp.ExportSpans(context.Background(), batch) }); n != 0 {
@@ -762,7 +766,9 @@ func TestTracingExportsTheSpanEndedAsItStops(t *testing.T) {
 // attributes: OTEL_SERVICE_NAME over the service.name of
 // OTEL_RESOURCE_ATTRIBUTES, over asyncsteps-demo. A pair of
 // OTEL_RESOURCE_ATTRIBUTES with no "=" is left out, with a warning; the
-// others apply.
+// others apply. A value that is not UTF-8 once percent-decoded is sent
+// with each run of bad bytes made a U+FFFD: before, the OTLP exporter
+// refused every batch, as the resource is in each.
 func TestTracingResourceFromTheEnvironment(t *testing.T) {
 	for _, c := range []struct {
 		name, service, attributes string
@@ -775,6 +781,10 @@ func TestTracingResourceFromTheEnvironment(t *testing.T) {
 			want: map[string]string{"service.name": "quotes-us", "deployment.environment.name": "prod"}, warnings: 1},
 		{name: "OTEL_RESOURCE_ATTRIBUTES with no service.name", attributes: "deployment.environment.name=prod",
 			want: map[string]string{"service.name": serviceName, "deployment.environment.name": "prod"}},
+		// Percent-decoded, as the SDK reads it: "%E9" is the é of
+		// Latin-1, no UTF-8, which OTLP refused with every batch.
+		{name: "OTEL_RESOURCE_ATTRIBUTES not UTF-8", attributes: "deployment.environment.name=pr%E9-prod",
+			want: map[string]string{"service.name": serviceName, "deployment.environment.name": "pr\uFFFD-prod"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			holdSpansUntilShutdown(t)
