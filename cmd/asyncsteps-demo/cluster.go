@@ -168,7 +168,11 @@ func redactedUserinfo(s string) string {
 // the error's info does not name: the operator who reads why the gateway
 // did not start must learn which Redis it could not reach; when Redis
 // refuses the credentials, it says so and where the password came from.
-func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, func(), error) {
+// The function it returns closes the client, and logs at Warn what the
+// client's Close reports: the leases it could not give back (Redis lost
+// or stalled as the gateway stops), which other instances cannot take
+// until their TTL runs out.
+func connectCluster(ctx context.Context, o clusterOptions, logger *slog.Logger) (*redissync.Client, func(), error) {
 	t, err := o.target()
 	if err != nil {
 		return nil, nil, err
@@ -179,7 +183,12 @@ func connectCluster(ctx context.Context, o clusterOptions) (*redissync.Client, f
 		rdb.Close()
 		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w%s", t.shown, err, t.authHint(err))
 	}
-	return c, func() { c.Close(); rdb.Close() }, nil
+	return c, func() {
+		if err := c.Close(); err != nil {
+			logger.Warn("leases left in Redis until their TTL runs out", "err", err, "ttl", o.TTL)
+		}
+		rdb.Close()
+	}, nil
 }
 
 // redisLogger takes what go-redis logs rather than returns (why each dial

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/redissync"
 )
 
 // With Redis lost, a request the shared limits cannot let in is answered
@@ -21,7 +22,7 @@ func TestQuoteRedisLostIs503(t *testing.T) {
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
-	c, closeCluster, err := connectCluster(context.Background(), clusterOptions{Addr: redisAddr, Prefix: t.Name(), TTL: time.Second})
+	c, closeCluster, err := connectCluster(context.Background(), clusterOptions{Addr: redisAddr, Prefix: t.Name(), TTL: time.Second}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestClusterConcurrencySharedWithAndWithoutRate(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	t.Cleanup(func() { loop.Close() })
 	instance := func(rate int) asyncsteps.Syncer {
-		c, closeCluster, err := connectCluster(context.Background(), clusterOptions{Addr: redisAddr, Prefix: t.Name(), TTL: time.Minute})
+		c, closeCluster, err := connectCluster(context.Background(), clusterOptions{Addr: redisAddr, Prefix: t.Name(), TTL: time.Minute}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,5 +99,40 @@ func TestClusterConcurrencySharedWithAndWithoutRate(t *testing.T) {
 		if res := <-holding; res.Err != nil {
 			t.Fatal(res.Err)
 		}
+	}
+}
+
+// A lease that the Client cannot give back as the gateway stops (Redis
+// lost) is logged at Warn with what Close reports, the Mutex and its
+// leases left: other instances wait for their TTL, and the operator must
+// learn why. The error was dropped.
+func TestClusterCloseLogsTheLeasesLeft(t *testing.T) {
+	redisAddr, redisCmd := startRedisServerOn(t, 0)
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime}))
+	c, closeCluster, err := connectCluster(context.Background(), clusterOptions{Addr: redisAddr, Prefix: t.Name(), TTL: time.Minute}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := asyncsteps.NewLoop()
+	t.Cleanup(func() { loop.Close() })
+	m := c.NewMutex("held", redissync.MutexOptions{Max: 1, TTL: time.Minute})
+	inside, release := make(chan struct{}), make(chan struct{})
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+		close(inside)
+		asyncsteps.AwaitChan(as, release)
+	})
+	p := r.Promise()
+	<-inside
+	redisCmd.Process.Kill()
+	redisCmd.Wait()
+	closeCluster()
+	close(release)
+	<-p
+	got := logs.String()
+	want := `level=WARN msg="leases left in Redis until their TTL runs out" err=`
+	if !strings.Contains(got, want) || !strings.Contains(got, "held") || !strings.Contains(got, "ttl=1m0s") {
+		t.Errorf("log:\n%s\nwant a line with %q naming the Mutex \"held\" and ttl=1m0s", got, want)
 	}
 }

@@ -476,7 +476,7 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		}
 		// Deferred before closeCluster: the client logs as it closes too.
 		defer logRedisTo(logger)()
-		c, closeCluster, err := connectCluster(ctx, o.cluster)
+		c, closeCluster, err := connectCluster(ctx, o.cluster, logger)
 		if err != nil {
 			return stoppedOr(ctx, err, logger)
 		}
