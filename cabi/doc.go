@@ -140,7 +140,7 @@
 // ends (the C++ reference implementation's sched_* and is_same_thread
 // read it), so once the library sees the step over (a Success or Error
 // made, an implicit success, its sub-steps ended, its Go cancel handler
-// run, an error handler that returned with the error going on, the
+// returned, an error handler that returned with the error going on, the
 // flow's state cleaned up), the Tool calls the table no more: Immediate
 // and Deferred panic ("cabi: the Tool of a foreign step used after the
 // step ended: the table may have freed it"), so that such a Root panics
@@ -148,8 +148,11 @@
 // and a completion handed to it from another goroutine is logged and
 // lost, as the engine documents for a Tool that has stopped;
 // IsSameThread is false, and a handle it gave is cancelled without the
-// table. A flow that runs on such a Tool as the step ends stops there
-// (its next callback cannot be scheduled; the panic is logged): run a
+// table. The step's Go cancel handler still has the Tool: the table
+// frees the step once it returns, so a timer the step armed is cancelled
+// in the table there. A flow that runs on such a Tool as the step ends
+// stops there (its next callback cannot be scheduled; the panic is
+// logged): run a
 // Go flow that must outlive the step on a Loop of its own. The library
 // cannot see the end of a step that the table ends by itself while it
 // waits with the table's waitExternal and no Go cancel handler (a

@@ -147,6 +147,11 @@ type fcall struct {
 	// not (see over).
 	toolTaken atomic.Bool
 	gone      atomic.Bool
+	// inCancel is set while the step's Go cancel handler runs: the table
+	// runs it with the step's pointer, which it frees only after, so the
+	// step's Tool still calls the table there (see over), to cancel the
+	// timers the step armed.
+	inCancel atomic.Bool
 }
 
 // over reports whether the table may have ended the step, and freed its
@@ -155,12 +160,13 @@ type fcall struct {
 // callback has returned; or, having added sub-steps, they have ended, or
 // the callback, an error handler's, returned without completing; or the
 // table has cleaned up the flow. A Tool taken from the step is dead then
-// (see foreignTool).
+// (see foreignTool). A step whose Go cancel handler runs is not over yet:
+// the table holds it until the handler returns.
 func (cb *fcall) over() bool {
 	if fv := cb.flow.Load(); fv != nil && fv.released.Load() {
 		return true
 	}
-	return cb.gone.Load() || cb.completed.Load() && !cb.active.Load()
+	return cb.gone.Load() || cb.completed.Load() && !cb.active.Load() && !cb.inCancel.Load()
 }
 
 // end marks the callback returned, after any other goroutine's
@@ -653,6 +659,12 @@ func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
 	}
 	w := newCall(bsi, 0, r)
 	w.cb.completed.Store(true) // a cancelled step completes nothing
+	if r.of != nil {
+		// The step's Tool cancels what it armed through the table: see
+		// fcall.over.
+		r.of.inCancel.Store(true)
+		defer r.of.inCancel.Store(false)
+	}
 	w.run(func() { r.cancel(w) })
 }
 

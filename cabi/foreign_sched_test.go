@@ -302,6 +302,38 @@ func TestForeignToolOfAStepThatIsOver(t *testing.T) {
 	}
 }
 
+// A Go step of a foreign table that arms a timer on its Tool and cancels
+// it in its cancel handler (what a cancel handler is for: the step's
+// external jobs) cancels it in the table: the table runs the handler with
+// the step's pointer, which it frees only once the handler has returned,
+// so the step is not over for its Tool yet. Here the fake times the
+// waiting step out: its cancel handler runs, then its error handler.
+// Before, the step counted as over as its cancel began, and Cancel left
+// the table's timer armed, an hour long here, to run nothing when it came:
+// a table whose loop runs until nothing is left waited for it.
+func TestForeignToolCancelsItsTimerInTheStepsCancelHandler(t *testing.T) {
+	_, root := schedTool(t)
+	ctest.TimeOutWaiting(root)
+	var got []string
+	cabi.Wrap(root).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		h := as.Tool().Deferred(time.Hour, func() { t.Error("a cancelled callback ran") })
+		as.SetCancel(func(asyncsteps.AsyncSteps) {
+			h.Cancel()
+			got = append(got, fmt.Sprintf("cancelled, handle valid %v", h.IsValid()))
+		})
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		got = append(got, "error handler "+code)
+		as.Success()
+	})
+	ctest.FakeRun(root)
+	if n := ctest.SchedRun(); n != 0 {
+		t.Errorf("the table's loop ran %d callbacks, want none: the timer is cancelled", n)
+	}
+	if want := []string{"cancelled, handle valid false", "error handler Timeout"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 // BenchmarkForeignToolImmediate measures a callback scheduled through a
 // foreign table's Tool; the table's loop runs them 32 at a time (the
 // fake's queue holds 64), off the clock.
