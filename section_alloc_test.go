@@ -1,6 +1,9 @@
 package asyncsteps
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A Mutex's Sync called directly, as a step adds its critical section,
 // costs the flow one allocation: the step that enters, which holds the
@@ -57,5 +60,30 @@ func TestKeyedMutexSyncCostsAsMutexOnAKeyInUse(t *testing.T) {
 	}
 	if n := km.Len(); n != 1 {
 		t.Errorf("%d keys in use, want the holder's", n)
+	}
+}
+
+// A Throttle's period costs one allocation, on a TestTool the entry of
+// its timer: a flow that opens a period of its own (a rate of 1 per
+// millisecond, the tool driven to the period's end) allocates one object
+// more than one that enters a period that runs on (timed on another
+// tool, never driven). Before, the task of the timer, which names the
+// period it times, took an allocation of its own at every period.
+func TestAThrottlePeriodCostsItsTimerAlone(t *testing.T) {
+	oneAPIChunk(t)
+	tt := NewTestTool()
+	noop := func(AsyncSteps, ...any) {}
+	perFlow := NewThrottle(1, time.Millisecond)
+	shared := NewThrottle(1000, time.Hour)
+	other := NewTestTool()
+	opener := New(WithTool(other))
+	shared.Sync(opener, noop)
+	opener.Execute()
+	other.Advance(0) // opener enters: shared's period runs on, timed on other
+	opening := flowAllocs(tt, func(as AsyncSteps) { perFlow.Sync(as, noop) })
+	entering := flowAllocs(tt, func(as AsyncSteps) { shared.Sync(as, noop) })
+	if opening != entering+1 {
+		t.Errorf("a flow that opens a period allocates %v objects, one that enters a running period %v: want one more",
+			opening, entering)
 	}
 }

@@ -916,6 +916,41 @@ func BenchmarkMutexSyncUncontended(b *testing.B) {
 	}
 }
 
+// BenchmarkThrottlePeriod measures a flow that opens a period of a
+// Throttle, whose timer then ends it ("Timer"), or that comes at the end
+// of the period before, ahead of its timer, and opens the next one
+// itself ("Outrun").
+func BenchmarkThrottlePeriod(b *testing.B) {
+	section := func(asyncsteps.AsyncSteps, ...any) {}
+	b.Run("Timer", func(b *testing.B) {
+		tt := asyncsteps.NewTestTool()
+		th := asyncsteps.NewThrottle(1, time.Millisecond)
+		b.ReportAllocs()
+		for b.Loop() {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(th, section)
+			r.Execute()
+			tt.Run()
+		}
+	})
+	b.Run("Outrun", func(b *testing.B) {
+		tt := asyncsteps.NewTestTool()
+		th := asyncsteps.NewThrottle(1, time.Millisecond)
+		enter := func() {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(th, section)
+			r.Execute()
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			tt.Deferred(time.Millisecond, enter) // due with the period's timer, armed before it
+			enter()
+			tt.Advance(time.Millisecond)
+		}
+		tt.Run()
+	})
+}
+
 // A section entered by an AsyncSteps that is not the package's gives its
 // Mutex back when the flow is cancelled inside it.
 func TestForeignSectionLeavesOnCancel(t *testing.T) {

@@ -78,14 +78,16 @@ type Throttle struct {
 	// nil in both windows, and a flow of the other clock must be refused
 	// there too.
 	clock clockKind
-	// gen counts the periods a flow outran (see admit): each such flow
-	// times the period it begins on its own tool, and the timer of the
-	// period it ended, which carries the gen it was armed in, does
-	// nothing when it runs or is dropped. That timer's tool is the one
-	// of a flow that may have ended long ago, which the Throttle must
-	// not use again: a foreign table's Tool (cabi) is valid only while
-	// the step it came from runs.
-	gen uint64
+	// timer is the task of the current period's timer, nil before the
+	// first period. A flow that outruns a period (see admit) times the
+	// period it begins on its own tool, with a new timer: the timer of
+	// the period it ended, whose task is no longer timer, does nothing
+	// when it runs or is dropped. That timer's tool is the one of a flow
+	// that may have ended long ago, which the Throttle must not use
+	// again: a foreign table's Tool (cabi) is valid only while the step
+	// it came from runs. The other periods, each timed as the one before
+	// ends, share their task: a period costs no allocation of its own.
+	timer *periodTimer
 	// untimed is set while the period runs on with no timer: the Loop it
 	// was timed on closed before ends, and no flow waited to time the
 	// rest of it on its own tool. The queue holds none but flows of
@@ -217,14 +219,14 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 			t.untimed, t.timedOn = false, tool
 		}
 	}
-	ends, gen := t.ends, t.gen
+	ends, timer := t.ends, t.timer
 	t.mu.Unlock()
 	if start {
 		t.begun()
 		t.arm(tool)
 	}
 	if armRest || outran {
-		t.armUntil(tool, ends, gen)
+		t.armUntil(tool, ends, timer)
 	}
 	for _, as := range admitted {
 		as.Success()
@@ -235,9 +237,9 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 // outrun begins, with mu held, the period that a flow on tool opens at
 // now, the one before over by the clock, its timer not run yet: the new
 // period is timed on tool, which the caller arms, as the flow runs its
-// step; the old timer, of an older gen, does nothing.
+// step, with a timer of its own; the old one does nothing.
 func (t *Throttle) outrun(tool Tool, now time.Time) {
-	t.gen++
+	t.timer = &periodTimer{t}
 	t.ends, t.timedOn, t.clock, t.running = now.Add(t.periodLen()), tool, clockKindOf(tool), true
 }
 
@@ -278,15 +280,15 @@ func (t *Throttle) nextPeriod(tool *Tool) []AsyncSteps {
 	return admitted
 }
 
-// periodOver runs as the timer armed in gen ends the current period, on
+// periodOver runs as the timer of pt ends the current period, on
 // the loop of the tool that armed it, or at once when that timer will
 // never run (dropped): the next period starts now, timed on the tool of
 // the first waiter it lets in, or the Throttle goes idle. The timer of a
 // period that a flow outran (see admit) does nothing: that flow times the
 // period it began.
-func (t *Throttle) periodOver(gen uint64, dropped bool) {
+func (t *Throttle) periodOver(pt *periodTimer, dropped bool) {
 	t.mu.Lock()
-	if gen != t.gen {
+	if pt != t.timer {
 		t.mu.Unlock()
 		return
 	}
@@ -338,10 +340,10 @@ func (t *Throttle) timeRest() {
 		}
 	}
 	t.timedOn, t.untimed = tool, tool == nil
-	ends, gen := t.ends, t.gen
+	ends, timer := t.ends, t.timer
 	t.mu.Unlock()
 	if tool != nil {
-		t.armUntil(tool, ends, gen)
+		t.armUntil(tool, ends, timer)
 	}
 }
 
@@ -368,31 +370,34 @@ func (t *Throttle) arm(tool Tool) {
 		t.ends = now.Add(d)
 	}
 	t.timedOn = tool
-	gen := t.gen
+	if t.timer == nil {
+		t.timer = &periodTimer{t}
+	}
+	timer := t.timer
 	t.mu.Unlock()
-	t.schedule(tool, d, gen)
+	t.schedule(tool, d, timer)
 }
 
-// armUntil times the current period, of gen, on tool until ends on its
-// clock.
-func (t *Throttle) armUntil(tool Tool, ends time.Time, gen uint64) {
+// armUntil times the current period, whose timer is pt, on tool until
+// ends on its clock.
+func (t *Throttle) armUntil(tool Tool, ends time.Time, pt *periodTimer) {
 	d := t.periodLen()
 	if now := clockOf(tool); !now.IsZero() {
 		d = ends.Sub(now)
 	}
-	t.schedule(tool, d, gen)
+	t.schedule(tool, d, pt)
 }
 
-// schedule arms the timer of gen's period on tool, due in d. A timer that
+// schedule arms the timer of pt on tool, due in d. A timer that
 // never runs (a Loop closed before or after arming, a TestTool reset)
 // goes to periodOver as dropped: the rest of a period timed on a closing
 // Loop is timed elsewhere (timeRest); on another tool the period ends at
 // once rather than keep the Throttle full for good, since a flow that
 // waits for it may run on another tool.
-func (t *Throttle) schedule(tool Tool, d time.Duration, gen uint64) {
-	h := schedulerOf(tool).deferred(d, periodEnd{t, gen})
+func (t *Throttle) schedule(tool Tool, d time.Duration, pt *periodTimer) {
+	h := schedulerOf(tool).deferred(d, pt)
 	if _, closed := h.(deadHandle); closed {
-		t.periodOver(gen, true)
+		t.periodOver(pt, true)
 	}
 }
 
@@ -445,15 +450,14 @@ func clockOf(tool Tool) (now time.Time) {
 	return tool.Now()
 }
 
-// periodEnd is the timer task that ends a Throttle's period, armed in
-// gen.
-type periodEnd struct {
-	t   *Throttle
-	gen uint64
-}
+// periodTimer is the task of the timers that end a Throttle's periods:
+// one for the periods timed one after the other, a new one for a period
+// that a flow outran (see Throttle.timer). A pointer, so that a timer
+// armed takes no allocation for its task.
+type periodTimer struct{ t *Throttle }
 
-func (p periodEnd) run()     { p.t.periodOver(p.gen, false) }
-func (p periodEnd) dropped() { p.t.periodOver(p.gen, true) }
+func (p *periodTimer) run()     { p.t.periodOver(p, false) }
+func (p *periodTimer) dropped() { p.t.periodOver(p, true) }
 
 // leave takes a waiting entry out of the queue. An entry that has entered
 // stays counted in its period: there is nothing to give back.
