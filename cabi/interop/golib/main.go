@@ -232,6 +232,57 @@ var cases = []goCase{
 			as.Success()
 		})
 	}, "cancel|eh E1"},
+	// A Go step's Tool works while the step runs, under its sub-steps
+	// too, and in its cancel handler, which cancels a timer of the step's
+	// through the RI (its sched_cancel) before the RI frees the step.
+	{"tool_in_step", func(as asyncsteps.AsyncSteps, t *trace) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tool := as.Tool()
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.WaitExternal()
+				tool.Immediate(func() { t.log("immediate"); as.Success() })
+			})
+		})
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			h := as.Tool().Deferred(time.Hour, func() { t.log("VIOLATION: a cancelled timer ran") })
+			as.SetCancel(func(asyncsteps.AsyncSteps) {
+				h.Cancel()
+				t.log("cancel valid %v", h.IsValid())
+			})
+			as.SetTimeout(150 * time.Millisecond) // the RI's AsyncTool refuses under 100 ms
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			t.log("eh %s", code)
+			as.Success()
+		})
+	}, "immediate|cancel valid false|eh Timeout"},
+	// A Go Root that NewInstance makes on a Go step runs on the RI's
+	// tool while the step waits for it.
+	{"new_instance", func(as asyncsteps.AsyncSteps, t *trace) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			r := as.NewInstance()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.log("inner"); as.Success(int32(3)) })
+			r.Add(func(as asyncsteps.AsyncSteps, args ...any) { as.Success(args[0].(int32) + 1) })
+			as.WaitExternal()
+			res := r.Promise()
+			go func() { as.Success((<-res).Args...) }()
+		})
+		as.Add(func(as asyncsteps.AsyncSteps, args ...any) { t.log("got %v", args[0]) })
+	}, "inner|got 4"},
+	// A Throttle shared by Parallel branches of the RI: each period is
+	// timed on the tool of the branch that opens it, its timer run by the
+	// RI after that branch's steps are over.
+	{"throttle", func(as asyncsteps.AsyncSteps, t *trace) {
+		th := asyncsteps.NewThrottle(1, 120*time.Millisecond)
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			p := as.Parallel()
+			for i := range 3 {
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Sync(th, func(as asyncsteps.AsyncSteps, _ ...any) { t.log("enter %d", i) })
+				})
+			}
+		})
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { t.log("after") })
+	}, "enter 0|enter 1|enter 2|after"},
 	// The Go step after a failed one never runs: what its function holds
 	// is let go once the RI has destroyed the root (and with it the
 	// flow's state variables).
