@@ -174,17 +174,6 @@ func (r *goexitResume) run() {
 	r.goOn(fl, f)
 }
 
-// driveOn drives the flow on from f in a task of its own that, like a
-// step, takes a turn: other queued work runs first, unless bursts let the
-// flow go on.
-func (fl *flow) driveOn(f *frame) {
-	if f != nil && fl.sched.busy() && !fl.bursting(f) {
-		fl.requeue(f)
-		return
-	}
-	fl.drive(f)
-}
-
 // cancelJob runs the cancel handlers of a tree of frames, innermost first,
 // without recursion: a flow nested a million levels deep is cancelled
 // like a shallow one. Once done, it calls then, whose frame is where the

@@ -64,7 +64,8 @@ type flow struct {
 	// inCall is set while a callback of the flow runs, reent when a task
 	// of the flow came while it ran (see deferTask); on the loop.
 	inCall, reent bool
-	// driving is set while drive runs the flow's steps, so that a flow
+	// driving is set while drive runs the flow's steps, or a task that
+	// takes a turn as a step does (see limitRun.slotBack), so that a flow
 	// that a callback's Goexit cut off there goes on in the same turn
 	// (see afterGoexit); on the loop.
 	driving bool

@@ -436,7 +436,12 @@ func (lr *limitRun) slotBack(w *itemWork) {
 		return
 	}
 	lr.held--
-	fl.driveOn(lr.take(p))
+	// The slot comes back in a task that, like a step, takes a turn: the
+	// flow lets other queued work run before its next step, unless bursts
+	// let it go on. The pull of the next pair runs in that turn, so that
+	// the flow goes on alike after a Goexit in it (see afterGoexit).
+	fl.driving = true
+	fl.steps(lr.take(p), 1)
 }
 
 // itemWork counts the Await functions started inside one item of a

@@ -1,12 +1,14 @@
 package asyncsteps_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"iter"
 	"log/slog"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -94,6 +96,45 @@ func TestGoexitKeepsTheFlowsTurn(t *testing.T) {
 			return r
 		},
 		trace: "body,other,other2,outer:InternalError,next",
+	}, {
+		// The slot that the Await function of an ended item gives back
+		// comes in a task that, like a step, takes a turn before the flow
+		// goes on: the pull it makes is cut off in that turn. Item 0
+		// times out and ends, its function holding its slot until 2ms;
+		// item 1 waits, and is cancelled as the pull fails the step.
+		name: "ForEachLimit sequence at a slot given back",
+		flow: func(tt *asyncsteps.TestTool, tr *tracer, fault func()) *asyncsteps.Root {
+			release := make(chan struct{})
+			tt.Deferred(2*time.Millisecond, func() { close(release) })
+			seq := iter.Seq2[int, int](func(yield func(int, int) bool) {
+				if yield(0, 0) && yield(1, 1) {
+					fault()
+				}
+			})
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				asyncsteps.ForEachLimit(as, seq, 2, func(as asyncsteps.AsyncSteps, i, _ int) {
+					if i == 1 {
+						as.SetCancel(func(asyncsteps.AsyncSteps) {
+							tr.add("cancel")
+							tt.Immediate(func() { tr.add("other") })
+						})
+						as.WaitExternal()
+						return
+					}
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.SetTimeout(time.Millisecond)
+						as.Await(func(context.Context) (any, error) {
+							<-release // ignores its context
+							return nil, nil
+						})
+					}, func(as asyncsteps.AsyncSteps, _ string) { as.Success() })
+				})
+			}, recoverTo(tr))
+			r.Add(tr.step("next"))
+			return r
+		},
+		trace: "cancel,outer:InternalError,other,next",
 	}}
 	faults := []struct {
 		name string
@@ -105,17 +146,33 @@ func TestGoexitKeepsTheFlowsTurn(t *testing.T) {
 	for _, c := range cases {
 		for _, fault := range faults {
 			t.Run(c.name+"/"+fault.name, func(t *testing.T) {
-				tt := asyncsteps.NewTestTool()
-				tr := &tracer{}
-				ch := c.flow(tt, tr, fault.fn).Promise()
-				for n := 0; nextEvent(tt); n++ {
-					if n > maxEvents {
-						t.Fatalf("still running after %d events", maxEvents)
-					}
-				}
-				wantSuccess(t, result(t, ch))
-				wantTrace(t, tr, c.trace)
+				synctest.Test(t, func(t *testing.T) {
+					tt := asyncsteps.NewTestTool()
+					tr := &tracer{}
+					ch := c.flow(tt, tr, fault.fn).Promise()
+					driveThroughGoexits(t, tt)
+					wantSuccess(t, result(t, ch))
+					wantTrace(t, tr, c.trace)
+				})
 			})
+		}
+	}
+}
+
+// driveThroughGoexits runs tt's events, each on a goroutine of its own
+// that a Goexit may end, until none is left once the goroutines of Await
+// functions are blocked or gone. Called inside a synctest bubble.
+func driveThroughGoexits(t *testing.T, tt *asyncsteps.TestTool) {
+	t.Helper()
+	for n := 0; ; n++ {
+		if n > maxEvents {
+			t.Fatalf("still running after %d events", maxEvents)
+		}
+		if !nextEvent(tt) {
+			synctest.Wait() // what the Await functions that returned queued
+			if !nextEvent(tt) {
+				return
+			}
 		}
 	}
 }
