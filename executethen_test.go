@@ -382,6 +382,36 @@ func TestExecuteThenPanicIsLogged(t *testing.T) {
 	}
 }
 
+// On a Tool of the caller's, a panic in done is the tool's: it reaches
+// the code that runs the tool's callback, as one in an unhandled-error
+// function does, once the flow has stopped; done is not called again, and
+// the Root runs again.
+func TestExecuteThenPanicOnACustomToolIsTheTools(t *testing.T) {
+	tool := &manualTool{}
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.SuccessStep()
+	calls := 0
+	r.ExecuteThen(func(asyncsteps.Result) {
+		calls++
+		panic("done boom")
+	})
+	if p := startPanic(tool.run); p != "done boom" {
+		t.Errorf("the tool's callback panicked with %v, want done's panic", p)
+	}
+	tool.run()
+	if calls != 1 || r.Running() {
+		t.Errorf("done called %d times, Running %v; want once, and not running", calls, r.Running())
+	}
+	r.SuccessStep("again")
+	var again []asyncsteps.Result
+	r.ExecuteThen(func(res asyncsteps.Result) { again = append(again, res) })
+	tool.run()
+	if len(again) != 1 {
+		t.Fatalf("the next execution's done called %d times, want once", len(again))
+	}
+	wantSuccess(t, again[0], "again")
+}
+
 // awaitResult waits for the Result of ch and hands it back on a channel
 // of its own, for result to check.
 func awaitResult(t *testing.T, ch <-chan asyncsteps.Result) <-chan asyncsteps.Result {

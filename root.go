@@ -208,8 +208,9 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 // Result of this execution, the one [Root.Promise] would deliver: the
 // success args; the error that ended the flow; after a cancel, an error
 // matching context.Canceled; an InternalError, "the flow's loop is
-// closed", if its [Loop] is closed first. It is the one callback for
-// every way a flow ends, where a worker settles its job. The
+// closed", if its [Loop] is closed first. Unlike the function of
+// [Root.ExecuteWith], which gets only an error, done sees every end of
+// the execution: it is where a worker settles its job. The
 // unhandled-error function is not called.
 //
 // done runs on the flow's tool once the flow has fully stopped: no
@@ -219,10 +220,12 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 // when its loop is closed: on the loop's goroutine as the loop stops,
 // after its last callback and before [Loop.Done] is closed; for a flow
 // started once the loop had stopped, or on a zero Loop, on a goroutine of
-// its own, after ExecuteThen has returned. A panic in done is logged with
-// log/slog, and a runtime.Goexit in it ends only the goroutine, as in an
-// unhandled-error function: the loop goes on, and done is not called
-// again.
+// its own, after ExecuteThen has returned. A panic or a runtime.Goexit in
+// done is the tool's, as one in an unhandled-error function: a Loop or a
+// TestTool logs the panic with log/slog, a Goexit ends only the
+// goroutine, and the tool goes on; on a Tool of the caller's, the panic
+// reaches the code that runs the tool's callback. done is not called
+// again either way.
 //
 // A nil done makes it Execute: an error that ends the flow goes to the
 // unhandled-error function. Like Execute, it panics if the flow is already
