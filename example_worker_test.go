@@ -132,7 +132,9 @@ func (w *worker) start(j queuedJob) {
 			as.Sync(w.limit, func(as asyncsteps.AsyncSteps, _ ...any) { w.process(as, j) })
 		})
 	})
-	// Once the flow has stopped, its locks given back, however it ended.
+	// Once the flow has stopped, however it ended. Its locks are given
+	// back by then, but those that an Await call of the job still holds:
+	// a call that ignores its context keeps them until it returns.
 	r.ExecuteThen(func(res asyncsteps.Result) { w.end(j, res.Err) })
 }
 
