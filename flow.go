@@ -244,6 +244,10 @@ type thenWaiter struct {
 	done   func(Result)
 }
 
+// The waiter must stay first in a thenWaiter, or thenFunc would read the
+// wrong memory: this does not compile once it is not.
+var _ [0]struct{} = [unsafe.Offsetof(thenWaiter{}.waiter)]struct{}{}
+
 func newThenWaiter(done func(Result)) *waiter {
 	tw := &thenWaiter{done: done}
 	tw.then = true
