@@ -964,6 +964,10 @@ func (fl *flow) end(args []any, err error) {
 	fl.done = true
 	dropParallels(fl.base.queue) // steps left by an error, a cancel or a misuse never run
 	fl.base.queue = nil
+	// The last level-0 step's success arguments: the Root lives on, and
+	// must not keep them, nor what their slice is part of (the call of an
+	// Await function, which is its context, with the values of Run's).
+	fl.base.args = nil
 	if w := fl.wait; w != nil {
 		// Only an execution with a waiter pays for this test: one of
 		// Execute has none unless package cabi set atEnd.
