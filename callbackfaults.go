@@ -20,10 +20,13 @@ const goexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t
 
 // goexitError records and returns the InternalError of a Goexit.
 func (fl *flow) goexitError() *Error {
-	err := &Error{Code: InternalError, Info: goexitInfo}
+	err := newGoexitError()
 	fl.noteError(err, err)
 	return err
 }
+
+// newGoexitError returns the InternalError of a Goexit, not recorded yet.
+func newGoexitError() *Error { return &Error{Code: InternalError, Info: goexitInfo} }
 
 // completeOrFail runs complete, a completion of the step h through user
 // code (a decorator's Success, a hook), on the flow's loop. If that code
@@ -308,10 +311,14 @@ func (fl *flow) afterReentry(c *frame) {
 // reentryError returns the InternalError of a callback of fl that drove
 // the tool into its own flow, noted as raised.
 func (fl *flow) reentryError() *Error {
-	err := &Error{Code: InternalError, Info: reentryInfo}
+	err := newReentryError()
 	fl.noteError(err, err)
 	return err
 }
+
+// newReentryError returns the InternalError of a callback that drove the
+// tool into its own flow, not recorded yet.
+func newReentryError() *Error { return &Error{Code: InternalError, Info: reentryInfo} }
 
 // endReentry queues the tasks that waited for the callback of fl that
 // drove the tool into its own flow to return.

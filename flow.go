@@ -729,9 +729,25 @@ func (fl *flow) abortedByOther(c *frame) {
 // InternalError it raises, and records it. The value is printed only
 // where printing it cannot crash the process.
 func (fl *flow) panicked(r any) *Error {
-	p := &PanicError{Value: r, Stack: debug.Stack()}
-	err := &Error{Code: InternalError, Info: printsafe.Sprint(r), Cause: p}
-	fl.noteError(err, p)
+	err := panicError(r, debug.Stack())
+	fl.noteError(err, err.Cause)
+	return err
+}
+
+// panicError is panicked's InternalError for the panic r that stack
+// shows, not recorded yet (see faultException).
+func panicError(r any, stack []byte) *Error {
+	p := &PanicError{Value: r, Stack: stack}
+	return &Error{Code: InternalError, Info: printsafe.Sprint(r), Cause: p}
+}
+
+// faultException is what the State's LastException records for err, the
+// InternalError of a callback's fault: the *PanicError of a panic, else
+// err itself.
+func faultException(err *Error) error {
+	if p, ok := err.Cause.(*PanicError); ok {
+		return p
+	}
 	return err
 }
 

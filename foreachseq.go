@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"reflect"
+	"runtime/debug"
 )
 
 // pulled is an iter.Seq2 that a ForEach pulls one pair per iteration
@@ -172,13 +173,13 @@ func (p *pulled[K, V]) pull(f *frame) (more bool) {
 			return
 		}
 		if r := recover(); r != nil {
-			p.err = p.leavePull(f, fl.panicked(r))
+			p.err = p.leavePull(f, raisedAtPull(f, panicError(r, debug.Stack())))
 			p.finished = true
 			more = true
 			return
 		}
 		p.finished = true
-		p.afterGoexit(f, p.leavePull(f, fl.goexitError()))
+		p.afterGoexit(f, p.leavePull(f, raisedAtPull(f, newGoexitError())))
 	}()
 	k, v, ok := p.next()
 	if !ok {
@@ -233,9 +234,22 @@ func (p *pulled[K, V]) leavePull(f *frame, err *Error) *Error {
 	}
 	fl.inCall = false
 	if err == nil {
-		err = fl.reentryError()
+		err = newReentryError() // recorded by the iteration too
 	}
 	p.waiting = fl.takeReentered()
+	return err
+}
+
+// raisedAtPull records err, the fault of a pull by the frame f, where the
+// pull raises it: a ForEachLimit's, as the pull returns. A ForEach raises
+// it in the iteration that the pull queues, a turn later, and records it
+// there (see eachIteration): a cancel that comes first, as a failed
+// sibling branch's, ends the loop before it, and the StepError hook and
+// the State are told nothing of an error nobody saw.
+func raisedAtPull(f *frame, err *Error) *Error {
+	if _, loop := f.impl.(*loopRun); !loop {
+		f.h.fl.noteError(err, faultException(err))
+	}
 	return err
 }
 

@@ -185,3 +185,55 @@ func recoverTo(tr *tracer) asyncsteps.ErrorFunc {
 		as.Success()
 	}
 }
+
+// The error of a ForEach's sequence (a panic, a Goexit) is raised by the
+// iteration that its pull queues, a turn later: it is told to the
+// StepError hook, and kept in the State, then, as any error raised. A
+// branch whose sibling fails in that turn is cancelled before it raises
+// the error: nobody is told of it.
+func TestForEachSeqFaultIsToldAsItsIterationRaisesIt(t *testing.T) {
+	faults := []struct {
+		name string
+		fn   func()
+	}{
+		{"panic", func() { panic("boom") }},
+		{"Goexit", runtime.Goexit},
+	}
+	for _, fault := range faults {
+		t.Run(fault.name, func(t *testing.T) {
+			tt := asyncsteps.NewTestTool()
+			tr := &tracer{}
+			tt.SetHooks(&asyncsteps.Hooks{StepError: func(_ context.Context, err *asyncsteps.Error) {
+				tr.add("StepError:" + err.Code)
+			}})
+			seq := iter.Seq2[int, int](func(func(int, int) bool) {
+				tr.add("pull")
+				fault.fn()
+			})
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Parallel().Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+							tr.add("fail")
+							as.Error("E1", "i1")
+						})
+					})
+				}).Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.ForEach(seq, func(as asyncsteps.AsyncSteps, _, _ any) { tr.add("body") })
+				})
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.add("outer:" + code + ":" + as.State().ErrorInfo)
+				as.Success()
+			})
+			ch := r.Promise()
+			for n := 0; nextEvent(tt); n++ {
+				if n > maxEvents {
+					t.Fatalf("still running after %d events", maxEvents)
+				}
+			}
+			wantSuccess(t, result(t, ch))
+			wantTrace(t, tr, "pull,fail,StepError:E1,outer:E1:i1")
+		})
+	}
+}

@@ -186,7 +186,9 @@ func eachIteration(as AsyncSteps, _ ...any) {
 	lr := iterationOf(as)
 	h := as.(*stepAPI)
 	if lr.seq != nil && lr.seq.err != nil {
-		// Pulling this pair failed: the iteration raises it.
+		// Pulling this pair failed: the iteration raises it, and records
+		// it as raised now (see raisedAtPull).
+		h.fl.noteError(lr.seq.err, faultException(lr.seq.err))
 		h.f.err, h.f.handling = lr.seq.err, false
 		lr.seq.err = nil
 		lr.seq.postWaiting(h.fl) // they come after the error, as after a step's
