@@ -736,7 +736,7 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 			}
 			coll = s
 			if n.Seq {
-				coll = x.lazySeq(s)
+				coll = x.lazySeq(n, s)
 			}
 		}
 		var i perRun
@@ -834,7 +834,7 @@ func (x *flowRun) addSettle(as asyncsteps.AsyncSteps, n *ff.Node) {
 }
 
 // forEachLimit adds the ForEachLimit n to as: over a sequence that traces
-// its pulls and its end (and may panic after its last pair), items that trace, then Break, Continue or return
+// its pulls and its end (and may panic or Goexit after its last pair), items that trace, then Break, Continue or return
 // at the item n.At, else add n.Subs.
 func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
 	seq := func(yield func(int, int) bool) {
@@ -849,9 +849,7 @@ func (x *flowRun) forEachLimit(as asyncsteps.AsyncSteps, n *ff.Node) {
 				return
 			}
 		}
-		if n.SeqPanic {
-			panic(ff.PanicValue(n.ID))
-		}
+		seqFault(n)
 	}
 	asyncsteps.ForEachLimit(as, seq, n.Limit, func(as asyncsteps.AsyncSteps, i, v int) {
 		x.steps = append(x.steps, as)
@@ -926,8 +924,9 @@ func (c *perRun) of(x *flowRun) *int {
 }
 
 // lazySeq returns the pairs of s as an iter.Seq2 that counts its runs and
-// cleanups: a ForEach must stop (clean up) every sequence it started.
-func (x *flowRun) lazySeq(s []int) iter.Seq2[int, int] {
+// cleanups (a ForEach must stop, clean up, every sequence it started),
+// and ends after its last pair as the KForEach n says.
+func (x *flowRun) lazySeq(n *ff.Node, s []int) iter.Seq2[int, int] {
 	return func(yield func(int, int) bool) {
 		x.seqs++
 		defer func() { x.seqs-- }()
@@ -936,6 +935,18 @@ func (x *flowRun) lazySeq(s []int) iter.Seq2[int, int] {
 				return
 			}
 		}
+		seqFault(n)
+	}
+}
+
+// seqFault ends the sequence of the KForEach or KForEachLimit n after its
+// last pair as n says: a panic, a runtime.Goexit, or a plain return.
+func seqFault(n *ff.Node) {
+	switch {
+	case n.SeqPanic:
+		panic(ff.PanicValue(n.ID))
+	case n.SeqGoexit:
+		runtime.Goexit()
 	}
 }
 
@@ -976,6 +987,9 @@ func (x *flowRun) stepFunc(n *ff.Node, parent asyncsteps.AsyncSteps) asyncsteps.
 				}
 				if n.CancelPanic {
 					panic(ff.CancelPanicValue(n.ID))
+				}
+				if n.CancelGoexit {
+					runtime.Goexit()
 				}
 			})
 		}

@@ -182,11 +182,57 @@ func flowSeeds() []*ff.Program {
 	// flow goes on at once, as after a panic, and the end of the
 	// AwaitFlow that the timeout cancelled, queued meanwhile, comes after
 	// the next step.
-	return append(seeds, seedHooks(seedProg(0, seedOne,
+	seeds = append(seeds, seedHooks(seedProg(0, seedOne,
 		seedOnerror(seedWith(seedLeaf(ff.EImplicit),
 			seedOnerror(seedCancellable(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFlow, ff.EWait, 0, "")), 10)),
 				&ff.Handler{Action: ff.HGoexit})), seedRecovers(0)),
 		seedLeaf(ff.EImplicit))))
+	return append(seeds, goexitSeeds()...)
+}
+
+// goexitSeeds are seeds 123 to 125: a runtime.Goexit where a panic is an
+// InternalError that goes on in the turn the callback had: in a cancel
+// handler, in the sequence of a ForEach and of a ForEachLimit.
+func goexitSeeds() []*ff.Program {
+	return []*ff.Program{
+		// 123 the cancel handler of a step that times out (in the
+		// timeout's task: the handler recovers at once), of a branch
+		// cancelled by its sibling's error (in the flow's drive, and at a
+		// completion from outside): the InternalError replaces the
+		// Timeout, and nothing where the step is only cancelled.
+		seedHooks(seedProg(0, seedOne,
+			seedOnerror(seedCancelExits(seedTimeout(seedLeaf(ff.EWait), 10)), seedRecovers(0)),
+			seedOnerror(seedPar(seedCancelExits(seedTimeout(seedLeaf(ff.EWait), 60)), seedFails("E1", "")), seedRecovers(0)),
+			seedOnerror(seedPar(seedCancelExits(seedTimeout(seedLeaf(ff.EWait), 60)), seedExtErr(10, "E2", ""), seedExt(0, 0)), seedRecovers(1)),
+			seedLeaf(ff.EImplicit))),
+		// 124 a ForEach's sequence that panics or calls Goexit after its
+		// last pair: the iteration that raises its error takes a turn, as
+		// any step does; a Break stops the sequence before it.
+		seedProg(0, seedOne,
+			seedOnerror(seedPar(seedSeqFault(seedSeqForEach(2, ff.EImplicit, 0, seedLeaf(ff.EImplicit)), true), seedExt(0, 0), seedExt(0, 0)), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedSeqFault(seedSeqForEach(0, ff.EImplicit, 0), false)), seedRecovers(1)),
+			seedSeqFault(seedSeqForEach(3, ff.EImplicit, 0, seedBrk(ff.EBreak, "")), true)),
+		// 125 a ForEachLimit's sequence that calls Goexit after its last
+		// pair fails the step as its panic does (116).
+		seedProg(0, seedOne, seedOnerror(seedSeqExits(seedLimit(2, 3, ff.EImplicit, 0, "", seedCancellable(seedExt(10, 0)))), seedRecovers(1)),
+			seedOnerror(seedSeqExits(seedLimit(4, 2, ff.EImplicit, 0, "", seedCancelExits(seedTimeout(seedLeaf(ff.EWait), 60)))), seedReturns())),
+	}
+}
+
+// seedCancelExits gives n a cancel handler that calls runtime.Goexit: n
+// needs a timeout, or an end that is an error, a panic, a Break or a
+// Continue, whose byte has room for it.
+func seedCancelExits(n *ff.Node) *ff.Node { n.Cancel, n.CancelGoexit = true, true; return n }
+
+// seedSeqExits makes the sequence of the ForEachLimit n call
+// runtime.Goexit after its last pair.
+func seedSeqExits(n *ff.Node) *ff.Node { n.SeqGoexit = true; return n }
+
+// seedSeqFault makes the sequence of the ForEach n panic, or call
+// runtime.Goexit (exits), after its last pair.
+func seedSeqFault(n *ff.Node, exits bool) *ff.Node {
+	n.SeqPanic, n.SeqGoexit = !exits, exits
+	return n
 }
 
 // keyedSeeds are seeds 117 to 121: a KeyedMutex, each key a Mutex of its
@@ -823,7 +869,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"await result success", "await result error", "await result wait", "await result closed", "await result ready", "hooks",
 		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline",
 		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit quick item", "forEachLimit short",
-		"forEachLimit sequence panic", "keyed", "keyed queue", "keyed deadlock"}
+		"forEachLimit sequence panic", "keyed", "keyed queue", "keyed deadlock",
+		"cancel goexit", "forEach sequence panic", "forEach sequence goexit", "forEachLimit sequence goexit"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -876,6 +923,12 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.Kind == ff.KForEach && n.Seq {
 		seen["forEach seq"] = true
+		if n.SeqPanic {
+			seen["forEach sequence panic"] = true
+		}
+		if n.SeqGoexit {
+			seen["forEach sequence goexit"] = true
+		}
 	}
 	if n.Kind == ff.KForEachLimit {
 		seen[[...]string{ff.EImplicit: "forEachLimit", ff.ESuccess: "forEachLimit quick item", ff.EBreak: "forEachLimit break", ff.EContinue: "forEachLimit continue"}[n.End]] = true
@@ -884,6 +937,9 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		}
 		if n.SeqPanic {
 			seen["forEachLimit sequence panic"] = true
+		}
+		if n.SeqGoexit {
+			seen["forEachLimit sequence goexit"] = true
 		}
 	}
 	if n.Kind == ff.KSync && n.Mutex == ff.ThrottleGate {
@@ -915,6 +971,9 @@ func coverage(n *ff.Node, seen map[string]bool) {
 	}
 	if n.CancelPanic {
 		seen["cancel panic"] = true
+	}
+	if n.CancelGoexit {
+		seen["cancel goexit"] = true
 	}
 	if n.Label != "" {
 		seen["label"] = true

@@ -108,6 +108,12 @@ func (e *encoder) node(n *Node) {
 		}
 		if n.Seq && !n.Map {
 			c |= 16
+			if c == 16 && (n.SeqPanic || n.SeqGoexit) {
+				c |= 3 // the sequence's fault, where no Break or Continue is
+				if n.SeqGoexit {
+					c |= 32
+				}
+			}
 		}
 		e.put(c | n.At%4<<2)
 		for _, s := range n.Subs {
@@ -260,10 +266,14 @@ func (e *encoder) limit(n *Node) {
 	case ESuccess:
 		c = 3
 	}
-	if n.SeqPanic {
+	label := labelCode(n.Label)
+	if n.SeqPanic || n.SeqGoexit {
 		c |= 0x80
 	}
-	e.put(c | n.At%8<<2 | labelCode(n.Label)<<5)
+	if n.SeqGoexit {
+		label = 3 // "", which makes the panic a Goexit
+	}
+	e.put(c | n.At%8<<2 | label<<5)
 	e.items++
 	for _, s := range n.Subs {
 		e.node(s)
@@ -384,16 +394,23 @@ func (e *encoder) stepOf(n *Node, awaitable bool) {
 		if n.Timeout2 > 0 {
 			t |= 8 | max(n.Timeout2/10-1, 0)%6<<4
 		}
-		if n.CancelPanic {
+		if n.CancelPanic || n.CancelGoexit {
 			t |= 0x80
+		}
+		if n.CancelGoexit && n.Timeout2 == 0 {
+			t |= 0x40
 		}
 		e.put(t)
 	}
 	// Without a timeout, the byte of the end carries CancelPanic, where it
-	// has room for it.
+	// has room for it, and CancelGoexit, also where the timeout's byte has
+	// none (a second timeout).
 	cp := 0
-	if n.CancelPanic && !n.HasTimeout() {
+	if (n.CancelPanic || n.CancelGoexit) && !n.HasTimeout() {
 		cp = 0x80
+	}
+	if n.CancelGoexit && (!n.HasTimeout() || n.Timeout2 > 0) {
+		cp = 0xc0
 	}
 	switch n.End {
 	case EPanic:

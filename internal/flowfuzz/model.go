@@ -1393,6 +1393,11 @@ func (m *model) call(th *thread, n *Node, args []any) outcome {
 		} else if n.CancelPanic {
 			// Reported all the same (docs/DESIGN.md#hooks).
 			m.stepError(0, outcome{kind: errK, code: "InternalError", info: CancelPanicValue(n.ID), panic: true})
+		} else if n.CancelGoexit && o.is(errK) {
+			o = m.goexit() // as the panic, without a PanicError
+		} else if n.CancelGoexit {
+			m.armStarted() // the event ends there, as in goexit
+			m.stepError(0, fail("InternalError", GoexitInfo))
 		}
 	}
 	// After the step's own cancel handler, which may have called
@@ -1827,8 +1832,8 @@ func (m *model) take(th *thread, lx *limitExec) (completed bool, failed *outcome
 			if lx.pulled == lx.n.Count {
 				lx.taken = true
 				m.seqStop(lx)
-				if lx.n.SeqPanic {
-					o := m.raisePanic(lx.n.ID)
+				if lx.n.SeqPanic || lx.n.SeqGoexit {
+					o := m.seqFault(lx.n)
 					return false, &o
 				}
 				break
@@ -1848,6 +1853,15 @@ func (m *model) take(th *thread, lx *limitExec) (completed bool, failed *outcome
 	}
 	lx.ended = true
 	return true, nil
+}
+
+// seqFault raises the error of the sequence of n, which panics or calls
+// runtime.Goexit after its last pair.
+func (m *model) seqFault(n *Node) outcome {
+	if n.SeqGoexit {
+		return m.goexit()
+	}
+	return m.raisePanic(n.ID)
 }
 
 // seqStop notes that the sequence of lx returns, once: it ran out, or was
@@ -1983,7 +1997,7 @@ func (m *model) loop(th *thread, n *Node) outcome {
 	defer done()
 	for i := 0; ; i++ {
 		if counted && i >= n.Count {
-			return ok(nil)
+			return m.loopEnd(th, n)
 		}
 		if c := th.turn(); c != nil {
 			return *c
@@ -2024,12 +2038,30 @@ func (m *model) loop(th *thread, n *Node) outcome {
 			if c := th.turn(); c != nil {
 				return *c
 			}
-			return ok(nil)
+			return m.loopEnd(th, n)
 		}
 		if c := th.turn(); c != nil {
 			return *c
 		}
 	}
+}
+
+// loopEnd ends the loop n once its iterations are over: a success, or the
+// error of its sequence, which fails as it is pulled after the last pair
+// (SeqPanic, SeqGoexit). The pull queues an iteration that raises it,
+// which takes a turn as any step does, and raises it before it would
+// check Run's deadline.
+func (m *model) loopEnd(th *thread, n *Node) outcome {
+	if !n.SeqPanic && !n.SeqGoexit {
+		return ok(nil)
+	}
+	if n.SeqGoexit {
+		m.armStarted() // the Goexit ends the event as the pull runs
+	}
+	if c := th.turn(); c != nil {
+		return *c
+	}
+	return m.seqFault(n)
 }
 
 // gate is one admission stage of a critical section: a Mutex or a

@@ -299,12 +299,20 @@ type Node struct {
 	// CancelPanic: the cancel handler then panics with
 	// CancelPanicValue(ID) (docs/DESIGN.md#cancel-handlers).
 	CancelPanic bool
-	End         End
-	At          int  // EExternal, EExternalErr: ms after the callback; KForEach, KForEachLimit: the iteration (item) that breaks or continues
-	Map         bool // KForEach: over a map (keys MapKey(i)) instead of a slice
-	Seq         bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
-	Limit       int  // KForEachLimit: the items at most at once, 1 to 4
-	SeqPanic    bool // KForEachLimit: its sequence panics after its last pair
+	// CancelGoexit: the cancel handler then calls runtime.Goexit instead,
+	// which fails or goes on as that panic does, with GoexitInfo as the
+	// info (docs/DESIGN.md#what-a-callback-may-do-to-its-loop).
+	CancelGoexit bool
+	End          End
+	At           int  // EExternal, EExternalErr: ms after the callback; KForEach, KForEachLimit: the iteration (item) that breaks or continues
+	Map          bool // KForEach: over a map (keys MapKey(i)) instead of a slice
+	Seq          bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
+	Limit        int  // KForEachLimit: the items at most at once, 1 to 4
+	SeqPanic     bool // KForEachLimit, KForEach with Seq: its sequence panics (PanicValue(ID)) after its last pair
+	// SeqGoexit: the sequence of a KForEachLimit, or of a KForEach with
+	// Seq, calls runtime.Goexit after its last pair instead: an
+	// InternalError whose info is GoexitInfo, raised where the panic's is.
+	SeqGoexit bool
 
 	Args  []int  // ESuccess, EExternal, KSuccessStep
 	Code  string // EError, EExternalErr, EFail, EExternalFail
@@ -669,6 +677,13 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 			n.End = [...]End{EImplicit, EBreak, EContinue, EImplicit}[c&3]
 			n.At = (c >> 2) % 4
 			n.Seq = !n.Map && c&16 != 0
+			// End 3, an EImplicit as 0 is, which no earlier input of the
+			// corpus gives a sequence: the sequence panics, or (bit 32)
+			// calls runtime.Goexit.
+			if n.Seq && c&3 == 3 {
+				n.SeqPanic = true
+				d.seqExits(n, c&32 != 0)
+			}
 		}
 		for range (b >> 4) & 3 % 3 {
 			n.Subs = append(n.Subs, d.node(sc.deeper(), false))
@@ -730,6 +745,9 @@ func (d *decoder) limit(n *Node, b int, sc, inner scope) *Node {
 	n.Limit, n.Count = 1+c&3, (c>>2)%9
 	n.End = [...]End{EImplicit, EBreak, EContinue, ESuccess}[e&3]
 	n.At, n.Label, n.SeqPanic = (e>>2)%8, labelOf(e>>5), e&0x80 != 0
+	// Label 3, "" as 0 is, which no earlier input of the corpus gives a
+	// sequence that panics: it calls runtime.Goexit instead.
+	d.seqExits(n, n.SeqPanic && (e>>5)&3 == 3)
 	inner.item = true
 	for range b & 3 {
 		n.Subs = append(n.Subs, d.node(inner, false))
@@ -738,6 +756,14 @@ func (d *decoder) limit(n *Node, b int, sc, inner scope) *Node {
 		n.Handler = d.handler(sc)
 	}
 	return n
+}
+
+// seqExits makes the panic of n's sequence a runtime.Goexit if exits says
+// so, where the program may call it (see Program.Ctx).
+func (d *decoder) seqExits(n *Node, exits bool) {
+	if exits && n.SeqPanic && !d.run() {
+		n.SeqPanic, n.SeqGoexit = false, true
+	}
 }
 
 // keyed decodes a KSync on the key (b>>3)&3%3 of the program's
@@ -823,6 +849,7 @@ func (d *decoder) limited(n *Node, sc scope, deadlocks bool) *Node {
 
 func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 	f := d.byte()
+	exits := false // the cancel handler's panic is a Goexit (CancelGoexit)
 	if f&1 != 0 {
 		t := d.byte()
 		n.Timeout = (1 + t&7%6) * 10
@@ -833,9 +860,17 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 			n.Timeout2 = (1 + (t>>4)&7%6) * 10
 		}
 		n.CancelPanic = t&0x80 != 0
+		// Bit 64 without a second timeout (bit 8), which no earlier
+		// input of the corpus sets with bit 128: the panic is a Goexit.
+		exits = t&0xc8 == 0xc0
 	}
 	n.Cancel = f&2 != 0
-	defer func() { n.CancelPanic = n.CancelPanic && n.Cancel }()
+	defer func() {
+		n.CancelPanic = n.CancelPanic && n.Cancel
+		if exits && n.CancelPanic && !d.run() {
+			n.CancelPanic, n.CancelGoexit = false, true
+		}
+	}()
 	hasHandler := f&4 != 0
 	subs := (f >> 3) % 4
 	n.End = End((f >> 5) % int(numEnds))
@@ -850,7 +885,11 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 		}
 		if n.End == EExternalErr {
 			n.At = (b >> 3) % 6 * 10
-		} else if n.CancelPanic = n.CancelPanic || b&0x80 != 0; b&8 != 0 {
+			break
+		}
+		n.CancelPanic = n.CancelPanic || b&0x80 != 0
+		exits = exits || b&0xc0 == 0xc0 // bit 64 is unused here
+		if b&8 != 0 {
 			n.End, n.Code, n.Info = EPanic, "", ""
 			switch {
 			case b&16 != 0 && !d.run():
@@ -865,6 +904,7 @@ func (d *decoder) step(n *Node, sc scope, awaitable bool) {
 		b := d.byte()
 		n.Label = labelOf(b)
 		n.CancelPanic = n.CancelPanic || b&0x80 != 0
+		exits = exits || b&0xc0 == 0xc0 // bit 64 is unused here
 		if b&4 != 0 && sc.underStep {
 			if n.End == EBreak {
 				n.End, n.Label = EParent, ""
@@ -1101,9 +1141,9 @@ func (n *Node) write(b *strings.Builder, depth int) {
 	case KRetry:
 		fmt.Fprintf(b, "%sretry %d label=%q attempts=%d args=%v %+v\n", ind, n.ID, n.Label, n.Count, n.Args, *n.Retry)
 	case KForEach:
-		fmt.Fprintf(b, "%sforEach %d label=%q map=%v seq=%v len=%d at %d: %v\n", ind, n.ID, n.Label, n.Map, n.Seq, n.Count, n.At, n.End)
+		fmt.Fprintf(b, "%sforEach %d label=%q map=%v seq=%v len=%d at %d: %v%s\n", ind, n.ID, n.Label, n.Map, n.Seq, n.Count, n.At, n.End, n.seqFault())
 	case KForEachLimit:
-		fmt.Fprintf(b, "%sforEachLimit %d limit=%d len=%d at %d: %v label=%q panics=%v\n", ind, n.ID, n.Limit, n.Count, n.At, n.End, n.Label, n.SeqPanic)
+		fmt.Fprintf(b, "%sforEachLimit %d limit=%d len=%d at %d: %v label=%q panics=%v%s\n", ind, n.ID, n.Limit, n.Count, n.At, n.End, n.Label, n.SeqPanic, n.seqFault())
 	case KSync:
 		fmt.Fprintf(b, "%ssync %d mutex=%d (2: the throttle, 3: the limiter)\n", ind, n.ID, n.Mutex)
 		n.Body.write(b, depth+1)
@@ -1123,6 +1163,18 @@ func (n *Node) write(b *strings.Builder, depth int) {
 	}
 }
 
+// seqFault describes how the sequence of a KForEach ends, if not by
+// running out, and a KForEachLimit's Goexit (its panic is printed apart).
+func (n *Node) seqFault() string {
+	switch {
+	case n.SeqGoexit:
+		return " (sequence goexits)"
+	case n.SeqPanic && n.Kind == KForEach:
+		return " (sequence panics)"
+	}
+	return ""
+}
+
 func (n *Node) describe() string {
 	var s []string
 	if n.HasTimeout() {
@@ -1136,6 +1188,9 @@ func (n *Node) describe() string {
 	}
 	if n.CancelPanic {
 		s = append(s, "(panics)")
+	}
+	if n.CancelGoexit {
+		s = append(s, "(goexits)")
 	}
 	if n.NilChan {
 		s = append(s, "nil channel")
