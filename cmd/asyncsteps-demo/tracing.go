@@ -255,25 +255,11 @@ func validValue(v attribute.Value) (attribute.Value, bool) {
 			return attribute.StringValue(s), true
 		}
 	case attribute.STRINGSLICE:
-		ss := v.AsStringSlice() // a copy
-		fixed := false
-		for i, s := range ss {
-			var f bool
-			ss[i], f = validText(s)
-			fixed = fixed || f
-		}
-		if fixed {
+		if ss := v.AsStringSlice(); validEach(ss, validText) {
 			return attribute.StringSliceValue(ss), true
 		}
 	case attribute.SLICE:
-		vs := v.AsSlice()
-		fixed := false
-		for i, e := range vs {
-			var f bool
-			vs[i], f = validValue(e)
-			fixed = fixed || f
-		}
-		if fixed {
+		if vs := v.AsSlice(); validEach(vs, validValue) {
 			return attribute.SliceValue(vs...), true
 		}
 	case attribute.MAP:
@@ -282,6 +268,19 @@ func validValue(v attribute.Value) (attribute.Value, bool) {
 		}
 	}
 	return v, false
+}
+
+// validEach makes each element of xs valid by valid, in place (xs is a
+// copy: AsStringSlice and AsSlice return one), and reports whether any
+// was not.
+func validEach[T any](xs []T, valid func(T) (T, bool)) bool {
+	fixed := false
+	for i, x := range xs {
+		var f bool
+		xs[i], f = valid(x)
+		fixed = fixed || f
+	}
+	return fixed
 }
 
 // validText returns s with each run of bytes that are not UTF-8 made a
