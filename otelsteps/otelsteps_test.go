@@ -37,20 +37,26 @@ func describe(spans []sdktrace.ReadOnlySpan) string {
 				parent = "?" // a parent that did not end
 			}
 		}
-		line := fmt.Sprintf("%s <- %s: %s %q", s.Name(), parent, s.Status().Code, s.Status().Description)
-		for _, a := range s.Attributes() {
-			line += fmt.Sprintf(" %s=%s", a.Key, a.Value.String())
-		}
-		for _, e := range s.Events() {
-			line += " event " + e.Name
-			for _, a := range e.Attributes {
-				line += fmt.Sprintf(" %s=%s", a.Key, shortStack(a))
-			}
-		}
-		lines = append(lines, line)
+		lines = append(lines, spanLine(s, s.Name(), parent))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// spanLine is the line of describe and spanTree for s, named name, whose
+// parent is named parent: its status, attributes and events.
+func spanLine(s sdktrace.ReadOnlySpan, name, parent string) string {
+	line := fmt.Sprintf("%s <- %s: %s %q", name, parent, s.Status().Code, s.Status().Description)
+	for _, a := range s.Attributes() {
+		line += fmt.Sprintf(" %s=%s", a.Key, a.Value.String())
+	}
+	for _, e := range s.Events() {
+		line += " event " + e.Name
+		for _, a := range e.Attributes {
+			line += fmt.Sprintf(" %s=%s", a.Key, shortStack(a))
+		}
+	}
+	return line
 }
 
 // shortStack returns a's value, or "<debug.Stack>" for a stack trace as

@@ -35,17 +35,7 @@ func spanTree(rec *tracetest.SpanRecorder) string {
 		if p := s.Parent(); p.IsValid() {
 			parent = labels[p.SpanID().String()]
 		}
-		line := fmt.Sprintf("%s <- %s: %s %q", labels[s.SpanContext().SpanID().String()], parent, s.Status().Code, s.Status().Description)
-		for _, a := range s.Attributes() {
-			line += fmt.Sprintf(" %s=%s", a.Key, a.Value.String())
-		}
-		for _, e := range s.Events() {
-			line += " event " + e.Name
-			for _, a := range e.Attributes {
-				line += fmt.Sprintf(" %s=%s", a.Key, shortStack(a))
-			}
-		}
-		lines = append(lines, line)
+		lines = append(lines, spanLine(s, labels[s.SpanContext().SpanID().String()], parent))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
