@@ -164,3 +164,45 @@ func TestThrottleOutrunPeriodIsTimedOnALiveTool(t *testing.T) {
 	}
 	syncWantIdle(t, tt)
 }
+
+// A period begun by a flow is timed from that flow's entry, whether the
+// Throttle was idle (the old period's timer ran first at that instant) or
+// the flow outran the old period's timer: so a timer armed after that
+// entry at the same instant, w's timeout here, falls due after the
+// period's end, which lets w in first, at one instant again. Before, the
+// timer of an outrun period was armed only as the old timer ran, after
+// w's timeout: w timed out in the queue, though it entered when the old
+// timer ran first.
+func TestThrottleOutrunPeriodIsTimedFromTheEntryThatOpensIt(t *testing.T) {
+	for _, arrivalFirst := range []bool{true, false} {
+		var tr tracer
+		tt := asyncsteps.NewTestTool()
+		th := asyncsteps.NewThrottle(1, 100*time.Millisecond)
+		enter := entering(tt, th, &tr)
+		waiter := func() { // waits for b's period, until 200
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as steps, _ ...any) {
+				as.SetTimeout(100 * time.Millisecond)
+				th.Sync(as, func(steps, ...any) { tr.addf("w@%d", at(tt)) })
+			}, func(as steps, code string) { tr.addf("w:%s@%d", code, at(tt)); as.Success() })
+			r.Execute()
+		}
+		arrive := func() {
+			tt.Deferred(100*time.Millisecond, func() { enter("b") })
+			tt.Deferred(100*time.Millisecond, waiter)
+		}
+		if arrivalFirst { // b and w come before the period's timer runs
+			arrive()
+			enter("a")
+		} else {
+			enter("a")
+			tt.Advance(0)
+			arrive()
+		}
+		drive(t, tt)
+		if got, want := tr.String(), "a@0,b@100,w@200"; got != want {
+			t.Errorf("arrival first %v:\n got: %s\nwant: %s", arrivalFirst, got, want)
+		}
+		syncWantIdle(t, tt)
+	}
+}

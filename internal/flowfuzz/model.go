@@ -68,8 +68,10 @@ import (
 // a new one starts if flows wait, and up to N of them enter at once, else
 // the Throttle goes idle with no timer. A flow that comes once the
 // period's end has come, before its timer ran, ends the period itself,
-// full or not, and the timer then times the one begun: it is not counted
-// in a period that is over. Entries are never given back.
+// full or not, and arms the timer of the one it begins, as a flow that
+// opens a period after idle does; the old timer does nothing when it
+// runs: the flow is not counted in a period that is over. Entries are
+// never given back.
 //
 // The channel of an AwaitChan or AwaitResult is made as its node is added
 // (see added), and gets its value on a timer: a value there before the
@@ -571,9 +573,12 @@ type throttle struct {
 	entered     int   // in the current period
 	running     bool  // a period runs: its timer is armed
 	ends        int64 // when the current period ends
-	outrun      bool  // a flow ended the period before its timer ran: the timer times the next
-	queue       []*entry
-	gate        int // its index in SyncWaitEvent
+	// timer is the current period's. A flow that outruns a period arms
+	// the next one's at once: the old timer, no longer this one, does
+	// nothing when it runs.
+	timer *timer
+	queue []*entry
+	gate  int // its index in SyncWaitEvent
 }
 
 type entry struct {
@@ -773,7 +778,9 @@ func Model(p *Program) Result {
 				m.fifo = append(m.fifo, fifoEntry{th: a.th, sig: signal{kind: sigComplete, out: t.out}})
 			}
 		case tThrottle:
-			m.periodEnd(t.thr)
+			if t == t.thr.timer {
+				m.periodEnd(t.thr)
+			}
 		case tDeadline:
 			// Run queues the expiry, which runs next: nothing else is
 			// queued when a timer runs.
@@ -2303,15 +2310,13 @@ func (m *model) throttleEnter(th *thread, t *throttle, e *entry) (outcome, strin
 	if !t.running {
 		t.running = true
 		t.entered = 0
-		t.ends = m.now + t.period
-		m.arm(t.period, &timer{kind: tThrottle, thr: t})
+		m.timePeriod(t)
 	}
 	if m.now >= t.ends {
 		// The period is over, its timer not run yet: the flow ends it,
-		// full or not, the waiters first, and the timer times the period
-		// begun now.
-		t.outrun = true
-		t.ends = m.now + t.period
+		// full or not, the waiters first, and times the period begun now
+		// from its entry, as one that opens a period after idle does.
+		m.timePeriod(t)
 		m.admitWaiters(t)
 	}
 	if t.entered < t.n {
@@ -2339,18 +2344,18 @@ func (m *model) throttleLeave(t *throttle, e *entry) {
 // periodEnd ends the Throttle's period: a new one starts for the flows
 // that wait, else the Throttle goes idle.
 func (m *model) periodEnd(t *throttle) {
-	if t.outrun {
-		t.outrun = false
-		m.arm(t.ends-m.now, &timer{kind: tThrottle, thr: t})
-		return
-	}
 	if len(t.queue) == 0 {
-		t.running = false
+		t.running, t.timer = false, nil
 		return
 	}
-	t.ends = m.now + t.period
-	m.arm(t.period, &timer{kind: tThrottle, thr: t})
+	m.timePeriod(t)
 	m.admitWaiters(t)
+}
+
+// timePeriod arms the timer of the Throttle's period that begins now.
+func (m *model) timePeriod(t *throttle) {
+	t.ends = m.now + t.period
+	t.timer = m.arm(t.period, &timer{kind: tThrottle, thr: t})
 }
 
 // admitWaiters starts a period: the waiters at the head of the queue

@@ -155,6 +155,30 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want: "s3() h8:DefenseRejected:Throttle queue limit s5()@20 s9()@20 s11()@65 -> ok()",
 	}, {
+		// Throttle(1, 10ms): branch 2 comes at 10, before the timer of
+		// the period branch 12 opened, and opens the next one, whose timer
+		// it arms as it enters; so branch 6's timeout, armed after that
+		// at 10, falls due after the period's end at 20, which lets
+		// branch 6 in first. The timer of the period that is over does
+		// nothing.
+		name: "throttle outrun",
+		p: &Program{Throttle: &Throttle{N: 1, Period: 10, Queue: -1}, Steps: []*Node{
+			{ID: 1, Kind: KParallel, Subs: []*Node{
+				{ID: 2, Kind: KStep, Subs: []*Node{
+					{ID: 3, Kind: KStep, End: EExternal, At: 10},
+					{ID: 4, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 5, Kind: KStep}},
+				}},
+				{ID: 6, Kind: KStep, Subs: []*Node{
+					{ID: 7, Kind: KStep, End: EExternal, At: 10},
+					{ID: 8, Kind: KStep, Timeout: 10, Subs: []*Node{
+						{ID: 9, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 10, Kind: KStep}},
+					}, Handler: &Handler{ID: 11, Action: HRecover}},
+				}},
+				{ID: 12, Kind: KSync, Mutex: ThrottleGate, Body: &Node{ID: 13, Kind: KStep}},
+			}},
+		}},
+		want: "s2() s6() s3() s7() s13() s5()@10 s8()@10 s10()@20 -> ok()",
+	}, {
 		// ForEach: slice keys are indexes, map keys in sorted order;
 		// Continue and a labelled Break.
 		name: "forEach",
