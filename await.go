@@ -270,10 +270,7 @@ func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, deliver func(as Async
 		if returned {
 			return
 		}
-		err := &Error{Code: InternalError, Info: goexitInfo}
-		if r := recover(); r != nil {
-			err = awaitError(&PanicError{Value: r, Stack: debug.Stack()})
-		}
+		err := callbackFault(recover())
 		if h != nil {
 			h.complete(err)
 			return
@@ -462,7 +459,7 @@ func (c *awaitCall) run() {
 // ones go to the loop's goroutines.
 func (c *awaitCall) goexited() {
 	c.end()
-	c.h.complete(&Error{Code: InternalError, Info: goexitInfo})
+	c.h.complete(newGoexitError())
 	c.leave()
 }
 

@@ -52,7 +52,7 @@ func callbackFault(r any) *Error {
 	if r != nil {
 		return awaitError(&PanicError{Value: r, Stack: debug.Stack()})
 	}
-	return &Error{Code: InternalError, Info: goexitInfo}
+	return newGoexitError()
 }
 
 // goexitPending reports whether err, the InternalError of a recovered

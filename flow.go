@@ -1212,9 +1212,10 @@ func (fl *flow) run() {
 		fl.sched.watch(fl)
 	}
 	fl.done = false
-	// A Goexit that no resumption follows (in the FlowEnd hook or the
-	// unhandled-error function, as the last execution ended in its
-	// drive) leaves driving set.
+	// A Goexit that no resumption follows (in what the last execution's
+	// end called in its drive: the StepError or FlowEnd hook, the
+	// function of ExecuteThen, the unhandled-error function) leaves
+	// driving set.
 	fl.driving = false
 	fl.dropStale()
 	fl.base = frame{mode: modeBase, queue: fl.base.queue, err: fl.base.err, h: deadBaseAPI, consumed: true}

@@ -464,7 +464,7 @@ func (h *Hooks) observeAwait(fn AwaitFunc) AwaitFunc {
 				// which goes on, would leave the step waiting: it is
 				// logged instead.
 				defer recoverHook("AwaitEnd")
-				h.AwaitEnd(ctx, &Error{Code: InternalError, Info: goexitInfo})
+				h.AwaitEnd(ctx, newGoexitError())
 			}
 		}()
 		v, err := callAwait(ctx, fn)
@@ -618,7 +618,7 @@ func (w *waitingStep) reportWait() (goIn bool) {
 	w.report(w.obj, w.waited)
 	returned = true
 	if fl.reent {
-		w.h.complete(&Error{Code: InternalError, Info: reentryInfo})
+		w.h.complete(newReentryError())
 		return false
 	}
 	return true
