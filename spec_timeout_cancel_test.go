@@ -734,6 +734,24 @@ func TestCancelRequestedBeforeAnErrorWins(t *testing.T) {
 				})
 			}, tr.handler("outer:onerror"))
 		}, "step:onerror:Failed,outer:cancel"},
+		// The error goes no further than the handler: the step around
+		// it is cancelled with the others, in the order of the branches,
+		// not first as the next level the error would have reached.
+		{"handler in a branch returns after Cancel", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				p := as.Parallel(tr.handler("parallel:onerror"))
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.SetCancel(tr.cancel("first:cancel")) })
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(tr.cancel("second:cancel"))
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.Error("Failed", "before the cancel")
+					}, func(as asyncsteps.AsyncSteps, code string) {
+						tr.addf("step:onerror:%s", code)
+						r.Cancel()
+					})
+				}, tr.handler("second:onerror"))
+			})
+		}, "step:onerror:Failed,first:cancel,second:cancel"},
 		{"handler raises after Cancel", func(r *asyncsteps.Root, tr *tracer) {
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {

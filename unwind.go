@@ -54,11 +54,15 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 		fl.release(f)
 		if f.onerror() != nil {
 			c := fl.runErrorHandler(f, err)
-			if from, e := fl.unwindsOn(c); e != nil {
-				f, err = from, e
-				continue
+			from, e := fl.unwindsOn(c)
+			if e == nil {
+				return fl.settle(c)
 			}
-			return fl.settle(c)
+			if from != c && fl.stoppedAbove(from) {
+				return nil
+			}
+			f, err = from, e
+			continue
 		}
 		switch f.mode {
 		case modeBase:
@@ -94,6 +98,19 @@ func (fl *flow) stopped() bool {
 	}
 	fl.cancel(req.cause)
 	return true
+}
+
+// stoppedAbove is stopped for an error that a handler let go on to the
+// level above, from: a cancel requested by then (by the handler, say)
+// wins before the error reaches that level, so that the level's cancel
+// handler runs with the others', in the cancel's order, not first as the
+// error's next level. The handler's frame is gone: from runs nothing.
+func (fl *flow) stoppedAbove(from *frame) bool {
+	if fl.stopRequest() == nil {
+		return false
+	}
+	from.active = nil
+	return fl.stopped()
 }
 
 // stopRequested reports whether a cancel has been requested of the
