@@ -114,19 +114,17 @@ func (w *foreign) lacks(call string, f tableFunc) bool {
 	return true
 }
 
-// fcall is the state of one Go callback run for a foreign table.
+// fcall is the state of one Go callback run for a foreign table. It is
+// made for every callback the table runs: its flags share one word, which
+// keeps it in the 112-byte size class (see TestFcallFitsItsBudget).
 type fcall struct {
 	thread     C.pthread_t
-	active     atomic.Bool // the callback runs
-	trampoline bool        // run by us: Error may abort it by panicking
+	flags      callFlags
+	trampoline bool // run by us: Error may abort it by panicking
 	// Under subMu (beside trampoline, to keep the struct small): see
 	// finish and attach.
-	finished  bool // the table is done with the step
-	attached  bool // in parent.kids
-	added     atomic.Bool
-	completed atomic.Bool
-	succeeded atomic.Bool // completed by Success: a later Error, Break or Continue has no effect (see Error)
-	waiting   atomic.Bool
+	finished  bool          // the table is done with the step
+	attached  bool          // in parent.kids
 	rec       atomic.Uint64 // the record of the step, dropped on success
 	cancelRec atomic.Uint64 // the record of SetCancel's function
 	subMu     sync.Mutex
@@ -135,24 +133,52 @@ type fcall struct {
 	// goes once the table is done with it (see finish).
 	parent *fcall              // the callback that gave the record this one runs from, if any
 	kids   map[*fcall]struct{} // under subMu: callbacks run from this one's records that keep records
-	// endMu orders the callback's end (active turning false) with
+	// endMu orders the callback's end (callActive turning off) with
 	// another goroutine's Success or Error after Add (see afterAdd),
 	// which leaves its misuse in pending for endCompleted to raise.
 	endMu   sync.Mutex
 	pending string
 	flow    atomic.Pointer[flowVar] // the flow's state variable, once seen (see foreign.flow)
-	// toolTaken is set once the step's Tool (or a NewInstance on it) is
-	// taken, so that the step's end is marked also when it completes
-	// with sub-steps (see settle); gone marks an end that completed does
-	// not (see over).
-	toolTaken atomic.Bool
-	gone      atomic.Bool
-	// inCancel is set while the step's Go cancel handler runs: the table
-	// runs it with the step's pointer, which it frees only after, so the
-	// step's Tool still calls the table there (see over), to cancel the
-	// timers the step armed.
-	inCancel atomic.Bool
 }
+
+// callFlags are the flags of an fcall, in one word: another goroutine
+// (an Await's Success or Error, a Tool's call) reads and sets them while
+// the callback runs, so each is read and set atomically, alone.
+type callFlags struct{ v atomic.Uint32 }
+
+// A callback's flags.
+const (
+	callActive    uint32 = 1 << iota // the callback runs
+	callAdded                        // it added sub-steps
+	callCompleted                    // its step has completed (see fcall.over)
+	// callSucceeded marks a step completed by Success: a later Error,
+	// Break or Continue has no effect (see Error).
+	callSucceeded
+	callWaiting // it waits: a cancel handler, WaitExternal, SetTimeout (see settle)
+	// callToolTaken is set once the step's Tool (or a NewInstance on
+	// it) is taken, so that the step's end is marked also when it
+	// completes with sub-steps (see settle); callGone marks an end that
+	// callCompleted does not (see over).
+	callToolTaken
+	callGone
+	// callInCancel is set while the step's Go cancel handler runs: the
+	// table runs it with the step's pointer, which it frees only after,
+	// so the step's Tool still calls the table there (see over), to
+	// cancel the timers the step armed.
+	callInCancel
+)
+
+// has reports whether flag f is set.
+func (fl *callFlags) has(f uint32) bool { return fl.v.Load()&f != 0 }
+
+// set sets flag f.
+func (fl *callFlags) set(f uint32) { fl.v.Or(f) }
+
+// clear clears flag f.
+func (fl *callFlags) clear(f uint32) { fl.v.And(^f) }
+
+// swapSet sets flag f and reports whether it was set already.
+func (fl *callFlags) swapSet(f uint32) bool { return fl.v.Or(f)&f != 0 }
 
 // over reports whether the table may have ended the step, and freed its
 // pointer, as far as the library can tell: it has completed (a Success,
@@ -166,14 +192,15 @@ func (cb *fcall) over() bool {
 	if fv := cb.flow.Load(); fv != nil && fv.released.Load() {
 		return true
 	}
-	return cb.gone.Load() || cb.completed.Load() && !cb.active.Load() && !cb.inCancel.Load()
+	f := cb.flags.v.Load() // one snapshot of the flags
+	return f&callGone != 0 || f&(callCompleted|callActive|callInCancel) == callCompleted
 }
 
 // end marks the callback returned, after any other goroutine's
 // completion under way (see afterAdd).
 func (cb *fcall) end() {
 	cb.endMu.Lock()
-	cb.active.Store(false)
+	cb.flags.clear(callActive)
 	cb.endMu.Unlock()
 }
 
@@ -313,7 +340,7 @@ func (w *foreign) call() *fcall {
 func newCall(bsi *C.FutoInAsyncSteps, rec uint64, from *frec) *foreign {
 	cb := &fcall{thread: C.pthread_self(), trampoline: true}
 	cb.rec.Store(rec)
-	cb.active.Store(true)
+	cb.flags.set(callActive)
 	if from != nil {
 		cb.parent = from.by
 		if from.flow != nil {
@@ -392,7 +419,7 @@ func (cb *fcall) finish() {
 	recs, kids, attached := cb.subRecs, cb.kids, cb.attached
 	cb.subRecs, cb.kids = nil, nil
 	cb.subMu.Unlock()
-	cb.completed.Store(true)
+	cb.flags.set(callCompleted)
 	dropRec(cb.rec.Swap(0))
 	dropRec(cb.cancelRec.Swap(0))
 	for _, id := range recs {
@@ -437,7 +464,7 @@ func (w *foreign) run(f func()) {
 		if _, ok := r.(foreignAbort); ok {
 			return
 		}
-		if !w.cb.completed.Swap(true) {
+		if !w.cb.flags.swapSet(callCompleted) {
 			info := printsafe.Sprint(r)
 			w.note(info, &asyncsteps.PanicError{Value: r, Stack: debug.Stack()})
 			w.raise(asyncsteps.InternalError, info, false)
@@ -468,20 +495,20 @@ func logGoexit() {
 // at the same time.
 func (w *foreign) settle() {
 	cb := w.cb
-	if cb.completed.Load() {
+	if cb.flags.has(callCompleted) {
 		w.endCompleted()
 		return
 	}
-	if cb.added.Load() {
+	if cb.flags.has(callAdded) {
 		// The cancel handler's stays in cb too, for finish, should a
 		// sub-step fail: then dropRecsStep never runs.
 		recs := [...]uint64{cb.rec.Swap(0), cb.cancelRec.Load()}
-		if recs != [2]uint64{} || cb.toolTaken.Load() {
+		if recs != [2]uint64{} || cb.flags.has(callToolTaken) {
 			w.addRaw(&frec{step: dropRecsStep(cb, recs)}, false)
 		}
 		return
 	}
-	if cb.waiting.Load() {
+	if cb.flags.has(callWaiting) {
 		return
 	}
 	if !w.has(fnSuccess) {
@@ -492,7 +519,7 @@ func (w *foreign) settle() {
 		}
 		return
 	}
-	cb.completed.Store(true)
+	cb.flags.set(callCompleted)
 	dropRec(cb.rec.Swap(0))
 	C.cabi_f_success(w.p, nil)
 }
@@ -504,7 +531,7 @@ func (w *foreign) settle() {
 // loop, recorded for the Go error handlers as the callback's own is.
 func (w *foreign) endCompleted() {
 	cb := w.cb
-	if cb.added.Load() {
+	if cb.flags.has(callAdded) {
 		cb.dropSubRecs()
 	}
 	if cb.pending != "" { // end has ordered its write before this read
@@ -557,7 +584,7 @@ func (cb *fcall) dropSubRecs() {
 // without success lacks as for any other step.
 func dropRecsStep(cb *fcall, recs [2]uint64) asyncsteps.StepFunc {
 	return func(as asyncsteps.AsyncSteps, args ...any) {
-		cb.gone.Store(true) // its sub-steps have ended: see fcall.over
+		cb.flags.set(callGone) // its sub-steps have ended: see fcall.over
 		dropRec(recs[0])
 		dropRec(recs[1])
 		if len(args) > 0 {
@@ -596,7 +623,7 @@ func cabiForeignExec(bsi *C.FutoInAsyncSteps, rec C.uint64_t, args *C.FutoInArgs
 		})
 	} else {
 		dropArgs(vals, nil)
-		w.cb.active.Store(false)
+		w.cb.flags.clear(callActive)
 	}
 	w.settle()
 	w.cb.attach()
@@ -617,7 +644,7 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 	w := newCall(bsi, 0, r)
 	c := C.GoString(code)
 	w.run(func() { r.onerror(w, c) })
-	if w.cb.completed.Load() {
+	if w.cb.flags.has(callCompleted) {
 		w.endCompleted()
 	} else {
 		w.endHandler()
@@ -631,11 +658,11 @@ func cabiForeignError(bsi *C.FutoInAsyncSteps, rec C.uint64_t, code *C.char) {
 // a last sub-step marks if the handler's Tool was taken.
 func (w *foreign) endHandler() {
 	cb := w.cb
-	if !cb.added.Load() {
-		cb.gone.Store(true)
+	if !cb.flags.has(callAdded) {
+		cb.flags.set(callGone)
 		return
 	}
-	if cb.toolTaken.Load() {
+	if cb.flags.has(callToolTaken) {
 		w.addRaw(&frec{step: dropRecsStep(cb, [2]uint64{})}, false)
 	}
 }
@@ -652,18 +679,18 @@ func cabiForeignCancel(bsi *C.FutoInAsyncSteps, rec C.uint64_t) {
 		// another goroutine (an Await's, its context cancelled here)
 		// has no effect from now on, as after a cancel on the engine's
 		// flows, rather than reach a step the table may have freed.
-		r.of.completed.Store(true)
+		r.of.flags.set(callCompleted)
 	}
 	if r.cancel == nil {
 		return
 	}
 	w := newCall(bsi, 0, r)
-	w.cb.completed.Store(true) // a cancelled step completes nothing
+	w.cb.flags.set(callCompleted) // a cancelled step completes nothing
 	if r.of != nil {
 		// The step's Tool cancels what it armed through the table: see
 		// fcall.over.
-		r.of.inCancel.Store(true)
-		defer r.of.inCancel.Store(false)
+		r.of.flags.set(callInCancel)
+		defer r.of.flags.clear(callInCancel)
 	}
 	w.run(func() { r.cancel(w) })
 }
@@ -678,7 +705,7 @@ func cabiForeignLoop(bsi *C.FutoInAsyncSteps, rec C.uint64_t, i C.uint64_t) {
 	}
 	switch {
 	case r == nil:
-		w.cb.active.Store(false)
+		w.cb.flags.clear(callActive)
 	case r.repeat != nil:
 		w.run(func() { r.repeat(w, int(i)) })
 	case r.loop != nil:
@@ -717,7 +744,7 @@ func runSched(f func()) {
 // inCallback reports whether the caller is the Go callback w was given to.
 func (w *foreign) inCallback() bool {
 	cb := w.cb
-	return cb != nil && cb.active.Load() && C.pthread_equal(C.pthread_self(), cb.thread) != 0
+	return cb != nil && cb.flags.has(callActive) && C.pthread_equal(C.pthread_self(), cb.thread) != 0
 }
 
 func (w *foreign) abort() {
@@ -728,7 +755,7 @@ func (w *foreign) abort() {
 
 func (w *foreign) markAdded() {
 	if w.cb != nil {
-		w.cb.added.Store(true)
+		w.cb.flags.set(callAdded)
 	}
 }
 
@@ -797,7 +824,7 @@ func (w *foreign) over() bool {
 	if w.parallel {
 		return w.owner.over()
 	}
-	return w.cb != nil && w.cb.completed.Load()
+	return w.cb != nil && w.cb.flags.has(callCompleted)
 }
 
 // addRaw adds a step made of rec; false when the table cannot add.
@@ -1144,10 +1171,10 @@ func (w *foreign) IsValid() bool {
 func (w *foreign) Tool() asyncsteps.Tool { return w.tool() }
 
 // tool returns the Tool of w, and notes that it was taken (see
-// fcall.toolTaken).
+// callToolTaken).
 func (w *foreign) tool() foreignTool {
 	if cb := w.call(); cb != nil {
-		cb.toolTaken.Store(true)
+		cb.flags.set(callToolTaken)
 	}
 	return foreignTool{w: w}
 }
@@ -1161,18 +1188,18 @@ func (w *foreign) tool() foreignTool {
 // with the flow (see flowVar). Success drops it.
 func (w *foreign) completeOnce() bool {
 	cb := w.cb
-	return cb == nil || !cb.completed.Swap(true)
+	return cb == nil || !cb.flags.swapSet(callCompleted)
 }
 
 // hasSubSteps reports whether the callback w was given has returned
 // having added sub-steps: the step completes with them, and a Success or
 // Error on w has no effect, as on a step of the engine's that waits for
 // its sub-steps (a success after add would abort the process on some
-// tables). active is read before added: a callback seen to have
+// tables). callActive is read before callAdded: a callback seen to have
 // returned has made every Add it made seen.
 func (w *foreign) hasSubSteps() bool {
 	cb := w.cb
-	return cb != nil && !cb.active.Load() && cb.added.Load()
+	return cb != nil && !cb.flags.has(callActive) && cb.flags.has(callAdded)
 }
 
 // afterAdd handles a Success or Error on w after its callback's Add:
@@ -1189,7 +1216,7 @@ func (w *foreign) afterAdd(info string) bool {
 		return false
 	}
 	if w.inCallback() {
-		if !cb.added.Load() {
+		if !cb.flags.has(callAdded) {
 			return false
 		}
 		w.misuse(info)
@@ -1200,8 +1227,8 @@ func (w *foreign) afterAdd(info string) bool {
 	}
 	cb.endMu.Lock()
 	defer cb.endMu.Unlock()
-	running := cb.active.Load() // before added: see hasSubSteps
-	if !cb.added.Load() {
+	running := cb.flags.has(callActive) // before added: see hasSubSteps
+	if !cb.flags.has(callAdded) {
 		return false
 	}
 	if running && w.completeOnce() {
@@ -1233,7 +1260,7 @@ func (w *foreign) Success(args ...any) {
 		return
 	}
 	if w.cb != nil { // no handler of the step runs after its success
-		w.cb.succeeded.Store(true)
+		w.cb.flags.set(callSucceeded)
 		dropRec(w.cb.rec.Swap(0))
 		dropRec(w.cb.cancelRec.Swap(0))
 	}
@@ -1254,7 +1281,7 @@ func (w *foreign) Error(code string, info ...string) {
 	code, i := errorArgs(code, info)
 	if w.completeOnce() {
 		w.handleError(code, i)
-	} else if w.cb.succeeded.Load() {
+	} else if w.cb.flags.has(callSucceeded) {
 		return // no effect, and the callback goes on, as on the engine's flows
 	}
 	w.abort()
@@ -1262,7 +1289,7 @@ func (w *foreign) Error(code string, info ...string) {
 
 func (w *foreign) waits() {
 	if w.cb != nil {
-		w.cb.waiting.Store(true)
+		w.cb.flags.set(callWaiting)
 	}
 }
 
@@ -1470,7 +1497,7 @@ func (w *foreign) Break(label ...string) {
 	}
 	if w.completeOnce() {
 		withLabel(label, func(l *C.char) { C.cabi_f_break(w.p, l) })
-	} else if w.cb.succeeded.Load() {
+	} else if w.cb.flags.has(callSucceeded) {
 		return // no effect after a success, as Error (see there)
 	}
 	w.abort()
@@ -1483,7 +1510,7 @@ func (w *foreign) Continue(label ...string) {
 	}
 	if w.completeOnce() {
 		withLabel(label, func(l *C.char) { C.cabi_f_continue(w.p, l) })
-	} else if w.cb.succeeded.Load() {
+	} else if w.cb.flags.has(callSucceeded) {
 		return // no effect after a success, as Error (see there)
 	}
 	w.abort()
