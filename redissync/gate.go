@@ -1,6 +1,7 @@
 package redissync
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -367,4 +368,19 @@ func complete(done []*waiter) {
 		w.as = nil
 		as.Success()
 	}
+}
+
+// toDuration returns n units, or the longest (most negative) Duration when
+// n units are longer (shorter): a time that Redis names, near the longest
+// Duration (a Mutex's TTL, a Throttle's Period), wrapped around to the
+// other sign, and its goroutine, taking a wait to the end of time for one
+// of none, made a round trip for nothing, or kept making them.
+func toDuration(n int64, unit time.Duration) time.Duration {
+	switch {
+	case n > int64(math.MaxInt64/unit):
+		return math.MaxInt64
+	case n < int64(math.MinInt64/unit):
+		return math.MinInt64
+	}
+	return time.Duration(n) * unit
 }

@@ -647,7 +647,10 @@ func (m *Mutex) settleRound(res []any, renewals, batch []*waiter) (time.Duration
 		m.signal()
 	}
 	if waiting && next >= 0 {
-		return time.Duration(next+1) * time.Millisecond, true
+		// A lease of the longest TTL taken or renewed by this round trip
+		// runs out a whole TTL away: plus the ms, beyond what a Duration
+		// holds.
+		return toDuration(min(next, math.MaxInt64-1)+1, time.Millisecond), true
 	}
 	return 0, false
 }

@@ -243,21 +243,11 @@ func (t *Throttle) round() (time.Duration, bool) {
 		t.signal()
 	}
 	if waiting {
-		return max(microsToDuration(wait), 100*time.Microsecond), true
+		// Redis names the next entry of a Period near the longest Duration a
+		// µs or so beyond it (the interval is rounded up).
+		return max(toDuration(wait, time.Microsecond), 100*time.Microsecond), true
 	}
 	return 0, false
-}
-
-// microsToDuration returns us µs, or the longest Duration when us µs is
-// longer: Redis names the next entry of a Period near Go's 292-year
-// maximum a µs or so beyond it (the interval is rounded up), and the
-// product, wrapped around to a negative, made the goroutine retry every
-// 100 µs for the whole Period.
-func microsToDuration(us int64) time.Duration {
-	if us > math.MaxInt64/int64(time.Microsecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(us) * time.Microsecond
 }
 
 // refusedByRedis reports whether err is an error reply that says the

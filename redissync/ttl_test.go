@@ -74,3 +74,60 @@ func TestThrottleTinyPeriod(t *testing.T) {
 	}
 	tr.check(t, "A in", "B in", "C in")
 }
+
+// TestMutexLongestTTLWait: with a TTL of the longest Duration, a renewal
+// whose round trip leaves a flow waiting makes it wait until the lease
+// renewed runs out, centuries away, or until a re-check. Redis names that
+// expiry in ms, a full TTL away; counted in ns, plus the ms the wait
+// rounds up, it overflowed into a negative wait, and the Mutex's
+// goroutine asked Redis again at once, a round trip for nothing.
+func TestMutexLongestTTLWait(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{Recheck: time.Hour})
+	m := c.NewMutex("longest", MutexOptions{Max: 1, MaxQueue: 1, TTL: math.MaxInt64})
+	admitted := 0
+	// The waiters are handed over as request hands them, without the
+	// signal: the Mutex's goroutine stays asleep, and the round trips are
+	// the test's own. A enters, B waits, then A's lease is renewed.
+	for _, name := range []string{"A", "B"} {
+		m.mu.Lock()
+		m.fresh = append(m.fresh, &waiter{state: wFresh, lease: c.leaseID(), as: resumed{n: &admitted}})
+		m.mu.Unlock()
+		if _, waiting := m.round(false, false); waiting != (name == "B") {
+			t.Fatalf("%s tried: waiters left %v, want %v", name, waiting, name == "B")
+		}
+	}
+	wait, waiting := m.round(true, true)
+	if admitted != 1 || !waiting || queued(&m.gateQueue) != 1 || wait != math.MaxInt64 {
+		t.Errorf("%d admitted, %d queued; next round trip in %v (%v), want 1, 1, in %v (true)",
+			admitted, queued(&m.gateQueue), wait, waiting, time.Duration(math.MaxInt64))
+	}
+}
+
+// TestToDurationSaturates: a count of some unit read from Redis that a
+// Duration cannot hold becomes the longest, or the most negative,
+// Duration, rather than wrap around to the other sign.
+func TestToDurationSaturates(t *testing.T) {
+	maxMillis := int64(math.MaxInt64 / time.Millisecond)
+	for _, tc := range []struct {
+		n    int64
+		unit time.Duration
+		want time.Duration
+	}{
+		{0, time.Millisecond, 0},
+		{-1, time.Millisecond, -time.Millisecond},
+		{maxMillis, time.Millisecond, time.Duration(maxMillis) * time.Millisecond},
+		{maxMillis + 1, time.Millisecond, math.MaxInt64},
+		{math.MaxInt64, time.Millisecond, math.MaxInt64},
+		{-maxMillis, time.Millisecond, time.Duration(-maxMillis) * time.Millisecond},
+		{-maxMillis - 1, time.Millisecond, math.MinInt64},
+		{math.MinInt64, time.Millisecond, math.MinInt64},
+		{math.MaxInt64 / 1000, time.Microsecond, time.Duration(math.MaxInt64/1000) * time.Microsecond},
+		{math.MaxInt64/1000 + 1, time.Microsecond, math.MaxInt64},
+		{math.MaxInt64, time.Nanosecond, math.MaxInt64},
+		{math.MinInt64, time.Nanosecond, math.MinInt64},
+	} {
+		if got := toDuration(tc.n, tc.unit); got != tc.want {
+			t.Errorf("toDuration(%d, %v) = %v, want %v", tc.n, tc.unit, got, tc.want)
+		}
+	}
+}
