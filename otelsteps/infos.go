@@ -49,37 +49,57 @@ func (p infoPolicy) cut(info string) string {
 }
 
 // head returns the part of s that a cap of max bytes (0: none) may keep,
-// as valid UTF-8, and whether s says more than it keeps: it was longer,
-// or its bad bytes, each run made a U+FFFD of 3 bytes, made it longer
-// than max. Only what may be kept is read: an info or a stack may run to
-// megabytes.
+// as valid UTF-8, and whether s says more than it keeps. The cap counts
+// the bytes as exported, each run of bad bytes made a U+FFFD of 3 bytes
+// (see validUTF8): a run may make s shorter or longer than it was. Only
+// what may be kept is read, up to a byte or so over max, and the bad
+// bytes of a run at the edge: an info or a stack may run to megabytes.
 func head(s string, max int) (string, bool) {
-	long := max != 0 && len(s) > max
-	if long {
-		s = wholeChars(s[:max])
+	switch {
+	case max == 0:
+		return validUTF8(s), false
+	case len(s) <= max && utf8.ValidString(s):
+		return s, false
+	case len(s) > max && utf8.ValidString(s[:max+1]):
+		return s[:max+1], true
 	}
-	if !utf8.ValidString(s) {
-		s = validUTF8(s)
-		long = long || max != 0 && len(s) > max
-	}
-	return s, long
+	return exportedHead(s, max)
 }
 
-// wholeChars returns s, a cap's cut of a longer text, without the first
-// bytes of a character the cut is in the middle of, if any: left alone,
-// they would read as bad bytes, and be made a U+FFFD of 3 bytes, which a
-// cap under 4 bytes (no room for the ellipsis) keeps, for a text that had
-// none. Bytes that begin no character are bad bytes, and stay.
-func wholeChars(s string) string {
-	for i := len(s) - 1; i >= 0 && i > len(s)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if !utf8.FullRuneInString(s[i:]) {
-				return s[:i]
+// exportedHead is head for a text with bad bytes within its first max+1
+// bytes, or a stack: it makes the text as exported, character by
+// character, until that is longer than max or s ends. Up to the first bad
+// byte, that is s.
+func exportedHead[T string | []byte](s T, max int) (string, bool) {
+	var b []byte // the text as exported, once it differs from s
+	n := 0       // its length
+	inRun := false
+	i := 0
+	for ; i < len(s) && n <= max; i++ {
+		// Converted, the 4 bytes at most of a []byte are not copied to
+		// the heap.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r != utf8.RuneError || size > 1 {
+			if b != nil {
+				b = append(b, s[i:i+size]...)
 			}
-			break
+			n, inRun = n+size, false
+			i += size - 1
+			continue
 		}
+		if inRun {
+			continue // one U+FFFD for the whole run
+		}
+		if b == nil {
+			b = append(make([]byte, 0, max+utf8.UTFMax), s[:i]...)
+		}
+		b = append(b, string(utf8.RuneError)...)
+		n, inRun = n+len(string(utf8.RuneError)), true
 	}
-	return s
+	if b == nil {
+		return string(s[:i]), n > max
+	}
+	return string(b), n > max
 }
 
 // cutAt returns s, valid UTF-8 that says more than max bytes keep, cut
@@ -90,8 +110,6 @@ func cutAt(s string, max int) string {
 	if n > len(ellipsis) {
 		n, mark = n-len(ellipsis), ellipsis
 	}
-	// A run of bad bytes made one U+FFFD may leave s shorter than n.
-	n = min(n, len(s))
 	// s[n] is the first byte left out: back off the character it is in
 	// the middle of, if any.
 	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
@@ -146,16 +164,13 @@ func stackMaxOf(c Config) int {
 // last whole line that fits with a line of the ellipsis after it. A cap
 // too small for one whole line cuts as an info is cut.
 func cutStack(stack []byte, max int) string {
-	keep := len(stack)
-	if max != 0 {
-		// Only what may be kept is read, and a byte more, by which
-		// head tells a longer stack, to cut.
-		keep = min(keep, max+1)
-	}
-	if cut, ok := cutValidStack(stack, keep, max); ok {
+	if cut, ok := cutValidStack(stack, max); ok {
 		return cut
 	}
-	s, long := head(string(stack[:keep]), max)
+	if max == 0 {
+		return validUTF8(string(stack))
+	}
+	s, long := exportedHead(stack, max)
 	if !long {
 		return s
 	}
@@ -168,11 +183,16 @@ func cutStack(stack []byte, max int) string {
 }
 
 // cutValidStack cuts stack as cutStack does, copying it once, when the
-// keep bytes of it that cutStack reads are valid UTF-8 and max leaves
-// room for a whole line, as is the way with a Go stack: a deep one is cut
-// at each panic, and a copy of the part kept, to be made valid, before
-// the copy cut from it would double the bytes. ok is false otherwise.
-func cutValidStack(stack []byte, keep, max int) (cut string, ok bool) {
+// bytes of it that the cap may keep, and one more, by which it tells a
+// longer stack, are valid UTF-8 and max leaves room for a whole line, as
+// is the way with a Go stack: a deep one is cut at each panic, and a copy
+// of the part kept, to be made valid, before the copy cut from it would
+// double the bytes. ok is false otherwise. Only those bytes are read.
+func cutValidStack(stack []byte, max int) (cut string, ok bool) {
+	keep := len(stack)
+	if max != 0 {
+		keep = min(keep, max+1)
+	}
 	if !utf8.Valid(stack[:keep]) {
 		return "", false
 	}

@@ -207,3 +207,40 @@ func TestCapInACharacterExportsNoReplacement(t *testing.T) {
 		}
 	}
 }
+
+// The cap counts the bytes of the info as exported, once each run of bad
+// bytes is made a U+FFFD: an info whose runs make it fit is exported
+// whole, with no ellipsis, however long it was as raised. Before, the cap
+// counted the bytes as raised: an info with a run of bad bytes across the
+// cap's edge was cut, and lost what came after the run
+// ("abcdefghi\xff\xff\xff\xff", 13 bytes, 12 exported, was "abcdefghi…").
+func TestCapCountsTheInfoAsExported(t *testing.T) {
+	run := strings.Repeat("\xff", 20)
+	for _, c := range []struct {
+		info string
+		want string
+	}{
+		{"abcdefghi\xff\xff\xff\xff", "abcdefghi\uFFFD"}, // fills the 12 bytes
+		{"said " + run + " ok", "said \uFFFD ok"},
+		{run, "\uFFFD"},
+		{"abcdefghij\xff\xff", "abcdefghi…"},    // 12 bytes as raised, 13 exported
+		{"abcdefghi" + run + "x", "abcdefghi…"}, // 13 exported
+	} {
+		exp := tracetest.NewInMemoryExporter()
+		tt := asyncsteps.NewTestTool()
+		tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)),
+			MaxInfoBytes:   12,
+		}))
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) { as.Error(asyncsteps.CommError, c.info) })
+		r.Run(context.Background())
+		want := describeLines([]string{
+			`asyncsteps.flow <- -: Error "CommError: ` + c.want + `" asyncsteps.error.code=CommError error.type=CommError` +
+				` event asyncsteps.step_error asyncsteps.error.code=CommError asyncsteps.error.info=` + c.want,
+		})
+		if got := describe(exp.GetSpans().Snapshots()); got != want {
+			t.Errorf("info %q: spans:\n%s\nwant:\n%s", c.info, got, want)
+		}
+	}
+}

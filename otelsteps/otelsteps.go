@@ -251,8 +251,9 @@ type Config struct {
 	// MaxInfoBytes caps the info of an error where the spans export it:
 	// in a span's status description, in the asyncsteps.error.info of a
 	// step error event, and in the exception.message of a panic's event.
-	// An info longer than the cap is cut to at most MaxInfoBytes bytes, at
-	// a UTF-8 character boundary, ending with "…" (3 of those bytes) when
+	// An info longer than the cap, as exported (each run of bytes that are
+	// not UTF-8 one U+FFFD), is cut to at most MaxInfoBytes bytes, at a
+	// UTF-8 character boundary, ending with "…" (3 of those bytes) when
 	// the cap leaves room for it (MaxInfoBytes over 3). 0 means
 	// DefaultMaxInfoBytes; a negative value, no cap. An info is the
 	// application's text, whatever Error was given: it may say more than

@@ -51,6 +51,22 @@ func TestCutStackNotUTF8(t *testing.T) {
 	}
 }
 
+// The cap counts the bytes of a stack as exported, once each run of bad
+// bytes is made a U+FFFD: a run across the cap's edge that leaves the
+// stack within it keeps what follows the run. Before, the cap counted
+// the bytes as raised: such a stack was cut after its last line.
+func TestCutStackCountsTheStackAsExported(t *testing.T) {
+	stack := []byte("main.f()\n" + strings.Repeat("\xff", 20) + "x\n")
+	for max, want := range map[int]string{
+		14: "main.f()\n\uFFFDx\n",
+		13: "main.f()\n…",
+	} {
+		if got := cutStack(stack, max); got != want {
+			t.Errorf("cutStack(%d) = %q, want %q", max, got, want)
+		}
+	}
+}
+
 // A cap that ends in the middle of a stack's character leaves it out: the
 // bytes kept of it are no bad bytes, to be made a U+FFFD.
 func TestCutStackInACharacter(t *testing.T) {
