@@ -83,7 +83,8 @@ func newMeters(c Config) *meters {
 	if isNil(c.MeterProvider) {
 		return nil
 	}
-	meter := c.MeterProvider.Meter(ScopeName)
+	meter := c.MeterProvider.Meter(ScopeName,
+		metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))
 	if isNil(meter) {
 		return nil
 	}

@@ -202,6 +202,12 @@ import (
 // ScopeName is the instrumentation scope of the spans and the metrics.
 const ScopeName = "github.com/asyncsteps/asyncsteps/otelsteps"
 
+// Version is the release of this package that the spans and the metrics
+// name as the version of their instrumentation scope, with the schema URL
+// of the semantic conventions they follow (v1.43.0). It is the last
+// release that CHANGELOG.md records, and moves with it.
+const Version = "0.1.0"
+
 // Names of the spans, the event and the attributes this package writes.
 const (
 	FlowSpan       = "asyncsteps.flow"
@@ -293,9 +299,10 @@ func Hooks(c Config) *asyncsteps.Hooks {
 	if isNil(tp) {
 		tp = otel.GetTracerProvider()
 	}
-	t := tracer{Tracer: tp.Tracer(ScopeName), now: clock(c.Now), infos: infoPolicyOf(c), stackMax: stackMaxOf(c)}
+	scope := []trace.TracerOption{trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)}
+	t := tracer{Tracer: tp.Tracer(ScopeName, scope...), now: clock(c.Now), infos: infoPolicyOf(c), stackMax: stackMaxOf(c)}
 	if isNil(t.Tracer) {
-		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName)
+		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName, scope...)
 	}
 	h := &asyncsteps.Hooks{
 		FlowStart:  t.flowStart,
