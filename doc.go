@@ -223,7 +223,8 @@
 // happened, which the flow's handlers see; a panic where no step can take
 // it (in an unhandled-error function, a [Tool] callback, the cancel handler
 // of a step that is cancelled, or that an error unwinds through once a
-// cancel, which wins, has been requested) is logged. What
+// cancel, which wins, has been requested) is logged, and so is such a
+// cancel handler's Goexit or misuse. What
 // the engine cannot do is take a goroutine back: a callback that blocks
 // blocks its loop, and every other flow of it, until it returns; blocking
 // work goes in an [AsyncSteps.Await] function. A flow nested a million

@@ -966,3 +966,98 @@ func wantCancelPanicLogged(t *testing.T, out, value string) {
 		}
 	}
 }
+
+// A misuse in a cancel handler is reported as a panic there is: a cancel
+// handler that drives its TestTool into its own flow (here it reaches the
+// step's own timeout, which waits until the handler returns), or one cut
+// short by the abort of its call on the AsyncSteps of another flow's
+// running step. While an error unwinds, the InternalError replaces that
+// error, for the handlers further out to see; under a cancel it replaces
+// nothing and is logged, "asyncsteps: misuse in cancel handler" with its
+// info. Before, the reentry was only noted in the State (the error
+// handler saw the code of the error it replaced next to the reentry's
+// ErrorInfo), and the abort left no trace at all.
+func TestMisuseInCancelHandler(t *testing.T) {
+	t.Run("reentry while an error unwinds", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
+		var tr tracer
+		r, tt := newFlow()
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetTimeout(time.Second)
+				as.SetCancel(func(asyncsteps.AsyncSteps) { tt.Advance(2 * time.Second) })
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("E1") })
+			})
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("outer:%s:%s", code, as.State().ErrorInfo)
+		})
+
+		res := run(t, r, tt)
+
+		wantTrace(t, &tr, "outer:InternalError:"+reentryInfo)
+		wantError(t, res.Err, asyncsteps.InternalError, reentryInfo)
+		if out := log.String(); out != "" {
+			t.Errorf("logged %q: the handlers saw the misuse", out)
+		}
+	})
+	t.Run("reentry during Root.Cancel", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
+		r, tt := newFlow()
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second)
+			as.SetCancel(func(asyncsteps.AsyncSteps) { tt.Advance(2 * time.Second) })
+		})
+		ch := r.Promise()
+		tt.NextEvent()
+		r.Cancel()
+		drive(t, tt)
+
+		if res := result(t, ch); !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("Result.Err = %v, want context.Canceled", res.Err)
+		}
+		wantError(t, r.State().LastException, asyncsteps.InternalError, reentryInfo)
+		wantCancelMisuseLogged(t, log.String(), reentryInfo)
+	})
+	t.Run("abort meant for another flow during Root.Cancel", func(t *testing.T) {
+		log := asyncsteps.CaptureLog(t)
+		var tr tracer
+		tt := asyncsteps.NewTestTool()
+		a := asyncsteps.New(asyncsteps.WithTool(tt))
+		b := asyncsteps.New(asyncsteps.WithTool(tt))
+		var running asyncsteps.AsyncSteps
+		b.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) {
+				tr.add("B cancel")
+				running.Error("FromB")
+				tr.add("B cancel after")
+			})
+			b.Cancel()
+		})
+		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			running = as
+			chB := b.Promise()
+			for len(chB) == 0 && tt.NextEvent() { // B's events, inside this callback
+			}
+			res := <-chB
+			tr.addf("A: B ended %v", res.Err)
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			tr.addf("A handler %s", code)
+		})
+
+		run(t, a, tt)
+
+		wantTrace(t, &tr, "B cancel,A: B ended context canceled,A handler FromB")
+		wantError(t, b.State().LastException, asyncsteps.InternalError, wantAbortedInfo)
+		wantCancelMisuseLogged(t, log.String(), wantAbortedInfo)
+	})
+}
+
+// wantCancelMisuseLogged checks that out, a captured log, tells once of
+// the misuse of a cancel handler, with its info.
+func wantCancelMisuseLogged(t *testing.T, out, info string) {
+	t.Helper()
+	want := `msg="asyncsteps: misuse in cancel handler" info="` + info + `"`
+	if strings.Count(out, "asyncsteps:") != 1 || !strings.Contains(out, want) {
+		t.Errorf("the engine logged:\n%s\nwant %s, once", out, want)
+	}
+}

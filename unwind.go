@@ -186,8 +186,10 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 }
 
 // callCancel runs f's cancel handler, if it has one, once, with f's step API
-// dead. A panic or a Goexit in it becomes the InternalError it returns,
-// not raised. After a Goexit, job goes on from f on the next goroutine or,
+// dead. A panic or a Goexit in it, or a misuse (the handler drove its
+// TestTool into its own flow, or was cut short by the abort of its call on
+// another flow's running step), becomes the InternalError it returns, not
+// raised. After a Goexit, job goes on from f on the next goroutine or,
 // with no job (an error unwinding), the unwinding does. Under a job (a
 // cancel, not an error) the InternalError replaces no error, so that no
 // handler sees it: it is logged, or the fault would go unseen. So it is
@@ -215,31 +217,12 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 	fl.inCall = true
 	defer func() {
 		fl.inCall = false
-		r := recover()
+		err = fl.cancelFault(f, job, recover(), returned)
 		if fl.reent {
-			fl.afterReentry(&frame{}) // no step to fail: the tasks go on
-		}
-		switch {
-		case r == nil && !returned:
-			err = fl.goexitError()
-			if job != nil {
-				fl.afterGoexit(job)
-			} else {
-				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
-			}
-		case r != nil:
-			if _, ok := r.(abortSignal); ok {
-				break
-			}
-			err = fl.panicked(r)
-			if !goexitPending(err) {
-				break
-			}
-			if job != nil {
-				fl.afterGoexit(job)
-			} else {
-				fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
-			}
+			// The handler's own fault comes first, as for a step.
+			c := &frame{err: err} // no step to fail: the tasks go on
+			fl.afterReentry(c)
+			err = c.err
 		}
 		if err != nil && (job != nil || fl.stopRequested()) {
 			logCancelFault(err)
@@ -250,14 +233,47 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 	return nil
 }
 
-// logCancelFault logs err, the InternalError of a cancel handler that
-// panicked or called runtime.Goexit under a cancel, with the panic's stack.
-func logCancelFault(err *Error) {
-	msg, attrs := "asyncsteps: runtime.Goexit in cancel handler", []any{"info", err.Info}
-	if p, ok := err.Cause.(*PanicError); ok {
-		msg, attrs = "asyncsteps: panic in cancel handler", []any{"panic", err.Info, "stack", string(p.Stack)}
+// cancelFault returns the InternalError, recorded, of f's cancel handler
+// that did not return (returned false): it panicked with r, or, with r
+// nil, called runtime.Goexit, after which job, or the unwinding from f,
+// goes on from the next goroutine. An abort (r an abortSignal) is never
+// the handler's own, whose step API is dead: it is the misuse of a call
+// on another flow's running step, as for a step (see abortedByOther).
+func (fl *flow) cancelFault(f *frame, job *cancelJob, r any, returned bool) (err *Error) {
+	switch {
+	case returned:
+		return nil
+	case r == nil:
+		err = fl.goexitError()
+	default:
+		if _, ok := r.(abortSignal); ok {
+			return fl.misuseError(abortedInfo)
+		}
+		err = fl.panicked(r)
+		if !goexitPending(err) {
+			return err
+		}
 	}
-	slog.Error(msg, attrs...)
+	if job != nil {
+		fl.afterGoexit(job)
+	} else {
+		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
+	}
+	return err
+}
+
+// logCancelFault logs err, the InternalError of a cancel handler that
+// panicked, called runtime.Goexit or made a misuse under a cancel, with
+// the panic's stack.
+func logCancelFault(err *Error) {
+	switch p, ok := err.Cause.(*PanicError); {
+	case ok:
+		slog.Error("asyncsteps: panic in cancel handler", "panic", err.Info, "stack", string(p.Stack))
+	case err.Info == goexitInfo:
+		slog.Error("asyncsteps: runtime.Goexit in cancel handler", "info", err.Info)
+	default:
+		slog.Error("asyncsteps: misuse in cancel handler", "info", err.Info)
+	}
 }
 
 // cancelTree cancels f and everything running under it, innermost first,
