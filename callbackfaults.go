@@ -140,10 +140,11 @@ func (r *fifo[T]) pushFront(v T) {
 // Resumptions after a Goexit: what the engine was about to do when the
 // callback ended the goroutine.
 const (
-	resumeSettle  uint8 = iota // look at how the callback of f ended
-	resumeUnwind               // go on unwinding err from f, whose cancel handler ended
-	resumeTake                 // fail the ForEachLimit f, whose sequence ended it
-	resumeIterate              // go on with the loop f, whose sequence ended it
+	resumeSettle      uint8 = iota // look at how the callback of f ended
+	resumeUnwind                   // go on unwinding err from f
+	resumeCancelFault              // as resumeUnwind, err being the fault of f's cancel handler
+	resumeTake                     // fail the ForEachLimit f, whose sequence ended it
+	resumeIterate                  // go on with the loop f, whose sequence ended it
 )
 
 // goexitResume continues a flow after a callback of it called Goexit.
@@ -169,6 +170,8 @@ func (r *goexitResume) run() {
 		f = fl.settle(f)
 	case resumeUnwind:
 		f = fl.unwind(f, r.err)
+	case resumeCancelFault:
+		f = fl.unwindFrom(f, r.err, true)
 	case resumeTake:
 		f = f.impl.(*limitRun).afterGoexit(f)
 	case resumeIterate:

@@ -333,12 +333,14 @@ func (fl *flow) hasUnreported() bool {
 
 // resumePoint is where the engine goes on if a StepError hook that
 // reportErrors calls ends the goroutine with runtime.Goexit: the cancel
-// job, if any, else the unwinding of err from f, if f is set; the zero
-// value goes on with nothing (the caller defers what must run).
+// job, if any, else the unwinding of err from f, if f is set (faulted as
+// for flow.unwindFrom); the zero value goes on with nothing (the caller
+// defers what must run).
 type resumePoint struct {
-	job *cancelJob
-	f   *frame
-	err *Error
+	job     *cancelJob
+	f       *frame
+	err     *Error
+	faulted bool
 }
 
 // reportErrors calls the StepError hook with each error waiting for it, in
@@ -410,7 +412,7 @@ func (fl *flow) resumeAfterGoexit(at resumePoint) {
 	case at.job != nil:
 		fl.afterGoexit(at.job)
 	case at.f != nil:
-		fl.afterGoexit(&unwindResume{fl: fl, f: at.f, h: at.f.h, err: at.err})
+		fl.afterGoexit(&unwindResume{fl: fl, f: at.f, h: at.f.h, err: at.err, faulted: at.faulted})
 	}
 }
 
@@ -423,6 +425,7 @@ type unwindResume struct {
 	h   *stepAPI // f's incarnation when the hook ran
 	err *Error
 	goexitTurn
+	faulted bool // err is the fault of f's cancel handler (see flow.unwindFrom)
 }
 
 func (r *unwindResume) run() {
@@ -435,7 +438,7 @@ func (r *unwindResume) run() {
 		return
 	}
 	r.resume(fl)
-	r.goOn(fl, fl.unwind(f, r.err))
+	r.goOn(fl, fl.unwindFrom(f, r.err, r.faulted))
 }
 
 // observesAwait reports whether h has Await hooks.

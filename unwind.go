@@ -27,12 +27,17 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 // unwind is fail for an error whose AsyncStack is recorded already: one
 // that goes on from a handler that returned, or from a failed branch to its
 // Parallel.
-func (fl *flow) unwind(f *frame, err *Error) *frame {
+func (fl *flow) unwind(f *frame, err *Error) *frame { return fl.unwindFrom(f, err, false) }
+
+// unwindFrom is unwind, where faulted says that err is the fault of f's
+// cancel handler, which ran already: the unwinding goes on after a
+// runtime.Goexit in that handler, or in the StepError hook told of it.
+func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 	for {
 		if fl.hasUnreported() {
 			// Before the handlers on the way: the errors raised until
 			// now, err among them (see reportErrors).
-			fl.reportErrors(resumePoint{f: f, err: err})
+			fl.reportErrors(resumePoint{f: f, err: err, faulted: faulted})
 		}
 		f.dropQueue()
 		f.active = nil
@@ -43,14 +48,18 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 			}
 		}
 		if perr := fl.callCancel(f, nil); perr != nil {
-			err = perr
+			err, faulted = perr, true
 			if fl.hasUnreported() {
-				fl.reportErrors(resumePoint{f: f, err: err})
+				fl.reportErrors(resumePoint{f: f, err: err, faulted: true})
 			}
 		}
-		if fl.stopped() {
+		if testHookUnwindStopCheck != nil {
+			testHookUnwindStopCheck()
+		}
+		if fl.stoppedOver(err, faulted) {
 			return nil
 		}
+		faulted = false
 		fl.release(f)
 		if f.onerror() != nil {
 			c := fl.runErrorHandler(f, err)
@@ -79,6 +88,11 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 	}
 }
 
+// testHookUnwindStopCheck, set by a test, runs in unwind once a level's
+// cancel handler has run, before the look at a cancel requested of the
+// flow: where a Cancel from another goroutine may land.
+var testHookUnwindStopCheck func()
+
 // stopped cancels the flow, in place of unwinding an error further, if a
 // cancel has been requested of it (docs/DESIGN.md#cancel-handlers): a
 // cancel requested before an error is raised wins, so that no error
@@ -91,10 +105,21 @@ func (fl *flow) unwind(f *frame, err *Error) *frame {
 // of the whole tree would drop it unrun where the loop turned a claimed
 // Success into the error (see callCancel). The cancel then runs those of
 // the other steps still live, innermost first.
-func (fl *flow) stopped() bool {
+func (fl *flow) stopped() bool { return fl.stoppedOver(nil, false) }
+
+// stoppedOver is stopped at a level of an unwinding whose error err is,
+// if faulted, the fault of the level's cancel handler: the cancel that
+// wins hides it from every handler, so it is logged, as one under the
+// cancel itself. The look at the request decides both, so a Cancel from
+// another goroutine that lands after the handler has ended still finds
+// the fault told.
+func (fl *flow) stoppedOver(err *Error, faulted bool) bool {
 	req := fl.stopRequest()
 	if req == nil {
 		return false
+	}
+	if faulted {
+		logCancelFault(err)
 	}
 	fl.cancel(req.cause)
 	return true
@@ -112,10 +137,6 @@ func (fl *flow) stoppedAbove(from *frame) bool {
 	from.active = nil
 	return fl.stopped()
 }
-
-// stopRequested reports whether a cancel has been requested of the
-// execution that runs: the next look of stopped cancels the flow.
-func (fl *flow) stopRequested() bool { return fl.stopRequest() != nil }
 
 // stopRequest returns the cancel requested of the execution that runs,
 // or nil: none, or a stale one, of an execution that has ended.
@@ -192,10 +213,9 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // raised. After a Goexit, job goes on from f on the next goroutine or,
 // with no job (an error unwinding), the unwinding does. Under a job (a
 // cancel, not an error) the InternalError replaces no error, so that no
-// handler sees it: it is logged, or the fault would go unseen. So it is
-// when a cancel has been requested of the flow: the InternalError
-// replaces the error unwinding, but the cancel wins over it at this
-// level (see stopped), and no handler runs.
+// handler sees it: it is logged, or the fault would go unseen. With no
+// job it replaces the error unwinding, and is logged only if a cancel
+// wins over it at this level (see stoppedOver).
 //
 // A step that a cancel (job) reaches after a Success from outside has
 // claimed it has completed: its handler is dropped unrun, as the
@@ -224,7 +244,7 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 			fl.afterReentry(c)
 			err = c.err
 		}
-		if err != nil && (job != nil || fl.stopRequested()) {
+		if err != nil && job != nil {
 			logCancelFault(err)
 		}
 	}()
@@ -257,7 +277,7 @@ func (fl *flow) cancelFault(f *frame, job *cancelJob, r any, returned bool) (err
 	if job != nil {
 		fl.afterGoexit(job)
 	} else {
-		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
+		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeCancelFault})
 	}
 	return err
 }

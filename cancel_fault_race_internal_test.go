@@ -1,0 +1,99 @@
+package asyncsteps
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// A cancel handler's fault in a level an error unwinds through, with a
+// Cancel from another goroutine landing once the handler has ended, before
+// the unwinding looks for a cancel (the hook forces it there): the cancel
+// wins at that level, so no handler sees the fault, which is logged once,
+// as when the cancel came first. Before, callCancel decided whether to log
+// before that look, found no cancel, and the fault was lost but for
+// LastException; after a Goexit, the window ran to the next goroutine's
+// look.
+func TestCancelHandlerFaultUnderALateCancelIsLogged(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		fault      func()
+	}{
+		{"panic", `msg="asyncsteps: panic in cancel handler" panic="in cancel"`, func() { panic("in cancel") }},
+		{"Goexit", `msg="asyncsteps: runtime.Goexit in cancel handler"`, runtime.Goexit},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := captureLog(t)
+			var trace []string
+			l := NewLoop() // a Loop goes on with a new goroutine
+			defer l.Close()
+			r := New(WithTool(l))
+			onceHook(t, &testHookUnwindStopCheck, func() {
+				done := make(chan struct{})
+				go func() { // another goroutine's Cancel, landing now
+					r.Cancel()
+					close(done)
+				}()
+				<-done
+			})
+			r.Add(func(as AsyncSteps, _ ...any) {
+				as.Add(func(as AsyncSteps, _ ...any) {
+					as.SetCancel(func(AsyncSteps) {
+						trace = append(trace, "cancel")
+						c.fault()
+					})
+					as.Error("E")
+				})
+			}, func(_ AsyncSteps, code string) { trace = append(trace, "outer "+code) })
+
+			if _, err := r.Run(context.Background()); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run: %v, want context.Canceled", err)
+			}
+			if got := strings.Join(trace, ","); got != "cancel" {
+				t.Errorf("trace %q, want %q", got, "cancel")
+			}
+			lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("the engine logged:\n%s\nwant %s, once", log, c.want)
+			}
+		})
+	}
+}
+
+// As TestCancelHandlerFaultUnderAWinningCancelIsLogged, with a StepError
+// hook that calls runtime.Goexit as it is told of the cancel handler's
+// panic: the unwinding goes on from the next goroutine, where the cancel
+// wins, and the panic is logged there, once.
+func TestCancelHandlerFaultIsLoggedPastAStepErrorHookThatExits(t *testing.T) {
+	log := captureLog(t)
+	var trace []string
+	l := NewLoop()
+	defer l.Close()
+	l.SetHooks(&Hooks{StepError: func(_ context.Context, err *Error) {
+		trace = append(trace, "steperror "+err.Error())
+		if err.Info == "in cancel" {
+			runtime.Goexit()
+		}
+	}})
+	r := New(WithTool(l))
+	r.Add(func(as AsyncSteps, _ ...any) {
+		as.Add(func(as AsyncSteps, _ ...any) {
+			as.SetCancel(func(AsyncSteps) { panic("in cancel") })
+			r.Cancel()
+			as.Error("E")
+		})
+	}, func(_ AsyncSteps, code string) { trace = append(trace, "outer "+code) })
+
+	if _, err := r.Run(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	if got, want := strings.Join(trace, ","), "steperror E,steperror InternalError: in cancel"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+	if want := `msg="asyncsteps: panic in cancel handler" panic="in cancel"`; len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Errorf("the engine logged:\n%s\nwant %s, once", log, want)
+	}
+}
