@@ -368,3 +368,56 @@ func TestCallOnACompletedStepHasNoEffect(t *testing.T) {
 		}
 	}
 }
+
+// A misuse recorded on a Root, then a cancel requested of the execution
+// before it has begun (Cancel right after the start, or the end of the
+// context given to PromiseContext): the execution ends with the misuse,
+// the InternalError it was bound to fail with before any step runs, not
+// cancelled; the hooks see that error, and the cancel's stop does nothing
+// once it runs. (A FlowStart hook's own fault, raised as the flow begins,
+// is what a cancel requested before wins over:
+// TestFlowStartHookFaultAfterACancelEndsCancelled.)
+func TestRootMisuseThenACancelEndsWithTheMisuse(t *testing.T) {
+	const info = "Success called on a Root: it is valid only inside a step"
+	starts := []struct {
+		name  string
+		start func(r *asyncsteps.Root) <-chan asyncsteps.Result
+	}{
+		{"Cancel", func(r *asyncsteps.Root) <-chan asyncsteps.Result {
+			ch := r.Promise()
+			r.Cancel()
+			return ch
+		}},
+		{"the end of PromiseContext's context", func(r *asyncsteps.Root) <-chan asyncsteps.Result {
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := r.PromiseContext(ctx)
+			cancel()
+			return ch
+		}},
+	}
+	for _, s := range starts {
+		t.Run(s.name, func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			tt.SetHooks(&asyncsteps.Hooks{
+				FlowStart: func(ctx context.Context) context.Context { tr.add("flowstart"); return ctx },
+				StepError: func(_ context.Context, err *asyncsteps.Error) { tr.addf("steperror %v", err) },
+				FlowEnd:   func(_ context.Context, err error) { tr.addf("flowend %v", err) },
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("cancel"))
+				tr.add("step")
+			})
+			r.Success()
+
+			ch := s.start(r)
+			drive(t, tt)
+
+			wantError(t, result(t, ch).Err, asyncsteps.InternalError, info)
+			wantTrace(t, &tr, "flowstart,steperror InternalError: "+info+",flowend InternalError: "+info)
+			if n := tt.Pending(); n != 0 {
+				t.Errorf("%d events left", n)
+			}
+		})
+	}
+}
