@@ -3,8 +3,12 @@ package otelsteps_test
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/instrumentation"
@@ -65,18 +69,64 @@ func TestVersionIsTheLastRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	release := regexp.MustCompile(`^## (\d+\.\d+\.\d+) - \d{4}-\d{2}-\d{2}$`)
-	sc := bufio.NewScanner(f)
+	last, err := lastRelease(f)
+	if err != nil {
+		t.Fatalf("CHANGELOG.md: %v", err)
+	}
+	if otelsteps.Version != last {
+		t.Errorf("Version %q, want %q, the last release in CHANGELOG.md", otelsteps.Version, last)
+	}
+}
+
+// releaseHeading is the heading of a release's section in CHANGELOG.md: a
+// semantic version, a pre-release or build included, and its date.
+var releaseHeading = regexp.MustCompile(`^## ((?:0|[1-9]\d*)\.(?:0|[1-9]\d*)\.(?:0|[1-9]\d*)` +
+	`(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?) - \d{4}-\d{2}-\d{2}$`)
+
+// lastRelease returns the version of the newest release a changelog
+// records: its first section after Unreleased, which must read
+// "## VERSION - YYYY-MM-DD". A section of another form is an error, not
+// passed over: Version would be compared with an older release, and kept
+// there.
+func lastRelease(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		if m := release.FindStringSubmatch(sc.Text()); m != nil {
-			if otelsteps.Version != m[1] {
-				t.Errorf("Version %q, want %q, the last release in CHANGELOG.md", otelsteps.Version, m[1])
-			}
-			return
+		line := sc.Text()
+		if !strings.HasPrefix(line, "## ") || line == "## Unreleased" {
+			continue
 		}
+		if m := releaseHeading.FindStringSubmatch(line); m != nil {
+			return m[1], nil
+		}
+		return "", fmt.Errorf("section %q is no release's: want \"## VERSION - YYYY-MM-DD\"", line)
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	t.Fatal("no release in CHANGELOG.md")
+	return "", errors.New("no release")
+}
+
+// TestLastReleaseOfChangelog: the last release is the first section after
+// Unreleased, whatever its semantic version, and a section whose heading
+// does not read as a release's fails rather than being passed over for an
+// older one. Before, only a heading of a plain MAJOR.MINOR.PATCH counted:
+// over a pre-release's section, or one written "## [0.2.0] - ...", the
+// test held Version to the release before it.
+func TestLastReleaseOfChangelog(t *testing.T) {
+	for _, c := range []struct {
+		changelog string
+		want      string // "" for an error
+	}{
+		{"# Changelog\n\n## Unreleased\n\n### Added\n\n## 0.2.0 - 2026-12-10\n\n## 0.1.0 - 2026-11-26\n", "0.2.0"},
+		{"## Unreleased\n\n## 0.2.0-rc.1 - 2026-12-10\n\n## 0.1.0 - 2026-11-26\n", "0.2.0-rc.1"},
+		{"## Unreleased\n\n## 1.0.0+build.5 - 2026-12-10\n", "1.0.0+build.5"},
+		{"## Unreleased\n\n## [0.2.0] - 2026-12-10\n\n## 0.1.0 - 2026-11-26\n", ""},
+		{"## Unreleased\n\n## 0.2.0\n\n## 0.1.0 - 2026-11-26\n", ""},
+		{"# Changelog\n\n## Unreleased\n\n### Added\n", ""},
+	} {
+		got, err := lastRelease(strings.NewReader(c.changelog))
+		if c.want == "" && err == nil || c.want != "" && (err != nil || got != c.want) {
+			t.Errorf("%q: last release %q (%v), want %q", c.changelog, got, err, c.want)
+		}
+	}
 }
