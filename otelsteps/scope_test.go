@@ -5,9 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,6 +131,30 @@ func TestLastReleaseOfChangelog(t *testing.T) {
 		got, err := lastRelease(strings.NewReader(c.changelog))
 		if c.want == "" && err == nil || c.want != "" && (err != nil || got != c.want) {
 			t.Errorf("%q: last release %q (%v), want %q", c.changelog, got, err, c.want)
+		}
+	}
+}
+
+// The schema URL the scope names is that of the semantic conventions the
+// attributes follow: every file of the package imports the one version of
+// semconv whose SchemaURL it is. A file moved to another version alone
+// would write attributes of that version under the URL of the first.
+func TestOneSemconvVersion(t *testing.T) {
+	want := "go.opentelemetry.io/otel/semconv/v" + strings.TrimPrefix(semconv.SchemaURL, "https://opentelemetry.io/schemas/")
+	files, err := filepath.Glob("*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the package's files: %v, %v", files, err)
+	}
+	for _, name := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(path, "go.opentelemetry.io/otel/semconv/") && path != want {
+				t.Errorf("%s imports %s, want %s (the schema URL %s)", name, path, want, semconv.SchemaURL)
+			}
 		}
 	}
 }
