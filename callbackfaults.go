@@ -428,6 +428,8 @@ func (l *Loop) endDropped(t task) {
 		fl = t.fl
 	case *itemWork:
 		fl = t.fl
+	case *itemArrival:
+		fl = t.fl
 	}
 	if fl != nil && !fl.done && fl.sched == scheduler(l) {
 		l.endClosed(fl)

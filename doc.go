@@ -49,6 +49,8 @@
 // on the waiting goroutine; package asynchttp of this module does all this
 // for net/http. ExampleLoopGroup is a server in miniature, Example_worker a
 // queue worker: a flow per job, a lock per tenant, a lease and a drain.
+// [ForEachChan] runs the values of a channel as they arrive, K at a time,
+// as the items of one step.
 //
 // Which to call:
 //

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -263,6 +264,52 @@ func ExampleForEachLimit_batch() {
 	// c ok
 	// slow not done
 	// d ok
+}
+
+// A worker over a queue's channel: each job as it arrives, 2 at a time,
+// until the producer closes the channel; a job's failure is its own.
+func ExampleForEachChan_worker() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	jobs := make(chan string)
+	go func() { // the producer: a queue's consumer, a listener
+		for _, job := range []string{"a", "b", "bad", "c"} {
+			jobs <- job
+		}
+		close(jobs)
+	}()
+	process := func(job string) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			if job == "bad" {
+				return "", fmt.Errorf("cannot process %s", job)
+			}
+			return "done", ctx.Err()
+		}
+	}
+
+	outcomes := map[string]string{} // written on the loop only
+	asyncsteps.ForEachChan(r, jobs, 2, func(as asyncsteps.AsyncSteps, job string) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(time.Second) // the job's own
+			asyncsteps.AwaitThen(as, process(job), func(as asyncsteps.AsyncSteps, out string) { outcomes[job] = out })
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			outcomes[job] = code + ": " + as.State().ErrorInfo // the job's failure, not the worker's
+			as.Success()
+		})
+	})
+	_, err := r.Run(context.Background())
+
+	for _, job := range slices.Sorted(maps.Keys(outcomes)) {
+		fmt.Println(job, outcomes[job])
+	}
+	fmt.Println(err)
+	// Output:
+	// a done
+	// b done
+	// bad InternalError: cannot process bad
+	// c done
+	// <nil>
 }
 
 // The zero MaxQueue of LimiterOptions lets no flow wait: a flow that finds

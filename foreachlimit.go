@@ -62,7 +62,7 @@ import (
 // AsyncSteps of another package cannot hold the step, and its Error
 // reports that. ForEachLimit returns as, to chain further steps.
 func ForEachLimit[K, V any](as AsyncSteps, seq iter.Seq2[K, V], limit int, f func(as AsyncSteps, k K, v V), onerror ...ErrorFunc) AsyncSteps {
-	if info := limitMisuse(seq == nil, f == nil, limit); info != "" {
+	if info := limitMisuse("ForEachLimit", "sequence", seq == nil, f == nil, limit); info != "" {
 		return refuseNil(as, "ForEachLimit", info)
 	}
 	if refusedExtraHandlers(as, "ForEachLimit", onerror) {
@@ -74,35 +74,36 @@ func ForEachLimit[K, V any](as AsyncSteps, seq iter.Seq2[K, V], limit int, f fun
 		items.bind(p, seq)
 		return items
 	}
-	return addLimit(as, d, firstHandler(onerror))
+	return addLimit(as, "ForEachLimit", d, firstHandler(onerror))
 }
 
-// limitMisuse returns the misuse info of a ForEachLimit given a nil
-// sequence or function, or a limit below 1; "" when there is none.
-func limitMisuse(nilSeq, nilFunc bool, limit int) string {
+// limitMisuse returns the misuse info of a ForEachLimit or ForEachChan
+// (call) given a nil source (what it is) or function, or a limit below 1;
+// "" when there is none.
+func limitMisuse(call, source string, nilSource, nilFunc bool, limit int) string {
 	switch {
-	case nilSeq:
-		return "ForEachLimit: nil sequence"
+	case nilSource:
+		return call + ": nil " + source
 	case nilFunc:
-		return "ForEachLimit: nil function"
+		return call + ": nil function"
 	case limit < 1:
-		return fmt.Sprintf("ForEachLimit: limit must be at least 1 (%d given)", limit)
+		return fmt.Sprintf("%s: limit must be at least 1 (%d given)", call, limit)
 	}
 	return ""
 }
 
 // addLimit adds the step of d to as, or to what the decorator as wraps,
-// as Retry adds its loop.
-func addLimit(as AsyncSteps, d *limitDef, onerror ErrorFunc) AsyncSteps {
+// as Retry adds its loop; call names the helper.
+func addLimit(as AsyncSteps, call string, d *limitDef, onerror ErrorFunc) AsyncSteps {
 	h, ok := as.(host)
 	if !ok {
 		if h = unwrapHost(as); h == nil {
-			as.Error(InternalError, fmt.Sprintf("ForEachLimit: %T is not an AsyncSteps of this package", as))
+			as.Error(InternalError, fmt.Sprintf("%s: %T is not an AsyncSteps of this package", call, as))
 			return as
 		}
 	}
 	if !h.adding() {
-		h.addRefused("ForEachLimit")
+		h.addRefused(call)
 		return as
 	}
 	h.push(builtinStep(d, onerror))
@@ -126,9 +127,11 @@ type limitDef struct {
 // limitItems is the sequence of one execution of a ForEachLimit, pulled
 // as a ForEach pulls its iter.Seq2 (see pulled), with the step of the
 // item of each pair: a *typedItems[K, V] for the step's own types, so
-// that an item costs its step function and no boxed pair.
+// that an item costs its step function and no boxed pair. A ForEachChan's
+// is a *chanItems[T], whose values may come later, from a goroutine.
 type limitItems interface {
-	pull(f *frame) bool
+	// pull fetches the next pair for the step's frame f.
+	pull(f *frame) pullOutcome
 	stopAtBreak(f *frame) *Error
 	stopOnLoop()
 	// dropPair lets go of the pair pulled last, which no item will run.
@@ -140,10 +143,28 @@ type limitItems interface {
 	item() StepFunc
 }
 
+// pullOutcome is what a pull of a ForEachLimit's sequence found.
+type pullOutcome uint8
+
+const (
+	pulledPair pullOutcome = iota // a pair, for item (or a failure)
+	pulledNone                    // nothing: the sequence has run out, and is stopped
+	// pulledLater: nothing yet; a goroutine waits for the next pair and
+	// queues it on the loop (see itemArrival), where the step pulls again.
+	pulledLater
+)
+
 // typedItems is the limitItems of a ForEachLimit over an iter.Seq2[K, V].
 type typedItems[K, V any] struct {
 	pulled[K, V]
 	f func(as AsyncSteps, k K, v V)
+}
+
+func (t *typedItems[K, V]) pull(f *frame) pullOutcome {
+	if t.pulled.pull(f) {
+		return pulledPair
+	}
+	return pulledNone
 }
 
 func (t *typedItems[K, V]) failure() *Error {
@@ -282,9 +303,12 @@ func (lr *limitRun) take(p *frame) *frame {
 			if !lr.free() && lr.pending > 0 {
 				return nil // an item's end comes first
 			}
-			if !lr.items.pull(p) {
+			switch lr.items.pull(p) {
+			case pulledNone:
 				lr.taken = true // and the sequence stopped
-				break
+				continue
+			case pulledLater:
+				return lr.waitForSlot(p) // for the pair, which the loop takes then
 			}
 			if err := lr.items.failure(); err != nil {
 				return lr.failSeq(p, err)
@@ -305,8 +329,9 @@ func (lr *limitRun) take(p *frame) *frame {
 }
 
 // waitForSlot returns where the flow goes on while the step waits for a
-// slot that the Await functions of ended items hold: nowhere, unless Run's
-// deadline has passed and no item runs. The step then waits for nothing
+// slot that the Await functions of ended items hold, or for the next
+// value of a ForEachChan's channel: nowhere, unless Run's deadline has
+// passed and no item runs. The step then waits for nothing
 // of the flow's, and past the deadline a step that waits fails at once
 // with Timeout, as the deadline's (see lateIteration).
 func (lr *limitRun) waitForSlot(p *frame) *frame {
@@ -424,24 +449,39 @@ func (lr *limitRun) itemEnds(b *frame) {
 // slotBack runs on the loop once the last Await function of an ended
 // item has returned: its slot is free again, and the next pair is taken.
 func (lr *limitRun) slotBack(w *itemWork) {
-	if lr.ended.Load() {
-		return // and at let go of (see letGo)
+	if lr.wakes(w, w.fl) {
+		lr.held--
+		lr.goOn(w.fl)
 	}
-	p, fl := lr.at.f, w.fl
-	if !lr.running(p) {
-		return
+}
+
+// wakes reports whether t, a task that another goroutine queued on the
+// loop of lr's flow fl (a slot given back, a ForEachChan's value), finds
+// the step running and may go on with it now; a task that a callback of
+// the flow, driving its TestTool, runs is deferred until the callback
+// returns.
+func (lr *limitRun) wakes(t task, fl *flow) bool {
+	if lr.ended.Load() {
+		return false // and at let go of (see letGo)
+	}
+	if !lr.running(lr.at.f) {
+		return false
 	}
 	if fl.inCall { // a callback of the flow drives its TestTool
-		fl.deferTask(w)
-		return
+		fl.deferTask(t)
+		return false
 	}
-	lr.held--
-	// The slot comes back in a task that, like a step, takes a turn: the
-	// flow lets other queued work run before its next step, unless bursts
-	// let it go on. The pull of the next pair runs in that turn, so that
-	// the flow goes on alike after a Goexit in it (see afterGoexit).
+	return true
+}
+
+// goOn takes the next pairs in the task that woke the step (see wakes).
+// The task, like a step, takes a turn: the flow lets other queued work
+// run before its next step, unless bursts let it go on. The pull of the
+// next pair runs in that turn, so that the flow goes on alike after a
+// Goexit in it (see afterGoexit).
+func (lr *limitRun) goOn(fl *flow) {
 	fl.driving = true
-	fl.steps(lr.take(p), 1)
+	fl.steps(lr.take(lr.at.f), 1)
 }
 
 // itemWork counts the Await functions started inside one item of a

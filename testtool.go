@@ -392,10 +392,11 @@ func (t *TestTool) count(tk task) {
 // continuationOf returns the flow that tk continues, or nil if tk is no
 // continuation: a step API queued to go on from its frame, the flow's
 // base frame resumed, a stop of the flow to apply (a cancel, a deadline,
-// a step that waits past it), or a ForEachLimit's slot given back by the
-// last Await function of an ended item. Each does nothing once its
-// flow's execution has ended (see baseResume, cancelOf, expiryOf,
-// expiryTask and limitRun.slotBack), even if the Root runs again.
+// a step that waits past it), a ForEachLimit's slot given back by the
+// last Await function of an ended item, or a ForEachChan's value. Each
+// does nothing once its flow's execution has ended (see baseResume,
+// cancelOf, expiryOf, expiryTask, limitRun.slotBack and itemArrival),
+// even if the Root runs again.
 func continuationOf(tk task) *flow {
 	switch c := tk.(type) {
 	case *stepAPI:
@@ -407,6 +408,8 @@ func continuationOf(tk task) *flow {
 	case *expiryTask:
 		return c.fl
 	case *itemWork:
+		return c.fl
+	case *itemArrival:
 		return c.fl
 	}
 	return nil
