@@ -94,6 +94,9 @@ type Hooks struct {
 	// moved on, or ended and FlowEnd ran), AwaitEnd still reports the
 	// function's own outcome. After a function that called
 	// runtime.Goexit, whose step fails anyway, a panic in it is logged.
+	// With AwaitStart, it tells a function that ignores its context,
+	// which holds the locks taken around it until it returns, long
+	// after its step ended: see ExampleHooks_lateAwait.
 	AwaitEnd func(ctx context.Context, err *Error)
 	// SyncWait is called on the flow's loop when a flow that had to wait
 	// in the queue of a [Mutex], [Throttle] or [Limiter] has been let in,

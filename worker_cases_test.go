@@ -328,3 +328,65 @@ func TestWorkerLoopClosedMidJob(t *testing.T) {
 		}
 	})
 }
+
+// The recipe of ExampleHooks_lateAwait reports what
+// TestWorkerAwaitIgnoringItsContextHoldsTheTenant leaves unseen: each
+// billing call that ignores its context, 100ms after its step ended (the
+// first attempt's timeout at 50ms, the lease at 100ms during the
+// second), and again as it returns, the tenant's lock given back then.
+func TestWorkerReportsCallsIgnoringTheirContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		start := loop.Now()
+		var mu sync.Mutex
+		var trace []string
+		logf := func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{loop.Now().Sub(start)}, args...)...))
+		}
+		loop.SetHooks(lateAwaits(nil, 100*time.Millisecond, func(_ context.Context, late time.Duration, returned bool) {
+			if returned {
+				logf("a call returned %v after its step ended", late)
+				return
+			}
+			logf("a call runs %v after its step ended", late)
+		}))
+		stuck := []chan struct{}{make(chan struct{}), make(chan struct{})}
+		calls := 0 // on the loop
+		billing := func(as asyncsteps.AsyncSteps, j queuedJob) {
+			release := stuck[calls]
+			calls++
+			as.Await(func(context.Context) (any, error) {
+				<-release // deaf to the context
+				return nil, nil
+			})
+		}
+		q := newQueue(2, queuedJob{"x1", "X", 0})
+		w := newWorker(loop, q, billing, fake(nil), logf)
+		w.lease = 100 * time.Millisecond
+		loop.Immediate(func() { w.take(1) })
+		time.Sleep(250 * time.Millisecond)
+		close(stuck[0])
+		time.Sleep(10 * time.Millisecond)
+		close(stuck[1])
+		synctest.Wait()
+		want := []string{
+			"0s: x1 begins, delivery 1",
+			"100ms: x1 nack: Timeout",
+			"150ms: a call runs 100ms after its step ended",
+			"200ms: a call runs 100ms after its step ended",
+			"250ms: a call returned 200ms after its step ended",
+			"260ms: a call returned 160ms after its step ended",
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(trace, want) {
+			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+		}
+		if n := w.tenants.Len(); n != 0 {
+			t.Errorf("%d tenants locked once the calls returned, want 0", n)
+		}
+	})
+}
