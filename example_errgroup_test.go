@@ -58,13 +58,10 @@ func ExampleGather_fanOut() {
 	r := asyncsteps.New(asyncsteps.WithTool(loop))
 	symbols := []string{"AAPL", "MSFT", "GOOG"}
 
-	branches := make([]func(asyncsteps.AsyncSteps), len(symbols))
-	for i, s := range symbols {
-		branches[i] = func(as asyncsteps.AsyncSteps) { asyncsteps.AwaitThen(as, quote(s), nil) }
-	}
+	fetch := func(as asyncsteps.AsyncSteps, s string) { asyncsteps.AwaitThen(as, quote(s), nil) }
 	asyncsteps.Gather(r, func(as asyncsteps.AsyncSteps, prices []float64) {
 		as.Success(prices)
-	}, branches...)
+	}, asyncsteps.Branches(symbols, fetch)...)
 	prices, err := asyncsteps.Run[[]float64](context.Background(), r)
 
 	fmt.Println(prices, err)
@@ -79,15 +76,12 @@ func ExampleSettle_fanOut() {
 	r := asyncsteps.New(asyncsteps.WithTool(loop))
 	symbols := []string{"AAPL", "XYZ", "GOOG"}
 
-	branches := make([]func(asyncsteps.AsyncSteps), len(symbols))
-	for i, s := range symbols {
-		branches[i] = func(as asyncsteps.AsyncSteps) { asyncsteps.AwaitThen(as, quote(s), nil) }
-	}
+	fetch := func(as asyncsteps.AsyncSteps, s string) { asyncsteps.AwaitThen(as, quote(s), nil) }
 	asyncsteps.Settle(r, func(as asyncsteps.AsyncSteps, rs []asyncsteps.Settled[float64]) {
 		for i, o := range rs {
 			fmt.Println(symbols[i], o.Value, o.Err)
 		}
-	}, branches...)
+	}, asyncsteps.Branches(symbols, fetch)...)
 	_, err := r.Run(context.Background())
 
 	fmt.Println(err)

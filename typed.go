@@ -11,9 +11,10 @@ import (
 // flow: a typed Await with its continuation ([AwaitThen]), a typed
 // continuation of any step ([Then]), a fan-out that collects its branches'
 // results in order ([Gather]), or each branch's result or error
-// ([Settle]), and a typed [Run]. Like those of await.go,
-// they are built on the public API (Go methods cannot have type
-// parameters), so they behave like hand-written steps.
+// ([Settle]), their branches over a slice ([Branches]), and a typed
+// [Run]. Like those of await.go, they are built on the public API (Go
+// methods cannot have type parameters), so they behave like
+// hand-written steps.
 //
 // The helpers of await.go bring Go values into a flow as untyped success
 // args: [AwaitChan] a channel's value, [AwaitResult] and [AwaitFlow] the
@@ -185,6 +186,28 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 			results[i] = v
 		})
 	}
+}
+
+// Branches returns one branch per item, for [Gather] or [Settle]: branch
+// i calls f with items[i]. It is the loop that builds the branches of a
+// fan-out over a slice, so that the results come in the slice's order:
+//
+//	asyncsteps.Gather(as, then, asyncsteps.Branches(symbols, fetch)...)
+//
+// A nil f gives nil branches, which Gather and Settle report as a misuse
+// ("Gather: nil branch 0"); no items, no branch. For an iter.Seq, collect
+// it first (slices.Collect): a Parallel starts all its branches at once,
+// so it holds them all anyway; a long or endless sequence goes to
+// [ForEachLimit], K at a time.
+func Branches[V any](items []V, f func(as AsyncSteps, v V)) []func(as AsyncSteps) {
+	branches := make([]func(as AsyncSteps), len(items))
+	if f == nil {
+		return branches
+	}
+	for i, v := range items {
+		branches[i] = func(as AsyncSteps) { f(as, v) }
+	}
+	return branches
 }
 
 // nilFanOut returns the misuse info of a Gather or Settle (named call)

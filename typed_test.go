@@ -242,3 +242,39 @@ func TestRunTypedNilAndCancel(t *testing.T) {
 		t.Errorf("Run[int] = %v, %v; want 0, context.Canceled", n, err)
 	}
 }
+
+// Before Branches, a fan-out over a slice built its branches in a loop;
+// Branches builds the same, for Gather and Settle alike, in the slice's
+// order whatever order the branches end in.
+func TestBranchesBuildsWhatTheLoopBuilt(t *testing.T) {
+	items := []time.Duration{30 * msec, 10 * msec, 20 * msec}
+	item := func(as steps, d time.Duration) {
+		h := as.Tool().Deferred(d, func() { as.Success(d.String()) })
+		as.SetCancel(func(steps) { h.Cancel() })
+	}
+	loop := make([]func(as steps), len(items)) // before
+	for i, d := range items {
+		loop[i] = func(as steps) { item(as, d) }
+	}
+	for name, branches := range map[string][]func(as steps){"loop": loop, "Branches": asyncsteps.Branches(items, item)} {
+		t.Run(name, func(t *testing.T) {
+			r, tt := newFlow()
+			asyncsteps.Gather(r, func(as steps, vs []string) { as.Success(strings.Join(vs, " ")) }, branches...)
+			wantSuccess(t, run(t, r, tt), "30ms 10ms 20ms")
+			r, tt = newFlow()
+			asyncsteps.Settle(r, func(as steps, rs []asyncsteps.Settled[string]) { as.Success(fmt.Sprint(rs)) }, branches...)
+			wantSuccess(t, run(t, r, tt), "[{30ms <nil>} {10ms <nil>} {20ms <nil>}]")
+		})
+	}
+}
+
+// A nil function gives nil branches, which Gather reports; no items give
+// no branch.
+func TestBranchesNilFunctionAndNoItems(t *testing.T) {
+	r, tt := newFlow()
+	asyncsteps.Gather(r, func(steps, []int) {}, asyncsteps.Branches[int]([]int{1, 2}, nil)...)
+	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "Gather: nil branch 0")
+	if n := len(asyncsteps.Branches(nil, func(steps, int) {})); n != 0 {
+		t.Errorf("%d branches for no items, want 0", n)
+	}
+}
