@@ -351,10 +351,20 @@ func TestForEachChanMisuse(t *testing.T) {
 		{"two handlers", func(as steps) {
 			asyncsteps.ForEachChan(as, make(chan int), 1, item, func(steps, string) {}, func(steps, string) {})
 		}, "ForEachChan: more than one error handler (2 given)"},
+		{"another AsyncSteps", func(as steps) { asyncsteps.ForEachChan(decorated{as}, make(chan int), 1, item) },
+			"ForEachChan: asyncsteps_test.decorated is not an AsyncSteps of this package"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.name+"/in a step", func(t *testing.T) {
 			r, tt := newFlow()
 			r.Add(func(as steps, _ ...any) { c.add(as) })
+			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
+		})
+		if c.name == "another AsyncSteps" {
+			continue // a decorator of a Root calls its Error, a misuse of its own
+		}
+		t.Run(c.name+"/on a Root", func(t *testing.T) {
+			r, tt := newFlow()
+			c.add(r)
 			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
 		})
 	}
@@ -459,5 +469,33 @@ func TestForEachChanAwaitFunctionHoldsTheSlot(t *testing.T) {
 				wantTrace(t, &tr, want)
 			})
 		})
+	}
+}
+
+// On a decorator the step is added to the AsyncSteps it wraps, in order
+// with the steps added through the decorator, and the items get this
+// package's AsyncSteps; AsyncStack names the item's function.
+func TestForEachChanOnADecoratorAndItsStack(t *testing.T) {
+	var tr tracer
+	r, tt := newFlow()
+	ch := make(chan int, 3)
+	ch <- 0
+	ch <- 1
+	ch <- 2
+	close(ch)
+	r.Add(func(as steps, _ ...any) {
+		d := unwrapping{as}
+		d.Add(tr.step("first"))
+		asyncsteps.ForEachChan(d, ch, 1, func(as steps, i int) {
+			_, decorated := as.(unwrapping)
+			tr.addf("item %d decorated %v", i, decorated)
+			forEachLimitFailsAt2(as, i, 0)
+		}).Add(tr.step("not after a failure"))
+	})
+	wantError(t, run(t, r, tt).Err, "Failed", "")
+	wantTrace(t, &tr, "first,item 0 decorated false,item 1 decorated false,item 2 decorated false")
+	stack := r.State().AsyncStack
+	if len(stack) != 2 || !strings.HasPrefix(stack[1], "github.com/asyncsteps/asyncsteps_test.TestForEachChanOnADecoratorAndItsStack.func") {
+		t.Errorf("AsyncStack = %q, want the step's function and the item's", stack)
 	}
 }

@@ -41,6 +41,9 @@ import (
 // a Break, an error, a timeout, a cancel, the close of its Loop. Only the
 // items running are held, not one per pair of the sequence, which may be
 // endless.
+// A sequence that waits (a range over a channel) blocks the loop, and
+// every flow of it, while it waits: [ForEachChan] takes a channel's
+// values as they arrive without blocking it.
 //
 // An error of an item that no handler of its own steps recovers from is
 // the step's, as for a Parallel: it cancels the items running (their
