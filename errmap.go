@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"syscall"
 
@@ -40,8 +41,9 @@ type FutoInCoder interface {
 //   - an [*Error]: its Code and Info (with an empty Code, an
 //     InternalError whose info says so and keeps the Info);
 //   - a [FutoInCoder]: its FutoInCode(), unless empty;
-//   - [context.DeadlineExceeded] (which the net package's timeouts match
-//     too): Timeout;
+//   - [context.DeadlineExceeded] (which a dial's timeout matches too) or
+//     [os.ErrDeadlineExceeded], the "i/o timeout" of a connection's or a
+//     file's deadline (SetDeadline): Timeout;
 //   - a connection that could not be made (a *net.OpError of a dial, a
 //     *net.DNSError, syscall.ECONNREFUSED, EHOSTUNREACH or ENETUNREACH):
 //     ConnectError;
@@ -213,7 +215,10 @@ func goErrorCode(err error) string {
 	switch {
 	case errors.As(err, &coder) && coder.FutoInCode() != "":
 		return coder.FutoInCode()
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		// A deadline set on a connection is a timeout too, though its
+		// error matches no context's: it is a net.Error, which the rule
+		// below would take for a CommError.
 		return Timeout
 	case notConnected(err):
 		return ConnectError

@@ -214,3 +214,31 @@ func TestAwaitResultMapsGoErrors(t *testing.T) {
 	wantError(t, res.Err, asyncsteps.ConnectError, "fetch: dial tcp: connection refused")
 	wantTrace(t, &tr, "onerror:ConnectError:fetch: dial tcp: connection refused:true")
 }
+
+// A connection's read deadline is a timeout: the "i/o timeout" of
+// os.ErrDeadlineExceeded, what a client with SetDeadline per request (a
+// database or cache driver) returns, maps to Timeout as a dial timeout
+// and a context's deadline do, not to CommError.
+func TestErrorFromMapsADeadlineOfAConnectionToTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(-time.Second)) // passed: Read fails at once
+	_, readErr := c.Read(make([]byte, 1))
+	if !errors.Is(readErr, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read = %v, want an i/o timeout", readErr)
+	}
+	for _, err := range []error{readErr, os.ErrDeadlineExceeded, fmt.Errorf("GET key: %w", readErr)} {
+		got := asyncsteps.ErrorFrom(err)
+		if got.Code != asyncsteps.Timeout || got.Info != err.Error() || got.Cause != err {
+			t.Errorf("ErrorFrom(%v) = %q %q (cause %v), want Timeout, its text, itself", err, got.Code, got.Info, got.Cause)
+		}
+	}
+}
