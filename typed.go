@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/asyncsteps/asyncsteps/internal/misuse"
 )
@@ -144,13 +145,16 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // result of the wrong type is such an error (InternalError).
 //
 // The results are collected per execution: a Root that runs again, or its
-// Clone, starts from an empty slice. With no branch, then gets an empty
+// Clone, starts from an empty slice. Gather keeps a copy of branches, as
+// they were given: the caller may fill its slice again (for the next
+// fan-out) before the step runs. With no branch, then gets an empty
 // slice at once. A nil then or branch is a misuse, as a nil function given
 // to Await: "Gather: nil then", "Gather: nil branch 1" (counting from 0).
 func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := nilFanOut("Gather", then == nil, branches); info != "" {
 		return refuseNil(as, "Gather", info)
 	}
+	branches = slices.Clone(branches) // see nilFanOut
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
 		results := make([]T, len(branches))
@@ -212,6 +216,9 @@ func Branches[V any](items []V, f func(as AsyncSteps, v V)) []func(as AsyncSteps
 
 // nilFanOut returns the misuse info of a Gather or Settle (named call)
 // given a nil then (nilThen) or a nil branch, or "" when none is nil.
+// The branches checked are the ones that run: the caller then keeps a
+// copy of them, not the slice, which its own caller may reuse (a buffer
+// of branches filled again for the next fan-out) before the step runs.
 func nilFanOut(call string, nilThen bool, branches []func(as AsyncSteps)) string {
 	if nilThen {
 		return call + ": nil then"
@@ -263,14 +270,15 @@ type Settled[T any] struct {
 // branches are cancelled, then does not run, and the loop takes it (a
 // loop inside the branch takes its own first).
 //
-// The outcomes are collected per execution, as Gather's results are. With
-// no branch, then gets an empty slice at once. A nil then or branch is a
-// misuse, as for Gather: "Settle: nil then", "Settle: nil branch 1"
-// (counting from 0).
+// The outcomes are collected per execution, as Gather's results are, and
+// Settle keeps a copy of branches as Gather does. With no branch, then
+// gets an empty slice at once. A nil then or branch is a misuse, as for
+// Gather: "Settle: nil then", "Settle: nil branch 1" (counting from 0).
 func Settle[T any](as AsyncSteps, then func(as AsyncSteps, rs []Settled[T]), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := nilFanOut("Settle", then == nil, branches); info != "" {
 		return refuseNil(as, "Settle", info)
 	}
+	branches = slices.Clone(branches) // see nilFanOut
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
 		outcomes := make([]Settled[T], len(branches))

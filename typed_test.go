@@ -278,3 +278,28 @@ func TestBranchesNilFunctionAndNoItems(t *testing.T) {
 		t.Errorf("%d branches for no items, want 0", n)
 	}
 }
+
+// Gather and Settle keep the branches they were given, not the caller's
+// slice: a step that builds its fan-outs in one buffer, reused after each
+// call, runs each with its own branches, though they run after the step
+// returns; and a branch set to nil in the buffer afterwards, which the
+// call did not see, is not called.
+func TestGatherAndSettleKeepTheirBranchesNotTheSlice(t *testing.T) {
+	r, tt := newFlow()
+	var trace []string
+	value := func(v int) func(as steps) { return func(as steps) { as.Success(v) } }
+	r.Add(func(as steps, _ ...any) {
+		buf := []func(as steps){value(1), value(2)}
+		asyncsteps.Gather(as, func(as steps, vs []int) { trace = append(trace, fmt.Sprint("gather ", vs)) }, buf...)
+		buf[0], buf[1] = value(3), nil
+		asyncsteps.Settle(as, func(as steps, rs []asyncsteps.Settled[int]) {
+			trace = append(trace, fmt.Sprint("settle ", rs[0].Value, " ", rs[0].Err))
+		}, buf[:1]...)
+		buf[0] = value(4)
+	})
+	wantSuccess(t, run(t, r, tt))
+	want := "gather [1 2]|settle 3 <nil>"
+	if got := strings.Join(trace, "|"); got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
