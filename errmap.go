@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -49,7 +50,9 @@ type FutoInCoder interface {
 //     ConnectError;
 //   - any other network or transport error (a [net.Error], which net/http's
 //     *url.Error is too, [net.ErrClosed], syscall.ECONNRESET, ECONNABORTED
-//     or EPIPE): CommError;
+//     or EPIPE): CommError; a syscall.Errno is no net.Error here, though
+//     it has the methods of one: a missing file's ENOENT is not a network
+//     error;
 //   - anything else: InternalError.
 //
 // Info is err.Error() except for an *Error; Cause is err itself, so
@@ -242,10 +245,44 @@ func notConnected(err error) bool {
 // isTransportError reports whether err comes from a network or transport
 // once connected.
 func isTransportError(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) ||
+	return hasNetError(err) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+// hasNetError reports whether err's chain holds a net.Error, walked as
+// errors.As walks it, but for a syscall.Errno: every Errno has the
+// methods of a net.Error, so errors.As takes the ENOENT of a missing
+// file, under its *fs.PathError, for one. The Errnos of a network are
+// found by isTransportError and notConnected by their values, or under
+// the *net.OpError around them.
+func hasNetError(err error) bool {
+	for err != nil {
+		if ne, ok := err.(net.Error); ok && !isErrno(ne) {
+			return true
+		}
+		if x, ok := err.(interface{ As(any) bool }); ok {
+			var ne net.Error
+			if x.As(&ne) && !isErrno(ne) {
+				return true
+			}
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			return slices.ContainsFunc(x.Unwrap(), hasNetError)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// isErrno reports whether err is a syscall.Errno.
+func isErrno(err error) bool {
+	_, ok := err.(syscall.Errno)
+	return ok
 }
 
 // emptyCodeInfo is the info of the InternalError that stands for an error

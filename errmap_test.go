@@ -242,3 +242,32 @@ func TestErrorFromMapsADeadlineOfAConnectionToTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A file's error is not a network error: the syscall.Errno under an
+// *fs.PathError has the methods of a net.Error (Timeout, Temporary), but
+// a missing file is an InternalError, not a CommError that Retry would
+// retry. A net.Error further down the chain, or joined after it, still
+// makes a CommError.
+func TestErrorFromMapsAFileErrorToInternalError(t *testing.T) {
+	dir := t.TempDir()
+	_, missing := os.Open(dir + "/missing")
+	exists := os.Mkdir(dir, 0o700)
+	if !errors.Is(missing, os.ErrNotExist) || !errors.Is(exists, os.ErrExist) {
+		t.Fatalf("Open = %v, Mkdir = %v: want ENOENT, EEXIST", missing, exists)
+	}
+	timedOut := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ETIMEDOUT)}
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{missing, asyncsteps.InternalError},
+		{exists, asyncsteps.InternalError},
+		{fmt.Errorf("load config: %w", missing), asyncsteps.InternalError},
+		{errors.Join(missing, timedOut), asyncsteps.CommError},
+		{timedOut, asyncsteps.CommError},
+	} {
+		if got := asyncsteps.ErrorFrom(tc.err); got.Code != tc.code || got.Cause != tc.err {
+			t.Errorf("ErrorFrom(%v) = %q (cause %v), want %q", tc.err, got.Code, got.Cause, tc.code)
+		}
+	}
+}
