@@ -27,8 +27,10 @@ import (
 //
 // Its methods are safe for concurrent use. The zero value is not usable:
 // create a LoopGroup with [NewLoopGroup]. It has no loops: Next returns a
-// zero [Loop], on which flows end at once with an InternalError. A nil
-// *LoopGroup acts the same, its flows' error naming it.
+// zero [Loop], on which flows end at once with an InternalError, "the
+// flow's LoopGroup was not made by NewLoopGroup". A nil *LoopGroup acts
+// the same, its flows' error naming it ("the flow's tool is a nil
+// *LoopGroup").
 type LoopGroup struct {
 	loops []*Loop
 	next  atomic.Uint64 // turns taken by Next
@@ -52,10 +54,12 @@ func NewLoopGroup(n int) *LoopGroup {
 // evenly by number, not by load, and costs one atomic add.
 func (g *LoopGroup) Next() *Loop {
 	if g == nil {
-		return &Loop{nilTool: "*LoopGroup"} // see LoopGroup
+		return &Loop{unmadeInfo: nilToolInfo("*LoopGroup")} // see LoopGroup
 	}
 	if len(g.loops) == 0 {
-		return new(Loop) // a zero LoopGroup's: see LoopGroup
+		// A zero LoopGroup's: see LoopGroup. Its flows' error names the
+		// group, which the caller made, not a Loop it never saw.
+		return &Loop{unmadeInfo: "the flow's LoopGroup was not made by NewLoopGroup"}
 	}
 	i := g.next.Add(1) - 1
 	return g.loops[i%uint64(len(g.loops))]

@@ -283,3 +283,20 @@ func TestLoopGroupNewAllocatesLikeNew(t *testing.T) {
 	}
 	rootSink = nil
 }
+
+// The flows of a zero LoopGroup, made without NewLoopGroup, fail with an
+// info that names the group the caller made, not a Loop it never saw.
+func TestZeroLoopGroupsFlowsNameTheGroup(t *testing.T) {
+	var g asyncsteps.LoopGroup
+	const info = "the flow's LoopGroup was not made by NewLoopGroup"
+	for name, r := range map[string]*asyncsteps.Root{
+		"New":  g.New(),
+		"Next": asyncsteps.New(asyncsteps.WithTool(g.Next())),
+	} {
+		_, err := r.Run(context.Background())
+		var e *asyncsteps.Error
+		if !errors.As(err, &e) || e.Code != asyncsteps.InternalError || e.Info != info {
+			t.Errorf("%s: Run = %v, want InternalError: %s", name, err, info)
+		}
+	}
+}

@@ -173,27 +173,30 @@ func TestHostileZeroLoopActsClosed(t *testing.T) {
 		if g.Len() != 0 {
 			t.Errorf("zero LoopGroup Len() = %d, want 0", g.Len())
 		}
-		roots := map[string]func() *asyncsteps.Root{
-			"Loop":      func() *asyncsteps.Root { return asyncsteps.New(asyncsteps.WithTool(&l)) },
-			"LoopGroup": func() *asyncsteps.Root { return g.New() },
+		roots := map[string]struct {
+			newRoot func() *asyncsteps.Root
+			info    string
+		}{
+			"Loop":      {func() *asyncsteps.Root { return asyncsteps.New(asyncsteps.WithTool(&l)) }, unmadeLoopInfo},
+			"LoopGroup": {func() *asyncsteps.Root { return g.New() }, "the flow's LoopGroup was not made by NewLoopGroup"},
 		}
-		for name, newRoot := range roots {
+		for name, c := range roots {
 			var tr tracer
-			r := newRoot()
+			r := c.newRoot()
 			r.Add(tr.step("step"))
 			_, err := r.Run(context.Background())
-			wantError(t, err, asyncsteps.InternalError, unmadeLoopInfo)
+			wantError(t, err, asyncsteps.InternalError, c.info)
 
-			r = newRoot()
+			r = c.newRoot()
 			r.Add(tr.step("step"))
 			res := <-r.Promise()
-			wantError(t, res.Err, asyncsteps.InternalError, unmadeLoopInfo)
+			wantError(t, res.Err, asyncsteps.InternalError, c.info)
 
 			errs := make(chan *asyncsteps.Error, 1)
-			r = newRoot()
+			r = c.newRoot()
 			r.Add(tr.step("step"))
 			r.ExecuteWith(func(err *asyncsteps.Error) { errs <- err })
-			if err := <-errs; err.Code != asyncsteps.InternalError || err.Info != unmadeLoopInfo {
+			if err := <-errs; err.Code != asyncsteps.InternalError || err.Info != c.info {
 				t.Errorf("%s: unhandled error %+v", name, err)
 			}
 			wantTrace(t, &tr, "")

@@ -124,9 +124,11 @@ type Loop struct {
 	// closed from outside it, so it belongs where the Loop was made.
 	closed chan struct{}
 
-	// nilTool names the nil pointer a zero Loop stands in for (see
-	// schedulerOf), for the error of its flows; "" for a zero Loop itself.
-	nilTool string
+	// unmadeInfo is the info of the error of a zero Loop's flows when it
+	// stands in for something else the caller made wrong (see
+	// schedulerOf and LoopGroup.Next): a nil pointer, a zero LoopGroup;
+	// "" for a zero Loop itself.
+	unmadeInfo string
 
 	wake chan struct{} // capacity 1: a pending wake-up is never lost
 	done chan struct{} // closed when the goroutine has exited
@@ -542,8 +544,8 @@ func (l *Loop) endClosed(fl *flow) {
 	defer l.recoverPanic() // the unhandled-error function is the user's
 	if l.unmade() {
 		info := "the flow's Loop was not made by NewLoop"
-		if l.nilTool != "" {
-			info = "the flow's tool is a nil " + l.nilTool
+		if l.unmadeInfo != "" {
+			info = l.unmadeInfo
 		}
 		fl.end(nil, &Error{Code: InternalError, Info: info})
 		return

@@ -374,12 +374,16 @@ var (
 	testToolType = reflect.TypeFor[*TestTool]()
 )
 
+// nilToolInfo is the info of the error of a flow whose tool is a nil
+// pointer of type nilTool.
+func nilToolInfo(nilTool string) string { return "the flow's tool is a nil " + nilTool }
+
 // unmadeLoop marks the zero Loop l stopped, so that its flows end at once
 // with an InternalError (see Loop.endClosed); for a nil l, it returns such a
 // Loop standing in for the nil pointer of type nilTool.
 func unmadeLoop(l *Loop, nilTool string) *Loop {
 	if l == nil {
-		l = &Loop{nilTool: nilTool}
+		l = &Loop{unmadeInfo: nilToolInfo(nilTool)}
 	}
 	l.unmadeStarted()
 	return l
