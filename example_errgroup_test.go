@@ -184,6 +184,110 @@ func ExampleRoot_Run_deadline() {
 	// true
 }
 
+// A request's budget: the backends that answered by then are the answer,
+// the others are cancelled, and a backend's failure is its own.
+func ExampleAsyncSteps_SetTimeout_partial() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	backends := []string{"web", "images", "video"}
+	call := func(as asyncsteps.AsyncSteps, b string) {
+		switch b {
+		case "images":
+			upstream(as, 10*time.Millisecond, "", asyncsteps.CommError)
+		case "video":
+			upstream(as, time.Second, "v1")
+		default:
+			upstream(as, 30*time.Millisecond, "w1")
+		}
+	}
+
+	results := map[string]string{} // written on the loop only
+	answered := 0
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(200 * time.Millisecond) // the budget
+		p := as.Parallel()
+		for _, b := range backends {
+			p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { call(as, b) })
+				asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, v string) { results[b], answered = v, answered+1 })
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				results[b] = code // the backend's failure, not the request's
+				as.Success()
+			})
+		}
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		if code == asyncsteps.Timeout && answered > 0 {
+			as.Success() // answer with what arrived; the calls still running are cancelled
+		}
+	})
+	_, err := r.Run(context.Background())
+
+	fmt.Println("done at", elapsed(tt), err)
+	for _, b := range backends {
+		fmt.Printf("%s %q\n", b, results[b])
+	}
+	// Output:
+	// done at 200ms <nil>
+	// web "w1"
+	// images "CommError"
+	// video ""
+}
+
+// The first answer that k replicas agree on, the calls still running
+// cancelled; with k of 1, the first answer of any (a hedged request).
+func ExampleAsyncSteps_Parallel_quorum() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	replicas := []string{"a", "b", "c", "d", "e"}
+	call := func(as asyncsteps.AsyncSteps, rep string) {
+		switch rep {
+		case "b":
+			upstream(as, 20*time.Millisecond, "", asyncsteps.CommError)
+		case "c":
+			upstream(as, 30*time.Millisecond, "y")
+		default:
+			upstream(as, map[string]time.Duration{"a": 10, "d": 40, "e": 1000}[rep]*time.Millisecond, "x")
+		}
+	}
+	const k = 2
+
+	votes := map[string]int{} // written on the loop only
+	var agreed string
+	p := r.Parallel(func(as asyncsteps.AsyncSteps, code string) {
+		if code == "Quorum" {
+			as.Success(agreed)
+		}
+	})
+	for _, rep := range replicas {
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { call(as, rep) }, func(as asyncsteps.AsyncSteps, code string) {
+				as.Success() // a replica that fails has no vote
+			})
+			as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+				if v, ok := asyncsteps.Arg[string](args, 0); ok {
+					if votes[v]++; votes[v] == k {
+						agreed = v
+						as.Error("Quorum") // ends the Parallel: the other calls are cancelled
+					}
+				}
+			})
+		})
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, args ...any) {
+		if len(args) == 0 {
+			as.Error("NoQuorum", "the replicas failed or disagree")
+		}
+		as.Success(args...)
+	})
+	v, err := asyncsteps.Run[string](context.Background(), r)
+
+	fmt.Println(v, err, "at", elapsed(tt))
+	fmt.Println("calls left running:", tt.HasEvents()) // e's was cancelled
+	// Output:
+	// x <nil> at 40ms
+	// calls left running: false
+}
+
 // A Mutex of 2 slots lets two calls run at once; the others wait in its
 // queue, which is unlimited for NewMutex without a maxQueue. Four calls
 // of 100ms take 200ms of virtual time.
