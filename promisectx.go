@@ -16,7 +16,9 @@ import (
 // Unlike Run it does not block, so it may be called anywhere Promise may,
 // a callback of a [Loop] included. A nil ctx starts nothing: the Result
 // is an InternalError that says so. Nor does an ended ctx: the Result's
-// Err is ctx.Err(). Like Promise, it panics if the flow is already
+// Err is ctx.Err() for a cancel, and a [Timeout] (which matches
+// context.DeadlineExceeded) for a deadline that has passed, as a flow it
+// passes as it begins has. Like Promise, it panics if the flow is already
 // running, whatever ctx is: these checks come after that one.
 //
 // ctx is watched with [context.AfterFunc], whose goroutine hands the stop
@@ -38,7 +40,7 @@ func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 		ch <- Result{Err: &Error{Code: InternalError, Info: "PromiseContext called with a nil context: pass context.Background() or the job's context"}}
 		return ch
 	}
-	if err := ctx.Err(); err != nil {
+	if err := endedContextError(ctx); err != nil {
 		ch <- Result{Err: err} // a Go API starts no work under an ended context
 		return ch
 	}

@@ -478,8 +478,10 @@ func (fl *flow) cancelOf(req *stopRequest) func() {
 // iteration such a Timeout went begins no further iteration (the next
 // fails with Timeout), so that a loop whose iterations each wait and
 // recover cannot spin for ever. If the Timeout ends the flow,
-// the error matches ctx.Err() (context.DeadlineExceeded). The functions
-// given to [AsyncSteps.Await] see ctx's values and deadline.
+// the error matches ctx.Err() (context.DeadlineExceeded). A ctx that has
+// ended already starts nothing: Run returns ctx.Err() for a cancel, and
+// for a deadline the Timeout the flow would have ended with. The
+// functions given to [AsyncSteps.Await] see ctx's values and deadline.
 //
 // On a [TestTool], Run drives the tool itself, taking turns, event by
 // event, with other goroutines that drive it; while one of them holds the
@@ -525,7 +527,7 @@ func (r *Root) runnable(ctx context.Context, method string) error {
 		// not a nil dereference on the caller's goroutine.
 		return &Error{Code: InternalError, Info: method + " called with a nil context: pass context.Background() or the request's context"}
 	}
-	return ctx.Err() // a Go API starts no work under an ended context
+	return endedContextError(ctx) // a Go API starts no work under an ended context
 }
 
 // waitResult is how Run waits on a Loop or a foreign tool, which run the

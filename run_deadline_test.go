@@ -483,3 +483,42 @@ func TestRunDeadlineEndsLoopsItTimedOut(t *testing.T) {
 		})
 	}
 }
+
+// A deadline that passed before Run, RunHelping or PromiseContext was
+// called starts nothing, and is the Timeout the same deadline gives a
+// flow it passes as the flow begins: an *Error matching
+// context.DeadlineExceeded, as the deadline's rule and a Result's Err
+// (nil, an *Error, or a cancel) say. Before, these returned the bare
+// context.DeadlineExceeded, which no code test finds: a request that came
+// with its budget spent was an error of no code, while one whose budget
+// ran out a moment after its start was a Timeout.
+func TestRunUnderAPassedDeadlineIsATimeout(t *testing.T) {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	starts := []struct {
+		name string
+		run  func(r *asyncsteps.Root) error
+	}{
+		{"Run", func(r *asyncsteps.Root) error { _, err := r.Run(ctx); return err }},
+		{"RunHelping", func(r *asyncsteps.Root) error { _, err := r.RunHelping(ctx); return err }},
+		{"Run[T]", func(r *asyncsteps.Root) error { _, err := asyncsteps.Run[int](ctx, r); return err }},
+		{"PromiseContext", func(r *asyncsteps.Root) error { return (<-r.PromiseContext(ctx)).Err }},
+	}
+	for _, tool := range runTools {
+		for _, s := range starts {
+			t.Run(tool.name+"/"+s.name, func(t *testing.T) {
+				var tr tracer
+				r := asyncsteps.New(asyncsteps.WithTool(tool.make(t)))
+				r.Add(tr.step("ran"), tr.handler("onerror"))
+				err := s.run(r)
+				wantError(t, err, asyncsteps.Timeout, "")
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false", err)
+				}
+				if r.Running() || tr.String() != "" {
+					t.Errorf("running %v, trace %q; want false, nothing run", r.Running(), tr.String())
+				}
+			})
+		}
+	}
+}

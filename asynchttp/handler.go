@@ -514,8 +514,8 @@ var handlerStep = reflect.TypeFor[Handler]().PkgPath() + ".(*Handler).run.func"
 // its own as the cancel came, which the engine had not seen yet: the
 // request is cancelled all the same, whichever came first. A deadline of
 // ctx is not a cancel but a Timeout of the flow, which its error handlers
-// saw, or, when it had passed before the flow started, ctx.Err() itself
-// (see asFlowError): a 504 like any other Timeout.
+// saw, or, when it had passed before the flow started, the Timeout Run
+// returns without starting it: a 504 like any other Timeout.
 func cancelled(ctx context.Context) bool {
 	cause := ctx.Err()
 	return cause != nil && !errors.Is(cause, context.DeadlineExceeded)
@@ -535,17 +535,13 @@ func ownInternalError(ctx context.Context, err error) *asyncsteps.Error {
 	return e
 }
 
-// asFlowError returns err as an *asyncsteps.Error. Run under a context
-// whose deadline has passed starts nothing and returns the context's
-// error: a Timeout of the flow all the same. Any other error (none is
-// expected from Run) is an InternalError.
+// asFlowError returns err as an *asyncsteps.Error. Run returns one for
+// every end but a cancel (a deadline that had passed before the flow
+// started is a Timeout too); any other error is an InternalError.
 func asFlowError(err error) *asyncsteps.Error {
 	var e *asyncsteps.Error
-	switch {
-	case errors.As(err, &e):
+	if errors.As(err, &e) {
 		return e
-	case errors.Is(err, context.DeadlineExceeded):
-		return &asyncsteps.Error{Code: asyncsteps.Timeout, Cause: err}
 	}
 	return &asyncsteps.Error{Code: asyncsteps.InternalError, Info: err.Error(), Cause: err}
 }

@@ -303,7 +303,7 @@ func TestStatusOf(t *testing.T) {
 // Timeout, and the answer is a 504, counted as a finished request, not as
 // a cancelled one. So is a deadline that has passed before the flow
 // starts (a middleware before the Handler used the time up): Run starts
-// nothing under an ended context and returns context.DeadlineExceeded.
+// nothing under an ended context and returns a Timeout.
 func TestHandlerRequestDeadlineIs504(t *testing.T) {
 	for _, c := range []struct {
 		name     string
