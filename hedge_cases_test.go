@@ -438,3 +438,22 @@ func TestAggregateClientGone(t *testing.T) {
 		t.Error("a timer of the request is left on the tool")
 	}
 }
+
+// An open circuit refuses both attempts at once: the first refusal
+// starts the hedge without its delay, and the backend's failure is in
+// at 0s, with no call made.
+func TestHedgeOpenCircuitFailsAtOnce(t *testing.T) {
+	h := newHedgeTrace()
+	br := newBreaker(1, time.Hour)
+	br.record(false, h.tt.Now())
+	got, err := h.runAggregate([]searchBackend{
+		h.backend("a", br, reply{after: 10 * time.Millisecond, answer: "a1"}),
+	}, time.Second)
+	if want := "[{a  DefenseRejected: circuit open}]"; got != want || err != nil {
+		t.Errorf("got %s %v, want %s", got, err, want)
+	}
+	if at := h.tt.Now().Sub(asyncsteps.TestToolEpoch); at != 0 {
+		t.Errorf("answered at %v, want 0s", at)
+	}
+	h.check(t)
+}
