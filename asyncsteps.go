@@ -133,6 +133,10 @@ type AsyncSteps interface {
 	// callback completes the step once it is accepted: a cancel that the
 	// loop applies after it, before the step's flow has moved on, does
 	// not run f (an Error accepted so still does, as the error would).
+	// A step has one such function: a second SetCancel replaces the first,
+	// so a helper that sets its own on the step it is given (a fake call,
+	// a wrapper) drops the caller's; put each on a step of its own, the
+	// caller's around the helper's.
 	SetCancel(f CancelFunc)
 	// WaitExternal makes the step wait for an external completion.
 	WaitExternal()
