@@ -10,7 +10,10 @@ package asyncsteps
 // slot comes free; the step succeeds, with no args, once ch is closed and
 // drained and every item has ended. An item's slot is held until the item
 // has ended and every [AsyncSteps.Await] function started inside it has
-// returned, as ForEachLimit holds it.
+// returned, as ForEachLimit holds it. Unlike ForEachLimit, the step
+// receives nothing ahead while every slot is held so: a value is taken
+// from ch only for a free slot, and stays there, for another consumer,
+// until then; a close is seen once a slot is free too.
 //
 // The loop never waits for ch. A value that is there when a slot is free
 // is received on the loop, with no goroutine. When ch is empty, one
@@ -30,12 +33,10 @@ package asyncsteps
 //
 // Once the step ends by an error, a timeout or a cancel, or by a Break,
 // nothing more is received: the values still in ch stay there, for the
-// next consumer. A value received as the step ends is dropped, not put
-// back into ch, as [AwaitChan] drops one: the goroutine that waits hands
-// it over once the step has ended, or one was received while every slot
-// was held by the Await functions of ended items (see ForEachLimit) and
-// the step ended before a slot came free. A queue whose values must not
-// be lost leases them, and gives back those whose item never began.
+// next consumer. Only a value that the waiting goroutine receives as the
+// step ends, in a race with the stop, is dropped, not put back into ch,
+// as [AwaitChan] drops one. A queue whose values must not be lost leases
+// them, and gives back those whose item never began.
 //
 // A nil ch or f, or a limit below 1, is a misuse, as a nil function given
 // to Await: "ForEachChan: nil channel", "ForEachChan: nil function",
@@ -51,7 +52,7 @@ func ForEachChan[T any](as AsyncSteps, ch <-chan T, limit int, f func(as AsyncSt
 	if refusedExtraHandlers(as, "ForEachChan", onerror) {
 		return as
 	}
-	d := &limitDef{limit: limit, bodyPC: funcPC(f)}
+	d := &limitDef{limit: limit, bodyPC: funcPC(f), consumes: true}
 	d.items = func(p *frame) limitItems {
 		return &chanItems[T]{ch: ch, f: f, arrival: itemArrival{lr: p.impl.(*limitRun), fl: p.h.fl}}
 	}

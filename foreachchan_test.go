@@ -414,9 +414,9 @@ func TestForEachChanResetEventsKeepsAnArrival(t *testing.T) {
 }
 
 // An item whose Await function outlives it keeps its slot, as in
-// ForEachLimit: a value that arrives meanwhile is received ahead and
-// starts once the function has returned; a close that arrives meanwhile
-// ends the step at once, without waiting for the function.
+// ForEachLimit, but nothing is received ahead while every slot is held: a
+// value that arrives meanwhile stays in the channel and starts once the
+// function has returned; so does a close, which ends the step then.
 func TestForEachChanAwaitFunctionHoldsTheSlot(t *testing.T) {
 	for _, closeIt := range []bool{false, true} {
 		t.Run(fmt.Sprint("close=", closeIt), func(t *testing.T) {
@@ -462,11 +462,70 @@ func TestForEachChanAwaitFunctionHoldsTheSlot(t *testing.T) {
 				close(stuck)
 				wantSuccess(t, <-res)
 				synctest.Wait()
-				want := "start a@0s,a Timeout@10ms,after@15ms,a's function returns@20ms"
+				want := "start a@0s,a Timeout@10ms,a's function returns@20ms,after@20ms"
 				if !closeIt {
 					want = "start a@0s,a Timeout@10ms,a's function returns@20ms,start b@20ms,after@20ms"
 				}
 				wantTrace(t, &tr, want)
+			})
+		})
+	}
+}
+
+// While every slot is held by the Await function of an ended item, the
+// step receives nothing: the values stay in the channel, for a consumer
+// with a free slot, and a cancel, or Run's deadline, that ends the step
+// meanwhile loses none of them. Receiving one ahead, as ForEachLimit
+// pulls a pair ahead, took a job that no slot could run, and dropped it.
+func TestForEachChanReceivesNothingWhileEverySlotIsHeld(t *testing.T) {
+	for _, deadline := range []bool{false, true} {
+		t.Run(fmt.Sprint("deadline=", deadline), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				stuck := make(chan struct{})
+				ch := make(chan string, 3)
+				ch <- "a"
+				ch <- "b"
+				ch <- "c"
+				var items []string
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				asyncsteps.ForEachChan(r, ch, 1, func(as steps, v string) {
+					items = append(items, v)
+					as.Add(func(as steps, _ ...any) {
+						as.SetTimeout(10 * msec)
+						as.Await(func(context.Context) (any, error) {
+							<-stuck // deaf to its context
+							return nil, nil
+						})
+					}, func(as steps, code string) { as.Success() })
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 20*msec)
+				defer cancel()
+				if !deadline {
+					ctx = context.Background()
+				}
+				res := make(chan error, 1)
+				go func() { _, err := r.Run(ctx); res <- err }()
+				time.Sleep(15 * msec)
+				synctest.Wait()
+				if n := len(ch); n != 2 {
+					t.Errorf("at 15ms, with the slot held: %d values in the channel, want 2", n)
+				}
+				if !deadline {
+					r.Cancel()
+				}
+				err := <-res
+				close(stuck)
+				synctest.Wait()
+				if deadline {
+					wantError(t, err, asyncsteps.Timeout, "")
+				} else if err == nil || !strings.Contains(err.Error(), "canceled") {
+					t.Errorf("Run: %v, want a cancel", err)
+				}
+				if n := len(ch); n != 2 || fmt.Sprint(items) != "[a]" {
+					t.Errorf("items %v, %d values left in the channel; want [a], 2", items, n)
+				}
 			})
 		})
 	}

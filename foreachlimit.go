@@ -120,6 +120,10 @@ type limitDef struct {
 	items  func(p *frame) limitItems
 	bodyPC uintptr // the entry address of the user's function, for AsyncStack
 	limit  int
+	// consumes is set when a pull takes the pair from others, as a
+	// receive from a channel does: no pair is pulled ahead (see take), so
+	// that none is taken that no slot can run, or lost as the step ends.
+	consumes bool
 
 	// first is the control of the definition's first execution, made with
 	// it, as a loop's is (see loopDef.first).
@@ -298,13 +302,17 @@ func (lr *limitRun) catch(*frame, *Error) (*frame, bool) { return nil, false }
 // none is left to take. When no item runs but every slot is held by the
 // Await functions of ended items, it pulls one pair ahead, kept until a
 // slot comes back: the step ends as soon as the sequence has run out,
-// without waiting for those functions. A panic in the sequence fails the
+// without waiting for those functions. A ForEachChan receives nothing
+// ahead (see limitDef.consumes): it waits for the slot. A panic in the sequence fails the
 // step as an item's error would. It returns where the flow goes on.
 func (lr *limitRun) take(p *frame) *frame {
 	for !lr.taken {
 		if !lr.ahead {
 			if !lr.free() && lr.pending > 0 {
 				return nil // an item's end comes first
+			}
+			if !lr.free() && lr.def.consumes {
+				return lr.waitForSlot(p) // a slot given back comes first
 			}
 			switch lr.items.pull(p) {
 			case pulledNone:
