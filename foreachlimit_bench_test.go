@@ -66,3 +66,41 @@ func perItem(b *testing.B, n int, add func(r *asyncsteps.Root)) {
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/items, "B/item")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/items, "allocs/item")
 }
+
+// BenchmarkForEachChan runs, per op, one flow on a Loop that calls a
+// function for each of n values of a channel, 8 items at a time, and
+// reports the cost per item as BenchmarkForEachLimit does. Run with
+//
+//	go test -run '^$' -bench ForEachChan -benchmem .
+//
+// buffered: the values are all in the channel, closed, as the step
+// begins, and are received on the loop. unbuffered: a goroutine sends
+// them one by one, and the step's goroutine waits for most of them.
+func BenchmarkForEachChan(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		seen := 0
+		item := func(_ asyncsteps.AsyncSteps, i int) { seen += i }
+		b.Run(fmt.Sprintf("buffered/items=%d", n), func(b *testing.B) {
+			perItem(b, n, func(r *asyncsteps.Root) {
+				ch := make(chan int, n)
+				for i := range n {
+					ch <- i
+				}
+				close(ch)
+				asyncsteps.ForEachChan(r, ch, 8, item)
+			})
+		})
+		b.Run(fmt.Sprintf("unbuffered/items=%d", n), func(b *testing.B) {
+			perItem(b, n, func(r *asyncsteps.Root) {
+				ch := make(chan int)
+				go func() {
+					for i := range n {
+						ch <- i
+					}
+					close(ch)
+				}()
+				asyncsteps.ForEachChan(r, ch, 8, item)
+			})
+		})
+	}
+}
