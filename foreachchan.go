@@ -27,9 +27,10 @@ package asyncsteps
 // step's, as in ForEachLimit: the items running are cancelled, nothing
 // more is received, and onerror, then the handlers around the step, see
 // it. An error handler on the item's steps that recovers keeps the item's
-// failure its own (see ExampleForEachChan). An unlabelled Continue ends
-// its item; an unlabelled Break ends it and stops receiving, the items
-// running go on to their end, and the step then succeeds.
+// failure its own (see ExampleForEachChan_worker). An unlabelled
+// Continue ends its item; an unlabelled Break ends it and stops
+// receiving, the items running go on to their end, and the step then
+// succeeds.
 //
 // Once the step ends by an error, a timeout or a cancel, or by a Break,
 // nothing more is received: the values still in ch stay there, for the
