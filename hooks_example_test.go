@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -69,7 +71,8 @@ func ExampleHooks() {
 // or Limiter slot, a KeyedMutex key, a ForEachLimit item's slot. report
 // gets the function's context, which has the values of the flow's (a
 // job's ID, a span), and how long ago the step ended; it is called again
-// as the function returns, with returned set. A goroutine dump
+// as the function returns, with returned set, once the first call has
+// returned. A goroutine dump
 // (/debug/pprof/goroutine?debug=2) shows where the function waits.
 func lateAwaits(next *asyncsteps.Hooks, after time.Duration,
 	report func(ctx context.Context, late time.Duration, returned bool)) *asyncsteps.Hooks {
@@ -122,10 +125,11 @@ func (w *lateWatch) stepEnded(ctx context.Context, after time.Duration,
 	}
 	w.ended = time.Now()
 	w.timer = time.AfterFunc(after, func() {
+		// Under the lock: a function that returns meanwhile reports its
+		// return once this report has been made, not before or during it.
 		w.mu.Lock()
-		w.reported = !w.done
-		w.mu.Unlock()
-		if w.reported {
+		defer w.mu.Unlock()
+		if w.reported = !w.done; w.reported {
 			report(ctx, after, false)
 		}
 	})
@@ -180,4 +184,54 @@ func ExampleHooks_lateAwait() {
 	// Timeout
 	// job x1: an Await function runs 50ms after its step ended
 	// job x1: it has returned
+}
+
+// The watch reports a call's return after its late report, never while
+// that report runs: the function that returns meanwhile waits for it.
+// Both reports came on goroutines of their own, the return's possibly
+// first, or while the late one still ran.
+func TestLateAwaitsReportsTheReturnAfterTheLateReport(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	deaf := make(chan struct{})
+	var inLate atomic.Bool
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	overlapped, returned := make(chan struct{}, 1), make(chan struct{})
+	loop.SetHooks(lateAwaits(nil, time.Millisecond, func(_ context.Context, _ time.Duration, done bool) {
+		if done {
+			if inLate.Load() {
+				overlapped <- struct{}{}
+			}
+			note("returned")
+			close(returned)
+			return
+		}
+		inLate.Store(true)
+		close(deaf) // the function returns while its late report runs
+		select {
+		case <-overlapped:
+			t.Error("the return was reported while the late report ran")
+		case <-time.After(50 * time.Millisecond):
+		}
+		inLate.Store(false)
+		note("late")
+	}))
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(time.Millisecond)
+		as.Await(func(context.Context) (any, error) {
+			<-deaf
+			return nil, nil
+		})
+	})
+	_, err := r.Run(context.Background())
+	wantError(t, err, asyncsteps.Timeout, "")
+	<-returned
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(order); got != "[late returned]" {
+		t.Errorf("reports %s, want [late returned]", got)
+	}
 }
