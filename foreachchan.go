@@ -127,6 +127,12 @@ func (c *chanItems[T]) wait(f *frame) {
 // receive waits, on a goroutine of its own, for ch's next value, and
 // queues it on the flow's loop unless the step has stopped first.
 func (c *chanItems[T]) receive(stop, closed <-chan struct{}) {
+	if testHookChanWaitBegins != nil {
+		testHookChanWaitBegins()
+	}
+	if waitStopped(stop, closed) {
+		return // rather than a value that a select could pick as well
+	}
 	select {
 	case v, ok := <-c.ch:
 		c.got, c.gotOK = v, ok
@@ -135,6 +141,23 @@ func (c *chanItems[T]) receive(stop, closed <-chan struct{}) {
 		}
 	case <-stop:
 	case <-closed:
+	}
+}
+
+// testHookChanWaitBegins, set by a test, runs on the goroutine of a
+// ForEachChan's wait as it begins, before it looks at anything.
+var testHookChanWaitBegins func()
+
+// waitStopped reports whether stop or closed is done: the step that
+// waits has stopped receiving, or its loop has closed.
+func waitStopped(stop, closed <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	case <-closed:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -114,3 +114,34 @@ func TestForEachLimitSlotBackOutrunByTheFlowsEndCountsNothing(t *testing.T) {
 		}
 	})
 }
+
+// The step stops (a cancel, forced by the hook) before the goroutine
+// that waits for its channel has begun to wait, and a value arrives in
+// the channel meanwhile: the goroutine ends without receiving it, and it
+// stays in the channel for the next consumer. A select over both, ready
+// at once, received it half of the time and dropped it.
+func TestForEachChanStoppedBeforeTheWaitReceivesNothing(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			tt := NewTestTool()
+			r := New(WithTool(tt))
+			ch := make(chan int, 1)
+			ForEachChan(r, ch, 1, func(AsyncSteps, int) {})
+			proceed := make(chan struct{})
+			onceHook(t, &testHookChanWaitBegins, func() { <-proceed })
+			res := r.Promise()
+			tt.Advance(0) // the step waits for ch, its goroutine held by the hook
+			r.Cancel()
+			tt.Run()
+			ch <- 1
+			close(proceed)
+			synctest.Wait() // the goroutine has ended
+			if res := <-res; !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result.Err = %v, want one matching context.Canceled", res.Err)
+			}
+			if n := len(ch); n != 1 {
+				t.Fatalf("%d values left in the channel, want 1", n)
+			}
+		})
+	}
+}
