@@ -1061,3 +1061,74 @@ func wantCancelMisuseLogged(t *testing.T, out, info string) {
 		t.Errorf("the engine logged:\n%s\nwant %s, once", out, want)
 	}
 }
+
+// A cancel handler cut short by the abort of its call on another flow's
+// running step, made from a deferred call as the handler calls
+// runtime.Goexit: the engine recovers the abort, a misuse as in
+// TestMisuseInCancelHandler, but the Goexit goes on and ends the
+// goroutine all the same, as after a panicking defer
+// (TestHostileGoexitWithAPanickingDefer). The flow must go on from the
+// next goroutine: under Root.Cancel it ends cancelled with the misuse
+// logged; while an error unwinds, the misuse replaces the error, for the
+// handler further out. Before, the abort was taken for the handler's end:
+// nothing was queued to go on after the Goexit, and the flow never ended.
+// Flow A's step drives the tool, on a goroutine the Goexit ends, to run
+// flow B, whose cancel handler calls A's AsyncSteps.
+func TestMisuseInCancelHandlerDuringItsGoexit(t *testing.T) {
+	for _, c := range []struct {
+		name, trace, logged string
+		fail                bool // B's step fails, else B is cancelled
+	}{
+		{name: "during Root.Cancel", trace: "B cancel", logged: wantAbortedInfo},
+		{name: "while an error unwinds", trace: "B cancel,B handler InternalError:" + wantAbortedInfo, fail: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := asyncsteps.CaptureLog(t)
+			var tr tracer
+			tt := asyncsteps.NewTestTool()
+			a := asyncsteps.New(asyncsteps.WithTool(tt))
+			b := asyncsteps.New(asyncsteps.WithTool(tt))
+			var running asyncsteps.AsyncSteps
+			b.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) {
+						tr.add("B cancel")
+						defer running.Error("FromB")
+						runtime.Goexit()
+					})
+					if c.fail {
+						as.Error("E")
+					}
+					b.Cancel()
+				})
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("B handler %s:%s", code, as.State().ErrorInfo)
+			})
+			var chB <-chan asyncsteps.Result
+			a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				running = as
+				chB = b.Promise()
+				for len(chB) == 0 && tt.NextEvent() { // B's events, inside this callback
+				}
+			})
+			chA := a.Promise()
+			driveDying(t, tt)
+
+			wantError(t, result(t, chA).Err, asyncsteps.InternalError, goexitInfo)
+			resB := result(t, chB)
+			if c.fail {
+				wantError(t, resB.Err, asyncsteps.InternalError, wantAbortedInfo)
+			} else if !errors.Is(resB.Err, context.Canceled) {
+				t.Errorf("B: Result.Err = %v, want context.Canceled", resB.Err)
+			}
+			wantTrace(t, &tr, c.trace)
+			if c.logged == "" {
+				if out := log.String(); out != "" {
+					t.Errorf("logged %q: the handler saw the misuse", out)
+				}
+				return
+			}
+			wantCancelMisuseLogged(t, log.String(), c.logged)
+		})
+	}
+}

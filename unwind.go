@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -259,6 +260,10 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
 // goes on from the next goroutine. An abort (r an abortSignal) is never
 // the handler's own, whose step API is dead: it is the misuse of a call
 // on another flow's running step, as for a step (see abortedByOther).
+// A panic or an abort in a deferred call of the handler's Goexit is
+// recovered here, and the Goexit goes on: the flow goes on from the next
+// goroutine all the same. An abort has no stack of its own, so one is
+// taken: only a misuse pays for it.
 func (fl *flow) cancelFault(f *frame, job *cancelJob, r any, returned bool) (err *Error) {
 	switch {
 	case returned:
@@ -267,7 +272,11 @@ func (fl *flow) cancelFault(f *frame, job *cancelJob, r any, returned bool) (err
 		err = fl.goexitError()
 	default:
 		if _, ok := r.(abortSignal); ok {
-			return fl.misuseError(abortedInfo)
+			err = fl.misuseError(abortedInfo)
+			if !inGoexit(debug.Stack()) {
+				return err
+			}
+			break
 		}
 		err = fl.panicked(r)
 		if !goexitPending(err) {
