@@ -360,7 +360,7 @@ func (lr *limitRun) waitForSlot(p *frame) *frame {
 // running are cancelled, and no further pair is taken.
 func (lr *limitRun) fail(p *frame, err *Error) *frame {
 	lr.taken = true
-	return lr.branchFailed(p, err)
+	return lr.branchFailed(p, err, false)
 }
 
 // failSeq fails the step with err, an error of its sequence (a panic or
@@ -551,10 +551,11 @@ func (w *itemWork) stale() bool { return w.lr.ended.Load() }
 // itemFailed goes on after the item b unwound err: an unlabelled Continue
 // ends it as a success would, an unlabelled Break too, once it has stopped
 // the sequence; any other error is the step's, as a Parallel branch's
-// (docs/DESIGN.md#foreachlimit).
-func (lr *limitRun) itemFailed(p, b *frame, err *Error) *frame {
+// (docs/DESIGN.md#foreachlimit), faulted as for flow.unwindFrom.
+func (lr *limitRun) itemFailed(p, b *frame, err *Error, faulted bool) *frame {
 	if err.Info != "" || err.Code != LoopBreak && err.Code != LoopCont {
-		return lr.fail(p, err)
+		lr.taken = true
+		return lr.branchFailed(p, err, faulted)
 	}
 	lr.itemEnds(b)
 	p.h.fl.retire(b)

@@ -174,8 +174,10 @@ func (pr *parallelRun) branchDone(p *frame) *frame {
 // branchFailed cancels the other branches, then unwinds the error from the
 // parallel step itself, so its own handler sees the error first, with its
 // info (docs/DESIGN.md#parallel-branches): a panic in a sibling's cancel handler, recorded
-// in the State meanwhile, does not replace it.
-func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
+// in the State meanwhile, does not replace it. faulted is as for
+// flow.unwindFrom: err is a cancel handler's fault that no handler has
+// seen yet.
+func (pr *parallelRun) branchFailed(p *frame, err *Error, faulted bool) *frame {
 	if p.over {
 		return nil
 	}
@@ -184,7 +186,7 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error) *frame {
 	info, exc := st.ErrorInfo, st.LastException
 	return fl.cancelFrames(func() *frame {
 		st.ErrorInfo, st.LastException = info, exc
-		return fl.unwind(p, err)
+		return fl.unwindFrom(p, err, faulted)
 	}, pr.liveBranches()...)
 }
 
@@ -223,13 +225,13 @@ func branchDone(b *frame) *frame {
 }
 
 // branchFailed goes on after the branch b of a Parallel or ForEachLimit
-// has unwound err.
-func branchFailed(b *frame, err *Error) *frame {
+// has unwound err (faulted as for flow.unwindFrom).
+func branchFailed(b *frame, err *Error, faulted bool) *frame {
 	p := b.parent
 	if lr, ok := p.impl.(*limitRun); ok {
-		return lr.itemFailed(p, b, err)
+		return lr.itemFailed(p, b, err, faulted)
 	}
-	return p.impl.(*parallelRun).branchFailed(p, err)
+	return p.impl.(*parallelRun).branchFailed(p, err, faulted)
 }
 
 // parallelBuilder is what Parallel returns: each call that adds a step adds

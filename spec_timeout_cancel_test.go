@@ -956,6 +956,64 @@ func TestCancelHandlerFaultUnderAWinningCancelIsLogged(t *testing.T) {
 	}
 }
 
+// A cancel handler's panic in a level an error unwinds through, with no
+// error handler there, and a cancel that wins over it at a level further
+// out, before any handler has seen it: requested by the cancel handler of
+// the step around (a rule of Cancel handlers), after the error has left
+// the level of the panic, through a Parallel branch too. No handler sees
+// the panic, which replaced the error, so it is logged once, as when the
+// cancel wins at its own level. Before, only that level's look at the
+// request decided the log, and the panic went unreported but for
+// LastException.
+func TestCancelHandlerFaultUnderACancelFurtherOutIsLogged(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		trace string
+		add   func(as asyncsteps.AsyncSteps, tr *tracer, step asyncsteps.StepFunc)
+	}{
+		{"a step", "inner cancel,outer cancel", func(as asyncsteps.AsyncSteps, _ *tracer, step asyncsteps.StepFunc) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Add(step) })
+		}},
+		{"a Parallel branch", "inner cancel,sibling cancel,outer cancel", func(as asyncsteps.AsyncSteps, tr *tracer, step asyncsteps.StepFunc) {
+			p := as.Parallel()
+			p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) { tr.add("sibling cancel") })
+			})
+			p.Add(step)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := asyncsteps.CaptureLog(t)
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) {
+					tr.add("outer cancel")
+					r.Cancel()
+				})
+				c.add(as, &tr, func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) {
+						tr.add("inner cancel")
+						panic("in cancel")
+					})
+					as.Error("E")
+				})
+			}, tr.handler("outer"))
+			res := run(t, r, tt)
+
+			if !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("Result.Err = %v, want context.Canceled", res.Err)
+			}
+			wantTrace(t, &tr, c.trace)
+			out := log.String()
+			wantCancelPanicLogged(t, out, "in cancel")
+			if n := strings.Count(out, "asyncsteps:"); n != 1 {
+				t.Errorf("the engine logged %d lines, want 1:\n%s", n, out)
+			}
+		})
+	}
+}
+
 // wantCancelPanicLogged checks that out, a captured log, tells of the
 // panic of a cancel handler, with its value and stack.
 func wantCancelPanicLogged(t *testing.T, out, value string) {

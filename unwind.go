@@ -30,9 +30,13 @@ func (fl *flow) fail(f *frame, err *Error) *frame {
 // Parallel.
 func (fl *flow) unwind(f *frame, err *Error) *frame { return fl.unwindFrom(f, err, false) }
 
-// unwindFrom is unwind, where faulted says that err is the fault of f's
-// cancel handler, which ran already: the unwinding goes on after a
-// runtime.Goexit in that handler, or in the StepError hook told of it.
+// unwindFrom is unwind, where faulted says that err is the fault of a
+// cancel handler that no handler has seen yet: of f's, which ran already
+// (the unwinding goes on after a runtime.Goexit in that handler, or in
+// the StepError hook told of it), or of one in a level below f, from
+// which err climbed with no error handler on the way (a failed Parallel
+// branch's included). A cancel that wins before an error handler runs
+// hides it, wherever it wins, so it stays faulted until one does.
 func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 	for {
 		if fl.hasUnreported() {
@@ -60,9 +64,9 @@ func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 		if fl.stoppedOver(err, faulted) {
 			return nil
 		}
-		faulted = false
 		fl.release(f)
 		if f.onerror() != nil {
+			faulted = false // the handler sees err
 			c := fl.runErrorHandler(f, err)
 			from, e := fl.unwindsOn(c)
 			if e == nil {
@@ -80,7 +84,7 @@ func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 			return nil
 		case modeBranch:
 			fl.climb(f)
-			return branchFailed(f, err)
+			return branchFailed(f, err, faulted)
 		}
 		p := f.parent
 		fl.climb(f)
@@ -109,9 +113,9 @@ var testHookUnwindStopCheck func()
 func (fl *flow) stopped() bool { return fl.stoppedOver(nil, false) }
 
 // stoppedOver is stopped at a level of an unwinding whose error err is,
-// if faulted, the fault of the level's cancel handler: the cancel that
-// wins hides it from every handler, so it is logged, as one under the
-// cancel itself. The look at the request decides both, so a Cancel from
+// if faulted, the fault of a cancel handler that no handler has seen (see
+// unwindFrom): the cancel that wins hides it from every handler, so it is
+// logged, as one under the cancel itself. The look at the request decides both, so a Cancel from
 // another goroutine that lands after the handler has ended still finds
 // the fault told.
 func (fl *flow) stoppedOver(err *Error, faulted bool) bool {
