@@ -415,7 +415,10 @@ func (fl *flow) resumeAfterGoexit(at resumePoint) {
 	case at.job != nil:
 		fl.afterGoexit(at.job)
 	case at.f != nil:
-		fl.afterGoexit(&unwindResume{fl: fl, f: at.f, h: at.f.h, err: at.err, faulted: at.faulted})
+		// A fault unseen is logged now if a cancel has been requested:
+		// a Close of the loop may keep the next goroutine from it.
+		faulted := at.faulted && !fl.loggedUnderCancel(at.err)
+		fl.afterGoexit(&unwindResume{fl: fl, f: at.f, h: at.f.h, err: at.err, faulted: faulted})
 	}
 }
 

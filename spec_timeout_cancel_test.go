@@ -1014,6 +1014,73 @@ func TestCancelHandlerFaultUnderACancelFurtherOutIsLogged(t *testing.T) {
 	}
 }
 
+// A cancel handler's fault in a level an error unwinds through once a
+// cancel has been requested, where what ends the goroutine also closes
+// the loop: the handler itself (Close, then runtime.Goexit), or the
+// StepError hook told of its panic. The loop runs nothing more, so the
+// unwinding never goes on to the look at the request, and the flow ends
+// with "the flow's loop is closed": no handler sees the fault, which is
+// logged once, as the handler ends. Before, the log waited for that look
+// on the next goroutine, which never came.
+func TestCancelHandlerFaultUnderACancelIsLoggedAsItsLoopCloses(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		fault      func(l *asyncsteps.Loop)
+		hook       func(l *asyncsteps.Loop) *asyncsteps.Hooks
+	}{
+		{
+			name: "Goexit of the handler",
+			want: `msg="asyncsteps: runtime.Goexit in cancel handler"`,
+			fault: func(l *asyncsteps.Loop) {
+				l.Close()
+				runtime.Goexit()
+			},
+		},
+		{
+			name:  "Goexit of the StepError hook",
+			want:  `msg="asyncsteps: panic in cancel handler" panic="in cancel"`,
+			fault: func(*asyncsteps.Loop) { panic("in cancel") },
+			hook: func(l *asyncsteps.Loop) *asyncsteps.Hooks {
+				return &asyncsteps.Hooks{StepError: func(_ context.Context, err *asyncsteps.Error) {
+					if err.Info == "in cancel" {
+						l.Close()
+						runtime.Goexit()
+					}
+				}}
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := asyncsteps.CaptureLog(t)
+			var tr tracer
+			l := asyncsteps.NewLoop()
+			if c.hook != nil {
+				l.SetHooks(c.hook(l))
+			}
+			r := asyncsteps.New(asyncsteps.WithTool(l))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.SetCancel(func(asyncsteps.AsyncSteps) {
+						tr.add("cancel")
+						c.fault(l)
+					})
+					r.Cancel()
+					as.Error("E")
+				})
+			}, tr.handler("outer"))
+			res := <-r.Promise()
+			<-l.Done()
+
+			wantError(t, res.Err, asyncsteps.InternalError, "the flow's loop is closed")
+			wantTrace(t, &tr, "cancel")
+			lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("the engine logged:\n%s\nwant %s, once", log, c.want)
+			}
+		})
+	}
+}
+
 // wantCancelPanicLogged checks that out, a captured log, tells of the
 // panic of a cancel handler, with its value and stack.
 func wantCancelPanicLogged(t *testing.T, out, value string) {

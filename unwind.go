@@ -52,10 +52,10 @@ func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 				return next
 			}
 		}
-		if perr := fl.callCancel(f, nil); perr != nil {
-			err, faulted = perr, true
+		if perr, unseen := fl.callCancel(f, nil); perr != nil {
+			err, faulted = perr, unseen
 			if fl.hasUnreported() {
-				fl.reportErrors(resumePoint{f: f, err: err, faulted: true})
+				fl.reportErrors(resumePoint{f: f, err: err, faulted: faulted})
 			}
 		}
 		if testHookUnwindStopCheck != nil {
@@ -219,8 +219,11 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // with no job (an error unwinding), the unwinding does. Under a job (a
 // cancel, not an error) the InternalError replaces no error, so that no
 // handler sees it: it is logged, or the fault would go unseen. With no
-// job it replaces the error unwinding, and is logged only if a cancel
-// wins over it at this level (see stoppedOver).
+// job it replaces the error unwinding: logged at once if a cancel has
+// been requested already, which wins over it before any handler runs,
+// else unseen, for the look at the request that lets a cancel win to
+// log it (see stoppedOver). Logged here, it is told even when the next
+// goroutine after a Goexit never runs its flow (a Close of the loop).
 //
 // A step that a cancel (job) reaches after a Success from outside has
 // claimed it has completed: its handler is dropped unrun, as the
@@ -228,71 +231,94 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // through the step runs it all the same: a claimed Success meets one
 // only where the loop has made that Success an error (after Add); a
 // timeout lets the claim win instead of failing the step.
-func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error) {
+func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error, unseen bool) {
 	r := f.rare
 	if r == nil || r.onCancel == nil {
-		return nil
+		return nil, false
 	}
 	h := r.onCancel
 	r.onCancel = nil
 	if succeeded := f.kill(); succeeded && job != nil {
-		return nil
+		return nil, false
 	}
 	returned := false
 	fl.inCall = true
 	defer func() {
 		fl.inCall = false
-		err = fl.cancelFault(f, job, recover(), returned)
+		var exiting bool
+		err, exiting = fl.cancelFault(recover(), returned)
 		if fl.reent {
 			// The handler's own fault comes first, as for a step.
 			c := &frame{err: err} // no step to fail: the tasks go on
 			fl.afterReentry(c)
 			err = c.err
 		}
-		if err != nil && job != nil {
-			logCancelFault(err)
+		if err != nil {
+			if job != nil {
+				logCancelFault(err)
+			} else {
+				unseen = !fl.loggedUnderCancel(err)
+			}
+		}
+		if exiting {
+			fl.resumeCancel(f, job, err, unseen)
 		}
 	}()
 	h(f.h)
 	returned = true
-	return nil
+	return nil, false
 }
 
-// cancelFault returns the InternalError, recorded, of f's cancel handler
+// loggedUnderCancel logs err, a cancel handler's fault that no handler
+// has seen, if a cancel has been requested of the flow, and reports
+// whether it did: that cancel wins over err before any handler runs (see
+// stoppedOver), unless a Close of the loop ends the flow first, which no
+// handler sees either.
+func (fl *flow) loggedUnderCancel(err *Error) bool {
+	if fl.stopRequest() == nil {
+		return false
+	}
+	logCancelFault(err)
+	return true
+}
+
+// resumeCancel queues, after a Goexit that ends f's cancel handler, what
+// goes on from the next goroutine: job, or the unwinding of err from f,
+// unseen as callCancel reports it.
+func (fl *flow) resumeCancel(f *frame, job *cancelJob, err *Error, unseen bool) {
+	switch {
+	case job != nil:
+		fl.afterGoexit(job)
+	case unseen:
+		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeCancelFault})
+	default:
+		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
+	}
+}
+
+// cancelFault returns the InternalError, recorded, of a cancel handler
 // that did not return (returned false): it panicked with r, or, with r
-// nil, called runtime.Goexit, after which job, or the unwinding from f,
-// goes on from the next goroutine. An abort (r an abortSignal) is never
-// the handler's own, whose step API is dead: it is the misuse of a call
-// on another flow's running step, as for a step (see abortedByOther).
-// A panic or an abort in a deferred call of the handler's Goexit is
-// recovered here, and the Goexit goes on: the flow goes on from the next
-// goroutine all the same. An abort has no stack of its own, so one is
-// taken: only a misuse pays for it.
-func (fl *flow) cancelFault(f *frame, job *cancelJob, r any, returned bool) (err *Error) {
+// nil, called runtime.Goexit; and whether the goroutine is exiting, for
+// the caller to queue what goes on from the next one. An abort (r an
+// abortSignal) is never the handler's own, whose step API is dead: it is
+// the misuse of a call on another flow's running step, as for a step
+// (see abortedByOther). A panic or an abort in a deferred call of the
+// handler's Goexit is recovered here, and the Goexit goes on: the flow
+// goes on from the next goroutine all the same. An abort has no stack of
+// its own, so one is taken: only a misuse pays for it.
+func (fl *flow) cancelFault(r any, returned bool) (err *Error, exiting bool) {
 	switch {
 	case returned:
-		return nil
+		return nil, false
 	case r == nil:
-		err = fl.goexitError()
-	default:
-		if _, ok := r.(abortSignal); ok {
-			err = fl.misuseError(abortedInfo)
-			if !inGoexit(debug.Stack()) {
-				return err
-			}
-			break
-		}
-		err = fl.panicked(r)
-		if !goexitPending(err) {
-			return err
-		}
+		return fl.goexitError(), true
 	}
-	if job != nil {
-		fl.afterGoexit(job)
-	} else {
-		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeCancelFault})
+	if _, ok := r.(abortSignal); ok {
+		err = fl.misuseError(abortedInfo)
+		return err, inGoexit(debug.Stack())
 	}
-	return err
+	err = fl.panicked(r)
+	return err, goexitPending(err)
 }
 
 // logCancelFault logs err, the InternalError of a cancel handler that
