@@ -289,7 +289,7 @@ func (lr *limitRun) running(p *frame) bool {
 }
 
 // free reports whether a slot is free for the next item.
-func (lr *limitRun) free() bool { return lr.pending+lr.held < lr.def.limit }
+func (lr *limitRun) free() bool { return int(lr.pending)+lr.held < lr.def.limit }
 
 func (lr *limitRun) drained(*frame) bool { return false }
 

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -102,8 +103,9 @@ func (d *parallelDef) newControl() control {
 // every step (docs/DESIGN.md#parallel-branches).
 type parallelRun struct {
 	def      *parallelDef
-	branches []*stepAPI // a frame finished early is recycled: compare step APIs
-	pending  int
+	branches []*stepAPI  // a frame finished early is recycled: compare step APIs
+	pending  int32       // the successes still awaited: every branch's, or a race's need
+	spare    int32       // the failures a race may yet take (see raceDef); 0 otherwise
 	few      [4]*stepAPI // the room of branches for a few
 }
 
@@ -116,7 +118,7 @@ func (pr *parallelRun) begin(p *frame) *frame {
 	if n := int(pr.def.n); n > len(pr.few) {
 		pr.branches = make([]*stepAPI, 0, n)
 	}
-	pr.pending = int(pr.def.n)
+	pr.pending = pr.def.n - pr.spare
 	pr.addBranches(p, pr.def.firstBranches())
 	for _, chunk := range pr.def.more {
 		pr.addBranches(p, chunk)
@@ -162,13 +164,48 @@ func (pr *parallelRun) letGo() {
 
 func (pr *parallelRun) catch(*frame, *Error) (*frame, bool) { return nil, false }
 
-// branchDone completes the parallel step when its last branch succeeds.
+// branchDone completes the parallel step when its last branch succeeds,
+// or a race's step when the branch it needed last succeeds.
 func (pr *parallelRun) branchDone(p *frame) *frame {
 	pr.pending--
 	if pr.pending > 0 || p.over {
 		return nil
 	}
+	if pr.spare > 0 {
+		// The branches neither succeeded nor failed: as many as the
+		// failures the race could still have taken.
+		return pr.won(p)
+	}
 	return p.h.fl.finish(p, nil)
+}
+
+// won completes a race's step once it has the successes it needs: the
+// branches still running are cancelled as the siblings of a failed branch
+// are, and the step succeeds. No error is raised for it, so none is
+// recorded: a panic in a cancelled branch's cancel handler, recorded in
+// the State meanwhile (and logged), is dropped from it, as branchFailed
+// drops it, so that the State after the step is what the race left.
+func (pr *parallelRun) won(p *frame) *frame {
+	fl := p.h.fl
+	st := fl.State()
+	info, exc := st.ErrorInfo, st.LastException
+	return fl.cancelFrames(func() *frame {
+		st.ErrorInfo, st.LastException = info, exc
+		return fl.finish(p, nil)
+	}, pr.liveBranches()...)
+}
+
+// outlives reports whether a race's step goes on after the failure of a
+// branch with err, and counts it: while its need can still be met, a
+// failed branch ends alone. A Break or Continue is not a failure of the
+// branch but meant for a loop around the step, which it leaves as from a
+// Parallel's branch.
+func (pr *parallelRun) outlives(p *frame, err *Error) bool {
+	if pr.spare == 0 || p.over || err.Code == LoopBreak || err.Code == LoopCont {
+		return false
+	}
+	pr.spare--
+	return true
 }
 
 // branchFailed cancels the other branches, then unwinds the error from the
@@ -231,7 +268,15 @@ func branchFailed(b *frame, err *Error, faulted bool) *frame {
 	if lr, ok := p.impl.(*limitRun); ok {
 		return lr.itemFailed(p, b, err, faulted)
 	}
-	return p.impl.(*parallelRun).branchFailed(p, err, faulted)
+	pr := p.impl.(*parallelRun)
+	if pr.outlives(p, err) {
+		if faulted {
+			logCancelFault(err) // no handler will see the dropped failure
+		}
+		p.h.fl.retire(b)
+		return nil
+	}
+	return pr.branchFailed(p, err, faulted)
 }
 
 // parallelBuilder is what Parallel returns: each call that adds a step adds
@@ -346,3 +391,44 @@ func (b *parallelBuilder) IsValid() bool { return b.owner.IsValid() }
 
 // Tool implements [AsyncSteps].
 func (b *parallelBuilder) Tool() Tool { return b.owner.Tool() }
+
+// raceDef is the definition of a race ([First], [Quorum]): a Parallel
+// that succeeds as soon as need of its branches have succeeded, cancelling
+// the others as a failed branch's siblings are cancelled, and that fails
+// only once need can no longer be met, with the failure that made it so.
+// Its control is a parallelRun that may take n-need failures (its spare),
+// so the engine reaches its branches wherever it reaches a Parallel's. It
+// is added by a running step only, never queued on a Root: the steps a
+// Root's Clone or CopyFrom copies never hold one.
+type raceDef struct {
+	parallelDef
+	need int32
+}
+
+func (d *raceDef) newControl() control {
+	pr := d.parallelDef.newControl().(*parallelRun)
+	pr.spare = d.n - d.need
+	return pr
+}
+
+// addRace adds to as, or to what the decorator as wraps, the step of a
+// race that needs need of its branches, and returns the value that adds
+// them; call names the helper. It returns nil when as is no AsyncSteps of
+// this package, having failed it, or when it refused the step.
+func addRace(as AsyncSteps, call string, need int) *parallelBuilder {
+	h, ok := as.(host)
+	if !ok {
+		if h = unwrapHost(as); h == nil {
+			as.Error(InternalError, fmt.Sprintf("%s: %T is not an AsyncSteps of this package", call, as))
+			return nil
+		}
+	}
+	if !h.adding() {
+		h.addRefused(call)
+		return nil
+	}
+	d := &raceDef{need: int32(need)}
+	d.builder = parallelBuilder{def: &d.parallelDef, owner: h}
+	h.push(builtinStep(d, nil))
+	return &d.builder
+}

@@ -453,3 +453,116 @@ func firstValue[T any](args []any) (v T, ok bool) {
 func mismatch[T any](what string, got any) string {
 	return fmt.Sprintf("%s is %T, want %s", what, got, fmt.Sprintf("%T", (*T)(nil))[1:])
 }
+
+// First adds a step that runs branches in parallel, as [Gather] does, and
+// calls then, on the loop, with the result of the first branch to succeed,
+// read as Gather reads a branch's result. That success ends the step: the
+// other branches are cancelled as the siblings of a failed branch are
+// (their cancel handlers run, the contexts of their Await functions are
+// cancelled) and no error is raised for it, so no error handler, StepError
+// hook or State sees one. It is the first answer of a hedged call or of
+// replicas asked at once:
+//
+//	asyncsteps.First(as, func(as asyncsteps.AsyncSteps, page string) {
+//		as.Success(page)
+//	}, fetchFrom(primary), fetchFrom(replica))
+//
+// A branch that fails ends alone, as a branch of [Settle]: its error is
+// raised, told to the StepError hook and kept in the State as any error,
+// and the others go on. When every branch has failed, the step fails with
+// the error of the last one, which unwinds from the added step to the
+// handlers around it as Gather's error does: the one that made a success
+// impossible, after which nothing was left to wait for, as Quorum's is
+// (the State holds it then, as the handlers see it). A Break or Continue
+// that a branch raises for a loop around First leaves it as it leaves a
+// Gather. A cancel of the added step (a timeout around it, the deadline
+// of Run's context, [Root.Cancel]) cancels every branch, as for Gather,
+// and then does not run.
+//
+// First keeps a copy of branches as Gather does. No branch, a nil then or
+// a nil branch is a misuse: "First: no branches", "First: nil then",
+// "First: nil branch 1" (counting from 0).
+func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func(as AsyncSteps)) AsyncSteps {
+	if info := raceMisuse("First", then == nil, branches, 1); info != "" {
+		return refuseNil(as, "First", info)
+	}
+	return race(as, "First", 1, then, func(as AsyncSteps, vs []T) { then(as, vs[0]) }, slices.Clone(branches))
+}
+
+// Quorum adds a step that runs branches in parallel, as [First] does, and
+// succeeds as soon as k of them have succeeded: then gets their results,
+// read as Gather reads them, in the order they succeeded, and the other
+// branches are cancelled, as First's losers are. A failed branch ends
+// alone, as in First, until k successes can no longer be had: the step
+// fails then with that branch's error, the branches still running are
+// cancelled, as the siblings of a failed Gather branch are. First is a
+// Quorum of 1. Break, Continue, a cancel of the step, the copy of
+// branches and the misuse of a nil then or branch are as for First; k
+// must be from 1 to the number of branches ("Quorum: k is 4, want 1 to 3,
+// the number of branches").
+func Quorum[T any](as AsyncSteps, k int, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
+	if info := raceMisuse("Quorum", then == nil, branches, k); info != "" {
+		return refuseNil(as, "Quorum", info)
+	}
+	return race(as, "Quorum", k, then, then, slices.Clone(branches))
+}
+
+// raceMisuse returns the misuse info of a First or Quorum (named call)
+// given a nil then (nilThen), no branch, a nil branch, or a k out of
+// range; "" when there is none.
+func raceMisuse(call string, nilThen bool, branches []func(as AsyncSteps), k int) string {
+	if len(branches) == 0 && !nilThen {
+		return call + ": no branches"
+	}
+	if info := nilFanOut(call, nilThen, branches); info != "" {
+		return info
+	}
+	if k < 1 || k > len(branches) {
+		return fmt.Sprintf("%s: k is %d, want 1 to %d, the number of branches", call, k, len(branches))
+	}
+	return ""
+}
+
+// race adds the step of a First or Quorum (call) that needs k of branches:
+// a race of the engine's (see raceDef), whose k first results then gets.
+// user is the function of the user's that then calls, for AsyncStack.
+func race[T any](as AsyncSteps, call string, k int, user any, then func(as AsyncSteps, vs []T), branches []func(as AsyncSteps)) AsyncSteps {
+	return as.Add(func(as AsyncSteps, _ ...any) {
+		runsFor(as, nil)
+		p := addRace(as, call, k)
+		if p == nil {
+			return
+		}
+		results := make([]T, 0, k)
+		for i, b := range branches {
+			p.Add(raceBranch(call, b, i, &results))
+		}
+		as.Add(func(as AsyncSteps, _ ...any) {
+			runsFor(as, user)
+			then(as, results)
+		})
+	})
+}
+
+// raceBranch returns the step of branch i of a race: gatherBranch's, but
+// that appends the result to *results, while fewer than its cap are in
+// (a branch that succeeds in the turn the race is won is too late).
+func raceBranch[T any](call string, b func(as AsyncSteps), i int, results *[]T) StepFunc {
+	return func(as AsyncSteps, _ ...any) {
+		runsFor(as, b)
+		as.Add(func(as AsyncSteps, _ ...any) {
+			runsFor(as, nil)
+			b(as)
+		})
+		as.Add(func(as AsyncSteps, args ...any) {
+			runsFor(as, nil)
+			v, ok := firstValue[T](args)
+			if !ok {
+				as.Error(InternalError, mismatch[T](fmt.Sprintf("%s: the result of branch %d", call, i), args[0]))
+			}
+			if len(*results) < cap(*results) {
+				*results = append(*results, v)
+			}
+		})
+	}
+}
