@@ -233,6 +233,61 @@ func ExampleAsyncSteps_SetTimeout_partial() {
 	// video ""
 }
 
+// The first answer of any replica, the calls still running cancelled; a
+// replica that fails leaves the others to answer.
+func ExampleFirst_replicas() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	replicas := []string{"a", "b", "c"}
+	call := func(as asyncsteps.AsyncSteps, rep string) {
+		switch rep {
+		case "a":
+			upstream(as, 10*time.Millisecond, "", asyncsteps.CommError)
+		case "b":
+			upstream(as, 30*time.Millisecond, "from b")
+		default:
+			upstream(as, time.Second, "from c")
+		}
+	}
+
+	asyncsteps.First(r, func(as asyncsteps.AsyncSteps, v string) { as.Success(v) },
+		asyncsteps.Branches(replicas, call)...)
+	v, err := asyncsteps.Run[string](context.Background(), r)
+
+	fmt.Println(v, err, "at", elapsed(tt))
+	fmt.Println("calls left running:", tt.HasEvents()) // c's was cancelled
+	// Output:
+	// from b <nil> at 30ms
+	// calls left running: false
+}
+
+// A write that k of n replicas must acknowledge: the first k
+// acknowledgements, in the order they came, the others cancelled; it
+// fails as soon as too many replicas have failed for k to acknowledge.
+func ExampleQuorum_acks() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	replicas := []string{"a", "b", "c", "d", "e"}
+	write := func(as asyncsteps.AsyncSteps, rep string) {
+		d := map[string]time.Duration{"a": 40, "b": 10, "c": 20, "d": 30, "e": 1000}[rep] * time.Millisecond
+		if rep == "c" {
+			upstream(as, d, "", asyncsteps.CommError)
+			return
+		}
+		upstream(as, d, rep)
+	}
+
+	asyncsteps.Quorum(r, 3, func(as asyncsteps.AsyncSteps, acks []string) { as.Success(acks) },
+		asyncsteps.Branches(replicas, write)...)
+	acks, err := asyncsteps.Run[[]string](context.Background(), r)
+
+	fmt.Println(acks, err, "at", elapsed(tt))
+	fmt.Println("calls left running:", tt.HasEvents()) // e's was cancelled
+	// Output:
+	// [b d a] <nil> at 40ms
+	// calls left running: false
+}
+
 // The first answer that k replicas agree on, the calls still running
 // cancelled; with k of 1, the first answer of any (a hedged request).
 func ExampleAsyncSteps_Parallel_quorum() {

@@ -24,62 +24,36 @@ type searchBackend struct {
 	breaker    *breaker      // shared by every flow that calls it
 }
 
-// The codes the flows raise to end a Parallel early: they never leave it.
-const (
-	codeWon    = "Won"    // an attempt of a hedged call answered
-	codeQuorum = "Quorum" // K backends agreed
-)
+// The code the quorum's flow raises to end its Parallel early: it never
+// leaves it.
+const codeQuorum = "Quorum" // K backends agreed
 
 // hedged adds the steps of one call to b: a first attempt at once, a
 // second one if the first has neither answered nor failed after
-// b.hedgeAfter. The first answer wins, as the first error of a Parallel
-// does: it cancels the other attempt (its cancel handlers run, an Await's
-// context is cancelled). A failed attempt ends its own branch only; the
-// call fails with the last failure when both have.
+// b.hedgeAfter. The first answer wins: First cancels the other attempt
+// (its cancel handlers run, an Await's context is cancelled). A failed
+// attempt ends its own branch only; the call fails with the last failure
+// when both have.
 func hedged(as asyncsteps.AsyncSteps, b searchBackend, query string) {
-	var answer, lastCode, lastInfo string
-	won := false
 	hedgeNow := func() {} // starts the second attempt before its time
 	attempt := func(as asyncsteps.AsyncSteps) {
 		as.Sync(b.breaker, func(as asyncsteps.AsyncSteps, _ ...any) { b.call(as, query) },
-			func(as asyncsteps.AsyncSteps, code string) {
-				lastCode, lastInfo = code, as.State().ErrorInfo
-				hedgeNow()
-				as.Success() // this attempt's failure, not the call's
-			})
-		as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-			if v, ok := asyncsteps.Arg[string](args, 0); ok {
-				answer, won = v, true
-				as.Error(codeWon) // ends the Parallel: the other attempt is cancelled
-			}
-		})
+			func(as asyncsteps.AsyncSteps, code string) { hedgeNow() })
 	}
-	p := as.Parallel(func(as asyncsteps.AsyncSteps, code string) {
-		if code == codeWon {
-			as.Success()
-		}
-	})
-	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { attempt(as) })
-	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { // the hedge delay
-			h := as.Tool().Deferred(b.hedgeAfter, func() { as.Success() })
-			as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() })
-			hedgeNow = func() {
-				if h.IsValid() {
-					h.Cancel()
-					as.Success()
+	asyncsteps.First(as, func(as asyncsteps.AsyncSteps, answer string) { as.Success(answer) }, attempt,
+		func(as asyncsteps.AsyncSteps) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { // the hedge delay
+				h := as.Tool().Deferred(b.hedgeAfter, func() { as.Success() })
+				as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() })
+				hedgeNow = func() {
+					if h.IsValid() {
+						h.Cancel()
+						as.Success()
+					}
 				}
-			}
+			})
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { attempt(as) })
 		})
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { attempt(as) })
-	})
-	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		if !won {
-			as.Error(lastCode, lastInfo)
-			return
-		}
-		as.Success(answer)
-	})
 }
 
 // searchResult is what one backend gave a request.
