@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -373,4 +374,38 @@ func TestFirstUnderRunsDeadlineAsGather(t *testing.T) {
 			t.Errorf("First: %s\nGather: %s\nwant: %s", first, gather, want)
 		}
 	})
+}
+
+// A Goexit in a loser's cancel handler (on a Loop, whose goroutine the
+// flow goes on from after it) does not stop the win: it is logged, the
+// other losers are cancelled, and then gets the winner's value.
+func TestFirstLoserCancelHandlerGoexit(t *testing.T) {
+	log := asyncsteps.CaptureLog(t)
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(l))
+	asyncsteps.First(r, func(as steps, v string) {
+		tr.add("then " + v)
+		as.Success(v)
+	}, func(as steps) {
+		h := as.Tool().Deferred(10*time.Millisecond, func() { as.Success("a") })
+		as.SetCancel(func(steps) { h.Cancel() })
+	}, func(as steps) {
+		as.SetCancel(func(steps) {
+			tr.add("cancel b")
+			runtime.Goexit()
+		})
+	}, func(as steps) {
+		as.SetCancel(func(steps) { tr.add("cancel c") })
+	})
+	args, err := r.Run(context.Background())
+	wantSuccess(t, asyncsteps.Result{Args: args, Err: err}, "a")
+	wantTrace(t, &tr, "cancel b,cancel c,then a")
+	if exc := r.State().LastException; exc != nil {
+		t.Errorf("LastException = %v after a win", exc)
+	}
+	if out := log.String(); !strings.Contains(out, "runtime.Goexit in cancel handler") {
+		t.Errorf("log = %q, want the Goexit", out)
+	}
 }
