@@ -46,13 +46,15 @@ type FutoInCoder interface {
 //     [os.ErrDeadlineExceeded], the "i/o timeout" of a connection's or a
 //     file's deadline (SetDeadline): Timeout;
 //   - a connection that could not be made (a *net.OpError of a dial, a
-//     *net.DNSError, syscall.ECONNREFUSED, EHOSTUNREACH or ENETUNREACH):
-//     ConnectError;
+//     *net.DNSError, syscall.ECONNREFUSED, EHOSTUNREACH, ENETUNREACH or
+//     ENETDOWN): ConnectError;
 //   - any other network or transport error (a [net.Error], which net/http's
-//     *url.Error is too, [net.ErrClosed], syscall.ECONNRESET, ECONNABORTED
-//     or EPIPE): CommError; a syscall.Errno is no net.Error here, though
-//     it has the methods of one: a missing file's ENOENT is not a network
-//     error;
+//     *url.Error is too, [net.ErrClosed], syscall.ECONNRESET, ECONNABORTED,
+//     EPIPE, ETIMEDOUT, ENOTCONN or ENETRESET): CommError; the
+//     Errnos named here are a network's bare too, as a raw socket gives
+//     them, or under an [*os.SyscallError]; any other syscall.Errno is no
+//     net.Error here, though it has the methods of one: a missing file's
+//     ENOENT is not a network error;
 //   - anything else: InternalError.
 //
 // Info is err.Error() except for an *Error; Cause is err itself, so
@@ -239,15 +241,20 @@ func notConnected(err error) bool {
 	}
 	var dns *net.DNSError
 	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, syscall.ENETDOWN)
 }
 
 // isTransportError reports whether err comes from a network or transport
-// once connected.
+// once connected. The Errnos only a socket gives are named, as no
+// *net.OpError may say so: a raw socket's errors are bare Errnos, or
+// under an *os.SyscallError (see hasNetError).
 func isTransportError(err error) bool {
 	return hasNetError(err) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ENETRESET) ||
+		errors.Is(err, net.ErrClosed)
 }
 
 // hasNetError reports whether err's chain holds a net.Error, walked as
