@@ -147,7 +147,9 @@ func quorum(as asyncsteps.AsyncSteps, backends []searchBackend, query string, k 
 // with DefenseRejected; after cooldown it is half-open: one call (the
 // probe) goes through, the others are refused, and the probe's outcome
 // closes or opens it again. A call cancelled (a hedge's loser) counts as
-// nothing. Its state is a decision shared by goroutines, so it has a
+// nothing, and so does one that ends after the circuit opened or closed
+// since it began: a late answer must not close a circuit that another
+// call's failures opened, nor a late failure push its cooldown back. Its state is a decision shared by goroutines, so it has a
 // sync.Mutex; the probe's single slot is an asyncsteps.Mutex, which gives
 // it back on every end of the probe (a cancel too, and only once an Await
 // started in it has returned).
@@ -159,6 +161,7 @@ type breaker struct {
 	mu        sync.Mutex
 	failures  int       // in a row
 	openUntil time.Time // zero: closed
+	epoch     int       // counts the openings and closings
 }
 
 func newBreaker(threshold int, cooldown time.Duration) *breaker {
@@ -168,14 +171,15 @@ func newBreaker(threshold int, cooldown time.Duration) *breaker {
 // Sync implements asyncsteps.Syncer.
 func (b *breaker) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
 	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-		switch b.state(as.Tool().Now()) {
+		state, epoch := b.state(as.Tool().Now())
+		switch state {
 		case "closed":
-			b.guard(as, f, args)
+			b.guard(as, f, args, epoch)
 		case "half-open":
 			probing := false
 			b.probe.Sync(as, func(as asyncsteps.AsyncSteps, _ ...any) {
 				probing = true
-				b.guard(as, f, args)
+				b.guard(as, f, args, epoch)
 			}, func(as asyncsteps.AsyncSteps, code string) {
 				if !probing { // the Mutex's refusal, "Mutex queue limit", reaches f's handler too
 					as.Error(asyncsteps.DefenseRejected, "circuit half-open: a probe is in flight")
@@ -187,39 +191,47 @@ func (b *breaker) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror 
 	}, onerror...)
 }
 
-func (b *breaker) state(now time.Time) string {
+// state returns the circuit's state at now, and its epoch.
+func (b *breaker) state(now time.Time) (string, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.openUntil.IsZero():
-		return "closed"
+		return "closed", b.epoch
 	case now.Before(b.openUntil):
-		return "open"
+		return "open", b.epoch
 	}
-	return "half-open"
+	return "half-open", b.epoch
 }
 
-// guard runs f and counts how it ended.
-func (b *breaker) guard(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, args []any) {
+// guard runs f and counts how it ended, in the epoch it began in.
+func (b *breaker) guard(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, args []any, epoch int) {
 	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { f(as, args...) },
-		func(as asyncsteps.AsyncSteps, code string) { b.record(false, as.Tool().Now()) })
+		func(as asyncsteps.AsyncSteps, code string) { b.record(false, as.Tool().Now(), epoch) })
 	as.Add(func(as asyncsteps.AsyncSteps, args ...any) {
-		b.record(true, as.Tool().Now())
+		b.record(true, as.Tool().Now(), epoch)
 		as.Success(args...)
 	})
 }
 
-func (b *breaker) record(ok bool, now time.Time) {
+// record counts the outcome of a call begun in epoch, unless the circuit
+// has opened or closed since.
+func (b *breaker) record(ok bool, now time.Time, epoch int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if epoch != b.epoch {
+		return
+	}
 	switch {
-	case ok:
-		b.failures, b.openUntil = 0, time.Time{}
+	case ok && b.openUntil.IsZero():
+		b.failures = 0
+	case ok: // the probe answered
+		b.failures, b.openUntil, b.epoch = 0, time.Time{}, b.epoch+1
 	case !b.openUntil.IsZero(): // the probe failed
-		b.openUntil = now.Add(b.cooldown)
+		b.openUntil, b.epoch = now.Add(b.cooldown), b.epoch+1
 	default:
 		if b.failures++; b.failures >= b.threshold {
-			b.openUntil = now.Add(b.cooldown)
+			b.openUntil, b.epoch = now.Add(b.cooldown), b.epoch+1
 		}
 	}
 }

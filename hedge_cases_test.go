@@ -234,6 +234,44 @@ func TestBreakerCancelledProbeCountsAsNothing(t *testing.T) {
 		"1.12s db: attempt 3 answers")
 }
 
+// A call that began before the circuit opened and ends after decides
+// nothing: the circuit opened on another call's failure, and neither a
+// late answer (which would close it at once) nor a late failure (which
+// would push its cooldown back) changes that. The probe alone decides
+// once the cooldown has passed.
+func TestBreakerIgnoresACallBegunBeforeItOpened(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		late reply
+	}{
+		{"late answer", reply{after: 500 * time.Millisecond, answer: "late"}},
+		{"late failure", reply{after: 500 * time.Millisecond, code: asyncsteps.CommError}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHedgeTrace()
+			br := newBreaker(1, time.Second)
+			slow := h.backend("slow", br, c.late)
+			fast := h.backend("fast", br,
+				reply{after: 10 * time.Millisecond, code: asyncsteps.CommError},
+				reply{after: 10 * time.Millisecond, answer: "ok"})
+			late := callThrough(slow, h.tt)
+			if got := outcome(runThrough(fast, h.tt)); got != "CommError: fast failed" {
+				t.Fatal(got)
+			}
+			h.tt.Run() // the slow call ends at 500ms, the circuit open
+			<-late
+			var got []string
+			got = append(got, br.snapshot(), outcome(runThrough(fast, h.tt)))
+			h.tt.Advance(520 * time.Millisecond) // to 1.02s: the cooldown from 10ms has passed
+			got = append(got, outcome(runThrough(fast, h.tt)), br.snapshot())
+			want := []string{"failures=1 open=true", "DefenseRejected: circuit open", "ok", "failures=0 open=false"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
 // The budget runs out with 2 of 4 answers: the request answers with them,
 // the two late backends marked, their calls (both attempts) cancelled.
 func TestAggregateDeadlineTwoOfFour(t *testing.T) {
@@ -445,7 +483,7 @@ func TestAggregateClientGone(t *testing.T) {
 func TestHedgeOpenCircuitFailsAtOnce(t *testing.T) {
 	h := newHedgeTrace()
 	br := newBreaker(1, time.Hour)
-	br.record(false, h.tt.Now())
+	br.record(false, h.tt.Now(), 0)
 	got, err := h.runAggregate([]searchBackend{
 		h.backend("a", br, reply{after: 10 * time.Millisecond, answer: "a1"}),
 	}, time.Second)
