@@ -295,12 +295,15 @@ func TestHooksOnEveryLoopOfAGroup(t *testing.T) {
 	}
 }
 
-// A flow that never begins, started under an ended context or on a closed
-// Loop, meets no hook: not even FlowEnd, though its Result is an error.
+// A flow that never begins, started under an ended context (cancelled, or
+// past its deadline, which Run returns as a Timeout) or on a closed Loop,
+// meets no hook: not even FlowEnd, though its Result is an error.
 func TestHooksDoNotSeeAFlowThatNeverBegins(t *testing.T) {
 	rec := &recorder{}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
+	passed, cancelPassed := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelPassed()
 	l := asyncsteps.NewLoop()
 	defer l.Close()
 	l.SetHooks(rec.hooks())
@@ -308,6 +311,10 @@ func TestHooksDoNotSeeAFlowThatNeverBegins(t *testing.T) {
 	r.Add(func(as steps, _ ...any) {})
 	if _, err := r.Run(ended); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run under an ended context: %v", err)
+	}
+	var e *asyncsteps.Error
+	if _, err := r.Run(passed); !errors.As(err, &e) || e.Code != asyncsteps.Timeout {
+		t.Errorf("Run past its deadline: %v, want a Timeout", err)
 	}
 	l.Close()
 	r = asyncsteps.New(asyncsteps.WithTool(l))
