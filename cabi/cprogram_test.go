@@ -92,19 +92,22 @@ func runCProgram(t *testing.T, bin, want string, env ...string) {
 // The C program tests: build the shared library and the programs in
 // testdata (hello.c: steps, errors, loops, threads; sync.c: the
 // constructors of the synchronization objects and a Limiter's
-// rejection), run them, compare their output.
+// rejection; pipeline.c: an adopter's request pipeline with error and
+// cancel handlers, a timeout, a parallel, a loop, a completion from a
+// pthread and a cancel from main), run them, compare their output.
 func TestCProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shared library")
 	}
 	runCProgram(t, buildCProgram(t, "hello"), "hello.out")
 	runCProgram(t, buildCProgram(t, "sync"), "sync.out")
+	runCProgram(t, buildCProgram(t, "pipeline"), "pipeline.out")
 }
 
 // The C programs under AddressSanitizer (Debian's gcc has it): the
 // ten-line program of a step that takes a custom object over (its cleanup
 // ran twice, a double free, before the receiver owned what it is given)
-// and hello.c, both with LeakSanitizer: each exits right after
+// and hello.c and pipeline.c, all with LeakSanitizer: each exits right after
 // futoin_asyncsteps_free_wait, which returns once the root's cleanups have
 // run.
 func TestCProgramsUnderASan(t *testing.T) {
@@ -119,6 +122,8 @@ func TestCProgramsUnderASan(t *testing.T) {
 	runCProgram(t, buildCProgram(t, "takeover", asan...), "takeover.out",
 		"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "LSAN_OPTIONS=suppressions="+supp+":print_suppressions=0")
 	runCProgram(t, buildCProgram(t, "hello", asan...), "hello.out",
+		"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "LSAN_OPTIONS=suppressions="+supp+":print_suppressions=0")
+	runCProgram(t, buildCProgram(t, "pipeline", asan...), "pipeline.out",
 		"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "LSAN_OPTIONS=suppressions="+supp+":print_suppressions=0")
 }
 
