@@ -1,0 +1,72 @@
+/* The "C library" of an adopting team: a checksum over a payload that
+ * completes the Go step it is given (cabi.Binary) with the sum, or fails
+ * it with ChecksumError and an info naming both sums; at once, or from a
+ * pthread of its own after a delay. */
+#define _DEFAULT_SOURCE /* usleep */
+#include "adopter.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct verify_job {
+    FutoInAsyncSteps* step;
+    uint32_t sum;
+    uint32_t want;
+};
+
+static void complete(const struct verify_job* job)
+{
+    FutoInAsyncSteps* bsi = job->step;
+    if (job->sum != job->want) {
+        char info[64];
+        snprintf(info, sizeof(info), "sum 0x%x != 0x%x", job->sum, job->want);
+        bsi->api->handle_error(bsi, "ChecksumError", info);
+        return;
+    }
+    static const FutoInType u32 = {FTN_TYPE_UINT32, NULL};
+    FutoInArgs out;
+    memset(&out, 0, sizeof(out));
+    out.arg0.type = &u32;
+    out.arg0.u32 = job->sum;
+    bsi->api->success(bsi, &out);
+}
+
+static pthread_t worker;
+static int worker_started;
+
+static void* verify_later(void* arg)
+{
+    struct verify_job* job = (struct verify_job*)arg;
+    usleep(5000);
+    complete(job);
+    free(job);
+    return NULL;
+}
+
+void ad_verify(FutoInAsyncSteps* step, const char* payload, uint32_t want, int on_thread)
+{
+    struct verify_job job = {step, 0, want};
+    for (const unsigned char* c = (const unsigned char*)payload; *c; ++c) {
+        job.sum = (job.sum * 31 + *c) & 0xffff;
+    }
+    if (!on_thread) {
+        complete(&job);
+        return;
+    }
+    struct verify_job* copy = (struct verify_job*)malloc(sizeof(job));
+    *copy = job;
+    step->api->waitExternal(step);
+    worker_started = 1;
+    pthread_create(&worker, NULL, verify_later, copy);
+}
+
+void ad_join(void)
+{
+    if (worker_started) {
+        pthread_join(worker, NULL);
+        worker_started = 0;
+    }
+}

@@ -1,0 +1,23 @@
+package ctest
+
+/*
+#include <stdlib.h>
+#include "adopter.h"
+*/
+import "C"
+
+import "unsafe"
+
+// Verify is an adopting team's C checksum over payload, given a Go step
+// through cabi.Binary: it completes the step with the sum (a uint32) when
+// it is want, or fails it with ChecksumError, "sum 0x... != 0x...";
+// at once, or, with onThread, from a pthread after 5 ms (the step waits
+// with waitExternal). JoinVerify joins that pthread.
+func Verify(step unsafe.Pointer, payload string, want uint32, onThread bool) {
+	p := C.CString(payload)
+	defer C.free(unsafe.Pointer(p))
+	C.ad_verify(bsi(step), p, C.uint32_t(want), cbool(onThread))
+}
+
+// JoinVerify joins the pthread of the last Verify made with onThread.
+func JoinVerify() { C.ad_join() }

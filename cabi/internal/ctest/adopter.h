@@ -1,0 +1,10 @@
+/* C code of an adopting team's Go flows: a step handed to C through
+ * cabi.Binary. */
+#ifndef CTEST_ADOPTER_H
+#define CTEST_ADOPTER_H
+#include "futoin_asyncsteps.h"
+
+void ad_verify(FutoInAsyncSteps* step, const char* payload, uint32_t want, int on_thread);
+void ad_join(void);
+
+#endif
