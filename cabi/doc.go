@@ -315,6 +315,12 @@
 // (releases a lock it holds, say) deadlocks, as on the reference
 // implementation.
 //
+// Called in a callback of the root's own flow (a step that ends its
+// request frees its root), free cancels the flow at once, as cancel does
+// there: no later step of it runs. From another thread the cancel
+// reaches the flow on the loop, and steps may start until then: what
+// they use stays until futoin_asyncsteps_free_wait has returned.
+//
 // A pointer given to a callback stays valid until its step completes, also
 // while it waits for an external event; calls on a stale one are ignored.
 // The step keeps its pointer and stack memory for its sub-steps, which

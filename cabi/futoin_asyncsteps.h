@@ -469,7 +469,13 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * are in (see addSync). A free that comes while an execute on
              * another thread starts the flow is released once that execute
              * has started it, and cancels it: no step of the root runs after
-             * the release.
+             * the release. Called in a callback of the root's own flow (a
+             * step that ends its request frees its root), it cancels the
+             * flow at once, as cancel does there: no later step of it runs.
+             * From another thread the cancel reaches the flow on the loop,
+             * and steps of the flow may start until then: keep what they
+             * use until futoin_asyncsteps_free_wait returns, or until the
+             * cleanups of the root's state variables have run.
              * free, execute and cancel are a root's: called on a step's
              * pointer in the step's own callback (for a Go step given by
              * cabi.Binary, its Go callback), they fail the step with

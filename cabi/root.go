@@ -260,9 +260,19 @@ func (ro *rootObj) postRelease(released chan struct{}) {
 		// callbacks, though, and so may a DropReporter: see droppedLive.
 		stopped = func() { ro.droppedLive(finish) }
 	}
+	if ro.owned && ro.node.onLoop() {
+		// A free in a callback of the flow's loop (a step that ends its
+		// request frees its own root) cancels at once, as the table's
+		// cancel does there: the flow sees it before its next step.
+		// Posted only, it came after the next step, which ran with a root
+		// its owner had freed, and with what the steps use. Off the loop
+		// the cancel stays posted, behind what the loop runs already (a
+		// tool that drops the post runs the cancel in its fallback).
+		ro.root.Cancel()
+	}
 	ro.node.post(func() {
 		if ro.owned {
-			ro.root.Cancel()
+			ro.root.Cancel() // a no-op after a cancel on the loop above
 			// Cancel posts the cancel of the flow: clean up behind it.
 			ro.node.post(finish, stopped)
 			return

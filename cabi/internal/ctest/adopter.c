@@ -4,6 +4,7 @@
  * pthread of its own after a delay. */
 #define _DEFAULT_SOURCE /* usleep */
 #include "adopter.h"
+#include "ctest.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ static void complete(const struct verify_job* job)
     bsi->api->success(bsi, &out);
 }
 
+static int free_how;
 static pthread_t worker;
 static int worker_started;
 
@@ -70,3 +72,41 @@ void ad_join(void)
         worker_started = 0;
     }
 }
+
+/* ad_free_in_step: the first step ends the request, releasing the root
+ * (how 0: free; 1: cancel, then free later; 2: nothing); the second
+ * logs if it runs. */
+static void free_own_root(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)bsi;
+    (void)args;
+    FutoInAsyncSteps* root = (FutoInAsyncSteps*)data;
+    static const char* const names[] = {"free", "cancel", "first"};
+    ct_log(names[free_how]);
+    switch (free_how) {
+    case 0:
+        root->api->free(root);
+        break;
+    case 1:
+        root->api->cancel(root);
+        break;
+    default:
+        break;
+    }
+}
+
+static void after_free(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)bsi;
+    (void)data;
+    (void)args;
+    ct_log("next step ran");
+}
+
+void ad_free_in_step(FutoInAsyncSteps* root, int how)
+{
+    free_how = how;
+    root->api->add(root, root, free_own_root, NULL);
+    root->api->add(root, NULL, after_free, NULL);
+}
+

@@ -21,3 +21,8 @@ func Verify(step unsafe.Pointer, payload string, want uint32, onThread bool) {
 
 // JoinVerify joins the pthread of the last Verify made with onThread.
 func JoinVerify() { C.ad_join() }
+
+// FreeInStep adds to root a step that ends the request by releasing root
+// (how 0: its free, 1: its cancel; 2: nothing) after logging which
+// ("free", "cancel", "first"), and a step that logs "next step ran".
+func FreeInStep(root unsafe.Pointer, how int) { C.ad_free_in_step(bsi(root), C.int(how)) }

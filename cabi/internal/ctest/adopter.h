@@ -6,5 +6,6 @@
 
 void ad_verify(FutoInAsyncSteps* step, const char* payload, uint32_t want, int on_thread);
 void ad_join(void);
+void ad_free_in_step(FutoInAsyncSteps* root, int how);
 
 #endif
