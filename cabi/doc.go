@@ -337,7 +337,8 @@
 // callback should return at once. From anywhere else they have no effect
 // on such a step; and from another thread, add, parallel, loop, repeat
 // and addSync on the pointer of a parallel made in a step have none
-// either, while success and handle_error there fail that step with
+// either (nor on a running root, or a parallel made on it: the loop
+// takes their steps as the flow goes on), while success and handle_error there fail that step with
 // InternalError as long as its callback runs (the engine's rule for a
 // call from another goroutine on a step that does not wait). On a step that waits for a completion from outside, the calls
 // that add sub-steps or make it wait, made once its callback has returned

@@ -56,11 +56,13 @@
  *     isValid and is_same_thread (they read, and post nothing); the other
  *     functions only from the callback that was given the pointer (or, for a
  *     root, before it is executed or while it is idle); from another thread,
- *     add, parallel, loop, repeat and addSync on the pointer of a parallel
- *     made in a step have no effect; success and handle_error on it fail
- *     that step with InternalError while the step's callback runs (the
- *     engine's rule for a call from another goroutine on a step that does
- *     not wait), and have no effect once it has returned.
+ *     add, parallel, loop, repeat and addSync have no effect on a running
+ *     root and on a parallel made on it (the loop takes their steps), nor
+ *     on the pointer of a parallel made in a step, where success and
+ *     handle_error fail that step with InternalError while the step's
+ *     callback runs (the engine's rule for a call from another goroutine
+ *     on a step that does not wait), and have no effect once it has
+ *     returned.
  *   - Strings given to the library (codes, infos, labels, names) are copied:
  *     the caller may free them when the call returns.
  *

@@ -695,15 +695,20 @@ func (n *node) ownCallbackRuns() bool {
 }
 
 // mayAdd reports whether steps may be added on n now, a pointer that is
-// not outsideCallback: a step in its own callback, a parallel (the engine
-// checks its step) on the loop, or a root (before it runs, from any one
-// thread at a time) until free has returned, which makes the pointer
-// invalid. A parallel made on an idle root is used as that root is.
+// not outsideCallback: a step in its own callback, a parallel made in a
+// step (the engine checks its step) on the loop, or a root, or a parallel
+// made on it, on the loop or, from any one thread at a time, while the
+// root is idle (see onFlow); a root until free has returned, which makes
+// the pointer invalid. Off the loop while the root's flow runs, the add
+// would race with the loop, which takes the root's steps and branches
+// as it goes: it has no effect, as on a parallel made in a step.
 func (n *node) mayAdd() bool {
 	switch {
 	case n.root != nil:
-		return !n.root.isFreed()
-	case n.kind == kindParallel && n.owner == nil && !n.onLoop():
+		return !n.root.isFreed() && n.onFlow()
+	case n.owner != nil:
+		return n.onFlow()
+	case n.kind == kindParallel && !n.onLoop():
 		// Made in a step: off the loop, the engine's check would read the
 		// step's frame, which its running callback writes, and add the
 		// branch from there. The step has sub-steps (the parallel), and

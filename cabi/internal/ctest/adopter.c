@@ -110,3 +110,84 @@ void ad_free_in_step(FutoInAsyncSteps* root, int how)
     root->api->add(root, NULL, after_free, NULL);
 }
 
+/* ad_hold adds a step that waits, keeps its pointer and signals (a C
+ * condition, which the Go race detector does not see: as C code of
+ * another thread, it orders nothing for Go); ad_wait_held waits for it and
+ * ad_release_held completes it. ad_add_on_running then calls, from the
+ * caller's thread, add (which 0), loop (1), repeat (2) or parallel (3) on
+ * the root while its flow runs; what it adds logs "late step ran". */
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t held_cv = PTHREAD_COND_INITIALIZER;
+static FutoInAsyncSteps* held;
+
+static void hold_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)data;
+    (void)args;
+    bsi->api->waitExternal(bsi);
+    pthread_mutex_lock(&held_mu);
+    held = bsi;
+    pthread_cond_signal(&held_cv);
+    pthread_mutex_unlock(&held_mu);
+}
+
+void ad_hold(FutoInAsyncSteps* root)
+{
+    held = NULL;
+    root->api->add(root, NULL, hold_step, NULL);
+}
+
+void ad_wait_held(void)
+{
+    pthread_mutex_lock(&held_mu);
+    while (held == NULL) {
+        pthread_cond_wait(&held_cv, &held_mu);
+    }
+    pthread_mutex_unlock(&held_mu);
+}
+
+void ad_release_held(void) { held->api->success(held, NULL); }
+
+static void late_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)bsi;
+    (void)data;
+    (void)args;
+    ct_log("late step ran");
+}
+
+static void late_body(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    ct_log("late step ran");
+    bsi->api->breakLoop(bsi, NULL);
+}
+
+static void late_repeat(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)bsi;
+    (void)data;
+    (void)i;
+    ct_log("late step ran");
+}
+
+void ad_add_on_running(FutoInAsyncSteps* root, int which)
+{
+    switch (which) {
+    case 0:
+        root->api->add(root, NULL, late_step, NULL);
+        break;
+    case 1:
+        root->api->loop(root, NULL, late_body, NULL);
+        break;
+    case 2:
+        root->api->repeat(root, NULL, 1, late_repeat, NULL);
+        break;
+    default: {
+        FutoInAsyncSteps* p = root->api->parallel(root, NULL, NULL);
+        if (p != NULL) {
+            p->api->add(p, NULL, late_step, NULL);
+        }
+    }
+    }
+}

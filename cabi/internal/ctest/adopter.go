@@ -26,3 +26,19 @@ func JoinVerify() { C.ad_join() }
 // (how 0: its free, 1: its cancel; 2: nothing) after logging which
 // ("free", "cancel", "first"), and a step that logs "next step ran".
 func FreeInStep(root unsafe.Pointer, how int) { C.ad_free_in_step(bsi(root), C.int(how)) }
+
+// Hold adds to root a step that waits; WaitHeld waits, on a C condition
+// the race detector does not see, until it runs, and ReleaseHeld completes
+// it with success from the caller's thread.
+func Hold(root unsafe.Pointer) { C.ad_hold(bsi(root)) }
+
+// WaitHeld waits until the step of Hold runs.
+func WaitHeld() { C.ad_wait_held() }
+
+// ReleaseHeld completes the step of Hold.
+func ReleaseHeld() { C.ad_release_held() }
+
+// AddOnRunning calls, on root from the caller's thread, add (which 0),
+// loop (1), repeat (2) or parallel and add on it (3); what it adds logs
+// "late step ran".
+func AddOnRunning(root unsafe.Pointer, which int) { C.ad_add_on_running(bsi(root), C.int(which)) }

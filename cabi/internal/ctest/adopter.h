@@ -7,5 +7,9 @@
 void ad_verify(FutoInAsyncSteps* step, const char* payload, uint32_t want, int on_thread);
 void ad_join(void);
 void ad_free_in_step(FutoInAsyncSteps* root, int how);
+void ad_hold(FutoInAsyncSteps* root);
+void ad_wait_held(void);
+void ad_add_on_running(FutoInAsyncSteps* root, int which);
+void ad_release_held(void);
 
 #endif

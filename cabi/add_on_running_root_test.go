@@ -1,0 +1,35 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// add, loop, repeat and parallel on a root owned by C, from another thread
+// while its flow runs (a misuse: a root is built before it is executed or
+// while it is idle), have no effect, as on the pointer of a parallel made
+// in a step: the flow's queue is the loop's.
+func TestAddOnARunningRootFromAnotherThread(t *testing.T) {
+	for which, call := range []string{"add", "loop", "repeat", "parallel"} {
+		t.Run(call, func(t *testing.T) {
+			root := newCRoot(t)
+			ctest.Hold(root)
+			ctest.ExecuteOnly(root, "x", 1)
+			ctest.WaitHeld()
+			ctest.AddOnRunning(root, which)
+			ctest.ReleaseHeld()
+			deadline := time.Now().Add(5 * time.Second)
+			for ctest.IsValid(root) == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if got := ctest.Trace(); got != "" {
+				t.Errorf("trace %q, want none", got)
+			}
+			ctest.Free(root)
+		})
+	}
+}
