@@ -43,10 +43,15 @@
 //     would receive it (or the Go step whose Success gives it to a
 //     foreign table).
 //   - The FutoInArgs a C step receives is valid during its callback. The
-//     step may take any value over (move it out and futoin_reset_binval the
-//     slot, as the C++ reference implementation does with every value); the
-//     library cleans up, when the step completes, only what is still in the
-//     slots, so each cleanup runs exactly once. A custom object no C step
+//     step may take any value over, casting away the const of its args
+//     (the slots are writable): use it and futoin_reset_binval the slot,
+//     which runs its cleanup then (as the C++ reference implementation
+//     does with every value), or copy it out and set the slot's type to
+//     NULL, which leaves the cleanup to the copy (futoin_reset_binval it
+//     once done, from any thread). Copying it out and then calling
+//     futoin_reset_binval on the slot frees what the copy points to. The
+//     library cleans up, when the step completes, only what is still in
+//     the slots, so each cleanup runs exactly once. A custom object no C step
 //     receives is cleaned up some time after the Go side has dropped it.
 //   - handle_error copies code and info; labels, state variable names and
 //     every other string given to a function are copied too. In a callback

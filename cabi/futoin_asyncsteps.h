@@ -18,9 +18,15 @@
  * each function below; in short:
  *   - The receiver owns what it is given. success() takes the values of the
  *     FutoInArgs over (copies strings and arrays at once, resets the slots);
- *     a step may take over any value it receives (move it out and
- *     futoin_reset_binval() the slot); what is still in the slots when the
- *     step completes is cleaned up by the library, exactly once.
+ *     a step may take over any value it receives, casting away the const
+ *     of its args (the slots are the library's, writable): either copy the
+ *     value out and set the slot's type to NULL without a cleanup (the
+ *     copy is the step's: futoin_reset_binval() it once done, from any
+ *     thread), or use it and futoin_reset_binval() the slot (its cleanup
+ *     runs then). Never copy it out and futoin_reset_binval() the slot:
+ *     that cleanup frees what the copy points to. What is still in the
+ *     slots when the step completes is cleaned up by the library, exactly
+ *     once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
  *     pointer are ignored (those that answer return 0 or NULL; sched_*
@@ -152,8 +158,10 @@ struct FutoInBinaryValue_
 
 /*
  * futoin_reset_binval calls the value's type cleanup (if any) and empties
- * the slot. A step that takes a received value over calls it once it no
- * longer needs the value (or moves the value out and zeroes the slot).
+ * the slot. A step that takes a received value over calls it on the slot
+ * once it no longer needs the value, or moves the value out, zeroes the
+ * slot's type (no cleanup: the value now lives in the copy) and calls it
+ * on the copy later.
  * The spec writes this with C++ `auto`; this is the same in plain C.
  */
 static inline void futoin_reset_binval(FutoInBinaryValue* v)
@@ -290,7 +298,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * args). The values are taken over: strings and arrays of built-in
              * types are copied before it returns, each value's type cleanup is
              * called exactly once by the library, the caller's slots are reset;
-             * a FTN_TYPE_CUSTOM_OBJECT is passed on as is to the next step.
+             * a FTN_TYPE_CUSTOM_OBJECT is passed on as is to the next step,
+             * and so is, as a custom object, a value whose type flags the
+             * header does not define (0, 0x2F, an array of custom objects).
              * A string or array whose p is NULL is empty, whatever its
              * length says (a NULL item of an array of strings is an empty
              * string). A string or array whose length a Go int cannot

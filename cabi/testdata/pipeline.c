@@ -2,7 +2,8 @@
  * writes one: run by TestCProgram (and under AddressSanitizer by
  * TestCProgramsUnderASan), which compares its output with pipeline.out.
  *
- * parse (a state variable, a malloc'd string handed to success)
+ * parse (a state variable, a malloc'd string handed to success, taken
+ *   over by checksum and released by report)
  *   -> checksum (fails; its error handler reads the info and recovers)
  *   -> guarded (setCancel + setTimeout: the timeout runs the cancel
  *      handler, then the error handler sees Timeout and recovers)
@@ -116,10 +117,17 @@ static void checksum_error(FutoInAsyncSteps* bsi, void* data, const char* code)
     bsi->api->success(bsi, NULL);
 }
 
+/* The request line, taken over by checksum: moved out of its slot, whose
+ * type is zeroed without a cleanup, and released by report. */
+static FutoInBinaryValue request_line;
+
 static void checksum(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
 {
     ++request_of(bsi)->steps;
     printf("checksum: \"%.*s\" x%d\n", (int)args->arg0.length, args->arg0.cstr, args->arg1.i32);
+    FutoInBinaryValue* slot = (FutoInBinaryValue*)&args->arg0;
+    request_line = *slot;
+    slot->type = NULL;
     bsi->api->add(bsi, data, checksum_fail, checksum_error);
 }
 
@@ -226,8 +234,9 @@ static void report(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
 {
     (void)data;
     struct request* req = request_of(bsi);
-    printf("report: %d \"%.*s\", steps %d, branches %d\n", args->arg0.i32, (int)args->arg1.length,
-           args->arg1.cstr, req->steps, req->branches);
+    printf("report: %d \"%.*s\" for \"%.*s\", steps %d, branches %d\n", args->arg0.i32, (int)args->arg1.length,
+           args->arg1.cstr, (int)request_line.length, request_line.cstr, req->steps, req->branches);
+    futoin_reset_binval(&request_line);
     signal_event();
 }
 
