@@ -54,7 +54,9 @@
 //     the slots, so each cleanup runs exactly once. A custom object no C step
 //     receives is cleaned up some time after the Go side has dropped it.
 //   - handle_error copies code and info; labels, state variable names and
-//     every other string given to a function are copied too. In a callback
+//     every other string given to a function are copied too. The other
+//     way, the code given to an error handler or an unhandled_error is
+//     the library's copy, valid during that callback only. In a callback
 //     whose step already failed or completed (a second handle_error, one
 //     after success, breakLoop or continueLoop) it has no effect: the first
 //     error keeps its code and info.

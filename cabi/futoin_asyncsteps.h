@@ -214,7 +214,11 @@ struct FutoInHandle_
 /* A callback must not let a C++ exception escape: it cannot unwind through
  * the library, and the process terminates. Catch it in the callback and
  * call handle_error (in an error handler: handle_error on its bsi too, to
- * replace the error, or success to recover). */
+ * replace the error, or success to recover).
+ * The code an error callback (an error handler, execute's unhandled_error)
+ * is given is the library's copy, valid during the callback only: copy it
+ * to keep it (stateVariable's "last_exception" gives one that lasts until
+ * the next error or the end of the flow). */
 typedef void (*FutoInAsyncSteps_execute_callback)(
         FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args);
 typedef void (*FutoInAsyncSteps_error_callback)(
