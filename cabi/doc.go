@@ -297,9 +297,9 @@
 // every call is ignored: those that answer give 0 or NULL (is_same_thread
 // 0 also on the loop's thread), sched_* an invalid handle whose callback
 // never runs. A NULL function given to add, loop, repeat or addSync, a
-// NULL sync given to addSync, and a NULL code given to handle_error fail
-// the calling step with InternalError naming the argument; sched_* with
-// a NULL callback give an invalid handle. stack and
+// NULL sync given to addSync, and a NULL or empty code given to
+// handle_error fail the calling step with InternalError naming the
+// argument; sched_* with a NULL callback give an invalid handle. stack and
 // stateVariable return NULL for a stale pointer and from another thread
 // while the flow runs; stack also when its memory cannot be allocated,
 // stateVariable also for a NULL name, a missing variable with a NULL

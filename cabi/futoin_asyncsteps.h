@@ -329,7 +329,9 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             void (*success)(FutoInAsyncSteps* bsi, FutoInArgs* args);
             /* Index 5. handle_error: fails the step with code and info (both
              * copied; info may be NULL; a NULL code is InternalError with
-             * info "handle_error: NULL code"). It RETURNS to the caller, which must
+             * info "handle_error: NULL code", and an empty one InternalError
+             * with info "Error: empty error code", followed by "; info: "
+             * and the info given, if any). It RETURNS to the caller, which must
              * return from its callback at once, without further calls on bsi
              * (C has no exceptions). The step's own cancel handler (setCancel)
              * runs first, wherever handle_error comes from; then the step's
