@@ -74,3 +74,17 @@ func checkAdopter(t *testing.T, res []any, err error, wantRes []any, wantErr *as
 		t.Errorf("trace %q, want %q", trace, want)
 	}
 }
+
+// A scheduled callback is the loop's: it runs once its root has been
+// freed, and sched_is_valid and sched_cancel, which read the handle only,
+// still act on it through the stale pointer (or a NULL one).
+func TestSchedCallbackOutlivesItsRoot(t *testing.T) {
+	ctest.Reset()
+	tool := asyncsteps.NewTestTool()
+	ctest.SchedOutlives(cabi.New(tool))
+	tool.Run()
+	want := "after free: valid 1 1\nafter cancel: valid 1 0\nkept ran\n"
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}

@@ -295,8 +295,12 @@
 // on a pointer that is not a root's anywhere else (another thread, a
 // sub-step's callback, a parallel's) they do nothing. On a stale pointer
 // every call is ignored: those that answer give 0 or NULL (is_same_thread
-// 0 also on the loop's thread), sched_* an invalid handle whose callback
-// never runs. A NULL function given to add, loop, repeat or addSync, a
+// 0 also on the loop's thread), sched_immediate and sched_deferred an
+// invalid handle whose callback never runs; sched_cancel and
+// sched_is_valid read their handle only, and act on it whatever the
+// pointer. A scheduled callback is the loop's: it runs also once the step
+// that scheduled it has completed or its root has been freed, unless
+// cancelled. A NULL function given to add, loop, repeat or addSync, a
 // NULL sync given to addSync, and a NULL or empty code given to
 // handle_error fail the calling step with InternalError naming the
 // argument; sched_* with a NULL callback give an invalid handle. stack and

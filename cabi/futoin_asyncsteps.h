@@ -29,8 +29,9 @@
  *     once.
  *   - A FutoInAsyncSteps* given to a callback is valid until that step
  *     completes, also while it waits for an external event; calls on a stale
- *     pointer are ignored (those that answer return 0 or NULL; sched_*
- *     an invalid handle). The step keeps its pointer and stack memory for
+ *     pointer are ignored (those that answer return 0 or NULL;
+ *     sched_immediate and sched_deferred an invalid handle), but for
+ *     sched_cancel and sched_is_valid, which read their handle only. The step keeps its pointer and stack memory for
  *     its sub-steps. Only a step's own callback adds sub-steps to it, makes
  *     it wait or completes it while it runs: a call that does (add,
  *     parallel, loop, repeat, addSync, setTimeout, setCancel, waitExternal,
@@ -504,7 +505,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20. sched_immediate: runs cb(data) on the loop soon. From
              * any thread. With a NULL cb or a stale pointer, nothing runs
-             * and the handle is not valid. */
+             * and the handle is not valid. The callback is the loop's, not
+             * the step's or the root's: it runs also once the step that
+             * scheduled it has completed or its root has been freed; cancel
+             * it (sched_cancel) if data does not outlive them. */
             FutoInHandle (*sched_immediate)(
                     FutoInAsyncSteps* bsi, void* data, void (*cb)(void* data));
             /* Index 21. sched_deferred: runs cb(data) on the loop after
@@ -517,7 +521,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     void (*cb)(void* data));
             /* Index 22. sched_cancel: cancels handle's callback; harmless once
              * it ran or was cancelled, and on a NULL handle. From any
-             * thread. */
+             * thread. It reads the handle only: bsi may be another pointer
+             * of the same library than the one that scheduled the callback,
+             * or one gone stale since (the step completed, the root freed),
+             * and sched_is_valid likewise. */
             void (*sched_cancel)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
             /* Index 23. sched_is_valid: 1 while handle's callback is still to
              * run; 0 once it ran or was cancelled, and for a NULL handle.

@@ -191,3 +191,24 @@ void ad_add_on_running(FutoInAsyncSteps* root, int which)
     }
     }
 }
+
+/* ad_sched_outlives schedules two deferred callbacks on root, frees root,
+ * then, through the stale pointer, logs their validity and cancels the
+ * second: the first runs on the loop later, the root gone. */
+static void sched_cb(void* data) { ct_log((const char*)data); }
+
+void ad_sched_outlives(FutoInAsyncSteps* root)
+{
+    const FutoInAsyncStepsAPI* api = root->api;
+    FutoInHandle kept = api->sched_deferred(root, 10, "kept ran", sched_cb);
+    FutoInHandle dropped = api->sched_deferred(root, 10, "cancelled ran", sched_cb);
+    api->free(root);
+    char line[64];
+    snprintf(line, sizeof(line), "after free: valid %d %d", api->sched_is_valid(root, &kept),
+             api->sched_is_valid(root, &dropped));
+    ct_log(line);
+    api->sched_cancel(root, &dropped);
+    snprintf(line, sizeof(line), "after cancel: valid %d %d", api->sched_is_valid(NULL, &kept),
+             api->sched_is_valid(NULL, &dropped));
+    ct_log(line);
+}

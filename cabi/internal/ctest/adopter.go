@@ -42,3 +42,8 @@ func ReleaseHeld() { C.ad_release_held() }
 // loop (1), repeat (2) or parallel and add on it (3); what it adds logs
 // "late step ran".
 func AddOnRunning(root unsafe.Pointer, which int) { C.ad_add_on_running(bsi(root), C.int(which)) }
+
+// SchedOutlives schedules two deferred callbacks (10 ms) on root, frees
+// root, logs their validity through the stale pointer, cancels the second
+// through it and logs again; the first logs "kept ran" when it runs.
+func SchedOutlives(root unsafe.Pointer) { C.ad_sched_outlives(bsi(root)) }
