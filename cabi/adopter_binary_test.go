@@ -88,3 +88,26 @@ func TestSchedCallbackOutlivesItsRoot(t *testing.T) {
 		t.Errorf("trace %q, want %q", got, want)
 	}
 }
+
+// setCancel called again replaces the step's cancel handler, and a NULL
+// one removes it: the step still waits, and its timeout runs nothing
+// before the error handler.
+func TestSetCancelAgainReplacesTheHandler(t *testing.T) {
+	for _, nullLast := range []bool{false, true} {
+		ctest.Reset()
+		tool := asyncsteps.NewTestTool()
+		root := cabi.New(tool)
+		ctest.CancelTwice(root, nullLast)
+		ctest.ExecuteOnly(root, "x", 1)
+		tool.Run()
+		want := "cancel two\nTimeout\nunhandled Timeout data=x root=1\n"
+		if nullLast {
+			want = "Timeout\nunhandled Timeout data=x root=1\n"
+		}
+		if got := ctest.Trace(); got != want {
+			t.Errorf("nullLast=%v: trace %q, want %q", nullLast, got, want)
+		}
+		ctest.Free(root)
+		tool.Run()
+	}
+}

@@ -367,7 +367,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * own callback. In ch the step is over: isValid(bsi) is 0, and
              * success, handle_error and the calls that add have no effect;
              * rootId, and on the loop stateVariable and stack, still answer
-             * (stack memory taken there is cleaned up with the step's). */
+             * (stack memory taken there is cleaned up with the step's).
+             * Called again, it replaces the handler (with its data): the
+             * step has one, the one set last. A NULL ch removes it: the
+             * step still waits, and nothing runs on its cancel. */
             void (*setCancel)(
                     FutoInAsyncSteps* bsi,
                     void* data,

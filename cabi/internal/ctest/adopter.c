@@ -212,3 +212,32 @@ void ad_sched_outlives(FutoInAsyncSteps* root)
              api->sched_is_valid(NULL, &dropped));
     ct_log(line);
 }
+
+/* ad_cancel_twice adds a step that sets two cancel handlers, "one" then
+ * "two" (or NULL, with null_last), and a timeout of 5 ms; its error
+ * handler logs the code. */
+static void log_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    ct_log((const char*)data);
+}
+
+static void cancel_twice(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)args;
+    bsi->api->setCancel(bsi, "cancel one", log_cancel);
+    bsi->api->setCancel(bsi, "cancel two", data ? NULL : log_cancel);
+    bsi->api->setTimeout(bsi, 5);
+}
+
+static void cancel_twice_error(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)bsi;
+    (void)data;
+    ct_log(code);
+}
+
+void ad_cancel_twice(FutoInAsyncSteps* root, int null_last)
+{
+    root->api->add(root, null_last ? (void*)1 : NULL, cancel_twice, cancel_twice_error);
+}

@@ -47,3 +47,8 @@ func AddOnRunning(root unsafe.Pointer, which int) { C.ad_add_on_running(bsi(root
 // root, logs their validity through the stale pointer, cancels the second
 // through it and logs again; the first logs "kept ran" when it runs.
 func SchedOutlives(root unsafe.Pointer) { C.ad_sched_outlives(bsi(root)) }
+
+// CancelTwice adds to root a step that sets the cancel handler "cancel
+// one", then "cancel two" (or, with nullLast, a NULL one), each logging
+// its name, and a timeout of 5 ms; its error handler logs the code.
+func CancelTwice(root unsafe.Pointer, nullLast bool) { C.ad_cancel_twice(bsi(root), cbool(nullLast)) }

@@ -12,5 +12,6 @@ void ad_wait_held(void);
 void ad_add_on_running(FutoInAsyncSteps* root, int which);
 void ad_release_held(void);
 void ad_sched_outlives(FutoInAsyncSteps* root);
+void ad_cancel_twice(FutoInAsyncSteps* root, int null_last);
 
 #endif
