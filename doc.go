@@ -66,8 +66,11 @@
 //   - [Root.ExecuteThen] for a function that must see every end of the
 //     flow (a success, an error, a cancel, its Loop closed), once, on
 //     the loop, with no goroutine waiting: a worker settling its job.
+//     It takes no context: a job whose context's values and deadline
+//     must reach the flow goes to [Root.PromiseContext].
 //   - [Root.Execute] for a flow nobody waits for: an error that ends it
-//     goes to [WithUnhandledError]'s function.
+//     goes to [WithUnhandledError]'s function, or, with
+//     [Root.ExecuteWith], to a function of that execution's own.
 //
 // A step never waits for a flow this way (Run and RunHelping called on the
 // goroutine of any Loop, the flow's own or another, return an

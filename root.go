@@ -205,12 +205,13 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 }
 
 // ExecuteThen starts the flow like Execute, and calls done once with the
-// Result of this execution, the one [Root.Promise] would deliver: the
-// success args; the error that ended the flow; after a cancel, an error
-// matching context.Canceled; an InternalError, "the flow's loop is
-// closed", if its [Loop] is closed first. Unlike the function of
-// [Root.ExecuteWith], which gets only an error, done sees every end of
-// the execution: it is where a worker settles its job. The
+// Result of this execution, the one [Root.Promise] would deliver, however
+// the execution ends (done is no success continuation, as the function
+// given to [Then] is): the success args; the error that ended the flow;
+// after a cancel, an error matching context.Canceled; an InternalError,
+// "the flow's loop is closed", if its [Loop] is closed first. Unlike the
+// function of [Root.ExecuteWith], which gets only an error, done sees
+// every end of the execution: it is where a worker settles its job. The
 // unhandled-error function is not called.
 //
 // done runs on the flow's tool once the flow has fully stopped: no

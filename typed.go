@@ -12,10 +12,10 @@ import (
 // flow: a typed Await with its continuation ([AwaitThen]), a typed
 // continuation of any step ([Then]), a fan-out that collects its branches'
 // results in order ([Gather]), or each branch's result or error
-// ([Settle]), their branches over a slice ([Branches]), and a typed
-// [Run]. Like those of await.go, they are built on the public API (Go
-// methods cannot have type parameters), so they behave like
-// hand-written steps.
+// ([Settle]), or the first results to come ([First], [Quorum]), their
+// branches over a slice ([Branches]), and a typed [Run]. Like those of
+// await.go, they are built on the public API (Go methods cannot have type
+// parameters), so they behave like hand-written steps.
 //
 // The helpers of await.go bring Go values into a flow as untyped success
 // args: [AwaitChan] a channel's value, [AwaitResult] and [AwaitFlow] the
@@ -192,17 +192,18 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 	}
 }
 
-// Branches returns one branch per item, for [Gather] or [Settle]: branch
-// i calls f with items[i]. It is the loop that builds the branches of a
-// fan-out over a slice, so that the results come in the slice's order:
+// Branches returns one branch per item, for [Gather], [Settle], [First]
+// or [Quorum]: branch i calls f with items[i]. It is the loop that builds
+// the branches of a fan-out over a slice; Gather and Settle then give the
+// results in the slice's order:
 //
 //	asyncsteps.Gather(as, then, asyncsteps.Branches(symbols, fetch)...)
 //
-// A nil f gives nil branches, which Gather and Settle report as a misuse
-// ("Gather: nil branch 0"); no items, no branch. For an iter.Seq, collect
-// it first (slices.Collect): a Parallel starts all its branches at once,
-// so it holds them all anyway; a long or endless sequence goes to
-// [ForEachLimit], K at a time.
+// A nil f gives nil branches, which each of those helpers reports as a
+// misuse ("Gather: nil branch 0"); no items, no branch. For an iter.Seq,
+// collect it first (slices.Collect): a Parallel starts all its branches
+// at once, so it holds them all anyway; a long or endless sequence goes
+// to [ForEachLimit], K at a time.
 func Branches[V any](items []V, f func(as AsyncSteps, v V)) []func(as AsyncSteps) {
 	branches := make([]func(as AsyncSteps), len(items))
 	if f == nil {
@@ -473,15 +474,16 @@ func mismatch[T any](what string, got any) string {
 // the error of the last one, which unwinds from the added step to the
 // handlers around it as Gather's error does: the one that made a success
 // impossible, after which nothing was left to wait for, as Quorum's is
-// (the State holds it then, as the handlers see it). A Break or Continue
+// (the State holds it then, as the handlers see it); to handle it there,
+// call First inside a step with an error handler. A Break or Continue
 // that a branch raises for a loop around First leaves it as it leaves a
 // Gather. A cancel of the added step (a timeout around it, the deadline
 // of Run's context, [Root.Cancel]) cancels every branch, as for Gather,
 // and then does not run.
 //
 // First keeps a copy of branches as Gather does. No branch, a nil then or
-// a nil branch is a misuse: "First: no branches", "First: nil then",
-// "First: nil branch 1" (counting from 0).
+// a nil branch is a misuse, as for Gather: "First: no branches", "First:
+// nil then", "First: nil branch 1" (counting from 0).
 func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := raceMisuse("First", then == nil, branches, 1); info != "" {
 		return refuseNil(as, "First", info)
@@ -496,10 +498,13 @@ func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func
 // alone, as in First, until k successes can no longer be had: the step
 // fails then with that branch's error, the branches still running are
 // cancelled, as the siblings of a failed Gather branch are. First is a
-// Quorum of 1. Break, Continue, a cancel of the step, the copy of
-// branches and the misuse of a nil then or branch are as for First; k
-// must be from 1 to the number of branches ("Quorum: k is 4, want 1 to 3,
-// the number of branches").
+// Quorum of 1. Any k successes make it, whatever their results: k equal
+// answers (a vote) are not a Quorum's to count (see "The first answer, or
+// K of N" in docs/FROM-ERRGROUP.md). Break, Continue, a cancel of the
+// step, an error handler around it, the copy of branches and the misuse
+// of a nil then or branch are as for First; k must be from 1 to the
+// number of branches ("Quorum: k is 4, want 1 to 3, the number of
+// branches").
 func Quorum[T any](as AsyncSteps, k int, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := raceMisuse("Quorum", then == nil, branches, k); info != "" {
 		return refuseNil(as, "Quorum", info)

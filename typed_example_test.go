@@ -112,6 +112,25 @@ func ExampleGather_failure() {
 	// 7 <nil>
 }
 
+// Branches makes one branch per item of a slice. The branches run at once
+// and end in any order; Gather gives their results in the slice's order.
+func ExampleBranches() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	waits := []time.Duration{30 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond}
+
+	call := func(as asyncsteps.AsyncSteps, d time.Duration) { // a call that answers after d
+		as.Tool().Deferred(d, func() { as.Success("after " + d.String()) })
+		as.WaitExternal()
+	}
+	asyncsteps.Gather(r, func(as asyncsteps.AsyncSteps, vs []string) { as.Success(vs) },
+		asyncsteps.Branches(waits, call)...)
+	vs, err := asyncsteps.Run[[]string](context.Background(), r)
+
+	fmt.Println(vs, err, "at", tt.Now().Sub(asyncsteps.TestToolEpoch))
+	// Output: [after 30ms after 10ms after 20ms] <nil> at 30ms
+}
+
 // Settle runs every branch to its end and hands then each one's outcome
 // in the order of the branches: its result, or the error that ended it,
 // which cancelled none of the others.
