@@ -640,18 +640,52 @@ func (fl *flow) startBranch(b *frame) *frame {
 	return fl.settle(b)
 }
 
-// call runs a step callback, turning an abort, a panic or a Goexit into
-// c.err. A callback that returns costs no recover: the deferred function
-// looks for a panic or a Goexit only when the callback did not return.
-// Never inlined: invokerOnStack finds it by its return address.
+// call runs a step callback (see invoke), and goes on with the flow from
+// the next goroutine when invoke recovered an abort that a deferred call
+// raised as the callback was leaving by runtime.Goexit (see
+// resumeAfterAbort). A frame of its own, outside invoke's: its defer is
+// open-coded, and with the frame costs a few nanoseconds per callback and
+// no allocation.
 //
 //go:noinline
 func (fl *flow) call(c *frame, fn StepFunc, args []any) {
+	aborted := false
+	defer func() {
+		if aborted {
+			fl.resumeAfterAbort(c)
+		}
+	}()
+	fl.invoke(c, fn, args, &aborted)
+	aborted = false
+}
+
+// callHandler runs an error handler like call runs a step.
+//
+//go:noinline
+func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
+	aborted := false
+	defer func() {
+		if aborted {
+			fl.resumeAfterAbort(c)
+		}
+	}()
+	fl.invokeHandler(c, fn, code, &aborted)
+	aborted = false
+}
+
+// invoke runs a step callback, turning an abort, a panic or a Goexit into
+// c.err, and sets *aborted when it recovered an abort. A callback that
+// returns costs no recover: the deferred function looks for a panic or a
+// Goexit only when the callback did not return.
+// Never inlined: invokerOnStack finds it by its return address.
+//
+//go:noinline
+func (fl *flow) invoke(c *frame, fn StepFunc, args []any, aborted *bool) {
 	returned := false
 	fl.inCall = true
 	defer func() {
 		if !returned {
-			fl.recoverInto(c, recover())
+			*aborted = fl.recoverInto(c, recover())
 		}
 	}()
 	fn(c.h, args...)
@@ -659,16 +693,16 @@ func (fl *flow) call(c *frame, fn StepFunc, args []any) {
 	fl.returned(c)
 }
 
-// callHandler runs an error handler like call runs a step.
+// invokeHandler runs an error handler like invoke runs a step.
 // Never inlined: invokerOnStack finds it by its return address.
 //
 //go:noinline
-func (fl *flow) callHandler(c *frame, fn ErrorFunc, code string) {
+func (fl *flow) invokeHandler(c *frame, fn ErrorFunc, code string, aborted *bool) {
 	returned := false
 	fl.inCall = true
 	defer func() {
 		if !returned {
-			fl.recoverInto(c, recover())
+			*aborted = fl.recoverInto(c, recover())
 		}
 	}()
 	fn(c.h, code)
@@ -687,8 +721,9 @@ func (fl *flow) returned(c *frame) {
 // recoverInto ends the call of c's callback that did not return: it
 // panicked with r, or, with r nil, called runtime.Goexit, whose goroutine
 // ends whatever is done here, so the flow goes on from a task that settles
-// c first.
-func (fl *flow) recoverInto(c *frame, r any) {
+// c first. It reports whether r was an abort, which may have been raised
+// by a deferred call of a Goexit too (see resumeAfterAbort).
+func (fl *flow) recoverInto(c *frame, r any) (aborted bool) {
 	fl.inCall = false
 	if fl.reent {
 		defer fl.afterReentry(c) // the callback's own error comes first
@@ -696,18 +731,33 @@ func (fl *flow) recoverInto(c *frame, r any) {
 	if r == nil {
 		c.err, c.handling = fl.goexitError(), false
 		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
-		return
+		return false
 	}
 	if _, ok := r.(abortSignal); ok {
 		if c.err == nil || c.handling {
 			fl.abortedByOther(c)
 		}
-		return
+		return true
 	}
 	c.err, c.handling = fl.panicked(r), false
 	if goexitPending(c.err) {
 		fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
 	}
+	return false
+}
+
+// resumeAfterAbort queues the settling of c from the next goroutine: an
+// abort of its callback (an Error, Break or Continue, or another flow's
+// abort) was recovered, and yet the call of the callback never returned,
+// for the abort was raised by a deferred call as the callback was leaving
+// by runtime.Goexit, which went on once the abort was recovered. The step
+// ends as the abort left it, as after a deferred call that panics there
+// (see goexitPending): the deferred call had the last word. An abort
+// carries no stack to find the Goexit in, and taking one at every Error,
+// Break or Continue would cost the commonest raise; the caller's deferred
+// call sees it instead, having not regained control.
+func (fl *flow) resumeAfterAbort(c *frame) {
+	fl.afterGoexit(&goexitResume{h: c.h, kind: resumeSettle})
 }
 
 // abortedInfo is the info of the step that abortedByOther fails.

@@ -9,8 +9,8 @@ import (
 	"runtime/debug"
 )
 
-// invokerReturns are the return addresses, in (*flow).call and
-// (*flow).callHandler, of their calls of the user's callback: every step
+// invokerReturns are the return addresses, in (*flow).invoke and
+// (*flow).invokeHandler, of their calls of the user's callback: every step
 // and error handler with a live step API runs under one of them (loop
 // bodies, Sync's function, parallel branches and cabi's callbacks are
 // steps too). A goroutine whose stack holds one of them is running a

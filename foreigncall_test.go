@@ -61,11 +61,11 @@ func TestSearchStackFindsInvokersAtAnyDepth(t *testing.T) {
 	}
 }
 
-// The probe found the invokers: their entries are those of (*flow).call
-// and (*flow).callHandler, and the return addresses are in them.
+// The probe found the invokers: their entries are those of (*flow).invoke
+// and (*flow).invokeHandler, and the return addresses are in them.
 func TestInvokerProbe(t *testing.T) {
 	const pkg = "github.com/asyncsteps/asyncsteps."
-	for i, name := range []string{pkg + "(*flow).call", pkg + "(*flow).callHandler"} {
+	for i, name := range []string{pkg + "(*flow).invoke", pkg + "(*flow).invokeHandler"} {
 		if f := runtime.FuncForPC(invokerEntries[i]); f == nil || f.Name() != name || f.Entry() != invokerEntries[i] {
 			t.Errorf("invokerEntries[%d] = %#x is not the entry of %s", i, invokerEntries[i], name)
 		}

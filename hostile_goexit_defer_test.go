@@ -146,3 +146,115 @@ func TestHostileTestToolDrivenDuringAGoexitStepsPanic(t *testing.T) {
 		}
 	})
 }
+
+// A callback that calls runtime.Goexit while one of its deferred calls
+// raises Error, Break or Continue on the callback's own step: the abort
+// that unwinds the deferred call is recovered, but the Goexit goes on and
+// ends the goroutine all the same. The flow goes on from the next one,
+// as after a deferred call that panics, and the step ends as the
+// deferred call says, as it would without the Goexit: with the Error
+// raised, or by the Break or the Continue of its loop.
+func TestHostileGoexitWithAnAbortingDefer(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func(r *asyncsteps.Root, tr *tracer)
+		trace string
+	}{
+		{"Error in a step", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tr.add("step")
+				defer as.Error("E", "deferred")
+				runtime.Goexit()
+			})
+		}, "step,outer E:deferred"},
+		{"Error in an error handler", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Error("Failed")
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("handler %s", code)
+				defer as.Error("E", "deferred")
+				runtime.Goexit()
+			})
+		}, "handler Failed,outer E:deferred"},
+		{"Break in a Repeat body", func(r *asyncsteps.Root, tr *tracer) {
+			r.Repeat(3, func(as asyncsteps.AsyncSteps, i int) {
+				tr.addf("body %d", i)
+				if i == 1 {
+					defer as.Break()
+					runtime.Goexit()
+				}
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+		}, "body 0,body 1,after"},
+		{"Continue in a Repeat body", func(r *asyncsteps.Root, tr *tracer) {
+			r.Repeat(3, func(as asyncsteps.AsyncSteps, i int) {
+				tr.addf("body %d", i)
+				if i == 0 {
+					defer as.Continue()
+					runtime.Goexit()
+				}
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("after") })
+		}, "body 0,body 1,body 2,after"},
+	}
+	for _, tool := range hostileTools {
+		for _, c := range cases {
+			t.Run(tool.name+"/"+c.name, func(t *testing.T) {
+				inChildFor(t, 40*time.Second, func(t *testing.T) {
+					tl, release := tool.open(t)
+					defer release()
+					var tr tracer
+					inner := asyncsteps.New(asyncsteps.WithTool(tl))
+					c.build(inner, &tr)
+					outer := asyncsteps.New(asyncsteps.WithTool(tl))
+					outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.CopyFrom(inner)
+					}, func(as asyncsteps.AsyncSteps, code string) {
+						tr.addf("outer %s:%s", code, as.State().ErrorInfo)
+						as.Success("caught")
+					})
+					outer.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("done") })
+					wantSuccess(t, finish(t, tl, outer.Promise()), "done")
+					wantTrace(t, &tr, c.trace)
+					wantServing(t, tl)
+				})
+			})
+		}
+	}
+}
+
+// The abort that a deferred call of a step of flow B makes as the step
+// calls runtime.Goexit may be another flow's: the call was on the
+// AsyncSteps of flow A's running step, whose callback drives the TestTool
+// that runs B. The Goexit ends both callbacks, A's by the Goexit, B's by
+// the misuse (see TestAbortMeantForAnotherFlowFailsTheStepItCutShort),
+// and both flows go on from the next goroutine to their ends.
+func TestHostileGoexitWithADeferAbortingAnotherFlow(t *testing.T) {
+	var tr tracer
+	tt := asyncsteps.NewTestTool()
+	a := asyncsteps.New(asyncsteps.WithTool(tt))
+	b := asyncsteps.New(asyncsteps.WithTool(tt))
+	var running asyncsteps.AsyncSteps
+	b.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		tr.add("B step")
+		defer running.Error("FromB")
+		runtime.Goexit()
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("B handler %s:%s", code, as.State().ErrorInfo)
+	})
+	var chB <-chan asyncsteps.Result
+	a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		running = as
+		chB = b.Promise()
+		for len(chB) == 0 && tt.NextEvent() { // B's events, inside this callback
+		}
+	}, func(as asyncsteps.AsyncSteps, code string) {
+		tr.addf("A handler %s:%s", code, as.State().ErrorInfo)
+	})
+	chA := a.Promise()
+	driveDying(t, tt)
+
+	wantError(t, result(t, chA).Err, asyncsteps.InternalError, goexitInfo)
+	wantError(t, result(t, chB).Err, asyncsteps.InternalError, wantAbortedInfo)
+	wantTrace(t, &tr, "B step,A handler InternalError:"+goexitInfo+",B handler InternalError:"+wantAbortedInfo)
+}
