@@ -713,6 +713,8 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		}
 	case ff.KSettle:
 		x.addSettle(as, n)
+	case ff.KRace:
+		x.addRace(as, n)
 	case ff.KLoop:
 		var i perRun
 		as.Loop(func(as asyncsteps.AsyncSteps) {
@@ -831,6 +833,24 @@ func (x *flowRun) addSettle(as asyncsteps.AsyncSteps, n *ff.Node) {
 		}
 		x.event(ff.SettleEvent(n.ID, outcomes))
 	}, branches...)
+}
+
+// addRace adds the First (Need 0) or Quorum n to as: each branch adds its
+// node, then traces the results.
+func (x *flowRun) addRace(as asyncsteps.AsyncSteps, n *ff.Node) {
+	branches := make([]func(asyncsteps.AsyncSteps), len(n.Subs))
+	for i, b := range n.Subs {
+		branches[i] = func(as asyncsteps.AsyncSteps) { x.add(as, b) }
+	}
+	then := func(as asyncsteps.AsyncSteps, vs []int) {
+		x.steps = append(x.steps, as)
+		x.event(ff.RaceEvent(n.ID, vs))
+	}
+	if n.Need == 0 {
+		asyncsteps.First(as, func(as asyncsteps.AsyncSteps, v int) { then(as, []int{v}) }, branches...)
+		return
+	}
+	asyncsteps.Quorum(as, n.Need, then, branches...)
 }
 
 // forEachLimit adds the ForEachLimit n to as: over a sequence that traces

@@ -187,7 +187,8 @@ func flowSeeds() []*ff.Program {
 			seedOnerror(seedCancellable(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedAwait(ff.AwaitFlow, ff.EWait, 0, "")), 10)),
 				&ff.Handler{Action: ff.HGoexit})), seedRecovers(0)),
 		seedLeaf(ff.EImplicit))))
-	return append(seeds, goexitSeeds()...)
+	seeds = append(seeds, goexitSeeds()...)
+	return append(seeds, raceSeeds()...)
 }
 
 // goexitSeeds are seeds 123 to 125: a runtime.Goexit where a panic is an
@@ -217,6 +218,43 @@ func goexitSeeds() []*ff.Program {
 		seedProg(0, seedOne, seedOnerror(seedSeqExits(seedLimit(2, 3, ff.EImplicit, 0, "", seedCancellable(seedExt(10, 0)))), seedRecovers(1)),
 			seedOnerror(seedSeqExits(seedLimit(4, 2, ff.EImplicit, 0, "", seedCancelExits(seedTimeout(seedLeaf(ff.EWait), 60)))), seedReturns())),
 	}
+}
+
+// raceSeeds are seeds 126 to 128: First and Quorum.
+func raceSeeds() []*ff.Program {
+	ok := seedLeaf(ff.EImplicit)
+	return []*ff.Program{
+		// 126 with hooks: First's winner is the first branch to succeed;
+		// a branch that failed before ended alone, its error told; the
+		// others are cancelled in their order, and no error is told for
+		// the win.
+		seedHooks(seedProg(0, seedOne,
+			seedFirst(seedCancellable(seedExt(20, 1)), seedExt(10, 1), seedFails("E1", ""),
+				seedCancellable(seedTimeout(seedLeaf(ff.EWait), 60))))),
+		// 127 Quorum's results in the order the branches succeeded; the
+		// failure after which k can no longer be had fails the step,
+		// the branch still running cancelled; when every branch of a
+		// First has failed, the last failure is the step's.
+		seedProg(0, seedOne,
+			seedQuorum(2, seedExt(20, 1), seedExt(10, 1), seedOk(1)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedQuorum(2, seedExtErr(10, "E1", ""), seedExtErr(5, "E2", ""), seedCancellable(seedExt(30, 1)))), seedRecovers(0)),
+			seedOnerror(seedWith(seedLeaf(ff.EImplicit), seedFirst(seedExtErr(5, "E0", ""), seedExtErr(10, "E2", ""), seedFails("E1", ""))), seedRecovers(0))),
+		// 128 a Continue from a branch leaves the race for its loop; a
+		// timeout around a race cancels its branches; Mutex sections in
+		// the branches of a race in a Parallel's branch.
+		seedProg(0, seedOne,
+			seedRepeat("A", 2, seedFirst(seedCancellable(seedExt(10, 0)), seedBrk(ff.EContinue, "A"))),
+			seedOnerror(seedTimeout(seedWith(ok, seedFirst(seedCancellable(seedLeaf(ff.EWait)), seedExtErr(5, "E1", ""))), 20), seedRecovers(0)),
+			seedPar(seedWith(seedLeaf(ff.EImplicit), seedQuorum(1, seedSyncOn(0, seedExt(10, 0)), seedSyncOn(0, seedOk(1)))), seedExt(5, 0))),
+	}
+}
+
+// seedFirst is First over branches.
+func seedFirst(branches ...*ff.Node) *ff.Node { return &ff.Node{Kind: ff.KRace, Subs: branches} }
+
+// seedQuorum is Quorum(k) over branches.
+func seedQuorum(k int, branches ...*ff.Node) *ff.Node {
+	return &ff.Node{Kind: ff.KRace, Need: k, Subs: branches}
 }
 
 // seedCancelExits gives n a cancel handler that calls runtime.Goexit: n
@@ -870,7 +908,8 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"settle", "fail", "external fail", "handler fail", "fail coded", "fail plain", "fail wrapped", "fail deadline",
 		"forEachLimit", "forEachLimit break", "forEachLimit continue", "forEachLimit quick item", "forEachLimit short",
 		"forEachLimit sequence panic", "keyed", "keyed queue", "keyed deadlock",
-		"cancel goexit", "forEach sequence panic", "forEach sequence goexit", "forEachLimit sequence goexit"}
+		"cancel goexit", "forEach sequence panic", "forEach sequence goexit", "forEachLimit sequence goexit",
+		"race", "first", "quorum"}
 	for _, w := range want {
 		if !seen[w] {
 			t.Errorf("no seed uses %s", w)
@@ -879,7 +918,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 }
 
 func coverage(n *ff.Node, seen map[string]bool) {
-	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await", "settle", "forEachLimit"}[n.Kind]] = true
+	seen[[...]string{"step", "parallel", "loop", "repeat", "sync", "successStep", "forEach", "retry", "await", "settle", "forEachLimit", "race"}[n.Kind]] = true
 	failKinds := [...]string{"fail coded", "fail plain", "fail wrapped", "fail deadline"}
 	if n.Kind == ff.KAwait {
 		seen[[...]string{"await fn", "await flow", "await then", "await chan", "await result"}[n.Await]+" "+[...]string{ff.EExternal: "success", ff.EExternalErr: "error",
@@ -929,6 +968,9 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		if n.SeqGoexit {
 			seen["forEach sequence goexit"] = true
 		}
+	}
+	if n.Kind == ff.KRace {
+		seen[map[bool]string{true: "first", false: "quorum"}[n.Need == 0]] = true
 	}
 	if n.Kind == ff.KForEachLimit {
 		seen[[...]string{ff.EImplicit: "forEachLimit", ff.ESuccess: "forEachLimit quick item", ff.EBreak: "forEachLimit break", ff.EContinue: "forEachLimit continue"}[n.End]] = true

@@ -134,6 +134,10 @@ func (e *encoder) node(n *Node) {
 		e.await(n)
 		return
 	}
+	if n.Kind == KRace {
+		e.race(n)
+		return
+	}
 	if n.Kind == KSettle {
 		e.put(int(KParallel))
 	} else {
@@ -244,6 +248,27 @@ func (e *encoder) retry(n *Node) {
 	t |= len(n.Args) % 3 << 5
 	e.put(t)
 	for _, s := range n.Subs {
+		e.node(s)
+	}
+}
+
+// race writes the KRace n as the KParallel it is made from: 1 to 4
+// branches (clamped), First or Quorum's k.
+func (e *encoder) race(n *Node) {
+	e.put(int(KParallel))
+	subs := n.Subs[:min(len(n.Subs), 4)]
+	if len(subs) == 0 {
+		subs = []*Node{{Kind: KStep}}
+	}
+	b := 0x80 | (len(subs)-1)&3
+	if n.Need == 0 {
+		b |= 4
+	}
+	e.put(b)
+	if n.Need != 0 {
+		e.put((n.Need - 1) % len(subs))
+	}
+	for _, s := range subs {
 		e.node(s)
 	}
 }

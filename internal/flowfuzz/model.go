@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -84,6 +85,16 @@ import (
 // handler, and the step that stores the outcome. The handler turns an
 // error, but Break and Continue, into the outcome; what is not an error
 // goes on as from a Parallel's branch.
+//
+// First and Quorum (docs/DESIGN.md#first-and-quorum) are Settle's layout
+// without the handler: each branch stores its result, while fewer than k
+// are stored. The race's thread hears of each branch's end (sigItem), as
+// a ForEachLimit of its items: a failed branch ends alone while k
+// successes can still be had; the k-th success cancels the branches still
+// running, in their order, and completes the step as a Parallel's last
+// branch does; the failure that leaves k out of reach, a Break, a
+// Continue, a cancel or Run's deadline ends it as a Parallel's failed
+// branch does.
 //
 // ForEachLimit (docs/DESIGN.md#foreachlimit) is a Parallel whose branches,
 // the items, start one per pair of its sequence as slots come free: as
@@ -284,6 +295,16 @@ func SettleEvent(id int, outcomes []string) string {
 	return fmt.Sprintf("S%d[%s]", id, strings.Join(outcomes, "|"))
 }
 
+// RaceEvent is the event of the then of the First or Quorum id, called
+// with the results vs (First's winner alone): "Q3[40|0]".
+func RaceEvent(id int, vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return fmt.Sprintf("Q%d[%s]", id, strings.Join(s, "|"))
+}
+
 type outKind uint8
 
 const (
@@ -407,6 +428,9 @@ type thread struct {
 	item   *limitExec
 	inItem *thread
 	slot   *entry // an item's: the slot its Await functions hold
+	// raced: the thread runs a branch of a First or Quorum, whose end
+	// gives the race's thread the hand (sigItem), as an item's does.
+	raced bool
 }
 
 // itemOf returns the item thread th runs in, nil outside of items (and
@@ -1128,9 +1152,9 @@ func (m *model) resume(th *thread, s signal) {
 				return // cancelled by its parallel, which goes on
 			}
 			p := th.parent
-			if th.item != nil {
-				// The ForEachLimit goes on in the task the item ended in,
-				// as a Parallel does.
+			if th.item != nil || th.raced {
+				// The ForEachLimit or race goes on in the task the item
+				// or branch ended in, as a Parallel does.
 				p.fresh = th.fresh
 				m.resume(p, signal{kind: sigItem, out: r.out, child: th})
 				return
@@ -1313,6 +1337,8 @@ func (m *model) step(th *thread, n *Node, args []any) outcome {
 		return ok(intsToArgs(n.Args))
 	case KForEachLimit:
 		return m.forEachLimit(th, n)
+	case KRace:
+		return m.race(th, n)
 	case KAwait:
 		return m.await(th, n)
 	}
@@ -1732,6 +1758,114 @@ func (m *model) settleBranch(th *thread, b *Node, out *string) outcome {
 		return o
 	}
 	for range 3 { // the step that stores, the ends of the two levels
+		if c := th.turn(); c != nil {
+			return *c
+		}
+	}
+	return ok(nil)
+}
+
+// raceExec is one execution of a First or Quorum.
+type raceExec struct {
+	need    int   // the successes it needs: Quorum's k, 1 for First
+	results []int // the results stored, at most need, in the order stored
+}
+
+// race runs a First or Quorum (docs/DESIGN.md#first-and-quorum): the step
+// it adds, whose callback adds the race, a Parallel's branches, and
+// then's step. A branch that fails ends alone while need successes can
+// still be had; the need-th success, or the failure after which need
+// can no longer be had, a Break or Continue, a cancel or Run's deadline
+// cancels the branches still running, in their order, as a Parallel's
+// failed branch does its siblings.
+func (m *model) race(th *thread, n *Node) outcome {
+	rx := &raceExec{need: max(n.Need, 1)}
+	spare := len(n.Subs) - rx.need
+	if c := th.turn(); c != nil { // the race
+		return *c
+	}
+	th.branches = th.branches[:0]
+	for _, b := range n.Subs {
+		bt := m.spawn(th, func(bt *thread) outcome { return m.raceBranch(bt, rx, b) })
+		bt.raced = true
+		th.branches = append(th.branches, bt)
+		m.fifo = append(m.fifo, fifoEntry{th: bt})
+	}
+	won := 0
+	for won < rx.need {
+		s := th.ask(request{kind: reqWait})
+		switch {
+		case s.kind == sigItem && s.out.is(okK):
+			won++
+		case s.kind == sigItem && spare > 0 && !s.out.loopCode():
+			spare-- // the branch ends alone
+		case s.kind == sigItem, s.kind == sigCancel, s.kind == sigDeadline:
+			return m.raceFails(th, s)
+		default:
+			panic("flowfuzz: race resumed with " + fmt.Sprint(s.kind))
+		}
+	}
+	m.cancelBranches(th)
+	if c := th.turn(); c != nil { // then's step
+		return *c
+	}
+	vs := rx.results
+	if n.Need == 0 {
+		vs = vs[:1]
+	}
+	m.event(RaceEvent(n.ID, vs))
+	if c := th.turn(); c != nil { // the added step completes
+		return *c
+	}
+	return ok(nil)
+}
+
+// cancelBranches cancels the branches of th still running, in their
+// order (one not started is dropped).
+func (m *model) cancelBranches(th *thread) {
+	for _, b := range th.branches {
+		if !b.done {
+			th.ask(request{kind: reqCancel, child: b})
+		}
+	}
+}
+
+// raceFails ends a race as s says, as a Parallel ends at a failed branch,
+// a cancel or Run's deadline.
+func (m *model) raceFails(th *thread, s signal) outcome {
+	m.cancelBranches(th)
+	o := s.out
+	if s.kind == sigDeadline {
+		o = m.deadline(th)
+	}
+	return th.unwinding(o) // a cancel handler of a branch may have called Root.Cancel
+}
+
+// raceBranch runs the branch b of rx: a step whose callback adds the step
+// that adds b and the step that stores its result, read as Gather reads
+// it, while fewer than need are stored.
+func (m *model) raceBranch(th *thread, rx *raceExec, b *Node) outcome {
+	for range 2 { // the branch's step, the one that adds b
+		if c := th.turn(); c != nil {
+			return *c
+		}
+	}
+	m.added(th, []*Node{b})
+	o := m.level(th, []*Node{b})
+	if !o.is(okK) {
+		return th.unwinding(o) // at the branch, before the race sees it
+	}
+	if c := th.turn(); c != nil { // the step that stores
+		return *c
+	}
+	if len(rx.results) < rx.need {
+		v := 0
+		if len(o.args) > 0 {
+			v = o.args[0].(int)
+		}
+		rx.results = append(rx.results, v)
+	}
+	for range 2 { // the ends of the two levels
 		if c := th.turn(); c != nil {
 			return *c
 		}

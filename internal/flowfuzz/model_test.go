@@ -500,6 +500,63 @@ func TestModelSpecExamples(t *testing.T) {
 		}},
 		want: "L1#0 s3() s4() c3 -> ok()",
 	}, {
+		// docs/DESIGN.md#first-and-quorum: the first branch to succeed
+		// wins, a failed branch ended alone before it; the others are
+		// cancelled in their order, then gets the winner's value.
+		name: "first",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KRace, Subs: []*Node{
+				{ID: 2, Kind: KStep, Cancel: true, End: EExternal, At: 20, Args: []int{20}},
+				{ID: 3, Kind: KStep, End: EError, Code: "E1"},
+				{ID: 4, Kind: KStep, End: EExternal, At: 10, Args: []int{40}},
+				{ID: 5, Kind: KStep, Subs: []*Node{{ID: 6, Kind: KStep, Cancel: true, End: EWait}}},
+			}},
+			{ID: 7, Kind: KStep},
+		}},
+		want: "s2() s3() s4() s5() s6() c2@10 c6@10 Q1[40]@10 s7()@10 -> ok()",
+	}, {
+		// Quorum's results come in the order the branches succeeded; a
+		// branch that succeeds after the k-th has stored its result but
+		// before the race is won is too late.
+		name: "quorum",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KRace, Need: 2, Subs: []*Node{
+				{ID: 2, Kind: KStep, End: EExternal, At: 10, Args: []int{20}},
+				{ID: 3, Kind: KStep, End: ESuccess, Args: []int{30}},
+				{ID: 4, Kind: KSuccessStep, Args: []int{40}},
+			}},
+		}},
+		want: "s2() s3() Q1[30|40] -> ok()",
+	}, {
+		// The failure after which k can no longer be had is the step's:
+		// the branch still running is cancelled, the handler sees it;
+		// every branch of a First failed: the last failure.
+		name: "race fails",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KStep, Subs: []*Node{{ID: 2, Kind: KRace, Need: 2, Subs: []*Node{
+				{ID: 3, Kind: KStep, End: EError, Code: "E1"},
+				{ID: 4, Kind: KStep, Cancel: true, End: EWait},
+				{ID: 5, Kind: KStep, End: EExternalErr, At: 10, Code: "E2"},
+			}}}, Handler: &Handler{ID: 6, Action: HRecover}},
+			{ID: 7, Kind: KRace, Subs: []*Node{
+				{ID: 8, Kind: KStep, End: EExternalErr, At: 10, Code: "E0"},
+				{ID: 9, Kind: KStep, End: EError, Code: "E1"},
+			}},
+		}},
+		want: "s1() s3() s4() s5() c4@10 h6:E2:@10 s8()@10 s9()@10 -> err:E0:",
+	}, {
+		// A Break for a loop around a race leaves it, as a Parallel.
+		name: "race break",
+		p: &Program{Steps: []*Node{
+			{ID: 1, Kind: KRepeat, Label: "A", Count: 2, Subs: []*Node{
+				{ID: 2, Kind: KRace, Subs: []*Node{
+					{ID: 3, Kind: KStep, Cancel: true, End: EExternal, At: 10},
+					{ID: 4, Kind: KStep, End: EBreak, Label: "A"},
+				}},
+			}},
+		}},
+		want: "L1#0 s3() s4() c3 -> ok()",
+	}, {
 		// docs/DESIGN.md#foreachlimit: at most Limit items at once, a pair
 		// pulled as a slot comes free; Continue ends an item as a success
 		// does; the sequence runs out at a pull that finds nothing.

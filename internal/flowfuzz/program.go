@@ -61,6 +61,13 @@ const (
 	// Continue(Label) (End EContinue), or returns at once (End
 	// ESuccess), else adds Subs. Decode makes it from a KParallel byte.
 	KForEachLimit Kind = numKinds + 4
+	// KRace is First(then, branches...) (Need 0) or Quorum(Need, then,
+	// branches...) with a branch per sub-node, 1 to 4, each adding its
+	// node from the branch's step, as a Settle's: then traces RaceEvent
+	// with the results, the value of First's winner alone. It takes no
+	// error handler, and its branches may be of any kind. Decode makes it
+	// from a KParallel byte.
+	KRace Kind = numKinds + 5
 )
 
 // AwaitKind is which Await a KAwait node is.
@@ -308,6 +315,7 @@ type Node struct {
 	Map          bool // KForEach: over a map (keys MapKey(i)) instead of a slice
 	Seq          bool // KForEach: over an iter.Seq2 of the slice's pairs, pulled lazily
 	Limit        int  // KForEachLimit: the items at most at once, 1 to 4
+	Need         int  // KRace: Quorum's k, 1 to the branches; 0: First
 	SeqPanic     bool // KForEachLimit, KForEach with Seq: its sequence panics (PanicValue(ID)) after its last pair
 	// SeqGoexit: the sequence of a KForEachLimit, or of a KForEach with
 	// Seq, calls runtime.Goexit after its last pair instead: an
@@ -648,6 +656,11 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 			// corpus sets: a ForEachLimit.
 			return d.limit(n, b, sc, inner)
 		}
+		if b&0xc0 == 0x80 {
+			// Bit 128 without bit 64, which no earlier input of the
+			// corpus sets: a First or Quorum.
+			return d.race(n, b, inner)
+		}
 		// Settle's branches add their nodes from steps of their own: any
 		// kind. It takes no error handler. Bit 8, like those that make
 		// EFail and HFail, is one no earlier input of the corpus sets.
@@ -729,6 +742,21 @@ func (d *decoder) node(sc scope, inBranch bool) *Node {
 		n.Body = body
 	case KSuccessStep:
 		n.Args = d.args(n.ID)
+	}
+	return n
+}
+
+// race decodes the KRace n from the byte b of its KParallel: 1+b&3
+// branches, of any kind, as a Settle's, in the scope inner; with b&4 a
+// First, else a Quorum whose k is read from the next byte.
+func (d *decoder) race(n *Node, b int, inner scope) *Node {
+	n.Kind = KRace
+	branches := 1 + b&3
+	if b&4 == 0 {
+		n.Need = 1 + d.byte()%branches
+	}
+	for range branches {
+		n.Subs = append(n.Subs, d.node(inner, false))
 	}
 	return n
 }
@@ -1134,6 +1162,8 @@ func (n *Node) write(b *strings.Builder, depth int) {
 		fmt.Fprintf(b, "%sparallel %d\n", ind, n.ID)
 	case KSettle:
 		fmt.Fprintf(b, "%ssettle %d\n", ind, n.ID)
+	case KRace:
+		fmt.Fprintf(b, "%srace %d need=%d (0: First)\n", ind, n.ID, n.Need)
 	case KLoop:
 		fmt.Fprintf(b, "%sloop %d label=%q breaks at %d\n", ind, n.ID, n.Label, n.Count)
 	case KRepeat:
