@@ -409,3 +409,54 @@ func TestFirstLoserCancelHandlerGoexit(t *testing.T) {
 		t.Errorf("log = %q, want the Goexit", out)
 	}
 }
+
+// A branch's failure that the race drops may be a cancel handler's fault,
+// raised in place of the branch's error as it unwound: no handler sees
+// that failure, so the fault is logged, once, besides being told to the
+// StepError hook and kept in the State as the branch's error. The failure
+// that ends the race reaches the handler around, which sees the fault:
+// nothing is logged then.
+func TestFirstDroppedBranchsCancelFaultIsLogged(t *testing.T) {
+	faulty := func(tr *tracer, tt *asyncsteps.TestTool, name string) func(as steps) {
+		return func(as steps) {
+			as.Add(func(as steps, _ ...any) {
+				as.SetCancel(func(steps) {
+					traceAt(tr, tt, "cleanup "+name)
+					panic("cleanup " + name)
+				})
+				as.Tool().Deferred(10*time.Millisecond, func() { as.Error(asyncsteps.CommError, name) })
+			})
+		}
+	}
+	log := asyncsteps.CaptureLog(t)
+	tt := asyncsteps.NewTestTool()
+	var errs []string
+	tt.SetHooks(&asyncsteps.Hooks{StepError: func(_ context.Context, err *asyncsteps.Error) {
+		errs = append(errs, err.Error())
+	}})
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	firstTraced(r, &tr, tt, faulty(&tr, tt, "a"), succeedAfter(&tr, tt, 20*time.Millisecond, "b"))
+	wantSuccess(t, run(t, r, tt), "b")
+	wantTrace(t, &tr, "cleanup a@10ms,done b@20ms,then b@20ms")
+	if got := strings.Join(errs, "|"); got != "CommError: a|InternalError: cleanup a" {
+		t.Errorf("StepError saw %q, want the branch's error, then its cancel handler's panic", got)
+	}
+	if exc := r.State().LastException; exc == nil || exc.Error() != "panic: cleanup a" {
+		t.Errorf("LastException = %v, want the dropped branch's fault", exc)
+	}
+	if out := log.String(); strings.Count(out, "panic in cancel handler") != 1 || !strings.Contains(out, "cleanup a") {
+		t.Errorf("log = %q, want the dropped fault once", out)
+	}
+
+	// The last branch's fault is the step's: its handler sees it.
+	log = asyncsteps.CaptureLog(t)
+	tr = tracer{}
+	r, tt = newFlow()
+	firstTraced(r, &tr, tt, faulty(&tr, tt, "a"))
+	wantSuccess(t, run(t, r, tt))
+	wantTrace(t, &tr, "cleanup a@10ms,handler InternalError:cleanup a@10ms")
+	if out := log.String(); out != "" {
+		t.Errorf("log = %q, want nothing: the handler saw the fault", out)
+	}
+}
