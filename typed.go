@@ -215,11 +215,12 @@ func Branches[V any](items []V, f func(as AsyncSteps, v V)) []func(as AsyncSteps
 	return branches
 }
 
-// nilFanOut returns the misuse info of a Gather or Settle (named call)
-// given a nil then (nilThen) or a nil branch, or "" when none is nil.
-// The branches checked are the ones that run: the caller then keeps a
-// copy of them, not the slice, which its own caller may reuse (a buffer
-// of branches filled again for the next fan-out) before the step runs.
+// nilFanOut returns the misuse info of a Gather, Settle, First or Quorum
+// (named call) given a nil then (nilThen) or a nil branch, or "" when
+// none is nil. The branches checked are the ones that run: the caller
+// then keeps a copy of them, not the slice, which its own caller may
+// reuse (a buffer of branches filled again for the next fan-out) before
+// the step runs.
 func nilFanOut(call string, nilThen bool, branches []func(as AsyncSteps)) string {
 	if nilThen {
 		return call + ": nil then"

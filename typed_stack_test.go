@@ -25,8 +25,8 @@ func stackOuter(as asyncsteps.AsyncSteps, _ ...any) {
 	asyncsteps.Then(as, stackThen)
 }
 
-// The AsyncStack of a failure in a step that Then, Gather, Settle or AwaitThen
-// added names the user's function that the step runs, not the helper's
+// The AsyncStack of a failure in a step that Then, Gather, Settle, First,
+// Quorum or AwaitThen added names the user's function that the step runs, not the helper's
 // closures around it (docs/DESIGN.md#error-info-and-last-exception): the
 // helper's own steps are left out, as the engine's are.
 func TestHelperStacksNameTheUsersFunctions(t *testing.T) {
@@ -57,6 +57,21 @@ func TestHelperStacksNameTheUsersFunctions(t *testing.T) {
 		}, asyncsteps.InternalError, []string{"stackBranchString"}},
 		{"Gather: then", func(r *asyncsteps.Root) {
 			asyncsteps.Gather(r, stackGatherThen, stackBranchOK, stackBranchOK)
+		}, "E1", []string{"stackGatherThen"}},
+		{"First: the last branch to fail", func(r *asyncsteps.Root) {
+			asyncsteps.First(r, stackThen, stackBranchAdds, stackBranchFails)
+		}, "E1", []string{"stackBranchAdds", "stackSubFails"}},
+		{"First: then", func(r *asyncsteps.Root) {
+			asyncsteps.First(r, stackThen, stackBranchFails, stackBranchOK)
+		}, "E1", []string{"stackThen"}},
+		{"Quorum: a branch's step", func(r *asyncsteps.Root) {
+			asyncsteps.Quorum(r, 2, stackGatherThen, stackBranchOK, stackBranchAdds)
+		}, "E1", []string{"stackBranchAdds", "stackSubFails"}},
+		{"Quorum: a result of another type", func(r *asyncsteps.Root) {
+			asyncsteps.Quorum(r, 2, stackGatherThen, stackBranchString, stackBranchOK)
+		}, asyncsteps.InternalError, []string{"stackBranchString"}},
+		{"Quorum: then", func(r *asyncsteps.Root) {
+			asyncsteps.Quorum(r, 2, stackGatherThen, stackBranchOK, stackBranchOK)
 		}, "E1", []string{"stackGatherThen"}},
 		{"Settle: then, after a branch's error", func(r *asyncsteps.Root) {
 			asyncsteps.Settle(r, stackSettleThen, stackBranchOK, stackBranchFails)
