@@ -460,3 +460,41 @@ func TestFirstDroppedBranchsCancelFaultIsLogged(t *testing.T) {
 		t.Errorf("log = %q, want nothing: the handler saw the fault", out)
 	}
 }
+
+// A Quorum of every branch is Gather but for its values: the first
+// failure cancels the other branches and is the step's, as Gather's is,
+// and then gets the values in the order the branches succeeded.
+func TestQuorumOfEveryBranchIsGatherButForTheOrder(t *testing.T) {
+	traceOf := func(failing bool, fanOut func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps))) string {
+		var tr tracer
+		r, tt := newFlow()
+		c := succeedAfter(&tr, tt, 20*time.Millisecond, "c")
+		if failing {
+			c = failAfter(&tr, tt, 20*time.Millisecond, "c", asyncsteps.CommError)
+		}
+		r.Add(func(as steps, _ ...any) {
+			fanOut(as, &tr, tt, succeedAfter(&tr, tt, 30*time.Millisecond, "a"), succeedAfter(&tr, tt, 10*time.Millisecond, "b"), c)
+		}, func(as steps, code string) {
+			traceAt(&tr, tt, "handler "+code+":"+as.State().ErrorInfo)
+			as.Success()
+		})
+		wantSuccess(t, run(t, r, tt))
+		return tr.String()
+	}
+	quorum := func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps)) {
+		asyncsteps.Quorum(as, 3, func(as steps, vs []string) { traceAt(tr, tt, fmt.Sprint("then ", vs)) }, branches...)
+	}
+	gather := func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps)) {
+		asyncsteps.Gather(as, func(as steps, vs []string) { traceAt(tr, tt, fmt.Sprint("then ", vs)) }, branches...)
+	}
+	if got, want := traceOf(false, quorum), "done b@10ms,done c@20ms,done a@30ms,then [b c a]@30ms"; got != want {
+		t.Errorf("Quorum:\n got: %s\nwant: %s", got, want)
+	}
+	if got, want := traceOf(false, gather), "done b@10ms,done c@20ms,done a@30ms,then [a b c]@30ms"; got != want {
+		t.Errorf("Gather:\n got: %s\nwant: %s", got, want)
+	}
+	want := "done b@10ms,fail c@20ms,cancel c@20ms,cancel a@20ms,handler CommError:c@20ms"
+	if q, g := traceOf(true, quorum), traceOf(true, gather); q != want || g != want {
+		t.Errorf("a failure\nQuorum: %s\nGather: %s\nwant:   %s", q, g, want)
+	}
+}

@@ -499,13 +499,15 @@ func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func
 // alone, as in First, until k successes can no longer be had: the step
 // fails then with that branch's error, the branches still running are
 // cancelled, as the siblings of a failed Gather branch are. First is a
-// Quorum of 1. Any k successes make it, whatever their results: k equal
-// answers (a vote) are not a Quorum's to count (see "The first answer, or
-// K of N" in docs/FROM-ERRGROUP.md). Break, Continue, a cancel of the
-// step, an error handler around it, the copy of branches and the misuse
-// of a nil then or branch are as for First; k must be from 1 to the
-// number of branches ("Quorum: k is 4, want 1 to 3, the number of
-// branches").
+// Quorum of 1; a Quorum of every branch runs as Gather does (its first
+// failure is the step's), but then gets the results in the order they
+// came, not in the branches' order. Any k successes make it, whatever
+// their results: k equal answers (a vote) are not a Quorum's to count
+// (see "The first answer, or K of N" in docs/FROM-ERRGROUP.md). Break,
+// Continue, a cancel of the step, an error handler around it, the copy
+// of branches and the misuse of a nil then or branch are as for First;
+// k must be from 1 to the number of branches ("Quorum: k is 4, want 1
+// to 3, the number of branches").
 func Quorum[T any](as AsyncSteps, k int, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := raceMisuse("Quorum", then == nil, branches, k); info != "" {
 		return refuseNil(as, "Quorum", info)
