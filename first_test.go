@@ -498,3 +498,52 @@ func TestQuorumOfEveryBranchIsGatherButForTheOrder(t *testing.T) {
 		t.Errorf("a failure\nQuorum: %s\nGather: %s\nwant:   %s", q, g, want)
 	}
 }
+
+// A Root holding a Quorum runs it anew in each execution of its clones,
+// each with a slice of its own, also at once on a Loop: the race is made
+// as its step runs, never kept in the Root.
+func TestQuorumCollectsPerExecution(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	model := asyncsteps.New(asyncsteps.WithTool(tt))
+	n := 0
+	var got [][]int
+	next := func(as steps) { n++; as.Success(n) }
+	asyncsteps.Quorum(model, 2, func(as steps, vs []int) { got = append(got, vs) }, next, next, next)
+	for range 2 {
+		if _, err := model.Clone().Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(got) != "[[1 2] [4 5]]" {
+		t.Errorf("results %v, want [[1 2] [4 5]]", got)
+	}
+	got[0][0] = 99 // the first execution's slice is not the second's
+	if got[1][0] != 4 {
+		t.Errorf("the executions share one slice: %v", got)
+	}
+
+	l := asyncsteps.NewLoop()
+	defer l.Close()
+	model = asyncsteps.New(asyncsteps.WithTool(l))
+	answer := func(v int) func(as steps) {
+		return func(as steps) {
+			asyncsteps.AwaitThen(as, func(context.Context) (int, error) { return v, nil }, nil)
+		}
+	}
+	asyncsteps.Quorum(model, 2, func(as steps, vs []int) { as.Success(vs[0] + vs[1]) }, answer(1), answer(1), answer(1))
+	results := make(chan error, 20)
+	for range cap(results) {
+		go func() {
+			args, err := model.Clone().Run(context.Background())
+			if err == nil && (len(args) != 1 || args[0] != 2) {
+				err = fmt.Errorf("args %v, want [2]", args)
+			}
+			results <- err
+		}()
+	}
+	for range cap(results) {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+}
