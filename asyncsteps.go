@@ -188,7 +188,8 @@ type Syncer interface {
 // [AsyncSteps.Parallel] only for a flow it can tell (see [Syncer]), counts
 // the [AsyncSteps.Await] functions started inside a critical section, and
 // gives a section's slot back when the flow's [Loop] is closed; [Retry]
-// adds its loop to the AsyncSteps unwrapped; [AwaitChan], [AwaitResult]
+// adds its loop to the AsyncSteps unwrapped, [First] and [Quorum] their
+// race, whose branches get that AsyncSteps; [AwaitChan], [AwaitResult]
 // and [AwaitFlow] stop their goroutine when the Loop is closed, and the
 // last two fail the step unwrapped with the awaited flow's error, which
 // the decorator's Error would drop (it takes no cause); a SyncWait hook

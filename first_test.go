@@ -547,3 +547,87 @@ func TestQuorumCollectsPerExecution(t *testing.T) {
 		}
 	}
 }
+
+// plainDecorator wraps every AsyncSteps it hands out, also a Parallel's,
+// as a tracing decorator would, but is no Unwrapper.
+type plainDecorator struct{ asyncsteps.AsyncSteps }
+
+func (w plainDecorator) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as steps, args ...any) { fn(plainDecorator{as}, args...) }, onerror...)
+	return w
+}
+
+func (w plainDecorator) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	return plainDecorator{w.AsyncSteps.Parallel(onerror...)}
+}
+
+// unwrappingDecorator is plainDecorator with Unwrap.
+type unwrappingDecorator struct{ asyncsteps.AsyncSteps }
+
+func (w unwrappingDecorator) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	w.AsyncSteps.Add(func(as steps, args ...any) { fn(unwrappingDecorator{as}, args...) }, onerror...)
+	return w
+}
+
+func (w unwrappingDecorator) Parallel(onerror ...asyncsteps.ErrorFunc) asyncsteps.AsyncSteps {
+	return unwrappingDecorator{w.AsyncSteps.Parallel(onerror...)}
+}
+
+func (w unwrappingDecorator) Unwrap() asyncsteps.AsyncSteps { return w.AsyncSteps }
+
+// Unlike Gather, which adds its Parallel through the decorator, so that
+// its branches get the decorator's AsyncSteps, a race is the engine's:
+// First and Quorum add it to what an Unwrapper wraps, their branches get
+// this package's AsyncSteps and then what the decorator's Add gives; a
+// decorator that is no Unwrapper cannot hold it, and fails.
+func TestFirstAndQuorumOnADecorator(t *testing.T) {
+	type fanOut func(as steps, then func(as steps, v int), branches ...func(as steps))
+	first := func(as steps, then func(as steps, v int), branches ...func(as steps)) {
+		asyncsteps.First(as, then, branches...)
+	}
+	quorum := func(as steps, then func(as steps, v int), branches ...func(as steps)) {
+		asyncsteps.Quorum(as, 1, func(as steps, vs []int) { then(as, vs[0]) }, branches...)
+	}
+	gather := func(as steps, then func(as steps, v int), branches ...func(as steps)) {
+		asyncsteps.Gather(as, func(as steps, vs []int) { then(as, vs[0]) }, branches...)
+	}
+	seen := func(decorate func(as steps) steps, helper fanOut) (string, error) {
+		r, tt := newFlow()
+		var got []string
+		branch := func(as steps) {
+			got = append(got, fmt.Sprintf("%T", as))
+			as.Success(1)
+		}
+		r.Add(func(as steps, _ ...any) {
+			helper(decorate(as), func(as steps, v int) {
+				got = append(got, fmt.Sprintf("then %T", as))
+			}, branch, branch)
+		})
+		err := run(t, r, tt).Err
+		return strings.Join(got, ","), err
+	}
+	plain := func(as steps) steps { return plainDecorator{as} }
+	unwrapping := func(as steps) steps { return unwrappingDecorator{as} }
+	for _, c := range []struct {
+		name     string
+		decorate func(as steps) steps
+		helper   fanOut
+		want     string
+	}{
+		{"Gather", plain, gather, "asyncsteps_test.plainDecorator,asyncsteps_test.plainDecorator,then asyncsteps_test.plainDecorator"},
+		{"Gather", unwrapping, gather, "asyncsteps_test.unwrappingDecorator,asyncsteps_test.unwrappingDecorator,then asyncsteps_test.unwrappingDecorator"},
+		{"First", unwrapping, first, "*asyncsteps.stepAPI,*asyncsteps.stepAPI,then asyncsteps_test.unwrappingDecorator"},
+		{"Quorum", unwrapping, quorum, "*asyncsteps.stepAPI,*asyncsteps.stepAPI,then asyncsteps_test.unwrappingDecorator"},
+	} {
+		if got, err := seen(c.decorate, c.helper); got != c.want || err != nil {
+			t.Errorf("%s: %s, %v\nwant %s", c.name, got, err, c.want)
+		}
+	}
+	for name, helper := range map[string]fanOut{"First": first, "Quorum": quorum} {
+		got, err := seen(plain, helper)
+		if got != "" {
+			t.Errorf("%s: %s ran on a decorator that is no Unwrapper", name, got)
+		}
+		wantError(t, err, asyncsteps.InternalError, name+": asyncsteps_test.plainDecorator is not an AsyncSteps of this package")
+	}
+}

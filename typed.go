@@ -482,6 +482,15 @@ func mismatch[T any](what string, got any) string {
 // of Run's context, [Root.Cancel]) cancels every branch, as for Gather,
 // and then does not run.
 //
+// The race is the engine's, not a Parallel added through as: on a
+// decorator (see [Unwrapper]) it is added to the AsyncSteps the decorator
+// wraps, as [ForEachLimit]'s step is, so the branches receive this
+// package's AsyncSteps, where Gather's get what the decorator's Parallel
+// gives, and then gets what the decorator's Add gives its steps. An
+// AsyncSteps of another package that is no Unwrapper cannot hold the
+// race, and its Error reports that ("First: T is not an AsyncSteps of
+// this package").
+//
 // First keeps a copy of branches as Gather does. No branch, a nil then or
 // a nil branch is a misuse, as for Gather: "First: no branches", "First:
 // nil then", "First: nil branch 1" (counting from 0).
@@ -504,10 +513,10 @@ func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func
 // came, not in the branches' order. Any k successes make it, whatever
 // their results: k equal answers (a vote) are not a Quorum's to count
 // (see "The first answer, or K of N" in docs/FROM-ERRGROUP.md). Break,
-// Continue, a cancel of the step, an error handler around it, the copy
-// of branches and the misuse of a nil then or branch are as for First;
-// k must be from 1 to the number of branches ("Quorum: k is 4, want 1
-// to 3, the number of branches").
+// Continue, a cancel of the step, an error handler around it, a
+// decorator, the copy of branches and the misuse of a nil then or branch
+// are as for First; k must be from 1 to the number of branches
+// ("Quorum: k is 4, want 1 to 3, the number of branches").
 func Quorum[T any](as AsyncSteps, k int, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := raceMisuse("Quorum", then == nil, branches, k); info != "" {
 		return refuseNil(as, "Quorum", info)
