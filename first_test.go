@@ -280,8 +280,8 @@ func TestFirstAndQuorumMisuse(t *testing.T) {
 		{"First branch", func(as steps) { asyncsteps.First(as, func(steps, int) {}, one, nil) }, "First: nil branch 1"},
 		{"Quorum without branches", func(as steps) { asyncsteps.Quorum(as, 1, then) }, "Quorum: no branches"},
 		{"Quorum then", func(as steps) { asyncsteps.Quorum[int](as, 1, nil, one) }, "Quorum: nil then"},
-		{"Quorum k 0", func(as steps) { asyncsteps.Quorum(as, 0, then, one, one) }, "Quorum: k is 0, want 1 to 2, the number of branches"},
-		{"Quorum k 3", func(as steps) { asyncsteps.Quorum(as, 3, then, one, one) }, "Quorum: k is 3, want 1 to 2, the number of branches"},
+		{"Quorum k 0", func(as steps) { asyncsteps.Quorum(as, 0, then, one, one) }, "Quorum: k must be from 1 to 2, the number of branches (0 given)"},
+		{"Quorum k 3", func(as steps) { asyncsteps.Quorum(as, 3, then, one, one) }, "Quorum: k must be from 1 to 2, the number of branches (3 given)"},
 	}
 	for _, c := range cases {
 		checkMisuse(t, c.name, c.call, c.info)

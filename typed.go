@@ -516,7 +516,7 @@ func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func
 // Continue, a cancel of the step, an error handler around it, a
 // decorator, the copy of branches and the misuse of a nil then or branch
 // are as for First; k must be from 1 to the number of branches
-// ("Quorum: k is 4, want 1 to 3, the number of branches").
+// ("Quorum: k must be from 1 to 3, the number of branches (4 given)").
 func Quorum[T any](as AsyncSteps, k int, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
 	if info := raceMisuse("Quorum", then == nil, branches, k); info != "" {
 		return refuseNil(as, "Quorum", info)
@@ -535,7 +535,7 @@ func raceMisuse(call string, nilThen bool, branches []func(as AsyncSteps), k int
 		return info
 	}
 	if k < 1 || k > len(branches) {
-		return fmt.Sprintf("%s: k is %d, want 1 to %d, the number of branches", call, k, len(branches))
+		return fmt.Sprintf("%s: k must be from 1 to %d, the number of branches (%d given)", call, len(branches), k)
 	}
 	return ""
 }
