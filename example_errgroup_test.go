@@ -59,9 +59,7 @@ func ExampleGather_fanOut() {
 	symbols := []string{"AAPL", "MSFT", "GOOG"}
 
 	fetch := func(as asyncsteps.AsyncSteps, s string) { asyncsteps.AwaitThen(as, quote(s), nil) }
-	asyncsteps.Gather(r, func(as asyncsteps.AsyncSteps, prices []float64) {
-		as.Success(prices)
-	}, asyncsteps.Branches(symbols, fetch)...)
+	asyncsteps.Gather[float64](r, nil, asyncsteps.Branches(symbols, fetch)...)
 	prices, err := asyncsteps.Run[[]float64](context.Background(), r)
 
 	fmt.Println(prices, err)
@@ -250,8 +248,7 @@ func ExampleFirst_replicas() {
 		}
 	}
 
-	asyncsteps.First(r, func(as asyncsteps.AsyncSteps, v string) { as.Success(v) },
-		asyncsteps.Branches(replicas, call)...)
+	asyncsteps.First[string](r, nil, asyncsteps.Branches(replicas, call)...)
 	v, err := asyncsteps.Run[string](context.Background(), r)
 
 	fmt.Println(v, err, "at", elapsed(tt))
@@ -277,8 +274,7 @@ func ExampleQuorum_acks() {
 		upstream(as, d, rep)
 	}
 
-	asyncsteps.Quorum(r, 3, func(as asyncsteps.AsyncSteps, acks []string) { as.Success(acks) },
-		asyncsteps.Branches(replicas, write)...)
+	asyncsteps.Quorum[string](r, 3, nil, asyncsteps.Branches(replicas, write)...)
 	acks, err := asyncsteps.Run[[]string](context.Background(), r)
 
 	fmt.Println(acks, err, "at", elapsed(tt))

@@ -40,7 +40,7 @@ func hedged(as asyncsteps.AsyncSteps, b searchBackend, query string) {
 		as.Sync(b.breaker, func(as asyncsteps.AsyncSteps, _ ...any) { b.call(as, query) },
 			func(as asyncsteps.AsyncSteps, code string) { hedgeNow() })
 	}
-	asyncsteps.First(as, func(as asyncsteps.AsyncSteps, answer string) { as.Success(answer) }, attempt,
+	asyncsteps.First[string](as, nil, attempt,
 		func(as asyncsteps.AsyncSteps) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { // the hedge delay
 				h := as.Tool().Deferred(b.hedgeAfter, func() { as.Success() })

@@ -24,3 +24,32 @@ func TestFirstCostsGatherAndOneSlice(t *testing.T) {
 		t.Errorf("a flow allocates %v objects with a First of one branch, %v with Gather: want two more", first, gather)
 	}
 }
+
+// A nil then costs what a then that passes its value on with Success
+// costs: the helper's last step calls Success in its place.
+func TestNilThenCostsWhatAPassingThenCosts(t *testing.T) {
+	oneAPIChunk(t)
+	tt := NewTestTool()
+	branch := func(as AsyncSteps) { as.Success(1) }
+	three := []func(as AsyncSteps){branch, branch, branch}
+	passSlice := func(as AsyncSteps, vs []int) { as.Success(vs) }
+	cases := []struct {
+		name          string
+		nilThen, then func(as AsyncSteps)
+	}{
+		{"Gather", func(as AsyncSteps) { Gather[int](as, nil, three...) },
+			func(as AsyncSteps) { Gather(as, passSlice, three...) }},
+		{"Settle", func(as AsyncSteps) { Settle[int](as, nil, three...) },
+			func(as AsyncSteps) { Settle(as, func(as AsyncSteps, rs []Settled[int]) { as.Success(rs) }, three...) }},
+		{"Quorum", func(as AsyncSteps) { Quorum[int](as, 2, nil, three...) },
+			func(as AsyncSteps) { Quorum(as, 2, passSlice, three...) }},
+		{"First", func(as AsyncSteps) { First[int](as, nil, three...) },
+			func(as AsyncSteps) { First(as, func(as AsyncSteps, v int) { as.Success(v) }, three...) }},
+	}
+	for _, c := range cases {
+		if nilThen, then := flowAllocs(tt, c.nilThen), flowAllocs(tt, c.then); nilThen != then {
+			t.Errorf("%s: a flow allocates %v objects with a nil then, %v with one that calls Success: want as many",
+				c.name, nilThen, then)
+		}
+	}
+}

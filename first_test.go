@@ -266,7 +266,9 @@ func TestFirstBreakLeavesForTheLoop(t *testing.T) {
 	wantTrace(t, &tr, "break@5ms,cancel b@5ms,cancel a@5ms,after the loop@5ms")
 }
 
-// The misuses of Quorum's k, and First's with no branch.
+// The misuses of Quorum's k, First's with no branch (with a nil then too,
+// which passes the result on, as tested with Gather's) and of a nil
+// branch.
 func TestFirstAndQuorumMisuse(t *testing.T) {
 	then := func(steps, []int) {}
 	one := func(as steps) { as.Success(1) }
@@ -276,10 +278,9 @@ func TestFirstAndQuorumMisuse(t *testing.T) {
 		info string
 	}{
 		{"First without branches", func(as steps) { asyncsteps.First(as, func(steps, int) {}) }, "First: no branches"},
-		{"First then", func(as steps) { asyncsteps.First[int](as, nil, one) }, "First: nil then"},
+		{"First without branches nor then", func(as steps) { asyncsteps.First[int](as, nil) }, "First: no branches"},
 		{"First branch", func(as steps) { asyncsteps.First(as, func(steps, int) {}, one, nil) }, "First: nil branch 1"},
 		{"Quorum without branches", func(as steps) { asyncsteps.Quorum(as, 1, then) }, "Quorum: no branches"},
-		{"Quorum then", func(as steps) { asyncsteps.Quorum[int](as, 1, nil, one) }, "Quorum: nil then"},
 		{"Quorum k 0", func(as steps) { asyncsteps.Quorum(as, 0, then, one, one) }, "Quorum: k must be from 1 to 2, the number of branches (0 given)"},
 		{"Quorum k 3", func(as steps) { asyncsteps.Quorum(as, 3, then, one, one) }, "Quorum: k must be from 1 to 2, the number of branches (3 given)"},
 	}

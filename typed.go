@@ -131,12 +131,19 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // Gather adds a step that runs branches in parallel, as the branches of
 // [AsyncSteps.Parallel] (each gets an AsyncSteps to add its steps to),
 // then calls then, on the loop, with their results in the order of
-// branches. A branch's result is the first success arg of its last step,
-// read as [Then] reads its arg: typically the value of an [AwaitThen]
-// with a nil then, or what a branch's error handler recovered with.
-// Branches whose results differ in type are gathered as any
-// (Gather[any]), each result asserted to its type in then; a failed
-// assertion there is a panic, an InternalError of then's step.
+// branches. A nil then passes them on, as [AwaitThen]'s passes its value:
+// they are the result of the added step, the slice its one success arg,
+// for the next step at the same level (a Then[[]T]) or [Run] (Run[[]T]):
+//
+//	asyncsteps.Gather[float64](r, nil, asyncsteps.Branches(symbols, fetch)...)
+//	prices, err := asyncsteps.Run[[]float64](ctx, r)
+//
+// A branch's result is the first success arg of its last step, read as
+// [Then] reads its arg: typically the value of an [AwaitThen] with a nil
+// then, or what a branch's error handler recovered with. Branches whose
+// results differ in type are gathered as any (Gather[any]), each result
+// asserted to its type in then; a failed assertion there is a panic, an
+// InternalError of then's step.
 //
 // The failure of a branch is the failure of the Parallel: the first error
 // cancels the other branches, their results are dropped, then does not run
@@ -148,13 +155,13 @@ func thenStep[T any](call string, f func(as AsyncSteps, v T)) StepFunc {
 // Clone, starts from an empty slice. Gather keeps a copy of branches, as
 // they were given: the caller may fill its slice again (for the next
 // fan-out) before the step runs. With no branch, then gets an empty
-// slice at once. A nil then or branch is a misuse, as a nil function given
-// to Await: "Gather: nil then", "Gather: nil branch 1" (counting from 0).
+// slice at once. A nil branch is a misuse, as a nil function given to
+// Await: "Gather: nil branch 1" (counting from 0).
 func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
-	if info := nilFanOut("Gather", then == nil, branches); info != "" {
+	if info := nilBranch("Gather", branches); info != "" {
 		return refuseNil(as, "Gather", info)
 	}
-	branches = slices.Clone(branches) // see nilFanOut
+	branches = slices.Clone(branches) // see nilBranch
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
 		results := make([]T, len(branches))
@@ -162,11 +169,20 @@ func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...
 		for i, b := range branches {
 			p.Add(gatherBranch(b, i, results))
 		}
-		as.Add(func(as AsyncSteps, _ ...any) {
-			runsFor(as, then)
-			then(as, results)
-		})
+		as.Add(func(as AsyncSteps, _ ...any) { thenOrPass(as, then, results) })
 	})
+}
+
+// thenOrPass calls then with the result of a fan-out, or, when then is
+// nil, makes it the step's result, as AwaitThen does with its value: in
+// the step then would have run in, at no cost of its own.
+func thenOrPass[R any](as AsyncSteps, then func(as AsyncSteps, r R), r R) {
+	runsFor(as, then)
+	if then == nil {
+		as.Success(r)
+		return
+	}
+	then(as, r)
 }
 
 // gatherBranch returns the step of branch i of a Gather: b's steps, then a
@@ -215,16 +231,12 @@ func Branches[V any](items []V, f func(as AsyncSteps, v V)) []func(as AsyncSteps
 	return branches
 }
 
-// nilFanOut returns the misuse info of a Gather, Settle, First or Quorum
-// (named call) given a nil then (nilThen) or a nil branch, or "" when
-// none is nil. The branches checked are the ones that run: the caller
-// then keeps a copy of them, not the slice, which its own caller may
-// reuse (a buffer of branches filled again for the next fan-out) before
-// the step runs.
-func nilFanOut(call string, nilThen bool, branches []func(as AsyncSteps)) string {
-	if nilThen {
-		return call + ": nil then"
-	}
+// nilBranch returns the misuse info of a fan-out (named call) given a nil
+// branch, or "" when none is nil. The branches checked are the ones that
+// run: the caller then keeps a copy of them, not the slice, which its own
+// caller may reuse (a buffer of branches filled again for the next
+// fan-out) before the step runs.
+func nilBranch(call string, branches []func(as AsyncSteps)) string {
 	for i, b := range branches {
 		if b == nil {
 			return fmt.Sprintf("%s: nil branch %d", call, i)
@@ -244,16 +256,18 @@ type Settled[T any] struct {
 // Settle adds a step that runs branches in parallel, as [Gather] does,
 // each to its end: the error of a branch is its outcome, not the step's,
 // and does not cancel the other branches. then runs once, on the loop,
-// with the outcomes in the order of branches. A branch that succeeded has
-// Err nil and its result in Value, read as Gather reads it: the first
-// success arg of its last step, as [Then] reads its arg. A branch that
-// failed has the zero T and in Err the *Error that would have ended the
-// flow had the branch been the whole flow: code, info and, in Cause, the
-// Go error or panic under it as the flow's errors keep it (the error of
-// an [AsyncSteps.Await] function or of [Fail], a panic's *PanicError),
-// whatever raised it: Error, a panic, its own timeout, a misuse. A result
-// of the wrong type is that branch's error, an InternalError worded as
-// Gather's ("Settle: the result of branch 1 is string, want int").
+// with the outcomes in the order of branches; a nil then makes them the
+// result of the added step, as Gather's results (a Then[[]Settled[T]]
+// after it reads them). A branch that succeeded has Err nil and its result
+// in Value, read as Gather reads it: the first success arg of its last
+// step, as [Then] reads its arg. A branch that failed has the zero T and
+// in Err the *Error that would have ended the flow had the branch been the
+// whole flow: code, info and, in Cause, the Go error or panic under it as
+// the flow's errors keep it (the error of an [AsyncSteps.Await] function
+// or of [Fail], a panic's *PanicError), whatever raised it: Error, a
+// panic, its own timeout, a misuse. A result of the wrong type is that
+// branch's error, an InternalError worded as Gather's ("Settle: the result
+// of branch 1 is string, want int").
 //
 // A branch's error is caught by an error handler of Settle's around the
 // branch's steps, as one of the caller's would catch it: the StepError
@@ -274,13 +288,13 @@ type Settled[T any] struct {
 //
 // The outcomes are collected per execution, as Gather's results are, and
 // Settle keeps a copy of branches as Gather does. With no branch, then
-// gets an empty slice at once. A nil then or branch is a misuse, as for
-// Gather: "Settle: nil then", "Settle: nil branch 1" (counting from 0).
+// gets an empty slice at once. A nil branch is a misuse, as for Gather:
+// "Settle: nil branch 1" (counting from 0).
 func Settle[T any](as AsyncSteps, then func(as AsyncSteps, rs []Settled[T]), branches ...func(as AsyncSteps)) AsyncSteps {
-	if info := nilFanOut("Settle", then == nil, branches); info != "" {
+	if info := nilBranch("Settle", branches); info != "" {
 		return refuseNil(as, "Settle", info)
 	}
-	branches = slices.Clone(branches) // see nilFanOut
+	branches = slices.Clone(branches) // see nilBranch
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
 		outcomes := make([]Settled[T], len(branches))
@@ -289,10 +303,7 @@ func Settle[T any](as AsyncSteps, then func(as AsyncSteps, rs []Settled[T]), bra
 		for i, b := range branches {
 			p.Add(settleBranch(b, i, outcomes, &guards[i]))
 		}
-		as.Add(func(as AsyncSteps, _ ...any) {
-			runsFor(as, then)
-			then(as, outcomes)
-		})
+		as.Add(func(as AsyncSteps, _ ...any) { thenOrPass(as, then, outcomes) })
 	})
 }
 
@@ -458,16 +469,15 @@ func mismatch[T any](what string, got any) string {
 
 // First adds a step that runs branches in parallel, as [Gather] does, and
 // calls then, on the loop, with the result of the first branch to succeed,
-// read as Gather reads a branch's result. That success ends the step: the
-// other branches are cancelled as the siblings of a failed branch are
+// read as Gather reads a branch's result; with a nil then, that result is
+// the added step's, as Gather's results are. That success ends the step:
+// the other branches are cancelled as the siblings of a failed branch are
 // (their cancel handlers run, the contexts of their Await functions are
 // cancelled) and no error is raised for it, so no error handler, StepError
 // hook or State sees one. It is the first answer of a hedged call or of
 // replicas asked at once:
 //
-//	asyncsteps.First(as, func(as asyncsteps.AsyncSteps, page string) {
-//		as.Success(page)
-//	}, fetchFrom(primary), fetchFrom(replica))
+//	asyncsteps.First[string](as, nil, fetchFrom(primary), fetchFrom(replica))
 //
 // A branch that fails ends alone, as a branch of [Settle]: its error is
 // raised, told to the StepError hook and kept in the State as any error,
@@ -491,19 +501,27 @@ func mismatch[T any](what string, got any) string {
 // race, and its Error reports that ("First: T is not an AsyncSteps of
 // this package").
 //
-// First keeps a copy of branches as Gather does. No branch, a nil then or
-// a nil branch is a misuse, as for Gather: "First: no branches", "First:
-// nil then", "First: nil branch 1" (counting from 0).
+// First keeps a copy of branches as Gather does. No branch or a nil
+// branch is a misuse, as for Gather: "First: no branches", "First: nil
+// branch 1" (counting from 0).
 func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func(as AsyncSteps)) AsyncSteps {
-	if info := raceMisuse("First", then == nil, branches, 1); info != "" {
+	if info := raceMisuse("First", branches, 1); info != "" {
 		return refuseNil(as, "First", info)
+	}
+	if then == nil {
+		return race(as, "First", 1, then, passFirst[T], slices.Clone(branches))
 	}
 	return race(as, "First", 1, then, func(as AsyncSteps, vs []T) { then(as, vs[0]) }, slices.Clone(branches))
 }
 
+// passFirst makes the one result of a First the step's result: First's
+// then when the caller's is nil.
+func passFirst[T any](as AsyncSteps, vs []T) { as.Success(vs[0]) }
+
 // Quorum adds a step that runs branches in parallel, as [First] does, and
 // succeeds as soon as k of them have succeeded: then gets their results,
-// read as Gather reads them, in the order they succeeded, and the other
+// read as Gather reads them, in the order they succeeded (a nil then
+// makes them the added step's result, as for Gather), and the other
 // branches are cancelled, as First's losers are. A failed branch ends
 // alone, as in First, until k successes can no longer be had: the step
 // fails then with that branch's error, the branches still running are
@@ -514,24 +532,24 @@ func First[T any](as AsyncSteps, then func(as AsyncSteps, v T), branches ...func
 // their results: k equal answers (a vote) are not a Quorum's to count
 // (see "The first answer, or K of N" in docs/FROM-ERRGROUP.md). Break,
 // Continue, a cancel of the step, an error handler around it, a
-// decorator, the copy of branches and the misuse of a nil then or branch
-// are as for First; k must be from 1 to the number of branches
+// decorator, the copy of branches and the misuse of no branch or a nil
+// branch are as for First; k must be from 1 to the number of branches
 // ("Quorum: k must be from 1 to 3, the number of branches (4 given)").
 func Quorum[T any](as AsyncSteps, k int, then func(as AsyncSteps, vs []T), branches ...func(as AsyncSteps)) AsyncSteps {
-	if info := raceMisuse("Quorum", then == nil, branches, k); info != "" {
+	if info := raceMisuse("Quorum", branches, k); info != "" {
 		return refuseNil(as, "Quorum", info)
 	}
 	return race(as, "Quorum", k, then, then, slices.Clone(branches))
 }
 
 // raceMisuse returns the misuse info of a First or Quorum (named call)
-// given a nil then (nilThen), no branch, a nil branch, or a k out of
-// range; "" when there is none.
-func raceMisuse(call string, nilThen bool, branches []func(as AsyncSteps), k int) string {
-	if len(branches) == 0 && !nilThen {
+// given no branch, a nil branch, or a k out of range; "" when there is
+// none.
+func raceMisuse(call string, branches []func(as AsyncSteps), k int) string {
+	if len(branches) == 0 {
 		return call + ": no branches"
 	}
-	if info := nilFanOut(call, nilThen, branches); info != "" {
+	if info := nilBranch(call, branches); info != "" {
 		return info
 	}
 	if k < 1 || k > len(branches) {
@@ -541,8 +559,10 @@ func raceMisuse(call string, nilThen bool, branches []func(as AsyncSteps), k int
 }
 
 // race adds the step of a First or Quorum (call) that needs k of branches:
-// a race of the engine's (see raceDef), whose k first results then gets.
-// user is the function of the user's that then calls, for AsyncStack.
+// a race of the engine's (see raceDef), whose k first results then gets,
+// or, when then is nil, the step's result. user is the function of the
+// user's that then calls, for AsyncStack (nil when then passes the result
+// on).
 func race[T any](as AsyncSteps, call string, k int, user any, then func(as AsyncSteps, vs []T), branches []func(as AsyncSteps)) AsyncSteps {
 	return as.Add(func(as AsyncSteps, _ ...any) {
 		runsFor(as, nil)
@@ -556,6 +576,10 @@ func race[T any](as AsyncSteps, call string, k int, user any, then func(as Async
 		}
 		as.Add(func(as AsyncSteps, _ ...any) {
 			runsFor(as, user)
+			if then == nil {
+				as.Success(results)
+				return
+			}
 			then(as, results)
 		})
 	})

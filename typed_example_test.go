@@ -123,8 +123,7 @@ func ExampleBranches() {
 		as.Tool().Deferred(d, func() { as.Success("after " + d.String()) })
 		as.WaitExternal()
 	}
-	asyncsteps.Gather(r, func(as asyncsteps.AsyncSteps, vs []string) { as.Success(vs) },
-		asyncsteps.Branches(waits, call)...)
+	asyncsteps.Gather[string](r, nil, asyncsteps.Branches(waits, call)...)
 	vs, err := asyncsteps.Run[[]string](context.Background(), r)
 
 	fmt.Println(vs, err, "at", tt.Now().Sub(asyncsteps.TestToolEpoch))

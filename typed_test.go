@@ -190,7 +190,8 @@ func TestAwaitThenFallbackOfWrongType(t *testing.T) {
 	}
 }
 
-// A nil function given to AwaitThen, Then, Gather or Settle is a misuse recorded
+// A nil function given to AwaitThen or Then, or a nil branch given to
+// Gather or Settle, is a misuse recorded
 // up front, as one given to Await or Retry: in a step, the callback is
 // aborted and its step fails at once; on a Root, the next execution fails
 // before any step runs. The info names the helper and the argument.
@@ -204,11 +205,9 @@ func TestTypedHelpersRejectNilFunctions(t *testing.T) {
 	}{
 		{"AwaitThen", func(as steps) { asyncsteps.AwaitThen[int](as, nil, nil) }, "AwaitThen: nil function"},
 		{"Then", func(as steps) { asyncsteps.Then[int](as, nil) }, "Then: nil function"},
-		{"Gather then", func(as steps) { asyncsteps.Gather[int](as, nil) }, "Gather: nil then"},
 		{"Gather branch", func(as steps) {
 			asyncsteps.Gather(as, gatherThen, func(steps) {}, nil)
 		}, "Gather: nil branch 1"},
-		{"Settle then", func(as steps) { asyncsteps.Settle[int](as, nil) }, "Settle: nil then"},
 		{"Settle branch", func(as steps) {
 			asyncsteps.Settle(as, settleThen, func(steps) {}, nil)
 		}, "Settle: nil branch 1"},
@@ -222,6 +221,81 @@ func TestTypedHelpersRejectNilFunctions(t *testing.T) {
 			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
 		})
 	}
+}
+
+// A nil then passes the result on, as AwaitThen's does: the added step
+// succeeds with Gather's slice, Settle's outcomes, First's value or
+// Quorum's slice as its one success arg, which the flow's result (Run[T])
+// or a Then[T] after it reads. Without branches, Gather's and Settle's is
+// an empty slice, not nil.
+func TestFanOutNilThenPassesTheResultOn(t *testing.T) {
+	type fanOut func(as steps, tr *tracer, tt *asyncsteps.TestTool)
+	abcd := func(tr *tracer, tt *asyncsteps.TestTool) []func(as steps) {
+		return []func(as steps){succeedAfter(tr, tt, 30*time.Millisecond, "a"),
+			failAfter(tr, tt, 5*time.Millisecond, "b", asyncsteps.CommError),
+			succeedAfter(tr, tt, 10*time.Millisecond, "c"), succeedAfter(tr, tt, 20*time.Millisecond, "d")}
+	}
+	strs := func(as steps) { asyncsteps.Then(as, func(as steps, vs []string) { as.Success(vs) }) }
+	cases := []struct {
+		name   string
+		add    fanOut
+		result func(r *asyncsteps.Root) (any, error) // Run[T] of the flow
+		then   func(as steps)                        // a Then[T] that succeeds with what result gives
+		want   any
+		trace  string
+	}{
+		{"Gather", func(as steps, tr *tracer, tt *asyncsteps.TestTool) {
+			asyncsteps.Gather[string](as, nil, succeedAfter(tr, tt, 20*time.Millisecond, "a"), func(as steps) { as.Success("b") })
+		}, runAs[[]string], strs, []string{"a", "b"}, "done a@20ms"},
+		{"Gather without branches", func(as steps, _ *tracer, _ *asyncsteps.TestTool) {
+			asyncsteps.Gather[string](as, nil)
+		}, runAs[[]string], strs, []string{}, ""},
+		{"Settle", func(as steps, tr *tracer, tt *asyncsteps.TestTool) {
+			asyncsteps.Settle[string](as, nil, abcd(tr, tt)...)
+		}, func(r *asyncsteps.Root) (any, error) {
+			rs, err := asyncsteps.Run[[]settled](context.Background(), r)
+			return outcomes(rs), err
+		}, func(as steps) { asyncsteps.Then(as, func(as steps, rs []settled) { as.Success(outcomes(rs)) }) },
+			`"a"|CommError: b|"c"|"d"`, "fail b@5ms,cancel b@5ms,done c@10ms,done d@20ms,done a@30ms"},
+		{"Settle without branches", func(as steps, _ *tracer, _ *asyncsteps.TestTool) {
+			asyncsteps.Settle[string](as, nil)
+		}, runAs[[]settled], func(as steps) { asyncsteps.Then(as, func(as steps, rs []settled) { as.Success(rs) }) },
+			[]settled{}, ""},
+		{"First", func(as steps, tr *tracer, tt *asyncsteps.TestTool) {
+			asyncsteps.First[string](as, nil, abcd(tr, tt)...)
+		}, runAs[string], func(as steps) { asyncsteps.Then(as, func(as steps, v string) { as.Success(v) }) },
+			"c", "fail b@5ms,cancel b@5ms,done c@10ms,cancel a@10ms,cancel d@10ms"},
+		{"Quorum", func(as steps, tr *tracer, tt *asyncsteps.TestTool) {
+			asyncsteps.Quorum[string](as, 2, nil, abcd(tr, tt)...)
+		}, runAs[[]string], strs, []string{"c", "d"}, "fail b@5ms,cancel b@5ms,done c@10ms,done d@20ms,cancel a@20ms"},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" read by Run", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			c.add(r, &tr, tt)
+			v, err := c.result(r)
+			if err != nil || fmt.Sprintf("%#v", v) != fmt.Sprintf("%#v", c.want) {
+				t.Errorf("Run = %#v, %v; want %#v, nil", v, err, c.want)
+			}
+			wantTrace(t, &tr, c.trace)
+		})
+		t.Run(c.name+" read by a Then", func(t *testing.T) {
+			var tr tracer
+			r, tt := newFlow()
+			r.Add(func(as steps, _ ...any) {
+				c.add(as, &tr, tt)
+				c.then(as)
+			})
+			wantSuccess(t, run(t, r, tt), c.want)
+			wantTrace(t, &tr, c.trace)
+		})
+	}
+}
+
+// runAs is Run[T] of r, under no deadline, with its value as an any.
+func runAs[T any](r *asyncsteps.Root) (any, error) {
+	return asyncsteps.Run[T](context.Background(), r)
 }
 
 // Run reads an untyped nil as the nil of an interface or pointer type, as
