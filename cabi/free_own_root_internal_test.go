@@ -54,3 +54,30 @@ func checkFreedInStep(t *testing.T, ro *rootObj, name string) {
 		t.Error("the freed root's flow still runs")
 	}
 }
+
+// The free comes in the first step while the execute that started the
+// flow, on another thread, has not returned yet (a fast first step): the
+// free's release waits for that execute, but the flow is cancelled at
+// once all the same, so that the next step does not run.
+func TestFreeInOwnStepBeforeExecuteReturns(t *testing.T) {
+	for how, name := range []string{"free", "cancel"} {
+		t.Run(name, func(t *testing.T) {
+			loop := asyncsteps.NewLoop()
+			defer loop.Close()
+			ctest.Reset()
+			ro := newOwnedRoot(loop)
+			p := unsafe.Pointer(ro.node.bsi)
+			ctest.FreeInStep(p, how)
+			testHookStarted = func() {
+				// The execute returns only once the flow has ended.
+				for ro.root.Running() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			defer func() { testHookStarted = nil }()
+			ctest.ExecuteOnly(p, "x", 1)
+			checkFreedInStep(t, ro, name)
+			FreeWait(p)
+		})
+	}
+}

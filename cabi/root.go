@@ -109,6 +109,11 @@ func (ro *rootObj) report(err *asyncsteps.Error, fn C.FutoInAsyncSteps_error_cal
 // and before the start: where a free from another thread may come.
 var testHookStart func()
 
+// testHookStarted, set by a test, runs in execute once the start has
+// returned, before the start is uncounted: where the flow's first steps
+// may already run on the loop.
+var testHookStarted func()
+
 // execute starts the flow; it only posts to the loop. An error that ends
 // this execution goes to fn with data, on the loop, when it ends
 // (docs/DESIGN.md#c-execute): the execution keeps them, so that a later
@@ -127,6 +132,9 @@ func (ro *rootObj) execute(data C.uintptr_t, fn C.FutoInAsyncSteps_error_callbac
 		return
 	}
 	defer ro.endStart()
+	if testHookStarted != nil {
+		defer testHookStarted()
+	}
 	if testHookStart != nil {
 		testHookStart()
 	}
@@ -201,6 +209,10 @@ func (ro *rootObj) free(wait bool) {
 	}
 	switch {
 	case starting:
+		// The release follows the execute, which may not have returned
+		// yet on its thread when the flow's first step frees the root:
+		// the flow is cancelled at once all the same (see cancelOnLoop).
+		ro.cancelOnLoop()
 	case ro.releasesHere():
 		ro.node.release()
 		ro.node.flow.res.forget()
@@ -260,16 +272,7 @@ func (ro *rootObj) postRelease(released chan struct{}) {
 		// callbacks, though, and so may a DropReporter: see droppedLive.
 		stopped = func() { ro.droppedLive(finish) }
 	}
-	if ro.owned && ro.node.onLoop() {
-		// A free in a callback of the flow's loop (a step that ends its
-		// request frees its own root) cancels at once, as the table's
-		// cancel does there: the flow sees it before its next step.
-		// Posted only, it came after the next step, which ran with a root
-		// its owner had freed, and with what the steps use. Off the loop
-		// the cancel stays posted, behind what the loop runs already (a
-		// tool that drops the post runs the cancel in its fallback).
-		ro.root.Cancel()
-	}
+	ro.cancelOnLoop()
 	ro.node.post(func() {
 		if ro.owned {
 			ro.root.Cancel() // a no-op after a cancel on the loop above
@@ -279,6 +282,19 @@ func (ro *rootObj) postRelease(released chan struct{}) {
 		}
 		finish()
 	}, stopped)
+}
+
+// cancelOnLoop cancels the flow of an owned root at once when free is
+// called on the flow's loop (a step that ends its request frees its own
+// root), as the table's cancel does there: the flow sees it before its
+// next step. Posted only, the cancel came after the next step, which ran
+// with a root its owner had freed, and with what the steps use. Off the
+// loop the cancel stays posted, behind what the loop runs already (a tool
+// that drops the post runs the cancel in its fallback).
+func (ro *rootObj) cancelOnLoop() {
+	if ro.owned && ro.node.onLoop() {
+		ro.root.Cancel()
+	}
 }
 
 // droppedLive does what a free that a tool dropped would have done, on a
