@@ -348,10 +348,12 @@
 // callback should return at once. From anywhere else they have no effect
 // on such a step; and from another thread, add, parallel, loop, repeat
 // and addSync on the pointer of a parallel made in a step have none
-// either (nor on a running root, or a parallel made on it: the loop
-// takes their steps as the flow goes on), while success and handle_error there fail that step with
+// either, while success and handle_error there fail that step with
 // InternalError as long as its callback runs (the engine's rule for a
-// call from another goroutine on a step that does not wait). On a step that waits for a completion from outside, the calls
+// call from another goroutine on a step that does not wait). Nor do
+// they, from another thread, on a running root or a parallel made on it:
+// the loop takes their steps as the flow goes on. On a step that waits
+// for a completion from outside, the calls
 // that add sub-steps or make it wait, made once its callback has returned
 // (from another thread, a callback of the tool, or another step's
 // callback on the loop, a sibling parallel branch's say: the call is

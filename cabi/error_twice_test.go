@@ -3,6 +3,7 @@
 package cabi_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -33,5 +34,27 @@ func TestHandleErrorAfterARecoveredGoErrorKeepsTheFirst(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "First" || got[1] != "first info" {
 		t.Errorf("Go handler saw %q, want [First first info]", got)
+	}
+}
+
+// handle_error with an empty code fails the step with InternalError, as
+// Go's Error does, with the info given, if any, after the engine's own:
+// the header and the package doc say so.
+func TestHandleErrorWithAnEmptyCode(t *testing.T) {
+	for _, tc := range []struct{ info, want string }{
+		{"boom", "Error: empty error code; info: boom"},
+		{"", "Error: empty error code"},
+	} {
+		r, _ := newRoot(t)
+		var got []string
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			ctest.HandleError(cabi.Binary(as), "", tc.info)
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			got = append(got, code, as.State().ErrorInfo)
+		})
+		_, _ = run(t, r)
+		if want := []string{asyncsteps.InternalError, tc.want}; !slices.Equal(got, want) {
+			t.Errorf("info %q: the handler saw %q, want %q", tc.info, got, want)
+		}
 	}
 }

@@ -31,8 +31,8 @@
  *     completes, also while it waits for an external event; calls on a stale
  *     pointer are ignored (those that answer return 0 or NULL;
  *     sched_immediate and sched_deferred an invalid handle), but for
- *     sched_cancel and sched_is_valid, which read their handle only. The step keeps its pointer and stack memory for
- *     its sub-steps. Only a step's own callback adds sub-steps to it, makes
+ *     sched_cancel and sched_is_valid, which read their handle only. The
+ *     step keeps its pointer and stack memory for its sub-steps. Only a step's own callback adds sub-steps to it, makes
  *     it wait or completes it while it runs: a call that does (add,
  *     parallel, loop, repeat, addSync, setTimeout, setCancel, waitExternal,
  *     success, handle_error, breakLoop, continueLoop) through the pointer
