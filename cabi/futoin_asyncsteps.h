@@ -250,7 +250,8 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
              * branch. The pointer is owned by the library (never freed by the
              * caller) and valid until the step that made it completes. Each
              * branch has its own rootId. eh as for add. NULL on a stale
-             * pointer. */
+             * pointer, and from another thread on a running root (the
+             * adds of the other thread have no effect there, see above). */
             FutoInAsyncSteps* (*parallel)(
                     FutoInAsyncSteps* bsi,
                     void* data,
