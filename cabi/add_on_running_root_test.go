@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
 
@@ -21,6 +23,39 @@ func TestAddOnARunningRootFromAnotherThread(t *testing.T) {
 			ctest.ExecuteOnly(root, "x", 1)
 			ctest.WaitHeld()
 			ctest.AddOnRunning(root, which)
+			ctest.ReleaseHeld()
+			deadline := time.Now().Add(5 * time.Second)
+			for ctest.IsValid(root) == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if got := ctest.Trace(); got != "" {
+				t.Errorf("trace %q, want none", got)
+			}
+			ctest.Free(root)
+		})
+	}
+}
+
+// addSync on a running root, and add on a parallel made on the root while
+// it was idle, from another thread while the flow runs, have no effect
+// either.
+func TestAddSyncAndIdleParallelOnARunningRoot(t *testing.T) {
+	for _, call := range []string{"addSync", "parallel made idle"} {
+		t.Run(call, func(t *testing.T) {
+			root := newCRoot(t)
+			ctest.Hold(root)
+			if call != "addSync" {
+				ctest.ParallelOfIdle(root)
+			}
+			ctest.ExecuteOnly(root, "x", 1)
+			ctest.WaitHeld()
+			if call == "addSync" {
+				sync := cabi.Sync(asyncsteps.NewMutex(1))
+				defer cabi.FreeSync(sync)
+				ctest.AddSyncOnRunning(root, sync)
+			} else {
+				ctest.AddOnIdleParallel()
+			}
 			ctest.ReleaseHeld()
 			deadline := time.Now().Add(5 * time.Second)
 			for ctest.IsValid(root) == 0 && time.Now().Before(deadline) {

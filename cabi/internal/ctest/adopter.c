@@ -192,6 +192,22 @@ void ad_add_on_running(FutoInAsyncSteps* root, int which)
     }
 }
 
+/* ad_add_sync_on_running calls addSync of sync on root, from the
+ * caller's thread, while its flow runs; ad_parallel_idle makes a
+ * parallel on the idle root, and ad_add_on_idle_parallel adds a branch
+ * to that parallel from the caller's thread, while the flow runs. What
+ * they add logs "late step ran". */
+static FutoInAsyncSteps* idle_parallel;
+
+void ad_add_sync_on_running(FutoInAsyncSteps* root, FutoInSync* sync)
+{
+    root->api->addSync(root, sync, NULL, late_step, NULL);
+}
+
+void ad_parallel_idle(FutoInAsyncSteps* root) { idle_parallel = root->api->parallel(root, NULL, NULL); }
+
+void ad_add_on_idle_parallel(void) { idle_parallel->api->add(idle_parallel, NULL, late_step, NULL); }
+
 /* ad_sched_outlives schedules two deferred callbacks on root, frees root,
  * then, through the stale pointer, logs their validity and cancels the
  * second: the first runs on the loop later, the root gone. */

@@ -43,6 +43,20 @@ func ReleaseHeld() { C.ad_release_held() }
 // "late step ran".
 func AddOnRunning(root unsafe.Pointer, which int) { C.ad_add_on_running(bsi(root), C.int(which)) }
 
+// AddSyncOnRunning calls addSync of sync on root from the caller's
+// thread; what it adds logs "late step ran".
+func AddSyncOnRunning(root, sync unsafe.Pointer) {
+	C.ad_add_sync_on_running(bsi(root), (*C.FutoInSync)(sync))
+}
+
+// ParallelOfIdle makes a parallel on root, which must be idle;
+// AddOnIdleParallel adds to it, from the caller's thread, a branch that
+// logs "late step ran".
+func ParallelOfIdle(root unsafe.Pointer) { C.ad_parallel_idle(bsi(root)) }
+
+// AddOnIdleParallel: see ParallelOfIdle.
+func AddOnIdleParallel() { C.ad_add_on_idle_parallel() }
+
 // SchedOutlives schedules two deferred callbacks (10 ms) on root, frees
 // root, logs their validity through the stale pointer, cancels the second
 // through it and logs again; the first logs "kept ran" when it runs.

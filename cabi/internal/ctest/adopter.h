@@ -11,6 +11,9 @@ void ad_hold(FutoInAsyncSteps* root);
 void ad_wait_held(void);
 void ad_add_on_running(FutoInAsyncSteps* root, int which);
 void ad_release_held(void);
+void ad_add_sync_on_running(FutoInAsyncSteps* root, FutoInSync* sync);
+void ad_parallel_idle(FutoInAsyncSteps* root);
+void ad_add_on_idle_parallel(void);
 void ad_sched_outlives(FutoInAsyncSteps* root);
 void ad_cancel_twice(FutoInAsyncSteps* root, int null_last);
 
