@@ -100,7 +100,9 @@ func aggregate(as asyncsteps.AsyncSteps, backends []searchBackend, query string,
 
 // quorum adds the steps that ask every backend and complete with the first
 // answer that k of them gave, cancelling the calls still running. It fails
-// with NoQuorum once k can no longer agree.
+// with NoQuorum as soon as so many have failed that fewer than k are left,
+// else once every backend has ended without k agreeing: answers split so
+// that none can reach k still wait for the calls left.
 func quorum(as asyncsteps.AsyncSteps, backends []searchBackend, query string, k int) {
 	votes := map[string]int{}
 	failed := 0
