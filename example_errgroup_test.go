@@ -285,7 +285,8 @@ func ExampleQuorum_acks() {
 }
 
 // The first answer that k replicas agree on, the calls still running
-// cancelled; with k of 1, the first answer of any (a hedged request).
+// cancelled. The first answer of any, a hedged request, is First's
+// (ExampleFirst_replicas), which raises no error to end the race.
 func ExampleAsyncSteps_Parallel_quorum() {
 	tt := asyncsteps.NewTestTool()
 	r := asyncsteps.New(asyncsteps.WithTool(tt))
