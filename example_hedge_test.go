@@ -29,8 +29,8 @@ type searchBackend struct {
 const codeQuorum = "Quorum" // K backends agreed
 
 // hedged adds the steps of one call to b: a first attempt at once, a
-// second one if the first has neither answered nor failed after
-// b.hedgeAfter. The first answer wins: First cancels the other attempt
+// second one as soon as the first fails (an open circuit's refusal too),
+// or once b.hedgeAfter has passed without an answer. The first answer wins: First cancels the other attempt
 // (its cancel handlers run, an Await's context is cancelled). A failed
 // attempt ends its own branch only; the call fails with the last failure
 // when both have.
