@@ -346,19 +346,18 @@
 // step that waits for its sub-steps"), once its callback has returned, as
 // a misuse in a step's own callback does: C cannot be unwound, and the
 // callback should return at once. From anywhere else they have no effect
-// on such a step; and from another thread, add, parallel, loop, repeat
-// and addSync on the pointer of a parallel made in a step have none
-// either, while success and handle_error there fail that step with
-// InternalError as long as its callback runs (the engine's rule for a
-// call from another goroutine on a step that does not wait). Nor do
-// they, from another thread, on a running root or a parallel made on it:
-// the loop takes their steps as the flow goes on. On a step that waits
-// for a completion from outside, the calls
-// that add sub-steps or make it wait, made once its callback has returned
-// (from another thread, a callback of the tool, or another step's
-// callback on the loop, a sibling parallel branch's say: the call is
-// posted), fail the step
-// as a handle_error from outside would ("Add called on a step whose
+// on such a step. From another thread, add, parallel, loop, repeat and
+// addSync have none either on the pointer of a parallel made in a step,
+// nor on a running root or a parallel made on it (the loop takes their
+// steps as the flow goes on); on the pointer of a parallel made in a
+// step, success and handle_error fail that step with InternalError as
+// long as its callback runs (the engine's rule for a call from another
+// goroutine on a step that does not wait). On a step that waits for a
+// completion from outside, the calls that add sub-steps or make it wait,
+// made once its callback has returned (from another thread, a callback
+// of the tool, or another step's callback on the loop, a sibling
+// parallel branch's say: the call is posted), fail the step as a
+// handle_error from outside would ("Add called on a step whose
 // callback has returned: only the step's own callback adds sub-steps"),
 // and a success that follows has no effect; breakLoop and continueLoop
 // there complete it as Go's Break and Continue from outside do.

@@ -525,10 +525,10 @@ FUTOIN_EXTENSION struct FutoInAsyncStepsAPI_
                     void (*cb)(void* data));
             /* Index 22. sched_cancel: cancels handle's callback; harmless once
              * it ran or was cancelled, and on a NULL handle. From any
-             * thread. It reads the handle only: bsi may be another pointer
-             * of the same library than the one that scheduled the callback,
-             * or one gone stale since (the step completed, the root freed),
-             * and sched_is_valid likewise. */
+             * thread. It reads the handle only: bsi may be any pointer of
+             * the same library, not the one that scheduled the callback, or
+             * one gone stale since (the step completed, the root freed), and
+             * sched_is_valid likewise. */
             void (*sched_cancel)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
             /* Index 23. sched_is_valid: 1 while handle's callback is still to
              * run; 0 once it ran or was cancelled, and for a NULL handle.
