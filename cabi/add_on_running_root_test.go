@@ -5,6 +5,7 @@ package cabi_test
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -23,15 +24,7 @@ func TestAddOnARunningRootFromAnotherThread(t *testing.T) {
 			ctest.ExecuteOnly(root, "x", 1)
 			ctest.WaitHeld()
 			ctest.AddOnRunning(root, which)
-			ctest.ReleaseHeld()
-			deadline := time.Now().Add(5 * time.Second)
-			for ctest.IsValid(root) == 0 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			if got := ctest.Trace(); got != "" {
-				t.Errorf("trace %q, want none", got)
-			}
-			ctest.Free(root)
+			releaseAndCheckNothingRan(t, root)
 		})
 	}
 }
@@ -56,15 +49,23 @@ func TestAddSyncAndIdleParallelOnARunningRoot(t *testing.T) {
 			} else {
 				ctest.AddOnIdleParallel()
 			}
-			ctest.ReleaseHeld()
-			deadline := time.Now().Add(5 * time.Second)
-			for ctest.IsValid(root) == 0 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			if got := ctest.Trace(); got != "" {
-				t.Errorf("trace %q, want none", got)
-			}
-			ctest.Free(root)
+			releaseAndCheckNothingRan(t, root)
 		})
 	}
+}
+
+// releaseAndCheckNothingRan completes the step of Hold on root, waits
+// until the root is idle again, and checks that nothing logged meanwhile;
+// then it frees root.
+func releaseAndCheckNothingRan(t *testing.T, root unsafe.Pointer) {
+	t.Helper()
+	ctest.ReleaseHeld()
+	deadline := time.Now().Add(5 * time.Second)
+	for ctest.IsValid(root) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := ctest.Trace(); got != "" {
+		t.Errorf("trace %q, want none", got)
+	}
+	ctest.Free(root)
 }
