@@ -98,19 +98,30 @@ func limitMisuse(call, source string, nilSource, nilFunc bool, limit int) string
 // addLimit adds the step of d to as, or to what the decorator as wraps,
 // as Retry adds its loop; call names the helper.
 func addLimit(as AsyncSteps, call string, d *limitDef, onerror ErrorFunc) AsyncSteps {
+	if h := builtinHost(as, call); h != nil {
+		h.push(builtinStep(d, onerror))
+	}
+	return as
+}
+
+// builtinHost returns where the helper call adds a step of the engine's
+// own (a ForEachLimit's, a race's): as, or what the decorator as wraps. It
+// returns nil when there is none, having failed as, an AsyncSteps of
+// another package that cannot hold the step, or when that refused the
+// step (see host.addRefused).
+func builtinHost(as AsyncSteps, call string) host {
 	h, ok := as.(host)
 	if !ok {
 		if h = unwrapHost(as); h == nil {
 			as.Error(InternalError, fmt.Sprintf("%s: %T is not an AsyncSteps of this package", call, as))
-			return as
+			return nil
 		}
 	}
 	if !h.adding() {
 		h.addRefused(call)
-		return as
+		return nil
 	}
-	h.push(builtinStep(d, onerror))
-	return as
+	return h
 }
 
 // limitDef is the definition of a ForEachLimit step.

@@ -1,7 +1,6 @@
 package asyncsteps
 
 import (
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -416,15 +415,8 @@ func (d *raceDef) newControl() control {
 // them; call names the helper. It returns nil when as is no AsyncSteps of
 // this package, having failed it, or when it refused the step.
 func addRace(as AsyncSteps, call string, need int) *parallelBuilder {
-	h, ok := as.(host)
-	if !ok {
-		if h = unwrapHost(as); h == nil {
-			as.Error(InternalError, fmt.Sprintf("%s: %T is not an AsyncSteps of this package", call, as))
-			return nil
-		}
-	}
-	if !h.adding() {
-		h.addRefused(call)
+	h := builtinHost(as, call)
+	if h == nil {
 		return nil
 	}
 	d := &raceDef{need: int32(need)}
