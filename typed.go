@@ -167,7 +167,7 @@ func Gather[T any](as AsyncSteps, then func(as AsyncSteps, vs []T), branches ...
 		results := make([]T, len(branches))
 		p := as.Parallel()
 		for i, b := range branches {
-			p.Add(gatherBranch(b, i, results))
+			p.Add(gatherBranch("Gather", b, i, results, nil))
 		}
 		as.Add(func(as AsyncSteps, _ ...any) { thenOrPass(as, then, results) })
 	})
@@ -185,12 +185,15 @@ func thenOrPass[R any](as AsyncSteps, then func(as AsyncSteps, r R), r R) {
 	then(as, r)
 }
 
-// gatherBranch returns the step of branch i of a Gather: b's steps, then a
-// step that stores their result in results[i]. b runs from a step of its
-// own, so that it may add steps, call Success or Error directly, or wait.
-// AsyncStack names b once, for the branch's step, as for a branch added
-// with Add: the steps inside it are the helper's own.
-func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
+// gatherBranch returns the step of branch i of a Gather (or of a race,
+// call naming the helper): b's steps, then a step that stores their
+// result in results[i] or, with in set (a race's), in results[*in], while
+// *in counts fewer than len(results) (a branch that succeeds in the turn
+// the race is won is too late). b runs from a step of its own, so that it
+// may add steps, call Success or Error directly, or wait. AsyncStack
+// names b once, for the branch's step, as for a branch added with Add:
+// the steps inside it are the helper's own.
+func gatherBranch[T any](call string, b func(as AsyncSteps), i int, results []T, in *int) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		runsFor(as, b)
 		as.Add(func(as AsyncSteps, _ ...any) {
@@ -201,9 +204,15 @@ func gatherBranch[T any](b func(as AsyncSteps), i int, results []T) StepFunc {
 			runsFor(as, nil)
 			v, ok := firstValue[T](args)
 			if !ok {
-				as.Error(InternalError, mismatch[T](fmt.Sprintf("Gather: the result of branch %d", i), args[0]))
+				as.Error(InternalError, mismatch[T](fmt.Sprintf("%s: the result of branch %d", call, i), args[0]))
 			}
-			results[i] = v
+			switch {
+			case in == nil:
+				results[i] = v
+			case *in < len(results):
+				results[*in] = v
+				*in++
+			}
 		})
 	}
 }
@@ -570,9 +579,9 @@ func race[T any](as AsyncSteps, call string, k int, user any, then func(as Async
 		if p == nil {
 			return
 		}
-		results := make([]T, 0, k)
+		results, in := make([]T, k), 0
 		for i, b := range branches {
-			p.Add(raceBranch(call, b, i, &results))
+			p.Add(gatherBranch(call, b, i, results, &in))
 		}
 		as.Add(func(as AsyncSteps, _ ...any) {
 			runsFor(as, user)
@@ -583,27 +592,4 @@ func race[T any](as AsyncSteps, call string, k int, user any, then func(as Async
 			then(as, results)
 		})
 	})
-}
-
-// raceBranch returns the step of branch i of a race: gatherBranch's, but
-// that appends the result to *results, while fewer than its cap are in
-// (a branch that succeeds in the turn the race is won is too late).
-func raceBranch[T any](call string, b func(as AsyncSteps), i int, results *[]T) StepFunc {
-	return func(as AsyncSteps, _ ...any) {
-		runsFor(as, b)
-		as.Add(func(as AsyncSteps, _ ...any) {
-			runsFor(as, nil)
-			b(as)
-		})
-		as.Add(func(as AsyncSteps, args ...any) {
-			runsFor(as, nil)
-			v, ok := firstValue[T](args)
-			if !ok {
-				as.Error(InternalError, mismatch[T](fmt.Sprintf("%s: the result of branch %d", call, i), args[0]))
-			}
-			if len(*results) < cap(*results) {
-				*results = append(*results, v)
-			}
-		})
-	}
 }
