@@ -70,8 +70,9 @@ type chanItems[T any] struct {
 
 	// The state of the wait, on the loop: has is set while v holds a
 	// value that the waiting goroutine received, closed once ch has been
-	// found closed, waiting while a goroutine waits; stop, made for the
-	// first one, is closed as the step stops receiving.
+	// found closed, waiting while a goroutine waits, stopped once the
+	// step has stopped receiving; stop, made for the first goroutine, is
+	// closed then.
 	has, closed, waiting, stopped bool
 	stop                          chan struct{}
 

@@ -314,8 +314,9 @@ func (lr *limitRun) catch(*frame, *Error) (*frame, bool) { return nil, false }
 // Await functions of ended items, it pulls one pair ahead, kept until a
 // slot comes back: the step ends as soon as the sequence has run out,
 // without waiting for those functions. A ForEachChan receives nothing
-// ahead (see limitDef.consumes): it waits for the slot. A panic in the sequence fails the
-// step as an item's error would. It returns where the flow goes on.
+// ahead (see limitDef.consumes): it waits for the slot. A panic in the
+// sequence fails the step as an item's error would. It returns where the
+// flow goes on.
 func (lr *limitRun) take(p *frame) *frame {
 	for !lr.taken {
 		if !lr.ahead {

@@ -115,9 +115,9 @@ func (fl *flow) stopped() bool { return fl.stoppedOver(nil, false) }
 // stoppedOver is stopped at a level of an unwinding whose error err is,
 // if faulted, the fault of a cancel handler that no handler has seen (see
 // unwindFrom): the cancel that wins hides it from every handler, so it is
-// logged, as one under the cancel itself. The look at the request decides both, so a Cancel from
-// another goroutine that lands after the handler has ended still finds
-// the fault told.
+// logged, as one under the cancel itself. The look at the request decides
+// both, so a Cancel from another goroutine that lands after the handler
+// has ended still finds the fault told.
 func (fl *flow) stoppedOver(err *Error, faulted bool) bool {
 	req := fl.stopRequest()
 	if req == nil {
