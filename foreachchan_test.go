@@ -339,11 +339,7 @@ func TestForEachChanOnALoop(t *testing.T) {
 // A nil channel or function, or a limit below 1, is a misuse.
 func TestForEachChanMisuse(t *testing.T) {
 	item := func(steps, int) {}
-	for _, c := range []struct {
-		name string
-		add  func(as steps)
-		info string
-	}{
+	checkLimitMisuses(t, []limitMisuseCase{
 		{"nil channel", func(as steps) { asyncsteps.ForEachChan(as, nil, 1, item) }, "ForEachChan: nil channel"},
 		{"nil function", func(as steps) { asyncsteps.ForEachChan[int](as, make(chan int), 1, nil) }, "ForEachChan: nil function"},
 		{"zero limit", func(as steps) { asyncsteps.ForEachChan(as, make(chan int), 0, item) },
@@ -353,21 +349,7 @@ func TestForEachChanMisuse(t *testing.T) {
 		}, "ForEachChan: more than one error handler (2 given)"},
 		{"another AsyncSteps", func(as steps) { asyncsteps.ForEachChan(decorated{as}, make(chan int), 1, item) },
 			"ForEachChan: asyncsteps_test.decorated is not an AsyncSteps of this package"},
-	} {
-		t.Run(c.name+"/in a step", func(t *testing.T) {
-			r, tt := newFlow()
-			r.Add(func(as steps, _ ...any) { c.add(as) })
-			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
-		})
-		if c.name == "another AsyncSteps" {
-			continue // a decorator of a Root calls its Error, a misuse of its own
-		}
-		t.Run(c.name+"/on a Root", func(t *testing.T) {
-			r, tt := newFlow()
-			c.add(r)
-			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
-		})
-	}
+	})
 }
 
 // The deadline of Run's context, passing while the step waits on an empty

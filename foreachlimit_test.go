@@ -295,11 +295,7 @@ func TestForEachLimitLoopInsideAnItemTakesItsBreak(t *testing.T) {
 // step fails with it; on a Root, its next execution does.
 func TestForEachLimitMisuse(t *testing.T) {
 	body := func(steps, int, int) {}
-	cases := []struct {
-		name string
-		add  func(as steps)
-		info string
-	}{
+	checkLimitMisuses(t, []limitMisuseCase{
 		{"nil sequence", func(as steps) { asyncsteps.ForEachLimit(as, nil, 1, body) }, "ForEachLimit: nil sequence"},
 		{"nil function", func(as steps) { asyncsteps.ForEachLimit[int, int](as, countTo(1), 1, nil) }, "ForEachLimit: nil function"},
 		{"limit 0", func(as steps) { asyncsteps.ForEachLimit(as, countTo(1), 0, body) }, "ForEachLimit: limit must be at least 1 (0 given)"},
@@ -309,7 +305,23 @@ func TestForEachLimitMisuse(t *testing.T) {
 		}, "ForEachLimit: more than one error handler (2 given)"},
 		{"another AsyncSteps", func(as steps) { asyncsteps.ForEachLimit(decorated{as}, countTo(1), 1, body) },
 			"ForEachLimit: asyncsteps_test.decorated is not an AsyncSteps of this package"},
-	}
+	})
+}
+
+// limitMisuseCase is a misuse of ForEachLimit or ForEachChan: add makes it on
+// as, info is the InternalError's info.
+type limitMisuseCase struct {
+	name string
+	add  func(as steps)
+	info string
+}
+
+// checkLimitMisuses makes each misuse in a step, whose flow fails with
+// it, and on a Root, whose next execution does; but for "another
+// AsyncSteps", whose decorator of a Root calls its Error, a misuse of its
+// own.
+func checkLimitMisuses(t *testing.T, cases []limitMisuseCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name+"/in a step", func(t *testing.T) {
 			r, tt := newFlow()
