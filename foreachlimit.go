@@ -369,10 +369,12 @@ func (lr *limitRun) waitForSlot(p *frame) *frame {
 }
 
 // fail fails the step with err, as the error of an item: the items
-// running are cancelled, and no further pair is taken.
-func (lr *limitRun) fail(p *frame, err *Error) *frame {
+// running are cancelled, and no further pair is taken. faulted is as for
+// flow.unwindFrom: err is a cancel handler's fault that no handler has
+// seen yet.
+func (lr *limitRun) fail(p *frame, err *Error, faulted bool) *frame {
 	lr.taken = true
-	return lr.branchFailed(p, err, false)
+	return lr.branchFailed(p, err, faulted)
 }
 
 // failSeq fails the step with err, an error of its sequence (a panic or
@@ -382,7 +384,7 @@ func (lr *limitRun) fail(p *frame, err *Error) *frame {
 // (or the Break of an item) recorded it.
 func (lr *limitRun) failSeq(p *frame, err *Error) *frame {
 	p.h.fl.noteStack(p)
-	return lr.fail(p, err)
+	return lr.fail(p, err, false)
 }
 
 // afterGoexit goes on with the step after a Goexit in its sequence, or in
@@ -566,8 +568,7 @@ func (w *itemWork) stale() bool { return w.lr.ended.Load() }
 // (docs/DESIGN.md#foreachlimit), faulted as for flow.unwindFrom.
 func (lr *limitRun) itemFailed(p, b *frame, err *Error, faulted bool) *frame {
 	if err.Info != "" || err.Code != LoopBreak && err.Code != LoopCont {
-		lr.taken = true
-		return lr.branchFailed(p, err, faulted)
+		return lr.fail(p, err, faulted)
 	}
 	lr.itemEnds(b)
 	p.h.fl.retire(b)
