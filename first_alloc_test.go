@@ -3,10 +3,11 @@ package asyncsteps
 import "testing"
 
 // A race costs what a Gather of the same branches costs when it cancels
-// none of them, and its results one more: the cell of the slice its
-// branches append to. First adds its then's closure (then gets the one
-// value of a Quorum of 1). The race's definition is one allocation, as a
-// Parallel's: its need sits beside the Parallel's definition.
+// none of them, and its results one more: the cell of the count of
+// results its branches have stored. First adds its then's closure (then
+// gets the one value of a Quorum of 1). The race's definition is one
+// allocation, as a Parallel's: its need sits beside the Parallel's
+// definition.
 func TestFirstCostsGatherAndOneSlice(t *testing.T) {
 	oneAPIChunk(t)
 	tt := NewTestTool()
