@@ -225,6 +225,7 @@ func init() {
 	toolinfo.OuterKeys = outerKeys
 	toolinfo.HoldFor = holdFor
 	toolinfo.BeforeStop = beforeStop
+	toolinfo.ExecuteMisused = executeMisused
 }
 
 // beforeStop is toolinfo.BeforeStop: it keeps fn for l's shutdown, unless

@@ -268,6 +268,22 @@ func (r *Root) promiseUnder(ctx context.Context) <-chan Result {
 // an ended execution: a continuation of an earlier one may still be queued
 // on the loop, and run sets up the rest there.
 func (r *Root) startIn(w *waiter, promise chan Result, method string) {
+	r.startMisused(w, promise, method, "")
+}
+
+// executeMisused is toolinfo.ExecuteMisused.
+func executeMisused(root any, unhandled any, info string) {
+	var w *waiter
+	if f, _ := unhandled.(func(*Error)); f != nil {
+		w = &waiter{unhandled: f}
+	}
+	root.(*Root).startMisused(w, nil, "ExecuteWith", info)
+}
+
+// startMisused is startIn that records the misuse info (if not empty)
+// once the start is claimed: the flow is the caller's then, and the loop
+// reads the record only once the start is posted.
+func (r *Root) startMisused(w *waiter, promise chan Result, method, info string) {
 	r.ready()
 	r.panicIfRunning(method)
 	if testHookBeforeClaim != nil {
@@ -282,6 +298,9 @@ func (r *Root) startIn(w *waiter, promise chan Result, method string) {
 	}
 	if promise != nil {
 		fl.promise = promise // likewise
+	}
+	if info != "" {
+		r.misuse(info)
 	}
 	fl.sched.startFlow(fl)
 }

@@ -349,10 +349,15 @@
 // on such a step. From another thread, add, parallel, loop, repeat and
 // addSync have none either on the pointer of a parallel made in a step,
 // nor on a running root or a parallel made on it (the loop takes their
-// steps as the flow goes on); on the pointer of a parallel made in a
-// step, success and handle_error fail that step with InternalError as
-// long as its callback runs (the engine's rule for a call from another
-// goroutine on a step that does not wait). On a step that waits for a
+// steps as the flow goes on). There the first such call is recorded in
+// the root, as a misuse of an engine Root is: its next execute fails at
+// once with InternalError through its unhandled_error, before any step
+// runs ("add called from another thread on a running root: the step was
+// not added"), and a free that comes first logs it with log/slog. On the
+// pointer of a parallel made in a step, success and handle_error fail
+// that step with InternalError as long as its callback runs (the
+// engine's rule for a call from another goroutine on a step that does
+// not wait). On a step that waits for a
 // completion from outside, the calls that add sub-steps or make it wait,
 // made once its callback has returned (from another thread, a callback
 // of the tool, or another step's callback on the loop, a sibling

@@ -133,7 +133,7 @@ func cabiAdd(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f, eh unsafe.Pointer) {
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Add(nil) })
 		return
-	case !n.mayAdd():
+	case !n.mayAdd("add"):
 		return
 	}
 	defer guard(n)
@@ -156,7 +156,7 @@ func cabiParallel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, eh unsafe.Pointer) 
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Parallel() })
 		return nil
-	case !n.mayAdd():
+	case !n.mayAdd("parallel"):
 		return nil
 	}
 	defer guard(n)
@@ -574,7 +574,7 @@ func cabiLoop(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f unsafe.Pointer, lbl *
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Loop(nil) })
 		return
-	case !n.mayAdd():
+	case !n.mayAdd("loop"):
 		return
 	}
 	defer guard(n)
@@ -617,7 +617,7 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f uns
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Repeat(0, nil) })
 		return
-	case !n.mayAdd():
+	case !n.mayAdd("repeat"):
 		return
 	}
 	defer guard(n)
@@ -726,7 +726,7 @@ func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data C.uintptr_t, 
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Sync(nil, nil) })
 		return
-	case !n.mayAdd():
+	case !n.mayAdd("addSync"):
 		return
 	}
 	defer guard(n)

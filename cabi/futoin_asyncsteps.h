@@ -64,12 +64,15 @@
  *     functions only from the callback that was given the pointer (or, for a
  *     root, before it is executed or while it is idle); from another thread,
  *     add, parallel, loop, repeat and addSync have no effect on a running
- *     root and on a parallel made on it (the loop takes their steps), nor
- *     on the pointer of a parallel made in a step, where success and
- *     handle_error fail that step with InternalError while the step's
- *     callback runs (the engine's rule for a call from another goroutine
- *     on a step that does not wait), and have no effect once it has
- *     returned.
+ *     root and on a parallel made on it (the loop takes their steps): the
+ *     first such call is recorded in the root, whose next execute fails at
+ *     once with InternalError through its unhandled_error, before any step
+ *     runs (the info names the call), or, if the root is freed first, is
+ *     logged; they have no effect either on the pointer of a parallel made
+ *     in a step, where success and handle_error fail that step with
+ *     InternalError while the step's callback runs (the engine's rule for
+ *     a call from another goroutine on a step that does not wait), and
+ *     have no effect once it has returned.
  *   - Strings given to the library (codes, infos, labels, names) are copied:
  *     the caller may free them when the call returns.
  *

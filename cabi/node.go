@@ -701,13 +701,18 @@ func (n *node) ownCallbackRuns() bool {
 // root is idle (see onFlow); a root until free has returned, which makes
 // the pointer invalid. Off the loop while the root's flow runs, the add
 // would race with the loop, which takes the root's steps and branches
-// as it goes: it has no effect, as on a parallel made in a step.
-func (n *node) mayAdd() bool {
+// as it goes: it has no effect, as on a parallel made in a step, and is
+// recorded in the root for its next execute to report (see dropAdd);
+// call names the function in that report.
+func (n *node) mayAdd(call string) bool {
 	switch {
 	case n.root != nil:
-		return !n.root.isFreed() && n.onFlow()
+		if n.root.isFreed() {
+			return false
+		}
+		return n.onFlow() || n.root.dropAdd(call+" called from another thread on a running root: the step was not added")
 	case n.owner != nil:
-		return n.onFlow()
+		return n.onFlow() || n.owner.dropAdd(call+" called from another thread on a parallel made on a running root: the branch was not added")
 	case n.kind == kindParallel && !n.onLoop():
 		// Made in a step: off the loop, the engine's check would read the
 		// step's frame, which its running callback writes, and add the

@@ -39,6 +39,10 @@ type rootObj struct {
 	// meanwhile, which the last of them runs (see execute).
 	starts  int
 	release func()
+	// dropped is the info of the first add made from another thread
+	// while the flow ran, which had no effect (see dropAdd); the next
+	// start reports it and clears it.
+	dropped string
 }
 
 // goRoots maps the Go roots given to Binary to their rootObj.
@@ -120,7 +124,8 @@ var testHookStarted func()
 // execute cannot take its report. A Go root given to C reports to fn in
 // place of its own function. With no fn, an owned root logs the error and
 // a Go root reports to its own function. On a running flow it does
-// nothing.
+// nothing. An add dropped while the flow ran (see dropAdd) makes the
+// execution it starts fail at once with that InternalError.
 //
 // A free from another thread may come between the check of free and the
 // start: its release then waits for the start (see beginStart), which it
@@ -138,12 +143,57 @@ func (ro *rootObj) execute(data C.uintptr_t, fn C.FutoInAsyncSteps_error_callbac
 	if testHookStart != nil {
 		testHookStart()
 	}
-	defer func() { _ = recover() }() // ExecuteWith's panic on a running flow: nothing started
-	if fn == nil {
-		ro.root.Execute()
+	var unhandled func(*asyncsteps.Error) // nil: the Root's own function
+	if fn != nil {
+		unhandled = func(err *asyncsteps.Error) { ro.report(err, fn, data) }
+	}
+	dropped := ro.takeDropped()
+	defer func() {
+		if recover() != nil { // a panic on a running flow: nothing started
+			ro.keepDropped(dropped)
+		}
+	}()
+	if dropped == "" {
+		ro.root.ExecuteWith(unhandled)
 		return
 	}
-	ro.root.ExecuteWith(func(err *asyncsteps.Error) { ro.report(err, fn, data) })
+	toolinfo.ExecuteMisused(ro.root, unhandled, dropped)
+}
+
+// dropAdd records info, that of an add made from another thread while the
+// flow ran, which had no effect, unless one is recorded already or the
+// root is freed; it returns false, for mayAdd. The engine's Root is not
+// touched off its loop while it runs: the next execute fails at once
+// with the info, as after a misuse of an engine Root (see execute).
+func (ro *rootObj) dropAdd(info string) bool {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if !ro.freed && ro.dropped == "" {
+		ro.dropped = info
+	}
+	return false
+}
+
+// takeDropped returns the info recorded by dropAdd, and clears it.
+func (ro *rootObj) takeDropped() string {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	info := ro.dropped
+	ro.dropped = ""
+	return info
+}
+
+// keepDropped records again info, taken by an execute that started
+// nothing: it was the first.
+func (ro *rootObj) keepDropped(info string) {
+	if info == "" {
+		return
+	}
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if !ro.freed {
+		ro.dropped = info
+	}
 }
 
 // beginStart reports whether the root is not freed, and if so counts a
@@ -194,12 +244,19 @@ func (ro *rootObj) free(wait bool) {
 		return
 	}
 	ro.freed = true
+	dropped := ro.dropped
+	ro.dropped = ""
 	starting := ro.starts > 0
 	if starting {
 		// An execute is starting the flow: the release follows the start.
 		ro.release = func() { ro.postRelease(released) }
 	}
 	ro.mu.Unlock()
+	if dropped != "" {
+		// No execute will report it now: the C producer that lost the
+		// step would never learn of it otherwise.
+		ro.onUnhandled(&asyncsteps.Error{Code: asyncsteps.InternalError, Info: dropped})
+	}
 	if !ro.owned {
 		goRoots.mu.Lock()
 		if goRoots.m[ro.root] == ro {

@@ -234,3 +234,13 @@ var KeyedMutexKey func(obj any) (isKey, nilMutex bool)
 // the context that a flow whose FlowStart failed is left with, for the
 // awaiting flow's, not its own.
 type SubflowKey struct{}
+
+// ExecuteMisused starts root, a *Root of the package, as ExecuteWith does
+// with unhandled (a func(*Error), or nil for the Root's own function), its
+// execution failing at once with an InternalError of info, as after a
+// misuse recorded on the Root: the misuse is recorded once the start is
+// the caller's, so that no other start or running flow sees it. It panics
+// as ExecuteWith does on a running flow, recording nothing. Package cabi
+// reports by it an add that a root's owner made from another thread
+// while the flow ran, which had no effect.
+var ExecuteMisused func(root any, unhandled any, info string)

@@ -257,3 +257,61 @@ void ad_cancel_twice(FutoInAsyncSteps* root, int null_last)
 {
     root->api->add(root, null_last ? (void*)1 : NULL, cancel_twice, cancel_twice_error);
 }
+
+/* ad_drop_on_thread makes, from a new pthread that it joins, the call of
+ * ad_add_on_running (which 0 to 3), addSync of sync (which 4) on root, or
+ * ad_add_on_idle_parallel (which 5) while its flow runs. ad_execute_reporting adds a step that logs "next
+ * step ran" and executes root with an unhandled_error that logs
+ * "unhandled CODE: INFO". */
+struct drop_args {
+    FutoInAsyncSteps* root;
+    FutoInSync* sync;
+    int which;
+};
+
+static void* drop_thread(void* p)
+{
+    struct drop_args* a = p;
+    if (a->which == 4) {
+        ad_add_sync_on_running(a->root, a->sync);
+    } else if (a->which == 5) {
+        ad_add_on_idle_parallel();
+    } else {
+        ad_add_on_running(a->root, a->which);
+    }
+    return NULL;
+}
+
+void ad_drop_on_thread(FutoInAsyncSteps* root, FutoInSync* sync, int which)
+{
+    struct drop_args a = {root, sync, which};
+    pthread_t t;
+    if (pthread_create(&t, NULL, drop_thread, &a) != 0) {
+        ct_log("pthread_create failed");
+        return;
+    }
+    pthread_join(t, NULL);
+}
+
+static void next_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)bsi;
+    (void)data;
+    (void)args;
+    ct_log("next step ran");
+}
+
+static void report_unhandled(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    char line[256];
+    snprintf(line, sizeof line, "unhandled %s: %s", code,
+        (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
+    ct_log(line);
+}
+
+void ad_execute_reporting(FutoInAsyncSteps* root)
+{
+    root->api->add(root, NULL, next_step, NULL);
+    root->api->execute(root, NULL, report_unhandled);
+}

@@ -66,3 +66,14 @@ func SchedOutlives(root unsafe.Pointer) { C.ad_sched_outlives(bsi(root)) }
 // one", then "cancel two" (or, with nullLast, a NULL one), each logging
 // its name, and a timeout of 5 ms; its error handler logs the code.
 func CancelTwice(root unsafe.Pointer, nullLast bool) { C.ad_cancel_twice(bsi(root), cbool(nullLast)) }
+
+// DropOnThread makes, from a new pthread that it joins, the call of
+// AddOnRunning (which 0 to 3) or AddSyncOnRunning of sync (which 4) on
+// root, or AddOnIdleParallel (which 5).
+func DropOnThread(root, sync unsafe.Pointer, which int) {
+	C.ad_drop_on_thread(bsi(root), (*C.FutoInSync)(sync), C.int(which))
+}
+
+// ExecuteReporting adds to root a step that logs "next step ran" and
+// executes root with an unhandled_error that logs "unhandled CODE: INFO".
+func ExecuteReporting(root unsafe.Pointer) { C.ad_execute_reporting(bsi(root)) }

@@ -16,5 +16,7 @@ void ad_parallel_idle(FutoInAsyncSteps* root);
 void ad_add_on_idle_parallel(void);
 void ad_sched_outlives(FutoInAsyncSteps* root);
 void ad_cancel_twice(FutoInAsyncSteps* root, int null_last);
+void ad_drop_on_thread(FutoInAsyncSteps* root, FutoInSync* sync, int which);
+void ad_execute_reporting(FutoInAsyncSteps* root);
 
 #endif
