@@ -156,10 +156,11 @@ type goexitResume struct {
 }
 
 func (r *goexitResume) run() {
-	f, fl := r.h.f, r.h.fl
-	if f.h != r.h || f.over || fl.done {
+	fl := r.h.fl
+	if !r.current() {
 		return // the flow has moved on meanwhile (cancelled)
 	}
+	f := r.h.f
 	if fl.inCall {
 		fl.deferTask(r)
 		return
@@ -178,6 +179,12 @@ func (r *goexitResume) run() {
 		// f itself: the iteration queued raises the error.
 	}
 	r.goOn(fl, f)
+}
+
+// current reports whether the flow is still where the Goexit left it.
+func (r *goexitResume) current() bool {
+	f := r.h.f
+	return f.h == r.h && !f.over && !r.h.fl.done
 }
 
 // cancelJob runs the cancel handlers of a tree of frames, innermost first,
@@ -408,7 +415,10 @@ func (l *Loop) endTimed() {
 
 // endDropped ends the flow that t, a task the closing loop drops, would
 // have continued: a flow between two steps is referred to by its queued
-// continuation only.
+// continuation only. A cancel handler's fault that t would have unwound,
+// which no handler has seen, is logged first: the flow ends with "the
+// flow's loop is closed", and no handler ever sees it (see
+// flow.unwindFrom).
 func (l *Loop) endDropped(t task) {
 	var fl *flow
 	switch t := t.(type) {
@@ -418,8 +428,14 @@ func (l *Loop) endDropped(t task) {
 		fl = (*flow)(t)
 	case *goexitResume:
 		fl = t.h.fl
+		if t.kind == resumeCancelFault && t.current() {
+			logCancelFault(t.err)
+		}
 	case *unwindResume:
 		fl = t.fl
+		if t.faulted && t.current() {
+			logCancelFault(t.err)
+		}
 	case *foreignFailure:
 		fl = t.h.fl
 	case *cancelJob:

@@ -97,3 +97,73 @@ func TestCancelHandlerFaultIsLoggedPastAStepErrorHookThatExits(t *testing.T) {
 		t.Errorf("the engine logged:\n%s\nwant %s, once", log, want)
 	}
 }
+
+// A cancel handler's fault in a level an error unwinds through, found with
+// no cancel requested, and the loop closed before the next goroutine goes
+// on with the unwinding, after the handler's Goexit or that of the
+// StepError hook told of the fault: the flow ends with "the flow's loop is
+// closed", no handler sees the fault, which is logged once, as the Close
+// drops its unwinding. So when a Cancel lands once the handler has ended,
+// before the Close (the hook forces it there). Before, only a cancel
+// requested as the handler ended had the fault logged.
+func TestCancelHandlerFaultIsLoggedAsTheLoopDropsItsUnwinding(t *testing.T) {
+	const goexit = `msg="asyncsteps: runtime.Goexit in cancel handler"`
+	for _, c := range []struct {
+		name, want string
+		close      func(l *Loop, r *Root) // as the handler's Goexit has queued the unwinding
+		hook       bool                   // the handler panics; a StepError hook closes the loop and exits
+	}{
+		{"Close", goexit, func(l *Loop, _ *Root) { l.Close() }, false},
+		{"Cancel then Close", goexit, func(l *Loop, r *Root) {
+			done := make(chan struct{})
+			go func() { // another goroutine's Cancel, landing now
+				r.Cancel()
+				close(done)
+			}()
+			<-done
+			l.Close()
+		}, false},
+		{"Close by the StepError hook", `msg="asyncsteps: panic in cancel handler" panic="in cancel"`, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := captureLog(t)
+			var trace []string
+			l := NewLoop()
+			r := New(WithTool(l))
+			fault := runtime.Goexit
+			if c.hook {
+				fault = func() { panic("in cancel") }
+				l.SetHooks(&Hooks{StepError: func(_ context.Context, err *Error) {
+					if err.Info == "in cancel" {
+						l.Close()
+						runtime.Goexit()
+					}
+				}})
+			} else {
+				onceHook(t, &testHookCancelFaultQueued, func() { c.close(l, r) })
+			}
+			r.Add(func(as AsyncSteps, _ ...any) {
+				as.Add(func(as AsyncSteps, _ ...any) {
+					as.SetCancel(func(AsyncSteps) {
+						trace = append(trace, "cancel")
+						fault()
+					})
+					as.Error("E")
+				})
+			}, func(_ AsyncSteps, code string) { trace = append(trace, "outer "+code) })
+
+			res := <-r.Promise()
+			<-l.Done()
+			if e, ok := res.Err.(*Error); !ok || e.Code != InternalError || e.Info != "the flow's loop is closed" {
+				t.Fatalf("Result: %v, want InternalError: the flow's loop is closed", res.Err)
+			}
+			if got := strings.Join(trace, ","); got != "cancel" {
+				t.Errorf("trace %q, want %q", got, "cancel")
+			}
+			lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("the engine logged:\n%s\nwant %s, once", log, c.want)
+			}
+		})
+	}
+}

@@ -436,7 +436,7 @@ type unwindResume struct {
 
 func (r *unwindResume) run() {
 	f, fl := r.f, r.fl
-	if f.h != r.h || f.over || fl.done {
+	if !r.current() {
 		return // the flow has moved on meanwhile (cancelled)
 	}
 	if fl.inCall {
@@ -446,6 +446,10 @@ func (r *unwindResume) run() {
 	r.resume(fl)
 	r.goOn(fl, fl.unwindFrom(f, r.err, r.faulted))
 }
+
+// current reports whether the flow is still where the hook's Goexit left
+// it.
+func (r *unwindResume) current() bool { return r.f.h == r.h && !r.f.over && !r.fl.done }
 
 // observesAwait reports whether h has Await hooks.
 func (h *Hooks) observesAwait() bool { return h.AwaitStart != nil || h.AwaitEnd != nil }

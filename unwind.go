@@ -222,8 +222,9 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // job it replaces the error unwinding: logged at once if a cancel has
 // been requested already, which wins over it before any handler runs,
 // else unseen, for the look at the request that lets a cancel win to
-// log it (see stoppedOver). Logged here, it is told even when the next
-// goroutine after a Goexit never runs its flow (a Close of the loop).
+// log it (see stoppedOver), or for a Close of the loop that drops its
+// unwinding after a Goexit (see Loop.endDropped). Logged here, it is told
+// even when the next goroutine after a Goexit never runs its flow.
 //
 // A step that a cancel (job) reaches after a Success from outside has
 // claimed it has completed: its handler is dropped unrun, as the
@@ -291,10 +292,19 @@ func (fl *flow) resumeCancel(f *frame, job *cancelJob, err *Error, unseen bool) 
 		fl.afterGoexit(job)
 	case unseen:
 		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeCancelFault})
+		if testHookCancelFaultQueued != nil {
+			testHookCancelFaultQueued()
+		}
 	default:
 		fl.afterGoexit(&goexitResume{h: f.h, err: err, kind: resumeUnwind})
 	}
 }
+
+// testHookCancelFaultQueued, set by a test, runs once the unwinding of a
+// cancel handler's fault that no handler has seen is queued after the
+// handler's Goexit, before the next goroutine can take it: where a Cancel
+// and a Close from another goroutine may land.
+var testHookCancelFaultQueued func()
 
 // cancelFault returns the InternalError, recorded, of a cancel handler
 // that did not return (returned false): it panicked with r, or, with r
