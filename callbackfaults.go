@@ -249,7 +249,7 @@ func (j *cancelJob) finish() *frame {
 		f.dropQueue()
 		f.active = nil
 		f.waiting = false
-		fl.callCancel(f, j) // a panic in it is recorded; nothing is left to fail
+		fl.callCancel(f, j, nil) // a panic in it is recorded; nothing is left to fail
 		fl.release(f)
 		fl.retire(f)
 		j.next++

@@ -167,3 +167,95 @@ func TestCancelHandlerFaultIsLoggedAsTheLoopDropsItsUnwinding(t *testing.T) {
 		})
 	}
 }
+
+// Two faulting cancel handlers in consecutive levels an error unwinds
+// through: the outer one's fault replaces the inner one's, which no
+// handler has seen and now never will, so it is logged as it is
+// replaced, before the outer one's, also when the outer handler calls
+// Goexit. Under a cancel that the outer handler requests, the cancel wins
+// over the outer fault, logged too; so under one that a StepError hook
+// told of the inner fault requests before its Goexit. With no cancel, the
+// error handler around sees the outer fault only: the inner one is logged
+// all the same. Before, the inner fault was logged only when the hook's
+// Goexit lay between them, under a cancel.
+func TestCancelHandlerFaultReplacedByAnOuterOneIsLogged(t *testing.T) {
+	const (
+		inner  = `msg="asyncsteps: panic in cancel handler" panic=inner`
+		outer  = `msg="asyncsteps: panic in cancel handler" panic=outer`
+		goexit = `msg="asyncsteps: runtime.Goexit in cancel handler"`
+	)
+	for _, c := range []struct {
+		name string
+		// cancelIn requests a cancel: "outer", the outer handler; "hook", a
+		// StepError hook told of the inner fault, which then calls Goexit.
+		cancelIn   string
+		outerExits bool // the outer handler calls Goexit rather than panic
+		trace      string
+		logs       []string
+	}{
+		{"a cancel of the outer handler", "outer", false, "inner cancel,outer cancel", []string{inner, outer}},
+		{"a cancel of the outer handler, which exits", "outer", true, "inner cancel,outer cancel", []string{inner, goexit}},
+		{"a cancel of a hook that exits", "hook", false, "inner cancel,outer cancel", []string{inner, outer}},
+		{"no cancel", "", false, "inner cancel,outer cancel,handler InternalError", []string{inner}},
+		{"no cancel, the outer handler exits", "", true, "inner cancel,outer cancel,handler InternalError", []string{inner}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := captureLog(t)
+			var trace []string
+			l := NewLoop()
+			defer l.Close()
+			var r *Root
+			if c.cancelIn == "hook" {
+				l.SetHooks(&Hooks{StepError: func(_ context.Context, err *Error) {
+					if err.Info == "inner" {
+						r.Cancel()
+						runtime.Goexit()
+					}
+				}})
+			}
+			r = New(WithTool(l))
+			r.Add(func(as AsyncSteps, _ ...any) {
+				as.Add(func(as AsyncSteps, _ ...any) {
+					as.SetCancel(func(AsyncSteps) {
+						trace = append(trace, "outer cancel")
+						if c.cancelIn == "outer" {
+							r.Cancel()
+						}
+						if c.outerExits {
+							runtime.Goexit()
+						}
+						panic("outer")
+					})
+					as.Add(func(as AsyncSteps, _ ...any) {
+						as.SetCancel(func(AsyncSteps) {
+							trace = append(trace, "inner cancel")
+							panic("inner")
+						})
+						as.Error("E")
+					})
+				})
+			}, func(as AsyncSteps, code string) {
+				trace = append(trace, "handler "+code)
+				as.Success()
+			})
+
+			res := <-r.Promise()
+			if c.cancelIn != "" && !errors.Is(res.Err, context.Canceled) {
+				t.Fatalf("Result: %v, want context.Canceled", res.Err)
+			} else if c.cancelIn == "" && res.Err != nil {
+				t.Fatalf("Result: %v, want nil", res.Err)
+			}
+			if got := strings.Join(trace, ","); got != c.trace {
+				t.Errorf("trace %q, want %q", got, c.trace)
+			}
+			lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+			ok := len(lines) == len(c.logs)
+			for i := 0; ok && i < len(lines); i++ {
+				ok = strings.Contains(lines[i], c.logs[i])
+			}
+			if !ok {
+				t.Errorf("the engine logged:\n%s\nwant, in order:\n%s", log, strings.Join(c.logs, "\n"))
+			}
+		})
+	}
+}

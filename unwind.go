@@ -52,7 +52,7 @@ func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 				return next
 			}
 		}
-		if perr, unseen := fl.callCancel(f, nil); perr != nil {
+		if perr, unseen := fl.callCancel(f, nil, unseenFault(err, faulted)); perr != nil {
 			err, faulted = perr, unseen
 			if fl.hasUnreported() {
 				fl.reportErrors(resumePoint{f: f, err: err, faulted: faulted})
@@ -91,6 +91,16 @@ func (fl *flow) unwindFrom(f *frame, err *Error, faulted bool) *frame {
 		fl.retire(f)
 		f = p
 	}
+}
+
+// unseenFault returns err if it is a cancel handler's fault that no
+// handler has seen (faulted), else nil: what a fault of the next cancel
+// handler would hide for good (see callCancel).
+func unseenFault(err *Error, faulted bool) *Error {
+	if faulted {
+		return err
+	}
+	return nil
 }
 
 // testHookUnwindStopCheck, set by a test, runs in unwind once a level's
@@ -224,7 +234,10 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // else unseen, for the look at the request that lets a cancel win to
 // log it (see stoppedOver), or for a Close of the loop that drops its
 // unwinding after a Goexit (see Loop.endDropped). Logged here, it is told
-// even when the next goroutine after a Goexit never runs its flow.
+// even when the next goroutine after a Goexit never runs its flow. The
+// error it replaces may be hidden, the fault of a cancel handler further
+// in that no handler has seen (unwindFrom's faulted): replaced, no
+// handler ever sees it, whatever wins next, so it is logged first.
 //
 // A step that a cancel (job) reaches after a Success from outside has
 // claimed it has completed: its handler is dropped unrun, as the
@@ -232,7 +245,7 @@ func (fl *flow) unwindsOn(c *frame) (from *frame, err *Error) {
 // through the step runs it all the same: a claimed Success meets one
 // only where the loop has made that Success an error (after Add); a
 // timeout lets the claim win instead of failing the step.
-func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error, unseen bool) {
+func (fl *flow) callCancel(f *frame, job *cancelJob, hidden *Error) (err *Error, unseen bool) {
 	r := f.rare
 	if r == nil || r.onCancel == nil {
 		return nil, false
@@ -255,6 +268,9 @@ func (fl *flow) callCancel(f *frame, job *cancelJob) (err *Error, unseen bool) {
 			err = c.err
 		}
 		if err != nil {
+			if hidden != nil {
+				logCancelFault(hidden)
+			}
 			if job != nil {
 				logCancelFault(err)
 			} else {
