@@ -201,6 +201,9 @@ type cancelJob struct {
 	// than 2^31 levels deep: each level takes a frame).
 	next int32
 	goexitTurn
+	// thenFault says that then unwinds a cancel handler's fault that no
+	// handler has seen, held in droppedFaults until then runs.
+	thenFault bool
 }
 
 // cancelOrder appends to dst the frames of the tree under top, top
@@ -265,6 +268,9 @@ func (j *cancelJob) finish() *frame {
 	// Once only: a job queued to go on after a Goexit may also have been
 	// finished by the goroutine it was queued from (see goexitPending).
 	j.then = nil
+	if j.thenFault {
+		droppedFaults.Delete(j)
+	}
 	return then()
 }
 
@@ -280,14 +286,27 @@ func (j *cancelJob) run() {
 // cancelFrames cancels the trees under tops, in order, then goes on with
 // then (nil: nothing). It returns where the flow goes on.
 func (fl *flow) cancelFrames(then func() *frame, tops ...*frame) *frame {
+	return fl.newCancelJob(then, tops...).finish()
+}
+
+// newCancelJob returns the job that cancels the trees under tops, in
+// order, then goes on with then (see cancelFrames).
+func (fl *flow) newCancelJob(then func() *frame, tops ...*frame) *cancelJob {
 	var buf [8]*frame
 	frames := buf[:0]
 	for _, top := range tops {
 		frames = cancelOrder(frames, top)
 	}
-	j := &cancelJob{fl: fl, frames: frames, then: then}
-	return j.finish()
+	return &cancelJob{fl: fl, frames: frames, then: then}
 }
+
+// droppedFaults holds, by job, the cancel handler's fault that no handler
+// has seen and that a job's then unwinds (a failed Parallel branch's),
+// until then runs: a Close of the loop that drops the job after a Goexit
+// logs it (see Loop.endDropped). Apart from the job, which keeps its size
+// class, as only that rare path needs it; the job's thenFault spares the
+// others the look.
+var droppedFaults sync.Map // *cancelJob -> *Error
 
 // Re-entrance: a callback that drives its own TestTool (NextEvent, Advance,
 // Run) would run tasks of its own flow inside itself, and the flow would
@@ -440,6 +459,11 @@ func (l *Loop) endDropped(t task) {
 		fl = t.h.fl
 	case *cancelJob:
 		fl = t.fl
+		if t.thenFault {
+			if err, ok := droppedFaults.LoadAndDelete(t); ok && !fl.done {
+				logCancelFault(err.(*Error))
+			}
+		}
 	case *startFailure:
 		fl = t.fl
 	case *itemWork:

@@ -259,3 +259,78 @@ func TestCancelHandlerFaultReplacedByAnOuterOneIsLogged(t *testing.T) {
 		})
 	}
 }
+
+// A Parallel branch's cancel handler panics as the branch's error unwinds
+// through it, with no error handler in the branch: its fault climbs to the
+// Parallel unseen. A sibling's cancel handler, run as the Parallel cancels
+// the other branches, calls Goexit. If it closes the loop first, the Close
+// drops the cancel job queued for the next goroutine, and with it the
+// unwinding of the branch's fault, which no handler ever sees: it is
+// logged, once, as the job is dropped, after the Goexit (before, only the
+// Goexit was). Else the job goes on and the error handler around sees the
+// fault, which is not logged. Either way nothing is left held for it.
+func TestBranchCancelFaultIsLoggedAsTheLoopDropsTheSiblingsCancel(t *testing.T) {
+	const goexit = `msg="asyncsteps: runtime.Goexit in cancel handler"`
+	for _, c := range []struct {
+		name  string
+		close bool
+		trace string
+		logs  []string
+	}{
+		{"Close", true, "branch cancel,sibling cancel", []string{goexit, `msg="asyncsteps: panic in cancel handler" panic=branch`}},
+		{"no Close", false, "branch cancel,sibling cancel,outer InternalError", []string{goexit}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := captureLog(t)
+			var trace []string
+			l := NewLoop()
+			defer l.Close()
+			r := New(WithTool(l))
+			r.Add(func(as AsyncSteps, _ ...any) {
+				p := as.Parallel()
+				p.Add(func(as AsyncSteps, _ ...any) {
+					as.SetCancel(func(AsyncSteps) {
+						trace = append(trace, "sibling cancel")
+						if c.close {
+							l.Close()
+						}
+						runtime.Goexit()
+					})
+				})
+				p.Add(func(as AsyncSteps, _ ...any) {
+					as.SetCancel(func(AsyncSteps) {
+						trace = append(trace, "branch cancel")
+						panic("branch")
+					})
+					as.Error("E")
+				})
+			}, func(as AsyncSteps, code string) {
+				trace = append(trace, "outer "+code)
+				as.Success()
+			})
+
+			res := <-r.Promise()
+			if !c.close && res.Err != nil {
+				t.Fatalf("Result: %v, want nil", res.Err)
+			} else if e, ok := res.Err.(*Error); c.close && (!ok || e.Code != InternalError || e.Info != "the flow's loop is closed") {
+				t.Fatalf("Result: %v, want InternalError: the flow's loop is closed", res.Err)
+			}
+			if got := strings.Join(trace, ","); got != c.trace {
+				t.Errorf("trace %q, want %q", got, c.trace)
+			}
+			lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+			ok := len(lines) == len(c.logs)
+			for i := 0; ok && i < len(lines); i++ {
+				ok = strings.Contains(lines[i], c.logs[i])
+			}
+			if !ok {
+				t.Errorf("the engine logged:\n%s\nwant, in order:\n%s", log, strings.Join(c.logs, "\n"))
+			}
+			held := 0
+			droppedFaults.Range(func(_, _ any) bool { held++; return true })
+			if held != 0 {
+				t.Errorf("droppedFaults holds %d faults after the flow's end, want 0", held)
+			}
+		})
+	}
+}

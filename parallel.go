@@ -220,10 +220,17 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error, faulted bool) *frame {
 	fl := p.h.fl
 	st := fl.State()
 	info, exc := st.ErrorInfo, st.LastException
-	return fl.cancelFrames(func() *frame {
+	j := fl.newCancelJob(func() *frame {
 		st.ErrorInfo, st.LastException = info, exc
 		return fl.unwindFrom(p, err, faulted)
 	}, pr.liveBranches()...)
+	if faulted {
+		// A Goexit of a sibling's cancel handler queues the job: a Close
+		// of the loop that drops it logs err (see Loop.endDropped).
+		j.thenFault = true
+		droppedFaults.Store(j, err)
+	}
+	return j.finish()
 }
 
 // liveBranches returns the frames of the branches still running.
