@@ -201,9 +201,11 @@ type cancelJob struct {
 	// than 2^31 levels deep: each level takes a frame).
 	next int32
 	goexitTurn
-	// thenFault says that then unwinds a cancel handler's fault that no
-	// handler has seen, held in droppedFaults until then runs.
-	thenFault bool
+	// fault is the cancel handler's fault that no handler has seen and
+	// that then unwinds (a failed Parallel branch's), or nil: a Close of
+	// the loop that drops the job after a Goexit logs it (see
+	// Loop.endDropped). Only jobs that cancel pay for the word.
+	fault *Error
 }
 
 // cancelOrder appends to dst the frames of the tree under top, top
@@ -267,10 +269,7 @@ func (j *cancelJob) finish() *frame {
 	}
 	// Once only: a job queued to go on after a Goexit may also have been
 	// finished by the goroutine it was queued from (see goexitPending).
-	j.then = nil
-	if j.thenFault {
-		droppedFaults.Delete(j)
-	}
+	j.then, j.fault = nil, nil
 	return then()
 }
 
@@ -299,14 +298,6 @@ func (fl *flow) newCancelJob(then func() *frame, tops ...*frame) *cancelJob {
 	}
 	return &cancelJob{fl: fl, frames: frames, then: then}
 }
-
-// droppedFaults holds, by job, the cancel handler's fault that no handler
-// has seen and that a job's then unwinds (a failed Parallel branch's),
-// until then runs: a Close of the loop that drops the job after a Goexit
-// logs it (see Loop.endDropped). Apart from the job, which keeps its size
-// class, as only that rare path needs it; the job's thenFault spares the
-// others the look.
-var droppedFaults sync.Map // *cancelJob -> *Error
 
 // Re-entrance: a callback that drives its own TestTool (NextEvent, Advance,
 // Run) would run tasks of its own flow inside itself, and the flow would
@@ -459,10 +450,8 @@ func (l *Loop) endDropped(t task) {
 		fl = t.h.fl
 	case *cancelJob:
 		fl = t.fl
-		if t.thenFault {
-			if err, ok := droppedFaults.LoadAndDelete(t); ok && !fl.done {
-				logCancelFault(err.(*Error))
-			}
+		if t.fault != nil && !fl.done {
+			logCancelFault(t.fault)
 		}
 	case *startFailure:
 		fl = t.fl

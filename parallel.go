@@ -227,8 +227,7 @@ func (pr *parallelRun) branchFailed(p *frame, err *Error, faulted bool) *frame {
 	if faulted {
 		// A Goexit of a sibling's cancel handler queues the job: a Close
 		// of the loop that drops it logs err (see Loop.endDropped).
-		j.thenFault = true
-		droppedFaults.Store(j, err)
+		j.fault = err
 	}
 	return j.finish()
 }
