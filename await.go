@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
@@ -30,7 +31,7 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 	if refusedExtraHandlers(as, "AwaitChan", onerror) {
 		return as
 	}
-	return as.Add(recvStep(func(*stepAPI) <-chan T { return ch }, succeed[T], nil), onerror...)
+	return as.Add(recvStep(func(*stepAPI) <-chan T { return ch }, succeed[T], nil, nil), onerror...)
 }
 
 // AwaitResult adds a step that waits for a [Result] from ch (typically the
@@ -57,7 +58,7 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 	if refusedExtraHandlers(as, "AwaitResult", onerror) {
 		return as
 	}
-	return as.Add(recvStep(func(*stepAPI) <-chan Result { return ch }, complete, nil), onerror...)
+	return as.Add(recvStep(func(*stepAPI) <-chan Result { return ch }, complete, nil, nil), onerror...)
 }
 
 // AwaitFlow adds a step that runs the flow other as a sub-flow: the step
@@ -79,7 +80,8 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // in: those of the context given to [Root.Run] (or [Root.PromiseContext]),
 // and what that flow's FlowStart hook added (see [Hooks]). So other's
 // hooks and its [AsyncSteps.Await] functions see them: a tracing hook
-// makes other's span a child of the awaiting flow's, and the request's
+// makes other's span a child of the awaiting flow's (package otelsteps
+// gives the step a span of its own, other's parent), and the request's
 // values (a tenant, a logger) reach other's functions. Values only: that
 // context's deadline and cancel do not reach other, which the step alone
 // cancels, as above. A step given through a decorator that does not
@@ -95,25 +97,135 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 			as.Error(InternalError, "AwaitFlow: nil Root")
 		}, onerror...)
 	}
-	start := func(h *stepAPI) <-chan Result { return other.promiseUnder(subflowContext(h)) }
-	return as.Add(recvStep(start, completeAwaited(other), other), onerror...)
+	return as.Add(awaitFlowStep(other), onerror...)
+}
+
+// awaitFlowStep returns the step of AwaitFlow on other. A step whose
+// flow's context holds an observer of AwaitFlow steps (see
+// toolinfo.AwaitFlowKey) reports to it as it starts other, under the
+// context the observer returns, and as it ends; any other runs the step
+// made once here.
+func awaitFlowStep(other *Root) StepFunc {
+	start := func(h *stepAPI) <-chan Result { return other.promiseUnder(subflowContext(h, nil)) }
+	plain := recvStep(start, completeAwaited(other, nil), other, nil)
+	return func(as AsyncSteps, args ...any) {
+		h := stepOf(as) // while the callback runs: see unwrapStep
+		w := watchAwaitFlow(h)
+		if w == nil {
+			plain(as, args...)
+			return
+		}
+		start := func(h *stepAPI) <-chan Result { return w.startFlow(h, other) }
+		recvStep(start, completeAwaited(other, w), other, w)(as, args...)
+	}
 }
 
 // subflowContext returns the context that the flow of an AwaitFlow step
-// h begins with: the values of h's flow's context (see flowContext),
-// without its deadline or cancel, and a token of this start under
-// toolinfo.SubflowKey. A hook that wraps otelsteps' may fail the
-// flow's start, whose StepError and FlowEnd then get this context, with
-// the awaiting flow's record of otelsteps in it: the token tells
-// otelsteps that that record is not the failed flow's. Without h (a
-// decorator that does not unwrap), context.Background()'s values. On
-// the loop, in the step's callback.
-func subflowContext(h *stepAPI) context.Context {
-	outer := context.Background()
-	if h != nil {
+// h begins with: the values of outer, else of h's flow's context (see
+// flowContext), without its deadline or cancel, and a token of this
+// start under toolinfo.SubflowKey. A hook that wraps otelsteps' may fail
+// the flow's start, whose StepError and FlowEnd then get this context,
+// with the awaiting flow's record of otelsteps in it: the token tells
+// otelsteps that that record is not the failed flow's. Without either (a
+// decorator that does not unwrap), context.Background()'s values. On the
+// loop, in the step's callback.
+func subflowContext(h *stepAPI, outer context.Context) context.Context {
+	switch {
+	case outer != nil:
+	case h != nil:
 		outer = h.fl.flowContext()
+	default:
+		outer = context.Background()
 	}
 	return &subflowCtx{Context: context.WithoutCancel(outer)}
+}
+
+// flowWatch is the report of one run of an AwaitFlow step to the
+// observer its flow's context holds (see toolinfo.AwaitFlowObserver).
+type flowWatch struct {
+	obs toolinfo.AwaitFlowObserver
+	// step is the step's context: the values of its flow's context, the
+	// deadline around the step, cancelled with the step. An Await
+	// function's context is made so, and tells a timeout from a cancel
+	// alike (see awaitCall.cause); it runs no function here.
+	step *awaitCall
+	ctx  context.Context // what AwaitFlowStart returned, or step
+	// ended is set by the first end: the step ends on its loop (a
+	// cancel, a Result taken at once) or on the goroutine that waits for
+	// the Result, and both may see it end at once.
+	ended atomic.Bool
+}
+
+// watchAwaitFlow returns the watch of the AwaitFlow step h, nil if its
+// flow's context holds no observer, or h is nil (a decorator that does
+// not unwrap). On the loop, in the step's callback.
+func watchAwaitFlow(h *stepAPI) *flowWatch {
+	if h == nil {
+		return nil
+	}
+	obs, _ := h.fl.flowContext().Value(toolinfo.AwaitFlowKey{}).(toolinfo.AwaitFlowObserver)
+	if obs == nil {
+		return nil
+	}
+	return &flowWatch{obs: obs}
+}
+
+// startFlow reports the start of the step h to the observer, then starts
+// other under the values of the context the observer returned. A start
+// of other that fails (other is running; a Tool of the user's panicked
+// or called runtime.Goexit as it was given the flow) fails the step as
+// before, and is its end: the observer is told of the error the step
+// fails with, before the panic goes on.
+func (w *flowWatch) startFlow(h *stepAPI, other *Root) <-chan Result {
+	c := &awaitCall{h: h}
+	c.Context = h.fl.flowContext()
+	h.fl.setDeadlines(c, h.f)
+	w.step, w.ctx = c, c
+	if ctx := w.obs.AwaitFlowStart(c); ctx != nil { // nil keeps ctx
+		w.ctx = ctx
+	}
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The step's error, made as the engine makes a callback's, which
+		// it goes on to do.
+		if r := recover(); r != nil {
+			w.end(panicError(r, debug.Stack()))
+			panic(r)
+		}
+		w.end(newGoexitError())
+	}()
+	ch := other.promiseUnder(subflowContext(h, w.ctx))
+	returned = true
+	return ch
+}
+
+// end reports the end of the step to the observer, with err, the error
+// the step fails with (nil: none), unless an end was reported already.
+// The step has ended, or ends as it would have: a panic of the observer
+// is logged.
+func (w *flowWatch) end(err *Error) {
+	if w == nil || !w.ended.CompareAndSwap(false, true) {
+		return
+	}
+	defer recoverHook("AwaitFlowEnd")
+	if err == nil {
+		w.obs.AwaitFlowEnd(w.ctx, nil) // not a nil *Error in an error
+		return
+	}
+	w.obs.AwaitFlowEnd(w.ctx, err)
+}
+
+// cancelled reports the end of a step that a cancel or a timeout ended,
+// or the closing of its loop: the step's context is cancelled first, and
+// says which.
+func (w *flowWatch) cancelled() {
+	if w != nil {
+		w.step.cancel()
+		w.end(nil)
+	}
 }
 
 // subflowCtx is the context of subflowContext, which is its own token.
@@ -134,14 +246,24 @@ func (c *subflowCtx) String() string { return "asyncsteps.AwaitFlow context" }
 // flow's. The same code and info may come from elsewhere (a flow of a
 // closed loop that other awaited with AwaitResult): that error, a copy
 // with a Cause, or one other raised while its loop runs on, is other's
-// own, passed on as it is.
-func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result) {
+// own, passed on as it is. The end of the step, with the error it fails
+// with, goes to w, if not nil, before the step completes.
+func completeAwaited(other *Root, w *flowWatch) func(as AsyncSteps, h *stepAPI, res Result) {
 	return func(as AsyncSteps, h *stepAPI, res Result) {
 		if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo &&
 			e.Cause == nil && other.onClosedLoop() {
 			res.Err = &Error{Code: InternalError, Info: "the awaited flow's loop is closed", Cause: e}
 		}
-		complete(as, h, res)
+		if w == nil {
+			complete(as, h, res)
+			return
+		}
+		var e *Error
+		if res.Err != nil {
+			e = awaitError(res.Err)
+		}
+		w.end(e)
+		completeWith(as, h, res, e)
 	}
 }
 
@@ -156,7 +278,9 @@ func (r *Root) onClosedLoop() bool {
 // returns, given the engine's step (nil if unknown), and hands it to
 // deliver, with the engine's step behind the
 // step's AsyncSteps (see stepOf). owned, if not nil, is the flow the step
-// owns: it is cancelled when the step is.
+// owns: it is cancelled when the step is. w, if not nil, is told of a
+// step that a cancel ends, or the closing of its loop; deliver tells it
+// of the other ends.
 //
 // The fast path runs deliver inside the callback. Otherwise the waiting
 // goroutine calls deliver as an external completion; if the step was
@@ -167,7 +291,7 @@ func (r *Root) onClosedLoop() bool {
 // this package (see Unwrapper), deliver calls the decorator's methods,
 // user code: it runs in a task on the flow's loop (see loopDelivery), not
 // on the waiting goroutine, which nothing recovers.
-func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root) StepFunc {
+func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root, w *flowWatch) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := stepOf(as) // while the callback runs: see unwrapStep
 		// The step runs none of the user's functions: AsyncStack leaves
@@ -184,6 +308,7 @@ func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps,
 		as.SetCancel(func(AsyncSteps) {
 			close(cancelled) // cancel handlers run at most once
 			owned.Cancel()   // nothing for a nil Root
+			w.cancelled()    // nothing for a nil watch
 		})
 		if ch == nil {
 			return // only a cancellation ends the step: nothing to wait on
@@ -205,6 +330,7 @@ func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps,
 			case <-cancelled:
 			case <-closed:
 				cancelUnlessCancelled(owned, cancelled)
+				w.cancelled() // the loop runs the cancel handler no more
 			}
 		}()
 	}
@@ -309,11 +435,20 @@ func succeed[T any](as AsyncSteps, _ *stepAPI, v T) { as.Success(v) }
 // fails h, the engine's step behind as, if known, with the original error
 // as its Cause and LastException, as Await does; Error would drop it.
 func complete(as AsyncSteps, h *stepAPI, res Result) {
-	if res.Err == nil {
+	var e *Error
+	if res.Err != nil {
+		e = awaitError(res.Err)
+	}
+	completeWith(as, h, res, e)
+}
+
+// completeWith is complete with e, res.Err's error as the step maps it
+// (nil if none), made already.
+func completeWith(as AsyncSteps, h *stepAPI, res Result, e *Error) {
+	if e == nil {
 		as.Success(res.Args...)
 		return
 	}
-	e := awaitError(res.Err)
 	if h != nil {
 		h.complete(e)
 		return

@@ -293,3 +293,36 @@ func TestAwaitOfAnUnsampledFlowInAnAwait(t *testing.T) {
 		}
 	})
 }
+
+// Hooks that wrap otelsteps' and put a span of their own on top of the
+// flow's keep the tracing of its AwaitFlow steps, which the flow's
+// context carries: the step's span is a child of the span on top, and
+// the awaited flow's a child of the step's.
+func TestAwaitFlowUnderHooksWithASpanOnTop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		loop.SetHooks(withUserSpan(otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), tp.Tracer("test"), "handler"))
+
+		sub := asyncsteps.New(asyncsteps.WithTool(loop))
+		sub.Add(func(steps, ...any) {})
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		asyncsteps.AwaitFlow(r, sub)
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		synctest.Wait()
+		want := describeLines([]string{
+			`asyncsteps.flow#1 <- -: Unset ""`,
+			`handler#2 <- asyncsteps.flow#1: Unset ""`,
+			`asyncsteps.await_flow#3 <- handler#2: Unset ""`,
+			`asyncsteps.flow#4 <- asyncsteps.await_flow#3: Unset ""`,
+			`handler#5 <- asyncsteps.flow#4: Unset ""`,
+		})
+		if got := spanTree(rec); got != want {
+			t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}

@@ -368,6 +368,7 @@ func TestPanicOfAFlowRunByAnAwaitIsItsOwn(t *testing.T) {
 		},
 		spans: []string{
 			"asyncsteps.flow: InternalError:inner panic:inner", // the inner flow
+			"asyncsteps.await_flow: ",
 			"asyncsteps.flow: InternalError:inner CommError:replaced",
 		},
 	}} {

@@ -1,6 +1,6 @@
 // Package otelsteps traces asyncsteps flows with OpenTelemetry: a span per
-// flow and a span per Await call, a child of its flow's span; and, if
-// asked to, measures them.
+// flow, and a span per Await call and per AwaitFlow step, a child of its
+// flow's span; and, if asked to, measures them.
 //
 // Set the hooks it returns on the tools that run the flows:
 //
@@ -14,10 +14,20 @@
 // [asyncsteps.Root.Run], if any (the server span of the request being
 // handled, typically), and the context an Await function gets carries the
 // Await's span, so that what the function traces (an outgoing HTTP call)
-// is its child. A flow that [asyncsteps.AwaitFlow] runs begins with the
-// values of the awaiting flow's context: its span is a child of the
-// awaiting flow's (the AwaitFlow step has no span of its own), in the
-// same trace. The error a flow or an Await fails with sets its span's
+// is its child. An [asyncsteps.AwaitFlow] step is traced as an Await is,
+// by a span of its own (AwaitFlowSpan) from the step's start, as it asks
+// for the awaited flow to begin, to the step's end, which shows how long
+// that flow waited for its loop and when the step stopped waiting for it;
+// the awaited flow begins with the values of the step's context, so its
+// span is a child of the step's, in the same trace. The span of an
+// AwaitFlow step ends with the step's outcome, as an Await's does: the
+// error the step fails with (the awaited flow's, or the loop's that was
+// closed under it), asyncsteps.canceled for a step that a cancel ended,
+// or the closing of its Loop, and Timeout for one that a timeout ended;
+// the awaited flow's span, which the step cancels then, ends with that
+// flow's own outcome, once it has stopped, often after the step's. A
+// panic in the awaited flow is an exception of that flow's span, not of
+// the step's. The error a flow or an Await fails with sets its span's
 // status to Error, with the error as description (its info cut: see
 // Infos and panics below), and its code in the attribute
 // asyncsteps.error.code and in error.type, the attribute OpenTelemetry's
@@ -110,7 +120,11 @@
 // has the step errors as events, whatever the context holds on top of
 // it (see the example). So does an Await's span, as its function
 // returns, under a span that the application's AwaitStart puts on top
-// of it, a child of the Await's, and ends itself. A hook of the application's that keeps something
+// of it, a child of the Await's, and ends itself. The flow's context
+// also holds what traces its AwaitFlow steps, which no field of
+// asyncsteps.Hooks reports: the application's hooks keep it as they
+// derive the flow's context from the one these returned, and the spans
+// of its steps are children of the span on top. A hook of the application's that keeps something
 // of its own in the flow's context must look for it as these do: when a
 // FlowStart fails, FlowEnd gets the context the flow began with, which,
 // for a flow run by an Await function or by AwaitFlow, holds what the
@@ -212,6 +226,7 @@ const Version = "0.1.0"
 const (
 	FlowSpan       = "asyncsteps.flow"
 	AwaitSpan      = "asyncsteps.await"
+	AwaitFlowSpan  = "asyncsteps.await_flow"
 	StepErrorEvent = "asyncsteps.step_error"
 	CodeKey        = attribute.Key("asyncsteps.error.code")
 	InfoKey        = attribute.Key("asyncsteps.error.info")
@@ -304,6 +319,9 @@ func Hooks(c Config) *asyncsteps.Hooks {
 	if isNil(t.Tracer) {
 		t.Tracer = noop.NewTracerProvider().Tracer(ScopeName, scope...)
 	}
+	// Before the hooks take their copies of t.
+	t.awaitFlows = &awaitFlows{}
+	t.awaitFlows.tracer = t
 	h := &asyncsteps.Hooks{
 		FlowStart:  t.flowStart,
 		FlowEnd:    t.flowEnd,
@@ -337,6 +355,9 @@ type tracer struct {
 	now      clock
 	infos    infoPolicy
 	stackMax int // the cap on exported stacks; 0: none
+	// awaitFlows traces the AwaitFlow steps of the flows these hooks
+	// trace: their contexts hold it (see flowContext.Value).
+	awaitFlows *awaitFlows
 }
 
 // clock is Config.Now: nil for the wall clock.
@@ -411,6 +432,8 @@ type flowContext struct {
 	// masked: the contexts of the flow's Await functions hide it (see
 	// awaitStart).
 	masked bool
+	// awaitFlows traces the flow's AwaitFlow steps.
+	awaitFlows *awaitFlows
 	// under is the token of the AwaitFlow start that the flow began
 	// under (see toolinfo.SubflowKey), nil for a flow begun otherwise: a
 	// context that holds another token is not the flow's (see ownFlow).
@@ -452,6 +475,10 @@ func (c *flowContext) Value(key any) any {
 		return c
 	case toolinfo.SubflowKey{}:
 		return c.under // what c.Context holds, without the walk up to it
+	case toolinfo.AwaitFlowKey{}:
+		if c.awaitFlows != nil {
+			return c.awaitFlows
+		}
 	}
 	return c.Context.Value(key)
 }
@@ -478,7 +505,8 @@ func (t tracer) startFlow(ctx context.Context, measured bool) context.Context {
 	// A span that records nothing, failed or ended by another flow, would
 	// be none the worse: only a start or a recording span needs the mask.
 	masked := measured || span.IsRecording()
-	return &flowContext{Context: ctx, span: span, start: start, measured: measured, masked: masked, under: under}
+	return &flowContext{Context: ctx, span: span, start: start, measured: measured, masked: masked,
+		awaitFlows: t.awaitFlows, under: under}
 }
 
 // ownFlow returns the flowContext of the flow whose context is ctx, if ctx
@@ -542,9 +570,17 @@ func (c *awaitContext) String() string {
 // failing and ending its span does nothing; unless an outer Await's is in
 // ctx, which its awaitEnd would take for its own.
 func (t tracer) awaitStart(ctx context.Context) context.Context {
+	return t.startWait(ctx, AwaitSpan)
+}
+
+// startWait is awaitStart for a span named name: an Await's, or an
+// AwaitFlow step's, whose context, ctx, is made as an Await function's
+// (see toolinfo.AwaitFlowObserver), and whose awaited flow begins with
+// the values of the context returned.
+func (t tracer) startWait(ctx context.Context, name string) context.Context {
 	f := ownFlow(ctx)
 	masked := f != nil && f.masked
-	ctx, span := t.startSpan(ctx, AwaitSpan, t.now.read(false))
+	ctx, span := t.startSpan(ctx, name, t.now.read(false))
 	if masked || span.IsRecording() || ctx.Value(awaitKey{}) != nil {
 		return &awaitContext{Context: ctx, span: span, masked: masked}
 	}
@@ -567,6 +603,14 @@ func (t tracer) flowEnd(ctx context.Context, err error) {
 }
 
 func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
+	t.endWait(ctx, err, true)
+}
+
+// endWait is awaitEnd for the span startWait started: an Await's, whose
+// function's panic is an exception of the span (withPanic), or an
+// AwaitFlow step's, whose error's panic, if any, is an exception of the
+// span of the flow where it was raised.
+func (t tracer) endWait(ctx context.Context, err *asyncsteps.Error, withPanic bool) {
 	call, _ := ctx.Value(awaitKey{}).(*awaitContext)
 	if call == nil {
 		return // its span records nothing (see awaitStart)
@@ -583,9 +627,34 @@ func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 	case err != nil:
 		t.fail(span, err)
 	}
+	if !withPanic {
+		t.endSpan(span, nil)
+		return
+	}
 	// The function's panic, even one after its step ended: this span
 	// alone can tell it.
 	t.endSpan(span, panicOf(err))
+}
+
+// awaitFlows is the observer of AwaitFlow steps that the contexts of the
+// flows traced by a tracer hold (see toolinfo.AwaitFlowObserver): it
+// traces each step as the span of a wait, as an Await's, whose child is
+// the span of the flow the step runs. One per Hooks call, shared by the
+// flows: it is not one allocation more per flow.
+type awaitFlows struct{ tracer }
+
+var _ toolinfo.AwaitFlowObserver = (*awaitFlows)(nil)
+
+// AwaitFlowStart starts the span of an AwaitFlow step, a child of the
+// span in ctx, the step's context, as awaitStart does for an Await.
+func (a *awaitFlows) AwaitFlowStart(ctx context.Context) context.Context {
+	return a.startWait(ctx, AwaitFlowSpan)
+}
+
+// AwaitFlowEnd ends the span of an AwaitFlow step with the step's
+// outcome, as awaitEnd does for an Await.
+func (a *awaitFlows) AwaitFlowEnd(ctx context.Context, err error) {
+	a.endWait(ctx, errorOf(err), false)
 }
 
 // stepError adds the step error event of err to its flow's span, and the

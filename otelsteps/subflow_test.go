@@ -60,11 +60,10 @@ func subflowLoops(t *testing.T, h *asyncsteps.Hooks, sameLoop bool) (outer, sub 
 var loopNames = map[bool]string{true: "same loop", false: "another loop"}
 
 // The flow that AwaitFlow runs is traced in the awaiting flow's trace:
-// its span is a child of the awaiting flow's span (the AwaitFlow step
-// has none of its own), and its Awaits are children of its span; its
-// Await functions see the request's values. Before, its span was the
-// root of a trace of its own, and its functions saw none of the
-// request's values.
+// its span is a child of the AwaitFlow step's, a child of the awaiting
+// flow's span, and its Awaits are children of its span; its Await
+// functions see the request's values. Before, its span was the root of a
+// trace of its own, and its functions saw none of the request's values.
 func TestAwaitFlowIsTracedUnderTheFlow(t *testing.T) {
 	for _, sameLoop := range []bool{true, false} {
 		t.Run(loopNames[sameLoop], func(t *testing.T) {
@@ -86,8 +85,9 @@ func TestAwaitFlowIsTracedUnderTheFlow(t *testing.T) {
 				want := describeLines([]string{
 					`request#1 <- -: Unset ""`,
 					`asyncsteps.flow#2 <- request#1: Unset ""`,
-					`asyncsteps.flow#3 <- asyncsteps.flow#2: Unset ""`,
-					`asyncsteps.await#4 <- asyncsteps.flow#3: Unset ""`,
+					`asyncsteps.await_flow#3 <- asyncsteps.flow#2: Unset ""`,
+					`asyncsteps.flow#4 <- asyncsteps.await_flow#3: Unset ""`,
+					`asyncsteps.await#5 <- asyncsteps.flow#4: Unset ""`,
 				})
 				if got := spanTree(rec); got != want {
 					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
@@ -156,7 +156,9 @@ func failingSubflowStart(h *asyncsteps.Hooks, after bool) *asyncsteps.Hooks {
 // alone: its StepError and FlowEnd, which get the context it began with,
 // the awaiting flow's values, find there the awaiting flow's record, and
 // take it for no record of their own. The awaiting flow's span ends
-// once, as that flow ends, with its own outcome and step errors. Before,
+// once, as that flow ends, with its own outcome and step errors; the
+// AwaitFlow step's span ends as the step fails, with the failed start's
+// error. Before,
 // the failed flow's FlowEnd ended it, with the failed start's error, as
 // the awaiting flow still ran, and measured the failed flow's duration
 // from the awaiting flow's start.
@@ -201,18 +203,19 @@ func TestFailedAwaitFlowStartLeavesTheFlowsSpan(t *testing.T) {
 					want := describeLines([]string{
 						`request#1 <- -: Unset ""`,
 						`asyncsteps.flow#2 <- request#1: Unset "" event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=wrapper bug`,
+						`asyncsteps.await_flow#3 <- asyncsteps.flow#2: Error "InternalError: wrapper bug" asyncsteps.error.code=InternalError error.type=InternalError`,
 					})
 					if got := spanTree(rec); got != want {
 						t.Errorf("spans:\n%s\nwant:\n%s", got, want)
 					}
-					started := 2
+					started := 3
 					if c.after {
-						started = 3 // the failed flow's span, lost with the context its FlowStart returned
+						started = 4 // the failed flow's span, lost with the context its FlowStart returned
 					}
 					if n := len(rec.Started()); n != started {
 						t.Errorf("%d spans started, want %d", n, started)
 					}
-					if got, want := log.String(), "outer's last step, asyncsteps.flow ended, request ended"; got != want {
+					if got, want := log.String(), "asyncsteps.await_flow ended, outer's last step, asyncsteps.flow ended, request ended"; got != want {
 						t.Errorf("log: %s\nwant: %s", got, want)
 					}
 					if !c.metered {
@@ -242,38 +245,215 @@ func TestFailedAwaitFlowStartLeavesTheFlowsSpan(t *testing.T) {
 	}
 }
 
-// An AwaitFlow step cancelled by its timeout cancels the flow it runs,
-// whose span is a cancelled child of the awaiting flow's, which times
-// out: each span ends once, with its own flow's outcome.
-func TestCancelledAwaitFlowStep(t *testing.T) {
-	for _, sameLoop := range []bool{true, false} {
-		t.Run(loopNames[sameLoop], func(t *testing.T) {
+// An AwaitFlow step has a span of its own, a child of its flow's, and the
+// flow it runs is a child of the step's span, as an Await function's work
+// is a child of the Await's span: the trace reads as the code does. The
+// step's span ends as the step does, with the step's outcome: the error
+// it fails with, Timeout when its timeout (or one around it) ends it,
+// asyncsteps.canceled when a cancel does; the flow it runs ends with its
+// own. Before, the step had no span, and the flow it ran hung off the
+// awaiting flow's span.
+func TestAwaitFlowStepHasASpan(t *testing.T) {
+	timeout := `Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`
+	invalid := `Error "InvalidRequest: bad" asyncsteps.error.code=InvalidRequest error.type=InvalidRequest`
+	for _, c := range []struct {
+		name  string
+		sub   func(sub *asyncsteps.Root)
+		step  func(as steps, sub *asyncsteps.Root)
+		run   func(ctx context.Context, outer *asyncsteps.Root) error
+		err   string
+		spans []string
+	}{{
+		name: "success",
+		sub:  func(sub *asyncsteps.Root) { sub.Await(func(context.Context) (any, error) { return 1, nil }) },
+		spans: []string{
+			`asyncsteps.flow#2 <- request#1: Unset ""`,
+			`asyncsteps.await_flow#3 <- asyncsteps.flow#2: Unset ""`,
+			`asyncsteps.flow#4 <- asyncsteps.await_flow#3: Unset ""`,
+			`asyncsteps.await#5 <- asyncsteps.flow#4: Unset ""`,
+		},
+	}, {
+		name: "error",
+		sub: func(sub *asyncsteps.Root) {
+			sub.Add(func(as steps, _ ...any) { as.Error(asyncsteps.InvalidRequest, "bad") })
+		},
+		err: "InvalidRequest: bad",
+		spans: []string{
+			`asyncsteps.flow#2 <- request#1: ` + invalid + ` event asyncsteps.step_error asyncsteps.error.code=InvalidRequest asyncsteps.error.info=bad`,
+			`asyncsteps.await_flow#3 <- asyncsteps.flow#2: ` + invalid,
+			`asyncsteps.flow#4 <- asyncsteps.await_flow#3: ` + invalid + ` event asyncsteps.step_error asyncsteps.error.code=InvalidRequest asyncsteps.error.info=bad`,
+		},
+	}, {
+		name: "timeout",
+		sub:  func(sub *asyncsteps.Root) { sub.Await(untilDone) },
+		step: func(as steps, sub *asyncsteps.Root) {
+			as.SetTimeout(time.Second)
+			asyncsteps.AwaitFlow(as, sub)
+		},
+		err: "Timeout",
+		spans: []string{
+			`asyncsteps.flow#2 <- request#1: ` + timeout + ` event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+			`asyncsteps.await_flow#3 <- asyncsteps.flow#2: ` + timeout,
+			`asyncsteps.flow#4 <- asyncsteps.await_flow#3: Unset "" asyncsteps.canceled=true`,
+			`asyncsteps.await#5 <- asyncsteps.flow#4: Unset "" asyncsteps.canceled=true`,
+		},
+	}, {
+		name: "cancel",
+		sub:  func(sub *asyncsteps.Root) { sub.Await(untilDone) },
+		run: func(ctx context.Context, outer *asyncsteps.Root) error {
+			ctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(time.Second, cancel)
+			_, err := outer.Run(ctx)
+			return err
+		},
+		err: "context canceled",
+		spans: []string{
+			`asyncsteps.flow#2 <- request#1: Unset "" asyncsteps.canceled=true`,
+			`asyncsteps.await_flow#3 <- asyncsteps.flow#2: Unset "" asyncsteps.canceled=true`,
+			`asyncsteps.flow#4 <- asyncsteps.await_flow#3: Unset "" asyncsteps.canceled=true`,
+			`asyncsteps.await#5 <- asyncsteps.flow#4: Unset "" asyncsteps.canceled=true`,
+		},
+	}} {
+		for _, sameLoop := range []bool{true, false} {
+			t.Run(c.name+", "+loopNames[sameLoop], func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					rec := tracetest.NewSpanRecorder()
+					tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+					outerLoop, subLoop := subflowLoops(t, otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), sameLoop)
+					ctx, request := tp.Tracer("test").Start(context.Background(), "request")
+
+					sub := asyncsteps.New(asyncsteps.WithTool(subLoop))
+					c.sub(sub)
+					outer := asyncsteps.New(asyncsteps.WithTool(outerLoop))
+					if c.step != nil {
+						outer.Add(func(as steps, _ ...any) { c.step(as, sub) })
+					} else {
+						asyncsteps.AwaitFlow(outer, sub)
+					}
+					run := func(ctx context.Context, outer *asyncsteps.Root) error { _, err := outer.Run(ctx); return err }
+					if c.run != nil {
+						run = c.run
+					}
+					if err := run(ctx, outer); errText(err) != c.err {
+						t.Errorf("Run: %v, want %q", err, c.err)
+					}
+					request.End()
+					synctest.Wait()
+					want := describeLines(append([]string{`request#1 <- -: Unset ""`}, c.spans...))
+					if got := spanTree(rec); got != want {
+						t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+					}
+					if s, e := len(rec.Started()), len(rec.Ended()); s != e {
+						t.Errorf("%d spans started, %d ended", s, e)
+					}
+					checkSameTrace(t, rec.Ended())
+				})
+			})
+		}
+	}
+}
+
+// The span of an AwaitFlow step shows the wait: it begins as the step
+// starts the flow, before the flow's loop, busy, begins it, and ends as
+// the step's timeout ends the step, before the flow, whose cancel handler
+// takes its time, has stopped.
+func TestAwaitFlowSpanTimesTheStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		outerLoop, subLoop := subflowLoops(t, otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), false)
+		start := time.Now()
+
+		sub := asyncsteps.New(asyncsteps.WithTool(subLoop))
+		sub.Add(func(as steps, _ ...any) {
+			as.SetCancel(func(as steps) { time.Sleep(300 * time.Millisecond) })
+			as.WaitExternal()
+		})
+		outer := asyncsteps.New(asyncsteps.WithTool(outerLoop))
+		outer.Add(func(as steps, _ ...any) {
+			subLoop.Immediate(func() { time.Sleep(200 * time.Millisecond) }) // the flow's loop is busy
+			as.SetTimeout(time.Second)
+			asyncsteps.AwaitFlow(as, sub)
+		})
+		if _, err := outer.Run(context.Background()); errText(err) != "Timeout" {
+			t.Errorf("Run: %v, want Timeout", err)
+		}
+		time.Sleep(time.Second) // the flow's cancel handler returns meanwhile
+		synctest.Wait()
+		var got []string
+		for _, s := range rec.Ended() {
+			got = append(got, fmt.Sprintf("%s %v-%v", s.Name(), s.StartTime().Sub(start), s.EndTime().Sub(start)))
+		}
+		slices.Sort(got)
+		want := []string{
+			"asyncsteps.await_flow 0s-1s",
+			"asyncsteps.flow 0s-1s",
+			"asyncsteps.flow 200ms-1.3s",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("spans:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// The span of an AwaitFlow step ends whatever way the step ends without
+// the flow's Result: a Close of the step's loop, which runs no cancel
+// handler, ends it cancelled, as the awaited flow's, which the step
+// cancels; a flow that cannot start (running already) fails the step,
+// whose span ends with the step's error.
+func TestAwaitFlowSpanEndsWithoutAResult(t *testing.T) {
+	running := `Error "InternalError: asyncsteps: Promise called on a running flow" asyncsteps.error.code=InternalError error.type=InternalError`
+	for _, c := range []struct {
+		name  string
+		run   func(outerLoop *asyncsteps.Loop, outer, sub *asyncsteps.Root) error
+		err   string
+		spans []string
+	}{{
+		name: "closed loop",
+		run: func(outerLoop *asyncsteps.Loop, outer, sub *asyncsteps.Root) error {
+			sub.Await(untilDone)
+			asyncsteps.AwaitFlow(outer, sub)
+			time.AfterFunc(time.Second, outerLoop.Close)
+			_, err := outer.Run(context.Background())
+			return err
+		},
+		err: "InternalError: the flow's loop is closed",
+		spans: []string{
+			`asyncsteps.flow#1 <- -: Error "InternalError: the flow's loop is closed" asyncsteps.error.code=InternalError error.type=InternalError`,
+			`asyncsteps.await_flow#2 <- asyncsteps.flow#1: Unset "" asyncsteps.canceled=true`,
+			`asyncsteps.flow#3 <- asyncsteps.await_flow#2: Unset "" asyncsteps.canceled=true`,
+			`asyncsteps.await#4 <- asyncsteps.flow#3: Unset "" asyncsteps.canceled=true`,
+		},
+	}, {
+		name: "running flow",
+		run: func(_ *asyncsteps.Loop, outer, sub *asyncsteps.Root) error {
+			sub.Add(func(as steps, _ ...any) { as.WaitExternal() })
+			sub.Execute()
+			synctest.Wait() // sub's span starts first
+			defer sub.Cancel()
+			asyncsteps.AwaitFlow(outer, sub)
+			_, err := outer.Run(context.Background())
+			return err
+		},
+		err: "InternalError: asyncsteps: Promise called on a running flow",
+		spans: []string{
+			`asyncsteps.flow#1 <- -: Unset "" asyncsteps.canceled=true`, // sub, run by Execute
+			`asyncsteps.flow#2 <- -: ` + running + ` event asyncsteps.step_error asyncsteps.error.code=InternalError asyncsteps.error.info=asyncsteps: Promise called on a running flow event exception exception.type=string exception.message=panic: asyncsteps: Promise called on a running flow exception.stacktrace=<debug.Stack>`,
+			`asyncsteps.await_flow#3 <- asyncsteps.flow#2: ` + running,
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := tracetest.NewSpanRecorder()
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-				outerLoop, subLoop := subflowLoops(t, otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), sameLoop)
-				ctx, request := tp.Tracer("test").Start(context.Background(), "request")
-
+				outerLoop, subLoop := subflowLoops(t, otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), false)
 				sub := asyncsteps.New(asyncsteps.WithTool(subLoop))
-				sub.Await(untilDone)
 				outer := asyncsteps.New(asyncsteps.WithTool(outerLoop))
-				outer.Add(func(as steps, _ ...any) {
-					as.SetTimeout(time.Second)
-					asyncsteps.AwaitFlow(as, sub)
-				})
-				if _, err := outer.Run(ctx); errText(err) != "Timeout" {
-					t.Errorf("Run: %v, want Timeout", err)
+				if err := c.run(outerLoop, outer, sub); errText(err) != c.err {
+					t.Errorf("Run: %v, want %q", err, c.err)
 				}
-				request.End()
 				synctest.Wait()
-				timeout := `Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`
-				want := describeLines([]string{
-					`request#1 <- -: Unset ""`,
-					`asyncsteps.flow#2 <- request#1: ` + timeout + ` event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
-					`asyncsteps.flow#3 <- asyncsteps.flow#2: Unset "" asyncsteps.canceled=true`,
-					`asyncsteps.await#4 <- asyncsteps.flow#3: Unset "" asyncsteps.canceled=true`,
-				})
-				if got := spanTree(rec); got != want {
+				if got, want := spanTree(rec), describeLines(c.spans); got != want {
 					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
 				}
 				if s, e := len(rec.Started()), len(rec.Ended()); s != e {

@@ -4,6 +4,8 @@
 // initialized, so a package that imports it finds them set.
 package toolinfo
 
+import "context"
+
 // NeverCloses reports whether tool is a Loop that is never closed: the
 // loop of DefaultTool, whose Done channel never is. It does not start
 // that loop.
@@ -234,6 +236,41 @@ var KeyedMutexKey func(obj any) (isKey, nilMutex bool)
 // the context that a flow whose FlowStart failed is left with, for the
 // awaiting flow's, not its own.
 type SubflowKey struct{}
+
+// AwaitFlowKey is the key under which a flow's context (the one its
+// FlowStart hook returned) may hold an AwaitFlowObserver, which each
+// asyncsteps.AwaitFlow step of the flow reports to: package otelsteps
+// gives the step a span of its own, the parent of the awaited flow's.
+// The public hooks see an Await function's call, not the wait of an
+// AwaitFlow step, which runs no function of the user's; found in the
+// flow's context, the observer follows the flow's record of otelsteps
+// through the hooks of an application that wrap otelsteps' and derive
+// the flow's context from theirs.
+type AwaitFlowKey struct{}
+
+// AwaitFlowObserver observes the AwaitFlow steps of the flows whose
+// context holds it under AwaitFlowKey.
+//
+// AwaitFlowStart is called on the flow's loop, in the step's callback,
+// before the step starts the awaited flow, with the step's context: the
+// values of the flow's context, the deadline around the step, cancelled
+// as the step is cancelled (Err then says context.DeadlineExceeded for a
+// timeout, as an Await function's context does). The awaited flow
+// begins with the values of the context it returns, which must be ctx or
+// derived from it (nil keeps ctx). A panic in it fails the step, as one
+// in the step's callback does, and no AwaitFlowEnd follows.
+//
+// AwaitFlowEnd is called once, as the step ends, with the context
+// AwaitFlowStart returned and the step's outcome: err is nil on success,
+// else the *asyncsteps.Error the step fails with; for a step that a
+// cancel or a timeout ends (or the closing of its Loop), ctx has been
+// cancelled and err is nil. It runs on the flow's loop, or on the
+// goroutine that waited for the awaited flow; a panic in it is logged,
+// and the step ends as it would have.
+type AwaitFlowObserver interface {
+	AwaitFlowStart(ctx context.Context) context.Context
+	AwaitFlowEnd(ctx context.Context, err error)
+}
 
 // ExecuteMisused starts root, a *Root of the package, as ExecuteWith does
 // with unhandled (a func(*Error), or nil for the Root's own function), its
