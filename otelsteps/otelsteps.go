@@ -218,7 +218,8 @@ const ScopeName = "github.com/asyncsteps/asyncsteps/otelsteps"
 
 // Version is the release of this package that the spans and the metrics
 // name as the version of their instrumentation scope, with the schema URL
-// of the semantic conventions they follow (v1.43.0). It is the last
+// of the semantic conventions they follow: that of the semconv package
+// this one imports, whose version the import path names. It is the last
 // release that CHANGELOG.md records, and moves with it.
 const Version = "0.1.0"
 
