@@ -325,10 +325,10 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 // routes serves /quote with quotes, /stats and /metrics from st, and the
 // probes /healthz and /readyz (see probes), which no counter counts;
 // /debug/memory and the profiles of /debug/pprof too, if memory is not
-// nil. Any other path is answered 404 with errs' JSON error body, and any
-// method but GET and HEAD to the gateway's routes 405 (the 405 of /quote
-// by quotes, which counts it); the /debug routes are net/http's own, as
-// they come. Every answer but a profile's has writeTimeout from its
+// nil. Any other path, and a target that is no path (see pathTargets),
+// is answered 404 with errs' JSON error body, and any method but GET and
+// HEAD to the gateway's routes 405 (the 405 of /quote by quotes, which
+// counts it); the /debug routes are net/http's own, as they come. Every answer but a profile's has writeTimeout from its
 // request's arrival to be written (see boundWrites).
 func routes(quotes http.Handler, st *stats, stopping *atomic.Bool, memory http.Handler, errs errorAnswers, writeTimeout time.Duration) http.Handler {
 	mux := http.NewServeMux()
@@ -347,9 +347,7 @@ func routes(quotes http.Handler, st *stats, stopping *atomic.Bool, memory http.H
 	healthz, readyz := probes(stopping, errs)
 	mux.Handle("/healthz", readOnly(errs, healthz))
 	mux.Handle("/readyz", readOnly(errs, readyz))
-	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-		errs.WriteError(w, notFound, fmt.Sprintf("no such path %q: the gateway serves /quote, /stats, /metrics, /healthz and /readyz", clip(req.URL.Path)))
-	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) { writeNotFound(errs, w, req.URL.Path) })
 	if memory != nil {
 		mux.Handle("/debug/memory", memory)
 		mux.Handle("/debug/pprof/", unboundedWrites(pprof.Index)) // heap, goroutine, ... profiles
@@ -360,7 +358,32 @@ func routes(quotes http.Handler, st *stats, stopping *atomic.Bool, memory http.H
 		// the command line, and a password given in -redis or -upstream.
 		mux.Handle("/debug/pprof/symbol", unboundedWrites(pprof.Symbol))
 	}
-	return boundWrites(mux, writeTimeout)
+	return boundWrites(pathTargets(errs, mux), writeTimeout)
+}
+
+// writeNotFound answers a request for target, which the gateway does not
+// serve, 404 with errs' JSON error body.
+func writeNotFound(errs errorAnswers, w http.ResponseWriter, target string) {
+	errs.WriteError(w, notFound, fmt.Sprintf("no such path %q: the gateway serves /quote, /stats, /metrics, /healthz and /readyz", clip(target)))
+}
+
+// pathTargets returns mux, but for the requests whose target is no path,
+// which it answers 404 with errs' JSON error body, as it answers a path
+// it does not serve: "*" (net/http answers OPTIONS * itself) and a
+// CONNECT's host:port. ServeMux answers those itself, outside the
+// gateway's error answers: "*" a 400 with no body, a host:port a
+// text/plain 404.
+func pathTargets(errs errorAnswers, mux http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch {
+		case req.RequestURI == "*":
+			writeNotFound(errs, w, req.RequestURI)
+		case req.Method == http.MethodConnect && req.URL.Path == "":
+			writeNotFound(errs, w, req.URL.Host)
+		default:
+			mux.ServeHTTP(w, req)
+		}
+	})
 }
 
 // The bodies of the probes' 200s.

@@ -4,11 +4,14 @@ package main
 // well as the bodies.
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // reply is a whole answer: its status, the headers that matter to a
@@ -30,6 +33,35 @@ func (g *testGateway) exchange(method, path string) reply {
 		g.t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: map[string]string{}, body: string(body)}
+	for _, k := range answerHeaders {
+		if v, ok := resp.Header[k]; ok {
+			r.header[k] = v[0]
+		}
+	}
+	return r
+}
+
+// rawExchange sends the request line method target, as written, to the
+// gateway: a target http.Client does not write, such as a CONNECT's
+// host:port.
+func (g *testGateway) rawExchange(method, target string) reply {
+	g.t.Helper()
+	conn, err := net.Dial("tcp", g.srv.Listener.Addr().String())
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, method+" "+target+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		g.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -157,6 +189,40 @@ func TestUnknownPathIs404WithTheErrorBody(t *testing.T) {
 			g := startGateway(t, impl, testConfig())
 			for _, tc := range tests {
 				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
+			}
+			checkCounters(t, g.gw.stats, counters{})
+		})
+	}
+}
+
+// A request target that is no path, which ServeMux answers itself, in
+// plain text or with no body, is a 404 with the gateway's JSON error body
+// too: "*" (but for OPTIONS, which net/http answers itself, 200) and a
+// CONNECT's host:port. A CONNECT with a path is routed as any method is.
+func TestTargetThatIsNoPathIs404WithTheErrorBody(t *testing.T) {
+	notFound := func(target string) reply {
+		return jsonReply(404, errBody("NotFound", "no such path "+strconv.Quote(target)+": the gateway serves /quote, /stats, /metrics, /healthz and /readyz"))
+	}
+	tests := []struct {
+		method, target string
+		want           reply
+	}{
+		{"GET", "*", notFound("*")},
+		{"HEAD", "*", notFound("*").headOnly()},
+		{"POST", "*", notFound("*")},
+		{"CONNECT", "example.com:443", notFound("example.com:443")},
+		{"CONNECT", "a-host-longer-than-sixteen-bytes:443", notFound("a-host-longer-th...")},
+		{"CONNECT", "/nowhere", notFound("/nowhere")},
+		{"CONNECT", "/stats", jsonReply(405, errBody("MethodNotAllowed", "method CONNECT not allowed, use GET or HEAD")).with("Allow", "GET, HEAD")},
+	}
+	for _, impl := range impls {
+		t.Run(impl, func(t *testing.T) {
+			g := startGateway(t, impl, testConfig())
+			for _, tc := range tests {
+				wantReply(t, tc.method+" "+tc.target, g.rawExchange(tc.method, tc.target), tc.want)
+			}
+			if got := g.rawExchange("OPTIONS", "*"); got.status != 200 || got.body != "" {
+				t.Errorf("OPTIONS *: %d %q, want net/http's 200 with no body", got.status, got.body)
 			}
 			checkCounters(t, g.gw.stats, counters{})
 		})
