@@ -131,9 +131,11 @@ const allowedMethods = "GET, HEAD"
 
 func allowed(method string) bool { return method == http.MethodGet || method == http.MethodHead }
 
-// notAllowed is the error that answers a request with method.
+// notAllowed is the error that answers a request with method, clipped: a
+// method is the client's text, of up to a megabyte (net/http's bound on a
+// request line), which the answer need not echo whole.
 func notAllowed(method string) *asyncsteps.Error {
-	return &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + method + " not allowed, use GET or HEAD"}
+	return &asyncsteps.Error{Code: methodNotAllowed, Info: "method " + clip(method) + " not allowed, use GET or HEAD"}
 }
 
 // quoteReply is the answer to /quote: one entry per symbol, in the order

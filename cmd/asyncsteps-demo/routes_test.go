@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -134,7 +135,8 @@ func TestQuoteEmptySymbolEntriesAreSkipped(t *testing.T) {
 
 // HEAD is answered as GET is, without the body: the same status and
 // headers. Any other method is a 405 whose Allow lists exactly GET and
-// HEAD, on every route; only those of /quote are counted as requests.
+// HEAD, on every route, its info naming the method, clipped; only those
+// of /quote are counted as requests.
 func TestRoutesServeGetAndHeadOnly(t *testing.T) {
 	notAllowed := func(method string) reply {
 		return jsonReply(405, errBody("MethodNotAllowed", "method "+method+" not allowed, use GET or HEAD")).with("Allow", "GET, HEAD")
@@ -149,19 +151,22 @@ func TestRoutesServeGetAndHeadOnly(t *testing.T) {
 		{"OPTIONS", "/quote", notAllowed("OPTIONS")},
 		{"POST", "/stats", notAllowed("POST")},
 		{"DELETE", "/metrics", notAllowed("DELETE")},
+		// A method is a client's text, up to a megabyte, clipped as a path is.
+		{strings.Repeat("X", 1<<10), "/quote?symbols=AAPL", notAllowed("XXXXXXXXXXXXXXXX...")},
+		{strings.Repeat("X", 1<<10), "/stats", notAllowed("XXXXXXXXXXXXXXXX...")},
 	}
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
 			g := startGateway(t, impl, testConfig())
 			for _, tc := range tests {
-				wantReply(t, tc.method+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
+				wantReply(t, clip(tc.method)+" "+tc.path, g.exchange(tc.method, tc.path), tc.want)
 			}
 			for _, path := range []string{"/stats", "/metrics"} {
 				if got := g.exchange(http.MethodHead, path); got.status != 200 || got.body != "" {
 					t.Errorf("HEAD %s: %d %q, want 200 and no body", path, got.status, got.body)
 				}
 			}
-			checkCounters(t, g.gw.stats, counters{started: 4, finished: map[string]int64{"OK": 1, "InvalidRequest": 1, "MethodNotAllowed": 2}})
+			checkCounters(t, g.gw.stats, counters{started: 5, finished: map[string]int64{"OK": 1, "InvalidRequest": 1, "MethodNotAllowed": 3}})
 		})
 	}
 }
