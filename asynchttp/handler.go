@@ -368,7 +368,7 @@ func (h *Handler) abort(req *http.Request, o Outcome, err error) {
 		returned := false
 		defer func() {
 			if !returned {
-				h.logError(goexitInfo, "method", req.Method, "path", req.URL.Path, "status", 0, "answered", false)
+				h.logError(goexitInfo, "method", clipLogged(req.Method), "path", clipLogged(req.URL.Path), "status", 0, "answered", false)
 			}
 		}()
 		h.done(req, o)
@@ -419,7 +419,7 @@ func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, o *Outcome,
 	if h.Done != nil && !doneCalled {
 		h.done(req, *o)
 	}
-	h.logError(goexitInfo, "method", req.Method, "path", req.URL.Path, "status", status, "answered", answered)
+	h.logError(goexitInfo, "method", clipLogged(req.Method), "path", clipLogged(req.URL.Path), "status", status, "answered", answered)
 }
 
 // done calls h.Done. Its panic is logged, not left to net/http: that would
@@ -717,15 +717,15 @@ func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 // LogFailure logs req, answered with status for the error e, as h logs
 // the error answers of its flows (see Logger): an InternalError or a 500
 // at Error, a 503 at Debug, any other 5xx at Warn, a 4xx not at all. The
-// line has e's code and info (an empty info of Timeout as answered,
-// [TimeoutInfo]; one longer than 1 KiB clipped to it, and "..."), and its
-// cause, if e has one: the Go error that e wraps,
-// with every detail the answer leaves out (for a [Client]'s ConnectError
-// or CommError, net/http's error, which names the upstream's URL and
-// address). The line of an error caused by a panic (an
-// [*asyncsteps.PanicError] in e's chain) logged at Error has the panic's
-// stack too, as "stack". A handler that does not run flows can log its
-// failures with it exactly as a Handler does.
+// line has req's method and path and e's code and info (an empty info of
+// Timeout as answered, [TimeoutInfo]; the method, the path and the info
+// each clipped to 1 KiB, and "...", if longer), and e's cause, if it has
+// one: the Go error that e wraps, with every detail the answer leaves
+// out (for a [Client]'s ConnectError or CommError, net/http's error,
+// which names the upstream's URL and address). The line of an error
+// caused by a panic (an [*asyncsteps.PanicError] in e's chain) logged at
+// Error has the panic's stack too, as "stack". A handler that does not
+// run flows can log its failures with it exactly as a Handler does.
 //
 // The Handler's own line for a flow's error has one more attribute, on
 // the line of an InternalError or a 500, and of a Timeout or a 504:
@@ -753,7 +753,7 @@ func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int,
 	if info == "" && e.Code == asyncsteps.Timeout {
 		info = TimeoutInfo // as answered: the line says which timeout
 	}
-	args := []any{"method", req.Method, "path", req.URL.Path, "status", status, "code", e.Code, "info", info}
+	args := []any{"method", clipLogged(req.Method), "path", clipLogged(req.URL.Path), "status", status, "code", e.Code, "info", info}
 	if cause := logCause(e); cause != nil {
 		args = append(args, "cause", cause)
 	}
@@ -812,7 +812,8 @@ func logCause(e *asyncsteps.Error) error {
 // clipLogged returns info, or its first maxLoggedInfo bytes (cut before a
 // character they would split) and "...": an info may carry text of any
 // length from elsewhere (an upstream's answer), which a log line need not
-// repeat whole, once per failure.
+// repeat whole, once per failure. So may a request's method and path, the
+// client's text of up to a megabyte (net/http's bound on a request line).
 func clipLogged(info string) string {
 	if len(info) <= maxLoggedInfo {
 		return info

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -215,4 +216,54 @@ func TestLogFailureClipsALongInfo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The method and the path of a request are the client's text, of up to a
+// megabyte (net/http's bound on a request line): a log line of the
+// Handler's has them clipped to 1 KiB and "...", as a long info, on the
+// line of a failed answer, of a Goexit, and of LogFailure.
+func TestLogLinesClipTheRequestsMethodAndPath(t *testing.T) {
+	method, path := strings.Repeat("M", 2000), "/"+strings.Repeat("p", 5000)
+	wantMethod, wantPath := strings.Repeat("M", 1024)+"...", path[:1024]+"..."
+	loop := newLoop(t)
+	for _, c := range []struct {
+		name, msg string
+		h         asynchttp.Handler
+	}{
+		{"failed answer", "asynchttp: request failed", asynchttp.Handler{
+			Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) { as.Error(asyncsteps.CommError, "upstream") },
+		}},
+		{"Goexit", "asynchttp: the request's goroutine ended (runtime.Goexit) in a callback", asynchttp.Handler{
+			Done: func(*http.Request, asynchttp.Outcome) { runtime.Goexit() },
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recordingHandler{}
+			h := c.h
+			h.Tool, h.Logger = func() asyncsteps.Tool { return loop }, slog.New(rec)
+			srv := httptest.NewServer(&h)
+			defer srv.Close()
+			req, err := http.NewRequest(method, srv.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+			line := rec.only(t)
+			if line.msg != c.msg || line.attrs["method"] != wantMethod || line.attrs["path"] != wantPath {
+				t.Errorf("logged %q method of %d bytes, path of %d bytes; want %q, %d and %d",
+					line.msg, len(line.attrs["method"].(string)), len(line.attrs["path"].(string)), c.msg, len(wantMethod), len(wantPath))
+			}
+		})
+	}
+	t.Run("LogFailure", func(t *testing.T) {
+		rec := &recordingHandler{}
+		h := &asynchttp.Handler{Logger: slog.New(rec)}
+		h.LogFailure(httptest.NewRequest(method, path, nil), &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream"}, http.StatusBadGateway)
+		if line := rec.only(t); line.attrs["method"] != wantMethod || line.attrs["path"] != wantPath {
+			t.Errorf("logged a method of %d bytes, a path of %d bytes; want %d and %d",
+				len(line.attrs["method"].(string)), len(line.attrs["path"].(string)), len(wantMethod), len(wantPath))
+		}
+	})
 }
