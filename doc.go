@@ -48,7 +48,8 @@
 // [Root.RunHelping] waits the same way and runs the flow's Await functions
 // on the waiting goroutine; package asynchttp of this module does all this
 // for net/http. ExampleLoopGroup is a server in miniature, Example_worker a
-// queue worker: a flow per job, a lock per tenant, a lease and a drain.
+// queue worker: a flow per job, a lock per tenant, a lease and a drain;
+// Example_saga an order whose compensations a cancel does not skip.
 // [ForEachChan] runs the values of a channel as they arrive, K at a time,
 // as the items of one step.
 //

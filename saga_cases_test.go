@@ -1,0 +1,501 @@
+package asyncsteps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// The hard cases of Example_saga's sagas, on virtual time.
+
+type sagaRig struct {
+	tt      *asyncsteps.TestTool
+	s       *sagas
+	trace   []string
+	results map[string]orderResult
+}
+
+// newSagaRig makes Example_saga's sagas on a TestTool, its services a
+// traced fake that answers after 30ms with the codes scripted for each
+// "action key" ("" a success, "hang" never, "panic" a panic in the
+// call's step), and tells when a call is cancelled.
+func newSagaRig(script map[string][]string) *sagaRig {
+	rig := &sagaRig{tt: asyncsteps.NewTestTool(), results: map[string]orderResult{}}
+	logf := func(format string, args ...any) {
+		at := rig.tt.Now().Sub(asyncsteps.TestToolEpoch)
+		rig.trace = append(rig.trace, fmt.Sprintf("%v: "+format, append([]any{at}, args...)...))
+	}
+	call := func(as asyncsteps.AsyncSteps, action, key string) {
+		var code string
+		if s := script[action+" "+key]; len(s) > 0 {
+			code, script[action+" "+key] = s[0], s[1:]
+		}
+		logf("%s %s %s", action, key, code)
+		if code == "panic" {
+			panic("no such account") // a bug of the call's code
+		}
+		var h asyncsteps.Handle
+		if code != "hang" {
+			h = rig.tt.Deferred(30*time.Millisecond, func() {
+				if code == "" {
+					as.Success()
+				} else {
+					as.Error(code, action+" "+key+" failed")
+				}
+			})
+		}
+		// A failing step's own cancel handler runs too: h has run then.
+		as.SetCancel(func(asyncsteps.AsyncSteps) {
+			if h == nil || h.IsValid() {
+				logf("%s %s cancelled", action, key)
+				if h != nil {
+					h.Cancel()
+				}
+			}
+		})
+	}
+	rig.s = &sagas{tool: rig.tt, call: call, accounts: asyncsteps.NewKeyedMutex[string](1),
+		budget: time.Second, settle: 5 * time.Second, logf: logf}
+	return rig
+}
+
+// place places o, keeping its result for check.
+func (rig *sagaRig) place(ctx context.Context, o order) {
+	rig.s.place(ctx, o, func(r orderResult) {
+		if _, twice := rig.results[o.ID]; twice {
+			panic(o.ID + " reported twice")
+		}
+		rig.results[o.ID] = r
+	})
+}
+
+// check compares the trace, the result of each order (as "ran ...;
+// compensated ...; failed ...; err"), the compensations counted as
+// failed, and asserts that no account lock is left and no event either.
+func (rig *sagaRig) check(t *testing.T, trace []string, results map[string]string, failures int) {
+	t.Helper()
+	if !slices.Equal(rig.trace, trace) {
+		t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(rig.trace, "\n"), strings.Join(trace, "\n"))
+	}
+	got := map[string]string{}
+	for id, r := range rig.results {
+		got[id] = fmt.Sprintf("ran %v; compensated %v; failed %v; %v", r.Ran, r.Compensated, r.Failed, r.Err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(results) {
+		t.Errorf("results:\n%v\nwant:\n%v", got, results)
+	}
+	if rig.s.failures != failures {
+		t.Errorf("%d compensations failed, want %d", rig.s.failures, failures)
+	}
+	if n := rig.s.accounts.Len(); n != 0 {
+		t.Errorf("%d accounts locked", n)
+	}
+	if rig.tt.HasEvents() {
+		t.Errorf("%d events left on the tool", rig.tt.Pending())
+	}
+}
+
+func TestSagaHappyPath(t *testing.T) {
+	rig := newSagaRig(nil)
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple", "pear"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"0s: reserve o1/pear ",
+		"30ms: charge o1 ",
+		"60ms: ship o1 ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple reserve o1/pear charge o1 ship o1]; compensated []; failed []; <nil>",
+	}, 0)
+}
+
+// A declined card is an answer: not retried, no refund owed; the stock
+// reserved is released.
+func TestSagaPaymentDeclined(t *testing.T) {
+	rig := newSagaRig(map[string][]string{"charge o1": {CardDeclined}})
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple", "pear"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"0s: reserve o1/pear ",
+		"30ms: charge o1 CardDeclined",
+		"60ms: o1 failed: CardDeclined: charge o1 failed",
+		"60ms: release o1/pear ",
+		"90ms: release o1/apple ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple reserve o1/pear]; compensated [release o1/pear release o1/apple]; failed []; CardDeclined: charge o1 failed",
+	}, 0)
+}
+
+// Shipping times out after the payment, each of its attempts: the
+// booking, the payment and the stock are compensated, in that order.
+func TestSagaShippingTimesOutAfterPayment(t *testing.T) {
+	rig := newSagaRig(map[string][]string{"ship o1": {"hang", "hang", "hang"}})
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"30ms: charge o1 ",
+		"60ms: ship o1 hang",
+		"160ms: ship o1 cancelled",
+		"180ms: ship o1 hang",
+		"280ms: ship o1 cancelled",
+		"320ms: ship o1 hang",
+		"420ms: ship o1 cancelled",
+		"420ms: o1 failed: Timeout",
+		"420ms: cancel shipping o1 ",
+		"450ms: refund o1 ",
+		"480ms: release o1/apple ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple charge o1]; compensated [cancel shipping o1 refund o1 release o1/apple]; failed []; Timeout",
+	}, 0)
+}
+
+// The whole order's budget runs out while the charge is in flight: the
+// charge is cancelled, and refunded, since it may have gone through.
+func TestSagaBudgetRunsOutMidCharge(t *testing.T) {
+	rig := newSagaRig(map[string][]string{"charge o1": {"CommError", "hang"}})
+	rig.s.budget = 100 * time.Millisecond
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"30ms: charge o1 CommError",
+		"80ms: charge o1 hang",
+		"100ms: charge o1 cancelled",
+		"100ms: o1 failed: Timeout",
+		"100ms: refund o1 ",
+		"130ms: release o1/apple ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; Timeout",
+	}, 0)
+}
+
+// The client goes away mid-charge: the order is cancelled (no error
+// handler runs), and its compensations run all the same, in a flow the
+// cancel does not reach.
+func TestSagaClientCancelMidCharge(t *testing.T) {
+	// A bubble, for the goroutine that context.AfterFunc starts to call
+	// Root.Cancel: synctest.Wait lets it run before the tool goes on.
+	synctest.Test(t, func(t *testing.T) {
+		rig := newSagaRig(map[string][]string{"charge o1": {"hang"}})
+		ctx, cancel := context.WithCancel(context.Background())
+		rig.place(ctx, order{"o1", "ann", []string{"apple"}})
+		rig.tt.Advance(50 * time.Millisecond)
+		cancel()
+		synctest.Wait()
+		rig.tt.Run()
+		rig.check(t, []string{
+			"0s: reserve o1/apple ",
+			"30ms: charge o1 hang",
+			"50ms: charge o1 cancelled",
+			"50ms: o1 failed: context canceled",
+			"50ms: refund o1 ",
+			"80ms: release o1/apple ",
+		}, map[string]string{
+			"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; context canceled",
+		}, 0)
+	})
+}
+
+// A compensation panics (a bug), another is slow then fails, three
+// times: each is logged,
+// counted and reported, the next one is made, and the order's own
+// failure is kept.
+func TestSagaCompensationFails(t *testing.T) {
+	rig := newSagaRig(map[string][]string{
+		"ship o1":            {"hang", "hang", "hang"},
+		"cancel shipping o1": {"panic"},
+		"refund o1":          {"hang", "CommError", "hang"},
+	})
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"30ms: charge o1 ",
+		"60ms: ship o1 hang",
+		"160ms: ship o1 cancelled",
+		"180ms: ship o1 hang",
+		"280ms: ship o1 cancelled",
+		"320ms: ship o1 hang",
+		"420ms: ship o1 cancelled",
+		"420ms: o1 failed: Timeout",
+		"420ms: cancel shipping o1 panic",
+		"420ms: cancel shipping o1 failed: InternalError no such account",
+		"420ms: refund o1 hang",
+		"520ms: refund o1 cancelled",
+		"540ms: refund o1 CommError",
+		"610ms: refund o1 hang",
+		"710ms: refund o1 cancelled",
+		"710ms: refund o1 failed: Timeout",
+		"710ms: release o1/apple ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple charge o1]; compensated [release o1/apple]; failed [cancel shipping o1 refund o1]; Timeout",
+	}, 2)
+}
+
+// Two orders of one account: the second's charge waits for the first's,
+// while the orders of another account go on.
+func TestSagaOneChargeAtATimePerAccount(t *testing.T) {
+	rig := newSagaRig(map[string][]string{"charge o1": {"CommError"}})
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
+	rig.place(context.Background(), order{"o2", "ann", []string{"pear"}})
+	rig.place(context.Background(), order{"o3", "bob", []string{"fig"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"0s: reserve o2/pear ",
+		"0s: reserve o3/fig ",
+		"30ms: charge o1 CommError",
+		"30ms: charge o3 ",
+		"60ms: ship o3 ",
+		"80ms: charge o1 ",
+		"110ms: charge o2 ",
+		"110ms: ship o1 ",
+		"140ms: ship o2 ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+		"o2": "ran [reserve o2/pear charge o2 ship o2]; compensated []; failed []; <nil>",
+		"o3": "ran [reserve o3/fig charge o3 ship o3]; compensated []; failed []; <nil>",
+	}, 0)
+}
+
+// The client goes away while the charge, a real Await call, is in flight:
+// the call's context is cancelled, and the refund waits until the call
+// has returned (10ms later), though the order's flow ended at once. On a
+// Loop in a testing/synctest bubble, since Await runs goroutines.
+func TestSagaClientCancelCancelsTheChargesContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		start := time.Now()
+		var mu sync.Mutex
+		var trace []string
+		logf := func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{time.Since(start)}, args...)...))
+		}
+		call := func(as asyncsteps.AsyncSteps, action, key string) {
+			as.Await(func(ctx context.Context) (any, error) {
+				logf("%s %s", action, key)
+				if action == "charge" {
+					<-ctx.Done()                      // a payment service that takes its time
+					time.Sleep(10 * time.Millisecond) // and returns a while after
+					logf("charge %s returns %v", key, ctx.Err())
+					return nil, ctx.Err()
+				}
+				time.Sleep(30 * time.Millisecond)
+				return nil, ctx.Err()
+			})
+		}
+		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1), budget: time.Second, settle: 5 * time.Second, logf: logf}
+		ctx, cancel := context.WithCancel(context.Background())
+		results := make(chan orderResult, 1)
+		loop.Immediate(func() {
+			s.place(ctx, order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
+		})
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+		r := <-results
+		want := []string{
+			"0s: reserve o1/apple",
+			"30ms: charge o1",
+			"50ms: o1 failed: context canceled",
+			"60ms: charge o1 returns context canceled",
+			"60ms: refund o1",
+			"90ms: release o1/apple",
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(trace, want) {
+			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+		}
+		if got := fmt.Sprint(r.Ran, r.Compensated, r.Failed, errors.Is(r.Err, context.Canceled)); got != "[reserve o1/apple] [refund o1 release o1/apple] [] true" {
+			t.Errorf("result %s", got)
+		}
+		if n := s.accounts.Len(); n != 0 {
+			t.Errorf("%d accounts locked", n)
+		}
+	})
+}
+
+// The second order's budget runs out while it waits for the account:
+// its charge never started, so only its stock is released, and the
+// first order goes on holding the account.
+func TestSagaBudgetRunsOutWaitingForTheAccount(t *testing.T) {
+	rig := newSagaRig(map[string][]string{"charge o1": {"CommError", "CommError"}})
+	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
+	rig.tt.Advance(10 * time.Millisecond)
+	rig.s.budget = 100 * time.Millisecond // o2's
+	rig.place(context.Background(), order{"o2", "ann", []string{"pear"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"10ms: reserve o2/pear ",
+		"30ms: charge o1 CommError",
+		"80ms: charge o1 CommError",
+		"110ms: o2 failed: Timeout",
+		"110ms: release o2/pear ",
+		"150ms: charge o1 ",
+		"180ms: ship o1 ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+		"o2": "ran [reserve o2/pear]; compensated [release o2/pear]; failed []; Timeout",
+	}, 0)
+}
+
+// The client goes away while the charge waits for its retry: the backoff
+// is stopped, and the charge, which failed, is refunded all the same.
+func TestSagaClientCancelInTheBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newSagaRig(map[string][]string{"charge o1": {"CommError"}})
+		ctx, cancel := context.WithCancel(context.Background())
+		rig.place(ctx, order{"o1", "ann", []string{"apple"}})
+		rig.tt.Advance(70 * time.Millisecond)
+		cancel()
+		synctest.Wait()
+		rig.tt.Run()
+		rig.check(t, []string{
+			"0s: reserve o1/apple ",
+			"30ms: charge o1 CommError",
+			"70ms: o1 failed: context canceled",
+			"70ms: refund o1 ",
+			"100ms: release o1/apple ",
+		}, map[string]string{
+			"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; context canceled",
+		}, 0)
+	})
+}
+
+// The loop closes under an order: its compensations cannot be made on
+// it, and each is reported as failed, none lost.
+func TestSagaLoopClosedUnderAnOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		var trace []string // on the loop, then read once it has stopped
+		logf := func(format string, args ...any) { trace = append(trace, fmt.Sprintf(format, args...)) }
+		call := func(as asyncsteps.AsyncSteps, action, key string) {
+			logf("%s %s", action, key)
+			if action == "charge" {
+				as.WaitExternal() // never answers
+				return
+			}
+			as.Success()
+		}
+		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1), budget: time.Second, settle: 5 * time.Second, logf: logf}
+		results := make(chan orderResult, 1)
+		loop.Immediate(func() {
+			s.place(context.Background(), order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
+		})
+		synctest.Wait()
+		loop.Close()
+		r := <-results
+		want := []string{
+			"reserve o1/apple",
+			"charge o1",
+			"o1 failed: InternalError: the flow's loop is closed",
+			"refund o1 failed: InternalError: the flow's loop is closed",
+			"release o1/apple failed: InternalError: the flow's loop is closed",
+		}
+		if !slices.Equal(trace, want) {
+			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+		}
+		if got := fmt.Sprint(r.Ran, r.Compensated, r.Failed, s.failures); got != "[reserve o1/apple] [] [refund o1 release o1/apple] 2" {
+			t.Errorf("result %s", got)
+		}
+		if n := s.accounts.Len(); n != 0 {
+			t.Errorf("%d accounts locked", n)
+		}
+	})
+}
+
+// The client goes away while the order waits for its account: it leaves
+// the account's queue, its stock is released, and the order holding the
+// account goes on.
+func TestSagaClientCancelWaitingForTheAccount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newSagaRig(nil)
+		rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
+		ctx, cancel := context.WithCancel(context.Background())
+		rig.place(ctx, order{"o2", "ann", []string{"pear"}})
+		rig.tt.Advance(40 * time.Millisecond)
+		cancel()
+		synctest.Wait()
+		rig.tt.Run()
+		rig.check(t, []string{
+			"0s: reserve o1/apple ",
+			"0s: reserve o2/pear ",
+			"30ms: charge o1 ",
+			"40ms: o2 failed: context canceled",
+			"40ms: release o2/pear ",
+			"60ms: ship o1 ",
+		}, map[string]string{
+			"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+			"o2": "ran [reserve o2/pear]; compensated [release o2/pear]; failed []; context canceled",
+		}, 0)
+	})
+}
+
+// The charge's call ignores its context and never returns: the
+// compensations wait for it (they must not overtake it) until their
+// settle budget runs out, and are then reported as failed, none lost.
+func TestSagaChargeThatNeverReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		start := time.Now()
+		var mu sync.Mutex
+		var trace []string
+		logf := func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{time.Since(start)}, args...)...))
+		}
+		stuck := make(chan struct{})
+		call := func(as asyncsteps.AsyncSteps, action, key string) {
+			as.Await(func(ctx context.Context) (any, error) {
+				logf("%s %s", action, key)
+				if action == "charge" {
+					<-stuck // deaf to its context
+				}
+				return nil, nil
+			})
+		}
+		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1),
+			budget: 50 * time.Millisecond, settle: time.Second, logf: logf}
+		results := make(chan orderResult, 1)
+		loop.Immediate(func() {
+			s.place(context.Background(), order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
+		})
+		r := <-results
+		want := []string{
+			"0s: reserve o1/apple",
+			"0s: charge o1",
+			"50ms: o1 failed: Timeout",
+			"1.05s: refund o1 failed: Timeout",
+			"1.05s: release o1/apple failed: Timeout",
+		}
+		mu.Lock()
+		if !slices.Equal(trace, want) {
+			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+		}
+		mu.Unlock()
+		if got := fmt.Sprint(r.Ran, r.Compensated, r.Failed, s.failures); got != "[reserve o1/apple] [] [refund o1 release o1/apple] 2" {
+			t.Errorf("result %s", got)
+		}
+		close(stuck)
+		synctest.Wait()
+		if n := s.accounts.Len(); n != 0 {
+			t.Errorf("%d accounts locked once the charge returned", n)
+		}
+	})
+}
