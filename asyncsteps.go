@@ -22,7 +22,14 @@ type StepFunc func(as AsyncSteps, args ...any)
 type ErrorFunc func(as AsyncSteps, code string)
 
 // CancelFunc releases what a waiting step holds when the step is cancelled
-// (the spec's cancel_callback).
+// (the spec's cancel_callback). It runs on the loop and must not block.
+// Its AsyncSteps is the cancelled step's, dead as a completed step's (its
+// IsValid reports false): a step it adds never runs, and its Success,
+// Error and waits have no effect, without a report. Work that takes
+// steps (a compensation that calls a service, with retries) goes in a
+// flow of its own, which the handler may start; Example_saga starts it
+// once the flow has ended instead, since a cancel handler also runs for
+// an error unwinding through its step.
 type CancelFunc func(as AsyncSteps)
 
 // LoopFunc is the body of [AsyncSteps.Loop].

@@ -499,3 +499,31 @@ func TestSagaChargeThatNeverReturns(t *testing.T) {
 		}
 	})
 }
+
+// Why the saga's compensations are a flow of their own: a step that a
+// cancel handler adds never runs, and nothing reports it (CancelFunc's
+// doc), while one the handler starts in a new flow does.
+func TestSagaCancelHandlerAddsNoStep(t *testing.T) {
+	log := asyncsteps.CaptureLog(t)
+	tt := asyncsteps.NewTestTool()
+	var trace []string
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetCancel(func(as asyncsteps.AsyncSteps) {
+			as.Add(func(asyncsteps.AsyncSteps, ...any) { trace = append(trace, "refund added to the step") })
+			own := asyncsteps.New(asyncsteps.WithTool(as.Tool()))
+			own.Add(func(asyncsteps.AsyncSteps, ...any) { trace = append(trace, "refund in a flow of its own") })
+			own.Execute()
+		})
+		as.WaitExternal()
+	})
+	tt.Deferred(10*time.Millisecond, r.Cancel)
+	_, err := r.Run(context.Background())
+	tt.Run()
+	if !errors.Is(err, context.Canceled) || !slices.Equal(trace, []string{"refund in a flow of its own"}) {
+		t.Errorf("err %v, trace %q", err, trace)
+	}
+	if out := log.String(); out != "" {
+		t.Errorf("logged %q", out)
+	}
+}
