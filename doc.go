@@ -176,7 +176,11 @@
 // wrote is visible to the receiver. When Run's
 // context is cancelled, the flow is cancelled and Run returns an error
 // matching ctx.Err(); when its deadline passes, the flow times out as with
-// SetTimeout, so its error handlers may recover. A Cancel that races with
+// SetTimeout, so its error handlers may recover. That Timeout has the info
+// "the flow's context deadline passed" and context.Cause(ctx) as its
+// Cause, where a step's own timeout has neither: a handler tells the
+// request's budget from a step's limit with errors.Is and the cause given
+// to [context.WithTimeoutCause]. A Cancel that races with
 // the flow's last step may win or lose; it never stops an execution of
 // the Root started after the one it found running.
 //

@@ -178,8 +178,48 @@ func ExampleRoot_Run_deadline() {
 	fmt.Println(err, errors.Is(err, context.DeadlineExceeded))
 	fmt.Println(errors.Is(err, &asyncsteps.Error{Code: asyncsteps.Timeout}))
 	// Output:
-	// Timeout true
+	// Timeout: the flow's context deadline passed true
 	// true
+}
+
+// errRequestBudget is the cause a gateway gives the deadline of a
+// request's context: the whole request's budget is spent.
+var errRequestBudget = errors.New("request budget spent")
+
+// The request's budget and a call's own limit are both a Timeout: the
+// deadline's says so in its info, and has the context's cause as Cause,
+// so that an error handler tells giving up from going on without the
+// call. The TestTool runs the step timeouts on virtual time; the
+// deadline is on the wall clock.
+func ExampleRoot_Run_deadlineCause() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errRequestBudget)
+	defer cancel()
+	onTimeout := func(as asyncsteps.AsyncSteps, code string) {
+		if errors.Is(as.State().LastException, errRequestBudget) {
+			fmt.Println("budget spent:", as.State().ErrorInfo)
+			return // the request is over: give up
+		}
+		fmt.Printf("call timed out: %q\n", as.State().ErrorInfo)
+		as.Success() // the call's own limit: go on without it
+	}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(10 * time.Millisecond) // the call's own limit
+		as.WaitExternal()                    // an upstream that does not answer
+	}, onTimeout)
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal() // no limit of its own: the request's budget bounds it
+	}, onTimeout)
+	_, err := r.Run(ctx)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, errRequestBudget), errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// call timed out: ""
+	// budget spent: the flow's context deadline passed
+	// Timeout: the flow's context deadline passed
+	// true true
 }
 
 // A request's budget: the backends that answered by then are the answer,

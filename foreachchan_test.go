@@ -365,7 +365,7 @@ func TestForEachChanRunDeadlineWhileWaiting(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		_, err := r.Run(ctx)
-		wantError(t, err, asyncsteps.Timeout, "")
+		wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 		if d := time.Since(start); d != 20*msec {
 			t.Errorf("the flow took %v, want 20ms", d)
 		}
@@ -501,7 +501,7 @@ func TestForEachChanReceivesNothingWhileEverySlotIsHeld(t *testing.T) {
 				close(stuck)
 				synctest.Wait()
 				if deadline {
-					wantError(t, err, asyncsteps.Timeout, "")
+					wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 				} else if err == nil || !strings.Contains(err.Error(), "canceled") {
 					t.Errorf("Run: %v, want a cancel", err)
 				}

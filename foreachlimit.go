@@ -363,7 +363,7 @@ func (lr *limitRun) waitForSlot(p *frame) *frame {
 		return nil
 	}
 	fl.wait.late.timedOut(p)
-	err := &Error{Code: Timeout}
+	err := fl.deadlineError()
 	fl.noteError(err, err)
 	return fl.fail(p, err)
 }

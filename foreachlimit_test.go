@@ -675,7 +675,7 @@ func TestForEachLimitUnderRunDeadline(t *testing.T) {
 				as.SetCancel(tr.cancel(fmt.Sprint("cancel ", i)))
 			}, tr.handler("onerror"))
 			_, _, err := runDeadline(r, 10*msec)
-			wantError(t, err, asyncsteps.Timeout, "")
+			wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 			wantTrace(t, &tr, "start 0,start 1,cancel 0,cancel 1,cleanup,onerror:Timeout")
 		})
 	}
@@ -710,7 +710,7 @@ func pastRunDeadline(t *testing.T, tool toolCase) {
 		})
 	}, tr.handler("onerror"))
 	_, _, err := runDeadline(r, 10*msec)
-	wantError(t, err, asyncsteps.Timeout, "")
+	wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 	wantTrace(t, &tr, "past the deadline: Timeout,start 0,item 0: Timeout,onerror:Timeout")
 }
 
@@ -1251,7 +1251,7 @@ func TestForEachLimitPastRunDeadlineWaitsForNoSlot(t *testing.T) {
 		defer cancel()
 		_, err := r.Run(ctx)
 		took := time.Since(start)
-		wantError(t, err, asyncsteps.Timeout, "")
+		wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 		wantTrace(t, &tr, "past the deadline: Timeout,start 0@5ms,item 0: Timeout@5ms,onerror:Timeout")
 		if took != 5*msec {
 			t.Errorf("the flow took %v, want 5ms", took)

@@ -397,6 +397,9 @@ func (x *flowRun) runByRun(r *asyncsteps.Root, p *ff.Program) {
 	if errors.As(res.err, &e) && e.Code == asyncsteps.Timeout && !errors.Is(res.err, context.DeadlineExceeded) {
 		x.violation("Run's Timeout does not match context.DeadlineExceeded")
 	}
+	if e != nil && e.Code == asyncsteps.Timeout && e.Info == ff.RunDeadlineInfo && e.Cause != context.Cause(ctx) {
+		x.violation("the Timeout of Run's deadline has the Cause %v, not context.Cause(ctx) = %v", e.Cause, context.Cause(ctx))
+	}
 	if errors.Is(res.err, context.Canceled) && ctx.Err() == context.Canceled && !errors.Is(res.err, ctx.Err()) {
 		x.violation("Run's error %v does not match ctx.Err()", res.err)
 	}

@@ -92,7 +92,7 @@ func TestFlowStartContextDoesNotTimeTheFlow(t *testing.T) {
 		{"Run's deadline hidden", asyncsteps.NewPassingCtx(), func(ctx context.Context) context.Context {
 			ctx.(*asyncsteps.PassingCtx).Pass() // after Run looked at it, before the flow does
 			return context.WithoutCancel(ctx)
-		}, "Run: Timeout"},
+		}, "Run: Timeout: " + deadlineInfo},
 		{"the hook's deadline", context.Background(), func(context.Context) context.Context { return expired }, "[first step] Run: <nil>"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,7 +10,8 @@ import (
 // reach the contexts of the flow's [AsyncSteps.Await] functions (and the
 // hooks'), a cancel of ctx cancels the flow (its cancel handlers run, and
 // the Result's Err matches ctx.Err()), and ctx's deadline is a timeout of
-// the whole flow, which its error handlers see as [Timeout]. The Result
+// the whole flow, which its error handlers see as [Timeout], with the info
+// and the Cause (context.Cause(ctx)) that Run's gives it. The Result
 // comes once the flow has fully stopped, as Promise's does.
 //
 // Unlike Run it does not block, so it may be called anywhere Promise may,

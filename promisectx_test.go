@@ -74,7 +74,7 @@ func TestPromiseContextDeadlineTimesTheFlowOut(t *testing.T) {
 
 		res := <-r.PromiseContext(ctx)
 
-		wantError(t, res.Err, asyncsteps.Timeout, "")
+		wantError(t, res.Err, asyncsteps.Timeout, deadlineInfo)
 		if !errors.Is(res.Err, context.DeadlineExceeded) {
 			t.Errorf("Result.Err = %v, want one matching context.DeadlineExceeded", res.Err)
 		}

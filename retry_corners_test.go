@@ -233,7 +233,7 @@ func TestRetryMakesNoAttemptAfterRunsDeadline(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				_, err := r.Run(ctx)
-				wantError(t, err, asyncsteps.Timeout, "")
+				wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("error %v does not match context.DeadlineExceeded", err)
 				}

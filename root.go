@@ -503,6 +503,15 @@ func (fl *flow) cancelOf(req *stopRequest) func() {
 // for a deadline the Timeout the flow would have ended with. The
 // functions given to [AsyncSteps.Await] see ctx's values and deadline.
 //
+// Every Timeout the deadline raises has the info "the flow's context
+// deadline passed" and context.Cause(ctx) as its Cause:
+// context.DeadlineExceeded, or the cause given to
+// [context.WithTimeoutCause] or [context.WithDeadlineCause]. A step's own
+// timeout (SetTimeout) has an empty info and no Cause. So an error
+// handler tells the request's budget (give up) from a step's limit (retry
+// it, or do without) with errors.Is(as.State().LastException, cause), and
+// a log line or an HTTP answer by the info.
+//
 // On a [TestTool], Run drives the tool itself, taking turns, event by
 // event, with other goroutines that drive it; while one of them holds the
 // tool, Run waits for its turn, its flow's end (which that goroutine may

@@ -3,6 +3,8 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,7 +40,7 @@ func TestRunDeadlineTimesOutFlow(t *testing.T) {
 
 			ctx, _, err := runDeadline(r, 10*time.Millisecond)
 
-			wantError(t, err, asyncsteps.Timeout, "")
+			wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 			if !errors.Is(err, ctx.Err()) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("errors.Is(%v, %v) = false", err, ctx.Err())
 			}
@@ -105,7 +107,7 @@ func TestRunDeadlineTimesOutParallelAsAWhole(t *testing.T) {
 
 			_, _, err := runDeadline(r, 10*time.Millisecond)
 
-			wantError(t, err, asyncsteps.Timeout, "")
+			wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 			wantTrace(t, &tr, "A:cancel,B:cancel,parallel:onerror:Timeout")
 		})
 	}
@@ -488,32 +490,24 @@ func TestRunDeadlineEndsLoopsItTimedOut(t *testing.T) {
 // called starts nothing, and is the Timeout the same deadline gives a
 // flow it passes as the flow begins: an *Error matching
 // context.DeadlineExceeded, as the deadline's rule and a Result's Err
-// (nil, an *Error, or a cancel) say. Before, these returned the bare
+// (nil, an *Error, or a cancel) say, with the deadline's info and the
+// context's cause. Before, these returned the bare
 // context.DeadlineExceeded, which no code test finds: a request that came
 // with its budget spent was an error of no code, while one whose budget
 // ran out a moment after its start was a Timeout.
 func TestRunUnderAPassedDeadlineIsATimeout(t *testing.T) {
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), errBudget)
 	defer cancel()
-	starts := []struct {
-		name string
-		run  func(r *asyncsteps.Root) error
-	}{
-		{"Run", func(r *asyncsteps.Root) error { _, err := r.Run(ctx); return err }},
-		{"RunHelping", func(r *asyncsteps.Root) error { _, err := r.RunHelping(ctx); return err }},
-		{"Run[T]", func(r *asyncsteps.Root) error { _, err := asyncsteps.Run[int](ctx, r); return err }},
-		{"PromiseContext", func(r *asyncsteps.Root) error { return (<-r.PromiseContext(ctx)).Err }},
-	}
 	for _, tool := range runTools {
-		for _, s := range starts {
+		for _, s := range deadlineStarts {
 			t.Run(tool.name+"/"+s.name, func(t *testing.T) {
 				var tr tracer
 				r := asyncsteps.New(asyncsteps.WithTool(tool.make(t)))
 				r.Add(tr.step("ran"), tr.handler("onerror"))
-				err := s.run(r)
-				wantError(t, err, asyncsteps.Timeout, "")
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false", err)
+				err := s.run(ctx, r)
+				wantDeadlineError(t, ctx, err)
+				if !errors.Is(err, errBudget) {
+					t.Errorf("errors.Is(%v, errBudget) = false", err)
 				}
 				if r.Running() || tr.String() != "" {
 					t.Errorf("running %v, trace %q; want false, nothing run", r.Running(), tr.String())
@@ -521,4 +515,290 @@ func TestRunUnderAPassedDeadlineIsATimeout(t *testing.T) {
 			})
 		}
 	}
+}
+
+// deadlineInfo is the info of the Timeout with which the deadline of the
+// flow's context times a step out.
+const deadlineInfo = "the flow's context deadline passed"
+
+// errBudget is the cause a request's context gives its deadline
+// (context.WithTimeoutCause): what an error handler tests to tell the
+// request's budget from a step's own timeout.
+var errBudget = errors.New("request budget spent")
+
+// timeoutSeen returns an error handler that records, under name, the code
+// it sees, ErrorInfo, whether LastException matches errBudget, and what
+// LastException wraps: the Cause of the Timeout.
+func timeoutSeen(tr *tracer, name string) asyncsteps.ErrorFunc {
+	return func(as asyncsteps.AsyncSteps, code string) {
+		exc := as.State().LastException
+		tr.addf("%s:%s %q budget=%v cause=%v", name, code, as.State().ErrorInfo, errors.Is(exc, errBudget), errors.Unwrap(exc))
+	}
+}
+
+// wantDeadlineError fails the test unless err is the Timeout of the
+// deadline of ctx: its info says so, its Cause is context.Cause(ctx), and
+// it matches ctx.Err().
+func wantDeadlineError(t *testing.T, ctx context.Context, err error) {
+	t.Helper()
+	wantError(t, err, asyncsteps.Timeout, deadlineInfo)
+	if got, want := errors.Unwrap(err), context.Cause(ctx); got != want {
+		t.Errorf("Cause = %v, want context.Cause(ctx) = %v", got, want)
+	}
+	if !errors.Is(err, ctx.Err()) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("errors.Is(%v, %v) = false", err, ctx.Err())
+	}
+}
+
+// deadlineStarts are the ways to run a flow under a context, each
+// returning the flow's error.
+var deadlineStarts = []struct {
+	name string
+	run  func(ctx context.Context, r *asyncsteps.Root) error
+}{
+	{"Run", func(ctx context.Context, r *asyncsteps.Root) error { _, err := r.Run(ctx); return err }},
+	{"RunHelping", func(ctx context.Context, r *asyncsteps.Root) error { _, err := r.RunHelping(ctx); return err }},
+	{"Run[T]", func(ctx context.Context, r *asyncsteps.Root) error { _, err := asyncsteps.Run[int](ctx, r); return err }},
+	{"PromiseContext", func(ctx context.Context, r *asyncsteps.Root) error { return (<-r.PromiseContext(ctx)).Err }},
+}
+
+// The Timeout with which the deadline of the flow's context times a step
+// out says so in its info, and has the context's cause as its Cause:
+// context.DeadlineExceeded, or the cause given with
+// context.WithTimeoutCause, which a handler tests with errors.Is to tell
+// the request's budget from a step's own timeout (whose info is empty).
+// It still matches ctx.Err(). Before, both were a bare Timeout.
+func TestRunDeadlineTimeoutSaysSoWithItsCause(t *testing.T) {
+	for _, s := range deadlineStarts {
+		for _, withCause := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/cause=%v", s.name, withCause), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					loop := asyncsteps.NewLoop()
+					defer loop.Close()
+					var tr tracer
+					r := asyncsteps.New(asyncsteps.WithTool(loop))
+					r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, timeoutSeen(&tr, "inner"))
+					}, timeoutSeen(&tr, "outer"))
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					cause := "context deadline exceeded"
+					if withCause {
+						ctx, cancel = context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errBudget)
+						cause = errBudget.Error()
+					}
+					defer cancel()
+
+					err := s.run(ctx, r)
+
+					wantDeadlineError(t, ctx, err)
+					seen := fmt.Sprintf("Timeout %q budget=%v cause=%s", deadlineInfo, withCause, cause)
+					wantTrace(t, &tr, "inner:"+seen+",outer:"+seen)
+				})
+			})
+		}
+	}
+}
+
+// Every Timeout the deadline of the flow's context raises says so and has
+// its cause, wherever it finds the flow: an Await, an AwaitFlow, a
+// Parallel as a whole, a step that waits after a handler recovered, the
+// next iteration of a loop it went through, a ForEachLimit that would
+// wait for a slot. An Await function's context ends with
+// context.DeadlineExceeded; what it returns then comes too late, the step
+// having failed with the deadline's Timeout.
+func TestRunDeadlineTimeoutsAllSaySo(t *testing.T) {
+	seen := fmt.Sprintf("Timeout %q budget=true cause=%v", deadlineInfo, errBudget)
+	cases := []struct {
+		name  string
+		build func(r *asyncsteps.Root, tr *tracer)
+		trace string
+	}{
+		{"Await", func(r *asyncsteps.Root, tr *tracer) {
+			r.Await(func(ctx context.Context) (any, error) {
+				<-ctx.Done()
+				tr.addf("function:%v", ctx.Err())
+				return nil, ctx.Err()
+			}, timeoutSeen(tr, "await"))
+		}, "await:" + seen + ",function:context deadline exceeded"},
+		{"AwaitFlow", func(r *asyncsteps.Root, tr *tracer) {
+			sub := asyncsteps.New(asyncsteps.WithTool(r.Tool()))
+			sub.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(tr.cancel("sub:cancel"))
+			}, timeoutSeen(tr, "sub"))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.AwaitFlow(as, sub) }, timeoutSeen(tr, "awaitflow"))
+		}, "awaitflow:" + seen + ",sub:cancel"},
+		{"Parallel", func(r *asyncsteps.Root, tr *tracer) {
+			p := r.Parallel(timeoutSeen(tr, "parallel"))
+			p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, timeoutSeen(tr, "branch"))
+		}, "parallel:" + seen},
+		{"step after recovery", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, func(as asyncsteps.AsyncSteps, code string) {
+				timeoutSeen(tr, "first")(as, code)
+				as.Success()
+			})
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, timeoutSeen(tr, "next"))
+		}, "first:" + seen + ",next:" + seen},
+		{"next iteration", func(r *asyncsteps.Root, tr *tracer) {
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.Loop(func(as asyncsteps.AsyncSteps) {
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, func(as asyncsteps.AsyncSteps, code string) {
+						timeoutSeen(tr, "iteration")(as, code)
+						as.Success()
+					})
+				})
+			}, timeoutSeen(tr, "loop"))
+		}, "iteration:" + seen + ",loop:" + seen},
+		{"ForEachLimit slot", func(r *asyncsteps.Root, tr *tracer) {
+			// Begun past the deadline: item 0's Await fails at once, and
+			// its function holds the only slot while item 1 would wait.
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, func(as asyncsteps.AsyncSteps, code string) {
+				timeoutSeen(tr, "first")(as, code)
+				as.Success()
+			})
+			release := make(chan struct{})
+			time.AfterFunc(time.Second, func() { close(release) })
+			asyncsteps.ForEachLimit(r, countTo(2), 1, func(as asyncsteps.AsyncSteps, i, _ int) {
+				as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Await(func(context.Context) (any, error) { <-release; return nil, nil }) // holds the slot
+				}, func(as asyncsteps.AsyncSteps, code string) {
+					timeoutSeen(tr, fmt.Sprint("item ", i))(as, code)
+					as.Success()
+				})
+			}, timeoutSeen(tr, "foreach"))
+		}, "first:" + seen + ",item 0:" + seen + ",foreach:" + seen},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				var tr tracer
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				c.build(r, &tr)
+				ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errBudget)
+				defer cancel()
+
+				_, err := r.Run(ctx)
+
+				wantDeadlineError(t, ctx, err)
+				synctest.Wait() // the Await functions return
+				wantTrace(t, &tr, c.trace)
+				time.Sleep(time.Second) // a held slot's function returns
+			})
+		})
+	}
+}
+
+// A step's own timeout keeps its empty info and has no Cause, also under
+// a context with a deadline and a cause of its own, and so does one around
+// an Await: only the deadline of the flow's context says so.
+func TestStepTimeoutUnderRunDeadlineKeepsNoInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var tr tracer
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(10 * time.Millisecond)
+			as.WaitExternal()
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			timeoutSeen(&tr, "step")(as, code)
+			as.Success()
+		})
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(10 * time.Millisecond)
+			as.Await(func(ctx context.Context) (any, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+		}, timeoutSeen(&tr, "await"))
+		ctx, cancel := context.WithTimeoutCause(context.Background(), time.Second, errBudget)
+		defer cancel()
+
+		_, err := r.Run(ctx)
+
+		wantError(t, err, asyncsteps.Timeout, "")
+		if errors.Unwrap(err) != nil || errors.Is(err, errBudget) {
+			t.Errorf("a step's Timeout %v has the Cause %v", err, errors.Unwrap(err))
+		}
+		wantTrace(t, &tr, `step:Timeout "" budget=false cause=<nil>,await:Timeout "" budget=false cause=<nil>`)
+	})
+}
+
+// ownDeadlineCtx is a context of a user's own type whose deadline passes
+// when the test says so, over a context that never ends: context.Cause,
+// which asks that context for its cause, finds none.
+type ownDeadlineCtx struct {
+	context.Context
+	passed atomic.Bool
+	done   chan struct{}
+}
+
+func newOwnDeadlineCtx(t *testing.T) *ownDeadlineCtx {
+	live, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // once the test is over: its cause stays nil till then
+	return &ownDeadlineCtx{Context: live, done: make(chan struct{})}
+}
+
+func (c *ownDeadlineCtx) pass() {
+	c.passed.Store(true)
+	close(c.done)
+}
+
+func (c *ownDeadlineCtx) Done() <-chan struct{} { return c.done }
+
+func (c *ownDeadlineCtx) Err() error {
+	if c.passed.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// A flow whose context's deadline passes as it begins, after Run looked
+// at it, times out before its first step with the deadline's Timeout, as
+// a flow it passes later does. A context of the user's whose
+// context.Cause is nil, since its deadline is its own, gives the Timeout
+// its Err as Cause.
+func TestRunDeadlinePassedAsTheFlowBeginsSaysSo(t *testing.T) {
+	ctx := newOwnDeadlineCtx(t)
+	tt := asyncsteps.NewTestTool()
+	tt.SetHooks(&asyncsteps.Hooks{FlowStart: func(context.Context) context.Context {
+		ctx.pass() // after Run looked at ctx, before the flow does
+		return nil
+	}})
+	var tr tracer
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(tr.step("first step"))
+
+	_, err := r.Run(ctx)
+
+	wantError(t, err, asyncsteps.Timeout, deadlineInfo)
+	if errors.Unwrap(err) != context.DeadlineExceeded || !errors.Is(err, ctx.Err()) {
+		t.Errorf("Cause = %v, want context.DeadlineExceeded", errors.Unwrap(err))
+	}
+	wantTrace(t, &tr, "")
+}
+
+// An error handler that turns the deadline's Timeout into a code of its
+// own keeps the deadline's cause under it, as it keeps an Await
+// function's Go error: the flow's error still matches the cause, though
+// no longer ctx.Err() by its code.
+func TestRunDeadlineCauseOutlivesAHandlersCode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }, func(as asyncsteps.AsyncSteps, code string) {
+			as.Error("BudgetSpent", "gave up")
+		})
+		ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errBudget)
+		defer cancel()
+
+		_, err := r.Run(ctx)
+
+		wantError(t, err, "BudgetSpent", "gave up")
+		if errors.Unwrap(err) != errBudget || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Cause = %v, matches context.DeadlineExceeded %v; want errBudget, false", errors.Unwrap(err), errors.Is(err, context.DeadlineExceeded))
+		}
+	})
 }

@@ -33,10 +33,37 @@ func (r *Root) stopFor(ctx context.Context, w *waiter) {
 func endedContextError(ctx context.Context) error {
 	err := ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &Error{Code: Timeout}
+		return deadlineError(ctx)
 	}
 	return err
 }
+
+// deadlineInfo is the info of the Timeout with which the deadline of the
+// flow's context times a step out. A step's own timeout has none: an
+// error handler, a log line or an HTTP answer tells the request's budget
+// from a step's limit by it.
+const deadlineInfo = "the flow's context deadline passed"
+
+// deadlineError returns the Timeout with which the deadline of ctx, the
+// context the flow runs under, times a step out: deadlineInfo, and ctx's
+// cause as Cause, so that errors.Is finds the cause a program gave the
+// deadline (context.WithTimeoutCause), context.DeadlineExceeded if none.
+// Each call makes an *Error of its own, as a step's timeout does: a
+// handler may keep the one it saw.
+func deadlineError(ctx context.Context) *Error {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		// A Context of the user's type whose deadline is its own, over
+		// a context of the context package that has not ended: Cause
+		// asks that one, which has no cause yet.
+		cause = ctx.Err()
+	}
+	return &Error{Code: Timeout, Info: deadlineInfo, Cause: cause}
+}
+
+// deadlineError returns the Timeout of the deadline of the context that
+// the flow's running execution runs under.
+func (fl *flow) deadlineError() *Error { return deadlineError(fl.wait.ctx) }
 
 // expireSoon times out the execution w of fl, in a task of its own on the
 // flow's loop, unless fl runs another execution by then.
@@ -127,8 +154,9 @@ func (fl *flow) expire() {
 // branches are not its active sub-step, so a timeout stops at it.
 func (f *frame) isParallel() bool { return fanOutOf(f) != nil }
 
-// timeOut fails f with Timeout after cancelling what runs under it, like
-// the expiry of a step timeout armed on f.
+// timeOut fails f with the deadline's Timeout (see deadlineError) after
+// cancelling what runs under it, like the expiry of a step timeout armed
+// on f.
 func (fl *flow) timeOut(f *frame) {
 	if f.waiting && !f.timeOutWins() {
 		// A completion from outside is on its way to the loop: it wins,
@@ -141,11 +169,11 @@ func (fl *flow) timeOut(f *frame) {
 		fl.wait.late.owed = true
 		return
 	}
-	l := fl.wait.late
+	l, ctx := fl.wait.late, fl.wait.ctx
 	l.timedOut(f)
 	l.owed = false // this timeout pays what the claims found so far owed
 	fail := func() *frame {
-		err := &Error{Code: Timeout}
+		err := deadlineError(ctx)
 		fl.noteError(err, err)
 		return fl.fail(f, err)
 	}
@@ -215,13 +243,13 @@ func (l *lateRun) timedOut(f *frame) {
 }
 
 // lateIteration fails the iteration of lr (a *loopRun, or the item of a
-// *limitRun) that h runs with Timeout if a timeout of Run's deadline went
-// through an earlier iteration of lr, and reports whether it did. Past the
-// deadline every step that waits fails at once: a loop whose iterations
-// wait, each with an error handler that recovers, would otherwise spin on
-// the loop's goroutine for ever, as no Retry retries past the deadline;
-// so would a ForEachLimit over an endless sequence. The failure is the
-// deadline's too: it ends the loops around lr likewise.
+// *limitRun) that h runs with the deadline's Timeout if a timeout of Run's
+// deadline went through an earlier iteration of lr, and reports whether
+// it did. Past the deadline every step that waits fails at once: a loop
+// whose iterations wait, each with an error handler that recovers, would
+// otherwise spin on the loop's goroutine for ever, as no Retry retries
+// past the deadline; so would a ForEachLimit over an endless sequence.
+// The failure is the deadline's too: it ends the loops around lr likewise.
 func lateIteration(h *stepAPI, lr control) bool {
 	w := h.fl.wait
 	if w == nil || w.late == nil {
@@ -233,7 +261,7 @@ func lateIteration(h *stepAPI, lr control) bool {
 	}
 	w.late.hit = slices.Delete(w.late.hit, i, i+1)
 	w.late.timedOut(h.f.parent)
-	err := &Error{Code: Timeout}
+	err := h.fl.deadlineError()
 	h.fl.noteError(err, err)
 	h.f.err, h.f.handling = err, false
 	return true

@@ -369,7 +369,7 @@ func TestSettleRunDeadlineCancelsEveryBranch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	_, err := r.Run(ctx)
-	wantError(t, err, asyncsteps.Timeout, "")
+	wantError(t, err, asyncsteps.Timeout, deadlineInfo)
 	wantTrace(t, &tr, "cancel a,cancel b,handler Timeout")
 }
 
@@ -497,13 +497,13 @@ func TestSettleAfterRunDeadlineTimesOutEachWaitingBranch(t *testing.T) {
 				traceAt(tr, tt, "then "+outcomes(rs))
 				as.Success("partial")
 			}, branches...)
-		}, `call:Timeout@0s,cancel fresh@0s,cancel fresher@0s,then "cached"|Timeout|Timeout@0s`, "[partial] <nil>"},
+		}, `call:Timeout@0s,cancel fresh@0s,cancel fresher@0s,then "cached"|Timeout: ` + deadlineInfo + `|Timeout: ` + deadlineInfo + `@0s`, "[partial] <nil>"},
 		{"Gather", func(as steps, tr *tracer, tt *asyncsteps.TestTool, branches ...func(as steps)) {
 			asyncsteps.Gather(as, func(as steps, vs []string) {
 				traceAt(tr, tt, fmt.Sprint("then ", vs))
 				as.Success("partial")
 			}, branches...)
-		}, "call:Timeout@0s,cancel fresh@0s,cancel fresher@0s,outer:Timeout@0s", "[] Timeout"},
+		}, "call:Timeout@0s,cancel fresh@0s,cancel fresher@0s,outer:Timeout@0s", "[] Timeout: " + deadlineInfo},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var tr tracer

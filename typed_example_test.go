@@ -192,7 +192,7 @@ func ExampleSettle_afterRunsDeadline() {
 	// Output:
 	// call: Timeout
 	// 0 "cached" <nil>
-	// 1 "" Timeout
+	// 1 "" Timeout: the flow's context deadline passed
 	// [partial] <nil>
 }
 

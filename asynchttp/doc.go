@@ -59,9 +59,12 @@
 //   - An InternalError's info is logged, not shown: the client reads
 //     "internal error, see the server log".
 //   - A Timeout with an empty info (a step's timeout leaves it empty, the
-//     engine's contract, and so does the deadline of the request's
-//     context) is answered with [TimeoutInfo], so that the client is told
-//     what ended its request whichever time limit passed.
+//     engine's contract, the Handler's Timeout among them) is answered
+//     with [TimeoutInfo], so that the client is told what ended its
+//     request. The deadline of the request's context raises a Timeout
+//     whose info says so, "the flow's context deadline passed", answered
+//     as it is: the answer and the log line tell the request's budget
+//     from a limit of the Handler's or the flow's.
 //   - A ConnectError, CommError or Timeout whose info is the text of a Go
 //     error in its Cause chain, which is what [asyncsteps.ErrorFrom]
 //     makes of a network error that an Await function returns (a

@@ -54,7 +54,12 @@ import (
 //     A deadline of the request's context is not a cancel but a timeout
 //     of the whole flow (see [asyncsteps.Root.Run]): a Timeout error,
 //     which the flow's error handlers see, and a 504 unless they recover
-//     (a 504 too when it has passed before the flow could start).
+//     (a 504 too when it has passed before the flow could start). Its
+//     info, answered and logged, is the engine's "the flow's context
+//     deadline passed", which tells it from the Handler's own Timeout
+//     ([TimeoutInfo]), and the line logged has the context's cause (the
+//     cause a middleware gave it with [context.WithTimeoutCause], or
+//     context.DeadlineExceeded).
 //
 // Never block in Flow or in a step: they run on the flow's loop, and one
 // blocking call (a net/http request, a database query, a time.Sleep, a
@@ -658,8 +663,9 @@ func (h *Handler) writeBadResult(w http.ResponseWriter, o *Outcome, cause error,
 }
 
 // TimeoutInfo is the info of the answer to a Timeout whose info is empty:
-// the one a step's timeout raises (the engine leaves its info empty), and
-// the one of a request context's deadline.
+// the one a step's timeout raises (the engine leaves its info empty), the
+// Handler's Timeout among them. The deadline of the request's context
+// raises a Timeout whose info says so, answered as it is.
 const TimeoutInfo = "request timed out"
 
 // WriteError answers with the JSON error body {"error": code, "info": info}
@@ -736,7 +742,9 @@ func finalStatus(status int) bool { return status >= 200 && status <= 599 }
 // step whose SetTimeout ran out, as the engine records a timeout's stack
 // where the timeout was set, not where the flow was waiting: so a step
 // that bounds its own work (a call to an upstream) is named, while the
-// Handler's Timeout, set by its own step, leaves no "async_stack".
+// Handler's Timeout, set by its own step, leaves no "async_stack". The
+// deadline of the request's context has no step of its own: its stack
+// ends with the step it timed out, the one the flow was in.
 func (h *Handler) LogFailure(req *http.Request, e *asyncsteps.Error, status int) {
 	h.logFailure(req, e, status, nil)
 }

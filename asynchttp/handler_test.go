@@ -3,6 +3,7 @@ package asynchttp_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,44 +300,62 @@ func TestStatusOf(t *testing.T) {
 	}
 }
 
+// errRequestBudget is the cause a middleware gives the deadline it sets
+// on a request's context.
+var errRequestBudget = errors.New("request budget spent")
+
 // A deadline of the request's context (set by a middleware, say) is a
 // timeout of the whole flow, as with Run: its waiting step fails with
 // Timeout, and the answer is a 504, counted as a finished request, not as
 // a cancelled one. So is a deadline that has passed before the flow
 // starts (a middleware before the Handler used the time up): Run starts
-// nothing under an ended context and returns a Timeout.
+// nothing under an ended context and returns a Timeout. The answer and
+// the line logged say it was the deadline of the request's context, not
+// the Handler's Timeout ("request timed out"), and the line has the
+// deadline's cause, which the outcome's Err matches, and the step it
+// timed out as async_stack.
 func TestHandlerRequestDeadlineIs504(t *testing.T) {
+	const body = `{"error":"Timeout","info":"the flow's context deadline passed"}` + "\n"
 	for _, c := range []struct {
 		name     string
 		deadline time.Duration // from when the middleware runs
+		async    []string      // the line's async_stack; nil: none
 	}{
-		{"passes while the flow waits", 10 * time.Millisecond},
-		{"passed before the flow starts", -time.Second},
+		{"passes while the flow waits", 10 * time.Millisecond, []string{pkg + "slowStep"}},
+		{"passed before the flow starts", -time.Second, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			loop := newLoop(t)
 			var got outcomes
+			rec := &recordingHandler{}
 			h := &asynchttp.Handler{
-				Tool: func() asyncsteps.Tool { return loop },
+				Tool:    func() asyncsteps.Tool { return loop },
+				Timeout: time.Hour, // answered "request timed out": not this one
 				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
-					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-						as.SetCancel(func(asyncsteps.AsyncSteps) {}) // waits for the deadline
-					})
+					as.Add(slowStep) // waits for the deadline
 				},
-				Done: got.done,
+				Done:   got.done,
+				Logger: slog.New(rec),
 			}
 			withDeadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				ctx, cancel := context.WithTimeout(req.Context(), c.deadline)
+				ctx, cancel := context.WithTimeoutCause(req.Context(), c.deadline, errRequestBudget)
 				defer cancel()
 				h.ServeHTTP(w, req.WithContext(ctx))
 			})
-			status, retry, body := serve(t, withDeadline)
-			if status != http.StatusGatewayTimeout || retry != "" || body != `{"error":"Timeout","info":"request timed out"}`+"\n" {
-				t.Errorf("answer %d, Retry-After %q, body %q; want 504, none, the Timeout error", status, retry, body)
+			status, retry, answer := serve(t, withDeadline)
+			if status != http.StatusGatewayTimeout || retry != "" || answer != body {
+				t.Errorf("answer %d, Retry-After %q, body %q; want 504, none, %q", status, retry, answer, body)
 			}
 			o := got.get()
-			if len(o) != 1 || o[0].Cancelled || o[0].Code != asyncsteps.Timeout || o[0].Status != http.StatusGatewayTimeout {
-				t.Errorf("outcomes %+v, want one finished 504 Timeout", o)
+			if len(o) != 1 || o[0].Cancelled || o[0].Code != asyncsteps.Timeout || o[0].Status != http.StatusGatewayTimeout || !errors.Is(o[0].Err, errRequestBudget) {
+				t.Errorf("outcomes %+v, want one finished 504 Timeout caused by errRequestBudget", o)
+			}
+			r := rec.only(t)
+			if r.attrs["info"] != "the flow's context deadline passed" || r.attrs["cause"] != errRequestBudget {
+				t.Errorf("logged info %q, cause %v; want the deadline's, errRequestBudget", r.attrs["info"], r.attrs["cause"])
+			}
+			if got, _ := r.attrs["async_stack"].([]string); !slices.Equal(got, c.async) {
+				t.Errorf("async_stack %q, want %q", got, c.async)
 			}
 		})
 	}

@@ -699,10 +699,14 @@ func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
 	}
 }
 
-// timedOut is the error of a step whose timeout, or Run's deadline, ends
-// it: Timeout with no info, as the step's error handlers and the flow's
-// span see it. Its Error is "Timeout", where asyncsteps.ErrorFrom of the
-// context's error would say "Timeout: context deadline exceeded".
+// timedOut is the error an Await's span ends with when a step's timeout,
+// or Run's deadline, cut its function short: Timeout with no info, as the
+// step's error handlers see a step's timeout. Its Error is "Timeout",
+// where asyncsteps.ErrorFrom of the context's error would say "Timeout:
+// context deadline exceeded". The function's context ends with
+// context.DeadlineExceeded either way, so the span does not say which;
+// the flow's span does, with the step's error (the deadline's info says
+// so).
 var timedOut = &asyncsteps.Error{Code: asyncsteps.Timeout}
 
 // errorOf returns the *asyncsteps.Error err is or wraps, nil if none.

@@ -38,6 +38,10 @@ type outcome struct {
 	spans []string
 }
 
+// deadlineInfo is the info of the Timeout of Run's deadline, which says
+// so; a step's own timeout has none.
+const deadlineInfo = "the flow's context deadline passed"
+
 var outcomes = []outcome{{
 	name:  "success",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Add(func(as steps, _ ...any) { as.Success("ok") }) },
@@ -111,9 +115,12 @@ var outcomes = []outcome{{
 		_, err := r.Run(ctx)
 		return err
 	},
-	err:   "Timeout",
-	spans: []string{`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`},
+	err:   "Timeout: " + deadlineInfo,
+	spans: []string{`asyncsteps.flow <- request: Error "Timeout: ` + deadlineInfo + `" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=` + deadlineInfo},
 }, {
+	// The Await's span says "Timeout" as for a step's timeout: its
+	// context ends with context.DeadlineExceeded either way. The flow's
+	// span and its step error say which.
 	name:  "Run's deadline during an Await",
 	build: func(_ *traced, r *asyncsteps.Root) { r.Await(untilDone) },
 	run: func(tr *traced, ctx context.Context, r *asyncsteps.Root) error {
@@ -122,10 +129,10 @@ var outcomes = []outcome{{
 		_, err := r.Run(ctx)
 		return err
 	},
-	err: "Timeout",
+	err: "Timeout: " + deadlineInfo,
 	spans: []string{
 		`asyncsteps.await <- asyncsteps.flow: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout`,
-		`asyncsteps.flow <- request: Error "Timeout" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=`,
+		`asyncsteps.flow <- request: Error "Timeout: ` + deadlineInfo + `" asyncsteps.error.code=Timeout error.type=Timeout event asyncsteps.step_error asyncsteps.error.code=Timeout asyncsteps.error.info=` + deadlineInfo,
 	},
 }, {
 	name:  "panic in a step",

@@ -308,9 +308,15 @@ const maxLoggedDetail = 256
 // last attempt, the retries used up, ran out of its own time
 // (-attempt-timeout; the attempts before it may have failed otherwise):
 // the upstream too slow, told apart from the request's own timeout,
-// "request timed out", which the client chose or the gateway's -timeout
-// set.
+// "request timed out", which the gateway's -timeout set, and from the
+// deadline of the request's context (requestDeadlineInfo).
 const upstreamTimeoutInfo = "upstream timed out"
+
+// requestDeadlineInfo is the info of the 504 of a request whose context's
+// deadline, set by a middleware in front of the gateway, passed first:
+// the info the engine gives the Timeout of the deadline of a flow's
+// context, which the plain gateway answers too.
+const requestDeadlineInfo = "the flow's context deadline passed"
 
 // retriable reports whether an upstream attempt that failed with code is
 // tried again: a transport error, or its own timeout.

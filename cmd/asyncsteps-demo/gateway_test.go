@@ -505,7 +505,8 @@ func logLine(log, msg string) string {
 
 // A deadline that the request's context carries (set by a middleware in
 // front of the gateway) is a timeout of the request like the gateway's
-// own: 504, counted under Timeout, not a client that went away.
+// own: 504, counted under Timeout, not a client that went away; its info
+// says it was that deadline, not the gateway's -timeout.
 func TestQuoteRequestContextDeadlineIs504(t *testing.T) {
 	for _, impl := range impls {
 		t.Run(impl, func(t *testing.T) {
@@ -519,7 +520,7 @@ func TestQuoteRequestContextDeadlineIs504(t *testing.T) {
 			t.Cleanup(srv.Close)
 			g.url = srv.URL
 			g.up.holdSymbol("AAPL") // never released
-			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", "request timed out"))
+			wantAnswer(t, g.get("?symbols=AAPL,MSFT"), 504, "", errBody("Timeout", requestDeadlineInfo))
 			if got := <-g.up.cancelled; got != "AAPL" {
 				t.Errorf("upstream saw %s cancelled", got)
 			}

@@ -87,7 +87,7 @@ func (g *plainGateway) quote(parent context.Context, req *http.Request) (quoteRe
 	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
 	defer cancel()
 	if err := g.limit.acquire(ctx); err != nil {
-		return quoteReply{}, timeoutOr(ctx, err)
+		return quoteReply{}, timeoutOr(parent, ctx, err)
 	}
 	defer g.limit.release()
 	reply := quoteReply{Quotes: make([]quote, len(symbols))}
@@ -100,7 +100,7 @@ func (g *plainGateway) quote(parent context.Context, req *http.Request) (quoteRe
 		})
 	}
 	if err := group.Wait(); err != nil {
-		return quoteReply{}, timeoutOr(ctx, err)
+		return quoteReply{}, timeoutOr(parent, ctx, err)
 	}
 	return reply, nil
 }
@@ -113,10 +113,17 @@ func cancelled(ctx context.Context) bool {
 	return err != nil && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// timeoutOr returns a Timeout error if the request's own deadline has
-// passed, else err.
-func timeoutOr(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+// timeoutOr returns the Timeout that ends the request if a deadline has
+// passed, else err: that of parent, the request's context (a middleware's
+// in front of the gateway), with the info and the cause the engine gives
+// the deadline of a flow's context, as the flows gateway answers it; or
+// that of ctx, the gateway's -timeout, with no info ("request timed
+// out").
+func timeoutOr(parent, ctx context.Context, err error) error {
+	switch {
+	case errors.Is(parent.Err(), context.DeadlineExceeded):
+		return &asyncsteps.Error{Code: asyncsteps.Timeout, Info: requestDeadlineInfo, Cause: context.Cause(parent)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &asyncsteps.Error{Code: asyncsteps.Timeout}
 	}
 	return err

@@ -1476,7 +1476,7 @@ func (th *thread) waitSignal() signal {
 // through every loop around (lateRun.timedOut).
 func (m *model) deadline(th *thread) outcome {
 	m.hitLoops(th, nil)
-	return m.raise("Timeout", "")
+	return m.raise("Timeout", RunDeadlineInfo)
 }
 
 // hitLoops notes the loops around th's wait as hit by a timeout of the
@@ -2040,7 +2040,7 @@ func (m *model) item(th *thread, lx *limitExec, i int) outcome {
 	var o outcome
 	switch {
 	case m.lateIteration(lx.th, lx.loop):
-		o = m.raise("Timeout", "")
+		o = m.raise("Timeout", RunDeadlineInfo)
 	default:
 		m.event(ForEachEvent(n.ID, i, ElemValue(n.ID, i)))
 		switch {
@@ -2144,7 +2144,7 @@ func (m *model) loop(th *thread, n *Node) outcome {
 			return *c
 		}
 		if m.lateIteration(th, l) {
-			return m.raise("Timeout", "")
+			return m.raise("Timeout", RunDeadlineInfo)
 		}
 		if n.Kind == KForEach {
 			m.event(ForEachEvent(n.ID, keys[i], values[i]))
@@ -2520,7 +2520,7 @@ func (m *model) retry(th *thread, n *Node) outcome {
 		}
 		var o outcome
 		if m.lateIteration(th, l) {
-			o = m.raise("Timeout", "") // the attempt's step: its handler retries nothing past the deadline
+			o = m.raise("Timeout", RunDeadlineInfo) // the attempt's step: its handler retries nothing past the deadline
 		} else {
 			o = m.attempt(th, n, i)
 		}

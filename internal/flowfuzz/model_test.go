@@ -276,7 +276,7 @@ func TestModelSpecExamples(t *testing.T) {
 	}, {
 		// docs/DESIGN.md#run-and-its-context: Run's deadline times out the
 		// innermost waiting step, whose handler may recover; past it a step
-		// that waits fails with Timeout at once.
+		// that waits fails with Timeout at once. Its Timeout says so.
 		name: "run deadline",
 		p: &Program{Ctx: CtxDeadline, CtxAt: 20, Steps: []*Node{
 			{ID: 1, Kind: KStep, Subs: []*Node{
@@ -284,7 +284,7 @@ func TestModelSpecExamples(t *testing.T) {
 				{ID: 4, Kind: KStep, End: EExternal, At: 10, Handler: &Handler{ID: 5}},
 			}},
 		}},
-		want: "s1() s2() c2@20 h3:Timeout:@20 s4(7)@20 h5:Timeout:@20 -> err:Timeout:",
+		want: "s1() s2() c2@20 h3:Timeout:" + RunDeadlineInfo + "@20 s4(7)@20 h5:Timeout:" + RunDeadlineInfo + "@20 -> err:Timeout:" + RunDeadlineInfo,
 	}, {
 		// The same: a loop through whose iteration the deadline's timeout
 		// went begins no further iteration, though a handler recovered.
@@ -294,7 +294,7 @@ func TestModelSpecExamples(t *testing.T) {
 				{ID: 2, Kind: KStep, End: EWait, Handler: &Handler{ID: 3, Action: HRecover}},
 			}},
 		}},
-		want: "L1#0 s2() h3:Timeout:@15 -> err:Timeout:",
+		want: "L1#0 s2() h3:Timeout:" + RunDeadlineInfo + "@15 -> err:Timeout:" + RunDeadlineInfo,
 	}, {
 		// Run's ctx cancelled: cancel handlers only.
 		name: "run ctx cancel",

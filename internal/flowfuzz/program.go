@@ -109,6 +109,11 @@ func AwaitValue(id int) int { return id * 10 }
 // context.DeadlineExceeded raises: the error's text.
 const AwaitTimeoutInfo = "context deadline exceeded"
 
+// RunDeadlineInfo is the info of the Timeout with which Run's deadline
+// times out a step, an iteration, an item or a wait for a slot; a step's
+// own timeout has none (rundeadline.go's deadlineInfo).
+const RunDeadlineInfo = "the flow's context deadline passed"
+
 // AwaitPanicInfo is the info of the InternalError of a panic in the Await
 // function of the KAwait id: "panic: " and the value
 // (docs/DESIGN.md#hooks, the faults table).
