@@ -307,8 +307,10 @@ func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps,
 		cancelled := make(chan struct{})
 		as.SetCancel(func(AsyncSteps) {
 			close(cancelled) // cancel handlers run at most once
-			owned.Cancel()   // nothing for a nil Root
-			w.cancelled()    // nothing for a nil watch
+			// Before owned's cancel, which calls owned's Tool, user code
+			// that may panic or call runtime.Goexit.
+			w.cancelled()  // nothing for a nil watch
+			owned.Cancel() // nothing for a nil Root
 		})
 		if ch == nil {
 			return // only a cancellation ends the step: nothing to wait on
@@ -329,8 +331,8 @@ func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps,
 				deliverOutside(as, h, v, deliver)
 			case <-cancelled:
 			case <-closed:
-				cancelUnlessCancelled(owned, cancelled)
 				w.cancelled() // the loop runs the cancel handler no more
+				cancelUnlessCancelled(owned, cancelled)
 			}
 		}()
 	}
