@@ -31,7 +31,7 @@ func AwaitChan[T any](as AsyncSteps, ch <-chan T, onerror ...ErrorFunc) AsyncSte
 	if refusedExtraHandlers(as, "AwaitChan", onerror) {
 		return as
 	}
-	return as.Add(recvStep(func(*stepAPI) <-chan T { return ch }, succeed[T], nil, nil), onerror...)
+	return as.Add(recvStep(func(*stepAPI) (<-chan T, *flowWatch) { return ch, nil }, succeed[T], nil), onerror...)
 }
 
 // AwaitResult adds a step that waits for a [Result] from ch (typically the
@@ -58,7 +58,7 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 	if refusedExtraHandlers(as, "AwaitResult", onerror) {
 		return as
 	}
-	return as.Add(recvStep(func(*stepAPI) <-chan Result { return ch }, complete, nil, nil), onerror...)
+	return as.Add(recvStep(func(*stepAPI) (<-chan Result, *flowWatch) { return ch, nil }, complete, nil), onerror...)
 }
 
 // AwaitFlow adds a step that runs the flow other as a sub-flow: the step
@@ -103,21 +103,17 @@ func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 // awaitFlowStep returns the step of AwaitFlow on other. A step whose
 // flow's context holds an observer of AwaitFlow steps (see
 // toolinfo.AwaitFlowKey) reports to it as it starts other, under the
-// context the observer returns, and as it ends; any other runs the step
-// made once here.
+// context the observer returns, and as it ends (see flowWatch). The
+// watch goes with the run of the step, from its start to its end, so
+// that a step with none costs no allocation for it.
 func awaitFlowStep(other *Root) StepFunc {
-	start := func(h *stepAPI) <-chan Result { return other.promiseUnder(subflowContext(h, nil)) }
-	plain := recvStep(start, completeAwaited(other, nil), other, nil)
-	return func(as AsyncSteps, args ...any) {
-		h := stepOf(as) // while the callback runs: see unwrapStep
-		w := watchAwaitFlow(h)
-		if w == nil {
-			plain(as, args...)
-			return
+	start := func(h *stepAPI) (<-chan Result, *flowWatch) {
+		if w := watchAwaitFlow(h); w != nil {
+			return w.startFlow(h, other), w
 		}
-		start := func(h *stepAPI) <-chan Result { return w.startFlow(h, other) }
-		recvStep(start, completeAwaited(other, w), other, w)(as, args...)
+		return other.promiseUnder(subflowContext(h, nil)), nil
 	}
+	return recvStep(start, completeAwaited(other), other)
 }
 
 // subflowContext returns the context that the flow of an AwaitFlow step
@@ -248,14 +244,14 @@ func (c *subflowCtx) String() string { return "asyncsteps.AwaitFlow context" }
 // with a Cause, or one other raised while its loop runs on, is other's
 // own, passed on as it is. The end of the step, with the error it fails
 // with, goes to w, if not nil, before the step completes.
-func completeAwaited(other *Root, w *flowWatch) func(as AsyncSteps, h *stepAPI, res Result) {
-	return func(as AsyncSteps, h *stepAPI, res Result) {
+func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result, w *flowWatch) {
+	return func(as AsyncSteps, h *stepAPI, res Result, w *flowWatch) {
 		if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo &&
 			e.Cause == nil && other.onClosedLoop() {
 			res.Err = &Error{Code: InternalError, Info: "the awaited flow's loop is closed", Cause: e}
 		}
 		if w == nil {
-			complete(as, h, res)
+			complete(as, h, res, nil)
 			return
 		}
 		var e *Error
@@ -278,8 +274,9 @@ func (r *Root) onClosedLoop() bool {
 // returns, given the engine's step (nil if unknown), and hands it to
 // deliver, with the engine's step behind the
 // step's AsyncSteps (see stepOf). owned, if not nil, is the flow the step
-// owns: it is cancelled when the step is. w, if not nil, is told of a
-// step that a cancel ends, or the closing of its loop; deliver tells it
+// owns: it is cancelled when the step is. The watch open returns with
+// the channel (see flowWatch), if not nil, is told of a step that a
+// cancel ends, or the closing of its loop; deliver, given it, tells it
 // of the other ends.
 //
 // The fast path runs deliver inside the callback. Otherwise the waiting
@@ -291,16 +288,16 @@ func (r *Root) onClosedLoop() bool {
 // this package (see Unwrapper), deliver calls the decorator's methods,
 // user code: it runs in a task on the flow's loop (see loopDelivery), not
 // on the waiting goroutine, which nothing recovers.
-func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps, h *stepAPI, v T), owned *Root, w *flowWatch) StepFunc {
+func recvStep[T any](open func(h *stepAPI) (<-chan T, *flowWatch), deliver func(as AsyncSteps, h *stepAPI, v T, w *flowWatch), owned *Root) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
 		h := stepOf(as) // while the callback runs: see unwrapStep
 		// The step runs none of the user's functions: AsyncStack leaves
 		// it out, and ends with the step that called the helper.
 		runsFor(as, nil)
-		ch := open(h)
+		ch, w := open(h)
 		select {
 		case v := <-ch: // never ready on a nil channel
-			deliver(as, h, v)
+			deliver(as, h, v, w)
 			return
 		default:
 		}
@@ -325,10 +322,10 @@ func recvStep[T any](open func(h *stepAPI) <-chan T, deliver func(as AsyncSteps,
 			select {
 			case v := <-ch:
 				if decorated {
-					h.fl.sched.inject(&loopDelivery{h: h, deliver: func() { deliver(as, h, v) }})
+					h.fl.sched.inject(&loopDelivery{h: h, deliver: func() { deliver(as, h, v, w) }})
 					return
 				}
-				deliverOutside(as, h, v, deliver)
+				deliverOutside(as, h, v, w, deliver)
 			case <-cancelled:
 			case <-closed:
 				w.cancelled() // the loop runs the cancel handler no more
@@ -392,7 +389,7 @@ func lifetimeOf(as AsyncSteps, h *stepAPI) context.Context {
 // unwrap (or a step of another package): user code that may panic, on a
 // goroutine nothing else recovers, where a panic would end the process.
 // The step fails then as after a panic in an Await function.
-func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, deliver func(as AsyncSteps, h *stepAPI, v T)) {
+func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, w *flowWatch, deliver func(as AsyncSteps, h *stepAPI, v T, w *flowWatch)) {
 	returned := false
 	defer func() {
 		if returned {
@@ -405,7 +402,7 @@ func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, deliver func(as Async
 		}
 		failOutside(as, err)
 	}()
-	deliver(as, h, v)
+	deliver(as, h, v, w)
 	returned = true
 }
 
@@ -431,12 +428,14 @@ type loopDelivery struct {
 
 func (d *loopDelivery) run() { completeOrFail(d.h, d.deliver) }
 
-func succeed[T any](as AsyncSteps, _ *stepAPI, v T) { as.Success(v) }
+// succeed is the deliver of AwaitChan, whose step has no watch.
+func succeed[T any](as AsyncSteps, _ *stepAPI, v T, _ *flowWatch) { as.Success(v) }
 
 // complete completes as like the flow that gave res ended. A failure
 // fails h, the engine's step behind as, if known, with the original error
-// as its Cause and LastException, as Await does; Error would drop it.
-func complete(as AsyncSteps, h *stepAPI, res Result) {
+// as its Cause and LastException, as Await does; Error would drop it. It
+// is the deliver of AwaitResult, whose step has no watch.
+func complete(as AsyncSteps, h *stepAPI, res Result, _ *flowWatch) {
 	var e *Error
 	if res.Err != nil {
 		e = awaitError(res.Err)
