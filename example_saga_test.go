@@ -85,7 +85,9 @@ func (s *sagas) place(ctx context.Context, o order, done func(orderResult)) {
 	// compensations enter this one, so none overtakes the call it undoes.
 	calls := asyncsteps.NewMutex(1)
 	r := asyncsteps.New(asyncsteps.WithTool(s.tool))
+	var unwatch func() bool // of ctx's watch, set in the flow: before the function given to ExecuteThen runs
 	r.Sync(calls, func(as asyncsteps.AsyncSteps, _ ...any) {
+		unwatch = context.AfterFunc(ctx, r.Cancel)
 		as.SetTimeout(s.budget)
 		p := as.Parallel()
 		for _, item := range o.Items {
@@ -100,6 +102,9 @@ func (s *sagas) place(ctx context.Context, o order, done func(orderResult)) {
 	// budget's Timeout, a cancel. A cancelled flow runs no more steps,
 	// so the compensations are a flow of their own.
 	r.ExecuteThen(func(res asyncsteps.Result) {
+		if unwatch != nil { // nil if the order never began (a closed loop)
+			unwatch() // a ctx that outlives many orders keeps none of them
+		}
 		if out.Err = res.Err; res.Err == nil {
 			done(*out)
 			return
@@ -108,7 +113,6 @@ func (s *sagas) place(ctx context.Context, o order, done func(orderResult)) {
 		slices.Reverse(*owed)
 		s.compensate(calls, out, *owed, done)
 	})
-	context.AfterFunc(ctx, r.Cancel) // once the order has ended, a Cancel does nothing
 }
 
 // compensate makes each compensation in turn, each retried, within the

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	"github.com/asyncsteps/asyncsteps"
 )
@@ -525,5 +527,51 @@ func TestSagaCancelHandlerAddsNoStep(t *testing.T) {
 	}
 	if out := log.String(); out != "" {
 		t.Errorf("logged %q", out)
+	}
+}
+
+// A context that outlives many orders (a queue consumer's, ended at
+// shutdown) keeps nothing of those that have ended, whichever way they
+// ended: the order's watch of the context ends with the order. Before,
+// each order left its Root registered on the context until the context
+// ended, some 750 bytes an order.
+func TestSagaContextKeepsNothingOfEndedOrders(t *testing.T) {
+	rig := newSagaRig(map[string][]string{"ship o2": {"Refused"}})
+	var states []weak.Pointer[asyncsteps.State] // of each order's flow
+	call := rig.s.call
+	rig.s.call = func(as asyncsteps.AsyncSteps, action, key string) {
+		if action == "charge" {
+			states = append(states, weak.Make(as.State()))
+		}
+		call(as, action, key)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rig.place(ctx, order{"o1", "ann", []string{"apple"}})
+	rig.place(ctx, order{"o2", "ann", []string{"pear"}})
+	rig.tt.Run()
+	rig.check(t, []string{
+		"0s: reserve o1/apple ",
+		"0s: reserve o2/pear ",
+		"30ms: charge o1 ",
+		"60ms: charge o2 ",
+		"60ms: ship o1 ",
+		"90ms: ship o2 Refused",
+		"120ms: o2 failed: Refused: ship o2 failed",
+		"120ms: cancel shipping o2 ",
+		"150ms: refund o2 ",
+		"180ms: release o2/pear ",
+	}, map[string]string{
+		"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+		"o2": "ran [reserve o2/pear charge o2]; compensated [cancel shipping o2 refund o2 release o2/pear]; failed []; Refused: ship o2 failed",
+	}, 0)
+	runtime.GC()
+	for i, p := range states {
+		if p.Value() != nil {
+			t.Errorf("order o%d is kept by its context after its end", i+1)
+		}
+	}
+	if len(states) != 2 {
+		t.Errorf("%d charges seen, want 2", len(states))
 	}
 }
