@@ -25,11 +25,16 @@ type ErrorFunc func(as AsyncSteps, code string)
 // (the spec's cancel_callback). It runs on the loop and must not block.
 // Its AsyncSteps is the cancelled step's, dead as a completed step's (its
 // IsValid reports false): a step it adds never runs, and its Success,
-// Error and waits have no effect, without a report. Work that takes
-// steps (a compensation that calls a service, with retries) goes in a
-// flow of its own, which the handler may start; Example_saga starts it
-// once the flow has ended instead, since a cancel handler also runs for
-// an error unwinding through its step.
+// Error, Break, Continue and waits have no effect. Such a call is a
+// misuse of the handler, logged with log/slog ("asyncsteps: misuse in
+// cancel handler", with an info that names the call) for the first one
+// of each run; it does not abort the handler, whose cleanup after it
+// still runs, nor change how the flow ends. State, IsValid, Tool and
+// NewInstance serve as ever. Work that takes steps (a compensation that
+// calls a service, with retries) goes in a flow of its own, which the
+// handler may start; Example_saga starts it once the flow has ended
+// instead, since a cancel handler also runs for an error unwinding
+// through its step.
 type CancelFunc func(as AsyncSteps)
 
 // LoopFunc is the body of [AsyncSteps.Loop].

@@ -99,6 +99,11 @@ type frameRare struct {
 	// frame is never recycled for another branch, which would then count
 	// as that holder (see recycleTo).
 	lent bool
+	// cancelRuns is set while the frame's cancel handler runs, and
+	// cancelTold once a call it made on its AsyncSteps, which the ended
+	// step refused, has been reported: one report per run (see
+	// stepAPI.inCancel).
+	cancelRuns, cancelTold bool
 	// atWait is what package cabi runs as the step's callback returns
 	// and the step begins to wait (see toolinfo.AtWait): once, cleared
 	// then, when the step is released, and with the rare part when an

@@ -503,8 +503,9 @@ func TestSagaChargeThatNeverReturns(t *testing.T) {
 }
 
 // Why the saga's compensations are a flow of their own: a step that a
-// cancel handler adds never runs, and nothing reports it (CancelFunc's
-// doc), while one the handler starts in a new flow does.
+// cancel handler adds never runs, and the Add is logged as a misuse of
+// the handler, which goes on (CancelFunc's doc), while a step the
+// handler starts in a new flow runs.
 func TestSagaCancelHandlerAddsNoStep(t *testing.T) {
 	log := asyncsteps.CaptureLog(t)
 	tt := asyncsteps.NewTestTool()
@@ -525,8 +526,10 @@ func TestSagaCancelHandlerAddsNoStep(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !slices.Equal(trace, []string{"refund in a flow of its own"}) {
 		t.Errorf("err %v, trace %q", err, trace)
 	}
-	if out := log.String(); out != "" {
-		t.Errorf("logged %q", out)
+	want := `level=ERROR msg="asyncsteps: misuse in cancel handler" info="Add called in a cancel handler:` +
+		` the steps it adds never run; start a flow of its own for them"`
+	if out := log.String(); strings.Count(out, "asyncsteps:") != 1 || !strings.Contains(out, want) {
+		t.Errorf("logged %q, want %s once", out, want)
 	}
 }
 

@@ -93,8 +93,8 @@ func (h *stepAPI) succeedOutside(args []any, onLoop bool) {
 		h.publish(onLoop)
 		return
 	}
-	if !onLoop && h.st.Load()&stDone != 0 {
-		h.calledBySubstep("Success")
+	if !onLoop {
+		h.callOnEnded(h.st.Load(), "Success", inCancelEnds)
 	}
 }
 
@@ -115,13 +115,10 @@ func (h *stepAPI) succeedHere(args []any) bool {
 // of them, or of a sub-step of theirs: only a step's own callback adds
 // sub-steps, makes the step wait or completes it (spec section 1), so
 // the call is an InternalError raised in the callback that made it, which
-// the step's error handler sees. From any other goroutine, or on a step
-// that has completed, the call has no effect, as on any dead step API
-// (docs/DESIGN.md#stale-steps).
+// the step's error handler sees. On a step that has completed, the call
+// has no effect, as on any dead step API (docs/DESIGN.md#stale-steps).
+// On the loop's goroutine only (see callOnEnded).
 func (h *stepAPI) calledBySubstep(call string) {
-	if !h.fl.sched.IsSameThread() {
-		return // the frame belongs to the loop's goroutine: not read here
-	}
 	f := h.f
 	if f.h != h || f.over {
 		return
@@ -152,7 +149,8 @@ func runningUnder(f *frame) *frame {
 }
 
 // refused handles a call (call names it) that adds sub-steps to the step
-// or makes it wait (what says which), when adding has reported false. On
+// or makes it wait (what says which), when adding has reported false.
+// From the step's cancel handler, it is reported (callOnEnded). On
 // a step that waits for its sub-steps, a call from the callback of one of
 // them is raised there (calledBySubstep). On a step that waits for a
 // completion from outside, once its callback has returned, the call fails
@@ -163,8 +161,8 @@ func runningUnder(f *frame) *frame {
 func (h *stepAPI) refused(call, what string) {
 	st := h.st.Load()
 	switch {
-	case st&stDone != 0:
-		h.calledBySubstep(call)
+	case st&stClaim != 0:
+		h.callOnEnded(st, call, inCancelInfo(what))
 	case st&stIdle != 0:
 		h.complete(&Error{Code: InternalError, Info: call + lateCallInfo + what})
 	}
@@ -179,6 +177,63 @@ const (
 	addsSteps = "adds sub-steps"
 	makesWait = "makes it wait"
 )
+
+// The infos of a call that a cancel handler makes on its own AsyncSteps,
+// after the call's name (see callOnEnded): one for the calls that add
+// sub-steps, one for those that make the step wait, one for Success,
+// Error, Break and Continue.
+const (
+	inCancelAdds  = " called in a cancel handler: the steps it adds never run; start a flow of its own for them"
+	inCancelWaits = " called in a cancel handler: its step is cancelled or failed, and waits for nothing; start a flow of its own to wait"
+	inCancelEnds  = " called in a cancel handler: its step is cancelled or failed, and takes no completion"
+)
+
+// inCancelInfo is the info of callOnEnded for a refused call, after
+// its name, by what the call does.
+func inCancelInfo(what string) string {
+	if what == addsSteps {
+		return inCancelAdds
+	}
+	return inCancelWaits
+}
+
+// callOnEnded handles a call (call names it) on h that has no effect, its
+// step having ended or taken a completion (state st): from the step's own
+// cancel handler, it is reported, with info after call (see inCancel);
+// from the callback of a sub-step of a step that still waits for them,
+// raised there (see calledBySubstep). From any other goroutine it does
+// nothing more: only the loop may read the frame that tells these apart.
+func (h *stepAPI) callOnEnded(st uint32, call, info string) {
+	if !h.fl.sched.IsSameThread() {
+		return // the frame belongs to the loop's goroutine: not read here
+	}
+	in, first := h.inCancel()
+	switch {
+	case first:
+		logCancelMisuse(call + info)
+	case !in && st&stDone != 0:
+		h.calledBySubstep(call)
+	}
+}
+
+// inCancel reports, on the loop, whether a call on h comes from its
+// step's own cancel handler, which runs now (see flow.callCancel), and
+// whether it is the first such call of that run, which is logged as the
+// handler's misuse (docs/DESIGN.md#cancel-handlers): later ones are the
+// same mistake, and a handler that makes it in a loop would flood the
+// log. The call has no effect, as on any ended step, and does not abort
+// the handler, whose cleanup after it still runs. Only calls that have no
+// effect come here: a step's success path never does.
+func (h *stepAPI) inCancel() (in, first bool) {
+	f := h.f
+	r := f.rare
+	if f.h != h || r == nil || !r.cancelRuns {
+		return false, false
+	}
+	first = !r.cancelTold
+	r.cancelTold = true
+	return true, first
+}
 
 // addRefused is refused for the calls that add sub-steps.
 func (h *stepAPI) addRefused(call string) { h.refused(call, addsSteps) }
@@ -233,8 +288,8 @@ func (h *stepAPI) raise(code, info string, call errorCall) (abort bool) {
 		st = h.st.Load()
 	}
 	if st&(stClaim|stDone) != 0 || st == 0 && h.f.succeeded {
-		if st&stDone != 0 {
-			h.calledBySubstep(foreignCallName(code, info, call))
+		if st&stClaim != 0 {
+			h.callOnEnded(st, foreignCallName(code, info, call), inCancelEnds)
 		}
 		return false // the step has completed: no effect (docs/DESIGN.md#stale-steps)
 	}

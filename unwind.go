@@ -257,8 +257,10 @@ func (fl *flow) callCancel(f *frame, job *cancelJob, hidden *Error) (err *Error,
 	}
 	returned := false
 	fl.inCall = true
+	r.cancelRuns, r.cancelTold = true, false
 	defer func() {
 		fl.inCall = false
+		r.cancelRuns = false
 		var exiting bool
 		err, exiting = fl.cancelFault(recover(), returned)
 		if fl.reent {
@@ -357,8 +359,13 @@ func logCancelFault(err *Error) {
 	case err.Info == goexitInfo:
 		slog.Error("asyncsteps: runtime.Goexit in cancel handler", "info", err.Info)
 	default:
-		slog.Error("asyncsteps: misuse in cancel handler", "info", err.Info)
+		logCancelMisuse(err.Info)
 	}
+}
+
+// logCancelMisuse logs the misuse of a cancel handler that info tells.
+func logCancelMisuse(info string) {
+	slog.Error("asyncsteps: misuse in cancel handler", "info", info)
 }
 
 // cancelTree cancels f and everything running under it, innermost first,

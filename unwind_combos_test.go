@@ -252,17 +252,19 @@ func TestBranchHandlersFailingStepReachesTheParallel(t *testing.T) {
 	wantTrace(t, &tr, "branch:onerror:First,sibling,sibling:cancel,parallel:onerror:Added:two")
 }
 
-// docs/DESIGN.md#timeouts and #stale-steps: on expiry the sub-steps' cancel
-// handlers run with their steps' AsyncSteps dead: a Success or an Error
-// called there has no effect, and the step's error handler sees Timeout
-// with an empty info.
+// docs/DESIGN.md#timeouts and #cancel-handlers: on expiry the sub-steps'
+// cancel handlers run with their steps' AsyncSteps dead: a Success or an
+// Error called there has no effect but its report as a misuse of the
+// handler, and the step's error handler sees Timeout with an empty info.
 func TestCompletionsInACancelHandlerOfATimeoutHaveNoEffect(t *testing.T) {
 	calls := map[string]func(as asyncsteps.AsyncSteps){
 		"Success": func(as asyncsteps.AsyncSteps) { as.Success("from the cancel handler") },
 		"Error":   func(as asyncsteps.AsyncSteps) { as.Error("FromCancel", "from the cancel handler") },
 	}
+	reported := map[string]string{"Success": "Success", "Error": "Error(FromCancel)"}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
+			log := asyncsteps.CaptureLog(t)
 			var tr tracer
 			r, tt := newFlow()
 			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
@@ -280,6 +282,7 @@ func TestCompletionsInACancelHandlerOfATimeoutHaveNoEffect(t *testing.T) {
 			wantError(t, run(t, r, tt).Err, asyncsteps.Timeout, "")
 			wantTrace(t, &tr, `sub:cancel:valid=false,onerror:Timeout:""`)
 			syncWantIdle(t, tt)
+			wantCancelMisuseLogged(t, log.String(), reported[name]+inCancelEnds)
 		})
 	}
 }
