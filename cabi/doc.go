@@ -392,7 +392,12 @@
 // A success runs none, and nothing runs it after the step has completed.
 // In the handler the step is over: isValid is 0, and success,
 // handle_error and the calls that add have no effect, while rootId, and
-// on the loop stateVariable and stack, still answer.
+// on the loop stateVariable and stack, still answer. The first call of
+// the handler that has no effect (a wait, breakLoop and continueLoop
+// too) is logged with log/slog, "asyncsteps: misuse in cancel handler",
+// as a Go cancel handler's call on its own step is: its info names the
+// Go call it stands for ("Loop called in a cancel handler: ..." for
+// loop).
 //
 // The pointer [Binary] gives for a Go step stays valid as long; Go may
 // end the step itself (Success or Error from another goroutine, a

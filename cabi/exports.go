@@ -574,6 +574,9 @@ func cabiLoop(bsi *C.FutoInAsyncSteps, data C.uintptr_t, f unsafe.Pointer, lbl *
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Loop(nil) })
 		return
+	case n.inCancel:
+		n.as.Loop(nil) // over: the engine reports the call, named, and adds nothing
+		return
 	case !n.mayAdd("loop"):
 		return
 	}
@@ -616,6 +619,9 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f uns
 		return
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Repeat(0, nil) })
+		return
+	case n.inCancel:
+		n.as.Repeat(0, nil) // over: the engine reports the call, named, and adds nothing
 		return
 	case !n.mayAdd("repeat"):
 		return
@@ -725,6 +731,9 @@ func cabiAddSync(bsi *C.FutoInAsyncSteps, sync *C.FutoInSync, data C.uintptr_t, 
 		return
 	case n.outsideCallback():
 		n.elsewhere(func() { n.as.Sync(nil, nil) })
+		return
+	case n.inCancel:
+		n.as.Sync(nil, nil) // over: the engine reports the call, named, and adds nothing
 		return
 	case !n.mayAdd("addSync"):
 		return

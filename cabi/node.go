@@ -72,7 +72,10 @@ type node struct {
 	owner *rootObj
 
 	// While the C callback given bsi runs, on the loop.
-	inCall    bool
+	inCall bool
+	// inCancel: the C callback running is the step's cancel handler,
+	// given to setCancel (see runCancel); with inCall.
+	inCancel  bool
 	pending   any // a panic (an abort) caught at an export boundary, raised again after the callback
 	added     bool
 	completed bool
@@ -590,9 +593,9 @@ func (n *node) runCancel() {
 	switch {
 	case fn != nil:
 		n.flow.repin()
-		n.inCall = true
+		n.inCall, n.inCancel = true, true
 		C.cabi_call_cancel(fn, n.bsi, n.cancelData)
-		n.inCall = false
+		n.inCall, n.inCancel = false, false
 		n.pending = nil // the step is over: an abort has nothing left to abort
 	case goFn != nil:
 		goFn(cStep{n.as, n})

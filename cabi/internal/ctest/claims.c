@@ -475,3 +475,61 @@ void cl_fail_waiting(FutoInAsyncSteps* root)
 }
 
 void cl_fail_it(void) { cl_inner->api->handle_error(cl_inner, "Outside", NULL); }
+
+static void cl_never_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    cl_never(data);
+}
+
+static char cl_call_name[32];
+static FutoInSync* cl_call_sync;
+
+/* Makes the call named cl_call_name on the pointer of the cancelled step,
+   then logs that the handler went on. */
+static void cl_calling_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)data;
+    const FutoInAsyncStepsAPI* api = bsi->api;
+    const char* c = cl_call_name;
+    if (strcmp(c, "add") == 0) {
+        api->add(bsi, NULL, cl_never_step, NULL);
+    } else if (strcmp(c, "parallel") == 0) {
+        api->parallel(bsi, NULL, NULL);
+    } else if (strcmp(c, "loop") == 0) {
+        api->loop(bsi, NULL, cl_never_body, NULL);
+    } else if (strcmp(c, "repeat") == 0) {
+        api->repeat(bsi, NULL, 1, cl_never_repeat, NULL);
+    } else if (strcmp(c, "addSync") == 0) {
+        api->addSync(bsi, cl_call_sync, NULL, cl_never_step, NULL);
+    } else if (strcmp(c, "setTimeout") == 0) {
+        api->setTimeout(bsi, 1000);
+    } else if (strcmp(c, "setCancel") == 0) {
+        api->setCancel(bsi, NULL, cl_never_cancel);
+    } else if (strcmp(c, "waitExternal") == 0) {
+        api->waitExternal(bsi);
+    } else if (strcmp(c, "success") == 0) {
+        api->success(bsi, NULL);
+    } else if (strcmp(c, "handle_error") == 0) {
+        api->handle_error(bsi, "InCancel", NULL);
+    } else if (strcmp(c, "breakLoop") == 0) {
+        api->breakLoop(bsi, NULL);
+    } else if (strcmp(c, "continueLoop") == 0) {
+        api->continueLoop(bsi, NULL);
+    }
+    cl_log("%s cancel went on", c);
+}
+
+static void cl_calling_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* in)
+{
+    (void)in;
+    bsi->api->setCancel(bsi, data, cl_calling_cancel);
+}
+
+void cl_cancel_calling(FutoInAsyncSteps* root, const char* call, FutoInSync* sync)
+{
+    cl_call_sync = sync;
+    snprintf(cl_call_name, sizeof(cl_call_name), "%s", call);
+    root->api->add(root, NULL, cl_calling_step, cl_no_eh);
+    root->api->execute(root, NULL, cl_unhandled);
+}

@@ -87,3 +87,16 @@ func FailWaiting(root unsafe.Pointer) { C.cl_fail_waiting(bsi(root)) }
 
 // FailIt fails the step FailWaiting left waiting.
 func FailIt() { C.cl_fail_it() }
+
+// CancelCalling adds to root a step that sets a cancel handler and waits,
+// with an error handler that must not run, and executes root with an
+// unhandled_error that must not run either. Once the step is cancelled,
+// its handler makes the call named call (add, parallel, loop, repeat,
+// addSync on sync, setTimeout, setCancel, waitExternal, success,
+// handle_error with "InCancel", breakLoop or continueLoop) on the step's
+// pointer, then logs "call cancel went on".
+func CancelCalling(root unsafe.Pointer, call string, sync unsafe.Pointer) {
+	c := C.CString(call)
+	defer C.free(unsafe.Pointer(c))
+	C.cl_cancel_calling(bsi(root), c, (*C.FutoInSync)(sync))
+}
