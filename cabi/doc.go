@@ -230,7 +230,8 @@
 // Mutex. Its unlock gives back the first entry with rootId 0 of its table
 // that is inside the section. Its lock sets a cancel handler on the
 // caller's step, and completes the step from the hidden flow's loop,
-// another thread than the caller's, possibly: the two exclude each other,
+// another thread than the caller's, possibly, and then possibly before
+// lock has returned to the caller: the two exclude each other,
 // so that once the cancel handler has returned neither success nor
 // handle_error reaches the step (a completion under way runs to its end
 // first, and the cancel handler then does nothing). lock needs success

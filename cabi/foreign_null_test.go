@@ -465,17 +465,36 @@ func TestSyncLockOnATableWithoutAFunction(t *testing.T) {
 }
 
 // Without waitExternal, the lock function of a Sync makes the step wait
-// with its cancel handler alone, and completes it once inside.
+// with its cancel handler alone, and completes it once inside. The
+// completion comes from the hidden flow's loop, another thread than the
+// caller's, which nothing orders with the return of lock: the step's
+// success may come before or after lock returns, and the test forces each
+// order in turn. Before, it asserted the return first, and failed when a
+// loaded machine ran the loop first.
 func TestSyncLockOnATableWithoutWaitExternal(t *testing.T) {
-	ctest.Reset()
-	m := asyncsteps.NewMutex(1)
-	s := cabi.Sync(m)
-	defer cabi.FreeSync(s)
-	ctest.BareLock(s, ctest.FnWaitExternal)
-	checkTrace(t, "bare locks", "bare setCancel", "bare lock returned", "bare locked")
-	ctest.BareUnlock(s)
-	enters(t, m)
-	checkTrace(t, "bare locks", "bare setCancel", "bare lock returned", "bare locked", "bare unlocks")
+	for _, c := range []struct {
+		name  string
+		order int
+		want  []string // the trace once locked
+	}{
+		{"completed after lock returned", ctest.BareReturnedFirst,
+			[]string{"bare locks", "bare setCancel", "bare lock returned", "bare locked"}},
+		{"completed before lock returned", ctest.BareLockedFirst,
+			[]string{"bare locks", "bare setCancel", "bare locked", "bare lock returned"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			ctest.BareOrder(c.order)
+			m := asyncsteps.NewMutex(1)
+			s := cabi.Sync(m)
+			defer cabi.FreeSync(s)
+			ctest.BareLock(s, ctest.FnWaitExternal)
+			checkTrace(t, c.want...)
+			ctest.BareUnlock(s)
+			enters(t, m)
+			checkTrace(t, append(c.want, "bare unlocks")...)
+		})
+	}
 }
 
 // A Sync that rejects the lock of a step whose table has no handle_error

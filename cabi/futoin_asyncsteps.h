@@ -637,7 +637,8 @@ void futoin_asyncsteps_free_wait(FutoInAsyncSteps* bsi);
  * first entry with rootId 0 of the table that is inside the section.
  * lock sets a cancel handler on the caller's step, and completes the step
  * (success or handle_error) from the loop of the hidden flow, another
- * thread than the caller's, possibly: the cancel handler and that
+ * thread than the caller's, possibly, and then possibly before lock has
+ * returned to the caller: the cancel handler and that
  * completion exclude each other, so that once the cancel handler has
  * returned, neither success nor handle_error reaches the step; a
  * completion under way when the handler is called runs to its end first

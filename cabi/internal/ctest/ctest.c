@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctest.h"
@@ -22,6 +23,7 @@ static int cleanups;
 static int state_variable_calls; // the fake's stateVariable calls (see ct_state_variable_calls)
 static int have_thread;
 static pthread_t loop_thread;
+static int bare_order; // see ct_bare_order
 
 void ct_reset(void)
 {
@@ -32,6 +34,7 @@ void ct_reset(void)
     cleanups = 0;
     state_variable_calls = 0;
     have_thread = 0;
+    bare_order = CT_BARE_ANY_ORDER;
     pthread_mutex_unlock(&mu);
 }
 
@@ -3022,6 +3025,13 @@ void ct_cancel_locker(void)
 // setCancel, success, handle_error), but for the entries whose bit is set
 // in the missing of ct_bare_lock (bit i for index i), which are NULL. Each
 // call logs; success and handle_error may come from another thread.
+//
+// The success of a lock step may come from the hidden flow's loop before
+// or after lock returns on the caller's thread: nothing orders the two.
+// ct_bare_order forces one order (CT_BARE_LOCKED_FIRST,
+// CT_BARE_RETURNED_FIRST), so that a test sees each deterministically:
+// the side that is to come second waits, before it logs, until the first
+// one has logged (5 s at most: a bound on a hang, the trace then shows it).
 
 typedef struct {
     const FutoInAsyncStepsAPI* api;
@@ -3031,6 +3041,40 @@ typedef struct {
 } bare_step;
 
 static bare_step bare;
+static int bare_succeeded; // the bare step's success has logged
+static int bare_returned;  // ct_bare_lock has logged the return of lock
+static pthread_cond_t bare_cond = PTHREAD_COND_INITIALIZER;
+
+void ct_bare_order(int order)
+{
+    pthread_mutex_lock(&mu);
+    bare_order = order;
+    pthread_mutex_unlock(&mu);
+}
+
+// bare_await waits, if order is the one forced, until *first is set.
+static void bare_await(int order, const int* first)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    pthread_mutex_lock(&mu);
+    while (bare_order == order && !*first) {
+        if (pthread_cond_timedwait(&bare_cond, &mu, &deadline) != 0) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+// bare_done sets *flag, once its side has logged, and wakes bare_await.
+static void bare_done(int* flag)
+{
+    pthread_mutex_lock(&mu);
+    *flag = 1;
+    pthread_cond_broadcast(&bare_cond);
+    pthread_mutex_unlock(&mu);
+}
 
 static ptrdiff_t bare_root_id(FutoInAsyncSteps* bsi)
 {
@@ -3055,7 +3099,9 @@ static void bare_success(FutoInAsyncSteps* bsi, FutoInArgs* args)
 {
     (void)bsi;
     (void)args;
+    bare_await(CT_BARE_RETURNED_FIRST, &bare_returned);
     LOG("bare locked");
+    bare_done(&bare_succeeded);
 }
 static void bare_error(FutoInAsyncSteps* bsi, const char* code, const char* info)
 {
@@ -3082,10 +3128,14 @@ void ct_bare_lock(FutoInSync* sync, uint32_t missing)
     bare.api = &bare.own;
     bare.cancel = NULL;
     bare.cancel_data = NULL;
+    bare_succeeded = 0;
+    bare_returned = 0;
     pthread_mutex_unlock(&mu);
     LOG("bare locks");
     sync->api->lock((FutoInAsyncSteps*)&bare, sync);
+    bare_await(CT_BARE_LOCKED_FIRST, &bare_succeeded);
     LOG("bare lock returned");
+    bare_done(&bare_returned);
 }
 
 void ct_bare_cancel(void)

@@ -226,6 +226,20 @@ func BareLock(sync unsafe.Pointer, missing ...int) {
 	C.ct_bare_lock((*C.FutoInSync)(sync), mask(missing))
 }
 
+// The orders that BareOrder forces between the success of the step of
+// BareLock, which the hidden flow's loop calls, and the return of the
+// lock call on BareLock's thread: nothing else orders them.
+const (
+	BareAnyOrder      = C.CT_BARE_ANY_ORDER      // as they come (Reset sets it)
+	BareLockedFirst   = C.CT_BARE_LOCKED_FIRST   // "bare locked" before "bare lock returned"
+	BareReturnedFirst = C.CT_BARE_RETURNED_FIRST // "bare lock returned" before "bare locked"
+)
+
+// BareOrder makes the next BareLock calls trace their success and their
+// return in order: the one to come second waits (5 s at most) for the
+// other.
+func BareOrder(order int) { C.ct_bare_order(C.int(order)) }
+
 // BareCancel runs the cancel handler that the step of BareLock was given,
 // if any ("bare cancelled"), as a cancel of its flow would.
 func BareCancel() { C.ct_bare_cancel() }

@@ -91,6 +91,11 @@ void ct_late_call_held(int call);
  * missing: ct_bare_lock calls sync's lock with it, ct_bare_cancel runs the
  * cancel handler it was given, ct_bare_unlock calls sync's unlock. */
 void ct_bare_lock(FutoInSync* sync, uint32_t missing);
+/* ct_bare_order forces the order of the bare step's success, called from
+ * the hidden flow's loop, and the return of ct_bare_lock's lock call;
+ * ct_reset sets CT_BARE_ANY_ORDER. */
+enum { CT_BARE_ANY_ORDER, CT_BARE_LOCKED_FIRST, CT_BARE_RETURNED_FIRST };
+void ct_bare_order(int order);
 void ct_bare_cancel(void);
 void ct_bare_unlock(FutoInSync* sync);
 
