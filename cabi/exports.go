@@ -516,10 +516,41 @@ func (n *node) deliverError(c toolinfo.ClaimedError, code, info string) {
 	c.Deliver(code, info)
 }
 
+// misusedOnRoot reports whether n is a root, or a parallel made on one,
+// for call, one that only a step's callback makes on the step (what says
+// what it does to the step). There it has no step to act on: the call is
+// recorded in the root as a misuse (see rootObj.misused), for the next
+// execute to report and a free that comes first to log, whichever thread
+// makes it and whether the flow runs or not. Ignored, it would leave the
+// C caller that used the wrong pointer no sign of the mistake.
+func (n *node) misusedOnRoot(call, what string) bool {
+	switch {
+	case n.root != nil:
+		n.root.misused(call + " called on a root: it has no step to " + what)
+	case n.owner != nil:
+		n.owner.misused(call + " called on a parallel made on a root: it has no step to " + what)
+	default:
+		return false
+	}
+	return true
+}
+
+// notOnStep makes engine, a call that only a step's callback makes, on
+// n, the pointer of a parallel made in a step: the engine's misuse,
+// which fails the step as success there does.
+func (n *node) notOnStep(engine func()) {
+	defer guard(n)
+	engine()
+}
+
 //export cabiSetTimeout
 func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
 	n, d := nodeOf(bsi), time.Duration(ms)*time.Millisecond
-	if n == nil || n.kind != kindStep {
+	switch {
+	case n == nil || n.misusedOnRoot("setTimeout", "time"):
+		return
+	case n.kind != kindStep:
+		n.notOnStep(func() { n.as.SetTimeout(d) })
 		return
 	}
 	if !n.inCallback() {
@@ -533,7 +564,11 @@ func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
 //export cabiSetCancel
 func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer) {
 	n := nodeOf(bsi)
-	if n == nil || n.kind != kindStep {
+	switch {
+	case n == nil || n.misusedOnRoot("setCancel", "cancel"):
+		return
+	case n.kind != kindStep:
+		n.notOnStep(func() { n.as.SetCancel(nil) })
 		return
 	}
 	if !n.inCallback() {
@@ -554,7 +589,11 @@ func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer)
 //export cabiWaitExternal
 func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
 	n := nodeOf(bsi)
-	if n == nil || n.kind != kindStep {
+	switch {
+	case n == nil || n.misusedOnRoot("waitExternal", "make wait"):
+		return
+	case n.kind != kindStep:
+		n.notOnStep(n.as.WaitExternal)
 		return
 	}
 	if !n.inCallback() {

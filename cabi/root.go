@@ -39,9 +39,10 @@ type rootObj struct {
 	// meanwhile, which the last of them runs (see execute).
 	starts  int
 	release func()
-	// dropped is the info of the first add made from another thread
-	// while the flow ran, which had no effect (see dropAdd); the next
-	// start reports it and clears it.
+	// dropped is the info of the first call that had no effect and that
+	// the root reports: an add made from another thread while the flow
+	// ran (see dropAdd), or a step's call made on the root (see
+	// misusedOnRoot). The next start reports it and clears it.
 	dropped string
 }
 
@@ -124,8 +125,8 @@ var testHookStarted func()
 // execute cannot take its report. A Go root given to C reports to fn in
 // place of its own function. With no fn, an owned root logs the error and
 // a Go root reports to its own function. On a running flow it does
-// nothing. An add dropped while the flow ran (see dropAdd) makes the
-// execution it starts fail at once with that InternalError.
+// nothing. A call recorded as having had no effect (see misused) makes
+// the execution it starts fail at once with that InternalError.
 //
 // A free from another thread may come between the check of free and the
 // start: its release then waits for the start (see beginStart), which it
@@ -161,20 +162,27 @@ func (ro *rootObj) execute(data C.uintptr_t, fn C.FutoInAsyncSteps_error_callbac
 }
 
 // dropAdd records info, that of an add made from another thread while the
-// flow ran, which had no effect, unless one is recorded already or the
-// root is freed; it returns false, for mayAdd. The engine's Root is not
-// touched off its loop while it runs: the next execute fails at once
-// with the info, as after a misuse of an engine Root (see execute).
+// flow ran, which had no effect (see misused); it returns false, for
+// mayAdd.
 func (ro *rootObj) dropAdd(info string) bool {
+	ro.misused(info)
+	return false
+}
+
+// misused records info, that of a call on the root (or on a parallel made
+// on it) that had no effect, unless one is recorded already or the root
+// is freed. The engine's Root is not touched off its loop while it runs:
+// the next execute fails at once with the info, as after a misuse of an
+// engine Root (see execute), and a free that comes first logs it.
+func (ro *rootObj) misused(info string) {
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
 	if !ro.freed && ro.dropped == "" {
 		ro.dropped = info
 	}
-	return false
 }
 
-// takeDropped returns the info recorded by dropAdd, and clears it.
+// takeDropped returns the info recorded by misused, and clears it.
 func (ro *rootObj) takeDropped() string {
 	ro.mu.Lock()
 	defer ro.mu.Unlock()

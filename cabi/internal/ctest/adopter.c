@@ -315,3 +315,71 @@ void ad_execute_reporting(FutoInAsyncSteps* root)
     root->api->add(root, NULL, next_step, NULL);
     root->api->execute(root, NULL, report_unhandled);
 }
+
+/* ad_idle_call makes call (AD_* in adopter.h) on p, a root or a parallel
+ * made on one (ad_idle_parallel). The cancel handler that setCancel gives
+ * logs "idle cancel handler ran". */
+static void idle_cancel(FutoInAsyncSteps* bsi, void* data)
+{
+    (void)bsi;
+    (void)data;
+    ct_log("idle cancel handler ran");
+}
+
+void ad_idle_call(FutoInAsyncSteps* p, int call)
+{
+    switch (call) {
+    case AD_SET_TIMEOUT:
+        p->api->setTimeout(p, 1000);
+        break;
+    case AD_SET_CANCEL:
+        p->api->setCancel(p, NULL, idle_cancel);
+        break;
+    case AD_WAIT_EXTERNAL:
+        p->api->waitExternal(p);
+        break;
+    case AD_SUCCESS:
+        p->api->success(p, NULL);
+        break;
+    default:
+        p->api->handle_error(p, "Idle", "on an idle root");
+    }
+}
+
+FutoInAsyncSteps* ad_idle_parallel(void) { return idle_parallel; }
+
+/* ad_step_call adds to root a step that makes call (AD_*) on its own
+ * pointer (or, with on_parallel, on that of a parallel it makes), keeps
+ * it for ad_called_step and logs "step called"; its error handler logs
+ * "step error CODE: INFO". */
+static FutoInAsyncSteps* called_step;
+static int call_on_parallel;
+
+static void step_call(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)args;
+    called_step = bsi;
+    FutoInAsyncSteps* p = bsi;
+    if (call_on_parallel) {
+        p = bsi->api->parallel(bsi, NULL, NULL);
+    }
+    ad_idle_call(p, (int)(intptr_t)data);
+    ct_log("step called");
+}
+
+static void step_call_eh(FutoInAsyncSteps* bsi, void* data, const char* code)
+{
+    (void)data;
+    char line[256];
+    snprintf(line, sizeof line, "step error %s: %s", code,
+        (const char*)bsi->api->stateVariable(bsi, NULL, "error_info", NULL, NULL));
+    ct_log(line);
+}
+
+void ad_step_call(FutoInAsyncSteps* root, int call, int on_parallel)
+{
+    call_on_parallel = on_parallel;
+    root->api->add(root, (void*)(intptr_t)call, step_call, step_call_eh);
+}
+
+FutoInAsyncSteps* ad_called_step(void) { return called_step; }

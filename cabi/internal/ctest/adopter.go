@@ -77,3 +77,30 @@ func DropOnThread(root, sync unsafe.Pointer, which int) {
 // ExecuteReporting adds to root a step that logs "next step ran" and
 // executes root with an unhandled_error that logs "unhandled CODE: INFO".
 func ExecuteReporting(root unsafe.Pointer) { C.ad_execute_reporting(bsi(root)) }
+
+// The calls of IdleCall.
+const (
+	IdleSetTimeout   = C.AD_SET_TIMEOUT   // setTimeout(1000)
+	IdleSetCancel    = C.AD_SET_CANCEL    // a handler that logs "idle cancel handler ran"
+	IdleWaitExternal = C.AD_WAIT_EXTERNAL // waitExternal
+	IdleSuccess      = C.AD_SUCCESS       // success with no args
+	IdleHandleError  = C.AD_HANDLE_ERROR  // handle_error("Idle", "on an idle root")
+)
+
+// IdleCall makes call (an Idle* constant) on p, from the caller's thread:
+// a step's call, made on a root or on a parallel made on one.
+func IdleCall(p unsafe.Pointer, call int) { C.ad_idle_call(bsi(p), C.int(call)) }
+
+// IdleParallel returns the parallel that ParallelOfIdle made.
+func IdleParallel() unsafe.Pointer { return unsafe.Pointer(C.ad_idle_parallel()) }
+
+// StepCall adds to root a step that makes call (an Idle* constant) on its
+// own pointer (with onParallel, on that of a parallel it makes) and logs
+// "step called"; its error handler logs "step error CODE: INFO" (and does
+// not recover).
+func StepCall(root unsafe.Pointer, call int, onParallel bool) {
+	C.ad_step_call(bsi(root), C.int(call), cbool(onParallel))
+}
+
+// CalledStep returns the pointer of the step of the last StepCall.
+func CalledStep() unsafe.Pointer { return unsafe.Pointer(C.ad_called_step()) }

@@ -1,0 +1,209 @@
+//go:build cgo
+
+package cabi_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/cabi"
+	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
+)
+
+// stepCalls are the calls that only a step's callback makes on its step
+// and that have no step to act on through a root's pointer, with the end
+// of the info that reports them there.
+var stepCalls = []struct {
+	name string
+	call int
+	info string
+}{
+	{"setTimeout", ctest.IdleSetTimeout, ": it has no step to time"},
+	{"setCancel", ctest.IdleSetCancel, ": it has no step to cancel"},
+	{"waitExternal", ctest.IdleWaitExternal, ": it has no step to make wait"},
+}
+
+// onRootInfo is the info that reports call made on a root, or on a
+// parallel made on one.
+func onRootInfo(name, end string, parallel bool) string {
+	if parallel {
+		return name + " called on a parallel made on a root" + end
+	}
+	return name + " called on a root" + end
+}
+
+// setTimeout, setCancel and waitExternal on an idle root, or on a parallel
+// made on it, are misuse: the root's next execute fails at once with
+// InternalError naming the first such call, through its unhandled_error,
+// and runs no step; the execute after it runs normally, so each is
+// reported once. The cancel handler given is never called. Before, they
+// were ignored, while success there was reported: a C programmer who used
+// the wrong pointer got no sign of it.
+func TestStepCallsOnAnIdleRootAreReported(t *testing.T) {
+	for _, c := range stepCalls {
+		for _, parallel := range []bool{false, true} {
+			name := c.name
+			if parallel {
+				name += " on a parallel made idle"
+			}
+			t.Run(name, func(t *testing.T) {
+				root := newCRoot(t)
+				defer ctest.Free(root)
+				p := root
+				if parallel {
+					ctest.ParallelOfIdle(root)
+					p = ctest.IdleParallel()
+				}
+				ctest.IdleCall(p, c.call)
+				ctest.IdleCall(p, ctest.IdleSetTimeout) // a second one is not reported
+				want := "unhandled InternalError: " + onRootInfo(c.name, c.info, parallel) + "\n"
+				executeAndCheck(t, root, want)
+				executeAndCheck(t, root, "next step ran\n")
+			})
+		}
+	}
+}
+
+// executeAndCheck executes root with ExecuteReporting, waits until it
+// has ended, and checks the trace it left.
+func executeAndCheck(t *testing.T, root unsafe.Pointer, want string) {
+	t.Helper()
+	ctest.Reset()
+	ctest.ExecuteReporting(root)
+	if !ctest.WaitFor("\n", 5*time.Second) {
+		t.Fatal("the execution did not end")
+	}
+	waitCIdle(t, root)
+	if got := ctest.Trace(); got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+// The same calls on a running root, from another thread or from a step's
+// callback on the loop (the wrong pointer in a step), have no effect on
+// the running flow, and the root's next execute reports them as on an
+// idle root.
+func TestStepCallsOnARunningRootAreReportedByTheNextExecute(t *testing.T) {
+	for _, c := range stepCalls {
+		t.Run(c.name+" from another thread", func(t *testing.T) {
+			root := newCRoot(t)
+			defer ctest.Free(root)
+			ctest.Hold(root)
+			ctest.ExecuteOnly(root, "x", 1)
+			ctest.WaitHeld()
+			ctest.IdleCall(root, c.call)
+			ctest.ReleaseHeld()
+			waitCIdle(t, root)
+			if got := ctest.Trace(); got != "" {
+				t.Errorf("the running flow traced %q, want nothing", got)
+			}
+			executeAndCheck(t, root, "unhandled InternalError: "+onRootInfo(c.name, c.info, false)+"\n")
+		})
+		t.Run(c.name+" in a step's callback", func(t *testing.T) {
+			root := newCRoot(t)
+			defer ctest.Free(root)
+			cabi.Wrap(root).Add(func(asyncsteps.AsyncSteps, ...any) { ctest.IdleCall(root, c.call) })
+			executeAndCheck(t, root, "next step ran\n")
+			executeAndCheck(t, root, "unhandled InternalError: "+onRootInfo(c.name, c.info, false)+"\n")
+		})
+	}
+}
+
+// Such a call that no execute follows is logged with log/slog when the
+// root is freed, as an add dropped on a running root is.
+func TestStepCallOnAnIdleRootThenFreeIsLogged(t *testing.T) {
+	for _, c := range stepCalls {
+		t.Run(c.name, func(t *testing.T) {
+			logs := withLogs(t)
+			root := newCRoot(t)
+			ctest.IdleCall(root, c.call)
+			ctest.Free(root)
+			want := []string{`asyncsteps: unhandled error code="InternalError" info="` + onRootInfo(c.name, c.info, false) + `"`}
+			if got := waitLogs(logs, 1); !reflect.DeepEqual(got, want) {
+				t.Errorf("logged %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// The same calls on a step's own pointer, in its callback, still act on
+// the step: setTimeout times it out, setCancel's handler runs when the
+// flow is cancelled, and waitExternal makes it wait for a success from
+// outside. Nothing is recorded in the root: its next execute runs.
+func TestStepCallsInARunningStepStillWork(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		call  int
+		end   func(tt *asyncsteps.TestTool, root unsafe.Pointer)
+		trace string
+	}{
+		{"setTimeout", ctest.IdleSetTimeout, func(tt *asyncsteps.TestTool, _ unsafe.Pointer) {
+			tt.Advance(999 * time.Millisecond)
+			ctest.Log("999 ms")
+			tt.Advance(time.Millisecond)
+		}, "step called\n999 ms\nstep error Timeout: \nunhandled Timeout: \n"},
+		{"setCancel", ctest.IdleSetCancel, func(_ *asyncsteps.TestTool, root unsafe.Pointer) {
+			ctest.Cancel(root)
+		}, "step called\nidle cancel handler ran\n"},
+		{"waitExternal", ctest.IdleWaitExternal, func(*asyncsteps.TestTool, unsafe.Pointer) {
+			ctest.IdleCall(ctest.CalledStep(), ctest.IdleSuccess)
+		}, "step called\nnext step ran\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			tt := asyncsteps.NewTestTool()
+			root := cabi.New(tt)
+			defer cabi.FreeWait(root)
+			ctest.StepCall(root, c.call, false)
+			ctest.ExecuteReporting(root)
+			tt.Advance(0) // what is due now: the step's timer is not
+			if got := ctest.Trace(); got != "step called\n" {
+				t.Fatalf("trace %q, want the step waiting", got)
+			}
+			c.end(tt, root)
+			tt.Run()
+			if got := ctest.Trace(); got != c.trace {
+				t.Errorf("trace %q, want %q", got, c.trace)
+			}
+			ctest.Reset()
+			ctest.ExecuteReporting(root)
+			tt.Run()
+			if got := ctest.Trace(); got != "next step ran\n" {
+				t.Errorf("the next execution: trace %q, want %q", got, "next step ran\n")
+			}
+		})
+	}
+}
+
+// The same calls on the pointer of a parallel made in a step, in the
+// step's callback, fail the step with InternalError naming the call, as
+// success and handle_error there do: a parallel is no step. Before, they
+// were ignored.
+func TestStepCallsOnAStepsParallelFailTheStep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call int
+		info string
+	}{
+		{"setTimeout", ctest.IdleSetTimeout, "SetTimeout called on the value returned by Parallel"},
+		{"setCancel", ctest.IdleSetCancel, "SetCancel called on the value returned by Parallel"},
+		{"waitExternal", ctest.IdleWaitExternal, "WaitExternal called on the value returned by Parallel"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctest.Reset()
+			tt := asyncsteps.NewTestTool()
+			root := cabi.New(tt)
+			defer cabi.FreeWait(root)
+			ctest.StepCall(root, c.call, true)
+			ctest.ExecuteReporting(root)
+			tt.Run()
+			want := "step called\nstep error InternalError: " + c.info + "\nunhandled InternalError: " + c.info + "\n"
+			if got := ctest.Trace(); got != want {
+				t.Errorf("trace %q, want %q", got, want)
+			}
+		})
+	}
+}
