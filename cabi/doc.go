@@ -358,16 +358,19 @@
 // pointer of a parallel made in a step, success and handle_error fail
 // that step with InternalError as long as its callback runs (the
 // engine's rule for a call from another goroutine on a step that does
-// not wait). setTimeout, setCancel and waitExternal act on a step, which
-// a root, or a parallel made on one, is not: made there, from any thread,
-// while the root is idle or runs, the first such call is recorded in the
-// root the same way ("setTimeout called on a root: it has no step to
-// time"; "setCancel ...: it has no step to cancel"; "waitExternal ...: it
-// has no step to make wait"; "... called on a parallel made on a root:
-// ..."), and the call does nothing else (a cancel handler given is never
-// called). On the pointer of a parallel made in a step, in the step's
-// callback, they fail the step with InternalError ("SetTimeout called on
-// the value returned by Parallel"), as success there does. On a step
+// not wait). setTimeout, setCancel, waitExternal, success and
+// handle_error act on a step, which a root, or a parallel made on one, is
+// not: made there, from any thread, while the root is idle or runs, the
+// first such call is recorded in the root the same way ("setTimeout
+// called on a root: it has no step to time"; "setCancel ...: it has no
+// step to cancel"; "waitExternal ...: it has no step to make wait";
+// "success ...: it has no step to complete"; "handle_error ...: it has no
+// step to fail"; "... called on a parallel made on a root: ..."), and the
+// call does nothing else (a cancel handler given is never called, the
+// values given to success are cleaned up). On the pointer of a parallel
+// made in a step, in the step's callback, they fail the step with
+// InternalError ("SetTimeout called on the value returned by Parallel").
+// On a step
 // that waits for a completion from outside, the calls that add sub-steps
 // or make it wait,
 // made once its callback has returned (from another thread, a callback

@@ -295,6 +295,10 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		dropArgs(vals, nil)
 		return
 	}
+	if n.misusedOnRoot("success", "complete") {
+		dropArgs(vals, n)
+		return
+	}
 	if tooLong != "" {
 		dropArgs(vals, n)
 		n.handleError(asyncsteps.InternalError, "success: "+tooLong, guard)
@@ -302,7 +306,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 	}
 	defer guard(n)
 	if n.kind != kindStep {
-		n.as.Success(vals...) // reported by the engine as misuse
+		n.as.Success(vals...) // a step's parallel: the engine's misuse
 		dropArgs(vals, n)
 		return
 	}
@@ -437,7 +441,7 @@ func dropArgs(vals []any, n *node) {
 //export cabiHandleError
 func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 	n := nodeOf(bsi)
-	if n == nil {
+	if n == nil || n.misusedOnRoot("handle_error", "fail") {
 		return
 	}
 	gcode, ginfo := asyncsteps.InternalError, "handle_error: NULL code"
@@ -522,7 +526,9 @@ func (n *node) deliverError(c toolinfo.ClaimedError, code, info string) {
 // recorded in the root as a misuse (see rootObj.misused), for the next
 // execute to report and a free that comes first to log, whichever thread
 // makes it and whether the flow runs or not. Ignored, it would leave the
-// C caller that used the wrong pointer no sign of the mistake.
+// C caller that used the wrong pointer no sign of the mistake; recorded
+// as a misuse of the engine's Root, it would race with the loop from
+// another thread while the flow runs, and a free would not log it.
 func (n *node) misusedOnRoot(call, what string) bool {
 	switch {
 	case n.root != nil:

@@ -72,13 +72,13 @@
  *     in a step, where success and handle_error fail that step with
  *     InternalError while the step's callback runs (the engine's rule for
  *     a call from another goroutine on a step that does not wait), and
- *     have no effect once it has returned. setTimeout, setCancel and
- *     waitExternal act on a step: made on a root or on a parallel made on
- *     one, from any thread, idle or running, they are recorded in the root
- *     the same way ("setTimeout called on a root: it has no step to time",
- *     "... called on a parallel made on a root: ..."); on the pointer of a
- *     parallel made in a step, in the step's callback, they fail the step
- *     with InternalError.
+ *     have no effect once it has returned. setTimeout, setCancel,
+ *     waitExternal, success and handle_error act on a step: made on a root
+ *     or on a parallel made on one, from any thread, idle or running, they
+ *     are recorded in the root the same way ("setTimeout called on a root:
+ *     it has no step to time", "... called on a parallel made on a root:
+ *     ..."); on the pointer of a parallel made in a step, in the step's
+ *     callback, they fail the step with InternalError.
  *   - Strings given to the library (codes, infos, labels, names) are copied:
  *     the caller may free them when the call returns.
  *

@@ -24,6 +24,8 @@ var stepCalls = []struct {
 	{"setTimeout", ctest.IdleSetTimeout, ": it has no step to time"},
 	{"setCancel", ctest.IdleSetCancel, ": it has no step to cancel"},
 	{"waitExternal", ctest.IdleWaitExternal, ": it has no step to make wait"},
+	{"success", ctest.IdleSuccess, ": it has no step to complete"},
+	{"handle_error", ctest.IdleHandleError, ": it has no step to fail"},
 }
 
 // onRootInfo is the info that reports call made on a root, or on a
@@ -35,13 +37,14 @@ func onRootInfo(name, end string, parallel bool) string {
 	return name + " called on a root" + end
 }
 
-// setTimeout, setCancel and waitExternal on an idle root, or on a parallel
-// made on it, are misuse: the root's next execute fails at once with
-// InternalError naming the first such call, through its unhandled_error,
-// and runs no step; the execute after it runs normally, so each is
-// reported once. The cancel handler given is never called. Before, they
-// were ignored, while success there was reported: a C programmer who used
-// the wrong pointer got no sign of it.
+// setTimeout, setCancel, waitExternal, success and handle_error on an
+// idle root, or on a parallel made on it, are misuse: the root's next
+// execute fails at once with InternalError naming the first such call,
+// through its unhandled_error, and runs no step; the execute after it
+// runs normally, so each is reported once. The cancel handler given is
+// never called. Before, the first three were ignored, while success there
+// was reported (as the engine's "Success called on a Root"): a C
+// programmer who used the wrong pointer got no sign of it.
 func TestStepCallsOnAnIdleRootAreReported(t *testing.T) {
 	for _, c := range stepCalls {
 		for _, parallel := range []bool{false, true} {
@@ -67,6 +70,23 @@ func TestStepCallsOnAnIdleRootAreReported(t *testing.T) {
 	}
 }
 
+// waitHeld waits until the step of Hold runs: the execution's first
+// step. An execution that a misuse ended at once never runs it, and
+// WaitHeld, on a C condition, would wait for good.
+func waitHeld(t *testing.T) {
+	t.Helper()
+	held := make(chan struct{})
+	go func() {
+		ctest.WaitHeld()
+		close(held)
+	}()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second): // a bound on a hang, not a wait
+		t.Fatal("the execution's first step never ran")
+	}
+}
+
 // executeAndCheck executes root with ExecuteReporting, waits until it
 // has ended, and checks the trace it left.
 func executeAndCheck(t *testing.T, root unsafe.Pointer, want string) {
@@ -82,26 +102,40 @@ func executeAndCheck(t *testing.T, root unsafe.Pointer, want string) {
 	}
 }
 
-// The same calls on a running root, from another thread or from a step's
-// callback on the loop (the wrong pointer in a step), have no effect on
-// the running flow, and the root's next execute reports them as on an
-// idle root.
+// The same calls on a running root, from another thread (as the flow
+// starts, or while a step waits) or from a step's callback on the loop
+// (the wrong pointer in a step), have no effect on the running flow, and
+// the root's next execute reports them as on an idle root. Before,
+// success and handle_error from another thread recorded the misuse in the
+// engine's Root, beside the loop that reads it as the flow starts: a data
+// race under -race.
 func TestStepCallsOnARunningRootAreReportedByTheNextExecute(t *testing.T) {
 	for _, c := range stepCalls {
-		t.Run(c.name+" from another thread", func(t *testing.T) {
-			root := newCRoot(t)
-			defer ctest.Free(root)
-			ctest.Hold(root)
-			ctest.ExecuteOnly(root, "x", 1)
-			ctest.WaitHeld()
-			ctest.IdleCall(root, c.call)
-			ctest.ReleaseHeld()
-			waitCIdle(t, root)
-			if got := ctest.Trace(); got != "" {
-				t.Errorf("the running flow traced %q, want nothing", got)
+		for _, starting := range []bool{true, false} {
+			name := c.name + " from another thread while a step waits"
+			if starting {
+				name = c.name + " from another thread as the flow starts"
 			}
-			executeAndCheck(t, root, "unhandled InternalError: "+onRootInfo(c.name, c.info, false)+"\n")
-		})
+			t.Run(name, func(t *testing.T) {
+				root := newCRoot(t)
+				defer ctest.Free(root)
+				ctest.Hold(root)
+				ctest.ExecuteOnly(root, "x", 1)
+				if starting {
+					ctest.IdleCall(root, c.call)
+				}
+				waitHeld(t)
+				if !starting {
+					ctest.IdleCall(root, c.call)
+				}
+				ctest.ReleaseHeld()
+				waitCIdle(t, root)
+				if got := ctest.Trace(); got != "" {
+					t.Errorf("the running flow traced %q, want nothing", got)
+				}
+				executeAndCheck(t, root, "unhandled InternalError: "+onRootInfo(c.name, c.info, false)+"\n")
+			})
+		}
 		t.Run(c.name+" in a step's callback", func(t *testing.T) {
 			root := newCRoot(t)
 			defer ctest.Free(root)
@@ -191,6 +225,8 @@ func TestStepCallsOnAStepsParallelFailTheStep(t *testing.T) {
 		{"setTimeout", ctest.IdleSetTimeout, "SetTimeout called on the value returned by Parallel"},
 		{"setCancel", ctest.IdleSetCancel, "SetCancel called on the value returned by Parallel"},
 		{"waitExternal", ctest.IdleWaitExternal, "WaitExternal called on the value returned by Parallel"},
+		{"success", ctest.IdleSuccess, "Success called on the value returned by Parallel"},
+		{"handle_error", ctest.IdleHandleError, "Error called on the value returned by Parallel"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctest.Reset()
