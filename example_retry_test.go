@@ -2,6 +2,7 @@ package asyncsteps_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,4 +51,50 @@ func Example_retry() {
 	// attempt 1 at 210ms
 	// attempt 2 at 280ms
 	// body 42 error <nil> at 310ms
+}
+
+// throttled is an upstream's "too many requests": a CommError, retried,
+// that carries the wait the upstream asked for (an HTTP answer's
+// Retry-After, say).
+type throttled struct{ wait time.Duration }
+
+func (e *throttled) Error() string      { return fmt.Sprint("throttled for ", e.wait) }
+func (e *throttled) FutoInCode() string { return asyncsteps.CommError }
+
+// A Delay takes the wait before a retry from the failure: here the wait a
+// throttled upstream asks for, and the backoff otherwise. A wait that
+// would not end before the job's budget runs out is not waited: the
+// failure is the job's at once, not a Timeout 10 seconds later.
+func Example_retryAfter() {
+	tt := asyncsteps.NewTestTool()
+	since := func() time.Duration { return tt.Now().Sub(asyncsteps.TestToolEpoch) }
+	answers := []error{ // what each attempt's call fails with
+		&throttled{2 * time.Second},
+		&asyncsteps.Error{Code: asyncsteps.CommError, Info: "connection reset"},
+		&throttled{time.Minute},
+	}
+
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(10 * time.Second) // the job's budget
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{
+			Attempts: 5,
+			Delay: func(n int, err error) time.Duration {
+				if t := (*throttled)(nil); errors.As(err, &t) {
+					return t.wait
+				}
+				return time.Duration(n) * 100 * time.Millisecond
+			},
+		}, func(as asyncsteps.AsyncSteps, attempt int) {
+			fmt.Println("attempt", attempt, "at", since())
+			asyncsteps.Fail(as, answers[attempt]) // stands for a call that failed
+		})
+	})
+	_, err := r.Run(context.Background())
+	fmt.Println(err, "at", since())
+	// Output:
+	// attempt 0 at 0s
+	// attempt 1 at 2s
+	// attempt 2 at 2.2s
+	// CommError: throttled for 1m0s at 2.2s
 }

@@ -26,6 +26,20 @@ type RetryOptions struct {
 	// the tool, which TestTool.ResetEvents drops: the flow then waits until
 	// it is cancelled).
 	Backoff func(n int) time.Duration
+	// Delay, if not nil, returns the wait before retry n in place of
+	// Backoff, given the failure that asks for the retry: err is
+	// State().LastException, the *Error of an Error call or a timeout,
+	// or the Go error of [Fail] or of an Await function, so that a wait
+	// the failure carries (the Retry-After of an HTTP answer) is honoured.
+	// A wait of 0 or less retries at once. A wait that would not end
+	// before the nearest deadline around the Retry (the timeout of a step
+	// around it; the deadline of [Root.Run]'s context on a [Loop]) is not
+	// waited: the next attempt could not begin, so no retry is made and
+	// the failure unwinds out of the Retry at once, with its own code and
+	// info, rather than a Timeout once the wait has run out the budget.
+	// The attempt's own Timeout is no such deadline: it ended with the
+	// attempt. Example_retryAfter shows it.
+	Delay func(n int, err error) time.Duration
 	// Retryable reports whether an attempt that failed with code is made
 	// again, if attempts are left. Nil retries Timeout, CommError and
 	// ConnectError. It runs as part of the attempt's error handler, with
@@ -146,16 +160,46 @@ func retryFailed(as AsyncSteps, code string) {
 	if lr.i+1 >= lr.def.count || pastRunDeadline(h.fl) || !d.retryable(code) {
 		return
 	}
+	w := d.wait(as, lr.i+1)
+	if d.opts.Delay != nil && w > 0 && outlastsDeadline(h.fl, loop, w) {
+		return // the next attempt could not begin: the failure is the Retry's
+	}
 	lr.i++ // the next attempt's number, and the retry's (Backoff's n)
 	lr.count = lr.i + 1
 	lr.queueIteration(loop)
-	if d.opts.Backoff != nil {
-		if w := d.opts.Backoff(lr.i); w > 0 {
-			as.Add(backoffStep(w))
-			return
-		}
+	if w > 0 {
+		as.Add(backoffStep(w))
+		return
 	}
 	as.Success()
+}
+
+// wait returns the wait before retry n, which as's failure asks for:
+// Delay's, given that failure, or else Backoff's; 0 if neither is set.
+func (d *retryDef) wait(as AsyncSteps, n int) time.Duration {
+	switch {
+	case d.opts.Delay != nil:
+		return d.opts.Delay(n, as.State().LastException)
+	case d.opts.Backoff != nil:
+		return d.opts.Backoff(n)
+	}
+	return 0
+}
+
+// outlastsDeadline reports whether a wait of w, from now, would not end
+// before the nearest deadline around the Retry whose frame is loop: a
+// step timeout of loop or a frame around it, or, on a Loop, whose clock
+// is the one of Run's context, that context's deadline. A TestTool's
+// virtual clock is not the context's: there only step timeouts count.
+func outlastsDeadline(fl *flow, loop *frame, w time.Duration) bool {
+	if left, _, ok := fl.stepTimeLeft(loop); ok && w >= left {
+		return true
+	}
+	if _, onLoop := fl.sched.(*Loop); !onLoop || fl.wait == nil || fl.wait.ctx == nil {
+		return false
+	}
+	deadline, ok := fl.wait.ctx.Deadline()
+	return ok && !time.Now().Add(w).Before(deadline)
 }
 
 // pastRunDeadline reports whether the deadline of Run's context has
