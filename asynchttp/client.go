@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/internal/misuse"
@@ -297,6 +299,43 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 		return nil, hr.StatusCode, bodyTooLong()
 	}
 	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, hr.StatusCode, nil
+}
+
+// RetryAfter returns the wait that an answer's Retry-After header asks
+// for (RFC 9110, section 10.2.3), and whether it asks for one: a number
+// of seconds ("120"), or an HTTP date, from which now is subtracted (a
+// date past is a wait of 0). In a flow, now is the flow's clock,
+// as.Tool().Now(). A header that is absent, or neither a whole number of
+// seconds nor a date, asks for nothing; a number too large for a
+// time.Duration is its largest. [asyncsteps.RetryOptions].Delay honours
+// the wait; ExampleClient_syncJob shows it.
+func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if isDigits(v) {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || secs > math.MaxInt64/int64(time.Second) {
+			return math.MaxInt64, true // digits all: only too large
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	date, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(date.Sub(now), 0), true
+}
+
+// isDigits reports whether s is made of ASCII digits only.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // bodyTooLong is the error of a response body longer than MaxBody.
