@@ -64,7 +64,11 @@ type LimiterOptions struct {
 	Period time.Duration
 	// Burst is how many flows may wait for the next period once Rate
 	// flows have entered in this one; 0 lets none wait, a negative value
-	// ([Unlimited]) lets any number wait.
+	// ([Unlimited]) lets any number wait. It is a queue limit, not the
+	// burst of golang.org/x/time/rate's token bucket: the Rate entries of
+	// a period may all come at once, so up to twice Rate may enter within
+	// moments across a period's end; a shorter Period with a smaller Rate
+	// (5 per 500ms for 10 a second) spreads them more evenly.
 	Burst int
 }
 

@@ -19,7 +19,9 @@
 //     504, ...), [Handler].Codes the application's own.
 //
 // ExampleHandler serves requests on an [asyncsteps.LoopGroup];
-// ExampleClient retries a failing upstream.
+// ExampleClient retries a failing upstream; ExampleClient_syncJob is an
+// API client that pages through a listing and fetches its items within
+// an upstream's limits, honouring its Retry-After ([RetryAfter]).
 //
 // # Errors and statuses
 //
