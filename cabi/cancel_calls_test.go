@@ -26,10 +26,13 @@ const (
 // step wait or completes it has no effect, as in a Go cancel handler, and
 // is reported as one: the engine logs it as a misuse of the handler,
 // naming the Go call the library makes for it, and the handler goes on.
-// The root ends cancelled, no error handler nor unhandled_error running.
-// Before, the call had no effect without a word.
+// So it does in the body of a loop or a repeat, whose success the library
+// otherwise keeps until the callback returns: kept there, it was never
+// logged. A custom object that success passes, which no step receives,
+// is cleaned up at once. The root ends cancelled, no error handler nor
+// unhandled_error running. Before, the call had no effect without a word.
 func TestCCancelHandlerCallsAreLogged(t *testing.T) {
-	for _, c := range []struct{ call, info string }{
+	calls := []struct{ call, info string }{
 		{"add", "Add" + inCancelAdds},
 		{"parallel", "Parallel" + inCancelAdds},
 		{"loop", "Loop" + inCancelAdds},
@@ -39,29 +42,41 @@ func TestCCancelHandlerCallsAreLogged(t *testing.T) {
 		{"setCancel", "SetCancel" + inCancelWaits},
 		{"waitExternal", "WaitExternal" + inCancelWaits},
 		{"success", "Success" + inCancelEnds},
+		{"success value", "Success" + inCancelEnds},
 		{"handle_error", "Error(InCancel)" + inCancelEnds},
 		{"breakLoop", "Break" + inCancelEnds},
 		{"continueLoop", "Continue" + inCancelEnds},
-	} {
-		t.Run(c.call, func(t *testing.T) {
-			log := captureSlog(t)
-			ctest.ClaimsReset()
-			tt := asyncsteps.NewTestTool()
-			root := cabi.New(tt)
-			defer cabi.FreeWait(root)
-			sync := cabi.Sync(asyncsteps.NewMutex(1))
-			defer cabi.FreeSync(sync)
-			ctest.CancelCalling(root, c.call, sync)
-			tt.Run()
-			ctest.Cancel(root)
-			tt.Run()
+	}
+	ins := []struct {
+		name string
+		in   int
+	}{{"step", ctest.CallInStep}, {"loop body", ctest.CallInLoop}, {"repeat body", ctest.CallInRepeat}}
+	for _, in := range ins {
+		for _, c := range calls {
+			t.Run(in.name+"/"+c.call, func(t *testing.T) {
+				log := captureSlog(t)
+				ctest.ClaimsReset()
+				tt := asyncsteps.NewTestTool()
+				root := cabi.New(tt)
+				defer cabi.FreeWait(root)
+				sync := cabi.Sync(asyncsteps.NewMutex(1))
+				defer cabi.FreeSync(sync)
+				ctest.CancelCalling(root, c.call, sync, in.in)
+				tt.Run()
+				ctest.Cancel(root)
+				tt.Run()
 
-			checkClaimsTrace(t, c.call+" cancel went on")
-			want := `msg="asyncsteps: misuse in cancel handler" info="` + c.info + `"`
-			if out := log.String(); strings.Count(out, "asyncsteps:") != 1 || !strings.Contains(out, want) {
-				t.Errorf("the engine logged:\n%s\nwant %s, once", out, want)
-			}
-		})
+				want := []string{c.call + " cancel went on"}
+				if c.call == "success value" {
+					want = append([]string{"value cleaned up"}, want...)
+				}
+				checkClaimsTrace(t, want...)
+				line := `msg="asyncsteps: misuse in cancel handler" info="` + c.info + `"`
+				if out := log.String(); strings.Count(out, "asyncsteps:") != 1 || !strings.Contains(out, line) {
+					t.Errorf("the engine logged:\n%s\nwant %s, once", out, line)
+				}
+			})
+		}
 	}
 }
 

@@ -411,7 +411,8 @@
 // too) is logged with log/slog, "asyncsteps: misuse in cancel handler",
 // as a Go cancel handler's call on its own step is: its info names the
 // Go call it stands for ("Loop called in a cancel handler: ..." for
-// loop).
+// loop), in the body of a loop or a repeat too. The custom objects that
+// a success there passes, which no step receives, are cleaned up at once.
 //
 // The pointer [Binary] gives for a Go step stays valid as long; Go may
 // end the step itself (Success or Error from another goroutine, a

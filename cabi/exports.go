@@ -324,6 +324,15 @@ func (n *node) succeed(vals []any, taken bool) {
 		}
 	}
 	if n.inCallback() {
+		if n.inCancel {
+			// Over (see runCancel): the engine reports the call and
+			// takes nothing. A loop body's hold would keep the call from
+			// it, unreported, for a return of the step's callback that
+			// never comes. No step receives vals: cleaned up now.
+			n.as.Success(vals...)
+			drop()
+			return
+		}
 		n.completed = true
 		if n.body != nil {
 			n.hold(vals)

@@ -485,6 +485,14 @@ static void cl_never_cancel(FutoInAsyncSteps* bsi, void* data)
 static char cl_call_name[32];
 static FutoInSync* cl_call_sync;
 
+static void cl_value_cleanup(FutoInBinaryValue* v)
+{
+    (void)v;
+    cl_log("value cleaned up");
+}
+static const FutoInType cl_t_custom = {FTN_TYPE_CUSTOM_OBJECT, cl_value_cleanup};
+static const int cl_value = 7;
+
 /* Makes the call named cl_call_name on the pointer of the cancelled step,
    then logs that the handler went on. */
 static void cl_calling_cancel(FutoInAsyncSteps* bsi, void* data)
@@ -510,6 +518,12 @@ static void cl_calling_cancel(FutoInAsyncSteps* bsi, void* data)
         api->waitExternal(bsi);
     } else if (strcmp(c, "success") == 0) {
         api->success(bsi, NULL);
+    } else if (strcmp(c, "success value") == 0) {
+        FutoInArgs out;
+        memset(&out, 0, sizeof(out));
+        out.arg0.type = &cl_t_custom;
+        out.arg0.p = &cl_value;
+        api->success(bsi, &out);
     } else if (strcmp(c, "handle_error") == 0) {
         api->handle_error(bsi, "InCancel", NULL);
     } else if (strcmp(c, "breakLoop") == 0) {
@@ -526,10 +540,28 @@ static void cl_calling_step(FutoInAsyncSteps* bsi, void* data, const FutoInArgs*
     bsi->api->setCancel(bsi, data, cl_calling_cancel);
 }
 
-void cl_cancel_calling(FutoInAsyncSteps* root, const char* call, FutoInSync* sync)
+static void cl_calling_body(FutoInAsyncSteps* bsi, void* data) { bsi->api->setCancel(bsi, data, cl_calling_cancel); }
+
+static void cl_calling_repeat(FutoInAsyncSteps* bsi, void* data, size_t i)
+{
+    (void)i;
+    bsi->api->setCancel(bsi, data, cl_calling_cancel);
+}
+
+void cl_cancel_calling(FutoInAsyncSteps* root, const char* call, FutoInSync* sync, int in)
 {
     cl_call_sync = sync;
     snprintf(cl_call_name, sizeof(cl_call_name), "%s", call);
-    root->api->add(root, NULL, cl_calling_step, cl_no_eh);
-    root->api->execute(root, NULL, cl_unhandled);
+    const FutoInAsyncStepsAPI* api = root->api;
+    switch (in) {
+    case 1:
+        api->loop(root, NULL, cl_calling_body, NULL);
+        break;
+    case 2:
+        api->repeat(root, NULL, 3, cl_calling_repeat, NULL);
+        break;
+    default:
+        api->add(root, NULL, cl_calling_step, cl_no_eh);
+    }
+    api->execute(root, NULL, cl_unhandled);
 }

@@ -88,15 +88,25 @@ func FailWaiting(root unsafe.Pointer) { C.cl_fail_waiting(bsi(root)) }
 // FailIt fails the step FailWaiting left waiting.
 func FailIt() { C.cl_fail_it() }
 
-// CancelCalling adds to root a step that sets a cancel handler and waits,
-// with an error handler that must not run, and executes root with an
-// unhandled_error that must not run either. Once the step is cancelled,
-// its handler makes the call named call (add, parallel, loop, repeat,
-// addSync on sync, setTimeout, setCancel, waitExternal, success,
-// handle_error with "InCancel", breakLoop or continueLoop) on the step's
-// pointer, then logs "call cancel went on".
-func CancelCalling(root unsafe.Pointer, call string, sync unsafe.Pointer) {
+// Where CancelCalling's step runs: a step of root, the body of a loop
+// on root, or of a repeat.
+const (
+	CallInStep = iota
+	CallInLoop
+	CallInRepeat
+)
+
+// CancelCalling adds to root, where in says (CallInStep: with an error
+// handler that must not run), a step that sets a cancel handler and
+// waits, and executes root with an unhandled_error that must not run.
+// Once the step is cancelled, its handler makes the call named call
+// (add, parallel, loop, repeat, addSync on sync, setTimeout, setCancel,
+// waitExternal, success, "success value" with a custom object whose
+// cleanup logs "value cleaned up", handle_error with "InCancel",
+// breakLoop or continueLoop) on the step's pointer, then logs "call
+// cancel went on".
+func CancelCalling(root unsafe.Pointer, call string, sync unsafe.Pointer, in int) {
 	c := C.CString(call)
 	defer C.free(unsafe.Pointer(c))
-	C.cl_cancel_calling(bsi(root), c, (*C.FutoInSync)(sync))
+	C.cl_cancel_calling(bsi(root), c, (*C.FutoInSync)(sync), C.int(in))
 }

@@ -16,6 +16,6 @@ void cl_cancel_nested(FutoInAsyncSteps* root);
 void cl_cancelled_late(void);
 void cl_fail_waiting(FutoInAsyncSteps* root);
 void cl_fail_it(void);
-void cl_cancel_calling(FutoInAsyncSteps* root, const char* call, FutoInSync* sync);
+void cl_cancel_calling(FutoInAsyncSteps* root, const char* call, FutoInSync* sync, int in);
 
 #endif
