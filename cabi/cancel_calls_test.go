@@ -4,10 +4,14 @@ package cabi_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/cabi"
@@ -77,6 +81,65 @@ func TestCCancelHandlerCallsAreLogged(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A Go cancel handler that Wrap sets on a C step's pointer is a Go
+// cancel handler: its calls on its AsyncSteps that add, make the step
+// wait or complete it, and the table's through the step's pointer, are
+// logged as the engine logs a Go step's handler's, once, and the
+// handler goes on; the root ends cancelled. Before, its Success and
+// Error, and the table's calls, went to the loop as completions from
+// outside the step, which found it over, without a word.
+func TestWrapCancelHandlerOfACStepCallsAreLogged(t *testing.T) {
+	never := func(asyncsteps.AsyncSteps, ...any) { ctest.Log("VIOLATION: a step added in a cancel handler ran") }
+	for _, c := range []struct {
+		name string
+		call func(as asyncsteps.AsyncSteps, step unsafe.Pointer)
+		info string
+	}{
+		{"Add", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) { as.Add(never) }, "Add" + inCancelAdds},
+		{"Loop", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) {
+			as.Loop(func(as asyncsteps.AsyncSteps) { as.Break() })
+		}, "Loop" + inCancelAdds},
+		{"WaitExternal", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) { as.WaitExternal() }, "WaitExternal" + inCancelWaits},
+		{"Success", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) { as.Success(1) }, "Success" + inCancelEnds},
+		{"Error", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) { as.Error("InCancel") }, "Error(InCancel)" + inCancelEnds},
+		{"Fail", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) {
+			asyncsteps.Fail(as, &asyncsteps.Error{Code: "InCancel"})
+		}, "Fail(InCancel)" + inCancelEnds},
+		{"Break", func(as asyncsteps.AsyncSteps, _ unsafe.Pointer) { as.Break() }, "Break" + inCancelEnds},
+		{"handle_error", func(_ asyncsteps.AsyncSteps, step unsafe.Pointer) {
+			ctest.HandleError(step, "InCancel", "")
+		}, "Error(InCancel)" + inCancelEnds},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := captureSlog(t)
+			ctest.Reset()
+			tt := asyncsteps.NewTestTool()
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			ctest.CBranchGo(cabi.Binary(r), func(step unsafe.Pointer) {
+				cabi.Wrap(step).SetCancel(func(as asyncsteps.AsyncSteps) {
+					c.call(as, step)
+					ctest.Log("cancel went on")
+				})
+			})
+			tt.Deferred(10*time.Millisecond, r.Cancel)
+			var err error
+			r.ExecuteThen(func(res asyncsteps.Result) { err = res.Err })
+			tt.Run()
+
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("the flow ended with %v, want context.Canceled", err)
+			}
+			if got := ctest.Trace(); got != "cancel went on\n" {
+				t.Errorf("trace %q, want %q", got, "cancel went on\n")
+			}
+			line := `msg="asyncsteps: misuse in cancel handler" info="` + c.info + `"`
+			if out := log.String(); strings.Count(out, "asyncsteps:") != 1 || !strings.Contains(out, line) {
+				t.Errorf("the engine logged:\n%s\nwant %s, once", out, line)
+			}
+		})
 	}
 }
 

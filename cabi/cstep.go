@@ -104,7 +104,7 @@ func (s cStep) FailStep(f toolinfo.Failure) {
 // callback added the sub-steps, which made that completion void.
 func (s cStep) outside(engine func()) {
 	defer goGuard(s.n)
-	if !(s.n.onLoop() && s.n.subStepsRun()) && !s.n.claimOutside(outsideCall) {
+	if !s.n.refusesOutside() && !s.n.claimOutside(outsideCall) {
 		return
 	}
 	engine()
@@ -202,7 +202,10 @@ func (s cStep) waits(engine, wait func()) {
 // per step), called with this AsyncSteps; a nil f sets none. Like C's, it
 // runs once, if the step is cancelled or fails before it completes
 // otherwise, not when a closed loop leaves the step (a closed loop runs no
-// Go cancel handler).
+// Go cancel handler). In f the step is over, as in any Go cancel handler:
+// its calls on this AsyncSteps, and the table's through the step's
+// pointer, that add, make the step wait or complete it have no effect,
+// and the engine logs the first as a misuse of the handler.
 func (s cStep) SetCancel(f asyncsteps.CancelFunc) {
 	s.waits(func() { s.AsyncSteps.SetCancel(f) }, func() { s.n.setCancel(nil, 0, f) })
 }

@@ -413,6 +413,8 @@
 // Go call it stands for ("Loop called in a cancel handler: ..." for
 // loop), in the body of a loop or a repeat too. The custom objects that
 // a success there passes, which no step receives, are cleaned up at once.
+// A Go cancel handler set through [Wrap] is logged so for its calls on
+// its AsyncSteps and for the table's calls through the step's pointer.
 //
 // The pointer [Binary] gives for a Go step stays valid as long; Go may
 // end the step itself (Success or Error from another goroutine, a

@@ -59,6 +59,9 @@ func (n *node) outsideCallback() bool { return n.kind == kindStep && !n.inCallba
 //     the callback of one of them, or of a step under them, the engine
 //     raises InternalError there, and guard keeps that abort for the C
 //     callback that runs (see aborted); from elsewhere it has no effect;
+//     so it is on a step whose cancel handler runs (Go's, set through
+//     Wrap, which C may call the table from), and the engine logs it as
+//     the handler's misuse (see refusesOutside);
 //   - otherwise it is posted to the loop, as a completion from outside is
 //     (a claim of its kind first, see claimOutside): a step that still
 //     waits for a completion from outside fails then, as the engine fails
@@ -67,7 +70,7 @@ func (n *node) outsideCallback() bool { return n.kind == kindStep && !n.inCallba
 // succeed and handleError take the first way for success and
 // handle_error; cStep.outside makes Go's calls through Wrap.
 func (n *node) elsewhere(engine func()) {
-	if n.onLoop() && n.subStepsRun() {
+	if n.refusesOutside() {
 		defer guard(n)
 		engine()
 		return
@@ -341,10 +344,11 @@ func (n *node) succeed(vals []any, taken bool) {
 		n.as.Success(vals...)
 		return
 	}
-	if n.onLoop() && n.subStepsRun() {
+	if n.refusesOutside() {
 		// Not the step's to complete (see elsewhere): the engine raises
-		// the misuse in a sub-step's callback, if one runs, and receives
-		// nothing. The caller's guard keeps the abort.
+		// the misuse in a sub-step's callback, if one runs, or logs the
+		// cancel handler's, and receives nothing. The caller's guard
+		// keeps the abort.
 		drop()
 		n.as.Success(vals...)
 		return
@@ -481,7 +485,7 @@ func (n *node) handleError(code, info string, g func(*node)) {
 		n.as.Error(code, info)
 		return
 	}
-	if n.onLoop() && n.subStepsRun() {
+	if n.refusesOutside() {
 		n.as.Error(code, info) // not the step's to fail (see succeed)
 		return
 	}

@@ -73,8 +73,8 @@ type node struct {
 
 	// While the C callback given bsi runs, on the loop.
 	inCall bool
-	// inCancel: the C callback running is the step's cancel handler,
-	// given to setCancel (see runCancel); with inCall.
+	// inCancel: the step's cancel handler runs (see runCancel): C's,
+	// given to setCancel, with inCall, or Go's, given to Wrap's SetCancel.
 	inCancel  bool
 	pending   any // a panic (an abort) caught at an export boundary, raised again after the callback
 	added     bool
@@ -598,6 +598,8 @@ func (n *node) runCancel() {
 		n.inCall, n.inCancel = false, false
 		n.pending = nil // the step is over: an abort has nothing left to abort
 	case goFn != nil:
+		n.inCancel = true
+		defer func() { n.inCancel = false }() // a panic goes on to the engine
 		goFn(cStep{n.as, n})
 	}
 }
@@ -661,6 +663,16 @@ func (n *node) over() bool {
 		n.release()
 	}
 	return true
+}
+
+// refusesOutside reports, on the loop, whether the engine refuses n's
+// step a call from outside its C callback, which is then made on the
+// engine's step at once rather than as a completion from outside: sub-
+// steps of the step run (see subStepsRun), from whose callbacks the
+// engine raises the call as a misuse, or the step's cancel handler does,
+// whose calls on its own step the engine logs as the handler's misuse.
+func (n *node) refusesOutside() bool {
+	return n.onLoop() && (n.inCancel || n.subStepsRun())
 }
 
 // subStepsRun reports whether sub-steps of n's step run: for a C step,
