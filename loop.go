@@ -226,6 +226,7 @@ func init() {
 	toolinfo.HoldFor = holdFor
 	toolinfo.BeforeStop = beforeStop
 	toolinfo.ExecuteMisused = executeMisused
+	toolinfo.RecordMisuse = recordMisuse
 }
 
 // beforeStop is toolinfo.BeforeStop: it keeps fn for l's shutdown, unless

@@ -280,6 +280,9 @@ func executeMisused(root any, unhandled any, info string) {
 	root.(*Root).startMisused(w, nil, "ExecuteWith", info)
 }
 
+// recordMisuse is toolinfo.RecordMisuse.
+func recordMisuse(root any, info string) { root.(*Root).misuse(info) }
+
 // startMisused is startIn that records the misuse info (if not empty)
 // once the start is claimed: the flow is the caller's then, and the loop
 // reads the record only once the start is posted.

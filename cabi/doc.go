@@ -366,8 +366,14 @@
 // step to cancel"; "waitExternal ...: it has no step to make wait";
 // "success ...: it has no step to complete"; "handle_error ...: it has no
 // step to fail"; "... called on a parallel made on a root: ..."), and the
-// call does nothing else (a cancel handler given is never called, the
-// values given to success are cleaned up). On the pointer of a parallel
+// call does nothing else (a cancel handler given is never called, so
+// that what its data holds stays the caller's to free; the values given
+// to success are cleaned up). Through the pointer of a Go root given by
+// [Binary], or of a parallel made on it, these calls and the adds above
+// are recorded in the engine's Root itself, on the flow's loop, as a
+// misuse of the Root: Go executes such a root too, and its next
+// execution, Go's or C's, fails with the record; a free of the pointer
+// leaves it to that execution. On the pointer of a parallel
 // made in a step, in the step's callback, they fail the step with
 // InternalError ("SetTimeout called on the value returned by Parallel").
 // On a step

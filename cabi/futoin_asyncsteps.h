@@ -77,8 +77,13 @@
  *     or on a parallel made on one, from any thread, idle or running, they
  *     are recorded in the root the same way ("setTimeout called on a root:
  *     it has no step to time", "... called on a parallel made on a root:
- *     ..."); on the pointer of a parallel made in a step, in the step's
- *     callback, they fail the step with InternalError.
+ *     ..."), and a cancel handler given is never called (what its data
+ *     holds stays the caller's to free); on the pointer of a parallel made
+ *     in a step, in the step's callback, they fail the step with
+ *     InternalError. On the pointer of a Go root given by cabi.Binary, or
+ *     of a parallel made on it, these calls and the adds above are
+ *     recorded in the Go root itself, whose next execution, Go's or C's,
+ *     fails with it; free does not log it.
  *   - Strings given to the library (codes, infos, labels, names) are copied:
  *     the caller may free them when the call returns.
  *

@@ -175,11 +175,37 @@ func (ro *rootObj) dropAdd(info string) bool {
 // the next execute fails at once with the info, as after a misuse of an
 // engine Root (see execute), and a free that comes first logs it.
 func (ro *rootObj) misused(info string) {
+	if !ro.owned {
+		ro.misusedGo(info)
+		return
+	}
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
 	if !ro.freed && ro.dropped == "" {
 		ro.dropped = info
 	}
+}
+
+// misusedGo records info, a call made through the pointer of a Go root
+// given by Binary (or of a parallel made on it) that had no effect, in
+// the engine's Root, on the flow's loop: Go executes such a root itself,
+// and only the Root's own record reaches the executions Go starts. Kept
+// in the rootObj, it waited for an execute or a free from C, which may
+// never come, while Go's executions ran on without it. Posted, the record
+// keeps the order of the call with the starts, which the loop takes
+// behind what is queued: an execution started before the call goes on
+// without it, the next one reports it. A loop that drops the post runs
+// no flow beside the fallback, which records it all the same.
+func (ro *rootObj) misusedGo(info string) {
+	if ro.isFreed() {
+		return
+	}
+	record := func() { toolinfo.RecordMisuse(ro.root, info) }
+	if ro.node.onLoop() {
+		record()
+		return
+	}
+	ro.node.post(record, record)
 }
 
 // takeDropped returns the info recorded by misused, and clears it.

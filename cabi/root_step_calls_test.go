@@ -243,3 +243,102 @@ func TestStepCallsOnAStepsParallelFailTheStep(t *testing.T) {
 		})
 	}
 }
+
+// The same calls through the pointer of a Go root given by Binary, or of
+// a parallel made on it, are reported by the Root's next execution,
+// which Go starts (or C, through the pointer): from the idle root, from
+// a step's callback on the loop, or from another thread while the flow
+// runs, which goes on without them. Nothing is logged at the free of the
+// pointer then: each is reported once. Before, they stayed in the root
+// object, which only an execute or a free through the pointer reads:
+// Go's executions ran on as if nothing was wrong.
+func TestStepCallsOnAGoRootAreReportedByItsNextExecution(t *testing.T) {
+	for _, c := range stepCalls {
+		for _, where := range []string{"idle", "idle parallel", "in a step", "from another thread"} {
+			t.Run(c.name+" "+where, func(t *testing.T) {
+				logs := withLogs(t)
+				ctest.Reset()
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				p := cabi.Binary(r)
+				info := onRootInfo(c.name, c.info, where == "idle parallel")
+				switch where {
+				case "idle":
+					ctest.IdleCall(p, c.call)
+				case "idle parallel":
+					ctest.ParallelOfIdle(p)
+					ctest.IdleCall(ctest.IdleParallel(), c.call)
+				case "in a step":
+					r.Add(func(asyncsteps.AsyncSteps, ...any) { ctest.IdleCall(p, c.call) })
+					checkGoRootRun(t, r, "")
+				default:
+					called := make(chan struct{})
+					r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						as.WaitExternal()
+						go func() {
+							ctest.IdleCall(p, c.call)
+							close(called)
+							as.Success()
+						}()
+					})
+					checkGoRootRun(t, r, "")
+					<-called
+				}
+				checkGoRootRun(t, r, "InternalError: "+info)
+				checkGoRootRun(t, r, "")
+				cabi.FreeWait(p)
+				if got := waitLogs(logs, 0); len(got) != 0 {
+					t.Errorf("logged %q, want nothing", got)
+				}
+			})
+		}
+	}
+}
+
+// checkGoRootRun runs r to its end and checks the error that ended it
+// ("" for none).
+func checkGoRootRun(t *testing.T, r *asyncsteps.Root, want string) {
+	t.Helper()
+	_, err := run(t, r)
+	got := ""
+	if err != nil {
+		got = err.Error()
+	}
+	if got != want {
+		t.Errorf("the execution ended with %q, want %q", got, want)
+	}
+}
+
+// An add through the pointer of a Go root given by Binary, from another
+// thread while the flow runs, has no effect, as on a root owned by C, and
+// the Root's next execution, which Go starts, reports it. Before, only an
+// execute or a free through the pointer did.
+func TestAddOnARunningGoRootIsReportedByItsNextExecution(t *testing.T) {
+	logs := withLogs(t)
+	ctest.Reset()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	p := cabi.Binary(r)
+	added := make(chan struct{})
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		go func() {
+			ctest.AddOnRunning(p, 0)
+			close(added)
+			as.Success()
+		}()
+	})
+	checkGoRootRun(t, r, "")
+	<-added
+	checkGoRootRun(t, r, "InternalError: add called from another thread on a running root: the step was not added")
+	checkGoRootRun(t, r, "")
+	cabi.FreeWait(p)
+	if got := ctest.Trace(); got != "" {
+		t.Errorf("trace %q, want nothing: the add had no effect", got)
+	}
+	if got := waitLogs(logs, 0); len(got) != 0 {
+		t.Errorf("logged %q, want nothing", got)
+	}
+}

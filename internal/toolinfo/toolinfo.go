@@ -281,3 +281,11 @@ type AwaitFlowObserver interface {
 // reports by it an add that a root's owner made from another thread
 // while the flow ran, which had no effect.
 var ExecuteMisused func(root any, unhandled any, info string)
+
+// RecordMisuse records info on root, a *Root of the package, as a misuse
+// of the Root: its next execution fails at once with an InternalError of
+// info, unless a misuse is recorded already. Only where a misuse of the
+// Root may be recorded: on its flow's loop, or while nothing else uses
+// the Root. Package cabi records by it the misuse that C makes through
+// the pointer of a Go Root given by Binary, which Go executes too.
+var RecordMisuse func(root any, info string)
