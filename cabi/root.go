@@ -119,6 +119,11 @@ var testHookStart func()
 // may already run on the loop.
 var testHookStarted func()
 
+// testHookTaken, set by a test, runs in execute once it has taken the
+// recorded misuse, before the start: where a free from another thread
+// finds no record to log.
+var testHookTaken func()
+
 // execute starts the flow; it only posts to the loop. An error that ends
 // this execution goes to fn with data, on the loop, when it ends
 // (docs/DESIGN.md#c-execute): the execution keeps them, so that a later
@@ -149,6 +154,9 @@ func (ro *rootObj) execute(data C.uintptr_t, fn C.FutoInAsyncSteps_error_callbac
 		unhandled = func(err *asyncsteps.Error) { ro.report(err, fn, data) }
 	}
 	dropped := ro.takeDropped()
+	if testHookTaken != nil {
+		testHookTaken()
+	}
 	defer func() {
 		if recover() != nil { // a panic on a running flow: nothing started
 			ro.keepDropped(dropped)
@@ -218,15 +226,20 @@ func (ro *rootObj) takeDropped() string {
 }
 
 // keepDropped records again info, taken by an execute that started
-// nothing: it was the first.
+// nothing: it was the first. A free that came since found no record to
+// log, and no execute will report it now: it is logged here, once.
 func (ro *rootObj) keepDropped(info string) {
 	if info == "" {
 		return
 	}
 	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	if !ro.freed {
+	freed := ro.freed
+	if !freed {
 		ro.dropped = info
+	}
+	ro.mu.Unlock()
+	if freed {
+		ro.onUnhandled(&asyncsteps.Error{Code: asyncsteps.InternalError, Info: info})
 	}
 }
 
