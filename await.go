@@ -77,16 +77,16 @@ func AwaitResult(as AsyncSteps, ch <-chan Result, onerror ...ErrorFunc) AsyncSte
 // closed loop (one it awaited with AwaitResult) fails the step as it is.
 //
 // other runs under the values of the context of the flow that the step is
-// in: those of the context given to [Root.Run] (or [Root.PromiseContext]),
-// and what that flow's FlowStart hook added (see [Hooks]). So other's
-// hooks and its [AsyncSteps.Await] functions see them: a tracing hook
-// makes other's span a child of the awaiting flow's (package otelsteps
-// gives the step a span of its own, other's parent), and the request's
-// values (a tenant, a logger) reach other's functions. Values only: that
-// context's deadline and cancel do not reach other, which the step alone
-// cancels, as above. A step given through a decorator that does not
-// unwrap (see [Unwrapper]) has no flow the engine can see: other then
-// runs under context.Background()'s, as with Promise.
+// in: those of the context given to [Root.Run] (or [Root.PromiseContext],
+// [Root.ExecuteThenContext]), and what that flow's FlowStart hook added
+// (see [Hooks]). So other's hooks and its [AsyncSteps.Await] functions see
+// them: a tracing hook makes other's span a child of the awaiting flow's
+// (package otelsteps gives the step a span of its own, other's parent),
+// and the request's values (a tenant, a logger) reach other's functions.
+// Values only: that context's deadline and cancel do not reach other,
+// which the step alone cancels, as above. A step given through a decorator
+// that does not unwrap (see [Unwrapper]) has no flow the engine can see:
+// other then runs under context.Background()'s, as with Promise.
 func AwaitFlow(as AsyncSteps, other *Root, onerror ...ErrorFunc) AsyncSteps {
 	if refusedExtraHandlers(as, "AwaitFlow", onerror) {
 		return as

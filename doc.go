@@ -33,7 +33,9 @@
 // it has stopped: it returns the success arguments of the last step, or the
 // error that ended the flow. [Root.Promise] starts it and returns a channel
 // for its [Result]; [Root.ExecuteThen] starts it and calls a function
-// with that Result; [Root.Execute] only starts it.
+// with that Result; [Root.Execute] only starts it. [Root.PromiseContext]
+// and [Root.ExecuteThenContext] are Promise and ExecuteThen under a
+// context, as Run runs a flow.
 //
 // A server makes one [LoopGroup] (one [Loop] per core) when it starts, and
 // for each request a flow on the group's next loop:
@@ -67,8 +69,9 @@
 //   - [Root.ExecuteThen] for a function that must see every end of the
 //     flow (a success, an error, a cancel, its Loop closed), once, on
 //     the loop, with no goroutine waiting: a worker settling its job.
-//     It takes no context: a job whose context's values and deadline
-//     must reach the flow goes to [Root.PromiseContext].
+//     [Root.ExecuteThenContext] for the same under a context, as Run's:
+//     a consumer's order whose context's values (a trace id), cancel
+//     and deadline must reach the flow.
 //   - [Root.Execute] for a flow nobody waits for: an error that ends it
 //     goes to [WithUnhandledError]'s function, or, with
 //     [Root.ExecuteWith], to a function of that execution's own.

@@ -212,7 +212,8 @@ func (fl *flow) flowContext() context.Context {
 	return context.Background()
 }
 
-// waiter is what Run, ExecuteWith and ExecuteThen add to an execution,
+// waiter is what Run, ExecuteWith and ExecuteThen (and their kin under a
+// context: PromiseContext, ExecuteThenContext) add to an execution,
 // and what the hooks observing it need.
 type waiter struct {
 	promise   chan Result     // Run: the flow's promise, which Run waits on
@@ -226,8 +227,8 @@ type waiter struct {
 	// count. Behind a pointer, made at the first such error, so that the
 	// waiter stays in its size class with stopWatch. On the loop.
 	unreported *[]*Error
-	// stopWatch ends PromiseContext's watch of its context (promisectx.go),
-	// under helper.mu.
+	// stopWatch ends the watch of the context of PromiseContext or
+	// ExecuteThenContext (promisectx.go), under helper.mu.
 	stopWatch func() bool
 	// atEnd is what package cabi asked to run as the execution ends (see
 	// toolinfo.AtFlowEnd). On the loop.
@@ -241,13 +242,19 @@ type waiter struct {
 	hookCtx *context.Context
 }
 
-// thenWaiter is the waiter of an execution started by ExecuteThen, with
-// the function that gets its Result. done is beside the waiter rather
-// than in it, so that the waiter of Run, ExecuteWith and the hooks keeps
-// its size class: only ExecuteThen pays for the field.
+// thenWaiter is the waiter of an execution started by ExecuteThen or
+// ExecuteThenContext, with the function that gets its Result. done is
+// beside the waiter rather than in it, so that the waiter of Run,
+// ExecuteWith and the hooks keeps its size class: only ExecuteThen pays
+// for the field. refused fits in the padding of the thenWaiter's own
+// size class (112 bytes).
 type thenWaiter struct {
 	waiter // first: thenFunc finds the thenWaiter at the waiter's address
 	done   func(Result)
+	// refused is set, before the execution starts, for one of
+	// ExecuteThenContext under a nil context or one that had ended: it
+	// runs nothing, and ends as it would begin (see refusal).
+	refused bool
 }
 
 // The waiter must stay first in a thenWaiter, or thenFunc would read the
@@ -260,18 +267,60 @@ func newThenWaiter(done func(Result)) *waiter {
 	return &tw.waiter
 }
 
+// newThenContextWaiter returns the waiter of an execution that
+// ExecuteThenContext starts under ctx, calling done (nil: none, as for
+// Execute): refused for a nil ctx or one that has ended, which the
+// execution's end tells done (see refusal); watched, as for
+// PromiseContext, for one that can end.
+func newThenContextWaiter(done func(Result), ctx context.Context) *waiter {
+	tw := &thenWaiter{done: done}
+	tw.then = true
+	tw.ctx = ctx
+	if ctx == nil || ctx.Err() != nil {
+		tw.refused = true
+	} else {
+		tw.watched = ctx.Done() != nil
+	}
+	return &tw.waiter
+}
+
+// thenOf returns the thenWaiter that holds w, the waiter of ExecuteThen
+// or ExecuteThenContext (w.then).
+func (w *waiter) thenOf() *thenWaiter {
+	// w is the first field of a thenWaiter, allocated as one.
+	return (*thenWaiter)(unsafe.Pointer(w))
+}
+
 // thenFunc returns the function of ExecuteThen that gets the execution's
-// Result, or nil when w is not the waiter of ExecuteThen.
+// Result, or nil when w is not the waiter of ExecuteThen, or that of
+// ExecuteThenContext given no function.
 func (w *waiter) thenFunc() func(Result) {
 	if !w.then {
 		return nil
 	}
-	// w is the first field of a thenWaiter, allocated as one.
-	return (*thenWaiter)(unsafe.Pointer(w)).done
+	return w.thenOf().done
+}
+
+// refusal returns the error with which the execution ends before its
+// first step, as it would begin, when ExecuteThenContext started it under
+// a nil context or one that had ended; else nil. It is the error
+// PromiseContext gives such a context: an ended context's error does not
+// change (nor its cause), so it is read again here rather than kept.
+func (fl *flow) refusal() error {
+	w := fl.wait
+	if w == nil || !w.then || !w.thenOf().refused {
+		return nil
+	}
+	if w.ctx == nil {
+		return &Error{Code: InternalError, Info: "ExecuteThenContext" + nilContextInfo}
+	}
+	return endedContextError(w.ctx)
 }
 
 // awaitsEnd reports whether something waits for the execution's end,
-// which a closing Loop must then give it: a Promise or Run, or ExecuteThen.
+// which a closing Loop must then give it: a Promise or Run, or ExecuteThen
+// (or ExecuteThenContext, with a function or not: its watch of its
+// context ends only with the execution).
 func (fl *flow) awaitsEnd() bool {
 	return fl.promise != nil || fl.wait != nil && fl.wait.then
 }
@@ -1227,7 +1276,7 @@ func (fl *flow) deliver(args []any, err error) {
 		then = w.thenFunc()
 		w.ended = true
 	}
-	if promise != nil || then != nil {
+	if fl.awaitsEnd() { // ExecuteThenContext's with no function too
 		fl.sched.unwatch(fl) // see run
 	}
 	if w := fl.wait; w != nil && w.watched {
@@ -1263,6 +1312,13 @@ func (fl *flow) run() {
 	// reads the bit, and costs no atomic write.
 	if fl.phase.Load()&flowAbandoned != 0 {
 		return // ended already: its loop was closed
+	}
+	if err := fl.refusal(); err != nil {
+		// Before the hooks and the steps, which it leaves to the next
+		// execution, as PromiseContext leaves them (see
+		// thenWaiter.refused).
+		fl.deliver(nil, err)
+		return
 	}
 	if fl.awaitsEnd() {
 		fl.sched.watch(fl)

@@ -132,17 +132,18 @@ type helper struct {
 	mu       sync.Mutex
 	finished bool // the Result is delivered: a stop comes too late; under mu
 	// watched is set, before the execution starts, for one of Run,
-	// RunHelping or PromiseContext under a context that can end: deliver
-	// then sets finished, under mu (see endWatch).
+	// RunHelping, PromiseContext or ExecuteThenContext under a context
+	// that can end: deliver then sets finished, under mu (see endWatch).
 	watched bool
 	// ended is set, on the loop, as the execution delivers its Result:
 	// a task queued for it (a timeout at its context's deadline) tells
 	// by it that the execution is over without reading the flow's wait,
 	// which the next execution's start writes from another goroutine.
 	ended bool
-	// then is set for the waiter of ExecuteThen, which a thenWaiter
-	// holds (see waiter.thenFunc). Here, in the struct's last byte of
-	// padding, so that the waiter keeps its size class.
+	// then is set for the waiter of ExecuteThen (or ExecuteThenContext),
+	// which a thenWaiter holds (see waiter.thenFunc). Here, in the
+	// struct's last byte of padding, so that the waiter keeps its size
+	// class.
 	then bool
 }
 

@@ -34,17 +34,17 @@ import (
 // still runs does not wait for the function's goroutine.
 //
 // The context of a flow is the context given to [Root.Run] (or
-// [Root.RunHelping], [Root.PromiseContext]), or context.Background() for
-// Execute and Promise, or for a flow run by [AwaitFlow] the values of the
-// awaiting flow's context (what its FlowStart added included, without
-// its deadline or cancel), as returned by FlowStart:
-// it is what the flow's other hooks receive, and what the functions of its
-// [AsyncSteps.Await] steps see the values of. Its values only: the flow is
-// timed and stopped by Run's context alone, so a deadline or a cancel of
-// the hook's own neither ends the flow nor shows in an Await function's
-// context, whose Deadline is that of Run's context and of the step
-// timeouts around it, and a context the hook detaches from Run's
-// (context.WithoutCancel) does not hide Run's deadline.
+// [Root.RunHelping], [Root.PromiseContext], [Root.ExecuteThenContext]), or
+// context.Background() for Execute, ExecuteThen and Promise, or for a flow
+// run by [AwaitFlow] the values of the awaiting flow's context (what its
+// FlowStart added included, without its deadline or cancel), as returned
+// by FlowStart: it is what the flow's other hooks receive, and what the
+// functions of its [AsyncSteps.Await] steps see the values of. Its values
+// only: the flow is timed and stopped by Run's context alone, so a
+// deadline or a cancel of the hook's own neither ends the flow nor shows
+// in an Await function's context, whose Deadline is that of Run's context
+// and of the step timeouts around it, and a context the hook detaches from
+// Run's (context.WithoutCancel) does not hide Run's deadline.
 type Hooks struct {
 	// FlowStart is called on the loop as a flow begins, before its first
 	// step. The context it returns, which must be ctx or derived from it,

@@ -292,6 +292,10 @@ func TestHostileNilRoot(t *testing.T) {
 				//lint:ignore SA1012 the nil context must not hide the nil Root
 				r.PromiseContext(nil)
 			},
+			"ExecuteThenContext": func() {
+				//lint:ignore SA1012 the nil context must not hide the nil Root
+				r.ExecuteThenContext(nil, func(asyncsteps.Result) {})
+			},
 		} {
 			func() {
 				defer func() {

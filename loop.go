@@ -544,6 +544,12 @@ func (l *Loop) endUnstarted(fl *flow) {
 // endClosed ends fl, which its closed loop will never run.
 func (l *Loop) endClosed(fl *flow) {
 	defer l.recoverPanic() // the unhandled-error function is the user's
+	if err := fl.refusal(); err != nil {
+		// Its context's checks come first, as PromiseContext's: it
+		// ends with their error, its steps left, as it would begin.
+		fl.deliver(nil, err)
+		return
+	}
 	if l.unmade() {
 		info := "the flow's Loop was not made by NewLoop"
 		if l.unmadeInfo != "" {

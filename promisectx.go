@@ -30,7 +30,8 @@ import (
 // with a Done channel of its own costs AfterFunc a goroutine for each
 // flow while it runs. The watch ends with the flow, so a ctx that
 // outlives many flows (a worker's, cancelled at shutdown) keeps nothing
-// of those that ended.
+// of those that ended. [Root.ExecuteThenContext] gives the Result to a
+// function instead, with no channel.
 func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 	if r == nil { // before the context's checks, as for any start
 		panic(nilRootStarted)
@@ -38,7 +39,7 @@ func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 	r.panicIfRunning("PromiseContext")
 	ch := make(chan Result, 1)
 	if ctx == nil {
-		ch <- Result{Err: &Error{Code: InternalError, Info: "PromiseContext called with a nil context: pass context.Background() or the job's context"}}
+		ch <- Result{Err: &Error{Code: InternalError, Info: "PromiseContext" + nilContextInfo}}
 		return ch
 	}
 	if err := endedContextError(ctx); err != nil {
@@ -52,6 +53,63 @@ func (r *Root) PromiseContext(ctx context.Context) <-chan Result {
 	}
 	return ch
 }
+
+// ExecuteThenContext starts the flow under ctx as [Root.PromiseContext]
+// does, and calls done once with the Result of this execution, as
+// [Root.ExecuteThen] does: the end of a flow that is both a request's (a
+// trace id in ctx for its Await functions and hooks, the client gone
+// cancelling it, its deadline timing it out) and settled in a callback,
+// with no goroutine waiting for it (a queue consumer's thousands of jobs
+// in flight). So ctx's values reach the contexts of the flow's
+// [AsyncSteps.Await] functions (and the hooks'); a cancel of ctx cancels
+// the flow (its cancel handlers run, and the Result's Err matches
+// ctx.Err()); ctx's deadline is a timeout of the whole flow, which its
+// error handlers see as [Timeout], with the info and the Cause
+// (context.Cause(ctx)) that Run's gives it, and may recover from. The
+// watch of ctx is PromiseContext's: it ends with the execution, so a ctx
+// that outlives many flows (a consumer's, cancelled at shutdown) keeps
+// nothing of those that ended; on a [TestTool] the end of ctx arrives once
+// the goroutine of context.AfterFunc has run (see PromiseContext).
+//
+// done is called as ExecuteThen calls it: on the flow's tool once the
+// flow has fully stopped, never before ExecuteThenContext has returned;
+// it may execute the Root again, and a panic in it is the tool's. The
+// Root runs from the call until done is called, whatever ctx is.
+//
+// A nil ctx, or one that has ended, runs none of the flow's steps, nor
+// does any hook see the flow, as PromiseContext starts nothing: done gets
+// the Result PromiseContext would give at once, an InternalError that
+// says ctx is nil, ctx.Err() for a cancel, or the deadline's [Timeout].
+// It gets it where it would get the flow's Result, as the flow would
+// begin on its tool (on a TestTool, when the tool is driven; a
+// Root.Cancel or ResetEvents meanwhile changes nothing); on a [Loop]
+// closed meanwhile, as a flow of ExecuteThen whose loop closed before it
+// began, with that Result all the same. The steps stay on the Root, as
+// after a PromiseContext that started nothing: the next execution runs
+// them.
+//
+// A nil done makes it [Root.Execute] under ctx: an error that ends the
+// flow (the deadline's Timeout, a nil ctx's InternalError included) goes
+// to the unhandled-error function, and a cancel, ctx's included, goes
+// nowhere. A flow of it that waits is held by its Loop until it ends, as
+// one of ExecuteThen. Like ExecuteThen, it panics if the flow is already
+// running, whatever ctx is: that check comes first.
+func (r *Root) ExecuteThenContext(ctx context.Context, done func(Result)) {
+	if r == nil { // before the context's checks, as for any start
+		panic(nilRootStarted)
+	}
+	r.panicIfRunning("ExecuteThenContext")
+	w := newThenContextWaiter(done, ctx)
+	r.startIn(w, nil, "ExecuteThenContext")
+	if w.watched {
+		w.watch(r, ctx)
+	}
+}
+
+// nilContextInfo is the info, after the method's name, of the
+// InternalError of PromiseContext and ExecuteThenContext given a nil
+// context.
+const nilContextInfo = " called with a nil context: pass context.Background() or the job's context"
 
 // watch makes the end of ctx stop the execution w of r, unless it has
 // ended first (see ctxEnded). mu and finished keep the watch from being

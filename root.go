@@ -230,7 +230,8 @@ func (r *Root) ExecuteWith(unhandled func(err *Error)) {
 //
 // A nil done makes it Execute: an error that ends the flow goes to the
 // unhandled-error function. Like Execute, it panics if the flow is already
-// running.
+// running. [Root.ExecuteThenContext] does the same under a context, as
+// Run runs a flow: its values, its cancel, its deadline.
 func (r *Root) ExecuteThen(done func(Result)) {
 	if done == nil {
 		r.startIn(nil, nil, "ExecuteThen")

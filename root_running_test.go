@@ -53,6 +53,10 @@ func TestStartingARunningFlowPanicsWithTheMethodsName(t *testing.T) {
 		{"PromiseContext", "", func(r *Root) { r.PromiseContext(t.Context()) }},
 		{"PromiseContext", "ended", func(r *Root) { r.PromiseContext(ended) }},
 		{"PromiseContext", "nil", func(r *Root) { r.PromiseContext(none) }},
+		{"ExecuteThenContext", "", func(r *Root) { r.ExecuteThenContext(t.Context(), func(Result) {}) }},
+		{"ExecuteThenContext", "ended", func(r *Root) { r.ExecuteThenContext(ended, func(Result) {}) }},
+		{"ExecuteThenContext", "nil", func(r *Root) { r.ExecuteThenContext(none, func(Result) {}) }},
+		{"ExecuteThenContext", "nil done", func(r *Root) { r.ExecuteThenContext(t.Context(), nil) }},
 	}
 	for _, tool := range []string{"TestTool", "Loop"} {
 		for _, s := range starts {

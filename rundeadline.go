@@ -24,12 +24,13 @@ func (r *Root) stopFor(ctx context.Context, w *waiter) {
 	r.fl.expireSoon(w)
 }
 
-// endedContextError returns the error with which Run, RunHelping and
-// PromiseContext refuse to start under ctx, nil while ctx has not ended: a
-// cancel is the context's own error, as it is once the flow runs, and a
-// deadline that has passed the Timeout it times a flow out with as the
-// flow begins (see expiredAtStart), so that a deadline is a Timeout
-// whether it passed a moment before the start or a moment after.
+// endedContextError returns the error with which Run, RunHelping,
+// PromiseContext and ExecuteThenContext refuse to start under ctx, nil
+// while ctx has not ended: a cancel is the context's own error, as it is
+// once the flow runs, and a deadline that has passed the Timeout it times
+// a flow out with as the flow begins (see expiredAtStart), so that a
+// deadline is a Timeout whether it passed a moment before the start or a
+// moment after.
 func endedContextError(ctx context.Context) error {
 	err := ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {

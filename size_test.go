@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 )
@@ -91,6 +92,15 @@ func TestWaiterFitsItsBudget(t *testing.T) {
 	}
 }
 
+// ExecuteThen's waiter, which holds its function and the flag of
+// ExecuteThenContext's refused start beside a waiter, fills the 112-byte
+// size class: a field added to it costs each such execution 16 bytes.
+func TestThenWaiterFitsItsBudget(t *testing.T) {
+	if got := unsafe.Sizeof(thenWaiter{}); got > 112 {
+		t.Errorf("thenWaiter is %d bytes, want at most 112", got)
+	}
+}
+
 // A frame's rare part (an error handler, a cancel handler, a timeout, an
 // Await call) fills the 80-byte size class: a field added to it costs
 // every such step 16 bytes, so fields that few kinds of frame use share
@@ -127,6 +137,61 @@ func TestExecuteThenFlowAllocates4Objects(t *testing.T) {
 	if got != 4 {
 		t.Errorf("an ExecuteThen flow that waits once allocates %v objects, want 4", got)
 	}
+	awaited := make(chan int)
+	loop.Immediate(func() { awaited <- len(loop.awaited) })
+	if n := <-awaited; n != 0 {
+		t.Errorf("the loop keeps %d ended flows among its awaited ones, want none", n)
+	}
+}
+
+// A flow started by ExecuteThenContext costs what one of PromiseContext
+// under the same context does, less the channel (two objects): under a
+// context that can end, the watch of it (context.AfterFunc's record, its
+// stop function, and the function it runs) on top of ExecuteThen's 4;
+// under one that cannot, nothing on top of them. With or without a
+// function, the loop keeps none of the ended flows among its awaited ones.
+func TestExecuteThenContextAllocatesPromiseContextsLessTheChannel(t *testing.T) {
+	loop := NewLoop()
+	defer loop.Close()
+	parked := make(chan AsyncSteps, 1)
+	step := func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		parked <- as
+	}
+	ended := make(chan Result, 1)
+	done := func(res Result) { ended <- res }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	allocs := func(start func(r *Root) <-chan Result) float64 {
+		return testing.AllocsPerRun(1000, func() {
+			r := New(WithTool(loop))
+			r.Add(step)
+			ch := start(r)
+			(<-parked).Success()
+			if res := <-ch; res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		})
+	}
+	then := func(ctx context.Context) func(r *Root) <-chan Result {
+		return func(r *Root) <-chan Result {
+			r.ExecuteThenContext(ctx, done)
+			return ended
+		}
+	}
+	promise := allocs(func(r *Root) <-chan Result { return r.PromiseContext(ctx) })
+	if got := allocs(then(ctx)); got != 7 || got != promise-2 {
+		t.Errorf("an ExecuteThenContext flow that waits once allocates %v objects, want 7, PromiseContext's %v less 2", got, promise)
+	}
+	if got := allocs(then(context.Background())); got != 4 {
+		t.Errorf("under a context that cannot end it allocates %v objects, want 4, as ExecuteThen", got)
+	}
+	r := New(WithTool(loop))
+	r.Add(step)
+	r.Add(func(AsyncSteps, ...any) { ended <- Result{} }) // its last callback: the loop ends it next
+	r.ExecuteThenContext(ctx, nil)
+	(<-parked).Success()
+	<-ended
 	awaited := make(chan int)
 	loop.Immediate(func() { awaited <- len(loop.awaited) })
 	if n := <-awaited; n != 0 {

@@ -168,15 +168,15 @@ func (t *TestTool) NextEvent() bool {
 func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 
 // Pending returns the number of callbacks still scheduled, immediate and
-// deferred; cancelled ones are not counted. A test uses it to check that no
-// timer was left armed. A flow that has ended leaves none of its steps'
+// deferred; cancelled ones are not counted. A test uses it to check that
+// no timer was left armed. A flow that has ended leaves none of its steps'
 // continuations queued, nor a stop it outran (a [Root.Cancel], the end of
-// the context of Run or PromiseContext); only a Root.Cancel or a context
-// end that races the flow's end may post its stop after the end, as one
-// event that does nothing. A [Throttle] it entered keeps the timer of its
-// current period armed until the period ends, with or without flows
-// waiting, so Pending counts it until the clock reaches the period's end
-// (Run or Advance by the period).
+// the context of Run, PromiseContext or ExecuteThenContext); only a
+// Root.Cancel or a context end that races the flow's end may post its stop
+// after the end, as one event that does nothing. A [Throttle] it entered
+// keeps the timer of its current period armed until the period ends, with
+// or without flows waiting, so Pending counts it until the clock reaches
+// the period's end (Run or Advance by the period).
 func (t *TestTool) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -230,26 +230,25 @@ func (t *TestTool) Advance(d time.Duration) {
 // on its caller's goroutine.
 //
 // The work of a running flow queued on the tool is no callback of the
-// test's, and stays: the flow's start; the continuation of a flow that
-// let other events go first (after each step, when events wait), or of a
-// Parallel's branches; a completion made already of a step that waits
-// (the admission of a flow that waited for a [Mutex], [Limiter] or
-// [Throttle], which counts the flow in from that moment; Success or Error
-// called on the step from outside its callback; the result of an Await
-// function that has returned); the slot of a [ForEachLimit] item that
-// has ended, given back as the last Await function started in it
-// returns; a stop requested of the flow (a
-// [Root.Cancel], the end of the context given to [Root.Run] or
-// [Root.PromiseContext]: a cancel, or its deadline, which times the flow
-// out; past that deadline, the timeout at once of a step that waits).
-// Nothing would queue it again: dropped, it left the flow halted for
-// ever, its Promise unanswered, with the Mutex slots it held or had been
-// given. The tool runs it, as it would have, when it runs next. It
-// belongs to the execution that queued it: it does nothing once that
-// execution has ended (a continuation or a stop is dropped then), even if
-// the Root runs again. A step's timeout and the wait of a [Retry]'s
-// Backoff are timers of the tool, and are dropped: the step waits on
-// until it is completed or cancelled, and the context of an
+// test's, and stays: the flow's start; the continuation of a flow that let
+// other events go first (after each step, when events wait), or of a
+// Parallel's branches; a completion made already of a step that waits (the
+// admission of a flow that waited for a [Mutex], [Limiter] or [Throttle],
+// which counts the flow in from that moment; Success or Error called on
+// the step from outside its callback; the result of an Await function that
+// has returned); the slot of a [ForEachLimit] item that has ended, given
+// back as the last Await function started in it returns; a stop requested
+// of the flow (a [Root.Cancel], the end of the context given to
+// [Root.Run], [Root.PromiseContext] or [Root.ExecuteThenContext]: a
+// cancel, or its deadline, which times the flow out; past that deadline,
+// the timeout at once of a step that waits). Nothing would queue it again:
+// dropped, it left the flow halted for ever, its Promise unanswered, with
+// the Mutex slots it held or had been given. The tool runs it, as it would
+// have, when it runs next. It belongs to the execution that queued it: it
+// does nothing once that execution has ended (a continuation or a stop is
+// dropped then), even if the Root runs again. A step's timeout and the
+// wait of a [Retry]'s Backoff are timers of the tool, and are dropped: the
+// step waits on until it is completed or cancelled, and the context of an
 // [AsyncSteps.Await] function started under it afterwards has no deadline
 // of that timeout (a context's deadline never changes: one that runs
 // already keeps it, and its Err reports context.DeadlineExceeded if it is
@@ -319,9 +318,10 @@ func (d droppable) run()     { d.f() }
 func (d droppable) dropped() { d.fallback() }
 
 // flowStop is the task that applies a stop requested of fl, queued on a
-// TestTool: a cancel (Root.Cancel, or the cancel of the context of Run or
-// PromiseContext) or the deadline of that context. ResetEvents keeps it,
-// and the end of fl's execution drops it, as a continuation of fl.
+// TestTool: a cancel (Root.Cancel, or the cancel of the context of Run,
+// PromiseContext or ExecuteThenContext) or the deadline of that context.
+// ResetEvents keeps it, and the end of fl's execution drops it, as a
+// continuation of fl.
 type flowStop struct {
 	fl    *flow
 	apply func()
