@@ -85,9 +85,7 @@ func (s *sagas) place(ctx context.Context, o order, done func(orderResult)) {
 	// compensations enter this one, so none overtakes the call it undoes.
 	calls := asyncsteps.NewMutex(1)
 	r := asyncsteps.New(asyncsteps.WithTool(s.tool))
-	var unwatch func() bool // of ctx's watch, set in the flow: before the function given to ExecuteThen runs
 	r.Sync(calls, func(as asyncsteps.AsyncSteps, _ ...any) {
-		unwatch = context.AfterFunc(ctx, r.Cancel)
 		as.SetTimeout(s.budget)
 		p := as.Parallel()
 		for _, item := range o.Items {
@@ -100,11 +98,10 @@ func (s *sagas) place(ctx context.Context, o order, done func(orderResult)) {
 	})
 	// Every end of the order comes here: a success, an error, the
 	// budget's Timeout, a cancel. A cancelled flow runs no more steps,
-	// so the compensations are a flow of their own.
-	r.ExecuteThen(func(res asyncsteps.Result) {
-		if unwatch != nil { // nil if the order never began (a closed loop)
-			unwatch() // a ctx that outlives many orders keeps none of them
-		}
+	// so the compensations are a flow of their own. The order runs under
+	// ctx, whose values (a trace id) reach the calls' Await functions,
+	// and which keeps nothing of it once it has ended.
+	r.ExecuteThenContext(ctx, func(res asyncsteps.Result) {
 		if out.Err = res.Err; res.Err == nil {
 			done(*out)
 			return

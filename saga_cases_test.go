@@ -578,3 +578,39 @@ func TestSagaContextKeepsNothingOfEndedOrders(t *testing.T) {
 		t.Errorf("%d charges seen, want 2", len(states))
 	}
 }
+
+// The order runs under its context: a trace id put there reaches every
+// call's Await function. Before, the order only watched the context for
+// its cancel, and the calls saw none of its values.
+func TestSagaCallsSeeTheOrdersTraceID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		var mu sync.Mutex
+		var trace []string
+		call := func(as asyncsteps.AsyncSteps, action, key string) {
+			as.Await(func(ctx context.Context) (any, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				trace = append(trace, fmt.Sprintf("%s %s trace=%v", action, key, ctx.Value(traceIDKey{})))
+				return nil, nil
+			})
+		}
+		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1), budget: time.Second, settle: 5 * time.Second,
+			logf: func(string, ...any) {}}
+		ctx := context.WithValue(context.Background(), traceIDKey{}, "t-42")
+		results := make(chan orderResult, 1)
+		loop.Immediate(func() {
+			s.place(ctx, order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
+		})
+		if r := <-results; r.Err != nil {
+			t.Fatalf("order failed: %v", r.Err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{"reserve o1/apple trace=t-42", "charge o1 trace=t-42", "ship o1 trace=t-42"}
+		if !slices.Equal(trace, want) {
+			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
