@@ -117,7 +117,10 @@
 // ExampleAsyncSteps_SetTimeout and ExampleRoot_Cancel show both. [Retry]
 // makes a call again while it fails with a retryable code, each attempt
 // within its own timeout, with a backoff between attempts; Example_retry
-// shows it.
+// shows it. [RetryOptions].Delay takes the wait from the failure instead
+// (an HTTP answer's Retry-After, which asynchttp.RetryAfter reads), and
+// gives up at once on a wait that the deadline around it would cut
+// short; Example_retryAfter shows it.
 //
 // # The loop
 //

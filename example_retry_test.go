@@ -64,7 +64,9 @@ func (e *throttled) FutoInCode() string { return asyncsteps.CommError }
 // A Delay takes the wait before a retry from the failure: here the wait a
 // throttled upstream asks for, and the backoff otherwise. A wait that
 // would not end before the job's budget runs out is not waited: the
-// failure is the job's at once, not a Timeout 10 seconds later.
+// failure is the job's at once, not a Timeout 10 seconds later. Over
+// HTTP, asynchttp.RetryAfter reads the wait from an answer's Retry-After
+// (package asynchttp's ExampleClient_syncJob).
 func Example_retryAfter() {
 	tt := asyncsteps.NewTestTool()
 	since := func() time.Duration { return tt.Now().Sub(asyncsteps.TestToolEpoch) }

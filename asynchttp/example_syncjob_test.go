@@ -46,7 +46,7 @@ func getJSON[T any](as asyncsteps.AsyncSteps, c *asynchttp.Client, url string, t
 		Timeout:  5 * time.Second, // each attempt, its wait for the limits included
 		Delay: func(n int, err error) time.Duration {
 			if busy := (*busyAnswer)(nil); errors.As(err, &busy) && busy.wait > 0 {
-				return busy.wait // beyond the job's deadline: the job fails at once
+				return busy.wait // one past the job's deadline fails the job at once
 			}
 			return time.Duration(n) * 100 * time.Millisecond
 		},
@@ -62,7 +62,7 @@ func getJSON[T any](as asyncsteps.AsyncSteps, c *asynchttp.Client, url string, t
 			case s != http.StatusOK:
 				as.Error(asyncsteps.InvalidRequest, fmt.Sprint("provider answered ", s))
 			}
-			var v T
+			var v T // here a 200: Fail and Error above end the callback
 			if err := json.Unmarshal(resp.Body, &v); err != nil {
 				asyncsteps.Fail(as, err) // an InternalError, not retried
 			}

@@ -373,16 +373,15 @@
 // are recorded in the engine's Root itself, on the flow's loop, as a
 // misuse of the Root: Go executes such a root too, and its next
 // execution, Go's or C's, fails with the record; a free of the pointer
-// leaves it to that execution. On the pointer of a parallel
-// made in a step, in the step's callback, they fail the step with
-// InternalError ("SetTimeout called on the value returned by Parallel").
-// On a step
-// that waits for a completion from outside, the calls that add sub-steps
-// or make it wait,
-// made once its callback has returned (from another thread, a callback
-// of the tool, or another step's callback on the loop, a sibling
-// parallel branch's say: the call is posted), fail the step as a
-// handle_error from outside would ("Add called on a step whose
+// leaves it to that execution. On the pointer of a parallel made in a
+// step, in the step's callback, they fail the step with InternalError
+// ("SetTimeout called on the value returned by Parallel").
+//
+// On a step that waits for a completion from outside, the calls that add
+// sub-steps or make it wait, made once its callback has returned (from
+// another thread, a callback of the tool, or another step's callback on
+// the loop, a sibling parallel branch's say: the call is posted), fail the
+// step as a handle_error from outside would ("Add called on a step whose
 // callback has returned: only the step's own callback adds sub-steps"),
 // and a success that follows has no effect; breakLoop and continueLoop
 // there complete it as Go's Break and Continue from outside do.

@@ -225,13 +225,13 @@ const Version = "0.1.0"
 
 // Names of the spans, the event and the attributes this package writes.
 const (
-	FlowSpan       = "asyncsteps.flow"
-	AwaitSpan      = "asyncsteps.await"
-	AwaitFlowSpan  = "asyncsteps.await_flow"
-	StepErrorEvent = "asyncsteps.step_error"
-	CodeKey        = attribute.Key("asyncsteps.error.code")
-	InfoKey        = attribute.Key("asyncsteps.error.info")
-	CanceledKey    = attribute.Key("asyncsteps.canceled")
+	FlowSpan       = "asyncsteps.flow"                      // a flow, from its start to its end
+	AwaitSpan      = "asyncsteps.await"                     // an Await call, a child of its flow's span
+	AwaitFlowSpan  = "asyncsteps.await_flow"                // an AwaitFlow step's wait, the awaited flow's parent
+	StepErrorEvent = "asyncsteps.step_error"                // an error raised in a step, on its flow's span
+	CodeKey        = attribute.Key("asyncsteps.error.code") // a failure's FutoIn code, on spans, events and metrics
+	InfoKey        = attribute.Key("asyncsteps.error.info") // a step error event's info, cut to Config.MaxInfoBytes
+	CanceledKey    = attribute.Key("asyncsteps.canceled")   // true on a span, or a measure, of what a cancel ended
 )
 
 // Config configures [Hooks]. The zero value traces with the global tracer
