@@ -65,10 +65,12 @@ type LimiterOptions struct {
 	// Burst is how many flows may wait for the next period once Rate
 	// flows have entered in this one; 0 lets none wait, a negative value
 	// ([Unlimited]) lets any number wait. It is a queue limit, not the
-	// burst of golang.org/x/time/rate's token bucket: the Rate entries of
-	// a period may all come at once, so up to twice Rate may enter within
-	// moments across a period's end; a shorter Period with a smaller Rate
-	// (5 per 500ms for 10 a second) spreads them more evenly.
+	// burst of golang.org/x/time/rate's token bucket: a period begins with
+	// its first entry and its Rate entries may all come at once, so Rate-1
+	// entries just before a period's end and Rate as the next begins make
+	// 2×Rate-1 within moments. A shorter Period with a smaller Rate
+	// halves that (5 per 500ms for 10 a second: 9 rather than 19); while
+	// flows wait, Rate enter at the start of each period.
 	Burst int
 }
 

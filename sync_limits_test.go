@@ -1,6 +1,8 @@
 package asyncsteps_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +155,38 @@ func TestNewLimiterRejectsNegativeLimits(t *testing.T) {
 			}()
 			asyncsteps.NewLimiter(tc.opts)
 		}()
+	}
+}
+
+// A Limiter's Burst bounds the queue, not how many enter together: a
+// period begins with its first entry, and the Rate entries of a period may
+// all come at once, so that Rate-1 entries just before a period's end and
+// Rate as the next begins make 2×Rate-1 within a millisecond, 9 for Rate 5
+// per 500ms (10 a second), where a token bucket's burst would bound them.
+// While flows wait, each period lets its Rate in at its start: the 11th
+// flow enters at 1s.
+func TestLimiterRateLetsNearlyTwiceRateInAcrossAPeriodEnd(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	lim := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Rate: 5, Period: 500 * time.Millisecond, Burst: asyncsteps.Unlimited})
+	var entries []string
+	arrive := func(at time.Duration, flows int) {
+		for range flows {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				tt.Deferred(at, func() { as.Success() })
+				as.WaitExternal()
+			})
+			r.Sync(lim, func(as asyncsteps.AsyncSteps, _ ...any) {
+				entries = append(entries, fmt.Sprint(tt.Now().Sub(asyncsteps.TestToolEpoch)))
+			})
+			r.Execute()
+		}
+	}
+	arrive(0, 1)
+	arrive(499*time.Millisecond, 4)
+	arrive(500*time.Millisecond, 6)
+	drive(t, tt)
+	if got, want := strings.Join(entries, ","), "0s,499ms,499ms,499ms,499ms,500ms,500ms,500ms,500ms,500ms,1s"; got != want {
+		t.Errorf("entries at %s, want %s", got, want)
 	}
 }
