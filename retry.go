@@ -6,9 +6,9 @@ import (
 )
 
 // RetryOptions configures [Retry]. The zero value makes one attempt, without
-// a timeout: set Attempts to retry. Retry keeps a copy. Backoff and
-// Retryable run on the flow's loop; the clones of a model Root that holds
-// the Retry may call them from several loops at once.
+// a timeout: set Attempts to retry. Retry keeps a copy. Backoff, Delay
+// and Retryable run on the flow's loop; the clones of a model Root that
+// holds the Retry may call them from several loops at once.
 type RetryOptions struct {
 	// Attempts is how many attempts are made at most, the first included;
 	// less than 1 counts as 1.
@@ -38,7 +38,11 @@ type RetryOptions struct {
 	// the failure unwinds out of the Retry at once, with its own code and
 	// info, rather than a Timeout once the wait has run out the budget.
 	// The attempt's own Timeout is no such deadline: it ended with the
-	// attempt. Example_retryAfter shows it.
+	// attempt. Nor is the timeout of the step that awaits the Retry's flow
+	// with [AwaitFlow], whose deadline does not reach that flow. The
+	// timeouts are known on a Loop and a TestTool, whose timers the engine
+	// reads; on a Tool of your own, the wait is waited as Backoff's is.
+	// Example_retryAfter shows it.
 	Delay func(n int, err error) time.Duration
 	// Retryable reports whether an attempt that failed with code is made
 	// again, if attempts are left. Nil retries Timeout, CommError and

@@ -177,7 +177,7 @@ func TestRetryDelayBeyondRunsDeadlineFailsAtOnce(t *testing.T) {
 }
 
 // The timeout around the Retry is found through the branches between
-// them: a Parallel's, a ForEachLimit item's.
+// them: a Parallel's, a ForEachLimit item's, a Sync's critical section.
 func TestRetryDelayFindsTheTimeoutThroughBranches(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -190,6 +190,9 @@ func TestRetryDelayFindsTheTimeoutThroughBranches(t *testing.T) {
 		}},
 		{name: "ForEachLimit", wrap: func(as asyncsteps.AsyncSteps, retry func(as asyncsteps.AsyncSteps)) {
 			asyncsteps.ForEachLimit(as, maps.All(map[int]int{0: 0}), 2, func(as asyncsteps.AsyncSteps, _, _ int) { retry(as) })
+		}},
+		{name: "Sync", wrap: func(as asyncsteps.AsyncSteps, retry func(as asyncsteps.AsyncSteps)) {
+			as.Sync(asyncsteps.NewMutex(1, 0), func(as asyncsteps.AsyncSteps, _ ...any) { retry(as) })
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,5 +213,50 @@ func TestRetryDelayFindsTheTimeoutThroughBranches(t *testing.T) {
 				t.Errorf("ended at %v, want at once", since())
 			}
 		})
+	}
+}
+
+// On a Tool of the user's, whose timers the engine cannot read, no
+// deadline around the Retry is known: Delay's wait is waited as Backoff's
+// is, until the timeout around ends the flow with Timeout.
+func TestRetryDelayOnAForeignToolIsNotChecked(t *testing.T) {
+	tool := &manualTool{}
+	since := func() time.Duration { return tool.now }
+	tr := &tracer{}
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(10 * time.Second)
+		asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2, Delay: retryAfterOr(tr, 0)},
+			failWith(tr, since, &busyError{time.Minute}, nil))
+	}, tr.handler("job"))
+	ch := r.Promise()
+	tool.run()
+	res := <-ch
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+	wantTrace(t, tr, "a0@0s,delay1(busy, retry after 1m0s),job:Timeout")
+	if since() != 10*time.Second {
+		t.Errorf("ended at %v, want 10s", since())
+	}
+}
+
+// The timeout of a step that awaits a flow with AwaitFlow does not reach
+// that flow: a Delay there beyond it is waited, until the awaiting step
+// times out and cancels the flow.
+func TestRetryDelayInAnAwaitedFlowSeesNoDeadlineOfTheAwaitingStep(t *testing.T) {
+	r, tt := newFlow()
+	since := stopwatch(tt)
+	tr := &tracer{}
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.SetTimeout(10 * time.Second)
+		sub := as.NewInstance()
+		asyncsteps.Retry(sub, asyncsteps.RetryOptions{Attempts: 2, Delay: retryAfterOr(tr, 0)},
+			failWith(tr, since, &busyError{time.Minute}, nil))
+		asyncsteps.AwaitFlow(as, sub)
+	}, tr.handler("job"))
+	res := run(t, r, tt)
+	wantError(t, res.Err, asyncsteps.Timeout, "")
+	wantTrace(t, tr, "a0@0s,delay1(busy, retry after 1m0s),job:Timeout")
+	if since() != 10*time.Second {
+		t.Errorf("ended at %v, want 10s", since())
 	}
 }
