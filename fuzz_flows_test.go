@@ -903,7 +903,12 @@ func (x *flowRun) retry(as asyncsteps.AsyncSteps, n *ff.Node) {
 			return code != "E2"
 		}
 	}
-	if rs.Backoff >= 0 {
+	if rs.Backoff >= 0 && rs.Delay {
+		o.Delay = func(k int, err error) time.Duration {
+			x.event(ff.DelayEvent(n.ID, k, asyncsteps.ErrorFrom(err).Code))
+			return ms(rs.Backoff)
+		}
+	} else if rs.Backoff >= 0 {
 		o.Backoff = func(k int) time.Duration {
 			x.event(ff.BackoffEvent(n.ID, k))
 			return ms(rs.Backoff)

@@ -188,7 +188,17 @@ func flowSeeds() []*ff.Program {
 				&ff.Handler{Action: ff.HGoexit})), seedRecovers(0)),
 		seedLeaf(ff.EImplicit))))
 	seeds = append(seeds, goexitSeeds()...)
-	return append(seeds, raceSeeds()...)
+	seeds = append(seeds, raceSeeds()...)
+	// 129 Retry's Delay, under a timeout of 40ms: its wait of 20ms after
+	// the first CommError is waited, the one after the second, which
+	// would end at 40ms with the timeout, is not: the CommError unwinds
+	// at once, as it does through a Parallel's branch under 10ms; the
+	// Timeout of an attempt's own is given to Delay, and retried after
+	// it.
+	return append(seeds, seedProg(0, seedOne,
+		seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedRetryDelay(seedRetry("", 3, 2, ff.EError, "CommError", 0), 0, 20)), 40), seedRecovers(0)),
+		seedOnerror(seedTimeout(seedWith(seedLeaf(ff.EImplicit), seedPar(seedRetryDelay(seedRetry("", 3, 1, ff.EError, "CommError", 0), 0, 20), seedOk(0))), 10), seedRecovers(0)),
+		seedRetryDelay(seedRetry("", 2, 1, ff.EWait, "", 1), 10, 10)))
 }
 
 // goexitSeeds are seeds 123 to 125: a runtime.Goexit where a panic is an
@@ -794,6 +804,13 @@ func seedRetryOpts(n *ff.Node, timeout, backoff int, retryable bool) *ff.Node {
 	return n
 }
 
+// seedRetryDelay sets a Retry's timeout and its wait (>= 0), given as its
+// Delay.
+func seedRetryDelay(n *ff.Node, timeout, wait int) *ff.Node {
+	n.Retry.Timeout, n.Retry.Backoff, n.Retry.Delay = timeout, wait, true
+	return n
+}
+
 func seedLimited(body *ff.Node) *ff.Node {
 	return &ff.Node{Kind: ff.KSync, Mutex: ff.LimiterGate, Body: body}
 }
@@ -898,7 +915,7 @@ func TestFlowSeedCorpus(t *testing.T) {
 		"panic", "handler panic", "handler wait", "handler wait timeout", "rearm",
 		"mutex queue", "throttle", "throttle queue", "forEach", "forEach map",
 		"goexit", "unprintable panic", "success on the parent", "break on the parent", "handler goexit", "forEach seq",
-		"retry", "retry timeout", "retry backoff", "retryable", "retry wait", "retry panic",
+		"retry", "retry timeout", "retry backoff", "retry delay", "retryable", "retry wait", "retry panic",
 		"retry break", "retry continue", "limiter", "cancel panic", "cancel from a step", "zero timeout", "deadlock",
 		"run ctx cancel", "run deadline", "run helping", "await", "await fn success", "await fn error", "await fn deadline exceeded",
 		"await fn panic", "await fn goexit", "await fn wait", "await flow success", "await flow error", "await flow wait", "await then success", "await then error",
@@ -941,6 +958,9 @@ func coverage(n *ff.Node, seen map[string]bool) {
 		}
 		if rs.Backoff > 0 {
 			seen["retry backoff"] = true
+		}
+		if rs.Delay {
+			seen["retry delay"] = true
 		}
 		if rs.Retryable {
 			seen["retryable"] = true

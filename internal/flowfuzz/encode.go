@@ -246,6 +246,9 @@ func (e *encoder) retry(n *Node) {
 	}
 	t |= rs.Timeout / 10 % 6 << 2
 	t |= len(n.Args) % 3 << 5
+	if rs.Delay && rs.Backoff >= 0 {
+		t |= 0x80
+	}
 	e.put(t)
 	for _, s := range n.Subs {
 		e.node(s)

@@ -200,6 +200,10 @@ func RetryableEvent(id int, code string) string { return fmt.Sprintf("q%d:%s", i
 // wait before retry n: "b3:1".
 func BackoffEvent(id, n int) string { return fmt.Sprintf("b%d:%d", id, n) }
 
+// DelayEvent is the event of the Delay of the Retry id asked for the wait
+// before retry n, given a failure with code: "d3:1:E1".
+func DelayEvent(id, n int, code string) string { return fmt.Sprintf("d%d:%d:%s", id, n, code) }
+
 // HandlerCancelEvent is the event of the cancel handler that the error
 // handler id set: "k3".
 func HandlerCancelEvent(id int) string { return fmt.Sprintf("k%d", id) }
@@ -1253,6 +1257,13 @@ func (th *thread) stepDue() int64 {
 		}
 	}
 	return due
+}
+
+// outlasts reports whether a wait of d from now would not end before the
+// nearest step timeout around th: one due at its end runs first.
+func (th *thread) outlasts(d int64) bool {
+	due := th.stepDue()
+	return due >= 0 && th.m.now+d >= due
 }
 
 func (m *model) disarm(t *timer) {
@@ -2546,7 +2557,14 @@ func (m *model) retry(th *thread, n *Node) outcome {
 			return o
 		}
 		if rs.Backoff >= 0 {
-			m.event(BackoffEvent(n.ID, i+1))
+			if rs.Delay {
+				m.event(DelayEvent(n.ID, i+1, o.code))
+				if rs.Backoff > 0 && th.outlasts(int64(rs.Backoff)) {
+					return o // the next attempt could not begin
+				}
+			} else {
+				m.event(BackoffEvent(n.ID, i+1))
+			}
 			if rs.Backoff > 0 {
 				// The handler adds the step that waits on the tool.
 				if c := th.turn(); c != nil {

@@ -141,6 +141,11 @@ type RetrySpec struct {
 	Retryable bool
 	Backoff   int // < 0: no Backoff; else Backoff traces BackoffEvent and returns Backoff ms
 	Timeout   int // RetryOptions.Timeout in ms; 0: none
+	// Delay, with Backoff >= 0, gives that wait as RetryOptions.Delay
+	// instead, which traces DelayEvent; a wait that would not end before
+	// the nearest step timeout around the Retry is not waited: the
+	// failure unwinds out of the Retry.
+	Delay bool
 }
 
 // AttemptInfo is the info of the error the attempt i of a KRetry raises.
@@ -837,6 +842,7 @@ func (d *decoder) retry(n *Node) {
 		Fail:      [...]End{EError, EError, EWait, EPanic, EBreak, EContinue, EError, EError}[r&7],
 		Retryable: r&0x80 != 0,
 		Backoff:   ((t & 3) - 1) * 10,
+		Delay:     t&0x80 != 0 && t&3 != 0,
 		Timeout:   (t >> 2) & 7 % 6 * 10,
 	}
 	switch rs.Fail {
