@@ -37,15 +37,7 @@ func (g *testGateway) exchange(method, path string) reply {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: map[string]string{}, body: string(body)}
-	for _, k := range answerHeaders {
-		if v, ok := resp.Header[k]; ok {
-			r.header[k] = v[0]
-		}
-	}
-	return r
+	return replyOf(resp)
 }
 
 // rawExchange sends the request line method target, as written, to the
@@ -66,6 +58,11 @@ func (g *testGateway) rawExchange(method, target string) reply {
 	if err != nil {
 		g.t.Fatal(err)
 	}
+	return replyOf(resp)
+}
+
+// replyOf reads resp, which it closes, into a reply.
+func replyOf(resp *http.Response) reply {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	r := reply{status: resp.StatusCode, header: map[string]string{}, body: string(body)}
