@@ -15,17 +15,19 @@ import (
 
 // stepCalls are the calls that only a step's callback makes on its step
 // and that have no step to act on through a root's pointer, with the end
-// of the info that reports them there.
+// of the info that reports them there, and the engine's info that fails
+// a step that makes them on a parallel of its own.
 var stepCalls = []struct {
-	name string
-	call int
-	info string
+	name         string
+	call         int
+	info         string
+	parallelInfo string
 }{
-	{"setTimeout", ctest.IdleSetTimeout, ": it has no step to time"},
-	{"setCancel", ctest.IdleSetCancel, ": it has no step to cancel"},
-	{"waitExternal", ctest.IdleWaitExternal, ": it has no step to make wait"},
-	{"success", ctest.IdleSuccess, ": it has no step to complete"},
-	{"handle_error", ctest.IdleHandleError, ": it has no step to fail"},
+	{"setTimeout", ctest.IdleSetTimeout, ": it has no step to time", "SetTimeout called on the value returned by Parallel"},
+	{"setCancel", ctest.IdleSetCancel, ": it has no step to cancel", "SetCancel called on the value returned by Parallel"},
+	{"waitExternal", ctest.IdleWaitExternal, ": it has no step to make wait", "WaitExternal called on the value returned by Parallel"},
+	{"success", ctest.IdleSuccess, ": it has no step to complete", "Success called on the value returned by Parallel"},
+	{"handle_error", ctest.IdleHandleError, ": it has no step to fail", "Error called on the value returned by Parallel"},
 }
 
 // onRootInfo is the info that reports call made on a root, or on a
@@ -217,17 +219,7 @@ func TestStepCallsInARunningStepStillWork(t *testing.T) {
 // success and handle_error there do: a parallel is no step. Before, they
 // were ignored.
 func TestStepCallsOnAStepsParallelFailTheStep(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		call int
-		info string
-	}{
-		{"setTimeout", ctest.IdleSetTimeout, "SetTimeout called on the value returned by Parallel"},
-		{"setCancel", ctest.IdleSetCancel, "SetCancel called on the value returned by Parallel"},
-		{"waitExternal", ctest.IdleWaitExternal, "WaitExternal called on the value returned by Parallel"},
-		{"success", ctest.IdleSuccess, "Success called on the value returned by Parallel"},
-		{"handle_error", ctest.IdleHandleError, "Error called on the value returned by Parallel"},
-	} {
+	for _, c := range stepCalls {
 		t.Run(c.name, func(t *testing.T) {
 			ctest.Reset()
 			tt := asyncsteps.NewTestTool()
@@ -236,7 +228,7 @@ func TestStepCallsOnAStepsParallelFailTheStep(t *testing.T) {
 			ctest.StepCall(root, c.call, true)
 			ctest.ExecuteReporting(root)
 			tt.Run()
-			want := "step called\nstep error InternalError: " + c.info + "\nunhandled InternalError: " + c.info + "\n"
+			want := "step called\nstep error InternalError: " + c.parallelInfo + "\nunhandled InternalError: " + c.parallelInfo + "\n"
 			if got := ctest.Trace(); got != want {
 				t.Errorf("trace %q, want %q", got, want)
 			}
