@@ -358,14 +358,16 @@
 // pointer of a parallel made in a step, success and handle_error fail
 // that step with InternalError as long as its callback runs (the
 // engine's rule for a call from another goroutine on a step that does
-// not wait). setTimeout, setCancel, waitExternal, success and
-// handle_error act on a step, which a root, or a parallel made on one, is
-// not: made there, from any thread, while the root is idle or runs, the
-// first such call is recorded in the root the same way ("setTimeout
-// called on a root: it has no step to time"; "setCancel ...: it has no
-// step to cancel"; "waitExternal ...: it has no step to make wait";
-// "success ...: it has no step to complete"; "handle_error ...: it has no
-// step to fail"; "... called on a parallel made on a root: ..."), and the
+// not wait). setTimeout, setCancel, waitExternal, success, handle_error,
+// breakLoop and continueLoop act on a step, which a root, or a parallel
+// made on one, is not: made there, from any thread, while the root is
+// idle or runs, the first such call is recorded in the root the same way
+// ("setTimeout called on a root: it has no step to time"; "setCancel ...:
+// it has no step to cancel"; "waitExternal ...: it has no step to make
+// wait"; "success ...: it has no step to complete"; "handle_error ...: it
+// has no step to fail"; "breakLoop ...: it has no loop to break";
+// "continueLoop ...: it has no loop to continue"; "... called on a
+// parallel made on a root: ..."), and the
 // call does nothing else (a cancel handler given is never called, so
 // that what its data holds stays the caller's to free; the values given
 // to success are cleaned up). Through the pointer of a Go root given by

@@ -298,7 +298,7 @@ func cabiSuccess(bsi *C.FutoInAsyncSteps, args *C.FutoInArgs) {
 		dropArgs(vals, nil)
 		return
 	}
-	if n.misusedOnRoot("success", "complete") {
+	if n.misusedOnRoot("success", "step to complete") {
 		dropArgs(vals, n)
 		return
 	}
@@ -454,7 +454,7 @@ func dropArgs(vals []any, n *node) {
 //export cabiHandleError
 func cabiHandleError(bsi *C.FutoInAsyncSteps, code, info *C.char) {
 	n := nodeOf(bsi)
-	if n == nil || n.misusedOnRoot("handle_error", "fail") {
+	if n == nil || n.misusedOnRoot("handle_error", "step to fail") {
 		return
 	}
 	gcode, ginfo := asyncsteps.InternalError, "handle_error: NULL code"
@@ -534,20 +534,21 @@ func (n *node) deliverError(c toolinfo.ClaimedError, code, info string) {
 }
 
 // misusedOnRoot reports whether n is a root, or a parallel made on one,
-// for call, one that only a step's callback makes on the step (what says
-// what it does to the step). There it has no step to act on: the call is
-// recorded in the root as a misuse (see rootObj.misused), for the next
-// execute to report and a free that comes first to log, whichever thread
-// makes it and whether the flow runs or not. Ignored, it would leave the
-// C caller that used the wrong pointer no sign of the mistake; recorded
-// as a misuse of the engine's Root, it would race with the loop from
-// another thread while the flow runs, and a free would not log it.
-func (n *node) misusedOnRoot(call, what string) bool {
+// for call, one that only a step's callback makes on the step (lacks says
+// what it needs there: "step to time", "loop to break"). There it has
+// nothing to act on: the call is recorded in the root as a misuse (see
+// rootObj.misused), for the next execute to report and a free that comes
+// first to log, whichever thread makes it and whether the flow runs or
+// not. Ignored, it would leave the C caller that used the wrong pointer
+// no sign of the mistake; recorded as a misuse of the engine's Root, it
+// would race with the loop from another thread while the flow runs, and a
+// free would not log it.
+func (n *node) misusedOnRoot(call, lacks string) bool {
 	switch {
 	case n.root != nil:
-		n.root.misused(call + " called on a root: it has no step to " + what)
+		n.root.misused(call + " called on a root: it has no " + lacks)
 	case n.owner != nil:
-		n.owner.misused(call + " called on a parallel made on a root: it has no step to " + what)
+		n.owner.misused(call + " called on a parallel made on a root: it has no " + lacks)
 	default:
 		return false
 	}
@@ -566,7 +567,7 @@ func (n *node) notOnStep(engine func()) {
 func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
 	n, d := nodeOf(bsi), time.Duration(ms)*time.Millisecond
 	switch {
-	case n == nil || n.misusedOnRoot("setTimeout", "time"):
+	case n == nil || n.misusedOnRoot("setTimeout", "step to time"):
 		return
 	case n.kind != kindStep:
 		n.notOnStep(func() { n.as.SetTimeout(d) })
@@ -584,7 +585,7 @@ func cabiSetTimeout(bsi *C.FutoInAsyncSteps, ms C.uint32_t) {
 func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer) {
 	n := nodeOf(bsi)
 	switch {
-	case n == nil || n.misusedOnRoot("setCancel", "cancel"):
+	case n == nil || n.misusedOnRoot("setCancel", "step to cancel"):
 		return
 	case n.kind != kindStep:
 		n.notOnStep(func() { n.as.SetCancel(nil) })
@@ -609,7 +610,7 @@ func cabiSetCancel(bsi *C.FutoInAsyncSteps, data C.uintptr_t, ch unsafe.Pointer)
 func cabiWaitExternal(bsi *C.FutoInAsyncSteps) {
 	n := nodeOf(bsi)
 	switch {
-	case n == nil || n.misusedOnRoot("waitExternal", "make wait"):
+	case n == nil || n.misusedOnRoot("waitExternal", "step to make wait"):
 		return
 	case n.kind != kindStep:
 		n.notOnStep(n.as.WaitExternal)
@@ -706,7 +707,10 @@ func cabiRepeat(bsi *C.FutoInAsyncSteps, data C.uintptr_t, count C.size_t, f uns
 func cabiBreak(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 	n := nodeOf(bsi)
 	switch {
-	case n == nil || n.kind != kindStep:
+	case n == nil || n.misusedOnRoot("breakLoop", "loop to break"):
+	case n.kind != kindStep:
+		lbls := label(lbl)
+		n.notOnStep(func() { n.as.Break(lbls...) })
 	case n.inCallback():
 		n.breakLoop(label(lbl))
 	default:
@@ -728,7 +732,10 @@ func (n *node) breakLoop(label []string) {
 func cabiContinue(bsi *C.FutoInAsyncSteps, lbl *C.char) {
 	n := nodeOf(bsi)
 	switch {
-	case n == nil || n.kind != kindStep:
+	case n == nil || n.misusedOnRoot("continueLoop", "loop to continue"):
+	case n.kind != kindStep:
+		lbls := label(lbl)
+		n.notOnStep(func() { n.as.Continue(lbls...) })
 	case n.inCallback():
 		n.continueLoop(label(lbl))
 	default:

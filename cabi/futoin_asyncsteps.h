@@ -73,8 +73,9 @@
  *     InternalError while the step's callback runs (the engine's rule for
  *     a call from another goroutine on a step that does not wait), and
  *     have no effect once it has returned. setTimeout, setCancel,
- *     waitExternal, success and handle_error act on a step: made on a root
- *     or on a parallel made on one, from any thread, idle or running, they
+ *     waitExternal, success, handle_error, breakLoop and continueLoop act
+ *     on a step: made on a root or on a parallel made on one, from any
+ *     thread, idle or running, they
  *     are recorded in the root the same way ("setTimeout called on a root:
  *     it has no step to time", "... called on a parallel made on a root:
  *     ..."), and a cancel handler given is never called (what its data

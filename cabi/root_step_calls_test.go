@@ -28,6 +28,8 @@ var stepCalls = []struct {
 	{"waitExternal", ctest.IdleWaitExternal, ": it has no step to make wait", "WaitExternal called on the value returned by Parallel"},
 	{"success", ctest.IdleSuccess, ": it has no step to complete", "Success called on the value returned by Parallel"},
 	{"handle_error", ctest.IdleHandleError, ": it has no step to fail", "Error called on the value returned by Parallel"},
+	{"breakLoop", ctest.IdleBreakLoop, ": it has no loop to break", "Break called on the value returned by Parallel"},
+	{"continueLoop", ctest.IdleContinueLoop, ": it has no loop to continue", "Continue called on the value returned by Parallel"},
 }
 
 // onRootInfo is the info that reports call made on a root, or on a
@@ -39,14 +41,15 @@ func onRootInfo(name, end string, parallel bool) string {
 	return name + " called on a root" + end
 }
 
-// setTimeout, setCancel, waitExternal, success and handle_error on an
-// idle root, or on a parallel made on it, are misuse: the root's next
-// execute fails at once with InternalError naming the first such call,
-// through its unhandled_error, and runs no step; the execute after it
-// runs normally, so each is reported once. The cancel handler given is
-// never called. Before, the first three were ignored, while success there
-// was reported (as the engine's "Success called on a Root"): a C
-// programmer who used the wrong pointer got no sign of it.
+// setTimeout, setCancel, waitExternal, success, handle_error, breakLoop
+// and continueLoop on an idle root, or on a parallel made on it, are
+// misuse: the root's next execute fails at once with InternalError naming
+// the first such call, through its unhandled_error, and runs no step; the
+// execute after it runs normally, so each is reported once. The cancel
+// handler given is never called. Before, all but success and handle_error
+// were ignored, while success there was reported (as the engine's
+// "Success called on a Root"): a C programmer who used the wrong pointer
+// got no sign of it.
 func TestStepCallsOnAnIdleRootAreReported(t *testing.T) {
 	for _, c := range stepCalls {
 		for _, parallel := range []bool{false, true} {

@@ -341,6 +341,12 @@ void ad_idle_call(FutoInAsyncSteps* p, int call)
     case AD_SUCCESS:
         p->api->success(p, NULL);
         break;
+    case AD_BREAK_LOOP:
+        p->api->breakLoop(p, NULL);
+        break;
+    case AD_CONTINUE_LOOP:
+        p->api->continueLoop(p, NULL);
+        break;
     default:
         p->api->handle_error(p, "Idle", "on an idle root");
     }

@@ -85,6 +85,8 @@ const (
 	IdleWaitExternal = C.AD_WAIT_EXTERNAL // waitExternal
 	IdleSuccess      = C.AD_SUCCESS       // success with no args
 	IdleHandleError  = C.AD_HANDLE_ERROR  // handle_error("Idle", "on an idle root")
+	IdleBreakLoop    = C.AD_BREAK_LOOP    // breakLoop with no label
+	IdleContinueLoop = C.AD_CONTINUE_LOOP // continueLoop with no label
 )
 
 // IdleCall makes call (an Idle* constant) on p, from the caller's thread:

@@ -18,7 +18,7 @@ void ad_sched_outlives(FutoInAsyncSteps* root);
 void ad_cancel_twice(FutoInAsyncSteps* root, int null_last);
 void ad_drop_on_thread(FutoInAsyncSteps* root, FutoInSync* sync, int which);
 void ad_execute_reporting(FutoInAsyncSteps* root);
-enum { AD_SET_TIMEOUT, AD_SET_CANCEL, AD_WAIT_EXTERNAL, AD_SUCCESS, AD_HANDLE_ERROR };
+enum { AD_SET_TIMEOUT, AD_SET_CANCEL, AD_WAIT_EXTERNAL, AD_SUCCESS, AD_HANDLE_ERROR, AD_BREAK_LOOP, AD_CONTINUE_LOOP };
 void ad_idle_call(FutoInAsyncSteps* p, int call);
 FutoInAsyncSteps* ad_idle_parallel(void);
 void ad_step_call(FutoInAsyncSteps* root, int call, int on_parallel);
