@@ -333,11 +333,12 @@ func errorWriter(cfg config, logger *slog.Logger) *asynchttp.Handler {
 // routes serves /quote with quotes, /stats and /metrics from st, and the
 // probes /healthz and /readyz (see probes), which no counter counts;
 // /debug/memory and the profiles of /debug/pprof too, if memory is not
-// nil. Any other path, and a target that is no path (see pathTargets),
-// is answered 404 with errs' JSON error body, and any method but GET and
-// HEAD to the gateway's routes 405 (the 405 of /quote by quotes, which
-// counts it); the /debug routes are net/http's own, as they come. Every answer but a profile's has writeTimeout from its
-// request's arrival to be written (see boundWrites).
+// nil. Any other path, and a target that is no path (see pathTargets), is
+// answered 404 with errs' JSON error body, and any method but GET and HEAD
+// to the gateway's routes 405 (the 405 of /quote by quotes, which counts
+// it); the /debug routes are net/http's own, as they come. Every answer
+// but a profile's has writeTimeout from its request's arrival to be
+// written (see boundWrites).
 func routes(quotes http.Handler, st *stats, stopping *atomic.Bool, memory http.Handler, errs errorAnswers, writeTimeout time.Duration) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/quote", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
