@@ -196,20 +196,27 @@ func (ro *rootObj) misused(info string) {
 
 // misusedGo records info, a call made through the pointer of a Go root
 // given by Binary (or of a parallel made on it) that had no effect, in
-// the engine's Root, on the flow's loop: Go executes such a root itself,
-// and only the Root's own record reaches the executions Go starts. Kept
-// in the rootObj, it waited for an execute or a free from C, which may
-// never come, while Go's executions ran on without it. Posted, the record
-// keeps the order of the call with the starts, which the loop takes
-// behind what is queued: an execution started before the call goes on
-// without it, the next one reports it. A loop that drops the post runs
-// no flow beside the fallback, which records it all the same.
+// the engine's Root: Go executes such a root itself, and only the Root's
+// own record reaches the executions Go starts. Kept in the rootObj, it
+// waited for an execute or a free from C, which may never come, while
+// Go's executions ran on without it.
+//
+// On the flow's loop, or while the Root is idle, it is recorded at once,
+// where an add there adds at once (see onFlow): the caller is the Root's
+// user then, and what Go does with the Root next (a Clone, an execution)
+// sees it. Posted to an idle Root's loop instead, it reached the Root at
+// the loop's next turn, beside whatever Go did with the Root meanwhile.
+// While the flow runs on another thread it is posted: the loop owns the
+// Root, and takes the record in the order of the call with the starts
+// (behind what is queued), so an execution started before the call goes
+// on without it and the next one reports it. A loop that drops the post
+// runs no flow beside the fallback, which records it all the same.
 func (ro *rootObj) misusedGo(info string) {
 	if ro.isFreed() {
 		return
 	}
 	record := func() { toolinfo.RecordMisuse(ro.root, info) }
-	if ro.node.onLoop() {
+	if ro.node.onFlow() {
 		record()
 		return
 	}

@@ -337,3 +337,44 @@ func TestAddOnARunningGoRootIsReportedByItsNextExecution(t *testing.T) {
 		t.Errorf("logged %q, want nothing", got)
 	}
 }
+
+// Through the pointer of an idle Go root, the calls are recorded in the
+// Root before they return, as an add there adds at once: a Clone made by
+// Go right after has the misuse too, as a Clone of a Root misused by Go
+// has. Before, the record was posted to the Root's loop, which wrote it
+// into the idle Root at its next turn: a clone made meanwhile missed it,
+// and the loop's write raced with the Clone's read. The loop is kept busy
+// here until the clone is made, so that a posted record cannot have run.
+func TestStepCallsOnAnIdleGoRootAreRecordedAtOnce(t *testing.T) {
+	for _, c := range stepCalls {
+		for _, parallel := range []bool{false, true} {
+			name := c.name
+			if parallel {
+				name += " on a parallel made idle"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctest.Reset()
+				loop := asyncsteps.NewLoop()
+				defer loop.Close()
+				r := asyncsteps.New(asyncsteps.WithTool(loop))
+				p := cabi.Binary(r)
+				busy, release := make(chan struct{}), make(chan struct{})
+				loop.Immediate(func() { close(busy); <-release })
+				<-busy
+				if parallel {
+					ctest.ParallelOfIdle(p)
+					ctest.IdleCall(ctest.IdleParallel(), c.call)
+				} else {
+					ctest.IdleCall(p, c.call)
+				}
+				clone := r.Clone()
+				close(release)
+				want := "InternalError: " + onRootInfo(c.name, c.info, parallel)
+				checkGoRootRun(t, clone, want)
+				checkGoRootRun(t, r, want)
+				checkGoRootRun(t, r, "")
+				cabi.FreeWait(p)
+			})
+		}
+	}
+}
