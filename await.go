@@ -150,6 +150,10 @@ type flowWatch struct {
 	// cancel, a Result taken at once) or on the goroutine that waits for
 	// the Result, and both may see it end at once.
 	ended atomic.Bool
+	// told is closed by the first end, for the goroutine that handed the
+	// Result to the loop to stop watching the loop's close (see
+	// endOrDrop).
+	told chan struct{}
 }
 
 // watchAwaitFlow returns the watch of the AwaitFlow step h, nil if its
@@ -163,7 +167,7 @@ func watchAwaitFlow(h *stepAPI) *flowWatch {
 	if obs == nil {
 		return nil
 	}
-	return &flowWatch{obs: obs}
+	return &flowWatch{obs: obs, told: make(chan struct{})}
 }
 
 // startFlow reports the start of the step h to the observer, then starts
@@ -206,6 +210,7 @@ func (w *flowWatch) end(err *Error) {
 	if w == nil || !w.ended.CompareAndSwap(false, true) {
 		return
 	}
+	close(w.told)
 	defer recoverHook("AwaitFlowEnd")
 	if err == nil {
 		w.obs.AwaitFlowEnd(w.ctx, nil) // not a nil *Error in an error
@@ -221,6 +226,23 @@ func (w *flowWatch) cancelled() {
 	if w != nil {
 		w.step.cancel()
 		w.end(nil)
+	}
+}
+
+// endOrDrop waits, on the goroutine that handed the step's Result to its
+// loop in a task (see loopDelivery), until the step's end has been told,
+// or the loop has closed (closed: its lifetime's Done, nil for a tool
+// that never closes): a closing loop drops that task unrun, as any, and
+// the step ends with its flow, which tells no one else. The end is told
+// then as for a step that the closing of its loop ends.
+func (w *flowWatch) endOrDrop(closed <-chan struct{}) {
+	if w == nil || closed == nil {
+		return
+	}
+	select {
+	case <-w.told:
+	case <-closed:
+		w.cancelled() // nothing if the task told the end first
 	}
 }
 
@@ -323,6 +345,10 @@ func recvStep[T any](open func(h *stepAPI) (<-chan T, *flowWatch), deliver func(
 			case v := <-ch:
 				if decorated {
 					h.fl.sched.inject(&loopDelivery{h: h, deliver: func() { deliver(as, h, v, w) }})
+					if testHookDeliveryInjected != nil {
+						testHookDeliveryInjected()
+					}
+					w.endOrDrop(closed)
 					return
 				}
 				deliverOutside(as, h, v, w, deliver)
@@ -334,6 +360,12 @@ func recvStep[T any](open func(h *stepAPI) (<-chan T, *flowWatch), deliver func(
 		}()
 	}
 }
+
+// testHookDeliveryInjected, set by a test, runs once the goroutine that
+// waited for the Result of a decorated step has handed it to the loop,
+// before it watches for the step's end: where a Close of the loop may
+// drop the delivery.
+var testHookDeliveryInjected func()
 
 // cancelUnlessCancelled cancels owned, if not nil, for a step whose loop
 // has closed, unless the step's cancel handler has run, which cancels it
