@@ -265,8 +265,11 @@ type AwaitFlowKey struct{}
 // else the *asyncsteps.Error the step fails with; for a step that a
 // cancel or a timeout ends (or the closing of its Loop), ctx has been
 // cancelled and err is nil. It runs on the flow's loop, or on the
-// goroutine that waited for the awaited flow; a panic in it is logged,
-// and the step ends as it would have.
+// goroutine that waited for the awaited flow, there before that goroutine
+// completes the step: should a cancel or a timeout end the step first,
+// the end told is the awaited flow's outcome, as Hooks.AwaitEnd tells an
+// Await function's own. A panic in it is logged, and the step ends as it
+// would have.
 type AwaitFlowObserver interface {
 	AwaitFlowStart(ctx context.Context) context.Context
 	AwaitFlowEnd(ctx context.Context, err error)
