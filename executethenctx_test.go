@@ -188,7 +188,7 @@ func TestExecuteThenContextRefusesANilOrEndedContext(t *testing.T) {
 		ctx  context.Context
 		want string
 	}{
-		{"nil", nil, "done[]:InternalError(ExecuteThenContext called with a nil context: pass context.Background() or the job's context)"},
+		{"nil", nil, "done[]:InternalError(ExecuteThenContext called with a nil context: pass context.Background() or the caller's context)"},
 		{"cancelled", cancelled, "done[]:canceled"},
 		{"deadline passed", passed, "done[]:Timeout(" + deadlineInfo + ")"},
 	} {

@@ -107,9 +107,9 @@ func (r *Root) ExecuteThenContext(ctx context.Context, done func(Result)) {
 }
 
 // nilContextInfo is the info, after the method's name, of the
-// InternalError of PromiseContext and ExecuteThenContext given a nil
-// context.
-const nilContextInfo = " called with a nil context: pass context.Background() or the job's context"
+// InternalError of Run, RunHelping, Run[T], PromiseContext and
+// ExecuteThenContext given a nil context.
+const nilContextInfo = " called with a nil context: pass context.Background() or the caller's context"
 
 // watch makes the end of ctx stop the execution w of r, unless it has
 // ended first (see ctxEnded). mu and finished keep the watch from being

@@ -90,7 +90,7 @@ func TestPromiseContextRefusesANilOrEndedContext(t *testing.T) {
 	r.Add(tr.step("ran"))
 	//lint:ignore SA1012 the nil context is what is tested
 	res := <-r.PromiseContext(nil)
-	wantError(t, res.Err, asyncsteps.InternalError, "PromiseContext called with a nil context: pass context.Background() or the job's context")
+	wantError(t, res.Err, asyncsteps.InternalError, "PromiseContext called with a nil context: pass context.Background() or the caller's context")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -558,7 +558,7 @@ func (r *Root) runnable(ctx context.Context, method string) error {
 	if ctx == nil {
 		// A misuse like the others here: an InternalError that says so,
 		// not a nil dereference on the caller's goroutine.
-		return &Error{Code: InternalError, Info: method + " called with a nil context: pass context.Background() or the request's context"}
+		return &Error{Code: InternalError, Info: method + nilContextInfo}
 	}
 	return endedContextError(ctx) // a Go API starts no work under an ended context
 }

@@ -337,7 +337,7 @@ func TestRunWithNilContextIsMisuse(t *testing.T) {
 
 				var e *asyncsteps.Error
 				if !errors.As(err, &e) || e.Code != asyncsteps.InternalError ||
-					e.Info != name+" called with a nil context: pass context.Background() or the request's context" {
+					e.Info != name+" called with a nil context: pass context.Background() or the caller's context" {
 					t.Fatalf("error = %#v, want the InternalError for a nil context", err)
 				}
 				wantTrace(t, &tr, "")
