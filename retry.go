@@ -33,9 +33,11 @@ type RetryOptions struct {
 	// the failure carries (the Retry-After of an HTTP answer) is honoured.
 	// A wait of 0 or less retries at once. A wait that would not end
 	// before the nearest deadline around the Retry (the timeout of a step
-	// around it; the deadline of [Root.Run]'s context on a [Loop]) is not
-	// waited: the next attempt could not begin, so no retry is made and
-	// the failure unwinds out of the Retry at once, with its own code and
+	// around it; on a [Loop], the deadline of the context the flow was
+	// started with: that of [Root.Run], [Root.RunHelping],
+	// [Root.PromiseContext] or [Root.ExecuteThenContext]) is not waited:
+	// the next attempt could not begin, so no retry is made and the
+	// failure unwinds out of the Retry at once, with its own code and
 	// info, rather than a Timeout once the wait has run out the budget.
 	// The attempt's own Timeout is no such deadline: it ended with the
 	// attempt. Nor is the timeout of the step that awaits the Retry's flow
