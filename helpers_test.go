@@ -3,6 +3,7 @@ package asyncsteps_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,43 @@ func wantTrace(t *testing.T, tr *tracer, want string) {
 	t.Helper()
 	if got := tr.String(); got != want {
 		t.Errorf("trace\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// timedTrace is a trace that goroutines may add to, each line led by the
+// time since the trace was made, on its clock (a Loop's, or the clock of
+// a testing/synctest bubble).
+type timedTrace struct {
+	mu    sync.Mutex
+	now   func() time.Time
+	start time.Time
+	lines []string
+}
+
+func newTimedTrace(now func() time.Time) *timedTrace {
+	return &timedTrace{now: now, start: now()}
+}
+
+// logf adds a line, as fmt.Sprintf(format, args...) after the time.
+func (tr *timedTrace) logf(format string, args ...any) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.lines = append(tr.lines, fmt.Sprintf("%v: "+format, append([]any{tr.now().Sub(tr.start)}, args...)...))
+}
+
+// want fails the test unless the lines so far are want.
+func (tr *timedTrace) want(t *testing.T, want []string) {
+	t.Helper()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	wantLines(t, tr.lines, want)
+}
+
+// wantLines fails the test unless got is want, line by line.
+func wantLines(t *testing.T, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -84,9 +84,7 @@ func (rig *sagaRig) place(ctx context.Context, o order) {
 // failed, and asserts that no account lock is left and no event either.
 func (rig *sagaRig) check(t *testing.T, trace []string, results map[string]string, failures int) {
 	t.Helper()
-	if !slices.Equal(rig.trace, trace) {
-		t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(rig.trace, "\n"), strings.Join(trace, "\n"))
-	}
+	wantLines(t, rig.trace, trace)
 	got := map[string]string{}
 	for id, r := range rig.results {
 		got[id] = fmt.Sprintf("ran %v; compensated %v; failed %v; %v", r.Ran, r.Compensated, r.Failed, r.Err)
@@ -105,169 +103,290 @@ func (rig *sagaRig) check(t *testing.T, trace []string, results map[string]strin
 	}
 }
 
-func TestSagaHappyPath(t *testing.T) {
-	rig := newSagaRig(nil)
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple", "pear"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"0s: reserve o1/pear ",
-		"30ms: charge o1 ",
-		"60ms: ship o1 ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple reserve o1/pear charge o1 ship o1]; compensated []; failed []; <nil>",
-	}, 0)
+// sagaOrder is an order placed by a case of TestSaga.
+type sagaOrder struct {
+	order
+	after     time.Duration // the tool is advanced by it before the order is placed
+	budget    time.Duration // the order's budget, if not 0 (it stays for the next)
+	cancelled bool          // placed under the context the case cancels
 }
 
-// A declined card is an answer: not retried, no refund owed; the stock
-// reserved is released.
-func TestSagaPaymentDeclined(t *testing.T) {
-	rig := newSagaRig(map[string][]string{"charge o1": {CardDeclined}})
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple", "pear"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"0s: reserve o1/pear ",
-		"30ms: charge o1 CardDeclined",
-		"60ms: o1 failed: CardDeclined: charge o1 failed",
-		"60ms: release o1/pear ",
-		"90ms: release o1/apple ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple reserve o1/pear]; compensated [release o1/pear release o1/apple]; failed []; CardDeclined: charge o1 failed",
-	}, 0)
+// newLoopSagas makes Example_saga's sagas on loop, with a budget of 1s
+// and a settle budget of 5s.
+func newLoopSagas(loop *asyncsteps.Loop, call service, logf func(string, ...any)) *sagas {
+	return &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1),
+		budget: time.Second, settle: 5 * time.Second, logf: logf}
 }
 
-// Shipping times out after the payment, each of its attempts: the
-// booking, the payment and the stock are compensated, in that order.
-func TestSagaShippingTimesOutAfterPayment(t *testing.T) {
-	rig := newSagaRig(map[string][]string{"ship o1": {"hang", "hang", "hang"}})
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"30ms: charge o1 ",
-		"60ms: ship o1 hang",
-		"160ms: ship o1 cancelled",
-		"180ms: ship o1 hang",
-		"280ms: ship o1 cancelled",
-		"320ms: ship o1 hang",
-		"420ms: ship o1 cancelled",
-		"420ms: o1 failed: Timeout",
-		"420ms: cancel shipping o1 ",
-		"450ms: refund o1 ",
-		"480ms: release o1/apple ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple charge o1]; compensated [cancel shipping o1 refund o1 release o1/apple]; failed []; Timeout",
-	}, 0)
+// placeOnLoop places o with s, from s's tool (a Loop), and returns the
+// channel its result is sent on.
+func placeOnLoop(ctx context.Context, s *sagas, o order) <-chan orderResult {
+	results := make(chan orderResult, 1)
+	s.tool.Immediate(func() { s.place(ctx, o, func(r orderResult) { results <- r }) })
+	return results
 }
 
-// The whole order's budget runs out while the charge is in flight: the
-// charge is cancelled, and refunded, since it may have gone through.
-func TestSagaBudgetRunsOutMidCharge(t *testing.T) {
-	rig := newSagaRig(map[string][]string{"charge o1": {"CommError", "hang"}})
-	rig.s.budget = 100 * time.Millisecond
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"30ms: charge o1 CommError",
-		"80ms: charge o1 hang",
-		"100ms: charge o1 cancelled",
-		"100ms: o1 failed: Timeout",
-		"100ms: refund o1 ",
-		"130ms: release o1/apple ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; Timeout",
-	}, 0)
-}
-
-// The client goes away mid-charge: the order is cancelled (no error
-// handler runs), and its compensations run all the same, in a flow the
-// cancel does not reach.
-func TestSagaClientCancelMidCharge(t *testing.T) {
-	// A bubble, for the goroutine that context.AfterFunc starts to call
-	// Root.Cancel: synctest.Wait lets it run before the tool goes on.
-	synctest.Test(t, func(t *testing.T) {
-		rig := newSagaRig(map[string][]string{"charge o1": {"hang"}})
-		ctx, cancel := context.WithCancel(context.Background())
-		rig.place(ctx, order{"o1", "ann", []string{"apple"}})
-		rig.tt.Advance(50 * time.Millisecond)
-		cancel()
-		synctest.Wait()
-		rig.tt.Run()
-		rig.check(t, []string{
+// TestSaga places a case's orders on a saga rig, cancels the context of
+// those marked cancelled cancelAfter later (if not 0), runs the tool
+// and checks the trace, the results and the failed compensations.
+func TestSaga(t *testing.T) {
+	apple := func(id string) order { return order{id, "ann", []string{"apple"}} }
+	for _, c := range []struct {
+		name        string
+		script      map[string][]string
+		orders      []sagaOrder
+		cancelAfter time.Duration
+		trace       []string
+		results     map[string]string
+		failures    int
+	}{{
+		name:   "HappyPath",
+		orders: []sagaOrder{{order: order{"o1", "ann", []string{"apple", "pear"}}}},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"0s: reserve o1/pear ",
+			"30ms: charge o1 ",
+			"60ms: ship o1 ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple reserve o1/pear charge o1 ship o1]; compensated []; failed []; <nil>",
+		},
+	}, {
+		// A declined card is an answer: not retried, no refund owed; the
+		// stock reserved is released.
+		name:   "PaymentDeclined",
+		script: map[string][]string{"charge o1": {CardDeclined}},
+		orders: []sagaOrder{{order: order{"o1", "ann", []string{"apple", "pear"}}}},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"0s: reserve o1/pear ",
+			"30ms: charge o1 CardDeclined",
+			"60ms: o1 failed: CardDeclined: charge o1 failed",
+			"60ms: release o1/pear ",
+			"90ms: release o1/apple ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple reserve o1/pear]; compensated [release o1/pear release o1/apple]; failed []; CardDeclined: charge o1 failed",
+		},
+	}, {
+		// Shipping times out after the payment, each of its attempts: the
+		// booking, the payment and the stock are compensated, in that order.
+		name:   "ShippingTimesOutAfterPayment",
+		script: map[string][]string{"ship o1": {"hang", "hang", "hang"}},
+		orders: []sagaOrder{{order: apple("o1")}},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"30ms: charge o1 ",
+			"60ms: ship o1 hang",
+			"160ms: ship o1 cancelled",
+			"180ms: ship o1 hang",
+			"280ms: ship o1 cancelled",
+			"320ms: ship o1 hang",
+			"420ms: ship o1 cancelled",
+			"420ms: o1 failed: Timeout",
+			"420ms: cancel shipping o1 ",
+			"450ms: refund o1 ",
+			"480ms: release o1/apple ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple charge o1]; compensated [cancel shipping o1 refund o1 release o1/apple]; failed []; Timeout",
+		},
+	}, {
+		// The whole order's budget runs out while the charge is in flight:
+		// the charge is cancelled, and refunded, since it may have gone
+		// through.
+		name:   "BudgetRunsOutMidCharge",
+		script: map[string][]string{"charge o1": {"CommError", "hang"}},
+		orders: []sagaOrder{{order: apple("o1"), budget: 100 * time.Millisecond}},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"30ms: charge o1 CommError",
+			"80ms: charge o1 hang",
+			"100ms: charge o1 cancelled",
+			"100ms: o1 failed: Timeout",
+			"100ms: refund o1 ",
+			"130ms: release o1/apple ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; Timeout",
+		},
+	}, {
+		// The client goes away mid-charge: the order is cancelled (no error
+		// handler runs), and its compensations run all the same, in a flow
+		// the cancel does not reach.
+		name:        "ClientCancelMidCharge",
+		script:      map[string][]string{"charge o1": {"hang"}},
+		orders:      []sagaOrder{{order: apple("o1"), cancelled: true}},
+		cancelAfter: 50 * time.Millisecond,
+		trace: []string{
 			"0s: reserve o1/apple ",
 			"30ms: charge o1 hang",
 			"50ms: charge o1 cancelled",
 			"50ms: o1 failed: context canceled",
 			"50ms: refund o1 ",
 			"80ms: release o1/apple ",
-		}, map[string]string{
+		},
+		results: map[string]string{
 			"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; context canceled",
-		}, 0)
-	})
-}
-
-// A compensation panics (a bug), another is slow then fails, three
-// times: each is logged,
-// counted and reported, the next one is made, and the order's own
-// failure is kept.
-func TestSagaCompensationFails(t *testing.T) {
-	rig := newSagaRig(map[string][]string{
-		"ship o1":            {"hang", "hang", "hang"},
-		"cancel shipping o1": {"panic"},
-		"refund o1":          {"hang", "CommError", "hang"},
-	})
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"30ms: charge o1 ",
-		"60ms: ship o1 hang",
-		"160ms: ship o1 cancelled",
-		"180ms: ship o1 hang",
-		"280ms: ship o1 cancelled",
-		"320ms: ship o1 hang",
-		"420ms: ship o1 cancelled",
-		"420ms: o1 failed: Timeout",
-		"420ms: cancel shipping o1 panic",
-		"420ms: cancel shipping o1 failed: InternalError no such account",
-		"420ms: refund o1 hang",
-		"520ms: refund o1 cancelled",
-		"540ms: refund o1 CommError",
-		"610ms: refund o1 hang",
-		"710ms: refund o1 cancelled",
-		"710ms: refund o1 failed: Timeout",
-		"710ms: release o1/apple ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple charge o1]; compensated [release o1/apple]; failed [cancel shipping o1 refund o1]; Timeout",
-	}, 2)
-}
-
-// Two orders of one account: the second's charge waits for the first's,
-// while the orders of another account go on.
-func TestSagaOneChargeAtATimePerAccount(t *testing.T) {
-	rig := newSagaRig(map[string][]string{"charge o1": {"CommError"}})
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
-	rig.place(context.Background(), order{"o2", "ann", []string{"pear"}})
-	rig.place(context.Background(), order{"o3", "bob", []string{"fig"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"0s: reserve o2/pear ",
-		"0s: reserve o3/fig ",
-		"30ms: charge o1 CommError",
-		"30ms: charge o3 ",
-		"60ms: ship o3 ",
-		"80ms: charge o1 ",
-		"110ms: charge o2 ",
-		"110ms: ship o1 ",
-		"140ms: ship o2 ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
-		"o2": "ran [reserve o2/pear charge o2 ship o2]; compensated []; failed []; <nil>",
-		"o3": "ran [reserve o3/fig charge o3 ship o3]; compensated []; failed []; <nil>",
-	}, 0)
+		},
+	}, {
+		// A compensation panics (a bug), another is slow then fails, three
+		// times: each is logged, counted and reported, the next one is
+		// made, and the order's own failure is kept.
+		name: "CompensationFails",
+		script: map[string][]string{
+			"ship o1":            {"hang", "hang", "hang"},
+			"cancel shipping o1": {"panic"},
+			"refund o1":          {"hang", "CommError", "hang"},
+		},
+		orders: []sagaOrder{{order: apple("o1")}},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"30ms: charge o1 ",
+			"60ms: ship o1 hang",
+			"160ms: ship o1 cancelled",
+			"180ms: ship o1 hang",
+			"280ms: ship o1 cancelled",
+			"320ms: ship o1 hang",
+			"420ms: ship o1 cancelled",
+			"420ms: o1 failed: Timeout",
+			"420ms: cancel shipping o1 panic",
+			"420ms: cancel shipping o1 failed: InternalError no such account",
+			"420ms: refund o1 hang",
+			"520ms: refund o1 cancelled",
+			"540ms: refund o1 CommError",
+			"610ms: refund o1 hang",
+			"710ms: refund o1 cancelled",
+			"710ms: refund o1 failed: Timeout",
+			"710ms: release o1/apple ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple charge o1]; compensated [release o1/apple]; failed [cancel shipping o1 refund o1]; Timeout",
+		},
+		failures: 2,
+	}, {
+		// Two orders of one account: the second's charge waits for the
+		// first's, while the orders of another account go on.
+		name:   "OneChargeAtATimePerAccount",
+		script: map[string][]string{"charge o1": {"CommError"}},
+		orders: []sagaOrder{
+			{order: apple("o1")},
+			{order: order{"o2", "ann", []string{"pear"}}},
+			{order: order{"o3", "bob", []string{"fig"}}},
+		},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"0s: reserve o2/pear ",
+			"0s: reserve o3/fig ",
+			"30ms: charge o1 CommError",
+			"30ms: charge o3 ",
+			"60ms: ship o3 ",
+			"80ms: charge o1 ",
+			"110ms: charge o2 ",
+			"110ms: ship o1 ",
+			"140ms: ship o2 ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+			"o2": "ran [reserve o2/pear charge o2 ship o2]; compensated []; failed []; <nil>",
+			"o3": "ran [reserve o3/fig charge o3 ship o3]; compensated []; failed []; <nil>",
+		},
+	}, {
+		// The second order's budget runs out while it waits for the
+		// account: its charge never started, so only its stock is
+		// released, and the first order goes on holding the account.
+		name:   "BudgetRunsOutWaitingForTheAccount",
+		script: map[string][]string{"charge o1": {"CommError", "CommError"}},
+		orders: []sagaOrder{
+			{order: apple("o1")},
+			{order: order{"o2", "ann", []string{"pear"}}, after: 10 * time.Millisecond, budget: 100 * time.Millisecond},
+		},
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"10ms: reserve o2/pear ",
+			"30ms: charge o1 CommError",
+			"80ms: charge o1 CommError",
+			"110ms: o2 failed: Timeout",
+			"110ms: release o2/pear ",
+			"150ms: charge o1 ",
+			"180ms: ship o1 ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+			"o2": "ran [reserve o2/pear]; compensated [release o2/pear]; failed []; Timeout",
+		},
+	}, {
+		// The client goes away while the charge waits for its retry: the
+		// backoff is stopped, and the charge, which failed, is refunded
+		// all the same.
+		name:        "ClientCancelInTheBackoff",
+		script:      map[string][]string{"charge o1": {"CommError"}},
+		orders:      []sagaOrder{{order: apple("o1"), cancelled: true}},
+		cancelAfter: 70 * time.Millisecond,
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"30ms: charge o1 CommError",
+			"70ms: o1 failed: context canceled",
+			"70ms: refund o1 ",
+			"100ms: release o1/apple ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; context canceled",
+		},
+	}, {
+		// The client goes away while the order waits for its account: it
+		// leaves the account's queue, its stock is released, and the
+		// order holding the account goes on.
+		name: "ClientCancelWaitingForTheAccount",
+		orders: []sagaOrder{
+			{order: apple("o1")},
+			{order: order{"o2", "ann", []string{"pear"}}, cancelled: true},
+		},
+		cancelAfter: 40 * time.Millisecond,
+		trace: []string{
+			"0s: reserve o1/apple ",
+			"0s: reserve o2/pear ",
+			"30ms: charge o1 ",
+			"40ms: o2 failed: context canceled",
+			"40ms: release o2/pear ",
+			"60ms: ship o1 ",
+		},
+		results: map[string]string{
+			"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
+			"o2": "ran [reserve o2/pear]; compensated [release o2/pear]; failed []; context canceled",
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			// A bubble, for the goroutine that context.AfterFunc starts to
+			// call Root.Cancel: synctest.Wait lets it run before the tool
+			// goes on.
+			synctest.Test(t, func(t *testing.T) {
+				rig := newSagaRig(c.script)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				for _, o := range c.orders {
+					if o.after != 0 {
+						rig.tt.Advance(o.after)
+					}
+					if o.budget != 0 {
+						rig.s.budget = o.budget
+					}
+					if o.cancelled {
+						rig.place(ctx, o.order)
+					} else {
+						rig.place(context.Background(), o.order)
+					}
+				}
+				if c.cancelAfter != 0 {
+					rig.tt.Advance(c.cancelAfter)
+					cancel()
+					synctest.Wait()
+				}
+				rig.tt.Run()
+				rig.check(t, c.trace, c.results, c.failures)
+			})
+		})
+	}
 }
 
 // The client goes away while the charge, a real Await call, is in flight:
@@ -278,14 +397,8 @@ func TestSagaClientCancelCancelsTheChargesContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loop := asyncsteps.NewLoop()
 		defer loop.Close()
-		start := time.Now()
-		var mu sync.Mutex
-		var trace []string
-		logf := func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{time.Since(start)}, args...)...))
-		}
+		trace := newTimedTrace(time.Now)
+		logf := trace.logf
 		call := func(as asyncsteps.AsyncSteps, action, key string) {
 			as.Await(func(ctx context.Context) (any, error) {
 				logf("%s %s", action, key)
@@ -299,12 +412,9 @@ func TestSagaClientCancelCancelsTheChargesContext(t *testing.T) {
 				return nil, ctx.Err()
 			})
 		}
-		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1), budget: time.Second, settle: 5 * time.Second, logf: logf}
+		s := newLoopSagas(loop, call, logf)
 		ctx, cancel := context.WithCancel(context.Background())
-		results := make(chan orderResult, 1)
-		loop.Immediate(func() {
-			s.place(ctx, order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
-		})
+		results := placeOnLoop(ctx, s, order{"o1", "ann", []string{"apple"}})
 		time.Sleep(50 * time.Millisecond)
 		cancel()
 		r := <-results
@@ -316,65 +426,13 @@ func TestSagaClientCancelCancelsTheChargesContext(t *testing.T) {
 			"60ms: refund o1",
 			"90ms: release o1/apple",
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
+		trace.want(t, want)
 		if got := fmt.Sprint(r.Ran, r.Compensated, r.Failed, errors.Is(r.Err, context.Canceled)); got != "[reserve o1/apple] [refund o1 release o1/apple] [] true" {
 			t.Errorf("result %s", got)
 		}
 		if n := s.accounts.Len(); n != 0 {
 			t.Errorf("%d accounts locked", n)
 		}
-	})
-}
-
-// The second order's budget runs out while it waits for the account:
-// its charge never started, so only its stock is released, and the
-// first order goes on holding the account.
-func TestSagaBudgetRunsOutWaitingForTheAccount(t *testing.T) {
-	rig := newSagaRig(map[string][]string{"charge o1": {"CommError", "CommError"}})
-	rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
-	rig.tt.Advance(10 * time.Millisecond)
-	rig.s.budget = 100 * time.Millisecond // o2's
-	rig.place(context.Background(), order{"o2", "ann", []string{"pear"}})
-	rig.tt.Run()
-	rig.check(t, []string{
-		"0s: reserve o1/apple ",
-		"10ms: reserve o2/pear ",
-		"30ms: charge o1 CommError",
-		"80ms: charge o1 CommError",
-		"110ms: o2 failed: Timeout",
-		"110ms: release o2/pear ",
-		"150ms: charge o1 ",
-		"180ms: ship o1 ",
-	}, map[string]string{
-		"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
-		"o2": "ran [reserve o2/pear]; compensated [release o2/pear]; failed []; Timeout",
-	}, 0)
-}
-
-// The client goes away while the charge waits for its retry: the backoff
-// is stopped, and the charge, which failed, is refunded all the same.
-func TestSagaClientCancelInTheBackoff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rig := newSagaRig(map[string][]string{"charge o1": {"CommError"}})
-		ctx, cancel := context.WithCancel(context.Background())
-		rig.place(ctx, order{"o1", "ann", []string{"apple"}})
-		rig.tt.Advance(70 * time.Millisecond)
-		cancel()
-		synctest.Wait()
-		rig.tt.Run()
-		rig.check(t, []string{
-			"0s: reserve o1/apple ",
-			"30ms: charge o1 CommError",
-			"70ms: o1 failed: context canceled",
-			"70ms: refund o1 ",
-			"100ms: release o1/apple ",
-		}, map[string]string{
-			"o1": "ran [reserve o1/apple]; compensated [refund o1 release o1/apple]; failed []; context canceled",
-		}, 0)
 	})
 }
 
@@ -393,11 +451,8 @@ func TestSagaLoopClosedUnderAnOrder(t *testing.T) {
 			}
 			as.Success()
 		}
-		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1), budget: time.Second, settle: 5 * time.Second, logf: logf}
-		results := make(chan orderResult, 1)
-		loop.Immediate(func() {
-			s.place(context.Background(), order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
-		})
+		s := newLoopSagas(loop, call, logf)
+		results := placeOnLoop(context.Background(), s, order{"o1", "ann", []string{"apple"}})
 		synctest.Wait()
 		loop.Close()
 		r := <-results
@@ -408,42 +463,13 @@ func TestSagaLoopClosedUnderAnOrder(t *testing.T) {
 			"refund o1 failed: InternalError: the flow's loop is closed",
 			"release o1/apple failed: InternalError: the flow's loop is closed",
 		}
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
+		wantLines(t, trace, want)
 		if got := fmt.Sprint(r.Ran, r.Compensated, r.Failed, s.failures); got != "[reserve o1/apple] [] [refund o1 release o1/apple] 2" {
 			t.Errorf("result %s", got)
 		}
 		if n := s.accounts.Len(); n != 0 {
 			t.Errorf("%d accounts locked", n)
 		}
-	})
-}
-
-// The client goes away while the order waits for its account: it leaves
-// the account's queue, its stock is released, and the order holding the
-// account goes on.
-func TestSagaClientCancelWaitingForTheAccount(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rig := newSagaRig(nil)
-		rig.place(context.Background(), order{"o1", "ann", []string{"apple"}})
-		ctx, cancel := context.WithCancel(context.Background())
-		rig.place(ctx, order{"o2", "ann", []string{"pear"}})
-		rig.tt.Advance(40 * time.Millisecond)
-		cancel()
-		synctest.Wait()
-		rig.tt.Run()
-		rig.check(t, []string{
-			"0s: reserve o1/apple ",
-			"0s: reserve o2/pear ",
-			"30ms: charge o1 ",
-			"40ms: o2 failed: context canceled",
-			"40ms: release o2/pear ",
-			"60ms: ship o1 ",
-		}, map[string]string{
-			"o1": "ran [reserve o1/apple charge o1 ship o1]; compensated []; failed []; <nil>",
-			"o2": "ran [reserve o2/pear]; compensated [release o2/pear]; failed []; context canceled",
-		}, 0)
 	})
 }
 
@@ -454,14 +480,8 @@ func TestSagaChargeThatNeverReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loop := asyncsteps.NewLoop()
 		defer loop.Close()
-		start := time.Now()
-		var mu sync.Mutex
-		var trace []string
-		logf := func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{time.Since(start)}, args...)...))
-		}
+		trace := newTimedTrace(time.Now)
+		logf := trace.logf
 		stuck := make(chan struct{})
 		call := func(as asyncsteps.AsyncSteps, action, key string) {
 			as.Await(func(ctx context.Context) (any, error) {
@@ -472,13 +492,9 @@ func TestSagaChargeThatNeverReturns(t *testing.T) {
 				return nil, nil
 			})
 		}
-		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1),
-			budget: 50 * time.Millisecond, settle: time.Second, logf: logf}
-		results := make(chan orderResult, 1)
-		loop.Immediate(func() {
-			s.place(context.Background(), order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
-		})
-		r := <-results
+		s := newLoopSagas(loop, call, logf)
+		s.budget, s.settle = 50*time.Millisecond, time.Second
+		r := <-placeOnLoop(context.Background(), s, order{"o1", "ann", []string{"apple"}})
 		want := []string{
 			"0s: reserve o1/apple",
 			"0s: charge o1",
@@ -486,11 +502,7 @@ func TestSagaChargeThatNeverReturns(t *testing.T) {
 			"1.05s: refund o1 failed: Timeout",
 			"1.05s: release o1/apple failed: Timeout",
 		}
-		mu.Lock()
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
-		mu.Unlock()
+		trace.want(t, want)
 		if got := fmt.Sprint(r.Ran, r.Compensated, r.Failed, s.failures); got != "[reserve o1/apple] [] [refund o1 release o1/apple] 2" {
 			t.Errorf("result %s", got)
 		}
@@ -596,21 +608,13 @@ func TestSagaCallsSeeTheOrdersTraceID(t *testing.T) {
 				return nil, nil
 			})
 		}
-		s := &sagas{tool: loop, call: call, accounts: asyncsteps.NewKeyedMutex[string](1), budget: time.Second, settle: 5 * time.Second,
-			logf: func(string, ...any) {}}
+		s := newLoopSagas(loop, call, func(string, ...any) {})
 		ctx := context.WithValue(context.Background(), traceIDKey{}, "t-42")
-		results := make(chan orderResult, 1)
-		loop.Immediate(func() {
-			s.place(ctx, order{"o1", "ann", []string{"apple"}}, func(r orderResult) { results <- r })
-		})
-		if r := <-results; r.Err != nil {
+		if r := <-placeOnLoop(ctx, s, order{"o1", "ann", []string{"apple"}}); r.Err != nil {
 			t.Fatalf("order failed: %v", r.Err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		want := []string{"reserve o1/apple trace=t-42", "charge o1 trace=t-42", "ship o1 trace=t-42"}
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
+		wantLines(t, trace, []string{"reserve o1/apple trace=t-42", "charge o1 trace=t-42", "ship o1 trace=t-42"})
 	})
 }

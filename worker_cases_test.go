@@ -3,9 +3,7 @@ package asyncsteps_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -70,9 +68,7 @@ func tracedFake(service string, script map[string][]string, logf func(string, ..
 // in done, dead or ready, none leased, no tenant lock held.
 func (rig *workerRig) check(t *testing.T, want []string, done, dead, ready string) {
 	t.Helper()
-	if !slices.Equal(rig.trace, want) {
-		t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(rig.trace, "\n"), strings.Join(want, "\n"))
-	}
+	wantLines(t, rig.trace, want)
 	if got := fmt.Sprint(rig.q.done, rig.q.dead, rig.q.ready); got != fmt.Sprint(done, " ", dead, " ", ready) {
 		t.Errorf("done, dead, ready = %s, want %s %s %s", got, done, dead, ready)
 	}
@@ -244,14 +240,8 @@ func TestWorkerAwaitIgnoringItsContextHoldsTheTenant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loop := asyncsteps.NewLoop()
 		defer loop.Close()
-		start := loop.Now()
-		var mu sync.Mutex
-		var trace []string
-		logf := func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{loop.Now().Sub(start)}, args...)...))
-		}
+		trace := newTimedTrace(loop.Now)
+		logf := trace.logf
 		stuck := make(chan struct{})
 		billing := func(as asyncsteps.AsyncSteps, j queuedJob) {
 			as.Await(func(context.Context) (any, error) {
@@ -296,11 +286,7 @@ func TestWorkerAwaitIgnoringItsContextHoldsTheTenant(t *testing.T) {
 			"1.26s: draining 0 jobs",
 			"1.26s: drained",
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
+		trace.want(t, want)
 	})
 }
 
@@ -320,9 +306,7 @@ func TestWorkerLoopClosedMidJob(t *testing.T) {
 		synctest.Wait()
 		loop.Close()
 		want := []string{"x1 begins, delivery 1", "x1 nack: InternalError the flow's loop is closed"}
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
+		wantLines(t, trace, want)
 		if got := fmt.Sprint(q.ready, len(q.leased), len(w.flows), w.tenants.Len()); got != "[{x1 X 1}] 0 0 0" {
 			t.Errorf("ready, leased, flows, tenant locks = %s, want [{x1 X 1}] 0 0 0", got)
 		}
@@ -338,14 +322,8 @@ func TestWorkerReportsCallsIgnoringTheirContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loop := asyncsteps.NewLoop()
 		defer loop.Close()
-		start := loop.Now()
-		var mu sync.Mutex
-		var trace []string
-		logf := func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			trace = append(trace, fmt.Sprintf("%v: "+format, append([]any{loop.Now().Sub(start)}, args...)...))
-		}
+		trace := newTimedTrace(loop.Now)
+		logf := trace.logf
 		loop.SetHooks(lateAwaits(nil, 100*time.Millisecond, func(_ context.Context, late time.Duration, returned bool) {
 			if returned {
 				logf("a call returned %v after its step ended", late)
@@ -380,11 +358,7 @@ func TestWorkerReportsCallsIgnoringTheirContext(t *testing.T) {
 			"250ms: a call returned 200ms after its step ended",
 			"260ms: a call returned 160ms after its step ended",
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(trace, want) {
-			t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
-		}
+		trace.want(t, want)
 		if n := w.tenants.Len(); n != 0 {
 			t.Errorf("%d tenants locked once the calls returned, want 0", n)
 		}
