@@ -118,25 +118,48 @@ func TestFrameRareFitsItsBudget(t *testing.T) {
 func TestExecuteThenFlowAllocates4Objects(t *testing.T) {
 	loop := NewLoop()
 	defer loop.Close()
-	parked := make(chan AsyncSteps, 1)
-	step := func(as AsyncSteps, _ ...any) {
-		as.WaitExternal()
-		parked <- as
-	}
+	step, parked := parkingStep()
 	ended := make(chan Result, 1)
 	done := func(res Result) { ended <- res }
-	got := testing.AllocsPerRun(1000, func() {
-		r := New(WithTool(loop))
-		r.Add(step)
+	got := waitOnceAllocs(t, loop, step, parked, func(r *Root) <-chan Result {
 		r.ExecuteThen(done)
-		(<-parked).Success()
-		if res := <-ended; res.Err != nil {
-			t.Fatal(res.Err)
-		}
+		return ended
 	})
 	if got != 4 {
 		t.Errorf("an ExecuteThen flow that waits once allocates %v objects, want 4", got)
 	}
+	wantNoAwaitedFlows(t, loop)
+}
+
+// parkingStep returns a step that waits and hands its AsyncSteps to
+// parked, for the test to end it.
+func parkingStep() (step StepFunc, parked <-chan AsyncSteps) {
+	ch := make(chan AsyncSteps, 1)
+	return func(as AsyncSteps, _ ...any) {
+		as.WaitExternal()
+		ch <- as
+	}, ch
+}
+
+// waitOnceAllocs returns how many objects a flow of step on loop
+// allocates, started by start, which returns where its Result comes.
+func waitOnceAllocs(t *testing.T, loop *Loop, step StepFunc, parked <-chan AsyncSteps, start func(r *Root) <-chan Result) float64 {
+	t.Helper()
+	return testing.AllocsPerRun(1000, func() {
+		r := New(WithTool(loop))
+		r.Add(step)
+		ch := start(r)
+		(<-parked).Success()
+		if res := <-ch; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	})
+}
+
+// wantNoAwaitedFlows fails the test if loop keeps a flow among its
+// awaited ones: each ended flow must have left them.
+func wantNoAwaitedFlows(t *testing.T, loop *Loop) {
+	t.Helper()
 	awaited := make(chan int)
 	loop.Immediate(func() { awaited <- len(loop.awaited) })
 	if n := <-awaited; n != 0 {
@@ -153,25 +176,13 @@ func TestExecuteThenFlowAllocates4Objects(t *testing.T) {
 func TestExecuteThenContextAllocatesPromiseContextsLessTheChannel(t *testing.T) {
 	loop := NewLoop()
 	defer loop.Close()
-	parked := make(chan AsyncSteps, 1)
-	step := func(as AsyncSteps, _ ...any) {
-		as.WaitExternal()
-		parked <- as
-	}
+	step, parked := parkingStep()
 	ended := make(chan Result, 1)
 	done := func(res Result) { ended <- res }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	allocs := func(start func(r *Root) <-chan Result) float64 {
-		return testing.AllocsPerRun(1000, func() {
-			r := New(WithTool(loop))
-			r.Add(step)
-			ch := start(r)
-			(<-parked).Success()
-			if res := <-ch; res.Err != nil {
-				t.Fatal(res.Err)
-			}
-		})
+		return waitOnceAllocs(t, loop, step, parked, start)
 	}
 	then := func(ctx context.Context) func(r *Root) <-chan Result {
 		return func(r *Root) <-chan Result {
@@ -192,9 +203,5 @@ func TestExecuteThenContextAllocatesPromiseContextsLessTheChannel(t *testing.T) 
 	r.ExecuteThenContext(ctx, nil)
 	(<-parked).Success()
 	<-ended
-	awaited := make(chan int)
-	loop.Immediate(func() { awaited <- len(loop.awaited) })
-	if n := <-awaited; n != 0 {
-		t.Errorf("the loop keeps %d ended flows among its awaited ones, want none", n)
-	}
+	wantNoAwaitedFlows(t, loop)
 }
