@@ -13,16 +13,19 @@ import (
 	"github.com/asyncsteps/asyncsteps/cabi/internal/ctest"
 )
 
-// stepCalls are the calls that only a step's callback makes on its step
-// and that have no step to act on through a root's pointer, with the end
-// of the info that reports them there, and the engine's info that fails
-// a step that makes them on a parallel of its own.
-var stepCalls = []struct {
+// stepCall is a call that only a step's callback makes on its step: its
+// name and ctest.Idle* number, the end of the info that reports it
+// through a root's pointer, where it has no step to act on, and the
+// engine's info that fails a step that makes it on a parallel of its own.
+type stepCall struct {
 	name         string
 	call         int
 	info         string
 	parallelInfo string
-}{
+}
+
+// stepCalls are all the step calls.
+var stepCalls = []stepCall{
 	{"setTimeout", ctest.IdleSetTimeout, ": it has no step to time", "SetTimeout called on the value returned by Parallel"},
 	{"setCancel", ctest.IdleSetCancel, ": it has no step to cancel", "SetCancel called on the value returned by Parallel"},
 	{"waitExternal", ctest.IdleWaitExternal, ": it has no step to make wait", "WaitExternal called on the value returned by Parallel"},
@@ -41,6 +44,20 @@ func onRootInfo(name, end string, parallel bool) string {
 	return name + " called on a root" + end
 }
 
+// forStepCallsOnRootAndParallel runs f as a subtest for each step call,
+// made on an idle root, then on a parallel made on it while idle.
+func forStepCallsOnRootAndParallel(t *testing.T, f func(t *testing.T, c stepCall, parallel bool)) {
+	for _, c := range stepCalls {
+		for _, parallel := range []bool{false, true} {
+			name := c.name
+			if parallel {
+				name += " on a parallel made idle"
+			}
+			t.Run(name, func(t *testing.T) { f(t, c, parallel) })
+		}
+	}
+}
+
 // setTimeout, setCancel, waitExternal, success, handle_error, breakLoop
 // and continueLoop on an idle root, or on a parallel made on it, are
 // misuse: the root's next execute fails at once with InternalError naming
@@ -51,28 +68,20 @@ func onRootInfo(name, end string, parallel bool) string {
 // "Success called on a Root"): a C programmer who used the wrong pointer
 // got no sign of it.
 func TestStepCallsOnAnIdleRootAreReported(t *testing.T) {
-	for _, c := range stepCalls {
-		for _, parallel := range []bool{false, true} {
-			name := c.name
-			if parallel {
-				name += " on a parallel made idle"
-			}
-			t.Run(name, func(t *testing.T) {
-				root := newCRoot(t)
-				defer ctest.Free(root)
-				p := root
-				if parallel {
-					ctest.ParallelOfIdle(root)
-					p = ctest.IdleParallel()
-				}
-				ctest.IdleCall(p, c.call)
-				ctest.IdleCall(p, ctest.IdleSetTimeout) // a second one is not reported
-				want := "unhandled InternalError: " + onRootInfo(c.name, c.info, parallel) + "\n"
-				executeAndCheck(t, root, want)
-				executeAndCheck(t, root, "next step ran\n")
-			})
+	forStepCallsOnRootAndParallel(t, func(t *testing.T, c stepCall, parallel bool) {
+		root := newCRoot(t)
+		defer ctest.Free(root)
+		p := root
+		if parallel {
+			ctest.ParallelOfIdle(root)
+			p = ctest.IdleParallel()
 		}
-	}
+		ctest.IdleCall(p, c.call)
+		ctest.IdleCall(p, ctest.IdleSetTimeout) // a second one is not reported
+		want := "unhandled InternalError: " + onRootInfo(c.name, c.info, parallel) + "\n"
+		executeAndCheck(t, root, want)
+		executeAndCheck(t, root, "next step ran\n")
+	})
 }
 
 // waitHeld waits until the step of Hold runs: the execution's first
@@ -346,35 +355,27 @@ func TestAddOnARunningGoRootIsReportedByItsNextExecution(t *testing.T) {
 // and the loop's write raced with the Clone's read. The loop is kept busy
 // here until the clone is made, so that a posted record cannot have run.
 func TestStepCallsOnAnIdleGoRootAreRecordedAtOnce(t *testing.T) {
-	for _, c := range stepCalls {
-		for _, parallel := range []bool{false, true} {
-			name := c.name
-			if parallel {
-				name += " on a parallel made idle"
-			}
-			t.Run(name, func(t *testing.T) {
-				ctest.Reset()
-				loop := asyncsteps.NewLoop()
-				defer loop.Close()
-				r := asyncsteps.New(asyncsteps.WithTool(loop))
-				p := cabi.Binary(r)
-				busy, release := make(chan struct{}), make(chan struct{})
-				loop.Immediate(func() { close(busy); <-release })
-				<-busy
-				if parallel {
-					ctest.ParallelOfIdle(p)
-					ctest.IdleCall(ctest.IdleParallel(), c.call)
-				} else {
-					ctest.IdleCall(p, c.call)
-				}
-				clone := r.Clone()
-				close(release)
-				want := "InternalError: " + onRootInfo(c.name, c.info, parallel)
-				checkGoRootRun(t, clone, want)
-				checkGoRootRun(t, r, want)
-				checkGoRootRun(t, r, "")
-				cabi.FreeWait(p)
-			})
+	forStepCallsOnRootAndParallel(t, func(t *testing.T, c stepCall, parallel bool) {
+		ctest.Reset()
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		p := cabi.Binary(r)
+		busy, release := make(chan struct{}), make(chan struct{})
+		loop.Immediate(func() { close(busy); <-release })
+		<-busy
+		if parallel {
+			ctest.ParallelOfIdle(p)
+			ctest.IdleCall(ctest.IdleParallel(), c.call)
+		} else {
+			ctest.IdleCall(p, c.call)
 		}
-	}
+		clone := r.Clone()
+		close(release)
+		want := "InternalError: " + onRootInfo(c.name, c.info, parallel)
+		checkGoRootRun(t, clone, want)
+		checkGoRootRun(t, r, want)
+		checkGoRootRun(t, r, "")
+		cabi.FreeWait(p)
+	})
 }
