@@ -50,8 +50,9 @@ import (
 //   - ConnectError when the connection could not be made (the dial or the
 //     name lookup failed);
 //   - CommError for any other transport error: the connection broke, the
-//     answer was malformed or its body longer than MaxBody, the Client's
-//     own http.Client.Timeout expired;
+//     answer was malformed or its body longer than MaxBody (whose Cause, a
+//     [*BodyTooLongError], keeps the answer's status and header), the
+//     Client's own http.Client.Timeout expired;
 //   - Timeout when a deadline the step's context carries has passed;
 //   - instead of ConnectError or CommError, the code of an
 //     [*asyncsteps.Error] or an [asyncsteps.FutoInCoder] that the HTTP
@@ -88,7 +89,9 @@ type Client struct {
 
 	// MaxBody bounds the bytes of body read; 0 or less means 1 MiB, and
 	// math.MaxInt64 sets no bound. A longer body fails the step with
-	// CommError, at once if its Content-Length says so. The header is
+	// CommError, at once if its Content-Length says so, whose Cause is a
+	// [*BodyTooLongError] with the answer's status and header (the
+	// Retry-After of a 429 with a long error page, say). The header is
 	// bounded by HTTP's transport (its MaxResponseHeaderBytes: 10 MB in
 	// net/http's DefaultTransport), not by MaxBody.
 	MaxBody int64
@@ -289,14 +292,14 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 		// Announced longer: failed at once, not once limit bytes have come,
 		// which a server sending them slowly makes last until the step's
 		// timeout.
-		return nil, hr.StatusCode, bodyTooLong()
+		return nil, hr.StatusCode, bodyTooLong(hr, limit)
 	}
 	body, err := readBody(hr, limit)
 	if err != nil {
 		return nil, hr.StatusCode, transportError(ctx, req, err)
 	}
 	if int64(len(body)) > limit {
-		return nil, hr.StatusCode, bodyTooLong()
+		return nil, hr.StatusCode, bodyTooLong(hr, limit)
 	}
 	return &Response{StatusCode: hr.StatusCode, Header: hr.Header, Body: body}, hr.StatusCode, nil
 }
@@ -308,7 +311,8 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*Response, i
 // as.Tool().Now(). A header that is absent, or neither a whole number of
 // seconds nor a date, asks for nothing; a number too large for a
 // time.Duration is its largest. [asyncsteps.RetryOptions].Delay honours
-// the wait; ExampleClient_syncJob shows it.
+// the wait; ExampleClient_syncJob shows it. The header of an answer whose
+// body was longer than MaxBody is its [*BodyTooLongError]'s.
 func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
@@ -338,9 +342,43 @@ func isDigits(s string) bool {
 	return true
 }
 
-// bodyTooLong is the error of a response body longer than MaxBody.
-func bodyTooLong() error {
-	return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "asynchttp: response body longer than MaxBody"}
+// bodyTooLong is the error of hr, whose body is longer than limit: the
+// same code and info for every such answer, its status and header in the
+// Cause.
+func bodyTooLong(hr *http.Response, limit int64) error {
+	return &asyncsteps.Error{
+		Code:  asyncsteps.CommError,
+		Info:  "asynchttp: response body longer than MaxBody",
+		Cause: &BodyTooLongError{StatusCode: hr.StatusCode, Header: hr.Header, Limit: limit},
+	}
+}
+
+// BodyTooLongError is the Cause of the CommError that fails a [Client]'s
+// step when the answer's body is longer than MaxBody. The step's code and
+// info are the same whatever the answer; its status and header, read
+// before the body, stay reachable with [errors.As]. A provider may answer
+// a 429 or a 503 with a long error page (HTML), whose Retry-After a
+// [asyncsteps.RetryOptions].Delay honours so:
+//
+//	var tooLong *asynchttp.BodyTooLongError
+//	if errors.As(err, &tooLong) {
+//		if wait, ok := asynchttp.RetryAfter(tooLong.Header, now); ok {
+//			return wait
+//		}
+//	}
+//
+// The body itself is not kept. Its text, which a [Handler] logs as the
+// cause, names the status and the limit, not the header, which may carry
+// a cookie.
+type BodyTooLongError struct {
+	StatusCode int         // the answer's status
+	Header     http.Header // the answer's header, as a Response would have had it
+	Limit      int64       // the bound the body went over: MaxBody, or its default
+}
+
+// Error says which answer had a body too long, and the limit.
+func (e *BodyTooLongError) Error() string {
+	return fmt.Sprintf("asynchttp: body of a %d answer longer than MaxBody (%d bytes)", e.StatusCode, e.Limit)
 }
 
 // readBody reads the body of hr, up to limit bytes and one more, which

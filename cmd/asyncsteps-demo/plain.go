@@ -188,11 +188,12 @@ type attemptError struct {
 	retry bool
 }
 
-// bodyTooLong is the failure of an upstream body longer than
+// bodyTooLong is the failure of resp, whose upstream body is longer than
 // maxUpstreamBody: as asynchttp.Client fails it in the flows gateway, a
-// CommError, retried.
-func bodyTooLong() *attemptError {
-	return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: bodyTooLongInfo}, retry: true}
+// CommError, retried, caused by an *asynchttp.BodyTooLongError.
+func bodyTooLong(resp *http.Response) *attemptError {
+	cause := &asynchttp.BodyTooLongError{StatusCode: resp.StatusCode, Header: resp.Header, Limit: maxUpstreamBody}
+	return &attemptError{Error: &asyncsteps.Error{Code: asyncsteps.CommError, Info: bodyTooLongInfo, Cause: cause}, retry: true}
 }
 
 // attempt makes one upstream request.
@@ -215,7 +216,7 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 		// Announced too long: failed before its bytes come, as
 		// asynchttp.Client fails it in the flows gateway.
 		g.st.countUpstream(upstreamBadAnswer)
-		return quote{}, bodyTooLong()
+		return quote{}, bodyTooLong(resp)
 	}
 	body, err := readUpstreamBody(resp)
 	if err != nil {
@@ -223,7 +224,7 @@ func (g *plainGateway) attempt(parent context.Context, url, symbol string) (quot
 	}
 	if len(body) > maxUpstreamBody {
 		g.st.countUpstream(upstreamBadAnswer)
-		return quote{}, bodyTooLong()
+		return quote{}, bodyTooLong(resp)
 	}
 	if resp.StatusCode != http.StatusOK {
 		g.st.countUpstream(statusOutcome(resp.StatusCode))
