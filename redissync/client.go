@@ -71,8 +71,8 @@ type Client struct {
 	wg        sync.WaitGroup // the goroutines of the Client and its Syncers
 
 	mu      sync.Mutex
-	mutexes map[string]*Mutex // by name, for notifications
-	gates   []*gateQueue      // every Syncer's, woken when the connection breaks
+	mutexes map[string][]*Mutex // every value of each name, for notifications
+	gates   []*gateQueue        // every Syncer's, woken when the connection breaks
 	// closed is set by Close before it waits for wg: a Syncer made after
 	// that starts no goroutine, since wg.Add must not race wg.Wait.
 	closed bool
@@ -121,7 +121,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Client,
 		notify:  opts.Prefix + ":released",
 		idBase:  randomID(),
 		done:    make(chan struct{}),
-		mutexes: make(map[string]*Mutex),
+		mutexes: make(map[string][]*Mutex),
 	}
 	c.owned = c.rdb != rdb
 	ctx, cancel := context.WithTimeout(ctx, opts.OpTimeout)
@@ -297,12 +297,12 @@ func timedOut(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout() && !(errors.As(err, &op) && op.Op == "dial")
 }
 
-// wake makes the Mutex name try its waiters again.
+// wake makes every Mutex named name try its waiters again. signal never
+// blocks: it is called under mu, as wakeAll's is.
 func (c *Client) wake(name string) {
 	c.mu.Lock()
-	m := c.mutexes[name]
-	c.mu.Unlock()
-	if m != nil {
+	defer c.mu.Unlock()
+	for _, m := range c.mutexes[name] {
 		m.signal()
 	}
 }

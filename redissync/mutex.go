@@ -183,7 +183,8 @@ const deadlockInfo = "Mutex deadlock: every holder of the lock waits for a paral
 // NewMutex returns the Mutex name (the key Redis shares between
 // processes) with the limits of opts. It panics if Max or TTL is
 // negative. Use one Mutex per name in a process: every flow of the
-// process syncs on it. A flow's hold is known by the Mutex value it
+// process syncs on it. (Values made for one name each get in line on
+// their own, and a slot that comes free wakes them all.) A flow's hold is known by the Mutex value it
 // entered: a flow that holds one Mutex and enters another of the same
 // name, of the same Client or of one on another Redis, asks Redis as any
 // other flow does (and, on the same Redis, waits for itself).
@@ -210,7 +211,7 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	}
 	m.ttl = wholeMillis(m.ttl)
 	c.mu.Lock()
-	c.mutexes[name] = m
+	c.mutexes[name] = append(c.mutexes[name], m)
 	c.mu.Unlock()
 	c.start(&m.gateQueue, m.run)
 	return m
