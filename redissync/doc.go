@@ -198,8 +198,10 @@
 // "holders" goes when its last lease is given back, or expires a second
 // after the lease in it that runs out last (whatever TTL each process
 // gives its leases), "gone" a second after its last tombstone, and a call
-// record two minutes after its call; its "fence" keys are kept, so that
-// tokens keep growing.
+// record two minutes after its call, and its "fence" keys a day after
+// its last lease: tokens keep growing all the same, since the next lease
+// raises the counter to Redis's clock, as after a restart (see [Mutex]).
+// So no key of a Mutex stays in Redis once it has been unused for a day.
 //
 // # Time
 //

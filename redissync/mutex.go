@@ -52,9 +52,11 @@ type MutexOptions struct {
 // Redis restarts, without its data or with an older copy of it (a
 // snapshot, a replica that lagged taking over), which would give the same
 // tokens again: the first lease a server gives raises the counter to that
-// server's clock in microseconds. That holds as long as fewer than a
-// million leases a second were given out, and the clock of the server is
-// not behind the last one's. (A Redis user whom the ACL does not allow
+// server's clock in microseconds. So does the first lease after a day
+// without one, when the counter has expired (see Keys in the package
+// documentation). That holds as long as fewer than a million leases a
+// second were given out, and the clock of the server is not behind the
+// last one's. (A Redis user whom the ACL does not allow
 // INFO, by which a restart is told, gets the raise at every round trip
 // that takes leases: its tokens grow with the clock.)
 //
@@ -165,6 +167,13 @@ type Mutex struct {
 // for nobody, to run out after its TTL. Tombstones are few: a round trip
 // owes leases only when the last one succeeded (see Mutex.round).
 const goneFor = 2 * time.Minute
+
+// fenceFor is how long, on Redis's clock, a Mutex's fence counter and the
+// name of the server that raised it are kept after its last lease. Gone,
+// they cost nothing in tokens: the next lease raises the counter to
+// Redis's clock, as the first lease of a new server does. Kept for good,
+// a Mutex per account left two keys for every account ever served.
+const fenceFor = 24 * time.Hour
 
 // hold is a holder's hold on a Mutex, kept by the Mutex value while the
 // holder (a flow, or a parallel branch) is inside: nested sections of the
@@ -590,9 +599,9 @@ func (m *Mutex) call(releases, owed []string, renewals, batch []*waiter) ([]any,
 // which Redis may or may not have given: each leaves a tombstone), renews
 // renewals and tries to take take, numbered m.calls.
 func (m *Mutex) callArgs(releases, owed, renewals, take []string) []any {
-	args := make([]any, 0, 9+len(releases)+len(owed)+len(renewals)+len(take))
+	args := make([]any, 0, 10+len(releases)+len(owed)+len(renewals)+len(take))
 	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(owed), len(renewals),
-		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), m.calls)
+		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), m.calls, fenceFor.Milliseconds())
 	for _, list := range [][]string{releases, owed, renewals, take} {
 		for _, l := range list {
 			args = append(args, l)
@@ -740,8 +749,9 @@ func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
 // of the number of this Mutex's last call. ARGV: limit, TTL in ms, the
 // number of leases to give back and to renew, the notification channel,
 // the Mutex's name, how many of the leases to give back (the last ones)
-// are owed, how long in ms their tombstones and the record last, and the
-// number of the call; then the leases to give back, to renew, and to
+// are owed, how long in ms their tombstones and the record last, the
+// number of the call, and how long in ms the fence keys are kept after
+// the last lease; then the leases to give back, to renew, and to
 // take, in that order. It returns the number of leases taken, the token
 // of the last (the others precede it), the ms until the first lease runs
 // out (-1: none held), and the 1-based positions of the leases to renew
@@ -788,9 +798,10 @@ func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
 //
 // The fence counter grows by one a lease while one Redis server runs.
 // The first lease a server gives (a restart, a replica taking over: its
-// run ID is new) raises the counter to the server's clock in µs, above
-// any token given before as long as fewer than a million leases a second
-// were: the counter that server found may be an older one (a snapshot,
+// run ID is new), and the first after the counter expired (a day without
+// a lease: see fenceFor), raise the counter to the server's clock in µs,
+// above any token given before as long as fewer than a million leases a
+// second were: the counter that server found may be an older one (a snapshot,
 // a replica that lagged) that tokens given since have passed, or none (a
 // restart without data). A user whom the ACL does not allow INFO gets
 // the raise at every call that takes leases.
@@ -801,7 +812,7 @@ local limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local nrel, nren = tonumber(ARGV[3]), tonumber(ARGV[4])
 local nowed, gonefor = tonumber(ARGV[7]), tonumber(ARGV[8])
 local call = tonumber(ARGV[9])
-local i = 10
+local i = 11
 local freed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 for j = 1, nrel do
@@ -843,14 +854,17 @@ local last = 0
 if n > 0 then
   local ok, info = pcall(redis.call, 'INFO', 'server')
   local run = ok and string.match(info, 'run_id:(%x+)')
-  if not run or redis.call('GET', KEYS[3]) ~= run then
+  local fence = redis.call('GET', KEYS[2])
+  if not run or not fence or redis.call('GET', KEYS[3]) ~= run then
     local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if tonumber(redis.call('GET', KEYS[2]) or '0') < clock then
+    if tonumber(fence or '0') < clock then
       redis.call('SET', KEYS[2], string.format('%d', clock))
     end
     if run then redis.call('SET', KEYS[3], run) end
   end
   last = redis.call('INCRBY', KEYS[2], n)
+  redis.call('PEXPIRE', KEYS[2], ARGV[10])
+  redis.call('PEXPIRE', KEYS[3], ARGV[10])
   for j = 1, n do
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
     i = i + 1
