@@ -51,6 +51,14 @@ type Options struct {
 // per Syncer, which makes that Syncer's round trips for every flow of the
 // process.
 //
+// A Syncer lives as long as its Client: none can be dropped, and each
+// keeps its goroutine (a Mutex its timers too, which wake it every TTL/3
+// and every Recheck, also while nobody uses it) until Close. Make the
+// Syncers of names known in advance, once: one made per request leaks,
+// and one per member of an open set (a Mutex per account) grows with
+// every member ever served. For such a set, hash each member onto one of
+// a fixed number of names (members that share a name share its limit).
+//
 // A Client is safe for concurrent use. Create it with [New]; the zero value
 // (and a nil *Client) is not usable: the Syncers it makes fail every flow
 // with InternalError, and its Close does nothing. Close it when done: its

@@ -105,6 +105,18 @@
 //     lease runs out TTL after its last renewal (so between 2/3 TTL and
 //     TTL after the kill) and its slot is free again, and the waiters of
 //     other processes are woken at that time.
+//   - A process that hangs without dying keeps its leases: its Client
+//     renews them until their sections end, whatever the sections do, as
+//     an in-process Mutex keeps its slot for a flow that never leaves. A
+//     section that waits for an answer that never comes holds its slot in
+//     the whole cluster for good: give such flows a step timeout
+//     ([asyncsteps.AsyncSteps.SetTimeout], or the deadline of Run's
+//     context), which ends the section and gives the lease back. A loop
+//     blocked in a callback cannot time out: its leases are renewed until
+//     the process is killed. A process frozen whole (SIGSTOP, a paused
+//     VM) renews nothing: its leases run out as a killed one's, and once
+//     it resumes, its sections run on without them ([Mutex.Token] reports
+//     no token from the renewal that finds them gone).
 //   - A reply lost with its connection after Redis ran the call: go-redis
 //     sends the call again, and its script knows it for the same call run
 //     again. A Mutex's leases are taken once and given back once, and a
@@ -128,7 +140,9 @@
 //     no restart of the service; the scripts are loaded again when Redis
 //     has lost them, and fencing tokens still grow (see [Mutex]), also
 //     when it comes back with older data. A restart that loses Redis's
-//     data loses the leases held too, as do a FLUSHALL and keys evicted
+//     data loses the leases held too, as does a failover to a replica
+//     that had not received them (replication is asynchronous, and the
+//     Syncers do not wait for it), a FLUSHALL, and keys evicted
 //     under maxmemory (by any maxmemory-policy but noeviction: "holders"
 //     and "tat" expire, so the volatile-* ones evict them too): until
 //     their sections end, other flows may enter beside them, up to the
