@@ -88,6 +88,11 @@
 // handler raises the Go cause of the error it handles (see
 // [asyncsteps.Error]).
 //
+// Whatever its source, an info longer than 1 KiB is answered as its first
+// 1 KiB, cut before a character it would split, and "...", as the log
+// line has it: a flow may raise text of any length from elsewhere (an
+// upstream's error page), which the client need not read whole.
+//
 // # Outgoing requests
 //
 // A [Client]'s request runs through [asyncsteps.AsyncSteps.Await], off the

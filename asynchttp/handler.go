@@ -37,10 +37,10 @@ import (
 //     with the status Codes or [StatusOf] gives the code; a 503 or a 429
 //     also carries a Retry-After header. The info is the error's, but an
 //     InternalError's (a panic, a misuse of the API) is logged and not
-//     shown, a Timeout's empty one says [TimeoutInfo], and the text of a
-//     network error is answered in fixed words (see Errors and statuses
-//     in the package documentation; ExampleStatusOf and
-//     ExampleHandler_applicationErrors show them);
+//     shown, a Timeout's empty one says [TimeoutInfo], the text of a
+//     network error is answered in fixed words, and one longer than 1 KiB
+//     is clipped (see Errors and statuses in the package documentation;
+//     ExampleStatusOf and ExampleHandler_applicationErrors show them);
 //   - an InternalError caused by an [*http.MaxBytesError] (a request body
 //     over the limit of [http.MaxBytesReader]): a 413 with the code
 //     InvalidRequest, not logged (see Request bodies in the package
@@ -373,7 +373,7 @@ func (h *Handler) abort(req *http.Request, o Outcome, err error) {
 		returned := false
 		defer func() {
 			if !returned {
-				h.logError(goexitInfo, "method", clipLogged(req.Method), "path", clipLogged(req.URL.Path), "status", 0, "answered", false)
+				h.logError(goexitInfo, "method", clip(req.Method), "path", clip(req.URL.Path), "status", 0, "answered", false)
 			}
 		}()
 		h.done(req, o)
@@ -424,7 +424,7 @@ func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, o *Outcome,
 	if h.Done != nil && !doneCalled {
 		h.done(req, *o)
 	}
-	h.logError(goexitInfo, "method", clipLogged(req.Method), "path", clipLogged(req.URL.Path), "status", status, "answered", answered)
+	h.logError(goexitInfo, "method", clip(req.Method), "path", clip(req.URL.Path), "status", status, "answered", answered)
 }
 
 // done calls h.Done. Its panic is logged, not left to net/http: that would
@@ -672,8 +672,10 @@ const TimeoutInfo = "request timed out"
 // (none if code maps to 204 or 304) and the status h maps code to, with a
 // Retry-After header on a 503 and on a 429; it returns the status. An
 // empty info of Timeout is answered as [TimeoutInfo]; that of any other
-// code stays empty, as the flow raised it. A handler that does not run
-// flows can answer with it exactly as a Handler does.
+// code stays empty, as the flow raised it. An info longer than 1 KiB is
+// answered clipped to it and "..." (see Errors and statuses in the
+// package documentation). A handler that does not run flows can answer
+// with it exactly as a Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
 	return h.writeError(w, code, info, h.status(code))
 }
@@ -683,6 +685,7 @@ func (h *Handler) writeError(w http.ResponseWriter, code, info string, status in
 	if info == "" && code == asyncsteps.Timeout {
 		info = TimeoutInfo
 	}
+	info = clip(info)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		// The answers that ask the client to come back later: RFC 9110
 		// gives a 503 the header, RFC 6585 a 429, and clients look for it.
@@ -757,11 +760,11 @@ func (h *Handler) logFailure(req *http.Request, e *asyncsteps.Error, status int,
 	if !ok {
 		return
 	}
-	info := clipLogged(e.Info)
+	info := clip(e.Info)
 	if info == "" && e.Code == asyncsteps.Timeout {
 		info = TimeoutInfo // as answered: the line says which timeout
 	}
-	args := []any{"method", clipLogged(req.Method), "path", clipLogged(req.URL.Path), "status", status, "code", e.Code, "info", info}
+	args := []any{"method", clip(req.Method), "path", clip(req.URL.Path), "status", status, "code", e.Code, "info", info}
 	if cause := logCause(e); cause != nil {
 		args = append(args, "cause", cause)
 	}
@@ -817,27 +820,29 @@ func logCause(e *asyncsteps.Error) error {
 	return err
 }
 
-// clipLogged returns info, or its first maxLoggedInfo bytes (cut before a
+// clip returns info, or its first maxClipped bytes (cut before a
 // character they would split) and "...": an info may carry text of any
-// length from elsewhere (an upstream's answer), which a log line need not
-// repeat whole, once per failure. So may a request's method and path, the
-// client's text of up to a megabyte (net/http's bound on a request line).
-func clipLogged(info string) string {
-	if len(info) <= maxLoggedInfo {
+// length from elsewhere (an upstream's answer), which neither an error
+// answer nor a log line need repeat whole, once per failure. So may a
+// request's method and path, the client's text of up to a megabyte
+// (net/http's bound on a request line), which a log line has.
+func clip(info string) string {
+	if len(info) <= maxClipped {
 		return info
 	}
-	cut := maxLoggedInfo
-	for cut > maxLoggedInfo-(utf8.UTFMax-1) && !utf8.RuneStart(info[cut]) {
+	cut := maxClipped
+	for cut > maxClipped-(utf8.UTFMax-1) && !utf8.RuneStart(info[cut]) {
 		cut--
 	}
 	if !utf8.RuneStart(info[cut]) {
-		cut = maxLoggedInfo // not UTF-8 there: no character to keep whole
+		cut = maxClipped // not UTF-8 there: no character to keep whole
 	}
 	return info[:cut] + "..."
 }
 
-// maxLoggedInfo bounds the info of a failure's log line.
-const maxLoggedInfo = 1 << 10
+// maxClipped bounds the info of an error answer and of a failure's log
+// line, and the method and path of a log line.
+const maxClipped = 1 << 10
 
 // maxCauseDepth bounds the *asyncsteps.Error causes logCause walks down.
 const maxCauseDepth = 16

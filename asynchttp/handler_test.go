@@ -427,6 +427,46 @@ func TestWriteErrorFillsTheEmptyInfoOfTimeoutOnly(t *testing.T) {
 	}
 }
 
+// An info longer than 1 KiB is answered clipped to it and "...", cut
+// before a character it would split, as the log line clips it: a flow
+// that raised the text of an upstream's answer of a megabyte answered
+// that megabyte. The Content-Length is that of the clipped body.
+func TestHandlerAnswersALongInfoClipped(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	clipped := strings.Repeat("x", 1024) + "..."
+	t.Run("flow", func(t *testing.T) {
+		loop := newLoop(t)
+		log, read := logged()
+		h := &asynchttp.Handler{
+			Tool:   func() asyncsteps.Tool { return loop },
+			Logger: log,
+			Flow:   fail(asyncsteps.CommError, long),
+		}
+		status, _, body := serve(t, h)
+		want := `{"error":"CommError","info":"` + clipped + `"}` + "\n"
+		if status != http.StatusBadGateway || body != want {
+			t.Errorf("answered %d with a body of %d bytes %.60q...; want 502 and %d bytes", status, len(body), body, len(want))
+		}
+		if line := read(); !strings.HasSuffix(line, "info="+clipped+"\n") {
+			t.Errorf("logged %.200q..., want the info clipped", line)
+		}
+	})
+	for _, c := range []struct{ name, info, want string }{
+		{"1 KiB", strings.Repeat("x", 1024), strings.Repeat("x", 1024)},
+		{"ASCII", long, clipped},
+		{"a character across the cut", strings.Repeat("x", 1023) + "é" + strings.Repeat("x", 100), strings.Repeat("x", 1023) + "..."},
+	} {
+		t.Run("WriteError "+c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			(&asynchttp.Handler{}).WriteError(w, asyncsteps.CommError, c.info)
+			want := `{"error":"CommError","info":"` + c.want + `"}` + "\n"
+			if w.Body.String() != want || w.Header().Get("Content-Length") != strconv.Itoa(len(want)) {
+				t.Errorf("answered %d bytes (Content-Length %s), want %d", w.Body.Len(), w.Header().Get("Content-Length"), len(want))
+			}
+		})
+	}
+}
+
 // A Reply given by value is answered as the *Reply would be: its status,
 // header and body, a zero status as 200, a status that is not final as a
 // logged 500. It was encoded as JSON, a struct with a 200 status.
