@@ -56,6 +56,12 @@
 // the response, as in any handler. ExampleHandler_applicationErrors shows
 // an application's codes, ExampleStatusOf the standard ones.
 //
+// Some answers need header fields that only the application knows: a 401
+// (Unauthorized, PleaseReauth) must carry a WWW-Authenticate challenge,
+// whose scheme and realm are the application's. [Handler].ErrorHeader
+// sets them from the error answered and its status
+// (ExampleHandler_errorHeader); without it a 401 has none.
+//
 // The info answered is the error's, but for three cases:
 //
 //   - An InternalError's info is logged, not shown: the client reads

@@ -183,3 +183,41 @@ func ExampleHandler_applicationErrors() {
 	// 410 {"error":"Gone","info":"user 0 was deleted"}
 	// 500 {"error":"InternalError","info":"internal error, see the server log"}
 }
+
+// A 401 carries the WWW-Authenticate challenge that RFC 9110 requires,
+// which only the application knows: ErrorHeader sets it, told by the
+// status, or by the code (a PleaseReauth asks for a new token).
+func ExampleHandler_errorHeader() {
+	h := &asynchttp.Handler{
+		Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+			switch req.Header.Get("Authorization") {
+			case "":
+				as.Error(asyncsteps.Unauthorized, "no token")
+			case "Bearer old":
+				as.Error(asyncsteps.PleaseReauth, "token expired")
+			}
+			as.Success(map[string]string{"account": "7"})
+		},
+		ErrorHeader: func(header http.Header, e *asyncsteps.Error, status int) {
+			switch {
+			case e.Code == asyncsteps.PleaseReauth:
+				header.Set("WWW-Authenticate", `Bearer realm="api", error="invalid_token"`)
+			case status == http.StatusUnauthorized:
+				header.Set("WWW-Authenticate", `Bearer realm="api"`)
+			}
+		},
+	}
+	for _, auth := range []string{"", "Bearer old", "Bearer new"} {
+		req := httptest.NewRequest("GET", "/account", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		fmt.Printf("%d WWW-Authenticate=%q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body)
+	}
+	// Output:
+	// 401 WWW-Authenticate="Bearer realm=\"api\"" {"error":"Unauthorized","info":"no token"}
+	// 401 WWW-Authenticate="Bearer realm=\"api\", error=\"invalid_token\"" {"error":"PleaseReauth","info":"token expired"}
+	// 200 WWW-Authenticate="" {"account":"7"}
+}

@@ -164,6 +164,39 @@ type Handler struct {
 	// one second.
 	RetryAfter time.Duration
 
+	// ErrorHeader, if not nil, sets the header fields of an error answer
+	// that the Handler cannot know. RFC 9110 requires a 401 (the status
+	// of Unauthorized and PleaseReauth) to carry a WWW-Authenticate
+	// challenge, whose scheme and realm are the application's, say:
+	//
+	//	ErrorHeader: func(header http.Header, e *asyncsteps.Error, status int) {
+	//		if status == http.StatusUnauthorized {
+	//			header.Set("WWW-Authenticate", `Bearer realm="api"`)
+	//		}
+	//	},
+	//
+	// It is called on the request's goroutine before each error answer is
+	// written, with a header of its own, empty, the error answered and
+	// the status. The fields it sets are sent, each replacing the
+	// Handler's of its name (a Retry-After), but for Content-Type and
+	// Content-Length, which frame the JSON body and stay the Handler's.
+	// e is the flow's error, with its Cause for errors.As; or the
+	// Handler's own: the InvalidRequest of a request body over its limit,
+	// the DefenseRejected "request cancelled" of a cancelled request, the
+	// InternalError of a result that cannot be answered. Its Info may not
+	// be the one answered (an InternalError's is kept from the client): a
+	// header must not repeat it. WriteError calls it too, with an error of
+	// the code and the info it is given.
+	//
+	// A panic in ErrorHeader loses its fields, not the answer: the
+	// request is answered with a 500 InternalError without them, the
+	// panic logged at Error with its stack, and Done sees that 500 with
+	// Code InternalError and Err the Handler's error, caused by an
+	// [*asyncsteps.PanicError] of the panic. The 500 that answers a
+	// runtime.Goexit (see above), and the 500 of such a panic, are
+	// written without calling it.
+	ErrorHeader func(header http.Header, e *asyncsteps.Error, status int)
+
 	// Logger logs each answer with status 500 and above, at a level that
 	// says whether someone should look: a 500 (an InternalError, a panic
 	// or a misuse in a step, an unmapped code) at Error; a 503 (a limit's
@@ -226,7 +259,7 @@ type Outcome struct {
 	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
 	Code      string    // the error code answered (InternalError for an aborted response); "" on success
 	Cancelled bool      // the request's context was cancelled as the flow failed (see above; its deadline is a Timeout)
-	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer, a Goexit or a body over its limit), or the context's error
+	Err       error     // the flow's error: nil, an *asyncsteps.Error (the Handler's own for a result it cannot answer, a Goexit, a body over its limit or a panic in ErrorHeader), or the context's error
 	Start     time.Time // when ServeHTTP began
 }
 
@@ -280,14 +313,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.abort(req, o, err)
 	case cancelled(req.Context()):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
-		o.Status = h.WriteError(w, o.Code, "request cancelled")
+		o.answered(h.writeError(w, nil, o.Code, "request cancelled", h.status(o.Code)))
 		if e := ownInternalError(req.Context(), err); e != nil {
 			h.logFailure(req, e, o.Status, st)
 		}
 	default:
 		e, status := h.errorAnswer(asFlowError(err))
 		o.Err, o.Code = e, e.Code
-		o.Status = h.writeError(w, e.Code, answeredInfo(e), status)
+		o.answered(h.writeError(w, e, e.Code, answeredInfo(e), status))
 		h.logFailure(req, e, o.Status, st)
 	}
 	if h.Done != nil {
@@ -295,6 +328,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.done(req, o)
 	}
 	ended = true
+}
+
+// answered sets the status of o, written for an error answer, and its
+// code and error too when ErrorHeader panicked (failed): the 500 of that
+// panic is what was answered.
+func (o *Outcome) answered(status int, failed *asyncsteps.Error) {
+	o.Status = status
+	if failed != nil {
+		o.Code, o.Err = asyncsteps.InternalError, failed
+	}
 }
 
 // testHookFlowEnded, set by a test, runs in ServeHTTP once the flow has
@@ -415,7 +458,10 @@ func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, o *Outcome,
 	answered, status := o.Status != 0, 0
 	if !answered {
 		o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: goexitInfo}
-		status = h.WriteError(w, asyncsteps.InternalError, internalInfo)
+		// Without ErrorHeader, which may be the callback that called
+		// Goexit.
+		status = h.status(asyncsteps.InternalError)
+		h.writeErrorBody(w, asyncsteps.InternalError, internalInfo, status, nil)
 		o.Status = status
 	}
 	// Flushed, and Done called, before logging: the Goexit may come from
@@ -597,22 +643,27 @@ func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply,
 		h.writeBadResult(w, o, nil, "asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
 		return
 	}
-	for k, v := range r.Header {
-		// Canonical, as Header.Set stores it: a key a map literal wrote in
-		// lower case would go beside the Content-Length set below and the
-		// Content-Type net/http sniffs, each then sent twice.
-		ck := http.CanonicalHeaderKey(k)
-		if k != ck && shadowed(r.Header, k, ck) {
-			continue
-		}
-		w.Header()[ck] = v
-	}
+	setFields(w.Header(), r.Header)
 	if sendsLength(w.Header(), req, r) {
 		// Complete even if flushed early (see goexited).
 		w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
 	}
 	writeBody(w, status, r.Body)
 	o.Status = status
+}
+
+// setFields sets the fields of src in dst, each replacing dst's values of
+// its name. Each key is canonical, as Header.Set stores it: a key a map
+// literal wrote in lower case would go beside the Content-Length the
+// Handler sets and the Content-Type net/http sniffs, each then sent twice.
+func setFields(dst, src http.Header) {
+	for k, v := range src {
+		ck := http.CanonicalHeaderKey(k)
+		if k != ck && shadowed(src, k, ck) {
+			continue
+		}
+		dst[ck] = v
+	}
 }
 
 // sendsLength reports whether the answer to req with r has the length of
@@ -655,8 +706,9 @@ func shadowed(h http.Header, k, ck string) bool {
 // is: a 500 InternalError, logged with msg and args, and the outcome's
 // code and error, so that Done counts it as the error it is.
 func (h *Handler) writeBadResult(w http.ResponseWriter, o *Outcome, cause error, msg string, args ...any) {
-	o.Code, o.Err = asyncsteps.InternalError, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: msg, Cause: cause}
-	o.Status = h.WriteError(w, asyncsteps.InternalError, internalInfo)
+	e := &asyncsteps.Error{Code: asyncsteps.InternalError, Info: msg, Cause: cause}
+	o.Code, o.Err = asyncsteps.InternalError, e
+	o.answered(h.writeError(w, e, e.Code, internalInfo, h.status(e.Code)))
 	// Logged once answered, as any failure: a Logger that calls Goexit
 	// then leaves this answer, and this outcome, to goexited.
 	h.logError(msg, args...)
@@ -674,14 +726,54 @@ const TimeoutInfo = "request timed out"
 // empty info of Timeout is answered as [TimeoutInfo]; that of any other
 // code stays empty, as the flow raised it. An info longer than 1 KiB is
 // answered clipped to it and "..." (see Errors and statuses in the
-// package documentation). A handler that does not run flows can answer
-// with it exactly as a Handler does.
+// package documentation). ErrorHeader, if set, is called with an
+// [*asyncsteps.Error] of code and info; if it panics, the answer is its
+// 500, and that status is returned. A handler that does not run flows
+// can answer with it exactly as a Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
-	return h.writeError(w, code, info, h.status(code))
+	status, _ := h.writeError(w, nil, code, info, h.status(code))
+	return status
 }
 
-// writeError is WriteError with the status given.
-func (h *Handler) writeError(w http.ResponseWriter, code, info string, status int) int {
+// writeError is WriteError with the status given, and e the error
+// answered for ErrorHeader (nil: one of code and info). It returns the
+// status written, and the Handler's InternalError if ErrorHeader
+// panicked, whose 500 was written instead.
+func (h *Handler) writeError(w http.ResponseWriter, e *asyncsteps.Error, code, info string, status int) (int, *asyncsteps.Error) {
+	header, failed := h.errorHeader(e, code, info, status)
+	if failed != nil {
+		code, info, status = asyncsteps.InternalError, internalInfo, h.status(asyncsteps.InternalError)
+	}
+	h.writeErrorBody(w, code, info, status, header)
+	return status, failed
+}
+
+// errorHeader returns the header fields that ErrorHeader sets for the
+// answer of e (nil: an error of code and info) with status; nil if it is
+// not set. A panic in it is logged and returned as an InternalError.
+func (h *Handler) errorHeader(e *asyncsteps.Error, code, info string, status int) (header http.Header, failed *asyncsteps.Error) {
+	if h.ErrorHeader == nil {
+		return nil, nil
+	}
+	if e == nil {
+		e = &asyncsteps.Error{Code: code, Info: info}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			stack := debug.Stack()
+			h.logError("asynchttp: Handler.ErrorHeader panicked", "code", e.Code, "status", status, "panic", v, "stack", string(stack))
+			header, failed = nil, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: fmt.Sprintf("asynchttp: Handler.ErrorHeader panicked: %v", v),
+				Cause: &asyncsteps.PanicError{Value: v, Stack: stack}}
+		}
+	}()
+	header = http.Header{}
+	h.ErrorHeader(header, e, status)
+	return header, nil
+}
+
+// writeErrorBody writes the JSON error body of code and info with status,
+// the fields of header (ErrorHeader's, or nil) replacing the Handler's.
+func (h *Handler) writeErrorBody(w http.ResponseWriter, code, info string, status int, header http.Header) {
 	if info == "" && code == asyncsteps.Timeout {
 		info = TimeoutInfo
 	}
@@ -691,9 +783,9 @@ func (h *Handler) writeError(w http.ResponseWriter, code, info string, status in
 		// gives a 503 the header, RFC 6585 a 429, and clients look for it.
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.RetryAfter)))
 	}
+	setFields(w.Header(), header)
 	body, _ := json.Marshal(errorBody{Error: code, Info: info}) // strings always encode
 	writeJSON(w, status, body)
-	return status
 }
 
 type errorBody struct {
