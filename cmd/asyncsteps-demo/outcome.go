@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/asyncsteps/asyncsteps"
+	"github.com/asyncsteps/asyncsteps/asynchttp"
 )
 
 // upstreamOutcome is how one upstream request (one attempt) ended, the
@@ -45,19 +45,20 @@ func statusOutcome(status int) upstreamOutcome {
 // failedOutcome is the outcome of an upstream request that failed with
 // err, the error of the context that cut it short if one did: both
 // gateways report it so (asynchttp.Client's Done, transportError).
+//
+// A body over maxUpstreamBody is told by its *asynchttp.BodyTooLongError,
+// the Cause that asynchttp.Client (and bodyTooLong) gives it, wherever it
+// is in the chain: an info is text for people, which a copy of the error
+// may change.
 func failedOutcome(err error) upstreamOutcome {
-	var e *asyncsteps.Error
+	var tooLong *asynchttp.BodyTooLongError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return upstreamTimeout
 	case errors.Is(err, context.Canceled):
 		return upstreamCancelled
-	case errors.As(err, &e) && e.Code == asyncsteps.CommError && e.Info == bodyTooLongInfo:
+	case errors.As(err, &tooLong):
 		return upstreamBadAnswer
 	}
 	return upstreamConnectError
 }
-
-// bodyTooLongInfo is the info of the CommError of an upstream body over
-// maxUpstreamBody, asynchttp.Client's own.
-const bodyTooLongInfo = "asynchttp: response body longer than MaxBody"

@@ -188,6 +188,10 @@ type attemptError struct {
 	retry bool
 }
 
+// bodyTooLongInfo is the info of the CommError of an upstream body over
+// maxUpstreamBody, asynchttp.Client's own.
+const bodyTooLongInfo = "asynchttp: response body longer than MaxBody"
+
 // bodyTooLong is the failure of resp, whose upstream body is longer than
 // maxUpstreamBody: as asynchttp.Client fails it in the flows gateway, a
 // CommError, retried, caused by an *asynchttp.BodyTooLongError.
