@@ -236,7 +236,10 @@ type Handler struct {
 // flow that answers with an upstream's header and a body of its own
 // (changed, wrapped) sends that body whole. Header's is sent only in an
 // answer to HEAD with no Body, the length of the body a GET would get,
-// and none with a Transfer-Encoding in Header.
+// and none with a Transfer-Encoding in Header. Over HTTP/2, which forbids
+// them, the connection-specific fields of HTTP/1 in Header (Connection,
+// Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade) are not sent:
+// a flow may answer with the header of an HTTP/1 upstream.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -644,6 +647,9 @@ func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply,
 		return
 	}
 	setFields(w.Header(), r.Header)
+	if req.ProtoMajor >= 2 {
+		dropConnectionFields(w.Header())
+	}
 	if sendsLength(w.Header(), req, r) {
 		// Complete even if flushed early (see goexited).
 		w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
@@ -663,6 +669,18 @@ func setFields(dst, src http.Header) {
 			continue
 		}
 		dst[ck] = v
+	}
+}
+
+// dropConnectionFields deletes from h, the header of an answer over
+// HTTP/2, the connection-specific fields of HTTP/1 that net/http's HTTP/2
+// server sends (it drops Connection and Transfer-Encoding itself). HTTP/2
+// forbids them, and a client treats the answer as malformed (curl and
+// browsers fail the stream); a Reply that forwards an HTTP/1 upstream's
+// header has a Keep-Alive.
+func dropConnectionFields(h http.Header) {
+	for _, k := range [...]string{"Keep-Alive", "Proxy-Connection", "Upgrade"} {
+		delete(h, k)
 	}
 }
 

@@ -108,3 +108,61 @@ func TestHandlerPicksOneSpellingOfAReplyKey(t *testing.T) {
 		}
 	}
 }
+
+// HTTP/2 forbids the connection-specific fields of HTTP/1 (RFC 9113,
+// section 8.2.2) and a client treats an answer that has one as malformed:
+// curl fails with PROTOCOL_ERROR, browsers alike. net/http's HTTP/2
+// server drops Connection and Transfer-Encoding only, and a flow that
+// answers with an upstream's header forwards an HTTP/1 upstream's
+// Keep-Alive. Over HTTP/2, TLS or h2c, a Reply is answered without
+// Keep-Alive, Proxy-Connection and Upgrade; over HTTP/1 they are sent as
+// given (a 426 needs its Upgrade).
+func TestHandlerSendsNoConnectionFieldsOverHTTP2(t *testing.T) {
+	loop := newLoop(t)
+	h := &asynchttp.Handler{
+		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success(&asynchttp.Reply{
+				Header: http.Header{ // as an HTTP/1 upstream answered
+					"Connection": {"keep-alive"}, "Keep-Alive": {"timeout=5, max=100"}, "Proxy-Connection": {"keep-alive"},
+					"Upgrade": {"h2c"}, "X-Id": {"7"},
+				},
+				Body: []byte("ok"),
+			})
+		},
+		Tool: func() asyncsteps.Tool { return loop },
+	}
+	fields := func(resp *http.Response) string {
+		got := map[string][]string{}
+		for _, k := range []string{"Keep-Alive", "Proxy-Connection", "Upgrade", "X-Id"} {
+			if v, ok := resp.Header[k]; ok {
+				got[k] = v
+			}
+		}
+		return fmt.Sprint(got)
+	}
+	h2 := "map[X-Id:[7]]"
+	for _, c := range []struct{ proto, want string }{
+		{"HTTP/1.1", "map[Keep-Alive:[timeout=5, max=100] Proxy-Connection:[keep-alive] Upgrade:[h2c] X-Id:[7]]"},
+		{"HTTP/2.0", h2},
+	} {
+		srv, client, _ := serveProto(t, h, c.proto)
+		resp, body, err := getAll(t, client, srv.URL)
+		if resp.Proto != c.proto || err != nil || body != "ok" || fields(resp) != c.want {
+			t.Errorf("%s: body %q (%v), fields %s; want %s, %q, %s", resp.Proto, body, err, fields(resp), c.proto, "ok", c.want)
+		}
+	}
+	t.Run("h2c", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+		srv.Start()
+		defer srv.Close()
+		tr := &http.Transport{Protocols: new(http.Protocols)}
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		defer tr.CloseIdleConnections()
+		resp, body, err := getAll(t, &http.Client{Transport: tr}, srv.URL)
+		if resp.Proto != "HTTP/2.0" || err != nil || body != "ok" || fields(resp) != h2 {
+			t.Errorf("%s: body %q (%v), fields %s; want HTTP/2.0, %q, %s", resp.Proto, body, err, fields(resp), "ok", h2)
+		}
+	})
+}
