@@ -395,8 +395,15 @@ func (l *Loop) Now() time.Time { return time.Now() }
 //
 // An Await function is not stopped: its context is cancelled, and it runs
 // until it returns, which Close does not wait for. A service that must
-// know them finished (a dependency it closes next) counts them itself,
-// with a [sync.WaitGroup] in the functions it gives to Await.
+// know them finished (a dependency it closes next) runs its flows' steps
+// in a critical section of a [Mutex] of its own, whose slot is kept until
+// every Await function started inside has returned; once its flows have
+// ended, and before Close, a flow of its own that enters that Mutex, under
+// a timeout that bounds the wait, gets in once they have returned
+// (Example_consumer). A count kept by the functions themselves (a
+// sync.WaitGroup's Add as one begins) misses a function whose goroutine
+// has not begun when its flow ends; the section counts it as its step
+// starts, on the loop.
 //
 // Close waits until the loop's goroutine has exited, except when called
 // from a callback on that goroutine: then the loop stops as soon as the

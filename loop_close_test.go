@@ -680,3 +680,57 @@ func TestIsValidFalseOnceAnEmbeddedLoopClosed(t *testing.T) {
 		t.Error("the waiting step is valid once its loop closed")
 	}
 }
+
+// An Await function counted from inside itself (a WaitGroup's Add in the
+// function) is not counted until its goroutine runs it: the flow may end,
+// and the Wait return, before it has begun. A critical section counts it
+// on the loop, as its step starts: a flow that enters the section after
+// the cancelled flow has ended waits for the function to return. The
+// hook holds the function's goroutine before the function begins, as a
+// busy scheduler may.
+func TestAwaitFunctionNotYetBegunIsCountedByItsSectionNotByAWaitGroupInside(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	begun, release := make(chan struct{}), make(chan struct{})
+	loop.SetHooks(&asyncsteps.Hooks{AwaitStart: func(ctx context.Context) context.Context {
+		close(begun)
+		<-release
+		return ctx
+	}})
+	var wg sync.WaitGroup
+	var ran atomic.Bool
+	calls := asyncsteps.NewMutex(1)
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	r.Sync(calls, func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Await(func(ctx context.Context) (any, error) {
+			wg.Add(1)
+			defer wg.Done()
+			ran.Store(true)
+			return nil, ctx.Err()
+		})
+	})
+	res := r.Promise()
+	<-begun
+	r.Cancel()
+	if err := (<-res).Err; !errors.Is(err, context.Canceled) {
+		t.Fatalf("flow: %v, want a cancel", err)
+	}
+	wg.Wait()
+	if ran.Load() {
+		t.Fatal("the function ran before the flow ended")
+	}
+	enter := func(timeout time.Duration) error {
+		w := asyncsteps.New(asyncsteps.WithTool(loop))
+		w.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetTimeout(timeout)
+			calls.Sync(as, func(asyncsteps.AsyncSteps, ...any) {})
+		})
+		_, err := w.Run(context.Background())
+		return err
+	}
+	wantCode(t, enter(20*time.Millisecond), asyncsteps.Timeout) // the function holds the slot
+	close(release)
+	if err := enter(time.Minute); err != nil || !ran.Load() {
+		t.Fatalf("entered with %v, the function ran: %v; want nil, true", err, ran.Load())
+	}
+}
