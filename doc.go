@@ -51,7 +51,9 @@
 // on the waiting goroutine; package asynchttp of this module does all this
 // for net/http. ExampleLoopGroup is a server in miniature, Example_worker a
 // queue worker: a flow per job, a lock per tenant, a lease and a drain;
-// Example_saga an order whose compensations a cancel does not skip.
+// Example_consumer a broker's consumer, 16 messages in flight, whose
+// shutdown waits for the calls it cancelled; Example_saga an order whose
+// compensations a cancel does not skip.
 // [ForEachChan] runs the values of a channel as they arrive, K at a time,
 // as the items of one step.
 //
