@@ -122,7 +122,8 @@
 // shows it. [RetryOptions].Delay takes the wait from the failure instead
 // (an HTTP answer's Retry-After, which asynchttp.RetryAfter reads), and
 // gives up at once on a wait that the deadline around it would cut
-// short; Example_retryAfter shows it.
+// short; Example_retryAfter shows it. [Throttle.Hold] and [Limiter.Hold]
+// make every flow that shares the limit wait as long.
 //
 // # The loop
 //

@@ -70,7 +70,10 @@ type LimiterOptions struct {
 	// entries just before a period's end and Rate as the next begins make
 	// 2×Rate-1 within moments. A shorter Period with a smaller Rate
 	// halves that (5 per 500ms for 10 a second: 9 rather than 19); while
-	// flows wait, Rate enter at the start of each period.
+	// flows wait, Rate enter at the start of each period. Rate 1 per
+	// Period/Rate, rounded up (1 per 100ms for 10 a second), never lets
+	// more than Rate in within any window of Period: what an upstream
+	// that counts over a sliding window allows.
 	Burst int
 }
 
@@ -129,6 +132,17 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 	l.throttle.limit, l.throttle.period = opts.Rate, opts.Period
 	l.throttle.maxQueue = queueLimitOf(opts.Burst)
 	return l
+}
+
+// Hold keeps every flow out of the Limiter's rate limit until the
+// instant until, as [Throttle.Hold] does: the flows that hold a slot of Concurrent, or come
+// and take one, wait for the hold's end with the flows waiting for the
+// rate, within Burst. A Limiter with no Rate has no rate limit to hold:
+// its Hold does nothing.
+func (l *Limiter) Hold(until time.Time) {
+	if l.rated {
+		l.throttle.Hold(until)
+	}
 }
 
 // negativeLimit returns the first of Concurrent, Rate and Period of opts

@@ -919,7 +919,8 @@ func BenchmarkMutexSyncUncontended(b *testing.B) {
 // BenchmarkThrottlePeriod measures a flow that opens a period of a
 // Throttle, whose timer then ends it ("Timer"), or that comes at the end
 // of the period before, ahead of its timer, and opens the next one
-// itself ("Outrun").
+// itself ("Outrun"), or that comes during a Hold made while the Throttle
+// was idle, times its end, and enters then ("Hold").
 func BenchmarkThrottlePeriod(b *testing.B) {
 	section := func(asyncsteps.AsyncSteps, ...any) {}
 	b.Run("Timer", func(b *testing.B) {
@@ -948,6 +949,18 @@ func BenchmarkThrottlePeriod(b *testing.B) {
 			tt.Advance(time.Millisecond)
 		}
 		tt.Run()
+	})
+	b.Run("Hold", func(b *testing.B) {
+		tt := asyncsteps.NewTestTool()
+		th := asyncsteps.NewThrottle(1, time.Millisecond)
+		b.ReportAllocs()
+		for b.Loop() {
+			th.Hold(tt.Now().Add(time.Millisecond))
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Sync(th, section)
+			r.Execute()
+			tt.Run()
+		}
 	})
 }
 

@@ -17,6 +17,16 @@ import (
 // a [TestTool], or a busy loop that runs the timer late), ends it itself:
 // it is neither refused for a period that is over nor counted in it.
 //
+// A period's max entries may all come at once, so max-1 entries just
+// before a period's end and max as the next begins make 2×max-1 within
+// moments: an upstream that allows max within any sliding window of the
+// period's length refuses some. One entry per period/max (the division
+// rounded up: NewThrottle(1, 100*time.Millisecond) for 10 a second)
+// spaces the entries evenly and never lets more than max in within any
+// such window. An upstream that asks to wait (a 429 with a Retry-After)
+// is answered with [Throttle.Hold], which keeps every flow out until
+// then.
+//
 // A Throttle counts entries, not flows: a flow that enters twice counts
 // twice, and no entry is ever given back. So a Throttle limits how often
 // work starts, not how much of it runs at once: an entry is spent when the
@@ -89,13 +99,19 @@ type Throttle struct {
 	// ends, share their task: a period costs no allocation of its own.
 	timer *periodTimer
 	// untimed is set while the period runs on with no timer: the Loop it
-	// was timed on closed before ends, and no flow waited to time the
-	// rest of it on its own tool. The queue holds none but flows of
+	// was timed on closed before ends, or a Hold moved ends, and no flow
+	// waited to time the rest of it on its own tool; or a Hold made while
+	// idle began it (see holdIdle). The queue holds none but flows of
 	// closing loops then, which leave it as their loops stop; the next
 	// flow that must wait arms the timer, and one that comes at or after
 	// ends starts the next period.
 	untimed bool
-	queue   waitQueue
+	// heldUntil is the end of the latest Hold, on the flows' clock; zero
+	// before the first. It is read as a period's timer is armed: a Hold
+	// made as the period began, its end unknown yet, makes it last until
+	// then.
+	heldUntil time.Time
+	queue     waitQueue
 }
 
 // NewThrottle returns a Throttle that lets at most max flows enter per
@@ -124,6 +140,61 @@ func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 	}
 	if onerr, ok := syncHandler(as, onerror); ok {
 		addSection(as, f, onerr, t)
+	}
+}
+
+// Hold keeps every flow out of the Throttle until the instant until,
+// read on the clock of the flows that share it: in a step,
+// as.Tool().Now().Add(wait) (a [Loop] reads the wall clock, a [TestTool]
+// its virtual one, so an instant read from time.Now holds the flows of a
+// TestTool for years). The current period lets no more flows in, and
+// lasts until that instant if it would end before; the flows that wait or come meanwhile queue, within
+// the queue limit, and enter as the next period begins, max at once, in
+// their order. So a provider's answer "429, Retry-After: 5" pauses every
+// flow that shares the Throttle, on every loop, not only the one that
+// got it. A Hold that ends no later than one already made does nothing;
+// one made while the Throttle is idle, whose instant has passed as a
+// flow comes, keeps nobody out.
+//
+// Hold arms no timer of its own: the end of a hold is timed on the tool
+// of a flow that waits for it, as a period's end is, or by the first
+// flow that comes and must wait. It is safe for concurrent use, from a
+// step of any loop or from another goroutine.
+func (t *Throttle) Hold(until time.Time) {
+	t.mu.Lock()
+	if !until.After(t.heldUntil) {
+		t.mu.Unlock()
+		return
+	}
+	t.heldUntil = until
+	if !t.running {
+		t.holdIdle(until)
+		t.mu.Unlock()
+		return
+	}
+	t.entered = t.perPeriod()
+	if t.ends.IsZero() || !until.After(t.ends) {
+		t.mu.Unlock() // arm reads heldUntil, or the period outlasts the hold
+		return
+	}
+	t.ends = until
+	if t.untimed {
+		t.mu.Unlock()
+		return
+	}
+	t.timer = &periodTimer{t} // the one armed, due at the old end, does nothing
+	t.timeRest()
+}
+
+// holdIdle, with mu held, makes a hold of an idle Throttle a full period
+// that runs untimed until the hold's end, until: the first flow that must
+// wait times its end, and one that comes after it starts the next period
+// (see untimed). The kind of clock is the first waiter's.
+func (t *Throttle) holdIdle(until time.Time) {
+	t.running, t.untimed, t.entered = true, true, t.perPeriod()
+	t.ends, t.timedOn, t.clock = until, nil, unknownClock
+	if t.timer == nil {
+		t.timer = &periodTimer{t}
 	}
 }
 
@@ -217,6 +288,9 @@ func (t *Throttle) admit(e *entry, waiter AsyncSteps, tool Tool, now time.Time) 
 		armRest = t.untimed // this waiter times the period's rest
 		if armRest {
 			t.untimed, t.timedOn = false, tool
+			if t.clock == unknownClock { // a hold made while idle
+				t.clock = clockKindOf(tool)
+			}
 		}
 	}
 	ends, timer := t.ends, t.timer
@@ -359,15 +433,19 @@ func (t *Throttle) begun() {
 	}
 }
 
-// arm times a period that starts now on tool, for a whole period, whose
-// end it records. No flow can outrun the period before: its end is
-// unknown until then.
+// arm times a period that starts now on tool, for a whole period or
+// until a hold made as it began ends, whichever is later, and records its
+// end. No flow can outrun the period before: its end is unknown until
+// then.
 func (t *Throttle) arm(tool Tool) {
 	d := t.periodLen()
 	now := clockOf(tool)
 	t.mu.Lock()
 	if !now.IsZero() {
 		t.ends = now.Add(d)
+		if t.heldUntil.After(t.ends) {
+			t.ends, d = t.heldUntil, t.heldUntil.Sub(now)
+		}
 	}
 	t.timedOn = tool
 	if t.timer == nil {
