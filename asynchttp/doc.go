@@ -21,7 +21,8 @@
 // ExampleHandler serves requests on an [asyncsteps.LoopGroup];
 // ExampleClient retries a failing upstream; ExampleClient_syncJob is an
 // API client that pages through a listing and fetches its items within
-// an upstream's limits, honouring its Retry-After ([RetryAfter]).
+// an upstream's limits, honouring its Retry-After ([RetryAfter]) in
+// every job ([asyncsteps.Limiter.Hold]).
 //
 // # Errors and statuses
 //

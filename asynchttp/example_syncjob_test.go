@@ -37,9 +37,15 @@ type busyAnswer struct {
 func (e *busyAnswer) Error() string      { return fmt.Sprint("provider answered ", e.status) }
 func (e *busyAnswer) FutoInCode() string { return asyncsteps.CommError }
 
+// holder is a Guard that can keep every request out until a time:
+// asyncsteps.Throttle and asyncsteps.Limiter.
+type holder interface{ Hold(until time.Time) }
+
 // getJSON adds the steps that GET url, retried, and pass its JSON answer
 // to then. A 429 or 503 is retried after its Retry-After, another 5xx or
-// a transport error after a backoff, a 4xx not at all.
+// a transport error after a backoff, a 4xx not at all. A Retry-After
+// holds the Client's Guard too, so that every job waits, not only the
+// request that was answered so.
 func getJSON[T any](as asyncsteps.AsyncSteps, c *asynchttp.Client, url string, then func(as asyncsteps.AsyncSteps, v T)) {
 	asyncsteps.Retry(as, asyncsteps.RetryOptions{
 		Attempts: 4,
@@ -55,7 +61,11 @@ func getJSON[T any](as asyncsteps.AsyncSteps, c *asynchttp.Client, url string, t
 		asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, resp *asynchttp.Response) {
 			switch s := resp.StatusCode; {
 			case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
-				wait, _ := asynchttp.RetryAfter(resp.Header, as.Tool().Now())
+				now := as.Tool().Now()
+				wait, _ := asynchttp.RetryAfter(resp.Header, now)
+				if h, ok := c.Guard.(holder); ok && wait > 0 {
+					h.Hold(now.Add(wait))
+				}
 				asyncsteps.Fail(as, &busyAnswer{status: s, wait: wait})
 			case s >= 500:
 				as.Error(asyncsteps.CommError, fmt.Sprint("provider answered ", s))
@@ -99,10 +109,11 @@ func syncJob(as asyncsteps.AsyncSteps, c *asynchttp.Client, base string) {
 
 // An outbound API client: a job pages through a provider's listing, then
 // fetches each item's details, 4 at a time, all within the provider's
-// limits shared by every job (10 requests a second, in periods of 500ms,
-// and 8 in flight), and honours a 429's Retry-After within the job's
-// budget. The provider here answers its first request for item c with a
-// 429 that asks for a second.
+// limits shared by every job (10 requests within any second, one each
+// 100ms, and 8 in flight), and honours a 429's Retry-After within the
+// job's budget, holding every job's requests until then. The provider
+// here answers its first request for item c with a 429 that asks for a
+// second.
 func ExampleClient_syncJob() {
 	pages := map[string]page{"": {Items: []string{"a", "b", "c"}, Next: "p2"}, "p2": {Items: []string{"d", "e"}}}
 	askedToWait := false
@@ -125,7 +136,7 @@ func ExampleClient_syncJob() {
 
 	limits := asyncsteps.NewLimiter(asyncsteps.LimiterOptions{ // one for every job
 		Concurrent: 8, MaxQueue: 100, // requests in flight, and waiting for a slot
-		Rate: 5, Period: 500 * time.Millisecond, // 10 a second, 5 in each period of 500ms
+		Rate: 1, Period: 100 * time.Millisecond, // 10 a second: never more within any second
 		Burst: asyncsteps.Unlimited, // the requests waiting for the rate: not rate.Limiter's burst
 	})
 	c := &asynchttp.Client{HTTP: provider.Client(), Guard: limits}

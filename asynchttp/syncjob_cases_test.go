@@ -217,7 +217,7 @@ func TestSyncJobThrottlePacing(t *testing.T) {
 func after(s string) func(time.Time) string { return func(time.Time) string { return s } }
 
 // A 429 with Retry-After: 2 is retried exactly 2s after its answer, not
-// after the backoff; the other items go on meanwhile.
+// after the backoff; the item in flight meanwhile goes on.
 func TestSyncJobHonoursRetryAfterSeconds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newProvider(20*time.Millisecond, map[string]page{"": {Items: []string{"a", "b"}}},
@@ -227,6 +227,24 @@ func TestSyncJobHonoursRetryAfterSeconds(t *testing.T) {
 			"20ms-40ms /items/a 429",
 			"20ms-40ms /items/b 200",
 			"2.04s-2.06s /items/a 200")
+	})
+}
+
+// A 429's Retry-After holds the shared limits: item e, which takes b's
+// slot as b is answered at 40ms and would enter as the next period
+// begins at 500ms, waits with a for the 2s the 429 asks for.
+func TestSyncJobRetryAfterHoldsTheOtherRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newProvider(20*time.Millisecond, map[string]page{"": {Items: []string{"a", "b", "c", "d", "e"}}},
+			map[string][]reply{"/items/a": {{status: 429, retryAfter: after("2")}}})
+		wantJob(t, runJob(p, time.Minute, 0), "5 items: A B C D E", "<nil>", 2060*time.Millisecond,
+			"0s-20ms /items?cursor= 200",
+			"20ms-40ms /items/a 429",
+			"20ms-40ms /items/b 200",
+			"20ms-40ms /items/c 200",
+			"20ms-40ms /items/d 200",
+			"2.04s-2.06s /items/a 200",
+			"2.04s-2.06s /items/e 200")
 	})
 }
 
