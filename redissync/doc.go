@@ -213,9 +213,12 @@
 // after the lease in it that runs out last (whatever TTL each process
 // gives its leases), "gone" a second after its last tombstone, and a call
 // record two minutes after its call, and its "fence" keys a day after
-// its last lease: tokens keep growing all the same, since the next lease
-// raises the counter to Redis's clock, as after a restart (see [Mutex]).
-// So no key of a Mutex stays in Redis once it has been unused for a day.
+// its last lease (or, for a counter ahead of Redis's clock, a day after
+// the clock has caught up with it): tokens keep growing all the same,
+// since the next lease raises the counter to Redis's clock, as after a
+// restart (see [Mutex]). So no key of a Mutex stays in Redis once it has
+// been unused for a day, unless its counter was raised by a clock that
+// was ahead.
 //
 // # Time
 //

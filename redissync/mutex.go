@@ -52,11 +52,13 @@ type MutexOptions struct {
 // Redis restarts, without its data or with an older copy of it (a
 // snapshot, a replica that lagged taking over), which would give the same
 // tokens again: the first lease a server gives raises the counter to that
-// server's clock in microseconds. So does the first lease after a day
-// without one, when the counter has expired (see Keys in the package
-// documentation). That holds as long as fewer than a million leases a
-// second were given out, and the clock of the server is not behind the
-// last one's. (A Redis user whom the ACL does not allow
+// server's clock in microseconds. That holds as long as fewer than a
+// million leases a second were given out, and the clock of the server is
+// not behind the last one's. The first lease after a day without one
+// raises the counter too, when it has expired (see Keys in the package
+// documentation), which it does only once the clock has passed it: that
+// raise goes past every token given whatever the clock did. (A Redis user
+// whom the ACL does not allow
 // INFO, by which a restart is told, gets the raise at every round trip
 // that takes leases: its tokens grow with the clock.)
 //
@@ -169,10 +171,14 @@ type Mutex struct {
 const goneFor = 2 * time.Minute
 
 // fenceFor is how long, on Redis's clock, a Mutex's fence counter and the
-// name of the server that raised it are kept after its last lease. Gone,
-// they cost nothing in tokens: the next lease raises the counter to
-// Redis's clock, as the first lease of a new server does. Kept for good,
-// a Mutex per account left two keys for every account ever served.
+// name of the server that raised it are kept after its last lease, and
+// after that clock has passed the counter (in µs), if that is later: a
+// counter raised while the clock was ahead (set wrong at boot, stepped
+// back since) stays until the clock has caught up with it. Gone, they
+// cost nothing in tokens: the next lease raises the counter to Redis's
+// clock, by then past every token given, whatever the clock did meanwhile.
+// Kept for good, a Mutex per account left two keys for every account
+// ever served.
 const fenceFor = 24 * time.Hour
 
 // hold is a holder's hold on a Mutex, kept by the Mutex value while the
@@ -799,12 +805,13 @@ func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
 // The fence counter grows by one a lease while one Redis server runs.
 // The first lease a server gives (a restart, a replica taking over: its
 // run ID is new), and the first after the counter expired (a day without
-// a lease: see fenceFor), raise the counter to the server's clock in µs,
-// above any token given before as long as fewer than a million leases a
-// second were: the counter that server found may be an older one (a snapshot,
-// a replica that lagged) that tokens given since have passed, or none (a
-// restart without data). A user whom the ACL does not allow INFO gets
-// the raise at every call that takes leases.
+// a lease, and the clock past the counter: see fenceFor), raise the
+// counter to the server's clock in µs, above any token given before as
+// long as fewer than a million leases a second were: the counter that
+// server found may be an older one (a snapshot, a replica that lagged)
+// that tokens given since have passed, or none (a restart without data).
+// A user whom the ACL does not allow INFO gets the raise at every call
+// that takes leases.
 var mutexScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -863,8 +870,9 @@ if n > 0 then
     if run then redis.call('SET', KEYS[3], run) end
   end
   last = redis.call('INCRBY', KEYS[2], n)
-  redis.call('PEXPIRE', KEYS[2], ARGV[10])
-  redis.call('PEXPIRE', KEYS[3], ARGV[10])
+  local fenceat = string.format('%d', math.max(now, math.floor(last / 1000)) + tonumber(ARGV[10]))
+  redis.call('PEXPIREAT', KEYS[2], fenceat)
+  redis.call('PEXPIREAT', KEYS[3], fenceat)
   for j = 1, n do
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
     i = i + 1
