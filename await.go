@@ -265,7 +265,9 @@ func (c *subflowCtx) String() string { return "asyncsteps.AwaitFlow context" }
 // closed loop that other awaited with AwaitResult): that error, a copy
 // with a Cause, or one other raised while its loop runs on, is other's
 // own, passed on as it is. The end of the step, with the error it fails
-// with, goes to w, if not nil, before the step completes.
+// with, goes to w, if not nil, as the step takes it: on the goroutine
+// that received res, once the completion is claimed (see
+// completeOutside); on the loop, before the step completes.
 func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result, w *flowWatch) {
 	return func(as AsyncSteps, h *stepAPI, res Result, w *flowWatch) {
 		if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo &&
@@ -280,9 +282,51 @@ func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result, w 
 		if res.Err != nil {
 			e = awaitError(res.Err)
 		}
+		if as == AsyncSteps(h) && h.st.Load()&stWait != 0 {
+			// The step itself, which waits: from the goroutine that
+			// received res (its callback made it wait before that
+			// goroutine began).
+			w.completeOutside(h, res.Args, e)
+			return
+		}
 		w.end(e)
 		completeWith(as, h, res, e)
 	}
+}
+
+// testHookAwaitFlowClaim, set by a test, runs on the goroutine that
+// received the Result of an AwaitFlow step that it completes itself, as
+// it is about to claim the step's completion: where a cancel of the step
+// may come first.
+var testHookAwaitFlowClaim func()
+
+// completeOutside completes h, the step of w, from outside its callback,
+// as Success(args...) from another goroutine does, or fails it with e if
+// not nil, as complete does, and tells w of the end once the completion
+// is claimed, as the step then sees it: a cancel that ends the step
+// first runs its cancel handler, which tells the cancel, and the
+// completion has no effect; one that comes after a claimed success finds
+// the step completed, and runs no cancel handler
+// (docs/DESIGN.md#cancel-handlers). Told before the claim, the success
+// was the end of a step that was cancelled. The completion is written
+// after the end is told, also when the observer calls runtime.Goexit:
+// the claim keeps the step for it until then.
+func (w *flowWatch) completeOutside(h *stepAPI, args []any, e *Error) {
+	if testHookAwaitFlowClaim != nil {
+		testHookAwaitFlowClaim()
+	}
+	kind := uint32(0)
+	if e != nil {
+		kind, args = stFailed, []any{e} // an external error travels in args: see complete
+	}
+	if !h.claim(kind) {
+		return // ended: its cancel handler tells the end, or has told it
+	}
+	defer func() {
+		h.f.args = args
+		h.publish(false)
+	}()
+	w.end(e)
 }
 
 // onClosedLoop reports whether r runs on a Loop that Close has stopped, or

@@ -23,11 +23,15 @@
 // AwaitFlow step ends with the step's outcome, as an Await's does: the
 // error the step fails with (the awaited flow's, or the loop's that was
 // closed under it), asyncsteps.canceled for a step that a cancel ended,
-// or the closing of its Loop, and Timeout for one that a timeout ended;
-// the awaited flow's span, which the step cancels then, ends with that
-// flow's own outcome, once it has stopped, often after the step's. A
-// panic in the awaited flow is an exception of that flow's span, not of
-// the step's. The error a flow or an Await fails with sets its span's
+// or the closing of its Loop, and Timeout for one that a timeout ended.
+// That is the outcome the step takes: a cancel that comes as the awaited
+// flow's success is being delivered ends the span cancelled if it ended
+// the step first (the success then has no effect), and the success ends
+// it if the step took that first (the cancel then runs no cancel handler
+// of the step's). The awaited flow's span, which the step cancels
+// then, ends with that flow's own outcome, once it has stopped, often
+// after the step's. A panic in the awaited flow is an exception of that
+// flow's span, not of the step's. The error a flow or an Await fails with sets its span's
 // status to Error, with the error as description (its info cut: see
 // Infos and panics below), and its code in the attribute
 // asyncsteps.error.code and in error.type, the attribute OpenTelemetry's

@@ -265,11 +265,13 @@ type AwaitFlowKey struct{}
 // else the *asyncsteps.Error the step fails with; for a step that a
 // cancel or a timeout ends (or the closing of its Loop), ctx has been
 // cancelled and err is nil. It runs on the flow's loop, or on the
-// goroutine that waited for the awaited flow, there before that goroutine
-// completes the step: should a cancel or a timeout end the step first,
-// the end told is the awaited flow's outcome, as Hooks.AwaitEnd tells an
-// Await function's own. A panic in it is logged, and the step ends as it
-// would have.
+// goroutine that waited for the awaited flow, there once that goroutine
+// has claimed the step's completion, before it writes it: the end told
+// is the step's, as the step takes it. A cancel or a timeout that ends
+// the step before that claim is the end told, and the awaited flow's
+// outcome comes to nothing; one that comes after a success claimed finds
+// the step completed, and the success is told. A panic in it is logged,
+// and the step ends as it would have.
 type AwaitFlowObserver interface {
 	AwaitFlowStart(ctx context.Context) context.Context
 	AwaitFlowEnd(ctx context.Context, err error)
