@@ -274,24 +274,103 @@ func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result, w 
 			e.Cause == nil && other.onClosedLoop() {
 			res.Err = &Error{Code: InternalError, Info: "the awaited flow's loop is closed", Cause: e}
 		}
-		if w == nil {
+		switch st := h.stateOf(w); {
+		case w == nil:
 			complete(as, h, res, nil)
-			return
-		}
-		var e *Error
-		if res.Err != nil {
-			e = awaitError(res.Err)
-		}
-		if as == AsyncSteps(h) && h.st.Load()&stWait != 0 {
+		case as == AsyncSteps(h) && st&stWait != 0:
 			// The step itself, which waits: from the goroutine that
 			// received res (its callback made it wait before that
-			// goroutine began).
+			// goroutine began). A runtime.Goexit of the mapping of
+			// res.Err fails the step there (see deliverOutside).
+			e := awaitError(res.Err)
+			if testHookAwaitFlowClaim != nil {
+				testHookAwaitFlowClaim()
+			}
 			w.completeOutside(h, res.Args, e)
+		case st&stIdle != 0:
+			w.deliverInTask(as, h, res)
+		default:
+			w.deliverInCallback(as, h, res)
+		}
+	}
+}
+
+// stateOf returns the state word of h, the step of w, if w is not nil;
+// else 0, h being nil (a decorator that does not unwrap) or unread.
+func (h *stepAPI) stateOf(w *flowWatch) uint32 {
+	if w == nil {
+		return 0
+	}
+	return h.st.Load()
+}
+
+// deliverInTask completes the step h through as, a decorator of it, in a
+// task on its loop (see loopDelivery), and tells w of the end that the
+// step takes then: the decorator's Success may complete the step and
+// panic after, or panic, or call runtime.Goexit, before it does, which
+// fails the step with an InternalError as completeOrFail would (it then
+// finds the step completed), or call the step's Error instead. Told
+// before the decorator's Success, the success was the end of a step that
+// failed.
+func (w *flowWatch) deliverInTask(as AsyncSteps, h *stepAPI, res Result) {
+	returned := false
+	defer func() {
+		if !returned {
+			h.complete(callbackFault(recover()))
+		}
+		w.endAsTaken(h)
+	}()
+	completeWith(as, h, res, awaitError(res.Err))
+	returned = true
+}
+
+// endAsTaken tells w of the end of its step h as the completion h has
+// taken says, on its loop, after a completion there: nil for a success,
+// the error of a failure. A step that has taken none (a decorator's
+// Success that did not call the step's) waits on, and its cancel or its
+// timeout tells its end; one that a cancel ended has told it.
+func (w *flowWatch) endAsTaken(h *stepAPI) {
+	st := h.st.Load()
+	switch {
+	case st&(stClaim|stReady|stDone) != stClaim|stReady:
+	case st&stFailed == 0:
+		w.end(nil)
+	default:
+		e, _ := h.f.args[0].(*Error) // see complete
+		w.end(e)
+	}
+}
+
+// deliverInCallback completes the step h through as, itself or a
+// decorator of it, in its callback, res having been ready as it ran, and
+// tells w of the end that the step takes: as it completes it, or, should
+// that panic or call runtime.Goexit (a decorator's Success, the mapping of
+// res.Err), the error made as the engine makes a callback's, which it
+// goes on to do (see startFlow), or, should it fail the step (a
+// decorator's Success that calls Error, which aborts the callback), that
+// error.
+func (w *flowWatch) deliverInCallback(as AsyncSteps, h *stepAPI, res Result) {
+	var e *Error
+	returned := false
+	defer func() {
+		if returned {
+			w.end(e)
 			return
 		}
-		w.end(e)
-		completeWith(as, h, res, e)
-	}
+		switch r := recover(); r.(type) {
+		case nil:
+			w.end(newGoexitError())
+		case abortSignal:
+			w.end(h.f.err)
+			panic(r)
+		default:
+			w.end(panicError(r, debug.Stack()))
+			panic(r)
+		}
+	}()
+	e = awaitError(res.Err)
+	completeWith(as, h, res, e)
+	returned = true
 }
 
 // testHookAwaitFlowClaim, set by a test, runs on the goroutine that
@@ -300,7 +379,7 @@ func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result, w 
 // may come first.
 var testHookAwaitFlowClaim func()
 
-// completeOutside completes h, the step of w, from outside its callback,
+// completeOutside completes h, the step of w (nil: none to tell), from outside its callback,
 // as Success(args...) from another goroutine does, or fails it with e if
 // not nil, as complete does, and tells w of the end once the completion
 // is claimed, as the step then sees it: a cancel that ends the step
@@ -312,9 +391,6 @@ var testHookAwaitFlowClaim func()
 // after the end is told, also when the observer calls runtime.Goexit:
 // the claim keeps the step for it until then.
 func (w *flowWatch) completeOutside(h *stepAPI, args []any, e *Error) {
-	if testHookAwaitFlowClaim != nil {
-		testHookAwaitFlowClaim()
-	}
 	kind := uint32(0)
 	if e != nil {
 		kind, args = stFailed, []any{e} // an external error travels in args: see complete
@@ -460,7 +536,8 @@ func lifetimeOf(as AsyncSteps, h *stepAPI) context.Context {
 // the step of as (h, if known). Mapping a Result's error to a code runs
 // the error's methods, user code: one that calls runtime.Goexit ends the
 // goroutine, and the step fails then as after a Goexit in an Await
-// function, instead of waiting for a completion that never comes. Without
+// function, instead of waiting for a completion that never comes (w, if
+// not nil, told of it as the step takes it: see completeOutside). Without
 // h, deliver calls the Success or Error of as, a decorator that does not
 // unwrap (or a step of another package): user code that may panic, on a
 // goroutine nothing else recovers, where a panic would end the process.
@@ -473,7 +550,7 @@ func deliverOutside[T any](as AsyncSteps, h *stepAPI, v T, w *flowWatch, deliver
 		}
 		err := callbackFault(recover())
 		if h != nil {
-			h.complete(err)
+			w.completeOutside(h, nil, err) // h.complete(err), and w told
 			return
 		}
 		failOutside(as, err)

@@ -28,12 +28,15 @@
 // flow's success is being delivered ends the span cancelled if it ended
 // the step first (the success then has no effect), and the success ends
 // it if the step took that first (the cancel then runs no cancel handler
-// of the step's). The awaited flow's span, which the step cancels
-// then, ends with that flow's own outcome, once it has stopped, often
-// after the step's. A panic in the awaited flow is an exception of that
-// flow's span, not of the step's. The error a flow or an Await fails with sets its span's
-// status to Error, with the error as description (its info cut: see
-// Infos and panics below), and its code in the attribute
+// of the step's). Through a decorator of the step's AsyncSteps whose
+// Success panics, or raises an error, before it completes the step, the
+// span fails with the error the step fails with. The awaited flow's
+// span, which the step cancels then, ends with that flow's own outcome,
+// once it has stopped, often after the step's. A panic in the awaited
+// flow is an exception of that flow's span, not of the step's. The error
+// a flow or an Await fails with sets its span's status to Error, with the
+// error as description (its info cut: see Infos and panics below), and
+// its code in the attribute
 // asyncsteps.error.code and in error.type, the attribute OpenTelemetry's
 // semantic conventions give the class of error a failed operation ended
 // with; each step error, also one that a handler recovers from, is an

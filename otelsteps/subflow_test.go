@@ -463,3 +463,135 @@ func TestAwaitFlowSpanEndsWithoutAResult(t *testing.T) {
 		})
 	}
 }
+
+// faultySuccess is a decorator of the steps added through it, which it
+// gives themselves decorated, and unwraps; its Success panics, before it
+// calls the step's ("before") or after ("after"), or calls the step's
+// Error instead ("error").
+type faultySuccess struct {
+	steps
+	fault string
+}
+
+func (d faultySuccess) Add(fn asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) steps {
+	d.steps.Add(func(as steps, args ...any) { fn(faultySuccess{as, d.fault}, args...) }, onerror...)
+	return d
+}
+
+func (d faultySuccess) Success(args ...any) {
+	switch d.fault {
+	case "error":
+		d.steps.Error(asyncsteps.InvalidRequest, "refused")
+	case "after":
+		d.steps.Success(args...)
+	}
+	panic("decorator bug")
+}
+
+func (d faultySuccess) Unwrap() steps { return d.steps }
+
+// syncTool is a Tool of the user's that runs each callback as it is
+// given it: a flow on it has ended when Promise returns, and AwaitFlow
+// takes its Result in the step's callback.
+type syncTool struct{}
+
+type spentHandle struct{}
+
+func (spentHandle) Cancel()       {}
+func (spentHandle) IsValid() bool { return false }
+
+func (syncTool) Immediate(f func()) asyncsteps.Handle             { f(); return spentHandle{} }
+func (syncTool) Deferred(time.Duration, func()) asyncsteps.Handle { return spentHandle{} }
+func (syncTool) IsSameThread() bool                               { return true }
+func (syncTool) Now() time.Time                                   { return time.Now() }
+
+// The span of an AwaitFlow step given through a decorator whose Success
+// misbehaves ends as the step does: failed with the InternalError of the
+// panic when the decorator panicked before it completed the step, which
+// then fails with it, with the error the decorator raised in its place,
+// and a success when it panicked after, the step completed; whether the
+// step takes the awaited flow's Result in a task on its loop, or in its
+// callback (the flow ended at once, on a Tool that runs it there, which
+// has no hooks: the flow has no span). Before, the span ended a success
+// before the decorator's Success was called, for a step that then failed.
+func TestAwaitFlowSpanOfADecoratorWhoseSuccessMisbehaves(t *testing.T) {
+	failed := func(code, info string) string {
+		return fmt.Sprintf(`Error "%s: %s" asyncsteps.error.code=%s error.type=%s`, code, info, code, code)
+	}
+	event := func(code, info string) string {
+		return fmt.Sprintf(` event asyncsteps.step_error asyncsteps.error.code=%s asyncsteps.error.info=%s`, code, info)
+	}
+	exception := ` event exception exception.type=string exception.message=panic: decorator bug exception.stacktrace=<debug.Stack>`
+	const internal, bug, inTask = asyncsteps.InternalError, "decorator bug", "panic: decorator bug"
+	refused := failed(asyncsteps.InvalidRequest, "refused")
+	for _, c := range []struct {
+		name, fault string
+		inCallback  bool
+		err         string
+		flow, step  string
+	}{{
+		name: "in a task, before", fault: "before",
+		err:  internal + ": " + inTask,
+		flow: failed(internal, inTask) + event(internal, inTask) + exception,
+		step: failed(internal, inTask),
+	}, {
+		name: "in a task, after", fault: "after",
+		flow: `Unset ""`, step: `Unset ""`,
+	}, {
+		name: "in a task, an error", fault: "error",
+		err:  "InvalidRequest: refused",
+		flow: refused + event(asyncsteps.InvalidRequest, "refused"),
+		step: refused,
+	}, {
+		name: "in the callback, before", fault: "before", inCallback: true,
+		err:  internal + ": " + bug,
+		flow: failed(internal, bug) + event(internal, bug) + exception,
+		step: failed(internal, bug),
+	}, {
+		name: "in the callback, after", fault: "after", inCallback: true,
+		err:  internal + ": " + bug,
+		flow: failed(internal, bug) + event(internal, bug) + exception,
+		step: failed(internal, bug),
+	}, {
+		name: "in the callback, an error", fault: "error", inCallback: true,
+		err:  "InvalidRequest: refused",
+		flow: refused + event(asyncsteps.InvalidRequest, "refused"),
+		step: refused,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+				outerLoop, subLoop := subflowLoops(t, otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), false)
+				gate := make(chan struct{})
+				sub := asyncsteps.New(asyncsteps.WithTool(subLoop))
+				sub.Add(func(as steps, _ ...any) { asyncsteps.AwaitChan(as, gate) })
+				spans := []string{
+					`asyncsteps.flow#1 <- -: ` + c.flow,
+					`asyncsteps.await_flow#2 <- asyncsteps.flow#1: ` + c.step,
+				}
+				if c.inCallback {
+					sub = asyncsteps.New(asyncsteps.WithTool(syncTool{}))
+					sub.Add(func(as steps, _ ...any) { as.Success(1) })
+				} else {
+					spans = append(spans, `asyncsteps.flow#3 <- asyncsteps.await_flow#2: Unset ""`)
+				}
+				outer := asyncsteps.New(asyncsteps.WithTool(outerLoop))
+				asyncsteps.AwaitFlow(faultySuccess{outer, c.fault}, sub)
+				res := outer.Promise()
+				synctest.Wait() // the step waits for sub: its Result comes in a task
+				close(gate)
+				if err := (<-res).Err; errText(err) != c.err {
+					t.Errorf("the flow ended with %v, want %q", err, c.err)
+				}
+				synctest.Wait()
+				if got, want := spanTree(rec), describeLines(spans); got != want {
+					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+				}
+				if s, e := len(rec.Started()), len(rec.Ended()); s != e {
+					t.Errorf("%d spans started, %d ended", s, e)
+				}
+			})
+		})
+	}
+}
