@@ -66,6 +66,14 @@
 // in its context, its caller's, is left alone, and so is an outer flow's
 // when an Await function or AwaitFlow runs the flow.
 //
+// A flow on a tool without these hooks is not traced: it has no span,
+// nor have its Awaits or its AwaitFlow steps, though its context holds
+// the values of the traced flow that runs it (by AwaitFlow, or from an
+// Await function), where these hooks keep what traces that flow's
+// AwaitFlow steps. A flow that it runs on a tool with the hooks is a
+// child of the span in its context: that of the traced step, AwaitFlow
+// or Await, that runs the untraced flow, the nearest span in the trace.
+//
 // # Infos and panics
 //
 // An error's info is the application's text, and may say more than a
@@ -620,8 +628,8 @@ func (t tracer) awaitEnd(ctx context.Context, err *asyncsteps.Error) {
 // span of the flow where it was raised.
 func (t tracer) endWait(ctx context.Context, err *asyncsteps.Error, withPanic bool) {
 	call, _ := ctx.Value(awaitKey{}).(*awaitContext)
-	if call == nil {
-		return // its span records nothing (see awaitStart)
+	if call == nil || call.span == nil {
+		return // its span records nothing (see awaitStart), or it has none (see AwaitFlowStart)
 	}
 	span := call.span
 	// A context ended before the function returned: the step was
@@ -654,8 +662,17 @@ type awaitFlows struct{ tracer }
 var _ toolinfo.AwaitFlowObserver = (*awaitFlows)(nil)
 
 // AwaitFlowStart starts the span of an AwaitFlow step, a child of the
-// span in ctx, the step's context, as awaitStart does for an Await.
+// span in ctx, the step's context, as awaitStart does for an Await. The
+// step of a flow these hooks do not trace (its tool has other hooks, or
+// none; its FlowStart failed), which finds a among the values of the
+// traced flow that runs it, has none, as its Awaits have none: its
+// context hides the outer step's or Await's, which its end would take for
+// its own (see endWait). That costs an allocation: only such a step pays
+// it.
 func (a *awaitFlows) AwaitFlowStart(ctx context.Context) context.Context {
+	if ownFlow(ctx) == nil {
+		return &awaitContext{Context: ctx}
+	}
 	return a.startWait(ctx, AwaitFlowSpan)
 }
 

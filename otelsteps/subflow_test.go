@@ -595,3 +595,70 @@ func TestAwaitFlowSpanOfADecoratorWhoseSuccessMisbehaves(t *testing.T) {
 		})
 	}
 }
+
+// The AwaitFlow steps of a flow that these hooks do not trace (its tool
+// has none: no span of its own) have no span either, as its Awaits have
+// none, though its context holds the values of the traced flow that runs
+// it, with AwaitFlow or in an Await function: a flow such a step runs,
+// on a tool with the hooks, is a child of the span in its context, that
+// of the traced step that ran the untraced flow. Before, the untraced
+// flow's AwaitFlow steps had spans, children of that step's, found
+// through the outer flow's values.
+func TestAwaitFlowStepsOfAnUntracedFlowHaveNoSpan(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		run   func(outer, mid *asyncsteps.Root)
+		spans []string
+	}{{
+		name: "run by AwaitFlow",
+		run:  func(outer, mid *asyncsteps.Root) { asyncsteps.AwaitFlow(outer, mid) },
+		spans: []string{
+			`asyncsteps.flow#1 <- -: Unset ""`,
+			`asyncsteps.await_flow#2 <- asyncsteps.flow#1: Unset ""`,
+			`asyncsteps.flow#3 <- asyncsteps.await_flow#2: Unset ""`,
+			`asyncsteps.await#4 <- asyncsteps.flow#3: Unset ""`,
+		},
+	}, {
+		name: "run by an Await function",
+		run: func(outer, mid *asyncsteps.Root) {
+			outer.Await(func(ctx context.Context) (any, error) {
+				args, err := mid.Run(ctx)
+				return fmt.Sprint(args...), err
+			})
+		},
+		spans: []string{
+			`asyncsteps.flow#1 <- -: Unset ""`,
+			`asyncsteps.await#2 <- asyncsteps.flow#1: Unset ""`,
+			`asyncsteps.flow#3 <- asyncsteps.await#2: Unset ""`,
+			`asyncsteps.await#4 <- asyncsteps.flow#3: Unset ""`,
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+				traced, _ := subflowLoops(t, otelsteps.Hooks(otelsteps.Config{TracerProvider: tp}), true)
+				untraced := asyncsteps.NewLoop()
+				t.Cleanup(untraced.Close)
+
+				inner := asyncsteps.New(asyncsteps.WithTool(traced))
+				inner.Await(func(context.Context) (any, error) { return 1, nil })
+				mid := asyncsteps.New(asyncsteps.WithTool(untraced))
+				asyncsteps.AwaitFlow(mid, inner)
+				outer := asyncsteps.New(asyncsteps.WithTool(traced))
+				c.run(outer, mid)
+				if args, err := outer.Run(context.Background()); err != nil || fmt.Sprint(args) != "[1]" {
+					t.Errorf("Run: %v %v, want [1] <nil>", args, err)
+				}
+				synctest.Wait()
+				if got, want := spanTree(rec), describeLines(c.spans); got != want {
+					t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+				}
+				if s, e := len(rec.Started()), len(rec.Ended()); s != e {
+					t.Errorf("%d spans started, %d ended", s, e)
+				}
+				checkSameTrace(t, rec.Ended())
+			})
+		})
+	}
+}
