@@ -238,8 +238,9 @@ type Handler struct {
 // answer to HEAD with no Body, the length of the body a GET would get,
 // and none with a Transfer-Encoding in Header. Over HTTP/2, which forbids
 // them, the connection-specific fields of HTTP/1 in Header (Connection,
-// Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade) are not sent:
-// a flow may answer with the header of an HTTP/1 upstream.
+// Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade) are not
+// sent, as header fields or as trailers ([http.TrailerPrefix]): a flow
+// may answer with the header of an HTTP/1 upstream.
 type Reply struct {
 	Status int
 	Header http.Header
@@ -647,12 +648,14 @@ func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply,
 		return
 	}
 	setFields(w.Header(), r.Header)
-	if req.ProtoMajor >= 2 {
-		dropConnectionFields(w.Header())
-	}
 	if sendsLength(w.Header(), req, r) {
 		// Complete even if flushed early (see goexited).
 		w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
+	}
+	if req.ProtoMajor >= 2 {
+		// After sendsLength: a Transfer-Encoding of r's still means no
+		// Content-Length of the Handler's.
+		dropConnectionFields(w.Header())
 	}
 	writeBody(w, status, r.Body)
 	o.Status = status
@@ -674,15 +677,26 @@ func setFields(dst, src http.Header) {
 
 // dropConnectionFields deletes from h, the header of an answer over
 // HTTP/2, the connection-specific fields of HTTP/1 that net/http's HTTP/2
-// server sends (it drops Connection and Transfer-Encoding itself). HTTP/2
-// forbids them, and a client treats the answer as malformed (curl and
-// browsers fail the stream); a Reply that forwards an HTTP/1 upstream's
-// header has a Keep-Alive.
+// server sends: it drops Connection itself, and a Transfer-Encoding but
+// for one of "trailers". HTTP/2 forbids them, TE too in an answer (only a
+// request may carry it), and a client treats the answer as malformed
+// (curl and browsers fail the stream); a Reply that forwards an HTTP/1
+// upstream's header has a Keep-Alive. A trailer of one of them, given
+// with [http.TrailerPrefix], goes too: net/http sends an Upgrade so.
 func dropConnectionFields(h http.Header) {
-	for _, k := range [...]string{"Keep-Alive", "Proxy-Connection", "Upgrade"} {
+	for _, k := range connectionFields {
 		delete(h, k)
 	}
+	for k := range h {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && slices.Contains(connectionFields[:], http.CanonicalHeaderKey(name)) {
+			delete(h, k)
+		}
+	}
 }
+
+// connectionFields are the fields dropConnectionFields deletes, in
+// canonical form.
+var connectionFields = [...]string{"Keep-Alive", "Proxy-Connection", "Te", "Transfer-Encoding", "Upgrade"}
 
 // sendsLength reports whether the answer to req with r has the length of
 // r.Body as its Content-Length, h being the answer's header, r's in it.

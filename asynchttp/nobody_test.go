@@ -166,3 +166,33 @@ func TestHandlerSendsNoConnectionFieldsOverHTTP2(t *testing.T) {
 		}
 	})
 }
+
+// The rest of RFC 9113's list is dropped over HTTP/2 too, which net/http's
+// HTTP/2 server sent: TE, which only a request may carry, a
+// Transfer-Encoding of "trailers" (the one value it lets through), and a
+// trailer of one of the fields, given with http.TrailerPrefix, which it
+// sends after the body (Upgrade: it drops the others). An ordinary trailer
+// is sent.
+func TestHandlerSendsNoTEOrConnectionTrailerOverHTTP2(t *testing.T) {
+	loop := newLoop(t)
+	h := &asynchttp.Handler{
+		Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			as.Success(&asynchttp.Reply{
+				Header: http.Header{
+					"Te": {"gzip"}, "Transfer-Encoding": {"trailers"},
+					http.TrailerPrefix + "Upgrade": {"h2c"}, http.TrailerPrefix + "keep-alive": {"timeout=5"},
+					http.TrailerPrefix + "X-Sum": {"1"}, "X-Id": {"7"},
+				},
+				Body: []byte("ok"),
+			})
+		},
+		Tool: func() asyncsteps.Tool { return loop },
+	}
+	srv, client, _ := serveProto(t, h, "HTTP/2.0")
+	resp, body, err := getAll(t, client, srv.URL)
+	header := fmt.Sprint(map[string][]string{"Te": resp.Header["Te"], "Transfer-Encoding": resp.Header["Transfer-Encoding"], "X-Id": resp.Header["X-Id"]})
+	trailer := fmt.Sprint(resp.Trailer)
+	if resp.Proto != "HTTP/2.0" || err != nil || body != "ok" || header != "map[Te:[] Transfer-Encoding:[] X-Id:[7]]" || trailer != "map[X-Sum:[1]]" {
+		t.Errorf("%s: body %q (%v), header %s, trailer %s; want HTTP/2.0, %q, only X-Id, only X-Sum", resp.Proto, body, err, header, trailer, "ok")
+	}
+}
