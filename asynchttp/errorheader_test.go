@@ -240,3 +240,36 @@ func TestHandlerErrorHeaderOfACancelledRequest(t *testing.T) {
 		t.Errorf("answered %d, ErrorHeader called with %q; want 503, %q", w.Code, got, want)
 	}
 }
+
+// The fields ErrorHeader sets go as a Reply's header does: over HTTP/2,
+// without the connection-specific fields of HTTP/1, which a client takes
+// for a malformed answer; over HTTP/1 as set (a 426 needs its Upgrade).
+// ErrorHeader is not given the request, and cannot tell the protocol
+// itself.
+func TestHandlerErrorHeaderSendsNoConnectionFieldsOverHTTP2(t *testing.T) {
+	loop := newLoop(t)
+	h := &asynchttp.Handler{
+		Tool:  func() asyncsteps.Tool { return loop },
+		Codes: map[string]int{"UpgradeRequired": http.StatusUpgradeRequired},
+		Flow:  fail("UpgradeRequired", "use TLS"),
+		ErrorHeader: func(header http.Header, _ *asyncsteps.Error, _ int) {
+			header["upgrade"] = []string{"TLS/1.2, HTTP/1.1"}
+			header.Set("Keep-Alive", "timeout=5")
+			header.Set("X-Id", "7")
+		},
+	}
+	fields := func(resp *http.Response) string {
+		return fmt.Sprint(map[string][]string{"Upgrade": resp.Header["Upgrade"], "Keep-Alive": resp.Header["Keep-Alive"], "X-Id": resp.Header["X-Id"]})
+	}
+	for _, c := range []struct{ proto, want string }{
+		{"HTTP/1.1", "map[Keep-Alive:[timeout=5] Upgrade:[TLS/1.2, HTTP/1.1] X-Id:[7]]"},
+		{"HTTP/2.0", "map[Keep-Alive:[] Upgrade:[] X-Id:[7]]"},
+	} {
+		srv, client, _ := serveProto(t, h, c.proto)
+		resp, body, err := getAll(t, client, srv.URL)
+		want := `{"error":"UpgradeRequired","info":"use TLS"}` + "\n"
+		if resp.Proto != c.proto || err != nil || resp.StatusCode != 426 || body != want || fields(resp) != c.want {
+			t.Errorf("%s: %d %q (%v), fields %s; want %s, 426 %q, %s", resp.Proto, resp.StatusCode, body, err, fields(resp), c.proto, want, c.want)
+		}
+	}
+}

@@ -180,6 +180,9 @@ type Handler struct {
 	// the status. The fields it sets are sent, each replacing the
 	// Handler's of its name (a Retry-After), but for Content-Type and
 	// Content-Length, which frame the JSON body and stay the Handler's.
+	// Over HTTP/2 the connection-specific fields of HTTP/1 among them
+	// (an Upgrade, a Keep-Alive) are dropped, as a [Reply]'s are; but
+	// WriteError, which is not given the request, sends them as set.
 	// e is the flow's error, with its Cause for errors.As; or the
 	// Handler's own: the InvalidRequest of a request body over its limit,
 	// the DefenseRejected "request cancelled" of a cancelled request, the
@@ -317,14 +320,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.abort(req, o, err)
 	case cancelled(req.Context()):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
-		o.answered(h.writeError(w, nil, o.Code, "request cancelled", h.status(o.Code)))
+		o.answered(h.writeError(w, req, nil, o.Code, "request cancelled", h.status(o.Code)))
 		if e := ownInternalError(req.Context(), err); e != nil {
 			h.logFailure(req, e, o.Status, st)
 		}
 	default:
 		e, status := h.errorAnswer(asFlowError(err))
 		o.Err, o.Code = e, e.Code
-		o.answered(h.writeError(w, e, e.Code, answeredInfo(e), status))
+		o.answered(h.writeError(w, req, e, e.Code, answeredInfo(e), status))
 		h.logFailure(req, e, o.Status, st)
 	}
 	if h.Done != nil {
@@ -465,7 +468,7 @@ func (h *Handler) goexited(w http.ResponseWriter, req *http.Request, o *Outcome,
 		// Without ErrorHeader, which may be the callback that called
 		// Goexit.
 		status = h.status(asyncsteps.InternalError)
-		h.writeErrorBody(w, asyncsteps.InternalError, internalInfo, status, nil)
+		h.writeErrorBody(w, req, asyncsteps.InternalError, internalInfo, status, nil)
 		o.Status = status
 	}
 	// Flushed, and Done called, before logging: the Goexit may come from
@@ -615,7 +618,7 @@ func (h *Handler) writeResult(w http.ResponseWriter, req *http.Request, args []a
 		if r == nil {
 			// A flow that meant to reply and lost its Reply: "null" with a
 			// 200 would hide the bug from the client and the server alike.
-			h.writeBadResult(w, o, nil, "asynchttp: the flow's result is a nil *Reply")
+			h.writeBadResult(w, req, o, nil, "asynchttp: the flow's result is a nil *Reply")
 			return
 		}
 		h.writeReply(w, req, r, o)
@@ -627,7 +630,7 @@ func (h *Handler) writeResult(w http.ResponseWriter, req *http.Request, args []a
 	}
 	body, err := marshal(args[0])
 	if err != nil {
-		h.writeBadResult(w, o, err, "asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
+		h.writeBadResult(w, req, o, err, "asynchttp: result not encodable as JSON", "type", fmt.Sprintf("%T", args[0]), "err", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -644,7 +647,7 @@ func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply,
 	if !finalStatus(status) {
 		// net/http panics on such a status, which would leave the client
 		// without an answer; the reply's headers are not sent.
-		h.writeBadResult(w, o, nil, "asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
+		h.writeBadResult(w, req, o, nil, "asynchttp: Reply.Status is not a final HTTP status", "status", r.Status)
 		return
 	}
 	setFields(w.Header(), r.Header)
@@ -737,10 +740,10 @@ func shadowed(h http.Header, k, ck string) bool {
 // writeBadResult answers a flow's result that cannot be answered as it
 // is: a 500 InternalError, logged with msg and args, and the outcome's
 // code and error, so that Done counts it as the error it is.
-func (h *Handler) writeBadResult(w http.ResponseWriter, o *Outcome, cause error, msg string, args ...any) {
+func (h *Handler) writeBadResult(w http.ResponseWriter, req *http.Request, o *Outcome, cause error, msg string, args ...any) {
 	e := &asyncsteps.Error{Code: asyncsteps.InternalError, Info: msg, Cause: cause}
 	o.Code, o.Err = asyncsteps.InternalError, e
-	o.answered(h.writeError(w, e, e.Code, internalInfo, h.status(e.Code)))
+	o.answered(h.writeError(w, req, e, e.Code, internalInfo, h.status(e.Code)))
 	// Logged once answered, as any failure: a Logger that calls Goexit
 	// then leaves this answer, and this outcome, to goexited.
 	h.logError(msg, args...)
@@ -759,24 +762,26 @@ const TimeoutInfo = "request timed out"
 // code stays empty, as the flow raised it. An info longer than 1 KiB is
 // answered clipped to it and "..." (see Errors and statuses in the
 // package documentation). ErrorHeader, if set, is called with an
-// [*asyncsteps.Error] of code and info; if it panics, the answer is its
-// 500, and that status is returned. A handler that does not run flows
+// [*asyncsteps.Error] of code and info, and its fields are sent as set,
+// whatever the protocol (w's request is not known); if it panics, the
+// answer is its 500, and that status is returned. A handler that does not run flows
 // can answer with it exactly as a Handler does.
 func (h *Handler) WriteError(w http.ResponseWriter, code, info string) int {
-	status, _ := h.writeError(w, nil, code, info, h.status(code))
+	status, _ := h.writeError(w, nil, nil, code, info, h.status(code))
 	return status
 }
 
 // writeError is WriteError with the status given, and e the error
-// answered for ErrorHeader (nil: one of code and info). It returns the
-// status written, and the Handler's InternalError if ErrorHeader
-// panicked, whose 500 was written instead.
-func (h *Handler) writeError(w http.ResponseWriter, e *asyncsteps.Error, code, info string, status int) (int, *asyncsteps.Error) {
+// answered for ErrorHeader (nil: one of code and info), req the request
+// answered (nil for WriteError's). It returns the status written, and
+// the Handler's InternalError if ErrorHeader panicked, whose 500 was
+// written instead.
+func (h *Handler) writeError(w http.ResponseWriter, req *http.Request, e *asyncsteps.Error, code, info string, status int) (int, *asyncsteps.Error) {
 	header, failed := h.errorHeader(e, code, info, status)
 	if failed != nil {
 		code, info, status = asyncsteps.InternalError, internalInfo, h.status(asyncsteps.InternalError)
 	}
-	h.writeErrorBody(w, code, info, status, header)
+	h.writeErrorBody(w, req, code, info, status, header)
 	return status, failed
 }
 
@@ -804,8 +809,10 @@ func (h *Handler) errorHeader(e *asyncsteps.Error, code, info string, status int
 }
 
 // writeErrorBody writes the JSON error body of code and info with status,
-// the fields of header (ErrorHeader's, or nil) replacing the Handler's.
-func (h *Handler) writeErrorBody(w http.ResponseWriter, code, info string, status int, header http.Header) {
+// the fields of header (ErrorHeader's, or nil) replacing the Handler's:
+// over HTTP/2 without those that it forbids, as a Reply's (req nil: the
+// protocol is not known).
+func (h *Handler) writeErrorBody(w http.ResponseWriter, req *http.Request, code, info string, status int, header http.Header) {
 	if info == "" && code == asyncsteps.Timeout {
 		info = TimeoutInfo
 	}
@@ -816,6 +823,9 @@ func (h *Handler) writeErrorBody(w http.ResponseWriter, code, info string, statu
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.RetryAfter)))
 	}
 	setFields(w.Header(), header)
+	if req != nil && req.ProtoMajor >= 2 {
+		dropConnectionFields(w.Header())
+	}
 	body, _ := json.Marshal(errorBody{Error: code, Info: info}) // strings always encode
 	writeJSON(w, status, body)
 }
