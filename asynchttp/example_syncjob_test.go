@@ -41,15 +41,26 @@ func (e *busyAnswer) FutoInCode() string { return asyncsteps.CommError }
 // asyncsteps.Throttle and asyncsteps.Limiter.
 type holder interface{ Hold(until time.Time) }
 
+// attemptTimeout bounds each attempt of a request, its wait for the
+// limits included; maxHold bounds how long a Retry-After holds every
+// job's requests. A hold as long as an attempt would time out every
+// request waiting for it, and no hold can be lifted: an upstream's "wait
+// a day" must not stop every job for a day. A request sent as a shorter
+// hold ends may be answered 429 again: it holds the limits again.
+const (
+	attemptTimeout = 5 * time.Second
+	maxHold        = 2 * time.Second
+)
+
 // getJSON adds the steps that GET url, retried, and pass its JSON answer
 // to then. A 429 or 503 is retried after its Retry-After, another 5xx or
 // a transport error after a backoff, a 4xx not at all. A Retry-After
-// holds the Client's Guard too, so that every job waits, not only the
-// request that was answered so.
+// holds the Client's Guard too, for maxHold at most, so that every job
+// waits, not only the request that was answered so.
 func getJSON[T any](as asyncsteps.AsyncSteps, c *asynchttp.Client, url string, then func(as asyncsteps.AsyncSteps, v T)) {
 	asyncsteps.Retry(as, asyncsteps.RetryOptions{
 		Attempts: 4,
-		Timeout:  5 * time.Second, // each attempt, its wait for the limits included
+		Timeout:  attemptTimeout,
 		Delay: func(n int, err error) time.Duration {
 			if busy := (*busyAnswer)(nil); errors.As(err, &busy) && busy.wait > 0 {
 				return busy.wait // one past the job's deadline fails the job at once
@@ -64,7 +75,7 @@ func getJSON[T any](as asyncsteps.AsyncSteps, c *asynchttp.Client, url string, t
 				now := as.Tool().Now()
 				wait, _ := asynchttp.RetryAfter(resp.Header, now)
 				if h, ok := c.Guard.(holder); ok && wait > 0 {
-					h.Hold(now.Add(wait))
+					h.Hold(now.Add(min(wait, maxHold)))
 				}
 				asyncsteps.Fail(as, &busyAnswer{status: s, wait: wait})
 			case s >= 500:
@@ -111,9 +122,9 @@ func syncJob(as asyncsteps.AsyncSteps, c *asynchttp.Client, base string) {
 // fetches each item's details, 4 at a time, all within the provider's
 // limits shared by every job (10 requests within any second, one each
 // 100ms, and 8 in flight), and honours a 429's Retry-After within the
-// job's budget, holding every job's requests until then. The provider
-// here answers its first request for item c with a 429 that asks for a
-// second.
+// job's budget, holding every job's requests until then (2s at most).
+// The provider here answers its first request for item c with a 429 that
+// asks for a second.
 func ExampleClient_syncJob() {
 	pages := map[string]page{"": {Items: []string{"a", "b", "c"}, Next: "p2"}, "p2": {Items: []string{"d", "e"}}}
 	askedToWait := false

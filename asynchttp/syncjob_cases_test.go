@@ -282,6 +282,46 @@ func TestSyncJobRetryAfterBeyondTheBudgetFailsAtOnce(t *testing.T) {
 	})
 }
 
+// A Retry-After longer than an attempt's Timeout holds the shared limits
+// for maxHold only: the other items' attempts, whose Timeout covers their
+// wait for the limits, would all time out under a hold of its length (25s
+// failed the job with a Timeout at 20.64s, where it waits 25s for a
+// alone). Item e waits with the hold, 2s; a waits the 25s.
+func TestSyncJobLongRetryAfterHoldsTheOthersAtMostMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newProvider(20*time.Millisecond, map[string]page{"": {Items: []string{"a", "b", "c", "d", "e"}}},
+			map[string][]reply{"/items/a": {{status: 429, retryAfter: after("25")}}})
+		wantJob(t, runJob(p, time.Minute, 0), "5 items: A B C D E", "<nil>", 25060*time.Millisecond,
+			"0s-20ms /items?cursor= 200",
+			"20ms-40ms /items/a 429",
+			"20ms-40ms /items/b 200",
+			"20ms-40ms /items/c 200",
+			"20ms-40ms /items/d 200",
+			"2.04s-2.06s /items/e 200",
+			"25.04s-25.06s /items/a 200")
+	})
+}
+
+// No hold can be lifted: a Retry-After of a day, which fails the job that
+// got it at once, holds the next job on the same limits for maxHold, not
+// for the day (that job failed with a Timeout, nothing sent).
+func TestSyncJobRetryAfterOfADayHoldsTheNextJobAtMostMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newProvider(20*time.Millisecond, map[string]page{"": {Items: []string{"a", "b"}}},
+			map[string][]reply{"/items/a": {{status: 429, retryAfter: after("86400")}}})
+		c := providerClient(p)
+		wantJob(t, runJobOn(c, p, 10*time.Second, 0), "", "CommError: provider answered 429", 40*time.Millisecond,
+			"0s-20ms /items?cursor= 200",
+			"20ms-40ms /items/a 429",
+			"20ms-40ms /items/b 200")
+		p.log = nil
+		wantJob(t, runJobOn(c, p, time.Minute, 0), "2 items: A B", "<nil>", 2080*time.Millisecond,
+			"2.04s-2.06s /items?cursor= 200",
+			"2.06s-2.08s /items/a 200",
+			"2.06s-2.08s /items/b 200")
+	})
+}
+
 // A 5xx without Retry-After and a transport error are retried after the
 // backoff (100ms, then 200ms); a 4xx other than 429 is not retried.
 func TestSyncJobRetriesServerErrorsNotClientErrors(t *testing.T) {
