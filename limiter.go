@@ -70,10 +70,11 @@ type LimiterOptions struct {
 	// entries just before a period's end and Rate as the next begins make
 	// 2×Rate-1 within moments. A shorter Period with a smaller Rate
 	// halves that (5 per 500ms for 10 a second: 9 rather than 19); while
-	// flows wait, Rate enter at the start of each period. Rate 1 per
-	// Period/Rate, rounded up (1 per 100ms for 10 a second), never lets
-	// more than Rate in within any window of Period: what an upstream
-	// that counts over a sliding window allows.
+	// flows wait, Rate enter at the start of each period. A Rate of 1
+	// with Period divided by the rate, rounded up (1 per 100ms for 10 a
+	// second), never lets more than that rate in within any window of
+	// the whole Period, as flows enter: what an upstream that counts over
+	// a sliding window allows, less a margin for the latencies.
 	Burst int
 }
 
@@ -135,10 +136,11 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 }
 
 // Hold keeps every flow out of the Limiter's rate limit until the
-// instant until, as [Throttle.Hold] does: the flows that hold a slot of Concurrent, or come
-// and take one, wait for the hold's end with the flows waiting for the
-// rate, within Burst. A Limiter with no Rate has no rate limit to hold:
-// its Hold does nothing.
+// instant until, as [Throttle.Hold] does: the flows that hold a slot of
+// Concurrent, or come and take one, wait for the hold's end with the
+// flows waiting for the rate, within Burst. A Limiter with no Rate has no
+// rate limit to hold: its Hold does nothing, so a Limiter that must pause
+// for an upstream needs a Rate.
 func (l *Limiter) Hold(until time.Time) {
 	if l.rated {
 		l.throttle.Hold(until)

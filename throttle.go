@@ -22,8 +22,10 @@ import (
 // moments: an upstream that allows max within any sliding window of the
 // period's length refuses some. One entry per period/max (the division
 // rounded up: NewThrottle(1, 100*time.Millisecond) for 10 a second)
-// spaces the entries evenly and never lets more than max in within any
-// such window. An upstream that asks to wait (a 429 with a Retry-After)
+// spaces the entries at least that far apart and never lets more than
+// max in within any such window, as they enter, on their clock; the
+// upstream sees them after latencies that vary, so leave it a margin. An
+// upstream that asks to wait (a 429 with a Retry-After)
 // is answered with [Throttle.Hold], which keeps every flow out until
 // then.
 //
@@ -148,13 +150,20 @@ func (t *Throttle) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
 // as.Tool().Now().Add(wait) (a [Loop] reads the wall clock, a [TestTool]
 // its virtual one, so an instant read from time.Now holds the flows of a
 // TestTool for years). The current period lets no more flows in, and
-// lasts until that instant if it would end before; the flows that wait or come meanwhile queue, within
-// the queue limit, and enter as the next period begins, max at once, in
-// their order. So a provider's answer "429, Retry-After: 5" pauses every
-// flow that shares the Throttle, on every loop, not only the one that
-// got it. A Hold that ends no later than one already made does nothing;
-// one made while the Throttle is idle, whose instant has passed as a
-// flow comes, keeps nobody out.
+// lasts until that instant if it would end before (a Hold whose instant
+// has passed still fills it); the flows that wait or come meanwhile
+// queue, within the queue limit, and enter as the next period begins,
+// max at once, in their order. So a provider's answer "429, Retry-After:
+// 5" pauses every flow that shares the Throttle, on every loop, not only
+// the one that got it. A Hold that ends no later than one already made
+// does nothing; one made while the Throttle is idle, whose instant has
+// passed as a flow comes, keeps nobody out.
+//
+// No hold can be shortened or lifted, and a flow counts its wait for one
+// in any timeout around it (a [Retry] attempt's): cap a wait that an
+// upstream asks for before holding, so that a wrong Retry-After (a day, a
+// date from a clock that is off) does not stop every flow for as long,
+// nor fail every flow that waits under a shorter timeout.
 //
 // Hold arms no timer of its own: the end of a hold is timed on the tool
 // of a flow that waits for it, as a period's end is, or by the first

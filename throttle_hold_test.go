@@ -2,10 +2,11 @@ package asyncsteps_test
 
 // Throttle.Hold and Limiter.Hold on virtual time, with exact entry times:
 // the queue let in at the hold's end, a hold while idle, holds that do not
-// shorten one set, a hold shorter than the period, a cancel and a full
-// queue while held, a flow at the hold's end, a Limiter; on Loops in a
-// testing/synctest bubble, a hold across loops, one of them closing. And
-// the rate a provider that counts over any sliding window sees.
+// shorten one set, a hold shorter than the period, one whose instant has
+// passed, a cancel and a full queue while held, a flow at the hold's end,
+// a Limiter; on Loops in a testing/synctest bubble, a hold across loops,
+// one of them closing. And the rate a provider that counts over any
+// sliding window sees.
 
 import (
 	"context"
@@ -133,6 +134,21 @@ func TestThrottleHoldShorterThanThePeriod(t *testing.T) {
 	h.enterAt(1100*time.Millisecond, "c")
 	drive(t, tt)
 	wantTrace(t, &h.tr, "a@0,b@1000,c@1100")
+	syncWantIdle(t, tt)
+}
+
+// A Hold whose instant has passed, made while a period runs, still fills
+// that period: Hold reads no clock to tell it has passed. The period
+// ends at its own end.
+func TestThrottleHoldPastFillsThePeriod(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	th := asyncsteps.NewThrottle(2, time.Second)
+	h := &holdTrace{tt: tt, obj: th}
+	h.enterAt(0, "a")
+	holdAt(tt, 500*time.Millisecond, 100*time.Millisecond, th.Hold)
+	h.enterAt(600*time.Millisecond, "b")
+	drive(t, tt)
+	wantTrace(t, &h.tr, "a@0,b@1000")
 	syncWantIdle(t, tt)
 }
 
