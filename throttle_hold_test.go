@@ -11,6 +11,8 @@ package asyncsteps_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -300,5 +302,108 @@ func TestThrottleOnePerIntervalKeepsToTheRateInEveryWindow(t *testing.T) {
 		if n > 10 {
 			t.Errorf("%d entries within a second of %v", n, entries[i])
 		}
+	}
+}
+
+// A Hold from a goroutine of no loop, while the period's timer runs on
+// one Loop and a flow of another waits, keeps that flow out until the
+// hold's end: the old timer does nothing, the waiter's loop times the
+// rest.
+func TestThrottleHoldFromAnotherGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing, waiting := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer timing.Close()
+		defer waiting.Close()
+		te := &throttleEntries{t: t, th: asyncsteps.NewThrottle(1, time.Minute), start: time.Now()}
+		wantEntered(t, "a", te.enter(timing, "a"))
+		w := te.enter(waiting, "w")
+		synctest.Wait()
+		time.Sleep(10 * time.Second)
+		te.th.Hold(time.Now().Add(time.Hour))
+		wantEntered(t, "w", w)
+		wantTrace(t, &te.tr, "a at 0s,w at 1h0m10s")
+	})
+}
+
+// A Hold with no flow waiting, whose period's Loop then closes, leaves
+// the rest untimed: a flow that comes after the hold's end enters at
+// once, timing the next period, not waiting for a timer nobody armed.
+func TestThrottleHoldThenItsLoopClosesWithNoWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		doomed, live := asyncsteps.NewLoop(), asyncsteps.NewLoop()
+		defer live.Close()
+		te := &throttleEntries{t: t, th: asyncsteps.NewThrottle(1, time.Minute), start: time.Now()}
+		wantEntered(t, "a", te.enter(doomed, "a"))
+		time.Sleep(10 * time.Second)
+		te.th.Hold(time.Now().Add(time.Hour))
+		doomed.Close()
+		time.Sleep(2 * time.Hour)
+		wantEntered(t, "late", te.enter(live, "late"))
+		wantEntered(t, "next", te.enter(live, "next"))
+		wantTrace(t, &te.tr, "a at 0s,late at 2h0m10s,next at 2h1m10s")
+	})
+}
+
+// Holds made from many goroutines while flows of two Loops enter, for
+// -race: no flow enters within a hold made before it (the bubble's clock
+// stands still between a flow's entry and its step, so a hold made at the
+// instant of an entry may come either side of it), and every flow enters.
+func TestThrottleHoldsFromManyGoroutines(t *testing.T) {
+	for seed := range uint64(5) {
+		synctest.Test(t, func(t *testing.T) {
+			loops := []*asyncsteps.Loop{asyncsteps.NewLoop(), asyncsteps.NewLoop()}
+			defer loops[0].Close()
+			defer loops[1].Close()
+			th := asyncsteps.NewThrottle(2, 10*time.Millisecond)
+			start := time.Now()
+			var mu sync.Mutex
+			var holds [][2]time.Duration // made at, until
+			var entries []time.Duration
+			var flows []<-chan asyncsteps.Result
+			var wg sync.WaitGroup
+			for g := range uint64(4) {
+				wg.Go(func() { // holds
+					rng := rand.New(rand.NewPCG(seed, g))
+					for range 10 {
+						time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
+						now := time.Now()
+						until := now.Add(time.Duration(rng.IntN(40)) * time.Millisecond)
+						th.Hold(until)
+						mu.Lock()
+						holds = append(holds, [2]time.Duration{now.Sub(start), until.Sub(start)})
+						mu.Unlock()
+					}
+				})
+				wg.Go(func() { // flows
+					rng := rand.New(rand.NewPCG(seed, 100+g))
+					for range 25 {
+						time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+						r := asyncsteps.New(asyncsteps.WithTool(loops[g%2]))
+						r.Sync(th, func(asyncsteps.AsyncSteps, ...any) {
+							mu.Lock()
+							entries = append(entries, time.Since(start))
+							mu.Unlock()
+						})
+						mu.Lock()
+						flows = append(flows, r.Promise())
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			for _, f := range flows {
+				wantSuccess(t, <-f)
+			}
+			if len(entries) != 100 {
+				t.Errorf("%d entries, want 100", len(entries))
+			}
+			for _, e := range entries {
+				for _, h := range holds {
+					if e > h[0] && e < h[1] {
+						t.Errorf("an entry at %v, within the hold made at %v until %v", e, h[0], h[1])
+					}
+				}
+			}
+		})
 	}
 }
