@@ -4,18 +4,29 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/asyncsteps/asyncsteps/internal/toolinfo"
 )
 
 // claimObserver is an observer of AwaitFlow steps that says when a step
 // starts, and sends each end it is told of, with its error and its
-// context's Err; with hold set, it waits in that end until hold closes.
+// context's Err; with hold set, it says it has entered the end (on
+// entered), and waits until hold closes before it reads them, as an
+// observer that takes its time does.
 type claimObserver struct {
-	started chan struct{}
-	ends    chan [2]error
-	hold    chan struct{}
+	started       chan struct{}
+	ends          chan [2]error
+	entered, hold chan struct{}
+}
+
+// newClaimObserver returns a claimObserver, one that holds if hold.
+func newClaimObserver(hold bool) claimObserver {
+	o := claimObserver{started: make(chan struct{}), ends: make(chan [2]error, 2)}
+	if hold {
+		o.entered, o.hold = make(chan struct{}, 2), make(chan struct{})
+	}
+	return o
 }
 
 func (o claimObserver) AwaitFlowStart(ctx context.Context) context.Context {
@@ -24,26 +35,29 @@ func (o claimObserver) AwaitFlowStart(ctx context.Context) context.Context {
 }
 
 func (o claimObserver) AwaitFlowEnd(ctx context.Context, err error) {
-	o.ends <- [2]error{err, ctx.Err()}
 	if o.hold != nil {
+		o.entered <- struct{}{}
 		<-o.hold
 	}
+	o.ends <- [2]error{err, ctx.Err()}
 }
 
-// runClaimRace runs an AwaitFlow step whose awaited flow, on another
-// loop, succeeds once the step's callback has returned, so that the
-// goroutine that waits for it delivers its Result; once between returns
-// (as the goroutine reaches the claim of the step's completion, or is
-// held in the observer's end), it cancels the step's flow, and once that
-// flow has ended, lets the goroutine go on (goOn). It returns the end
-// told, given by end, and fails t if another is told.
-func runClaimRace(t *testing.T, obs claimObserver, between func(), goOn func(), end func() [2]error) [2]error {
+// runClaimRace runs, in a synctest bubble, an AwaitFlow step whose
+// awaited flow, on another loop, runs last (its last step) once the
+// step's callback has returned, so that the goroutine that waits for it
+// delivers its Result; once between returns (as the goroutine reaches
+// the claim of the step's completion, or is held in the observer's end),
+// it cancels the step's flow, and once that flow has ended, lets the
+// goroutine go on (goOn). It returns the end told, and fails t if
+// another is told once every goroutine of the bubble has stopped.
+func runClaimRace(t *testing.T, obs claimObserver, last StepFunc, between func(), goOn func()) [2]error {
 	loop, other := NewLoop(), NewLoop()
 	defer loop.Close()
 	defer other.Close()
 	gate := make(chan struct{})
 	awaited := New(WithTool(other))
 	awaited.Add(func(as AsyncSteps, _ ...any) { AwaitChan(as, gate) })
+	awaited.Add(last)
 	r := New(WithTool(loop))
 	AwaitFlow(r, awaited)
 	res := r.PromiseContext(context.WithValue(context.Background(), toolinfo.AwaitFlowKey{}, toolinfo.AwaitFlowObserver(obs)))
@@ -58,18 +72,20 @@ func runClaimRace(t *testing.T, obs claimObserver, between func(), goOn func(), 
 		t.Errorf("the flow ended with %v, want cancelled", got)
 	}
 	goOn()
-	told := end()
-	// Whatever the goroutine posted to the loop has run after this.
-	done := make(chan struct{})
-	loop.Immediate(func() { close(done) })
-	<-done
+	told := <-obs.ends
+	// The goroutine that delivered the Result has ended, and the loops
+	// have run what it posted: a second end would have been told.
+	synctest.Wait()
 	select {
 	case more := <-obs.ends:
 		t.Errorf("a second end was told: %v", more)
-	case <-time.After(10 * time.Millisecond):
+	default:
 	}
 	return told
 }
+
+// succeedLast is the last step of an awaited flow that succeeds.
+func succeedLast(as AsyncSteps, _ ...any) { as.Success(1) }
 
 // The end of an AwaitFlow step is told as the step sees it. A cancel
 // that ends the step after the goroutine that waited for the awaited
@@ -79,15 +95,16 @@ func runClaimRace(t *testing.T, obs claimObserver, between func(), goOn func(), 
 // claimed the completion after: otelsteps' span of the step said it
 // succeeded, for a step that was cancelled.
 func TestAwaitFlowEndIsACancelThatCameBeforeTheClaim(t *testing.T) {
-	obs := claimObserver{started: make(chan struct{}), ends: make(chan [2]error, 2)}
-	reached, release := make(chan struct{}), make(chan struct{})
-	testHookAwaitFlowClaim = func() { close(reached); <-release }
-	defer func() { testHookAwaitFlowClaim = nil }()
-	end := runClaimRace(t, obs, func() { <-reached }, func() { close(release) },
-		func() [2]error { return <-obs.ends })
-	if end[0] != nil || end[1] != context.Canceled {
-		t.Errorf("the end was told with %v, ctx.Err %v; want <nil>, context canceled", end[0], end[1])
-	}
+	synctest.Test(t, func(t *testing.T) {
+		reached, release := make(chan struct{}), make(chan struct{})
+		testHookAwaitFlowClaim = func() { close(reached); <-release }
+		defer func() { testHookAwaitFlowClaim = nil }()
+		end := runClaimRace(t, newClaimObserver(false), succeedLast,
+			func() { <-reached }, func() { close(release) })
+		if end[0] != nil || end[1] != context.Canceled {
+			t.Errorf("the end was told with %v, ctx.Err %v; want <nil>, context canceled", end[0], end[1])
+		}
+	})
 }
 
 // The other order: a success claimed before the cancel has completed the
@@ -96,12 +113,11 @@ func TestAwaitFlowEndIsACancelThatCameBeforeTheClaim(t *testing.T) {
 // claimed, where the observer holds the goroutine until the flow has
 // ended.
 func TestAwaitFlowEndIsTheSuccessClaimedBeforeACancel(t *testing.T) {
-	hold := make(chan struct{})
-	obs := claimObserver{started: make(chan struct{}), ends: make(chan [2]error, 2), hold: hold}
-	var end [2]error
-	got := runClaimRace(t, obs, func() { end = <-obs.ends }, func() { close(hold) },
-		func() [2]error { return end })
-	if got[0] != nil || got[1] != nil {
-		t.Errorf("the end was told with %v, ctx.Err %v; want <nil>, <nil>", got[0], got[1])
-	}
+	synctest.Test(t, func(t *testing.T) {
+		obs := newClaimObserver(true)
+		got := runClaimRace(t, obs, succeedLast, func() { <-obs.entered }, func() { close(obs.hold) })
+		if got[0] != nil || got[1] != nil {
+			t.Errorf("the end was told with %v, ctx.Err %v; want <nil>, <nil>", got[0], got[1])
+		}
+	})
 }
