@@ -204,12 +204,32 @@ func (w *flowWatch) startFlow(h *stepAPI, other *Root) <-chan Result {
 
 // end reports the end of the step to the observer, with err, the error
 // the step fails with (nil: none), unless an end was reported already.
-// The step has ended, or ends as it would have: a panic of the observer
-// is logged.
 func (w *flowWatch) end(err *Error) {
 	if w == nil || !w.ended.CompareAndSwap(false, true) {
 		return
 	}
+	w.tell(err)
+}
+
+// cancelled reports the end of a step that a cancel or a timeout ended,
+// or the closing of its loop, unless an end was reported already: the
+// step's context is cancelled first, and says which. Only then: the
+// cancel handler of a step whose failure another goroutine has claimed
+// runs, as applying the failure would, while that goroutine tells the
+// failure; cancelled under the observer, the context made that end read
+// as a cancel too.
+func (w *flowWatch) cancelled() {
+	if w == nil || !w.ended.CompareAndSwap(false, true) {
+		return
+	}
+	w.step.cancel()
+	w.tell(nil)
+}
+
+// tell tells the observer the end of the step, with err as for end, once
+// the caller has taken the right to. The step has ended, or ends as it
+// would have: a panic of the observer is logged.
+func (w *flowWatch) tell(err *Error) {
 	close(w.told)
 	defer recoverHook("AwaitFlowEnd")
 	if err == nil {
@@ -217,16 +237,6 @@ func (w *flowWatch) end(err *Error) {
 		return
 	}
 	w.obs.AwaitFlowEnd(w.ctx, err)
-}
-
-// cancelled reports the end of a step that a cancel or a timeout ended,
-// or the closing of its loop: the step's context is cancelled first, and
-// says which.
-func (w *flowWatch) cancelled() {
-	if w != nil {
-		w.step.cancel()
-		w.end(nil)
-	}
 }
 
 // endOrDrop waits, on the goroutine that handed the step's Result to its

@@ -121,3 +121,22 @@ func TestAwaitFlowEndIsTheSuccessClaimedBeforeACancel(t *testing.T) {
 		}
 	})
 }
+
+// A failure claimed before a cancel is the end told, with the step's
+// context as it was: the cancel that comes then runs the step's cancel
+// handler, as applying the failure would (the step has failed; the flow
+// ends cancelled), and the end has been told already. Before, that
+// handler cancelled the context under the observer still reading it:
+// the end read as a failure and a cancel at once, and otelsteps' span of
+// the step, which looks at the context first, said cancelled or failed
+// as the goroutines went.
+func TestAwaitFlowEndIsTheFailureClaimedBeforeACancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := newClaimObserver(true)
+		fail := func(as AsyncSteps, _ ...any) { as.Error(InvalidRequest, "bad") }
+		got := runClaimRace(t, obs, fail, func() { <-obs.entered }, func() { close(obs.hold) })
+		if e, _ := got[0].(*Error); e == nil || e.Code != InvalidRequest || e.Info != "bad" || got[1] != nil {
+			t.Errorf("the end was told with %v, ctx.Err %v; want InvalidRequest: bad, <nil>", got[0], got[1])
+		}
+	})
+}

@@ -28,7 +28,7 @@
 // flow's success is being delivered ends the span cancelled if it ended
 // the step first (the success then has no effect), and the success ends
 // it if the step took that first (the cancel then runs no cancel handler
-// of the step's). Through a decorator of the step's AsyncSteps whose
+// of the step's); a failure the step took first ends it failed. Through a decorator of the step's AsyncSteps whose
 // Success panics, or raises an error, before it completes the step, the
 // span fails with the error the step fails with. The awaited flow's
 // span, which the step cancels then, ends with that flow's own outcome,

@@ -270,8 +270,11 @@ type AwaitFlowKey struct{}
 // is the step's, as the step takes it. A cancel or a timeout that ends
 // the step before that claim is the end told, and the awaited flow's
 // outcome comes to nothing; one that comes after a success claimed finds
-// the step completed, and the success is told. A panic in it is logged,
-// and the step ends as it would have.
+// the step completed, and the success is told; one that comes after a
+// failure claimed runs the step's cancel handler, as applying the
+// failure would, and the failure is told. ctx is cancelled only for a
+// cancel that is the end told: never under a told success or failure.
+// A panic in it is logged, and the step ends as it would have.
 type AwaitFlowObserver interface {
 	AwaitFlowStart(ctx context.Context) context.Context
 	AwaitFlowEnd(ctx context.Context, err error)
