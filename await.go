@@ -276,8 +276,10 @@ func (c *subflowCtx) String() string { return "asyncsteps.AwaitFlow context" }
 // with a Cause, or one other raised while its loop runs on, is other's
 // own, passed on as it is. The end of the step, with the error it fails
 // with, goes to w, if not nil, as the step takes it: on the goroutine
-// that received res, once the completion is claimed (see
-// completeOutside); on the loop, before the step completes.
+// that received res, once the completion is claimed, before it is
+// written (see completeOutside); on the loop, once the step has taken
+// the completion, from what it took (see deliverInTask and
+// deliverInCallback).
 func completeAwaited(other *Root) func(as AsyncSteps, h *stepAPI, res Result, w *flowWatch) {
 	return func(as AsyncSteps, h *stepAPI, res Result, w *flowWatch) {
 		if e, ok := res.Err.(*Error); ok && e.Code == InternalError && e.Info == loopClosedInfo &&
@@ -389,15 +391,17 @@ func (w *flowWatch) deliverInCallback(as AsyncSteps, h *stepAPI, res Result) {
 // may come first.
 var testHookAwaitFlowClaim func()
 
-// completeOutside completes h, the step of w (nil: none to tell), from outside its callback,
-// as Success(args...) from another goroutine does, or fails it with e if
-// not nil, as complete does, and tells w of the end once the completion
-// is claimed, as the step then sees it: a cancel that ends the step
-// first runs its cancel handler, which tells the cancel, and the
-// completion has no effect; one that comes after a claimed success finds
-// the step completed, and runs no cancel handler
-// (docs/DESIGN.md#cancel-handlers). Told before the claim, the success
-// was the end of a step that was cancelled. The completion is written
+// completeOutside completes h, the step of w (nil: none to tell), from
+// outside its callback, as Success(args...) from another goroutine does,
+// or fails it with e if not nil, as complete does, and tells w of the
+// end once the completion is claimed, as the step then sees it: a cancel
+// that ends the step first runs its cancel handler, which tells the
+// cancel, and the completion has no effect; one that comes after a
+// claimed success finds the step completed, and runs no cancel handler
+// (docs/DESIGN.md#cancel-handlers); one that comes after a claimed
+// failure runs it, as applying the failure would, and it finds the
+// failure told (see flowWatch.cancelled). Told before the claim, the
+// success was the end of a step that was cancelled. The completion is written
 // after the end is told, also when the observer calls runtime.Goexit:
 // the claim keeps the step for it until then.
 func (w *flowWatch) completeOutside(h *stepAPI, args []any, e *Error) {
