@@ -19,6 +19,11 @@
 //		...
 //	})
 //
+// [Throttle.Hold] and [Limiter.Hold] keep every flow of the cluster out
+// of a rate limit until an instant, as their in-process counterparts do
+// in one process: an upstream's 429 with a Retry-After, met by one
+// process, pauses them all.
+//
 // # Zero values differ from the core's
 //
 // An option left at zero does not mean here what it means for the
@@ -69,6 +74,10 @@
 //     for Options.Recheck, and one that does not answer within OpTimeout
 //     is closed and made again, which wakes every waiter; meanwhile the
 //     re-checks wake them.
+//   - Redis lost as a hold is made ([Throttle.Hold]): the hold goes with
+//     each round trip of its Throttle until Redis takes it or its end
+//     passes; meanwhile a FailOpen Throttle keeps this process's flows
+//     out until the end of this process's own hold, not another's.
 //   - Redis lost while flows hold a Mutex: their sections run on; their
 //     leases are not renewed and run out TTL after the last renewal.
 //   - Redis stalled (paused, or blocked by a slow command or a fork)
@@ -190,8 +199,9 @@
 // "P:{N}:fence", "P:{N}:fence:server", "P:{N}:gone" and "P:{N}:call:ID:K"
 // (Mutex; the third names the Redis server that raised the counter, see
 // [Mutex]; the fourth holds the tombstones of leases given back after a
-// round trip that failed, see Faults) or "P:{N}:tat" and
-// "P:{N}:call:ID:K" (Throttle), and the channel "P:released". A
+// round trip that failed, see Faults) or "P:{N}:tat", "P:{N}:hold" and
+// "P:{N}:call:ID:K" (Throttle; the second holds the end of a hold, see
+// [Throttle.Hold]), and the channel "P:released". A
 // "call:ID:K" key records the last call of one Syncer of one process (see
 // Faults): ID is its Client's [Client.ID], K a number the Client gives
 // the Syncer. A [Limiter] named N is a Mutex named "N/concurrent" and a
@@ -208,10 +218,11 @@
 // Clients on that tag's node.
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
-// has passed, a call record 2×OpTimeout after its call. A Mutex's
-// "holders" goes when its last lease is given back, or expires a second
-// after the lease in it that runs out last (whatever TTL each process
-// gives its leases), "gone" a second after its last tombstone, and a call
+// has passed, "hold" a ms or two after the hold's end, a call record
+// 2×OpTimeout after its call. A Mutex's "holders" goes when its last
+// lease is given back, or expires a second after the lease in it that
+// runs out last (whatever TTL each process gives its leases), "gone" a
+// second after its last tombstone, and a call
 // record two minutes after its call, and its "fence" keys a day after
 // its last lease (or, for a counter ahead of Redis's clock, a day after
 // the clock has caught up with it): tokens keep growing all the same,

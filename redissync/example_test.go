@@ -70,3 +70,40 @@ func ExampleClient_NewMutex() {
 	// B holds the lock
 	// A: <nil> B: <nil>
 }
+
+// Two instances of a service share a Throttle of an upstream's rate.
+// The first meets a 429 with "Retry-After: 1": its Hold keeps the flows
+// of every instance out until then, not only its own retry.
+func ExampleThrottle_Hold() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redissync.RedisForExamples()})
+	defer rdb.Close()
+	opts := redissync.ThrottleOptions{Rate: 10, MaxQueue: 100} // the upstream's 10 a second
+	a, _ := redissync.New(ctx, rdb, redissync.Options{Prefix: "example-hold"})
+	defer a.Close()
+	b, _ := redissync.New(ctx, rdb, redissync.Options{Prefix: "example-hold"})
+	defer b.Close()
+	apiA, apiB := a.NewThrottle("api", opts), b.NewThrottle("api", opts)
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+
+	var until time.Time
+	ra := asyncsteps.New(asyncsteps.WithTool(loop))
+	ra.Sync(apiA, func(as asyncsteps.AsyncSteps, _ ...any) {
+		// ... the upstream answered 429, "Retry-After: 1"
+		until = as.Tool().Now().Add(time.Second)
+		apiA.Hold(until)
+	})
+	fmt.Println("A:", (<-ra.Promise()).Err)
+
+	time.Sleep(200 * time.Millisecond) // B's request comes a moment later
+	rb := asyncsteps.New(asyncsteps.WithTool(loop))
+	rb.Sync(apiB, func(as asyncsteps.AsyncSteps, _ ...any) {
+		fmt.Println("B entered at the hold's end:", !time.Now().Before(until))
+	})
+	fmt.Println("B:", (<-rb.Promise()).Err)
+	// Output:
+	// A: <nil>
+	// B entered at the hold's end: true
+	// B: <nil>
+}

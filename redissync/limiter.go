@@ -86,6 +86,22 @@ func (l *Limiter) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror 
 	syncSection(as, f, onerror, l.mutex, l.throttle)
 }
 
+// Hold keeps every flow of the cluster out of the Limiter's rate limit
+// until the instant until, as [Throttle.Hold] does; in Redis, the hold is
+// that of the Throttle named N/rate. A Limiter here always has a rate
+// limit (a zero Rate means 1), so its Hold always holds, where the
+// in-process [asyncsteps.Limiter] without Rate holds nothing. The flows
+// that hold a concurrency slot, or come and take one, wait for the
+// hold's end with the flows waiting for the rate, within Burst (with
+// none, they are refused at once): their slots stay taken in the whole
+// cluster meanwhile, as the in-process Limiter's do in one process. On a
+// nil or zero Limiter it does nothing.
+func (l *Limiter) Hold(until time.Time) {
+	if l != nil {
+		l.throttle.Hold(until)
+	}
+}
+
 // Token returns the fencing token of the concurrency slot the flow of as
 // holds, as [Mutex.Token].
 func (l *Limiter) Token(as asyncsteps.AsyncSteps) (int64, bool) {

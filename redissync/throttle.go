@@ -87,13 +87,19 @@ type ThrottleOptions struct {
 // zero Client, fails every flow that enters it with InternalError.
 type Throttle struct {
 	gateQueue
-	keys     []string // the next entry's time, the record of this Throttle's last call
+	keys     []string // the next entry's time, the record of this Throttle's last call, the hold's end
 	interval string   // Period/Rate in µs: the script's emission interval
 	slack    string   // Period - interval in µs: how far ahead entries may go
 	keep     string   // how long Redis keeps the record of a call, in ms
 	failOpen bool
 
 	calls uint64 // the round trips made; used by run's goroutine only
+
+	// held is the end of the latest Hold, on this process's clock; zero
+	// before the first. holdDue is set until a round trip has given it to
+	// Redis, or its end has passed. Both are guarded by mu.
+	held    time.Time
+	holdDue bool
 }
 
 // NewThrottle returns the Throttle name (the key Redis shares between
@@ -113,7 +119,7 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 	}
 	t := &Throttle{
 		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
-		keys:      []string{c.key(name, "tat"), c.key(name, "call:"+c.leaseID())},
+		keys:      []string{c.key(name, "tat"), c.key(name, "call:"+c.leaseID()), c.key(name, "hold")},
 		interval:  strconv.FormatFloat(interval, 'f', 3, 64),
 		slack:     strconv.FormatFloat(slack, 'f', 3, 64),
 		keep:      strconv.FormatInt(2*c.opts.OpTimeout.Milliseconds()+1, 10),
@@ -150,6 +156,69 @@ func (t *Throttle) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror
 		return
 	}
 	syncSection(as, f, onerror, t)
+}
+
+// Hold keeps every flow of the cluster out of the Throttle until the
+// instant until, as [asyncsteps.Throttle.Hold] does for the flows of one
+// process: so that an upstream's answer "429, Retry-After: 5", met by one
+// process, pauses every process that shares the Throttle, not only the
+// flow that got it. until is read on this process's clock: in a step of
+// an [asyncsteps.Loop], as.Tool().Now().Add(wait), or time.Now().Add(wait)
+// (an instant of a [asyncsteps.TestTool]'s virtual clock has long passed,
+// and holds nothing).
+//
+// While the hold lasts, Redis admits no entry and names the hold's end as
+// the time of the next one: the flows that wait, or come meanwhile, queue
+// in their process, within MaxQueue (with none, a flow that comes is
+// refused at once with DefenseRejected), and enter from the hold's end
+// as the rate allows, Rate at once if the hold outlasted the entries made
+// before it, as after an idle spell. Each process's waiters are woken
+// then by the one timer of its Throttle, which makes one round trip for
+// all of them: a hold's end costs a round trip per process, as any time
+// Redis names for the next entry does. A process whose waiters went to
+// sleep before the hold was made learns of it when they wake: one round
+// trip more. A hold never shortens one made before, by any process: Redis
+// keeps the later end, compared and written in one script. A hold whose
+// instant has passed does nothing.
+//
+// Hold never waits for Redis, and returns no error: it hands the hold to
+// the Throttle's goroutine, which gives it to Redis in its next round
+// trip, at once, with the flows that ask then (a round trip under way as
+// Hold is called may still admit the flows it asks for). The hold lasts
+// on Redis's clock for as long as until was away when that round trip
+// started, so that it does not depend on the clocks of the processes
+// agreeing with Redis's: it ends later than until by the time the call
+// took to reach Redis (at most OpTimeout), never earlier. It expires in
+// Redis by itself (see Keys in the package documentation).
+//
+// Redis lost: the hold stays with this process's Throttle, and goes with
+// each of its round trips until one succeeds or the hold's end passes:
+// those of the flows that ask, and one each time the Client finds its
+// notification connection broken or made again, about every second
+// during an outage. Meanwhile the flows of this process fail with
+// CommError, as in any outage; with FailOpen, they wait in the queue,
+// within MaxQueue, until the end of this process's latest hold, then
+// enter without a limit: failing open lifts the rate, not an upstream's
+// request to wait. The holds of other processes, which only Redis knew,
+// no longer keep them out. Processes of a version without Hold ignore
+// holds and keep entering at the rate.
+//
+// Hold is safe for concurrent use, from a step of any loop or from
+// another goroutine. On a nil or zero Throttle, or one whose Client is
+// closed, it does nothing.
+func (t *Throttle) Hold(until time.Time) {
+	if t == nil || t.c.unmade() || !until.After(time.Now()) {
+		return
+	}
+	t.mu.Lock()
+	later := until.After(t.held)
+	if later {
+		t.held, t.holdDue = until, true
+	}
+	t.mu.Unlock()
+	if later {
+		t.signal()
+	}
 }
 
 // enter implements gate.
@@ -207,17 +276,26 @@ func (t *Throttle) round() (time.Duration, bool) {
 	fresh := t.takeFresh()
 	t.queue.tidy()
 	want := t.queue.live + len(fresh)
+	held, holdUs := t.dueHold()
 	t.mu.Unlock()
-	if want == 0 {
+	if want == 0 && holdUs == 0 {
 		return 0, false
 	}
 	t.calls++
-	res, err := t.c.call(gcraScript, t.keys, t.interval, t.slack, want, t.calls, t.keep)
+	res, err := t.c.call(gcraScript, t.keys, t.interval, t.slack, want, t.calls, t.keep, holdUs)
 	if err != nil {
 		// A panic (InternalError) is a bug, no outage: it fails closed.
 		e := t.c.commError(err)
 		open := t.failOpen && e.Code == asyncsteps.CommError && !refusedByRedis(err) && !errors.Is(err, redis.ErrClosed)
 		t.mu.Lock()
+		if open {
+			if done, rest, ok := t.holdWhileLost(fresh); ok {
+				waiting := t.queue.live > 0
+				t.mu.Unlock()
+				complete(done)
+				return rest, waiting
+			}
+		}
 		done := t.failAll(e, open, fresh)
 		t.mu.Unlock()
 		complete(done)
@@ -225,6 +303,9 @@ func (t *Throttle) round() (time.Duration, bool) {
 	}
 	admitted, wait := int(toInt(res[0])), toInt(res[1])
 	t.mu.Lock()
+	if holdUs > 0 && t.held.Equal(held) {
+		t.holdDue = false // Redis has it; a later Hold is due still
+	}
 	// The queued waiters first, in their order, then the fresh ones; an
 	// entry of one that left during the round trip goes to the next.
 	done := t.admitQueued(admitted)
@@ -248,6 +329,44 @@ func (t *Throttle) round() (time.Duration, bool) {
 		return max(toDuration(wait, time.Microsecond), 100*time.Microsecond), true
 	}
 	return 0, false
+}
+
+// dueHold returns the latest Hold and its rest in µs, rounded up, if no
+// round trip has given it to Redis yet, or 0. The rest is read as the
+// round trip starts: a hold that waited for the one under way is no
+// longer in Redis for it. A hold whose end has passed is due no more.
+// Called with mu held.
+func (t *Throttle) dueHold() (time.Time, int64) {
+	if !t.holdDue {
+		return time.Time{}, 0
+	}
+	rest := time.Until(t.held)
+	if rest <= 0 {
+		t.holdDue = false
+		return time.Time{}, 0
+	}
+	us := int64(rest / time.Microsecond)
+	if rest%time.Microsecond != 0 {
+		us++ // never a µs short
+	}
+	return t.held, us
+}
+
+// holdWhileLost keeps this process's flows out of a FailOpen Throttle
+// whose round trip found Redis lost, until the end of this process's
+// latest Hold, if it has not passed: the flows of the round trip and
+// those that asked meanwhile queue, within MaxQueue, as a hold in Redis
+// would queue them, and the next round trip is due at the hold's end.
+// It returns the flows refused, for a full queue, and the hold's rest.
+// Failing open lifts the rate, not an upstream's request to wait. Called
+// with mu held.
+func (t *Throttle) holdWhileLost(fresh []*waiter) (done []*waiter, rest time.Duration, ok bool) {
+	rest = time.Until(t.held)
+	if rest <= 0 {
+		return nil, 0, false
+	}
+	done, _ = t.settle(append(fresh, t.takeFresh()...), 0, func(int, *waiter) {})
+	return done, rest, true
 }
 
 // refusedByRedis reports whether err is an error reply that says the
@@ -319,11 +438,22 @@ func wrapsUnavailable(msg string) bool {
 // counted twice, an entry of a Rate of 2 per Period was used up for
 // nobody. A call below the record's reaches Redis after its Throttle gave
 // it up (a timeout) and made the next: it admits nothing.
+//
+// KEYS[3] holds the end of a hold (see [Throttle.Hold]) in µs of Redis's
+// clock, and expires by itself just after it. ARGV[6], if above 0, holds
+// for that many µs from now, unless a hold that ends later lives: the
+// later end stays, compared and written in this one script, so that two
+// processes holding at once never shorten each other's hold. While a
+// hold lives, the script admits nothing and names the later of the hold's
+// end and the next entry's time as the wait. A call run again, or one
+// below the record's, moves no hold: its own run, or the later call,
+// made it already, from an earlier now.
 var gcraScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval, slack, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local call = tonumber(ARGV[4])
+local hold = tonumber(ARGV[6]) or 0
 local ahead = 0
 local tat = redis.call('GET', KEYS[1])
 if tat then
@@ -332,14 +462,22 @@ if tat then
   if ahead < 0 then ahead = 0 end
 end
 local last, admitted = string.match(redis.call('GET', KEYS[2]) or '', '^(%d+) (%d+)$')
+local again = last and tonumber(last) >= call
+local ends = tonumber(redis.call('GET', KEYS[3]) or '0')
+if not again and hold > 0 and now + hold > ends then
+  ends = now + hold
+  redis.call('SET', KEYS[3], string.format('%d', ends), 'PX', math.ceil(hold / 1000) + 1)
+end
+local held = ends - now
+if held < 0 then held = 0 end
 local n
-if last and tonumber(last) >= call then
+if again then
   n = 0
   if tonumber(last) == call then n = tonumber(admitted) end
 else
   n = math.floor((slack - ahead) / interval + 1e-6) + 1
   if n > want then n = want end
-  if n < 0 then n = 0 end
+  if n < 0 or held > 0 then n = 0 end
   if n > 0 then
     ahead = ahead + n * interval
     local ns = math.floor(ahead * 1000 + 0.5)
@@ -349,6 +487,7 @@ else
   redis.call('SET', KEYS[2], ARGV[4] .. ' ' .. n, 'PX', ARGV[5])
 end
 local wait = ahead - slack
+if wait < held then wait = held end
 if wait < 0 then wait = 0 end
 return {n, math.ceil(wait)}
 `)
