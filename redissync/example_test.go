@@ -96,7 +96,11 @@ func ExampleThrottle_Hold() {
 	})
 	fmt.Println("A:", (<-ra.Promise()).Err)
 
-	time.Sleep(200 * time.Millisecond) // B's request comes a moment later
+	// The hold reaches Redis with A's next round trip, made at once; B's
+	// request comes once it is there ("P:{N}:hold", see Keys).
+	for rdb.Exists(ctx, "example-hold:{api}:hold").Val() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	rb := asyncsteps.New(asyncsteps.WithTool(loop))
 	rb.Sync(apiB, func(as asyncsteps.AsyncSteps, _ ...any) {
 		fmt.Println("B entered at the hold's end:", !time.Now().Before(until))
