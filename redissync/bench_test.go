@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,4 +191,41 @@ func BenchmarkParallelBranchesOnOneMutex(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/branch")
 		})
 	}
+}
+
+// BenchmarkUncontendedEntry: one flow at a time enters and leaves a
+// Mutex, or a key of a KeyedMutex (the same key, or a new key each time,
+// whose state is made and dropped each time), on a local redis-server:
+//
+//	go test -run '^$' -bench UncontendedEntry -benchmem ./redissync
+func BenchmarkUncontendedEntry(b *testing.B) {
+	c, _ := newClient(b, benchRedis(b), Options{})
+	l := newLoops(b, 1)[0]
+	m := c.NewMutex("bench-entry", MutexOptions{})
+	km := c.NewKeyedMutex("bench-entry-keyed", MutexOptions{})
+	bench := func(b *testing.B, syncer func(i int) asyncsteps.Syncer) {
+		entered := 0
+		i := 0
+		for b.Loop() {
+			r := asyncsteps.New(asyncsteps.WithTool(l))
+			r.Sync(syncer(i), func(asyncsteps.AsyncSteps, ...any) { entered++ })
+			if _, err := r.Run(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		if entered != i {
+			b.Fatalf("%d entries, want %d", entered, i)
+		}
+	}
+	b.Run("Mutex", func(b *testing.B) {
+		bench(b, func(int) asyncsteps.Syncer { return m })
+	})
+	b.Run("KeyedMutex/SameKey", func(b *testing.B) {
+		key := km.Key("acct-1")
+		bench(b, func(int) asyncsteps.Syncer { return key })
+	})
+	b.Run("KeyedMutex/NewKey", func(b *testing.B) {
+		bench(b, func(i int) asyncsteps.Syncer { return km.Key(strconv.Itoa(i)) })
+	})
 }

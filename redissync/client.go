@@ -46,18 +46,19 @@ type Options struct {
 }
 
 // Client makes the Syncers that share one Redis server: [Client.NewMutex],
-// [Client.NewThrottle], [Client.NewLimiter]. It holds one pub/sub
-// connection, which wakes the waiters of all its Mutexes, and one goroutine
-// per Syncer, which makes that Syncer's round trips for every flow of the
-// process.
+// [Client.NewKeyedMutex], [Client.NewThrottle], [Client.NewLimiter]. It
+// holds one pub/sub connection, which wakes the waiters of all its
+// Mutexes, and one goroutine per Syncer, which makes that Syncer's round
+// trips for every flow of the process.
 //
 // A Syncer lives as long as its Client: none can be dropped, and each
 // keeps its goroutine (a Mutex its timers too, which wake it every TTL/3
 // and every Recheck, also while nobody uses it) until Close. Make the
 // Syncers of names known in advance, once: one made per request leaks,
 // and one per member of an open set (a Mutex per account) grows with
-// every member ever served. For such a set, hash each member onto one of
-// a fixed number of names (members that share a name share its limit).
+// every member ever served. For such a set, use a [KeyedMutex]: one
+// goroutine serves all its keys, and a key costs nothing in the process
+// once no flow holds or waits for it.
 //
 // A Client is safe for concurrent use. Create it with [New]; the zero value
 // (and a nil *Client) is not usable: the Syncers it makes fail every flow
@@ -79,8 +80,9 @@ type Client struct {
 	wg        sync.WaitGroup // the goroutines of the Client and its Syncers
 
 	mu      sync.Mutex
-	mutexes map[string][]*Mutex // every value of each name, for notifications
-	gates   []*gateQueue        // every Syncer's, woken when the connection breaks
+	mutexes map[string][]*Mutex      // every value of each name, for notifications
+	keyed   map[string][]*KeyedMutex // every value of each name, for notifications
+	gates   []signaler               // every Syncer's, woken when the connection breaks
 	// closed is set by Close before it waits for wg: a Syncer made after
 	// that starts no goroutine, since wg.Add must not race wg.Wait.
 	closed bool
@@ -305,15 +307,25 @@ func timedOut(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout() && !(errors.As(err, &op) && op.Op == "dial")
 }
 
-// wake makes every Mutex named name try its waiters again. signal never
-// blocks: it is called under mu, as wakeAll's is.
+// wake makes every Mutex named name try its waiters again, and the key
+// of every KeyedMutex whose Mutex has that name (see KeyedMutex.Name).
+// signal never blocks: it is called under mu, as wakeAll's is.
 func (c *Client) wake(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.mutexes[name] {
 		m.signal()
 	}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 && len(c.keyed) > 0 {
+		for _, km := range c.keyed[name[:i]] {
+			km.wakeKey(name[i+1:])
+		}
+	}
 }
+
+// signaler is a Syncer's part that wakeAll wakes: a gate's queue, or a
+// KeyedMutex, which wakes every key in use.
+type signaler interface{ signal() }
 
 func (c *Client) wakeAll() {
 	c.mu.Lock()
@@ -382,15 +394,24 @@ func closedError() *asyncsteps.Error {
 // starts. The goroutine is counted under mu, so that the count never goes
 // up while Close waits for it to reach zero.
 func (c *Client) start(q *gateQueue, f func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	c.startSyncer(q, func() {
 		q.mu.Lock()
 		q.closed = true
 		q.mu.Unlock()
+	}, f)
+}
+
+// startSyncer registers s, woken when the notification connection
+// breaks, and runs its goroutine f; on a closed Client, it calls refuse
+// instead, which makes the Syncer refuse every flow at once.
+func (c *Client) startSyncer(s signaler, refuse, f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		refuse()
 		return
 	}
-	c.gates = append(c.gates, q)
+	c.gates = append(c.gates, s)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -462,4 +483,95 @@ func randomID() string {
 // leaseID returns a name for a new lease, unique in the cluster.
 func (c *Client) leaseID() string {
 	return c.idBase + strconv.FormatUint(c.idSeq.Add(1), 10)
+}
+
+// scriptCall is one call of a script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// scriptReply is the outcome of a scriptCall.
+type scriptReply struct {
+	res []any
+	err error
+}
+
+// callAll makes calls of s, in pipelines of at most pipelineMax calls,
+// each bounded by OpTimeout, and returns their outcomes in order. A
+// single call is made as call makes it.
+func (c *Client) callAll(s *redis.Script, calls []scriptCall) []scriptReply {
+	out := make([]scriptReply, len(calls))
+	for i := 0; i < len(calls); i += pipelineMax {
+		j := min(i+pipelineMax, len(calls))
+		c.pipeline(s, calls[i:j], out[i:j])
+	}
+	return out
+}
+
+// pipeline makes calls of s in one pipeline, their outcomes in out. A
+// pipeline runs a script by its hash alone: when Redis has lost it (a
+// restart), every call is refused with NOSCRIPT, and runs nothing. Then
+// the first is made as call makes it, which loads the script, and the
+// others go again in a pipeline; any still refused (on another node of a
+// cluster) are made one by one.
+func (c *Client) pipeline(s *redis.Script, calls []scriptCall, out []scriptReply) {
+	if len(calls) == 1 {
+		out[0].res, out[0].err = c.call(s, calls[0].keys, calls[0].args...)
+		return
+	}
+	c.pipelineOnce(s, calls, out)
+	var again []int
+	for i := range out {
+		if redis.HasErrorPrefix(out[i].err, "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	out[again[0]].res, out[again[0]].err = c.call(s, calls[again[0]].keys, calls[again[0]].args...)
+	again = again[1:]
+	rest := make([]scriptCall, len(again))
+	restOut := make([]scriptReply, len(again))
+	for j, i := range again {
+		rest[j] = calls[i]
+	}
+	c.pipelineOnce(s, rest, restOut)
+	for j, i := range again {
+		out[i] = restOut[j]
+		if redis.HasErrorPrefix(out[i].err, "NOSCRIPT") {
+			out[i].res, out[i].err = c.call(s, calls[i].keys, calls[i].args...)
+		}
+	}
+}
+
+// pipelineOnce sends calls of s by the script's hash in one pipeline,
+// bounded by OpTimeout, their outcomes in out. A panic in it, of a hook
+// of the user's redis client, fails every call with an
+// [*asyncsteps.PanicError], as in call.
+func (c *Client) pipelineOnce(s *redis.Script, calls []scriptCall, out []scriptReply) {
+	if len(calls) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			err := &asyncsteps.PanicError{Value: r, Stack: debug.Stack()}
+			for i := range out {
+				out[i] = scriptReply{err: err}
+			}
+		}
+	}()
+	cmds := make([]*redis.Cmd, len(calls))
+	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, call := range calls {
+			cmds[i] = s.EvalSha(ctx, p, call.keys, call.args...)
+		}
+		return nil
+	})
+	for i, cmd := range cmds {
+		out[i].res, out[i].err = cmd.Slice()
+	}
 }

@@ -52,7 +52,7 @@ func clientGoroutines() string {
 		for _, line := range strings.Split(g, "\n") {
 			if strings.HasPrefix(line, pkg+"(*") &&
 				!strings.HasPrefix(line, pkg+"(*Client).listen(") &&
-				!strings.HasPrefix(line, pkg+"(*Client).start.func1(") {
+				!strings.HasPrefix(line, pkg+"(*Client).startSyncer.func1(") {
 				found = append(found, g)
 				break
 			}

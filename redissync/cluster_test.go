@@ -311,8 +311,8 @@ func runWorker(kind string) int {
 		} else {
 			res = runThrottle(addr, prefix, []*asyncsteps.Loop{l})
 		}
-	case "hold":
-		return holdForever(addr, prefix)
+	case "hold", "holdkey":
+		return holdForever(addr, prefix, kind == "holdkey")
 	default:
 		fmt.Fprintln(os.Stderr, "unknown worker", kind)
 		return 2
@@ -322,20 +322,27 @@ func runWorker(kind string) int {
 	return 0
 }
 
-// holdForever takes the Mutex "kill" of prefix, prints "held TOKEN" and
-// holds it until the process is killed.
-func holdForever(addr, prefix string) int {
+// holdForever takes the Mutex "kill" of prefix, or with keyed the key
+// "k1" of the KeyedMutex "kill", prints "held TOKEN" and holds it until
+// the process is killed.
+func holdForever(addr, prefix string, keyed bool) int {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c, err := New(context.Background(), rdb, Options{Prefix: prefix})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	m := c.NewMutex("kill", MutexOptions{Max: 1, TTL: killTTL})
+	var m asyncsteps.Syncer = c.NewMutex("kill", MutexOptions{Max: 1, TTL: killTTL})
+	token := m.(*Mutex).Token
+	if keyed {
+		km := c.NewKeyedMutex("kill", MutexOptions{Max: 1, TTL: killTTL})
+		m = km.Key("k1")
+		token = func(as asyncsteps.AsyncSteps) (int64, bool) { return km.Token(as, "k1") }
+	}
 	l := asyncsteps.NewLoop()
 	r := asyncsteps.New(asyncsteps.WithTool(l))
 	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
-		token, _ := m.Token(as)
+		token, _ := token(as)
 		fmt.Printf("held %d\n", token)
 		as.WaitExternal() // until killed
 	})

@@ -1,5 +1,5 @@
-// Package redissync gives the asyncsteps Syncers — [Mutex], [Throttle] and
-// [Limiter] — limits shared by every process of a cluster through one Redis
+// Package redissync gives the asyncsteps Syncers — [Mutex], [KeyedMutex],
+// [Throttle] and [Limiter] — limits shared by every process of a cluster through one Redis
 // server (github.com/redis/go-redis/v9), with the behaviour the in-process
 // ones have on one loop: a local queue with a limit whose overflow fails
 // with DefenseRejected, and a slot given back however the critical
@@ -18,6 +18,8 @@
 //		token, _ := db.Token(as) // the fencing token of the lease
 //		...
 //	})
+//	accounts := c.NewKeyedMutex("accounts", redissync.MutexOptions{MaxQueue: 100})
+//	root.Sync(accounts.Key(accountID), chargeStep) // one order of an account at a time, fleet-wide
 //
 // [Throttle.Hold] and [Limiter.Hold] keep every flow of the cluster out
 // of a rate limit until an instant, as their in-process counterparts do
@@ -216,6 +218,14 @@
 // *redis.Ring, which run each script on one server, it takes it. A Prefix
 // with a tag of its own, such as "{app}", puts every Syncer of its
 // Clients on that tag's node.
+//
+// The key K of a [KeyedMutex] named N is a Mutex named N/E, E being K
+// with "%", "/", "{" and "}" escaped (see [KeyedMutex.MutexName]): its
+// keys are that Mutex's, "P:{N/E}:holders" and so on, and the record of
+// its last call, "P:{N/E}:call:ID:K", is one per key and KeyedMutex
+// value, K a number the Client gives the KeyedMutex. On a Redis Cluster,
+// the keys of each key of a KeyedMutex are on the node of their own tag
+// N/E.
 //
 // A Throttle's keys expire by themselves: "tat" once the time it holds
 // has passed, "hold" a ms or two after the hold's end, a call record

@@ -29,6 +29,10 @@ type gateQueue struct {
 	waiting map[asyncsteps.Tool]int
 
 	wake chan struct{} // buffered 1: a round is due
+	// key, for the Mutex of a KeyedMutex's key, is that key: its
+	// KeyedMutex's goroutine, which serves every key, makes its rounds,
+	// and it has no wake channel of its own.
+	key *keyLock
 }
 
 func newGateQueue(c *Client, maxQueue int, what string) gateQueue {
@@ -37,6 +41,10 @@ func newGateQueue(c *Client, maxQueue int, what string) gateQueue {
 
 // signal makes the gate's goroutine run a round soon. It never blocks.
 func (q *gateQueue) signal() {
+	if q.key != nil {
+		q.key.due()
+		return
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:

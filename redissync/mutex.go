@@ -157,7 +157,11 @@ type Mutex struct {
 	outerCount map[any]int
 	prunedLen  int
 
-	calls uint64 // the round trips made; used by run's goroutine only
+	// calls numbers the round trips made: the Mutex's own count, or, for
+	// a key of a KeyedMutex, the count of every key's, which keep one
+	// call record per key across the lives of its state (see
+	// KeyedMutex). Used by the goroutine that makes the round trips only.
+	calls *uint64
 }
 
 // goneFor is how long, on Redis's clock, the tombstone of an owed lease
@@ -210,21 +214,9 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	if c.unmade() {
 		return new(Mutex) // its Sync fails every flow: see Client
 	}
-	m := &Mutex{
-		gateQueue:  newGateQueue(c, opts.MaxQueue, "Mutex"),
-		name:       name,
-		limit:      max(opts.Max, 1),
-		ttl:        opts.TTL,
-		keys:       c.mutexKeys(name),
-		holds:      make(map[any]*hold),
-		held:       make(map[*waiter]struct{}),
-		branches:   make(map[*waiter]struct{}),
-		outerCount: make(map[any]int),
-	}
-	if m.ttl == 0 {
-		m.ttl = 10 * time.Second
-	}
-	m.ttl = wholeMillis(m.ttl)
+	m := new(Mutex)
+	c.initMutex(m, name, opts, c.leaseID(), new(uint64))
+	m.wake = make(chan struct{}, 1)
 	c.mu.Lock()
 	c.mutexes[name] = append(c.mutexes[name], m)
 	c.mu.Unlock()
@@ -232,12 +224,39 @@ func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
 	return m
 }
 
+// initMutex makes m the Mutex name with the limits of opts, without a
+// goroutine nor a wake channel: NewMutex adds its own, a KeyedMutex's key
+// is served by the KeyedMutex's. record names the record of its last
+// call, and calls numbers its calls (see Mutex.calls).
+func (c *Client) initMutex(m *Mutex, name string, opts MutexOptions, record string, calls *uint64) {
+	m.gateQueue = gateQueue{c: c, maxQueue: opts.MaxQueue, what: "Mutex"}
+	m.name = name
+	m.limit = max(opts.Max, 1)
+	m.ttl = leaseTTL(opts.TTL)
+	m.keys = c.mutexKeys(name, record)
+	m.holds = make(map[any]*hold)
+	m.held = make(map[*waiter]struct{})
+	m.branches = make(map[*waiter]struct{})
+	m.outerCount = make(map[any]int)
+	m.calls = calls
+}
+
+// leaseTTL is the TTL of MutexOptions.TTL: ten seconds for 0, in whole
+// milliseconds.
+func leaseTTL(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	return wholeMillis(ttl)
+}
+
 // mutexKeys returns the keys of a new Mutex name: see Mutex.keys. The
-// record of its last call is the Mutex value's own, as a Throttle's is: two
-// values of one name in a process number their calls each from 1.
-func (c *Client) mutexKeys(name string) []string {
+// record of its last call, named record, is the Mutex value's own, as a
+// Throttle's is: two values of one name in a process number their calls
+// each from 1.
+func (c *Client) mutexKeys(name, record string) []string {
 	return []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server"), c.key(name, "gone"),
-		c.key(name, "call:"+c.leaseID())}
+		c.key(name, "call:"+record)}
 }
 
 // wholeMillis rounds a lease's TTL up to whole milliseconds, Redis's
@@ -494,6 +513,16 @@ func (m *Mutex) giveBack(w *waiter) {
 	}
 }
 
+// unused reports whether no flow holds or waits for m, and no lease of
+// it is to be given back: a KeyedMutex's key may then be dropped (unless
+// a round trip is under way for it, whose waiters are neither fresh nor
+// queued until its answer). Called with mu held.
+func (m *Mutex) unused() bool {
+	return m.queue.live == 0 && len(m.holds) == 0 && len(m.held) == 0 &&
+		len(m.releases) == 0 && len(m.owed) == 0 &&
+		!slices.ContainsFunc(m.fresh, func(w *waiter) bool { return w.state == wFresh })
+}
+
 // run is the Mutex's goroutine: it makes every round trip of the Mutex.
 func (m *Mutex) run() {
 	renew := time.NewTicker(m.ttl / 3)
@@ -530,23 +559,44 @@ func (m *Mutex) run() {
 }
 
 // retryOwed sets retry for the next round trip that gives back the owed
-// leases, if any, after a wait that doubles from one round trip that
-// fails to the next, from 25 ms up to a tenth of the TTL or a second,
-// whichever is shorter: until one succeeds, each such lease may hold a
-// slot for nobody. Without owed leases, it stops retry. It returns the
-// wait set, or 0.
+// leases, if any, after the wait owedRetry returns; without owed leases,
+// it stops retry. It returns the wait set, or 0.
 func (m *Mutex) retryOwed(retry *time.Timer, last time.Duration) time.Duration {
+	next := m.owedRetry(last)
+	if next == 0 {
+		retry.Stop()
+		return 0
+	}
+	retry.Reset(next)
+	return next
+}
+
+// owedRetry returns the wait before the next round trip that gives back
+// the owed leases, or 0 if none are owed: a wait that doubles from one
+// round trip that fails to the next (last is the one before), from 25 ms
+// up to a tenth of the TTL or a second, whichever is shorter. Until one
+// succeeds, each such lease may hold a slot for nobody.
+func (m *Mutex) owedRetry(last time.Duration) time.Duration {
 	m.mu.Lock()
 	owing := len(m.owed) > 0
 	m.mu.Unlock()
 	if !owing {
-		retry.Stop()
 		return 0
 	}
 	ceiling := max(min(time.Second, m.ttl/10), time.Millisecond)
-	next := min(max(2*last, 25*time.Millisecond), ceiling)
-	retry.Reset(next)
-	return next
+	return min(max(2*last, 25*time.Millisecond), ceiling)
+}
+
+// roundTrip is the work of one round trip of a Mutex: the leases it gives
+// back (released, and owed by round trips that failed), those it renews,
+// and the waiters it tries.
+type roundTrip struct {
+	releases, owed  []string
+	renewals, batch []*waiter
+}
+
+func (rt *roundTrip) empty() bool {
+	return len(rt.releases)+len(rt.owed)+len(rt.renewals)+len(rt.batch) == 0
 }
 
 // round makes one round trip: it gives back the leases released and
@@ -554,50 +604,88 @@ func (m *Mutex) retryOwed(retry *time.Timer, last time.Duration) time.Duration {
 // returns when the first lease in Redis runs out, if any waiter is left
 // to try then. Before, it drops the waiters whose loop was closed, and,
 // with holders (at a renewal or re-check), the holders too.
-//
-// While leases are owed, the waiters are tried in a second round trip,
-// once the first has given those back: a round trip that fails owes the
-// leases it tried to take, so during an outage every round trip would
-// add its waiters' leases to the list that each sends. This way only the
-// first one that fails does.
 func (m *Mutex) round(renewing, holders bool) (time.Duration, bool) {
+	rt := m.begin(renewing, holders)
+	if !m.giveBackOwedFirst(&rt) || rt.empty() {
+		return 0, false
+	}
+	res, err := m.call(rt.releases, rt.owed, rt.renewals, rt.batch)
+	return m.end(rt, res, err)
+}
+
+// begin takes the work of a round trip (see round).
+func (m *Mutex) begin(renewing, holders bool) roundTrip {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.dropClosedLoops(holders)
-	releases, owed := m.releases, m.owed
+	rt := roundTrip{releases: m.releases, owed: m.owed}
 	m.releases, m.owed = nil, nil
-	var renewals []*waiter
 	if renewing {
 		for w := range m.held {
-			renewals = append(renewals, w)
+			rt.renewals = append(rt.renewals, w)
 		}
 	}
-	batch := m.take(m.limit)
-	m.mu.Unlock()
-	if len(owed) > 0 && len(batch) > 0 {
-		res, err := m.call(releases, owed, renewals, nil)
-		if err != nil {
-			m.fail(m.c.commError(err), batch, slices.Concat(owed, releases))
-			return 0, false
-		}
-		m.settleRound(res, renewals, nil)
-		releases, owed, renewals = nil, nil, nil
+	rt.batch = m.take(m.limit)
+	return rt
+}
+
+// giveBackOwedFirst makes a round trip of its own that gives back the
+// leases of rt, and renews, before rt tries its waiters, when leases are
+// owed: a round trip that fails owes the leases it tried to take, so
+// during an outage every round trip would add its waiters' leases to the
+// list that each sends. This way only the first one that fails does. It
+// reports whether rt is still to be made: false when that round trip
+// failed, and its waiters with it.
+func (m *Mutex) giveBackOwedFirst(rt *roundTrip) bool {
+	if !rt.owesFirst() {
+		return true
 	}
-	if len(releases)+len(owed)+len(renewals)+len(batch) == 0 {
-		return 0, false
-	}
-	res, err := m.call(releases, owed, renewals, batch)
+	res, err := m.call(rt.releases, rt.owed, rt.renewals, nil)
+	return m.endOwedFirst(rt, res, err)
+}
+
+// owesFirst reports whether rt gives back owed leases in a round trip of
+// their own before it tries its waiters (see giveBackOwedFirst).
+func (rt *roundTrip) owesFirst() bool { return len(rt.owed) > 0 && len(rt.batch) > 0 }
+
+// owedFirst returns the round trip that giveBackOwedFirst makes first.
+func (rt *roundTrip) owedFirst() roundTrip {
+	return roundTrip{releases: rt.releases, owed: rt.owed, renewals: rt.renewals}
+}
+
+// endOwedFirst applies the outcome of the round trip that gave back rt's
+// owed leases first, and reports what giveBackOwedFirst does.
+func (m *Mutex) endOwedFirst(rt *roundTrip, res []any, err error) bool {
 	if err != nil {
-		m.fail(m.c.commError(err), batch, slices.Concat(owed, releases, leases(batch)))
+		m.fail(m.c.commError(err), rt.batch, slices.Concat(rt.owed, rt.releases))
+		return false
+	}
+	m.settleRound(res, rt.renewals, nil)
+	rt.releases, rt.owed, rt.renewals = nil, nil, nil
+	return true
+}
+
+// end applies the outcome of rt's round trip, its reply res or its
+// failure err, and returns what round does.
+func (m *Mutex) end(rt roundTrip, res []any, err error) (time.Duration, bool) {
+	if err != nil {
+		m.fail(m.c.commError(err), rt.batch, slices.Concat(rt.owed, rt.releases, leases(rt.batch)))
 		return 0, false
 	}
-	return m.settleRound(res, renewals, batch)
+	return m.settleRound(res, rt.renewals, rt.batch)
 }
 
 // call makes one round trip of the Mutex's script: see callArgs. Called
 // from run's goroutine only: the calls it numbers follow one another.
 func (m *Mutex) call(releases, owed []string, renewals, batch []*waiter) ([]any, error) {
-	m.calls++
-	return m.c.call(mutexScript, m.keys, m.callArgs(releases, owed, leases(renewals), leases(batch))...)
+	return m.c.call(mutexScript, m.keys, m.roundArgs(roundTrip{releases, owed, renewals, batch})...)
+}
+
+// roundArgs numbers a new call of m and returns its ARGV for rt: see
+// callArgs.
+func (m *Mutex) roundArgs(rt roundTrip) []any {
+	*m.calls++
+	return m.callArgs(rt.releases, rt.owed, leases(rt.renewals), leases(rt.batch))
 }
 
 // callArgs returns the ARGV of mutexScript for a round trip that gives
@@ -607,7 +695,7 @@ func (m *Mutex) call(releases, owed []string, renewals, batch []*waiter) ([]any,
 func (m *Mutex) callArgs(releases, owed, renewals, take []string) []any {
 	args := make([]any, 0, 10+len(releases)+len(owed)+len(renewals)+len(take))
 	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(owed), len(renewals),
-		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), m.calls, fenceFor.Milliseconds())
+		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), *m.calls, fenceFor.Milliseconds())
 	for _, list := range [][]string{releases, owed, renewals, take} {
 		for _, l := range list {
 			args = append(args, l)
@@ -719,23 +807,30 @@ func (m *Mutex) fail(err *asyncsteps.Error, batch []*waiter, owe []string) {
 // still running lose their leases: see Client.Close. If that round trip
 // fails, Close reports the leases it could not give back.
 func (m *Mutex) shutdown() {
+	rt := m.closeRound()
+	if rt.empty() {
+		return
+	}
+	if _, err := m.call(rt.releases, rt.owed, nil, nil); err != nil {
+		m.c.closeFailed(m.closeError(len(rt.releases)+len(rt.owed), m.c.commError(err)))
+	}
+}
+
+// closeRound fails the waiters of m, whose Client closes, and returns the
+// round trip that gives back every lease held, released or owed.
+func (m *Mutex) closeRound() roundTrip {
 	m.mu.Lock()
 	done := m.shut()
-	releases, owed := m.releases, m.owed
+	rt := roundTrip{releases: m.releases, owed: m.owed}
 	for w := range m.held {
 		w.lost.Store(true) // its section may run on: Token says it holds nothing
-		releases = append(releases, w.lease)
+		rt.releases = append(rt.releases, w.lease)
 	}
 	clear(m.held)
 	m.releases, m.owed = nil, nil
 	m.mu.Unlock()
 	complete(done)
-	if len(releases)+len(owed) == 0 {
-		return
-	}
-	if _, err := m.call(releases, owed, nil, nil); err != nil {
-		m.c.closeFailed(m.closeError(len(releases)+len(owed), m.c.commError(err)))
-	}
+	return rt
 }
 
 // closeError is Close's error when its last round trip could not give
