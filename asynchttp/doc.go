@@ -132,7 +132,33 @@
 // Read it in an [asyncsteps.AsyncSteps.Await] function, which a Handler
 // runs on the request's goroutine when that one is free, with its size
 // bounded (by [http.MaxBytesReader] in a middleware around the Handler,
-// say). A body over the limit, its *http.MaxBytesError returned by the
+// say).
+//
+// A read of the body ignores the function's context, and the answer
+// waits for the function the request's goroutine runs (see
+// [Handler].Timeout): a client that sends its body slowly, or stops,
+// would hold the answer past the flow's end. So the Handler ends the
+// reads of the body as the flow ends, however it ends (a timeout, an
+// error, a parallel sibling's failure, the request's context cancelled,
+// or a success that left a read running): a read in progress returns at
+// once, by the read deadline of the connection (HTTP/1) or of the stream
+// (HTTP/2), and any read that starts later fails at once. The function
+// then sees an error from Read, "asynchttp: request body read after its
+// flow ended"; its context is done by then, and what it returns goes
+// nowhere: the answer is the flow's, a 504 at the Handler's Timeout.
+// Over HTTP/1 the connection of a body so left unread is closed after
+// the answer, rather than read to its end for the next request. A body
+// the flow read whole is not touched; one it never began to read is
+// net/http's, as in any handler: net/http reads up to 256 KiB of it
+// before it sends the answer, within the server's ReadTimeout, to keep
+// the connection. For that, the flow is given a request of its own whose
+// Body wraps the request's (a shallow copy, made only for a request with
+// a body). A ResponseWriter without a read deadline (an
+// httptest.ResponseRecorder, a middleware's wrapper without an Unwrap
+// method: see [http.ResponseController]) leaves the read in progress
+// running to its end; only the later reads fail.
+//
+// A body over the limit, its *http.MaxBytesError returned by the
 // function as it came, is an InternalError caused by it, which the Handler
 // answers with a 413 Request Entity Too Large, the code InvalidRequest and
 // the info "request body larger than N bytes", not logged (or with the

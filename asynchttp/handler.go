@@ -140,7 +140,9 @@ type Handler struct {
 	// does; one that ignores it (a call without the context, a time.Sleep,
 	// a receive from a channel alone) holds the answer past Timeout, for
 	// as long as it runs. So every Await function of a flow must return
-	// when its ctx is done.
+	// when its ctx is done. A read of the request's Body, which has no
+	// context, is the Handler's to end: as the flow ends, it ends the read
+	// (see Request bodies in the package documentation).
 	Timeout time.Duration
 
 	// Guard, if not nil, runs the steps Flow adds inside its critical
@@ -261,7 +263,10 @@ type Reply struct {
 // the server's bug, whoever cancelled the request) is logged all the
 // same; nothing else is. The context's deadline is not a cancel but a
 // Timeout; an aborted response (http.ErrAbortHandler) is no cancel
-// either.
+// either, nor is the cancel that net/http's HTTP/1 server makes once the
+// Handler has ended a read of the body at the flow's end (see Request
+// bodies in the package documentation): only a cancel that came before
+// counts then.
 type Outcome struct {
 	Status    int       // the status written; 0 if the response was aborted (http.ErrAbortHandler)
 	Code      string    // the error code answered (InternalError for an aborted response); "" on success
@@ -306,10 +311,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			h.goexited(w, req, &o, doneCalled)
 		}
 	}()
-	args, st, err := h.run(req)
+	flowReq, body := flowRequest(w, req)
+	args, st, err := h.run(flowReq)
 	if testHookFlowEnded != nil {
 		testHookFlowEnded()
 	}
+	body.closeIfEnded(w, req)
 	switch {
 	case err == nil:
 		h.writeResult(w, req, args, &o)
@@ -318,7 +325,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// response is aborted either way (see abort).
 		ended = true
 		h.abort(req, o, err)
-	case cancelled(req.Context()):
+	case body.cancelled(req.Context()):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
 		o.answered(h.writeError(w, req, nil, o.Code, "request cancelled", h.status(o.Code)))
 		if e := ownInternalError(req.Context(), err); e != nil {
@@ -516,6 +523,11 @@ func (h *Handler) run(req *http.Request) ([]any, *asyncsteps.State, error) {
 	}
 	r := asyncsteps.New(asyncsteps.WithTool(tool))
 	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		if body := bodyOf(req); body != nil {
+			// Not captured: the step of a request without a body stays as
+			// small.
+			body.watchEnd(as)
+		}
 		if h.Timeout <= 0 && h.Guard == nil {
 			// Nothing to set around Flow: its steps can be this step's
 			// own, a closure and a level fewer per request.
