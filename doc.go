@@ -53,7 +53,9 @@
 // queue worker: a flow per job, a lock per tenant, a lease and a drain;
 // Example_consumer a broker's consumer, 16 messages in flight, whose
 // shutdown waits for the calls it cancelled; Example_saga an order whose
-// compensations a cancel does not skip.
+// compensations a cancel does not skip; Example_loader a DataLoader, the
+// lookups that the flows of a loop make in one turn of it sent as one
+// batch call.
 // [ForEachChan] runs the values of a channel as they arrive, K at a time,
 // as the items of one step.
 //
