@@ -344,3 +344,31 @@ func TestLoaderLoopClosedDuringACall(t *testing.T) {
 		}
 	})
 }
+
+// On a TestTool the turn is shorter than on a Loop: an Immediate runs
+// right after the callbacks queued when it was called, so the keys of
+// a branch whose Load comes a step after the others' go in a call of
+// their own (but 1 and 5, in flight by then, which wait for the first).
+// TestLoaderMergesParallelBranchesIntoOneCall makes one call on a Loop.
+func TestLoaderTurnOnATestToolEndsAStepSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := asyncsteps.NewTestTool()
+		b := newLoaderBackend()
+		l := NewLoader("products", 100, b.fetch)
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		p := r.Parallel()
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "a", 1, 2, 3) })
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "b", 3, 4, 5) })
+		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "c", 6, 7, 1, 5) })
+		})
+		if _, err := r.Run(context.Background()); err != nil { // Run waits for the calls
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		slices.Sort(b.sizes)
+		if want := []int{2, 5}; !slices.Equal(b.sizes, want) {
+			t.Errorf("calls of %v keys, want %v", b.sizes, want)
+		}
+	})
+}
