@@ -468,16 +468,19 @@ func recvStep[T any](open func(h *stepAPI) (<-chan T, *flowWatch), deliver func(
 		if ch == nil {
 			return // only a cancellation ends the step: nothing to wait on
 		}
-		var closed <-chan struct{} // never ready on a tool that never stops
-		if life := lifetimeOf(as, h); life != nil {
-			closed = life.Done()
-		}
-		_, own := as.(*stepAPI)
-		decorated := h != nil && !own // a decorator of the step h
+		loop := loopOf(as, h)
+		counted := loop.live().enter()
+		// The goroutine works out from what it captures anyway the rest
+		// of what it needs: its function stays in a smaller size class.
 		go func() {
+			if counted {
+				defer loop.live().exit()
+			}
+			closed := loop.lifetimeDone()
+			_, own := as.(*stepAPI)
 			select {
 			case v := <-ch:
-				if decorated {
+				if h != nil && !own { // a decorator of the step h
 					h.fl.sched.inject(&loopDelivery{h: h, deliver: func() { deliver(as, h, v, w) }})
 					if testHookDeliveryInjected != nil {
 						testHookDeliveryInjected()
@@ -531,19 +534,24 @@ func stepOf(as AsyncSteps) *stepAPI {
 	return unwrapStep(as)
 }
 
-// lifetimeOf returns the lifetime of the tool that runs the step of h
-// (see scheduler.lifetime), or nil. Without h, the step of as, which does
-// not unwrap to one of this package (a decorator without Unwrap), runs on
-// the Loop its Tool names, if any: a goroutine waiting for the step must
-// not outlive that Loop either (docs/DESIGN.md#closing-a-loop).
-func lifetimeOf(as AsyncSteps, h *stepAPI) context.Context {
+// loopOf returns the Loop that runs the step of h, or nil: the goroutine
+// that waits for the step ends at its close (its lifetime, see
+// scheduler.lifetime), and counts for its Wait meanwhile. Without h, the
+// step of as, which does not unwrap to one of this package (a decorator
+// without Unwrap), runs on the Loop its Tool names, if any: a goroutine
+// waiting for the step must not outlive that Loop either
+// (docs/DESIGN.md#closing-a-loop).
+func loopOf(as AsyncSteps, h *stepAPI) *Loop {
+	var tool any
 	if h != nil {
-		return h.fl.sched.lifetime()
+		tool = h.fl.sched
+	} else {
+		tool = as.Tool()
 	}
-	if l, ok := as.Tool().(*Loop); ok && l != nil {
-		return l.lifetime()
+	if l, ok := tool.(*Loop); ok && l != nil && !l.unmade() {
+		return l
 	}
-	return nil
+	return nil // a zero Loop never runs a step
 }
 
 // deliverOutside hands v to deliver on the goroutine that received it for

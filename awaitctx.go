@@ -401,19 +401,36 @@ func (fl *flow) timerLeft(e *timerEntry, now int64) (time.Duration, bool) {
 // not be left waiting for a flow that is gone. It holds their flows for
 // Close to end too (see Loop.endParked). A list through the calls
 // themselves, under a lock of its own, since calls end on their own
-// goroutines. Its zero value is an open, empty list; it is safe for
-// concurrent use.
+// goroutines. It also counts what may still run for the loop, for
+// Loop.Wait (see live): a count under the lock that every call takes
+// already costs a call nothing more. Its zero value is an open, empty
+// list that counts nothing running; it is safe for concurrent use.
 type awaitCalls struct {
 	mu     sync.Mutex
 	head   *awaitCall
 	closed bool
 	// closing is the Loop's flag, set once Close has begun; nil: never.
 	closing *atomic.Bool
+
+	// live counts what may still run for the loop: its goroutine (one,
+	// from newIdleLoop until that goroutine has exited after the loop
+	// stopped), each call from add until its remove (also once close has
+	// taken it out of the list), and each goroutine started for the
+	// loop's steps from enter until its exit: a goroutine the loop keeps
+	// for Await functions, one that waits for a step (AwaitChan,
+	// AwaitResult, AwaitFlow, ForEachChan), an iter.Seq2's that a ForEach
+	// pulls. It goes up on the loop's goroutine, which holds its own one
+	// meanwhile, so once it is zero it stays zero: drained, made with the
+	// loop, is closed then, once.
+	live    int
+	drained chan struct{}
 }
 
-// add puts c in the list, or cancels it if the loop is closed.
+// add puts c in the list, or cancels it if the loop is closed; either
+// way c counts as live until its remove.
 func (s *awaitCalls) add(c *awaitCall) {
 	s.mu.Lock()
+	s.live++
 	if s.closed {
 		s.mu.Unlock()
 		c.cancel()
@@ -434,24 +451,65 @@ func (s *awaitCalls) add(c *awaitCall) {
 // in an Await is not noted as parked, see flow.noteParked), must stay
 // here for Close to end. The loop sets closing before it drops a task,
 // so a call whose outcome was dropped sees it set. Close empties the
-// list anyway.
+// list anyway. Either way c no longer counts as live.
 func (s *awaitCalls) remove(c *awaitCall) {
-	if s.closing != nil && s.closing.Load() {
+	s.mu.Lock()
+	if c.prev != nil || s.head == c { // not taken by close
+		if s.closing == nil || !s.closing.Load() {
+			s.unlink(c)
+		}
+	}
+	s.exitLocked()
+	s.mu.Unlock()
+}
+
+// unlink takes c out of the list; under mu.
+func (s *awaitCalls) unlink(c *awaitCall) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		s.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+}
+
+// enter counts a goroutine about to start for the loop, and reports
+// whether it did: not once nothing runs for the loop any more (a step of
+// another package whose Tool is the loop may start one from anywhere),
+// nor for a nil s, a Loop that counts nothing (see Loop.live). A
+// goroutine counted calls exit as it ends.
+func (s *awaitCalls) enter() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live == 0 {
+		return false
+	}
+	s.live++
+	return true
+}
+
+// exit counts out what enter (or newIdleLoop, for the loop's goroutine)
+// counted; nothing for a nil s.
+func (s *awaitCalls) exit() {
+	if s == nil {
 		return
 	}
 	s.mu.Lock()
-	if c.prev != nil || s.head == c { // not taken by close
-		if c.prev != nil {
-			c.prev.next = c.next
-		} else {
-			s.head = c.next
-		}
-		if c.next != nil {
-			c.next.prev = c.prev
-		}
-		c.prev, c.next = nil, nil
-	}
+	s.exitLocked()
 	s.mu.Unlock()
+}
+
+// exitLocked is exit under mu.
+func (s *awaitCalls) exitLocked() {
+	if s.live--; s.live == 0 && s.drained != nil { // nil: a zero Loop's
+		close(s.drained)
+	}
 }
 
 // flows returns the flows of the calls in flight.

@@ -3,6 +3,7 @@ package asyncsteps
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,13 +23,18 @@ import (
 // waited idleFor: each ends after between idleFor and idleFor plus the
 // timer's latency, without a timer of its own to reset and stop for each
 // function. A closed Loop ends the waiting ones at once, and the busy ones
-// when their function returns, so that no goroutine outlives the Loop. A
+// when their function returns, so that no goroutine outlives the Loop;
+// Loop.Wait waits for both (see live). A
 // function that calls runtime.Goexit ends its goroutine, as it would a new
 // one; a locked OS thread or profiler labels that a function leaves set are
 // not undone, and Go offers no way to see the lock (docs/DESIGN.md#await).
 // It is safe for concurrent use; its zero value keeps no goroutine waiting.
 type awaitWorkers struct {
 	idleFor time.Duration // set before the first run
+	// live counts the goroutines for Loop.Wait, from their start to their
+	// end: a goroutine kept costs a function no count of its own. Set
+	// before the first run; nil counts nothing.
+	live *awaitCalls
 
 	mu sync.Mutex
 	// idle are the waiting goroutines, most recently used last, so the
@@ -73,12 +79,14 @@ func (p *awaitWorkers) run(c *awaitCall) {
 		return
 	}
 	p.mu.Unlock()
-	go p.work(c)
+	go p.work(c, p.live.enter())
 }
 
 // work runs the call job, then the calls handed to it, until it is not kept or is
-// ended (its channel closed).
-func (p *awaitWorkers) work(job *awaitCall) {
+// ended (its channel closed), or a function calls runtime.Goexit. A
+// goroutine counted (see awaitWorkers.live) is counted out as it ends.
+func (p *awaitWorkers) work(job *awaitCall, counted bool) {
+	defer p.ended(counted)
 	var ch chan *awaitCall // made once kept: a goroutine never kept needs none
 	for job != nil {
 		job.run()
@@ -92,6 +100,22 @@ func (p *awaitWorkers) work(job *awaitCall) {
 		job = <-ch // nil once ended
 	}
 }
+
+// ended counts a goroutine of the pool out of the loop's live count, if
+// counted, as it ends.
+func (p *awaitWorkers) ended(counted bool) {
+	if hook := testHookAwaitWorkerEnds.Load(); hook != nil {
+		(*hook)(p)
+	}
+	if counted {
+		p.live.exit()
+	}
+}
+
+// testHookAwaitWorkerEnds, set by a test, runs on a goroutine of the pool
+// p as it ends, before it counts out of the loop's live count. Atomic: the
+// goroutines of other tests' loops may end as a test sets it.
+var testHookAwaitWorkerEnds atomic.Pointer[func(p *awaitWorkers)]
 
 // keep adds ch, a goroutine that has finished its job, to the waiting
 // ones, unless the Loop is closed or enough wait already, and arms the

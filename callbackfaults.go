@@ -379,12 +379,15 @@ func (l *Loop) enterGoroutine() int64 {
 // leaveGoroutine runs when l's goroutine ends. Unless the loop ended, a
 // callback called runtime.Goexit: the loop goes on with a new goroutine
 // (the tasks that were left to run are all in the loop's queues), which
-// is then the loop's own for IsSameThread.
+// is then the loop's own for IsSameThread, and counts for Wait in its
+// place.
 func (l *Loop) leaveGoroutine(ended *bool) {
 	loopGoroutines.Delete(l.gid.Load())
 	if !*ended {
 		go l.run()
+		return
 	}
+	l.awaitCalls.exit() // the loop's goroutine: last, see Loop.Wait
 }
 
 // endParked ends the flows of a closing loop that wait for another

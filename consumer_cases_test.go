@@ -3,7 +3,6 @@ package asyncsteps_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -268,11 +267,11 @@ func TestConsumerStoresOneMessageAtATimePerKey(t *testing.T) {
 // Shutdown at 50ms with 150ms of grace: f1 ends within it and is acked;
 // the other messages in flight are cancelled at 200ms and nacked, the
 // two still queued are never taken. f3's price ignores its context until
-// 400ms: Shutdown returns then, once it has returned, and no goroutine
-// is left.
+// 400ms: Shutdown returns then, once it has returned (Loop.Wait), and no
+// goroutine is left.
 func TestConsumerShutdownWaitsForTheCallsItCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		before := runtime.NumGoroutine()
+		before := bubbleGoroutines()
 		script := map[string][]scriptedCall{
 			"price f1": {{d: 100 * time.Millisecond}},
 			"price f3": {{d: 400 * time.Millisecond, deaf: true}},
@@ -312,9 +311,9 @@ func TestConsumerShutdownWaitsForTheCallsItCancelled(t *testing.T) {
 		if ids := b.settled["nack"]; len(b.queued) != 17 || b.queued[0].ID != "q1" || b.queued[1].ID != "q2" || len(ids) != 15 {
 			t.Errorf("broker: %d queued (first %v), nacked %q; want q1, q2 then the 15 nacked", len(b.queued), b.queued[:2], ids)
 		}
-		synctest.Wait()                              // the goroutines that Close ended have exited
-		if n := runtime.NumGoroutine(); n > before { // others than the bubble's may end meanwhile
-			t.Errorf("%d goroutines after Shutdown, %d before", n, before)
+		synctest.Wait() // what is left of the goroutines that Wait waited for is their exit
+		if n := bubbleGoroutines(); n != before {
+			t.Errorf("%d goroutines in the bubble after Shutdown, %d before", n, before)
 		}
 	})
 }

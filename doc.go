@@ -222,7 +222,10 @@
 // function. The goroutines of its
 // waiting Await, AwaitChan, AwaitResult and AwaitFlow steps are released
 // (an Await function's context is cancelled; the flow an AwaitFlow step
-// awaits is cancelled). On a [TestTool], completions
+// awaits is cancelled). Close does not wait for the Await functions,
+// which run until they return; [Loop.Wait], after Close, waits for them
+// and for every goroutine of the loop, under a context that bounds the
+// wait. On a [TestTool], completions
 // that come from other goroutines (Await, AwaitChan, a goroutine calling
 // Success) arrive while the tool may look idle: drive such flows with
 // [Root.Run], which waits for them, rather than with [TestTool.Run]. Run

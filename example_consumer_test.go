@@ -117,10 +117,6 @@ type consumer struct {
 	budget time.Duration
 	logf   func(format string, args ...any)
 	keys   *asyncsteps.KeyedMutex[string] // one store at a time per key
-	// calls is held by the consumer's flow, and its slot kept until every
-	// Await function started inside has returned: a flow that enters it
-	// after the consumer's has ended waits for them.
-	calls  *asyncsteps.Mutex
 	result <-chan asyncsteps.Result
 	root   *asyncsteps.Root
 	counts consumerCounts // written on the loop only
@@ -133,11 +129,9 @@ type consumer struct {
 
 func startConsumer(b *broker, svc services, budget time.Duration, logf func(string, ...any)) *consumer {
 	c := &consumer{loop: asyncsteps.NewLoop(), b: b, svc: svc, budget: budget, logf: logf,
-		keys: asyncsteps.NewKeyedMutex[string](1), calls: asyncsteps.NewMutex(1), running: map[string]int{}}
+		keys: asyncsteps.NewKeyedMutex[string](1), running: map[string]int{}}
 	c.root = asyncsteps.New(asyncsteps.WithTool(c.loop))
-	c.root.Sync(c.calls, func(as asyncsteps.AsyncSteps, _ ...any) {
-		asyncsteps.ForEachChan(as, b.deliveries, 16, c.handle) // takes a message only for a free slot
-	})
+	asyncsteps.ForEachChan(c.root, b.deliveries, 16, c.handle) // takes a message only for a free slot
 	c.result = c.root.Promise()
 	return c
 }
@@ -226,16 +220,17 @@ func (c *consumer) settle(d delivery, outcome, why string) {
 }
 
 // Shutdown stops taking messages, gives those in flight grace to end,
-// cancels the rest (nacked), waits at most wait for the Await functions
-// still running, and closes the loop. Its error names the messages whose
+// cancels the rest (nacked), closes the loop and waits at most wait for
+// the Await functions still running. Its error names the messages whose
 // functions outlived wait.
 //
 // The subscription is cancelled first: ForEachChan sees the channel
 // closed once a slot is free, and ends once the messages in flight have.
 // A cancel of the flow while ForEachChan's goroutine waits on the channel
 // would drop a message that goroutine received as the cancel came: it
-// would be neither acked nor nacked. The loop is closed last: a flow
-// that a closing loop stops runs no cancel handler, so nacks nothing.
+// would be neither acked nor nacked. The loop is closed once the flow has
+// ended: a flow that a closing loop stops runs no cancel handler, so
+// nacks nothing.
 func (c *consumer) Shutdown(grace, wait time.Duration) (consumerCounts, error) {
 	c.b.cancel()
 	var res asyncsteps.Result
@@ -248,25 +243,15 @@ func (c *consumer) Shutdown(grace, wait time.Duration) (consumerCounts, error) {
 	if errors.Is(res.Err, context.Canceled) {
 		res.Err = nil // the cancel after grace
 	}
-	err := errors.Join(res.Err, c.awaitCalls(wait))
 	c.loop.Close()
-	return c.counts, err
-}
-
-// awaitCalls waits, at most wait, until every Await function started in
-// the consumer's flow has returned: c.calls lets this flow in only then.
-func (c *consumer) awaitCalls(wait time.Duration) error {
-	r := asyncsteps.New(asyncsteps.WithTool(c.loop))
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.SetTimeout(wait)
-		c.calls.Sync(as, func(asyncsteps.AsyncSteps, ...any) {})
-	})
-	if _, err := r.Run(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := c.loop.Wait(ctx); err != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return fmt.Errorf("Await functions still running after %v: %v", wait, c.running)
+		res.Err = errors.Join(res.Err, fmt.Errorf("Await functions still running after %v: %v", wait, c.running))
 	}
-	return nil
+	return c.counts, res.Err
 }
 
 // A queue consumer: the messages of a broker as the items of one flow,

@@ -117,17 +117,22 @@ func (c *chanItems[T]) wait(f *frame) {
 	}
 	c.waiting = true
 	fl := f.h.fl
-	var closed <-chan struct{} // never ready on a tool that never stops
-	if life := fl.sched.lifetime(); life != nil {
-		closed = life.Done()
-	}
 	fl.noteParked(f)
-	go c.receive(c.stop, closed)
+	loop, _ := fl.sched.(*Loop) // the only tool that stops for good
+	go c.receive(loop, loop.live().enter())
 }
 
 // receive waits, on a goroutine of its own, for ch's next value, and
-// queues it on the flow's loop unless the step has stopped first.
-func (c *chanItems[T]) receive(stop, closed <-chan struct{}) {
+// queues it on the flow's loop unless the step has stopped first or loop
+// (nil: a tool that never stops) has closed. If counted, it counts out of
+// the loop's live count (see Loop.Wait) as it ends. It reads the rest of
+// what it needs (c.stop, made before it starts and never changed) itself:
+// a go statement's arguments cost an allocation as large as they are.
+func (c *chanItems[T]) receive(loop *Loop, counted bool) {
+	if counted {
+		defer loop.live().exit()
+	}
+	stop, closed := c.stop, loop.lifetimeDone()
 	if testHookChanWaitBegins != nil {
 		testHookChanWaitBegins()
 	}

@@ -16,12 +16,17 @@ import (
 // pairs (a pulled[any, any]); a ForEachLimit its sequence's own types,
 // which no pair is boxed for.
 type pulled[K, V any] struct {
-	next     func() (K, V, bool)
-	stopSeq  func()
-	k        K // the pair of the current iteration, k and v
-	v        V
-	err      *Error // a panic or Goexit while pulling, raised by the iteration
-	unbind   func() bool
+	next    func() (K, V, bool)
+	stopSeq func()
+	k       K // the pair of the current iteration, k and v
+	v       V
+	err     *Error // a panic or Goexit while pulling, raised by the iteration
+	unbind  func() bool
+	// live is the count of the Loop the sequence runs for (see
+	// Loop.Wait), which the goroutine of iter.Pull2 is in until the
+	// sequence's stop has returned; nil once counted out, or if not
+	// counted.
+	live     *awaitCalls
 	finished bool
 	// waiting holds the flow's events that waited for a pull that drove
 	// the flow's TestTool into the flow, until a ForEach's iteration has
@@ -63,6 +68,9 @@ func (p *pulled[K, V]) start(f *frame, seq iter.Seq2[K, V]) {
 // when f is cancelled, is the caller's to set (a ForEachLimit's has more
 // to do: see cancelLimit).
 func (p *pulled[K, V]) bind(f *frame, seq iter.Seq2[K, V]) {
+	if live := liveOf(f.h.fl.sched); live.enter() {
+		p.live = live
+	}
 	p.next, p.stopSeq = iter.Pull2(asLoopCallback(stopOnFalse(seq), f.h.fl.sched))
 	if life := f.h.fl.sched.lifetime(); life != nil {
 		// The loop's goroutine runs no more tasks then: the stop runs
@@ -320,7 +328,7 @@ func (p *pulled[K, V]) afterGoexit(f *frame, err *Error) {
 // (errSeqContinued) is not one: the stop provoked it to end the sequence,
 // which it did.
 func (p *pulled[K, V]) stopOnLoop() {
-	p.unbindLoop()
+	defer p.unbindLoop().exit() // once the cleanup has run, however it ends
 	defer func() {
 		if r := recover(); r != nil && r != errSeqContinued {
 			panic(r)
@@ -333,15 +341,20 @@ func (p *pulled[K, V]) stopOnLoop() {
 // runs where nobody would see it (the loop has closed) or after the
 // sequence has run out.
 func (p *pulled[K, V]) stop() {
-	p.unbindLoop()
+	defer p.unbindLoop().exit() // once the cleanup has run, however it ends
 	defer func() { _ = recover() }()
 	p.stopSeq()
 }
 
-// unbindLoop ends the watch of the loop's close, once.
-func (p *pulled[K, V]) unbindLoop() {
+// unbindLoop ends the watch of the loop's close, once, and returns the
+// count the sequence's goroutine is in, for its stop to count it out once
+// the sequence has ended; nil the second time, or if not counted.
+func (p *pulled[K, V]) unbindLoop() *awaitCalls {
 	if p.unbind != nil {
 		p.unbind()
 		p.unbind = nil
 	}
+	live := p.live
+	p.live = nil
+	return live
 }

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -100,6 +101,26 @@ func (g *LoopGroup) Len() int {
 	return len(g.loops)
 }
 
+// Wait waits for every loop of the group as [Loop.Wait] does, and returns
+// nil once each has stopped and nothing it started still runs, or ctx's
+// error if ctx ends first. Like Loop.Wait, it waits for [LoopGroup.Close]
+// too, and returns an InternalError at once on the goroutine of a Loop or
+// for a nil ctx. A nil or zero LoopGroup has nothing to wait for.
+func (g *LoopGroup) Wait(ctx context.Context) error {
+	if err := waitMisuse("LoopGroup.Wait", ctx); err != nil {
+		return err
+	}
+	if g == nil {
+		return nil
+	}
+	for _, l := range g.loops {
+		if err := l.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close closes every loop of the group, see [Loop.Close]: close the group
 // only after its flows have ended, because a flow still running on a closed
 // loop stops where it is, without its cancel handlers (its [Root.Promise]
@@ -108,7 +129,9 @@ func (g *LoopGroup) Len() int {
 // to close before Close waits for any, so that a loop stuck in a callback
 // keeps no other from closing (and giving back the slots its flows hold in
 // a Mutex or Limiter). Close is idempotent; called from a callback on any
-// Loop, it does not wait for the loops' goroutines to exit.
+// Loop, it does not wait for the loops' goroutines to exit. It does not
+// wait for the Await functions of the loops' flows: [LoopGroup.Wait]
+// does.
 func (g *LoopGroup) Close() {
 	if g == nil {
 		return

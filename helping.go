@@ -233,7 +233,10 @@ func (w *waiter) finish(unwatch func() bool) {
 // leave lets the flow go on without the goroutine of RunHelping, which an
 // Await function ended with runtime.Goexit: the watch of ctx, if any,
 // stays until the flow ends. idle stays clear, so no function is handed
-// over any more, and the Result is the next value on the channel.
+// over any more, and the Result is the next value on the channel. The
+// goroutine it starts for that is not counted for Loop.Wait: a closing
+// loop gives every flow's Result before its own goroutine counts out, and
+// the goroutine then only ends the watch and exits.
 func (w *waiter) leave(unwatch func() bool) {
 	if unwatch == nil {
 		return // nothing watches ctx: nothing to end

@@ -30,11 +30,11 @@ import (
 // (except to wake a sleeping loop), so that goroutines starting many flows
 // do not slow the loop down.
 //
-// Immediate, Deferred, Now, IsSameThread, Close and the methods of the
-// returned handles are safe for concurrent use. The zero value is not
+// Immediate, Deferred, Now, IsSameThread, Close, Wait and the methods of
+// the returned handles are safe for concurrent use. The zero value is not
 // usable: create a Loop with [NewLoop]. It acts as a closed Loop that never
 // ran: Immediate and Deferred return invalid handles and drop their
-// function, Close returns at once, and a flow given it ends at once with an
+// function, Close returns at once, Wait returns nil, and a flow given it ends at once with an
 // InternalError, "the flow's Loop was not made by NewLoop". A Loop that is never closed keeps
 // its goroutine for the life of the process, and the goroutines it keeps
 // for [AsyncSteps.Await] functions (docs/DESIGN.md#await).
@@ -152,7 +152,8 @@ type Loop struct {
 	// calls on this loop's flows.
 	helpPromises promisePool
 	// awaitCalls are the Await calls in flight of the loop's flows, which
-	// Close cancels.
+	// Close cancels, and the count of what may still run for the loop,
+	// which Wait waits for.
 	awaitCalls awaitCalls
 }
 
@@ -184,6 +185,9 @@ func newIdleLoop() *Loop {
 	l.alive, l.endAlive = context.WithCancel(context.Background())
 	l.awaitWorkers.idleFor = awaitWorkerIdle
 	l.awaitCalls.closing = &l.closing
+	l.awaitCalls.live = 1 // the loop's goroutine, until it has exited after the stop
+	l.awaitCalls.drained = make(chan struct{})
+	l.awaitWorkers.live = &l.awaitCalls
 	l.engine.track = true // see endParked
 	l.timers.mu = &l.mu
 	l.timers.seq = &l.timerSeq
@@ -395,15 +399,10 @@ func (l *Loop) Now() time.Time { return time.Now() }
 //
 // An Await function is not stopped: its context is cancelled, and it runs
 // until it returns, which Close does not wait for. A service that must
-// know them finished (a dependency it closes next) runs its flows' steps
-// in a critical section of a [Mutex] of its own, whose slot is kept until
-// every Await function started inside has returned; once its flows have
-// ended, and before Close, a flow of its own that enters that Mutex, under
-// a timeout that bounds the wait, gets in once they have returned
-// (Example_consumer). A count kept by the functions themselves (a
-// sync.WaitGroup's Add as one begins) misses a function whose goroutine
-// has not begun when its flow ends; the section counts it as its step
-// starts, on the loop.
+// know them finished (a dependency it closes next) calls [Loop.Wait]
+// after Close: it returns once every Await function of the loop's flows
+// has returned, and every goroutine the loop started has ended, or when
+// its context ends first (Example_consumer).
 //
 // Close waits until the loop's goroutine has exited, except when called
 // from a callback on that goroutine: then the loop stops as soon as the
@@ -484,6 +483,83 @@ func (l *Loop) Done() <-chan struct{} {
 	}
 	return l.done
 }
+
+// Wait waits until the loop has stopped and nothing it started still
+// runs, and returns nil then, or ctx's error if ctx ends first. Nothing
+// means: no [AsyncSteps.Await] function of its flows, also one that the
+// goroutine in [Root.RunHelping] runs (the function is the flow's, though
+// the goroutine is the caller's), and no goroutine the loop started: its
+// own, those it keeps for Await functions, those that wait on behalf of
+// its steps ([AwaitChan], [AwaitResult], [AwaitFlow], [ForEachChan]) and
+// that of an iter.Seq2 its flows pull (its cleanup, which the close runs).
+// Each such goroutine has then run its last code, and only its exit is
+// left: a goroutine count taken once those exits are through (in a
+// testing/synctest bubble, after synctest.Wait) is the count before the
+// loop. Like [sync.WaitGroup.Wait], or errgroup's, it lets a service's
+// shutdown know that no code of its flows outlives it, before it closes
+// what that code uses:
+//
+//	loop.Close()
+//	if err := loop.Wait(ctx); err != nil {
+//		// an Await function ignores its cancelled context
+//	}
+//
+// A function counts from the start of its step, on the loop, not from
+// the start of its goroutine: a count the functions kept themselves (a
+// sync.WaitGroup's Add as one begins) would miss one whose goroutine has
+// not begun when its flow ends. A function that ignores its context
+// delays Wait until it returns; a context that ends first ends Wait, and
+// the function still counts for the next one. Wait does not close the
+// loop: before [Loop.Close] it waits for Close too, since a running loop
+// may start a function at any time. Goroutines may wait at once. Once the
+// loop is done, Wait returns nil, also under a context that has ended.
+//
+// Wait must not be called on the goroutine of a Loop: a callback of its
+// own loop would keep the loop from stopping, and one of another Loop
+// would block that loop, whose flows the functions waited for may need;
+// it returns an InternalError at once, as for a nil ctx. An Await
+// function of the loop's flows that calls it waits for itself, until ctx
+// ends. On a zero Loop, which never ran anything, it returns nil; on the
+// loop of [DefaultTool], which is never closed, an InternalError.
+func (l *Loop) Wait(ctx context.Context) error {
+	if err := waitMisuse("Loop.Wait", ctx); err != nil {
+		return err
+	}
+	switch {
+	case l.unmade():
+		return nil
+	case l.shared:
+		return &Error{Code: InternalError, Info: "Loop.Wait on the loop of DefaultTool, which is never closed"}
+	}
+	select {
+	case <-l.awaitCalls.drained:
+		return nil // rather than an ended ctx's error
+	default:
+	}
+	select {
+	case <-l.awaitCalls.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitMisuse returns the error of method, Loop.Wait or LoopGroup.Wait,
+// called where it must not be, or with a nil ctx; else nil.
+func waitMisuse(method string, ctx context.Context) error {
+	if onSomeLoop() { // also an iter.Seq2 a flow pulls: see asLoopCallback
+		return &Error{Code: InternalError, Info: method + waitOnLoopInfo}
+	}
+	if ctx == nil {
+		return &Error{Code: InternalError, Info: method + nilContextInfo}
+	}
+	return nil
+}
+
+// waitOnLoopInfo is the info of Loop.Wait and LoopGroup.Wait called on the
+// goroutine of a Loop, after the method's name.
+const waitOnLoopInfo = " called on the goroutine of a Loop: it would block that loop," +
+	" which the Await functions it waits for may need"
 
 // unmade reports whether l is a zero Loop, not made by NewLoop: it has no
 // goroutine, and nothing it is given runs.
@@ -614,6 +690,31 @@ func (l *Loop) waitRun(ctx context.Context, r *Root, w *waiter) ([]any, error) {
 }
 
 func (l *Loop) lifetime() context.Context { return l.alive }
+
+// lifetimeDone is the Done channel of l's lifetime: closed as l stops,
+// nil (never ready) for a nil l.
+func (l *Loop) lifetimeDone() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.alive.Done()
+}
+
+// live returns the count of what runs for l, which Wait waits for (see
+// awaitCalls.live); nil, which counts nothing, for a nil l or the loop of
+// DefaultTool, which never stops.
+func (l *Loop) live() *awaitCalls {
+	if l == nil || l.shared {
+		return nil
+	}
+	return &l.awaitCalls
+}
+
+// liveOf is the live count of s if it is a Loop, else nil.
+func liveOf(s scheduler) *awaitCalls {
+	l, _ := s.(*Loop)
+	return l.live()
+}
 
 // clock is the loop's monotonic time in nanoseconds, the scale of timer dues.
 func (l *Loop) clock() int64 { return int64(time.Since(l.start)) }
