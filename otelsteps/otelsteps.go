@@ -74,6 +74,11 @@
 // child of the span in its context: that of the traced step, AwaitFlow
 // or Await, that runs the untraced flow, the nearest span in the trace.
 //
+// A flow whose span its sampler drops costs what the tracer's spans cost
+// and one object of these hooks (with metrics, one more per Await): its
+// errors, its end and its Awaits' ends write nothing to spans that
+// record nothing, however many errors it raises.
+//
 // # Infos and panics
 //
 // An error's info is the application's text, and may say more than a
@@ -609,6 +614,10 @@ func (t tracer) flowEnd(ctx context.Context, err error) {
 		return
 	}
 	span := f.span
+	if !span.IsRecording() {
+		span.End() // a sampler dropped it: its status and its time go nowhere
+		return
+	}
 	switch e := errorOf(err); {
 	case e != nil:
 		t.fail(span, e)
@@ -632,6 +641,10 @@ func (t tracer) endWait(ctx context.Context, err *asyncsteps.Error, withPanic bo
 		return // its span records nothing (see awaitStart), or it has none (see AwaitFlowStart)
 	}
 	span := call.span
+	if !span.IsRecording() {
+		span.End() // a mask's (see startWait): the span records nothing
+		return
+	}
 	// A context ended before the function returned: the step was
 	// cancelled or timed out, whatever the function returned then (often
 	// ctx.Err(), which would read as an InternalError).
@@ -686,18 +699,17 @@ func (a *awaitFlows) AwaitFlowEnd(ctx context.Context, err error) {
 // exception event of the panic that raised it, if one did.
 func (t tracer) stepError(ctx context.Context, err *asyncsteps.Error) {
 	f := ownFlow(ctx)
-	if f == nil {
+	if f == nil || !f.span.IsRecording() {
+		// A span that a sampler dropped keeps no event, nor an
+		// exception to tell from a later one. A flow run by one of its
+		// Await functions, whose FlowStart failed, may find f as its
+		// own (unmasked: see startFlow), from a loop of its own: f is
+		// not written. A recording span's flow is masked.
 		return
 	}
 	attrs := t.infos.eventAttributes(err)
 	p := panicOf(err)
 	switch {
-	case !f.masked:
-		// Its span records nothing, so no exception is kept apart; and
-		// a flow run by one of its Await functions, whose FlowStart
-		// failed, finds f as its own (unmasked: see awaitStart), from
-		// a loop of its own: f is not written.
-		p = nil
 	case p != nil:
 		if !f.firstException(p) {
 			p = nil // recorded already: a handler raised err in its place
