@@ -130,18 +130,32 @@ func validUTF8(s string) string {
 	return strings.ToValidUTF8(s, string(utf8.RuneError))
 }
 
+// maxCodeBytes caps the codes the spans export, whatever caps the infos:
+// a code is an identifier (FTN12's longest, NotSupportedVersion, takes
+// 19 bytes), yet the application's text, which may be a peer's (a FutoIn
+// service's error code, raised as it came) at any length; the SDK bounds
+// neither a status description nor, unless told, an attribute.
+const maxCodeBytes = 128
+
+// exportedCode returns code as the spans export it: valid UTF-8, cut as
+// an info is to maxCodeBytes.
+func exportedCode(code string) string {
+	return infoPolicy{max: maxCodeBytes}.cut(code)
+}
+
 // describe returns the status description of a span that fails with err:
-// "code: info", with the info as p exports it, the code valid UTF-8.
+// "code: info", with the info as p exports it, the code as exportedCode
+// does.
 func (p infoPolicy) describe(err *asyncsteps.Error) string {
 	if p.omit || err.Info == "" {
-		return validUTF8(err.Code)
+		return exportedCode(err.Code)
 	}
-	return validUTF8(err.Code) + ": " + p.cut(err.Info)
+	return exportedCode(err.Code) + ": " + p.cut(err.Info)
 }
 
 // eventAttributes returns the attributes of err's step error event.
 func (p infoPolicy) eventAttributes(err *asyncsteps.Error) trace.SpanStartEventOption {
-	code := CodeKey.String(validUTF8(err.Code))
+	code := CodeKey.String(exportedCode(err.Code))
 	if p.omit {
 		return trace.WithAttributes(code)
 	}

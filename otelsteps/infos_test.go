@@ -244,3 +244,52 @@ func TestCapCountsTheInfoAsExported(t *testing.T) {
 		}
 	}
 }
+
+// A code is an identifier, yet the application's text too, that may come
+// from a peer (a FutoIn service's error, raised as it answered it) or
+// from a Go error's FutoInCode: the spans export one over 128 bytes cut
+// to 128 as an info is, whatever the infos' cap, also with OmitInfo, in
+// the status description, in asyncsteps.error.code and error.type, and in
+// the step error event. The Result keeps it whole, and the metrics count
+// it as OtherCode. Before, the spans exported it whole, four times a
+// failed flow and three times its Await's span: the SDK bounds neither a
+// status description nor, unless told, an attribute's length.
+func TestLongCodesAreCut(t *testing.T) {
+	long := strings.Repeat("Quota", 40)      // 200 bytes
+	cut := strings.Repeat("Quota", 25) + "…" // 125 bytes and the ellipsis
+	for _, c := range []struct {
+		name   string
+		config otelsteps.Config
+		info   string // ": down" as exported
+	}{
+		{"default", otelsteps.Config{}, ": down"},
+		{"no cap on infos", otelsteps.Config{MaxInfoBytes: -1}, ": down"},
+		{"infos omitted", otelsteps.Config{OmitInfo: true}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			c.config.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			tt := asyncsteps.NewTestTool()
+			tt.SetHooks(otelsteps.Hooks(c.config))
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Await(func(context.Context) (any, error) {
+				return nil, &asyncsteps.Error{Code: long, Info: "down"}
+			})
+			if _, err := r.Run(context.Background()); errText(err) != long+": down" {
+				t.Fatalf("Run: %q, want the code whole: only the spans cut it", errText(err))
+			}
+			event := ""
+			if !c.config.OmitInfo {
+				event = " asyncsteps.error.info=down"
+			}
+			failed := `Error "` + cut + c.info + `" asyncsteps.error.code=` + cut + ` error.type=` + cut
+			want := describeLines([]string{
+				`asyncsteps.await <- asyncsteps.flow: ` + failed,
+				`asyncsteps.flow <- -: ` + failed + ` event asyncsteps.step_error asyncsteps.error.code=` + cut + event,
+			})
+			if got := describe(exp.GetSpans().Snapshots()); got != want {
+				t.Errorf("spans:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}

@@ -95,6 +95,15 @@
 // run of bytes that are not UTF-8 (from an upstream, a file name) is made
 // a U+FFFD, whose 3 bytes count in the cap.
 //
+// A code is an identifier (FTN12's take under 20 bytes), yet the
+// application's text too, which may come from a peer (a FutoIn service's
+// error, raised as it answered) or a Go error's FutoInCode, at any
+// length: the spans export one over 128 bytes cut to 128 as an info is,
+// whatever caps the infos and with OmitInfo too, in a failed span's
+// status description, in asyncsteps.error.code and error.type, and in a
+// step error event. The Result keeps it whole; the metrics count it as
+// [OtherCode] anyway.
+//
 // A panic in a step, in a cancel or error handler, or in an Await
 // function is an exception event, as OpenTelemetry's semantic
 // conventions have it, of the span of its flow, after its step error
@@ -759,6 +768,6 @@ func errorOf(err error) *asyncsteps.Error {
 
 func (t tracer) fail(span trace.Span, err *asyncsteps.Error) {
 	span.SetStatus(codes.Error, t.infos.describe(err))
-	code := validUTF8(err.Code)
+	code := exportedCode(err.Code)
 	span.SetAttributes(CodeKey.String(code), semconv.ErrorTypeKey.String(code))
 }
