@@ -499,13 +499,25 @@ type scriptReply struct {
 
 // callAll makes calls of s, in pipelines of at most pipelineMax calls,
 // each bounded by OpTimeout, and returns their outcomes in order. A
-// single call is made as call makes it.
+// single call is made as call makes it. The pipelines go at once, each
+// on a goroutine and a connection of its own: one after the other, a
+// Redis that stalls would make the last wait for each one before it to
+// time out, and the round of thousands of keys take that many
+// OpTimeouts, in which their goroutine serves no other key.
 func (c *Client) callAll(s *redis.Script, calls []scriptCall) []scriptReply {
 	out := make([]scriptReply, len(calls))
-	for i := 0; i < len(calls); i += pipelineMax {
+	var wg sync.WaitGroup
+	for i := pipelineMax; i < len(calls); i += pipelineMax {
 		j := min(i+pipelineMax, len(calls))
-		c.pipeline(s, calls[i:j], out[i:j])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.pipeline(s, calls[i:j], out[i:j])
+		}()
 	}
+	first := min(pipelineMax, len(calls))
+	c.pipeline(s, calls[:first], out[:first])
+	wg.Wait()
 	return out
 }
 

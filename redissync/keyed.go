@@ -47,7 +47,9 @@ import (
 // each key's waiters are tried together in one call of the Mutex's
 // script, as a Mutex's are, and the calls of the keys due at one time
 // (the renewal of every key held, every TTL/3) go to Redis together, in
-// pipelines of up to 512 calls, each bounded by Options.OpTimeout. The
+// pipelines of up to 512 calls, sent at once, each bounded by
+// Options.OpTimeout: a Redis that stalls fails them all within about one
+// OpTimeout, as it fails the round trips of as many Mutexes. The
 // goroutine and its timers live as long as the Client, as a Mutex's do;
 // its renewal and re-check tickers stop while no key is in use.
 //

@@ -680,3 +680,74 @@ func TestKeyedMutexRedisRestarted(t *testing.T) {
 	}
 	tr.check(t, "C in", "D onerror CommError: "+e.Info)
 }
+
+// TestKeyedMutexPipelinesGoTogether: a KeyedMutex's round of more calls
+// than one pipeline takes (the renewals of 1,536 keys held) sends its
+// pipelines at once, each bounded by OpTimeout, so that a stalled Redis
+// fails all of them within one OpTimeout, as it fails the round trips of
+// as many Mutexes. They went one after the other: the renewals of 10,000
+// keys took 20 OpTimeouts, during which the KeyedMutex's goroutine served
+// no flow of any key.
+func TestKeyedMutexPipelinesGoTogether(t *testing.T) {
+	const pipelines = 3
+	hook := &stallHook{want: pipelines, all: make(chan struct{})}
+	rdb := redis.NewClient(&redis.Options{Addr: sharedRedis(t), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	rdb.AddHook(hook)
+	opts := Options{Prefix: fmt.Sprintf("keyedstall%d", prefixSeq.Add(1)), OpTimeout: 2 * time.Second}
+	c, err := New(context.Background(), rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	calls := make([]scriptCall, pipelines*pipelineMax)
+	for i := range calls {
+		calls[i] = scriptCall{keys: c.mutexKeys(fmt.Sprint("acct/", i), "r"), args: []any{i}}
+	}
+	for i, r := range c.callAll(mutexScript, calls) {
+		if !errors.Is(r.err, errStalled) {
+			t.Fatalf("call %d: %v, want the stall", i, r.err)
+		}
+	}
+	if got := hook.peak.Load(); got != pipelines {
+		t.Errorf("%d pipelines in flight at once, want %d", got, pipelines)
+	}
+}
+
+// errStalled is the failure of a pipeline that stallHook held.
+var errStalled = errors.New("stalled")
+
+// stallHook holds every pipeline as a stalled Redis does, until its
+// OpTimeout or until want pipelines are in flight at once, then fails it,
+// and records the most in flight at once. Other pipelines (New's) pass.
+type stallHook struct {
+	want           int32
+	all            chan struct{} // closed once want are in flight
+	inFlight, peak atomic.Int32
+}
+
+func (h *stallHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() != "evalsha" {
+			return next(ctx, cmds)
+		}
+		n := h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
+		if n > h.peak.Load() {
+			h.peak.Store(n)
+		}
+		if n == h.want {
+			close(h.all)
+		}
+		select {
+		case <-h.all:
+		case <-ctx.Done():
+		}
+		for _, cmd := range cmds {
+			cmd.SetErr(errStalled)
+		}
+		return errStalled
+	}
+}
