@@ -230,9 +230,10 @@ type waiter struct {
 	// stopWatch ends the watch of the context of PromiseContext or
 	// ExecuteThenContext (promisectx.go), under helper.mu.
 	stopWatch func() bool
-	// atEnd is what package cabi asked to run as the execution ends (see
-	// toolinfo.AtFlowEnd). On the loop.
-	atEnd func()
+	// atEnd is what packages cabi and asynchttp asked to run as the
+	// execution ends, one function each (see toolinfo.AtFlowEnd). On the
+	// loop.
+	atEnd toolinfo.FlowEnds
 	// hookCtx is the context the FlowStart hook returned, if any: the
 	// flow's context from then on, which its hooks get and whose values
 	// its Await functions see. Only its values: ctx stays Run's, whose
@@ -1091,10 +1092,9 @@ func (fl *flow) end(args []any, err error) {
 	fl.base.args = nil
 	if w := fl.wait; w != nil {
 		// Only an execution with a waiter pays for this test: one of
-		// Execute has none unless package cabi set atEnd.
-		if atEnd := w.atEnd; atEnd != nil {
-			w.atEnd = nil
-			atEnd()
+		// Execute has none unless package cabi or asynchttp set atEnd.
+		if w.atEnd.Any() {
+			w.atEnd.Run()
 		}
 		if w.hooks != nil && (w.hooks.FlowEnd != nil || fl.hasUnreported()) {
 			// The hooks are the user's: the outcome is delivered however
@@ -1109,15 +1109,16 @@ func (fl *flow) end(args []any, err error) {
 	fl.deliver(args, err)
 }
 
-// atFlowEnd is toolinfo.AtFlowEnd: it makes fn run, on the loop, as the
-// execution that the step of as belongs to ends. It reports false, keeping
-// nothing, when as is not such a step, or one the engine cannot reach (a
-// decorator without Unwrap), or its step is over. A waiter is made for an
-// execution that has none: one of Execute, whose end then reads the
-// waiter's fields, as one of Run or ExecuteWith does.
-func atFlowEnd(as any, fn func()) bool {
+// atFlowEnd is toolinfo.AtFlowEnd: it makes end's function run, on the
+// loop, as the execution that the step of as belongs to ends, once however
+// often it is given. It reports false, keeping nothing, when as is not
+// such a step, or one the engine cannot reach (a decorator without
+// Unwrap), or its step is over, or end has no function. A waiter is made
+// for an execution that has none: one of Execute, whose end then reads
+// the waiter's fields, as one of Run or ExecuteWith does.
+func atFlowEnd(as any, end *toolinfo.FlowEnd) bool {
 	a, ok := as.(AsyncSteps)
-	if !ok {
+	if !ok || end == nil || end.Fn == nil {
 		return false
 	}
 	h := unwrapAny(a)
@@ -1128,7 +1129,7 @@ func atFlowEnd(as any, fn func()) bool {
 	if fl.wait == nil {
 		fl.wait = &waiter{}
 	}
-	fl.wait.atEnd = fn
+	fl.wait.atEnd.Keep(end)
 	return true
 }
 

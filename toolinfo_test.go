@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -47,28 +48,35 @@ func TestToolInfo(t *testing.T) {
 	}
 }
 
+// atEnd is a FlowEnd of its own for fn, the key of one caller.
+func atEnd(fn func()) *toolinfo.FlowEnd { return &toolinfo.FlowEnd{Fn: fn} }
+
 // AtFlowEnd runs its function once as the execution of the step's flow
-// ends, however it ends, before the outcome is delivered; it keeps nothing
-// for what is not a running step or for a step that is over, and a later
-// execution starts without it.
+// ends, however it ends, before the outcome is delivered, however often
+// it was given; it keeps nothing for what is not a running step, for a
+// step that is over, or without a function, and a later execution starts
+// without it.
 func TestToolInfoAtFlowEnd(t *testing.T) {
 	tt := NewTestTool()
 	var tr trace
 	r := New(WithTool(tt), WithUnhandledError(func(err *Error) { tr.add("unhandled %s", err.Code) }))
 	var kept AsyncSteps
+	end := atEnd(func() { tr.add("end %v", r.Running()) })
 	r.Add(func(as AsyncSteps, _ ...any) {
-		if toolinfo.AtFlowEnd(r, func() {}) || toolinfo.AtFlowEnd(nil, func() {}) {
-			tr.add("set for what is not a step")
+		if toolinfo.AtFlowEnd(r, atEnd(func() {})) || toolinfo.AtFlowEnd(nil, atEnd(func() {})) ||
+			toolinfo.AtFlowEnd(as, nil) || toolinfo.AtFlowEnd(as, atEnd(nil)) {
+			tr.add("set for what is not a step, or without a function")
 		}
-		toolinfo.AtFlowEnd(as, func() { tr.add("replaced ran") })
-		if !toolinfo.AtFlowEnd(as, func() { tr.add("end %v", r.Running()) }) {
-			tr.add("not set")
+		for range 2 { // kept once
+			if !toolinfo.AtFlowEnd(as, end) {
+				tr.add("not set")
+			}
 		}
 		kept = as
 		as.WaitExternal()
 	})
 	fail := func(as AsyncSteps, _ ...any) {
-		if toolinfo.AtFlowEnd(kept, func() { tr.add("over ran") }) {
+		if toolinfo.AtFlowEnd(kept, atEnd(func() { tr.add("over ran") })) {
 			tr.add("set for a step that is over")
 		}
 		as.Error("Failed")
@@ -83,6 +91,52 @@ func TestToolInfoAtFlowEnd(t *testing.T) {
 	tt.Run()
 	if got, want := tr.String(), "end true unhandled Failed unhandled Failed"; got != want {
 		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+// AtFlowEnd keeps one function per caller, each caller's FlowEnd being its
+// key: the function of each runs once as the execution ends, in the order
+// each was first given, however often each caller gives its own again
+// (package cabi does, for each of its steps that waits). Before, the
+// engine kept one function per execution, the last given: package cabi's
+// replaced package asynchttp's, or the reverse.
+func TestToolInfoAtFlowEndKeepsOneFunctionPerCaller(t *testing.T) {
+	for _, callers := range []int{2, 3} {
+		t.Run(fmt.Sprint(callers, " callers"), func(t *testing.T) {
+			tt := NewTestTool()
+			var tr trace
+			r := New(WithTool(tt))
+			ends := make([]*toolinfo.FlowEnd, callers)
+			for i := range ends {
+				ends[i] = atEnd(func() { tr.add("end %d", i) })
+			}
+			var kept AsyncSteps
+			r.Add(func(as AsyncSteps, _ ...any) {
+				for _, e := range ends {
+					toolinfo.AtFlowEnd(as, e)
+					toolinfo.AtFlowEnd(as, ends[0])
+				}
+				kept = as
+				as.WaitExternal()
+			})
+			r.Add(func(as AsyncSteps, _ ...any) {
+				for i := len(ends) - 1; i >= 0; i-- {
+					toolinfo.AtFlowEnd(as, ends[i])
+				}
+				tr.add("last step")
+			})
+			r.Execute()
+			tt.Run()
+			kept.Success()
+			tt.Run()
+			want := "last step end 0 end 1"
+			if callers == 3 {
+				want += " end 2"
+			}
+			if got := tr.String(); got != want {
+				t.Errorf("trace %q, want %q", got, want)
+			}
+		})
 	}
 }
 
@@ -101,10 +155,10 @@ func TestToolInfoAtFlowEndThroughADecoratorOfAWaitingStep(t *testing.T) {
 	r.Execute()
 	tt.Run()
 	tt.Immediate(func() {
-		if toolinfo.AtFlowEnd(opaqueSteps{kept}, func() { tr.add("opaque ran") }) {
+		if toolinfo.AtFlowEnd(opaqueSteps{kept}, atEnd(func() { tr.add("opaque ran") })) {
 			tr.add("set through a decorator without Unwrap")
 		}
-		if !toolinfo.AtFlowEnd(unwrappingSteps{unwrappingSteps{kept}}, func() { tr.add("end") }) {
+		if !toolinfo.AtFlowEnd(unwrappingSteps{unwrappingSteps{kept}}, atEnd(func() { tr.add("end") })) {
 			tr.add("not set")
 		}
 	})

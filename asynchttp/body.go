@@ -26,6 +26,8 @@ type requestBody struct {
 	req  http.Request // the flow's request: the request's, with this Body
 	body io.ReadCloser
 	w    http.ResponseWriter
+	// atEnd is what watchEnd gives the engine: end, as the flow ends.
+	atEnd toolinfo.FlowEnd
 	// state counts the reads in progress, with the bits below.
 	state atomic.Uint32
 	// deadlineSet is set by end when it set the connection's read
@@ -73,10 +75,12 @@ func bodyOf(req *http.Request) *requestBody {
 }
 
 // watchEnd has end run as the flow of as, whose first step calls it,
-// ends. The engine keeps one such function per execution, which package
-// cabi replaces with its own in a flow whose C steps wait: the reads of
-// such a flow are not ended.
-func (b *requestBody) watchEnd(as asyncsteps.AsyncSteps) { toolinfo.AtFlowEnd(as, b.end) }
+// ends: the engine keeps it beside what package cabi has it run there, in
+// a flow whose Go steps were given to C.
+func (b *requestBody) watchEnd(as asyncsteps.AsyncSteps) {
+	b.atEnd.Fn = b.end
+	toolinfo.AtFlowEnd(as, &b.atEnd)
+}
 
 // Read reads the request's body, unless the flow has ended.
 func (b *requestBody) Read(p []byte) (int, error) {

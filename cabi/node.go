@@ -816,8 +816,10 @@ type flowCtx struct {
 	cleanups atomic.Bool
 	external []*node // loop-owned: nodes made by Binary, swept when their step is over
 	sweepDue bool    // loop-owned: a sweep of external is posted (see sweepLater)
-	// endFn is watchEnd's function for the engine, made once per flow.
-	endFn func()
+	// end is what watchEnd gives the engine, its function made once per
+	// flow: the engine keeps it once per execution, beside the FlowEnds
+	// of other packages (asynchttp's, in the flow of a Handler).
+	end toolinfo.FlowEnd
 	// endTool is the tool of the execution whose end ended awaits, held
 	// only until then: a flowCtx holds no tool for good (see flows).
 	// Loop-owned.
@@ -1136,10 +1138,10 @@ func (fc *flowCtx) sweepLater(tool asyncsteps.Tool) {
 // without Unwrap): the node then waits for the flow's next sweep. Loop
 // only.
 func (fc *flowCtx) watchEnd(as asyncsteps.AsyncSteps) bool {
-	if fc.endFn == nil {
-		fc.endFn = fc.ended
+	if fc.end.Fn == nil {
+		fc.end.Fn = fc.ended
 	}
-	if !toolinfo.AtFlowEnd(as, fc.endFn) {
+	if !toolinfo.AtFlowEnd(as, &fc.end) {
 		return false
 	}
 	fc.endTool = as.Tool()

@@ -4,7 +4,10 @@
 // initialized, so a package that imports it finds them set.
 package toolinfo
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // NeverCloses reports whether tool is a Loop that is never closed: the
 // loop of DefaultTool, whose Done channel never is. It does not start
@@ -39,23 +42,91 @@ var PostOrDrop func(tool any, run, dropped func()) bool
 // none.
 var BranchID func(as any, id int64) (branch int64, known bool)
 
-// AtFlowEnd makes fn run as the execution of the flow that as runs in
-// ends, however it ends (its last step, an error, a cancel, its Loop
-// closed), on the flow's loop, before its outcome is delivered; it
-// replaces the fn set before for that execution. Package cabi releases
-// there the pointers it gave C for the flow's Go steps that waited: no
-// later step of the flow may ever look at them. as is a step of a running
-// execution, and the caller runs on the flow's loop: in the step's
-// callback, or for a step that waits, in a callback of the loop. It
-// reports false, keeping nothing, when as is not such a step or the
-// engine cannot reach it (a decorator without Unwrap; one that unwraps is
-// followed also once the step's callback has returned), or when its step
-// is over. fn must return
-// quickly and must not panic: it runs inside the engine. An execution of
-// Execute gets the small record that Run and ExecuteWith give theirs, to
-// keep fn, only when fn is set: one that never meets package cabi pays
-// nothing at its end, one of Run or ExecuteWith a test of a field.
-var AtFlowEnd func(as any, fn func()) (set bool)
+// AtFlowEnd makes end's function run as the execution of the flow that
+// as runs in ends, however it ends (its last step, an error, a cancel,
+// its Loop closed), on the flow's loop, before its outcome is delivered.
+// end is the caller's key: an execution keeps each FlowEnd once, so a
+// caller that asks again for the same execution (package cabi does, for
+// each of its steps that waits) keeps one function there, and the
+// FlowEnds of other callers stay. They run once each, in the order they
+// were first kept. Package cabi releases there the pointers it gave C for
+// the flow's Go steps that waited: no later step of the flow may ever
+// look at them; package asynchttp ends the reads of a request's body. as
+// is a step of a running execution, and the caller runs on the flow's
+// loop: in the step's callback, or for a step that waits, in a callback
+// of the loop. It reports false, keeping nothing, when as is not such a
+// step or the engine cannot reach it (a decorator without Unwrap; one
+// that unwraps is followed also once the step's callback has returned),
+// when its step is over, or when end or its function is nil. The
+// function must return quickly and must not panic: it runs inside the
+// engine, and a panic would keep the FlowEnds after it from running. An
+// execution of Execute gets the small record that Run and ExecuteWith
+// give theirs, to keep the FlowEnds, only when one is kept: one that
+// never meets package cabi or asynchttp pays nothing at its end, one of
+// Run or ExecuteWith a test of a field.
+var AtFlowEnd func(as any, end *FlowEnd) (set bool)
+
+// FlowEnd is a function for AtFlowEnd to run as an execution ends. Each
+// caller makes its own, and gives the same one for every execution: its
+// address is the caller's key. Fn must not change while an execution
+// keeps it.
+type FlowEnd struct {
+	Fn func()
+	// list is set only in the FlowEnd that FlowEnds makes to hold more
+	// than one: its own list.
+	list *flowEndList
+}
+
+// FlowEnds is what an execution keeps of AtFlowEnd: each FlowEnd once.
+// Its zero value keeps none. It is one word: an execution with a single
+// FlowEnd keeps the caller's own, without an allocation; a second
+// caller's makes a list, once.
+type FlowEnds struct{ kept *FlowEnd }
+
+// Keep keeps e, unless it is kept already.
+func (s *FlowEnds) Keep(e *FlowEnd) {
+	switch k := s.kept; {
+	case k == nil:
+		s.kept = e
+	case k.list == nil:
+		if k != e {
+			l := &flowEndList{buf: [2]*FlowEnd{k, e}}
+			l.all = l.buf[:]
+			l.head.list = l
+			s.kept = &l.head
+		}
+	case !slices.Contains(k.list.all, e):
+		k.list.all = append(k.list.all, e)
+	}
+}
+
+// flowEndList is the FlowEnd that holds the FlowEnds of two callers or
+// more, in the order kept, made with room for two in one allocation.
+type flowEndList struct {
+	head FlowEnd
+	all  []*FlowEnd
+	buf  [2]*FlowEnd
+}
+
+// Any reports whether s keeps a FlowEnd.
+func (s *FlowEnds) Any() bool { return s.kept != nil }
+
+// Run runs the function of each FlowEnd kept, in order, once: s keeps
+// none from then on.
+func (s *FlowEnds) Run() {
+	k := s.kept
+	s.kept = nil
+	if k == nil {
+		return
+	}
+	if k.list == nil {
+		k.Fn()
+		return
+	}
+	for _, e := range k.list.all {
+		e.Fn()
+	}
+}
 
 // AtWait makes fn run as the callback of the step of as, a step API of
 // the package or a decorator that unwraps to one, returns and the step
