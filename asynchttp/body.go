@@ -155,6 +155,17 @@ func (b *requestBody) cancelled(ctx context.Context) bool {
 	return cancelled(ctx)
 }
 
+// giveForm gives req what the flow parsed of the form of its copy
+// (ParseForm, ParseMultipartForm, FormValue), as if the flow had been
+// given req: net/http removes the temporary files of a multipart form
+// once the handler returns only through the request it gave the handler,
+// and Done, given req, sees the form.
+func (b *requestBody) giveForm(req *http.Request) {
+	if b != nil {
+		req.Form, req.PostForm, req.MultipartForm = b.req.Form, b.req.PostForm, b.req.MultipartForm
+	}
+}
+
 // closeIfEnded asks net/http to close an HTTP/1 connection after the
 // answer once end has set its read deadline. The read the deadline failed
 // cancelled the connection's context, which every later request of the

@@ -153,7 +153,10 @@
 // before it sends the answer, within the server's ReadTimeout, to keep
 // the connection. For that, the flow is given a request of its own whose
 // Body wraps the request's (a shallow copy, made only for a request with
-// a body). A ResponseWriter without a read deadline (an
+// a body); the form the flow parses there (ParseForm,
+// ParseMultipartForm) is given to the request as the flow ends, so that
+// net/http removes the temporary files of a multipart form, and Done
+// sees the form. A ResponseWriter without a read deadline (an
 // httptest.ResponseRecorder, a middleware's wrapper without an Unwrap
 // method: see [http.ResponseController]) leaves the read in progress
 // running to its end; only the later reads fail.

@@ -306,13 +306,15 @@ func StatusOf(code string) int {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	o := Outcome{Start: time.Now()}
 	ended, doneCalled := false, false
+	flowReq, body := flowRequest(w, req)
 	defer func() {
 		if !ended {
+			body.giveForm(req) // again: an Await function of the flow may have called Goexit
 			h.goexited(w, req, &o, doneCalled)
 		}
 	}()
-	flowReq, body := flowRequest(w, req)
 	args, st, err := h.run(flowReq)
+	body.giveForm(req)
 	if testHookFlowEnded != nil {
 		testHookFlowEnded()
 	}

@@ -2,15 +2,18 @@ package asynchttp_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -324,4 +327,61 @@ func TestHandlerEndsTheBodyWithoutADeadline(t *testing.T) {
 			t.Errorf("reads %v, want %s", read, want)
 		}
 	})
+}
+
+// A flow that parses a multipart form whose file goes to a temporary file
+// (ParseMultipartForm with no memory for files) leaves no file behind
+// once the request is served, over HTTP/1 and HTTP/2: net/http removes
+// the temporary files of the form of the request it gave the handler, not
+// of the flow's copy. Done sees the form the flow parsed. Before, the
+// flow's copy kept the form, and every such upload left a file in the
+// temporary directory for good.
+func TestHandlerLeavesNoTemporaryFileOfAMultipartForm(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			loop := newLoop(t)
+			var doneForm []string
+			h := &asynchttp.Handler{
+				Tool: func() asyncsteps.Tool { return loop },
+				Flow: func(as asyncsteps.AsyncSteps, req *http.Request) {
+					as.Await(func(context.Context) (any, error) {
+						if err := req.ParseMultipartForm(0); err != nil {
+							return nil, err
+						}
+						return len(req.MultipartForm.File["upload"]), nil
+					})
+				},
+				Done: func(req *http.Request, _ asynchttp.Outcome) {
+					if req.MultipartForm != nil {
+						doneForm = append(doneForm, req.FormValue("name"))
+					}
+				},
+			}
+			srv, client, _ := serveProto(t, h, proto)
+			var form bytes.Buffer
+			mw := multipart.NewWriter(&form)
+			mw.WriteField("name", "report")
+			fw, _ := mw.CreateFormFile("upload", "report.txt")
+			io.WriteString(fw, strings.Repeat("0123456789", 100))
+			mw.Close()
+			resp, err := client.Post(srv.URL, mw.FormDataContentType(), &form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(answer) != "1\n" {
+				t.Errorf("answered %d %q, want 200 %q", resp.StatusCode, answer, "1\n")
+			}
+			srv.Close() // waits for the request's end, where net/http removes the files
+			if files, _ := os.ReadDir(tmp); len(files) != 0 {
+				t.Errorf("%d temporary files left: %v", len(files), files)
+			}
+			if fmt.Sprint(doneForm) != "[report]" {
+				t.Errorf("Done saw the form values %v, want [report]", doneForm)
+			}
+		})
+	}
 }
