@@ -215,6 +215,7 @@ func TestHandlerErrorHeaderThatGoexits(t *testing.T) {
 	if got, want := calls.get(), []string{`Unauthorized "no token" 401`}; !slices.Equal(got, want) {
 		t.Errorf("ErrorHeader called with %q, want %q", got, want)
 	}
+	srv.Close() // waits for the handler, which logs after the answer is flushed
 	if want := "asynchttp: the request's goroutine ended (runtime.Goexit) in a callback"; !strings.Contains(read(), want) {
 		t.Errorf("logged %q, want %q", read(), want)
 	}

@@ -250,6 +250,7 @@ func TestLogLinesClipTheRequestsMethodAndPath(t *testing.T) {
 			if resp, err := srv.Client().Do(req); err == nil {
 				resp.Body.Close()
 			}
+			srv.Close() // waits for the handler, which logs a Goexit after the answer is flushed
 			line := rec.only(t)
 			if line.msg != c.msg || line.attrs["method"] != wantMethod || line.attrs["path"] != wantPath {
 				t.Errorf("logged %q method of %d bytes, path of %d bytes; want %q, %d and %d",
