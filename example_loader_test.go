@@ -17,9 +17,9 @@ const codeNotFound = "NotFound"
 // Loader coalesces lookups of one kind (products by id, say) into batch
 // calls, as the DataLoader pattern does: every Load that the flows of one
 // loop make in a turn of that loop (while steps are ready to run: see
-// wait), from any parallel branch of any flow, is asked for in one call
-// of fetch (GET /products?ids=1,2,3), at most
-// maxBatch keys a call. A key asked for twice in a turn is fetched once;
+// asyncsteps.AtTurnEnd), from any parallel branch of any flow, is asked
+// for in one call of fetch (GET /products?ids=1,2,3), at most maxBatch
+// keys a call. A key asked for twice in a turn is fetched once;
 // one asked for while a call fetches it waits for that call.
 //
 // A flow keeps what it loaded: a Load of a key that the same flow has
@@ -128,17 +128,11 @@ type loaderCall struct {
 }
 
 // wait makes the Load's step as wait for key: in the call that fetches
-// it, or in this turn's batch, which the first key of the turn schedules.
-//
-// The turn ends with an Immediate called on the loop. A Loop takes the
-// Immediates of a pass (up to 256 callbacks) behind the callbacks its own
-// queue holds at the end of the pass: the steps of the flows and branches
-// that are ready run first, also those a step or two from their Load,
-// and a fan-out of a thousand Loads goes out in one turn. (A timer due at
-// once, Deferred(0), runs at the end of the pass: a fan-out wider than
-// the pass is cut in two turns.) A TestTool runs an Immediate right after
-// what is queued when it is called: there a branch whose Load comes a
-// step later than the first one misses the turn.
+// it, or in this turn's batch, which the first key of the turn schedules
+// for the end of the turn (asyncsteps.AtTurnEnd). The steps of the flows
+// and branches that are ready run first, also those a step or two from
+// their Load, on a Loop as on a TestTool, so that a fan-out of a thousand
+// Loads goes out in one turn.
 func (s *loaderShard[K, V]) wait(as asyncsteps.AsyncSteps, key K) {
 	k := s.inflight[key]
 	if k == nil {
@@ -146,7 +140,7 @@ func (s *loaderShard[K, V]) wait(as asyncsteps.AsyncSteps, key K) {
 	}
 	if k == nil {
 		if len(s.pending) == 0 {
-			s.tool.Immediate(s.dispatch)
+			asyncsteps.AtTurnEnd(s.tool, s.dispatch)
 		}
 		k = &loaderKey{}
 		s.pending[key] = k

@@ -31,6 +31,13 @@ func (e *loopImmediate) run() {
 	}
 }
 
+// drop lets the callback go as its closed loop drops it: its handle
+// becomes invalid.
+func (e *loopImmediate) drop() {
+	e.f = nil
+	e.state.CompareAndSwap(handleScheduled, handleCancelled)
+}
+
 func (e *loopImmediate) Cancel() { e.state.CompareAndSwap(handleScheduled, handleCancelled) }
 
 func (e *loopImmediate) IsValid() bool { return e.state.Load() == handleScheduled }

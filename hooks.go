@@ -116,7 +116,8 @@ type Hooks struct {
 	SyncWait func(obj Syncer, waited time.Duration)
 	// LoopPass is called on a Loop's goroutine at each pass over its
 	// queue, with the number of callbacks ready to run: the loop's
-	// queue length, less the probe LoopLag may have queued. A panic in
+	// queue length, less the probe LoopLag may have queued and the marks
+	// of the callbacks given to AtTurnEnd. A panic in
 	// it is logged like a callback's, and the pass goes on as after a
 	// return, LoopLag included. After one that calls runtime.Goexit, the
 	// loop goes on with a new goroutine, whose first pass runs without
@@ -684,7 +685,7 @@ func (l *Loop) callLoopPass(obs *observer, hook func(*Loop, int)) {
 			panic(r) // logged by reportPass, as before
 		}
 	}()
-	hook(l, l.local.len()-l.lagProbes)
+	hook(l, l.local.len()-l.lagProbes-l.turnMarks)
 	returned = true
 }
 

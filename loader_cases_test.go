@@ -345,15 +345,18 @@ func TestLoaderLoopClosedDuringACall(t *testing.T) {
 	})
 }
 
-// On a TestTool the turn is shorter than on a Loop: an Immediate runs
-// right after the callbacks queued when it was called, so the keys of
-// a branch whose Load comes a step after the others' go in a call of
-// their own (but 1 and 5, in flight by then, which wait for the first).
-// TestLoaderMergesParallelBranchesIntoOneCall makes one call on a Loop.
-func TestLoaderTurnOnATestToolEndsAStepSooner(t *testing.T) {
+// On a TestTool the Loader's turn ends as on a Loop: the branch whose
+// Load comes a step after the others' still joins their call, and 250
+// keys make calls of 100, 100 and 50
+// (TestLoaderMergesParallelBranchesIntoOneCall,
+// TestLoaderSplits250KeysIntoCallsOf100). The calls are Await functions:
+// Run waits for them, and the trace is on the tool's clock, which no
+// timer moves.
+func TestLoaderBatchesOnATestToolAsOnALoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tt := asyncsteps.NewTestTool()
 		b := newLoaderBackend()
+		b.tr = newTimedTrace(tt.Now)
 		l := NewLoader("products", 100, b.fetch)
 		r := asyncsteps.New(asyncsteps.WithTool(tt))
 		p := r.Parallel()
@@ -362,13 +365,33 @@ func TestLoaderTurnOnATestToolEndsAStepSooner(t *testing.T) {
 		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "c", 6, 7, 1, 5) })
 		})
-		if _, err := r.Run(context.Background()); err != nil { // Run waits for the calls
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "again", 2, 7) })
+		if _, err := r.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait()
+		b.tr.want(t, []string{
+			"0s: fetch [1 2 3 4 5 6 7]",
+			"0s: a got [v1 v2 v3]",
+			"0s: b got [v3 v4 v5]",
+			"0s: c got [v6 v7 v1 v5]",
+			"0s: again got [v2 v7]",
+		})
+
+		synctest.Wait() // the calls' goroutines have ended
+		b.tr.lines, b.sizes = nil, nil
+		keys := make([]int, 250)
+		for i := range keys {
+			keys[i] = i
+		}
+		r = asyncsteps.New(asyncsteps.WithTool(tt))
+		loadAll(r, b.tr, l, "r", keys...)
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		slices.Sort(b.sizes)
-		if want := []int{2, 5}; !slices.Equal(b.sizes, want) {
+		if want := []int{50, 100, 100}; !slices.Equal(b.sizes, want) {
 			t.Errorf("calls of %v keys, want %v", b.sizes, want)
 		}
+		synctest.Wait()
 	})
 }

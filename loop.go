@@ -23,6 +23,15 @@ import (
 // in which it was set, when the loop next reads its clock: it may fall due
 // later than its duration by the rest of that pass, never earlier.
 //
+// A pass takes the callbacks scheduled with Immediate, then the flows
+// started, behind what the loop's own queue holds, and runs the queue (up
+// to 256 callbacks) with the steps its flows make ready meanwhile, then
+// the timers due. So a callback given to Immediate on the loop's own
+// goroutine, from a step say, runs at the next pass, behind every step
+// ready by then: not right after the callbacks ready when it was called,
+// as on a [TestTool]. [AtTurnEnd] runs a callback once the steps ready now
+// have run, alike on both tools.
+//
 // A flow started on a Loop ([Root.Execute], Promise, Run) takes its first
 // step after every callback scheduled before the start, and flows start in
 // the order they were started; a callback scheduled after the start may
@@ -55,8 +64,13 @@ type Loop struct {
 	// leaves it armed across wake-ups.
 	timerDue int64
 	// lagProbes is how many lag probes (hooks.go) the local queue holds,
-	// which LoopPass does not count as callbacks.
+	// which LoopPass does not count as callbacks; turnMarks, likewise, the
+	// marks of the callbacks given to AtTurnEnd (turnend.go).
 	lagProbes int
+	turnMarks int
+	// ending are the callbacks given to AtTurnEnd whose marks have run,
+	// which run at the end of the pass.
+	ending fifo[*loopImmediate]
 	// awaited holds the flows of the loop that a Promise or Run waits for,
 	// from their beginning to their end, so that a Close that abandons them
 	// still gives each its Result. Each flow knows its index in it
@@ -734,6 +748,9 @@ func (l *Loop) run() {
 			l.observePass(obs)
 		}
 		l.runBatch()
+		if l.ending.len() > 0 {
+			l.endTurn()
+		}
 		l.fireTimers()
 		if l.local.len() == 0 {
 			l.sleep()
@@ -952,6 +969,7 @@ func (l *Loop) shutdown() {
 		l.endDropped(t)
 		dropTask(t)
 	}
+	l.dropTurnEnds()
 	l.endStarts(false)
 	l.endParked()
 	l.endTimed()
@@ -976,8 +994,10 @@ func (l *Loop) endAwaited() {
 }
 
 func dropTask(t task) {
-	if e, ok := t.(*loopImmediate); ok {
-		e.f = nil
-		e.state.CompareAndSwap(handleScheduled, handleCancelled)
+	switch e := t.(type) {
+	case *loopImmediate:
+		e.drop()
+	case *loopTurnEnd: // a mark of AtTurnEnd
+		e.drop()
 	}
 }

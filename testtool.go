@@ -20,9 +20,10 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // its clock is virtual: it starts at [TestToolEpoch] and moves only when a
 // deferred callback runs or Advance says so.
 //
-// Immediate callbacks run first, in scheduling order; deferred ones follow by
-// due time, ties in scheduling order. A cancelled callback no longer counts
-// as an event.
+// Immediate callbacks run first, in scheduling order; then those given to
+// [AtTurnEnd] on the tool's goroutine, all of them as one event; deferred
+// ones follow by due time, ties in scheduling order. A cancelled callback
+// no longer counts as an event.
 //
 // A callback that panics does not stop the tool: as on a [Loop], the panic
 // is recovered and logged with [log/slog]. A callback that calls
@@ -89,8 +90,13 @@ type TestTool struct {
 	posted uint64           // tasks queued so far: the seq of the next one
 	taken  uint64           // tasks taken out of queue so far; a test checks that each is taken once
 	timers timerHeap        // deferred callbacks; cancelled ones are removed at once
-	engine enginePools      // used only by the driving goroutine
-	seq    atomic.Uint64
+	// turnEnds are the callbacks given to AtTurnEnd (turnend.go), which
+	// run once no immediate is left, cancelled ones included; turnLive
+	// counts those that will still run.
+	turnEnds fifo[*testTurnEnd]
+	turnLive int
+	engine   enginePools // used only by the driving goroutine
+	seq      atomic.Uint64
 	// continuations counts, by flow, the continuations in queue that
 	// will still run (see continuationOf), so that a flow that ends drops
 	// those it left in O(1) (see dropContinuations). A cancelled branch's
@@ -155,7 +161,8 @@ func (t *TestTool) Now() time.Time {
 	return TestToolEpoch.Add(time.Duration(t.now))
 }
 
-// NextEvent runs the first immediate if there is one, else the earliest
+// NextEvent runs the first immediate if there is one, else the callbacks
+// waiting for the end of the turn ([AtTurnEnd]), else the earliest
 // deferred callback, moving the clock to its due time. It reports false,
 // running nothing, when no event is left; called from a callback that
 // [TestTool.Advance] runs, also when none is due by that Advance's end.
@@ -167,8 +174,9 @@ func (t *TestTool) NextEvent() bool {
 // HasEvents reports whether a callback is still scheduled.
 func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 
-// Pending returns the number of callbacks still scheduled, immediate and
-// deferred; cancelled ones are not counted. A test uses it to check that
+// Pending returns the number of callbacks still scheduled, immediate, at
+// the end of the turn ([AtTurnEnd]) and deferred; cancelled ones are not
+// counted. A test uses it to check that
 // no timer was left armed. A flow that has ended leaves none of its steps'
 // continuations queued, nor a stop it outran (a [Root.Cancel], the end of
 // the context of Run, PromiseContext or ExecuteThenContext); only a
@@ -180,7 +188,7 @@ func (t *TestTool) HasEvents() bool { return t.Pending() > 0 }
 func (t *TestTool) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.live + t.timers.len()
+	return t.live + t.turnLive + t.timers.len()
 }
 
 // Run calls NextEvent until no event is left, so the clock jumps to each
@@ -273,6 +281,7 @@ func (t *TestTool) ResetEvents() {
 		}
 	}
 	t.live = 0
+	t.dropTurnEnds()
 	clear(t.continuations)
 	clear(t.ended) // every dropped continuation was taken out above
 	for _, tk := range kept {
@@ -514,9 +523,10 @@ func (t *TestTool) leave(outer bool) {
 	}
 }
 
-// step runs one event: the first live immediate, else the earliest timer due
-// by limit. The event is taken under mu and run without it, because
-// callbacks schedule more events.
+// step runs one event: the first live immediate, else the callbacks
+// waiting for the end of the turn, else the earliest timer due by limit.
+// The event is taken under mu and run without it, because callbacks
+// schedule more events.
 func (t *TestTool) step(limit int64) bool {
 	t.mu.Lock()
 	if tk := t.popImmediate(); tk != nil {
@@ -524,10 +534,19 @@ func (t *TestTool) step(limit int64) bool {
 		runLogged(tk.run)
 		return true
 	}
+	if t.turnLive > 0 {
+		n := t.turnEnds.len()
+		t.mu.Unlock()
+		t.endTurn(n)
+		return true
+	}
 	e := t.timers.popDue(limit)
 	if e == nil {
 		// Run or Advance is ending: the tool idles, and gives back what
 		// a burst grew.
+		for t.turnEnds.len() > 0 {
+			t.turnEnds.pop() // cancelled
+		}
 		t.queue.trim()
 		t.timers.trim()
 		t.mu.Unlock()

@@ -118,6 +118,8 @@ type scheduler interface {
 	// postFirst queues t before every queued task: the rest of the work of
 	// a goroutine that a callback ended with runtime.Goexit.
 	postFirst(t task)
+	// atTurnEnd is AtTurnEnd on the tool, from any goroutine.
+	atTurnEnd(f func()) Handle
 }
 
 // foreignTool makes a Tool that is not one of this package's loops a

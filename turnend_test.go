@@ -1,0 +1,369 @@
+package asyncsteps_test
+
+import (
+	"bytes"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asyncsteps/asyncsteps"
+)
+
+// turnCase builds flows on tool that record in tr; the roots it returns
+// start together.
+type turnCase func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root
+
+// turnOnLoop runs the flows of c on a Loop, started in one of its callbacks,
+// and returns the trace once the loop is idle (in a testing/synctest
+// bubble: when every goroutine of it is blocked).
+func turnOnLoop(t *testing.T, c turnCase) string {
+	tr := &tracer{}
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		roots := c(loop, tr)
+		loop.Immediate(func() {
+			for _, r := range roots {
+				r.Execute()
+			}
+		})
+		synctest.Wait()
+	})
+	return tr.String()
+}
+
+// turnOnTestTool runs the flows of c on a TestTool, started together, and
+// returns the trace once no event is left.
+func turnOnTestTool(t *testing.T, c turnCase) string {
+	tr := &tracer{}
+	tt := asyncsteps.NewTestTool()
+	for _, r := range c(tt, tr) {
+		r.Execute()
+	}
+	tt.Run()
+	if n := tt.Pending(); n != 0 {
+		t.Errorf("%d events left", n)
+	}
+	return tr.String()
+}
+
+// wantOnBothTools fails the test unless c traces want on a Loop and on a
+// TestTool.
+func wantOnBothTools(t *testing.T, c turnCase, want string) {
+	t.Helper()
+	if got := turnOnLoop(t, c); got != want {
+		t.Errorf("Loop trace\n got: %s\nwant: %s", got, want)
+	}
+	if got := turnOnTestTool(t, c); got != want {
+		t.Errorf("TestTool trace\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// The callback runs once the steps ready and those they make ready have
+// run, a sub-step and the next step of its own flow included, and before
+// a timer due at once.
+func TestAtTurnEndRunsAfterTheStepsTheTurnMakesReady(t *testing.T) {
+	wantOnBothTools(t, func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+		a := asyncsteps.New(asyncsteps.WithTool(tool))
+		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("a1")
+			tool.Deferred(0, func() { tr.add("timer") })
+			asyncsteps.AtTurnEnd(tool, func() { tr.add("end") })
+			as.Add(tr.step("a2"))
+		}).Add(tr.step("a3"))
+		b := asyncsteps.New(asyncsteps.WithTool(tool))
+		b.Add(tr.step("b1")).Add(tr.step("b2")).Add(tr.step("b3")).Add(tr.step("b4"))
+		return []*asyncsteps.Root{a, b}
+	}, "a1,b1,a2,b2,b3,a3,b4,end,timer")
+}
+
+// Callbacks of one turn run in the order they were scheduled; one that a
+// callback at the turn's end schedules waits for the end of the next
+// turn, after the flow that callback started.
+func TestAtTurnEndFromTheTurnsEndWaitsForTheNextTurn(t *testing.T) {
+	wantOnBothTools(t, func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+		c := asyncsteps.New(asyncsteps.WithTool(tool))
+		c.Add(tr.step("c1")).Add(tr.step("c2"))
+		a := asyncsteps.New(asyncsteps.WithTool(tool))
+		a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tr.add("a1")
+			asyncsteps.AtTurnEnd(tool, func() {
+				tr.add("end 1")
+				asyncsteps.AtTurnEnd(tool, func() { tr.add("end 3") })
+				c.Execute()
+			})
+			asyncsteps.AtTurnEnd(tool, func() { tr.add("end 2") })
+		}).Add(tr.step("a2"))
+		return []*asyncsteps.Root{a}
+	}, "a1,a2,end 1,end 2,c1,c2,end 3")
+}
+
+// A cancelled callback does not run, and its handle is invalid; one that
+// panics is logged, and the next one runs.
+func TestAtTurnEndCancelledAndPanicking(t *testing.T) {
+	log := &lockedBuffer{}
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(log, nil)))
+	wantOnBothTools(t, func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			h := asyncsteps.AtTurnEnd(tool, func() { tr.add("cancelled") })
+			tr.addf("valid %v", h.IsValid())
+			h.Cancel()
+			tr.addf("valid %v", h.IsValid())
+			asyncsteps.AtTurnEnd(tool, func() { panic("end") })
+			h = asyncsteps.AtTurnEnd(tool, func() { tr.add("end") })
+			asyncsteps.AtTurnEnd(tool, func() { tr.addf("valid %v", h.IsValid()) })
+		})
+		return []*asyncsteps.Root{r}
+	}, "valid true,valid false,end,valid false")
+	if got := strings.Count(log.String(), "panic=end"); got != 2 {
+		t.Errorf("%d panics logged, want 2:\n%s", got, log)
+	}
+}
+
+// On a Loop, an Immediate called on the loop's goroutine waits for the
+// next pass, after the turn's end; on a TestTool it runs before it, as
+// every immediate does.
+func TestAtTurnEndAndAnImmediateOfTheTurn(t *testing.T) {
+	c := func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+		r := asyncsteps.New(asyncsteps.WithTool(tool))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			tool.Immediate(func() { tr.add("immediate") })
+			asyncsteps.AtTurnEnd(tool, func() { tr.add("end") })
+		}).Add(tr.step("s2"))
+		return []*asyncsteps.Root{r}
+	}
+	if got, want := turnOnLoop(t, c), "s2,end,immediate"; got != want {
+		t.Errorf("Loop trace\n got: %s\nwant: %s", got, want)
+	}
+	if got, want := turnOnTestTool(t, c), "immediate,s2,end"; got != want {
+		t.Errorf("TestTool trace\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// Called off the tool's goroutine, AtTurnEnd is Immediate: the callback
+// runs before the flow started after it.
+func TestAtTurnEndOffTheToolsGoroutineIsImmediate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &tracer{}
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		done := make(chan struct{})
+		loop.Immediate(func() { <-done }) // the loop is busy: both wait
+		h := asyncsteps.AtTurnEnd(loop, func() { tr.add("end") })
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(tr.step("s1"))
+		r.Execute()
+		if !h.IsValid() {
+			t.Error("handle invalid before the callback ran")
+		}
+		close(done)
+		synctest.Wait()
+		wantTrace(t, tr, "end,s1")
+	})
+
+	tr := &tracer{}
+	tt := asyncsteps.NewTestTool()
+	h := asyncsteps.AtTurnEnd(tt, func() { tr.add("end") })
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(tr.step("s1"))
+	r.Execute()
+	if n := tt.Pending(); n != 2 {
+		t.Errorf("Pending %d, want 2", n)
+	}
+	tt.NextEvent()
+	wantTrace(t, tr, "end")
+	if h.IsValid() {
+		t.Error("handle valid after the callback ran")
+	}
+	tt.Run()
+	wantTrace(t, tr, "end,s1")
+}
+
+// A TestTool counts a callback waiting for the turn's end as an event, runs
+// the callbacks of a turn as one event, and ResetEvents drops them.
+func TestAtTurnEndOnATestToolEventsAndReset(t *testing.T) {
+	tr := &tracer{}
+	tt := asyncsteps.NewTestTool()
+	var h asyncsteps.Handle
+	tt.Immediate(func() {
+		asyncsteps.AtTurnEnd(tt, func() { tr.add("end 1") })
+		asyncsteps.AtTurnEnd(tt, func() { tr.add("end 2") })
+		tt.Deferred(0, func() { tr.add("timer") })
+		tt.Immediate(func() { tr.add("immediate") })
+	})
+	tt.NextEvent()
+	if n := tt.Pending(); n != 4 {
+		t.Errorf("Pending %d, want 4", n)
+	}
+	tt.NextEvent()
+	wantTrace(t, tr, "immediate")
+	tt.NextEvent()
+	wantTrace(t, tr, "immediate,end 1,end 2")
+	if n := tt.Pending(); n != 1 {
+		t.Errorf("Pending %d, want 1", n)
+	}
+	tt.NextEvent()
+	wantTrace(t, tr, "immediate,end 1,end 2,timer")
+
+	tt.Immediate(func() { h = asyncsteps.AtTurnEnd(tt, func() { tr.add("dropped") }) })
+	tt.NextEvent()
+	tt.ResetEvents()
+	if h.IsValid() || tt.HasEvents() || tt.NextEvent() {
+		t.Errorf("after ResetEvents: valid %v, events %v", h.IsValid(), tt.HasEvents())
+	}
+	wantTrace(t, tr, "immediate,end 1,end 2,timer")
+}
+
+// A loop that stays busy still ends the turn: at the end of the pass in
+// which the callbacks queued when AtTurnEnd was called have run, before
+// the pass's timers. Here a flow repeats steps alone: it yields to the
+// callback's mark, then runs on for the rest of the pass (up to 256
+// callbacks of up to 256 steps each), and the callback runs at the end of
+// the pass it was scheduled in.
+func TestAtTurnEndOnABusyLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &tracer{}
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		pass, called, i, endStep := 0, 0, 0, 0
+		loop.SetHooks(&asyncsteps.Hooks{LoopPass: func(*asyncsteps.Loop, int) { pass++ }})
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Repeat(1000000, func(as asyncsteps.AsyncSteps, _ int) {
+			if i++; i == 10 {
+				called = pass
+				loop.Deferred(0, func() { tr.addf("timer in pass +%d", pass-called) })
+				asyncsteps.AtTurnEnd(loop, func() {
+					tr.addf("end in pass +%d", pass-called)
+					endStep = i
+				})
+			}
+		})
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { tr.addf("done in pass +%d", min(pass-called, 1)) })
+		if _, err := r.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		wantTrace(t, tr, "end in pass +0,timer in pass +0,done in pass +1")
+		// The rest of the pass: up to 256 callbacks of up to 256 steps.
+		if endStep <= 10 || endStep > 10+256*256 {
+			t.Errorf("the callback ran after step %d", endStep)
+		}
+	})
+}
+
+// A Loop closed before the turn's end drops the callback: its handle
+// becomes invalid. On a closed Loop, a zero Loop, a nil Loop or TestTool,
+// or with a nil tool or f, AtTurnEnd returns an invalid handle.
+func TestAtTurnEndOnAClosedLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &tracer{}
+		loop := asyncsteps.NewLoop()
+		hc := make(chan asyncsteps.Handle, 1)
+		loop.Immediate(func() {
+			hc <- asyncsteps.AtTurnEnd(loop, func() { tr.add("end") })
+			loop.Close()
+		})
+		<-loop.Done()
+		if h := <-hc; h.IsValid() {
+			t.Error("handle still valid after Close")
+		}
+		wantTrace(t, tr, "")
+		for name, tool := range map[string]asyncsteps.Tool{
+			"closed":    loop,
+			"zero":      &asyncsteps.Loop{},
+			"nil Loop":  (*asyncsteps.Loop)(nil),
+			"nil Tool":  nil,
+			"nil tTool": (*asyncsteps.TestTool)(nil),
+		} {
+			if h := asyncsteps.AtTurnEnd(tool, func() { tr.add(name) }); h.IsValid() {
+				t.Errorf("%s: valid handle", name)
+			}
+		}
+		if h := asyncsteps.AtTurnEnd(asyncsteps.NewTestTool(), nil); h.IsValid() {
+			t.Error("nil f: valid handle")
+		}
+		wantTrace(t, tr, "")
+	})
+}
+
+// A callback that calls runtime.Goexit ends the loop's goroutine; the
+// next one runs the callbacks left of that turn.
+func TestAtTurnEndGoexitOnALoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &tracer{}
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		loop.Immediate(func() {
+			asyncsteps.AtTurnEnd(loop, func() { tr.add("end 1"); runtime.Goexit() })
+			asyncsteps.AtTurnEnd(loop, func() { tr.addf("end 2 %v", loop.IsSameThread()) })
+		})
+		synctest.Wait()
+		wantTrace(t, tr, "end 1,end 2 true")
+	})
+}
+
+// recordingTool is a Tool of another package: it records its Immediate
+// calls.
+type recordingTool struct {
+	asyncsteps.Tool
+	tr *tracer
+}
+
+func (r recordingTool) Immediate(f func()) asyncsteps.Handle {
+	r.tr.add("Immediate")
+	return r.Tool.Immediate(f)
+}
+
+// On a Tool of another package, AtTurnEnd is the tool's Immediate.
+func TestAtTurnEndOnAForeignToolIsItsImmediate(t *testing.T) {
+	tr := &tracer{}
+	tt := asyncsteps.NewTestTool()
+	h := asyncsteps.AtTurnEnd(recordingTool{tt, tr}, func() { tr.add("end") })
+	if !h.IsValid() {
+		t.Error("invalid handle")
+	}
+	tt.Run()
+	wantTrace(t, tr, "Immediate,end")
+}
+
+// LoopPass does not count the mark of a callback given to AtTurnEnd as
+// a callback ready to run.
+func TestAtTurnEndMarkIsNoCallbackForLoopPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &tracer{}
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		loop.SetHooks(&asyncsteps.Hooks{LoopPass: func(_ *asyncsteps.Loop, queued int) { tr.addf("pass %d", queued) }})
+		loop.Deferred(time.Millisecond, func() {
+			tr.add("timer")
+			asyncsteps.AtTurnEnd(loop, func() { tr.add("end") })
+		})
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		wantTrace(t, tr, "pass 0,timer,pass 0,end")
+	})
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write and read.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
