@@ -419,9 +419,11 @@ type awaitCalls struct {
 	// loop's steps from enter until its exit: a goroutine the loop keeps
 	// for Await functions, one that waits for a step (AwaitChan,
 	// AwaitResult, AwaitFlow, ForEachChan), an iter.Seq2's that a ForEach
-	// pulls. It goes up on the loop's goroutine, which holds its own one
-	// meanwhile, so once it is zero it stays zero: drained, made with the
-	// loop, is closed then, once.
+	// pulls, one that ends the flows started once the loop has stopped.
+	// It goes up on the loop's goroutine, which holds its own one
+	// meanwhile, or elsewhere through enter, which adds nothing to zero,
+	// so once it is zero it stays zero: drained, made with the loop, is
+	// closed then, once.
 	live    int
 	drained chan struct{}
 }

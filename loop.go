@@ -504,8 +504,12 @@ func (l *Loop) Done() <-chan struct{} {
 // goroutine in [Root.RunHelping] runs (the function is the flow's, though
 // the goroutine is the caller's), and no goroutine the loop started: its
 // own, those it keeps for Await functions, those that wait on behalf of
-// its steps ([AwaitChan], [AwaitResult], [AwaitFlow], [ForEachChan]) and
-// that of an iter.Seq2 its flows pull (its cleanup, which the close runs).
+// its steps ([AwaitChan], [AwaitResult], [AwaitFlow], [ForEachChan]),
+// that of an iter.Seq2 its flows pull (its cleanup, which the close runs)
+// and that which ends a flow started once the loop has stopped (its
+// ExecuteThen function, its unhandled-error function), unless nothing
+// else of the loop counted any more: a flow started once Wait could
+// return may end after it has returned.
 // Each such goroutine has then run its last code, and only its exit is
 // left: a goroutine count taken once those exits are through (in a
 // testing/synctest bubble, after synctest.Wait) is the count before the
@@ -533,7 +537,8 @@ func (l *Loop) Done() <-chan struct{} {
 // would block that loop, whose flows the functions waited for may need;
 // it returns an InternalError at once, as for a nil ctx. An Await
 // function of the loop's flows that calls it waits for itself, until ctx
-// ends. On a zero Loop, which never ran anything, it returns nil; on the
+// ends, as does the ExecuteThen function of a flow started once the loop
+// has stopped, which runs off the loop's goroutine. On a zero Loop, which never ran anything, it returns nil; on the
 // loop of [DefaultTool], which is never closed, an InternalError.
 func (l *Loop) Wait(ctx context.Context) error {
 	if err := waitMisuse("Loop.Wait", ctx); err != nil {

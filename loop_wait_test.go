@@ -344,3 +344,39 @@ func TestLoopGroupWait(t *testing.T) {
 	wantError(t, nilCtx, asyncsteps.InternalError,
 		"LoopGroup.Wait called with a nil context: pass context.Background() or the caller's context")
 }
+
+// A flow started on the loop once it has stopped ends on a goroutine of
+// its own, which runs its ExecuteThen function: Wait waits for it while
+// it counts anything else, here the loop's goroutine, which started the
+// flow from the function of a flow that the close ended.
+func TestLoopWaitCountsTheEndOfAFlowStartedAsTheLoopCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		before := bubbleGoroutines()
+		loop := asyncsteps.NewLoop()
+		start := time.Now()
+		var ended atomic.Value
+		late := asyncsteps.New(asyncsteps.WithTool(loop))
+		late.Add(func(asyncsteps.AsyncSteps, ...any) {})
+		parked := asyncsteps.New(asyncsteps.WithTool(loop))
+		parked.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() })
+		parked.ExecuteThen(func(asyncsteps.Result) {
+			late.ExecuteThen(func(res asyncsteps.Result) {
+				time.Sleep(100 * time.Millisecond) // a function of the user's
+				ended.Store(fmt.Sprint(res.Err, " at ", time.Since(start)))
+			})
+		})
+		synctest.Wait()
+		loop.Close()
+		if err := loop.Wait(context.Background()); err != nil || time.Since(start) != 100*time.Millisecond {
+			t.Errorf("Wait: %v at %v, want <nil> at 100ms", err, time.Since(start))
+		}
+		if got, want := ended.Load(), "InternalError: the flow's loop is closed at 100ms"; got != want {
+			t.Errorf("the late flow's ExecuteThen function: %v when Wait returned, want %s", got, want)
+		}
+		synctest.Wait()
+		if n := bubbleGoroutines(); n != before {
+			t.Errorf("%d goroutines in the bubble after Wait, %d before the loop", n, before)
+		}
+		time.Sleep(time.Second) // a goroutine left would end the bubble in a panic
+	})
+}

@@ -39,7 +39,20 @@ func (l *Loop) pushStart(fl *flow) {
 // goroutine of its own: their unhandled-error functions must not run inside
 // Execute (docs/DESIGN.md#execute-only-schedules). It is a function of its own because the go
 // statement inside startFlow made every start slower (3% on workload c).
-func (l *Loop) endLateStarts() { go l.endStarts(true) }
+// The goroutine runs the user's functions for the loop's flows: it counts
+// for Wait, unless nothing of the loop counts any more (see
+// awaitCalls.enter).
+func (l *Loop) endLateStarts() { go l.endLate(l.live().enter()) }
+
+// endLate is the goroutine of endLateStarts; if counted, it counts out of
+// the loop's live count as it ends, also after a Goexit, once the flows
+// it leaves went to the goroutine that ends them next (see endStarts).
+func (l *Loop) endLate(counted bool) {
+	if counted {
+		defer l.live().exit()
+	}
+	l.endStarts(true)
+}
 
 // endStarts ends the flows waiting to start on a loop that has stopped.
 // It runs on the loop's goroutine in shutdown, and on a goroutine of its
