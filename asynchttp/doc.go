@@ -156,7 +156,12 @@
 // a body); the form the flow parses there (ParseForm,
 // ParseMultipartForm) is given to the request as the flow ends, so that
 // net/http removes the temporary files of a multipart form, and Done
-// sees the form. A ResponseWriter without a read deadline (an
+// sees the form. Nothing else the flow sets on its request reaches the
+// one Done is given: a value the flow wants Done to see goes in the
+// context (a holder that a middleware put there before the Handler) or
+// in a closure, not in a field of the request; and the two requests are
+// told to be the same by their context, which they share, not by their
+// pointer. A ResponseWriter without a read deadline (an
 // httptest.ResponseRecorder, a middleware's wrapper without an Unwrap
 // method: see [http.ResponseController]) leaves the read in progress
 // running to its end; only the later reads fail.

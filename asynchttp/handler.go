@@ -108,7 +108,9 @@ import (
 // safe for concurrent use.
 type Handler struct {
 	// Flow adds to as the steps that serve req. It runs inside the flow's
-	// first step, on the flow's loop. nil adds nothing.
+	// first step, on the flow's loop. nil adds nothing. A request with a
+	// body is given as a copy of its own, not the one Done is given (see
+	// Request bodies in the package documentation).
 	Flow func(as asyncsteps.AsyncSteps, req *http.Request)
 
 	// Tool returns the tool of the next request's flow, for example
@@ -220,7 +222,11 @@ type Handler struct {
 	// so does one whose response a panic with http.ErrAbortHandler aborts
 	// (Done is called before the Handler passes the panic on). A
 	// panic in Done is recovered and logged; the answer has been written
-	// already.
+	// already. req is the request net/http gave the Handler, which for a
+	// request with a body is not the pointer Flow was given: a value of
+	// the flow's reaches Done through the request's context or a closure,
+	// not a field of the request (see Request bodies in the package
+	// documentation).
 	Done func(req *http.Request, o Outcome)
 }
 
