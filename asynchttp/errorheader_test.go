@@ -242,6 +242,50 @@ func TestHandlerErrorHeaderOfACancelledRequest(t *testing.T) {
 	}
 }
 
+// An ErrorHeader that panics on the answer of a cancelled request loses
+// its fields, not the cancel's answer: the request is answered with the
+// 503 DefenseRejected of a cancel, and Done sees it Cancelled, as any
+// cancelled request; the panic, the server's bug, is logged at Error
+// with its stack. The cancel wins over a failure that comes after it, as
+// it does over the flow's own InternalError. The answer was a 500
+// InternalError, which Done saw Cancelled all the same.
+func TestHandlerErrorHeaderPanicOnACancelKeepsThe503(t *testing.T) {
+	loop := newLoop(t)
+	log, read := logged()
+	done := &outcomes{}
+	h := &asynchttp.Handler{
+		Tool:   func() asyncsteps.Tool { return loop },
+		Logger: log,
+		Done:   done.done,
+		Flow:   func(as asyncsteps.AsyncSteps, _ *http.Request) { as.WaitExternal() },
+		ErrorHeader: func(header http.Header, _ *asyncsteps.Error, _ int) {
+			header.Set("X-Reason", "cancelled")
+			panic("header boom")
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx))
+	body := `{"error":"DefenseRejected","info":"request cancelled"}` + "\n"
+	header := "map[Content-Length:[55] Content-Type:[application/json] Retry-After:[1]]"
+	if w.Code != 503 || w.Body.String() != body || fmt.Sprint(w.Header()) != header {
+		t.Errorf("answered %d %q, header %v; want 503 %q, %s", w.Code, w.Body, w.Header(), body, header)
+	}
+	got := done.get()
+	if len(got) != 1 {
+		t.Fatalf("Done called %d times, want once", len(got))
+	}
+	if o := got[0]; o.Status != 503 || o.Code != asyncsteps.DefenseRejected || !o.Cancelled || !errors.Is(o.Err, context.Canceled) {
+		t.Errorf("Done saw %+v, want a cancelled 503 DefenseRejected with the context's error", o)
+	}
+	lines := read()
+	panicked := `level=ERROR msg="asynchttp: Handler.ErrorHeader panicked" code=DefenseRejected status=503 panic="header boom" stack=`
+	if strings.Count(lines, "\n") != 1 || !strings.Contains(lines, panicked) {
+		t.Errorf("logged\n%s\nwant one line with\n%s", lines, panicked)
+	}
+}
+
 // The fields ErrorHeader sets go as a Reply's header does: over HTTP/2,
 // without the connection-specific fields of HTTP/1, which a client takes
 // for a malformed answer; over HTTP/1 as set (a 426 needs its Upgrade).

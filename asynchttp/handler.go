@@ -199,7 +199,10 @@ type Handler struct {
 	// request is answered with a 500 InternalError without them, the
 	// panic logged at Error with its stack, and Done sees that 500 with
 	// Code InternalError and Err the Handler's error, caused by an
-	// [*asyncsteps.PanicError] of the panic. The 500 that answers a
+	// [*asyncsteps.PanicError] of the panic. A cancelled request's answer
+	// is the exception: it stays the cancel's, without the fields, and
+	// Done sees it as any cancelled request (see [Outcome]), the panic
+	// logged all the same. The 500 that answers a
 	// runtime.Goexit (see above), and the 500 of such a panic, are
 	// written without calling it.
 	ErrorHeader func(header http.Header, e *asyncsteps.Error, status int)
@@ -265,7 +268,9 @@ type Reply struct {
 // flow was cancelled, or it ended with an error of its own as the cancel
 // came, before the engine saw it. Either way the request was cancelled:
 // the answer is the 503 of a cancel, Code DefenseRejected, and Err the
-// flow's error. An InternalError of the flow's own (a panic in a step is
+// flow's error, even when [Handler].ErrorHeader panics on that answer
+// (it loses its fields alone, its panic logged: the cancel wins over a
+// failure that comes after it). An InternalError of the flow's own (a panic in a step is
 // the server's bug, whoever cancelled the request) is logged all the
 // same; nothing else is. The context's deadline is not a cancel but a
 // Timeout; an aborted response (http.ErrAbortHandler) is no cancel
@@ -335,7 +340,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.abort(req, o, err)
 	case body.cancelled(req.Context()):
 		o.Cancelled, o.Err, o.Code = true, err, asyncsteps.DefenseRejected
-		o.answered(h.writeError(w, req, nil, o.Code, "request cancelled", h.status(o.Code)))
+		o.Status = h.writeCancelled(w, req)
 		if e := ownInternalError(req.Context(), err); e != nil {
 			h.logFailure(req, e, o.Status, st)
 		}
@@ -360,6 +365,19 @@ func (o *Outcome) answered(status int, failed *asyncsteps.Error) {
 	if failed != nil {
 		o.Code, o.Err = asyncsteps.InternalError, failed
 	}
+}
+
+// writeCancelled answers a cancelled request with the DefenseRejected of
+// a cancel and returns its status. A panic in ErrorHeader, which
+// errorHeader logs, loses its fields but not this answer, unlike the
+// answer of another error: the cancel wins over a failure that comes
+// after it, as it does over the flow's own InternalError, so that Done
+// sees every cancelled request as the same 503.
+func (h *Handler) writeCancelled(w http.ResponseWriter, req *http.Request) int {
+	code, info, status := asyncsteps.DefenseRejected, "request cancelled", h.status(asyncsteps.DefenseRejected)
+	header, _ := h.errorHeader(nil, code, info, status)
+	h.writeErrorBody(w, req, code, info, status, header)
+	return status
 }
 
 // testHookFlowEnded, set by a test, runs in ServeHTTP once the flow has
