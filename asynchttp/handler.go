@@ -250,7 +250,13 @@ type Handler struct {
 // flow that answers with an upstream's header and a body of its own
 // (changed, wrapped) sends that body whole. Header's is sent only in an
 // answer to HEAD with no Body, the length of the body a GET would get,
-// and none with a Transfer-Encoding in Header. Over HTTP/2, which forbids
+// and none with a Transfer-Encoding in Header. Over HTTP/1, a
+// Transfer-Encoding in Header is sent only if net/http frames the body
+// by it: "chunked", or "identity" (the connection closed after the
+// body), in any case; any other (the "trailers" of a TE field, a coding
+// such as gzip, which the Handler does not apply to Body) would break
+// the answer, and is dropped: the answer then has the length of Body.
+// Over HTTP/2, which forbids
 // them, the connection-specific fields of HTTP/1 in Header (Connection,
 // Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade) are not
 // sent, as header fields or as trailers ([http.TrailerPrefix]): a flow
@@ -689,6 +695,11 @@ func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply,
 		return
 	}
 	setFields(w.Header(), r.Header)
+	if req.ProtoMajor < 2 {
+		// Before sendsLength: a Transfer-Encoding dropped leaves the
+		// answer the length of Body.
+		keepFramingEncoding(w.Header())
+	}
 	if sendsLength(w.Header(), req, r) {
 		// Complete even if flushed early (see goexited).
 		w.Header().Set("Content-Length", strconv.Itoa(len(r.Body)))
@@ -733,6 +744,28 @@ func dropConnectionFields(h http.Header) {
 			delete(h, k)
 		}
 	}
+}
+
+// keepFramingEncoding leaves in h, the header of an answer over HTTP/1,
+// a Reply's Transfer-Encoding only if net/http's HTTP/1 server frames the
+// body by it: one field of "chunked" (the body chunked) or "identity"
+// (the body ended by closing the connection), set in the lower case
+// net/http compares. It sends any other beside the "chunked" it adds,
+// which Go's client refuses ("too many transfer encodings"): a value of
+// TE ("trailers"), or a coding the Handler does not apply to Body
+// (gzip), which would misname it. Such a field is dropped.
+func keepFramingEncoding(h http.Header) {
+	te, ok := h["Transfer-Encoding"]
+	if !ok {
+		return
+	}
+	if len(te) == 1 {
+		if v := strings.ToLower(strings.TrimSpace(te[0])); v == "chunked" || v == "identity" {
+			h["Transfer-Encoding"] = []string{v} // a slice of its own: te is the Reply's
+			return
+		}
+	}
+	delete(h, "Transfer-Encoding")
 }
 
 // connectionFields are the fields dropConnectionFields deletes, in

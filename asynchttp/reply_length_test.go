@@ -81,3 +81,54 @@ func TestHandlerSendsTheLengthOfAReplysBody(t *testing.T) {
 		})
 	}
 }
+
+// Over HTTP/1, net/http frames an answer by a Transfer-Encoding that a
+// handler sets only if it is "chunked" or "identity", spelt so; it sends
+// any other beside its own "chunked", and the answer is broken: Go's
+// client fails with "too many transfer encodings", and "trailers" (a
+// value of TE, not a coding) or a coding the Handler does not apply
+// (gzip) misnames the body. A Reply's Transfer-Encoding is sent only as
+// net/http frames it, "Chunked" spelt as net/http knows it; any other is
+// dropped, and the answer has the length of Body. Over HTTP/2 none is
+// sent (TestHandlerSendsNoTEOrConnectionTrailerOverHTTP2).
+func TestHandlerSendsOnlyATransferEncodingThatFramesTheBody(t *testing.T) {
+	loop := newLoop(t)
+	for _, tc := range []struct {
+		name string
+		te   []string
+		want string // the answer's Content-Length, Transfer-Encoding, and whether it closes the connection
+	}{
+		{"trailers", []string{"trailers"}, `["2"] [] false`},
+		{"gzip", []string{"gzip"}, `["2"] [] false`},
+		{"gzip, chunked", []string{"gzip, chunked"}, `["2"] [] false`},
+		{"two fields", []string{"gzip", "chunked"}, `["2"] [] false`},
+		{"chunked", []string{"chunked"}, `[] ["chunked"] false`},
+		{"Chunked", []string{" Chunked"}, `[] ["chunked"] false`},
+		{"identity", []string{"identity"}, `[] [] true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var outs outcomes
+			logger, logs := logged()
+			h := &asynchttp.Handler{
+				Tool: func() asyncsteps.Tool { return loop }, Logger: logger, Done: outs.done,
+				Flow: func(as asyncsteps.AsyncSteps, _ *http.Request) {
+					as.Success(&asynchttp.Reply{Header: http.Header{"Transfer-Encoding": tc.te, "X-Id": {"7"}}, Body: []byte("ok")})
+				},
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, body, err := getAll(t, srv.Client(), srv.URL)
+			got := fmt.Sprintf("%d %q %q %v %q %q %v", resp.StatusCode, body, resp.Header["X-Id"], err,
+				resp.Header["Content-Length"], resp.TransferEncoding, resp.Close)
+			if want := `200 "ok" ["7"] <nil> ` + tc.want; got != want {
+				t.Errorf("answer %s, want %s", got, want)
+			}
+			if o := outs.get(); len(o) != 1 || o[0].Status != http.StatusOK || o[0].Code != "" {
+				t.Errorf("outcomes %+v, want one of status 200", o)
+			}
+			if l := logs(); l != "" {
+				t.Errorf("log %q, want none", l)
+			}
+		})
+	}
+}
