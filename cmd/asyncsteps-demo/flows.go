@@ -65,8 +65,38 @@ func (g *flowGateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	g.handler.ServeHTTP(w, req)
 }
 
-// Close closes the loops.
-func (g *flowGateway) Close() { g.loops.Close() }
+// Close closes the loops, then waits, at most loopsWait, until no Await
+// function of their flows still runs, and logs how long that took, or,
+// at the bound, that some still run. Those are the upstream requests of
+// flows that ended without them: cancelled (their client left, their
+// request timed out, the shutdown), or failed by another symbol. Close
+// has cancelled their contexts, but a flow does not wait for the
+// functions it cancels: without the wait, the process could close what
+// they use under them (the HTTP client's connections, the embedded
+// upstream, the traces' exporter that sends their spans) and exit before
+// they have counted their outcome. Close returns either way: a function
+// that ignores its context must not hold the exit.
+func (g *flowGateway) Close() {
+	g.loops.Close()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), loopsWait)
+	defer cancel()
+	if err := g.loops.Wait(ctx); err != nil {
+		g.logger.Warn("loops closed: Await functions still running, exiting without them", "after", loopsWait, "err", err)
+		return
+	}
+	g.logger.Info("loops closed: every Await function has returned", "took", time.Since(start))
+}
+
+// loopsWait bounds Close's wait for the Await functions of the loops.
+// Close has cancelled them all by then, and one that heeds its context
+// returns at once (net/http aborts a request whose context ends): the
+// wait is for functions that ignore theirs, which more time would not
+// cure. A fixed bound, rather than what remains of -grace (nothing, when
+// the grace period ran out and cancelled the requests left), keeps the
+// exit within -grace, the second that serve gives the connections of
+// clients that do not read, and this.
+const loopsWait = time.Second
 
 // quote adds the steps of one /quote request: check it, enter the limit,
 // fetch every symbol in parallel, answer with the quotes gathered in State.

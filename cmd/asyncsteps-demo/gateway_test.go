@@ -759,7 +759,8 @@ func inParent(t *testing.T) bool {
 }
 
 // The program itself: it serves the embedded upstream's quotes, and on
-// SIGTERM it shuts down and exits 0.
+// SIGTERM it shuts down, closes its loops, waits until no Await function
+// of theirs runs, and exits 0.
 func TestMainServesAndExitsZeroOnSIGTERM(t *testing.T) {
 	p := startProgram(t, "-addr", "127.0.0.1:0", "-upstream-fail", "0", "-upstream-latency", "1ms")
 	resp, err := http.Get(p.url + "/quote?symbols=AAPL,MSFT,GOOG")
@@ -771,7 +772,7 @@ func TestMainServesAndExitsZeroOnSIGTERM(t *testing.T) {
 	if want := quotesBody("AAPL", "MSFT", "GOOG"); resp.StatusCode != 200 || string(body) != want {
 		t.Errorf("got %d %q, want 200 %q", resp.StatusCode, body, want)
 	}
-	p.stop(t)
+	p.stop(t, `level=INFO msg="all requests ended"`+"\n", `level=INFO msg="loops closed: every Await function has returned" took=`)
 }
 
 // The README shows the answer of its curl line: it is the answer.
@@ -845,11 +846,21 @@ func startCommand(t *testing.T, cmd *exec.Cmd) *program {
 	return p
 }
 
-// stop sends SIGTERM and checks that the program exits 0.
-func (p *program) stop(t *testing.T) {
+// stop sends SIGTERM and checks that the program exits 0, having logged
+// a line containing each of lines.
+func (p *program) stop(t *testing.T, lines ...string) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	// Read before Wait, which closes the pipe they come by.
+	for _, line := range lines {
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.logs.String(), line); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("no line with %s logged 10s after SIGTERM; log:\n%s", line, p.logs)
+				break
+			}
+		}
 	}
 	if err := p.cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM: %v, want exit status 0; log:\n%s", err, p.logs)

@@ -13,7 +13,14 @@
 // SIGINT or SIGTERM stops it: /readyz answers 503 and, after
 // -shutdown-delay, it stops accepting, lets the requests in flight end
 // within -grace, cancels the rest (logging how many), closes
-// its loops and exits 0.
+// its loops and exits 0. In between, the flows gateway waits, at most a
+// second, until no Await function of its loops still runs (an upstream
+// request of a flow that ended without it), then logs how long that took,
+// or warns that some still run and exits 0 all the same: the stop was
+// asked for and every request answered, and a supervisor would take
+// another status for a crash. The plain gateway has nothing to wait for:
+// each handler waits for its errgroup's goroutines, and the server's
+// shutdown for its handlers.
 //
 // Exit statuses:
 //
@@ -493,6 +500,9 @@ func run(ctx context.Context, o options, ln net.Listener, logger *slog.Logger) e
 		probeUpstream(ctx, client, cfg.Upstream, min(cfg.AttemptTimeout, maxProbeTimeout), logger)
 	}
 	gw, closeGateway := newGatewayWith(o.impl, cfg, logger, client)
+	// Deferred last, so run first: the Await functions of the loops (the
+	// upstream requests) have returned (see flowGateway.Close) before the
+	// embedded upstream and the traces' exporter close under them.
 	defer closeGateway()
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "impl", o.impl,
 		"try", "curl 'http://"+ln.Addr().String()+"/quote?symbols=AAPL,MSFT,GOOG'")
@@ -518,7 +528,8 @@ type gateway struct {
 }
 
 // newGateway builds the gateway impl names; the function returned closes
-// it once its server has stopped.
+// it once its server has stopped (the flows gateway's loops, waiting for
+// their Await functions: see flowGateway.Close).
 func newGateway(impl string, cfg config, logger *slog.Logger) (*gateway, func()) {
 	return newGatewayWith(impl, cfg, logger, upstreamClient())
 }

@@ -11,9 +11,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -361,4 +363,96 @@ func serveInBackground(t *testing.T, h http.Handler, grace time.Duration) (ln ne
 		result <- serve(ctx, ln, h, grace, slog.New(slog.NewTextHandler(logs, nil)), nil)
 	}()
 	return ln, stop, logs, result
+}
+
+// At shutdown the flows gateway closes its loops, then waits until the
+// upstream requests of the flows it cancelled have returned, and logs how
+// long that took. A request cancelled as the grace period ends (as serve
+// cancels it) asks for AAPL and MSFT: AAPL's upstream call, the flow's
+// first Await function, runs on the request's goroutine, which its answer
+// waits for; MSFT's on a goroutine of a loop, which nothing waited for
+// before the loops closed. When MSFT's call heeds its context, the wait
+// takes no time (the bubble's clock stands still) and leaves no goroutine
+// behind; when it ignores its context for 300ms, the close waits for it
+// that long. When it ignores its context for an hour, the close gives up
+// after loopsWait, says so, and returns while that call still runs, the
+// one goroutine left, until it returns.
+func TestShutdownWaitsForTheUpstreamCallsOfItsLoops(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		deaf time.Duration // how long MSFT's call ignores its context
+		log  string
+	}{
+		{"heeding", 0, `level=INFO msg="loops closed: every Await function has returned" took=0s`},
+		{"ignoring its context within the bound", 300 * time.Millisecond,
+			`level=INFO msg="loops closed: every Await function has returned" took=300ms`},
+		{"ignoring its context", time.Hour,
+			`level=WARN msg="loops closed: Await functions still running, exiting without them" after=1s err="context deadline exceeded"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				before := bubbleGoroutines()
+				up := &stallingUpstream{arrived: make(chan string, 2), deaf: map[string]time.Duration{"MSFT": c.deaf}}
+				cfg := testConfig()
+				cfg.Upstream = "http://upstream.invalid" // up answers, with no I/O in the bubble
+				logs := &syncBuffer{}
+				logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime}))
+				gw, closeGateway := newGatewayWith("flows", cfg, logger, &http.Client{Transport: up})
+				base, cancelAll := context.WithCancelCause(context.Background())
+				rec := httptest.NewRecorder()
+				served := make(chan struct{})
+				go func() {
+					defer close(served)
+					gw.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/quote?symbols=AAPL,MSFT", nil).WithContext(base))
+				}()
+				<-up.arrived
+				<-up.arrived
+				cancelAll(errShutdown)
+				<-served
+				wantAnswer(t, answer{rec.Code, rec.Header().Get("Retry-After"), rec.Body.String()},
+					http.StatusServiceUnavailable, "1", errBody("DefenseRejected", "request cancelled"))
+				start := time.Now()
+				closeGateway()
+				if took, want := time.Since(start), min(c.deaf, loopsWait); took != want {
+					t.Errorf("the close took %v, want %v", took, want)
+				}
+				if got := logs.String(); got != c.log+"\n" {
+					t.Errorf("log:\n%s\nwant:\n%s", got, c.log)
+				}
+				synctest.Wait() // the goroutines Wait waited for have exited
+				left := 0
+				if c.deaf > loopsWait {
+					left = 1 // the goroutine running MSFT's call
+				}
+				if n := bubbleGoroutines(); n != before+left {
+					t.Errorf("%d goroutines in the bubble after the close, %d before; want %d more", n, before, left)
+				}
+				time.Sleep(c.deaf) // MSFT's call returns; the bubble ends once its goroutine has
+			})
+		})
+	}
+}
+
+// stallingUpstream answers the gateway's upstream requests in a
+// testing/synctest bubble, without I/O: it sends each request's symbol
+// on arrived, then waits for the request's context to end and fails it,
+// after ignoring that context for deaf[symbol].
+type stallingUpstream struct {
+	arrived chan string
+	deaf    map[string]time.Duration
+}
+
+func (u *stallingUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	symbol := req.URL.Query().Get("symbol")
+	u.arrived <- symbol
+	time.Sleep(u.deaf[symbol])
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// bubbleGoroutines counts the goroutines of the calling goroutine's
+// testing/synctest bubble.
+func bubbleGoroutines() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), ", synctest bubble ")
 }
