@@ -183,7 +183,9 @@ type Handler struct {
 	// written, with a header of its own, empty, the error answered and
 	// the status. The fields it sets are sent, each replacing the
 	// Handler's of its name (a Retry-After), but for Content-Type and
-	// Content-Length, which frame the JSON body and stay the Handler's.
+	// Content-Length, which frame the JSON body and stay the Handler's,
+	// and for the "Connection: close" of a request whose body read the
+	// Handler ended (see Request bodies in the package documentation).
 	// Over HTTP/2 the connection-specific fields of HTTP/1 among them
 	// (an Upgrade, a Keep-Alive) are dropped, as a [Reply]'s are; but
 	// WriteError, which is not given the request, sends them as set.
@@ -256,8 +258,10 @@ type Handler struct {
 // body), in any case; any other (the "trailers" of a TE field, a coding
 // such as gzip, which the Handler does not apply to Body) would break
 // the answer, and is dropped: the answer then has the length of Body.
-// Over HTTP/2, which forbids
-// them, the connection-specific fields of HTTP/1 in Header (Connection,
+// A Connection in Header does not replace the "Connection: close" of a
+// request whose body read the Handler ended (see Request bodies in the
+// package documentation). Over HTTP/2, which forbids them, the
+// connection-specific fields of HTTP/1 in Header (Connection,
 // Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade) are not
 // sent, as header fields or as trailers ([http.TrailerPrefix]): a flow
 // may answer with the header of an HTTP/1 upstream.
@@ -717,10 +721,14 @@ func (h *Handler) writeReply(w http.ResponseWriter, req *http.Request, r *Reply,
 // its name. Each key is canonical, as Header.Set stores it: a key a map
 // literal wrote in lower case would go beside the Content-Length the
 // Handler sets and the Content-Type net/http sniffs, each then sent twice.
+// A "Connection: close" in dst (see requestBody.closeIfEnded) stays: a
+// Connection of src's (an HTTP/1 upstream's "keep-alive", forwarded)
+// would keep a connection whose body was left unread.
 func setFields(dst, src http.Header) {
+	closing := dst.Get("Connection") == "close"
 	for k, v := range src {
 		ck := http.CanonicalHeaderKey(k)
-		if k != ck && shadowed(src, k, ck) {
+		if k != ck && shadowed(src, k, ck) || ck == "Connection" && closing {
 			continue
 		}
 		dst[ck] = v
