@@ -142,6 +142,11 @@
 // implementations ([Loop.SetBursts] trades that order for speed). On a
 // [Tool] of another package, a flow yields after every step.
 //
+// [AtTurnEnd] runs a callback once the tool's current turn is over: the
+// steps ready on it have run, and those they made ready. A DataLoader
+// gathers the keys that the flows of a loop ask for in one turn and asks
+// for them in one call at its end (Example_loader).
+//
 // # Concurrency
 //
 // A flow runs on its [Tool]: every callback of it (steps, error handlers,
@@ -223,9 +228,10 @@
 // waiting Await, AwaitChan, AwaitResult and AwaitFlow steps are released
 // (an Await function's context is cancelled; the flow an AwaitFlow step
 // awaits is cancelled). Close does not wait for the Await functions,
-// which run until they return; [Loop.Wait], after Close, waits for them
-// and for every goroutine of the loop, under a context that bounds the
-// wait. On a [TestTool], completions
+// which run until they return; [Loop.Wait] (or [LoopGroup.Wait]), after
+// Close, waits for them and for every goroutine of the loop, under a
+// context that bounds the wait: a service calls it before closing what
+// the functions use. On a [TestTool], completions
 // that come from other goroutines (Await, AwaitChan, a goroutine calling
 // Success) arrive while the tool may look idle: drive such flows with
 // [Root.Run], which waits for them, rather than with [TestTool.Run]. Run

@@ -46,9 +46,9 @@ type Loader[K comparable, V any] struct {
 }
 
 // NewLoader returns a Loader whose batch calls are fetch, with at most
-// maxBatch keys each. fetch runs on a goroutine of its own (an Await) and
-// returns when its context is done; name tells the Loader's cache apart
-// in a flow's State and names the key of a NotFound.
+// maxBatch keys each. fetch runs on a goroutine of its own (an Await)
+// and must return once its context is done; name tells the Loader's cache
+// apart in a flow's State and names the key of a NotFound.
 func NewLoader[K comparable, V any](name string, maxBatch int, fetch func(ctx context.Context, keys []K) (map[K]V, error)) *Loader[K, V] {
 	return &Loader[K, V]{name: name, maxBatch: max(maxBatch, 1), fetch: fetch}
 }
@@ -127,12 +127,12 @@ type loaderCall struct {
 	live int
 }
 
-// wait makes the Load's step as wait for key: in the call that fetches
-// it, or in this turn's batch, which the first key of the turn schedules
-// for the end of the turn (asyncsteps.AtTurnEnd). The steps of the flows
-// and branches that are ready run first, also those a step or two from
-// their Load, on a Loop as on a TestTool, so that a fan-out of a thousand
-// Loads goes out in one turn.
+// wait makes the Load's step (its AsyncSteps as) wait for key: in the
+// call that fetches it, or in this turn's batch, which the first key of
+// the turn schedules for the end of the turn (asyncsteps.AtTurnEnd). The
+// steps of the flows and branches that are ready run first, also those a
+// step or two from their Load, on a Loop as on a TestTool, so that a
+// fan-out of a thousand Loads goes out in one turn.
 func (s *loaderShard[K, V]) wait(as asyncsteps.AsyncSteps, key K) {
 	k := s.inflight[key]
 	if k == nil {

@@ -39,7 +39,7 @@ func ExampleClient_NewKeyedMutex() {
 	a := asyncsteps.New(asyncsteps.WithTool(loopA))
 	a.Sync(accountsA.Key("1"), func(as asyncsteps.AsyncSteps, _ ...any) {
 		_, ok := accountsA.Token(as, "1") // the fencing token of the lease
-		fmt.Println("A charges account 1, token:", ok)
+		fmt.Println("A charges account 1, holding a token:", ok)
 		close(entered)
 		asyncsteps.AwaitChan(as, release)
 	})
@@ -71,7 +71,7 @@ func ExampleClient_NewKeyedMutex() {
 	resA, resB := <-doneA, <-doneB
 	fmt.Println("A:", resA.Err, "B:", resB.Err)
 	// Output:
-	// A charges account 1, token: true
+	// A charges account 1, holding a token: true
 	// B charges account 2
 	// B waits while A charges account 1
 	// B charges account 1

@@ -138,8 +138,9 @@ type keyLock struct {
 // one after the other, so a larger one could time out under load.
 const pipelineMax = 512
 
-// NewKeyedMutex returns the KeyedMutex name, whose every key has the
-// limits of opts (see [MutexOptions]). It panics if Max or TTL is
+// NewKeyedMutex returns the KeyedMutex named name: a lock per key (an
+// account, an order) shared by every process of the cluster, each key
+// with the limits of opts (see [MutexOptions]). It panics if Max or TTL is
 // negative. Use one KeyedMutex per name in a process: every flow of the
 // process syncs on it. (Values made for one name each keep their own
 // queue of a key, as Mutexes of one name do.)
