@@ -79,9 +79,16 @@ func ExampleThrottle_Hold() {
 	rdb := redis.NewClient(&redis.Options{Addr: redissync.RedisForExamples()})
 	defer rdb.Close()
 	opts := redissync.ThrottleOptions{Rate: 10, MaxQueue: 100} // the upstream's 10 a second
-	a, _ := redissync.New(ctx, rdb, redissync.Options{Prefix: "example-hold"})
+	// a and b stand for the Clients of two processes of the fleet.
+	a, err := redissync.New(ctx, rdb, redissync.Options{Prefix: "example-hold"})
+	if err != nil {
+		panic(err) // a CommError naming the address when Redis is not there
+	}
 	defer a.Close()
-	b, _ := redissync.New(ctx, rdb, redissync.Options{Prefix: "example-hold"})
+	b, err := redissync.New(ctx, rdb, redissync.Options{Prefix: "example-hold"})
+	if err != nil {
+		panic(err)
+	}
 	defer b.Close()
 	apiA, apiB := a.NewThrottle("api", opts), b.NewThrottle("api", opts)
 	loop := asyncsteps.NewLoop()
