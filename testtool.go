@@ -92,9 +92,12 @@ type TestTool struct {
 	timers timerHeap        // deferred callbacks; cancelled ones are removed at once
 	// turnEnds are the callbacks given to AtTurnEnd (turnend.go), which
 	// run once no immediate is left, cancelled ones included; turnLive
-	// counts those that will still run.
+	// counts those that will still run. ending is how many of those at
+	// its front belong to the turn whose end runs, still to be taken out:
+	// those scheduled meanwhile wait for the next turn's end.
 	turnEnds fifo[*testTurnEnd]
 	turnLive int
+	ending   int
 	engine   enginePools // used only by the driving goroutine
 	seq      atomic.Uint64
 	// continuations counts, by flow, the continuations in queue that
@@ -535,18 +538,15 @@ func (t *TestTool) step(limit int64) bool {
 		return true
 	}
 	if t.turnLive > 0 {
-		n := t.turnEnds.len()
+		t.endTurn()
 		t.mu.Unlock()
-		t.endTurn(n)
 		return true
 	}
 	e := t.timers.popDue(limit)
 	if e == nil {
 		// Run or Advance is ending: the tool idles, and gives back what
 		// a burst grew.
-		for t.turnEnds.len() > 0 {
-			t.turnEnds.pop() // cancelled
-		}
+		t.dropTurnEnds() // cancelled ones only
 		t.queue.trim()
 		t.timers.trim()
 		t.mu.Unlock()

@@ -128,34 +128,44 @@ func (t *TestTool) atTurnEnd(f func()) Handle {
 	return e
 }
 
-// endTurn runs, as one event, the first n callbacks waiting for the end of
-// the turn: those queued when the turn ended. Each is taken out as it
+// endTurn runs, as one event, the callbacks waiting for the end of the
+// turn: those queued when the turn ended, the rest of them if a callback
+// cut the event short with runtime.Goexit, or a nested NextEvent ran some
+// (the event goes on with the next turn's if all of those were
+// cancelled). Those scheduled meanwhile wait for the next turn's end,
+// after the immediates scheduled before them. Each is taken out as it
 // runs, so that after one that calls runtime.Goexit the rest run when the
-// tool is driven again.
-func (t *TestTool) endTurn(n int) {
-	for range n {
-		t.mu.Lock()
-		e, ok := t.turnEnds.pop()
-		if !ok { // ResetEvents, from one of them
-			t.mu.Unlock()
-			return
+// tool is driven again. Called with mu held, and a callback still to
+// run; it holds mu again as it returns.
+func (t *TestTool) endTurn() {
+	ran := false
+	for {
+		if t.ending == 0 {
+			if ran || t.turnLive == 0 { // ResetEvents, from a callback
+				return
+			}
+			t.ending = t.turnEnds.len()
 		}
-		f := e.claim()
-		t.mu.Unlock()
-		if f != nil {
+		t.ending--
+		e, _ := t.turnEnds.pop()
+		if f := e.claim(); f != nil {
+			ran = true
+			t.mu.Unlock()
 			runLogged(f)
+			t.mu.Lock()
 		}
 	}
 }
 
 // dropTurnEnds drops the callbacks waiting for the end of the turn, for
-// ResetEvents. Called with mu held.
+// ResetEvents, and the cancelled ones as the tool idles. Called with mu
+// held.
 func (t *TestTool) dropTurnEnds() {
 	for e, ok := t.turnEnds.pop(); ok; e, ok = t.turnEnds.pop() {
-		e.state.Store(handleCancelled)
+		e.state.CompareAndSwap(handleScheduled, handleCancelled)
 		e.f = nil
 	}
-	t.turnLive = 0
+	t.turnLive, t.ending = 0, 0
 }
 
 // testTurnEnd is a callback given to AtTurnEnd on a TestTool, its own

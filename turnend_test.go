@@ -220,6 +220,37 @@ func TestAtTurnEndOnATestToolEventsAndReset(t *testing.T) {
 	wantTrace(t, tr, "immediate,end 1,end 2,timer")
 }
 
+// On a TestTool, the event that ends a turn runs the callbacks queued
+// for that turn only: one that they schedule waits for the next turn, and
+// for the immediates scheduled before it, also once ResetEvents, or a
+// NextEvent called from one of them, has run the rest of the turn's.
+func TestAtTurnEndOnATestToolRunsTheTurnsCallbacksOnly(t *testing.T) {
+	for name, next := range map[string]func(tt *asyncsteps.TestTool){
+		"ResetEvents": func(tt *asyncsteps.TestTool) { tt.ResetEvents() },
+		"NextEvent":   func(tt *asyncsteps.TestTool) { tt.NextEvent() },
+	} {
+		tr := &tracer{}
+		tt := asyncsteps.NewTestTool()
+		tt.Immediate(func() {
+			asyncsteps.AtTurnEnd(tt, func() {
+				tr.add("end 1")
+				next(tt)
+				tt.Immediate(func() { tr.add("immediate") })
+				asyncsteps.AtTurnEnd(tt, func() { tr.add("end 3") })
+			})
+			asyncsteps.AtTurnEnd(tt, func() { tr.add("end 2") })
+		})
+		tt.Run()
+		want := "end 1,end 2,immediate,end 3"
+		if name == "ResetEvents" {
+			want = "end 1,immediate,end 3"
+		}
+		if got := tr.String(); got != want {
+			t.Errorf("%s: trace\n got: %s\nwant: %s", name, got, want)
+		}
+	}
+}
+
 // A loop that stays busy still ends the turn: at the end of the pass in
 // which the callbacks queued when AtTurnEnd was called have run, before
 // the pass's timers. Here a flow repeats steps alone: it yields to the
