@@ -69,8 +69,11 @@ type Loop struct {
 	lagProbes int
 	turnMarks int
 	// ending are the callbacks given to AtTurnEnd whose marks have run,
-	// which run at the end of the pass.
-	ending fifo[*loopImmediate]
+	// which run at the end of the pass. endingCut is set while endTurn
+	// runs them: still set as a goroutine starts, one of them ended the
+	// previous goroutine with runtime.Goexit, and the rest run first.
+	ending    fifo[*loopImmediate]
+	endingCut bool
 	// awaited holds the flows of the loop that a Promise or Run waits for,
 	// from their beginning to their end, so that a Close that abandons them
 	// still gives each its Result. Each flow knows its index in it
@@ -747,6 +750,9 @@ func (l *Loop) run() {
 	l.gid.Store(l.enterGoroutine())
 	ended := false
 	defer l.leaveGoroutine(&ended)
+	if l.endingCut {
+		l.endTurn() // the rest of the previous goroutine's work
+	}
 	for !l.closing.Load() {
 		l.drainInbox()
 		if obs := l.engine.obs; obs != nil {

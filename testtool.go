@@ -29,7 +29,9 @@ var TestToolEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // is recovered and logged with [log/slog]. A callback that calls
 // runtime.Goexit ends the goroutine driving the tool (as it ends any
 // goroutine); a flow's step then fails with InternalError, which the flow
-// handles when the tool is driven again.
+// handles when the tool is driven again. One given to [AtTurnEnd] leaves
+// the rest of its turn's callbacks to run first then, as a Loop's next
+// goroutine runs them.
 //
 // Virtual time does not wait for other goroutines: when only deferred
 // callbacks are left, the next one runs at once, even if a goroutine is
@@ -526,19 +528,26 @@ func (t *TestTool) leave(outer bool) {
 	}
 }
 
-// step runs one event: the first live immediate, else the callbacks
-// waiting for the end of the turn, else the earliest timer due by limit.
+// step runs one event: the rest of a turn's end cut short, else the
+// first live immediate, else the callbacks waiting for the end of the
+// turn, else the earliest timer due by limit.
 // The event is taken under mu and run without it, because callbacks
 // schedule more events.
 func (t *TestTool) step(limit int64) bool {
 	t.mu.Lock()
+	if t.ending > 0 && t.endTurn(false) {
+		// The rest of a turn's end that a callback's Goexit cut short,
+		// as a Loop runs it: first.
+		t.mu.Unlock()
+		return true
+	}
 	if tk := t.popImmediate(); tk != nil {
 		t.mu.Unlock()
 		runLogged(tk.run)
 		return true
 	}
 	if t.turnLive > 0 {
-		t.endTurn()
+		t.endTurn(true)
 		t.mu.Unlock()
 		return true
 	}

@@ -87,15 +87,17 @@ func (e *loopTurnEnd) run() {
 
 // endTurn runs the callbacks whose turn has ended, at the end of a pass.
 // Each is taken out as it runs, so that after one that calls
-// runtime.Goexit the next goroutine runs the rest at the end of its pass.
+// runtime.Goexit the next goroutine runs the rest, first (see run).
 func (l *Loop) endTurn() {
+	l.endingCut = true
 	for !l.closing.Load() {
 		e, ok := l.ending.pop()
 		if !ok {
-			return
+			break
 		}
 		l.runTurnEnd(e)
 	}
+	l.endingCut = false
 }
 
 // runTurnEnd runs one callback at the end of a turn; a panic is logged,
@@ -129,20 +131,20 @@ func (t *TestTool) atTurnEnd(f func()) Handle {
 }
 
 // endTurn runs, as one event, the callbacks waiting for the end of the
-// turn: those queued when the turn ended, the rest of them if a callback
-// cut the event short with runtime.Goexit, or a nested NextEvent ran some
-// (the event goes on with the next turn's if all of those were
-// cancelled). Those scheduled meanwhile wait for the next turn's end,
-// after the immediates scheduled before them. Each is taken out as it
-// runs, so that after one that calls runtime.Goexit the rest run when the
-// tool is driven again. Called with mu held, and a callback still to
-// run; it holds mu again as it returns.
-func (t *TestTool) endTurn() {
+// turn: those queued when the turn ended, or the rest of them if a
+// callback cut the event short with runtime.Goexit, or a nested NextEvent
+// runs them; with next, the next turn's if none of those is left to run.
+// Those scheduled meanwhile wait for the next turn's end, after the
+// immediates scheduled before them. Each is taken out as it runs, so that
+// after one that calls runtime.Goexit the rest run first when the tool is
+// driven again (see step). It reports whether it ran one. Called with mu
+// held; it holds mu again as it returns.
+func (t *TestTool) endTurn(next bool) bool {
 	ran := false
 	for {
 		if t.ending == 0 {
-			if ran || t.turnLive == 0 { // ResetEvents, from a callback
-				return
+			if ran || !next || t.turnLive == 0 { // ResetEvents, from a callback
+				return ran
 			}
 			t.ending = t.turnEnds.len()
 		}

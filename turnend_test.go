@@ -322,19 +322,43 @@ func TestAtTurnEndOnAClosedLoop(t *testing.T) {
 	})
 }
 
-// A callback that calls runtime.Goexit ends the loop's goroutine; the
-// next one runs the callbacks left of that turn.
-func TestAtTurnEndGoexitOnALoop(t *testing.T) {
+// A callback that calls runtime.Goexit ends the goroutine that runs it:
+// on a Loop, the next one runs the callbacks left of that turn first, as
+// the rest of the work the goroutine was doing, before what the callback
+// scheduled; a TestTool runs them first when it is driven again.
+func TestAtTurnEndGoexitRunsTheRestFirst(t *testing.T) {
+	endThenExit := func(tool asyncsteps.Tool, tr *tracer) {
+		asyncsteps.AtTurnEnd(tool, func() {
+			tr.add("end 1")
+			tool.Immediate(func() { tr.add("immediate") })
+			runtime.Goexit()
+		})
+		asyncsteps.AtTurnEnd(tool, func() { tr.addf("end 2 %v", tool.IsSameThread()) })
+	}
+	want := "end 1,end 2 true,immediate"
+	tr := &tracer{}
+	tt := asyncsteps.NewTestTool()
+	tt.Immediate(func() { endThenExit(tt, tr) })
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		tt.Run()
+	}()
+	<-exited
+	tt.Run()
+	if got := tr.String(); got != want {
+		t.Errorf("TestTool trace\n got: %s\nwant: %s", got, want)
+	}
+
 	synctest.Test(t, func(t *testing.T) {
 		tr := &tracer{}
 		loop := asyncsteps.NewLoop()
 		defer loop.Close()
-		loop.Immediate(func() {
-			asyncsteps.AtTurnEnd(loop, func() { tr.add("end 1"); runtime.Goexit() })
-			asyncsteps.AtTurnEnd(loop, func() { tr.addf("end 2 %v", loop.IsSameThread()) })
-		})
+		loop.Immediate(func() { endThenExit(loop, tr) })
 		synctest.Wait()
-		wantTrace(t, tr, "end 1,end 2 true")
+		if got := tr.String(); got != want {
+			t.Errorf("Loop trace\n got: %s\nwant: %s", got, want)
+		}
 	})
 }
 
