@@ -23,12 +23,16 @@ import "sync/atomic"
 // still ends the turn: it delays f by the rest of that pass at most, as
 // it delays its timers. Both tools end a turn alike for flows whose steps
 // go on from one another (the branches of a Parallel, the iterations of a
-// loop, the next step or sub-step of a flow). They differ on what comes
-// from outside the turn: a completion that another goroutine delivers
-// meanwhile, a flow started, and a callback given to Immediate on the
-// tool's goroutine run before the turn's end on a TestTool, whose one
-// queue holds them, and after it on a Loop, which takes them at its next
-// pass (see [Loop]).
+// loop, the next step or sub-step of a flow, a flow let into a [Mutex] by
+// another of the same loop), as long as the turn's steps fit in the rest
+// of the Loop's pass: beyond, a Loop ends the turn with that pass, and a
+// TestTool once they have all run. They differ also on what comes from
+// outside a flow's own steps, even from the tool's goroutine: a flow
+// started, a callback given to Immediate, a Success or Error called on a
+// waiting step from outside its callback (from a step of another flow, an
+// Await function's goroutine or any other), a [Root.Cancel], run before
+// the turn's end on a TestTool, whose one queue holds them, and after it
+// on a Loop, which takes them at its next pass (see [Loop]).
 //
 // The callbacks whose turn has ended run one after another, in the order
 // they were scheduled; one that AtTurnEnd schedules from such a callback

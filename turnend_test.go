@@ -146,6 +146,81 @@ func TestAtTurnEndAndAnImmediateOfTheTurn(t *testing.T) {
 	}
 }
 
+// Where else the tools differ: a completion of a waiting step from
+// outside its callback and a Root.Cancel, both from a step of another
+// flow on the tool's goroutine, go through the Loop's inbox, and run
+// after the turn's end there; and a turn longer than the rest of the
+// Loop's pass ends with that pass there, where a TestTool runs it all
+// (three flows of 200 iterations: the first one's first schedules the
+// callback).
+func TestAtTurnEndWhereTheToolsDiffer(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		flows          turnCase
+		onLoop, onTool string
+	}{{
+		name: "Success from another flow",
+		flows: func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+			var waiting asyncsteps.AsyncSteps
+			a := asyncsteps.New(asyncsteps.WithTool(tool))
+			a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				waiting = as
+				as.WaitExternal()
+			}).Add(tr.step("a2"))
+			b := asyncsteps.New(asyncsteps.WithTool(tool))
+			b.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				asyncsteps.AtTurnEnd(tool, func() { tr.add("end") })
+				waiting.Success()
+			}).Add(tr.step("b2"))
+			return []*asyncsteps.Root{a, b}
+		},
+		onLoop: "b2,end,a2",
+		onTool: "a2,b2,end",
+	}, {
+		name: "Root.Cancel from another flow",
+		flows: func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+			a := asyncsteps.New(asyncsteps.WithTool(tool))
+			a.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) { tr.add("a cancelled") })
+				as.WaitExternal()
+			})
+			b := asyncsteps.New(asyncsteps.WithTool(tool))
+			b.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				asyncsteps.AtTurnEnd(tool, func() { tr.add("end") })
+				a.Cancel()
+			}).Add(tr.step("b2"))
+			return []*asyncsteps.Root{a, b}
+		},
+		onLoop: "b2,end,a cancelled",
+		onTool: "a cancelled,b2,end",
+	}, {
+		name: "a turn longer than the pass",
+		flows: func(tool asyncsteps.Tool, tr *tracer) []*asyncsteps.Root {
+			steps := 0
+			var roots []*asyncsteps.Root
+			for i := range 3 {
+				r := asyncsteps.New(asyncsteps.WithTool(tool))
+				r.Repeat(200, func(as asyncsteps.AsyncSteps, j int) {
+					if steps++; i == 0 && j == 0 {
+						asyncsteps.AtTurnEnd(tool, func() { tr.addf("end after %d steps", steps) })
+					}
+				})
+				roots = append(roots, r)
+			}
+			return roots
+		},
+		onLoop: "end after 126 steps",
+		onTool: "end after 600 steps",
+	}} {
+		if got := turnOnLoop(t, c.flows); got != c.onLoop {
+			t.Errorf("%s: Loop trace\n got: %s\nwant: %s", c.name, got, c.onLoop)
+		}
+		if got := turnOnTestTool(t, c.flows); got != c.onTool {
+			t.Errorf("%s: TestTool trace\n got: %s\nwant: %s", c.name, got, c.onTool)
+		}
+	}
+}
+
 // Called off the tool's goroutine, AtTurnEnd is Immediate: the callback
 // runs before the flow started after it.
 func TestAtTurnEndOffTheToolsGoroutineIsImmediate(t *testing.T) {
