@@ -532,8 +532,11 @@ func (l *Loop) Done() <-chan struct{} {
 // delays Wait until it returns; a context that ends first ends Wait, and
 // the function still counts for the next one. Wait does not close the
 // loop: before [Loop.Close] it waits for Close too, since a running loop
-// may start a function at any time. Goroutines may wait at once. Once the
-// loop is done, Wait returns nil, also under a context that has ended.
+// may start a function at any time. Goroutines may wait at once. Once
+// nothing of the loop runs, Wait returns nil, also under a context that
+// has ended; not as soon as the loop is done ([Loop.Done]): an Await
+// function may run on after that, and a Wait whose context has ended
+// then returns the context's error.
 //
 // Wait must not be called on the goroutine of a Loop: a callback of its
 // own loop would keep the loop from stopping, and one of another Loop
@@ -541,8 +544,10 @@ func (l *Loop) Done() <-chan struct{} {
 // it returns an InternalError at once, as for a nil ctx. An Await
 // function of the loop's flows that calls it waits for itself, until ctx
 // ends, as does the ExecuteThen function of a flow started once the loop
-// has stopped, which runs off the loop's goroutine. On a zero Loop, which never ran anything, it returns nil; on the
-// loop of [DefaultTool], which is never closed, an InternalError.
+// has stopped, which runs off the loop's goroutine, while its goroutine
+// counts (see above). On a zero Loop, which never ran anything, it
+// returns nil; on the loop of [DefaultTool], which is never closed, an
+// InternalError.
 func (l *Loop) Wait(ctx context.Context) error {
 	if err := waitMisuse("Loop.Wait", ctx); err != nil {
 		return err

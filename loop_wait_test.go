@@ -97,10 +97,16 @@ func TestLoopWaitEndsWithItsContext(t *testing.T) {
 		if err := loop.Wait(ctx); err != context.DeadlineExceeded || time.Since(start) != 100*time.Millisecond {
 			t.Errorf("Wait: %v at %v, want %v at 100ms", err, time.Since(start), context.DeadlineExceeded)
 		}
+		// The loop is done, yet its Await function runs: an ended
+		// context still ends Wait.
+		<-loop.Done()
+		if err := loop.Wait(ctx); err != context.DeadlineExceeded || time.Since(start) != 100*time.Millisecond {
+			t.Errorf("Wait once Done: %v at %v, want %v at 100ms", err, time.Since(start), context.DeadlineExceeded)
+		}
 		if err := loop.Wait(context.Background()); err != nil || time.Since(start) != 300*time.Millisecond {
 			t.Errorf("second Wait: %v at %v, want <nil> at 300ms", err, time.Since(start))
 		}
-		// Once the loop is done, an ended context does not hide it.
+		// Once nothing of the loop runs, an ended context does not hide it.
 		if err := loop.Wait(ctx); err != nil {
 			t.Errorf("Wait under an ended context once done: %v, want <nil>", err)
 		}
