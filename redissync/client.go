@@ -308,7 +308,7 @@ func timedOut(err error) bool {
 }
 
 // wake makes every Mutex named name try its waiters again, and the key
-// of every KeyedMutex whose Mutex has that name (see KeyedMutex.Name).
+// of every KeyedMutex whose Mutex has that name (see KeyedMutex.MutexName).
 // signal never blocks: it is called under mu, as wakeAll's is.
 func (c *Client) wake(name string) {
 	c.mu.Lock()
