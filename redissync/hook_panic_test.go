@@ -23,7 +23,12 @@ type panicHook struct{}
 func (panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if strings.HasPrefix(cmds[0].Name(), "eval") {
+			panic("boom")
+		}
+		return next(ctx, cmds)
+	}
 }
 
 func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -41,8 +46,9 @@ func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // FailOpen Throttle does not let them in: that is a bug, not Redis lost.
 // The panic ended the process: it came on a Syncer's goroutine, where
 // nobody could recover it. (With ContextTimeoutEnabled, the round trips
-// go through the user's client and its hooks.) It runs in a child
-// process, which such a panic kills.
+// go through the user's client and its hooks.) A KeyedMutex's pipelines,
+// sent from goroutines of their own, fail each of their calls so. It
+// runs in a child process, which such a panic kills.
 func TestRedisClientHookPanics(t *testing.T) {
 	if addr := os.Getenv(hookPanicEnv); addr != "" {
 		hookPanicChild(t, addr)
@@ -71,6 +77,7 @@ func hookPanicChild(t *testing.T, addr string) {
 	syncers := map[string]asyncsteps.Syncer{
 		"Mutex":    c.NewMutex("m", MutexOptions{}),
 		"Throttle": c.NewThrottle("t", ThrottleOptions{FailOpen: true}),
+		"Keyed":    c.NewKeyedMutex("k", MutexOptions{}).Key("a"),
 	}
 	for name, s := range syncers {
 		var tr tracer
@@ -83,6 +90,17 @@ func hookPanicChild(t *testing.T, addr string) {
 		var p *asyncsteps.PanicError
 		if cause := goCause(res.Err); !errors.As(res.Err, &p) || cause.Error() != "redis "+addr+": panic: boom" {
 			t.Errorf("%s: cause %v, want a PanicError under \"redis %s: panic: boom\"", name, cause, addr)
+		}
+	}
+	// Two pipelines, the second on a goroutine of its own (see callAll).
+	calls := make([]scriptCall, pipelineMax+2)
+	for i := range calls {
+		calls[i] = scriptCall{keys: c.mutexKeys("p", "r"), args: []any{i}}
+	}
+	for i, r := range c.callAll(mutexScript, calls) {
+		var p *asyncsteps.PanicError
+		if !errors.As(r.err, &p) || p.Value != "boom" {
+			t.Fatalf("pipelined call %d: %v, want the hook's panic", i, r.err)
 		}
 	}
 }
