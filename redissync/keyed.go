@@ -613,12 +613,11 @@ func (km *KeyedMutex) shutdown() {
 // closeError is Close's error when its last round trips could not give
 // back n leases of keys keys of km.
 func (km *KeyedMutex) closeError(n, keys int, err error) error {
-	lease, rest := "lease", "it runs out within one TTL, %v, of Redis's last call for it"
-	if n != 1 {
-		lease, rest = "leases", "they run out within one TTL, %v, of Redis's last call for them"
+	ofKeys := fmt.Sprintf(" of %d keys", keys)
+	if keys == 1 {
+		ofKeys = " of 1 key"
 	}
-	return fmt.Errorf("redissync: Close: KeyedMutex %q: %d %s of %d keys not given back (%w); "+rest,
-		km.name, n, lease, keys, err, km.opts.TTL)
+	return leasesLost(fmt.Sprintf("KeyedMutex %q", km.name), n, ofKeys, err, km.opts.TTL)
 }
 
 // keyTimers are the timed rounds of a KeyedMutex's keys: a heap of keys

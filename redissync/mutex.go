@@ -836,11 +836,18 @@ func (m *Mutex) closeRound() roundTrip {
 // closeError is Close's error when its last round trip could not give
 // back n leases of m.
 func (m *Mutex) closeError(n int, err *asyncsteps.Error) error {
+	return leasesLost(fmt.Sprintf("Mutex %q", m.name), n, "", err, m.ttl)
+}
+
+// leasesLost is Close's error when the last round trips of the Syncer
+// named syncer could not give back n leases (of ofKeys, if not empty),
+// for err, leases of TTL ttl.
+func leasesLost(syncer string, n int, ofKeys string, err error, ttl time.Duration) error {
 	lease, rest := "lease", "it runs out within one TTL, %v, of Redis's last call for it"
 	if n != 1 {
 		lease, rest = "leases", "they run out within one TTL, %v, of Redis's last call for them"
 	}
-	return fmt.Errorf("redissync: Close: Mutex %q: %d %s not given back (%w); "+rest, m.name, n, lease, err, m.ttl)
+	return fmt.Errorf("redissync: Close: %s: %d %s%s not given back (%w); "+rest, syncer, n, lease, ofKeys, err, ttl)
 }
 
 // mutexScript is a Mutex's round trip. KEYS: the holders (a sorted set of

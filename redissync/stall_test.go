@@ -141,3 +141,31 @@ func TestCloseReportsLeasesNotGivenBack(t *testing.T) {
 	}
 	tr.check(t, "A in", "B in", "A out", "B out")
 }
+
+// TestKeyedMutexCloseReportsLeasesNotGivenBack: a KeyedMutex's Close that
+// cannot give back the lease of its one key held says so, in the singular:
+// it said "1 lease of 1 keys".
+func TestKeyedMutexCloseReportsLeasesNotGivenBack(t *testing.T) {
+	srv := startRedis(t)
+	c, _ := newClient(t, srv.addr, Options{OpTimeout: 200 * time.Millisecond, Recheck: time.Hour})
+	km := c.NewKeyedMutex("acct", MutexOptions{TTL: 3 * time.Second})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	release := make(chan struct{})
+	a := holdOpen(t, l, km.Key("a"), &tr, "A", release)
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	err := c.Close()
+	const want = `redissync: Close: KeyedMutex "acct": 1 lease of 1 key not given back (CommError: redis: timed out); ` +
+		`it runs out within one TTL, 3s, of Redis's last call for it`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Close: %v, want %s", err, want)
+	}
+	close(release)
+	if res := <-a; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	tr.check(t, "A in", "A out")
+}
