@@ -357,9 +357,24 @@ const killTTL = 2 * time.Second
 // SIGKILL; a flow of this process waiting for the Mutex enters once the
 // lease has run out, not before the kill, and gets a larger token.
 func TestHolderProcessKilled(t *testing.T) {
+	checkKilledHolder(t, "hold", "kill", func(c *Client) (asyncsteps.Syncer, func(asyncsteps.AsyncSteps) (int64, bool), func() int) {
+		m := c.NewMutex("kill", MutexOptions{Max: 1, MaxQueue: -1, TTL: killTTL})
+		return m, m.Token, func() int { return queued(&m.gateQueue) }
+	})
+}
+
+// checkKilledHolder starts a worker process of kind, which takes a lease
+// of the name "kill" under a prefix of its own and says its token; queues
+// a flow of this process on the Syncer that syncer makes for that name
+// (with the Syncer's Token and its queue's length); kills the worker once
+// renewals have kept the lease past one TTL; and checks that the flow
+// enters once the last renewal's TTL has run out, not before, with a
+// larger token.
+func checkKilledHolder(t *testing.T, kind, prefixBase string, syncer func(c *Client) (s asyncsteps.Syncer, token func(asyncsteps.AsyncSteps) (int64, bool), queued func() int)) {
+	t.Helper()
 	addr := sharedRedis(t)
-	prefix := fmt.Sprintf("kill%d", prefixSeq.Add(1))
-	cmd := workerCmd("hold", addr, prefix)
+	prefix := fmt.Sprintf("%s%d", prefixBase, prefixSeq.Add(1))
+	cmd := workerCmd(kind, addr, prefix)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -378,17 +393,17 @@ func TestHolderProcessKilled(t *testing.T) {
 	}
 
 	c, _ := newClient(t, addr, Options{Prefix: prefix})
-	m := c.NewMutex("kill", MutexOptions{Max: 1, MaxQueue: -1, TTL: killTTL})
+	s, tokenOf, queuedOn := syncer(c)
 	l := newLoops(t, 1)[0]
 	var entered atomic.Int64 // UnixNano
 	var token int64
 	r := asyncsteps.New(asyncsteps.WithTool(l))
-	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) {
+	r.Sync(s, func(as asyncsteps.AsyncSteps, _ ...any) {
 		entered.Store(time.Now().UnixNano())
-		token, _ = m.Token(as)
+		token, _ = tokenOf(as)
 	})
 	promise := r.Promise()
-	waitFor(t, "the flow to queue", func() bool { return queued(&m.gateQueue) == 1 })
+	waitFor(t, "the flow to queue", func() bool { return queuedOn() == 1 })
 	// Held by the worker: renewals keep it held well past one TTL.
 	time.Sleep(killTTL * 3 / 2)
 	if entered.Load() != 0 {

@@ -20,16 +20,7 @@ func TestFenceKeysExpireWhenIdle(t *testing.T) {
 	m := c.NewMutex("m", MutexOptions{Max: 1})
 	l := newLoops(t, 1)[0]
 	ctx := context.Background()
-	token := func() int64 {
-		t.Helper()
-		var tok int64
-		r := asyncsteps.New(asyncsteps.WithTool(l))
-		r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tok, _ = m.Token(as) })
-		if _, err := r.Run(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	token := func() int64 { t.Helper(); return leaseToken(t, m, l) }
 	tokens := []int64{token()}
 	for _, key := range m.keys[1:3] {
 		// a ms over: the counter, a µs or more past the clock, may be in the next ms
@@ -59,16 +50,7 @@ func TestFenceKeysOutliveTheirTokens(t *testing.T) {
 	m := c.NewMutex("m", MutexOptions{Max: 1})
 	l := newLoops(t, 1)[0]
 	ctx := context.Background()
-	token := func() int64 {
-		t.Helper()
-		var tok int64
-		r := asyncsteps.New(asyncsteps.WithTool(l))
-		r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tok, _ = m.Token(as) })
-		if _, err := r.Run(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	token := func() int64 { t.Helper(); return leaseToken(t, m, l) }
 	token() // the server's name recorded: no raise at the next lease
 	ahead := rdb.Time(ctx).Val().Add(48 * time.Hour).UnixMicro()
 	rdb.Set(ctx, m.keys[1], ahead, 0)
@@ -84,4 +66,17 @@ func TestFenceKeysOutliveTheirTokens(t *testing.T) {
 				key, at.UTC(), tok, time.UnixMicro(tok).UTC())
 		}
 	}
+}
+
+// leaseToken runs a flow on l that enters m and returns the fencing token
+// of its lease.
+func leaseToken(t *testing.T, m *Mutex, l *asyncsteps.Loop) int64 {
+	t.Helper()
+	var tok int64
+	r := asyncsteps.New(asyncsteps.WithTool(l))
+	r.Sync(m, func(as asyncsteps.AsyncSteps, _ ...any) { tok, _ = m.Token(as) })
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

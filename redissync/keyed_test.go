@@ -1,7 +1,6 @@
 package redissync
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -263,55 +262,11 @@ func TestKeyedMutexHolderClientClosed(t *testing.T) {
 // a flow of this process waiting for the key enters once the lease has
 // run out, with a larger token.
 func TestKeyedMutexHolderProcessKilled(t *testing.T) {
-	addr := sharedRedis(t)
-	prefix := fmt.Sprintf("killkey%d", prefixSeq.Add(1))
-	cmd := workerCmd("holdkey", addr, prefix)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	var workerToken int64
-	if _, err := fmt.Sscanf(line, "held %d", &workerToken); err != nil {
-		t.Fatalf("worker said %q", line)
-	}
-	c, _ := newClient(t, addr, Options{Prefix: prefix})
-	km := c.NewKeyedMutex("kill", MutexOptions{Max: 1, MaxQueue: -1, TTL: killTTL})
-	l := newLoops(t, 1)[0]
-	var entered atomic.Int64 // UnixNano
-	var token int64
-	r := asyncsteps.New(asyncsteps.WithTool(l))
-	r.Sync(km.Key("k1"), func(as asyncsteps.AsyncSteps, _ ...any) {
-		entered.Store(time.Now().UnixNano())
-		token, _ = km.Token(as, "k1")
+	checkKilledHolder(t, "holdkey", "killkey", func(c *Client) (asyncsteps.Syncer, func(asyncsteps.AsyncSteps) (int64, bool), func() int) {
+		km := c.NewKeyedMutex("kill", MutexOptions{Max: 1, MaxQueue: -1, TTL: killTTL})
+		token := func(as asyncsteps.AsyncSteps) (int64, bool) { return km.Token(as, "k1") }
+		return km.Key("k1"), token, func() int { return keyQueued(km, "k1") }
 	})
-	promise := r.Promise()
-	waitFor(t, "the flow to queue", func() bool { return keyQueued(km, "k1") == 1 })
-	time.Sleep(killTTL * 3 / 2) // renewed by the worker well past one TTL
-	if entered.Load() != 0 {
-		t.Fatal("entered while the worker held the lease")
-	}
-	killed := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if res := <-promise; res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	after := time.Duration(entered.Load() - killed.UnixNano())
-	if after > killTTL+2*time.Second || after < killTTL*2/3-100*time.Millisecond {
-		t.Errorf("entered %v after the kill, the lease's TTL is %v", after, killTTL)
-	}
-	if token <= workerToken {
-		t.Errorf("token %d after the killed holder's %d", token, workerToken)
-	}
 }
 
 // TestKeyedMutexLoopClosed: a Loop closed while a flow of it holds a key
