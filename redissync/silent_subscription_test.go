@@ -3,7 +3,9 @@ package redissync
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,24 +14,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// silentProxy forwards connections to a Redis server. Once silenced, it
-// stops forwarding, both ways, on every connection that subscribed until
-// then, and keeps them open: the notification connection of a Client
-// that a NAT or a load balancer dropped without a word (no FIN, no RST).
-// Connections made afterwards are forwarded.
+// silentProxy forwards connections to a Redis server, and counts the
+// subscriptions made through it and the PINGs sent on them. If made with
+// silence, the first connection that subscribes stops forwarding, both
+// ways, once the confirmation of its subscription has reached the client,
+// and is kept open: the notification connection of a Client that a NAT or
+// a load balancer dropped without a word (no FIN, no RST). Every other
+// connection is forwarded. The silence hangs on the connection, not on
+// the test's timing: a Client that made its subscription again before the
+// test got to silence it (a pong late under load) cannot escape it.
 type silentProxy struct {
 	*tcpProxy
-	silenced     atomic.Bool
 	subscribed   atomic.Int64 // connections that sent a SUBSCRIBE
 	pings        atomic.Int64 // PINGs sent on them
 	closedSilent atomic.Int64 // silenced connections the client closed
 }
 
-func startSilentProxy(t *testing.T, target string) *silentProxy {
+func startSilentProxy(t *testing.T, target string, silence bool) *silentProxy {
 	t.Helper()
 	p := &silentProxy{}
 	p.tcpProxy = startTCPProxy(t, target, func(tp *tcpProxy, c, s net.Conn) {
-		var sub, silent atomic.Bool
+		var sub, doomed, silent atomic.Bool
 		tp.wg.Go(func() { // the calls
 			defer s.Close()
 			buf := make([]byte, 64<<10)
@@ -37,14 +42,16 @@ func startSilentProxy(t *testing.T, target string) *silentProxy {
 				n, err := c.Read(buf)
 				if !sub.Load() && bytes.Contains(bytes.ToLower(buf[:n]), []byte("subscribe")) {
 					sub.Store(true)
-					p.subscribed.Add(1)
+					// Before the SUBSCRIBE goes on: its confirmation
+					// must find the connection doomed.
+					doomed.Store(p.subscribed.Add(1) == 1 && silence)
 				} else if sub.Load() && bytes.Contains(bytes.ToLower(buf[:n]), []byte("ping")) {
 					p.pings.Add(1)
 				}
-				if sub.Load() && p.silenced.Load() {
-					silent.Store(true)
-				} else if _, werr := s.Write(buf[:n]); werr != nil {
-					return
+				if !silent.Load() {
+					if _, werr := s.Write(buf[:n]); werr != nil {
+						return
+					}
 				}
 				if err != nil {
 					if silent.Load() {
@@ -59,9 +66,12 @@ func startSilentProxy(t *testing.T, target string) *silentProxy {
 			buf := make([]byte, 64<<10)
 			for {
 				n, err := s.Read(buf)
-				if !(sub.Load() && p.silenced.Load()) {
+				if !silent.Load() {
 					if _, werr := c.Write(buf[:n]); werr != nil {
 						return
+					}
+					if doomed.Load() && bytes.Contains(bytes.ToLower(buf[:n]), []byte("subscribe")) {
+						silent.Store(true) // the confirmation went through
 					}
 				}
 				if err != nil {
@@ -73,37 +83,58 @@ func startSilentProxy(t *testing.T, target string) *silentProxy {
 	return p
 }
 
+// newProxiedClient returns a Client that reaches Redis through p, closed
+// at the end of the test.
+func newProxiedClient(t *testing.T, p *silentProxy, opts Options) *Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr})
+	c, err := New(context.Background(), rdb, opts)
+	if err != nil {
+		rdb.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		rdb.Close()
+	})
+	return c
+}
+
+// TestAnsweringSubscriptionIsKept: the notification connection of an idle
+// Client, pinged each time it has been silent for Recheck, is kept while
+// it answers. OpTimeout is long: a pong late under load would rightly
+// make the Client subscribe again, which this test does not check.
+func TestAnsweringSubscriptionIsKept(t *testing.T) {
+	p := startSilentProxy(t, sharedRedis(t), false)
+	newProxiedClient(t, p, Options{
+		Prefix:    fmt.Sprintf("t%d-%d", os.Getpid(), prefixSeq.Add(1)),
+		OpTimeout: time.Minute, Recheck: 100 * time.Millisecond,
+	})
+	waitFor(t, "two pings", func() bool { return p.pings.Load() >= 2 })
+	if n := p.subscribed.Load(); n != 1 {
+		t.Fatalf("%d subscribed connections after two pings, want 1", n)
+	}
+}
+
 // TestSilentSubscriptionIsMadeAgain: the notification connection stops
 // answering without breaking (dropped by a NAT or a load balancer on the
-// way). The Client, which pings it when it has been silent for Recheck
-// (and keeps it while it answers), finds it dead within Recheck +
-// OpTimeout, closes it and subscribes again; a waiter is then woken by
-// the notification of another process's give-back. The Client only read that connection, with
-// no deadline: nothing told it the connection was dead, and every
-// notification was lost until the kernel's keepalive gave up on it, tens
-// of minutes later, while the Client's waiters waited Recheck for each
-// slot another process gave back, and lost it to the waiters of
-// processes that heard.
+// way). The Client, which pings it when it has been silent for Recheck,
+// finds it dead within Recheck + OpTimeout, closes it and subscribes
+// again; a waiter is then woken by the notification of another process's
+// give-back. The Client only read that connection, with no deadline:
+// nothing told it the connection was dead, and every notification was
+// lost until the kernel's keepalive gave up on it, tens of minutes later,
+// while the Client's waiters waited Recheck for each slot another process
+// gave back, and lost it to the waiters of processes that heard.
 func TestSilentSubscriptionIsMadeAgain(t *testing.T) {
 	addr := sharedRedis(t)
-	p := startSilentProxy(t, addr)
+	p := startSilentProxy(t, addr, true)
 	opts := Options{OpTimeout: 200 * time.Millisecond, Recheck: 300 * time.Millisecond}
 	other, _ := newClient(t, addr, opts)
 	opts.Prefix = other.opts.Prefix
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr})
-	defer rdb.Close()
-	c, err := New(context.Background(), rdb, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// An idle connection that answers is pinged, and kept.
-	waitFor(t, "two pings", func() bool { return p.pings.Load() >= 2 })
-	if n := p.subscribed.Load(); n != 1 {
-		t.Fatalf("%d subscribed connections before the silence, want 1", n)
-	}
-	p.silenced.Store(true)
-	waitFor(t, "the Client to subscribe again", func() bool { return p.subscribed.Load() == 2 })
+	c := newProxiedClient(t, p, opts)
+	// More than 2 if a pong on the new connection came late under load.
+	waitFor(t, "the Client to subscribe again", func() bool { return p.subscribed.Load() >= 2 })
 	waitFor(t, "the Client to close the silent connection", func() bool { return p.closedSilent.Load() == 1 })
 
 	l := newLoops(t, 1)[0]
