@@ -107,18 +107,26 @@ func loadAll(as asyncsteps.AsyncSteps, tr *timedTrace, l *Loader[int, string], n
 	}, asyncsteps.Branches(keys, func(as asyncsteps.AsyncSteps, k int) { l.Load(as, k) })...)
 }
 
+// threeBranches is a flow on tool whose three parallel branches load 7
+// keys, c a step behind a and b, then load 2 and 7 again from the flow's
+// cache: the case both tools must batch into one call.
+func threeBranches(tool asyncsteps.Tool, b *loaderBackend, l *Loader[int, string]) *asyncsteps.Root {
+	r := asyncsteps.New(asyncsteps.WithTool(tool))
+	p := r.Parallel()
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "a", 1, 2, 3) })
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "b", 3, 4, 5) })
+	// c is a step behind a and b, and its keys still join their call.
+	p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "c", 6, 7, 1, 5) })
+	})
+	// The flow's cache: loaded again, 2 and 7 make no call.
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "again", 2, 7) })
+	return r
+}
+
 func TestLoaderMergesParallelBranchesIntoOneCall(t *testing.T) {
 	loaderCase(t, func(t *testing.T, loop *asyncsteps.Loop, b *loaderBackend, l *Loader[int, string]) {
-		r := asyncsteps.New(asyncsteps.WithTool(loop))
-		p := r.Parallel()
-		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "a", 1, 2, 3) })
-		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "b", 3, 4, 5) })
-		// c is a step behind a and b, and its keys still join their call.
-		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "c", 6, 7, 1, 5) })
-		})
-		// The flow's cache: loaded again, 2 and 7 make no call.
-		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "again", 2, 7) })
+		r := threeBranches(loop, b, l)
 		res := startTogether(t, loop, r)
 		wantSuccess(t, res[0], []string{"v2", "v7"})
 		b.tr.want(t, []string{
@@ -358,14 +366,7 @@ func TestLoaderBatchesOnATestToolAsOnALoop(t *testing.T) {
 		b := newLoaderBackend()
 		b.tr = newTimedTrace(tt.Now)
 		l := NewLoader("products", 100, b.fetch)
-		r := asyncsteps.New(asyncsteps.WithTool(tt))
-		p := r.Parallel()
-		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "a", 1, 2, 3) })
-		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "b", 3, 4, 5) })
-		p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "c", 6, 7, 1, 5) })
-		})
-		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { loadAll(as, b.tr, l, "again", 2, 7) })
+		r := threeBranches(tt, b, l)
 		if _, err := r.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
