@@ -70,7 +70,14 @@
 //   - A Timeout with an empty info (a step's timeout leaves it empty, the
 //     engine's contract, the Handler's Timeout among them) is answered
 //     with [TimeoutInfo], so that the client is told what ended its
-//     request. The deadline of the request's context raises a Timeout
+//     request. A timeout of the flow's own reads the same, though the
+//     request's time was not up: a Retry whose attempts all ran out of
+//     their [asyncsteps.RetryOptions] Timeout answers "request timed out"
+//     too. To tell the client which limit passed, an error handler around
+//     the call raises the Timeout again with an info of its own when the
+//     one it handles has none (as.Error(asyncsteps.Timeout, "upstream
+//     timed out") when as.State().ErrorInfo is empty); the Handler's
+//     Timeout never reaches that handler. The deadline of the request's context raises a Timeout
 //     whose info says so, "the flow's context deadline passed", answered
 //     as it is: the answer and the log line tell the request's budget
 //     from a limit of the Handler's or the flow's.

@@ -90,6 +90,12 @@ func TestHandlerAnswersFromTheFlowsResult(t *testing.T) {
 		{"step timeout", func(as asyncsteps.AsyncSteps, _ *http.Request) {
 			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.WaitExternal() }) // never completes
 		}, 504, "", `{"error":"Timeout","info":"request timed out"}` + "\n", "Timeout"},
+		// The flow's own timeout is answered as the Handler's: the info is
+		// the engine's empty one (see Errors and statuses in the package doc).
+		{"a Retry attempt's timeout", func(as asyncsteps.AsyncSteps, _ *http.Request) {
+			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2, Timeout: time.Millisecond},
+				func(as asyncsteps.AsyncSteps, _ int) { as.WaitExternal() }) // an upstream that never answers
+		}, 504, "", `{"error":"Timeout","info":"request timed out"}` + "\n", "Timeout"},
 	}
 	for _, tc := range tests {
 		// Each case with a timeout (a flow that adds nothing still ends at
