@@ -123,8 +123,9 @@ type AsyncSteps interface {
 
 	// Success completes the step with args for the next step. Unlike
 	// Error it does not abort the callback, but the step has completed:
-	// a later Add, Parallel, loop, Sync, Await, Error, Break or Continue
-	// in the same callback has no effect, so return right after Success.
+	// a later Success, Add, Parallel, loop, Sync, Await, Error, Break or
+	// Continue in the same callback has no effect (an Error neither fails
+	// the step nor aborts the callback), so return right after Success.
 	Success(args ...any)
 	// Error completes the step with an error and aborts the callback. info
 	// is optional: one string at most. An empty code or more than one info
