@@ -1,10 +1,12 @@
 package asyncsteps_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,7 @@ type pollerConfig struct {
 	Concurrent int           // polls at once over all targets
 	DownAfter  int           // failures in a row that mark a target down
 	Refresh    time.Duration // between two reads of the targets' list
+	Log        *slog.Logger  // of the polls that fail unexpectedly (a panic); nil: slog.Default()
 }
 
 // pollStats are a target's counts, kept once it is removed.
@@ -87,7 +90,8 @@ func (p *poller) refreshTargets() {
 		as.SetTimeout(p.cfg.Timeout)
 		asyncsteps.AwaitThen(as, p.list, func(as asyncsteps.AsyncSteps, names []string) { p.setTargets(names) })
 	}, func(as asyncsteps.AsyncSteps, code string) {
-		as.Success() // keep the targets polled until the next refresh
+		p.log().Warn("refresh failed, the targets stay", "code", code, "info", as.State().ErrorInfo)
+		as.Success()
 	})
 	p.run(r, nil)
 }
@@ -168,6 +172,8 @@ func (p *poller) poll(as asyncsteps.AsyncSteps, t *target) {
 	})
 }
 
+func (p *poller) log() *slog.Logger { return cmp.Or(p.cfg.Log, slog.Default()) }
+
 // jitterSource is a target's source of jitter, seeded with Seed and its name.
 func jitterSource(cfg pollerConfig, name string) *rand.Rand {
 	h := fnv.New64a()
@@ -180,10 +186,15 @@ func jittered(cfg pollerConfig, rng *rand.Rand) time.Duration {
 	return time.Duration(float64(cfg.Period) * (1 + (2*rng.Float64()-1)*cfg.Jitter)).Round(time.Millisecond)
 }
 
-// run starts r, a poll of t or the refresh (t nil), and counts it until it ends.
+// run starts r, a poll of t or the refresh (t nil), and counts it until
+// it ends. A poll's handlers take every failure of its check: an error
+// left is a bug (a panic in onChange, say), logged.
 func (p *poller) run(r *asyncsteps.Root, t *target) {
 	p.flows[r] = t
-	r.ExecuteThen(func(asyncsteps.Result) {
+	r.ExecuteThen(func(res asyncsteps.Result) {
+		if t != nil && res.Err != nil && !errors.Is(res.Err, context.Canceled) {
+			p.log().Error("poll failed", "target", t.name, "err", res.Err)
+		}
 		delete(p.flows, r)
 		if p.idle != nil && len(p.flows) == 0 {
 			p.grace.Cancel()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -372,5 +374,30 @@ func TestPollerShutdownReportsACheckOutlivingItsWait(t *testing.T) {
 			t.Errorf("Shutdown returned %v at %v, want an error at %v", err, took, want)
 		}
 		time.Sleep(10 * time.Second) // the check returns: nothing leaks
+	})
+}
+
+// A panic in the callback that reports a target down fails that poll's
+// flow with an InternalError, which the poller logs; its ticks go on.
+// (plainPoller's goroutine would crash the process.)
+func TestPollerLogsAPanicOfItsCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		buf := &lockedBuffer{}
+		cfg := productionConfig
+		cfg.Log = slog.New(slog.NewTextHandler(buf, nil))
+		e503 := errors.New("503 Service Unavailable")
+		h := newHealthChecks(map[string][]scriptedCall{"db": {{err: e503}, {err: e503}, {err: e503}}}, "db")
+		p := newPoller(cfg, h.check, h.list, func(string, bool) { panic("pager unreachable") })
+		p.start()
+		time.Sleep(21 * time.Second)
+		shutdown(t, p, 2*time.Second, time.Second)
+		if got, want := len(h.begun["db"]), 4; got != want {
+			t.Errorf("db checked %d times, want %d", got, want)
+		}
+		for _, want := range []string{`msg="poll failed" target=db`, "InternalError", "pager unreachable"} {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("log lacks %q:\n%s", want, buf.String())
+			}
+		}
 	})
 }
