@@ -49,6 +49,7 @@ type healthChecks struct {
 	start          time.Time
 	script         map[string][]scriptedCall
 	names          []string
+	listTakes      time.Duration // each read of the list, unless its context ends first
 	begun          map[string][]time.Duration
 	ended          map[string][]string // "time error" of each check, as it returns
 	changes        []string
@@ -97,10 +98,16 @@ func (h *healthChecks) check(ctx context.Context, target string) (err error) {
 	return s.err
 }
 
-func (h *healthChecks) list(context.Context) ([]string, error) {
+func (h *healthChecks) list(ctx context.Context) ([]string, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.names), nil
+	names, d := slices.Clone(h.names), h.listTakes
+	h.mu.Unlock()
+	select {
+	case <-time.After(d):
+		return names, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // setList changes the list the next refresh reads.
@@ -398,6 +405,23 @@ func TestPollerLogsAPanicOfItsCallback(t *testing.T) {
 			if !strings.Contains(buf.String(), want) {
 				t.Errorf("log lacks %q:\n%s", want, buf.String())
 			}
+		}
+	})
+}
+
+// Shutdown cancels a read of the list under way: it does not wait for it.
+func TestPollerShutdownCancelsTheRefresh(t *testing.T) {
+	eachPoller(t, func(t *testing.T, start func(pollerConfig, *healthChecks) healthPoller) {
+		h := newHealthChecks(nil, "api")
+		p := start(productionConfig, h)
+		time.Sleep(20 * time.Second)
+		h.mu.Lock()
+		h.listTakes = 800 * time.Millisecond
+		h.mu.Unlock()
+		time.Sleep(10100 * time.Millisecond)
+		shutdown(t, p, 2*time.Second, time.Second)
+		if took := time.Since(h.start); took != 30100*time.Millisecond {
+			t.Errorf("Shutdown returned at %v, want 30.1s", took)
 		}
 	})
 }

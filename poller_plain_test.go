@@ -20,9 +20,12 @@ type plainPoller struct {
 
 	ctx    context.Context // cancelled once the grace is over
 	cancel context.CancelFunc
-	stop   chan struct{} // closed by Shutdown: no more ticks
-	ticks  sync.WaitGroup
-	polls  sync.WaitGroup
+	// stopped is cancelled by Shutdown: no more ticks, and the read of
+	// the list under way is cancelled.
+	stopped context.Context
+	stop    context.CancelFunc
+	ticks   sync.WaitGroup
+	polls   sync.WaitGroup
 
 	mu      sync.Mutex
 	targets map[string]*plainTarget
@@ -41,8 +44,9 @@ type plainTarget struct {
 func newPlainPoller(cfg pollerConfig, check func(context.Context, string) error,
 	list func(context.Context) ([]string, error), onChange func(string, bool)) *plainPoller {
 	ctx, cancel := context.WithCancel(context.Background())
+	stopped, stop := context.WithCancel(ctx)
 	return &plainPoller{cfg: cfg, check: check, list: list, onChange: onChange,
-		slots: make(chan struct{}, cfg.Concurrent), ctx: ctx, cancel: cancel, stop: make(chan struct{}),
+		slots: make(chan struct{}, cfg.Concurrent), ctx: ctx, cancel: cancel, stopped: stopped, stop: stop,
 		targets: map[string]*plainTarget{}, stats: map[string]*pollStats{}, busy: map[string]bool{}}
 }
 
@@ -55,17 +59,17 @@ func (p *plainPoller) refresher() {
 	defer p.ticks.Done()
 	next := time.Now()
 	for {
-		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.Timeout)
+		ctx, cancel := context.WithTimeout(p.stopped, p.cfg.Timeout)
 		names, err := p.list(ctx)
 		cancel()
-		if err == nil {
+		if err == nil && p.stopped.Err() == nil {
 			p.setTargets(names)
 		}
 		next = next.Add(p.cfg.Refresh)
 		timer := time.NewTimer(time.Until(next))
 		select {
 		case <-timer.C:
-		case <-p.stop:
+		case <-p.stopped.Done():
 			timer.Stop()
 			return
 		}
@@ -112,7 +116,7 @@ func (p *plainPoller) ticker(t *plainTarget) {
 		case <-t.stop:
 			timer.Stop()
 			return
-		case <-p.stop:
+		case <-p.stopped.Done():
 			timer.Stop()
 			return
 		}
@@ -185,7 +189,7 @@ func (p *plainPoller) result(t *plainTarget, err error) {
 // Shutdown stops the ticks, lets the checks running end within grace,
 // cancels the rest, and waits at most wait for them to return.
 func (p *plainPoller) Shutdown(grace, wait time.Duration) error {
-	close(p.stop)
+	p.stop()
 	p.ticks.Wait()
 	done := make(chan struct{})
 	go func() {
