@@ -55,7 +55,8 @@
 // shutdown waits for the calls it cancelled; Example_saga an order whose
 // compensations a cancel does not skip; Example_loader a DataLoader, the
 // lookups that the flows of a loop make in one turn of it sent as one
-// batch call.
+// batch call; Example_poller a health-check poller, a tick per target on
+// the loop, a tick skipped while the target's last check still runs.
 // [ForEachChan] runs the values of a channel as they arrive, K at a time,
 // as the items of one step.
 //

@@ -127,7 +127,7 @@ func (p *plainPoller) ticker(t *plainTarget) {
 func (p *plainPoller) poll(t *plainTarget) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.busy[t.name] {
+	if p.busy[t.name] { // by name: a check may outlive its target's removal
 		p.stats[t.name].Skipped++
 		return
 	}
