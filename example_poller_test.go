@@ -23,7 +23,7 @@ type pollerConfig struct {
 	Concurrent int           // polls at once over all targets
 	DownAfter  int           // failures in a row that mark a target down
 	Refresh    time.Duration // between two reads of the targets' list
-	Log        *slog.Logger  // of the polls that fail unexpectedly (a panic); nil: slog.Default()
+	Log        *slog.Logger  // for failed refreshes and polls failed by a bug; nil: slog.Default()
 }
 
 // pollStats are a target's counts, kept once it is removed.
@@ -241,14 +241,15 @@ func (p *poller) Shutdown(grace, wait time.Duration) error {
 // (an HTTP GET) awaited within 1s, 8 checks at once at most, never two of
 // one target; 3 failures in a row mark a target down, a success up; the
 // list of targets read again every 30s. Here "db" fails until the
-// example heals it; the poller runs on a real loop with every time
-// divided by 1000 (5ms periods). poller_cases_test.go tests it on
+// example heals it; the poller runs on a real loop with its periods
+// divided by 1000 (5ms), its checks' timeout left at 1s so that a busy
+// machine does not fail them. poller_cases_test.go tests it on
 // virtual time, exactly: the times of the polls, the skipped ticks,
 // the bound, the shutdown.
 func Example_poller() {
 	var dbHealthy atomic.Bool
 	changes := make(chan string, 10)
-	p := newPoller(pollerConfig{Period: 5 * time.Millisecond, Jitter: 0.1, Seed: 1, Timeout: time.Millisecond,
+	p := newPoller(pollerConfig{Period: 5 * time.Millisecond, Jitter: 0.1, Seed: 1, Timeout: time.Second,
 		Concurrent: 8, DownAfter: 3, Refresh: 30 * time.Millisecond},
 		func(ctx context.Context, target string) error {
 			if target == "db" && !dbHealthy.Load() {
