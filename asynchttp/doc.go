@@ -203,16 +203,30 @@
 // makes them in a [testing/synctest] bubble instead, on an
 // [asyncsteps.Loop] made and closed inside the bubble: the step timeouts,
 // a Retry's backoff and the Handler's Timeout then run on the bubble's
-// clock, which moves only when every goroutine in the bubble waits. Give
-// the Client an http.Client whose Transport answers in memory, waiting
-// on a timer or on the request's context: a goroutine that waits on a
-// network connection does not count as waiting in a bubble, so with an
-// httptest.Server the clock never moves and the test hangs. Serve with
-// Handler.ServeHTTP and an httptest.ResponseRecorder, and call
-// synctest.Wait before reading what the upstream saw: the answer does not
-// wait for the requests its flow cancelled (a timed-out attempt, a
-// sibling's failure, the client gone) to return. TestServiceOnVirtualTime,
-// in this package's virtualtime_test.go, tests a fan-out to two upstreams
-// that way: the answers, the virtual times and every upstream call exact,
-// with retries, a shared Limiter and a client that goes away.
+// clock, which moves only when every goroutine in the bubble waits. The
+// upstreams must answer in memory: a goroutine that waits on a network
+// connection does not count as waiting in a bubble, so with an
+// httptest.Server the clock never moves and the test hangs. Package
+// [github.com/asyncsteps/asyncsteps/asynchttp/asynchttptest] serves an
+// http.Handler so, as net/http would over a socket: the handler on a
+// goroutine of its own, its request's context cancelled when the
+// Client's step is, both bodies streamed. Give the Client its http.Client:
+//
+//	loop := asyncsteps.NewLoop() // inside synctest.Test's function
+//	defer loop.Close()
+//	upstream := &asynchttptest.Transport{Handler: slowUpstream} // waits on time.After or r.Context()
+//	c := &asynchttp.Client{HTTP: upstream.Client()}
+//	// ... Run a flow on loop that calls c.Get in a Retry; time.Since(start) is exact
+//	upstream.Wait() // the requests the flow cancelled have ended too
+//
+// The same Transport serves a Handler under test, or serve it with
+// Handler.ServeHTTP and an httptest.ResponseRecorder. Call the
+// Transport's Wait (or synctest.Wait) before reading what an upstream
+// saw: the answer does not wait for the requests its flow cancelled (a
+// timed-out attempt, a sibling's failure, the client gone) to return.
+// TestServiceOnVirtualTime, in this package's virtualtime_test.go, tests
+// a fan-out to two upstreams that way: the answers, the virtual times and
+// every upstream call exact, with retries, a shared Limiter and a client
+// that goes away; asynchttptest's TestExampleRetriesOnVirtualTime, a
+// client flow's retries under a per-attempt timeout.
 package asynchttp

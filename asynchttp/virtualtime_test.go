@@ -15,20 +15,21 @@ import (
 
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/asynchttp"
+	"github.com/asyncsteps/asyncsteps/asynchttp/asynchttptest"
 )
 
 // The recipe of the package doc's "Testing on virtual time": a service
 // whose flow fans out to two upstreams with a Client, each call under its
 // own timeout and retried, all calls under one Limiter, tested in a
-// synctest bubble on a Loop made there, with an upstream that answers in
-// memory on the bubble's clock. The answers, the virtual times and the
-// upstream calls are exact, and the test takes no wall-clock time.
+// synctest bubble on a Loop made there, with an upstream served in memory
+// by an asynchttptest.Transport, on the bubble's clock. The answers, the
+// virtual times and the upstream calls are exact, and the test takes no
+// wall-clock time.
 
-// memoryUpstream is an http.RoundTripper that answers each call of a path
-// with the next reply of its script, after the reply's delay on the
-// bubble's clock, and logs each call ("/a#1 110ms-130ms 503"). A network
-// socket would not do in a bubble: a goroutine that waits on one is not
-// durably blocked, so the bubble's clock would never move.
+// memoryUpstream is the upstreams' http.Handler: it answers each call of
+// a path with the next reply of its script, after the reply's delay, and
+// logs each call ("/a#1 110ms-130ms 503"), or its cancel by the client
+// ("/a#0 0s-100ms cancelled").
 type memoryUpstream struct {
 	start  time.Time
 	script map[string][]upstreamReply
@@ -44,36 +45,23 @@ type upstreamReply struct {
 	body   string
 }
 
-func (u *memoryUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
+func (u *memoryUpstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	u.mu.Lock()
 	path, n := req.URL.Path, u.calls[req.URL.Path]
 	u.calls[path]++
 	u.mu.Unlock()
 	r, begin := u.script[path][n], time.Since(u.start)
-	t := time.NewTimer(r.after)
-	defer t.Stop()
-	var err error
+	ended := fmt.Sprint(r.status)
 	select {
-	case <-t.C:
+	case <-time.After(r.after):
+		w.WriteHeader(r.status)
+		io.WriteString(w, r.body)
 	case <-req.Context().Done():
-		err = req.Context().Err()
+		ended = "cancelled"
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	ended := fmt.Sprint(r.status)
-	if err != nil {
-		ended = "cancelled"
-	}
 	u.log = append(u.log, fmt.Sprintf("%s#%d %v-%v %s", path, n, begin, time.Since(u.start), ended))
-	if err != nil {
-		return nil, err
-	}
-	return &http.Response{
-		StatusCode:    r.status,
-		Body:          io.NopCloser(strings.NewReader(r.body)),
-		ContentLength: int64(len(r.body)), // binding, as from a real transport
-		Request:       req,
-	}, nil
 }
 
 func (u *memoryUpstream) callLog() []string {
@@ -116,8 +104,9 @@ func serveOnVirtualTime(t *testing.T, ctx context.Context, concurrent int, scrip
 	loop := asyncsteps.NewLoop() // made in the bubble: its timers are on the bubble's clock
 	defer loop.Close()
 	up := &memoryUpstream{start: time.Now(), script: script, calls: map[string]int{}}
+	upstreams := &asynchttptest.Transport{Handler: up}
 	client := &asynchttp.Client{
-		HTTP: &http.Client{Transport: up},
+		HTTP: upstreams.Client(),
 		Guard: asyncsteps.NewLimiter(asyncsteps.LimiterOptions{
 			Concurrent: concurrent,
 			MaxQueue:   asyncsteps.Unlimited, // 0 would reject the calls beyond Concurrent
@@ -132,8 +121,8 @@ func serveOnVirtualTime(t *testing.T, ctx context.Context, concurrent int, scrip
 	h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", "/", nil))
 	took := time.Since(up.start)
 	// The answer does not wait for the calls its flow cancelled: wait
-	// until they have returned before reading what they logged.
-	synctest.Wait()
+	// until the upstream has seen them end before reading its log.
+	upstreams.Wait()
 	return w.Code, strings.TrimSpace(w.Body.String()), took, up.callLog()
 }
 
