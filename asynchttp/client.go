@@ -18,6 +18,7 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 	"github.com/asyncsteps/asyncsteps/internal/misuse"
 	"github.com/asyncsteps/asyncsteps/internal/netfail"
+	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 )
 
 // Client adds steps that make outgoing HTTP requests from a flow.
@@ -28,9 +29,10 @@ import (
 // its step is cancelled (a step timeout around it, a failed parallel
 // sibling, the flow cancelled because its client went away), which
 // aborts the request at once, also while its body is read. The step
-// succeeds with a [*Response] whatever the status: the flow decides what a
-// 404 or a 503 means. A request that gets no answer fails the step with an
-// [*asyncsteps.Error]:
+// succeeds with a [*Response] whatever the status, unless Check fails it:
+// the flow decides what a 404 or a 503 means (Check: [ServerError] makes a
+// 5xx a CommError, which [asyncsteps.Retry] retries). A request that gets
+// no answer fails the step with an [*asyncsteps.Error]:
 //
 //   - InternalError when the request cannot be sent as it is: Get's url
 //     does not parse, or net/http will not send the request, whose URL has
@@ -71,8 +73,8 @@ import (
 // already.
 //
 // The zero Client sends with [http.DefaultClient], reads at most 1 MiB of
-// body and has no guard; a nil *Client acts as the zero one. A Client is
-// safe for concurrent use once set up.
+// body, has no guard and checks no status; a nil *Client acts as the zero
+// one. A Client is safe for concurrent use once set up.
 type Client struct {
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
@@ -95,6 +97,16 @@ type Client struct {
 	// bounded by HTTP's transport (its MaxResponseHeaderBytes: 10 MB in
 	// net/http's DefaultTransport), not by MaxBody.
 	MaxBody int64
+
+	// Check, if not nil, is called on the request's goroutine with each
+	// answer, its body read, before Done: an error it returns fails the
+	// step instead of the success with the answer, as the error of an
+	// Await function does (an [*asyncsteps.Error] as it is, another Go
+	// error as [asyncsteps.ErrorFrom] maps it), and is given to Done.
+	// [ServerError] is the usual check; one of the program's own adds to
+	// it (a 429 that a Retry should retry too, say: see [StatusError]). A
+	// panic in Check fails the step with InternalError.
+	Check func(resp *Response) error
 
 	// Done, if not nil, is called on the request's goroutine when a request
 	// ends, with its status (0 when there is no answer) and its error: nil,
@@ -269,6 +281,11 @@ func refuse(as asyncsteps.AsyncSteps, info string) asyncsteps.AsyncSteps {
 // goroutine.
 func (c *Client) send(ctx context.Context, req *http.Request) (*Response, error) {
 	resp, status, err := c.roundTrip(ctx, req)
+	if err == nil && c.Check != nil {
+		if err = c.check(resp); err != nil {
+			resp = nil
+		}
+	}
 	if c.Done != nil {
 		reported := err
 		if err != nil && ctx.Err() != nil {
@@ -277,6 +294,67 @@ func (c *Client) send(ctx context.Context, req *http.Request) (*Response, error)
 		c.Done(req, status, reported)
 	}
 	return resp, err
+}
+
+// check returns the error Check makes of resp, as the *asyncsteps.Error
+// the step fails with, which Done is given.
+func (c *Client) check(resp *Response) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Check panicked: " + printsafe.Sprint(v)}
+		}
+	}()
+	switch err := c.Check(resp).(type) {
+	case nil:
+		return nil
+	case *asyncsteps.Error:
+		return err
+	default:
+		return asyncsteps.ErrorFrom(err)
+	}
+}
+
+// ServerError is the usual [Client].Check: it returns nil for an answer
+// whose status is not a 5xx, and for a 5xx (500 to 599: a status past
+// 599 names no failure) the CommError that [asyncsteps.Retry] retries,
+// its info "asynchttp: upstream answered 503" (naming no upstream), its
+// Cause a [*StatusError] that holds the answer whole. A 429 is no server
+// error: the client asked too much, and whether to retry it is the
+// program's choice (see StatusError). A nil resp gives nil.
+func ServerError(resp *Response) error {
+	if resp == nil || resp.StatusCode < 500 || resp.StatusCode > 599 {
+		return nil
+	}
+	return &asyncsteps.Error{
+		Code:  asyncsteps.CommError,
+		Info:  fmt.Sprintf("asynchttp: upstream answered %d", resp.StatusCode),
+		Cause: &StatusError{Response: *resp},
+	}
+}
+
+// StatusError is the Cause of the error [ServerError] returns: the answer
+// whose status failed the step, its header and body included, which
+// [errors.As] finds in the step's error (an error handler's
+// as.State().LastException, the error an [asyncsteps.RetryOptions].Delay
+// is given): an upstream's error document, or the wait its Retry-After
+// asks for ([RetryAfter]). Its text names the status only, not the
+// header, which may carry a cookie, nor the body, of any length. A Check
+// of the program's own that also retries a 429 makes one so:
+//
+//	Check: func(resp *asynchttp.Response) error {
+//		if resp.StatusCode == http.StatusTooManyRequests {
+//			return &asyncsteps.Error{Code: asyncsteps.CommError, Info: "upstream answered 429",
+//				Cause: &asynchttp.StatusError{Response: *resp}}
+//		}
+//		return asynchttp.ServerError(resp)
+//	},
+type StatusError struct {
+	Response
+}
+
+// Error names the status.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("asynchttp: answer of status %d", e.StatusCode)
 }
 
 // roundTrip sends req and reads the answer, whose status it also returns

@@ -13,7 +13,8 @@
 //     with its step: by a step timeout, a failed parallel sibling, or the
 //     cancellation of the flow (its client gone). Transport errors become
 //     the FutoIn codes ConnectError and CommError, which error handlers and
-//     [asyncsteps.Retry] test.
+//     [asyncsteps.Retry] test; with [ServerError] as its Check, so does
+//     an upstream's 5xx answer.
 //   - HTTP statuses from FutoIn error codes: [StatusOf] maps the standard
 //     codes (InvalidRequest to 400, DefenseRejected to 503, Timeout to
 //     504, ...), [Handler].Codes the application's own.
@@ -119,7 +120,11 @@
 // failure in fixed words ("asynchttp: GET: connection refused"), not the
 // URL, host or address that the Go error's text names: a Handler answers
 // that info to its client, and logs the Go error, kept as the Cause, for
-// the operator (see [RequestError]). A URL that does not parse, or a
+// the operator (see [RequestError]). An answer is the step's success,
+// whatever its status, unless the Client's Check makes it an error:
+// [ServerError] makes a 5xx a CommError, whose Cause, a [*StatusError],
+// keeps the answer for an error handler or a Retry's Delay (its
+// Retry-After). A URL that does not parse, or a
 // request net/http refuses to send (a URL of another scheme than http and
 // https, or without a host), is the program's mistake: an InternalError,
 // which a Handler answers 500 and logs. A flow that builds a URL from its
@@ -215,7 +220,7 @@
 //	loop := asyncsteps.NewLoop() // inside synctest.Test's function
 //	defer loop.Close()
 //	upstream := &asynchttptest.Transport{Handler: slowUpstream} // waits on time.After or r.Context()
-//	c := &asynchttp.Client{HTTP: upstream.Client()}
+//	c := &asynchttp.Client{HTTP: upstream.Client(), Check: asynchttp.ServerError}
 //	// ... Run a flow on loop that calls c.Get in a Retry; time.Since(start) is exact
 //	upstream.Wait() // the requests the flow cancelled have ended too
 //

@@ -51,7 +51,7 @@ func ExampleHandler() {
 }
 
 // A Client fetches from a step and succeeds with the answer whatever its
-// status, so the flow decides what a status means: here a 5xx is a
+// status, unless its Check says otherwise: ServerError makes a 5xx a
 // CommError, which asyncsteps.Retry makes again, each attempt under its
 // own timeout. A transport error fails the step with ConnectError or
 // CommError, which Retry retries as well; a request the attempt's timeout
@@ -70,25 +70,28 @@ func ExampleClient() {
 
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
-	c := &asynchttp.Client{HTTP: upstream.Client()}
+	c := &asynchttp.Client{
+		HTTP:  upstream.Client(),
+		Check: asynchttp.ServerError,
+		Done: func(_ *http.Request, status int, err error) {
+			fmt.Println("status", status, err)
+		},
+	}
 
 	r := asyncsteps.New(asyncsteps.WithTool(loop))
 	asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 5, Timeout: time.Second}, func(as asyncsteps.AsyncSteps, i int) {
+		fmt.Print("attempt ", i, ": ")
 		c.Get(as, upstream.URL)
 		asyncsteps.Then(as, func(as asyncsteps.AsyncSteps, resp *asynchttp.Response) {
-			fmt.Println("attempt", i, "status", resp.StatusCode)
-			if resp.StatusCode >= 500 {
-				as.Error(asyncsteps.CommError, fmt.Sprint("upstream answered ", resp.StatusCode))
-			}
 			as.Success(string(resp.Body))
 		})
 	})
 	answer, err := asyncsteps.Run[string](context.Background(), r)
 	fmt.Println(answer, err)
 	// Output:
-	// attempt 0 status 503
-	// attempt 1 status 503
-	// attempt 2 status 200
+	// attempt 0: status 503 CommError: asynchttp: upstream answered 503
+	// attempt 1: status 503 CommError: asynchttp: upstream answered 503
+	// attempt 2: status 200 <nil>
 	// 42 <nil>
 }
 

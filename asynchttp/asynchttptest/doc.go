@@ -31,7 +31,7 @@
 //		upstream := &asynchttptest.Transport{Handler: script} // waits on time.After or r.Context()
 //		loop := asyncsteps.NewLoop() // made in the bubble: its timers are on its clock
 //		defer loop.Close()
-//		c := &asynchttp.Client{HTTP: upstream.Client()}
+//		c := &asynchttp.Client{HTTP: upstream.Client(), Check: asynchttp.ServerError} // a 5xx is retried
 //		r := asyncsteps.New(asyncsteps.WithTool(loop))
 //		asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 3, Timeout: 100 * time.Millisecond}, attempt)
 //		answer, err := asyncsteps.Run[string](context.Background(), r)
