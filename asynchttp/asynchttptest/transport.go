@@ -65,7 +65,16 @@ type Transport struct {
 	// Handler serves the requests.
 	Handler http.Handler
 
-	running sync.WaitGroup // one per request, until it has ended whole
+	// Not a sync.WaitGroup: one that a request in a synctest bubble
+	// counted is tied to that bubble until a Wait sees it at zero, and a
+	// request outside it (another test's, with a Transport they share)
+	// ends the process with a fatal error; and the Wait of one declared at
+	// package level does not block durably, so the bubble's clock stops.
+	// A sync.Cond's Wait blocks durably, and binds to no bubble.
+	mu      sync.Mutex
+	once    sync.Once // sets ended.L
+	ended   sync.Cond // broadcast when running falls to 0
+	running int       // the requests that have not ended whole
 }
 
 // Client returns an [http.Client] that sends its requests through t.
@@ -75,7 +84,42 @@ func (t *Transport) Client() *http.Client { return &http.Client{Transport: t} }
 // returned, and the copy of its body to the handler stopped. A handler
 // that ignores its request's context and never returns makes Wait wait
 // for ever, as it would make an httptest.Server's Close.
-func (t *Transport) Wait() { t.running.Wait() }
+//
+// A Transport may serve tests in several bubbles, and outside any, in
+// turn, with no Wait between them: one declared at package level, say.
+func (t *Transport) Wait() {
+	t.lock()
+	defer t.mu.Unlock()
+	for t.running > 0 {
+		t.ended.Wait()
+	}
+}
+
+// lock locks t.mu, the lock of t.ended.
+func (t *Transport) lock() {
+	t.once.Do(func() { t.ended.L = &t.mu })
+	t.mu.Lock()
+}
+
+// serve runs ex on a goroutine of its own, counted until it has ended.
+func (t *Transport) serve(ex *exchange) {
+	t.lock()
+	t.running++
+	t.mu.Unlock()
+	go func() {
+		defer t.end()
+		ex.serve(t.Handler)
+	}()
+}
+
+// end counts a request ended, and wakes the Waits once none is left.
+func (t *Transport) end() {
+	t.lock()
+	defer t.mu.Unlock()
+	if t.running--; t.running == 0 {
+		t.ended.Broadcast()
+	}
+}
 
 // RoundTrip serves req with t's Handler and returns its answer, once the
 // handler has sent it (see [Transport]), or the error of req's context
@@ -91,7 +135,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ex := newExchange(req)
-	t.running.Go(func() { ex.serve(t.Handler) })
+	t.serve(ex)
 	select {
 	case a := <-ex.answer:
 		return a.resp, a.err
