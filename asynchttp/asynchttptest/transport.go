@@ -222,37 +222,39 @@ func (ex *exchange) abort(err error) {
 }
 
 // serve runs h on the handler's request, then sends what it answered.
+// The end runs deferred: a handler that calls runtime.Goexit (t.FailNow)
+// ends the goroutine, which must break the connection still, as a panic
+// does, not leave the client waiting for an answer.
 func (ex *exchange) serve(h http.Handler) {
 	r := ex.serverRequest()
 	w := &responseWriter{ex: ex, req: r, header: make(http.Header), declared: -1}
 	if ex.body != nil {
 		ex.body.start()
 	}
-	if run(h, w, r) {
-		w.finish()
-	} else {
-		w.broken()
-	}
-	ex.cancel() // as net/http's server, once the handler has returned
-	if ex.body != nil {
-		ex.body.end()
-	}
-	ex.unlink()
-}
-
-// run runs h and reports whether it returned, rather than panicking or
-// calling runtime.Goexit.
-func run(h http.Handler, w *responseWriter, r *http.Request) (returned bool) {
+	returned := false
 	defer func() {
 		if returned {
-			return
+			w.finish()
+		} else {
+			logPanic(r, recover()) // nil after a Goexit
+			w.broken()
 		}
-		if v := recover(); v != nil && v != http.ErrAbortHandler {
-			log.Printf("asynchttptest: panic serving %s %s: %v\n%s", r.Method, r.RequestURI, v, debug.Stack())
+		ex.cancel() // as net/http's server, once the handler has returned
+		if ex.body != nil {
+			ex.body.end()
 		}
+		ex.unlink()
 	}()
 	h.ServeHTTP(w, r)
-	return true
+	returned = true
+}
+
+// logPanic logs v, the value a handler of r panicked with, with its
+// stack, as net/http's server does, but for http.ErrAbortHandler.
+func logPanic(r *http.Request, v any) {
+	if v != nil && v != http.ErrAbortHandler {
+		log.Printf("asynchttptest: panic serving %s %s: %v\n%s", r.Method, r.RequestURI, v, debug.Stack())
+	}
 }
 
 // serverRequest returns the request the handler is given: the client's

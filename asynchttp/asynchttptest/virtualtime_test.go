@@ -295,3 +295,34 @@ func TestTransportErrors(t *testing.T) {
 	}
 	tr.Wait()
 }
+
+// A handler that calls runtime.Goexit (t.FailNow in a handler, say)
+// breaks the connection at once, as a panic does: the client gets io.EOF
+// if no answer was sent, else a body that ends with
+// io.ErrUnexpectedEOF, not the end of its timeout; the copy of the
+// request's body stops.
+func TestTransportHandlerGoexitBreaksTheConnection(t *testing.T) {
+	inBubble(t, func(t *testing.T, tr *asynchttptest.Transport, tl *timeline) []string {
+		tr.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/after-answer" {
+				io.WriteString(w, "part")
+				w.(http.Flusher).Flush()
+			}
+			runtime.Goexit()
+		})
+		c := &http.Client{Transport: tr, Timeout: time.Second}
+		_, err := c.Post("http://upstream.test/before-answer", "text/plain", io.MultiReader(strings.NewReader("body")))
+		tl.add("client before the answer: %v", err)
+		resp, err := c.Get("http://upstream.test/after-answer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tl.add("client after the answer: %q %v", body, err)
+		return []string{
+			`0s client after the answer: "part" unexpected EOF`,
+			`0s client before the answer: Post "http://upstream.test/before-answer": EOF`,
+		}
+	})
+}
