@@ -105,7 +105,9 @@ type Client struct {
 	// error as [asyncsteps.ErrorFrom] maps it), and is given to Done.
 	// [ServerError] is the usual check; one of the program's own adds to
 	// it (a 429 that a Retry should retry too, say: see [StatusError]). A
-	// panic in Check fails the step with InternalError.
+	// typed nil error is the mistake an Await function's is (an
+	// InternalError that names it); a panic in Check, or a call of
+	// runtime.Goexit, fails the step with InternalError, given to Done too.
 	Check func(resp *Response) error
 
 	// Done, if not nil, is called on the request's goroutine when a request
@@ -282,36 +284,63 @@ func refuse(as asyncsteps.AsyncSteps, info string) asyncsteps.AsyncSteps {
 func (c *Client) send(ctx context.Context, req *http.Request) (*Response, error) {
 	resp, status, err := c.roundTrip(ctx, req)
 	if err == nil && c.Check != nil {
-		if err = c.check(resp); err != nil {
+		if err = c.check(ctx, req, status, resp); err != nil {
 			resp = nil
 		}
 	}
-	if c.Done != nil {
-		reported := err
-		if err != nil && ctx.Err() != nil {
-			reported = ctx.Err()
-		}
-		c.Done(req, status, reported)
-	}
+	c.done(ctx, req, status, err)
 	return resp, err
 }
 
-// check returns the error Check makes of resp, as the *asyncsteps.Error
-// the step fails with, which Done is given.
-func (c *Client) check(resp *Response) (err error) {
+// done tells Done, if set, that req ended with status and err.
+func (c *Client) done(ctx context.Context, req *http.Request, status int, err error) {
+	if c.Done == nil {
+		return
+	}
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	c.Done(req, status, err)
+}
+
+// checkGoexitInfo is the info of the InternalError of a Check that calls
+// runtime.Goexit: the engine's for a Goexit in an Await function, which
+// the step fails with.
+const checkGoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
+
+// check returns the error Check makes of resp, the answer to req, as the
+// *asyncsteps.Error the step fails with, which Done is given: a typed nil
+// is named as the mistake it is, as for an Await function. A Check that
+// calls runtime.Goexit ends the goroutine, and the step fails as after a
+// Goexit in an Await function; Done is told of it on the way.
+func (c *Client) check(ctx context.Context, req *http.Request, status int, resp *Response) (err error) {
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if v := recover(); v != nil {
 			err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Check panicked: " + printsafe.Sprint(v)}
+			return
 		}
+		c.done(ctx, req, status, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: checkGoexitInfo})
 	}()
-	switch err := c.Check(resp).(type) {
-	case nil:
-		return nil
-	case *asyncsteps.Error:
-		return err
-	default:
-		return asyncsteps.ErrorFrom(err)
+	err = mapCheckError(c.Check(resp)) // its mapping runs the error's methods, user code too
+	returned = true
+	return err
+}
+
+// mapCheckError returns err as the step fails with it: an
+// *asyncsteps.Error as it is, another error as asyncsteps.ErrorFrom maps
+// it (a typed nil *asyncsteps.Error included), nil as nil.
+func mapCheckError(err error) error {
+	if e, ok := err.(*asyncsteps.Error); ok && e != nil {
+		return e
 	}
+	if e := asyncsteps.ErrorFrom(err); e != nil {
+		return e
+	}
+	return nil // not the nil *asyncsteps.Error, which is no nil error
 }
 
 // ServerError is the usual [Client].Check: it returns nil for an answer

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,4 +207,55 @@ func TestServerErrorRetryAfterOnVirtualTime(t *testing.T) {
 			t.Errorf("calls at %q, want %q", calls, want)
 		}
 	})
+}
+
+// Done is told once of each request whose Check fails it, with an
+// *asyncsteps.Error of the code and info the step fails with: also when
+// Check returns a typed nil (a mistake, named as an Await function's is)
+// or calls runtime.Goexit (t.FailNow), which ends the request's goroutine.
+func TestClientCheckFailureToldToDone(t *testing.T) {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	for _, tc := range []struct {
+		name  string
+		check func(*asynchttp.Response) error
+		want  string
+	}{
+		{"a typed nil *asyncsteps.Error", func(*asynchttp.Response) error {
+			var e *asyncsteps.Error
+			return e
+		}, `InternalError "a nil *asyncsteps.Error was given as an error"`},
+		{"runtime.Goexit", func(*asynchttp.Response) error {
+			runtime.Goexit()
+			return nil
+		}, `InternalError "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"`},
+		{"a panic", func(*asynchttp.Response) error { panic("boom") },
+			`InternalError "asynchttp: Check panicked: boom"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var told []string
+			c := &asynchttp.Client{HTTP: statusUpstream.Client(), Check: tc.check,
+				Done: func(_ *http.Request, status int, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if e, ok := err.(*asyncsteps.Error); ok && e != nil {
+						told = append(told, fmt.Sprintf("%d %s %q", status, e.Code, e.Info))
+					} else {
+						told = append(told, fmt.Sprintf("%d %#v", status, err))
+					}
+				}}
+			_, err := runFlow(loop, func(as asyncsteps.AsyncSteps) { c.Get(as, "http://upstream.test/200") })
+			var failed *asyncsteps.Error
+			if !errors.As(err, &failed) || fmt.Sprintf("%s %q", failed.Code, failed.Info) != tc.want {
+				t.Errorf("step: %v, want %s", err, tc.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"200 " + tc.want}; !slices.Equal(told, want) {
+				t.Errorf("Done told %q, want %q", told, want)
+			}
+		})
+	}
+	statusUpstream.Wait()
 }
