@@ -28,7 +28,11 @@ import (
 //     gives it; its reads fail with io.ErrUnexpectedEOF once the client
 //     has gone, as when a connection breaks. A read deadline set through
 //     [http.ResponseController] fails them with [os.ErrDeadlineExceeded]
-//     once it passes, for good: the deadline cannot be moved back.
+//     once it passes, for good: the deadline cannot be moved back. The
+//     handler may read the body after it has sent its answer, full
+//     duplex always (EnableFullDuplex succeeds). A ResponseController
+//     cannot Hijack the connection, nor set a write deadline: those
+//     return [http.ErrNotSupported].
 //   - The answer is sent as net/http sends it: its header as it was at
 //     WriteHeader (or at the first Write or Flush), with a Date and, for
 //     a body, a sniffed Content-Type unless the handler set one (or set
@@ -55,7 +59,9 @@ import (
 // It does not do what the client's side of net/http's transport adds:
 // no compression (the request has no Accept-Encoding of the transport's
 // own), no proxy, no connection reuse, no 1xx answers (skipped, as the
-// client skips them). A request whose URL has a scheme other than http
+// client skips them), no check of a request's ContentLength against its
+// body (net/http's client fails a request whose body is longer or
+// shorter; the handler gets it as it is, with the ContentLength set). A request whose URL has a scheme other than http
 // and https, or no host, fails with net/http's transport's error; with
 // a nil Handler, every request fails.
 //

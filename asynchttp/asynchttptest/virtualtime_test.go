@@ -326,3 +326,30 @@ func TestTransportHandlerGoexitBreaksTheConnection(t *testing.T) {
 		}
 	})
 }
+
+// A handler may enable full duplex through http.ResponseController, as
+// over HTTP/1 since Go 1.21: it reads the request's body after it has
+// sent its answer, which a Transport always allows. Hijack and write
+// deadlines are not supported.
+func TestTransportResponseControllerFeatures(t *testing.T) {
+	tr := &asynchttptest.Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		fmt.Fprintf(w, "full duplex: %v; ", rc.EnableFullDuplex())
+		fmt.Fprintf(w, "flush: %v; ", rc.Flush())
+		body, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "read %q %v; ", body, err)
+		_, _, err = rc.Hijack()
+		fmt.Fprintf(w, "hijack: %v; write deadline: %v", err, rc.SetWriteDeadline(time.Now().Add(time.Hour)))
+	})}
+	resp, err := tr.Client().Post("http://upstream.test/", "text/plain", strings.NewReader("ping"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	tr.Wait()
+	want := `full duplex: <nil>; flush: <nil>; read "ping" <nil>; hijack: feature not supported; write deadline: feature not supported`
+	if string(got) != want || err != nil {
+		t.Errorf("answer %q %v\nwant   %q", got, err, want)
+	}
+}

@@ -109,6 +109,11 @@ func (w *responseWriter) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
+// EnableFullDuplex, for [http.ResponseController], succeeds: the
+// handler may read the request's body after it has sent its answer, as a
+// Transport always allows.
+func (w *responseWriter) EnableFullDuplex() error { return nil }
+
 // bodyAllowed reports whether an answer of status may have a body.
 func bodyAllowed(status int) bool {
 	return (status < 100 || status > 199) && status != http.StatusNoContent && status != http.StatusNotModified
