@@ -40,9 +40,11 @@
 //	})
 //
 // [Transport.Wait] waits until every handler started has returned and
-// every goroutine of its requests has ended, for a test that counts
-// them, or that checks what the handlers did once the client stopped
-// waiting for them. In a bubble, synctest.Wait does the same.
+// the copy of every request's body has stopped, for a test that checks
+// what the handlers did once the client stopped waiting for them. The
+// short goroutines that break a request its client cancelled, or end a
+// read at its deadline, may be ending still: a test that counts
+// goroutines calls synctest.Wait after it, in a bubble.
 //
 // A test that drives its flows with an asyncsteps.TestTool can use a
 // Transport too, as a fast upstream without a socket, but not on virtual

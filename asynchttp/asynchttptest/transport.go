@@ -89,7 +89,9 @@ func (t *Transport) Client() *http.Client { return &http.Client{Transport: t} }
 // Wait waits until every request t has served has ended: its handler
 // returned, and the copy of its body to the handler stopped. A handler
 // that ignores its request's context and never returns makes Wait wait
-// for ever, as it would make an httptest.Server's Close.
+// for ever, as it would make an httptest.Server's Close. (The goroutine
+// of a cancel, or of a read deadline, may be ending still: see the
+// package's doc.)
 //
 // A Transport may serve tests in several bubbles, and outside any, in
 // turn, with no Wait between them: one declared at package level, say.
