@@ -2,6 +2,7 @@ package asynchttptest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 // end when the request does, whatever the client's body does.
 type requestBody struct {
 	src           io.ReadCloser // the client's
+	length        int64         // the client's ContentLength; 0 if unknown
+	failed        chan error    // the error of a body that is not of length; buffered
 	clientTrailer http.Header
 	trailer       http.Header // the handler's request's, set at the end of the body
 	r             *io.PipeReader
@@ -27,7 +30,8 @@ type requestBody struct {
 }
 
 func newRequestBody(req *http.Request) *requestBody {
-	b := &requestBody{src: req.Body, clientTrailer: req.Trailer, copied: make(chan struct{})}
+	b := &requestBody{src: req.Body, clientTrailer: req.Trailer, copied: make(chan struct{}), failed: make(chan error, 1)}
+	b.length = max(req.ContentLength, 0)
 	b.r, b.w = io.Pipe()
 	if req.Trailer != nil && req.ContentLength <= 0 {
 		b.trailer = make(http.Header, len(req.Trailer))
@@ -44,7 +48,7 @@ func (b *requestBody) start() {
 	go func() {
 		defer close(b.copied)
 		defer b.closeSource()
-		if _, err := io.Copy(b.w, b.src); err != nil {
+		if err := b.copy(); err != nil {
 			b.w.CloseWithError(io.ErrUnexpectedEOF) // no-op once aborted: the abort's error stays
 			return
 		}
@@ -53,6 +57,31 @@ func (b *requestBody) start() {
 		}
 		b.w.Close()
 	}()
+}
+
+// copy copies the client's body to the handler's. A body longer or
+// shorter than the client's ContentLength fails the client's request as
+// net/http's client fails it, told before the handler's read ends: the
+// client gets that error, not the answer of a handler that read the body
+// to its end.
+func (b *requestBody) copy() error {
+	if b.length == 0 {
+		_, err := io.Copy(b.w, b.src)
+		return err
+	}
+	n, err := io.Copy(b.w, io.LimitReader(b.src, b.length))
+	if err != nil {
+		return err
+	}
+	extra, err := io.Copy(io.Discard, b.src)
+	if err != nil {
+		return err
+	}
+	if n+extra != b.length {
+		err = fmt.Errorf("http: ContentLength=%d with Body length %d", b.length, n+extra)
+		b.failed <- err
+	}
+	return err
 }
 
 // Read reads the body as the client sends it.

@@ -217,3 +217,41 @@ func (b trailerBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// A request whose body is longer or shorter than its ContentLength fails
+// with net/http's client's error; the handler's read of its body ends
+// with io.ErrUnexpectedEOF, as when the client breaks the connection.
+func TestTransportRequestContentLengthMismatch(t *testing.T) {
+	echo := func(read chan<- string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			read <- fmt.Sprintf("%q %v", body, err)
+			io.WriteString(w, "read")
+		}
+	}
+	for _, declared := range []int64{2, 5} {
+		send := func(c *http.Client, base string) string {
+			req, _ := http.NewRequest("POST", base+"/p", io.NopCloser(strings.NewReader("abc")))
+			req.ContentLength = declared
+			resp, err := c.Do(req)
+			if err != nil {
+				return strings.Replace(err.Error(), base, "URL", 1)
+			}
+			resp.Body.Close()
+			return resp.Status
+		}
+		srv := httptest.NewServer(echo(make(chan string, 10)))
+		want := send(srv.Client(), srv.URL)
+		srv.Close()
+		read := make(chan string, 1)
+		tr := &asynchttptest.Transport{Handler: echo(read)}
+		got := send(tr.Client(), "http://upstream.test")
+		tr.Wait()
+		if got != want {
+			t.Errorf("ContentLength %d: Transport: %s\nnet/http: %s", declared, got, want)
+		}
+		if r := <-read; !strings.HasSuffix(r, " unexpected EOF") {
+			t.Errorf("ContentLength %d: the handler read %s, want io.ErrUnexpectedEOF", declared, r)
+		}
+	}
+}

@@ -59,9 +59,11 @@ import (
 // It does not do what the client's side of net/http's transport adds:
 // no compression (the request has no Accept-Encoding of the transport's
 // own), no proxy, no connection reuse, no 1xx answers (skipped, as the
-// client skips them), no check of a request's ContentLength against its
-// body (net/http's client fails a request whose body is longer or
-// shorter; the handler gets it as it is, with the ContentLength set). A request whose URL has a scheme other than http
+// client skips them). A request whose body is longer or shorter than its
+// ContentLength fails with net/http's client's error, unless the handler
+// answered before it read the body to its end; the handler's read of it
+// ends with io.ErrUnexpectedEOF, as when the client breaks the
+// connection. A request whose URL has a scheme other than http
 // and https, or no host, fails with net/http's transport's error; with
 // a nil Handler, every request fails.
 //
@@ -146,11 +148,33 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.serve(ex)
 	select {
 	case a := <-ex.answer:
+		select {
+		case err := <-ex.bodyFailed(): // told first, whichever the select took
+			if a.resp != nil {
+				a.resp.Body.Close()
+			}
+			ex.abort(err)
+			return nil, err
+		default:
+		}
 		return a.resp, a.err
+	case err := <-ex.bodyFailed():
+		ex.abort(err)
+		return nil, err
 	case <-ctx.Done():
 		ex.abort(ctx.Err())
 		return nil, ctx.Err()
 	}
+}
+
+// bodyFailed returns the channel of the error of a request's body not of
+// its ContentLength; nil, which never delivers, for a request without a
+// body.
+func (ex *exchange) bodyFailed() <-chan error {
+	if ex.body == nil {
+		return nil
+	}
+	return ex.body.failed
 }
 
 // refuse returns the error of a request t cannot serve, with the text
