@@ -103,7 +103,7 @@
 // InternalError: the process never crashes because of a flow. Outside a
 // flow, programming errors panic, as documented where they can happen:
 // starting a Root that is already running, or a Mutex, Throttle or Limiter
-// given limits it cannot work with.
+// (or their keyed forms) given limits it cannot work with.
 //
 // # Timeouts and cancellation
 //
@@ -179,8 +179,8 @@
 //     a root that is not running; the methods of [Tool], [Loop] and
 //     [TestTool] (but [TestTool.SetHooks], made between the calls that
 //     drive the tool);
-//     [Mutex], [KeyedMutex], [Throttle] and [Limiter], which may be shared
-//     by flows on different loops.
+//     [Mutex], [KeyedMutex], [Throttle], [KeyedThrottle] and [Limiter],
+//     which may be shared by flows on different loops.
 //
 // Everything else on an AsyncSteps may be called only from the callback it
 // was given to. Error, Break or Continue called from another goroutine while

@@ -19,12 +19,15 @@ func NewPassingCtx() *PassingCtx { return newPassingCtx() }
 // Pass makes the deadline pass.
 func (c *passingCtx) Pass() { c.pass() }
 
-// KeysInUse returns the Len of the KeyedMutex[string] whose key s is, or
-// -1 for any other Syncer: a test of every Syncer checks with it that a
-// KeyedMutex's keys are all freed.
+// KeysInUse returns the Len of the KeyedMutex[string] or
+// KeyedThrottle[string] whose key s is, or -1 for any other Syncer: a
+// test of every Syncer checks with it that the keys are all freed.
 func KeysInUse(s Syncer) int {
-	if k, ok := s.(keySyncer[string]); ok {
+	switch k := s.(type) {
+	case keySyncer[string]:
 		return k.m.Len()
+	case keyThrottleSyncer[string]:
+		return k.t.Len()
 	}
 	return -1
 }

@@ -12,7 +12,8 @@ import (
 // managing loops by hand. A flow stays on the loop it was made on: flows on
 // one loop interleave, flows on different loops run in parallel, so state
 // shared between flows of a group needs the same care as state shared
-// between goroutines ([Mutex], [Throttle] and [Limiter] may be shared).
+// between goroutines ([Mutex], [Throttle], [Limiter] and their keyed
+// forms may be shared).
 //
 // Several loops pay off when the flows' own steps take the CPU. Flows that
 // do little, made by goroutines that already keep every core busy, gain

@@ -29,6 +29,9 @@ func TestHooksSyncWaitDoesNotDelayTheFlowLetIn(t *testing.T) {
 	}{
 		{"Mutex, slot from another loop", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) }, false, "1s"},
 		{"Throttle, period ended on another loop", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, time.Second) }, false, "1s"},
+		{"KeyedThrottle, period ended on another loop", func() asyncsteps.Syncer {
+			return asyncsteps.NewKeyedThrottle[string](1, time.Second).Key("a")
+		}, false, "1s"},
 		{"Mutex, slot from the same loop", func() asyncsteps.Syncer { return asyncsteps.NewMutex(1) }, true, "1.1s"},
 		{"Limiter, slot from the same loop", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited})

@@ -20,7 +20,7 @@ import (
 // not: independent keys, and keys freed however their flows leave.
 
 // wantKeysInUse fails the test unless obj, if the key of a
-// KeyedMutex[string], leaves want keys in use.
+// KeyedMutex[string] or KeyedThrottle[string], leaves want keys in use.
 func wantKeysInUse(t *testing.T, obj asyncsteps.Syncer, want int) {
 	t.Helper()
 	if n := asyncsteps.KeysInUse(obj); n >= 0 && n != want {
@@ -28,8 +28,9 @@ func wantKeysInUse(t *testing.T, obj asyncsteps.Syncer, want int) {
 	}
 }
 
-// wantLen fails the test unless km has want keys in use.
-func wantLen[K comparable](t *testing.T, km *asyncsteps.KeyedMutex[K], when string, want int) {
+// wantLen fails the test unless km, a KeyedMutex or a KeyedThrottle, has
+// want keys in use.
+func wantLen(t *testing.T, km interface{ Len() int }, when string, want int) {
 	t.Helper()
 	if n := km.Len(); n != want {
 		t.Errorf("%s: %d keys in use, want %d", when, n, want)

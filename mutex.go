@@ -406,14 +406,10 @@ type KeyedMutex[K comparable] struct {
 	limit    int // per key; 0 means 1
 	maxQueue queueLimit
 
-	mu    sync.Mutex // guards locks, peak and the refs of locks' values; never held with a key's
-	locks map[K]*keyLock[K]
-	peak  int // the most keys in locks since it was made
+	// keys maps the keys in use to their Mutex; its mu guards the refs of
+	// their values too, and is never held with a key's.
+	keys keyTable[K, keyLock[K]]
 }
-
-// keptKeys is how many keys a KeyedMutex's map may have held at once and
-// keep the room of once they have left (see KeyedMutex.shrink).
-const keptKeys = 1024
 
 // NewKeyedMutex returns a KeyedMutex that lets at most max flows at a time
 // into the critical sections of each key, and queues at most maxQueue more
@@ -450,11 +446,7 @@ func (m *KeyedMutex[K]) Key(key K) Syncer { return keySyncer[K]{m, key} }
 
 // Len returns the number of keys in use: those whose Mutex a flow, or an
 // Await function started inside a critical section, holds or waits for.
-func (m *KeyedMutex[K]) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.locks)
-}
+func (m *KeyedMutex[K]) Len() int { return m.keys.len() }
 
 // enterSection runs as the step that enters the critical section of key:
 // it takes the key's Mutex, which the section lets go of as it leaves.
@@ -469,60 +461,101 @@ func (m *KeyedMutex[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror E
 
 // acquire returns the Mutex of key, made if key is not in use, counted as
 // used by one more section; or nil and why key cannot be one.
-func (m *KeyedMutex[K]) acquire(key K) (k *keyLock[K], info string) {
-	m.mu.Lock()
-	defer func() {
-		m.mu.Unlock()
-		if r := recover(); r != nil { // comparing an uncomparable value
-			k, info = nil, fmt.Sprint("KeyedMutex: key not comparable: ", r)
-		}
-	}()
-	if key != key {
-		return nil, "KeyedMutex: key not equal to itself (NaN)"
-	}
-	k = m.locks[key]
-	if k == nil {
-		if m.locks == nil {
-			m.locks = make(map[K]*keyLock[K])
-		}
-		k = &keyLock[K]{owner: m, key: key, obj: keySyncer[K]{m, key}}
+func (m *KeyedMutex[K]) acquire(key K) (*keyLock[K], string) {
+	m.keys.mu.Lock()
+	defer m.keys.mu.Unlock()
+	k, info := m.keys.find(key, "KeyedMutex", func() *keyLock[K] {
+		k := &keyLock[K]{owner: m, key: key, obj: keySyncer[K]{m, key}}
 		k.mutex.limit, k.mutex.maxQueue = m.limit, m.maxQueue
-		m.locks[key] = k
-		m.peak = max(m.peak, len(m.locks))
+		return k
+	})
+	if k != nil {
+		k.refs++
 	}
-	k.refs++
-	return k, ""
+	return k, info
 }
 
 // release counts out a section that let go of k, and drops k once none
 // uses it: nobody holds or waits for it then.
 func (m *KeyedMutex[K]) release(k *keyLock[K]) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.keys.mu.Lock()
+	defer m.keys.mu.Unlock()
 	if k.refs--; k.refs == 0 {
-		delete(m.locks, k.key)
-		m.shrink()
+		m.keys.drop(k.key)
 	}
+}
+
+// keyTable maps the keys in use of a KeyedMutex or a KeyedThrottle to the
+// state of each, a V, with the rules they share: a key that cannot be
+// found again is refused (find), and the room of a burst of keys that has
+// left is given back (shrink). Its methods but len are called with mu
+// held; the zero value is empty.
+type keyTable[K comparable, V any] struct {
+	mu    sync.Mutex // never held while user code or a Tool runs
+	byKey map[K]*V
+	peak  int // the most keys in byKey since it was made
+}
+
+// keptKeys is how many keys a keyTable's map may have held at once and
+// keep the room of once they have left (see keyTable.shrink).
+const keptKeys = 1024
+
+// find returns the state of key, made by newV if key is not in use; or
+// nil and why key cannot be a key, an info that starts with kind: a key
+// that cannot be compared (an interface holding a slice, a map or a func)
+// or is not equal to itself (a NaN, or a value holding one) could never
+// be found again, nor dropped.
+func (kt *keyTable[K, V]) find(key K, kind string, newV func() *V) (v *V, info string) {
+	defer func() {
+		if r := recover(); r != nil { // comparing an uncomparable value
+			v, info = nil, fmt.Sprint(kind, ": key not comparable: ", r)
+		}
+	}()
+	if key != key {
+		return nil, kind + ": key not equal to itself (NaN)"
+	}
+	if v = kt.byKey[key]; v == nil {
+		if kt.byKey == nil {
+			kt.byKey = make(map[K]*V)
+		}
+		v = newV()
+		kt.byKey[key] = v
+		kt.peak = max(kt.peak, len(kt.byKey))
+	}
+	return v, ""
+}
+
+// drop takes key out of use.
+func (kt *keyTable[K, V]) drop(key K) {
+	delete(kt.byKey, key)
+	kt.shrink()
+}
+
+// len returns the number of keys in use.
+func (kt *keyTable[K, V]) len() int {
+	kt.mu.Lock()
+	defer kt.mu.Unlock()
+	return len(kt.byKey)
 }
 
 // shrink gives back the room of a burst of keys that has left: a Go map
 // keeps the room of the most keys it held, so once at most a quarter of
 // a peak above keptKeys is left in use, those move to a map of their
 // size. Each key moved was one of the peak, and three times as many have
-// left since: the moves cost O(1) a key. Called with mu held.
-func (m *KeyedMutex[K]) shrink() {
-	n := len(m.locks)
-	if m.peak <= keptKeys || n > m.peak/4 {
+// left since: the moves cost O(1) a key.
+func (kt *keyTable[K, V]) shrink() {
+	n := len(kt.byKey)
+	if kt.peak <= keptKeys || n > kt.peak/4 {
 		return
 	}
-	var fresh map[K]*keyLock[K] // none in use: made again by acquire
+	var fresh map[K]*V // none in use: made again by find
 	if n > 0 {
-		fresh = make(map[K]*keyLock[K], n)
-		for key, k := range m.locks {
-			fresh[key] = k
+		fresh = make(map[K]*V, n)
+		for key, v := range kt.byKey {
+			fresh[key] = v
 		}
 	}
-	m.locks, m.peak = fresh, n
+	kt.byKey, kt.peak = fresh, n
 }
 
 // keyLock is the Mutex of a key in use, and the gate of its sections.
@@ -531,7 +564,7 @@ type keyLock[K comparable] struct {
 	owner *KeyedMutex[K]
 	key   K
 	obj   Syncer // Key(key), for a SyncWait hook
-	refs  int    // sections that have not let go of it; guarded by owner.mu
+	refs  int    // sections that have not let go of it; guarded by owner.keys.mu
 }
 
 // enter implements gate. A refused flow neither holds nor waits: it lets go
@@ -589,11 +622,18 @@ func (s keySyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc,
 // nilSyncer reports whether the KeyedMutex is nil (see nilSyncer).
 func (s keySyncer[K]) nilSyncer() bool { return s.m == nil }
 
+// keyedMutex marks the Syncer of a KeyedMutex's key (see keyedMutexKey).
+func (keySyncer[K]) keyedMutex() {}
+
 // keyedMutexKey implements toolinfo.KeyedMutexKey: a key's Syncer, of
-// whatever type of key, is told by the method only keySyncer has.
+// whatever type of key, is told by the methods only keySyncer has; the
+// Syncer of a KeyedThrottle's key, which has nilSyncer too, is not a
+// Mutex's, but a nil one is reported as nil.
 func keyedMutexKey(obj any) (isKey, nilMutex bool) {
-	if s, ok := obj.(interface{ nilSyncer() bool }); ok {
-		return true, s.nilSyncer()
+	s, ok := obj.(interface{ nilSyncer() bool })
+	if !ok {
+		return false, false
 	}
-	return false, false
+	_, isKey = obj.(interface{ keyedMutex() })
+	return isKey, s.nilSyncer()
 }

@@ -153,6 +153,7 @@ func TestSyncThenSuccessTakesNoGate(t *testing.T) {
 	}{
 		{"Mutex", asyncsteps.NewMutex(1)},
 		{"Throttle", asyncsteps.NewThrottle(1, time.Second)},
+		{"KeyedThrottle", asyncsteps.NewKeyedThrottle[string](1, time.Second).Key("a")},
 		{"Limiter", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 1})},
 	}
 	for _, g := range gates {

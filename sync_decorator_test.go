@@ -355,6 +355,7 @@ func TestGateLetsADecoratorsFlowInOnItsOwnLoop(t *testing.T) {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1})
 		}},
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, 10*time.Millisecond) }},
+		{"KeyedThrottle", func() asyncsteps.Syncer { return asyncsteps.NewKeyedThrottle[string](1, 10*time.Millisecond).Key("a") }},
 	}
 	for _, g := range gates {
 		for _, hooked := range []bool{false, true} {

@@ -262,6 +262,7 @@ func TestAbandonedSectionsAreCollected(t *testing.T) {
 		gate func() Syncer
 	}{
 		{"Throttle on a Loop", loop, func() Syncer { return NewThrottle(1, time.Hour) }},
+		{"KeyedThrottle on a Loop", loop, func() Syncer { return NewKeyedThrottle[string](1, time.Hour).Key("a") }},
 		{"Mutex on DefaultTool", DefaultTool(), func() Syncer { return NewMutex(1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -465,6 +465,9 @@ func TestSyncCancelledWaiterLeavesQueue(t *testing.T) {
 			"A:in,B:cancelled,A:out,C:in@10ms"},
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, 100*time.Millisecond, 1) }, false,
 			"A:in,B:cancelled,C:in@100ms"},
+		{"KeyedThrottle", func() asyncsteps.Syncer {
+			return asyncsteps.NewKeyedThrottle[string](1, 100*time.Millisecond, 1).Key("a")
+		}, false, "A:in,B:cancelled,C:in@100ms"},
 		{"Limiter waiting for concurrency", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 10, MaxQueue: 1})
 		}, true, "A:in,B:cancelled,A:out,C:in@10ms"},
@@ -680,6 +683,8 @@ func TestSyncPassesArgsThroughTheSection(t *testing.T) {
 		// B enters a period after A.
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, time.Second) },
 			"A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
+		{"KeyedThrottle", func() asyncsteps.Syncer { return asyncsteps.NewKeyedThrottle[string](1, time.Second).Key("a") },
+			"A:section[A 1],A:inside,A:next[A-out 2],B:section[B 1],B:inside,B:next[B-out 2]"},
 		{"Limiter", func() asyncsteps.Syncer {
 			opts := asyncsteps.SpecLimiterOptions()
 			opts.MaxQueue, opts.Burst = 1, 1
@@ -738,6 +743,7 @@ func TestSyncOnerrorSeesRejectionFirst(t *testing.T) {
 		{"Mutex", asyncsteps.NewMutex(1, 0), "Mutex queue limit"},
 		{"KeyedMutex", asyncsteps.NewKeyedMutex[string](1, 0).Key("a"), "Mutex queue limit"},
 		{"Throttle", asyncsteps.NewThrottle(1, time.Second, 0), "Throttle queue limit"},
+		{"KeyedThrottle", asyncsteps.NewKeyedThrottle[string](1, time.Second, 0).Key("a"), "Throttle queue limit"},
 		{"Limiter concurrency", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 2}), "Mutex queue limit"},
 		{"Limiter rate", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2, Rate: 1}), "Throttle queue limit"},
 		{"spec Limiter", asyncsteps.NewLimiter(asyncsteps.SpecLimiterOptions()), "Mutex queue limit"},

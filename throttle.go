@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"container/heap"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,7 +115,18 @@ type Throttle struct {
 	// then.
 	heldUntil time.Time
 	queue     waitQueue
+	// heldAhead is set as the Throttle goes idle before its period's
+	// end, its timer dropped, after a Hold: the hold may still be ahead
+	// (see rest).
+	heldAhead bool
+	// owner is the KeyedThrottle whose key this is, told as a period
+	// ends; nil for a Throttle of its own.
+	owner periodWatcher
 }
+
+// periodWatcher is told, once mu is released, that a period of a
+// Throttle has ended: it may have gone idle.
+type periodWatcher interface{ periodEnded() }
 
 // NewThrottle returns a Throttle that lets at most max flows enter per
 // period and queues at most maxQueue more: with no maxQueue, or a negative
@@ -239,7 +251,11 @@ func (*Throttle) holds() *Mutex { return nil }
 // gone (see untimed) ends only so, on either try.
 func (t *Throttle) enterFor(as AsyncSteps, e *entry, obj Syncer) {
 	tool := as.Tool()
-	now := clockOf(tool)
+	t.enterAt(as, e, obj, tool, clockOf(tool))
+}
+
+// enterAt is enterFor on tool, as.Tool(), whose clock read now.
+func (t *Throttle) enterAt(as AsyncSteps, e *entry, obj Syncer, tool Tool, now time.Time) {
 	if t.admit(e, nil, tool, now) {
 		return
 	}
@@ -335,7 +351,7 @@ func (t *Throttle) endUntimedIfOver(now time.Time) {
 	if !now.IsZero() && now.Before(t.ends) {
 		return
 	}
-	t.untimed, t.running, t.entered = false, false, 0
+	t.untimed, t.running, t.entered, t.heldAhead = false, false, 0, false
 	t.ends, t.timedOn, t.clock = time.Time{}, nil, unknownClock
 }
 
@@ -377,10 +393,12 @@ func (t *Throttle) periodOver(pt *periodTimer, dropped bool) {
 	}
 	if dropped && t.outlivesItsLoop() {
 		t.timeRest()
+		t.ended()
 		return
 	}
 	var next Tool
 	admitted := t.nextPeriod(&next)
+	t.heldAhead = dropped && !t.heldUntil.IsZero()
 	t.ends, t.timedOn = time.Time{}, nil // unknown until next's timer is armed
 	t.clock = clockKindOf(next)          // unknownClock when idle
 	t.mu.Unlock()
@@ -389,9 +407,37 @@ func (t *Throttle) periodOver(pt *periodTimer, dropped bool) {
 		t.begun()
 		t.arm(next)
 	}
+	t.ended()
 	for _, as := range admitted {
 		as.Success()
 	}
+}
+
+// ended tells the KeyedThrottle of t's key, if any, that a period ended.
+func (t *Throttle) ended() {
+	if t.owner != nil {
+		t.owner.periodEnded()
+	}
+}
+
+// rest reports, with mu held, what the key of a KeyedThrottle whose
+// Throttle t is needs kept: nothing when t is idle (idle), its timer
+// while a timed period runs (a zero until), or, with no timer to end
+// it, t itself until the instant until on its clock, of the kind clock:
+// an untimed period, which a flow that comes at or after its end ends
+// (see untimed), or an idle Throttle after a Hold whose period ended
+// before its time (a timer dropped), whose next period the hold may
+// still lengthen (see arm).
+func (t *Throttle) rest() (idle bool, until time.Time, clock clockKind) {
+	switch {
+	case t.untimed:
+		return false, t.ends, t.clock
+	case t.running:
+		return false, time.Time{}, t.clock
+	case t.heldAhead:
+		return false, t.heldUntil, t.clock
+	}
+	return true, time.Time{}, t.clock
 }
 
 // outlivesItsLoop reports, with mu held, whether the period whose timer
@@ -557,3 +603,314 @@ func (t *Throttle) leave(e *entry, _ *flow) {
 	e.state = entryLeft
 	t.mu.Unlock()
 }
+
+// KeyedThrottle is a [Throttle] per key: each key (a tenant, an API key,
+// an upstream host) lets at most max flows in per period, as
+// NewThrottle(max, period, maxQueue...) does, while the flows of other
+// keys go on at once. Per key it behaves as such a Throttle does, in every
+// respect: its periods and their timers, its queue and the queue limit's
+// [DefenseRejected] "Throttle queue limit", a cancel or a timeout while
+// waiting, a closed [Loop], the clocks of the flows (a flow of a Loop and
+// one of a [TestTool] refused within one period of a key), [KeyedThrottle.Hold]
+// on that key only, and the SyncWait hook (see [Hooks]), which is told of
+// the Syncer that Key returns for the key.
+//
+// A key has a Throttle of its own only while it must: while a flow
+// enters or waits, while a period of the key runs (its entries count
+// until the period ends: a key dropped and made again within one period
+// would let max more in), and while a hold on the key is ahead. As a
+// key's period ends with nobody waiting, the key is dropped, with no
+// timer left behind, so that the keys seen once cost nothing afterwards;
+// [KeyedThrottle.Len] counts the keys in use. A key whose period runs on
+// with no timer (a hold made while the key was idle, or a period whose
+// Loop was closed before its end) is kept until a flow of the
+// KeyedThrottle, on any key, comes at or after that end on its clock.
+//
+// Keys are compared as map keys are. A key that cannot be one (an
+// interface key whose value is a slice, a map or a func) or that is not
+// equal to itself (a NaN, or a value holding one), which could never be
+// found again nor dropped, is a misuse: the step that would enter fails
+// with [InternalError], whose info starts with "KeyedThrottle: ", and
+// neither f nor the onerror given to Sync runs; Hold on such a key does
+// nothing.
+//
+// A KeyedThrottle is safe for concurrent use: flows on different loops
+// may share one. Create it with [NewKeyedThrottle]; the zero value is the
+// same as NewKeyedThrottle(1, time.Second): one flow per second per key,
+// with an unlimited queue. A KeyedThrottle must not be copied after first
+// use.
+type KeyedThrottle[K comparable] struct {
+	limit    int           // per key; 0 means 1
+	period   time.Duration // per key; 0 means one second
+	maxQueue queueLimit
+
+	// keys maps the keys in use to their Throttle; its mu guards the
+	// refs and the parking of their values, and parked. Held, it may lock
+	// a key's Throttle's mu, never the reverse.
+	keys keyTable[K, keyThrottle[K]]
+	// parked holds the keys kept with no timer (see Throttle.rest), by
+	// the instant they may go: a flow that passes drops those whose
+	// instant its clock has reached (sweep).
+	parked []*keyThrottle[K]
+}
+
+// NewKeyedThrottle returns a KeyedThrottle that lets at most max flows per
+// period enter the critical sections of each key, and queues at most
+// maxQueue more per key, as [NewThrottle] does. It panics if max is below
+// 1 or period is not positive.
+func NewKeyedThrottle[K comparable](max int, period time.Duration, maxQueue ...int) *KeyedThrottle[K] {
+	if max < 1 {
+		panic("asyncsteps: NewKeyedThrottle: max must be at least 1")
+	}
+	if period <= 0 {
+		panic("asyncsteps: NewKeyedThrottle: period must be positive")
+	}
+	return &KeyedThrottle[K]{limit: max, period: period, maxQueue: optionalQueueLimit(maxQueue)}
+}
+
+// Sync adds to as the steps that wait for an entry of key in its current
+// period, then run f with onerror as its error handler, as
+// [Throttle.Sync] does.
+// On a nil receiver it adds nothing and the step fails with InternalError,
+// "Sync: nil Syncer"; with a nil f, likewise, "Sync: nil step function".
+func (t *KeyedThrottle[K]) Sync(as AsyncSteps, key K, f StepFunc, onerror ...ErrorFunc) {
+	if t == nil || f == nil {
+		refuseSync(as, t == nil)
+		return
+	}
+	if onerr, ok := syncHandler(as, onerror); ok {
+		as.Add(func(as AsyncSteps, args ...any) { t.enterSection(as, key, f, onerr, args) })
+	}
+}
+
+// Key returns the [Syncer] of key, for [AsyncSteps.Sync] and whatever
+// takes a Syncer: its Sync is t.Sync with key. It looks key up at each
+// Sync, so that keeping it keeps no Throttle of the key alive. Two
+// Syncers of one KeyedThrottle and equal keys are equal (==).
+func (t *KeyedThrottle[K]) Key(key K) Syncer { return keyThrottleSyncer[K]{t, key} }
+
+// Hold keeps every flow of key out until the instant until, as
+// [Throttle.Hold] does for a Throttle: the flows of other keys go on. A
+// key that is not in use is made for the hold, and kept until its end
+// (see KeyedThrottle). It is safe for concurrent use, from a step of any
+// loop or from another goroutine.
+func (t *KeyedThrottle[K]) Hold(key K, until time.Time) {
+	k, _ := t.acquire(key)
+	if k == nil {
+		return
+	}
+	k.throttle.Hold(until)
+	t.release(k, nil, time.Time{})
+}
+
+// Len returns the number of keys in use: those a flow enters or waits
+// for, whose period runs, or on which a hold is ahead.
+func (t *KeyedThrottle[K]) Len() int { return t.keys.len() }
+
+// enterSection runs as the step that enters the critical section of key:
+// it takes the key's Throttle, which the step lets go of once it has
+// entered, queued or been refused (see keyThrottle.enter).
+func (t *KeyedThrottle[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror ErrorFunc, args []any) {
+	k, info := t.acquire(key)
+	if k == nil {
+		as.Error(InternalError, info)
+		return
+	}
+	beginSection(as, f, onerror, args, k)
+}
+
+// acquire returns the Throttle of key, made if key is not in use, counted
+// as used by one more caller, which releases it; or nil and why key cannot
+// be one.
+func (t *KeyedThrottle[K]) acquire(key K) (*keyThrottle[K], string) {
+	t.keys.mu.Lock()
+	defer t.keys.mu.Unlock()
+	k, info := t.keys.find(key, "KeyedThrottle", func() *keyThrottle[K] {
+		k := &keyThrottle[K]{owner: t, key: key, obj: keyThrottleSyncer[K]{t, key}}
+		k.throttle.limit, k.throttle.period = t.limit, t.period
+		k.throttle.maxQueue, k.throttle.owner = t.maxQueue, k
+		return k
+	})
+	if k != nil {
+		k.refs++
+	}
+	return k, info
+}
+
+// release counts out a caller of acquire, which no longer uses k, and
+// settles k once none does. A flow that passed, on tool whose clock read
+// now, sweeps the parked keys.
+func (t *KeyedThrottle[K]) release(k *keyThrottle[K], tool Tool, now time.Time) {
+	t.keys.mu.Lock()
+	defer t.keys.mu.Unlock()
+	k.refs--
+	t.settle(k)
+	if !now.IsZero() {
+		t.sweep(tool, now)
+	}
+}
+
+// settle, with keys.mu held, drops k if nothing needs it kept (see
+// Throttle.rest), parks it if it is kept with no timer, and unparks it
+// while its timer keeps it. A key some caller uses is settled as the last
+// one releases it.
+func (t *KeyedThrottle[K]) settle(k *keyThrottle[K]) {
+	if k.refs > 0 || t.keys.byKey[k.key] != k {
+		return
+	}
+	k.throttle.mu.Lock()
+	idle, until, _ := k.throttle.rest()
+	k.throttle.mu.Unlock()
+	switch {
+	case idle:
+		t.unpark(k)
+		t.keys.drop(k.key)
+	case until.IsZero():
+		t.unpark(k)
+	default:
+		t.park(k, until)
+	}
+}
+
+// sweep, with keys.mu held, drops the parked keys that nobody uses whose
+// instant the clock of tool, which read now, has reached: a flow that
+// came to such a key would end what keeps it and open a new period, as
+// it does in a key made anew. A key parked on the other kind of clock
+// (see otherClock) is left, as its Throttle would refuse such a flow.
+func (t *KeyedThrottle[K]) sweep(tool Tool, now time.Time) {
+	var other []*keyThrottle[K]
+	for len(t.parked) > 0 && !now.Before(t.parked[0].parkedUntil) {
+		k := t.parked[0]
+		t.unpark(k)
+		if k.refs > 0 {
+			continue // settled again as it is released
+		}
+		k.throttle.mu.Lock()
+		idle, until, clock := k.throttle.rest()
+		k.throttle.mu.Unlock()
+		switch {
+		case idle || !until.IsZero() && !now.Before(until) && !otherClock(clock, tool):
+			t.keys.drop(k.key)
+		case until.IsZero(): // timed again
+		case now.Before(until): // lengthened by a Hold
+			t.park(k, until)
+		default:
+			k.parkedUntil = until
+			other = append(other, k)
+		}
+	}
+	for _, k := range other {
+		t.park(k, k.parkedUntil)
+	}
+}
+
+// park, with keys.mu held, parks k until the instant until, or moves it
+// there if parked.
+func (t *KeyedThrottle[K]) park(k *keyThrottle[K], until time.Time) {
+	k.parkedUntil = until
+	if k.parkedAt > 0 {
+		heap.Fix((*parkedKeys[K])(&t.parked), k.parkedAt-1)
+		return
+	}
+	heap.Push((*parkedKeys[K])(&t.parked), k)
+}
+
+// unpark, with keys.mu held, takes k out of parked, if it is there.
+func (t *KeyedThrottle[K]) unpark(k *keyThrottle[K]) {
+	if k.parkedAt > 0 {
+		heap.Remove((*parkedKeys[K])(&t.parked), k.parkedAt-1)
+	}
+}
+
+// parkedKeys is the heap of a KeyedThrottle's parked keys, the earliest
+// instant first (container/heap).
+type parkedKeys[K comparable] []*keyThrottle[K]
+
+func (p parkedKeys[K]) Len() int { return len(p) }
+func (p parkedKeys[K]) Less(i, j int) bool {
+	return p[i].parkedUntil.Before(p[j].parkedUntil)
+}
+func (p parkedKeys[K]) Swap(i, j int) {
+	p[i], p[j] = p[j], p[i]
+	p[i].parkedAt, p[j].parkedAt = i+1, j+1
+}
+func (p *parkedKeys[K]) Push(x any) {
+	k := x.(*keyThrottle[K])
+	*p = append(*p, k)
+	k.parkedAt = len(*p)
+}
+func (p *parkedKeys[K]) Pop() any {
+	old := *p
+	k := old[len(old)-1]
+	old[len(old)-1] = nil
+	*p = old[:len(old)-1]
+	if len(*p) == 0 {
+		*p = nil // give back the room of a burst of parked keys
+	}
+	k.parkedAt = 0
+	return k
+}
+
+// periodEnded implements periodWatcher: the key may have gone idle.
+func (k *keyThrottle[K]) periodEnded() {
+	k.owner.keys.mu.Lock()
+	defer k.owner.keys.mu.Unlock()
+	k.owner.settle(k)
+}
+
+// keyThrottle is the Throttle of a key in use, and the gate of its
+// sections.
+type keyThrottle[K comparable] struct {
+	throttle Throttle
+	owner    *KeyedThrottle[K]
+	key      K
+	obj      Syncer // Key(key), for a SyncWait hook
+	// Guarded by owner.keys.mu.
+	refs        int       // callers of acquire that have not released it
+	parkedAt    int       // its index in owner.parked plus one; 0 when not parked
+	parkedUntil time.Time // when parked, the instant it may go
+}
+
+// enter implements gate: the section lets go of the key once its entry
+// has entered, queued or been refused. What the entry does then keeps the
+// key as long as it must: an entry counts in a period that runs, and a
+// flow waits only while one does.
+func (k *keyThrottle[K]) enter(as AsyncSteps, e *entry) {
+	tool := as.Tool()
+	now := clockOf(tool)
+	defer k.owner.release(k, tool, now)
+	if testHookKeyThrottleEnter != nil {
+		testHookKeyThrottleEnter()
+	}
+	k.throttle.enterAt(as, e, k.obj, tool, now)
+}
+
+// testHookKeyThrottleEnter, set by a test, runs in keyThrottle.enter once
+// the section has taken the key, before its entry asks the key's
+// Throttle.
+var testHookKeyThrottleEnter func()
+
+// leave implements gate.
+func (k *keyThrottle[K]) leave(e *entry, on *flow) { k.throttle.leave(e, on) }
+
+// holds implements gate: an entry holds no slot.
+func (*keyThrottle[K]) holds() *Mutex { return nil }
+
+// keyThrottleSyncer is the Syncer of one key of a KeyedThrottle.
+type keyThrottleSyncer[K comparable] struct {
+	t   *KeyedThrottle[K]
+	key K
+}
+
+// Sync implements [Syncer].
+func (s keyThrottleSyncer[K]) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
+	s.t.Sync(as, s.key, f, onerror...)
+}
+
+// enterSection implements sectioner.
+func (s keyThrottleSyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
+	s.t.enterSection(as, s.key, f, onerror, args)
+}
+
+// nilSyncer reports whether the KeyedThrottle is nil (see nilSyncer).
+func (s keyThrottleSyncer[K]) nilSyncer() bool { return s.t == nil }

@@ -1029,7 +1029,7 @@ func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...
 }
 
 // nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter,
-// or the key of a nil *KeyedMutex, which cannot admit anyone: Sync
+// or the key of a nil *KeyedMutex or *KeyedThrottle, which cannot admit anyone: Sync
 // refuses one as the package's own AsyncSteps does. A nil Syncer of
 // another type is refused only with a nil f (nilValue), since its own
 // Sync may still answer.
