@@ -122,7 +122,7 @@ func nilSyncInfo(syncerNil bool) string {
 }
 
 // nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter, or
-// the key of a nil *KeyedMutex or *KeyedThrottle: a Syncer that is not nil as an interface,
+// the key of a nil *KeyedMutex, *KeyedThrottle or *KeyedLimiter: a Syncer that is not nil as an interface,
 // but cannot admit anyone.
 func nilSyncer(obj Syncer) bool {
 	switch s := obj.(type) {
@@ -132,7 +132,7 @@ func nilSyncer(obj Syncer) bool {
 		return s == nil
 	case *Limiter:
 		return s == nil
-	case interface{ nilSyncer() bool }: // a KeyedMutex's or KeyedThrottle's key
+	case interface{ nilSyncer() bool }: // the key of a KeyedMutex, KeyedThrottle or KeyedLimiter
 		return s.nilSyncer()
 	}
 	return false

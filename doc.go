@@ -179,8 +179,8 @@
 //     a root that is not running; the methods of [Tool], [Loop] and
 //     [TestTool] (but [TestTool.SetHooks], made between the calls that
 //     drive the tool);
-//     [Mutex], [KeyedMutex], [Throttle], [KeyedThrottle] and [Limiter],
-//     which may be shared by flows on different loops.
+//     [Mutex], [KeyedMutex], [Throttle], [KeyedThrottle], [Limiter] and
+//     [KeyedLimiter], which may be shared by flows on different loops.
 //
 // Everything else on an AsyncSteps may be called only from the callback it
 // was given to. Error, Break or Continue called from another goroutine while

@@ -19,8 +19,8 @@ func NewPassingCtx() *PassingCtx { return newPassingCtx() }
 // Pass makes the deadline pass.
 func (c *passingCtx) Pass() { c.pass() }
 
-// KeysInUse returns the Len of the KeyedMutex[string] or
-// KeyedThrottle[string] whose key s is, or -1 for any other Syncer: a
+// KeysInUse returns the Len of the KeyedMutex[string], KeyedThrottle[string]
+// or KeyedLimiter[string] whose key s is, or -1 for any other Syncer: a
 // test of every Syncer checks with it that the keys are all freed.
 func KeysInUse(s Syncer) int {
 	switch k := s.(type) {
@@ -28,6 +28,8 @@ func KeysInUse(s Syncer) int {
 		return k.m.Len()
 	case keyThrottleSyncer[string]:
 		return k.t.Len()
+	case keyLimiterSyncer[string]:
+		return k.l.Len()
 	}
 	return -1
 }

@@ -104,11 +104,11 @@ type Hooks struct {
 	// until it was let in. A panic or runtime.Goexit in it fails the
 	// flow's waiting step with an InternalError (the slot it was given
 	// comes back as the flow unwinds). obj is the Syncer that Sync was
-	// called on: the Mutex, the Throttle or the Limiter, or, for a
-	// [KeyedMutex] or [KeyedThrottle], the Syncer of the key that its Key
-	// returns. A flow that waits for both of a Limiter's limits, a slot
-	// and then an entry in the next period, is reported twice, once per
-	// wait. A flow let in at once, or
+	// called on: the Mutex, the Throttle or the Limiter, or, for a keyed
+	// one ([KeyedMutex], [KeyedThrottle], [KeyedLimiter]), the Syncer of
+	// the key that its Key returns. A flow that waits for both of a
+	// Limiter's limits, a slot and then an entry in the next period, is
+	// reported twice, once per wait. A flow let in at once, or
 	// that leaves the queue without entering (cancelled, timed out, also
 	// once let in, before it went on), is not reported. The flow goes on
 	// as it would without the hook. One that drives its [TestTool] into

@@ -25,6 +25,9 @@ func TestHooksSyncWaitKeepsTheOrderOfFlows(t *testing.T) {
 		{"Limiter", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited})
 		}},
+		{"KeyedLimiter", func() asyncsteps.Syncer {
+			return asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited}).Key("a")
+		}},
 	}
 	const want = "A in,B in,A2,A3,B2,A4,A5"
 	for _, s := range syncers {

@@ -31,6 +31,7 @@ func TestNilSyncerPointersAreMisuse(t *testing.T) {
 		{"Limiter", (*asyncsteps.Limiter)(nil), asyncsteps.NewLimiter(asyncsteps.LimiterOptions{})},
 		{"KeyedMutex key", (*asyncsteps.KeyedMutex[string])(nil).Key("a"), asyncsteps.NewKeyedMutex[string](1).Key("a")},
 		{"KeyedThrottle key", (*asyncsteps.KeyedThrottle[string])(nil).Key("a"), asyncsteps.NewKeyedThrottle[string](1, 1).Key("a")},
+		{"KeyedLimiter key", (*asyncsteps.KeyedLimiter[string])(nil).Key("a"), new(asyncsteps.KeyedLimiter[string]).Key("a")},
 	}
 	for _, s := range syncers {
 		nilPtr, made := s.nilPtr, s.made

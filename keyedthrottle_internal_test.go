@@ -28,7 +28,7 @@ func TestKeyedThrottlePeriodEndsAsAFlowTakesTheKey(t *testing.T) {
 	}
 	aRes := enter(holderTool, "A")
 	holderTool.Advance(0)
-	onceHook(t, &testHookKeyThrottleEnter, func() {
+	onceHook(t, &testHookKeyRateEnter, func() {
 		note("B took the key, %d key", kt.Len())
 		holderTool.Advance(100 * time.Millisecond) // A's period ends
 		note("A's period ended, %d key", kt.Len())
@@ -67,7 +67,7 @@ func TestKeyedThrottleGivesBackTheRoomOfItsKeys(t *testing.T) {
 		kt.Hold(-1-i, TestToolEpoch.Add(time.Second))
 	}
 	tt.Advance(0)
-	if n := len(kt.parked); n != 4*keptKeys {
+	if n := len(kt.limits.parked); n != 4*keptKeys {
 		t.Errorf("%d keys parked, want %d", n, 4*keptKeys)
 	}
 	tt.Run()
@@ -75,8 +75,8 @@ func TestKeyedThrottleGivesBackTheRoomOfItsKeys(t *testing.T) {
 	kt.Sync(r, 0, func(AsyncSteps, ...any) {}) // sweeps the holds, which have ended
 	r.Execute()
 	tt.Run()
-	if len(kt.keys.byKey) != 0 || kt.keys.peak > keptKeys || kt.parked != nil {
+	if len(kt.limits.keys.byKey) != 0 || kt.limits.keys.peak > keptKeys || kt.limits.parked != nil {
 		t.Errorf("%d keys in a map of peak %d, %d parked: want none in a map of peak %d at most, no heap",
-			len(kt.keys.byKey), kt.keys.peak, len(kt.parked), keptKeys)
+			len(kt.limits.keys.byKey), kt.limits.keys.peak, len(kt.limits.parked), keptKeys)
 	}
 }

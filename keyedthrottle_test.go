@@ -21,12 +21,20 @@ import (
 	"github.com/asyncsteps/asyncsteps"
 )
 
+// keyedRate is a KeyedThrottle[string] or a KeyedLimiter[string].
+type keyedRate interface {
+	Sync(as asyncsteps.AsyncSteps, key string, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc)
+	Key(key string) asyncsteps.Syncer
+	Hold(key string, until time.Time)
+	Len() int
+}
+
 // keyedTrace starts flows on tt that pass through a key of kt, and
 // traces "NAME@MS" as each enters, "NAME:CODE: INFO" as its error
 // handler sees an error, and "len@MS=N" for Len at the times asked.
 type keyedTrace struct {
 	tt *asyncsteps.TestTool
-	kt *asyncsteps.KeyedThrottle[string]
+	kt keyedRate
 	tr tracer
 }
 

@@ -1,6 +1,7 @@
 package asyncsteps
 
 import (
+	"container/heap"
 	"strconv"
 	"time"
 )
@@ -128,11 +129,36 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 	if bad := negativeLimit(opts); bad != "" {
 		panic("asyncsteps: NewLimiter: negative " + bad)
 	}
-	l := &Limiter{concurrent: opts.Concurrent > 0, rated: opts.Rate > 0}
-	l.mutex.limit, l.mutex.maxQueue = opts.Concurrent, queueLimitOf(opts.MaxQueue)
-	l.throttle.limit, l.throttle.period = opts.Rate, opts.Period
-	l.throttle.maxQueue = queueLimitOf(opts.Burst)
+	l := new(Limiter)
+	limiterConfigOf(opts).apply(l)
 	return l
+}
+
+// limiterConfig is the limits of a Limiter, those that a KeyedThrottle
+// or a KeyedLimiter gives the Limiter of each key.
+type limiterConfig struct {
+	concurrent, rated bool // which gates are in use
+	slots             int  // Concurrent
+	maxQueue          queueLimit
+	rate              int
+	period            time.Duration
+	burst             queueLimit
+}
+
+// limiterConfigOf returns the limits of opts.
+func limiterConfigOf(opts LimiterOptions) limiterConfig {
+	return limiterConfig{
+		concurrent: opts.Concurrent > 0, rated: opts.Rate > 0,
+		slots: opts.Concurrent, maxQueue: queueLimitOf(opts.MaxQueue),
+		rate: opts.Rate, period: opts.Period, burst: queueLimitOf(opts.Burst),
+	}
+}
+
+// apply sets the limits of l, a Limiter not used yet.
+func (c limiterConfig) apply(l *Limiter) {
+	l.concurrent, l.rated = c.concurrent, c.rated
+	l.mutex.limit, l.mutex.maxQueue = c.slots, c.maxQueue
+	l.throttle.limit, l.throttle.period, l.throttle.maxQueue = c.rate, c.period, c.burst
 }
 
 // Hold keeps every flow out of the Limiter's rate limit until the
@@ -219,3 +245,400 @@ func (g *limiterThrottle) enter(as AsyncSteps, e *entry) {
 }
 func (g *limiterThrottle) leave(e *entry, on *flow) { g.throttle.leave(e, on) }
 func (*limiterThrottle) holds() *Mutex              { return nil }
+
+// KeyedLimiter is a [Limiter] per key: each key (a tenant, an upstream
+// host) has a concurrency and a rate limit of its own, as
+// NewLimiter(opts) has, while the flows of other keys go on at once. Per
+// key it behaves as such a Limiter does, in every respect: its
+// [KeyedMutex] rules for the Concurrent slots (the queue, reentrance and
+// the detection of deadlocks through Parallel, a slot kept for the
+// [AsyncSteps.Await] functions started inside), its [KeyedThrottle] rules
+// for the Rate, [KeyedLimiter.Hold] on that key only, the
+// [DefenseRejected] "Mutex queue limit" or "Throttle queue limit", and
+// the SyncWait hook (see [Hooks]), which is told of the Syncer that Key
+// returns for the key.
+//
+// A key has a Limiter of its own only while it must: while a flow holds
+// or waits for one of its slots (an Await function started inside
+// included), while a period of its rate runs, and while a hold on it is
+// ahead, as the keys of a KeyedMutex and of a KeyedThrottle are kept;
+// [KeyedLimiter.Len] counts the keys in use. Bad keys fail the step that
+// would enter with [InternalError], whose info starts with
+// "KeyedLimiter: ", as a KeyedMutex's do.
+//
+// A KeyedLimiter is safe for concurrent use: flows on different loops
+// may share one. Create it with [NewKeyedLimiter]; the zero value is the
+// same as NewKeyedLimiter(LimiterOptions{}): it limits nothing. A
+// KeyedLimiter must not be copied after first use.
+type KeyedLimiter[K comparable] struct {
+	limits limiterConfig  // of each key
+	keys   keyedLimits[K] // the keys in use
+}
+
+// NewKeyedLimiter returns a KeyedLimiter whose keys each have the limits
+// of opts. It panics as [NewLimiter] does, with a message that names
+// NewKeyedLimiter ("asyncsteps: NewKeyedLimiter: negative Rate -5").
+func NewKeyedLimiter[K comparable](opts LimiterOptions) *KeyedLimiter[K] {
+	if bad := negativeLimit(opts); bad != "" {
+		panic("asyncsteps: NewKeyedLimiter: negative " + bad)
+	}
+	return &KeyedLimiter[K]{limits: limiterConfigOf(opts)}
+}
+
+// Sync adds to as the steps that wait for a slot of key, then for an
+// entry of key's rate, run f with onerror as its error handler, then give
+// the slot back, as [Limiter.Sync] does.
+// On a nil receiver it adds nothing and the step fails with InternalError,
+// "Sync: nil Syncer"; with a nil f, likewise, "Sync: nil step function".
+func (l *KeyedLimiter[K]) Sync(as AsyncSteps, key K, f StepFunc, onerror ...ErrorFunc) {
+	if l == nil || f == nil {
+		refuseSync(as, l == nil)
+		return
+	}
+	if onerr, ok := syncHandler(as, onerror); ok {
+		as.Add(func(as AsyncSteps, args ...any) { l.enterSection(as, key, f, onerr, args) })
+	}
+}
+
+// Key returns the [Syncer] of key, for [AsyncSteps.Sync] and whatever
+// takes a Syncer: its Sync is l.Sync with key. It looks key up at each
+// Sync, so that keeping it keeps no Limiter of the key alive. Two Syncers
+// of one KeyedLimiter and equal keys are equal (==).
+func (l *KeyedLimiter[K]) Key(key K) Syncer { return keyLimiterSyncer[K]{l, key} }
+
+// Hold keeps every flow of key out of its rate limit until the instant
+// until, as [Limiter.Hold] does for a Limiter: the flows of other keys go
+// on. A KeyedLimiter with no Rate has no rate limit to hold: its Hold
+// does nothing. A key that is not in use is made for the hold, and kept
+// until its end. It is safe for concurrent use, from a step of any loop
+// or from another goroutine.
+func (l *KeyedLimiter[K]) Hold(key K, until time.Time) { l.keys.hold(key, l.kind(), until) }
+
+// Len returns the number of keys in use: those a flow, or an Await
+// function started inside a critical section, holds or waits for, whose
+// period runs, or on which a hold is ahead.
+func (l *KeyedLimiter[K]) Len() int { return l.keys.keys.len() }
+
+// enterSection runs as the step that enters the critical section of key.
+func (l *KeyedLimiter[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror ErrorFunc, args []any) {
+	l.keys.enterSection(as, key, l.kind(), f, onerror, args)
+}
+
+// kind is what the keys of l are, for keyedLimits.
+func (l *KeyedLimiter[K]) kind() keyKind[K] {
+	return keyKind[K]{name: "KeyedLimiter", limits: l.limits, owner: l}
+}
+
+// keyLimiterSyncer is the Syncer of one key of a KeyedLimiter.
+type keyLimiterSyncer[K comparable] struct {
+	l   *KeyedLimiter[K]
+	key K
+}
+
+// Sync implements [Syncer].
+func (s keyLimiterSyncer[K]) Sync(as AsyncSteps, f StepFunc, onerror ...ErrorFunc) {
+	s.l.Sync(as, s.key, f, onerror...)
+}
+
+// enterSection implements sectioner.
+func (s keyLimiterSyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc, args []any) {
+	s.l.enterSection(as, s.key, f, onerror, args)
+}
+
+// nilSyncer reports whether the KeyedLimiter is nil (see nilSyncer).
+func (s keyLimiterSyncer[K]) nilSyncer() bool { return s.l == nil }
+
+// keyedLimits is what a KeyedThrottle and a KeyedLimiter share: the keys
+// in use, each with a Limiter of its own (a KeyedThrottle's has its rate
+// limit alone), and when a key may go.
+//
+// A key is dropped when no step uses it and its Throttle is idle (see
+// Throttle.rest). A step uses the key from the step that enters until its
+// entry has entered, queued or been refused, with a rate limit alone, or,
+// with a concurrency limit, until its slot is back (as in a KeyedMutex);
+// a Hold uses it while it runs. What the entries do then keeps the
+// Throttle running: an entry counts in a period that runs, and a flow
+// waits for the rate only while one does. A key is settled as the last
+// step lets go of it and as each of its periods ends. A key kept with no
+// timer to settle it is parked until the instant it may go, and dropped
+// then by the first flow that passes, on any key (sweep).
+type keyedLimits[K comparable] struct {
+	// keys maps the keys in use to their Limiter; its mu guards the refs
+	// and the parking of their values, and parked. Held, it may lock a
+	// key's Throttle's mu, never the reverse.
+	keys keyTable[K, keyLimits[K]]
+	// parked holds the keys kept with no timer, by the instant they may
+	// go: a flow that passes drops those whose instant its clock has
+	// reached (sweep).
+	parked parkedKeys[K]
+}
+
+// keyKind is what the keys of a keyedLimits are: the name of its type,
+// which starts the info of a bad key, the limits of each key's Limiter,
+// and the type itself, whose Key a SyncWait hook is told of.
+type keyKind[K comparable] struct {
+	name   string
+	limits limiterConfig
+	owner  interface{ Key(key K) Syncer } // a pointer: no allocation
+}
+
+// enterSection runs as the step that enters the critical section of key:
+// it takes the key's Limiter, which the section lets go of as its gates
+// say (see keyedLimits).
+func (kl *keyedLimits[K]) enterSection(as AsyncSteps, key K, kind keyKind[K], f StepFunc, onerror ErrorFunc, args []any) {
+	k, info := kl.acquire(key, kind)
+	if k == nil {
+		as.Error(InternalError, info)
+		return
+	}
+	gates, n := k.gates()
+	if n == 0 {
+		kl.release(k, nil, time.Time{}) // limits nothing: nothing to keep
+	}
+	beginSection(as, f, onerror, args, gates[:n]...)
+}
+
+// hold holds the rate limit of key until the instant until, if its kind
+// has one.
+func (kl *keyedLimits[K]) hold(key K, kind keyKind[K], until time.Time) {
+	if !kind.limits.rated {
+		return
+	}
+	k, _ := kl.acquire(key, kind)
+	if k == nil {
+		return
+	}
+	k.limiter.throttle.Hold(until)
+	kl.release(k, nil, time.Time{})
+}
+
+// acquire returns the Limiter of key, made if key is not in use, counted
+// as used by one more step, which releases it; or nil and why key cannot
+// be one.
+func (kl *keyedLimits[K]) acquire(key K, kind keyKind[K]) (*keyLimits[K], string) {
+	kl.keys.mu.Lock()
+	defer kl.keys.mu.Unlock()
+	k, info := kl.keys.find(key, kind.name, func() *keyLimits[K] {
+		k := &keyLimits[K]{owner: kl, key: key, obj: kind.owner.Key(key)}
+		kind.limits.apply(&k.limiter)
+		k.limiter.throttle.owner = k
+		return k
+	})
+	if k != nil {
+		k.refs++
+	}
+	return k, info
+}
+
+// release counts out a step that no longer uses k, and settles k once
+// none does. A flow that passed, on tool whose clock read now, sweeps the
+// parked keys.
+func (kl *keyedLimits[K]) release(k *keyLimits[K], tool Tool, now time.Time) {
+	kl.passed(k, true, tool, now)
+}
+
+// passed, for a flow that passed the rate limit of k on tool, whose clock
+// read now, releases k if letGo, and sweeps the parked keys.
+func (kl *keyedLimits[K]) passed(k *keyLimits[K], letGo bool, tool Tool, now time.Time) {
+	kl.keys.mu.Lock()
+	defer kl.keys.mu.Unlock()
+	if letGo {
+		k.refs--
+		kl.settle(k)
+	}
+	if !now.IsZero() {
+		kl.sweep(tool, now)
+	}
+}
+
+// settle, with keys.mu held, drops k if nothing needs it kept (see
+// Throttle.rest), parks it if it is kept with no timer, and unparks it
+// while its timer keeps it. A key some step uses is settled as the last
+// one lets go of it.
+func (kl *keyedLimits[K]) settle(k *keyLimits[K]) {
+	if k.refs > 0 || kl.keys.byKey[k.key] != k {
+		return
+	}
+	k.limiter.throttle.mu.Lock()
+	idle, until, _ := k.limiter.throttle.rest()
+	k.limiter.throttle.mu.Unlock()
+	switch {
+	case idle:
+		kl.unpark(k)
+		kl.keys.drop(k.key)
+	case until.IsZero():
+		kl.unpark(k)
+	default:
+		kl.park(k, until)
+	}
+}
+
+// sweep, with keys.mu held, drops the parked keys that no step uses whose
+// instant the clock of tool, which read now, has reached: a flow that
+// came to such a key would end what keeps it and open a new period, as
+// it does in a key made anew. A key parked on the other kind of clock
+// (see otherClock) is left, as its Throttle would refuse such a flow.
+func (kl *keyedLimits[K]) sweep(tool Tool, now time.Time) {
+	var other []*keyLimits[K]
+	for len(kl.parked) > 0 && !now.Before(kl.parked[0].parkedUntil) {
+		k := kl.parked[0]
+		kl.unpark(k)
+		if k.refs > 0 {
+			continue // settled again as it is let go of
+		}
+		k.limiter.throttle.mu.Lock()
+		idle, until, clock := k.limiter.throttle.rest()
+		k.limiter.throttle.mu.Unlock()
+		switch {
+		case idle || !until.IsZero() && !now.Before(until) && !otherClock(clock, tool):
+			kl.keys.drop(k.key)
+		case until.IsZero(): // timed again
+		case now.Before(until): // lengthened by a Hold
+			kl.park(k, until)
+		default:
+			k.parkedUntil = until
+			other = append(other, k)
+		}
+	}
+	for _, k := range other {
+		kl.park(k, k.parkedUntil)
+	}
+}
+
+// park, with keys.mu held, parks k until the instant until, or moves it
+// there if parked.
+func (kl *keyedLimits[K]) park(k *keyLimits[K], until time.Time) {
+	k.parkedUntil = until
+	if k.parkedAt > 0 {
+		heap.Fix(&kl.parked, k.parkedAt-1)
+		return
+	}
+	heap.Push(&kl.parked, k)
+}
+
+// unpark, with keys.mu held, takes k out of parked, if it is there.
+func (kl *keyedLimits[K]) unpark(k *keyLimits[K]) {
+	if k.parkedAt > 0 {
+		heap.Remove(&kl.parked, k.parkedAt-1)
+	}
+}
+
+// parkedKeys is the heap of the parked keys, the earliest instant first
+// (container/heap).
+type parkedKeys[K comparable] []*keyLimits[K]
+
+func (p parkedKeys[K]) Len() int { return len(p) }
+func (p parkedKeys[K]) Less(i, j int) bool {
+	return p[i].parkedUntil.Before(p[j].parkedUntil)
+}
+func (p parkedKeys[K]) Swap(i, j int) {
+	p[i], p[j] = p[j], p[i]
+	p[i].parkedAt, p[j].parkedAt = i+1, j+1
+}
+func (p *parkedKeys[K]) Push(x any) {
+	k := x.(*keyLimits[K])
+	*p = append(*p, k)
+	k.parkedAt = len(*p)
+}
+func (p *parkedKeys[K]) Pop() any {
+	old := *p
+	k := old[len(old)-1]
+	old[len(old)-1] = nil
+	*p = old[:len(old)-1]
+	if len(*p) == 0 {
+		*p = nil // give back the room of a burst of parked keys
+	}
+	k.parkedAt = 0
+	return k
+}
+
+// keyLimits is the Limiter of a key in use of a KeyedThrottle or a
+// KeyedLimiter. Its gates are keyMutexGate and keyRateGate.
+type keyLimits[K comparable] struct {
+	limiter Limiter
+	owner   *keyedLimits[K]
+	key     K
+	obj     Syncer // the key's Syncer, for a SyncWait hook
+	// Guarded by owner.keys.mu.
+	refs        int       // steps that use it (see keyedLimits)
+	parkedAt    int       // its index in owner.parked plus one; 0 when not parked
+	parkedUntil time.Time // when parked, the instant it may go
+}
+
+// periodEnded implements periodWatcher: the key may have gone idle.
+func (k *keyLimits[K]) periodEnded() {
+	k.owner.keys.mu.Lock()
+	defer k.owner.keys.mu.Unlock()
+	k.owner.settle(k)
+}
+
+// gates returns the gates of k in use, in the order a flow passes them.
+func (k *keyLimits[K]) gates() (g [2]gate, n int) {
+	if k.limiter.concurrent {
+		g[n] = (*keyMutexGate[K])(k)
+		n++
+	}
+	if k.limiter.rated {
+		g[n] = (*keyRateGate[K])(k)
+		n++
+	}
+	return g, n
+}
+
+// letGo counts e's section out of k, once: e is the entry of the gate
+// whose end lets go of the key.
+func (k *keyLimits[K]) letGo(e *entry) {
+	if !e.unkeyed {
+		e.unkeyed = true
+		k.owner.release(k, nil, time.Time{})
+	}
+}
+
+// keyMutexGate and keyRateGate are the gates of a key's Limiter, which
+// tell a SyncWait hook of the key's Syncer. Each is the key's state under
+// another type, as limiterMutex and limiterThrottle are a Limiter's.
+type (
+	keyMutexGate[K comparable] keyLimits[K]
+	keyRateGate[K comparable]  keyLimits[K]
+)
+
+// enter implements gate. A refused flow neither holds nor waits: it lets
+// go of the key at once, not once onerror has run.
+func (g *keyMutexGate[K]) enter(as AsyncSteps, e *entry) {
+	k := (*keyLimits[K])(g)
+	k.limiter.mutex.enterFor(as, e, k.obj)
+	if e.err != nil {
+		k.letGo(e)
+	}
+}
+
+// leave implements gate: the key is let go of once the slot is back, as
+// in a KeyedMutex (see keyLock.leave).
+func (g *keyMutexGate[K]) leave(e *entry, on *flow) {
+	k := (*keyLimits[K])(g)
+	k.limiter.mutex.leave(e, on)
+	k.letGo(e)
+}
+
+func (g *keyMutexGate[K]) holds() *Mutex { return &g.limiter.mutex }
+
+// enter implements gate. With no concurrency limit, the section lets go
+// of the key once its entry has entered, queued or been refused: what the
+// entry does then keeps the key as long as it must.
+func (g *keyRateGate[K]) enter(as AsyncSteps, e *entry) {
+	k := (*keyLimits[K])(g)
+	tool := as.Tool()
+	now := clockOf(tool)
+	defer k.owner.passed(k, !k.limiter.concurrent, tool, now)
+	if testHookKeyRateEnter != nil {
+		testHookKeyRateEnter()
+	}
+	k.limiter.throttle.enterAt(as, e, k.obj, tool, now)
+}
+
+// testHookKeyRateEnter, set by a test, runs in keyRateGate.enter once the
+// section has taken the key, before its entry asks the key's Throttle.
+var testHookKeyRateEnter func()
+
+func (g *keyRateGate[K]) leave(e *entry, on *flow) { g.limiter.throttle.leave(e, on) }
+func (*keyRateGate[K]) holds() *Mutex              { return nil }

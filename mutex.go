@@ -627,8 +627,8 @@ func (keySyncer[K]) keyedMutex() {}
 
 // keyedMutexKey implements toolinfo.KeyedMutexKey: a key's Syncer, of
 // whatever type of key, is told by the methods only keySyncer has; the
-// Syncer of a KeyedThrottle's key, which has nilSyncer too, is not a
-// Mutex's, but a nil one is reported as nil.
+// Syncer of a KeyedThrottle's or a KeyedLimiter's key, which has
+// nilSyncer too, is not a Mutex's, but a nil one is reported as nil.
 func keyedMutexKey(obj any) (isKey, nilMutex bool) {
 	s, ok := obj.(interface{ nilSyncer() bool })
 	if !ok {

@@ -34,6 +34,7 @@ func TestMutexReentersThroughADecorator(t *testing.T) {
 		{"Mutex", asyncsteps.NewMutex(1)},
 		{"KeyedMutex", asyncsteps.NewKeyedMutex[string](1).Key("a")},
 		{"Limiter", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1})},
+		{"KeyedLimiter", asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: 1}).Key("a")},
 	}
 	for _, s := range syncers {
 		t.Run(s.name, func(t *testing.T) {

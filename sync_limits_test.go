@@ -16,7 +16,7 @@ import (
 func TestLimiterZeroOptionsLimitNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		lim     *asyncsteps.Limiter
+		lim     asyncsteps.Syncer
 		entries string
 	}{
 		{"zero options", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{}), "0,0,0,0,0,0"},
@@ -24,6 +24,11 @@ func TestLimiterZeroOptionsLimitNothing(t *testing.T) {
 		{"Concurrent only", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2, MaxQueue: 4}), "0,0,10,10,20,20"},
 		{"Rate only", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Rate: 3, Period: 100 * time.Millisecond, Burst: 3}), "0,0,0,100,100,100"},
 		{"zero Period", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Rate: 3, Burst: asyncsteps.Unlimited}), "0,0,0,1000,1000,1000"},
+		{"zero KeyedLimiter", new(asyncsteps.KeyedLimiter[string]).Key("a"), "0,0,0,0,0,0"},
+		{"KeyedLimiter Concurrent only", asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 2, MaxQueue: 4}).Key("a"),
+			"0,0,10,10,20,20"},
+		{"KeyedLimiter Rate only", asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Rate: 3, Period: 100 * time.Millisecond, Burst: 3}).Key("a"),
+			"0,0,0,100,100,100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tt := asyncsteps.NewTestTool()
@@ -35,6 +40,7 @@ func TestLimiterZeroOptionsLimitNothing(t *testing.T) {
 				t.Errorf("entries at %s ms, want %s", got, tc.entries)
 			}
 			syncWantIdle(t, tt)
+			wantKeysInUse(t, tc.lim, 0)
 		})
 	}
 }
@@ -94,6 +100,13 @@ func TestQueueRuleIsOneForAllPrimitives(t *testing.T) {
 	rate := func(q int) asyncsteps.Syncer {
 		return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Rate: 1, Period: period, Burst: q})
 	}
+	keyedThrottle := func(q ...int) asyncsteps.Syncer { return asyncsteps.NewKeyedThrottle[string](1, period, q...).Key("a") }
+	keyedConcurrency := func(q int) asyncsteps.Syncer {
+		return asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: q}).Key("a")
+	}
+	keyedRate := func(q int) asyncsteps.Syncer {
+		return asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Rate: 1, Period: period, Burst: q}).Key("a")
+	}
 	const full, late = "Mutex queue limit", "Throttle queue limit"
 	for _, tc := range []struct {
 		name     string
@@ -117,6 +130,16 @@ func TestQueueRuleIsOneForAllPrimitives(t *testing.T) {
 		{"Limiter Burst Unlimited", rate(asyncsteps.Unlimited), 0, ""},
 		{"Limiter Burst 2", rate(2), 2, late},
 		{"Limiter Burst 0", rate(0), 4, late},
+		{"zero KeyedThrottle", new(asyncsteps.KeyedThrottle[string]).Key("a"), 0, ""},
+		{"NewKeyedThrottle(1, 10ms)", keyedThrottle(), 0, ""},
+		{"NewKeyedThrottle(1, 10ms, 2)", keyedThrottle(2), 2, late},
+		{"NewKeyedThrottle(1, 10ms, 0)", keyedThrottle(0), 4, late},
+		{"KeyedLimiter MaxQueue Unlimited", keyedConcurrency(asyncsteps.Unlimited), 0, ""},
+		{"KeyedLimiter MaxQueue 2", keyedConcurrency(2), 2, full},
+		{"KeyedLimiter MaxQueue 0", keyedConcurrency(0), 4, full},
+		{"KeyedLimiter Burst Unlimited", keyedRate(asyncsteps.Unlimited), 0, ""},
+		{"KeyedLimiter Burst 2", keyedRate(2), 2, late},
+		{"KeyedLimiter Burst 0", keyedRate(0), 4, late},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tt := asyncsteps.NewTestTool()

@@ -474,6 +474,12 @@ func TestSyncCancelledWaiterLeavesQueue(t *testing.T) {
 		{"Limiter waiting for rate", func() asyncsteps.Syncer {
 			return asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 3, Rate: 1, Period: 100 * time.Millisecond, Burst: 1})
 		}, false, "A:in,B:cancelled,C:in@100ms"},
+		{"KeyedLimiter waiting for concurrency", func() asyncsteps.Syncer {
+			return asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, Rate: 10, MaxQueue: 1}).Key("a")
+		}, true, "A:in,B:cancelled,A:out,C:in@10ms"},
+		{"KeyedLimiter waiting for rate", func() asyncsteps.Syncer {
+			return asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 3, Rate: 1, Period: 100 * time.Millisecond, Burst: 1}).Key("a")
+		}, false, "A:in,B:cancelled,C:in@100ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -592,8 +598,9 @@ func TestThrottleIsNotReentrant(t *testing.T) {
 func TestMutexDeadlockEndsWithInternalError(t *testing.T) {
 	const info = "Mutex deadlock: every holder of the lock waits for a parallel branch that waits for it"
 	for name, m := range map[string]asyncsteps.Syncer{
-		"Mutex":      asyncsteps.NewMutex(1),
-		"KeyedMutex": asyncsteps.NewKeyedMutex[string](1).Key("a"),
+		"Mutex":        asyncsteps.NewMutex(1),
+		"KeyedMutex":   asyncsteps.NewKeyedMutex[string](1).Key("a"),
+		"KeyedLimiter": asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited}).Key("a"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			tt := asyncsteps.NewTestTool()
@@ -746,6 +753,8 @@ func TestSyncOnerrorSeesRejectionFirst(t *testing.T) {
 		{"KeyedThrottle", asyncsteps.NewKeyedThrottle[string](1, time.Second, 0).Key("a"), "Throttle queue limit"},
 		{"Limiter concurrency", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 1, Rate: 2}), "Mutex queue limit"},
 		{"Limiter rate", asyncsteps.NewLimiter(asyncsteps.LimiterOptions{Concurrent: 2, Rate: 1}), "Throttle queue limit"},
+		{"KeyedLimiter concurrency", asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, Rate: 2}).Key("a"), "Mutex queue limit"},
+		{"KeyedLimiter rate", asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 2, Rate: 1}).Key("a"), "Throttle queue limit"},
 		{"spec Limiter", asyncsteps.NewLimiter(asyncsteps.SpecLimiterOptions()), "Mutex queue limit"},
 	}
 	for _, tc := range tests {

@@ -47,6 +47,9 @@ func TestSectionSlotHeldUntilAwaitReturns(t *testing.T) {
 		}, true},
 		{"Throttle", func() asyncsteps.Syncer { return asyncsteps.NewThrottle(1, 100*time.Millisecond) }, false},
 		{"KeyedThrottle", func() asyncsteps.Syncer { return asyncsteps.NewKeyedThrottle[string](1, 100*time.Millisecond).Key("a") }, false},
+		{"KeyedLimiter", func() asyncsteps.Syncer {
+			return asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited}).Key("a")
+		}, true},
 	}
 	endings := []struct {
 		name string

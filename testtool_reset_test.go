@@ -318,6 +318,9 @@ func TestTestToolResetEventsKeepsAMutexAdmission(t *testing.T) {
 		{"Mutex", func() Syncer { return NewMutex(1) }, false},
 		{"KeyedMutex", func() Syncer { return NewKeyedMutex[string](1).Key("a") }, false},
 		{"Limiter", func() Syncer { return NewLimiter(LimiterOptions{Concurrent: 1, MaxQueue: Unlimited}) }, false},
+		{"KeyedLimiter", func() Syncer {
+			return NewKeyedLimiter[string](LimiterOptions{Concurrent: 1, MaxQueue: Unlimited}).Key("a")
+		}, false},
 		{"Mutex SyncWait", func() Syncer { return NewMutex(1) }, true},
 	}
 	for _, s := range syncers {

@@ -1,7 +1,6 @@
 package asyncsteps
 
 import (
-	"container/heap"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,8 +118,8 @@ type Throttle struct {
 	// end, its timer dropped, after a Hold: the hold may still be ahead
 	// (see rest).
 	heldAhead bool
-	// owner is the KeyedThrottle whose key this is, told as a period
-	// ends; nil for a Throttle of its own.
+	// owner is the key of a KeyedThrottle or a KeyedLimiter whose rate
+	// limit this is, told as a period ends; nil for any other Throttle.
 	owner periodWatcher
 }
 
@@ -413,21 +412,21 @@ func (t *Throttle) periodOver(pt *periodTimer, dropped bool) {
 	}
 }
 
-// ended tells the KeyedThrottle of t's key, if any, that a period ended.
+// ended tells the key whose rate limit t is, if any, that a period ended.
 func (t *Throttle) ended() {
 	if t.owner != nil {
 		t.owner.periodEnded()
 	}
 }
 
-// rest reports, with mu held, what the key of a KeyedThrottle whose
-// Throttle t is needs kept: nothing when t is idle (idle), its timer
-// while a timed period runs (a zero until), or, with no timer to end
-// it, t itself until the instant until on its clock, of the kind clock:
-// an untimed period, which a flow that comes at or after its end ends
-// (see untimed), or an idle Throttle after a Hold whose period ended
-// before its time (a timer dropped), whose next period the hold may
-// still lengthen (see arm).
+// rest reports, with mu held, what the key of a KeyedThrottle or a
+// KeyedLimiter whose Throttle t is needs kept: nothing when t is idle
+// (idle), its timer while a timed period runs (a zero until), or, with
+// no timer to end it, t itself until the instant until on its clock, of
+// the kind clock: an untimed period, which a flow that comes at or after
+// its end ends (see untimed), or an idle Throttle after a Hold whose
+// period ended before its time (a timer dropped), whose next period the
+// hold may still lengthen (see arm).
 func (t *Throttle) rest() (idle bool, until time.Time, clock clockKind) {
 	switch {
 	case t.untimed:
@@ -644,14 +643,7 @@ type KeyedThrottle[K comparable] struct {
 	period   time.Duration // per key; 0 means one second
 	maxQueue queueLimit
 
-	// keys maps the keys in use to their Throttle; its mu guards the
-	// refs and the parking of their values, and parked. Held, it may lock
-	// a key's Throttle's mu, never the reverse.
-	keys keyTable[K, keyThrottle[K]]
-	// parked holds the keys kept with no timer (see Throttle.rest), by
-	// the instant they may go: a flow that passes drops those whose
-	// instant its clock has reached (sweep).
-	parked []*keyThrottle[K]
+	limits keyedLimits[K] // the keys in use, each a Limiter of a rate alone
 }
 
 // NewKeyedThrottle returns a KeyedThrottle that lets at most max flows per
@@ -695,206 +687,27 @@ func (t *KeyedThrottle[K]) Key(key K) Syncer { return keyThrottleSyncer[K]{t, ke
 // (see KeyedThrottle). It is safe for concurrent use, from a step of any
 // loop or from another goroutine.
 func (t *KeyedThrottle[K]) Hold(key K, until time.Time) {
-	k, _ := t.acquire(key)
-	if k == nil {
-		return
-	}
-	k.throttle.Hold(until)
-	t.release(k, nil, time.Time{})
+	t.limits.hold(key, t.kind(), until)
 }
 
 // Len returns the number of keys in use: those a flow enters or waits
 // for, whose period runs, or on which a hold is ahead.
-func (t *KeyedThrottle[K]) Len() int { return t.keys.len() }
+func (t *KeyedThrottle[K]) Len() int { return t.limits.keys.len() }
 
-// enterSection runs as the step that enters the critical section of key:
-// it takes the key's Throttle, which the step lets go of once it has
-// entered, queued or been refused (see keyThrottle.enter).
+// enterSection runs as the step that enters the critical section of key.
 func (t *KeyedThrottle[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror ErrorFunc, args []any) {
-	k, info := t.acquire(key)
-	if k == nil {
-		as.Error(InternalError, info)
-		return
-	}
-	beginSection(as, f, onerror, args, k)
+	t.limits.enterSection(as, key, t.kind(), f, onerror, args)
 }
 
-// acquire returns the Throttle of key, made if key is not in use, counted
-// as used by one more caller, which releases it; or nil and why key cannot
-// be one.
-func (t *KeyedThrottle[K]) acquire(key K) (*keyThrottle[K], string) {
-	t.keys.mu.Lock()
-	defer t.keys.mu.Unlock()
-	k, info := t.keys.find(key, "KeyedThrottle", func() *keyThrottle[K] {
-		k := &keyThrottle[K]{owner: t, key: key, obj: keyThrottleSyncer[K]{t, key}}
-		k.throttle.limit, k.throttle.period = t.limit, t.period
-		k.throttle.maxQueue, k.throttle.owner = t.maxQueue, k
-		return k
-	})
-	if k != nil {
-		k.refs++
-	}
-	return k, info
-}
-
-// release counts out a caller of acquire, which no longer uses k, and
-// settles k once none does. A flow that passed, on tool whose clock read
-// now, sweeps the parked keys.
-func (t *KeyedThrottle[K]) release(k *keyThrottle[K], tool Tool, now time.Time) {
-	t.keys.mu.Lock()
-	defer t.keys.mu.Unlock()
-	k.refs--
-	t.settle(k)
-	if !now.IsZero() {
-		t.sweep(tool, now)
+// kind is what the keys of t are, for keyedLimits: a Limiter whose rate
+// limit alone is set.
+func (t *KeyedThrottle[K]) kind() keyKind[K] {
+	return keyKind[K]{
+		name:   "KeyedThrottle",
+		limits: limiterConfig{rated: true, rate: t.limit, period: t.period, burst: t.maxQueue},
+		owner:  t,
 	}
 }
-
-// settle, with keys.mu held, drops k if nothing needs it kept (see
-// Throttle.rest), parks it if it is kept with no timer, and unparks it
-// while its timer keeps it. A key some caller uses is settled as the last
-// one releases it.
-func (t *KeyedThrottle[K]) settle(k *keyThrottle[K]) {
-	if k.refs > 0 || t.keys.byKey[k.key] != k {
-		return
-	}
-	k.throttle.mu.Lock()
-	idle, until, _ := k.throttle.rest()
-	k.throttle.mu.Unlock()
-	switch {
-	case idle:
-		t.unpark(k)
-		t.keys.drop(k.key)
-	case until.IsZero():
-		t.unpark(k)
-	default:
-		t.park(k, until)
-	}
-}
-
-// sweep, with keys.mu held, drops the parked keys that nobody uses whose
-// instant the clock of tool, which read now, has reached: a flow that
-// came to such a key would end what keeps it and open a new period, as
-// it does in a key made anew. A key parked on the other kind of clock
-// (see otherClock) is left, as its Throttle would refuse such a flow.
-func (t *KeyedThrottle[K]) sweep(tool Tool, now time.Time) {
-	var other []*keyThrottle[K]
-	for len(t.parked) > 0 && !now.Before(t.parked[0].parkedUntil) {
-		k := t.parked[0]
-		t.unpark(k)
-		if k.refs > 0 {
-			continue // settled again as it is released
-		}
-		k.throttle.mu.Lock()
-		idle, until, clock := k.throttle.rest()
-		k.throttle.mu.Unlock()
-		switch {
-		case idle || !until.IsZero() && !now.Before(until) && !otherClock(clock, tool):
-			t.keys.drop(k.key)
-		case until.IsZero(): // timed again
-		case now.Before(until): // lengthened by a Hold
-			t.park(k, until)
-		default:
-			k.parkedUntil = until
-			other = append(other, k)
-		}
-	}
-	for _, k := range other {
-		t.park(k, k.parkedUntil)
-	}
-}
-
-// park, with keys.mu held, parks k until the instant until, or moves it
-// there if parked.
-func (t *KeyedThrottle[K]) park(k *keyThrottle[K], until time.Time) {
-	k.parkedUntil = until
-	if k.parkedAt > 0 {
-		heap.Fix((*parkedKeys[K])(&t.parked), k.parkedAt-1)
-		return
-	}
-	heap.Push((*parkedKeys[K])(&t.parked), k)
-}
-
-// unpark, with keys.mu held, takes k out of parked, if it is there.
-func (t *KeyedThrottle[K]) unpark(k *keyThrottle[K]) {
-	if k.parkedAt > 0 {
-		heap.Remove((*parkedKeys[K])(&t.parked), k.parkedAt-1)
-	}
-}
-
-// parkedKeys is the heap of a KeyedThrottle's parked keys, the earliest
-// instant first (container/heap).
-type parkedKeys[K comparable] []*keyThrottle[K]
-
-func (p parkedKeys[K]) Len() int { return len(p) }
-func (p parkedKeys[K]) Less(i, j int) bool {
-	return p[i].parkedUntil.Before(p[j].parkedUntil)
-}
-func (p parkedKeys[K]) Swap(i, j int) {
-	p[i], p[j] = p[j], p[i]
-	p[i].parkedAt, p[j].parkedAt = i+1, j+1
-}
-func (p *parkedKeys[K]) Push(x any) {
-	k := x.(*keyThrottle[K])
-	*p = append(*p, k)
-	k.parkedAt = len(*p)
-}
-func (p *parkedKeys[K]) Pop() any {
-	old := *p
-	k := old[len(old)-1]
-	old[len(old)-1] = nil
-	*p = old[:len(old)-1]
-	if len(*p) == 0 {
-		*p = nil // give back the room of a burst of parked keys
-	}
-	k.parkedAt = 0
-	return k
-}
-
-// periodEnded implements periodWatcher: the key may have gone idle.
-func (k *keyThrottle[K]) periodEnded() {
-	k.owner.keys.mu.Lock()
-	defer k.owner.keys.mu.Unlock()
-	k.owner.settle(k)
-}
-
-// keyThrottle is the Throttle of a key in use, and the gate of its
-// sections.
-type keyThrottle[K comparable] struct {
-	throttle Throttle
-	owner    *KeyedThrottle[K]
-	key      K
-	obj      Syncer // Key(key), for a SyncWait hook
-	// Guarded by owner.keys.mu.
-	refs        int       // callers of acquire that have not released it
-	parkedAt    int       // its index in owner.parked plus one; 0 when not parked
-	parkedUntil time.Time // when parked, the instant it may go
-}
-
-// enter implements gate: the section lets go of the key once its entry
-// has entered, queued or been refused. What the entry does then keeps the
-// key as long as it must: an entry counts in a period that runs, and a
-// flow waits only while one does.
-func (k *keyThrottle[K]) enter(as AsyncSteps, e *entry) {
-	tool := as.Tool()
-	now := clockOf(tool)
-	defer k.owner.release(k, tool, now)
-	if testHookKeyThrottleEnter != nil {
-		testHookKeyThrottleEnter()
-	}
-	k.throttle.enterAt(as, e, k.obj, tool, now)
-}
-
-// testHookKeyThrottleEnter, set by a test, runs in keyThrottle.enter once
-// the section has taken the key, before its entry asks the key's
-// Throttle.
-var testHookKeyThrottleEnter func()
-
-// leave implements gate.
-func (k *keyThrottle[K]) leave(e *entry, on *flow) { k.throttle.leave(e, on) }
-
-// holds implements gate: an entry holds no slot.
-func (*keyThrottle[K]) holds() *Mutex { return nil }
 
 // keyThrottleSyncer is the Syncer of one key of a KeyedThrottle.
 type keyThrottleSyncer[K comparable] struct {

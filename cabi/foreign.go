@@ -1029,10 +1029,10 @@ func (w *foreign) Sync(obj asyncsteps.Syncer, f asyncsteps.StepFunc, onerror ...
 }
 
 // nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter,
-// or the key of a nil *KeyedMutex or *KeyedThrottle, which cannot admit anyone: Sync
-// refuses one as the package's own AsyncSteps does. A nil Syncer of
-// another type is refused only with a nil f (nilValue), since its own
-// Sync may still answer.
+// or the key of a nil *KeyedMutex, *KeyedThrottle or *KeyedLimiter, which
+// cannot admit anyone: Sync refuses one as the package's own AsyncSteps
+// does. A nil Syncer of another type is refused only with a nil f
+// (nilValue), since its own Sync may still answer.
 func nilSyncer(obj asyncsteps.Syncer) bool {
 	switch s := obj.(type) {
 	case *asyncsteps.Mutex:

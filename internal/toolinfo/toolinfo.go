@@ -293,9 +293,9 @@ var BeforeStop func(tool any, fn func()) (set bool)
 // KeyedMutexKey reports whether obj is the Syncer of one key of an
 // asyncsteps.KeyedMutex (what its Key returns, and what the SyncWait hook
 // is told of), whose type is not exported, and whether obj is the key of
-// a nil KeyedMutex or KeyedThrottle: package otelsteps times a
-// KeyedMutex key's waits as a Mutex's, and package cabi refuses a nil
-// one's key as the engine does.
+// a nil KeyedMutex, KeyedThrottle or KeyedLimiter: package otelsteps
+// times a KeyedMutex key's waits as a Mutex's, and package cabi refuses a
+// nil one's key as the engine does.
 var KeyedMutexKey func(obj any) (isKey, nilMutex bool)
 
 // SubflowKey is the key under which the context that a flow run by
