@@ -184,6 +184,49 @@ func TestKeyedThrottleCancelWhileWaiting(t *testing.T) {
 	k.drive(t, "a1@0,a2:Timeout: ,a3@1000")
 }
 
+// A section cancelled after its step took the key, before it asked the
+// key's gates (a Parallel branch that failed in between), lets go of the
+// key. Before, a key with a rate limit alone was kept for good: its
+// section let go of it only as its entry asked the Throttle.
+func TestKeyedSectionCancelledBeforeItsGatesLetsGoOfTheKey(t *testing.T) {
+	for name, keyed := range map[string]interface {
+		Key(key string) asyncsteps.Syncer
+		Len() int
+	}{
+		"KeyedMutex":                asyncsteps.NewKeyedMutex[string](1),
+		"KeyedThrottle":             asyncsteps.NewKeyedThrottle[string](1, time.Second),
+		"KeyedLimiter rate":         asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Rate: 1}),
+		"KeyedLimiter slots":        asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1}),
+		"KeyedLimiter slots & rate": asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, Rate: 1}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			tt := asyncsteps.NewTestTool()
+			var tr tracer
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				p := as.Parallel()
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Sync(keyed.Key("a"), tr.step("f"))
+				})
+				p.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+					as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+						tr.addf("len=%d", keyed.Len()) // the section took the key
+						as.Error("Boom")
+					})
+				})
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				tr.addf("onerror %s", code)
+				as.Success()
+			})
+			r.Execute()
+			drive(t, tt)
+			wantTrace(t, &tr, "len=1,onerror Boom")
+			wantLen(t, keyed, "after the flow", 0)
+			syncWantIdle(t, tt)
+		})
+	}
+}
+
 // 10,000 keys used once each leave no key and no timer once their
 // periods have ended.
 func TestKeyedThrottleKeysUsedOnceLeaveNothing(t *testing.T) {

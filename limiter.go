@@ -356,6 +356,7 @@ func (s keyLimiterSyncer[K]) nilSyncer() bool { return s.l == nil }
 // Throttle.rest). A step uses the key from the step that enters until its
 // entry has entered, queued or been refused, with a rate limit alone, or,
 // with a concurrency limit, until its slot is back (as in a KeyedMutex);
+// a section cancelled before its entry asked lets go of it as it leaves;
 // a Hold uses it while it runs. What the entries do then keeps the
 // Throttle running: an entry counts in a period that runs, and a flow
 // waits for the rate only while one does. A key is settled as the last
@@ -629,7 +630,11 @@ func (g *keyRateGate[K]) enter(as AsyncSteps, e *entry) {
 	k := (*keyLimits[K])(g)
 	tool := as.Tool()
 	now := clockOf(tool)
-	defer k.owner.passed(k, !k.limiter.concurrent, tool, now)
+	letGo := !k.limiter.concurrent
+	if letGo {
+		e.unkeyed = true // leave lets go of it no more
+	}
+	defer k.owner.passed(k, letGo, tool, now)
 	if testHookKeyRateEnter != nil {
 		testHookKeyRateEnter()
 	}
@@ -640,5 +645,13 @@ func (g *keyRateGate[K]) enter(as AsyncSteps, e *entry) {
 // section has taken the key, before its entry asks the key's Throttle.
 var testHookKeyRateEnter func()
 
-func (g *keyRateGate[K]) leave(e *entry, on *flow) { g.limiter.throttle.leave(e, on) }
-func (*keyRateGate[K]) holds() *Mutex              { return nil }
+// leave implements gate. With no concurrency limit, a section cancelled
+// before its entry asked the key's Throttle lets go of the key here.
+func (g *keyRateGate[K]) leave(e *entry, on *flow) {
+	g.limiter.throttle.leave(e, on)
+	if k := (*keyLimits[K])(g); !k.limiter.concurrent {
+		k.letGo(e)
+	}
+}
+
+func (*keyRateGate[K]) holds() *Mutex { return nil }
