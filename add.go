@@ -121,9 +121,9 @@ func nilSyncInfo(syncerNil bool) string {
 	return "Sync: nil step function"
 }
 
-// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter, or
-// the key of a nil *KeyedMutex, *KeyedThrottle or *KeyedLimiter: a Syncer that is not nil as an interface,
-// but cannot admit anyone.
+// nilSyncer reports whether obj is a nil *Mutex, *Throttle or *Limiter,
+// or the key of a nil *KeyedMutex, *KeyedThrottle or *KeyedLimiter: a
+// Syncer that is not nil as an interface, but cannot admit anyone.
 func nilSyncer(obj Syncer) bool {
 	switch s := obj.(type) {
 	case *Mutex:

@@ -348,6 +348,9 @@ func (s keyLimiterSyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror Err
 // nilSyncer reports whether the KeyedLimiter is nil (see nilSyncer).
 func (s keyLimiterSyncer[K]) nilSyncer() bool { return s.l == nil }
 
+// keyedKind implements keyedSyncer: a KeyedLimiter is a Limiter per key.
+func (keyLimiterSyncer[K]) keyedKind() string { return "limiter" }
+
 // keyedLimits is what a KeyedThrottle and a KeyedLimiter share: the keys
 // in use, each with a Limiter of its own (a KeyedThrottle's has its rate
 // limit alone), and when a key may go.

@@ -239,7 +239,7 @@ func init() {
 	toolinfo.CallbackRuns = callbackRuns
 	toolinfo.ValidOffLoop = validOffLoop
 	toolinfo.ClaimSuccess = claimSuccess
-	toolinfo.KeyedMutexKey = keyedMutexKey
+	toolinfo.KeyedKey = keyedKey
 	toolinfo.ClaimError = claimError
 	toolinfo.ErrorCallInfo = errorCallInfo
 	toolinfo.OwnerKey = ownerKey

@@ -622,18 +622,24 @@ func (s keySyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror ErrorFunc,
 // nilSyncer reports whether the KeyedMutex is nil (see nilSyncer).
 func (s keySyncer[K]) nilSyncer() bool { return s.m == nil }
 
-// keyedMutex marks the Syncer of a KeyedMutex's key (see keyedMutexKey).
-func (keySyncer[K]) keyedMutex() {}
+// keyedKind implements keyedSyncer: a KeyedMutex is a Mutex per key.
+func (keySyncer[K]) keyedKind() string { return "mutex" }
 
-// keyedMutexKey implements toolinfo.KeyedMutexKey: a key's Syncer, of
-// whatever type of key, is told by the methods only keySyncer has; the
-// Syncer of a KeyedThrottle's or a KeyedLimiter's key, which has
-// nilSyncer too, is not a Mutex's, but a nil one is reported as nil.
-func keyedMutexKey(obj any) (isKey, nilMutex bool) {
-	s, ok := obj.(interface{ nilSyncer() bool })
-	if !ok {
-		return false, false
+// keyedSyncer is the Syncer of one key of a KeyedMutex, a KeyedThrottle or
+// a KeyedLimiter, of whatever type of key.
+type keyedSyncer interface {
+	// keyedKind is the primitive each key has: "mutex", "throttle" or
+	// "limiter".
+	keyedKind() string
+	// nilSyncer reports whether the keyed primitive is nil.
+	nilSyncer() bool
+}
+
+// keyedKey implements toolinfo.KeyedKey: a key's Syncer, of whatever type
+// of key, is told by the methods only the key Syncers have.
+func keyedKey(obj any) (kind string, nilKeyed bool) {
+	if s, ok := obj.(keyedSyncer); ok {
+		return s.keyedKind(), s.nilSyncer()
 	}
-	_, isKey = obj.(interface{ keyedMutex() })
-	return isKey, s.nilSyncer()
+	return "", false
 }

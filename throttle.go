@@ -727,3 +727,6 @@ func (s keyThrottleSyncer[K]) enterSection(as AsyncSteps, f StepFunc, onerror Er
 
 // nilSyncer reports whether the KeyedThrottle is nil (see nilSyncer).
 func (s keyThrottleSyncer[K]) nilSyncer() bool { return s.t == nil }
+
+// keyedKind implements keyedSyncer: a KeyedThrottle is a Throttle per key.
+func (keyThrottleSyncer[K]) keyedKind() string { return "throttle" }

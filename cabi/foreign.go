@@ -1042,8 +1042,8 @@ func nilSyncer(obj asyncsteps.Syncer) bool {
 	case *asyncsteps.Limiter:
 		return s == nil
 	}
-	_, nilMutex := toolinfo.KeyedMutexKey(obj)
-	return nilMutex
+	_, nilKeyed := toolinfo.KeyedKey(obj)
+	return nilKeyed
 }
 
 // nilValue reports whether obj holds a nil pointer, map, slice, channel or

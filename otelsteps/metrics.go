@@ -208,9 +208,14 @@ func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
 		o, kind = m.throttle, "throttle"
 	case *asyncsteps.Limiter:
 		o, kind = m.limiter, "limiter"
-	default:
-		if key, _ := toolinfo.KeyedMutexKey(obj); key { // a Mutex of its own
-			o, kind = m.mutex, "mutex"
+	default: // a key of a keyed one, a primitive of its own
+		switch k, _ := toolinfo.KeyedKey(obj); k {
+		case "mutex":
+			o, kind = m.mutex, k
+		case "throttle":
+			o, kind = m.throttle, k
+		case "limiter":
+			o, kind = m.limiter, k
 		}
 	}
 	if m.syncerName != nil {

@@ -485,6 +485,55 @@ func TestKeyedMutexWaitIsAMutexWait(t *testing.T) {
 	})
 }
 
+// A KeyedThrottle is a Throttle per key and a KeyedLimiter a Limiter per
+// key: a wait for one of their keys is timed as a Throttle's or a
+// Limiter's. Before, both were of the kind "other".
+func TestKeyedThrottleAndLimiterWaitsAreOfTheirKinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := newMetered()
+		tt := asyncsteps.NewTestTool()
+		tenants := asyncsteps.NewKeyedThrottle[string](1, time.Second)
+		hosts := asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 1, MaxQueue: asyncsteps.Unlimited})
+		tt.SetHooks(otelsteps.Hooks(otelsteps.Config{
+			MeterProvider: mp,
+			SyncerName: func(obj asyncsteps.Syncer) string {
+				if obj == tenants.Key("vip") || obj == hosts.Key("vip") {
+					return "vip"
+				}
+				return ""
+			},
+		}))
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		r.Add(func(as steps, _ ...any) {
+			p := as.Parallel()
+			for _, key := range []string{"vip", "vip", "a", "a"} {
+				p.Add(func(as steps, _ ...any) {
+					tenants.Sync(as, key, func(as steps, _ ...any) {})
+					hosts.Sync(as, key, func(as steps, _ ...any) {
+						as.WaitExternal()
+						as.Tool().Deferred(2*time.Second, func() { as.Success() })
+					})
+				})
+			}
+		})
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := describeLines([]string{
+			`asyncsteps.flow.duration{} count=1 sum=0`,
+			`asyncsteps.flow.ended{} 1`,
+			`asyncsteps.flow.started{} 1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=limiter asyncsteps.sync.name=vip} count=1 sum=1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=limiter} count=1 sum=1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=throttle asyncsteps.sync.name=vip} count=1 sum=1`,
+			`asyncsteps.sync.wait.duration{asyncsteps.sync.kind=throttle} count=1 sum=1`,
+		})
+		if got := mp.read(t); got != want {
+			t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
 // A name SyncerName gives that is not UTF-8 (a KeyedMutex's key from a
 // request) is recorded with each run of bad bytes made a U+FFFD. Before,
 // it was recorded as it was, and the OTLP exporter's protobuf encoding

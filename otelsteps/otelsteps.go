@@ -178,7 +178,8 @@
 //   - asyncsteps.sync.wait.duration: the seconds a flow waited in the queue
 //     of a Mutex, Throttle or Limiter before it was let in, on its tool's
 //     clock, by asyncsteps.sync.kind, "mutex", "throttle" or "limiter" (a
-//     KeyedMutex is a Mutex per key: "mutex"), and by
+//     KeyedMutex is a Mutex per key: "mutex"; a KeyedThrottle,
+//     "throttle"; a KeyedLimiter, "limiter"), and by
 //     asyncsteps.sync.name if [Config.SyncerName] names the gate. A flow
 //     that waits for both of a Limiter's limits, a slot and then the next
 //     period, is measured twice, once per wait. A flow let in at once, or
@@ -277,7 +278,8 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 	// SyncerName, if set, names the Mutex, Throttle or Limiter a flow
 	// waited for (the Syncer its Sync was called on; for a KeyedMutex,
-	// what its Key returns for the key), in the attribute
+	// a KeyedThrottle or a KeyedLimiter, what its Key returns for the
+	// key), in the attribute
 	// asyncsteps.sync.name of the wait metric; "" leaves the name out.
 	// Each name is a series of its own: name a few shared gates, not one
 	// made per request. A name that is not UTF-8 is recorded with each

@@ -290,13 +290,15 @@ type ClaimedError interface {
 // given after fn, and fn's own work is left where it stopped.
 var BeforeStop func(tool any, fn func()) (set bool)
 
-// KeyedMutexKey reports whether obj is the Syncer of one key of an
-// asyncsteps.KeyedMutex (what its Key returns, and what the SyncWait hook
-// is told of), whose type is not exported, and whether obj is the key of
-// a nil KeyedMutex, KeyedThrottle or KeyedLimiter: package otelsteps
-// times a KeyedMutex key's waits as a Mutex's, and package cabi refuses a
-// nil one's key as the engine does.
-var KeyedMutexKey func(obj any) (isKey, nilMutex bool)
+// KeyedKey reports, of obj, whether it is the Syncer of one key of an
+// asyncsteps.KeyedMutex, KeyedThrottle or KeyedLimiter (what its Key
+// returns, and what the SyncWait hook is told of), whose types are not
+// exported: kind is then the primitive each key has, "mutex",
+// "throttle" or "limiter" ("" for any other obj); and whether the keyed
+// primitive is nil. Package otelsteps times a key's waits as those of
+// its primitive, and package cabi refuses a nil one's key as the engine
+// does.
+var KeyedKey func(obj any) (kind string, nilKeyed bool)
 
 // SubflowKey is the key under which the context that a flow run by
 // asyncsteps.AwaitFlow begins with (what its FlowStart hook gets) holds a
