@@ -124,9 +124,9 @@ func isPanic(err *asyncsteps.Error) bool {
 // gateOf returns the index of the Syncer obj in ff.SyncWaitEvent.
 func (x *flowRun) gateOf(obj asyncsteps.Syncer) int {
 	switch {
-	case x.throttle != nil && obj == asyncsteps.Syncer(x.throttle):
+	case x.throttle != nil && obj == x.rateGate:
 		return ff.ThrottleGate
-	case x.limiter != nil && obj == asyncsteps.Syncer(x.limiter):
+	case x.limiter != nil && obj == x.limitGate:
 		return ff.LimiterGate
 	}
 	for i, m := range x.mutexes {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"iter"
 	"runtime"
 	"slices"
@@ -30,7 +31,10 @@ import (
 // the flow ended; no event left on the tool once it ended; stale handles
 // dead; Mutexes all given back, and no key of the KeyedMutex left in use
 // (Len 0); the Throttle idle with no timer once its
-// period has run out; a panic's InternalError carrying the panic value as
+// period has run out; a program of one parity (keyedRates) runs its
+// Throttle and its Limiter as a key of a KeyedThrottle and of a
+// KeyedLimiter, which behave as them per key, and none of their keys is
+// left in use then; a panic's InternalError carrying the panic value as
 // info and a *PanicError as LastException and as the Result's cause; the
 // Go error given to Fail found by errors.Is in the errors that keep it; no
 // goroutine left behind (the programs with Await steps run in a synctest
@@ -119,6 +123,12 @@ type flowRun struct {
 	period   time.Duration
 	limiter  *asyncsteps.Limiter
 	keyed    *asyncsteps.KeyedMutex[int]
+	// rateGate and limitGate are the Syncers of the KSync nodes on
+	// ThrottleGate and LimiterGate: the Throttle and the Limiter, or a
+	// key of a KeyedThrottle and of a KeyedLimiter (keyedRates), which
+	// keyedLen counts the keys in use of.
+	rateGate, limitGate asyncsteps.Syncer
+	keyedLen            []func() int
 	// throttles is how many Throttles the program has (the Limiter's
 	// included), longest is the longest period among them.
 	throttles int
@@ -272,6 +282,10 @@ func newFlowRun(p *ff.Program) *flowRun {
 			x.longest = max(x.longest, ms(l.Period))
 		}
 	}
+	x.rateGate, x.limitGate = x.throttle, x.limiter
+	if keyedRates(p) {
+		x.keyRates(p)
+	}
 	x.cancelFrom, x.cancelInCancel = p.CancelFrom, p.CancelInCancel
 	x.byRun = p.Ctx != ff.CtxNone
 	x.p = p
@@ -280,6 +294,39 @@ func newFlowRun(p *ff.Program) *flowRun {
 
 // execute runs r, to which the program's steps are added, and checks what
 // no flow may break.
+// keyedRates reports whether p runs its Throttle and its Limiter as a key
+// of a KeyedThrottle and of a KeyedLimiter: half the programs, by a hash
+// of their text, so that a crasher runs as it did.
+func keyedRates(p *ff.Program) bool {
+	h := fnv.New32a()
+	h.Write([]byte(p.String()))
+	return h.Sum32()&1 == 1
+}
+
+// keyRates makes the gates of the Throttle and the Limiter of p, if any,
+// keys of a KeyedThrottle and of a KeyedLimiter of their limits.
+func (x *flowRun) keyRates(p *ff.Program) {
+	const key = 7 // not the keys of the KeyedMutex, which another type has
+	if t := p.Throttle; t != nil {
+		var kt *asyncsteps.KeyedThrottle[int]
+		if t.Queue < 0 {
+			kt = asyncsteps.NewKeyedThrottle[int](t.N, x.period)
+		} else {
+			kt = asyncsteps.NewKeyedThrottle[int](t.N, x.period, t.Queue)
+		}
+		x.rateGate = kt.Key(key)
+		x.keyedLen = append(x.keyedLen, kt.Len)
+	}
+	if l := p.Limiter; l != nil {
+		kl := asyncsteps.NewKeyedLimiter[int](asyncsteps.LimiterOptions{
+			Concurrent: l.Concurrent, MaxQueue: l.MaxQueue,
+			Rate: l.Rate, Period: ms(l.Period), Burst: l.Burst,
+		})
+		x.limitGate = kl.Key(key)
+		x.keyedLen = append(x.keyedLen, kl.Len)
+	}
+}
+
 func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 	x.gen++
 	if x.gen > 1 {
@@ -361,6 +408,11 @@ func (x *flowRun) execute(r *asyncsteps.Root, p *ff.Program) flowOutcome {
 		x.violation("a second Result")
 	}
 	x.checkMutexes()
+	for i, n := range x.keyedLen {
+		if k := n(); k != 0 {
+			x.violation("keyed rate limit %d: %d keys still in use after the flow ended", i, k)
+		}
+	}
 	if x.seqs != 0 {
 		x.violation("%d iter.Seq2 of a ForEach never stopped", x.seqs)
 	}
@@ -790,9 +842,9 @@ func (x *flowRun) add(as asyncsteps.AsyncSteps, n *ff.Node) {
 		var obj asyncsteps.Syncer
 		switch n.Mutex {
 		case ff.ThrottleGate:
-			obj = x.throttle
+			obj = x.rateGate
 		case ff.LimiterGate:
-			obj = x.limiter
+			obj = x.limitGate
 		default:
 			if ff.IsKeyed(n.Mutex) {
 				x.syncKey(as, n)
