@@ -623,7 +623,12 @@ func (t *Throttle) leave(e *entry, _ *flow) {
 // [KeyedThrottle.Len] counts the keys in use. A key whose period runs on
 // with no timer (a hold made while the key was idle, or a period whose
 // Loop was closed before its end) is kept until a flow of the
-// KeyedThrottle, on any key, comes at or after that end on its clock.
+// KeyedThrottle, on any key, comes at or after that end on its clock. So
+// the flows of all its keys must read one clock, as a Throttle's must: a
+// hold made while its key is idle, which no flow has timed yet, is
+// dropped by a flow of a Loop on any other key once the hold's end is in
+// that Loop's past, and a test on a TestTool's virtual time that shares
+// a KeyedThrottle with Loops loses its holds; give it one of its own.
 //
 // Keys are compared as map keys are. A key that cannot be one (an
 // interface key whose value is a slice, a map or a func) or that is not
