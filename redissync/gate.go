@@ -29,14 +29,10 @@ type gateQueue struct {
 	waiting map[asyncsteps.Tool]int
 
 	wake chan struct{} // buffered 1: a round is due
-	// key, for the Mutex of a KeyedMutex's key, is that key: its
-	// KeyedMutex's goroutine, which serves every key, makes its rounds,
-	// and it has no wake channel of its own.
-	key *keyLock
-}
-
-func newGateQueue(c *Client, maxQueue int, what string) gateQueue {
-	return gateQueue{c: c, maxQueue: maxQueue, what: what, wake: make(chan struct{}, 1)}
+	// key, for the gate of a key of a KeyedMutex or a KeyedThrottle, is
+	// that key: its keyed Syncer's goroutine, which serves every key,
+	// makes its rounds, and it has no wake channel of its own.
+	key keyState
 }
 
 // signal makes the gate's goroutine run a round soon. It never blocks.

@@ -1,11 +1,7 @@
 package redissync
 
 import (
-	"container/heap"
 	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asyncsteps/asyncsteps"
@@ -80,60 +76,28 @@ import (
 // one made by a zero Client, fails every flow that enters it with
 // InternalError.
 type KeyedMutex struct {
+	keyedCore[*keyLock]
 	c      *Client
 	name   string
 	opts   MutexOptions
 	record string // names the call record of each key: see Mutex.keys
 	calls  uint64 // numbers the calls of every key; used by run's goroutine only
-
-	// mu guards keys, peak, closed and the pins of the keys. It is taken
-	// under a key's mu and under the Client's, never the reverse.
-	mu     sync.Mutex
-	keys   map[string]*keyLock // by escaped key
-	peak   int                 // the most keys in keys since it was made
-	closed bool                // the Client closed: every key refuses
-
-	// dueMu guards due, every and the listed flags of keys; no lock is
-	// taken under it.
-	dueMu sync.Mutex
-	due   []*keyLock // the keys whose Mutex signalled: a round is due
-	every bool       // every key in use is due: the connection broke
-	wake  chan struct{}
-	// stopped is set once run has ended: a key signalled later (a section
-	// that ends after Close) is not listed, for nobody would take it.
-	stopped atomic.Bool
-
-	timers keyTimers // the keys' timed rounds; run's goroutine only
-	serial uint64    // run's rounds, to serve each key once in one; run's only
-	// idle is set by run at the end of each round with no key in use,
-	// its tickers stopped and no timer kept: what a test of the keys' cost
-	// waits for.
-	idle atomic.Bool
 }
 
 // keyLock is the state of a key in use: its Mutex, served by its
 // KeyedMutex's goroutine.
 type keyLock struct {
 	Mutex
-	km   *KeyedMutex
-	ekey string // the escaped key, as in km.keys
-
-	// pins counts the flows between finding the key and asking its
-	// Mutex, and run's round under way for it: a round's batch is neither
-	// fresh nor queued until its answer, so an unused Mutex may still be
-	// in use then. Guarded by km.mu.
-	pins   int
-	listed bool // in km.due; guarded by km.dueMu
+	keySlot
+	km *KeyedMutex
 
 	// Used by run's goroutine only.
 	expiry  time.Time     // when the first lease in Redis runs out, with waiters; zero: none
 	retry   time.Time     // when the owed leases are given back again; zero: none owed
 	backoff time.Duration // the wait before that retry (see Mutex.owedRetry)
-	at      time.Time     // the time of the key's entry in timers; zero: none
-	serial  uint64        // the round of run that last served the key
 }
 
-// pipelineMax is the most calls a KeyedMutex sends to Redis in one
+// pipelineMax is the most calls a keyed Syncer sends to Redis in one
 // pipeline: a pipeline's calls share its OpTimeout, and Redis runs them
 // one after the other, so a larger one could time out under load.
 const pipelineMax = 512
@@ -152,18 +116,15 @@ func (c *Client) NewKeyedMutex(name string, opts MutexOptions) *KeyedMutex {
 		return new(KeyedMutex) // its Sync fails every flow: see Client
 	}
 	opts.TTL = leaseTTL(opts.TTL)
-	km := &KeyedMutex{c: c, name: name, opts: opts, record: c.leaseID(), wake: make(chan struct{}, 1)}
+	km := &KeyedMutex{c: c, name: name, opts: opts, record: c.leaseID()}
+	km.keyedCore = newKeyedCore(km.newKey)
 	c.mu.Lock()
 	if c.keyed == nil {
 		c.keyed = make(map[string][]*KeyedMutex)
 	}
 	c.keyed[name] = append(c.keyed[name], km)
 	c.mu.Unlock()
-	c.startSyncer(km, func() {
-		km.mu.Lock()
-		km.closed = true
-		km.mu.Unlock()
-	}, km.run)
+	c.startSyncer(km, km.refuseAll, km.run)
 	return km
 }
 
@@ -177,7 +138,7 @@ func (km *KeyedMutex) Sync(as asyncsteps.AsyncSteps, key string, f asyncsteps.St
 		refuseUnmade(as, "KeyedMutex", onerror)
 		return
 	}
-	syncSection(as, f, onerror, keyGate{km, escapeKey(key)})
+	syncSection(as, f, onerror, keyGate[*keyLock]{&km.keyedCore, escapeKey(key)})
 }
 
 // Key returns the [asyncsteps.Syncer] of key: its Sync is km.Sync with
@@ -193,10 +154,8 @@ func (km *KeyedMutex) Token(as asyncsteps.AsyncSteps, key string) (int64, bool) 
 	if km == nil {
 		return 0, false
 	}
-	km.mu.Lock()
-	k := km.keys[escapeKey(key)]
-	km.mu.Unlock()
-	if k == nil {
+	k, ok := km.lookup(escapeKey(key))
+	if !ok {
 		return 0, false
 	}
 	return k.Token(as)
@@ -208,9 +167,7 @@ func (km *KeyedMutex) Len() int {
 	if km == nil {
 		return 0
 	}
-	km.mu.Lock()
-	defer km.mu.Unlock()
-	return len(km.keys)
+	return km.inUse()
 }
 
 // MutexName returns the name of the Mutex of key: the KeyedMutex's name,
@@ -223,192 +180,31 @@ func (km *KeyedMutex) MutexName(key string) string {
 	return km.name + "/" + escapeKey(key)
 }
 
-// escapeKey escapes the bytes of key that would make two keys' names
-// equal ("/", and "%" itself) or cut the hash tag of the key's Redis keys
-// short ("{", "}"). A key without them is returned as it is.
-func escapeKey(key string) string {
-	if !strings.ContainsAny(key, "%/{}") {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(len(key) + 8)
-	for i := range len(key) {
-		switch c := key[i]; c {
-		case '%', '/', '{', '}':
-			fmt.Fprintf(&b, "%%%02X", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
-// keySyncer is the Syncer of one key of a KeyedMutex.
-type keySyncer struct {
-	km  *KeyedMutex
-	key string
-}
-
-// Sync implements [asyncsteps.Syncer].
-func (s keySyncer) Sync(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc) {
-	s.km.Sync(as, s.key, f, onerror...)
-}
-
-// keyGate is the gate of a section of one key: it finds the key's state
-// as the flow asks, and leaves it to be dropped as the flow leaves.
-type keyGate struct {
-	km   *KeyedMutex
-	name string // the escaped key
-}
-
-// enter implements gate: it asks the Mutex of the key, made if the key
-// is not in use, which is kept from being dropped meanwhile.
-func (g keyGate) enter(as asyncsteps.AsyncSteps, w *waiter) {
-	k := g.km.acquire(g.name)
-	w.kl = k
-	k.enter(as, w)
-	g.km.unpin(k)
-}
-
-// inside implements gate.
-func (g keyGate) inside(as asyncsteps.AsyncSteps, w *waiter) {
-	if w.kl != nil {
-		w.kl.inside(as, w)
-	}
-}
-
-// leave implements gate: the key is dropped if the flow was the last to
-// use it; if its lease is to be given back, run drops it after that
-// round trip.
-func (g keyGate) leave(as asyncsteps.AsyncSteps, w *waiter) {
-	if k := w.kl; k != nil {
-		k.leave(as, w)
-		k.dropIfUnused()
-	}
-}
-
-// acquire returns the state of the key named name, made if the key is not
-// in use, pinned (see keyLock.pins). After Close, it returns a key that
-// refuses every flow, and keeps none.
-func (km *KeyedMutex) acquire(name string) *keyLock {
-	km.mu.Lock()
-	defer km.mu.Unlock()
-	if km.closed {
-		k := km.newKey(name)
-		k.closed = true
-		return k
-	}
-	k := km.keys[name]
-	if k == nil {
-		k = km.newKey(name)
-		if km.keys == nil {
-			km.keys = make(map[string]*keyLock)
-		}
-		km.keys[name] = k
-		km.peak = max(km.peak, len(km.keys))
-	}
-	k.pins++
-	return k
-}
-
 func (km *KeyedMutex) newKey(name string) *keyLock {
-	k := &keyLock{km: km, ekey: name}
+	k := &keyLock{km: km, keySlot: keySlot{ekey: name}}
 	km.c.initMutex(&k.Mutex, km.name+"/"+name, km.opts, km.record, &km.calls)
 	k.gateQueue.key = k
 	return k
 }
 
-// unpin counts out a pin of k.
-func (km *KeyedMutex) unpin(k *keyLock) {
-	km.mu.Lock()
-	k.pins--
-	km.mu.Unlock()
+// due lists k for run's next round.
+func (k *keyLock) due() { k.km.list(k) }
+
+// nextTimer implements keyState: the first of its expiry and retry.
+func (k *keyLock) nextTimer() time.Time {
+	if k.expiry.IsZero() || (!k.retry.IsZero() && k.retry.Before(k.expiry)) {
+		return k.retry
+	}
+	return k.expiry
 }
 
-// dropIfUnused drops k if nobody uses it: no flow holds, waits for or is
-// about to ask for it, no round of run is under way for it, and no lease
-// of it is to be given back. A flow that comes later makes the key anew,
-// with a Mutex of its own.
-func (k *keyLock) dropIfUnused() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if !k.unused() {
-		return
+// timerFired implements keyState.
+func (k *keyLock) timerFired(now time.Time) {
+	if !k.expiry.IsZero() && !k.expiry.After(now) {
+		k.expiry = time.Time{}
 	}
-	km := k.km
-	km.mu.Lock()
-	defer km.mu.Unlock()
-	if k.pins == 0 && km.keys[k.ekey] == k {
-		delete(km.keys, k.ekey)
-		km.shrink()
-	}
-}
-
-// shrink gives back the room of a burst of keys that has left, as the
-// core's KeyedMutex does: a Go map keeps the room of the most keys it
-// held, so once at most a quarter of a peak above keptKeys is left in
-// use, those move to a map of their size. Called with mu held.
-func (km *KeyedMutex) shrink() {
-	n := len(km.keys)
-	if km.peak <= keptKeys || n > km.peak/4 {
-		return
-	}
-	var fresh map[string]*keyLock // none in use: made again by acquire
-	if n > 0 {
-		fresh = make(map[string]*keyLock, n)
-		for name, k := range km.keys {
-			fresh[name] = k
-		}
-	}
-	km.keys, km.peak = fresh, n
-}
-
-// keptKeys is how many keys a KeyedMutex's map may have held at once and
-// keep the room of once they have left.
-const keptKeys = 1024
-
-// due lists k for run's next round. It never blocks, and takes no lock
-// but dueMu: a key's Mutex signals under its own mu, and the Client under
-// its own.
-func (k *keyLock) due() {
-	km := k.km
-	if km.stopped.Load() {
-		return
-	}
-	km.dueMu.Lock()
-	if !k.listed {
-		k.listed = true
-		km.due = append(km.due, k)
-	}
-	km.dueMu.Unlock()
-	km.signal1()
-}
-
-// signal implements signaler: the notification connection broke, or came
-// back, and every key in use tries its waiters again.
-func (km *KeyedMutex) signal() {
-	km.dueMu.Lock()
-	km.every = true
-	km.dueMu.Unlock()
-	km.signal1()
-}
-
-// signal1 makes run make a round soon. It never blocks.
-func (km *KeyedMutex) signal1() {
-	select {
-	case km.wake <- struct{}{}:
-	default:
-	}
-}
-
-// wakeKey lists the key named name, if it is in use: a notification told
-// that a lease of its Mutex came free. Called under the Client's mu.
-func (km *KeyedMutex) wakeKey(name string) {
-	km.mu.Lock()
-	k := km.keys[name]
-	km.mu.Unlock()
-	if k != nil {
-		k.due()
+	if !k.retry.IsZero() && !k.retry.After(now) {
+		k.retry = time.Time{}
 	}
 }
 
@@ -457,40 +253,6 @@ func (km *KeyedMutex) run() {
 		km.timers.arm(timer)
 		km.idle.Store(!ticking && km.timers.len() == 0)
 	}
-}
-
-// takeDue returns the keys to serve in run's round, each once, pinned:
-// those listed by due, those whose timer is due at now, and with every,
-// all keys in use.
-func (km *KeyedMutex) takeDue(every bool, now time.Time) []*keyLock {
-	km.dueMu.Lock()
-	keys := km.due
-	km.due = nil
-	for _, k := range keys {
-		k.listed = false
-	}
-	every = every || km.every
-	km.every = false
-	km.dueMu.Unlock()
-	keys = km.timers.popDue(keys, now)
-	km.mu.Lock()
-	defer km.mu.Unlock()
-	if every {
-		for _, k := range km.keys {
-			keys = append(keys, k)
-		}
-	}
-	km.serial++
-	served := keys[:0]
-	for _, k := range keys {
-		if k.serial != km.serial {
-			k.serial = km.serial
-			k.pins++
-			served = append(served, k)
-		}
-	}
-	clear(keys[len(served):])
-	return served
 }
 
 // serve makes the round of each key of keys: the round trips that a
@@ -550,37 +312,12 @@ func (km *KeyedMutex) callRounds(keys []*keyLock, which []int, trip func(int) ro
 	}
 }
 
-// settleKeys unpins the keys run served, schedules their timers, and
-// drops those no longer in use. It reports whether any key is in use;
-// with none, it forgets every timer, all of keys gone.
-func (km *KeyedMutex) settleKeys(keys []*keyLock) bool {
-	km.mu.Lock()
-	for _, k := range keys {
-		k.pins--
-	}
-	km.mu.Unlock()
-	for _, k := range keys {
-		km.timers.schedule(k)
-		k.dropIfUnused()
-	}
-	if km.Len() > 0 {
-		return true
-	}
-	km.timers.reset()
-	return false
-}
-
 // shutdown ends the KeyedMutex with its Client: every key's waiters
 // fail, and the leases held, released or owed are given back, as a
 // Mutex's shutdown does, in pipelines. If some cannot be, Close reports
 // how many.
 func (km *KeyedMutex) shutdown() {
-	km.stopped.Store(true)
-	km.mu.Lock()
-	km.closed = true
-	keys := km.keys
-	km.keys, km.peak = nil, 0
-	km.mu.Unlock()
+	keys := km.takeAll()
 	var trips []roundTrip
 	var calls []scriptCall
 	for _, k := range keys {
@@ -604,10 +341,7 @@ func (km *KeyedMutex) shutdown() {
 	if lost > 0 {
 		km.c.closeFailed(km.closeError(lost, keysLost, first))
 	}
-	km.timers.reset()
-	km.dueMu.Lock()
-	km.due = nil
-	km.dueMu.Unlock()
+	km.forget()
 }
 
 // closeError is Close's error when its last round trips could not give
@@ -618,102 +352,4 @@ func (km *KeyedMutex) closeError(n, keys int, err error) error {
 		ofKeys = " of 1 key"
 	}
 	return leasesLost(fmt.Sprintf("KeyedMutex %q", km.name), n, ofKeys, err, km.opts.TTL)
-}
-
-// keyTimers are the timed rounds of a KeyedMutex's keys: a heap of keys
-// by the time their next round is due, the first of a key's expiry and
-// retry. An entry whose time is no longer its key's is stale, and
-// skipped; stale entries are dropped once the heap has doubled since the
-// last time.
-type keyTimers struct {
-	h      timerHeap
-	pruned int // the heap's length after the last drop of stale entries
-}
-
-type timerHeap []keyTimer
-
-type keyTimer struct {
-	at time.Time
-	k  *keyLock
-}
-
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(keyTimer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = keyTimer{}
-	*h = old[:len(old)-1]
-	return e
-}
-
-// popDue appends to keys the keys whose round is due at now, and takes
-// their due times away: a timer's round is made once.
-func (t *keyTimers) popDue(keys []*keyLock, now time.Time) []*keyLock {
-	for len(t.h) > 0 && !t.h[0].at.After(now) {
-		e := heap.Pop(&t.h).(keyTimer)
-		k := e.k
-		if !k.at.Equal(e.at) {
-			continue // stale
-		}
-		k.at = time.Time{}
-		if !k.expiry.IsZero() && !k.expiry.After(now) {
-			k.expiry = time.Time{}
-		}
-		if !k.retry.IsZero() && !k.retry.After(now) {
-			k.retry = time.Time{}
-		}
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-// schedule gives k an entry at the first of its expiry and retry, if it
-// has one that is not in the heap already.
-func (t *keyTimers) schedule(k *keyLock) {
-	next := k.expiry
-	if next.IsZero() || (!k.retry.IsZero() && k.retry.Before(next)) {
-		next = k.retry
-	}
-	if next.Equal(k.at) {
-		return
-	}
-	k.at = next
-	if next.IsZero() {
-		return
-	}
-	if len(t.h) > 2*t.pruned+64 {
-		t.prune()
-	}
-	heap.Push(&t.h, keyTimer{next, k})
-}
-
-// prune drops the stale entries.
-func (t *keyTimers) prune() {
-	kept := t.h[:0]
-	for _, e := range t.h {
-		if e.k.at.Equal(e.at) {
-			kept = append(kept, e)
-		}
-	}
-	clear(t.h[len(kept):])
-	t.h = kept
-	heap.Init(&t.h)
-	t.pruned = len(t.h)
-}
-
-// reset forgets every entry: no key is in use.
-func (t *keyTimers) reset() { *t = keyTimers{} }
-
-// len returns the number of entries, stale ones included.
-func (t *keyTimers) len() int { return len(t.h) }
-
-// arm sets timer to the first entry's time, or stops it.
-func (t *keyTimers) arm(timer *time.Timer) {
-	timer.Stop()
-	if len(t.h) > 0 {
-		timer.Reset(time.Until(t.h[0].at))
-	}
 }

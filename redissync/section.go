@@ -48,7 +48,7 @@ type waiter struct {
 	lost atomic.Bool
 
 	hold *hold           // Mutex: the hold this section shares, set inside
-	kl   *keyLock        // KeyedMutex: the state of the key entered, set by enter
+	kl   keyState        // a keyed Syncer: the state of the key entered, set by enter
 	key  any             // Mutex: the holder it asks for, its flow or parallel branch
 	tool asyncsteps.Tool // the flow's loop, to find a waiter or holder whose loop was closed
 	// Mutex: the flows and branches that key was started from, which

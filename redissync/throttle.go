@@ -93,7 +93,10 @@ type Throttle struct {
 	keep     string   // how long Redis keeps the record of a call, in ms
 	failOpen bool
 
-	calls uint64 // the round trips made; used by run's goroutine only
+	// calls numbers the round trips made: the Throttle's own count, or,
+	// for a key of a KeyedThrottle, the count of every key's (see
+	// Mutex.calls). Used by the goroutine that makes the round trips only.
+	calls *uint64
 
 	// held is the end of the latest Hold, on this process's clock; zero
 	// before the first. holdDue is set until a round trip has given it to
@@ -109,24 +112,50 @@ func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
 	if opts.Rate < 0 || opts.Period < 0 {
 		panic("redissync: NewThrottle: negative option")
 	}
+	if c.unmade() {
+		return new(Throttle) // its Sync fails every flow: see Client
+	}
+	t := new(Throttle)
+	c.initThrottle(t, name, c.rateSpec(opts), c.leaseID(), new(uint64))
+	t.wake = make(chan struct{}, 1)
+	c.start(&t.gateQueue, t.run)
+	return t
+}
+
+// rateSpec is what the Throttles of one set of options share: the
+// script's arguments and the queue's limit.
+type rateSpec struct {
+	interval, slack, keep string // see Throttle
+	maxQueue              int
+	failOpen              bool
+}
+
+// rateSpec returns the spec of Throttles of opts, which are not negative.
+func (c *Client) rateSpec(opts ThrottleOptions) rateSpec {
 	rate, period := max(opts.Rate, 1), opts.Period
 	if period == 0 {
 		period = time.Second
 	}
 	interval, slack := gcraSpacing(rate, period)
-	if c.unmade() {
-		return new(Throttle) // its Sync fails every flow: see Client
+	return rateSpec{
+		interval: strconv.FormatFloat(interval, 'f', 3, 64),
+		slack:    strconv.FormatFloat(slack, 'f', 3, 64),
+		keep:     strconv.FormatInt(2*c.opts.OpTimeout.Milliseconds()+1, 10),
+		maxQueue: opts.MaxQueue,
+		failOpen: opts.FailOpen,
 	}
-	t := &Throttle{
-		gateQueue: newGateQueue(c, opts.MaxQueue, "Throttle"),
-		keys:      []string{c.key(name, "tat"), c.key(name, "call:"+c.leaseID()), c.key(name, "hold")},
-		interval:  strconv.FormatFloat(interval, 'f', 3, 64),
-		slack:     strconv.FormatFloat(slack, 'f', 3, 64),
-		keep:      strconv.FormatInt(2*c.opts.OpTimeout.Milliseconds()+1, 10),
-		failOpen:  opts.FailOpen,
-	}
-	c.start(&t.gateQueue, t.run)
-	return t
+}
+
+// initThrottle makes t the Throttle name of spec, without a goroutine
+// nor a wake channel: NewThrottle adds its own, a KeyedThrottle's key is
+// served by the KeyedThrottle's. record names the record of its last
+// call, and calls numbers its calls (see Throttle.calls).
+func (c *Client) initThrottle(t *Throttle, name string, spec rateSpec, record string, calls *uint64) {
+	t.gateQueue = gateQueue{c: c, maxQueue: spec.maxQueue, what: "Throttle"}
+	t.keys = []string{c.key(name, "tat"), c.key(name, "call:"+record), c.key(name, "hold")}
+	t.interval, t.slack, t.keep = spec.interval, spec.slack, spec.keep
+	t.failOpen = spec.failOpen
+	t.calls = calls
 }
 
 // gcraSpacing returns the script's emission interval and slack, in µs to
@@ -265,24 +294,55 @@ func (t *Throttle) run() {
 }
 
 // round asks Redis for an entry for every waiter in one round trip. It
-// returns when the next entry is possible, if waiters are left. Before,
-// it drops the waiters whose loop was closed: an entry given to one would
-// be spent on a flow that is gone. The script needs only the number of
-// waiters: the queue is walked only as far as the waiters admitted, so
-// that a round trip with thousands queued costs what one with a few does.
+// returns when the next entry is possible, if waiters are left.
 func (t *Throttle) round() (time.Duration, bool) {
-	t.mu.Lock()
-	t.dropClosedFlows(nil)
-	fresh := t.takeFresh()
-	t.queue.tidy()
-	want := t.queue.live + len(fresh)
-	held, holdUs := t.dueHold()
-	t.mu.Unlock()
-	if want == 0 && holdUs == 0 {
+	rt, ok := t.begin()
+	if !ok {
 		return 0, false
 	}
-	t.calls++
-	res, err := t.c.call(gcraScript, t.keys, t.interval, t.slack, want, t.calls, t.keep, holdUs)
+	res, err := t.c.call(gcraScript, t.keys, t.roundArgs(rt)...)
+	return t.end(rt, res, err)
+}
+
+// rateTrip is the work of one round trip of a Throttle: the waiters on
+// their first try, how many entries it asks for, and the hold it gives
+// to Redis (holdUs 0: none).
+type rateTrip struct {
+	fresh  []*waiter
+	want   int
+	held   time.Time
+	holdUs int64
+}
+
+// begin takes the work of a round trip, and reports whether there is
+// any. Before, it drops the waiters whose loop was closed: an entry given
+// to one would be spent on a flow that is gone. The script needs only the
+// number of waiters: the queue is walked only as far as the waiters
+// admitted, so that a round trip with thousands queued costs what one
+// with a few does.
+func (t *Throttle) begin() (rateTrip, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropClosedFlows(nil)
+	rt := rateTrip{fresh: t.takeFresh()}
+	t.queue.tidy()
+	rt.want = t.queue.live + len(rt.fresh)
+	rt.held, rt.holdUs = t.dueHold()
+	return rt, rt.want > 0 || rt.holdUs > 0
+}
+
+// roundArgs numbers a new call of t and returns its ARGV for rt. Called
+// from the goroutine that makes the round trips only: the calls it
+// numbers follow one another.
+func (t *Throttle) roundArgs(rt rateTrip) []any {
+	*t.calls++
+	return []any{t.interval, t.slack, rt.want, *t.calls, t.keep, rt.holdUs}
+}
+
+// end applies the outcome of rt's round trip, its reply res or its
+// failure err, and returns what round does.
+func (t *Throttle) end(rt rateTrip, res []any, err error) (time.Duration, bool) {
+	fresh := rt.fresh
 	if err != nil {
 		// A panic (InternalError) is a bug, no outage: it fails closed.
 		e := t.c.commError(err)
@@ -303,7 +363,7 @@ func (t *Throttle) round() (time.Duration, bool) {
 	}
 	admitted, wait := int(toInt(res[0])), toInt(res[1])
 	t.mu.Lock()
-	if holdUs > 0 && t.held.Equal(held) {
+	if rt.holdUs > 0 && t.held.Equal(rt.held) {
 		t.holdDue = false // Redis has it; a later Hold is due still
 	}
 	// The queued waiters first, in their order, then the fresh ones; an
