@@ -195,7 +195,9 @@ func BenchmarkParallelBranchesOnOneMutex(b *testing.B) {
 
 // BenchmarkUncontendedEntry: one flow at a time enters and leaves a
 // Mutex, or a key of a KeyedMutex (the same key, or a new key each time,
-// whose state is made and dropped each time), on a local redis-server:
+// whose state is made and dropped each time), or enters a Throttle or a
+// key of a KeyedThrottle likewise (a rate that never makes a flow wait),
+// on a local redis-server:
 //
 //	go test -run '^$' -bench UncontendedEntry -benchmem ./redissync
 func BenchmarkUncontendedEntry(b *testing.B) {
@@ -203,6 +205,9 @@ func BenchmarkUncontendedEntry(b *testing.B) {
 	l := newLoops(b, 1)[0]
 	m := c.NewMutex("bench-entry", MutexOptions{})
 	km := c.NewKeyedMutex("bench-entry-keyed", MutexOptions{})
+	rate := ThrottleOptions{Rate: 1 << 30, Period: time.Second}
+	th := c.NewThrottle("bench-entry-rate", rate)
+	kt := c.NewKeyedThrottle("bench-entry-keyed-rate", rate)
 	bench := func(b *testing.B, syncer func(i int) asyncsteps.Syncer) {
 		entered := 0
 		i := 0
@@ -227,5 +232,15 @@ func BenchmarkUncontendedEntry(b *testing.B) {
 	})
 	b.Run("KeyedMutex/NewKey", func(b *testing.B) {
 		bench(b, func(i int) asyncsteps.Syncer { return km.Key(strconv.Itoa(i)) })
+	})
+	b.Run("Throttle", func(b *testing.B) {
+		bench(b, func(int) asyncsteps.Syncer { return th })
+	})
+	b.Run("KeyedThrottle/SameKey", func(b *testing.B) {
+		key := kt.Key("key-1")
+		bench(b, func(int) asyncsteps.Syncer { return key })
+	})
+	b.Run("KeyedThrottle/NewKey", func(b *testing.B) {
+		bench(b, func(i int) asyncsteps.Syncer { return kt.Key(strconv.Itoa(i)) })
 	})
 }

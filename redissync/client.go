@@ -46,7 +46,8 @@ type Options struct {
 }
 
 // Client makes the Syncers that share one Redis server: [Client.NewMutex],
-// [Client.NewKeyedMutex], [Client.NewThrottle], [Client.NewLimiter]. It
+// [Client.NewKeyedMutex], [Client.NewThrottle], [Client.NewKeyedThrottle],
+// [Client.NewLimiter]. It
 // holds one pub/sub connection, which wakes the waiters of all its
 // Mutexes, and one goroutine per Syncer, which makes that Syncer's round
 // trips for every flow of the process.
@@ -55,10 +56,11 @@ type Options struct {
 // keeps its goroutine (a Mutex its timers too, which wake it every TTL/3
 // and every Recheck, also while nobody uses it) until Close. Make the
 // Syncers of names known in advance, once: one made per request leaks,
-// and one per member of an open set (a Mutex per account) grows with
-// every member ever served. For such a set, use a [KeyedMutex]: one
-// goroutine serves all its keys, and a key costs nothing in the process
-// once no flow holds or waits for it.
+// and one per member of an open set (a Mutex per account, a Throttle per
+// API key) grows with every member ever served. For such a set, use a
+// [KeyedMutex] or a [KeyedThrottle]: one goroutine serves all its keys,
+// and a key costs nothing in the process once no flow holds or waits for
+// it.
 //
 // A Client is safe for concurrent use. Create it with [New]; the zero value
 // (and a nil *Client) is not usable: the Syncers it makes fail every flow
@@ -318,7 +320,7 @@ func (c *Client) wake(name string) {
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 && len(c.keyed) > 0 {
 		for _, km := range c.keyed[name[:i]] {
-			km.wakeKey(name[i+1:])
+			km.kc.wakeKey(name[i+1:])
 		}
 	}
 }

@@ -1,5 +1,5 @@
 // Package redissync gives the asyncsteps Syncers — [Mutex], [KeyedMutex],
-// [Throttle] and [Limiter] — limits shared by every process of a cluster through one Redis
+// [Throttle], [KeyedThrottle] and [Limiter] — limits shared by every process of a cluster through one Redis
 // server (github.com/redis/go-redis/v9), with the behaviour the in-process
 // ones have on one loop: a local queue with a limit whose overflow fails
 // with DefenseRejected, and a slot given back however the critical
@@ -20,6 +20,8 @@
 //	})
 //	accounts := c.NewKeyedMutex("accounts", redissync.MutexOptions{MaxQueue: 100})
 //	root.Sync(accounts.Key(accountID), chargeStep) // one order of an account at a time, fleet-wide
+//	perKey := c.NewKeyedThrottle("api", redissync.ThrottleOptions{Rate: 100, MaxQueue: 100})
+//	root.Sync(perKey.Key(apiKey), serveStep) // 100 requests per second per API key, fleet-wide
 //
 // [Throttle.Hold] and [Limiter.Hold] keep every flow of the cluster out
 // of a rate limit until an instant, as their in-process counterparts do
@@ -225,9 +227,12 @@
 // its last call, "P:{N/E}:call:ID:K", is one per key and KeyedMutex
 // value, K a number the Client gives the KeyedMutex. On a Redis Cluster,
 // the keys of each key of a KeyedMutex are on the node of their own tag
-// N/E.
+// N/E. So it is for a [KeyedThrottle]: its key K is a Throttle named N/E
+// (see [KeyedThrottle.ThrottleName]), whose keys are "P:{N/E}:tat",
+// "P:{N/E}:hold" and "P:{N/E}:call:ID:K", the last one per key and
+// KeyedThrottle value.
 //
-// A Throttle's keys expire by themselves: "tat" once the time it holds
+// A Throttle's keys, and so a KeyedThrottle's, expire by themselves: "tat" once the time it holds
 // has passed, "hold" a ms or two after the hold's end, a call record
 // 2×OpTimeout after its call. A Mutex's "holders" goes when its last
 // lease is given back, or expires a second after the lease in it that

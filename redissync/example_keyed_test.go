@@ -77,3 +77,54 @@ func ExampleClient_NewKeyedMutex() {
 	// B charges account 1
 	// A: <nil> B: <nil>
 }
+
+// Two instances of a gateway share a rate limit per API key through
+// Redis: each key gets 2 requests per minute in the whole fleet. Once the
+// first instance has served key-1 twice, the second refuses key-1's next
+// request (no queue: DefenseRejected, to answer with a 429), and still
+// serves key-2. Keys that no flow uses cost nothing in either process.
+func ExampleClient_NewKeyedThrottle() {
+	ctx := context.Background()
+	addr := redissync.RedisForExamples() // in a service: "127.0.0.1:6379"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	// A Prefix of this run's own: the rates used stay in Redis for a minute.
+	prefix := fmt.Sprintf("example-keyed-throttle-%d", time.Now().UnixNano())
+
+	// instance makes what one process of the gateway makes at start.
+	instance := func() (*redissync.KeyedThrottle, *asyncsteps.Loop, func()) {
+		c, err := redissync.New(ctx, rdb, redissync.Options{Prefix: prefix})
+		if err != nil {
+			panic(err)
+		}
+		loop := asyncsteps.NewLoop()
+		perKey := c.NewKeyedThrottle("api", redissync.ThrottleOptions{Rate: 2, Period: time.Minute})
+		return perKey, loop, func() { loop.Close(); c.Close() }
+	}
+	perKeyA, loopA, closeA := instance()
+	defer closeA()
+	perKeyB, loopB, closeB := instance()
+	defer closeB()
+
+	serve := func(perKey *redissync.KeyedThrottle, loop *asyncsteps.Loop, who, apiKey string) {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Sync(perKey.Key(apiKey), func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Println(who, "serves", apiKey)
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			fmt.Println(who, "refuses", apiKey+":", code)
+			as.Success()
+		})
+		if _, err := r.Run(ctx); err != nil {
+			panic(err)
+		}
+	}
+	serve(perKeyA, loopA, "A", "key-1")
+	serve(perKeyA, loopA, "A", "key-1")
+	serve(perKeyB, loopB, "B", "key-1")
+	serve(perKeyB, loopB, "B", "key-2")
+	// Output:
+	// A serves key-1
+	// A serves key-1
+	// B refuses key-1: DefenseRejected
+	// B serves key-2
+}

@@ -76,7 +76,7 @@ import (
 // one made by a zero Client, fails every flow that enters it with
 // InternalError.
 type KeyedMutex struct {
-	keyedCore[*keyLock]
+	kc     keyedCore[*keyLock] // the keys in use and the rounds due
 	c      *Client
 	name   string
 	opts   MutexOptions
@@ -117,14 +117,14 @@ func (c *Client) NewKeyedMutex(name string, opts MutexOptions) *KeyedMutex {
 	}
 	opts.TTL = leaseTTL(opts.TTL)
 	km := &KeyedMutex{c: c, name: name, opts: opts, record: c.leaseID()}
-	km.keyedCore = newKeyedCore(km.newKey)
+	km.kc = newKeyedCore(km.newKey)
 	c.mu.Lock()
 	if c.keyed == nil {
 		c.keyed = make(map[string][]*KeyedMutex)
 	}
 	c.keyed[name] = append(c.keyed[name], km)
 	c.mu.Unlock()
-	c.startSyncer(km, km.refuseAll, km.run)
+	c.startSyncer(&km.kc, km.kc.refuseAll, km.run)
 	return km
 }
 
@@ -138,7 +138,7 @@ func (km *KeyedMutex) Sync(as asyncsteps.AsyncSteps, key string, f asyncsteps.St
 		refuseUnmade(as, "KeyedMutex", onerror)
 		return
 	}
-	syncSection(as, f, onerror, keyGate[*keyLock]{&km.keyedCore, escapeKey(key)})
+	syncSection(as, f, onerror, keyGate[*keyLock]{&km.kc, escapeKey(key)})
 }
 
 // Key returns the [asyncsteps.Syncer] of key: its Sync is km.Sync with
@@ -154,7 +154,7 @@ func (km *KeyedMutex) Token(as asyncsteps.AsyncSteps, key string) (int64, bool) 
 	if km == nil {
 		return 0, false
 	}
-	k, ok := km.lookup(escapeKey(key))
+	k, ok := km.kc.lookup(escapeKey(key))
 	if !ok {
 		return 0, false
 	}
@@ -167,7 +167,7 @@ func (km *KeyedMutex) Len() int {
 	if km == nil {
 		return 0
 	}
-	return km.inUse()
+	return km.kc.inUse()
 }
 
 // MutexName returns the name of the Mutex of key: the KeyedMutex's name,
@@ -188,7 +188,7 @@ func (km *KeyedMutex) newKey(name string) *keyLock {
 }
 
 // due lists k for run's next round.
-func (k *keyLock) due() { k.km.list(k) }
+func (k *keyLock) due() { k.km.kc.list(k) }
 
 // nextTimer implements keyState: the first of its expiry and retry.
 func (k *keyLock) nextTimer() time.Time {
@@ -226,7 +226,7 @@ func (km *KeyedMutex) run() {
 		renewing, every := false, false
 		select {
 		case <-km.c.done:
-		case <-km.wake:
+		case <-km.kc.wake:
 		case <-timer.C:
 		case <-recheck.C:
 			every = true
@@ -237,9 +237,9 @@ func (km *KeyedMutex) run() {
 			km.shutdown()
 			return
 		}
-		keys := km.takeDue(every, time.Now())
+		keys := km.kc.takeDue(every, time.Now())
 		km.serve(keys, renewing, every)
-		inUse := km.settleKeys(keys)
+		inUse := km.kc.settleKeys(keys)
 		if inUse != ticking {
 			ticking = inUse
 			if inUse {
@@ -250,8 +250,8 @@ func (km *KeyedMutex) run() {
 				recheck.Stop()
 			}
 		}
-		km.timers.arm(timer)
-		km.idle.Store(!ticking && km.timers.len() == 0)
+		km.kc.timers.arm(timer)
+		km.kc.idle.Store(!ticking && km.kc.timers.len() == 0)
 	}
 }
 
@@ -317,7 +317,7 @@ func (km *KeyedMutex) callRounds(keys []*keyLock, which []int, trip func(int) ro
 // Mutex's shutdown does, in pipelines. If some cannot be, Close reports
 // how many.
 func (km *KeyedMutex) shutdown() {
-	keys := km.takeAll()
+	keys := km.kc.takeAll()
 	var trips []roundTrip
 	var calls []scriptCall
 	for _, k := range keys {
@@ -341,7 +341,7 @@ func (km *KeyedMutex) shutdown() {
 	if lost > 0 {
 		km.c.closeFailed(km.closeError(lost, keysLost, first))
 	}
-	km.forget()
+	km.kc.forget()
 }
 
 // closeError is Close's error when its last round trips could not give

@@ -29,9 +29,9 @@ func twoInstances(t *testing.T, opts Options) (*Client, *Client, *redis.Client) 
 
 // keyQueued returns the number of this process's flows waiting for key.
 func keyQueued(km *KeyedMutex, key string) int {
-	km.mu.Lock()
-	k := km.keys[escapeKey(key)]
-	km.mu.Unlock()
+	km.kc.mu.Lock()
+	k := km.kc.keys[escapeKey(key)]
+	km.kc.mu.Unlock()
 	if k == nil {
 		return 0
 	}
@@ -332,9 +332,9 @@ func TestKeyedMutexManyKeysLeaveNothing(t *testing.T) {
 	waitFor(t, "the goroutine to settle", func() bool {
 		return keyedState(km) == "keys 0, listed 0, idle true"
 	})
-	km.mu.Lock()
-	peak := km.peak
-	km.mu.Unlock()
+	km.kc.mu.Lock()
+	peak := km.kc.peak
+	km.kc.mu.Unlock()
 	if peak > keptKeys {
 		t.Errorf("the map keeps the room of %d keys", peak)
 	}
@@ -366,13 +366,13 @@ func TestKeyedMutexManyKeysLeaveNothing(t *testing.T) {
 
 // keyedState sums up km's local state.
 func keyedState(km *KeyedMutex) string {
-	km.mu.Lock()
-	keys := len(km.keys)
-	km.mu.Unlock()
-	km.dueMu.Lock()
-	listed := len(km.due)
-	km.dueMu.Unlock()
-	return fmt.Sprintf("keys %d, listed %d, idle %v", keys, listed, km.idle.Load())
+	km.kc.mu.Lock()
+	keys := len(km.kc.keys)
+	km.kc.mu.Unlock()
+	km.kc.dueMu.Lock()
+	listed := len(km.kc.due)
+	km.kc.dueMu.Unlock()
+	return fmt.Sprintf("keys %d, listed %d, idle %v", keys, listed, km.kc.idle.Load())
 }
 
 // countGoroutines returns the number of goroutines whose stack has a
@@ -496,9 +496,9 @@ func TestKeyedMutexCancelledWhileItsRoundTripRuns(t *testing.T) {
 	ra.Sync(km.Key("k"), func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("A in") })
 	a := ra.Promise()
 	<-h.started
-	km.mu.Lock()
-	first := km.keys["k"]
-	km.mu.Unlock()
+	km.kc.mu.Lock()
+	first := km.kc.keys["k"]
+	km.kc.mu.Unlock()
 	ra.Cancel()
 	if res := <-a; !errors.Is(res.Err, context.Canceled) {
 		t.Fatalf("A ended with %v, want a cancel", res.Err)
@@ -511,9 +511,9 @@ func TestKeyedMutexCancelledWhileItsRoundTripRuns(t *testing.T) {
 	})
 	b := rb.Promise()
 	waitFor(t, "B to ask", func() bool { return km.Len() == 1 && keyQueued(km, "k")+len(keyFresh(km, "k")) == 1 })
-	km.mu.Lock()
-	same := km.keys["k"] == first
-	km.mu.Unlock()
+	km.kc.mu.Lock()
+	same := km.kc.keys["k"] == first
+	km.kc.mu.Unlock()
 	if !same {
 		t.Fatal("the key was dropped while its round trip ran")
 	}
@@ -535,9 +535,9 @@ func TestKeyedMutexCancelledWhileItsRoundTripRuns(t *testing.T) {
 
 // keyFresh returns the flows that asked for key since its last round.
 func keyFresh(km *KeyedMutex, key string) []*waiter {
-	km.mu.Lock()
-	k := km.keys[escapeKey(key)]
-	km.mu.Unlock()
+	km.kc.mu.Lock()
+	k := km.kc.keys[escapeKey(key)]
+	km.kc.mu.Unlock()
 	if k == nil {
 		return nil
 	}

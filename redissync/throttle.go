@@ -412,6 +412,24 @@ func (t *Throttle) dueHold() (time.Time, int64) {
 	return t.held, us
 }
 
+// unused reports whether no flow of the process asks or waits for t,
+// and no hold of this process keeps it (see holdKept): a KeyedThrottle's
+// key may then be dropped (unless a round trip is under way for it, whose
+// fresh waiters are neither fresh nor queued until its answer). Called
+// with mu held.
+func (t *Throttle) unused() bool {
+	return t.queue.live == 0 && !t.holdKept(time.Now()) &&
+		!slices.ContainsFunc(t.fresh, func(w *waiter) bool { return w.state == wFresh })
+}
+
+// holdKept reports whether the latest Hold must be kept at now: it has
+// not ended, and it is still to be given to Redis, or, with FailOpen,
+// would keep this process's flows out while Redis is lost (see
+// holdWhileLost). Called with mu held.
+func (t *Throttle) holdKept(now time.Time) bool {
+	return t.held.After(now) && (t.holdDue || t.failOpen)
+}
+
 // holdWhileLost keeps this process's flows out of a FailOpen Throttle
 // whose round trip found Redis lost, until the end of this process's
 // latest Hold, if it has not passed: the flows of the round trip and
