@@ -43,7 +43,8 @@ func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // TestRedisClientHookPanics: a hook of the user's redis client that
 // panics in a round trip fails the flows of the round trip with an
 // InternalError naming the panic, as a panic in a callback does, and a
-// FailOpen Throttle does not let them in: that is a bug, not Redis lost.
+// FailOpen Throttle, or KeyedThrottle, does not let them in: that is a
+// bug, not Redis lost.
 // The panic ended the process: it came on a Syncer's goroutine, where
 // nobody could recover it. (With ContextTimeoutEnabled, the round trips
 // go through the user's client and its hooks.) A KeyedMutex's pipelines,
@@ -75,9 +76,10 @@ func hookPanicChild(t *testing.T, addr string) {
 	defer c.Close()
 	l := newLoops(t, 1)[0]
 	syncers := map[string]asyncsteps.Syncer{
-		"Mutex":    c.NewMutex("m", MutexOptions{}),
-		"Throttle": c.NewThrottle("t", ThrottleOptions{FailOpen: true}),
-		"Keyed":    c.NewKeyedMutex("k", MutexOptions{}).Key("a"),
+		"Mutex":         c.NewMutex("m", MutexOptions{}),
+		"Throttle":      c.NewThrottle("t", ThrottleOptions{FailOpen: true}),
+		"Keyed":         c.NewKeyedMutex("k", MutexOptions{}).Key("a"),
+		"KeyedThrottle": c.NewKeyedThrottle("kt", ThrottleOptions{FailOpen: true}).Key("a"),
 	}
 	for name, s := range syncers {
 		var tr tracer
