@@ -126,7 +126,10 @@ func (kt *KeyedThrottle) Key(key string) asyncsteps.Syncer { return keySyncer{kt
 // 429 for one tenant, met by one process, pauses that tenant's flows in
 // every process, and no other tenant's. The key is in use until the
 // hold is given to Redis (or, for a FailOpen KeyedThrottle, until it
-// ends), even with no flow of the process on it.
+// ends), even with no flow of the process on it. Once the key is
+// dropped, its state forgets the hold: a shorter hold made later by this
+// process makes a round trip, where a Throttle's would make none, and
+// Redis keeps the later end all the same.
 func (kt *KeyedThrottle) Hold(key string, until time.Time) {
 	if kt == nil || kt.c.unmade() || !until.After(time.Now()) {
 		return
