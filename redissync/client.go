@@ -47,10 +47,9 @@ type Options struct {
 
 // Client makes the Syncers that share one Redis server: [Client.NewMutex],
 // [Client.NewKeyedMutex], [Client.NewThrottle], [Client.NewKeyedThrottle],
-// [Client.NewLimiter]. It
-// holds one pub/sub connection, which wakes the waiters of all its
-// Mutexes, and one goroutine per Syncer, which makes that Syncer's round
-// trips for every flow of the process.
+// [Client.NewLimiter]. It holds one pub/sub connection, which wakes the
+// waiters of all its Mutexes, and one goroutine per Syncer, which makes
+// that Syncer's round trips for every flow of the process.
 //
 // A Syncer lives as long as its Client: none can be dropped, and each
 // keeps its goroutine (a Mutex its timers too, which wake it every TTL/3

@@ -1,6 +1,7 @@
 // Package redissync gives the asyncsteps Syncers — [Mutex], [KeyedMutex],
-// [Throttle], [KeyedThrottle] and [Limiter] — limits shared by every process of a cluster through one Redis
-// server (github.com/redis/go-redis/v9), with the behaviour the in-process
+// [Throttle], [KeyedThrottle] and [Limiter] — limits shared by every
+// process of a cluster through one Redis server
+// (github.com/redis/go-redis/v9), with the behaviour the in-process
 // ones have on one loop: a local queue with a limit whose overflow fails
 // with DefenseRejected, and a slot given back however the critical
 // section ends (success, error, panic, timeout, cancel). One difference:
@@ -232,8 +233,9 @@
 // "P:{N/E}:hold" and "P:{N/E}:call:ID:K", the last one per key and
 // KeyedThrottle value.
 //
-// A Throttle's keys, and so a KeyedThrottle's, expire by themselves: "tat" once the time it holds
-// has passed, "hold" a ms or two after the hold's end, a call record
+// A Throttle's keys, and so a KeyedThrottle's, expire by themselves:
+// "tat" once the time it holds has passed, "hold" a ms or two after the
+// hold's end, a call record
 // 2×OpTimeout after its call. A Mutex's "holders" goes when its last
 // lease is given back, or expires a second after the lease in it that
 // runs out last (whatever TTL each process gives its leases), "gone" a

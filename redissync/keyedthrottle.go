@@ -10,12 +10,11 @@ import (
 // the whole cluster: "each API key gets 100 requests per second in the
 // whole fleet". Flows that sync on one key enter at most Rate per Period
 // in every process of the cluster together, while flows on other keys
-// count against their own keys' rates. It is the cluster's counterpart
-// of [asyncsteps.KeyedThrottle], for an open set of keys, where a
-// Throttle per key would keep a goroutine and a timer for every key ever
-// served (see Client). Enter a key with [KeyedThrottle.Sync], or with
-// [asyncsteps.AsyncSteps.Sync] on the Syncer that [KeyedThrottle.Key]
-// returns.
+// count against their own keys' rates. It is for an open set of keys,
+// where a Throttle per key would keep a goroutine and a timer for every
+// key ever served (see Client). Enter a key with [KeyedThrottle.Sync],
+// or with [asyncsteps.AsyncSteps.Sync] on the Syncer that
+// [KeyedThrottle.Key] returns.
 //
 // Per key it behaves as a Throttle of the options given to
 // [Client.NewKeyedThrottle], named [KeyedThrottle.ThrottleName] of the
