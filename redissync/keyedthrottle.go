@@ -134,12 +134,25 @@ func (kt *KeyedThrottle) Hold(key string, until time.Time) {
 		return
 	}
 	k := kt.kc.acquire(escapeKey(key))
-	if !k.closed {
+	if holdFound != nil {
+		holdFound(k)
+	}
+	// Close's goroutine closes the keys it takes under their lock, maybe
+	// this one since acquire found it. A key closed later keeps the hold
+	// to no effect: nobody lists it any more.
+	k.mu.Lock()
+	closed := k.closed
+	k.mu.Unlock()
+	if !closed {
 		k.Hold(until)
 	}
 	kt.kc.unpin(k)
 	kt.kc.dropIfUnused(k)
 }
+
+// holdFound, set by a test only, runs in KeyedThrottle.Hold once the
+// key is found, before it is held: to close the Client meanwhile.
+var holdFound func(k *keyRate)
 
 // Len returns the number of keys in use in this process: those that a
 // flow asks or waits for, or whose hold keeps them (see KeyedThrottle).

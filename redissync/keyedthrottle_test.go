@@ -380,3 +380,48 @@ func TestKeyedThrottleRedisRestarted(t *testing.T) {
 	tr.mu.Unlock()
 	tr.check(t, "a after in", "a1 in", "a2 onerror DefenseRejected: Throttle queue limit", "b after in", "c after in")
 }
+
+// TestKeyedThrottleHoldAsTheClientCloses: a Hold that found its key as
+// the Client closed reads whether the key was closed under the key's
+// lock: Close's goroutine sets it under that lock, and Hold read it
+// without, a data race that -race reported for a Hold made as a service
+// shuts down (the test fails only under -race). The key, closed, keeps
+// no hold.
+func TestKeyedThrottleHoldAsTheClientCloses(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	kt := c.NewKeyedThrottle("api", ThrottleOptions{Rate: 1})
+	found, resume := make(chan *keyRate), make(chan struct{})
+	holdFound = func(k *keyRate) {
+		found <- k
+		<-resume
+	}
+	defer func() { holdFound = nil }()
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		kt.Hold("a", time.Now().Add(time.Minute))
+	}()
+	k := <-found
+	// The KeyedThrottle's goroutine closes the key that Hold has found.
+	// The test waits for it to end without synchronizing with it (Close's
+	// return would), so that -race sees Hold's read of the key's state
+	// as it would be in a service, unordered with that write.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		c.Close()
+	}()
+	waitFor(t, "the KeyedThrottle's goroutine to end", func() bool { return countGoroutines("(*KeyedThrottle).run") == 0 })
+	close(resume)
+	<-held
+	<-closed
+	k.mu.Lock()
+	h := k.held
+	k.mu.Unlock()
+	if !h.IsZero() {
+		t.Errorf("the closed key holds until %v", h)
+	}
+	if n := kt.Len(); n != 0 {
+		t.Errorf("%d keys in use after Close", n)
+	}
+}
