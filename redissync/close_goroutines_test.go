@@ -10,11 +10,12 @@ import (
 )
 
 // TestCloseEndsEveryGoroutine: when Close returns, no goroutine of the
-// Client or its Syncers (a KeyedMutex with a key served among them) runs,
-// as Close promises. The notification listener's helper, which cancelled
-// its context once the Client closed, was not waited for, and was often
-// still there (more often with more Ps, which the test sets: a goroutine
-// made ready to end may wait in another P's queue).
+// Client or its Syncers (a KeyedMutex and a KeyedThrottle with a key
+// served among them) runs, as Close promises. The notification
+// listener's helper, which cancelled its context once the Client closed,
+// was not waited for, and was often still there (more often with more
+// Ps, which the test sets: a goroutine made ready to end may wait in
+// another P's queue).
 func TestCloseEndsEveryGoroutine(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	rdb := redis.NewClient(&redis.Options{Addr: sharedRedis(t)})
@@ -27,11 +28,15 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 		}
 		m := c.NewMutex("m", MutexOptions{})
 		km := c.NewKeyedMutex("km", MutexOptions{})
+		kt := c.NewKeyedThrottle("kt", ThrottleOptions{Rate: 1 << 30})
 		if i == 0 { // once through a round trip, as a Client in use
 			if res := <-enter(l, m, &tracer{}, "A"); res.Err != nil {
 				t.Fatal(res.Err)
 			}
 			if res := <-enter(l, km.Key("k"), &tracer{}, "B"); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if res := <-enter(l, kt.Key("k"), &tracer{}, "C"); res.Err != nil {
 				t.Fatal(res.Err)
 			}
 		}
