@@ -21,6 +21,8 @@ func TestSyncWithNilStepFunction(t *testing.T) {
 		{"Mutex", c.NewMutex("m", MutexOptions{})},
 		{"Throttle", c.NewThrottle("t", ThrottleOptions{Rate: 10})},
 		{"Limiter", c.NewLimiter("l", LimiterOptions{Concurrent: 1, Rate: 10})},
+		{"KeyedMutex key", c.NewKeyedMutex("km", MutexOptions{}).Key("a")},
+		{"KeyedThrottle key", c.NewKeyedThrottle("kt", ThrottleOptions{Rate: 10}).Key("a")},
 	}
 	for _, s := range syncers {
 		t.Run(s.name, func(t *testing.T) {
@@ -51,6 +53,8 @@ func TestSyncWithMoreThanOneHandler(t *testing.T) {
 		{"Mutex", c.NewMutex("m2", MutexOptions{})},
 		{"Throttle", c.NewThrottle("t2", ThrottleOptions{Rate: 10})},
 		{"Limiter", c.NewLimiter("l2", LimiterOptions{Concurrent: 1, Rate: 10})},
+		{"KeyedMutex key", c.NewKeyedMutex("km2", MutexOptions{}).Key("a")},
+		{"KeyedThrottle key", c.NewKeyedThrottle("kt2", ThrottleOptions{Rate: 10}).Key("a")},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			var tr tracer
@@ -81,6 +85,8 @@ func TestSyncRefusalWithMoreThanOneHandler(t *testing.T) {
 		{"Mutex, nil f", "Sync: nil step function", c.NewMutex("m3", MutexOptions{}), nil},
 		{"Throttle, nil f", "Sync: nil step function", c.NewThrottle("t3", ThrottleOptions{Rate: 10}), nil},
 		{"Limiter, nil f", "Sync: nil step function", c.NewLimiter("l3", LimiterOptions{Concurrent: 1, Rate: 10}), nil},
+		{"KeyedThrottle key, nil f", "Sync: nil step function", c.NewKeyedThrottle("kt3", ThrottleOptions{Rate: 10}).Key("a"), nil},
+		{"nil KeyedThrottle's key", "redissync: the KeyedThrottle was not made by a Client from New", (*KeyedThrottle)(nil).Key("a"), step},
 		{"zero Mutex", "redissync: the Mutex was not made by a Client from New", new(Mutex), step},
 		{"nil Throttle", "redissync: the Throttle was not made by a Client from New", (*Throttle)(nil), step},
 		{"zero Client's Limiter, nil f", "redissync: the Limiter was not made by a Client from New", zero.NewLimiter("l", LimiterOptions{}), nil},
