@@ -12,7 +12,8 @@ import (
 // in every process of the cluster together, while flows on other keys
 // count against their own keys' rates. It is for an open set of keys,
 // where a Throttle per key would keep a goroutine and a timer for every
-// key ever served (see Client). Enter a key with [KeyedThrottle.Sync],
+// key ever served (see Client). It is the cluster's counterpart of
+// [asyncsteps.KeyedThrottle]. Enter a key with [KeyedThrottle.Sync],
 // or with [asyncsteps.AsyncSteps.Sync] on the Syncer that
 // [KeyedThrottle.Key] returns.
 //
