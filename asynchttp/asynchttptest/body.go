@@ -157,6 +157,10 @@ func (b *responseBody) Read(p []byte) (int, error) {
 	if b.closed.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	if b.remaining == 0 { // its whole length read: the handler need not have returned
+		b.ended.Store(true)
+		return 0, io.EOF
+	}
 	n, err := b.src.Read(p)
 	if b.remaining >= 0 {
 		b.remaining -= int64(n)

@@ -47,7 +47,8 @@ import (
 //     and 1xx, 204 and 304 answers, have no body.
 //   - The answer's body is streamed: a handler that writes slowly, or
 //     never finishes, holds the client's read until the client's context
-//     ends it, with the context's error. Writes wait for the client's
+//     ends it, with the context's error; a body of the Content-Length
+//     the handler set ends at that length. Writes wait for the client's
 //     reads, as over a socket whose buffers are full, and fail once the
 //     client has gone.
 //   - A handler that panics, or calls runtime.Goexit, breaks the

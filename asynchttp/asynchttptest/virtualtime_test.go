@@ -353,3 +353,26 @@ func TestTransportResponseControllerFeatures(t *testing.T) {
 		t.Errorf("answer %q %v\nwant   %q", got, err, want)
 	}
 }
+
+// A handler that sets a Content-Length and flushes the whole body, then
+// goes on working: the client's read of the body ends at its length, as
+// net/http's client ends it, not when the handler returns.
+func TestTransportBodyOfItsLengthEndsBeforeTheHandler(t *testing.T) {
+	inBubble(t, func(t *testing.T, tr *asynchttptest.Transport, tl *timeline) []string {
+		tr.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Second) // logs, cleans up
+			tl.add("handler returns, context: %v", r.Context().Err())
+		})
+		resp, err := tr.Client().Get("http://upstream.test/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		tl.add("client read %q %v", body, err)
+		resp.Body.Close()
+		return []string{`0s client read "ok" <nil>`, "1s handler returns, context: <nil>"}
+	})
+}
