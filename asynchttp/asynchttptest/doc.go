@@ -6,7 +6,7 @@
 // in a [testing/synctest] bubble, so with an httptest.Server the bubble's
 // clock never moves and the test hangs. A Transport waits on channels
 // only: give it to the [http.Client] of an asynchttp.Client (or of any
-// code under test), make it and the loops inside the bubble, and every
+// code under test), make the loops inside the bubble, and every
 // step timeout, retry backoff and slow upstream runs on the bubble's
 // clock, each duration exact, in no wall-clock time.
 //
@@ -33,9 +33,9 @@
 //		defer loop.Close()
 //		c := &asynchttp.Client{HTTP: upstream.Client(), Check: asynchttp.ServerError} // a 5xx is retried
 //		r := asyncsteps.New(asyncsteps.WithTool(loop))
-//		asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 3, Timeout: 100 * time.Millisecond}, attempt)
+//		asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 3, Timeout: 100 * time.Millisecond, Backoff: backoff}, attempt)
 //		answer, err := asyncsteps.Run[string](context.Background(), r)
-//		took := time.Since(start) // exact: 180ms, as the script and the timeouts make it
+//		took := time.Since(start) // exact: 180ms, as the script, the timeouts and the backoff make it
 //		upstream.Wait()           // the attempts the flow cancelled have ended too
 //	})
 //
