@@ -196,28 +196,44 @@ func (m *meters) ofCode(code string) measures {
 	return m.other
 }
 
+// syncKind returns the kind of gate obj is: "mutex", "throttle" or
+// "limiter", a key of a keyed one too (a primitive of that kind per
+// key), else "other" (the core reports no other kind today).
+func syncKind(obj asyncsteps.Syncer) string {
+	switch obj.(type) {
+	case *asyncsteps.Mutex:
+		return "mutex"
+	case *asyncsteps.Throttle:
+		return "throttle"
+	case *asyncsteps.Limiter:
+		return "limiter"
+	}
+	if kind, _ := toolinfo.KeyedKey(obj); kind != "" {
+		return kind
+	}
+	return "other"
+}
+
+// ofKind returns the measures of a wait for a gate of kind, without its
+// name.
+func (m *meters) ofKind(kind string) measures {
+	switch kind {
+	case "mutex":
+		return m.mutex
+	case "throttle":
+		return m.throttle
+	case "limiter":
+		return m.limiter
+	}
+	return m.syncer
+}
+
 // syncWaited records a wait in the queue of obj, by its kind, and by its
 // name if the Config names it: that set of attributes is made at each
 // wait, the price of a name.
 func (m *meters) syncWaited(obj asyncsteps.Syncer, waited time.Duration) {
-	o, kind := m.syncer, "other" // the core reports no other kind today
-	switch obj.(type) {
-	case *asyncsteps.Mutex:
-		o, kind = m.mutex, "mutex"
-	case *asyncsteps.Throttle:
-		o, kind = m.throttle, "throttle"
-	case *asyncsteps.Limiter:
-		o, kind = m.limiter, "limiter"
-	default: // a key of a keyed one, a primitive of its own
-		switch k, _ := toolinfo.KeyedKey(obj); k {
-		case "mutex":
-			o, kind = m.mutex, k
-		case "throttle":
-			o, kind = m.throttle, k
-		case "limiter":
-			o, kind = m.limiter, k
-		}
-	}
+	kind := syncKind(obj)
+	o := m.ofKind(kind)
 	if m.syncerName != nil {
 		if name := m.syncerName(obj); name != "" {
 			// A name is the application's text too: OTLP refuses
