@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/asyncsteps/asyncsteps/internal/misuse"
 	"github.com/asyncsteps/asyncsteps/internal/printsafe"
 )
 
@@ -16,7 +17,7 @@ import (
 
 // goexitInfo is the info of the InternalError a callback raises by calling
 // runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call).
-const goexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
+const goexitInfo = misuse.GoexitInfo
 
 // goexitError records and returns the InternalError of a Goexit.
 func (fl *flow) goexitError() *Error {

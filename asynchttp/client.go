@@ -303,11 +303,6 @@ func (c *Client) done(ctx context.Context, req *http.Request, status int, err er
 	c.Done(req, status, err)
 }
 
-// checkGoexitInfo is the info of the InternalError of a Check that calls
-// runtime.Goexit: the engine's for a Goexit in an Await function, which
-// the step fails with.
-const checkGoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
-
 // check returns the error Check makes of resp, the answer to req, as the
 // *asyncsteps.Error the step fails with, which Done is given: a typed nil
 // is named as the mistake it is, as for an Await function. A Check that
@@ -323,7 +318,7 @@ func (c *Client) check(ctx context.Context, req *http.Request, status int, resp 
 			err = &asyncsteps.Error{Code: asyncsteps.InternalError, Info: "asynchttp: Check panicked: " + printsafe.Sprint(v)}
 			return
 		}
-		c.done(ctx, req, status, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: checkGoexitInfo})
+		c.done(ctx, req, status, &asyncsteps.Error{Code: asyncsteps.InternalError, Info: misuse.GoexitInfo})
 	}()
 	err = mapCheckError(c.Check(resp)) // its mapping runs the error's methods, user code too
 	returned = true

@@ -1091,14 +1091,10 @@ func (w *foreign) Await(f asyncsteps.AwaitFunc, onerror ...asyncsteps.ErrorFunc)
 				// a CommError.
 				e := asyncsteps.ErrorFrom(err)
 				as.Error(e.Code, e.Info)
-			}, func() { as.Error(asyncsteps.InternalError, awaitGoexitInfo) })
+			}, func() { as.Error(asyncsteps.InternalError, misuse.GoexitInfo) })
 		}()
 	}, onerror...)
 }
-
-// awaitGoexitInfo is the info of a step whose Await function called
-// runtime.Goexit, as the core package words it.
-const awaitGoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
 
 // runAwait is the goroutine of a foreign step's Await: it calls f and
 // passes its outcome to done or, if f called runtime.Goexit, calls goexit

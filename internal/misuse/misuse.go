@@ -15,3 +15,9 @@ func ExtraArgs(call, what string, n int) string {
 	}
 	return fmt.Sprintf("%s: more than one %s (%d given)", call, what, n)
 }
+
+// GoexitInfo is the info of the InternalError of a callback that called
+// runtime.Goexit (what t.FailNow, t.Fatal and t.SkipNow call): the
+// engine's, and that of cabi's and asynchttp's callbacks run as an Await
+// function's.
+const GoexitInfo = "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"
