@@ -42,6 +42,10 @@ func TestTransportAnswersAsNetHTTP(t *testing.T) {
 			io.WriteString(w, "b")
 		}},
 		{"nothing written", "GET", func(w http.ResponseWriter, r *http.Request) {}},
+		{"flushed at a Content-Length of 0", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "0")
+			w.(http.Flusher).Flush()
+		}},
 		{"404 without a body", "GET", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) }},
 		{"204", "GET", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
@@ -116,12 +120,13 @@ func summary(c *http.Client, method, url string) string {
 		return fmt.Sprintf("error io.EOF=%v", errors.Is(err, io.EOF))
 	}
 	defer resp.Body.Close()
+	noBody := resp.Body == http.NoBody
 	body, err := io.ReadAll(resp.Body)
 	date := resp.Header.Get("Date") != ""
 	resp.Header.Del("Date")
-	return fmt.Sprintf("%q %s CL=%d TE=%v\nheader %s date=%v\nbody %q err=%v\ntrailer %s",
+	return fmt.Sprintf("%q %s CL=%d TE=%v\nheader %s date=%v\nbody %q err=%v NoBody=%v\ntrailer %s",
 		resp.Status, resp.Proto, resp.ContentLength, resp.TransferEncoding,
-		sorted(resp.Header), date, body, err, sorted(resp.Trailer))
+		sorted(resp.Header), date, body, err, noBody, sorted(resp.Trailer))
 }
 
 func sorted(h http.Header) string {

@@ -44,7 +44,8 @@ import (
 //     at the end of its body. A body that stops short of the
 //     Content-Length the handler set ends with io.ErrUnexpectedEOF, and a
 //     Write past it fails with [http.ErrContentLength]. Answers to HEAD,
-//     and 1xx, 204 and 304 answers, have no body.
+//     and 1xx, 204 and 304 answers, have no body; they and those of a
+//     Content-Length of 0 have [http.NoBody] for their Body.
 //   - The answer's body is streamed: a handler that writes slowly, or
 //     never finishes, holds the client's read until the client's context
 //     ends it, with the context's error; a body of the Content-Length

@@ -195,6 +195,7 @@ func (w *responseWriter) send(done bool) error {
 	case head:
 	case !allowed:
 		w.resp.ContentLength = 0
+	case w.declared == 0: // net/http's client gives an empty body so
 	case done:
 		w.resp.Body = &responseBody{ex: w.ex, src: w.heldBody(), remaining: w.declared}
 	default:
