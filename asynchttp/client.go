@@ -105,9 +105,10 @@ type Client struct {
 	// error as [asyncsteps.ErrorFrom] maps it), and is given to Done.
 	// [ServerError] is the usual check; one of the program's own adds to
 	// it (a 429 that a Retry should retry too, say: see [StatusError]). A
-	// typed nil error is the mistake an Await function's is (an
-	// InternalError that names it); a panic in Check, or a call of
-	// runtime.Goexit, fails the step with InternalError, given to Done too.
+	// typed nil error, or an *asyncsteps.Error without a Code, is the
+	// mistake an Await function's is (an InternalError that names it); a
+	// panic in Check, or a call of runtime.Goexit, fails the step with
+	// InternalError. Done is given the error the step fails with.
 	Check func(resp *Response) error
 
 	// Done, if not nil, is called on the request's goroutine when a request
@@ -326,10 +327,11 @@ func (c *Client) check(ctx context.Context, req *http.Request, status int, resp 
 }
 
 // mapCheckError returns err as the step fails with it: an
-// *asyncsteps.Error as it is, another error as asyncsteps.ErrorFrom maps
-// it (a typed nil *asyncsteps.Error included), nil as nil.
+// *asyncsteps.Error of a code as it is, another error as
+// asyncsteps.ErrorFrom maps it (a typed nil *asyncsteps.Error, or one
+// without a code, included: the mistakes it names), nil as nil.
 func mapCheckError(err error) error {
-	if e, ok := err.(*asyncsteps.Error); ok && e != nil {
+	if e, ok := err.(*asyncsteps.Error); ok && e != nil && e.Code != "" {
 		return e
 	}
 	if e := asyncsteps.ErrorFrom(err); e != nil {

@@ -211,8 +211,9 @@ func TestServerErrorRetryAfterOnVirtualTime(t *testing.T) {
 
 // Done is told once of each request whose Check fails it, with an
 // *asyncsteps.Error of the code and info the step fails with: also when
-// Check returns a typed nil (a mistake, named as an Await function's is)
-// or calls runtime.Goexit (t.FailNow), which ends the request's goroutine.
+// Check returns a typed nil or an *asyncsteps.Error without a code
+// (mistakes, named as an Await function's are) or calls runtime.Goexit
+// (t.FailNow), which ends the request's goroutine.
 func TestClientCheckFailureToldToDone(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
@@ -231,6 +232,9 @@ func TestClientCheckFailureToldToDone(t *testing.T) {
 		}, `InternalError "runtime.Goexit called in a callback (t.FailNow, t.Fatal or t.SkipNow?)"`},
 		{"a panic", func(*asynchttp.Response) error { panic("boom") },
 			`InternalError "asynchttp: Check panicked: boom"`},
+		{"an *asyncsteps.Error without a code", func(*asynchttp.Response) error {
+			return &asyncsteps.Error{Info: "upstream down"}
+		}, `InternalError "*Error: empty error code; info: upstream down"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
