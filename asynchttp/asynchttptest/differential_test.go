@@ -158,17 +158,20 @@ func TestTransportRequestAsNetHTTP(t *testing.T) {
 		method, target string
 		body           func() io.Reader
 		trailer        http.Header
+		header         http.Header // set as it is, beside X-Mine
 	}
 	for _, tc := range []struct {
 		name string
 		req  request
 	}{
-		{"GET with a query", request{"GET", "/a/b?x=1&y=%20", nil, nil}},
-		{"POST of known length", request{"POST", "/p", func() io.Reader { return strings.NewReader("abc") }, nil}},
-		{"POST of unknown length", request{"POST", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, nil}},
-		{"POST without a body", request{"POST", "/p", nil, nil}},
-		{"PUT with trailers", request{"PUT", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, http.Header{"X-Sum": {"3"}}}},
-		{"PUT of known length with trailers", request{"PUT", "/p", func() io.Reader { return strings.NewReader("abc") }, http.Header{"X-Sum": {"3"}}}},
+		{"GET with a query", request{"GET", "/a/b?x=1&y=%20", nil, nil, nil}},
+		{"POST of known length", request{"POST", "/p", func() io.Reader { return strings.NewReader("abc") }, nil, nil}},
+		{"POST of unknown length", request{"POST", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, nil, nil}},
+		{"POST without a body", request{"POST", "/p", nil, nil, nil}},
+		{"PUT with trailers", request{"PUT", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, http.Header{"X-Sum": {"3"}}, nil}},
+		{"PUT of known length with trailers", request{"PUT", "/p", func() io.Reader { return strings.NewReader("abc") }, http.Header{"X-Sum": {"3"}}, nil}},
+		{"fields the client writes itself", request{"POST", "/p", func() io.Reader { return strings.NewReader("abc") }, nil,
+			http.Header{"Host": {"other.test"}, "Content-Length": {"7"}, "Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			send := func(c *http.Client, base string) string {
@@ -178,6 +181,9 @@ func TestTransportRequestAsNetHTTP(t *testing.T) {
 				}
 				req, _ := http.NewRequest(tc.req.method, base+tc.req.target, body)
 				req.Header.Set("X-Mine", "1")
+				for k, v := range tc.req.header {
+					req.Header[k] = v
+				}
 				if tc.req.trailer != nil {
 					req.Trailer = http.Header{}
 					for k := range tc.req.trailer {

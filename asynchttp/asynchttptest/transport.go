@@ -291,6 +291,11 @@ func logPanic(r *http.Request, v any) {
 	}
 }
 
+// clientOwnFields are the header fields net/http's client writes from the
+// request's other fields (Host, ContentLength, TransferEncoding,
+// Trailer), never from its Header.
+var clientOwnFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer"}
+
 // serverRequest returns the request the handler is given: the client's
 // as a server reads it.
 func (ex *exchange) serverRequest() *http.Request {
@@ -303,6 +308,9 @@ func (ex *exchange) serverRequest() *http.Request {
 	header := req.Header.Clone()
 	if header == nil {
 		header = make(http.Header)
+	}
+	for _, k := range clientOwnFields {
+		delete(header, k)
 	}
 	if _, ok := header["User-Agent"]; !ok {
 		header.Set("User-Agent", "Go-http-client/1.1")
