@@ -83,6 +83,34 @@ func TestTransportAnswersAsNetHTTP(t *testing.T) {
 			w.Header()["Content-Type"] = nil
 			io.WriteString(w, "<html>")
 		}},
+		{"Connection close", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "x")
+		}},
+		{"invalid Content-Length", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "abc")
+			io.WriteString(w, "x")
+		}},
+		{"Transfer-Encoding set", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Transfer-Encoding", "chunked")
+			io.WriteString(w, "x")
+		}},
+		{"Transfer-Encoding identity", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Transfer-Encoding", "identity")
+			io.WriteString(w, "x")
+		}},
+		{"Date set", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
+			io.WriteString(w, "x")
+		}},
+		{"Content-Length and Transfer-Encoding", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1")
+			w.Header().Set("Transfer-Encoding", "chunked")
+			io.WriteString(w, "x")
+		}},
+		{"HEAD with a Content-Length", "HEAD", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "5")
+		}},
 		{"HEAD", "HEAD", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }},
 		{"HEAD without a body", "HEAD", func(w http.ResponseWriter, r *http.Request) {}},
 		{"unknown status", "GET", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(799) }},
@@ -124,8 +152,8 @@ func summary(c *http.Client, method, url string) string {
 	body, err := io.ReadAll(resp.Body)
 	date := resp.Header.Get("Date") != ""
 	resp.Header.Del("Date")
-	return fmt.Sprintf("%q %s CL=%d TE=%v\nheader %s date=%v\nbody %q err=%v NoBody=%v\ntrailer %s",
-		resp.Status, resp.Proto, resp.ContentLength, resp.TransferEncoding,
+	return fmt.Sprintf("%q %s CL=%d TE=%v Close=%v\nheader %s date=%v\nbody %q err=%v NoBody=%v\ntrailer %s",
+		resp.Status, resp.Proto, resp.ContentLength, resp.TransferEncoding, resp.Close,
 		sorted(resp.Header), date, body, err, noBody, sorted(resp.Trailer))
 }
 

@@ -49,9 +49,10 @@ func (w *responseWriter) WriteHeader(code int) {
 	if cl := w.sent.Get("Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.declared = v
-		} else {
-			w.sent.Del("Content-Length")
 		}
+		// An invalid one is left in the header, as net/http's server
+		// leaves it: no Content-Length of its own is added, and the
+		// answer is chunked, which drops it.
 	}
 }
 
@@ -170,6 +171,11 @@ func (w *responseWriter) send(done bool) error {
 		trailers = true
 	}
 	_, hasTE := h["Transfer-Encoding"]
+	identity := hasTE && h.Get("Transfer-Encoding") == "identity"
+	if hasTE && !identity && w.declared >= 0 { // net/http's server drops the length
+		delete(h, "Content-Length")
+		w.declared = -1
+	}
 	allowed, head := bodyAllowed(w.status), w.req.Method == http.MethodHead
 	if _, ok := h["Content-Type"]; !ok && !hasTE && allowed && len(w.buf) > 0 {
 		h.Set("Content-Type", http.DetectContentType(w.buf))
@@ -204,9 +210,14 @@ func (w *responseWriter) send(done bool) error {
 	}
 	held := w.buf
 	w.buf = nil
-	if w.resp.Body != http.NoBody && w.resp.ContentLength < 0 {
+	switch {
+	case w.resp.Body != http.NoBody && w.resp.ContentLength < 0 && identity:
+		delete(h, "Transfer-Encoding") // its end is the connection's
+		w.resp.Close = true
+	case w.resp.Body != http.NoBody && w.resp.ContentLength < 0:
 		w.chunked()
 	}
+	w.closeOnRequest()
 	if done {
 		w.setTrailer()
 	}
@@ -218,6 +229,22 @@ func (w *responseWriter) send(done bool) error {
 	// the buffer waits for the client's reads.
 	_, err := w.stream.Write(held)
 	return err
+}
+
+// closeOnRequest sets the answer's Close, and drops its Connection
+// field, when the handler asked the connection closed, as net/http's
+// client reads such an answer.
+func (w *responseWriter) closeOnRequest() {
+	h := w.resp.Header
+	for _, v := range h["Connection"] {
+		for token := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "close") {
+				w.resp.Close = true
+				delete(h, "Connection")
+				return
+			}
+		}
+	}
 }
 
 // heldBody returns the reader of the body the handler wrote whole before
@@ -238,6 +265,7 @@ func (w *responseWriter) chunked() {
 	h := w.resp.Header
 	w.resp.TransferEncoding = []string{"chunked"}
 	h.Del("Transfer-Encoding")
+	h.Del("Content-Length")
 	declared, ok := h["Trailer"]
 	if !ok {
 		return
