@@ -178,8 +178,8 @@ func TestTransportRequestAsNetHTTP(t *testing.T) {
 		body, err := io.ReadAll(r.Body)
 		h := r.Header.Clone()
 		h.Del("Accept-Encoding") // the client's transport's own
-		fmt.Fprintf(w, "%s %q %s CL=%d TE=%v tls=%v\nheader %s\nbody %q err=%v\ntrailer %s",
-			r.Method, r.RequestURI, r.Proto, r.ContentLength, r.TransferEncoding, r.TLS != nil,
+		fmt.Fprintf(w, "%s %q %s CL=%d TE=%v tls=%v close=%v\nheader %s\nbody %q err=%v\ntrailer %s",
+			r.Method, r.RequestURI, r.Proto, r.ContentLength, r.TransferEncoding, r.TLS != nil, r.Close,
 			sorted(h), body, err, sorted(r.Trailer))
 	})
 	type request struct {
@@ -187,19 +187,22 @@ func TestTransportRequestAsNetHTTP(t *testing.T) {
 		body           func() io.Reader
 		trailer        http.Header
 		header         http.Header // set as it is, beside X-Mine
+		close          bool        // the request's Close
 	}
 	for _, tc := range []struct {
 		name string
 		req  request
 	}{
-		{"GET with a query", request{"GET", "/a/b?x=1&y=%20", nil, nil, nil}},
-		{"POST of known length", request{"POST", "/p", func() io.Reader { return strings.NewReader("abc") }, nil, nil}},
-		{"POST of unknown length", request{"POST", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, nil, nil}},
-		{"POST without a body", request{"POST", "/p", nil, nil, nil}},
-		{"PUT with trailers", request{"PUT", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, http.Header{"X-Sum": {"3"}}, nil}},
-		{"PUT of known length with trailers", request{"PUT", "/p", func() io.Reader { return strings.NewReader("abc") }, http.Header{"X-Sum": {"3"}}, nil}},
+		{"GET with a query", request{"GET", "/a/b?x=1&y=%20", nil, nil, nil, false}},
+		{"POST of known length", request{"POST", "/p", func() io.Reader { return strings.NewReader("abc") }, nil, nil, false}},
+		{"POST of unknown length", request{"POST", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, nil, nil, false}},
+		{"POST without a body", request{"POST", "/p", nil, nil, nil, false}},
+		{"PUT with trailers", request{"PUT", "/p", func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }, http.Header{"X-Sum": {"3"}}, nil, false}},
+		{"PUT of known length with trailers", request{"PUT", "/p", func() io.Reader { return strings.NewReader("abc") }, http.Header{"X-Sum": {"3"}}, nil, false}},
+		{"Connection close", request{"GET", "/", nil, nil, http.Header{"Connection": {"close"}}, false}},
+		{"Close", request{"GET", "/", nil, nil, nil, true}},
 		{"fields the client writes itself", request{"POST", "/p", func() io.Reader { return strings.NewReader("abc") }, nil,
-			http.Header{"Host": {"other.test"}, "Content-Length": {"7"}, "Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}}}},
+			http.Header{"Host": {"other.test"}, "Content-Length": {"7"}, "Transfer-Encoding": {"chunked"}, "Trailer": {"X-Sum"}}, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			send := func(c *http.Client, base string) string {
@@ -212,6 +215,7 @@ func TestTransportRequestAsNetHTTP(t *testing.T) {
 				for k, v := range tc.req.header {
 					req.Header[k] = v
 				}
+				req.Close = tc.req.close
 				if tc.req.trailer != nil {
 					req.Trailer = http.Header{}
 					for k := range tc.req.trailer {

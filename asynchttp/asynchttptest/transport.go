@@ -315,10 +315,14 @@ func (ex *exchange) serverRequest() *http.Request {
 	if _, ok := header["User-Agent"]; !ok {
 		header.Set("User-Agent", "Go-http-client/1.1")
 	}
+	if req.Close && !asksClose(header) { // as net/http's client writes it
+		header.Add("Connection", "close")
+	}
 	r := &http.Request{
 		Method: req.Method, URL: u, RequestURI: uri,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: header, Host: req.Host, RemoteAddr: remoteAddr, Body: http.NoBody,
+		Close: asksClose(header),
 	}
 	if r.Method == "" {
 		r.Method = http.MethodGet

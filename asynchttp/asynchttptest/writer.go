@@ -235,16 +235,22 @@ func (w *responseWriter) send(done bool) error {
 // field, when the handler asked the connection closed, as net/http's
 // client reads such an answer.
 func (w *responseWriter) closeOnRequest() {
-	h := w.resp.Header
+	if asksClose(w.resp.Header) {
+		w.resp.Close = true
+		delete(w.resp.Header, "Connection")
+	}
+}
+
+// asksClose reports whether h's Connection field has the token "close".
+func asksClose(h http.Header) bool {
 	for _, v := range h["Connection"] {
 		for token := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(token), "close") {
-				w.resp.Close = true
-				delete(h, "Connection")
-				return
+				return true
 			}
 		}
 	}
+	return false
 }
 
 // heldBody returns the reader of the body the handler wrote whole before
