@@ -99,6 +99,11 @@ func TestTransportAnswersAsNetHTTP(t *testing.T) {
 			w.Header().Set("Transfer-Encoding", "identity")
 			io.WriteString(w, "x")
 		}},
+		{"Transfer-Encoding identity with a Content-Length", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Transfer-Encoding", "identity")
+			w.Header().Set("Content-Length", "1")
+			io.WriteString(w, "x")
+		}},
 		{"Date set", "GET", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
 			io.WriteString(w, "x")

@@ -172,9 +172,12 @@ func (w *responseWriter) send(done bool) error {
 	}
 	_, hasTE := h["Transfer-Encoding"]
 	identity := hasTE && h.Get("Transfer-Encoding") == "identity"
-	if hasTE && !identity && w.declared >= 0 { // net/http's server drops the length
+	switch {
+	case hasTE && !identity && w.declared >= 0: // net/http's server drops the length
 		delete(h, "Content-Length")
 		w.declared = -1
+	case identity && w.declared >= 0: // and the identity, given a length
+		delete(h, "Transfer-Encoding")
 	}
 	allowed, head := bodyAllowed(w.status), w.req.Method == http.MethodHead
 	if _, ok := h["Content-Type"]; !ok && !hasTE && allowed && len(w.buf) > 0 {
