@@ -104,6 +104,15 @@ func TestTransportAnswersAsNetHTTP(t *testing.T) {
 			w.Header().Set("Content-Length", "1")
 			io.WriteString(w, "x")
 		}},
+		{"204 with a length", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "3")
+			w.WriteHeader(http.StatusNoContent)
+		}},
+		{"304 with a type", "GET", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Content-Length", "3")
+			w.WriteHeader(http.StatusNotModified)
+		}},
 		{"Date set", "GET", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
 			io.WriteString(w, "x")

@@ -120,6 +120,18 @@ func bodyAllowed(status int) bool {
 	return (status < 100 || status > 199) && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
+// suppressedFields are the header fields net/http's server does not send
+// in an answer of status, which has no body.
+func suppressedFields(status int) []string {
+	switch {
+	case status == http.StatusNotModified:
+		return []string{"Content-Type", "Content-Length", "Transfer-Encoding"}
+	case !bodyAllowed(status):
+		return []string{"Content-Length", "Transfer-Encoding"}
+	}
+	return nil
+}
+
 // finish ends the answer once the handler has returned.
 func (w *responseWriter) finish() {
 	if w.resp == nil {
@@ -180,6 +192,9 @@ func (w *responseWriter) send(done bool) error {
 		delete(h, "Transfer-Encoding")
 	}
 	allowed, head := bodyAllowed(w.status), w.req.Method == http.MethodHead
+	for _, k := range suppressedFields(w.status) {
+		delete(h, k)
+	}
 	if _, ok := h["Content-Type"]; !ok && !hasTE && allowed && len(w.buf) > 0 {
 		h.Set("Content-Type", http.DetectContentType(w.buf))
 	}
