@@ -273,7 +273,7 @@ func TestKeyedMutexHolderProcessKilled(t *testing.T) {
 		km := c.NewKeyedMutex("kill", MutexOptions{Max: 1, MaxQueue: -1, TTL: killTTL})
 		token := func(as asyncsteps.AsyncSteps) (int64, bool) { return km.Token(as, "k1") }
 		return km.Key("k1"), token, func() int { return keyQueued(km, "k1") }
-	})
+	}, "kill/k1")
 }
 
 // TestKeyedMutexLoopClosed: a Loop closed while a flow of it holds a key
