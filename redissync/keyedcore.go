@@ -49,6 +49,9 @@ type keySlot struct {
 	// key may still be in use then. Guarded by keyedCore.mu.
 	pins   int
 	listed bool // in keyedCore.due; guarded by keyedCore.dueMu
+	// dropped is set once the key is dropped: its entries in the timers
+	// are stale, for a flow that comes later makes the key anew.
+	dropped atomic.Bool
 
 	// Used by the goroutine only.
 	at     time.Time // the time of the key's entry in timers; zero: none
@@ -153,20 +156,34 @@ func (kc *keyedCore[K]) unpin(k K) {
 // dropIfUnused drops k if nobody uses it: no flow uses it (see
 // keyState.unused), nor is about to ask for it, and no round of the
 // goroutine is under way for it. A flow that comes later makes the key
-// anew, with a gate of its own.
-func (kc *keyedCore[K]) dropIfUnused(k keyState) {
+// anew, with a gate of its own. It reports whether it dropped the last
+// key in use.
+func (kc *keyedCore[K]) dropIfUnused(k keyState) bool {
 	q := k.keyQueue()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !k.unused() {
-		return
+		return false
 	}
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	s := k.slot()
-	if cur, ok := kc.keys[s.ekey]; ok && cur.slot() == s && s.pins == 0 {
-		delete(kc.keys, s.ekey)
-		kc.shrink()
+	if cur, ok := kc.keys[s.ekey]; !ok || cur.slot() != s || s.pins > 0 {
+		return false
+	}
+	delete(kc.keys, s.ekey)
+	s.dropped.Store(true)
+	kc.shrink()
+	return len(kc.keys) == 0
+}
+
+// release drops k, as a flow or a Hold leaves it, if nobody uses it.
+// The last key dropped wakes the goroutine, which forgets the timers
+// then: those of keys dropped meanwhile would keep their state until
+// their time.
+func (kc *keyedCore[K]) release(k keyState) {
+	if kc.dropIfUnused(k) {
+		kc.signal1()
 	}
 }
 
@@ -268,9 +285,9 @@ func (kc *keyedCore[K]) takeDue(every bool, now time.Time) []K {
 	return served
 }
 
-// settleKeys unpins the keys the goroutine served, schedules their
-// timers, and drops those no longer in use. It reports whether any key is
-// in use; with none, it forgets every timer, all of keys gone.
+// settleKeys unpins the keys the goroutine served, drops those no longer
+// in use, and schedules the timers of the others. It reports whether any
+// key is in use; with none, it forgets every timer, all of keys gone.
 func (kc *keyedCore[K]) settleKeys(keys []K) bool {
 	kc.mu.Lock()
 	for _, k := range keys {
@@ -278,8 +295,9 @@ func (kc *keyedCore[K]) settleKeys(keys []K) bool {
 	}
 	kc.mu.Unlock()
 	for _, k := range keys {
-		kc.timers.schedule(k)
-		kc.dropIfUnused(k)
+		if kc.dropIfUnused(k); !k.slot().dropped.Load() {
+			kc.timers.schedule(k)
+		}
 	}
 	if kc.inUse() > 0 {
 		return true
@@ -374,14 +392,15 @@ func (g keyGate[K]) inside(as asyncsteps.AsyncSteps, w *waiter) {
 func (g keyGate[K]) leave(as asyncsteps.AsyncSteps, w *waiter) {
 	if k := w.kl; k != nil {
 		k.leave(as, w)
-		g.kc.dropIfUnused(k)
+		g.kc.release(k)
 	}
 }
 
 // keyTimers are the timed rounds of a keyed Syncer's keys: a heap of keys
 // by the time their next round is due (see keyState.nextTimer). An entry
-// whose time is no longer its key's is stale, and skipped; stale entries
-// are dropped once the heap has doubled since the last time.
+// whose time is no longer its key's, or whose key was dropped, is stale,
+// and skipped; stale entries are dropped once the heap has doubled since
+// the last time.
 type keyTimers[K keyNode] struct {
 	h      timerHeap[K]
 	pruned int // the heap's length after the last drop of stale entries
@@ -412,8 +431,8 @@ func (t *keyTimers[K]) popDue(keys []K, now time.Time) []K {
 	for len(t.h) > 0 && !t.h[0].at.After(now) {
 		e := heap.Pop(&t.h).(keyTimer[K])
 		s := e.k.slot()
-		if !s.at.Equal(e.at) {
-			continue // stale
+		if stale(e) {
+			continue
 		}
 		s.at = time.Time{}
 		e.k.timerFired(now)
@@ -444,7 +463,7 @@ func (t *keyTimers[K]) schedule(k K) {
 func (t *keyTimers[K]) prune() {
 	kept := t.h[:0]
 	for _, e := range t.h {
-		if e.k.slot().at.Equal(e.at) {
+		if !stale(e) {
 			kept = append(kept, e)
 		}
 	}
@@ -452,6 +471,12 @@ func (t *keyTimers[K]) prune() {
 	t.h = kept
 	heap.Init(&t.h)
 	t.pruned = len(t.h)
+}
+
+// stale reports whether e no longer stands for a round of its key.
+func stale[K keyNode](e keyTimer[K]) bool {
+	s := e.k.slot()
+	return !s.at.Equal(e.at) || s.dropped.Load()
 }
 
 // reset forgets every entry: no key is in use.

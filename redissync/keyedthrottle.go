@@ -148,7 +148,7 @@ func (kt *KeyedThrottle) Hold(key string, until time.Time) {
 		k.Hold(until)
 	}
 	kt.kc.unpin(k)
-	kt.kc.dropIfUnused(k)
+	kt.kc.release(k)
 }
 
 // holdFound, set by a test only, runs in KeyedThrottle.Hold once the

@@ -4,7 +4,8 @@ package redissync
 // one key and not on another, a Throttle of the key's name sharing its
 // rate, the queue limit and a waiter's cancel, a Hold on one key, Redis
 // lost (fail closed and FailOpen), the keys of a round going in one
-// pipeline, and 10,000 keys used once leaving nothing behind.
+// pipeline, 10,000 keys used once leaving nothing behind, and no timer
+// kept for a key dropped.
 
 import (
 	"context"
@@ -423,5 +424,51 @@ func TestKeyedThrottleHoldAsTheClientCloses(t *testing.T) {
 	}
 	if n := kt.Len(); n != 0 {
 		t.Errorf("%d keys in use after Close", n)
+	}
+}
+
+// TestKeyedThrottleCancelledKeysKeepNoTimer: a key whose waiter is
+// cancelled while its entry is an hour away is dropped, and so is its
+// timer: the goroutine keeps no entry of a key that is gone, which would
+// hold the key's state until its time.
+func TestKeyedThrottleCancelledKeysKeepNoTimer(t *testing.T) {
+	c, _ := newClient(t, sharedRedis(t), Options{})
+	kt := c.NewKeyedThrottle("q", ThrottleOptions{Rate: 1, Period: time.Hour, MaxQueue: -1})
+	l := newLoops(t, 1)[0]
+	var tr tracer
+	for _, key := range []string{"a", "b", "c"} {
+		if res := <-enter(l, kt.Key(key), &tr, "A"); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		r := asyncsteps.New(asyncsteps.WithTool(l))
+		r.Sync(kt.Key(key), func(as asyncsteps.AsyncSteps, _ ...any) { tr.add("B in") })
+		b := r.Promise()
+		waitFor(t, "B to queue", func() bool { return keyRateQueued(kt, key) == 1 })
+		r.Cancel()
+		<-b
+	}
+	waitFor(t, "no key, no timer", func() bool { return coreState(&kt.kc) == "keys 0, listed 0, idle true" })
+	tr.check(t, "A in", "A in", "A in")
+}
+
+// TestKeyTimersDropGoneKeys: the entries of keys dropped are stale: the
+// heap of keys churning through an hour-long wait, one key kept, stays
+// within twice the kept entries (and 64) however many keys came and went,
+// and no dropped key's round is made.
+func TestKeyTimersDropGoneKeys(t *testing.T) {
+	var timers keyTimers[*keyRate]
+	now := time.Now()
+	kept := &keyRate{next: now.Add(time.Hour)}
+	timers.schedule(kept)
+	for range 1000 {
+		k := &keyRate{next: now.Add(time.Hour)}
+		timers.schedule(k)
+		k.dropped.Store(true)
+	}
+	if n := timers.len(); n > 2*1+64+1 {
+		t.Errorf("%d entries for one key in use", n)
+	}
+	if due := timers.popDue(nil, now.Add(2*time.Hour)); len(due) != 1 || due[0] != kept {
+		t.Errorf("%d keys due, want the kept one", len(due))
 	}
 }
