@@ -190,23 +190,8 @@ func (km *KeyedMutex) newKey(name string) *keyLock {
 // due lists k for run's next round.
 func (k *keyLock) due() { k.km.kc.list(k) }
 
-// nextTimer implements keyState: the first of its expiry and retry.
-func (k *keyLock) nextTimer() time.Time {
-	if k.expiry.IsZero() || (!k.retry.IsZero() && k.retry.Before(k.expiry)) {
-		return k.retry
-	}
-	return k.expiry
-}
-
-// timerFired implements keyState.
-func (k *keyLock) timerFired(now time.Time) {
-	if !k.expiry.IsZero() && !k.expiry.After(now) {
-		k.expiry = time.Time{}
-	}
-	if !k.retry.IsZero() && !k.retry.After(now) {
-		k.retry = time.Time{}
-	}
-}
+// dueTimes implements keyState: its expiry and its retry.
+func (k *keyLock) dueTimes() [2]*time.Time { return [2]*time.Time{&k.expiry, &k.retry} }
 
 // run is the KeyedMutex's goroutine: it makes every round trip of every
 // key, as a Mutex's goroutine does for its Mutex. Its renewal and

@@ -25,12 +25,10 @@ type keyState interface {
 	unused() bool
 	// due lists the key for its keyed Syncer's next round.
 	due()
-	// nextTimer returns when the key's next timed round is due; zero:
-	// none. Called by the keyed Syncer's goroutine only.
-	nextTimer() time.Time
-	// timerFired takes away the key's times due at now: its timed round
-	// is being made. Called by the keyed Syncer's goroutine only.
-	timerFired(now time.Time)
+	// dueTimes returns the times at which the key's timed rounds are due,
+	// each zero for none: its next timed round is due at the first.
+	// Used by the keyed Syncer's goroutine only.
+	dueTimes() [2]*time.Time
 }
 
 // keyNode is a keyState that keyedCore keeps in its map: a pointer.
@@ -397,7 +395,7 @@ func (g keyGate[K]) leave(as asyncsteps.AsyncSteps, w *waiter) {
 }
 
 // keyTimers are the timed rounds of a keyed Syncer's keys: a heap of keys
-// by the time their next round is due (see keyState.nextTimer). An entry
+// by the time their next round is due (see nextTimer). An entry
 // whose time is no longer its key's, or whose key was dropped, is stale,
 // and skipped; stale entries are dropped once the heap has doubled since
 // the last time.
@@ -435,16 +433,32 @@ func (t *keyTimers[K]) popDue(keys []K, now time.Time) []K {
 			continue
 		}
 		s.at = time.Time{}
-		e.k.timerFired(now)
+		for _, at := range e.k.dueTimes() {
+			if !at.After(now) {
+				*at = time.Time{} // its round is being made
+			}
+		}
 		keys = append(keys, e.k)
 	}
 	return keys
 }
 
+// nextTimer returns when k's next timed round is due, the first of its
+// dueTimes; zero: none.
+func nextTimer(k keyState) time.Time {
+	var next time.Time
+	for _, at := range k.dueTimes() {
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = *at
+		}
+	}
+	return next
+}
+
 // schedule gives k an entry at its nextTimer, if it has one that is not
 // in the heap already.
 func (t *keyTimers[K]) schedule(k K) {
-	next := k.nextTimer()
+	next := nextTimer(k)
 	s := k.slot()
 	if next.Equal(s.at) {
 		return

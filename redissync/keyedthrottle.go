@@ -185,24 +185,9 @@ func (kt *KeyedThrottle) newKey(name string) *keyRate {
 // due lists k for run's next round.
 func (k *keyRate) due() { k.kt.kc.list(k) }
 
-// nextTimer implements keyState: the first of the next entry's time and
-// the end of a hold that keeps the key.
-func (k *keyRate) nextTimer() time.Time {
-	if k.next.IsZero() || (!k.holdEnd.IsZero() && k.holdEnd.Before(k.next)) {
-		return k.holdEnd
-	}
-	return k.next
-}
-
-// timerFired implements keyState.
-func (k *keyRate) timerFired(now time.Time) {
-	if !k.next.IsZero() && !k.next.After(now) {
-		k.next = time.Time{}
-	}
-	if !k.holdEnd.IsZero() && !k.holdEnd.After(now) {
-		k.holdEnd = time.Time{}
-	}
-}
+// dueTimes implements keyState: the next entry's time and the end of a
+// hold that keeps the key.
+func (k *keyRate) dueTimes() [2]*time.Time { return [2]*time.Time{&k.next, &k.holdEnd} }
 
 // keptHold returns the end of the hold that keeps k in use (see
 // Throttle.unused), or zero.
