@@ -368,11 +368,11 @@ func TestHolderProcessKilled(t *testing.T) {
 // a flow of this process on the Syncer that syncer makes for that name
 // (with the Syncer's Token and its queue's length); kills the worker once
 // renewals have kept the lease past one TTL; and checks that the flow
-// enters once the last renewal's TTL has run out, not before (as Redis
-// has the lease's expiry after the kill), with a larger token. mutexName
-// names the Mutex of the lease. A worker starved of CPU may renew too
-// late, its lease run out before the kill: then the flow may enter at
-// once.
+// enters once the last renewal's TTL has run out, not before (Redis's
+// expiry of the lease, watched until just after the kill), with a larger
+// token. mutexName names the Mutex of the lease. A worker starved of CPU
+// may renew too late, its lease run out before the kill: then the flow
+// may enter at once, even before the kill.
 func checkKilledHolder(t *testing.T, kind, prefixBase string, syncer func(c *Client) (s asyncsteps.Syncer, token func(asyncsteps.AsyncSteps) (int64, bool), queued func() int), mutexName string) {
 	t.Helper()
 	addr := sharedRedis(t)
@@ -408,44 +408,63 @@ func checkKilledHolder(t *testing.T, kind, prefixBase string, syncer func(c *Cli
 	})
 	promise := r.Promise()
 	waitFor(t, "the flow to queue", func() bool { return queuedOn() == 1 })
-	// Held by the worker: renewals keep it held well past one TTL.
-	time.Sleep(killTTL * 3 / 2)
-	if entered.Load() != 0 {
-		t.Fatal("entered while the worker held the lease")
+	lease := workerLease(t, c, holders)
+	// Held by the worker: renewals keep it held well past one TTL. The
+	// lease's expiry is watched meanwhile: a worker starved of CPU renews
+	// too late, its lease runs out, and the flow may enter at once then,
+	// before the kill or just after.
+	var expiry time.Time
+	for end := time.Now().Add(killTTL * 3 / 2); time.Now().Before(end) && entered.Load() == 0; {
+		if at, ok := leaseExpiry(t, c, holders, lease); ok {
+			expiry = at
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	killed := time.Now()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	expiry, lapsed := killedLeaseExpiry(t, c, holders)
+	if at, ok := leaseExpiry(t, c, holders, lease); ok {
+		expiry = at // renewed since the last look
+	}
 	res := <-promise
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	after := time.Duration(entered.Load() - killed.UnixNano())
+	in := time.Unix(0, entered.Load())
+	after := in.Sub(killed)
 	t.Logf("entered %v after the kill (TTL %v)", after, killTTL)
+	if !expiry.After(killed) {
+		t.Logf("the worker's lease ran out %v before the kill", killed.Sub(expiry))
+	}
+	// The expiry seen is the last renewal's, or one before it: the flow
+	// must not enter before it (the clocks agree within a round trip).
+	if early := expiry.Sub(in); early > 100*time.Millisecond {
+		t.Errorf("entered %v before the worker's lease ran out, %v after the kill", early, after)
+	}
 	if after > killTTL+2*time.Second {
 		t.Errorf("entered %v after the kill, the lease's TTL is %v", after, killTTL)
-	}
-	if lapsed {
-		// A worker starved of CPU renewed too late: its lease ran out
-		// before the kill, and the flow may enter at once.
-		t.Logf("the worker's lease ran out before the kill")
-		return
-	}
-	if early := expiry.Sub(time.Unix(0, entered.Load())); early > 100*time.Millisecond {
-		t.Errorf("entered %v before the worker's lease ran out, %v after the kill", early, after)
 	}
 	if token <= workerToken {
 		t.Errorf("token %d after the killed holder's %d", token, workerToken)
 	}
 }
 
-// killedLeaseExpiry returns when the lease of a killed holder runs out,
-// on this process's clock, read from the Mutex's holders key (a sorted
-// set of leases by expiry, in ms of Redis's clock); lapsed reports that
-// it had run out already, taken out of the key or past its time.
-func killedLeaseExpiry(t *testing.T, c *Client, holders string) (expiry time.Time, lapsed bool) {
+// workerLease returns the lease in the Mutex's holders key: the worker's,
+// the only one while this process's flow waits.
+func workerLease(t *testing.T, c *Client, holders string) string {
+	t.Helper()
+	leases, err := c.rdb.ZRange(context.Background(), holders, 0, -1).Result()
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("holders %v (%v), want the worker's lease", leases, err)
+	}
+	return leases[0]
+}
+
+// leaseExpiry returns when lease runs out, on this process's clock, read
+// from the Mutex's holders key (a sorted set of leases by expiry, in ms of
+// Redis's clock), if lease is in it.
+func leaseExpiry(t *testing.T, c *Client, holders, lease string) (time.Time, bool) {
 	t.Helper()
 	ctx := context.Background()
 	before := time.Now()
@@ -454,17 +473,12 @@ func killedLeaseExpiry(t *testing.T, c *Client, holders string) (expiry time.Tim
 		t.Fatal(err)
 	}
 	skew := now.Sub(before) // Redis's clock ahead of ours, within a round trip
-	leases, err := c.rdb.ZRangeWithScores(ctx, holders, 0, -1).Result()
+	ms, err := c.rdb.ZScore(ctx, holders, lease).Result()
+	if err == redis.Nil {
+		return time.Time{}, false
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	switch len(leases) {
-	case 0:
-		return time.Time{}, true
-	case 1:
-		expiry = time.UnixMilli(int64(leases[0].Score)).Add(-skew)
-		return expiry, !expiry.After(before)
-	}
-	t.Fatalf("holders after the kill: %v", leases)
-	return time.Time{}, false
+	return time.UnixMilli(int64(ms)).Add(-skew), true
 }
