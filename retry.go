@@ -219,9 +219,11 @@ func pastRunDeadline(fl *flow) bool { return fl.wait != nil && fl.wait.late != n
 // a nil Handle, a timer that cannot be cancelled (see Tool): it then finds
 // its step gone. The wait is the closure's, not a field of the loopRun,
 // which every Loop, Repeat and ForEach allocates: a backoff, which arms a
-// timer anyway, costs the allocation instead.
+// timer anyway, costs the allocation instead. The step is the engine's:
+// AsyncStack leaves it out.
 func backoffStep(w time.Duration) StepFunc {
 	return func(as AsyncSteps, _ ...any) {
+		runsFor(as, nil)
 		timer := as.Tool().Deferred(w, func() { as.Success() })
 		as.SetCancel(func(AsyncSteps) {
 			if timer != nil {

@@ -106,6 +106,36 @@ func TestRetryInABranchCancelledDuringTheBackoff(t *testing.T) {
 	}
 }
 
+// The deadline of Run's context that falls in the backoff's wait times
+// the flow out in the innermost step, the wait's: AsyncStack names the
+// user's functions down to the Retry, not that engine's step, which it
+// named ("asyncsteps.backoffStep.func1").
+func TestRetryAsyncStackLeavesOutTheBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := asyncsteps.NewLoop()
+		defer loop.Close()
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		var stack string
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			asyncsteps.Retry(as, asyncsteps.RetryOptions{Attempts: 2,
+				Backoff: func(int) time.Duration { return time.Hour }}, retryCornerFail)
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			stack = code + ": " + strings.Join(as.State().AsyncStack, " > ")
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r.Run(ctx)
+		want := "Timeout: github.com/asyncsteps/asyncsteps_test.TestRetryAsyncStackLeavesOutTheBackoff.func1.1" +
+			" > github.com/asyncsteps/asyncsteps_test.retryCornerFail"
+		if stack != want {
+			t.Errorf("AsyncStack\n got: %s\nwant: %s", stack, want)
+		}
+	})
+}
+
+// retryCornerFail is an attempt that fails with CommError.
+func retryCornerFail(as asyncsteps.AsyncSteps, _ int) { as.Error(asyncsteps.CommError, "down") }
+
 // AsyncStack names the user's attempt, not the engine's step that runs
 // it, as a Repeat's names its body; a panic in the attempt is an
 // InternalError, not retried by default.
