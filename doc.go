@@ -127,6 +127,9 @@
 // gives up at once on a wait that the deadline around it would cut
 // short; Example_retryAfter shows it. [Throttle.Hold] and [Limiter.Hold]
 // make every flow that shares the limit wait as long.
+// [Sleep] adds a step that waits on the flow's clock (virtual on a
+// [TestTool]) and passes its arguments on; a cancel or a timeout around
+// it stops its timer.
 //
 // # The loop
 //

@@ -555,6 +555,23 @@ func ExampleRetry_backoff() {
 	// 919.55 <nil> at 310ms
 }
 
+// A pause between two calls waits on the flow's clock, and hands the
+// first call's result on to the second.
+func ExampleSleep_pause() {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	submit := func(as asyncsteps.AsyncSteps, _ ...any) { upstream(as, 10*time.Millisecond, "job-7") }
+	fetch := func(as asyncsteps.AsyncSteps, job string) { upstream(as, 30*time.Millisecond, "result of "+job) }
+
+	r.Add(submit)
+	asyncsteps.Sleep(r, 2*time.Second) // the job is done 2s after it was submitted
+	asyncsteps.Then(r, fetch)
+	result, err := asyncsteps.Run[string](context.Background(), r)
+
+	fmt.Println(result, err, "at", elapsed(tt), "timers left", tt.Pending())
+	// Output: result of job-7 <nil> at 2.04s timers left 0
+}
+
 // Cancel handlers release what the cancelled steps hold, innermost first,
 // once; no error handler runs on a cancel.
 func ExampleAsyncSteps_SetCancel_cleanup() {

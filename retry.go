@@ -174,7 +174,7 @@ func retryFailed(as AsyncSteps, code string) {
 	lr.count = lr.i + 1
 	lr.queueIteration(loop)
 	if w > 0 {
-		as.Add(backoffStep(w))
+		as.Add(sleepStep(w))
 		return
 	}
 	as.Success()
@@ -214,23 +214,52 @@ func outlastsDeadline(fl *flow, loop *frame, w time.Duration) bool {
 // fail the same way (docs/DESIGN.md#retry).
 func pastRunDeadline(fl *flow) bool { return fl.wait != nil && fl.wait.late != nil }
 
-// backoffStep returns the step that waits w before the next attempt, on
-// the flow's Tool; a cancel of the flow stops the timer. A Tool may return
-// a nil Handle, a timer that cannot be cancelled (see Tool): it then finds
-// its step gone. The wait is the closure's, not a field of the loopRun,
-// which every Loop, Repeat and ForEach allocates: a backoff, which arms a
-// timer anyway, costs the allocation instead. The step is the engine's:
-// AsyncStack leaves it out.
-func backoffStep(w time.Duration) StepFunc {
-	return func(as AsyncSteps, _ ...any) {
+// Sleep adds a step that waits d on the flow's Tool (virtual time on a
+// [TestTool]), then succeeds with the arguments it was given, so that a
+// wait put between two steps hands the first one's result on to the
+// second, as if it were not there. Sleep returns the value as.Add returns,
+// to chain further steps.
+//
+// A d of 0 or less arms no timer: the step succeeds at once, as
+// time.Sleep returns at once. A cancel of the step (Root.Cancel, a
+// timeout around it, a failed Parallel sibling, the end of Run's
+// context) stops its timer, so that nothing of it stays scheduled; no
+// error is raised in the step itself, so it takes no error handler. As
+// with a step's timeout, [TestTool.ResetEvents] drops the timer: the step
+// then waits until it is cancelled. A [Tool] of your own whose Deferred
+// returns a nil Handle (a timer that cannot be cancelled) keeps the
+// timer after a cancel, which then finds its step gone.
+func Sleep(as AsyncSteps, d time.Duration) AsyncSteps {
+	return as.Add(sleepStep(d))
+}
+
+// sleepStep returns the step that waits w on the flow's Tool and then
+// succeeds with its incoming args: Sleep's, and the backoff of a Retry,
+// which is added in an error handler and so gets no args. A cancel of
+// the flow stops the timer. A Tool may return a nil Handle, a timer that
+// cannot be cancelled (see Tool): it then finds its step gone. The wait
+// is the closure's, not a field of the loopRun, which every Loop, Repeat
+// and ForEach allocates: a backoff, which arms a timer anyway, costs the
+// allocation instead. The step is the engine's: AsyncStack leaves it out.
+func sleepStep(w time.Duration) StepFunc {
+	if w <= 0 {
+		return sleepNone
+	}
+	return func(as AsyncSteps, args ...any) {
 		runsFor(as, nil)
-		timer := as.Tool().Deferred(w, func() { as.Success() })
+		timer := as.Tool().Deferred(w, func() { as.Success(args...) })
 		as.SetCancel(func(AsyncSteps) {
 			if timer != nil {
 				timer.Cancel()
 			}
 		})
 	}
+}
+
+// sleepNone is the step of a Sleep of 0 or less: it passes its args on.
+func sleepNone(as AsyncSteps, args ...any) {
+	runsFor(as, nil)
+	as.Success(args...)
 }
 
 // passesArgs reports whether the built-in step ctl drives gives its result
