@@ -19,11 +19,8 @@ func ExampleMutex_cache() {
 
 	// fetch stands for an upstream call, 100ms on the virtual clock.
 	fetch := func(as asyncsteps.AsyncSteps, key string) {
-		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-			fmt.Println("fetching", key)
-			as.Tool().Deferred(100*time.Millisecond, func() { as.Success("value of " + key) })
-			as.WaitExternal()
-		})
+		fmt.Println("fetching", key)
+		asyncsteps.Sleep(as, 100*time.Millisecond).SuccessStep("value of " + key)
 	}
 	cached := func(as asyncsteps.AsyncSteps, key string) {
 		as.Sync(lock, func(as asyncsteps.AsyncSteps, _ ...any) {

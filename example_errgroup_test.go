@@ -38,14 +38,14 @@ func quote(symbol string) func(context.Context) (float64, error) {
 // with the error code if one is given. (A TestTool does not wait for the
 // goroutine of an Await before it moves its clock to the next timer.)
 func upstream(as asyncsteps.AsyncSteps, d time.Duration, v string, code ...string) {
-	h := as.Tool().Deferred(d, func() {
+	asyncsteps.Sleep(as, d) // a timeout or a cancel stops the call
+	as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 		if len(code) > 0 {
 			as.Error(code[0], "upstream failed")
 			return
 		}
 		as.Success(v)
 	})
-	as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() }) // a timeout or a cancel stops the call
 }
 
 // elapsed is the virtual time a TestTool has run.

@@ -28,14 +28,14 @@ func Example_retry() {
 	fetch := func(as asyncsteps.AsyncSteps, attempt int) {
 		answer := script[attempt]
 		fmt.Println("attempt", attempt, "at", since())
-		h := as.Tool().Deferred(answer.after, func() {
+		asyncsteps.Sleep(as, answer.after) // the attempt's timeout stops it
+		as.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
 			if answer.code != "" {
 				as.Error(answer.code, "upstream failed")
-			} else {
-				as.Success("42")
+				return
 			}
+			as.Success("42")
 		})
-		as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() }) // the attempt's timeout
 	}
 
 	r := asyncsteps.New(asyncsteps.WithTool(tt))

@@ -147,9 +147,9 @@ func (s *sagas) failed(out *orderResult, c, why string) {
 	out.Failed = append(out.Failed, c)
 }
 
-// fakeServices answer each call after 30ms on the tool's clock with the
+// fakeServices answer each call after 30ms on the flow's clock with the
 // next code scripted for it ("" or none: a success; "hang": never).
-func fakeServices(tool asyncsteps.Tool, script map[string][]string, logf func(string, ...any)) service {
+func fakeServices(script map[string][]string, logf func(string, ...any)) service {
 	return func(as asyncsteps.AsyncSteps, action, key string) {
 		var code string
 		if s := script[action+" "+key]; len(s) > 0 {
@@ -160,14 +160,10 @@ func fakeServices(tool asyncsteps.Tool, script map[string][]string, logf func(st
 			as.WaitExternal()
 			return
 		}
-		h := tool.Deferred(30*time.Millisecond, func() {
-			if code == "" {
-				as.Success()
-			} else {
-				as.Error(code, action+" "+key+" failed")
-			}
-		})
-		as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() })
+		asyncsteps.Sleep(as, 30*time.Millisecond) // a timeout or a cancel stops it
+		if code != "" {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(code, action+" "+key+" failed") })
+		}
 	}
 }
 
@@ -182,7 +178,7 @@ func Example_saga() {
 		fmt.Printf("%v: "+format+"\n", append([]any{tt.Now().Sub(asyncsteps.TestToolEpoch)}, args...)...)
 	}
 	script := map[string][]string{"ship o2": {"hang", "hang", "hang"}}
-	s := &sagas{tool: tt, call: fakeServices(tt, script, logf), accounts: asyncsteps.NewKeyedMutex[string](1),
+	s := &sagas{tool: tt, call: fakeServices(script, logf), accounts: asyncsteps.NewKeyedMutex[string](1),
 		budget: time.Second, settle: 5 * time.Second, logf: logf}
 	report := func(out orderResult) {
 		logf("ran %v, compensated %v, failed %v: %v", out.Ran, out.Compensated, out.Failed, out.Err)

@@ -225,14 +225,10 @@ func fake(script map[string][]string) call {
 			as.WaitExternal()
 			return
 		}
-		h := as.Tool().Deferred(30*time.Millisecond, func() {
-			if code == "" {
-				as.Success()
-			} else {
-				as.Error(code, "failed")
-			}
-		})
-		as.SetCancel(func(asyncsteps.AsyncSteps) { h.Cancel() }) // a timeout, the lease, the drain
+		asyncsteps.Sleep(as, 30*time.Millisecond) // a timeout, the lease, the drain stop it
+		if code != "" {
+			as.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error(code, "failed") })
+		}
 	}
 }
 

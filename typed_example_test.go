@@ -120,8 +120,7 @@ func ExampleBranches() {
 	waits := []time.Duration{30 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond}
 
 	call := func(as asyncsteps.AsyncSteps, d time.Duration) { // a call that answers after d
-		as.Tool().Deferred(d, func() { as.Success("after " + d.String()) })
-		as.WaitExternal()
+		asyncsteps.Sleep(as, d).SuccessStep("after " + d.String())
 	}
 	asyncsteps.Gather[string](r, nil, asyncsteps.Branches(waits, call)...)
 	vs, err := asyncsteps.Run[[]string](context.Background(), r)
