@@ -223,6 +223,11 @@
 // returned, and a function that calls runtime.Goexit ends the caller's
 // goroutine.
 //
+// A service starts its background flows (a worker's jobs, a poller's
+// polls) through a [FlowSet]: at shutdown, [FlowSet.Shutdown] refuses new
+// ones, lets those running end within a grace period, cancels the rest
+// and returns once none runs, before the loops are closed.
+//
 // Close a [Loop] after its flows have ended. A flow whose loop is closed
 // stops where it is, without its cancel handlers. A [Root.Promise],
 // [Root.ExecuteThen] or [Root.Run] that waits for it receives an

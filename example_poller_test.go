@@ -53,8 +53,7 @@ type poller struct {
 	flows     map[*asyncsteps.Root]*target // polls and the refresh (nil) running
 	refreshAt time.Time
 	refresh   asyncsteps.Handle
-	grace     asyncsteps.Handle
-	idle      chan struct{} // set by Shutdown, closed once no flow runs
+	running   asyncsteps.FlowSet // the same flows, for Shutdown, from its goroutine
 }
 
 type target struct {
@@ -186,51 +185,38 @@ func jittered(cfg pollerConfig, rng *rand.Rand) time.Duration {
 	return time.Duration(float64(cfg.Period) * (1 + (2*rng.Float64()-1)*cfg.Jitter)).Round(time.Millisecond)
 }
 
-// run starts r, a poll of t or the refresh (t nil), and counts it until
-// it ends. A poll's handlers take every failure of its check: an error
-// left is a bug (a panic in onChange, say), logged.
+// run starts r, a poll of t or the refresh (t nil), and keeps it until
+// it ends; once Shutdown has begun, it starts nothing. A poll's handlers
+// take every failure of its check: an error left is a bug (a panic in
+// onChange, say), logged.
 func (p *poller) run(r *asyncsteps.Root, t *target) {
-	p.flows[r] = t
-	r.ExecuteThen(func(res asyncsteps.Result) {
+	started := p.running.Start(r, func(res asyncsteps.Result) {
 		if t != nil && res.Err != nil && !errors.Is(res.Err, context.Canceled) {
 			p.log().Error("poll failed", "target", t.name, "err", res.Err)
 		}
 		delete(p.flows, r)
-		if p.idle != nil && len(p.flows) == 0 {
-			p.grace.Cancel()
-			close(p.idle)
-			p.idle = nil
-		}
 	})
+	if started {
+		p.flows[r] = t // before it can end: it ends on this loop, later
+	}
 }
 
 // Shutdown stops the ticks and the refresh, lets the polls running end
 // within grace and cancels the rest, then closes the loop and waits at
 // most wait for the checks still running (one that ignores its context).
 func (p *poller) Shutdown(grace, wait time.Duration) error {
-	idle := make(chan struct{})
 	p.loop.Immediate(func() {
 		p.refresh.Cancel()
 		for _, t := range p.targets {
 			t.tick.Cancel()
 		}
-		p.idle = idle
-		p.grace = p.loop.Deferred(grace, func() {
-			for r := range p.flows {
-				r.Cancel()
-			}
-		})
 		for r, t := range p.flows {
 			if t == nil {
 				r.Cancel() // the refresh: nothing to wait for
 			}
 		}
-		if len(p.flows) == 0 {
-			p.grace.Cancel()
-			close(idle)
-		}
 	})
-	<-idle
+	p.running.Shutdown(context.Background(), grace) // a cancelled poll ends at once
 	p.loop.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
