@@ -1,7 +1,9 @@
 package asyncsteps
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +30,19 @@ import (
 // cancelled flows left running.
 type FlowSet struct {
 	mu      sync.Mutex
-	running map[*Root]int // executions by Root: a then may start its Root again
+	running map[*Root]setEntry
+	starts  uint64 // Starts made, the order of the next
 	n       int
 	closed  bool
 	idle    chan struct{} // made by a waiter; closed, and dropped, when n falls to 0
+}
+
+// setEntry is a Root of a FlowSet: its executions counted (a then may
+// start its Root again) and the order of its first Start, which Cancel
+// follows.
+type setEntry struct {
+	n     int
+	order uint64
 }
 
 // Start executes r as [Root.ExecuteThen] does, with then (which may be
@@ -47,9 +58,15 @@ func (s *FlowSet) Start(r *Root, then func(Result)) bool {
 		return false
 	}
 	if s.running == nil {
-		s.running = map[*Root]int{}
+		s.running = map[*Root]setEntry{}
 	}
-	s.running[r]++
+	e, ok := s.running[r]
+	if !ok {
+		e.order = s.starts
+	}
+	e.n++
+	s.running[r] = e
+	s.starts++
 	s.n++
 	s.mu.Unlock()
 	// One end per Start, whichever comes: then's return, or a panic of
@@ -81,7 +98,10 @@ func (s *FlowSet) Start(r *Root, then func(Result)) bool {
 func (s *FlowSet) ended(r *Root) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running[r]--; s.running[r] == 0 {
+	if e := s.running[r]; e.n > 1 {
+		e.n--
+		s.running[r] = e
+	} else {
 		delete(s.running, r)
 	}
 	if s.n--; s.n == 0 && s.idle != nil {
@@ -98,15 +118,17 @@ func (s *FlowSet) Len() int {
 	return s.n
 }
 
-// Cancel cancels every flow of the set ([Root.Cancel]) and returns: each
-// ends once its cancel handlers have run, on its loop. A flow started
-// after Cancel is not cancelled.
+// Cancel cancels every flow of the set ([Root.Cancel]), in the order they
+// were started, and returns: each ends once its cancel handlers have run,
+// on its loop (on one loop, in that order). A flow started after Cancel is
+// not cancelled.
 func (s *FlowSet) Cancel() {
 	s.mu.Lock()
 	roots := make([]*Root, 0, len(s.running))
 	for r := range s.running {
 		roots = append(roots, r)
 	}
+	slices.SortFunc(roots, func(a, b *Root) int { return cmp.Compare(s.running[a].order, s.running[b].order) })
 	s.mu.Unlock()
 	for _, r := range roots { // outside the lock: a Cancel may end r at once, and ended locks
 		r.Cancel()

@@ -243,3 +243,27 @@ func TestFlowSetWaitMisuse(t *testing.T) {
 		t.Errorf("Start refused after a refused Shutdown")
 	}
 }
+
+// Cancel cancels the flows in the order they were started: on one loop
+// they end in that order, so a test on a TestTool sees one order on every
+// run (a map's would change from run to run).
+func TestFlowSetCancelsInStartOrder(t *testing.T) {
+	for range 10 {
+		tt := asyncsteps.NewTestTool()
+		var set asyncsteps.FlowSet
+		var got []string
+		for _, name := range []string{"a", "b", "c", "d", "e"} {
+			r := asyncsteps.New(asyncsteps.WithTool(tt))
+			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+				as.SetCancel(func(asyncsteps.AsyncSteps) { got = append(got, name) })
+			})
+			set.Start(r, nil)
+		}
+		tt.Run()
+		set.Cancel()
+		tt.Run()
+		if want := "a b c d e"; strings.Join(got, " ") != want || set.Len() != 0 {
+			t.Fatalf("cancelled in the order %q, Len %d; want %q, 0", got, set.Len(), want)
+		}
+	}
+}
