@@ -45,13 +45,28 @@ type setEntry struct {
 	order uint64
 }
 
-// Start executes r as [Root.ExecuteThen] does, with then (which may be
-// nil), and keeps r in the set until then has returned, so that what
-// then does (settle a job) is done once Wait returns. Once Shutdown has
-// begun, Start starts nothing and returns false: r stays as it was and
-// then is not called. As ExecuteThen, Start panics if r is running; the
-// set then does not keep it.
+// Start executes r as [Root.ExecuteThen] does, with then, and keeps r in
+// the set until then has returned, so that what then does (settle a job)
+// is done once Wait returns. A nil then makes it [Root.Execute]: an error
+// that ends the flow goes to r's unhandled-error function
+// ([WithUnhandledError]). Once Shutdown has begun, Start starts nothing
+// and returns false: r keeps its steps and then is not called. As
+// ExecuteThen, Start panics if r is running; the set then does not keep
+// it.
 func (s *FlowSet) Start(r *Root, then func(Result)) bool {
+	return s.start(r, then, r.ExecuteThen)
+}
+
+// StartContext is Start under ctx: it executes r as
+// [Root.ExecuteThenContext] does, so that ctx's values, cancel and
+// deadline reach the flow (a job's).
+func (s *FlowSet) StartContext(ctx context.Context, r *Root, then func(Result)) bool {
+	return s.start(r, then, func(done func(Result)) { r.ExecuteThenContext(ctx, done) })
+}
+
+// start counts r in the set and executes it with exec, whose done ends
+// the count once then has returned.
+func (s *FlowSet) start(r *Root, then func(Result), exec func(done func(Result))) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -83,10 +98,12 @@ func (s *FlowSet) Start(r *Root, then func(Result)) bool {
 			end()
 		}
 	}()
-	r.ExecuteThen(func(res Result) {
+	exec(func(res Result) {
 		defer end()
 		if then != nil {
 			then(res)
+		} else if e, ok := res.Err.(*Error); ok {
+			r.fl.unhandled(e) // as Execute's end does (flow.deliver)
 		}
 	})
 	started = true

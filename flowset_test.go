@@ -267,3 +267,28 @@ func TestFlowSetCancelsInStartOrder(t *testing.T) {
 		}
 	}
 }
+
+// Without a then, an error that ends a flow goes to its unhandled-error
+// function, as with Execute; StartContext runs the flow under its
+// context, whose deadline times it out.
+func TestFlowSetStartWithoutThenAndUnderAContext(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	var unhandled []string
+	r := asyncsteps.New(asyncsteps.WithTool(tt), asyncsteps.WithUnhandledError(func(err *asyncsteps.Error) {
+		unhandled = append(unhandled, err.Code+" "+err.Info)
+	}))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Error("Refused", "no") })
+	var set asyncsteps.FlowSet
+	set.Start(r, nil)
+	tt.Run()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var res asyncsteps.Result
+	asyncsteps.Sleep(r, time.Second)
+	set.StartContext(ctx, r, func(got asyncsteps.Result) { res = got })
+	tt.Run()
+	if got := fmt.Sprint(unhandled, " ", res.Err, " ", set.Len()); got != "[Refused no] context canceled 0" {
+		t.Errorf("got %s, want [Refused no] context canceled 0", got)
+	}
+}
