@@ -33,6 +33,7 @@ type FlowSet struct {
 	running map[*Root]setEntry
 	starts  uint64 // Starts made, the order of the next
 	n       int
+	cancels uint64 // Cancel calls made: a Start that one comes within cancels its flow
 	closed  bool
 	idle    chan struct{} // made by a waiter; closed, and dropped, when n falls to 0
 }
@@ -83,10 +84,14 @@ func (s *FlowSet) start(r *Root, then func(Result), exec func(done func(Result))
 	s.running[r] = e
 	s.starts++
 	s.n++
+	cancels := s.cancels
 	s.mu.Unlock()
+	if testHookFlowSetCounted != nil {
+		testHookFlowSetCounted()
+	}
 	// One end per Start, whichever comes: then's return, or a panic of
 	// ExecuteThen (r running already), which starts nothing.
-	var ended atomic.Bool
+	var ended, delivered atomic.Bool
 	end := func() {
 		if ended.CompareAndSwap(false, true) {
 			s.ended(r)
@@ -99,6 +104,7 @@ func (s *FlowSet) start(r *Root, then func(Result), exec func(done func(Result))
 		}
 	}()
 	exec(func(res Result) {
+		delivered.Store(true) // before then, which may execute r again
 		defer end()
 		if then != nil {
 			then(res)
@@ -107,8 +113,36 @@ func (s *FlowSet) start(r *Root, then func(Result), exec func(done func(Result))
 		}
 	})
 	started = true
+	s.cancelIfMissed(r, cancels, &delivered)
 	return true
 }
+
+// cancelIfMissed cancels the execution of r that start has just begun if
+// a Cancel came since the set counted it (cancels was then the count of
+// Cancel calls): that Cancel found r not running yet, which Root.Cancel
+// ignores, and Shutdown would have waited for the flow to end on its own.
+// Only that execution: one that its then began (delivered is set before
+// then runs) is not the set's to cancel, and requestStop ignores one that
+// has ended.
+func (s *FlowSet) cancelIfMissed(r *Root, cancels uint64, delivered *atomic.Bool) {
+	gen, running := r.fl.execution()
+	if !running || delivered.Load() {
+		return
+	}
+	s.mu.Lock()
+	missed := s.cancels != cancels
+	s.mu.Unlock()
+	if !missed {
+		return
+	}
+	if req := r.fl.requestStop(gen, context.Canceled); req != nil {
+		r.fl.postCancel(req)
+	}
+}
+
+// testHookFlowSetCounted, set by a test, runs in Start once the set has
+// counted the flow, before it executes it.
+var testHookFlowSetCounted func()
 
 // ended takes an execution of r off the set, and tells a waiter once no
 // flow is left.
@@ -138,9 +172,11 @@ func (s *FlowSet) Len() int {
 // Cancel cancels every flow of the set ([Root.Cancel]), in the order they
 // were started, and returns: each ends once its cancel handlers have run,
 // on its loop (on one loop, in that order). A flow started after Cancel is
-// not cancelled.
+// not cancelled; one whose Start had begun, and counted it in Len, is,
+// even if its execution begins as Cancel returns.
 func (s *FlowSet) Cancel() {
 	s.mu.Lock()
+	s.cancels++
 	roots := make([]*Root, 0, len(s.running))
 	for r := range s.running {
 		roots = append(roots, r)
