@@ -193,11 +193,16 @@ func (s *FlowSet) Cancel() {
 // once, also under a ctx that has ended. Flows may be started meanwhile:
 // Wait returns at the first moment none runs.
 func (s *FlowSet) Wait(ctx context.Context) error {
-	if err := waitMisuse("FlowSet.Wait", ctx); err != nil {
+	if err := blockMisuse("FlowSet.Wait", setWaitOnLoopInfo, ctx); err != nil {
 		return err
 	}
 	return s.wait(ctx)
 }
+
+// setWaitOnLoopInfo is the info of FlowSet.Wait and FlowSet.Shutdown
+// called on the goroutine of a Loop, after the method's name.
+const setWaitOnLoopInfo = " called on the goroutine of a Loop: it would block that loop," +
+	" which the flows it waits for may need"
 
 func (s *FlowSet) wait(ctx context.Context) error {
 	s.mu.Lock()
@@ -228,7 +233,7 @@ func (s *FlowSet) wait(ctx context.Context) error {
 // cancelled and is not waited for), so ctx bounds a loop too busy to run
 // them. Shutdown may be called again, to wait again.
 func (s *FlowSet) Shutdown(ctx context.Context, grace time.Duration) error {
-	if err := waitMisuse("FlowSet.Shutdown", ctx); err != nil {
+	if err := blockMisuse("FlowSet.Shutdown", setWaitOnLoopInfo, ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -216,30 +216,35 @@ func TestFlowSetStartOfARunningRootPanics(t *testing.T) {
 }
 
 // Wait and Shutdown refuse the goroutine of a Loop, which they could
-// block for good, and a nil context, with an InternalError at once.
+// block for good, and a nil context, with an InternalError at once; on
+// a loop's goroutine its info names what they wait for, the flows.
 func TestFlowSetWaitMisuse(t *testing.T) {
 	loop := asyncsteps.NewLoop()
 	defer loop.Close()
 	var set asyncsteps.FlowSet
-	set.Start(sleeper(loop, time.Hour), nil)
-	defer set.Cancel()
+	ignore := func(asyncsteps.Result) {} // the loop closes them
+	set.Start(sleeper(loop, time.Hour), ignore)
 	got := make(chan string, 1)
 	loop.Immediate(func() {
 		got <- fmt.Sprint(set.Wait(context.Background()), " | ", set.Shutdown(context.Background(), 0))
 	})
 	var nilCtx context.Context
-	for _, g := range []string{<-got, fmt.Sprint(set.Wait(nilCtx), " | ", set.Shutdown(nilCtx, 0))} {
-		for _, part := range strings.Split(g, " | ") {
-			if !strings.HasPrefix(part, "InternalError: FlowSet.") ||
-				!strings.Contains(part, "goroutine of a Loop") && !strings.Contains(part, "nil context") {
-				t.Errorf("got %q, want an InternalError naming the misuse", part)
-			}
+	onLoop := "InternalError: FlowSet.Wait called on the goroutine of a Loop: it would block that loop," +
+		" which the flows it waits for may need | InternalError: FlowSet.Shutdown called on the goroutine" +
+		" of a Loop: it would block that loop, which the flows it waits for may need"
+	if g := <-got; g != onLoop {
+		t.Errorf("on the loop's goroutine\n got %s\nwant %s", g, onLoop)
+	}
+	g := fmt.Sprint(set.Wait(nilCtx), " | ", set.Shutdown(nilCtx, 0))
+	for _, part := range strings.Split(g, " | ") {
+		if !strings.HasPrefix(part, "InternalError: FlowSet.") || !strings.Contains(part, "nil context") {
+			t.Errorf("got %q, want an InternalError naming the nil context", part)
 		}
 	}
 	if set.Len() != 1 {
 		t.Errorf("Len %d, want 1: a refused Shutdown closes nothing", set.Len())
 	}
-	if set.Start(sleeper(loop, time.Hour), nil) != true {
+	if set.Start(sleeper(loop, time.Hour), ignore) != true {
 		t.Errorf("Start refused after a refused Shutdown")
 	}
 }

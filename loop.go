@@ -574,8 +574,15 @@ func (l *Loop) Wait(ctx context.Context) error {
 // waitMisuse returns the error of method, Loop.Wait or LoopGroup.Wait,
 // called where it must not be, or with a nil ctx; else nil.
 func waitMisuse(method string, ctx context.Context) error {
+	return blockMisuse(method, waitOnLoopInfo, ctx)
+}
+
+// blockMisuse returns the error of method, which blocks, called on the
+// goroutine of a Loop (onLoop, after the method's name, says why not), or
+// with a nil ctx; else nil.
+func blockMisuse(method, onLoop string, ctx context.Context) error {
 	if onSomeLoop() { // also an iter.Seq2 a flow pulls: see asLoopCallback
-		return &Error{Code: InternalError, Info: method + waitOnLoopInfo}
+		return &Error{Code: InternalError, Info: method + onLoop}
 	}
 	if ctx == nil {
 		return &Error{Code: InternalError, Info: method + nilContextInfo}
