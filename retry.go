@@ -217,8 +217,10 @@ func pastRunDeadline(fl *flow) bool { return fl.wait != nil && fl.wait.late != n
 // Sleep adds a step that waits d on the flow's Tool (virtual time on a
 // [TestTool]), then succeeds with the arguments it was given, so that a
 // wait put between two steps hands the first one's result on to the
-// second, as if it were not there. Sleep returns the value as.Add returns,
-// to chain further steps.
+// second, as if it were not there. As the first step of a level (added
+// in a step's callback) it is given none, as any first sub-step, and so
+// passes none on. Sleep returns the value as.Add returns, to chain
+// further steps.
 //
 // A d of 0 or less arms no timer: the step succeeds at once, as
 // time.Sleep returns at once. A cancel of the step (Root.Cancel, a

@@ -167,3 +167,18 @@ func TestSleepOnALoopInSynctest(t *testing.T) {
 		}
 	})
 }
+
+// As the first step of a level, Sleep is given no args, as any first
+// sub-step is, and passes none on: the args of the step that added it
+// stay that step's.
+func TestSleepFirstOfALevelPassesNone(t *testing.T) {
+	tt := asyncsteps.NewTestTool()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { as.Success("x") })
+	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) { asyncsteps.Sleep(as, time.Second) })
+	res := r.Promise()
+	tt.Run()
+	if got := fmt.Sprint(<-res); got != "{[] <nil>}" {
+		t.Errorf("got %s, want {[] <nil>}", got)
+	}
+}
