@@ -397,7 +397,7 @@ func (kl *keyedLimits[K]) enterSection(as AsyncSteps, key K, kind keyKind[K], f 
 	}
 	gates, n := k.gates()
 	if n == 0 {
-		kl.release(k, nil, time.Time{}) // limits nothing: nothing to keep
+		kl.release(k) // limits nothing: nothing to keep
 	}
 	beginSection(as, f, onerror, args, gates[:n]...)
 }
@@ -413,7 +413,7 @@ func (kl *keyedLimits[K]) hold(key K, kind keyKind[K], until time.Time) {
 		return
 	}
 	k.limiter.throttle.Hold(until)
-	kl.release(k, nil, time.Time{})
+	kl.release(k)
 }
 
 // acquire returns the Limiter of key, made if key is not in use, counted
@@ -435,10 +435,9 @@ func (kl *keyedLimits[K]) acquire(key K, kind keyKind[K]) (*keyLimits[K], string
 }
 
 // release counts out a step that no longer uses k, and settles k once
-// none does. A flow that passed, on tool whose clock read now, sweeps the
-// parked keys.
-func (kl *keyedLimits[K]) release(k *keyLimits[K], tool Tool, now time.Time) {
-	kl.passed(k, true, tool, now)
+// none does.
+func (kl *keyedLimits[K]) release(k *keyLimits[K]) {
+	kl.passed(k, true, nil, time.Time{})
 }
 
 // passed, for a flow that passed the rate limit of k on tool, whose clock
@@ -594,7 +593,7 @@ func (k *keyLimits[K]) gates() (g [2]gate, n int) {
 func (k *keyLimits[K]) letGo(e *entry) {
 	if !e.unkeyed {
 		e.unkeyed = true
-		k.owner.release(k, nil, time.Time{})
+		k.owner.release(k)
 	}
 }
 
