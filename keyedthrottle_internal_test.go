@@ -67,7 +67,7 @@ func TestKeyedThrottleGivesBackTheRoomOfItsKeys(t *testing.T) {
 		kt.Hold(-1-i, TestToolEpoch.Add(time.Second))
 	}
 	tt.Advance(0)
-	if n := len(kt.limits.parked); n != 4*keptKeys {
+	if n := len(kt.keys.parked); n != 4*keptKeys {
 		t.Errorf("%d keys parked, want %d", n, 4*keptKeys)
 	}
 	tt.Run()
@@ -75,8 +75,8 @@ func TestKeyedThrottleGivesBackTheRoomOfItsKeys(t *testing.T) {
 	kt.Sync(r, 0, func(AsyncSteps, ...any) {}) // sweeps the holds, which have ended
 	r.Execute()
 	tt.Run()
-	if len(kt.limits.keys.byKey) != 0 || kt.limits.keys.peak > keptKeys || kt.limits.parked != nil {
+	if len(kt.keys.table.byKey) != 0 || kt.keys.table.peak > keptKeys || kt.keys.parked != nil {
 		t.Errorf("%d keys in a map of peak %d, %d parked: want none in a map of peak %d at most, no heap",
-			len(kt.limits.keys.byKey), kt.limits.keys.peak, len(kt.limits.parked), keptKeys)
+			len(kt.keys.table.byKey), kt.keys.table.peak, len(kt.keys.parked), keptKeys)
 	}
 }

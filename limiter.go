@@ -272,7 +272,7 @@ func (*limiterThrottle) holds() *Mutex              { return nil }
 // KeyedLimiter must not be copied after first use.
 type KeyedLimiter[K comparable] struct {
 	limits limiterConfig  // of each key
-	keys   keyedLimits[K] // the keys in use
+	keys   keyLimiters[K] // the keys in use
 }
 
 // NewKeyedLimiter returns a KeyedLimiter whose keys each have the limits
@@ -317,14 +317,14 @@ func (l *KeyedLimiter[K]) Hold(key K, until time.Time) { l.keys.hold(key, l.kind
 // Len returns the number of keys in use: those a flow, or an Await
 // function started inside a critical section, holds or waits for, whose
 // period runs, or on which a hold is ahead.
-func (l *KeyedLimiter[K]) Len() int { return l.keys.keys.len() }
+func (l *KeyedLimiter[K]) Len() int { return l.keys.table.len() }
 
 // enterSection runs as the step that enters the critical section of key.
 func (l *KeyedLimiter[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror ErrorFunc, args []any) {
 	l.keys.enterSection(as, key, l.kind(), f, onerror, args)
 }
 
-// kind is what the keys of l are, for keyedLimits.
+// kind is what the keys of l are, for keyLimiters.
 func (l *KeyedLimiter[K]) kind() keyKind[K] {
 	return keyKind[K]{name: "KeyedLimiter", limits: l.limits, owner: l}
 }
@@ -351,7 +351,7 @@ func (s keyLimiterSyncer[K]) nilSyncer() bool { return s.l == nil }
 // keyedKind implements keyedSyncer: a KeyedLimiter is a Limiter per key.
 func (keyLimiterSyncer[K]) keyedKind() string { return "limiter" }
 
-// keyedLimits is what a KeyedThrottle and a KeyedLimiter share: the keys
+// keyLimiters is what a KeyedThrottle and a KeyedLimiter share: the keys
 // in use, each with a Limiter of its own (a KeyedThrottle's has its rate
 // limit alone), and when a key may go.
 //
@@ -366,18 +366,18 @@ func (keyLimiterSyncer[K]) keyedKind() string { return "limiter" }
 // step lets go of it and as each of its periods ends. A key kept with no
 // timer to settle it is parked until the instant it may go, and dropped
 // then by the first flow that passes, on any key (sweep).
-type keyedLimits[K comparable] struct {
-	// keys maps the keys in use to their Limiter; its mu guards the refs
+type keyLimiters[K comparable] struct {
+	// table maps the keys in use to their Limiter; its mu guards the refs
 	// and the parking of their values, and parked. Held, it may lock a
 	// key's Throttle's mu, never the reverse.
-	keys keyTable[K, keyLimits[K]]
+	table keyTable[K, keyLimiter[K]]
 	// parked holds the keys kept with no timer, by the instant they may
 	// go: a flow that passes drops those whose instant its clock has
 	// reached (sweep).
 	parked parkedKeys[K]
 }
 
-// keyKind is what the keys of a keyedLimits are: the name of its type,
+// keyKind is what the keys of a keyLimiters are: the name of its type,
 // which starts the info of a bad key, the limits of each key's Limiter,
 // and the type itself, whose Key a SyncWait hook is told of.
 type keyKind[K comparable] struct {
@@ -388,8 +388,8 @@ type keyKind[K comparable] struct {
 
 // enterSection runs as the step that enters the critical section of key:
 // it takes the key's Limiter, which the section lets go of as its gates
-// say (see keyedLimits).
-func (kl *keyedLimits[K]) enterSection(as AsyncSteps, key K, kind keyKind[K], f StepFunc, onerror ErrorFunc, args []any) {
+// say (see keyLimiters).
+func (kl *keyLimiters[K]) enterSection(as AsyncSteps, key K, kind keyKind[K], f StepFunc, onerror ErrorFunc, args []any) {
 	k, info := kl.acquire(key, kind)
 	if k == nil {
 		as.Error(InternalError, info)
@@ -404,7 +404,7 @@ func (kl *keyedLimits[K]) enterSection(as AsyncSteps, key K, kind keyKind[K], f 
 
 // hold holds the rate limit of key until the instant until, if its kind
 // has one.
-func (kl *keyedLimits[K]) hold(key K, kind keyKind[K], until time.Time) {
+func (kl *keyLimiters[K]) hold(key K, kind keyKind[K], until time.Time) {
 	if !kind.limits.rated {
 		return
 	}
@@ -419,11 +419,11 @@ func (kl *keyedLimits[K]) hold(key K, kind keyKind[K], until time.Time) {
 // acquire returns the Limiter of key, made if key is not in use, counted
 // as used by one more step, which releases it; or nil and why key cannot
 // be one.
-func (kl *keyedLimits[K]) acquire(key K, kind keyKind[K]) (*keyLimits[K], string) {
-	kl.keys.mu.Lock()
-	defer kl.keys.mu.Unlock()
-	k, info := kl.keys.find(key, kind.name, func() *keyLimits[K] {
-		k := &keyLimits[K]{owner: kl, key: key, obj: kind.owner.Key(key)}
+func (kl *keyLimiters[K]) acquire(key K, kind keyKind[K]) (*keyLimiter[K], string) {
+	kl.table.mu.Lock()
+	defer kl.table.mu.Unlock()
+	k, info := kl.table.find(key, kind.name, func() *keyLimiter[K] {
+		k := &keyLimiter[K]{owner: kl, key: key, obj: kind.owner.Key(key)}
 		kind.limits.apply(&k.limiter)
 		k.limiter.throttle.owner = k
 		return k
@@ -436,15 +436,15 @@ func (kl *keyedLimits[K]) acquire(key K, kind keyKind[K]) (*keyLimits[K], string
 
 // release counts out a step that no longer uses k, and settles k once
 // none does.
-func (kl *keyedLimits[K]) release(k *keyLimits[K]) {
+func (kl *keyLimiters[K]) release(k *keyLimiter[K]) {
 	kl.passed(k, true, nil, time.Time{})
 }
 
 // passed, for a flow that passed the rate limit of k on tool, whose clock
 // read now, releases k if letGo, and sweeps the parked keys.
-func (kl *keyedLimits[K]) passed(k *keyLimits[K], letGo bool, tool Tool, now time.Time) {
-	kl.keys.mu.Lock()
-	defer kl.keys.mu.Unlock()
+func (kl *keyLimiters[K]) passed(k *keyLimiter[K], letGo bool, tool Tool, now time.Time) {
+	kl.table.mu.Lock()
+	defer kl.table.mu.Unlock()
 	if letGo {
 		k.refs--
 		kl.settle(k)
@@ -458,8 +458,8 @@ func (kl *keyedLimits[K]) passed(k *keyLimits[K], letGo bool, tool Tool, now tim
 // Throttle.rest), parks it if it is kept with no timer, and unparks it
 // while its timer keeps it. A key some step uses is settled as the last
 // one lets go of it.
-func (kl *keyedLimits[K]) settle(k *keyLimits[K]) {
-	if k.refs > 0 || kl.keys.byKey[k.key] != k {
+func (kl *keyLimiters[K]) settle(k *keyLimiter[K]) {
+	if k.refs > 0 || kl.table.byKey[k.key] != k {
 		return
 	}
 	k.limiter.throttle.mu.Lock()
@@ -468,7 +468,7 @@ func (kl *keyedLimits[K]) settle(k *keyLimits[K]) {
 	switch {
 	case idle:
 		kl.unpark(k)
-		kl.keys.drop(k.key)
+		kl.table.drop(k.key)
 	case until.IsZero():
 		kl.unpark(k)
 	default:
@@ -481,8 +481,8 @@ func (kl *keyedLimits[K]) settle(k *keyLimits[K]) {
 // came to such a key would end what keeps it and open a new period, as
 // it does in a key made anew. A key parked on the other kind of clock
 // (see otherClock) is left, as its Throttle would refuse such a flow.
-func (kl *keyedLimits[K]) sweep(tool Tool, now time.Time) {
-	var other []*keyLimits[K]
+func (kl *keyLimiters[K]) sweep(tool Tool, now time.Time) {
+	var other []*keyLimiter[K]
 	for len(kl.parked) > 0 && !now.Before(kl.parked[0].parkedUntil) {
 		k := kl.parked[0]
 		kl.unpark(k)
@@ -494,7 +494,7 @@ func (kl *keyedLimits[K]) sweep(tool Tool, now time.Time) {
 		k.limiter.throttle.mu.Unlock()
 		switch {
 		case idle || !until.IsZero() && !now.Before(until) && !otherClock(clock, tool):
-			kl.keys.drop(k.key)
+			kl.table.drop(k.key)
 		case until.IsZero(): // timed again
 		case now.Before(until): // lengthened by a Hold
 			kl.park(k, until)
@@ -510,7 +510,7 @@ func (kl *keyedLimits[K]) sweep(tool Tool, now time.Time) {
 
 // park, with keys.mu held, parks k until the instant until, or moves it
 // there if parked.
-func (kl *keyedLimits[K]) park(k *keyLimits[K], until time.Time) {
+func (kl *keyLimiters[K]) park(k *keyLimiter[K], until time.Time) {
 	k.parkedUntil = until
 	if k.parkedAt > 0 {
 		heap.Fix(&kl.parked, k.parkedAt-1)
@@ -520,7 +520,7 @@ func (kl *keyedLimits[K]) park(k *keyLimits[K], until time.Time) {
 }
 
 // unpark, with keys.mu held, takes k out of parked, if it is there.
-func (kl *keyedLimits[K]) unpark(k *keyLimits[K]) {
+func (kl *keyLimiters[K]) unpark(k *keyLimiter[K]) {
 	if k.parkedAt > 0 {
 		heap.Remove(&kl.parked, k.parkedAt-1)
 	}
@@ -528,7 +528,7 @@ func (kl *keyedLimits[K]) unpark(k *keyLimits[K]) {
 
 // parkedKeys is the heap of the parked keys, the earliest instant first
 // (container/heap).
-type parkedKeys[K comparable] []*keyLimits[K]
+type parkedKeys[K comparable] []*keyLimiter[K]
 
 func (p parkedKeys[K]) Len() int { return len(p) }
 func (p parkedKeys[K]) Less(i, j int) bool {
@@ -539,7 +539,7 @@ func (p parkedKeys[K]) Swap(i, j int) {
 	p[i].parkedAt, p[j].parkedAt = i+1, j+1
 }
 func (p *parkedKeys[K]) Push(x any) {
-	k := x.(*keyLimits[K])
+	k := x.(*keyLimiter[K])
 	*p = append(*p, k)
 	k.parkedAt = len(*p)
 }
@@ -555,28 +555,28 @@ func (p *parkedKeys[K]) Pop() any {
 	return k
 }
 
-// keyLimits is the Limiter of a key in use of a KeyedThrottle or a
+// keyLimiter is the Limiter of a key in use of a KeyedThrottle or a
 // KeyedLimiter. Its gates are keyMutexGate and keyRateGate.
-type keyLimits[K comparable] struct {
+type keyLimiter[K comparable] struct {
 	limiter Limiter
-	owner   *keyedLimits[K]
+	owner   *keyLimiters[K]
 	key     K
 	obj     Syncer // the key's Syncer, for a SyncWait hook
-	// Guarded by owner.keys.mu.
-	refs        int       // steps that use it (see keyedLimits)
+	// Guarded by owner.table.mu.
+	refs        int       // steps that use it (see keyLimiters)
 	parkedAt    int       // its index in owner.parked plus one; 0 when not parked
 	parkedUntil time.Time // when parked, the instant it may go
 }
 
 // periodEnded implements periodWatcher: the key may have gone idle.
-func (k *keyLimits[K]) periodEnded() {
-	k.owner.keys.mu.Lock()
-	defer k.owner.keys.mu.Unlock()
+func (k *keyLimiter[K]) periodEnded() {
+	k.owner.table.mu.Lock()
+	defer k.owner.table.mu.Unlock()
 	k.owner.settle(k)
 }
 
 // gates returns the gates of k in use, in the order a flow passes them.
-func (k *keyLimits[K]) gates() (g [2]gate, n int) {
+func (k *keyLimiter[K]) gates() (g [2]gate, n int) {
 	if k.limiter.concurrent {
 		g[n] = (*keyMutexGate[K])(k)
 		n++
@@ -590,7 +590,7 @@ func (k *keyLimits[K]) gates() (g [2]gate, n int) {
 
 // letGo counts e's section out of k, once: e is the entry of the gate
 // whose end lets go of the key.
-func (k *keyLimits[K]) letGo(e *entry) {
+func (k *keyLimiter[K]) letGo(e *entry) {
 	if !e.unkeyed {
 		e.unkeyed = true
 		k.owner.release(k)
@@ -601,14 +601,14 @@ func (k *keyLimits[K]) letGo(e *entry) {
 // tell a SyncWait hook of the key's Syncer. Each is the key's state under
 // another type, as limiterMutex and limiterThrottle are a Limiter's.
 type (
-	keyMutexGate[K comparable] keyLimits[K]
-	keyRateGate[K comparable]  keyLimits[K]
+	keyMutexGate[K comparable] keyLimiter[K]
+	keyRateGate[K comparable]  keyLimiter[K]
 )
 
 // enter implements gate. A refused flow neither holds nor waits: it lets
 // go of the key at once, not once onerror has run.
 func (g *keyMutexGate[K]) enter(as AsyncSteps, e *entry) {
-	k := (*keyLimits[K])(g)
+	k := (*keyLimiter[K])(g)
 	k.limiter.mutex.enterFor(as, e, k.obj)
 	if e.err != nil {
 		k.letGo(e)
@@ -618,7 +618,7 @@ func (g *keyMutexGate[K]) enter(as AsyncSteps, e *entry) {
 // leave implements gate: the key is let go of once the slot is back, as
 // in a KeyedMutex (see keyLock.leave).
 func (g *keyMutexGate[K]) leave(e *entry, on *flow) {
-	k := (*keyLimits[K])(g)
+	k := (*keyLimiter[K])(g)
 	k.limiter.mutex.leave(e, on)
 	k.letGo(e)
 }
@@ -629,7 +629,7 @@ func (g *keyMutexGate[K]) holds() *Mutex { return &g.limiter.mutex }
 // of the key once its entry has entered, queued or been refused: what the
 // entry does then keeps the key as long as it must.
 func (g *keyRateGate[K]) enter(as AsyncSteps, e *entry) {
-	k := (*keyLimits[K])(g)
+	k := (*keyLimiter[K])(g)
 	tool := as.Tool()
 	now := clockOf(tool)
 	letGo := !k.limiter.concurrent
@@ -651,7 +651,7 @@ var testHookKeyRateEnter func()
 // before its entry asked the key's Throttle lets go of the key here.
 func (g *keyRateGate[K]) leave(e *entry, on *flow) {
 	g.limiter.throttle.leave(e, on)
-	if k := (*keyLimits[K])(g); !k.limiter.concurrent {
+	if k := (*keyLimiter[K])(g); !k.limiter.concurrent {
 		k.letGo(e)
 	}
 }

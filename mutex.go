@@ -485,11 +485,11 @@ func (m *KeyedMutex[K]) release(k *keyLock[K]) {
 	}
 }
 
-// keyTable maps the keys in use of a KeyedMutex or a KeyedThrottle to the
-// state of each, a V, with the rules they share: a key that cannot be
-// found again is refused (find), and the room of a burst of keys that has
-// left is given back (shrink). Its methods but len are called with mu
-// held; the zero value is empty.
+// keyTable maps the keys in use of a KeyedMutex, a KeyedThrottle or a
+// KeyedLimiter to the state of each, a V, with the rules they share: a
+// key that cannot be found again is refused (find), and the room of a
+// burst of keys that has left is given back (shrink). Its methods but len
+// are called with mu held; the zero value is empty.
 type keyTable[K comparable, V any] struct {
 	mu    sync.Mutex // never held while user code or a Tool runs
 	byKey map[K]*V

@@ -26,7 +26,7 @@ type entry struct {
 	inWait bool // in its gate's waitQueue (removed entries are not)
 	// unkeyed, not guarded by the gate's mutex, is set once the section
 	// has let go of the key of a KeyedMutex, a KeyedThrottle or a
-	// KeyedLimiter (see keyLock.letGo, keyLimits.letGo): on the
+	// KeyedLimiter (see keyLock.letGo, keyLimiter.letGo): on the
 	// flow's loop, or by the goroutine that gives back what the section
 	// kept (giveBack), which comes after the loop's last write
 	// (section.work orders them). Here it takes no room of its own.

@@ -648,7 +648,7 @@ type KeyedThrottle[K comparable] struct {
 	period   time.Duration // per key; 0 means one second
 	maxQueue queueLimit
 
-	limits keyedLimits[K] // the keys in use, each a Limiter of a rate alone
+	keys keyLimiters[K] // the keys in use, each a Limiter of a rate alone
 }
 
 // NewKeyedThrottle returns a KeyedThrottle that lets at most max flows per
@@ -692,19 +692,19 @@ func (t *KeyedThrottle[K]) Key(key K) Syncer { return keyThrottleSyncer[K]{t, ke
 // (see KeyedThrottle). It is safe for concurrent use, from a step of any
 // loop or from another goroutine.
 func (t *KeyedThrottle[K]) Hold(key K, until time.Time) {
-	t.limits.hold(key, t.kind(), until)
+	t.keys.hold(key, t.kind(), until)
 }
 
 // Len returns the number of keys in use: those a flow enters or waits
 // for, whose period runs, or on which a hold is ahead.
-func (t *KeyedThrottle[K]) Len() int { return t.limits.keys.len() }
+func (t *KeyedThrottle[K]) Len() int { return t.keys.table.len() }
 
 // enterSection runs as the step that enters the critical section of key.
 func (t *KeyedThrottle[K]) enterSection(as AsyncSteps, key K, f StepFunc, onerror ErrorFunc, args []any) {
-	t.limits.enterSection(as, key, t.kind(), f, onerror, args)
+	t.keys.enterSection(as, key, t.kind(), f, onerror, args)
 }
 
-// kind is what the keys of t are, for keyedLimits: a Limiter whose rate
+// kind is what the keys of t are, for keyLimiters: a Limiter whose rate
 // limit alone is set.
 func (t *KeyedThrottle[K]) kind() keyKind[K] {
 	return keyKind[K]{
