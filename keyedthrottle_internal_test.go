@@ -80,3 +80,26 @@ func TestKeyedThrottleGivesBackTheRoomOfItsKeys(t *testing.T) {
 			len(kt.keys.table.byKey), kt.keys.table.peak, len(kt.keys.parked), keptKeys)
 	}
 }
+
+// A burst of parked keys gives back the room of their heap once most of
+// them have gone, though a few are still parked, as the map of the keys
+// does: a hold far ahead on one key keeps no room of the burst.
+func TestKeyedThrottleGivesBackTheRoomOfABurstOfHolds(t *testing.T) {
+	tt := NewTestTool()
+	kt := NewKeyedThrottle[int](1, time.Second)
+	kt.Hold(-1, TestToolEpoch.Add(time.Hour))
+	for i := range 4 * keptKeys {
+		kt.Hold(i, TestToolEpoch.Add(time.Second))
+	}
+	tt.Advance(time.Second)
+	r := New(WithTool(tt))
+	kt.Sync(r, 0, func(AsyncSteps, ...any) {}) // sweeps the holds that have ended
+	r.Execute()
+	tt.Run()
+	if n, c := len(kt.keys.parked), cap(kt.keys.parked); n != 1 || c > keptKeys {
+		t.Errorf("%d keys parked in a heap of room %d: want 1 in room for %d at most", n, c, keptKeys)
+	}
+	if n := kt.Len(); n != 1 {
+		t.Errorf("%d keys in use, want 1", n)
+	}
+}

@@ -548,11 +548,26 @@ func (p *parkedKeys[K]) Pop() any {
 	k := old[len(old)-1]
 	old[len(old)-1] = nil
 	*p = old[:len(old)-1]
-	if len(*p) == 0 {
-		*p = nil // give back the room of a burst of parked keys
-	}
+	p.shrink()
 	k.parkedAt = 0
 	return k
+}
+
+// shrink gives back the room of a burst of parked keys that has left, as
+// keyTable.shrink does for the keys' map: once at most a quarter of a
+// room above keptKeys is in use, the keys left move to a heap of their
+// size, in their order (their parkedAt holds). The room was at least
+// half full when it was made (append at most doubles it; a move fills
+// it), so at least as many keys have left since as move now: the moves
+// cost O(1) a key.
+func (p *parkedKeys[K]) shrink() {
+	n := len(*p)
+	switch {
+	case n == 0:
+		*p = nil
+	case cap(*p) > keptKeys && n <= cap(*p)/4:
+		*p = append(parkedKeys[K](nil), *p...)
+	}
 }
 
 // keyLimiter is the Limiter of a key in use of a KeyedThrottle or a

@@ -496,8 +496,9 @@ type keyTable[K comparable, V any] struct {
 	peak  int // the most keys in byKey since it was made
 }
 
-// keptKeys is how many keys a keyTable's map may have held at once and
-// keep the room of once they have left (see keyTable.shrink).
+// keptKeys is how many keys a keyTable's map, or a heap of parked keys,
+// may have held at once and keep the room of once they have left (see
+// keyTable.shrink, parkedKeys.shrink).
 const keptKeys = 1024
 
 // find returns the state of key, made by newV if key is not in use; or
