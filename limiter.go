@@ -583,7 +583,8 @@ type keyLimiter[K comparable] struct {
 	parkedUntil time.Time // when parked, the instant it may go
 }
 
-// periodEnded implements periodWatcher: the key may have gone idle.
+// periodEnded implements periodWatcher: the key may have gone idle, or
+// need parking.
 func (k *keyLimiter[K]) periodEnded() {
 	k.owner.table.mu.Lock()
 	defer k.owner.table.mu.Unlock()

@@ -119,12 +119,14 @@ type Throttle struct {
 	// (see rest).
 	heldAhead bool
 	// owner is the key of a KeyedThrottle or a KeyedLimiter whose rate
-	// limit this is, told as a period ends; nil for any other Throttle.
+	// limit this is, told as a period's timer runs or is dropped; nil for
+	// any other Throttle.
 	owner periodWatcher
 }
 
-// periodWatcher is told, once mu is released, that a period of a
-// Throttle has ended: it may have gone idle.
+// periodWatcher is told, once mu is released, that the timer of a
+// Throttle's period has run or been dropped: the Throttle may have gone
+// idle, or run on with no timer (see Throttle.rest).
 type periodWatcher interface{ periodEnded() }
 
 // NewThrottle returns a Throttle that lets at most max flows enter per
@@ -412,7 +414,8 @@ func (t *Throttle) periodOver(pt *periodTimer, dropped bool) {
 	}
 }
 
-// ended tells the key whose rate limit t is, if any, that a period ended.
+// ended tells the key whose rate limit t is, if any, that the timer of a
+// period has run or been dropped.
 func (t *Throttle) ended() {
 	if t.owner != nil {
 		t.owner.periodEnded()
