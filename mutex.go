@@ -502,18 +502,18 @@ type keyTable[K comparable, V any] struct {
 const keptKeys = 1024
 
 // find returns the state of key, made by newV if key is not in use; or
-// nil and why key cannot be a key, an info that starts with kind: a key
-// that cannot be compared (an interface holding a slice, a map or a func)
-// or is not equal to itself (a NaN, or a value holding one) could never
-// be found again, nor dropped.
-func (kt *keyTable[K, V]) find(key K, kind string, newV func() *V) (v *V, info string) {
+// nil and why key cannot be a key, an info that starts with typeName,
+// the keyed type's: a key that cannot be compared (an interface holding a
+// slice, a map or a func) or is not equal to itself (a NaN, or a value
+// holding one) could never be found again, nor dropped.
+func (kt *keyTable[K, V]) find(key K, typeName string, newV func() *V) (v *V, info string) {
 	defer func() {
 		if r := recover(); r != nil { // comparing an uncomparable value
-			v, info = nil, fmt.Sprint(kind, ": key not comparable: ", r)
+			v, info = nil, fmt.Sprint(typeName, ": key not comparable: ", r)
 		}
 	}()
 	if key != key {
-		return nil, kind + ": key not equal to itself (NaN)"
+		return nil, typeName + ": key not equal to itself (NaN)"
 	}
 	if v = kt.byKey[key]; v == nil {
 		if kt.byKey == nil {
