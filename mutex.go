@@ -391,6 +391,13 @@ func (h *holderSet) all(f func(key *frame) bool) {
 // a key never has two Mutexes, nor more than max holders. [KeyedMutex.Len]
 // counts the keys in use.
 //
+// With no queue, NewKeyedMutex(1, 0) is a try-lock per key: a flow that
+// finds its key held fails at once with DefenseRejected "Mutex queue
+// limit" (Example_poller skips a target's tick so). The onerror given to
+// Sync sees that refusal and the errors raised inside the section alike:
+// let the section handle its own errors, or tell the refusal by
+// State().ErrorInfo as well as its code.
+//
 // Keys are compared as map keys are. A key that cannot be one (an interface
 // key whose value is a slice, a map or a func) or that is not equal to
 // itself (a NaN, or a value holding one), which could never be found again
