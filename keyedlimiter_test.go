@@ -93,20 +93,17 @@ func TestKeyedLimiterZeroValue(t *testing.T) {
 	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, "KeyedLimiter: key not equal to itself (NaN)")
 }
 
-// A key that cannot be compared fails the step that would enter, and
-// keeps no key.
+// A key that is not comparable or not equal to itself fails the step that
+// would enter, as a KeyedMutex's does, and keeps no key; Hold on one does
+// nothing.
 func TestKeyedLimiterKeyMisuse(t *testing.T) {
-	kl := asyncsteps.NewKeyedLimiter[any](asyncsteps.SpecLimiterOptions())
-	var tr tracer
-	r, tt := newFlow()
-	r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-		as.Sync(kl.Key([]int{1}), tr.step("f"), tr.handler("onerror"))
-	}, tr.handler("step onerror"))
-	wantError(t, run(t, r, tt).Err, asyncsteps.InternalError,
-		"KeyedLimiter: key not comparable: runtime error: comparing uncomparable type []int")
-	wantTrace(t, &tr, "step onerror:InternalError")
-	kl.Hold([]int{1}, asyncsteps.TestToolEpoch.Add(time.Hour))
-	wantLen(t, kl, "after", 0)
+	anyKeys := asyncsteps.NewKeyedLimiter[any](asyncsteps.SpecLimiterOptions())
+	floatKeys := asyncsteps.NewKeyedLimiter[float64](asyncsteps.SpecLimiterOptions())
+	checkKeyMisuse(t, "KeyedLimiter", anyKeys, floatKeys)
+	anyKeys.Hold([]int{1}, asyncsteps.TestToolEpoch.Add(time.Hour))
+	floatKeys.Hold(math.NaN(), asyncsteps.TestToolEpoch.Add(time.Hour))
+	wantLen(t, anyKeys, "after Hold", 0)
+	wantLen(t, floatKeys, "after Hold", 0)
 }
 
 // NewKeyedLimiter refuses what NewLimiter refuses, and names itself.

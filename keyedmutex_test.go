@@ -290,10 +290,25 @@ func TestKeyedMutexOnALoopGroup(t *testing.T) {
 // to itself (NaN) could never be found again: the step that would enter
 // fails with InternalError, before onerror or f run, and no key is kept.
 func TestKeyedMutexKeyMisuse(t *testing.T) {
-	anyKeys := asyncsteps.NewKeyedMutex[any](1)
-	floatKeys := asyncsteps.NewKeyedMutex[float64](1)
-	const notComparable = "KeyedMutex: key not comparable: runtime error: comparing uncomparable type []int"
-	const nan = "KeyedMutex: key not equal to itself (NaN)"
+	checkKeyMisuse(t, "KeyedMutex", asyncsteps.NewKeyedMutex[any](1), asyncsteps.NewKeyedMutex[float64](1))
+}
+
+// keyedSyncer is the method set that KeyedMutex, KeyedThrottle and
+// KeyedLimiter share for a key type K.
+type keyedSyncer[K comparable] interface {
+	Sync(as asyncsteps.AsyncSteps, key K, f asyncsteps.StepFunc, onerror ...asyncsteps.ErrorFunc)
+	Key(key K) asyncsteps.Syncer
+	Len() int
+}
+
+// checkKeyMisuse syncs on keys that cannot be map keys (an interface
+// holding a slice) or are not equal to themselves (NaN), through Sync and
+// through Key, and checks that each step fails with InternalError and the
+// info of typeName before onerror or f run, and that no key is kept.
+func checkKeyMisuse(t *testing.T, typeName string, anyKeys keyedSyncer[any], floatKeys keyedSyncer[float64]) {
+	t.Helper()
+	notComparable := typeName + ": key not comparable: runtime error: comparing uncomparable type []int"
+	nan := typeName + ": key not equal to itself (NaN)"
 	cases := []struct {
 		name string
 		sync func(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc)

@@ -256,39 +256,7 @@ func TestKeyedThrottleKeysUsedOnceLeaveNothing(t *testing.T) {
 func TestKeyedThrottleKeyMisuse(t *testing.T) {
 	anyKeys := asyncsteps.NewKeyedThrottle[any](1, time.Second)
 	floatKeys := asyncsteps.NewKeyedThrottle[float64](1, time.Second)
-	const notComparable = "KeyedThrottle: key not comparable: runtime error: comparing uncomparable type []int"
-	const nan = "KeyedThrottle: key not equal to itself (NaN)"
-	cases := []struct {
-		name string
-		sync func(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc)
-		info string
-	}{
-		{"Sync of a slice", func(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
-			anyKeys.Sync(as, []int{1}, f, onerror)
-		}, notComparable},
-		{"AsyncSteps.Sync of the Key of a slice", func(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
-			as.Sync(anyKeys.Key([]int{1}), f, onerror)
-		}, notComparable},
-		{"Sync of NaN", func(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
-			floatKeys.Sync(as, math.NaN(), f, onerror)
-		}, nan},
-		{"Sync of NaN in an interface", func(as asyncsteps.AsyncSteps, f asyncsteps.StepFunc, onerror asyncsteps.ErrorFunc) {
-			anyKeys.Sync(as, math.NaN(), f, onerror)
-		}, nan},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var tr tracer
-			r, tt := newFlow()
-			r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
-				c.sync(as, tr.step("f"), tr.handler("onerror"))
-			}, tr.handler("step onerror"))
-			wantError(t, run(t, r, tt).Err, asyncsteps.InternalError, c.info)
-			wantTrace(t, &tr, "step onerror:InternalError")
-			wantLen(t, anyKeys, "after", 0)
-			wantLen(t, floatKeys, "after", 0)
-		})
-	}
+	checkKeyMisuse(t, "KeyedThrottle", anyKeys, floatKeys)
 	anyKeys.Hold([]int{1}, asyncsteps.TestToolEpoch.Add(time.Hour))
 	floatKeys.Hold(math.NaN(), asyncsteps.TestToolEpoch.Add(time.Hour))
 	wantLen(t, anyKeys, "after Hold", 0)
