@@ -391,6 +391,9 @@ func TestKeyedThrottleRedisRestarted(t *testing.T) {
 func TestKeyedThrottleHoldAsTheClientCloses(t *testing.T) {
 	c, _ := newClient(t, sharedRedis(t), Options{})
 	kt := c.NewKeyedThrottle("api", ThrottleOptions{Rate: 1})
+	// Until its goroutine has begun, no frame of run is on its stack, and
+	// the wait below for run's end would pass before Close closed the key.
+	waitFor(t, "the KeyedThrottle's goroutine to begin", func() bool { return countGoroutines("(*KeyedThrottle).run") == 1 })
 	found, resume := make(chan *keyRate), make(chan struct{})
 	holdFound = func(k *keyRate) {
 		found <- k
