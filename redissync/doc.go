@@ -174,6 +174,21 @@
 //     script for memory only before its first write, and a Mutex's script
 //     first removes expired and given-back leases. All work again as soon
 //     as Redis has memory.
+//   - A waiter not notified: a section's end notifies the processes
+//     (Redis pub/sub) only while a Mutex is marked as waited for, a mark
+//     that each round trip leaving a flow waiting sets again, for
+//     2×(Options.Recheck + 2×OpTimeout), twice the longest a waiting
+//     process goes without one; uncontended sections send nothing. A
+//     waiter whose mark is gone (its process stalled past it, the key
+//     evicted or lost with Redis's data) is not notified, and enters at
+//     its own next round trip (its re-check, or the expiry of the first
+//     lease), as when a notification is lost on the way: a later entry,
+//     never two holders too many nor a waiter left for good. During a
+//     rolling upgrade from a version without the mark, its processes
+//     notify at every section's end as before, and their waiters, which
+//     mark nothing, are not notified of the sections that processes of
+//     this version end while no one of this version waits: they enter at
+//     their re-check.
 //   - Processes that share a Prefix but not a database (a different DB
 //     number in their redis options): nothing fails, and each database
 //     keeps a limit of its own. Every process of one limit must use the
@@ -201,12 +216,13 @@
 // # Keys
 //
 // A Syncer named N of a Client with prefix P uses the keys "P:{N}:holders",
-// "P:{N}:fence", "P:{N}:fence:server", "P:{N}:gone" and "P:{N}:call:ID:K"
-// (Mutex; the third names the Redis server that raised the counter, see
-// [Mutex]; the fourth holds the tombstones of leases given back after a
-// round trip that failed, see Faults) or "P:{N}:tat", "P:{N}:hold" and
-// "P:{N}:call:ID:K" (Throttle; the second holds the end of a hold, see
-// [Throttle.Hold]), and the channel "P:released". A
+// "P:{N}:fence", "P:{N}:fence:server", "P:{N}:gone", "P:{N}:waiting" and
+// "P:{N}:call:ID:K" (Mutex; the third names the Redis server that raised
+// the counter, see [Mutex]; the fourth holds the tombstones of leases
+// given back after a round trip that failed, see Faults; the fifth marks
+// it as waited for, see a waiter not notified in Faults) or "P:{N}:tat",
+// "P:{N}:hold" and "P:{N}:call:ID:K" (Throttle; the second holds the end
+// of a hold, see [Throttle.Hold]), and the channel "P:released". A
 // "call:ID:K" key records the last call of one Syncer of one process (see
 // Faults): ID is its Client's [Client.ID], K a number the Client gives
 // the Syncer. A [Limiter] named N is a Mutex named "N/concurrent" and a
@@ -239,7 +255,9 @@
 // 2×OpTimeout after its call. A Mutex's "holders" goes when its last
 // lease is given back, or expires a second after the lease in it that
 // runs out last (whatever TTL each process gives its leases), "gone" a
-// second after its last tombstone, and a call
+// second after its last tombstone, "waiting" 2×(Recheck + 2×OpTimeout)
+// after the last round trip that left a flow waiting (the longest of the
+// processes' settings), and a call
 // record two minutes after its call, and its "fence" keys a day after
 // its last lease (or, for a counter ahead of Redis's clock, a day after
 // the clock has caught up with it): tokens keep growing all the same,

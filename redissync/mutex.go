@@ -82,7 +82,10 @@ type MutexOptions struct {
 // that section's lease back first. Waiters are woken by a
 // notification (Redis pub/sub) when a lease is given back, and at the
 // time the first lease in Redis runs out; a fallback re-check every
-// Options.Recheck covers a notification lost with a connection. Every
+// Options.Recheck covers a notification lost with a connection. A lease
+// given back notifies only while some process waits, or waited within
+// about 2×Options.Recheck: an uncontended section costs no message to the
+// fleet (see a waiter not notified, in Faults). Every
 // flow of the process that waits is tried in one round trip: a thousand
 // waiters cost one round trip per wake-up, not a thousand. Waiters of
 // different processes are not served in a global order.
@@ -136,7 +139,7 @@ type Mutex struct {
 	name  string
 	limit int
 	ttl   time.Duration
-	keys  []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones, last call
+	keys  []string // holders (a sorted set: lease → expiry), fence counter, fence's server, tombstones, last call, waiting
 
 	// Guarded by gateQueue.mu.
 	holds    map[any]*hold        // by holder: a flow or parallel branch inside (see waiter.key)
@@ -256,7 +259,23 @@ func leaseTTL(ttl time.Duration) time.Duration {
 // each from 1.
 func (c *Client) mutexKeys(name, record string) []string {
 	return []string{c.key(name, "holders"), c.key(name, "fence"), c.key(name, "fence:server"), c.key(name, "gone"),
-		c.key(name, "call:"+record)}
+		c.key(name, "call:"+record), c.key(name, "waiting")}
+}
+
+// waitingFor returns how long, in ms of Redis's clock, a call that leaves
+// some of m's flows waiting marks the Mutex as waited for (see
+// mutexScript): twice the longest time between two calls of a process
+// whose flows wait, each of which marks it again, for the slack of a
+// loaded process. Such a process calls at least every Recheck (its
+// re-check), and a round trip takes at most OpTimeout, two when it first
+// gives owed leases back: Redis runs two of its calls at most Recheck +
+// 2×OpTimeout apart. 0, for a Mutex that queues no flow, marks nothing:
+// its flows never wait.
+func (m *Mutex) waitingFor() int64 {
+	if m.maxQueue == 0 {
+		return 0
+	}
+	return (2 * (m.c.opts.Recheck + 2*m.c.opts.OpTimeout)).Milliseconds()
 }
 
 // wholeMillis rounds a lease's TTL up to whole milliseconds, Redis's
@@ -693,9 +712,9 @@ func (m *Mutex) roundArgs(rt roundTrip) []any {
 // which Redis may or may not have given: each leaves a tombstone), renews
 // renewals and tries to take take, numbered m.calls.
 func (m *Mutex) callArgs(releases, owed, renewals, take []string) []any {
-	args := make([]any, 0, 10+len(releases)+len(owed)+len(renewals)+len(take))
+	args := make([]any, 0, 11+len(releases)+len(owed)+len(renewals)+len(take))
 	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(owed), len(renewals),
-		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), *m.calls, fenceFor.Milliseconds())
+		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), *m.calls, fenceFor.Milliseconds(), m.waitingFor())
 	for _, list := range [][]string{releases, owed, renewals, take} {
 		for _, l := range list {
 			args = append(args, l)
@@ -853,13 +872,15 @@ func leasesLost(syncer string, n int, ofKeys string, err error, ttl time.Duratio
 // mutexScript is a Mutex's round trip. KEYS: the holders (a sorted set of
 // leases by expiry, in ms of Redis's clock), the fence counter, the run
 // ID of the Redis server that last raised it to its clock, the
-// tombstones (a sorted set of leases by the time they go), and the record
-// of the number of this Mutex's last call. ARGV: limit, TTL in ms, the
+// tombstones (a sorted set of leases by the time they go), the record
+// of the number of this Mutex's last call, and the mark that a process
+// waits. ARGV: limit, TTL in ms, the
 // number of leases to give back and to renew, the notification channel,
 // the Mutex's name, how many of the leases to give back (the last ones)
 // are owed, how long in ms their tombstones and the record last, the
-// number of the call, and how long in ms the fence keys are kept after
-// the last lease; then the leases to give back, to renew, and to
+// number of the call, how long in ms the fence keys are kept after
+// the last lease, and how long in ms the mark lasts (0: this call marks
+// nothing); then the leases to give back, to renew, and to
 // take, in that order. It returns the number of leases taken, the token
 // of the last (the others precede it), the ms until the first lease runs
 // out (-1: none held), and the 1-based positions of the leases to renew
@@ -904,6 +925,25 @@ func leasesLost(syncer string, n int, ofKeys string, err error, ttl time.Duratio
 // this one has none, and its waiters would sleep until their next
 // re-check. With one Max for all, the second case implies the first.
 //
+// It notifies only while the Mutex is marked as waited for: a call that
+// takes fewer leases than it was asked for leaves flows of its process
+// waiting, and marks it (the "waiting" key), for a little over twice the
+// longest time such a process goes between two calls (see
+// Mutex.waitingFor); a mark already there lasts the longer of the two, so
+// a process with a short Recheck does not cut short the mark of one with a
+// long one. Without the mark, every section's end sent a message to every
+// process of the fleet, though none waited. It loses no wake-up: a
+// process waits only after a call of its own that marked the Mutex, and
+// Redis runs calls one at a time, so a call that frees a slot after it
+// finds the mark, and one before it left the slot free for it to take. A
+// waiter whose mark is gone (expired while its process stalled, evicted,
+// or never set, by a process of a version without it) waits until its
+// own next call, its re-check or the expiry of the first lease, as it
+// does for a notification lost on the way: a mark changes how soon a
+// waiter enters, never exclusion or progress. The mark is read before
+// this call marks it: a call that frees slots and leaves its own flows
+// waiting gave them the slots it could.
+//
 // The fence counter grows by one a lease while one Redis server runs.
 // The first lease a server gives (a restart, a replica taking over: its
 // run ID is new), and the first after the counter expired (a day without
@@ -921,7 +961,9 @@ local limit, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local nrel, nren = tonumber(ARGV[3]), tonumber(ARGV[4])
 local nowed, gonefor = tonumber(ARGV[7]), tonumber(ARGV[8])
 local call = tonumber(ARGV[9])
-local i = 11
+local waitfor = tonumber(ARGV[11])
+local waited = redis.call('EXISTS', KEYS[6]) == 1
+local i = 12
 local freed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 for j = 1, nrel do
@@ -945,6 +987,7 @@ for j = 1, nren do
   i = i + 1
 end
 local want = #ARGV - i + 1
+local asked = want
 local lastcall = tonumber(redis.call('GET', KEYS[5]) or '0')
 if call < lastcall then
   want = 0
@@ -987,7 +1030,10 @@ if held > 0 then
   local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', KEYS[1], tonumber(latest[2]) - now + 1000)
 end
-if freed > 0 and (held < limit or n - again < freed) then
+if n < asked and waitfor > 0 and redis.call('PTTL', KEYS[6]) < waitfor then
+  redis.call('SET', KEYS[6], '1', 'PX', waitfor)
+end
+if waited and freed > 0 and (held < limit or n - again < freed) then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
 end
 local next = -1

@@ -30,12 +30,12 @@ func (h *failingMutexCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 
 func (h *failingMutexCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) >= 17 {
-			// evalsha, sha, numkeys, 5 keys, then ARGV: limit, TTL, the
-			// numbers of leases to give back and to renew, 5 more, then
+		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) >= 20 {
+			// evalsha, sha, numkeys, 6 keys, then ARGV: limit, TTL, the
+			// numbers of leases to give back and to renew, 7 more, then
 			// the leases.
-			release, _ := args[10].(int)
-			renew, _ := args[11].(int)
+			release, _ := args[11].(int)
+			renew, _ := args[12].(int)
 			if h.failing.Load() {
 				err := errors.New("injected: no answer")
 				cmd.SetErr(err)
@@ -43,7 +43,7 @@ func (h *failingMutexCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHoo
 			}
 			if !h.taken.Load() {
 				h.releases.Add(int64(release))
-				h.taken.Store(len(args)-17-release-renew > 0)
+				h.taken.Store(len(args)-20-release-renew > 0)
 			}
 		}
 		return next(ctx, cmd)
