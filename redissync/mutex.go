@@ -165,6 +165,10 @@ type Mutex struct {
 	// call record per key across the lives of its state (see
 	// KeyedMutex). Used by the goroutine that makes the round trips only.
 	calls *uint64
+	// argv is the start of mutexScript's ARGV, with the arguments that do
+	// not change from one call to the next boxed once: each boxed at each
+	// call cost an allocation (see callArgs).
+	argv []any
 }
 
 // goneFor is how long, on Redis's clock, the tombstone of an owed lease
@@ -242,6 +246,8 @@ func (c *Client) initMutex(m *Mutex, name string, opts MutexOptions, record stri
 	m.branches = make(map[*waiter]struct{})
 	m.outerCount = make(map[any]int)
 	m.calls = calls
+	m.argv = []any{m.limit, m.ttl.Milliseconds(), 0, 0, c.notify, name, 0, int64(goneFor / time.Millisecond), 0,
+		int64(fenceFor / time.Millisecond), m.waitingFor()}
 }
 
 // leaseTTL is the TTL of MutexOptions.TTL: ten seconds for 0, in whole
@@ -712,9 +718,9 @@ func (m *Mutex) roundArgs(rt roundTrip) []any {
 // which Redis may or may not have given: each leaves a tombstone), renews
 // renewals and tries to take take, numbered m.calls.
 func (m *Mutex) callArgs(releases, owed, renewals, take []string) []any {
-	args := make([]any, 0, 11+len(releases)+len(owed)+len(renewals)+len(take))
-	args = append(args, m.limit, m.ttl.Milliseconds(), len(releases)+len(owed), len(renewals),
-		m.c.notify, m.name, len(owed), goneFor.Milliseconds(), *m.calls, fenceFor.Milliseconds(), m.waitingFor())
+	args := make([]any, 0, len(m.argv)+len(releases)+len(owed)+len(renewals)+len(take))
+	args = append(args, m.argv...)
+	args[2], args[3], args[6], args[8] = len(releases)+len(owed), len(renewals), len(owed), *m.calls
 	for _, list := range [][]string{releases, owed, renewals, take} {
 		for _, l := range list {
 			args = append(args, l)
