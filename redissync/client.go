@@ -41,7 +41,10 @@ type Options struct {
 	// while nobody else talks to it: about Recheck + OpTimeout. The
 	// notification connection, when silent for Recheck, is pinged: one
 	// that does not answer within OpTimeout (dropped on the way without a
-	// word) is closed and made again. 0 means five seconds.
+	// word) is closed and made again. A section's end notifies the other
+	// processes only within 2×(Recheck + 2×OpTimeout) of a round trip that
+	// left a flow waiting (see Faults in the package documentation). 0
+	// means five seconds.
 	Recheck time.Duration
 }
 
