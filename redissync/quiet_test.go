@@ -130,15 +130,18 @@ func TestContendedGiveBackWakesAtOnce(t *testing.T) {
 		name         string
 		holder, same asyncsteps.Syncer
 		waiter       asyncsteps.Syncer
-		queued       func() int
+		queued       func() int // the other process's flows waiting
+		sameQueued   func() int // the holder's process's
 	}{
-		{"m", b.NewMutex("m", opts), nil, nil, nil},
-		{"acct/k", kmB.Key("k"), kmB.Key("k"), kmA.Key("k"), func() int { return keyQueued(kmA, "k") }},
+		{"m", b.NewMutex("m", opts), nil, nil, nil, nil},
+		{"acct/k", kmB.Key("k"), kmB.Key("k"), kmA.Key("k"),
+			func() int { return keyQueued(kmA, "k") }, func() int { return keyQueued(kmB, "k") }},
 	} {
 		if s.same == nil {
 			s.same, s.waiter = s.holder, a.NewMutex("m", opts)
-			mA := s.waiter.(*Mutex)
+			mA, mB := s.waiter.(*Mutex), s.holder.(*Mutex)
 			s.queued = func() int { return queued(&mA.gateQueue) }
+			s.sameQueued = func() int { return queued(&mB.gateQueue) }
 		}
 		t.Run(s.name, func(t *testing.T) {
 			var tr tracer
@@ -159,6 +162,7 @@ func TestContendedGiveBackWakesAtOnce(t *testing.T) {
 			release = make(chan struct{})
 			held = holdOpen(t, l, s.holder, &tr, "H2", release)
 			same := enter(l, s.same, &tr, "same")
+			waitFor(t, "the same process's flow to queue", func() bool { return s.sameQueued() == 1 })
 			close(release)
 			within(t, held, "the holder")
 			within(t, same, "the same process's flow")
@@ -175,7 +179,7 @@ func TestContendedGiveBackWakesAtOnce(t *testing.T) {
 // 2×(Recheck+2×OpTimeout) after the last call that left a flow waiting,
 // leaving no key of its own behind, and give-backs publish nothing again.
 func TestWaitMarkerExpires(t *testing.T) {
-	opts := Options{Recheck: 100 * time.Millisecond, OpTimeout: 500 * time.Millisecond}
+	opts := Options{Recheck: 100 * time.Millisecond, OpTimeout: time.Second}
 	a, b, rdb := twoInstances(t, opts)
 	heard := listenNotifications(t, a, rdb)
 	l := newLoops(t, 1)[0]
