@@ -77,7 +77,10 @@ func TestSyncerKeysShareASlot(t *testing.T) {
 	for _, prefix := range []string{"app", "{app}", "{app}{}", "app{", "{", "app}", "a{b}c"} {
 		c := &Client{opts: Options{Prefix: prefix}}
 		tags := map[string]bool{}
-		for _, part := range []string{"holders", "fence", "fence:server", "gone", "call:x:1", "tat", "hold"} {
+		for _, key := range c.mutexKeys("db", "x:1") {
+			tags[hashTag(key)] = true
+		}
+		for _, part := range []string{"tat", "hold"} {
 			tags[hashTag(c.key("db", part))] = true
 		}
 		if len(tags) != 1 {

@@ -108,9 +108,16 @@ func TestUncontendedGiveBackPublishesNothing(t *testing.T) {
 		}
 		waitGivenBack(t, c, rdb, km.MutexName(key))
 	}
-	tr.check(t, "A in", "B in", "C in", "k1 in", "k2 in", "k1 in")
+	lim := c.NewLimiter("lim", LimiterOptions{Concurrent: 1, MaxQueue: -1, Rate: 1000})
+	for _, name := range []string{"L1", "L2"} {
+		if res := <-enter(l, lim, &tr, name); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		waitGivenBack(t, c, rdb, "lim/concurrent")
+	}
+	tr.check(t, "A in", "B in", "C in", "k1 in", "k2 in", "k1 in", "L1 in", "L2 in")
 	if n := heard.count(t); n != 0 {
-		t.Errorf("%d notifications for 6 uncontended sections, want 0", n)
+		t.Errorf("%d notifications for 8 uncontended sections, want 0", n)
 	}
 }
 
@@ -275,5 +282,41 @@ func TestWaiterWithoutMarkerServedByItsRecheck(t *testing.T) {
 	}
 	close(h.release)
 	within(t, waiter, "W")
+	tr.check(t, "H in", "H out", "W in")
+}
+
+// TestContendedGiveBackWakesAtOnceOnACluster: on a Redis Cluster, which
+// refuses a script whose keys are in different slots, a waiter marks its
+// Mutex (the mark shares the slot of the Mutex's other keys) and is woken
+// by the holder's give-back, not by its re-check, minutes away.
+func TestContendedGiveBackWakesAtOnceOnACluster(t *testing.T) {
+	addr := startOneNodeCluster(t)
+	var clients [2]*Client
+	for i := range clients {
+		cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+		t.Cleanup(func() { cluster.Close() })
+		c, err := New(context.Background(), cluster, Options{Prefix: "app", Recheck: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients[i] = c
+	}
+	l := newLoops(t, 1)[0]
+	opts := MutexOptions{Max: 1, MaxQueue: -1, TTL: 10 * time.Minute}
+	holder, waiter := clients[0].NewMutex("m", opts), clients[1].NewMutex("m", opts)
+	var tr tracer
+	release := make(chan struct{})
+	held := holdOpen(t, l, holder, &tr, "H", release)
+	other := enter(l, waiter, &tr, "W")
+	waitFor(t, "W to queue", func() bool { return queued(&waiter.gateQueue) == 1 })
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+	defer rdb.Close()
+	if n := rdb.Exists(context.Background(), clients[1].key("m", "waiting")).Val(); n != 1 {
+		t.Errorf("the mark: %d keys, want 1", n)
+	}
+	close(release)
+	within(t, held, "H")
+	within(t, other, "W")
 	tr.check(t, "H in", "H out", "W in")
 }
