@@ -84,8 +84,8 @@ type MutexOptions struct {
 // time the first lease in Redis runs out; a fallback re-check every
 // Options.Recheck covers a notification lost with a connection. A lease
 // given back notifies only while some process waits, or waited within
-// about 2×Options.Recheck: an uncontended section costs no message to the
-// fleet (see a waiter not notified, in Faults). Every
+// 2×(Options.Recheck + 2×Options.OpTimeout): an uncontended section costs
+// no message to the fleet (see a waiter not notified, in Faults). Every
 // flow of the process that waits is tried in one round trip: a thousand
 // waiters cost one round trip per wake-up, not a thousand. Waiters of
 // different processes are not served in a global order.
