@@ -13,7 +13,9 @@ import (
 // count against their own keys' rates. It is for an open set of keys,
 // where a Throttle per key would keep a goroutine and a timer for every
 // key ever served (see Client). It is the cluster's counterpart of
-// [asyncsteps.KeyedThrottle]. Enter a key with [KeyedThrottle.Sync],
+// [asyncsteps.KeyedThrottle], but for its queue: the core's queues
+// without limit unless told, this one queues none unless MaxQueue says
+// (see [ThrottleOptions]). Enter a key with [KeyedThrottle.Sync],
 // or with [asyncsteps.AsyncSteps.Sync] on the Syncer that
 // [KeyedThrottle.Key] returns.
 //
