@@ -457,21 +457,9 @@ func TestKeyedMutexWaitIsAMutexWait(t *testing.T) {
 				return ""
 			},
 		}))
-		r := asyncsteps.New(asyncsteps.WithTool(tt))
-		r.Add(func(as steps, _ ...any) {
-			p := as.Parallel()
-			for _, key := range []string{"vip", "vip", "a", "a"} {
-				p.Add(func(as steps, _ ...any) {
-					accounts.Sync(as, key, func(as steps, _ ...any) {
-						as.WaitExternal()
-						as.Tool().Deferred(2*time.Second, func() { as.Success() })
-					})
-				})
-			}
+		syncTwoKeysTwice(t, tt, func(as steps, key string) {
+			accounts.Sync(as, key, holdTwoSeconds)
 		})
-		if _, err := r.Run(context.Background()); err != nil {
-			t.Fatalf("Run: %v", err)
-		}
 		want := describeLines([]string{
 			`asyncsteps.flow.duration{} count=1 sum=0`,
 			`asyncsteps.flow.ended{} 1`,
@@ -485,9 +473,32 @@ func TestKeyedMutexWaitIsAMutexWait(t *testing.T) {
 	})
 }
 
+// syncTwoKeysTwice runs on tt one flow whose four parallel branches give
+// section the keys "vip", "vip", "a" and "a": the second branch of each
+// key waits for the first.
+func syncTwoKeysTwice(t *testing.T, tt *asyncsteps.TestTool, section func(as steps, key string)) {
+	t.Helper()
+	r := asyncsteps.New(asyncsteps.WithTool(tt))
+	r.Add(func(as steps, _ ...any) {
+		p := as.Parallel()
+		for _, key := range []string{"vip", "vip", "a", "a"} {
+			p.Add(func(as steps, _ ...any) { section(as, key) })
+		}
+	})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// holdTwoSeconds is a critical section that lasts 2s on the flow's clock.
+func holdTwoSeconds(as steps, _ ...any) {
+	as.WaitExternal()
+	as.Tool().Deferred(2*time.Second, func() { as.Success() })
+}
+
 // A KeyedThrottle is a Throttle per key and a KeyedLimiter a Limiter per
 // key: a wait for one of their keys is timed as a Throttle's or a
-// Limiter's. Before, both were of the kind "other".
+// Limiter's.
 func TestKeyedThrottleAndLimiterWaitsAreOfTheirKinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp := newMetered()
@@ -503,22 +514,10 @@ func TestKeyedThrottleAndLimiterWaitsAreOfTheirKinds(t *testing.T) {
 				return ""
 			},
 		}))
-		r := asyncsteps.New(asyncsteps.WithTool(tt))
-		r.Add(func(as steps, _ ...any) {
-			p := as.Parallel()
-			for _, key := range []string{"vip", "vip", "a", "a"} {
-				p.Add(func(as steps, _ ...any) {
-					tenants.Sync(as, key, func(as steps, _ ...any) {})
-					hosts.Sync(as, key, func(as steps, _ ...any) {
-						as.WaitExternal()
-						as.Tool().Deferred(2*time.Second, func() { as.Success() })
-					})
-				})
-			}
+		syncTwoKeysTwice(t, tt, func(as steps, key string) {
+			tenants.Sync(as, key, func(as steps, _ ...any) {})
+			hosts.Sync(as, key, holdTwoSeconds)
 		})
-		if _, err := r.Run(context.Background()); err != nil {
-			t.Fatalf("Run: %v", err)
-		}
 		want := describeLines([]string{
 			`asyncsteps.flow.duration{} count=1 sum=0`,
 			`asyncsteps.flow.ended{} 1`,
