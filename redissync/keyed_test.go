@@ -300,6 +300,33 @@ func TestKeyedMutexLoopClosed(t *testing.T) {
 	})
 }
 
+// manyKeys is how many keys the tests of keys used once use.
+const manyKeys = 10_000
+
+// enterKeysOnce enters the Syncer of each of manyKeys keys once, one flow
+// a key, the flows spread over two Loops and run at once, and fails t
+// unless every flow entered.
+func enterKeysOnce(t *testing.T, key func(i int) asyncsteps.Syncer) {
+	t.Helper()
+	loops := newLoops(t, 2)
+	const n = manyKeys
+	var entered atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		r := asyncsteps.New(asyncsteps.WithTool(loops[i%2]))
+		r.Sync(key(i), func(as asyncsteps.AsyncSteps, _ ...any) { entered.Add(1) })
+		wg.Go(func() {
+			if _, err := r.Run(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if entered.Load() != n {
+		t.Fatalf("%d entries, want %d", entered.Load(), n)
+	}
+}
+
 // TestKeyedMutexManyKeysLeaveNothing: 10,000 keys, each used once by
 // flows of two loops, leave no state in the process once their sections
 // have ended: no key (and the map keeps the room of keptKeys at most),
@@ -314,27 +341,7 @@ func TestKeyedMutexManyKeysLeaveNothing(t *testing.T) {
 	c, rdb := newClient(t, sharedRedis(t), Options{})
 	const ttl = 300 * time.Millisecond
 	km := c.NewKeyedMutex("acct", MutexOptions{Max: 1, MaxQueue: -1, TTL: ttl})
-	loops := newLoops(t, 2)
-	const n = 10_000
-	var entered atomic.Int64
-	var wg sync.WaitGroup
-	for i := range n {
-		r := asyncsteps.New(asyncsteps.WithTool(loops[i%2]))
-		r.Sync(km.Key(fmt.Sprintf("acct-%d", i)), func(as asyncsteps.AsyncSteps, _ ...any) {
-			entered.Add(1)
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := r.Run(context.Background()); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if entered.Load() != n {
-		t.Fatalf("%d entries, want %d", entered.Load(), n)
-	}
+	enterKeysOnce(t, func(i int) asyncsteps.Syncer { return km.Key(fmt.Sprintf("acct-%d", i)) })
 	waitFor(t, "no key in use", func() bool { return km.Len() == 0 })
 	waitFor(t, "the goroutine to settle", func() bool {
 		return keyedState(km) == "keys 0, listed 0, idle true"
@@ -366,7 +373,7 @@ func TestKeyedMutexManyKeysLeaveNothing(t *testing.T) {
 			t.Fatalf("%s expires in %v", key, pttl)
 		}
 	}
-	if want := map[string]int{"fence": n, "fence:server": n, "call": n}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+	if want := map[string]int{"fence": manyKeys, "fence:server": manyKeys, "call": manyKeys}; fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Errorf("keys in Redis: %v, want %v", kinds, want)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -244,25 +243,7 @@ func TestKeyedThrottleManyKeysLeaveNothing(t *testing.T) {
 	}
 	c, rdb := newClient(t, sharedRedis(t), Options{})
 	kt := c.NewKeyedThrottle("api", ThrottleOptions{Rate: 100, Period: time.Second})
-	loops := newLoops(t, 2)
-	const n = 10_000
-	var entered atomic.Int64
-	var wg sync.WaitGroup
-	for i := range n {
-		r := asyncsteps.New(asyncsteps.WithTool(loops[i%2]))
-		r.Sync(kt.Key(fmt.Sprintf("key-%d", i)), func(as asyncsteps.AsyncSteps, _ ...any) {
-			entered.Add(1)
-		})
-		wg.Go(func() {
-			if _, err := r.Run(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if entered.Load() != n {
-		t.Fatalf("%d entries, want %d", entered.Load(), n)
-	}
+	enterKeysOnce(t, func(i int) asyncsteps.Syncer { return kt.Key(fmt.Sprintf("key-%d", i)) })
 	waitFor(t, "the goroutine to settle", func() bool {
 		return coreState(&kt.kc) == "keys 0, listed 0, idle true"
 	})
