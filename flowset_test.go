@@ -297,3 +297,34 @@ func TestFlowSetStartWithoutThenAndUnderAContext(t *testing.T) {
 		t.Errorf("got %s, want [Refused no] context canceled 0", got)
 	}
 }
+
+// A service's background jobs at its shutdown: the grace period lets the
+// quick ones finish, then the slow one is cancelled, its cancel handler
+// releasing what it holds; Shutdown returns once every job's then has
+// returned, and Start starts nothing afterwards.
+func ExampleFlowSet() {
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	var jobs asyncsteps.FlowSet
+	for _, job := range []struct {
+		name string
+		work time.Duration
+	}{{"report", 10 * time.Millisecond}, {"export", 20 * time.Millisecond}, {"reindex", time.Hour}} {
+		r := asyncsteps.New(asyncsteps.WithTool(loop))
+		r.Add(func(as asyncsteps.AsyncSteps, _ ...any) {
+			as.SetCancel(func(asyncsteps.AsyncSteps) { fmt.Println(job.name, "cancelled: releases its lease") })
+			asyncsteps.Sleep(as, job.work)
+		})
+		jobs.Start(r, func(res asyncsteps.Result) { fmt.Println(job.name, "ended:", res.Err) })
+	}
+
+	err := jobs.Shutdown(context.Background(), time.Second) // far more than the quick jobs need
+	started := jobs.Start(asyncsteps.New(asyncsteps.WithTool(loop)), nil)
+	fmt.Println("shutdown:", err, "running:", jobs.Len(), "started after:", started)
+	// Output:
+	// report ended: <nil>
+	// export ended: <nil>
+	// reindex cancelled: releases its lease
+	// reindex ended: context canceled
+	// shutdown: <nil> running: 0 started after: false
+}

@@ -6,7 +6,9 @@ package asyncsteps_test
 // the zero value, bad keys. The tests of every Syncer list its key too.
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +117,36 @@ func TestNewKeyedLimiterRejectsNegativeLimits(t *testing.T) {
 		}
 	}()
 	asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{Concurrent: 2, Rate: -5})
+}
+
+// ExampleKeyedLimiter limits the calls to each upstream host to 2 at once
+// and 2 a second, with 1 more call waiting for a slot and 1 for the rate;
+// the rest are refused. Each call takes 10ms: call 2 gets a slot then,
+// and waits for the next second; call 3 finds the queue full. One host's
+// calls do not hold up another's.
+func ExampleKeyedLimiter() {
+	tt := asyncsteps.NewTestTool()
+	perHost := asyncsteps.NewKeyedLimiter[string](asyncsteps.LimiterOptions{
+		Concurrent: 2, MaxQueue: 1, Rate: 2, Period: time.Second, Burst: 1,
+	})
+	for i, host := range strings.Fields("a.example a.example a.example a.example b.example") {
+		r := asyncsteps.New(asyncsteps.WithTool(tt))
+		perHost.Sync(r, host, func(as asyncsteps.AsyncSteps, _ ...any) {
+			fmt.Printf("%d %s: called at %v\n", i, host, syncElapsed(tt))
+			as.Add(syncPause(10 * time.Millisecond)) // the call
+		}, func(as asyncsteps.AsyncSteps, code string) {
+			fmt.Printf("%d %s: %s (%s)\n", i, host, code, as.State().ErrorInfo)
+			as.Success()
+		})
+		r.Execute()
+	}
+	tt.Run()
+	fmt.Println("hosts in use:", perHost.Len())
+	// Output:
+	// 0 a.example: called at 0s
+	// 1 a.example: called at 0s
+	// 3 a.example: DefenseRejected (Mutex queue limit)
+	// 4 b.example: called at 0s
+	// 2 a.example: called at 1s
+	// hosts in use: 0
 }

@@ -95,6 +95,37 @@ func ExampleClient() {
 	// 42 <nil>
 }
 
+// ServerError as a Client's Check, once Retry has spent its attempts on
+// an upstream that keeps failing: the flow's error is the last attempt's
+// CommError, whose Cause, the StatusError that errors.As finds, holds the
+// answer: its status and the upstream's error document.
+func ExampleServerError() {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Error(w, "database unreachable", http.StatusBadGateway)
+	}))
+	defer upstream.Close()
+	loop := asyncsteps.NewLoop()
+	defer loop.Close()
+	c := &asynchttp.Client{HTTP: upstream.Client(), Check: asynchttp.ServerError}
+
+	r := asyncsteps.New(asyncsteps.WithTool(loop))
+	asyncsteps.Retry(r, asyncsteps.RetryOptions{Attempts: 2, Timeout: time.Second}, func(as asyncsteps.AsyncSteps, i int) {
+		fmt.Println("attempt", i)
+		c.Get(as, upstream.URL)
+	})
+	_, err := r.Run(context.Background())
+	fmt.Println(err)
+	var answer *asynchttp.StatusError
+	if errors.As(err, &answer) {
+		fmt.Printf("%d %q\n", answer.StatusCode, answer.Body)
+	}
+	// Output:
+	// attempt 0
+	// attempt 1
+	// CommError: asynchttp: upstream answered 502
+	// 502 "database unreachable\n"
+}
+
 // How a flow's error becomes an answer: the status follows the code
 // (StatusOf), Codes adds the application's own codes, a 503 asks the client
 // to come back later, a step's timeout says so, and an InternalError (here a
