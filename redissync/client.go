@@ -591,3 +591,25 @@ func (c *Client) pipelineOnce(s *redis.Script, calls []scriptCall, out []scriptR
 		out[i].res, out[i].err = cmd.Slice()
 	}
 }
+
+// option is a numeric option of a constructor, named for its panic.
+type option struct {
+	name  string
+	value string // as the panic shows it
+	neg   bool
+}
+
+func countOption(name string, n int) option { return option{name, strconv.Itoa(n), n < 0} }
+
+func spanOption(name string, d time.Duration) option { return option{name, d.String(), d < 0} }
+
+// refuseNegative panics if an option of the constructor ctor is negative,
+// naming the first such option and its value, as the core's constructors
+// do: "redissync: NewMutex: negative TTL -1s".
+func refuseNegative(ctor string, opts ...option) {
+	for _, o := range opts {
+		if o.neg {
+			panic("redissync: " + ctor + ": negative " + o.name + " " + o.value)
+		}
+	}
+}

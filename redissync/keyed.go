@@ -109,9 +109,7 @@ const pipelineMax = 512
 // process syncs on it. (Values made for one name each keep their own
 // queue of a key, as Mutexes of one name do.)
 func (c *Client) NewKeyedMutex(name string, opts MutexOptions) *KeyedMutex {
-	if opts.Max < 0 || opts.TTL < 0 {
-		panic("redissync: NewKeyedMutex: negative option")
-	}
+	refuseNegative("NewKeyedMutex", countOption("Max", opts.Max), spanOption("TTL", opts.TTL))
 	if c.unmade() {
 		return new(KeyedMutex) // its Sync fails every flow: see Client
 	}

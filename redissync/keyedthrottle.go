@@ -93,9 +93,7 @@ type keyRate struct {
 // or Period is negative. Use one KeyedThrottle per name in a process:
 // every flow of the process syncs on it.
 func (c *Client) NewKeyedThrottle(name string, opts ThrottleOptions) *KeyedThrottle {
-	if opts.Rate < 0 || opts.Period < 0 {
-		panic("redissync: NewKeyedThrottle: negative option")
-	}
+	refuseNegative("NewKeyedThrottle", countOption("Rate", opts.Rate), spanOption("Period", opts.Period))
 	if c.unmade() {
 		return new(KeyedThrottle) // its Sync fails every flow: see Client
 	}

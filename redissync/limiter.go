@@ -59,9 +59,8 @@ type Limiter struct {
 // if Concurrent, Rate, Period or TTL is negative. Use one Limiter per
 // name in a process.
 func (c *Client) NewLimiter(name string, opts LimiterOptions) *Limiter {
-	if opts.Concurrent < 0 || opts.Rate < 0 || opts.Period < 0 || opts.TTL < 0 {
-		panic("redissync: NewLimiter: negative option")
-	}
+	refuseNegative("NewLimiter", countOption("Concurrent", opts.Concurrent), countOption("Rate", opts.Rate),
+		spanOption("Period", opts.Period), spanOption("TTL", opts.TTL))
 	return &Limiter{
 		mutex: c.NewMutex(name+"/concurrent", MutexOptions{
 			Max: opts.Concurrent, MaxQueue: opts.MaxQueue, TTL: opts.TTL,

@@ -215,9 +215,7 @@ const deadlockInfo = "Mutex deadlock: every holder of the lock waits for a paral
 // name, of the same Client or of one on another Redis, asks Redis as any
 // other flow does (and, on the same Redis, waits for itself).
 func (c *Client) NewMutex(name string, opts MutexOptions) *Mutex {
-	if opts.Max < 0 || opts.TTL < 0 {
-		panic("redissync: NewMutex: negative option")
-	}
+	refuseNegative("NewMutex", countOption("Max", opts.Max), spanOption("TTL", opts.TTL))
 	if c.unmade() {
 		return new(Mutex) // its Sync fails every flow: see Client
 	}

@@ -109,9 +109,7 @@ type Throttle struct {
 // processes) with the limits of opts. It panics if Rate or Period is
 // negative. Use one Throttle per name in a process.
 func (c *Client) NewThrottle(name string, opts ThrottleOptions) *Throttle {
-	if opts.Rate < 0 || opts.Period < 0 {
-		panic("redissync: NewThrottle: negative option")
-	}
+	refuseNegative("NewThrottle", countOption("Rate", opts.Rate), spanOption("Period", opts.Period))
 	if c.unmade() {
 		return new(Throttle) // its Sync fails every flow: see Client
 	}

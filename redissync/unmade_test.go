@@ -100,3 +100,32 @@ func TestUnmadeSyncersFailTheirFlows(t *testing.T) {
 		}
 	}
 }
+
+// A negative option panics with the constructor's name and the first
+// negative option and its value, as the core's constructors do, so that a
+// misconfiguration read from flags or a file says what to fix.
+func TestConstructorsNameTheNegativeOption(t *testing.T) {
+	c := new(Client)
+	cases := []struct {
+		make func()
+		want string
+	}{
+		{func() { c.NewMutex("m", MutexOptions{Max: -2}) }, "redissync: NewMutex: negative Max -2"},
+		{func() { c.NewMutex("m", MutexOptions{TTL: -time.Second}) }, "redissync: NewMutex: negative TTL -1s"},
+		{func() { c.NewKeyedMutex("m", MutexOptions{TTL: -time.Second}) }, "redissync: NewKeyedMutex: negative TTL -1s"},
+		{func() { c.NewThrottle("t", ThrottleOptions{Rate: -1}) }, "redissync: NewThrottle: negative Rate -1"},
+		{func() { c.NewKeyedThrottle("t", ThrottleOptions{Period: -time.Millisecond}) }, "redissync: NewKeyedThrottle: negative Period -1ms"},
+		{func() { c.NewLimiter("l", LimiterOptions{Concurrent: -3, Rate: -1}) }, "redissync: NewLimiter: negative Concurrent -3"},
+		{func() { c.NewLimiter("l", LimiterOptions{TTL: -time.Minute}) }, "redissync: NewLimiter: negative TTL -1m0s"},
+	}
+	for _, tc := range cases {
+		func() {
+			defer func() {
+				if r := recover(); r != tc.want {
+					t.Errorf("panicked with %#v, want %q", r, tc.want)
+				}
+			}()
+			tc.make()
+		}()
+	}
+}
