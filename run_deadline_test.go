@@ -614,11 +614,18 @@ func TestRunDeadlineTimeoutsAllSaySo(t *testing.T) {
 		trace string
 	}{
 		{"Await", func(r *asyncsteps.Root, tr *tracer) {
+			// The function's context and the flow end at the same instant:
+			// it traces once the handler has, for one order of the trace.
+			handled := make(chan struct{})
 			r.Await(func(ctx context.Context) (any, error) {
 				<-ctx.Done()
+				<-handled
 				tr.addf("function:%v", ctx.Err())
 				return nil, ctx.Err()
-			}, timeoutSeen(tr, "await"))
+			}, func(as asyncsteps.AsyncSteps, code string) {
+				defer close(handled)
+				timeoutSeen(tr, "await")(as, code)
+			})
 		}, "await:" + seen + ",function:context deadline exceeded"},
 		{"AwaitFlow", func(r *asyncsteps.Root, tr *tracer) {
 			sub := asyncsteps.New(asyncsteps.WithTool(r.Tool()))
