@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,22 +56,12 @@ type rawAnswer struct {
 	saidClose, closed bool
 }
 
-// readRawAnswer reads the answer to the request sent on conn. The
-// deadline only keeps a broken server from hanging the test: the answer
-// is due at once.
+// readRawAnswer reads the answer to the request sent on conn (see
+// readHTTP1Answer), then whether the server closed conn after it.
 func readRawAnswer(t *testing.T, conn net.Conn, r *bufio.Reader) rawAnswer {
 	t.Helper()
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("answer cut short: %v", err)
-	}
-	_, err = r.ReadByte()
-	return rawAnswer{resp.StatusCode, string(body), resp.Close, errors.Is(err, io.EOF)}
+	a := readHTTP1Answer(t, conn, r)
+	return rawAnswer{a.status, a.body, a.saidClose, closedAfter(conn, r)}
 }
 
 // A flow that ends while its Await function, on the request's goroutine,
